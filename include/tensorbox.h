@@ -1,0 +1,562 @@
+/*
+ * tensorbox.h - the public C API of libtensorbox.
+ *
+ * tensorbox reads, writes, validates, inspects and converts the container files that
+ * machine-learning weights travel in (safetensors, GGUF, zTensor, OINF, MCF, EMBD).
+ *
+ * Model of a file
+ * ---------------
+ * An opened file (tbx_file) is a read-only view made of
+ *   - metadata: an ordered list of (key, typed value) pairs;
+ *   - tensors:  name, dtype, shape (row-major: slowest dimension first), storage layout and one or
+ *               more components (stored byte ranges: e.g. "data", or "values"/"indices"/"indptr");
+ *   - sections: named auxiliary blobs (a tokenizer file, a vocabulary, ...).
+ * Everything a handle returns (names, values, shapes) is owned by the handle and stays valid
+ * until tbx_close(). Every function that can fail returns a tbx_status and, when `err` is not NULL,
+ * fills it with the code, the byte offset in the file (or TBX_NO_OFFSET), the field involved and
+ * a message naming the field, the value and the offset.
+ *
+ * Safety
+ * ------
+ * Every declared count, length, shape and offset in a file is checked against the file size and
+ * the configured limits (tbx_limits) before anything is allocated. Hostile input yields an error,
+ * never a crash, a hang or an allocation larger than the file justifies.
+ *
+ * Writing
+ * -------
+ * A tbx_writer collects metadata, sections and tensor declarations, then receives tensor bytes in
+ * chunks (never the whole model at once), and on tbx_writer_finish() renames a temporary file in
+ * the destination directory over the output path. Output is deterministic: the same calls give
+ * the same bytes. A writer never replaces an existing file unless TBX_WRITE_OVERWRITE is set, and
+ * never replaces a file that is open for reading through this library in the same process.
+ *
+ * Threading: handles are not shared-safe; distinct handles may be used from distinct threads.
+ * Destructors accept NULL.
+ */
+#ifndef TENSORBOX_H
+#define TENSORBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(TBX_SHARED_BUILD)
+#define TBX_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define TBX_API __attribute__((visibility("default")))
+#else
+#define TBX_API
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Version
+ * ------------------------------------------------------------------------------------------- */
+#define TBX_VERSION_MAJOR 0
+#define TBX_VERSION_MINOR 1
+#define TBX_VERSION_PATCH 0
+#define TBX_VERSION_STRING "0.1.0"
+#define TBX_VERSION_NUMBER (TBX_VERSION_MAJOR * 10000 + TBX_VERSION_MINOR * 100 + TBX_VERSION_PATCH)
+
+/* Runtime version of the linked library, e.g. "0.1.0". Static storage. */
+TBX_API const char *tbx_version(void);
+/* Runtime TBX_VERSION_NUMBER of the linked library. */
+TBX_API int tbx_version_number(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes and errors. The numeric values are stable and never reused.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum tbx_status {
+    TBX_OK = 0,
+    TBX_E_INVALID_ARG = 1,      /* a NULL handle, a bad option, a name that does not exist */
+    TBX_E_NOMEM = 2,            /* the allocator returned NULL */
+    TBX_E_IO = 3,               /* open/read/write/rename failed (errno in the message) */
+    TBX_E_TRUNCATED = 4,        /* a field runs past the end of the file */
+    TBX_E_BAD_MAGIC = 5,        /* not a file of the expected/any known format */
+    TBX_E_BAD_VERSION = 6,      /* known format, unsupported version */
+    TBX_E_FORMAT = 7,           /* structurally invalid (bad type tag, bad JSON, bad UTF-8, ...) */
+    TBX_E_LIMIT = 8,            /* a declared count/length exceeds a tbx_limits value */
+    TBX_E_OVERFLOW = 9,         /* a size computation overflows 64 bits */
+    TBX_E_DUPLICATE = 10,       /* a duplicate key or tensor name */
+    TBX_E_RANGE = 11,           /* offset outside its region, overlap, gap, misalignment */
+    TBX_E_UNSUPPORTED = 12,     /* valid, but this operation cannot handle it (e.g. decode dtype) */
+    TBX_E_NOT_FOUND = 13,       /* no tensor/key/section of that name */
+    TBX_E_CHECKSUM = 14,        /* a digest or CRC does not match */
+    TBX_E_BUFFER_TOO_SMALL = 15,/* caller buffer too small; the needed size is returned */
+    TBX_E_STATE = 16,           /* call not valid in the object's current state */
+    TBX_E_EXISTS = 17,          /* output exists (no TBX_WRITE_OVERWRITE) or is an input */
+    TBX_E_LOSSY = 18,           /* the step would lose data and was not explicitly allowed */
+    TBX_E_PADDING = 19          /* padding bytes are not zero */
+} tbx_status;
+
+#define TBX_NO_OFFSET UINT64_MAX
+
+typedef struct tbx_error {
+    tbx_status code;
+    uint64_t offset;   /* byte offset in the file the problem is at, or TBX_NO_OFFSET */
+    char field[64];    /* the field involved, e.g. "header.data_offsets" (may be empty) */
+    char message[320]; /* one line: field, value, offset and what was expected */
+} tbx_error;
+
+/* Short stable description of a status ("truncated", "bad magic", ...). Static storage. */
+TBX_API const char *tbx_strerror(tbx_status status);
+/* Stable identifier of a status ("TBX_E_TRUNCATED"). Static storage. */
+TBX_API const char *tbx_status_name(tbx_status status);
+
+/* ---------------------------------------------------------------------------------------------
+ * Formats
+ * ------------------------------------------------------------------------------------------- */
+typedef enum tbx_format {
+    TBX_FORMAT_UNKNOWN = 0,
+    TBX_FORMAT_SAFETENSORS = 1,
+    TBX_FORMAT_GGUF = 2,
+    TBX_FORMAT_ZTENSOR = 3,
+    TBX_FORMAT_OINF = 4,
+    TBX_FORMAT_MCF = 5,
+    TBX_FORMAT_EMBD = 6
+} tbx_format;
+
+/* Lower-case name ("safetensors", "gguf", "ztensor", ...); "unknown" for others. */
+TBX_API const char *tbx_format_name(tbx_format format);
+/* Parses a format name (as printed by tbx_format_name); TBX_FORMAT_UNKNOWN if none matches. */
+TBX_API tbx_format tbx_format_from_name(const char *name);
+/* Detects the format from the first bytes of a file (magic numbers, never the extension).
+ * `head` holds the first `len` bytes of the file (64 are always enough); `file_size` is the total
+ * size of the file. Returns TBX_FORMAT_UNKNOWN when nothing matches. */
+TBX_API tbx_format tbx_detect_format(const void *head, size_t len, uint64_t file_size);
+/* Guesses the output format from a path's extension (.safetensors, .gguf, .zt, .oinf, .mcf,
+ * .weights); TBX_FORMAT_UNKNOWN if the extension is not known. Used only for writing. */
+TBX_API tbx_format tbx_format_from_path(const char *path);
+
+/* ---------------------------------------------------------------------------------------------
+ * Data types. One table drives every size computation (tbx_dtype_info).
+ * The numeric values are stable.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum tbx_dtype {
+    TBX_DT_INVALID = 0,
+    /* floating point */
+    TBX_DT_F64 = 1, TBX_DT_F32 = 2, TBX_DT_F16 = 3, TBX_DT_BF16 = 4,
+    TBX_DT_F8_E4M3 = 5,      /* OCP E4M3FN: no Inf, NaN = S.1111.111, max 448 */
+    TBX_DT_F8_E5M2 = 6,      /* IEEE-like E5M2 (bias 15), Inf and NaN */
+    TBX_DT_F8_E4M3FNUZ = 7,  /* bias 8, no Inf, NaN = 0x80 only, no -0 */
+    TBX_DT_F8_E5M2FNUZ = 8,  /* bias 16, no Inf, NaN = 0x80 only, no -0 */
+    TBX_DT_F8_E8M0 = 9,      /* unsigned exponent-only: 2^(e-127), 0xFF = NaN */
+    TBX_DT_F6_E2M3 = 10,     /* 6-bit OCP MX float, no Inf/NaN; packed */
+    TBX_DT_F6_E3M2 = 11,     /* 6-bit OCP MX float, no Inf/NaN; packed */
+    TBX_DT_F4_E2M1 = 12,     /* 4-bit OCP MX float (safetensors "F4"); packed, low nibble first */
+    TBX_DT_C64 = 13,         /* complex of two f32 (re, im) */
+    TBX_DT_C128 = 14,        /* complex of two f64 (re, im) */
+    /* integers */
+    TBX_DT_I8 = 20, TBX_DT_I16 = 21, TBX_DT_I32 = 22, TBX_DT_I64 = 23,
+    TBX_DT_U8 = 24, TBX_DT_U16 = 25, TBX_DT_U32 = 26, TBX_DT_U64 = 27,
+    TBX_DT_BOOL = 28,        /* one byte per element, 0 or 1 */
+    TBX_DT_BITSET = 29,      /* OINF BITSET tensor: one byte per element */
+    /* packed sub-byte integers: one LSB-first bitstream, ceil(n*bits/8) bytes */
+    TBX_DT_I4 = 30, TBX_DT_I2 = 31, TBX_DT_I1 = 32,
+    TBX_DT_U4 = 33, TBX_DT_U2 = 34, TBX_DT_U1 = 35,
+    TBX_DT_T2 = 36,          /* ternary, 2-bit two's complement in {-1,0,1} */
+    TBX_DT_T1 = 37,          /* binary: bit 0 -> -1, bit 1 -> +1 */
+    /* ggml block types (block size, bytes per block in tbx_dtype_info) */
+    TBX_DT_Q4_0 = 50, TBX_DT_Q4_1 = 51, TBX_DT_Q5_0 = 52, TBX_DT_Q5_1 = 53,
+    TBX_DT_Q8_0 = 54, TBX_DT_Q8_1 = 55,
+    TBX_DT_Q2_K = 56, TBX_DT_Q3_K = 57, TBX_DT_Q4_K = 58, TBX_DT_Q5_K = 59,
+    TBX_DT_Q6_K = 60, TBX_DT_Q8_K = 61,
+    TBX_DT_IQ2_XXS = 62, TBX_DT_IQ2_XS = 63, TBX_DT_IQ3_XXS = 64, TBX_DT_IQ1_S = 65,
+    TBX_DT_IQ4_NL = 66, TBX_DT_IQ3_S = 67, TBX_DT_IQ2_S = 68, TBX_DT_IQ4_XS = 69,
+    TBX_DT_IQ1_M = 70, TBX_DT_TQ1_0 = 71, TBX_DT_TQ2_0 = 72, TBX_DT_MXFP4 = 73,
+    TBX_DT_NVFP4 = 74, TBX_DT_Q1_0 = 75, TBX_DT_Q2_0 = 76,
+    /* MCF quantization families (payload size depends on the 2-D shape) */
+    TBX_DT_MCF_INT8 = 90, TBX_DT_MCF_INT4 = 91, TBX_DT_MCF_Q8 = 92, TBX_DT_MCF_Q4 = 93,
+    TBX_DT_MCF_K6 = 94, TBX_DT_MCF_K4 = 95, TBX_DT_MCF_K3 = 96, TBX_DT_MCF_K2 = 97,
+    TBX_DT_COUNT_ = 98
+} tbx_dtype;
+
+/* tbx_dtype_info.flags */
+#define TBX_DTF_FLOAT    0x01u  /* floating point values */
+#define TBX_DTF_INT      0x02u  /* integer values */
+#define TBX_DTF_SIGNED   0x04u  /* signed (ints), always set for floats */
+#define TBX_DTF_COMPLEX  0x08u
+#define TBX_DTF_PACKED   0x10u  /* sub-byte elements in one LSB-first bitstream */
+#define TBX_DTF_BLOCK    0x20u  /* quantized blocks: block_size elements in block_bytes */
+#define TBX_DTF_SHAPED   0x40u  /* stored size depends on the whole shape (MCF quant types) */
+#define TBX_DTF_DECODE   0x80u  /* tbx_decode_f32 can decode it */
+
+typedef struct tbx_dtype_info {
+    tbx_dtype dtype;
+    const char *name;      /* lower-case name: "f32", "bf16", "q4_k", "f8_e4m3", "i4", ... */
+    uint32_t bits;         /* bits per element; for block types 8*block_bytes/block_size rounded */
+    uint32_t block_size;   /* elements per block: 1 for plain types */
+    uint32_t block_bytes;  /* bytes per block; 0 for packed types (size = ceil(n*bits/8)) */
+    uint32_t flags;        /* TBX_DTF_* */
+} tbx_dtype_info;
+
+/* The table entry of a dtype, or NULL for an invalid value. Static storage. */
+TBX_API const tbx_dtype_info *tbx_dtype_get(tbx_dtype dtype);
+/* Looks a dtype up by its lower-case name (case-insensitive); TBX_DT_INVALID if unknown. */
+TBX_API tbx_dtype tbx_dtype_from_name(const char *name);
+/* Stored byte size of `nelems` elements of `dtype` (checked arithmetic). Fails with
+ * TBX_E_FORMAT when nelems is not a multiple of the block size, TBX_E_OVERFLOW on overflow,
+ * TBX_E_UNSUPPORTED for TBX_DTF_SHAPED types (use tbx_dtype_nbytes_shape). */
+TBX_API tbx_status tbx_dtype_nbytes(tbx_dtype dtype, uint64_t nelems, uint64_t *out);
+/* Stored byte size of a tensor of this row-major shape; handles every dtype, including
+ * row-wise block rules (the last dimension must be a multiple of the block size). */
+TBX_API tbx_status tbx_dtype_nbytes_shape(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,
+                                          uint64_t *out);
+
+/* Scalar conversions (round to nearest even; NaN stays NaN; Inf and subnormals handled). */
+TBX_API float tbx_f16_to_f32(uint16_t h);
+TBX_API uint16_t tbx_f32_to_f16(float f);
+TBX_API float tbx_bf16_to_f32(uint16_t h);
+TBX_API uint16_t tbx_f32_to_bf16(float f);
+/* 8-bit floats; `dtype` is one of the TBX_DT_F8_* values. Out-of-range values saturate to the
+ * largest finite value for formats without Inf (E4M3, FNUZ) and become Inf for E5M2. */
+TBX_API float tbx_f8_to_f32(tbx_dtype dtype, uint8_t v);
+TBX_API uint8_t tbx_f32_to_f8(tbx_dtype dtype, float f);
+
+/* Decodes `nelems` elements of stored data `src` (`src_len` bytes, starting at element 0 of a
+ * block) to float32. Plain floats/ints/bool convert exactly where representable; block types use
+ * the dequantizer of the format. TBX_E_UNSUPPORTED when the dtype is not decodable,
+ * TBX_E_TRUNCATED when src_len is too small. */
+TBX_API tbx_status tbx_decode_f32(tbx_dtype dtype, const void *src, size_t src_len,
+                                  uint64_t nelems, float *dst);
+
+/* ---------------------------------------------------------------------------------------------
+ * Limits and allocator
+ * ------------------------------------------------------------------------------------------- */
+typedef struct tbx_limits {
+    uint64_t max_tensors;          /* default 1,000,000 */
+    uint64_t max_metadata_entries; /* default 1,000,000 (top-level keys) */
+    uint64_t max_string_len;       /* default 1 GiB (one string / key / name) */
+    uint64_t max_array_len;        /* default 2^30 elements in one array */
+    uint64_t max_header_bytes;     /* default 1 GiB (JSON header, CBOR manifest, ...) */
+    uint64_t max_tensor_bytes;     /* default 2^48 (one tensor's stored bytes) */
+    uint32_t max_ndim;             /* default 64 */
+    uint32_t max_depth;            /* default 32 (nesting of arrays/maps) */
+} tbx_limits;
+
+/* Fills `limits` with the defaults above. */
+TBX_API void tbx_limits_default(tbx_limits *limits);
+
+/* Optional allocator: every allocation a handle makes goes through it. `free` receives the size
+ * that was asked for. NULL members are not allowed; pass a NULL allocator for malloc/free. */
+typedef struct tbx_allocator {
+    void *(*alloc)(void *ud, size_t size);
+    void *(*realloc)(void *ud, void *ptr, size_t old_size, size_t new_size);
+    void (*free)(void *ud, void *ptr, size_t size);
+    void *ud;
+} tbx_allocator;
+
+/* ---------------------------------------------------------------------------------------------
+ * Typed values (metadata). Values read from a file are owned by the file handle.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum tbx_value_type {
+    TBX_V_NULL = 0,
+    TBX_V_BOOL = 1,
+    TBX_V_U8 = 2, TBX_V_I8 = 3, TBX_V_U16 = 4, TBX_V_I16 = 5,
+    TBX_V_U32 = 6, TBX_V_I32 = 7, TBX_V_U64 = 8, TBX_V_I64 = 9,
+    TBX_V_F16 = 10, TBX_V_BF16 = 11, TBX_V_F32 = 12, TBX_V_F64 = 13,
+    TBX_V_STRING = 14,  /* bytes, usually UTF-8; may contain NUL; kept whole */
+    TBX_V_BYTES = 15,   /* opaque byte blob */
+    TBX_V_ARRAY = 16,   /* list; tbx_value_elem_type tells the declared element type */
+    TBX_V_MAP = 17,     /* ordered (key string, value) pairs */
+    TBX_V_NDARRAY = 18, /* typed n-d array: element dtype + row-major shape + packed data */
+    TBX_V_BITSET = 19   /* bit list, LSB first */
+} tbx_value_type;
+
+typedef struct tbx_value tbx_value;
+
+/* Lower-case name of a value type ("u8", "string", "array", ...). Static storage. */
+TBX_API const char *tbx_value_type_name(tbx_value_type t);
+
+TBX_API tbx_value_type tbx_value_type_of(const tbx_value *v);
+/* Scalar getters. Return TBX_E_INVALID_ARG when the value is not of a compatible kind;
+ * integer getters fail with TBX_E_OVERFLOW when the value does not fit. Booleans read as 0/1. */
+TBX_API tbx_status tbx_value_get_u64(const tbx_value *v, uint64_t *out);
+TBX_API tbx_status tbx_value_get_i64(const tbx_value *v, int64_t *out);
+TBX_API tbx_status tbx_value_get_f64(const tbx_value *v, double *out);
+/* Bytes of a STRING or BYTES value; *len gets the length. The bytes are followed by a NUL that
+ * is not part of the value (so C-string use is safe when the value has no embedded NUL). */
+TBX_API const char *tbx_value_get_str(const tbx_value *v, size_t *len);
+/* Number of elements of an ARRAY, MAP, NDARRAY (all elements) or BITSET; bytes of STRING/BYTES;
+ * 1 for scalars; 0 for NULL. */
+TBX_API uint64_t tbx_value_len(const tbx_value *v);
+/* Declared element type of an ARRAY (TBX_V_NULL for untyped/heterogeneous arrays). */
+TBX_API tbx_value_type tbx_value_elem_type(const tbx_value *v);
+/* Element i of an ARRAY or value i of a MAP; NULL when out of range. Works for every array
+ * (scalar elements of packed arrays are materialised on demand inside the handle). */
+TBX_API const tbx_value *tbx_value_at(const tbx_value *v, uint64_t i);
+/* Key i of a MAP (bytes + length); NULL when out of range. */
+TBX_API const char *tbx_value_key_at(const tbx_value *v, uint64_t i, size_t *len);
+/* Packed element storage of an ARRAY of fixed-size scalars, NDARRAY or BITSET: native-endian
+ * elements of tbx_value_elem_type() (NDARRAY: *dtype gets the element dtype; BITSET: bytes, LSB
+ * first). NULL when the value has no packed storage. */
+TBX_API const void *tbx_value_data(const tbx_value *v, size_t *nbytes);
+/* NDARRAY shape (row-major) and element dtype. */
+TBX_API tbx_status tbx_value_ndarray(const tbx_value *v, tbx_dtype *dtype, uint32_t *ndim,
+                                     const uint64_t **shape);
+
+/* Building values for writers. A new value is owned by the caller until freed with
+ * tbx_value_free() or handed to a function that says it takes ownership. Return NULL on OOM. */
+TBX_API tbx_value *tbx_value_new_null(void);
+TBX_API tbx_value *tbx_value_new_bool(int b);
+TBX_API tbx_value *tbx_value_new_uint(tbx_value_type t, uint64_t u);  /* U8..U64 */
+TBX_API tbx_value *tbx_value_new_int(tbx_value_type t, int64_t i);    /* I8..I64 */
+TBX_API tbx_value *tbx_value_new_float(tbx_value_type t, double f);   /* F16..F64 (rounded) */
+TBX_API tbx_value *tbx_value_new_string(const char *s, size_t len);   /* copies */
+TBX_API tbx_value *tbx_value_new_bytes(const void *p, size_t len);    /* copies */
+/* An empty array whose elements are declared to be of type `elem` (TBX_V_NULL: any). */
+TBX_API tbx_value *tbx_value_new_array(tbx_value_type elem);
+TBX_API tbx_value *tbx_value_new_map(void);
+/* NDARRAY of `dtype` with `shape`; copies the packed element bytes (size from the dtype table). */
+TBX_API tbx_value *tbx_value_new_ndarray(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,
+                                         const void *data, size_t nbytes);
+TBX_API tbx_value *tbx_value_new_bitset(const uint8_t *bits, uint64_t nbits);
+/* Appends `item` to an ARRAY (takes ownership of item, also on failure). TBX_E_INVALID_ARG when
+ * the item's type does not match a declared element type. */
+TBX_API tbx_status tbx_value_array_push(tbx_value *array, tbx_value *item);
+/* Appends (key, item) to a MAP (takes ownership of item, also on failure); duplicate keys are
+ * rejected with TBX_E_DUPLICATE. */
+TBX_API tbx_status tbx_value_map_put(tbx_value *map, const char *key, size_t key_len,
+                                     tbx_value *item);
+/* Deep copy; NULL on OOM. */
+TBX_API tbx_value *tbx_value_clone(const tbx_value *v);
+/* Frees a value built with tbx_value_new_*; accepts NULL. Never call on a handle's values. */
+TBX_API void tbx_value_free(tbx_value *v);
+
+/* ---------------------------------------------------------------------------------------------
+ * Opening files
+ * ------------------------------------------------------------------------------------------- */
+typedef struct tbx_file tbx_file;
+
+/* Open flags */
+#define TBX_OPEN_MMAP            0x01u /* map the file (zero-copy tbx_tensor_map); default pread */
+#define TBX_OPEN_VERIFY_DIGESTS  0x02u /* verify stored digests/CRCs while opening/reading */
+
+/* Called for every problem found while validating (see tbx_validate). */
+typedef void (*tbx_problem_fn)(void *ud, const tbx_error *problem);
+
+typedef struct tbx_open_options {
+    uint32_t struct_size;              /* sizeof(tbx_open_options) */
+    tbx_format format;                 /* 0: detect from magic bytes */
+    uint32_t flags;                    /* TBX_OPEN_* */
+    const tbx_limits *limits;          /* NULL: defaults */
+    const tbx_allocator *allocator;    /* NULL: malloc */
+    /* When set, recoverable problems (non-zero padding, bad digest, a lint) are reported here and
+     * opening continues; when NULL the first problem fails the open. */
+    tbx_problem_fn on_problem;
+    void *problem_ud;
+} tbx_open_options;
+
+/* Fills `opt` with defaults (detect format, pread, default limits, malloc). */
+TBX_API void tbx_open_options_init(tbx_open_options *opt);
+
+/* Opens a file by path. On success *out is a handle to close with tbx_close(). */
+TBX_API tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_options *opt,
+                                 tbx_error *err);
+/* Opens a memory buffer. The buffer is not copied and must outlive the handle. */
+TBX_API tbx_status tbx_open_memory(tbx_file **out, const void *data, size_t size,
+                                   const tbx_open_options *opt, tbx_error *err);
+/* Read-at callback: read exactly `len` bytes at `offset` into `buf`; return TBX_OK, or an error
+ * (short reads are errors). Lets remote range reads plug in. */
+typedef tbx_status (*tbx_read_at_fn)(void *ud, uint64_t offset, void *buf, size_t len);
+TBX_API tbx_status tbx_open_callback(tbx_file **out, tbx_read_at_fn read_at, void *ud,
+                                     uint64_t size, const tbx_open_options *opt, tbx_error *err);
+/* Closes a handle; accepts NULL. */
+TBX_API void tbx_close(tbx_file *f);
+
+TBX_API tbx_format tbx_file_format(const tbx_file *f);
+/* Format version as the file records it (e.g. GGUF 3); 0 when the format has none. */
+TBX_API uint32_t tbx_file_version(const tbx_file *f);
+TBX_API uint64_t tbx_file_size(const tbx_file *f);
+
+/* Validates a file: opens it with on_problem set and then reads every tensor's stored bytes
+ * (decompressing, checking digests and format-specific value rules). Every problem found is
+ * passed to `cb` (may be NULL); *nproblems (may be NULL) gets their count.
+ * Returns TBX_OK when the file is valid, otherwise the code of the first problem. */
+TBX_API tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt,
+                                     tbx_problem_fn cb, void *ud, uint64_t *nproblems);
+
+/* ---------------------------------------------------------------------------------------------
+ * Metadata
+ * ------------------------------------------------------------------------------------------- */
+TBX_API uint64_t tbx_meta_count(const tbx_file *f);
+/* Key i (bytes + length) and value i in file order; NULL when out of range. */
+TBX_API const char *tbx_meta_key(const tbx_file *f, uint64_t i, size_t *len);
+TBX_API const tbx_value *tbx_meta_value(const tbx_file *f, uint64_t i);
+/* Value of `key` (NUL-terminated), or NULL. */
+TBX_API const tbx_value *tbx_meta_find(const tbx_file *f, const char *key);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tensors
+ * ------------------------------------------------------------------------------------------- */
+typedef enum tbx_layout {
+    TBX_LAYOUT_DENSE = 0,
+    TBX_LAYOUT_SPARSE_CSR = 1,    /* components values, indices, indptr */
+    TBX_LAYOUT_SPARSE_COO = 2,    /* components values, coords */
+    TBX_LAYOUT_QUANT_GROUP = 3    /* components packed_weight, scales, zeros (zTensor) */
+} tbx_layout;
+
+TBX_API const char *tbx_layout_name(tbx_layout layout);
+
+typedef enum tbx_encoding {
+    TBX_ENC_RAW = 0,
+    TBX_ENC_ZSTD = 1
+} tbx_encoding;
+
+typedef struct tbx_tensor_info {
+    const char *name;       /* NUL-terminated (names cannot contain NUL) */
+    size_t name_len;
+    tbx_dtype dtype;        /* element dtype of the logical tensor */
+    uint32_t ndim;
+    const uint64_t *shape;  /* row-major, ndim entries (NULL when ndim == 0) */
+    uint64_t nelems;        /* product of shape (1 for a scalar) */
+    tbx_layout layout;
+    uint32_t ncomponents;   /* >= 1 when the tensor has data, 0 for "no data" tensors */
+    uint64_t offset;        /* absolute file offset of the first component's stored bytes */
+    uint64_t nbytes;        /* stored bytes of all components together */
+} tbx_tensor_info;
+
+typedef struct tbx_component_info {
+    const char *name;       /* "data", "values", "indices", "indptr", "coords", "scales", ... */
+    tbx_dtype dtype;
+    uint64_t nelems;        /* decoded elements */
+    uint64_t offset;        /* absolute file offset of the stored bytes */
+    uint64_t stored_bytes;  /* bytes in the file (compressed size when encoded) */
+    uint64_t nbytes;        /* decoded bytes */
+    tbx_encoding encoding;
+    const char *digest;     /* "sha256:..." / "crc32c:0x..." or NULL */
+} tbx_component_info;
+
+TBX_API uint64_t tbx_tensor_count(const tbx_file *f);
+/* Fills `info` for tensor i (file order). The pointers inside stay valid until tbx_close. */
+TBX_API tbx_status tbx_tensor_info_get(const tbx_file *f, uint64_t i, tbx_tensor_info *info);
+/* Index of the tensor named `name` (NUL-terminated). TBX_E_NOT_FOUND if absent. */
+TBX_API tbx_status tbx_tensor_find(const tbx_file *f, const char *name, uint64_t *index);
+TBX_API tbx_status tbx_component_info_get(const tbx_file *f, uint64_t i, uint32_t c,
+                                          tbx_component_info *info);
+/* Reads the decoded bytes of component c of tensor i into buf. Call with buf == NULL (or a small
+ * cap) to learn the size: *needed gets it and TBX_E_BUFFER_TOO_SMALL is returned. */
+TBX_API tbx_status tbx_component_read(tbx_file *f, uint64_t i, uint32_t c, void *buf, size_t cap,
+                                      size_t *needed, tbx_error *err);
+/* Reads the stored bytes of a dense tensor (its single component, decoded). Size query as
+ * tbx_component_read. */
+TBX_API tbx_status tbx_tensor_read(tbx_file *f, uint64_t i, void *buf, size_t cap, size_t *needed,
+                                   tbx_error *err);
+/* Reads `len` bytes at byte `pos` of a dense raw tensor's stored data (streaming access). */
+TBX_API tbx_status tbx_tensor_read_range(tbx_file *f, uint64_t i, uint64_t pos, void *buf,
+                                         size_t len, tbx_error *err);
+/* Zero-copy pointer to a dense raw tensor's stored bytes when the file is mapped or in memory.
+ * TBX_E_UNSUPPORTED when the handle reads through pread/callback or the data is encoded. */
+TBX_API tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len,
+                                  tbx_error *err);
+/* Decodes elements [first, first+count) of tensor i to float32 in row-major order (sparse
+ * tensors densified, quantized ones dequantized). For block dtypes `first` must be a multiple of
+ * the block size and `count` too unless it reaches the end. TBX_E_UNSUPPORTED when the dtype
+ * has no f32 decoding. */
+TBX_API tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
+                                       float *out, tbx_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sections (auxiliary named blobs)
+ * ------------------------------------------------------------------------------------------- */
+typedef struct tbx_section_info {
+    const char *name;   /* e.g. "tokenizer.json", "vocab" */
+    uint32_t type;      /* format-specific type code, 0 when none */
+    uint64_t offset;    /* absolute file offset */
+    uint64_t size;      /* bytes */
+} tbx_section_info;
+
+TBX_API uint64_t tbx_section_count(const tbx_file *f);
+TBX_API tbx_status tbx_section_info_get(const tbx_file *f, uint64_t i, tbx_section_info *info);
+/* Reads section i's bytes; size query as tbx_component_read. */
+TBX_API tbx_status tbx_section_read(tbx_file *f, uint64_t i, void *buf, size_t cap,
+                                    size_t *needed, tbx_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Writing
+ * ------------------------------------------------------------------------------------------- */
+typedef struct tbx_writer tbx_writer;
+
+#define TBX_WRITE_OVERWRITE 0x01u /* replace an existing output file (never an open input) */
+
+typedef struct tbx_write_options {
+    uint32_t struct_size;            /* sizeof(tbx_write_options) */
+    tbx_format format;               /* 0: from the output path's extension */
+    uint32_t flags;                  /* TBX_WRITE_* */
+    const tbx_allocator *allocator;  /* NULL: malloc */
+    uint32_t alignment;              /* tensor data alignment; 0: the format's default */
+    int compress_level;              /* zstd level for formats that compress; 0: store raw */
+    const char *digest;              /* "sha256", "crc32c" or NULL (formats with digests) */
+    uint32_t version;                /* format version to write; 0: the default */
+} tbx_write_options;
+
+TBX_API void tbx_write_options_init(tbx_write_options *opt);
+
+/* Describes one tensor to write. */
+typedef struct tbx_tensor_desc {
+    const char *name;
+    size_t name_len;         /* 0: strlen(name) */
+    tbx_dtype dtype;
+    uint32_t ndim;
+    const uint64_t *shape;   /* row-major */
+    int has_data;            /* 0: a tensor without data (formats that allow it) */
+} tbx_tensor_desc;
+
+/* Creates a writer for `path`. Fails with TBX_E_EXISTS when the path exists (unless
+ * TBX_WRITE_OVERWRITE) or is a file open for reading through this library. */
+TBX_API tbx_status tbx_writer_open(tbx_writer **out, const char *path,
+                                   const tbx_write_options *opt, tbx_error *err);
+/* Adds a metadata entry (the value is copied). TBX_E_DUPLICATE for a repeated key;
+ * TBX_E_UNSUPPORTED / TBX_E_LOSSY when the format cannot store the value's type. */
+TBX_API tbx_status tbx_writer_add_meta(tbx_writer *w, const char *key, size_t key_len,
+                                       const tbx_value *value, tbx_error *err);
+/* Adds an auxiliary section (bytes copied). TBX_E_UNSUPPORTED for formats without sections. */
+TBX_API tbx_status tbx_writer_add_section(tbx_writer *w, const char *name, uint32_t type,
+                                          const void *data, size_t len, tbx_error *err);
+/* Declares a tensor; *index (may be NULL) gets its index for tbx_writer_write_tensor. All
+ * tensors are declared before any tensor data is written. */
+TBX_API tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc,
+                                         uint64_t *index, tbx_error *err);
+/* Appends `len` bytes of stored data to tensor `index`. Tensors are written one at a time, in
+ * any order: starting another tensor requires the current one to be complete. Writing more bytes
+ * than the tensor's size is TBX_E_RANGE. */
+TBX_API tbx_status tbx_writer_write_tensor(tbx_writer *w, uint64_t index, const void *data,
+                                           size_t len, tbx_error *err);
+/* Checks that every tensor received exactly its size, writes the file and renames it over the
+ * output path. The writer is freed whatever the result; on failure no output file is left. */
+TBX_API tbx_status tbx_writer_finish(tbx_writer *w, tbx_error *err);
+/* Abandons a writer, removing its temporary file; accepts NULL. */
+TBX_API void tbx_writer_abort(tbx_writer *w);
+
+/* ---------------------------------------------------------------------------------------------
+ * Conversion
+ * ------------------------------------------------------------------------------------------- */
+#define TBX_CONVERT_STRINGIFY_META 0x01u /* store metadata the target cannot type as strings */
+#define TBX_CONVERT_DROP_META      0x02u /* drop metadata the target cannot store */
+#define TBX_CONVERT_DROP_SECTIONS  0x04u /* drop sections the target cannot store */
+
+typedef void (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
+
+typedef struct tbx_convert_options {
+    uint32_t struct_size;            /* sizeof(tbx_convert_options) */
+    tbx_write_options write;         /* output format and writer options */
+    uint32_t flags;                  /* TBX_CONVERT_* (each one is an explicitly lossy step) */
+    tbx_dtype cast_to;               /* TBX_DT_INVALID: keep dtypes (lossless) */
+    tbx_progress_fn progress;        /* may be NULL */
+    void *progress_ud;
+} tbx_convert_options;
+
+TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
+
+/* Writes every metadata entry, section and tensor of `in` to a new file at `out_path`, streaming
+ * tensor bytes in bounded chunks. Lossless unless an option allows a lossy step: a dtype or
+ * metadata type the target cannot store fails with TBX_E_LOSSY / TBX_E_UNSUPPORTED naming it. */
+TBX_API tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
+                               tbx_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TENSORBOX_H */

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what tensorbox needs to build and test, when it is missing.
+# Idempotent and quick when everything is present. Called by `make demo` and `make test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEB_PKGS=(cmake ninja-build pkg-config clang libclang-rt-14-dev
+          libzstd-dev libjansson-dev libcbor-dev libdeflate-dev libssl-dev zlib1g-dev
+          python3-venv)
+missing=()
+for p in "${DEB_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing Debian packages: ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Python peers in a project-local virtual environment.
+PY=${PYTHON:-python3}
+REQ=python/requirements-dev.txt
+STAMP=.venv/.requirements.stamp
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv" >&2
+  "$PY" -m venv .venv
+fi
+if [ ! -f "$STAMP" ] || ! cmp -s "$REQ" "$STAMP"; then
+  echo "bootstrap: installing Python peers from $REQ" >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r "$REQ"
+  cp "$REQ" "$STAMP"
+fi

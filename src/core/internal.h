@@ -1,0 +1,438 @@
+/*
+ * internal.h - the contract shared by core, io, quant and the format drivers.
+ *
+ * Nothing here is public. Format drivers include only this header (and tensorbox.h); they never
+ * include each other. Conversion between formats goes through the common model below.
+ */
+#ifndef TBX_INTERNAL_H
+#define TBX_INTERNAL_H
+
+#include "tensorbox.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Checked arithmetic: return false on overflow, *out untouched then.                          */
+/* ------------------------------------------------------------------------------------------ */
+static inline bool tbx_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    uint64_t r;
+    if (__builtin_add_overflow(a, b, &r)) return false;
+    *out = r;
+    return true;
+}
+static inline bool tbx_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    uint64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) return false;
+    *out = r;
+    return true;
+}
+/* Rounds x up to a multiple of `align` (a power of two or any positive value). */
+static inline bool tbx_align_up_u64(uint64_t x, uint64_t align, uint64_t *out) {
+    if (align <= 1) { *out = x; return true; }
+    uint64_t rem = x % align;
+    if (rem == 0) { *out = x; return true; }
+    return tbx_add_u64(x, align - rem, out);
+}
+static inline bool tbx_is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Little-endian loads/stores via memcpy (alignment-safe, strict-aliasing-safe).               */
+/* ------------------------------------------------------------------------------------------ */
+static inline uint16_t tbx_ld16(const void *p) {
+    const uint8_t *b = (const uint8_t *)p;
+    return (uint16_t)(b[0] | (b[1] << 8));
+}
+static inline uint32_t tbx_ld32(const void *p) {
+    const uint8_t *b = (const uint8_t *)p;
+    return (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) | ((uint32_t)b[3] << 24);
+}
+static inline uint64_t tbx_ld64(const void *p) {
+    return (uint64_t)tbx_ld32(p) | ((uint64_t)tbx_ld32((const uint8_t *)p + 4) << 32);
+}
+static inline void tbx_st16(void *p, uint16_t v) {
+    uint8_t *b = (uint8_t *)p; b[0] = (uint8_t)v; b[1] = (uint8_t)(v >> 8);
+}
+static inline void tbx_st32(void *p, uint32_t v) {
+    uint8_t *b = (uint8_t *)p;
+    b[0] = (uint8_t)v; b[1] = (uint8_t)(v >> 8); b[2] = (uint8_t)(v >> 16); b[3] = (uint8_t)(v >> 24);
+}
+static inline void tbx_st64(void *p, uint64_t v) {
+    tbx_st32(p, (uint32_t)v); tbx_st32((uint8_t *)p + 4, (uint32_t)(v >> 32));
+}
+static inline float tbx_ldf32(const void *p) { uint32_t u = tbx_ld32(p); float f; memcpy(&f, &u, 4); return f; }
+static inline double tbx_ldf64(const void *p) { uint64_t u = tbx_ld64(p); double d; memcpy(&d, &u, 8); return d; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Errors (src/core/error.c)                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+/* Fills *err (when not NULL) and returns `code`. `field` may be NULL. The message is formatted
+ * from fmt and, when offset != TBX_NO_OFFSET, suffixed with " at byte OFFSET". */
+tbx_status tbx_err(tbx_error *err, tbx_status code, uint64_t offset, const char *field,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+tbx_status tbx_verr(tbx_error *err, tbx_status code, uint64_t offset, const char *field,
+                    const char *fmt, va_list ap);
+/* Shorthand for TBX_E_NOMEM. */
+tbx_status tbx_err_nomem(tbx_error *err, const char *what);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Allocation (src/core/alloc.c): every handle allocation goes through its allocator.          */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct tbx_alloc {
+    tbx_allocator a; /* always fully set (malloc-backed default) */
+} tbx_alloc;
+
+void tbx_alloc_init(tbx_alloc *al, const tbx_allocator *user);
+void *tbx_malloc(const tbx_alloc *al, size_t n);         /* n == 0 allowed (returns non-NULL) */
+void *tbx_calloc(const tbx_alloc *al, size_t count, size_t size); /* checked multiply */
+void *tbx_realloc(const tbx_alloc *al, void *p, size_t old_n, size_t new_n);
+void tbx_free(const tbx_alloc *al, void *p, size_t n);
+char *tbx_memdup0(const tbx_alloc *al, const void *p, size_t n); /* copy + trailing NUL */
+/* Grows a dynamic array (*items of *cap elements of `elem` bytes) to hold at least `need`. */
+bool tbx_grow(const tbx_alloc *al, void **items, size_t *cap, size_t need, size_t elem);
+
+/* The process-wide default allocator (malloc/realloc/free). */
+extern const tbx_allocator tbx_default_allocator;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sources (src/io/source.c): where file bytes come from.                                      */
+/* ------------------------------------------------------------------------------------------ */
+typedef enum tbx_source_kind { TBX_SRC_FD, TBX_SRC_MMAP, TBX_SRC_MEMORY, TBX_SRC_CALLBACK } tbx_source_kind;
+
+typedef struct tbx_source {
+    tbx_source_kind kind;
+    uint64_t size;
+    int fd;                   /* TBX_SRC_FD / TBX_SRC_MMAP (-1 otherwise) */
+    const uint8_t *base;      /* TBX_SRC_MMAP / TBX_SRC_MEMORY: the whole file */
+    size_t map_len;           /* TBX_SRC_MMAP: length to munmap */
+    tbx_read_at_fn cb;        /* TBX_SRC_CALLBACK */
+    void *cb_ud;
+    uint64_t dev, ino;        /* path sources: identity, for "never overwrite an input" */
+    bool registered;          /* in the open-inputs registry */
+} tbx_source;
+
+tbx_status tbx_source_open_path(tbx_source *s, const char *path, bool use_mmap, tbx_error *err);
+void tbx_source_open_memory(tbx_source *s, const void *data, size_t size);
+void tbx_source_open_callback(tbx_source *s, tbx_read_at_fn fn, void *ud, uint64_t size);
+void tbx_source_close(tbx_source *s);
+/* Reads exactly len bytes at off. Fails with TBX_E_TRUNCATED (naming `field`) when
+ * [off, off+len) is not inside the file, TBX_E_IO on a read error. */
+tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t len,
+                           const char *field, tbx_error *err);
+/* Pointer to [off, off+len) when the source is mapped/in memory, else NULL. */
+const uint8_t *tbx_source_ptr(const tbx_source *s, uint64_t off, uint64_t len);
+
+/* Registry of input files open through tbx_open_path (dev, ino), so that writers never
+ * replace one (src/io/source.c). Thread-safe. */
+bool tbx_inputs_contains(uint64_t dev, uint64_t ino);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Cursor (src/io/cursor.c): the one bounds-checked reader every driver parses through.        */
+/* Reads go through a window buffer over the source (or straight from memory when mapped).    */
+/* Every read names its field; errors carry the field and the byte offset.                     */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct tbx_cursor {
+    const tbx_source *src;
+    uint64_t pos;            /* absolute file offset of the next byte */
+    uint64_t end;            /* reads may not pass this offset (<= src->size) */
+    bool big_endian;         /* multi-byte integer reads are byte-swapped when set */
+    /* window (pread sources) */
+    uint8_t *buf;
+    size_t buf_cap;
+    uint64_t buf_off;        /* file offset of buf[0] */
+    size_t buf_len;          /* valid bytes in buf */
+    const tbx_alloc *al;
+} tbx_cursor;
+
+/* Initialises a cursor over [start, end) of the source. */
+tbx_status tbx_cursor_init(tbx_cursor *c, const tbx_source *src, const tbx_alloc *al,
+                           uint64_t start, uint64_t end, tbx_error *err);
+void tbx_cursor_free(tbx_cursor *c);
+static inline uint64_t tbx_cursor_remaining(const tbx_cursor *c) { return c->end - c->pos; }
+tbx_status tbx_cur_u8(tbx_cursor *c, uint8_t *v, const char *field, tbx_error *err);
+tbx_status tbx_cur_u16(tbx_cursor *c, uint16_t *v, const char *field, tbx_error *err);
+tbx_status tbx_cur_u32(tbx_cursor *c, uint32_t *v, const char *field, tbx_error *err);
+tbx_status tbx_cur_u64(tbx_cursor *c, uint64_t *v, const char *field, tbx_error *err);
+/* Copies n bytes out. */
+tbx_status tbx_cur_bytes(tbx_cursor *c, void *dst, size_t n, const char *field, tbx_error *err);
+/* Skips n bytes (checked against end). */
+tbx_status tbx_cur_skip(tbx_cursor *c, uint64_t n, const char *field, tbx_error *err);
+/* Checks that n more bytes exist without consuming them (TBX_E_TRUNCATED otherwise). Use before
+ * allocating anything sized by a declared length. */
+tbx_status tbx_cur_need(tbx_cursor *c, uint64_t n, const char *field, tbx_error *err);
+/* Moves to absolute offset `pos` (must be <= end). */
+tbx_status tbx_cur_seek(tbx_cursor *c, uint64_t pos, const char *field, tbx_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Output (src/io/output.c): atomic file writer. Bytes go to a temporary file created next to  */
+/* the destination; tbx_out_commit() fsyncs and renames it over the destination.              */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct tbx_out {
+    int fd;
+    char *path;      /* destination */
+    char *tmp_path;  /* temporary file in the same directory */
+    uint64_t size;   /* highest offset written so far */
+    const tbx_alloc *al;
+} tbx_out;
+
+/* Fails with TBX_E_EXISTS when `path` exists and !overwrite, or when it names an open input. */
+tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, bool overwrite,
+                        tbx_error *err);
+/* Writes len bytes at off (positional; unwritten gaps read as zero). */
+tbx_status tbx_out_pwrite(tbx_out *o, uint64_t off, const void *data, size_t len, tbx_error *err);
+/* Writes `n` zero bytes at off. */
+tbx_status tbx_out_zero(tbx_out *o, uint64_t off, uint64_t n, tbx_error *err);
+/* Truncates/extends the temp file to `size` bytes, fsyncs, renames over the destination. */
+tbx_status tbx_out_commit(tbx_out *o, uint64_t size, tbx_error *err);
+/* Removes the temporary file (when not committed) and frees; accepts a zeroed struct. */
+void tbx_out_abort(tbx_out *o);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Name index (src/core/names.c): hash set of byte strings -> index, for duplicate detection    */
+/* and lookups. Sized by the number of inserted entries (never by declared counts).            */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct tbx_names {
+    const tbx_alloc *al;
+    uint64_t *slots;   /* (index + 1) per slot, 0 = empty */
+    size_t nslots;
+    size_t count;
+    /* key access: the index refers to caller storage */
+    const char *(*key_of)(const void *ctx, uint64_t index, size_t *len);
+    const void *ctx;
+} tbx_names;
+
+void tbx_names_init(tbx_names *n, const tbx_alloc *al,
+                    const char *(*key_of)(const void *ctx, uint64_t index, size_t *len),
+                    const void *ctx);
+void tbx_names_free(tbx_names *n);
+/* Inserts `index` (whose key is key_of(index)). Returns TBX_E_DUPLICATE (and *existing gets the
+ * earlier index, when not NULL) if the key is already present; TBX_E_NOMEM on OOM. */
+tbx_status tbx_names_insert(tbx_names *n, uint64_t index, uint64_t *existing);
+/* Finds a key; returns true and *index when present. */
+bool tbx_names_find(const tbx_names *n, const char *key, size_t len, uint64_t *index);
+uint64_t tbx_hash_bytes(const void *p, size_t n);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Values (src/core/value.c)                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+struct tbx_value {
+    tbx_value_type type;
+    tbx_value_type elem;          /* ARRAY: declared element type (TBX_V_NULL: any) */
+    union {
+        uint64_t u;               /* BOOL, U8..U64 */
+        int64_t i;                /* I8..I64 */
+        double f;                 /* F16..F64 (F16/BF16/F32 hold the exactly widened value) */
+        struct { char *p; size_t n; } s;            /* STRING, BYTES (p NUL-terminated) */
+        struct {                                    /* ARRAY, MAP */
+            tbx_value **items;    /* ARRAY of non-scalars or MAP values; NULL for packed arrays */
+            char **keys;          /* MAP keys (NUL-terminated copies) */
+            size_t *key_lens;
+            void *packed;         /* ARRAY of fixed-size scalars: native-endian elements */
+            size_t n, cap;
+            tbx_value **cache;    /* tbx_value_at on packed arrays: materialised on demand */
+        } a;
+        struct {                                    /* NDARRAY, BITSET */
+            tbx_dtype dtype;      /* NDARRAY element dtype */
+            uint32_t ndim;
+            uint64_t *shape;
+            uint8_t *data;
+            size_t nbytes;
+            uint64_t count;       /* elements (BITSET: bits) */
+        } nd;
+    } v;
+    const tbx_alloc *al;          /* allocator that owns this value */
+};
+
+/* Allocator-aware constructors used by drivers (values owned by a handle). */
+tbx_value *tbx_val_new(const tbx_alloc *al, tbx_value_type t);
+tbx_value *tbx_val_string(const tbx_alloc *al, tbx_value_type t, const void *p, size_t n);
+/* A packed ARRAY of `n` fixed-size scalars of type `elem` with storage for them (uninitialised);
+ * the caller fills tbx_value_data() bytes in native endianness. */
+tbx_value *tbx_val_packed_array(const tbx_alloc *al, tbx_value_type elem, size_t n);
+void tbx_val_free(tbx_value *v);
+tbx_value *tbx_val_clone(const tbx_alloc *al, const tbx_value *v);
+/* Byte size of a fixed-size scalar value type (BOOL 1, U8 1, ..., F64 8); 0 for others. */
+size_t tbx_value_scalar_size(tbx_value_type t);
+bool tbx_value_type_is_int(tbx_value_type t);
+bool tbx_value_type_is_float(tbx_value_type t);
+
+/* ------------------------------------------------------------------------------------------ */
+/* The common model of an open file (src/core/file.c)                                          */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct tbx_meta_entry {
+    char *key;           /* NUL-terminated copy */
+    size_t key_len;
+    tbx_value *value;
+} tbx_meta_entry;
+
+typedef struct tbx_component {
+    char name[24];
+    tbx_dtype dtype;
+    uint64_t nelems;
+    uint64_t offset;         /* absolute */
+    uint64_t stored_bytes;
+    uint64_t nbytes;         /* decoded */
+    tbx_encoding encoding;
+    char *digest;            /* NULL when none */
+} tbx_component;
+
+typedef struct tbx_tensor {
+    char *name;
+    size_t name_len;
+    tbx_dtype dtype;
+    uint32_t ndim;
+    uint64_t *shape;         /* row-major */
+    uint64_t nelems;
+    tbx_layout layout;
+    uint32_t ncomp;
+    tbx_component *comp;     /* ncomp entries */
+    void *drv;               /* driver-private per tensor data (owned by the driver) */
+} tbx_tensor;
+
+typedef struct tbx_section {
+    char *name;
+    uint32_t type;
+    uint64_t offset;
+    uint64_t size;
+} tbx_section;
+
+typedef struct tbx_driver tbx_driver;
+
+struct tbx_file {
+    tbx_alloc al;
+    tbx_limits limits;
+    uint32_t flags;               /* TBX_OPEN_* */
+    tbx_source src;
+    const tbx_driver *drv;
+    tbx_format format;
+    uint32_t version;
+    tbx_problem_fn on_problem;    /* may be NULL: problems are then fatal */
+    void *problem_ud;
+    uint64_t nproblems;
+
+    tbx_meta_entry *meta; size_t nmeta, cap_meta; tbx_names meta_names;
+    tbx_tensor *tensors;  size_t ntensors, cap_tensors; tbx_names tensor_names;
+    tbx_section *sections; size_t nsections, cap_sections;
+
+    void *drv_state;              /* driver-private, freed by drv->close */
+};
+
+/* Adds a metadata entry; takes ownership of `value` (freed on failure). TBX_E_DUPLICATE with a
+ * message naming the key and `offset` when the key exists; TBX_E_LIMIT past max_metadata_entries. */
+tbx_status tbx_file_add_meta(tbx_file *f, const char *key, size_t key_len, tbx_value *value,
+                             uint64_t offset, tbx_error *err);
+/* Adds a tensor (name copied, shape copied) with `ncomp` zeroed components to fill in; checks
+ * duplicates, max_tensors, max_ndim and computes nelems with overflow checks. *out gets the
+ * tensor (pointer valid until the next add). */
+tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, tbx_dtype dtype,
+                               const uint64_t *shape, uint32_t ndim, uint32_t ncomp,
+                               uint64_t offset, tbx_tensor **out, tbx_error *err);
+tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, uint64_t offset,
+                                uint64_t size, tbx_error *err);
+/* Reports a recoverable problem: with on_problem set it is passed on and TBX_OK returned (the
+ * caller continues); without, it is copied to *err and its code returned (the caller stops). */
+tbx_status tbx_file_problem(tbx_file *f, tbx_error *err, tbx_status code, uint64_t offset,
+                            const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* ------------------------------------------------------------------------------------------ */
+/* The writer's common state (src/core/writer.c)                                               */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct tbx_wtensor {
+    char *name;
+    size_t name_len;
+    tbx_dtype dtype;
+    uint32_t ndim;
+    uint64_t *shape;
+    uint64_t nelems;
+    uint64_t nbytes;       /* stored bytes expected from the caller */
+    bool has_data;
+    uint64_t offset;       /* absolute offset assigned by the driver's layout() */
+    uint64_t written;      /* bytes received so far */
+    void *drv;             /* driver-private */
+} tbx_wtensor;
+
+typedef struct tbx_wsection {
+    char *name;
+    uint32_t type;
+    uint8_t *data;
+    size_t len;
+} tbx_wsection;
+
+typedef enum tbx_wstate { TBX_WS_DECLARE, TBX_WS_DATA, TBX_WS_DONE } tbx_wstate;
+
+struct tbx_writer {
+    tbx_alloc al;
+    tbx_write_options opt;
+    tbx_format format;
+    const tbx_driver *drv;
+    tbx_out out;
+    tbx_wstate state;
+    tbx_meta_entry *meta; size_t nmeta, cap_meta; tbx_names meta_names;
+    tbx_wtensor *tensors; size_t ntensors, cap_tensors; tbx_names tensor_names;
+    tbx_wsection *sections; size_t nsections, cap_sections;
+    int64_t current;        /* tensor being written, -1 when none */
+    uint64_t end;           /* file size the driver will commit (set by layout/finish) */
+    void *drv_state;
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Format drivers (src/formats/<fmt>.c). Registered in src/core/registry.c.                    */
+/* ------------------------------------------------------------------------------------------ */
+struct tbx_driver {
+    tbx_format format;
+    const char *name;
+    const char *extensions;  /* space-separated, e.g. ".safetensors" */
+
+    /* Reading. probe: does `head` (first `len` bytes, len >= min(64, size)) look like ours? */
+    bool (*probe)(const uint8_t *head, size_t len, uint64_t file_size);
+    /* Parses the file into f (meta/tensors/sections/version); drv_state as needed. */
+    tbx_status (*open)(tbx_file *f, tbx_error *err);
+    /* Optional: read decoded bytes of a component (encoded data, ...). NULL: raw pread of
+     * [offset, offset + nbytes). buf has exactly comp->nbytes bytes. */
+    tbx_status (*read_component)(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                                 tbx_error *err);
+    /* Optional: deep checks run by tbx_validate after open (every problem via
+     * tbx_file_problem). */
+    tbx_status (*validate)(tbx_file *f, tbx_error *err);
+    void (*close)(tbx_file *f);
+
+    /* Writing. NULL write hooks mean the format is read-only. */
+    /* May the format store this metadata value? TBX_E_UNSUPPORTED/TBX_E_LOSSY otherwise. */
+    tbx_status (*w_check_meta)(tbx_writer *w, const char *key, size_t key_len,
+                               const tbx_value *v, tbx_error *err);
+    /* May the format store this tensor? Sets t->nbytes when the table cannot. */
+    tbx_status (*w_check_tensor)(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+    /* Called once before the first tensor byte (or at finish): assign every t->offset, write
+     * headers, set w->end to the final file size when already known. */
+    tbx_status (*w_layout)(tbx_writer *w, tbx_error *err);
+    /* Optional: receive tensor data. NULL: pwrite at t->offset + t->written. */
+    tbx_status (*w_data)(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len,
+                         tbx_error *err);
+    /* Optional: a tensor got all its bytes. */
+    tbx_status (*w_tensor_done)(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+    /* Optional: write trailers; set w->end. */
+    tbx_status (*w_finish)(tbx_writer *w, tbx_error *err);
+    /* Optional: free drv_state (and per-tensor drv). */
+    void (*w_free)(tbx_writer *w);
+};
+
+/* All drivers, in probe order; NULL-terminated. */
+extern const tbx_driver *const tbx_drivers[];
+const tbx_driver *tbx_driver_for(tbx_format format);
+
+/* Drivers */
+extern const tbx_driver tbx_driver_safetensors;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Small text helpers (src/core/text.c)                                                        */
+/* ------------------------------------------------------------------------------------------ */
+/* Is [p, p+n) valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF)? On failure *bad gets the
+ * index of the first invalid byte. */
+bool tbx_utf8_valid(const char *p, size_t n, size_t *bad);
+/* snprintf into a fixed buffer of a possibly binary name: printable ASCII kept, others \xNN,
+ * truncated with "..." past `max` input bytes. */
+void tbx_quote_bytes(char *dst, size_t cap, const char *p, size_t n, size_t max);
+
+#endif /* TBX_INTERNAL_H */

@@ -1,0 +1,60 @@
+/* tbx_test.h - the minimal unit-test harness of tensorbox's C tests.
+ *
+ *   TBX_TEST(name) { CHECK(cond); CHECK_EQ(a, b); CHECK_OK(status_expr); }
+ *   int main(void) { return tbx_test_main(); }   // or TBX_TEST_MAIN()
+ *
+ * Every test registers itself (constructor attribute); the runner prints one line per failed
+ * check and a closing line "N passed, N failed" and exits non-zero on any failure. A test that
+ * performs no check counts as failed: a test that cannot fail is a defect.
+ */
+#ifndef TBX_TEST_H
+#define TBX_TEST_H
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*tbx_test_fn)(void);
+struct tbx_test_case { const char *name; tbx_test_fn fn; };
+static struct tbx_test_case tbx_tests_[512];
+static int tbx_ntests_;
+static int tbx_cur_checks_, tbx_cur_failed_;
+
+#define TBX_TEST(name)                                                                    \
+    static void name(void);                                                               \
+    __attribute__((constructor)) static void name##_register(void) {                      \
+        if (tbx_ntests_ < 512) { tbx_tests_[tbx_ntests_].name = #name;                    \
+                                 tbx_tests_[tbx_ntests_++].fn = name; }                   \
+    }                                                                                     \
+    static void name(void)
+
+#define CHECK(cond) do { tbx_cur_checks_++; if (!(cond)) { tbx_cur_failed_++;            \
+    fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } } while (0)
+#define CHECK_EQ(a, b) do { long long a_ = (long long)(a), b_ = (long long)(b);           \
+    tbx_cur_checks_++; if (a_ != b_) { tbx_cur_failed_++;                                 \
+    fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %lld, %s == %lld\n", __FILE__, __LINE__, \
+            #a, a_, #b, b_); } } while (0)
+#define CHECK_STR(a, b) do { const char *a_ = (a), *b_ = (b); tbx_cur_checks_++;          \
+    if (!a_ || !b_ || strcmp(a_, b_) != 0) { tbx_cur_failed_++;                           \
+    fprintf(stderr, "%s:%d: CHECK_STR failed: %s == \"%s\", expected \"%s\"\n", __FILE__, \
+            __LINE__, #a, a_ ? a_ : "(null)", b_ ? b_ : "(null)"); } } while (0)
+/* CHECK_OK(expr): expr is a tbx_status that must be TBX_OK. */
+#define CHECK_OK(expr) CHECK_EQ((expr), 0)
+
+static inline int tbx_test_main(void) {
+    int passed = 0, failed = 0;
+    for (int i = 0; i < tbx_ntests_; i++) {
+        tbx_cur_checks_ = 0; tbx_cur_failed_ = 0;
+        tbx_tests_[i].fn();
+        if (tbx_cur_checks_ == 0) {
+            fprintf(stderr, "%s: no checks ran\n", tbx_tests_[i].name);
+            tbx_cur_failed_ = 1;
+        }
+        if (tbx_cur_failed_) { failed++; fprintf(stderr, "FAIL %s\n", tbx_tests_[i].name); }
+        else passed++;
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
+#define TBX_TEST_MAIN() int main(void) { return tbx_test_main(); }
+#endif
