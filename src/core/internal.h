@@ -350,6 +350,7 @@ typedef struct tbx_wtensor {
     bool has_data;
     uint64_t offset;       /* absolute offset assigned by the driver's layout() */
     uint64_t written;      /* bytes received so far */
+    bool done;             /* all bytes received and w_tensor_done called */
     void *drv;             /* driver-private */
 } tbx_wtensor;
 
@@ -402,6 +403,9 @@ struct tbx_driver {
     /* May the format store this metadata value? TBX_E_UNSUPPORTED/TBX_E_LOSSY otherwise. */
     tbx_status (*w_check_meta)(tbx_writer *w, const char *key, size_t key_len,
                                const tbx_value *v, tbx_error *err);
+    /* May the format store this section? NULL: the format has no sections. */
+    tbx_status (*w_check_section)(tbx_writer *w, const char *name, uint32_t type, size_t len,
+                                  tbx_error *err);
     /* May the format store this tensor? Sets t->nbytes when the table cannot. */
     tbx_status (*w_check_tensor)(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
     /* Called once before the first tensor byte (or at finish): assign every t->offset, write

@@ -20,13 +20,13 @@ static struct tbx_test_case tbx_tests_[512];
 static int tbx_ntests_;
 static int tbx_cur_checks_, tbx_cur_failed_;
 
-#define TBX_TEST(name)                                                                    \
-    static void name(void);                                                               \
-    __attribute__((constructor)) static void name##_register(void) {                      \
-        if (tbx_ntests_ < 512) { tbx_tests_[tbx_ntests_].name = #name;                    \
-                                 tbx_tests_[tbx_ntests_++].fn = name; }                   \
+#define TBX_TEST(test_)                                                                   \
+    static void test_(void);                                                              \
+    __attribute__((constructor)) static void test_##_register(void) {                     \
+        if (tbx_ntests_ < 512) { tbx_tests_[tbx_ntests_].name = #test_;                   \
+                                 tbx_tests_[tbx_ntests_++].fn = test_; }                  \
     }                                                                                     \
-    static void name(void)
+    static void test_(void)
 
 #define CHECK(cond) do { tbx_cur_checks_++; if (!(cond)) { tbx_cur_failed_++;            \
     fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } } while (0)

@@ -1,0 +1,318 @@
+/*
+ * convert.c - format conversion through the common model.
+ *
+ * Every metadata entry, section and tensor of the input is handed to a writer of the target
+ * format; tensor bytes stream through a bounded buffer. The conversion is lossless unless the
+ * caller explicitly allows a lossy step: stringifying or dropping metadata the target cannot
+ * type, dropping sections, or casting floating-point tensors to another float dtype.
+ */
+#include "internal.h"
+#include "plain.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void tbx_convert_options_init(tbx_convert_options *opt) {
+    if (!opt) return;
+    memset(opt, 0, sizeof *opt);
+    opt->struct_size = sizeof *opt;
+    tbx_write_options_init(&opt->write);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Rendering a value as text (for TBX_CONVERT_STRINGIFY_META): strings stay as they are,       */
+/* everything else becomes compact JSON.                                                       */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct sbuf { const tbx_alloc *al; char *p; size_t n, cap; bool oom; } sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (!tbx_grow(b->al, (void **)&b->p, &b->cap, b->n + n + 1, 1)) { b->oom = true; return; }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void sb_json_string(sbuf *b, const char *s, size_t n) {
+    sb_put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char e[8];
+        if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; sb_put(b, e, 2); }
+        else if (c < 0x20) { snprintf(e, sizeof e, "\\u%04x", c); sb_str(b, e); }
+        else sb_put(b, (const char *)&s[i], 1);
+    }
+    sb_put(b, "\"", 1);
+}
+
+static void sb_value(sbuf *b, const tbx_value *v, int depth) {
+    char tmp[64];
+    if (depth > 64) { sb_str(b, "null"); return; }
+    switch (v->type) {
+    case TBX_V_NULL: sb_str(b, "null"); break;
+    case TBX_V_BOOL: sb_str(b, v->v.u ? "true" : "false"); break;
+    case TBX_V_U8: case TBX_V_U16: case TBX_V_U32: case TBX_V_U64:
+        snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v->v.u); sb_str(b, tmp); break;
+    case TBX_V_I8: case TBX_V_I16: case TBX_V_I32: case TBX_V_I64:
+        snprintf(tmp, sizeof tmp, "%lld", (long long)v->v.i); sb_str(b, tmp); break;
+    case TBX_V_F16: case TBX_V_BF16: case TBX_V_F32: case TBX_V_F64:
+        if (isnan(v->v.f)) sb_str(b, "\"nan\"");
+        else if (isinf(v->v.f)) sb_str(b, v->v.f > 0 ? "\"inf\"" : "\"-inf\"");
+        else {
+            /* shortest representation that reads back to the same double */
+            for (int prec = 1; prec <= 17; prec++) {
+                snprintf(tmp, sizeof tmp, "%.*g", prec, v->v.f);
+                if (strtod(tmp, NULL) == v->v.f) break;
+            }
+            sb_str(b, tmp);
+        }
+        break;
+    case TBX_V_STRING: sb_json_string(b, v->v.s.p, v->v.s.n); break;
+    case TBX_V_BYTES:
+        sb_put(b, "\"", 1);
+        for (size_t i = 0; i < v->v.s.n; i++) {
+            snprintf(tmp, sizeof tmp, "%02x", (unsigned char)v->v.s.p[i]);
+            sb_str(b, tmp);
+        }
+        sb_put(b, "\"", 1);
+        break;
+    case TBX_V_ARRAY:
+        sb_put(b, "[", 1);
+        for (uint64_t i = 0; i < v->v.a.n; i++) {
+            if (i) sb_put(b, ",", 1);
+            const tbx_value *e = tbx_value_at(v, i);
+            if (e) sb_value(b, e, depth + 1);
+            else b->oom = true;
+        }
+        sb_put(b, "]", 1);
+        break;
+    case TBX_V_MAP:
+        sb_put(b, "{", 1);
+        for (uint64_t i = 0; i < v->v.a.n; i++) {
+            if (i) sb_put(b, ",", 1);
+            sb_json_string(b, v->v.a.keys[i], v->v.a.key_lens[i]);
+            sb_put(b, ":", 1);
+            sb_value(b, v->v.a.items[i], depth + 1);
+        }
+        sb_put(b, "}", 1);
+        break;
+    case TBX_V_BITSET:
+        sb_put(b, "[", 1);
+        for (uint64_t i = 0; i < v->v.nd.count; i++)
+            sb_str(b, i ? ((v->v.nd.data[i / 8] >> (i % 8)) & 1 ? ",1" : ",0")
+                        : ((v->v.nd.data[0] & 1) ? "1" : "0"));
+        sb_put(b, "]", 1);
+        break;
+    case TBX_V_NDARRAY: {
+        /* flat list of decoded elements (shape is lost in the string form) */
+        const tbx_dtype_info *di = tbx_dtype_get(v->v.nd.dtype);
+        sb_put(b, "[", 1);
+        for (uint64_t i = 0; di && i < v->v.nd.count; i++) {
+            float x;
+            if (i) sb_put(b, ",", 1);
+            if (di->flags & TBX_DTF_INT && !(di->flags & TBX_DTF_PACKED) && di->bits == 64) {
+                uint64_t u; memcpy(&u, v->v.nd.data + i * 8, 8);
+                if (di->flags & TBX_DTF_SIGNED) snprintf(tmp, sizeof tmp, "%lld", (long long)u);
+                else snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)u);
+                sb_str(b, tmp);
+                continue;
+            }
+            if (di->flags & TBX_DTF_PACKED) {
+                /* decode the whole prefix is wasteful; decode this element's group */
+                x = NAN;
+                float grp[8];
+                uint64_t g = i - i % 8;
+                uint64_t cnt = v->v.nd.count - g < 8 ? v->v.nd.count - g : 8;
+                if (tbx_decode_f32(v->v.nd.dtype, v->v.nd.data + g * di->bits / 8,
+                                   v->v.nd.nbytes - g * di->bits / 8, cnt, grp) == TBX_OK)
+                    x = grp[i - g];
+            } else if (tbx_decode_f32(v->v.nd.dtype, v->v.nd.data + i * (di->bits / 8),
+                                      di->bits / 8, 1, &x) != TBX_OK) {
+                x = NAN;
+            }
+            tbx_value tv = { .type = TBX_V_F64, .v.f = x };
+            sb_value(b, &tv, depth + 1);
+        }
+        sb_put(b, "]", 1);
+        break;
+    }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static bool refusal(tbx_status st) { return st == TBX_E_UNSUPPORTED || st == TBX_E_LOSSY; }
+
+static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
+                            tbx_error *err) {
+    for (size_t i = 0; i < in->nmeta; i++) {
+        const tbx_meta_entry *e = &in->meta[i];
+        tbx_status st = tbx_writer_add_meta(w, e->key, e->key_len, e->value, err);
+        if (st == TBX_OK || !refusal(st)) { if (st) return st; continue; }
+        if (o->flags & TBX_CONVERT_STRINGIFY_META) {
+            sbuf b = { &in->al, NULL, 0, 0, false };
+            sb_value(&b, e->value, 0);
+            if (b.oom) { tbx_free(&in->al, b.p, b.cap); return tbx_err_nomem(err, "metadata text"); }
+            tbx_value *s = tbx_val_string(&in->al, TBX_V_STRING, b.p ? b.p : "", b.n);
+            tbx_free(&in->al, b.p, b.cap);
+            if (!s) return tbx_err_nomem(err, "metadata text");
+            st = tbx_writer_add_meta(w, e->key, e->key_len, s, err);
+            tbx_val_free(s);
+            if (st != TBX_OK) return st;
+        } else if (o->flags & TBX_CONVERT_DROP_META) {
+            continue;
+        } else {
+            size_t l = strlen(err->message);
+            snprintf(err->message + l, sizeof err->message - l,
+                     " (allow it with --stringify-meta or --drop-meta)");
+            return st;
+        }
+    }
+    return TBX_OK;
+}
+
+static tbx_status copy_sections(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
+                                tbx_error *err) {
+    for (size_t i = 0; i < in->nsections; i++) {
+        const tbx_section *s = &in->sections[i];
+        if (s->size > in->limits.max_tensor_bytes || s->size > SIZE_MAX)
+            return tbx_err(err, TBX_E_LIMIT, s->offset, s->name, "section too large");
+        void *buf = tbx_malloc(&in->al, (size_t)s->size);
+        if (!buf) return tbx_err_nomem(err, "section");
+        tbx_status st = tbx_source_read(&in->src, s->offset, buf, (size_t)s->size, s->name, err);
+        if (st == TBX_OK) st = tbx_writer_add_section(w, s->name, s->type, buf, (size_t)s->size, err);
+        tbx_free(&in->al, buf, (size_t)s->size);
+        if (st == TBX_OK) continue;
+        if (refusal(st) && (o->flags & TBX_CONVERT_DROP_SECTIONS)) continue;
+        if (refusal(st)) {
+            size_t l = strlen(err->message);
+            snprintf(err->message + l, sizeof err->message - l, " (allow it with --drop-sections)");
+        }
+        return st;
+    }
+    return TBX_OK;
+}
+
+/* Target dtype of tensor t under the options. */
+static tbx_dtype target_dtype(const tbx_tensor *t, const tbx_convert_options *o) {
+    if (o->cast_to == TBX_DT_INVALID || t->dtype == o->cast_to) return t->dtype;
+    const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+    if (!di || !(di->flags & TBX_DTF_FLOAT) || (di->flags & TBX_DTF_COMPLEX)) return t->dtype;
+    return o->cast_to;
+}
+
+/* Encodes n f32 values to a float dtype (f32, f16, bf16, f64). */
+static bool encode_float(tbx_dtype dt, const float *src, uint64_t n, uint8_t *dst) {
+    for (uint64_t i = 0; i < n; i++) {
+        switch (dt) {
+        case TBX_DT_F32: memcpy(dst + 4 * i, &src[i], 4); break;
+        case TBX_DT_F64: { double d = src[i]; memcpy(dst + 8 * i, &d, 8); break; }
+        case TBX_DT_F16: tbx_st16(dst + 2 * i, tbx_f32_to_f16(src[i])); break;
+        case TBX_DT_BF16: tbx_st16(dst + 2 * i, tbx_f32_to_bf16(src[i])); break;
+        default: return false;
+        }
+    }
+    return true;
+}
+
+#define CHUNK ((size_t)4 << 20)
+
+tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
+                       tbx_error *err) {
+    if (!in || !out_path)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "convert", "NULL argument");
+    tbx_convert_options o;
+    if (opt) o = *opt;
+    else tbx_convert_options_init(&o);
+    tbx_error local;
+    if (!err) err = &local;
+    if (o.cast_to != TBX_DT_INVALID && o.cast_to != TBX_DT_F32 && o.cast_to != TBX_DT_F16 &&
+        o.cast_to != TBX_DT_BF16 && o.cast_to != TBX_DT_F64)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast",
+                       "casting to %s is not supported (f32, f16, bf16, f64)",
+                       tbx_dtype_get(o.cast_to) ? tbx_dtype_get(o.cast_to)->name : "?");
+
+    tbx_writer *w;
+    tbx_status st = tbx_writer_open(&w, out_path, &o.write, err);
+    if (st != TBX_OK) return st;
+    st = copy_meta(in, w, &o, err);
+    if (st == TBX_OK) st = copy_sections(in, w, &o, err);
+
+    uint64_t total = 0;
+    for (size_t i = 0; st == TBX_OK && i < in->ntensors; i++) {
+        const tbx_tensor *t = &in->tensors[i];
+        if (t->ncomp > 1 || t->layout != TBX_LAYOUT_DENSE) {
+            st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
+                         "tensor \"%s\": %s layout cannot be converted yet", t->name,
+                         tbx_layout_name(t->layout));
+            break;
+        }
+        tbx_tensor_desc d = { t->name, t->name_len, target_dtype(t, &o), t->ndim, t->shape,
+                              t->ncomp == 1 };
+        st = tbx_writer_add_tensor(w, &d, NULL, err);
+        if (st == TBX_OK && t->ncomp == 1) total += t->comp[0].nbytes;
+    }
+
+    uint8_t *buf = NULL;
+    float *fbuf = NULL;
+    size_t buf_cap = 0, fbuf_cap = 0;
+    uint64_t done = 0;
+    for (size_t i = 0; st == TBX_OK && i < in->ntensors; i++) {
+        const tbx_tensor *t = &in->tensors[i];
+        if (t->ncomp == 0) continue;
+        const tbx_component *k = &t->comp[0];
+        tbx_dtype to = target_dtype(t, &o);
+        if (to != t->dtype) {
+            /* explicit lossy cast: decode to f32 in chunks, re-encode */
+            const tbx_dtype_info *ti = tbx_dtype_get(to);
+            uint64_t per = CHUNK / 8;
+            const tbx_dtype_info *si = tbx_dtype_get(t->dtype);
+            if (si->block_size > 1) per -= per % si->block_size;
+            if (!fbuf) {
+                fbuf_cap = (size_t)per;
+                fbuf = tbx_malloc(&in->al, fbuf_cap * sizeof(float));
+                buf_cap = (size_t)per * 8;
+                buf = tbx_malloc(&in->al, buf_cap);
+                if (!fbuf || !buf) { st = tbx_err_nomem(err, "convert buffer"); break; }
+            }
+            for (uint64_t e = 0; st == TBX_OK && e < t->nelems; e += per) {
+                uint64_t n = t->nelems - e < per ? t->nelems - e : per;
+                st = tbx_tensor_read_f32(in, i, e, n, fbuf, err);
+                if (st == TBX_OK && !encode_float(to, fbuf, n, buf))
+                    st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast", "cannot cast");
+                if (st == TBX_OK) st = tbx_writer_write_tensor(w, i, buf, (size_t)(n * ti->bits / 8), err);
+            }
+        } else if (k->encoding == TBX_ENC_RAW && !in->drv->read_component) {
+            if (!buf) {
+                buf_cap = CHUNK;
+                buf = tbx_malloc(&in->al, buf_cap);
+                if (!buf) { st = tbx_err_nomem(err, "convert buffer"); break; }
+            }
+            for (uint64_t p = 0; st == TBX_OK && p < k->nbytes; p += buf_cap) {
+                size_t n = (size_t)(k->nbytes - p < buf_cap ? k->nbytes - p : buf_cap);
+                st = tbx_tensor_read_range(in, i, p, buf, n, err);
+                if (st == TBX_OK) st = tbx_writer_write_tensor(w, i, buf, n, err);
+                if (st == TBX_OK && o.progress) o.progress(o.progress_ud, done + p + n, total);
+            }
+        } else {
+            size_t need = 0;
+            tbx_tensor_read(in, i, NULL, 0, &need, err);
+            uint8_t *whole = tbx_malloc(&in->al, need);
+            if (!whole) { st = tbx_err_nomem(err, "tensor buffer"); break; }
+            st = tbx_tensor_read(in, i, whole, need, NULL, err);
+            if (st == TBX_OK) st = tbx_writer_write_tensor(w, i, whole, need, err);
+            tbx_free(&in->al, whole, need);
+        }
+        done += k->nbytes;
+        if (st == TBX_OK && o.progress) o.progress(o.progress_ud, done, total);
+    }
+    tbx_free(&in->al, buf, buf_cap);
+    tbx_free(&in->al, fbuf, fbuf_cap * sizeof(float));
+    if (st != TBX_OK) {
+        tbx_writer_abort(w);
+        return st;
+    }
+    return tbx_writer_finish(w, err);
+}

@@ -1,0 +1,669 @@
+/*
+ * file.c - the common model of an open file and the public reading API.
+ *
+ * tbx_open_* pick a source (pread, mmap, memory or callback), detect the format from the first
+ * bytes, and hand the handle to the format driver, which fills metadata, tensors and sections
+ * through tbx_file_add_*. Those helpers enforce what every format shares: limits, duplicate
+ * names, overflow-checked element counts. Reads of tensor bytes then go through the source,
+ * or through the driver when data is encoded.
+ */
+#include "internal.h"
+#include "plain.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+void tbx_limits_default(tbx_limits *l) {
+    if (!l) return;
+    l->max_tensors = 1000000;
+    l->max_metadata_entries = 1000000;
+    l->max_string_len = (uint64_t)1 << 30;
+    l->max_array_len = (uint64_t)1 << 30;
+    l->max_header_bytes = (uint64_t)1 << 30;
+    l->max_tensor_bytes = (uint64_t)1 << 48;
+    l->max_ndim = 64;
+    l->max_depth = 32;
+}
+
+void tbx_open_options_init(tbx_open_options *opt) {
+    if (!opt) return;
+    memset(opt, 0, sizeof *opt);
+    opt->struct_size = sizeof *opt;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Model building (used by drivers)                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+static const char *meta_key_of(const void *ctx, uint64_t i, size_t *len) {
+    const tbx_file *f = ctx;
+    *len = f->meta[i].key_len;
+    return f->meta[i].key;
+}
+
+static const char *tensor_key_of(const void *ctx, uint64_t i, size_t *len) {
+    const tbx_file *f = ctx;
+    *len = f->tensors[i].name_len;
+    return f->tensors[i].name;
+}
+
+tbx_status tbx_file_add_meta(tbx_file *f, const char *key, size_t key_len, tbx_value *value,
+                             uint64_t offset, tbx_error *err) {
+    char q[96];
+    if (f->nmeta >= f->limits.max_metadata_entries) {
+        tbx_val_free(value);
+        return tbx_err(err, TBX_E_LIMIT, offset, "metadata",
+                       "more than %llu metadata entries (limit max_metadata_entries)",
+                       (unsigned long long)f->limits.max_metadata_entries);
+    }
+    if (!tbx_grow(&f->al, (void **)&f->meta, &f->cap_meta, f->nmeta + 1, sizeof *f->meta)) {
+        tbx_val_free(value);
+        return tbx_err_nomem(err, "metadata table");
+    }
+    char *k = tbx_memdup0(&f->al, key, key_len);
+    if (!k) { tbx_val_free(value); return tbx_err_nomem(err, "metadata key"); }
+    tbx_meta_entry *e = &f->meta[f->nmeta];
+    e->key = k;
+    e->key_len = key_len;
+    e->value = value;
+    uint64_t earlier = 0;
+    tbx_status st = tbx_names_insert(&f->meta_names, f->nmeta, &earlier);
+    if (st != TBX_OK) {
+        tbx_free(&f->al, k, key_len + 1);
+        tbx_val_free(value);
+        if (st == TBX_E_NOMEM) return tbx_err_nomem(err, "metadata index");
+        tbx_quote_bytes(q, sizeof q, key, key_len, 64);
+        return tbx_err(err, TBX_E_DUPLICATE, offset, "metadata.key",
+                       "duplicate metadata key \"%s\" (first defined as entry %llu)", q,
+                       (unsigned long long)earlier);
+    }
+    f->nmeta++;
+    return TBX_OK;
+}
+
+tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, tbx_dtype dtype,
+                               const uint64_t *shape, uint32_t ndim, uint32_t ncomp,
+                               uint64_t offset, tbx_tensor **out, tbx_error *err) {
+    char q[96];
+    tbx_quote_bytes(q, sizeof q, name, name_len, 64);
+    if (f->ntensors >= f->limits.max_tensors)
+        return tbx_err(err, TBX_E_LIMIT, offset, "tensors",
+                       "more than %llu tensors (limit max_tensors)",
+                       (unsigned long long)f->limits.max_tensors);
+    if (!tbx_dtype_get(dtype))
+        return tbx_err(err, TBX_E_FORMAT, offset, "tensor.dtype", "tensor \"%s\": invalid dtype %d",
+                       q, (int)dtype);
+    if (ndim > f->limits.max_ndim)
+        return tbx_err(err, TBX_E_LIMIT, offset, "tensor.shape",
+                       "tensor \"%s\": %u dimensions exceed the limit max_ndim = %u", q, ndim,
+                       f->limits.max_ndim);
+    if (name_len > f->limits.max_string_len)
+        return tbx_err(err, TBX_E_LIMIT, offset, "tensor.name",
+                       "tensor name of %zu bytes exceeds max_string_len", name_len);
+    if (memchr(name, 0, name_len))
+        return tbx_err(err, TBX_E_FORMAT, offset, "tensor.name",
+                       "tensor name \"%s\" contains a NUL byte", q);
+    uint64_t nelems = 1;
+    for (uint32_t d = 0; d < ndim; d++) {
+        if (!tbx_mul_u64(nelems, shape[d], &nelems))
+            return tbx_err(err, TBX_E_OVERFLOW, offset, "tensor.shape",
+                           "tensor \"%s\": element count overflows 64 bits at dimension %u", q, d);
+    }
+    if (!tbx_grow(&f->al, (void **)&f->tensors, &f->cap_tensors, f->ntensors + 1,
+                  sizeof *f->tensors))
+        return tbx_err_nomem(err, "tensor table");
+    tbx_tensor *t = &f->tensors[f->ntensors];
+    memset(t, 0, sizeof *t);
+    t->name = tbx_memdup0(&f->al, name, name_len);
+    t->shape = tbx_malloc(&f->al, ndim * sizeof(uint64_t));
+    t->comp = tbx_calloc(&f->al, ncomp ? ncomp : 1, sizeof(tbx_component));
+    if (!t->name || !t->shape || !t->comp) {
+        tbx_free(&f->al, t->name, name_len + 1);
+        tbx_free(&f->al, t->shape, ndim * sizeof(uint64_t));
+        tbx_free(&f->al, t->comp, (ncomp ? ncomp : 1) * sizeof(tbx_component));
+        return tbx_err_nomem(err, "tensor");
+    }
+    t->name_len = name_len;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    if (ndim) memcpy(t->shape, shape, ndim * sizeof(uint64_t));
+    t->nelems = nelems;
+    t->layout = TBX_LAYOUT_DENSE;
+    t->ncomp = ncomp;
+    uint64_t earlier = 0;
+    tbx_status st = tbx_names_insert(&f->tensor_names, f->ntensors, &earlier);
+    if (st != TBX_OK) {
+        tbx_free(&f->al, t->name, name_len + 1);
+        tbx_free(&f->al, t->shape, ndim * sizeof(uint64_t));
+        tbx_free(&f->al, t->comp, (ncomp ? ncomp : 1) * sizeof(tbx_component));
+        if (st == TBX_E_NOMEM) return tbx_err_nomem(err, "tensor index");
+        return tbx_err(err, TBX_E_DUPLICATE, offset, "tensor.name",
+                       "duplicate tensor name \"%s\" (first defined as tensor %llu)", q,
+                       (unsigned long long)earlier);
+    }
+    f->ntensors++;
+    if (out) *out = t;
+    return TBX_OK;
+}
+
+tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, uint64_t offset,
+                                uint64_t size, tbx_error *err) {
+    if (!tbx_grow(&f->al, (void **)&f->sections, &f->cap_sections, f->nsections + 1,
+                  sizeof *f->sections))
+        return tbx_err_nomem(err, "section table");
+    tbx_section *s = &f->sections[f->nsections];
+    s->name = tbx_memdup0(&f->al, name, strlen(name));
+    if (!s->name) return tbx_err_nomem(err, "section name");
+    s->type = type;
+    s->offset = offset;
+    s->size = size;
+    f->nsections++;
+    return TBX_OK;
+}
+
+tbx_status tbx_file_problem(tbx_file *f, tbx_error *err, tbx_status code, uint64_t offset,
+                            const char *field, const char *fmt, ...) {
+    tbx_error e;
+    va_list ap;
+    va_start(ap, fmt);
+    tbx_verr(&e, code, offset, field, fmt, ap);
+    va_end(ap);
+    if (f->on_problem) {
+        f->nproblems++;
+        f->on_problem(f->problem_ud, &e);
+        return TBX_OK;
+    }
+    if (err) *err = e;
+    return code;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Opening and closing                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+static void free_component(const tbx_alloc *al, tbx_component *c) {
+    if (c->digest) tbx_free(al, c->digest, strlen(c->digest) + 1);
+}
+
+void tbx_close(tbx_file *f) {
+    if (!f) return;
+    if (f->drv && f->drv->close) f->drv->close(f);
+    const tbx_alloc al = f->al;
+    for (size_t i = 0; i < f->nmeta; i++) {
+        tbx_free(&al, f->meta[i].key, f->meta[i].key_len + 1);
+        tbx_val_free(f->meta[i].value);
+    }
+    tbx_free(&al, f->meta, f->cap_meta * sizeof *f->meta);
+    for (size_t i = 0; i < f->ntensors; i++) {
+        tbx_tensor *t = &f->tensors[i];
+        for (uint32_t c = 0; c < t->ncomp; c++) free_component(&al, &t->comp[c]);
+        tbx_free(&al, t->comp, (t->ncomp ? t->ncomp : 1) * sizeof(tbx_component));
+        tbx_free(&al, t->name, t->name_len + 1);
+        tbx_free(&al, t->shape, t->ndim * sizeof(uint64_t));
+    }
+    tbx_free(&al, f->tensors, f->cap_tensors * sizeof *f->tensors);
+    for (size_t i = 0; i < f->nsections; i++)
+        tbx_free(&al, f->sections[i].name, strlen(f->sections[i].name) + 1);
+    tbx_free(&al, f->sections, f->cap_sections * sizeof *f->sections);
+    tbx_names_free(&f->meta_names);
+    tbx_names_free(&f->tensor_names);
+    tbx_source_close(&f->src);
+    tbx_free(&al, f, sizeof *f);
+}
+
+/* Allocates a handle with the caller's allocator and options; the source is set by the caller. */
+static tbx_status new_file(tbx_file **out, const tbx_open_options *opt, tbx_error *err) {
+    tbx_alloc al;
+    tbx_alloc_init(&al, opt ? opt->allocator : NULL);
+    tbx_file *f = tbx_malloc(&al, sizeof *f);
+    if (!f) return tbx_err_nomem(err, "file handle");
+    memset(f, 0, sizeof *f);
+    f->al = al;
+    f->src.fd = -1;
+    if (opt && opt->limits) f->limits = *opt->limits;
+    else tbx_limits_default(&f->limits);
+    if (opt) {
+        f->flags = opt->flags;
+        f->format = opt->format;
+        f->on_problem = opt->on_problem;
+        f->problem_ud = opt->problem_ud;
+    }
+    tbx_names_init(&f->meta_names, &f->al, meta_key_of, f);
+    tbx_names_init(&f->tensor_names, &f->al, tensor_key_of, f);
+    *out = f;
+    return TBX_OK;
+}
+
+/* Detects the format (unless forced) and runs the driver. Closes f on failure. */
+static tbx_status finish_open(tbx_file *f, tbx_file **out, tbx_error *err) {
+    uint8_t head[64];
+    size_t hl = f->src.size < sizeof head ? (size_t)f->src.size : sizeof head;
+    tbx_status st = tbx_source_read(&f->src, 0, head, hl, "magic", err);
+    if (st != TBX_OK) { tbx_close(f); return st; }
+    if (f->format == TBX_FORMAT_UNKNOWN) {
+        f->format = tbx_detect_format(head, hl, f->src.size);
+        if (f->format == TBX_FORMAT_UNKNOWN) {
+            char q[96];
+            tbx_quote_bytes(q, sizeof q, (const char *)head, hl, 8);
+            tbx_close(f);
+            return tbx_err(err, TBX_E_BAD_MAGIC, 0, "magic",
+                           "not a file of any known format (first bytes \"%s\", %llu bytes long)",
+                           q, (unsigned long long)hl);
+        }
+    }
+    f->drv = tbx_driver_for(f->format);
+    if (!f->drv || !f->drv->open) {
+        tbx_format fmt = f->format;
+        tbx_close(f);
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "format",
+                       "format %s cannot be read by this build", tbx_format_name(fmt));
+    }
+    st = f->drv->open(f, err);
+    if (st != TBX_OK) { tbx_close(f); return st; }
+    *out = f;
+    return TBX_OK;
+}
+
+tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_options *opt,
+                         tbx_error *err) {
+    if (!out || !path) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "NULL argument");
+    *out = NULL;
+    tbx_file *f;
+    tbx_status st = new_file(&f, opt, err);
+    if (st != TBX_OK) return st;
+    st = tbx_source_open_path(&f->src, path, (f->flags & TBX_OPEN_MMAP) != 0, err);
+    if (st != TBX_OK) { tbx_close(f); return st; }
+    return finish_open(f, out, err);
+}
+
+tbx_status tbx_open_memory(tbx_file **out, const void *data, size_t size,
+                           const tbx_open_options *opt, tbx_error *err) {
+    if (!out || (!data && size)) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "data", "NULL argument");
+    *out = NULL;
+    tbx_file *f;
+    tbx_status st = new_file(&f, opt, err);
+    if (st != TBX_OK) return st;
+    tbx_source_open_memory(&f->src, data, size);
+    return finish_open(f, out, err);
+}
+
+tbx_status tbx_open_callback(tbx_file **out, tbx_read_at_fn read_at, void *ud, uint64_t size,
+                             const tbx_open_options *opt, tbx_error *err) {
+    if (!out || !read_at) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "read_at", "NULL argument");
+    *out = NULL;
+    tbx_file *f;
+    tbx_status st = new_file(&f, opt, err);
+    if (st != TBX_OK) return st;
+    tbx_source_open_callback(&f->src, read_at, ud, size);
+    return finish_open(f, out, err);
+}
+
+tbx_format tbx_file_format(const tbx_file *f) { return f ? f->format : TBX_FORMAT_UNKNOWN; }
+uint32_t tbx_file_version(const tbx_file *f) { return f ? f->version : 0; }
+uint64_t tbx_file_size(const tbx_file *f) { return f ? f->src.size : 0; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Metadata                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+uint64_t tbx_meta_count(const tbx_file *f) { return f ? f->nmeta : 0; }
+
+const char *tbx_meta_key(const tbx_file *f, uint64_t i, size_t *len) {
+    if (!f || i >= f->nmeta) { if (len) *len = 0; return NULL; }
+    if (len) *len = f->meta[i].key_len;
+    return f->meta[i].key;
+}
+
+const tbx_value *tbx_meta_value(const tbx_file *f, uint64_t i) {
+    return (f && i < f->nmeta) ? f->meta[i].value : NULL;
+}
+
+const tbx_value *tbx_meta_find(const tbx_file *f, const char *key) {
+    uint64_t i;
+    if (!f || !key || !tbx_names_find(&f->meta_names, key, strlen(key), &i)) return NULL;
+    return f->meta[i].value;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tensors                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+uint64_t tbx_tensor_count(const tbx_file *f) { return f ? f->ntensors : 0; }
+
+tbx_status tbx_tensor_info_get(const tbx_file *f, uint64_t i, tbx_tensor_info *info) {
+    if (!f || !info || i >= f->ntensors) return TBX_E_INVALID_ARG;
+    const tbx_tensor *t = &f->tensors[i];
+    info->name = t->name;
+    info->name_len = t->name_len;
+    info->dtype = t->dtype;
+    info->ndim = t->ndim;
+    info->shape = t->ndim ? t->shape : NULL;
+    info->nelems = t->nelems;
+    info->layout = t->layout;
+    info->ncomponents = t->ncomp;
+    info->offset = t->ncomp ? t->comp[0].offset : 0;
+    uint64_t total = 0;
+    for (uint32_t c = 0; c < t->ncomp; c++) total += t->comp[c].stored_bytes; /* checked at open */
+    info->nbytes = total;
+    return TBX_OK;
+}
+
+tbx_status tbx_tensor_find(const tbx_file *f, const char *name, uint64_t *index) {
+    if (!f || !name) return TBX_E_INVALID_ARG;
+    uint64_t i;
+    if (!tbx_names_find(&f->tensor_names, name, strlen(name), &i)) return TBX_E_NOT_FOUND;
+    if (index) *index = i;
+    return TBX_OK;
+}
+
+tbx_status tbx_component_info_get(const tbx_file *f, uint64_t i, uint32_t c,
+                                  tbx_component_info *info) {
+    if (!f || !info || i >= f->ntensors || c >= f->tensors[i].ncomp) return TBX_E_INVALID_ARG;
+    const tbx_component *k = &f->tensors[i].comp[c];
+    info->name = k->name;
+    info->dtype = k->dtype;
+    info->nelems = k->nelems;
+    info->offset = k->offset;
+    info->stored_bytes = k->stored_bytes;
+    info->nbytes = k->nbytes;
+    info->encoding = k->encoding;
+    info->digest = k->digest;
+    return TBX_OK;
+}
+
+static tbx_status bad_index(tbx_error *err, const tbx_file *f, uint64_t i) {
+    if (!f) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "file", "NULL file handle");
+    return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
+                   "tensor index %llu out of range (file has %llu tensors)",
+                   (unsigned long long)i, (unsigned long long)f->ntensors);
+}
+
+/* Reads component c fully into buf (exactly comp->nbytes bytes). */
+static tbx_status read_comp_into(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                                 tbx_error *err) {
+    const tbx_component *k = &t->comp[c];
+    if (f->drv->read_component) return f->drv->read_component(f, t, c, buf, err);
+    if (k->encoding != TBX_ENC_RAW)
+        return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "component.encoding",
+                       "tensor \"%s\": encoded component cannot be read by this driver", t->name);
+    if (k->nbytes > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, k->offset, "tensor", "too large");
+    return tbx_source_read(&f->src, k->offset, buf, (size_t)k->nbytes, t->name, err);
+}
+
+tbx_status tbx_component_read(tbx_file *f, uint64_t i, uint32_t c, void *buf, size_t cap,
+                              size_t *needed, tbx_error *err) {
+    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    const tbx_tensor *t = &f->tensors[i];
+    if (c >= t->ncomp)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "component",
+                       "tensor \"%s\" has %u components, no component %u", t->name, t->ncomp, c);
+    uint64_t n = t->comp[c].nbytes;
+    if (n > SIZE_MAX)
+        return tbx_err(err, TBX_E_OVERFLOW, t->comp[c].offset, "tensor",
+                       "tensor \"%s\": %llu bytes do not fit in memory", t->name, (unsigned long long)n);
+    if (needed) *needed = (size_t)n;
+    if (!buf || cap < n)
+        return tbx_err(err, TBX_E_BUFFER_TOO_SMALL, TBX_NO_OFFSET, "buffer",
+                       "tensor \"%s\" needs a buffer of %llu bytes, got %zu", t->name,
+                       (unsigned long long)n, buf ? cap : 0);
+    return read_comp_into(f, t, c, buf, err);
+}
+
+static tbx_status need_dense(tbx_error *err, const tbx_tensor *t) {
+    if (t->ncomp == 0)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor", "tensor \"%s\" has no data", t->name);
+    if (t->ncomp != 1 || t->layout != TBX_LAYOUT_DENSE)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\" is %s with %u components; read its components", t->name,
+                       tbx_layout_name(t->layout), t->ncomp);
+    return TBX_OK;
+}
+
+tbx_status tbx_tensor_read(tbx_file *f, uint64_t i, void *buf, size_t cap, size_t *needed,
+                           tbx_error *err) {
+    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    tbx_status st = need_dense(err, &f->tensors[i]);
+    if (st != TBX_OK) return st;
+    return tbx_component_read(f, i, 0, buf, cap, needed, err);
+}
+
+tbx_status tbx_tensor_read_range(tbx_file *f, uint64_t i, uint64_t pos, void *buf, size_t len,
+                                 tbx_error *err) {
+    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    const tbx_tensor *t = &f->tensors[i];
+    tbx_status st = need_dense(err, t);
+    if (st != TBX_OK) return st;
+    const tbx_component *k = &t->comp[0];
+    uint64_t end;
+    if (!tbx_add_u64(pos, len, &end) || end > k->nbytes)
+        return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "range",
+                       "tensor \"%s\": range [%llu, +%zu) outside its %llu bytes", t->name,
+                       (unsigned long long)pos, len, (unsigned long long)k->nbytes);
+    if (k->encoding != TBX_ENC_RAW || f->drv->read_component)
+        return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
+                       "tensor \"%s\" is stored encoded; read it whole", t->name);
+    return tbx_source_read(&f->src, k->offset + pos, buf, len, t->name, err);
+}
+
+tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len, tbx_error *err) {
+    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    const tbx_tensor *t = &f->tensors[i];
+    tbx_status st = need_dense(err, t);
+    if (st != TBX_OK) return st;
+    const tbx_component *k = &t->comp[0];
+    const uint8_t *p = NULL;
+    if (k->encoding == TBX_ENC_RAW && !f->drv->read_component)
+        p = tbx_source_ptr(&f->src, k->offset, k->nbytes);
+    if (!p)
+        return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
+                       "tensor \"%s\" cannot be mapped (file not mapped or data encoded)", t->name);
+    if (ptr) *ptr = p;
+    if (len) *len = (size_t)k->nbytes;
+    return TBX_OK;
+}
+
+/* Elements per byte-aligned group of a dtype and that group's bytes (block types: one block;
+ * packed types: the smallest run of elements ending on a byte boundary). */
+static void dtype_group(const tbx_dtype_info *di, uint64_t *elems, uint64_t *bytes) {
+    if (di->block_bytes) { *elems = di->block_size; *bytes = di->block_bytes; return; }
+    uint32_t bits = di->bits, g = 8;
+    while (g % bits) g += 8; /* lcm(bits, 8) */
+    *elems = g / bits;
+    *bytes = g / 8;
+}
+
+tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
+                               float *out, tbx_error *err) {
+    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    const tbx_tensor *t = &f->tensors[i];
+    tbx_status st = need_dense(err, t);
+    if (st != TBX_OK) return st;
+    const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+    uint64_t last;
+    if (!tbx_add_u64(first, count, &last) || last > t->nelems)
+        return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "range",
+                       "tensor \"%s\": elements [%llu, +%llu) outside its %llu elements", t->name,
+                       (unsigned long long)first, (unsigned long long)count,
+                       (unsigned long long)t->nelems);
+    if (!di || (di->flags & TBX_DTF_SHAPED) ||
+        ((di->flags & TBX_DTF_BLOCK) && !tbx_dequant_for(t->dtype)) ||
+        (di->flags & TBX_DTF_COMPLEX))
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "dtype",
+                       "tensor \"%s\": dtype %s cannot be decoded to f32", t->name,
+                       di ? di->name : "?");
+    if (count == 0) return TBX_OK;
+    uint64_t ge, gb;
+    dtype_group(di, &ge, &gb);
+    if ((di->flags & TBX_DTF_BLOCK) && (first % ge || (count % ge && last != t->nelems)))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "range",
+                       "tensor \"%s\": %s ranges must start and end on %llu-element blocks",
+                       t->name, di->name, (unsigned long long)ge);
+    const tbx_component *k = &t->comp[0];
+    bool direct = k->encoding == TBX_ENC_RAW && !f->drv->read_component;
+
+    /* Encoded data: decode the whole component once (bounded by its declared size). */
+    uint8_t *whole = NULL;
+    size_t whole_len = 0;
+    if (!direct) {
+        if (k->nbytes > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, k->offset, "tensor", "too large");
+        whole_len = (size_t)k->nbytes;
+        whole = tbx_malloc(&f->al, whole_len);
+        if (!whole) return tbx_err_nomem(err, "tensor buffer");
+        st = read_comp_into(f, t, 0, whole, err);
+        if (st != TBX_OK) { tbx_free(&f->al, whole, whole_len); return st; }
+    }
+
+    /* Walk the range in chunks of whole groups; `lead` elements precede `first` in the first
+     * group of packed types. */
+    const uint64_t chunk_groups = ((uint64_t)4 << 20) / gb + 1;
+    uint64_t g0 = first / ge, lead = first % ge;
+    uint64_t done = 0;
+    uint8_t *bytes = NULL;
+    size_t bytes_cap = 0;
+    float *tmp = NULL;
+    size_t tmp_cap = 0;
+    while (done < count && st == TBX_OK) {
+        uint64_t want = count - done + lead;              /* elements still wanted incl. lead */
+        uint64_t ng = want / ge + (want % ge != 0);
+        if (ng > chunk_groups) ng = chunk_groups;
+        uint64_t nel = ng * ge;
+        if (g0 * ge + nel > t->nelems) nel = t->nelems - g0 * ge;
+        uint64_t nb = ng * gb;
+        if (g0 * gb + nb > k->nbytes) nb = k->nbytes - g0 * gb;
+        const uint8_t *src;
+        if (direct) {
+            const uint8_t *p = tbx_source_ptr(&f->src, k->offset + g0 * gb, nb);
+            if (p) src = p;
+            else {
+                if (nb > bytes_cap) {
+                    tbx_free(&f->al, bytes, bytes_cap);
+                    bytes = tbx_malloc(&f->al, (size_t)nb);
+                    bytes_cap = bytes ? (size_t)nb : 0;
+                    if (!bytes) { st = tbx_err_nomem(err, "decode buffer"); break; }
+                }
+                st = tbx_source_read(&f->src, k->offset + g0 * gb, bytes, (size_t)nb, t->name, err);
+                if (st != TBX_OK) break;
+                src = bytes;
+            }
+        } else {
+            src = whole + g0 * gb;
+        }
+        uint64_t take = nel - lead;
+        if (take > count - done) take = count - done;
+        if (lead == 0 && take == nel) {
+            st = tbx_decode_f32(t->dtype, src, (size_t)nb, nel, out + done);
+        } else {
+            if (nel > tmp_cap) {
+                tbx_free(&f->al, tmp, tmp_cap * sizeof(float));
+                tmp = tbx_malloc(&f->al, (size_t)nel * sizeof(float));
+                tmp_cap = tmp ? (size_t)nel : 0;
+                if (!tmp) { st = tbx_err_nomem(err, "decode buffer"); break; }
+            }
+            st = tbx_decode_f32(t->dtype, src, (size_t)nb, nel, tmp);
+            if (st == TBX_OK) memcpy(out + done, tmp + lead, (size_t)take * sizeof(float));
+        }
+        if (st != TBX_OK) {
+            st = tbx_err(err, st, k->offset + g0 * gb, t->name, "tensor \"%s\": cannot decode %s data",
+                         t->name, di->name);
+            break;
+        }
+        done += take;
+        g0 += ng;
+        lead = 0;
+    }
+    tbx_free(&f->al, bytes, bytes_cap);
+    tbx_free(&f->al, tmp, tmp_cap * sizeof(float));
+    tbx_free(&f->al, whole, whole_len);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sections                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+uint64_t tbx_section_count(const tbx_file *f) { return f ? f->nsections : 0; }
+
+tbx_status tbx_section_info_get(const tbx_file *f, uint64_t i, tbx_section_info *info) {
+    if (!f || !info || i >= f->nsections) return TBX_E_INVALID_ARG;
+    info->name = f->sections[i].name;
+    info->type = f->sections[i].type;
+    info->offset = f->sections[i].offset;
+    info->size = f->sections[i].size;
+    return TBX_OK;
+}
+
+tbx_status tbx_section_read(tbx_file *f, uint64_t i, void *buf, size_t cap, size_t *needed,
+                            tbx_error *err) {
+    if (!f || i >= f->nsections)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "section", "section index out of range");
+    const tbx_section *s = &f->sections[i];
+    if (s->size > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, s->offset, "section", "too large");
+    if (needed) *needed = (size_t)s->size;
+    if (!buf || cap < s->size)
+        return tbx_err(err, TBX_E_BUFFER_TOO_SMALL, TBX_NO_OFFSET, "buffer",
+                       "section \"%s\" needs a buffer of %llu bytes", s->name,
+                       (unsigned long long)s->size);
+    return tbx_source_read(&f->src, s->offset, buf, (size_t)s->size, s->name, err);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Validation                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct validate_ctx {
+    tbx_problem_fn cb;
+    void *ud;
+    uint64_t n;
+    tbx_status first;
+} validate_ctx;
+
+static void collect_problem(void *ud, const tbx_error *e) {
+    validate_ctx *v = ud;
+    if (v->n++ == 0) v->first = e->code;
+    if (v->cb) v->cb(v->ud, e);
+}
+
+tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt, tbx_problem_fn cb,
+                             void *ud, uint64_t *nproblems) {
+    validate_ctx v = { cb, ud, 0, TBX_OK };
+    tbx_open_options o;
+    if (opt) o = *opt;
+    else tbx_open_options_init(&o);
+    o.on_problem = collect_problem;
+    o.problem_ud = &v;
+    o.flags |= TBX_OPEN_VERIFY_DIGESTS;
+    tbx_file *f = NULL;
+    tbx_error e;
+    tbx_status st = tbx_open_path(&f, path, &o, &e);
+    if (st != TBX_OK) {
+        collect_problem(&v, &e);
+    } else {
+        if (f->drv->validate) {
+            st = f->drv->validate(f, &e);
+            if (st != TBX_OK) collect_problem(&v, &e);
+        }
+        /* Encoded components are decoded once to prove they decode to their declared size. */
+        for (size_t i = 0; i < f->ntensors; i++) {
+            const tbx_tensor *t = &f->tensors[i];
+            for (uint32_t c = 0; c < t->ncomp; c++) {
+                const tbx_component *k = &t->comp[c];
+                if (k->encoding == TBX_ENC_RAW && !f->drv->read_component) continue;
+                if (k->nbytes > SIZE_MAX || k->nbytes > f->limits.max_tensor_bytes) {
+                    tbx_err(&e, TBX_E_LIMIT, k->offset, t->name,
+                            "tensor \"%s\": %llu decoded bytes exceed max_tensor_bytes", t->name,
+                            (unsigned long long)k->nbytes);
+                    collect_problem(&v, &e);
+                    continue;
+                }
+                void *buf = tbx_malloc(&f->al, (size_t)k->nbytes);
+                if (!buf) { collect_problem(&v, (tbx_err_nomem(&e, t->name), &e)); continue; }
+                st = read_comp_into(f, t, c, buf, &e);
+                tbx_free(&f->al, buf, (size_t)k->nbytes);
+                if (st != TBX_OK) collect_problem(&v, &e);
+            }
+        }
+    }
+    tbx_close(f);
+    if (nproblems) *nproblems = v.n;
+    return v.n ? v.first : TBX_OK;
+}

@@ -1,0 +1,199 @@
+/*
+ * names.c - a hash set of indices keyed by byte strings, for duplicate detection and lookups.
+ *
+ * The set stores only (index + 1) per slot; keys live in the caller's storage and are fetched
+ * through key_of(ctx, index). Open addressing with linear probing; the table doubles before it
+ * gets more than half full, so inserts and lookups are O(1) on average.
+ *
+ * Keys come from untrusted files, so the table mixes a per-process random seed into the hash:
+ * a file cannot be crafted to make every name collide and turn loading into quadratic work.
+ * tbx_hash_bytes itself is unseeded and stable across runs.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#define P1 0x9E3779B185EBCA87ull
+#define P2 0xC2B2AE3D27D4EB4Full
+#define P3 0x165667B19E3779F9ull
+
+static inline uint64_t rotl64(uint64_t x, unsigned r) { return (x << r) | (x >> (64 - r)); }
+
+/* Final avalanche: every input bit affects every output bit. */
+static inline uint64_t fmix(uint64_t h) {
+    h ^= h >> 33;
+    h *= P2;
+    h ^= h >> 29;
+    h *= P3;
+    h ^= h >> 32;
+    return h;
+}
+
+static inline uint64_t round64(uint64_t h, uint64_t w) {
+    h ^= w * P2;
+    h = rotl64(h, 31) * P1;
+    return h;
+}
+
+static uint64_t hash_seeded(const void *p, size_t n, uint64_t seed) {
+    const uint8_t *b = (const uint8_t *)p;
+    uint64_t h = seed ^ ((uint64_t)n * P1) ^ P3;
+    while (n >= 8) {
+        h = round64(h, tbx_ld64(b));
+        b += 8;
+        n -= 8;
+    }
+    if (n) {
+        uint64_t w = 0;
+        for (size_t i = 0; i < n; i++) w |= (uint64_t)b[i] << (8 * i);
+        h = round64(h, w ^ P3);
+    }
+    return fmix(h);
+}
+
+uint64_t tbx_hash_bytes(const void *p, size_t n) { return hash_seeded(p, n, 0); }
+
+/* Per-process seed, fixed once for the life of the process (tables stay consistent). */
+static uint64_t process_seed;
+static pthread_once_t seed_once = PTHREAD_ONCE_INIT;
+
+static void seed_init(void) {
+    uint64_t s = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &s, sizeof s) != (ssize_t)sizeof s) s = 0;
+        close(fd);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t mix[4] = {s, (uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec, (uint64_t)(uintptr_t)&ts};
+    process_seed = hash_seeded(mix, sizeof mix, (uint64_t)getpid());
+}
+
+static uint64_t table_seed(void) {
+    pthread_once(&seed_once, seed_init);
+    return process_seed;
+}
+
+void tbx_names_init(tbx_names *n, const tbx_alloc *al,
+                    const char *(*key_of)(const void *ctx, uint64_t index, size_t *len),
+                    const void *ctx) {
+    if (!n) return;
+    memset(n, 0, sizeof *n);
+    n->al = al;
+    n->key_of = key_of;
+    n->ctx = ctx;
+}
+
+/* The table is one allocation of 2 * nslots words: slots[0, nslots) hold (index + 1) as the
+ * contract describes, slots[nslots, 2 * nslots) the full hash of each occupied slot. Probes
+ * compare hashes before fetching keys, and growing never re-reads or re-hashes a key. */
+static inline uint64_t *hashes_of(const tbx_names *n) { return n->slots + n->nslots; }
+
+static size_t table_bytes(size_t nslots) { return nslots * 2 * sizeof(uint64_t); }
+
+void tbx_names_free(tbx_names *n) {
+    if (!n) return;
+    if (n->slots) tbx_free(n->al, n->slots, table_bytes(n->nslots));
+    n->slots = NULL;
+    n->nslots = 0;
+    n->count = 0;
+}
+
+static const char *key_at(const tbx_names *n, uint64_t index, size_t *len) {
+    *len = 0;
+    const char *k = n->key_of(n->ctx, index, len);
+    if (!k) *len = 0;
+    return k;
+}
+
+static bool key_eq(const char *a, size_t alen, const char *b, size_t blen) {
+    return alen == blen && (alen == 0 || memcmp(a, b, alen) == 0);
+}
+
+/* Probes for key; returns true and *slot = its slot when present, else false and *slot = the
+ * first empty slot of its probe sequence. The table must have at least one empty slot. */
+static bool probe(const tbx_names *n, const char *key, size_t len, uint64_t h, size_t *slot) {
+    const uint64_t *hashes = hashes_of(n);
+    size_t mask = n->nslots - 1;
+    size_t i = (size_t)h & mask;
+    for (;;) {
+        uint64_t v = n->slots[i];
+        if (v == 0) {
+            *slot = i;
+            return false;
+        }
+        if (hashes[i] == h) {
+            size_t olen;
+            const char *other = key_at(n, v - 1, &olen);
+            if (key_eq(key, len, other, olen)) {
+                *slot = i;
+                return true;
+            }
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+static bool rehash(tbx_names *n, size_t nslots) {
+    if (nslots > SIZE_MAX / (2 * sizeof(uint64_t))) return false;
+    uint64_t *slots = (uint64_t *)tbx_calloc(n->al, nslots * 2, sizeof(uint64_t));
+    if (!slots) return false;
+    uint64_t *hashes = slots + nslots;
+    const uint64_t *old_hashes = n->slots ? hashes_of(n) : NULL;
+    size_t mask = nslots - 1;
+    for (size_t j = 0; j < n->nslots; j++) {
+        uint64_t v = n->slots[j];
+        if (!v) continue;
+        uint64_t h = old_hashes[j];
+        size_t i = (size_t)h & mask;
+        while (slots[i]) i = (i + 1) & mask;
+        slots[i] = v;
+        hashes[i] = h;
+    }
+    if (n->slots) tbx_free(n->al, n->slots, table_bytes(n->nslots));
+    n->slots = slots;
+    n->nslots = nslots;
+    return true;
+}
+
+tbx_status tbx_names_insert(tbx_names *n, uint64_t index, uint64_t *existing) {
+    if (!n || !n->key_of || index == UINT64_MAX) return TBX_E_INVALID_ARG;
+    size_t len;
+    const char *key = key_at(n, index, &len);
+    uint64_t h = hash_seeded(key, len, table_seed());
+    size_t slot = 0;
+
+    if (n->nslots && probe(n, key, len, h, &slot)) {
+        if (existing) *existing = n->slots[slot] - 1;
+        return TBX_E_DUPLICATE;
+    }
+    /* Keep the load at or below one half. */
+    if (n->count >= SIZE_MAX / 2) return TBX_E_NOMEM;
+    if ((n->count + 1) * 2 > n->nslots) {
+        size_t want = n->nslots ? n->nslots : 8;
+        while ((n->count + 1) * 2 > want) {
+            if (want > SIZE_MAX / 2) return TBX_E_NOMEM;
+            want *= 2;
+        }
+        if (!rehash(n, want)) return TBX_E_NOMEM;
+        probe(n, key, len, h, &slot);
+    }
+    n->slots[slot] = index + 1;
+    hashes_of(n)[slot] = h;
+    n->count++;
+    return TBX_OK;
+}
+
+bool tbx_names_find(const tbx_names *n, const char *key, size_t len, uint64_t *index) {
+    if (!n || !n->slots || !n->nslots || !n->key_of) return false;
+    if (!key && len) return false;
+    size_t slot = 0;
+    if (!probe(n, key ? key : "", len, hash_seeded(key, len, table_seed()), &slot)) return false;
+    if (index) *index = n->slots[slot] - 1;
+    return true;
+}

@@ -1,0 +1,313 @@
+/*
+ * writer.c - the public writing API.
+ *
+ * A writer goes through three states: DECLARE (metadata, sections and tensor declarations are
+ * collected and checked against what the format can store), DATA (the driver has laid the file
+ * out and written its header; tensor bytes stream in, one tensor at a time) and DONE (the driver
+ * wrote its trailer and the temporary file was renamed over the destination).
+ */
+#include "internal.h"
+
+#include <stdio.h>
+
+void tbx_write_options_init(tbx_write_options *opt) {
+    if (!opt) return;
+    memset(opt, 0, sizeof *opt);
+    opt->struct_size = sizeof *opt;
+}
+
+static const char *wmeta_key_of(const void *ctx, uint64_t i, size_t *len) {
+    const tbx_writer *w = ctx;
+    *len = w->meta[i].key_len;
+    return w->meta[i].key;
+}
+
+static const char *wtensor_key_of(const void *ctx, uint64_t i, size_t *len) {
+    const tbx_writer *w = ctx;
+    *len = w->tensors[i].name_len;
+    return w->tensors[i].name;
+}
+
+static void writer_free(tbx_writer *w) {
+    if (!w) return;
+    if (w->drv && w->drv->w_free) w->drv->w_free(w);
+    const tbx_alloc al = w->al;
+    for (size_t i = 0; i < w->nmeta; i++) {
+        tbx_free(&al, w->meta[i].key, w->meta[i].key_len + 1);
+        tbx_val_free(w->meta[i].value);
+    }
+    tbx_free(&al, w->meta, w->cap_meta * sizeof *w->meta);
+    for (size_t i = 0; i < w->ntensors; i++) {
+        tbx_free(&al, w->tensors[i].name, w->tensors[i].name_len + 1);
+        tbx_free(&al, w->tensors[i].shape, w->tensors[i].ndim * sizeof(uint64_t));
+    }
+    tbx_free(&al, w->tensors, w->cap_tensors * sizeof *w->tensors);
+    for (size_t i = 0; i < w->nsections; i++) {
+        tbx_free(&al, w->sections[i].name, strlen(w->sections[i].name) + 1);
+        tbx_free(&al, w->sections[i].data, w->sections[i].len);
+    }
+    tbx_free(&al, w->sections, w->cap_sections * sizeof *w->sections);
+    tbx_names_free(&w->meta_names);
+    tbx_names_free(&w->tensor_names);
+    tbx_out_abort(&w->out);
+    tbx_free(&al, w, sizeof *w);
+}
+
+void tbx_writer_abort(tbx_writer *w) { writer_free(w); }
+
+tbx_status tbx_writer_open(tbx_writer **out, const char *path, const tbx_write_options *opt,
+                           tbx_error *err) {
+    if (!out || !path)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "NULL argument");
+    *out = NULL;
+    tbx_write_options o;
+    if (opt) o = *opt;
+    else tbx_write_options_init(&o);
+    tbx_format fmt = o.format ? o.format : tbx_format_from_path(path);
+    if (fmt == TBX_FORMAT_UNKNOWN)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "format",
+                       "cannot tell the output format of \"%s\" from its extension; name one", path);
+    const tbx_driver *drv = tbx_driver_for(fmt);
+    if (!drv || !drv->w_layout)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "format",
+                       "this build cannot write %s files", tbx_format_name(fmt));
+    if (o.alignment && !tbx_is_pow2(o.alignment))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "alignment",
+                       "alignment %u is not a power of two", o.alignment);
+    tbx_alloc al;
+    tbx_alloc_init(&al, o.allocator);
+    tbx_writer *w = tbx_malloc(&al, sizeof *w);
+    if (!w) return tbx_err_nomem(err, "writer");
+    memset(w, 0, sizeof *w);
+    w->al = al;
+    w->opt = o;
+    w->opt.allocator = NULL; /* copied into w->al */
+    w->opt.digest = NULL;    /* the caller's string may not outlive the writer: keep a copy below */
+    w->format = fmt;
+    w->drv = drv;
+    w->current = -1;
+    w->out.fd = -1;
+    tbx_names_init(&w->meta_names, &w->al, wmeta_key_of, w);
+    tbx_names_init(&w->tensor_names, &w->al, wtensor_key_of, w);
+    if (o.digest) {
+        static const char *const known[] = { "sha256", "crc32c", "none" };
+        for (size_t i = 0; i < 3; i++)
+            if (strcmp(o.digest, known[i]) == 0) w->opt.digest = known[i];
+        if (!w->opt.digest) {
+            writer_free(w);
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "digest",
+                           "unknown digest algorithm \"%s\" (sha256, crc32c or none)", o.digest);
+        }
+    }
+    tbx_status st = tbx_out_open(&w->out, &w->al, path, (o.flags & TBX_WRITE_OVERWRITE) != 0, err);
+    if (st != TBX_OK) { writer_free(w); return st; }
+    *out = w;
+    return TBX_OK;
+}
+
+static tbx_status need_declare(tbx_writer *w, tbx_error *err, const char *what) {
+    if (!w) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer", "NULL writer");
+    if (w->state != TBX_WS_DECLARE)
+        return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, what,
+                       "%s must be added before any tensor data is written", what);
+    return TBX_OK;
+}
+
+tbx_status tbx_writer_add_meta(tbx_writer *w, const char *key, size_t key_len,
+                               const tbx_value *value, tbx_error *err) {
+    tbx_status st = need_declare(w, err, "metadata");
+    if (st != TBX_OK) return st;
+    if (!value || (!key && key_len))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "metadata", "NULL key or value");
+    if (w->drv->w_check_meta) {
+        st = w->drv->w_check_meta(w, key, key_len, value, err);
+        if (st != TBX_OK) return st;
+    }
+    if (!tbx_grow(&w->al, (void **)&w->meta, &w->cap_meta, w->nmeta + 1, sizeof *w->meta))
+        return tbx_err_nomem(err, "metadata table");
+    tbx_meta_entry *e = &w->meta[w->nmeta];
+    e->key = tbx_memdup0(&w->al, key, key_len);
+    e->key_len = key_len;
+    e->value = tbx_val_clone(&w->al, value);
+    if (!e->key || !e->value) {
+        tbx_free(&w->al, e->key, key_len + 1);
+        tbx_val_free(e->value);
+        return tbx_err_nomem(err, "metadata");
+    }
+    uint64_t earlier;
+    st = tbx_names_insert(&w->meta_names, w->nmeta, &earlier);
+    if (st != TBX_OK) {
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, key, key_len, 64);
+        tbx_free(&w->al, e->key, key_len + 1);
+        tbx_val_free(e->value);
+        if (st == TBX_E_NOMEM) return tbx_err_nomem(err, "metadata index");
+        return tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "metadata.key",
+                       "duplicate metadata key \"%s\"", q);
+    }
+    w->nmeta++;
+    return TBX_OK;
+}
+
+tbx_status tbx_writer_add_section(tbx_writer *w, const char *name, uint32_t type,
+                                  const void *data, size_t len, tbx_error *err) {
+    tbx_status st = need_declare(w, err, "sections");
+    if (st != TBX_OK) return st;
+    if (!name || (!data && len))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "section", "NULL name or data");
+    if (!w->drv->w_check_section)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "section",
+                       "%s files cannot hold section \"%s\"", tbx_format_name(w->format), name);
+    st = w->drv->w_check_section(w, name, type, len, err);
+    if (st != TBX_OK) return st;
+    if (!tbx_grow(&w->al, (void **)&w->sections, &w->cap_sections, w->nsections + 1,
+                  sizeof *w->sections))
+        return tbx_err_nomem(err, "section table");
+    tbx_wsection *s = &w->sections[w->nsections];
+    s->name = tbx_memdup0(&w->al, name, strlen(name));
+    s->data = tbx_malloc(&w->al, len);
+    if (!s->name || !s->data) {
+        tbx_free(&w->al, s->name, s->name ? strlen(s->name) + 1 : 0);
+        tbx_free(&w->al, s->data, len);
+        return tbx_err_nomem(err, "section");
+    }
+    if (len) memcpy(s->data, data, len);
+    s->len = len;
+    s->type = type;
+    w->nsections++;
+    return TBX_OK;
+}
+
+tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *d, uint64_t *index,
+                                 tbx_error *err) {
+    tbx_status st = need_declare(w, err, "tensors");
+    if (st != TBX_OK) return st;
+    if (!d || !d->name || (d->ndim && !d->shape))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor", "NULL descriptor field");
+    size_t nl = d->name_len ? d->name_len : strlen(d->name);
+    char q[96];
+    tbx_quote_bytes(q, sizeof q, d->name, nl, 64);
+    const tbx_dtype_info *di = tbx_dtype_get(d->dtype);
+    if (!di)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor.dtype",
+                       "tensor \"%s\": invalid dtype %d", q, (int)d->dtype);
+    if (nl == 0 || memchr(d->name, 0, nl))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor.name",
+                       "tensor name \"%s\" is empty or contains NUL", q);
+    if (!tbx_grow(&w->al, (void **)&w->tensors, &w->cap_tensors, w->ntensors + 1,
+                  sizeof *w->tensors))
+        return tbx_err_nomem(err, "tensor table");
+    tbx_wtensor *t = &w->tensors[w->ntensors];
+    memset(t, 0, sizeof *t);
+    t->dtype = d->dtype;
+    t->ndim = d->ndim;
+    t->has_data = d->has_data != 0;
+    t->nelems = 1;
+    for (uint32_t i = 0; i < d->ndim; i++)
+        if (!tbx_mul_u64(t->nelems, d->shape[i], &t->nelems))
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
+                           "tensor \"%s\": element count overflows", q);
+    if (t->has_data) {
+        st = tbx_dtype_nbytes_shape(d->dtype, d->shape, d->ndim, &t->nbytes);
+        if (st == TBX_E_UNSUPPORTED) t->nbytes = 0; /* the driver must size it */
+        else if (st != TBX_OK)
+            return tbx_err(err, st, TBX_NO_OFFSET, "tensor.shape",
+                           "tensor \"%s\": shape does not fit dtype %s", q, di->name);
+    }
+    t->name = tbx_memdup0(&w->al, d->name, nl);
+    t->name_len = nl;
+    t->shape = tbx_malloc(&w->al, d->ndim * sizeof(uint64_t));
+    if (!t->name || !t->shape) {
+        tbx_free(&w->al, t->name, nl + 1);
+        tbx_free(&w->al, t->shape, d->ndim * sizeof(uint64_t));
+        return tbx_err_nomem(err, "tensor");
+    }
+    if (d->ndim) memcpy(t->shape, d->shape, d->ndim * sizeof(uint64_t));
+    if (w->drv->w_check_tensor) st = w->drv->w_check_tensor(w, t, err);
+    uint64_t earlier;
+    if (st == TBX_OK) {
+        st = tbx_names_insert(&w->tensor_names, w->ntensors, &earlier);
+        if (st == TBX_E_DUPLICATE)
+            st = tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "tensor.name",
+                         "duplicate tensor name \"%s\"", q);
+        else if (st == TBX_E_NOMEM)
+            st = tbx_err_nomem(err, "tensor index");
+    }
+    if (st != TBX_OK) {
+        tbx_free(&w->al, t->name, nl + 1);
+        tbx_free(&w->al, t->shape, d->ndim * sizeof(uint64_t));
+        return st;
+    }
+    if (index) *index = w->ntensors;
+    w->ntensors++;
+    return TBX_OK;
+}
+
+static tbx_status begin_data(tbx_writer *w, tbx_error *err) {
+    if (w->state != TBX_WS_DECLARE) return TBX_OK;
+    tbx_status st = w->drv->w_layout(w, err);
+    if (st != TBX_OK) return st;
+    w->state = TBX_WS_DATA;
+    return TBX_OK;
+}
+
+static tbx_status tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
+    t->done = true;
+    w->current = -1;
+    return w->drv->w_tensor_done ? w->drv->w_tensor_done(w, t, err) : TBX_OK;
+}
+
+tbx_status tbx_writer_write_tensor(tbx_writer *w, uint64_t index, const void *data, size_t len,
+                                   tbx_error *err) {
+    if (!w) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer", "NULL writer");
+    if (w->state == TBX_WS_DONE)
+        return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "writer", "writer already finished");
+    if (index >= w->ntensors)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
+                       "tensor index %llu out of range", (unsigned long long)index);
+    if (!data && len) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "data", "NULL data");
+    tbx_wtensor *t = &w->tensors[index];
+    if (w->current >= 0 && (uint64_t)w->current != index)
+        return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\" is incomplete (%llu of %llu bytes); finish it before \"%s\"",
+                       w->tensors[w->current].name,
+                       (unsigned long long)w->tensors[w->current].written,
+                       (unsigned long long)w->tensors[w->current].nbytes, t->name);
+    if (!t->has_data || t->done)
+        return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\" takes no (more) data", t->name);
+    uint64_t end;
+    if (!tbx_add_u64(t->written, len, &end) || end > t->nbytes)
+        return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\": %llu + %zu bytes exceed its size of %llu bytes", t->name,
+                       (unsigned long long)t->written, len, (unsigned long long)t->nbytes);
+    tbx_status st = begin_data(w, err);
+    if (st != TBX_OK) return st;
+    if (w->drv->w_data) st = w->drv->w_data(w, t, data, len, err);
+    else st = tbx_out_pwrite(&w->out, t->offset + t->written, data, len, err);
+    if (st != TBX_OK) return st;
+    t->written = end;
+    w->current = (int64_t)index;
+    if (t->written == t->nbytes) st = tensor_done(w, t, err);
+    return st;
+}
+
+tbx_status tbx_writer_finish(tbx_writer *w, tbx_error *err) {
+    if (!w) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer", "NULL writer");
+    tbx_status st = begin_data(w, err);
+    for (size_t i = 0; st == TBX_OK && i < w->ntensors; i++) {
+        tbx_wtensor *t = &w->tensors[i];
+        if (!t->has_data || t->done) continue;
+        if (t->written != t->nbytes)
+            st = tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "tensor",
+                         "tensor \"%s\" received %llu of its %llu bytes", t->name,
+                         (unsigned long long)t->written, (unsigned long long)t->nbytes);
+        else
+            st = tensor_done(w, t, err); /* zero-byte tensors */
+    }
+    if (st == TBX_OK && w->drv->w_finish) st = w->drv->w_finish(w, err);
+    if (st == TBX_OK) st = tbx_out_commit(&w->out, w->end, err);
+    if (st == TBX_OK) w->state = TBX_WS_DONE;
+    writer_free(w);
+    return st;
+}

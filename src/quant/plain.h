@@ -1,0 +1,37 @@
+/*
+ * plain.h - internal helpers for plain (non-block) element types: the small OCP floats that have
+ * no public conversion, sub-byte bitstream packing, and the registry of block dequantizers.
+ */
+#ifndef TBX_PLAIN_H
+#define TBX_PLAIN_H
+
+#include "tensorbox.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* 6-bit and 4-bit OCP MX floats (no Inf/NaN). Codes use the low 6 (4) bits; higher bits of the
+ * argument are ignored. Encoders round to nearest even and saturate to +-max; NaN encodes to +0.
+ * f6_e2m3: bias 1, max 7.5; f6_e3m2: bias 3, max 28; f4_e2m1: bias 1, max 6. */
+float tbx_f6_e2m3_to_f32(uint8_t v);
+float tbx_f6_e3m2_to_f32(uint8_t v);
+float tbx_f4_e2m1_to_f32(uint8_t v);
+uint8_t tbx_f32_to_f6_e2m3(float f);
+uint8_t tbx_f32_to_f6_e3m2(float f);
+uint8_t tbx_f32_to_f4_e2m1(float f);
+
+/* Packs n values into one LSB-first bitstream (value k, bit i -> stream bit k*bits + i), each
+ * truncated to `bits` (two's complement), bits in 1..8. Writes exactly ceil(n*bits/8) bytes of
+ * dst; unused high bits of the last byte are 0. */
+void tbx_pack_bits(uint8_t *dst, const int8_t *vals, uint64_t n, unsigned bits);
+/* Inverse of tbx_pack_bits: reads n values of `bits` (1..8) bits; sign-extends them when
+ * `is_signed`, else returns them as unsigned (an 8-bit unsigned value wraps into int8). */
+void tbx_unpack_bits(int8_t *dst, const uint8_t *src, uint64_t n, unsigned bits, bool is_signed);
+
+/* Dequantizes `nblocks` consecutive blocks of a block dtype (tbx_dtype_info block_bytes each) to
+ * nblocks * block_size floats. */
+typedef void (*tbx_dequant_fn)(const void *src, float *dst, uint64_t nblocks);
+/* The dequantizer registered for a block dtype, or NULL (src/quant/registry.c). */
+tbx_dequant_fn tbx_dequant_for(tbx_dtype dt);
+
+#endif /* TBX_PLAIN_H */
