@@ -1,0 +1,229 @@
+/*
+ * cmd_cat.c - `tbx cat FILE TENSOR [--as f32]`: a tensor's bytes to stdout.
+ *
+ * Without --as, the stored bytes: a dense raw tensor is streamed with tbx_tensor_read_range in
+ * 4 MiB chunks (memory stays bounded whatever the tensor size); an encoded dense tensor is read
+ * whole (decompressed) with tbx_tensor_read; a sparse or grouped tensor gives its components'
+ * decoded bytes one after the other, in component order.
+ *
+ * With --as f32, the values decoded to little-endian float32 in row-major order
+ * (tbx_tensor_read_f32), in chunks whose element count is a multiple of the dtype's block size
+ * (and of the row length for dtypes whose payload depends on the shape).
+ *
+ * A reader that goes away (EPIPE) ends the command quietly with status 1.
+ */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const cli_option cat_options[] = {
+    {"as", 0, "TYPE", "decode the values instead of copying bytes; TYPE: f32"},
+    {NULL, 0, NULL, NULL},
+};
+
+#define CAT_CHUNK_BYTES ((size_t)4 << 20)
+#define CAT_CHUNK_ELEMS ((uint64_t)1 << 20)
+
+static int host_is_little_endian(void) {
+    const uint16_t one = 1;
+    unsigned char b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+/* Reads a whole buffer with one of the size-query read functions and writes it out. */
+typedef tbx_status (*whole_read_fn)(tbx_file *f, uint64_t i, uint32_t c, void *buf, size_t cap,
+                                    size_t *needed, tbx_error *err);
+
+static tbx_status read_tensor_whole(tbx_file *f, uint64_t i, uint32_t c, void *buf, size_t cap,
+                                    size_t *needed, tbx_error *err) {
+    (void)c;
+    return tbx_tensor_read(f, i, buf, cap, needed, err);
+}
+
+static int write_whole(tbx_file *f, uint64_t i, uint32_t c, whole_read_fn fn, const char *path) {
+    tbx_error err;
+    memset(&err, 0, sizeof err);
+    size_t needed = 0;
+    tbx_status st = fn(f, i, c, NULL, 0, &needed, &err);
+    if (st == TBX_OK) return CLI_OK; /* nothing to write */
+    if (st != TBX_E_BUFFER_TOO_SMALL) {
+        cli_report(path, st, &err);
+        return CLI_FAIL;
+    }
+    void *buf = malloc(needed ? needed : 1);
+    if (!buf) {
+        cli_error("%s: out of memory reading %zu bytes", path, needed);
+        return CLI_FAIL;
+    }
+    memset(&err, 0, sizeof err);
+    st = fn(f, i, c, buf, needed, &needed, &err);
+    int rc;
+    if (st != TBX_OK) {
+        cli_report(path, st, &err);
+        rc = CLI_FAIL;
+    } else {
+        rc = cli_write_stdout(buf, needed);
+    }
+    free(buf);
+    return rc;
+}
+
+/* Is tensor i one raw component of a dense tensor (streamable with read_range)? */
+static int is_dense_raw(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti) {
+    if (ti->layout != TBX_LAYOUT_DENSE || ti->ncomponents != 1) return 0;
+    tbx_component_info ci;
+    if (tbx_component_info_get(f, i, 0, &ci) != TBX_OK) return 0;
+    return ci.encoding == TBX_ENC_RAW;
+}
+
+static int cat_stored(tbx_file *f, uint64_t i, const tbx_tensor_info *ti, const char *path) {
+    if (ti->layout != TBX_LAYOUT_DENSE) {
+        for (uint32_t c = 0; c < ti->ncomponents; c++) {
+            int rc = write_whole(f, i, c, tbx_component_read, path);
+            if (rc != CLI_OK) return rc;
+        }
+        return CLI_OK;
+    }
+    if (!is_dense_raw(f, i, ti)) return write_whole(f, i, 0, read_tensor_whole, path);
+
+    uint64_t total = ti->nbytes;
+    size_t cap = total < CAT_CHUNK_BYTES ? (size_t)total : CAT_CHUNK_BYTES;
+    void *buf = malloc(cap ? cap : 1);
+    if (!buf) {
+        cli_error("out of memory");
+        return CLI_FAIL;
+    }
+    int rc = CLI_OK;
+    for (uint64_t pos = 0; pos < total; ) {
+        size_t len = total - pos < cap ? (size_t)(total - pos) : cap;
+        tbx_error err;
+        memset(&err, 0, sizeof err);
+        tbx_status st = tbx_tensor_read_range(f, i, pos, buf, len, &err);
+        if (st == TBX_E_UNSUPPORTED && pos == 0) {
+            /* the library cannot stream this one after all: read it whole */
+            free(buf);
+            return write_whole(f, i, 0, read_tensor_whole, path);
+        }
+        if (st != TBX_OK) {
+            cli_report(path, st, &err);
+            rc = CLI_FAIL;
+            break;
+        }
+        rc = cli_write_stdout(buf, len);
+        if (rc != CLI_OK) break;
+        pos += len;
+    }
+    free(buf);
+    return rc;
+}
+
+static uint64_t gcd_u64(uint64_t a, uint64_t b) {
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static int cat_f32(tbx_file *f, uint64_t i, const tbx_tensor_info *ti, const char *path) {
+    const tbx_dtype_info *di = tbx_dtype_get(ti->dtype);
+    uint64_t unit = (di && di->block_size > 0) ? di->block_size : 1;
+    if (di && (di->flags & TBX_DTF_SHAPED) && ti->ndim > 0 && ti->shape &&
+        ti->shape[ti->ndim - 1] > 0) {
+        uint64_t row = ti->shape[ti->ndim - 1];
+        uint64_t g = gcd_u64(unit, row);
+        if (unit / g > UINT64_MAX / row) {
+            cli_error("%s: tensor too large to decode in chunks", path);
+            return CLI_FAIL;
+        }
+        unit = unit / g * row;
+    }
+    uint64_t chunk = CAT_CHUNK_ELEMS / unit * unit;
+    if (chunk == 0) chunk = unit;
+    if (chunk > ti->nelems) chunk = ti->nelems;
+    if (chunk == 0) return CLI_OK; /* no elements */
+    if (chunk > SIZE_MAX / sizeof(float)) {
+        cli_error("%s: tensor too large to decode in chunks", path);
+        return CLI_FAIL;
+    }
+    float *buf = malloc((size_t)chunk * sizeof(float));
+    if (!buf) {
+        cli_error("%s: out of memory", path);
+        return CLI_FAIL;
+    }
+    int swap = !host_is_little_endian();
+    int rc = CLI_OK;
+    for (uint64_t first = 0; first < ti->nelems; ) {
+        uint64_t count = ti->nelems - first < chunk ? ti->nelems - first : chunk;
+        tbx_error err;
+        memset(&err, 0, sizeof err);
+        tbx_status st = tbx_tensor_read_f32(f, i, first, count, buf, &err);
+        if (st != TBX_OK) {
+            cli_report(path, st, &err);
+            rc = CLI_FAIL;
+            break;
+        }
+        if (swap) {
+            for (uint64_t k = 0; k < count; k++) {
+                unsigned char *p = (unsigned char *)&buf[k], t;
+                t = p[0]; p[0] = p[3]; p[3] = t;
+                t = p[1]; p[1] = p[2]; p[2] = t;
+            }
+        }
+        rc = cli_write_stdout(buf, (size_t)count * sizeof(float));
+        if (rc != CLI_OK) break;
+        first += count;
+    }
+    free(buf);
+    return rc;
+}
+
+static int cat_run(const cli_args *a) {
+    const char *path = a->pos[0], *name = a->pos[1];
+    const char *as = cli_value(a, "as");
+    if (as && strcasecmp(as, "f32") != 0)
+        return cli_usage_error(a, "--as %s: only f32 is supported", as);
+
+    tbx_file *f = cli_open(a, path);
+    if (!f) return CLI_FAIL;
+    int rc;
+    uint64_t idx = 0;
+    tbx_tensor_info ti;
+    tbx_status st = tbx_tensor_find(f, name, &idx);
+    if (st == TBX_E_NOT_FOUND) {
+        cli_error("no tensor named '%s' in %s", name, path);
+        rc = CLI_FAIL;
+    } else if (st != TBX_OK || (st = tbx_tensor_info_get(f, idx, &ti)) != TBX_OK) {
+        cli_report(path, st, NULL);
+        rc = CLI_FAIL;
+    } else if (ti.ncomponents == 0) {
+        cli_error("tensor '%s' in %s has no data", name, path);
+        rc = CLI_FAIL;
+    } else if (as) {
+        rc = cat_f32(f, idx, &ti, path);
+    } else {
+        rc = cat_stored(f, idx, &ti, path);
+    }
+    tbx_close(f);
+    return rc;
+}
+
+const cli_command cli_cmd_cat = {
+    "cat",
+    "FILE TENSOR [--as f32]",
+    "Write a tensor's stored bytes (or its values as float32) to standard output",
+    "Without --as: the stored bytes (decompressed when the file compresses them; for sparse\n"
+    "tensors each component's bytes in turn). With --as f32: the values decoded to\n"
+    "little-endian float32, row-major (quantized data dequantized, sparse data densified).\n",
+    cat_options,
+    2,
+    2,
+    cat_run,
+    NULL,
+};

@@ -1,0 +1,206 @@
+/*
+ * cmd_convert.c - `tbx convert IN OUT [--to FORMAT] [options]`: rewrite a file in a format.
+ *
+ * A thin front end to tbx_convert. The output format comes from --to or from OUT's extension.
+ * Conversion is lossless unless an option allows a lossy step, one option per kind of loss:
+ * --stringify-meta, --drop-meta, --drop-sections, --cast DTYPE. --force allows replacing an
+ * existing OUT (the library still never replaces the input). While converting, a single
+ * updating progress line (percent, MB/s) goes to stderr when stderr is a terminal.
+ */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const cli_option convert_options[] = {
+    {"to", 0, "FORMAT", "output format (default: from OUT's extension)"},
+    {"force", 'f', NULL, "replace OUT when it exists"},
+    {"stringify-meta", 0, NULL, "lossy: store metadata the target cannot type as strings"},
+    {"drop-meta", 0, NULL, "lossy: drop metadata the target cannot store"},
+    {"drop-sections", 0, NULL, "lossy: drop sections the target cannot store"},
+    {"cast", 0, "DTYPE", "lossy: convert every tensor to DTYPE (e.g. f16, bf16, f32)"},
+    {"alignment", 0, "N", "tensor data alignment in bytes (default: the format's)"},
+    {"compress", 0, "LEVEL", "zstd level for formats that compress (default 0: raw)"},
+    {"digest", 0, "ALGO", "sha256 or crc32c, for formats that store digests"},
+    {"format-version", 0, "N", "format version to write (default: the format's default)"},
+    {NULL, 0, NULL, NULL},
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Progress line                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct progress {
+    double start, last;
+    int shown;    /* a progress line is on the screen */
+    int complete; /* it shows 100% */
+} progress;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void progress_line(progress *p, uint64_t done, uint64_t total, double t) {
+    double pct = total ? 100.0 * (double)done / (double)total : 100.0;
+    double secs = t - p->start;
+    double mbs = secs > 0 ? (double)done / 1e6 / secs : 0.0;
+    fprintf(stderr, "\r\033[Kconverting: %5.1f%%  %.1f MB/s", pct, mbs);
+    fflush(stderr);
+    p->shown = 1;
+    p->complete = done >= total;
+}
+
+static void on_progress(void *ud, uint64_t done, uint64_t total) {
+    progress *p = (progress *)ud;
+    double t = now_seconds();
+    if (done < total && t - p->last < 0.1) return; /* at most ten updates a second */
+    p->last = t;
+    progress_line(p, done, total, t);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Arguments                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+static void list_formats(char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int f = TBX_FORMAT_SAFETENSORS; f <= TBX_FORMAT_EMBD; f++) {
+        int k = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", tbx_format_name((tbx_format)f));
+        if (k < 0 || (size_t)k >= cap - n) break;
+        n += (size_t)k;
+    }
+}
+
+/* Parses a non-negative decimal number; -1 when `s` is not one (or exceeds max). */
+static int parse_uint(const char *s, uint64_t max, uint64_t *out) {
+    if (!s || *s < '0' || *s > '9') return -1;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static int convert_run(const cli_args *a) {
+    const char *in = a->pos[0], *out = a->pos[1];
+    tbx_convert_options opt;
+    tbx_convert_options_init(&opt);
+    char formats[128];
+    list_formats(formats, sizeof formats);
+
+    const char *to = cli_value(a, "to");
+    tbx_format fmt;
+    if (to) {
+        fmt = tbx_format_from_name(to);
+        if (fmt == TBX_FORMAT_UNKNOWN)
+            return cli_usage_error(a, "unknown format '%s' (known: %s)", to, formats);
+    } else {
+        fmt = tbx_format_from_path(out);
+        if (fmt == TBX_FORMAT_UNKNOWN)
+            return cli_usage_error(a, "cannot tell the output format from '%s'; use --to FORMAT "
+                                      "(%s)", out, formats);
+    }
+    opt.write.format = fmt;
+    if (cli_flag(a, "force")) opt.write.flags |= TBX_WRITE_OVERWRITE;
+    if (cli_flag(a, "stringify-meta")) opt.flags |= TBX_CONVERT_STRINGIFY_META;
+    if (cli_flag(a, "drop-meta")) opt.flags |= TBX_CONVERT_DROP_META;
+    if (cli_flag(a, "drop-sections")) opt.flags |= TBX_CONVERT_DROP_SECTIONS;
+
+    const char *cast = cli_value(a, "cast");
+    if (cast) {
+        opt.cast_to = tbx_dtype_from_name(cast);
+        if (opt.cast_to == TBX_DT_INVALID)
+            return cli_usage_error(a, "--cast: unknown dtype '%s'", cast);
+    }
+    uint64_t n;
+    const char *s;
+    if ((s = cli_value(a, "alignment")) != NULL) {
+        if (parse_uint(s, UINT32_MAX, &n) != 0)
+            return cli_usage_error(a, "--alignment: '%s' is not a byte count", s);
+        opt.write.alignment = (uint32_t)n;
+    }
+    if ((s = cli_value(a, "compress")) != NULL) {
+        if (parse_uint(s, 22, &n) != 0)
+            return cli_usage_error(a, "--compress: '%s' is not a zstd level (0..22)", s);
+        opt.write.compress_level = (int)n;
+    }
+    if ((s = cli_value(a, "digest")) != NULL) {
+        if (strcmp(s, "sha256") != 0 && strcmp(s, "crc32c") != 0)
+            return cli_usage_error(a, "--digest: '%s' is not sha256 or crc32c", s);
+        opt.write.digest = s;
+    }
+    if ((s = cli_value(a, "format-version")) != NULL) {
+        if (parse_uint(s, UINT32_MAX, &n) != 0)
+            return cli_usage_error(a, "--format-version: '%s' is not a version number", s);
+        opt.write.version = (uint32_t)n;
+    }
+
+    progress prog;
+    memset(&prog, 0, sizeof prog);
+    if (isatty(STDERR_FILENO)) {
+        prog.start = prog.last = now_seconds();
+        opt.progress = on_progress;
+        opt.progress_ud = &prog;
+    }
+
+    tbx_file *f = cli_open(a, in);
+    if (!f) return CLI_FAIL;
+    tbx_error err;
+    memset(&err, 0, sizeof err);
+    tbx_status st = tbx_convert(f, out, &opt, &err);
+    uint64_t total = 0;
+    for (uint64_t i = 0, nt = tbx_tensor_count(f); i < nt; i++) {
+        tbx_tensor_info ti;
+        if (tbx_tensor_info_get(f, i, &ti) == TBX_OK) total += ti.nbytes;
+    }
+    tbx_close(f);
+
+    if (prog.shown) {
+        if (st == TBX_OK) {
+            if (!prog.complete) progress_line(&prog, total, total, now_seconds());
+            fputc('\n', stderr);
+        } else {
+            fputs("\r\033[K", stderr);
+        }
+    }
+    if (st != TBX_OK) {
+        cli_report(NULL, st, &err);
+        if (st == TBX_E_EXISTS && !same_file(in, out) && !cli_flag(a, "force"))
+            fprintf(stderr, "tbx: use --force to replace %s\n", out);
+        else if (st == TBX_E_LOSSY)
+            fprintf(stderr, "tbx: lossy steps need an explicit option: --stringify-meta, "
+                            "--drop-meta, --drop-sections, --cast DTYPE\n");
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
+
+const cli_command cli_cmd_convert = {
+    "convert",
+    "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE]",
+    "Write the metadata, sections and tensors of a file to a new file in a given format",
+    "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
+    "the conversion with an error naming it, and each lossy step needs its own option.\n"
+    "OUT is written to a temporary file and renamed into place; the input is never replaced.\n"
+    "Formats: safetensors (.safetensors), gguf (.gguf), ztensor (.zt), oinf (.oinf),\n"
+    "mcf (.mcf), embd (.weights).\n",
+    convert_options,
+    2,
+    2,
+    convert_run,
+    NULL,
+};

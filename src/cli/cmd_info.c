@@ -1,0 +1,345 @@
+/*
+ * cmd_info.c - `tbx info FILE [--json] [--types]`: what a file holds.
+ *
+ * The human summary gives format, version and size, one "key (type) = value" line per metadata
+ * entry (long lists and strings cut), a table of tensors (name, dtype, shape, offset, stored
+ * bytes) and a table of sections. --json prints one JSON object instead (schema in docs/cli.md):
+ * complete values, keys in file order; --types wraps each metadata value with its type.
+ *
+ * Extension point: further views of the same file (for example per-tensor statistics for
+ * `--stats`) are one more option in info_options and one more pass in the two printers.
+ */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+static const cli_option info_options[] = {
+    {"json", 0, NULL, "print one JSON object instead of the summary"},
+    {"types", 0, NULL, "with --json: each metadata value as {\"type\": ..., \"value\": ...}"},
+    {NULL, 0, NULL, NULL},
+};
+
+/* Human output: how much of a long value to show. */
+#define INFO_MAX_ITEMS 16
+#define INFO_MAX_BYTES 256
+/* Name column width cap, so that one long name does not widen the whole table. */
+#define INFO_NAME_COL_MAX 60
+
+/* "[2, 3]" into buf (truncated with "...]" when it does not fit). Returns the length. */
+static size_t format_shape(char *buf, size_t cap, const uint64_t *shape, uint32_t ndim) {
+    size_t n = 0;
+    buf[n++] = '[';
+    for (uint32_t d = 0; d < ndim && shape; d++) {
+        char num[32];
+        int k = snprintf(num, sizeof num, "%s%" PRIu64, d ? ", " : "", shape[d]);
+        if (k < 0 || n + (size_t)k + 5 >= cap) {
+            memcpy(buf + n, "...", 3);
+            n += 3;
+            break;
+        }
+        memcpy(buf + n, num, (size_t)k);
+        n += (size_t)k;
+    }
+    buf[n++] = ']';
+    buf[n] = 0;
+    return n;
+}
+
+static int digits_u64(uint64_t v) {
+    int n = 1;
+    while (v >= 10) {
+        v /= 10;
+        n++;
+    }
+    return n;
+}
+
+/* Short note on how a tensor is stored when that is not plain dense raw bytes ("" if it is). */
+static void storage_note(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti, char *buf,
+                         size_t cap) {
+    buf[0] = 0;
+    if (ti->ncomponents == 0) {
+        snprintf(buf, cap, "no data");
+        return;
+    }
+    size_t n = 0;
+    if (ti->layout != TBX_LAYOUT_DENSE) {
+        const char *ln = tbx_layout_name(ti->layout);
+        int k = snprintf(buf, cap, "%s", ln ? ln : "?");
+        if (k > 0) n = (size_t)k < cap ? (size_t)k : cap - 1;
+    }
+    for (uint32_t c = 0; c < ti->ncomponents; c++) {
+        tbx_component_info ci;
+        if (tbx_component_info_get(f, i, c, &ci) != TBX_OK) continue;
+        if (ci.encoding == TBX_ENC_ZSTD) {
+            snprintf(buf + n, cap - n, "%szstd", n ? ", " : "");
+            break;
+        }
+    }
+}
+
+static void print_pad(FILE *fp, size_t have, size_t want) {
+    for (size_t k = have; k < want; k++) fputc(' ', fp);
+}
+
+static void info_human(tbx_file *f, const char *path) {
+    FILE *fp = stdout;
+    char sz[32];
+    uint64_t size = tbx_file_size(f);
+    fputs("file:      ", fp);
+    json_write_escaped(fp, path, strlen(path));
+    fprintf(fp, "\nformat:    %s\n", tbx_format_name(tbx_file_format(f)));
+    fprintf(fp, "version:   %" PRIu32 "\n", tbx_file_version(f));
+    fprintf(fp, "size:      %" PRIu64 " bytes", size);
+    if (size >= 1024) fprintf(fp, " (%s)", cli_format_size(sz, size));
+    fputc('\n', fp);
+
+    /* metadata */
+    uint64_t nmeta = tbx_meta_count(f);
+    fprintf(fp, "metadata:  %" PRIu64 " %s\n", nmeta, nmeta == 1 ? "entry" : "entries");
+    json_out j;
+    json_init(&j, fp, 0);
+    j.human = 1;
+    cli_value_style st = {0, INFO_MAX_ITEMS, INFO_MAX_BYTES};
+    for (uint64_t i = 0; i < nmeta && !ferror(fp); i++) {
+        size_t klen = 0;
+        const char *key = tbx_meta_key(f, i, &klen);
+        const tbx_value *v = tbx_meta_value(f, i);
+        fputs("  ", fp);
+        if (key) json_write_escaped(fp, key, klen);
+        fputs(" (", fp);
+        if (v)
+            cli_describe_type(fp, v);
+        else
+            fputs("?", fp);
+        fputs(") = ", fp);
+        json_init(&j, fp, 0);
+        j.human = 1;
+        cli_emit_value(&j, v, &st);
+        fputc('\n', fp);
+    }
+
+    /* tensors: one pass for the column widths and totals, one to print */
+    uint64_t nt = tbx_tensor_count(f);
+    size_t wname = 4, wdtype = 5, wshape = 5, woff = 6, wbytes = 6;
+    uint64_t total_bytes = 0, total_elems = 0;
+    int any_note = 0;
+    char shape[2048], note[64];
+    for (uint64_t i = 0; i < nt; i++) {
+        tbx_tensor_info ti;
+        if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
+        size_t w = json_escaped_width(ti.name ? ti.name : "", ti.name ? ti.name_len : 0);
+        if (w > wname) wname = w;
+        w = strlen(cli_dtype_name(ti.dtype));
+        if (w > wdtype) wdtype = w;
+        w = format_shape(shape, sizeof shape, ti.shape, ti.ndim);
+        if (w > wshape) wshape = w;
+        if ((size_t)digits_u64(ti.offset) > woff) woff = (size_t)digits_u64(ti.offset);
+        if ((size_t)digits_u64(ti.nbytes) > wbytes) wbytes = (size_t)digits_u64(ti.nbytes);
+        total_bytes += ti.nbytes;
+        total_elems += ti.nelems;
+        storage_note(f, i, &ti, note, sizeof note);
+        if (note[0]) any_note = 1;
+    }
+    if (wname > INFO_NAME_COL_MAX) wname = INFO_NAME_COL_MAX;
+    fprintf(fp, "tensors:   %" PRIu64, nt);
+    if (nt > 0)
+        fprintf(fp, " (%" PRIu64 " elements, %" PRIu64 " bytes of data)", total_elems,
+                total_bytes);
+    fputc('\n', fp);
+    if (nt > 0) {
+        fprintf(fp, "  %-*s  %-*s  %-*s  %*s  %*s%s\n", (int)wname, "NAME", (int)wdtype, "DTYPE",
+                (int)wshape, "SHAPE", (int)woff, "OFFSET", (int)wbytes, "NBYTES",
+                any_note ? "  STORAGE" : "");
+    }
+    for (uint64_t i = 0; i < nt && !ferror(fp); i++) {
+        tbx_tensor_info ti;
+        if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) {
+            fprintf(fp, "  (tensor %" PRIu64 ": no information)\n", i);
+            continue;
+        }
+        const char *name = ti.name ? ti.name : "";
+        size_t nlen = ti.name ? ti.name_len : 0;
+        fputs("  ", fp);
+        json_write_escaped(fp, name, nlen);
+        print_pad(fp, json_escaped_width(name, nlen), wname);
+        fprintf(fp, "  %-*s  ", (int)wdtype, cli_dtype_name(ti.dtype));
+        size_t sl = format_shape(shape, sizeof shape, ti.shape, ti.ndim);
+        fputs(shape, fp);
+        print_pad(fp, sl, wshape);
+        fprintf(fp, "  %*" PRIu64 "  %*" PRIu64, (int)woff, ti.offset, (int)wbytes, ti.nbytes);
+        if (any_note) {
+            storage_note(f, i, &ti, note, sizeof note);
+            if (note[0]) fprintf(fp, "  %s", note);
+        }
+        fputc('\n', fp);
+    }
+
+    /* sections */
+    uint64_t ns = tbx_section_count(f);
+    if (ns > 0) {
+        size_t wsec = 4;
+        for (uint64_t i = 0; i < ns; i++) {
+            tbx_section_info si;
+            if (tbx_section_info_get(f, i, &si) != TBX_OK || !si.name) continue;
+            size_t w = json_escaped_width(si.name, strlen(si.name));
+            if (w > wsec) wsec = w;
+        }
+        if (wsec > INFO_NAME_COL_MAX) wsec = INFO_NAME_COL_MAX;
+        fprintf(fp, "sections:  %" PRIu64 "\n", ns);
+        fprintf(fp, "  %-*s  %10s  %12s  %12s\n", (int)wsec, "NAME", "TYPE", "OFFSET", "SIZE");
+        for (uint64_t i = 0; i < ns && !ferror(fp); i++) {
+            tbx_section_info si;
+            if (tbx_section_info_get(f, i, &si) != TBX_OK) continue;
+            const char *name = si.name ? si.name : "";
+            fputs("  ", fp);
+            json_write_escaped(fp, name, strlen(name));
+            print_pad(fp, json_escaped_width(name, strlen(name)), wsec);
+            fprintf(fp, "  %10" PRIu32 "  %12" PRIu64 "  %12" PRIu64 "\n", si.type, si.offset,
+                    si.size);
+        }
+    }
+}
+
+/* Component list of a tensor that is not plain dense raw data (JSON). */
+static void json_components(json_out *j, const tbx_file *f, uint64_t i,
+                            const tbx_tensor_info *ti) {
+    json_keyz(j, "components");
+    json_begin_array(j);
+    for (uint32_t c = 0; c < ti->ncomponents; c++) {
+        tbx_component_info ci;
+        if (tbx_component_info_get(f, i, c, &ci) != TBX_OK) continue;
+        json_begin_object(j);
+        json_keyz(j, "name");
+        json_stringz(j, ci.name ? ci.name : "");
+        json_keyz(j, "dtype");
+        json_stringz(j, cli_dtype_name(ci.dtype));
+        json_keyz(j, "offset");
+        json_u64(j, ci.offset);
+        json_keyz(j, "stored_bytes");
+        json_u64(j, ci.stored_bytes);
+        json_keyz(j, "nbytes");
+        json_u64(j, ci.nbytes);
+        json_keyz(j, "encoding");
+        json_stringz(j, ci.encoding == TBX_ENC_ZSTD ? "zstd" : "raw");
+        if (ci.digest) {
+            json_keyz(j, "digest");
+            json_stringz(j, ci.digest);
+        }
+        json_end_object(j);
+    }
+    json_end_array(j);
+}
+
+/* Is tensor i stored as anything but one raw component of a dense tensor without a digest? */
+static int is_plain(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti) {
+    if (ti->layout != TBX_LAYOUT_DENSE) return 0;
+    if (ti->ncomponents == 0) return 1;
+    if (ti->ncomponents > 1) return 0;
+    tbx_component_info ci;
+    if (tbx_component_info_get(f, i, 0, &ci) != TBX_OK) return 1;
+    return ci.encoding == TBX_ENC_RAW && ci.digest == NULL;
+}
+
+static void info_json(tbx_file *f, int typed) {
+    json_out j;
+    json_init(&j, stdout, 2);
+    json_begin_object(&j);
+    json_keyz(&j, "format");
+    json_stringz(&j, tbx_format_name(tbx_file_format(f)));
+    json_keyz(&j, "version");
+    json_u64(&j, tbx_file_version(f));
+
+    json_keyz(&j, "metadata");
+    json_begin_object(&j);
+    cli_value_style st = {typed, 0, 0};
+    uint64_t nmeta = tbx_meta_count(f);
+    for (uint64_t i = 0; i < nmeta && !ferror(stdout); i++) {
+        size_t klen = 0;
+        const char *key = tbx_meta_key(f, i, &klen);
+        json_key(&j, key ? key : "", key ? klen : 0);
+        cli_emit_value(&j, tbx_meta_value(f, i), &st);
+    }
+    json_end_object(&j);
+
+    json_keyz(&j, "tensors");
+    json_begin_array(&j);
+    uint64_t nt = tbx_tensor_count(f);
+    for (uint64_t i = 0; i < nt && !ferror(stdout); i++) {
+        tbx_tensor_info ti;
+        if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
+        json_begin_object(&j);
+        json_keyz(&j, "name");
+        json_string(&j, ti.name ? ti.name : "", ti.name ? ti.name_len : 0);
+        json_keyz(&j, "dtype");
+        json_stringz(&j, cli_dtype_name(ti.dtype));
+        json_keyz(&j, "shape");
+        json_begin_array(&j);
+        for (uint32_t d = 0; d < ti.ndim && ti.shape; d++) json_u64(&j, ti.shape[d]);
+        json_end_array(&j);
+        json_keyz(&j, "offset");
+        json_u64(&j, ti.offset);
+        json_keyz(&j, "nbytes");
+        json_u64(&j, ti.nbytes);
+        if (!is_plain(f, i, &ti)) {
+            const char *ln = tbx_layout_name(ti.layout);
+            json_keyz(&j, "layout");
+            json_stringz(&j, ln ? ln : "?");
+            json_components(&j, f, i, &ti);
+        }
+        json_end_object(&j);
+    }
+    json_end_array(&j);
+
+    uint64_t ns = tbx_section_count(f);
+    if (ns > 0) {
+        json_keyz(&j, "sections");
+        json_begin_array(&j);
+        for (uint64_t i = 0; i < ns && !ferror(stdout); i++) {
+            tbx_section_info si;
+            if (tbx_section_info_get(f, i, &si) != TBX_OK) continue;
+            json_begin_object(&j);
+            json_keyz(&j, "name");
+            json_stringz(&j, si.name ? si.name : "");
+            json_keyz(&j, "type");
+            json_u64(&j, si.type);
+            json_keyz(&j, "offset");
+            json_u64(&j, si.offset);
+            json_keyz(&j, "size");
+            json_u64(&j, si.size);
+            json_end_object(&j);
+        }
+        json_end_array(&j);
+    }
+    json_end_object(&j);
+    json_finish(&j);
+}
+
+static int info_run(const cli_args *a) {
+    const char *path = a->pos[0];
+    tbx_file *f = cli_open(a, path);
+    if (!f) return CLI_FAIL;
+    if (cli_flag(a, "json"))
+        info_json(f, cli_flag(a, "types"));
+    else
+        info_human(f, path);
+    tbx_close(f);
+    return CLI_OK;
+}
+
+const cli_command cli_cmd_info = {
+    "info",
+    "FILE [--json] [--types]",
+    "Show the format, metadata, tensors and sections of a file",
+    "The summary cuts long lists and strings; --json gives every value in full:\n"
+    "  {\"format\", \"version\", \"metadata\": {key: value}, \"tensors\": [{\"name\", \"dtype\",\n"
+    "   \"shape\", \"offset\", \"nbytes\"}], \"sections\": [{\"name\", \"type\", \"offset\", \"size\"}]}\n"
+    "Strings keep invalid UTF-8 bytes as \\udcXX escapes. See docs/cli.md for the full schema.\n",
+    info_options,
+    1,
+    1,
+    info_run,
+    NULL,
+};

@@ -1,0 +1,105 @@
+/*
+ * util.c - messages, opening files and writing to stdout for the tbx tool.
+ *
+ * Every error goes to stderr as one line "tbx: <message>". Library errors use the message the
+ * library built (which names the field, the value and the byte offset), prefixed with the path
+ * when the message does not already name it. Writing to stdout treats a reader that went away
+ * (EPIPE; SIGPIPE is ignored by main) as a quiet failure: exit status 1, no message.
+ */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <errno.h>
+#include <string.h>
+
+void cli_error(const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fputs("tbx: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int cli_usage_error(const cli_args *a, const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fputs("tbx: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    if (a && a->path) fprintf(stderr, "Try '%s --help'.\n", a->path);
+    return CLI_USAGE;
+}
+
+/* Does msg mention path as a word of its own (not just as a substring of another word)? */
+static int mentions_path(const char *msg, const char *path) {
+    size_t n = strlen(path);
+    if (n == 0) return 1;
+    for (const char *p = strstr(msg, path); p; p = strstr(p + 1, path)) {
+        char before = p == msg ? ' ' : p[-1], after = p[n];
+        if (strchr(" '\"`(", before) && (after == 0 || strchr(" '\"`):,;", after))) return 1;
+    }
+    return 0;
+}
+
+void cli_report(const char *path, tbx_status status, const tbx_error *err) {
+    const char *msg = (err && err->message[0]) ? err->message : tbx_strerror(status);
+    if (!msg) msg = "unknown error";
+    if (path && !mentions_path(msg, path))
+        cli_error("%s: %s", path, msg);
+    else
+        cli_error("%s", msg);
+}
+
+void cli_open_options(const cli_args *a, tbx_open_options *opt) {
+    tbx_open_options_init(opt);
+    if (a && cli_flag(a, "mmap")) opt->flags |= TBX_OPEN_MMAP;
+}
+
+tbx_file *cli_open(const cli_args *a, const char *path) {
+    tbx_open_options opt;
+    tbx_error err;
+    tbx_file *f = NULL;
+    memset(&err, 0, sizeof err);
+    cli_open_options(a, &opt);
+    tbx_status st = tbx_open_path(&f, path, &opt, &err);
+    if (st != TBX_OK || !f) {
+        if (st == TBX_OK) st = TBX_E_IO;
+        cli_report(path, st, &err);
+        tbx_close(f);
+        return NULL;
+    }
+    return f;
+}
+
+static int stdout_failed; /* a write error was already reported */
+
+static int stdout_error(int e) {
+    if (!stdout_failed && e != EPIPE)
+        cli_error("error writing to standard output: %s", strerror(e ? e : EIO));
+    stdout_failed = 1;
+    return CLI_FAIL;
+}
+
+int cli_write_stdout(const void *data, size_t len) {
+    if (stdout_failed) return CLI_FAIL;
+    if (len == 0) return CLI_OK;
+    errno = 0;
+    if (fwrite(data, 1, len, stdout) != len) return stdout_error(errno);
+    return CLI_OK;
+}
+
+int cli_finish_stdout(void) {
+    if (stdout_failed) return CLI_FAIL;
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) return stdout_error(errno);
+    return CLI_OK;
+}
+
+const char *cli_dtype_name(tbx_dtype dt) {
+    const tbx_dtype_info *in = tbx_dtype_get(dt);
+    return (in && in->name) ? in->name : "invalid";
+}
