@@ -1,0 +1,1010 @@
+/*
+ * safetensors.c - the safetensors driver (Hugging Face's container, PyPI `safetensors`).
+ *
+ * A safetensors file is an 8-byte little-endian header length N, then N bytes of UTF-8 JSON
+ * (an object, starting with '{', padded with trailing spaces), then one data section that the
+ * tensors tile exactly, back to back, in any order the header chooses:
+ *
+ *   offset 0        8                          8+N                                  file end
+ *          +--------+--------------------------+-------------------------------------+
+ *          | u64 N  | {"__metadata__":{...},   | tensor bytes: [begin, end) of each  |
+ *          |  (LE)  |  "name":{"dtype":"F32",  | entry, relative to byte 8+N; sorted |
+ *          |        |   "shape":[2,3],         | by begin they cover [0, D) with no  |
+ *          |        |   "data_offsets":[b,e]}, | hole and no overlap, 8+N+D = size   |
+ *          |        |  ...}     (space padding)|                                     |
+ *          +--------+--------------------------+-------------------------------------+
+ *
+ * Each entry gives a dtype name (BOOL, F4, F6_E2M3, ..., U64), a row-major shape of non-negative
+ * integers, and data_offsets; its byte size is numel x bits / 8 and must be a whole number of
+ * bytes. The optional "__metadata__" entry is a map of string -> string.
+ *
+ * Reading is strict (see docs/formats/safetensors.md for every rule and decision): the header is
+ * checked against 100,000,000 bytes, the limits and the file size before it is allocated, parsed
+ * by jansson with duplicate keys rejected, then every entry is checked and the tiling verified.
+ * Tensors are reported in file order, i.e. by ascending data offset.
+ *
+ * Writing reproduces the reference serializer byte for byte: tensors ordered by descending dtype
+ * rank (the reference's dtype enum order, which groups by alignment) then by name, compact JSON
+ * with "__metadata__" first, keys "dtype", "shape", "data_offsets", the reference's string
+ * escaping, and space padding of the header to a multiple of 8.
+ */
+#include "internal.h"
+
+#include <jansson.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define ST_MAX_HEADER 100000000ull /* the reference's MAX_HEADER_SIZE */
+#define ST_DIM_MAX ((uint64_t)INT64_MAX) /* largest integer jansson (and so tensorbox) reads */
+
+/* ------------------------------------------------------------------------------------------ */
+/* dtypes: in the reference's enum order (the writer sorts by this rank, descending)           */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct st_dtype {
+    const char *name;
+    tbx_dtype dtype;
+    uint32_t bits;
+} st_dtype;
+
+static const st_dtype st_dtypes[] = {
+    {"BOOL", TBX_DT_BOOL, 8},
+    {"F4", TBX_DT_F4_E2M1, 4},
+    {"F6_E2M3", TBX_DT_F6_E2M3, 6},
+    {"F6_E3M2", TBX_DT_F6_E3M2, 6},
+    {"U8", TBX_DT_U8, 8},
+    {"I8", TBX_DT_I8, 8},
+    {"F8_E5M2", TBX_DT_F8_E5M2, 8},
+    {"F8_E4M3", TBX_DT_F8_E4M3, 8},
+    {"F8_E8M0", TBX_DT_F8_E8M0, 8},
+    {"F8_E4M3FNUZ", TBX_DT_F8_E4M3FNUZ, 8},
+    {"F8_E5M2FNUZ", TBX_DT_F8_E5M2FNUZ, 8},
+    {"I16", TBX_DT_I16, 16},
+    {"U16", TBX_DT_U16, 16},
+    {"F16", TBX_DT_F16, 16},
+    {"BF16", TBX_DT_BF16, 16},
+    {"I32", TBX_DT_I32, 32},
+    {"U32", TBX_DT_U32, 32},
+    {"F32", TBX_DT_F32, 32},
+    {"C64", TBX_DT_C64, 64},
+    {"F64", TBX_DT_F64, 64},
+    {"I64", TBX_DT_I64, 64},
+    {"U64", TBX_DT_U64, 64},
+};
+#define ST_NDTYPES ((int)(sizeof st_dtypes / sizeof st_dtypes[0]))
+
+static int st_rank_of_name(const char *s, size_t n) {
+    for (int i = 0; i < ST_NDTYPES; i++)
+        if (strlen(st_dtypes[i].name) == n && memcmp(st_dtypes[i].name, s, n) == 0) return i;
+    return -1;
+}
+
+static int st_rank_of_dtype(tbx_dtype dt) {
+    for (int i = 0; i < ST_NDTYPES; i++)
+        if (st_dtypes[i].dtype == dt) return i;
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Locating things in the header text. jansson values carry no positions, so error offsets are */
+/* found by walking the raw text, which jansson has already accepted as valid JSON. Every walk */
+/* is bounds-checked anyway and answers "not found" on anything unexpected.                    */
+/* ------------------------------------------------------------------------------------------ */
+#define JS_NONE ((size_t)-1)
+
+static size_t js_ws(const char *p, size_t n, size_t i) {
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
+    return i;
+}
+
+/* i at '"': returns the index after the closing quote, or JS_NONE. */
+static size_t js_skip_string(const char *p, size_t n, size_t i) {
+    if (i >= n || p[i] != '"') return JS_NONE;
+    for (i++; i < n; i++) {
+        if (p[i] == '\\') i++;
+        else if (p[i] == '"') return i + 1;
+    }
+    return JS_NONE;
+}
+
+/* i at the first byte of a value: returns the index after it, or JS_NONE. */
+static size_t js_skip_value(const char *p, size_t n, size_t i) {
+    if (i >= n) return JS_NONE;
+    if (p[i] == '"') return js_skip_string(p, n, i);
+    if (p[i] == '{' || p[i] == '[') {
+        size_t depth = 0;
+        while (i < n) {
+            char c = p[i];
+            if (c == '"') {
+                i = js_skip_string(p, n, i);
+                if (i == JS_NONE) return JS_NONE;
+                continue;
+            }
+            if (c == '{' || c == '[') depth++;
+            else if (c == '}' || c == ']') {
+                if (--depth == 0) return i + 1;
+            }
+            i++;
+        }
+        return JS_NONE;
+    }
+    while (i < n && p[i] != ',' && p[i] != '}' && p[i] != ']' && p[i] != ' ' && p[i] != '\t' &&
+           p[i] != '\n' && p[i] != '\r')
+        i++;
+    return i;
+}
+
+/* Walks the members of the object at `obj` ('{'): keys[k] gets the index of member k's key
+ * (its opening quote) and vals[k] the index of its value, for k < cap (either may be NULL).
+ * Returns the number of members found. */
+static size_t js_members(const char *p, size_t n, size_t obj, size_t *keys, size_t *vals,
+                         size_t cap) {
+    if (obj == JS_NONE || obj >= n || p[obj] != '{') return 0;
+    size_t i = js_ws(p, n, obj + 1), k = 0;
+    while (i < n && p[i] == '"') {
+        size_t key = i;
+        i = js_skip_string(p, n, i);
+        if (i == JS_NONE) break;
+        i = js_ws(p, n, i);
+        if (i >= n || p[i] != ':') break;
+        i = js_ws(p, n, i + 1);
+        if (k < cap) {
+            if (keys) keys[k] = key;
+            if (vals) vals[k] = i;
+        }
+        k++;
+        i = js_skip_value(p, n, i);
+        if (i == JS_NONE) break;
+        i = js_ws(p, n, i);
+        if (i < n && p[i] == ',') i = js_ws(p, n, i + 1);
+        else break;
+    }
+    return k;
+}
+
+/* Index of the value of member `key` (raw, unescaped text compare) of the object at `obj`. */
+static size_t js_member(const char *p, size_t n, size_t obj, const char *key) {
+    if (obj == JS_NONE || obj >= n || p[obj] != '{') return JS_NONE;
+    size_t klen = strlen(key);
+    size_t i = js_ws(p, n, obj + 1);
+    while (i < n && p[i] == '"') {
+        size_t ks = i + 1;
+        i = js_skip_string(p, n, i);
+        if (i == JS_NONE) return JS_NONE;
+        bool match = (i - 1 - ks == klen) && memcmp(p + ks, key, klen) == 0;
+        i = js_ws(p, n, i);
+        if (i >= n || p[i] != ':') return JS_NONE;
+        i = js_ws(p, n, i + 1);
+        if (match) return i;
+        i = js_skip_value(p, n, i);
+        if (i == JS_NONE) return JS_NONE;
+        i = js_ws(p, n, i);
+        if (i < n && p[i] == ',') i = js_ws(p, n, i + 1);
+        else break;
+    }
+    return JS_NONE;
+}
+
+/* Index of element `idx` of the array at `arr`. */
+static size_t js_elem(const char *p, size_t n, size_t arr, size_t idx) {
+    if (arr == JS_NONE || arr >= n || p[arr] != '[') return JS_NONE;
+    size_t i = js_ws(p, n, arr + 1);
+    for (size_t k = 0; i < n && p[i] != ']'; k++) {
+        if (k == idx) return i;
+        i = js_skip_value(p, n, i);
+        if (i == JS_NONE) return JS_NONE;
+        i = js_ws(p, n, i);
+        if (i < n && p[i] == ',') i = js_ws(p, n, i + 1);
+        else break;
+    }
+    return JS_NONE;
+}
+
+/* One pass over the raw header before jansson builds its tree (which costs a small multiple of
+ * the header size): the deepest nesting of objects/arrays (the header object is depth 1) and the
+ * number of top-level members. Works on any bytes (the text is not validated yet); *deep_at gets
+ * the index of the first bracket deeper than `max_depth`, or JS_NONE. */
+static void js_prescan(const char *p, size_t n, uint32_t max_depth, size_t *deep_at,
+                       uint64_t *members) {
+    size_t depth = 0;
+    bool empty = true;
+    *deep_at = JS_NONE;
+    *members = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = p[i];
+        if (ch == '"') {
+            if (depth == 1 && empty) { empty = false; *members = 1; }
+            for (i++; i < n && p[i] != '"'; i++)
+                if (p[i] == '\\') i++;
+        } else if (ch == '{' || ch == '[') {
+            if (++depth > max_depth && *deep_at == JS_NONE) *deep_at = i;
+        } else if (ch == '}' || ch == ']') {
+            if (depth) depth--;
+        } else if (ch == ',' && depth == 1) {
+            (*members)++;
+        }
+    }
+}
+
+static const char *js_type_name(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "object";
+    case JSON_ARRAY: return "array";
+    case JSON_STRING: return "string";
+    case JSON_INTEGER: return "integer";
+    case JSON_REAL: return "real";
+    case JSON_TRUE: return "true";
+    case JSON_FALSE: return "false";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+/* Short rendering of a JSON scalar for messages ("-1", "1.5", "\"x\"", "array"). */
+static void js_brief(char *dst, size_t cap, const json_t *v) {
+    if (json_is_integer(v)) snprintf(dst, cap, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v)) snprintf(dst, cap, "%.17g (a real)", json_real_value(v));
+    else if (json_is_string(v)) {
+        char q[72];
+        tbx_quote_bytes(q, sizeof q, json_string_value(v), json_string_length(v), 48);
+        snprintf(dst, cap, "\"%s\"", q);
+    } else snprintf(dst, cap, "%s", js_type_name(v));
+}
+
+/* "[3, 4]" from a JSON array of integers (already validated), truncated with "...". */
+static void js_shape_str(char *dst, size_t cap, const json_t *arr) {
+    size_t len = 0, n = json_array_size(arr);
+    int w = snprintf(dst, cap, "[");
+    len = w > 0 ? (size_t)w : 0;
+    for (size_t i = 0; i < n && len < cap; i++) {
+        if (len + 24 >= cap) { snprintf(dst + len, cap - len, "..."); len = strlen(dst); break; }
+        w = snprintf(dst + len, cap - len, "%s%lld", i ? ", " : "",
+                     (long long)json_integer_value(json_array_get(arr, i)));
+        if (w > 0) len += (size_t)w;
+    }
+    if (len < cap) snprintf(dst + len, cap - len, "]");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Probe                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+static bool st_probe(const uint8_t *head, size_t len, uint64_t file_size) {
+    if (len < 9 || file_size < 10) return false;
+    uint64_t n = tbx_ld64(head);
+    return n >= 2 && n <= file_size - 8 && head[8] == '{';
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Open                                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct st_ent {
+    const char *name;   /* jansson's key (lives as long as the root) */
+    size_t name_len;
+    int rank;           /* index into st_dtypes */
+    const json_t *shape;
+    uint64_t nelems;
+    uint64_t nbytes;
+    uint64_t begin, end;
+    size_t member;      /* index of the member in the header object */
+} st_ent;
+
+typedef struct st_ctx {
+    tbx_file *f;
+    const char *hdr;    /* the N header bytes */
+    size_t n;
+    size_t *vals;       /* text index of each top-level member's value */
+    size_t nvals;
+} st_ctx;
+
+/* Absolute file offset of header text index i (or of the header start when unknown). */
+static uint64_t st_at(const st_ctx *c, size_t i) {
+    return 8 + (uint64_t)(i == JS_NONE || i > c->n ? 0 : i);
+}
+
+static size_t st_entry_at(const st_ctx *c, size_t member) {
+    return (c->vals && member < c->nvals) ? c->vals[member] : JS_NONE;
+}
+
+/* Text index of field `key` of the entry of `member`, falling back to the entry itself. */
+static size_t st_field_at(const st_ctx *c, size_t member, const char *key) {
+    size_t e = st_entry_at(c, member);
+    size_t v = js_member(c->hdr, c->n, e, key);
+    return v != JS_NONE ? v : e;
+}
+
+static int st_ent_cmp(const void *a, const void *b) {
+    const st_ent *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    size_t m = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int r = memcmp(x->name, y->name, m);
+    if (r) return r;
+    return x->name_len < y->name_len ? -1 : (x->name_len > y->name_len);
+}
+
+/* Reads a non-negative integer (JSON integer, 0 <= v <= 2^63-1). */
+static bool st_uint(const json_t *v, uint64_t *out) {
+    if (!json_is_integer(v)) return false;
+    json_int_t i = json_integer_value(v);
+    if (i < 0) return false;
+    *out = (uint64_t)i;
+    return true;
+}
+
+static tbx_status st_parse_meta(st_ctx *c, const json_t *meta, size_t member, tbx_error *err) {
+    tbx_file *f = c->f;
+    size_t mat = st_entry_at(c, member);
+    if (json_is_null(meta)) return TBX_OK; /* the reference reads null as "no metadata" */
+    if (!json_is_object(meta))
+        return tbx_err(err, TBX_E_FORMAT, st_at(c, mat), "header.__metadata__",
+                       "__metadata__ must be an object of string values, got %s",
+                       js_type_name(meta));
+    size_t count = json_object_size(meta);
+    if (count > f->limits.max_metadata_entries)
+        return tbx_err(err, TBX_E_LIMIT, st_at(c, mat), "header.__metadata__",
+                       "__metadata__ has %zu entries, more than max_metadata_entries = %" PRIu64,
+                       count, f->limits.max_metadata_entries);
+    /* Text positions of every key and value, in one walk (jansson keeps insertion order). */
+    size_t cap = count ? count : 1;
+    size_t *pos = tbx_calloc(&f->al, cap, 2 * sizeof *pos);
+    if (!pos) return tbx_err_nomem(err, "safetensors metadata index");
+    size_t found = js_members(c->hdr, c->n, mat, pos, pos + cap, cap);
+    tbx_status st = TBX_OK;
+    const char *key;
+    size_t klen, k = 0;
+    json_t *val;
+    json_object_keylen_foreach((json_t *)meta, key, klen, val) {
+        size_t kat = k < found ? pos[k] : mat, vat = k < found ? pos[cap + k] : mat;
+        k++;
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, key, klen, 64);
+        if (klen > f->limits.max_string_len) {
+            st = tbx_err(err, TBX_E_LIMIT, st_at(c, kat), "header.__metadata__",
+                         "__metadata__ key \"%s\" of %zu bytes exceeds max_string_len = %" PRIu64,
+                         q, klen, f->limits.max_string_len);
+            break;
+        }
+        if (!json_is_string(val)) {
+            st = tbx_err(err, TBX_E_FORMAT, st_at(c, vat), "header.__metadata__",
+                         "__metadata__ \"%s\": value must be a string, got %s", q,
+                         js_type_name(val));
+            break;
+        }
+        size_t vlen = json_string_length(val);
+        if (vlen > f->limits.max_string_len) {
+            st = tbx_err(err, TBX_E_LIMIT, st_at(c, vat), "header.__metadata__",
+                         "__metadata__ \"%s\": value of %zu bytes exceeds max_string_len = "
+                         "%" PRIu64, q, vlen, f->limits.max_string_len);
+            break;
+        }
+        tbx_value *v = tbx_val_string(&f->al, TBX_V_STRING, json_string_value(val), vlen);
+        if (!v) { st = tbx_err_nomem(err, "safetensors metadata value"); break; }
+        st = tbx_file_add_meta(f, key, klen, v, st_at(c, kat), err);
+        if (st != TBX_OK) break;
+    }
+    tbx_free(&f->al, pos, cap * 2 * sizeof *pos);
+    return st;
+}
+
+/* Error offsets inside an entry are looked up only when an error is reported. */
+#define ST_FIELD(key) st_at(c, st_field_at(c, member, key))
+#define ST_ELEM(key, i) st_at(c, js_elem(c->hdr, c->n, st_field_at(c, member, key), i))
+
+/* Checks one tensor entry and fills *e (everything but the tiling). */
+static tbx_status st_parse_entry(st_ctx *c, const char *name, size_t name_len, const json_t *v,
+                                 size_t member, st_ent *e, tbx_error *err) {
+    tbx_file *f = c->f;
+    char qb[96], b[96], shb[80];
+    /* name and shape are rendered only when an error is reported */
+#define ST_NAME (tbx_quote_bytes(qb, sizeof qb, name, name_len, 64), qb)
+#define ST_SHAPE (js_shape_str(shb, sizeof shb, sh), shb)
+    uint64_t eat = st_at(c, st_entry_at(c, member));
+    if (name_len > f->limits.max_string_len)
+        return tbx_err(err, TBX_E_LIMIT, eat, "tensor.name",
+                       "tensor name \"%s\" of %zu bytes exceeds max_string_len = %" PRIu64, ST_NAME,
+                       name_len, f->limits.max_string_len);
+    if (!json_is_object(v))
+        return tbx_err(err, TBX_E_FORMAT, eat, "tensor",
+                       "tensor \"%s\": entry must be an object with dtype, shape and "
+                       "data_offsets, got %s", ST_NAME, js_type_name(v));
+    e->name = name;
+    e->name_len = name_len;
+    e->member = member;
+
+    /* dtype */
+    const json_t *dt = json_object_get(v, "dtype");
+    if (!dt)
+        return tbx_err(err, TBX_E_FORMAT, eat, "tensor.dtype",
+                       "tensor \"%s\": missing field \"dtype\"", ST_NAME);
+    if (!json_is_string(dt))
+        return tbx_err(err, TBX_E_FORMAT, ST_FIELD("dtype"), "tensor.dtype",
+                       "tensor \"%s\": dtype must be a string, got %s", ST_NAME, js_type_name(dt));
+    e->rank = st_rank_of_name(json_string_value(dt), json_string_length(dt));
+    if (e->rank < 0) {
+        js_brief(b, sizeof b, dt);
+        return tbx_err(err, TBX_E_FORMAT, ST_FIELD("dtype"), "tensor.dtype",
+                       "tensor \"%s\": unknown dtype %s", ST_NAME, b);
+    }
+    const st_dtype *d = &st_dtypes[e->rank];
+
+    /* shape */
+    const json_t *sh = json_object_get(v, "shape");
+    if (!sh)
+        return tbx_err(err, TBX_E_FORMAT, eat, "tensor.shape",
+                       "tensor \"%s\": missing field \"shape\"", ST_NAME);
+    if (!json_is_array(sh))
+        return tbx_err(err, TBX_E_FORMAT, ST_FIELD("shape"), "tensor.shape",
+                       "tensor \"%s\": shape must be an array of integers, got %s", ST_NAME,
+                       js_type_name(sh));
+    size_t ndim = json_array_size(sh);
+    if (ndim > f->limits.max_ndim || ndim > f->limits.max_array_len)
+        return tbx_err(err, TBX_E_LIMIT, ST_FIELD("shape"), "tensor.shape",
+                       "tensor \"%s\": shape has %zu dimensions, more than max_ndim = %u",
+                       ST_NAME, ndim, f->limits.max_ndim);
+    for (size_t i = 0; i < ndim; i++) {
+        const json_t *x = json_array_get(sh, i);
+        uint64_t dim;
+        if (!st_uint(x, &dim)) {
+            js_brief(b, sizeof b, x);
+            return tbx_err(err, TBX_E_FORMAT, ST_ELEM("shape", i), "tensor.shape",
+                           "tensor \"%s\": shape[%zu] must be a non-negative integer, got %s",
+                           ST_NAME, i, b);
+        }
+    }
+    e->shape = sh;
+    /* The running product is checked at every step, as the reference's checked fold does: a
+     * later zero dimension does not excuse an overflowing prefix. */
+    uint64_t nelems = 1;
+    for (size_t i = 0; i < ndim; i++)
+        if (!tbx_mul_u64(nelems, (uint64_t)json_integer_value(json_array_get(sh, i)), &nelems))
+            return tbx_err(err, TBX_E_OVERFLOW, ST_FIELD("shape"), "tensor.shape",
+                           "tensor \"%s\": element count of shape %s overflows 64 bits",
+                           ST_NAME, ST_SHAPE);
+    e->nelems = nelems;
+
+    /* data_offsets */
+    const json_t *off = json_object_get(v, "data_offsets");
+    if (!off)
+        return tbx_err(err, TBX_E_FORMAT, eat, "tensor.data_offsets",
+                       "tensor \"%s\": missing field \"data_offsets\"", ST_NAME);
+    if (!json_is_array(off) || json_array_size(off) != 2) {
+        if (json_is_array(off))
+            snprintf(b, sizeof b, "an array of %zu elements", json_array_size(off));
+        else
+            snprintf(b, sizeof b, "%s", js_type_name(off));
+        return tbx_err(err, TBX_E_FORMAT, ST_FIELD("data_offsets"), "tensor.data_offsets",
+                       "tensor \"%s\": data_offsets must be an array [begin, end] of 2 integers, "
+                       "got %s", ST_NAME, b);
+    }
+    for (size_t i = 0; i < 2; i++) {
+        const json_t *x = json_array_get(off, i);
+        if (!st_uint(x, i ? &e->end : &e->begin)) {
+            js_brief(b, sizeof b, x);
+            return tbx_err(err, TBX_E_FORMAT, ST_ELEM("data_offsets", i), "tensor.data_offsets",
+                           "tensor \"%s\": data_offsets[%zu] must be a non-negative integer, "
+                           "got %s", ST_NAME, i, b);
+        }
+    }
+    if (e->end < e->begin)
+        return tbx_err(err, TBX_E_RANGE, ST_FIELD("data_offsets"), "tensor.data_offsets",
+                       "tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] end before begin",
+                       ST_NAME, e->begin, e->end);
+
+    /* size = numel x bits / 8, a whole number of bytes */
+    uint64_t bits;
+    if (!tbx_mul_u64(nelems, d->bits, &bits))
+        return tbx_err(err, TBX_E_OVERFLOW, ST_FIELD("shape"), "tensor.shape",
+                       "tensor \"%s\": size in bits of dtype %s shape %s overflows 64 bits",
+                       ST_NAME, d->name, ST_SHAPE);
+    if (bits % 8)
+        return tbx_err(err, TBX_E_FORMAT, ST_FIELD("shape"), "tensor.shape",
+                       "tensor \"%s\": dtype %s shape %s is %" PRIu64 " bits, not a whole number "
+                       "of bytes", ST_NAME, d->name, ST_SHAPE, bits);
+    e->nbytes = bits / 8;
+    if (e->nbytes > f->limits.max_tensor_bytes)
+        return tbx_err(err, TBX_E_LIMIT, ST_FIELD("data_offsets"), "tensor.data_offsets",
+                       "tensor \"%s\": %" PRIu64 " bytes exceed max_tensor_bytes = %" PRIu64,
+                       ST_NAME, e->nbytes, f->limits.max_tensor_bytes);
+    if (e->end - e->begin != e->nbytes)
+        return tbx_err(err, TBX_E_FORMAT, ST_FIELD("data_offsets"), "tensor.data_offsets",
+                       "tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] give %" PRIu64
+                       " bytes, dtype %s shape %s needs %" PRIu64, ST_NAME, e->begin, e->end,
+                       e->end - e->begin, d->name, ST_SHAPE, e->nbytes);
+    return TBX_OK;
+#undef ST_NAME
+#undef ST_SHAPE
+}
+
+/* Sorted by (begin, end, name), the tensors must tile [0, data_size) exactly. */
+static tbx_status st_check_tiling(st_ctx *c, st_ent *ents, size_t nt, uint64_t data_start,
+                                  uint64_t data_size, tbx_error *err) {
+    uint64_t expect = 0;
+    char q[96], p[96];
+    for (size_t i = 0; i < nt; i++) {
+        st_ent *e = &ents[i];
+        size_t member = e->member;
+        if (e->begin == expect && e->end <= data_size) { expect = e->end; continue; }
+        tbx_quote_bytes(q, sizeof q, e->name, e->name_len, 64);
+        if (e->begin > expect) {
+            if (i == 0)
+                return tbx_err(err, TBX_E_RANGE, ST_FIELD("data_offsets"), "tensor.data_offsets",
+                               "tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] leave a "
+                               "gap: the first tensor must begin at 0", q, e->begin, e->end);
+            tbx_quote_bytes(p, sizeof p, ents[i - 1].name, ents[i - 1].name_len, 64);
+            return tbx_err(err, TBX_E_RANGE, ST_FIELD("data_offsets"), "tensor.data_offsets",
+                           "tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] leave a gap "
+                           "of %" PRIu64 " bytes after tensor \"%s\" (ends at %" PRIu64 ")", q,
+                           e->begin, e->end, e->begin - expect, p, expect);
+        }
+        if (e->begin < expect) {
+            tbx_quote_bytes(p, sizeof p, ents[i - 1].name, ents[i - 1].name_len, 64);
+            return tbx_err(err, TBX_E_RANGE, ST_FIELD("data_offsets"), "tensor.data_offsets",
+                           "tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] overlap "
+                           "tensor \"%s\" (ends at %" PRIu64 ")", q, e->begin, e->end, p, expect);
+        }
+        uint64_t abs_end;
+        if (!tbx_add_u64(data_start, e->end, &abs_end)) abs_end = UINT64_MAX;
+        return tbx_err(err, TBX_E_TRUNCATED, ST_FIELD("data_offsets"), "tensor.data_offsets",
+                       "tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] end at file byte "
+                       "%" PRIu64 ", past the end of the file (%" PRIu64 " bytes; data section "
+                       "of %" PRIu64 ")", q, e->begin, e->end, abs_end, data_start + data_size,
+                       data_size);
+    }
+    if (expect != data_size)
+        return tbx_err(err, TBX_E_RANGE, data_start + expect, "data",
+                       "%" PRIu64 " trailing bytes after the last tensor: the tensors cover "
+                       "%" PRIu64 " bytes of the %" PRIu64 "-byte data section",
+                       data_size - expect, expect, data_size);
+    return TBX_OK;
+}
+
+#undef ST_FIELD
+#undef ST_ELEM
+
+static tbx_status st_json_error(const st_ctx *c, const json_error_t *je, tbx_error *err) {
+    uint64_t at = 8 + (uint64_t)(je->position > 0 ? (size_t)je->position : 0);
+    if (at > 8 + (uint64_t)c->n) at = 8 + (uint64_t)c->n;
+    tbx_status code = TBX_E_FORMAT;
+    const char *what = "invalid JSON";
+    switch (json_error_code(je)) {
+    case json_error_out_of_memory: return tbx_err_nomem(err, "safetensors header JSON");
+    case json_error_stack_overflow: code = TBX_E_LIMIT; what = "JSON nested too deeply"; break;
+    case json_error_duplicate_key: code = TBX_E_DUPLICATE; what = "duplicate key"; break;
+    case json_error_numeric_overflow:
+        code = TBX_E_OVERFLOW;
+        what = "number out of range (integers must be below 2^63)";
+        break;
+    case json_error_null_byte_in_key:
+        code = TBX_E_UNSUPPORTED;
+        what = "a tensor name or metadata key containing NUL (\\u0000) is not supported";
+        break;
+    case json_error_invalid_utf8: what = "invalid UTF-8"; break;
+    default: break;
+    }
+    return tbx_err(err, code, at, "header.json", "header JSON: %s: %s", what, je->text);
+}
+
+static tbx_status st_open(tbx_file *f, tbx_error *err) {
+    uint64_t size = f->src.size;
+    uint8_t lb[8];
+    if (size < 8)
+        return tbx_err(err, TBX_E_TRUNCATED, 0, "header.length",
+                       "file of %" PRIu64 " bytes is too short for the 8-byte header length",
+                       size);
+    tbx_status st = tbx_source_read(&f->src, 0, lb, 8, "header.length", err);
+    if (st != TBX_OK) return st;
+    uint64_t n = tbx_ld64(lb);
+    if (n == 0)
+        return tbx_err(err, TBX_E_FORMAT, 0, "header.length",
+                       "header length 0: the JSON header cannot be empty");
+    if (n > ST_MAX_HEADER)
+        return tbx_err(err, TBX_E_LIMIT, 0, "header.length",
+                       "header length %" PRIu64 " exceeds the safetensors maximum of 100000000 "
+                       "bytes", n);
+    if (n > f->limits.max_header_bytes)
+        return tbx_err(err, TBX_E_LIMIT, 0, "header.length",
+                       "header length %" PRIu64 " exceeds max_header_bytes = %" PRIu64, n,
+                       f->limits.max_header_bytes);
+    if (n > size - 8)
+        return tbx_err(err, TBX_E_TRUNCATED, 0, "header.length",
+                       "header length %" PRIu64 " runs past the end of the file (%" PRIu64
+                       " bytes follow the length field)", n, size - 8);
+
+    st_ctx c = {.f = f, .n = (size_t)n};
+    char *hdr = tbx_malloc(&f->al, (size_t)n);
+    if (!hdr) return tbx_err_nomem(err, "safetensors header");
+    c.hdr = hdr;
+    json_t *root = NULL;
+    st_ent *ents = NULL;
+    size_t nents_cap = 0;
+    uint64_t *shape = NULL;
+    size_t shape_cap = 0;
+
+    st = tbx_source_read(&f->src, 8, hdr, (size_t)n, "header", err);
+    if (st != TBX_OK) goto done;
+    if (hdr[0] != '{') {
+        st = tbx_err(err, TBX_E_FORMAT, 8, "header",
+                     "header must start with '{', got byte 0x%02x", (unsigned)(uint8_t)hdr[0]);
+        goto done;
+    }
+    size_t bad = 0;
+    if (!tbx_utf8_valid(hdr, (size_t)n, &bad)) {
+        st = tbx_err(err, TBX_E_FORMAT, 8 + (uint64_t)bad, "header",
+                     "header is not valid UTF-8 (byte 0x%02x)", (unsigned)(uint8_t)hdr[bad]);
+        goto done;
+    }
+    size_t deep_at;
+    uint64_t members;
+    js_prescan(hdr, (size_t)n, f->limits.max_depth, &deep_at, &members);
+    if (deep_at != JS_NONE) {
+        st = tbx_err(err, TBX_E_LIMIT, 8 + (uint64_t)deep_at, "header.json",
+                     "header JSON nested deeper than max_depth = %u", f->limits.max_depth);
+        goto done;
+    }
+    if (members > f->limits.max_tensors && members - 1 > f->limits.max_tensors) {
+        st = tbx_err(err, TBX_E_LIMIT, 8, "header", "header declares %" PRIu64 " members, more "
+                     "than max_tensors = %" PRIu64 " (+1 for __metadata__)", members,
+                     f->limits.max_tensors);
+        goto done;
+    }
+    json_error_t je;
+    root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (!root) { st = st_json_error(&c, &je, err); goto done; }
+    if (!json_is_object(root)) {
+        st = tbx_err(err, TBX_E_FORMAT, 8, "header", "header must be a JSON object, got %s",
+                     js_type_name(root));
+        goto done;
+    }
+
+    size_t count = json_object_size(root);
+    const json_t *meta = json_object_get(root, "__metadata__");
+    size_t nt = count - (meta ? 1 : 0);
+    if (nt > f->limits.max_tensors) {
+        st = tbx_err(err, TBX_E_LIMIT, 8, "header", "header declares %zu tensors, more than "
+                     "max_tensors = %" PRIu64, nt, f->limits.max_tensors);
+        goto done;
+    }
+    /* Text positions of the members (for error offsets); jansson keeps insertion order. */
+    c.vals = tbx_calloc(&f->al, count ? count : 1, sizeof *c.vals);
+    if (!c.vals) { st = tbx_err_nomem(err, "safetensors header index"); goto done; }
+    c.nvals = count;
+    for (size_t i = 0; i < count; i++) c.vals[i] = JS_NONE;
+    (void)js_members(hdr, (size_t)n, 0, NULL, c.vals, count);
+
+    nents_cap = nt ? nt : 1;
+    ents = tbx_calloc(&f->al, nents_cap, sizeof *ents);
+    if (!ents) { st = tbx_err_nomem(err, "safetensors tensor table"); goto done; }
+
+    size_t member = 0, ne = 0, max_ndim = 0;
+    const char *key;
+    size_t klen;
+    json_t *val;
+    json_object_keylen_foreach(root, key, klen, val) {
+        if (klen == 12 && memcmp(key, "__metadata__", 12) == 0) {
+            st = st_parse_meta(&c, val, member, err);
+        } else if (ne < nt) {
+            st = st_parse_entry(&c, key, klen, val, member, &ents[ne], err);
+            if (st == TBX_OK && json_array_size(ents[ne].shape) > max_ndim)
+                max_ndim = json_array_size(ents[ne].shape);
+            ne++;
+        }
+        if (st != TBX_OK) goto done;
+        member++;
+    }
+
+    qsort(ents, ne, sizeof *ents, st_ent_cmp);
+    uint64_t data_start = 8 + n;
+    st = st_check_tiling(&c, ents, ne, data_start, size - data_start, err);
+    if (st != TBX_OK) goto done;
+
+    shape_cap = max_ndim ? max_ndim : 1;
+    shape = tbx_calloc(&f->al, shape_cap, sizeof *shape);
+    if (!shape) { st = tbx_err_nomem(err, "safetensors shape"); goto done; }
+    for (size_t i = 0; i < ne; i++) {
+        st_ent *e = &ents[i];
+        size_t nd = json_array_size(e->shape);
+        for (size_t d = 0; d < nd; d++)
+            shape[d] = (uint64_t)json_integer_value(json_array_get(e->shape, d));
+        tbx_tensor *t = NULL;
+        const st_dtype *d = &st_dtypes[e->rank];
+        st = tbx_file_add_tensor(f, e->name, e->name_len, d->dtype, shape, (uint32_t)nd, 1,
+                                 st_at(&c, st_entry_at(&c, e->member)), &t, err);
+        if (st != TBX_OK) goto done;
+        t->layout = TBX_LAYOUT_DENSE;
+        tbx_component *cp = &t->comp[0];
+        memcpy(cp->name, "data", 5);
+        cp->dtype = d->dtype;
+        cp->nelems = e->nelems;
+        cp->offset = data_start + e->begin;
+        cp->stored_bytes = e->nbytes;
+        cp->nbytes = e->nbytes;
+        cp->encoding = TBX_ENC_RAW;
+        cp->digest = NULL;
+    }
+    f->version = 0;
+    st = TBX_OK;
+
+done:
+    tbx_free(&f->al, shape, shape_cap * sizeof *shape);
+    tbx_free(&f->al, ents, nents_cap * sizeof *ents);
+    if (c.vals) tbx_free(&f->al, c.vals, (c.nvals ? c.nvals : 1) * sizeof *c.vals);
+    if (root) json_decref(root);
+    tbx_free(&f->al, hdr, (size_t)n);
+    return st;
+}
+
+static void st_close(tbx_file *f) { (void)f; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Writing                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct st_buf {
+    const tbx_alloc *al;
+    char *p;
+    size_t n, cap;
+    bool oom;
+} st_buf;
+
+static void sb_put(st_buf *b, const void *s, size_t n) {
+    if (b->oom) return;
+    if (n > SIZE_MAX - b->n) { b->oom = true; return; }
+    size_t need = b->n + n;
+    if (need > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+        char *p = tbx_realloc(b->al, b->p, b->cap, cap);
+        if (!p) { b->oom = true; return; }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+}
+static void sb_str(st_buf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_u64(st_buf *b, uint64_t v) {
+    char t[24];
+    int w = snprintf(t, sizeof t, "%" PRIu64, v);
+    sb_put(b, t, (size_t)w);
+}
+
+/* A JSON string as serde_json writes it: \" \\ \b \f \n \r \t, other bytes below 0x20 as
+ * \u00xx (lower-case hex), everything else (0x7f, UTF-8 sequences) verbatim. */
+static void sb_json_str(st_buf *b, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    sb_put(b, "\"", 1);
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        const char *esc = NULL;
+        char u[7];
+        switch (ch) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\b': esc = "\\b"; break;
+        case '\f': esc = "\\f"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        default:
+            if (ch < 0x20) {
+                u[0] = '\\'; u[1] = 'u'; u[2] = '0'; u[3] = '0';
+                u[4] = hex[ch >> 4]; u[5] = hex[ch & 15]; u[6] = 0;
+                esc = u;
+            }
+        }
+        if (esc) {
+            sb_put(b, s + run, i - run);
+            sb_str(b, esc);
+            run = i + 1;
+        }
+    }
+    sb_put(b, s + run, n - run);
+    sb_put(b, "\"", 1);
+}
+
+static tbx_status st_w_check_meta(tbx_writer *w, const char *key, size_t key_len,
+                                  const tbx_value *v, tbx_error *err) {
+    (void)w;
+    char q[96];
+    size_t bad = 0;
+    tbx_quote_bytes(q, sizeof q, key, key_len, 64);
+    if (!v || v->type != TBX_V_STRING)
+        return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
+                       "metadata \"%s\": safetensors stores only string values, not %s", q,
+                       v ? tbx_value_type_name(v->type) : "(null)");
+    if (!tbx_utf8_valid(key, key_len, &bad))
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "metadata.key",
+                       "metadata key \"%s\" is not valid UTF-8 (byte %zu)", q, bad);
+    if (memchr(key, 0, key_len))
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "metadata.key",
+                       "metadata key \"%s\" contains NUL, which tensorbox cannot read back", q);
+    if (!tbx_utf8_valid(v->v.s.p, v->v.s.n, &bad))
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "metadata",
+                       "metadata \"%s\": value is not valid UTF-8 (byte %zu)", q, bad);
+    return TBX_OK;
+}
+
+static tbx_status st_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
+    (void)w;
+    char q[96];
+    size_t bad = 0;
+    tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+    if (!t->has_data)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\": safetensors cannot store a tensor without data", q);
+    int rank = st_rank_of_dtype(t->dtype);
+    if (rank < 0) {
+        const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
+                       "tensor \"%s\": dtype %s has no safetensors equivalent", q,
+                       di ? di->name : "(invalid)");
+    }
+    if (!tbx_utf8_valid(t->name, t->name_len, &bad))
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor.name",
+                       "tensor name \"%s\" is not valid UTF-8 (byte %zu)", q, bad);
+    if (memchr(t->name, 0, t->name_len))
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.name",
+                       "tensor name \"%s\" contains NUL, which tensorbox cannot read back", q);
+    if (t->name_len == 12 && memcmp(t->name, "__metadata__", 12) == 0)
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor.name",
+                       "tensor name \"__metadata__\" is reserved by safetensors");
+    /* Same rules as the reader: every dimension below 2^63, running product checked. */
+    uint64_t nelems = 1;
+    for (uint32_t d = 0; d < t->ndim; d++) {
+        if (t->shape[d] > ST_DIM_MAX)
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.shape",
+                           "tensor \"%s\": shape[%u] = %" PRIu64 " is 2^63 or more, which "
+                           "tensorbox cannot read back", q, d, t->shape[d]);
+        if (!tbx_mul_u64(nelems, t->shape[d], &nelems))
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
+                           "tensor \"%s\": element count overflows 64 bits at shape[%u]", q, d);
+    }
+    uint64_t bits;
+    if (!tbx_mul_u64(nelems, st_dtypes[rank].bits, &bits))
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
+                       "tensor \"%s\": byte size overflows 64 bits", q);
+    if (bits % 8)
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor.shape",
+                       "tensor \"%s\": %" PRIu64 " elements of %s are %" PRIu64 " bits, not a "
+                       "whole number of bytes", q, nelems, st_dtypes[rank].name, bits);
+    uint64_t nbytes = 0;
+    tbx_status st = tbx_dtype_nbytes_shape(t->dtype, t->shape, t->ndim, &nbytes);
+    if (st != TBX_OK)
+        return tbx_err(err, st, TBX_NO_OFFSET, "tensor.shape",
+                       "tensor \"%s\": cannot compute the byte size of dtype %s", q,
+                       st_dtypes[rank].name);
+    if (nbytes != bits / 8)
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor.shape",
+                       "tensor \"%s\": dtype table gives %" PRIu64 " bytes, safetensors %" PRIu64,
+                       q, nbytes, bits / 8);
+    t->nbytes = nbytes;
+    return TBX_OK;
+}
+
+typedef struct st_wref {
+    tbx_wtensor *t;
+    int rank;
+} st_wref;
+
+static int st_wt_cmp(const void *a, const void *b) {
+    const st_wref *ra = a, *rb = b;
+    const tbx_wtensor *x = ra->t, *y = rb->t;
+    if (ra->rank != rb->rank) return ra->rank > rb->rank ? -1 : 1; /* descending dtype rank */
+    size_t m = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int r = memcmp(x->name, y->name, m);
+    if (r) return r;
+    return x->name_len < y->name_len ? -1 : (x->name_len > y->name_len);
+}
+
+static tbx_status st_w_layout(tbx_writer *w, tbx_error *err) {
+    if (w->nsections)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "sections",
+                       "safetensors cannot store sections (%zu given)", w->nsections);
+    for (size_t i = 0; i < w->nmeta; i++) {
+        tbx_status st = st_w_check_meta(w, w->meta[i].key, w->meta[i].key_len, w->meta[i].value,
+                                        err);
+        if (st != TBX_OK) return st;
+    }
+    size_t nt = w->ntensors;
+    st_wref *order = tbx_calloc(&w->al, nt ? nt : 1, sizeof *order);
+    if (!order) return tbx_err_nomem(err, "safetensors tensor order");
+    for (size_t i = 0; i < nt; i++) {
+        order[i].t = &w->tensors[i];
+        order[i].rank = st_rank_of_dtype(w->tensors[i].dtype);
+        if (order[i].rank < 0) {
+            tbx_free(&w->al, order, (nt ? nt : 1) * sizeof *order);
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
+                           "tensor %zu: dtype has no safetensors equivalent", i);
+        }
+    }
+    qsort(order, nt, sizeof *order, st_wt_cmp);
+
+    st_buf b = {.al = &w->al};
+    tbx_status st = TBX_OK;
+    uint64_t off = 0;
+    bool first = true;
+    sb_put(&b, "{", 1);
+    if (w->nmeta) {
+        sb_str(&b, "\"__metadata__\":{");
+        for (size_t i = 0; i < w->nmeta; i++) {
+            const tbx_meta_entry *m = &w->meta[i];
+            if (i) sb_put(&b, ",", 1);
+            sb_json_str(&b, m->key, m->key_len);
+            sb_put(&b, ":", 1);
+            sb_json_str(&b, m->value->v.s.p, m->value->v.s.n);
+        }
+        sb_put(&b, "}", 1);
+        first = false;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        tbx_wtensor *t = order[i].t;
+        int rank = order[i].rank;
+        uint64_t end;
+        if (!tbx_add_u64(off, t->nbytes, &end)) {
+            st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.data_offsets",
+                         "data section size overflows 64 bits");
+            goto done;
+        }
+        if (!first) sb_put(&b, ",", 1);
+        first = false;
+        sb_json_str(&b, t->name, t->name_len);
+        sb_str(&b, ":{\"dtype\":\"");
+        sb_str(&b, st_dtypes[rank].name);
+        sb_str(&b, "\",\"shape\":[");
+        for (uint32_t d = 0; d < t->ndim; d++) {
+            if (d) sb_put(&b, ",", 1);
+            sb_u64(&b, t->shape[d]);
+        }
+        sb_str(&b, "],\"data_offsets\":[");
+        sb_u64(&b, off);
+        sb_put(&b, ",", 1);
+        sb_u64(&b, end);
+        sb_str(&b, "]}");
+        t->offset = off; /* relative for now */
+        off = end;
+        if (!b.oom && b.n > ST_MAX_HEADER) break;
+    }
+    sb_put(&b, "}", 1);
+    while (!b.oom && b.n % 8) sb_put(&b, " ", 1);
+    if (b.oom) { st = tbx_err_nomem(err, "safetensors header"); goto done; }
+    if (b.n > ST_MAX_HEADER) {
+        st = tbx_err(err, TBX_E_LIMIT, 8, "header",
+                     "header of %zu bytes or more exceeds the safetensors maximum of 100000000",
+                     b.n);
+        goto done;
+    }
+    uint64_t data_start = 8 + (uint64_t)b.n, total;
+    if (!tbx_add_u64(data_start, off, &total)) {
+        st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "data", "file size overflows 64 bits");
+        goto done;
+    }
+    for (size_t i = 0; i < nt; i++) order[i].t->offset += data_start;
+    uint8_t lb[8];
+    tbx_st64(lb, (uint64_t)b.n);
+    st = tbx_out_pwrite(&w->out, 0, lb, 8, err);
+    if (st == TBX_OK) st = tbx_out_pwrite(&w->out, 8, b.p, b.n, err);
+    if (st == TBX_OK) w->end = total;
+
+done:
+    tbx_free(&w->al, b.p, b.cap);
+    tbx_free(&w->al, order, (nt ? nt : 1) * sizeof *order);
+    return st;
+}
+
+const tbx_driver tbx_driver_safetensors = {
+    .format = TBX_FORMAT_SAFETENSORS,
+    .name = "safetensors",
+    .extensions = ".safetensors",
+    .probe = st_probe,
+    .open = st_open,
+    .read_component = NULL,
+    .validate = NULL,
+    .close = st_close,
+    .w_check_meta = st_w_check_meta,
+    .w_check_tensor = st_w_check_tensor,
+    .w_layout = st_w_layout,
+    .w_data = NULL,
+    .w_tensor_done = NULL,
+    .w_finish = NULL,
+    .w_free = NULL,
+};
