@@ -1,0 +1,162 @@
+"""Shared fixtures and helpers for tensorbox's Python interoperability tests.
+
+The tests drive the `tbx` command-line tool as a black box:
+
+* ``TBX``      path of the tbx binary (default: <repo>/build/tbx).
+* ``TBX_ASAN`` path of a tbx built with AddressSanitizer/UBSan. When unset, the tests that
+  want it use ``TBX`` instead (they still run, they are never skipped). When it is set but
+  does not point at an executable, those tests FAIL.
+
+A missing dependency (tbx binary, numpy, safetensors, ml_dtypes) is a test failure with a
+clear message, never a skip: a skipped interop test would look like a pass.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_TBX = REPO / "build" / "tbx"
+RUN_TIMEOUT = 120  # seconds for one tbx invocation (a hang is a failure)
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def tbx_path() -> str:
+    p = os.environ.get("TBX") or str(DEFAULT_TBX)
+    return p
+
+
+@pytest.fixture(scope="session")
+def tbx() -> str:
+    p = tbx_path()
+    if not _executable(p):
+        pytest.fail(f"tbx binary not found or not executable: {p!r} (set TBX=/path/to/tbx)",
+                    pytrace=False)
+    return p
+
+
+@pytest.fixture(scope="session")
+def tbx_asan(tbx) -> str:
+    """The sanitizer build when TBX_ASAN is set (must exist), else the plain tbx."""
+    p = os.environ.get("TBX_ASAN")
+    if p is None or p == "":
+        return tbx
+    if not _executable(p):
+        pytest.fail(f"TBX_ASAN is set but is not an executable file: {p!r}", pytrace=False)
+    return p
+
+
+def need(module: str):
+    """Imports a module or FAILS (not skips) the test with a clear message."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except Exception as e:  # pragma: no cover - depends on the environment
+        pytest.fail(f"required Python module {module!r} is not importable ({e}); "
+                    f"install it: .venv/bin/pip install -r python/requirements-dev.txt",
+                    pytrace=False)
+
+
+class Result:
+    """Outcome of one tbx run."""
+
+    def __init__(self, args, proc: subprocess.CompletedProcess):
+        self.args = args
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+
+    @property
+    def text(self) -> str:
+        """stdout + stderr decoded leniently (for message checks)."""
+        return (self.out.decode("utf-8", "replace") + "\n" + self.err.decode("utf-8", "replace"))
+
+    def describe(self) -> str:
+        def cut(b: bytes) -> str:
+            s = b.decode("utf-8", "replace")
+            return s if len(s) < 2000 else s[:2000] + "...[cut]"
+        return (f"command: {' '.join(map(str, self.args))}\n"
+                f"exit: {self.rc}\nstdout: {cut(self.out)}\nstderr: {cut(self.err)}")
+
+
+def run(binary: str, *args, input: bytes | None = None, timeout: float = RUN_TIMEOUT,
+        env: dict | None = None) -> Result:
+    argv = [binary, *map(str, args)]
+    full_env = dict(os.environ)
+    # Sanitizer builds: make any report fatal and recognisable.
+    full_env.setdefault("ASAN_OPTIONS", "abort_on_error=0:detect_leaks=1")
+    full_env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    if env:
+        full_env.update(env)
+    try:
+        proc = subprocess.run(argv, input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout, env=full_env)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"tbx timed out after {timeout}s (a hang): {' '.join(argv)}", pytrace=False)
+    return Result(argv, proc)
+
+
+def assert_no_sanitizer(r: Result):
+    assert "Sanitizer" not in r.text and "runtime error:" not in r.text, \
+        "sanitizer report:\n" + r.describe()
+
+
+def assert_clean_exit(r: Result):
+    """Not killed by a signal (negative rc in Python) nor a shell-style >=128 status."""
+    assert r.rc >= 0, f"killed by signal {-r.rc}\n" + r.describe()
+    assert r.rc < 128, "exit status >= 128 (crash?)\n" + r.describe()
+    assert_no_sanitizer(r)
+
+
+def info_json(binary: str, path) -> dict:
+    r = run(binary, "info", path, "--json")
+    assert r.rc == 0, "tbx info --json failed\n" + r.describe()
+    try:
+        return json.loads(r.out.decode("utf-8"))
+    except Exception as e:
+        pytest.fail(f"tbx info --json did not print valid JSON ({e})\n" + r.describe(),
+                    pytrace=False)
+
+
+# ------------------------------------------------------------------------------------------
+# safetensors format helpers (written from the format description: u64 LE header length,
+# JSON header, data region; data_offsets are relative to the start of the data region).
+# ------------------------------------------------------------------------------------------
+
+def st_parse(blob: bytes):
+    """Returns (header_len, header_dict, data_start) of a safetensors blob."""
+    (n,) = struct.unpack_from("<Q", blob, 0)
+    header = json.loads(blob[8:8 + n].decode("utf-8"))
+    return n, header, 8 + n
+
+
+def st_build(header, data: bytes = b"", *, raw_header: bytes | None = None,
+             declared_len: int | None = None, pad: bool = True) -> bytes:
+    """Builds a safetensors blob from a header (dict, or raw bytes) and a data region.
+
+    `pad` pads the JSON with spaces to a multiple of 8 bytes like the reference writer;
+    `declared_len` overrides the length field (for hostile files)."""
+    if raw_header is None:
+        raw_header = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if pad:
+        raw_header += b" " * (-(8 + len(raw_header)) % 8)
+    n = len(raw_header) if declared_len is None else declared_len
+    return struct.pack("<Q", n) + raw_header + data
+
+
+# safetensors dtype string -> tbx dtype name
+ST_TO_TBX = {
+    "BOOL": "bool", "U8": "u8", "I8": "i8", "U16": "u16", "I16": "i16", "U32": "u32",
+    "I32": "i32", "U64": "u64", "I64": "i64", "F16": "f16", "BF16": "bf16", "F32": "f32",
+    "F64": "f64", "C64": "c64", "F8_E4M3": "f8_e4m3", "F8_E5M2": "f8_e5m2",
+    "F8_E4M3FNUZ": "f8_e4m3fnuz", "F8_E5M2FNUZ": "f8_e5m2fnuz", "F8_E8M0": "f8_e8m0",
+    "F6_E2M3": "f6_e2m3", "F6_E3M2": "f6_e3m2", "F4": "f4_e2m1",
+}

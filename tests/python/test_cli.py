@@ -1,0 +1,425 @@
+"""The `tbx` command-line contract: exit codes, --version, info output, convert safety."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from conftest import REPO, assert_clean_exit, info_json, need, run, st_build
+
+np = need("numpy")
+stn = need("safetensors.numpy")
+
+
+def header_version() -> str:
+    text = (REPO / "include" / "tensorbox.h").read_text()
+    m = re.search(r'#define\s+TBX_VERSION_STRING\s+"([^"]+)"', text)
+    assert m, "TBX_VERSION_STRING not found in include/tensorbox.h"
+    return m.group(1)
+
+
+@pytest.fixture
+def sample(tmp_path):
+    arrays = {"a.weight": np.arange(12, dtype=np.float32).reshape(3, 4),
+              "a.bias": np.array([1, 2, 3], dtype=np.int16),
+              "flag": np.array(True)}
+    path = tmp_path / "sample.safetensors"
+    stn.save_file(arrays, str(path), metadata={"format": "pt"})
+    return path
+
+
+# ------------------------------------------------------------------------------------------
+# Exit codes
+# ------------------------------------------------------------------------------------------
+
+USAGE_ERRORS = [
+    [],
+    ["no-such-command"],
+    ["info"],
+    ["validate"],
+    ["cat"],
+    ["convert"],
+    ["--no-such-option"],
+]
+
+
+@pytest.mark.parametrize("argv", USAGE_ERRORS, ids=lambda a: " ".join(a) or "<none>")
+def test_usage_errors_exit_2(tbx, argv):
+    r = run(tbx, *argv)
+    assert_clean_exit(r)
+    assert r.rc == 2, r.describe()
+    assert r.err.strip(), "usage error without a message on stderr\n" + r.describe()
+    assert r.out == b"", "usage error wrote to stdout\n" + r.describe()
+
+
+def test_usage_errors_with_file(tbx, sample, tmp_path):
+    for argv in (["cat", sample],                      # missing TENSOR
+                 ["convert", sample],                   # missing OUT
+                 ["info", sample, "--bogus"],           # unknown option
+                 ["cat", sample, "a.weight", "--as"],   # option without value
+                 ["info", sample, sample]):             # extra operand
+        r = run(tbx, *argv)
+        assert_clean_exit(r)
+        assert r.rc == 2, r.describe()
+
+
+@pytest.mark.parametrize("cmd", [["info"], ["info", "--json"], ["validate"], ["cat", "x"]],
+                         ids=lambda c: " ".join(c))
+def test_missing_file_exits_1(tbx, tmp_path, cmd):
+    missing = tmp_path / "does-not-exist.safetensors"
+    argv = [cmd[0], missing] + cmd[1:]
+    r = run(tbx, *argv)
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    assert "does-not-exist" in r.text, \
+        "the message should name the file\n" + r.describe()
+
+
+def test_convert_missing_input_exits_1(tbx, tmp_path):
+    r = run(tbx, "convert", tmp_path / "nope.safetensors", tmp_path / "out.safetensors")
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    assert not (tmp_path / "out.safetensors").exists()
+
+
+def test_not_a_model_file_exits_1(tbx, tmp_path):
+    p = tmp_path / "text.safetensors"
+    p.write_bytes(b"this is just some text, not a tensor container\n" * 4)
+    for cmd in ("info", "validate"):
+        r = run(tbx, cmd, p)
+        assert_clean_exit(r)
+        assert r.rc == 1, r.describe()
+
+
+def test_directory_as_file_exits_1(tbx, tmp_path):
+    r = run(tbx, "info", tmp_path)
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+
+
+def test_cat_unknown_tensor_exits_1(tbx, sample):
+    r = run(tbx, "cat", sample, "missing.tensor")
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    assert "missing.tensor" in r.err.decode(errors="replace"), r.describe()
+
+
+def test_validate_valid_exits_0(tbx, sample):
+    r = run(tbx, "validate", sample)
+    assert r.rc == 0, r.describe()
+
+
+def test_validate_reports_one_line_per_problem(tbx, tmp_path):
+    """Two independent problems in one file (two tensors with a bad dtype); each line names
+    a field."""
+    hdr = {"a": {"dtype": "NOPE", "shape": [1], "data_offsets": [0, 1]},
+           "b": {"dtype": "ALSO_NOPE", "shape": [1], "data_offsets": [1, 2]}}
+    p = tmp_path / "two.safetensors"
+    p.write_bytes(st_build(hdr, b"\x00\x00"))
+    r = run(tbx, "validate", p)
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    lines = [ln for ln in r.text.splitlines() if ln.strip()]
+    assert lines, r.describe()
+    assert any("dtype" in ln for ln in lines), r.describe()
+
+
+# ------------------------------------------------------------------------------------------
+# --version / help
+# ------------------------------------------------------------------------------------------
+
+def test_version(tbx):
+    r = run(tbx, "--version")
+    assert r.rc == 0, r.describe()
+    out = r.out.decode()
+    assert header_version() in out, f"--version does not print {header_version()}: {out!r}"
+    assert out.endswith("\n") and out.count("\n") == 1, f"expected one line: {out!r}"
+
+
+def test_help_exits_0(tbx):
+    r = run(tbx, "--help")
+    assert r.rc == 0, r.describe()
+    text = r.out.decode()
+    for cmd in ("info", "validate", "cat", "convert"):
+        assert cmd in text, f"--help does not mention {cmd}"
+
+
+# ------------------------------------------------------------------------------------------
+# info
+# ------------------------------------------------------------------------------------------
+
+def test_info_text_mentions_every_tensor(tbx, sample):
+    r = run(tbx, "info", sample)
+    assert r.rc == 0, r.describe()
+    text = r.out.decode()
+    for name in ("a.weight", "a.bias", "flag"):
+        assert name in text
+    assert "safetensors" in text
+
+
+def test_info_json_shape(tbx, sample):
+    info = info_json(tbx, sample)
+    assert set(info) >= {"format", "version", "metadata", "tensors"}
+    assert info["format"] == "safetensors"
+    assert info["metadata"] == {"format": "pt"}
+    t = {x["name"]: x for x in info["tensors"]}
+    assert set(t) == {"a.weight", "a.bias", "flag"}
+    for x in info["tensors"]:
+        assert set(x) >= {"name", "dtype", "shape", "offset", "nbytes"}
+        assert isinstance(x["offset"], int) and isinstance(x["nbytes"], int)
+    assert t["a.weight"]["dtype"] == "f32" and t["a.weight"]["shape"] == [3, 4]
+    assert t["a.weight"]["nbytes"] == 48
+    assert t["a.bias"]["dtype"] == "i16" and t["a.bias"]["shape"] == [3]
+    assert t["flag"]["dtype"] == "bool" and t["flag"]["shape"] == []
+
+
+def test_info_types(tbx, tmp_path):
+    """--json --types: every metadata value becomes {"type": ..., "value": ...}; safetensors
+    metadata is string-typed. The tensor list is unchanged."""
+    p = tmp_path / "t.safetensors"
+    stn.save_file({"w": np.zeros((2, 3), np.float32)}, str(p), metadata={"k": "v\u00e9"})
+    plain = info_json(tbx, p)
+    r = run(tbx, "info", p, "--json", "--types")
+    assert r.rc == 0, r.describe()
+    typed = json.loads(r.out)
+    assert typed["metadata"] == {"k": {"type": "string", "value": "v\u00e9"}}
+    assert typed["tensors"] == plain["tensors"]
+    assert typed["format"] == plain["format"] and typed["version"] == plain["version"]
+
+
+def test_info_json_unicode_and_escaped_metadata(tbx, tmp_path):
+    meta = {"uni": "\u00e9\u4e16\U0001F600", "esc": "a\"b\\c\nd\te\x01f\x7f/",
+            "\u00fcber key": "", "empty": ""}
+    for key, value in meta.items():
+        p = tmp_path / "m.safetensors"
+        # one key per file: the reference writer's order of several keys is not stable
+        stn.save_file({"x": np.zeros(1, np.uint8)}, str(p), metadata={key: value})
+        info = info_json(tbx, p)
+        assert info["metadata"] == {key: value}, (key, value, info["metadata"])
+        r = run(tbx, "info", p)
+        assert r.rc == 0, r.describe()
+        p.unlink()
+
+
+def test_info_json_control_chars_in_tensor_name(tbx, tmp_path):
+    name = "we\u00efrd\tname\"with\\stuff\x1f"
+    p = tmp_path / "n.safetensors"
+    stn.save_file({name: np.zeros(2, np.float32)}, str(p))
+    info = info_json(tbx, p)
+    assert [t["name"] for t in info["tensors"]] == [name]
+    r = run(tbx, "cat", p, name)
+    assert r.rc == 0 and r.out == bytes(8), r.describe()
+
+
+# ------------------------------------------------------------------------------------------
+# convert safety and determinism
+# ------------------------------------------------------------------------------------------
+
+def test_convert_refuses_to_overwrite_input(tbx, sample):
+    before = sample.read_bytes()
+    for extra in ([], ["--force"]):
+        r = run(tbx, "convert", sample, sample, *extra)
+        assert_clean_exit(r)
+        assert r.rc == 1, r.describe()
+        assert sample.read_bytes() == before, "input modified"
+
+
+def test_convert_refuses_input_through_another_path(tbx, sample, tmp_path):
+    before = sample.read_bytes()
+    link = tmp_path / "alias.safetensors"
+    os.symlink(sample, link)
+    hard = tmp_path / "hard.safetensors"
+    os.link(sample, hard)
+    dotted = tmp_path / "." / sample.name
+    for out in (link, hard, dotted):
+        r = run(tbx, "convert", sample, out, "--force")
+        assert_clean_exit(r)
+        assert r.rc == 1, f"output {out}\n" + r.describe()
+        assert sample.read_bytes() == before, f"input modified through {out}"
+    assert link.is_symlink()
+
+
+def test_convert_refuses_existing_output_without_force(tbx, sample, tmp_path):
+    out = tmp_path / "exists.safetensors"
+    out.write_bytes(b"precious")
+    r = run(tbx, "convert", sample, out)
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    assert out.read_bytes() == b"precious"
+    r = run(tbx, "convert", sample, out, "--force")
+    assert r.rc == 0, r.describe()
+    assert out.read_bytes() == sample.read_bytes()
+
+
+def test_convert_leaves_no_temporary_files(tbx, sample, tmp_path):
+    outdir = tmp_path / "o"
+    outdir.mkdir()
+    r = run(tbx, "convert", sample, outdir / "x.safetensors")
+    assert r.rc == 0, r.describe()
+    assert sorted(p.name for p in outdir.iterdir()) == ["x.safetensors"]
+    # a failing convert (existing output) leaves nothing behind either
+    r = run(tbx, "convert", sample, outdir / "x.safetensors")
+    assert r.rc == 1
+    assert sorted(p.name for p in outdir.iterdir()) == ["x.safetensors"]
+
+
+def test_convert_is_deterministic(tbx, sample, tmp_path):
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    assert run(tbx, "convert", sample, a).rc == 0
+    assert run(tbx, "convert", sample, b).rc == 0
+    assert a.read_bytes() == b.read_bytes()
+    # and a convert of the convert is a fixed point
+    c = tmp_path / "c.safetensors"
+    assert run(tbx, "convert", a, c).rc == 0
+    assert c.read_bytes() == a.read_bytes()
+
+
+def test_convert_unknown_target_format(tbx, sample, tmp_path):
+    # neither --to nor a known extension: a usage error (docs/cli.md)
+    r = run(tbx, "convert", sample, tmp_path / "out.unknownext")
+    assert_clean_exit(r)
+    assert r.rc == 2, r.describe()
+    assert not (tmp_path / "out.unknownext").exists()
+    r = run(tbx, "convert", sample, tmp_path / "o.safetensors", "--to", "no-such-format")
+    assert_clean_exit(r)
+    assert r.rc == 2, r.describe()
+    assert not (tmp_path / "o.safetensors").exists()
+
+
+def test_convert_output_into_missing_directory(tbx, sample, tmp_path):
+    r = run(tbx, "convert", sample, tmp_path / "no" / "such" / "dir" / "o.safetensors")
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+
+
+# ------------------------------------------------------------------------------------------
+# cat
+# ------------------------------------------------------------------------------------------
+
+def test_cat_raw_and_f32(tbx, sample):
+    r = run(tbx, "cat", sample, "a.bias")
+    assert r.rc == 0 and r.out == np.array([1, 2, 3], np.int16).tobytes(), r.describe()
+    r = run(tbx, "cat", sample, "a.bias", "--as", "f32")
+    assert r.rc == 0 and r.out == np.array([1, 2, 3], "<f4").tobytes(), r.describe()
+    r = run(tbx, "cat", sample, "a.weight", "--as", "f32")
+    assert r.rc == 0 and r.out == np.arange(12, dtype="<f4").tobytes(), r.describe()
+
+
+def test_cat_as_unknown_type_is_usage_error(tbx, sample):
+    r = run(tbx, "cat", sample, "a.bias", "--as", "f33")
+    assert_clean_exit(r)
+    assert r.rc == 2, r.describe()
+    assert r.out == b""
+
+
+def test_cat_option_forms(tbx, tmp_path):
+    """`--as=f32` equals `--as f32`; `--` lets a tensor name start with '-'."""
+    p = tmp_path / "odd.safetensors"
+    stn.save_file({"-odd-name": np.array([1.5, -2.0], np.float32),
+                   "x": np.array([7], np.uint8)}, str(p))
+    a = run(tbx, "cat", p, "x", "--as", "f32")
+    b = run(tbx, "cat", p, "x", "--as=f32")
+    c = run(tbx, "cat", "--as", "f32", p, "x")
+    assert a.rc == b.rc == c.rc == 0, a.describe() + b.describe() + c.describe()
+    assert a.out == b.out == c.out == np.array([7.0], "<f4").tobytes()
+    r = run(tbx, "cat", p, "--", "-odd-name")
+    assert r.rc == 0, r.describe()
+    assert r.out == np.array([1.5, -2.0], np.float32).tobytes()
+
+
+def test_cat_undecodable_dtype_fails_cleanly(tbx, tmp_path):
+    """c64 has no float32 decoding (docs/dtypes.md): exit 1 naming the dtype, raw cat works."""
+    p = tmp_path / "c.safetensors"
+    arr = np.array([1 + 2j, 3 - 4j], np.complex64)
+    stn.save_file({"c": arr}, str(p))
+    r = run(tbx, "cat", p, "c", "--as", "f32")
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    assert "c64" in r.err.decode(errors="replace"), r.describe()
+    assert r.out == b"", r.describe()
+    r = run(tbx, "cat", p, "c")
+    assert r.rc == 0 and r.out == arr.tobytes(), r.describe()
+
+
+def test_closed_pipe_exits_1_quietly(tbx, tmp_path):
+    """A reader that goes away early: status 1, no message, no SIGPIPE death."""
+    import subprocess
+    p = tmp_path / "big.safetensors"
+    stn.save_file({"big": np.zeros(16 * 1024 * 1024, np.uint8)}, str(p))
+    for argv in ([tbx, "cat", str(p), "big"], [tbx, "cat", str(p), "big", "--as", "f32"]):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.read(10)
+        proc.stdout.close()
+        err = proc.stderr.read()
+        rc = proc.wait(timeout=60)
+        assert rc == 1, f"{argv}: exit {rc}, stderr {err!r}"
+        assert err == b"", f"{argv}: message on a closed pipe: {err!r}"
+
+
+def test_validate_several_files_and_quiet(tbx, sample, tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(st_build({"t": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}},
+                             b"\x00\x00"))
+    r = run(tbx, "validate", sample, sample)
+    assert r.rc == 0, r.describe()
+    assert r.out.decode().count(": valid (") == 2, r.describe()
+    r = run(tbx, "validate", sample, bad)
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    text = r.out.decode()
+    assert str(sample) in text and str(bad) in text, r.describe()
+    for argv in (["validate", "--quiet", bad], ["validate", "-q", sample, bad]):
+        r = run(tbx, *argv)
+        assert r.rc == 1 and r.out == b"" and r.err == b"", r.describe()
+    r = run(tbx, "validate", "-q", sample)
+    assert r.rc == 0 and r.out == b"" and r.err == b"", r.describe()
+
+
+@pytest.mark.parametrize("cmd", ["info", "validate", "cat", "convert"])
+def test_command_help(tbx, cmd):
+    for argv in (["help", cmd], [cmd, "--help"], [cmd, "-h"]):
+        r = run(tbx, *argv)
+        assert r.rc == 0, r.describe()
+        assert f"tbx {cmd}" in r.out.decode(), r.describe()
+
+
+def test_demo_script(tbx):
+    """examples/demo.sh runs end to end with this tbx and shows the byte-identical convert."""
+    import subprocess
+    script = REPO / "examples" / "demo.sh"
+    proc = subprocess.run(["bash", str(script), tbx], capture_output=True, timeout=300)
+    out = proc.stdout.decode(errors="replace")
+    assert proc.returncode == 0, out + proc.stderr.decode(errors="replace")
+    for heading in ("==> tbx info", "==> tbx validate", "==> tbx cat", "==> tbx convert"):
+        assert heading in out, f"missing step {heading!r}:\n{out}"
+    assert "byte-identical to the source" in out
+
+
+def test_u64_and_i64_extremes_print_exactly(tbx, tmp_path):
+    """Typed metadata (GGUF, written by the `gguf` package): 2^64-1 and -2^63 appear digit for
+    digit in the text of `info --json` and of the summary (no float rounding anywhere)."""
+    gguf = need("gguf")
+    p = tmp_path / "extremes.gguf"
+    w = gguf.GGUFWriter(str(p), "llama")
+    w.add_uint64("test.u64_max", 2**64 - 1)
+    w.add_int64("test.i64_min", -(2**63))
+    w.add_tensor("t", np.zeros(4, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    r = run(tbx, "info", p, "--json")
+    assert r.rc == 0, r.describe()
+    text = r.out.decode()
+    assert '"test.u64_max": 18446744073709551615' in text, text
+    assert '"test.i64_min": -9223372036854775808' in text, text
+    r = run(tbx, "info", p, "--json", "--types")
+    assert r.rc == 0, r.describe()
+    typed = json.loads(r.out)["metadata"]
+    assert typed["test.u64_max"] == {"type": "u64", "value": 2**64 - 1}
+    assert typed["test.i64_min"] == {"type": "i64", "value": -(2**63)}
+    r = run(tbx, "info", p)
+    assert r.rc == 0, r.describe()
+    assert "18446744073709551615" in r.out.decode() and "-9223372036854775808" in r.out.decode()
