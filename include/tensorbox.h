@@ -352,7 +352,9 @@ typedef struct tbx_open_options {
 /* Fills `opt` with defaults (detect format, pread, default limits, malloc). */
 TBX_API void tbx_open_options_init(tbx_open_options *opt);
 
-/* Opens a file by path. On success *out is a handle to close with tbx_close(). */
+/* Opens a file by path. On success *out is a handle to close with tbx_close(). The format comes
+ * from opt->format or else from the file's magic bytes; only when no magic matches is the
+ * extension used, so that a damaged file gets its format's precise error message. */
 TBX_API tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_options *opt,
                                  tbx_error *err);
 /* Opens a memory buffer. The buffer is not copied and must outlive the handle. */

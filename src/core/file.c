@@ -234,14 +234,18 @@ static tbx_status new_file(tbx_file **out, const tbx_open_options *opt, tbx_erro
     return TBX_OK;
 }
 
-/* Detects the format (unless forced) and runs the driver. Closes f on failure. */
-static tbx_status finish_open(tbx_file *f, tbx_file **out, tbx_error *err) {
+/* Detects the format (unless forced) and runs the driver. Closes f on failure. `hint` is the
+ * format a path's extension names: it is used only when no magic matches, so that a damaged file
+ * gets its own driver's precise error (e.g. an impossible safetensors header length) instead of
+ * "unknown format". The magic always wins over the extension. */
+static tbx_status finish_open(tbx_file *f, tbx_format hint, tbx_file **out, tbx_error *err) {
     uint8_t head[64];
     size_t hl = f->src.size < sizeof head ? (size_t)f->src.size : sizeof head;
     tbx_status st = tbx_source_read(&f->src, 0, head, hl, "magic", err);
     if (st != TBX_OK) { tbx_close(f); return st; }
     if (f->format == TBX_FORMAT_UNKNOWN) {
         f->format = tbx_detect_format(head, hl, f->src.size);
+        if (f->format == TBX_FORMAT_UNKNOWN) f->format = hint;
         if (f->format == TBX_FORMAT_UNKNOWN) {
             char q[96];
             tbx_quote_bytes(q, sizeof q, (const char *)head, hl, 8);
@@ -273,7 +277,7 @@ tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_option
     if (st != TBX_OK) return st;
     st = tbx_source_open_path(&f->src, path, (f->flags & TBX_OPEN_MMAP) != 0, err);
     if (st != TBX_OK) { tbx_close(f); return st; }
-    return finish_open(f, out, err);
+    return finish_open(f, tbx_format_from_path(path), out, err);
 }
 
 tbx_status tbx_open_memory(tbx_file **out, const void *data, size_t size,
@@ -284,7 +288,7 @@ tbx_status tbx_open_memory(tbx_file **out, const void *data, size_t size,
     tbx_status st = new_file(&f, opt, err);
     if (st != TBX_OK) return st;
     tbx_source_open_memory(&f->src, data, size);
-    return finish_open(f, out, err);
+    return finish_open(f, TBX_FORMAT_UNKNOWN, out, err);
 }
 
 tbx_status tbx_open_callback(tbx_file **out, tbx_read_at_fn read_at, void *ud, uint64_t size,
@@ -295,7 +299,7 @@ tbx_status tbx_open_callback(tbx_file **out, tbx_read_at_fn read_at, void *ud, u
     tbx_status st = new_file(&f, opt, err);
     if (st != TBX_OK) return st;
     tbx_source_open_callback(&f->src, read_at, ud, size);
-    return finish_open(f, out, err);
+    return finish_open(f, TBX_FORMAT_UNKNOWN, out, err);
 }
 
 tbx_format tbx_file_format(const tbx_file *f) { return f ? f->format : TBX_FORMAT_UNKNOWN; }
