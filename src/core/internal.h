@@ -428,6 +428,7 @@ const tbx_driver *tbx_driver_for(tbx_format format);
 
 /* Drivers */
 extern const tbx_driver tbx_driver_safetensors;
+extern const tbx_driver tbx_driver_gguf;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Small text helpers (src/core/text.c)                                                        */

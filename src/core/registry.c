@@ -10,6 +10,7 @@
 #include <strings.h>
 
 const tbx_driver *const tbx_drivers[] = {
+    &tbx_driver_gguf,
     &tbx_driver_safetensors, /* weakest probe (no magic): keep last */
     NULL,
 };

@@ -1,0 +1,1394 @@
+/*
+ * gguf.c - the GGUF driver (the container of ggml / llama.cpp; PyPI `gguf`).
+ *
+ * A GGUF file is a fixed header, a list of typed key/value pairs, a list of tensor infos, zero
+ * padding up to the data alignment, and the tensor data. Every integer is little-endian, or
+ * big-endian in "big-endian GGUF" files (same magic, every field and the tensor data
+ * byte-swapped; recognised by a version whose low 16 bits read as zero). Version 1 stored the
+ * counts, string/array lengths and dimensions as u32; versions 2 and 3 use u64.
+ *
+ *   offset 0     4          8                 16 (v1: 12)     24 (v1: 16)
+ *          +-----+----------+-----------------+---------------+------------------------------+
+ *          |GGUF | u32 ver  | u64 n_tensors   | u64 n_kv      | n_kv x { string key,         |
+ *          |     | (1,2,3)  | (v1: u32)       | (v1: u32)     |   u32 type, value }          |
+ *          +-----+----------+-----------------+---------------+------------------------------+
+ *          | n_tensors x { string name, u32 n_dims, u64 ne[n_dims] (v1: u32; ne[0] fastest), |
+ *          |               u32 ggml_type, u64 offset (relative to the data start) }          |
+ *          +---------------------------------------------------------------------------------+
+ *          | zero padding up to the alignment (general.alignment, u32, default 32)          |
+ *          +------------------------------------------------ data start --------------------+
+ *          | tensor data, each tensor at data start + offset (a multiple of the alignment)   |
+ *          +---------------------------------------------------------------------------------+
+ *   string = u64 length (v1: u32) + bytes (no NUL terminator; may contain NUL)
+ *   value  = u8 i8 u16 i16 u32 i32 f32 bool(u8 0/1) string | array | u64 i64 f64 (types 0..12)
+ *   array  = u32 element type + u64 count (v1: u32) + count untagged values (arrays may nest)
+ *
+ * Reading is strict and checks every declared count and length against the bytes left and the
+ * limits before allocating. Tensor shapes are reported row-major (ne reversed), each tensor has
+ * one raw component "data" at its absolute offset. Recoverable problems (a bool that is not 0/1,
+ * a general.alignment of the wrong type, a misaligned or overlapping tensor, non-zero padding in
+ * validate) go through tbx_file_problem. Big-endian files are served through a second driver
+ * table whose read_component swaps tensor elements back to little-endian; little-endian files
+ * keep zero-copy access. tbx_gguf_lint (gguf.h) adds ggml's own, stricter loader rules.
+ *
+ * Writing produces GGUF v3 little-endian, byte-identical to gguf-py's GGUFWriter for the same
+ * content: keys and tensor infos in insertion order, tensors packed in order, every tensor
+ * (the last one too) padded with zeros to the alignment, the data start aligned even when there
+ * are no tensors. docs/formats/gguf.md lists every rule, decision and error.
+ */
+#include "internal.h"
+#include "gguf.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define G_DEFAULT_ALIGNMENT 32u
+#define G_MAX_NEST 256u   /* hard cap on array nesting, whatever limits.max_depth says */
+#define G_CHUNK ((size_t)64 * 1024)
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define G_HOST_BE 1
+#else
+#define G_HOST_BE 0
+#endif
+
+/* GGUF metadata value types */
+enum {
+    GV_U8 = 0, GV_I8 = 1, GV_U16 = 2, GV_I16 = 3, GV_U32 = 4, GV_I32 = 5, GV_F32 = 6,
+    GV_BOOL = 7, GV_STRING = 8, GV_ARRAY = 9, GV_U64 = 10, GV_I64 = 11, GV_F64 = 12,
+    GV_COUNT = 13
+};
+
+static const char *const gv_names[GV_COUNT] = {
+    "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64",
+};
+
+static const tbx_value_type gv_tbx[GV_COUNT] = {
+    TBX_V_U8, TBX_V_I8, TBX_V_U16, TBX_V_I16, TBX_V_U32, TBX_V_I32, TBX_V_F32,
+    TBX_V_BOOL, TBX_V_STRING, TBX_V_ARRAY, TBX_V_U64, TBX_V_I64, TBX_V_F64,
+};
+
+/* Byte size of a fixed-size GGUF value type, 0 for string/array. */
+static size_t gv_size(uint32_t t) {
+    switch (t) {
+    case GV_U8: case GV_I8: case GV_BOOL: return 1;
+    case GV_U16: case GV_I16: return 2;
+    case GV_U32: case GV_I32: case GV_F32: return 4;
+    case GV_U64: case GV_I64: case GV_F64: return 8;
+    default: return 0;
+    }
+}
+
+static const char *gv_name(uint32_t t) { return t < GV_COUNT ? gv_names[t] : "?"; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* ggml types                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+/* Big-endian block layouts: the multi-byte fields of one block that are byte-swapped in a
+ * big-endian file ({offset, width, count} runs). `be` 0: no swap needed (all bytes), 1: swap the
+ * runs, 2: layout ambiguous on big-endian hosts (read as TBX_E_UNSUPPORTED). Plain types swap
+ * every element (width = element size). */
+typedef struct g_run { uint16_t off; uint8_t width, count; } g_run;
+
+typedef struct g_type {
+    const char *name;   /* ggml's name */
+    tbx_dtype dt;       /* TBX_DT_INVALID: removed */
+    uint8_t be;         /* 0 nothing to swap, 1 swap runs, 2 unsupported */
+    g_run runs[2];
+} g_type;
+
+#define GT(nm, d, be, ...) { nm, TBX_DT_##d, be, { __VA_ARGS__ } }
+static const g_type g_types[TBX_GGUF_TYPE_MAX + 1] = {
+    [0] = GT("F32", F32, 1, {0, 4, 1}),
+    [1] = GT("F16", F16, 1, {0, 2, 1}),
+    [2] = GT("Q4_0", Q4_0, 1, {0, 2, 1}),
+    [3] = GT("Q4_1", Q4_1, 1, {0, 2, 2}),
+    [4] = GT("Q4_2", INVALID, 0, {0, 0, 0}),
+    [5] = GT("Q4_3", INVALID, 0, {0, 0, 0}),
+    [6] = GT("Q5_0", Q5_0, 1, {0, 2, 1}, {2, 4, 1}),
+    [7] = GT("Q5_1", Q5_1, 1, {0, 2, 2}, {4, 4, 1}),
+    [8] = GT("Q8_0", Q8_0, 1, {0, 2, 1}),
+    [9] = GT("Q8_1", Q8_1, 1, {0, 2, 2}),
+    [10] = GT("Q2_K", Q2_K, 1, {80, 2, 2}),
+    [11] = GT("Q3_K", Q3_K, 1, {108, 2, 1}),
+    [12] = GT("Q4_K", Q4_K, 1, {0, 2, 2}),
+    [13] = GT("Q5_K", Q5_K, 1, {0, 2, 2}),
+    [14] = GT("Q6_K", Q6_K, 1, {208, 2, 1}),
+    [15] = GT("Q8_K", Q8_K, 1, {0, 4, 1}, {4 + 256, 2, 16}),
+    [16] = GT("IQ2_XXS", IQ2_XXS, 2, {0, 0, 0}),
+    [17] = GT("IQ2_XS", IQ2_XS, 1, {0, 2, 33}),
+    [18] = GT("IQ3_XXS", IQ3_XXS, 2, {0, 0, 0}),
+    [19] = GT("IQ1_S", IQ1_S, 1, {0, 2, 1}, {34, 2, 8}),
+    [20] = GT("IQ4_NL", IQ4_NL, 1, {0, 2, 1}),
+    [21] = GT("IQ3_S", IQ3_S, 1, {0, 2, 1}),
+    [22] = GT("IQ2_S", IQ2_S, 1, {0, 2, 1}),
+    [23] = GT("IQ4_XS", IQ4_XS, 1, {0, 2, 2}),
+    [24] = GT("I8", I8, 0, {0, 0, 0}),
+    [25] = GT("I16", I16, 1, {0, 2, 1}),
+    [26] = GT("I32", I32, 1, {0, 4, 1}),
+    [27] = GT("I64", I64, 1, {0, 8, 1}),
+    [28] = GT("F64", F64, 1, {0, 8, 1}),
+    [29] = GT("IQ1_M", IQ1_M, 2, {0, 0, 0}),
+    [30] = GT("BF16", BF16, 1, {0, 2, 1}),
+    [31] = GT("Q4_0_4_4", INVALID, 0, {0, 0, 0}),
+    [32] = GT("Q4_0_4_8", INVALID, 0, {0, 0, 0}),
+    [33] = GT("Q4_0_8_8", INVALID, 0, {0, 0, 0}),
+    [34] = GT("TQ1_0", TQ1_0, 1, {52, 2, 1}),
+    [35] = GT("TQ2_0", TQ2_0, 1, {64, 2, 1}),
+    [36] = GT("IQ4_NL_4_4", INVALID, 0, {0, 0, 0}),
+    [37] = GT("IQ4_NL_4_8", INVALID, 0, {0, 0, 0}),
+    [38] = GT("IQ4_NL_8_8", INVALID, 0, {0, 0, 0}),
+    [39] = GT("MXFP4", MXFP4, 0, {0, 0, 0}),
+    [40] = GT("NVFP4", NVFP4, 0, {0, 0, 0}),
+    [41] = GT("Q1_0", Q1_0, 1, {0, 2, 1}),
+    [42] = GT("Q2_0", Q2_0, 1, {0, 2, 1}),
+};
+#undef GT
+
+tbx_dtype tbx_gguf_type_dtype(uint32_t t) {
+    return t <= TBX_GGUF_TYPE_MAX ? g_types[t].dt : TBX_DT_INVALID;
+}
+
+int32_t tbx_gguf_dtype_type(tbx_dtype dt) {
+    if (dt == TBX_DT_INVALID) return -1;
+    for (uint32_t t = 0; t <= TBX_GGUF_TYPE_MAX; t++)
+        if (g_types[t].dt == dt) return (int32_t)t;
+    return -1;
+}
+
+const char *tbx_gguf_type_name(uint32_t t) { return t <= TBX_GGUF_TYPE_MAX ? g_types[t].name : NULL; }
+
+static const char *dt_name(tbx_dtype dt) {
+    const tbx_dtype_info *di = tbx_dtype_get(dt);
+    return di ? di->name : "(invalid)";
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Driver state of an open file                                                                */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct g_ti {
+    uint64_t info_off;   /* byte offset of the tensor info */
+    uint64_t ne_off;     /* byte offset of ne[0] */
+    uint64_t off_off;    /* byte offset of the offset field */
+    uint64_t rel;        /* offset relative to the data start */
+    uint64_t size;       /* stored bytes */
+    uint64_t max_ne;     /* largest ne[i] (lint: ggml reads ne as int64) */
+    uint64_t nelems;
+    uint32_t type;       /* ggml type id */
+    uint32_t n_dims;
+    size_t index;        /* tensor index in f->tensors (file order) */
+} g_ti;
+
+#define G_STATE_TAG 0x46554747u /* "GGUF" */
+
+typedef struct g_state {
+    uint32_t tag;
+    uint32_t version;
+    bool be;
+    uint64_t alignment;
+    int32_t align_type;   /* GGUF type of general.alignment, -1 when absent */
+    uint64_t align_off;   /* byte offset of its KV */
+    uint64_t infos_end;
+    uint64_t data_start;
+    g_ti *ti; size_t nti, cap_ti;
+    uint64_t *kv_off; size_t nkv, cap_kv; /* byte offset of each KV, in metadata order */
+} g_state;
+
+static void g_close(tbx_file *f) {
+    g_state *s = f->drv_state;
+    if (!s) return;
+    tbx_free(&f->al, s->ti, s->cap_ti * sizeof *s->ti);
+    tbx_free(&f->al, s->kv_off, s->cap_kv * sizeof *s->kv_off);
+    tbx_free(&f->al, s, sizeof *s);
+    f->drv_state = NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Probe                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+static bool g_probe(const uint8_t *head, size_t len, uint64_t file_size) {
+    (void)file_size;
+    return len >= 4 && memcmp(head, "GGUF", 4) == 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reading                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct g_rd {
+    tbx_file *f;
+    g_state *s;
+    tbx_cursor c;
+    bool v1;
+    uint32_t max_nest;
+    char *scratch; size_t scratch_cap; /* key / name bytes */
+} g_rd;
+
+/* Path of a metadata value for messages: "general.name", "tokens"[12][3]. Formatted only when
+ * an error is reported; `fld` (metadata "key", shortened) is shared by the whole value. */
+typedef struct g_path {
+    const struct g_path *up;
+    const char *key;
+    size_t key_len;
+    uint64_t idx;
+    const char *fld;
+} g_path;
+
+static void path_fmt(char *dst, size_t cap, const g_path *p) {
+    if (!p->up) {
+        char q[80];
+        tbx_quote_bytes(q, sizeof q, p->key, p->key_len, 48);
+        snprintf(dst, cap, "\"%s\"", q);
+        return;
+    }
+    path_fmt(dst, cap, p->up);
+    size_t l = strlen(dst);
+    if (l + 1 < cap) snprintf(dst + l, cap - l, "[%" PRIu64 "]", p->idx);
+}
+
+/* A string or array length: u32 in v1, u64 since v2. */
+static tbx_status rd_len(g_rd *r, uint64_t *out, const char *field, tbx_error *err) {
+    if (r->v1) {
+        uint32_t v;
+        tbx_status st = tbx_cur_u32(&r->c, &v, field, err);
+        if (st == TBX_OK) *out = v;
+        return st;
+    }
+    return tbx_cur_u64(&r->c, out, field, err);
+}
+
+/* `need` more bytes of header must exist (TBX_E_TRUNCATED; `overflow`: the need itself
+ * overflowed) and end within max_header_bytes (TBX_E_LIMIT). On failure the message starts with
+ * the description formatted from fmt; `at` is where the item starts. */
+static tbx_status rd_room(g_rd *r, uint64_t need, bool overflow, uint64_t at, const char *field,
+                          tbx_error *err, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static tbx_status rd_room(g_rd *r, uint64_t need, bool overflow, uint64_t at, const char *field,
+                          tbx_error *err, const char *fmt, ...) {
+    uint64_t rem = tbx_cursor_remaining(&r->c);
+    bool trunc = overflow || need > rem;
+    if (!trunc && r->c.pos + need <= r->f->limits.max_header_bytes) return TBX_OK;
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (trunc)
+        return tbx_err(err, TBX_E_TRUNCATED, at, field,
+                       "%s needs %s%" PRIu64 " bytes, only %" PRIu64 " remain in the file",
+                       what, overflow ? "more than " : "", overflow ? UINT64_MAX : need, rem);
+    return tbx_err(err, TBX_E_LIMIT, at, field,
+                   "%s ends at byte %" PRIu64 ", past max_header_bytes = %" PRIu64, what,
+                   r->c.pos + need, r->f->limits.max_header_bytes);
+}
+
+/* Reads a string's length and bytes into r->scratch (NUL-terminated). */
+static tbx_status rd_str_scratch(g_rd *r, size_t *len, const char *field, const char *what,
+                                 tbx_error *err) {
+    uint64_t at = r->c.pos, n;
+    tbx_status st = rd_len(r, &n, field, err);
+    if (st != TBX_OK) return st;
+    st = rd_room(r, n, false, at, field, err, "%s of %" PRIu64 " bytes", what, n);
+    if (st != TBX_OK) return st;
+    if (n > r->f->limits.max_string_len)
+        return tbx_err(err, TBX_E_LIMIT, at, field,
+                       "%s of %" PRIu64 " bytes exceeds max_string_len = %" PRIu64, what, n,
+                       r->f->limits.max_string_len);
+    if (n + 1 > r->scratch_cap) {
+        size_t cap = (size_t)n + 1;
+        char *p = tbx_realloc(&r->f->al, r->scratch, r->scratch_cap, cap);
+        if (!p) return tbx_err_nomem(err, "GGUF string");
+        r->scratch = p;
+        r->scratch_cap = cap;
+    }
+    st = tbx_cur_bytes(&r->c, r->scratch, (size_t)n, field, err);
+    if (st != TBX_OK) return st;
+    r->scratch[n] = '\0';
+    *len = (size_t)n;
+    return TBX_OK;
+}
+
+/* Swaps `n` elements of `es` bytes in place. */
+static void swap_elems(uint8_t *p, size_t n, size_t es) {
+    if (es < 2) return;
+    for (size_t i = 0; i < n; i++, p += es)
+        for (size_t a = 0, b = es - 1; a < b; a++, b--) {
+            uint8_t t = p[a];
+            p[a] = p[b];
+            p[b] = t;
+        }
+}
+
+static tbx_status rd_value(g_rd *r, uint32_t gt, uint32_t level, const g_path *path,
+                           tbx_value **out, tbx_error *err);
+
+/* Reads an array value (its element type, count and elements). `level`: nesting of this array
+ * (1 for a top-level array). */
+static tbx_status rd_array(g_rd *r, uint32_t level, const g_path *path, tbx_value **out,
+                           tbx_error *err) {
+    tbx_file *f = r->f;
+    const char *fld = path->fld;
+    char p[128];
+    uint64_t at = r->c.pos, n;
+    uint32_t et;
+    tbx_status st = tbx_cur_u32(&r->c, &et, fld, err);
+    if (st != TBX_OK) return st;
+    if (et >= GV_COUNT) {
+        path_fmt(p, sizeof p, path);
+        return tbx_err(err, TBX_E_FORMAT, at, fld,
+                       "metadata %s: array element type %" PRIu32 " is not a GGUF value type "
+                       "(0..12)", p, et);
+    }
+    if (level > r->max_nest) {
+        path_fmt(p, sizeof p, path);
+        return tbx_err(err, TBX_E_LIMIT, at, fld,
+                       "metadata %s: arrays nested %" PRIu32 " deep exceed max_depth = %" PRIu32,
+                       p, level, r->max_nest);
+    }
+    st = rd_len(r, &n, fld, err);
+    if (st != TBX_OK) return st;
+    size_t es = gv_size(et);
+    uint64_t lenw = r->v1 ? 4 : 8;
+    uint64_t min = es ? es : et == GV_STRING ? lenw : 4 + lenw;
+    uint64_t need = 0;
+    bool ovf = !tbx_mul_u64(n, min, &need);
+    if (ovf || need > tbx_cursor_remaining(&r->c) ||
+        r->c.pos + need > f->limits.max_header_bytes) {
+        path_fmt(p, sizeof p, path);
+        return rd_room(r, need, ovf, at, fld, err, "metadata %s: array of %" PRIu64 " %s elements",
+                       p, n, gv_name(et));
+    }
+    if (n > f->limits.max_array_len) {
+        path_fmt(p, sizeof p, path);
+        return tbx_err(err, TBX_E_LIMIT, at, fld,
+                       "metadata %s: array of %" PRIu64 " %s elements exceeds max_array_len = "
+                       "%" PRIu64, p, n, gv_name(et), f->limits.max_array_len);
+    }
+
+    if (es) {
+        tbx_value *v = tbx_val_packed_array(&f->al, gv_tbx[et], (size_t)n);
+        if (!v) return tbx_err_nomem(err, "GGUF array");
+        uint8_t *d = v->v.a.packed;
+        uint64_t data_at = r->c.pos;
+        st = tbx_cur_bytes(&r->c, d, (size_t)(n * es), fld, err);
+        if (st != TBX_OK) { tbx_val_free(v); return st; }
+        if (r->s->be != G_HOST_BE) swap_elems(d, (size_t)n, es);
+        if (et == GV_BOOL) {
+            /* one problem per array: the first bad element and how many there are */
+            size_t first = SIZE_MAX, nbad = 0;
+            unsigned val = 0;
+            for (size_t i = 0; i < (size_t)n; i++) {
+                if (d[i] <= 1) continue;
+                if (!nbad++) { first = i; val = d[i]; }
+                d[i] = 1;
+            }
+            if (nbad) {
+                path_fmt(p, sizeof p, path);
+                st = tbx_file_problem(f, err, TBX_E_FORMAT, data_at + first, fld,
+                                      "metadata %s[%zu]: bool must be 0 or 1, got %u (%zu such "
+                                      "element%s)", p, first, val, nbad, nbad == 1 ? "" : "s");
+                if (st != TBX_OK) { tbx_val_free(v); return st; }
+            }
+        }
+        *out = v;
+        return TBX_OK;
+    }
+
+    tbx_value *v = tbx_val_new(&f->al, TBX_V_ARRAY);
+    if (!v) return tbx_err_nomem(err, "GGUF array");
+    v->elem = gv_tbx[et];
+    if (n) {
+        v->v.a.items = tbx_calloc(&f->al, (size_t)n, sizeof(tbx_value *));
+        if (!v->v.a.items) { tbx_val_free(v); return tbx_err_nomem(err, "GGUF array"); }
+        v->v.a.cap = (size_t)n;
+    }
+    g_path sub = { path, NULL, 0, 0, fld };
+    for (uint64_t i = 0; i < n; i++) {
+        sub.idx = i;
+        tbx_value *item = NULL;
+        st = rd_value(r, et, level + 1, &sub, &item, err);
+        if (st != TBX_OK) { tbx_val_free(v); return st; }
+        v->v.a.items[i] = item;
+        v->v.a.n = (size_t)i + 1;
+    }
+    *out = v;
+    return TBX_OK;
+}
+
+/* Reads one value of GGUF type `gt`. `level`: nesting of the array this value would open. */
+static tbx_status rd_value(g_rd *r, uint32_t gt, uint32_t level, const g_path *path,
+                           tbx_value **out, tbx_error *err) {
+    tbx_file *f = r->f;
+    const char *fld = path->fld;
+    char p[128];
+    uint64_t at = r->c.pos;
+    tbx_status st;
+    if (gt == GV_ARRAY) return rd_array(r, level, path, out, err);
+    if (gt == GV_STRING) {
+        uint64_t n;
+        st = rd_len(r, &n, fld, err);
+        if (st != TBX_OK) return st;
+        if (n > tbx_cursor_remaining(&r->c) || r->c.pos + n > f->limits.max_header_bytes) {
+            path_fmt(p, sizeof p, path);
+            return rd_room(r, n, false, at, fld, err, "metadata %s: string of %" PRIu64 " bytes",
+                           p, n);
+        }
+        if (n > f->limits.max_string_len) {
+            path_fmt(p, sizeof p, path);
+            return tbx_err(err, TBX_E_LIMIT, at, fld,
+                           "metadata %s: string of %" PRIu64 " bytes exceeds max_string_len = "
+                           "%" PRIu64, p, n, f->limits.max_string_len);
+        }
+        tbx_value *v = tbx_val_new(&f->al, TBX_V_STRING);
+        if (!v) return tbx_err_nomem(err, "GGUF string");
+        char *s = tbx_malloc(&f->al, (size_t)n + 1);
+        if (!s) { tbx_val_free(v); return tbx_err_nomem(err, "GGUF string"); }
+        v->v.s.p = s;
+        v->v.s.n = (size_t)n;
+        s[n] = '\0';
+        st = tbx_cur_bytes(&r->c, s, (size_t)n, fld, err);
+        if (st != TBX_OK) { tbx_val_free(v); return st; }
+        *out = v;
+        return TBX_OK;
+    }
+    if (gt >= GV_COUNT) {
+        path_fmt(p, sizeof p, path);
+        return tbx_err(err, TBX_E_FORMAT, at, fld,
+                       "metadata %s: value type %" PRIu32 " is not a GGUF value type (0..12)", p,
+                       gt);
+    }
+    uint8_t b8 = 0;
+    uint16_t b16 = 0;
+    uint32_t b32 = 0;
+    uint64_t b64 = 0;
+    switch (gv_size(gt)) {
+    case 1: st = tbx_cur_u8(&r->c, &b8, fld, err); break;
+    case 2: st = tbx_cur_u16(&r->c, &b16, fld, err); break;
+    case 4: st = tbx_cur_u32(&r->c, &b32, fld, err); break;
+    default: st = tbx_cur_u64(&r->c, &b64, fld, err); break;
+    }
+    if (st != TBX_OK) return st;
+    tbx_value *v = tbx_val_new(&f->al, gv_tbx[gt]);
+    if (!v) return tbx_err_nomem(err, "GGUF value");
+    switch (gt) {
+    case GV_U8: v->v.u = b8; break;
+    case GV_I8: v->v.i = (int8_t)b8; break;
+    case GV_U16: v->v.u = b16; break;
+    case GV_I16: v->v.i = (int16_t)b16; break;
+    case GV_U32: v->v.u = b32; break;
+    case GV_I32: v->v.i = (int32_t)b32; break;
+    case GV_U64: v->v.u = b64; break;
+    case GV_I64: v->v.i = (int64_t)b64; break;
+    case GV_F32: { float x; memcpy(&x, &b32, 4); v->v.f = x; break; }
+    case GV_F64: { double x; memcpy(&x, &b64, 8); v->v.f = x; break; }
+    case GV_BOOL:
+        if (b8 > 1) {
+            path_fmt(p, sizeof p, path);
+            st = tbx_file_problem(f, err, TBX_E_FORMAT, at, fld,
+                                  "metadata %s: bool must be 0 or 1, got %u", p, (unsigned)b8);
+            if (st != TBX_OK) { tbx_val_free(v); return st; }
+        }
+        v->v.u = b8 != 0;
+        break;
+    default: break;
+    }
+    *out = v;
+    return TBX_OK;
+}
+
+/* log2 of the product of ne[0..k] for overflow messages. */
+static double ne_log2(const uint64_t *ne, uint32_t k) {
+    double l = 0;
+    for (uint32_t j = 0; j <= k; j++)
+        if (ne[j]) l += log2((double)ne[j]);
+    return l;
+}
+
+/* Reads one tensor info and adds the tensor to the model (offsets are filled in later). */
+static tbx_status rd_tensor_info(g_rd *r, uint64_t i, uint64_t **ne_buf, size_t *ne_cap,
+                                 tbx_error *err) {
+    tbx_file *f = r->f;
+    g_state *s = r->s;
+    char fld[64], q[96];
+    tbx_status st;
+    g_ti ti;
+    memset(&ti, 0, sizeof ti);
+    ti.info_off = r->c.pos;
+
+    snprintf(fld, sizeof fld, "tensor[%" PRIu64 "].name", i);
+    size_t name_len = 0;
+    st = rd_str_scratch(r, &name_len, fld, "tensor name", err);
+    if (st != TBX_OK) return st;
+    const char *name = r->scratch;
+    tbx_quote_bytes(q, sizeof q, name, name_len, 64);
+    if (name_len == 0)
+        return tbx_err(err, TBX_E_FORMAT, ti.info_off, fld, "tensor %" PRIu64 " has an empty name",
+                       i);
+    if (memchr(name, 0, name_len))
+        return tbx_err(err, TBX_E_FORMAT, ti.info_off, fld,
+                       "tensor name \"%s\" contains a NUL byte", q);
+
+    uint64_t nd_at = r->c.pos;
+    snprintf(fld, sizeof fld, "tensor[%" PRIu64 "].n_dims", i);
+    st = tbx_cur_u32(&r->c, &ti.n_dims, fld, err);
+    if (st != TBX_OK) return st;
+    uint64_t w = r->v1 ? 4 : 8, need = 0;
+    bool ovf = !tbx_mul_u64(ti.n_dims, w, &need);
+    st = rd_room(r, need, ovf, nd_at, fld, err, "tensor \"%s\": n_dims = %" PRIu32 " (dimensions)",
+                 q, ti.n_dims);
+    if (st != TBX_OK) return st;
+    if (ti.n_dims > f->limits.max_ndim)
+        return tbx_err(err, TBX_E_LIMIT, nd_at, fld,
+                       "tensor \"%s\": n_dims = %" PRIu32 " exceeds max_ndim = %" PRIu32, q,
+                       ti.n_dims, f->limits.max_ndim);
+    /* ne, then the row-major shape after it (2 * n_dims entries) */
+    size_t want = 2 * (size_t)(ti.n_dims ? ti.n_dims : 1);
+    if (want > *ne_cap) {
+        uint64_t *nb = tbx_realloc(&f->al, *ne_buf, *ne_cap * sizeof(uint64_t),
+                                   want * sizeof(uint64_t));
+        if (!nb) return tbx_err_nomem(err, "GGUF shape");
+        *ne_buf = nb;
+        *ne_cap = want;
+    }
+    uint64_t *ne = *ne_buf, *shape = *ne_buf + ti.n_dims;
+    ti.ne_off = r->c.pos;
+    snprintf(fld, sizeof fld, "tensor[%" PRIu64 "].ne", i);
+    for (uint32_t j = 0; j < ti.n_dims; j++) {
+        if (r->v1) {
+            uint32_t x;
+            st = tbx_cur_u32(&r->c, &x, fld, err);
+            ne[j] = x;
+        } else {
+            st = tbx_cur_u64(&r->c, &ne[j], fld, err);
+        }
+        if (st != TBX_OK) return st;
+        if (ne[j] > ti.max_ne) ti.max_ne = ne[j];
+    }
+    uint64_t type_at = r->c.pos;
+    snprintf(fld, sizeof fld, "tensor[%" PRIu64 "].type", i);
+    st = tbx_cur_u32(&r->c, &ti.type, fld, err);
+    if (st != TBX_OK) return st;
+    ti.off_off = r->c.pos;
+    snprintf(fld, sizeof fld, "tensor[%" PRIu64 "].offset", i);
+    st = tbx_cur_u64(&r->c, &ti.rel, fld, err);
+    if (st != TBX_OK) return st;
+
+    /* type */
+    snprintf(fld, sizeof fld, "tensor[%" PRIu64 "].type", i);
+    if (ti.type > TBX_GGUF_TYPE_MAX)
+        return tbx_err(err, TBX_E_FORMAT, type_at, fld,
+                       "tensor \"%s\": ggml type id %" PRIu32 " is unknown (known ids 0..%u)", q,
+                       ti.type, TBX_GGUF_TYPE_MAX);
+    tbx_dtype dt = g_types[ti.type].dt;
+    if (dt == TBX_DT_INVALID)
+        return tbx_err(err, TBX_E_FORMAT, type_at, fld,
+                       "tensor \"%s\": ggml type id %" PRIu32 " (%s) was removed from ggml and "
+                       "is not valid in GGUF files", q, ti.type, g_types[ti.type].name);
+    const tbx_dtype_info *di = tbx_dtype_get(dt);
+    if (!di)
+        return tbx_err(err, TBX_E_UNSUPPORTED, type_at, fld,
+                       "tensor \"%s\": ggml type %s has no dtype in this build", q,
+                       g_types[ti.type].name);
+
+    /* element count: the product of the non-zero ne must fit 64 bits */
+    snprintf(fld, sizeof fld, "tensor[%" PRIu64 "].ne", i);
+    uint64_t prod = 1;
+    bool zero = false;
+    for (uint32_t j = 0; j < ti.n_dims; j++) {
+        if (ne[j] == 0) { zero = true; continue; }
+        if (!tbx_mul_u64(prod, ne[j], &prod)) {
+            double l = ne_log2(ne, j);
+            return tbx_err(err, TBX_E_OVERFLOW, ti.ne_off + j * w, fld,
+                           "tensor \"%s\": ne[%" PRIu32 "] = %" PRIu64 " makes 2^%.*f elements "
+                           "(overflow)", q, j, ne[j], l == floor(l) ? 0 : 1, l);
+        }
+    }
+    ti.nelems = zero ? 0 : prod;
+    uint64_t ne0 = ti.n_dims ? ne[0] : 1;
+    if (ne0 % di->block_size != 0)
+        return tbx_err(err, TBX_E_FORMAT, ti.ne_off, fld,
+                       "tensor \"%s\": ne[0] = %" PRIu64 " is not a multiple of the %s block "
+                       "size %" PRIu32, q, ne0, g_types[ti.type].name, di->block_size);
+    for (uint32_t j = 0; j < ti.n_dims; j++) shape[j] = ne[ti.n_dims - 1 - j];
+    st = tbx_dtype_nbytes_shape(dt, shape, ti.n_dims, &ti.size);
+    if (st != TBX_OK)
+        return tbx_err(err, st == TBX_E_FORMAT ? TBX_E_FORMAT : TBX_E_OVERFLOW, ti.ne_off, fld,
+                       "tensor \"%s\": byte size of %" PRIu64 " %s elements %s", q, ti.nelems,
+                       g_types[ti.type].name,
+                       st == TBX_E_FORMAT ? "is not a whole number of blocks"
+                                          : "overflows 64 bits");
+    if (ti.size > f->limits.max_tensor_bytes)
+        return tbx_err(err, TBX_E_LIMIT, ti.ne_off, fld,
+                       "tensor \"%s\": %" PRIu64 " bytes exceed max_tensor_bytes = %" PRIu64, q,
+                       ti.size, f->limits.max_tensor_bytes);
+
+    tbx_tensor *t = NULL;
+    st = tbx_file_add_tensor(f, name, name_len, dt, shape, ti.n_dims, 1, ti.info_off, &t, err);
+    if (st != TBX_OK) return st;
+    ti.index = f->ntensors - 1;
+    tbx_component *cp = &t->comp[0];
+    memcpy(cp->name, "data", 5);
+    cp->dtype = dt;
+    cp->nelems = t->nelems;
+    cp->stored_bytes = ti.size;
+    cp->nbytes = ti.size;
+    cp->encoding = TBX_ENC_RAW;
+    if (!tbx_grow(&f->al, (void **)&s->ti, &s->cap_ti, s->nti + 1, sizeof *s->ti))
+        return tbx_err_nomem(err, "GGUF tensor table");
+    s->ti[s->nti++] = ti;
+    return TBX_OK;
+}
+
+static int ti_cmp(const void *a, const void *b) {
+    const g_ti *x = *(const g_ti *const *)a, *y = *(const g_ti *const *)b;
+    if (x->rel != y->rel) return x->rel < y->rel ? -1 : 1;
+    if (x->size != y->size) return x->size < y->size ? -1 : 1;
+    return x->index < y->index ? -1 : (x->index > y->index);
+}
+
+/* Tensor infos sorted by offset (caller frees n pointers with f->al). */
+static const g_ti **sorted_infos(tbx_file *f, const g_state *s) {
+    const g_ti **v = tbx_calloc(&f->al, s->nti ? s->nti : 1, sizeof *v);
+    if (!v) return NULL;
+    for (size_t i = 0; i < s->nti; i++) v[i] = &s->ti[i];
+    qsort(v, s->nti, sizeof *v, ti_cmp);
+    return v;
+}
+
+extern const tbx_driver tbx_driver_gguf; /* also declared in internal.h once registered */
+static const tbx_driver g_driver_be;
+
+static tbx_status g_open(tbx_file *f, tbx_error *err) {
+    g_state *s = tbx_malloc(&f->al, sizeof *s);
+    if (!s) return tbx_err_nomem(err, "GGUF state");
+    memset(s, 0, sizeof *s);
+    s->tag = G_STATE_TAG;
+    s->align_type = -1;
+    s->alignment = G_DEFAULT_ALIGNMENT;
+    f->drv_state = s;
+
+    g_rd r;
+    memset(&r, 0, sizeof r);
+    r.f = f;
+    r.s = s;
+    r.max_nest = f->limits.max_depth < G_MAX_NEST ? f->limits.max_depth : G_MAX_NEST;
+    uint64_t *ne_buf = NULL;
+    size_t ne_cap = 0;
+    const g_ti **order = NULL;
+    uint64_t size = f->src.size;
+    tbx_status st = tbx_cursor_init(&r.c, &f->src, &f->al, 0, size, err);
+    if (st != TBX_OK) return st;
+
+    /* magic and version */
+    uint8_t magic[4];
+    if (size < 4) {
+        st = tbx_err(err, TBX_E_TRUNCATED, 0, "magic",
+                     "file of %" PRIu64 " bytes is too short for the GGUF magic", size);
+        goto done;
+    }
+    st = tbx_cur_bytes(&r.c, magic, 4, "magic", err);
+    if (st != TBX_OK) goto done;
+    if (memcmp(magic, "GGUF", 4) != 0) {
+        char qm[32];
+        tbx_quote_bytes(qm, sizeof qm, (const char *)magic, 4, 4);
+        st = tbx_err(err, TBX_E_BAD_MAGIC, 0, "magic",
+                     "not a GGUF file: magic \"%s\", expected \"GGUF\"", qm);
+        goto done;
+    }
+    uint32_t ver;
+    st = tbx_cur_u32(&r.c, &ver, "version", err);
+    if (st != TBX_OK) goto done;
+    if ((ver & 0xFFFFu) == 0 && ver != 0) {
+        s->be = true;
+        r.c.big_endian = true;
+        ver = __builtin_bswap32(ver);
+    }
+    if (ver < 1 || ver > 3) {
+        st = tbx_err(err, TBX_E_BAD_VERSION, 4, "version",
+                     "GGUF version %" PRIu32 "%s is not supported (1, 2 and 3 are)", ver,
+                     s->be ? " (read big-endian)" : "");
+        goto done;
+    }
+    s->version = ver;
+    f->version = ver;
+    r.v1 = ver == 1;
+
+    /* counts */
+    uint64_t nt, nkv;
+    st = rd_len(&r, &nt, "tensor_count", err);
+    if (st == TBX_OK) st = rd_len(&r, &nkv, "kv_count", err);
+    if (st != TBX_OK) goto done;
+    {
+        uint64_t lw = r.v1 ? 4 : 8;
+        uint64_t kv_min = lw + 4 + 1, ti_min = lw + 4 + 4 + 8, a = 0, b = 0, need = 0;
+        bool ovf = !tbx_mul_u64(nkv, kv_min, &a) || !tbx_mul_u64(nt, ti_min, &b) ||
+                   !tbx_add_u64(a, b, &need);
+        st = rd_room(&r, need, ovf, 8, "tensor_count", err,
+                     "%" PRIu64 " metadata entries and %" PRIu64 " tensor infos", nkv, nt);
+        if (st != TBX_OK) goto done;
+        if (nt > f->limits.max_tensors) {
+            st = tbx_err(err, TBX_E_LIMIT, 8, "tensor_count",
+                         "tensor_count = %" PRIu64 " exceeds max_tensors = %" PRIu64, nt,
+                         f->limits.max_tensors);
+            goto done;
+        }
+        if (nkv > f->limits.max_metadata_entries) {
+            st = tbx_err(err, TBX_E_LIMIT, r.v1 ? 12 : 16, "kv_count",
+                         "kv_count = %" PRIu64 " exceeds max_metadata_entries = %" PRIu64, nkv,
+                         f->limits.max_metadata_entries);
+            goto done;
+        }
+    }
+
+    /* key/value pairs */
+    for (uint64_t i = 0; i < nkv; i++) {
+        char fld[64];
+        uint64_t kv_at = r.c.pos;
+        snprintf(fld, sizeof fld, "metadata[%" PRIu64 "].key", i);
+        size_t klen = 0;
+        st = rd_str_scratch(&r, &klen, fld, "metadata key", err);
+        if (st != TBX_OK) goto done;
+        if (klen == 0) {
+            st = tbx_err(err, TBX_E_FORMAT, kv_at, fld, "metadata entry %" PRIu64 " has an empty key",
+                         i);
+            goto done;
+        }
+        /* the key is copied out of scratch: nested reads do not touch scratch, but keep it safe */
+        char *key = tbx_memdup0(&f->al, r.scratch, klen);
+        if (!key) { st = tbx_err_nomem(err, "GGUF key"); goto done; }
+        char vf[64], kq[48];
+        tbx_quote_bytes(kq, sizeof kq, key, klen, 32);
+        snprintf(vf, sizeof vf, "metadata \"%s\"", kq);
+        g_path root = { NULL, key, klen, 0, vf };
+        uint32_t gt;
+        uint64_t type_at = r.c.pos;
+        tbx_value *v = NULL;
+        st = tbx_cur_u32(&r.c, &gt, vf, err);
+        if (st == TBX_OK && gt >= GV_COUNT) {
+            char q[96];
+            tbx_quote_bytes(q, sizeof q, key, klen, 64);
+            st = tbx_err(err, TBX_E_FORMAT, type_at, vf,
+                         "metadata \"%s\": value type %" PRIu32 " is not a GGUF value type "
+                         "(0..12)", q, gt);
+        }
+        if (st == TBX_OK) st = rd_value(&r, gt, 1, &root, &v, err);
+        if (st == TBX_OK && r.c.pos > f->limits.max_header_bytes)
+            st = tbx_err(err, TBX_E_LIMIT, kv_at, vf,
+                         "metadata ends at byte %" PRIu64 ", past max_header_bytes = %" PRIu64,
+                         r.c.pos, f->limits.max_header_bytes);
+        if (st == TBX_OK && klen == 17 && memcmp(key, "general.alignment", 17) == 0) {
+            s->align_type = (int32_t)gt;
+            s->align_off = kv_at;
+            if (gt != GV_U32) {
+                st = tbx_file_problem(f, err, TBX_E_FORMAT, type_at, vf,
+                                      "general.alignment must be a u32, got %s (using the "
+                                      "default %u)", gv_name(gt), G_DEFAULT_ALIGNMENT);
+            } else if (!tbx_is_pow2(v->v.u)) {
+                st = tbx_err(err, TBX_E_FORMAT, type_at + 4, vf,
+                             "general.alignment = %" PRIu64 " is not a non-zero power of two",
+                             v->v.u);
+            } else {
+                s->alignment = v->v.u;
+            }
+        }
+        if (st == TBX_OK) {
+            st = tbx_file_add_meta(f, key, klen, v, kv_at, err);
+            v = NULL;
+        }
+        tbx_val_free(v);
+        tbx_free(&f->al, key, klen + 1);
+        if (st != TBX_OK) goto done;
+        if (!tbx_grow(&f->al, (void **)&s->kv_off, &s->cap_kv, s->nkv + 1, sizeof *s->kv_off)) {
+            st = tbx_err_nomem(err, "GGUF metadata table");
+            goto done;
+        }
+        s->kv_off[s->nkv++] = kv_at;
+    }
+
+    /* tensor infos */
+    for (uint64_t i = 0; i < nt; i++) {
+        st = rd_tensor_info(&r, i, &ne_buf, &ne_cap, err);
+        if (st != TBX_OK) goto done;
+    }
+    s->infos_end = r.c.pos;
+    if (s->infos_end > f->limits.max_header_bytes) {
+        st = tbx_err(err, TBX_E_LIMIT, 0, "header",
+                     "tensor infos end at byte %" PRIu64 ", past max_header_bytes = %" PRIu64,
+                     s->infos_end, f->limits.max_header_bytes);
+        goto done;
+    }
+
+    /* data start and tensor placement */
+    s->data_start = s->infos_end;
+    if (nt > 0) {
+        uint64_t ds = UINT64_MAX;
+        bool ok = tbx_align_up_u64(s->infos_end, s->alignment, &ds);
+        if (!ok || ds > size) {
+            st = tbx_err(err, TBX_E_TRUNCATED, s->infos_end, "data",
+                         "the data section starts at byte %" PRIu64 " (tensor infos end at "
+                         "byte %" PRIu64 ", alignment %" PRIu64 "), past the end of the file "
+                         "(%" PRIu64 " bytes)", ds, s->infos_end, s->alignment, size);
+            goto done;
+        }
+        s->data_start = ds;
+    }
+    for (size_t i = 0; i < s->nti; i++) {
+        g_ti *ti = &s->ti[i];
+        tbx_tensor *t = &f->tensors[ti->index];
+        char q[96], fld[64];
+        tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+        snprintf(fld, sizeof fld, "tensor[%zu].offset", i);
+        uint64_t abs, end;
+        if (!tbx_add_u64(s->data_start, ti->rel, &abs) || !tbx_add_u64(abs, ti->size, &end)) {
+            st = tbx_err(err, TBX_E_OVERFLOW, ti->off_off, fld,
+                         "tensor \"%s\": offset %" PRIu64 " + %" PRIu64 " bytes after the data "
+                         "start %" PRIu64 " overflows 64 bits", q, ti->rel, ti->size,
+                         s->data_start);
+            goto done;
+        }
+        if (end > size) {
+            st = tbx_err(err, TBX_E_TRUNCATED, ti->off_off, fld,
+                         "tensor \"%s\": data [%" PRIu64 ", %" PRIu64 ") (offset %" PRIu64
+                         ", %" PRIu64 " bytes) runs past the end of the file (%" PRIu64
+                         " bytes)", q, abs, end, ti->rel, ti->size, size);
+            goto done;
+        }
+        if (ti->rel % s->alignment != 0) {
+            st = tbx_file_problem(f, err, TBX_E_RANGE, ti->off_off, fld,
+                                  "tensor \"%s\": offset %" PRIu64 " is not a multiple of the "
+                                  "alignment %" PRIu64, q, ti->rel, s->alignment);
+            if (st != TBX_OK) goto done;
+        }
+        t->comp[0].offset = abs;
+    }
+    /* overlaps */
+    order = sorted_infos(f, s);
+    if (!order) { st = tbx_err_nomem(err, "GGUF tensor order"); goto done; }
+    {
+        const g_ti *prev = NULL;
+        uint64_t prev_end = 0;
+        for (size_t k = 0; k < s->nti; k++) {
+            const g_ti *ti = order[k];
+            if (ti->size == 0) continue;
+            if (prev && ti->rel < prev_end) {
+                char qa[80], qb[80], fld[64];
+                const tbx_tensor *ta = &f->tensors[prev->index], *tb = &f->tensors[ti->index];
+                tbx_quote_bytes(qa, sizeof qa, ta->name, ta->name_len, 48);
+                tbx_quote_bytes(qb, sizeof qb, tb->name, tb->name_len, 48);
+                snprintf(fld, sizeof fld, "tensor[%zu].offset", ti->index);
+                st = tbx_file_problem(f, err, TBX_E_RANGE, ti->off_off, fld,
+                                      "tensor \"%s\" at offset %" PRIu64 " overlaps tensor \"%s\" "
+                                      "[%" PRIu64 ", %" PRIu64 ")", qb, ti->rel, qa, prev->rel,
+                                      prev_end);
+                if (st != TBX_OK) goto done;
+            }
+            if (!prev || ti->rel + ti->size > prev_end) {
+                prev = ti;
+                prev_end = ti->rel + ti->size;
+            }
+        }
+    }
+    if (s->be) f->drv = &g_driver_be;
+    st = TBX_OK;
+
+done:
+    if (order) tbx_free(&f->al, order, (s->nti ? s->nti : 1) * sizeof *order);
+    tbx_free(&f->al, ne_buf, ne_cap * sizeof(uint64_t));
+    tbx_free(&f->al, r.scratch, r.scratch_cap);
+    tbx_cursor_free(&r.c);
+    return st;
+}
+
+/* Big-endian files: tensor data back to little-endian. */
+static tbx_status g_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                            tbx_error *err) {
+    const tbx_component *k = &t->comp[c];
+    int32_t id = tbx_gguf_dtype_type(t->dtype);
+    const g_type *gt = id >= 0 ? &g_types[id] : NULL;
+    if (!gt || gt->be == 2)
+        return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, t->name,
+                       "tensor \"%s\": big-endian %s data cannot be converted to little-endian "
+                       "(its block mixes byte and word access)", t->name,
+                       gt ? gt->name : dt_name(t->dtype));
+    if (k->nbytes > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, k->offset, t->name, "too large");
+    tbx_status st = tbx_source_read(&f->src, k->offset, buf, (size_t)k->nbytes, t->name, err);
+    if (st != TBX_OK || gt->be == 0) return st;
+    const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+    uint8_t *p = buf;
+    if (!(di->flags & TBX_DTF_BLOCK)) {
+        swap_elems(p, (size_t)(k->nbytes / gt->runs[0].width), gt->runs[0].width);
+        return TBX_OK;
+    }
+    size_t bb = di->block_bytes, nb = (size_t)(k->nbytes / bb);
+    for (size_t b = 0; b < nb; b++, p += bb)
+        for (int j = 0; j < 2; j++)
+            if (gt->runs[j].count)
+                swap_elems(p + gt->runs[j].off, gt->runs[j].count, gt->runs[j].width);
+    return TBX_OK;
+}
+
+/* validate: every padding byte (before the data start and between tensors) must be zero. */
+static tbx_status check_zero(tbx_file *f, uint8_t *buf, uint64_t from, uint64_t to,
+                             const char *where, tbx_error *err) {
+    while (from < to) {
+        size_t n = (size_t)(to - from < G_CHUNK ? to - from : G_CHUNK);
+        tbx_status st = tbx_source_read(&f->src, from, buf, n, "padding", err);
+        if (st != TBX_OK) return st;
+        for (size_t i = 0; i < n; i++) {
+            if (buf[i] == 0) continue;
+            return tbx_file_problem(f, err, TBX_E_PADDING, from + i, "padding",
+                                    "padding byte %s is 0x%02x, expected 0 (padding runs "
+                                    "[%" PRIu64 ", %" PRIu64 "))", where, (unsigned)buf[i],
+                                    from, to);
+        }
+        from += n;
+    }
+    return TBX_OK;
+}
+
+static tbx_status g_validate(tbx_file *f, tbx_error *err) {
+    g_state *s = f->drv_state;
+    if (!s) return TBX_OK;
+    uint8_t *buf = tbx_malloc(&f->al, G_CHUNK);
+    const g_ti **order = sorted_infos(f, s);
+    tbx_status st = TBX_OK;
+    if (!buf || !order) { st = tbx_err_nomem(err, "GGUF validate buffer"); goto done; }
+    st = check_zero(f, buf, s->infos_end, s->data_start, "before the data start", err);
+    uint64_t pos = s->data_start;
+    const g_ti *prev = NULL;
+    for (size_t k = 0; st == TBX_OK && k < s->nti; k++) {
+        const g_ti *ti = order[k];
+        uint64_t a = s->data_start + ti->rel, e = a + ti->size;
+        if (ti->size == 0) continue;
+        if (a > pos) {
+            char where[160], q[80];
+            if (prev) {
+                const tbx_tensor *t = &f->tensors[prev->index];
+                tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 48);
+                snprintf(where, sizeof where, "after tensor \"%s\"", q);
+            } else {
+                snprintf(where, sizeof where, "between the data start and the first tensor");
+            }
+            st = check_zero(f, buf, pos, a, where, err);
+        }
+        if (e > pos) { pos = e; prev = ti; }
+    }
+done:
+    tbx_free(&f->al, buf, G_CHUNK);
+    if (order) tbx_free(&f->al, order, (s->nti ? s->nti : 1) * sizeof *order);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* ggml lint                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct g_lint {
+    tbx_problem_fn cb;
+    void *ud;
+    tbx_status first;
+} g_lint;
+
+static void lint(g_lint *l, tbx_status code, uint64_t off, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void lint(g_lint *l, tbx_status code, uint64_t off, const char *field, const char *fmt, ...) {
+    tbx_error e;
+    va_list ap;
+    va_start(ap, fmt);
+    tbx_verr(&e, code, off, field, fmt, ap);
+    va_end(ap);
+    if (l->first == TBX_OK) l->first = code;
+    if (l->cb) l->cb(l->ud, &e);
+}
+
+static bool has_nested_array(const tbx_value *v) {
+    if (!v || v->type != TBX_V_ARRAY) return false;
+    if (v->elem == TBX_V_ARRAY) return true;
+    if (v->v.a.items)
+        for (size_t i = 0; i < v->v.a.n; i++)
+            if (v->v.a.items[i] && v->v.a.items[i]->type == TBX_V_ARRAY) return true;
+    return false;
+}
+
+tbx_status tbx_gguf_lint(tbx_file *f, tbx_problem_fn cb, void *ud) {
+    if (!f || (f->drv != &tbx_driver_gguf && f->drv != &g_driver_be) || !f->drv_state)
+        return TBX_E_INVALID_ARG;
+    const g_state *s = f->drv_state;
+    if (s->tag != G_STATE_TAG) return TBX_E_INVALID_ARG;
+    g_lint l = { cb, ud, TBX_OK };
+    if (s->be || s->version < 2)
+        lint(&l, TBX_E_BAD_VERSION, 4, "version",
+             "ggml reads only little-endian GGUF v2 and v3; this file is %s-endian v%" PRIu32,
+             s->be ? "big" : "little", s->version);
+    if (s->align_type >= 0 && s->align_type != GV_U32)
+        lint(&l, TBX_E_FORMAT, s->align_off, "metadata \"general.alignment\"",
+             "ggml requires general.alignment to be a u32, this file stores a %s",
+             gv_name((uint32_t)s->align_type));
+    for (size_t i = 0; i < f->nmeta; i++) {
+        if (!has_nested_array(f->meta[i].value)) continue;
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, f->meta[i].key, f->meta[i].key_len, 64);
+        lint(&l, TBX_E_UNSUPPORTED, i < s->nkv ? s->kv_off[i] : TBX_NO_OFFSET, "metadata",
+             "metadata \"%s\": ggml rejects arrays of arrays", q);
+    }
+    uint64_t expect = 0;
+    for (size_t i = 0; i < s->nti; i++) {
+        const g_ti *ti = &s->ti[i];
+        const tbx_tensor *t = &f->tensors[ti->index];
+        char q[96], fld[64];
+        tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+        if (ti->n_dims > 4) {
+            snprintf(fld, sizeof fld, "tensor[%zu].n_dims", i);
+            lint(&l, TBX_E_LIMIT, ti->ne_off - 4, fld,
+                 "tensor \"%s\": n_dims = %" PRIu32 ", ggml allows at most 4", q, ti->n_dims);
+        }
+        if (t->name_len >= 64) {
+            snprintf(fld, sizeof fld, "tensor[%zu].name", i);
+            lint(&l, TBX_E_LIMIT, ti->info_off, fld,
+                 "tensor \"%s\": name of %zu bytes, ggml allows at most 63", q, t->name_len);
+        }
+        if (ti->max_ne > (uint64_t)INT64_MAX || ti->nelems > (uint64_t)INT64_MAX) {
+            snprintf(fld, sizeof fld, "tensor[%zu].ne", i);
+            lint(&l, TBX_E_OVERFLOW, ti->ne_off, fld,
+                 "tensor \"%s\": ne or the element count reaches 2^63, ggml reads them as int64",
+                 q);
+        }
+        if (ti->rel != expect) {
+            snprintf(fld, sizeof fld, "tensor[%zu].offset", i);
+            lint(&l, TBX_E_RANGE, ti->off_off, fld,
+                 "tensor \"%s\": offset %" PRIu64 ", ggml expects %" PRIu64 " (tensors packed "
+                 "in info order, each padded to the alignment %" PRIu64 ")", q, ti->rel, expect,
+                 s->alignment);
+        }
+        uint64_t padded;
+        if (!tbx_align_up_u64(ti->size, s->alignment, &padded) ||
+            !tbx_add_u64(expect, padded, &expect))
+            expect = UINT64_MAX;
+    }
+    return l.first;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Writing                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+/* GGUF value type of a tbx value type, -1 when GGUF has none. */
+static int gv_of(tbx_value_type t) {
+    switch (t) {
+    case TBX_V_U8: return GV_U8;
+    case TBX_V_I8: return GV_I8;
+    case TBX_V_U16: return GV_U16;
+    case TBX_V_I16: return GV_I16;
+    case TBX_V_U32: return GV_U32;
+    case TBX_V_I32: return GV_I32;
+    case TBX_V_F32: return GV_F32;
+    case TBX_V_BOOL: return GV_BOOL;
+    case TBX_V_STRING: return GV_STRING;
+    case TBX_V_ARRAY: return GV_ARRAY;
+    case TBX_V_U64: return GV_U64;
+    case TBX_V_I64: return GV_I64;
+    case TBX_V_F64: return GV_F64;
+    default: return -1;
+    }
+}
+
+static tbx_status w_version(const tbx_writer *w, tbx_error *err) {
+    uint32_t v = w->opt.version;
+    if (v == 0 || v == 2 || v == 3) return TBX_OK;
+    return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "version",
+                   "tensorbox writes GGUF version 3 (or 2), not %" PRIu32, v);
+}
+
+/* GGUF element type of an array value (checked by w_check_value first). */
+static tbx_value_type arr_elem(const tbx_value *v) {
+    if (v->elem != TBX_V_NULL || v->v.a.packed || v->v.a.n == 0) return v->elem;
+    return v->v.a.items[0]->type;
+}
+
+static tbx_status w_check_value(const char *q, const tbx_value *v, uint32_t level, tbx_error *err) {
+    if (!v) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "metadata",
+                           "metadata \"%s\": NULL value", q);
+    if (gv_of(v->type) < 0)
+        return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
+                       "metadata \"%s\": GGUF cannot store a %s value (it has bool, u8..u64, "
+                       "i8..i64, f32, f64, string and arrays)", q, tbx_value_type_name(v->type));
+    if (v->type != TBX_V_ARRAY) return TBX_OK;
+    if (level > G_MAX_NEST || level > 32)
+        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "metadata",
+                       "metadata \"%s\": arrays nested %" PRIu32 " deep; readers allow 32", q,
+                       level);
+    tbx_value_type et = v->elem;
+    if (et == TBX_V_NULL && !v->v.a.packed) {
+        if (v->v.a.n == 0)
+            return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
+                           "metadata \"%s\": an empty array without an element type cannot be "
+                           "stored in GGUF (arrays declare their element type)", q);
+        et = v->v.a.items[0] ? v->v.a.items[0]->type : TBX_V_NULL;
+    }
+    if (gv_of(et) < 0)
+        return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
+                       "metadata \"%s\": GGUF cannot store an array of %s (it has bool, "
+                       "u8..u64, i8..i64, f32, f64, string and arrays)", q,
+                       tbx_value_type_name(et));
+    if (v->v.a.packed) return TBX_OK;
+    for (size_t i = 0; i < v->v.a.n; i++) {
+        const tbx_value *it = v->v.a.items[i];
+        if (!it || it->type != et)
+            return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
+                           "metadata \"%s\": array element %zu is a %s, the array holds %s; GGUF "
+                           "arrays have one element type", q, i,
+                           it ? tbx_value_type_name(it->type) : "NULL", tbx_value_type_name(et));
+        tbx_status st = w_check_value(q, it, level + 1, err);
+        if (st != TBX_OK) return st;
+    }
+    return TBX_OK;
+}
+
+static tbx_status g_w_check_meta(tbx_writer *w, const char *key, size_t key_len,
+                                 const tbx_value *v, tbx_error *err) {
+    char q[96];
+    tbx_quote_bytes(q, sizeof q, key, key_len, 64);
+    tbx_status st = w_version(w, err);
+    if (st != TBX_OK) return st;
+    if (key_len == 0)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "metadata.key",
+                       "GGUF metadata keys cannot be empty");
+    st = w_check_value(q, v, 1, err);
+    if (st != TBX_OK) return st;
+    if (key_len == 17 && memcmp(key, "general.alignment", 17) == 0) {
+        if (v->type != TBX_V_U32)
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "metadata",
+                           "general.alignment must be a u32 in GGUF, got %s",
+                           tbx_value_type_name(v->type));
+        if (!tbx_is_pow2(v->v.u))
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "metadata",
+                           "general.alignment = %" PRIu64 " is not a non-zero power of two",
+                           v->v.u);
+        if (w->opt.alignment && w->opt.alignment != v->v.u)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "alignment",
+                           "the alignment option (%" PRIu32 ") and general.alignment (%" PRIu64
+                           ") disagree", w->opt.alignment, v->v.u);
+    }
+    return TBX_OK;
+}
+
+static tbx_status g_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
+    char q[96];
+    tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+    tbx_status st = w_version(w, err);
+    if (st != TBX_OK) return st;
+    if (!t->has_data)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\": GGUF cannot store a tensor without data", q);
+    if (tbx_gguf_dtype_type(t->dtype) < 0)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
+                       "tensor \"%s\": dtype %s has no ggml type (GGUF stores f32, f16, bf16, "
+                       "f64, i8..i64 and the ggml block types)", q, dt_name(t->dtype));
+    if (t->ndim > 64)
+        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "tensor.shape",
+                       "tensor \"%s\": %" PRIu32 " dimensions; readers allow 64", q, t->ndim);
+    const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+    uint64_t ne0 = t->ndim ? t->shape[t->ndim - 1] : 1;
+    if (ne0 % di->block_size)
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor.shape",
+                       "tensor \"%s\": the last dimension %" PRIu64 " is not a multiple of the "
+                       "%s block size %" PRIu32, q, ne0, di->name, di->block_size);
+    uint64_t nbytes;
+    st = tbx_dtype_nbytes_shape(t->dtype, t->shape, t->ndim, &nbytes);
+    if (st != TBX_OK)
+        return tbx_err(err, st, TBX_NO_OFFSET, "tensor.shape",
+                       "tensor \"%s\": cannot size %s data of this shape", q, di->name);
+    t->nbytes = nbytes;
+    return TBX_OK;
+}
+
+typedef struct g_buf {
+    const tbx_alloc *al;
+    uint8_t *p;
+    size_t n, cap;
+    bool oom;
+} g_buf;
+
+static void gb_put(g_buf *b, const void *s, size_t n) {
+    if (b->oom || n == 0) return;
+    if (n > SIZE_MAX - b->n) { b->oom = true; return; }
+    size_t need = b->n + n;
+    if (need > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+        uint8_t *p = tbx_realloc(b->al, b->p, b->cap, cap);
+        if (!p) { b->oom = true; return; }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+}
+static void gb_u8(g_buf *b, uint8_t v) { gb_put(b, &v, 1); }
+static void gb_u16(g_buf *b, uint16_t v) { uint8_t t[2]; tbx_st16(t, v); gb_put(b, t, 2); }
+static void gb_u32(g_buf *b, uint32_t v) { uint8_t t[4]; tbx_st32(t, v); gb_put(b, t, 4); }
+static void gb_u64(g_buf *b, uint64_t v) { uint8_t t[8]; tbx_st64(t, v); gb_put(b, t, 8); }
+static void gb_str(g_buf *b, const char *s, size_t n) { gb_u64(b, n); gb_put(b, s, n); }
+
+/* One packed native-endian element of value type t, written little-endian. */
+static void gb_packed(g_buf *b, tbx_value_type t, const uint8_t *p) {
+    switch (tbx_value_scalar_size(t)) {
+    case 1: gb_u8(b, t == TBX_V_BOOL ? (uint8_t)(p[0] != 0) : p[0]); break;
+    case 2: { uint16_t x; memcpy(&x, p, 2); gb_u16(b, x); break; }
+    case 4: { uint32_t x; memcpy(&x, p, 4); gb_u32(b, x); break; }
+    default: { uint64_t x; memcpy(&x, p, 8); gb_u64(b, x); break; }
+    }
+}
+
+/* A value without its type tag. */
+static void gb_value(g_buf *b, const tbx_value *v) {
+    switch (v->type) {
+    case TBX_V_BOOL: gb_u8(b, (uint8_t)(v->v.u != 0)); break;
+    case TBX_V_U8: gb_u8(b, (uint8_t)v->v.u); break;
+    case TBX_V_I8: gb_u8(b, (uint8_t)v->v.i); break;
+    case TBX_V_U16: gb_u16(b, (uint16_t)v->v.u); break;
+    case TBX_V_I16: gb_u16(b, (uint16_t)v->v.i); break;
+    case TBX_V_U32: gb_u32(b, (uint32_t)v->v.u); break;
+    case TBX_V_I32: gb_u32(b, (uint32_t)v->v.i); break;
+    case TBX_V_U64: gb_u64(b, v->v.u); break;
+    case TBX_V_I64: gb_u64(b, (uint64_t)v->v.i); break;
+    case TBX_V_F32: { float x = (float)v->v.f; uint32_t u; memcpy(&u, &x, 4); gb_u32(b, u); break; }
+    case TBX_V_F64: { uint64_t u; memcpy(&u, &v->v.f, 8); gb_u64(b, u); break; }
+    case TBX_V_STRING: gb_str(b, v->v.s.p, v->v.s.n); break;
+    case TBX_V_ARRAY: {
+        tbx_value_type et = arr_elem(v);
+        gb_u32(b, (uint32_t)gv_of(et));
+        gb_u64(b, v->v.a.n);
+        if (v->v.a.packed) {
+            size_t es = tbx_value_scalar_size(v->elem);
+            const uint8_t *p = v->v.a.packed;
+            for (size_t i = 0; i < v->v.a.n && !b->oom; i++) gb_packed(b, v->elem, p + i * es);
+        } else {
+            for (size_t i = 0; i < v->v.a.n && !b->oom; i++) gb_value(b, v->v.a.items[i]);
+        }
+        break;
+    }
+    default: break; /* refused by w_check_value */
+    }
+}
+
+static tbx_status g_w_layout(tbx_writer *w, tbx_error *err) {
+    tbx_status st = w_version(w, err);
+    if (st != TBX_OK) return st;
+    uint64_t align = w->opt.alignment ? w->opt.alignment : G_DEFAULT_ALIGNMENT;
+    bool have_meta = false;
+    for (size_t i = 0; i < w->nmeta; i++) {
+        const tbx_meta_entry *m = &w->meta[i];
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, m->key, m->key_len, 64);
+        st = g_w_check_meta(w, m->key, m->key_len, m->value, err);
+        if (st != TBX_OK) return st;
+        if (m->key_len == 17 && memcmp(m->key, "general.alignment", 17) == 0) {
+            have_meta = true;
+            align = m->value->v.u;
+        }
+    }
+    bool add_meta = !have_meta && align != G_DEFAULT_ALIGNMENT;
+    g_buf b = { &w->al, NULL, 0, 0, false };
+    gb_put(&b, "GGUF", 4);
+    gb_u32(&b, w->opt.version ? w->opt.version : 3);
+    gb_u64(&b, w->ntensors);
+    gb_u64(&b, w->nmeta + (add_meta ? 1 : 0));
+    for (size_t i = 0; i < w->nmeta && !b.oom; i++) {
+        const tbx_meta_entry *m = &w->meta[i];
+        gb_str(&b, m->key, m->key_len);
+        gb_u32(&b, (uint32_t)gv_of(m->value->type));
+        gb_value(&b, m->value);
+    }
+    if (add_meta) {
+        gb_str(&b, "general.alignment", 17);
+        gb_u32(&b, GV_U32);
+        gb_u32(&b, (uint32_t)align);
+    }
+    uint64_t rel = 0;
+    for (size_t i = 0; i < w->ntensors && !b.oom; i++) {
+        tbx_wtensor *t = &w->tensors[i];
+        gb_str(&b, t->name, t->name_len);
+        gb_u32(&b, t->ndim);
+        for (uint32_t d = 0; d < t->ndim; d++) gb_u64(&b, t->shape[t->ndim - 1 - d]);
+        gb_u32(&b, (uint32_t)tbx_gguf_dtype_type(t->dtype));
+        gb_u64(&b, rel);
+        t->offset = rel; /* relative for now */
+        uint64_t padded;
+        if (!tbx_align_up_u64(t->nbytes, align, &padded) || !tbx_add_u64(rel, padded, &rel)) {
+            tbx_free(&w->al, b.p, b.cap);
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor",
+                           "the data section size overflows 64 bits");
+        }
+    }
+    while (!b.oom && b.n % align) gb_u8(&b, 0);
+    if (b.oom) {
+        tbx_free(&w->al, b.p, b.cap);
+        return tbx_err_nomem(err, "GGUF header");
+    }
+    uint64_t data_start = b.n, end;
+    if (!tbx_add_u64(data_start, rel, &end)) {
+        tbx_free(&w->al, b.p, b.cap);
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "file size overflows 64 bits");
+    }
+    for (size_t i = 0; i < w->ntensors; i++) w->tensors[i].offset += data_start;
+    st = tbx_out_pwrite(&w->out, 0, b.p, b.n, err);
+    tbx_free(&w->al, b.p, b.cap);
+    if (st != TBX_OK) return st;
+    w->end = end;
+    return TBX_OK;
+}
+
+/* Zero padding after every tensor up to the next one (the last: up to the file end). */
+static tbx_status g_w_finish(tbx_writer *w, tbx_error *err) {
+    for (size_t i = 0; i < w->ntensors; i++) {
+        const tbx_wtensor *t = &w->tensors[i];
+        uint64_t next = i + 1 < w->ntensors ? w->tensors[i + 1].offset : w->end;
+        uint64_t e = t->offset + t->nbytes;
+        if (next > e) {
+            tbx_status st = tbx_out_zero(&w->out, e, next - e, err);
+            if (st != TBX_OK) return st;
+        }
+    }
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+const tbx_driver tbx_driver_gguf = {
+    .format = TBX_FORMAT_GGUF,
+    .name = "gguf",
+    .extensions = ".gguf",
+    .probe = g_probe,
+    .open = g_open,
+    .read_component = NULL,
+    .validate = g_validate,
+    .close = g_close,
+    .w_check_meta = g_w_check_meta,
+    .w_check_section = NULL,
+    .w_check_tensor = g_w_check_tensor,
+    .w_layout = g_w_layout,
+    .w_data = NULL,
+    .w_tensor_done = NULL,
+    .w_finish = g_w_finish,
+    .w_free = NULL,
+};
+
+/* Big-endian files: the same driver with element swapping on every read. g_open switches an
+ * open handle to this table; tbx_driver_for() never returns it. */
+static const tbx_driver g_driver_be = {
+    .format = TBX_FORMAT_GGUF,
+    .name = "gguf",
+    .extensions = ".gguf",
+    .probe = g_probe,
+    .open = g_open,
+    .read_component = g_read_be,
+    .validate = g_validate,
+    .close = g_close,
+    .w_check_meta = g_w_check_meta,
+    .w_check_section = NULL,
+    .w_check_tensor = g_w_check_tensor,
+    .w_layout = g_w_layout,
+    .w_data = NULL,
+    .w_tensor_done = NULL,
+    .w_finish = g_w_finish,
+    .w_free = NULL,
+};

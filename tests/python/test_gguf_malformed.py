@@ -1,0 +1,252 @@
+"""Hostile GGUF files: every class must make `tbx validate` (and `tbx info`) exit 1 with a message
+naming what is wrong -- never a signal, never a hang, never a sanitizer report.
+
+The files are built byte by byte from the format description (u32/u64 little-endian fields,
+strings as u64 length + bytes, arrays as u32 element type + u64 count + elements, tensor infos
+as name, u32 n_dims, u64 ne[], u32 ggml type, u64 offset). Run with TBX_ASAN=/path/to/asan/tbx
+to check them under AddressSanitizer + UBSan.
+"""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from conftest import assert_clean_exit, need, run
+
+np = need("numpy")
+gguf = need("gguf")
+
+
+class B:
+    """GGUF byte builder; v1 uses u32 lengths, counts and dims; be writes big-endian."""
+
+    def __init__(self, v1: bool = False, be: bool = False):
+        self.b = bytearray()
+        self.v1 = v1
+        self.e = ">" if be else "<"
+
+    def raw(self, x: bytes):
+        self.b += x
+        return self
+
+    def u8(self, v): return self.raw(struct.pack("B", v))
+    def u32(self, v): return self.raw(struct.pack(self.e + "I", v & 0xFFFFFFFF))
+    def u64(self, v): return self.raw(struct.pack(self.e + "Q", v & 0xFFFFFFFFFFFFFFFF))
+    def ln(self, v): return self.u32(v) if self.v1 else self.u64(v)
+
+    def s(self, t):
+        t = t.encode() if isinstance(t, str) else t
+        return self.ln(len(t)).raw(t)
+
+    def hdr(self, version=3, nt=0, nkv=0):
+        return self.raw(b"GGUF").u32(version).ln(nt).ln(nkv)
+
+    def kv_u32(self, k, v): return self.s(k).u32(4).u32(v)
+
+    def ti(self, name, ne, typ=0, off=0):
+        self.s(name).u32(len(ne))
+        for x in ne:
+            self.ln(x)
+        return self.u32(typ).u64(off)
+
+    def pad(self, a=32):
+        while len(self.b) % a:
+            self.b.append(0)
+        return self
+
+    def zeros(self, n): return self.raw(bytes(n))
+
+    def done(self) -> bytes: return bytes(self.b)
+
+
+def one_tensor(ne, typ=0, off=0, data=64, kvs=None, nkv=0):
+    b = B().hdr(3, 1, nkv)
+    if kvs:
+        kvs(b)
+    return b.ti("t", ne, typ, off).pad().zeros(data).done()
+
+
+def sample() -> bytes:
+    """A small valid file written by gguf-py."""
+    import os
+    import tempfile
+    fd, path = tempfile.mkstemp(suffix=".gguf")
+    os.close(fd)
+    try:
+        w = gguf.GGUFWriter(path, "test")
+        w.add_uint32("x.u32", 5)
+        w.add_array("x.arr", ["a", "bb"])
+        w.add_tensor("a", np.arange(6, dtype=np.float32).reshape(2, 3))
+        w.add_tensor("b", np.arange(5, dtype=np.int8))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        with open(path, "rb") as fp:
+            return fp.read()
+    finally:
+        os.unlink(path)
+
+
+# name -> (bytes, words that must appear in the output (case-insensitive))
+def cases():
+    s = sample()
+    deep = B().hdr(3, 0, 1).s("deep").u32(9)
+    for _ in range(1000):
+        deep.u32(9).u64(1)
+    deep = deep.u32(0).u64(0).done()
+    return {
+        "bad_magic": (b"GGUX" + s[4:], ["GGUX"]),
+        "version_0": (s[:4] + struct.pack("<I", 0) + s[8:], ["version 0"]),
+        "version_4": (s[:4] + struct.pack("<I", 4) + s[8:], ["version 4"]),
+        "version_be_9": (s[:4] + struct.pack(">I", 9) + s[8:], ["version 9", "big-endian"]),
+        "too_short": (b"GGUF\x03\x00", ["version"]),
+        "tensor_count_2^40": (B().hdr(3, 1 << 40, 0).zeros(64).done(), ["1099511627776 tensor infos"]),
+        "kv_count_max": (B().hdr(3, 0, (1 << 64) - 1).zeros(64).done(), ["metadata entries"]),
+        "key_length_2^40": (B().hdr(3, 0, 1).u64(1 << 40).zeros(64).done(), ["key"]),
+        "string_length_max": (B().hdr(3, 0, 1).s("k").u32(8).u64((1 << 64) - 1).zeros(64).done(),
+                              ["string of 18446744073709551615 bytes"]),
+        "array_2^40_u8": (B().hdr(3, 0, 1).s("k").u32(9).u32(0).u64(1 << 40).zeros(1024).done(),
+                          ["array of 1099511627776 u8"]),
+        "array_count_wraps": (B().hdr(3, 0, 1).s("k").u32(9).u32(12).u64(1 << 62).zeros(64).done(),
+                              ["array"]),
+        "nested_wide_bomb": (B().hdr(3, 0, 1).s("w").u32(9).u32(9).u64(1 << 40).zeros(64).done(),
+                             ["array elements"]),
+        "nested_deep_bomb": (deep, ["max_depth"]),
+        "value_type_13": (B().hdr(3, 0, 1).s("k").u32(13).zeros(8).done(), ["value type 13"]),
+        "elem_type_99": (B().hdr(3, 0, 1).s("k").u32(9).u32(99).u64(1).zeros(8).done(),
+                         ["element type 99"]),
+        "bool_2": (B().hdr(3, 0, 1).s("flag").u32(7).u8(2).done(), ["bool", "got 2"]),
+        "empty_key": (B().hdr(3, 0, 1).kv_u32("", 1).done(), ["empty key"]),
+        "duplicate_key": (B().hdr(3, 0, 2).kv_u32("k", 1).kv_u32("k", 2).done(),
+                          ["duplicate metadata key"]),
+        "duplicate_tensor": (B().hdr(3, 2, 0).ti("t", [8]).ti("t", [8], 0, 32).pad().zeros(64).done(),
+                             ["duplicate tensor name"]),
+        "empty_tensor_name": (B().hdr(3, 1, 0).ti("", [8]).pad().zeros(32).done(), ["empty name"]),
+        "n_dims_2^32-1": (B().hdr(3, 1, 0).s("t").u32(0xFFFFFFFF).zeros(64).done(), ["n_dims"]),
+        "n_dims_100": (one_tensor([1] * 100), ["n_dims = 100"]),
+        "ne_overflow": (one_tensor([1 << 40, 1 << 40]), ["ne[1] = 1099511627776", "overflow"]),
+        "size_wraps_ggml": (one_tensor([(1 << 62) - 1]), ["max_tensor_bytes"]),
+        "size_overflows": (one_tensor([1 << 62]), ["overflows"]),
+        "block_size": (one_tensor([33], typ=2), ["block size 32"]),
+        "unknown_type_43": (one_tensor([1], typ=43), ["type id 43"]),
+        **{f"removed_type_{t}": (one_tensor([32], typ=t), [f"type id {t}", "removed"])
+           for t in (4, 5, 31, 32, 33, 36, 37, 38)},
+        "unaligned_offset": (one_tensor([2], off=4), ["not a multiple of the alignment"]),
+        "offset_past_end": (one_tensor([2], off=1 << 20), ["past the end of the file"]),
+        "offset_wraps": (one_tensor([16], off=(1 << 64) - 32), ["overflows"]),
+        "overlap": (B().hdr(3, 2, 0).ti("a", [16]).ti("b", [16], 0, 32).pad().zeros(128).done(),
+                    ["overlaps"]),
+        "alignment_0": (one_tensor([8], nkv=1, kvs=lambda b: b.kv_u32("general.alignment", 0)),
+                        ["general.alignment = 0"]),
+        "alignment_3": (one_tensor([8], nkv=1, kvs=lambda b: b.kv_u32("general.alignment", 3)),
+                        ["general.alignment = 3"]),
+        "alignment_u64": (one_tensor([8], nkv=1,
+                                     kvs=lambda b: b.s("general.alignment").u32(10).u64(32)),
+                          ["must be a u32"]),
+        "data_start_past_end": (B().hdr(3, 1, 0).ti("t", [0]).done(), ["data section starts"]),
+        "data_truncated": (s[:-40], ["past the end of the file"]),
+        # the 8 bytes after tensor "a" (24 bytes, padded to 32) are padding
+        "padding_nonzero": (s[:len(s) - 64 + 28] + b"\x07" + s[len(s) - 64 + 29:],
+                            ["padding", "0x07"]),
+        "v1_truncated_array": (B(v1=True).hdr(1, 0, 1).s("a").u32(9).u32(0).u32(1 << 30).done(),
+                               ["array"]),
+        "be_huge_string": (B(be=True).hdr(3, 0, 1).s("k").u32(8).u64(1 << 50).zeros(8).done(),
+                           ["string"]),
+    }
+
+
+CASES = cases()
+
+
+def _check_rejected(binary, path, words, *args):
+    r = run(binary, *args, path)
+    assert_clean_exit(r)
+    assert r.rc == 1, f"expected exit 1\n" + r.describe()
+    text = r.text.lower()
+    assert str(path).lower() in text or "gguf" in text or len(text.strip()) > 0, r.describe()
+    for w in words:
+        assert w.lower() in text, f"message lacks {w!r}\n" + r.describe()
+    return r
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_validate_rejects(tbx_asan, tmp_path, case):
+    blob, words = CASES[case]
+    p = tmp_path / f"{case}.gguf"
+    p.write_bytes(blob)
+    _check_rejected(tbx_asan, p, words, "validate")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c != "padding_nonzero"])
+def test_info_rejects(tbx_asan, tmp_path, case):
+    blob, words = CASES[case]
+    p = tmp_path / f"{case}.gguf"
+    p.write_bytes(blob)
+    _check_rejected(tbx_asan, p, words, "info")
+
+
+def test_padding_is_checked_only_by_validate(tbx_asan, tmp_path):
+    blob, _ = CASES["padding_nonzero"]
+    p = tmp_path / "pad.gguf"
+    p.write_bytes(blob)
+    r = run(tbx_asan, "info", p, "--json")
+    assert_clean_exit(r)
+    assert r.rc == 0, r.describe()
+
+
+def test_sample_is_valid(tbx_asan, tmp_path):
+    p = tmp_path / "ok.gguf"
+    p.write_bytes(sample())
+    r = run(tbx_asan, "validate", p)
+    assert_clean_exit(r)
+    assert r.rc == 0, r.describe()
+
+
+def test_gguf_py_rejects_what_it_can_parse_badly():
+    """Sanity check of the builders: gguf-py also refuses a few of the cases."""
+    import tempfile
+    import os
+    for case in ("bad_magic", "version_4", "duplicate_key", "alignment_3", "alignment_u64"):
+        blob, _ = CASES[case]
+        fd, path = tempfile.mkstemp(suffix=".gguf")
+        os.write(fd, blob)
+        os.close(fd)
+        try:
+            with pytest.raises(Exception):
+                gguf.GGUFReader(path)
+        finally:
+            os.unlink(path)
+
+
+def test_truncation_at_every_offset(tbx_asan, tmp_path):
+    s = sample()
+    last_end = len(s) - (32 - 5)  # tensor "b" (5 bytes) is last, padded to 32
+    p = tmp_path / "cut.gguf"
+    for cut in range(last_end):
+        p.write_bytes(s[:cut])
+        r = run(tbx_asan, "validate", p)
+        assert_clean_exit(r)
+        assert r.rc == 1, f"cut at {cut}\n" + r.describe()
+        assert r.text.strip(), f"cut at {cut}: no message\n" + r.describe()
+    # trailing padding after the last tensor may go: the file is still complete
+    for cut in range(last_end, len(s) + 1):
+        p.write_bytes(s[:cut])
+        r = run(tbx_asan, "validate", p)
+        assert_clean_exit(r)
+        assert r.rc == 0, f"cut at {cut}\n" + r.describe()
+
+
+def test_single_byte_corruption_never_crashes(tbx_asan, tmp_path):
+    s = bytearray(sample())
+    p = tmp_path / "flip.gguf"
+    header_end = len(s) - 64  # the data start: two tensors, each padded to 32 bytes
+    for i in range(header_end):
+        for v in (0xFF, s[i] ^ 0x80):
+            t = bytearray(s)
+            t[i] = v
+            p.write_bytes(bytes(t))
+            r = run(tbx_asan, "validate", p)
+            assert_clean_exit(r)
+            assert r.rc in (0, 1), f"byte {i} = {v:#x}\n" + r.describe()
