@@ -1,14 +1,13 @@
 /*
- * kernels.c - maps block dtypes to their dequantizers. None are registered yet; the GGUF block
- * decoders add their entries here. A registered dtype gets TBX_DTF_DECODE in the dtype table.
+ * kernels.c - maps block dtypes to their dequantizers. The ggml block types (GGUF) decode through
+ * src/quant/ggml_*.c, scalar or SIMD chosen at run time by cpuid. A dtype with a dequantizer gets
+ * TBX_DTF_DECODE in the dtype table.
  */
 #include "plain.h"
+#include "ggml.h"
 
 #include <stddef.h>
 
 tbx_dequant_fn tbx_dequant_for(tbx_dtype dt) {
-    switch (dt) {
-    default:
-        return NULL;
-    }
+    return tbx_ggml_dequant_for(dt);
 }

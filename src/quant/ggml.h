@@ -1,0 +1,120 @@
+/*
+ * ggml.h - kernels of the ggml block types (GGUF tensor types): dequantizers and quantizers.
+ *
+ * Dequantizers (tbx_dequant_fn, see plain.h) decode `nblocks` consecutive blocks of
+ * tbx_dtype_info.block_bytes bytes each into nblocks * block_size floats. `src` needs no
+ * alignment. The scalar kernels (ggml_dequant.c) compute in f32 in the order of ggml's reference
+ * dequantizers, so they give the same bits as ggml and gguf-py. The SIMD kernels
+ * (ggml_simd_avx2.c, ggml_simd_avx512.c) perform the same IEEE operations in the same order and
+ * give the same bits as the scalar kernels (checked by tests/unit/test_ggml_quant.c).
+ *
+ * Quantizers (tbx_quant_fn) encode nblocks * block_size floats into nblocks blocks.
+ *   - q8_0, q4_0, q4_1, q5_0, q5_1, tq1_0, tq2_0, mxfp4: the same bytes as gguf-py's
+ *     gguf.quants.quantize (= ggml's quantize_row_*_ref) for finite inputs.
+ *   - q2_K .. q6_K: tensorbox's own encoder (least-squares search, super-block refit, local
+ *     search on the quantized sub-scales; see ggml_quant.c). On every test distribution its
+ *     reconstruction RMSE is below that of ggml's reference algorithm, which is provided too
+ *     (tbx_ggml_quant_ref_for) as the baseline (written from ggml's quantize_row_*_ref; not
+ *     compared byte for byte with a ggml build).
+ *   Every quantizer is deterministic: the same input gives the same bytes on every CPU path.
+ *   Non-finite inputs give unspecified (but defined, crash-free) blocks.
+ */
+#ifndef TBX_GGML_H
+#define TBX_GGML_H
+
+#include "plain.h"
+
+#include <stdint.h>
+
+/* Bit-exactness needs every multiply and add rounded on its own: no fused multiply-add. Every
+ * file of this module includes this header first. (gcc contracts only outside ISO C mode.) */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__) && !defined(__STRICT_ANSI__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+typedef void (*tbx_quant_fn)(const float *src, void *dst, uint64_t nblocks);
+
+/* Instruction sets a kernel may use (bit mask). */
+#define TBX_GGML_ISA_AVX2 0x1u    /* avx2 */
+#define TBX_GGML_ISA_AVX512 0x2u  /* avx512f + avx512bw + avx512vl */
+
+/* The ISAs this CPU supports and this build has kernels for (none when built for another
+ * architecture or with -DTBX_GGML_NO_SIMD). */
+unsigned tbx_ggml_cpu_isa(void);
+
+/* Best dequantizer for this CPU (SIMD when available for the type, else scalar); NULL if the
+ * dtype is not a ggml block type. */
+tbx_dequant_fn tbx_ggml_dequant_for(tbx_dtype dt);
+/* The portable scalar dequantizer of a ggml block type, or NULL. */
+tbx_dequant_fn tbx_ggml_dequant_scalar_for(tbx_dtype dt);
+/* The AVX2 / AVX-512 kernel of a type, or NULL when there is none. They do NOT check the CPU:
+ * call them only when tbx_ggml_cpu_isa() has the bit. */
+tbx_dequant_fn tbx_ggml_dequant_avx2_for(tbx_dtype dt);
+tbx_dequant_fn tbx_ggml_dequant_avx512_for(tbx_dtype dt);
+
+/* Best quantizer for this CPU, or NULL when the type has none. */
+tbx_quant_fn tbx_ggml_quant_for(tbx_dtype dt);
+/* The portable scalar quantizer (same bytes as tbx_ggml_quant_for), or NULL. */
+tbx_quant_fn tbx_ggml_quant_scalar_for(tbx_dtype dt);
+/* AVX2 quantizer (same bytes as the scalar one), or NULL; does not check the CPU. */
+tbx_quant_fn tbx_ggml_quant_avx2_for(tbx_dtype dt);
+/* ggml's reference quantizer algorithm (quantize_row_*_ref, no importance matrix) for q2_K,
+ * q3_K, q4_K, q5_K, q6_K; for the other quantizable types the same as tbx_ggml_quant_for. */
+tbx_quant_fn tbx_ggml_quant_ref_for(tbx_dtype dt);
+
+/* ---- lane kernels of the K-quant encoder (internal to this module) -------------------------
+ * Eight sub-blocks are processed side by side: xt[8*i + j] is value i of sub-block j ("lane"
+ * j), n values per sub-block. Each lane accumulates its sums in increasing i, so the scalar
+ * kernels (ggml_quant.c) and the AVX2 ones (ggml_simd_avx2.c) give bit-identical results. */
+/* Parameters of one requantization round of 8 lanes (one group of 8 sub-blocks). */
+typedef struct tbx_kq_round {
+    float d, dm;        /* super-block scale and min scale (f16 values); dm unused (symmetric) */
+    float id, idm;      /* recip0(d), recip0(dm) */
+    float nmax, smax;   /* top level; top quantized sub-scale */
+    const float *ts;    /* [8] continuous sub-block scales */
+    const float *tm;    /* [8] continuous sub-block mins (affine) */
+    const float *sx;    /* [8] sum of x per lane (affine) */
+} tbx_kq_round;
+
+typedef struct tbx_kq_ops {
+    /* xt[8*i + j] = x[j*n + i] for j < 8, i < n */
+    void (*transpose)(const float *x, int n, float *xt);
+    /* The inverse for levels, plus a constant (mod 256): L[k*n + i] = Lt[8n(k/8) + 8i + k%8] + add
+     * for the 8*ngroups sub-blocks k. */
+    void (*untranspose)(const uint8_t *Lt, int n, int ngroups, uint8_t add, uint8_t *L);
+    /* Affine fit y = s*l + b (b <= 0), levels 0..nmax: for each candidate
+     * iscale = (nmax + delta[k]) / (max - min(0, min)), least-squares (s, b) for the rounded
+     * levels; keeps the candidate of smallest squared error (s = 0, b = min for flat lanes);
+     * then `nlloyd` rounds of: levels round((x - b)/s), least-squares refit, kept if better.
+     * sx gets each lane's sum of x. */
+    void (*search_affine)(const float *xt, int n, float nmax, const float *delta, int nd,
+                          int nlloyd, float *s, float *b, float *sx);
+    /* Symmetric fit y = s*l, levels -nmax..nmax-1: candidates iscale = -(nmax + delta[k]) / v
+     * with v the first value of largest magnitude; keeps the largest sxl^2/sl2. */
+    void (*search_symm)(const float *xt, int n, float nmax, const float *delta, int nd, float *s);
+    /* One round with quantized scales. Affine: a = clamp(round(ts*id), 0, smax),
+     * q = clamp(round(tm*idm), 0, smax), levels l = clamp(round((x + dm*q) / (d*a)), 0, nmax);
+     * out per lane a, q, the squared error of the decoded values, sum l, sum l^2, sum x*l and
+     * the least-squares sub-block scale/min for these levels (ts2, tm2). Symmetric:
+     * a = clamp(round(ts*id), -smax, smax-1), l = clamp(round(x / (d*a)), -nmax, nmax-1). The levels
+     * themselves are not stored (local_* writes the final ones). */
+    void (*requant_affine)(const float *xt, int n, const tbx_kq_round *r, float *a, float *q,
+                           float *err, float *sl, float *sl2, float *sxl, float *ts2, float *tm2);
+    void (*requant_symm)(const float *xt, int n, const tbx_kq_round *r, float *a, float *err,
+                         float *sl2, float *sxl, float *ts2);
+    /* Local search: each lane's (a, q) moved to (a-1, q), (a+1, q), (a, q-1), (a, q+1) (clamped)
+     * or kept, whichever decodes with the smallest squared error (e0: the error of the kept
+     * (a, q), as requant computed it); a/q updated in place, Lt gets the levels. Symmetric:
+     * a-1, a, a+1. */
+    void (*local_affine)(const float *xt, int n, float nmax, float smax, float d, float dm,
+                         const float *e0, float *a, float *q, uint8_t *Lt);
+    void (*local_symm)(const float *xt, int n, float nmax, float smax, float d, const float *e0,
+                       float *a, int8_t *Lt);
+} tbx_kq_ops;
+
+/* The AVX2 lane kernels, or NULL when this build has none (does not check the CPU). */
+const tbx_kq_ops *tbx_kq_ops_avx2(void);
+
+#endif /* TBX_GGML_H */

@@ -1,0 +1,744 @@
+/*
+ * ggml_simd_avx2.c - AVX2 kernels of the ggml block types.
+ *
+ * Compiled for the baseline target; each kernel carries __attribute__((target("avx2"))) and is
+ * only handed out by the dispatchers when the CPU has AVX2 (tbx_ggml_cpu_isa). The kernels do
+ * the same IEEE operations in the same order as the scalar ones (explicit mul/sub, no FMA: the
+ * target does not even enable it), so their results are bit-identical.
+ */
+#include "ggml.h"
+#include "internal.h"
+
+#include <float.h>
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(TBX_GGML_NO_SIMD)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2")))
+
+static inline float h2f(const uint8_t *p) { return tbx_f16_to_f32(tbx_ld16(p)); }
+
+/* y[0..7] = float(int8 bytes q[0..7]) * d */
+AVX2 static inline void st8_i8(float *y, __m128i q8, __m256 d) {
+    _mm256_storeu_ps(y, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), d));
+}
+/* y[0..7] = float(uint8 bytes q[0..7]) * d - m */
+AVX2 static inline void st8_u8_affine(float *y, __m128i q8, __m256 d, __m256 m) {
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q8));
+    _mm256_storeu_ps(y, _mm256_sub_ps(_mm256_mul_ps(d, q), m));
+}
+/* y[0..15] from 16 int8 values in a 128-bit register, times d */
+AVX2 static inline void st16_i8(float *y, __m128i q, __m256 d) {
+    st8_i8(y, q, d);
+    st8_i8(y + 8, _mm_srli_si128(q, 8), d);
+}
+AVX2 static inline void st16_u8_affine(float *y, __m128i q, __m256 d, __m256 m) {
+    st8_u8_affine(y, q, d, m);
+    st8_u8_affine(y + 8, _mm_srli_si128(q, 8), d, m);
+}
+
+AVX2 static void dq_q8_0(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    for (uint64_t i = 0; i < nb; i++, b += 34, y += 32) {
+        const __m256 d = _mm256_set1_ps(h2f(b));
+        st16_i8(y, _mm_loadu_si128((const __m128i *)(b + 2)), d);
+        st16_i8(y + 16, _mm_loadu_si128((const __m128i *)(b + 18)), d);
+    }
+}
+
+AVX2 static void dq_q4_0(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m128i m4 = _mm_set1_epi8(15), k8 = _mm_set1_epi8(8);
+    for (uint64_t i = 0; i < nb; i++, b += 18, y += 32) {
+        const __m256 d = _mm256_set1_ps(h2f(b));
+        const __m128i q = _mm_loadu_si128((const __m128i *)(b + 2));
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), k8);
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), k8);
+        st16_i8(y, lo, d);
+        st16_i8(y + 16, hi, d);
+    }
+}
+
+/* 16 uint8 values times d, plus m, where a NaN product wins over a NaN m (add_first_nan in
+ * ggml_dequant.c: the operand order numpy's adder gives) */
+AVX2 static inline void st8_u8_muladd(float *y, __m128i q8, __m256 d, __m256 m) {
+    const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q8)), d);
+    const __m256 nan = _mm256_cmp_ps(t, t, _CMP_UNORD_Q);
+    _mm256_storeu_ps(y, _mm256_blendv_ps(_mm256_add_ps(t, m), t, nan));
+}
+AVX2 static inline void st16_u8_muladd(float *y, __m128i q, __m256 d, __m256 m) {
+    st8_u8_muladd(y, q, d, m);
+    st8_u8_muladd(y + 8, _mm_srli_si128(q, 8), d, m);
+}
+
+AVX2 static void dq_q4_1(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m128i m4 = _mm_set1_epi8(15);
+    for (uint64_t i = 0; i < nb; i++, b += 20, y += 32) {
+        const __m256 d = _mm256_set1_ps(h2f(b)), m = _mm256_set1_ps(h2f(b + 2));
+        const __m128i q = _mm_loadu_si128((const __m128i *)(b + 4));
+        st16_u8_muladd(y, _mm_and_si128(q, m4), d, m);
+        st16_u8_muladd(y + 16, _mm_and_si128(_mm_srli_epi16(q, 4), m4), d, m);
+    }
+}
+
+/* The 32 fifth bits of q5_0/q5_1 (LE u32 qh, bit k for element k) as 0/16 bytes in element order;
+ * nibbles: elements 0-15 low nibbles, 16-31 high nibbles of qs[0..15]. */
+AVX2 static inline __m256i q5_values(const uint8_t *qh, const uint8_t *qs) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
+    __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)tbx_ld32(qh)), shuf);
+    h = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit), _mm256_set1_epi8(16));
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs), m4 = _mm_set1_epi8(15);
+    const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+    return _mm256_or_si256(nib, h);
+}
+
+AVX2 static void dq_q5_0(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256i k16 = _mm256_set1_epi8(16);
+    for (uint64_t i = 0; i < nb; i++, b += 22, y += 32) {
+        const __m256 d = _mm256_set1_ps(h2f(b));
+        const __m256i v = _mm256_sub_epi8(q5_values(b + 2, b + 6), k16);
+        st16_i8(y, _mm256_castsi256_si128(v), d);
+        st16_i8(y + 16, _mm256_extracti128_si256(v, 1), d);
+    }
+}
+
+AVX2 static void dq_q5_1(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    for (uint64_t i = 0; i < nb; i++, b += 24, y += 32) {
+        const __m256 d = _mm256_set1_ps(h2f(b)), m = _mm256_set1_ps(h2f(b + 2));
+        const __m256i v = q5_values(b + 4, b + 8);
+        st16_u8_muladd(y, _mm256_castsi256_si128(v), d, m);
+        st16_u8_muladd(y + 16, _mm256_extracti128_si256(v, 1), d, m);
+    }
+}
+
+static const int8_t kv_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                    1,    13,   25,  38,  53,  69,  89,  113};
+
+/* y = d * kv[nibble], d * float(int8) */
+AVX2 static void dq_iq4_nl(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m128i kv = _mm_loadu_si128((const __m128i *)kv_iq4nl), m4 = _mm_set1_epi8(15);
+    for (uint64_t i = 0; i < nb; i++, b += 18, y += 32) {
+        const __m256 d = _mm256_set1_ps(h2f(b));
+        const __m128i q = _mm_loadu_si128((const __m128i *)(b + 2));
+        st16_i8(y, _mm_shuffle_epi8(kv, _mm_and_si128(q, m4)), d);
+        st16_i8(y + 16, _mm_shuffle_epi8(kv, _mm_and_si128(_mm_srli_epi16(q, 4), m4)), d);
+    }
+}
+
+AVX2 static void dq_iq4_xs(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m128i kv = _mm_loadu_si128((const __m128i *)kv_iq4nl), m4 = _mm_set1_epi8(15);
+    for (uint64_t i = 0; i < nb; i++, b += 136) {
+        const float d = h2f(b);
+        const unsigned sh = tbx_ld16(b + 2);
+        const uint8_t *sl = b + 4, *qs = b + 8;
+        for (int ib = 0; ib < 8; ib++, y += 32, qs += 16) {
+            const int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 15) | (int)(((sh >> (2 * ib)) & 3) << 4);
+            const __m256 dl = _mm256_set1_ps(d * (float)(ls - 32));
+            const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+            st16_i8(y, _mm_shuffle_epi8(kv, _mm_and_si128(q, m4)), dl);
+            st16_i8(y + 16, _mm_shuffle_epi8(kv, _mm_and_si128(_mm_srli_epi16(q, 4), m4)), dl);
+        }
+    }
+}
+
+/* y = d * q: the scalar kernel's d * (float)q, the same product */
+AVX2 static void dq_q8_K(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    for (uint64_t i = 0; i < nb; i++, b += 292, y += 256) {
+        const __m256 d = _mm256_set1_ps(tbx_ldf32(b));
+        for (int k = 0; k < 256; k += 16) st16_i8(y + k, _mm_loadu_si128((const __m128i *)(b + 4 + k)), d);
+    }
+}
+
+/* Scale and min of sub-block j of q4_K/q5_K (as the scalar kernel). */
+static inline void k4_scale_min(const uint8_t *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+AVX2 static void dq_q4_K(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (uint64_t i = 0; i < nb; i++, b += 144) {
+        const float d = h2f(b), dmin = h2f(b + 2);
+        const uint8_t *s = b + 4, *q = b + 16;
+        for (int g = 0; g < 4; g++, q += 32, y += 64) {
+            int sc, m;
+            k4_scale_min(s, 2 * g, &sc, &m);
+            const __m256 d1 = _mm256_set1_ps(d * (float)sc), m1 = _mm256_set1_ps(dmin * (float)m);
+            k4_scale_min(s, 2 * g + 1, &sc, &m);
+            const __m256 d2 = _mm256_set1_ps(d * (float)sc), m2 = _mm256_set1_ps(dmin * (float)m);
+            const __m256i v = _mm256_loadu_si256((const __m256i *)q);
+            const __m256i lo = _mm256_and_si256(v, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            st16_u8_affine(y, _mm256_castsi256_si128(lo), d1, m1);
+            st16_u8_affine(y + 16, _mm256_extracti128_si256(lo, 1), d1, m1);
+            st16_u8_affine(y + 32, _mm256_castsi256_si128(hi), d2, m2);
+            st16_u8_affine(y + 48, _mm256_extracti128_si256(hi, 1), d2, m2);
+        }
+    }
+}
+
+AVX2 static void dq_q5_K(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    for (uint64_t i = 0; i < nb; i++, b += 176) {
+        const float d = h2f(b), dmin = h2f(b + 2);
+        const uint8_t *s = b + 4, *q = b + 48;
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
+        for (int g = 0; g < 4; g++, q += 32, y += 64) {
+            int sc, m;
+            k4_scale_min(s, 2 * g, &sc, &m);
+            const __m256 d1 = _mm256_set1_ps(d * (float)sc), m1 = _mm256_set1_ps(dmin * (float)m);
+            k4_scale_min(s, 2 * g + 1, &sc, &m);
+            const __m256 d2 = _mm256_set1_ps(d * (float)sc), m2 = _mm256_set1_ps(dmin * (float)m);
+            const __m256i v = _mm256_loadu_si256((const __m256i *)q);
+            /* bit 2g (2g+1) of qh[l] is bit 4 of the low (high) quant: shift it to bit 0, mask,
+             * then to bit 4 (byte-wise, through 16-bit shifts and a mask) */
+            const __m128i c1 = _mm_cvtsi32_si128(2 * g), c2 = _mm_cvtsi32_si128(2 * g + 1);
+            const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(qh, c1), one);
+            const __m256i h2 = _mm256_and_si256(_mm256_srl_epi16(qh, c2), one);
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_slli_epi16(h1, 4));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                               _mm256_slli_epi16(h2, 4));
+            st16_u8_affine(y, _mm256_castsi256_si128(lo), d1, m1);
+            st16_u8_affine(y + 16, _mm256_extracti128_si256(lo, 1), d1, m1);
+            st16_u8_affine(y + 32, _mm256_castsi256_si128(hi), d2, m2);
+            st16_u8_affine(y + 48, _mm256_extracti128_si256(hi, 1), d2, m2);
+        }
+    }
+}
+
+AVX2 static void dq_q6_K(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    for (uint64_t i = 0; i < nb; i++, b += 210) {
+        const float d = h2f(b + 208);
+        const int8_t *sc = (const int8_t *)(b + 192);
+        float ds[16];
+        for (int k = 0; k < 16; k++) ds[k] = d * (float)sc[k];
+        const uint8_t *ql = b, *qh = b + 128;
+        for (int h = 0; h < 2; h++, ql += 64, qh += 32, y += 128) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i hv = _mm256_loadu_si256((const __m256i *)qh);
+            /* 6-bit values of the four 32-element groups, minus 32 (int8) */
+            __m256i v[4];
+            v[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(hv, m3), 4));
+            v[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2), m3), 4));
+            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 4), m3), 4));
+            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 6), m3), 4));
+            for (int k = 0; k < 4; k++) {
+                const __m256i q = _mm256_sub_epi8(v[k], k32);
+                const float *dk = ds + 8 * h + 2 * k; /* group k: scales is + 2k, is = l/16 */
+                st16_i8(y + 32 * k, _mm256_castsi256_si128(q), _mm256_set1_ps(dk[0]));
+                st16_i8(y + 32 * k + 16, _mm256_extracti128_si256(q, 1), _mm256_set1_ps(dk[1]));
+            }
+        }
+    }
+}
+
+/* The byte shifts above use 16-bit lane shifts followed by masks that drop every bit crossing
+ * a byte boundary, so they act as per-byte shifts. */
+
+tbx_dequant_fn tbx_ggml_dequant_avx2_for(tbx_dtype dt) {
+    switch (dt) {
+    case TBX_DT_Q8_0: return dq_q8_0;
+    case TBX_DT_Q4_0: return dq_q4_0;
+    case TBX_DT_Q4_K: return dq_q4_K;
+    case TBX_DT_Q5_K: return dq_q5_K;
+    case TBX_DT_Q6_K: return dq_q6_K;
+    case TBX_DT_Q4_1: return dq_q4_1;
+    case TBX_DT_Q5_0: return dq_q5_0;
+    case TBX_DT_Q5_1: return dq_q5_1;
+    case TBX_DT_IQ4_NL: return dq_iq4_nl;
+    case TBX_DT_IQ4_XS: return dq_iq4_xs;
+    case TBX_DT_Q8_K: return dq_q8_K;
+    default: return NULL;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* K-quant encoder lane kernels: lane j of each __m256 is sub-block j. Operation for operation  */
+/* the scalar kernels of ggml_quant.c (see tbx_kq_ops in ggml.h).                              */
+/* ------------------------------------------------------------------------------------------ */
+/* The scalar kernels round with (v + 1.5*2^23) - 1.5*2^23 (round to nearest even for
+ * |v| < 2^22); roundps gives the same integers there, and every use clamps the result to a small
+ * range, where both saturate identically for larger |v|, Inf and NaN. */
+AVX2 static inline __m256 rnd_ps(__m256 v) {
+    return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* xt[8*i + j] = x[j*n + i]: 8x8 transposes of rows j (n a multiple of 8) */
+AVX2 static void transpose(const float *x, int n, float *xt) {
+    for (int i0 = 0; i0 < n; i0 += 8) {
+        __m256 r[8], t[8];
+        for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(x + j * n + i0);
+        t[0] = _mm256_unpacklo_ps(r[0], r[1]);
+        t[1] = _mm256_unpackhi_ps(r[0], r[1]);
+        t[2] = _mm256_unpacklo_ps(r[2], r[3]);
+        t[3] = _mm256_unpackhi_ps(r[2], r[3]);
+        t[4] = _mm256_unpacklo_ps(r[4], r[5]);
+        t[5] = _mm256_unpackhi_ps(r[4], r[5]);
+        t[6] = _mm256_unpacklo_ps(r[6], r[7]);
+        t[7] = _mm256_unpackhi_ps(r[6], r[7]);
+        r[0] = _mm256_shuffle_ps(t[0], t[2], 0x44);
+        r[1] = _mm256_shuffle_ps(t[0], t[2], 0xEE);
+        r[2] = _mm256_shuffle_ps(t[1], t[3], 0x44);
+        r[3] = _mm256_shuffle_ps(t[1], t[3], 0xEE);
+        r[4] = _mm256_shuffle_ps(t[4], t[6], 0x44);
+        r[5] = _mm256_shuffle_ps(t[4], t[6], 0xEE);
+        r[6] = _mm256_shuffle_ps(t[5], t[7], 0x44);
+        r[7] = _mm256_shuffle_ps(t[5], t[7], 0xEE);
+        /* r[k] holds column k of rows 0-3 (low half) and of rows 4-7 of the other 128-bit lane */
+        float *o = xt + 8 * i0;
+        _mm256_storeu_ps(o + 0, _mm256_permute2f128_ps(r[0], r[4], 0x20));
+        _mm256_storeu_ps(o + 8, _mm256_permute2f128_ps(r[1], r[5], 0x20));
+        _mm256_storeu_ps(o + 16, _mm256_permute2f128_ps(r[2], r[6], 0x20));
+        _mm256_storeu_ps(o + 24, _mm256_permute2f128_ps(r[3], r[7], 0x20));
+        _mm256_storeu_ps(o + 32, _mm256_permute2f128_ps(r[0], r[4], 0x31));
+        _mm256_storeu_ps(o + 40, _mm256_permute2f128_ps(r[1], r[5], 0x31));
+        _mm256_storeu_ps(o + 48, _mm256_permute2f128_ps(r[2], r[6], 0x31));
+        _mm256_storeu_ps(o + 56, _mm256_permute2f128_ps(r[3], r[7], 0x31));
+    }
+}
+
+/* One candidate's sums over the rows: l = clamp(round(is * (u + c)), 0, nmax). */
+#define AFFINE_SUMS(u_expr)                                                                   \
+    for (int i = 0; i < n; i++) {                                                             \
+        const __m256 w = _mm256_loadu_ps(u + 8 * i);                                          \
+        __m256 l = rnd_ps(_mm256_mul_ps(is, u_expr));                                         \
+        l = _mm256_max_ps(_mm256_min_ps(l, vnmax), zero);                                     \
+        sl = _mm256_add_ps(sl, l);                                                            \
+        sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(l, l));                                        \
+        sul = _mm256_add_ps(sul, _mm256_mul_ps(w, l));                                        \
+    }
+
+/* L[k*n + i] = Lt[8n(k/8) + 8i + k%8] + add: 8x8 byte transposes */
+AVX2 static void untranspose(const uint8_t *Lt, int n, int ngroups, uint8_t add, uint8_t *L) {
+    const __m128i va = _mm_set1_epi8((char)add);
+    for (int g = 0; g < ngroups; g++) {
+        const uint8_t *src = Lt + 8 * n * g;
+        uint8_t *dst = L + 8 * n * g;
+        for (int i0 = 0; i0 < n; i0 += 8) {
+            __m128i r[8];
+            for (int r8 = 0; r8 < 8; r8++) r[r8] = _mm_loadl_epi64((const __m128i *)(src + 8 * (i0 + r8)));
+            const __m128i a0 = _mm_unpacklo_epi8(r[0], r[1]), a1 = _mm_unpacklo_epi8(r[2], r[3]);
+            const __m128i a2 = _mm_unpacklo_epi8(r[4], r[5]), a3 = _mm_unpacklo_epi8(r[6], r[7]);
+            const __m128i b0 = _mm_unpacklo_epi16(a0, a1), b1 = _mm_unpackhi_epi16(a0, a1);
+            const __m128i b2 = _mm_unpacklo_epi16(a2, a3), b3 = _mm_unpackhi_epi16(a2, a3);
+            __m128i c[4];
+            c[0] = _mm_add_epi8(_mm_unpacklo_epi32(b0, b2), va); /* columns 0, 1 */
+            c[1] = _mm_add_epi8(_mm_unpackhi_epi32(b0, b2), va); /* columns 2, 3 */
+            c[2] = _mm_add_epi8(_mm_unpacklo_epi32(b1, b3), va); /* columns 4, 5 */
+            c[3] = _mm_add_epi8(_mm_unpackhi_epi32(b1, b3), va); /* columns 6, 7 */
+            for (int q = 0; q < 4; q++) {
+                _mm_storel_epi64((__m128i *)(dst + (2 * q) * n + i0), c[q]);
+                _mm_storel_epi64((__m128i *)(dst + (2 * q + 1) * n + i0), _mm_srli_si128(c[q], 8));
+            }
+        }
+    }
+}
+
+/* Least-squares fit of one candidate from its sums, kept per lane if better (affine_fit in
+ * ggml_quant.c, op for op). */
+#define AFFINE_PICK(SL, SL2, SUL)                                                               \
+    {                                                                                           \
+        const __m256 sxl = _mm256_add_ps(SUL, _mm256_mul_ps(mn, SL));                           \
+        const __m256 D = _mm256_sub_ps(_mm256_mul_ps(fn, SL2), _mm256_mul_ps(SL, SL));          \
+        __m256 s = _mm256_div_ps(_mm256_sub_ps(_mm256_mul_ps(fn, sxl), _mm256_mul_ps(sx, SL)), D); \
+        __m256 b = _mm256_div_ps(_mm256_sub_ps(_mm256_mul_ps(SL2, sx), _mm256_mul_ps(SL, sxl)), D); \
+        const __m256 bpos = _mm256_cmp_ps(b, zero, _CMP_GT_OQ);                                 \
+        s = _mm256_blendv_ps(s, _mm256_div_ps(sxl, SL2), bpos);                                 \
+        b = _mm256_blendv_ps(b, zero, bpos);                                                    \
+        const __m256 t1 = _mm256_mul_ps(_mm256_mul_ps(two, s), sxl);                            \
+        const __m256 t2 = _mm256_mul_ps(_mm256_mul_ps(two, b), sx);                             \
+        const __m256 t3 = _mm256_mul_ps(_mm256_mul_ps(s, s), SL2);                              \
+        const __m256 t4 = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(two, s), b), SL);           \
+        const __m256 t5 = _mm256_mul_ps(_mm256_mul_ps(fn, b), b);                               \
+        const __m256 e = _mm256_add_ps(                                                         \
+            _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(sx2, t1), t2), t3), t4), t5); \
+        const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(D, zero, _CMP_GT_OQ),                    \
+                                        _mm256_cmp_ps(s, zero, _CMP_GT_OQ));                    \
+        const __m256 upd = _mm256_and_ps(ok, _mm256_cmp_ps(e, be, _CMP_LT_OQ));                 \
+        be = _mm256_blendv_ps(be, e, upd);                                                      \
+        bs = _mm256_blendv_ps(bs, s, upd);                                                      \
+        bb = _mm256_blendv_ps(bb, b, upd);                                                      \
+    }
+
+AVX2 static void search_affine(const float *xt, int n, float nmax, const float *delta, int nd,
+                               int nlloyd, float *s_out, float *b_out, float *sx_out) {
+    const __m256 zero = _mm256_setzero_ps(), two = _mm256_set1_ps(2.0f), one = _mm256_set1_ps(1.0f);
+    const __m256 vnmax = _mm256_set1_ps(nmax), fn = _mm256_set1_ps((float)n);
+    float u[8 * 32];
+    __m256 mn = _mm256_loadu_ps(xt), mx = mn, sx = zero, sx2 = zero;
+    for (int i = 0; i < n; i++) {
+        const __m256 v = _mm256_loadu_ps(xt + 8 * i);
+        mn = _mm256_min_ps(v, mn);
+        mx = _mm256_max_ps(v, mx);
+        sx = _mm256_add_ps(sx, v);
+        sx2 = _mm256_add_ps(sx2, _mm256_mul_ps(v, v));
+    }
+    mn = _mm256_min_ps(mn, zero);
+    for (int i = 0; i < n; i++) _mm256_storeu_ps(u + 8 * i, _mm256_sub_ps(_mm256_loadu_ps(xt + 8 * i), mn));
+    const __m256 rng = _mm256_sub_ps(mx, mn);
+    const __m256 pos = _mm256_cmp_ps(rng, zero, _CMP_GT_OQ);
+    __m256 bs = zero, bb = mn, be = _mm256_set1_ps(FLT_MAX);
+    for (int k = 0; k < nd + nlloyd; k++) {
+        __m256 sl = zero, sl2 = zero, sul = zero, slB = zero, sl2B = zero, sulB = zero;
+        if (k + 2 < nd) {
+            /* three candidates per sweep over the rows (the sums of each in row order) */
+            __m256 slC = zero, sl2C = zero, sulC = zero;
+            const __m256 is = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(nmax + delta[k]), rng), pos);
+            const __m256 isB = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(nmax + delta[k + 1]), rng), pos);
+            const __m256 isC = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(nmax + delta[k + 2]), rng), pos);
+            for (int i = 0; i < n; i++) {
+                const __m256 w = _mm256_loadu_ps(u + 8 * i);
+                __m256 l = rnd_ps(_mm256_mul_ps(is, w)), lB = rnd_ps(_mm256_mul_ps(isB, w));
+                __m256 lC = rnd_ps(_mm256_mul_ps(isC, w));
+                l = _mm256_max_ps(_mm256_min_ps(l, vnmax), zero);
+                lB = _mm256_max_ps(_mm256_min_ps(lB, vnmax), zero);
+                lC = _mm256_max_ps(_mm256_min_ps(lC, vnmax), zero);
+                sl = _mm256_add_ps(sl, l);
+                slB = _mm256_add_ps(slB, lB);
+                slC = _mm256_add_ps(slC, lC);
+                sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(l, l));
+                sl2B = _mm256_add_ps(sl2B, _mm256_mul_ps(lB, lB));
+                sl2C = _mm256_add_ps(sl2C, _mm256_mul_ps(lC, lC));
+                sul = _mm256_add_ps(sul, _mm256_mul_ps(w, l));
+                sulB = _mm256_add_ps(sulB, _mm256_mul_ps(w, lB));
+                sulC = _mm256_add_ps(sulC, _mm256_mul_ps(w, lC));
+            }
+            AFFINE_PICK(sl, sl2, sul)
+            AFFINE_PICK(slB, sl2B, sulB)
+            AFFINE_PICK(slC, sl2C, sulC)
+            k += 2;
+            continue;
+        }
+        if (k + 1 < nd) {
+            /* two candidates per sweep over the rows (the sums of each in row order) */
+            const __m256 is = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(nmax + delta[k]), rng), pos);
+            const __m256 isB = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(nmax + delta[k + 1]), rng), pos);
+            for (int i = 0; i < n; i++) {
+                const __m256 w = _mm256_loadu_ps(u + 8 * i);
+                __m256 l = rnd_ps(_mm256_mul_ps(is, w)), lB = rnd_ps(_mm256_mul_ps(isB, w));
+                l = _mm256_max_ps(_mm256_min_ps(l, vnmax), zero);
+                lB = _mm256_max_ps(_mm256_min_ps(lB, vnmax), zero);
+                sl = _mm256_add_ps(sl, l);
+                slB = _mm256_add_ps(slB, lB);
+                sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(l, l));
+                sl2B = _mm256_add_ps(sl2B, _mm256_mul_ps(lB, lB));
+                sul = _mm256_add_ps(sul, _mm256_mul_ps(w, l));
+                sulB = _mm256_add_ps(sulB, _mm256_mul_ps(w, lB));
+            }
+            AFFINE_PICK(sl, sl2, sul)
+            k++;
+            AFFINE_PICK(slB, sl2B, sulB)
+            continue;
+        }
+        if (k < nd) {
+            const __m256 is = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(nmax + delta[k]), rng), pos);
+            AFFINE_SUMS(w)
+        } else {
+            const __m256 is = _mm256_and_ps(_mm256_div_ps(one, bs), _mm256_cmp_ps(bs, zero, _CMP_GT_OQ));
+            const __m256 c = _mm256_sub_ps(mn, bb);
+            AFFINE_SUMS(_mm256_add_ps(w, c))
+        }
+        AFFINE_PICK(sl, sl2, sul)
+    }
+    _mm256_storeu_ps(s_out, bs);
+    _mm256_storeu_ps(b_out, bb);
+    _mm256_storeu_ps(sx_out, sx);
+}
+#undef AFFINE_SUMS
+#undef AFFINE_PICK
+
+AVX2 static void search_symm(const float *xt, int n, float nmax, const float *delta, int nd,
+                             float *s_out) {
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 hi = _mm256_set1_ps(nmax - 1.0f), lo = _mm256_set1_ps(-nmax);
+    __m256 am = zero, sm = zero;
+    for (int i = 0; i < n; i++) {
+        const __m256 v = _mm256_loadu_ps(xt + 8 * i);
+        const __m256 a = _mm256_and_ps(v, absmask);
+        const __m256 gt = _mm256_cmp_ps(a, am, _CMP_GT_OQ);
+        am = _mm256_blendv_ps(am, a, gt);
+        sm = _mm256_blendv_ps(sm, v, gt);
+    }
+    const __m256 pos = _mm256_cmp_ps(am, zero, _CMP_GT_OQ);
+    __m256 bn = zero, bd = _mm256_set1_ps(1.0f), bs = zero;
+#define SYMM_PICK(SL2, SXL)                                                                   \
+    {                                                                                          \
+        const __m256 num = _mm256_mul_ps(SXL, SXL);                                            \
+        const __m256 upd = _mm256_and_ps(                                                      \
+            _mm256_cmp_ps(SL2, zero, _CMP_GT_OQ),                                              \
+            _mm256_cmp_ps(_mm256_mul_ps(num, bd), _mm256_mul_ps(bn, SL2), _CMP_GT_OQ));        \
+        bn = _mm256_blendv_ps(bn, num, upd);                                                   \
+        bd = _mm256_blendv_ps(bd, SL2, upd);                                                   \
+        bs = _mm256_blendv_ps(bs, _mm256_div_ps(SXL, SL2), upd);                               \
+    }
+    int k = 0;
+    for (; k + 1 < nd; k += 2) { /* two candidates per sweep, each summed in row order */
+        const __m256 is = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(-(nmax + delta[k])), sm), pos);
+        const __m256 isB = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(-(nmax + delta[k + 1])), sm), pos);
+        __m256 sl2 = zero, sxl = zero, sl2B = zero, sxlB = zero;
+        for (int i = 0; i < n; i++) {
+            const __m256 v = _mm256_loadu_ps(xt + 8 * i);
+            __m256 l = rnd_ps(_mm256_mul_ps(is, v)), lB = rnd_ps(_mm256_mul_ps(isB, v));
+            l = _mm256_max_ps(_mm256_min_ps(l, hi), lo);
+            lB = _mm256_max_ps(_mm256_min_ps(lB, hi), lo);
+            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(l, l));
+            sl2B = _mm256_add_ps(sl2B, _mm256_mul_ps(lB, lB));
+            sxl = _mm256_add_ps(sxl, _mm256_mul_ps(v, l));
+            sxlB = _mm256_add_ps(sxlB, _mm256_mul_ps(v, lB));
+        }
+        SYMM_PICK(sl2, sxl)
+        SYMM_PICK(sl2B, sxlB)
+    }
+    for (; k < nd; k++) {
+        const __m256 is = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(-(nmax + delta[k])), sm), pos);
+        __m256 sl2 = zero, sxl = zero;
+        for (int i = 0; i < n; i++) {
+            const __m256 v = _mm256_loadu_ps(xt + 8 * i);
+            __m256 l = rnd_ps(_mm256_mul_ps(is, v));
+            l = _mm256_max_ps(_mm256_min_ps(l, hi), lo);
+            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(l, l));
+            sxl = _mm256_add_ps(sxl, _mm256_mul_ps(v, l));
+        }
+        SYMM_PICK(sl2, sxl)
+    }
+#undef SYMM_PICK
+    _mm256_storeu_ps(s_out, bs);
+}
+
+/* 8 integral floats (in int8 range) -> 8 bytes */
+AVX2 static inline void store8_levels(void *dst, __m256 l) {
+    const __m256i i32 = _mm256_cvttps_epi32(l);
+    const __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+    _mm_storel_epi64((__m128i *)dst, _mm_packs_epi16(i16, i16));
+}
+
+/* recip0(d) = d != 0 ? 1/d : 0 (NaN != 0) */
+AVX2 static inline __m256 recip0_ps(__m256 d) {
+    const __m256 nz = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_NEQ_UQ);
+    return _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(1.0f), d), nz);
+}
+/* max(min(round(v * inv), hi), lo) */
+AVX2 static inline __m256 qlane_ps(__m256 v, __m256 inv, __m256 lo, __m256 hi) {
+    return _mm256_max_ps(_mm256_min_ps(rnd_ps(_mm256_mul_ps(v, inv)), hi), lo);
+}
+/* x > 0 ? x : 0 (NaN -> 0) */
+AVX2 static inline __m256 pos_or_0(__m256 x) {
+    return _mm256_and_ps(x, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
+}
+
+AVX2 static void requant_affine(const float *xt, int n, const tbx_kq_round *r, float *ap,
+                                float *qp, float *err, float *slp, float *sl2p, float *sxlp,
+                                float *ts2, float *tm2) {
+    const __m256 zero = _mm256_setzero_ps(), vnmax = _mm256_set1_ps(r->nmax);
+    const __m256 smax = _mm256_set1_ps(r->smax), fn = _mm256_set1_ps((float)n);
+    const __m256 a = qlane_ps(_mm256_loadu_ps(r->ts), _mm256_set1_ps(r->id), zero, smax);
+    const __m256 q = qlane_ps(_mm256_loadu_ps(r->tm), _mm256_set1_ps(r->idm), zero, smax);
+    const __m256 d1 = _mm256_mul_ps(_mm256_set1_ps(r->d), a);
+    const __m256 m1 = _mm256_mul_ps(_mm256_set1_ps(r->dm), q);
+    const __m256 id1 = recip0_ps(d1);
+    __m256 e2 = zero, sl = zero, sl2 = zero, sxl = zero;
+    for (int i = 0; i < n; i++) {
+        const __m256 v = _mm256_loadu_ps(xt + 8 * i);
+        __m256 l = rnd_ps(_mm256_mul_ps(_mm256_add_ps(v, m1), id1));
+        l = _mm256_max_ps(_mm256_min_ps(l, vnmax), zero);
+        const __m256 e = _mm256_sub_ps(_mm256_sub_ps(_mm256_mul_ps(d1, l), m1), v);
+        e2 = _mm256_add_ps(e2, _mm256_mul_ps(e, e));
+        sl = _mm256_add_ps(sl, l);
+        sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(l, l));
+        sxl = _mm256_add_ps(sxl, _mm256_mul_ps(v, l));
+    }
+    /* least-squares scale >= 0 and offset <= 0 for these levels */
+    const __m256 sx = _mm256_loadu_ps(r->sx);
+    const __m256 D = _mm256_sub_ps(_mm256_mul_ps(fn, sl2), _mm256_mul_ps(sl, sl));
+    const __m256 iD = recip0_ps(pos_or_0(D));
+    const __m256 s2 = _mm256_mul_ps(_mm256_sub_ps(_mm256_mul_ps(fn, sxl), _mm256_mul_ps(sx, sl)), iD);
+    const __m256 b2 = _mm256_mul_ps(_mm256_sub_ps(_mm256_mul_ps(sl2, sx), _mm256_mul_ps(sl, sxl)), iD);
+    const __m256 s1 = _mm256_mul_ps(sxl, recip0_ps(pos_or_0(sl2)));
+    const __m256 two = _mm256_andnot_ps(_mm256_cmp_ps(b2, zero, _CMP_GT_OQ),
+                                        _mm256_cmp_ps(D, zero, _CMP_GT_OQ));
+    const __m256 sk = _mm256_blendv_ps(s1, s2, two);
+    const __m256 negb2 = _mm256_xor_ps(b2, _mm256_set1_ps(-0.0f));
+    _mm256_storeu_ps(ts2, pos_or_0(sk));
+    _mm256_storeu_ps(tm2, _mm256_and_ps(negb2, two));
+    _mm256_storeu_ps(ap, a);
+    _mm256_storeu_ps(qp, q);
+    _mm256_storeu_ps(err, e2);
+    _mm256_storeu_ps(slp, sl);
+    _mm256_storeu_ps(sl2p, sl2);
+    _mm256_storeu_ps(sxlp, sxl);
+}
+
+AVX2 static void requant_symm(const float *xt, int n, const tbx_kq_round *r, float *ap,
+                              float *err, float *sl2p, float *sxlp, float *ts2) {
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256 hi = _mm256_set1_ps(r->nmax - 1.0f), lo = _mm256_set1_ps(-r->nmax);
+    const __m256 a = qlane_ps(_mm256_loadu_ps(r->ts), _mm256_set1_ps(r->id),
+                              _mm256_set1_ps(-r->smax), _mm256_set1_ps(r->smax - 1.0f));
+    const __m256 d1 = _mm256_mul_ps(_mm256_set1_ps(r->d), a);
+    const __m256 id1 = recip0_ps(d1);
+    __m256 e2 = zero, sl2 = zero, sxl = zero;
+    for (int i = 0; i < n; i++) {
+        const __m256 v = _mm256_loadu_ps(xt + 8 * i);
+        __m256 l = rnd_ps(_mm256_mul_ps(v, id1));
+        l = _mm256_max_ps(_mm256_min_ps(l, hi), lo);
+        const __m256 e = _mm256_sub_ps(_mm256_mul_ps(d1, l), v);
+        e2 = _mm256_add_ps(e2, _mm256_mul_ps(e, e));
+        sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(l, l));
+        sxl = _mm256_add_ps(sxl, _mm256_mul_ps(v, l));
+    }
+    _mm256_storeu_ps(ts2, _mm256_mul_ps(sxl, recip0_ps(pos_or_0(sl2))));
+    _mm256_storeu_ps(ap, a);
+    _mm256_storeu_ps(err, e2);
+    _mm256_storeu_ps(sl2p, sl2);
+    _mm256_storeu_ps(sxlp, sxl);
+}
+
+/* One moved (a, q) pair of the local search: its parameters and error accumulator. */
+typedef struct lcombo {
+    __m256 a, q, d1, m1, id1, e;
+} lcombo;
+
+AVX2 static inline lcombo lcombo_make(__m256 a0, __m256 q0, float da, float dq, __m256 vd,
+                                      __m256 vdm, __m256 smax) {
+    const __m256 zero = _mm256_setzero_ps();
+    lcombo c;
+    c.a = _mm256_max_ps(_mm256_min_ps(_mm256_add_ps(a0, _mm256_set1_ps(da)), smax), zero);
+    c.q = _mm256_max_ps(_mm256_min_ps(_mm256_add_ps(q0, _mm256_set1_ps(dq)), smax), zero);
+    c.d1 = _mm256_mul_ps(vd, c.a);
+    c.m1 = _mm256_mul_ps(vdm, c.q);
+    c.id1 = recip0_ps(c.d1);
+    c.e = zero;
+    return c;
+}
+
+/* squared error of one row for a combo: l = clamp(round((v + m1) * id1)); (d1*l - m1) - v */
+#define LCOMBO_ROW(C)                                                                          \
+    {                                                                                          \
+        __m256 l_ = rnd_ps(_mm256_mul_ps(_mm256_add_ps(v, C.m1), C.id1));                      \
+        l_ = _mm256_max_ps(_mm256_min_ps(l_, vnmax), zero);                                    \
+        const __m256 t_ = _mm256_sub_ps(_mm256_sub_ps(_mm256_mul_ps(C.d1, l_), C.m1), v);      \
+        C.e = _mm256_add_ps(C.e, _mm256_mul_ps(t_, t_));                                       \
+    }
+
+AVX2 static void local_affine(const float *xt, int n, float nmax, float smaxf, float d, float dm,
+                              const float *e0, float *ap, float *qp, uint8_t *Lt) {
+    const __m256 zero = _mm256_setzero_ps(), vnmax = _mm256_set1_ps(nmax), smax = _mm256_set1_ps(smaxf);
+    const __m256 a0 = _mm256_loadu_ps(ap), q0 = _mm256_loadu_ps(qp);
+    const __m256 vd = _mm256_set1_ps(d), vdm = _mm256_set1_ps(dm);
+    /* the kept (a, q) (error e0, from requant) and the four moves, in the scalar kernel's order */
+    lcombo c0 = lcombo_make(a0, q0, 0.0f, 0.0f, vd, vdm, smax);
+    lcombo c1 = lcombo_make(a0, q0, -1.0f, 0.0f, vd, vdm, smax);
+    lcombo c2 = lcombo_make(a0, q0, 1.0f, 0.0f, vd, vdm, smax);
+    lcombo c3 = lcombo_make(a0, q0, 0.0f, -1.0f, vd, vdm, smax);
+    lcombo c4 = lcombo_make(a0, q0, 0.0f, 1.0f, vd, vdm, smax);
+    c0.e = _mm256_loadu_ps(e0);
+    for (int i = 0; i < n; i++) {
+        const __m256 v = _mm256_loadu_ps(xt + 8 * i);
+        LCOMBO_ROW(c1)
+        LCOMBO_ROW(c2)
+    }
+    for (int i = 0; i < n; i++) {
+        const __m256 v = _mm256_loadu_ps(xt + 8 * i);
+        LCOMBO_ROW(c3)
+        LCOMBO_ROW(c4)
+    }
+    lcombo b = c0;
+    const lcombo *cs[4] = {&c1, &c2, &c3, &c4};
+    for (int k = 0; k < 4; k++) {
+        const __m256 better = _mm256_cmp_ps(cs[k]->e, b.e, _CMP_LT_OQ);
+        b.e = _mm256_blendv_ps(b.e, cs[k]->e, better);
+        b.a = _mm256_blendv_ps(b.a, cs[k]->a, better);
+        b.q = _mm256_blendv_ps(b.q, cs[k]->q, better);
+        b.m1 = _mm256_blendv_ps(b.m1, cs[k]->m1, better);
+        b.id1 = _mm256_blendv_ps(b.id1, cs[k]->id1, better);
+    }
+    for (int i = 0; i < n; i++) {
+        __m256 l = rnd_ps(_mm256_mul_ps(_mm256_add_ps(_mm256_loadu_ps(xt + 8 * i), b.m1), b.id1));
+        store8_levels(Lt + 8 * i, _mm256_max_ps(_mm256_min_ps(l, vnmax), zero));
+    }
+    _mm256_storeu_ps(ap, b.a);
+    _mm256_storeu_ps(qp, b.q);
+}
+#undef LCOMBO_ROW
+
+AVX2 static void local_symm(const float *xt, int n, float nmax, float smaxf, float d,
+                            const float *e0, float *ap, int8_t *Lt) {
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256 hi = _mm256_set1_ps(nmax - 1.0f), lo = _mm256_set1_ps(-nmax);
+    const __m256 shi = _mm256_set1_ps(smaxf - 1.0f), slo = _mm256_set1_ps(-smaxf);
+    const __m256 a0 = _mm256_loadu_ps(ap), vd = _mm256_set1_ps(d);
+    __m256 ca[3], d1[3], id1[3], e[3];
+    static const float da[3] = {0.0f, -1.0f, 1.0f};
+    for (int c = 0; c < 3; c++) {
+        ca[c] = _mm256_max_ps(_mm256_min_ps(_mm256_add_ps(a0, _mm256_set1_ps(da[c])), shi), slo);
+        d1[c] = _mm256_mul_ps(vd, ca[c]);
+        id1[c] = recip0_ps(d1[c]);
+    }
+    __m256 e1 = zero, e2 = zero;
+    const __m256 d11 = d1[1], d12 = d1[2], i11 = id1[1], i12 = id1[2];
+    for (int i = 0; i < n; i++) {
+        const __m256 v = _mm256_loadu_ps(xt + 8 * i);
+        __m256 l1 = rnd_ps(_mm256_mul_ps(v, i11)), l2 = rnd_ps(_mm256_mul_ps(v, i12));
+        l1 = _mm256_max_ps(_mm256_min_ps(l1, hi), lo);
+        l2 = _mm256_max_ps(_mm256_min_ps(l2, hi), lo);
+        const __m256 t1 = _mm256_sub_ps(_mm256_mul_ps(d11, l1), v);
+        const __m256 t2 = _mm256_sub_ps(_mm256_mul_ps(d12, l2), v);
+        e1 = _mm256_add_ps(e1, _mm256_mul_ps(t1, t1));
+        e2 = _mm256_add_ps(e2, _mm256_mul_ps(t2, t2));
+    }
+    e[0] = _mm256_loadu_ps(e0);
+    e[1] = e1;
+    e[2] = e2;
+    __m256 be = e[0], ba = ca[0], bid1 = id1[0];
+    for (int c = 1; c < 3; c++) {
+        const __m256 better = _mm256_cmp_ps(e[c], be, _CMP_LT_OQ);
+        be = _mm256_blendv_ps(be, e[c], better);
+        ba = _mm256_blendv_ps(ba, ca[c], better);
+        bid1 = _mm256_blendv_ps(bid1, id1[c], better);
+    }
+    for (int i = 0; i < n; i++) {
+        __m256 l = rnd_ps(_mm256_mul_ps(_mm256_loadu_ps(xt + 8 * i), bid1));
+        store8_levels(Lt + 8 * i, _mm256_max_ps(_mm256_min_ps(l, hi), lo));
+    }
+    _mm256_storeu_ps(ap, ba);
+}
+
+static const tbx_kq_ops kq_ops = {transpose,      untranspose,  search_affine, search_symm,
+                                  requant_affine, requant_symm, local_affine,  local_symm};
+
+const tbx_kq_ops *tbx_kq_ops_avx2(void) { return &kq_ops; }
+
+#else /* no x86 SIMD kernels in this build */
+
+tbx_dequant_fn tbx_ggml_dequant_avx2_for(tbx_dtype dt) {
+    (void)dt;
+    return NULL;
+}
+
+const tbx_kq_ops *tbx_kq_ops_avx2(void) { return NULL; }
+
+#endif
