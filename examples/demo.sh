@@ -17,6 +17,7 @@ TENSOR=${TENSOR:-layers.0.norm.weight}
 # Conversion targets: "format:extension". To show a new format, add one entry here.
 CONVERSIONS=(
   "safetensors:safetensors"
+  "gguf:gguf"
 )
 
 if [ ! -x "$TBX" ]; then

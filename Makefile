@@ -1,0 +1,84 @@
+# tensorbox - top-level entry points. The real build is CMake + Ninja (CMakeLists.txt).
+#
+#   make build      bootstrap, configure build/ (RelWithDebInfo, -Werror) and build it
+#   make test       everything CI runs: build + ctest, ASan/UBSan build + ctest (unit tests and
+#                   fuzz corpus/crasher replays), install smoke test, Python tests; prints a summary
+#   make asan       bootstrap, build build-asan/ (clang, ASan+UBSan, Debug) and run its ctest
+#   make demo       build, then run examples/demo.sh
+#   make fuzz       build build-fuzz/ (clang, libFuzzer) and fuzz every target for FUZZ_SECONDS
+#                   (default 60) each; new inputs -> build-fuzz/corpus-new/, crashes -> fuzz/artifacts/
+#   make bench      build, then run bench/run_all.sh (if present)
+#   make install    build, then install into PREFIX (default /usr/local)
+#   make seeds      regenerate fuzz/corpus/ with fuzz/make_*seeds.py
+#   make clean      remove the build directories
+#   make bootstrap  install missing Debian packages and the Python peers (idempotent, quick)
+SHELL := /bin/bash
+
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+PREFIX     ?= /usr/local
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+PY         := .venv/bin/python
+CMAKE_GEN  := -G Ninja
+
+.PHONY: all bootstrap configure build asan-build asan test demo fuzz fuzz-build bench install \
+        seeds clean
+
+all: build
+
+# TBX_BOOTSTRAPPED=1 skips the bootstrap (scripts/test.sh runs it once, then the other steps).
+bootstrap:
+ifeq ($(TBX_BOOTSTRAPPED),)
+	@scripts/bootstrap.sh
+endif
+
+configure: bootstrap
+	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTBX_WERROR=ON
+
+# KEEP_GOING=1: build every target that can be built even when one fails (scripts/test.sh).
+NINJA_ARGS := $(if $(KEEP_GOING),-- -k 0)
+
+build: configure
+	cmake --build $(BUILD) $(NINJA_ARGS)
+
+# Lean sanitizer build: no shared library, no bench programs.
+asan-build: bootstrap
+	CC=clang cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DTBX_SANITIZE=ON \
+	  -DTBX_BUILD_SHARED=OFF -DTBX_BUILD_BENCH=OFF
+	cmake --build $(BUILD_ASAN) $(NINJA_ARGS)
+
+asan: asan-build
+	ctest --test-dir $(BUILD_ASAN) --output-on-failure -j2
+
+test:
+	@scripts/test.sh
+
+demo: build
+	TBX=$(CURDIR)/$(BUILD)/tbx PATH="$(CURDIR)/$(BUILD):$$PATH" bash examples/demo.sh
+
+fuzz-build: bootstrap
+	CC=clang cmake -S . -B $(BUILD_FUZZ) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DTBX_FUZZ=ON -DTBX_BUILD_TESTS=OFF -DTBX_BUILD_SHARED=OFF -DTBX_BUILD_BENCH=OFF
+	cmake --build $(BUILD_FUZZ) --target fuzzers
+
+fuzz: fuzz-build
+	scripts/fuzz.sh $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+bench: build
+	@if [ -f bench/run_all.sh ]; then \
+	  TBX=$(CURDIR)/$(BUILD)/tbx TBX_BUILD_DIR=$(CURDIR)/$(BUILD) \
+	  TBX_BENCH_BIN=$(CURDIR)/$(BUILD)/bench bash bench/run_all.sh; \
+	else \
+	  echo "bench: no bench/run_all.sh; the bench programs are in $(BUILD)/bench/"; \
+	fi
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+seeds: bootstrap
+	@set -e; for s in fuzz/make_*seeds.py; do echo "$(PY) $$s"; $(PY) $$s; done
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -1,0 +1,103 @@
+/*
+ * fuzz_detect.c - libFuzzer target: the input is any file; the format is detected.
+ *
+ * Exercises tbx_detect_format and every driver's probe + open:
+ *   1. tbx_open_memory with format detection and default error handling;
+ *   2. tbx_open_callback over the same bytes (the windowed, pread-like read path), which must
+ *      agree with (1) on the outcome and on the counts of what it found;
+ *   3. tbx_open_memory with an on_problem callback (recoverable problems reported, opening goes
+ *      on) and digest verification.
+ * Each handle that opens is walked through the whole read API (fuzz_walk.h).
+ */
+#include "fuzz_walk.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct fz_buf {
+    const uint8_t *data;
+    size_t size;
+} fz_buf;
+
+static tbx_status fz_read_at(void *ud, uint64_t offset, void *buf, size_t len) {
+    const fz_buf *b = (const fz_buf *)ud;
+    FZ_CHECK(offset <= b->size && len <= b->size - offset, "read_at stays inside the file");
+    memcpy(buf, b->data + offset, len);
+    return TBX_OK;
+}
+
+static void fz_on_problem(void *ud, const tbx_error *problem) {
+    uint64_t *count = (uint64_t *)ud;
+    (*count)++;
+    FZ_CHECK(problem != NULL, "problem");
+    FZ_CHECK(problem->code != TBX_OK, "a problem has a non-OK code");
+    FZ_CHECK(memchr(problem->message, 0, sizeof problem->message) != NULL, "problem message");
+    FZ_CHECK(memchr(problem->field, 0, sizeof problem->field) != NULL, "problem field");
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    tbx_format detected = tbx_detect_format(data, size < 64 ? size : 64, size);
+    FZ_CHECK(tbx_format_name(detected) != NULL, "detected format has a name");
+
+    tbx_limits lim;
+    fz_limits(&lim);
+    tbx_open_options opt;
+    tbx_open_options_init(&opt);
+    opt.struct_size = sizeof opt;
+    opt.format = TBX_FORMAT_UNKNOWN;
+    opt.limits = &lim;
+
+    /* 1. memory */
+    tbx_file *f = NULL;
+    tbx_error err;
+    fz_err_reset(&err);
+    tbx_status st = tbx_open_memory(&f, data, size, &opt, &err);
+    fz_check_status(st, &err, "open memory");
+    uint64_t nmeta = 0, ntensors = 0, nsections = 0;
+    if (st == TBX_OK) {
+        FZ_CHECK(f != NULL, "handle");
+        FZ_CHECK(tbx_file_format(f) != TBX_FORMAT_UNKNOWN, "an open file has a format");
+        nmeta = tbx_meta_count(f);
+        ntensors = tbx_tensor_count(f);
+        nsections = tbx_section_count(f);
+        fz_walk(f, data, size);
+        tbx_close(f);
+    } else {
+        FZ_CHECK(f == NULL, "no handle after a failed open");
+    }
+
+    /* 2. callback: same bytes, same outcome */
+    fz_buf b = {data, size};
+    tbx_file *g = NULL;
+    tbx_error err2;
+    fz_err_reset(&err2);
+    tbx_status st2 = tbx_open_callback(&g, fz_read_at, &b, size, &opt, &err2);
+    fz_check_status(st2, &err2, "open callback");
+    FZ_CHECK(st2 == st, "memory and callback opens agree");
+    if (st2 == TBX_OK) {
+        FZ_CHECK(tbx_meta_count(g) == nmeta, "same metadata count");
+        FZ_CHECK(tbx_tensor_count(g) == ntensors, "same tensor count");
+        FZ_CHECK(tbx_section_count(g) == nsections, "same section count");
+        fz_walk(g, NULL, 0);
+        tbx_close(g);
+    } else {
+        FZ_CHECK(g == NULL, "no handle after a failed open");
+    }
+
+    /* 3. memory, problems reported and skipped, digests verified */
+    uint64_t nproblems = 0;
+    opt.on_problem = fz_on_problem;
+    opt.problem_ud = &nproblems;
+    opt.flags = TBX_OPEN_VERIFY_DIGESTS;
+    tbx_file *h = NULL;
+    fz_err_reset(&err);
+    st = tbx_open_memory(&h, data, size, &opt, &err);
+    fz_check_status(st, &err, "open memory with on_problem");
+    if (st == TBX_OK) {
+        fz_walk(h, data, size);
+        tbx_close(h);
+    }
+    return 0;
+}

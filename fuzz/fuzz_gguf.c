@@ -1,0 +1,156 @@
+/*
+ * fuzz_gguf.c - libFuzzer target: the input is a GGUF file.
+ *
+ * The bytes are opened twice with tbx_open_memory, the format forced to GGUF (every input
+ * reaches the parser whatever its first bytes) and small limits, through an allocator that
+ * checks every size handed back and that nothing stays allocated after tbx_close():
+ *   1. strict: the first problem fails the open; a handle that opens is walked through the whole
+ *      read API (fuzz_walk.h: every metadata getter, tbx_value_at on every array, every tensor's
+ *      info, components and bytes, bounded reads and f32 decoding) and linted (tbx_gguf_lint);
+ *   2. lenient: recoverable problems go to a callback and opening continues; the handle must
+ *      then be just as walkable, and a strict success must stay a lenient success with the same
+ *      counts.
+ *
+ * Build: cmake -DTBX_FUZZ=ON (clang) -> build/fuzz/fuzz_gguf; every build also makes
+ * build/fuzz/replay_gguf, which replays files and directories (fuzz/corpus/gguf is the seed
+ * corpus, written by fuzz/make_gguf_seeds.py).
+ */
+#include "fuzz_walk.h"
+#include "../src/formats/gguf.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* Size-checking allocator: a 16-byte header in front of each block records its size. */
+typedef struct gz_heap {
+    uint64_t blocks;
+    uint64_t bytes;
+} gz_heap;
+
+#define GZ_HDR 16u
+
+static void *gz_alloc(void *ud, size_t size) {
+    gz_heap *h = (gz_heap *)ud;
+    if (size > SIZE_MAX - GZ_HDR) return NULL;
+    unsigned char *p = malloc(size + GZ_HDR);
+    if (!p) return NULL;
+    memcpy(p, &size, sizeof size);
+    h->blocks++;
+    h->bytes += size;
+    return p + GZ_HDR;
+}
+
+static size_t gz_size_of(void *ptr) {
+    size_t size;
+    memcpy(&size, (unsigned char *)ptr - GZ_HDR, sizeof size);
+    return size;
+}
+
+static void gz_free(void *ud, void *ptr, size_t size) {
+    gz_heap *h = (gz_heap *)ud;
+    if (!ptr) return;
+    FZ_CHECK(gz_size_of(ptr) == size, "free() is given the allocated size");
+    h->blocks--;
+    h->bytes -= size;
+    free((unsigned char *)ptr - GZ_HDR);
+}
+
+static void *gz_realloc(void *ud, void *ptr, size_t old_size, size_t new_size) {
+    gz_heap *h = (gz_heap *)ud;
+    if (!ptr) {
+        FZ_CHECK(old_size == 0, "realloc(NULL) has old size 0");
+        return gz_alloc(ud, new_size);
+    }
+    FZ_CHECK(gz_size_of(ptr) == old_size, "realloc() is given the allocated size");
+    if (new_size > SIZE_MAX - GZ_HDR) return NULL;
+    unsigned char *p = realloc((unsigned char *)ptr - GZ_HDR, new_size + GZ_HDR);
+    if (!p) return NULL;
+    memcpy(p, &new_size, sizeof new_size);
+    h->bytes = h->bytes - old_size + new_size;
+    return p + GZ_HDR;
+}
+
+typedef struct gz_problems {
+    uint64_t n;
+} gz_problems;
+
+/* A reported problem must describe itself like any error. */
+static void gz_on_problem(void *ud, const tbx_error *e) {
+    gz_problems *p = (gz_problems *)ud;
+    p->n++;
+    FZ_CHECK(e->code != TBX_OK, "a problem has a non-OK code");
+    FZ_CHECK(memchr(e->message, 0, sizeof e->message) != NULL, "problem message terminated");
+    FZ_CHECK(e->message[0] != '\0', "a problem has a message");
+}
+
+static void gz_lint(tbx_file *f) {
+    gz_problems lp = {0};
+    tbx_status st = tbx_gguf_lint(f, gz_on_problem, &lp);
+    FZ_CHECK(st != TBX_E_INVALID_ARG, "lint accepts a GGUF handle");
+    FZ_CHECK((st == TBX_OK) == (lp.n == 0), "lint returns OK exactly when it reports nothing");
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    gz_heap heap = {0, 0};
+    tbx_allocator alloc = {gz_alloc, gz_realloc, gz_free, &heap};
+    tbx_limits lim;
+    fz_limits(&lim);
+
+    tbx_open_options opt;
+    tbx_open_options_init(&opt);
+    opt.format = TBX_FORMAT_GGUF;
+    opt.limits = &lim;
+    opt.allocator = &alloc;
+
+    /* 1. strict */
+    tbx_file *f = NULL;
+    tbx_error err;
+    fz_err_reset(&err);
+    tbx_status st = tbx_open_memory(&f, data, size, &opt, &err);
+    fz_check_status(st, &err, "open gguf");
+    uint64_t strict_meta = 0, strict_tensors = 0;
+    if (st != TBX_OK) {
+        FZ_CHECK(f == NULL, "no handle after a failed open");
+        FZ_CHECK(heap.blocks == 0, "a failed open frees everything");
+    } else {
+        FZ_CHECK(f != NULL, "a handle after a successful open");
+        FZ_CHECK(tbx_file_format(f) == TBX_FORMAT_GGUF, "forced format");
+        uint32_t v = tbx_file_version(f);
+        FZ_CHECK(v >= 1 && v <= 3, "GGUF version 1..3");
+        strict_meta = tbx_meta_count(f);
+        strict_tensors = tbx_tensor_count(f);
+        fz_walk(f, data, size);
+        gz_lint(f);
+        tbx_close(f);
+        FZ_CHECK(heap.blocks == 0 && heap.bytes == 0, "tbx_close frees everything");
+    }
+
+    /* 2. lenient: recoverable problems reported, opening goes on */
+    gz_problems pr = {0};
+    opt.on_problem = gz_on_problem;
+    opt.problem_ud = &pr;
+    f = NULL;
+    fz_err_reset(&err);
+    tbx_status st2 = tbx_open_memory(&f, data, size, &opt, &err);
+    fz_check_status(st2, &err, "open gguf (lenient)");
+    if (st == TBX_OK) {
+        FZ_CHECK(st2 == TBX_OK, "a strict success is a lenient success");
+        FZ_CHECK(pr.n == 0, "a strict success reports no problem");
+    }
+    if (st2 == TBX_OK) {
+        if (st == TBX_OK) {
+            FZ_CHECK(tbx_meta_count(f) == strict_meta, "same metadata either way");
+            FZ_CHECK(tbx_tensor_count(f) == strict_tensors, "same tensors either way");
+        }
+        fz_walk(f, data, size);
+        gz_lint(f);
+        tbx_close(f);
+    } else {
+        FZ_CHECK(f == NULL, "no handle after a failed lenient open");
+    }
+    FZ_CHECK(heap.blocks == 0 && heap.bytes == 0, "everything freed");
+    return 0;
+}

@@ -1,0 +1,100 @@
+/*
+ * fuzz_safetensors.c - libFuzzer target: the input is a safetensors file.
+ *
+ * Opens the bytes with tbx_open_memory, the format forced to safetensors (so every input reaches
+ * the parser, whatever its first bytes), small limits, and an allocator that checks the size
+ * handed back to free()/realloc() and that nothing is left allocated after tbx_close(). Then
+ * walks everything the handle offers (fuzz_walk.h) and closes.
+ *
+ * Build: cmake -DTBX_FUZZ=ON (clang) -> build/fuzz/fuzz_safetensors; every build also makes
+ * build/fuzz/replay_safetensors, which replays files and directories (see replay_main.c).
+ */
+#include "fuzz_walk.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* Checking allocator: a 16-byte header before each block records its size. */
+typedef struct fz_heap {
+    uint64_t live_blocks;
+    uint64_t live_bytes;
+} fz_heap;
+
+#define FZ_HDR 16u
+
+static void *fz_alloc(void *ud, size_t size) {
+    fz_heap *h = (fz_heap *)ud;
+    if (size > SIZE_MAX - FZ_HDR) return NULL;
+    unsigned char *p = malloc(size + FZ_HDR);
+    if (!p) return NULL;
+    memcpy(p, &size, sizeof size);
+    h->live_blocks++;
+    h->live_bytes += size;
+    return p + FZ_HDR;
+}
+
+static size_t fz_block_size(void *ptr) {
+    size_t size;
+    memcpy(&size, (unsigned char *)ptr - FZ_HDR, sizeof size);
+    return size;
+}
+
+static void fz_dealloc(void *ud, void *ptr, size_t size) {
+    fz_heap *h = (fz_heap *)ud;
+    if (!ptr) return;
+    FZ_CHECK(fz_block_size(ptr) == size, "free() gets the size that was allocated");
+    h->live_blocks--;
+    h->live_bytes -= size;
+    free((unsigned char *)ptr - FZ_HDR);
+}
+
+static void *fz_realloc(void *ud, void *ptr, size_t old_size, size_t new_size) {
+    fz_heap *h = (fz_heap *)ud;
+    if (!ptr) {
+        FZ_CHECK(old_size == 0, "realloc(NULL) has old size 0");
+        return fz_alloc(ud, new_size);
+    }
+    FZ_CHECK(fz_block_size(ptr) == old_size, "realloc() gets the size that was allocated");
+    if (new_size > SIZE_MAX - FZ_HDR) return NULL;
+    unsigned char *p = realloc((unsigned char *)ptr - FZ_HDR, new_size + FZ_HDR);
+    if (!p) return NULL;
+    memcpy(p, &new_size, sizeof new_size);
+    h->live_bytes = h->live_bytes - old_size + new_size;
+    return p + FZ_HDR;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fz_heap heap = {0, 0};
+    tbx_allocator alloc = {fz_alloc, fz_realloc, fz_dealloc, &heap};
+    tbx_limits lim;
+    fz_limits(&lim);
+
+    tbx_open_options opt;
+    tbx_open_options_init(&opt);
+    opt.struct_size = sizeof opt;
+    opt.format = TBX_FORMAT_SAFETENSORS;
+    opt.limits = &lim;
+    opt.allocator = &alloc;
+
+    tbx_file *f = NULL;
+    tbx_error err;
+    fz_err_reset(&err);
+    tbx_status st = tbx_open_memory(&f, data, size, &opt, &err);
+    fz_check_status(st, &err, "open safetensors");
+    if (st != TBX_OK) {
+        FZ_CHECK(f == NULL, "no handle after a failed open");
+        FZ_CHECK(heap.live_blocks == 0, "a failed open frees everything it allocated");
+        return 0;
+    }
+    FZ_CHECK(f != NULL, "handle after a successful open");
+    FZ_CHECK(tbx_file_format(f) == TBX_FORMAT_SAFETENSORS, "forced format");
+
+    fz_walk(f, data, size);
+    tbx_close(f);
+    FZ_CHECK(heap.live_blocks == 0 && heap.live_bytes == 0,
+             "tbx_close frees everything the handle allocated");
+    return 0;
+}

@@ -1,0 +1,350 @@
+/*
+ * fuzz_walk.h - shared by the fuzz targets (header-only, included once per target).
+ *
+ * fz_walk() drives an open tbx_file through every read-only accessor of the public API:
+ * metadata (every value getter, recursively), tensors (info, components, lookups, size query
+ * then read, ranged reads, zero-copy maps, bounded f32 decoding) and sections. Along the way it
+ * checks the promises tensorbox.h makes and abort()s when one is broken, so that a broken
+ * promise is reported by the fuzzer like a crash:
+ *   - a failing call fills tbx_error with its code and NUL-terminated field/message;
+ *   - names are NUL-terminated with the stated length, lookups find what the walk saw;
+ *   - nelems is the product of the shape; stored ranges lie inside the file;
+ *   - out-of-range indices are refused; a size query reports the size the read then accepts.
+ * Every loop is bounded so that one input cannot run for long.
+ */
+#ifndef TBX_FUZZ_WALK_H
+#define TBX_FUZZ_WALK_H
+
+#include "tensorbox.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FZ_MAX_READ (8u << 20)  /* largest buffer a component/tensor/section is read into */
+#define FZ_MAX_DECODE 4096u     /* elements decoded to f32 per tensor */
+#define FZ_MAX_VALUES 65536u    /* metadata values visited per file */
+#define FZ_MAX_TENSORS 4096u    /* tensors walked per file */
+#define FZ_MAX_DEPTH 40         /* nesting followed in metadata values */
+
+static void fz_fail(const char *file, int line, const char *cond, const char *what) {
+    fprintf(stderr, "%s:%d: fuzz invariant broken: %s (%s)\n", file, line, cond, what);
+    abort();
+}
+#define FZ_CHECK(cond, what) \
+    do { if (!(cond)) fz_fail(__FILE__, __LINE__, #cond, what); } while (0)
+
+/* Sink for touched bytes, so reads are not optimised away. */
+static volatile uint8_t fz_sink;
+
+static void fz_touch(const void *p, size_t n) {
+    const uint8_t *b = (const uint8_t *)p;
+    uint8_t acc = 0;
+    for (size_t i = 0; i < n; i++) acc ^= b[i];
+    fz_sink ^= acc;
+}
+
+static void fz_err_reset(tbx_error *err) {
+    memset(err, 0xA5, sizeof *err);
+}
+
+/* A failed call must have described itself in *err. */
+static void fz_check_status(tbx_status st, const tbx_error *err, const char *what) {
+    FZ_CHECK(tbx_strerror(st) != NULL, what);
+    FZ_CHECK(tbx_status_name(st) != NULL, what);
+    if (st == TBX_OK || st == TBX_E_BUFFER_TOO_SMALL) return;
+    FZ_CHECK(err->code == st, what);
+    FZ_CHECK(memchr(err->field, 0, sizeof err->field) != NULL, what);
+    FZ_CHECK(memchr(err->message, 0, sizeof err->message) != NULL, what);
+}
+
+typedef struct fz_ctx {
+    tbx_file *f;
+    const uint8_t *data; /* the input when the file was opened from memory, else NULL */
+    size_t size;
+    unsigned budget;     /* metadata values left to visit */
+} fz_ctx;
+
+static void fz_value(fz_ctx *cx, const tbx_value *v, int depth) {
+    if (v == NULL || cx->budget == 0) return;
+    cx->budget--;
+
+    tbx_value_type t = tbx_value_type_of(v);
+    FZ_CHECK(tbx_value_type_name(t) != NULL, "value type name");
+
+    uint64_t u;
+    int64_t i;
+    double d;
+    (void)tbx_value_get_u64(v, &u);
+    (void)tbx_value_get_i64(v, &i);
+    (void)tbx_value_get_f64(v, &d);
+
+    size_t slen = 0;
+    const char *s = tbx_value_get_str(v, &slen);
+    if (t == TBX_V_STRING || t == TBX_V_BYTES) {
+        FZ_CHECK(s != NULL, "string value has bytes");
+        FZ_CHECK(s[slen] == '\0', "string value is followed by a NUL");
+        FZ_CHECK(tbx_value_len(v) == slen, "string length");
+        fz_touch(s, slen);
+    }
+
+    uint64_t n = tbx_value_len(v);
+    if (t == TBX_V_NULL) FZ_CHECK(n == 0, "null has length 0");
+    (void)tbx_value_elem_type(v);
+
+    size_t nbytes = 0;
+    const void *packed = tbx_value_data(v, &nbytes);
+    if (packed != NULL) fz_touch(packed, nbytes);
+
+    if (t == TBX_V_NDARRAY) {
+        tbx_dtype dt;
+        uint32_t ndim = 0;
+        const uint64_t *shape = NULL;
+        if (tbx_value_ndarray(v, &dt, &ndim, &shape) == TBX_OK) {
+            FZ_CHECK(ndim == 0 || shape != NULL, "ndarray shape");
+            if (ndim) fz_touch(shape, (size_t)ndim * sizeof *shape);
+        }
+    }
+
+    if ((t == TBX_V_ARRAY || t == TBX_V_MAP) && depth < FZ_MAX_DEPTH) {
+        for (uint64_t k = 0; k < n && cx->budget > 0; k++) {
+            const tbx_value *child = tbx_value_at(v, k);
+            FZ_CHECK(child != NULL, "element in range");
+            if (t == TBX_V_MAP) {
+                size_t klen = 0;
+                const char *key = tbx_value_key_at(v, k, &klen);
+                FZ_CHECK(key != NULL, "map key in range");
+                fz_touch(key, klen);
+            }
+            fz_value(cx, child, depth + 1);
+        }
+        FZ_CHECK(tbx_value_at(v, n) == NULL, "element out of range");
+        if (t == TBX_V_MAP) {
+            size_t klen;
+            FZ_CHECK(tbx_value_key_at(v, n, &klen) == NULL, "map key out of range");
+        }
+    }
+}
+
+static void fz_meta(fz_ctx *cx) {
+    tbx_file *f = cx->f;
+    uint64_t n = tbx_meta_count(f);
+    for (uint64_t i = 0; i < n && cx->budget > 0; i++) {
+        size_t klen = 0;
+        const char *key = tbx_meta_key(f, i, &klen);
+        const tbx_value *val = tbx_meta_value(f, i);
+        FZ_CHECK(key != NULL, "meta key in range");
+        FZ_CHECK(val != NULL, "meta value in range");
+        fz_touch(key, klen);
+        if (memchr(key, 0, klen) == NULL) {
+            char *z = malloc(klen + 1);
+            if (z) {
+                memcpy(z, key, klen);
+                z[klen] = '\0';
+                FZ_CHECK(tbx_meta_find(f, z) == val, "meta_find finds the key it listed");
+                free(z);
+            }
+        }
+        fz_value(cx, val, 0);
+    }
+    size_t klen;
+    FZ_CHECK(tbx_meta_key(f, n, &klen) == NULL, "meta key out of range");
+    FZ_CHECK(tbx_meta_value(f, n) == NULL, "meta value out of range");
+    FZ_CHECK(tbx_meta_find(f, "\x01no such key\x02") == NULL, "meta_find of an absent key");
+}
+
+/* Is [off, off+len) inside the file? */
+static int fz_in_file(const fz_ctx *cx, uint64_t off, uint64_t len) {
+    uint64_t size = tbx_file_size(cx->f);
+    return off <= size && len <= size - off;
+}
+
+/* Size query, then a read into a buffer of exactly that size. `kind` 0: component (c),
+ * 1: tensor, 2: section. Returns the buffer (caller frees) or NULL. */
+static void *fz_read(fz_ctx *cx, int kind, uint64_t i, uint32_t c, size_t *len) {
+    tbx_error err;
+    size_t need = 0;
+    tbx_status st;
+    fz_err_reset(&err);
+    if (kind == 0) st = tbx_component_read(cx->f, i, c, NULL, 0, &need, &err);
+    else if (kind == 1) st = tbx_tensor_read(cx->f, i, NULL, 0, &need, &err);
+    else st = tbx_section_read(cx->f, i, NULL, 0, &need, &err);
+    fz_check_status(st, &err, "size query");
+    if (st != TBX_OK && st != TBX_E_BUFFER_TOO_SMALL) return NULL;
+    if (st == TBX_OK) FZ_CHECK(need == 0, "size query without a buffer succeeds only for 0 bytes");
+    if (need > FZ_MAX_READ) return NULL;
+
+    uint8_t *buf = malloc(need ? need : 1);
+    if (!buf) return NULL;
+    size_t need2 = 0;
+    fz_err_reset(&err);
+    if (kind == 0) st = tbx_component_read(cx->f, i, c, buf, need, &need2, &err);
+    else if (kind == 1) st = tbx_tensor_read(cx->f, i, buf, need, &need2, &err);
+    else st = tbx_section_read(cx->f, i, buf, need, &need2, &err);
+    fz_check_status(st, &err, "read");
+    FZ_CHECK(st != TBX_E_BUFFER_TOO_SMALL, "a buffer of the queried size is big enough");
+    if (st != TBX_OK) {
+        free(buf);
+        return NULL;
+    }
+    fz_touch(buf, need);
+    *len = need;
+    return buf;
+}
+
+static void fz_decode(fz_ctx *cx, uint64_t i, const tbx_tensor_info *ti, const void *stored,
+                      size_t stored_len) {
+    const tbx_dtype_info *di = tbx_dtype_get(ti->dtype);
+    if (di == NULL) return;
+    uint64_t bs = di->block_size ? di->block_size : 1;
+    uint64_t n = ti->nelems;
+    if (n > FZ_MAX_DECODE) n = FZ_MAX_DECODE - FZ_MAX_DECODE % bs;
+    if (n == 0) return;
+
+    float *out = malloc((size_t)n * sizeof(float));
+    if (!out) return;
+    tbx_error err;
+    fz_err_reset(&err);
+    tbx_status st = tbx_tensor_read_f32(cx->f, i, 0, n, out, &err);
+    fz_check_status(st, &err, "tensor_read_f32");
+    if (st == TBX_OK) fz_touch(out, (size_t)n * sizeof(float));
+
+    if (stored != NULL && ti->layout == TBX_LAYOUT_DENSE) {
+        st = tbx_decode_f32(ti->dtype, stored, stored_len, n, out);
+        (void)st;
+    }
+    free(out);
+}
+
+static void fz_tensor(fz_ctx *cx, uint64_t i) {
+    tbx_file *f = cx->f;
+    tbx_tensor_info ti;
+    tbx_status st = tbx_tensor_info_get(f, i, &ti);
+    FZ_CHECK(st == TBX_OK, "tensor info in range");
+    FZ_CHECK(ti.name != NULL && strlen(ti.name) == ti.name_len, "tensor name NUL-terminated");
+    uint64_t idx = UINT64_MAX;
+    FZ_CHECK(tbx_tensor_find(f, ti.name, &idx) == TBX_OK && idx == i, "tensor_find");
+    FZ_CHECK(tbx_dtype_get(ti.dtype) != NULL, "tensor dtype valid");
+    FZ_CHECK(tbx_layout_name(ti.layout) != NULL, "layout name");
+    FZ_CHECK(ti.ndim == 0 || ti.shape != NULL, "shape present");
+    uint64_t prod = 1;
+    int overflow = 0;
+    for (uint32_t k = 0; k < ti.ndim; k++) {
+        if (ti.shape[k] != 0 && prod > UINT64_MAX / ti.shape[k]) overflow = 1;
+        prod *= ti.shape[k];
+    }
+    FZ_CHECK(!overflow && prod == ti.nelems, "nelems is the product of the shape");
+
+    for (uint32_t c = 0; c < ti.ncomponents; c++) {
+        tbx_component_info ci;
+        FZ_CHECK(tbx_component_info_get(f, i, c, &ci) == TBX_OK, "component in range");
+        FZ_CHECK(ci.name != NULL, "component name");
+        fz_touch(ci.name, strlen(ci.name));
+        if (ci.digest) fz_touch(ci.digest, strlen(ci.digest));
+        FZ_CHECK(fz_in_file(cx, ci.offset, ci.stored_bytes), "component stored inside the file");
+        size_t len = 0;
+        void *buf = fz_read(cx, 0, i, c, &len);
+        if (buf) FZ_CHECK(len == ci.nbytes, "component read size is its decoded size");
+        free(buf);
+    }
+    {
+        tbx_component_info ci;
+        FZ_CHECK(tbx_component_info_get(f, i, ti.ncomponents, &ci) != TBX_OK,
+                 "component out of range");
+    }
+
+    size_t len = 0;
+    void *stored = fz_read(cx, 1, i, 0, &len);
+
+    tbx_error err;
+    if (ti.layout == TBX_LAYOUT_DENSE && ti.nbytes > 0) {
+        uint8_t small[16];
+        size_t n = ti.nbytes < sizeof small ? (size_t)ti.nbytes : sizeof small;
+        fz_err_reset(&err);
+        st = tbx_tensor_read_range(f, i, 0, small, n, &err);
+        fz_check_status(st, &err, "read_range head");
+        fz_err_reset(&err);
+        st = tbx_tensor_read_range(f, i, ti.nbytes - 1, small, 1, &err);
+        fz_check_status(st, &err, "read_range tail");
+        fz_err_reset(&err);
+        st = tbx_tensor_read_range(f, i, ti.nbytes, small, 1, &err);
+        fz_check_status(st, &err, "read_range past the end");
+        FZ_CHECK(st != TBX_OK, "read_range past the end fails");
+        if (stored && len == ti.nbytes) {
+            fz_err_reset(&err);
+            st = tbx_tensor_read_range(f, i, 0, small, n, &err);
+            if (st == TBX_OK) FZ_CHECK(memcmp(small, stored, n) == 0, "read_range == read");
+        }
+    }
+
+    const void *p = NULL;
+    size_t plen = 0;
+    fz_err_reset(&err);
+    st = tbx_tensor_map(f, i, &p, &plen, &err);
+    fz_check_status(st, &err, "tensor_map");
+    if (st == TBX_OK) {
+        FZ_CHECK(plen == 0 || p != NULL, "mapped pointer");
+        if (cx->data && plen) {
+            const uint8_t *b = (const uint8_t *)p;
+            FZ_CHECK(b >= cx->data && plen <= cx->size && (size_t)(b - cx->data) <= cx->size - plen,
+                     "mapped range inside the input");
+        }
+        if (plen) fz_touch(p, plen);
+        if (stored && len == plen) FZ_CHECK(memcmp(p, stored, plen) == 0, "map == read");
+    }
+
+    fz_decode(cx, i, &ti, stored, len);
+    free(stored);
+}
+
+static void fz_sections(fz_ctx *cx) {
+    tbx_file *f = cx->f;
+    uint64_t n = tbx_section_count(f);
+    for (uint64_t i = 0; i < n && i < FZ_MAX_TENSORS; i++) {
+        tbx_section_info si;
+        FZ_CHECK(tbx_section_info_get(f, i, &si) == TBX_OK, "section in range");
+        FZ_CHECK(si.name != NULL, "section name");
+        fz_touch(si.name, strlen(si.name));
+        FZ_CHECK(fz_in_file(cx, si.offset, si.size), "section inside the file");
+        size_t len = 0;
+        void *buf = fz_read(cx, 2, i, 0, &len);
+        if (buf) FZ_CHECK(len == si.size, "section read size");
+        free(buf);
+    }
+    tbx_section_info si;
+    FZ_CHECK(tbx_section_info_get(f, n, &si) != TBX_OK, "section out of range");
+}
+
+/* Walks an open file. `data`/`size`: the input when opened from memory (else NULL/0). */
+static void fz_walk(tbx_file *f, const uint8_t *data, size_t size) {
+    fz_ctx cx = {f, data, size, FZ_MAX_VALUES};
+    FZ_CHECK(tbx_format_name(tbx_file_format(f)) != NULL, "format name");
+    (void)tbx_file_version(f);
+    if (data) FZ_CHECK(tbx_file_size(f) == size, "file size");
+
+    fz_meta(&cx);
+
+    uint64_t nt = tbx_tensor_count(f);
+    for (uint64_t i = 0; i < nt && i < FZ_MAX_TENSORS; i++) fz_tensor(&cx, i);
+    tbx_tensor_info ti;
+    FZ_CHECK(tbx_tensor_info_get(f, nt, &ti) != TBX_OK, "tensor out of range");
+    uint64_t idx;
+    FZ_CHECK(tbx_tensor_find(f, "\x01no such tensor\x02", &idx) == TBX_E_NOT_FOUND,
+             "tensor_find of an absent name");
+
+    fz_sections(&cx);
+}
+
+/* Limits small enough that no input makes the library allocate much. */
+static void fz_limits(tbx_limits *lim) {
+    tbx_limits_default(lim);
+    lim->max_header_bytes = 1u << 20;
+    lim->max_tensors = 4096;
+    lim->max_tensor_bytes = 64u << 20;
+    lim->max_metadata_entries = 65536;
+    lim->max_string_len = 1u << 20;
+    lim->max_array_len = 1u << 20;
+}
+
+#endif /* TBX_FUZZ_WALK_H */
