@@ -1081,7 +1081,9 @@ static void kq_affine_block(const tbx_kq_ops *ops, const kq_affine_cfg *c, const
                                 sl + 8 * g, sl2 + 8 * g, sxl + 8 * g, ts2 + 8 * g, tm2 + 8 * g);
         }
         for (int k = 0; k < nsub; k++) err += e[k];
-        if (err < best_err) {
+        /* the first round is always kept, so a NaN error (NaN/Inf input) still leaves defined
+         * scales and levels */
+        if (it == 0 || err < best_err) {
             best_err = err;
             bd = d;
             bdm = dm;
@@ -1211,7 +1213,7 @@ static void kq_symm_block(const tbx_kq_ops *ops, int nmax_i, int smax_i, const f
                               sxl + 8 * g, ts2 + 8 * g);
         }
         for (int k = 0; k < 16; k++) err += e[k];
-        if (err < best_err) {
+        if (it == 0 || err < best_err) { /* as in kq_affine_block: NaN errors keep round 0 */
             best_err = err;
             bd = d;
             memcpy(bls, cls, sizeof cls);
