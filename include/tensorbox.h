@@ -548,15 +548,57 @@ typedef struct tbx_convert_options {
     tbx_dtype cast_to;               /* TBX_DT_INVALID: keep dtypes (lossless) */
     tbx_progress_fn progress;        /* may be NULL */
     void *progress_ud;
+    tbx_dtype quant_to; /* TBX_DT_INVALID: none; else quantize eligible 2-D float tensors (lossy, explicit) */
 } tbx_convert_options;
 
 TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
 
 /* Writes every metadata entry, section and tensor of `in` to a new file at `out_path`, streaming
  * tensor bytes in bounded chunks. Lossless unless an option allows a lossy step: a dtype or
- * metadata type the target cannot store fails with TBX_E_LOSSY / TBX_E_UNSUPPORTED naming it. */
+ * metadata type the target cannot store fails with TBX_E_LOSSY / TBX_E_UNSUPPORTED naming it.
+ *
+ * quant_to (explicit, lossy): a ggml block type with a quantizer (q8_0, q4_0, q4_1, q5_0, q5_1,
+ * q2_k .. q6_k, tq1_0, tq2_0, mxfp4; else TBX_E_UNSUPPORTED). A tensor is quantized when it is
+ * dense, 2-D ([rows, cols] row-major), of dtype f32, f16, bf16 or f64, and cols is a multiple of
+ * the type's block size; its rows are decoded to f32 and quantized row by row, streamed in
+ * chunks of whole rows. Every other tensor is written as cast_to says (or unchanged). The target
+ * format must store the block type (GGUF does). */
 TBX_API tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
                                tbx_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * GGUF helpers (src/formats/gguf_tools.c): editing metadata, splitting and merging shards.
+ * They work on little-endian GGUF files (v1..v3; big-endian files: TBX_E_UNSUPPORTED) and keep
+ * every tensor's bytes identical. docs/formats/gguf.md describes them.
+ * ------------------------------------------------------------------------------------------- */
+/* Sets metadata `key` (key_len 0: strlen) of the GGUF file at `path` to `value` (copied; any
+ * value GGUF can store), adding the key at the end when it is absent. When the key exists, the
+ * file is v2/v3 and the new value serialises to exactly as many bytes as the old one (a fixed-
+ * size scalar of the same size, or a string of equal length) and the key is not
+ * general.alignment, the bytes are overwritten in place. Otherwise the whole file is rewritten
+ * through a writer to a temporary file next to it, which is then renamed over `path` (the one
+ * place tensorbox replaces an input: explicitly, after the new file is fully written).
+ * *in_place (may be NULL) gets 1 for an in-place edit, 0 for a rewrite. */
+TBX_API tbx_status tbx_gguf_set_meta(const char *path, const char *key, size_t key_len,
+                                     const tbx_value *value, int *in_place, tbx_error *err);
+/* Removes metadata `key` from the GGUF file at `path` (always a rewrite, as above).
+ * TBX_E_NOT_FOUND when the file has no such key. */
+TBX_API tbx_status tbx_gguf_del_meta(const char *path, const char *key, size_t key_len,
+                                     tbx_error *err);
+/* Splits the GGUF file at `path` into shards "{out_stem}-00001-of-0000N.gguf" ... in tensor
+ * order: each shard gets whole tensors whose padded data adds up to at most `max_bytes` (a
+ * larger tensor gets a shard of its own). The first shard carries every metadata entry (minus
+ * any split.* key of the input); every shard carries split.no (u16, from 0), split.count (u16)
+ * and split.tensors.count (i32, total tensors). `flags`: TBX_WRITE_OVERWRITE replaces existing
+ * shard files. *nshards (may be NULL) gets N. TBX_E_LIMIT when more than 65535 shards. */
+TBX_API tbx_status tbx_gguf_split(const char *path, uint64_t max_bytes, const char *out_stem,
+                                  uint32_t flags, uint32_t *nshards, tbx_error *err);
+/* Merges a shard set back into one GGUF file: `first_shard` names shard 1
+ * ("...-00001-of-0000N.gguf"); the other names follow from it. Checks split.no, split.count and
+ * split.tensors.count of every shard; writes the first shard's metadata minus split.* keys and
+ * every shard's tensors in order, bytes unchanged. `flags`: TBX_WRITE_OVERWRITE. */
+TBX_API tbx_status tbx_gguf_merge(const char *first_shard, const char *out_path, uint32_t flags,
+                                  tbx_error *err);
 
 #ifdef __cplusplus
 }

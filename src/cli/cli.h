@@ -62,6 +62,12 @@ extern const cli_command cli_cmd_info;
 extern const cli_command cli_cmd_validate;
 extern const cli_command cli_cmd_cat;
 extern const cli_command cli_cmd_convert;
+extern const cli_command cli_cmd_gguf;
+
+/* `tbx info --stats` (stats.c): the values view of an open file (size variables, typed metadata,
+ * per-tensor preview, statistics and histogram) on stdout. Returns CLI_OK, or CLI_FAIL when a
+ * tensor could not be read (after reporting it; the other tensors are still shown). */
+int cli_info_stats(tbx_file *f, const char *path);
 
 /* Was flag `name` given? (Works for any option of the command, including common ones.) */
 int cli_flag(const cli_args *a, const char *name);

@@ -3,8 +3,8 @@
  *
  * A thin front end to tbx_convert. The output format comes from --to or from OUT's extension.
  * Conversion is lossless unless an option allows a lossy step, one option per kind of loss:
- * --stringify-meta, --drop-meta, --drop-sections, --cast DTYPE. --force allows replacing an
- * existing OUT (the library still never replaces the input). While converting, a single
+ * --stringify-meta, --drop-meta, --drop-sections, --cast DTYPE, --quant TYPE. --force allows
+ * replacing an existing OUT (the library still never replaces the input). While converting, a single
  * updating progress line (percent, MB/s) goes to stderr when stderr is a terminal.
  */
 #define _GNU_SOURCE
@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@ static const cli_option convert_options[] = {
     {"drop-meta", 0, NULL, "lossy: drop metadata the target cannot store"},
     {"drop-sections", 0, NULL, "lossy: drop sections the target cannot store"},
     {"cast", 0, "DTYPE", "lossy: convert every tensor to DTYPE (e.g. f16, bf16, f32)"},
+    {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to a ggml type (q8_0, q4_k, ...)"},
     {"alignment", 0, "N", "tensor data alignment in bytes (default: the format's)"},
     {"compress", 0, "LEVEL", "zstd level for formats that compress (default 0: raw)"},
     {"digest", 0, "ALGO", "sha256 or crc32c, for formats that store digests"},
@@ -126,6 +128,17 @@ static int convert_run(const cli_args *a) {
         if (opt.cast_to == TBX_DT_INVALID)
             return cli_usage_error(a, "--cast: unknown dtype '%s'", cast);
     }
+    const char *quant = cli_value(a, "quant");
+    if (quant) {
+        static const char *const qtypes[] = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k",
+                                             "q3_k", "q4_k", "q5_k", "q6_k", NULL};
+        opt.quant_to = TBX_DT_INVALID;
+        for (int k = 0; qtypes[k]; k++)
+            if (strcasecmp(quant, qtypes[k]) == 0) opt.quant_to = tbx_dtype_from_name(qtypes[k]);
+        if (opt.quant_to == TBX_DT_INVALID)
+            return cli_usage_error(a, "--quant: '%s' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, "
+                                      "q2_k, q3_k, q4_k, q5_k, q6_k", quant);
+    }
     uint64_t n;
     const char *s;
     if ((s = cli_value(a, "alignment")) != NULL) {
@@ -183,7 +196,7 @@ static int convert_run(const cli_args *a) {
             fprintf(stderr, "tbx: use --force to replace %s\n", out);
         else if (st == TBX_E_LOSSY)
             fprintf(stderr, "tbx: lossy steps need an explicit option: --stringify-meta, "
-                            "--drop-meta, --drop-sections, --cast DTYPE\n");
+                            "--drop-meta, --drop-sections, --cast DTYPE, --quant TYPE\n");
         return CLI_FAIL;
     }
     return CLI_OK;
@@ -191,11 +204,13 @@ static int convert_run(const cli_args *a) {
 
 const cli_command cli_cmd_convert = {
     "convert",
-    "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE]",
+    "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
     "the conversion with an error naming it, and each lossy step needs its own option.\n"
     "OUT is written to a temporary file and renamed into place; the input is never replaced.\n"
+    "--quant TYPE quantizes every dense 2-D f32/f16/bf16/f64 tensor whose row length is a\n"
+    "multiple of the type's block size (other tensors are copied unchanged).\n"
     "Formats: safetensors (.safetensors), gguf (.gguf), ztensor (.zt), oinf (.oinf),\n"
     "mcf (.mcf), embd (.weights).\n",
     convert_options,

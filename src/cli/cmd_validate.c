@@ -7,17 +7,20 @@
  * --quiet prints nothing: the exit status alone tells. Problems are the command's output, so
  * they go to stdout; messages from the library are kept to one line.
  *
- * Extension point: stricter rule sets (e.g. `--ggml`, checks a GGUF file against what ggml
- * loaders accept) are one more option here that sets a flag in the open options.
+ * --ggml also checks a GGUF file against the stricter rules of ggml's own loader
+ * (tbx_gguf_lint, gguf.h): each violation is one more problem line. A file that is not GGUF
+ * fails --ggml with one problem line.
  */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "gguf.h"
 
 #include <inttypes.h>
 #include <string.h>
 
 static const cli_option validate_options[] = {
     {"quiet", 'q', NULL, "print nothing; the exit status tells (0 valid, 1 not)"},
+    {"ggml", 0, NULL, "also check a GGUF file against ggml's loader rules"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -55,6 +58,37 @@ static void print_problem(validate_ctx *c, const tbx_error *p) {
 
 static void on_problem(void *ud, const tbx_error *problem) {
     if (problem) print_problem((validate_ctx *)ud, problem);
+}
+
+static void ignore_problem(void *ud, const tbx_error *problem) {
+    (void)ud;
+    (void)problem;
+}
+
+/* --ggml: runs the ggml lint; returns the number of problem lines printed. */
+static uint64_t ggml_lint(const cli_args *a, validate_ctx *ctx) {
+    tbx_open_options opt;
+    cli_open_options(a, &opt);
+    opt.on_problem = ignore_problem; /* reported by the validation already */
+    tbx_file *f = NULL;
+    tbx_error err;
+    memset(&err, 0, sizeof err);
+    uint64_t before = ctx->printed;
+    if (tbx_open_path(&f, ctx->path, &opt, &err) != TBX_OK || !f) return 0; /* reported */
+    if (tbx_file_format(f) != TBX_FORMAT_GGUF) {
+        tbx_error e;
+        memset(&e, 0, sizeof e);
+        e.code = TBX_E_UNSUPPORTED;
+        e.offset = TBX_NO_OFFSET;
+        snprintf(e.field, sizeof e.field, "ggml");
+        snprintf(e.message, sizeof e.message, "--ggml applies to GGUF files; this is %s",
+                 tbx_format_name(tbx_file_format(f)));
+        print_problem(ctx, &e);
+    } else {
+        tbx_gguf_lint(f, on_problem, ctx);
+    }
+    tbx_close(f);
+    return ctx->printed - before;
 }
 
 /* Validates one file; returns CLI_OK when valid. */
@@ -96,7 +130,9 @@ static int validate_one(const cli_args *a, const char *path, int quiet) {
             }
         }
         rc = CLI_FAIL;
-    } else if (!quiet) {
+    }
+    if (cli_flag(a, "ggml") && ggml_lint(a, &ctx) > 0) rc = CLI_FAIL;
+    if (rc == CLI_OK && !quiet) {
         printf("%s: valid (%s v%" PRIu32 ", %" PRIu64 " tensors)\n", path,
                tbx_format_name(tbx_file_format(f)), tbx_file_version(f), tbx_tensor_count(f));
     }
@@ -116,10 +152,12 @@ static int validate_run(const cli_args *a) {
 
 const cli_command cli_cmd_validate = {
     "validate",
-    "FILE... [--quiet]",
+    "FILE... [--quiet] [--ggml]",
     "Check a file completely: structure, limits, offsets, padding, digests, data",
     "Prints \"FILE: valid (FORMAT vVERSION, N tensors)\" for a valid file, else one line per\n"
     "problem, \"FILE: FIELD: MESSAGE\" (the message names the value and the byte offset).\n"
+    "--ggml adds the rules of ggml's own GGUF loader (n_dims <= 4, names < 64 bytes, tensors\n"
+    "packed in order, no nested arrays, general.alignment a u32, v2/v3 little-endian).\n"
     "Exit status: 0 every file valid, 1 a file is invalid or unreadable, 2 usage error.\n",
     validate_options,
     1,

@@ -4,10 +4,14 @@
  * Every metadata entry, section and tensor of the input is handed to a writer of the target
  * format; tensor bytes stream through a bounded buffer. The conversion is lossless unless the
  * caller explicitly allows a lossy step: stringifying or dropping metadata the target cannot
- * type, dropping sections, or casting floating-point tensors to another float dtype.
+ * type, dropping sections, casting floating-point tensors to another float dtype, or quantizing
+ * 2-D floating-point tensors to a ggml block type (quant_to).
  */
 #include "internal.h"
 #include "plain.h"
+#include "ggml.h"
+
+#include <stddef.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -195,8 +199,21 @@ static tbx_status copy_sections(tbx_file *in, tbx_writer *w, const tbx_convert_o
     return TBX_OK;
 }
 
+/* Is tensor t quantized to o->quant_to? Dense 2-D f32/f16/bf16/f64 with whole blocks per row. */
+static bool quant_eligible(const tbx_tensor *t, const tbx_convert_options *o) {
+    if (o->quant_to == TBX_DT_INVALID || t->ndim != 2 || t->ncomp != 1 ||
+        t->layout != TBX_LAYOUT_DENSE)
+        return false;
+    if (t->dtype != TBX_DT_F32 && t->dtype != TBX_DT_F16 && t->dtype != TBX_DT_BF16 &&
+        t->dtype != TBX_DT_F64)
+        return false;
+    const tbx_dtype_info *qi = tbx_dtype_get(o->quant_to);
+    return qi && qi->block_size > 0 && t->shape[1] > 0 && t->shape[1] % qi->block_size == 0;
+}
+
 /* Target dtype of tensor t under the options. */
 static tbx_dtype target_dtype(const tbx_tensor *t, const tbx_convert_options *o) {
+    if (quant_eligible(t, o)) return o->quant_to;
     if (o->cast_to == TBX_DT_INVALID || t->dtype == o->cast_to) return t->dtype;
     const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
     if (!di || !(di->flags & TBX_DTF_FLOAT) || (di->flags & TBX_DTF_COMPLEX)) return t->dtype;
@@ -219,13 +236,60 @@ static bool encode_float(tbx_dtype dt, const float *src, uint64_t n, uint8_t *ds
 
 #define CHUNK ((size_t)4 << 20)
 
+/* Buffers of the quantization step (grown as needed, freed by tbx_convert). */
+typedef struct qbufs { float *f; uint8_t *q; size_t fcap, qcap; } qbufs;
+
+/* Quantizes dense 2-D float tensor i ([rows, cols], cols a multiple of the block size) to `to`:
+ * chunks of whole rows are decoded to f32, quantized and streamed to the writer. */
+static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, tbx_quant_fn quant,
+                                  tbx_dtype to, qbufs *qb, tbx_error *err) {
+    const tbx_tensor *t = &in->tensors[i];
+    const tbx_dtype_info *qi = tbx_dtype_get(to);
+    uint64_t rows = t->shape[0], cols = t->shape[1];
+    uint64_t per_chunk = (CHUNK / sizeof(float)) / cols; /* rows per chunk */
+    if (per_chunk == 0) per_chunk = 1;
+    if (per_chunk > rows) per_chunk = rows;
+    uint64_t fe, qbytes;
+    if (!tbx_mul_u64(per_chunk, cols, &fe) || fe > SIZE_MAX / sizeof(float) ||
+        !tbx_mul_u64(fe / qi->block_size, qi->block_bytes, &qbytes) || qbytes > SIZE_MAX)
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "quant",
+                       "tensor \"%s\": a row is too large to quantize", t->name);
+    if (fe > qb->fcap) {
+        float *p = tbx_realloc(&in->al, qb->f, qb->fcap * sizeof(float), (size_t)fe * sizeof(float));
+        if (!p) return tbx_err_nomem(err, "quantization buffer");
+        qb->f = p;
+        qb->fcap = (size_t)fe;
+    }
+    if (qbytes > qb->qcap) {
+        uint8_t *p = tbx_realloc(&in->al, qb->q, qb->qcap, (size_t)qbytes);
+        if (!p) return tbx_err_nomem(err, "quantization buffer");
+        qb->q = p;
+        qb->qcap = (size_t)qbytes;
+    }
+    tbx_status st = TBX_OK;
+    for (uint64_t r = 0; st == TBX_OK && r < rows; r += per_chunk) {
+        uint64_t nr = rows - r < per_chunk ? rows - r : per_chunk;
+        uint64_t n = nr * cols, nblocks = n / qi->block_size;
+        st = tbx_tensor_read_f32(in, i, r * cols, n, qb->f, err);
+        if (st != TBX_OK) break;
+        quant(qb->f, qb->q, nblocks);
+        st = tbx_writer_write_tensor(w, i, qb->q, (size_t)(nblocks * qi->block_bytes), err);
+    }
+    return st;
+}
+
 tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
                        tbx_error *err) {
     if (!in || !out_path)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "convert", "NULL argument");
     tbx_convert_options o;
-    if (opt) o = *opt;
-    else tbx_convert_options_init(&o);
+    tbx_convert_options_init(&o);
+    if (opt) {
+        /* callers built against an older, shorter struct leave the newer fields at defaults */
+        size_t n = opt->struct_size && opt->struct_size < sizeof o ? opt->struct_size : sizeof o;
+        memcpy(&o, opt, n);
+        o.struct_size = sizeof o;
+    }
     tbx_error local;
     if (!err) err = &local;
     if (o.cast_to != TBX_DT_INVALID && o.cast_to != TBX_DT_F32 && o.cast_to != TBX_DT_F16 &&
@@ -233,6 +297,17 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast",
                        "casting to %s is not supported (f32, f16, bf16, f64)",
                        tbx_dtype_get(o.cast_to) ? tbx_dtype_get(o.cast_to)->name : "?");
+
+    tbx_quant_fn quant = NULL;
+    if (o.quant_to != TBX_DT_INVALID) {
+        const tbx_dtype_info *qi = tbx_dtype_get(o.quant_to);
+        quant = qi && (qi->flags & TBX_DTF_BLOCK) ? tbx_ggml_quant_for(o.quant_to) : NULL;
+        if (!quant)
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                           "quantizing to %s is not supported (q8_0, q4_0, q4_1, q5_0, q5_1, "
+                           "q2_k, q3_k, q4_k, q5_k, q6_k, tq1_0, tq2_0, mxfp4)",
+                           qi ? qi->name : "?");
+    }
 
     tbx_writer *w;
     tbx_status st = tbx_writer_open(&w, out_path, &o.write, err);
@@ -255,6 +330,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         if (st == TBX_OK && t->ncomp == 1) total += t->comp[0].nbytes;
     }
 
+    qbufs qb = { NULL, NULL, 0, 0 };
     uint8_t *buf = NULL;
     float *fbuf = NULL;
     size_t buf_cap = 0, fbuf_cap = 0;
@@ -264,7 +340,9 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         if (t->ncomp == 0) continue;
         const tbx_component *k = &t->comp[0];
         tbx_dtype to = target_dtype(t, &o);
-        if (to != t->dtype) {
+        if (quant && to == o.quant_to && to != t->dtype) {
+            st = quantize_tensor(in, i, w, quant, to, &qb, err);
+        } else if (to != t->dtype) {
             /* explicit lossy cast: decode to f32 in chunks, re-encode */
             const tbx_dtype_info *ti = tbx_dtype_get(to);
             uint64_t per = CHUNK / 8;
@@ -310,6 +388,8 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     }
     tbx_free(&in->al, buf, buf_cap);
     tbx_free(&in->al, fbuf, fbuf_cap * sizeof(float));
+    tbx_free(&in->al, qb.f, qb.fcap * sizeof(float));
+    tbx_free(&in->al, qb.q, qb.qcap);
     if (st != TBX_OK) {
         tbx_writer_abort(w);
         return st;
