@@ -389,6 +389,23 @@ TBX_API const char *tbx_meta_key(const tbx_file *f, uint64_t i, size_t *len);
 TBX_API const tbx_value *tbx_meta_value(const tbx_file *f, uint64_t i);
 /* Value of `key` (NUL-terminated), or NULL. */
 TBX_API const tbx_value *tbx_meta_find(const tbx_file *f, const char *key);
+/* Typed getters: look `key` up and read it as the type asked for (see tbx_value_get_*).
+ * TBX_E_NOT_FOUND when the key is absent, TBX_E_INVALID_ARG when the value is of another kind,
+ * TBX_E_OVERFLOW when it does not fit. */
+TBX_API tbx_status tbx_meta_get_u64(const tbx_file *f, const char *key, uint64_t *out);
+TBX_API tbx_status tbx_meta_get_i64(const tbx_file *f, const char *key, int64_t *out);
+TBX_API tbx_status tbx_meta_get_f64(const tbx_file *f, const char *key, double *out);
+/* The bytes of a STRING value (see tbx_value_get_str), or NULL when absent or not a string. */
+TBX_API const char *tbx_meta_get_str(const tbx_file *f, const char *key, size_t *len);
+/* Looks up a key template in which every "{arch}" stands for the value of the string key
+ * general.architecture (GGUF convention), e.g. "{arch}.context_length" -> "llama.context_length".
+ * NULL when the template names {arch} and the file has no general.architecture, or when the
+ * resulting key is absent or longer than 1023 bytes. */
+TBX_API const tbx_value *tbx_meta_find_arch(const tbx_file *f, const char *key_template);
+/* Element i of the array stored under `key` as string bytes (e.g. GGUF tokenizer.ggml.tokens);
+ * NULL when the key is absent, not an array of strings, or i is out of range. */
+TBX_API const char *tbx_meta_array_str(const tbx_file *f, const char *key, uint64_t i,
+                                       size_t *len);
 
 /* ---------------------------------------------------------------------------------------------
  * Tensors
