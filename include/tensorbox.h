@@ -408,6 +408,16 @@ TBX_API const char *tbx_meta_array_str(const tbx_file *f, const char *key, uint6
                                        size_t *len);
 
 /* ---------------------------------------------------------------------------------------------
+ * Size variables: named integers a format records for its shapes (OINF "B := 4"). Formats
+ * without them have none. Owned by the handle.
+ * ------------------------------------------------------------------------------------------- */
+TBX_API uint64_t tbx_sizevar_count(const tbx_file *f);
+/* Name (bytes + length, NUL-terminated) and value of size variable i, in file order.
+ * TBX_E_INVALID_ARG when i is out of range. */
+TBX_API tbx_status tbx_sizevar_get(const tbx_file *f, uint64_t i, const char **name,
+                                   size_t *name_len, uint64_t *value);
+
+/* ---------------------------------------------------------------------------------------------
  * Tensors
  * ------------------------------------------------------------------------------------------- */
 typedef enum tbx_layout {
@@ -534,6 +544,10 @@ TBX_API tbx_status tbx_writer_add_meta(tbx_writer *w, const char *key, size_t ke
 /* Adds an auxiliary section (bytes copied). TBX_E_UNSUPPORTED for formats without sections. */
 TBX_API tbx_status tbx_writer_add_section(tbx_writer *w, const char *name, uint32_t type,
                                           const void *data, size_t len, tbx_error *err);
+/* Adds a size variable (OINF). TBX_E_UNSUPPORTED for formats without size variables,
+ * TBX_E_DUPLICATE for a repeated name, TBX_E_FORMAT for a name the format cannot store. */
+TBX_API tbx_status tbx_writer_add_sizevar(tbx_writer *w, const char *name, uint64_t value,
+                                          tbx_error *err);
 /* Declares a tensor; *index (may be NULL) gets its index for tbx_writer_write_tensor. All
  * tensors are declared before any tensor data is written. */
 TBX_API tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc,

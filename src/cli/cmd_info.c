@@ -1,13 +1,13 @@
 /*
- * cmd_info.c - `tbx info FILE [--json] [--types]`: what a file holds.
+ * cmd_info.c - `tbx info FILE [--json] [--types] [--stats]`: what a file holds.
  *
  * The human summary gives format, version and size, one "key (type) = value" line per metadata
  * entry (long lists and strings cut), a table of tensors (name, dtype, shape, offset, stored
  * bytes) and a table of sections. --json prints one JSON object instead (schema in docs/cli.md):
  * complete values, keys in file order; --types wraps each metadata value with its type.
  *
- * Extension point: further views of the same file (for example per-tensor statistics for
- * `--stats`) are one more option in info_options and one more pass in the two printers.
+ * --stats prints the values view of stats.c instead (decoded previews, statistics, histograms).
+ * Size variables (OINF) are shown by both printers (tbx_sizevar_count / tbx_sizevar_get).
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -18,6 +18,7 @@
 static const cli_option info_options[] = {
     {"json", 0, NULL, "print one JSON object instead of the summary"},
     {"types", 0, NULL, "with --json: each metadata value as {\"type\": ..., \"value\": ...}"},
+    {"stats", 0, NULL, "decode every tensor: preview, min/max/mean/median/std, histogram"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -95,6 +96,18 @@ static void info_human(tbx_file *f, const char *path) {
     fprintf(fp, "size:      %" PRIu64 " bytes", size);
     if (size >= 1024) fprintf(fp, " (%s)", cli_format_size(sz, size));
     fputc('\n', fp);
+    /* size variables (OINF): "NAME := VALUE" */
+    uint64_t nsv = tbx_sizevar_count(f);
+    if (nsv > 0) fprintf(fp, "sizevars:  %" PRIu64 "\n", nsv);
+    for (uint64_t i = 0; i < nsv && !ferror(fp); i++) {
+        const char *name = NULL;
+        size_t nlen = 0;
+        uint64_t value = 0;
+        if (tbx_sizevar_get(f, i, &name, &nlen, &value) != TBX_OK) continue;
+        fputs("  ", fp);
+        json_write_escaped(fp, name, nlen);
+        fprintf(fp, " := %" PRIu64 "\n", value);
+    }
 
     /* metadata */
     uint64_t nmeta = tbx_meta_count(f);
@@ -251,6 +264,21 @@ static void info_json(tbx_file *f, int typed) {
     json_stringz(&j, tbx_format_name(tbx_file_format(f)));
     json_keyz(&j, "version");
     json_u64(&j, tbx_file_version(f));
+    /* size variables: for OINF files (always) and any file that has some */
+    uint64_t nsv = tbx_sizevar_count(f);
+    if (nsv > 0 || tbx_file_format(f) == TBX_FORMAT_OINF) {
+        json_keyz(&j, "sizevars");
+        json_begin_object(&j);
+        for (uint64_t i = 0; i < nsv && !ferror(stdout); i++) {
+            const char *name = NULL;
+            size_t nlen = 0;
+            uint64_t value = 0;
+            if (tbx_sizevar_get(f, i, &name, &nlen, &value) != TBX_OK) continue;
+            json_key(&j, name, nlen);
+            json_u64(&j, value);
+        }
+        json_end_object(&j);
+    }
 
     json_keyz(&j, "metadata");
     json_begin_object(&j);
@@ -319,24 +347,32 @@ static void info_json(tbx_file *f, int typed) {
 
 static int info_run(const cli_args *a) {
     const char *path = a->pos[0];
+    if (cli_flag(a, "stats") && cli_flag(a, "json"))
+        return cli_usage_error(a, "--stats prints a text view; it cannot be combined with --json");
     tbx_file *f = cli_open(a, path);
     if (!f) return CLI_FAIL;
-    if (cli_flag(a, "json"))
+    int rc = CLI_OK;
+    if (cli_flag(a, "stats"))
+        rc = cli_info_stats(f, path);
+    else if (cli_flag(a, "json"))
         info_json(f, cli_flag(a, "types"));
     else
         info_human(f, path);
     tbx_close(f);
-    return CLI_OK;
+    return rc;
 }
 
 const cli_command cli_cmd_info = {
     "info",
-    "FILE [--json] [--types]",
+    "FILE [--json] [--types] [--stats]",
     "Show the format, metadata, tensors and sections of a file",
     "The summary cuts long lists and strings; --json gives every value in full:\n"
     "  {\"format\", \"version\", \"metadata\": {key: value}, \"tensors\": [{\"name\", \"dtype\",\n"
     "   \"shape\", \"offset\", \"nbytes\"}], \"sections\": [{\"name\", \"type\", \"offset\", \"size\"}]}\n"
-    "Strings keep invalid UTF-8 bytes as \\udcXX escapes. See docs/cli.md for the full schema.\n",
+    "Strings keep invalid UTF-8 bytes as \\udcXX escapes. See docs/cli.md for the full schema.\n"
+    "--stats decodes every tensor (in bounded chunks) and prints, per tensor, the first and last\n"
+    "5 values, nbytes, min, max, mean, median and std and a histogram; for OINF files the size\n"
+    "variables (NAME := VALUE) come first. Metadata is shown with explicit types.\n",
     info_options,
     1,
     1,

@@ -177,6 +177,27 @@ static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_optio
     return TBX_OK;
 }
 
+/* Size variables (OINF) travel like metadata: refused ones fail unless dropping is allowed. */
+static tbx_status copy_sizevars(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
+                                tbx_error *err) {
+    for (uint64_t i = 0; i < tbx_sizevar_count(in); i++) {
+        const char *name;
+        size_t nl;
+        uint64_t value;
+        tbx_status st = tbx_sizevar_get(in, i, &name, &nl, &value);
+        if (st == TBX_OK) st = tbx_writer_add_sizevar(w, name, value, err);
+        if (st == TBX_OK) continue;
+        if (refusal(st) && (o->flags & TBX_CONVERT_DROP_META)) continue;
+        if (refusal(st)) {
+            size_t l = strlen(err->message);
+            snprintf(err->message + l, sizeof err->message - l,
+                     " (size variable \"%s\"; allow dropping it with --drop-meta)", name);
+        }
+        return st;
+    }
+    return TBX_OK;
+}
+
 static tbx_status copy_sections(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
                                 tbx_error *err) {
     for (size_t i = 0; i < in->nsections; i++) {
@@ -313,6 +334,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     tbx_status st = tbx_writer_open(&w, out_path, &o.write, err);
     if (st != TBX_OK) return st;
     st = copy_meta(in, w, &o, err);
+    if (st == TBX_OK) st = copy_sizevars(in, w, &o, err);
     if (st == TBX_OK) st = copy_sections(in, w, &o, err);
 
     uint64_t total = 0;

@@ -429,6 +429,7 @@ const tbx_driver *tbx_driver_for(tbx_format format);
 /* Drivers */
 extern const tbx_driver tbx_driver_safetensors;
 extern const tbx_driver tbx_driver_gguf;
+extern const tbx_driver tbx_driver_oinf;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Small text helpers (src/core/text.c)                                                        */

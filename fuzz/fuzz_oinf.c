@@ -1,0 +1,179 @@
+/*
+ * fuzz_oinf.c - libFuzzer target: the input is an OINF file.
+ *
+ * Each input is opened twice with tbx_open_memory, the format forced to OINF (so every input
+ * reaches the parser whatever its first bytes), small limits and an allocator that checks the
+ * size handed back to free()/realloc() and that nothing is left allocated after tbx_close():
+ *   1. strict (no problem callback): the first problem fails the open;
+ *   2. tolerant (a problem callback, as tbx_validate uses): recoverable problems are counted and
+ *      the open goes on, reaching the code after them.
+ * An open handle is walked through every read-only accessor (fuzz_walk.h) and the OINF ones of
+ * src/formats/oinf.h (size variables, quantization parameters), whose promises are checked:
+ * names match the charset, per-channel counts equal the shape along the axis.
+ *
+ * Build: cmake -DTBX_FUZZ=ON (clang) -> build/fuzz/fuzz_oinf; every build also makes
+ * build/fuzz/replay_oinf, which replays files and directories (see replay_main.c). Seeds:
+ * fuzz/corpus/oinf (fuzz/make_oinf_seeds.py).
+ */
+#include "fuzz_walk.h"
+#include "../src/formats/oinf.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+typedef struct fz_heap {
+    uint64_t live_blocks;
+    uint64_t live_bytes;
+} fz_heap;
+
+#define FZ_HDR 16u
+
+static void *fz_alloc(void *ud, size_t size) {
+    fz_heap *h = (fz_heap *)ud;
+    if (size > SIZE_MAX - FZ_HDR) return NULL;
+    unsigned char *p = malloc(size + FZ_HDR);
+    if (!p) return NULL;
+    memcpy(p, &size, sizeof size);
+    h->live_blocks++;
+    h->live_bytes += size;
+    return p + FZ_HDR;
+}
+
+static size_t fz_block_size(void *ptr) {
+    size_t size;
+    memcpy(&size, (unsigned char *)ptr - FZ_HDR, sizeof size);
+    return size;
+}
+
+static void fz_dealloc(void *ud, void *ptr, size_t size) {
+    fz_heap *h = (fz_heap *)ud;
+    if (!ptr) return;
+    FZ_CHECK(fz_block_size(ptr) == size, "free() gets the size that was allocated");
+    h->live_blocks--;
+    h->live_bytes -= size;
+    free((unsigned char *)ptr - FZ_HDR);
+}
+
+static void *fz_realloc(void *ud, void *ptr, size_t old_size, size_t new_size) {
+    fz_heap *h = (fz_heap *)ud;
+    if (!ptr) {
+        FZ_CHECK(old_size == 0, "realloc(NULL) has old size 0");
+        return fz_alloc(ud, new_size);
+    }
+    FZ_CHECK(fz_block_size(ptr) == old_size, "realloc() gets the size that was allocated");
+    if (new_size > SIZE_MAX - FZ_HDR) return NULL;
+    unsigned char *p = realloc((unsigned char *)ptr - FZ_HDR, new_size + FZ_HDR);
+    if (!p) return NULL;
+    memcpy(p, &new_size, sizeof new_size);
+    h->live_bytes = h->live_bytes - old_size + new_size;
+    return p + FZ_HDR;
+}
+
+static int fz_name_ok(const char *s, size_t n) {
+    if (n == 0 || strlen(s) != n) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* The OINF-specific accessors and what they promise. */
+static void fz_oinf(tbx_file *f) {
+    uint64_t nsv = tbx_oinf_sizevar_count(f);
+    for (uint64_t i = 0; i < nsv && i < FZ_MAX_TENSORS; i++) {
+        const char *name = NULL;
+        size_t len = 0;
+        uint64_t value = 0;
+        FZ_CHECK(tbx_oinf_sizevar_get(f, i, &name, &len, &value) == TBX_OK, "sizevar in range");
+        FZ_CHECK(name && fz_name_ok(name, len), "sizevar names match the charset");
+        fz_touch(name, len);
+    }
+    FZ_CHECK(tbx_oinf_sizevar_get(f, nsv, NULL, NULL, NULL) != TBX_OK, "sizevar out of range");
+    uint64_t nt = tbx_tensor_count(f);
+    for (uint64_t i = 0; i < nt && i < FZ_MAX_TENSORS; i++) {
+        tbx_tensor_info ti;
+        FZ_CHECK(tbx_tensor_info_get(f, i, &ti) == TBX_OK, "tensor info");
+        FZ_CHECK(fz_name_ok(ti.name, ti.name_len), "tensor names match the charset");
+        tbx_oinf_quant q;
+        tbx_status st = tbx_oinf_tensor_quant(f, i, &q);
+        FZ_CHECK(st == TBX_OK || st == TBX_E_NOT_FOUND, "quant lookup");
+        if (st != TBX_OK) continue;
+        FZ_CHECK(tbx_file_version(f) >= 2, "quantization parameters only in version 2");
+        FZ_CHECK(ti.ncomponents == 1, "quantized tensors have data");
+        FZ_CHECK(q.scale_count == (q.scale_mode == 2 ? ti.shape[q.scale_axis] : 1),
+                 "scale count matches the mode and shape");
+        FZ_CHECK(q.zp_count == (q.zp_mode == 2 ? ti.shape[q.zp_axis] : q.zp_mode),
+                 "zero point count matches the mode and shape");
+        fz_touch(q.scales, (size_t)q.scale_count * sizeof *q.scales);
+        if (q.zp_count) fz_touch(q.zero_points, (size_t)q.zp_count * sizeof *q.zero_points);
+    }
+    for (uint64_t i = 0; i < tbx_meta_count(f) && i < FZ_MAX_TENSORS; i++) {
+        size_t klen = 0;
+        const char *key = tbx_meta_key(f, i, &klen);
+        FZ_CHECK(key && fz_name_ok(key, klen), "metadata keys match the charset");
+        const tbx_value *v = tbx_meta_value(f, i);
+        size_t slen = 0;
+        const char *s = tbx_value_get_str(v, &slen);
+        if (tbx_value_type_of(v) == TBX_V_STRING)
+            FZ_CHECK(fz_name_ok(s, slen), "string values match the charset");
+    }
+}
+
+static void fz_problem(void *ud, const tbx_error *e) {
+    uint64_t *n = ud;
+    FZ_CHECK(e && e->code != TBX_OK, "a problem has a code");
+    FZ_CHECK(memchr(e->message, 0, sizeof e->message) && e->message[0], "a problem has a message");
+    (*n)++;
+}
+
+static void fz_open(const uint8_t *data, size_t size, int tolerant) {
+    fz_heap heap = {0, 0};
+    tbx_allocator alloc = {fz_alloc, fz_realloc, fz_dealloc, &heap};
+    tbx_limits lim;
+    fz_limits(&lim);
+    uint64_t nproblems = 0;
+
+    tbx_open_options opt;
+    tbx_open_options_init(&opt);
+    opt.struct_size = sizeof opt;
+    opt.format = TBX_FORMAT_OINF;
+    opt.limits = &lim;
+    opt.allocator = &alloc;
+    if (tolerant) {
+        opt.on_problem = fz_problem;
+        opt.problem_ud = &nproblems;
+    }
+
+    tbx_file *f = NULL;
+    tbx_error err;
+    fz_err_reset(&err);
+    tbx_status st = tbx_open_memory(&f, data, size, &opt, &err);
+    fz_check_status(st, &err, "open oinf");
+    if (st != TBX_OK) {
+        FZ_CHECK(f == NULL, "no handle after a failed open");
+        FZ_CHECK(heap.live_blocks == 0, "a failed open frees everything it allocated");
+        return;
+    }
+    FZ_CHECK(f != NULL, "handle after a successful open");
+    FZ_CHECK(tbx_file_format(f) == TBX_FORMAT_OINF, "forced format");
+    FZ_CHECK(tbx_file_version(f) == 1 || tbx_file_version(f) == 2, "version 1 or 2");
+    if (!tolerant) FZ_CHECK(nproblems == 0, "a strict open reports no problem");
+
+    fz_walk(f, data, size);
+    fz_oinf(f);
+    tbx_close(f);
+    FZ_CHECK(heap.live_blocks == 0 && heap.live_bytes == 0,
+             "tbx_close frees everything the handle allocated");
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fz_open(data, size, 0);
+    fz_open(data, size, 1);
+    return 0;
+}

@@ -1,0 +1,834 @@
+/*
+ * oinf_write.c - the OINF writer (the reading half of the driver is oinf.c).
+ *
+ * The writer reproduces the layout of the reference encoder (openinfer-oinf 0.1.1), so that the
+ * same content gives the same bytes:
+ *
+ *   [header 69 B + 3 zero B][size vars][metadata table][tensor table][metadata payloads][tensor data]
+ *   0                      72         align8         align8         align8 = offset_data
+ *
+ * Size variables, metadata entries and tensors are each sorted by name (byte order); every table
+ * starts at the 8-aligned end of the previous one; the data section holds the metadata payloads
+ * in key order, then the tensor data in name order (each tensor followed, in version 2, by its
+ * quantization payload), every blob 8-aligned and zero padded; file_size is the padded end of
+ * the last blob. Tensors without data get offset 0 and size 0. Version 1 is written unless
+ * tbx_write_options.version is 2.
+ *
+ * Metadata types: every scalar type maps to its OINF tag; STRING values must match the name
+ * charset; BITSET and NDARRAY map to BITSET and NDARRAY payloads, except that a 0-d NDARRAY of
+ * f8_e5m2 or of a packed integer dtype is written as the scalar of that type (that is how the
+ * reader represents those scalars); an ARRAY of numeric or bool scalars of one type becomes a 1-D
+ * NDARRAY. NULL, BYTES, MAP and other arrays are refused with TBX_E_LOSSY.
+ *
+ * Version 2 quantization parameters come from tbx_oinf_writer_set_quant() or from metadata
+ * entries "<tensor>.quant.<member>" (what the reader produces), which are then consumed instead
+ * of being written as metadata. See docs/formats/oinf.md.
+ */
+#include "oinf_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define OW_STATE_TAG 0x4F494E57u /* "OINW" */
+
+typedef struct ow_sizevar {
+    char *name;
+    size_t len;
+    uint64_t value;
+} ow_sizevar;
+
+/* Quantization parameters given with tbx_oinf_writer_set_quant (arrays owned). */
+typedef struct ow_quant {
+    char *tensor;
+    size_t len;
+    tbx_oinf_quant q;
+    float *scales;
+    int32_t *zps;
+} ow_quant;
+
+typedef struct ow_state {
+    uint32_t tag;
+    ow_sizevar *sv;
+    size_t nsv, cap_sv;
+    ow_quant *qs;
+    size_t nq, cap_q;
+} ow_state;
+
+/* The version to write, or 0 (with *err filled) when the option asks for an unknown one. */
+static uint32_t ow_version(const tbx_writer *w, tbx_error *err) {
+    uint32_t v = w->opt.version ? w->opt.version : 1;
+    if (v < 1 || v > OI_MAX_VERSION) {
+        tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "version",
+                "OINF version %" PRIu32 " cannot be written (1 or 2)", w->opt.version);
+        return 0;
+    }
+    return v;
+}
+
+static ow_state *ow_state_get(tbx_writer *w, tbx_error *err) {
+    if (w->drv_state) return w->drv_state;
+    ow_state *s = tbx_calloc(&w->al, 1, sizeof *s);
+    if (!s) { tbx_err_nomem(err, "OINF writer state"); return NULL; }
+    s->tag = OW_STATE_TAG;
+    w->drv_state = s;
+    return s;
+}
+
+void oi_w_free(tbx_writer *w) {
+    ow_state *s = w->drv_state;
+    if (!s) return;
+    for (size_t i = 0; i < s->nsv; i++) tbx_free(&w->al, s->sv[i].name, s->sv[i].len + 1);
+    tbx_free(&w->al, s->sv, s->cap_sv * sizeof *s->sv);
+    for (size_t i = 0; i < s->nq; i++) {
+        tbx_free(&w->al, s->qs[i].tensor, s->qs[i].len + 1);
+        tbx_free(&w->al, s->qs[i].scales, (size_t)s->qs[i].q.scale_count * sizeof(float));
+        tbx_free(&w->al, s->qs[i].zps, (size_t)s->qs[i].q.zp_count * sizeof(int32_t));
+    }
+    tbx_free(&w->al, s->qs, s->cap_q * sizeof *s->qs);
+    tbx_free(&w->al, s, sizeof *s);
+    w->drv_state = NULL;
+}
+
+/* A name, key or string value must match [A-Za-z0-9._-]+ and fit a u32 length. */
+static tbx_status ow_check_name(const char *p, size_t n, const char *field, const char *what,
+                                tbx_error *err) {
+    char q[96], b[16];
+    size_t bad = 0;
+    tbx_quote_bytes(q, sizeof q, p, n, 64);
+    if (n > UINT32_MAX)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, field,
+                       "%s of %zu bytes does not fit OINF's u32 length", what, n);
+    if (!oi_charset_ok(p, n, &bad)) {
+        if (n == 0)
+            return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, field,
+                           "%s is empty; OINF strings match [A-Za-z0-9._-]+", what);
+        oi_describe_byte(b, (unsigned char)p[bad]);
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, field,
+                       "%s \"%s\" has byte %s at position %zu; OINF strings match "
+                       "[A-Za-z0-9._-]+", what, q, b, bad);
+    }
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Metadata payloads                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The tag of a scalar value type (numeric or bool), 0 for others. */
+static uint32_t ow_scalar_tag(tbx_value_type t) {
+    switch (t) {
+    case TBX_V_BOOL: return OI_BOOL;
+    case TBX_V_U8: return OI_U8;
+    case TBX_V_I8: return OI_I8;
+    case TBX_V_U16: return OI_U16;
+    case TBX_V_I16: return OI_I16;
+    case TBX_V_U32: return OI_U32;
+    case TBX_V_I32: return OI_I32;
+    case TBX_V_U64: return OI_U64;
+    case TBX_V_I64: return OI_I64;
+    case TBX_V_F16: return OI_F16;
+    case TBX_V_BF16: return OI_BF16;
+    case TBX_V_F32: return OI_F32;
+    case TBX_V_F64: return OI_F64;
+    default: return 0;
+    }
+}
+
+/* Little-endian bytes of a scalar value (its type's size). */
+static void ow_put_scalar(uint8_t *dst, const tbx_value *v) {
+    switch (v->type) {
+    case TBX_V_BOOL: dst[0] = v->v.u != 0; break;
+    case TBX_V_U8: dst[0] = (uint8_t)v->v.u; break;
+    case TBX_V_I8: dst[0] = (uint8_t)(int8_t)v->v.i; break;
+    case TBX_V_U16: tbx_st16(dst, (uint16_t)v->v.u); break;
+    case TBX_V_I16: tbx_st16(dst, (uint16_t)(int16_t)v->v.i); break;
+    case TBX_V_U32: tbx_st32(dst, (uint32_t)v->v.u); break;
+    case TBX_V_I32: tbx_st32(dst, (uint32_t)(int32_t)v->v.i); break;
+    case TBX_V_U64: tbx_st64(dst, v->v.u); break;
+    case TBX_V_I64: tbx_st64(dst, (uint64_t)v->v.i); break;
+    case TBX_V_F16: tbx_st16(dst, tbx_f32_to_f16((float)v->v.f)); break;
+    case TBX_V_BF16: tbx_st16(dst, tbx_f32_to_bf16((float)v->v.f)); break;
+    case TBX_V_F32: {
+        float x = (float)v->v.f;
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        tbx_st32(dst, u);
+        break;
+    }
+    case TBX_V_F64: {
+        uint64_t u;
+        memcpy(&u, &v->v.f, 8);
+        tbx_st64(dst, u);
+        break;
+    }
+    default: break;
+    }
+}
+
+/* The common scalar type of an ARRAY's elements (numeric or bool), or TBX_V_NULL when the array
+ * is not a list of such scalars of one type. */
+static tbx_value_type ow_array_elem(const tbx_value *v) {
+    tbx_value_type t = v->elem;
+    uint64_t n = v->v.a.n;
+    if (t == TBX_V_NULL) {
+        if (n == 0) return TBX_V_NULL;
+        const tbx_value *e0 = tbx_value_at(v, 0);
+        if (!e0) return TBX_V_NULL;
+        t = e0->type;
+        for (uint64_t i = 1; i < n; i++) {
+            const tbx_value *e = tbx_value_at(v, i);
+            if (!e || e->type != t) return TBX_V_NULL;
+        }
+    }
+    return ow_scalar_tag(t) ? t : TBX_V_NULL;
+}
+
+/* Writes the NDARRAY header (element tag, ndim, dims) at dst. */
+static void ow_nd_head(uint8_t *dst, uint32_t tag, uint32_t ndim, const uint64_t *shape) {
+    tbx_st32(dst, tag);
+    tbx_st32(dst + 4, ndim);
+    for (uint32_t d = 0; d < ndim; d++) tbx_st64(dst + 8 + 8 * (uint64_t)d, shape[d]);
+}
+
+/* Sizes (dst == NULL) or encodes (dst of *nbytes zeroed bytes) the payload of metadata value v.
+ * `kq` is the quoted key for messages. */
+static tbx_status ow_meta(const tbx_value *v, const char *kq, uint8_t *dst, uint32_t *tag,
+                          uint64_t *nbytes, tbx_error *err) {
+    uint32_t t = ow_scalar_tag(v->type);
+    if (t) {
+        *tag = t;
+        *nbytes = tbx_value_scalar_size(v->type);
+        if (dst) ow_put_scalar(dst, v);
+        return TBX_OK;
+    }
+    switch (v->type) {
+    case TBX_V_STRING: {
+        tbx_status st = ow_check_name(v->v.s.p, v->v.s.n, "metadata", "string value", err);
+        if (st != TBX_OK) {
+            size_t l = strlen(err ? err->message : "");
+            if (err) snprintf(err->message + l, sizeof err->message - l, " (metadata \"%s\")", kq);
+            return st;
+        }
+        *tag = OI_STRING;
+        tbx_align_up_u64(4 + (uint64_t)v->v.s.n, OI_ALIGN, nbytes);
+        if (dst) {
+            tbx_st32(dst, (uint32_t)v->v.s.n);
+            memcpy(dst + 4, v->v.s.p, v->v.s.n);
+        }
+        return TBX_OK;
+    }
+    case TBX_V_BITSET: {
+        uint64_t bits = v->v.nd.count, bytes = bits / 8 + (bits % 8 != 0);
+        if (bits > UINT32_MAX || bytes > v->v.nd.nbytes)
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "metadata",
+                           "metadata \"%s\": a bitset of %" PRIu64 " bits does not fit OINF's u32 "
+                           "bit count", kq, bits);
+        *tag = OI_BITSET;
+        tbx_align_up_u64(8 + bytes, OI_ALIGN, nbytes);
+        if (dst) {
+            tbx_st32(dst, (uint32_t)bits);
+            tbx_st32(dst + 4, (uint32_t)bytes);
+            if (bytes) memcpy(dst + 8, v->v.nd.data, (size_t)bytes);
+            if (bits % 8) dst[8 + bytes - 1] &= (uint8_t)((1u << (bits % 8)) - 1);
+        }
+        return TBX_OK;
+    }
+    case TBX_V_NDARRAY: {
+        const tbx_dtype_info *di = tbx_dtype_get(v->v.nd.dtype);
+        uint32_t et = oi_tag_of_dtype(v->v.nd.dtype);
+        if (!di || !oi_element_tag(et))
+            return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
+                           "metadata \"%s\": ndarray of %s elements has no OINF type", kq,
+                           di ? di->name : "invalid");
+        uint64_t data = 0;
+        if (tbx_dtype_nbytes_shape(v->v.nd.dtype, v->v.nd.shape, v->v.nd.ndim, &data) != TBX_OK ||
+            data != v->v.nd.nbytes || v->v.nd.ndim > UINT32_MAX)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "metadata",
+                           "metadata \"%s\": ndarray holds %zu bytes, its shape needs %" PRIu64,
+                           kq, v->v.nd.nbytes, data);
+        const oi_type *ty = oi_type_of(et);
+        if (v->v.nd.ndim == 0 && ty->vtype == TBX_V_NULL) {
+            /* f8 / packed scalar */
+            *tag = et;
+            *nbytes = 1;
+            if (dst) dst[0] = ty->bits ? (uint8_t)(v->v.nd.data[0] & ((1u << ty->bits) - 1))
+                                       : v->v.nd.data[0];
+            return TBX_OK;
+        }
+        uint64_t head = 8 + 8 * (uint64_t)v->v.nd.ndim, total;
+        if (!tbx_add_u64(head, data, &total) || !tbx_align_up_u64(total, OI_ALIGN, &total))
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "metadata",
+                           "metadata \"%s\": ndarray size overflows", kq);
+        *tag = OI_NDARRAY;
+        *nbytes = total;
+        if (dst) {
+            ow_nd_head(dst, et, v->v.nd.ndim, v->v.nd.shape);
+            unsigned width = ty->bits ? 1 : ty->size;
+            oi_copy_le(dst + head, v->v.nd.data, ty->bits ? data : v->v.nd.count, width);
+            if (ty->bits && data) {
+                uint64_t used = v->v.nd.count * ty->bits;
+                if (used % 8) dst[head + data - 1] &= (uint8_t)((1u << (used % 8)) - 1);
+            }
+        }
+        return TBX_OK;
+    }
+    case TBX_V_ARRAY: {
+        tbx_value_type et = ow_array_elem(v);
+        if (et == TBX_V_NULL) {
+            const char *why = v->elem == TBX_V_STRING ? "an array of strings"
+                              : v->v.a.n == 0       ? "an empty array without element type"
+                                                    : "an array of non-numeric or mixed values";
+            return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
+                           "metadata \"%s\": OINF cannot store %s (only numeric/bool arrays, as "
+                           "a 1-D ndarray)", kq, why);
+        }
+        uint64_t n = v->v.a.n, es = tbx_value_scalar_size(et), data, total;
+        if (!tbx_mul_u64(n, es, &data) || !tbx_add_u64(16, data, &total) ||
+            !tbx_align_up_u64(total, OI_ALIGN, &total))
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "metadata",
+                           "metadata \"%s\": array size overflows", kq);
+        *tag = OI_NDARRAY;
+        *nbytes = total;
+        if (dst) {
+            ow_nd_head(dst, ow_scalar_tag(et), 1, &n);
+            uint8_t *p = dst + 16;
+            if (v->v.a.packed) {
+                oi_copy_le(p, (const uint8_t *)v->v.a.packed, n, (unsigned)es);
+                if (et == TBX_V_BOOL)
+                    for (uint64_t i = 0; i < n; i++) p[i] = p[i] != 0;
+            } else {
+                for (uint64_t i = 0; i < n; i++) {
+                    const tbx_value *e = tbx_value_at(v, i);
+                    if (e) ow_put_scalar(p + i * es, e);
+                }
+            }
+        }
+        return TBX_OK;
+    }
+    default:
+        return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
+                       "metadata \"%s\": OINF has no %s type", kq, tbx_value_type_name(v->type));
+    }
+}
+
+tbx_status oi_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
+                           tbx_error *err) {
+    if (!ow_version(w, err)) return err ? err->code : TBX_E_UNSUPPORTED;
+    tbx_status st = ow_check_name(key, key_len, "metadata.key", "metadata key", err);
+    if (st != TBX_OK) return st;
+    char kq[96];
+    tbx_quote_bytes(kq, sizeof kq, key, key_len, 64);
+    uint32_t tag;
+    uint64_t nbytes;
+    return ow_meta(v, kq, NULL, &tag, &nbytes, err);
+}
+
+tbx_status oi_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
+    if (!ow_version(w, err)) return err ? err->code : TBX_E_UNSUPPORTED;
+    tbx_status st = ow_check_name(t->name, t->name_len, "tensor.name", "tensor name", err);
+    if (st != TBX_OK) return st;
+    uint32_t tag = oi_tag_of_dtype(t->dtype);
+    if (!oi_tensor_tag(tag)) {
+        const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
+                       "tensor \"%s\": dtype %s has no OINF equivalent", q,
+                       di ? di->name : "invalid");
+    }
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* oinf.h writer calls                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+static tbx_status ow_need(tbx_writer *w, const char *what, tbx_error *err) {
+    if (!w || w->drv != &tbx_driver_oinf)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, what,
+                       "%s needs a writer of OINF files", what);
+    if (w->state != TBX_WS_DECLARE)
+        return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, what,
+                       "%s must be added before any tensor data is written", what);
+    if (w->drv_state && ((ow_state *)w->drv_state)->tag != OW_STATE_TAG)
+        return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, what, "corrupt OINF writer state");
+    return TBX_OK;
+}
+
+tbx_status tbx_oinf_writer_add_sizevar(tbx_writer *w, const char *name, uint64_t value,
+                                       tbx_error *err) {
+    tbx_status st = ow_need(w, "sizevars", err);
+    if (st != TBX_OK) return st;
+    if (!name) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "sizevars", "NULL name");
+    size_t n = strlen(name);
+    st = ow_check_name(name, n, "sizevars.name", "size variable name", err);
+    if (st != TBX_OK) return st;
+    ow_state *s = ow_state_get(w, err);
+    if (!s) return TBX_E_NOMEM;
+    for (size_t i = 0; i < s->nsv; i++)
+        if (s->sv[i].len == n && memcmp(s->sv[i].name, name, n) == 0)
+            return tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "sizevars.name",
+                           "duplicate size variable \"%s\"", name);
+    if (!tbx_grow(&w->al, (void **)&s->sv, &s->cap_sv, s->nsv + 1, sizeof *s->sv))
+        return tbx_err_nomem(err, "size variables");
+    char *copy = tbx_memdup0(&w->al, name, n);
+    if (!copy) return tbx_err_nomem(err, "size variable");
+    s->sv[s->nsv++] = (ow_sizevar){copy, n, value};
+    return TBX_OK;
+}
+
+tbx_status tbx_oinf_writer_set_quant(tbx_writer *w, const char *tensor, const tbx_oinf_quant *q,
+                                     tbx_error *err) {
+    tbx_status st = ow_need(w, "quant", err);
+    if (st != TBX_OK) return st;
+    if (!tensor || !q || (q->scale_count && !q->scales) || (q->zp_count && !q->zero_points))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant", "NULL argument");
+    uint32_t ver = ow_version(w, err);
+    if (!ver) return err ? err->code : TBX_E_UNSUPPORTED;
+    if (ver < 2)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                       "tensor \"%s\": quantization parameters need OINF version 2 (the writer "
+                       "writes version %" PRIu32 ")", tensor, ver);
+    size_t n = strlen(tensor);
+    ow_state *s = ow_state_get(w, err);
+    if (!s) return TBX_E_NOMEM;
+    for (size_t i = 0; i < s->nq; i++)
+        if (s->qs[i].len == n && memcmp(s->qs[i].tensor, tensor, n) == 0)
+            return tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "quant",
+                           "tensor \"%s\" already has quantization parameters", tensor);
+    if (q->scale_count > SIZE_MAX / sizeof(float) || q->zp_count > SIZE_MAX / sizeof(int32_t))
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "quant", "too many scales");
+    if (!tbx_grow(&w->al, (void **)&s->qs, &s->cap_q, s->nq + 1, sizeof *s->qs))
+        return tbx_err_nomem(err, "quant list");
+    ow_quant *e = &s->qs[s->nq];
+    memset(e, 0, sizeof *e);
+    e->q = *q;
+    e->tensor = tbx_memdup0(&w->al, tensor, n);
+    e->scales = tbx_malloc(&w->al, (size_t)q->scale_count * sizeof(float));
+    e->zps = tbx_malloc(&w->al, (size_t)q->zp_count * sizeof(int32_t));
+    if (!e->tensor || !e->scales || !e->zps) {
+        tbx_free(&w->al, e->tensor, n + 1);
+        tbx_free(&w->al, e->scales, (size_t)q->scale_count * sizeof(float));
+        tbx_free(&w->al, e->zps, (size_t)q->zp_count * sizeof(int32_t));
+        return tbx_err_nomem(err, "quant parameters");
+    }
+    e->len = n;
+    if (q->scale_count) memcpy(e->scales, q->scales, (size_t)q->scale_count * sizeof(float));
+    if (q->zp_count) memcpy(e->zps, q->zero_points, (size_t)q->zp_count * sizeof(int32_t));
+    e->q.scales = e->scales;
+    e->q.zero_points = e->zps;
+    s->nq++;
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Layout                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+static const char *const ow_qmembers[7] = {OI_QKEY_SCHEME, OI_QKEY_SCALE_MODE, OI_QKEY_SCALE_AXIS,
+                                          OI_QKEY_SCALES, OI_QKEY_ZP_MODE, OI_QKEY_ZP_AXIS,
+                                          OI_QKEY_ZPS};
+
+/* Per-tensor quantization parameters being assembled for the layout. */
+typedef struct ow_tq {
+    unsigned have;        /* bit m: member m given as metadata */
+    bool explicit_;       /* given with tbx_oinf_writer_set_quant */
+    tbx_oinf_quant q;
+    float *scales;        /* owned when taken from metadata */
+    int32_t *zps;
+    uint64_t offset, nbytes;
+} ow_tq;
+
+/* Is key "<tensor>.quant.<member>" for a declared tensor? */
+static bool ow_quant_key(const tbx_writer *w, const char *key, size_t klen, uint64_t *ti,
+                         int *member) {
+    size_t pl = strlen(OI_QKEY_PREFIX);
+    for (int m = 0; m < 7; m++) {
+        size_t ml = strlen(ow_qmembers[m]);
+        if (klen <= pl + ml) continue;
+        size_t tl = klen - pl - ml;
+        if (memcmp(key + tl, OI_QKEY_PREFIX, pl) != 0 || memcmp(key + tl + pl, ow_qmembers[m], ml))
+            continue;
+        if (tbx_names_find(&w->tensor_names, key, tl, ti)) {
+            *member = m;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Takes member m of tensor quant *tq from metadata value v (key kq for messages). */
+static tbx_status ow_quant_member(tbx_writer *w, ow_tq *tq, int m, const tbx_value *v,
+                                  const char *kq, tbx_error *err) {
+    if (m == 3 || m == 6) { /* scales (f32) / zero points (i32): 1-D ndarray or array */
+        uint64_t n = 0;
+        bool is_nd = v->type == TBX_V_NDARRAY;
+        if (is_nd) {
+            tbx_dtype want = m == 3 ? TBX_DT_F32 : TBX_DT_I32;
+            if (v->v.nd.dtype != want || v->v.nd.ndim != 1)
+                return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "metadata",
+                               "metadata \"%s\": must be a 1-D %s ndarray", kq,
+                               m == 3 ? "f32" : "i32");
+            n = v->v.nd.count;
+        } else if (v->type == TBX_V_ARRAY) {
+            n = v->v.a.n;
+        } else {
+            return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "metadata",
+                           "metadata \"%s\": must be a 1-D ndarray or an array, not %s", kq,
+                           tbx_value_type_name(v->type));
+        }
+        if (n > SIZE_MAX / 4) return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "metadata", "too long");
+        void *buf = tbx_malloc(&w->al, (size_t)n * 4);
+        if (!buf) return tbx_err_nomem(err, "quant parameters");
+        for (uint64_t i = 0; i < n; i++) {
+            if (is_nd) { memcpy((uint8_t *)buf + i * 4, v->v.nd.data + i * 4, 4); continue; }
+            const tbx_value *e = tbx_value_at(v, i);
+            double d = 0;
+            int64_t k = 0;
+            bool ok = e && (m == 3 ? tbx_value_get_f64(e, &d) == TBX_OK
+                                   : tbx_value_get_i64(e, &k) == TBX_OK && k >= INT32_MIN &&
+                                         k <= INT32_MAX);
+            if (!ok) {
+                tbx_free(&w->al, buf, (size_t)n * 4);
+                return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "metadata",
+                               "metadata \"%s\": element %" PRIu64 " is not %s", kq, i,
+                               m == 3 ? "a number" : "an i32 integer");
+            }
+            if (m == 3) ((float *)buf)[i] = (float)d;
+            else ((int32_t *)buf)[i] = (int32_t)k;
+        }
+        if (m == 3) { tq->scales = buf; tq->q.scale_count = n; }
+        else { tq->zps = buf; tq->q.zp_count = n; }
+        return TBX_OK;
+    }
+    uint64_t u = 0;
+    if (tbx_value_get_u64(v, &u) != TBX_OK || v->type == TBX_V_BOOL ||
+        ((m == 0 || m == 1 || m == 4) && u > UINT32_MAX))
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "metadata",
+                       "metadata \"%s\": must be an unsigned integer%s", kq,
+                       (m == 0 || m == 1 || m == 4) ? " below 2^32" : "");
+    switch (m) {
+    case 0: tq->q.scheme = (uint32_t)u; break;
+    case 1: tq->q.scale_mode = (uint32_t)u; break;
+    case 2: tq->q.scale_axis = u; break;
+    case 4: tq->q.zp_mode = (uint32_t)u; break;
+    default: tq->q.zp_axis = u; break;
+    }
+    return TBX_OK;
+}
+
+static void ow_free_tqs(tbx_writer *w, ow_tq *tqs, size_t n) {
+    if (!tqs) return;
+    for (size_t i = 0; i < n; i++) {
+        if (tqs[i].explicit_) continue;
+        tbx_free(&w->al, tqs[i].scales, (size_t)tqs[i].q.scale_count * 4);
+        tbx_free(&w->al, tqs[i].zps, (size_t)tqs[i].q.zp_count * 4);
+    }
+    tbx_free(&w->al, tqs, (n ? n : 1) * sizeof *tqs);
+}
+
+static int ow_name_cmp(const char *a, size_t al, const char *b, size_t bl) {
+    size_t m = al < bl ? al : bl;
+    int r = memcmp(a, b, m);
+    if (r) return r;
+    return al < bl ? -1 : (al > bl);
+}
+
+static int ow_meta_cmp(const void *a, const void *b) {
+    const tbx_meta_entry *x = *(const tbx_meta_entry *const *)a;
+    const tbx_meta_entry *y = *(const tbx_meta_entry *const *)b;
+    return ow_name_cmp(x->key, x->key_len, y->key, y->key_len);
+}
+
+static int ow_tensor_cmp(const void *a, const void *b) {
+    const tbx_wtensor *x = *(const tbx_wtensor *const *)a;
+    const tbx_wtensor *y = *(const tbx_wtensor *const *)b;
+    return ow_name_cmp(x->name, x->name_len, y->name, y->name_len);
+}
+
+static int ow_sv_cmp(const void *a, const void *b) {
+    const ow_sizevar *x = a, *y = b;
+    return ow_name_cmp(x->name, x->len, y->name, y->len);
+}
+
+/* Appends a String to a table buffer at *pos. */
+static void ow_put_str(uint8_t *buf, uint64_t *pos, const char *s, size_t n) {
+    tbx_st32(buf + *pos, (uint32_t)n);
+    memcpy(buf + *pos + 4, s, n);
+    uint64_t padded = 0;
+    tbx_align_up_u64(4 + (uint64_t)n, OI_ALIGN, &padded);
+    *pos += padded; /* the buffer is zeroed: padding stays 0 */
+}
+
+static uint64_t ow_str_size(size_t n) {
+    uint64_t p = 0;
+    tbx_align_up_u64(4 + (uint64_t)n, OI_ALIGN, &p);
+    return p;
+}
+
+/* Assembles the quantization parameters of every tensor (explicit ones and, for version 2,
+ * metadata entries "<tensor>.quant.*"). consumed[i] marks metadata entries taken. */
+static tbx_status ow_collect_quant(tbx_writer *w, uint32_t ver, ow_tq *tqs, bool *consumed,
+                                   tbx_error *err) {
+    ow_state *s = w->drv_state;
+    for (size_t i = 0; s && i < s->nq; i++) {
+        uint64_t ti;
+        if (!tbx_names_find(&w->tensor_names, s->qs[i].tensor, s->qs[i].len, &ti))
+            return tbx_err(err, TBX_E_NOT_FOUND, TBX_NO_OFFSET, "quant",
+                           "quantization parameters were given for tensor \"%s\", which was not "
+                           "declared", s->qs[i].tensor);
+        tqs[ti].explicit_ = true;
+        tqs[ti].q = s->qs[i].q;
+        tqs[ti].scales = s->qs[i].scales;
+        tqs[ti].zps = s->qs[i].zps;
+    }
+    if (ver >= 2) {
+        for (size_t i = 0; i < w->nmeta; i++) {
+            uint64_t ti;
+            int m;
+            const tbx_meta_entry *e = &w->meta[i];
+            if (!ow_quant_key(w, e->key, e->key_len, &ti, &m)) continue;
+            char kq[96];
+            tbx_quote_bytes(kq, sizeof kq, e->key, e->key_len, 64);
+            if (tqs[ti].explicit_)
+                return tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "metadata",
+                               "metadata \"%s\" describes quantization parameters that "
+                               "tbx_oinf_writer_set_quant also gave", kq);
+            tbx_status st = ow_quant_member(w, &tqs[ti], m, e->value, kq, err);
+            if (st != TBX_OK) return st;
+            tqs[ti].have |= 1u << m;
+            consumed[i] = true;
+        }
+    }
+    for (size_t i = 0; i < w->ntensors; i++) {
+        ow_tq *tq = &tqs[i];
+        const tbx_wtensor *t = &w->tensors[i];
+        if (!tq->have && !tq->explicit_) continue;
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+        if (tq->have) {
+            unsigned need = 0x1Fu; /* scheme, scale_mode, scale_axis, scales, zp_mode */
+            if ((tq->have & (1u << 4)) && tq->q.zp_mode != TBX_OINF_MODE_NONE) need |= 0x60u;
+            unsigned missing = need & ~tq->have;
+            if (missing) {
+                int m = __builtin_ctz(missing);
+                return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "metadata",
+                               "tensor \"%s\": quantization metadata lacks \"%s%s%s\"", q, q,
+                               OI_QKEY_PREFIX, ow_qmembers[m]);
+            }
+        }
+        if (!t->has_data)
+            return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "quant",
+                           "tensor \"%s\" has quantization parameters but no data", q);
+        tbx_status st = oi_quant_check(&tq->q, t->shape, t->ndim, q, TBX_NO_OFFSET, err);
+        if (st != TBX_OK) return st;
+        if (!oi_quant_nbytes(tq->q.scale_count, tq->q.zp_count, &tq->nbytes))
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "quant",
+                           "tensor \"%s\": quant payload size overflows", q);
+    }
+    return TBX_OK;
+}
+
+/* Writes a quant payload at off. */
+static tbx_status ow_write_quant(tbx_writer *w, const ow_tq *tq, uint64_t off, tbx_error *err) {
+    if (tq->nbytes > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, off, "quant", "too large");
+    uint8_t *b = tbx_calloc(&w->al, 1, (size_t)tq->nbytes);
+    if (!b) return tbx_err_nomem(err, "quant payload");
+    tbx_st32(b, tq->q.scheme);
+    tbx_st32(b + 4, tq->q.scale_mode);
+    tbx_st32(b + 8, tq->q.zp_mode);
+    tbx_st64(b + 16, tq->q.scale_axis);
+    tbx_st64(b + 24, tq->q.scale_count);
+    tbx_st64(b + 32, tq->q.zp_axis);
+    tbx_st64(b + 40, tq->q.zp_count);
+    uint8_t *p = b + OI_QUANT_HEADER;
+    for (uint64_t i = 0; i < tq->q.scale_count; i++, p += 4) {
+        uint32_t u;
+        memcpy(&u, &tq->scales[i], 4);
+        tbx_st32(p, u);
+    }
+    for (uint64_t i = 0; i < tq->q.zp_count; i++, p += 4) tbx_st32(p, (uint32_t)tq->zps[i]);
+    tbx_status st = tbx_out_pwrite(&w->out, off, b, (size_t)tq->nbytes, err);
+    tbx_free(&w->al, b, (size_t)tq->nbytes);
+    return st;
+}
+
+tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
+    uint32_t ver = ow_version(w, err);
+    if (!ver) return err ? err->code : TBX_E_UNSUPPORTED;
+    if (w->nsections)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "sections",
+                       "OINF files cannot store sections (%zu given)", w->nsections);
+    ow_state *s = w->drv_state;
+    size_t nsv = s ? s->nsv : 0, nmd = w->nmeta, nt = w->ntensors;
+    if (nsv > UINT32_MAX || nmd > UINT32_MAX || nt > UINT32_MAX)
+        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "header",
+                       "OINF counts are u32: %zu size variables, %zu metadata entries, %zu tensors",
+                       nsv, nmd, nt);
+    uint64_t talign = w->opt.alignment > OI_ALIGN ? w->opt.alignment : OI_ALIGN;
+
+    tbx_status st = TBX_OK;
+    ow_tq *tqs = tbx_calloc(&w->al, nt ? nt : 1, sizeof *tqs);
+    bool *consumed = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *consumed);
+    const tbx_meta_entry **meta = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *meta);
+    tbx_wtensor **tens = tbx_calloc(&w->al, nt ? nt : 1, sizeof *tens);
+    uint64_t *moff = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *moff);
+    uint64_t *mlen = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *mlen);
+    uint32_t *mtag = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *mtag);
+    uint8_t *tab = NULL, *pay = NULL;
+    size_t tab_len = 0, pay_cap = 0;
+    if (!tqs || !consumed || !meta || !tens || !moff || !mlen || !mtag) {
+        st = tbx_err_nomem(err, "OINF layout");
+        goto done;
+    }
+    st = ow_collect_quant(w, ver, tqs, consumed, err);
+    if (st != TBX_OK) goto done;
+
+    /* order */
+    size_t nm = 0;
+    for (size_t i = 0; i < nmd; i++)
+        if (!consumed[i]) meta[nm++] = &w->meta[i];
+    qsort((void *)meta, nm, sizeof *meta, ow_meta_cmp);
+    for (size_t i = 0; i < nt; i++) tens[i] = &w->tensors[i];
+    qsort(tens, nt, sizeof *tens, ow_tensor_cmp);
+    if (nsv) qsort(s->sv, nsv, sizeof *s->sv, ow_sv_cmp);
+
+    /* table sizes (every term is bounded by in-memory sizes: no overflow) */
+    uint64_t sv_size = 0, md_size = 0, tn_size = 0;
+    for (size_t i = 0; i < nsv; i++) sv_size += ow_str_size(s->sv[i].len) + 8;
+    for (size_t i = 0; i < nm; i++) md_size += ow_str_size(meta[i]->key_len) + 24;
+    for (size_t i = 0; i < nt; i++)
+        tn_size += ow_str_size(tens[i]->name_len) + 12 + 8 * (uint64_t)tens[i]->ndim + 16 +
+                   (ver >= 2 ? 16 : 0);
+    uint64_t off_sv = OI_HEADER_SIZE, off_md = 0, off_tn = 0, off_data = 0;
+    tbx_align_up_u64(off_sv + sv_size, OI_ALIGN, &off_md);
+    tbx_align_up_u64(off_md + md_size, OI_ALIGN, &off_tn);
+    tbx_align_up_u64(off_tn + tn_size, OI_ALIGN, &off_data);
+
+    /* payload layout */
+    uint64_t cur = off_data;
+    for (size_t i = 0; i < nm; i++) {
+        char kq[96];
+        tbx_quote_bytes(kq, sizeof kq, meta[i]->key, meta[i]->key_len, 64);
+        st = ow_meta(meta[i]->value, kq, NULL, &mtag[i], &mlen[i], err);
+        if (st != TBX_OK) goto done;
+        moff[i] = cur;
+        uint64_t e;
+        if (!tbx_add_u64(cur, mlen[i], &e) || !tbx_align_up_u64(e, OI_ALIGN, &cur)) {
+            st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "metadata", "file size overflows");
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < nt; i++) {
+        tbx_wtensor *t = tens[i];
+        ow_tq *tq = &tqs[t - w->tensors];
+        uint64_t e;
+        if (!t->has_data) { t->offset = 0; continue; }
+        if (!tbx_align_up_u64(cur, talign, &cur) || !tbx_add_u64(cur, t->nbytes, &e) ||
+            !tbx_align_up_u64(e, OI_ALIGN, &e)) {
+            st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "file size overflows");
+            goto done;
+        }
+        t->offset = cur;
+        cur = e;
+        if (tq->nbytes) {
+            tq->offset = cur;
+            if (!tbx_add_u64(cur, tq->nbytes, &cur)) {
+                st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "quant", "file size overflows");
+                goto done;
+            }
+        }
+    }
+    uint64_t file_size = cur;
+
+    /* header + tables */
+    if (off_data > SIZE_MAX) { st = tbx_err(err, TBX_E_OVERFLOW, 0, "header", "tables too large"); goto done; }
+    tab_len = (size_t)off_data;
+    tab = tbx_calloc(&w->al, 1, tab_len);
+    if (!tab) { st = tbx_err_nomem(err, "OINF tables"); goto done; }
+    memcpy(tab, "OINF\0", 5);
+    tbx_st32(tab + 5, ver);
+    tbx_st32(tab + 9, 0);
+    tbx_st32(tab + 13, (uint32_t)nsv);
+    tbx_st32(tab + 17, (uint32_t)nm);
+    tbx_st32(tab + 21, (uint32_t)nt);
+    tbx_st32(tab + 25, 0);
+    tbx_st64(tab + 29, off_sv);
+    tbx_st64(tab + 37, off_md);
+    tbx_st64(tab + 45, off_tn);
+    tbx_st64(tab + 53, off_data);
+    tbx_st64(tab + 61, file_size);
+    uint64_t pos = off_sv;
+    for (size_t i = 0; i < nsv; i++) {
+        ow_put_str(tab, &pos, s->sv[i].name, s->sv[i].len);
+        tbx_st64(tab + pos, s->sv[i].value);
+        pos += 8;
+    }
+    pos = off_md;
+    for (size_t i = 0; i < nm; i++) {
+        ow_put_str(tab, &pos, meta[i]->key, meta[i]->key_len);
+        tbx_st32(tab + pos, mtag[i]);
+        tbx_st32(tab + pos + 4, 0);
+        tbx_st64(tab + pos + 8, mlen[i]);
+        tbx_st64(tab + pos + 16, moff[i]);
+        pos += 24;
+    }
+    pos = off_tn;
+    for (size_t i = 0; i < nt; i++) {
+        const tbx_wtensor *t = tens[i];
+        const ow_tq *tq = &tqs[t - w->tensors];
+        uint32_t flags = (t->has_data ? OI_HAS_DATA : 0) | (tq->nbytes ? OI_HAS_QUANT : 0);
+        ow_put_str(tab, &pos, t->name, t->name_len);
+        tbx_st32(tab + pos, oi_tag_of_dtype(t->dtype));
+        tbx_st32(tab + pos + 4, t->ndim);
+        tbx_st32(tab + pos + 8, flags);
+        pos += 12;
+        for (uint32_t d = 0; d < t->ndim; d++, pos += 8) tbx_st64(tab + pos, t->shape[d]);
+        tbx_st64(tab + pos, t->has_data ? t->nbytes : 0);
+        tbx_st64(tab + pos + 8, t->has_data ? t->offset : 0);
+        pos += 16;
+        if (ver >= 2) {
+            tbx_st64(tab + pos, tq->nbytes);
+            tbx_st64(tab + pos + 8, tq->nbytes ? tq->offset : 0);
+            pos += 16;
+        }
+    }
+    st = tbx_out_pwrite(&w->out, 0, tab, tab_len, err);
+    if (st != TBX_OK) goto done;
+
+    /* metadata payloads, quant payloads */
+    for (size_t i = 0; i < nm; i++) {
+        if (mlen[i] > SIZE_MAX) { st = tbx_err(err, TBX_E_OVERFLOW, moff[i], "metadata", "too large"); goto done; }
+        if (mlen[i] > pay_cap) {
+            tbx_free(&w->al, pay, pay_cap);
+            pay = tbx_malloc(&w->al, (size_t)mlen[i]);
+            pay_cap = pay ? (size_t)mlen[i] : 0;
+            if (!pay) { st = tbx_err_nomem(err, "metadata payload"); goto done; }
+        }
+        memset(pay, 0, (size_t)mlen[i]);
+        char kq[96];
+        uint32_t tag;
+        uint64_t n;
+        tbx_quote_bytes(kq, sizeof kq, meta[i]->key, meta[i]->key_len, 64);
+        st = ow_meta(meta[i]->value, kq, pay, &tag, &n, err);
+        if (st == TBX_OK) st = tbx_out_pwrite(&w->out, moff[i], pay, (size_t)mlen[i], err);
+        if (st != TBX_OK) goto done;
+    }
+    for (size_t i = 0; i < nt; i++)
+        if (tqs[i].nbytes) {
+            st = ow_write_quant(w, &tqs[i], tqs[i].offset, err);
+            if (st != TBX_OK) goto done;
+        }
+    w->end = file_size;
+
+done:
+    tbx_free(&w->al, pay, pay_cap);
+    tbx_free(&w->al, tab, tab_len);
+    ow_free_tqs(w, tqs, nt);
+    tbx_free(&w->al, consumed, (nmd ? nmd : 1) * sizeof *consumed);
+    tbx_free(&w->al, (void *)meta, (nmd ? nmd : 1) * sizeof *meta);
+    tbx_free(&w->al, tens, (nt ? nt : 1) * sizeof *tens);
+    tbx_free(&w->al, moff, (nmd ? nmd : 1) * sizeof *moff);
+    tbx_free(&w->al, mlen, (nmd ? nmd : 1) * sizeof *mlen);
+    tbx_free(&w->al, mtag, (nmd ? nmd : 1) * sizeof *mtag);
+    return st;
+}
