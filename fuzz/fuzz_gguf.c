@@ -22,55 +22,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* Size-checking allocator: a 16-byte header in front of each block records its size. */
-typedef struct gz_heap {
-    uint64_t blocks;
-    uint64_t bytes;
-} gz_heap;
-
-#define GZ_HDR 16u
-
-static void *gz_alloc(void *ud, size_t size) {
-    gz_heap *h = (gz_heap *)ud;
-    if (size > SIZE_MAX - GZ_HDR) return NULL;
-    unsigned char *p = malloc(size + GZ_HDR);
-    if (!p) return NULL;
-    memcpy(p, &size, sizeof size);
-    h->blocks++;
-    h->bytes += size;
-    return p + GZ_HDR;
-}
-
-static size_t gz_size_of(void *ptr) {
-    size_t size;
-    memcpy(&size, (unsigned char *)ptr - GZ_HDR, sizeof size);
-    return size;
-}
-
-static void gz_free(void *ud, void *ptr, size_t size) {
-    gz_heap *h = (gz_heap *)ud;
-    if (!ptr) return;
-    FZ_CHECK(gz_size_of(ptr) == size, "free() is given the allocated size");
-    h->blocks--;
-    h->bytes -= size;
-    free((unsigned char *)ptr - GZ_HDR);
-}
-
-static void *gz_realloc(void *ud, void *ptr, size_t old_size, size_t new_size) {
-    gz_heap *h = (gz_heap *)ud;
-    if (!ptr) {
-        FZ_CHECK(old_size == 0, "realloc(NULL) has old size 0");
-        return gz_alloc(ud, new_size);
-    }
-    FZ_CHECK(gz_size_of(ptr) == old_size, "realloc() is given the allocated size");
-    if (new_size > SIZE_MAX - GZ_HDR) return NULL;
-    unsigned char *p = realloc((unsigned char *)ptr - GZ_HDR, new_size + GZ_HDR);
-    if (!p) return NULL;
-    memcpy(p, &new_size, sizeof new_size);
-    h->bytes = h->bytes - old_size + new_size;
-    return p + GZ_HDR;
-}
-
 typedef struct gz_problems {
     uint64_t n;
 } gz_problems;
@@ -94,8 +45,8 @@ static void gz_lint(tbx_file *f) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    gz_heap heap = {0, 0};
-    tbx_allocator alloc = {gz_alloc, gz_realloc, gz_free, &heap};
+    fz_heap heap = {0, 0};
+    tbx_allocator alloc = fz_allocator(&heap);
     tbx_limits lim;
     fz_limits(&lim);
 
@@ -114,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t strict_meta = 0, strict_tensors = 0;
     if (st != TBX_OK) {
         FZ_CHECK(f == NULL, "no handle after a failed open");
-        FZ_CHECK(heap.blocks == 0, "a failed open frees everything");
+        FZ_CHECK(heap.live_blocks == 0, "a failed open frees everything");
     } else {
         FZ_CHECK(f != NULL, "a handle after a successful open");
         FZ_CHECK(tbx_file_format(f) == TBX_FORMAT_GGUF, "forced format");
@@ -125,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_walk(f, data, size);
         gz_lint(f);
         tbx_close(f);
-        FZ_CHECK(heap.blocks == 0 && heap.bytes == 0, "tbx_close frees everything");
+        FZ_CHECK(heap.live_blocks == 0 && heap.live_bytes == 0, "tbx_close frees everything");
     }
 
     /* 2. lenient: recoverable problems reported, opening goes on */
@@ -151,6 +102,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else {
         FZ_CHECK(f == NULL, "no handle after a failed lenient open");
     }
-    FZ_CHECK(heap.blocks == 0 && heap.bytes == 0, "everything freed");
+    FZ_CHECK(heap.live_blocks == 0 && heap.live_bytes == 0, "everything freed");
     return 0;
 }

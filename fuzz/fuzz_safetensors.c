@@ -15,60 +15,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* Checking allocator: a 16-byte header before each block records its size. */
-typedef struct fz_heap {
-    uint64_t live_blocks;
-    uint64_t live_bytes;
-} fz_heap;
-
-#define FZ_HDR 16u
-
-static void *fz_alloc(void *ud, size_t size) {
-    fz_heap *h = (fz_heap *)ud;
-    if (size > SIZE_MAX - FZ_HDR) return NULL;
-    unsigned char *p = malloc(size + FZ_HDR);
-    if (!p) return NULL;
-    memcpy(p, &size, sizeof size);
-    h->live_blocks++;
-    h->live_bytes += size;
-    return p + FZ_HDR;
-}
-
-static size_t fz_block_size(void *ptr) {
-    size_t size;
-    memcpy(&size, (unsigned char *)ptr - FZ_HDR, sizeof size);
-    return size;
-}
-
-static void fz_dealloc(void *ud, void *ptr, size_t size) {
-    fz_heap *h = (fz_heap *)ud;
-    if (!ptr) return;
-    FZ_CHECK(fz_block_size(ptr) == size, "free() gets the size that was allocated");
-    h->live_blocks--;
-    h->live_bytes -= size;
-    free((unsigned char *)ptr - FZ_HDR);
-}
-
-static void *fz_realloc(void *ud, void *ptr, size_t old_size, size_t new_size) {
-    fz_heap *h = (fz_heap *)ud;
-    if (!ptr) {
-        FZ_CHECK(old_size == 0, "realloc(NULL) has old size 0");
-        return fz_alloc(ud, new_size);
-    }
-    FZ_CHECK(fz_block_size(ptr) == old_size, "realloc() gets the size that was allocated");
-    if (new_size > SIZE_MAX - FZ_HDR) return NULL;
-    unsigned char *p = realloc((unsigned char *)ptr - FZ_HDR, new_size + FZ_HDR);
-    if (!p) return NULL;
-    memcpy(p, &new_size, sizeof new_size);
-    h->live_bytes = h->live_bytes - old_size + new_size;
-    return p + FZ_HDR;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_heap heap = {0, 0};
-    tbx_allocator alloc = {fz_alloc, fz_realloc, fz_dealloc, &heap};
+    tbx_allocator alloc = fz_allocator(&heap);
     tbx_limits lim;
     fz_limits(&lim);
 

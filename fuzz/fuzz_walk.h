@@ -347,4 +347,60 @@ static void fz_limits(tbx_limits *lim) {
     lim->max_array_len = 1u << 20;
 }
 
+/* Checking allocator shared by the targets: a 16-byte header before each block records its
+ * size, so a free()/realloc() given another size aborts; live_blocks/live_bytes let a target
+ * check that tbx_close() (or a failed open) freed everything. */
+typedef struct fz_heap {
+    uint64_t live_blocks;
+    uint64_t live_bytes;
+} fz_heap;
+
+#define FZ_HDR 16u
+
+static void *fz_alloc(void *ud, size_t size) {
+    fz_heap *h = (fz_heap *)ud;
+    if (size > SIZE_MAX - FZ_HDR) return NULL;
+    unsigned char *p = malloc(size + FZ_HDR);
+    if (!p) return NULL;
+    memcpy(p, &size, sizeof size);
+    h->live_blocks++;
+    h->live_bytes += size;
+    return p + FZ_HDR;
+}
+
+static size_t fz_block_size(void *ptr) {
+    size_t size;
+    memcpy(&size, (unsigned char *)ptr - FZ_HDR, sizeof size);
+    return size;
+}
+
+static void fz_dealloc(void *ud, void *ptr, size_t size) {
+    fz_heap *h = (fz_heap *)ud;
+    if (!ptr) return;
+    FZ_CHECK(fz_block_size(ptr) == size, "free() gets the size that was allocated");
+    h->live_blocks--;
+    h->live_bytes -= size;
+    free((unsigned char *)ptr - FZ_HDR);
+}
+
+static void *fz_realloc(void *ud, void *ptr, size_t old_size, size_t new_size) {
+    fz_heap *h = (fz_heap *)ud;
+    if (!ptr) {
+        FZ_CHECK(old_size == 0, "realloc(NULL) has old size 0");
+        return fz_alloc(ud, new_size);
+    }
+    FZ_CHECK(fz_block_size(ptr) == old_size, "realloc() gets the size that was allocated");
+    if (new_size > SIZE_MAX - FZ_HDR) return NULL;
+    unsigned char *p = realloc((unsigned char *)ptr - FZ_HDR, new_size + FZ_HDR);
+    if (!p) return NULL;
+    memcpy(p, &new_size, sizeof new_size);
+    h->live_bytes = h->live_bytes - old_size + new_size;
+    return p + FZ_HDR;
+}
+
+static tbx_allocator fz_allocator(fz_heap *h) {
+    tbx_allocator a = {fz_alloc, fz_realloc, fz_dealloc, h};
+    return a;
+}
+
 #endif /* TBX_FUZZ_WALK_H */
