@@ -357,7 +357,7 @@ typedef struct fz_heap {
 
 #define FZ_HDR 16u
 
-static void *fz_alloc(void *ud, size_t size) {
+static inline void *fz_alloc(void *ud, size_t size) {
     fz_heap *h = (fz_heap *)ud;
     if (size > SIZE_MAX - FZ_HDR) return NULL;
     unsigned char *p = malloc(size + FZ_HDR);
@@ -368,13 +368,13 @@ static void *fz_alloc(void *ud, size_t size) {
     return p + FZ_HDR;
 }
 
-static size_t fz_block_size(void *ptr) {
+static inline size_t fz_block_size(void *ptr) {
     size_t size;
     memcpy(&size, (unsigned char *)ptr - FZ_HDR, sizeof size);
     return size;
 }
 
-static void fz_dealloc(void *ud, void *ptr, size_t size) {
+static inline void fz_dealloc(void *ud, void *ptr, size_t size) {
     fz_heap *h = (fz_heap *)ud;
     if (!ptr) return;
     FZ_CHECK(fz_block_size(ptr) == size, "free() gets the size that was allocated");
@@ -383,7 +383,7 @@ static void fz_dealloc(void *ud, void *ptr, size_t size) {
     free((unsigned char *)ptr - FZ_HDR);
 }
 
-static void *fz_realloc(void *ud, void *ptr, size_t old_size, size_t new_size) {
+static inline void *fz_realloc(void *ud, void *ptr, size_t old_size, size_t new_size) {
     fz_heap *h = (fz_heap *)ud;
     if (!ptr) {
         FZ_CHECK(old_size == 0, "realloc(NULL) has old size 0");
@@ -398,7 +398,7 @@ static void *fz_realloc(void *ud, void *ptr, size_t old_size, size_t new_size) {
     return p + FZ_HDR;
 }
 
-static tbx_allocator fz_allocator(fz_heap *h) {
+static inline tbx_allocator fz_allocator(fz_heap *h) {
     tbx_allocator a = {fz_alloc, fz_realloc, fz_dealloc, h};
     return a;
 }
