@@ -430,6 +430,7 @@ const tbx_driver *tbx_driver_for(tbx_format format);
 extern const tbx_driver tbx_driver_safetensors;
 extern const tbx_driver tbx_driver_gguf;
 extern const tbx_driver tbx_driver_oinf;
+extern const tbx_driver tbx_driver_ztensor;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Small text helpers (src/core/text.c)                                                        */

@@ -1,0 +1,2046 @@
+/*
+ * ztensor.c - the zTensor v1.1 driver (pie-project/ztensor, PyPI `ztensor==1.1.1`).
+ *
+ * A zTensor file is an 8-byte magic, then component blobs (the stored bytes of tensors), each
+ * at a 64-aligned offset with zero padding between them, then a CBOR manifest describing
+ * everything, then the manifest's size and the magic again:
+ *
+ *   offset 0        8            64 (aligned)            M = size - 16 - N       size - 16  size
+ *          +--------+------------+-----------+-----+------+---------------------+----------+--------+
+ *          |ZTEN1000| 0x00 pad   | blob      | pad | blob | CBOR manifest       | u64 N    |ZTEN1000|
+ *          |        | to 64      | (raw or   | 0x00| ...  | (N bytes, map)      | (LE)     |        |
+ *          |        |            |  zstd)    |     |      |                     |          |        |
+ *          +--------+------------+-----------+-----+------+---------------------+----------+--------+
+ *
+ *   manifest = { "version": "1.1.0",
+ *                "attributes": { key: any CBOR value, ... },              (optional, global)
+ *                "objects": { name: { "shape": [d0, d1, ...],
+ *                                     "format": "dense" | "sparse_csr" | "sparse_coo"
+ *                                               | "quantized_group",
+ *                                     "attributes": { ... },              (optional)
+ *                                     "components": { role: { "dtype": "f32", "offset": o,
+ *                                                             "length": stored bytes,
+ *                                                             "encoding": "zstd",  (optional)
+ *                                                             "digest": "sha256:..." (opt.) },
+ *                                                     ... } }, ... } }
+ *
+ * Layouts and their components (in the order tensorbox reports them):
+ *   dense            data                       prod(shape) elements
+ *   sparse_csr       values, indices, indptr    nnz, nnz, rows + 1      (2-D only)
+ *   sparse_coo       values, coords             nnz, ndim x nnz (all dim-0 indices, then dim-1...)
+ *   quantized_group  packed_weight, scales, zeros  (tensorbox's semantics, docs/formats/ztensor.md)
+ * A zstd component holds one or more zstd frames; `length` is the compressed size and the
+ * decoded size must be exactly what the layout implies. Digests ("crc32c:0x%08X",
+ * "sha256:<hex>") cover the stored bytes.
+ *
+ * Opening checks both magics, caps the manifest (1 GiB, max_header_bytes, the bytes between
+ * header and footer), parses the CBOR with a pull decoder (ztensor_cbor.c) straight into the
+ * model, and checks every component: known dtype, 64-aligned offset, inside [64, M), no overlap
+ * with another component, raw length == decoded size, limits. nnz of a sparse tensor comes from
+ * its first raw component (or, when all are compressed, from the decoded size of `values`).
+ * Validation adds: digests, zero padding between blobs, sparse index rules, bool values 0/1.
+ * Reading decodes zstd with the exact output bound (a "bomb" stops at the declared size).
+ * Writing lives in ztensor_write.c.
+ */
+#include "ztensor_int.h"
+
+#include "crc32c.h"
+#include "ztensor.h"
+
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through the handle */
+#include <zstd.h>
+
+/* Writer hooks (ztensor_write.c) */
+tbx_status zt_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
+                           tbx_error *err);
+tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+tbx_status zt_w_layout(tbx_writer *w, tbx_error *err);
+tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len, tbx_error *err);
+tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+tbx_status zt_w_finish(tbx_writer *w, tbx_error *err);
+void zt_w_free(tbx_writer *w);
+
+/* ------------------------------------------------------------------------------------------ */
+/* dtypes, roles                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+static const zt_dtype zt_dtypes[] = {
+    {"f64", TBX_DT_F64, 8},         {"f32", TBX_DT_F32, 4},
+    {"f16", TBX_DT_F16, 2},         {"bf16", TBX_DT_BF16, 2},
+    {"f8_e4m3", TBX_DT_F8_E4M3, 1}, {"f8_e5m2", TBX_DT_F8_E5M2, 1},
+    {"complex64", TBX_DT_C64, 8},   {"complex128", TBX_DT_C128, 16},
+    {"i64", TBX_DT_I64, 8},         {"i32", TBX_DT_I32, 4},
+    {"i16", TBX_DT_I16, 2},         {"i8", TBX_DT_I8, 1},
+    {"u64", TBX_DT_U64, 8},         {"u32", TBX_DT_U32, 4},
+    {"u16", TBX_DT_U16, 2},         {"u8", TBX_DT_U8, 1},
+    {"bool", TBX_DT_BOOL, 1},
+};
+#define ZT_NDTYPES (sizeof zt_dtypes / sizeof zt_dtypes[0])
+
+const zt_dtype *zt_dtype_by_name(const char *s, size_t n) {
+    for (size_t i = 0; i < ZT_NDTYPES; i++)
+        if (strlen(zt_dtypes[i].name) == n && memcmp(zt_dtypes[i].name, s, n) == 0)
+            return &zt_dtypes[i];
+    return NULL;
+}
+
+const zt_dtype *zt_dtype_by_tbx(tbx_dtype dt) {
+    for (size_t i = 0; i < ZT_NDTYPES; i++)
+        if (zt_dtypes[i].dtype == dt) return &zt_dtypes[i];
+    return NULL;
+}
+
+const char *const zt_role_names[ZT_NROLES] = {
+    "data", "values", "indices", "indptr", "coords", "packed_weight", "scales", "zeros",
+};
+
+/* Components of each layout, in model order. */
+static const int zt_layout_roles[4][3] = {
+    {ZT_R_DATA, -1, -1},
+    {ZT_R_VALUES, ZT_R_INDICES, ZT_R_INDPTR},
+    {ZT_R_VALUES, ZT_R_COORDS, -1},
+    {ZT_R_PACKED, ZT_R_SCALES, ZT_R_ZEROS},
+};
+static const uint32_t zt_layout_ncomp[4] = {1, 3, 2, 3};
+static const char *const zt_layout_names[4] = {"dense", "sparse_csr", "sparse_coo",
+                                               "quantized_group"};
+
+static bool dt_is_int(tbx_dtype dt) {
+    return dt == TBX_DT_I8 || dt == TBX_DT_I16 || dt == TBX_DT_I32 || dt == TBX_DT_I64 ||
+           dt == TBX_DT_U8 || dt == TBX_DT_U16 || dt == TBX_DT_U32 || dt == TBX_DT_U64;
+}
+static bool dt_is_signed(tbx_dtype dt) {
+    return dt == TBX_DT_I8 || dt == TBX_DT_I16 || dt == TBX_DT_I32 || dt == TBX_DT_I64;
+}
+static bool dt_is_real_float(tbx_dtype dt) {
+    return dt == TBX_DT_F64 || dt == TBX_DT_F32 || dt == TBX_DT_F16 || dt == TBX_DT_BF16 ||
+           dt == TBX_DT_F8_E4M3 || dt == TBX_DT_F8_E5M2;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Per-file and per-tensor driver data                                                         */
+/* ------------------------------------------------------------------------------------------ */
+enum { ZT_V_UNCHECKED = 0, ZT_V_OK, ZT_V_BAD, ZT_V_SKIP };
+
+typedef struct zt_tdrv {
+    uint64_t nnz;            /* sparse: stored entries */
+    uint64_t rows, cols;     /* csr / quantized_group */
+    uint32_t qbits, qper;    /* quantized_group: bits per code, codes per word */
+    uint64_t qgroup, qgpr;   /* group size, groups per row */
+    uint8_t vstate[3];       /* digest verification state per component */
+} zt_tdrv;
+
+typedef struct zt_span {
+    uint64_t off, end;
+    size_t ti;
+    uint32_t ci;
+} zt_span;
+
+typedef struct zt_state {
+    uint64_t manifest_off, manifest_size;
+    zt_span *spans;          /* non-empty components sorted by offset */
+    size_t nspans, cap_spans;
+} zt_state;
+
+/* "\"name\"/role" for messages. */
+static void zt_what(char *dst, size_t cap, const tbx_tensor *t, uint32_t c) {
+    char q[96];
+    tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+    snprintf(dst, cap, "\"%s\"/%s", q, c < t->ncomp ? t->comp[c].name : "?");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Digests                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+static int hexval(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* 1: parsed; 0: unknown algorithm; -1: known algorithm, malformed value. */
+static int zt_digest_parse(const char *s, zt_digest *d) {
+    memset(d, 0, sizeof *d);
+    const char *colon = strchr(s, ':');
+    if (!colon) return 0;
+    size_t alen = (size_t)(colon - s);
+    const char *v = colon + 1;
+    size_t vlen = strlen(v);
+    if (alen == 6 && memcmp(s, "crc32c", 6) == 0) {
+        if (vlen < 3 || vlen > 10 || v[0] != '0' || (v[1] != 'x' && v[1] != 'X')) return -1;
+        uint32_t x = 0;
+        for (size_t i = 2; i < vlen; i++) {
+            int h = hexval(v[i]);
+            if (h < 0) return -1;
+            x = (x << 4) | (uint32_t)h;
+        }
+        d->algo = ZT_H_CRC32C;
+        d->crc = x;
+        return 1;
+    }
+    if (alen == 6 && memcmp(s, "sha256", 6) == 0) {
+        if (vlen != 64) return -1;
+        for (size_t i = 0; i < 32; i++) {
+            int hi = hexval(v[2 * i]), lo = hexval(v[2 * i + 1]);
+            if (hi < 0 || lo < 0) return -1;
+            d->sha[i] = (uint8_t)(hi << 4 | lo);
+        }
+        d->algo = ZT_H_SHA256;
+        return 1;
+    }
+    return 0;
+}
+
+void zt_digest_str(const zt_digest *d, char *dst, size_t cap) {
+    if (d->algo == ZT_H_CRC32C) {
+        snprintf(dst, cap, "crc32c:0x%08" PRIX32, d->crc);
+    } else if (d->algo == ZT_H_SHA256 && cap >= 7 + 65) {
+        memcpy(dst, "sha256:", 7);
+        for (int i = 0; i < 32; i++) snprintf(dst + 7 + 2 * i, 3, "%02x", d->sha[i]);
+    } else if (cap) {
+        dst[0] = 0;
+    }
+}
+
+
+tbx_status zt_hash_init(zt_hash *h, int algo, tbx_error *err) {
+    memset(h, 0, sizeof *h);
+    h->algo = algo;
+    if (algo == ZT_H_SHA256) {
+        h->md = EVP_MD_CTX_new();
+        if (!h->md || EVP_DigestInit_ex(h->md, EVP_sha256(), NULL) != 1) {
+            EVP_MD_CTX_free(h->md);
+            h->md = NULL;
+            h->algo = ZT_H_NONE;
+            return tbx_err(err, TBX_E_NOMEM, TBX_NO_OFFSET, "digest", "cannot set up SHA-256");
+        }
+    }
+    return TBX_OK;
+}
+
+void zt_hash_update(zt_hash *h, const void *p, size_t n) {
+    if (!h || n == 0) return;
+    if (h->algo == ZT_H_CRC32C) h->crc = tbx_crc32c(h->crc, p, n);
+    else if (h->algo == ZT_H_SHA256) (void)EVP_DigestUpdate(h->md, p, n);
+}
+
+void zt_hash_final(zt_hash *h, zt_digest *out) {
+    memset(out, 0, sizeof *out);
+    out->algo = h->algo;
+    if (h->algo == ZT_H_CRC32C) out->crc = h->crc;
+    else if (h->algo == ZT_H_SHA256) {
+        unsigned len = 0;
+        (void)EVP_DigestFinal_ex(h->md, out->sha, &len);
+    }
+}
+
+void zt_hash_free(zt_hash *h) {
+    if (h->md) EVP_MD_CTX_free(h->md);
+    h->md = NULL;
+}
+
+static bool zt_digest_eq(const zt_digest *a, const zt_digest *b) {
+    if (a->algo != b->algo) return false;
+    if (a->algo == ZT_H_CRC32C) return a->crc == b->crc;
+    return memcmp(a->sha, b->sha, 32) == 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* zstd through the handle's allocator (zstd's free() gets no size: keep it in a header)       */
+/* ------------------------------------------------------------------------------------------ */
+#define ZT_ZHDR 16u
+
+void *zt_zalloc(void *opaque, size_t size) {
+    const tbx_alloc *al = opaque;
+    if (size > SIZE_MAX - ZT_ZHDR) return NULL;
+    uint8_t *p = tbx_malloc(al, size + ZT_ZHDR);
+    if (!p) return NULL;
+    memcpy(p, &size, sizeof size);
+    return p + ZT_ZHDR;
+}
+
+void zt_zfree(void *opaque, void *addr) {
+    if (!addr) return;
+    uint8_t *p = (uint8_t *)addr - ZT_ZHDR;
+    size_t size;
+    memcpy(&size, p, sizeof size);
+    tbx_free(opaque, p, size + ZT_ZHDR);
+}
+
+/* ceil(log2(n)), at least 10 */
+static unsigned zt_log2_ceil(uint64_t n) {
+    unsigned l = 10;
+    while (l < 63 && ((uint64_t)1 << l) < n) l++;
+    return l;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Component reader: the decoded bytes of one component, in chunks, never past k->nbytes       */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct zt_rd {
+    tbx_file *f;
+    const tbx_tensor *t;
+    uint32_t c;
+    const tbx_component *k;
+    uint64_t in_off, in_end;  /* stored bytes not yet handed to the decoder */
+    uint64_t produced;        /* decoded bytes delivered */
+    uint64_t bound;           /* decoded bytes allowed */
+    ZSTD_DCtx *dctx;
+    uint8_t *in;
+    size_t in_cap;
+    ZSTD_inBuffer zin;
+    bool frame_done;
+    zt_hash *h;               /* when set, every stored byte is hashed */
+} zt_rd;
+
+static void zt_rd_close(zt_rd *r) {
+    if (r->dctx) ZSTD_freeDCtx(r->dctx);
+    if (r->in) tbx_free(&r->f->al, r->in, r->in_cap);
+    r->dctx = NULL;
+    r->in = NULL;
+}
+
+static tbx_status zt_rd_open(zt_rd *r, tbx_file *f, const tbx_tensor *t, uint32_t c, zt_hash *h,
+                             uint64_t bound, tbx_error *err) {
+    memset(r, 0, sizeof *r);
+    r->f = f;
+    r->t = t;
+    r->c = c;
+    r->k = &t->comp[c];
+    r->in_off = r->k->offset;
+    r->in_end = r->k->offset + r->k->stored_bytes; /* checked at open */
+    r->bound = bound;
+    r->h = h;
+    if (r->k->encoding != TBX_ENC_ZSTD) return TBX_OK;
+    ZSTD_customMem cm = {zt_zalloc, zt_zfree, (void *)&f->al};
+    r->dctx = ZSTD_createDCtx_advanced(cm);
+    if (!r->dctx) return tbx_err_nomem(err, "zstd decoder");
+    /* Window: what the data may need, at least 8 MiB (what compressors use for streams of
+     * unknown size up to level 19), at most zstd's default decoder limit of 128 MiB. */
+    unsigned wl = zt_log2_ceil(bound);
+    if (wl < 23) wl = 23;
+    if (wl > 27) wl = 27;
+    size_t zr = ZSTD_DCtx_setParameter(r->dctx, ZSTD_d_windowLogMax, (int)wl);
+    if (ZSTD_isError(zr)) { zt_rd_close(r); return tbx_err_nomem(err, "zstd decoder"); }
+    uint64_t stored = r->k->stored_bytes;
+    if (!tbx_source_ptr(&f->src, r->k->offset, stored)) {
+        size_t cap = ZSTD_DStreamInSize();
+        r->in_cap = stored < cap ? (size_t)(stored ? stored : 1) : cap;
+        r->in = tbx_malloc(&f->al, r->in_cap);
+        if (!r->in) { zt_rd_close(r); return tbx_err_nomem(err, "zstd input buffer"); }
+    }
+    return TBX_OK;
+}
+
+/* Gives the decoder its next chunk of stored bytes (zin is empty, input remains). */
+static tbx_status zt_rd_refill(zt_rd *r, tbx_error *err) {
+    uint64_t left = r->in_end - r->in_off;
+    const uint8_t *p = tbx_source_ptr(&r->f->src, r->in_off, left);
+    size_t n;
+    if (p) {
+        n = left > (uint64_t)(SIZE_MAX / 2) ? SIZE_MAX / 2 : (size_t)left;
+    } else {
+        n = left < r->in_cap ? (size_t)left : r->in_cap;
+        tbx_status st = tbx_source_read(&r->f->src, r->in_off, r->in, n, r->t->name, err);
+        if (st != TBX_OK) return st;
+        p = r->in;
+    }
+    zt_hash_update(r->h, p, n);
+    r->zin.src = p;
+    r->zin.size = n;
+    r->zin.pos = 0;
+    r->in_off += n;
+    return TBX_OK;
+}
+
+static tbx_status zt_rd_zerr(zt_rd *r, const char *why, tbx_error *err) {
+    char w[128];
+    zt_what(w, sizeof w, r->t, r->c);
+    return tbx_err(err, TBX_E_FORMAT, r->k->offset, "component.zstd",
+                   "component %s: zstd data is invalid (%s) after %" PRIu64 " decoded bytes", w,
+                   why, r->produced);
+}
+
+/* Up to cap decoded bytes (never past the bound); *got < cap only at the end of the data. */
+static tbx_status zt_rd_read(zt_rd *r, void *out, size_t cap, size_t *got, tbx_error *err) {
+    *got = 0;
+    uint64_t room = r->bound - r->produced;
+    if ((uint64_t)cap > room) cap = (size_t)room;
+    if (cap == 0) return TBX_OK;
+    if (!r->dctx) {
+        uint64_t left = r->in_end - r->in_off;
+        size_t n = left < (uint64_t)cap ? (size_t)left : cap;
+        tbx_status st = tbx_source_read(&r->f->src, r->in_off, out, n, r->t->name, err);
+        if (st != TBX_OK) return st;
+        zt_hash_update(r->h, out, n);
+        r->in_off += n;
+        r->produced += n;
+        *got = n;
+        return TBX_OK;
+    }
+    ZSTD_outBuffer o = {out, cap, 0};
+    while (o.pos < o.size) {
+        if (r->zin.pos == r->zin.size && r->in_off < r->in_end) {
+            tbx_status st = zt_rd_refill(r, err);
+            if (st != TBX_OK) return st;
+        }
+        bool no_input = r->zin.pos == r->zin.size;
+        if (no_input && r->frame_done) break; /* a further call would await a next frame */
+        size_t before_out = o.pos, before_in = r->zin.pos;
+        size_t ret = ZSTD_decompressStream(r->dctx, &o, &r->zin);
+        if (ZSTD_isError(ret)) return zt_rd_zerr(r, ZSTD_getErrorName(ret), err);
+        r->frame_done = ret == 0;
+        if (o.pos == before_out && r->zin.pos == before_in) {
+            if (no_input) break; /* everything decoded */
+            return zt_rd_zerr(r, "the decoder made no progress", err); /* no progress: never loop */
+        }
+    }
+    r->produced += o.pos;
+    *got = o.pos;
+    return TBX_OK;
+}
+
+/* After the bound was reached: no more decoded bytes, all input consumed, frame complete. */
+static tbx_status zt_rd_finish(zt_rd *r, tbx_error *err) {
+    char w[128];
+    if (!r->dctx) return TBX_OK;
+    for (;;) {
+        if (r->zin.pos == r->zin.size && r->in_off < r->in_end) {
+            tbx_status st = zt_rd_refill(r, err);
+            if (st != TBX_OK) return st;
+        }
+        bool no_input = r->zin.pos == r->zin.size;
+        if (no_input && r->frame_done) return TBX_OK;
+        uint8_t probe;
+        ZSTD_outBuffer o = {&probe, 1, 0};
+        size_t before_in = r->zin.pos;
+        size_t ret = ZSTD_decompressStream(r->dctx, &o, &r->zin);
+        if (ZSTD_isError(ret)) return zt_rd_zerr(r, ZSTD_getErrorName(ret), err);
+        r->frame_done = ret == 0;
+        if (o.pos) {
+            zt_what(w, sizeof w, r->t, r->c);
+            return tbx_err(err, TBX_E_FORMAT, r->k->offset, "component.zstd",
+                           "component %s: zstd data decodes to more than the %" PRIu64
+                           " bytes its shape and dtype give", w, r->bound);
+        }
+        if (r->zin.pos == before_in) {
+            if (no_input && r->frame_done) return TBX_OK;
+            zt_what(w, sizeof w, r->t, r->c);
+            if (!no_input) return zt_rd_zerr(r, "the decoder made no progress", err);
+            return tbx_err(err, TBX_E_FORMAT, r->k->offset, "component.zstd",
+                           "component %s: zstd stream ends inside a frame (truncated data)", w);
+        }
+    }
+}
+
+/* Reads exactly n decoded bytes (shorter data is an error naming both sizes). */
+static tbx_status zt_rd_full(zt_rd *r, uint8_t *out, uint64_t n, tbx_error *err) {
+    uint64_t done = 0;
+    while (done < n) {
+        size_t chunk = n - done > (uint64_t)(1u << 30) ? (size_t)(1u << 30) : (size_t)(n - done);
+        size_t got = 0;
+        tbx_status st = zt_rd_read(r, out + done, chunk, &got, err);
+        if (st != TBX_OK) return st;
+        done += got;
+        if (got < chunk) {
+            char w[128];
+            zt_what(w, sizeof w, r->t, r->c);
+            if (!r->dctx)
+                return tbx_err(err, TBX_E_TRUNCATED, r->k->offset, "component",
+                               "component %s: %" PRIu64 " stored bytes, %" PRIu64 " expected", w,
+                               done, n);
+            if (!r->frame_done)
+                return tbx_err(err, TBX_E_FORMAT, r->k->offset, "component.zstd",
+                               "component %s: zstd stream ends inside a frame after %" PRIu64
+                               " decoded bytes (%" PRIu64 " expected)", w, r->produced, n);
+            return tbx_err(err, TBX_E_FORMAT, r->k->offset, "component.zstd",
+                           "component %s: zstd data decodes to only %" PRIu64
+                           " bytes, its shape and dtype give %" PRIu64, w, r->produced, n);
+        }
+    }
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Element streams over a component (bounded chunks), for validation and f32 decoding          */
+/* ------------------------------------------------------------------------------------------ */
+#define ZT_CHUNK ((size_t)64 * 1024)
+
+typedef struct zt_es {
+    zt_rd rd;
+    bool open;
+    tbx_dtype dt;
+    uint32_t esize;
+    uint64_t left;        /* elements not yet returned */
+    uint8_t *buf;         /* ZT_CHUNK bytes */
+    float *fbuf;          /* ZT_CHUNK / esize floats when decoding values */
+    size_t len, pos;      /* elements in buf, next element */
+} zt_es;
+
+static void zt_es_close(zt_es *s) {
+    if (!s->open) return;
+    tbx_file *f = s->rd.f;
+    zt_rd_close(&s->rd);
+    tbx_free(&f->al, s->buf, ZT_CHUNK);
+    if (s->fbuf) tbx_free(&f->al, s->fbuf, (ZT_CHUNK / s->esize) * sizeof(float));
+    s->open = false;
+}
+
+static tbx_status zt_es_open(zt_es *s, tbx_file *f, const tbx_tensor *t, uint32_t c, bool f32,
+                             tbx_error *err) {
+    memset(s, 0, sizeof *s);
+    const tbx_component *k = &t->comp[c];
+    const zt_dtype *zd = zt_dtype_by_tbx(k->dtype);
+    if (!zd) return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "component", "bad dtype");
+    s->dt = k->dtype;
+    s->esize = zd->size;
+    s->left = k->nelems;
+    tbx_status st = zt_rd_open(&s->rd, f, t, c, NULL, k->nbytes, err);
+    if (st != TBX_OK) return st;
+    s->open = true;
+    s->buf = tbx_malloc(&f->al, ZT_CHUNK);
+    if (s->buf && f32) s->fbuf = tbx_malloc(&f->al, (ZT_CHUNK / s->esize) * sizeof(float));
+    if (!s->buf || (f32 && !s->fbuf)) {
+        zt_es_close(s); /* tbx_free accepts NULL */
+        return tbx_err_nomem(err, "element stream");
+    }
+    return TBX_OK;
+}
+
+static tbx_status zt_es_fill(zt_es *s, tbx_error *err) {
+    uint64_t want = s->left * s->esize;
+    size_t cap = want < ZT_CHUNK ? (size_t)want : ZT_CHUNK;
+    tbx_status st = zt_rd_full(&s->rd, s->buf, cap, err);
+    if (st != TBX_OK) return st;
+    s->len = cap / s->esize;
+    s->pos = 0;
+    if (s->fbuf) {
+        st = tbx_decode_f32(s->dt, s->buf, cap, s->len, s->fbuf);
+        if (st != TBX_OK) {
+            char w[128];
+            zt_what(w, sizeof w, s->rd.t, s->rd.c);
+            const tbx_dtype_info *di = tbx_dtype_get(s->dt);
+            return tbx_err(err, st == TBX_E_UNSUPPORTED ? TBX_E_UNSUPPORTED : st,
+                           s->rd.k->offset, "component.dtype",
+                           "component %s: %s values cannot be decoded to f32", w,
+                           di ? di->name : "?");
+        }
+    }
+    return TBX_OK;
+}
+
+/* Skips n elements. */
+static tbx_status zt_es_skip(zt_es *s, uint64_t n, tbx_error *err) {
+    if (n > s->left) n = s->left;
+    uint64_t inbuf = s->len - s->pos;
+    if (n <= inbuf) { s->pos += (size_t)n; s->left -= n; return TBX_OK; }
+    n -= inbuf;
+    s->left -= inbuf;
+    s->pos = s->len;
+    if (!s->rd.dctx) { /* raw: seek */
+        uint64_t bytes = n * s->esize;
+        s->rd.in_off += bytes;
+        s->rd.produced += bytes;
+        s->left -= n;
+        return TBX_OK;
+    }
+    while (n > 0) {
+        tbx_status st = zt_es_fill(s, err);
+        if (st != TBX_OK) return st;
+        size_t take = n < s->len ? (size_t)n : s->len;
+        s->pos = take;
+        s->left -= take;
+        n -= take;
+    }
+    return TBX_OK;
+}
+
+/* Next element as an integer: *neg set for negative values of signed dtypes. */
+static tbx_status zt_es_int(zt_es *s, uint64_t *u, bool *neg, tbx_error *err) {
+    if (s->left == 0) return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "component", "past the end");
+    if (s->pos == s->len) {
+        tbx_status st = zt_es_fill(s, err);
+        if (st != TBX_OK) return st;
+    }
+    const uint8_t *p = s->buf + s->pos * s->esize;
+    uint64_t v = 0;
+    for (uint32_t b = 0; b < s->esize; b++) v |= (uint64_t)p[b] << (8 * b);
+    *neg = false;
+    if (dt_is_signed(s->dt) && (p[s->esize - 1] & 0x80u)) {
+        *neg = true;
+        if (s->esize < 8) v |= ~(uint64_t)0 << (8 * s->esize); /* sign-extend */
+    }
+    *u = v;
+    s->pos++;
+    s->left--;
+    return TBX_OK;
+}
+
+static tbx_status zt_es_f32(zt_es *s, float *v, tbx_error *err) {
+    if (s->left == 0) return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "component", "past the end");
+    if (s->pos == s->len) {
+        tbx_status st = zt_es_fill(s, err);
+        if (st != TBX_OK) return st;
+    }
+    *v = s->fbuf[s->pos++];
+    s->left--;
+    return TBX_OK;
+}
+
+/* Raw word of the element stream (quantized_group packed words). */
+static tbx_status zt_es_word(zt_es *s, uint64_t *u, tbx_error *err) {
+    bool neg;
+    tbx_status st = zt_es_int(s, u, &neg, err);
+    if (st == TBX_OK && s->esize < 8) *u &= ((uint64_t)1 << (8 * s->esize)) - 1;
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Probe                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+static const uint8_t zt_magic_v2[8] = {0x89, 'Z', 'T', '2', 0x0D, 0x0A, 0x1A, 0x0A};
+
+static bool zt_probe(const uint8_t *head, size_t len, uint64_t file_size) {
+    (void)file_size;
+    if (len < 8) return false;
+    return memcmp(head, ZT_MAGIC, 8) == 0 || memcmp(head, ZT_MAGIC_V01, 8) == 0 ||
+           memcmp(head, zt_magic_v2, 8) == 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Manifest parsing                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Set of the keys of one map, for duplicate detection. */
+typedef struct zt_keyset {
+    zt_cbor *c;
+    zt_str *keys;
+    size_t n, cap;
+    tbx_names names;
+} zt_keyset;
+
+static const char *ks_key_of(const void *ctx, uint64_t i, size_t *len) {
+    const zt_keyset *ks = ctx;
+    *len = ks->keys[i].n;
+    return ks->keys[i].p;
+}
+
+static void ks_init(zt_keyset *ks, zt_cbor *c) {
+    memset(ks, 0, sizeof *ks);
+    ks->c = c;
+    tbx_names_init(&ks->names, c->al, ks_key_of, ks);
+}
+
+static void ks_free(zt_keyset *ks) {
+    for (size_t i = 0; i < ks->n; i++) zt_str_free(ks->c, &ks->keys[i]);
+    tbx_free(ks->c->al, ks->keys, ks->cap * sizeof *ks->keys);
+    tbx_names_free(&ks->names);
+}
+
+/* Takes the key (its allocation too). DUPLICATE when it was seen before. */
+static tbx_status ks_add(zt_keyset *ks, zt_str *key, uint64_t off, const char *field,
+                         tbx_error *err) {
+    if (!tbx_grow(ks->c->al, (void **)&ks->keys, &ks->cap, ks->n + 1, sizeof *ks->keys)) {
+        zt_str_free(ks->c, key);
+        return tbx_err_nomem(err, "manifest keys");
+    }
+    ks->keys[ks->n] = *key;
+    memset(key, 0, sizeof *key);
+    tbx_status st = tbx_names_insert(&ks->names, ks->n, NULL);
+    if (st == TBX_E_DUPLICATE) {
+        char q[96];
+        zt_str *k = &ks->keys[ks->n];
+        tbx_quote_bytes(q, sizeof q, k->p, k->n, 64);
+        st = tbx_err(err, TBX_E_DUPLICATE, off, field, "%s: duplicate key \"%s\"", field, q);
+        zt_str_free(ks->c, k);
+        return st;
+    }
+    if (st != TBX_OK) {
+        zt_str_free(ks->c, &ks->keys[ks->n]);
+        return tbx_err_nomem(err, "manifest keys");
+    }
+    ks->n++;
+    return TBX_OK;
+}
+
+static bool key_is(const zt_str *k, const char *s) {
+    size_t n = strlen(s);
+    return k->n == n && memcmp(k->p, s, n) == 0;
+}
+
+typedef struct zt_pcomp {
+    bool present;
+    const zt_dtype *dt;
+    uint64_t offset, length;
+    tbx_encoding enc;
+    char *digest;          /* owned (file allocator), NUL-terminated */
+    uint64_t at;           /* file offset of the component's map */
+} zt_pcomp;
+
+typedef struct zt_pc {
+    tbx_file *f;
+    zt_state *s;
+    zt_cbor c;
+    uint64_t *shape;
+    size_t shape_cap;
+    bool have_version, have_objects;
+    uint32_t version_major;
+} zt_pc;
+
+static void pcomp_free(zt_pc *pc, zt_pcomp *pcs) {
+    for (int r = 0; r < ZT_NROLES; r++) {
+        if (pcs[r].digest) tbx_free(&pc->f->al, pcs[r].digest, strlen(pcs[r].digest) + 1);
+        pcs[r].digest = NULL;
+    }
+}
+
+static tbx_status read_uint(zt_pc *pc, const zt_ev *ev, const char *field, uint64_t *out,
+                            tbx_error *err) {
+    (void)pc;
+    if (ev->k == ZT_EV_UINT) { *out = ev->u; return TBX_OK; }
+    if (ev->k == ZT_EV_NEGINT) {
+        if (ev->u == UINT64_MAX)
+            return tbx_err(err, TBX_E_FORMAT, ev->off, field,
+                           "%s: must be a non-negative integer, got -2^64", field);
+        return tbx_err(err, TBX_E_FORMAT, ev->off, field,
+                       "%s: must be a non-negative integer, got -%" PRIu64, field, ev->u + 1);
+    }
+    return tbx_err(err, TBX_E_FORMAT, ev->off, field,
+                   "%s: must be an unsigned integer, got %s", field, zt_kind_a(ev->k));
+}
+
+static tbx_status parse_component(zt_pc *pc, const zt_ev *mev, zt_pcomp *pcmp, const char *tq,
+                                  const char *role, tbx_error *err) {
+    zt_cbor *c = &pc->c;
+    zt_iter it;
+    const char *field = "component";
+    tbx_status st = zt_iter_begin(c, mev, true, &it, field, err);
+    if (st != TBX_OK) return st;
+    pcmp->at = mev->off;
+    pcmp->enc = TBX_ENC_RAW;
+    bool has_dtype = false, has_off = false, has_len = false;
+    zt_keyset ks;
+    ks_init(&ks, c);
+    for (bool more = true; st == TBX_OK;) {
+        zt_ev ke, ve;
+        st = zt_iter_next(c, &it, &ke, &more, field, err);
+        if (st != TBX_OK || !more) break;
+        zt_str key;
+        st = zt_read_str(c, &ke, ZT_EV_TEXT, &key, "component.key", err);
+        if (st != TBX_OK) break;
+        int which = key_is(&key, "dtype") ? 0 : key_is(&key, "offset") ? 1 : key_is(&key, "length") ? 2
+                  : key_is(&key, "encoding") ? 3 : key_is(&key, "digest") ? 4 : -1;
+        st = ks_add(&ks, &key, ke.off, field, err);
+        if (st == TBX_OK) st = zt_next(c, &ve, field, err);
+        if (st == TBX_OK && ve.k == ZT_EV_BREAK)
+            st = tbx_err(err, TBX_E_FORMAT, ve.off, field, "%s: map key without a value", field);
+        if (st != TBX_OK) break;
+        zt_str s;
+        switch (which) {
+        case 0:
+            st = zt_read_str(c, &ve, ZT_EV_TEXT, &s, "component.dtype", err);
+            if (st != TBX_OK) break;
+            pcmp->dt = zt_dtype_by_name(s.p, s.n);
+            if (!pcmp->dt) {
+                char q[64];
+                tbx_quote_bytes(q, sizeof q, s.p, s.n, 32);
+                st = tbx_err(err, TBX_E_UNSUPPORTED, ve.off, "component.dtype",
+                             "tensor \"%s\" component %s: unknown dtype \"%s\"", tq, role, q);
+            }
+            zt_str_free(c, &s);
+            has_dtype = true;
+            break;
+        case 1:
+            st = read_uint(pc, &ve, "component.offset", &pcmp->offset, err);
+            has_off = true;
+            break;
+        case 2:
+            st = read_uint(pc, &ve, "component.length", &pcmp->length, err);
+            has_len = true;
+            break;
+        case 3:
+            if (ve.k == ZT_EV_NULL) break;
+            st = zt_read_str(c, &ve, ZT_EV_TEXT, &s, "component.encoding", err);
+            if (st != TBX_OK) break;
+            if (key_is(&s, "raw")) pcmp->enc = TBX_ENC_RAW;
+            else if (key_is(&s, "zstd")) pcmp->enc = TBX_ENC_ZSTD;
+            else {
+                char q[64];
+                tbx_quote_bytes(q, sizeof q, s.p, s.n, 32);
+                st = tbx_err(err, TBX_E_UNSUPPORTED, ve.off, "component.encoding",
+                             "tensor \"%s\" component %s: encoding \"%s\" is not supported "
+                             "(raw, zstd)", tq, role, q);
+            }
+            zt_str_free(c, &s);
+            break;
+        case 4:
+            if (ve.k == ZT_EV_NULL) break;
+            st = zt_read_str(c, &ve, ZT_EV_TEXT, &s, "component.digest", err);
+            if (st != TBX_OK) break;
+            if (memchr(s.p, 0, s.n)) {
+                st = tbx_err(err, TBX_E_FORMAT, ve.off, "component.digest",
+                             "tensor \"%s\" component %s: digest contains a NUL byte", tq, role);
+            } else {
+                pcmp->digest = tbx_memdup0(&pc->f->al, s.p, s.n);
+                if (!pcmp->digest) st = tbx_err_nomem(err, "digest");
+            }
+            zt_str_free(c, &s);
+            break;
+        default:
+            st = zt_skip(c, &ve, 0, err);
+            break;
+        }
+    }
+    ks_free(&ks);
+    if (st != TBX_OK) return st;
+    const char *missing = !has_dtype ? "dtype" : !has_off ? "offset" : !has_len ? "length" : NULL;
+    if (missing)
+        return tbx_err(err, TBX_E_FORMAT, mev->off, "component",
+                       "tensor \"%s\" component %s has no \"%s\"", tq, role, missing);
+    pcmp->present = true;
+    return TBX_OK;
+}
+
+/* Integer attribute of an object (U64 or non-negative I64). */
+static bool attr_uint(const tbx_value *attrs, const char *key, uint64_t *out, bool *present) {
+    *present = false;
+    if (!attrs) return true;
+    for (size_t i = 0; i < attrs->v.a.n; i++) {
+        if (attrs->v.a.key_lens[i] == strlen(key) && memcmp(attrs->v.a.keys[i], key, strlen(key)) == 0) {
+            *present = true;
+            return tbx_value_get_u64(attrs->v.a.items[i], out) == TBX_OK;
+        }
+    }
+    return true;
+}
+
+static const tbx_value *attr_get(const tbx_value *attrs, const char *key) {
+    if (!attrs) return NULL;
+    for (size_t i = 0; i < attrs->v.a.n; i++)
+        if (attrs->v.a.key_lens[i] == strlen(key) && memcmp(attrs->v.a.keys[i], key, strlen(key)) == 0)
+            return attrs->v.a.items[i];
+    return NULL;
+}
+
+/* nnz of a sparse tensor whose components are all zstd-compressed: the decoded size of
+ * `values`, counted in bounded chunks (never more than bound bytes). */
+static tbx_status count_decoded(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t bound,
+                                uint64_t *out, tbx_error *err) {
+    zt_rd r;
+    tbx_status st = zt_rd_open(&r, f, t, c, NULL, bound, err);
+    if (st != TBX_OK) return st;
+    uint8_t *buf = tbx_malloc(&f->al, ZT_CHUNK);
+    if (!buf) { zt_rd_close(&r); return tbx_err_nomem(err, "decode buffer"); }
+    for (;;) {
+        size_t got = 0;
+        st = zt_rd_read(&r, buf, ZT_CHUNK, &got, err);
+        if (st != TBX_OK || got < ZT_CHUNK) break;
+    }
+    if (st == TBX_OK && r.produced == bound) st = zt_rd_finish(&r, err);
+    else if (st == TBX_OK && !r.frame_done) {
+        char w[128];
+        zt_what(w, sizeof w, t, c);
+        st = tbx_err(err, TBX_E_FORMAT, t->comp[c].offset, "component.zstd",
+                     "component %s: zstd stream ends inside a frame (truncated data)", w);
+    }
+    *out = r.produced;
+    tbx_free(&f->al, buf, ZT_CHUNK);
+    zt_rd_close(&r);
+    return st;
+}
+
+static tbx_status add_span(zt_pc *pc, uint64_t off, uint64_t end, size_t ti, uint32_t ci,
+                           tbx_error *err) {
+    zt_state *s = pc->s;
+    if (!tbx_grow(&pc->f->al, (void **)&s->spans, &s->cap_spans, s->nspans + 1, sizeof *s->spans))
+        return tbx_err_nomem(err, "component table");
+    s->spans[s->nspans].off = off;
+    s->spans[s->nspans].end = end;
+    s->spans[s->nspans].ti = ti;
+    s->spans[s->nspans].ci = ci;
+    s->nspans++;
+    return TBX_OK;
+}
+
+/* Everything parsed for one object: check it and add it to the model. */
+static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off, uint32_t ndim,
+                               int layout, zt_pcomp *pcs, unsigned role_mask, tbx_value **attrs,
+                               uint64_t obj_off, tbx_error *err) {
+    tbx_file *f = pc->f;
+    char tq[96];
+    tbx_quote_bytes(tq, sizeof tq, name->p, name->n, 64);
+    const uint64_t *shape = ndim ? pc->shape : NULL;
+    const char *lname = zt_layout_names[layout];
+
+    /* the role set must be exactly the layout's */
+    unsigned want = 0;
+    for (uint32_t i = 0; i < zt_layout_ncomp[layout]; i++) want |= 1u << zt_layout_roles[layout][i];
+    for (int r = 0; r < ZT_NROLES; r++) {
+        if ((want & (1u << r)) && !(role_mask & (1u << r)))
+            return tbx_err(err, TBX_E_FORMAT, obj_off, "object.components",
+                           "tensor \"%s\" (%s) has no \"%s\" component", tq, lname, zt_role_names[r]);
+        if (!(want & (1u << r)) && (role_mask & (1u << r)))
+            return tbx_err(err, TBX_E_FORMAT, pcs[r].at, "object.components",
+                           "tensor \"%s\" (%s) has an unexpected \"%s\" component", tq, lname,
+                           zt_role_names[r]);
+    }
+    uint64_t nelems = 1;
+    for (uint32_t d = 0; d < ndim; d++)
+        if (!tbx_mul_u64(nelems, shape[d], &nelems))
+            return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
+                           "tensor \"%s\": element count overflows 64 bits at shape[%u]", tq, d);
+
+    /* component dtype rules */
+    for (uint32_t i = 0; i < zt_layout_ncomp[layout]; i++) {
+        int r = zt_layout_roles[layout][i];
+        tbx_dtype dt = pcs[r].dt->dtype;
+        bool ok = true;
+        const char *need = "";
+        if (r == ZT_R_INDICES || r == ZT_R_INDPTR || r == ZT_R_COORDS || r == ZT_R_PACKED) {
+            ok = dt_is_int(dt);
+            need = "an integer dtype";
+        } else if (r == ZT_R_SCALES) {
+            ok = dt_is_real_float(dt);
+            need = "a real floating-point dtype";
+        } else if (r == ZT_R_ZEROS) {
+            ok = dt_is_real_float(dt) || dt_is_int(dt);
+            need = "a real numeric dtype";
+        }
+        if (!ok)
+            return tbx_err(err, TBX_E_FORMAT, pcs[r].at, "component.dtype",
+                           "tensor \"%s\" component %s: dtype %s, expected %s", tq,
+                           zt_role_names[r], pcs[r].dt->name, need);
+    }
+
+    zt_tdrv drv;
+    memset(&drv, 0, sizeof drv);
+    uint64_t count[ZT_NROLES] = {0};
+    bool nnz_known = true;
+    if (layout == TBX_LAYOUT_DENSE) {
+        count[ZT_R_DATA] = nelems;
+    } else if (layout == TBX_LAYOUT_SPARSE_CSR || layout == TBX_LAYOUT_SPARSE_COO) {
+        bool csr = layout == TBX_LAYOUT_SPARSE_CSR;
+        if (csr && ndim != 2)
+            return tbx_err(err, TBX_E_FORMAT, obj_off, "object.shape",
+                           "tensor \"%s\": sparse_csr needs a 2-D shape, got %u dimensions", tq,
+                           ndim);
+        if (!csr && ndim == 0)
+            return tbx_err(err, TBX_E_FORMAT, obj_off, "object.shape",
+                           "tensor \"%s\": sparse_coo needs at least one dimension", tq);
+        int ir = csr ? ZT_R_INDICES : ZT_R_COORDS;
+        uint64_t vsz = pcs[ZT_R_VALUES].dt->size, isz = pcs[ir].dt->size;
+        uint64_t per = csr ? isz : isz * ndim; /* index bytes per stored entry */
+        if (csr) {
+            drv.rows = shape[0];
+            drv.cols = shape[1];
+            if (!tbx_add_u64(drv.rows, 1, &count[ZT_R_INDPTR]))
+                return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
+                               "tensor \"%s\": rows + 1 overflows", tq);
+        }
+        uint64_t nnz = 0;
+        int from;
+        if (pcs[ZT_R_VALUES].enc == TBX_ENC_RAW) {
+            from = ZT_R_VALUES;
+            if (pcs[from].length % vsz)
+                return tbx_err(err, TBX_E_FORMAT, pcs[from].at, "component.length",
+                               "tensor \"%s\" component values: length %" PRIu64
+                               " is not a multiple of the %" PRIu64 "-byte %s", tq,
+                               pcs[from].length, vsz, pcs[from].dt->name);
+            nnz = pcs[from].length / vsz;
+        } else if (pcs[ir].enc == TBX_ENC_RAW) {
+            from = ir;
+            if (pcs[from].length % per)
+                return tbx_err(err, TBX_E_FORMAT, pcs[from].at, "component.length",
+                               "tensor \"%s\" component %s: length %" PRIu64
+                               " is not a multiple of %" PRIu64 " bytes per entry", tq,
+                               zt_role_names[ir], pcs[from].length, per);
+            nnz = pcs[from].length / per;
+        } else if (csr && pcs[ZT_R_INDPTR].enc == TBX_ENC_RAW) {
+            from = ZT_R_INDPTR;
+            uint64_t need;
+            if (!tbx_mul_u64(count[ZT_R_INDPTR], isz, &need) || pcs[from].length != need)
+                return tbx_err(err, TBX_E_FORMAT, pcs[from].at, "component.length",
+                               "tensor \"%s\" component indptr: length %" PRIu64
+                               ", rows + 1 = %" PRIu64 " elements of %s need more", tq,
+                               pcs[from].length, count[ZT_R_INDPTR], pcs[from].dt->name);
+            /* read in the bounds check below; first check the component lies in the file */
+            nnz_known = false;
+        } else {
+            nnz_known = false;
+        }
+        drv.nnz = nnz;
+        count[ZT_R_VALUES] = nnz;
+        if (csr) count[ZT_R_INDICES] = nnz;
+        else if (!tbx_mul_u64(nnz, ndim, &count[ZT_R_COORDS]))
+            return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
+                           "tensor \"%s\": ndim x nnz overflows", tq);
+    } else { /* quantized_group */
+        const tbx_value *a = *attrs;
+        uint64_t bits = 0, gs = 0, per = 0;
+        bool present;
+        if (!attr_uint(a, "bits", &bits, &present) || !present || bits < 1 || bits > 64)
+            return tbx_err(err, TBX_E_FORMAT, obj_off, "object.attributes",
+                           "tensor \"%s\" (quantized_group): attribute \"bits\" must be an "
+                           "integer in 1..64", tq);
+        if (!attr_uint(a, "group_size", &gs, &present) || !present || gs < 1)
+            return tbx_err(err, TBX_E_FORMAT, obj_off, "object.attributes",
+                           "tensor \"%s\" (quantized_group): attribute \"group_size\" must be a "
+                           "positive integer", tq);
+        const zt_dtype *wd = pcs[ZT_R_PACKED].dt;
+        uint64_t wbits = 8ull * wd->size;
+        const tbx_value *pk = attr_get(a, "packing");
+        if (pk && pk->type != TBX_V_NULL) {
+            size_t pn = 0;
+            const char *ps = tbx_value_get_str(pk, &pn);
+            const char *us = ps ? memchr(ps, '_', pn) : NULL;
+            bool ok = us != NULL && us > ps;
+            per = 0;
+            for (const char *q = ps; ok && q < us; q++) {
+                if (*q < '0' || *q > '9' || per > 1000000) { ok = false; break; }
+                per = per * 10 + (uint64_t)(*q - '0');
+            }
+            size_t rest = ok ? pn - (size_t)(us - ps) : 0;
+            ok = ok && rest == 5 + strlen(wd->name) && memcmp(us, "_per_", 5) == 0 &&
+                 memcmp(us + 5, wd->name, strlen(wd->name)) == 0;
+            if (!ok || per == 0)
+                return tbx_err(err, TBX_E_FORMAT, obj_off, "object.attributes",
+                               "tensor \"%s\" (quantized_group): attribute \"packing\" must be "
+                               "\"<N>_per_%s\"", tq, wd->name);
+        } else {
+            per = wbits / bits;
+        }
+        if (per == 0 || per * bits > wbits)
+            return tbx_err(err, TBX_E_FORMAT, obj_off, "object.attributes",
+                           "tensor \"%s\" (quantized_group): %" PRIu64 " codes of %" PRIu64
+                           " bits do not fit a %s word", tq, per, bits, wd->name);
+        uint64_t cols = ndim ? shape[ndim - 1] : 1, rows = 1;
+        for (uint32_t d = 0; d + 1 < ndim; d++) rows *= shape[d]; /* <= nelems or a 0 dim */
+        if (ndim && cols == 0) {
+            rows = 1;
+            for (uint32_t d = 0; d + 1 < ndim; d++)
+                if (!tbx_mul_u64(rows, shape[d], &rows))
+                    return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
+                                   "tensor \"%s\": row count overflows", tq);
+        }
+        uint64_t gpr = cols / gs + (cols % gs != 0);
+        drv.rows = rows;
+        drv.cols = cols;
+        drv.qbits = (uint32_t)bits;
+        drv.qper = (uint32_t)per;
+        drv.qgroup = gs;
+        drv.qgpr = gpr;
+        count[ZT_R_PACKED] = nelems / per + (nelems % per != 0);
+        if (!tbx_mul_u64(rows, gpr, &count[ZT_R_SCALES]))
+            return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
+                           "tensor \"%s\": group count overflows", tq);
+        count[ZT_R_ZEROS] = count[ZT_R_SCALES];
+    }
+
+    /* component placement and sizes */
+    zt_state *s = pc->s;
+    uint64_t nbytes[ZT_NROLES] = {0};
+    for (uint32_t i = 0; i < zt_layout_ncomp[layout]; i++) {
+        int r = zt_layout_roles[layout][i];
+        zt_pcomp *p = &pcs[r];
+        uint64_t end;
+        if (p->offset % ZT_ALIGN)
+            return tbx_err(err, TBX_E_RANGE, p->at, "component.offset",
+                           "tensor \"%s\" component %s: offset %" PRIu64
+                           " is not a multiple of 64", tq, zt_role_names[r], p->offset);
+        if (p->offset < 8)
+            return tbx_err(err, TBX_E_RANGE, p->at, "component.offset",
+                           "tensor \"%s\" component %s: offset %" PRIu64
+                           " lies in the 8-byte header", tq, zt_role_names[r], p->offset);
+        if (!tbx_add_u64(p->offset, p->length, &end) || end > s->manifest_off)
+            return tbx_err(err, TBX_E_RANGE, p->at, "component.length",
+                           "tensor \"%s\" component %s: [%" PRIu64 ", +%" PRIu64
+                           ") runs past the start of the manifest at byte %" PRIu64, tq,
+                           zt_role_names[r], p->offset, p->length, s->manifest_off);
+        if (p->length > f->limits.max_tensor_bytes)
+            return tbx_err(err, TBX_E_LIMIT, p->at, "component.length",
+                           "tensor \"%s\" component %s: %" PRIu64
+                           " stored bytes exceed max_tensor_bytes = %" PRIu64, tq,
+                           zt_role_names[r], p->length, f->limits.max_tensor_bytes);
+    }
+    if (!nnz_known) {
+        /* CSR with raw indptr: nnz is its last element; otherwise count decoded values below */
+        bool csr = layout == TBX_LAYOUT_SPARSE_CSR;
+        if (csr && pcs[ZT_R_INDPTR].enc == TBX_ENC_RAW) {
+            const zt_pcomp *p = &pcs[ZT_R_INDPTR];
+            uint32_t isz = p->dt->size;
+            uint8_t b[8];
+            tbx_status st = tbx_source_read(&f->src, p->offset + p->length - isz, b, isz,
+                                            "component.indptr", err);
+            if (st != TBX_OK) return st;
+            uint64_t v = 0;
+            for (uint32_t k = 0; k < isz; k++) v |= (uint64_t)b[k] << (8 * k);
+            if (dt_is_signed(p->dt->dtype) && (b[isz - 1] & 0x80u))
+                return tbx_err(err, TBX_E_FORMAT, p->offset + p->length - isz, "component.indptr",
+                               "tensor \"%s\": the last indptr element (nnz) is negative", tq);
+            drv.nnz = v;
+            nnz_known = true;
+        }
+    }
+    if ((layout == TBX_LAYOUT_SPARSE_CSR || layout == TBX_LAYOUT_SPARSE_COO) && nnz_known &&
+        drv.nnz > nelems)
+        return tbx_err(err, TBX_E_FORMAT, obj_off, "object.components",
+                       "tensor \"%s\": %" PRIu64 " stored entries exceed the %" PRIu64
+                       " elements of its shape", tq, drv.nnz, nelems);
+
+    /* the tensor */
+    uint32_t ncomp = zt_layout_ncomp[layout];
+    int r0 = zt_layout_roles[layout][0];
+    tbx_dtype tdt = layout == TBX_LAYOUT_QUANT_GROUP ? pcs[ZT_R_SCALES].dt->dtype : pcs[r0].dt->dtype;
+    tbx_tensor *t = NULL;
+    tbx_status st = tbx_file_add_tensor(f, name->p, name->n, tdt, shape, ndim, ncomp, name_off,
+                                        &t, err);
+    if (st != TBX_OK) return st;
+    size_t ti = f->ntensors - 1;
+    t->layout = (tbx_layout)layout;
+    zt_tdrv *d = tbx_malloc(&f->al, sizeof *d);
+    if (!d) return tbx_err_nomem(err, "tensor driver data");
+    *d = drv;
+    t->drv = d;
+    for (uint32_t i = 0; i < ncomp; i++) {
+        int r = zt_layout_roles[layout][i];
+        tbx_component *k = &t->comp[i];
+        snprintf(k->name, sizeof k->name, "%s", zt_role_names[r]);
+        k->dtype = pcs[r].dt->dtype;
+        k->offset = pcs[r].offset;
+        k->stored_bytes = pcs[r].length;
+        k->encoding = pcs[r].enc;
+        k->digest = pcs[r].digest;
+        pcs[r].digest = NULL;
+    }
+    if (!nnz_known) {
+        /* every component of a sparse tensor is compressed: count the decoded values */
+        uint64_t vsz = pcs[ZT_R_VALUES].dt->size, bound, got = 0;
+        if (!tbx_mul_u64(nelems, vsz, &bound)) bound = UINT64_MAX;
+        if (bound > f->limits.max_tensor_bytes) bound = f->limits.max_tensor_bytes;
+        t->comp[0].nbytes = bound;
+        st = count_decoded(f, t, 0, bound, &got, err);
+        if (st != TBX_OK) return st;
+        if (got % vsz) {
+            return tbx_err(err, TBX_E_FORMAT, pcs[ZT_R_VALUES].at, "component.values",
+                           "tensor \"%s\" component values: decodes to %" PRIu64
+                           " bytes, not a multiple of the %" PRIu64 "-byte %s", tq, got, vsz,
+                           pcs[ZT_R_VALUES].dt->name);
+        }
+        d->nnz = got / vsz;
+    }
+    if (layout == TBX_LAYOUT_SPARSE_CSR || layout == TBX_LAYOUT_SPARSE_COO) {
+        count[ZT_R_VALUES] = d->nnz;
+        if (layout == TBX_LAYOUT_SPARSE_CSR) count[ZT_R_INDICES] = d->nnz;
+        else if (!tbx_mul_u64(d->nnz, ndim, &count[ZT_R_COORDS]))
+            return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
+                           "tensor \"%s\": ndim x nnz overflows", tq);
+    }
+    for (uint32_t i = 0; i < ncomp; i++) {
+        int r = zt_layout_roles[layout][i];
+        tbx_component *k = &t->comp[i];
+        k->nelems = count[r];
+        if (!tbx_mul_u64(count[r], pcs[r].dt->size, &nbytes[r]))
+            return tbx_err(err, TBX_E_OVERFLOW, pcs[r].at, "component",
+                           "tensor \"%s\" component %s: %" PRIu64
+                           " elements of %s overflow 64 bits", tq, zt_role_names[r], count[r],
+                           pcs[r].dt->name);
+        k->nbytes = nbytes[r];
+        if (k->nbytes > f->limits.max_tensor_bytes)
+            return tbx_err(err, TBX_E_LIMIT, pcs[r].at, "component",
+                           "tensor \"%s\" component %s: %" PRIu64
+                           " decoded bytes exceed max_tensor_bytes = %" PRIu64, tq,
+                           zt_role_names[r], k->nbytes, f->limits.max_tensor_bytes);
+        if (k->encoding == TBX_ENC_RAW && k->stored_bytes != k->nbytes)
+            return tbx_err(err, TBX_E_FORMAT, pcs[r].at, "component.length",
+                           "tensor \"%s\" component %s: length %" PRIu64 ", but %" PRIu64
+                           " elements of %s are %" PRIu64 " bytes", tq, zt_role_names[r],
+                           k->stored_bytes, count[r], pcs[r].dt->name, k->nbytes);
+        if (k->stored_bytes) {
+            st = add_span(pc, k->offset, k->offset + k->stored_bytes, ti, i, err);
+            if (st != TBX_OK) return st;
+        }
+    }
+
+    /* the object's attributes, as one metadata entry */
+    if (*attrs) {
+        size_t plen = strlen(ZT_META_OBJ_PREFIX);
+        size_t klen = name->n < SIZE_MAX - plen ? plen + name->n : SIZE_MAX;
+        char *key = klen < SIZE_MAX ? tbx_malloc(&f->al, klen) : NULL;
+        if (!key) return tbx_err_nomem(err, "attribute key");
+        memcpy(key, ZT_META_OBJ_PREFIX, plen);
+        memcpy(key + plen, name->p, name->n);
+        tbx_value *v = *attrs;
+        *attrs = NULL;
+        st = tbx_file_add_meta(f, key, klen, v, obj_off, err);
+        tbx_free(&f->al, key, klen);
+        if (st != TBX_OK) return st;
+    }
+    return TBX_OK;
+}
+
+static tbx_status parse_object(zt_pc *pc, zt_str *name, uint64_t name_off, const zt_ev *mev,
+                               tbx_error *err) {
+    zt_cbor *c = &pc->c;
+    tbx_file *f = pc->f;
+    char tq[96];
+    tbx_quote_bytes(tq, sizeof tq, name->p, name->n, 64);
+    zt_iter it;
+    const char *field = "object";
+    tbx_status st = zt_iter_begin(c, mev, true, &it, field, err);
+    if (st != TBX_OK) return st;
+    zt_pcomp pcs[ZT_NROLES];
+    memset(pcs, 0, sizeof pcs);
+    unsigned role_mask = 0;
+    int layout = -1;
+    uint32_t ndim = 0;
+    bool has_shape = false, has_format = false, has_comps = false;
+    tbx_value *attrs = NULL;
+    zt_keyset ks;
+    ks_init(&ks, c);
+    for (bool more = true; st == TBX_OK;) {
+        zt_ev ke, ve;
+        st = zt_iter_next(c, &it, &ke, &more, field, err);
+        if (st != TBX_OK || !more) break;
+        zt_str key;
+        st = zt_read_str(c, &ke, ZT_EV_TEXT, &key, "object.key", err);
+        if (st != TBX_OK) break;
+        int which = key_is(&key, "shape") ? 0 : key_is(&key, "format") ? 1
+                  : key_is(&key, "attributes") ? 2 : key_is(&key, "components") ? 3 : -1;
+        st = ks_add(&ks, &key, ke.off, field, err);
+        if (st == TBX_OK) st = zt_next(c, &ve, field, err);
+        if (st == TBX_OK && ve.k == ZT_EV_BREAK)
+            st = tbx_err(err, TBX_E_FORMAT, ve.off, field, "%s: map key without a value", field);
+        if (st != TBX_OK) break;
+        if (which == 0) {
+            zt_iter si;
+            st = zt_iter_begin(c, &ve, false, &si, "object.shape", err);
+            if (st == TBX_OK && !si.indef && si.left > f->limits.max_ndim)
+                st = tbx_err(err, TBX_E_LIMIT, ve.off, "object.shape",
+                             "tensor \"%s\": %" PRIu64 " dimensions exceed max_ndim = %u", tq,
+                             si.left, f->limits.max_ndim);
+            ndim = 0;
+            for (bool m2 = true; st == TBX_OK;) {
+                zt_ev de;
+                st = zt_iter_next(c, &si, &de, &m2, "object.shape", err);
+                if (st != TBX_OK || !m2) break;
+                if (ndim >= f->limits.max_ndim) {
+                    st = tbx_err(err, TBX_E_LIMIT, de.off, "object.shape",
+                                 "tensor \"%s\": more than max_ndim = %u dimensions", tq,
+                                 f->limits.max_ndim);
+                    break;
+                }
+                uint64_t dim;
+                st = read_uint(pc, &de, "object.shape", &dim, err);
+                if (st != TBX_OK) break;
+                if (!tbx_grow(&f->al, (void **)&pc->shape, &pc->shape_cap, (size_t)ndim + 1,
+                              sizeof *pc->shape)) {
+                    st = tbx_err_nomem(err, "shape");
+                    break;
+                }
+                pc->shape[ndim++] = dim;
+            }
+            has_shape = true;
+        } else if (which == 1) {
+            zt_str s;
+            st = zt_read_str(c, &ve, ZT_EV_TEXT, &s, "object.format", err);
+            if (st != TBX_OK) break;
+            layout = -1;
+            for (int l = 0; l < 4; l++)
+                if (key_is(&s, zt_layout_names[l])) layout = l;
+            if (layout < 0) {
+                char q[64];
+                tbx_quote_bytes(q, sizeof q, s.p, s.n, 32);
+                st = tbx_err(err, TBX_E_UNSUPPORTED, ve.off, "object.format",
+                             "tensor \"%s\": format \"%s\" is not supported (dense, sparse_csr, "
+                             "sparse_coo, quantized_group)", tq, q);
+            }
+            zt_str_free(c, &s);
+            has_format = true;
+        } else if (which == 2) {
+            if (ve.k == ZT_EV_NULL) continue;
+            if (ve.k != ZT_EV_MAP && ve.k != ZT_EV_MAP_INDEF) {
+                st = tbx_err(err, TBX_E_FORMAT, ve.off, "object.attributes",
+                             "tensor \"%s\": attributes must be a map, got %s", tq,
+                             zt_kind_a(ve.k));
+                break;
+            }
+            st = zt_value(c, &ve, 0, &attrs, err);
+        } else if (which == 3) {
+            zt_iter ci;
+            st = zt_iter_begin(c, &ve, true, &ci, "object.components", err);
+            if (st == TBX_OK && !ci.indef && ci.left > ZT_NROLES)
+                st = tbx_err(err, TBX_E_FORMAT, ve.off, "object.components",
+                             "tensor \"%s\": %" PRIu64 " components, no layout has more than 3",
+                             tq, ci.left);
+            for (bool m2 = true; st == TBX_OK;) {
+                zt_ev re, ce;
+                st = zt_iter_next(c, &ci, &re, &m2, "object.components", err);
+                if (st != TBX_OK || !m2) break;
+                zt_str rs;
+                st = zt_read_str(c, &re, ZT_EV_TEXT, &rs, "object.components", err);
+                if (st != TBX_OK) break;
+                int role = -1;
+                for (int r = 0; r < ZT_NROLES; r++)
+                    if (key_is(&rs, zt_role_names[r])) role = r;
+                if (role < 0) {
+                    char q[64];
+                    tbx_quote_bytes(q, sizeof q, rs.p, rs.n, 32);
+                    st = tbx_err(err, TBX_E_FORMAT, re.off, "object.components",
+                                 "tensor \"%s\": unknown component role \"%s\"", tq, q);
+                } else if (role_mask & (1u << role)) {
+                    st = tbx_err(err, TBX_E_DUPLICATE, re.off, "object.components",
+                                 "tensor \"%s\": duplicate component \"%s\"", tq,
+                                 zt_role_names[role]);
+                }
+                zt_str_free(c, &rs);
+                if (st == TBX_OK) st = zt_next(c, &ce, "object.components", err);
+                if (st == TBX_OK && ce.k == ZT_EV_BREAK)
+                    st = tbx_err(err, TBX_E_FORMAT, ce.off, "object.components",
+                                 "object.components: map key without a value");
+                if (st != TBX_OK) break;
+                role_mask |= 1u << role;
+                st = parse_component(pc, &ce, &pcs[role], tq, zt_role_names[role], err);
+            }
+            has_comps = true;
+        } else {
+            st = zt_skip(c, &ve, 0, err);
+        }
+    }
+    ks_free(&ks);
+    if (st == TBX_OK) {
+        const char *missing = !has_shape ? "shape" : !has_format ? "format"
+                            : !has_comps ? "components" : NULL;
+        if (missing)
+            st = tbx_err(err, TBX_E_FORMAT, mev->off, "object",
+                         "tensor \"%s\" has no \"%s\"", tq, missing);
+    }
+    if (st == TBX_OK)
+        st = build_object(pc, name, name_off, ndim, layout, pcs, role_mask, &attrs, mev->off, err);
+    pcomp_free(pc, pcs);
+    tbx_val_free(attrs);
+    return st;
+}
+
+static tbx_status parse_root(zt_pc *pc, tbx_error *err) {
+    zt_cbor *c = &pc->c;
+    tbx_file *f = pc->f;
+    zt_ev ev;
+    tbx_status st = zt_next(c, &ev, "manifest", err);
+    if (st != TBX_OK) return st;
+    if (ev.k != ZT_EV_MAP && ev.k != ZT_EV_MAP_INDEF)
+        return tbx_err(err, TBX_E_FORMAT, ev.off, "manifest",
+                       "the manifest must be a CBOR map, got %s", zt_kind_a(ev.k));
+    zt_iter it;
+    st = zt_iter_begin(c, &ev, true, &it, "manifest", err);
+    if (st != TBX_OK) return st;
+    zt_keyset ks;
+    ks_init(&ks, c);
+    for (bool more = true; st == TBX_OK;) {
+        zt_ev ke, ve;
+        st = zt_iter_next(c, &it, &ke, &more, "manifest", err);
+        if (st != TBX_OK || !more) break;
+        zt_str key;
+        st = zt_read_str(c, &ke, ZT_EV_TEXT, &key, "manifest.key", err);
+        if (st != TBX_OK) break;
+        int which = key_is(&key, "version") ? 0 : key_is(&key, "attributes") ? 1
+                  : key_is(&key, "objects") ? 2 : -1;
+        st = ks_add(&ks, &key, ke.off, "manifest", err);
+        if (st == TBX_OK) st = zt_next(c, &ve, "manifest", err);
+        if (st == TBX_OK && ve.k == ZT_EV_BREAK)
+            st = tbx_err(err, TBX_E_FORMAT, ve.off, "manifest", "manifest: map key without a value");
+        if (st != TBX_OK) break;
+        if (which == 0) {
+            zt_str s;
+            st = zt_read_str(c, &ve, ZT_EV_TEXT, &s, "manifest.version", err);
+            if (st != TBX_OK) break;
+            uint32_t major = 0;
+            for (size_t i = 0; i < s.n && s.p[i] >= '0' && s.p[i] <= '9' && major < 100000; i++)
+                major = major * 10 + (uint32_t)(s.p[i] - '0');
+            pc->version_major = major;
+            pc->have_version = true;
+            zt_str_free(c, &s);
+        } else if (which == 1) {
+            if (ve.k == ZT_EV_NULL) continue;
+            zt_iter ai;
+            st = zt_iter_begin(c, &ve, true, &ai, "manifest.attributes", err);
+            if (st == TBX_OK && !ai.indef && ai.left > f->limits.max_metadata_entries)
+                st = tbx_err(err, TBX_E_LIMIT, ve.off, "manifest.attributes",
+                             "attributes: %" PRIu64 " entries exceed max_metadata_entries = %"
+                             PRIu64, ai.left, f->limits.max_metadata_entries);
+            for (bool m2 = true; st == TBX_OK;) {
+                zt_ev ae, av;
+                st = zt_iter_next(c, &ai, &ae, &m2, "manifest.attributes", err);
+                if (st != TBX_OK || !m2) break;
+                zt_str ak;
+                st = zt_read_str(c, &ae, ZT_EV_TEXT, &ak, "attributes.key", err);
+                if (st != TBX_OK) break;
+                st = zt_next(c, &av, "manifest.attributes", err);
+                if (st == TBX_OK && av.k == ZT_EV_BREAK)
+                    st = tbx_err(err, TBX_E_FORMAT, av.off, "manifest.attributes",
+                                 "attributes: map key without a value");
+                tbx_value *v = NULL;
+                if (st == TBX_OK) st = zt_value(c, &av, 0, &v, err);
+                if (st == TBX_OK) st = tbx_file_add_meta(f, ak.p, ak.n, v, ae.off, err);
+                zt_str_free(c, &ak);
+            }
+        } else if (which == 2) {
+            zt_iter oi;
+            st = zt_iter_begin(c, &ve, true, &oi, "manifest.objects", err);
+            if (st == TBX_OK && !oi.indef && oi.left > f->limits.max_tensors)
+                st = tbx_err(err, TBX_E_LIMIT, ve.off, "manifest.objects",
+                             "objects: %" PRIu64 " tensors exceed max_tensors = %" PRIu64,
+                             oi.left, f->limits.max_tensors);
+            for (bool m2 = true; st == TBX_OK;) {
+                zt_ev ne, oe;
+                st = zt_iter_next(c, &oi, &ne, &m2, "manifest.objects", err);
+                if (st != TBX_OK || !m2) break;
+                zt_str name;
+                st = zt_read_str(c, &ne, ZT_EV_TEXT, &name, "object.name", err);
+                if (st != TBX_OK) break;
+                st = zt_next(c, &oe, "manifest.objects", err);
+                if (st == TBX_OK && oe.k == ZT_EV_BREAK)
+                    st = tbx_err(err, TBX_E_FORMAT, oe.off, "manifest.objects",
+                                 "objects: map key without a value");
+                if (st == TBX_OK) st = parse_object(pc, &name, ne.off, &oe, err);
+                zt_str_free(c, &name);
+            }
+            pc->have_objects = true;
+        } else {
+            st = zt_skip(c, &ve, 0, err);
+        }
+    }
+    ks_free(&ks);
+    if (st != TBX_OK) return st;
+    if (c->pos != c->len)
+        return tbx_err(err, TBX_E_FORMAT, c->base + c->pos, "manifest",
+                       "manifest: %zu bytes follow the CBOR map inside the manifest",
+                       c->len - c->pos);
+    if (!pc->have_version)
+        return tbx_err(err, TBX_E_FORMAT, c->base, "manifest.version",
+                       "manifest: required key \"version\" is missing");
+    if (!pc->have_objects)
+        return tbx_err(err, TBX_E_FORMAT, c->base, "manifest.objects",
+                       "manifest: required key \"objects\" is missing");
+    return TBX_OK;
+}
+
+static int span_cmp(const void *a, const void *b) {
+    const zt_span *x = a, *y = b;
+    if (x->off != y->off) return x->off < y->off ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    if (x->ti != y->ti) return x->ti < y->ti ? -1 : 1;
+    return x->ci < y->ci ? -1 : (x->ci > y->ci);
+}
+
+static void zt_close(tbx_file *f) {
+    for (size_t i = 0; i < f->ntensors; i++) {
+        if (f->tensors[i].drv) tbx_free(&f->al, f->tensors[i].drv, sizeof(zt_tdrv));
+        f->tensors[i].drv = NULL;
+    }
+    zt_state *s = f->drv_state;
+    if (s) {
+        tbx_free(&f->al, s->spans, s->cap_spans * sizeof *s->spans);
+        tbx_free(&f->al, s, sizeof *s);
+    }
+    f->drv_state = NULL;
+}
+
+static tbx_status zt_open(tbx_file *f, tbx_error *err) {
+    uint64_t size = f->src.size;
+    if (size < 24)
+        return tbx_err(err, TBX_E_TRUNCATED, 0, "footer",
+                       "file of %" PRIu64 " bytes is shorter than the 24 bytes of header magic, "
+                       "manifest size and footer magic", size);
+    uint8_t head[8], foot[16];
+    tbx_status st = tbx_source_read(&f->src, 0, head, 8, "magic", err);
+    if (st != TBX_OK) return st;
+    if (memcmp(head, ZT_MAGIC, 8) != 0) {
+        if (memcmp(head, ZT_MAGIC_V01, 8) == 0)
+            return tbx_err(err, TBX_E_BAD_VERSION, 0, "magic",
+                           "zTensor v0.1 (magic \"ZTEN0001\") is not supported; only v1.1");
+        if (memcmp(head, zt_magic_v2, 8) == 0)
+            return tbx_err(err, TBX_E_BAD_VERSION, 0, "magic",
+                           "zTensor v2 (magic 89 5A 54 32 ...) is not supported yet; only v1.1");
+        char q[64];
+        tbx_quote_bytes(q, sizeof q, (const char *)head, 8, 8);
+        return tbx_err(err, TBX_E_BAD_MAGIC, 0, "magic",
+                       "header magic is \"%s\", expected \"ZTEN1000\"", q);
+    }
+    st = tbx_source_read(&f->src, size - 16, foot, 16, "footer", err);
+    if (st != TBX_OK) return st;
+    if (memcmp(foot + 8, ZT_MAGIC, 8) != 0) {
+        char q[64];
+        tbx_quote_bytes(q, sizeof q, (const char *)foot + 8, 8, 8);
+        return tbx_err(err, TBX_E_BAD_MAGIC, size - 8, "footer.magic",
+                       "footer magic is \"%s\", expected \"ZTEN1000\" (truncated file?)", q);
+    }
+    uint64_t msize = tbx_ld64(foot);
+    if (msize > ZT_MAX_MANIFEST)
+        return tbx_err(err, TBX_E_LIMIT, size - 16, "footer.manifest_size",
+                       "manifest_size %" PRIu64 " exceeds the 1 GiB the specification allows",
+                       msize);
+    if (msize > f->limits.max_header_bytes)
+        return tbx_err(err, TBX_E_LIMIT, size - 16, "footer.manifest_size",
+                       "manifest_size %" PRIu64 " exceeds max_header_bytes = %" PRIu64, msize,
+                       f->limits.max_header_bytes);
+    if (msize > size - 24)
+        return tbx_err(err, TBX_E_TRUNCATED, size - 16, "footer.manifest_size",
+                       "manifest_size %" PRIu64 " exceeds the %" PRIu64
+                       " bytes between header and footer", msize, size - 24);
+    if (msize == 0)
+        return tbx_err(err, TBX_E_FORMAT, size - 16, "footer.manifest_size",
+                       "manifest_size is 0: the manifest must be a CBOR map");
+    uint64_t moff = size - 16 - msize;
+
+    zt_state *s = tbx_malloc(&f->al, sizeof *s);
+    if (!s) return tbx_err_nomem(err, "zTensor state");
+    memset(s, 0, sizeof *s);
+    s->manifest_off = moff;
+    s->manifest_size = msize;
+    f->drv_state = s;
+
+    uint8_t *buf = tbx_malloc(&f->al, (size_t)msize);
+    if (!buf) return tbx_err_nomem(err, "manifest");
+    tbx_cursor cur;
+    st = tbx_cursor_init(&cur, &f->src, &f->al, moff, moff + msize, err);
+    if (st == TBX_OK) st = tbx_cur_bytes(&cur, buf, (size_t)msize, "manifest", err);
+    tbx_cursor_free(&cur);
+    if (st != TBX_OK) { tbx_free(&f->al, buf, (size_t)msize); return st; }
+
+    zt_pc pc;
+    memset(&pc, 0, sizeof pc);
+    pc.f = f;
+    pc.s = s;
+    pc.c.buf = buf;
+    pc.c.len = (size_t)msize;
+    pc.c.base = moff;
+    pc.c.lim = &f->limits;
+    pc.c.al = &f->al;
+    pc.c.node_budget = msize / 8 > 1000000 ? msize / 8 : 1000000;
+    st = parse_root(&pc, err);
+    tbx_free(&f->al, pc.shape, pc.shape_cap * sizeof *pc.shape);
+    tbx_free(&f->al, buf, (size_t)msize);
+    if (st != TBX_OK) return st;
+
+    /* no two components share a byte */
+    if (s->nspans > 1) qsort(s->spans, s->nspans, sizeof *s->spans, span_cmp);
+    for (size_t i = 1; i < s->nspans; i++) {
+        const zt_span *a = &s->spans[i - 1], *b = &s->spans[i];
+        if (b->off < a->end) {
+            char wa[128], wb[128];
+            zt_what(wa, sizeof wa, &f->tensors[a->ti], a->ci);
+            zt_what(wb, sizeof wb, &f->tensors[b->ti], b->ci);
+            return tbx_err(err, TBX_E_RANGE, b->off, "component.offset",
+                           "component %s [%" PRIu64 ", %" PRIu64 ") overlaps component %s [%"
+                           PRIu64 ", %" PRIu64 ")", wb, b->off, b->end, wa, a->off, a->end);
+        }
+    }
+    f->version = pc.version_major;
+
+    /* digests: with verification on, unknown algorithms and malformed values are problems */
+    if (f->flags & TBX_OPEN_VERIFY_DIGESTS) {
+        for (size_t i = 0; i < f->ntensors; i++) {
+            tbx_tensor *t = &f->tensors[i];
+            zt_tdrv *d = t->drv;
+            for (uint32_t c = 0; c < t->ncomp; c++) {
+                if (!t->comp[c].digest) continue;
+                zt_digest dg;
+                int r = zt_digest_parse(t->comp[c].digest, &dg);
+                if (r == 1) continue;
+                d->vstate[c] = ZT_V_SKIP;
+                char w[128], q[96];
+                zt_what(w, sizeof w, t, c);
+                tbx_quote_bytes(q, sizeof q, t->comp[c].digest, strlen(t->comp[c].digest), 64);
+                st = tbx_file_problem(f, err, r == 0 ? TBX_E_UNSUPPORTED : TBX_E_FORMAT,
+                                      t->comp[c].offset, "component.digest",
+                                      r == 0 ? "component %s: unknown digest algorithm in \"%s\" "
+                                               "(not verified; crc32c and sha256 are known)"
+                                             : "component %s: malformed digest \"%s\"", w, q);
+                if (st != TBX_OK) return st;
+            }
+        }
+    }
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reading                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+static tbx_status digest_mismatch(tbx_file *f, const tbx_tensor *t, uint32_t c,
+                                  const zt_digest *got, tbx_error *err) {
+    char w[128], gs[80], q[96];
+    zt_what(w, sizeof w, t, c);
+    zt_digest_str(got, gs, sizeof gs);
+    tbx_quote_bytes(q, sizeof q, t->comp[c].digest, strlen(t->comp[c].digest), 80);
+    return tbx_file_problem(f, err, TBX_E_CHECKSUM, t->comp[c].offset, "component.digest",
+                            "component %s: stored bytes give %s, manifest says %s", w, gs, q);
+}
+
+static tbx_status zt_read_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                                    tbx_error *err) {
+    zt_tdrv *d = t->drv;
+    const tbx_component *k = &t->comp[c];
+    bool verify_on = (f->flags & TBX_OPEN_VERIFY_DIGESTS) && k->digest;
+    zt_digest want;
+    bool verify = verify_on && d->vstate[c] == ZT_V_UNCHECKED &&
+                  zt_digest_parse(k->digest, &want) == 1;
+    zt_hash h;
+    memset(&h, 0, sizeof h);
+    if (verify) {
+        tbx_status st = zt_hash_init(&h, want.algo, err);
+        if (st != TBX_OK) return st;
+    }
+    zt_rd r;
+    tbx_status st = zt_rd_open(&r, f, t, c, verify ? &h : NULL, k->nbytes, err);
+    if (st == TBX_OK) st = zt_rd_full(&r, buf, k->nbytes, err);
+    if (st == TBX_OK) st = zt_rd_finish(&r, err);
+    zt_rd_close(&r);
+    if (st == TBX_OK && verify) {
+        zt_digest got;
+        zt_hash_final(&h, &got);
+        if (zt_digest_eq(&got, &want)) {
+            d->vstate[c] = ZT_V_OK;
+        } else {
+            d->vstate[c] = ZT_V_BAD;
+            st = digest_mismatch(f, t, c, &got, err);
+        }
+    } else if (st == TBX_OK && verify_on && d->vstate[c] == ZT_V_BAD && !f->on_problem) {
+        char w[128];
+        zt_what(w, sizeof w, t, c);
+        st = tbx_err(err, TBX_E_CHECKSUM, k->offset, "component.digest",
+                     "component %s: stored bytes do not match digest %s", w, k->digest);
+    }
+    zt_hash_free(&h);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Validation                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Hashes the stored bytes of a component in bounded chunks. */
+static tbx_status hash_stored(tbx_file *f, const tbx_component *k, zt_hash *h, uint8_t *chunk,
+                              tbx_error *err) {
+    uint64_t off = k->offset, end = k->offset + k->stored_bytes;
+    const uint8_t *p = tbx_source_ptr(&f->src, off, k->stored_bytes);
+    if (p) {
+        while (off < end) {
+            size_t n = end - off > ZT_CHUNK * 16 ? ZT_CHUNK * 16 : (size_t)(end - off);
+            zt_hash_update(h, p, n);
+            p += n;
+            off += n;
+        }
+        return TBX_OK;
+    }
+    while (off < end) {
+        size_t n = end - off > ZT_CHUNK ? ZT_CHUNK : (size_t)(end - off);
+        tbx_status st = tbx_source_read(&f->src, off, chunk, n, "component", err);
+        if (st != TBX_OK) return st;
+        zt_hash_update(h, chunk, n);
+        off += n;
+    }
+    return TBX_OK;
+}
+
+static tbx_status validate_digests(tbx_file *f, uint8_t *chunk, tbx_error *err) {
+    for (size_t i = 0; i < f->ntensors; i++) {
+        const tbx_tensor *t = &f->tensors[i];
+        zt_tdrv *d = t->drv;
+        for (uint32_t c = 0; c < t->ncomp; c++) {
+            const tbx_component *k = &t->comp[c];
+            zt_digest want, got;
+            if (!k->digest || d->vstate[c] != ZT_V_UNCHECKED) continue;
+            if (zt_digest_parse(k->digest, &want) != 1) { d->vstate[c] = ZT_V_SKIP; continue; }
+            zt_hash h;
+            tbx_status st = zt_hash_init(&h, want.algo, err);
+            if (st == TBX_OK) st = hash_stored(f, k, &h, chunk, err);
+            if (st != TBX_OK) { zt_hash_free(&h); return st; }
+            zt_hash_final(&h, &got);
+            zt_hash_free(&h);
+            if (zt_digest_eq(&got, &want)) {
+                d->vstate[c] = ZT_V_OK;
+            } else {
+                d->vstate[c] = ZT_V_BAD;
+                st = digest_mismatch(f, t, c, &got, err);
+                if (st != TBX_OK) return st;
+            }
+        }
+    }
+    return TBX_OK;
+}
+
+/* Bytes of [from, to) not covered by a component must be zero. */
+static tbx_status check_gap(tbx_file *f, uint64_t from, uint64_t to, uint8_t *chunk,
+                            tbx_error *err) {
+    for (uint64_t off = from; off < to;) {
+        size_t n = to - off > ZT_CHUNK ? ZT_CHUNK : (size_t)(to - off);
+        tbx_status st = tbx_source_read(&f->src, off, chunk, n, "padding", err);
+        if (st != TBX_OK) return st;
+        for (size_t i = 0; i < n; i++) {
+            if (chunk[i]) {
+                return tbx_file_problem(f, err, TBX_E_PADDING, off + i, "padding",
+                                        "padding: byte 0x%02x in the %" PRIu64
+                                        " bytes of padding at [%" PRIu64 ", %" PRIu64
+                                        ") is not zero", chunk[i], to - from, from, to);
+            }
+        }
+        off += n;
+    }
+    return TBX_OK;
+}
+
+static tbx_status validate_padding(tbx_file *f, uint8_t *chunk, tbx_error *err) {
+    zt_state *s = f->drv_state;
+    uint64_t pos = 8;
+    for (size_t i = 0; i < s->nspans; i++) {
+        if (s->spans[i].off > pos) {
+            tbx_status st = check_gap(f, pos, s->spans[i].off, chunk, err);
+            if (st != TBX_OK) return st;
+        }
+        if (s->spans[i].end > pos) pos = s->spans[i].end;
+    }
+    return pos < s->manifest_off ? check_gap(f, pos, s->manifest_off, chunk, err) : TBX_OK;
+}
+
+/* Decode failures met while walking a component (zstd errors, short data) are reported by the
+ * core's validation read of every component; here they only end the walk. I/O and memory
+ * errors are returned. */
+static tbx_status walk_stop(tbx_status st, const tbx_error *e, tbx_error *err) {
+    if (st == TBX_E_NOMEM || st == TBX_E_IO) {
+        if (err) *err = *e;
+        return st;
+    }
+    return TBX_OK;
+}
+
+static tbx_status validate_csr(tbx_file *f, const tbx_tensor *t, const char *tq,
+                               tbx_error *err) {
+    const zt_tdrv *d = t->drv;
+    zt_es ip, ix;
+    tbx_error e;
+    tbx_status rc = TBX_OK, st = zt_es_open(&ip, f, t, 2, false, &e);
+    if (st != TBX_OK) return walk_stop(st, &e, err);
+    st = zt_es_open(&ix, f, t, 1, false, &e);
+    if (st != TBX_OK) { zt_es_close(&ip); return walk_stop(st, &e, err); }
+    uint64_t prev = 0, k = 0;
+    for (uint64_t r = 0; r <= d->rows; r++) {
+        uint64_t v;
+        bool neg;
+        st = zt_es_int(&ip, &v, &neg, &e);
+        if (st != TBX_OK) { rc = walk_stop(st, &e, err); break; }
+        const char *why = neg ? "is negative" : (r == 0 && v != 0) ? "must be 0"
+                        : v < prev ? "is smaller than the element before it"
+                        : v > d->nnz ? "exceeds nnz" : (r == d->rows && v != d->nnz)
+                        ? "is the last element and differs from nnz" : NULL;
+        if (why) {
+            rc = tbx_file_problem(f, err, TBX_E_FORMAT, t->comp[2].offset, "component.indptr",
+                                  "tensor \"%s\": indptr[%" PRIu64 "] = %s%" PRIu64
+                                  " %s (nnz %" PRIu64 ")", tq, r, neg ? "-" : "",
+                                  neg ? (uint64_t)0 - v : v, why, d->nnz);
+            break;
+        }
+        bool bad = false;
+        for (; k < v; k++) {
+            uint64_t col;
+            st = zt_es_int(&ix, &col, &neg, &e);
+            if (st != TBX_OK) { rc = walk_stop(st, &e, err); bad = true; break; }
+            if (neg || col >= d->cols) {
+                rc = tbx_file_problem(f, err, TBX_E_FORMAT, t->comp[1].offset, "component.indices",
+                                      "tensor \"%s\": indices[%" PRIu64 "] = %s%" PRIu64
+                                      " (row %" PRIu64 ") is outside [0, %" PRIu64 ")", tq, k,
+                                      neg ? "-" : "", neg ? (uint64_t)0 - col : col,
+                                      r ? r - 1 : 0, d->cols);
+                bad = true;
+                break;
+            }
+        }
+        if (bad) break;
+        prev = v;
+    }
+    zt_es_close(&ip);
+    zt_es_close(&ix);
+    return rc;
+}
+
+static tbx_status validate_coo(tbx_file *f, const tbx_tensor *t, const char *tq,
+                               tbx_error *err) {
+    const zt_tdrv *d = t->drv;
+    zt_es cs;
+    tbx_error e;
+    tbx_status rc = TBX_OK, st = zt_es_open(&cs, f, t, 1, false, &e);
+    if (st != TBX_OK) return walk_stop(st, &e, err);
+    bool stop = false;
+    for (uint32_t dd = 0; dd < t->ndim && !stop; dd++) {
+        for (uint64_t k = 0; k < d->nnz; k++) {
+            uint64_t v;
+            bool neg;
+            st = zt_es_int(&cs, &v, &neg, &e);
+            if (st != TBX_OK) { rc = walk_stop(st, &e, err); stop = true; break; }
+            if (neg || v >= t->shape[dd]) {
+                rc = tbx_file_problem(f, err, TBX_E_FORMAT, t->comp[1].offset, "component.coords",
+                                      "tensor \"%s\": coordinate %u of entry %" PRIu64 " is %s%"
+                                      PRIu64 ", outside [0, %" PRIu64 ")", tq, dd, k,
+                                      neg ? "-" : "", neg ? (uint64_t)0 - v : v, t->shape[dd]);
+                stop = true;
+                break;
+            }
+        }
+    }
+    zt_es_close(&cs);
+    return rc;
+}
+
+static tbx_status validate_bool(tbx_file *f, const tbx_tensor *t, const char *tq,
+                                tbx_error *err) {
+    zt_es s;
+    tbx_error e;
+    tbx_status rc = TBX_OK, st = zt_es_open(&s, f, t, 0, false, &e);
+    if (st != TBX_OK) return walk_stop(st, &e, err);
+    for (uint64_t k = 0; k < t->comp[0].nelems; k++) {
+        uint64_t v;
+        bool neg;
+        st = zt_es_int(&s, &v, &neg, &e);
+        if (st != TBX_OK) { rc = walk_stop(st, &e, err); break; }
+        if (v > 1) {
+            rc = tbx_file_problem(f, err, TBX_E_FORMAT, t->comp[0].offset, "component.data",
+                                  "tensor \"%s\": bool element %" PRIu64
+                                  " is 0x%02x; booleans are 0x00 or 0x01", tq, k, (unsigned)v);
+            break;
+        }
+    }
+    zt_es_close(&s);
+    return rc;
+}
+
+static tbx_status zt_validate(tbx_file *f, tbx_error *err) {
+    uint8_t *chunk = tbx_malloc(&f->al, ZT_CHUNK);
+    if (!chunk) return tbx_err_nomem(err, "validation buffer");
+    tbx_status st = validate_digests(f, chunk, err);
+    if (st == TBX_OK) st = validate_padding(f, chunk, err);
+    tbx_free(&f->al, chunk, ZT_CHUNK);
+    for (size_t i = 0; i < f->ntensors && st == TBX_OK; i++) {
+        const tbx_tensor *t = &f->tensors[i];
+        char tq[96];
+        tbx_quote_bytes(tq, sizeof tq, t->name, t->name_len, 64);
+        if (t->layout == TBX_LAYOUT_SPARSE_CSR) st = validate_csr(f, t, tq, err);
+        else if (t->layout == TBX_LAYOUT_SPARSE_COO) st = validate_coo(f, t, tq, err);
+        else if (t->layout == TBX_LAYOUT_DENSE && t->comp[0].dtype == TBX_DT_BOOL)
+            st = validate_bool(f, t, tq, err);
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* f32 decoding of every layout                                                                */
+/* ------------------------------------------------------------------------------------------ */
+static tbx_status entry_error(tbx_error *err, const tbx_tensor *t, uint32_t c, const char *fmt,
+                              uint64_t a, uint64_t b) {
+    char w[128], msg[160];
+    zt_what(w, sizeof w, t, c);
+    snprintf(msg, sizeof msg, fmt, a, b);
+    return tbx_err(err, TBX_E_FORMAT, t->comp[c].offset, "component", "component %s: %s", w, msg);
+}
+
+static tbx_status read_csr(tbx_file *f, const tbx_tensor *t, uint64_t first, uint64_t last,
+                           float *out, tbx_error *err) {
+    const zt_tdrv *d = t->drv;
+    uint64_t cols = d->cols;
+    uint64_t r0 = first / cols, r1 = (last - 1) / cols; /* rows touched, inclusive */
+    zt_es ip, ix, vs;
+    bool oip = false, oix = false, ovs = false;
+    tbx_status st = zt_es_open(&ip, f, t, 2, false, err);
+    if (st != TBX_OK) goto done;
+    oip = true;
+    st = zt_es_open(&ix, f, t, 1, false, err);
+    if (st != TBX_OK) goto done;
+    oix = true;
+    st = zt_es_open(&vs, f, t, 0, true, err);
+    if (st != TBX_OK) goto done;
+    ovs = true;
+    st = zt_es_skip(&ip, r0, err);
+    uint64_t p = 0;
+    bool neg = false;
+    if (st == TBX_OK) st = zt_es_int(&ip, &p, &neg, err);
+    if (st != TBX_OK) goto done;
+    if (neg || p > d->nnz || (r0 == 0 && p != 0)) {
+        st = entry_error(err, t, 2, "indptr[%" PRIu64 "] = %" PRIu64 " is invalid", r0, p);
+        goto done;
+    }
+    if (st == TBX_OK) st = zt_es_skip(&ix, p, err);
+    if (st == TBX_OK) st = zt_es_skip(&vs, p, err);
+    for (uint64_t r = r0; r <= r1 && st == TBX_OK; r++) {
+        uint64_t q;
+        st = zt_es_int(&ip, &q, &neg, err);
+        if (st != TBX_OK) break;
+        if (neg || q < p || q > d->nnz || (r + 1 == d->rows && q != d->nnz)) {
+            st = entry_error(err, t, 2, "indptr[%" PRIu64 "] = %" PRIu64
+                             " is not monotonic / does not end at nnz", r + 1, q);
+            break;
+        }
+        for (; p < q && st == TBX_OK; p++) {
+            uint64_t col;
+            float v;
+            st = zt_es_int(&ix, &col, &neg, err);
+            if (st == TBX_OK) st = zt_es_f32(&vs, &v, err);
+            if (st != TBX_OK) break;
+            if (neg || col >= cols) {
+                st = entry_error(err, t, 1, "indices[%" PRIu64 "] = %" PRIu64
+                                 " is outside the row", p, col);
+                break;
+            }
+            uint64_t flat = r * cols + col;
+            if (flat >= first && flat < last) out[flat - first] += v;
+        }
+    }
+done:
+    if (oip) zt_es_close(&ip);
+    if (oix) zt_es_close(&ix);
+    if (ovs) zt_es_close(&vs);
+    return st;
+}
+
+static tbx_status read_coo(tbx_file *f, const tbx_tensor *t, uint64_t first, uint64_t last,
+                           float *out, tbx_error *err) {
+    const zt_tdrv *d = t->drv;
+    uint32_t nd = t->ndim;
+    zt_es vs;
+    zt_es *cs = tbx_calloc(&f->al, nd, sizeof *cs);
+    if (!cs) return tbx_err_nomem(err, "coords streams");
+    uint32_t opened = 0;
+    bool ovs = false;
+    tbx_status st = zt_es_open(&vs, f, t, 0, true, err);
+    if (st == TBX_OK) ovs = true;
+    for (uint32_t dd = 0; dd < nd && st == TBX_OK; dd++) {
+        st = zt_es_open(&cs[dd], f, t, 1, false, err);
+        if (st != TBX_OK) break;
+        opened++;
+        st = zt_es_skip(&cs[dd], (uint64_t)dd * d->nnz, err);
+    }
+    for (uint64_t k = 0; k < d->nnz && st == TBX_OK; k++) {
+        uint64_t flat = 0;
+        float v;
+        for (uint32_t dd = 0; dd < nd && st == TBX_OK; dd++) {
+            uint64_t x;
+            bool neg;
+            st = zt_es_int(&cs[dd], &x, &neg, err);
+            if (st != TBX_OK) break;
+            if (neg || x >= t->shape[dd]) {
+                st = entry_error(err, t, 1, "coordinate of entry %" PRIu64 " is %" PRIu64
+                                 ", outside its dimension", k, x);
+                break;
+            }
+            flat = flat * t->shape[dd] + x; /* < nelems: no overflow */
+        }
+        if (st == TBX_OK) st = zt_es_f32(&vs, &v, err);
+        if (st == TBX_OK && flat >= first && flat < last) out[flat - first] += v;
+    }
+    for (uint32_t dd = 0; dd < opened; dd++) zt_es_close(&cs[dd]);
+    if (ovs) zt_es_close(&vs);
+    tbx_free(&f->al, cs, nd * sizeof *cs);
+    return st;
+}
+
+static tbx_status read_qgroup(tbx_file *f, const tbx_tensor *t, uint64_t first, uint64_t last,
+                              float *out, tbx_error *err) {
+    const zt_tdrv *d = t->drv;
+    zt_es pw, sc, zr;
+    bool opw = false, osc = false, ozr = false;
+    tbx_status st = zt_es_open(&pw, f, t, 0, false, err);
+    if (st == TBX_OK) { opw = true; st = zt_es_open(&sc, f, t, 1, true, err); }
+    if (st == TBX_OK) { osc = true; st = zt_es_open(&zr, f, t, 2, true, err); }
+    if (st == TBX_OK) ozr = true;
+    uint64_t per = d->qper, bits = d->qbits;
+    uint64_t mask = bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << bits) - 1);
+    uint64_t row = first / d->cols, col = first % d->cols;
+    uint64_t g = row * d->qgpr + col / d->qgroup;
+    uint64_t in_group = col % d->qgroup;
+    if (st == TBX_OK) st = zt_es_skip(&pw, first / per, err);
+    if (st == TBX_OK) st = zt_es_skip(&sc, g, err);
+    if (st == TBX_OK) st = zt_es_skip(&zr, g, err);
+    float scale = 0, zero = 0;
+    if (st == TBX_OK) st = zt_es_f32(&sc, &scale, err);
+    if (st == TBX_OK) st = zt_es_f32(&zr, &zero, err);
+    uint64_t word = 0, slot = first % per;
+    if (st == TBX_OK) st = zt_es_word(&pw, &word, err);
+    for (uint64_t i = first; i < last && st == TBX_OK; i++) {
+        uint64_t q = (word >> (slot * bits)) & mask;
+        out[i - first] = ((float)q - zero) * scale;
+        if (i + 1 == last) break;
+        if (++slot == per) {
+            slot = 0;
+            st = zt_es_word(&pw, &word, err);
+            if (st != TBX_OK) break;
+        }
+        bool next_group = false;
+        if (++col == d->cols) { col = 0; in_group = 0; next_group = true; }
+        else if (++in_group == d->qgroup) { in_group = 0; next_group = true; }
+        if (next_group) {
+            st = zt_es_f32(&sc, &scale, err);
+            if (st == TBX_OK) st = zt_es_f32(&zr, &zero, err);
+        }
+    }
+    if (opw) zt_es_close(&pw);
+    if (osc) zt_es_close(&sc);
+    if (ozr) zt_es_close(&zr);
+    return st;
+}
+
+tbx_status tbx_ztensor_read_f32_range(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
+                                      float *out, tbx_error *err) {
+    if (!f || f->drv != &tbx_driver_ztensor)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "file",
+                       "tbx_ztensor_read_f32: not a handle opened as zTensor");
+    if (i >= f->ntensors)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
+                       "tensor index %" PRIu64 " out of range (file has %zu tensors)", i,
+                       f->ntensors);
+    const tbx_tensor *t = &f->tensors[i];
+    uint64_t last;
+    if (!tbx_add_u64(first, count, &last) || last > t->nelems)
+        return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "range",
+                       "tensor \"%s\": elements [%" PRIu64 ", +%" PRIu64 ") outside its %" PRIu64
+                       " elements", t->name, first, count, t->nelems);
+    if (!out && count) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "out", "NULL output");
+    if (t->layout == TBX_LAYOUT_DENSE) return tbx_tensor_read_f32(f, i, first, count, out, err);
+    for (uint32_t c = 0; c < t->ncomp; c++) {
+        const tbx_dtype_info *di = tbx_dtype_get(t->comp[c].dtype);
+        if (di && (di->flags & TBX_DTF_COMPLEX))
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "dtype",
+                           "tensor \"%s\": complex values cannot be decoded to f32", t->name);
+    }
+    if (count == 0) return TBX_OK;
+    if (t->layout == TBX_LAYOUT_QUANT_GROUP) return read_qgroup(f, t, first, last, out, err);
+    memset(out, 0, (size_t)count * sizeof *out);
+    if (t->layout == TBX_LAYOUT_SPARSE_CSR) return read_csr(f, t, first, last, out, err);
+    return read_coo(f, t, first, last, out, err);
+}
+
+tbx_status tbx_ztensor_read_f32(tbx_file *f, uint64_t i, float *out, tbx_error *err) {
+    if (!f || i >= f->ntensors) return tbx_ztensor_read_f32_range(f, i, 0, 0, out, err);
+    return tbx_ztensor_read_f32_range(f, i, 0, f->tensors[i].nelems, out, err);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+const tbx_driver tbx_driver_ztensor = {
+    .format = TBX_FORMAT_ZTENSOR,
+    .name = "ztensor",
+    .extensions = ".zt",
+    .probe = zt_probe,
+    .open = zt_open,
+    .read_component = zt_read_component,
+    .validate = zt_validate,
+    .close = zt_close,
+    .w_check_meta = zt_w_check_meta,
+    .w_check_section = NULL,
+    .w_check_tensor = zt_w_check_tensor,
+    .w_layout = zt_w_layout,
+    .w_data = zt_w_data,
+    .w_tensor_done = zt_w_tensor_done,
+    .w_finish = zt_w_finish,
+    .w_free = zt_w_free,
+};

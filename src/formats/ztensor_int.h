@@ -1,0 +1,161 @@
+/*
+ * ztensor_int.h - private declarations shared by the zTensor driver's modules:
+ *
+ *   ztensor.c        the driver table, opening (manifest -> model), reading, validation,
+ *                    f32 decoding of sparse and quantized_group tensors;
+ *   ztensor_cbor.c   the CBOR pull decoder (libcbor's streaming decoder behind it), the builder
+ *                    of metadata values and the canonical CBOR encoder;
+ *   ztensor_write.c  the writer hooks and the sparse / quantized_group writer extras.
+ *
+ * See ztensor.c for the format description and docs/formats/ztensor.md for every decision.
+ */
+#ifndef TBX_ZTENSOR_INT_H
+#define TBX_ZTENSOR_INT_H
+
+#include "internal.h"
+
+#define ZT_MAGIC "ZTEN1000"
+#define ZT_MAGIC_V01 "ZTEN0001"                 /* legacy v0.1: recognised, not supported */
+#define ZT_ALIGN 64u                            /* every component offset is a multiple */
+#define ZT_MAX_MANIFEST ((uint64_t)1 << 30)     /* the spec's hard cap on manifest_size */
+#define ZT_HARD_DEPTH 256u                      /* nesting cap whatever tbx_limits says */
+#define ZT_META_OBJ_PREFIX "ztensor.attributes." /* metadata key of an object's attributes */
+
+/* The driver (ztensor.c); declared here too until src/core/internal.h lists it. */
+extern const tbx_driver tbx_driver_ztensor;
+
+/* ------------------------------------------------------------------------------------------ */
+/* dtypes and component roles                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct zt_dtype {
+    const char *name;   /* as the manifest spells it */
+    tbx_dtype dtype;
+    uint32_t size;      /* bytes per element */
+} zt_dtype;
+
+const zt_dtype *zt_dtype_by_name(const char *s, size_t n);
+const zt_dtype *zt_dtype_by_tbx(tbx_dtype dt);
+
+enum {
+    ZT_R_DATA, ZT_R_VALUES, ZT_R_INDICES, ZT_R_INDPTR, ZT_R_COORDS,
+    ZT_R_PACKED, ZT_R_SCALES, ZT_R_ZEROS, ZT_NROLES
+};
+extern const char *const zt_role_names[ZT_NROLES];
+
+/* ------------------------------------------------------------------------------------------ */
+/* Digests (ztensor.c): "crc32c:0x%08X" and "sha256:<64 lower-case hex>" over stored bytes     */
+/* ------------------------------------------------------------------------------------------ */
+enum { ZT_H_NONE = 0, ZT_H_CRC32C, ZT_H_SHA256 };
+
+typedef struct zt_digest {
+    int algo;
+    uint32_t crc;
+    uint8_t sha[32];
+} zt_digest;
+
+typedef struct zt_hash {
+    int algo;
+    uint32_t crc;
+    void *md;            /* EVP_MD_CTX * (SHA-256) */
+} zt_hash;
+
+tbx_status zt_hash_init(zt_hash *h, int algo, tbx_error *err);
+void zt_hash_update(zt_hash *h, const void *p, size_t n);
+void zt_hash_final(zt_hash *h, zt_digest *out);
+void zt_hash_free(zt_hash *h);
+/* The manifest spelling of a digest (crc32c upper-case hex, sha256 lower-case). cap >= 72. */
+void zt_digest_str(const zt_digest *d, char *dst, size_t cap);
+
+/* zstd allocation through a tbx_alloc (opaque = the tbx_alloc *). */
+void *zt_zalloc(void *opaque, size_t size);
+void zt_zfree(void *opaque, void *addr);
+
+/* ------------------------------------------------------------------------------------------ */
+/* CBOR pull decoder (ztensor_cbor.c)                                                          */
+/* ------------------------------------------------------------------------------------------ */
+typedef enum zt_kind {
+    ZT_EV_UINT, ZT_EV_NEGINT, ZT_EV_BYTES, ZT_EV_TEXT, ZT_EV_BYTES_INDEF, ZT_EV_TEXT_INDEF,
+    ZT_EV_ARRAY, ZT_EV_ARRAY_INDEF, ZT_EV_MAP, ZT_EV_MAP_INDEF, ZT_EV_TAG, ZT_EV_F16,
+    ZT_EV_F32, ZT_EV_F64, ZT_EV_NULL, ZT_EV_UNDEF, ZT_EV_BOOL, ZT_EV_BREAK
+} zt_kind;
+
+typedef struct zt_ev {
+    zt_kind k;
+    uint64_t u;          /* UINT, NEGINT (value is -1 - u), TAG, ARRAY/MAP count */
+    double f;            /* F16, F32, F64 */
+    bool b;              /* BOOL */
+    const uint8_t *p;    /* BYTES, TEXT (definite): into the manifest buffer */
+    size_t n;
+    uint64_t off;        /* absolute file offset of the item's first byte */
+} zt_ev;
+
+typedef struct zt_cbor {
+    const uint8_t *buf;  /* the manifest */
+    size_t len, pos;
+    uint64_t base;       /* file offset of buf[0] */
+    const tbx_limits *lim;
+    const tbx_alloc *al;
+    zt_ev ev;            /* filled by the libcbor callbacks */
+    bool got;
+    uint64_t nodes;      /* metadata value nodes built so far (packed elements excluded) */
+    uint64_t node_budget;/* at most this many: see zt_open */
+} zt_cbor;
+
+/* A text or byte string: points into the manifest (definite) or owns an allocation (the
+ * concatenated chunks of an indefinite-length string; free with zt_str_free). */
+typedef struct zt_str {
+    const char *p;
+    size_t n;
+    char *owned;
+    size_t owned_cap;
+} zt_str;
+
+const char *zt_kind_name(zt_kind k);
+const char *zt_kind_a(zt_kind k); /* with its article: "an array" */
+tbx_status zt_next(zt_cbor *c, zt_ev *ev, const char *field, tbx_error *err);
+/* ev is the first event of a (text or byte, per `want`) string; reads the whole string. */
+tbx_status zt_read_str(zt_cbor *c, const zt_ev *ev, zt_kind want, zt_str *out,
+                       const char *field, tbx_error *err);
+void zt_str_free(zt_cbor *c, zt_str *s);
+/* Skips the item that starts with ev (well-formedness and limits still checked). */
+tbx_status zt_skip(zt_cbor *c, const zt_ev *ev, uint32_t depth, tbx_error *err);
+/* Builds a metadata value from the item that starts with ev. depth: containers around it. */
+tbx_status zt_value(zt_cbor *c, const zt_ev *ev, uint32_t depth, tbx_value **out,
+                    tbx_error *err);
+/* Map / array iteration over definite and indefinite containers. */
+typedef struct zt_iter {
+    bool indef;
+    uint64_t left;
+    uint64_t count;      /* entries seen */
+} zt_iter;
+tbx_status zt_iter_begin(zt_cbor *c, const zt_ev *ev, bool is_map, zt_iter *it,
+                         const char *field, tbx_error *err);
+/* Reads the next entry's first event (a map's key or an array's element) into *ev; *more is
+ * false at the end of the container. */
+tbx_status zt_iter_next(zt_cbor *c, zt_iter *it, zt_ev *ev, bool *more, const char *field,
+                        tbx_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* CBOR encoder (ztensor_cbor.c): canonical (deterministic) encoding                           */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct zt_buf {
+    const tbx_alloc *al;
+    uint8_t *p;
+    size_t n, cap;
+    bool oom;
+} zt_buf;
+
+void zt_buf_free(zt_buf *b);
+void zt_put_raw(zt_buf *b, const void *p, size_t n);
+void zt_put_head(zt_buf *b, unsigned major, uint64_t v);
+void zt_put_text(zt_buf *b, const char *s, size_t n);
+void zt_put_textz(zt_buf *b, const char *s);
+/* Canonical order of text map keys: shorter first, then bytewise (== bytewise order of their
+ * CBOR encodings, RFC 7049 §3.9 and RFC 8949 §4.2.1 agree for text keys). */
+int zt_key_cmp(const char *a, size_t an, const char *b, size_t bn);
+/* Can this value be written? TBX_E_LOSSY naming the problem otherwise. `what` names it. */
+tbx_status zt_check_value(const tbx_value *v, uint32_t depth, const char *what, tbx_error *err);
+/* Encodes a value (checked with zt_check_value first). Maps get canonical key order. */
+tbx_status zt_put_value(zt_buf *b, const tbx_value *v, tbx_error *err);
+
+#endif /* TBX_ZTENSOR_INT_H */

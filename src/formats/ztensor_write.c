@@ -1,0 +1,893 @@
+/*
+ * ztensor_write.c - writing zTensor v1.1 files (the writer hooks of tbx_driver_ztensor and the
+ * sparse / quantized_group extras of ztensor.h).
+ *
+ * Output layout (deterministic: the same calls give the same bytes):
+ *
+ *   0        8               off_1 (64-aligned)        off_2          pos            end
+ *   +--------+---------------+------------------+------+-------+-----+--------------+---------+
+ *   |ZTEN1000| 0x00 ... 0x00 | blob 1           | 0x00 | blob 2| ... | CBOR manifest| u64 N   |
+ *   |        |               | (raw or zstd)    | pad  |       |     | (N bytes)    | ZTEN1000|
+ *   +--------+---------------+------------------+------+-------+-----+--------------+---------+
+ *
+ * Blobs are appended in the order their bytes arrive: a dense tensor's blob starts at the next
+ * 64-aligned offset (opt.alignment may raise that to a larger power of two) when its first byte
+ * is written; extras write all their components at once. The manifest follows the last blob
+ * directly (not aligned), as the reference writer does. Every byte from 0 to the end is written
+ * explicitly (magic, zero padding, blobs, manifest, footer), so nothing stale survives.
+ *
+ * Compression (opt.compress_level > 0): a dense tensor's raw bytes are written as they arrive
+ * and compressed alongside into a buffer that is never allowed to grow past 95% of the raw size;
+ * when the frame ends within that bound, the compressed bytes replace the raw ones (the tensor
+ * is stored zstd), otherwise (or as soon as the bound is passed) the raw bytes stay. Memory is
+ * thus bounded by the largest tensor. Frames carry the content size. Digests (opt.digest) cover
+ * the stored bytes and are computed while the bytes stream.
+ *
+ * The manifest is canonical CBOR (ztensor_cbor.c): "objects", "version": "1.1.0", then
+ * "attributes" (only when there are global attributes). Metadata entries become global
+ * attributes, except an entry "ztensor.attributes.<name>" holding a map when an object <name>
+ * exists: it becomes that object's attributes (this is how tensorbox reads them).
+ */
+#include "ztensor_int.h"
+
+#include "ztensor.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through the writer */
+#include <zstd.h>
+
+/* Writer hooks (used by tbx_driver_ztensor in ztensor.c) */
+tbx_status zt_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
+                           tbx_error *err);
+tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+tbx_status zt_w_layout(tbx_writer *w, tbx_error *err);
+tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len, tbx_error *err);
+tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+tbx_status zt_w_finish(tbx_writer *w, tbx_error *err);
+void zt_w_free(tbx_writer *w);
+
+typedef struct zt_wcomp {
+    int role;
+    tbx_dtype dtype;
+    uint64_t offset, length;
+    tbx_encoding enc;
+    char digest[80];         /* "" when none */
+} zt_wcomp;
+
+typedef struct zt_wobj {
+    char *name;              /* owned */
+    size_t name_len;
+    uint64_t *shape;         /* owned */
+    uint32_t ndim;
+    int layout;
+    uint32_t ncomp;
+    zt_wcomp comp[3];
+    tbx_value *attrs;        /* owned MAP or NULL */
+} zt_wobj;
+
+typedef struct zt_wstate {
+    bool begun;              /* options checked, header written */
+    uint64_t align;
+    int level;               /* zstd level, 0: raw */
+    int digest;              /* ZT_H_* */
+    uint64_t pos;            /* end of the last blob */
+    ZSTD_CCtx *cctx;
+    zt_wobj *extras;
+    size_t nextras, cap_extras;
+    tbx_names extra_names;
+    zt_wcomp *dense;         /* per dense tensor, by index */
+    size_t cap_dense;
+    /* the dense tensor being streamed */
+    int64_t cur;
+    zt_hash raw_hash;
+    bool zon;                /* compressing it */
+    uint64_t zlimit;         /* largest compressed size worth keeping */
+    uint8_t *zbuf;
+    size_t zlen, zcap;
+    uint8_t *zout;
+    size_t zout_cap;
+} zt_wstate;
+
+static const char *extra_key_of(const void *ctx, uint64_t i, size_t *len) {
+    const zt_wstate *s = ctx;
+    *len = s->extras[i].name_len;
+    return s->extras[i].name;
+}
+
+/* Lazily created state; the options are checked once here. */
+static tbx_status wstate(tbx_writer *w, zt_wstate **out, tbx_error *err) {
+    if (w->drv_state) { *out = w->drv_state; return TBX_OK; }
+    int lvl = w->opt.compress_level;
+    if (lvl < 0 || lvl > ZSTD_maxCLevel())
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "compress_level",
+                       "zstd level %d is outside 0..%d (0: store raw)", lvl, ZSTD_maxCLevel());
+    uint32_t a = w->opt.alignment;
+    if (a && (a < ZT_ALIGN || !tbx_is_pow2(a)))
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "alignment",
+                       "zTensor needs 64-byte aligned components; alignment %u is not a power of "
+                       "two of at least 64", a);
+    if (w->opt.version > 1)
+        return tbx_err(err, TBX_E_BAD_VERSION, TBX_NO_OFFSET, "version",
+                       "zTensor version %u cannot be written; tensorbox writes v1 (\"1.1.0\")",
+                       w->opt.version);
+    zt_wstate *s = tbx_malloc(&w->al, sizeof *s);
+    if (!s) return tbx_err_nomem(err, "zTensor writer");
+    memset(s, 0, sizeof *s);
+    s->align = a ? a : ZT_ALIGN;
+    s->level = lvl;
+    s->digest = ZT_H_NONE;
+    if (w->opt.digest && strcmp(w->opt.digest, "sha256") == 0) s->digest = ZT_H_SHA256;
+    if (w->opt.digest && strcmp(w->opt.digest, "crc32c") == 0) s->digest = ZT_H_CRC32C;
+    s->cur = -1;
+    tbx_names_init(&s->extra_names, &w->al, extra_key_of, s);
+    w->drv_state = s;
+    *out = s;
+    return TBX_OK;
+}
+
+/* Options checked, magic written, compressor ready. */
+static tbx_status wbegin(tbx_writer *w, zt_wstate **out, tbx_error *err) {
+    zt_wstate *s;
+    tbx_status st = wstate(w, &s, err);
+    if (st != TBX_OK) return st;
+    *out = s;
+    if (s->begun) return TBX_OK;
+    if (s->level > 0) {
+        ZSTD_customMem cm = {zt_zalloc, zt_zfree, (void *)&w->al};
+        s->cctx = ZSTD_createCCtx_advanced(cm);
+        s->zout_cap = ZSTD_CStreamOutSize();
+        s->zout = tbx_malloc(&w->al, s->zout_cap);
+        if (!s->cctx || !s->zout) return tbx_err_nomem(err, "zstd compressor");
+    }
+    st = tbx_out_pwrite(&w->out, 0, ZT_MAGIC, 8, err);
+    if (st != TBX_OK) return st;
+    s->pos = 8;
+    s->begun = true;
+    return TBX_OK;
+}
+
+void zt_w_free(tbx_writer *w) {
+    zt_wstate *s = w->drv_state;
+    if (!s) return;
+    for (size_t i = 0; i < s->nextras; i++) {
+        zt_wobj *o = &s->extras[i];
+        tbx_free(&w->al, o->name, o->name_len + 1);
+        tbx_free(&w->al, o->shape, o->ndim * sizeof *o->shape);
+        tbx_val_free(o->attrs);
+    }
+    tbx_free(&w->al, s->extras, s->cap_extras * sizeof *s->extras);
+    tbx_names_free(&s->extra_names);
+    tbx_free(&w->al, s->dense, s->cap_dense * sizeof *s->dense);
+    zt_hash_free(&s->raw_hash);
+    if (s->cctx) ZSTD_freeCCtx(s->cctx);
+    tbx_free(&w->al, s->zbuf, s->zcap);
+    tbx_free(&w->al, s->zout, s->zout_cap);
+    tbx_free(&w->al, s, sizeof *s);
+    w->drv_state = NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Checks                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+tbx_status zt_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
+                           tbx_error *err) {
+    zt_wstate *s;
+    tbx_status st = wstate(w, &s, err);
+    if (st != TBX_OK) return st;
+    char q[96], what[128];
+    size_t bad = 0;
+    tbx_quote_bytes(q, sizeof q, key, key_len, 64);
+    if (!tbx_utf8_valid(key, key_len, &bad))
+        return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata.key",
+                       "metadata key \"%s\" is not valid UTF-8 (byte %zu); CBOR text must be", q,
+                       bad);
+    snprintf(what, sizeof what, "metadata \"%s\"", q);
+    return zt_check_value(v, 0, what, err);
+}
+
+static bool name_taken(tbx_writer *w, zt_wstate *s, const char *name, size_t n) {
+    uint64_t idx;
+    return tbx_names_find(&w->tensor_names, name, n, &idx) ||
+           tbx_names_find(&s->extra_names, name, n, &idx);
+}
+
+tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
+    zt_wstate *s;
+    tbx_status st = wstate(w, &s, err);
+    if (st != TBX_OK) return st;
+    char q[96];
+    size_t bad = 0;
+    tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+    if (!t->has_data)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\": zTensor cannot store a tensor without data", q);
+    const zt_dtype *zd = zt_dtype_by_tbx(t->dtype);
+    if (!zd) {
+        const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
+                       "tensor \"%s\": dtype %s has no zTensor equivalent", q,
+                       di ? di->name : "(invalid)");
+    }
+    if (!tbx_utf8_valid(t->name, t->name_len, &bad))
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor.name",
+                       "tensor name \"%s\" is not valid UTF-8 (byte %zu)", q, bad);
+    uint64_t idx;
+    if (tbx_names_find(&s->extra_names, t->name, t->name_len, &idx))
+        return tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "tensor.name",
+                       "duplicate tensor name \"%s\"", q);
+    uint64_t nbytes;
+    if (!tbx_mul_u64(t->nelems, zd->size, &nbytes))
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
+                       "tensor \"%s\": byte size overflows 64 bits", q);
+    t->nbytes = nbytes;
+    return TBX_OK;
+}
+
+tbx_status zt_w_layout(tbx_writer *w, tbx_error *err) {
+    zt_wstate *s;
+    tbx_status st = wbegin(w, &s, err);
+    if (st != TBX_OK) return st;
+    if (w->nsections)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "sections",
+                       "zTensor files cannot hold sections (%zu given)", w->nsections);
+    if (!tbx_grow(&w->al, (void **)&s->dense, &s->cap_dense, w->ntensors ? w->ntensors : 1,
+                  sizeof *s->dense))
+        return tbx_err_nomem(err, "zTensor tensor table");
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Blobs                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Next blob offset; writes the zero padding up to it. */
+static tbx_status blob_start(tbx_writer *w, zt_wstate *s, uint64_t *off, tbx_error *err) {
+    uint64_t o;
+    if (!tbx_align_up_u64(s->pos, s->align, &o))
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "offset", "file offset overflows");
+    if (o > s->pos) {
+        tbx_status st = tbx_out_zero(&w->out, s->pos, o - s->pos, err);
+        if (st != TBX_OK) return st;
+    }
+    *off = o;
+    return TBX_OK;
+}
+
+/* Compressed size worth keeping: at least 5% smaller than raw. */
+static uint64_t keep_limit(uint64_t raw) {
+    uint64_t cut = raw / 20 + (raw % 20 != 0);
+    return raw - cut; /* raw 0 -> 0: an empty blob is never compressed */
+}
+
+static void set_digest(zt_wcomp *c, zt_hash *h) {
+    if (h->algo == ZT_H_NONE) { c->digest[0] = 0; return; }
+    zt_digest d;
+    zt_hash_final(h, &d);
+    zt_digest_str(&d, c->digest, sizeof c->digest);
+}
+
+/* Writes an in-memory blob (extras): compressed when that saves 5%. */
+static tbx_status blob_write(tbx_writer *w, zt_wstate *s, const void *data, uint64_t len,
+                             zt_wcomp *c, tbx_error *err) {
+    uint64_t off;
+    tbx_status st = blob_start(w, s, &off, err);
+    if (st != TBX_OK) return st;
+    if (len > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "too large");
+    const void *stored = data;
+    uint64_t slen = len;
+    uint8_t *zb = NULL;
+    size_t zcap = 0;
+    c->enc = TBX_ENC_RAW;
+    if (s->level > 0 && len > 0) {
+        zcap = ZSTD_compressBound((size_t)len);
+        zb = tbx_malloc(&w->al, zcap);
+        if (!zb) return tbx_err_nomem(err, "zstd output");
+        size_t r = ZSTD_CCtx_reset(s->cctx, ZSTD_reset_session_and_parameters);
+        if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(s->cctx, ZSTD_c_compressionLevel, s->level);
+        if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(s->cctx, ZSTD_c_contentSizeFlag, 1);
+        if (!ZSTD_isError(r)) r = ZSTD_compress2(s->cctx, zb, zcap, data, (size_t)len);
+        if (ZSTD_isError(r)) {
+            tbx_free(&w->al, zb, zcap);
+            return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "zstd", "zstd compression failed: %s",
+                           ZSTD_getErrorName(r));
+        }
+        if (r <= keep_limit(len)) {
+            stored = zb;
+            slen = r;
+            c->enc = TBX_ENC_ZSTD;
+        }
+    }
+    zt_hash h;
+    st = zt_hash_init(&h, s->digest, err);
+    if (st == TBX_OK) {
+        zt_hash_update(&h, stored, (size_t)slen);
+        set_digest(c, &h);
+        zt_hash_free(&h);
+        st = tbx_out_pwrite(&w->out, off, stored, (size_t)slen, err);
+    }
+    tbx_free(&w->al, zb, zcap);
+    if (st != TBX_OK) return st;
+    c->offset = off;
+    c->length = slen;
+    s->pos = off + slen;
+    return TBX_OK;
+}
+
+/* Appends compressor output to zbuf, abandoning compression past the keep limit. */
+static tbx_status z_take(tbx_writer *w, zt_wstate *s, const uint8_t *p, size_t n,
+                         tbx_error *err) {
+    if (!s->zon || n == 0) return TBX_OK;
+    if ((uint64_t)s->zlen + n > s->zlimit) { s->zon = false; s->zlen = 0; return TBX_OK; }
+    if (s->zlen + n > s->zcap) {
+        size_t cap = s->zcap ? s->zcap : 64 * 1024;
+        while (cap < s->zlen + n) cap *= 2;
+        if ((uint64_t)cap > s->zlimit) cap = (size_t)s->zlimit;
+        uint8_t *q = tbx_realloc(&w->al, s->zbuf, s->zcap, cap);
+        if (!q) return tbx_err_nomem(err, "zstd output buffer");
+        s->zbuf = q;
+        s->zcap = cap;
+    }
+    memcpy(s->zbuf + s->zlen, p, n);
+    s->zlen += n;
+    return TBX_OK;
+}
+
+static tbx_status z_run(tbx_writer *w, zt_wstate *s, const void *data, size_t len,
+                        ZSTD_EndDirective mode, tbx_error *err) {
+    ZSTD_inBuffer in = {data, len, 0};
+    for (;;) {
+        ZSTD_outBuffer o = {s->zout, s->zout_cap, 0};
+        size_t r = ZSTD_compressStream2(s->cctx, &o, &in, mode);
+        if (ZSTD_isError(r))
+            return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "zstd", "zstd compression failed: %s",
+                           ZSTD_getErrorName(r));
+        tbx_status st = z_take(w, s, s->zout, o.pos, err);
+        if (st != TBX_OK) return st;
+        if (!s->zon) return TBX_OK;
+        if (mode == ZSTD_e_end ? r == 0 : in.pos == in.size) return TBX_OK;
+    }
+}
+
+static tbx_status dense_begin(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_error *err) {
+    uint64_t off;
+    tbx_status st = blob_start(w, s, &off, err);
+    if (st != TBX_OK) return st;
+    t->offset = off;
+    s->cur = t - w->tensors;
+    zt_hash_free(&s->raw_hash);
+    st = zt_hash_init(&s->raw_hash, s->digest, err);
+    if (st != TBX_OK) return st;
+    s->zon = false;
+    s->zlen = 0;
+    if (s->level > 0 && t->nbytes > 0) {
+        size_t r = ZSTD_CCtx_reset(s->cctx, ZSTD_reset_session_and_parameters);
+        if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(s->cctx, ZSTD_c_compressionLevel, s->level);
+        if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(s->cctx, ZSTD_c_contentSizeFlag, 1);
+        if (!ZSTD_isError(r)) r = ZSTD_CCtx_setPledgedSrcSize(s->cctx, t->nbytes);
+        if (ZSTD_isError(r))
+            return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "zstd", "zstd set-up failed: %s",
+                           ZSTD_getErrorName(r));
+        s->zon = true;
+        s->zlimit = keep_limit(t->nbytes);
+    }
+    return TBX_OK;
+}
+
+tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len,
+                     tbx_error *err) {
+    zt_wstate *s;
+    tbx_status st = wbegin(w, &s, err);
+    if (st != TBX_OK) return st;
+    if (s->cur != t - w->tensors) {
+        st = dense_begin(w, s, t, err);
+        if (st != TBX_OK) return st;
+    }
+    st = tbx_out_pwrite(&w->out, t->offset + t->written, data, len, err);
+    if (st != TBX_OK) return st;
+    zt_hash_update(&s->raw_hash, data, len);
+    if (s->zon) st = z_run(w, s, data, len, ZSTD_e_continue, err);
+    return st;
+}
+
+tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
+    zt_wstate *s;
+    tbx_status st = wbegin(w, &s, err);
+    if (st != TBX_OK) return st;
+    size_t ti = (size_t)(t - w->tensors);
+    if (!tbx_grow(&w->al, (void **)&s->dense, &s->cap_dense, ti + 1, sizeof *s->dense))
+        return tbx_err_nomem(err, "zTensor tensor table");
+    if (s->cur != (int64_t)ti) { /* no byte arrived: an empty tensor */
+        st = dense_begin(w, s, t, err);
+        if (st != TBX_OK) return st;
+    }
+    zt_wcomp *c = &s->dense[ti];
+    memset(c, 0, sizeof *c);
+    c->role = ZT_R_DATA;
+    c->dtype = t->dtype;
+    c->offset = t->offset;
+    if (s->zon) st = z_run(w, s, NULL, 0, ZSTD_e_end, err);
+    if (st != TBX_OK) return st;
+    if (s->zon && s->zlen <= s->zlimit) {
+        st = tbx_out_pwrite(&w->out, t->offset, s->zbuf, s->zlen, err);
+        if (st != TBX_OK) return st;
+        c->enc = TBX_ENC_ZSTD;
+        c->length = s->zlen;
+        zt_hash h;
+        st = zt_hash_init(&h, s->digest, err);
+        if (st != TBX_OK) return st;
+        zt_hash_update(&h, s->zbuf, s->zlen);
+        set_digest(c, &h);
+        zt_hash_free(&h);
+    } else {
+        c->enc = TBX_ENC_RAW;
+        c->length = t->nbytes;
+        set_digest(c, &s->raw_hash);
+    }
+    zt_hash_free(&s->raw_hash);
+    s->zon = false;
+    s->cur = -1;
+    s->pos = t->offset + c->length;
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Manifest                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct zt_oref {
+    const char *name;
+    size_t name_len;
+    const uint64_t *shape;
+    uint32_t ndim;
+    int layout;
+    uint32_t ncomp;
+    const zt_wcomp *comp;
+    const tbx_value *own_attrs;  /* from the extras (quantized_group) */
+    const tbx_value *meta_attrs; /* from a "ztensor.attributes.<name>" metadata map */
+} zt_oref;
+
+static int oref_cmp(const void *a, const void *b) {
+    const zt_oref *x = a, *y = b;
+    return zt_key_cmp(x->name, x->name_len, y->name, y->name_len);
+}
+
+static const char *const zt_wlayout_names[4] = {"dense", "sparse_csr", "sparse_coo",
+                                                "quantized_group"};
+
+static void put_component(zt_buf *b, const zt_wcomp *c) {
+    const zt_dtype *zd = zt_dtype_by_tbx(c->dtype);
+    uint64_t n = 3 + (c->digest[0] != 0) + (c->enc == TBX_ENC_ZSTD);
+    zt_put_head(b, 5, n);
+    zt_put_textz(b, "dtype");
+    zt_put_textz(b, zd ? zd->name : "?");
+    if (c->digest[0]) {
+        zt_put_textz(b, "digest");
+        zt_put_textz(b, c->digest);
+    }
+    zt_put_textz(b, "length");
+    zt_put_head(b, 0, c->length);
+    zt_put_textz(b, "offset");
+    zt_put_head(b, 0, c->offset);
+    if (c->enc == TBX_ENC_ZSTD) {
+        zt_put_textz(b, "encoding");
+        zt_put_textz(b, "zstd");
+    }
+}
+
+/* An object's attributes: the union of its own (which win) and the metadata map. */
+static tbx_status put_attrs(zt_buf *b, const tbx_alloc *al, const zt_oref *o, tbx_error *err) {
+    if (!o->meta_attrs) return zt_put_value(b, o->own_attrs, err);
+    if (!o->own_attrs) return zt_put_value(b, o->meta_attrs, err);
+    tbx_value *m = tbx_val_clone(al, o->own_attrs);
+    if (!m) return tbx_err_nomem(err, "attributes");
+    tbx_status st = TBX_OK;
+    const tbx_value *x = o->meta_attrs;
+    for (size_t i = 0; i < x->v.a.n && st == TBX_OK; i++) {
+        bool have = false;
+        for (size_t j = 0; j < o->own_attrs->v.a.n; j++)
+            if (zt_key_cmp(x->v.a.keys[i], x->v.a.key_lens[i], o->own_attrs->v.a.keys[j],
+                           o->own_attrs->v.a.key_lens[j]) == 0)
+                have = true;
+        if (have) continue;
+        tbx_value *c = tbx_val_clone(al, x->v.a.items[i]);
+        st = c ? tbx_value_map_put(m, x->v.a.keys[i], x->v.a.key_lens[i], c) : TBX_E_NOMEM;
+    }
+    if (st == TBX_OK) st = zt_put_value(b, m, err);
+    else st = tbx_err_nomem(err, "attributes");
+    tbx_val_free(m);
+    return st;
+}
+
+static bool is_obj_attr_key(const char *k, size_t n) {
+    size_t p = strlen(ZT_META_OBJ_PREFIX);
+    return n >= p && memcmp(k, ZT_META_OBJ_PREFIX, p) == 0;
+}
+
+typedef struct zt_mref { const tbx_meta_entry *e; } zt_mref;
+
+static int mref_cmp(const void *a, const void *b) {
+    const zt_mref *x = a, *y = b;
+    return zt_key_cmp(x->e->key, x->e->key_len, y->e->key, y->e->key_len);
+}
+
+tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
+    zt_wstate *s;
+    tbx_status st = wbegin(w, &s, err);
+    if (st != TBX_OK) return st;
+    size_t nobj = w->ntensors + s->nextras;
+    zt_oref *objs = tbx_calloc(&w->al, nobj ? nobj : 1, sizeof *objs);
+    zt_mref *globals = tbx_calloc(&w->al, w->nmeta ? w->nmeta : 1, sizeof *globals);
+    zt_buf b = {.al = &w->al};
+    if (!objs || !globals) { st = tbx_err_nomem(err, "manifest"); goto done; }
+    if (w->ntensors && (!s->dense || s->cap_dense < w->ntensors)) {
+        st = tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "writer", "tensor table missing");
+        goto done;
+    }
+    for (size_t i = 0; i < w->ntensors; i++) {
+        const tbx_wtensor *t = &w->tensors[i];
+        objs[i] = (zt_oref){t->name, t->name_len, t->shape, t->ndim, TBX_LAYOUT_DENSE, 1,
+                            &s->dense[i], NULL, NULL};
+    }
+    for (size_t i = 0; i < s->nextras; i++) {
+        const zt_wobj *o = &s->extras[i];
+        objs[w->ntensors + i] = (zt_oref){o->name, o->name_len, o->shape, o->ndim, o->layout,
+                                          o->ncomp, o->comp, o->attrs, NULL};
+    }
+    qsort(objs, nobj, sizeof *objs, oref_cmp);
+    /* metadata: object attributes or global attributes */
+    size_t nglob = 0;
+    size_t plen = strlen(ZT_META_OBJ_PREFIX);
+    for (size_t i = 0; i < w->nmeta; i++) {
+        const tbx_meta_entry *e = &w->meta[i];
+        if (is_obj_attr_key(e->key, e->key_len) && e->value->type == TBX_V_MAP) {
+            zt_oref key = {.name = e->key + plen, .name_len = e->key_len - plen};
+            zt_oref *o = bsearch(&key, objs, nobj, sizeof *objs, oref_cmp);
+            if (o) { o->meta_attrs = e->value; continue; }
+        }
+        globals[nglob++].e = e;
+    }
+    qsort(globals, nglob, sizeof *globals, mref_cmp);
+
+    zt_put_head(&b, 5, nglob ? 3 : 2);
+    zt_put_textz(&b, "objects");
+    zt_put_head(&b, 5, nobj);
+    for (size_t i = 0; i < nobj && st == TBX_OK; i++) {
+        const zt_oref *o = &objs[i];
+        zt_put_text(&b, o->name, o->name_len);
+        bool attrs = o->own_attrs || o->meta_attrs;
+        zt_put_head(&b, 5, attrs ? 4 : 3);
+        zt_put_textz(&b, "shape");
+        zt_put_head(&b, 4, o->ndim);
+        for (uint32_t d = 0; d < o->ndim; d++) zt_put_head(&b, 0, o->shape[d]);
+        zt_put_textz(&b, "format");
+        zt_put_textz(&b, zt_wlayout_names[o->layout]);
+        if (attrs) {
+            zt_put_textz(&b, "attributes");
+            st = put_attrs(&b, &w->al, o, err);
+            if (st != TBX_OK) break;
+        }
+        zt_put_textz(&b, "components");
+        /* roles in canonical key order */
+        uint32_t idx[3] = {0, 1, 2};
+        for (uint32_t x = 1; x < o->ncomp; x++)
+            for (uint32_t y = x; y > 0; y--) {
+                const char *a = zt_role_names[o->comp[idx[y - 1]].role];
+                const char *c = zt_role_names[o->comp[idx[y]].role];
+                if (zt_key_cmp(a, strlen(a), c, strlen(c)) > 0) {
+                    uint32_t tmp = idx[y];
+                    idx[y] = idx[y - 1];
+                    idx[y - 1] = tmp;
+                }
+            }
+        zt_put_head(&b, 5, o->ncomp);
+        for (uint32_t x = 0; x < o->ncomp; x++) {
+            const zt_wcomp *c = &o->comp[idx[x]];
+            zt_put_textz(&b, zt_role_names[c->role]);
+            put_component(&b, c);
+        }
+    }
+    if (st != TBX_OK) goto done;
+    zt_put_textz(&b, "version");
+    zt_put_textz(&b, "1.1.0");
+    if (nglob) {
+        zt_put_textz(&b, "attributes");
+        zt_put_head(&b, 5, nglob);
+        for (size_t i = 0; i < nglob && st == TBX_OK; i++) {
+            zt_put_text(&b, globals[i].e->key, globals[i].e->key_len);
+            st = zt_put_value(&b, globals[i].e->value, err);
+        }
+        if (st != TBX_OK) goto done;
+    }
+    if (b.oom) { st = tbx_err_nomem(err, "manifest"); goto done; }
+    if (b.n > ZT_MAX_MANIFEST) {
+        st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "manifest",
+                     "manifest of %zu bytes exceeds the 1 GiB zTensor allows", b.n);
+        goto done;
+    }
+    uint8_t foot[16];
+    tbx_st64(foot, (uint64_t)b.n);
+    memcpy(foot + 8, ZT_MAGIC, 8);
+    st = tbx_out_pwrite(&w->out, s->pos, b.p, b.n, err);
+    if (st == TBX_OK) st = tbx_out_pwrite(&w->out, s->pos + b.n, foot, 16, err);
+    if (st == TBX_OK) w->end = s->pos + b.n + 16;
+done:
+    zt_buf_free(&b);
+    tbx_free(&w->al, objs, (nobj ? nobj : 1) * sizeof *objs);
+    tbx_free(&w->al, globals, (w->nmeta ? w->nmeta : 1) * sizeof *globals);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Extras: sparse and quantized_group tensors                                                  */
+/* ------------------------------------------------------------------------------------------ */
+static tbx_status extra_check(tbx_writer *w, const char *name, zt_wstate **out, tbx_error *err) {
+    if (!w) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer", "NULL writer");
+    if (w->drv != &tbx_driver_ztensor)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer",
+                       "the writer does not write a zTensor file");
+    if (w->state == TBX_WS_DONE)
+        return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "writer", "writer already finished");
+    if (w->current >= 0)
+        return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "writer",
+                       "tensor \"%s\" is half written; finish it first",
+                       w->tensors[w->current].name);
+    if (!name || !*name)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor.name", "empty tensor name");
+    size_t n = strlen(name), bad = 0;
+    char q[96];
+    tbx_quote_bytes(q, sizeof q, name, n, 64);
+    if (!tbx_utf8_valid(name, n, &bad))
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor.name",
+                       "tensor name \"%s\" is not valid UTF-8 (byte %zu)", q, bad);
+    zt_wstate *s;
+    tbx_status st = wbegin(w, &s, err);
+    if (st != TBX_OK) return st;
+    if (name_taken(w, s, name, n))
+        return tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "tensor.name",
+                       "duplicate tensor name \"%s\"", q);
+    *out = s;
+    return TBX_OK;
+}
+
+/* Adds the object record (copies name and shape; takes attrs). */
+static tbx_status extra_add(tbx_writer *w, zt_wstate *s, const char *name, const uint64_t *shape,
+                            uint32_t ndim, int layout, const zt_wcomp *comps, uint32_t ncomp,
+                            tbx_value *attrs, tbx_error *err) {
+    if (!tbx_grow(&w->al, (void **)&s->extras, &s->cap_extras, s->nextras + 1, sizeof *s->extras)) {
+        tbx_val_free(attrs);
+        return tbx_err_nomem(err, "zTensor object table");
+    }
+    zt_wobj *o = &s->extras[s->nextras];
+    memset(o, 0, sizeof *o);
+    o->name_len = strlen(name);
+    o->name = tbx_memdup0(&w->al, name, o->name_len);
+    o->shape = tbx_malloc(&w->al, ndim * sizeof *shape);
+    if (!o->name || !o->shape) {
+        tbx_free(&w->al, o->name, o->name_len + 1);
+        tbx_free(&w->al, o->shape, ndim * sizeof *shape);
+        tbx_val_free(attrs);
+        return tbx_err_nomem(err, "zTensor object");
+    }
+    if (ndim) memcpy(o->shape, shape, ndim * sizeof *shape);
+    o->ndim = ndim;
+    o->layout = layout;
+    o->ncomp = ncomp;
+    memcpy(o->comp, comps, ncomp * sizeof *comps);
+    o->attrs = attrs;
+    tbx_status st = tbx_names_insert(&s->extra_names, s->nextras, NULL);
+    if (st != TBX_OK) {
+        tbx_free(&w->al, o->name, o->name_len + 1);
+        tbx_free(&w->al, o->shape, ndim * sizeof *shape);
+        tbx_val_free(attrs);
+        return st == TBX_E_NOMEM ? tbx_err_nomem(err, "name index")
+                                 : tbx_err(err, st, TBX_NO_OFFSET, "tensor.name", "duplicate name");
+    }
+    s->nextras++;
+    return TBX_OK;
+}
+
+static bool host_le(void) {
+    const uint16_t one = 1;
+    uint8_t b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+/* u64 index arrays are written little-endian (converted in chunks on big-endian hosts). */
+static tbx_status blob_write_u64(tbx_writer *w, zt_wstate *s, const uint64_t *v, uint64_t n,
+                                 zt_wcomp *c, tbx_error *err) {
+    uint64_t bytes;
+    if (!tbx_mul_u64(n, 8, &bytes) || bytes > SIZE_MAX)
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "index array too large");
+    if (host_le() || n == 0) return blob_write(w, s, v, bytes, c, err);
+    uint8_t *tmp = tbx_malloc(&w->al, (size_t)bytes);
+    if (!tmp) return tbx_err_nomem(err, "index array");
+    for (uint64_t i = 0; i < n; i++) tbx_st64(tmp + 8 * i, v[i]);
+    tbx_status st = blob_write(w, s, tmp, bytes, c, err);
+    tbx_free(&w->al, tmp, (size_t)bytes);
+    return st;
+}
+
+static tbx_status values_size(const char *q, tbx_dtype dt, uint64_t n, uint64_t *bytes,
+                              const zt_dtype **zd, tbx_error *err) {
+    *zd = zt_dtype_by_tbx(dt);
+    if (!*zd) {
+        const tbx_dtype_info *di = tbx_dtype_get(dt);
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
+                       "tensor \"%s\": dtype %s has no zTensor equivalent", q,
+                       di ? di->name : "(invalid)");
+    }
+    if (!tbx_mul_u64(n, (*zd)->size, bytes) || *bytes > SIZE_MAX)
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "tensor \"%s\": too large", q);
+    return TBX_OK;
+}
+
+tbx_status tbx_ztensor_writer_add_csr(tbx_writer *w, const char *name, tbx_dtype dtype,
+                                      const uint64_t shape[2], const void *values, uint64_t nnz,
+                                      const uint64_t *indices, const uint64_t *indptr,
+                                      tbx_error *err) {
+    zt_wstate *s;
+    tbx_status st = extra_check(w, name, &s, err);
+    if (st != TBX_OK) return st;
+    char q[96];
+    tbx_quote_bytes(q, sizeof q, name, strlen(name), 64);
+    if (!shape || !indptr || (nnz && (!values || !indices)))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\": NULL shape, values, indices or indptr", q);
+    uint64_t rows = shape[0], cols = shape[1], nelems, vbytes;
+    const zt_dtype *zd;
+    if (!tbx_mul_u64(rows, cols, &nelems) || rows == UINT64_MAX)
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
+                       "tensor \"%s\": shape overflows", q);
+    if (nnz > nelems)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\": %" PRIu64 " entries exceed %" PRIu64 " elements", q, nnz,
+                       nelems);
+    st = values_size(q, dtype, nnz, &vbytes, &zd, err);
+    if (st != TBX_OK) return st;
+    if (indptr[0] != 0 || indptr[rows] != nnz)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "indptr",
+                       "tensor \"%s\": indptr must start at 0 and end at nnz = %" PRIu64, q, nnz);
+    for (uint64_t r = 0; r < rows; r++)
+        if (indptr[r + 1] < indptr[r])
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "indptr",
+                           "tensor \"%s\": indptr[%" PRIu64 "] < indptr[%" PRIu64 "]", q, r + 1, r);
+    for (uint64_t k = 0; k < nnz; k++)
+        if (indices[k] >= cols)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "indices",
+                           "tensor \"%s\": indices[%" PRIu64 "] = %" PRIu64 " >= cols %" PRIu64,
+                           q, k, indices[k], cols);
+    zt_wcomp c[3];
+    memset(c, 0, sizeof c);
+    c[0].role = ZT_R_VALUES;
+    c[0].dtype = dtype;
+    c[1].role = ZT_R_INDICES;
+    c[1].dtype = TBX_DT_U64;
+    c[2].role = ZT_R_INDPTR;
+    c[2].dtype = TBX_DT_U64;
+    st = blob_write(w, s, values, vbytes, &c[0], err);
+    if (st == TBX_OK) st = blob_write_u64(w, s, indices, nnz, &c[1], err);
+    if (st == TBX_OK) st = blob_write_u64(w, s, indptr, rows + 1, &c[2], err);
+    if (st != TBX_OK) return st;
+    return extra_add(w, s, name, shape, 2, TBX_LAYOUT_SPARSE_CSR, c, 3, NULL, err);
+}
+
+tbx_status tbx_ztensor_writer_add_coo(tbx_writer *w, const char *name, tbx_dtype dtype,
+                                      const uint64_t *shape, uint32_t ndim, const void *values,
+                                      uint64_t nnz, const uint64_t *coords, tbx_error *err) {
+    zt_wstate *s;
+    tbx_status st = extra_check(w, name, &s, err);
+    if (st != TBX_OK) return st;
+    char q[96];
+    tbx_quote_bytes(q, sizeof q, name, strlen(name), 64);
+    if (ndim == 0 || !shape || (nnz && (!values || !coords)))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\": sparse_coo needs ndim >= 1, a shape, values and coords", q);
+    uint64_t nelems = 1, ncoords, vbytes;
+    for (uint32_t d = 0; d < ndim; d++)
+        if (!tbx_mul_u64(nelems, shape[d], &nelems))
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
+                           "tensor \"%s\": shape overflows", q);
+    if (nnz > nelems || !tbx_mul_u64(nnz, ndim, &ncoords))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\": %" PRIu64 " entries exceed %" PRIu64 " elements", q, nnz,
+                       nelems);
+    const zt_dtype *zd;
+    st = values_size(q, dtype, nnz, &vbytes, &zd, err);
+    if (st != TBX_OK) return st;
+    for (uint32_t d = 0; d < ndim; d++)
+        for (uint64_t k = 0; k < nnz; k++)
+            if (coords[(uint64_t)d * nnz + k] >= shape[d])
+                return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "coords",
+                               "tensor \"%s\": coordinate %u of entry %" PRIu64 " is %" PRIu64
+                               ", dimension is %" PRIu64, q, d, k, coords[(uint64_t)d * nnz + k],
+                               shape[d]);
+    zt_wcomp c[2];
+    memset(c, 0, sizeof c);
+    c[0].role = ZT_R_VALUES;
+    c[0].dtype = dtype;
+    c[1].role = ZT_R_COORDS;
+    c[1].dtype = TBX_DT_U64;
+    st = blob_write(w, s, values, vbytes, &c[0], err);
+    if (st == TBX_OK) st = blob_write_u64(w, s, coords, ncoords, &c[1], err);
+    if (st != TBX_OK) return st;
+    return extra_add(w, s, name, shape, ndim, TBX_LAYOUT_SPARSE_COO, c, 2, NULL, err);
+}
+
+static tbx_status attr_put_u64(tbx_value *m, const char *k, uint64_t v) {
+    tbx_value *x = tbx_val_new(m->al, TBX_V_U64);
+    if (!x) return TBX_E_NOMEM;
+    x->v.u = v;
+    return tbx_value_map_put(m, k, strlen(k), x);
+}
+
+tbx_status tbx_ztensor_writer_add_qgroup(tbx_writer *w, const char *name, const uint64_t *shape,
+                                         uint32_t ndim, const tbx_ztensor_qgroup *qg,
+                                         tbx_error *err) {
+    zt_wstate *s;
+    tbx_status st = extra_check(w, name, &s, err);
+    if (st != TBX_OK) return st;
+    char q[96];
+    tbx_quote_bytes(q, sizeof q, name, strlen(name), 64);
+    if (!qg || (ndim && !shape))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\": NULL shape or parameters", q);
+    const zt_dtype *wd = zt_dtype_by_tbx(qg->word_dtype), *sd = zt_dtype_by_tbx(qg->scale_dtype);
+    bool word_ok = wd && wd->dtype != TBX_DT_BOOL && wd->dtype != TBX_DT_C64 &&
+                   wd->dtype != TBX_DT_C128 && (qg->word_dtype == TBX_DT_U8 ||
+                   qg->word_dtype == TBX_DT_U16 || qg->word_dtype == TBX_DT_U32 ||
+                   qg->word_dtype == TBX_DT_U64 || qg->word_dtype == TBX_DT_I8 ||
+                   qg->word_dtype == TBX_DT_I16 || qg->word_dtype == TBX_DT_I32 ||
+                   qg->word_dtype == TBX_DT_I64);
+    bool scale_ok = sd && (qg->scale_dtype == TBX_DT_F16 || qg->scale_dtype == TBX_DT_BF16 ||
+                           qg->scale_dtype == TBX_DT_F32 || qg->scale_dtype == TBX_DT_F64);
+    if (!word_ok || !scale_ok)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor.dtype",
+                       "tensor \"%s\": word dtype must be an integer, scale dtype a float", q);
+    uint64_t wbits = 8ull * wd->size;
+    uint64_t per = qg->per_word ? qg->per_word : (qg->bits ? wbits / qg->bits : 0);
+    if (qg->bits < 1 || qg->bits > 32 || per == 0 || per * qg->bits > wbits || qg->group_size < 1)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\": bits %u x %" PRIu64 " codes do not fit a %s word, or "
+                       "group_size is 0", q, qg->bits, per, wd->name);
+    uint64_t nelems = 1, rows = 1, cols = ndim ? shape[ndim - 1] : 1;
+    for (uint32_t d = 0; d < ndim; d++)
+        if (!tbx_mul_u64(nelems, shape[d], &nelems))
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
+                           "tensor \"%s\": shape overflows", q);
+    for (uint32_t d = 0; d + 1 < ndim; d++)
+        if (!tbx_mul_u64(rows, shape[d], &rows))
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
+                           "tensor \"%s\": shape overflows", q);
+    uint64_t gpr = cols / qg->group_size + (cols % qg->group_size != 0);
+    uint64_t words = nelems / per + (nelems % per != 0), groups, wbytes, sbytes;
+    if (!tbx_mul_u64(rows, gpr, &groups) || !tbx_mul_u64(words, wd->size, &wbytes) ||
+        !tbx_mul_u64(groups, sd->size, &sbytes) || wbytes > SIZE_MAX || sbytes > SIZE_MAX)
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "tensor \"%s\": too large", q);
+    if ((wbytes && !qg->packed) || (sbytes && (!qg->scales || !qg->zeros)))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\": NULL packed, scales or zeros", q);
+    tbx_value *attrs = tbx_val_new(&w->al, TBX_V_MAP);
+    if (!attrs) return tbx_err_nomem(err, "attributes");
+    char packing[48];
+    snprintf(packing, sizeof packing, "%" PRIu64 "_per_%s", per, wd->name);
+    tbx_value *pk = tbx_val_string(&w->al, TBX_V_STRING, packing, strlen(packing));
+    st = pk ? tbx_value_map_put(attrs, "packing", 7, pk) : TBX_E_NOMEM;
+    if (st == TBX_OK) st = attr_put_u64(attrs, "bits", qg->bits);
+    if (st == TBX_OK) st = attr_put_u64(attrs, "group_size", qg->group_size);
+    if (st != TBX_OK) { tbx_val_free(attrs); return tbx_err_nomem(err, "attributes"); }
+    zt_wcomp c[3];
+    memset(c, 0, sizeof c);
+    c[0].role = ZT_R_PACKED;
+    c[0].dtype = qg->word_dtype;
+    c[1].role = ZT_R_SCALES;
+    c[1].dtype = qg->scale_dtype;
+    c[2].role = ZT_R_ZEROS;
+    c[2].dtype = qg->scale_dtype;
+    st = blob_write(w, s, qg->packed, wbytes, &c[0], err);
+    if (st == TBX_OK) st = blob_write(w, s, qg->scales, sbytes, &c[1], err);
+    if (st == TBX_OK) st = blob_write(w, s, qg->zeros, sbytes, &c[2], err);
+    if (st != TBX_OK) { tbx_val_free(attrs); return st; }
+    return extra_add(w, s, name, shape, ndim, TBX_LAYOUT_QUANT_GROUP, c, 3, attrs, err);
+}
