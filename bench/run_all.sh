@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every benchmark of bench/ (builds nothing: build first with cmake).
+# Runs every benchmark of bench/ (builds nothing: build first with cmake): safetensors, GGUF,
+# zTensor, OINF, each against its reference implementation, medians and ratios.
 #
 #   bench/run_all.sh [extra args for the bench scripts, e.g. --reps 5]
 #
@@ -29,3 +30,15 @@ fi
 
 echo "== safetensors: tensorbox vs safetensors vs plain read =="
 "$PYTHON" bench/bench_safetensors.py --bench-read "$TBX_BENCH_READ" "$@"
+
+echo
+echo "== gguf: header parse, dequantization, quantization vs gguf-py =="
+"$PYTHON" bench/bench_gguf.py "$@"
+
+echo
+echo "== ztensor: read/write raw, zstd, digests vs ztensor 1.1.1 =="
+"$PYTHON" bench/bench_ztensor.py --bench-read "$TBX_BENCH_READ" "$@"
+
+echo
+echo "== oinf: read-all and verify vs openinfer-oinf =="
+"$PYTHON" bench/bench_oinf.py --bench-read "$TBX_BENCH_READ" "$@"

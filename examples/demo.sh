@@ -14,10 +14,16 @@ TBX=${1:-${TBX:-$here/../build/tbx}}
 MODEL=${MODEL:-$here/tiny-mlp.safetensors}
 TENSOR=${TENSOR:-layers.0.norm.weight}
 
-# Conversion targets: "format:extension". To show a new format, add one entry here.
+# Conversion targets: "format:extension[:extra convert options]". To show a new format, add one
+# entry here. OINF strings are limited to [A-Za-z0-9._-], so the sample's free-text description
+# cannot be stored: the conversion refuses (lossless by default) unless dropping is allowed.
 CONVERSIONS=(
   "safetensors:safetensors"
   "gguf:gguf"
+  "ztensor:zt"
+  "ztensor:zt:--compress 3 --digest sha256"
+  "oinf:oinf:--drop-meta"
+  "gguf:gguf:--quant q8_0"
 )
 
 if [ ! -x "$TBX" ]; then
@@ -63,19 +69,23 @@ tensor_digests() {
   done <<<"$names" | sort
 }
 
+nconv=0
 for entry in "${CONVERSIONS[@]}"; do
-  fmt=${entry%%:*}
-  ext=${entry#*:}
-  out="$tmp/converted.$ext"
-  step "tbx convert -> $fmt ($(basename "$out"))"
-  "$TBX" convert "$MODEL" "$out" --to "$fmt"
+  IFS=: read -r fmt ext opts <<<"$entry"
+  read -r -a extra <<<"${opts:-}"
+  out="$tmp/converted-$((++nconv)).$ext"
+  step "tbx convert -> $fmt ($(basename "$out"))${opts:+ $opts}"
+  "$TBX" convert "$MODEL" "$out" --to "$fmt" ${extra[@]+"${extra[@]}"}
   ls -l "$out" | awk '{print $5 " bytes"}'
   "$TBX" validate "$out"
-  if [ "$fmt" = safetensors ]; then
+  if [[ " ${extra[*]-} " == *" --quant "* ]]; then
+    "$TBX" info "$out" | sed -n '/NAME/,$p' | head -6
+    echo "(2-D float tensors quantized on request; the rest copied unchanged)"
+  elif [ "$fmt" = safetensors ]; then
     cmp "$MODEL" "$out"
     echo "byte-identical to the source"
   else
-    back="$tmp/back.$fmt.safetensors"
+    back="$tmp/back-$nconv.safetensors"
     "$TBX" convert "$out" "$back" --to safetensors
     if diff <(tensor_digests "$MODEL") <(tensor_digests "$back") >/dev/null; then
       echo "round trip $fmt -> safetensors: every tensor identical"

@@ -147,7 +147,13 @@ static void sb_value(sbuf *b, const tbx_value *v, int depth) {
 
 /* ------------------------------------------------------------------------------------------ */
 
-static bool refusal(tbx_status st) { return st == TBX_E_UNSUPPORTED || st == TBX_E_LOSSY; }
+/* The target cannot store an item (metadata entry, size variable, section): its type has no
+ * equivalent (UNSUPPORTED), storing it would lose information (LOSSY), or its text breaks the
+ * target's rules, e.g. OINF's [A-Za-z0-9._-] strings (FORMAT). Such refusals may be overridden
+ * only by the explicit drop/stringify options. */
+static bool refusal(tbx_status st) {
+    return st == TBX_E_UNSUPPORTED || st == TBX_E_LOSSY || st == TBX_E_FORMAT;
+}
 
 static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
                             tbx_error *err) {
