@@ -14,8 +14,10 @@
 #include <stddef.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 void tbx_convert_options_init(tbx_convert_options *opt) {
     if (!opt) return;
@@ -263,45 +265,233 @@ static bool encode_float(tbx_dtype dt, const float *src, uint64_t n, uint8_t *ds
 
 #define CHUNK ((size_t)4 << 20)
 
-/* Buffers of the quantization step (grown as needed, freed by tbx_convert). */
-typedef struct qbufs { float *f; uint8_t *q; size_t fcap, qcap; } qbufs;
+/* ------------------------------------------------------------------------------------------ */
+/* Quantization step: a tensor's elements are cut into chunks of QCHUNK_ELEMS (whole blocks:    */
+/* the tensor is [rows, cols] with cols a multiple of the block size). The calling thread reads */
+/* chunk after chunk (raw source bytes when the tensor is stored raw, else f32 through          */
+/* tbx_tensor_read_f32: file handles are not shared between threads) into a ring of slots;      */
+/* worker threads decode the raw bytes to f32 and quantize; the calling thread writes the       */
+/* quantized chunks in order. Every block is quantized on its own, so the bytes do not depend   */
+/* on the chunking or the thread count. Memory: threads + 2 slots of <= 7 MiB (f32, raw, out). */
+/* Threads: the online CPUs (at most QTHREADS_MAX), or env TBX_THREADS (1: no worker threads). */
+/* ------------------------------------------------------------------------------------------ */
+#define QCHUNK_ELEMS ((uint64_t)1 << 19) /* 2 MiB of f32; a multiple of every block size */
+#define QTHREADS_MAX 8
+#define QSLOTS_MAX (QTHREADS_MAX + 2)
 
-/* Quantizes dense 2-D float tensor i ([rows, cols], cols a multiple of the block size) to `to`:
- * chunks of whole rows are decoded to f32, quantized and streamed to the writer. */
+typedef struct qslot {
+    float *f;            /* QCHUNK_ELEMS f32 values */
+    uint8_t *q;          /* the quantized chunk (qcap bytes) */
+    uint8_t *raw;        /* raw source bytes (grown as needed) */
+    size_t raw_cap;
+    /* the job: decode src (src_len bytes of dtype src_dt; NULL: f already holds the values),
+     * then quantize n values (nblocks blocks) */
+    const uint8_t *src;
+    size_t src_len;
+    tbx_dtype src_dt;
+    uint64_t n, nblocks;
+    tbx_status st;       /* decode status */
+    bool done;
+} qslot;
+
+typedef struct qbufs {
+    pthread_mutex_t mu;
+    pthread_cond_t work, fin;
+    pthread_t th[QTHREADS_MAX];
+    int nth;                 /* worker threads (0: the calling thread does everything) */
+    int nslots;
+    bool started, sync_ok, quit;
+    tbx_quant_fn quant;
+    size_t qcap;
+    uint64_t posted, taken, finished; /* job sequence numbers; job j is in slot j % nslots */
+    qslot slot[QSLOTS_MAX];
+} qbufs;
+
+static void qjob_run(qbufs *qb, qslot *s) {
+    s->st = TBX_OK;
+    if (s->src) s->st = tbx_decode_f32(s->src_dt, s->src, s->src_len, s->n, s->f);
+    if (s->st == TBX_OK) qb->quant(s->f, s->q, s->nblocks);
+}
+
+static void *qworker(void *arg) {
+    qbufs *qb = arg;
+    pthread_mutex_lock(&qb->mu);
+    for (;;) {
+        while (!qb->quit && qb->taken == qb->posted) pthread_cond_wait(&qb->work, &qb->mu);
+        if (qb->taken == qb->posted) break; /* quit and nothing left */
+        qslot *s = &qb->slot[qb->taken++ % (uint64_t)qb->nslots];
+        pthread_mutex_unlock(&qb->mu);
+        qjob_run(qb, s);
+        pthread_mutex_lock(&qb->mu);
+        s->done = true;
+        qb->finished++;
+        pthread_cond_broadcast(&qb->fin);
+    }
+    pthread_mutex_unlock(&qb->mu);
+    return NULL;
+}
+
+static int quant_threads(void) {
+    const char *e = getenv("TBX_THREADS");
+    long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    return n > QTHREADS_MAX ? QTHREADS_MAX : (int)n;
+}
+
+/* Buffers and threads for quantizing to `to` with `quant` (once per conversion). */
+static tbx_status qbufs_start(tbx_file *in, qbufs *qb, tbx_quant_fn quant, tbx_dtype to,
+                              tbx_error *err) {
+    if (qb->started) return TBX_OK;
+    const tbx_dtype_info *qi = tbx_dtype_get(to);
+    qb->quant = quant;
+    qb->qcap = (size_t)(QCHUNK_ELEMS / qi->block_size * qi->block_bytes);
+    const int ncpu = quant_threads();
+    qb->nslots = ncpu > 1 ? ncpu + 2 : 1;
+    qb->started = true;
+    for (int k = 0; k < qb->nslots; k++) {
+        qslot *s = &qb->slot[k];
+        s->f = tbx_malloc(&in->al, (size_t)QCHUNK_ELEMS * sizeof(float));
+        s->q = tbx_malloc(&in->al, qb->qcap);
+        if (!s->f || !s->q) return tbx_err_nomem(err, "quantization buffer");
+    }
+    if (ncpu <= 1) return TBX_OK;
+    if (pthread_mutex_init(&qb->mu, NULL) != 0) return TBX_OK; /* single-threaded then */
+    if (pthread_cond_init(&qb->work, NULL) != 0) {
+        pthread_mutex_destroy(&qb->mu);
+        return TBX_OK;
+    }
+    if (pthread_cond_init(&qb->fin, NULL) != 0) {
+        pthread_cond_destroy(&qb->work);
+        pthread_mutex_destroy(&qb->mu);
+        return TBX_OK;
+    }
+    qb->sync_ok = true;
+    for (int k = 0; k < ncpu; k++) {
+        if (pthread_create(&qb->th[k], NULL, qworker, qb) != 0) break;
+        qb->nth++;
+    }
+    return TBX_OK;
+}
+
+static void qbufs_free(tbx_file *in, qbufs *qb) {
+    if (qb->sync_ok) {
+        pthread_mutex_lock(&qb->mu);
+        qb->quit = true;
+        pthread_cond_broadcast(&qb->work);
+        pthread_mutex_unlock(&qb->mu);
+        for (int k = 0; k < qb->nth; k++) pthread_join(qb->th[k], NULL);
+        pthread_cond_destroy(&qb->fin);
+        pthread_cond_destroy(&qb->work);
+        pthread_mutex_destroy(&qb->mu);
+    }
+    for (int k = 0; k < qb->nslots; k++) {
+        qslot *s = &qb->slot[k];
+        tbx_free(&in->al, s->f, s->f ? (size_t)QCHUNK_ELEMS * sizeof(float) : 0);
+        tbx_free(&in->al, s->q, s->q ? qb->qcap : 0);
+        tbx_free(&in->al, s->raw, s->raw_cap);
+    }
+}
+
+/* Hands the job filled in slot s to the workers, or runs it when there are none. */
+static void qjob_post(qbufs *qb, qslot *s) {
+    if (qb->nth == 0) {
+        qjob_run(qb, s);
+        s->done = true;
+        qb->posted++;
+        qb->taken++;
+        qb->finished++;
+        return;
+    }
+    pthread_mutex_lock(&qb->mu);
+    s->done = false;
+    qb->posted++;
+    pthread_cond_signal(&qb->work);
+    pthread_mutex_unlock(&qb->mu);
+}
+
+/* Is slot s finished? wait: block until it is. */
+static bool qjob_done(qbufs *qb, qslot *s, bool wait) {
+    if (qb->nth == 0) return true;
+    pthread_mutex_lock(&qb->mu);
+    while (wait && !s->done) pthread_cond_wait(&qb->fin, &qb->mu);
+    const bool d = s->done;
+    pthread_mutex_unlock(&qb->mu);
+    return d;
+}
+
+/* Waits until every posted job has finished (before the slots are reused or freed). */
+static void qjob_drain(qbufs *qb) {
+    if (qb->nth == 0) return;
+    pthread_mutex_lock(&qb->mu);
+    while (qb->finished != qb->posted) pthread_cond_wait(&qb->fin, &qb->mu);
+    pthread_mutex_unlock(&qb->mu);
+}
+
+/* Quantizes dense 2-D float tensor i ([rows, cols], cols a multiple of the block size) to `to`
+ * and streams it to the writer (see above). */
 static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, tbx_quant_fn quant,
                                   tbx_dtype to, qbufs *qb, tbx_error *err) {
     const tbx_tensor *t = &in->tensors[i];
-    const tbx_dtype_info *qi = tbx_dtype_get(to);
-    uint64_t rows = t->shape[0], cols = t->shape[1];
-    uint64_t per_chunk = (CHUNK / sizeof(float)) / cols; /* rows per chunk */
-    if (per_chunk == 0) per_chunk = 1;
-    if (per_chunk > rows) per_chunk = rows;
-    uint64_t fe, qbytes;
-    if (!tbx_mul_u64(per_chunk, cols, &fe) || fe > SIZE_MAX / sizeof(float) ||
-        !tbx_mul_u64(fe / qi->block_size, qi->block_bytes, &qbytes) || qbytes > SIZE_MAX)
-        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "quant",
-                       "tensor \"%s\": a row is too large to quantize", t->name);
-    if (fe > qb->fcap) {
-        float *p = tbx_realloc(&in->al, qb->f, qb->fcap * sizeof(float), (size_t)fe * sizeof(float));
-        if (!p) return tbx_err_nomem(err, "quantization buffer");
-        qb->f = p;
-        qb->fcap = (size_t)fe;
+    const tbx_dtype_info *qi = tbx_dtype_get(to), *si = tbx_dtype_get(t->dtype);
+    tbx_status st = qbufs_start(in, qb, quant, to, err);
+    if (st != TBX_OK) return st;
+    const uint64_t nelems = t->nelems, nchunks = (nelems + QCHUNK_ELEMS - 1) / QCHUNK_ELEMS;
+    const uint64_t esize = si->bits / 8; /* f16, bf16, f32, f64 */
+    const tbx_component *k = &t->comp[0];
+    /* raw storage: the workers decode (from the mapping when the file is mapped) */
+    const bool raw = k->encoding == TBX_ENC_RAW && !in->drv->read_component;
+    const uint8_t *map = NULL;
+    if (raw) {
+        tbx_error e2;
+        const void *p;
+        size_t len;
+        if (tbx_tensor_map(in, i, &p, &len, &e2) == TBX_OK && len >= nelems * esize) map = p;
     }
-    if (qbytes > qb->qcap) {
-        uint8_t *p = tbx_realloc(&in->al, qb->q, qb->qcap, (size_t)qbytes);
-        if (!p) return tbx_err_nomem(err, "quantization buffer");
-        qb->q = p;
-        qb->qcap = (size_t)qbytes;
+    /* chunk c is job base + c: in slot (base + c) % S (no job is pending between tensors) */
+    const uint64_t S = (uint64_t)qb->nslots, base = qb->posted;
+    uint64_t next_read = 0, next_write = 0;
+    while (st == TBX_OK && next_write < nchunks) {
+        if (next_read < nchunks && next_read - next_write < S) {
+            qslot *s = &qb->slot[(base + next_read) % S];
+            const uint64_t e0 = next_read * QCHUNK_ELEMS;
+            const uint64_t n = nelems - e0 < QCHUNK_ELEMS ? nelems - e0 : QCHUNK_ELEMS;
+            s->n = n;
+            s->nblocks = n / qi->block_size;
+            s->src_dt = t->dtype;
+            s->src_len = (size_t)(n * esize);
+            s->src = NULL;
+            if (map) {
+                s->src = map + e0 * esize;
+            } else if (raw) {
+                if (s->src_len > s->raw_cap) {
+                    tbx_free(&in->al, s->raw, s->raw_cap);
+                    s->raw_cap = 0;
+                    s->raw = tbx_malloc(&in->al, (size_t)QCHUNK_ELEMS * esize);
+                    if (!s->raw) { st = tbx_err_nomem(err, "quantization buffer"); break; }
+                    s->raw_cap = (size_t)QCHUNK_ELEMS * esize;
+                }
+                st = tbx_tensor_read_range(in, i, e0 * esize, s->raw, s->src_len, err);
+                s->src = s->raw;
+            } else {
+                st = tbx_tensor_read_f32(in, i, e0, n, s->f, err);
+            }
+            if (st != TBX_OK) break;
+            qjob_post(qb, s);
+            next_read++;
+            /* write what is finished already, without waiting */
+            if (!qjob_done(qb, &qb->slot[(base + next_write) % S], false)) continue;
+        }
+        qslot *s = &qb->slot[(base + next_write) % S];
+        qjob_done(qb, s, true);
+        if (s->st != TBX_OK) {
+            st = tbx_err(err, s->st, k->offset + next_write * QCHUNK_ELEMS * esize, t->name,
+                         "tensor \"%s\": cannot decode %s data", t->name, si->name);
+            break;
+        }
+        st = tbx_writer_write_tensor(w, i, s->q, (size_t)(s->nblocks * qi->block_bytes), err);
+        next_write++;
     }
-    tbx_status st = TBX_OK;
-    for (uint64_t r = 0; st == TBX_OK && r < rows; r += per_chunk) {
-        uint64_t nr = rows - r < per_chunk ? rows - r : per_chunk;
-        uint64_t n = nr * cols, nblocks = n / qi->block_size;
-        st = tbx_tensor_read_f32(in, i, r * cols, n, qb->f, err);
-        if (st != TBX_OK) break;
-        quant(qb->f, qb->q, nblocks);
-        st = tbx_writer_write_tensor(w, i, qb->q, (size_t)(nblocks * qi->block_bytes), err);
-    }
+    qjob_drain(qb);
     return st;
 }
 
@@ -358,7 +548,8 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         if (st == TBX_OK && t->ncomp == 1) total += t->comp[0].nbytes;
     }
 
-    qbufs qb = { NULL, NULL, 0, 0 };
+    qbufs qb;
+    memset(&qb, 0, sizeof qb);
     uint8_t *buf = NULL;
     float *fbuf = NULL;
     size_t buf_cap = 0, fbuf_cap = 0;
@@ -416,8 +607,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     }
     tbx_free(&in->al, buf, buf_cap);
     tbx_free(&in->al, fbuf, fbuf_cap * sizeof(float));
-    tbx_free(&in->al, qb.f, qb.fcap * sizeof(float));
-    tbx_free(&in->al, qb.q, qb.qcap);
+    qbufs_free(in, &qb);
     if (st != TBX_OK) {
         tbx_writer_abort(w);
         return st;

@@ -60,6 +60,9 @@ tbx_quant_fn tbx_ggml_quant_for(tbx_dtype dt);
 tbx_quant_fn tbx_ggml_quant_scalar_for(tbx_dtype dt);
 /* AVX2 quantizer (same bytes as the scalar one), or NULL; does not check the CPU. */
 tbx_quant_fn tbx_ggml_quant_avx2_for(tbx_dtype dt);
+/* The AVX2 kernels of q8_0, q4_0, q4_1, q5_0, q5_1 (ggml_simd_avx2.c; part of
+ * tbx_ggml_quant_avx2_for), or NULL for other types or builds without them. */
+tbx_quant_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt);
 /* ggml's reference quantizer algorithm (quantize_row_*_ref, no importance matrix) for q2_K,
  * q3_K, q4_K, q5_K, q6_K; for the other quantizable types the same as tbx_ggml_quant_for. */
 tbx_quant_fn tbx_ggml_quant_ref_for(tbx_dtype dt);

@@ -4,7 +4,8 @@
  * 1. q8_0, q4_0, q4_1, q5_0, q5_1, tq1_0, tq2_0, mxfp4: the arithmetic of ggml's
  *    quantize_row_*_ref (which gguf-py's numpy code reproduces), so the bytes are identical to
  *    gguf.quants.quantize for finite input. Conversions to integers clamp first, so non-finite
- *    input is defined behaviour (its bytes are unspecified).
+ *    input is defined behaviour (its bytes are unspecified). q8_0, q4_0, q4_1, q5_0 and q5_1
+ *    have AVX2 versions (ggml_simd_avx2.c) that write the same bytes for every input.
  * 2. ggml's reference K-quant algorithm (quantize_row_q{2..6}_K_ref, no importance weights),
  *    re-implemented here as the baseline tensorbox's encoder is measured against (tests and
  *    bench) and for users who want ggml's choices; tbx_ggml_quant_ref_for.
@@ -1311,6 +1312,8 @@ tbx_quant_fn tbx_ggml_quant_scalar_for(tbx_dtype dt) {
 }
 
 tbx_quant_fn tbx_ggml_quant_avx2_for(tbx_dtype dt) {
+    const tbx_quant_fn legacy = tbx_ggml_quant_legacy_avx2_for(dt);
+    if (legacy) return legacy;
     if (!tbx_kq_ops_avx2()) return NULL;
     switch (dt) {
     case TBX_DT_Q2_K: return q_q2_K_avx2;

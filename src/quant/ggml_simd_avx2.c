@@ -732,7 +732,221 @@ static const tbx_kq_ops kq_ops = {transpose,      untranspose,  search_affine, s
 
 const tbx_kq_ops *tbx_kq_ops_avx2(void) { return &kq_ops; }
 
+/* ========================================================================================== */
+/* Quantizers of the legacy 32-element types (q8_0, q4_0, q4_1, q5_0, q5_1)                    */
+/* ========================================================================================== */
+/* The same IEEE operations as q_q8_0 .. q_q5_1 in ggml_quant.c, 8 elements at a time, so the
+ * bytes are identical. The reductions (max |x|, min, max) are order-free except for NaN (the
+ * scalar loops let a NaN reset or skip the running value) and for ties between +0 and -0 (the
+ * scalar loops keep the first); such blocks go to the scalar kernel, one block at a time. */
+
+/* fabs of 8 values (clears the sign bit, as fabsf) */
+AVX2 static inline __m256 q_abs(__m256 v) {
+    return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+}
+/* 32 values of a block */
+typedef struct { __m256 v[4]; } q_blk;
+AVX2 static inline q_blk q_load(const float *x) {
+    q_blk b;
+    for (int k = 0; k < 4; k++) b.v[k] = _mm256_loadu_ps(x + 8 * k);
+    return b;
+}
+/* any NaN among the 32 values */
+AVX2 static inline int q_has_nan(const q_blk *b) {
+    const __m256 u01 = _mm256_cmp_ps(b->v[0], b->v[1], _CMP_UNORD_Q);
+    const __m256 u23 = _mm256_cmp_ps(b->v[2], b->v[3], _CMP_UNORD_Q);
+    return _mm256_movemask_ps(_mm256_or_ps(u01, u23)) != 0;
+}
+/* horizontal max / min of 8 NaN-free values (order-free: no ties of distinct bit patterns are
+ * possible among non-negative |x|; callers handle +-0 ties of min/max themselves) */
+AVX2 static inline float q_hmax(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+AVX2 static inline float q_hmin(__m256 v) {
+    __m128 m = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_min_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_min_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+/* max |x| of a NaN-free block: the scalar `amax = amax > a ? amax : a` from 0 */
+AVX2 static inline float q_absmax(const q_blk *b) {
+    __m256 m = _mm256_max_ps(_mm256_max_ps(q_abs(b->v[0]), q_abs(b->v[1])),
+                             _mm256_max_ps(q_abs(b->v[2]), q_abs(b->v[3])));
+    return q_hmax(m);
+}
+/* 32 int32 lanes (values in -128..127) to 32 bytes in element order */
+AVX2 static inline __m256i q_pack32(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
+    const __m256i p01 = _mm256_packs_epi32(i0, i1), p23 = _mm256_packs_epi32(i2, i3);
+    const __m256i p = _mm256_packs_epi16(p01, p23);
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+/* round_clamp(v, -128, 127) of ggml_quant.c: NaN and v <= -128 -> -128, v >= 127 -> 127, else
+ * roundf (half away from zero), as an integral float */
+AVX2 static inline __m256 q_round_clamp127(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 f = q_abs(_mm256_sub_ps(v, t)); /* exact for |v| < 2^23 (others are blended) */
+    const __m256 one = _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(0.5f), _CMP_GE_OQ),
+                                     _mm256_or_ps(_mm256_set1_ps(1.0f),
+                                                  _mm256_and_ps(v, _mm256_set1_ps(-0.0f))));
+    __m256 r = _mm256_add_ps(t, one);
+    r = _mm256_blendv_ps(r, _mm256_set1_ps(127.0f),
+                         _mm256_cmp_ps(v, _mm256_set1_ps(127.0f), _CMP_GE_OQ));
+    return _mm256_blendv_ps(_mm256_set1_ps(-128.0f), r,
+                            _mm256_cmp_ps(v, _mm256_set1_ps(-128.0f), _CMP_GT_OQ));
+}
+/* trunc_clamp(v, 0, hi): NaN and v <= 0 -> 0, v >= hi -> hi, else truncation */
+AVX2 static inline __m256i q_trunc_clamp(__m256 v, __m256 hi) {
+    __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    r = _mm256_blendv_ps(r, hi, _mm256_cmp_ps(v, hi, _CMP_GE_OQ));
+    r = _mm256_and_ps(r, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ));
+    return _mm256_cvtps_epi32(r);
+}
+
+AVX2 static void qa_q8_0(const float *x, void *dst, uint64_t nb) {
+    const tbx_quant_fn scalar = tbx_ggml_quant_scalar_for(TBX_DT_Q8_0);
+    uint8_t *b = (uint8_t *)dst;
+    for (uint64_t i = 0; i < nb; i++, x += 32, b += 34) {
+        const q_blk v = q_load(x);
+        if (q_has_nan(&v)) { scalar(x, b, 1); continue; }
+        const float d = q_absmax(&v) / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        tbx_st16(b, tbx_f32_to_f16(d));
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = _mm256_cvtps_epi32(q_round_clamp127(_mm256_mul_ps(v.v[k], vid)));
+        _mm256_storeu_si256((__m256i *)(b + 2), q_pack32(q[0], q[1], q[2], q[3]));
+    }
+}
+
+/* signed_absmax of ggml_quant.c for a NaN-free block: the first element of largest |x| */
+AVX2 static inline float q_signed_absmax(const float *x, const q_blk *b) {
+    const float amax = q_absmax(b);
+    if (amax == 0.0f) return 0.0f;
+    const __m256 m = _mm256_set1_ps(amax);
+    uint32_t bits = 0;
+    for (int k = 0; k < 4; k++)
+        bits |= (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(q_abs(b->v[k]), m, _CMP_EQ_OQ)) << (8 * k);
+    return x[__builtin_ctz(bits)];
+}
+/* levels of q4_0/q5_0 (x*id + off, truncated and clamped to 0..hi) or q4_1/q5_1 ((x - mn)*id +
+ * 0.5) as 32 bytes in element order */
+AVX2 static inline __m256i q_levels(const q_blk *b, float id, float mn, float off, float hi,
+                                    int affine) {
+    const __m256 vid = _mm256_set1_ps(id), vmn = _mm256_set1_ps(mn), voff = _mm256_set1_ps(off),
+                 vhi = _mm256_set1_ps(hi);
+    __m256i q[4];
+    for (int k = 0; k < 4; k++) {
+        const __m256 y = affine ? _mm256_sub_ps(b->v[k], vmn) : b->v[k];
+        q[k] = q_trunc_clamp(_mm256_add_ps(_mm256_mul_ps(y, vid), voff), vhi);
+    }
+    return q_pack32(q[0], q[1], q[2], q[3]);
+}
+/* 16 bytes: levels j | levels j+16 << 4 (low nibbles only) */
+AVX2 static inline __m128i q_nibbles(__m256i q) {
+    const __m128i m4 = _mm_set1_epi8(15);
+    const __m128i lo = _mm_and_si128(_mm256_castsi256_si128(q), m4);
+    const __m128i hi = _mm_and_si128(_mm256_extracti128_si256(q, 1), m4);
+    return _mm_or_si128(lo, _mm_slli_epi16(hi, 4));
+}
+/* bit 4 of each of the 32 levels (0..31) */
+AVX2 static inline uint32_t q_bit4(__m256i q) {
+    return (uint32_t)_mm256_movemask_epi8(_mm256_slli_epi16(q, 3));
+}
+
+AVX2 static void qa_q4_0(const float *x, void *dst, uint64_t nb) {
+    const tbx_quant_fn scalar = tbx_ggml_quant_scalar_for(TBX_DT_Q4_0);
+    uint8_t *b = (uint8_t *)dst;
+    for (uint64_t i = 0; i < nb; i++, x += 32, b += 18) {
+        const q_blk v = q_load(x);
+        if (q_has_nan(&v)) { scalar(x, b, 1); continue; }
+        const float d = q_signed_absmax(x, &v) / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        tbx_st16(b, tbx_f32_to_f16(d));
+        _mm_storeu_si128((__m128i *)(b + 2), q_nibbles(q_levels(&v, id, 0.0f, 8.5f, 15.0f, 0)));
+    }
+}
+
+AVX2 static void qa_q5_0(const float *x, void *dst, uint64_t nb) {
+    const tbx_quant_fn scalar = tbx_ggml_quant_scalar_for(TBX_DT_Q5_0);
+    uint8_t *b = (uint8_t *)dst;
+    for (uint64_t i = 0; i < nb; i++, x += 32, b += 22) {
+        const q_blk v = q_load(x);
+        if (q_has_nan(&v)) { scalar(x, b, 1); continue; }
+        const float d = q_signed_absmax(x, &v) / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        tbx_st16(b, tbx_f32_to_f16(d));
+        const __m256i q = q_levels(&v, id, 0.0f, 16.5f, 31.0f, 0);
+        tbx_st32(b + 2, q_bit4(q));
+        _mm_storeu_si128((__m128i *)(b + 6), q_nibbles(q));
+    }
+}
+
+/* min and max of a NaN-free block from FLT_MAX / -FLT_MAX (as min_max in ggml_quant.c); false
+ * when either is a zero (the scalar loop keeps the first of +0 and -0: left to it) */
+AVX2 static inline int q_min_max(const q_blk *b, float *mn, float *mx) {
+    __m256 lo = _mm256_set1_ps(FLT_MAX), hi = _mm256_set1_ps(-FLT_MAX);
+    for (int k = 0; k < 4; k++) {
+        lo = _mm256_min_ps(b->v[k], lo);
+        hi = _mm256_max_ps(b->v[k], hi);
+    }
+    *mn = q_hmin(lo);
+    *mx = q_hmax(hi);
+    return *mn != 0.0f && *mx != 0.0f;
+}
+
+AVX2 static void qa_q4_1(const float *x, void *dst, uint64_t nb) {
+    const tbx_quant_fn scalar = tbx_ggml_quant_scalar_for(TBX_DT_Q4_1);
+    uint8_t *b = (uint8_t *)dst;
+    for (uint64_t i = 0; i < nb; i++, x += 32, b += 20) {
+        const q_blk v = q_load(x);
+        float mn, mx;
+        if (q_has_nan(&v) || !q_min_max(&v, &mn, &mx)) { scalar(x, b, 1); continue; }
+        const float d = (mx - mn) / 15.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        tbx_st16(b, tbx_f32_to_f16(d));
+        tbx_st16(b + 2, tbx_f32_to_f16(mn));
+        _mm_storeu_si128((__m128i *)(b + 4), q_nibbles(q_levels(&v, id, mn, 0.5f, 15.0f, 1)));
+    }
+}
+
+AVX2 static void qa_q5_1(const float *x, void *dst, uint64_t nb) {
+    const tbx_quant_fn scalar = tbx_ggml_quant_scalar_for(TBX_DT_Q5_1);
+    uint8_t *b = (uint8_t *)dst;
+    for (uint64_t i = 0; i < nb; i++, x += 32, b += 24) {
+        const q_blk v = q_load(x);
+        float mn, mx;
+        if (q_has_nan(&v) || !q_min_max(&v, &mn, &mx)) { scalar(x, b, 1); continue; }
+        const float d = (mx - mn) / 31.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        tbx_st16(b, tbx_f32_to_f16(d));
+        tbx_st16(b + 2, tbx_f32_to_f16(mn));
+        const __m256i q = q_levels(&v, id, mn, 0.5f, 31.0f, 1);
+        tbx_st32(b + 4, q_bit4(q));
+        _mm_storeu_si128((__m128i *)(b + 8), q_nibbles(q));
+    }
+}
+
+tbx_quant_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
+    switch (dt) {
+    case TBX_DT_Q8_0: return qa_q8_0;
+    case TBX_DT_Q4_0: return qa_q4_0;
+    case TBX_DT_Q4_1: return qa_q4_1;
+    case TBX_DT_Q5_0: return qa_q5_0;
+    case TBX_DT_Q5_1: return qa_q5_1;
+    default: return NULL;
+    }
+}
+
 #else /* no x86 SIMD kernels in this build */
+
+tbx_quant_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
+    (void)dt;
+    return NULL;
+}
 
 tbx_dequant_fn tbx_ggml_dequant_avx2_for(tbx_dtype dt) {
     (void)dt;

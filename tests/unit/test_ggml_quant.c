@@ -630,6 +630,83 @@ TBX_TEST(quant_paths_write_identical_bytes) {
     free(x);
 }
 
+/* One 32-element block of a hard case for the legacy quantizers' SIMD paths. */
+static void legacy_edge_block(float *p, int mode) {
+    static const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_MAX, -FLT_MAX,
+                                     FLT_MIN, -FLT_MIN, 1e-45f, -1e-45f, 0.5f, -0.5f, 1.0f};
+    const int nsp = (int)(sizeof specials / sizeof *specials);
+    for (int i = 0; i < 32; i++) p[i] = (float)gauss();
+    switch (mode) {
+    case 0: break;                                                       /* random */
+    case 1: for (int i = 0; i < 32; i++) p[i] = 0.0f; break;             /* all +0 */
+    case 2: for (int i = 0; i < 32; i++) p[i] = (rnd32() & 1) ? 0.0f : -0.0f; break; /* +-0 */
+    case 3: p[rnd32() % 32] = NAN; break;                                /* one NaN */
+    case 4: for (int i = 0; i < 32; i++) if (rnd32() % 3 == 0) p[i] = NAN; break;
+    case 5: p[rnd32() % 32] = (rnd32() & 1) ? INFINITY : -INFINITY; break;
+    case 6: for (int i = 0; i < 32; i++) p[i] = specials[rnd32() % (uint32_t)nsp]; break;
+    case 7: for (int i = 0; i < 32; i++) p[i] *= 1e37f; break;           /* huge: d overflows f16 */
+    case 8: for (int i = 0; i < 32; i++) p[i] *= 1e-42f; break;          /* subnormal: 1/d = Inf */
+    case 9: for (int i = 0; i < 32; i++) p[i] *= 1e-39f; break;
+    case 10: /* exact halves after scaling (amax 127 / 8 / 16 -> id = +-1): rounding ties */
+        for (int i = 0; i < 32; i++) p[i] = (float)((int)(rnd32() % 255) - 127) * 0.5f;
+        p[0] = (rnd32() & 1) ? 127.0f : -127.0f;
+        break;
+    case 11: /* several elements of largest magnitude, both signs (first one wins) */
+        for (int i = 0; i < 32; i++) p[i] = (float)((int)(rnd32() % 9) - 4);
+        break;
+    case 12: for (int i = 0; i < 32; i++) p[i] = fabsf(p[i]) + 1.0f; p[5] = 0.0f; break; /* min 0 */
+    case 13: for (int i = 0; i < 32; i++) p[i] = -fabsf(p[i]) - 1.0f; p[9] = -0.0f; break; /* max -0 */
+    case 14: for (int i = 0; i < 32; i++) p[i] = 3.0f; break;            /* constant */
+    case 15: for (int i = 0; i < 32; i++) p[i] = INFINITY; break;        /* all +Inf */
+    case 16: for (int i = 0; i < 32; i++) p[i] = -INFINITY; break;
+    default: for (int i = 0; i < 32; i++) p[i] = (float)(gauss() * 1e4); break;
+    }
+}
+
+TBX_TEST(legacy_quant_avx2_matches_scalar_bytes) {
+    static const tbx_dtype lt[] = {TBX_DT_Q8_0, TBX_DT_Q4_0, TBX_DT_Q4_1, TBX_DT_Q5_0, TBX_DT_Q5_1};
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2)) {
+        printf("no AVX2 on this CPU: skipped\n");
+        return;
+    }
+    rng_seed(4242);
+    const size_t nb = 18 * 200 + 7; /* every mode many times; odd count */
+    float *buf = xmalloc((nb * 32 + 1) * 4);
+    float *x = buf + 1; /* misaligned for 32-byte loads */
+    for (size_t k = 0; k < nb; k++) legacy_edge_block(x + 32 * k, (int)(k % 18));
+    for (size_t t = 0; t < sizeof lt / sizeof *lt; t++) {
+        const tbx_dtype dt = lt[t];
+        const size_t bb = info(dt)->block_bytes;
+        tbx_quant_fn qs = tbx_ggml_quant_scalar_for(dt), qa = tbx_ggml_quant_avx2_for(dt);
+        CHECK(qs != NULL && qa != NULL);
+        CHECK(tbx_ggml_quant_for(dt) == qa);
+        if (!qs || !qa) continue;
+        uint8_t *a = xmalloc(nb * bb + 1), *c = xmalloc(nb * bb + 1);
+        memset(a, 0x11, nb * bb + 1);
+        memset(c, 0x33, nb * bb + 1);
+        qs(x, a, nb);
+        qa(x, c + 1, nb); /* misaligned output */
+        size_t bad = 0;
+        for (size_t k = 0; k < nb; k++)
+            if (memcmp(a + k * bb, c + 1 + k * bb, bb) != 0) {
+                if (bad++ == 0)
+                    fprintf(stderr, "%s: scalar and avx2 differ at block %zu (mode %zu)\n",
+                            info(dt)->name, k, k % 18);
+            }
+        CHECK_EQ(bad, 0);
+        /* block counts 0..3 leave the bytes after them alone */
+        for (uint64_t n = 0; n < 4; n++) {
+            memset(c, 0x5A, 4 * bb);
+            qa(x, c, n);
+            CHECK(memcmp(c, a, (size_t)n * bb) == 0);
+            CHECK(c[n * bb] == 0x5A);
+        }
+        free(a);
+        free(c);
+    }
+    free(buf);
+}
+
 TBX_TEST(kquant_rmse_not_worse_than_ggml_reference) {
     static const tbx_dtype kt[] = {TBX_DT_Q2_K, TBX_DT_Q3_K, TBX_DT_Q4_K, TBX_DT_Q5_K, TBX_DT_Q6_K};
     const size_t nblocks = 512;
