@@ -10,6 +10,7 @@
 #include "internal.h"
 #include "plain.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -161,6 +162,22 @@ tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, ui
     return TBX_OK;
 }
 
+const tbx_source *tbx_file_source(const tbx_file *f, uint32_t src) {
+    if (!f) return NULL;
+    if (src == 0) return &f->src;
+    return (size_t)src <= f->nextra_src ? &f->extra_src[src - 1] : NULL;
+}
+
+/* The source of component k (an error naming the tensor when the driver set a bad index). */
+static const tbx_source *comp_source(const tbx_file *f, const tbx_tensor *t,
+                                     const tbx_component *k, tbx_error *err) {
+    const tbx_source *s = tbx_file_source(f, k->src);
+    if (!s)
+        tbx_err(err, TBX_E_STATE, k->offset, t->name, "tensor \"%s\": no source %" PRIu32,
+                t->name, k->src);
+    return s;
+}
+
 tbx_status tbx_file_problem(tbx_file *f, tbx_error *err, tbx_status code, uint64_t offset,
                             const char *field, const char *fmt, ...) {
     tbx_error e;
@@ -207,6 +224,9 @@ void tbx_close(tbx_file *f) {
     tbx_free(&al, f->sections, f->cap_sections * sizeof *f->sections);
     tbx_names_free(&f->meta_names);
     tbx_names_free(&f->tensor_names);
+    for (size_t i = 0; i < f->nextra_src; i++) tbx_source_close(&f->extra_src[i]);
+    tbx_free(&al, f->extra_src, f->nextra_src * sizeof *f->extra_src);
+    if (f->path) tbx_free(&al, f->path, strlen(f->path) + 1);
     tbx_source_close(&f->src);
     tbx_free(&al, f, sizeof *f);
 }
@@ -277,6 +297,8 @@ tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_option
     if (st != TBX_OK) return st;
     st = tbx_source_open_path(&f->src, path, (f->flags & TBX_OPEN_MMAP) != 0, err);
     if (st != TBX_OK) { tbx_close(f); return st; }
+    f->path = tbx_memdup0(&f->al, path, strlen(path));
+    if (!f->path) { tbx_close(f); return tbx_err_nomem(err, "path"); }
     return finish_open(f, tbx_format_from_path(path), out, err);
 }
 
@@ -391,7 +413,9 @@ static tbx_status read_comp_into(tbx_file *f, const tbx_tensor *t, uint32_t c, v
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "component.encoding",
                        "tensor \"%s\": encoded component cannot be read by this driver", t->name);
     if (k->nbytes > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, k->offset, "tensor", "too large");
-    return tbx_source_read(&f->src, k->offset, buf, (size_t)k->nbytes, t->name, err);
+    const tbx_source *src = comp_source(f, t, k, err);
+    if (!src) return TBX_E_STATE;
+    return tbx_source_read(src, k->offset, buf, (size_t)k->nbytes, t->name, err);
 }
 
 tbx_status tbx_component_read(tbx_file *f, uint64_t i, uint32_t c, void *buf, size_t cap,
@@ -446,7 +470,9 @@ tbx_status tbx_tensor_read_range(tbx_file *f, uint64_t i, uint64_t pos, void *bu
     if (k->encoding != TBX_ENC_RAW || f->drv->read_component)
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
                        "tensor \"%s\" is stored encoded; read it whole", t->name);
-    return tbx_source_read(&f->src, k->offset + pos, buf, len, t->name, err);
+    const tbx_source *src = comp_source(f, t, k, err);
+    if (!src) return TBX_E_STATE;
+    return tbx_source_read(src, k->offset + pos, buf, len, t->name, err);
 }
 
 tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len, tbx_error *err) {
@@ -457,7 +483,7 @@ tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len
     const tbx_component *k = &t->comp[0];
     const uint8_t *p = NULL;
     if (k->encoding == TBX_ENC_RAW && !f->drv->read_component)
-        p = tbx_source_ptr(&f->src, k->offset, k->nbytes);
+        p = tbx_source_ptr(tbx_file_source(f, k->src), k->offset, k->nbytes);
     if (!p)
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
                        "tensor \"%s\" cannot be mapped (file not mapped or data encoded)", t->name);
@@ -504,6 +530,11 @@ tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t
                        t->name, di->name, (unsigned long long)ge);
     const tbx_component *k = &t->comp[0];
     bool direct = k->encoding == TBX_ENC_RAW && !f->drv->read_component;
+    const tbx_source *ksrc = NULL;
+    if (direct) {
+        ksrc = comp_source(f, t, k, err);
+        if (!ksrc) return TBX_E_STATE;
+    }
 
     /* Encoded data: decode the whole component once (bounded by its declared size). */
     uint8_t *whole = NULL;
@@ -536,7 +567,7 @@ tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t
         if (g0 * gb + nb > k->nbytes) nb = k->nbytes - g0 * gb;
         const uint8_t *src;
         if (direct) {
-            const uint8_t *p = tbx_source_ptr(&f->src, k->offset + g0 * gb, nb);
+            const uint8_t *p = tbx_source_ptr(ksrc, k->offset + g0 * gb, nb);
             if (p) src = p;
             else {
                 if (nb > bytes_cap) {
@@ -545,7 +576,7 @@ tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t
                     bytes_cap = bytes ? (size_t)nb : 0;
                     if (!bytes) { st = tbx_err_nomem(err, "decode buffer"); break; }
                 }
-                st = tbx_source_read(&f->src, k->offset + g0 * gb, bytes, (size_t)nb, t->name, err);
+                st = tbx_source_read(ksrc, k->offset + g0 * gb, bytes, (size_t)nb, t->name, err);
                 if (st != TBX_OK) break;
                 src = bytes;
             }

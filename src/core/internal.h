@@ -123,6 +123,10 @@ tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t 
 /* Pointer to [off, off+len) when the source is mapped/in memory, else NULL. */
 const uint8_t *tbx_source_ptr(const tbx_source *s, uint64_t off, uint64_t len);
 
+/* Internal open flag (never set by callers of the public API): open exactly the file named, not
+ * a set it starts (a GGUF split set). The GGUF tools use it to edit/split/merge single shards. */
+#define TBX_OPEN_SINGLE_FILE_ 0x80000000u
+
 /* Registry of input files open through tbx_open_path (dev, ino), so that writers never
  * replace one (src/io/source.c). Thread-safe. */
 bool tbx_inputs_contains(uint64_t dev, uint64_t ino);
@@ -275,6 +279,7 @@ typedef struct tbx_component {
     uint64_t nbytes;         /* decoded */
     tbx_encoding encoding;
     char *digest;            /* NULL when none */
+    uint32_t src;            /* source holding the bytes: 0 f->src, k > 0 f->extra_src[k-1] */
 } tbx_component;
 
 typedef struct tbx_tensor {
@@ -304,6 +309,9 @@ struct tbx_file {
     tbx_limits limits;
     uint32_t flags;               /* TBX_OPEN_* */
     tbx_source src;
+    char *path;                   /* copy of the path given to tbx_open_path, NULL otherwise */
+    tbx_source *extra_src;        /* further sources owned by the handle (e.g. the other shards */
+    size_t nextra_src;            /* of a GGUF split set), closed by tbx_close */
     const tbx_driver *drv;
     tbx_format format;
     uint32_t version;
@@ -330,6 +338,9 @@ tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, t
                                uint64_t offset, tbx_tensor **out, tbx_error *err);
 tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, uint64_t offset,
                                 uint64_t size, tbx_error *err);
+/* The source a component's `src` names (0: f->src, k: f->extra_src[k-1]); NULL when out of
+ * range. Tensor data is read through it; sections always come from f->src. */
+const tbx_source *tbx_file_source(const tbx_file *f, uint32_t src);
 /* Reports a recoverable problem: with on_problem set it is passed on and TBX_OK returned (the
  * caller continues); without, it is copied to *err and its code returned (the caller stops). */
 tbx_status tbx_file_problem(tbx_file *f, tbx_error *err, tbx_status code, uint64_t offset,

@@ -194,13 +194,32 @@ typedef struct g_state {
     uint64_t data_start;
     g_ti *ti; size_t nti, cap_ti;
     uint64_t *kv_off; size_t nkv, cap_kv; /* byte offset of each KV, in metadata order */
+    uint32_t src;         /* the file's source: 0 f->src, k f->extra_src[k-1] (split sets) */
+    /* Split set (first shard's state only): the states of shards 2..N, shards[k] for source
+     * k + 1, and the count of the set. */
+    struct g_state *shards; size_t nshards;
+    uint32_t split_count; /* N of the split set, 0 when the file stands alone */
 } g_state;
+
+static void g_state_init(g_state *s, uint32_t src) {
+    memset(s, 0, sizeof *s);
+    s->tag = G_STATE_TAG;
+    s->align_type = -1;
+    s->alignment = G_DEFAULT_ALIGNMENT;
+    s->src = src;
+}
+
+static void g_state_free_parts(tbx_file *f, g_state *s) {
+    tbx_free(&f->al, s->ti, s->cap_ti * sizeof *s->ti);
+    tbx_free(&f->al, s->kv_off, s->cap_kv * sizeof *s->kv_off);
+}
 
 static void g_close(tbx_file *f) {
     g_state *s = f->drv_state;
     if (!s) return;
-    tbx_free(&f->al, s->ti, s->cap_ti * sizeof *s->ti);
-    tbx_free(&f->al, s->kv_off, s->cap_kv * sizeof *s->kv_off);
+    for (size_t k = 0; k < s->nshards; k++) g_state_free_parts(f, &s->shards[k]);
+    tbx_free(&f->al, s->shards, s->nshards * sizeof *s->shards);
+    g_state_free_parts(f, s);
     tbx_free(&f->al, s, sizeof *s);
     f->drv_state = NULL;
 }
@@ -633,6 +652,7 @@ static tbx_status rd_tensor_info(g_rd *r, uint64_t i, uint64_t **ne_buf, size_t 
     cp->stored_bytes = ti.size;
     cp->nbytes = ti.size;
     cp->encoding = TBX_ENC_RAW;
+    cp->src = s->src;
     if (!tbx_grow(&f->al, (void **)&s->ti, &s->cap_ti, s->nti + 1, sizeof *s->ti))
         return tbx_err_nomem(err, "GGUF tensor table");
     s->ti[s->nti++] = ti;
@@ -658,15 +678,31 @@ static const g_ti **sorted_infos(tbx_file *f, const g_state *s) {
 extern const tbx_driver tbx_driver_gguf; /* also declared in internal.h once registered */
 static const tbx_driver g_driver_be;
 
-static tbx_status g_open(tbx_file *f, tbx_error *err) {
-    g_state *s = tbx_malloc(&f->al, sizeof *s);
-    if (!s) return tbx_err_nomem(err, "GGUF state");
-    memset(s, 0, sizeof *s);
-    s->tag = G_STATE_TAG;
-    s->align_type = -1;
-    s->alignment = G_DEFAULT_ALIGNMENT;
-    f->drv_state = s;
+/* The split.* keys of one file, as read (split.no, split.count, split.tensors.count). */
+typedef struct g_split {
+    bool shard;           /* parsing shard 2..N of a set: keys are checked, not added */
+    int64_t want[3];      /* shard: the values its split.* keys must have */
+    bool has[3];
+    int64_t val[3];
+} g_split;
 
+static const char *const g_split_keys[3] = {"split.no", "split.count", "split.tensors.count"};
+
+static void g_split_note(g_split *sp, const char *key, size_t klen, const tbx_value *v) {
+    for (int k = 0; k < 3; k++) {
+        if (klen != strlen(g_split_keys[k]) || memcmp(key, g_split_keys[k], klen) != 0) continue;
+        int64_t x;
+        if (v && tbx_value_get_i64(v, &x) == TBX_OK) {
+            sp->has[k] = true;
+            sp->val[k] = x;
+        }
+    }
+}
+
+/* Parses one GGUF file from `src` into f (tensors) and s (layout). With sp->shard the metadata
+ * is read and checked but not added to f. */
+static tbx_status g_parse(tbx_file *f, g_state *s, const tbx_source *src, g_split *sp,
+                          tbx_error *err) {
     g_rd r;
     memset(&r, 0, sizeof r);
     r.f = f;
@@ -675,8 +711,8 @@ static tbx_status g_open(tbx_file *f, tbx_error *err) {
     uint64_t *ne_buf = NULL;
     size_t ne_cap = 0;
     const g_ti **order = NULL;
-    uint64_t size = f->src.size;
-    tbx_status st = tbx_cursor_init(&r.c, &f->src, &f->al, 0, size, err);
+    uint64_t size = src->size;
+    tbx_status st = tbx_cursor_init(&r.c, src, &f->al, 0, size, err);
     if (st != TBX_OK) return st;
 
     /* magic and version */
@@ -710,7 +746,7 @@ static tbx_status g_open(tbx_file *f, tbx_error *err) {
         goto done;
     }
     s->version = ver;
-    f->version = ver;
+    if (!sp->shard) f->version = ver;
     r.v1 = ver == 1;
 
     /* counts */
@@ -791,18 +827,30 @@ static tbx_status g_open(tbx_file *f, tbx_error *err) {
                 s->alignment = v->v.u;
             }
         }
-        if (st == TBX_OK) {
+        if (st == TBX_OK) g_split_note(sp, key, klen, v);
+        if (st == TBX_OK && !sp->shard) {
             st = tbx_file_add_meta(f, key, klen, v, kv_at, err);
             v = NULL;
         }
         tbx_val_free(v);
         tbx_free(&f->al, key, klen + 1);
         if (st != TBX_OK) goto done;
+        if (sp->shard) continue;
         if (!tbx_grow(&f->al, (void **)&s->kv_off, &s->cap_kv, s->nkv + 1, sizeof *s->kv_off)) {
             st = tbx_err_nomem(err, "GGUF metadata table");
             goto done;
         }
         s->kv_off[s->nkv++] = kv_at;
+    }
+
+    /* a further shard of a split set: its split.* keys must match before its tensors count */
+    for (int j = 0; sp->shard && j < 3; j++) {
+        if (sp->has[j] && sp->val[j] == sp->want[j]) continue;
+        char got[32] = "missing";
+        if (sp->has[j]) snprintf(got, sizeof got, "%" PRId64, sp->val[j]);
+        st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, g_split_keys[j],
+                     "%s is %s, expected %" PRId64, g_split_keys[j], got, sp->want[j]);
+        goto done;
     }
 
     /* tensor infos */
@@ -888,7 +936,6 @@ static tbx_status g_open(tbx_file *f, tbx_error *err) {
             }
         }
     }
-    if (s->be) f->drv = &g_driver_be;
     st = TBX_OK;
 
 done:
@@ -896,6 +943,104 @@ done:
     tbx_free(&f->al, ne_buf, ne_cap * sizeof(uint64_t));
     tbx_free(&f->al, r.scratch, r.scratch_cap);
     tbx_cursor_free(&r.c);
+    return st;
+}
+
+/* Fills *err from `e` with the message prefixed by "split set: shard K of N 'NAME': ", keeping
+ * e's code, field and offset (an offset in that shard). */
+static tbx_status shard_err(tbx_error *err, const tbx_error *e, uint32_t k, uint32_t n,
+                            const char *name) {
+    tbx_status st = tbx_err(err, e->code, TBX_NO_OFFSET, e->field,
+                            "split set: shard %" PRIu32 " of %" PRIu32 " '%s': %s", k, n, name,
+                            e->message);
+    if (err) err->offset = e->offset;
+    return st;
+}
+
+/* After the first file parsed: when it is shard 1 of a split set opened by a path named
+ * "{stem}-00001-of-{N:05}.gguf", opens shards 2..N, parses each with the same code and adds
+ * their tensors (component src = shard index - 1). Otherwise the file stands alone. */
+static tbx_status g_open_set(tbx_file *f, g_state *s, const g_split *sp, tbx_error *err) {
+    if (!f->path || (f->flags & TBX_OPEN_SINGLE_FILE_) || !sp->has[0] || !sp->has[1] ||
+        sp->val[0] != 0 || sp->val[1] <= 1 || sp->val[1] > 65535)
+        return TBX_OK;
+    const uint32_t n = (uint32_t)sp->val[1];
+    char sfx[40];
+    snprintf(sfx, sizeof sfx, "-00001-of-%05" PRIu32 ".gguf", n);
+    size_t len = strlen(f->path), sl = strlen(sfx);
+    if (len < sl || strcmp(f->path + len - sl, sfx) != 0) return TBX_OK;
+    if (!sp->has[2] || sp->val[2] < 0)
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "split.tensors.count",
+                       "split set: shard 1 of %" PRIu32 " '%s' has no valid split.tensors.count",
+                       n, f->path);
+    const uint64_t total = (uint64_t)sp->val[2];
+
+    f->extra_src = tbx_calloc(&f->al, n - 1, sizeof *f->extra_src);
+    s->shards = tbx_calloc(&f->al, n - 1, sizeof *s->shards);
+    size_t name_cap = len + 16;
+    char *name = tbx_malloc(&f->al, name_cap);
+    tbx_status st = TBX_OK;
+    if (!f->extra_src || !s->shards || !name) {
+        /* keep the frees consistent with g_close / tbx_close */
+        tbx_free(&f->al, f->extra_src, (n - 1) * sizeof *f->extra_src);
+        tbx_free(&f->al, s->shards, (n - 1) * sizeof *s->shards);
+        f->extra_src = NULL;
+        s->shards = NULL;
+        tbx_free(&f->al, name, name_cap);
+        return tbx_err_nomem(err, "GGUF split set");
+    }
+    /* From here tbx_close / g_close own both arrays; unopened entries close as no-ops. */
+    s->split_count = n;
+    s->nshards = n - 1;
+    f->nextra_src = n - 1;
+    for (size_t i = 0; i < n - 1; i++) f->extra_src[i].fd = -1;
+    const bool use_mmap = (f->flags & TBX_OPEN_MMAP) != 0;
+    for (uint32_t k = 2; k <= n && st == TBX_OK; k++) {
+        tbx_error e;
+        snprintf(name, name_cap, "%.*s-%05" PRIu32 "-of-%05" PRIu32 ".gguf", (int)(len - sl),
+                 f->path, k, n);
+        tbx_source *xs = &f->extra_src[k - 2];
+        st = tbx_source_open_path(xs, name, use_mmap, &e);
+        if (st != TBX_OK) {
+            st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "split",
+                         "split set: shard %" PRIu32 " of %" PRIu32 " '%s' cannot be opened: %s",
+                         k, n, name, e.message);
+            break;
+        }
+        g_state *ss = &s->shards[k - 2];
+        g_state_init(ss, k - 1);
+        g_split ssp;
+        memset(&ssp, 0, sizeof ssp);
+        ssp.shard = true;
+        ssp.want[0] = (int64_t)k - 1;
+        ssp.want[1] = (int64_t)n;
+        ssp.want[2] = (int64_t)total;
+        st = g_parse(f, ss, xs, &ssp, &e);
+        if (st != TBX_OK) { st = shard_err(err, &e, k, n, name); break; }
+        if (ss->be != s->be)
+            st = tbx_err(err, TBX_E_FORMAT, 4, "version",
+                         "split set: shard %" PRIu32 " of %" PRIu32 " '%s' is %s-endian, shard 1 "
+                         "is %s-endian", k, n, name, ss->be ? "big" : "little",
+                         s->be ? "big" : "little");
+    }
+    if (st == TBX_OK && f->ntensors != total)
+        st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "split.tensors.count",
+                     "split set '%s': the %" PRIu32 " shards hold %zu tensors, "
+                     "split.tensors.count says %" PRIu64, f->path, n, f->ntensors, total);
+    tbx_free(&f->al, name, name_cap);
+    return st;
+}
+
+static tbx_status g_open(tbx_file *f, tbx_error *err) {
+    g_state *s = tbx_malloc(&f->al, sizeof *s);
+    if (!s) return tbx_err_nomem(err, "GGUF state");
+    g_state_init(s, 0);
+    f->drv_state = s;
+    g_split sp;
+    memset(&sp, 0, sizeof sp);
+    tbx_status st = g_parse(f, s, &f->src, &sp, err);
+    if (st == TBX_OK) st = g_open_set(f, s, &sp, err);
+    if (st == TBX_OK && s->be) f->drv = &g_driver_be;
     return st;
 }
 
@@ -911,7 +1056,9 @@ static tbx_status g_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, void *
                        "(its block mixes byte and word access)", t->name,
                        gt ? gt->name : dt_name(t->dtype));
     if (k->nbytes > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, k->offset, t->name, "too large");
-    tbx_status st = tbx_source_read(&f->src, k->offset, buf, (size_t)k->nbytes, t->name, err);
+    const tbx_source *src = tbx_file_source(f, k->src);
+    if (!src) return tbx_err(err, TBX_E_STATE, k->offset, t->name, "tensor \"%s\": no source", t->name);
+    tbx_status st = tbx_source_read(src, k->offset, buf, (size_t)k->nbytes, t->name, err);
     if (st != TBX_OK || gt->be == 0) return st;
     const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
     uint8_t *p = buf;
@@ -927,33 +1074,34 @@ static tbx_status g_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, void *
     return TBX_OK;
 }
 
-/* validate: every padding byte (before the data start and between tensors) must be zero. */
-static tbx_status check_zero(tbx_file *f, uint8_t *buf, uint64_t from, uint64_t to,
-                             const char *where, tbx_error *err) {
+/* validate: every padding byte (before the data start and between tensors) must be zero.
+ * `shard`: "" for a single file, " in shard K of N" for a split set's files. */
+static tbx_status check_zero(tbx_file *f, const g_state *s, uint8_t *buf, uint64_t from,
+                             uint64_t to, const char *where, const char *shard, tbx_error *err) {
+    const tbx_source *src = tbx_file_source(f, s->src);
     while (from < to) {
         size_t n = (size_t)(to - from < G_CHUNK ? to - from : G_CHUNK);
-        tbx_status st = tbx_source_read(&f->src, from, buf, n, "padding", err);
+        tbx_status st = tbx_source_read(src, from, buf, n, "padding", err);
         if (st != TBX_OK) return st;
         for (size_t i = 0; i < n; i++) {
             if (buf[i] == 0) continue;
             return tbx_file_problem(f, err, TBX_E_PADDING, from + i, "padding",
-                                    "padding byte %s is 0x%02x, expected 0 (padding runs "
-                                    "[%" PRIu64 ", %" PRIu64 "))", where, (unsigned)buf[i],
-                                    from, to);
+                                    "padding byte %s%s is 0x%02x, expected 0 (padding runs "
+                                    "[%" PRIu64 ", %" PRIu64 "))", where, shard,
+                                    (unsigned)buf[i], from, to);
         }
         from += n;
     }
     return TBX_OK;
 }
 
-static tbx_status g_validate(tbx_file *f, tbx_error *err) {
-    g_state *s = f->drv_state;
-    if (!s) return TBX_OK;
-    uint8_t *buf = tbx_malloc(&f->al, G_CHUNK);
+/* Padding checks of one file (the first, or one shard of a split set). */
+static tbx_status validate_file(tbx_file *f, const g_state *s, uint8_t *buf, const char *shard,
+                                tbx_error *err) {
     const g_ti **order = sorted_infos(f, s);
-    tbx_status st = TBX_OK;
-    if (!buf || !order) { st = tbx_err_nomem(err, "GGUF validate buffer"); goto done; }
-    st = check_zero(f, buf, s->infos_end, s->data_start, "before the data start", err);
+    if (!order) return tbx_err_nomem(err, "GGUF validate buffer");
+    tbx_status st = check_zero(f, s, buf, s->infos_end, s->data_start, "before the data start",
+                               shard, err);
     uint64_t pos = s->data_start;
     const g_ti *prev = NULL;
     for (size_t k = 0; st == TBX_OK && k < s->nti; k++) {
@@ -969,13 +1117,27 @@ static tbx_status g_validate(tbx_file *f, tbx_error *err) {
             } else {
                 snprintf(where, sizeof where, "between the data start and the first tensor");
             }
-            st = check_zero(f, buf, pos, a, where, err);
+            st = check_zero(f, s, buf, pos, a, where, shard, err);
         }
         if (e > pos) { pos = e; prev = ti; }
     }
-done:
+    tbx_free(&f->al, order, (s->nti ? s->nti : 1) * sizeof *order);
+    return st;
+}
+
+static tbx_status g_validate(tbx_file *f, tbx_error *err) {
+    g_state *s = f->drv_state;
+    if (!s) return TBX_OK;
+    uint8_t *buf = tbx_malloc(&f->al, G_CHUNK);
+    if (!buf) return tbx_err_nomem(err, "GGUF validate buffer");
+    char shard[64] = "";
+    if (s->split_count > 1) snprintf(shard, sizeof shard, " in shard 1 of %" PRIu32, s->split_count);
+    tbx_status st = validate_file(f, s, buf, shard, err);
+    for (size_t k = 0; st == TBX_OK && k < s->nshards; k++) {
+        snprintf(shard, sizeof shard, " in shard %zu of %" PRIu32, k + 2, s->split_count);
+        st = validate_file(f, &s->shards[k], buf, shard, err);
+    }
     tbx_free(&f->al, buf, G_CHUNK);
-    if (order) tbx_free(&f->al, order, (s->nti ? s->nti : 1) * sizeof *order);
     return st;
 }
 
@@ -1009,27 +1171,20 @@ static bool has_nested_array(const tbx_value *v) {
     return false;
 }
 
-tbx_status tbx_gguf_lint(tbx_file *f, tbx_problem_fn cb, void *ud) {
-    if (!f || (f->drv != &tbx_driver_gguf && f->drv != &g_driver_be) || !f->drv_state)
-        return TBX_E_INVALID_ARG;
-    const g_state *s = f->drv_state;
-    if (s->tag != G_STATE_TAG) return TBX_E_INVALID_ARG;
-    g_lint l = { cb, ud, TBX_OK };
+/* The ggml rules of one file of the handle (the first, or one shard of a split set; `shard` is
+ * "" or " (shard K of N)"): its header, then its tensors. */
+static void lint_head(g_lint *l, const g_state *s, const char *shard) {
     if (s->be || s->version < 2)
-        lint(&l, TBX_E_BAD_VERSION, 4, "version",
-             "ggml reads only little-endian GGUF v2 and v3; this file is %s-endian v%" PRIu32,
-             s->be ? "big" : "little", s->version);
+        lint(l, TBX_E_BAD_VERSION, 4, "version",
+             "ggml reads only little-endian GGUF v2 and v3; this file%s is %s-endian v%" PRIu32,
+             shard, s->be ? "big" : "little", s->version);
     if (s->align_type >= 0 && s->align_type != GV_U32)
-        lint(&l, TBX_E_FORMAT, s->align_off, "metadata \"general.alignment\"",
-             "ggml requires general.alignment to be a u32, this file stores a %s",
+        lint(l, TBX_E_FORMAT, s->align_off, "metadata \"general.alignment\"",
+             "ggml requires general.alignment to be a u32, this file%s stores a %s", shard,
              gv_name((uint32_t)s->align_type));
-    for (size_t i = 0; i < f->nmeta; i++) {
-        if (!has_nested_array(f->meta[i].value)) continue;
-        char q[96];
-        tbx_quote_bytes(q, sizeof q, f->meta[i].key, f->meta[i].key_len, 64);
-        lint(&l, TBX_E_UNSUPPORTED, i < s->nkv ? s->kv_off[i] : TBX_NO_OFFSET, "metadata",
-             "metadata \"%s\": ggml rejects arrays of arrays", q);
-    }
+}
+
+static void lint_tensors(g_lint *l, tbx_file *f, const g_state *s, const char *shard) {
     uint64_t expect = 0;
     for (size_t i = 0; i < s->nti; i++) {
         const g_ti *ti = &s->ti[i];
@@ -1038,31 +1193,57 @@ tbx_status tbx_gguf_lint(tbx_file *f, tbx_problem_fn cb, void *ud) {
         tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
         if (ti->n_dims > 4) {
             snprintf(fld, sizeof fld, "tensor[%zu].n_dims", i);
-            lint(&l, TBX_E_LIMIT, ti->ne_off - 4, fld,
-                 "tensor \"%s\": n_dims = %" PRIu32 ", ggml allows at most 4", q, ti->n_dims);
+            lint(l, TBX_E_LIMIT, ti->ne_off - 4, fld,
+                 "tensor \"%s\"%s: n_dims = %" PRIu32 ", ggml allows at most 4", q, shard,
+                 ti->n_dims);
         }
         if (t->name_len >= 64) {
             snprintf(fld, sizeof fld, "tensor[%zu].name", i);
-            lint(&l, TBX_E_LIMIT, ti->info_off, fld,
-                 "tensor \"%s\": name of %zu bytes, ggml allows at most 63", q, t->name_len);
+            lint(l, TBX_E_LIMIT, ti->info_off, fld,
+                 "tensor \"%s\"%s: name of %zu bytes, ggml allows at most 63", q, shard,
+                 t->name_len);
         }
         if (ti->max_ne > (uint64_t)INT64_MAX || ti->nelems > (uint64_t)INT64_MAX) {
             snprintf(fld, sizeof fld, "tensor[%zu].ne", i);
-            lint(&l, TBX_E_OVERFLOW, ti->ne_off, fld,
-                 "tensor \"%s\": ne or the element count reaches 2^63, ggml reads them as int64",
-                 q);
+            lint(l, TBX_E_OVERFLOW, ti->ne_off, fld,
+                 "tensor \"%s\"%s: ne or the element count reaches 2^63, ggml reads them as "
+                 "int64", q, shard);
         }
         if (ti->rel != expect) {
             snprintf(fld, sizeof fld, "tensor[%zu].offset", i);
-            lint(&l, TBX_E_RANGE, ti->off_off, fld,
-                 "tensor \"%s\": offset %" PRIu64 ", ggml expects %" PRIu64 " (tensors packed "
-                 "in info order, each padded to the alignment %" PRIu64 ")", q, ti->rel, expect,
-                 s->alignment);
+            lint(l, TBX_E_RANGE, ti->off_off, fld,
+                 "tensor \"%s\"%s: offset %" PRIu64 ", ggml expects %" PRIu64 " (tensors packed "
+                 "in info order, each padded to the alignment %" PRIu64 ")", q, shard, ti->rel,
+                 expect, s->alignment);
         }
         uint64_t padded;
         if (!tbx_align_up_u64(ti->size, s->alignment, &padded) ||
             !tbx_add_u64(expect, padded, &expect))
             expect = UINT64_MAX;
+    }
+}
+
+tbx_status tbx_gguf_lint(tbx_file *f, tbx_problem_fn cb, void *ud) {
+    if (!f || (f->drv != &tbx_driver_gguf && f->drv != &g_driver_be) || !f->drv_state)
+        return TBX_E_INVALID_ARG;
+    const g_state *s = f->drv_state;
+    if (s->tag != G_STATE_TAG) return TBX_E_INVALID_ARG;
+    g_lint l = { cb, ud, TBX_OK };
+    char shard[48] = "";
+    if (s->split_count > 1) snprintf(shard, sizeof shard, " (shard 1 of %" PRIu32 ")", s->split_count);
+    lint_head(&l, s, shard);
+    for (size_t i = 0; i < f->nmeta; i++) {
+        if (!has_nested_array(f->meta[i].value)) continue;
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, f->meta[i].key, f->meta[i].key_len, 64);
+        lint(&l, TBX_E_UNSUPPORTED, i < s->nkv ? s->kv_off[i] : TBX_NO_OFFSET, "metadata",
+             "metadata \"%s\": ggml rejects arrays of arrays", q);
+    }
+    lint_tensors(&l, f, s, shard);
+    for (size_t k = 0; k < s->nshards; k++) {
+        snprintf(shard, sizeof shard, " (shard %zu of %" PRIu32 ")", k + 2, s->split_count);
+        lint_head(&l, &s->shards[k], shard);
+        lint_tensors(&l, f, &s->shards[k], shard);
     }
     return l.first;
 }

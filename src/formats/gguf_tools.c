@@ -42,11 +42,12 @@ static bool key_is(const char *k, size_t n, const char *z) {
 
 static bool is_split_key(const char *k, size_t n) { return n >= 6 && memcmp(k, "split.", 6) == 0; }
 
-/* Opens a little-endian GGUF file (pread). */
+/* Opens a little-endian GGUF file (pread); only that file, never the split set it starts. */
 static tbx_status open_gguf(tbx_file **out, const char *path, tbx_error *err) {
     tbx_open_options oo;
     tbx_open_options_init(&oo);
     oo.format = TBX_FORMAT_GGUF;
+    oo.flags = TBX_OPEN_SINGLE_FILE_;
     tbx_file *f = NULL;
     tbx_status st = tbx_open_path(&f, path, &oo, err);
     if (st != TBX_OK) return st;
