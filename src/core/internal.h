@@ -405,6 +405,11 @@ struct tbx_driver {
      * [offset, offset + nbytes). buf has exactly comp->nbytes bytes. */
     tbx_status (*read_component)(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
                                  tbx_error *err);
+    /* Optional: decode elements [first, first+count) of a tensor that is not a single dense
+     * component (sparse, quantized group) to f32, row-major (tbx_tensor_read_f32 routes here;
+     * range already checked). NULL: such tensors cannot be decoded. */
+    tbx_status (*read_f32)(tbx_file *f, uint64_t i, uint64_t first, uint64_t count, float *out,
+                           tbx_error *err);
     /* Optional: deep checks run by tbx_validate after open (every problem via
      * tbx_file_problem). */
     tbx_status (*validate)(tbx_file *f, tbx_error *err);

@@ -2033,6 +2033,7 @@ const tbx_driver tbx_driver_ztensor = {
     .probe = zt_probe,
     .open = zt_open,
     .read_component = zt_read_component,
+    .read_f32 = tbx_ztensor_read_f32_range,
     .validate = zt_validate,
     .close = zt_close,
     .w_check_meta = zt_w_check_meta,

@@ -301,11 +301,8 @@ def test_reference_sparse_files_read_identically(tbx, tmp_path):
     assert r.out == cvals.tobytes() + cidx.astype("<u8").reshape(-1).tobytes()
     r = run(tbx, "validate", path)
     assert r.rc == 0, r.describe()
-    # densified values: needs the core to route tbx_tensor_read_f32 to the driver
+    # densified values (tbx_tensor_read_f32 routes sparse layouts to the driver)
     r = run(tbx, "cat", path, "csr", "--as", "f32")
-    if r.rc != 0 and ("sparse_csr" in r.text or "components" in r.text):
-        pytest.xfail("tbx cat --as f32 of a sparse tensor: tbx_tensor_read_f32 is not yet routed "
-                     "to the zTensor driver (tbx_ztensor_read_f32_range); see docs/formats/ztensor.md")
     assert r.rc == 0, r.describe()
     assert_f32_equal(r.out, dense_csr, "csr densified")
     r = run(tbx, "cat", path, "coo", "--as", "f32")
