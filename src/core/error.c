@@ -126,3 +126,14 @@ const char *tbx_status_name(tbx_status status) {
     if (u < STATUS_COUNT && status_table[u].name) return status_table[u].name;
     return "TBX_E_UNKNOWN";
 }
+
+tbx_status tbx_err_at(tbx_error *err, tbx_status code, uint64_t offset, const char *field,
+                      const char *fmt, ...) {
+    if (!err) return code;
+    va_list ap;
+    va_start(ap, fmt);
+    tbx_verr(err, code, TBX_NO_OFFSET, field, fmt, ap);
+    va_end(ap);
+    err->offset = offset;
+    return code;
+}

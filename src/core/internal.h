@@ -73,6 +73,10 @@ tbx_status tbx_err(tbx_error *err, tbx_status code, uint64_t offset, const char 
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 tbx_status tbx_verr(tbx_error *err, tbx_status code, uint64_t offset, const char *field,
                     const char *fmt, va_list ap);
+/* As tbx_err, for a message that already names the offset itself: no " at byte" suffix is
+ * added, but err->offset is still set to `offset`. */
+tbx_status tbx_err_at(tbx_error *err, tbx_status code, uint64_t offset, const char *field,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Shorthand for TBX_E_NOMEM. */
 tbx_status tbx_err_nomem(tbx_error *err, const char *what);
 

@@ -158,4 +158,14 @@ tbx_status zt_check_value(const tbx_value *v, uint32_t depth, const char *what, 
 /* Encodes a value (checked with zt_check_value first). Maps get canonical key order. */
 tbx_status zt_put_value(zt_buf *b, const tbx_value *v, tbx_error *err);
 
+/* Writer hooks (ztensor_write.c), listed in tbx_driver_ztensor (ztensor.c). */
+tbx_status zt_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
+                           tbx_error *err);
+tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+tbx_status zt_w_layout(tbx_writer *w, tbx_error *err);
+tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len, tbx_error *err);
+tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+tbx_status zt_w_finish(tbx_writer *w, tbx_error *err);
+void zt_w_free(tbx_writer *w);
+
 #endif /* TBX_ZTENSOR_INT_H */

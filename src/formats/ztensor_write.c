@@ -38,15 +38,6 @@
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through the writer */
 #include <zstd.h>
 
-/* Writer hooks (used by tbx_driver_ztensor in ztensor.c) */
-tbx_status zt_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
-                           tbx_error *err);
-tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
-tbx_status zt_w_layout(tbx_writer *w, tbx_error *err);
-tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len, tbx_error *err);
-tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
-tbx_status zt_w_finish(tbx_writer *w, tbx_error *err);
-void zt_w_free(tbx_writer *w);
 
 typedef struct zt_wcomp {
     int role;

@@ -15,20 +15,6 @@
 
 #define WINDOW_BYTES ((size_t)64 * 1024)
 
-/* Formats an error whose message already names the offset, and records that offset. */
-static tbx_status err_at(tbx_error *err, tbx_status code, uint64_t off, const char *field,
-                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static tbx_status err_at(tbx_error *err, tbx_status code, uint64_t off, const char *field,
-                         const char *fmt, ...) {
-    if (!err) return code;
-    va_list ap;
-    va_start(ap, fmt);
-    tbx_verr(err, code, TBX_NO_OFFSET, field, fmt, ap);
-    va_end(ap);
-    err->offset = off;
-    return code;
-}
-
 /* The field as shown in a message: long names (tensor names can be long) are shortened so the
  * rest of the message (sizes, offsets) always fits. */
 #define SHOW_MAX 96
@@ -48,10 +34,10 @@ static tbx_status short_read(const tbx_cursor *c, uint64_t n, const char *field,
     char fbuf[SHOW_MAX + 4];
     const char *f = show_name(fbuf, field, "field");
     if (c->end == c->src->size)
-        return err_at(err, TBX_E_TRUNCATED, c->pos, field,
+        return tbx_err_at(err, TBX_E_TRUNCATED, c->pos, field,
                       "%s: needs %" PRIu64 " bytes at byte %" PRIu64 ", file has %" PRIu64, f, n,
                       c->pos, c->src->size);
-    return err_at(err, TBX_E_TRUNCATED, c->pos, field,
+    return tbx_err_at(err, TBX_E_TRUNCATED, c->pos, field,
                   "%s: needs %" PRIu64 " bytes at byte %" PRIu64 ", region ends at byte %" PRIu64
                   " (file has %" PRIu64 ")",
                   f, n, c->pos, c->end, c->src->size);
@@ -65,12 +51,12 @@ tbx_status tbx_cursor_init(tbx_cursor *c, const tbx_source *src, const tbx_alloc
     if (!src) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, NULL, "cursor source is NULL");
     c->src = src;
     if (end > src->size)
-        return err_at(err, TBX_E_TRUNCATED, end, "region",
+        return tbx_err_at(err, TBX_E_TRUNCATED, end, "region",
                       "region: end at byte %" PRIu64 " is past the end of the file (%" PRIu64
                       " bytes)",
                       end, src->size);
     if (start > end)
-        return err_at(err, TBX_E_RANGE, start, "region",
+        return tbx_err_at(err, TBX_E_RANGE, start, "region",
                       "region: start at byte %" PRIu64 " is after its end at byte %" PRIu64, start,
                       end);
     c->pos = start;
@@ -198,11 +184,11 @@ tbx_status tbx_cur_seek(tbx_cursor *c, uint64_t pos, const char *field, tbx_erro
         char fbuf[SHOW_MAX + 4];
         const char *f = show_name(fbuf, field, "field");
         if (c->end == c->src->size)
-            return err_at(err, TBX_E_TRUNCATED, pos, field,
+            return tbx_err_at(err, TBX_E_TRUNCATED, pos, field,
                           "%s: offset %" PRIu64 " is past the end of the file (%" PRIu64
                           " bytes)",
                           f, pos, c->src->size);
-        return err_at(err, TBX_E_TRUNCATED, pos, field,
+        return tbx_err_at(err, TBX_E_TRUNCATED, pos, field,
                       "%s: offset %" PRIu64 " is past the region end at byte %" PRIu64
                       " (file has %" PRIu64 ")",
                       f, pos, c->end, c->src->size);

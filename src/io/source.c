@@ -246,20 +246,6 @@ static const char *show_name(char buf[SHOW_MAX + 4], const char *field, const ch
     return buf;
 }
 
-/* Formats an error whose message already names the offset, and records that offset. */
-static tbx_status err_at(tbx_error *err, tbx_status code, uint64_t off, const char *field,
-                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static tbx_status err_at(tbx_error *err, tbx_status code, uint64_t off, const char *field,
-                         const char *fmt, ...) {
-    if (!err) return code;
-    va_list ap;
-    va_start(ap, fmt);
-    tbx_verr(err, code, TBX_NO_OFFSET, field, fmt, ap);
-    va_end(ap);
-    err->offset = off;
-    return code;
-}
-
 tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t len,
                            const char *field, tbx_error *err) {
     char fbuf[SHOW_MAX + 4];
@@ -267,7 +253,7 @@ tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t 
     if (!s) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field, "%s: source is NULL", f);
     uint64_t end;
     if (!tbx_add_u64(off, (uint64_t)len, &end) || end > s->size)
-        return err_at(err, TBX_E_TRUNCATED, off, field,
+        return tbx_err_at(err, TBX_E_TRUNCATED, off, field,
                       "%s: needs %zu bytes at byte %" PRIu64 ", file has %" PRIu64, f, len, off,
                       s->size);
     if (len == 0) return TBX_OK;
@@ -284,7 +270,7 @@ tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t 
             return tbx_err(err, TBX_E_STATE, off, field, "%s: callback source without callback", f);
         tbx_status st = s->cb(s->cb_ud, off, buf, len);
         if (st == TBX_OK) return TBX_OK;
-        return err_at(err, st, off, field,
+        return tbx_err_at(err, st, off, field,
                       "%s: read callback failed for %zu bytes at byte %" PRIu64 ": %s", f, len,
                       off, tbx_strerror(st));
     }
@@ -300,12 +286,12 @@ tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t 
             ssize_t r = pread(s->fd, p, chunk, (off_t)pos);
             if (r < 0) {
                 if (errno == EINTR) continue;
-                return err_at(err, TBX_E_IO, pos, field,
+                return tbx_err_at(err, TBX_E_IO, pos, field,
                               "%s: reading %zu bytes at byte %" PRIu64 " failed: %s", f, left,
                               pos, strerror(errno));
             }
             if (r == 0)
-                return err_at(err, TBX_E_TRUNCATED, pos, field,
+                return tbx_err_at(err, TBX_E_TRUNCATED, pos, field,
                               "%s: file ended at byte %" PRIu64 " while reading %zu bytes at "
                               "byte %" PRIu64 " (it had %" PRIu64 " bytes when opened)",
                               f, pos, len, off, s->size);
