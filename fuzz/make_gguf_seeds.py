@@ -28,6 +28,8 @@ except ImportError:  # pragma: no cover
     sys.exit("make_gguf_seeds.py needs the `gguf` package (pip install gguf)")
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(ROOT, "..", "tests", "python"))
+from filebuild import GGUFBytes  # noqa: E402  (shared with the tests)
 OUT = os.path.join(ROOT, "corpus", "gguf")
 SEED = 20240611
 
@@ -133,46 +135,7 @@ def scalar_and_empty(w):
 # ------------------------------------------------------------------------------------------
 # Hand-built files
 # ------------------------------------------------------------------------------------------
-class B:
-    """Little GGUF byte builder (v1: u32 lengths, counts and dims)."""
-
-    def __init__(self, v1=False, be=False):
-        self.b = bytearray()
-        self.v1 = v1
-        self.e = ">" if be else "<"
-
-    def raw(self, x):
-        self.b += x
-        return self
-
-    def u8(self, v): return self.raw(struct.pack("B", v))
-    def u32(self, v): return self.raw(struct.pack(self.e + "I", v & 0xFFFFFFFF))
-    def u64(self, v): return self.raw(struct.pack(self.e + "Q", v & 0xFFFFFFFFFFFFFFFF))
-    def ln(self, v): return self.u32(v) if self.v1 else self.u64(v)
-
-    def s(self, t):
-        t = t.encode() if isinstance(t, str) else t
-        return self.ln(len(t)).raw(t)
-
-    def hdr(self, version, nt, nkv):
-        return self.raw(b"GGUF").u32(version).ln(nt).ln(nkv)
-
-    def kv_u32(self, k, v): return self.s(k).u32(4).u32(v)
-
-    def ti(self, name, ne, typ, off):
-        self.s(name).u32(len(ne))
-        for x in ne:
-            self.ln(x)
-        return self.u32(typ).u64(off)
-
-    def pad(self, a=32):
-        while len(self.b) % a:
-            self.b.append(0)
-        return self
-
-    def zeros(self, n): return self.raw(bytes(n))
-
-    def bytes(self): return bytes(self.b)
+B = GGUFBytes
 
 
 def v1_file():
@@ -180,7 +143,7 @@ def v1_file():
     b.s("v1.name").u32(8).s("old")
     b.s("v1.arr").u32(9).u32(4).ln(2).u32(7).u32(8)
     b.ti("w", [2, 2], 0, 0).pad()
-    return b.raw(struct.pack("<4f", 1, 2, 3, 4)).bytes()
+    return b.raw(struct.pack("<4f", 1, 2, 3, 4)).done()
 
 
 def simple(nt_infos, data_len=64, nkv=0, kvs=b"", version=3):
@@ -188,13 +151,13 @@ def simple(nt_infos, data_len=64, nkv=0, kvs=b"", version=3):
     b = B().hdr(version, len(nt_infos), nkv).raw(kvs)
     for name, ne, typ, off in nt_infos:
         b.ti(name, ne, typ, off)
-    return b.pad().zeros(data_len).bytes()
+    return b.pad().zeros(data_len).done()
 
 
 def kv(build):
     b = B()
     build(b)
-    return b.bytes()
+    return b.done()
 
 
 def bad_files(valid):
@@ -205,20 +168,20 @@ def bad_files(valid):
     out["bad_magic"] = b"GGUX" + base[4:]
     out["bad_version_0"] = base[:4] + struct.pack("<I", 0) + base[8:]
     out["bad_version_4"] = base[:4] + struct.pack("<I", 4) + base[8:]
-    out["bad_huge_tensor_count"] = B().hdr(3, 1 << 40, 0).zeros(32).bytes()
-    out["bad_huge_kv_count"] = B().hdr(3, 0, (1 << 64) - 1).zeros(32).bytes()
-    out["bad_huge_key_len"] = B().hdr(3, 0, 1).u64(1 << 40).zeros(32).bytes()
-    out["bad_huge_string"] = B().hdr(3, 0, 1).s("k").u32(8).u64((1 << 64) - 1).zeros(16).bytes()
-    out["bad_huge_array"] = B().hdr(3, 0, 1).s("k").u32(9).u32(0).u64(1 << 40).zeros(64).bytes()
+    out["bad_huge_tensor_count"] = B().hdr(3, 1 << 40, 0).zeros(32).done()
+    out["bad_huge_kv_count"] = B().hdr(3, 0, (1 << 64) - 1).zeros(32).done()
+    out["bad_huge_key_len"] = B().hdr(3, 0, 1).u64(1 << 40).zeros(32).done()
+    out["bad_huge_string"] = B().hdr(3, 0, 1).s("k").u32(8).u64((1 << 64) - 1).zeros(16).done()
+    out["bad_huge_array"] = B().hdr(3, 0, 1).s("k").u32(9).u32(0).u64(1 << 40).zeros(64).done()
     deep = B().hdr(3, 0, 1).s("deep").u32(9)
     for _ in range(200):
         deep.u32(9).u64(1)
-    out["bad_deep_nesting"] = deep.u32(0).u64(0).bytes()
-    out["bad_wide_nesting"] = B().hdr(3, 0, 1).s("w").u32(9).u32(9).u64(1 << 40).zeros(64).bytes()
-    out["bad_bool_2"] = B().hdr(3, 0, 1).s("flag").u32(7).u8(2).bytes()
-    out["bad_value_type"] = B().hdr(3, 0, 1).s("k").u32(13).zeros(8).bytes()
-    out["bad_empty_key"] = B().hdr(3, 0, 1).kv_u32("", 1).bytes()
-    out["bad_duplicate_key"] = B().hdr(3, 0, 2).kv_u32("k", 1).kv_u32("k", 2).bytes()
+    out["bad_deep_nesting"] = deep.u32(0).u64(0).done()
+    out["bad_wide_nesting"] = B().hdr(3, 0, 1).s("w").u32(9).u32(9).u64(1 << 40).zeros(64).done()
+    out["bad_bool_2"] = B().hdr(3, 0, 1).s("flag").u32(7).u8(2).done()
+    out["bad_value_type"] = B().hdr(3, 0, 1).s("k").u32(13).zeros(8).done()
+    out["bad_empty_key"] = B().hdr(3, 0, 1).kv_u32("", 1).done()
+    out["bad_duplicate_key"] = B().hdr(3, 0, 2).kv_u32("k", 1).kv_u32("k", 2).done()
     out["bad_duplicate_name"] = simple([("t", [8], 0, 0), ("t", [8], 0, 32)])
     out["bad_alignment_0"] = simple([("t", [8], 0, 0)], nkv=1,
                                     kvs=kv(lambda b: b.kv_u32("general.alignment", 0)))
@@ -236,9 +199,9 @@ def bad_files(valid):
     out["bad_block_size"] = simple([("t", [33], 2, 0)])
     out["bad_ne_overflow"] = simple([("t", [1 << 40, 1 << 40], 0, 0)])
     out["bad_size_wraps"] = simple([("t", [(1 << 62) - 1], 0, 0)])
-    out["bad_ndims_huge"] = B().hdr(3, 1, 0).s("t").u32(0xFFFFFFFF).zeros(32).bytes()
+    out["bad_ndims_huge"] = B().hdr(3, 1, 0).s("t").u32(0xFFFFFFFF).zeros(32).done()
     out["bad_ndims_70"] = simple([("t", [1] * 70, 0, 0)])
-    out["bad_data_start_past_end"] = B().hdr(3, 1, 0).ti("t", [0], 0, 0).bytes()
+    out["bad_data_start_past_end"] = B().hdr(3, 1, 0).ti("t", [0], 0, 0).done()
     out["bad_padding_nonzero"] = valid["valid_alignment64.gguf"][:-1] + b"\x01"
     return out
 

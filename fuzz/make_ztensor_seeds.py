@@ -22,61 +22,11 @@ import tempfile
 import numpy as np
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(ROOT, "..", "tests", "python"))
+from filebuild import Half, Raw, Single, cbor, head  # noqa: E402  (shared with the tests)
+
 OUT = os.path.join(ROOT, "corpus", "ztensor")
 MAGIC = b"ZTEN1000"
-
-
-# ------------------------------------------------------------------------------------------
-# CBOR (RFC 8949): maps keep the given order; Raw inserts pre-encoded bytes
-# ------------------------------------------------------------------------------------------
-class Raw(bytes):
-    pass
-
-
-class Half(float):
-    pass
-
-
-class Single(float):
-    pass
-
-
-def head(mt, n):
-    if n < 24:
-        return bytes([mt << 5 | n])
-    for ai, size in ((24, 1), (25, 2), (26, 4), (27, 8)):
-        if n < 1 << (8 * size):
-            return bytes([mt << 5 | ai]) + n.to_bytes(size, "big")
-    raise ValueError(n)
-
-
-def cbor(v):
-    if isinstance(v, Raw):
-        return bytes(v)
-    if v is None:
-        return b"\xf6"
-    if v is True:
-        return b"\xf5"
-    if v is False:
-        return b"\xf4"
-    if isinstance(v, Half):
-        return b"\xf9" + struct.pack(">e", v)
-    if isinstance(v, Single):
-        return b"\xfa" + struct.pack(">f", v)
-    if isinstance(v, float):
-        return b"\xfb" + struct.pack(">d", v)
-    if isinstance(v, int):
-        return head(0, v) if v >= 0 else head(1, -1 - v)
-    if isinstance(v, bytes):
-        return head(2, len(v)) + v
-    if isinstance(v, str):
-        b = v.encode("utf-8")
-        return head(3, len(b)) + b
-    if isinstance(v, (list, tuple)):
-        return head(4, len(v)) + b"".join(cbor(x) for x in v)
-    if isinstance(v, dict):
-        return head(5, len(v)) + b"".join(cbor(k) + cbor(x) for k, x in v.items())
-    raise TypeError(type(v))
 
 
 class Layout:

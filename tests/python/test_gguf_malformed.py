@@ -13,51 +13,13 @@ import struct
 import pytest
 
 from conftest import assert_clean_exit, need, run
+from filebuild import GGUFBytes
 
 np = need("numpy")
 gguf = need("gguf")
 
 
-class B:
-    """GGUF byte builder; v1 uses u32 lengths, counts and dims; be writes big-endian."""
-
-    def __init__(self, v1: bool = False, be: bool = False):
-        self.b = bytearray()
-        self.v1 = v1
-        self.e = ">" if be else "<"
-
-    def raw(self, x: bytes):
-        self.b += x
-        return self
-
-    def u8(self, v): return self.raw(struct.pack("B", v))
-    def u32(self, v): return self.raw(struct.pack(self.e + "I", v & 0xFFFFFFFF))
-    def u64(self, v): return self.raw(struct.pack(self.e + "Q", v & 0xFFFFFFFFFFFFFFFF))
-    def ln(self, v): return self.u32(v) if self.v1 else self.u64(v)
-
-    def s(self, t):
-        t = t.encode() if isinstance(t, str) else t
-        return self.ln(len(t)).raw(t)
-
-    def hdr(self, version=3, nt=0, nkv=0):
-        return self.raw(b"GGUF").u32(version).ln(nt).ln(nkv)
-
-    def kv_u32(self, k, v): return self.s(k).u32(4).u32(v)
-
-    def ti(self, name, ne, typ=0, off=0):
-        self.s(name).u32(len(ne))
-        for x in ne:
-            self.ln(x)
-        return self.u32(typ).u64(off)
-
-    def pad(self, a=32):
-        while len(self.b) % a:
-            self.b.append(0)
-        return self
-
-    def zeros(self, n): return self.raw(bytes(n))
-
-    def done(self) -> bytes: return bytes(self.b)
+B = GGUFBytes
 
 
 def one_tensor(ne, typ=0, off=0, data=64, kvs=None, nkv=0):

@@ -1,7 +1,7 @@
 """Hostile and malformed zTensor files through the CLI.
 
-Every file is built here byte by byte: a CBOR encoder written from RFC 8949 and zstd frames of
-raw and RLE blocks assembled from RFC 8878 (both below).
+Every file is built here byte by byte: manifests with the CBOR encoder of filebuild.py
+(RFC 8949), zstd frames of raw and RLE blocks assembled from RFC 8878 (below).
 For each one the commands that must refuse it exit 1 (not 0, not the usage code 2, not a
 signal) with a message naming the field, and no sanitizer report appears when TBX_ASAN is set.
 """
@@ -13,56 +13,9 @@ import time
 import pytest
 
 from conftest import assert_clean_exit, run
+from filebuild import Raw, cbor, head
 
 MAGIC = b"ZTEN1000"
-
-
-# ------------------------------------------------------------------------------------------
-# CBOR encoder (RFC 8949). Maps keep the insertion order given (callers choose the order);
-# Raw(b) inserts pre-encoded bytes; Half/Single wrap floats of that width.
-# ------------------------------------------------------------------------------------------
-class Raw(bytes):
-    pass
-
-
-class Half(float):
-    pass
-
-
-def head(mt: int, n: int) -> bytes:
-    if n < 24:
-        return bytes([mt << 5 | n])
-    for ai, size in ((24, 1), (25, 2), (26, 4), (27, 8)):
-        if n < 1 << (8 * size):
-            return bytes([mt << 5 | ai]) + n.to_bytes(size, "big")
-    raise ValueError(n)
-
-
-def cbor(v) -> bytes:
-    if isinstance(v, Raw):
-        return bytes(v)
-    if v is None:
-        return b"\xf6"
-    if v is True:
-        return b"\xf5"
-    if v is False:
-        return b"\xf4"
-    if isinstance(v, Half):
-        return b"\xf9" + struct.pack(">e", v)
-    if isinstance(v, float):
-        return b"\xfb" + struct.pack(">d", v)
-    if isinstance(v, int):
-        return head(0, v) if v >= 0 else head(1, -1 - v)
-    if isinstance(v, bytes):
-        return head(2, len(v)) + v
-    if isinstance(v, str):
-        b = v.encode("utf-8")
-        return head(3, len(b)) + b
-    if isinstance(v, (list, tuple)):
-        return head(4, len(v)) + b"".join(cbor(x) for x in v)
-    if isinstance(v, dict):
-        return head(5, len(v)) + b"".join(cbor(k) + cbor(x) for k, x in v.items())
-    raise TypeError(type(v))
 
 
 def zt_file(area: bytes, manifest: bytes, size_field: int | None = None,
