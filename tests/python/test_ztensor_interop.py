@@ -417,7 +417,8 @@ def test_reference_rejects_non_string_global_attributes(tbx, tmp_path):
     reads only strings. This pins the peer's behaviour the docs describe."""
     import sys
     sys.path.insert(0, str(Path(__file__).parent))
-    from test_ztensor_malformed import cbor, zt_file
+    from filebuild import cbor
+    from test_ztensor_malformed import zt_file
     data = np.arange(4, dtype=np.float32).tobytes()
     man = {"version": "1.1.0", "attributes": {"n": 3},
            "objects": {"x": {"shape": [4], "format": "dense",
@@ -571,7 +572,8 @@ def test_attributes_read_and_survive_zt_to_zt(tbx, tmp_path):
     tensorbox writes a zTensor file again."""
     import sys
     sys.path.insert(0, str(Path(__file__).parent))
-    from test_ztensor_malformed import Half, cbor, zt_file
+    from filebuild import Half, cbor
+    from test_ztensor_malformed import zt_file
     data = np.arange(4, dtype=np.float32).tobytes()
     man = {"version": "1.1.0",
            "attributes": {"s": "v\u00e9", "i": -3, "u": 2**63, "h": Half(0.5), "d": 2.25,
