@@ -506,24 +506,19 @@ tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t
                                float *out, tbx_error *err) {
     if (!f || i >= f->ntensors) return bad_index(err, f, i);
     const tbx_tensor *t = &f->tensors[i];
-    if (t->ncomp > 1 || t->layout != TBX_LAYOUT_DENSE) {
-        uint64_t end;
-        if (!tbx_add_u64(first, count, &end) || end > t->nelems)
-            return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "range",
-                           "tensor \"%s\": elements [%llu, +%llu) outside its %llu elements",
-                           t->name, (unsigned long long)first, (unsigned long long)count,
-                           (unsigned long long)t->nelems);
-        if (f->drv->read_f32) return f->drv->read_f32(f, i, first, count, out, err);
-    }
-    tbx_status st = need_dense(err, t);
-    if (st != TBX_OK) return st;
-    const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+    const bool dense = t->ncomp <= 1 && t->layout == TBX_LAYOUT_DENSE;
+    tbx_status st;
+    if (dense && (st = need_dense(err, t)) != TBX_OK) return st;
     uint64_t last;
     if (!tbx_add_u64(first, count, &last) || last > t->nelems)
         return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "range",
                        "tensor \"%s\": elements [%llu, +%llu) outside its %llu elements", t->name,
                        (unsigned long long)first, (unsigned long long)count,
                        (unsigned long long)t->nelems);
+    /* sparse / grouped layouts decode in their driver, when it can */
+    if (!dense) return f->drv->read_f32 ? f->drv->read_f32(f, i, first, count, out, err)
+                                        : need_dense(err, t);
+    const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
     if (!di || (di->flags & TBX_DTF_SHAPED) ||
         ((di->flags & TBX_DTF_BLOCK) && !tbx_dequant_for(t->dtype)) ||
         (di->flags & TBX_DTF_COMPLEX))
