@@ -316,6 +316,49 @@ static void fz_sections(fz_ctx *cx) {
     FZ_CHECK(tbx_section_info_get(f, n, &si) != TBX_OK, "section out of range");
 }
 
+/* One tbx_read_batch over every component that fits (plus one bad request): each request
+ * gets its own status, the call returns the first failure. One thread: the fuzz allocator
+ * counts without locks (the threaded paths run under TSan in tests/unit/test_batch.c). */
+static void fz_batch(fz_ctx *cx) {
+    tbx_file *f = cx->f;
+    enum { MAXREQ = 64 };
+    tbx_read_req req[MAXREQ + 1];
+    size_t n = 0;
+    uint64_t nt = tbx_tensor_count(f);
+    for (uint64_t i = 0; i < nt && n < MAXREQ; i++) {
+        tbx_tensor_info ti;
+        if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
+        for (uint32_t c = 0; c < ti.ncomponents && n < MAXREQ; c++) {
+            tbx_component_info ci;
+            if (tbx_component_info_get(f, i, c, &ci) != TBX_OK || ci.nbytes > FZ_MAX_READ)
+                continue;
+            memset(&req[n], 0, sizeof req[n]);
+            req[n].tensor = i;
+            req[n].component = c;
+            req[n].cap = (size_t)ci.nbytes;
+            req[n].buf = malloc(req[n].cap ? req[n].cap : 1);
+            if (!req[n].buf) break;
+            n++;
+        }
+    }
+    memset(&req[n], 0, sizeof req[n]);
+    req[n].tensor = nt; /* out of range */
+    tbx_error err;
+    fz_err_reset(&err);
+    tbx_status st = tbx_read_batch(f, req, n + 1, 1, &err);
+    fz_check_status(st, &err, "read_batch");
+    FZ_CHECK(st != TBX_OK, "a batch with a bad request fails");
+    FZ_CHECK(req[n].status == TBX_E_INVALID_ARG, "the bad request fails alone");
+    size_t first_bad = n;
+    for (size_t k = 0; k < n; k++) {
+        fz_check_status(req[k].status, &req[k].error, "read_batch request");
+        if (req[k].status == TBX_OK) fz_touch(req[k].buf, req[k].cap);
+        else if (first_bad == n) first_bad = k;
+    }
+    FZ_CHECK(st == req[first_bad].status, "the call returns the first failed request's status");
+    for (size_t k = 0; k < n; k++) free(req[k].buf);
+}
+
 /* Walks an open file. `data`/`size`: the input when opened from memory (else NULL/0). */
 static void fz_walk(tbx_file *f, const uint8_t *data, size_t size) {
     fz_ctx cx = {f, data, size, FZ_MAX_VALUES};
@@ -332,6 +375,7 @@ static void fz_walk(tbx_file *f, const uint8_t *data, size_t size) {
     uint64_t idx;
     FZ_CHECK(tbx_tensor_find(f, "\x01no such tensor\x02", &idx) == TBX_E_NOT_FOUND,
              "tensor_find of an absent name");
+    fz_batch(&cx);
 
     fz_sections(&cx);
 }

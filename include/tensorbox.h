@@ -31,7 +31,10 @@
  * never replaces a file that is open for reading through this library in the same process.
  *
  * Threading: handles are not shared-safe; distinct handles may be used from distinct threads.
- * Destructors accept NULL.
+ * Some calls start worker threads of their own (tbx_read_batch, tbx_validate_path, a compressing
+ * tbx_writer, quantizing tbx_convert): the count comes from an option or env TBX_THREADS (default:
+ * the online CPUs, at most 8), results never depend on it, and a custom allocator must then be
+ * thread-safe. Destructors accept NULL.
  */
 #ifndef TENSORBOX_H
 #define TENSORBOX_H
@@ -347,6 +350,9 @@ typedef struct tbx_open_options {
      * opening continues; when NULL the first problem fails the open. */
     tbx_problem_fn on_problem;
     void *problem_ud;
+    /* Worker threads for tbx_validate_path and tbx_read_batch (decoding and verifying distinct
+     * components at once); 0: env TBX_THREADS, else the online CPUs, at most 8; 1: none. */
+    uint32_t threads;
 } tbx_open_options;
 
 /* Fills `opt` with defaults (detect format, pread, default limits, malloc). */
@@ -374,8 +380,9 @@ TBX_API uint32_t tbx_file_version(const tbx_file *f);
 TBX_API uint64_t tbx_file_size(const tbx_file *f);
 
 /* Validates a file: opens it with on_problem set and then reads every tensor's stored bytes
- * (decompressing, checking digests and format-specific value rules). Every problem found is
- * passed to `cb` (may be NULL); *nproblems (may be NULL) gets their count.
+ * (decompressing, checking digests and format-specific value rules; distinct components on
+ * opt->threads worker threads). Every problem found is passed to `cb` (may be NULL), in file
+ * order whatever the thread count; *nproblems (may be NULL) gets their count.
  * Returns TBX_OK when the file is valid, otherwise the code of the first problem. */
 TBX_API tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt,
                                      tbx_problem_fn cb, void *ud, uint64_t *nproblems);
@@ -476,8 +483,31 @@ TBX_API tbx_status tbx_tensor_read(tbx_file *f, uint64_t i, void *buf, size_t ca
 /* Reads `len` bytes at byte `pos` of a dense raw tensor's stored data (streaming access). */
 TBX_API tbx_status tbx_tensor_read_range(tbx_file *f, uint64_t i, uint64_t pos, void *buf,
                                          size_t len, tbx_error *err);
+/* One component to read with tbx_read_batch. */
+typedef struct tbx_read_req {
+    uint64_t tensor;        /* tensor index */
+    uint32_t component;     /* component index (0 for a dense tensor) */
+    void *buf;              /* the caller's buffer, at least the component's nbytes */
+    size_t cap;             /* its size */
+    tbx_status status;      /* out: this request's result */
+    tbx_error error;        /* out: its error when status != TBX_OK */
+} tbx_read_req;
+
+/* Reads the decoded bytes of n components (as tbx_component_read each), decoding and verifying
+ * up to `threads` of them at once: zstd decompression and digests of distinct components run
+ * on worker threads. threads 0: the handle's (tbx_open_options.threads); 1: the calling thread
+ * only. Handles opened with a read callback always use one thread.
+ * Every request gets its own status and error; the call returns TBX_OK when all succeeded,
+ * else the first failed request's status with its error copied to *err (may be NULL).
+ * With more than one thread the handle's allocator is called from the workers (a custom one
+ * must be thread-safe) and on_problem is called under a lock, in no particular order. The
+ * handle must not be used by other threads during the call. Memory: each decoder's working
+ * state (zstd: up to its window, <= 128 MiB) per thread; no copy of the data. */
+TBX_API tbx_status tbx_read_batch(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t threads,
+                                  tbx_error *err);
 /* Zero-copy pointer to a dense raw tensor's stored bytes when the file is mapped or in memory.
- * TBX_E_UNSUPPORTED when the handle reads through pread/callback or the data is encoded. */
+ * TBX_E_UNSUPPORTED when the handle reads through pread/callback or the data is encoded. With
+ * TBX_OPEN_VERIFY_DIGESTS a digest not yet verified is verified first (TBX_E_CHECKSUM). */
 TBX_API tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len,
                                   tbx_error *err);
 /* Decodes elements [first, first+count) of tensor i to float32 in row-major order (sparse
@@ -519,6 +549,13 @@ typedef struct tbx_write_options {
     int compress_level;              /* zstd level for formats that compress; 0: store raw */
     const char *digest;              /* "sha256", "crc32c" or NULL (formats with digests) */
     uint32_t version;                /* format version to write; 0: the default */
+    /* Compressing writers (zTensor with compress_level > 0) compress and hash distinct tensors
+     * on worker threads: 0: env TBX_THREADS, else the online CPUs, at most 8; 1: none. The
+     * bytes written do not depend on it. */
+    uint32_t threads;
+    /* The most tensor bytes such a writer holds in memory for its workers at once (a tensor
+     * larger than this is still taken, alone); 0: 1 GiB. Memory is about twice this. */
+    uint64_t buffer_limit;
 } tbx_write_options;
 
 TBX_API void tbx_write_options_init(tbx_write_options *opt);

@@ -14,7 +14,6 @@
 #include <stddef.h>
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -273,13 +272,16 @@ static bool encode_float(tbx_dtype dt, const float *src, uint64_t n, uint8_t *ds
 /* worker threads decode the raw bytes to f32 and quantize; the calling thread writes the       */
 /* quantized chunks in order. Every block is quantized on its own, so the bytes do not depend   */
 /* on the chunking or the thread count. Memory: threads + 2 slots of <= 7 MiB (f32, raw, out). */
-/* Threads: the online CPUs (at most QTHREADS_MAX), or env TBX_THREADS (1: no worker threads). */
+/* Threads: tbx_threads_default() (env TBX_THREADS, else the online CPUs, at most 8; 1: none).  */
 /* ------------------------------------------------------------------------------------------ */
 #define QCHUNK_ELEMS ((uint64_t)1 << 19) /* 2 MiB of f32; a multiple of every block size */
-#define QTHREADS_MAX 8
-#define QSLOTS_MAX (QTHREADS_MAX + 2)
+#define QSLOTS_MAX (TBX_THREADS_DEFAULT_MAX + 2)
+
+typedef struct qbufs qbufs;
 
 typedef struct qslot {
+    tbx_task task;       /* first member: the pool sees only this */
+    qbufs *qb;
     float *f;            /* QCHUNK_ELEMS f32 values */
     uint8_t *q;          /* the quantized chunk (qcap bytes) */
     uint8_t *raw;        /* raw source bytes (grown as needed) */
@@ -291,51 +293,23 @@ typedef struct qslot {
     tbx_dtype src_dt;
     uint64_t n, nblocks;
     tbx_status st;       /* decode status */
-    bool done;
 } qslot;
 
-typedef struct qbufs {
-    pthread_mutex_t mu;
-    pthread_cond_t work, fin;
-    pthread_t th[QTHREADS_MAX];
-    int nth;                 /* worker threads (0: the calling thread does everything) */
+struct qbufs {
+    tbx_pool *pool;          /* NULL: the calling thread does everything */
     int nslots;
-    bool started, sync_ok, quit;
+    bool started;
     tbx_quant_fn quant;
     size_t qcap;
-    uint64_t posted, taken, finished; /* job sequence numbers; job j is in slot j % nslots */
+    uint64_t posted;         /* jobs posted so far; job j is in slot j % nslots */
     qslot slot[QSLOTS_MAX];
-} qbufs;
+};
 
-static void qjob_run(qbufs *qb, qslot *s) {
+static void qjob_run(tbx_task *task) {
+    qslot *s = (qslot *)task;
     s->st = TBX_OK;
     if (s->src) s->st = tbx_decode_f32(s->src_dt, s->src, s->src_len, s->n, s->f);
-    if (s->st == TBX_OK) qb->quant(s->f, s->q, s->nblocks);
-}
-
-static void *qworker(void *arg) {
-    qbufs *qb = arg;
-    pthread_mutex_lock(&qb->mu);
-    for (;;) {
-        while (!qb->quit && qb->taken == qb->posted) pthread_cond_wait(&qb->work, &qb->mu);
-        if (qb->taken == qb->posted) break; /* quit and nothing left */
-        qslot *s = &qb->slot[qb->taken++ % (uint64_t)qb->nslots];
-        pthread_mutex_unlock(&qb->mu);
-        qjob_run(qb, s);
-        pthread_mutex_lock(&qb->mu);
-        s->done = true;
-        qb->finished++;
-        pthread_cond_broadcast(&qb->fin);
-    }
-    pthread_mutex_unlock(&qb->mu);
-    return NULL;
-}
-
-static int quant_threads(void) {
-    const char *e = getenv("TBX_THREADS");
-    long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1) n = 1;
-    return n > QTHREADS_MAX ? QTHREADS_MAX : (int)n;
+    if (s->st == TBX_OK) s->qb->quant(s->f, s->q, s->nblocks);
 }
 
 /* Buffers and threads for quantizing to `to` with `quant` (once per conversion). */
@@ -345,45 +319,23 @@ static tbx_status qbufs_start(tbx_file *in, qbufs *qb, tbx_quant_fn quant, tbx_d
     const tbx_dtype_info *qi = tbx_dtype_get(to);
     qb->quant = quant;
     qb->qcap = (size_t)(QCHUNK_ELEMS / qi->block_size * qi->block_bytes);
-    const int ncpu = quant_threads();
-    qb->nslots = ncpu > 1 ? ncpu + 2 : 1;
     qb->started = true;
+    qb->pool = tbx_pool_start(&in->al, tbx_threads_default());
+    const int nth = tbx_pool_threads(qb->pool);
+    qb->nslots = nth > 0 ? nth + 2 : 1;
     for (int k = 0; k < qb->nslots; k++) {
         qslot *s = &qb->slot[k];
+        s->qb = qb;
+        s->task.run = qjob_run;
         s->f = tbx_malloc(&in->al, (size_t)QCHUNK_ELEMS * sizeof(float));
         s->q = tbx_malloc(&in->al, qb->qcap);
         if (!s->f || !s->q) return tbx_err_nomem(err, "quantization buffer");
-    }
-    if (ncpu <= 1) return TBX_OK;
-    if (pthread_mutex_init(&qb->mu, NULL) != 0) return TBX_OK; /* single-threaded then */
-    if (pthread_cond_init(&qb->work, NULL) != 0) {
-        pthread_mutex_destroy(&qb->mu);
-        return TBX_OK;
-    }
-    if (pthread_cond_init(&qb->fin, NULL) != 0) {
-        pthread_cond_destroy(&qb->work);
-        pthread_mutex_destroy(&qb->mu);
-        return TBX_OK;
-    }
-    qb->sync_ok = true;
-    for (int k = 0; k < ncpu; k++) {
-        if (pthread_create(&qb->th[k], NULL, qworker, qb) != 0) break;
-        qb->nth++;
     }
     return TBX_OK;
 }
 
 static void qbufs_free(tbx_file *in, qbufs *qb) {
-    if (qb->sync_ok) {
-        pthread_mutex_lock(&qb->mu);
-        qb->quit = true;
-        pthread_cond_broadcast(&qb->work);
-        pthread_mutex_unlock(&qb->mu);
-        for (int k = 0; k < qb->nth; k++) pthread_join(qb->th[k], NULL);
-        pthread_cond_destroy(&qb->fin);
-        pthread_cond_destroy(&qb->work);
-        pthread_mutex_destroy(&qb->mu);
-    }
+    tbx_pool_stop(qb->pool);
     for (int k = 0; k < qb->nslots; k++) {
         qslot *s = &qb->slot[k];
         tbx_free(&in->al, s->f, s->f ? (size_t)QCHUNK_ELEMS * sizeof(float) : 0);
@@ -394,37 +346,8 @@ static void qbufs_free(tbx_file *in, qbufs *qb) {
 
 /* Hands the job filled in slot s to the workers, or runs it when there are none. */
 static void qjob_post(qbufs *qb, qslot *s) {
-    if (qb->nth == 0) {
-        qjob_run(qb, s);
-        s->done = true;
-        qb->posted++;
-        qb->taken++;
-        qb->finished++;
-        return;
-    }
-    pthread_mutex_lock(&qb->mu);
-    s->done = false;
     qb->posted++;
-    pthread_cond_signal(&qb->work);
-    pthread_mutex_unlock(&qb->mu);
-}
-
-/* Is slot s finished? wait: block until it is. */
-static bool qjob_done(qbufs *qb, qslot *s, bool wait) {
-    if (qb->nth == 0) return true;
-    pthread_mutex_lock(&qb->mu);
-    while (wait && !s->done) pthread_cond_wait(&qb->fin, &qb->mu);
-    const bool d = s->done;
-    pthread_mutex_unlock(&qb->mu);
-    return d;
-}
-
-/* Waits until every posted job has finished (before the slots are reused or freed). */
-static void qjob_drain(qbufs *qb) {
-    if (qb->nth == 0) return;
-    pthread_mutex_lock(&qb->mu);
-    while (qb->finished != qb->posted) pthread_cond_wait(&qb->fin, &qb->mu);
-    pthread_mutex_unlock(&qb->mu);
+    tbx_pool_submit(qb->pool, &s->task);
 }
 
 /* Quantizes dense 2-D float tensor i ([rows, cols], cols a multiple of the block size) to `to`
@@ -439,7 +362,7 @@ static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, tbx_qua
     const uint64_t esize = si->bits / 8; /* f16, bf16, f32, f64 */
     const tbx_component *k = &t->comp[0];
     /* raw storage: the workers decode (from the mapping when the file is mapped) */
-    const bool raw = k->encoding == TBX_ENC_RAW && !in->drv->read_component;
+    const bool raw = tbx_comp_served_raw(in, k);
     const uint8_t *map = NULL;
     if (raw) {
         tbx_error e2;
@@ -479,10 +402,10 @@ static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, tbx_qua
             qjob_post(qb, s);
             next_read++;
             /* write what is finished already, without waiting */
-            if (!qjob_done(qb, &qb->slot[(base + next_write) % S], false)) continue;
+            if (!tbx_pool_wait(qb->pool, &qb->slot[(base + next_write) % S].task, false)) continue;
         }
         qslot *s = &qb->slot[(base + next_write) % S];
-        qjob_done(qb, s, true);
+        tbx_pool_wait(qb->pool, &s->task, true);
         if (s->st != TBX_OK) {
             st = tbx_err(err, s->st, k->offset + next_write * QCHUNK_ELEMS * esize, t->name,
                          "tensor \"%s\": cannot decode %s data", t->name, si->name);
@@ -491,7 +414,7 @@ static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, tbx_qua
         st = tbx_writer_write_tensor(w, i, s->q, (size_t)(s->nblocks * qi->block_bytes), err);
         next_write++;
     }
-    qjob_drain(qb);
+    tbx_pool_drain(qb->pool);
     return st;
 }
 
@@ -581,7 +504,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                     st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast", "cannot cast");
                 if (st == TBX_OK) st = tbx_writer_write_tensor(w, i, buf, (size_t)(n * ti->bits / 8), err);
             }
-        } else if (k->encoding == TBX_ENC_RAW && !in->drv->read_component) {
+        } else if (tbx_comp_served_raw(in, k)) {
             if (!buf) {
                 buf_cap = CHUNK;
                 buf = tbx_malloc(&in->al, buf_cap);

@@ -11,6 +11,8 @@
 #include "plain.h"
 
 #include <inttypes.h>
+#include <stddef.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -186,8 +188,11 @@ tbx_status tbx_file_problem(tbx_file *f, tbx_error *err, tbx_status code, uint64
     tbx_verr(&e, code, offset, field, fmt, ap);
     va_end(ap);
     if (f->on_problem) {
+        pthread_mutex_t *mu = f->problem_lock;
+        if (mu) pthread_mutex_lock(mu);
         f->nproblems++;
         f->on_problem(f->problem_ud, &e);
+        if (mu) pthread_mutex_unlock(mu);
         return TBX_OK;
     }
     if (err) *err = e;
@@ -247,6 +252,10 @@ static tbx_status new_file(tbx_file **out, const tbx_open_options *opt, tbx_erro
         f->format = opt->format;
         f->on_problem = opt->on_problem;
         f->problem_ud = opt->problem_ud;
+        /* a caller built against the older, shorter struct has no `threads` */
+        if (!opt->struct_size ||
+            opt->struct_size >= offsetof(tbx_open_options, threads) + sizeof opt->threads)
+            f->threads = opt->threads;
     }
     tbx_names_init(&f->meta_names, &f->al, meta_key_of, f);
     tbx_names_init(&f->tensor_names, &f->al, tensor_key_of, f);
@@ -404,11 +413,35 @@ static tbx_status bad_index(tbx_error *err, const tbx_file *f, uint64_t i) {
                    (unsigned long long)i, (unsigned long long)f->ntensors);
 }
 
-/* Reads component c fully into buf (exactly comp->nbytes bytes). */
+/* Does raw component c still need its driver to look at the bytes (a digest to verify)? */
+static bool raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
+    return f->drv->raw_pending && f->drv->raw_pending(f, t, c);
+}
+
+bool tbx_comp_served_raw(const tbx_file *f, const tbx_component *k) {
+    return k->encoding == TBX_ENC_RAW && !(f->drv->read_transforms_raw && f->drv->read_component);
+}
+
+/* Must a read of component c go through the driver's read_component? */
+static bool via_driver(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
+    return f->drv->read_component && (!tbx_comp_served_raw(f, &t->comp[c]) || raw_pending(f, t, c));
+}
+
+/* Before raw bytes are handed out without passing through the driver: its pending check. */
+static tbx_status raw_gate(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx_error *err) {
+    if (!raw_pending(f, t, c)) return TBX_OK;
+    if (!f->drv->check_component)
+        return tbx_err(err, TBX_E_STATE, t->comp[c].offset, "component",
+                       "tensor \"%s\": driver has a pending check but no way to run it", t->name);
+    return f->drv->check_component(f, t, c, err);
+}
+
+/* Reads component c fully into buf (exactly comp->nbytes bytes): raw bytes straight from the
+ * source, encoded ones (and raw ones with a pending check) through the driver. */
 static tbx_status read_comp_into(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
                                  tbx_error *err) {
     const tbx_component *k = &t->comp[c];
-    if (f->drv->read_component) return f->drv->read_component(f, t, c, buf, err);
+    if (via_driver(f, t, c)) return f->drv->read_component(f, t, c, buf, err);
     if (k->encoding != TBX_ENC_RAW)
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "component.encoding",
                        "tensor \"%s\": encoded component cannot be read by this driver", t->name);
@@ -467,11 +500,12 @@ tbx_status tbx_tensor_read_range(tbx_file *f, uint64_t i, uint64_t pos, void *bu
         return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "range",
                        "tensor \"%s\": range [%llu, +%zu) outside its %llu bytes", t->name,
                        (unsigned long long)pos, len, (unsigned long long)k->nbytes);
-    if (k->encoding != TBX_ENC_RAW || f->drv->read_component)
+    if (!tbx_comp_served_raw(f, k))
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
                        "tensor \"%s\" is stored encoded; read it whole", t->name);
     const tbx_source *src = comp_source(f, t, k, err);
     if (!src) return TBX_E_STATE;
+    if ((st = raw_gate(f, t, 0, err)) != TBX_OK) return st;
     return tbx_source_read(src, k->offset + pos, buf, len, t->name, err);
 }
 
@@ -482,11 +516,12 @@ tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len
     if (st != TBX_OK) return st;
     const tbx_component *k = &t->comp[0];
     const uint8_t *p = NULL;
-    if (k->encoding == TBX_ENC_RAW && !f->drv->read_component)
+    if (tbx_comp_served_raw(f, k))
         p = tbx_source_ptr(tbx_file_source(f, k->src), k->offset, k->nbytes);
     if (!p)
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
                        "tensor \"%s\" cannot be mapped (file not mapped or data encoded)", t->name);
+    if ((st = raw_gate(f, t, 0, err)) != TBX_OK) return st;
     if (ptr) *ptr = p;
     if (len) *len = (size_t)k->nbytes;
     return TBX_OK;
@@ -533,11 +568,12 @@ tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t
                        "tensor \"%s\": %s ranges must start and end on %llu-element blocks",
                        t->name, di->name, (unsigned long long)ge);
     const tbx_component *k = &t->comp[0];
-    bool direct = k->encoding == TBX_ENC_RAW && !f->drv->read_component;
+    bool direct = tbx_comp_served_raw(f, k);
     const tbx_source *ksrc = NULL;
     if (direct) {
         ksrc = comp_source(f, t, k, err);
         if (!ksrc) return TBX_E_STATE;
+        if ((st = raw_gate(f, t, 0, err)) != TBX_OK) return st;
     }
 
     /* Encoded data: decode the whole component once (bounded by its declared size). */
@@ -646,6 +682,158 @@ tbx_status tbx_section_read(tbx_file *f, uint64_t i, void *buf, size_t cap, size
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Many components at once: a window of jobs on worker threads, results taken in order          */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct batch_job {
+    tbx_task task;           /* first member: the pool sees only this */
+    tbx_file *f;
+    const tbx_tensor *t;
+    uint32_t c;
+    void *buf;               /* NULL: check only (decode and verify, keep nothing) */
+    size_t idx;              /* the caller's index */
+    tbx_status st;
+    tbx_error err;
+} batch_job;
+
+static void batch_run(tbx_task *task) {
+    batch_job *j = (batch_job *)task;
+    tbx_file *f = j->f;
+    const tbx_tensor *t = j->t;
+    if (j->buf) {
+        j->st = read_comp_into(f, t, j->c, j->buf, &j->err);
+        return;
+    }
+    if (f->drv->check_component) {
+        j->st = f->drv->check_component(f, t, j->c, &j->err);
+        return;
+    }
+    /* No bounded-memory check: read it whole into a buffer (bounded by max_tensor_bytes). */
+    const tbx_component *k = &t->comp[j->c];
+    if (k->nbytes > SIZE_MAX || k->nbytes > f->limits.max_tensor_bytes) {
+        j->st = tbx_err(&j->err, TBX_E_LIMIT, k->offset, t->name,
+                        "tensor \"%s\": %llu decoded bytes exceed max_tensor_bytes", t->name,
+                        (unsigned long long)k->nbytes);
+        return;
+    }
+    void *buf = tbx_malloc(&f->al, (size_t)k->nbytes);
+    if (!buf) {
+        j->st = tbx_err_nomem(&j->err, t->name);
+        return;
+    }
+    j->st = read_comp_into(f, t, j->c, buf, &j->err);
+    tbx_free(&f->al, buf, (size_t)k->nbytes);
+}
+
+/* Worker threads for a batch on f: `threads`, else the handle's, else the default. */
+static int batch_threads(const tbx_file *f, uint32_t threads) {
+    if (f->src.kind == TBX_SRC_CALLBACK) return 1; /* the caller's callback may not be reentrant */
+    if (!threads) threads = f->threads;
+    if (!threads) return tbx_threads_default();
+    return threads > TBX_POOL_MAX ? TBX_POOL_MAX : (int)threads;
+}
+
+/* fill: set up the job for index idx (false: nothing to run for it); done: take its result.
+ * done runs on the calling thread in index order, whatever the thread count. */
+typedef bool (*batch_fill_fn)(void *ctx, size_t idx, batch_job *j);
+typedef void (*batch_done_fn)(void *ctx, batch_job *j);
+
+static tbx_status batch_drive(tbx_file *f, int nth, size_t n, batch_fill_fn fill,
+                              batch_done_fn done, void *ctx, tbx_error *err) {
+    tbx_pool *pool = nth > 1 && n > 1 ? tbx_pool_start(&f->al, nth) : NULL;
+    const size_t win = pool ? 2 * (size_t)tbx_pool_threads(pool) : 1;
+    batch_job *ring = tbx_calloc(&f->al, win, sizeof *ring);
+    if (!ring) {
+        tbx_pool_stop(pool);
+        return tbx_err_nomem(err, "batch jobs");
+    }
+    pthread_mutex_t mu;
+    bool locked = pool && f->on_problem && pthread_mutex_init(&mu, NULL) == 0;
+    if (pool && f->on_problem && !locked) { /* no lock: report problems from one thread */
+        tbx_pool_stop(pool);
+        pool = NULL;
+    }
+    if (locked) f->problem_lock = &mu;
+    uint64_t sub = 0, fin = 0;
+    size_t next = 0;
+    for (;;) {
+        while (sub - fin < win && next < n) {
+            batch_job *j = &ring[sub % win];
+            memset(j, 0, sizeof *j);
+            j->task.run = batch_run;
+            j->f = f;
+            j->idx = next;
+            if (fill(ctx, next++, j)) {
+                tbx_pool_submit(pool, &j->task);
+                sub++;
+            }
+        }
+        if (fin == sub) break;
+        batch_job *j = &ring[fin++ % win];
+        tbx_pool_wait(pool, &j->task, true);
+        done(ctx, j);
+    }
+    tbx_pool_stop(pool);
+    if (locked) {
+        f->problem_lock = NULL;
+        pthread_mutex_destroy(&mu);
+    }
+    tbx_free(&f->al, ring, win * sizeof *ring);
+    return TBX_OK;
+}
+
+typedef struct read_batch_ctx {
+    tbx_read_req *reqs;
+} read_batch_ctx;
+
+static bool read_batch_fill(void *ctx, size_t idx, batch_job *j) {
+    tbx_read_req *r = &((read_batch_ctx *)ctx)->reqs[idx];
+    tbx_file *f = j->f;
+    memset(&r->error, 0, sizeof r->error);
+    r->status = TBX_OK;
+    size_t needed = 0;
+    if (r->tensor >= f->ntensors) {
+        r->status = bad_index(&r->error, f, r->tensor);
+        return false;
+    }
+    /* the checks of tbx_component_read (index, size, buffer), without reading */
+    r->status = tbx_component_read(f, r->tensor, r->component, NULL, 0, &needed, &r->error);
+    if (r->status == TBX_E_BUFFER_TOO_SMALL && r->buf && r->cap >= needed) r->status = TBX_OK;
+    else if (r->status == TBX_E_BUFFER_TOO_SMALL)
+        tbx_err(&r->error, TBX_E_BUFFER_TOO_SMALL, TBX_NO_OFFSET, "buffer",
+                "tensor \"%s\" component %u needs a buffer of %zu bytes, got %zu",
+                f->tensors[r->tensor].name, r->component, needed, r->buf ? r->cap : 0);
+    if (r->status != TBX_OK) return false;
+    memset(&r->error, 0, sizeof r->error);
+    j->t = &f->tensors[r->tensor];
+    j->c = r->component;
+    j->buf = r->buf;
+    return true;
+}
+
+static void read_batch_done(void *ctx, batch_job *j) {
+    tbx_read_req *r = &((read_batch_ctx *)ctx)->reqs[j->idx];
+    r->status = j->st;
+    if (j->st != TBX_OK) r->error = j->err;
+}
+
+tbx_status tbx_read_batch(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t threads,
+                          tbx_error *err) {
+    if (!f) return bad_index(err, f, 0);
+    if (n && !reqs)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs", "NULL request array");
+    read_batch_ctx ctx = {reqs};
+    tbx_status st = batch_drive(f, batch_threads(f, threads), n, read_batch_fill,
+                                read_batch_done, &ctx, err);
+    if (st != TBX_OK) return st;
+    for (size_t i = 0; i < n; i++)
+        if (reqs[i].status != TBX_OK) {
+            if (err) *err = reqs[i].error;
+            return reqs[i].status;
+        }
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Validation                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -662,12 +850,68 @@ static void collect_problem(void *ud, const tbx_error *e) {
     if (v->cb) v->cb(v->ud, e);
 }
 
+/* Validation's pass over the data: every component that is encoded or has a pending check is
+ * decoded/verified (check_component or a whole read), on worker threads. Problems go to
+ * `report` in file order: during the pass on_problem is off, so they come back as errors. */
+typedef struct check_ctx {
+    tbx_file *f;
+    size_t *ti;              /* component k of the pass: tensor ti[k], component ci[k] */
+    uint32_t *ci;
+    tbx_problem_fn report;
+    void *ud;
+} check_ctx;
+
+static bool check_fill(void *ctx, size_t idx, batch_job *j) {
+    check_ctx *x = ctx;
+    j->t = &x->f->tensors[x->ti[idx]];
+    j->c = x->ci[idx];
+    return true;
+}
+
+static void check_done(void *ctx, batch_job *j) {
+    check_ctx *x = ctx;
+    if (j->st != TBX_OK) x->report(x->ud, &j->err);
+}
+
+static tbx_status check_components(tbx_file *f, tbx_error *err, tbx_problem_fn report,
+                                   void *ud) {
+    size_t n = 0;
+    for (size_t i = 0; i < f->ntensors; i++)
+        for (uint32_t c = 0; c < f->tensors[i].ncomp; c++) n += via_driver(f, &f->tensors[i], c);
+    if (n == 0) return TBX_OK;
+    check_ctx x = {f, tbx_calloc(&f->al, n, sizeof *x.ti), tbx_calloc(&f->al, n, sizeof *x.ci),
+                   report, ud};
+    tbx_status st = TBX_OK;
+    if (!x.ti || !x.ci) {
+        st = tbx_err_nomem(err, "component list");
+    } else {
+        size_t k = 0;
+        for (size_t i = 0; i < f->ntensors; i++)
+            for (uint32_t c = 0; c < f->tensors[i].ncomp; c++)
+                if (via_driver(f, &f->tensors[i], c)) {
+                    x.ti[k] = i;
+                    x.ci[k++] = c;
+                }
+        tbx_problem_fn saved = f->on_problem;
+        f->on_problem = NULL;
+        st = batch_drive(f, batch_threads(f, 0), n, check_fill, check_done, &x, err);
+        f->on_problem = saved;
+    }
+    if (x.ti) tbx_free(&f->al, x.ti, n * sizeof *x.ti);
+    if (x.ci) tbx_free(&f->al, x.ci, n * sizeof *x.ci);
+    return st;
+}
+
 tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt, tbx_problem_fn cb,
                              void *ud, uint64_t *nproblems) {
     validate_ctx v = { cb, ud, 0, TBX_OK };
     tbx_open_options o;
-    if (opt) o = *opt;
-    else tbx_open_options_init(&o);
+    tbx_open_options_init(&o);
+    if (opt) {
+        size_t n = opt->struct_size && opt->struct_size < sizeof o ? opt->struct_size : sizeof o;
+        memcpy(&o, opt, n);
+        o.struct_size = sizeof o;
+    }
     o.on_problem = collect_problem;
     o.problem_ud = &v;
     o.flags |= TBX_OPEN_VERIFY_DIGESTS;
@@ -677,29 +921,13 @@ tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt, tbx_
     if (st != TBX_OK) {
         collect_problem(&v, &e);
     } else {
+        /* Encoded components are decoded once (to prove they decode to their declared size)
+         * and digests verified, on worker threads; problems are reported in file order. */
+        st = check_components(f, &e, collect_problem, &v);
+        if (st != TBX_OK) collect_problem(&v, &e);
         if (f->drv->validate) {
             st = f->drv->validate(f, &e);
             if (st != TBX_OK) collect_problem(&v, &e);
-        }
-        /* Encoded components are decoded once to prove they decode to their declared size. */
-        for (size_t i = 0; i < f->ntensors; i++) {
-            const tbx_tensor *t = &f->tensors[i];
-            for (uint32_t c = 0; c < t->ncomp; c++) {
-                const tbx_component *k = &t->comp[c];
-                if (k->encoding == TBX_ENC_RAW && !f->drv->read_component) continue;
-                if (k->nbytes > SIZE_MAX || k->nbytes > f->limits.max_tensor_bytes) {
-                    tbx_err(&e, TBX_E_LIMIT, k->offset, t->name,
-                            "tensor \"%s\": %llu decoded bytes exceed max_tensor_bytes", t->name,
-                            (unsigned long long)k->nbytes);
-                    collect_problem(&v, &e);
-                    continue;
-                }
-                void *buf = tbx_malloc(&f->al, (size_t)k->nbytes);
-                if (!buf) { collect_problem(&v, (tbx_err_nomem(&e, t->name), &e)); continue; }
-                st = read_comp_into(f, t, c, buf, &e);
-                tbx_free(&f->al, buf, (size_t)k->nbytes);
-                if (st != TBX_OK) collect_problem(&v, &e);
-            }
         }
     }
     tbx_close(f);

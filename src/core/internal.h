@@ -322,6 +322,8 @@ struct tbx_file {
     tbx_problem_fn on_problem;    /* may be NULL: problems are then fatal */
     void *problem_ud;
     uint64_t nproblems;
+    void *problem_lock;           /* a pthread mutex while worker threads read (tbx_read_batch) */
+    uint32_t threads;             /* tbx_open_options.threads (0: tbx_threads_default()) */
 
     tbx_meta_entry *meta; size_t nmeta, cap_meta; tbx_names meta_names;
     tbx_tensor *tensors;  size_t ntensors, cap_tensors; tbx_names tensor_names;
@@ -345,6 +347,9 @@ tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, ui
 /* The source a component's `src` names (0: f->src, k: f->extra_src[k-1]); NULL when out of
  * range. Tensor data is read through it; sections always come from f->src. */
 const tbx_source *tbx_file_source(const tbx_file *f, uint32_t src);
+/* Are component k's decoded bytes its stored bytes, served straight from the source (range
+ * reads, maps)? Raw encoding, unless the driver transforms raw bytes (big-endian GGUF). */
+bool tbx_comp_served_raw(const tbx_file *f, const tbx_component *k);
 /* Reports a recoverable problem: with on_problem set it is passed on and TBX_OK returned (the
  * caller continues); without, it is copied to *err and its code returned (the caller stops). */
 tbx_status tbx_file_problem(tbx_file *f, tbx_error *err, tbx_status code, uint64_t offset,
@@ -405,10 +410,24 @@ struct tbx_driver {
     bool (*probe)(const uint8_t *head, size_t len, uint64_t file_size);
     /* Parses the file into f (meta/tensors/sections/version); drv_state as needed. */
     tbx_status (*open)(tbx_file *f, tbx_error *err);
-    /* Optional: read decoded bytes of a component (encoded data, ...). NULL: raw pread of
-     * [offset, offset + nbytes). buf has exactly comp->nbytes bytes. */
+    /* Optional: read the decoded bytes of an encoded component (buf has exactly comp->nbytes
+     * bytes), and of a raw one while raw_pending says it still has a check to pass. Raw
+     * components are otherwise served by the core straight from the source (pread, range
+     * reads, tbx_tensor_map). May run on several threads at once for distinct components. */
     tbx_status (*read_component)(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
                                  tbx_error *err);
+    /* Optional: does raw component c still need the driver to look at its bytes (zTensor: a
+     * digest to verify)? Full reads then go through read_component (checked while copied);
+     * range reads, maps and f32 decoding call check_raw first. NULL: never. */
+    bool (*raw_pending)(const tbx_file *f, const tbx_tensor *t, uint32_t c);
+    /* Optional: decode and check component c in bounded memory, discarding the bytes (digests,
+     * exact decoded size). Called by tbx_validate for encoded and pending components, and
+     * before a raw component with a pending check is mapped, range-read or decoded to f32.
+     * NULL: tbx_validate reads such components whole. */
+    tbx_status (*check_component)(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx_error *err);
+    /* true: read_component transforms raw components too (big-endian GGUF swaps bytes), so raw
+     * bytes are never served straight from the source (no maps, no range reads). */
+    bool read_transforms_raw;
     /* Optional: decode elements [first, first+count) of a tensor that is not a single dense
      * component (sparse, quantized group) to f32, row-major (tbx_tensor_read_f32 routes here;
      * range already checked). NULL: such tensors cannot be decoded. */
@@ -451,6 +470,35 @@ extern const tbx_driver tbx_driver_safetensors;
 extern const tbx_driver tbx_driver_gguf;
 extern const tbx_driver tbx_driver_oinf;
 extern const tbx_driver tbx_driver_ztensor;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Worker threads (src/core/pool.c)                                                            */
+/* ------------------------------------------------------------------------------------------ */
+#define TBX_POOL_MAX 64            /* workers a pool starts at most */
+#define TBX_THREADS_DEFAULT_MAX 8  /* the default thread count's cap */
+
+/* A unit of work in the caller's memory (embed it as the first member of a job struct). */
+typedef struct tbx_task {
+    void (*run)(struct tbx_task *task);
+    struct tbx_task *next;   /* pool-internal */
+    bool done;               /* pool-internal: read it through tbx_pool_wait */
+} tbx_task;
+typedef struct tbx_pool tbx_pool;
+
+/* Env TBX_THREADS when set (>= 1), else the online CPUs; at most TBX_THREADS_DEFAULT_MAX. */
+int tbx_threads_default(void);
+/* Starts `nthreads` workers (capped at TBX_POOL_MAX). NULL when nthreads <= 1 or no thread could
+ * be started: every function below accepts NULL and then runs tasks inline, serially. */
+tbx_pool *tbx_pool_start(const tbx_alloc *al, int nthreads);
+int tbx_pool_threads(const tbx_pool *p);
+/* Queues t (FIFO); with p NULL runs it before returning. */
+void tbx_pool_submit(tbx_pool *p, tbx_task *t);
+/* Has t run? block: wait until it has. */
+bool tbx_pool_wait(tbx_pool *p, tbx_task *t, bool block);
+/* Waits until every submitted task has run. */
+void tbx_pool_drain(tbx_pool *p);
+/* Drains, joins the workers and frees the pool; accepts NULL. */
+void tbx_pool_stop(tbx_pool *p);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Small text helpers (src/core/text.c)                                                        */

@@ -61,8 +61,13 @@ tbx_status tbx_writer_open(tbx_writer **out, const char *path, const tbx_write_o
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "NULL argument");
     *out = NULL;
     tbx_write_options o;
-    if (opt) o = *opt;
-    else tbx_write_options_init(&o);
+    tbx_write_options_init(&o);
+    if (opt) {
+        /* callers built against an older, shorter struct leave the newer fields at defaults */
+        size_t n = opt->struct_size && opt->struct_size < sizeof o ? opt->struct_size : sizeof o;
+        memcpy(&o, opt, n);
+        o.struct_size = sizeof o;
+    }
     tbx_format fmt = o.format ? o.format : tbx_format_from_path(path);
     if (fmt == TBX_FORMAT_UNKNOWN)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "format",

@@ -1562,6 +1562,7 @@ static const tbx_driver g_driver_be = {
     .probe = g_probe,
     .open = g_open,
     .read_component = g_read_be,
+    .read_transforms_raw = true,
     .validate = g_validate,
     .close = g_close,
     .w_check_meta = g_w_check_meta,

@@ -124,6 +124,15 @@ typedef struct zt_tdrv {
     uint8_t vstate[3];       /* digest verification state per component */
 } zt_tdrv;
 
+/* Verification state of component c: components are read on several threads at once
+ * (tbx_read_batch), each touching only its own state byte, atomically. */
+static uint8_t vget(const zt_tdrv *d, uint32_t c) {
+    return __atomic_load_n(&d->vstate[c], __ATOMIC_ACQUIRE);
+}
+static void vset(zt_tdrv *d, uint32_t c, uint8_t v) {
+    __atomic_store_n(&d->vstate[c], v, __ATOMIC_RELEASE);
+}
+
 typedef struct zt_span {
     uint64_t off, end;
     size_t ti;
@@ -429,32 +438,45 @@ static tbx_status zt_rd_finish(zt_rd *r, tbx_error *err) {
     }
 }
 
-/* Reads exactly n decoded bytes (shorter data is an error naming both sizes). */
+/* Reads exactly n decoded bytes into out (NULL: through a scratch buffer, dropping them);
+ * shorter data is an error naming both sizes. While hashing, chunks stay cache-sized so the
+ * hash reads bytes the copy just brought in. */
 static tbx_status zt_rd_full(zt_rd *r, uint8_t *out, uint64_t n, tbx_error *err) {
+    const size_t scap = (size_t)1 << 20;
+    uint8_t *scratch = NULL;
+    if (!out && n) {
+        scratch = tbx_malloc(&r->f->al, scap);
+        if (!scratch) return tbx_err_nomem(err, "decode buffer");
+    }
+    const uint64_t lim = !out ? scap : r->h ? scap : (uint64_t)1 << 30;
     uint64_t done = 0;
+    tbx_status st = TBX_OK;
     while (done < n) {
-        size_t chunk = n - done > (uint64_t)(1u << 30) ? (size_t)(1u << 30) : (size_t)(n - done);
+        size_t chunk = n - done > lim ? (size_t)lim : (size_t)(n - done);
         size_t got = 0;
-        tbx_status st = zt_rd_read(r, out + done, chunk, &got, err);
-        if (st != TBX_OK) return st;
+        st = zt_rd_read(r, out ? out + done : scratch, chunk, &got, err);
+        if (st != TBX_OK) break;
         done += got;
         if (got < chunk) {
             char w[128];
             zt_what(w, sizeof w, r->t, r->c);
             if (!r->dctx)
-                return tbx_err(err, TBX_E_TRUNCATED, r->k->offset, "component",
-                               "component %s: %" PRIu64 " stored bytes, %" PRIu64 " expected", w,
-                               done, n);
-            if (!r->frame_done)
-                return tbx_err(err, TBX_E_FORMAT, r->k->offset, "component.zstd",
-                               "component %s: zstd stream ends inside a frame after %" PRIu64
-                               " decoded bytes (%" PRIu64 " expected)", w, r->produced, n);
-            return tbx_err(err, TBX_E_FORMAT, r->k->offset, "component.zstd",
-                           "component %s: zstd data decodes to only %" PRIu64
-                           " bytes, its shape and dtype give %" PRIu64, w, r->produced, n);
+                st = tbx_err(err, TBX_E_TRUNCATED, r->k->offset, "component",
+                             "component %s: %" PRIu64 " stored bytes, %" PRIu64 " expected", w,
+                             done, n);
+            else if (!r->frame_done)
+                st = tbx_err(err, TBX_E_FORMAT, r->k->offset, "component.zstd",
+                             "component %s: zstd stream ends inside a frame after %" PRIu64
+                             " decoded bytes (%" PRIu64 " expected)", w, r->produced, n);
+            else
+                st = tbx_err(err, TBX_E_FORMAT, r->k->offset, "component.zstd",
+                             "component %s: zstd data decodes to only %" PRIu64
+                             " bytes, its shape and dtype give %" PRIu64, w, r->produced, n);
+            break;
         }
     }
-    return TBX_OK;
+    if (scratch) tbx_free(&r->f->al, scratch, scap);
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1543,7 +1565,7 @@ static tbx_status zt_open(tbx_file *f, tbx_error *err) {
                 zt_digest dg;
                 int r = zt_digest_parse(t->comp[c].digest, &dg);
                 if (r == 1) continue;
-                d->vstate[c] = ZT_V_SKIP;
+                vset(d, c, ZT_V_SKIP);
                 char w[128], q[96];
                 zt_what(w, sizeof w, t, c);
                 tbx_quote_bytes(q, sizeof q, t->comp[c].digest, strlen(t->comp[c].digest), 64);
@@ -1572,42 +1594,71 @@ static tbx_status digest_mismatch(tbx_file *f, const tbx_tensor *t, uint32_t c,
                             "component %s: stored bytes give %s, manifest says %s", w, gs, q);
 }
 
-static tbx_status zt_read_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
-                                    tbx_error *err) {
+/* With verification on: a digest still to verify, or one known bad that no problem callback
+ * took (reads of it keep failing). The core then routes raw bytes through us. */
+static bool zt_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
+    if (!(f->flags & TBX_OPEN_VERIFY_DIGESTS) || !t->comp[c].digest) return false;
+    uint8_t v = vget(t->drv, c);
+    return v == ZT_V_UNCHECKED || (v == ZT_V_BAD && !f->on_problem);
+}
+
+static tbx_status hash_stored(tbx_file *f, const tbx_component *k, zt_hash *h, uint8_t *chunk,
+                              tbx_error *err);
+
+/* Passes component c's stored bytes through its decoder into buf (NULL: the decoded bytes are
+ * dropped, only checked), hashing them on the way when its digest is still to be verified. */
+static tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, uint8_t *buf,
+                          tbx_error *err) {
     zt_tdrv *d = t->drv;
     const tbx_component *k = &t->comp[c];
-    bool verify_on = (f->flags & TBX_OPEN_VERIFY_DIGESTS) && k->digest;
+    const bool verify_on = (f->flags & TBX_OPEN_VERIFY_DIGESTS) && k->digest;
+    const uint8_t vs = verify_on ? vget(d, c) : ZT_V_SKIP;
+    if (vs == ZT_V_BAD && !f->on_problem) {
+        char w[128];
+        zt_what(w, sizeof w, t, c);
+        return tbx_err(err, TBX_E_CHECKSUM, k->offset, "component.digest",
+                       "component %s: stored bytes do not match digest %s", w, k->digest);
+    }
     zt_digest want;
-    bool verify = verify_on && d->vstate[c] == ZT_V_UNCHECKED &&
-                  zt_digest_parse(k->digest, &want) == 1;
+    const bool verify = vs == ZT_V_UNCHECKED && zt_digest_parse(k->digest, &want) == 1;
+    if (!buf && !verify && k->encoding == TBX_ENC_RAW) return TBX_OK; /* nothing to check */
     zt_hash h;
     memset(&h, 0, sizeof h);
-    if (verify) {
-        tbx_status st = zt_hash_init(&h, want.algo, err);
-        if (st != TBX_OK) return st;
+    tbx_status st = verify ? zt_hash_init(&h, want.algo, err) : TBX_OK;
+    if (st != TBX_OK) return st;
+    if (!buf && k->encoding == TBX_ENC_RAW) {
+        uint8_t *chunk = tbx_malloc(&f->al, ZT_CHUNK);
+        st = chunk ? hash_stored(f, k, &h, chunk, err) : tbx_err_nomem(err, "digest buffer");
+        if (chunk) tbx_free(&f->al, chunk, ZT_CHUNK);
+    } else {
+        zt_rd r;
+        st = zt_rd_open(&r, f, t, c, verify ? &h : NULL, k->nbytes, err);
+        if (st == TBX_OK) st = zt_rd_full(&r, buf, k->nbytes, err);
+        if (st == TBX_OK) st = zt_rd_finish(&r, err);
+        zt_rd_close(&r);
     }
-    zt_rd r;
-    tbx_status st = zt_rd_open(&r, f, t, c, verify ? &h : NULL, k->nbytes, err);
-    if (st == TBX_OK) st = zt_rd_full(&r, buf, k->nbytes, err);
-    if (st == TBX_OK) st = zt_rd_finish(&r, err);
-    zt_rd_close(&r);
     if (st == TBX_OK && verify) {
         zt_digest got;
         zt_hash_final(&h, &got);
         if (zt_digest_eq(&got, &want)) {
-            d->vstate[c] = ZT_V_OK;
+            vset(d, c, ZT_V_OK);
         } else {
-            d->vstate[c] = ZT_V_BAD;
+            vset(d, c, ZT_V_BAD);
             st = digest_mismatch(f, t, c, &got, err);
         }
-    } else if (st == TBX_OK && verify_on && d->vstate[c] == ZT_V_BAD && !f->on_problem) {
-        char w[128];
-        zt_what(w, sizeof w, t, c);
-        st = tbx_err(err, TBX_E_CHECKSUM, k->offset, "component.digest",
-                     "component %s: stored bytes do not match digest %s", w, k->digest);
     }
     zt_hash_free(&h);
     return st;
+}
+
+static tbx_status zt_read_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                                    tbx_error *err) {
+    return zt_pass(f, t, c, buf, err);
+}
+
+static tbx_status zt_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c,
+                                     tbx_error *err) {
+    return zt_pass(f, t, c, NULL, err);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1638,28 +1689,14 @@ static tbx_status hash_stored(tbx_file *f, const tbx_component *k, zt_hash *h, u
     return TBX_OK;
 }
 
-static tbx_status validate_digests(tbx_file *f, uint8_t *chunk, tbx_error *err) {
+/* Digests not verified yet (tbx_validate's pass over the data normally did them all). */
+static tbx_status validate_digests(tbx_file *f, tbx_error *err) {
     for (size_t i = 0; i < f->ntensors; i++) {
         const tbx_tensor *t = &f->tensors[i];
-        zt_tdrv *d = t->drv;
         for (uint32_t c = 0; c < t->ncomp; c++) {
-            const tbx_component *k = &t->comp[c];
-            zt_digest want, got;
-            if (!k->digest || d->vstate[c] != ZT_V_UNCHECKED) continue;
-            if (zt_digest_parse(k->digest, &want) != 1) { d->vstate[c] = ZT_V_SKIP; continue; }
-            zt_hash h;
-            tbx_status st = zt_hash_init(&h, want.algo, err);
-            if (st == TBX_OK) st = hash_stored(f, k, &h, chunk, err);
-            if (st != TBX_OK) { zt_hash_free(&h); return st; }
-            zt_hash_final(&h, &got);
-            zt_hash_free(&h);
-            if (zt_digest_eq(&got, &want)) {
-                d->vstate[c] = ZT_V_OK;
-            } else {
-                d->vstate[c] = ZT_V_BAD;
-                st = digest_mismatch(f, t, c, &got, err);
-                if (st != TBX_OK) return st;
-            }
+            if (!t->comp[c].digest || vget(t->drv, c) != ZT_V_UNCHECKED) continue;
+            tbx_status st = zt_pass(f, t, c, NULL, err);
+            if (st != TBX_OK) return st;
         }
     }
     return TBX_OK;
@@ -1811,7 +1848,7 @@ static tbx_status validate_bool(tbx_file *f, const tbx_tensor *t, const char *tq
 static tbx_status zt_validate(tbx_file *f, tbx_error *err) {
     uint8_t *chunk = tbx_malloc(&f->al, ZT_CHUNK);
     if (!chunk) return tbx_err_nomem(err, "validation buffer");
-    tbx_status st = validate_digests(f, chunk, err);
+    tbx_status st = validate_digests(f, err);
     if (st == TBX_OK) st = validate_padding(f, chunk, err);
     tbx_free(&f->al, chunk, ZT_CHUNK);
     for (size_t i = 0; i < f->ntensors && st == TBX_OK; i++) {
@@ -2005,6 +2042,12 @@ tbx_status tbx_ztensor_read_f32_range(tbx_file *f, uint64_t i, uint64_t first, u
                            "tensor \"%s\": complex values cannot be decoded to f32", t->name);
     }
     if (count == 0) return TBX_OK;
+    /* the element streams below bypass the digests: verify pending ones first */
+    for (uint32_t c = 0; c < t->ncomp; c++)
+        if (zt_raw_pending(f, t, c)) {
+            tbx_status st = zt_pass(f, t, c, NULL, err);
+            if (st != TBX_OK) return st;
+        }
     if (t->layout == TBX_LAYOUT_QUANT_GROUP) return read_qgroup(f, t, first, last, out, err);
     memset(out, 0, (size_t)count * sizeof *out);
     if (t->layout == TBX_LAYOUT_SPARSE_CSR) return read_csr(f, t, first, last, out, err);
@@ -2024,6 +2067,8 @@ const tbx_driver tbx_driver_ztensor = {
     .probe = zt_probe,
     .open = zt_open,
     .read_component = zt_read_component,
+    .raw_pending = zt_raw_pending,
+    .check_component = zt_check_component,
     .read_f32 = tbx_ztensor_read_f32_range,
     .validate = zt_validate,
     .close = zt_close,

@@ -16,12 +16,14 @@
  * directly (not aligned), as the reference writer does. Every byte from 0 to the end is written
  * explicitly (magic, zero padding, blobs, manifest, footer), so nothing stale survives.
  *
- * Compression (opt.compress_level > 0): a dense tensor's raw bytes are written as they arrive
- * and compressed alongside into a buffer that is never allowed to grow past 95% of the raw size;
- * when the frame ends within that bound, the compressed bytes replace the raw ones (the tensor
- * is stored zstd), otherwise (or as soon as the bound is passed) the raw bytes stay. Memory is
- * thus bounded by the largest tensor. Frames carry the content size. Digests (opt.digest) cover
- * the stored bytes and are computed while the bytes stream.
+ * Compression (opt.compress_level > 0): a dense tensor's bytes are gathered in a job slot; when
+ * the tensor is complete a worker thread (opt.threads) compresses it as one zstd frame carrying
+ * the content size, into a buffer of 95% of the raw size (compression that saves less is not
+ * kept: the raw bytes are stored), and hashes the stored bytes (opt.digest). The caller's thread
+ * writes finished jobs in tensor order, so offsets and bytes do not depend on the thread count.
+ * At most threads + 1 jobs are held, and no more than opt.buffer_limit raw bytes (1 GiB) unless
+ * one tensor alone is larger: memory is about twice that. Without compression the bytes stream
+ * straight to the file and are hashed as they pass (no buffering).
  *
  * The manifest is canonical CBOR (ztensor_cbor.c): "objects", "version": "1.1.0", then
  * "attributes" (only when there are global attributes). Metadata entries become global
@@ -37,6 +39,7 @@
 #include <stdlib.h>
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through the writer */
 #include <zstd.h>
+#include <zstd_errors.h> /* ZSTD_getErrorCode: output that does not fit is a normal outcome */
 
 
 typedef struct zt_wcomp {
@@ -58,6 +61,25 @@ typedef struct zt_wobj {
     tbx_value *attrs;        /* owned MAP or NULL */
 } zt_wobj;
 
+/* One dense tensor to compress: gathered by the caller's thread, compressed and hashed by a
+ * worker (or inline without workers), written by the caller's thread. */
+typedef struct zt_zjob {
+    tbx_task task;           /* first member: the pool sees only this */
+    const tbx_alloc *al;
+    int level, digest;
+    ZSTD_CCtx *cctx;         /* the slot's own, reused */
+    size_t ti;               /* tensor index */
+    uint8_t *raw;            /* the tensor's bytes (raw_len of raw_cap) */
+    size_t raw_len, raw_cap;
+    uint8_t *z;              /* compressed output (zcap bytes allocated) */
+    size_t zlen, zcap;
+    size_t zlim;             /* largest output worth keeping: keep_limit(raw_len) */
+    bool use_z;              /* compression saved at least 5% */
+    char digest_str[80];     /* over the stored bytes; "" without digests */
+    tbx_status st;
+    tbx_error err;
+} zt_zjob;
+
 typedef struct zt_wstate {
     bool begun;              /* options checked, header written */
     uint64_t align;
@@ -70,15 +92,17 @@ typedef struct zt_wstate {
     tbx_names extra_names;
     zt_wcomp *dense;         /* per dense tensor, by index */
     size_t cap_dense;
-    /* the dense tensor being streamed */
+    /* the dense tensor being streamed (raw: straight to the file, hashed on the way) */
     int64_t cur;
     zt_hash raw_hash;
-    bool zon;                /* compressing it */
-    uint64_t zlimit;         /* largest compressed size worth keeping */
-    uint8_t *zbuf;
-    size_t zlen, zcap;
-    uint8_t *zout;
-    size_t zout_cap;
+    /* compressing (level > 0): each dense tensor is gathered in a job slot, compressed and
+     * hashed on a worker thread, and committed to the file in tensor order */
+    tbx_pool *pool;
+    zt_zjob *slots;          /* nslots jobs; job number j uses slot j % nslots */
+    int nslots;
+    uint64_t jobs_begun, jobs_committed;
+    uint64_t held;           /* raw bytes held by begun, uncommitted jobs */
+    uint64_t buffer_limit;
 } zt_wstate;
 
 static const char *extra_key_of(const void *ctx, uint64_t i, size_t *len) {
@@ -128,9 +152,21 @@ static tbx_status wbegin(tbx_writer *w, zt_wstate **out, tbx_error *err) {
     if (s->level > 0) {
         ZSTD_customMem cm = {zt_zalloc, zt_zfree, (void *)&w->al};
         s->cctx = ZSTD_createCCtx_advanced(cm);
-        s->zout_cap = ZSTD_CStreamOutSize();
-        s->zout = tbx_malloc(&w->al, s->zout_cap);
-        if (!s->cctx || !s->zout) return tbx_err_nomem(err, "zstd compressor");
+        if (!s->cctx) return tbx_err_nomem(err, "zstd compressor");
+        int nth = w->opt.threads ? (int)w->opt.threads : tbx_threads_default();
+        s->buffer_limit = w->opt.buffer_limit ? w->opt.buffer_limit : (uint64_t)1 << 30;
+        s->pool = tbx_pool_start(&w->al, nth);
+        s->nslots = tbx_pool_threads(s->pool) + 1; /* one gathering, the others compressing */
+        s->slots = tbx_calloc(&w->al, (size_t)s->nslots, sizeof *s->slots);
+        if (!s->slots) return tbx_err_nomem(err, "compression jobs");
+        for (int k = 0; k < s->nslots; k++) {
+            zt_zjob *j = &s->slots[k];
+            j->al = &w->al;
+            j->level = s->level;
+            j->digest = s->digest;
+            j->cctx = ZSTD_createCCtx_advanced(cm);
+            if (!j->cctx) return tbx_err_nomem(err, "zstd compressor");
+        }
     }
     st = tbx_out_pwrite(&w->out, 0, ZT_MAGIC, 8, err);
     if (st != TBX_OK) return st;
@@ -152,9 +188,15 @@ void zt_w_free(tbx_writer *w) {
     tbx_names_free(&s->extra_names);
     tbx_free(&w->al, s->dense, s->cap_dense * sizeof *s->dense);
     zt_hash_free(&s->raw_hash);
+    tbx_pool_stop(s->pool); /* waits for jobs still running */
+    for (int k = 0; s->slots && k < s->nslots; k++) {
+        zt_zjob *j = &s->slots[k];
+        if (j->cctx) ZSTD_freeCCtx(j->cctx);
+        tbx_free(&w->al, j->raw, j->raw_cap);
+        tbx_free(&w->al, j->z, j->zcap);
+    }
+    tbx_free(&w->al, s->slots, (size_t)s->nslots * sizeof *s->slots);
     if (s->cctx) ZSTD_freeCCtx(s->cctx);
-    tbx_free(&w->al, s->zbuf, s->zcap);
-    tbx_free(&w->al, s->zout, s->zout_cap);
     tbx_free(&w->al, s, sizeof *s);
     w->drv_state = NULL;
 }
@@ -259,6 +301,22 @@ static void set_digest(zt_wcomp *c, zt_hash *h) {
     zt_digest_str(&d, c->digest, sizeof c->digest);
 }
 
+/* Compresses src into dst (capacity: keep_limit(len)) as one frame carrying its content size.
+ * *zlen gets the frame's size, or 0 when it would not fit (not worth keeping: store raw). The
+ * bytes depend only on level and input, never on the thread that runs this. */
+static size_t compress_keep(ZSTD_CCtx *cctx, int level, const void *src, size_t len, void *dst,
+                            size_t cap, size_t *zlen) {
+    *zlen = 0;
+    if (len == 0 || cap == 0) return 0;
+    size_t r = ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+    if (!ZSTD_isError(r)) r = ZSTD_compress2(cctx, dst, cap, src, len);
+    if (ZSTD_isError(r)) return ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall ? 0 : r;
+    *zlen = r;
+    return 0;
+}
+
 /* Writes an in-memory blob (extras): compressed when that saves 5%. */
 static tbx_status blob_write(tbx_writer *w, zt_wstate *s, const void *data, uint64_t len,
                              zt_wcomp *c, tbx_error *err) {
@@ -272,21 +330,19 @@ static tbx_status blob_write(tbx_writer *w, zt_wstate *s, const void *data, uint
     size_t zcap = 0;
     c->enc = TBX_ENC_RAW;
     if (s->level > 0 && len > 0) {
-        zcap = ZSTD_compressBound((size_t)len);
+        zcap = (size_t)keep_limit(len);
         zb = tbx_malloc(&w->al, zcap);
         if (!zb) return tbx_err_nomem(err, "zstd output");
-        size_t r = ZSTD_CCtx_reset(s->cctx, ZSTD_reset_session_and_parameters);
-        if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(s->cctx, ZSTD_c_compressionLevel, s->level);
-        if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(s->cctx, ZSTD_c_contentSizeFlag, 1);
-        if (!ZSTD_isError(r)) r = ZSTD_compress2(s->cctx, zb, zcap, data, (size_t)len);
+        size_t zlen = 0;
+        size_t r = compress_keep(s->cctx, s->level, data, (size_t)len, zb, zcap, &zlen);
         if (ZSTD_isError(r)) {
             tbx_free(&w->al, zb, zcap);
             return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "zstd", "zstd compression failed: %s",
                            ZSTD_getErrorName(r));
         }
-        if (r <= keep_limit(len)) {
+        if (zlen) {
             stored = zb;
-            slen = r;
+            slen = zlen;
             c->enc = TBX_ENC_ZSTD;
         }
     }
@@ -306,64 +362,127 @@ static tbx_status blob_write(tbx_writer *w, zt_wstate *s, const void *data, uint
     return TBX_OK;
 }
 
-/* Appends compressor output to zbuf, abandoning compression past the keep limit. */
-static tbx_status z_take(tbx_writer *w, zt_wstate *s, const uint8_t *p, size_t n,
-                         tbx_error *err) {
-    if (!s->zon || n == 0) return TBX_OK;
-    if ((uint64_t)s->zlen + n > s->zlimit) { s->zon = false; s->zlen = 0; return TBX_OK; }
-    if (s->zlen + n > s->zcap) {
-        size_t cap = s->zcap ? s->zcap : 64 * 1024;
-        while (cap < s->zlen + n) cap *= 2;
-        if ((uint64_t)cap > s->zlimit) cap = (size_t)s->zlimit;
-        uint8_t *q = tbx_realloc(&w->al, s->zbuf, s->zcap, cap);
-        if (!q) return tbx_err_nomem(err, "zstd output buffer");
-        s->zbuf = q;
-        s->zcap = cap;
+/* ---- compressing writes: jobs ------------------------------------------------------------ */
+
+/* On a worker: compress (kept when it saves 5%), then hash the stored bytes. */
+static void zjob_run(tbx_task *task) {
+    zt_zjob *j = (zt_zjob *)task;
+    j->use_z = false;
+    j->digest_str[0] = 0;
+    size_t r = compress_keep(j->cctx, j->level, j->raw, j->raw_len, j->z, j->zlim, &j->zlen);
+    if (ZSTD_isError(r)) {
+        j->st = tbx_err(&j->err, TBX_E_IO, TBX_NO_OFFSET, "zstd", "zstd compression failed: %s",
+                        ZSTD_getErrorName(r));
+        return;
     }
-    memcpy(s->zbuf + s->zlen, p, n);
-    s->zlen += n;
+    j->use_z = j->zlen != 0;
+    zt_hash h;
+    j->st = zt_hash_init(&h, j->digest, &j->err);
+    if (j->st != TBX_OK) return;
+    if (h.algo != ZT_H_NONE) {
+        zt_hash_update(&h, j->use_z ? j->z : j->raw, j->use_z ? j->zlen : j->raw_len);
+        zt_digest d;
+        zt_hash_final(&h, &d);
+        zt_digest_str(&d, j->digest_str, sizeof j->digest_str);
+    }
+    zt_hash_free(&h);
+}
+
+/* Writes the oldest job's blob (waiting for its worker) and frees its slot. Slots keep buffers
+ * of up to 16 MiB for the next tensors; larger ones are given back at once. */
+static tbx_status zjob_commit(tbx_writer *w, zt_wstate *s, tbx_error *err) {
+    zt_zjob *j = &s->slots[s->jobs_committed % (uint64_t)s->nslots];
+    tbx_pool_wait(s->pool, &j->task, true);
+    s->jobs_committed++;
+    s->held -= j->raw_len;
+    tbx_status st = j->st;
+    if (st != TBX_OK) *err = j->err;
+    uint64_t off = 0;
+    if (st == TBX_OK) st = blob_start(w, s, &off, err);
+    const uint8_t *stored = j->use_z ? j->z : j->raw;
+    const size_t slen = j->use_z ? j->zlen : j->raw_len;
+    if (st == TBX_OK) st = tbx_out_pwrite(&w->out, off, stored, slen, err);
+    if (st == TBX_OK) {
+        zt_wcomp *c = &s->dense[j->ti];
+        memset(c, 0, sizeof *c);
+        c->role = ZT_R_DATA;
+        c->dtype = w->tensors[j->ti].dtype;
+        c->offset = off;
+        c->length = slen;
+        c->enc = j->use_z ? TBX_ENC_ZSTD : TBX_ENC_RAW;
+        memcpy(c->digest, j->digest_str, sizeof c->digest);
+        w->tensors[j->ti].offset = off;
+        s->pos = off + slen;
+    }
+    const size_t keep = (size_t)16 << 20;
+    if (j->raw_cap > keep) { tbx_free(&w->al, j->raw, j->raw_cap); j->raw = NULL; j->raw_cap = 0; }
+    if (j->zcap > keep) { tbx_free(&w->al, j->z, j->zcap); j->z = NULL; j->zcap = 0; }
+    return st;
+}
+
+/* Commits every begun job (before extras, the manifest, or an error return). */
+static tbx_status zjobs_flush(tbx_writer *w, zt_wstate *s, tbx_error *err) {
+    tbx_status first = TBX_OK;
+    /* a job still gathering (never submitted) is not waited for */
+    uint64_t submitted = s->jobs_begun - (s->cur >= 0 && s->slots ? 1 : 0);
+    while (s->slots && s->jobs_committed < submitted) {
+        tbx_error e;
+        tbx_status st = zjob_commit(w, s, &e);
+        if (st != TBX_OK && first == TBX_OK) { first = st; *err = e; }
+    }
+    return first;
+}
+
+/* Starts gathering tensor t in the next slot, first committing old jobs while all slots are
+ * busy or the bytes held would pass the buffer limit. */
+static tbx_status zjob_begin(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_error *err) {
+    if (t->nbytes > SIZE_MAX)
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\": %" PRIu64 " bytes do not fit in memory", t->name, t->nbytes);
+    while (s->jobs_committed < s->jobs_begun &&
+           (s->jobs_begun - s->jobs_committed >= (uint64_t)s->nslots ||
+            s->held + t->nbytes > s->buffer_limit)) {
+        tbx_status st = zjob_commit(w, s, err);
+        if (st != TBX_OK) return st;
+    }
+    zt_zjob *j = &s->slots[s->jobs_begun % (uint64_t)s->nslots];
+    const size_t n = (size_t)t->nbytes, zc = (size_t)keep_limit(t->nbytes);
+    if (n > j->raw_cap) {
+        tbx_free(&w->al, j->raw, j->raw_cap);
+        j->raw_cap = 0;
+        j->raw = tbx_malloc(&w->al, n);
+        if (!j->raw) return tbx_err_nomem(err, "tensor buffer");
+        j->raw_cap = n;
+    }
+    if (zc > j->zcap) {
+        tbx_free(&w->al, j->z, j->zcap);
+        j->zcap = 0;
+        j->z = tbx_malloc(&w->al, zc);
+        if (!j->z) return tbx_err_nomem(err, "zstd output");
+        j->zcap = zc;
+    }
+    j->task.run = zjob_run;
+    j->ti = (size_t)(t - w->tensors);
+    j->raw_len = n;
+    j->zlim = zc; /* the output capacity is exactly the keep limit: same bytes as blob_write */
+    j->st = TBX_OK;
+    s->jobs_begun++;
+    s->held += n;
+    s->cur = (int64_t)j->ti;
     return TBX_OK;
 }
 
-static tbx_status z_run(tbx_writer *w, zt_wstate *s, const void *data, size_t len,
-                        ZSTD_EndDirective mode, tbx_error *err) {
-    ZSTD_inBuffer in = {data, len, 0};
-    for (;;) {
-        ZSTD_outBuffer o = {s->zout, s->zout_cap, 0};
-        size_t r = ZSTD_compressStream2(s->cctx, &o, &in, mode);
-        if (ZSTD_isError(r))
-            return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "zstd", "zstd compression failed: %s",
-                           ZSTD_getErrorName(r));
-        tbx_status st = z_take(w, s, s->zout, o.pos, err);
-        if (st != TBX_OK) return st;
-        if (!s->zon) return TBX_OK;
-        if (mode == ZSTD_e_end ? r == 0 : in.pos == in.size) return TBX_OK;
-    }
-}
+/* ---- raw writes: streamed straight to the file ------------------------------------------- */
 
 static tbx_status dense_begin(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_error *err) {
+    if (s->level > 0) return zjob_begin(w, s, t, err);
     uint64_t off;
     tbx_status st = blob_start(w, s, &off, err);
     if (st != TBX_OK) return st;
     t->offset = off;
     s->cur = t - w->tensors;
     zt_hash_free(&s->raw_hash);
-    st = zt_hash_init(&s->raw_hash, s->digest, err);
-    if (st != TBX_OK) return st;
-    s->zon = false;
-    s->zlen = 0;
-    if (s->level > 0 && t->nbytes > 0) {
-        size_t r = ZSTD_CCtx_reset(s->cctx, ZSTD_reset_session_and_parameters);
-        if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(s->cctx, ZSTD_c_compressionLevel, s->level);
-        if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(s->cctx, ZSTD_c_contentSizeFlag, 1);
-        if (!ZSTD_isError(r)) r = ZSTD_CCtx_setPledgedSrcSize(s->cctx, t->nbytes);
-        if (ZSTD_isError(r))
-            return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "zstd", "zstd set-up failed: %s",
-                           ZSTD_getErrorName(r));
-        s->zon = true;
-        s->zlimit = keep_limit(t->nbytes);
-    }
-    return TBX_OK;
+    return zt_hash_init(&s->raw_hash, s->digest, err);
 }
 
 tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len,
@@ -375,11 +494,15 @@ tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len
         st = dense_begin(w, s, t, err);
         if (st != TBX_OK) return st;
     }
+    if (s->level > 0) { /* gather (the core checked that the bytes fit the tensor) */
+        zt_zjob *j = &s->slots[(s->jobs_begun - 1) % (uint64_t)s->nslots];
+        memcpy(j->raw + t->written, data, len);
+        return TBX_OK;
+    }
     st = tbx_out_pwrite(&w->out, t->offset + t->written, data, len, err);
     if (st != TBX_OK) return st;
     zt_hash_update(&s->raw_hash, data, len);
-    if (s->zon) st = z_run(w, s, data, len, ZSTD_e_continue, err);
-    return st;
+    return TBX_OK;
 }
 
 tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
@@ -393,32 +516,20 @@ tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
         st = dense_begin(w, s, t, err);
         if (st != TBX_OK) return st;
     }
+    s->cur = -1;
+    if (s->level > 0) { /* to a worker; written when committed */
+        tbx_pool_submit(s->pool, &s->slots[(s->jobs_begun - 1) % (uint64_t)s->nslots].task);
+        return TBX_OK;
+    }
     zt_wcomp *c = &s->dense[ti];
     memset(c, 0, sizeof *c);
     c->role = ZT_R_DATA;
     c->dtype = t->dtype;
     c->offset = t->offset;
-    if (s->zon) st = z_run(w, s, NULL, 0, ZSTD_e_end, err);
-    if (st != TBX_OK) return st;
-    if (s->zon && s->zlen <= s->zlimit) {
-        st = tbx_out_pwrite(&w->out, t->offset, s->zbuf, s->zlen, err);
-        if (st != TBX_OK) return st;
-        c->enc = TBX_ENC_ZSTD;
-        c->length = s->zlen;
-        zt_hash h;
-        st = zt_hash_init(&h, s->digest, err);
-        if (st != TBX_OK) return st;
-        zt_hash_update(&h, s->zbuf, s->zlen);
-        set_digest(c, &h);
-        zt_hash_free(&h);
-    } else {
-        c->enc = TBX_ENC_RAW;
-        c->length = t->nbytes;
-        set_digest(c, &s->raw_hash);
-    }
+    c->enc = TBX_ENC_RAW;
+    c->length = t->nbytes;
+    set_digest(c, &s->raw_hash);
     zt_hash_free(&s->raw_hash);
-    s->zon = false;
-    s->cur = -1;
     s->pos = t->offset + c->length;
     return TBX_OK;
 }
@@ -505,6 +616,7 @@ static int mref_cmp(const void *a, const void *b) {
 tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
     zt_wstate *s;
     tbx_status st = wbegin(w, &s, err);
+    if (st == TBX_OK) st = zjobs_flush(w, s, err);
     if (st != TBX_OK) return st;
     size_t nobj = w->ntensors + s->nextras;
     zt_oref *objs = tbx_calloc(&w->al, nobj ? nobj : 1, sizeof *objs);
@@ -633,6 +745,7 @@ static tbx_status extra_check(tbx_writer *w, const char *name, zt_wstate **out, 
                        "tensor name \"%s\" is not valid UTF-8 (byte %zu)", q, bad);
     zt_wstate *s;
     tbx_status st = wbegin(w, &s, err);
+    if (st == TBX_OK) st = zjobs_flush(w, s, err); /* dense tensors compressing go first */
     if (st != TBX_OK) return st;
     if (name_taken(w, s, name, n))
         return tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "tensor.name",

@@ -366,10 +366,11 @@ def test_tbx_files_read_identically_in_reference(tbx, tmp_path, opts):
         assert not failures, failures
     r = run(tbx, "validate", out)
     assert r.rc == 0, r.describe()
-    # the same conversion gives the same bytes
-    out2 = tmp_path / "out2.zt"
-    r = run(tbx, "convert", src, out2, *opts)
-    assert r.rc == 0 and out.read_bytes() == out2.read_bytes()
+    # the same conversion gives the same bytes, whatever the number of compressing threads
+    for threads in ("1", "3"):
+        out2 = tmp_path / f"out2_{threads}.zt"
+        r = run(tbx, "convert", src, out2, *opts, env={"TBX_THREADS": threads})
+        assert r.rc == 0 and out.read_bytes() == out2.read_bytes(), threads
 
 
 @pytest.mark.parametrize("digest", ["sha256", "crc32c"])
@@ -389,6 +390,10 @@ def test_corrupted_tbx_file_fails_both_verifications(tbx, tmp_path, digest):
     r = run(tbx, "validate", out)
     assert r.rc == 1 and "digest" in r.text, r.describe()
     assert_clean_exit(r)
+    # the same report from one validating thread and from several
+    for threads in ("1", "4"):
+        r2 = run(tbx, "validate", out, env={"TBX_THREADS": threads})
+        assert (r2.rc, r2.out, r2.err) == (r.rc, r.out, r.err), threads
 
 
 def test_tbx_manifest_is_canonical_cbor(tbx, tmp_path):
