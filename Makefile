@@ -4,6 +4,8 @@
 #   make test       everything CI runs: build + ctest, ASan/UBSan build + ctest (unit tests and
 #                   fuzz corpus/crasher replays), install smoke test, Python tests; prints a summary
 #   make asan       bootstrap, build build-asan/ (clang, ASan+UBSan, Debug) and run its ctest
+#   make tsan       bootstrap, build build-tsan/ (clang, ThreadSanitizer) and run the tests that
+#                   start worker threads (ctest label "threads")
 #   make demo       build, then run examples/demo.sh
 #   make fuzz       build build-fuzz/ (clang, libFuzzer) and fuzz every target for FUZZ_SECONDS
 #                   (default 60) each; new inputs -> build-fuzz/corpus-new/, crashes -> fuzz/artifacts/
@@ -16,6 +18,7 @@ SHELL := /bin/bash
 
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
+BUILD_TSAN ?= build-tsan
 BUILD_FUZZ ?= build-fuzz
 PREFIX     ?= /usr/local
 FUZZ_SECONDS ?= 60
@@ -23,7 +26,7 @@ FUZZ_TARGETS ?=
 PY         := .venv/bin/python
 CMAKE_GEN  := -G Ninja
 
-.PHONY: all bootstrap configure build asan-build asan test demo fuzz fuzz-build bench install \
+.PHONY: all bootstrap configure build asan-build asan tsan-build tsan test demo fuzz fuzz-build bench install \
         seeds clean
 
 all: build
@@ -51,6 +54,15 @@ asan-build: bootstrap
 
 asan: asan-build
 	ctest --test-dir $(BUILD_ASAN) --output-on-failure -j2
+
+# ThreadSanitizer: only the library and the threaded tests are built.
+tsan-build: bootstrap
+	CC=clang cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DTBX_TSAN=ON \
+	  -DTBX_BUILD_SHARED=OFF -DTBX_BUILD_BENCH=OFF
+	cmake --build $(BUILD_TSAN) --target test_batch
+
+tsan: tsan-build
+	ctest --test-dir $(BUILD_TSAN) --output-on-failure -L threads --no-tests=error
 
 test:
 	@scripts/test.sh

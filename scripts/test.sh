@@ -8,8 +8,9 @@
 #   3. ctest build        unit tests + fuzz corpus/crasher replays
 #   4. asan build         build-asan/ : clang, ASan + UBSan, Debug
 #   5. ctest asan         the same tests under the sanitizers
-#   6. install            tests/install/run.sh (pkg-config and CMake consumers)
-#   7. python             pytest tests/python with TBX=build/tbx, TBX_ASAN=build-asan/tbx
+#   6. tsan               build-tsan/ : clang, ThreadSanitizer; the tests labelled "threads"
+#   7. install            tests/install/run.sh (pkg-config and CMake consumers)
+#   8. python             pytest tests/python with TBX=build/tbx, TBX_ASAN=build-asan/tbx
 #                         (collecting no test at all is a failure)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -90,6 +91,8 @@ if [ -f build-asan/CTestTestfile.cmake ]; then
 else
   skip "ctest asan" "build-asan/ not configured"
 fi
+
+run "tsan" "tests passed|No tests were found|error:" "$MAKE" --no-print-directory tsan
 
 if [ "${status[build]}" = PASS ]; then
   run "install" "install-test: (OK|FAIL)" tests/install/run.sh build
