@@ -2,16 +2,21 @@
  * bench_read.c - reads every tensor of a file through the public tensorbox API and reports
  * the time taken. Used by bench/bench_safetensors.py; works on any format tensorbox reads.
  *
- *   bench_read [--mmap] [--repeat N] FILE
+ *   bench_read [--mmap] [--batch THREADS] [--verify] [--repeat N] FILE
  *
  * Modes
  *   default  tbx_open_path (pread source) + tbx_tensor_read of every tensor into one reusable
  *            page-aligned buffer (grown on a size query when a tensor is larger).
  *   --mmap   tbx_open_path with TBX_OPEN_MMAP + tbx_tensor_map of every tensor, touching one
  *            byte in every 4096 so that every page is faulted in.
+ *   --batch THREADS  one tbx_read_batch call for every component of every tensor, each into its
+ *            own place in one buffer as large as the decoded model (allocated and faulted in
+ *            before the timed passes), decoding on THREADS worker threads (1: the caller's).
+ *   --verify  open with TBX_OPEN_VERIFY_DIGESTS (zTensor digests are checked while reading).
  *
  * Output: one line per repetition,
  *   bench_read mode=pread tensors=N bytes=B seconds=S gbps=G checksum=C
+ * (mode: pread, mmap or batchT, with "+verify" appended under --verify)
  * where seconds covers open .. close (everything the library does) and checksum folds one byte
  * per 4096 so the work cannot be optimised away. The pread buffer is sized for the largest
  * tensor and faulted in before the timed passes (like a caller that reuses its buffer). Exit 0 on success, 1 on a library error,
@@ -35,7 +40,7 @@ static double now_seconds(void) {
 }
 
 static void usage(const char *argv0) {
-    fprintf(stderr, "usage: %s [--mmap] [--repeat N] FILE\n", argv0);
+    fprintf(stderr, "usage: %s [--mmap] [--batch THREADS] [--verify] [--repeat N] FILE\n", argv0);
 }
 
 static int fail(const char *what, tbx_status st, const tbx_error *err) {
@@ -66,32 +71,66 @@ static int alloc_buffer(unsigned char **buf, size_t *cap, size_t size) {
     return 0;
 }
 
-static int presize_buffer(const char *path, unsigned char **buf, size_t *cap) {
+static int presize_buffer(const char *path, int batch, unsigned char **buf, size_t *cap) {
     tbx_error err;
     memset(&err, 0, sizeof err);
     tbx_file *f = NULL;
     tbx_status st = tbx_open_path(&f, path, NULL, &err);
     if (st != TBX_OK) return fail(path, st, &err);
-    uint64_t max = 0;
+    uint64_t max = 0, total = 0;
     for (uint64_t i = 0, n = tbx_tensor_count(f); i < n; i++) {
-        size_t needed = 0;
-        st = tbx_tensor_read(f, i, NULL, 0, &needed, &err);
-        if (st != TBX_OK && st != TBX_E_BUFFER_TOO_SMALL) {
-            tbx_close(f);
-            return fail("tbx_tensor_read (size query)", st, &err);
+        tbx_tensor_info ti;
+        tbx_tensor_info_get(f, i, &ti);
+        for (uint32_t c = 0; c < ti.ncomponents; c++) {
+            tbx_component_info ci;
+            tbx_component_info_get(f, i, c, &ci);
+            if (ci.nbytes > max) max = ci.nbytes;
+            total += ci.nbytes;
         }
-        if (needed > max) max = needed;
     }
     tbx_close(f);
-    return alloc_buffer(buf, cap, (size_t)max);
+    return alloc_buffer(buf, cap, (size_t)(batch ? total : max));
+}
+
+/* --batch: every component of every tensor in one tbx_read_batch call. */
+static tbx_status read_batch(tbx_file *f, unsigned char *buf, uint32_t threads, uint64_t *bytes,
+                             uint64_t *sum, tbx_error *err) {
+    uint64_t n = tbx_tensor_count(f), nreq = 0, off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        tbx_tensor_info ti;
+        tbx_tensor_info_get(f, i, &ti);
+        nreq += ti.ncomponents;
+    }
+    tbx_read_req *req = calloc(nreq ? nreq : 1, sizeof *req);
+    if (!req) return TBX_E_NOMEM;
+    for (uint64_t i = 0, k = 0; i < n; i++) {
+        tbx_tensor_info ti;
+        tbx_tensor_info_get(f, i, &ti);
+        for (uint32_t c = 0; c < ti.ncomponents; c++, k++) {
+            tbx_component_info ci;
+            tbx_component_info_get(f, i, c, &ci);
+            req[k].tensor = i;
+            req[k].component = c;
+            req[k].buf = buf + off;
+            req[k].cap = (size_t)ci.nbytes;
+            off += ci.nbytes;
+        }
+    }
+    tbx_status st = tbx_read_batch(f, req, (size_t)nreq, threads, err);
+    for (uint64_t k = 0; st == TBX_OK && k < nreq; k++)
+        *sum += touch_pages(req[k].buf, req[k].cap);
+    *bytes = off;
+    free(req);
+    return st;
 }
 
 /* One pass: open, read every tensor, close. */
-static int run_once(const char *path, int use_mmap, unsigned char **buf, size_t *cap,
-                    uint64_t *out_bytes, uint64_t *out_tensors, uint64_t *out_sum) {
+static int run_once(const char *path, int use_mmap, long batch, int verify, unsigned char **buf,
+                    size_t *cap, uint64_t *out_bytes, uint64_t *out_tensors, uint64_t *out_sum) {
     tbx_open_options opt;
     tbx_open_options_init(&opt);
     if (use_mmap) opt.flags |= TBX_OPEN_MMAP;
+    if (verify) opt.flags |= TBX_OPEN_VERIFY_DIGESTS;
     tbx_error err;
     memset(&err, 0, sizeof err);
     tbx_file *f = NULL;
@@ -99,6 +138,12 @@ static int run_once(const char *path, int use_mmap, unsigned char **buf, size_t 
     if (st != TBX_OK) return fail(path, st, &err);
 
     uint64_t n = tbx_tensor_count(f), bytes = 0, sum = 0;
+    if (batch) {
+        st = read_batch(f, *buf, (uint32_t)batch, &bytes, &sum, &err);
+        if (st != TBX_OK) { tbx_close(f); return fail("tbx_read_batch", st, &err); }
+        n = 0; /* the loop below is for the other modes */
+        *out_tensors = tbx_tensor_count(f);
+    }
     for (uint64_t i = 0; i < n; i++) {
         if (use_mmap) {
             const void *p = NULL;
@@ -119,20 +164,26 @@ static int run_once(const char *path, int use_mmap, unsigned char **buf, size_t 
             bytes += needed;
         }
     }
+    if (!batch) *out_tensors = n;
     tbx_close(f);
     *out_bytes = bytes;
-    *out_tensors = n;
     *out_sum = sum;
     return 0;
 }
 
 int main(int argc, char **argv) {
-    int use_mmap = 0;
-    long repeat = 1;
+    int use_mmap = 0, verify = 0;
+    long repeat = 1, batch = 0;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--mmap") == 0) {
             use_mmap = 1;
+        } else if (strcmp(argv[i], "--verify") == 0) {
+            verify = 1;
+        } else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            batch = strtol(argv[++i], &end, 10);
+            if (!end || *end || batch < 1 || batch > 64) { usage(argv[0]); return 2; }
         } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
             char *end = NULL;
             repeat = strtol(argv[++i], &end, 10);
@@ -147,25 +198,28 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (!path) { usage(argv[0]); return 2; }
+    if (!path || (use_mmap && batch)) { usage(argv[0]); return 2; }
 
     unsigned char *buf = NULL;
     size_t cap = 0;
     if (!use_mmap) {
         /* Untimed: size the reusable buffer for the largest tensor and fault its pages in,
          * so the timed passes measure reading, not the kernel zeroing fresh memory. */
-        int rc = presize_buffer(path, &buf, &cap);
+        int rc = presize_buffer(path, batch != 0, &buf, &cap);
         if (rc) return rc;
     }
     for (long r = 0; r < repeat; r++) {
         uint64_t bytes = 0, tensors = 0, sum = 0;
         double t0 = now_seconds();
-        int rc = run_once(path, use_mmap, &buf, &cap, &bytes, &tensors, &sum);
+        int rc = run_once(path, use_mmap, batch, verify, &buf, &cap, &bytes, &tensors, &sum);
         double dt = now_seconds() - t0;
         if (rc) { free(buf); return rc; }
-        printf("bench_read mode=%s tensors=%" PRIu64 " bytes=%" PRIu64
-               " seconds=%.6f gbps=%.3f checksum=%" PRIu64 "\n",
-               use_mmap ? "mmap" : "pread", tensors, bytes, dt,
+        char mode[32];
+        if (batch) snprintf(mode, sizeof mode, "batch%ld", batch);
+        else snprintf(mode, sizeof mode, "%s", use_mmap ? "mmap" : "pread");
+        printf("bench_read mode=%s%s tensors=%" PRIu64 " bytes=%" PRIu64
+               " seconds=%.6f gbps=%.3f checksum=%" PRIu64 "\n", mode, verify ? "+verify" : "",
+               tensors, bytes, dt,
                dt > 0 ? (double)bytes / dt / 1e9 : 0.0, sum);
         fflush(stdout);
     }

@@ -12,17 +12,22 @@ kept in memory as numpy arrays (the source for ztensor's Writer).
 
 Write (each repetition writes a new file and makes it durable):
   tbx      `tbx convert SRC.safetensors OUT.zt [--compress 3] [--digest sha256|crc32c]`
-           (the time includes reading the source, page-cache warm, and tbx's fsync)
+           (the time includes reading the source, page-cache warm, and tbx's fsync); zstd
+           compresses tensors on the default worker threads (the online CPUs), and once more
+           with TBX_THREADS=1 for the parallel speed-up
   ztensor  Writer(OUT).add_tensor(name, array, compress=...) for every array, then fsync
            (the arrays are already in memory: no read). ztensor's Python API writes no digests,
            so the sha256 / crc32c rows have no reference figure.
-Read (every tensor's decoded bytes once; same file for both tools):
-  raw, zstd-3   a file written by ztensor; tbx: bench_read FILE (C, public API, pread +
-                tbx_tensor_read); ztensor: Reader + read_tensor for every name, one byte
-                touched per 4096 (raw reads are zero-copy views)
-  sha256, crc32c  a file written by tbx with digests, read with verification; tbx: `tbx validate`
-                (reads and verifies every component, also checks padding and indices);
-                ztensor: the FFI read with verify=1 for every name.
+Read (every tensor's decoded bytes once; same file for both tools; one byte touched per 4096):
+  raw      a file written by ztensor; tbx: `bench_read --mmap` (tbx_tensor_map, zero-copy) and,
+           as a second figure, `bench_read` (pread copies into a buffer); ztensor: Reader +
+           read_tensor (zero-copy views of its mapping)
+  zstd-3   a file written by ztensor; tbx: `bench_read --batch T` (tbx_read_batch, T decoding
+           threads: the online CPUs, and 1 for the parallel speed-up); ztensor: read_tensor
+  sha256, crc32c  a file written by tbx with digests, read with verification; tbx:
+           `bench_read --mmap --verify` (each digest checked over the mapping before the view is
+           handed out); ztensor: the FFI read with verify=1 for every name.
+tbx reads run bench_read with --repeat 2 and time the second pass (a warm process).
 Timing: medians of --reps interleaved repetitions after one warm-up; files are page-cache warm
 (this measures the libraries, not the disk). ratio = ztensor / tbx (> 1: tensorbox faster).
 """
@@ -81,8 +86,8 @@ def fsync_path(p: Path):
         os.close(fd)
 
 
-def run_ok(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def run_ok(cmd, env=None):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     if p.returncode != 0:
         sys.exit(f"failed: {' '.join(map(str, cmd))}\n{p.stderr.decode()[:2000]}")
     return p
@@ -120,11 +125,14 @@ def main():
         w_times = {m: {"tbx": [], "zt": []} for m in modes}
         r_times = {m: {"tbx": [], "zt": []} for m in modes}
 
-        def tbx_write(mode, out):
+        def tbx_write(mode, out, threads=None):
             if out.exists():
                 out.unlink()
+            env = dict(os.environ)
+            if threads:
+                env["TBX_THREADS"] = str(threads)
             t = time.perf_counter()
-            run_ok([args.tbx, "convert", str(src), str(out), *modes[mode][0]])
+            run_ok([args.tbx, "convert", str(src), str(out), *modes[mode][0]], env=env)
             return time.perf_counter() - t
 
         def zt_write(mode, out):
@@ -138,16 +146,26 @@ def main():
             fsync_path(out)
             return time.perf_counter() - t
 
-        def tbx_read(mode, path):
-            if mode in ("sha256", "crc32c"):
-                t = time.perf_counter()
-                run_ok([args.tbx, "validate", "--quiet", str(path)])
-                return time.perf_counter() - t
-            p = run_ok([args.bench_read, str(path)])
-            for tok in p.stdout.decode().split():
-                if tok.startswith("seconds="):
-                    return float(tok.split("=", 1)[1])
-            sys.exit("bench_read printed no seconds=")
+        ncpu = os.cpu_count() or 1
+        # per mode: the tbx variant compared with ztensor first, then the extra figures
+        read_variants = {
+            "raw": [("mmap", ["--mmap"]), ("pread copy", [])],
+            "zstd-3": [(f"{ncpu} threads", ["--batch", str(ncpu)]), ("1 thread", ["--batch", "1"])],
+            "sha256": [("mmap", ["--mmap", "--verify"]),
+                       (f"copy, {ncpu} threads", ["--batch", str(ncpu), "--verify"])],
+            "crc32c": [("mmap", ["--mmap", "--verify"]),
+                       (f"copy, {ncpu} threads", ["--batch", str(ncpu), "--verify"])],
+        }
+
+        def tbx_read(path, flags):
+            # two passes in one process, the second timed: a warm process, like the Python
+            # interpreter that runs ztensor (a fresh process's first pass costs ~5-10 ms more)
+            p = run_ok([args.bench_read, "--repeat", "2", *flags, str(path)])
+            secs = [float(tok.split("=", 1)[1]) for tok in p.stdout.decode().split()
+                    if tok.startswith("seconds=")]
+            if len(secs) != 2:
+                sys.exit("bench_read printed no seconds=")
+            return secs[-1]
 
         def zt_read(mode, path):
             t = time.perf_counter()
@@ -187,36 +205,58 @@ def main():
         del r_chk
 
         outs = {"tbx": tmp / "w_tbx.zt", "zt": tmp / "w_zt.zt"}
+        extra_w = {"zstd-3": []}           # tbx zstd write with TBX_THREADS=1
+        extra_r = {m: [[] for _ in read_variants[m][1:]] for m in modes}
         for rep in range(args.reps + 1):  # rep 0 is the warm-up
             for mode in modes:
                 tw = tbx_write(mode, outs["tbx"])
+                tw1 = tbx_write(mode, outs["tbx"], threads=1) if mode in extra_w else None
                 zw = zt_write(mode, outs["zt"]) if modes[mode][1] is not None else None
-                tr = tbx_read(mode, read_files[mode])
+                tr = [tbx_read(read_files[mode], v[1]) for v in read_variants[mode]]
                 zr = zt_read(mode, read_files[mode])
                 if rep == 0:
                     continue
                 w_times[mode]["tbx"].append(tw)
+                if tw1 is not None:
+                    extra_w[mode].append(tw1)
                 if zw is not None:
                     w_times[mode]["zt"].append(zw)
-                r_times[mode]["tbx"].append(tr)
+                r_times[mode]["tbx"].append(tr[0])
+                for k, x in enumerate(tr[1:]):
+                    extra_r[mode][k].append(x)
                 r_times[mode]["zt"].append(zr)
 
-        def row(kind, mode, d):
-            tb = statistics.median(d["tbx"])
-            line = f"{kind:<6} {mode:<7} tbx {tb:7.3f} s {nbytes / tb / 1e9:6.2f} GB/s"
+        med = statistics.median
+
+        def row(kind, mode, d, what=""):
+            tb = med(d["tbx"])
+            label = f"{mode} ({what})" if what else mode
+            line = f"{kind:<6} {label:<24} tbx {tb:7.3f} s {nbytes / tb / 1e9:6.2f} GB/s"
             if d["zt"]:
-                zt = statistics.median(d["zt"])
+                zt = med(d["zt"])
                 line += f" | ztensor {zt:7.3f} s {nbytes / zt / 1e9:6.2f} GB/s | ratio {zt / tb:5.2f}"
             else:
                 line += " | ztensor    (no digest support in its Python API)"
             print(line)
 
+        def extra(kind, label, times):
+            tb = med(times)
+            print(f"{kind:<6} {label:<24} tbx {tb:7.3f} s {nbytes / tb / 1e9:6.2f} GB/s")
+
         sizes = {m: read_files[m].stat().st_size for m in modes}
         print(f"file sizes: " + ", ".join(f"{m} {s / 2**20:.0f} MiB" for m, s in sizes.items()))
         for mode in modes:
-            row("write", mode, w_times[mode])
+            row("write", mode, w_times[mode], f"{ncpu} threads" if mode in extra_w else "")
+            if mode in extra_w:
+                extra("write", f"{mode} (1 thread)", extra_w[mode])
         for mode in modes:
-            row("read", mode, r_times[mode])
+            row("read", mode, r_times[mode], read_variants[mode][0][0])
+            for k, v in enumerate(read_variants[mode][1:]):
+                extra("read", f"{mode} ({v[0]})", extra_r[mode][k])
+        w1, wn = med(extra_w["zstd-3"]), med(w_times["zstd-3"]["tbx"])
+        r1, rn = med(extra_r["zstd-3"][0]), med(r_times["zstd-3"]["tbx"])
+        print(f"parallel speed-up on {ncpu} CPUs (median 1 thread / median {ncpu} threads): "
+              f"zstd-3 decoding {r1 / rn:.2f}x, zstd-3 writing (compression) {w1 / wn:.2f}x")
     finally:
         if not base:
             shutil.rmtree(tmp, ignore_errors=True)
