@@ -433,6 +433,17 @@ static tbx_status zjobs_flush(tbx_writer *w, zt_wstate *s, tbx_error *err) {
     return first;
 }
 
+/* A buffer of at least n bytes in *p (its contents are not kept); false when out of memory. */
+static bool reserve(const tbx_alloc *al, uint8_t **p, size_t *cap, size_t n) {
+    if (n <= *cap) return true;
+    tbx_free(al, *p, *cap);
+    *cap = 0;
+    *p = tbx_malloc(al, n);
+    if (!*p) return false;
+    *cap = n;
+    return true;
+}
+
 /* Starts gathering tensor t in the next slot, first committing old jobs while all slots are
  * busy or the bytes held would pass the buffer limit. */
 static tbx_status zjob_begin(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_error *err) {
@@ -447,20 +458,8 @@ static tbx_status zjob_begin(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_er
     }
     zt_zjob *j = &s->slots[s->jobs_begun % (uint64_t)s->nslots];
     const size_t n = (size_t)t->nbytes, zc = (size_t)keep_limit(t->nbytes);
-    if (n > j->raw_cap) {
-        tbx_free(&w->al, j->raw, j->raw_cap);
-        j->raw_cap = 0;
-        j->raw = tbx_malloc(&w->al, n);
-        if (!j->raw) return tbx_err_nomem(err, "tensor buffer");
-        j->raw_cap = n;
-    }
-    if (zc > j->zcap) {
-        tbx_free(&w->al, j->z, j->zcap);
-        j->zcap = 0;
-        j->z = tbx_malloc(&w->al, zc);
-        if (!j->z) return tbx_err_nomem(err, "zstd output");
-        j->zcap = zc;
-    }
+    if (!reserve(&w->al, &j->raw, &j->raw_cap, n)) return tbx_err_nomem(err, "tensor buffer");
+    if (!reserve(&w->al, &j->z, &j->zcap, zc)) return tbx_err_nomem(err, "zstd output");
     j->task.run = zjob_run;
     j->ti = (size_t)(t - w->tensors);
     j->raw_len = n;

@@ -57,4 +57,21 @@ static inline int tbx_test_main(void) {
     return failed ? 1 : 0;
 }
 #define TBX_TEST_MAIN() int main(void) { return tbx_test_main(); }
+
+/* The whole file at `path` (malloc'd, caller frees) and its size in *n; NULL (and *n = 0) when
+ * it cannot be opened or read whole. */
+static inline uint8_t *tbx_test_slurp(const char *path, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    *n = 0;
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long len = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    const size_t want = len > 0 ? (size_t)len : 0;
+    uint8_t *p = malloc(want ? want : 1);
+    if (p && fread(p, 1, want, fp) != want) { free(p); p = NULL; }
+    fclose(fp);
+    if (p) *n = want;
+    return p;
+}
 #endif

@@ -30,18 +30,6 @@ static char *temp_path(const char *tag) {
     return path;
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { *n = 0; return NULL; }
-    fseek(fp, 0, SEEK_END);
-    long len = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *p = malloc(len > 0 ? (size_t)len : 1);
-    *n = fread(p, 1, (size_t)len, fp);
-    fclose(fp);
-    return p;
-}
-
 /* Tensors of varied sizes: even ones random (stay raw), odd ones repetitive (compress). */
 static void make_data(void) {
     uint64_t x = 0x9E3779B97F4A7C15ull;
@@ -339,7 +327,7 @@ TBX_TEST(zstd_write_independent_of_threads) {
             char *path = temp_path("w");
             CHECK_OK(write_zt(path, 3, digests[dg], cfg[k].threads, cfg[k].limit));
             size_t n;
-            uint8_t *p = slurp(path, &n);
+            uint8_t *p = tbx_test_slurp(path, &n);
             if (k == 0) {
                 ref = p;
                 ref_n = n;
@@ -412,7 +400,7 @@ TBX_TEST(convert_quantize_independent_of_threads) {
             CHECK_OK(tbx_convert(f, out, &co, &e));
             tbx_close(f);
             size_t n;
-            uint8_t *p = slurp(out, &n);
+            uint8_t *p = tbx_test_slurp(out, &n);
             CHECK(p && n > rows * cols / 4);
             if (k == 0) {
                 ref = p;

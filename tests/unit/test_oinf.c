@@ -314,18 +314,6 @@ static const char *tmp_dir(void) {
 static void tmp_path(char *dst, size_t cap, const char *name) {
     snprintf(dst, cap, "%s/%s", tmp_dir(), name);
 }
-static uint8_t *read_all(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long sz = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *p = malloc(sz > 0 ? (size_t)sz : 1);
-    if (p && sz > 0 && fread(p, 1, (size_t)sz, fp) != (size_t)sz) { free(p); p = NULL; }
-    fclose(fp);
-    *n = (size_t)sz;
-    return p;
-}
 static void write_all(const char *path, const uint8_t *p, size_t n) {
     FILE *fp = fopen(path, "wb");
     if (!fp || fwrite(p, 1, n, fp) != n) { perror(path); exit(2); }
@@ -673,7 +661,7 @@ TBX_TEST(writer_matches_builder_v1) {
     CHECK_OK(wdata(w, 4, bools, 3));
     CHECK_OK(wfinish(w));
     size_t n = 0;
-    uint8_t *got = read_all(path, &n);
+    uint8_t *got = tbx_test_slurp(path, &n);
     CHECK(got && bytes_equal("v1 writer vs builder", got, n, ref.p, ref.n));
     free(got);
     unlink(path);
@@ -706,7 +694,7 @@ TBX_TEST(writer_matches_builder_v2) {
     CHECK_OK(wdata(w, 2, u4, 2));
     CHECK_OK(wfinish(w));
     size_t n = 0;
-    uint8_t *got = read_all(path, &n);
+    uint8_t *got = tbx_test_slurp(path, &n);
     CHECK(got && bytes_equal("v2 writer vs builder", got, n, ref.p, ref.n));
     free(got);
     unlink(path);
@@ -724,7 +712,7 @@ TBX_TEST(writer_matches_builder_v2) {
     co.write.flags = TBX_WRITE_OVERWRITE;
     co.write.version = 2;
     CHECK_OK(tbx_convert(f, p2, &co, &e));
-    got = read_all(p2, &n);
+    got = tbx_test_slurp(p2, &n);
     CHECK(got && bytes_equal("v2 -> v2 convert", got, n, ref.p, ref.n));
     free(got);
     /* v2 -> v1 keeps the parameters as metadata; v1 -> v2 rebuilds the same file */
@@ -741,7 +729,7 @@ TBX_TEST(writer_matches_builder_v2) {
         co.write.version = 2;
         CHECK_OK(tbx_convert(f, p3, &co, &e));
         tbx_close(f);
-        got = read_all(p3, &n);
+        got = tbx_test_slurp(p3, &n);
         CHECK(got && bytes_equal("v2 -> v1 -> v2 convert", got, n, ref.p, ref.n));
         free(got);
     }

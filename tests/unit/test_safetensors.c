@@ -78,19 +78,6 @@ static bool expect_fail(const char *what, const buf *b, const tbx_limits *lim, t
     return ok;
 }
 
-static uint8_t *read_all(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long sz = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *p = malloc(sz > 0 ? (size_t)sz : 1);
-    if (p && sz > 0 && fread(p, 1, (size_t)sz, fp) != (size_t)sz) { free(p); p = NULL; }
-    fclose(fp);
-    *n = (size_t)sz;
-    return p;
-}
-
 static size_t unhex(const char *hex, uint8_t *out, size_t cap) {
     size_t n = 0;
     for (size_t i = 0; hex[i] && hex[i + 1] && n < cap; i += 2) {
@@ -827,7 +814,7 @@ static const char fixture_nometa_hex[] =
 
 static void check_identical(const char *path, const char *hex) {
     size_t n = 0;
-    uint8_t *got = read_all(path, &n);
+    uint8_t *got = tbx_test_slurp(path, &n);
     uint8_t *want = malloc(strlen(hex) / 2 + 1);
     size_t wn = unhex(hex, want, strlen(hex) / 2);
     CHECK(got != NULL);
@@ -929,7 +916,7 @@ TBX_TEST(writer_round_trip) {
     tmp_path(path2, sizeof path2, "rt2.safetensors");
     CHECK_OK(write_file(path2, mixed, NMIXED, meta, 3, 64, &e));
     size_t n1 = 0, n2 = 0;
-    uint8_t *a = read_all(path, &n1), *b = read_all(path2, &n2);
+    uint8_t *a = tbx_test_slurp(path, &n1), *b = tbx_test_slurp(path2, &n2);
     CHECK(a && b && n1 == n2 && memcmp(a, b, n1) == 0);
     /* the header is padded with spaces to a multiple of 8 */
     if (a && n1 >= 8) {

@@ -468,18 +468,6 @@ static char *temp_path(void) {
     return path;
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { *n = 0; return NULL; }
-    fseek(fp, 0, SEEK_END);
-    long len = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *p = malloc(len > 0 ? (size_t)len : 1);
-    *n = fread(p, 1, (size_t)len, fp);
-    fclose(fp);
-    return p;
-}
-
 static tbx_writer *open_writer(const char *path, int level, const char *digest) {
     tbx_write_options o;
     tbx_write_options_init(&o);
@@ -541,7 +529,7 @@ TBX_TEST(write_canonical_bytes) {
     want[72 + sizeof man] = (uint8_t)sizeof man;
     memcpy(want + want_n - 8, "ZTEN1000", 8);
     size_t n;
-    uint8_t *got = slurp(path, &n);
+    uint8_t *got = tbx_test_slurp(path, &n);
     CHECK_EQ(n, want_n);
     CHECK(got && n == want_n && memcmp(got, want, n) == 0);
     if (got && n == want_n && memcmp(got, want, n) != 0) {
@@ -601,7 +589,7 @@ static void round_trip(int level, const char *digest) {
         CHECK_OK(tbx_writer_finish(w, &e));
     }
     size_t n1, n2;
-    uint8_t *a = slurp(path, &n1), *b = slurp(path2, &n2);
+    uint8_t *a = tbx_test_slurp(path, &n1), *b = tbx_test_slurp(path2, &n2);
     CHECK(a && b && n1 == n2 && memcmp(a, b, n1) == 0); /* deterministic */
     tbx_file *f = NULL;
     tbx_error e;
@@ -774,7 +762,7 @@ TBX_TEST(write_metadata_round_trip_and_refusals) {
     /* the object attributes really are inside the object: no "attributes" key at the root
      * holds them (find "role" after "t"'s "attributes" key in the raw bytes) */
     size_t n;
-    uint8_t *raw = slurp(path, &n);
+    uint8_t *raw = tbx_test_slurp(path, &n);
     CHECK(raw && memmem(raw, n, "\x6a" "attributes" "\xa1\x64role", 17) != NULL);
     free(raw);
     unlink(path);
@@ -1458,7 +1446,7 @@ TBX_TEST(truncation_and_corruption_of_a_sample) {
     CHECK_OK(tbx_writer_write_tensor(w, idx, hv, sizeof hv, &e));
     CHECK_OK(tbx_writer_finish(w, &e));
     size_t n;
-    uint8_t *p = slurp(path, &n);
+    uint8_t *p = tbx_test_slurp(path, &n);
     CHECK(p != NULL && n > 100);
     if (!p) { free(path); return; }
     CHECK_OK(open_read_all(p, n, TBX_OPEN_VERIFY_DIGESTS, &e));
