@@ -84,34 +84,10 @@ static void fz_problem(void *ud, const tbx_error *e) {
 
 static void fz_open(const uint8_t *data, size_t size, int tolerant) {
     fz_heap heap = {0, 0};
-    tbx_allocator alloc = fz_allocator(&heap);
-    tbx_limits lim;
-    fz_limits(&lim);
     uint64_t nproblems = 0;
-
-    tbx_open_options opt;
-    tbx_open_options_init(&opt);
-    opt.struct_size = sizeof opt;
-    opt.format = TBX_FORMAT_OINF;
-    opt.limits = &lim;
-    opt.allocator = &alloc;
-    if (tolerant) {
-        opt.on_problem = fz_problem;
-        opt.problem_ud = &nproblems;
-    }
-
-    tbx_file *f = NULL;
-    tbx_error err;
-    fz_err_reset(&err);
-    tbx_status st = tbx_open_memory(&f, data, size, &opt, &err);
-    fz_check_status(st, &err, "open oinf");
-    if (st != TBX_OK) {
-        FZ_CHECK(f == NULL, "no handle after a failed open");
-        FZ_CHECK(heap.live_blocks == 0, "a failed open frees everything it allocated");
-        return;
-    }
-    FZ_CHECK(f != NULL, "handle after a successful open");
-    FZ_CHECK(tbx_file_format(f) == TBX_FORMAT_OINF, "forced format");
+    tbx_file *f = fz_open_forced(data, size, TBX_FORMAT_OINF, 0, &heap,
+                                 tolerant ? fz_problem : NULL, &nproblems, NULL);
+    if (!f) return;
     FZ_CHECK(tbx_file_version(f) == 1 || tbx_file_version(f) == 2, "version 1 or 2");
     if (!tolerant) FZ_CHECK(nproblems == 0, "a strict open reports no problem");
 

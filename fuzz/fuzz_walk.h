@@ -447,4 +447,38 @@ static inline tbx_allocator fz_allocator(fz_heap *h) {
     return a;
 }
 
+/* Opens the input from memory as `fmt` (TBX_OPEN_* flags), with the fuzz limits and the checking allocator
+ * counting into *heap (on_problem may be NULL: strict), and checks the open's contract: the
+ * error names its field, a failed open leaves no handle and frees everything, a successful one
+ * has the forced format. Returns the handle, or NULL after a failed open. */
+static inline tbx_file *fz_open_forced(const uint8_t *data, size_t size, tbx_format fmt,
+                                       uint32_t flags, fz_heap *heap, tbx_problem_fn on_problem,
+                                       void *ud, tbx_status *status) {
+    tbx_allocator alloc = fz_allocator(heap); /* copied into the handle */
+    tbx_limits lim;                           /* copied too */
+    fz_limits(&lim);
+    tbx_open_options opt;
+    tbx_open_options_init(&opt);
+    opt.format = fmt;
+    opt.flags = flags;
+    opt.limits = &lim;
+    opt.allocator = &alloc;
+    opt.on_problem = on_problem;
+    opt.problem_ud = ud;
+    tbx_file *f = NULL;
+    tbx_error err;
+    fz_err_reset(&err);
+    tbx_status st = tbx_open_memory(&f, data, size, &opt, &err);
+    fz_check_status(st, &err, on_problem ? "open (lenient)" : "open");
+    if (status) *status = st;
+    if (st != TBX_OK) {
+        FZ_CHECK(f == NULL, "no handle after a failed open");
+        FZ_CHECK(heap->live_blocks == 0, "a failed open frees everything it allocated");
+        return NULL;
+    }
+    FZ_CHECK(f != NULL, "handle after a successful open");
+    FZ_CHECK(tbx_file_format(f) == fmt, "forced format");
+    return f;
+}
+
 #endif /* TBX_FUZZ_WALK_H */

@@ -67,28 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_heap heap = {0, 0};
-    tbx_allocator alloc = fz_allocator(&heap);
-    tbx_limits lim;
-    fz_limits(&lim);
-
-    tbx_open_options opt;
-    tbx_open_options_init(&opt);
-    opt.struct_size = sizeof opt;
-    opt.format = TBX_FORMAT_ZTENSOR;
-    opt.limits = &lim;
-    opt.allocator = &alloc;
-
-    tbx_file *f = NULL;
-    tbx_error err;
-    fz_err_reset(&err);
-    tbx_status st = tbx_open_memory(&f, data, size, &opt, &err);
-    fz_check_status(st, &err, "open ztensor");
-    if (st != TBX_OK) {
-        FZ_CHECK(f == NULL, "no handle after a failed open");
-        FZ_CHECK(heap.live_blocks == 0, "a failed open frees everything it allocated");
-        return 0;
-    }
-    FZ_CHECK(tbx_file_format(f) == TBX_FORMAT_ZTENSOR, "forced format");
+    tbx_file *f = fz_open_forced(data, size, TBX_FORMAT_ZTENSOR, 0, &heap, NULL, NULL, NULL);
+    if (!f) return 0;
     fz_walk(f, data, size);
     fz_decode_all(f);
     tbx_close(f);
@@ -97,14 +77,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* again with verification and problem reporting, plus the driver's validation */
     uint64_t problems = 0;
-    opt.flags = TBX_OPEN_VERIFY_DIGESTS;
-    opt.on_problem = fz_problem;
-    opt.problem_ud = &problems;
-    f = NULL;
-    fz_err_reset(&err);
-    st = tbx_open_memory(&f, data, size, &opt, &err);
-    fz_check_status(st, &err, "open ztensor (verify)");
-    if (st == TBX_OK) {
+    f = fz_open_forced(data, size, TBX_FORMAT_ZTENSOR, TBX_OPEN_VERIFY_DIGESTS, &heap, fz_problem,
+                       &problems, NULL);
+    if (f) {
+        tbx_error err;
+        tbx_status st;
         if (f->drv && f->drv->validate) {
             fz_err_reset(&err);
             tbx_status vs = f->drv->validate(f, &err);
