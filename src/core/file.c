@@ -788,13 +788,7 @@ typedef struct read_batch_ctx {
 static bool read_batch_fill(void *ctx, size_t idx, batch_job *j) {
     tbx_read_req *r = &((read_batch_ctx *)ctx)->reqs[idx];
     tbx_file *f = j->f;
-    memset(&r->error, 0, sizeof r->error);
-    r->status = TBX_OK;
     size_t needed = 0;
-    if (r->tensor >= f->ntensors) {
-        r->status = bad_index(&r->error, f, r->tensor);
-        return false;
-    }
     /* the checks of tbx_component_read (index, size, buffer), without reading */
     r->status = tbx_component_read(f, r->tensor, r->component, NULL, 0, &needed, &r->error);
     if (r->status == TBX_E_BUFFER_TOO_SMALL && r->buf && r->cap >= needed) r->status = TBX_OK;
@@ -855,17 +849,24 @@ static void collect_problem(void *ud, const tbx_error *e) {
  * `report` in file order: during the pass on_problem is off, so they come back as errors. */
 typedef struct check_ctx {
     tbx_file *f;
-    size_t *ti;              /* component k of the pass: tensor ti[k], component ci[k] */
-    uint32_t *ci;
+    size_t i;                /* the next component to consider: tensor i, component c */
+    uint32_t c;
     tbx_problem_fn report;
     void *ud;
 } check_ctx;
 
+/* Jobs are filled in index order: each takes the next component that needs the driver. */
 static bool check_fill(void *ctx, size_t idx, batch_job *j) {
     check_ctx *x = ctx;
-    j->t = &x->f->tensors[x->ti[idx]];
-    j->c = x->ci[idx];
-    return true;
+    (void)idx;
+    for (; x->i < x->f->ntensors; x->i++, x->c = 0)
+        for (; x->c < x->f->tensors[x->i].ncomp; x->c++)
+            if (via_driver(x->f, &x->f->tensors[x->i], x->c)) {
+                j->t = &x->f->tensors[x->i];
+                j->c = x->c++;
+                return true;
+            }
+    return false;
 }
 
 static void check_done(void *ctx, batch_job *j) {
@@ -879,26 +880,11 @@ static tbx_status check_components(tbx_file *f, tbx_error *err, tbx_problem_fn r
     for (size_t i = 0; i < f->ntensors; i++)
         for (uint32_t c = 0; c < f->tensors[i].ncomp; c++) n += via_driver(f, &f->tensors[i], c);
     if (n == 0) return TBX_OK;
-    check_ctx x = {f, tbx_calloc(&f->al, n, sizeof *x.ti), tbx_calloc(&f->al, n, sizeof *x.ci),
-                   report, ud};
-    tbx_status st = TBX_OK;
-    if (!x.ti || !x.ci) {
-        st = tbx_err_nomem(err, "component list");
-    } else {
-        size_t k = 0;
-        for (size_t i = 0; i < f->ntensors; i++)
-            for (uint32_t c = 0; c < f->tensors[i].ncomp; c++)
-                if (via_driver(f, &f->tensors[i], c)) {
-                    x.ti[k] = i;
-                    x.ci[k++] = c;
-                }
-        tbx_problem_fn saved = f->on_problem;
-        f->on_problem = NULL;
-        st = batch_drive(f, batch_threads(f, 0), n, check_fill, check_done, &x, err);
-        f->on_problem = saved;
-    }
-    if (x.ti) tbx_free(&f->al, x.ti, n * sizeof *x.ti);
-    if (x.ci) tbx_free(&f->al, x.ci, n * sizeof *x.ci);
+    check_ctx x = {f, 0, 0, report, ud};
+    tbx_problem_fn saved = f->on_problem;
+    f->on_problem = NULL;
+    tbx_status st = batch_drive(f, batch_threads(f, 0), n, check_fill, check_done, &x, err);
+    f->on_problem = saved;
     return st;
 }
 
