@@ -1607,7 +1607,7 @@ static tbx_status hash_stored(tbx_file *f, const tbx_component *k, zt_hash *h, u
 
 /* Passes component c's stored bytes through its decoder into buf (NULL: the decoded bytes are
  * dropped, only checked), hashing them on the way when its digest is still to be verified. */
-static tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, uint8_t *buf,
+static tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
                           tbx_error *err) {
     zt_tdrv *d = t->drv;
     const tbx_component *k = &t->comp[c];
@@ -1649,11 +1649,6 @@ static tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, uint8_t 
     }
     zt_hash_free(&h);
     return st;
-}
-
-static tbx_status zt_read_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
-                                    tbx_error *err) {
-    return zt_pass(f, t, c, buf, err);
 }
 
 static tbx_status zt_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c,
@@ -2066,7 +2061,7 @@ const tbx_driver tbx_driver_ztensor = {
     .extensions = ".zt",
     .probe = zt_probe,
     .open = zt_open,
-    .read_component = zt_read_component,
+    .read_component = zt_pass,
     .raw_pending = zt_raw_pending,
     .check_component = zt_check_component,
     .read_f32 = tbx_ztensor_read_f32_range,

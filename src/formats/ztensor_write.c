@@ -47,7 +47,7 @@ typedef struct zt_wcomp {
     tbx_dtype dtype;
     uint64_t offset, length;
     tbx_encoding enc;
-    char digest[80];         /* "" when none */
+    char digest[80];         /* "" when none (set_digest writes up to 80 bytes) */
 } zt_wcomp;
 
 typedef struct zt_wobj {
@@ -294,11 +294,23 @@ static uint64_t keep_limit(uint64_t raw) {
     return raw - cut; /* raw 0 -> 0: an empty blob is never compressed */
 }
 
-static void set_digest(zt_wcomp *c, zt_hash *h) {
-    if (h->algo == ZT_H_NONE) { c->digest[0] = 0; return; }
+/* The digest string of what h hashed into dst (80 bytes; "" for ZT_H_NONE). */
+static void set_digest(char *dst, zt_hash *h) {
+    if (h->algo == ZT_H_NONE) { dst[0] = 0; return; }
     zt_digest d;
     zt_hash_final(h, &d);
-    zt_digest_str(&d, c->digest, sizeof c->digest);
+    zt_digest_str(&d, dst, 80);
+}
+
+/* The digest string of [p, p+n) with algorithm `algo` into dst (80 bytes). */
+static tbx_status digest_of(int algo, const void *p, size_t n, char *dst, tbx_error *err) {
+    zt_hash h;
+    tbx_status st = zt_hash_init(&h, algo, err);
+    if (st != TBX_OK) return st;
+    zt_hash_update(&h, p, n);
+    set_digest(dst, &h);
+    zt_hash_free(&h);
+    return TBX_OK;
 }
 
 /* Compresses src into dst (capacity: keep_limit(len)) as one frame carrying its content size.
@@ -346,14 +358,8 @@ static tbx_status blob_write(tbx_writer *w, zt_wstate *s, const void *data, uint
             c->enc = TBX_ENC_ZSTD;
         }
     }
-    zt_hash h;
-    st = zt_hash_init(&h, s->digest, err);
-    if (st == TBX_OK) {
-        zt_hash_update(&h, stored, (size_t)slen);
-        set_digest(c, &h);
-        zt_hash_free(&h);
-        st = tbx_out_pwrite(&w->out, off, stored, (size_t)slen, err);
-    }
+    st = digest_of(s->digest, stored, (size_t)slen, c->digest, err);
+    if (st == TBX_OK) st = tbx_out_pwrite(&w->out, off, stored, (size_t)slen, err);
     tbx_free(&w->al, zb, zcap);
     if (st != TBX_OK) return st;
     c->offset = off;
@@ -364,11 +370,15 @@ static tbx_status blob_write(tbx_writer *w, zt_wstate *s, const void *data, uint
 
 /* ---- compressing writes: jobs ------------------------------------------------------------ */
 
+/* The slot of job number `job`. */
+static zt_zjob *zslot(const zt_wstate *s, uint64_t job) {
+    return &s->slots[job % (uint64_t)s->nslots];
+}
+
 /* On a worker: compress (kept when it saves 5%), then hash the stored bytes. */
 static void zjob_run(tbx_task *task) {
     zt_zjob *j = (zt_zjob *)task;
     j->use_z = false;
-    j->digest_str[0] = 0;
     size_t r = compress_keep(j->cctx, j->level, j->raw, j->raw_len, j->z, j->zlim, &j->zlen);
     if (ZSTD_isError(r)) {
         j->st = tbx_err(&j->err, TBX_E_IO, TBX_NO_OFFSET, "zstd", "zstd compression failed: %s",
@@ -376,22 +386,14 @@ static void zjob_run(tbx_task *task) {
         return;
     }
     j->use_z = j->zlen != 0;
-    zt_hash h;
-    j->st = zt_hash_init(&h, j->digest, &j->err);
-    if (j->st != TBX_OK) return;
-    if (h.algo != ZT_H_NONE) {
-        zt_hash_update(&h, j->use_z ? j->z : j->raw, j->use_z ? j->zlen : j->raw_len);
-        zt_digest d;
-        zt_hash_final(&h, &d);
-        zt_digest_str(&d, j->digest_str, sizeof j->digest_str);
-    }
-    zt_hash_free(&h);
+    j->st = digest_of(j->digest, j->use_z ? j->z : j->raw, j->use_z ? j->zlen : j->raw_len,
+                      j->digest_str, &j->err);
 }
 
 /* Writes the oldest job's blob (waiting for its worker) and frees its slot. Slots keep buffers
  * of up to 16 MiB for the next tensors; larger ones are given back at once. */
 static tbx_status zjob_commit(tbx_writer *w, zt_wstate *s, tbx_error *err) {
-    zt_zjob *j = &s->slots[s->jobs_committed % (uint64_t)s->nslots];
+    zt_zjob *j = zslot(s, s->jobs_committed);
     tbx_pool_wait(s->pool, &j->task, true);
     s->jobs_committed++;
     s->held -= j->raw_len;
@@ -456,7 +458,7 @@ static tbx_status zjob_begin(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_er
         tbx_status st = zjob_commit(w, s, err);
         if (st != TBX_OK) return st;
     }
-    zt_zjob *j = &s->slots[s->jobs_begun % (uint64_t)s->nslots];
+    zt_zjob *j = zslot(s, s->jobs_begun);
     const size_t n = (size_t)t->nbytes, zc = (size_t)keep_limit(t->nbytes);
     if (!reserve(&w->al, &j->raw, &j->raw_cap, n)) return tbx_err_nomem(err, "tensor buffer");
     if (!reserve(&w->al, &j->z, &j->zcap, zc)) return tbx_err_nomem(err, "zstd output");
@@ -494,7 +496,7 @@ tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len
         if (st != TBX_OK) return st;
     }
     if (s->level > 0) { /* gather (the core checked that the bytes fit the tensor) */
-        zt_zjob *j = &s->slots[(s->jobs_begun - 1) % (uint64_t)s->nslots];
+        zt_zjob *j = zslot(s, s->jobs_begun - 1);
         memcpy(j->raw + t->written, data, len);
         return TBX_OK;
     }
@@ -517,7 +519,7 @@ tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
     }
     s->cur = -1;
     if (s->level > 0) { /* to a worker; written when committed */
-        tbx_pool_submit(s->pool, &s->slots[(s->jobs_begun - 1) % (uint64_t)s->nslots].task);
+        tbx_pool_submit(s->pool, &zslot(s, s->jobs_begun - 1)->task);
         return TBX_OK;
     }
     zt_wcomp *c = &s->dense[ti];
@@ -527,7 +529,7 @@ tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
     c->offset = t->offset;
     c->enc = TBX_ENC_RAW;
     c->length = t->nbytes;
-    set_digest(c, &s->raw_hash);
+    set_digest(c->digest, &s->raw_hash);
     zt_hash_free(&s->raw_hash);
     s->pos = t->offset + c->length;
     return TBX_OK;
