@@ -8,6 +8,10 @@
  * (ggml_simd_avx2.c, ggml_simd_avx512.c) perform the same IEEE operations in the same order and
  * give the same bits as the scalar kernels (checked by tests/unit/test_ggml_quant.c).
  *
+ * Layers: the scalar files (ggml_dequant.c, ggml_quant.c) never dispatch; the SIMD files
+ * (ggml_simd_*.c) never call the scalar files; dispatch.c alone reads cpuid and picks, and is
+ * the only file that knows both.
+ *
  * Quantizers (tbx_quant_fn) encode nblocks * block_size floats into nblocks blocks.
  *   - q8_0, q4_0, q4_1, q5_0, q5_1, tq1_0, tq2_0, mxfp4: the same bytes as gguf-py's
  *     gguf.quants.quantize (= ggml's quantize_row_*_ref) for finite inputs.
@@ -60,9 +64,14 @@ tbx_quant_fn tbx_ggml_quant_for(tbx_dtype dt);
 tbx_quant_fn tbx_ggml_quant_scalar_for(tbx_dtype dt);
 /* AVX2 quantizer (same bytes as the scalar one), or NULL; does not check the CPU. */
 tbx_quant_fn tbx_ggml_quant_avx2_for(tbx_dtype dt);
-/* The AVX2 kernels of q8_0, q4_0, q4_1, q5_0, q5_1 (ggml_simd_avx2.c; part of
+/* A SIMD quantizer that hands the blocks it does not encode itself (NaN, signed zeros) to
+ * `fallback`, the scalar quantizer of the same type, one block at a time. SIMD files never look
+ * up scalar kernels themselves: dispatch.c passes them in. */
+typedef void (*tbx_quant_fb_fn)(const float *src, void *dst, uint64_t nblocks,
+                                tbx_quant_fn fallback);
+/* The AVX2 kernels of q8_0, q4_0, q4_1, q5_0, q5_1 (ggml_simd_avx2.c; wrapped by
  * tbx_ggml_quant_avx2_for), or NULL for other types or builds without them. */
-tbx_quant_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt);
+tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt);
 /* ggml's reference quantizer algorithm (quantize_row_*_ref, no importance matrix) for q2_K,
  * q3_K, q4_K, q5_K, q6_K; for the other quantizable types the same as tbx_ggml_quant_for. */
 tbx_quant_fn tbx_ggml_quant_ref_for(tbx_dtype dt);
@@ -119,5 +128,11 @@ typedef struct tbx_kq_ops {
 
 /* The AVX2 lane kernels, or NULL when this build has none (does not check the CPU). */
 const tbx_kq_ops *tbx_kq_ops_avx2(void);
+/* The scalar lane kernels (ggml_quant.c). */
+const tbx_kq_ops *tbx_kq_ops_scalar(void);
+/* The K-quant encoder (q2_K..q6_K; other types: no-op) running on the given lane kernels; the
+ * bytes do not depend on `ops`. */
+void tbx_kq_quantize(tbx_dtype dt, const tbx_kq_ops *ops, const float *x, void *dst,
+                     uint64_t nblocks);
 
 #endif /* TBX_GGML_H */

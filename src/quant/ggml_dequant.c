@@ -512,7 +512,7 @@ static void dq_iq1_m(const void *src, float *y, uint64_t nb) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Lookup and dispatch                                                                        */
+/* Lookup of the scalar kernels (run-time dispatch: dispatch.c)                               */
 /* ------------------------------------------------------------------------------------------ */
 tbx_dequant_fn tbx_ggml_dequant_scalar_for(tbx_dtype dt) {
     switch (dt) {
@@ -545,25 +545,4 @@ tbx_dequant_fn tbx_ggml_dequant_scalar_for(tbx_dtype dt) {
     case TBX_DT_Q2_0: return dq_q2_0;
     default: return NULL;
     }
-}
-
-unsigned tbx_ggml_cpu_isa(void) {
-    unsigned isa = 0;
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(TBX_GGML_NO_SIMD)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2")) isa |= TBX_GGML_ISA_AVX2;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))
-        isa |= TBX_GGML_ISA_AVX512;
-#endif
-    return isa;
-}
-
-tbx_dequant_fn tbx_ggml_dequant_for(tbx_dtype dt) {
-    const unsigned isa = tbx_ggml_cpu_isa();
-    tbx_dequant_fn f = NULL;
-    if (isa & TBX_GGML_ISA_AVX512) f = tbx_ggml_dequant_avx512_for(dt);
-    if (!f && (isa & TBX_GGML_ISA_AVX2)) f = tbx_ggml_dequant_avx2_for(dt);
-    return f ? f : tbx_ggml_dequant_scalar_for(dt);
 }

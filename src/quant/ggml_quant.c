@@ -1281,7 +1281,6 @@ static void kq_q3_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
     static void q_q6_K_##suffix(const float *x, void *d, uint64_t nb) { kq_q6_K(ops_expr, x, d, nb); }
 
 KQ_WRAPPERS(scalar, &kq_ops_scalar)
-KQ_WRAPPERS(avx2, tbx_kq_ops_avx2())
 
 /* ========================================================================================== */
 /* Lookup                                                                                      */
@@ -1311,24 +1310,18 @@ tbx_quant_fn tbx_ggml_quant_scalar_for(tbx_dtype dt) {
     }
 }
 
-tbx_quant_fn tbx_ggml_quant_avx2_for(tbx_dtype dt) {
-    const tbx_quant_fn legacy = tbx_ggml_quant_legacy_avx2_for(dt);
-    if (legacy) return legacy;
-    if (!tbx_kq_ops_avx2()) return NULL;
-    switch (dt) {
-    case TBX_DT_Q2_K: return q_q2_K_avx2;
-    case TBX_DT_Q3_K: return q_q3_K_avx2;
-    case TBX_DT_Q4_K: return q_q4_K_avx2;
-    case TBX_DT_Q5_K: return q_q5_K_avx2;
-    case TBX_DT_Q6_K: return q_q6_K_avx2;
-    default: return NULL;
-    }
-}
+const tbx_kq_ops *tbx_kq_ops_scalar(void) { return &kq_ops_scalar; }
 
-tbx_quant_fn tbx_ggml_quant_for(tbx_dtype dt) {
-    tbx_quant_fn f = NULL;
-    if (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) f = tbx_ggml_quant_avx2_for(dt);
-    return f ? f : tbx_ggml_quant_scalar_for(dt);
+void tbx_kq_quantize(tbx_dtype dt, const tbx_kq_ops *ops, const float *x, void *dst,
+                     uint64_t nblocks) {
+    switch (dt) {
+    case TBX_DT_Q2_K: kq_q2_K(ops, x, dst, nblocks); break;
+    case TBX_DT_Q3_K: kq_q3_K(ops, x, dst, nblocks); break;
+    case TBX_DT_Q4_K: kq_q4_K(ops, x, dst, nblocks); break;
+    case TBX_DT_Q5_K: kq_q5_K(ops, x, dst, nblocks); break;
+    case TBX_DT_Q6_K: kq_q6_K(ops, x, dst, nblocks); break;
+    default: break;
+    }
 }
 
 tbx_quant_fn tbx_ggml_quant_ref_for(tbx_dtype dt) {

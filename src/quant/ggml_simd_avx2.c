@@ -805,8 +805,7 @@ AVX2 static inline __m256i q_trunc_clamp(__m256 v, __m256 hi) {
     return _mm256_cvtps_epi32(r);
 }
 
-AVX2 static void qa_q8_0(const float *x, void *dst, uint64_t nb) {
-    const tbx_quant_fn scalar = tbx_ggml_quant_scalar_for(TBX_DT_Q8_0);
+AVX2 static void qa_q8_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
     uint8_t *b = (uint8_t *)dst;
     for (uint64_t i = 0; i < nb; i++, x += 32, b += 34) {
         const q_blk v = q_load(x);
@@ -857,8 +856,7 @@ AVX2 static inline uint32_t q_bit4(__m256i q) {
     return (uint32_t)_mm256_movemask_epi8(_mm256_slli_epi16(q, 3));
 }
 
-AVX2 static void qa_q4_0(const float *x, void *dst, uint64_t nb) {
-    const tbx_quant_fn scalar = tbx_ggml_quant_scalar_for(TBX_DT_Q4_0);
+AVX2 static void qa_q4_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
     uint8_t *b = (uint8_t *)dst;
     for (uint64_t i = 0; i < nb; i++, x += 32, b += 18) {
         const q_blk v = q_load(x);
@@ -870,8 +868,7 @@ AVX2 static void qa_q4_0(const float *x, void *dst, uint64_t nb) {
     }
 }
 
-AVX2 static void qa_q5_0(const float *x, void *dst, uint64_t nb) {
-    const tbx_quant_fn scalar = tbx_ggml_quant_scalar_for(TBX_DT_Q5_0);
+AVX2 static void qa_q5_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
     uint8_t *b = (uint8_t *)dst;
     for (uint64_t i = 0; i < nb; i++, x += 32, b += 22) {
         const q_blk v = q_load(x);
@@ -898,8 +895,7 @@ AVX2 static inline int q_min_max(const q_blk *b, float *mn, float *mx) {
     return *mn != 0.0f && *mx != 0.0f;
 }
 
-AVX2 static void qa_q4_1(const float *x, void *dst, uint64_t nb) {
-    const tbx_quant_fn scalar = tbx_ggml_quant_scalar_for(TBX_DT_Q4_1);
+AVX2 static void qa_q4_1(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
     uint8_t *b = (uint8_t *)dst;
     for (uint64_t i = 0; i < nb; i++, x += 32, b += 20) {
         const q_blk v = q_load(x);
@@ -913,8 +909,7 @@ AVX2 static void qa_q4_1(const float *x, void *dst, uint64_t nb) {
     }
 }
 
-AVX2 static void qa_q5_1(const float *x, void *dst, uint64_t nb) {
-    const tbx_quant_fn scalar = tbx_ggml_quant_scalar_for(TBX_DT_Q5_1);
+AVX2 static void qa_q5_1(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
     uint8_t *b = (uint8_t *)dst;
     for (uint64_t i = 0; i < nb; i++, x += 32, b += 24) {
         const q_blk v = q_load(x);
@@ -930,7 +925,7 @@ AVX2 static void qa_q5_1(const float *x, void *dst, uint64_t nb) {
     }
 }
 
-tbx_quant_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
+tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
     switch (dt) {
     case TBX_DT_Q8_0: return qa_q8_0;
     case TBX_DT_Q4_0: return qa_q4_0;
@@ -943,7 +938,7 @@ tbx_quant_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
 
 #else /* no x86 SIMD kernels in this build */
 
-tbx_quant_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
+tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
     (void)dt;
     return NULL;
 }

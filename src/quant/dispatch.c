@@ -1,0 +1,88 @@
+/*
+ * dispatch.c - run-time choice of the ggml kernels, the one place that reads cpuid.
+ *
+ * The scalar kernels (ggml_dequant.c, ggml_quant.c) are the reference and never dispatch; the
+ * SIMD kernels (ggml_simd_avx2.c, ggml_simd_avx512.c) are compiled with function-level target
+ * attributes and never call back into the scalar files. This file sits above both: it asks the
+ * CPU once what it has and hands out the best kernel of each type, wrapping the SIMD
+ * quantizers with their scalar fallback and the K-quant encoder with the AVX2 lane kernels.
+ */
+#include "ggml.h"
+
+#include <stddef.h>
+
+unsigned tbx_ggml_cpu_isa(void) {
+    unsigned isa = 0;
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(TBX_GGML_NO_SIMD)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) isa |= TBX_GGML_ISA_AVX2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        isa |= TBX_GGML_ISA_AVX512;
+#endif
+    return isa;
+}
+
+/* ---- dequantizers ------------------------------------------------------------------------- */
+tbx_dequant_fn tbx_ggml_dequant_for(tbx_dtype dt) {
+    const unsigned isa = tbx_ggml_cpu_isa();
+    tbx_dequant_fn f = NULL;
+    if (isa & TBX_GGML_ISA_AVX512) f = tbx_ggml_dequant_avx512_for(dt);
+    if (!f && (isa & TBX_GGML_ISA_AVX2)) f = tbx_ggml_dequant_avx2_for(dt);
+    return f ? f : tbx_ggml_dequant_scalar_for(dt);
+}
+
+/* The block dequantizer of any block dtype (today: the ggml types). */
+tbx_dequant_fn tbx_dequant_for(tbx_dtype dt) { return tbx_ggml_dequant_for(dt); }
+
+/* ---- quantizers --------------------------------------------------------------------------- */
+/* The legacy AVX2 quantizers with their scalar fallback bound in. */
+#define LEGACY_AVX2(name, DT)                                                                      \
+    static void name(const float *x, void *d, uint64_t nb) {                                      \
+        tbx_ggml_quant_legacy_avx2_for(DT)(x, d, nb, tbx_ggml_quant_scalar_for(DT));               \
+    }
+LEGACY_AVX2(qd_q8_0_avx2, TBX_DT_Q8_0)
+LEGACY_AVX2(qd_q4_0_avx2, TBX_DT_Q4_0)
+LEGACY_AVX2(qd_q4_1_avx2, TBX_DT_Q4_1)
+LEGACY_AVX2(qd_q5_0_avx2, TBX_DT_Q5_0)
+LEGACY_AVX2(qd_q5_1_avx2, TBX_DT_Q5_1)
+
+/* The K-quant encoder on the AVX2 lane kernels. */
+#define KQ_AVX2(name, DT)                                                                          \
+    static void name(const float *x, void *d, uint64_t nb) {                                      \
+        tbx_kq_quantize(DT, tbx_kq_ops_avx2(), x, d, nb);                                          \
+    }
+KQ_AVX2(qd_q2_K_avx2, TBX_DT_Q2_K)
+KQ_AVX2(qd_q3_K_avx2, TBX_DT_Q3_K)
+KQ_AVX2(qd_q4_K_avx2, TBX_DT_Q4_K)
+KQ_AVX2(qd_q5_K_avx2, TBX_DT_Q5_K)
+KQ_AVX2(qd_q6_K_avx2, TBX_DT_Q6_K)
+
+tbx_quant_fn tbx_ggml_quant_avx2_for(tbx_dtype dt) {
+    if (tbx_ggml_quant_legacy_avx2_for(dt)) {
+        switch (dt) {
+        case TBX_DT_Q8_0: return qd_q8_0_avx2;
+        case TBX_DT_Q4_0: return qd_q4_0_avx2;
+        case TBX_DT_Q4_1: return qd_q4_1_avx2;
+        case TBX_DT_Q5_0: return qd_q5_0_avx2;
+        case TBX_DT_Q5_1: return qd_q5_1_avx2;
+        default: return NULL;
+        }
+    }
+    if (!tbx_kq_ops_avx2()) return NULL;
+    switch (dt) {
+    case TBX_DT_Q2_K: return qd_q2_K_avx2;
+    case TBX_DT_Q3_K: return qd_q3_K_avx2;
+    case TBX_DT_Q4_K: return qd_q4_K_avx2;
+    case TBX_DT_Q5_K: return qd_q5_K_avx2;
+    case TBX_DT_Q6_K: return qd_q6_K_avx2;
+    default: return NULL;
+    }
+}
+
+tbx_quant_fn tbx_ggml_quant_for(tbx_dtype dt) {
+    tbx_quant_fn f = NULL;
+    if (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) f = tbx_ggml_quant_avx2_for(dt);
+    return f ? f : tbx_ggml_quant_scalar_for(dt);
+}
