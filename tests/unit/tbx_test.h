@@ -5,7 +5,8 @@
  *
  * Every test registers itself (constructor attribute); the runner prints one line per failed
  * check and a closing line "N passed, N failed" and exits non-zero on any failure. A test that
- * performs no check counts as failed: a test that cannot fail is a defect.
+ * performs no check counts as failed: a test that cannot fail is a defect. Tests beyond
+ * TBX_TEST_MAX in one program are counted as failed, never silently dropped.
  */
 #ifndef TBX_TEST_H
 #define TBX_TEST_H
@@ -16,15 +17,19 @@
 
 typedef void (*tbx_test_fn)(void);
 struct tbx_test_case { const char *name; tbx_test_fn fn; };
-static struct tbx_test_case tbx_tests_[512];
-static int tbx_ntests_;
+#ifndef TBX_TEST_MAX
+#define TBX_TEST_MAX 1024
+#endif
+static struct tbx_test_case tbx_tests_[TBX_TEST_MAX];
+static int tbx_ntests_, tbx_ndropped_;
 static int tbx_cur_checks_, tbx_cur_failed_;
 
 #define TBX_TEST(test_)                                                                   \
     static void test_(void);                                                              \
     __attribute__((constructor)) static void test_##_register(void) {                     \
-        if (tbx_ntests_ < 512) { tbx_tests_[tbx_ntests_].name = #test_;                   \
-                                 tbx_tests_[tbx_ntests_++].fn = test_; }                  \
+        if (tbx_ntests_ < TBX_TEST_MAX) { tbx_tests_[tbx_ntests_].name = #test_;          \
+                                          tbx_tests_[tbx_ntests_++].fn = test_; }         \
+        else tbx_ndropped_++;                                                             \
     }                                                                                     \
     static void test_(void)
 
@@ -52,6 +57,11 @@ static inline int tbx_test_main(void) {
         }
         if (tbx_cur_failed_) { failed++; fprintf(stderr, "FAIL %s\n", tbx_tests_[i].name); }
         else passed++;
+    }
+    if (tbx_ndropped_) { /* never run fewer tests than were written */
+        fprintf(stderr, "%d tests were not registered (more than TBX_TEST_MAX = %d)\n",
+                tbx_ndropped_, TBX_TEST_MAX);
+        failed += tbx_ndropped_;
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
