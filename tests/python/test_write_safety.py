@@ -161,7 +161,12 @@ def big_inputs(tmp_path_factory):
 def run_and_kill(argv, outdir: Path, sig, rng):
     """Starts argv, waits until its temporary file shows up in outdir, lets it write a random
     while longer and sends `sig`. Returns (returncode, temp file seen)."""
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    def default_signals():  # not inherited as ignored (a background job ignores SIGINT)
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_DFL)
+
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=default_signals)
     seen = False
     t0 = time.monotonic()
     while p.poll() is None and time.monotonic() - t0 < 30:
