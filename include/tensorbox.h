@@ -30,6 +30,29 @@
  * the same bytes. A writer never replaces an existing file unless TBX_WRITE_OVERWRITE is set, and
  * never replaces a file that is open for reading through this library in the same process.
  *
+ * Destinations, for every writer (tbx_writer_*, tbx_convert, the GGUF helpers): a symbolic link
+ * is followed and the file it points to is replaced, the link is kept (a dangling link counts as
+ * an existing output: with TBX_WRITE_OVERWRITE the file it points to is created). Only a regular
+ * file is ever replaced: a directory, FIFO, socket or device fails with TBX_E_EXISTS even with
+ * TBX_WRITE_OVERWRITE.
+ *
+ * Concurrency: a writer replacing an existing file, and every GGUF edit, holds an exclusive
+ * advisory lock (flock(2) LOCK_EX) on that file from its checks until the new file has been
+ * renamed into place (or the in-place bytes written), so they take turns; one that was waiting
+ * on a file that got replaced meanwhile starts over on the new file, so an edit is never lost.
+ * If a process that ignores the lock replaces the file during a write, the write fails
+ * (TBX_E_IO) rather than overwrite that update. A second writer or edit of a file this
+ * process holds locked fails at once with TBX_E_STATE (it would wait for itself). Readers take no lock and need none: a rewrite is
+ * an atomic rename, so a reader that opened the file sees the old or the new complete file.
+ * Only an in-place GGUF edit changes bytes of a file under a reader: the value bytes of one
+ * metadata entry, same size, one pwrite (structure and offsets unchanged); a reader needing to
+ * exclude that can take flock(LOCK_SH) on the file while it reads.
+ *
+ * Interruption: the temporary file (".NAME.tbx-tmp.XXXXXX" next to the output) is removed on
+ * every error and by tbx_remove_temp_files(), which a signal handler may call. One left by a
+ * killed process (SIGKILL, a crash) is removed by the next write to the same output: a live
+ * writer holds flock(LOCK_EX) on its temporary file, so an unlocked one is provably dead.
+ *
  * Threading: handles are not shared-safe; distinct handles may be used from distinct threads.
  * Some calls start worker threads of their own (tbx_read_batch, tbx_validate_path, a compressing
  * tbx_writer, quantizing tbx_convert): the count comes from an option or env TBX_THREADS (default:
@@ -599,6 +622,12 @@ TBX_API tbx_status tbx_writer_write_tensor(tbx_writer *w, uint64_t index, const 
 TBX_API tbx_status tbx_writer_finish(tbx_writer *w, tbx_error *err);
 /* Abandons a writer, removing its temporary file; accepts NULL. */
 TBX_API void tbx_writer_abort(tbx_writer *w);
+/* Removes (unlinks) the temporary file of every writer of this process that has not finished:
+ * async-signal-safe, for a handler of SIGINT/SIGTERM/SIGHUP that then ends the process (as the
+ * tbx tool does). The writers themselves are left as they are: a later tbx_writer_finish on one
+ * fails. The names of at most 32 concurrent writers (paths under 4096 bytes) are tracked; any
+ * other temporary file is removed as stale by the next write to its output. */
+TBX_API void tbx_remove_temp_files(void);
 
 /* ---------------------------------------------------------------------------------------------
  * Conversion
@@ -646,7 +675,11 @@ TBX_API tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_con
  * general.alignment, the bytes are overwritten in place. Otherwise the whole file is rewritten
  * through a writer to a temporary file next to it, which is then renamed over `path` (the one
  * place tensorbox replaces an input: explicitly, after the new file is fully written).
- * *in_place (may be NULL) gets 1 for an in-place edit, 0 for a rewrite. */
+ * *in_place (may be NULL) gets 1 for an in-place edit, 0 for a rewrite. The file is locked
+ * (flock LOCK_EX) before it is read and until the edit is in place, and the in-place bytes go
+ * through the descriptor that was locked and checked: concurrent edits of one file take turns
+ * and all land (see "Concurrency" above). A symbolic link `path` edits the file it points to and
+ * stays a link; a rewrite keeps the file's permission bits. */
 TBX_API tbx_status tbx_gguf_set_meta(const char *path, const char *key, size_t key_len,
                                      const tbx_value *value, int *in_place, tbx_error *err);
 /* Removes metadata `key` from the GGUF file at `path` (always a rewrite, as above).

@@ -87,6 +87,9 @@ int cli_usage_error(const cli_args *a, const char *fmt, ...) __attribute__((form
 /* Reports a library error: "tbx: [PATH: ]<err->message>" (PATH omitted when NULL or when the
  * message already names it); falls back to tbx_strerror(status) when there is no message. */
 void cli_report(const char *path, tbx_status status, const tbx_error *err);
+/* Would --force let a write to `path` replace it: a regular file (through symbolic links) or a
+ * dangling symbolic link. Decides the "use --force" hint after TBX_E_EXISTS. */
+int cli_force_would_help(const char *path);
 
 /* tbx_open_options for a command: TBX_OPEN_MMAP when --mmap was given. */
 void cli_open_options(const cli_args *a, tbx_open_options *opt);

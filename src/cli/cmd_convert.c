@@ -4,7 +4,8 @@
  * A thin front end to tbx_convert. The output format comes from --to or from OUT's extension.
  * Conversion is lossless unless an option allows a lossy step, one option per kind of loss:
  * --stringify-meta, --drop-meta, --drop-sections, --cast DTYPE, --quant TYPE. --force allows
- * replacing an existing OUT (the library still never replaces the input). While converting, a single
+ * replacing an existing OUT when it is a regular file (the library still never replaces the
+ * input, nor a FIFO, device, socket or directory); a symbolic link OUT is followed. While converting, a single
  * updating progress line (percent, MB/s) goes to stderr when stderr is a terminal.
  */
 #define _GNU_SOURCE
@@ -192,7 +193,8 @@ static int convert_run(const cli_args *a) {
     }
     if (st != TBX_OK) {
         cli_report(NULL, st, &err);
-        if (st == TBX_E_EXISTS && !same_file(in, out) && !cli_flag(a, "force"))
+        if (st == TBX_E_EXISTS && !same_file(in, out) && !cli_flag(a, "force") &&
+            cli_force_would_help(out))
             fprintf(stderr, "tbx: use --force to replace %s\n", out);
         else if (st == TBX_E_LOSSY)
             fprintf(stderr, "tbx: lossy steps need an explicit option: --stringify-meta, "
@@ -209,6 +211,8 @@ const cli_command cli_cmd_convert = {
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
     "the conversion with an error naming it, and each lossy step needs its own option.\n"
     "OUT is written to a temporary file and renamed into place; the input is never replaced.\n"
+    "A symbolic link OUT is followed: the file it points to is written and the link kept (a\n"
+    "dangling one needs --force). --force replaces only a regular file.\n"
     "--quant TYPE quantizes every dense 2-D f32/f16/bf16/f64 tensor whose row length is a\n"
     "multiple of the type's block size (other tensors are copied unchanged).\n"
     "Formats: safetensors (.safetensors), gguf (.gguf), ztensor (.zt), oinf (.oinf),\n"

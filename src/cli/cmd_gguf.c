@@ -8,7 +8,9 @@
  *
  * Front ends to the GGUF helpers of tensorbox.h (src/formats/gguf_tools.c). `set` and `del`
  * are the only commands that replace their input: in place when the header size does not
- * change, else by writing a complete new file next to it and renaming it over FILE.
+ * change, else by writing a complete new file next to it and renaming it over FILE. Both lock
+ * FILE (flock) for the whole edit, so concurrent edits take turns and none is lost; a symbolic
+ * link FILE edits the file it points to.
  *
  * set's VALUE is parsed as --type says; without --type, an existing key keeps its type, and a
  * new key (or one holding an array) gets: true/false -> bool, an integer -> u32 when it fits
@@ -247,7 +249,7 @@ static int merge_run(const cli_args *a) {
                                    cli_flag(a, "force") ? TBX_WRITE_OVERWRITE : 0, &err);
     if (st != TBX_OK) {
         cli_report(NULL, st, &err);
-        if (st == TBX_E_EXISTS && !cli_flag(a, "force"))
+        if (st == TBX_E_EXISTS && !cli_flag(a, "force") && cli_force_would_help(a->pos[1]))
             fprintf(stderr, "tbx: use --force to replace %s\n", a->pos[1]);
         return CLI_FAIL;
     }
@@ -258,7 +260,9 @@ static const cli_command cmd_set = {
     "set", "FILE KEY=VALUE [--type T]", "Set (or add) one metadata value of a GGUF file, in place",
     "Overwrites the value in place when its size does not change (same-size scalar, string of\n"
     "the same length); otherwise writes a complete new file next to FILE and renames it over\n"
-    "FILE. Tensor data stays byte-identical. Without --type an existing key keeps its type; a\n"
+    "FILE. Tensor data stays byte-identical. FILE is locked (flock) during the edit: concurrent\n"
+    "edits of one file take turns. A symbolic link FILE edits its target and stays a link.\n"
+    "Without --type an existing key keeps its type; a\n"
     "new key gets bool (true/false), u32 (i32 when negative; u64/i64 when too large), f32 (a\n"
     "number with a fraction or exponent) or string.\n",
     set_options, 2, 2, set_run, NULL,

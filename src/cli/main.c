@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +225,34 @@ static int cmd_help_run(const cli_args *a) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Signals                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+/* SIGINT, SIGTERM, SIGHUP: remove the temporary files of unfinished writes, then die of the
+ * same signal (the handler is one-shot: SA_RESETHAND restores the default action, and the
+ * re-raised signal is delivered as soon as the handler returns). */
+static void on_fatal_signal(int sig) {
+    int saved = errno;
+    tbx_remove_temp_files();
+    raise(sig);
+    errno = saved;
+}
+
+static void install_signal_handlers(void) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue; /* ignored by our parent (nohup, a background shell): keep it so */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND;
+        (void)sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Dispatch                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 static int run_command(const cli_command *cmd, const char *path, int argc, char **argv) {
@@ -272,6 +301,7 @@ static int run_command(const cli_command *cmd, const char *path, int argc, char 
 int main(int argc, char **argv) {
     /* A closed pipe shows up as EPIPE on write, handled quietly (see util.c). */
     signal(SIGPIPE, SIG_IGN);
+    install_signal_handlers();
 
     if (argc < 2) {
         print_main_help(stderr);

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void cli_error(const char *fmt, ...) {
     va_list ap;
@@ -102,4 +103,10 @@ int cli_finish_stdout(void) {
 const char *cli_dtype_name(tbx_dtype dt) {
     const tbx_dtype_info *in = tbx_dtype_get(dt);
     return (in && in->name) ? in->name : "invalid";
+}
+
+int cli_force_would_help(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0) return S_ISREG(sb.st_mode);
+    return errno == ENOENT && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode);
 }

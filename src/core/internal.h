@@ -174,18 +174,31 @@ tbx_status tbx_cur_seek(tbx_cursor *c, uint64_t pos, const char *field, tbx_erro
 
 /* ------------------------------------------------------------------------------------------ */
 /* Output (src/io/output.c): atomic file writer. Bytes go to a temporary file created next to  */
-/* the destination; tbx_out_commit() fsyncs and renames it over the destination.              */
+/* the destination; tbx_out_commit() fsyncs and renames it over the destination. Symbolic     */
+/* links are followed (the target is replaced, the link kept); only regular files are ever   */
+/* replaced; an existing destination is flocked (LOCK_EX) from open through the rename.       */
 /* ------------------------------------------------------------------------------------------ */
+#define TBX_OUT_OVERWRITE 0x1u /* replace an existing (regular) file */
+#define TBX_OUT_EDIT      0x2u /* replace the file an edit holds locked (tbx_edit_lock): it must
+                                  exist, may be an open input, keeps its permission bits */
+
 typedef struct tbx_out {
-    int fd;
-    char *path;      /* destination */
+    int fd;          /* the temporary file (flocked while it lives) */
+    int lock_fd;     /* the existing destination, flocked LOCK_EX; -1: none */
+    int slot;        /* entry in the table of live temporary files; -1: none */
+    unsigned flags;  /* TBX_OUT_* */
+    bool existed;    /* the destination existed at open: (dev, ino) must still be it at commit */
+    uint64_t dev, ino;
+    unsigned mode;   /* its permission bits */
+    char *path;      /* destination, symbolic links resolved */
     char *tmp_path;  /* temporary file in the same directory */
     uint64_t size;   /* highest offset written so far */
     const tbx_alloc *al;
 } tbx_out;
 
-/* Fails with TBX_E_EXISTS when `path` exists and !overwrite, or when it names an open input. */
-tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, bool overwrite,
+/* Fails with TBX_E_EXISTS when `path` exists and !TBX_OUT_OVERWRITE (a dangling symbolic link
+ * counts as existing), when it is not a regular file, or when it names an open input. */
+tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, unsigned flags,
                         tbx_error *err);
 /* Writes len bytes at off (positional; unwritten gaps read as zero). */
 tbx_status tbx_out_pwrite(tbx_out *o, uint64_t off, const void *data, size_t len, tbx_error *err);
@@ -195,6 +208,25 @@ tbx_status tbx_out_zero(tbx_out *o, uint64_t off, uint64_t n, tbx_error *err);
 tbx_status tbx_out_commit(tbx_out *o, uint64_t size, tbx_error *err);
 /* Removes the temporary file (when not committed) and frees; accepts a zeroed struct. */
 void tbx_out_abort(tbx_out *o);
+
+/* The lock of a file edited in place or rewritten (the GGUF editing tools): `path` resolved
+ * through symbolic links, opened (read-write when permitted), flocked LOCK_EX and checked to be
+ * the file the name refers to once the lock is held. Parse the file only after taking it (and
+ * check that the parsed file is (dev, ino)); write in place through `fd`; replace it through a
+ * writer opened on `path` with TBX_OUT_EDIT (TBX_WRITE_EDIT_) before unlocking. */
+typedef struct tbx_edit {
+    int fd;
+    bool writable;   /* fd is open read-write */
+    uint64_t dev, ino;
+    char *path;      /* symbolic links resolved */
+    const tbx_alloc *al;
+} tbx_edit;
+tbx_status tbx_edit_lock(tbx_edit *e, const tbx_alloc *al, const char *path, tbx_error *err);
+void tbx_edit_unlock(tbx_edit *e);
+
+/* Internal write flag (never set by callers of the public API): the destination is the file
+ * of a tbx_edit_lock held by the caller (TBX_OUT_EDIT). */
+#define TBX_WRITE_EDIT_ 0x80000000u
 
 /* ------------------------------------------------------------------------------------------ */
 /* Name index (src/core/names.c): hash set of byte strings -> index, for duplicate detection    */

@@ -92,6 +92,8 @@ tbx_status tbx_writer_open(tbx_writer **out, const char *path, const tbx_write_o
     w->drv = drv;
     w->current = -1;
     w->out.fd = -1;
+    w->out.lock_fd = -1;
+    w->out.slot = -1;
     tbx_names_init(&w->meta_names, &w->al, wmeta_key_of, w);
     tbx_names_init(&w->tensor_names, &w->al, wtensor_key_of, w);
     if (o.digest) {
@@ -104,7 +106,9 @@ tbx_status tbx_writer_open(tbx_writer **out, const char *path, const tbx_write_o
                            "unknown digest algorithm \"%s\" (sha256, crc32c or none)", o.digest);
         }
     }
-    tbx_status st = tbx_out_open(&w->out, &w->al, path, (o.flags & TBX_WRITE_OVERWRITE) != 0, err);
+    unsigned oflags = ((o.flags & TBX_WRITE_OVERWRITE) ? TBX_OUT_OVERWRITE : 0u) |
+                      ((o.flags & TBX_WRITE_EDIT_) ? TBX_OUT_EDIT : 0u);
+    tbx_status st = tbx_out_open(&w->out, &w->al, path, oflags, err);
     if (st != TBX_OK) { writer_free(w); return st; }
     *out = w;
     return TBX_OK;

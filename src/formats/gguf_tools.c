@@ -10,7 +10,12 @@
  * The only in-place edit is a metadata value whose serialised bytes (type tag + value) have the
  * same length as the old ones, in a v2/v3 file, for any key but general.alignment: the value is
  * located by walking the header (key, type, value, ...) and overwritten with pwrite. Anything
- * else rewrites the file to "<path>.tbx-edit-<pid>" and renames that over <path>.
+ * else rewrites the file through a writer whose temporary file is renamed over <path>.
+ *
+ * Every edit first takes the file's lock (tbx_edit_lock: symbolic links resolved, LOCK_EX, the
+ * name checked to still be the locked file), then parses the file and writes in place through
+ * that same descriptor, or renames the rewritten file over it, before letting go. Two edits of
+ * one file therefore take turns, and the second one works on the first one's result.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -64,6 +69,23 @@ static tbx_status open_gguf(tbx_file **out, const char *path, tbx_error *err) {
     return TBX_OK;
 }
 
+/* Locks `path` for an edit and opens the locked file. */
+static tbx_status open_locked(tbx_edit *lk, tbx_file **out, const char *path, tbx_error *err) {
+    tbx_status st = tbx_edit_lock(lk, NULL, path, err);
+    if (st != TBX_OK) return st;
+    st = open_gguf(out, lk->path, err);
+    if (st == TBX_OK && ((*out)->src.dev != lk->dev || (*out)->src.ino != lk->ino)) {
+        /* only a process that ignores the lock can have replaced it meanwhile */
+        tbx_close(*out);
+        *out = NULL;
+        st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path",
+                     "%s was replaced by another process during the edit; nothing was written",
+                     path);
+    }
+    if (st != TBX_OK) tbx_edit_unlock(lk);
+    return st;
+}
+
 /* Declares every tensor of `in` in [from, to) on the writer. */
 static tbx_status declare_tensors(tbx_file *in, size_t from, size_t to, tbx_writer *w,
                                   tbx_error *err) {
@@ -96,7 +118,7 @@ static tbx_status writer_for(tbx_writer **w, const char *path, uint32_t flags, u
     tbx_write_options wo;
     tbx_write_options_init(&wo);
     wo.format = TBX_FORMAT_GGUF;
-    wo.flags = flags & TBX_WRITE_OVERWRITE;
+    wo.flags = flags & (TBX_WRITE_OVERWRITE | TBX_WRITE_EDIT_);
     wo.version = version == 2 ? 2 : 0;
     wo.alignment = alignment;
     return tbx_writer_open(w, path, &wo, err);
@@ -210,42 +232,37 @@ static tbx_status locate_kv(tbx_file *f, uint64_t idx, uint64_t *tag_off, uint64
     return st;
 }
 
-static tbx_status pwrite_all(const char *path, uint64_t off, const void *data, size_t len,
-                             tbx_error *err) {
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "file", "%s: open: %s", path, strerror(errno));
+/* Writes in place through the locked descriptor. */
+static tbx_status pwrite_all(const tbx_edit *lk, const char *path, uint64_t off, const void *data,
+                             size_t len, tbx_error *err) {
+    if (!lk->writable)
+        return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "file", "%s: cannot open for writing: %s",
+                       path, strerror(EACCES));
     const uint8_t *p = data;
     while (len > 0) {
-        ssize_t k = pwrite(fd, p, len, (off_t)off);
+        ssize_t k = pwrite(lk->fd, p, len, (off_t)off);
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            int e = errno;
-            close(fd);
-            return tbx_err(err, TBX_E_IO, off, "file", "%s: write: %s", path, strerror(e));
-        }
+        if (k <= 0)
+            return tbx_err(err, TBX_E_IO, off, "file", "%s: write: %s", path,
+                           k < 0 ? strerror(errno) : "no progress");
         p += k;
         off += (uint64_t)k;
         len -= (size_t)k;
     }
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
+    int rc;
+    while ((rc = fsync(lk->fd)) != 0 && errno == EINTR) {
+    }
     if (rc != 0)
-        return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "file", "%s: fsync: %s", path, strerror(e));
+        return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "file", "%s: fsync: %s", path, strerror(errno));
     return TBX_OK;
 }
 
-/* Rewrites `in` to a temporary file next to `path` with `key` set to `value` (NULL: removed),
- * then renames it over `path` (closing `in` first). */
-static tbx_status rewrite_edit(tbx_file *in, const char *path, const char *key, size_t key_len,
+/* Rewrites `in` (the locked file lk) with `key` set to `value` (NULL: removed), through a
+ * writer that renames its temporary file over the file; closes `in`. */
+static tbx_status rewrite_edit(tbx_file *in, const tbx_edit *lk, const char *key, size_t key_len,
                                const tbx_value *value, tbx_error *err) {
-    size_t tl = strlen(path) + 48;
-    char *tmp = malloc(tl);
-    if (!tmp) { tbx_close(in); return tbx_err_nomem(err, "path"); }
-    snprintf(tmp, tl, "%s.tbx-edit-%ld", path, (long)getpid());
     tbx_writer *w = NULL;
-    tbx_status st = writer_for(&w, tmp, 0, in->version, file_alignment(in), err);
+    tbx_status st = writer_for(&w, lk->path, TBX_WRITE_EDIT_, in->version, file_alignment(in), err);
     bool found = false;
     for (size_t i = 0; st == TBX_OK && i < in->nmeta; i++) {
         const tbx_meta_entry *m = &in->meta[i];
@@ -265,15 +282,6 @@ static tbx_status rewrite_edit(tbx_file *in, const char *path, const char *key, 
     if (st == TBX_OK) st = tbx_writer_finish(w, err);
     else tbx_writer_abort(w);
     tbx_close(in);
-    /* the new file keeps the permission bits of the one it replaces */
-    struct stat sb;
-    if (st == TBX_OK && stat(path, &sb) == 0) (void)chmod(tmp, sb.st_mode & 07777);
-    if (st == TBX_OK && rename(tmp, path) != 0) {
-        st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "file", "rename %s -> %s: %s", tmp, path,
-                     strerror(errno));
-        unlink(tmp);
-    }
-    free(tmp);
     return st;
 }
 
@@ -287,8 +295,9 @@ tbx_status tbx_gguf_set_meta(const char *path, const char *key, size_t key_len,
     if (key_len == 0) key_len = strlen(key);
     if (key_len == 0)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "metadata.key", "empty key");
+    tbx_edit lk;
     tbx_file *f;
-    tbx_status st = open_gguf(&f, path, err);
+    tbx_status st = open_locked(&lk, &f, path, err);
     if (st != TBX_OK) return st;
 
     /* in place? */
@@ -299,7 +308,7 @@ tbx_status tbx_gguf_set_meta(const char *path, const char *key, size_t key_len,
         !key_is(key, key_len, "general.alignment")) {
         uint64_t tag_off = 0, end = 0;
         st = locate_kv(f, idx, &tag_off, &end, err);
-        if (st != TBX_OK) { tbx_close(f); return st; }
+        if (st != TBX_OK) { tbx_close(f); tbx_edit_unlock(&lk); return st; }
         gbytes b;
         bool fixed = scalar_bytes(value, &b);
         bool is_str = value->type == TBX_V_STRING;
@@ -307,21 +316,27 @@ tbx_status tbx_gguf_set_meta(const char *path, const char *key, size_t key_len,
         if ((fixed || is_str) && new_len == end - tag_off) {
             tbx_close(f);
             if (fixed) {
-                st = pwrite_all(path, tag_off, b.b, b.n, err);
+                st = pwrite_all(&lk, path, tag_off, b.b, b.n, err);
             } else {
                 uint8_t *p = malloc((size_t)new_len);
-                if (!p) return tbx_err_nomem(err, "metadata value");
-                tbx_st32(p, GT_STRING);
-                tbx_st64(p + 4, value->v.s.n);
-                memcpy(p + 12, value->v.s.p, value->v.s.n);
-                st = pwrite_all(path, tag_off, p, (size_t)new_len, err);
-                free(p);
+                if (!p) {
+                    st = tbx_err_nomem(err, "metadata value");
+                } else {
+                    tbx_st32(p, GT_STRING);
+                    tbx_st64(p + 4, value->v.s.n);
+                    memcpy(p + 12, value->v.s.p, value->v.s.n);
+                    st = pwrite_all(&lk, path, tag_off, p, (size_t)new_len, err);
+                    free(p);
+                }
             }
+            tbx_edit_unlock(&lk);
             if (st == TBX_OK && in_place) *in_place = 1;
             return st;
         }
     }
-    return rewrite_edit(f, path, key, key_len, value, err);
+    st = rewrite_edit(f, &lk, key, key_len, value, err);
+    tbx_edit_unlock(&lk);
+    return st;
 }
 
 tbx_status tbx_gguf_del_meta(const char *path, const char *key, size_t key_len, tbx_error *err) {
@@ -330,8 +345,9 @@ tbx_status tbx_gguf_del_meta(const char *path, const char *key, size_t key_len, 
     if (!path || !key)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "gguf", "NULL argument");
     if (key_len == 0) key_len = strlen(key);
+    tbx_edit lk;
     tbx_file *f;
-    tbx_status st = open_gguf(&f, path, err);
+    tbx_status st = open_locked(&lk, &f, path, err);
     if (st != TBX_OK) return st;
     bool found = false;
     for (size_t i = 0; i < f->nmeta; i++)
@@ -340,10 +356,13 @@ tbx_status tbx_gguf_del_meta(const char *path, const char *key, size_t key_len, 
         char q[96];
         tbx_quote_bytes(q, sizeof q, key, key_len, 64);
         tbx_close(f);
+        tbx_edit_unlock(&lk);
         return tbx_err(err, TBX_E_NOT_FOUND, TBX_NO_OFFSET, "metadata.key",
                        "%s has no metadata key \"%s\"", path, q);
     }
-    return rewrite_edit(f, path, key, key_len, NULL, err);
+    st = rewrite_edit(f, &lk, key, key_len, NULL, err);
+    tbx_edit_unlock(&lk);
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -416,7 +435,7 @@ tbx_status tbx_gguf_split(const char *path, uint64_t max_bytes, const char *out_
         names[s] = shard_name(out_stem, s + 1, n);
         if (!names[s]) { st = tbx_err_nomem(err, "shard name"); break; }
         tbx_writer *w = NULL;
-        st = writer_for(&w, names[s], flags, 3, align, err);
+        st = writer_for(&w, names[s], flags & TBX_WRITE_OVERWRITE, 3, align, err);
         if (st != TBX_OK) break;
         for (size_t i = 0; s == 0 && st == TBX_OK && i < in->nmeta; i++) {
             const tbx_meta_entry *m = &in->meta[i];
@@ -503,7 +522,8 @@ tbx_status tbx_gguf_merge(const char *first_shard, const char *out_path, uint32_
                      "the shards hold %" PRIu64 " tensors, split.tensors.count says %" PRIu64,
                      total, declared);
     tbx_writer *w = NULL;
-    if (st == TBX_OK) st = writer_for(&w, out_path, flags, 3, file_alignment(in[0]), err);
+    if (st == TBX_OK)
+        st = writer_for(&w, out_path, flags & TBX_WRITE_OVERWRITE, 3, file_alignment(in[0]), err);
     for (size_t i = 0; st == TBX_OK && i < in[0]->nmeta; i++) {
         const tbx_meta_entry *m = &in[0]->meta[i];
         if (!is_split_key(m->key, m->key_len))

@@ -1,23 +1,43 @@
 /*
- * output.c - the atomic file writer behind every tbx_writer.
+ * output.c - the atomic file writer behind every tbx_writer, and the lock of a file being edited.
  *
- * Bytes go to a temporary file ".<name>.tmp.XXXXXX" created in the destination's directory, so
- * the final rename() is atomic: readers see either the old file or the complete new one, and a
- * failed or abandoned write leaves nothing behind. The temporary file is created with
+ * Bytes go to a temporary file ".<name>.tbx-tmp.XXXXXX" created in the destination's directory,
+ * so the final rename() is atomic: readers see either the old file or the complete new one, and
+ * a failed or abandoned write leaves nothing behind. The temporary file is created with
  * O_CREAT|O_EXCL and mode 0644, so the kernel applies the process umask itself (no racy umask()
  * read in a multi-threaded process). Commit fsyncs the file, renames it and fsyncs the
- * directory. The destination is never a file open for reading through this library (checked at
- * open and again just before the rename), and an existing file is replaced only when asked.
+ * directory.
+ *
+ * The destination rules, the same for every writer:
+ *  - A symbolic link is followed (the whole chain, once, at open): the file it points to is
+ *    replaced and the link stays. A dangling link counts as an existing output: it needs
+ *    overwrite, which then creates the file the link points to.
+ *  - Only a regular file is ever replaced: a directory, FIFO, socket or device is refused with
+ *    or without overwrite. Never a file open for reading through this library (checked at open
+ *    and again just before the rename), except the file an edit replaces (TBX_OUT_EDIT).
+ *  - An existing destination is locked (flock LOCK_EX on the file itself) from the check
+ *    through the rename, so two writers replacing the same file, or a writer and an edit
+ *    (tbx_edit_lock), take turns; a writer that gets the lock on a file that has meanwhile been
+ *    replaced starts over on the new one. Readers never lock.
+ *
+ * Temporary files: each live one is entered in a fixed table that tbx_remove_temp_files()
+ * (async-signal-safe) walks, so a signal handler can remove them, and each is flocked by its
+ * writer while it lives. A process killed outright (SIGKILL) leaves its temporary file behind;
+ * the next write to the same destination removes every ".<name>.tbx-tmp.XXXXXX" of the same
+ * user on which it can take that lock (nobody is writing it any more).
  */
 #define _GNU_SOURCE
 #define _FILE_OFFSET_BITS 64
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -26,13 +46,59 @@
 #define ZERO_CHUNK ((size_t)64 * 1024)
 #define WRITE_CHUNK ((size_t)1 << 30)
 #define TMP_ATTEMPTS 256
+#define TMP_TAG ".tbx-tmp."
+#define TMP_TAG_LEN 9
+#define TMP_SUFFIX_LEN 6
+#define MAX_LINK_HOPS 40
+#define LOCK_RETRIES 1000
 
 static const uint8_t zero_bytes[ZERO_CHUNK];
 static atomic_uint_fast64_t tmp_counter;
 
+/* ------------------------------------------------------------------------------------------ */
+/* Table of live temporary files, for tbx_remove_temp_files (async-signal-safe: it only reads  */
+/* lock-free atomics and fixed buffers, and calls unlink).                                     */
+/* ------------------------------------------------------------------------------------------ */
+#define TMP_SLOTS 32
+#define TMP_SLOT_LEN 4096
+
+enum { SLOT_FREE = 0, SLOT_BUSY = 1, SLOT_LIVE = 2 };
+
+static struct {
+    atomic_int state;
+    char path[TMP_SLOT_LEN];
+} tmp_slots[TMP_SLOTS];
+
+/* Enters a temporary file's name; -1 when the table is full or the name too long (the file is
+ * then only removed by the writer itself or as a stale file later). */
+static int tmp_register(const char *path) {
+    size_t n = strlen(path);
+    if (n >= TMP_SLOT_LEN) return -1;
+    for (int i = 0; i < TMP_SLOTS; i++) {
+        int expect = SLOT_FREE;
+        if (atomic_compare_exchange_strong(&tmp_slots[i].state, &expect, SLOT_BUSY)) {
+            memcpy(tmp_slots[i].path, path, n + 1);
+            atomic_store(&tmp_slots[i].state, SLOT_LIVE);
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void tmp_unregister(int slot) {
+    if (slot >= 0 && slot < TMP_SLOTS) atomic_store(&tmp_slots[slot].state, SLOT_FREE);
+}
+
+void tbx_remove_temp_files(void) {
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (atomic_load(&tmp_slots[i].state) == SLOT_LIVE) (void)unlink(tmp_slots[i].path);
+}
+
 static void out_reset(tbx_out *o) {
     memset(o, 0, sizeof *o);
     o->fd = -1;
+    o->lock_fd = -1;
+    o->slot = -1;
 }
 
 /* Splits path into directory (without trailing slash; "." when none) and base name. */
@@ -43,101 +109,358 @@ static char *dir_of(const tbx_alloc *al, const char *path) {
     return tbx_memdup0(al, path, (size_t)(slash - path));
 }
 
+static const char *base_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static bool names_a_file(const char *path) {
+    const char *base = base_of(path);
+    return *base && strcmp(base, ".") != 0 && strcmp(base, "..") != 0;
+}
+
+static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
 /* Six characters from [A-Za-z0-9] that differ between calls, processes and runs. */
-static void random_suffix(char out[7]) {
-    static const char alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+static void random_suffix(char out[TMP_SUFFIX_LEN + 1]) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t mix[4] = {(uint64_t)atomic_fetch_add(&tmp_counter, 1), (uint64_t)getpid(),
                        (uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec};
     uint64_t h = tbx_hash_bytes(mix, sizeof mix);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < TMP_SUFFIX_LEN; i++) {
         out[i] = alphabet[h % 62];
         h /= 62;
     }
-    out[6] = '\0';
+    out[TMP_SUFFIX_LEN] = '\0';
 }
 
-/* Does `path` name an existing file, and is it an open input? */
-static tbx_status check_destination(const char *path, bool overwrite, tbx_error *err) {
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
-        if (errno == ENOENT) return TBX_OK;
-        return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "cannot stat %s: %s", path,
-                       strerror(errno));
+static bool same_inode(const struct stat *a, const struct stat *b) {
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The destination: symbolic links, kind, lock                                                 */
+/* ------------------------------------------------------------------------------------------ */
+/* Follows `path` through symbolic links (its last component, as often as it is one): *final
+ * gets the name of the file to write (allocated), *via_link whether a link was followed. */
+static tbx_status resolve_final(const tbx_alloc *al, const char *path, char **final,
+                                bool *via_link, tbx_error *err) {
+    *final = NULL;
+    *via_link = false;
+    char *cur = tbx_memdup0(al, path, strlen(path));
+    if (!cur) return tbx_err_nomem(err, "output path");
+    for (int hops = 0;; hops++) {
+        struct stat sb;
+        if (lstat(cur, &sb) != 0 || !S_ISLNK(sb.st_mode)) {
+            *final = cur;
+            return TBX_OK;
+        }
+        tbx_status st = TBX_OK;
+        char buf[4096];
+        ssize_t n = hops < MAX_LINK_HOPS ? readlink(cur, buf, sizeof buf - 1) : -1;
+        if (hops >= MAX_LINK_HOPS)
+            st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path",
+                         "output %s: more than %d symbolic links to follow", path, MAX_LINK_HOPS);
+        else if (n < 0 || (size_t)n >= sizeof buf - 1)
+            st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path",
+                         "cannot read the symbolic link %s: %s", cur,
+                         n < 0 ? strerror(errno) : "target too long");
+        char *next = NULL;
+        if (st == TBX_OK) {
+            buf[n] = '\0';
+            /* a relative target is relative to the link's directory */
+            size_t dlen = buf[0] == '/' ? 0 : (size_t)(base_of(cur) - cur);
+            next = (char *)tbx_malloc(al, dlen + (size_t)n + 1);
+            if (!next) {
+                st = tbx_err_nomem(err, "output path");
+            } else {
+                memcpy(next, cur, dlen);
+                memcpy(next + dlen, buf, (size_t)n + 1);
+            }
+        }
+        tbx_free(al, cur, strlen(cur) + 1);
+        if (st != TBX_OK) return st;
+        cur = next;
+        *via_link = true;
     }
-    if (tbx_inputs_contains((uint64_t)sb.st_dev, (uint64_t)sb.st_ino))
-        return tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
-                       "refusing to overwrite input file %s", path);
-    if (S_ISDIR(sb.st_mode))
-        return tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path", "output %s is a directory", path);
-    if (!overwrite)
-        return tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
-                       "output file %s exists (overwrite not requested)", path);
-    return TBX_OK;
 }
 
-tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, bool overwrite,
+static const char *kind_name(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISLNK(m)) return "a symbolic link";
+    return "not a regular file";
+}
+
+/* Only regular files are ever replaced or edited. */
+static tbx_status check_kind(const char *path, const struct stat *sb, tbx_error *err) {
+    if (S_ISREG(sb->st_mode)) return TBX_OK;
+    return tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
+                   "output %s is %s: only a regular file is ever replaced", path,
+                   kind_name(sb->st_mode));
+}
+
+/* The files this process holds locked (dev, ino). flock locks belong to open file descriptions,
+ * so a second writer of the same file in this process would wait for the first forever (in the
+ * same thread): it fails instead. */
+#define HELD_MAX 64
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { uint64_t dev, ino; } held[HELD_MAX];
+static size_t held_n;
+
+static bool held_contains(uint64_t dev, uint64_t ino) {
+    bool found = false;
+    pthread_mutex_lock(&held_lock);
+    for (size_t i = 0; i < held_n && !found; i++) found = held[i].dev == dev && held[i].ino == ino;
+    pthread_mutex_unlock(&held_lock);
+    return found;
+}
+
+static bool held_add(uint64_t dev, uint64_t ino) {
+    bool ok = false;
+    pthread_mutex_lock(&held_lock);
+    if (held_n < HELD_MAX) {
+        held[held_n].dev = dev;
+        held[held_n].ino = ino;
+        held_n++;
+        ok = true;
+    }
+    pthread_mutex_unlock(&held_lock);
+    return ok;
+}
+
+static void held_remove(uint64_t dev, uint64_t ino) {
+    pthread_mutex_lock(&held_lock);
+    for (size_t i = 0; i < held_n; i++) {
+        if (held[i].dev == dev && held[i].ino == ino) {
+            held[i] = held[--held_n];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&held_lock);
+}
+
+/* Opens the regular file at `path` and takes LOCK_EX on it (waiting for the writer that holds
+ * it), then makes sure the name still refers to the locked file: a writer that held the lock
+ * may have renamed a new file over it, and then it starts over on that one. *fd gets -1 when
+ * nothing exists at `path`. want_write: open read-write when permitted (*writable says). */
+static tbx_status lock_existing(const char *path, bool want_write, int *fd_out,
+                                struct stat *sb_out, bool *writable, tbx_error *err) {
+    *fd_out = -1;
+    if (writable) *writable = false;
+    for (int tries = 0; tries < LOCK_RETRIES; tries++) {
+        struct stat sb;
+        if (lstat(path, &sb) != 0) {
+            if (errno == ENOENT) return TBX_OK;
+            return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "cannot stat %s: %s", path,
+                           strerror(errno));
+        }
+        tbx_status st = check_kind(path, &sb, err);
+        if (st != TBX_OK) return st;
+        if (held_contains((uint64_t)sb.st_dev, (uint64_t)sb.st_ino))
+            return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "path",
+                           "%s is being written or edited by this process already", path);
+        const int fl = O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+        int fd = -1;
+        bool w = false;
+        if (want_write && (fd = open(path, O_RDWR | fl)) >= 0) w = true;
+        if (fd < 0) fd = open(path, O_RDONLY | fl);
+        if (fd < 0) {
+            if (errno == ENOENT || errno == ELOOP || errno == EINTR) continue; /* replaced */
+            return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "cannot open %s: %s", path,
+                           strerror(errno));
+        }
+        struct stat fs, now;
+        int r;
+        while ((r = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+        }
+        /* A file system without flock (r != 0) still gets the identity checks below. */
+        if (fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) && lstat(path, &now) == 0 &&
+            same_inode(&fs, &now)) {
+            if (!held_add((uint64_t)fs.st_dev, (uint64_t)fs.st_ino)) {
+                close(fd);
+                return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "path",
+                               "%s: more than %d files locked by this process", path, HELD_MAX);
+            }
+            int fl2 = fcntl(fd, F_GETFL);
+            if (fl2 >= 0) (void)fcntl(fd, F_SETFL, fl2 & ~O_NONBLOCK);
+            *fd_out = fd;
+            *sb_out = fs;
+            if (writable) *writable = w;
+            return TBX_OK;
+        }
+        close(fd);
+    }
+    return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path",
+                   "%s kept being replaced while waiting for its lock", path);
+}
+
+/* Removes the temporary files of dead writers of `final`: ".<base>.tbx-tmp.XXXXXX" files of
+ * this user on which LOCK_EX can be taken at once (a live writer holds it on its own file). */
+static void remove_stale_temps(const tbx_alloc *al, const char *final) {
+    char *dir = dir_of(al, final);
+    if (!dir) return;
+    const char *base = base_of(final);
+    size_t blen = strlen(base);
+    DIR *d = opendir(dir);
+    tbx_free(al, dir, strlen(dir) + 1);
+    if (!d) return;
+    int dfd = dirfd(d);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const char *n = de->d_name;
+        if (n[0] != '.' || strncmp(n + 1, base, blen) != 0 ||
+            strncmp(n + 1 + blen, TMP_TAG, TMP_TAG_LEN) != 0)
+            continue;
+        const char *x = n + 1 + blen + TMP_TAG_LEN;
+        if (strlen(x) != TMP_SUFFIX_LEN || strspn(x, alphabet) != TMP_SUFFIX_LEN) continue;
+        int fd = openat(dfd, n, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat fs, ls;
+        if (fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) && fs.st_uid == geteuid() &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0 && fstatat(dfd, n, &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
+            same_inode(&fs, &ls))
+            (void)unlinkat(dfd, n, 0);
+        close(fd);
+    }
+    closedir(d);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Opening                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, unsigned flags,
                         tbx_error *err) {
     if (!o) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "output is NULL");
     out_reset(o);
     o->al = al;
+    o->flags = flags;
     if (!path || !*path)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "output path is NULL or empty");
-    size_t plen = strlen(path);
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    size_t blen = strlen(base);
-    if (blen == 0 || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+    if (!names_a_file(path))
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path",
                        "output path %s does not name a file", path);
-
-    tbx_status st = check_destination(path, overwrite, err);
+    bool via_link;
+    char *final;
+    tbx_status st = resolve_final(al, path, &final, &via_link, err);
     if (st != TBX_OK) return st;
-
-    /* "<dir>/.<base>.tmp.XXXXXX": dir prefix + '.' + base + ".tmp." + 6 + NUL */
-    size_t dlen = (size_t)(base - path);
-    size_t tlen = dlen + 1 + blen + 5 + 6;
-    o->path = tbx_memdup0(al, path, plen);
-    o->tmp_path = (char *)tbx_malloc(al, tlen + 1);
-    if (!o->path || !o->tmp_path) {
-        /* The temp name is not filled in yet: free both by their known sizes. */
-        tbx_free(al, o->path, plen + 1);
-        tbx_free(al, o->tmp_path, tlen + 1);
-        out_reset(o);
-        o->al = al;
-        return tbx_err_nomem(err, "output path");
+    o->path = final;
+    if (!names_a_file(final)) {
+        st = tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path",
+                     "output %s leads to %s, which does not name a file", path, final);
+        goto fail;
     }
-    memcpy(o->tmp_path, path, dlen);
+    bool edit = (flags & TBX_OUT_EDIT) != 0, overwrite = edit || (flags & TBX_OUT_OVERWRITE);
+
+    struct stat sb;
+    if (lstat(final, &sb) != 0) {
+        if (errno != ENOENT) {
+            st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "cannot stat %s: %s", final,
+                         strerror(errno));
+            goto fail;
+        }
+        if (edit) {
+            st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "%s no longer exists", final);
+            goto fail;
+        }
+        if (via_link && !overwrite) {
+            st = tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
+                         "output %s is a dangling symbolic link to %s (overwrite not requested; "
+                         "with it, %s is created and the link kept)", path, final, final);
+            goto fail;
+        }
+    } else {
+        st = check_kind(final, &sb, err);
+        if (st != TBX_OK) goto fail;
+        if (!edit && tbx_inputs_contains((uint64_t)sb.st_dev, (uint64_t)sb.st_ino)) {
+            st = tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
+                         "refusing to overwrite input file %s", final);
+            goto fail;
+        }
+        if (!overwrite) {
+            st = tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
+                         "output file %s exists (overwrite not requested)", final);
+            goto fail;
+        }
+        if (!edit) { /* an edit's caller holds the lock already (tbx_edit_lock) */
+            st = lock_existing(final, false, &o->lock_fd, &sb, NULL, err);
+            if (st != TBX_OK) goto fail;
+            o->dev = (uint64_t)sb.st_dev; /* what abort unlocks */
+            o->ino = (uint64_t)sb.st_ino;
+            if (o->lock_fd >= 0 && tbx_inputs_contains((uint64_t)sb.st_dev, (uint64_t)sb.st_ino)) {
+                st = tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
+                             "refusing to overwrite input file %s", final);
+                goto fail;
+            }
+        }
+        if (edit || o->lock_fd >= 0) {
+            o->existed = true;
+            o->dev = (uint64_t)sb.st_dev;
+            o->ino = (uint64_t)sb.st_ino;
+            o->mode = (unsigned)(sb.st_mode & 07777);
+        }
+    }
+    remove_stale_temps(al, final);
+
+    /* "<dir>/.<base>.tbx-tmp.XXXXXX" */
+    const char *base = base_of(final);
+    size_t dlen = (size_t)(base - final), blen = strlen(base);
+    size_t tlen = dlen + 1 + blen + TMP_TAG_LEN + TMP_SUFFIX_LEN;
+    o->tmp_path = (char *)tbx_malloc(al, tlen + 1);
+    if (!o->tmp_path) {
+        st = tbx_err_nomem(err, "output path");
+        goto fail;
+    }
+    memcpy(o->tmp_path, final, dlen);
     o->tmp_path[dlen] = '.';
     memcpy(o->tmp_path + dlen + 1, base, blen);
-    memcpy(o->tmp_path + dlen + 1 + blen, ".tmp.", 5);
-    char *xs = o->tmp_path + dlen + 1 + blen + 5;
+    memcpy(o->tmp_path + dlen + 1 + blen, TMP_TAG, TMP_TAG_LEN);
+    char *xs = o->tmp_path + dlen + 1 + blen + TMP_TAG_LEN;
 
     int fd = -1;
     int e = 0;
     for (int attempt = 0; attempt < TMP_ATTEMPTS; attempt++) {
         random_suffix(xs);
         fd = open(o->tmp_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-        if (fd >= 0) break;
-        e = errno;
-        if (e != EEXIST && e != EINTR) break;
+        if (fd < 0) {
+            e = errno;
+            if (e != EEXIST && e != EINTR) break;
+            continue;
+        }
+        /* Held while the file lives: it is what tells a later writer that this file is not
+         * stale. A writer that found it unlocked in the instant before may have removed it. */
+        while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+        }
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && lstat(o->tmp_path, &b) == 0 && same_inode(&a, &b)) break;
+        close(fd);
+        fd = -1;
+        e = EEXIST;
     }
     if (fd < 0) {
-        char *dir = dir_of(al, path);
+        char *dir = dir_of(al, final);
         st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path",
-                     "cannot create a temporary file in %s: %s", dir ? dir : path,
+                     "cannot create a temporary file in %s: %s", dir ? dir : final,
                      strerror(e ? e : EEXIST));
         tbx_free(al, dir, dir ? strlen(dir) + 1 : 0);
         /* Nothing was created: forget the temp name before freeing. */
         tbx_free(al, o->tmp_path, tlen + 1);
         o->tmp_path = NULL;
-        tbx_out_abort(o);
-        return st;
+        goto fail;
     }
     o->fd = fd;
+    o->slot = tmp_register(o->tmp_path);
+    /* an edit keeps the permission bits of the file it replaces */
+    if (edit) (void)fchmod(fd, (mode_t)o->mode);
     return TBX_OK;
+
+fail:
+    tbx_out_abort(o);
+    return st;
 }
 
 static tbx_status not_open(tbx_error *err) {
@@ -230,6 +553,28 @@ static void sync_dir(const tbx_alloc *al, const char *path) {
     tbx_free(al, dir, strlen(dir) + 1);
 }
 
+/* Renames the temporary file over the destination; without overwrite, never over a file that
+ * appeared meanwhile. */
+static int rename_into_place(const tbx_out *o) {
+    if (o->flags & (TBX_OUT_OVERWRITE | TBX_OUT_EDIT)) return rename(o->tmp_path, o->path);
+#ifdef RENAME_NOREPLACE
+    if (renameat2(AT_FDCWD, o->tmp_path, AT_FDCWD, o->path, RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS) return -1;
+#endif
+    /* no RENAME_NOREPLACE here: link() fails with EEXIST as well */
+    if (link(o->tmp_path, o->path) == 0) {
+        (void)unlink(o->tmp_path);
+        return 0;
+    }
+    if (errno == EEXIST) return -1;
+    struct stat sb;
+    if (lstat(o->path, &sb) == 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    return rename(o->tmp_path, o->path);
+}
+
 tbx_status tbx_out_commit(tbx_out *o, uint64_t size, tbx_error *err) {
     if (!o || !o->tmp_path || o->fd < 0) return not_open(err);
     tbx_status st;
@@ -255,30 +600,44 @@ tbx_status tbx_out_commit(tbx_out *o, uint64_t size, tbx_error *err) {
                      strerror(errno));
         goto fail;
     }
-    int fd = o->fd;
-    o->fd = -1;
-    if (close(fd) != 0 && errno != EINTR) {
-        st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "output", "cannot close %s: %s", o->tmp_path,
-                     strerror(errno));
-        goto fail;
-    }
-    /* An input may have been opened on the destination since tbx_out_open. */
     struct stat sb;
-    if (stat(o->path, &sb) == 0 && tbx_inputs_contains((uint64_t)sb.st_dev, (uint64_t)sb.st_ino)) {
+    bool present = lstat(o->path, &sb) == 0;
+    /* An input may have been opened on the destination since tbx_out_open. */
+    if (present && !(o->flags & TBX_OUT_EDIT) &&
+        tbx_inputs_contains((uint64_t)sb.st_dev, (uint64_t)sb.st_ino)) {
         st = tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
                      "refusing to overwrite input file %s", o->path);
         goto fail;
     }
-    if (rename(o->tmp_path, o->path) != 0) {
-        st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "cannot rename %s to %s: %s",
-                     o->tmp_path, o->path, strerror(errno));
+    /* The file that was checked (and locked) must be the one replaced: anything else means a
+     * writer that ignores the lock replaced it meanwhile, and renaming would lose its update. */
+    if (o->existed && (!present || (uint64_t)sb.st_dev != o->dev || (uint64_t)sb.st_ino != o->ino)) {
+        st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path",
+                     "%s was replaced or removed by another process while this write was in "
+                     "progress; nothing was written", o->path);
+        goto fail;
+    }
+    if (rename_into_place(o) != 0) {
+        if (errno == EEXIST)
+            st = tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
+                         "output file %s appeared while writing (overwrite not requested)",
+                         o->path);
+        else
+            st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "cannot rename %s to %s: %s",
+                         o->tmp_path, o->path, strerror(errno));
         goto fail;
     }
     /* The temporary name is gone: forget it so that abort removes nothing. */
+    tmp_unregister(o->slot);
+    o->slot = -1;
     tbx_free(o->al, o->tmp_path, strlen(o->tmp_path) + 1);
     o->tmp_path = NULL;
+    /* Closing releases the locks (the new file's and the replaced one's): waiting writers then
+     * find the new file under the name. */
+    close(o->fd);
+    o->fd = -1;
     sync_dir(o->al, o->path);
-    tbx_out_abort(o); /* frees the destination name; the struct stays safe to abort again */
+    tbx_out_abort(o); /* closes the lock, frees the destination name; safe to abort again */
     o->size = size;
     return TBX_OK;
 
@@ -289,15 +648,72 @@ fail:
 
 void tbx_out_abort(tbx_out *o) {
     if (!o) return;
-    /* A descriptor is owned only while a temporary file exists: a zeroed struct (fd 0) or a
+    /* Descriptors are owned only while a destination name is held: a zeroed struct (fd 0) or a
      * committed one closes nothing. */
-    if (o->tmp_path) {
+    if (o->path) {
+        if (o->tmp_path) {
+            (void)unlink(o->tmp_path);
+            tmp_unregister(o->slot);
+            tbx_free(o->al, o->tmp_path, strlen(o->tmp_path) + 1);
+        }
         if (o->fd >= 0) close(o->fd);
-        unlink(o->tmp_path);
-        tbx_free(o->al, o->tmp_path, strlen(o->tmp_path) + 1);
+        if (o->lock_fd >= 0) {
+            held_remove(o->dev, o->ino);
+            close(o->lock_fd);
+        }
+        tbx_free(o->al, o->path, strlen(o->path) + 1);
     }
-    if (o->path) tbx_free(o->al, o->path, strlen(o->path) + 1);
     const tbx_alloc *al = o->al;
     out_reset(o);
     o->al = al;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Edits                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+tbx_status tbx_edit_lock(tbx_edit *e, const tbx_alloc *al, const char *path, tbx_error *err) {
+    if (!e) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "edit is NULL");
+    memset(e, 0, sizeof *e);
+    e->fd = -1;
+    e->al = al;
+    if (!path || !*path)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "path is NULL or empty");
+    bool via_link;
+    tbx_status st = resolve_final(al, path, &e->path, &via_link, err);
+    if (st != TBX_OK) return st;
+    struct stat sb;
+    if (lstat(e->path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path",
+                     "cannot edit %s: it is %s, not a regular file", e->path,
+                     kind_name(sb.st_mode));
+        tbx_edit_unlock(e);
+        return st;
+    }
+    st = lock_existing(e->path, true, &e->fd, &sb, &e->writable, err);
+    if (st == TBX_OK && e->fd < 0)
+        st = via_link ? tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path",
+                                "cannot open %s: dangling symbolic link to %s", path, e->path)
+                      : tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "cannot open %s: %s", path,
+                                strerror(ENOENT));
+    if (st != TBX_OK) {
+        tbx_edit_unlock(e);
+        return st;
+    }
+    e->dev = (uint64_t)sb.st_dev;
+    e->ino = (uint64_t)sb.st_ino;
+    remove_stale_temps(al, e->path);
+    return TBX_OK;
+}
+
+void tbx_edit_unlock(tbx_edit *e) {
+    if (!e) return;
+    if (e->fd >= 0) {
+        held_remove(e->dev, e->ino);
+        close(e->fd);
+    }
+    if (e->path) tbx_free(e->al, e->path, strlen(e->path) + 1);
+    const tbx_alloc *al = e->al;
+    memset(e, 0, sizeof *e);
+    e->fd = -1;
+    e->al = al;
 }

@@ -613,11 +613,11 @@ TBX_TEST(output_abort_removes_temp) {
     tbx_out o;
     tbx_error e;
     CHECK_OK(tbx_out_open(&o, NULL, path, false, &e));
-    CHECK_EQ(count_prefix(dir, ".out.bin.tmp."), 1);
-    CHECK(o.tmp_path != NULL && contains(o.tmp_path, "/.out.bin.tmp."));
+    CHECK_EQ(count_prefix(dir, ".out.bin.tbx-tmp."), 1);
+    CHECK(o.tmp_path != NULL && contains(o.tmp_path, "/.out.bin.tbx-tmp."));
     CHECK_OK(tbx_out_pwrite(&o, 0, "hello", 5, &e));
     tbx_out_abort(&o);
-    CHECK_EQ(count_prefix(dir, ".out.bin.tmp."), 0);
+    CHECK_EQ(count_prefix(dir, ".out.bin.tbx-tmp."), 0);
     CHECK(access(path, F_OK) != 0);
     CHECK(o.path == NULL && o.tmp_path == NULL && o.fd == -1);
     tbx_out_abort(&o); /* again: nothing */
@@ -654,7 +654,7 @@ TBX_TEST(output_commit_exact_bytes_and_gaps) {
     /* Commit extends past the last write: the tail reads as zeros. */
     CHECK_OK(tbx_out_commit(&o, 110000, &e));
     CHECK(o.path == NULL && o.tmp_path == NULL);
-    CHECK_EQ(count_prefix(dir, ".model.gguf.tmp."), 0);
+    CHECK_EQ(count_prefix(dir, ".model.gguf.tbx-tmp."), 0);
     tbx_out_abort(&o); /* after commit: nothing to do, file stays */
 
     size_t n = 0;
@@ -693,7 +693,7 @@ TBX_TEST(output_exists_and_overwrite) {
     tbx_error e;
     CHECK_EQ(tbx_out_open(&o, NULL, path, false, &e), TBX_E_EXISTS);
     CHECK(contains(e.message, path));
-    CHECK_EQ(count_prefix(dir, ".w.safetensors.tmp."), 0);
+    CHECK_EQ(count_prefix(dir, ".w.safetensors.tbx-tmp."), 0);
     tbx_out_abort(&o);
 
     CHECK_OK(tbx_out_open(&o, NULL, path, true, &e));
@@ -735,7 +735,7 @@ TBX_TEST(output_refuses_open_input) {
     snprintf(want, sizeof want, "refusing to overwrite input file %s", path);
     CHECK_STR(e.message, want);
     CHECK_EQ(tbx_out_open(&o, NULL, link_path, true, &e), TBX_E_EXISTS); /* same inode */
-    CHECK_EQ(count_prefix(dir, ".in.bin.tmp."), 0); /* no temp file left behind */
+    CHECK_EQ(count_prefix(dir, ".in.bin.tbx-tmp."), 0); /* no temp file left behind */
 
     /* An input opened after the writer started is still protected at commit. */
     tbx_source_close(&s);
@@ -743,7 +743,7 @@ TBX_TEST(output_refuses_open_input) {
     CHECK_OK(tbx_out_pwrite(&o, 0, "x", 1, &e));
     CHECK_OK(tbx_source_open_path(&s, path, false, &e));
     CHECK_EQ(tbx_out_commit(&o, 1, &e), TBX_E_EXISTS);
-    CHECK_EQ(count_prefix(dir, ".in.bin.tmp."), 0);
+    CHECK_EQ(count_prefix(dir, ".in.bin.tbx-tmp."), 0);
     tbx_out_abort(&o);
     size_t n = 0;
     uint8_t *got = read_file(path, &n);
@@ -767,7 +767,7 @@ TBX_TEST(output_relative_path) {
     tbx_out o;
     tbx_error e;
     CHECK_OK(tbx_out_open(&o, NULL, "rel.bin", false, &e));
-    CHECK(o.tmp_path && strncmp(o.tmp_path, ".rel.bin.tmp.", 13) == 0);
+    CHECK(o.tmp_path && strncmp(o.tmp_path, ".rel.bin.tbx-tmp.", 17) == 0);
     CHECK_OK(tbx_out_pwrite(&o, 2, "z", 1, &e));
     CHECK_OK(tbx_out_commit(&o, 3, &e));
     size_t n = 0;
@@ -775,6 +775,110 @@ TBX_TEST(output_relative_path) {
     CHECK(n == 3 && got && got[0] == 0 && got[1] == 0 && got[2] == 'z');
     free(got);
     CHECK(chdir(cwd) == 0);
+    remove_tree(dir);
+}
+
+/* A symbolic link is followed: the target is replaced, the link stays; a dangling link needs
+ * overwrite, which creates its target. Only regular files are replaced. */
+TBX_TEST(output_symlinks_and_kinds) {
+    char dir[64], target[128], link_path[128], dangling[128], made[128], fifo[128];
+    make_tmpdir(dir, sizeof dir);
+    join(target, sizeof target, dir, "real.bin");
+    join(link_path, sizeof link_path, dir, "link.bin");
+    join(dangling, sizeof dangling, dir, "dangling.bin");
+    join(made, sizeof made, dir, "made.bin");
+    join(fifo, sizeof fifo, dir, "fifo.bin");
+    write_file(target, "old", 3);
+    CHECK(symlink("real.bin", link_path) == 0);
+    CHECK(symlink("made.bin", dangling) == 0);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    tbx_out o;
+    tbx_error e;
+
+    CHECK_EQ(tbx_out_open(&o, NULL, link_path, false, &e), TBX_E_EXISTS);
+    CHECK_OK(tbx_out_open(&o, NULL, link_path, true, &e));
+    CHECK(contains(o.tmp_path, "/.real.bin.tbx-tmp.")); /* next to the target */
+    CHECK_OK(tbx_out_pwrite(&o, 0, "new!", 4, &e));
+    CHECK_OK(tbx_out_commit(&o, 4, &e));
+    struct stat sb;
+    CHECK(lstat(link_path, &sb) == 0 && S_ISLNK(sb.st_mode));
+    size_t n = 0;
+    uint8_t *got = read_file(target, &n);
+    CHECK(n == 4 && got && memcmp(got, "new!", 4) == 0);
+    free(got);
+
+    CHECK_EQ(tbx_out_open(&o, NULL, dangling, false, &e), TBX_E_EXISTS);
+    CHECK(contains(e.message, "dangling"));
+    CHECK(access(made, F_OK) != 0);
+    CHECK_OK(tbx_out_open(&o, NULL, dangling, true, &e));
+    CHECK_OK(tbx_out_commit(&o, 2, &e));
+    CHECK(lstat(dangling, &sb) == 0 && S_ISLNK(sb.st_mode));
+    CHECK(stat(made, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 2);
+
+    CHECK_EQ(tbx_out_open(&o, NULL, fifo, true, &e), TBX_E_EXISTS);
+    CHECK(contains(e.message, "FIFO"));
+    CHECK(lstat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode));
+    CHECK_EQ(count_prefix(dir, ".real.bin.") + count_prefix(dir, ".made.bin.") +
+                 count_prefix(dir, ".fifo.bin."), 0);
+    remove_tree(dir);
+}
+
+/* Temporary files: tbx_remove_temp_files removes live ones; a later write removes dead ones
+ * (unlocked) but never a live writer's (locked). */
+TBX_TEST(output_temp_cleanup) {
+    char dir[64], path[128], stale[160], other[160];
+    make_tmpdir(dir, sizeof dir);
+    join(path, sizeof path, dir, "t.bin");
+    tbx_out o, o2;
+    tbx_error e;
+    CHECK_OK(tbx_out_open(&o, NULL, path, false, &e));
+    CHECK_EQ(count_prefix(dir, ".t.bin.tbx-tmp."), 1);
+    tbx_remove_temp_files();
+    CHECK_EQ(count_prefix(dir, ".t.bin.tbx-tmp."), 0);
+    CHECK_EQ(tbx_out_commit(&o, 0, &e), TBX_E_IO); /* its file is gone */
+    CHECK(access(path, F_OK) != 0);
+
+    /* a dead writer's file (nobody holds its lock), and a look-alike that is not ours */
+    snprintf(stale, sizeof stale, "%s/.t.bin.tbx-tmp.AbC123", dir);
+    snprintf(other, sizeof other, "%s/.t.bin.tbx-tmp.x", dir);
+    write_file(stale, "junk", 4);
+    write_file(other, "keep", 4);
+    CHECK_OK(tbx_out_open(&o, NULL, path, false, &e));
+    CHECK(access(stale, F_OK) != 0);
+    CHECK(access(other, F_OK) == 0);
+    /* a live writer's file survives a second writer of the same output */
+    CHECK_OK(tbx_out_open(&o2, NULL, path, true, &e));
+    CHECK(access(o.tmp_path, F_OK) == 0);
+    CHECK_OK(tbx_out_commit(&o2, 1, &e));
+    /* o was opened without overwrite: the file that appeared meanwhile is not replaced */
+    CHECK_EQ(tbx_out_commit(&o, 2, &e), TBX_E_EXISTS);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && sb.st_size == 1);
+    CHECK_EQ(count_prefix(dir, ".t.bin.tbx-tmp."), 1); /* only the look-alike */
+    remove_tree(dir);
+}
+
+/* flock locks belong to open file descriptions: a second writer of a file this process holds
+ * locked would wait for itself forever; it fails at once instead. */
+TBX_TEST(output_same_file_twice_in_one_process) {
+    char dir[64], path[128];
+    make_tmpdir(dir, sizeof dir);
+    join(path, sizeof path, dir, "same.bin");
+    write_file(path, "old", 3);
+    tbx_out o, o2;
+    tbx_error e;
+    CHECK_OK(tbx_out_open(&o, NULL, path, true, &e));
+    CHECK_EQ(tbx_out_open(&o2, NULL, path, true, &e), TBX_E_STATE);
+    CHECK(contains(e.message, "this process"));
+    tbx_edit ed;
+    CHECK_EQ(tbx_edit_lock(&ed, NULL, path, &e), TBX_E_STATE);
+    CHECK_OK(tbx_out_commit(&o, 1, &e));
+    CHECK_OK(tbx_edit_lock(&ed, NULL, path, &e)); /* released by the commit */
+    CHECK(ed.writable && ed.fd >= 0);
+    CHECK_EQ(tbx_out_open(&o2, NULL, path, true, &e), TBX_E_STATE);
+    tbx_edit_unlock(&ed);
+    CHECK_OK(tbx_out_open(&o2, NULL, path, true, &e));
+    tbx_out_abort(&o2);
     remove_tree(dir);
 }
 
