@@ -540,6 +540,7 @@ static void dtype_group(const tbx_dtype_info *di, uint64_t *elems, uint64_t *byt
 tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
                                float *out, tbx_error *err) {
     if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!out && count) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "out", "NULL output");
     const tbx_tensor *t = &f->tensors[i];
     const bool dense = t->ncomp <= 1 && t->layout == TBX_LAYOUT_DENSE;
     tbx_status st;
