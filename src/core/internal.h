@@ -204,6 +204,9 @@ tbx_status tbx_out_zero(tbx_out *o, uint64_t off, uint64_t n, tbx_error *err);
 tbx_status tbx_out_commit(tbx_out *o, uint64_t size, tbx_error *err);
 /* Removes the temporary file (when not committed) and frees; accepts a zeroed struct. */
 void tbx_out_abort(tbx_out *o);
+/* Fault-injection hook for tests (tests/unit/test_faults.c), NULL otherwise: called before every
+ * write of tensor/header bytes; a non-zero return fails that write with that errno. */
+extern int (*tbx_out_fault_hook_)(void);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Name index (src/core/names.c): hash set of byte strings -> index, for duplicate detection    */
