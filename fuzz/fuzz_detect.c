@@ -6,7 +6,9 @@
  *   2. tbx_open_callback over the same bytes (the windowed, pread-like read path), which must
  *      agree with (1) on the outcome and on the counts of what it found;
  *   3. tbx_open_memory with an on_problem callback (recoverable problems reported, opening goes
- *      on) and digest verification.
+ *      on) and digest verification;
+ *   4. the validation pass of `tbx validate` (fz_validate), format detected: a file it accepts
+ *      must have opened in (1).
  * Each handle that opens is walked through the whole read API (fuzz_walk.h).
  */
 #include "fuzz_walk.h"
@@ -55,6 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_err_reset(&err);
     tbx_status st = tbx_open_memory(&f, data, size, &opt, &err);
     fz_check_status(st, &err, "open memory");
+    const tbx_status strict = st;
     uint64_t nmeta = 0, ntensors = 0, nsections = 0;
     if (st == TBX_OK) {
         FZ_CHECK(f != NULL, "handle");
@@ -99,5 +102,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_walk(h, data, size);
         tbx_close(h);
     }
+
+    /* 4. the validation pass */
+    fz_heap heap = {0, 0};
+    if (fz_validate(data, size, TBX_FORMAT_UNKNOWN, &heap) == TBX_OK)
+        FZ_CHECK(strict == TBX_OK, "a file the validation accepts opens");
     return 0;
 }

@@ -9,7 +9,9 @@
  *      info, components and bytes, bounded reads and f32 decoding) and linted (tbx_gguf_lint);
  *   2. lenient: recoverable problems go to a callback and opening continues; the handle must
  *      then be just as walkable, and a strict success must stay a lenient success with the same
- *      counts.
+ *      counts;
+ *   3. the validation pass (fz_validate: what `tbx validate` runs): a file it accepts must have
+ *      opened strictly.
  *
  * Build: cmake -DTBX_FUZZ=ON (clang) -> build/fuzz/fuzz_gguf; every build also makes
  * build/fuzz/replay_gguf, which replays files and directories (fuzz/corpus/gguf is the seed
@@ -79,5 +81,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         tbx_close(f);
     }
     FZ_CHECK(heap.live_blocks == 0 && heap.live_bytes == 0, "everything freed");
+
+    /* 3. the validation pass */
+    if (fz_validate(data, size, TBX_FORMAT_GGUF, &heap) == TBX_OK)
+        FZ_CHECK(st == TBX_OK, "a file the validation accepts opens strictly");
     return 0;
 }

@@ -9,7 +9,8 @@
  *      the open goes on, reaching the code after them.
  * An open handle is walked through every read-only accessor (fuzz_walk.h) and the OINF ones of
  * src/formats/oinf.h (size variables, quantization parameters), whose promises are checked:
- * names match the charset, per-channel counts equal the shape along the axis.
+ * names match the charset, per-channel counts equal the shape along the axis. Then the
+ * validation pass runs on the input (fz_validate); a file it accepts must open strictly.
  *
  * Build: cmake -DTBX_FUZZ=ON (clang) -> build/fuzz/fuzz_oinf; every build also makes
  * build/fuzz/replay_oinf, which replays files and directories (see replay_main.c). Seeds:
@@ -82,12 +83,13 @@ static void fz_problem(void *ud, const tbx_error *e) {
     (*n)++;
 }
 
-static void fz_open(const uint8_t *data, size_t size, int tolerant) {
+static tbx_status fz_open(const uint8_t *data, size_t size, int tolerant) {
     fz_heap heap = {0, 0};
     uint64_t nproblems = 0;
+    tbx_status st;
     tbx_file *f = fz_open_forced(data, size, TBX_FORMAT_OINF, 0, &heap,
-                                 tolerant ? fz_problem : NULL, &nproblems, NULL);
-    if (!f) return;
+                                 tolerant ? fz_problem : NULL, &nproblems, &st);
+    if (!f) return st;
     FZ_CHECK(tbx_file_version(f) == 1 || tbx_file_version(f) == 2, "version 1 or 2");
     if (!tolerant) FZ_CHECK(nproblems == 0, "a strict open reports no problem");
 
@@ -96,12 +98,16 @@ static void fz_open(const uint8_t *data, size_t size, int tolerant) {
     tbx_close(f);
     FZ_CHECK(heap.live_blocks == 0 && heap.live_bytes == 0,
              "tbx_close frees everything the handle allocated");
+    return st;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    fz_open(data, size, 0);
+    tbx_status strict = fz_open(data, size, 0);
     fz_open(data, size, 1);
+    fz_heap heap = {0, 0};
+    if (fz_validate(data, size, TBX_FORMAT_OINF, &heap) == TBX_OK)
+        FZ_CHECK(strict == TBX_OK, "a file the validation accepts opens strictly");
     return 0;
 }

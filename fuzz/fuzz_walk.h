@@ -11,11 +11,16 @@
  *   - nelems is the product of the shape; stored ranges lie inside the file;
  *   - out-of-range indices are refused; a size query reports the size the read then accepts.
  * Every loop is bounded so that one input cannot run for long.
+ *
+ * fz_validate() runs the validation pass of tbx_validate_path (open with problems reported,
+ * every encoded component decoded, every digest verified, the driver's deep checks) on the
+ * input, so that the code only `tbx validate` reaches is fuzzed too.
  */
 #ifndef TBX_FUZZ_WALK_H
 #define TBX_FUZZ_WALK_H
 
 #include "tensorbox.h"
+#include "internal.h" /* tbx_validate_memory_: the validation pass on an in-memory input */
 
 #include <stdint.h>
 #include <stdio.h>
@@ -479,6 +484,42 @@ static inline tbx_file *fz_open_forced(const uint8_t *data, size_t size, tbx_for
     FZ_CHECK(f != NULL, "handle after a successful open");
     FZ_CHECK(tbx_file_format(f) == fmt, "forced format");
     return f;
+}
+
+/* A problem reported by the validation pass must describe itself like any error. */
+static void fz_validate_problem(void *ud, const tbx_error *e) {
+    uint64_t *n = (uint64_t *)ud;
+    (*n)++;
+    FZ_CHECK(e != NULL && e->code != TBX_OK, "a validation problem has a non-OK code");
+    FZ_CHECK(memchr(e->field, 0, sizeof e->field) != NULL, "problem field terminated");
+    FZ_CHECK(memchr(e->message, 0, sizeof e->message) != NULL, "problem message terminated");
+    FZ_CHECK(e->message[0] != '\0', "a validation problem has a message");
+}
+
+/* Runs the validation pass (tbx_validate_path's, on the input in memory) as `fmt` (UNKNOWN:
+ * detect), with the fuzz limits, the checking allocator counting into *heap and one thread (the
+ * allocator counts without locks), and checks its contract: the status is OK exactly when no
+ * problem was reported, the count matches the callbacks, everything is freed. Returns the
+ * status; a file the validation accepts must also open strictly (the callers check that). */
+static inline tbx_status fz_validate(const uint8_t *data, size_t size, tbx_format fmt,
+                                     fz_heap *heap) {
+    tbx_allocator alloc = fz_allocator(heap);
+    tbx_limits lim;
+    fz_limits(&lim);
+    tbx_open_options opt;
+    tbx_open_options_init(&opt);
+    opt.format = fmt;
+    opt.limits = &lim;
+    opt.allocator = &alloc;
+    opt.threads = 1;
+    uint64_t seen = 0, counted = UINT64_MAX;
+    tbx_status st = tbx_validate_memory_(data, size, &opt, fz_validate_problem, &seen, &counted);
+    FZ_CHECK(tbx_status_name(st) != NULL, "validation status has a name");
+    FZ_CHECK(counted == seen, "nproblems counts the problems reported");
+    FZ_CHECK((st == TBX_OK) == (seen == 0), "validation is OK exactly when nothing is reported");
+    FZ_CHECK(heap->live_blocks == 0 && heap->live_bytes == 0,
+             "the validation pass frees everything it allocated");
+    return st;
 }
 
 #endif /* TBX_FUZZ_WALK_H */

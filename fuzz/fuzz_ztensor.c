@@ -8,9 +8,11 @@
  *   1. walks everything the handle offers (fuzz_walk.h), every component read bounded;
  *   2. decodes every tensor of at most FZ_MAX_DECODE elements with tbx_ztensor_read_f32
  *      (densified sparse, dequantized quantized_group) and a sub-range of it;
- *   3. reopens with digest verification and problem reporting on, runs the driver's
- *      validation (digests, padding, sparse indices, bool values) and reads every component
- *      again, so the verification paths run too.
+ *   3. reopens with digest verification and problem reporting on and reads every component
+ *      again, so the verification paths run too;
+ *   4. runs the validation pass of `tbx validate` on the input (fz_validate: every component
+ *      decoded, digests verified, the driver's checks of padding, sparse indices and bool
+ *      values); a file it accepts must have opened strictly.
  *
  * Build: cmake -DTBX_FUZZ=ON (clang) -> build/fuzz/fuzz_ztensor; every build also makes
  * build/fuzz/replay_ztensor, which replays files and directories (see replay_main.c).
@@ -67,13 +69,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_heap heap = {0, 0};
-    tbx_file *f = fz_open_forced(data, size, TBX_FORMAT_ZTENSOR, 0, &heap, NULL, NULL, NULL);
-    if (!f) return 0;
-    fz_walk(f, data, size);
-    fz_decode_all(f);
-    tbx_close(f);
-    FZ_CHECK(heap.live_blocks == 0 && heap.live_bytes == 0,
-             "tbx_close frees everything the handle allocated");
+    tbx_status strict;
+    tbx_file *f = fz_open_forced(data, size, TBX_FORMAT_ZTENSOR, 0, &heap, NULL, NULL, &strict);
+    if (f) {
+        fz_walk(f, data, size);
+        fz_decode_all(f);
+        tbx_close(f);
+        FZ_CHECK(heap.live_blocks == 0 && heap.live_bytes == 0,
+                 "tbx_close frees everything the handle allocated");
+    }
 
     /* again with verification and problem reporting, plus the driver's validation */
     uint64_t problems = 0;
@@ -82,11 +86,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (f) {
         tbx_error err;
         tbx_status st;
-        if (f->drv && f->drv->validate) {
-            fz_err_reset(&err);
-            tbx_status vs = f->drv->validate(f, &err);
-            fz_check_status(vs, &err, "validate");
-        }
         uint64_t nt = tbx_tensor_count(f);
         for (uint64_t i = 0; i < nt && i < FZ_MAX_TENSORS; i++) {
             tbx_tensor_info ti;
@@ -108,5 +107,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     FZ_CHECK(heap.live_blocks == 0 && heap.live_bytes == 0,
              "the verifying pass frees everything too");
+
+    if (fz_validate(data, size, TBX_FORMAT_ZTENSOR, &heap) == TBX_OK)
+        FZ_CHECK(strict == TBX_OK, "a file the validation accepts opens strictly");
     return 0;
 }

@@ -58,6 +58,11 @@
  * tbx_writer, quantizing tbx_convert): the count comes from an option or env TBX_THREADS (default:
  * the online CPUs, at most 8), results never depend on it, and a custom allocator must then be
  * thread-safe. Destructors accept NULL.
+ *
+ * Lifetime: tbx_close(), tbx_writer_finish() (whatever its result) and tbx_writer_abort() free
+ * their handle, like free(): passing the same pointer again to any function, a second close,
+ * finish or abort included, is undefined behaviour the library cannot detect (the memory may
+ * already belong to another handle). Set the pointer to NULL after the call; NULL is accepted.
  */
 #ifndef TENSORBOX_H
 #define TENSORBOX_H
@@ -324,7 +329,9 @@ TBX_API tbx_status tbx_value_ndarray(const tbx_value *v, tbx_dtype *dtype, uint3
                                      const uint64_t **shape);
 
 /* Building values for writers. A new value is owned by the caller until freed with
- * tbx_value_free() or handed to a function that says it takes ownership. Return NULL on OOM. */
+ * tbx_value_free() or handed to a function that says it takes ownership. Return NULL on OOM and
+ * on a bad argument: NULL bytes (s, p, data, bits, shape) with a non-zero length or count
+ * (NULL with length 0 makes an empty value). */
 TBX_API tbx_value *tbx_value_new_null(void);
 TBX_API tbx_value *tbx_value_new_bool(int b);
 TBX_API tbx_value *tbx_value_new_uint(tbx_value_type t, uint64_t u);  /* U8..U64 */
@@ -394,7 +401,7 @@ TBX_API tbx_status tbx_open_memory(tbx_file **out, const void *data, size_t size
 typedef tbx_status (*tbx_read_at_fn)(void *ud, uint64_t offset, void *buf, size_t len);
 TBX_API tbx_status tbx_open_callback(tbx_file **out, tbx_read_at_fn read_at, void *ud,
                                      uint64_t size, const tbx_open_options *opt, tbx_error *err);
-/* Closes a handle; accepts NULL. */
+/* Closes a handle and frees it; accepts NULL. Never call it twice on one handle (see Lifetime). */
 TBX_API void tbx_close(tbx_file *f);
 
 TBX_API tbx_format tbx_file_format(const tbx_file *f);
@@ -536,7 +543,7 @@ TBX_API tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, siz
 /* Decodes elements [first, first+count) of tensor i to float32 in row-major order (sparse
  * tensors densified, quantized ones dequantized). For block dtypes `first` must be a multiple of
  * the block size and `count` too unless it reaches the end. TBX_E_UNSUPPORTED when the dtype
- * has no f32 decoding. */
+ * has no f32 decoding; TBX_E_INVALID_ARG when `out` is NULL and count > 0 (checked first). */
 TBX_API tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
                                        float *out, tbx_error *err);
 
@@ -618,9 +625,11 @@ TBX_API tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *d
 TBX_API tbx_status tbx_writer_write_tensor(tbx_writer *w, uint64_t index, const void *data,
                                            size_t len, tbx_error *err);
 /* Checks that every tensor received exactly its size, writes the file and renames it over the
- * output path. The writer is freed whatever the result; on failure no output file is left. */
+ * output path. The writer is freed whatever the result (do not finish or abort it again); on
+ * failure no output file is left. */
 TBX_API tbx_status tbx_writer_finish(tbx_writer *w, tbx_error *err);
-/* Abandons a writer, removing its temporary file; accepts NULL. */
+/* Abandons a writer, removing its temporary file, and frees it; accepts NULL. Not after
+ * tbx_writer_finish, which has freed the writer already. */
 TBX_API void tbx_writer_abort(tbx_writer *w);
 /* Removes (unlinks) the temporary file of every writer of this process that has not finished:
  * async-signal-safe, for a handler of SIGINT/SIGTERM/SIGHUP that then ends the process (as the

@@ -540,6 +540,7 @@ static void dtype_group(const tbx_dtype_info *di, uint64_t *elems, uint64_t *byt
 tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
                                float *out, tbx_error *err) {
     if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!out && count) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "out", "NULL output");
     const tbx_tensor *t = &f->tensors[i];
     const bool dense = t->ncomp <= 1 && t->layout == TBX_LAYOUT_DENSE;
     tbx_status st;
@@ -888,8 +889,18 @@ static tbx_status check_components(tbx_file *f, tbx_error *err, tbx_problem_fn r
     return st;
 }
 
-tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt, tbx_problem_fn cb,
-                             void *ud, uint64_t *nproblems) {
+/* Where tbx_validate_* take the file from: a path, a memory buffer or a read callback. */
+typedef struct validate_src {
+    tbx_source_kind kind;    /* TBX_SRC_FD: path, TBX_SRC_MEMORY: data, TBX_SRC_CALLBACK */
+    const char *path;
+    const void *data;
+    size_t size;
+    tbx_read_at_fn read_at;
+    void *read_ud;
+} validate_src;
+
+static tbx_status validate_from(const validate_src *vs, const tbx_open_options *opt,
+                                tbx_problem_fn cb, void *ud, uint64_t *nproblems) {
     validate_ctx v = { cb, ud, 0, TBX_OK };
     tbx_open_options o;
     tbx_open_options_init(&o);
@@ -903,7 +914,10 @@ tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt, tbx_
     o.flags |= TBX_OPEN_VERIFY_DIGESTS;
     tbx_file *f = NULL;
     tbx_error e;
-    tbx_status st = tbx_open_path(&f, path, &o, &e);
+    tbx_status st;
+    if (vs->kind == TBX_SRC_FD) st = tbx_open_path(&f, vs->path, &o, &e);
+    else if (vs->kind == TBX_SRC_CALLBACK) st = tbx_open_callback(&f, vs->read_at, vs->read_ud, vs->size, &o, &e);
+    else st = tbx_open_memory(&f, vs->data, vs->size, &o, &e);
     if (st != TBX_OK) {
         collect_problem(&v, &e);
     } else {
@@ -919,4 +933,23 @@ tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt, tbx_
     tbx_close(f);
     if (nproblems) *nproblems = v.n;
     return v.n ? v.first : TBX_OK;
+}
+
+tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt, tbx_problem_fn cb,
+                             void *ud, uint64_t *nproblems) {
+    validate_src vs = { TBX_SRC_FD, path, NULL, 0, NULL, NULL };
+    return validate_from(&vs, opt, cb, ud, nproblems);
+}
+
+tbx_status tbx_validate_memory_(const void *data, size_t size, const tbx_open_options *opt,
+                                tbx_problem_fn cb, void *ud, uint64_t *nproblems) {
+    validate_src vs = { TBX_SRC_MEMORY, NULL, data, size, NULL, NULL };
+    return validate_from(&vs, opt, cb, ud, nproblems);
+}
+
+tbx_status tbx_validate_callback_(tbx_read_at_fn read_at, void *read_ud, uint64_t size,
+                                  const tbx_open_options *opt, tbx_problem_fn cb, void *ud,
+                                  uint64_t *nproblems) {
+    validate_src vs = { TBX_SRC_CALLBACK, NULL, NULL, size, read_at, read_ud };
+    return validate_from(&vs, opt, cb, ud, nproblems);
 }

@@ -127,6 +127,15 @@ tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t 
 /* Pointer to [off, off+len) when the source is mapped/in memory, else NULL. */
 const uint8_t *tbx_source_ptr(const tbx_source *s, uint64_t off, uint64_t len);
 
+/* tbx_validate_path for a file in memory or behind a read callback (same contract; the open
+ * options' allocator, limits, format and threads apply). Internal for now: the fuzz targets and
+ * the fault-injection test run the validation pass on their inputs through these. */
+tbx_status tbx_validate_memory_(const void *data, size_t size, const tbx_open_options *opt,
+                                tbx_problem_fn cb, void *ud, uint64_t *nproblems);
+tbx_status tbx_validate_callback_(tbx_read_at_fn read_at, void *read_ud, uint64_t size,
+                                  const tbx_open_options *opt, tbx_problem_fn cb, void *ud,
+                                  uint64_t *nproblems);
+
 /* Internal open flag (never set by callers of the public API): open exactly the file named, not
  * a set it starts (a GGUF split set). The GGUF tools use it to edit/split/merge single shards. */
 #define TBX_OPEN_SINGLE_FILE_ 0x80000000u
@@ -208,6 +217,9 @@ tbx_status tbx_out_zero(tbx_out *o, uint64_t off, uint64_t n, tbx_error *err);
 tbx_status tbx_out_commit(tbx_out *o, uint64_t size, tbx_error *err);
 /* Removes the temporary file (when not committed) and frees; accepts a zeroed struct. */
 void tbx_out_abort(tbx_out *o);
+/* Fault-injection hook for tests (tests/unit/test_faults.c), NULL otherwise: called before every
+ * write of tensor/header bytes; a non-zero return fails that write with that errno. */
+extern int (*tbx_out_fault_hook_)(void);
 
 /* The lock of a file edited in place or rewritten (the GGUF editing tools): `path` resolved
  * through symbolic links, opened (read-write when permitted), flocked LOCK_EX and checked to be

@@ -285,10 +285,12 @@ tbx_value *tbx_value_new_float(tbx_value_type t, double f) {
 }
 
 tbx_value *tbx_value_new_string(const char *s, size_t len) {
+    if (!s && len) return NULL;
     return tbx_val_string(dal(), TBX_V_STRING, s, len);
 }
 
 tbx_value *tbx_value_new_bytes(const void *p, size_t len) {
+    if (!p && len) return NULL;
     return tbx_val_string(dal(), TBX_V_BYTES, p, len);
 }
 
@@ -304,6 +306,7 @@ tbx_value *tbx_value_new_map(void) { return tbx_val_new(dal(), TBX_V_MAP); }
 tbx_value *tbx_value_new_ndarray(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,
                                  const void *data, size_t nbytes) {
     uint64_t need;
+    if ((!shape && ndim) || (!data && nbytes)) return NULL;
     if (tbx_dtype_nbytes_shape(dtype, shape, ndim, &need) != TBX_OK || need != nbytes) return NULL;
     const tbx_alloc *al = dal();
     tbx_value *v = tbx_val_new(al, TBX_V_NDARRAY);
@@ -325,7 +328,7 @@ tbx_value *tbx_value_new_ndarray(tbx_dtype dtype, const uint64_t *shape, uint32_
 tbx_value *tbx_value_new_bitset(const uint8_t *bits, uint64_t nbits) {
     const tbx_alloc *al = dal();
     uint64_t nbytes = nbits / 8 + (nbits % 8 != 0);
-    if (nbytes > SIZE_MAX) return NULL;
+    if (nbytes > SIZE_MAX || (!bits && nbits)) return NULL;
     tbx_value *v = tbx_val_new(al, TBX_V_BITSET);
     if (!v) return NULL;
     v->v.nd.count = nbits;

@@ -1096,8 +1096,32 @@ static tbx_status check_zero(tbx_file *f, const g_state *s, uint8_t *buf, uint64
 }
 
 /* Padding checks of one file (the first, or one shard of a split set). */
+/* GGUF caps n_dimensions at 4 ("currently at most 4" in the specification; ggml's
+ * GGML_MAX_DIMS, and every ggml runtime refuses the file). tensorbox and gguf-py read more, so
+ * this is a validation problem, not an open error (docs/formats/gguf.md). */
+#define G_SPEC_MAX_DIMS 4u
+
+static tbx_status check_ndims(tbx_file *f, const g_state *s, const char *shard, tbx_error *err) {
+    for (size_t i = 0; i < s->nti; i++) {
+        const g_ti *ti = &s->ti[i];
+        if (ti->n_dims <= G_SPEC_MAX_DIMS) continue;
+        const tbx_tensor *t = &f->tensors[ti->index];
+        char q[96], fld[64];
+        tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+        snprintf(fld, sizeof fld, "tensor[%zu].n_dims", i);
+        tbx_status st = tbx_file_problem(f, err, TBX_E_LIMIT, ti->ne_off - 4, fld,
+                                         "tensor \"%s\"%s: n_dims = %" PRIu32 ", the GGUF "
+                                         "specification and ggml allow at most %u", q, shard,
+                                         ti->n_dims, G_SPEC_MAX_DIMS);
+        if (st != TBX_OK) return st;
+    }
+    return TBX_OK;
+}
+
 static tbx_status validate_file(tbx_file *f, const g_state *s, uint8_t *buf, const char *shard,
                                 tbx_error *err) {
+    tbx_status st0 = check_ndims(f, s, shard, err);
+    if (st0 != TBX_OK) return st0;
     const g_ti **order = sorted_infos(f, s);
     if (!order) return tbx_err_nomem(err, "GGUF validate buffer");
     tbx_status st = check_zero(f, s, buf, s->infos_end, s->data_start, "before the data start",

@@ -1221,7 +1221,8 @@ static tbx_status oi_validate(tbx_file *f, tbx_error *err) {
         st = oi_check_zero(f, buf, s->md_end, s->off_tn, "after the metadata table", err);
     if (st == TBX_OK)
         st = oi_check_zero(f, buf, s->tn_end, s->off_data, "after the tensor table", err);
-    if (st == TBX_OK) qsort(s->spans, s->nspans, sizeof *s->spans, oi_span_cmp);
+    /* a file without payloads has no span array at all: qsort must not see NULL */
+    if (st == TBX_OK && s->nspans > 1) qsort(s->spans, s->nspans, sizeof *s->spans, oi_span_cmp);
     uint64_t pos = s->off_data;
     const oi_span *prev = NULL;
     for (size_t i = 0; st == TBX_OK && i < s->nspans; i++) {

@@ -16,7 +16,11 @@
  * Values built for metadata: uint -> U64, negint -> I64 (below -2^63: unsupported), half/single/
  * double -> F16/F32/F64, text -> STRING (UTF-8 checked), bytes -> BYTES, array -> ARRAY (packed
  * when all elements are scalars of one type), map -> MAP (text keys only, duplicates rejected),
- * true/false -> BOOL, null and undefined -> NULL. Tags are not supported in values.
+ * true/false -> BOOL, null and undefined -> NULL. Tags and the other simple values are valid
+ * CBOR but not supported in values: they are refused by name (TBX_E_UNSUPPORTED), never called
+ * malformed, and skipped like any item under keys the driver ignores. libcbor's decoder itself
+ * refuses some of them (tags 6..20, simple values 0..19 and 32..255): zt_next decodes their
+ * heads itself (wellformed_head) so they become ZT_EV_TAG / ZT_EV_SIMPLE events too.
  *
  * Encoding is canonical: definite lengths, the shortest argument encoding for every integer and
  * length, map keys sorted shortest first then bytewise. Floats keep the width of their value
@@ -116,6 +120,7 @@ const char *zt_kind_name(zt_kind k) {
     case ZT_EV_UNDEF: return "undefined";
     case ZT_EV_BOOL: return "boolean";
     case ZT_EV_BREAK: return "break";
+    case ZT_EV_SIMPLE: return "simple value";
     }
     return "?";
 }
@@ -137,6 +142,7 @@ const char *zt_kind_a(zt_kind k) {
     case ZT_EV_UNDEF: return "undefined";
     case ZT_EV_BOOL: return "a boolean";
     case ZT_EV_BREAK: return "a break";
+    case ZT_EV_SIMPLE: return "a simple value";
     }
     return "?";
 }
@@ -144,6 +150,33 @@ const char *zt_kind_a(zt_kind k) {
 static uint32_t depth_limit(const zt_cbor *c) {
     uint32_t d = c->lim->max_depth;
     return d < ZT_HARD_DEPTH ? d : ZT_HARD_DEPTH;
+}
+
+/* The head of a well-formed item libcbor's decoder refuses although RFC 8949 allows it: a tag
+ * (major type 6, argument in the initial byte or 1/2/4/8 bytes that follow) or a simple value
+ * (major type 7: 0..19 in the initial byte, 32..255 in one following byte; 24..31 there is not
+ * well-formed). Fills ev and *used and returns 1; 0: malformed; -1: the head runs past `n`. */
+static int wellformed_head(const uint8_t *p, size_t n, zt_ev *ev, size_t *used) {
+    unsigned major = p[0] >> 5, ai = p[0] & 0x1f;
+    if (major == 7) {
+        if (ai < 20) { ev->k = ZT_EV_SIMPLE; ev->u = ai; *used = 1; return 1; }
+        if (ai != 24) return 0;
+        if (n < 2) return -1;
+        if (p[1] < 32) return 0;
+        ev->k = ZT_EV_SIMPLE;
+        ev->u = p[1];
+        *used = 2;
+        return 1;
+    }
+    if (major != 6 || ai > 27) return 0;
+    size_t extra = ai < 24 ? 0 : (size_t)1 << (ai - 24);
+    if (n < 1 + extra) return -1;
+    uint64_t v = ai < 24 ? ai : 0;
+    for (size_t i = 0; i < extra; i++) v = v << 8 | p[1 + i];
+    ev->k = ZT_EV_TAG;
+    ev->u = v;
+    *used = 1 + extra;
+    return 1;
 }
 
 tbx_status zt_next(zt_cbor *c, zt_ev *ev, const char *field, tbx_error *err) {
@@ -160,9 +193,19 @@ tbx_status zt_next(zt_cbor *c, zt_ev *ev, const char *field, tbx_error *err) {
         return tbx_err(err, TBX_E_TRUNCATED, off, field,
                        "%s: CBOR item (initial byte 0x%02x) needs %zu bytes, only %zu remain in "
                        "the manifest", field, ib, r.required, c->len - c->pos);
-    if (r.status != CBOR_DECODER_FINISHED || !c->got || r.read == 0 || r.read > c->len - c->pos)
-        return tbx_err(err, TBX_E_FORMAT, off, field,
-                       "%s: malformed CBOR item (initial byte 0x%02x)", field, ib);
+    if (r.status != CBOR_DECODER_FINISHED || !c->got || r.read == 0 || r.read > c->len - c->pos) {
+        memset(&c->ev, 0, sizeof c->ev);
+        size_t used = 0;
+        int wf = wellformed_head(c->buf + c->pos, c->len - c->pos, &c->ev, &used);
+        if (wf < 0)
+            return tbx_err(err, TBX_E_TRUNCATED, off, field,
+                           "%s: CBOR item (initial byte 0x%02x) runs past the end of the "
+                           "manifest", field, ib);
+        if (wf == 0)
+            return tbx_err(err, TBX_E_FORMAT, off, field,
+                           "%s: malformed CBOR item (initial byte 0x%02x)", field, ib);
+        r.read = used;
+    }
     c->ev.off = off;
     c->pos += r.read;
     *ev = c->ev;
@@ -579,8 +622,12 @@ tbx_status zt_value(zt_cbor *c, const zt_ev *ev, uint32_t depth, tbx_value **out
     }
     case ZT_EV_TAG:
         return tbx_err(err, TBX_E_UNSUPPORTED, ev->off, field,
-                       "%s: CBOR tag %" PRIu64 " is not supported in attribute values", field,
-                       ev->u);
+                       "%s: CBOR tag %" PRIu64 " (valid CBOR) is not supported in attribute "
+                       "values", field, ev->u);
+    case ZT_EV_SIMPLE:
+        return tbx_err(err, TBX_E_UNSUPPORTED, ev->off, field,
+                       "%s: CBOR simple value %" PRIu64 " (valid CBOR, unassigned) is not "
+                       "supported in attribute values", field, ev->u);
     case ZT_EV_BREAK:
         return tbx_err(err, TBX_E_FORMAT, ev->off, field, "%s: unexpected break (0xff)", field);
     default:

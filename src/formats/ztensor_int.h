@@ -76,12 +76,13 @@ void zt_zfree(void *opaque, void *addr);
 typedef enum zt_kind {
     ZT_EV_UINT, ZT_EV_NEGINT, ZT_EV_BYTES, ZT_EV_TEXT, ZT_EV_BYTES_INDEF, ZT_EV_TEXT_INDEF,
     ZT_EV_ARRAY, ZT_EV_ARRAY_INDEF, ZT_EV_MAP, ZT_EV_MAP_INDEF, ZT_EV_TAG, ZT_EV_F16,
-    ZT_EV_F32, ZT_EV_F64, ZT_EV_NULL, ZT_EV_UNDEF, ZT_EV_BOOL, ZT_EV_BREAK
+    ZT_EV_F32, ZT_EV_F64, ZT_EV_NULL, ZT_EV_UNDEF, ZT_EV_BOOL, ZT_EV_BREAK,
+    ZT_EV_SIMPLE         /* a simple value other than false/true/null/undefined (u: its value) */
 } zt_kind;
 
 typedef struct zt_ev {
     zt_kind k;
-    uint64_t u;          /* UINT, NEGINT (value is -1 - u), TAG, ARRAY/MAP count */
+    uint64_t u;          /* UINT, NEGINT (value is -1 - u), TAG, SIMPLE, ARRAY/MAP count */
     double f;            /* F16, F32, F64 */
     bool b;              /* BOOL */
     const uint8_t *p;    /* BYTES, TEXT (definite): into the manifest buffer */

@@ -497,7 +497,7 @@ tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len
     }
     if (s->level > 0) { /* gather (the core checked that the bytes fit the tensor) */
         zt_zjob *j = zslot(s, s->jobs_begun - 1);
-        memcpy(j->raw + t->written, data, len);
+        if (len) memcpy(j->raw + t->written, data, len); /* raw is NULL for an empty tensor */
         return TBX_OK;
     }
     st = tbx_out_pwrite(&w->out, t->offset + t->written, data, len, err);

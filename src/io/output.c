@@ -467,6 +467,8 @@ static tbx_status not_open(tbx_error *err) {
     return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "output", "output file is not open");
 }
 
+int (*tbx_out_fault_hook_)(void);
+
 static tbx_status write_all(tbx_out *o, uint64_t off, const void *data, size_t len,
                             tbx_error *err) {
     const uint8_t *p = (const uint8_t *)data;
@@ -474,7 +476,9 @@ static tbx_status write_all(tbx_out *o, uint64_t off, const void *data, size_t l
     size_t left = len;
     while (left > 0) {
         size_t chunk = left < WRITE_CHUNK ? left : WRITE_CHUNK;
-        ssize_t w = pwrite(o->fd, p, chunk, (off_t)pos);
+        int fault = tbx_out_fault_hook_ ? tbx_out_fault_hook_() : 0;
+        if (fault) errno = fault;
+        ssize_t w = fault ? -1 : pwrite(o->fd, p, chunk, (off_t)pos);
         if (w < 0) {
             if (errno == EINTR) continue;
             tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "output",

@@ -212,3 +212,33 @@ def test_single_byte_corruption_never_crashes(tbx_asan, tmp_path):
             r = run(tbx_asan, "validate", p)
             assert_clean_exit(r)
             assert r.rc in (0, 1), f"byte {i} = {v:#x}\n" + r.describe()
+
+
+def test_more_than_4_dims_reported_by_validate(tbx_asan, tmp_path):
+    """The GGUF specification caps n_dimensions at 4 ("currently at most 4") and ggml refuses
+    more; gguf-py writes and reads such a file. tensorbox opens it (info exits 0, as gguf-py
+    reads it) but `tbx validate` reports the field and the offset of that n_dims."""
+    p = tmp_path / "five.gguf"
+    w = gguf.GGUFWriter(str(p), "test")
+    w.add_tensor("ok", np.zeros((2, 2, 2, 2), dtype=np.float32))
+    w.add_tensor("five", np.zeros((1, 2, 1, 2, 3), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    reader = gguf.GGUFReader(str(p))
+    five = [t for t in reader.tensors if t.name == "five"][0]
+    assert len(five.shape) == 5  # the peer reads it
+    n_dims_off = five.field.offset + 8 + len("five")  # u64 name length, name, then u32 n_dims
+    blob = p.read_bytes()
+    assert struct.unpack_from("<I", blob, n_dims_off)[0] == 5
+    r = run(tbx_asan, "info", p)
+    assert_clean_exit(r)
+    assert r.rc == 0, r.describe()
+    r = run(tbx_asan, "validate", p)
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    text = r.text.lower()
+    assert "tensor[1].n_dims" in text and "n_dims = 5" in text, r.describe()
+    assert f"at byte {n_dims_off}" in text, r.describe()
+    assert "tensor[0]" not in text, r.describe()

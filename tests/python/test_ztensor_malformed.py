@@ -255,6 +255,54 @@ def test_valid_sample_and_indefinite_lengths_accepted(tbx_asan, tmp_path):
     assert r.rc == 0 and r.out == DATA, r.describe()
 
 
+# Well-formed CBOR that tensorbox does not accept in attribute values (libcbor's own decoder
+# refuses the first two kinds): the message must call the item valid and name its kind, its
+# value and its byte offset, never "malformed". Truly malformed heads stay "malformed".
+UNSUPPORTED_ITEMS = {
+    "unassigned_tag_6": (b"\xc6\x01", ("tag 6", "valid cbor")),
+    "unassigned_tag_20": (b"\xd4\x01", ("tag 20", "valid cbor")),
+    "simple_value_16": (b"\xf0", ("simple value 16", "valid cbor")),
+    "simple_value_64_two_bytes": (b"\xf8\x40", ("simple value 64", "valid cbor")),
+    "tag_64_two_bytes": (b"\xd8\x40\x01", ("tag 64", "valid cbor")),
+}
+MALFORMED_ITEMS = {
+    "simple_value_16_in_two_bytes": b"\xf8\x10",  # RFC 8949 3.3: not well-formed
+    "reserved_ai_28": b"\xfc",
+    "tag_ai_31": b"\xdf\x01",
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSUPPORTED_ITEMS))
+def test_valid_but_unsupported_cbor_is_not_called_malformed(tbx_asan, tmp_path, case):
+    raw, words = UNSUPPORTED_ITEMS[case]
+    m = manifest({"x": dense()}, attributes={"a": Raw(raw)})
+    blob = zt_file(AREA, m)
+    offset = 8 + len(AREA) + m.index(b"\xa1\x61a" + raw) + 3  # after {"a": ...
+    path = tmp_path / f"{case}.zt"
+    path.write_bytes(blob)
+    r = run(tbx_asan, "validate", path)
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    text = r.text.lower()
+    assert "malformed" not in text, r.describe()
+    for w in words + ("not supported", f"at byte {offset}"):
+        assert w in text, f"message lacks {w!r}\n" + r.describe()
+    # under a key the driver ignores, the same item is skipped like any valid CBOR
+    ignored = zt_file(AREA, cbor({"version": "1.1.0", "x-vendor": Raw(raw), "objects": {"x": dense()}}))
+    path.write_bytes(ignored)
+    r = run(tbx_asan, "validate", path)
+    assert r.rc == 0, r.describe()
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_ITEMS))
+def test_malformed_cbor_head_is_called_malformed(tbx_asan, tmp_path, case):
+    path = tmp_path / f"{case}.zt"
+    path.write_bytes(zt_file(AREA, manifest({"x": dense()}, attributes={"a": Raw(MALFORMED_ITEMS[case])})))
+    r = run(tbx_asan, "validate", path)
+    assert_clean_exit(r)
+    assert r.rc == 1 and "malformed" in r.text.lower(), r.describe()
+
+
 def test_zstd_bomb_fails_fast_with_bounded_memory(tbx, tmp_path):
     """1 GiB of zeros in RLE blocks declared as 16 bytes: refused at once, in bounded memory
     (run with a 512 MiB address-space limit)."""
