@@ -246,7 +246,10 @@ typedef struct tbx_limits {
      * least 8 MiB, plus ~200 KiB) and a few MiB of buffers, whatever the component declares. A
      * small file may declare a huge decoded size (zstd reaches ~32,000:1 on zeros; a 33 KB
      * file can decode to 1 GiB): that costs decoding time linear in the decoded size, not
-     * memory. A frame asking for a larger window fails with TBX_E_LIMIT. */
+     * memory. A frame asking for a larger window fails with TBX_E_LIMIT. A hostile frame can
+     * still ask for the whole window: lower this for untrusted input when 128 MiB per decoder
+     * is too much (tbx_read_batch and tbx_validate_path run one decoder per worker thread);
+     * frames of zstd levels <= 19 need at most 8 MiB, levels 20..22 up to 128 MiB. */
     uint64_t max_decode_window;
 } tbx_limits;
 

@@ -39,7 +39,10 @@
  * with another component, raw length == decoded size, limits. nnz of a sparse tensor comes from
  * its first raw component (or, when all are compressed, from the decoded size of `values`).
  * Validation adds: digests, zero padding between blobs, sparse index rules, bool values 0/1.
- * Reading decodes zstd with the exact output bound (a "bomb" stops at the declared size).
+ * Reading decodes zstd with the exact output bound (a "bomb" stops at the declared size), in
+ * bounded memory: whole reads straight into the caller's buffer, range and f32 reads through
+ * decoding cursors kept between calls (parked streams), so that reading a component chunk after
+ * chunk decodes it once.
  * Writing lives in ztensor_write.c.
  */
 #include "ztensor_int.h"
