@@ -265,6 +265,20 @@ typedef struct tbx_limits {
     uint64_t max_tensor_bytes;     /* default 2^48 (one tensor's stored bytes) */
     uint32_t max_ndim;             /* default 64 */
     uint32_t max_depth;            /* default 32 (nesting of arrays/maps) */
+    /* Decompression (zstd in zTensor). Default 2^27 (128 MiB, zstd's own default): the window
+     * (history) one decoder may keep. Encoded data is always decoded in a streaming pass
+     * through bounded buffers, never into a buffer sized by the declared decoded size unless
+     * the caller passes one (tbx_tensor_read, tbx_component_read, tbx_read_batch): reading a
+     * component in ranges, decoding it to f32, cat, stats, convert and validation hold the
+     * decoder (this window at most, and at most what the component's decoded size needs, at
+     * least 8 MiB, plus ~200 KiB) and a few MiB of buffers, whatever the component declares. A
+     * small file may declare a huge decoded size (zstd reaches ~32,000:1 on zeros; a 33 KB
+     * file can decode to 1 GiB): that costs decoding time linear in the decoded size, not
+     * memory. A frame asking for a larger window fails with TBX_E_LIMIT. A hostile frame can
+     * still ask for the whole window: lower this for untrusted input when 128 MiB per decoder
+     * is too much (tbx_read_batch and tbx_validate_path run one decoder per worker thread);
+     * frames of zstd levels <= 19 need at most 8 MiB, levels 20..22 up to 128 MiB. */
+    uint64_t max_decode_window;
 } tbx_limits;
 
 /* Fills `limits` with the defaults above. */
@@ -510,9 +524,23 @@ TBX_API tbx_status tbx_component_read(tbx_file *f, uint64_t i, uint32_t c, void 
  * tbx_component_read. */
 TBX_API tbx_status tbx_tensor_read(tbx_file *f, uint64_t i, void *buf, size_t cap, size_t *needed,
                                    tbx_error *err);
-/* Reads `len` bytes at byte `pos` of a dense raw tensor's stored data (streaming access). */
+/* Reads `len` bytes at byte `pos` of a dense tensor's decoded data (streaming access), as
+ * tbx_component_read_range for its single component. */
 TBX_API tbx_status tbx_tensor_read_range(tbx_file *f, uint64_t i, uint64_t pos, void *buf,
                                          size_t len, tbx_error *err);
+/* Reads `len` decoded bytes at byte `pos` of component c of tensor i, in bounded memory.
+ * Raw components are read straight from the file. Encoded (zstd) components are decoded by a
+ * cursor the handle keeps per component: a read that starts at or after where the previous
+ * read of that component ended continues the decoding, so reading a component front to back
+ * in ranges costs one decoding pass (linear time); a read that goes backwards decodes again
+ * from the component's first byte. The end of the encoded data is checked when the last byte
+ * is read (trailing data or a short stream: TBX_E_FORMAT). With TBX_OPEN_VERIFY_DIGESTS a
+ * digest not yet verified is verified first, in one bounded pass (TBX_E_CHECKSUM), so no byte
+ * of a mismatching component is handed out. TBX_E_RANGE outside the component,
+ * TBX_E_UNSUPPORTED when the format cannot decode ranges (then read it whole). Not for use on
+ * the same handle from two threads (tbx_read_batch is the threaded path). */
+TBX_API tbx_status tbx_component_read_range(tbx_file *f, uint64_t i, uint32_t c, uint64_t pos,
+                                            void *buf, size_t len, tbx_error *err);
 /* One component to read with tbx_read_batch. */
 typedef struct tbx_read_req {
     uint64_t tensor;        /* tensor index */
@@ -532,7 +560,7 @@ typedef struct tbx_read_req {
  * With more than one thread the handle's allocator is called from the workers (a custom one
  * must be thread-safe) and on_problem is called under a lock, in no particular order. The
  * handle must not be used by other threads during the call. Memory: each decoder's working
- * state (zstd: up to its window, <= 128 MiB) per thread; no copy of the data. */
+ * state (zstd: up to its window, <= max_decode_window) per thread; no copy of the data. */
 TBX_API tbx_status tbx_read_batch(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t threads,
                                   tbx_error *err);
 /* Zero-copy pointer to a dense raw tensor's stored bytes when the file is mapped or in memory.
@@ -543,7 +571,11 @@ TBX_API tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, siz
 /* Decodes elements [first, first+count) of tensor i to float32 in row-major order (sparse
  * tensors densified, quantized ones dequantized). For block dtypes `first` must be a multiple of
  * the block size and `count` too unless it reaches the end. TBX_E_UNSUPPORTED when the dtype
- * has no f32 decoding; TBX_E_INVALID_ARG when `out` is NULL and count > 0 (checked first). */
+ * has no f32 decoding; TBX_E_INVALID_ARG when `out` is NULL and count > 0 (checked first).
+ * Memory: a few MiB of buffers besides `out`. Compressed data goes through the cursors of
+ * tbx_component_read_range: reading a tensor in consecutive chunks decodes it once (dense, CSR
+ * and quantized_group zTensor tensors; a COO tensor is scanned whole for every call, its
+ * entries being in no order). */
 TBX_API tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
                                        float *out, tbx_error *err);
 

@@ -1,10 +1,11 @@
 /*
  * cmd_cat.c - `tbx cat FILE TENSOR [--as f32]`: a tensor's bytes to stdout.
  *
- * Without --as, the stored bytes: a dense raw tensor is streamed with tbx_tensor_read_range in
- * 4 MiB chunks (memory stays bounded whatever the tensor size); an encoded dense tensor is read
- * whole (decompressed) with tbx_tensor_read; a sparse or grouped tensor gives its components'
- * decoded bytes one after the other, in component order.
+ * Without --as, the stored bytes, decompressed: a dense tensor is streamed with
+ * tbx_tensor_read_range in 4 MiB chunks, a sparse or grouped tensor gives its components'
+ * decoded bytes one after the other, in component order, each streamed with
+ * tbx_component_read_range (compressed data is decoded once, in bounded memory, whatever size
+ * it declares). Only a format that cannot read ranges of encoded data has it read whole.
  *
  * With --as f32, the values decoded to little-endian float32 in row-major order
  * (tbx_tensor_read_f32), in chunks whose element count is a multiple of the dtype's block size
@@ -39,12 +40,6 @@ static int host_is_little_endian(void) {
 typedef tbx_status (*whole_read_fn)(tbx_file *f, uint64_t i, uint32_t c, void *buf, size_t cap,
                                     size_t *needed, tbx_error *err);
 
-static tbx_status read_tensor_whole(tbx_file *f, uint64_t i, uint32_t c, void *buf, size_t cap,
-                                    size_t *needed, tbx_error *err) {
-    (void)c;
-    return tbx_tensor_read(f, i, buf, cap, needed, err);
-}
-
 static int write_whole(tbx_file *f, uint64_t i, uint32_t c, whole_read_fn fn, const char *path) {
     tbx_error err;
     memset(&err, 0, sizeof err);
@@ -73,25 +68,14 @@ static int write_whole(tbx_file *f, uint64_t i, uint32_t c, whole_read_fn fn, co
     return rc;
 }
 
-/* Is tensor i one raw component of a dense tensor (streamable with read_range)? */
-static int is_dense_raw(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti) {
-    if (ti->layout != TBX_LAYOUT_DENSE || ti->ncomponents != 1) return 0;
+/* Streams component c of tensor i (dense: the tensor's bytes) in 4 MiB ranges. */
+static int cat_component(tbx_file *f, uint64_t i, uint32_t c, const char *path) {
     tbx_component_info ci;
-    if (tbx_component_info_get(f, i, 0, &ci) != TBX_OK) return 0;
-    return ci.encoding == TBX_ENC_RAW;
-}
-
-static int cat_stored(tbx_file *f, uint64_t i, const tbx_tensor_info *ti, const char *path) {
-    if (ti->layout != TBX_LAYOUT_DENSE) {
-        for (uint32_t c = 0; c < ti->ncomponents; c++) {
-            int rc = write_whole(f, i, c, tbx_component_read, path);
-            if (rc != CLI_OK) return rc;
-        }
-        return CLI_OK;
+    if (tbx_component_info_get(f, i, c, &ci) != TBX_OK) {
+        cli_error("%s: no component %u", path, c);
+        return CLI_FAIL;
     }
-    if (!is_dense_raw(f, i, ti)) return write_whole(f, i, 0, read_tensor_whole, path);
-
-    uint64_t total = ti->nbytes;
+    uint64_t total = ci.nbytes;
     size_t cap = total < CAT_CHUNK_BYTES ? (size_t)total : CAT_CHUNK_BYTES;
     void *buf = malloc(cap ? cap : 1);
     if (!buf) {
@@ -103,11 +87,11 @@ static int cat_stored(tbx_file *f, uint64_t i, const tbx_tensor_info *ti, const 
         size_t len = total - pos < cap ? (size_t)(total - pos) : cap;
         tbx_error err;
         memset(&err, 0, sizeof err);
-        tbx_status st = tbx_tensor_read_range(f, i, pos, buf, len, &err);
+        tbx_status st = tbx_component_read_range(f, i, c, pos, buf, len, &err);
         if (st == TBX_E_UNSUPPORTED && pos == 0) {
-            /* the library cannot stream this one after all: read it whole */
+            /* the library cannot stream this one: read it whole */
             free(buf);
-            return write_whole(f, i, 0, read_tensor_whole, path);
+            return write_whole(f, i, c, tbx_component_read, path);
         }
         if (st != TBX_OK) {
             cli_report(path, st, &err);
@@ -120,6 +104,14 @@ static int cat_stored(tbx_file *f, uint64_t i, const tbx_tensor_info *ti, const 
     }
     free(buf);
     return rc;
+}
+
+static int cat_stored(tbx_file *f, uint64_t i, const tbx_tensor_info *ti, const char *path) {
+    for (uint32_t c = 0; c < ti->ncomponents; c++) {
+        int rc = cat_component(f, i, c, path);
+        if (rc != CLI_OK) return rc;
+    }
+    return CLI_OK;
 }
 
 static uint64_t gcd_u64(uint64_t a, uint64_t b) {

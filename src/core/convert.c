@@ -504,7 +504,9 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                     st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast", "cannot cast");
                 if (st == TBX_OK) st = tbx_writer_write_tensor(w, i, buf, (size_t)(n * ti->bits / 8), err);
             }
-        } else if (tbx_comp_served_raw(in, k)) {
+        } else if (tbx_comp_served_raw(in, k) || in->drv->read_component_range) {
+            /* raw bytes from the source, encoded ones through the driver's decoding cursor:
+             * one pass in CHUNK pieces, whatever size the tensor declares */
             if (!buf) {
                 buf_cap = CHUNK;
                 buf = tbx_malloc(&in->al, buf_cap);
@@ -516,7 +518,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                 if (st == TBX_OK) st = tbx_writer_write_tensor(w, i, buf, n, err);
                 if (st == TBX_OK && o.progress) o.progress(o.progress_ud, done + p + n, total);
             }
-        } else {
+        } else { /* a driver that decodes only whole components (big-endian GGUF) */
             size_t need = 0;
             tbx_tensor_read(in, i, NULL, 0, &need, err);
             uint8_t *whole = tbx_malloc(&in->al, need);

@@ -24,6 +24,7 @@ void tbx_limits_default(tbx_limits *l) {
     l->max_array_len = (uint64_t)1 << 30;
     l->max_header_bytes = (uint64_t)1 << 30;
     l->max_tensor_bytes = (uint64_t)1 << 48;
+    l->max_decode_window = (uint64_t)1 << 27;
     l->max_ndim = 64;
     l->max_depth = 32;
 }
@@ -488,6 +489,44 @@ tbx_status tbx_tensor_read(tbx_file *f, uint64_t i, void *buf, size_t cap, size_
     return tbx_component_read(f, i, 0, buf, cap, needed, err);
 }
 
+/* Bytes [pos, pos + len) of component c (range already checked): raw ones straight from the
+ * source, encoded ones through the driver's decoding cursor; any pending check first. */
+static tbx_status read_comp_range(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t pos,
+                                  void *buf, size_t len, tbx_error *err) {
+    const tbx_component *k = &t->comp[c];
+    tbx_status st;
+    if (!tbx_comp_served_raw(f, k)) {
+        if (!f->drv->read_component_range)
+            return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
+                           "tensor \"%s\" is stored encoded and this format cannot read it in "
+                           "ranges; read it whole", t->name);
+        if ((st = raw_gate(f, t, c, err)) != TBX_OK) return st;
+        return f->drv->read_component_range(f, t, c, pos, buf, len, err);
+    }
+    const tbx_source *src = comp_source(f, t, k, err);
+    if (!src) return TBX_E_STATE;
+    if ((st = raw_gate(f, t, c, err)) != TBX_OK) return st;
+    return tbx_source_read(src, k->offset + pos, buf, len, t->name, err);
+}
+
+tbx_status tbx_component_read_range(tbx_file *f, uint64_t i, uint32_t c, uint64_t pos,
+                                    void *buf, size_t len, tbx_error *err) {
+    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    const tbx_tensor *t = &f->tensors[i];
+    if (c >= t->ncomp)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "component",
+                       "tensor \"%s\" has %u components, no component %u", t->name, t->ncomp, c);
+    const tbx_component *k = &t->comp[c];
+    uint64_t end;
+    if (!tbx_add_u64(pos, len, &end) || end > k->nbytes)
+        return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "range",
+                       "tensor \"%s\" component %u: range [%llu, +%zu) outside its %llu bytes",
+                       t->name, c, (unsigned long long)pos, len, (unsigned long long)k->nbytes);
+    if (len && !buf)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "buf", "NULL buffer");
+    return read_comp_range(f, t, c, pos, buf, len, err);
+}
+
 tbx_status tbx_tensor_read_range(tbx_file *f, uint64_t i, uint64_t pos, void *buf, size_t len,
                                  tbx_error *err) {
     if (!f || i >= f->ntensors) return bad_index(err, f, i);
@@ -500,13 +539,7 @@ tbx_status tbx_tensor_read_range(tbx_file *f, uint64_t i, uint64_t pos, void *bu
         return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "range",
                        "tensor \"%s\": range [%llu, +%zu) outside its %llu bytes", t->name,
                        (unsigned long long)pos, len, (unsigned long long)k->nbytes);
-    if (!tbx_comp_served_raw(f, k))
-        return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
-                       "tensor \"%s\" is stored encoded; read it whole", t->name);
-    const tbx_source *src = comp_source(f, t, k, err);
-    if (!src) return TBX_E_STATE;
-    if ((st = raw_gate(f, t, 0, err)) != TBX_OK) return st;
-    return tbx_source_read(src, k->offset + pos, buf, len, t->name, err);
+    return tbx_component_read_range(f, i, 0, pos, buf, len, err);
 }
 
 tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len, tbx_error *err) {
@@ -577,10 +610,14 @@ tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t
         if ((st = raw_gate(f, t, 0, err)) != TBX_OK) return st;
     }
 
-    /* Encoded data: decode the whole component once (bounded by its declared size). */
+    /* Encoded data: chunk after chunk through the driver's decoding cursor (one pass over the
+     * component however the caller cuts its reads); a driver without one decodes the whole
+     * component (bounded by its declared size). */
+    const bool ranged = !direct && f->drv->read_component_range;
+    if (ranged && (st = raw_gate(f, t, 0, err)) != TBX_OK) return st;
     uint8_t *whole = NULL;
     size_t whole_len = 0;
-    if (!direct) {
+    if (!direct && !ranged) {
         if (k->nbytes > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, k->offset, "tensor", "too large");
         whole_len = (size_t)k->nbytes;
         whole = tbx_malloc(&f->al, whole_len);
@@ -606,22 +643,19 @@ tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t
         if (g0 * ge + nel > t->nelems) nel = t->nelems - g0 * ge;
         uint64_t nb = ng * gb;
         if (g0 * gb + nb > k->nbytes) nb = k->nbytes - g0 * gb;
-        const uint8_t *src;
-        if (direct) {
-            const uint8_t *p = tbx_source_ptr(ksrc, k->offset + g0 * gb, nb);
-            if (p) src = p;
-            else {
-                if (nb > bytes_cap) {
-                    tbx_free(&f->al, bytes, bytes_cap);
-                    bytes = tbx_malloc(&f->al, (size_t)nb);
-                    bytes_cap = bytes ? (size_t)nb : 0;
-                    if (!bytes) { st = tbx_err_nomem(err, "decode buffer"); break; }
-                }
-                st = tbx_source_read(ksrc, k->offset + g0 * gb, bytes, (size_t)nb, t->name, err);
-                if (st != TBX_OK) break;
-                src = bytes;
+        const uint8_t *src = direct ? tbx_source_ptr(ksrc, k->offset + g0 * gb, nb) : NULL;
+        if ((direct && !src) || ranged) {
+            if (nb > bytes_cap) {
+                tbx_free(&f->al, bytes, bytes_cap);
+                bytes = tbx_malloc(&f->al, (size_t)nb);
+                bytes_cap = bytes ? (size_t)nb : 0;
+                if (!bytes) { st = tbx_err_nomem(err, "decode buffer"); break; }
             }
-        } else {
+            st = direct ? tbx_source_read(ksrc, k->offset + g0 * gb, bytes, (size_t)nb, t->name, err)
+                        : f->drv->read_component_range(f, t, 0, g0 * gb, bytes, (size_t)nb, err);
+            if (st != TBX_OK) break;
+            src = bytes;
+        } else if (!direct) {
             src = whole + g0 * gb;
         }
         uint64_t take = nel - lead;

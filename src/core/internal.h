@@ -460,6 +460,15 @@ struct tbx_driver {
      * reads, tbx_tensor_map). May run on several threads at once for distinct components. */
     tbx_status (*read_component)(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
                                  tbx_error *err);
+    /* Optional: decoded bytes [pos, pos + len) of an encoded component (range checked by the
+     * core, any pending check run first), in bounded memory: the driver keeps a decoding
+     * cursor per component so that a read starting where the previous one ended continues
+     * instead of decoding again from the first byte (a backwards read starts over). Serves
+     * tbx_component_read_range / tbx_tensor_read_range and the chunks of tbx_tensor_read_f32.
+     * Called only on the thread using the handle, never from tbx_read_batch's workers. NULL:
+     * encoded components cannot be range-read (tbx_tensor_read_f32 then decodes them whole). */
+    tbx_status (*read_component_range)(tbx_file *f, const tbx_tensor *t, uint32_t c,
+                                       uint64_t pos, void *buf, size_t len, tbx_error *err);
     /* Optional: does raw component c still need the driver to look at its bytes (zTensor: a
      * digest to verify)? Full reads then go through read_component (checked while copied);
      * range reads, maps and f32 decoding call check_raw first. NULL: never. */

@@ -39,7 +39,10 @@
  * with another component, raw length == decoded size, limits. nnz of a sparse tensor comes from
  * its first raw component (or, when all are compressed, from the decoded size of `values`).
  * Validation adds: digests, zero padding between blobs, sparse index rules, bool values 0/1.
- * Reading decodes zstd with the exact output bound (a "bomb" stops at the declared size).
+ * Reading decodes zstd with the exact output bound (a "bomb" stops at the declared size), in
+ * bounded memory: whole reads straight into the caller's buffer, range and f32 reads through
+ * decoding cursors kept between calls (parked streams), so that reading a component chunk after
+ * chunk decodes it once.
  * Writing lives in ztensor_write.c.
  */
 #include "ztensor_int.h"
@@ -53,6 +56,7 @@
 #include <stdlib.h>
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through the handle */
 #include <zstd.h>
+#include <zstd_errors.h> /* ZSTD_getErrorCode: a window over the limit is TBX_E_LIMIT */
 
 
 /* ------------------------------------------------------------------------------------------ */
@@ -139,10 +143,18 @@ typedef struct zt_span {
     uint32_t ci;
 } zt_span;
 
+struct zt_es;
+
 typedef struct zt_state {
     uint64_t manifest_off, manifest_size;
     zt_span *spans;          /* non-empty components sorted by offset */
     size_t nspans, cap_spans;
+    /* Decoding cursors kept between reads (ZT_NPARK streams, allocated on first use): a range
+     * or f32 read that starts where an earlier one ended continues its stream instead of
+     * decoding the component again from its first byte. Used only by the calling thread's
+     * reads (tbx_tensor_read_range / read_f32), never by tbx_read_batch's workers. */
+    struct zt_es *park;
+    uint64_t clock;          /* use stamps for least-recently-used eviction */
 } zt_state;
 
 /* "\"name\"/role" for messages. */
@@ -321,10 +333,14 @@ static tbx_status zt_rd_open(zt_rd *r, tbx_file *f, const tbx_tensor *t, uint32_
     r->dctx = ZSTD_createDCtx_advanced(cm);
     if (!r->dctx) return tbx_err_nomem(err, "zstd decoder");
     /* Window: what the data may need, at least 8 MiB (what compressors use for streams of
-     * unknown size up to level 19), at most zstd's default decoder limit of 128 MiB. */
-    unsigned wl = zt_log2_ceil(bound);
+     * unknown size up to level 19), at most zstd's default decoder limit of 128 MiB and at
+     * most max_decode_window: the decoder's memory is this window plus ~200 KiB whatever the
+     * component's decoded size (a frame asking for more fails with TBX_E_LIMIT). */
+    unsigned wl = zt_log2_ceil(bound), wmax = 10;
     if (wl < 23) wl = 23;
     if (wl > 27) wl = 27;
+    while (wmax < 27 && ((uint64_t)1 << (wmax + 1)) <= f->limits.max_decode_window) wmax++;
+    if (wl > wmax) wl = wmax;
     size_t zr = ZSTD_DCtx_setParameter(r->dctx, ZSTD_d_windowLogMax, (int)wl);
     if (ZSTD_isError(zr)) { zt_rd_close(r); return tbx_err_nomem(err, "zstd decoder"); }
     uint64_t stored = r->k->stored_bytes;
@@ -366,6 +382,19 @@ static tbx_status zt_rd_zerr(zt_rd *r, const char *why, tbx_error *err) {
                    why, r->produced);
 }
 
+/* A zstd error code as a status: a frame whose window exceeds what the decoder was allowed
+ * (max_decode_window) is TBX_E_LIMIT, anything else invalid data. */
+static tbx_status zt_rd_zfail(zt_rd *r, size_t code, tbx_error *err) {
+    if (ZSTD_getErrorCode(code) != ZSTD_error_frameParameter_windowTooLarge)
+        return zt_rd_zerr(r, ZSTD_getErrorName(code), err);
+    char w[128];
+    zt_what(w, sizeof w, r->t, r->c);
+    return tbx_err(err, TBX_E_LIMIT, r->k->offset, "component.zstd",
+                   "component %s: zstd frame needs a larger window than max_decode_window = %"
+                   PRIu64 " (or the 128 MiB tensorbox allows)", w,
+                   r->f->limits.max_decode_window);
+}
+
 /* Up to cap decoded bytes (never past the bound); *got < cap only at the end of the data. */
 static tbx_status zt_rd_read(zt_rd *r, void *out, size_t cap, size_t *got, tbx_error *err) {
     *got = 0;
@@ -393,7 +422,7 @@ static tbx_status zt_rd_read(zt_rd *r, void *out, size_t cap, size_t *got, tbx_e
         if (no_input && r->frame_done) break; /* a further call would await a next frame */
         size_t before_out = o.pos, before_in = r->zin.pos;
         size_t ret = ZSTD_decompressStream(r->dctx, &o, &r->zin);
-        if (ZSTD_isError(ret)) return zt_rd_zerr(r, ZSTD_getErrorName(ret), err);
+        if (ZSTD_isError(ret)) return zt_rd_zfail(r, ret, err);
         r->frame_done = ret == 0;
         if (o.pos == before_out && r->zin.pos == before_in) {
             if (no_input) break; /* everything decoded */
@@ -420,7 +449,7 @@ static tbx_status zt_rd_finish(zt_rd *r, tbx_error *err) {
         ZSTD_outBuffer o = {&probe, 1, 0};
         size_t before_in = r->zin.pos;
         size_t ret = ZSTD_decompressStream(r->dctx, &o, &r->zin);
-        if (ZSTD_isError(ret)) return zt_rd_zerr(r, ZSTD_getErrorName(ret), err);
+        if (ZSTD_isError(ret)) return zt_rd_zfail(r, ret, err);
         r->frame_done = ret == 0;
         if (o.pos) {
             zt_what(w, sizeof w, r->t, r->c);
@@ -480,19 +509,29 @@ static tbx_status zt_rd_full(zt_rd *r, uint8_t *out, uint64_t n, tbx_error *err)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Element streams over a component (bounded chunks), for validation and f32 decoding          */
+/* Element streams over a component (bounded chunks), for validation and f32 decoding, and     */
+/* byte streams for range reads. A stream reads its component once from the first byte to the  */
+/* last; reaching the end checks that the zstd data ends there too (zt_rd_finish).             */
 /* ------------------------------------------------------------------------------------------ */
 #define ZT_CHUNK ((size_t)64 * 1024)
+#define ZT_NPARK 6           /* parked streams per handle (CSR uses 5, quantized_group 3) */
+
+enum { ZT_ES_INT = 0, ZT_ES_F32, ZT_ES_BYTES };
 
 typedef struct zt_es {
     zt_rd rd;
     bool open;
+    int mode;             /* ZT_ES_INT, ZT_ES_F32 (values decoded to fbuf), ZT_ES_BYTES */
     tbx_dtype dt;
-    uint32_t esize;
+    uint32_t esize;       /* bytes per element (1 for byte streams) */
+    uint64_t total;       /* elements (bytes) in the component */
     uint64_t left;        /* elements not yet returned */
     uint8_t *buf;         /* ZT_CHUNK bytes */
     float *fbuf;          /* ZT_CHUNK / esize floats when decoding values */
     size_t len, pos;      /* elements in buf, next element */
+    bool finished;        /* the end of the data was checked */
+    uint32_t lane;        /* when parked: key (t, c, mode, lane); two lanes read one component */
+    uint64_t stamp;       /* when parked: last use */
 } zt_es;
 
 static void zt_es_close(zt_es *s) {
@@ -504,19 +543,28 @@ static void zt_es_close(zt_es *s) {
     s->open = false;
 }
 
-static tbx_status zt_es_open(zt_es *s, tbx_file *f, const tbx_tensor *t, uint32_t c, bool f32,
-                             tbx_error *err) {
+static tbx_status zt_es_open_mode(zt_es *s, tbx_file *f, const tbx_tensor *t, uint32_t c,
+                                  int mode, tbx_error *err) {
     memset(s, 0, sizeof *s);
     const tbx_component *k = &t->comp[c];
-    const zt_dtype *zd = zt_dtype_by_tbx(k->dtype);
-    if (!zd) return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "component", "bad dtype");
-    s->dt = k->dtype;
-    s->esize = zd->size;
-    s->left = k->nelems;
+    s->mode = mode;
+    if (mode == ZT_ES_BYTES) {
+        s->dt = TBX_DT_U8;
+        s->esize = 1;
+        s->total = k->nbytes;
+    } else {
+        const zt_dtype *zd = zt_dtype_by_tbx(k->dtype);
+        if (!zd) return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "component", "bad dtype");
+        s->dt = k->dtype;
+        s->esize = zd->size;
+        s->total = k->nelems;
+    }
+    s->left = s->total;
     tbx_status st = zt_rd_open(&s->rd, f, t, c, NULL, k->nbytes, err);
     if (st != TBX_OK) return st;
     s->open = true;
     s->buf = tbx_malloc(&f->al, ZT_CHUNK);
+    const bool f32 = mode == ZT_ES_F32;
     if (s->buf && f32) s->fbuf = tbx_malloc(&f->al, (ZT_CHUNK / s->esize) * sizeof(float));
     if (!s->buf || (f32 && !s->fbuf)) {
         zt_es_close(s); /* tbx_free accepts NULL */
@@ -525,10 +573,24 @@ static tbx_status zt_es_open(zt_es *s, tbx_file *f, const tbx_tensor *t, uint32_
     return TBX_OK;
 }
 
+static tbx_status zt_es_open(zt_es *s, tbx_file *f, const tbx_tensor *t, uint32_t c, bool f32,
+                             tbx_error *err) {
+    return zt_es_open_mode(s, f, t, c, f32 ? ZT_ES_F32 : ZT_ES_INT, err);
+}
+
+/* Once every decoded byte was delivered: the zstd data must end there (no further bytes, no
+ * unfinished frame), or the component is invalid, whichever way it is read. */
+static tbx_status zt_es_at_end(zt_es *s, tbx_error *err) {
+    if (s->finished || s->rd.produced < s->rd.bound) return TBX_OK;
+    s->finished = true;
+    return zt_rd_finish(&s->rd, err);
+}
+
 static tbx_status zt_es_fill(zt_es *s, tbx_error *err) {
     uint64_t want = s->left * s->esize;
     size_t cap = want < ZT_CHUNK ? (size_t)want : ZT_CHUNK;
     tbx_status st = zt_rd_full(&s->rd, s->buf, cap, err);
+    if (st == TBX_OK) st = zt_es_at_end(s, err);
     if (st != TBX_OK) return st;
     s->len = cap / s->esize;
     s->pos = 0;
@@ -555,7 +617,8 @@ static tbx_status zt_es_skip(zt_es *s, uint64_t n, tbx_error *err) {
     n -= inbuf;
     s->left -= inbuf;
     s->pos = s->len;
-    if (!s->rd.dctx) { /* raw: seek */
+    if (!s->rd.dctx) { /* raw: seek (the buffer no longer holds the elements before us) */
+        s->len = s->pos = 0;
         uint64_t bytes = n * s->esize;
         s->rd.in_off += bytes;
         s->rd.produced += bytes;
@@ -571,6 +634,101 @@ static tbx_status zt_es_skip(zt_es *s, uint64_t n, tbx_error *err) {
         n -= take;
     }
     return TBX_OK;
+}
+
+/* Byte streams: the next n bytes (n <= left) to out; big reads bypass the stream's buffer. */
+static tbx_status zt_es_bytes(zt_es *s, uint8_t *out, uint64_t n, tbx_error *err) {
+    if (n > s->left) return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "component", "past the end");
+    size_t inbuf = s->len - s->pos;
+    size_t take = n < inbuf ? (size_t)n : inbuf;
+    memcpy(out, s->buf + s->pos, take);
+    s->pos += take;
+    s->left -= take;
+    n -= take;
+    if (n == 0) return TBX_OK;
+    s->len = s->pos = 0; /* read past the buffer: it no longer holds the bytes before us */
+    tbx_status st = zt_rd_full(&s->rd, out + take, n, err);
+    if (st == TBX_OK) st = zt_es_at_end(s, err);
+    if (st == TBX_OK) s->left -= n;
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Parked streams: reads that continue where the previous one ended cost no extra decoding      */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A stream over component c of t positioned at element `at`: a parked one when there is one
+ * at or before `at`, or a little past it with `at` still in its buffer (it is taken out of the
+ * park), else a new one; then skipped forward. Any other backwards move starts again from the
+ * component's first byte. */
+static tbx_status zt_es_get(zt_es *s, tbx_file *f, const tbx_tensor *t, uint32_t c, int mode,
+                            uint32_t lane, uint64_t at, tbx_error *err) {
+    zt_state *zs = f->drv_state;
+    s->open = false;
+    for (int k = 0; zs->park && k < ZT_NPARK; k++) {
+        zt_es *p = &zs->park[k];
+        if (!p->open || p->rd.t != t || p->rd.c != c || p->mode != mode || p->lane != lane)
+            continue;
+        uint64_t cur = p->total - p->left;
+        if (cur > at && cur - at <= p->pos) { /* rewind inside the buffer */
+            p->pos -= (size_t)(cur - at);
+            p->left += cur - at;
+            cur = at;
+        }
+        if (cur <= at) {
+            *s = *p;
+            p->open = false;
+        } else {
+            zt_es_close(p); /* behind us: of no further use */
+        }
+        break;
+    }
+    tbx_status st = TBX_OK;
+    if (!s->open) st = zt_es_open_mode(s, f, t, c, mode, err);
+    s->lane = lane;
+    if (st == TBX_OK) st = zt_es_skip(s, at - (s->total - s->left), err);
+    if (st != TBX_OK) zt_es_close(s);
+    return st;
+}
+
+/* Parks stream s after a successful read (evicting the least recently used one). */
+static void zt_es_put(tbx_file *f, zt_es *s) {
+    zt_state *zs = f->drv_state;
+    if (!zs->park) {
+        zs->park = tbx_calloc(&f->al, ZT_NPARK, sizeof *zs->park);
+        if (!zs->park) { zt_es_close(s); return; }
+    }
+    int slot = 0;
+    for (int k = 0; k < ZT_NPARK; k++) {
+        if (!zs->park[k].open) { slot = k; break; }
+        if (zs->park[k].stamp < zs->park[slot].stamp) slot = k;
+    }
+    zt_es_close(&zs->park[slot]);
+    s->stamp = ++zs->clock;
+    zs->park[slot] = *s;
+    s->open = false;
+}
+
+static void zt_park_free(tbx_file *f) {
+    zt_state *zs = f->drv_state;
+    if (!zs || !zs->park) return;
+    for (int k = 0; k < ZT_NPARK; k++) zt_es_close(&zs->park[k]);
+    tbx_free(&f->al, zs->park, ZT_NPARK * sizeof *zs->park);
+    zs->park = NULL;
+}
+
+/* The driver's read_component_range: decoded bytes [pos, pos + len) of component c through a
+ * parked byte stream (the core checked the range and ran any pending digest check). */
+static tbx_status zt_read_range(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t pos,
+                                void *buf, size_t len, tbx_error *err) {
+    if (len == 0) return TBX_OK;
+    zt_es s;
+    tbx_status st = zt_es_get(&s, f, t, c, ZT_ES_BYTES, 0, pos, err);
+    if (st != TBX_OK) return st;
+    st = zt_es_bytes(&s, buf, len, err);
+    if (st == TBX_OK) zt_es_put(f, &s);
+    else zt_es_close(&s);
+    return st;
 }
 
 /* Next element as an integer: *neg set for negative values of signed dtypes. */
@@ -1455,6 +1613,7 @@ static void zt_close(tbx_file *f) {
         if (f->tensors[i].drv) tbx_free(&f->al, f->tensors[i].drv, sizeof(zt_tdrv));
         f->tensors[i].drv = NULL;
     }
+    zt_park_free(f);
     zt_state *s = f->drv_state;
     if (s) {
         tbx_free(&f->al, s->spans, s->cap_spans * sizeof *s->spans);
@@ -1869,61 +2028,75 @@ static tbx_status entry_error(tbx_error *err, const tbx_tensor *t, uint32_t c, c
     return tbx_err(err, TBX_E_FORMAT, t->comp[c].offset, "component", "component %s: %s", w, msg);
 }
 
+/* Row r of a CSR tensor: entries [p, q) from the indices and values streams, added into
+ * out where their flat index falls in [first, last). */
+static tbx_status csr_row(const tbx_tensor *t, uint64_t r, uint64_t p, uint64_t q, zt_es *ix,
+                          zt_es *vs, uint64_t first, uint64_t last, float *out, tbx_error *err) {
+    const uint64_t cols = ((const zt_tdrv *)t->drv)->cols;
+    tbx_status st = TBX_OK;
+    for (; p < q && st == TBX_OK; p++) {
+        uint64_t col = 0;
+        bool neg = false;
+        float v = 0;
+        st = zt_es_int(ix, &col, &neg, err);
+        if (st == TBX_OK) st = zt_es_f32(vs, &v, err);
+        if (st != TBX_OK) break;
+        if (neg || col >= cols)
+            return entry_error(err, t, 1, "indices[%" PRIu64 "] = %" PRIu64
+                               " is outside the row", p, col);
+        uint64_t flat = r * cols + col;
+        if (flat >= first && flat < last) out[flat - first] += v;
+    }
+    return st;
+}
+
+/* indptr[r] = q read from ip, checked against the previous entry p. */
+static tbx_status csr_ptr(const tbx_tensor *t, zt_es *ip, uint64_t r, uint64_t p, uint64_t *q,
+                          tbx_error *err) {
+    const zt_tdrv *d = t->drv;
+    bool neg;
+    tbx_status st = zt_es_int(ip, q, &neg, err);
+    if (st != TBX_OK) return st;
+    if (neg || *q < p || *q > d->nnz || (r == d->rows && *q != d->nnz) || (r == 0 && *q != 0))
+        return entry_error(err, t, 2, "indptr[%" PRIu64 "] = %" PRIu64
+                           " is not monotonic / does not start at 0 / does not end at nnz", r,
+                           *q);
+    return TBX_OK;
+}
+
+/* Rows r0..r1 of a CSR tensor, through parked streams so that reading a tensor chunk after
+ * chunk decodes each component once. Lane 0 reads indices and values row after row and stops
+ * at the start of a last row that the range cuts (the next read starts there); such a row is
+ * read on lane 1, which moves forward from one cut row to the next. */
 static tbx_status read_csr(tbx_file *f, const tbx_tensor *t, uint64_t first, uint64_t last,
                            float *out, tbx_error *err) {
     const zt_tdrv *d = t->drv;
-    uint64_t cols = d->cols;
-    uint64_t r0 = first / cols, r1 = (last - 1) / cols; /* rows touched, inclusive */
-    zt_es ip, ix, vs;
-    bool oip = false, oix = false, ovs = false;
-    tbx_status st = zt_es_open(&ip, f, t, 2, false, err);
-    if (st != TBX_OK) goto done;
-    oip = true;
-    st = zt_es_open(&ix, f, t, 1, false, err);
-    if (st != TBX_OK) goto done;
-    oix = true;
-    st = zt_es_open(&vs, f, t, 0, true, err);
-    if (st != TBX_OK) goto done;
-    ovs = true;
-    st = zt_es_skip(&ip, r0, err);
-    uint64_t p = 0;
-    bool neg = false;
-    if (st == TBX_OK) st = zt_es_int(&ip, &p, &neg, err);
-    if (st != TBX_OK) goto done;
-    if (neg || p > d->nnz || (r0 == 0 && p != 0)) {
-        st = entry_error(err, t, 2, "indptr[%" PRIu64 "] = %" PRIu64 " is invalid", r0, p);
-        goto done;
+    const uint64_t cols = d->cols;
+    const uint64_t r0 = first / cols, r1 = (last - 1) / cols; /* rows touched, inclusive */
+    const bool cut = r1 > r0 && last < (r1 + 1) * cols;       /* row r1 continues after last */
+    const uint64_t rend = cut ? r1 : r1 + 1;                   /* rows [r0, rend) on lane 0 */
+    zt_es ip, ix, vs, ix1, vs1;
+    ip.open = ix.open = vs.open = ix1.open = vs1.open = false;
+    uint64_t p = 0, q = 0;
+    tbx_status st = zt_es_get(&ip, f, t, 2, ZT_ES_INT, 0, r0, err);
+    if (st == TBX_OK) st = csr_ptr(t, &ip, r0, 0, &p, err);
+    if (st == TBX_OK) st = zt_es_get(&ix, f, t, 1, ZT_ES_INT, 0, p, err);
+    if (st == TBX_OK) st = zt_es_get(&vs, f, t, 0, ZT_ES_F32, 0, p, err);
+    for (uint64_t r = r0; r < rend && st == TBX_OK; r++, p = q) {
+        st = csr_ptr(t, &ip, r + 1, p, &q, err);
+        if (st == TBX_OK) st = csr_row(t, r, p, q, &ix, &vs, first, last, out, err);
     }
-    if (st == TBX_OK) st = zt_es_skip(&ix, p, err);
-    if (st == TBX_OK) st = zt_es_skip(&vs, p, err);
-    for (uint64_t r = r0; r <= r1 && st == TBX_OK; r++) {
-        uint64_t q;
-        st = zt_es_int(&ip, &q, &neg, err);
-        if (st != TBX_OK) break;
-        if (neg || q < p || q > d->nnz || (r + 1 == d->rows && q != d->nnz)) {
-            st = entry_error(err, t, 2, "indptr[%" PRIu64 "] = %" PRIu64
-                             " is not monotonic / does not end at nnz", r + 1, q);
-            break;
-        }
-        for (; p < q && st == TBX_OK; p++) {
-            uint64_t col;
-            float v;
-            st = zt_es_int(&ix, &col, &neg, err);
-            if (st == TBX_OK) st = zt_es_f32(&vs, &v, err);
-            if (st != TBX_OK) break;
-            if (neg || col >= cols) {
-                st = entry_error(err, t, 1, "indices[%" PRIu64 "] = %" PRIu64
-                                 " is outside the row", p, col);
-                break;
-            }
-            uint64_t flat = r * cols + col;
-            if (flat >= first && flat < last) out[flat - first] += v;
-        }
+    if (cut && st == TBX_OK) {
+        st = csr_ptr(t, &ip, r1 + 1, p, &q, err);
+        if (st == TBX_OK) st = zt_es_get(&ix1, f, t, 1, ZT_ES_INT, 1, p, err);
+        if (st == TBX_OK) st = zt_es_get(&vs1, f, t, 0, ZT_ES_F32, 1, p, err);
+        if (st == TBX_OK) st = csr_row(t, r1, p, q, &ix1, &vs1, first, last, out, err);
     }
-done:
-    if (oip) zt_es_close(&ip);
-    if (oix) zt_es_close(&ix);
-    if (ovs) zt_es_close(&vs);
+    zt_es *all[5] = {&ip, &ix, &vs, &ix1, &vs1};
+    for (int k = 0; k < 5; k++) {
+        if (st == TBX_OK && all[k]->open) zt_es_put(f, all[k]);
+        else zt_es_close(all[k]);
+    }
     return st;
 }
 
@@ -1972,19 +2145,16 @@ static tbx_status read_qgroup(tbx_file *f, const tbx_tensor *t, uint64_t first, 
                               float *out, tbx_error *err) {
     const zt_tdrv *d = t->drv;
     zt_es pw, sc, zr;
-    bool opw = false, osc = false, ozr = false;
-    tbx_status st = zt_es_open(&pw, f, t, 0, false, err);
-    if (st == TBX_OK) { opw = true; st = zt_es_open(&sc, f, t, 1, true, err); }
-    if (st == TBX_OK) { osc = true; st = zt_es_open(&zr, f, t, 2, true, err); }
-    if (st == TBX_OK) ozr = true;
+    pw.open = sc.open = zr.open = false;
     uint64_t per = d->qper, bits = d->qbits;
     uint64_t mask = bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << bits) - 1);
     uint64_t row = first / d->cols, col = first % d->cols;
     uint64_t g = row * d->qgpr + col / d->qgroup;
     uint64_t in_group = col % d->qgroup;
-    if (st == TBX_OK) st = zt_es_skip(&pw, first / per, err);
-    if (st == TBX_OK) st = zt_es_skip(&sc, g, err);
-    if (st == TBX_OK) st = zt_es_skip(&zr, g, err);
+    /* parked streams: the next chunk continues where this one ends */
+    tbx_status st = zt_es_get(&pw, f, t, 0, ZT_ES_INT, 0, first / per, err);
+    if (st == TBX_OK) st = zt_es_get(&sc, f, t, 1, ZT_ES_F32, 0, g, err);
+    if (st == TBX_OK) st = zt_es_get(&zr, f, t, 2, ZT_ES_F32, 0, g, err);
     float scale = 0, zero = 0;
     if (st == TBX_OK) st = zt_es_f32(&sc, &scale, err);
     if (st == TBX_OK) st = zt_es_f32(&zr, &zero, err);
@@ -2007,9 +2177,11 @@ static tbx_status read_qgroup(tbx_file *f, const tbx_tensor *t, uint64_t first, 
             if (st == TBX_OK) st = zt_es_f32(&zr, &zero, err);
         }
     }
-    if (opw) zt_es_close(&pw);
-    if (osc) zt_es_close(&sc);
-    if (ozr) zt_es_close(&zr);
+    zt_es *all[3] = {&pw, &sc, &zr};
+    for (int k = 0; k < 3; k++) {
+        if (st == TBX_OK && all[k]->open) zt_es_put(f, all[k]);
+        else zt_es_close(all[k]);
+    }
     return st;
 }
 
@@ -2062,6 +2234,7 @@ const tbx_driver tbx_driver_ztensor = {
     .probe = zt_probe,
     .open = zt_open,
     .read_component = zt_pass,
+    .read_component_range = zt_read_range,
     .raw_pending = zt_raw_pending,
     .check_component = zt_check_component,
     .read_f32 = tbx_ztensor_read_f32_range,

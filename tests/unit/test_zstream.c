@@ -1,0 +1,379 @@
+/* test_zstream.c - compressed (zstd) zTensor components read in ranges and chunks: one
+ * decoding pass per sequential read of a component, bounded memory whatever the component
+ * declares, digests still verified, tbx_read_batch still correct next to the cursors.
+ *
+ * Memory and decoder work are observed through a counting allocator (every allocation a handle
+ * makes, zstd's included, goes through it): `peak` is the most bytes live at once, `total` the
+ * sum of all allocations. Decoding a component again from its first byte creates a new decoder
+ * and buffers, so `total` grows with every restart; reading a component chunk after chunk must
+ * cost about one decoder, not one per chunk.
+ */
+#include "tbx_test.h" /* TBX_TEST_LABEL_THREADS: ctest label "threads", run under TSan too */
+#include "tensorbox.h"
+#include "ztensor.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct heap {
+    size_t live, peak, total, calls;
+} heap;
+
+static void heap_add(heap *h, size_t n) {
+    size_t live = __atomic_add_fetch(&h->live, n, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&h->total, n, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&h->calls, 1, __ATOMIC_RELAXED);
+    size_t pk = __atomic_load_n(&h->peak, __ATOMIC_RELAXED);
+    while (live > pk &&
+           !__atomic_compare_exchange_n(&h->peak, &pk, live, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+    }
+}
+static void *h_alloc(void *ud, size_t n) {
+    heap_add(ud, n);
+    return malloc(n ? n : 1);
+}
+static void *h_realloc(void *ud, void *p, size_t o, size_t n) {
+    heap *h = ud;
+    __atomic_sub_fetch(&h->live, o, __ATOMIC_RELAXED);
+    heap_add(h, n);
+    return realloc(p, n ? n : 1);
+}
+static void h_free(void *ud, void *p, size_t n) {
+    heap *h = ud;
+    __atomic_sub_fetch(&h->live, n, __ATOMIC_RELAXED);
+    free(p);
+}
+
+static char *temp_path(void) {
+    static int counter;
+    char *path = malloc(96);
+    snprintf(path, 96, "/tmp/tbx_test_zstream_%d_%d.zt", (int)getpid(), counter++);
+    unlink(path);
+    return path;
+}
+
+static float val_a(uint64_t i) { return (float)(i % 1000) - 500.0f; }
+static float val_b(uint64_t i) { return (float)((i * 7) % 613) * 0.25f; }
+
+/* Writes dense f32 tensors "a" and "b" of n elements each (values val_a / val_b), zstd level
+ * `level`, with `digest` (NULL: none). */
+static int write_two(const char *path, uint64_t n, int level, const char *digest) {
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_ZTENSOR;
+    wo.compress_level = level;
+    wo.digest = digest;
+    wo.threads = 1;
+    tbx_writer *w = NULL;
+    tbx_error e;
+    if (tbx_writer_open(&w, path, &wo, &e) != TBX_OK) return -1;
+    uint64_t shape[1] = {n}, ia, ib;
+    tbx_tensor_desc da = {"a", 0, TBX_DT_F32, 1, shape, 1}, db = {"b", 0, TBX_DT_F32, 1, shape, 1};
+    int ok = tbx_writer_add_tensor(w, &da, &ia, &e) == TBX_OK &&
+             tbx_writer_add_tensor(w, &db, &ib, &e) == TBX_OK;
+    const uint64_t chunk = (uint64_t)1 << 18;
+    float *buf = malloc(chunk * sizeof(float));
+    for (int t = 0; t < 2 && ok; t++)
+        for (uint64_t k = 0; k < n && ok; k += chunk) {
+            uint64_t m = n - k < chunk ? n - k : chunk;
+            for (uint64_t j = 0; j < m; j++) buf[j] = t ? val_b(k + j) : val_a(k + j);
+            ok = tbx_writer_write_tensor(w, t ? ib : ia, buf, (size_t)(m * 4), &e) == TBX_OK;
+        }
+    free(buf);
+    if (!ok) { tbx_writer_abort(w); return -1; }
+    return tbx_writer_finish(w, &e) == TBX_OK ? 0 : -1;
+}
+
+static tbx_file *open_counted(const char *path, heap *h, uint32_t flags,
+                              const tbx_limits *lim) {
+    static tbx_allocator al;
+    al.alloc = h_alloc;
+    al.realloc = h_realloc;
+    al.free = h_free;
+    al.ud = h;
+    tbx_open_options o;
+    tbx_open_options_init(&o);
+    o.allocator = &al;
+    o.flags = flags;
+    o.limits = lim;
+    tbx_file *f = NULL;
+    tbx_error e;
+    if (tbx_open_path(&f, path, &o, &e) != TBX_OK) {
+        fprintf(stderr, "open %s: %s\n", path, e.message);
+        return NULL;
+    }
+    return f;
+}
+
+/* 2 x 32 MiB of f32 at zstd level 1, read in 1M-element f32 chunks and 1 MiB byte ranges,
+ * the two tensors alternately: every value right, at most a few MiB live, and the byte pass
+ * allocating less than one decoded tensor in all (the old code decoded and allocated the whole
+ * component for every f32 chunk: 32 MiB live, 16 x 32 MiB in total; and refused range reads of
+ * compressed tensors). */
+TBX_TEST(dense_chunks_decode_once_in_bounded_memory) {
+    const uint64_t n = (uint64_t)8 << 20; /* 32 MiB per tensor */
+    char *path = temp_path();
+    CHECK_EQ(write_two(path, n, 1, NULL), 0);
+    heap h = {0, 0, 0, 0};
+    tbx_file *f = open_counted(path, &h, 0, NULL);
+    CHECK(f != NULL);
+    if (!f) { free(path); return; }
+    tbx_component_info ci;
+    CHECK_OK(tbx_component_info_get(f, 0, 0, &ci));
+    CHECK_EQ(ci.encoding, TBX_ENC_ZSTD);
+    const size_t opened = h.total;
+    const uint64_t chunk = (uint64_t)1 << 20;
+    float *out = malloc(chunk * sizeof(float));
+    tbx_error e;
+    uint64_t bad = 0;
+    for (uint64_t first = 0; first < n; first += chunk)
+        for (uint64_t t = 0; t < 2; t++) {
+            CHECK_OK(tbx_tensor_read_f32(f, t, first, chunk, out, &e));
+            for (uint64_t j = 0; j < chunk; j++)
+                bad += out[j] != (t ? val_b(first + j) : val_a(first + j));
+        }
+    CHECK_EQ(bad, 0);
+    /* each f32 call takes a <= 4 MiB buffer for the stored bytes of its chunk (16 calls: about
+     * 64 MiB in all); the old code allocated the whole 32 MiB component per call (512 MiB) */
+    CHECK(h.peak < ((size_t)12 << 20));
+    CHECK(h.total - opened < ((size_t)128 << 20));
+    if (h.peak >= ((size_t)12 << 20) || h.total - opened >= ((size_t)128 << 20))
+        fprintf(stderr, "f32 pass: peak %zu, allocated %zu\n", h.peak, h.total - opened);
+
+    /* byte ranges, front to back (a new pass: the f32 pass ended at the end), then backwards */
+    const size_t total_before = h.total;
+    uint8_t *bytes = (uint8_t *)out;
+    const size_t step = (size_t)1 << 20;
+    for (uint64_t pos = 0; pos < n * 4; pos += step) {
+        CHECK_OK(tbx_tensor_read_range(f, 0, pos, bytes, step, &e));
+        float v;
+        memcpy(&v, bytes + 4 * 1000, 4);
+        bad += v != val_a(pos / 4 + 1000);
+    }
+    CHECK_EQ(bad, 0);
+    CHECK(h.total - total_before < ((size_t)12 << 20));
+    /* backwards: decodes again from the start, still right */
+    CHECK_OK(tbx_tensor_read_range(f, 0, 4 * 12345, bytes, 8, &e));
+    float v2[2];
+    memcpy(v2, bytes, 8);
+    CHECK(v2[0] == val_a(12345) && v2[1] == val_a(12346));
+    /* the last byte, and past the end */
+    CHECK_OK(tbx_tensor_read_range(f, 1, n * 4 - 4, bytes, 4, &e));
+    memcpy(v2, bytes, 4);
+    CHECK(v2[0] == val_b(n - 1));
+    CHECK_EQ(tbx_tensor_read_range(f, 1, n * 4 - 4, bytes, 5, &e), TBX_E_RANGE);
+    CHECK_EQ(tbx_component_read_range(f, 1, 1, 0, bytes, 1, &e), TBX_E_INVALID_ARG);
+    tbx_close(f);
+    CHECK_EQ(h.live, 0);
+    free(out);
+    unlink(path);
+    free(path);
+}
+
+/* With TBX_OPEN_VERIFY_DIGESTS a wrong digest fails the first range read and every f32
+ * read, before any byte is handed out; a right one lets chunked reads through. */
+TBX_TEST(digest_checked_before_streaming) {
+    const uint64_t n = (uint64_t)1 << 20;
+    char *path = temp_path();
+    CHECK_EQ(write_two(path, n, 3, "sha256"), 0);
+    heap h = {0, 0, 0, 0};
+    tbx_error e;
+    float out[256];
+    tbx_file *f = open_counted(path, &h, TBX_OPEN_VERIFY_DIGESTS, NULL);
+    CHECK(f != NULL);
+    if (f) {
+        for (uint64_t first = 0; first < n; first += (uint64_t)1 << 16)
+            CHECK_OK(tbx_tensor_read_f32(f, 0, first, 256, out, &e));
+        CHECK(out[255] == val_a(n - ((uint64_t)1 << 16) + 255));
+        tbx_close(f);
+    }
+    /* flip one hex digit of tensor a's digest in the manifest */
+    size_t len = 0;
+    uint8_t *p = tbx_test_slurp(path, &len);
+    CHECK(p != NULL);
+    uint8_t *d = NULL;
+    for (size_t k = 0; p && k + 7 < len; k++)
+        if (memcmp(p + k, "sha256:", 7) == 0) { d = p + k + 7; break; }
+    CHECK(d != NULL);
+    if (d) {
+        *d = *d == '0' ? '1' : '0';
+        FILE *fp = fopen(path, "wb");
+        CHECK(fp != NULL);
+        if (fp) { fwrite(p, 1, len, fp); fclose(fp); }
+    }
+    free(p);
+    /* which tensor got the flipped digest: the one whose read fails */
+    f = open_counted(path, &h, TBX_OPEN_VERIFY_DIGESTS, NULL);
+    CHECK(f != NULL);
+    if (f) {
+        tbx_status s0 = tbx_tensor_read_range(f, 0, 0, out, 16, &e);
+        tbx_status s1 = tbx_tensor_read_range(f, 1, 0, out, 16, &e);
+        CHECK((s0 == TBX_E_CHECKSUM) != (s1 == TBX_E_CHECKSUM));
+        CHECK(s0 == TBX_OK || s1 == TBX_OK);
+        uint64_t bad_t = s0 == TBX_E_CHECKSUM ? 0 : 1;
+        CHECK_EQ(tbx_tensor_read_range(f, bad_t, 4096, out, 16, &e), TBX_E_CHECKSUM);
+        CHECK_EQ(tbx_tensor_read_f32(f, bad_t, 0, 16, out, &e), TBX_E_CHECKSUM);
+        CHECK(strstr(e.message, "digest") != NULL);
+        tbx_close(f);
+    }
+    /* without verification the same bytes read fine */
+    f = open_counted(path, &h, 0, NULL);
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_OK(tbx_tensor_read_f32(f, 0, 100, 16, out, &e));
+        CHECK(out[0] == val_a(100));
+        tbx_close(f);
+    }
+    CHECK_EQ(h.live, 0);
+    unlink(path);
+    free(path);
+}
+
+/* max_decode_window: a frame that needs a larger window fails with TBX_E_LIMIT naming it. */
+TBX_TEST(decode_window_limit) {
+    const uint64_t n = (uint64_t)1 << 20; /* 4 MiB: zstd level 3 uses a 2 MiB window */
+    char *path = temp_path();
+    CHECK_EQ(write_two(path, n, 3, NULL), 0);
+    heap h = {0, 0, 0, 0};
+    tbx_limits lim;
+    tbx_limits_default(&lim);
+    CHECK_EQ(lim.max_decode_window, (uint64_t)1 << 27);
+    lim.max_decode_window = (uint64_t)1 << 20;
+    tbx_error e;
+    float out[4];
+    tbx_file *f = open_counted(path, &h, 0, &lim);
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_EQ(tbx_tensor_read_f32(f, 0, 0, 4, out, &e), TBX_E_LIMIT);
+        CHECK(strstr(e.message, "max_decode_window") != NULL);
+        tbx_close(f);
+    }
+    f = open_counted(path, &h, 0, NULL);
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_OK(tbx_tensor_read_f32(f, 0, n - 4, 4, out, &e));
+        CHECK(out[3] == val_a(n - 1));
+        tbx_close(f);
+    }
+    unlink(path);
+    free(path);
+}
+
+/* Sparse CSR and quantized_group tensors, zstd-compressed, read in chunks that cut rows:
+ * values right, and no decoder started per chunk (the old code opened three streams per call
+ * and skipped from the first byte: allocations grew with the number of chunks). */
+TBX_TEST(sparse_and_qgroup_chunks_continue) {
+    const uint64_t rows = 2048, cols = 1000, per_row = 5, nnz = rows * per_row;
+    uint64_t *ind = malloc(nnz * sizeof *ind), *ptr = malloc((rows + 1) * sizeof *ptr);
+    float *val = malloc(nnz * sizeof *val);
+    for (uint64_t r = 0; r <= rows; r++) ptr[r] = r * per_row;
+    for (uint64_t k = 0; k < nnz; k++) {
+        uint64_t r = k / per_row, j = k % per_row;
+        ind[k] = (r * 31 + j * 197) % cols; /* distinct within the row, unsorted */
+        val[k] = (float)(k % 97) + 0.5f;
+    }
+    const uint64_t qrows = 512, qcols = 256, group = 32, ngroups = qrows * (qcols / group);
+    uint32_t *words = calloc(qrows * qcols / 8, sizeof *words);
+    float *sc = malloc(ngroups * sizeof *sc), *zr = malloc(ngroups * sizeof *zr);
+    for (uint64_t k = 0; k < qrows * qcols; k++)
+        words[k / 8] |= (uint32_t)((k * 5) % 16) << (4 * (k % 8));
+    for (uint64_t g = 0; g < ngroups; g++) { sc[g] = 0.5f + (float)(g % 7); zr[g] = (float)(g % 3); }
+
+    char *path = temp_path();
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_ZTENSOR;
+    wo.compress_level = 3;
+    wo.threads = 1;
+    tbx_writer *w = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_writer_open(&w, path, &wo, &e));
+    uint64_t cshape[2] = {rows, cols}, qshape[2] = {qrows, qcols};
+    CHECK_OK(tbx_ztensor_writer_add_csr(w, "csr", TBX_DT_F32, cshape, val, nnz, ind, ptr, &e));
+    tbx_ztensor_qgroup qg = {4, (uint32_t)group, TBX_DT_U32, 0, TBX_DT_F32, words, sc, zr};
+    CHECK_OK(tbx_ztensor_writer_add_qgroup(w, "qg", qshape, 2, &qg, &e));
+    CHECK_OK(tbx_writer_finish(w, &e));
+
+    heap h = {0, 0, 0, 0};
+    tbx_file *f = open_counted(path, &h, 0, NULL);
+    CHECK(f != NULL);
+    if (f) {
+        uint64_t ic = 0, iq = 0;
+        CHECK_OK(tbx_tensor_find(f, "csr", &ic));
+        CHECK_OK(tbx_tensor_find(f, "qg", &iq));
+        /* dense reference of the CSR tensor */
+        float *ref = calloc(rows * cols, sizeof *ref);
+        for (uint64_t k = 0; k < nnz; k++) ref[(k / per_row) * cols + ind[k]] += val[k];
+        const uint64_t chunk = 777; /* cuts rows */
+        float *out = malloc(chunk * sizeof *out);
+        uint64_t bad = 0, calls_after_first = 0;
+        for (uint64_t first = 0; first < rows * cols; first += chunk) {
+            uint64_t m = rows * cols - first < chunk ? rows * cols - first : chunk;
+            CHECK_OK(tbx_tensor_read_f32(f, ic, first, m, out, &e));
+            for (uint64_t j = 0; j < m; j++) bad += out[j] != ref[first + j];
+            if (first == 0) calls_after_first = h.calls;
+        }
+        CHECK_EQ(bad, 0);
+        /* 2636 chunks; a few streams started in all (lane 1 for cut rows), not 3 per chunk */
+        CHECK(h.calls - calls_after_first < 64);
+        if (h.calls - calls_after_first >= 64)
+            fprintf(stderr, "csr: %zu allocations after the first chunk\n",
+                    h.calls - calls_after_first);
+        for (uint64_t first = 0; first < qrows * qcols; first += chunk) {
+            uint64_t m = qrows * qcols - first < chunk ? qrows * qcols - first : chunk;
+            CHECK_OK(tbx_tensor_read_f32(f, iq, first, m, out, &e));
+            for (uint64_t j = 0; j < m; j++) {
+                uint64_t k = first + j, g = (k / qcols) * (qcols / group) + (k % qcols) / group;
+                bad += out[j] != ((float)((k * 5) % 16) - zr[g]) * sc[g];
+            }
+            if (first == 0) calls_after_first = h.calls;
+        }
+        CHECK_EQ(bad, 0);
+        CHECK(h.calls - calls_after_first < 64);
+        free(out);
+        free(ref);
+        tbx_close(f);
+        CHECK_EQ(h.live, 0);
+    }
+    unlink(path);
+    free(path);
+    free(ind); free(ptr); free(val); free(words); free(sc); free(zr);
+}
+
+/* tbx_read_batch decodes components on worker threads with decoders of their own: a cursor
+ * parked half-way by range reads neither disturbs it nor is disturbed by it. */
+TBX_TEST(batch_next_to_parked_cursors) {
+    const uint64_t n = (uint64_t)1 << 20;
+    char *path = temp_path();
+    CHECK_EQ(write_two(path, n, 3, "crc32c"), 0);
+    heap h = {0, 0, 0, 0};
+    tbx_file *f = open_counted(path, &h, TBX_OPEN_VERIFY_DIGESTS, NULL);
+    CHECK(f != NULL);
+    if (f) {
+        tbx_error e;
+        float part[1024];
+        CHECK_OK(tbx_tensor_read_range(f, 0, 0, part, sizeof part, &e));
+        CHECK_OK(tbx_tensor_read_range(f, 1, 0, part, sizeof part, &e));
+        float *wa = malloc(n * 4), *wb = malloc(n * 4);
+        tbx_read_req req[2] = {{0, 0, wa, n * 4, TBX_OK, {0}}, {1, 0, wb, n * 4, TBX_OK, {0}}};
+        CHECK_OK(tbx_read_batch(f, req, 2, 2, &e));
+        uint64_t bad = 0;
+        for (uint64_t k = 0; k < n; k++) bad += wa[k] != val_a(k) || wb[k] != val_b(k);
+        CHECK_EQ(bad, 0);
+        for (uint64_t pos = sizeof part; pos < n * 4; pos += sizeof part) {
+            CHECK_OK(tbx_tensor_read_range(f, 1, pos, part, sizeof part, &e));
+            bad += part[0] != val_b(pos / 4);
+        }
+        CHECK_EQ(bad, 0);
+        free(wa);
+        free(wb);
+        tbx_close(f);
+        CHECK_EQ(h.live, 0);
+    }
+    unlink(path);
+    free(path);
+}
+
+TBX_TEST_MAIN()
