@@ -601,6 +601,7 @@ TBX_API tbx_status tbx_section_read(tbx_file *f, uint64_t i, void *buf, size_t c
 typedef struct tbx_writer tbx_writer;
 
 #define TBX_WRITE_OVERWRITE 0x01u /* replace an existing output file (never an open input) */
+/* Any other bit in tbx_write_options.flags is refused with TBX_E_INVALID_ARG. */
 
 typedef struct tbx_write_options {
     uint32_t struct_size;            /* sizeof(tbx_write_options) */

@@ -236,9 +236,13 @@ typedef struct tbx_edit {
 tbx_status tbx_edit_lock(tbx_edit *e, const tbx_alloc *al, const char *path, tbx_error *err);
 void tbx_edit_unlock(tbx_edit *e);
 
-/* Internal write flag (never set by callers of the public API): the destination is the file
- * of a tbx_edit_lock held by the caller (TBX_OUT_EDIT). */
+/* Internal write flag, passed only through tbx_writer_open_ (the public tbx_writer_open
+ * refuses every flag but TBX_WRITE_OVERWRITE): the destination is the file of a tbx_edit_lock
+ * held by the caller (TBX_OUT_EDIT). */
 #define TBX_WRITE_EDIT_ 0x80000000u
+/* tbx_writer_open with internal flags (TBX_WRITE_EDIT_). */
+tbx_status tbx_writer_open_(tbx_writer **out, const char *path, const tbx_write_options *opt,
+                            uint32_t internal_flags, tbx_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Name index (src/core/names.c): hash set of byte strings -> index, for duplicate detection    */

@@ -55,8 +55,9 @@ static void writer_free(tbx_writer *w) {
 
 void tbx_writer_abort(tbx_writer *w) { writer_free(w); }
 
-tbx_status tbx_writer_open(tbx_writer **out, const char *path, const tbx_write_options *opt,
-                           tbx_error *err) {
+tbx_status tbx_writer_open_(tbx_writer **out, const char *path, const tbx_write_options *opt,
+                           uint32_t internal_flags,
+                            tbx_error *err) {
     if (!out || !path)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "NULL argument");
     *out = NULL;
@@ -107,11 +108,21 @@ tbx_status tbx_writer_open(tbx_writer **out, const char *path, const tbx_write_o
         }
     }
     unsigned oflags = ((o.flags & TBX_WRITE_OVERWRITE) ? TBX_OUT_OVERWRITE : 0u) |
-                      ((o.flags & TBX_WRITE_EDIT_) ? TBX_OUT_EDIT : 0u);
+                      ((internal_flags & TBX_WRITE_EDIT_) ? TBX_OUT_EDIT : 0u);
     tbx_status st = tbx_out_open(&w->out, &w->al, path, oflags, err);
     if (st != TBX_OK) { writer_free(w); return st; }
     *out = w;
     return TBX_OK;
+}
+
+tbx_status tbx_writer_open(tbx_writer **out, const char *path, const tbx_write_options *opt,
+                           tbx_error *err) {
+    if (opt && (opt->flags & ~(uint32_t)TBX_WRITE_OVERWRITE)) {
+        if (out) *out = NULL;
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "flags",
+                       "unknown write flags 0x%x", (unsigned)(opt->flags & ~(uint32_t)TBX_WRITE_OVERWRITE));
+    }
+    return tbx_writer_open_(out, path, opt, 0, err);
 }
 
 static tbx_status need_declare(tbx_writer *w, tbx_error *err, const char *what) {

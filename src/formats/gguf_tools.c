@@ -118,10 +118,10 @@ static tbx_status writer_for(tbx_writer **w, const char *path, uint32_t flags, u
     tbx_write_options wo;
     tbx_write_options_init(&wo);
     wo.format = TBX_FORMAT_GGUF;
-    wo.flags = flags & (TBX_WRITE_OVERWRITE | TBX_WRITE_EDIT_);
+    wo.flags = flags & TBX_WRITE_OVERWRITE;
     wo.version = version == 2 ? 2 : 0;
     wo.alignment = alignment;
-    return tbx_writer_open(w, path, &wo, err);
+    return tbx_writer_open_(w, path, &wo, flags & TBX_WRITE_EDIT_, err);
 }
 
 /* The alignment to pass to a writer for a file's tensors: general.alignment when it is a u32

@@ -92,4 +92,35 @@ TBX_TEST(writer_refuses_null_data_with_a_length) {
     rmdir(dir);
 }
 
+/* Internal flags (the GGUF editor's "replace the locked file") are not reachable through the
+ * public API: any flag but TBX_WRITE_OVERWRITE is refused, also when it comes in through
+ * tbx_convert's write options. */
+TBX_TEST(writer_refuses_unknown_flags) {
+    char dir[] = "/tmp/tbx_api_flags_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[128];
+    snprintf(path, sizeof path, "%s/out.gguf", dir);
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    tbx_error err;
+    for (unsigned bit = 1; bit < 32; bit++) {
+        wo.flags = 1u << bit;
+        tbx_writer *w = (tbx_writer *)&wo; /* must be reset to NULL */
+        CHECK_EQ(tbx_writer_open(&w, path, &wo, &err), TBX_E_INVALID_ARG);
+        CHECK(w == NULL);
+        CHECK(access(path, F_OK) != 0);
+    }
+    uint8_t buf[256];
+    size_t n = st_file(buf, sizeof buf);
+    tbx_file *f = NULL;
+    CHECK_OK(tbx_open_memory(&f, buf, n, NULL, &err));
+    tbx_convert_options co;
+    tbx_convert_options_init(&co);
+    co.write.flags = 0x80000000u;
+    CHECK_EQ(tbx_convert(f, path, &co, &err), TBX_E_INVALID_ARG);
+    CHECK(access(path, F_OK) != 0);
+    tbx_close(f);
+    rmdir(dir);
+}
+
 TBX_TEST_MAIN()
