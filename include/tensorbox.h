@@ -393,6 +393,14 @@ TBX_API uint64_t tbx_file_size(const tbx_file *f);
  * Returns TBX_OK when the file is valid, otherwise the code of the first problem. */
 TBX_API tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt,
                                      tbx_problem_fn cb, void *ud, uint64_t *nproblems);
+/* As tbx_validate_path, and when the file could be opened *out gets the handle the validation
+ * used (the caller closes it; NULL when the open failed), e.g. for a summary or further checks
+ * such as tbx_gguf_lint without opening the file a second time. The handle was opened with the
+ * caller's options plus TBX_OPEN_VERIFY_DIGESTS; its on_problem is cleared, so later problems
+ * are errors of the calls that meet them. */
+TBX_API tbx_status tbx_validate_open(const char *path, const tbx_open_options *opt,
+                                     tbx_problem_fn cb, void *ud, uint64_t *nproblems,
+                                     tbx_file **out);
 
 /* ---------------------------------------------------------------------------------------------
  * Metadata

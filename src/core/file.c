@@ -890,6 +890,12 @@ static tbx_status check_components(tbx_file *f, tbx_error *err, tbx_problem_fn r
 
 tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt, tbx_problem_fn cb,
                              void *ud, uint64_t *nproblems) {
+    return tbx_validate_open(path, opt, cb, ud, nproblems, NULL);
+}
+
+tbx_status tbx_validate_open(const char *path, const tbx_open_options *opt, tbx_problem_fn cb,
+                             void *ud, uint64_t *nproblems, tbx_file **out) {
+    if (out) *out = NULL;
     validate_ctx v = { cb, ud, 0, TBX_OK };
     tbx_open_options o;
     tbx_open_options_init(&o);
@@ -916,7 +922,14 @@ tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt, tbx_
             if (st != TBX_OK) collect_problem(&v, &e);
         }
     }
-    tbx_close(f);
+    if (out && f) {
+        /* handed over: the collector above lives on this stack frame */
+        f->on_problem = NULL;
+        f->problem_ud = NULL;
+        *out = f;
+    } else {
+        tbx_close(f);
+    }
     if (nproblems) *nproblems = v.n;
     return v.n ? v.first : TBX_OK;
 }
