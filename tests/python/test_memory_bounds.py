@@ -5,7 +5,7 @@ Small files can describe very many small things: a GGUF array of millions of emp
 (about 75 bytes each). A reader that spends a heap object per string, or a JSON tree per
 tensor, needs 15-20 times the file size. The rule checked here: every command (info,
 info --json, validate, validate --ggml, cat, convert to each writable format) stays within
-2 x file size + 64 MiB of peak RSS, measured per process with wait4(), and within a time bound
+2 x file size + 64 MiB of peak RSS, measured per process by GNU time, and within a time bound
 that a quadratic algorithm would not meet.
 
 The files are scaled to keep the whole module well under a minute on two cores while the old
@@ -58,14 +58,24 @@ def build_safetensors_tensors(path: Path, n: int) -> None:
         f.write(struct.pack("<f", 1.5) * n)
 
 
-def run_measured(cmd: list[str]) -> tuple[int, int, float, bytes]:
-    """Runs cmd; returns (exit status, peak RSS in bytes of that process alone, seconds, stderr)."""
+TIME_BIN = "/usr/bin/time"
+
+
+def run_measured(cmd: list[str], tmp: Path) -> tuple[int, int, float, bytes]:
+    """Runs cmd under GNU time; returns (exit status, peak RSS in bytes, seconds, stderr).
+
+    Not wait4() from this process: on Linux a child's peak RSS starts at what it inherited at
+    fork, i.e. the whole pytest process, and survives exec. GNU time forks tbx from a small
+    process, so its figure is tbx's own."""
+    if not (os.path.isfile(TIME_BIN) and os.access(TIME_BIN, os.X_OK)):
+        pytest.fail(f"{TIME_BIN} (GNU time) is needed to measure peak RSS", pytrace=False)
+    rep = tmp / "time.txt"
     t0 = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, ru.ru_maxrss * 1024, time.monotonic() - t0, err
+    p = subprocess.run([TIME_BIN, "-o", str(rep), "-f", "%M"] + cmd, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE)
+    secs = time.monotonic() - t0
+    kb = int(rep.read_text().split()[-1])
+    return p.returncode, kb * 1024, secs, p.stderr
 
 
 @pytest.fixture(scope="module")
@@ -78,43 +88,60 @@ def files(tmp_path_factory):
     return {"gguf": (g, "t"), "safetensors": (s, "t0000007")}
 
 
-def commands(tbx: str, path: Path, tensor: str, out: Path):
-    yield "info", [tbx, "info", str(path)], {0}
-    yield "info --json", [tbx, "info", "--json", str(path)], {0}
-    yield "validate", [tbx, "validate", str(path)], {0}
+def commands(path: Path, tensor: str, out: Path):
+    """(name, arguments after tbx, accepted exit codes) of every command on one file."""
+    p = str(path)
     # --ggml on a safetensors file reports one problem (not GGUF): exit 1, still bounded
-    yield "validate --ggml", [tbx, "validate", "--ggml", str(path)], {0, 1}
-    yield "cat", [tbx, "cat", str(path), tensor], {0}
-    yield "cat --as f32", [tbx, "cat", str(path), tensor, "--as", "f32"], {0}
+    cmds = [("info", ["info", p], {0}),
+            ("info --json", ["info", "--json", p], {0}),
+            ("validate", ["validate", p], {0}),
+            ("validate --ggml", ["validate", "--ggml", p], {0, 1}),
+            ("cat", ["cat", p, tensor], {0}),
+            ("cat --as f32", ["cat", p, tensor, "--as", "f32"], {0})]
     for fmt in WRITABLE:
         # lossless: a target that cannot store the metadata refuses with exit 1
-        yield f"convert --to {fmt}", [tbx, "convert", str(path), str(out) + "." + fmt, "--to",
-                                      fmt, "--force"], {0, 1}
+        cmds.append((f"convert --to {fmt}",
+                     ["convert", p, f"{out}.{fmt}", "--to", fmt, "--force"], {0, 1}))
         # lossy: OINF strings are identifiers, so it drops what it cannot store
         lossy = "--drop-meta" if fmt == "oinf" else "--stringify-meta"
-        yield f"convert --to {fmt} {lossy}", [
-            tbx, "convert", str(path), str(out) + ".s." + fmt, "--to", fmt, "--force", lossy], {0}
+        cmds.append((f"convert --to {fmt} {lossy}",
+                     ["convert", p, f"{out}.s.{fmt}", "--to", fmt, "--force", lossy], {0}))
+    return cmds
 
 
-# The safetensors header is still parsed into one jansson tree (about 19x the header size);
-# the streaming path is the remaining part of issue 9 item 3. strict: once it passes, the mark
-# must go.
-SAFETENSORS_OPEN = pytest.mark.xfail(strict=True, reason="safetensors header still parsed as "
-                                     "one jansson tree (issue 9 item 3, remaining)")
+COMMAND_NAMES = [c[0] for c in commands(Path("f"), "t", Path("o"))]
+
+# Converting the 200k-tensor safetensors file still holds the input's tensor table, the
+# writer's and the output header at once (about 6 x the file): the writer side is the remaining
+# part of issue 9 item 3. strict: once a case passes, its mark must go.
+WRITER_TABLES = pytest.mark.xfail(strict=True, reason="convert holds the input model, the "
+                                  "writer's table and the output header of 200k tensors at once "
+                                  "(issue 9 item 3, remaining)")
 
 
-@pytest.mark.parametrize("kind", ["gguf", pytest.param("safetensors", marks=SAFETENSORS_OPEN)])
-def test_every_command_within_memory_and_time_bounds(tbx, files, tmp_path, kind):
+def cases():
+    for kind in ("gguf", "safetensors"):
+        for name in COMMAND_NAMES:
+            marks = [WRITER_TABLES] if kind == "safetensors" and name.startswith("convert") else []
+            yield pytest.param(kind, name, marks=marks, id=f"{kind}-{name}")
+
+
+@pytest.mark.parametrize("kind,name", list(cases()))
+def test_command_within_memory_and_time_bounds(tbx, files, tmp_path, kind, name):
     path, tensor = files[kind]
     size = path.stat().st_size
     bound = 2 * size + 64 * MIB
-    over = []
-    for name, cmd, ok_codes in commands(tbx, path, tensor, tmp_path / "out"):
-        rc, rss, secs, err = run_measured(cmd)
-        assert rc in ok_codes, f"{name}: exit {rc}: {err.decode(errors='replace')[:300]}"
-        if rss > bound or secs > TIME_LIMIT:
-            over.append(f"{name}: {rss / MIB:.0f} MiB, {secs:.1f} s")
-        for p in tmp_path.glob("out*"):
-            p.unlink()
-    assert not over, (f"{kind} file of {size / MIB:.1f} MiB, bound {bound / MIB:.0f} MiB and "
-                      f"{TIME_LIMIT:.0f} s per command; over: " + "; ".join(over))
+    args, ok_codes = next((a, ok) for n, a, ok in commands(path, tensor, tmp_path / "out")
+                          if n == name)
+    rc, rss, secs, err = run_measured([tbx] + args, tmp_path)
+    assert rc in ok_codes, f"{name}: exit {rc}: {err.decode(errors='replace')[:300]}"
+    assert rss <= bound, (f"{kind} file of {size / MIB:.1f} MiB: tbx {name} peaked at "
+                          f"{rss / MIB:.0f} MiB, bound 2 x file + 64 MiB = {bound / MIB:.0f} MiB")
+    assert secs <= TIME_LIMIT, f"tbx {name} took {secs:.1f} s (limit {TIME_LIMIT:.0f} s)"
+
+
+def test_measurement_sees_tbx_alone(tbx, tmp_path):
+    """The figure is tbx's own: a trivial command stays far below this process's size."""
+    rc, rss, _, _ = run_measured([tbx, "--version"], tmp_path)
+    assert rc == 0
+    assert rss < 16 * MIB, f"tbx --version measured at {rss / MIB:.0f} MiB"
