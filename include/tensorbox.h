@@ -330,8 +330,15 @@ TBX_API uint64_t tbx_value_len(const tbx_value *v);
 /* Declared element type of an ARRAY (TBX_V_NULL for untyped/heterogeneous arrays). */
 TBX_API tbx_value_type tbx_value_elem_type(const tbx_value *v);
 /* Element i of an ARRAY or value i of a MAP; NULL when out of range. Works for every array
- * (scalar elements of packed arrays are materialised on demand inside the handle). */
+ * (scalar elements of packed arrays and strings of compact string arrays are materialised on
+ * demand inside the handle, and kept until the array is freed: about 100 bytes per element
+ * touched; prefer tbx_value_data() and tbx_value_str_at() to walk large arrays). */
 TBX_API const tbx_value *tbx_value_at(const tbx_value *v, uint64_t i);
+/* String i of an ARRAY of strings (bytes + length, NUL-terminated like tbx_value_get_str), read
+ * in place without materialising a value: readers store arrays of strings (e.g. GGUF
+ * tokenizer.ggml.tokens) compactly, one offsets array plus one byte blob. NULL (and *len 0) when
+ * v is not an array, i is out of range or element i is not a STRING. */
+TBX_API const char *tbx_value_str_at(const tbx_value *v, uint64_t i, size_t *len);
 /* Key i of a MAP (bytes + length); NULL when out of range. */
 TBX_API const char *tbx_value_key_at(const tbx_value *v, uint64_t i, size_t *len);
 /* Packed element storage of an ARRAY of fixed-size scalars, NDARRAY or BITSET: native-endian
@@ -430,6 +437,14 @@ TBX_API uint64_t tbx_file_size(const tbx_file *f);
  * Returns TBX_OK when the file is valid, otherwise the code of the first problem. */
 TBX_API tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt,
                                      tbx_problem_fn cb, void *ud, uint64_t *nproblems);
+/* As tbx_validate_path, and when the file could be opened *out gets the handle the validation
+ * used (the caller closes it; NULL when the open failed), e.g. for a summary or further checks
+ * such as tbx_gguf_lint without opening the file a second time. The handle was opened with the
+ * caller's options plus TBX_OPEN_VERIFY_DIGESTS; its on_problem is cleared, so later problems
+ * are errors of the calls that meet them. */
+TBX_API tbx_status tbx_validate_open(const char *path, const tbx_open_options *opt,
+                                     tbx_problem_fn cb, void *ud, uint64_t *nproblems,
+                                     tbx_file **out);
 
 /* ---------------------------------------------------------------------------------------------
  * Metadata
@@ -453,8 +468,9 @@ TBX_API const char *tbx_meta_get_str(const tbx_file *f, const char *key, size_t 
  * NULL when the template names {arch} and the file has no general.architecture, or when the
  * resulting key is absent or longer than 1023 bytes. */
 TBX_API const tbx_value *tbx_meta_find_arch(const tbx_file *f, const char *key_template);
-/* Element i of the array stored under `key` as string bytes (e.g. GGUF tokenizer.ggml.tokens);
- * NULL when the key is absent, not an array of strings, or i is out of range. */
+/* Element i of the array stored under `key` as string bytes (e.g. GGUF tokenizer.ggml.tokens),
+ * read in place (tbx_value_str_at); NULL when the key is absent, not an array of strings, or i is
+ * out of range. */
 TBX_API const char *tbx_meta_array_str(const tbx_file *f, const char *key, uint64_t i,
                                        size_t *len);
 

@@ -205,6 +205,13 @@ static void emit_ndarray(json_out *j, const tbx_value *v, const cli_value_style 
 
 /* ---- the general case ---------------------------------------------------------------------- */
 
+static void emit_string_bytes(json_out *j, const char *s, size_t len, const cli_value_style *st) {
+    size_t shown = len;
+    if (j->human && st->max_bytes) shown = json_utf8_cut(s, len, st->max_bytes);
+    json_string(j, s, shown);
+    if (shown < len) json_append(j, "...");
+}
+
 static void emit_string_value(json_out *j, const tbx_value *v, const cli_value_style *st) {
     size_t len = 0;
     const char *s = tbx_value_get_str(v, &len);
@@ -212,10 +219,7 @@ static void emit_string_value(json_out *j, const tbx_value *v, const cli_value_s
         json_null(j);
         return;
     }
-    size_t shown = len;
-    if (j->human && st->max_bytes) shown = json_utf8_cut(s, len, st->max_bytes);
-    json_string(j, s, shown);
-    if (shown < len) json_append(j, "...");
+    emit_string_bytes(j, s, len, st);
 }
 
 static void emit_bytes_value(json_out *j, const tbx_value *v, const cli_value_style *st) {
@@ -243,6 +247,14 @@ static void emit_array(json_out *j, const tbx_value *v, const cli_value_style *s
     for (uint64_t i = 0; i < show && !ferror(j->fp); i++) {
         if (packed) {
             emit_packed_scalar(j, et, packed + i * es);
+        } else if (et == TBX_V_STRING) {
+            /* in place: no value materialised per string */
+            size_t len = 0;
+            const char *s = tbx_value_str_at(v, i, &len);
+            if (s)
+                emit_string_bytes(j, s, len, st);
+            else
+                json_null(j);
         } else {
             const tbx_value *item = tbx_value_at(v, i);
             if (item)

@@ -87,6 +87,12 @@ static void sb_value(sbuf *b, const tbx_value *v, int depth) {
         sb_put(b, "[", 1);
         for (uint64_t i = 0; i < v->v.a.n; i++) {
             if (i) sb_put(b, ",", 1);
+            if (v->v.a.soff) { /* compact strings: read in place */
+                size_t len;
+                const char *sp = tbx_value_str_at(v, i, &len);
+                sb_json_string(b, sp, len);
+                continue;
+            }
             const tbx_value *e = tbx_value_at(v, i);
             if (e) sb_value(b, e, depth + 1);
             else b->oom = true;

@@ -85,6 +85,12 @@ tbx_status tbx_file_add_meta(tbx_file *f, const char *key, size_t key_len, tbx_v
     return TBX_OK;
 }
 
+/* Bytes of a tensor's block: its components (at least one slot), its shape, its name + NUL. */
+static size_t tensor_block_size(uint32_t ncomp, uint32_t ndim, size_t name_len) {
+    return (ncomp ? ncomp : 1) * sizeof(tbx_component) + (size_t)ndim * sizeof(uint64_t) +
+           name_len + 1;
+}
+
 tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, tbx_dtype dtype,
                                const uint64_t *shape, uint32_t ndim, uint32_t ncomp,
                                uint64_t offset, tbx_tensor **out, tbx_error *err) {
@@ -118,15 +124,17 @@ tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, t
         return tbx_err_nomem(err, "tensor table");
     tbx_tensor *t = &f->tensors[f->ntensors];
     memset(t, 0, sizeof *t);
-    t->name = tbx_memdup0(&f->al, name, name_len);
-    t->shape = tbx_malloc(&f->al, ndim * sizeof(uint64_t));
-    t->comp = tbx_calloc(&f->al, ncomp ? ncomp : 1, sizeof(tbx_component));
-    if (!t->name || !t->shape || !t->comp) {
-        tbx_free(&f->al, t->name, name_len + 1);
-        tbx_free(&f->al, t->shape, ndim * sizeof(uint64_t));
-        tbx_free(&f->al, t->comp, (ncomp ? ncomp : 1) * sizeof(tbx_component));
-        return tbx_err_nomem(err, "tensor");
-    }
+    /* One block per tensor: components, shape, name (a table of a million tensors pays one
+     * allocation's overhead per tensor, not three). */
+    size_t bytes = tensor_block_size(ncomp, ndim, name_len);
+    uint8_t *blk = tbx_malloc(&f->al, bytes);
+    if (!blk) return tbx_err_nomem(err, "tensor");
+    memset(blk, 0, (ncomp ? ncomp : 1) * sizeof(tbx_component));
+    t->comp = (tbx_component *)blk;
+    t->shape = (uint64_t *)(blk + (ncomp ? ncomp : 1) * sizeof(tbx_component));
+    t->name = (char *)(t->shape + ndim);
+    memcpy(t->name, name, name_len);
+    t->name[name_len] = 0;
     t->name_len = name_len;
     t->dtype = dtype;
     t->ndim = ndim;
@@ -137,9 +145,7 @@ tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, t
     uint64_t earlier = 0;
     tbx_status st = tbx_names_insert(&f->tensor_names, f->ntensors, &earlier);
     if (st != TBX_OK) {
-        tbx_free(&f->al, t->name, name_len + 1);
-        tbx_free(&f->al, t->shape, ndim * sizeof(uint64_t));
-        tbx_free(&f->al, t->comp, (ncomp ? ncomp : 1) * sizeof(tbx_component));
+        tbx_free(&f->al, blk, bytes);
         if (st == TBX_E_NOMEM) return tbx_err_nomem(err, "tensor index");
         return tbx_err(err, TBX_E_DUPLICATE, offset, "tensor.name",
                        "duplicate tensor name \"%s\" (first defined as tensor %llu)", q,
@@ -220,9 +226,7 @@ void tbx_close(tbx_file *f) {
     for (size_t i = 0; i < f->ntensors; i++) {
         tbx_tensor *t = &f->tensors[i];
         for (uint32_t c = 0; c < t->ncomp; c++) free_component(&al, &t->comp[c]);
-        tbx_free(&al, t->comp, (t->ncomp ? t->ncomp : 1) * sizeof(tbx_component));
-        tbx_free(&al, t->name, t->name_len + 1);
-        tbx_free(&al, t->shape, t->ndim * sizeof(uint64_t));
+        tbx_free(&al, t->comp, tensor_block_size(t->ncomp, t->ndim, t->name_len));
     }
     tbx_free(&al, f->tensors, f->cap_tensors * sizeof *f->tensors);
     for (size_t i = 0; i < f->nsections; i++)
@@ -934,7 +938,9 @@ typedef struct validate_src {
 } validate_src;
 
 static tbx_status validate_from(const validate_src *vs, const tbx_open_options *opt,
-                                tbx_problem_fn cb, void *ud, uint64_t *nproblems) {
+                                tbx_problem_fn cb, void *ud, uint64_t *nproblems,
+                                tbx_file **out) {
+    if (out) *out = NULL;
     validate_ctx v = { cb, ud, 0, TBX_OK };
     tbx_open_options o;
     tbx_open_options_init(&o);
@@ -964,26 +970,38 @@ static tbx_status validate_from(const validate_src *vs, const tbx_open_options *
             if (st != TBX_OK) collect_problem(&v, &e);
         }
     }
-    tbx_close(f);
+    if (out && f) {
+        /* handed over: the collector above lives on this stack frame */
+        f->on_problem = NULL;
+        f->problem_ud = NULL;
+        *out = f;
+    } else {
+        tbx_close(f);
+    }
     if (nproblems) *nproblems = v.n;
     return v.n ? v.first : TBX_OK;
 }
 
 tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt, tbx_problem_fn cb,
                              void *ud, uint64_t *nproblems) {
+    return tbx_validate_open(path, opt, cb, ud, nproblems, NULL);
+}
+
+tbx_status tbx_validate_open(const char *path, const tbx_open_options *opt, tbx_problem_fn cb,
+                             void *ud, uint64_t *nproblems, tbx_file **out) {
     validate_src vs = { TBX_SRC_FD, path, NULL, 0, NULL, NULL };
-    return validate_from(&vs, opt, cb, ud, nproblems);
+    return validate_from(&vs, opt, cb, ud, nproblems, out);
 }
 
 tbx_status tbx_validate_memory_(const void *data, size_t size, const tbx_open_options *opt,
                                 tbx_problem_fn cb, void *ud, uint64_t *nproblems) {
     validate_src vs = { TBX_SRC_MEMORY, NULL, data, size, NULL, NULL };
-    return validate_from(&vs, opt, cb, ud, nproblems);
+    return validate_from(&vs, opt, cb, ud, nproblems, NULL);
 }
 
 tbx_status tbx_validate_callback_(tbx_read_at_fn read_at, void *read_ud, uint64_t size,
                                   const tbx_open_options *opt, tbx_problem_fn cb, void *ud,
                                   uint64_t *nproblems) {
     validate_src vs = { TBX_SRC_CALLBACK, NULL, NULL, size, read_at, read_ud };
-    return validate_from(&vs, opt, cb, ud, nproblems);
+    return validate_from(&vs, opt, cb, ud, nproblems, NULL);
 }

@@ -287,6 +287,14 @@ struct tbx_value {
             void *packed;         /* ARRAY of fixed-size scalars: native-endian elements */
             size_t n, cap;
             tbx_value **cache;    /* tbx_value_at on packed arrays: materialised on demand */
+            /* ARRAY of strings built compactly (tbx_val_str_array): string i is
+             * sblob[off(i) .. off(i+1)-1), NUL-terminated; soff has n+1 entries (cap+1
+             * allocated) of soff_w bytes (4 when the blob stays below 4 GiB, else 8). items and
+             * packed are NULL then. */
+            char *sblob;
+            size_t sblob_len, sblob_cap;
+            void *soff;
+            unsigned soff_w;
         } a;
         struct {                                    /* NDARRAY, BITSET */
             tbx_dtype dtype;      /* NDARRAY element dtype */
@@ -306,6 +314,20 @@ tbx_value *tbx_val_string(const tbx_alloc *al, tbx_value_type t, const void *p, 
 /* A packed ARRAY of `n` fixed-size scalars of type `elem` with storage for them (uninitialised);
  * the caller fills tbx_value_data() bytes in native endianness. */
 tbx_value *tbx_val_packed_array(const tbx_alloc *al, tbx_value_type elem, size_t n);
+/* A compact ARRAY of strings (elem TBX_V_STRING) with room for `n` strings whose bytes total at
+ * most `max_bytes`, holding none yet: one offsets array and one byte blob instead of one value per
+ * string. Fill it with tbx_val_str_array_add, then call tbx_val_str_array_done. */
+tbx_value *tbx_val_str_array(const tbx_alloc *al, size_t n, uint64_t max_bytes);
+/* Appends a string of `len` bytes (at most `n` strings and `max_bytes` in all, as promised at
+ * creation): returns where to put its bytes (the NUL after them is already written), NULL on OOM
+ * or past the promise. */
+char *tbx_val_str_array_add(tbx_value *v, size_t len);
+/* Gives back the blob's unused capacity. */
+void tbx_val_str_array_done(tbx_value *v);
+/* Is v an ARRAY whose items are strings stored compactly? */
+static inline bool tbx_val_is_str_array(const tbx_value *v) {
+    return v && v->type == TBX_V_ARRAY && v->v.a.soff != NULL;
+}
 void tbx_val_free(tbx_value *v);
 tbx_value *tbx_val_clone(const tbx_alloc *al, const tbx_value *v);
 /* Byte size of a fixed-size scalar value type (BOOL 1, U8 1, ..., F64 8); 0 for others. */

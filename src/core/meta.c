@@ -55,8 +55,5 @@ const tbx_value *tbx_meta_find_arch(const tbx_file *f, const char *tmpl) {
 const char *tbx_meta_array_str(const tbx_file *f, const char *key, uint64_t i, size_t *len) {
     if (len) *len = 0;
     const tbx_value *arr = tbx_meta_find(f, key);
-    if (!arr || arr->type != TBX_V_ARRAY) return NULL;
-    const tbx_value *e = tbx_value_at(arr, i);
-    if (!e || e->type != TBX_V_STRING) return NULL;
-    return tbx_value_get_str(e, len);
+    return tbx_value_str_at(arr, i, len);
 }

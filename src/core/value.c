@@ -4,8 +4,12 @@
  * A tbx_value is a tagged union. Arrays of fixed-size scalars (the common case: token scores,
  * token types) are stored packed, one native-endian element after the other, so an array costs
  * what its elements cost in the file and no more; tbx_value_at() materialises single elements on
- * demand into a per-array cache. Arrays of strings, arrays and maps hold pointers to values.
- * Every value remembers the allocator that owns it.
+ * demand into a per-array cache. Arrays of strings that readers build (a GGUF vocabulary) are
+ * compact too: one offsets array and one byte blob holding every string followed by its NUL,
+ * so 12 million empty strings cost 108 MB rather than one heap value each (about 1.4 GB);
+ * tbx_value_str_at() reads them without materialising anything. Arrays built through the public
+ * API, arrays of arrays and maps hold pointers to values. Every value remembers the allocator
+ * that owns it.
  */
 #include "internal.h"
 
@@ -69,6 +73,68 @@ tbx_value *tbx_val_packed_array(const tbx_alloc *al, tbx_value_type elem, size_t
     return v;
 }
 
+tbx_value *tbx_val_str_array(const tbx_alloc *al, size_t n, uint64_t max_bytes) {
+    uint64_t blob;
+    if (n >= SIZE_MAX / 8 || !tbx_add_u64(max_bytes, n, &blob)) return NULL;
+    tbx_value *v = tbx_val_new(al, TBX_V_ARRAY);
+    if (!v) return NULL;
+    v->elem = TBX_V_STRING;
+    v->v.a.soff_w = blob <= UINT32_MAX ? 4 : 8;
+    v->v.a.soff = tbx_calloc(al, n + 1, v->v.a.soff_w);
+    if (!v->v.a.soff) { tbx_free(al, v, sizeof *v); return NULL; }
+    v->v.a.cap = n;
+    return v;
+}
+
+static size_t soff_get(const tbx_value *v, size_t i) {
+    if (v->v.a.soff_w == 4) return ((const uint32_t *)v->v.a.soff)[i];
+    return (size_t)((const uint64_t *)v->v.a.soff)[i];
+}
+
+char *tbx_val_str_array_add(tbx_value *v, size_t len) {
+    if (!tbx_val_is_str_array(v) || v->v.a.n >= v->v.a.cap) return NULL;
+    size_t at = v->v.a.sblob_len;
+    if (len >= SIZE_MAX - at) return NULL;
+    size_t need = at + len + 1;
+    if (v->v.a.soff_w == 4 && need > UINT32_MAX) return NULL;
+    if (need > v->v.a.sblob_cap) {
+        size_t ncap = v->v.a.sblob_cap ? v->v.a.sblob_cap : 64;
+        while (ncap < need) ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+        char *p = tbx_realloc(v->al, v->v.a.sblob, v->v.a.sblob_cap, ncap);
+        if (!p) return NULL;
+        v->v.a.sblob = p;
+        v->v.a.sblob_cap = ncap;
+    }
+    v->v.a.sblob[at + len] = '\0';
+    v->v.a.sblob_len = need;
+    size_t k = ++v->v.a.n;
+    if (v->v.a.soff_w == 4) ((uint32_t *)v->v.a.soff)[k] = (uint32_t)need;
+    else ((uint64_t *)v->v.a.soff)[k] = need;
+    return v->v.a.sblob + at;
+}
+
+void tbx_val_str_array_done(tbx_value *v) {
+    if (!tbx_val_is_str_array(v) || v->v.a.sblob_cap == v->v.a.sblob_len) return;
+    size_t len = v->v.a.sblob_len;
+    if (len == 0) {
+        tbx_free(v->al, v->v.a.sblob, v->v.a.sblob_cap);
+        v->v.a.sblob = NULL;
+        v->v.a.sblob_cap = 0;
+        return;
+    }
+    char *p = tbx_realloc(v->al, v->v.a.sblob, v->v.a.sblob_cap, len);
+    if (!p) return; /* keeping the larger block is fine */
+    v->v.a.sblob = p;
+    v->v.a.sblob_cap = len;
+}
+
+/* String i of a compact string array. */
+static const char *str_item(const tbx_value *v, size_t i, size_t *len) {
+    size_t a = soff_get(v, i), b = soff_get(v, i + 1);
+    if (len) *len = b - a - 1;
+    return v->v.a.sblob + a;
+}
+
 void tbx_val_free(tbx_value *v) {
     if (!v) return;
     const tbx_alloc *al = v->al;
@@ -91,6 +157,8 @@ void tbx_val_free(tbx_value *v) {
         tbx_free(al, v->v.a.keys, cap * sizeof(char *));
         tbx_free(al, v->v.a.key_lens, cap * sizeof(size_t));
         if (v->v.a.packed) tbx_free(al, v->v.a.packed, (cap ? cap : 1) * tbx_value_scalar_size(v->elem));
+        if (v->v.a.soff) tbx_free(al, v->v.a.soff, (cap + 1) * v->v.a.soff_w);
+        tbx_free(al, v->v.a.sblob, v->v.a.sblob_cap);
         break;
     }
     case TBX_V_NDARRAY: case TBX_V_BITSET:
@@ -163,8 +231,14 @@ tbx_value_type tbx_value_elem_type(const tbx_value *v) {
     return (v && v->type == TBX_V_ARRAY) ? v->elem : TBX_V_NULL;
 }
 
-/* Reads packed element i of an array into a fresh scalar value. */
+/* Reads packed element i of an array (or string i of a compact string array) into a fresh
+ * value. */
 static tbx_value *materialise(const tbx_value *arr, size_t i) {
+    if (arr->v.a.soff) {
+        size_t len;
+        const char *p = str_item(arr, i, &len);
+        return tbx_val_string(arr->al, TBX_V_STRING, p, len);
+    }
     tbx_value *e = tbx_val_new(arr->al, arr->elem);
     if (!e) return NULL;
     size_t es = tbx_value_scalar_size(arr->elem);
@@ -190,9 +264,9 @@ static tbx_value *materialise(const tbx_value *arr, size_t i) {
 const tbx_value *tbx_value_at(const tbx_value *v, uint64_t i) {
     if (!v || (v->type != TBX_V_ARRAY && v->type != TBX_V_MAP) || i >= v->v.a.n) return NULL;
     if (v->v.a.items) return v->v.a.items[i];
-    if (!v->v.a.packed) return NULL;
-    /* Packed array: materialise element i once, keep it until the array is freed. The cache is
-     * logically part of the value's representation, hence the cast. */
+    if (!v->v.a.packed && !v->v.a.soff) return NULL;
+    /* Packed or compact string array: materialise element i once, keep it until the array is
+     * freed. The cache is logically part of the value's representation, hence the cast. */
     tbx_value *mv = (tbx_value *)v;
     if (!mv->v.a.cache) {
         mv->v.a.cache = tbx_calloc(v->al, v->v.a.n, sizeof(tbx_value *));
@@ -200,6 +274,16 @@ const tbx_value *tbx_value_at(const tbx_value *v, uint64_t i) {
     }
     if (!mv->v.a.cache[i]) mv->v.a.cache[i] = materialise(v, (size_t)i);
     return mv->v.a.cache[i];
+}
+
+const char *tbx_value_str_at(const tbx_value *v, uint64_t i, size_t *len) {
+    if (len) *len = 0;
+    if (!v || v->type != TBX_V_ARRAY || i >= v->v.a.n) return NULL;
+    if (v->v.a.soff) return str_item(v, (size_t)i, len);
+    if (!v->v.a.items) return NULL;
+    const tbx_value *e = v->v.a.items[i];
+    if (!e || e->type != TBX_V_STRING) return NULL;
+    return tbx_value_get_str(e, len);
 }
 
 const char *tbx_value_key_at(const tbx_value *v, uint64_t i, size_t *len) {
@@ -360,8 +444,8 @@ static tbx_status reserve_items(tbx_value *v, bool with_keys) {
     return TBX_OK;
 }
 
-/* Converts a packed array to pointer items (used when pushing onto an array that a reader built
- * packed; rare). */
+/* Converts a packed or compact string array to pointer items (used when pushing onto an array
+ * that a reader built; rare). */
 static tbx_status unpack_items(tbx_value *v) {
     size_t n = v->v.a.n, es = tbx_value_scalar_size(v->elem);
     tbx_value **items = tbx_calloc(v->al, n ? n : 1, sizeof *items);
@@ -379,8 +463,13 @@ static tbx_status unpack_items(tbx_value *v) {
         tbx_free(v->al, v->v.a.cache, n * sizeof(tbx_value *));
         v->v.a.cache = NULL;
     }
-    tbx_free(v->al, v->v.a.packed, (v->v.a.cap ? v->v.a.cap : 1) * es);
+    if (v->v.a.packed) tbx_free(v->al, v->v.a.packed, (v->v.a.cap ? v->v.a.cap : 1) * es);
     v->v.a.packed = NULL;
+    if (v->v.a.soff) tbx_free(v->al, v->v.a.soff, (v->v.a.cap + 1) * v->v.a.soff_w);
+    tbx_free(v->al, v->v.a.sblob, v->v.a.sblob_cap);
+    v->v.a.soff = NULL;
+    v->v.a.sblob = NULL;
+    v->v.a.sblob_len = v->v.a.sblob_cap = 0;
     /* items was sized n (or 1); record that as the capacity */
     v->v.a.items = items;
     v->v.a.cap = n ? n : 1;
@@ -394,7 +483,7 @@ tbx_status tbx_value_array_push(tbx_value *array, tbx_value *item) {
         return TBX_E_INVALID_ARG;
     }
     tbx_status st = TBX_OK;
-    if (array->v.a.packed) st = unpack_items(array);
+    if (array->v.a.packed || array->v.a.soff) st = unpack_items(array);
     if (st == TBX_OK) st = reserve_items(array, false);
     if (st != TBX_OK) { tbx_value_free(item); return st; }
     /* The item joins a value that may use another allocator: re-home it by cloning when the
@@ -442,6 +531,24 @@ tbx_value *tbx_val_clone(const tbx_alloc *al, const tbx_value *v) {
     case TBX_V_STRING: case TBX_V_BYTES:
         return tbx_val_string(al, v->type, v->v.s.p, v->v.s.n);
     case TBX_V_ARRAY: case TBX_V_MAP: {
+        if (v->type == TBX_V_ARRAY && v->v.a.soff) {
+            size_t n = v->v.a.n;
+            tbx_value *c = tbx_val_str_array(al, n, v->v.a.sblob_len);
+            if (!c) return NULL;
+            if (v->v.a.sblob_len) {
+                c->v.a.sblob = tbx_malloc(al, v->v.a.sblob_len);
+                if (!c->v.a.sblob) { tbx_val_free(c); return NULL; }
+                memcpy(c->v.a.sblob, v->v.a.sblob, v->v.a.sblob_len);
+                c->v.a.sblob_len = c->v.a.sblob_cap = v->v.a.sblob_len;
+            }
+            for (size_t i = 0; i <= n; i++) {
+                size_t o = soff_get(v, i);
+                if (c->v.a.soff_w == 4) ((uint32_t *)c->v.a.soff)[i] = (uint32_t)o;
+                else ((uint64_t *)c->v.a.soff)[i] = o;
+            }
+            c->v.a.n = n;
+            return c;
+        }
         if (v->type == TBX_V_ARRAY && v->v.a.packed) {
             tbx_value *c = tbx_val_packed_array(al, v->elem, v->v.a.n);
             if (c && v->v.a.n) memcpy(c->v.a.packed, v->v.a.packed, v->v.a.n * tbx_value_scalar_size(v->elem));

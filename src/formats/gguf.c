@@ -413,6 +413,38 @@ static tbx_status rd_array(g_rd *r, uint32_t level, const g_path *path, tbx_valu
         return TBX_OK;
     }
 
+    g_path sub = { path, NULL, 0, 0, fld };
+    if (et == GV_STRING) {
+        /* compact: one offsets array and one blob (a vocabulary of millions of strings must not
+         * cost a heap value each) */
+        tbx_value *v = tbx_val_str_array(&f->al, (size_t)n, tbx_cursor_remaining(&r->c));
+        if (!v) return tbx_err_nomem(err, "GGUF array");
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t sat = r->c.pos, len;
+            sub.idx = i;
+            st = rd_len(r, &len, fld, err);
+            if (st == TBX_OK && (len > tbx_cursor_remaining(&r->c) ||
+                                 r->c.pos + len > f->limits.max_header_bytes)) {
+                path_fmt(p, sizeof p, &sub);
+                st = rd_room(r, len, false, sat, fld, err,
+                             "metadata %s: string of %" PRIu64 " bytes", p, len);
+            } else if (st == TBX_OK && len > f->limits.max_string_len) {
+                path_fmt(p, sizeof p, &sub);
+                st = tbx_err(err, TBX_E_LIMIT, sat, fld,
+                             "metadata %s: string of %" PRIu64 " bytes exceeds max_string_len = "
+                             "%" PRIu64, p, len, f->limits.max_string_len);
+            }
+            if (st == TBX_OK) {
+                char *dst = tbx_val_str_array_add(v, (size_t)len);
+                st = dst ? tbx_cur_bytes(&r->c, dst, (size_t)len, fld, err)
+                         : tbx_err_nomem(err, "GGUF string");
+            }
+            if (st != TBX_OK) { tbx_val_free(v); return st; }
+        }
+        tbx_val_str_array_done(v);
+        *out = v;
+        return TBX_OK;
+    }
     tbx_value *v = tbx_val_new(&f->al, TBX_V_ARRAY);
     if (!v) return tbx_err_nomem(err, "GGUF array");
     v->elem = gv_tbx[et];
@@ -421,7 +453,6 @@ static tbx_status rd_array(g_rd *r, uint32_t level, const g_path *path, tbx_valu
         if (!v->v.a.items) { tbx_val_free(v); return tbx_err_nomem(err, "GGUF array"); }
         v->v.a.cap = (size_t)n;
     }
-    g_path sub = { path, NULL, 0, 0, fld };
     for (uint64_t i = 0; i < n; i++) {
         sub.idx = i;
         tbx_value *item = NULL;
@@ -1304,7 +1335,7 @@ static tbx_status w_version(const tbx_writer *w, tbx_error *err) {
 
 /* GGUF element type of an array value (checked by w_check_value first). */
 static tbx_value_type arr_elem(const tbx_value *v) {
-    if (v->elem != TBX_V_NULL || v->v.a.packed || v->v.a.n == 0) return v->elem;
+    if (v->elem != TBX_V_NULL || v->v.a.packed || v->v.a.soff || v->v.a.n == 0) return v->elem;
     return v->v.a.items[0]->type;
 }
 
@@ -1333,7 +1364,7 @@ static tbx_status w_check_value(const char *q, const tbx_value *v, uint32_t leve
                        "metadata \"%s\": GGUF cannot store an array of %s (it has bool, "
                        "u8..u64, i8..i64, f32, f64, string and arrays)", q,
                        tbx_value_type_name(et));
-    if (v->v.a.packed) return TBX_OK;
+    if (v->v.a.packed || v->v.a.soff) return TBX_OK;
     for (size_t i = 0; i < v->v.a.n; i++) {
         const tbx_value *it = v->v.a.items[i];
         if (!it || it->type != et)
@@ -1466,6 +1497,12 @@ static void gb_value(g_buf *b, const tbx_value *v) {
             size_t es = tbx_value_scalar_size(v->elem);
             const uint8_t *p = v->v.a.packed;
             for (size_t i = 0; i < v->v.a.n && !b->oom; i++) gb_packed(b, v->elem, p + i * es);
+        } else if (v->v.a.soff) {
+            for (size_t i = 0; i < v->v.a.n && !b->oom; i++) {
+                size_t len;
+                const char *sp = tbx_value_str_at(v, i, &len);
+                gb_str(b, sp, len);
+            }
         } else {
             for (size_t i = 0; i < v->v.a.n && !b->oom; i++) gb_value(b, v->v.a.items[i]);
         }

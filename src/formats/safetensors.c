@@ -19,9 +19,11 @@
  * bytes. The optional "__metadata__" entry is a map of string -> string.
  *
  * Reading is strict (see docs/formats/safetensors.md for every rule and decision): the header is
- * checked against 100,000,000 bytes, the limits and the file size before it is allocated, parsed
- * by jansson with duplicate keys rejected, then every entry is checked and the tiling verified.
- * Tensors are reported in file order, i.e. by ascending data offset.
+ * checked against 100,000,000 bytes, the limits and the file size before it is allocated, walked
+ * member by member (this driver splits the top-level object, jansson decodes each key and value
+ * on its own, so no tree of the whole header is ever built) with duplicate keys rejected, then
+ * every entry is checked and the tiling verified. Tensors are reported in file order, i.e. by
+ * ascending data offset.
  *
  * Writing reproduces the reference serializer byte for byte: tensors ordered by descending dtype
  * rank (the reference's dtype enum order, which groups by alignment) then by name, compact JSON
@@ -278,22 +280,30 @@ static bool st_probe(const uint8_t *head, size_t len, uint64_t file_size) {
 /* Open                                                                                        */
 /* ------------------------------------------------------------------------------------------ */
 typedef struct st_ent {
-    const char *name;   /* jansson's key (lives as long as the root) */
-    size_t name_len;
-    int rank;           /* index into st_dtypes */
-    const json_t *shape;
-    uint64_t nelems;
-    uint64_t nbytes;
     uint64_t begin, end;
-    size_t member;      /* index of the member in the header object */
+    const char *name;   /* into st_ctx.names, set once every name is in */
+    uint32_t name_off;  /* offset of the decoded name in st_ctx.names (< 2 x header) */
+    uint32_t name_len;
+    uint32_t dim_off;   /* the shape: st_ctx.dims[dim_off .. dim_off + ndim) */
+    uint32_t ndim;
+    uint32_t vpos;      /* text index of the entry (the header is < 100,000,000 bytes) */
+    uint8_t rank;       /* index into st_dtypes */
+    /* 48 bytes: with a million entries the table is alive next to the model being built; the
+     * element count and byte size are recomputed from the shape and the offsets */
 } st_ent;
 
 typedef struct st_ctx {
     tbx_file *f;
     const char *hdr;    /* the N header bytes */
     size_t n;
-    size_t *vals;       /* text index of each top-level member's value */
-    size_t nvals;
+    /* the tensor table being built: entries, their decoded names and their dimensions */
+    st_ent *ents;
+    size_t nents, ents_cap;
+    char *names;
+    size_t names_len, names_cap;
+    uint64_t *dims;
+    size_t ndims, dims_cap;
+    tbx_names index;    /* decoded names -> entry, for duplicate keys */
 } st_ctx;
 
 /* Absolute file offset of header text index i (or of the header start when unknown). */
@@ -301,15 +311,10 @@ static uint64_t st_at(const st_ctx *c, size_t i) {
     return 8 + (uint64_t)(i == JS_NONE || i > c->n ? 0 : i);
 }
 
-static size_t st_entry_at(const st_ctx *c, size_t member) {
-    return (c->vals && member < c->nvals) ? c->vals[member] : JS_NONE;
-}
-
-/* Text index of field `key` of the entry of `member`, falling back to the entry itself. */
-static size_t st_field_at(const st_ctx *c, size_t member, const char *key) {
-    size_t e = st_entry_at(c, member);
-    size_t v = js_member(c->hdr, c->n, e, key);
-    return v != JS_NONE ? v : e;
+/* Text index of field `key` of the entry at text index `ent`, falling back to the entry. */
+static size_t st_field_at(const st_ctx *c, size_t ent, const char *key) {
+    size_t v = js_member(c->hdr, c->n, ent, key);
+    return v != JS_NONE ? v : ent;
 }
 
 static int st_ent_cmp(const void *a, const void *b) {
@@ -331,9 +336,8 @@ static bool st_uint(const json_t *v, uint64_t *out) {
     return true;
 }
 
-static tbx_status st_parse_meta(st_ctx *c, const json_t *meta, size_t member, tbx_error *err) {
+static tbx_status st_parse_meta(st_ctx *c, const json_t *meta, size_t mat, tbx_error *err) {
     tbx_file *f = c->f;
-    size_t mat = st_entry_at(c, member);
     if (json_is_null(meta)) return TBX_OK; /* the reference reads null as "no metadata" */
     if (!json_is_object(meta))
         return tbx_err(err, TBX_E_FORMAT, st_at(c, mat), "header.__metadata__",
@@ -387,18 +391,18 @@ static tbx_status st_parse_meta(st_ctx *c, const json_t *meta, size_t member, tb
 }
 
 /* Error offsets inside an entry are looked up only when an error is reported. */
-#define ST_FIELD(key) st_at(c, st_field_at(c, member, key))
-#define ST_ELEM(key, i) st_at(c, js_elem(c->hdr, c->n, st_field_at(c, member, key), i))
+#define ST_FIELD(key) st_at(c, st_field_at(c, vpos, key))
+#define ST_ELEM(key, i) st_at(c, js_elem(c->hdr, c->n, st_field_at(c, vpos, key), i))
 
 /* Checks one tensor entry and fills *e (everything but the tiling). */
 static tbx_status st_parse_entry(st_ctx *c, const char *name, size_t name_len, const json_t *v,
-                                 size_t member, st_ent *e, tbx_error *err) {
+                                 size_t vpos, st_ent *e, tbx_error *err) {
     tbx_file *f = c->f;
     char qb[96], b[96], shb[80];
     /* name and shape are rendered only when an error is reported */
 #define ST_NAME (tbx_quote_bytes(qb, sizeof qb, name, name_len, 64), qb)
 #define ST_SHAPE (js_shape_str(shb, sizeof shb, sh), shb)
-    uint64_t eat = st_at(c, st_entry_at(c, member));
+    uint64_t eat = st_at(c, vpos);
     if (name_len > f->limits.max_string_len)
         return tbx_err(err, TBX_E_LIMIT, eat, "tensor.name",
                        "tensor name \"%s\" of %zu bytes exceeds max_string_len = %" PRIu64, ST_NAME,
@@ -407,9 +411,7 @@ static tbx_status st_parse_entry(st_ctx *c, const char *name, size_t name_len, c
         return tbx_err(err, TBX_E_FORMAT, eat, "tensor",
                        "tensor \"%s\": entry must be an object with dtype, shape and "
                        "data_offsets, got %s", ST_NAME, js_type_name(v));
-    e->name = name;
-    e->name_len = name_len;
-    e->member = member;
+    e->vpos = vpos;
 
     /* dtype */
     const json_t *dt = json_object_get(v, "dtype");
@@ -419,13 +421,14 @@ static tbx_status st_parse_entry(st_ctx *c, const char *name, size_t name_len, c
     if (!json_is_string(dt))
         return tbx_err(err, TBX_E_FORMAT, ST_FIELD("dtype"), "tensor.dtype",
                        "tensor \"%s\": dtype must be a string, got %s", ST_NAME, js_type_name(dt));
-    e->rank = st_rank_of_name(json_string_value(dt), json_string_length(dt));
-    if (e->rank < 0) {
+    int rank = st_rank_of_name(json_string_value(dt), json_string_length(dt));
+    if (rank < 0) {
         js_brief(b, sizeof b, dt);
         return tbx_err(err, TBX_E_FORMAT, ST_FIELD("dtype"), "tensor.dtype",
                        "tensor \"%s\": unknown dtype %s", ST_NAME, b);
     }
-    const st_dtype *d = &st_dtypes[e->rank];
+    e->rank = (uint8_t)rank;
+    const st_dtype *d = &st_dtypes[rank];
 
     /* shape */
     const json_t *sh = json_object_get(v, "shape");
@@ -451,7 +454,13 @@ static tbx_status st_parse_entry(st_ctx *c, const char *name, size_t name_len, c
                            ST_NAME, i, b);
         }
     }
-    e->shape = sh;
+    /* kept as plain integers: the jansson value is freed after this entry */
+    if (!tbx_grow(&f->al, (void **)&c->dims, &c->dims_cap, c->ndims + ndim, sizeof *c->dims))
+        return tbx_err_nomem(err, "safetensors shapes");
+    e->dim_off = (uint32_t)c->ndims;
+    e->ndim = (uint32_t)ndim;
+    for (size_t i = 0; i < ndim; i++)
+        c->dims[c->ndims++] = (uint64_t)json_integer_value(json_array_get(sh, i));
     /* The running product is checked at every step, as the reference's checked fold does: a
      * later zero dimension does not excuse an overflowing prefix. */
     uint64_t nelems = 1;
@@ -460,7 +469,6 @@ static tbx_status st_parse_entry(st_ctx *c, const char *name, size_t name_len, c
             return tbx_err(err, TBX_E_OVERFLOW, ST_FIELD("shape"), "tensor.shape",
                            "tensor \"%s\": element count of shape %s overflows 64 bits",
                            ST_NAME, ST_SHAPE);
-    e->nelems = nelems;
 
     /* data_offsets */
     const json_t *off = json_object_get(v, "data_offsets");
@@ -500,16 +508,16 @@ static tbx_status st_parse_entry(st_ctx *c, const char *name, size_t name_len, c
         return tbx_err(err, TBX_E_FORMAT, ST_FIELD("shape"), "tensor.shape",
                        "tensor \"%s\": dtype %s shape %s is %" PRIu64 " bits, not a whole number "
                        "of bytes", ST_NAME, d->name, ST_SHAPE, bits);
-    e->nbytes = bits / 8;
-    if (e->nbytes > f->limits.max_tensor_bytes)
+    uint64_t nbytes = bits / 8;
+    if (nbytes > f->limits.max_tensor_bytes)
         return tbx_err(err, TBX_E_LIMIT, ST_FIELD("data_offsets"), "tensor.data_offsets",
                        "tensor \"%s\": %" PRIu64 " bytes exceed max_tensor_bytes = %" PRIu64,
-                       ST_NAME, e->nbytes, f->limits.max_tensor_bytes);
-    if (e->end - e->begin != e->nbytes)
+                       ST_NAME, nbytes, f->limits.max_tensor_bytes);
+    if (e->end - e->begin != nbytes)
         return tbx_err(err, TBX_E_FORMAT, ST_FIELD("data_offsets"), "tensor.data_offsets",
                        "tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] give %" PRIu64
                        " bytes, dtype %s shape %s needs %" PRIu64, ST_NAME, e->begin, e->end,
-                       e->end - e->begin, d->name, ST_SHAPE, e->nbytes);
+                       e->end - e->begin, d->name, ST_SHAPE, nbytes);
     return TBX_OK;
 #undef ST_NAME
 #undef ST_SHAPE
@@ -522,7 +530,7 @@ static tbx_status st_check_tiling(st_ctx *c, st_ent *ents, size_t nt, uint64_t d
     char q[96], p[96];
     for (size_t i = 0; i < nt; i++) {
         st_ent *e = &ents[i];
-        size_t member = e->member;
+        size_t vpos = e->vpos;
         if (e->begin == expect && e->end <= data_size) { expect = e->end; continue; }
         tbx_quote_bytes(q, sizeof q, e->name, e->name_len, 64);
         if (e->begin > expect) {
@@ -561,8 +569,10 @@ static tbx_status st_check_tiling(st_ctx *c, st_ent *ents, size_t nt, uint64_t d
 #undef ST_FIELD
 #undef ST_ELEM
 
-static tbx_status st_json_error(const st_ctx *c, const json_error_t *je, tbx_error *err) {
-    uint64_t at = 8 + (uint64_t)(je->position > 0 ? (size_t)je->position : 0);
+/* A jansson error in the piece of header text starting at text index `base`. */
+static tbx_status st_json_error(const st_ctx *c, size_t base, const json_error_t *je,
+                                tbx_error *err) {
+    uint64_t at = 8 + (uint64_t)base + (uint64_t)(je->position > 0 ? (size_t)je->position : 0);
     if (at > 8 + (uint64_t)c->n) at = 8 + (uint64_t)c->n;
     tbx_status code = TBX_E_FORMAT;
     const char *what = "invalid JSON";
@@ -582,6 +592,64 @@ static tbx_status st_json_error(const st_ctx *c, const json_error_t *je, tbx_err
     default: break;
     }
     return tbx_err(err, code, at, "header.json", "header JSON: %s: %s", what, je->text);
+}
+
+/* An error in the structure of the header object itself (the text between members). */
+static tbx_status st_syntax(const st_ctx *c, size_t i, const char *what, tbx_error *err) {
+    char near[16] = "end of header";
+    if (i < c->n) {
+        unsigned char ch = (unsigned char)c->hdr[i];
+        if (ch >= 0x20 && ch < 0x7f) snprintf(near, sizeof near, "'%c'", ch);
+        else snprintf(near, sizeof near, "byte 0x%02x", ch);
+    }
+    return tbx_err(err, TBX_E_FORMAT, st_at(c, i), "header.json",
+                   "header JSON: invalid JSON: %s, near %s", what, near);
+}
+
+static const char *st_name_of(const void *ctx, uint64_t i, size_t *len) {
+    const st_ctx *c = ctx;
+    *len = c->ents[i].name_len;
+    return c->names + c->ents[i].name_off;
+}
+
+/* Decodes the member key at text [kat, kend) (quotes included) onto the end of c->names; *klen
+ * gets its length. Keys without escapes or control bytes are their own text (the header is
+ * valid UTF-8 already); the others go through jansson, which rejects what it rejected in the
+ * whole-header parse (bad escapes, lone surrogates, control characters). */
+static tbx_status st_key(st_ctx *c, size_t kat, size_t kend, size_t *klen, tbx_error *err) {
+    tbx_file *f = c->f;
+    const char *raw = c->hdr + kat + 1;
+    size_t rlen = kend - kat - 2;
+    bool plain = true;
+    for (size_t k = 0; k < rlen && plain; k++)
+        if (raw[k] == '\\' || (unsigned char)raw[k] < 0x20) plain = false;
+    json_t *js = NULL;
+    const char *p = raw;
+    size_t len = rlen;
+    if (!plain) {
+        json_error_t je;
+        js = json_loadb(c->hdr + kat, kend - kat, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+        if (!js) return st_json_error(c, kat, &je, err);
+        p = json_string_value(js);
+        len = json_string_length(js);
+        if (memchr(p, 0, len)) {
+            json_decref(js);
+            return tbx_err(err, TBX_E_UNSUPPORTED, st_at(c, kat), "header.json",
+                           "header JSON: a tensor name or metadata key containing NUL (\\u0000) "
+                           "is not supported");
+        }
+    }
+    tbx_status st = TBX_OK;
+    if (!tbx_grow(&f->al, (void **)&c->names, &c->names_cap, c->names_len + len + 1, 1)) {
+        st = tbx_err_nomem(err, "safetensors names");
+    } else {
+        memcpy(c->names + c->names_len, p, len);
+        c->names[c->names_len + len] = 0;
+        c->names_len += len + 1;
+        *klen = len;
+    }
+    if (js) json_decref(js);
+    return st;
 }
 
 static tbx_status st_open(tbx_file *f, tbx_error *err) {
@@ -614,11 +682,12 @@ static tbx_status st_open(tbx_file *f, tbx_error *err) {
     char *hdr = tbx_malloc(&f->al, (size_t)n);
     if (!hdr) return tbx_err_nomem(err, "safetensors header");
     c.hdr = hdr;
-    json_t *root = NULL;
-    st_ent *ents = NULL;
-    size_t nents_cap = 0;
-    uint64_t *shape = NULL;
-    size_t shape_cap = 0;
+    tbx_names_init(&c.index, &f->al, st_name_of, &c);
+    json_t *val = NULL;
+    tbx_error first;         /* the first entry problem, reported once the JSON is known valid */
+    tbx_status first_st = TBX_OK;
+    bool have_meta = false;
+    size_t meta_at = 0;
 
     st = tbx_source_read(&f->src, 8, hdr, (size_t)n, "header", err);
     if (st != TBX_OK) goto done;
@@ -647,77 +716,150 @@ static tbx_status st_open(tbx_file *f, tbx_error *err) {
                      f->limits.max_tensors);
         goto done;
     }
-    json_error_t je;
-    root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-    if (!root) { st = st_json_error(&c, &je, err); goto done; }
-    if (!json_is_object(root)) {
-        st = tbx_err(err, TBX_E_FORMAT, 8, "header", "header must be a JSON object, got %s",
-                     js_type_name(root));
+    /* The header object is walked member by member: this code finds where each key and value
+     * starts and ends, jansson decodes each of them on its own, and each value's tree is freed
+     * before the next one is parsed. One tree of the whole header would cost about 19 times the
+     * header (1.37 GB for a 71 MB header of 1M tensors; see docs/formats/safetensors.md). Every
+     * JSON error (syntax, duplicate keys, number ranges, NUL in keys) is still reported before
+     * any problem of an entry, as when jansson read the header in one piece. */
+    size_t i = js_ws(hdr, (size_t)n, 1);
+    if (i < n && hdr[i] == '}') {
+        i++;
+    } else {
+        for (;;) {
+            if (i >= n || hdr[i] != '"') {
+                st = st_syntax(&c, i, "expected '\"' (an object key)", err);
+                goto done;
+            }
+            size_t kat = i, kend = js_skip_string(hdr, (size_t)n, i);
+            if (kend == JS_NONE) {
+                st = st_syntax(&c, i, "unterminated string", err);
+                goto done;
+            }
+            size_t vpos = js_ws(hdr, (size_t)n, kend);
+            if (vpos >= n || hdr[vpos] != ':') {
+                st = st_syntax(&c, vpos, "expected ':' after an object key", err);
+                goto done;
+            }
+            vpos = js_ws(hdr, (size_t)n, vpos + 1);
+            size_t vend = js_skip_value(hdr, (size_t)n, vpos);
+            if (vend == JS_NONE) vend = (size_t)n;       /* unterminated: jansson says why */
+            else if (vend == vpos && vend < n) vend++;   /* no value: show jansson the byte */
+
+            /* the key: decoded into c.names (a tensor) or compared (__metadata__) */
+            size_t name_off = c.names_len, klen = 0;
+            st = st_key(&c, kat, kend, &klen, err);
+            if (st != TBX_OK) goto done;
+            bool is_meta = klen == 12 && memcmp(c.names + name_off, "__metadata__", 12) == 0;
+            char q[96];
+            if (is_meta) {
+                c.names_len = name_off; /* not a tensor name */
+                if (have_meta) {
+                    st = tbx_err(err, TBX_E_DUPLICATE, 8 + (uint64_t)kat, "header.json",
+                                 "header JSON: duplicate key: \"__metadata__\" appears twice "
+                                 "(first at byte %" PRIu64 ")", 8 + (uint64_t)meta_at);
+                    goto done;
+                }
+                have_meta = true;
+                meta_at = kat;
+            } else {
+                if (!tbx_grow(&f->al, (void **)&c.ents, &c.ents_cap, c.nents + 1, sizeof *c.ents)) {
+                    st = tbx_err_nomem(err, "safetensors tensor table");
+                    goto done;
+                }
+                st_ent *e = &c.ents[c.nents];
+                memset(e, 0, sizeof *e);
+                e->name_off = (uint32_t)name_off;
+                e->name_len = (uint32_t)klen;
+                e->vpos = (uint32_t)vpos;
+                uint64_t dup;
+                tbx_status ist = tbx_names_insert(&c.index, c.nents, &dup);
+                if (ist == TBX_E_NOMEM) { st = tbx_err_nomem(err, "safetensors names"); goto done; }
+                if (ist == TBX_E_DUPLICATE) {
+                    tbx_quote_bytes(q, sizeof q, c.names + name_off, klen, 64);
+                    st = tbx_err(err, TBX_E_DUPLICATE, 8 + (uint64_t)kat, "header.json",
+                                 "header JSON: duplicate key: tensor \"%s\" appears twice "
+                                 "(first entry at byte %" PRIu64 ")", q,
+                                 st_at(&c, c.ents[dup].vpos));
+                    goto done;
+                }
+                c.nents++;
+            }
+
+            /* the value: one small tree */
+            json_error_t je;
+            val = json_loadb(hdr + vpos, vend - vpos,
+                             JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+            if (!val) { st = st_json_error(&c, vpos, &je, err); goto done; }
+            if (first_st == TBX_OK) {
+                tbx_error e1;
+                tbx_status est;
+                if (is_meta)
+                    est = st_parse_meta(&c, val, vpos, &e1);
+                else
+                    est = st_parse_entry(&c, c.names + name_off, klen, val, vpos,
+                                         &c.ents[c.nents - 1], &e1);
+                if (est == TBX_E_NOMEM) { if (err) *err = e1; st = est; goto done; }
+                if (est != TBX_OK) { first = e1; first_st = est; }
+            }
+            json_decref(val);
+            val = NULL;
+
+            i = js_ws(hdr, (size_t)n, vend);
+            if (i < n && hdr[i] == ',') { i = js_ws(hdr, (size_t)n, i + 1); continue; }
+            if (i < n && hdr[i] == '}') { i++; break; }
+            st = st_syntax(&c, i, "expected ',' or '}' after an object member", err);
+            goto done;
+        }
+    }
+    i = js_ws(hdr, (size_t)n, i);
+    if (i < n) {
+        st = st_syntax(&c, i, "end of header expected after the object (only spaces may pad it)",
+                       err);
         goto done;
     }
 
-    size_t count = json_object_size(root);
-    const json_t *meta = json_object_get(root, "__metadata__");
-    size_t nt = count - (meta ? 1 : 0);
+    size_t nt = c.nents;
     if (nt > f->limits.max_tensors) {
         st = tbx_err(err, TBX_E_LIMIT, 8, "header", "header declares %zu tensors, more than "
                      "max_tensors = %" PRIu64, nt, f->limits.max_tensors);
         goto done;
     }
-    /* Text positions of the members (for error offsets); jansson keeps insertion order. */
-    c.vals = tbx_calloc(&f->al, count ? count : 1, sizeof *c.vals);
-    if (!c.vals) { st = tbx_err_nomem(err, "safetensors header index"); goto done; }
-    c.nvals = count;
-    for (size_t i = 0; i < count; i++) c.vals[i] = JS_NONE;
-    (void)js_members(hdr, (size_t)n, 0, NULL, c.vals, count);
-
-    nents_cap = nt ? nt : 1;
-    ents = tbx_calloc(&f->al, nents_cap, sizeof *ents);
-    if (!ents) { st = tbx_err_nomem(err, "safetensors tensor table"); goto done; }
-
-    size_t member = 0, ne = 0, max_ndim = 0;
-    const char *key;
-    size_t klen;
-    json_t *val;
-    json_object_keylen_foreach(root, key, klen, val) {
-        if (klen == 12 && memcmp(key, "__metadata__", 12) == 0) {
-            st = st_parse_meta(&c, val, member, err);
-        } else if (ne < nt) {
-            st = st_parse_entry(&c, key, klen, val, member, &ents[ne], err);
-            if (st == TBX_OK && json_array_size(ents[ne].shape) > max_ndim)
-                max_ndim = json_array_size(ents[ne].shape);
-            ne++;
-        }
-        if (st != TBX_OK) goto done;
-        member++;
+    if (first_st != TBX_OK) {
+        if (err) *err = first;
+        st = first_st;
+        goto done;
     }
+    /* names are final: point the entries at them, then the index is no longer needed */
+    tbx_names_free(&c.index);
+    for (size_t k = 0; k < nt; k++) c.ents[k].name = c.names + c.ents[k].name_off;
 
-    qsort(ents, ne, sizeof *ents, st_ent_cmp);
+    if (nt) qsort(c.ents, nt, sizeof *c.ents, st_ent_cmp);
     uint64_t data_start = 8 + n;
-    st = st_check_tiling(&c, ents, ne, data_start, size - data_start, err);
+    st = st_check_tiling(&c, c.ents, nt, data_start, size - data_start, err);
     if (st != TBX_OK) goto done;
 
-    shape_cap = max_ndim ? max_ndim : 1;
-    shape = tbx_calloc(&f->al, shape_cap, sizeof *shape);
-    if (!shape) { st = tbx_err_nomem(err, "safetensors shape"); goto done; }
-    for (size_t i = 0; i < ne; i++) {
-        st_ent *e = &ents[i];
-        size_t nd = json_array_size(e->shape);
-        for (size_t d = 0; d < nd; d++)
-            shape[d] = (uint64_t)json_integer_value(json_array_get(e->shape, d));
+    /* the text is no longer needed (entries keep their offsets): give it back before the
+     * model grows */
+    tbx_free(&f->al, hdr, (size_t)n);
+    hdr = NULL;
+    c.hdr = NULL;
+    for (size_t k = 0; k < nt; k++) {
+        st_ent *e = &c.ents[k];
         tbx_tensor *t = NULL;
         const st_dtype *d = &st_dtypes[e->rank];
-        st = tbx_file_add_tensor(f, e->name, e->name_len, d->dtype, shape, (uint32_t)nd, 1,
-                                 st_at(&c, st_entry_at(&c, e->member)), &t, err);
+        const uint64_t *shape = e->ndim ? c.dims + e->dim_off : NULL;
+        st = tbx_file_add_tensor(f, e->name, e->name_len, d->dtype, shape, e->ndim, 1,
+                                 st_at(&c, e->vpos), &t, err);
         if (st != TBX_OK) goto done;
         t->layout = TBX_LAYOUT_DENSE;
         tbx_component *cp = &t->comp[0];
         memcpy(cp->name, "data", 5);
         cp->dtype = d->dtype;
-        cp->nelems = e->nelems;
+        cp->nelems = t->nelems;
         cp->offset = data_start + e->begin;
-        cp->stored_bytes = e->nbytes;
-        cp->nbytes = e->nbytes;
+        cp->stored_bytes = e->end - e->begin; /* checked: the dtype and shape's size */
+        cp->nbytes = cp->stored_bytes;
         cp->encoding = TBX_ENC_RAW;
         cp->digest = NULL;
     }
@@ -725,11 +867,12 @@ static tbx_status st_open(tbx_file *f, tbx_error *err) {
     st = TBX_OK;
 
 done:
-    tbx_free(&f->al, shape, shape_cap * sizeof *shape);
-    tbx_free(&f->al, ents, nents_cap * sizeof *ents);
-    if (c.vals) tbx_free(&f->al, c.vals, (c.nvals ? c.nvals : 1) * sizeof *c.vals);
-    if (root) json_decref(root);
-    tbx_free(&f->al, hdr, (size_t)n);
+    if (val) json_decref(val);
+    tbx_names_free(&c.index);
+    tbx_free(&f->al, c.ents, c.ents_cap * sizeof *c.ents);
+    tbx_free(&f->al, c.names, c.names_cap);
+    tbx_free(&f->al, c.dims, c.dims_cap * sizeof *c.dims);
+    if (hdr) tbx_free(&f->al, hdr, (size_t)n);
     return st;
 }
 

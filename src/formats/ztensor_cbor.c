@@ -798,6 +798,17 @@ tbx_status zt_check_value(const tbx_value *v, uint32_t depth, const char *what, 
                            bad);
         return TBX_OK;
     case TBX_V_ARRAY:
+        if (v->v.a.soff) {
+            for (size_t i = 0; i < v->v.a.n; i++) {
+                size_t len;
+                const char *sp = tbx_value_str_at(v, i, &len);
+                if (!tbx_utf8_valid(sp, len, &bad))
+                    return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
+                                   "%s: string is not valid UTF-8 (byte %zu); CBOR text must be",
+                                   what, bad);
+            }
+            return TBX_OK;
+        }
         if (v->v.a.packed || !v->v.a.items) return TBX_OK;
         for (size_t i = 0; i < v->v.a.n; i++) {
             tbx_status st = zt_check_value(v->v.a.items[i], depth + 1, what, err);
@@ -864,6 +875,12 @@ tbx_status zt_put_value(zt_buf *b, const tbx_value *v, tbx_error *err) {
             size_t es = tbx_value_scalar_size(v->elem);
             for (size_t i = 0; i < v->v.a.n && !b->oom; i++)
                 put_packed(b, v->elem, (const uint8_t *)v->v.a.packed + i * es);
+        } else if (v->v.a.soff) {
+            for (size_t i = 0; i < v->v.a.n && !b->oom; i++) {
+                size_t len;
+                const char *sp = tbx_value_str_at(v, i, &len);
+                zt_put_text(b, sp, len);
+            }
         } else {
             for (size_t i = 0; i < v->v.a.n && !b->oom; i++) {
                 tbx_status st = zt_put_value(b, v->v.a.items[i], err);

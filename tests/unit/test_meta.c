@@ -75,6 +75,32 @@ TBX_TEST(typed_getters_arch_templates_and_string_arrays) {
     CHECK(s && len == 3 && memcmp(s, "a\0b", 3) == 0); /* embedded NUL kept */
     CHECK(tbx_meta_array_str(f, "tokenizer.ggml.tokens", 2, &len) == NULL);
     CHECK(tbx_meta_array_str(f, "tokenizer.ggml.scores", 0, &len) == NULL); /* not strings */
+
+    /* The reader stores the string array compactly: every accessor sees the same strings. */
+    const tbx_value *toks = tbx_meta_find(f, "tokenizer.ggml.tokens");
+    CHECK_EQ(tbx_value_len(toks), 2);
+    CHECK_EQ(tbx_value_elem_type(toks), TBX_V_STRING);
+    s = tbx_value_str_at(toks, 0, &len);
+    CHECK(s && len == 3 && strcmp(s, "<s>") == 0); /* NUL-terminated in place */
+    CHECK(tbx_value_str_at(toks, 2, &len) == NULL && len == 0);
+    CHECK(tbx_value_str_at(tbx_meta_find(f, "tokenizer.ggml.scores"), 0, &len) == NULL);
+    const tbx_value *e = tbx_value_at(toks, 1);
+    CHECK(e && tbx_value_type_of(e) == TBX_V_STRING);
+    s = tbx_value_get_str(e, &len);
+    CHECK(s && len == 3 && memcmp(s, "a\0b", 3) == 0);
+    CHECK(tbx_value_at(toks, 1) == e); /* materialised once */
+    /* a copy stays equal, and pushing onto it turns it into an ordinary array */
+    tbx_value *c = tbx_value_clone(toks);
+    CHECK(c != NULL);
+    s = tbx_value_str_at(c, 1, &len);
+    CHECK(s && len == 3 && memcmp(s, "a\0b", 3) == 0);
+    CHECK_OK(tbx_value_array_push(c, tbx_value_new_string("", 0)));
+    CHECK_EQ(tbx_value_len(c), 3);
+    s = tbx_value_str_at(c, 0, &len);
+    CHECK(s && len == 3 && strcmp(s, "<s>") == 0);
+    s = tbx_value_str_at(c, 2, &len);
+    CHECK(s && len == 0);
+    tbx_value_free(c);
     tbx_close(f);
     unlink(path);
     rmdir(dir_);

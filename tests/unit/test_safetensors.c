@@ -369,6 +369,18 @@ static const bad_case bad_cases[] = {
      TBX_E_DUPLICATE, "header.json", "duplicate"},
     {"duplicate __metadata__", "{\"__metadata__\":{},\"__metadata__\":{}}", 0, 0,
      TBX_E_DUPLICATE, "header.json", "duplicate"},
+    /* JSON errors anywhere come before any entry's problem (the header is walked member by
+     * member, an entry's problem is held until the end of the object) */
+    {"syntax error after a bad entry",
+     "{\"a\":{\"dtype\":\"F128\",\"shape\":[1],\"data_offsets\":[0,4]},\"b\":[1,}", 0, 4,
+     TBX_E_FORMAT, "header.json", "invalid JSON"},
+    {"duplicate after a bad entry",
+     "{\"a\":{\"dtype\":\"F128\",\"shape\":[1],\"data_offsets\":[0,4]},\"b\":" E1 ",\"b\":" E1 "}",
+     0, 4, TBX_E_DUPLICATE, "header.json", "\"b\""},
+    {"escaped duplicate", "{\"a\":" E1 ",\"\\u0061\":" E1 "}", 0, 4, TBX_E_DUPLICATE,
+     "header.json", "duplicate"},
+    {"bad entry then garbage", "{\"a\":{\"dtype\":\"F128\"}} x", 0, 0, TBX_E_FORMAT,
+     "header.json", NULL},
     /* entry structure */
     {"entry is an array", "{\"a\":[1]}", 0, 0, TBX_E_FORMAT, "tensor", "\"a\""},
     {"entry is a string", "{\"a\":\"F32\"}", 0, 0, TBX_E_FORMAT, "tensor", "got string"},

@@ -1,0 +1,147 @@
+"""Memory and time bounds of every command on files built to amplify memory (issue 9, item 3).
+
+Small files can describe very many small things: a GGUF array of millions of empty strings
+(8 bytes each in the file), a safetensors header of hundreds of thousands of one-element tensors
+(about 75 bytes each). A reader that spends a heap object per string, or a JSON tree per
+tensor, needs 15-20 times the file size. The rule checked here: every command (info,
+info --json, validate, validate --ggml, cat, convert to each writable format) stays within
+2 x file size + 64 MiB of peak RSS, measured per process by GNU time, and within a time bound
+that a quadratic algorithm would not meet.
+
+The files are scaled to keep the whole module well under a minute on two cores while the old
+code (one heap value per string, a jansson tree per header, three opens for validate --ggml)
+exceeds the bound several times over: 1.4 GB for a 96 MB GGUF, 1.37 GB for a 75 MB safetensors
+file. The files are built byte by byte here, independently of tensorbox.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+MIB = 1024 * 1024
+N_STRINGS = 2_500_000   # GGUF: 20 MB of string lengths
+N_TENSORS = 200_000     # safetensors: ~15 MB of header
+TIME_LIMIT = 20.0       # seconds per command; linear code needs well under 2 s here
+WRITABLE = ["safetensors", "gguf", "ztensor", "oinf"]
+
+
+def _gguf_str(s: bytes) -> bytes:
+    return struct.pack("<Q", len(s)) + s
+
+
+def build_gguf_strings(path: Path, n: int) -> None:
+    """GGUF v3: general.architecture, an array of n empty strings, one 4-element f32 tensor."""
+    with open(path, "wb") as f:
+        f.write(b"GGUF" + struct.pack("<IQQ", 3, 1, 2))
+        f.write(_gguf_str(b"general.architecture") + struct.pack("<I", 8) + _gguf_str(b"llama"))
+        f.write(_gguf_str(b"tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, n))
+        f.write(bytes(8 * n))  # n strings of length 0
+        f.write(_gguf_str(b"t") + struct.pack("<IQIQ", 1, 4, 0, 0))
+        f.write(bytes((-f.tell()) % 32))
+        f.write(struct.pack("<4f", 1, 2, 3, 4))
+
+
+def build_safetensors_tensors(path: Path, n: int) -> None:
+    """n one-element F32 tensors tiling the data section, plus a little __metadata__."""
+    parts = ['"__metadata__":{"format":"pt"}']
+    parts += ['"t%07d":{"dtype":"F32","shape":[1],"data_offsets":[%d,%d]}' % (i, 4 * i, 4 * i + 4)
+              for i in range(n)]
+    h = ("{" + ",".join(parts) + "}").encode()
+    h += b" " * ((-len(h)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        f.write(struct.pack("<f", 1.5) * n)
+
+
+TIME_BIN = "/usr/bin/time"
+
+
+def run_measured(cmd: list[str], tmp: Path) -> tuple[int, int, float, bytes]:
+    """Runs cmd under GNU time; returns (exit status, peak RSS in bytes, seconds, stderr).
+
+    Not wait4() from this process: on Linux a child's peak RSS starts at what it inherited at
+    fork, i.e. the whole pytest process, and survives exec. GNU time forks tbx from a small
+    process, so its figure is tbx's own."""
+    if not (os.path.isfile(TIME_BIN) and os.access(TIME_BIN, os.X_OK)):
+        pytest.fail(f"{TIME_BIN} (GNU time) is needed to measure peak RSS", pytrace=False)
+    rep = tmp / "time.txt"
+    t0 = time.monotonic()
+    p = subprocess.run([TIME_BIN, "-o", str(rep), "-f", "%M"] + cmd, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE)
+    secs = time.monotonic() - t0
+    kb = int(rep.read_text().split()[-1])
+    return p.returncode, kb * 1024, secs, p.stderr
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("amplify")
+    g = d / "strings.gguf"
+    s = d / "tensors.safetensors"
+    build_gguf_strings(g, N_STRINGS)
+    build_safetensors_tensors(s, N_TENSORS)
+    return {"gguf": (g, "t"), "safetensors": (s, "t0000007")}
+
+
+def commands(path: Path, tensor: str, out: Path):
+    """(name, arguments after tbx, accepted exit codes) of every command on one file."""
+    p = str(path)
+    # --ggml on a safetensors file reports one problem (not GGUF): exit 1, still bounded
+    cmds = [("info", ["info", p], {0}),
+            ("info --json", ["info", "--json", p], {0}),
+            ("validate", ["validate", p], {0}),
+            ("validate --ggml", ["validate", "--ggml", p], {0, 1}),
+            ("cat", ["cat", p, tensor], {0}),
+            ("cat --as f32", ["cat", p, tensor, "--as", "f32"], {0})]
+    for fmt in WRITABLE:
+        # lossless: a target that cannot store the metadata refuses with exit 1
+        cmds.append((f"convert --to {fmt}",
+                     ["convert", p, f"{out}.{fmt}", "--to", fmt, "--force"], {0, 1}))
+        # lossy: OINF strings are identifiers, so it drops what it cannot store
+        lossy = "--drop-meta" if fmt == "oinf" else "--stringify-meta"
+        cmds.append((f"convert --to {fmt} {lossy}",
+                     ["convert", p, f"{out}.s.{fmt}", "--to", fmt, "--force", lossy], {0}))
+    return cmds
+
+
+COMMAND_NAMES = [c[0] for c in commands(Path("f"), "t", Path("o"))]
+
+# Converting the 200k-tensor safetensors file still holds the input's tensor table, the
+# writer's and the output header at once (about 6 x the file): the writer side is the remaining
+# part of issue 9 item 3. strict: once a case passes, its mark must go.
+WRITER_TABLES = pytest.mark.xfail(strict=True, reason="convert holds the input model, the "
+                                  "writer's table and the output header of 200k tensors at once "
+                                  "(issue 9 item 3, remaining)")
+
+
+def cases():
+    for kind in ("gguf", "safetensors"):
+        for name in COMMAND_NAMES:
+            marks = [WRITER_TABLES] if kind == "safetensors" and name.startswith("convert") else []
+            yield pytest.param(kind, name, marks=marks, id=f"{kind}-{name}")
+
+
+@pytest.mark.parametrize("kind,name", list(cases()))
+def test_command_within_memory_and_time_bounds(tbx, files, tmp_path, kind, name):
+    path, tensor = files[kind]
+    size = path.stat().st_size
+    bound = 2 * size + 64 * MIB
+    args, ok_codes = next((a, ok) for n, a, ok in commands(path, tensor, tmp_path / "out")
+                          if n == name)
+    rc, rss, secs, err = run_measured([tbx] + args, tmp_path)
+    assert rc in ok_codes, f"{name}: exit {rc}: {err.decode(errors='replace')[:300]}"
+    assert rss <= bound, (f"{kind} file of {size / MIB:.1f} MiB: tbx {name} peaked at "
+                          f"{rss / MIB:.0f} MiB, bound 2 x file + 64 MiB = {bound / MIB:.0f} MiB")
+    assert secs <= TIME_LIMIT, f"tbx {name} took {secs:.1f} s (limit {TIME_LIMIT:.0f} s)"
+
+
+def test_measurement_sees_tbx_alone(tbx, tmp_path):
+    """The figure is tbx's own: a trivial command stays far below this process's size."""
+    rc, rss, _, _ = run_measured([tbx, "--version"], tmp_path)
+    assert rc == 0
+    assert rss < 16 * MIB, f"tbx --version measured at {rss / MIB:.0f} MiB"
