@@ -13,6 +13,8 @@
  */
 #define _GNU_SOURCE
 #include "cli.h"
+
+#include <stdbool.h>
 #include "gguf.h"
 
 #include <inttypes.h>
@@ -45,7 +47,10 @@ static void print_problem(validate_ctx *c, const tbx_error *p) {
     size_t mlen = strnlen(p->message, sizeof p->message);
     fputs(c->path, stdout);
     fputs(": ", stdout);
-    if (flen > 0) {
+    /* most messages already begin with their field ("attributes: ..."): name it once */
+    bool named = flen > 0 && mlen > flen + 1 && memcmp(p->message, p->field, flen) == 0 &&
+                 p->message[flen] == ':';
+    if (flen > 0 && !named) {
         put_one_line(p->field, flen);
         fputs(": ", stdout);
     }

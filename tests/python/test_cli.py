@@ -124,6 +124,9 @@ def test_validate_reports_one_line_per_problem(tbx, tmp_path):
     lines = [ln for ln in r.text.splitlines() if ln.strip()]
     assert lines, r.describe()
     assert any("dtype" in ln for ln in lines), r.describe()
+    # the field is named once per line, not again by the message ("f: f: ...")
+    for ln in lines:
+        assert not re.search(r": ([^\s:]+): \1: ", ln), f"field repeated in {ln!r}"
 
 
 # ------------------------------------------------------------------------------------------

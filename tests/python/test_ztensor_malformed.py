@@ -287,6 +287,7 @@ def test_valid_but_unsupported_cbor_is_not_called_malformed(tbx_asan, tmp_path, 
     assert "malformed" not in text, r.describe()
     for w in words + ("not supported", f"at byte {offset}"):
         assert w in text, f"message lacks {w!r}\n" + r.describe()
+    assert "attributes: attributes:" not in text, "field named twice\n" + r.describe()
     # under a key the driver ignores, the same item is skipped like any valid CBOR
     ignored = zt_file(AREA, cbor({"version": "1.1.0", "x-vendor": Raw(raw), "objects": {"x": dense()}}))
     path.write_bytes(ignored)
