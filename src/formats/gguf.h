@@ -21,12 +21,13 @@ extern "C" {
 /* Checks a file opened as GGUF against the extra rules of ggml's own loader (ggml/src/gguf.cpp),
  * which tensorbox's reader does not impose:
  *   - the file is little-endian GGUF v2 or v3 (ggml reads neither v1 nor big-endian files);
- *   - `general.alignment`, when present, is stored as a u32;
  *   - no metadata array has arrays as elements;
- *   - every tensor has n_dims <= 4, a name shorter than 64 bytes, every ne[i] < 2^63 and an
- *     element count below 2^63;
+ *   - every tensor has a name shorter than 64 bytes, every ne[i] < 2^63 and an element count
+ *     below 2^63;
  *   - tensors are packed in info order: offset_0 = 0, offset_i = offset_(i-1) + size_(i-1)
  *     rounded up to the alignment.
+ * (A general.alignment that is not a u32 and n_dims > 4 are problems of every validation, so
+ * the lint does not repeat them.)
  * Every violation is passed to `cb` (may be NULL) as a tbx_error naming the field, the value and
  * the byte offset. Returns TBX_OK when the file passes, else the code of the first violation;
  * TBX_E_INVALID_ARG when `f` is not a handle opened by the GGUF driver. */

@@ -225,6 +225,8 @@ def test_validate_ggml_flags_each_rule(tbx, tmp_path, case):
     lines = [ln for ln in r.out.decode().splitlines() if ln.strip()]
     assert lines and all(ln.startswith(f"{p}: ") for ln in lines), r.describe()
     assert word in r.out.decode().lower(), r.describe()
+    if case in ("alignment", "n_dims"):  # found by validation itself: reported once, not again
+        assert sum(word in ln.lower() for ln in lines) == 1, "one problem, one line\n" + r.describe()
     assert "valid (" not in r.out.decode()
     r = run(tbx, "validate", "--ggml", "--quiet", p)
     assert r.rc == 1 and r.out == b"", r.describe()
