@@ -2,7 +2,7 @@
  * tensorbox.h - the public C API of libtensorbox.
  *
  * tensorbox reads, writes, validates, inspects and converts the container files that
- * machine-learning weights travel in (safetensors, GGUF, zTensor, OINF, MCF, EMBD).
+ * machine-learning weights travel in (safetensors, GGUF, zTensor, OINF).
  *
  * Model of a file
  * ---------------
@@ -58,6 +58,15 @@
  * tbx_writer, quantizing tbx_convert): the count comes from an option or env TBX_THREADS (default:
  * the online CPUs, at most 8), results never depend on it, and a custom allocator must then be
  * thread-safe. Destructors accept NULL.
+ *
+ * Versioned structs: every public struct that may grow starts with `uint32_t struct_size`. The
+ * caller sets it to sizeof the struct as its header declares it (the tbx_*_init functions and
+ * TBX_*_INIT macros do); 0 means the full size of this header's version. The library reads and
+ * writes only the first struct_size bytes: a caller built against an older, shorter struct gets
+ * the fields it knows filled, and fields it does not know take their defaults (0 unless said
+ * otherwise); a larger struct_size (a newer caller) is served up to the fields this library
+ * knows, the rest left as the caller set it. struct_size must be the size of some published
+ * version of the struct (a value that cuts a field gives that field partially).
  *
  * Lifetime: tbx_close(), tbx_writer_finish() (whatever its result) and tbx_writer_abort() free
  * their handle, like free(): passing the same pointer again to any function, a second close,
@@ -144,22 +153,60 @@ typedef enum tbx_format {
     TBX_FORMAT_SAFETENSORS = 1,
     TBX_FORMAT_GGUF = 2,
     TBX_FORMAT_ZTENSOR = 3,
-    TBX_FORMAT_OINF = 4,
-    TBX_FORMAT_MCF = 5,
-    TBX_FORMAT_EMBD = 6
+    TBX_FORMAT_OINF = 4
+    /* 5 (MCF) and 6 (EMBD) are reserved for formats whose drivers are not part of this release;
+     * they are never reused for anything else. */
 } tbx_format;
 
-/* Lower-case name ("safetensors", "gguf", "ztensor", ...); "unknown" for others. */
+/* Lower-case name of a format with a driver in this library ("safetensors", "gguf",
+ * "ztensor", "oinf"); "unknown" for any other value. */
 TBX_API const char *tbx_format_name(tbx_format format);
-/* Parses a format name (as printed by tbx_format_name); TBX_FORMAT_UNKNOWN if none matches. */
+/* Parses a format name (as printed by tbx_format_name, or an alias such as "zt");
+ * TBX_FORMAT_UNKNOWN if no driver has that name. */
 TBX_API tbx_format tbx_format_from_name(const char *name);
 /* Detects the format from the first bytes of a file (magic numbers, never the extension).
  * `head` holds the first `len` bytes of the file (64 are always enough); `file_size` is the total
  * size of the file. Returns TBX_FORMAT_UNKNOWN when nothing matches. */
 TBX_API tbx_format tbx_detect_format(const void *head, size_t len, uint64_t file_size);
-/* Guesses the output format from a path's extension (.safetensors, .gguf, .zt, .oinf, .mcf,
- * .weights); TBX_FORMAT_UNKNOWN if the extension is not known. Used only for writing. */
+/* Guesses the format from a path's extension (each format's tbx_format_caps.extensions, e.g.
+ * .safetensors, .gguf, .zt, .oinf; case-insensitive); TBX_FORMAT_UNKNOWN if no driver claims
+ * the extension. Used only for writing. */
 TBX_API tbx_format tbx_format_from_path(const char *path);
+
+/* What a format's driver can do (tbx_format_caps.flags) */
+#define TBX_FCAP_READ          0x01u /* files can be opened */
+#define TBX_FCAP_WRITE         0x02u /* files can be written (tbx_writer_open, tbx_convert) */
+#define TBX_FCAP_SECTIONS      0x04u /* the writer stores sections (tbx_writer_add_section) */
+#define TBX_FCAP_SIZEVARS      0x08u /* size variables (tbx_sizevar_*, tbx_writer_add_sizevar) */
+#define TBX_FCAP_NO_DATA       0x10u /* the writer stores tensors without data (has_data 0) */
+#define TBX_FCAP_COMPRESSION   0x20u /* the writer compresses (tbx_write_options.compress_level) */
+#define TBX_FCAP_DIGESTS       0x40u /* the writer records digests (tbx_write_options.digest) */
+
+/* Capabilities of a format, as its driver declares them (one source: the library's checks
+ * use the same data). Versioned: set struct_size (TBX_FORMAT_CAPS_INIT). */
+typedef struct tbx_format_caps {
+    uint32_t struct_size;
+    tbx_format format;
+    const char *name;          /* as tbx_format_name */
+    const char *aliases;       /* other names tbx_format_from_name accepts, space-separated ("") */
+    const char *extensions;    /* space-separated, e.g. ".zt"; the first one is the usual one */
+    uint32_t flags;            /* TBX_FCAP_* */
+    uint32_t read_versions;    /* bit v set: version v can be read (bit 0: the format has none) */
+    uint32_t write_versions;   /* bit v set: version v can be written (0 when not writable) */
+    uint32_t write_version;    /* the version written by default (tbx_write_options.version 0) */
+    uint64_t meta_types;       /* bit t set: metadata values of tbx_value_type t are stored as
+                                * such (others need TBX_CONVERT_STRINGIFY_META or DROP_META) */
+} tbx_format_caps;
+#define TBX_FORMAT_CAPS_INIT { sizeof(tbx_format_caps), TBX_FORMAT_UNKNOWN, NULL, NULL, NULL, \
+                               0, 0, 0, 0, 0 }
+
+/* Number of formats this library has a driver for; tbx_format_at(i) for i below it lists them
+ * (in a fixed order; TBX_FORMAT_UNKNOWN past the end). */
+TBX_API size_t tbx_format_count(void);
+TBX_API tbx_format tbx_format_at(size_t i);
+/* Fills *caps (its first caps->struct_size bytes) for `format`. TBX_E_NOT_FOUND when the
+ * library has no driver for it, TBX_E_INVALID_ARG for a NULL caps. */
+TBX_API tbx_status tbx_format_caps_get(tbx_format format, tbx_format_caps *caps);
 
 /* ---------------------------------------------------------------------------------------------
  * Data types. One table drives every size computation (tbx_dtype_info).
@@ -198,10 +245,10 @@ typedef enum tbx_dtype {
     TBX_DT_IQ4_NL = 66, TBX_DT_IQ3_S = 67, TBX_DT_IQ2_S = 68, TBX_DT_IQ4_XS = 69,
     TBX_DT_IQ1_M = 70, TBX_DT_TQ1_0 = 71, TBX_DT_TQ2_0 = 72, TBX_DT_MXFP4 = 73,
     TBX_DT_NVFP4 = 74, TBX_DT_Q1_0 = 75, TBX_DT_Q2_0 = 76,
-    /* MCF quantization families (payload size depends on the 2-D shape) */
-    TBX_DT_MCF_INT8 = 90, TBX_DT_MCF_INT4 = 91, TBX_DT_MCF_Q8 = 92, TBX_DT_MCF_Q4 = 93,
-    TBX_DT_MCF_K6 = 94, TBX_DT_MCF_K4 = 95, TBX_DT_MCF_K3 = 96, TBX_DT_MCF_K2 = 97,
-    TBX_DT_COUNT_ = 98
+    /* 90..97 are reserved for the MCF quantization families: driver-specific dtypes
+     * (TBX_DTF_SHAPED) that the MCF driver declares; tbx_dtype_get returns NULL for them while
+     * no driver declares them. Never reused for anything else. */
+    TBX_DT_COUNT_ = 98       /* one past the largest value reserved so far */
 } tbx_dtype;
 
 /* tbx_dtype_info.flags */
@@ -211,7 +258,8 @@ typedef enum tbx_dtype {
 #define TBX_DTF_COMPLEX  0x08u
 #define TBX_DTF_PACKED   0x10u  /* sub-byte elements in one LSB-first bitstream */
 #define TBX_DTF_BLOCK    0x20u  /* quantized blocks: block_size elements in block_bytes */
-#define TBX_DTF_SHAPED   0x40u  /* stored size depends on the whole shape (MCF quant types) */
+#define TBX_DTF_SHAPED   0x40u  /* driver-specific: declared by a format driver, which computes
+                                   the stored size from the whole shape */
 #define TBX_DTF_DECODE   0x80u  /* tbx_decode_f32 can decode it */
 
 typedef struct tbx_dtype_info {
@@ -223,7 +271,8 @@ typedef struct tbx_dtype_info {
     uint32_t flags;        /* TBX_DTF_* */
 } tbx_dtype_info;
 
-/* The table entry of a dtype, or NULL for an invalid value. Static storage. */
+/* The table entry of a dtype (the core table, or the driver that declares a driver-specific
+ * one), or NULL for an invalid value. Static storage. */
 TBX_API const tbx_dtype_info *tbx_dtype_get(tbx_dtype dtype);
 /* Looks a dtype up by its lower-case name (case-insensitive); TBX_DT_INVALID if unknown. */
 TBX_API tbx_dtype tbx_dtype_from_name(const char *name);
@@ -232,9 +281,13 @@ TBX_API tbx_dtype tbx_dtype_from_name(const char *name);
  * TBX_E_UNSUPPORTED for TBX_DTF_SHAPED types (use tbx_dtype_nbytes_shape). */
 TBX_API tbx_status tbx_dtype_nbytes(tbx_dtype dtype, uint64_t nelems, uint64_t *out);
 /* Stored byte size of a tensor of this row-major shape; handles every dtype, including
- * row-wise block rules (the last dimension must be a multiple of the block size). */
+ * row-wise block rules (the last dimension must be a multiple of the block size) and
+ * driver-specific (TBX_DTF_SHAPED) dtypes, whose size the declaring driver computes. */
 TBX_API tbx_status tbx_dtype_nbytes_shape(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,
                                           uint64_t *out);
+/* 1 when the writer of `format` can store tensors of `dtype` (at some shape; see
+ * tbx_format_caps_get), else 0. */
+TBX_API int tbx_format_writes_dtype(tbx_format format, tbx_dtype dtype);
 
 /* Scalar conversions (round to nearest even; NaN stays NaN; Inf and subnormals handled). */
 TBX_API float tbx_f16_to_f32(uint16_t h);

@@ -361,6 +361,19 @@ const tbx_value *tbx_meta_find(const tbx_file *f, const char *key) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Size variables: the driver's (tbx_driver.sizevar_count/get); none when it has no hook.       */
+/* ------------------------------------------------------------------------------------------ */
+uint64_t tbx_sizevar_count(const tbx_file *f) {
+    return f && f->drv && f->drv->sizevar_count ? f->drv->sizevar_count(f) : 0;
+}
+
+tbx_status tbx_sizevar_get(const tbx_file *f, uint64_t i, const char **name, size_t *name_len,
+                           uint64_t *value) {
+    if (!f || !f->drv || !f->drv->sizevar_get) return TBX_E_INVALID_ARG;
+    return f->drv->sizevar_get(f, i, name, name_len, value);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Tensors                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 

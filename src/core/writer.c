@@ -198,6 +198,15 @@ tbx_status tbx_writer_add_section(tbx_writer *w, const char *name, uint32_t type
     return TBX_OK;
 }
 
+tbx_status tbx_writer_add_sizevar(tbx_writer *w, const char *name, uint64_t value,
+                                  tbx_error *err) {
+    if (!w) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer", "NULL writer");
+    if (!w->drv->w_add_sizevar)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "sizevars",
+                       "%s files cannot store size variables", tbx_format_name(w->format));
+    return w->drv->w_add_sizevar(w, name, value, err);
+}
+
 tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *d, uint64_t *index,
                                  tbx_error *err) {
     tbx_status st = need_declare(w, err, "tensors");
