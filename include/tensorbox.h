@@ -197,8 +197,7 @@ typedef struct tbx_format_caps {
     uint64_t meta_types;       /* bit t set: metadata values of tbx_value_type t are stored as
                                 * such (others need TBX_CONVERT_STRINGIFY_META or DROP_META) */
 } tbx_format_caps;
-#define TBX_FORMAT_CAPS_INIT { sizeof(tbx_format_caps), TBX_FORMAT_UNKNOWN, NULL, NULL, NULL, \
-                               0, 0, 0, 0, 0 }
+#define TBX_FORMAT_CAPS_INIT { .struct_size = sizeof(tbx_format_caps) }
 
 /* Number of formats this library has a driver for; tbx_format_at(i) for i below it lists them
  * (in a fixed order; TBX_FORMAT_UNKNOWN past the end). */
@@ -310,6 +309,8 @@ TBX_API tbx_status tbx_decode_f32(tbx_dtype dtype, const void *src, size_t src_l
  * Limits and allocator
  * ------------------------------------------------------------------------------------------- */
 typedef struct tbx_limits {
+    uint32_t struct_size;          /* sizeof(tbx_limits) (see "Versioned structs"); a field past
+                                    * a shorter caller's struct_size takes its default */
     uint64_t max_tensors;          /* default 1,000,000 */
     uint64_t max_metadata_entries; /* default 1,000,000 (top-level keys) */
     uint64_t max_string_len;       /* default 1 GiB (one string / key / name) */
@@ -334,7 +335,7 @@ typedef struct tbx_limits {
     uint64_t max_decode_window;
 } tbx_limits;
 
-/* Fills `limits` with the defaults above. */
+/* Fills `limits` (this header's whole struct) with the defaults above and sets struct_size. */
 TBX_API void tbx_limits_default(tbx_limits *limits);
 
 /* Optional allocator: every allocation a handle makes goes through it. `free` receives the size
@@ -476,6 +477,18 @@ TBX_API tbx_format tbx_file_format(const tbx_file *f);
 TBX_API uint32_t tbx_file_version(const tbx_file *f);
 TBX_API uint64_t tbx_file_size(const tbx_file *f);
 
+/* Validates an open file without opening it again: the pass tbx_validate_path runs after its
+ * open. Every component is read in bounded memory (encoded ones decoded, digests verified
+ * when the handle was opened with TBX_OPEN_VERIFY_DIGESTS), then the format's deep checks
+ * run. Each problem of this pass goes to `cb` (may be NULL), in file order. Problems found while
+ * opening went to the open's on_problem when it was set (without it the first one failed the
+ * open): they are counted too, and come first. *nproblems (may be NULL) gets open-time plus
+ * this pass's problems; returns TBX_OK when there are none, else the code of the first one.
+ * For the checks of tbx_validate_path, open with on_problem set and TBX_OPEN_VERIFY_DIGESTS.
+ * Meant once per handle: a second call runs the pass again but need not report again what the
+ * first found (a digest found bad is remembered). Not on one handle from two threads. */
+TBX_API tbx_status tbx_validate(tbx_file *f, tbx_problem_fn cb, void *ud, uint64_t *nproblems);
+
 /* Validates a file: opens it with on_problem set and then reads every tensor's stored bytes
  * (decompressing, checking digests and format-specific value rules; distinct components on
  * opt->threads worker threads). Every problem found is passed to `cb` (may be NULL), in file
@@ -539,6 +552,7 @@ typedef enum tbx_encoding {
 } tbx_encoding;
 
 typedef struct tbx_tensor_info {
+    uint32_t struct_size;   /* set by the caller: sizeof(tbx_tensor_info) (TBX_TENSOR_INFO_INIT) */
     const char *name;       /* NUL-terminated (names cannot contain NUL) */
     size_t name_len;
     tbx_dtype dtype;        /* element dtype of the logical tensor */
@@ -552,6 +566,7 @@ typedef struct tbx_tensor_info {
 } tbx_tensor_info;
 
 typedef struct tbx_component_info {
+    uint32_t struct_size;   /* set by the caller (TBX_COMPONENT_INFO_INIT) */
     const char *name;       /* "data", "values", "indices", "indptr", "coords", "scales", ... */
     tbx_dtype dtype;
     uint64_t nelems;        /* decoded elements */
@@ -562,8 +577,13 @@ typedef struct tbx_component_info {
     const char *digest;     /* "sha256:..." / "crc32c:0x..." or NULL */
 } tbx_component_info;
 
+#define TBX_TENSOR_INFO_INIT { .struct_size = sizeof(tbx_tensor_info) }
+#define TBX_COMPONENT_INFO_INIT { .struct_size = sizeof(tbx_component_info) }
+
 TBX_API uint64_t tbx_tensor_count(const tbx_file *f);
-/* Fills `info` for tensor i (file order). The pointers inside stay valid until tbx_close. */
+/* Fills the first info->struct_size bytes of `info` for tensor i (file order); the pointers
+ * inside stay valid until tbx_close. tbx_component_info_get and tbx_section_info_get work the
+ * same way. */
 TBX_API tbx_status tbx_tensor_info_get(const tbx_file *f, uint64_t i, tbx_tensor_info *info);
 /* Index of the tensor named `name` (NUL-terminated). TBX_E_NOT_FOUND if absent. */
 TBX_API tbx_status tbx_tensor_find(const tbx_file *f, const char *name, uint64_t *index);
@@ -596,6 +616,8 @@ TBX_API tbx_status tbx_component_read_range(tbx_file *f, uint64_t i, uint32_t c,
                                             void *buf, size_t len, tbx_error *err);
 /* One component to read with tbx_read_batch. */
 typedef struct tbx_read_req {
+    uint32_t struct_size;   /* sizeof(tbx_read_req) (TBX_READ_REQ_INIT); the same in every
+                             * element: it is also the array's stride */
     uint64_t tensor;        /* tensor index */
     uint32_t component;     /* component index (0 for a dense tensor) */
     void *buf;              /* the caller's buffer, at least the component's nbytes */
@@ -603,6 +625,7 @@ typedef struct tbx_read_req {
     tbx_status status;      /* out: this request's result */
     tbx_error error;        /* out: its error when status != TBX_OK */
 } tbx_read_req;
+#define TBX_READ_REQ_INIT { .struct_size = sizeof(tbx_read_req) }
 
 /* Reads the decoded bytes of n components (as tbx_component_read each), decoding and verifying
  * up to `threads` of them at once: zstd decompression and digests of distinct components run
@@ -636,11 +659,13 @@ TBX_API tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, 
  * Sections (auxiliary named blobs)
  * ------------------------------------------------------------------------------------------- */
 typedef struct tbx_section_info {
+    uint32_t struct_size;   /* set by the caller (TBX_SECTION_INFO_INIT) */
     const char *name;   /* e.g. "tokenizer.json", "vocab" */
     uint32_t type;      /* format-specific type code, 0 when none */
     uint64_t offset;    /* absolute file offset */
     uint64_t size;      /* bytes */
 } tbx_section_info;
+#define TBX_SECTION_INFO_INIT { .struct_size = sizeof(tbx_section_info) }
 
 TBX_API uint64_t tbx_section_count(const tbx_file *f);
 TBX_API tbx_status tbx_section_info_get(const tbx_file *f, uint64_t i, tbx_section_info *info);
@@ -678,6 +703,7 @@ TBX_API void tbx_write_options_init(tbx_write_options *opt);
 
 /* Describes one tensor to write. */
 typedef struct tbx_tensor_desc {
+    uint32_t struct_size;    /* sizeof(tbx_tensor_desc) (TBX_TENSOR_DESC_INIT); 0: this version */
     const char *name;
     size_t name_len;         /* 0: strlen(name) */
     tbx_dtype dtype;
@@ -685,6 +711,7 @@ typedef struct tbx_tensor_desc {
     const uint64_t *shape;   /* row-major */
     int has_data;            /* 0: a tensor without data (formats that allow it) */
 } tbx_tensor_desc;
+#define TBX_TENSOR_DESC_INIT { .struct_size = sizeof(tbx_tensor_desc) }
 
 /* Creates a writer for `path`. Fails with TBX_E_EXISTS when the path exists (unless
  * TBX_WRITE_OVERWRITE) or is a file open for reading through this library. */

@@ -199,7 +199,7 @@ static int convert_run(const cli_args *a) {
     tbx_status st = tbx_convert(f, out, &opt, &err);
     uint64_t total = 0;
     for (uint64_t i = 0, nt = tbx_tensor_count(f); i < nt; i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         if (tbx_tensor_info_get(f, i, &ti) == TBX_OK) total += ti.nbytes;
     }
     tbx_close(f);

@@ -1,8 +1,8 @@
 /*
  * cmd_validate.c - `tbx validate FILE... [--quiet]`: full structural and data check.
  *
- * Runs tbx_validate_path, which opens the file with problem reporting on and reads every
- * tensor's stored bytes. A valid file prints "FILE: valid (<format> v<version>, N tensors)" and
+ * Opens the file once with problem reporting on (and digest verification), then runs
+ * tbx_validate on the handle, which reads every tensor's stored bytes. A valid file prints "FILE: valid (<format> v<version>, N tensors)" and
  * exits 0; otherwise each problem prints as "FILE: <field>: <message>" and the exit status is 1.
  * --quiet prints nothing: the exit status alone tells. Problems are the command's output, so
  * they go to stdout; messages from the library are kept to one line.
@@ -60,21 +60,9 @@ static void on_problem(void *ud, const tbx_error *problem) {
     if (problem) print_problem((validate_ctx *)ud, problem);
 }
 
-static void ignore_problem(void *ud, const tbx_error *problem) {
-    (void)ud;
-    (void)problem;
-}
-
-/* --ggml: runs the ggml lint; returns the number of problem lines printed. */
-static uint64_t ggml_lint(const cli_args *a, validate_ctx *ctx) {
-    tbx_open_options opt;
-    cli_open_options(a, &opt);
-    opt.on_problem = ignore_problem; /* reported by the validation already */
-    tbx_file *f = NULL;
-    tbx_error err;
-    memset(&err, 0, sizeof err);
+/* --ggml: runs the ggml lint on the open handle; returns the number of problem lines printed. */
+static uint64_t ggml_lint(tbx_file *f, validate_ctx *ctx) {
     uint64_t before = ctx->printed;
-    if (tbx_open_path(&f, ctx->path, &opt, &err) != TBX_OK || !f) return 0; /* reported */
     if (tbx_file_format(f) != TBX_FORMAT_GGUF) {
         tbx_error e;
         memset(&e, 0, sizeof e);
@@ -87,51 +75,46 @@ static uint64_t ggml_lint(const cli_args *a, validate_ctx *ctx) {
     } else {
         tbx_gguf_lint(f, on_problem, ctx);
     }
-    tbx_close(f);
     return ctx->printed - before;
 }
 
-/* Validates one file; returns CLI_OK when valid. */
+/* Validates one file, opening it once: the open reports its recoverable problems, tbx_validate
+ * the data pass, the --ggml lint and the summary use the same handle. Returns CLI_OK when
+ * valid. */
 static int validate_one(const cli_args *a, const char *path, int quiet) {
     tbx_open_options opt;
     cli_open_options(a, &opt);
     validate_ctx ctx = {path, quiet, 0};
-    tbx_status st = tbx_validate_path(path, &opt, on_problem, &ctx, NULL);
-
-    /* Open again for the summary line (or, when validation failed without reporting a
-     * problem, for the error that explains why). */
+    opt.on_problem = on_problem;
+    opt.problem_ud = &ctx;
+    opt.flags |= TBX_OPEN_VERIFY_DIGESTS;
     tbx_file *f = NULL;
     tbx_error err;
     memset(&err, 0, sizeof err);
-    tbx_status ost = TBX_OK;
-    if (st == TBX_OK || ctx.printed == 0) {
-        tbx_open_options o2;
-        cli_open_options(a, &o2);
-        ost = tbx_open_path(&f, path, &o2, &err);
-        if (ost == TBX_OK && !f) ost = TBX_E_IO;
+    tbx_status st = tbx_open_path(&f, path, &opt, &err);
+    if (st == TBX_OK && !f) st = TBX_E_IO;
+    if (st != TBX_OK) {
+        /* a fatal problem: the file cannot be opened at all (--ggml has nothing to lint) */
+        if (err.code == TBX_OK) err.code = st;
+        print_problem(&ctx, &err);
+        return CLI_FAIL;
     }
-    if (st == TBX_OK && ost != TBX_OK) st = ost;
-
+    st = tbx_validate(f, on_problem, &ctx, NULL);
     int rc = CLI_OK;
     if (st != TBX_OK) {
         if (ctx.printed == 0) {
-            if (ost != TBX_OK) {
-                if (err.code == TBX_OK) err.code = ost;
-                print_problem(&ctx, &err);
-            } else {
-                /* the library failed without a message: say what it returned */
-                tbx_error e;
-                memset(&e, 0, sizeof e);
-                e.code = st;
-                e.offset = TBX_NO_OFFSET;
-                snprintf(e.message, sizeof e.message, "%s (%s)", tbx_strerror(st),
-                         tbx_status_name(st));
-                print_problem(&ctx, &e);
-            }
+            /* the library failed without a message: say what it returned */
+            tbx_error e;
+            memset(&e, 0, sizeof e);
+            e.code = st;
+            e.offset = TBX_NO_OFFSET;
+            snprintf(e.message, sizeof e.message, "%s (%s)", tbx_strerror(st),
+                     tbx_status_name(st));
+            print_problem(&ctx, &e);
         }
         rc = CLI_FAIL;
     }
-    if (cli_flag(a, "ggml") && ggml_lint(a, &ctx) > 0) rc = CLI_FAIL;
+    if (cli_flag(a, "ggml") && ggml_lint(f, &ctx) > 0) rc = CLI_FAIL;
     if (rc == CLI_OK && !quiet) {
         printf("%s: valid (%s v%" PRIu32 ", %" PRIu64 " tensors)\n", path,
                tbx_format_name(tbx_file_format(f)), tbx_file_version(f), tbx_tensor_count(f));

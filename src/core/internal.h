@@ -369,7 +369,8 @@ struct tbx_file {
     uint32_t version;
     tbx_problem_fn on_problem;    /* may be NULL: problems are then fatal */
     void *problem_ud;
-    uint64_t nproblems;
+    uint64_t nproblems;           /* problems passed to on_problem so far */
+    tbx_status first_problem;     /* the code of the first of them (tbx_validate) */
     void *problem_lock;           /* a pthread mutex while worker threads read (tbx_read_batch) */
     uint32_t threads;             /* tbx_open_options.threads (0: tbx_threads_default()) */
 

@@ -1311,7 +1311,7 @@ static tbx_value_type arr_elem(const tbx_value *v) {
 static tbx_status w_check_value(const char *q, const tbx_value *v, uint32_t level, tbx_error *err) {
     if (!v) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "metadata",
                            "metadata \"%s\": NULL value", q);
-    if (gv_of(v->type) < 0)
+    if (!tbx_driver_meta_ok(&tbx_driver_gguf, v->type))
         return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
                        "metadata \"%s\": GGUF cannot store a %s value (it has bool, u8..u64, "
                        "i8..i64, f32, f64, string and arrays)", q, tbx_value_type_name(v->type));
@@ -1328,7 +1328,7 @@ static tbx_status w_check_value(const char *q, const tbx_value *v, uint32_t leve
                            "stored in GGUF (arrays declare their element type)", q);
         et = v->v.a.items[0] ? v->v.a.items[0]->type : TBX_V_NULL;
     }
-    if (gv_of(et) < 0)
+    if (!tbx_driver_meta_ok(&tbx_driver_gguf, et))
         return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
                        "metadata \"%s\": GGUF cannot store an array of %s (it has bool, "
                        "u8..u64, i8..i64, f32, f64, string and arrays)", q,
