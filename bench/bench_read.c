@@ -79,10 +79,10 @@ static int presize_buffer(const char *path, int batch, unsigned char **buf, size
     if (st != TBX_OK) return fail(path, st, &err);
     uint64_t max = 0, total = 0;
     for (uint64_t i = 0, n = tbx_tensor_count(f); i < n; i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         tbx_tensor_info_get(f, i, &ti);
         for (uint32_t c = 0; c < ti.ncomponents; c++) {
-            tbx_component_info ci;
+            tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
             tbx_component_info_get(f, i, c, &ci);
             if (ci.nbytes > max) max = ci.nbytes;
             total += ci.nbytes;
@@ -97,17 +97,17 @@ static tbx_status read_batch(tbx_file *f, unsigned char *buf, uint32_t threads, 
                              uint64_t *sum, tbx_error *err) {
     uint64_t n = tbx_tensor_count(f), nreq = 0, off = 0;
     for (uint64_t i = 0; i < n; i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         tbx_tensor_info_get(f, i, &ti);
         nreq += ti.ncomponents;
     }
     tbx_read_req *req = calloc(nreq ? nreq : 1, sizeof *req);
     if (!req) return TBX_E_NOMEM;
     for (uint64_t i = 0, k = 0; i < n; i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         tbx_tensor_info_get(f, i, &ti);
         for (uint32_t c = 0; c < ti.ncomponents; c++, k++) {
-            tbx_component_info ci;
+            tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
             tbx_component_info_get(f, i, c, &ci);
             req[k].tensor = i;
             req[k].component = c;

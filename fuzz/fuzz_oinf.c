@@ -48,7 +48,7 @@ static void fz_oinf(tbx_file *f) {
     FZ_CHECK(tbx_oinf_sizevar_get(f, nsv, NULL, NULL, NULL) != TBX_OK, "sizevar out of range");
     uint64_t nt = tbx_tensor_count(f);
     for (uint64_t i = 0; i < nt && i < FZ_MAX_TENSORS; i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         FZ_CHECK(tbx_tensor_info_get(f, i, &ti) == TBX_OK, "tensor info");
         FZ_CHECK(fz_name_ok(ti.name, ti.name_len), "tensor names match the charset");
         tbx_oinf_quant q;

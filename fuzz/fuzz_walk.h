@@ -224,7 +224,7 @@ static void fz_decode(fz_ctx *cx, uint64_t i, const tbx_tensor_info *ti, const v
 
 static void fz_tensor(fz_ctx *cx, uint64_t i) {
     tbx_file *f = cx->f;
-    tbx_tensor_info ti;
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
     tbx_status st = tbx_tensor_info_get(f, i, &ti);
     FZ_CHECK(st == TBX_OK, "tensor info in range");
     FZ_CHECK(ti.name != NULL && strlen(ti.name) == ti.name_len, "tensor name NUL-terminated");
@@ -242,7 +242,7 @@ static void fz_tensor(fz_ctx *cx, uint64_t i) {
     FZ_CHECK(!overflow && prod == ti.nelems, "nelems is the product of the shape");
 
     for (uint32_t c = 0; c < ti.ncomponents; c++) {
-        tbx_component_info ci;
+        tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
         FZ_CHECK(tbx_component_info_get(f, i, c, &ci) == TBX_OK, "component in range");
         FZ_CHECK(ci.name != NULL, "component name");
         fz_touch(ci.name, strlen(ci.name));
@@ -254,7 +254,7 @@ static void fz_tensor(fz_ctx *cx, uint64_t i) {
         free(buf);
     }
     {
-        tbx_component_info ci;
+        tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
         FZ_CHECK(tbx_component_info_get(f, i, ti.ncomponents, &ci) != TBX_OK,
                  "component out of range");
     }
@@ -263,7 +263,7 @@ static void fz_tensor(fz_ctx *cx, uint64_t i) {
     void *stored = fz_read(cx, 1, i, 0, &len);
 
     tbx_error err;
-    tbx_component_info c0; /* range reads address decoded bytes (compressed data too) */
+    tbx_component_info c0 = TBX_COMPONENT_INFO_INIT; /* range reads address decoded bytes (compressed data too) */
     uint64_t dn = ti.ncomponents && tbx_component_info_get(f, i, 0, &c0) == TBX_OK ? c0.nbytes : 0;
     if (ti.layout == TBX_LAYOUT_DENSE && dn > 0) {
         uint8_t small[16];
@@ -309,7 +309,7 @@ static void fz_sections(fz_ctx *cx) {
     tbx_file *f = cx->f;
     uint64_t n = tbx_section_count(f);
     for (uint64_t i = 0; i < n && i < FZ_MAX_TENSORS; i++) {
-        tbx_section_info si;
+        tbx_section_info si = TBX_SECTION_INFO_INIT;
         FZ_CHECK(tbx_section_info_get(f, i, &si) == TBX_OK, "section in range");
         FZ_CHECK(si.name != NULL, "section name");
         fz_touch(si.name, strlen(si.name));
@@ -319,7 +319,7 @@ static void fz_sections(fz_ctx *cx) {
         if (buf) FZ_CHECK(len == si.size, "section read size");
         free(buf);
     }
-    tbx_section_info si;
+    tbx_section_info si = TBX_SECTION_INFO_INIT;
     FZ_CHECK(tbx_section_info_get(f, n, &si) != TBX_OK, "section out of range");
 }
 
@@ -333,10 +333,10 @@ static void fz_batch(fz_ctx *cx) {
     size_t n = 0;
     uint64_t nt = tbx_tensor_count(f);
     for (uint64_t i = 0; i < nt && n < MAXREQ; i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
         for (uint32_t c = 0; c < ti.ncomponents && n < MAXREQ; c++) {
-            tbx_component_info ci;
+            tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
             if (tbx_component_info_get(f, i, c, &ci) != TBX_OK || ci.nbytes > FZ_MAX_READ)
                 continue;
             memset(&req[n], 0, sizeof req[n]);
@@ -377,7 +377,7 @@ static void fz_walk(tbx_file *f, const uint8_t *data, size_t size) {
 
     uint64_t nt = tbx_tensor_count(f);
     for (uint64_t i = 0; i < nt && i < FZ_MAX_TENSORS; i++) fz_tensor(&cx, i);
-    tbx_tensor_info ti;
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
     FZ_CHECK(tbx_tensor_info_get(f, nt, &ti) != TBX_OK, "tensor out of range");
     uint64_t idx;
     FZ_CHECK(tbx_tensor_find(f, "\x01no such tensor\x02", &idx) == TBX_E_NOT_FOUND,

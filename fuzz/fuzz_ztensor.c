@@ -38,7 +38,7 @@ static void fz_problem(void *ud, const tbx_error *e) {
 static void fz_decode_all(tbx_file *f) {
     uint64_t nt = tbx_tensor_count(f);
     for (uint64_t i = 0; i < nt && i < FZ_MAX_TENSORS; i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         FZ_CHECK(tbx_tensor_info_get(f, i, &ti) == TBX_OK, "tensor info");
         if (ti.nelems == 0 || ti.nelems > FZ_MAX_DECODE) continue;
         float *all = malloc((size_t)ti.nelems * sizeof(float));
@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         tbx_status st;
         uint64_t nt = tbx_tensor_count(f);
         for (uint64_t i = 0; i < nt && i < FZ_MAX_TENSORS; i++) {
-            tbx_tensor_info ti;
+            tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
             tbx_tensor_info_get(f, i, &ti);
             for (uint32_t c = 0; c < ti.ncomponents; c++) {
                 size_t need = 0;

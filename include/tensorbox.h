@@ -2,7 +2,7 @@
  * tensorbox.h - the public C API of libtensorbox.
  *
  * tensorbox reads, writes, validates, inspects and converts the container files that
- * machine-learning weights travel in (safetensors, GGUF, zTensor, OINF, MCF, EMBD).
+ * machine-learning weights travel in (safetensors, GGUF, zTensor, OINF).
  *
  * Model of a file
  * ---------------
@@ -58,6 +58,15 @@
  * tbx_writer, quantizing tbx_convert): the count comes from an option or env TBX_THREADS (default:
  * the online CPUs, at most 8), results never depend on it, and a custom allocator must then be
  * thread-safe. Destructors accept NULL.
+ *
+ * Versioned structs: every public struct that may grow starts with `uint32_t struct_size`. The
+ * caller sets it to sizeof the struct as its header declares it (the tbx_*_init functions and
+ * TBX_*_INIT macros do); 0 means the full size of this header's version. The library reads and
+ * writes only the first struct_size bytes: a caller built against an older, shorter struct gets
+ * the fields it knows filled, and fields it does not know take their defaults (0 unless said
+ * otherwise); a larger struct_size (a newer caller) is served up to the fields this library
+ * knows, the rest left as the caller set it. struct_size must be the size of some published
+ * version of the struct (a value that cuts a field gives that field partially).
  *
  * Lifetime: tbx_close(), tbx_writer_finish() (whatever its result) and tbx_writer_abort() free
  * their handle, like free(): passing the same pointer again to any function, a second close,
@@ -144,22 +153,59 @@ typedef enum tbx_format {
     TBX_FORMAT_SAFETENSORS = 1,
     TBX_FORMAT_GGUF = 2,
     TBX_FORMAT_ZTENSOR = 3,
-    TBX_FORMAT_OINF = 4,
-    TBX_FORMAT_MCF = 5,
-    TBX_FORMAT_EMBD = 6
+    TBX_FORMAT_OINF = 4
+    /* 5 (MCF) and 6 (EMBD) are reserved for formats whose drivers are not part of this release;
+     * they are never reused for anything else. */
 } tbx_format;
 
-/* Lower-case name ("safetensors", "gguf", "ztensor", ...); "unknown" for others. */
+/* Lower-case name of a format with a driver in this library ("safetensors", "gguf",
+ * "ztensor", "oinf"); "unknown" for any other value. */
 TBX_API const char *tbx_format_name(tbx_format format);
-/* Parses a format name (as printed by tbx_format_name); TBX_FORMAT_UNKNOWN if none matches. */
+/* Parses a format name (as printed by tbx_format_name, or an alias such as "zt");
+ * TBX_FORMAT_UNKNOWN if no driver has that name. */
 TBX_API tbx_format tbx_format_from_name(const char *name);
 /* Detects the format from the first bytes of a file (magic numbers, never the extension).
  * `head` holds the first `len` bytes of the file (64 are always enough); `file_size` is the total
  * size of the file. Returns TBX_FORMAT_UNKNOWN when nothing matches. */
 TBX_API tbx_format tbx_detect_format(const void *head, size_t len, uint64_t file_size);
-/* Guesses the output format from a path's extension (.safetensors, .gguf, .zt, .oinf, .mcf,
- * .weights); TBX_FORMAT_UNKNOWN if the extension is not known. Used only for writing. */
+/* Guesses the format from a path's extension (each format's tbx_format_caps.extensions, e.g.
+ * .safetensors, .gguf, .zt, .oinf; case-insensitive); TBX_FORMAT_UNKNOWN if no driver claims
+ * the extension. Used only for writing. */
 TBX_API tbx_format tbx_format_from_path(const char *path);
+
+/* What a format's driver can do (tbx_format_caps.flags) */
+#define TBX_FCAP_READ          0x01u /* files can be opened */
+#define TBX_FCAP_WRITE         0x02u /* files can be written (tbx_writer_open, tbx_convert) */
+#define TBX_FCAP_SECTIONS      0x04u /* the writer stores sections (tbx_writer_add_section) */
+#define TBX_FCAP_SIZEVARS      0x08u /* size variables (tbx_sizevar_*, tbx_writer_add_sizevar) */
+#define TBX_FCAP_NO_DATA       0x10u /* the writer stores tensors without data (has_data 0) */
+#define TBX_FCAP_COMPRESSION   0x20u /* the writer compresses (tbx_write_options.compress_level) */
+#define TBX_FCAP_DIGESTS       0x40u /* the writer records digests (tbx_write_options.digest) */
+
+/* Capabilities of a format, as its driver declares them (one source: the library's checks
+ * use the same data). Versioned: set struct_size (TBX_FORMAT_CAPS_INIT). */
+typedef struct tbx_format_caps {
+    uint32_t struct_size;
+    tbx_format format;
+    const char *name;          /* as tbx_format_name */
+    const char *aliases;       /* other names tbx_format_from_name accepts, space-separated ("") */
+    const char *extensions;    /* space-separated, e.g. ".zt"; the first one is the usual one */
+    uint32_t flags;            /* TBX_FCAP_* */
+    uint32_t read_versions;    /* bit v set: version v can be read (bit 0: the format has none) */
+    uint32_t write_versions;   /* bit v set: version v can be written (0 when not writable) */
+    uint32_t write_version;    /* the version written by default (tbx_write_options.version 0) */
+    uint64_t meta_types;       /* bit t set: metadata values of tbx_value_type t are stored as
+                                * such (others need TBX_CONVERT_STRINGIFY_META or DROP_META) */
+} tbx_format_caps;
+#define TBX_FORMAT_CAPS_INIT { .struct_size = sizeof(tbx_format_caps) }
+
+/* Number of formats this library has a driver for; tbx_format_at(i) for i below it lists them
+ * (in a fixed order; TBX_FORMAT_UNKNOWN past the end). */
+TBX_API size_t tbx_format_count(void);
+TBX_API tbx_format tbx_format_at(size_t i);
+/* Fills *caps (its first caps->struct_size bytes) for `format`. TBX_E_NOT_FOUND when the
+ * library has no driver for it, TBX_E_INVALID_ARG for a NULL caps. */
+TBX_API tbx_status tbx_format_caps_get(tbx_format format, tbx_format_caps *caps);
 
 /* ---------------------------------------------------------------------------------------------
  * Data types. One table drives every size computation (tbx_dtype_info).
@@ -198,10 +244,10 @@ typedef enum tbx_dtype {
     TBX_DT_IQ4_NL = 66, TBX_DT_IQ3_S = 67, TBX_DT_IQ2_S = 68, TBX_DT_IQ4_XS = 69,
     TBX_DT_IQ1_M = 70, TBX_DT_TQ1_0 = 71, TBX_DT_TQ2_0 = 72, TBX_DT_MXFP4 = 73,
     TBX_DT_NVFP4 = 74, TBX_DT_Q1_0 = 75, TBX_DT_Q2_0 = 76,
-    /* MCF quantization families (payload size depends on the 2-D shape) */
-    TBX_DT_MCF_INT8 = 90, TBX_DT_MCF_INT4 = 91, TBX_DT_MCF_Q8 = 92, TBX_DT_MCF_Q4 = 93,
-    TBX_DT_MCF_K6 = 94, TBX_DT_MCF_K4 = 95, TBX_DT_MCF_K3 = 96, TBX_DT_MCF_K2 = 97,
-    TBX_DT_COUNT_ = 98
+    /* 90..97 are reserved for the MCF quantization families: driver-specific dtypes
+     * (TBX_DTF_SHAPED) that the MCF driver declares; tbx_dtype_get returns NULL for them while
+     * no driver declares them. Never reused for anything else. */
+    TBX_DT_COUNT_ = 98       /* one past the largest value reserved so far */
 } tbx_dtype;
 
 /* tbx_dtype_info.flags */
@@ -211,7 +257,8 @@ typedef enum tbx_dtype {
 #define TBX_DTF_COMPLEX  0x08u
 #define TBX_DTF_PACKED   0x10u  /* sub-byte elements in one LSB-first bitstream */
 #define TBX_DTF_BLOCK    0x20u  /* quantized blocks: block_size elements in block_bytes */
-#define TBX_DTF_SHAPED   0x40u  /* stored size depends on the whole shape (MCF quant types) */
+#define TBX_DTF_SHAPED   0x40u  /* driver-specific: declared by a format driver, which computes
+                                   the stored size from the whole shape */
 #define TBX_DTF_DECODE   0x80u  /* tbx_decode_f32 can decode it */
 
 typedef struct tbx_dtype_info {
@@ -223,7 +270,8 @@ typedef struct tbx_dtype_info {
     uint32_t flags;        /* TBX_DTF_* */
 } tbx_dtype_info;
 
-/* The table entry of a dtype, or NULL for an invalid value. Static storage. */
+/* The table entry of a dtype (the core table, or the driver that declares a driver-specific
+ * one), or NULL for an invalid value. Static storage. */
 TBX_API const tbx_dtype_info *tbx_dtype_get(tbx_dtype dtype);
 /* Looks a dtype up by its lower-case name (case-insensitive); TBX_DT_INVALID if unknown. */
 TBX_API tbx_dtype tbx_dtype_from_name(const char *name);
@@ -232,9 +280,13 @@ TBX_API tbx_dtype tbx_dtype_from_name(const char *name);
  * TBX_E_UNSUPPORTED for TBX_DTF_SHAPED types (use tbx_dtype_nbytes_shape). */
 TBX_API tbx_status tbx_dtype_nbytes(tbx_dtype dtype, uint64_t nelems, uint64_t *out);
 /* Stored byte size of a tensor of this row-major shape; handles every dtype, including
- * row-wise block rules (the last dimension must be a multiple of the block size). */
+ * row-wise block rules (the last dimension must be a multiple of the block size) and
+ * driver-specific (TBX_DTF_SHAPED) dtypes, whose size the declaring driver computes. */
 TBX_API tbx_status tbx_dtype_nbytes_shape(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,
                                           uint64_t *out);
+/* 1 when the writer of `format` can store tensors of `dtype` (at some shape; see
+ * tbx_format_caps_get), else 0. */
+TBX_API int tbx_format_writes_dtype(tbx_format format, tbx_dtype dtype);
 
 /* Scalar conversions (round to nearest even; NaN stays NaN; Inf and subnormals handled). */
 TBX_API float tbx_f16_to_f32(uint16_t h);
@@ -257,6 +309,8 @@ TBX_API tbx_status tbx_decode_f32(tbx_dtype dtype, const void *src, size_t src_l
  * Limits and allocator
  * ------------------------------------------------------------------------------------------- */
 typedef struct tbx_limits {
+    uint32_t struct_size;          /* sizeof(tbx_limits) (see "Versioned structs"); a field past
+                                    * a shorter caller's struct_size takes its default */
     uint64_t max_tensors;          /* default 1,000,000 */
     uint64_t max_metadata_entries; /* default 1,000,000 (top-level keys) */
     uint64_t max_string_len;       /* default 1 GiB (one string / key / name) */
@@ -281,7 +335,7 @@ typedef struct tbx_limits {
     uint64_t max_decode_window;
 } tbx_limits;
 
-/* Fills `limits` with the defaults above. */
+/* Fills `limits` (this header's whole struct) with the defaults above and sets struct_size. */
 TBX_API void tbx_limits_default(tbx_limits *limits);
 
 /* Optional allocator: every allocation a handle makes goes through it. `free` receives the size
@@ -430,6 +484,18 @@ TBX_API tbx_format tbx_file_format(const tbx_file *f);
 TBX_API uint32_t tbx_file_version(const tbx_file *f);
 TBX_API uint64_t tbx_file_size(const tbx_file *f);
 
+/* Validates an open file without opening it again: the pass tbx_validate_path runs after its
+ * open. Every component is read in bounded memory (encoded ones decoded, digests verified
+ * when the handle was opened with TBX_OPEN_VERIFY_DIGESTS), then the format's deep checks
+ * run. Each problem of this pass goes to `cb` (may be NULL), in file order. Problems found while
+ * opening went to the open's on_problem when it was set (without it the first one failed the
+ * open): they are counted too, and come first. *nproblems (may be NULL) gets open-time plus
+ * this pass's problems; returns TBX_OK when there are none, else the code of the first one.
+ * For the checks of tbx_validate_path, open with on_problem set and TBX_OPEN_VERIFY_DIGESTS.
+ * Meant once per handle: a second call runs the pass again but need not report again what the
+ * first found (a digest found bad is remembered). Not on one handle from two threads. */
+TBX_API tbx_status tbx_validate(tbx_file *f, tbx_problem_fn cb, void *ud, uint64_t *nproblems);
+
 /* Validates a file: opens it with on_problem set and then reads every tensor's stored bytes
  * (decompressing, checking digests and format-specific value rules; distinct components on
  * opt->threads worker threads). Every problem found is passed to `cb` (may be NULL), in file
@@ -437,14 +503,6 @@ TBX_API uint64_t tbx_file_size(const tbx_file *f);
  * Returns TBX_OK when the file is valid, otherwise the code of the first problem. */
 TBX_API tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt,
                                      tbx_problem_fn cb, void *ud, uint64_t *nproblems);
-/* As tbx_validate_path, and when the file could be opened *out gets the handle the validation
- * used (the caller closes it; NULL when the open failed), e.g. for a summary or further checks
- * such as tbx_gguf_lint without opening the file a second time. The handle was opened with the
- * caller's options plus TBX_OPEN_VERIFY_DIGESTS; its on_problem is cleared, so later problems
- * are errors of the calls that meet them. */
-TBX_API tbx_status tbx_validate_open(const char *path, const tbx_open_options *opt,
-                                     tbx_problem_fn cb, void *ud, uint64_t *nproblems,
-                                     tbx_file **out);
 
 /* ---------------------------------------------------------------------------------------------
  * Metadata
@@ -502,6 +560,7 @@ typedef enum tbx_encoding {
 } tbx_encoding;
 
 typedef struct tbx_tensor_info {
+    uint32_t struct_size;   /* set by the caller: sizeof(tbx_tensor_info) (TBX_TENSOR_INFO_INIT) */
     const char *name;       /* NUL-terminated (names cannot contain NUL) */
     size_t name_len;
     tbx_dtype dtype;        /* element dtype of the logical tensor */
@@ -515,6 +574,7 @@ typedef struct tbx_tensor_info {
 } tbx_tensor_info;
 
 typedef struct tbx_component_info {
+    uint32_t struct_size;   /* set by the caller (TBX_COMPONENT_INFO_INIT) */
     const char *name;       /* "data", "values", "indices", "indptr", "coords", "scales", ... */
     tbx_dtype dtype;
     uint64_t nelems;        /* decoded elements */
@@ -525,8 +585,13 @@ typedef struct tbx_component_info {
     const char *digest;     /* "sha256:..." / "crc32c:0x..." or NULL */
 } tbx_component_info;
 
+#define TBX_TENSOR_INFO_INIT { .struct_size = sizeof(tbx_tensor_info) }
+#define TBX_COMPONENT_INFO_INIT { .struct_size = sizeof(tbx_component_info) }
+
 TBX_API uint64_t tbx_tensor_count(const tbx_file *f);
-/* Fills `info` for tensor i (file order). The pointers inside stay valid until tbx_close. */
+/* Fills the first info->struct_size bytes of `info` for tensor i (file order); the pointers
+ * inside stay valid until tbx_close. tbx_component_info_get and tbx_section_info_get work the
+ * same way. */
 TBX_API tbx_status tbx_tensor_info_get(const tbx_file *f, uint64_t i, tbx_tensor_info *info);
 /* Index of the tensor named `name` (NUL-terminated). TBX_E_NOT_FOUND if absent. */
 TBX_API tbx_status tbx_tensor_find(const tbx_file *f, const char *name, uint64_t *index);
@@ -559,6 +624,8 @@ TBX_API tbx_status tbx_component_read_range(tbx_file *f, uint64_t i, uint32_t c,
                                             void *buf, size_t len, tbx_error *err);
 /* One component to read with tbx_read_batch. */
 typedef struct tbx_read_req {
+    uint32_t struct_size;   /* sizeof(tbx_read_req) (TBX_READ_REQ_INIT); the same in every
+                             * element: it is also the array's stride */
     uint64_t tensor;        /* tensor index */
     uint32_t component;     /* component index (0 for a dense tensor) */
     void *buf;              /* the caller's buffer, at least the component's nbytes */
@@ -566,6 +633,7 @@ typedef struct tbx_read_req {
     tbx_status status;      /* out: this request's result */
     tbx_error error;        /* out: its error when status != TBX_OK */
 } tbx_read_req;
+#define TBX_READ_REQ_INIT { .struct_size = sizeof(tbx_read_req) }
 
 /* Reads the decoded bytes of n components (as tbx_component_read each), decoding and verifying
  * up to `threads` of them at once: zstd decompression and digests of distinct components run
@@ -599,11 +667,13 @@ TBX_API tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, 
  * Sections (auxiliary named blobs)
  * ------------------------------------------------------------------------------------------- */
 typedef struct tbx_section_info {
+    uint32_t struct_size;   /* set by the caller (TBX_SECTION_INFO_INIT) */
     const char *name;   /* e.g. "tokenizer.json", "vocab" */
     uint32_t type;      /* format-specific type code, 0 when none */
     uint64_t offset;    /* absolute file offset */
     uint64_t size;      /* bytes */
 } tbx_section_info;
+#define TBX_SECTION_INFO_INIT { .struct_size = sizeof(tbx_section_info) }
 
 TBX_API uint64_t tbx_section_count(const tbx_file *f);
 TBX_API tbx_status tbx_section_info_get(const tbx_file *f, uint64_t i, tbx_section_info *info);
@@ -641,6 +711,7 @@ TBX_API void tbx_write_options_init(tbx_write_options *opt);
 
 /* Describes one tensor to write. */
 typedef struct tbx_tensor_desc {
+    uint32_t struct_size;    /* sizeof(tbx_tensor_desc) (TBX_TENSOR_DESC_INIT); 0: this version */
     const char *name;
     size_t name_len;         /* 0: strlen(name) */
     tbx_dtype dtype;
@@ -648,6 +719,7 @@ typedef struct tbx_tensor_desc {
     const uint64_t *shape;   /* row-major */
     int has_data;            /* 0: a tensor without data (formats that allow it) */
 } tbx_tensor_desc;
+#define TBX_TENSOR_DESC_INIT { .struct_size = sizeof(tbx_tensor_desc) }
 
 /* Creates a writer for `path`. Fails with TBX_E_EXISTS when the path exists (unless
  * TBX_WRITE_OVERWRITE) or is a file open for reading through this library. */

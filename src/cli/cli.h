@@ -62,6 +62,8 @@ extern const cli_command cli_cmd_info;
 extern const cli_command cli_cmd_validate;
 extern const cli_command cli_cmd_cat;
 extern const cli_command cli_cmd_convert;
+/* The writable formats and their extensions, from the driver table (`tbx convert --help`). */
+void cli_convert_help_formats(FILE *fp);
 extern const cli_command cli_cmd_gguf;
 
 /* `tbx info --stats` (stats.c): the values view of an open file (size variables, typed metadata,

@@ -70,7 +70,7 @@ static int write_whole(tbx_file *f, uint64_t i, uint32_t c, whole_read_fn fn, co
 
 /* Streams component c of tensor i (dense: the tensor's bytes) in 4 MiB ranges. */
 static int cat_component(tbx_file *f, uint64_t i, uint32_t c, const char *path) {
-    tbx_component_info ci;
+    tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
     if (tbx_component_info_get(f, i, c, &ci) != TBX_OK) {
         cli_error("%s: no component %u", path, c);
         return CLI_FAIL;
@@ -186,7 +186,7 @@ static int cat_run(const cli_args *a) {
     if (!f) return CLI_FAIL;
     int rc;
     uint64_t idx = 0;
-    tbx_tensor_info ti;
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
     tbx_status st = tbx_tensor_find(f, name, &idx);
     if (st == TBX_E_NOT_FOUND) {
         cli_error("no tensor named '%s' in %s", name, path);

@@ -71,13 +71,30 @@ static void on_progress(void *ud, uint64_t done, uint64_t total) {
 /* ------------------------------------------------------------------------------------------ */
 /* Arguments                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
+/* The formats this library can write (tbx_format_caps_get: TBX_FCAP_WRITE), comma-separated. */
 static void list_formats(char *buf, size_t cap) {
     size_t n = 0;
     buf[0] = 0;
-    for (int f = TBX_FORMAT_SAFETENSORS; f <= TBX_FORMAT_EMBD; f++) {
-        int k = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", tbx_format_name((tbx_format)f));
+    for (size_t i = 0; i < tbx_format_count(); i++) {
+        tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
+        if (tbx_format_caps_get(tbx_format_at(i), &c) != TBX_OK || !(c.flags & TBX_FCAP_WRITE))
+            continue;
+        int k = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", c.name);
         if (k < 0 || (size_t)k >= cap - n) break;
         n += (size_t)k;
+    }
+}
+
+/* `tbx convert --help`: one line per writable format, from the driver table. */
+void cli_convert_help_formats(FILE *fp) {
+    fprintf(fp, "Formats:\n");
+    for (size_t i = 0; i < tbx_format_count(); i++) {
+        tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
+        if (tbx_format_caps_get(tbx_format_at(i), &c) != TBX_OK || !(c.flags & TBX_FCAP_WRITE))
+            continue;
+        fprintf(fp, "  %-12s %s", c.name, c.extensions);
+        if (*c.aliases) fprintf(fp, "  (--to also accepts: %s)", c.aliases);
+        fputc('\n', fp);
     }
 }
 
@@ -110,13 +127,17 @@ static int convert_run(const cli_args *a) {
     if (to) {
         fmt = tbx_format_from_name(to);
         if (fmt == TBX_FORMAT_UNKNOWN)
-            return cli_usage_error(a, "unknown format '%s' (known: %s)", to, formats);
+            return cli_usage_error(a, "unknown format '%s' (writable: %s)", to, formats);
     } else {
         fmt = tbx_format_from_path(out);
         if (fmt == TBX_FORMAT_UNKNOWN)
             return cli_usage_error(a, "cannot tell the output format from '%s'; use --to FORMAT "
                                       "(%s)", out, formats);
     }
+    tbx_format_caps caps = TBX_FORMAT_CAPS_INIT;
+    if (tbx_format_caps_get(fmt, &caps) != TBX_OK || !(caps.flags & TBX_FCAP_WRITE))
+        return cli_usage_error(a, "tensorbox cannot write %s files (writable: %s)",
+                               tbx_format_name(fmt), formats);
     opt.write.format = fmt;
     if (cli_flag(a, "force")) opt.write.flags |= TBX_WRITE_OVERWRITE;
     if (cli_flag(a, "stringify-meta")) opt.flags |= TBX_CONVERT_STRINGIFY_META;
@@ -178,7 +199,7 @@ static int convert_run(const cli_args *a) {
     tbx_status st = tbx_convert(f, out, &opt, &err);
     uint64_t total = 0;
     for (uint64_t i = 0, nt = tbx_tensor_count(f); i < nt; i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         if (tbx_tensor_info_get(f, i, &ti) == TBX_OK) total += ti.nbytes;
     }
     tbx_close(f);
@@ -215,8 +236,7 @@ const cli_command cli_cmd_convert = {
     "dangling one needs --force). --force replaces only a regular file.\n"
     "--quant TYPE quantizes every dense 2-D f32/f16/bf16/f64 tensor whose row length is a\n"
     "multiple of the type's block size (other tensors are copied unchanged).\n"
-    "Formats: safetensors (.safetensors), gguf (.gguf), ztensor (.zt), oinf (.oinf),\n"
-    "mcf (.mcf), embd (.weights).\n",
+    "The output formats (those this library can write) follow, with their extensions.\n",
     convert_options,
     2,
     2,

@@ -72,7 +72,7 @@ static void storage_note(const tbx_file *f, uint64_t i, const tbx_tensor_info *t
         if (k > 0) n = (size_t)k < cap ? (size_t)k : cap - 1;
     }
     for (uint32_t c = 0; c < ti->ncomponents; c++) {
-        tbx_component_info ci;
+        tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
         if (tbx_component_info_get(f, i, c, &ci) != TBX_OK) continue;
         if (ci.encoding == TBX_ENC_ZSTD) {
             snprintf(buf + n, cap - n, "%szstd", n ? ", " : "");
@@ -141,7 +141,7 @@ static void info_human(tbx_file *f, const char *path) {
     int any_note = 0;
     char shape[2048], note[64];
     for (uint64_t i = 0; i < nt; i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
         size_t w = json_escaped_width(ti.name ? ti.name : "", ti.name ? ti.name_len : 0);
         if (w > wname) wname = w;
@@ -168,7 +168,7 @@ static void info_human(tbx_file *f, const char *path) {
                 any_note ? "  STORAGE" : "");
     }
     for (uint64_t i = 0; i < nt && !ferror(fp); i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) {
             fprintf(fp, "  (tensor %" PRIu64 ": no information)\n", i);
             continue;
@@ -195,7 +195,7 @@ static void info_human(tbx_file *f, const char *path) {
     if (ns > 0) {
         size_t wsec = 4;
         for (uint64_t i = 0; i < ns; i++) {
-            tbx_section_info si;
+            tbx_section_info si = TBX_SECTION_INFO_INIT;
             if (tbx_section_info_get(f, i, &si) != TBX_OK || !si.name) continue;
             size_t w = json_escaped_width(si.name, strlen(si.name));
             if (w > wsec) wsec = w;
@@ -204,7 +204,7 @@ static void info_human(tbx_file *f, const char *path) {
         fprintf(fp, "sections:  %" PRIu64 "\n", ns);
         fprintf(fp, "  %-*s  %10s  %12s  %12s\n", (int)wsec, "NAME", "TYPE", "OFFSET", "SIZE");
         for (uint64_t i = 0; i < ns && !ferror(fp); i++) {
-            tbx_section_info si;
+            tbx_section_info si = TBX_SECTION_INFO_INIT;
             if (tbx_section_info_get(f, i, &si) != TBX_OK) continue;
             const char *name = si.name ? si.name : "";
             fputs("  ", fp);
@@ -222,7 +222,7 @@ static void json_components(json_out *j, const tbx_file *f, uint64_t i,
     json_keyz(j, "components");
     json_begin_array(j);
     for (uint32_t c = 0; c < ti->ncomponents; c++) {
-        tbx_component_info ci;
+        tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
         if (tbx_component_info_get(f, i, c, &ci) != TBX_OK) continue;
         json_begin_object(j);
         json_keyz(j, "name");
@@ -251,7 +251,7 @@ static int is_plain(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti) {
     if (ti->layout != TBX_LAYOUT_DENSE) return 0;
     if (ti->ncomponents == 0) return 1;
     if (ti->ncomponents > 1) return 0;
-    tbx_component_info ci;
+    tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
     if (tbx_component_info_get(f, i, 0, &ci) != TBX_OK) return 1;
     return ci.encoding == TBX_ENC_RAW && ci.digest == NULL;
 }
@@ -296,7 +296,7 @@ static void info_json(tbx_file *f, int typed) {
     json_begin_array(&j);
     uint64_t nt = tbx_tensor_count(f);
     for (uint64_t i = 0; i < nt && !ferror(stdout); i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
         json_begin_object(&j);
         json_keyz(&j, "name");
@@ -326,7 +326,7 @@ static void info_json(tbx_file *f, int typed) {
         json_keyz(&j, "sections");
         json_begin_array(&j);
         for (uint64_t i = 0; i < ns && !ferror(stdout); i++) {
-            tbx_section_info si;
+            tbx_section_info si = TBX_SECTION_INFO_INIT;
             if (tbx_section_info_get(f, i, &si) != TBX_OK) continue;
             json_begin_object(&j);
             json_keyz(&j, "name");

@@ -1,8 +1,8 @@
 /*
  * cmd_validate.c - `tbx validate FILE... [--quiet]`: full structural and data check.
  *
- * Runs tbx_validate_open, which opens the file (once) with problem reporting on and reads every
- * tensor's stored bytes. A valid file prints "FILE: valid (<format> v<version>, N tensors)" and
+ * Opens the file once with problem reporting on (and digest verification), then runs
+ * tbx_validate on the handle, which reads every tensor's stored bytes. A valid file prints "FILE: valid (<format> v<version>, N tensors)" and
  * exits 0; otherwise each problem prints as "FILE: <field>: <message>" and the exit status is 1.
  * --quiet prints nothing: the exit status alone tells. Problems are the command's output, so
  * they go to stdout; messages from the library are kept to one line.
@@ -65,11 +65,9 @@ static void on_problem(void *ud, const tbx_error *problem) {
     if (problem) print_problem((validate_ctx *)ud, problem);
 }
 
-/* --ggml: runs the ggml lint on the handle the validation used; returns the number of problem
- * lines printed. */
+/* --ggml: runs the ggml lint on the open handle; returns the number of problem lines printed. */
 static uint64_t ggml_lint(tbx_file *f, validate_ctx *ctx) {
     uint64_t before = ctx->printed;
-    if (!f) return 0; /* the open failed: reported by the validation already */
     if (tbx_file_format(f) != TBX_FORMAT_GGUF) {
         tbx_error e;
         memset(&e, 0, sizeof e);
@@ -85,16 +83,28 @@ static uint64_t ggml_lint(tbx_file *f, validate_ctx *ctx) {
     return ctx->printed - before;
 }
 
-/* Validates one file; returns CLI_OK when valid. The file is opened once: the validation hands
- * back its handle for the --ggml lint and the summary line. */
+/* Validates one file, opening it once: the open reports its recoverable problems, tbx_validate
+ * the data pass, the --ggml lint and the summary use the same handle. Returns CLI_OK when
+ * valid. */
 static int validate_one(const cli_args *a, const char *path, int quiet) {
     tbx_open_options opt;
     cli_open_options(a, &opt);
     validate_ctx ctx = {path, quiet, 0};
+    opt.on_problem = on_problem;
+    opt.problem_ud = &ctx;
+    opt.flags |= TBX_OPEN_VERIFY_DIGESTS;
     tbx_file *f = NULL;
-    tbx_status st = tbx_validate_open(path, &opt, on_problem, &ctx, NULL, &f);
+    tbx_error err;
+    memset(&err, 0, sizeof err);
+    tbx_status st = tbx_open_path(&f, path, &opt, &err);
     if (st == TBX_OK && !f) st = TBX_E_IO;
-
+    if (st != TBX_OK) {
+        /* a fatal problem: the file cannot be opened at all (--ggml has nothing to lint) */
+        if (err.code == TBX_OK) err.code = st;
+        print_problem(&ctx, &err);
+        return CLI_FAIL;
+    }
+    st = tbx_validate(f, on_problem, &ctx, NULL);
     int rc = CLI_OK;
     if (st != TBX_OK) {
         if (ctx.printed == 0) {

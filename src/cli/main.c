@@ -171,6 +171,7 @@ void cli_print_command_help(FILE *fp, const cli_command *cmd, const char *path) 
     for (int i = 0; cmd->options && cmd->options[i].name; i++) print_option(fp, &cmd->options[i]);
     for (int i = 0; common_options[i].name; i++) print_option(fp, &common_options[i]);
     if (cmd->details) fprintf(fp, "\n%s", cmd->details);
+    if (cmd == &cli_cmd_convert) cli_convert_help_formats(fp);
 }
 
 static void print_main_help(FILE *fp) {
@@ -178,7 +179,7 @@ static void print_main_help(FILE *fp) {
             "usage: tbx COMMAND [ARGUMENTS] [OPTIONS]\n"
             "\n"
             "Inspect, validate, extract and convert machine-learning weight files\n"
-            "(safetensors, GGUF, zTensor, OINF, MCF, EMBD).\n"
+            "(safetensors, GGUF, zTensor, OINF).\n"
             "\n"
             "commands:\n");
     for (int i = 0; commands[i]; i++)

@@ -482,7 +482,7 @@ static void feed_hist(void *ctx, const float *x, uint64_t n) { hist_add(ctx, x, 
 
 /* One tensor's block of the view. Returns CLI_OK, or CLI_FAIL after a read error. */
 static int tensor_stats(FILE *fp, tbx_file *f, uint64_t i, const char *path, float *buf) {
-    tbx_tensor_info ti;
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
     if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) return CLI_FAIL;
     const tbx_dtype_info *di = tbx_dtype_get(ti.dtype);
     json_write_escaped(fp, ti.name, ti.name_len);

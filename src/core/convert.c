@@ -471,7 +471,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                          tbx_layout_name(t->layout));
             break;
         }
-        tbx_tensor_desc d = { t->name, t->name_len, target_dtype(t, &o), t->ndim, t->shape,
+        tbx_tensor_desc d = {sizeof(tbx_tensor_desc),  t->name, t->name_len, target_dtype(t, &o), t->ndim, t->shape,
                               t->ncomp == 1 };
         st = tbx_writer_add_tensor(w, &d, NULL, err);
         if (st == TBX_OK && t->ncomp == 1) total += t->comp[0].nbytes;

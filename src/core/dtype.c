@@ -1,6 +1,8 @@
 /*
- * dtype.c - the dtype table: names, element sizes, block geometry and flags of every tbx_dtype,
- * name lookup, and the stored-size computations every format driver relies on.
+ * dtype.c - the dtype table: names, element sizes, block geometry and flags of every core
+ * tbx_dtype, name lookup, and the stored-size computations every format driver relies on.
+ * Driver-specific dtypes (TBX_DTF_SHAPED) are not in this table: their entries and size rules
+ * come from the driver that declares them (tbx_driver.dtypes / dtype_nbytes).
  */
 #include "internal.h"
 #include "plain.h"
@@ -12,7 +14,6 @@
 #define F_UINT (TBX_DTF_INT | TBX_DTF_DECODE)
 #define F_CPLX (TBX_DTF_FLOAT | TBX_DTF_SIGNED | TBX_DTF_COMPLEX)
 #define F_BLK TBX_DTF_BLOCK
-#define F_MCF TBX_DTF_SHAPED
 
 /* bits of a block type: 8 * block_bytes / block_size rounded half up */
 #define BLK_BITS(bs, bb) ((8u * (bb) + (bs) / 2u) / (bs))
@@ -77,15 +78,7 @@
     X(MXFP4, "mxfp4", BLK_BITS(32, 17), 32, 17, F_BLK)                     \
     X(NVFP4, "nvfp4", BLK_BITS(64, 36), 64, 36, F_BLK)                     \
     X(Q1_0, "q1_0", BLK_BITS(128, 18), 128, 18, F_BLK)                     \
-    X(Q2_0, "q2_0", BLK_BITS(64, 18), 64, 18, F_BLK)                       \
-    X(MCF_INT8, "mcf_int8", 8, 1, 0, F_MCF)                                \
-    X(MCF_INT4, "mcf_int4", 4, 1, 0, F_MCF)                                \
-    X(MCF_Q8, "mcf_q8", 8, 1, 0, F_MCF)                                    \
-    X(MCF_Q4, "mcf_q4", 4, 1, 0, F_MCF)                                    \
-    X(MCF_K6, "mcf_k6", 6, 1, 0, F_MCF)                                    \
-    X(MCF_K4, "mcf_k4", 4, 1, 0, F_MCF)                                    \
-    X(MCF_K3, "mcf_k3", 3, 1, 0, F_MCF)                                    \
-    X(MCF_K2, "mcf_k2", 2, 1, 0, F_MCF)
+    X(Q2_0, "q2_0", BLK_BITS(64, 18), 64, 18, F_BLK)
 
 #define ENTRY(id, nm, b, bs, bb, fl) [TBX_DT_##id] = {TBX_DT_##id, nm, b, bs, bb, fl},
 #define ENTRY_DEC(id, nm, b, bs, bb, fl) \
@@ -96,13 +89,24 @@
 static const tbx_dtype_info table[TBX_DT_COUNT_] = {TBX_DTYPE_LIST(ENTRY)};
 static const tbx_dtype_info table_dec[TBX_DT_COUNT_] = {TBX_DTYPE_LIST(ENTRY_DEC)};
 
-const tbx_dtype_info *tbx_dtype_get(tbx_dtype dtype) {
+/* The core table's entry, or NULL (driver-specific and unassigned values). */
+static const tbx_dtype_info *core_entry(tbx_dtype dtype) {
     if ((int)dtype <= 0 || (int)dtype >= TBX_DT_COUNT_) return NULL;
     const tbx_dtype_info *e = &table[dtype];
     if (!e->name) return NULL;
     if ((e->flags & TBX_DTF_BLOCK) && tbx_dequant_for(dtype)) return &table_dec[dtype];
     return e;
 }
+
+const tbx_dtype_info *tbx_dtype_get_in(const tbx_driver *const *drivers, tbx_dtype dtype) {
+    const tbx_dtype_info *e = core_entry(dtype);
+    if (e || (int)dtype <= 0) return e;
+    /* driver-specific dtypes: the entry of the driver that declares it */
+    tbx_dtype_driver_in(drivers, dtype, &e);
+    return e;
+}
+
+const tbx_dtype_info *tbx_dtype_get(tbx_dtype dtype) { return tbx_dtype_get_in(tbx_drivers, dtype); }
 
 static bool name_eq(const char *a, const char *b) {
     for (; *a && *b; a++, b++)
@@ -120,6 +124,9 @@ tbx_dtype tbx_dtype_from_name(const char *name) {
     if (!name) return TBX_DT_INVALID;
     for (int i = 1; i < TBX_DT_COUNT_; i++)
         if (table[i].name && name_eq(name, table[i].name)) return (tbx_dtype)i;
+    for (size_t d = 0; tbx_drivers[d]; d++)
+        for (size_t k = 0; k < tbx_drivers[d]->ndtypes; k++)
+            if (name_eq(name, tbx_drivers[d]->dtypes[k].name)) return tbx_drivers[d]->dtypes[k].dtype;
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (name_eq(name, aliases[i].alias)) return aliases[i].dt;
     return TBX_DT_INVALID;
@@ -159,48 +166,16 @@ static tbx_status shape_nelems(const uint64_t *shape, uint32_t ndim, uint64_t *o
     return TBX_OK;
 }
 
-static bool align64(uint64_t x, uint64_t *out) { return tbx_align_up_u64(x, 64, out); }
-
-/* MCF quantized payloads (see docs/dtypes.md). */
-static tbx_status mcf_nbytes(tbx_dtype dtype, uint32_t bits, const uint64_t *shape, uint32_t ndim,
-                             uint64_t *out) {
-    uint64_t r, t;
-    if (dtype == TBX_DT_MCF_INT8 || dtype == TBX_DT_MCF_INT4) {
-        /* PROVISIONAL (MCF issue pending): one f32 scale region padded to 64 bytes, then the
-         * packed codes: 64 + ceil(nelems * bits / 8). The activations domain adds a second
-         * 64-byte region (f32 zero) that the MCF driver accounts for. Any rank is accepted. */
-        uint64_t n;
-        tbx_status st = shape_nelems(shape, ndim, &n);
-        if (st != TBX_OK) return st;
-        if (!tbx_mul_u64(n / 8, bits, &r) || !tbx_add_u64(r, ((n % 8) * bits + 7) / 8, &r) ||
-            !tbx_add_u64(r, 64, out))
-            return TBX_E_OVERFLOW;
-        return TBX_OK;
-    }
-    if (ndim != 2) return TBX_E_FORMAT;
-    uint64_t rows = shape[0], cols = shape[1];
-    if (rows != 0 && cols > UINT64_MAX / rows) return TBX_E_OVERFLOW; /* element count */
-    uint64_t bpr = cols / 32 + (cols % 32 != 0);
-    uint64_t tb, data;
-    if (!tbx_mul_u64(rows, bpr, &tb)) return TBX_E_OVERFLOW;
-    if (!tbx_mul_u64(tb, 4u * bits, &data)) return TBX_E_OVERFLOW; /* TB * 32 * bits / 8 */
-    if (dtype == TBX_DT_MCF_Q8 || dtype == TBX_DT_MCF_Q4) {
-        if (!tbx_mul_u64(tb, 2, &t) || !align64(t, &t)) return TBX_E_OVERFLOW;
-    } else {
-        uint64_t spr = bpr / 8 + (bpr % 8 != 0), ts;
-        if (!tbx_mul_u64(rows, spr, &ts) || !tbx_mul_u64(ts, 2, &t) || !align64(t, &t) ||
-            !tbx_add_u64(t, tb, &t) || !align64(t, &t))
-            return TBX_E_OVERFLOW;
-    }
-    if (!tbx_add_u64(t, data, out)) return TBX_E_OVERFLOW;
-    return TBX_OK;
-}
-
-tbx_status tbx_dtype_nbytes_shape(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,
-                                  uint64_t *out) {
-    const tbx_dtype_info *e = tbx_dtype_get(dtype);
+tbx_status tbx_dtype_nbytes_shape_in(const tbx_driver *const *drivers, tbx_dtype dtype,
+                                     const uint64_t *shape, uint32_t ndim, uint64_t *out) {
+    const tbx_dtype_info *e = tbx_dtype_get_in(drivers, dtype);
     if (!e || !out || (ndim > 0 && !shape)) return TBX_E_INVALID_ARG;
-    if (e->flags & TBX_DTF_SHAPED) return mcf_nbytes(dtype, e->bits, shape, ndim, out);
+    if (e->flags & TBX_DTF_SHAPED) {
+        /* driver-specific: its size rule belongs to the driver that declares it */
+        const tbx_driver *d = tbx_dtype_driver_in(drivers, dtype, NULL);
+        if (!d || !d->dtype_nbytes) return TBX_E_UNSUPPORTED;
+        return d->dtype_nbytes(dtype, shape, ndim, out);
+    }
     /* Row-wise block rule: the last (fastest) dimension holds whole blocks. */
     uint64_t last = ndim ? shape[ndim - 1] : 1;
     if (last % e->block_size != 0) return TBX_E_FORMAT;
@@ -208,4 +183,9 @@ tbx_status tbx_dtype_nbytes_shape(tbx_dtype dtype, const uint64_t *shape, uint32
     tbx_status st = shape_nelems(shape, ndim, &n);
     if (st != TBX_OK) return st;
     return plain_nbytes(e, n, out);
+}
+
+tbx_status tbx_dtype_nbytes_shape(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,
+                                  uint64_t *out) {
+    return tbx_dtype_nbytes_shape_in(tbx_drivers, dtype, shape, ndim, out);
 }

@@ -16,8 +16,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* Bytes of a versioned struct the caller's struct_size covers: 0 means all of this version. */
+static size_t vsize(uint32_t struct_size, size_t full) {
+    return struct_size && struct_size < full ? struct_size : full;
+}
+
 void tbx_limits_default(tbx_limits *l) {
     if (!l) return;
+    memset(l, 0, sizeof *l);
+    l->struct_size = sizeof *l;
     l->max_tensors = 1000000;
     l->max_metadata_entries = 1000000;
     l->max_string_len = (uint64_t)1 << 30;
@@ -197,7 +204,7 @@ tbx_status tbx_file_problem(tbx_file *f, tbx_error *err, tbx_status code, uint64
     if (f->on_problem) {
         pthread_mutex_t *mu = f->problem_lock;
         if (mu) pthread_mutex_lock(mu);
-        f->nproblems++;
+        if (f->nproblems++ == 0) f->first_problem = e.code;
         f->on_problem(f->problem_ud, &e);
         if (mu) pthread_mutex_unlock(mu);
         return TBX_OK;
@@ -250,8 +257,12 @@ static tbx_status new_file(tbx_file **out, const tbx_open_options *opt, tbx_erro
     memset(f, 0, sizeof *f);
     f->al = al;
     f->src.fd = -1;
-    if (opt && opt->limits) f->limits = *opt->limits;
-    else tbx_limits_default(&f->limits);
+    tbx_limits_default(&f->limits);
+    if (opt && opt->limits) {
+        /* a shorter (older) caller's struct: the fields it lacks keep their defaults */
+        memcpy(&f->limits, opt->limits, vsize(opt->limits->struct_size, sizeof f->limits));
+        f->limits.struct_size = sizeof f->limits;
+    }
     if (opt) {
         f->flags = opt->flags;
         f->format = opt->format;
@@ -365,14 +376,30 @@ const tbx_value *tbx_meta_find(const tbx_file *f, const char *key) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Size variables: the driver's (tbx_driver.sizevar_count/get); none when it has no hook.       */
+/* ------------------------------------------------------------------------------------------ */
+uint64_t tbx_sizevar_count(const tbx_file *f) {
+    return f && f->drv && f->drv->sizevar_count ? f->drv->sizevar_count(f) : 0;
+}
+
+tbx_status tbx_sizevar_get(const tbx_file *f, uint64_t i, const char **name, size_t *name_len,
+                           uint64_t *value) {
+    if (!f || !f->drv || !f->drv->sizevar_get) return TBX_E_INVALID_ARG;
+    return f->drv->sizevar_get(f, i, name, name_len, value);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Tensors                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
 uint64_t tbx_tensor_count(const tbx_file *f) { return f ? f->ntensors : 0; }
 
-tbx_status tbx_tensor_info_get(const tbx_file *f, uint64_t i, tbx_tensor_info *info) {
-    if (!f || !info || i >= f->ntensors) return TBX_E_INVALID_ARG;
+tbx_status tbx_tensor_info_get(const tbx_file *f, uint64_t i, tbx_tensor_info *out) {
+    if (!f || !out || i >= f->ntensors) return TBX_E_INVALID_ARG;
     const tbx_tensor *t = &f->tensors[i];
+    tbx_tensor_info tmp, *info = &tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.struct_size = out->struct_size;
     info->name = t->name;
     info->name_len = t->name_len;
     info->dtype = t->dtype;
@@ -385,6 +412,7 @@ tbx_status tbx_tensor_info_get(const tbx_file *f, uint64_t i, tbx_tensor_info *i
     uint64_t total = 0;
     for (uint32_t c = 0; c < t->ncomp; c++) total += t->comp[c].stored_bytes; /* checked at open */
     info->nbytes = total;
+    memcpy(out, &tmp, vsize(out->struct_size, sizeof tmp));
     return TBX_OK;
 }
 
@@ -397,9 +425,12 @@ tbx_status tbx_tensor_find(const tbx_file *f, const char *name, uint64_t *index)
 }
 
 tbx_status tbx_component_info_get(const tbx_file *f, uint64_t i, uint32_t c,
-                                  tbx_component_info *info) {
-    if (!f || !info || i >= f->ntensors || c >= f->tensors[i].ncomp) return TBX_E_INVALID_ARG;
+                                  tbx_component_info *out) {
+    if (!f || !out || i >= f->ntensors || c >= f->tensors[i].ncomp) return TBX_E_INVALID_ARG;
     const tbx_component *k = &f->tensors[i].comp[c];
+    tbx_component_info tmp, *info = &tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.struct_size = out->struct_size;
     info->name = k->name;
     info->dtype = k->dtype;
     info->nelems = k->nelems;
@@ -408,6 +439,7 @@ tbx_status tbx_component_info_get(const tbx_file *f, uint64_t i, uint32_t c,
     info->nbytes = k->nbytes;
     info->encoding = k->encoding;
     info->digest = k->digest;
+    memcpy(out, &tmp, vsize(out->struct_size, sizeof tmp));
     return TBX_OK;
 }
 
@@ -697,12 +729,16 @@ tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t
 
 uint64_t tbx_section_count(const tbx_file *f) { return f ? f->nsections : 0; }
 
-tbx_status tbx_section_info_get(const tbx_file *f, uint64_t i, tbx_section_info *info) {
-    if (!f || !info || i >= f->nsections) return TBX_E_INVALID_ARG;
-    info->name = f->sections[i].name;
-    info->type = f->sections[i].type;
-    info->offset = f->sections[i].offset;
-    info->size = f->sections[i].size;
+tbx_status tbx_section_info_get(const tbx_file *f, uint64_t i, tbx_section_info *out) {
+    if (!f || !out || i >= f->nsections) return TBX_E_INVALID_ARG;
+    tbx_section_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = out->struct_size;
+    info.name = f->sections[i].name;
+    info.type = f->sections[i].type;
+    info.offset = f->sections[i].offset;
+    info.size = f->sections[i].size;
+    memcpy(out, &info, vsize(out->struct_size, sizeof info));
     return TBX_OK;
 }
 
@@ -854,16 +890,53 @@ tbx_status tbx_read_batch(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t th
     if (!f) return bad_index(err, f, 0);
     if (n && !reqs)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs", "NULL request array");
-    read_batch_ctx ctx = {reqs};
+    if (n == 0) return TBX_OK;
+    /* The caller's elements are struct_size bytes apart (an older caller's may be shorter than
+     * ours): work on full copies, hand back the prefix each element has. */
+    uint32_t ss = reqs[0].struct_size;
+    size_t stride = ss ? ss : sizeof(tbx_read_req), have = vsize(ss, sizeof(tbx_read_req));
+    if (stride < sizeof ss)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs.struct_size",
+                       "struct_size %" PRIu32 " is too small", ss);
+    uint8_t *base = (uint8_t *)reqs;
+    tbx_read_req *work = (ss == 0 || ss == sizeof(tbx_read_req)) ? reqs : NULL;
+    if (!work) {
+        work = tbx_calloc(&f->al, n, sizeof *work);
+        if (!work) return tbx_err_nomem(err, "read requests");
+        for (size_t i = 0; i < n; i++) {
+            uint32_t si;
+            memcpy(&si, base + i * stride, sizeof si);
+            if (si != ss) {
+                tbx_free(&f->al, work, n * sizeof *work);
+                return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs.struct_size",
+                               "request %zu has struct_size %" PRIu32 ", request 0 has %" PRIu32
+                               " (one array, one struct_size)", i, si, ss);
+            }
+            memcpy(&work[i], base + i * stride, have);
+        }
+    } else {
+        for (size_t i = 1; i < n; i++)
+            if (reqs[i].struct_size != ss)
+                return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs.struct_size",
+                               "request %zu has struct_size %" PRIu32 ", request 0 has %" PRIu32
+                               " (one array, one struct_size)", i, reqs[i].struct_size, ss);
+    }
+    read_batch_ctx ctx = {work};
     tbx_status st = batch_drive(f, batch_threads(f, threads), n, read_batch_fill,
                                 read_batch_done, &ctx, err);
-    if (st != TBX_OK) return st;
-    for (size_t i = 0; i < n; i++)
-        if (reqs[i].status != TBX_OK) {
-            if (err) *err = reqs[i].error;
-            return reqs[i].status;
-        }
-    return TBX_OK;
+    tbx_status first = TBX_OK;
+    if (st == TBX_OK)
+        for (size_t i = 0; i < n; i++)
+            if (work[i].status != TBX_OK) {
+                if (err) *err = work[i].error;
+                first = work[i].status;
+                break;
+            }
+    if (work != reqs) {
+        for (size_t i = 0; i < n; i++) memcpy(base + i * stride, &work[i], have);
+        tbx_free(&f->al, work, n * sizeof *work);
+    }
+    return st != TBX_OK ? st : first;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -927,6 +1000,42 @@ static tbx_status check_components(tbx_file *f, tbx_error *err, tbx_problem_fn r
     return st;
 }
 
+/* The pass after open: encoded components are decoded once (to prove they decode to their
+ * declared size) and digests verified, on worker threads; then the driver's deep checks.
+ * Problems go to v (in file order), also those the driver reports through on_problem. */
+static void validate_pass(tbx_file *f, validate_ctx *v) {
+    tbx_problem_fn saved = f->on_problem;
+    void *saved_ud = f->problem_ud;
+    f->on_problem = collect_problem;
+    f->problem_ud = v;
+    tbx_error e;
+    tbx_status st = check_components(f, &e, collect_problem, v);
+    if (st != TBX_OK) collect_problem(v, &e);
+    if (f->drv->validate) {
+        st = f->drv->validate(f, &e);
+        if (st != TBX_OK) collect_problem(v, &e);
+    }
+    f->on_problem = saved;
+    f->problem_ud = saved_ud;
+}
+
+tbx_status tbx_validate(tbx_file *f, tbx_problem_fn cb, void *ud, uint64_t *nproblems) {
+    if (!f) {
+        if (nproblems) *nproblems = 0;
+        return TBX_E_INVALID_ARG;
+    }
+    /* the problems the open reported (to the open's on_problem) count, and come first */
+    uint64_t at_open = f->nproblems;
+    tbx_status first_at_open = f->first_problem;
+    validate_ctx v = { cb, ud, 0, TBX_OK };
+    validate_pass(f, &v);
+    f->nproblems = at_open; /* a second call counts its own pass again, not this one */
+    f->first_problem = first_at_open;
+    if (nproblems) *nproblems = at_open + v.n;
+    if (at_open) return first_at_open;
+    return v.n ? v.first : TBX_OK;
+}
+
 /* Where tbx_validate_* take the file from: a path, a memory buffer or a read callback. */
 typedef struct validate_src {
     tbx_source_kind kind;    /* TBX_SRC_FD: path, TBX_SRC_MEMORY: data, TBX_SRC_CALLBACK */
@@ -938,9 +1047,7 @@ typedef struct validate_src {
 } validate_src;
 
 static tbx_status validate_from(const validate_src *vs, const tbx_open_options *opt,
-                                tbx_problem_fn cb, void *ud, uint64_t *nproblems,
-                                tbx_file **out) {
-    if (out) *out = NULL;
+                                tbx_problem_fn cb, void *ud, uint64_t *nproblems) {
     validate_ctx v = { cb, ud, 0, TBX_OK };
     tbx_open_options o;
     tbx_open_options_init(&o);
@@ -958,50 +1065,28 @@ static tbx_status validate_from(const validate_src *vs, const tbx_open_options *
     if (vs->kind == TBX_SRC_FD) st = tbx_open_path(&f, vs->path, &o, &e);
     else if (vs->kind == TBX_SRC_CALLBACK) st = tbx_open_callback(&f, vs->read_at, vs->read_ud, vs->size, &o, &e);
     else st = tbx_open_memory(&f, vs->data, vs->size, &o, &e);
-    if (st != TBX_OK) {
-        collect_problem(&v, &e);
-    } else {
-        /* Encoded components are decoded once (to prove they decode to their declared size)
-         * and digests verified, on worker threads; problems are reported in file order. */
-        st = check_components(f, &e, collect_problem, &v);
-        if (st != TBX_OK) collect_problem(&v, &e);
-        if (f->drv->validate) {
-            st = f->drv->validate(f, &e);
-            if (st != TBX_OK) collect_problem(&v, &e);
-        }
-    }
-    if (out && f) {
-        /* handed over: the collector above lives on this stack frame */
-        f->on_problem = NULL;
-        f->problem_ud = NULL;
-        *out = f;
-    } else {
-        tbx_close(f);
-    }
+    if (st != TBX_OK) collect_problem(&v, &e);
+    else validate_pass(f, &v);
+    tbx_close(f);
     if (nproblems) *nproblems = v.n;
     return v.n ? v.first : TBX_OK;
 }
 
 tbx_status tbx_validate_path(const char *path, const tbx_open_options *opt, tbx_problem_fn cb,
                              void *ud, uint64_t *nproblems) {
-    return tbx_validate_open(path, opt, cb, ud, nproblems, NULL);
-}
-
-tbx_status tbx_validate_open(const char *path, const tbx_open_options *opt, tbx_problem_fn cb,
-                             void *ud, uint64_t *nproblems, tbx_file **out) {
     validate_src vs = { TBX_SRC_FD, path, NULL, 0, NULL, NULL };
-    return validate_from(&vs, opt, cb, ud, nproblems, out);
+    return validate_from(&vs, opt, cb, ud, nproblems);
 }
 
 tbx_status tbx_validate_memory_(const void *data, size_t size, const tbx_open_options *opt,
                                 tbx_problem_fn cb, void *ud, uint64_t *nproblems) {
     validate_src vs = { TBX_SRC_MEMORY, NULL, data, size, NULL, NULL };
-    return validate_from(&vs, opt, cb, ud, nproblems, NULL);
+    return validate_from(&vs, opt, cb, ud, nproblems);
 }
 
 tbx_status tbx_validate_callback_(tbx_read_at_fn read_at, void *read_ud, uint64_t size,
                                   const tbx_open_options *opt, tbx_problem_fn cb, void *ud,
                                   uint64_t *nproblems) {
     validate_src vs = { TBX_SRC_CALLBACK, NULL, NULL, size, read_at, read_ud };
-    return validate_from(&vs, opt, cb, ud, nproblems, NULL);
+    return validate_from(&vs, opt, cb, ud, nproblems);
 }

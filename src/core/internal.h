@@ -391,7 +391,8 @@ struct tbx_file {
     uint32_t version;
     tbx_problem_fn on_problem;    /* may be NULL: problems are then fatal */
     void *problem_ud;
-    uint64_t nproblems;
+    uint64_t nproblems;           /* problems passed to on_problem so far */
+    tbx_status first_problem;     /* the code of the first of them (tbx_validate) */
     void *problem_lock;           /* a pthread mutex while worker threads read (tbx_read_batch) */
     uint32_t threads;             /* tbx_open_options.threads (0: tbx_threads_default()) */
 
@@ -471,10 +472,45 @@ struct tbx_writer {
 /* ------------------------------------------------------------------------------------------ */
 /* Format drivers (src/formats/<fmt>.c). Registered in src/core/registry.c.                    */
 /* ------------------------------------------------------------------------------------------ */
+/* The contract: everything core knows about a format comes from its row below; a format is
+ * one driver file (or folder) plus one entry in tbx_drivers[] (src/core/registry.c). */
 struct tbx_driver {
+    /* Identity, read by the registry (tbx_format_name/_from_name/_from_path, tbx_format_caps_get).
+     * A format value without a driver is "unknown" everywhere. */
     tbx_format format;
     const char *name;
-    const char *extensions;  /* space-separated, e.g. ".safetensors" */
+    const char *aliases;     /* other names for tbx_format_from_name, space-separated; NULL: none */
+    const char *extensions;  /* space-separated, e.g. ".safetensors"; the first is the usual one */
+    /* Capabilities (tbx_format_caps). TBX_FCAP_READ/WRITE/SECTIONS/SIZEVARS are derived from
+     * the hooks (open, w_layout, w_check_section, sizevar_count/w_add_sizevar); `caps` holds
+     * the rest (TBX_FCAP_NO_DATA, _COMPRESSION, _DIGESTS). */
+    uint32_t caps;
+    uint32_t read_versions;  /* bit v: version v can be read (bit 0: unversioned format) */
+    uint32_t write_versions; /* bit v: version v can be written */
+    uint32_t write_version;  /* the default written version */
+    /* Metadata value types the writer stores as such (bit 1 << tbx_value_type); the driver's
+     * w_check_meta refuses the others from this same mask (tbx_driver_meta_ok). */
+    uint64_t meta_types;
+    /* Can the writer store tensors of this dtype (at some shape)? w_check_tensor uses the same
+     * function. NULL: read-only format. */
+    bool (*w_dtype_ok)(tbx_dtype dtype);
+
+    /* Driver-specific dtypes (TBX_DTF_SHAPED): the entries tbx_dtype_get returns for them (the
+     * values must be reserved in tensorbox.h) and their stored size, computed from the whole
+     * shape (checked arithmetic: TBX_E_OVERFLOW, TBX_E_FORMAT for a shape the dtype cannot
+     * have). tbx_dtype_nbytes_shape asks this hook; core has no size rule of its own for them. */
+    const tbx_dtype_info *dtypes;
+    size_t ndtypes;
+    tbx_status (*dtype_nbytes)(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,
+                               uint64_t *out);
+
+    /* Optional: size variables (tbx_sizevar_count/get read them from an open file of this
+     * driver; tbx_writer_add_sizevar hands them to its writer). NULL: the format has none. */
+    uint64_t (*sizevar_count)(const tbx_file *f);
+    tbx_status (*sizevar_get)(const tbx_file *f, uint64_t i, const char **name,
+                              size_t *name_len, uint64_t *value);
+    tbx_status (*w_add_sizevar)(tbx_writer *w, const char *name, uint64_t value,
+                                tbx_error *err);
 
     /* Reading. probe: does `head` (first `len` bytes, len >= min(64, size)) look like ours? */
     bool (*probe)(const uint8_t *head, size_t len, uint64_t file_size);
@@ -543,6 +579,23 @@ struct tbx_driver {
 /* All drivers, in probe order; NULL-terminated. */
 extern const tbx_driver *const tbx_drivers[];
 const tbx_driver *tbx_driver_for(tbx_format format);
+/* Bit of a tbx_value_type in tbx_driver.meta_types / tbx_format_caps.meta_types. */
+#define TBX_VBIT(t) ((uint64_t)1 << (t))
+/* May driver d's writer store a metadata value of type t (its meta_types mask)? */
+static inline bool tbx_driver_meta_ok(const tbx_driver *d, tbx_value_type t) {
+    return (unsigned)t < 64 && (d->meta_types >> (unsigned)t & 1u);
+}
+/* tbx_format_caps.flags of a driver (declared bits plus those its hooks imply). */
+uint32_t tbx_driver_caps(const tbx_driver *d);
+/* The driver declaring driver-specific dtype `dt` among `drivers` (NULL-terminated), and its
+ * entry (*info, may be NULL); NULL when none does. tbx_dtype_get/_nbytes_shape use tbx_drivers;
+ * tests pass their own list. */
+const tbx_driver *tbx_dtype_driver_in(const tbx_driver *const *drivers, tbx_dtype dt,
+                                      const tbx_dtype_info **info);
+/* tbx_dtype_get / tbx_dtype_nbytes_shape over an explicit driver list. */
+const tbx_dtype_info *tbx_dtype_get_in(const tbx_driver *const *drivers, tbx_dtype dtype);
+tbx_status tbx_dtype_nbytes_shape_in(const tbx_driver *const *drivers, tbx_dtype dtype,
+                                     const uint64_t *shape, uint32_t ndim, uint64_t *out);
 
 /* Drivers */
 extern const tbx_driver tbx_driver_safetensors;

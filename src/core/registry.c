@@ -1,9 +1,12 @@
 /*
- * registry.c - format names, format detection by magic bytes, the driver table, version queries.
+ * registry.c - the driver table and everything read from it: format names and aliases,
+ * detection by magic bytes, extensions, capabilities (tbx_format_caps_get), the drivers of
+ * driver-specific dtypes, version queries. No format knowledge lives here: only the rows.
  *
- * Adding a format: write src/formats/<fmt>.c defining `const tbx_driver tbx_driver_<fmt>`,
- * declare it in internal.h and list it in tbx_drivers[] below. Probe order matters only for
- * formats whose magic is weak (safetensors has none): strong magics come first.
+ * Adding a format: write src/formats/<fmt>.c defining `const tbx_driver tbx_driver_<fmt>`
+ * (the contract is struct tbx_driver in internal.h), declare it in internal.h and list it in
+ * tbx_drivers[] below. Probe order matters only for formats whose magic is weak (safetensors has
+ * none): strong magics come first.
  */
 #include "internal.h"
 
@@ -23,20 +26,29 @@ const tbx_driver *tbx_driver_for(tbx_format format) {
     return NULL;
 }
 
-static const char *const format_names[] = {
-    "unknown", "safetensors", "gguf", "ztensor", "oinf", "mcf", "embd",
-};
+/* Does the space-separated list `list` hold `word` (case-insensitive)? */
+static bool list_has(const char *list, const char *word) {
+    size_t wl = strlen(word);
+    if (!list || wl == 0) return false;
+    for (const char *p = list; *p;) {
+        while (*p == ' ') p++;
+        size_t n = strcspn(p, " ");
+        if (n == wl && strncasecmp(p, word, n) == 0) return true;
+        p += n;
+    }
+    return false;
+}
 
 const char *tbx_format_name(tbx_format format) {
-    if ((unsigned)format < sizeof format_names / sizeof format_names[0]) return format_names[format];
-    return "unknown";
+    const tbx_driver *d = tbx_driver_for(format);
+    return d && format != TBX_FORMAT_UNKNOWN ? d->name : "unknown";
 }
 
 tbx_format tbx_format_from_name(const char *name) {
     if (!name) return TBX_FORMAT_UNKNOWN;
-    for (unsigned i = 1; i < sizeof format_names / sizeof format_names[0]; i++)
-        if (strcasecmp(name, format_names[i]) == 0) return (tbx_format)i;
-    if (strcasecmp(name, "zt") == 0) return TBX_FORMAT_ZTENSOR;
+    for (size_t i = 0; tbx_drivers[i]; i++)
+        if (strcasecmp(name, tbx_drivers[i]->name) == 0 || list_has(tbx_drivers[i]->aliases, name))
+            return tbx_drivers[i]->format;
     return TBX_FORMAT_UNKNOWN;
 }
 
@@ -53,14 +65,81 @@ tbx_format tbx_format_from_path(const char *path) {
     const char *dot = strrchr(path, '.');
     const char *slash = strrchr(path, '/');
     if (!dot || (slash && dot < slash)) return TBX_FORMAT_UNKNOWN;
-    static const struct { const char *ext; tbx_format f; } exts[] = {
-        { ".safetensors", TBX_FORMAT_SAFETENSORS }, { ".gguf", TBX_FORMAT_GGUF },
-        { ".zt", TBX_FORMAT_ZTENSOR }, { ".oinf", TBX_FORMAT_OINF }, { ".mcf", TBX_FORMAT_MCF },
-        { ".weights", TBX_FORMAT_EMBD },
-    };
-    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
-        if (strcasecmp(dot, exts[i].ext) == 0) return exts[i].f;
+    for (size_t i = 0; tbx_drivers[i]; i++)
+        if (list_has(tbx_drivers[i]->extensions, dot)) return tbx_drivers[i]->format;
     return TBX_FORMAT_UNKNOWN;
+}
+
+uint32_t tbx_driver_caps(const tbx_driver *d) {
+    uint32_t c = d->caps;
+    if (d->open) c |= TBX_FCAP_READ;
+    if (d->w_layout) c |= TBX_FCAP_WRITE;
+    if (d->w_check_section) c |= TBX_FCAP_SECTIONS;
+    if (d->sizevar_count || d->w_add_sizevar) c |= TBX_FCAP_SIZEVARS;
+    return c;
+}
+
+size_t tbx_format_count(void) {
+    size_t n = 0;
+    while (tbx_drivers[n]) n++;
+    return n;
+}
+
+/* Formats are listed in the order of their values (not the probe order). */
+tbx_format tbx_format_at(size_t i) {
+    size_t n = tbx_format_count();
+    if (i >= n) return TBX_FORMAT_UNKNOWN;
+    int last = 0;
+    tbx_format f = TBX_FORMAT_UNKNOWN;
+    for (size_t k = 0; k <= i; k++) {
+        int best = -1;
+        for (size_t j = 0; j < n; j++) {
+            int v = (int)tbx_drivers[j]->format;
+            if (v > last && (best < 0 || v < best)) best = v;
+        }
+        if (best < 0) return TBX_FORMAT_UNKNOWN;
+        last = best;
+        f = (tbx_format)best;
+    }
+    return f;
+}
+
+tbx_status tbx_format_caps_get(tbx_format format, tbx_format_caps *caps) {
+    if (!caps) return TBX_E_INVALID_ARG;
+    const tbx_driver *d = format == TBX_FORMAT_UNKNOWN ? NULL : tbx_driver_for(format);
+    if (!d) return TBX_E_NOT_FOUND;
+    tbx_format_caps c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = caps->struct_size;
+    c.format = d->format;
+    c.name = d->name;
+    c.aliases = d->aliases ? d->aliases : "";
+    c.extensions = d->extensions ? d->extensions : "";
+    c.flags = tbx_driver_caps(d);
+    c.read_versions = d->read_versions;
+    c.write_versions = d->write_versions;
+    c.write_version = d->write_version;
+    c.meta_types = d->meta_types;
+    size_t n = caps->struct_size && caps->struct_size < sizeof c ? caps->struct_size : sizeof c;
+    memcpy(caps, &c, n);
+    return TBX_OK;
+}
+
+int tbx_format_writes_dtype(tbx_format format, tbx_dtype dtype) {
+    const tbx_driver *d = format == TBX_FORMAT_UNKNOWN ? NULL : tbx_driver_for(format);
+    if (!d || !d->w_layout || !d->w_dtype_ok || !tbx_dtype_get(dtype)) return 0;
+    return d->w_dtype_ok(dtype) ? 1 : 0;
+}
+
+const tbx_driver *tbx_dtype_driver_in(const tbx_driver *const *drivers, tbx_dtype dt,
+                                      const tbx_dtype_info **info) {
+    for (size_t i = 0; drivers && drivers[i]; i++)
+        for (size_t k = 0; k < drivers[i]->ndtypes; k++)
+            if (drivers[i]->dtypes[k].dtype == dt) {
+                if (info) *info = &drivers[i]->dtypes[k];
+                return drivers[i];
+            }
+    return NULL;
 }
 
 const char *tbx_layout_name(tbx_layout layout) {

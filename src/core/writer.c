@@ -198,8 +198,24 @@ tbx_status tbx_writer_add_section(tbx_writer *w, const char *name, uint32_t type
     return TBX_OK;
 }
 
-tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *d, uint64_t *index,
+tbx_status tbx_writer_add_sizevar(tbx_writer *w, const char *name, uint64_t value,
+                                  tbx_error *err) {
+    if (!w) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer", "NULL writer");
+    if (!w->drv->w_add_sizevar)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "sizevars",
+                       "%s files cannot store size variables", tbx_format_name(w->format));
+    return w->drv->w_add_sizevar(w, name, value, err);
+}
+
+tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc, uint64_t *index,
                                  tbx_error *err) {
+    /* versioned: fields past a shorter caller's struct_size are 0 */
+    tbx_tensor_desc dd, *d = desc ? &dd : NULL;
+    if (desc) {
+        memset(&dd, 0, sizeof dd);
+        size_t n = desc->struct_size && desc->struct_size < sizeof dd ? desc->struct_size : sizeof dd;
+        memcpy(&dd, desc, n);
+    }
     tbx_status st = need_declare(w, err, "tensors");
     if (st != TBX_OK) return st;
     if (!d || !d->name || (d->ndim && !d->shape))

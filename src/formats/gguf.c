@@ -1335,7 +1335,7 @@ static tbx_value_type arr_elem(const tbx_value *v) {
 static tbx_status w_check_value(const char *q, const tbx_value *v, uint32_t level, tbx_error *err) {
     if (!v) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "metadata",
                            "metadata \"%s\": NULL value", q);
-    if (gv_of(v->type) < 0)
+    if (!tbx_driver_meta_ok(&tbx_driver_gguf, v->type))
         return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
                        "metadata \"%s\": GGUF cannot store a %s value (it has bool, u8..u64, "
                        "i8..i64, f32, f64, string and arrays)", q, tbx_value_type_name(v->type));
@@ -1352,7 +1352,7 @@ static tbx_status w_check_value(const char *q, const tbx_value *v, uint32_t leve
                            "stored in GGUF (arrays declare their element type)", q);
         et = v->v.a.items[0] ? v->v.a.items[0]->type : TBX_V_NULL;
     }
-    if (gv_of(et) < 0)
+    if (!tbx_driver_meta_ok(&tbx_driver_gguf, et))
         return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
                        "metadata \"%s\": GGUF cannot store an array of %s (it has bool, "
                        "u8..u64, i8..i64, f32, f64, string and arrays)", q,
@@ -1370,6 +1370,8 @@ static tbx_status w_check_value(const char *q, const tbx_value *v, uint32_t leve
     }
     return TBX_OK;
 }
+
+static bool g_w_dtype_ok(tbx_dtype dt);
 
 static tbx_status g_w_check_meta(tbx_writer *w, const char *key, size_t key_len,
                                  const tbx_value *v, tbx_error *err) {
@@ -1407,7 +1409,7 @@ static tbx_status g_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err
     if (!t->has_data)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
                        "tensor \"%s\": GGUF cannot store a tensor without data", q);
-    if (tbx_gguf_dtype_type(t->dtype) < 0)
+    if (!g_w_dtype_ok(t->dtype))
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
                        "tensor \"%s\": dtype %s has no ggml type (GGUF stores f32, f16, bf16, "
                        "f64, i8..i64 and the ggml block types)", q, dt_name(t->dtype));
@@ -1588,10 +1590,23 @@ static tbx_status g_w_finish(tbx_writer *w, tbx_error *err) {
 
 /* ------------------------------------------------------------------------------------------ */
 
+static bool g_w_dtype_ok(tbx_dtype dt) { return tbx_gguf_dtype_type(dt) >= 0; }
+
+#define G_META_TYPES                                                                            \
+    (TBX_VBIT(TBX_V_BOOL) | TBX_VBIT(TBX_V_U8) | TBX_VBIT(TBX_V_I8) | TBX_VBIT(TBX_V_U16) |     \
+     TBX_VBIT(TBX_V_I16) | TBX_VBIT(TBX_V_U32) | TBX_VBIT(TBX_V_I32) | TBX_VBIT(TBX_V_U64) |    \
+     TBX_VBIT(TBX_V_I64) | TBX_VBIT(TBX_V_F32) | TBX_VBIT(TBX_V_F64) | TBX_VBIT(TBX_V_STRING) | \
+     TBX_VBIT(TBX_V_ARRAY))
+
 const tbx_driver tbx_driver_gguf = {
     .format = TBX_FORMAT_GGUF,
     .name = "gguf",
     .extensions = ".gguf",
+    .read_versions = 0xEu,  /* 1, 2, 3 */
+    .write_versions = 0xCu, /* 2, 3 */
+    .write_version = 3,
+    .meta_types = G_META_TYPES,
+    .w_dtype_ok = g_w_dtype_ok,
     .probe = g_probe,
     .open = g_open,
     .read_component = NULL,
@@ -1613,6 +1628,11 @@ static const tbx_driver g_driver_be = {
     .format = TBX_FORMAT_GGUF,
     .name = "gguf",
     .extensions = ".gguf",
+    .read_versions = 0xEu,  /* 1, 2, 3 */
+    .write_versions = 0xCu, /* 2, 3 */
+    .write_version = 3,
+    .meta_types = G_META_TYPES,
+    .w_dtype_ok = g_w_dtype_ok,
     .probe = g_probe,
     .open = g_open,
     .read_component = g_read_be,

@@ -91,7 +91,7 @@ static tbx_status declare_tensors(tbx_file *in, size_t from, size_t to, tbx_writ
                                   tbx_error *err) {
     for (size_t i = from; i < to; i++) {
         const tbx_tensor *t = &in->tensors[i];
-        tbx_tensor_desc d = {t->name, t->name_len, t->dtype, t->ndim, t->shape, t->ncomp == 1};
+        tbx_tensor_desc d = {sizeof(tbx_tensor_desc), t->name, t->name_len, t->dtype, t->ndim, t->shape, t->ncomp == 1};
         tbx_status st = tbx_writer_add_tensor(w, &d, NULL, err);
         if (st != TBX_OK) return st;
     }

@@ -1274,27 +1274,19 @@ tbx_status tbx_oinf_tensor_quant(const tbx_file *f, uint64_t i, tbx_oinf_quant *
     return TBX_OK;
 }
 
-/* The public size-variable API (tensorbox.h): only OINF files have size variables. */
-uint64_t tbx_sizevar_count(const tbx_file *f) { return tbx_oinf_sizevar_count(f); }
-
-tbx_status tbx_sizevar_get(const tbx_file *f, uint64_t i, const char **name, size_t *name_len,
-                           uint64_t *value) {
-    if (!f) return TBX_E_INVALID_ARG;
-    return tbx_oinf_sizevar_get(f, i, name, name_len, value);
-}
-
-tbx_status tbx_writer_add_sizevar(tbx_writer *w, const char *name, uint64_t value,
-                                  tbx_error *err) {
-    if (w && w->drv != &tbx_driver_oinf)
-        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "sizevars",
-                       "%s files cannot store size variables", tbx_format_name(w->format));
-    return tbx_oinf_writer_add_sizevar(w, name, value, err);
-}
-
 const tbx_driver tbx_driver_oinf = {
     .format = TBX_FORMAT_OINF,
     .name = "oinf",
     .extensions = ".oinf",
+    .caps = TBX_FCAP_NO_DATA,
+    .read_versions = 0x6u,  /* 1, 2 */
+    .write_versions = 0x6u,
+    .write_version = 1,
+    .meta_types = OI_META_TYPES,
+    .w_dtype_ok = oi_w_dtype_ok,
+    .sizevar_count = tbx_oinf_sizevar_count,
+    .sizevar_get = tbx_oinf_sizevar_get,
+    .w_add_sizevar = tbx_oinf_writer_add_sizevar,
     .probe = oi_probe,
     .open = oi_open,
     .read_component = NULL,

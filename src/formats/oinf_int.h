@@ -40,6 +40,16 @@ const oi_type *oi_type_of(uint32_t tag);
 uint32_t oi_tag_of_dtype(tbx_dtype dt);
 /* May a tensor (resp. an NDARRAY element) be of this tag? */
 static inline bool oi_tensor_tag(uint32_t t) { return (t >= 1 && t <= 13) || (t >= 16 && t <= 25); }
+/* Can the writer store tensors of dtype dt (the driver's w_dtype_ok and oi_w_check_tensor)? */
+static inline bool oi_w_dtype_ok(tbx_dtype dt) { return oi_tensor_tag(oi_tag_of_dtype(dt)); }
+/* Metadata value types the writer stores (tbx_driver.meta_types): the scalars, string, bitset,
+ * ndarray and arrays of scalars (ow_meta). */
+#define OI_META_TYPES                                                                           \
+    (TBX_VBIT(TBX_V_BOOL) | TBX_VBIT(TBX_V_U8) | TBX_VBIT(TBX_V_I8) | TBX_VBIT(TBX_V_U16) |     \
+     TBX_VBIT(TBX_V_I16) | TBX_VBIT(TBX_V_U32) | TBX_VBIT(TBX_V_I32) | TBX_VBIT(TBX_V_U64) |    \
+     TBX_VBIT(TBX_V_I64) | TBX_VBIT(TBX_V_F16) | TBX_VBIT(TBX_V_BF16) | TBX_VBIT(TBX_V_F32) |   \
+     TBX_VBIT(TBX_V_F64) | TBX_VBIT(TBX_V_STRING) | TBX_VBIT(TBX_V_BITSET) |                   \
+     TBX_VBIT(TBX_V_NDARRAY) | TBX_VBIT(TBX_V_ARRAY))
 static inline bool oi_element_tag(uint32_t t) { return (t >= 1 && t <= 12) || (t >= 16 && t <= 25); }
 static inline bool oi_packed_tag(uint32_t t) { return t >= OI_I4 && t <= OI_T1; }
 

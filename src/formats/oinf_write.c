@@ -328,8 +328,7 @@ tbx_status oi_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
     if (!ow_version(w, err)) return err ? err->code : TBX_E_UNSUPPORTED;
     tbx_status st = ow_check_name(t->name, t->name_len, "tensor.name", "tensor name", err);
     if (st != TBX_OK) return st;
-    uint32_t tag = oi_tag_of_dtype(t->dtype);
-    if (!oi_tensor_tag(tag)) {
+    if (!oi_w_dtype_ok(t->dtype)) {
         const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
         char q[96];
         tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);

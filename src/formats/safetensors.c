@@ -945,13 +945,15 @@ static void sb_json_str(st_buf *b, const char *s, size_t n) {
     sb_put(b, "\"", 1);
 }
 
+static bool st_w_dtype_ok(tbx_dtype dt) { return st_rank_of_dtype(dt) >= 0; }
+
 static tbx_status st_w_check_meta(tbx_writer *w, const char *key, size_t key_len,
                                   const tbx_value *v, tbx_error *err) {
     (void)w;
     char q[96];
     size_t bad = 0;
     tbx_quote_bytes(q, sizeof q, key, key_len, 64);
-    if (!v || v->type != TBX_V_STRING)
+    if (!v || !tbx_driver_meta_ok(&tbx_driver_safetensors, v->type))
         return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
                        "metadata \"%s\": safetensors stores only string values, not %s", q,
                        v ? tbx_value_type_name(v->type) : "(null)");
@@ -976,7 +978,7 @@ static tbx_status st_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *er
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
                        "tensor \"%s\": safetensors cannot store a tensor without data", q);
     int rank = st_rank_of_dtype(t->dtype);
-    if (rank < 0) {
+    if (!st_w_dtype_ok(t->dtype)) {
         const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
                        "tensor \"%s\": dtype %s has no safetensors equivalent", q,
@@ -1138,6 +1140,10 @@ const tbx_driver tbx_driver_safetensors = {
     .format = TBX_FORMAT_SAFETENSORS,
     .name = "safetensors",
     .extensions = ".safetensors",
+    .read_versions = 1u,  /* unversioned */
+    .write_versions = 1u,
+    .meta_types = TBX_VBIT(TBX_V_STRING),
+    .w_dtype_ok = st_w_dtype_ok,
     .probe = st_probe,
     .open = st_open,
     .read_component = NULL,

@@ -2227,10 +2227,19 @@ tbx_status tbx_ztensor_read_f32(tbx_file *f, uint64_t i, float *out, tbx_error *
 }
 
 /* ------------------------------------------------------------------------------------------ */
+static bool zt_w_dtype_ok(tbx_dtype dt) { return zt_dtype_by_tbx(dt) != NULL; }
+
 const tbx_driver tbx_driver_ztensor = {
     .format = TBX_FORMAT_ZTENSOR,
     .name = "ztensor",
+    .aliases = "zt",
     .extensions = ".zt",
+    .caps = TBX_FCAP_COMPRESSION | TBX_FCAP_DIGESTS,
+    .read_versions = 0x2u,  /* 1 (manifest "1.x.y") */
+    .write_versions = 0x2u,
+    .write_version = 1,
+    .meta_types = ZT_META_TYPES,
+    .w_dtype_ok = zt_w_dtype_ok,
     .probe = zt_probe,
     .open = zt_open,
     .read_component = zt_pass,

@@ -35,6 +35,10 @@ typedef struct zt_dtype {
 
 const zt_dtype *zt_dtype_by_name(const char *s, size_t n);
 const zt_dtype *zt_dtype_by_tbx(tbx_dtype dt);
+/* Metadata value types the writer stores (tbx_driver.meta_types; zt_check_value): every type
+ * but NDARRAY and BITSET, which CBOR attributes have no form for. */
+#define ZT_META_TYPES                                                                           \
+    (((TBX_VBIT(TBX_V_BITSET) << 1) - 1) & ~(TBX_VBIT(TBX_V_NDARRAY) | TBX_VBIT(TBX_V_BITSET)))
 
 enum {
     ZT_R_DATA, ZT_R_VALUES, ZT_R_INDICES, ZT_R_INDPTR, ZT_R_COORDS,

@@ -291,6 +291,54 @@ def test_convert_unknown_target_format(tbx, sample, tmp_path):
     assert not (tmp_path / "o.safetensors").exists()
 
 
+def _help_formats(tbx):
+    """(name, extensions) of the 'Formats:' block of `tbx convert --help`."""
+    r = run(tbx, "convert", "--help")
+    assert r.rc == 0, r.describe()
+    text = r.out.decode()
+    assert "Formats:" in text, r.describe()
+    rows = []
+    for line in text.split("Formats:", 1)[1].splitlines()[1:]:
+        if not line.startswith("  "):
+            break
+        name, ext = line.split()[:2]
+        rows.append((name, ext))
+    return rows
+
+
+def test_convert_help_lists_only_writable_targets(tbx, sample, tmp_path):
+    # Every target `tbx convert --help` offers is one it can write: converting to it by name and
+    # by its extension both give a file `tbx validate` accepts. Formats without a writer (MCF,
+    # EMBD: reserved, no driver in this release) are neither offered nor accepted.
+    src = tmp_path / "f32.safetensors"
+    stn.save_file({"w": np.arange(8, dtype=np.float32).reshape(2, 4)}, str(src))
+    rows = _help_formats(tbx)
+    names = [n for n, _ in rows]
+    assert set(names) == {"safetensors", "gguf", "ztensor", "oinf"}, names
+    for name, ext in rows:
+        assert ext.startswith("."), rows
+        by_name = tmp_path / f"by_name_{name}.bin"
+        r = run(tbx, "convert", src, by_name, "--to", name, "--drop-meta")
+        assert r.rc == 0, r.describe()
+        by_ext = tmp_path / f"by_ext{ext}"
+        r = run(tbx, "convert", src, by_ext, "--drop-meta")
+        assert r.rc == 0, r.describe()
+        assert by_ext.read_bytes() == by_name.read_bytes()
+        r = run(tbx, "validate", by_ext)
+        assert r.rc == 0, r.describe()
+        assert f"({name} v" in r.out.decode(), r.describe()
+    for target in ("mcf", "embd"):
+        assert target not in names
+        r = run(tbx, "convert", sample, tmp_path / "o.bin", "--to", target)
+        assert_clean_exit(r)
+        assert r.rc == 2, r.describe()
+        assert b"writable: safetensors, gguf, ztensor, oinf" in r.err, r.describe()
+    for ext in (".mcf", ".weights"):
+        r = run(tbx, "convert", sample, tmp_path / f"o{ext}")
+        assert r.rc == 2, r.describe()
+        assert not (tmp_path / f"o{ext}").exists()
+
+
 def test_convert_output_into_missing_directory(tbx, sample, tmp_path):
     r = run(tbx, "convert", sample, tmp_path / "no" / "such" / "dir" / "o.safetensors")
     assert_clean_exit(r)

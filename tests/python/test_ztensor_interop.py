@@ -458,7 +458,7 @@ int main(int argc, char **argv) {
     tbx_error e;
     if (tbx_writer_open(&w, argv[1], &o, &e)) { fprintf(stderr, "%s\n", e.message); return 1; }
     uint64_t dshape[2] = {2, 3}, idx;
-    tbx_tensor_desc d = {"dense", 0, TBX_DT_F32, 2, dshape, 1};
+    tbx_tensor_desc d = {sizeof(tbx_tensor_desc), "dense", 0, TBX_DT_F32, 2, dshape, 1};
     float dv[6] = {0, 1, 2, 3, 4, 5};
     float cv[4] = {1.5f, -2.0f, 3.25f, 0.5f};
     uint64_t ci[4] = {0, 3, 1, 2}, cp[4] = {0, 2, 2, 4}, cshape[2] = {3, 4};

@@ -84,7 +84,7 @@ TBX_TEST(writer_refuses_null_data_with_a_length) {
     CHECK_EQ(tbx_writer_add_section(w, "s", 0, NULL, 5, &err), TBX_E_INVALID_ARG);
     CHECK_EQ(tbx_writer_add_meta(w, NULL, 3, NULL, &err), TBX_E_INVALID_ARG);
     const uint64_t shape[1] = {4};
-    tbx_tensor_desc d = {"w", 0, TBX_DT_F32, 1, shape, 1};
+    tbx_tensor_desc d = {sizeof(tbx_tensor_desc), "w", 0, TBX_DT_F32, 1, shape, 1};
     uint64_t idx = 0;
     CHECK_OK(tbx_writer_add_tensor(w, &d, &idx, &err));
     CHECK_EQ(tbx_writer_write_tensor(w, idx, NULL, 16, &err), TBX_E_INVALID_ARG);

@@ -65,7 +65,7 @@ static tbx_status write_zt(const char *path, int level, const char *digest, uint
         uint64_t shape[1] = {g_nb[i] / 4};
         char name[32];
         snprintf(name, sizeof name, "t%02zu", i);
-        tbx_tensor_desc d = {name, 0, TBX_DT_F32, 1, shape, 1};
+        tbx_tensor_desc d = {sizeof(tbx_tensor_desc), name, 0, TBX_DT_F32, 1, shape, 1};
         st = tbx_writer_add_tensor(w, &d, NULL, &e);
     }
     /* in chunks, the way tbx convert feeds a writer */
@@ -119,7 +119,7 @@ TBX_TEST(batch_read_equals_data) {
                 req[i].buf = malloc(g_nb[i]);
                 req[i].cap = g_nb[i];
                 req[i].status = TBX_E_STATE; /* overwritten */
-                tbx_component_info ci;
+                tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
                 CHECK_OK(tbx_component_info_get(f, i, 0, &ci));
                 nzstd += ci.encoding == TBX_ENC_ZSTD;
             }
@@ -183,7 +183,7 @@ TBX_TEST(batch_bad_requests) {
 /* Flips one stored byte of tensor i's component (found through the public info). */
 static void corrupt(const char *path, size_t i) {
     tbx_file *f = open_zt(path, 0, 1);
-    tbx_component_info ci;
+    tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
     CHECK_OK(tbx_component_info_get(f, i, 0, &ci));
     tbx_close(f);
     FILE *fp = fopen(path, "r+b");
@@ -339,7 +339,7 @@ TBX_TEST(zstd_write_independent_of_threads) {
                     tbx_error e;
                     CHECK_OK(tbx_tensor_read(f, i, buf, g_nb[i], &need, &e));
                     CHECK(need == g_nb[i] && memcmp(buf, g_data[i], need) == 0);
-                    tbx_component_info ci;
+                    tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
                     CHECK_OK(tbx_component_info_get(f, i, 0, &ci));
                     CHECK_EQ(ci.encoding, i % 2 ? TBX_ENC_ZSTD : TBX_ENC_RAW);
                     CHECK_EQ(ci.offset % 64, 0);
@@ -376,7 +376,7 @@ TBX_TEST(convert_quantize_independent_of_threads) {
         vals[i] = (float)((int64_t)(x % 2001) - 1000) / 250.0f;
     }
     uint64_t shape[2] = {rows, cols};
-    tbx_tensor_desc d = {"w", 0, TBX_DT_F32, 2, shape, 1};
+    tbx_tensor_desc d = {sizeof(tbx_tensor_desc), "w", 0, TBX_DT_F32, 2, shape, 1};
     CHECK_OK(tbx_writer_add_tensor(w, &d, NULL, &e));
     CHECK_OK(tbx_writer_write_tensor(w, 0, vals, rows * cols * sizeof *vals, &e));
     CHECK_OK(tbx_writer_finish(w, &e));

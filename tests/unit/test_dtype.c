@@ -1,10 +1,12 @@
 /*
  * test_dtype.c - tests of the dtype table: every enum value present with its canonical name,
- * name lookup and aliases, GGUF block geometry, MCF payload sizes, and the checked size
- * computations (overflow, block divisibility, packed rounding, scalars).
+ * name lookup and aliases, GGUF block geometry, the checked size computations (overflow, block
+ * divisibility, packed rounding, scalars), and driver-specific dtypes: their entries and sizes
+ * come from the driver that declares them (a test driver here), core has no rule of its own.
  */
 #include "tbx_test.h"
 #include "tensorbox.h"
+#include "internal.h"
 #include "plain.h"
 
 #include <ctype.h>
@@ -29,9 +31,6 @@ static const struct { tbx_dtype dt; const char *name; } ALL[] = {
     {TBX_DT_IQ2_S, "iq2_s"}, {TBX_DT_IQ4_XS, "iq4_xs"}, {TBX_DT_IQ1_M, "iq1_m"},
     {TBX_DT_TQ1_0, "tq1_0"}, {TBX_DT_TQ2_0, "tq2_0"}, {TBX_DT_MXFP4, "mxfp4"},
     {TBX_DT_NVFP4, "nvfp4"}, {TBX_DT_Q1_0, "q1_0"}, {TBX_DT_Q2_0, "q2_0"},
-    {TBX_DT_MCF_INT8, "mcf_int8"}, {TBX_DT_MCF_INT4, "mcf_int4"}, {TBX_DT_MCF_Q8, "mcf_q8"},
-    {TBX_DT_MCF_Q4, "mcf_q4"}, {TBX_DT_MCF_K6, "mcf_k6"}, {TBX_DT_MCF_K4, "mcf_k4"},
-    {TBX_DT_MCF_K3, "mcf_k3"}, {TBX_DT_MCF_K2, "mcf_k2"},
 };
 #define NALL (sizeof ALL / sizeof ALL[0])
 
@@ -41,7 +40,7 @@ static bool listed(int v) {
 }
 
 TBX_TEST(every_enum_value_has_an_entry) {
-    CHECK_EQ(NALL, 67);
+    CHECK_EQ(NALL, 59); /* the 8 MCF values (90..97) are reserved, not core dtypes */
     for (size_t i = 0; i < NALL; i++) {
         const tbx_dtype_info *e = tbx_dtype_get(ALL[i].dt);
         CHECK(e != NULL);
@@ -126,7 +125,6 @@ TBX_TEST(bits_sizes_and_flags_consistent) {
     CHECK_EQ(tbx_dtype_get(TBX_DT_C64)->block_bytes, 8);
     CHECK_EQ(tbx_dtype_get(TBX_DT_BOOL)->block_bytes, 1);
     CHECK_EQ(tbx_dtype_get(TBX_DT_BITSET)->block_bytes, 1);
-    CHECK_EQ(tbx_dtype_get(TBX_DT_MCF_K3)->bits, 3);
 }
 
 TBX_TEST(gguf_block_table) {
@@ -201,7 +199,7 @@ TBX_TEST(nbytes_errors) {
     CHECK_EQ(tbx_dtype_nbytes(TBX_DT_U64, (uint64_t)1 << 61, &n), TBX_E_OVERFLOW);
     CHECK_EQ(tbx_dtype_nbytes(TBX_DT_Q8_K, UINT64_MAX / 256 * 256, &n), TBX_E_OVERFLOW);
     CHECK_EQ(tbx_dtype_nbytes(TBX_DT_Q4_0, 31, &n), TBX_E_FORMAT);
-    CHECK_EQ(tbx_dtype_nbytes(TBX_DT_MCF_Q4, 64, &n), TBX_E_UNSUPPORTED);
+    CHECK_EQ(tbx_dtype_nbytes((tbx_dtype)93, 64, &n), TBX_E_INVALID_ARG); /* reserved (MCF) */
     CHECK_EQ(tbx_dtype_nbytes(TBX_DT_INVALID, 1, &n), TBX_E_INVALID_ARG);
     CHECK_EQ(tbx_dtype_nbytes((tbx_dtype)40, 1, &n), TBX_E_INVALID_ARG);
     CHECK_EQ(tbx_dtype_nbytes(TBX_DT_F32, 1, NULL), TBX_E_INVALID_ARG);
@@ -252,52 +250,66 @@ TBX_TEST(nbytes_shape_rules) {
     CHECK_EQ(tbx_dtype_nbytes_shape(TBX_DT_INVALID, s37, 2, &n), TBX_E_INVALID_ARG);
 }
 
-TBX_TEST(mcf_payload_sizes) {
-    uint64_t n = 0;
-    const uint64_t s[2] = {2, 40};
-    static const struct { tbx_dtype dt; uint64_t want; } C[] = {
-        {TBX_DT_MCF_Q8, 192}, {TBX_DT_MCF_Q4, 128}, {TBX_DT_MCF_K6, 224},
-        {TBX_DT_MCF_K4, 192}, {TBX_DT_MCF_K3, 176}, {TBX_DT_MCF_K2, 160},
-        /* provisional int layout: 64-byte f32 scale region + packed codes */
-        {TBX_DT_MCF_INT8, 64 + 80}, {TBX_DT_MCF_INT4, 64 + 40},
-    };
-    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
-        n = 0;
-        CHECK_OK(tbx_dtype_nbytes_shape(C[i].dt, s, 2, &n));
-        CHECK_EQ(n, C[i].want);
+/* A driver-specific dtype: declared by a (test) driver, sized by its hook. */
+#define TEST_DT ((tbx_dtype)95)
+static int hook_calls;
+static uint32_t hook_ndim;
+static tbx_status test_dtype_nbytes(tbx_dtype dt, const uint64_t *shape, uint32_t ndim,
+                                    uint64_t *out) {
+    hook_calls++;
+    hook_ndim = ndim;
+    if (dt != TEST_DT) return TBX_E_INVALID_ARG;
+    if (ndim != 2) return TBX_E_FORMAT;
+    *out = 1000 + shape[0] * 10 + shape[1]; /* any rule the core could not know */
+    return TBX_OK;
+}
+static const tbx_dtype_info test_dtypes[] = {
+    {TEST_DT, "test_k4", 4, 1, 0, TBX_DTF_SHAPED},
+};
+static const tbx_driver test_driver = {
+    .format = (tbx_format)99,
+    .name = "testfmt",
+    .dtypes = test_dtypes,
+    .ndtypes = 1,
+    .dtype_nbytes = test_dtype_nbytes,
+};
+static const tbx_driver test_driver_nohook = {
+    .format = (tbx_format)98,
+    .name = "testfmt2",
+    .dtypes = test_dtypes,
+    .ndtypes = 1,
+};
+
+TBX_TEST(driver_specific_dtype_sized_by_its_driver) {
+    const tbx_driver *const list[] = {&tbx_driver_gguf, &test_driver, NULL};
+    const tbx_driver *const list_nohook[] = {&test_driver_nohook, NULL};
+    /* no driver of the library declares 90..97 (MCF, reserved) in this release */
+    for (int v = 90; v <= 97; v++) {
+        CHECK(tbx_dtype_get((tbx_dtype)v) == NULL);
+        CHECK(tbx_dtype_driver_in(tbx_drivers, (tbx_dtype)v, NULL) == NULL);
     }
-    /* more than 8 blocks per row: several super-blocks per row */
-    const uint64_t s2[2] = {3, 300}; /* bpr 10, TB 30, TS 6 */
-    CHECK_OK(tbx_dtype_nbytes_shape(TBX_DT_MCF_K4, s2, 2, &n));
-    CHECK_EQ(n, 128 + 30 * 16);      /* align64(align64(12) + 30) = 128 */
-    CHECK_OK(tbx_dtype_nbytes_shape(TBX_DT_MCF_Q8, s2, 2, &n));
-    CHECK_EQ(n, 64 + 30 * 32);
-    const uint64_t s3[2] = {40, 32};  /* TB 40: 80 bytes of f16 scales -> 128 */
-    CHECK_OK(tbx_dtype_nbytes_shape(TBX_DT_MCF_Q4, s3, 2, &n));
-    CHECK_EQ(n, 128 + 40 * 16);
-    CHECK_OK(tbx_dtype_nbytes_shape(TBX_DT_MCF_K2, s3, 2, &n));
-    CHECK_EQ(n, 192 + 40 * 8);       /* align64(align64(80) + 40) = 192 */
-    /* int types accept any rank; odd int4 counts round up */
-    const uint64_t s33[2] = {3, 3};
-    CHECK_OK(tbx_dtype_nbytes_shape(TBX_DT_MCF_INT4, s33, 2, &n)); CHECK_EQ(n, 64 + 5);
-    const uint64_t v7[1] = {7};
-    CHECK_OK(tbx_dtype_nbytes_shape(TBX_DT_MCF_INT8, v7, 1, &n)); CHECK_EQ(n, 64 + 7);
-    /* q/k need rank 2 */
-    const uint64_t r3[3] = {1, 2, 40};
-    CHECK_EQ(tbx_dtype_nbytes_shape(TBX_DT_MCF_Q8, r3, 3, &n), TBX_E_FORMAT);
-    CHECK_EQ(tbx_dtype_nbytes_shape(TBX_DT_MCF_K4, v7, 1, &n), TBX_E_FORMAT);
-    CHECK_EQ(tbx_dtype_nbytes_shape(TBX_DT_MCF_K4, NULL, 0, &n), TBX_E_FORMAT);
-    /* empty */
-    const uint64_t e0[2] = {0, 40};
-    CHECK_OK(tbx_dtype_nbytes_shape(TBX_DT_MCF_K6, e0, 2, &n)); CHECK_EQ(n, 0);
-    /* overflow */
-    const uint64_t huge[2] = {(uint64_t)1 << 62, 64};
-    CHECK_EQ(tbx_dtype_nbytes_shape(TBX_DT_MCF_Q8, huge, 2, &n), TBX_E_OVERFLOW);
-    CHECK_EQ(tbx_dtype_nbytes_shape(TBX_DT_MCF_K2, huge, 2, &n), TBX_E_OVERFLOW);
-    const uint64_t wide[2] = {(uint64_t)1 << 56, 256}; /* bytes would fit, elements do not */
-    CHECK_EQ(tbx_dtype_nbytes_shape(TBX_DT_MCF_K2, wide, 2, &n), TBX_E_OVERFLOW);
-    const uint64_t huge1[1] = {UINT64_MAX};
-    CHECK_EQ(tbx_dtype_nbytes_shape(TBX_DT_MCF_INT8, huge1, 1, &n), TBX_E_OVERFLOW);
+    uint64_t n = 0;
+    const uint64_t s[2] = {3, 7};
+    CHECK_EQ(tbx_dtype_nbytes_shape(TEST_DT, s, 2, &n), TBX_E_INVALID_ARG);
+    /* with the test driver in the list: its entry, and its size rule */
+    const tbx_dtype_info *e = tbx_dtype_get_in(list, TEST_DT);
+    CHECK(e == &test_dtypes[0]);
+    const tbx_dtype_info *e2 = NULL;
+    CHECK(tbx_dtype_driver_in(list, TEST_DT, &e2) == &test_driver);
+    CHECK(e2 == &test_dtypes[0]);
+    hook_calls = 0;
+    CHECK_OK(tbx_dtype_nbytes_shape_in(list, TEST_DT, s, 2, &n));
+    CHECK_EQ(hook_calls, 1);
+    CHECK_EQ(n, 1037);
+    CHECK_EQ(tbx_dtype_nbytes_shape_in(list, TEST_DT, s, 1, &n), TBX_E_FORMAT);
+    CHECK_EQ(hook_calls, 2);
+    CHECK_EQ(hook_ndim, 1);
+    /* core dtypes never reach the hook */
+    CHECK_OK(tbx_dtype_nbytes_shape_in(list, TBX_DT_F32, s, 2, &n));
+    CHECK_EQ(n, 84);
+    CHECK_EQ(hook_calls, 2);
+    /* a driver that declares the dtype but has no size hook: unsupported, not a guess */
+    CHECK_EQ(tbx_dtype_nbytes_shape_in(list_nohook, TEST_DT, s, 2, &n), TBX_E_UNSUPPORTED);
 }
 
 TBX_TEST_MAIN()

@@ -193,7 +193,7 @@ static void run_once(const membuf *m, const char *dir, outcome *o) {
     if (o->open != TBX_OK) return;
 
     for (uint64_t i = 0; i < tbx_tensor_count(f); i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
         for (uint32_t c = 0; c < ti.ncomponents; c++) {
             size_t need = 0;

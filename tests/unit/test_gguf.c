@@ -190,7 +190,7 @@ TBX_TEST(sample_reads) {
     CHECK_OK(tbx_value_get_i64(tbx_value_at(v, 2), &i64));
     CHECK_EQ(i64, -3);
     CHECK_EQ(tbx_tensor_count(f), 2);
-    tbx_tensor_info ti_;
+    tbx_tensor_info ti_ = TBX_TENSOR_INFO_INIT;
     CHECK_OK(tbx_tensor_info_get(f, 0, &ti_));
     CHECK_STR(ti_.name, "a");
     CHECK_EQ(ti_.ndim, 2);
@@ -364,7 +364,7 @@ TBX_TEST(roundtrip_every_metadata_type) {
 
 static tbx_status add_tensor(tbx_writer *w, const char *name, tbx_dtype dt, uint32_t nd,
                              const uint64_t *shape, const void *data, size_t len, tbx_error *e) {
-    tbx_tensor_desc d = {name, 0, dt, nd, shape, 1};
+    tbx_tensor_desc d = {sizeof(tbx_tensor_desc), name, 0, dt, nd, shape, 1};
     uint64_t idx;
     tbx_status st = tbx_writer_add_tensor(w, &d, &idx, e);
     if (st != TBX_OK) return st;
@@ -427,7 +427,7 @@ TBX_TEST(roundtrip_tensors_and_exact_bytes) {
     tbx_file *f = NULL;
     CHECK_OK(tbx_open_path(&f, path, NULL, &e));
     if (!f) return;
-    tbx_tensor_info t;
+    tbx_tensor_info t = TBX_TENSOR_INFO_INIT;
     CHECK_OK(tbx_tensor_info_get(f, 1, &t));
     CHECK_EQ(t.dtype, TBX_DT_Q8_0);
     CHECK_EQ(t.nbytes, 68);
@@ -474,7 +474,7 @@ TBX_TEST(writer_custom_alignment) {
     CHECK(v && tbx_value_type_of(v) == TBX_V_U32);
     CHECK_OK(tbx_value_get_u64(v, &u));
     CHECK_EQ(u, 64);
-    tbx_tensor_info t;
+    tbx_tensor_info t = TBX_TENSOR_INFO_INIT;
     CHECK_OK(tbx_tensor_info_get(f, 1, &t));
     CHECK_EQ(t.offset % 64, 0);
     CHECK_EQ(tbx_file_size(f) % 64, 0);
@@ -527,7 +527,7 @@ TBX_TEST(writer_refusals) {
     CHECK(strstr(e.message, "u8") != NULL);
     CHECK_EQ(add_tensor(w, "f8", TBX_DT_F8_E4M3, 2, s, NULL, 0, &e), TBX_E_UNSUPPORTED);
     CHECK_EQ(add_tensor(w, "q", TBX_DT_Q4_0, 2, sq, NULL, 0, &e), TBX_E_FORMAT);
-    tbx_tensor_desc nodata = {"nodata", 0, TBX_DT_F32, 2, s, 0};
+    tbx_tensor_desc nodata = {sizeof(tbx_tensor_desc), "nodata", 0, TBX_DT_F32, 2, s, 0};
     CHECK_EQ(tbx_writer_add_tensor(w, &nodata, NULL, &e), TBX_E_UNSUPPORTED);
     tbx_writer_abort(w);
 
@@ -660,7 +660,7 @@ TBX_TEST(version1_file) {
     const tbx_value *a = tbx_meta_find(f, "v1.arr");
     s = tbx_value_get_str(tbx_value_at(a, 1), &sl);
     CHECK(s && sl == 2 && memcmp(s, "bc", 2) == 0);
-    tbx_tensor_info t;
+    tbx_tensor_info t = TBX_TENSOR_INFO_INIT;
     CHECK_OK(tbx_tensor_info_get(f, 0, &t));
     CHECK_EQ(t.ndim, 2);
     CHECK_EQ(t.nbytes, 16);

@@ -72,7 +72,7 @@ static unsigned make_set(const char *stem, uint64_t max) {
         char name[32];
         snprintf(name, sizeof name, "blk.%d.weight", i);
         uint64_t shape[2] = {t_rows(i), t_cols(i)};
-        tbx_tensor_desc d = {name, 0, t_dtype(i), 2, shape, 1};
+        tbx_tensor_desc d = {sizeof(tbx_tensor_desc), name, 0, t_dtype(i), 2, shape, 1};
         st = tbx_writer_add_tensor(w, &d, NULL, &e);
     }
     uint8_t buf[4096];
@@ -107,7 +107,7 @@ static void check_model(tbx_file *f, bool mapped, bool split_keys) {
     for (int i = 0; i < NT && (uint64_t)i < tbx_tensor_count(f); i++) {
         char name[32];
         snprintf(name, sizeof name, "blk.%d.weight", i);
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         CHECK_OK(tbx_tensor_info_get(f, (uint64_t)i, &ti));
         CHECK_STR(ti.name, name);
         CHECK_EQ(ti.dtype, t_dtype(i));

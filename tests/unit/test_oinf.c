@@ -404,7 +404,7 @@ static tbx_writer *wopen(const char *name, uint32_t version, char *path, size_t 
 
 static tbx_status wtensor(tbx_writer *w, const char *name, tbx_dtype dt, uint32_t ndim,
                           const uint64_t *shape, const void *data, size_t n, bool has_data) {
-    tbx_tensor_desc d = {name, 0, dt, ndim, shape, has_data};
+    tbx_tensor_desc d = {sizeof(tbx_tensor_desc), name, 0, dt, ndim, shape, has_data};
     uint64_t idx;
     tbx_error e;
     tbx_status st = tbx_writer_add_tensor(w, &d, &idx, &e);
@@ -520,7 +520,7 @@ TBX_TEST(reads_sample_v1) {
     CHECK_EQ(tbx_value_len(v), 1);
     /* tensors */
     CHECK_EQ(tbx_tensor_count(f), 5);
-    tbx_tensor_info ti;
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
     CHECK_OK(tbx_tensor_info_get(f, 0, &ti));
     CHECK_STR(ti.name, "b");
     CHECK_EQ(ti.dtype, TBX_DT_BOOL);
@@ -972,7 +972,7 @@ TBX_TEST(writer_refuses_lossy_metadata) {
     tbx_value_free(v);
     /* dtypes and names */
     uint64_t d256 = 256;
-    tbx_tensor_desc d = {"q", 0, TBX_DT_Q4_K, 1, &d256, 1};
+    tbx_tensor_desc d = {sizeof(tbx_tensor_desc), "q", 0, TBX_DT_Q4_K, 1, &d256, 1};
     CHECK_EQ(tbx_writer_add_tensor(w, &d, NULL, &e), TBX_E_UNSUPPORTED);
     CHECK(strstr(e.message, "q4_k") != NULL);
     d.dtype = TBX_DT_F8_E4M3;
@@ -1054,7 +1054,7 @@ TBX_TEST(roundtrip_every_dtype) {
     tbx_error e;
     for (int i = 0; i < ND; i++) {
         uint64_t idx;
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         CHECK_OK(tbx_tensor_find(f, names[i][0], &idx));
         CHECK_OK(tbx_tensor_info_get(f, idx, &ti));
         CHECK_EQ(ti.dtype, dts[i]);
@@ -1513,7 +1513,7 @@ TBX_TEST(mutations_fail_cleanly) {
                     opened++;
                     for (uint64_t j = 0; j < tbx_tensor_count(f); j++) {
                         float fv[64];
-                        tbx_tensor_info ti;
+                        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
                         tbx_tensor_info_get(f, j, &ti);
                         if (ti.nelems <= 64) tbx_tensor_read_f32(f, j, 0, ti.nelems, fv, &e);
                     }
@@ -1598,7 +1598,7 @@ TBX_TEST(v2_reader_without_quant_and_gaps) {
     tbx_file *f = open_path(path);
     CHECK(f != NULL);
     if (f) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         CHECK_EQ(tbx_file_version(f), 2);
         CHECK_OK(tbx_tensor_info_get(f, 0, &ti));
         CHECK_EQ(ti.offset % 64, 0);

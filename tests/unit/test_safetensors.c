@@ -137,7 +137,7 @@ TBX_TEST(opens_valid_sample) {
         CHECK_EQ(tbx_section_count(f), 0);
         /* file order = ascending data offset: "a" (0..4) before "b" (4..12) */
         CHECK_EQ(tbx_tensor_count(f), 2);
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         CHECK_OK(tbx_tensor_info_get(f, 0, &ti));
         CHECK_STR(ti.name, "a");
         CHECK_EQ(ti.dtype, TBX_DT_F16);
@@ -152,7 +152,7 @@ TBX_TEST(opens_valid_sample) {
         CHECK_EQ(ti.layout, TBX_LAYOUT_DENSE);
         CHECK_EQ(ti.ncomponents, 1);
         CHECK_EQ(ti.offset, hdr_end + 4);
-        tbx_component_info ci;
+        tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
         CHECK_OK(tbx_component_info_get(f, 1, 0, &ci));
         CHECK_STR(ci.name, "data");
         CHECK_EQ(ci.stored_bytes, 8);
@@ -203,7 +203,7 @@ TBX_TEST(every_dtype_name_maps) {
         tbx_status st = open_mem(b.p, b.n, NULL, &f, &e);
         CHECK_OK(st);
         if (st != TBX_OK) fprintf(stderr, "dtype %s: %s\n", tab[i].name, e.message);
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         if (f && tbx_tensor_info_get(f, 0, &ti) == TBX_OK) {
             CHECK_EQ(ti.dtype, tab[i].dt);
             CHECK_EQ(ti.nbytes, nbytes);
@@ -264,7 +264,7 @@ TBX_TEST(accepts_reference_valid_variants) {
         if (f) {
             CHECK_EQ(tbx_tensor_count(f), ok[i].ntensors);
             for (uint64_t t = 0; t < tbx_tensor_count(f); t++) {
-                tbx_tensor_info ti;
+                tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
                 CHECK_OK(tbx_tensor_info_get(f, t, &ti));
                 uint8_t tmp[16];
                 size_t need = 0;
@@ -287,11 +287,11 @@ TBX_TEST(file_order_and_details) {
     CHECK_OK(open_mem(b.p, b.n, NULL, &f, &e));
     const char *want[] = {"z0", "z1", "s", "z2"};
     for (uint64_t i = 0; f && i < 4; i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         CHECK_OK(tbx_tensor_info_get(f, i, &ti));
         CHECK_STR(ti.name, want[i]);
     }
-    tbx_tensor_info ti;
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
     if (f && tbx_tensor_info_get(f, 2, &ti) == TBX_OK) {
         CHECK_EQ(ti.ndim, 0);
         CHECK_EQ(ti.nelems, 1);
@@ -739,7 +739,7 @@ static tbx_status write_file(const char *path, const wt *ts, size_t nt, const ch
     }
     uint64_t idx[32];
     for (size_t i = 0; i < nt; i++) {
-        tbx_tensor_desc d = {ts[i].name, ts[i].name_len, ts[i].dtype, ts[i].ndim, ts[i].shape, 1};
+        tbx_tensor_desc d = {sizeof(tbx_tensor_desc), ts[i].name, ts[i].name_len, ts[i].dtype, ts[i].ndim, ts[i].shape, 1};
         st = tbx_writer_add_tensor(w, &d, &idx[i], e);
         if (st != TBX_OK) { tbx_writer_abort(w); return st; }
     }
@@ -896,7 +896,7 @@ TBX_TEST(writer_round_trip) {
                                             "a\"b\\c\n\x01\xc3\xa9/\x7f", "z", "fp4", "mask"};
         uint64_t prev_end = 0;
         for (uint64_t i = 0; i < NMIXED; i++) {
-            tbx_tensor_info ti;
+            tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
             CHECK_OK(tbx_tensor_info_get(f, i, &ti));
             CHECK_STR(ti.name, order[i]);
             if (i) CHECK_EQ(ti.offset, prev_end);
@@ -906,7 +906,7 @@ TBX_TEST(writer_round_trip) {
         for (size_t i = 0; i < NMIXED; i++) {
             uint64_t idx = 0;
             CHECK_OK(tbx_tensor_find(f, mixed[i].name, &idx));
-            tbx_tensor_info ti;
+            tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
             CHECK_OK(tbx_tensor_info_get(f, idx, &ti));
             CHECK_EQ(ti.dtype, mixed[i].dtype);
             CHECK_EQ(ti.ndim, mixed[i].ndim);
@@ -955,7 +955,7 @@ static tbx_status add_one(const char *path, const wt *t, const char *mkey, const
     if (st != TBX_OK) return st;
     if (mkey) st = tbx_writer_add_meta(w, mkey, strlen(mkey), mval, e);
     if (st == TBX_OK && t) {
-        tbx_tensor_desc d = {t->name, t->name_len, t->dtype, t->ndim, t->shape, t->nbytes != 0};
+        tbx_tensor_desc d = {sizeof(tbx_tensor_desc), t->name, t->name_len, t->dtype, t->ndim, t->shape, t->nbytes != 0};
         st = tbx_writer_add_tensor(w, &d, NULL, e);
     }
     if (st == TBX_OK && section) st = tbx_writer_add_section(w, "vocab", 0, "abc", 3, e);
@@ -1030,7 +1030,7 @@ TBX_TEST(writer_valid_edge_shapes) {
     for (size_t i = 0; f && i < 4; i++) {
         uint64_t idx = 0;
         CHECK_OK(tbx_tensor_find(f, ts[i].name, &idx));
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         CHECK_OK(tbx_tensor_info_get(f, idx, &ti));
         CHECK_EQ(ti.nbytes, ts[i].nbytes);
         CHECK_EQ(ti.dtype, ts[i].dtype);

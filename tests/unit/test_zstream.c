@@ -70,7 +70,7 @@ static int write_two(const char *path, uint64_t n, int level, const char *digest
     tbx_error e;
     if (tbx_writer_open(&w, path, &wo, &e) != TBX_OK) return -1;
     uint64_t shape[1] = {n}, ia, ib;
-    tbx_tensor_desc da = {"a", 0, TBX_DT_F32, 1, shape, 1}, db = {"b", 0, TBX_DT_F32, 1, shape, 1};
+    tbx_tensor_desc da = {sizeof(tbx_tensor_desc), "a", 0, TBX_DT_F32, 1, shape, 1}, db = {sizeof(tbx_tensor_desc), "b", 0, TBX_DT_F32, 1, shape, 1};
     int ok = tbx_writer_add_tensor(w, &da, &ia, &e) == TBX_OK &&
              tbx_writer_add_tensor(w, &db, &ib, &e) == TBX_OK;
     const uint64_t chunk = (uint64_t)1 << 18;
@@ -120,7 +120,7 @@ TBX_TEST(dense_chunks_decode_once_in_bounded_memory) {
     tbx_file *f = open_counted(path, &h, 0, NULL);
     CHECK(f != NULL);
     if (!f) { free(path); return; }
-    tbx_component_info ci;
+    tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
     CHECK_OK(tbx_component_info_get(f, 0, 0, &ci));
     CHECK_EQ(ci.encoding, TBX_ENC_ZSTD);
     const size_t opened = h.total;
@@ -357,7 +357,8 @@ TBX_TEST(batch_next_to_parked_cursors) {
         CHECK_OK(tbx_tensor_read_range(f, 0, 0, part, sizeof part, &e));
         CHECK_OK(tbx_tensor_read_range(f, 1, 0, part, sizeof part, &e));
         float *wa = malloc(n * 4), *wb = malloc(n * 4);
-        tbx_read_req req[2] = {{0, 0, wa, n * 4, TBX_OK, {0}}, {1, 0, wb, n * 4, TBX_OK, {0}}};
+        tbx_read_req req[2] = {{sizeof(tbx_read_req), 0, 0, wa, n * 4, TBX_OK, {0}},
+                               {sizeof(tbx_read_req), 1, 0, wb, n * 4, TBX_OK, {0}}};
         CHECK_OK(tbx_read_batch(f, req, 2, 2, &e));
         uint64_t bad = 0;
         for (uint64_t k = 0; k < n; k++) bad += wa[k] != val_a(k) || wb[k] != val_b(k);

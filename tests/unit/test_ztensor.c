@@ -158,7 +158,7 @@ static tbx_status open_read_all(const uint8_t *p, size_t n, uint32_t flags, tbx_
     tbx_status st = open_mem(p, n, flags, NULL, &f, err);
     if (st != TBX_OK) return st;
     for (uint64_t i = 0; i < tbx_tensor_count(f) && st == TBX_OK; i++) {
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         tbx_tensor_info_get(f, i, &ti);
         for (uint32_t c = 0; c < ti.ncomponents && st == TBX_OK; c++) {
             size_t need = 0;
@@ -303,7 +303,7 @@ TBX_TEST(read_base_file) {
         CHECK_EQ(tbx_file_format(f), TBX_FORMAT_ZTENSOR);
         CHECK_EQ(tbx_file_version(f), 1);
         CHECK_EQ(tbx_tensor_count(f), 1);
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         CHECK_OK(tbx_tensor_info_get(f, 0, &ti));
         CHECK_STR(ti.name, "x");
         CHECK_EQ(ti.dtype, TBX_DT_F32);
@@ -433,7 +433,7 @@ TBX_TEST(read_scalar_empty_object_attributes) {
     CHECK_OK(open_mem(p, n, 0, NULL, &f, &e));
     if (f) {
         uint64_t idx;
-        tbx_tensor_info ti;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         CHECK_OK(tbx_tensor_find(f, "scalar", &idx));
         CHECK_OK(tbx_tensor_info_get(f, idx, &ti));
         CHECK_EQ(ti.ndim, 0);
@@ -497,7 +497,7 @@ TBX_TEST(write_canonical_bytes) {
     v = tbx_value_new_bool(1); CHECK_OK(tbx_writer_add_meta(w, "b", 1, v, &e)); tbx_value_free(v);
     v = tbx_value_new_string("hi", 2); CHECK_OK(tbx_writer_add_meta(w, "s", 1, v, &e)); tbx_value_free(v);
     uint64_t shape[1] = {2}, idx;
-    tbx_tensor_desc d = {"x", 0, TBX_DT_F32, 1, shape, 1};
+    tbx_tensor_desc d = {sizeof(tbx_tensor_desc), "x", 0, TBX_DT_F32, 1, shape, 1};
     CHECK_OK(tbx_writer_add_tensor(w, &d, &idx, &e));
     float vals[2] = {1.0f, 2.0f};
     CHECK_OK(tbx_writer_write_tensor(w, idx, vals, 8, &e));
@@ -567,7 +567,7 @@ static void round_trip(int level, const char *digest) {
             uint64_t shape[2] = {3, 50 + i};
             char name[32];
             snprintf(name, sizeof name, "t%02zu", i);
-            tbx_tensor_desc d = {name, 0, all_dtypes[i].dt, 2, shape, 1};
+            tbx_tensor_desc d = {sizeof(tbx_tensor_desc), name, 0, all_dtypes[i].dt, 2, shape, 1};
             uint64_t idx;
             CHECK_OK(tbx_writer_add_tensor(w, &d, &idx, &e));
             nb[i] = 3 * (50 + i) * all_dtypes[i].size;
@@ -605,10 +605,10 @@ static void round_trip(int level, const char *digest) {
             snprintf(name, sizeof name, "t%02zu", i);
             uint64_t idx;
             CHECK_OK(tbx_tensor_find(f, name, &idx));
-            tbx_tensor_info ti;
+            tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
             tbx_tensor_info_get(f, idx, &ti);
             CHECK_EQ(ti.dtype, all_dtypes[i].dt);
-            tbx_component_info ci;
+            tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
             CHECK_OK(tbx_component_info_get(f, idx, 0, &ci));
             if (ci.encoding == TBX_ENC_ZSTD) {
                 zstd_count++;
@@ -654,13 +654,13 @@ TBX_TEST(digest_strings_independent) {
         if (!w) break;
         tbx_error e;
         uint64_t shape[1] = {9}, idx;
-        tbx_tensor_desc d = {"d", 0, TBX_DT_U8, 1, shape, 1};
+        tbx_tensor_desc d = {sizeof(tbx_tensor_desc), "d", 0, TBX_DT_U8, 1, shape, 1};
         CHECK_OK(tbx_writer_add_tensor(w, &d, &idx, &e));
         CHECK_OK(tbx_writer_write_tensor(w, idx, "123456789", 9, &e));
         CHECK_OK(tbx_writer_finish(w, &e));
         tbx_file *f = NULL;
         CHECK_OK(tbx_open_path(&f, path, NULL, &e));
-        tbx_component_info ci;
+        tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
         if (f && tbx_component_info_get(f, 0, 0, &ci) == TBX_OK) {
             if (!alg) {
                 CHECK_STR(ci.digest, "crc32c:0xE3069283");
@@ -721,11 +721,11 @@ TBX_TEST(write_metadata_round_trip_and_refusals) {
     tbx_value_free(v);
     CHECK_EQ(tbx_writer_add_section(w, "s", 0, "x", 1, &e), TBX_E_UNSUPPORTED);
     uint64_t shape[1] = {1}, shape32[1] = {32}, idx;
-    tbx_tensor_desc q = {"q", 0, TBX_DT_Q4_0, 1, shape32, 1};
+    tbx_tensor_desc q = {sizeof(tbx_tensor_desc), "q", 0, TBX_DT_Q4_0, 1, shape32, 1};
     CHECK_EQ(tbx_writer_add_tensor(w, &q, &idx, &e), TBX_E_UNSUPPORTED);
-    tbx_tensor_desc nd = {"nodata", 0, TBX_DT_F32, 1, shape, 0};
+    tbx_tensor_desc nd = {sizeof(tbx_tensor_desc), "nodata", 0, TBX_DT_F32, 1, shape, 0};
     CHECK_EQ(tbx_writer_add_tensor(w, &nd, &idx, &e), TBX_E_UNSUPPORTED);
-    tbx_tensor_desc d = {"t", 0, TBX_DT_U8, 1, shape, 1};
+    tbx_tensor_desc d = {sizeof(tbx_tensor_desc), "t", 0, TBX_DT_U8, 1, shape, 1};
     CHECK_OK(tbx_writer_add_tensor(w, &d, &idx, &e));
     CHECK_OK(tbx_writer_write_tensor(w, idx, "\x09", 1, &e));
     CHECK_OK(tbx_writer_finish(w, &e));
@@ -779,13 +779,13 @@ TBX_TEST(write_options_refused) {
     tbx_error e;
     CHECK_OK(tbx_writer_open(&w, path, &o, &e));
     uint64_t shape[1] = {1}, idx;
-    tbx_tensor_desc d = {"t", 0, TBX_DT_U8, 1, shape, 1};
+    tbx_tensor_desc d = {sizeof(tbx_tensor_desc), "t", 0, TBX_DT_U8, 1, shape, 1};
     CHECK_EQ(tbx_writer_add_tensor(w, &d, &idx, &e), TBX_E_UNSUPPORTED);
     tbx_writer_abort(w);
     o.alignment = 4096; /* a larger power of two is fine */
     CHECK_OK(tbx_writer_open(&w, path, &o, &e));
     uint64_t shape2[1] = {3};
-    tbx_tensor_desc d1 = {"a", 0, TBX_DT_U8, 1, shape2, 1}, d2 = {"b", 0, TBX_DT_U8, 1, shape2, 1};
+    tbx_tensor_desc d1 = {sizeof(tbx_tensor_desc), "a", 0, TBX_DT_U8, 1, shape2, 1}, d2 = {sizeof(tbx_tensor_desc), "b", 0, TBX_DT_U8, 1, shape2, 1};
     CHECK_OK(tbx_writer_add_tensor(w, &d1, &idx, &e));
     CHECK_OK(tbx_writer_add_tensor(w, &d2, &idx, &e));
     CHECK_OK(tbx_writer_write_tensor(w, 0, "abc", 3, &e));
@@ -818,7 +818,7 @@ TBX_TEST(sparse_and_qgroup_round_trip) {
         tbx_error e;
         /* dense alongside, to share the file */
         uint64_t dshape[1] = {2}, idx;
-        tbx_tensor_desc d = {"dense", 0, TBX_DT_F32, 1, dshape, 1};
+        tbx_tensor_desc d = {sizeof(tbx_tensor_desc), "dense", 0, TBX_DT_F32, 1, dshape, 1};
         CHECK_OK(tbx_writer_add_tensor(w, &d, &idx, &e));
         /* CSR [3, 4]: row 0: (1, 2.0), row 1: none, row 2: (0, -1.0), (3, 4.5) */
         float cv[3] = {2.0f, -1.0f, 4.5f};
@@ -854,7 +854,7 @@ TBX_TEST(sparse_and_qgroup_round_trip) {
         CHECK_OK(tbx_open_path(&f, path, &o, &e));
         if (f) {
             uint64_t i;
-            tbx_tensor_info ti;
+            tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
             float out[12];
             CHECK_OK(tbx_tensor_find(f, "csr", &i));
             CHECK_OK(tbx_tensor_info_get(f, i, &ti));
@@ -1431,7 +1431,7 @@ TBX_TEST(truncation_and_corruption_of_a_sample) {
     tbx_writer_add_meta(w, "name", 4, v, &e);
     tbx_value_free(v);
     uint64_t shape[1] = {64}, idx;
-    tbx_tensor_desc d = {"w", 0, TBX_DT_F16, 1, shape, 1};
+    tbx_tensor_desc d = {sizeof(tbx_tensor_desc), "w", 0, TBX_DT_F16, 1, shape, 1};
     CHECK_OK(tbx_writer_add_tensor(w, &d, &idx, &e));
     uint16_t hv[64];
     for (int i = 0; i < 64; i++) hv[i] = (uint16_t)(0x3C00 + (i % 4));
@@ -1473,7 +1473,7 @@ TBX_TEST(truncation_and_corruption_of_a_sample) {
         tbx_file *f = NULL;
         if (open_mem(q, n, 0, NULL, &f, &e) == TBX_OK) {
             for (uint64_t t = 0; t < tbx_tensor_count(f); t++) {
-                tbx_tensor_info ti;
+                tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
                 tbx_tensor_info_get(f, t, &ti);
                 if (ti.nelems <= 1024) {
                     float out[1024];

@@ -1,0 +1,447 @@
+/*
+ * test_contract.c - the contract between core and the format drivers, seen from the public API:
+ *   - the format registry reads only the driver table (names, aliases, extensions, caps);
+ *     reserved values (MCF 5, EMBD 6) have no name until a driver lands;
+ *   - the capabilities a driver declares (metadata types, dtypes) agree with what its writer
+ *     accepts (one source: the checks use the same data);
+ *   - size variables go through the driver hooks (OINF has them, the others refuse);
+ *   - versioned structs: a caller passing a shorter struct_size (built against an older header)
+ *     gets only its fields written; a shorter tbx_limits keeps the defaults of the fields it
+ *     lacks; tbx_read_batch walks an array of shorter requests with their own stride;
+ *   - tbx_validate on an open handle: the open's problems plus the data pass.
+ * Files are written under $TMPDIR (default /tmp).
+ */
+#include "tbx_test.h"
+#include "tensorbox.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char *temp_path(const char *tag, const char *ext) {
+    static int counter;
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    size_t n = strlen(dir) + 128;
+    char *path = malloc(n);
+    snprintf(path, n, "%s/tbx_test_contract_%d_%s_%d%s", dir, (int)getpid(), tag, counter++, ext);
+    unlink(path);
+    return path;
+}
+
+TBX_TEST(registry_lists_the_drivers) {
+    CHECK_EQ(tbx_format_count(), 4);
+    static const struct { tbx_format f; const char *name, *ext; } W[] = {
+        {TBX_FORMAT_SAFETENSORS, "safetensors", ".safetensors"}, {TBX_FORMAT_GGUF, "gguf", ".gguf"},
+        {TBX_FORMAT_ZTENSOR, "ztensor", ".zt"}, {TBX_FORMAT_OINF, "oinf", ".oinf"},
+    };
+    for (size_t i = 0; i < 4; i++) {
+        CHECK_EQ(tbx_format_at(i), W[i].f); /* in order of value */
+        tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
+        CHECK_OK(tbx_format_caps_get(W[i].f, &c));
+        CHECK_EQ(c.format, W[i].f);
+        CHECK_STR(c.name, W[i].name);
+        CHECK_STR(c.extensions, W[i].ext);
+        CHECK_STR(tbx_format_name(W[i].f), W[i].name);
+        CHECK_EQ(tbx_format_from_name(W[i].name), W[i].f);
+        char p[64];
+        snprintf(p, sizeof p, "dir.x/model%s", W[i].ext);
+        CHECK_EQ(tbx_format_from_path(p), W[i].f);
+        CHECK_EQ(c.flags & (TBX_FCAP_READ | TBX_FCAP_WRITE), TBX_FCAP_READ | TBX_FCAP_WRITE);
+        /* the default written version is one the driver writes */
+        CHECK(c.write_versions >> c.write_version & 1u);
+    }
+    CHECK_EQ(tbx_format_at(4), TBX_FORMAT_UNKNOWN);
+    CHECK_EQ(tbx_format_from_name("zt"), TBX_FORMAT_ZTENSOR); /* alias from the driver row */
+    CHECK_EQ(tbx_format_from_name("ZTensor"), TBX_FORMAT_ZTENSOR);
+    /* reserved values without a driver: unknown everywhere */
+    for (int v = 5; v <= 6; v++) {
+        tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
+        CHECK_EQ(tbx_format_caps_get((tbx_format)v, &c), TBX_E_NOT_FOUND);
+        CHECK_STR(tbx_format_name((tbx_format)v), "unknown");
+    }
+    CHECK_EQ(tbx_format_from_name("mcf"), TBX_FORMAT_UNKNOWN);
+    CHECK_EQ(tbx_format_from_name("embd"), TBX_FORMAT_UNKNOWN);
+    CHECK_EQ(tbx_format_from_path("a.mcf"), TBX_FORMAT_UNKNOWN);
+    CHECK_EQ(tbx_format_from_path("a.weights"), TBX_FORMAT_UNKNOWN);
+    CHECK_EQ(tbx_format_caps_get(TBX_FORMAT_UNKNOWN, NULL), TBX_E_INVALID_ARG);
+    tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
+    CHECK_EQ(tbx_format_caps_get(TBX_FORMAT_UNKNOWN, &c), TBX_E_NOT_FOUND);
+    /* declared capabilities */
+    CHECK_OK(tbx_format_caps_get(TBX_FORMAT_OINF, &c));
+    CHECK(c.flags & TBX_FCAP_SIZEVARS);
+    CHECK(c.flags & TBX_FCAP_NO_DATA);
+    CHECK_EQ(c.read_versions, 0x6);
+    CHECK_OK(tbx_format_caps_get(TBX_FORMAT_GGUF, &c));
+    CHECK(!(c.flags & TBX_FCAP_SIZEVARS));
+    CHECK_EQ(c.read_versions, 0xE);
+    CHECK_EQ(c.write_version, 3);
+    CHECK_OK(tbx_format_caps_get(TBX_FORMAT_ZTENSOR, &c));
+    CHECK(c.flags & TBX_FCAP_COMPRESSION);
+    CHECK(c.flags & TBX_FCAP_DIGESTS);
+    CHECK_STR(c.aliases, "zt");
+    CHECK_OK(tbx_format_caps_get(TBX_FORMAT_SAFETENSORS, &c));
+    CHECK_EQ(c.meta_types, (uint64_t)1 << TBX_V_STRING);
+}
+
+/* A struct_size shorter than this header's (an older caller) gets only its prefix written. */
+TBX_TEST(format_caps_short_struct) {
+    tbx_format_caps c;
+    memset(&c, 0xAB, sizeof c);
+    c.struct_size = (uint32_t)offsetof(tbx_format_caps, extensions);
+    CHECK_OK(tbx_format_caps_get(TBX_FORMAT_GGUF, &c));
+    CHECK_EQ(c.struct_size, offsetof(tbx_format_caps, extensions));
+    CHECK_STR(c.name, "gguf");
+    const uint8_t *tail = (const uint8_t *)&c + offsetof(tbx_format_caps, extensions);
+    for (size_t k = 0; k < sizeof c - offsetof(tbx_format_caps, extensions); k++)
+        CHECK_EQ(tail[k], 0xAB);
+}
+
+/* One simple value of each type. */
+static tbx_value *sample_value(tbx_value_type t) {
+    static const float f2[2] = {1.0f, 2.0f};
+    static const uint64_t s2[1] = {2};
+    static const uint8_t bits[1] = {5};
+    tbx_value *v = NULL;
+    switch (t) {
+    case TBX_V_NULL: return tbx_value_new_null();
+    case TBX_V_BOOL: return tbx_value_new_bool(1);
+    case TBX_V_U8: case TBX_V_U16: case TBX_V_U32: case TBX_V_U64: return tbx_value_new_uint(t, 7);
+    case TBX_V_I8: case TBX_V_I16: case TBX_V_I32: case TBX_V_I64: return tbx_value_new_int(t, -7);
+    case TBX_V_F16: case TBX_V_BF16: case TBX_V_F32: case TBX_V_F64:
+        return tbx_value_new_float(t, 1.5);
+    case TBX_V_STRING: return tbx_value_new_string("abc", 3);
+    case TBX_V_BYTES: return tbx_value_new_bytes("\x01\x02", 2);
+    case TBX_V_ARRAY:
+        v = tbx_value_new_array(TBX_V_U32);
+        if (v && tbx_value_array_push(v, tbx_value_new_uint(TBX_V_U32, 1)) != TBX_OK) {
+            tbx_value_free(v);
+            return NULL;
+        }
+        return v;
+    case TBX_V_MAP:
+        v = tbx_value_new_map();
+        if (v && tbx_value_map_put(v, "k", 1, tbx_value_new_uint(TBX_V_U32, 1)) != TBX_OK) {
+            tbx_value_free(v);
+            return NULL;
+        }
+        return v;
+    case TBX_V_NDARRAY: return tbx_value_new_ndarray(TBX_DT_F32, s2, 1, f2, sizeof f2);
+    case TBX_V_BITSET: return tbx_value_new_bitset(bits, 3);
+    }
+    return NULL;
+}
+
+/* The metadata types and dtypes a driver declares are exactly those its writer takes. */
+TBX_TEST(declared_caps_match_the_writers) {
+    for (size_t i = 0; i < tbx_format_count(); i++) {
+        tbx_format fmt = tbx_format_at(i);
+        tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
+        CHECK_OK(tbx_format_caps_get(fmt, &c));
+        char *path = temp_path(c.name, c.extensions);
+        tbx_write_options wo;
+        tbx_write_options_init(&wo);
+        wo.format = fmt;
+        for (int t = TBX_V_NULL; t <= TBX_V_BITSET; t++) {
+            tbx_writer *w = NULL;
+            tbx_error e;
+            CHECK_OK(tbx_writer_open(&w, path, &wo, &e));
+            if (!w) continue;
+            tbx_value *v = sample_value((tbx_value_type)t);
+            CHECK(v != NULL);
+            tbx_status st = tbx_writer_add_meta(w, "key", 3, v, &e);
+            int declared = (int)(c.meta_types >> t & 1u);
+            if (declared != (st == TBX_OK))
+                fprintf(stderr, "%s: meta type %s declared %d, writer says %s\n", c.name,
+                        tbx_value_type_name((tbx_value_type)t), declared, tbx_status_name(st));
+            CHECK_EQ(declared, st == TBX_OK);
+            if (!declared) CHECK(st == TBX_E_LOSSY || st == TBX_E_UNSUPPORTED);
+            tbx_value_free(v);
+            tbx_writer_abort(w);
+        }
+        for (int dt = 1; dt < TBX_DT_COUNT_; dt++) {
+            const tbx_dtype_info *di = tbx_dtype_get((tbx_dtype)dt);
+            if (!di) {
+                CHECK_EQ(tbx_format_writes_dtype(fmt, (tbx_dtype)dt), 0);
+                continue;
+            }
+            tbx_writer *w = NULL;
+            tbx_error e;
+            CHECK_OK(tbx_writer_open(&w, path, &wo, &e));
+            if (!w) continue;
+            uint64_t shape[2] = {2, di->block_size > 1 ? di->block_size : 8};
+            tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+            d.name = "t";
+            d.dtype = (tbx_dtype)dt;
+            d.ndim = 2;
+            d.shape = shape;
+            d.has_data = 1;
+            tbx_status st = tbx_writer_add_tensor(w, &d, NULL, &e);
+            int declared = tbx_format_writes_dtype(fmt, (tbx_dtype)dt);
+            if (declared != (st == TBX_OK))
+                fprintf(stderr, "%s: dtype %s declared %d, writer says %s: %s\n", c.name,
+                        di->name, declared, tbx_status_name(st), e.message);
+            CHECK_EQ(declared, st == TBX_OK);
+            tbx_writer_abort(w);
+        }
+        unlink(path);
+        free(path);
+    }
+}
+
+/* tbx_writer_add_sizevar / tbx_sizevar_* reach the driver's hooks (OINF), others refuse. */
+TBX_TEST(sizevars_through_driver_hooks) {
+    char *path = temp_path("sv", ".oinf");
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    tbx_writer *w = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_writer_open(&w, path, &wo, &e));
+    CHECK_OK(tbx_writer_add_sizevar(w, "B", 4, &e));
+    CHECK_EQ(tbx_writer_add_sizevar(w, "B", 5, &e), TBX_E_DUPLICATE);
+    CHECK_OK(tbx_writer_finish(w, &e));
+    tbx_file *f = NULL;
+    CHECK_OK(tbx_open_path(&f, path, NULL, &e));
+    CHECK_EQ(tbx_sizevar_count(f), 1);
+    const char *name = NULL;
+    size_t nl = 0;
+    uint64_t value = 0;
+    CHECK_OK(tbx_sizevar_get(f, 0, &name, &nl, &value));
+    CHECK_EQ(nl, 1);
+    CHECK_STR(name, "B");
+    CHECK_EQ(value, 4);
+    CHECK_EQ(tbx_sizevar_get(f, 1, &name, &nl, &value), TBX_E_INVALID_ARG);
+    tbx_close(f);
+    unlink(path);
+    free(path);
+
+    path = temp_path("sv", ".gguf");
+    CHECK_OK(tbx_writer_open(&w, path, &wo, &e));
+    CHECK_EQ(tbx_writer_add_sizevar(w, "B", 4, &e), TBX_E_UNSUPPORTED);
+    CHECK(strstr(e.message, "gguf") != NULL);
+    tbx_writer_abort(w);
+    free(path);
+    CHECK_EQ(tbx_writer_add_sizevar(NULL, "B", 4, &e), TBX_E_INVALID_ARG);
+}
+
+/* A small safetensors file with two tensors, written through the API. */
+static char *write_small(void) {
+    char *path = temp_path("small", ".safetensors");
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    tbx_writer *w = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_writer_open(&w, path, &wo, &e));
+    static const uint64_t shape[2] = {2, 3};
+    const float data[6] = {1, 2, 3, 4, 5, 6};
+    /* a desc from an "older caller": struct_size covers name..shape, not has_data; the missing
+     * field takes its default (0), which safetensors refuses: proof it was not read */
+    tbx_tensor_desc d;
+    memset(&d, 0x01, sizeof d); /* has_data would read as non-zero if it were read */
+    d.struct_size = (uint32_t)offsetof(tbx_tensor_desc, has_data);
+    d.name = "short";
+    d.name_len = 0;
+    d.dtype = TBX_DT_F32;
+    d.ndim = 2;
+    d.shape = shape;
+    CHECK_EQ(tbx_writer_add_tensor(w, &d, NULL, &e), TBX_E_UNSUPPORTED);
+    CHECK(strstr(e.message, "without data") != NULL);
+    tbx_tensor_desc d2 = TBX_TENSOR_DESC_INIT;
+    d2.name = "a";
+    d2.dtype = TBX_DT_F32;
+    d2.ndim = 2;
+    d2.shape = shape;
+    d2.has_data = 1;
+    CHECK_OK(tbx_writer_add_tensor(w, &d2, NULL, &e));
+    d2.name = "b";
+    d2.struct_size = 0; /* 0: this header's size */
+    CHECK_OK(tbx_writer_add_tensor(w, &d2, NULL, &e));
+    CHECK_OK(tbx_writer_write_tensor(w, 0, data, sizeof data, &e));
+    CHECK_OK(tbx_writer_write_tensor(w, 1, data, sizeof data, &e));
+    CHECK_OK(tbx_writer_finish(w, &e));
+    return path;
+}
+
+TBX_TEST(info_structs_shorter_struct_size) {
+    char *path = write_small();
+    tbx_file *f = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_open_path(&f, path, NULL, &e));
+    if (f) {
+        /* tensor info: an older caller knows name..ndim only */
+        tbx_tensor_info ti;
+        memset(&ti, 0xCD, sizeof ti);
+        ti.struct_size = (uint32_t)offsetof(tbx_tensor_info, shape);
+        CHECK_OK(tbx_tensor_info_get(f, 1, &ti));
+        CHECK_EQ(ti.struct_size, offsetof(tbx_tensor_info, shape));
+        CHECK_STR(ti.name, "b");
+        CHECK_EQ(ti.dtype, TBX_DT_F32);
+        CHECK_EQ(ti.ndim, 2);
+        const uint8_t *tail = (const uint8_t *)&ti + offsetof(tbx_tensor_info, shape);
+        size_t bad = 0;
+        for (size_t k = 0; k < sizeof ti - offsetof(tbx_tensor_info, shape); k++) bad += tail[k] != 0xCD;
+        CHECK_EQ(bad, 0);
+        /* the full struct */
+        tbx_tensor_info full = TBX_TENSOR_INFO_INIT;
+        CHECK_OK(tbx_tensor_info_get(f, 1, &full));
+        CHECK_EQ(full.nelems, 6);
+        CHECK_EQ(full.nbytes, 24);
+        /* component info: up to `offset` */
+        tbx_component_info ci;
+        memset(&ci, 0xCD, sizeof ci);
+        ci.struct_size = (uint32_t)offsetof(tbx_component_info, stored_bytes);
+        CHECK_OK(tbx_component_info_get(f, 0, 0, &ci));
+        CHECK_EQ(ci.nelems, 6);
+        tail = (const uint8_t *)&ci + offsetof(tbx_component_info, stored_bytes);
+        bad = 0;
+        for (size_t k = 0; k < sizeof ci - offsetof(tbx_component_info, stored_bytes); k++) bad += tail[k] != 0xCD;
+        CHECK_EQ(bad, 0);
+        /* read requests of an older, shorter layout: the stride is their struct_size */
+        enum { OLD = offsetof(tbx_read_req, error) }; /* no error field */
+        uint64_t store[(2 * OLD + 16) / 8];
+        uint8_t *raw = (uint8_t *)store;
+        memset(store, 0xEE, sizeof store);
+        float out0[6], out1[6];
+        for (int k = 0; k < 2; k++) {
+            tbx_read_req r = TBX_READ_REQ_INIT;
+            r.struct_size = OLD;
+            r.tensor = (uint64_t)k;
+            r.buf = k ? out1 : out0;
+            r.cap = sizeof out0;
+            r.status = TBX_E_STATE;
+            memcpy(raw + k * OLD, &r, OLD);
+        }
+        CHECK_OK(tbx_read_batch(f, (tbx_read_req *)(void *)raw, 2, 1, &e));
+        for (int k = 0; k < 2; k++) {
+            tbx_read_req r;
+            memcpy(&r, raw + k * OLD, OLD);
+            CHECK_EQ(r.status, TBX_OK);
+            CHECK_EQ(r.tensor, (uint64_t)k);
+        }
+        size_t bad_tail = 0; /* bytes past the caller's array untouched */
+        for (size_t k = 2 * OLD; k < sizeof store; k++) bad_tail += raw[k] != 0xEE;
+        CHECK_EQ(bad_tail, 0);
+        CHECK(out0[5] == 6.0f && out1[0] == 1.0f);
+        /* mixed struct_size in one array is refused */
+        tbx_read_req two[2] = {TBX_READ_REQ_INIT, TBX_READ_REQ_INIT};
+        two[1].struct_size = 0;
+        CHECK_EQ(tbx_read_batch(f, two, 2, 1, &e), TBX_E_INVALID_ARG);
+        tbx_close(f);
+    }
+    unlink(path);
+    free(path);
+}
+
+/* A tbx_limits from an older caller: the fields it lacks keep their defaults. */
+TBX_TEST(limits_shorter_struct_size) {
+    char *path = write_small();
+    tbx_limits lim;
+    tbx_limits_default(&lim);
+    CHECK_EQ(lim.struct_size, sizeof lim);
+    lim.max_tensors = 1; /* the file has 2 */
+    tbx_open_options o;
+    tbx_open_options_init(&o);
+    o.limits = &lim;
+    tbx_file *f = NULL;
+    tbx_error e;
+    CHECK_EQ(tbx_open_path(&f, path, &o, &e), TBX_E_LIMIT);
+    /* struct_size ending before max_tensors: the caller's value is not read */
+    lim.struct_size = (uint32_t)offsetof(tbx_limits, max_tensors);
+    CHECK_OK(tbx_open_path(&f, path, &o, &e));
+    tbx_close(f);
+    f = NULL;
+    /* a short struct whose max_decode_window (the newest field) is garbage: default used */
+    tbx_limits_default(&lim);
+    lim.max_decode_window = 1;
+    lim.struct_size = (uint32_t)offsetof(tbx_limits, max_decode_window);
+    CHECK_OK(tbx_open_path(&f, path, &o, &e));
+    tbx_close(f);
+    unlink(path);
+    free(path);
+}
+
+typedef struct probs {
+    int n;
+    tbx_status first;
+} probs;
+static void count_problem(void *ud, const tbx_error *p) {
+    probs *c = ud;
+    if (c->n++ == 0) c->first = p->code;
+}
+
+/* tbx_validate on an open handle: open-time problems (to the open's callback) plus the pass. */
+TBX_TEST(validate_open_handle) {
+    char *path = write_small();
+    tbx_file *f = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_open_path(&f, path, NULL, &e));
+    uint64_t n = 99;
+    CHECK_OK(tbx_validate(f, NULL, NULL, &n));
+    CHECK_EQ(n, 0);
+    tbx_close(f);
+    CHECK_EQ(tbx_validate(NULL, NULL, NULL, &n), TBX_E_INVALID_ARG);
+    CHECK_EQ(n, 0);
+    unlink(path);
+    free(path);
+
+    /* a zTensor file with a wrong digest: the open (verifying) reports it to on_problem, the
+     * handle then counts it in tbx_validate; the data pass itself adds nothing new */
+    path = temp_path("dg", ".zt");
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.digest = "crc32c";
+    tbx_writer *w = NULL;
+    CHECK_OK(tbx_writer_open(&w, path, &wo, &e));
+    static const uint64_t shape[1] = {64};
+    uint8_t data[64];
+    memset(data, 7, sizeof data);
+    tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+    d.name = "x";
+    d.dtype = TBX_DT_U8;
+    d.ndim = 1;
+    d.shape = shape;
+    d.has_data = 1;
+    CHECK_OK(tbx_writer_add_tensor(w, &d, NULL, &e));
+    CHECK_OK(tbx_writer_write_tensor(w, 0, data, sizeof data, &e));
+    CHECK_OK(tbx_writer_finish(w, &e));
+    size_t len = 0;
+    uint8_t *bytes = tbx_test_slurp(path, &len);
+    CHECK(bytes != NULL && len > 64);
+    if (bytes) {
+        /* flip one data byte (the 64 bytes of 7s) */
+        uint8_t *p = NULL;
+        for (size_t k = 0; k + 64 <= len; k++)
+            if (bytes[k] == 7 && memcmp(bytes + k, data, 64) == 0) { p = bytes + k; break; }
+        CHECK(p != NULL);
+        if (p) p[10] ^= 1;
+        probs at_open = {0, TBX_OK}, pass = {0, TBX_OK};
+        tbx_open_options o;
+        tbx_open_options_init(&o);
+        o.flags = TBX_OPEN_VERIFY_DIGESTS;
+        o.on_problem = count_problem;
+        o.problem_ud = &at_open;
+        CHECK_OK(tbx_open_memory(&f, bytes, len, &o, &e));
+        tbx_status st = tbx_validate(f, count_problem, &pass, &n);
+        CHECK_EQ(st, TBX_E_CHECKSUM);
+        CHECK_EQ((uint64_t)(at_open.n + pass.n), n);
+        CHECK(n >= 1);
+        CHECK_EQ(at_open.n ? at_open.first : pass.first, TBX_E_CHECKSUM);
+        /* the same result as tbx_validate_path, which opens the file itself */
+        FILE *fp = fopen(path, "wb");
+        if (fp) {
+            fwrite(bytes, 1, len, fp);
+            fclose(fp);
+        }
+        uint64_t n2 = 0;
+        CHECK_EQ(tbx_validate_path(path, NULL, NULL, NULL, &n2), TBX_E_CHECKSUM);
+        CHECK_EQ(n2, n);
+        tbx_close(f);
+        free(bytes);
+    }
+    unlink(path);
+    free(path);
+}
+
+TBX_TEST_MAIN()
