@@ -145,3 +145,29 @@ def test_measurement_sees_tbx_alone(tbx, tmp_path):
     rc, rss, _, _ = run_measured([tbx, "--version"], tmp_path)
     assert rc == 0
     assert rss < 16 * MIB, f"tbx --version measured at {rss / MIB:.0f} MiB"
+
+
+def test_ztensor_string_array_round_trip(tbx, files, tmp_path):
+    """A zTensor file written from the GGUF of millions of empty strings reads back (the reader
+    once refused what the writer wrote: one value node charged per string), within the bound of
+    its own size, and converts back to the same tokens."""
+    src, _ = files["gguf"]
+    zt = tmp_path / "strings.ztensor"
+    p = subprocess.run([tbx, "convert", str(src), str(zt), "--to", "ztensor"], capture_output=True)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")[:300]
+    bound = 2 * zt.stat().st_size + 64 * MIB
+    for args in (["info", str(zt)], ["validate", str(zt)]):
+        rc, rss, secs, err = run_measured([tbx] + args, tmp_path)
+        assert rc == 0, f"{args[0]}: exit {rc}: {err.decode(errors='replace')[:300]}"
+        assert rss <= bound, f"tbx {args[0]} on the zTensor file peaked at {rss / MIB:.0f} MiB"
+        assert secs <= TIME_LIMIT
+    back = tmp_path / "back.gguf"
+    p = subprocess.run([tbx, "convert", str(zt), str(back), "--to", "gguf"], capture_output=True)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")[:300]
+    # the GGUF read back: the same array header (type string, N_STRINGS items), all empty
+    data = back.read_bytes()
+    key = _gguf_str(b"tokenizer.ggml.tokens")
+    at = data.index(key) + len(key)
+    assert struct.unpack_from("<IIQ", data, at) == (9, 8, N_STRINGS)
+    at += 16
+    assert data[at:at + 8 * N_STRINGS] == bytes(8 * N_STRINGS)
