@@ -111,18 +111,20 @@ def commands(path: Path, tensor: str, out: Path):
 
 COMMAND_NAMES = [c[0] for c in commands(Path("f"), "t", Path("o"))]
 
-# Converting the 200k-tensor safetensors file still holds the input's tensor table, the
-# writer's and the output header at once (about 6 x the file): the writer side is the remaining
-# part of issue 9 item 3. strict: once a case passes, its mark must go.
-WRITER_TABLES = pytest.mark.xfail(strict=True, reason="convert holds the input model, the "
-                                  "writer's table and the output header of 200k tensors at once "
-                                  "(issue 9 item 3, remaining)")
+# Converting the 200k-tensor safetensors file to zTensor still holds the zTensor writer's own
+# per-object table (a component record with an 80-byte digest field per tensor, a sort array)
+# and the whole CBOR manifest on top of the input model and the writer's table: about 117 MiB
+# here against a 93 MiB bound (issue 9 item 3, remaining). strict: once it passes, the mark goes.
+ZTENSOR_WRITER = pytest.mark.xfail(strict=True, reason="the zTensor writer's per-object table "
+                                   "and whole manifest of 200k tensors (issue 9 item 3, "
+                                   "remaining)")
 
 
 def cases():
     for kind in ("gguf", "safetensors"):
         for name in COMMAND_NAMES:
-            marks = [WRITER_TABLES] if kind == "safetensors" and name.startswith("convert") else []
+            marks = ([ZTENSOR_WRITER] if kind == "safetensors" and
+                     name.startswith("convert --to ztensor") else [])
             yield pytest.param(kind, name, marks=marks, id=f"{kind}-{name}")
 
 
