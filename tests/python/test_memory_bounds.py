@@ -173,3 +173,22 @@ def test_ztensor_string_array_round_trip(tbx, files, tmp_path):
     assert struct.unpack_from("<IIQ", data, at) == (9, 8, N_STRINGS)
     at += 16
     assert data[at:at + 8 * N_STRINGS] == bytes(8 * N_STRINGS)
+
+
+def test_ztensor_mixed_array_after_strings(tbx, tmp_path):
+    """An attribute array that starts with strings (stored compactly) and then holds other
+    values is read in full, in order."""
+    import json
+    from test_ztensor_malformed import AREA, dense, manifest, zt_file
+    p = tmp_path / "mixed.ztensor"
+    p.write_bytes(zt_file(AREA, manifest({"x": dense()},
+                                         attributes={"mix": ["a", "", 7, None, "bc", [1]],
+                                                     "strs": ["u", "", "vw"]})))
+    r = subprocess.run([tbx, "info", "--json", str(p)], capture_output=True)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[:300]
+    text = r.stdout.decode()
+    assert '"a"' in text and '"bc"' in text and '"vw"' in text
+    doc = json.loads(text)
+    found = json.dumps(doc)
+    assert '"a", "", 7, null, "bc", [1]' in found, found[:400]
+    assert '"u", "", "vw"' in found, found[:400]
