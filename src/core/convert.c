@@ -461,6 +461,8 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     st = copy_meta(in, w, &o, err);
     if (st == TBX_OK) st = copy_sizevars(in, w, &o, err);
     if (st == TBX_OK) st = copy_sections(in, w, &o, err);
+    /* the input handle outlives the writer: its names and shapes need no copies */
+    if (st == TBX_OK) st = tbx_writer_borrow_descs_(w, in->ntensors, err);
 
     uint64_t total = 0;
     for (size_t i = 0; st == TBX_OK && i < in->ntensors; i++) {

@@ -163,6 +163,23 @@ tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, t
     return TBX_OK;
 }
 
+tbx_status tbx_file_reserve_tensors(tbx_file *f, size_t n, tbx_error *err) {
+    if (n > f->limits.max_tensors) n = (size_t)f->limits.max_tensors; /* add_tensor reports it */
+    if (n > f->cap_tensors) {
+        size_t bytes;
+        if (__builtin_mul_overflow(n, sizeof *f->tensors, &bytes))
+            return tbx_err_nomem(err, "tensor table");
+        void *p = f->tensors ? tbx_realloc(&f->al, f->tensors, f->cap_tensors * sizeof *f->tensors,
+                                           bytes)
+                             : tbx_malloc(&f->al, bytes);
+        if (!p) return tbx_err_nomem(err, "tensor table");
+        f->tensors = p;
+        f->cap_tensors = n;
+    }
+    if (tbx_names_reserve(&f->tensor_names, n) != TBX_OK) return tbx_err_nomem(err, "tensor index");
+    return TBX_OK;
+}
+
 tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, uint64_t offset,
                                 uint64_t size, tbx_error *err) {
     if (!tbx_grow(&f->al, (void **)&f->sections, &f->cap_sections, f->nsections + 1,

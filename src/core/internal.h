@@ -250,7 +250,7 @@ tbx_status tbx_writer_open_(tbx_writer **out, const char *path, const tbx_write_
 /* ------------------------------------------------------------------------------------------ */
 typedef struct tbx_names {
     const tbx_alloc *al;
-    uint64_t *slots;   /* (index + 1) per slot, 0 = empty */
+    uint32_t *slots;   /* (index + 1) per slot, 0 = empty; then a 32-bit hash per slot */
     size_t nslots;
     size_t count;
     /* key access: the index refers to caller storage */
@@ -265,6 +265,9 @@ void tbx_names_free(tbx_names *n);
 /* Inserts `index` (whose key is key_of(index)). Returns TBX_E_DUPLICATE (and *existing gets the
  * earlier index, when not NULL) if the key is already present; TBX_E_NOMEM on OOM. */
 tbx_status tbx_names_insert(tbx_names *n, uint64_t index, uint64_t *existing);
+/* Sizes the table for `count` entries at once (no growth before then); TBX_E_NOMEM on OOM.
+ * Indices must be below 2^32 - 1 (TBX_E_INVALID_ARG from insert otherwise). */
+tbx_status tbx_names_reserve(tbx_names *n, size_t count);
 /* Finds a key; returns true and *index when present. */
 bool tbx_names_find(const tbx_names *n, const char *key, size_t len, uint64_t *index);
 uint64_t tbx_hash_bytes(const void *p, size_t n);
@@ -345,15 +348,15 @@ typedef struct tbx_meta_entry {
 } tbx_meta_entry;
 
 typedef struct tbx_component {
-    char name[24];
+    const char *name;        /* static storage (a role name: "data", "indices", ...) */
     tbx_dtype dtype;
+    uint32_t src;            /* source holding the bytes: 0 f->src, k > 0 f->extra_src[k-1] */
     uint64_t nelems;
     uint64_t offset;         /* absolute */
     uint64_t stored_bytes;
     uint64_t nbytes;         /* decoded */
     tbx_encoding encoding;
     char *digest;            /* NULL when none */
-    uint32_t src;            /* source holding the bytes: 0 f->src, k > 0 f->extra_src[k-1] */
 } tbx_component;
 
 typedef struct tbx_tensor {
@@ -413,6 +416,9 @@ tbx_status tbx_file_add_meta(tbx_file *f, const char *key, size_t key_len, tbx_v
 tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, tbx_dtype dtype,
                                const uint64_t *shape, uint32_t ndim, uint32_t ncomp,
                                uint64_t offset, tbx_tensor **out, tbx_error *err);
+/* Room for n tensors in all (table and name index sized at once, no growth slack): for a
+ * driver that knows its count before adding. */
+tbx_status tbx_file_reserve_tensors(tbx_file *f, size_t n, tbx_error *err);
 tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, uint64_t offset,
                                 uint64_t size, tbx_error *err);
 /* The source a component's `src` names (0: f->src, k: f->extra_src[k-1]); NULL when out of
@@ -464,10 +470,16 @@ struct tbx_writer {
     tbx_meta_entry *meta; size_t nmeta, cap_meta; tbx_names meta_names;
     tbx_wtensor *tensors; size_t ntensors, cap_tensors; tbx_names tensor_names;
     tbx_wsection *sections; size_t nsections, cap_sections;
+    bool borrow_descs;      /* tbx_writer_borrow_descs_: names and shapes are the caller's */
     int64_t current;        /* tensor being written, -1 when none */
     uint64_t end;           /* file size the driver will commit (set by layout/finish) */
     void *drv_state;
 };
+
+/* For a caller whose tensor names and shapes outlive the writer (tbx_convert: the input handle
+ * stays open until finish or abort): the writer keeps pointers to them instead of copies, and
+ * sizes its table and name index for n tensors at once. Call before the first tensor. */
+tbx_status tbx_writer_borrow_descs_(tbx_writer *w, size_t n, tbx_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Format drivers (src/formats/<fmt>.c). Registered in src/core/registry.c.                    */

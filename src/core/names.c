@@ -89,12 +89,16 @@ void tbx_names_init(tbx_names *n, const tbx_alloc *al,
     n->ctx = ctx;
 }
 
-/* The table is one allocation of 2 * nslots words: slots[0, nslots) hold (index + 1) as the
- * contract describes, slots[nslots, 2 * nslots) the full hash of each occupied slot. Probes
- * compare hashes before fetching keys, and growing never re-reads or re-hashes a key. */
-static inline uint64_t *hashes_of(const tbx_names *n) { return n->slots + n->nslots; }
+/* The table is one allocation of 2 * nslots 32-bit words: slots[0, nslots) hold (index + 1)
+ * as the contract describes, slots[nslots, 2 * nslots) a 32-bit hash of each occupied slot (the
+ * home slot is that hash masked, so growing never re-reads or re-hashes a key). Probes compare
+ * hashes before fetching keys. 8 bytes a slot, at most half full: 16 to 32 bytes an entry.
+ * Indices must stay below 2^32 - 1 (far above every count limit). */
+static inline uint32_t *hashes_of(const tbx_names *n) { return n->slots + n->nslots; }
 
-static size_t table_bytes(size_t nslots) { return nslots * 2 * sizeof(uint64_t); }
+static size_t table_bytes(size_t nslots) { return nslots * 2 * sizeof(uint32_t); }
+
+static inline uint32_t hash32(uint64_t h) { return (uint32_t)(h ^ (h >> 32)); }
 
 void tbx_names_free(tbx_names *n) {
     if (!n) return;
@@ -117,19 +121,19 @@ static bool key_eq(const char *a, size_t alen, const char *b, size_t blen) {
 
 /* Probes for key; returns true and *slot = its slot when present, else false and *slot = the
  * first empty slot of its probe sequence. The table must have at least one empty slot. */
-static bool probe(const tbx_names *n, const char *key, size_t len, uint64_t h, size_t *slot) {
-    const uint64_t *hashes = hashes_of(n);
+static bool probe(const tbx_names *n, const char *key, size_t len, uint32_t h, size_t *slot) {
+    const uint32_t *hashes = hashes_of(n);
     size_t mask = n->nslots - 1;
     size_t i = (size_t)h & mask;
     for (;;) {
-        uint64_t v = n->slots[i];
+        uint32_t v = n->slots[i];
         if (v == 0) {
             *slot = i;
             return false;
         }
         if (hashes[i] == h) {
             size_t olen;
-            const char *other = key_at(n, v - 1, &olen);
+            const char *other = key_at(n, (uint64_t)v - 1, &olen);
             if (key_eq(key, len, other, olen)) {
                 *slot = i;
                 return true;
@@ -140,16 +144,16 @@ static bool probe(const tbx_names *n, const char *key, size_t len, uint64_t h, s
 }
 
 static bool rehash(tbx_names *n, size_t nslots) {
-    if (nslots > SIZE_MAX / (2 * sizeof(uint64_t))) return false;
-    uint64_t *slots = (uint64_t *)tbx_calloc(n->al, nslots * 2, sizeof(uint64_t));
+    if (nslots > SIZE_MAX / (2 * sizeof(uint32_t)) || nslots > ((size_t)1 << 32)) return false;
+    uint32_t *slots = (uint32_t *)tbx_calloc(n->al, nslots * 2, sizeof(uint32_t));
     if (!slots) return false;
-    uint64_t *hashes = slots + nslots;
-    const uint64_t *old_hashes = n->slots ? hashes_of(n) : NULL;
+    uint32_t *hashes = slots + nslots;
+    const uint32_t *old_hashes = n->slots ? hashes_of(n) : NULL;
     size_t mask = nslots - 1;
     for (size_t j = 0; j < n->nslots; j++) {
-        uint64_t v = n->slots[j];
+        uint32_t v = n->slots[j];
         if (!v) continue;
-        uint64_t h = old_hashes[j];
+        uint32_t h = old_hashes[j];
         size_t i = (size_t)h & mask;
         while (slots[i]) i = (i + 1) & mask;
         slots[i] = v;
@@ -161,29 +165,44 @@ static bool rehash(tbx_names *n, size_t nslots) {
     return true;
 }
 
+/* Slots for `count` entries at a load of at most one half. */
+static bool slots_for(size_t count, size_t have, size_t *out) {
+    size_t want = have ? have : 8;
+    if (count >= SIZE_MAX / 2) return false;
+    while (count * 2 > want) {
+        if (want > SIZE_MAX / 2) return false;
+        want *= 2;
+    }
+    *out = want;
+    return true;
+}
+
+tbx_status tbx_names_reserve(tbx_names *n, size_t count) {
+    if (!n) return TBX_E_INVALID_ARG;
+    size_t want;
+    if (!slots_for(count, n->nslots, &want)) return TBX_E_NOMEM;
+    if (want > n->nslots && !rehash(n, want)) return TBX_E_NOMEM;
+    return TBX_OK;
+}
+
 tbx_status tbx_names_insert(tbx_names *n, uint64_t index, uint64_t *existing) {
-    if (!n || !n->key_of || index == UINT64_MAX) return TBX_E_INVALID_ARG;
+    if (!n || !n->key_of || index >= UINT32_MAX) return TBX_E_INVALID_ARG;
     size_t len;
     const char *key = key_at(n, index, &len);
-    uint64_t h = hash_seeded(key, len, table_seed());
+    uint32_t h = hash32(hash_seeded(key, len, table_seed()));
     size_t slot = 0;
 
     if (n->nslots && probe(n, key, len, h, &slot)) {
-        if (existing) *existing = n->slots[slot] - 1;
+        if (existing) *existing = (uint64_t)n->slots[slot] - 1;
         return TBX_E_DUPLICATE;
     }
     /* Keep the load at or below one half. */
-    if (n->count >= SIZE_MAX / 2) return TBX_E_NOMEM;
     if ((n->count + 1) * 2 > n->nslots) {
-        size_t want = n->nslots ? n->nslots : 8;
-        while ((n->count + 1) * 2 > want) {
-            if (want > SIZE_MAX / 2) return TBX_E_NOMEM;
-            want *= 2;
-        }
-        if (!rehash(n, want)) return TBX_E_NOMEM;
+        size_t want;
+        if (!slots_for(n->count + 1, n->nslots, &want) || !rehash(n, want)) return TBX_E_NOMEM;
         probe(n, key, len, h, &slot);
     }
-    n->slots[slot] = index + 1;
+    n->slots[slot] = (uint32_t)(index + 1);
     hashes_of(n)[slot] = h;
     n->count++;
     return TBX_OK;
@@ -193,7 +212,8 @@ bool tbx_names_find(const tbx_names *n, const char *key, size_t len, uint64_t *i
     if (!n || !n->slots || !n->nslots || !n->key_of) return false;
     if (!key && len) return false;
     size_t slot = 0;
-    if (!probe(n, key ? key : "", len, hash_seeded(key, len, table_seed()), &slot)) return false;
-    if (index) *index = n->slots[slot] - 1;
+    if (!probe(n, key ? key : "", len, hash32(hash_seeded(key, len, table_seed())), &slot))
+        return false;
+    if (index) *index = (uint64_t)n->slots[slot] - 1;
     return true;
 }

@@ -37,7 +37,7 @@ static void writer_free(tbx_writer *w) {
         tbx_val_free(w->meta[i].value);
     }
     tbx_free(&al, w->meta, w->cap_meta * sizeof *w->meta);
-    for (size_t i = 0; i < w->ntensors; i++) {
+    for (size_t i = 0; i < w->ntensors && !w->borrow_descs; i++) {
         tbx_free(&al, w->tensors[i].name, w->tensors[i].name_len + 1);
         tbx_free(&al, w->tensors[i].shape, w->tensors[i].ndim * sizeof(uint64_t));
     }
@@ -250,15 +250,20 @@ tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc, uin
             return tbx_err(err, st, TBX_NO_OFFSET, "tensor.shape",
                            "tensor \"%s\": shape does not fit dtype %s", q, di->name);
     }
-    t->name = tbx_memdup0(&w->al, d->name, nl);
     t->name_len = nl;
-    t->shape = tbx_malloc(&w->al, d->ndim * sizeof(uint64_t));
-    if (!t->name || !t->shape) {
+    if (w->borrow_descs) {
+        t->name = (char *)d->name;
+        t->shape = (uint64_t *)d->shape;
+    } else {
+        t->name = tbx_memdup0(&w->al, d->name, nl);
+        t->shape = tbx_malloc(&w->al, d->ndim * sizeof(uint64_t));
+    }
+    if (!w->borrow_descs && (!t->name || !t->shape)) {
         tbx_free(&w->al, t->name, nl + 1);
         tbx_free(&w->al, t->shape, d->ndim * sizeof(uint64_t));
         return tbx_err_nomem(err, "tensor");
     }
-    if (d->ndim) memcpy(t->shape, d->shape, d->ndim * sizeof(uint64_t));
+    if (d->ndim && !w->borrow_descs) memcpy(t->shape, d->shape, d->ndim * sizeof(uint64_t));
     if (w->drv->w_check_tensor) st = w->drv->w_check_tensor(w, t, err);
     uint64_t earlier;
     if (st == TBX_OK) {
@@ -270,12 +275,36 @@ tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc, uin
             st = tbx_err_nomem(err, "tensor index");
     }
     if (st != TBX_OK) {
-        tbx_free(&w->al, t->name, nl + 1);
-        tbx_free(&w->al, t->shape, d->ndim * sizeof(uint64_t));
+        if (!w->borrow_descs) {
+            tbx_free(&w->al, t->name, nl + 1);
+            tbx_free(&w->al, t->shape, d->ndim * sizeof(uint64_t));
+        }
         return st;
     }
     if (index) *index = w->ntensors;
     w->ntensors++;
+    return TBX_OK;
+}
+
+tbx_status tbx_writer_borrow_descs_(tbx_writer *w, size_t n, tbx_error *err) {
+    tbx_status st = need_declare(w, err, "tensors");
+    if (st != TBX_OK) return st;
+    if (w->ntensors)
+        return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "tensors",
+                       "borrowed descriptors must be set before the first tensor");
+    w->borrow_descs = true;
+    if (n > w->cap_tensors) {
+        size_t bytes;
+        if (__builtin_mul_overflow(n, sizeof *w->tensors, &bytes))
+            return tbx_err_nomem(err, "tensor table");
+        void *p = w->tensors ? tbx_realloc(&w->al, w->tensors, w->cap_tensors * sizeof *w->tensors,
+                                           bytes)
+                             : tbx_malloc(&w->al, bytes);
+        if (!p) return tbx_err_nomem(err, "tensor table");
+        w->tensors = p;
+        w->cap_tensors = n;
+    }
+    if (tbx_names_reserve(&w->tensor_names, n) != TBX_OK) return tbx_err_nomem(err, "tensor index");
     return TBX_OK;
 }
 

@@ -677,7 +677,7 @@ static tbx_status rd_tensor_info(g_rd *r, uint64_t i, uint64_t **ne_buf, size_t 
     if (st != TBX_OK) return st;
     ti.index = f->ntensors - 1;
     tbx_component *cp = &t->comp[0];
-    memcpy(cp->name, "data", 5);
+    cp->name = "data";
     cp->dtype = dt;
     cp->nelems = t->nelems;
     cp->stored_bytes = ti.size;

@@ -879,7 +879,7 @@ static tbx_status oi_tensor_entry(oi_rd *rd, tbx_error *err) {
     uint64_t index = f->ntensors - 1;
     if (has_data) {
         tbx_component *c = &t->comp[0];
-        memcpy(c->name, "data", 5);
+        c->name = "data";
         c->dtype = ty->dtype;
         c->nelems = t->nelems;
         c->offset = off;

@@ -844,8 +844,22 @@ static tbx_status st_open(tbx_file *f, tbx_error *err) {
     tbx_free(&f->al, hdr, (size_t)n);
     hdr = NULL;
     c.hdr = NULL;
-    for (size_t k = 0; k < nt; k++) {
-        st_ent *e = &c.ents[k];
+    st = tbx_file_reserve_tensors(f, nt, err);
+    if (st != TBX_OK) goto done;
+    /* the entries are consumed from the end of their array (reversed), which shrinks as the
+     * model grows: the two tables never both hold every tensor */
+    for (size_t a = 0, b = nt; a + 1 < b; a++, b--) {
+        st_ent tmp = c.ents[a];
+        c.ents[a] = c.ents[b - 1];
+        c.ents[b - 1] = tmp;
+    }
+    for (size_t left = nt; left > 0; left--) {
+        if (left <= c.ents_cap / 2 && c.ents_cap > 4096) {
+            st_ent *p = tbx_realloc(&f->al, c.ents, c.ents_cap * sizeof *c.ents,
+                                    left * sizeof *c.ents);
+            if (p) { c.ents = p; c.ents_cap = left; }
+        }
+        st_ent *e = &c.ents[left - 1];
         tbx_tensor *t = NULL;
         const st_dtype *d = &st_dtypes[e->rank];
         const uint64_t *shape = e->ndim ? c.dims + e->dim_off : NULL;
@@ -854,7 +868,7 @@ static tbx_status st_open(tbx_file *f, tbx_error *err) {
         if (st != TBX_OK) goto done;
         t->layout = TBX_LAYOUT_DENSE;
         tbx_component *cp = &t->comp[0];
-        memcpy(cp->name, "data", 5);
+        cp->name = "data";
         cp->dtype = d->dtype;
         cp->nelems = t->nelems;
         cp->offset = data_start + e->begin;

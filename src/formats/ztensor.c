@@ -1280,7 +1280,7 @@ static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off,
     for (uint32_t i = 0; i < ncomp; i++) {
         int r = zt_layout_roles[layout][i];
         tbx_component *k = &t->comp[i];
-        snprintf(k->name, sizeof k->name, "%s", zt_role_names[r]);
+        k->name = zt_role_names[r];
         k->dtype = pcs[r].dt->dtype;
         k->offset = pcs[r].offset;
         k->stored_bytes = pcs[r].length;

@@ -516,6 +516,33 @@ static tbx_status arr_push_scalar(tbx_value *a, const zt_scalar *s) {
     return TBX_OK;
 }
 
+/* Turns a compact string array into pointer items (a non-string element arrived). */
+static tbx_status str_arr_unpack(tbx_value *a) {
+    const tbx_alloc *al = a->al;
+    size_t cap = a->v.a.cap, n = a->v.a.n;
+    tbx_value **items = tbx_calloc(al, cap ? cap : 1, sizeof *items);
+    if (!items) return TBX_E_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *p = tbx_value_str_at(a, i, &len);
+        items[i] = tbx_val_string(al, TBX_V_STRING, p, len);
+        if (!items[i]) {
+            for (size_t j = 0; j < i; j++) tbx_val_free(items[j]);
+            tbx_free(al, items, (cap ? cap : 1) * sizeof *items);
+            return TBX_E_NOMEM;
+        }
+    }
+    tbx_free(al, a->v.a.soff, (cap + 1) * a->v.a.soff_w);
+    tbx_free(al, a->v.a.sblob, a->v.a.sblob_cap);
+    a->v.a.soff = NULL;
+    a->v.a.sblob = NULL;
+    a->v.a.sblob_len = a->v.a.sblob_cap = 0;
+    a->v.a.items = items;
+    a->v.a.cap = cap ? cap : 1;
+    a->elem = TBX_V_NULL;
+    return TBX_OK;
+}
+
 /* Takes ownership of item. */
 static tbx_status arr_push_item(tbx_value *a, tbx_value *item) {
     tbx_status st = TBX_OK;
@@ -676,6 +703,34 @@ tbx_status zt_value(zt_cbor *c, const zt_ev *ev, uint32_t depth, tbx_value **out
             if (st == TBX_OK) st = map_put(v, &names, &key, item, e.off, err);
             zt_str_free(c, &key);
         } else {
+            bool is_text = e.k == ZT_EV_TEXT || e.k == ZT_EV_TEXT_INDEF;
+            if (is_text && !it.indef && v->v.a.n == 0 && !v->v.a.items && !v->v.a.packed &&
+                !v->v.a.soff) {
+                /* an array that starts with a string: strings stored compactly (offsets and
+                 * one blob, no value node per string), like GGUF string arrays. The declared
+                 * count is bounded by the manifest bytes left (one byte per item at least). */
+                tbx_value *sa = tbx_val_str_array(al, (size_t)(it.count + it.left), c->len);
+                if (!sa) { st = tbx_err_nomem(err, "attribute string array"); break; }
+                tbx_val_free(v);
+                v = sa;
+            }
+            if (is_text && v->v.a.soff) {
+                zt_str str;
+                st = zt_read_str(c, &e, ZT_EV_TEXT, &str, field, err);
+                if (st != TBX_OK) break;
+                char *dst = tbx_val_str_array_add(v, str.n);
+                if (dst && str.n) memcpy(dst, str.p, str.n);
+                zt_str_free(c, &str);
+                if (!dst) { st = tbx_err_nomem(err, "attribute string array"); break; }
+                continue;
+            }
+            if (v->v.a.soff) {
+                /* a mixed array after all: every string becomes a value node */
+                st = charge(c, v->v.a.n, e.off, err);
+                if (st == TBX_OK) st = str_arr_unpack(v);
+                if (st == TBX_E_NOMEM) st = tbx_err_nomem(err, "attribute array");
+                if (st != TBX_OK) break;
+            }
             st = ev_scalar(&e, &s, err);
             if (st != TBX_OK) break;
             if (s.t != TBX_V_NULL) {
@@ -697,6 +752,7 @@ tbx_status zt_value(zt_cbor *c, const zt_ev *ev, uint32_t depth, tbx_value **out
     }
     tbx_names_free(&names);
     if (st != TBX_OK) { tbx_val_free(v); return st; }
+    if (v->v.a.soff) tbx_val_str_array_done(v);
     *out = v;
     return TBX_OK;
 }

@@ -111,18 +111,20 @@ def commands(path: Path, tensor: str, out: Path):
 
 COMMAND_NAMES = [c[0] for c in commands(Path("f"), "t", Path("o"))]
 
-# Converting the 200k-tensor safetensors file still holds the input's tensor table, the
-# writer's and the output header at once (about 6 x the file): the writer side is the remaining
-# part of issue 9 item 3. strict: once a case passes, its mark must go.
-WRITER_TABLES = pytest.mark.xfail(strict=True, reason="convert holds the input model, the "
-                                  "writer's table and the output header of 200k tensors at once "
-                                  "(issue 9 item 3, remaining)")
+# Converting the 200k-tensor safetensors file to zTensor still holds the zTensor writer's own
+# per-object table (a component record with an 80-byte digest field per tensor, a sort array)
+# and the whole CBOR manifest on top of the input model and the writer's table: about 117 MiB
+# here against a 93 MiB bound (issue 9 item 3, remaining). strict: once it passes, the mark goes.
+ZTENSOR_WRITER = pytest.mark.xfail(strict=True, reason="the zTensor writer's per-object table "
+                                   "and whole manifest of 200k tensors (issue 9 item 3, "
+                                   "remaining)")
 
 
 def cases():
     for kind in ("gguf", "safetensors"):
         for name in COMMAND_NAMES:
-            marks = [WRITER_TABLES] if kind == "safetensors" and name.startswith("convert") else []
+            marks = ([ZTENSOR_WRITER] if kind == "safetensors" and
+                     name.startswith("convert --to ztensor") else [])
             yield pytest.param(kind, name, marks=marks, id=f"{kind}-{name}")
 
 
@@ -145,3 +147,48 @@ def test_measurement_sees_tbx_alone(tbx, tmp_path):
     rc, rss, _, _ = run_measured([tbx, "--version"], tmp_path)
     assert rc == 0
     assert rss < 16 * MIB, f"tbx --version measured at {rss / MIB:.0f} MiB"
+
+
+def test_ztensor_string_array_round_trip(tbx, files, tmp_path):
+    """A zTensor file written from the GGUF of millions of empty strings reads back (the reader
+    once refused what the writer wrote: one value node charged per string), within the bound of
+    its own size, and converts back to the same tokens."""
+    src, _ = files["gguf"]
+    zt = tmp_path / "strings.ztensor"
+    p = subprocess.run([tbx, "convert", str(src), str(zt), "--to", "ztensor"], capture_output=True)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")[:300]
+    bound = 2 * zt.stat().st_size + 64 * MIB
+    for args in (["info", str(zt)], ["validate", str(zt)]):
+        rc, rss, secs, err = run_measured([tbx] + args, tmp_path)
+        assert rc == 0, f"{args[0]}: exit {rc}: {err.decode(errors='replace')[:300]}"
+        assert rss <= bound, f"tbx {args[0]} on the zTensor file peaked at {rss / MIB:.0f} MiB"
+        assert secs <= TIME_LIMIT
+    back = tmp_path / "back.gguf"
+    p = subprocess.run([tbx, "convert", str(zt), str(back), "--to", "gguf"], capture_output=True)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")[:300]
+    # the GGUF read back: the same array header (type string, N_STRINGS items), all empty
+    data = back.read_bytes()
+    key = _gguf_str(b"tokenizer.ggml.tokens")
+    at = data.index(key) + len(key)
+    assert struct.unpack_from("<IIQ", data, at) == (9, 8, N_STRINGS)
+    at += 16
+    assert data[at:at + 8 * N_STRINGS] == bytes(8 * N_STRINGS)
+
+
+def test_ztensor_mixed_array_after_strings(tbx, tmp_path):
+    """An attribute array that starts with strings (stored compactly) and then holds other
+    values is read in full, in order."""
+    import json
+    from test_ztensor_malformed import AREA, dense, manifest, zt_file
+    p = tmp_path / "mixed.ztensor"
+    p.write_bytes(zt_file(AREA, manifest({"x": dense()},
+                                         attributes={"mix": ["a", "", 7, None, "bc", [1]],
+                                                     "strs": ["u", "", "vw"]})))
+    r = subprocess.run([tbx, "info", "--json", str(p)], capture_output=True)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[:300]
+    text = r.stdout.decode()
+    assert '"a"' in text and '"bc"' in text and '"vw"' in text
+    doc = json.loads(text)
+    found = json.dumps(doc)
+    assert '"a", "", 7, null, "bc", [1]' in found, found[:400]
+    assert '"u", "", "vw"' in found, found[:400]
