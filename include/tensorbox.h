@@ -638,7 +638,8 @@ typedef struct tbx_quant_info {
     /* Versioning: the caller sets struct_size = sizeof(tbx_quant_info) before the call. It
      * must be at least the size of this first version (TBX_E_INVALID_ARG otherwise); later
      * versions only append members and fill the ones that fit in struct_size, so a program
-     * built against an older header keeps working. */
+     * built against an older header keeps working. On return struct_size is the number of
+     * bytes the library filled (a larger caller struct keeps its tail untouched). */
     uint32_t struct_size;
     tbx_quant_method method;
     tbx_dtype code_dtype;   /* dtype of the stored codes: the block type (GGML), the tensor's

@@ -493,7 +493,8 @@ const cli_command cli_cmd_info = {
     "Show the format, metadata, tensors and sections of a file",
     "The summary cuts long lists and strings; --json gives every value in full:\n"
     "  {\"format\", \"version\", \"metadata\": {key: value}, \"tensors\": [{\"name\", \"dtype\",\n"
-    "   \"shape\", \"offset\", \"nbytes\"}], \"sections\": [{\"name\", \"type\", \"offset\", \"size\"}]}\n"
+    "   \"shape\", \"offset\", \"nbytes\", \"quant\"?}], \"sections\": [{\"name\", \"type\", \"offset\",\n"
+    "   \"size\"}]}; \"quant\" describes a quantized tensor the same way for every format.\n"
     "Strings keep invalid UTF-8 bytes as \\udcXX escapes. See docs/cli.md for the full schema.\n"
     "--stats decodes every tensor (in bounded chunks) and prints, per tensor, the first and last\n"
     "5 values, nbytes, min, max, mean, median and std and a histogram; for OINF files the size\n"

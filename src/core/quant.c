@@ -43,9 +43,48 @@ void *tbx_file_quant_values(tbx_file *f, tbx_quant_info *q, tbx_quant_param *p, 
     return v;
 }
 
+/* Appends (key, v) to the params MAP. The three arrays are replaced together, each allocated
+ * with exactly one more entry, and only once all allocations succeeded, so that a failed
+ * allocation leaves the MAP as it was (its arrays sized by cap, as tbx_val_free expects). */
 tbx_status tbx_quant_put(tbx_quant_info *q, const char *key, tbx_value *v) {
     if (!v) return TBX_E_NOMEM;
-    return tbx_value_map_put((tbx_value *)q->params, key, strlen(key), v);
+    tbx_value *m = (tbx_value *)q->params;
+    const tbx_alloc *al = m->al;
+    size_t n = m->v.a.n, klen = strlen(key);
+    for (size_t i = 0; i < n; i++)
+        if (m->v.a.key_lens[i] == klen && memcmp(m->v.a.keys[i], key, klen) == 0) {
+            tbx_val_free(v);
+            return TBX_E_DUPLICATE;
+        }
+    tbx_value **items = tbx_malloc(al, (n + 1) * sizeof *items);
+    char **keys = tbx_malloc(al, (n + 1) * sizeof *keys);
+    size_t *lens = tbx_malloc(al, (n + 1) * sizeof *lens);
+    char *k = tbx_memdup0(al, key, klen);
+    if (!items || !keys || !lens || !k) {
+        if (items) tbx_free(al, items, (n + 1) * sizeof *items);
+        if (keys) tbx_free(al, keys, (n + 1) * sizeof *keys);
+        if (lens) tbx_free(al, lens, (n + 1) * sizeof *lens);
+        if (k) tbx_free(al, k, klen + 1);
+        tbx_val_free(v);
+        return TBX_E_NOMEM;
+    }
+    if (n) {
+        memcpy(items, m->v.a.items, n * sizeof *items);
+        memcpy(keys, m->v.a.keys, n * sizeof *keys);
+        memcpy(lens, m->v.a.key_lens, n * sizeof *lens);
+    }
+    size_t cap = m->v.a.cap;
+    if (m->v.a.items) tbx_free(al, m->v.a.items, cap * sizeof *items);
+    if (m->v.a.keys) tbx_free(al, m->v.a.keys, cap * sizeof *keys);
+    if (m->v.a.key_lens) tbx_free(al, m->v.a.key_lens, cap * sizeof *lens);
+    items[n] = v;
+    keys[n] = k;
+    lens[n] = klen;
+    m->v.a.items = items;
+    m->v.a.keys = keys;
+    m->v.a.key_lens = lens;
+    m->v.a.n = m->v.a.cap = n + 1;
+    return TBX_OK;
 }
 
 tbx_status tbx_quant_put_u32(tbx_file *f, tbx_quant_info *q, const char *key, uint32_t v) {
