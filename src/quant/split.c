@@ -74,7 +74,7 @@ uint64_t tbx_split_param_index(const tbx_split_geom *g, tbx_quant_scope s, uint6
 typedef struct param_walk {
     tbx_quant_scope scope;
     uint64_t idx;           /* index into the caller's slice */
-    uint64_t a, b;          /* GROUP: col, position in group; CHANNEL: position in inner */
+    uint64_t a, b;          /* GROUP: column, position in the group; CHANNEL: position in inner */
 } param_walk;
 
 static void walk_init(param_walk *w, const tbx_split_geom *g, tbx_quant_scope s, uint64_t e) {
@@ -90,12 +90,26 @@ static void walk_init(param_walk *w, const tbx_split_geom *g, tbx_quant_scope s,
     }
 }
 
-static inline void walk_next(param_walk *w, const tbx_split_geom *g) {
+/* Elements left before the index changes (UINT64_MAX: never). */
+static inline uint64_t walk_left(const param_walk *w, const tbx_split_geom *g) {
     if (w->scope == TBX_QSCOPE_GROUP) {
-        if (++w->a == g->cols) { w->a = 0; w->b = 0; w->idx++; }
-        else if (++w->b == g->group) { w->b = 0; w->idx++; }
+        uint64_t in_group = g->group - w->b, in_row = g->cols - w->a;
+        return in_group < in_row ? in_group : in_row;
+    }
+    if (w->scope == TBX_QSCOPE_CHANNEL) return g->inner - w->b;
+    return UINT64_MAX;
+}
+
+/* Moves the walk n elements on (n <= walk_left). */
+static inline void walk_skip(param_walk *w, const tbx_split_geom *g, uint64_t n) {
+    if (w->scope == TBX_QSCOPE_GROUP) {
+        w->a += n;
+        w->b += n;
+        if (w->a == g->cols) { w->a = 0; w->b = 0; w->idx++; }
+        else if (w->b == g->group) { w->b = 0; w->idx++; }
     } else if (w->scope == TBX_QSCOPE_CHANNEL) {
-        if (++w->b == g->inner) {
+        w->b += n;
+        if (w->b == g->inner) {
             w->b = 0;
             if (++w->idx == g->channels) w->idx = 0;
         }
@@ -108,34 +122,51 @@ static inline uint64_t load_word(const uint8_t *p, uint32_t n) {
     return v;
 }
 
+/* The kernel works in runs of elements that share one scale and one zero point. */
 void tbx_dequant_split_scalar(const tbx_split_geom *g, const uint8_t *codes, const float *scales,
                               const float *zeros, uint64_t first, uint64_t count, float *dst) {
     if (count == 0) return;
     const uint64_t per = g->per_word, bits = g->bits;
+    const uint32_t wb = g->word_bytes;
     const uint64_t mask = bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << bits) - 1);
     const uint64_t sign = (uint64_t)1 << (bits - 1);
     const bool has_zero = g->zero_scope != TBX_QSCOPE_NONE && zeros;
+    const bool sext = g->code_signed && bits < 64;
     param_walk ws, wz;
     walk_init(&ws, g, g->scale_scope, first);
-    walk_init(&wz, g, g->zero_scope, first);
+    walk_init(&wz, g, has_zero ? g->zero_scope : TBX_QSCOPE_TENSOR, first);
     uint64_t slot = first % per;
     const uint8_t *wp = codes;
-    uint64_t word = load_word(wp, g->word_bytes);
-    for (uint64_t i = 0; i < count; i++) {
-        uint64_t c = (word >> (slot * bits)) & mask;
-        float code;
-        if (g->code_signed && (c & sign)) code = (float)(int64_t)(c | ~mask);
-        else code = (float)c;
-        float zero = has_zero ? zeros[wz.idx] : 0.0f;
-        dst[i] = (code - zero) * scales[ws.idx];
-        if (i + 1 == count) break;
-        if (++slot == per) {
-            slot = 0;
-            wp += g->word_bytes;
-            word = load_word(wp, g->word_bytes);
+    uint64_t word = load_word(wp, wb) >> (slot * bits);
+    uint64_t i = 0;
+    while (i < count) {
+        uint64_t run = count - i, l = walk_left(&ws, g);
+        if (l < run) run = l;
+        l = walk_left(&wz, g);
+        if (l < run) run = l;
+        const float s = scales[ws.idx], z = has_zero ? zeros[wz.idx] : 0.0f;
+        for (uint64_t k = 0; k < run; k++) {
+            uint64_t c = word & mask;
+            float code;
+            if (sext && (c & sign)) code = (float)(int64_t)(c | ~mask);
+            else if (bits < 64) code = (float)(int64_t)c;
+            else code = (float)c;
+            dst[i + k] = (code - z) * s;
+            if (++slot == per) {
+                slot = 0;
+                if (i + k + 1 < count) {
+                    wp += wb;
+                    word = load_word(wp, wb);
+                }
+            } else {
+                word = bits >= 64 ? 0 : word >> bits;
+            }
         }
-        walk_next(&ws, g);
-        walk_next(&wz, g);
+        i += run;
+        if (i < count) {
+            walk_skip(&ws, g, run);
+            walk_skip(&wz, g, run);
+        }
     }
 }
 
