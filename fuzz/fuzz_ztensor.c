@@ -40,6 +40,17 @@ static void fz_decode_all(tbx_file *f) {
     for (uint64_t i = 0; i < nt && i < FZ_MAX_TENSORS; i++) {
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         FZ_CHECK(tbx_tensor_info_get(f, i, &ti) == TBX_OK, "tensor info");
+        tbx_quant_info q;
+        q.struct_size = sizeof q;
+        tbx_status qst = tbx_tensor_quant_get(f, i, &q);
+        FZ_CHECK((qst == TBX_OK) == (ti.layout == TBX_LAYOUT_QUANT_GROUP),
+                 "quantized_group tensors, and only they, are described as quantized");
+        if (qst == TBX_OK) {
+            tbx_component_info sc;
+            FZ_CHECK(tbx_component_info_get(f, i, (uint32_t)q.scale.component, &sc) == TBX_OK &&
+                         sc.nelems == q.scale.count && q.block_size >= 1,
+                     "quant description matches the scales component");
+        }
         if (ti.nelems == 0 || ti.nelems > FZ_MAX_DECODE) continue;
         float *all = malloc((size_t)ti.nelems * sizeof(float));
         float *part = malloc((size_t)ti.nelems * sizeof(float));

@@ -664,6 +664,104 @@ TBX_API tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, 
                                        float *out, tbx_error *err);
 
 /* ---------------------------------------------------------------------------------------------
+ * Quantization: how a tensor's stored codes become real values, the same description for every
+ * format (GGUF block types, OINF v2 quantization payloads, zTensor quantized_group, ...).
+ *
+ * A quantized tensor stores integer codes plus the parameters that map them back to reals.
+ * tbx_tensor_quant_get describes that mapping; tbx_tensor_read_f32 applies it. The description
+ * is owned by the handle (valid until tbx_close) and read-only.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum tbx_quant_method {
+    TBX_QUANT_NONE = 0,    /* not quantized (never returned by tbx_tensor_quant_get) */
+    /* A ggml block type (GGUF): codes and scales live together in self-contained blocks of the
+     * tensor's dtype (tbx_dtype_info.block_bytes bytes for super_block_size, or block_size when
+     * there is no super-block, elements). The exact reconstruction is the type's own (the
+     * dtype names it); scale/zero describe what each block carries. */
+    TBX_QUANT_GGML = 1,
+    /* Linear (affine) quantization with parameters held apart from the codes:
+     * value = ((float)code - zero) * scale, zero = 0 when zero.scope is NONE. */
+    TBX_QUANT_LINEAR = 2
+    /* later versions may add methods: treat an unknown value as "quantized, not understood" */
+} tbx_quant_method;
+
+/* Where the scales (or the zero points) of a quantized tensor are and what they cover. */
+typedef enum tbx_quant_scope {
+    TBX_QSCOPE_NONE = 0,    /* absent (zero points: every zero is 0) */
+    TBX_QSCOPE_BLOCK = 1,   /* inside every stored block, next to its codes (ggml); count 0 */
+    TBX_QSCOPE_TENSOR = 2,  /* one value for the whole tensor; count 1 */
+    TBX_QSCOPE_CHANNEL = 3, /* one value per index of dimension `axis`; count shape[axis] */
+    /* one value per group of block_size consecutive elements of a row (the last dimension;
+     * rows = the product of the other dimensions; groups restart at each row, the last one of
+     * a row may be short); count rows * ceil(cols / block_size), row-major */
+    TBX_QSCOPE_GROUP = 4
+} tbx_quant_scope;
+
+/* What the quantized values are (formats that record it; MCF's QuantInfo domain). */
+typedef enum tbx_quant_domain {
+    TBX_QDOMAIN_UNSPECIFIED = 0, /* the format does not say */
+    TBX_QDOMAIN_WEIGHTS = 1,     /* weights: symmetric ranges */
+    TBX_QDOMAIN_ACTIVATIONS = 2  /* activations: asymmetric ranges with zero points */
+} tbx_quant_domain;
+
+/* Scales or zero points of a quantized tensor. */
+typedef struct tbx_quant_param {
+    tbx_quant_scope scope;
+    tbx_dtype dtype;        /* element dtype of the stored values (ggml: f16 for most types);
+                             * TBX_DT_INVALID when scope is NONE */
+    uint32_t axis;          /* CHANNEL: the dimension (< ndim); 0 otherwise */
+    int32_t component;      /* >= 0: the tensor component holding the values (read them with
+                             * tbx_component_read / tbx_component_read_range); -1: none */
+    uint64_t count;         /* number of values (see tbx_quant_scope); 0 for NONE and BLOCK */
+    /* The values themselves when the format keeps them in its header (OINF): `count` elements
+     * of `dtype` in native byte order, owned by the handle. NULL when they are in a component
+     * or inside the blocks. */
+    const void *values;
+} tbx_quant_param;
+
+typedef struct tbx_quant_info {
+    /* Versioning: the caller sets struct_size = sizeof(tbx_quant_info) before the call. It
+     * must be at least the size of this first version (TBX_E_INVALID_ARG otherwise); later
+     * versions only append members and fill the ones that fit in struct_size, so a program
+     * built against an older header keeps working. On return struct_size is the number of
+     * bytes the library filled (a larger caller struct keeps its tail untouched). */
+    uint32_t struct_size;
+    tbx_quant_method method;
+    tbx_dtype code_dtype;   /* dtype of the stored codes: the block type (GGML), the tensor's
+                             * element dtype (OINF: i8, u4, ...) or the word dtype the codes are
+                             * packed in (zTensor quantized_group: params "codes_per_word") */
+    uint32_t bits;          /* bits per code (GGML: the nominal width, e.g. 4 for q4_k, 2 for
+                             * iq2_xxs, 2 for tq1_0's ternary digits) */
+    uint32_t code_signed;   /* 1: codes are two's complement; 0: unsigned */
+    uint64_t block_size;    /* elements sharing one scale (GGML: the (sub-)block, 16 or 32 for
+                             * K types; GROUP scope: the group size); 0 when the scale is per
+                             * tensor or per channel */
+    uint64_t super_block_size; /* elements of a super-block that groups blocks under a common
+                             * outer scale (ggml K and i-quant types, MCF k*: 256); 0 when none */
+    tbx_quant_param scale;  /* the scales (always present: scope != NONE) */
+    tbx_quant_param zero;   /* the zero points / block minimums (scope NONE when symmetric) */
+    tbx_quant_domain domain;
+    uint32_t has_clip;      /* 1: clip_min/clip_max hold the clipping range the quantizer used */
+    double clip_min, clip_max;
+    /* Format-specific parameters as typed values: a MAP (never NULL, possibly empty) owned by
+     * the handle. GGUF: "ggml_type" (u32, the file's type id), "block_bytes" (u32). OINF:
+     * "scheme", "scale_mode", "zp_mode" (u32, the file's codes). zTensor: "codes_per_word"
+     * (u32). Keys are documented per format in docs/formats/. */
+    const tbx_value *params;
+} tbx_quant_info;
+
+/* Lower-case names: "none", "ggml", "linear" / "none", "block", "tensor", "channel", "group" /
+ * "unspecified", "weights", "activations"; "?" for unknown values. Static storage. */
+TBX_API const char *tbx_quant_method_name(tbx_quant_method m);
+TBX_API const char *tbx_quant_scope_name(tbx_quant_scope s);
+TBX_API const char *tbx_quant_domain_name(tbx_quant_domain d);
+
+/* Describes how tensor i is quantized. q->struct_size must be set (see tbx_quant_info).
+ * TBX_E_NOT_FOUND when the tensor is not quantized (plain dtypes, sparse tensors, OINF tensors
+ * without quantization parameters), TBX_E_INVALID_ARG for a bad handle, index or struct_size.
+ * Pointers in *q stay valid until tbx_close. */
+TBX_API tbx_status tbx_tensor_quant_get(const tbx_file *f, uint64_t i, tbx_quant_info *q);
+
+/* ---------------------------------------------------------------------------------------------
  * Sections (auxiliary named blobs)
  * ------------------------------------------------------------------------------------------- */
 typedef struct tbx_section_info {

@@ -57,7 +57,42 @@ static int digits_u64(uint64_t v) {
     return n;
 }
 
-/* Short note on how a tensor is stored when that is not plain dense raw bytes ("" if it is). */
+/* Where a scale / zero of a quantization lives, for the short form: "tensor", "channel[1]",
+ * "group[128]", "block". */
+static void quant_param_short(char *buf, size_t cap, const tbx_quant_param *p, uint64_t block) {
+    switch (p->scope) {
+    case TBX_QSCOPE_CHANNEL: snprintf(buf, cap, "channel[%" PRIu32 "]", p->axis); break;
+    case TBX_QSCOPE_GROUP: snprintf(buf, cap, "group[%" PRIu64 "]", block); break;
+    default: snprintf(buf, cap, "%s", tbx_quant_scope_name(p->scope)); break;
+    }
+}
+
+/* The short form of a tensor's quantization: "ggml 4-bit b32/256", "linear 8-bit
+ * scale:channel[0] zero:tensor"; "" when it is not quantized. */
+static void quant_short(const tbx_file *f, uint64_t i, char *buf, size_t cap) {
+    tbx_quant_info q;
+    q.struct_size = sizeof q;
+    buf[0] = 0;
+    if (tbx_tensor_quant_get(f, i, &q) != TBX_OK) return;
+    if (q.method == TBX_QUANT_GGML) {
+        snprintf(buf, cap, "ggml %" PRIu32 "-bit b%" PRIu64 "%s", q.bits, q.block_size,
+                 q.super_block_size ? "/" : "");
+        if (q.super_block_size) {
+            size_t n = strlen(buf);
+            snprintf(buf + n, cap - n, "%" PRIu64, q.super_block_size);
+        }
+        return;
+    }
+    char sc[48], zr[48];
+    quant_param_short(sc, sizeof sc, &q.scale, q.block_size);
+    quant_param_short(zr, sizeof zr, &q.zero, q.block_size);
+    snprintf(buf, cap, "%s %" PRIu32 "-bit scale:%s%s%s", tbx_quant_method_name(q.method), q.bits,
+             sc, q.zero.scope != TBX_QSCOPE_NONE ? " zero:" : "",
+             q.zero.scope != TBX_QSCOPE_NONE ? zr : "");
+}
+
+/* Short note on how a tensor is stored when that is not plain dense raw bytes ("" if it is):
+ * layout, quantization (short form), zstd. */
 static void storage_note(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti, char *buf,
                          size_t cap) {
     buf[0] = 0;
@@ -70,6 +105,12 @@ static void storage_note(const tbx_file *f, uint64_t i, const tbx_tensor_info *t
         const char *ln = tbx_layout_name(ti->layout);
         int k = snprintf(buf, cap, "%s", ln ? ln : "?");
         if (k > 0) n = (size_t)k < cap ? (size_t)k : cap - 1;
+    }
+    char qs[160];
+    quant_short(f, i, qs, sizeof qs);
+    if (qs[0]) {
+        int k = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", qs);
+        if (k > 0) n = n + (size_t)k < cap ? n + (size_t)k : cap - 1;
     }
     for (uint32_t c = 0; c < ti->ncomponents; c++) {
         tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
@@ -139,7 +180,7 @@ static void info_human(tbx_file *f, const char *path) {
     size_t wname = 4, wdtype = 5, wshape = 5, woff = 6, wbytes = 6;
     uint64_t total_bytes = 0, total_elems = 0;
     int any_note = 0;
-    char shape[2048], note[64];
+    char shape[2048], note[256];
     for (uint64_t i = 0; i < nt; i++) {
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
@@ -246,6 +287,89 @@ static void json_components(json_out *j, const tbx_file *f, uint64_t i,
     json_end_array(j);
 }
 
+/* A scale / zero member of the "quant" object (docs/cli.md). */
+static void json_quant_param(json_out *j, const tbx_file *f, uint64_t i, const char *key,
+                             const tbx_quant_param *p) {
+    json_keyz(j, key);
+    json_begin_object(j);
+    json_keyz(j, "scope");
+    json_stringz(j, tbx_quant_scope_name(p->scope));
+    if (p->scope != TBX_QSCOPE_NONE) {
+        json_keyz(j, "dtype");
+        json_stringz(j, cli_dtype_name(p->dtype));
+    }
+    if (p->scope == TBX_QSCOPE_CHANNEL) {
+        json_keyz(j, "axis");
+        json_u64(j, p->axis);
+    }
+    if (p->count) {
+        json_keyz(j, "count");
+        json_u64(j, p->count);
+    }
+    tbx_component_info ci;
+    if (p->component >= 0 && tbx_component_info_get(f, i, (uint32_t)p->component, &ci) == TBX_OK) {
+        json_keyz(j, "component");
+        json_stringz(j, ci.name ? ci.name : "");
+    }
+    if (p->values) {
+        json_keyz(j, "values");
+        json_begin_array(j);
+        for (uint64_t k = 0; k < p->count && !ferror(stdout); k++) {
+            const unsigned char *b = (const unsigned char *)p->values;
+            if (p->dtype == TBX_DT_F32) {
+                float v;
+                memcpy(&v, b + 4 * k, 4);
+                json_float(j, v, TBX_V_F32);
+            } else if (p->dtype == TBX_DT_I32) {
+                int32_t v;
+                memcpy(&v, b + 4 * k, 4);
+                json_i64(j, v);
+            } else {
+                json_null(j);
+            }
+        }
+        json_end_array(j);
+    }
+    json_end_object(j);
+}
+
+/* The "quant" object of a quantized tensor: the same schema for every format. */
+static void json_quant(json_out *j, const tbx_file *f, uint64_t i, const cli_value_style *st) {
+    tbx_quant_info q;
+    q.struct_size = sizeof q;
+    if (tbx_tensor_quant_get(f, i, &q) != TBX_OK) return;
+    json_keyz(j, "quant");
+    json_begin_object(j);
+    json_keyz(j, "method");
+    json_stringz(j, tbx_quant_method_name(q.method));
+    json_keyz(j, "code_dtype");
+    json_stringz(j, cli_dtype_name(q.code_dtype));
+    json_keyz(j, "bits");
+    json_u64(j, q.bits);
+    json_keyz(j, "signed");
+    json_bool(j, q.code_signed != 0);
+    json_keyz(j, "block_size");
+    json_u64(j, q.block_size);
+    json_keyz(j, "super_block_size");
+    json_u64(j, q.super_block_size);
+    json_quant_param(j, f, i, "scale", &q.scale);
+    json_quant_param(j, f, i, "zero", &q.zero);
+    json_keyz(j, "domain");
+    json_stringz(j, tbx_quant_domain_name(q.domain));
+    json_keyz(j, "clip");
+    if (q.has_clip) {
+        json_begin_array(j);
+        json_float(j, q.clip_min, TBX_V_F64);
+        json_float(j, q.clip_max, TBX_V_F64);
+        json_end_array(j);
+    } else {
+        json_null(j);
+    }
+    json_keyz(j, "params");
+    cli_emit_value(j, q.params, st);
+    json_end_object(j);
+}
+
 /* Is tensor i stored as anything but one raw component of a dense tensor without a digest? */
 static int is_plain(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti) {
     if (ti->layout != TBX_LAYOUT_DENSE) return 0;
@@ -317,6 +441,7 @@ static void info_json(tbx_file *f, int typed) {
             json_stringz(&j, ln ? ln : "?");
             json_components(&j, f, i, &ti);
         }
+        json_quant(&j, f, i, &st);
         json_end_object(&j);
     }
     json_end_array(&j);
@@ -368,7 +493,8 @@ const cli_command cli_cmd_info = {
     "Show the format, metadata, tensors and sections of a file",
     "The summary cuts long lists and strings; --json gives every value in full:\n"
     "  {\"format\", \"version\", \"metadata\": {key: value}, \"tensors\": [{\"name\", \"dtype\",\n"
-    "   \"shape\", \"offset\", \"nbytes\"}], \"sections\": [{\"name\", \"type\", \"offset\", \"size\"}]}\n"
+    "   \"shape\", \"offset\", \"nbytes\", \"quant\"?}], \"sections\": [{\"name\", \"type\", \"offset\",\n"
+    "   \"size\"}]}; \"quant\" describes a quantized tensor the same way for every format.\n"
     "Strings keep invalid UTF-8 bytes as \\udcXX escapes. See docs/cli.md for the full schema.\n"
     "--stats decodes every tensor (in bounded chunks) and prints, per tensor, the first and last\n"
     "5 values, nbytes, min, max, mean, median and std and a histogram; for OINF files the size\n"

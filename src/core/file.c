@@ -256,6 +256,7 @@ void tbx_close(tbx_file *f) {
     for (size_t i = 0; i < f->nsections; i++)
         tbx_free(&al, f->sections[i].name, strlen(f->sections[i].name) + 1);
     tbx_free(&al, f->sections, f->cap_sections * sizeof *f->sections);
+    tbx_file_quant_free(f);
     tbx_names_free(&f->meta_names);
     tbx_names_free(&f->tensor_names);
     for (size_t i = 0; i < f->nextra_src; i++) tbx_source_close(&f->extra_src[i]);
@@ -641,9 +642,12 @@ tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t
     if (!dense) return f->drv->read_f32 ? f->drv->read_f32(f, i, first, count, out, err)
                                         : need_dense(err, t);
     const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
-    if (!di || (di->flags & TBX_DTF_SHAPED) ||
-        ((di->flags & TBX_DTF_BLOCK) && !tbx_dequant_for(t->dtype)) ||
-        (di->flags & TBX_DTF_COMPLEX))
+    /* a driver-specific dtype (no core decoder: shaped MCF families, block types without a
+     * registered dequantizer) goes to the driver that claims it with a read_f32 hook */
+    const bool driver_dtype = di && ((di->flags & TBX_DTF_SHAPED) ||
+                                     ((di->flags & TBX_DTF_BLOCK) && !tbx_dequant_for(t->dtype)));
+    if (driver_dtype && f->drv->read_f32) return f->drv->read_f32(f, i, first, count, out, err);
+    if (!di || driver_dtype || (di->flags & TBX_DTF_COMPLEX))
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "dtype",
                        "tensor \"%s\": dtype %s cannot be decoded to f32", t->name,
                        di ? di->name : "?");

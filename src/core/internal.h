@@ -370,6 +370,9 @@ typedef struct tbx_tensor {
     uint32_t ncomp;
     tbx_component *comp;     /* ncomp entries */
     void *drv;               /* driver-private per tensor data (owned by the driver) */
+    /* How the tensor is quantized (tbx_tensor_quant_get), NULL when it is not. Made with
+     * tbx_file_quant_new and owned by the handle; several tensors may share one. */
+    const tbx_quant_info *quant;
 } tbx_tensor;
 
 typedef struct tbx_section {
@@ -402,6 +405,7 @@ struct tbx_file {
     tbx_meta_entry *meta; size_t nmeta, cap_meta; tbx_names meta_names;
     tbx_tensor *tensors;  size_t ntensors, cap_tensors; tbx_names tensor_names;
     tbx_section *sections; size_t nsections, cap_sections;
+    struct tbx_quant_rec **quants; size_t nquants, cap_quants; /* tbx_file_quant_new */
 
     void *drv_state;              /* driver-private, freed by drv->close */
 };
@@ -432,6 +436,20 @@ bool tbx_comp_served_raw(const tbx_file *f, const tbx_component *k);
 tbx_status tbx_file_problem(tbx_file *f, tbx_error *err, tbx_status code, uint64_t offset,
                             const char *field, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+
+/* Quantization descriptions (src/core/quant.c). Drivers describe a quantized tensor with a
+ * tbx_quant_info made here and attach it (t->quant = q); tbx_close frees them all.
+ * tbx_file_quant_new: a zeroed description owned by f (struct_size set, scale/zero components
+ * -1, params an empty MAP), NULL on OOM. */
+tbx_quant_info *tbx_file_quant_new(tbx_file *f);
+/* Storage for the values of p (a member of q): nbytes bytes owned with q; sets p->values and
+ * returns the writable pointer, NULL on OOM. At most one call per member. */
+void *tbx_file_quant_values(tbx_file *f, tbx_quant_info *q, tbx_quant_param *p, size_t nbytes);
+/* Adds a format-specific parameter to q->params (takes ownership of v, also on failure; v must
+ * be made with the handle's allocator). TBX_E_NOMEM / TBX_E_DUPLICATE. */
+tbx_status tbx_quant_put(tbx_quant_info *q, const char *key, tbx_value *v);
+tbx_status tbx_quant_put_u32(tbx_file *f, tbx_quant_info *q, const char *key, uint32_t v);
+void tbx_file_quant_free(tbx_file *f);
 
 /* ------------------------------------------------------------------------------------------ */
 /* The writer's common state (src/core/writer.c)                                               */
@@ -555,9 +573,15 @@ struct tbx_driver {
     /* true: read_component transforms raw components too (big-endian GGUF swaps bytes), so raw
      * bytes are never served straight from the source (no maps, no range reads). */
     bool read_transforms_raw;
-    /* Optional: decode elements [first, first+count) of a tensor that is not a single dense
-     * component (sparse, quantized group) to f32, row-major (tbx_tensor_read_f32 routes here;
-     * range already checked). NULL: such tensors cannot be decoded. */
+    /* Optional: decode elements [first, first+count) of tensor i to f32, row-major. The
+     * contract: tbx_tensor_read_f32 (index and range already checked, out non-NULL when
+     * count > 0) routes here every tensor that is not a single dense component (sparse,
+     * quantized group) and every dense tensor whose dtype has no core decoder (TBX_DTF_SHAPED,
+     * or TBX_DTF_BLOCK without a registered dequantizer): having the hook claims them, so the
+     * driver must decode them or fail with a specific error (TBX_E_UNSUPPORTED naming the
+     * dtype), and must not call tbx_tensor_read_f32 on them (that would come back here).
+     * Dense tensors of core-decodable dtypes never come here. NULL: such tensors cannot be
+     * decoded (TBX_E_UNSUPPORTED). */
     tbx_status (*read_f32)(tbx_file *f, uint64_t i, uint64_t first, uint64_t count, float *out,
                            tbx_error *err);
     /* Optional: deep checks run by tbx_validate after open (every problem via

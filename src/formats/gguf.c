@@ -199,7 +199,84 @@ typedef struct g_state {
      * k + 1, and the count of the set. */
     struct g_state *shards; size_t nshards;
     uint32_t split_count; /* N of the split set, 0 when the file stands alone */
+    /* the quantization description of each block type met so far (shared by its tensors) */
+    const tbx_quant_info *quant_of[TBX_GGUF_TYPE_MAX + 1];
 } g_state;
+
+/* What the blocks of a ggml type carry (tbx_quant_info of GGUF tensors): nominal code bits,
+ * elements per scale, elements per super-block (0: the block stands alone), the dtype of the
+ * scales and whether blocks also carry a minimum / offset (zero). */
+typedef struct g_qfacts {
+    uint8_t bits;
+    uint16_t block, super;
+    tbx_dtype scale;
+    bool min;
+} g_qfacts;
+
+static bool g_quant_facts(tbx_dtype dt, g_qfacts *q) {
+#define QF(b, bl, su, sc, mn) do { *q = (g_qfacts){b, bl, su, TBX_DT_##sc, mn}; return true; } while (0)
+    switch (dt) {
+    case TBX_DT_Q4_0: QF(4, 32, 0, F16, false);
+    case TBX_DT_Q4_1: QF(4, 32, 0, F16, true);
+    case TBX_DT_Q5_0: QF(5, 32, 0, F16, false);
+    case TBX_DT_Q5_1: QF(5, 32, 0, F16, true);
+    case TBX_DT_Q8_0: QF(8, 32, 0, F16, false);
+    case TBX_DT_Q8_1: QF(8, 32, 0, F16, false);
+    case TBX_DT_Q2_K: QF(2, 16, 256, F16, true);
+    case TBX_DT_Q3_K: QF(3, 16, 256, F16, false);
+    case TBX_DT_Q4_K: QF(4, 32, 256, F16, true);
+    case TBX_DT_Q5_K: QF(5, 32, 256, F16, true);
+    case TBX_DT_Q6_K: QF(6, 16, 256, F16, false);
+    case TBX_DT_Q8_K: QF(8, 256, 0, F32, false);
+    case TBX_DT_IQ2_XXS: QF(2, 32, 256, F16, false);
+    case TBX_DT_IQ2_XS: QF(2, 16, 256, F16, false);
+    case TBX_DT_IQ3_XXS: QF(3, 32, 256, F16, false);
+    case TBX_DT_IQ1_S: QF(1, 32, 256, F16, false);
+    case TBX_DT_IQ4_NL: QF(4, 32, 0, F16, false);
+    case TBX_DT_IQ3_S: QF(3, 32, 256, F16, false);
+    case TBX_DT_IQ2_S: QF(2, 16, 256, F16, false);
+    case TBX_DT_IQ4_XS: QF(4, 32, 256, F16, false);
+    case TBX_DT_IQ1_M: QF(1, 16, 256, F16, false);
+    case TBX_DT_TQ1_0: QF(2, 256, 0, F16, false);
+    case TBX_DT_TQ2_0: QF(2, 256, 0, F16, false);
+    case TBX_DT_MXFP4: QF(4, 32, 0, F8_E8M0, false);
+    case TBX_DT_NVFP4: QF(4, 16, 64, F8_E4M3, false);
+    case TBX_DT_Q1_0: QF(1, 128, 0, F16, false);
+    case TBX_DT_Q2_0: QF(2, 64, 0, F16, false);
+    default: return false;
+    }
+#undef QF
+}
+
+/* Attaches the quantization description of ggml type `type` to t (one per type and file). */
+static tbx_status g_describe_quant(tbx_file *f, g_state *s, tbx_tensor *t, uint32_t type,
+                                   tbx_error *err) {
+    g_qfacts qf;
+    if (!g_quant_facts(t->dtype, &qf)) return TBX_OK; /* a plain type */
+    if (!s->quant_of[type]) {
+        tbx_quant_info *q = tbx_file_quant_new(f);
+        if (!q) return tbx_err_nomem(err, "quantization description");
+        const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+        q->method = TBX_QUANT_GGML;
+        q->code_dtype = t->dtype;
+        q->bits = qf.bits;
+        q->code_signed = 0;
+        q->block_size = qf.block;
+        q->super_block_size = qf.super;
+        q->scale.scope = TBX_QSCOPE_BLOCK;
+        q->scale.dtype = qf.scale;
+        if (qf.min) {
+            q->zero.scope = TBX_QSCOPE_BLOCK;
+            q->zero.dtype = qf.scale;
+        }
+        if (tbx_quant_put_u32(f, q, "ggml_type", type) != TBX_OK ||
+            tbx_quant_put_u32(f, q, "block_bytes", di ? di->block_bytes : 0) != TBX_OK)
+            return tbx_err_nomem(err, "quantization parameters");
+        s->quant_of[type] = q;
+    }
+    t->quant = s->quant_of[type];
+    return TBX_OK;
+}
 
 static void g_state_init(g_state *s, uint32_t src) {
     memset(s, 0, sizeof *s);
@@ -684,6 +761,8 @@ static tbx_status rd_tensor_info(g_rd *r, uint64_t i, uint64_t **ne_buf, size_t 
     cp->nbytes = ti.size;
     cp->encoding = TBX_ENC_RAW;
     cp->src = s->src;
+    st = g_describe_quant(f, s, t, ti.type, err);
+    if (st != TBX_OK) return st;
     if (!tbx_grow(&f->al, (void **)&s->ti, &s->cap_ti, s->nti + 1, sizeof *s->ti))
         return tbx_err_nomem(err, "GGUF tensor table");
     s->ti[s->nti++] = ti;

@@ -207,11 +207,9 @@ typedef struct oi_span {
     uint64_t index;  /* metadata entry or tensor index */
 } oi_span;
 
-/* Quantization parameters of one tensor (tbx_tensor.drv). */
+/* Where the quantization payload of a tensor is (tbx_tensor.drv); the parameters themselves
+ * are the tensor's common description (t->quant, tbx_tensor_quant_get). */
 typedef struct oi_tquant {
-    tbx_oinf_quant q;
-    float *scales;
-    int32_t *zps;
     uint64_t offset, nbytes;
 } oi_tquant;
 
@@ -234,10 +232,7 @@ static const char *sv_key_of(const void *ctx, uint64_t i, size_t *len) {
 }
 
 static void oi_free_quant(const tbx_alloc *al, oi_tquant *tq) {
-    if (!tq) return;
-    tbx_free(al, tq->scales, (size_t)tq->q.scale_count * sizeof(float));
-    tbx_free(al, tq->zps, (size_t)tq->q.zp_count * sizeof(int32_t));
-    tbx_free(al, tq, sizeof *tq);
+    if (tq) tbx_free(al, tq, sizeof *tq);
 }
 
 static void oi_close(tbx_file *f) {
@@ -707,9 +702,10 @@ done:
 /* ------------------------------------------------------------------------------------------ */
 
 /* Reads a v2 quantization payload for tensor `name` of `shape`. */
-static tbx_status oi_quant_payload(oi_rd *rd, const char *name, const uint64_t *shape,
-                                   uint32_t ndim, uint64_t off, uint64_t nbytes, uint64_t at_field,
-                                   oi_tquant **out, tbx_error *err) {
+static tbx_status oi_quant_payload(oi_rd *rd, const char *name, tbx_dtype dtype,
+                                   const uint64_t *shape, uint32_t ndim, uint64_t off,
+                                   uint64_t nbytes, uint64_t at_field, oi_tquant **out,
+                                   const tbx_quant_info **qout, tbx_error *err) {
     tbx_file *f = rd->f;
     char owner[128];
     snprintf(owner, sizeof owner, "tensor \"%s\" quant", name);
@@ -752,30 +748,53 @@ static tbx_status oi_quant_payload(oi_rd *rd, const char *name, const uint64_t *
                        "tensor \"%s\": quant_nbytes is %" PRIu64 ", %" PRIu64 " scales and %"
                        PRIu64 " zero points take %" PRIu64 " (48 + 4 x counts, padded to 8)",
                        name, nbytes, q.scale_count, q.zp_count, want);
-    oi_tquant *tq = tbx_calloc(&f->al, 1, sizeof *tq);
-    if (!tq) return tbx_err_nomem(err, "quant parameters");
-    tq->q = q;
-    tq->offset = off;
-    tq->nbytes = nbytes;
-    tq->scales = tbx_malloc(&f->al, (size_t)q.scale_count * sizeof(float));
-    tq->zps = tbx_malloc(&f->al, (size_t)q.zp_count * sizeof(int32_t));
-    if (!tq->scales || !tq->zps) { oi_free_quant(&f->al, tq); return tbx_err_nomem(err, "quant"); }
+    /* the common description (owned by the handle even when this tensor fails later) */
+    tbx_quant_info *qi = tbx_file_quant_new(f);
+    if (!qi) return tbx_err_nomem(err, "quant parameters");
+    const tbx_dtype_info *di = tbx_dtype_get(dtype);
+    qi->method = TBX_QUANT_LINEAR;
+    qi->code_dtype = dtype;
+    qi->bits = di ? di->bits : 0;
+    qi->code_signed = di && (di->flags & TBX_DTF_INT) && (di->flags & TBX_DTF_SIGNED);
+    qi->scale.scope = q.scale_mode == TBX_OINF_MODE_PER_CHANNEL ? TBX_QSCOPE_CHANNEL
+                                                                : TBX_QSCOPE_TENSOR;
+    qi->scale.dtype = TBX_DT_F32;
+    qi->scale.axis = (uint32_t)q.scale_axis; /* < ndim <= max_ndim (checked) */
+    qi->scale.count = q.scale_count;
+    qi->zero.scope = q.zp_mode == TBX_OINF_MODE_PER_CHANNEL  ? TBX_QSCOPE_CHANNEL
+                     : q.zp_mode == TBX_OINF_MODE_PER_TENSOR ? TBX_QSCOPE_TENSOR
+                                                             : TBX_QSCOPE_NONE;
+    qi->zero.dtype = q.zp_count ? TBX_DT_I32 : TBX_DT_INVALID;
+    qi->zero.axis = (uint32_t)q.zp_axis;
+    qi->zero.count = q.zp_count;
+    float *scales = tbx_file_quant_values(f, qi, &qi->scale, (size_t)q.scale_count * sizeof(float));
+    int32_t *zps = q.zp_count ? tbx_file_quant_values(f, qi, &qi->zero,
+                                                      (size_t)q.zp_count * sizeof(int32_t))
+                              : NULL;
+    if (!scales || (q.zp_count && !zps) ||
+        tbx_quant_put_u32(f, qi, "scheme", q.scheme) != TBX_OK ||
+        tbx_quant_put_u32(f, qi, "scale_mode", q.scale_mode) != TBX_OK ||
+        tbx_quant_put_u32(f, qi, "zp_mode", q.zp_mode) != TBX_OK)
+        return tbx_err_nomem(err, "quant parameters");
     uint8_t b[4];
     for (uint64_t i = 0; st == TBX_OK && i < q.scale_count; i++) {
         st = tbx_cur_bytes(&rd->dc, b, 4, "tensor.quant.scales", err);
-        tq->scales[i] = tbx_ldf32(b);
+        scales[i] = tbx_ldf32(b);
     }
     for (uint64_t i = 0; st == TBX_OK && i < q.zp_count; i++) {
         st = tbx_cur_bytes(&rd->dc, b, 4, "tensor.quant.zero_points", err);
-        tq->zps[i] = (int32_t)tbx_ld32(b);
+        zps[i] = (int32_t)tbx_ld32(b);
     }
     if (st == TBX_OK)
         st = oi_read_pad(rd, &rd->dc, off + nbytes - rd->dc.pos, "tensor.quant",
                          "a quant payload", err);
-    if (st != TBX_OK) { oi_free_quant(&f->al, tq); return st; }
-    tq->q.scales = tq->scales;
-    tq->q.zero_points = tq->zps;
+    if (st != TBX_OK) return st;
+    oi_tquant *tq = tbx_calloc(&f->al, 1, sizeof *tq);
+    if (!tq) return tbx_err_nomem(err, "quant parameters");
+    tq->offset = off;
+    tq->nbytes = nbytes;
     *out = tq;
+    *qout = qi;
     return TBX_OK;
 }
 
@@ -858,6 +877,7 @@ static tbx_status oi_tensor_entry(oi_rd *rd, tbx_error *err) {
         if (st != TBX_OK) return st;
     }
     oi_tquant *tq = NULL;
+    const tbx_quant_info *qi = NULL;
     if (s->version >= 2 && !has_quant && (qnbytes != 0 || qoff != 0))
         return tbx_err(err, TBX_E_FORMAT, at_nb + 16, "tensor.quant_nbytes",
                        "tensor \"%s\" has no quant parameters (HAS_QUANT = 0) but quant_nbytes = %"
@@ -868,7 +888,8 @@ static tbx_status oi_tensor_entry(oi_rd *rd, tbx_error *err) {
                        "tensor \"%s\" has quant parameters (HAS_QUANT) but no data (HAS_DATA = 0)",
                        name);
     if (has_quant) {
-        st = oi_quant_payload(rd, name, rd->dims, ndim, qoff, qnbytes, at_nb + 16, &tq, err);
+        st = oi_quant_payload(rd, name, ty->dtype, rd->dims, ndim, qoff, qnbytes, at_nb + 16,
+                              &tq, &qi, err);
         if (st != TBX_OK) return st;
     }
     tbx_tensor *t = NULL;
@@ -876,6 +897,7 @@ static tbx_status oi_tensor_entry(oi_rd *rd, tbx_error *err) {
                              at, &t, err);
     if (st != TBX_OK) { oi_free_quant(&f->al, tq); return st; }
     t->drv = tq;
+    t->quant = qi;
     uint64_t index = f->ntensors - 1;
     if (has_data) {
         tbx_component *c = &t->comp[0];
@@ -898,14 +920,17 @@ static tbx_status oi_quant_meta(oi_rd *rd, tbx_error *err) {
     size_t nt = f->ntensors;
     for (size_t i = 0; i < nt; i++) {
         const oi_tquant *tq = f->tensors[i].drv;
-        if (!tq) continue;
+        const tbx_quant_info *qi = f->tensors[i].quant;
+        if (!tq || !qi) continue;
+        tbx_oinf_quant oq;
+        if (tbx_oinf_tensor_quant(f, i, &oq) != TBX_OK) continue;
         const char *tn = f->tensors[i].name;
         size_t tl = f->tensors[i].name_len;
         static const char *const members[] = {OI_QKEY_SCHEME, OI_QKEY_SCALE_MODE,
                                               OI_QKEY_SCALE_AXIS, OI_QKEY_SCALES, OI_QKEY_ZP_MODE,
                                               OI_QKEY_ZP_AXIS, OI_QKEY_ZPS};
         for (size_t m = 0; m < sizeof members / sizeof members[0]; m++) {
-            if (m >= 5 && tq->q.zp_mode == TBX_OINF_MODE_NONE) break;
+            if (m >= 5 && oq.zp_mode == TBX_OINF_MODE_NONE) break;
             size_t ml = strlen(members[m]), kl = tl + strlen(OI_QKEY_PREFIX) + ml;
             if (!oi_scratch(rd, kl + 1)) return tbx_err_nomem(err, "quant key");
             memcpy(rd->scratch, tn, tl);
@@ -915,21 +940,21 @@ static tbx_status oi_quant_meta(oi_rd *rd, tbx_error *err) {
             switch (m) {
             case 0: case 1: case 4:
                 v = tbx_val_new(&f->al, TBX_V_U32);
-                if (v) v->v.u = m == 0 ? tq->q.scheme : m == 1 ? tq->q.scale_mode : tq->q.zp_mode;
+                if (v) v->v.u = m == 0 ? oq.scheme : m == 1 ? oq.scale_mode : oq.zp_mode;
                 break;
             case 2: case 5:
                 v = tbx_val_new(&f->al, TBX_V_U64);
-                if (v) v->v.u = m == 2 ? tq->q.scale_axis : tq->q.zp_axis;
+                if (v) v->v.u = m == 2 ? oq.scale_axis : oq.zp_axis;
                 break;
             case 3:
-                v = oi_new_ndarray(f, TBX_DT_F32, &tq->q.scale_count, 1, tq->q.scale_count,
-                                   (size_t)tq->q.scale_count * 4);
-                if (v && tq->q.scale_count) memcpy(v->v.nd.data, tq->scales, (size_t)tq->q.scale_count * 4);
+                v = oi_new_ndarray(f, TBX_DT_F32, &oq.scale_count, 1, oq.scale_count,
+                                   (size_t)oq.scale_count * 4);
+                if (v && oq.scale_count) memcpy(v->v.nd.data, oq.scales, (size_t)oq.scale_count * 4);
                 break;
             default:
-                v = oi_new_ndarray(f, TBX_DT_I32, &tq->q.zp_count, 1, tq->q.zp_count,
-                                   (size_t)tq->q.zp_count * 4);
-                if (v && tq->q.zp_count) memcpy(v->v.nd.data, tq->zps, (size_t)tq->q.zp_count * 4);
+                v = oi_new_ndarray(f, TBX_DT_I32, &oq.zp_count, 1, oq.zp_count,
+                                   (size_t)oq.zp_count * 4);
+                if (v && oq.zp_count) memcpy(v->v.nd.data, oq.zero_points, (size_t)oq.zp_count * 4);
                 break;
             }
             if (!v) return tbx_err_nomem(err, "quant metadata");
@@ -1266,11 +1291,29 @@ tbx_status tbx_oinf_sizevar_get(const tbx_file *f, uint64_t i, const char **name
     return TBX_OK;
 }
 
+/* A thin view of the common description (tbx_tensor_quant_get) in OINF's own terms. */
 tbx_status tbx_oinf_tensor_quant(const tbx_file *f, uint64_t i, tbx_oinf_quant *q) {
     if (!oi_state_of(f) || i >= f->ntensors || !q) return TBX_E_INVALID_ARG;
-    const oi_tquant *tq = f->tensors[i].drv;
-    if (!tq) return TBX_E_NOT_FOUND;
-    *q = tq->q;
+    tbx_quant_info qi;
+    qi.struct_size = sizeof qi;
+    tbx_status st = tbx_tensor_quant_get(f, i, &qi);
+    if (st != TBX_OK) return st;
+    static const uint32_t mode_of[] = {
+        [TBX_QSCOPE_NONE] = TBX_OINF_MODE_NONE, [TBX_QSCOPE_BLOCK] = TBX_OINF_MODE_NONE,
+        [TBX_QSCOPE_TENSOR] = TBX_OINF_MODE_PER_TENSOR,
+        [TBX_QSCOPE_CHANNEL] = TBX_OINF_MODE_PER_CHANNEL, [TBX_QSCOPE_GROUP] = TBX_OINF_MODE_NONE};
+    memset(q, 0, sizeof *q);
+    /* symmetric <=> no zero points (oi_quant_check enforces it for every file read) */
+    q->scheme = qi.zero.scope == TBX_QSCOPE_NONE ? TBX_OINF_SCHEME_SYMMETRIC
+                                                 : TBX_OINF_SCHEME_ASYMMETRIC;
+    q->scale_mode = mode_of[qi.scale.scope];
+    q->zp_mode = mode_of[qi.zero.scope];
+    q->scale_axis = qi.scale.axis;
+    q->scale_count = qi.scale.count;
+    q->zp_axis = qi.zero.axis;
+    q->zp_count = qi.zero.count;
+    q->scales = qi.scale.values;
+    q->zero_points = qi.zero.values;
     return TBX_OK;
 }
 

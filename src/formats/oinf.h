@@ -58,10 +58,11 @@ typedef struct tbx_oinf_quant {
     const int32_t *zero_points; /* zp_count values (may be NULL when zp_count is 0) */
 } tbx_oinf_quant;
 
-/* The quantization parameters of tensor i of a file opened as OINF. The arrays are owned by the
- * handle. TBX_E_NOT_FOUND when the tensor has none (every v1 tensor), TBX_E_INVALID_ARG when f
- * is not an OINF handle or i is out of range. (The same values are also metadata entries
- * "<tensor>.quant.*", see docs/formats/oinf.md.) */
+/* The quantization parameters of tensor i of a file opened as OINF, in OINF's own terms: a thin
+ * view of the common description (tbx_tensor_quant_get in tensorbox.h, which every format
+ * fills; prefer it). The arrays are owned by the handle. TBX_E_NOT_FOUND when the tensor has
+ * none (every v1 tensor), TBX_E_INVALID_ARG when f is not an OINF handle or i is out of range.
+ * (The same values are also metadata entries "<tensor>.quant.*", see docs/formats/oinf.md.) */
 tbx_status tbx_oinf_tensor_quant(const tbx_file *f, uint64_t i, tbx_oinf_quant *q);
 
 /* Attaches quantization parameters to the tensor named `tensor` of an OINF writer (which must

@@ -48,6 +48,7 @@
 #include "ztensor_int.h"
 
 #include "crc32c.h"
+#include "split.h"
 #include "ztensor.h"
 
 #include <inttypes.h>
@@ -1039,6 +1040,30 @@ static tbx_status add_span(zt_pc *pc, uint64_t off, uint64_t end, size_t ti, uin
 }
 
 /* Everything parsed for one object: check it and add it to the model. */
+/* The common quantization description of a quantized_group tensor (tbx_tensor_quant_get):
+ * linear, value = (code - zero) * scale per group of a row, codes packed in the packed_weight
+ * words, scales and zeros in their own components (model order: packed_weight, scales, zeros). */
+static tbx_status zt_describe_qgroup(tbx_file *f, tbx_tensor *t, const zt_tdrv *d,
+                                     uint64_t ngroups, tbx_error *err) {
+    tbx_quant_info *q = tbx_file_quant_new(f);
+    if (!q) return tbx_err_nomem(err, "quantization description");
+    q->method = TBX_QUANT_LINEAR;
+    q->code_dtype = t->comp[0].dtype;
+    q->bits = d->qbits;
+    q->code_signed = 0;
+    q->block_size = d->qgroup;
+    q->scale.scope = q->zero.scope = TBX_QSCOPE_GROUP;
+    q->scale.dtype = t->comp[1].dtype;
+    q->scale.component = 1;
+    q->zero.dtype = t->comp[2].dtype;
+    q->zero.component = 2;
+    q->scale.count = q->zero.count = ngroups;
+    if (tbx_quant_put_u32(f, q, "codes_per_word", d->qper) != TBX_OK)
+        return tbx_err_nomem(err, "quantization parameters");
+    t->quant = q;
+    return TBX_OK;
+}
+
 static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off, uint32_t ndim,
                                int layout, zt_pcomp *pcs, unsigned role_mask, tbx_value **attrs,
                                uint64_t obj_off, tbx_error *err) {
@@ -1335,6 +1360,10 @@ static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off,
             st = add_span(pc, k->offset, k->offset + k->stored_bytes, ti, i, err);
             if (st != TBX_OK) return st;
         }
+    }
+    if (layout == TBX_LAYOUT_QUANT_GROUP) {
+        st = zt_describe_qgroup(f, t, d, count[ZT_R_SCALES], err);
+        if (st != TBX_OK) return st;
     }
 
     /* the object's attributes, as one metadata entry */
@@ -2141,41 +2170,59 @@ static tbx_status read_coo(tbx_file *f, const tbx_tensor *t, uint64_t first, uin
     return st;
 }
 
+/* Elements decoded per call of the split kernel (sizes the word / scale / zero buffers, which
+ * live on the stack: ~16 KiB, no allocation per call). */
+#define ZT_QCHUNK 1024u
+
+/* quantized_group through the split-layout kernel (src/quant/split.h): the packed words, scales
+ * and zeros are streamed chunk by chunk into small buffers (a word or group shared by two
+ * chunks is carried over, so every stream is read once, in order) and handed to the kernel. */
 static tbx_status read_qgroup(tbx_file *f, const tbx_tensor *t, uint64_t first, uint64_t last,
                               float *out, tbx_error *err) {
     const zt_tdrv *d = t->drv;
+    tbx_split_geom g;
+    if (!t->quant || tbx_split_geom_init(&g, t->quant, t->shape, t->ndim, d->qper) != TBX_OK)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\": quantized_group geometry not decodable", t->name);
+    tbx_dequant_split_fn kernel = tbx_dequant_split_for(&g);
+    const uint64_t per = d->qper, wb = g.word_bytes;
+    uint8_t words[(ZT_QCHUNK + 2) * 8];           /* per >= 1 code per word of <= 8 bytes */
+    float scales[ZT_QCHUNK + 2], zeros[ZT_QCHUNK + 2]; /* <= one group per element (+1) */
     zt_es pw, sc, zr;
     pw.open = sc.open = zr.open = false;
-    uint64_t per = d->qper, bits = d->qbits;
-    uint64_t mask = bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << bits) - 1);
-    uint64_t row = first / d->cols, col = first % d->cols;
-    uint64_t g = row * d->qgpr + col / d->qgroup;
-    uint64_t in_group = col % d->qgroup;
-    /* parked streams: the next chunk continues where this one ends */
-    tbx_status st = zt_es_get(&pw, f, t, 0, ZT_ES_INT, 0, first / per, err);
-    if (st == TBX_OK) st = zt_es_get(&sc, f, t, 1, ZT_ES_F32, 0, g, err);
-    if (st == TBX_OK) st = zt_es_get(&zr, f, t, 2, ZT_ES_F32, 0, g, err);
-    float scale = 0, zero = 0;
-    if (st == TBX_OK) st = zt_es_f32(&sc, &scale, err);
-    if (st == TBX_OK) st = zt_es_f32(&zr, &zero, err);
-    uint64_t word = 0, slot = first % per;
-    if (st == TBX_OK) st = zt_es_word(&pw, &word, err);
-    for (uint64_t i = first; i < last && st == TBX_OK; i++) {
-        uint64_t q = (word >> (slot * bits)) & mask;
-        out[i - first] = ((float)q - zero) * scale;
-        if (i + 1 == last) break;
-        if (++slot == per) {
-            slot = 0;
-            st = zt_es_word(&pw, &word, err);
-            if (st != TBX_OK) break;
+    tbx_status st = TBX_OK;
+    uint64_t g_first = tbx_split_param_index(&g, TBX_QSCOPE_GROUP, first);
+    /* parked streams: the next call continues where this one ends */
+    if (st == TBX_OK) st = zt_es_get(&pw, f, t, 0, ZT_ES_INT, 0, first / per, err);
+    if (st == TBX_OK) st = zt_es_get(&sc, f, t, 1, ZT_ES_F32, 0, g_first, err);
+    if (st == TBX_OK) st = zt_es_get(&zr, f, t, 2, ZT_ES_F32, 0, g_first, err);
+    uint64_t w_have = UINT64_MAX, g_have = UINT64_MAX; /* last word / group read */
+    uint64_t w_val = 0;
+    float s_val = 0, z_val = 0;
+    for (uint64_t e0 = first; e0 < last && st == TBX_OK;) {
+        uint64_t n = last - e0 < ZT_QCHUNK ? last - e0 : ZT_QCHUNK;
+        uint64_t wa = e0 / per, wz = (e0 + n - 1) / per;
+        for (uint64_t w = wa; w <= wz && st == TBX_OK; w++) {
+            if (w != w_have) {
+                st = zt_es_word(&pw, &w_val, err);
+                w_have = w;
+            }
+            for (uint64_t k = 0; k < wb; k++) words[(w - wa) * wb + k] = (uint8_t)(w_val >> (8 * k));
         }
-        bool next_group = false;
-        if (++col == d->cols) { col = 0; in_group = 0; next_group = true; }
-        else if (++in_group == d->qgroup) { in_group = 0; next_group = true; }
-        if (next_group) {
-            st = zt_es_f32(&sc, &scale, err);
-            if (st == TBX_OK) st = zt_es_f32(&zr, &zero, err);
+        uint64_t ga = tbx_split_param_index(&g, TBX_QSCOPE_GROUP, e0);
+        uint64_t gz = tbx_split_param_index(&g, TBX_QSCOPE_GROUP, e0 + n - 1);
+        for (uint64_t k = ga; k <= gz && st == TBX_OK; k++) {
+            if (k != g_have) {
+                st = zt_es_f32(&sc, &s_val, err);
+                if (st == TBX_OK) st = zt_es_f32(&zr, &z_val, err);
+                g_have = k;
+            }
+            scales[k - ga] = s_val;
+            zeros[k - ga] = z_val;
         }
+        if (st != TBX_OK) break;
+        kernel(&g, words, scales, zeros, e0, n, out + (e0 - first));
+        e0 += n;
     }
     zt_es *all[3] = {&pw, &sc, &zr};
     for (int k = 0; k < 3; k++) {
@@ -2221,6 +2268,18 @@ tbx_status tbx_ztensor_read_f32_range(tbx_file *f, uint64_t i, uint64_t first, u
     return read_coo(f, t, first, last, out, err);
 }
 
+/* The driver's read_f32 hook: non-dense layouts only (zTensor has no dtype without a core
+ * decoder, and a dense tensor here would loop back through tbx_tensor_read_f32). */
+static tbx_status zt_read_f32_hook(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
+                                   float *out, tbx_error *err) {
+    const tbx_tensor *t = &f->tensors[i];
+    if (t->layout == TBX_LAYOUT_DENSE)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "dtype",
+                       "tensor \"%s\": dtype %s cannot be decoded to f32", t->name,
+                       tbx_dtype_get(t->dtype) ? tbx_dtype_get(t->dtype)->name : "?");
+    return tbx_ztensor_read_f32_range(f, i, first, count, out, err);
+}
+
 tbx_status tbx_ztensor_read_f32(tbx_file *f, uint64_t i, float *out, tbx_error *err) {
     if (!f || i >= f->ntensors) return tbx_ztensor_read_f32_range(f, i, 0, 0, out, err);
     return tbx_ztensor_read_f32_range(f, i, 0, f->tensors[i].nelems, out, err);
@@ -2246,7 +2305,7 @@ const tbx_driver tbx_driver_ztensor = {
     .read_component_range = zt_read_range,
     .raw_pending = zt_raw_pending,
     .check_component = zt_check_component,
-    .read_f32 = tbx_ztensor_read_f32_range,
+    .read_f32 = zt_read_f32_hook,
     .validate = zt_validate,
     .close = zt_close,
     .w_check_meta = zt_w_check_meta,

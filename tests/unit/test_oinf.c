@@ -582,6 +582,47 @@ TBX_TEST(reads_sample_v2_quant) {
     CHECK_EQ(q.zp_count, 0);
     CHECK(q.scales[0] == 0.125f);
     CHECK_EQ(tbx_oinf_tensor_quant(f, 2, &q), TBX_E_NOT_FOUND);
+    /* the common description (tbx_tensor_quant_get) says the same as the builder wrote */
+    tbx_quant_info qi;
+    qi.struct_size = sizeof qi;
+    CHECK_OK(tbx_tensor_quant_get(f, 1, &qi)); /* qw: i8, asymmetric, per channel on axis 0 */
+    CHECK_EQ(qi.method, TBX_QUANT_LINEAR);
+    CHECK_EQ(qi.code_dtype, TBX_DT_I8);
+    CHECK_EQ(qi.bits, 8);
+    CHECK_EQ(qi.code_signed, 1);
+    CHECK_EQ(qi.block_size, 0);
+    CHECK_EQ(qi.scale.scope, TBX_QSCOPE_CHANNEL);
+    CHECK_EQ(qi.scale.axis, 0);
+    CHECK_EQ(qi.scale.count, 2);
+    CHECK_EQ(qi.scale.dtype, TBX_DT_F32);
+    CHECK_EQ(qi.scale.component, -1);
+    const float *qsc = qi.scale.values;
+    CHECK(qsc && qsc[0] == 0.5f && qsc[1] == 0.25f);
+    CHECK_EQ(qi.zero.scope, TBX_QSCOPE_CHANNEL);
+    CHECK_EQ(qi.zero.dtype, TBX_DT_I32);
+    CHECK_EQ(qi.zero.count, 2);
+    const int32_t *qzp = qi.zero.values;
+    CHECK(qzp && qzp[0] == 3 && qzp[1] == -7);
+    CHECK_EQ(qi.domain, TBX_QDOMAIN_UNSPECIFIED);
+    CHECK_EQ(qi.has_clip, 0);
+    uint64_t pu = 0;
+    CHECK_EQ(tbx_value_type_of(qi.params), TBX_V_MAP);
+    CHECK_EQ(tbx_value_len(qi.params), 3);
+    CHECK_STR(tbx_value_key_at(qi.params, 0, NULL), "scheme");
+    CHECK_OK(tbx_value_get_u64(tbx_value_at(qi.params, 0), &pu));
+    CHECK_EQ(pu, 2);
+    CHECK_OK(tbx_tensor_quant_get(f, 0, &qi)); /* qs: u4, symmetric, per tensor */
+    CHECK_EQ(qi.code_dtype, TBX_DT_U4);
+    CHECK_EQ(qi.bits, 4);
+    CHECK_EQ(qi.code_signed, 0);
+    CHECK_EQ(qi.scale.scope, TBX_QSCOPE_TENSOR);
+    CHECK_EQ(qi.scale.count, 1);
+    CHECK(qi.scale.values && ((const float *)qi.scale.values)[0] == 0.125f);
+    CHECK_EQ(qi.zero.scope, TBX_QSCOPE_NONE);
+    CHECK(qi.zero.values == NULL);
+    CHECK_EQ(tbx_tensor_quant_get(f, 2, &qi), TBX_E_NOT_FOUND); /* w: plain f32 */
+    qi.struct_size = 8;
+    CHECK_EQ(tbx_tensor_quant_get(f, 1, &qi), TBX_E_INVALID_ARG);
     /* the data stays the stored codes */
     float fv[6];
     CHECK_OK(tbx_tensor_read_f32(f, 1, 0, 6, fv, &e));

@@ -889,6 +889,37 @@ TBX_TEST(sparse_and_qgroup_round_trip) {
             CHECK(part[0] == ((float)codes[6] - zeros[3]) * scales[3]);
             CHECK(part[1] == ((float)codes[7] - zeros[4]) * scales[4]);
             CHECK(part[2] == ((float)codes[8] - zeros[4]) * scales[4]);
+            /* the common description: what the qgroup writer was given */
+            tbx_quant_info qi;
+            qi.struct_size = sizeof qi;
+            CHECK_OK(tbx_tensor_quant_get(f, i, &qi));
+            CHECK_EQ(qi.method, TBX_QUANT_LINEAR);
+            CHECK_EQ(qi.code_dtype, TBX_DT_U32);
+            CHECK_EQ(qi.bits, 4);
+            CHECK_EQ(qi.code_signed, 0);
+            CHECK_EQ(qi.block_size, 2);
+            CHECK_EQ(qi.super_block_size, 0);
+            CHECK_EQ(qi.scale.scope, TBX_QSCOPE_GROUP);
+            CHECK_EQ(qi.scale.dtype, TBX_DT_F32);
+            CHECK_EQ(qi.scale.count, 6);
+            CHECK(qi.scale.values == NULL);
+            tbx_component_info qc;
+            CHECK_OK(tbx_component_info_get(f, i, (uint32_t)qi.scale.component, &qc));
+            CHECK_STR(qc.name, "scales");
+            CHECK_EQ(qi.zero.scope, TBX_QSCOPE_GROUP);
+            CHECK_EQ(qi.zero.count, 6);
+            CHECK_OK(tbx_component_info_get(f, i, (uint32_t)qi.zero.component, &qc));
+            CHECK_STR(qc.name, "zeros");
+            uint64_t cpw = 0;
+            CHECK_STR(tbx_value_key_at(qi.params, 0, NULL), "codes_per_word");
+            CHECK_OK(tbx_value_get_u64(tbx_value_at(qi.params, 0), &cpw));
+            CHECK_EQ(cpw, 8);
+            /* tensors that are not quantized have none */
+            uint64_t j;
+            CHECK_OK(tbx_tensor_find(f, "csr", &j));
+            CHECK_EQ(tbx_tensor_quant_get(f, j, &qi), TBX_E_NOT_FOUND);
+            CHECK_OK(tbx_tensor_find(f, "dense", &j));
+            CHECK_EQ(tbx_tensor_quant_get(f, j, &qi), TBX_E_NOT_FOUND);
             const tbx_value *a = tbx_meta_find(f, "ztensor.attributes.qg");
             CHECK(a && tbx_value_len(a) == 3);
             CHECK_OK(tbx_tensor_find(f, "dense", &i));

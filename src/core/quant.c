@@ -1,0 +1,146 @@
+/*
+ * quant.c - the common description of quantized tensors (tbx_quant_info): storage owned by the
+ * handle, the helpers drivers fill it with, and the public accessor tbx_tensor_quant_get.
+ *
+ * A description is a tbx_quant_rec: the public struct, the values its scale/zero members point
+ * to (OINF keeps them in its header) and the params MAP. The handle keeps a list of records
+ * (f->quants) and frees them in tbx_close; tensors point at them (t->quant), possibly several
+ * tensors at one record (GGUF: one per block type).
+ */
+#include "internal.h"
+
+typedef struct tbx_quant_rec {
+    tbx_quant_info info;     /* first member: a tbx_quant_info * is a tbx_quant_rec * */
+    void *values[2];         /* scale, zero values (NULL when none) */
+    size_t values_len[2];
+} tbx_quant_rec;
+
+tbx_quant_info *tbx_file_quant_new(tbx_file *f) {
+    if (!tbx_grow(&f->al, (void **)&f->quants, &f->cap_quants, f->nquants + 1,
+                  sizeof *f->quants))
+        return NULL;
+    tbx_quant_rec *r = tbx_calloc(&f->al, 1, sizeof *r);
+    if (!r) return NULL;
+    tbx_value *params = tbx_val_new(&f->al, TBX_V_MAP);
+    if (!params) { tbx_free(&f->al, r, sizeof *r); return NULL; }
+    r->info.struct_size = (uint32_t)sizeof r->info;
+    r->info.scale.component = -1;
+    r->info.zero.component = -1;
+    r->info.params = params;
+    f->quants[f->nquants++] = r;
+    return &r->info;
+}
+
+void *tbx_file_quant_values(tbx_file *f, tbx_quant_info *q, tbx_quant_param *p, size_t nbytes) {
+    tbx_quant_rec *r = (tbx_quant_rec *)q;
+    int k = p == &q->zero;
+    if (r->values[k]) return NULL;
+    void *v = tbx_malloc(&f->al, nbytes);
+    if (!v) return NULL;
+    r->values[k] = v;
+    r->values_len[k] = nbytes;
+    p->values = v;
+    return v;
+}
+
+/* Appends (key, v) to the params MAP. The three arrays are replaced together, each allocated
+ * with exactly one more entry, and only once all allocations succeeded, so that a failed
+ * allocation leaves the MAP as it was (its arrays sized by cap, as tbx_val_free expects). */
+tbx_status tbx_quant_put(tbx_quant_info *q, const char *key, tbx_value *v) {
+    if (!v) return TBX_E_NOMEM;
+    tbx_value *m = (tbx_value *)q->params;
+    const tbx_alloc *al = m->al;
+    size_t n = m->v.a.n, klen = strlen(key);
+    for (size_t i = 0; i < n; i++)
+        if (m->v.a.key_lens[i] == klen && memcmp(m->v.a.keys[i], key, klen) == 0) {
+            tbx_val_free(v);
+            return TBX_E_DUPLICATE;
+        }
+    tbx_value **items = tbx_malloc(al, (n + 1) * sizeof *items);
+    char **keys = tbx_malloc(al, (n + 1) * sizeof *keys);
+    size_t *lens = tbx_malloc(al, (n + 1) * sizeof *lens);
+    char *k = tbx_memdup0(al, key, klen);
+    if (!items || !keys || !lens || !k) {
+        if (items) tbx_free(al, items, (n + 1) * sizeof *items);
+        if (keys) tbx_free(al, keys, (n + 1) * sizeof *keys);
+        if (lens) tbx_free(al, lens, (n + 1) * sizeof *lens);
+        if (k) tbx_free(al, k, klen + 1);
+        tbx_val_free(v);
+        return TBX_E_NOMEM;
+    }
+    if (n) {
+        memcpy(items, m->v.a.items, n * sizeof *items);
+        memcpy(keys, m->v.a.keys, n * sizeof *keys);
+        memcpy(lens, m->v.a.key_lens, n * sizeof *lens);
+    }
+    size_t cap = m->v.a.cap;
+    if (m->v.a.items) tbx_free(al, m->v.a.items, cap * sizeof *items);
+    if (m->v.a.keys) tbx_free(al, m->v.a.keys, cap * sizeof *keys);
+    if (m->v.a.key_lens) tbx_free(al, m->v.a.key_lens, cap * sizeof *lens);
+    items[n] = v;
+    keys[n] = k;
+    lens[n] = klen;
+    m->v.a.items = items;
+    m->v.a.keys = keys;
+    m->v.a.key_lens = lens;
+    m->v.a.n = m->v.a.cap = n + 1;
+    return TBX_OK;
+}
+
+tbx_status tbx_quant_put_u32(tbx_file *f, tbx_quant_info *q, const char *key, uint32_t v) {
+    tbx_value *x = tbx_val_new(&f->al, TBX_V_U32);
+    if (x) x->v.u = v;
+    return tbx_quant_put(q, key, x);
+}
+
+void tbx_file_quant_free(tbx_file *f) {
+    for (size_t i = 0; i < f->nquants; i++) {
+        tbx_quant_rec *r = f->quants[i];
+        for (int k = 0; k < 2; k++)
+            if (r->values[k]) tbx_free(&f->al, r->values[k], r->values_len[k]);
+        tbx_val_free((tbx_value *)r->info.params);
+        tbx_free(&f->al, r, sizeof *r);
+    }
+    tbx_free(&f->al, f->quants, f->cap_quants * sizeof *f->quants);
+    f->quants = NULL;
+    f->nquants = f->cap_quants = 0;
+}
+
+const char *tbx_quant_method_name(tbx_quant_method m) {
+    switch (m) {
+    case TBX_QUANT_NONE: return "none";
+    case TBX_QUANT_GGML: return "ggml";
+    case TBX_QUANT_LINEAR: return "linear";
+    }
+    return "?";
+}
+
+const char *tbx_quant_scope_name(tbx_quant_scope s) {
+    switch (s) {
+    case TBX_QSCOPE_NONE: return "none";
+    case TBX_QSCOPE_BLOCK: return "block";
+    case TBX_QSCOPE_TENSOR: return "tensor";
+    case TBX_QSCOPE_CHANNEL: return "channel";
+    case TBX_QSCOPE_GROUP: return "group";
+    }
+    return "?";
+}
+
+const char *tbx_quant_domain_name(tbx_quant_domain d) {
+    switch (d) {
+    case TBX_QDOMAIN_UNSPECIFIED: return "unspecified";
+    case TBX_QDOMAIN_WEIGHTS: return "weights";
+    case TBX_QDOMAIN_ACTIVATIONS: return "activations";
+    }
+    return "?";
+}
+
+tbx_status tbx_tensor_quant_get(const tbx_file *f, uint64_t i, tbx_quant_info *q) {
+    if (!f || !q || i >= f->ntensors || q->struct_size < sizeof *q) return TBX_E_INVALID_ARG;
+    const tbx_quant_info *src = f->tensors[i].quant;
+    if (!src) return TBX_E_NOT_FOUND;
+    uint32_t want = q->struct_size;
+    memcpy(q, src, sizeof *q); /* this version: everything; a newer caller's tail untouched */
+    q->struct_size = want < sizeof *q ? want : (uint32_t)sizeof *q;
+    return TBX_OK;
+}
