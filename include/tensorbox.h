@@ -800,8 +800,11 @@ typedef struct tbx_write_options {
      * on worker threads: 0: env TBX_THREADS, else the online CPUs, at most 8; 1: none. The
      * bytes written do not depend on it. */
     uint32_t threads;
-    /* The most tensor bytes such a writer holds in memory for its workers at once (a tensor
-     * larger than this is still taken, alone); 0: 1 GiB. Memory is about twice this. */
+    /* The most tensor bytes such a writer holds in memory for its workers at once; 0: 1 GiB.
+     * A dense tensor of more than min(buffer_limit / (threads + 1), 32 MiB) bytes is not held:
+     * it is compressed as a stream on the calling thread (256 KiB of buffer plus zstd's window
+     * state, whatever its size). Memory is about twice the bytes held. The bytes written do
+     * not depend on it. */
     uint64_t buffer_limit;
 } tbx_write_options;
 

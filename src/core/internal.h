@@ -211,6 +211,8 @@ tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, unsig
                         tbx_error *err);
 /* Writes len bytes at off (positional; unwritten gaps read as zero). */
 tbx_status tbx_out_pwrite(tbx_out *o, uint64_t off, const void *data, size_t len, tbx_error *err);
+/* Reads back len bytes that were written at off (an error past the highest offset written). */
+tbx_status tbx_out_pread(tbx_out *o, uint64_t off, void *buf, size_t len, tbx_error *err);
 /* Writes `n` zero bytes at off. */
 tbx_status tbx_out_zero(tbx_out *o, uint64_t off, uint64_t n, tbx_error *err);
 /* Truncates/extends the temp file to `size` bytes, fsyncs, renames over the destination. */

@@ -16,14 +16,16 @@
  * directly (not aligned), as the reference writer does. Every byte from 0 to the end is written
  * explicitly (magic, zero padding, blobs, manifest, footer), so nothing stale survives.
  *
- * Compression (opt.compress_level > 0): a dense tensor's bytes are gathered in a job slot; when
- * the tensor is complete a worker thread (opt.threads) compresses it as one zstd frame carrying
- * the content size, into a buffer of 95% of the raw size (compression that saves less is not
- * kept: the raw bytes are stored), and hashes the stored bytes (opt.digest). The caller's thread
- * writes finished jobs in tensor order, so offsets and bytes do not depend on the thread count.
- * At most threads + 1 jobs are held, and no more than opt.buffer_limit raw bytes (1 GiB) unless
- * one tensor alone is larger: memory is about twice that. Without compression the bytes stream
- * straight to the file and are hashed as they pass (no buffering).
+ * Compression (opt.compress_level > 0): a dense tensor of at most gather_max bytes
+ * (min(buffer_limit / (threads + 1), 32 MiB)) is gathered in a job slot; when it is complete a
+ * worker thread (opt.threads) compresses it as one zstd frame carrying the content size, into
+ * a buffer of 95% of the raw size (compression that saves less is not kept: the raw bytes are
+ * stored), and hashes the stored bytes (opt.digest). The caller's thread writes finished jobs
+ * in tensor order, so offsets and bytes do not depend on the thread count. At most threads + 1
+ * jobs are held, and no more than opt.buffer_limit raw bytes (1 GiB): memory is about twice
+ * that. A larger tensor is compressed as a stream on the caller's thread (zstream_*: bounded
+ * buffers, the same bytes). Without compression the bytes stream straight to the file and are
+ * hashed as they pass (no buffering).
  *
  * The manifest is canonical CBOR (ztensor_cbor.c): "objects", "version": "1.1.0", then
  * "attributes" (only when there are global attributes). Metadata entries become global
@@ -39,7 +41,6 @@
 #include <stdlib.h>
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through the writer */
 #include <zstd.h>
-#include <zstd_errors.h> /* ZSTD_getErrorCode: output that does not fit is a normal outcome */
 
 
 typedef struct zt_wcomp {
@@ -103,7 +104,22 @@ typedef struct zt_wstate {
     uint64_t jobs_begun, jobs_committed;
     uint64_t held;           /* raw bytes held by begun, uncommitted jobs */
     uint64_t buffer_limit;
+    uint64_t gather_max;     /* larger dense tensors are streamed (zstream_*), not gathered */
+    /* the dense tensor being compressed as a stream on the caller's thread (s->cctx) */
+    bool zs_on;
+    int zs_mode;             /* ZS_* */
+    uint64_t zs_off, zs_n;   /* its blob offset and raw size */
+    uint64_t zs_out;         /* compressed bytes drained to the file so far */
+    uint8_t *zs_buf;         /* ZS_BUF bytes: zstd's output, then a copy buffer */
+    size_t zs_pos;           /* bytes of zs_buf holding output not drained yet */
+    zt_hash zs_hash;         /* over the compressed bytes (raw_hash: over the raw bytes) */
 } zt_wstate;
+
+/* Dense tensors gathered whole for the workers are at most this large (and at most
+ * buffer_limit / (threads + 1)); larger ones are compressed as a stream. */
+#define ZT_GATHER_MAX ((uint64_t)32 << 20)
+#define ZS_BUF ((size_t)256 << 10)
+enum { ZS_BOTH, ZS_Z, ZS_RAW }; /* outcome open; compressed for sure; raw for sure */
 
 static const char *extra_key_of(const void *ctx, uint64_t i, size_t *len) {
     const zt_wstate *s = ctx;
@@ -157,6 +173,8 @@ static tbx_status wbegin(tbx_writer *w, zt_wstate **out, tbx_error *err) {
         s->buffer_limit = w->opt.buffer_limit ? w->opt.buffer_limit : (uint64_t)1 << 30;
         s->pool = tbx_pool_start(&w->al, nth);
         s->nslots = tbx_pool_threads(s->pool) + 1; /* one gathering, the others compressing */
+        s->gather_max = s->buffer_limit / (uint64_t)s->nslots;
+        if (s->gather_max > ZT_GATHER_MAX) s->gather_max = ZT_GATHER_MAX;
         s->slots = tbx_calloc(&w->al, (size_t)s->nslots, sizeof *s->slots);
         if (!s->slots) return tbx_err_nomem(err, "compression jobs");
         for (int k = 0; k < s->nslots; k++) {
@@ -188,6 +206,8 @@ void zt_w_free(tbx_writer *w) {
     tbx_names_free(&s->extra_names);
     tbx_free(&w->al, s->dense, s->cap_dense * sizeof *s->dense);
     zt_hash_free(&s->raw_hash);
+    zt_hash_free(&s->zs_hash);
+    tbx_free(&w->al, s->zs_buf, s->zs_buf ? ZS_BUF : 0);
     tbx_pool_stop(s->pool); /* waits for jobs still running */
     for (int k = 0; s->slots && k < s->nslots; k++) {
         zt_zjob *j = &s->slots[k];
@@ -313,6 +333,22 @@ static tbx_status digest_of(int algo, const void *p, size_t n, char *dst, tbx_er
     return TBX_OK;
 }
 
+/* Every zstd frame is made the same way, whether its tensor is in memory (compress_keep) or
+ * arrives in pieces (streamed tensors, zstream_*): a fresh context at `level` with the content
+ * size pledged, every byte but the last fed with ZSTD_e_continue (in any chunking), the last
+ * byte alone with ZSTD_e_end. The bytes of such a frame depend only on the level and the
+ * input: not on how the input is chunked, nor on the output buffer's size (checked for levels
+ * 1..22, sizes across 128 KiB blocks and window sizes, chunks of odd sizes: see
+ * docs/formats/ztensor.md). ZSTD_compress2 would not do: past the window size its frames
+ * differ from those of streamed input. */
+static size_t zc_start(ZSTD_CCtx *cctx, int level, uint64_t len) {
+    size_t r = ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setPledgedSrcSize(cctx, len);
+    return r;
+}
+
 /* Compresses src into dst (capacity: keep_limit(len)) as one frame carrying its content size.
  * *zlen gets the frame's size, or 0 when it would not fit (not worth keeping: store raw). The
  * bytes depend only on level and input, never on the thread that runs this. */
@@ -320,12 +356,23 @@ static size_t compress_keep(ZSTD_CCtx *cctx, int level, const void *src, size_t 
                             size_t cap, size_t *zlen) {
     *zlen = 0;
     if (len == 0 || cap == 0) return 0;
-    size_t r = ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
-    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
-    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
-    if (!ZSTD_isError(r)) r = ZSTD_compress2(cctx, dst, cap, src, len);
-    if (ZSTD_isError(r)) return ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall ? 0 : r;
-    *zlen = r;
+    size_t r = zc_start(cctx, level, len);
+    if (ZSTD_isError(r)) return r;
+    ZSTD_outBuffer out = {dst, cap, 0};
+    ZSTD_inBuffer in = {src, len - 1, 0};
+    while (in.pos < in.size) {
+        size_t before = in.pos;
+        r = ZSTD_compressStream2(cctx, &out, &in, ZSTD_e_continue);
+        if (ZSTD_isError(r)) return r;
+        if (out.pos == out.size && in.pos == before) return 0; /* full: does not fit */
+    }
+    ZSTD_inBuffer last = {(const uint8_t *)src + len - 1, 1, 0};
+    do {
+        if (out.pos == out.size) return 0; /* the frame is not complete yet: does not fit */
+        r = ZSTD_compressStream2(cctx, &out, &last, ZSTD_e_end);
+        if (ZSTD_isError(r)) return r;
+    } while (r != 0);
+    *zlen = out.pos;
     return 0;
 }
 
@@ -426,7 +473,7 @@ static tbx_status zjob_commit(tbx_writer *w, zt_wstate *s, tbx_error *err) {
 static tbx_status zjobs_flush(tbx_writer *w, zt_wstate *s, tbx_error *err) {
     tbx_status first = TBX_OK;
     /* a job still gathering (never submitted) is not waited for */
-    uint64_t submitted = s->jobs_begun - (s->cur >= 0 && s->slots ? 1 : 0);
+    uint64_t submitted = s->jobs_begun - (s->cur >= 0 && !s->zs_on && s->slots ? 1 : 0);
     while (s->slots && s->jobs_committed < submitted) {
         tbx_error e;
         tbx_status st = zjob_commit(w, s, &e);
@@ -473,9 +520,159 @@ static tbx_status zjob_begin(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_er
     return TBX_OK;
 }
 
+/* ---- large tensors: compressed as a stream on the caller's thread ------------------------
+ *
+ * A dense tensor larger than gather_max is compressed as it arrives, through ZS_BUF bytes of
+ * output buffer (plus zstd's own state: its window), and hashed incrementally. Whether its
+ * blob will be the frame or the raw bytes (the frame is kept when it is at most
+ * keep_limit(n) bytes) is known only at the end, so while it is open both are written to the
+ * file: the raw bytes at the blob offset, where they stay when raw wins, and the frame after
+ * them (at off + n), copied down to the blob offset when it wins. As soon as the outcome is
+ * certain the other copy stops: the frame has passed keep_limit (ZS_RAW: compression stops),
+ * or it will fit whatever the rest of the input (ZS_Z: the frame so far is copied down, raw
+ * bytes are no longer written and the rest of the frame goes to its place directly). The
+ * bytes are those compress_keep makes of the whole tensor (same frame, same choice). */
+
+/* Copies n bytes of the output file from src down to dst (dst < src) through zs_buf. */
+static tbx_status zs_copy_down(tbx_writer *w, zt_wstate *s, uint64_t dst, uint64_t src,
+                               uint64_t n, tbx_error *err) {
+    for (uint64_t done = 0; done < n;) {
+        size_t k = n - done < ZS_BUF ? (size_t)(n - done) : ZS_BUF;
+        tbx_status st = tbx_out_pread(&w->out, src + done, s->zs_buf, k, err);
+        if (st == TBX_OK) st = tbx_out_pwrite(&w->out, dst + done, s->zs_buf, k, err);
+        if (st != TBX_OK) return st;
+        done += k;
+    }
+    return TBX_OK;
+}
+
+/* Writes the output buffered in zs_buf to its place (hashed), then settles the outcome when
+ * it became certain. */
+static tbx_status zs_drain(tbx_writer *w, zt_wstate *s, tbx_error *err) {
+    const uint64_t keep = keep_limit(s->zs_n);
+    if (s->zs_mode == ZS_RAW) { s->zs_pos = 0; return TBX_OK; }
+    if (s->zs_out + s->zs_pos > keep) { /* the frame is too large: raw */
+        s->zs_mode = ZS_RAW;
+        s->zs_pos = 0;
+        return TBX_OK;
+    }
+    if (s->zs_pos) {
+        uint64_t at = s->zs_off + (s->zs_mode == ZS_Z ? 0 : s->zs_n) + s->zs_out;
+        tbx_status st = tbx_out_pwrite(&w->out, at, s->zs_buf, s->zs_pos, err);
+        if (st != TBX_OK) return st;
+        zt_hash_update(&s->zs_hash, s->zs_buf, s->zs_pos);
+        s->zs_out += s->zs_pos;
+        s->zs_pos = 0;
+    }
+    if (s->zs_mode == ZS_BOTH) {
+        /* the rest of the frame is at most the rest of the input plus block headers */
+        ZSTD_frameProgression fp = ZSTD_getFrameProgression(s->cctx);
+        uint64_t made = fp.produced > s->zs_out ? fp.produced : s->zs_out;
+        uint64_t rest = fp.consumed < s->zs_n ? s->zs_n - fp.consumed : 0;
+        if (made + rest + rest / 64 + 4096 <= keep) {
+            s->zs_mode = ZS_Z;
+            zt_hash_free(&s->raw_hash);
+            return zs_copy_down(w, s, s->zs_off, s->zs_off + s->zs_n, s->zs_out, err);
+        }
+    }
+    return TBX_OK;
+}
+
+/* Feeds len bytes to the compressor with directive e until they are consumed (and, for
+ * ZSTD_e_end, the frame is complete), draining the output buffer as it fills. */
+static tbx_status zs_feed(tbx_writer *w, zt_wstate *s, const uint8_t *p, size_t len,
+                          ZSTD_EndDirective e, tbx_error *err) {
+    ZSTD_inBuffer in = {p, len, 0};
+    for (;;) {
+        if (s->zs_mode == ZS_RAW) return TBX_OK;
+        ZSTD_outBuffer out = {s->zs_buf, ZS_BUF, s->zs_pos};
+        size_t r = ZSTD_compressStream2(s->cctx, &out, &in, e);
+        if (ZSTD_isError(r))
+            return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "zstd", "zstd compression failed: %s",
+                           ZSTD_getErrorName(r));
+        s->zs_pos = out.pos;
+        bool done = e == ZSTD_e_end ? r == 0 : in.pos == in.size;
+        if (out.pos == out.size || done) {
+            tbx_status st = zs_drain(w, s, err);
+            if (st != TBX_OK) return st;
+        }
+        if (done) return TBX_OK;
+    }
+}
+
+static tbx_status zstream_begin(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_error *err) {
+    tbx_status st = zjobs_flush(w, s, err); /* the tensors before it go first */
+    if (st != TBX_OK) return st;
+    if (!s->zs_buf) {
+        s->zs_buf = tbx_malloc(&w->al, ZS_BUF);
+        if (!s->zs_buf) return tbx_err_nomem(err, "zstd output buffer");
+    }
+    uint64_t off;
+    st = blob_start(w, s, &off, err);
+    if (st != TBX_OK) return st;
+    size_t r = zc_start(s->cctx, s->level, t->nbytes);
+    if (ZSTD_isError(r))
+        return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "zstd", "zstd compression failed: %s",
+                       ZSTD_getErrorName(r));
+    zt_hash_free(&s->raw_hash);
+    zt_hash_free(&s->zs_hash);
+    st = zt_hash_init(&s->raw_hash, s->digest, err);
+    if (st == TBX_OK) st = zt_hash_init(&s->zs_hash, s->digest, err);
+    if (st != TBX_OK) return st;
+    t->offset = off;
+    s->zs_on = true;
+    s->zs_mode = ZS_BOTH;
+    s->zs_off = off;
+    s->zs_n = t->nbytes;
+    s->zs_out = 0;
+    s->zs_pos = 0;
+    s->cur = t - w->tensors;
+    return TBX_OK;
+}
+
+static tbx_status zstream_data(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, const void *data,
+                               size_t len, tbx_error *err) {
+    if (len == 0) return TBX_OK;
+    if (s->zs_mode != ZS_Z) { /* the raw bytes, in place */
+        tbx_status st = tbx_out_pwrite(&w->out, s->zs_off + t->written, data, len, err);
+        if (st != TBX_OK) return st;
+        zt_hash_update(&s->raw_hash, data, len);
+    }
+    const uint8_t *p = data;
+    bool ends = t->written + len == t->nbytes;
+    tbx_status st = zs_feed(w, s, p, ends ? len - 1 : len, ZSTD_e_continue, err);
+    if (st == TBX_OK && ends) st = zs_feed(w, s, p + len - 1, 1, ZSTD_e_end, err);
+    return st;
+}
+
+static tbx_status zstream_done(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_error *err) {
+    s->zs_on = false;
+    bool z = s->zs_mode != ZS_RAW;
+    tbx_status st = TBX_OK;
+    if (z && s->zs_out > keep_limit(s->zs_n)) /* ZS_Z was promised a frame that fits */
+        return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "zstd",
+                       "tensor \"%s\": the zstd frame grew past its bound", t->name);
+    if (z && s->zs_mode == ZS_BOTH) /* the frame, from after the raw bytes down to its place */
+        st = zs_copy_down(w, s, s->zs_off, s->zs_off + s->zs_n, s->zs_out, err);
+    if (st != TBX_OK) return st;
+    zt_wcomp *c = &s->dense[t - w->tensors];
+    memset(c, 0, sizeof *c);
+    c->role = ZT_R_DATA;
+    c->dtype = t->dtype;
+    c->offset = s->zs_off;
+    c->enc = z ? TBX_ENC_ZSTD : TBX_ENC_RAW;
+    c->length = z ? s->zs_out : s->zs_n;
+    set_digest(c->digest, z ? &s->zs_hash : &s->raw_hash);
+    zt_hash_free(&s->raw_hash);
+    zt_hash_free(&s->zs_hash);
+    s->pos = c->offset + c->length;
+    return TBX_OK;
+}
+
 /* ---- raw writes: streamed straight to the file ------------------------------------------- */
 
 static tbx_status dense_begin(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_error *err) {
+    if (s->level > 0 && t->nbytes > s->gather_max) return zstream_begin(w, s, t, err);
     if (s->level > 0) return zjob_begin(w, s, t, err);
     uint64_t off;
     tbx_status st = blob_start(w, s, &off, err);
@@ -495,6 +692,7 @@ tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len
         st = dense_begin(w, s, t, err);
         if (st != TBX_OK) return st;
     }
+    if (s->zs_on) return zstream_data(w, s, t, data, len, err);
     if (s->level > 0) { /* gather (the core checked that the bytes fit the tensor) */
         zt_zjob *j = zslot(s, s->jobs_begun - 1);
         if (len) memcpy(j->raw + t->written, data, len); /* raw is NULL for an empty tensor */
@@ -518,6 +716,7 @@ tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
         if (st != TBX_OK) return st;
     }
     s->cur = -1;
+    if (s->zs_on) return zstream_done(w, s, t, err);
     if (s->level > 0) { /* to a worker; written when committed */
         tbx_pool_submit(s->pool, &zslot(s, s->jobs_begun - 1)->task);
         return TBX_OK;

@@ -544,6 +544,30 @@ tbx_status tbx_out_zero(tbx_out *o, uint64_t off, uint64_t n, tbx_error *err) {
     return TBX_OK;
 }
 
+tbx_status tbx_out_pread(tbx_out *o, uint64_t off, void *buf, size_t len, tbx_error *err) {
+    if (!o || !o->tmp_path || o->fd < 0) return not_open(err);
+    uint64_t end;
+    tbx_status st = check_range(off, (uint64_t)len, &end, err);
+    if (st != TBX_OK) return st;
+    if (end > o->size)
+        return tbx_err(err, TBX_E_STATE, off, "output",
+                       "output: reading back %zu bytes at byte %" PRIu64 " past the %" PRIu64
+                       " bytes written", len, off, o->size);
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t r = pread(o->fd, p, len, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            return tbx_err(err, TBX_E_IO, off, "output",
+                           "reading back %zu bytes at byte %" PRIu64 " of %s failed: %s", len,
+                           off, o->tmp_path, r < 0 ? strerror(errno) : "end of file");
+        p += (size_t)r;
+        off += (uint64_t)r;
+        len -= (size_t)r;
+    }
+    return TBX_OK;
+}
+
 /* Best effort: make the rename durable. Some file systems cannot fsync a directory. */
 static void sync_dir(const tbx_alloc *al, const char *path) {
     char *dir = dir_of(al, path);

@@ -116,7 +116,9 @@ def test_cat_of_a_zstd_bomb(tbx, bomb_path, as_f32):
     ([], "copy.safetensors", NBYTES),
     (["--cast", "f16"], "half.safetensors", NBYTES // 2),
     (["--quant", "q8_0"], "q.gguf", NBYTES // 4),
-], ids=["copy", "cast-f16", "quant-q8_0"])
+    # compressing zTensor writer: the tensor is compressed as a stream, not gathered whole
+    (["--compress", "3", "--digest", "sha256"], "z.zt", 0),
+], ids=["copy", "cast-f16", "quant-q8_0", "zt-compress"])
 def test_convert_of_a_zstd_bomb(tbx, bomb_path, tmp_path, extra, out_name, min_size):
     out = tmp_path / out_name
     rc, rss, dt, _, _, err = measured(tbx, "convert", bomb_path, out, *extra,
@@ -130,6 +132,12 @@ def test_convert_of_a_zstd_bomb(tbx, bomb_path, tmp_path, extra, out_name, min_s
             assert head["w"]["shape"] == [ROWS, COLS]
             fp.seek(8 + hl + (NBYTES // 2 if "f16" in extra else NBYTES) // 2)
             assert fp.read(1 << 16) == bytes(1 << 16)
+    if out_name.endswith(".zt"):
+        assert out.stat().st_size < 64 * 1024  # zeros compress
+        p = subprocess.run([tbx, "info", "--json", str(out)], capture_output=True, timeout=60)
+        assert p.returncode == 0 and b'"zstd"' in p.stdout, p.stdout[:400]
+        rc, rss, dt, _, _, err = measured(tbx, "validate", out)
+        bounded("validate of the converted file", rc, rss, dt, err)
     out.unlink()
 
 
