@@ -416,7 +416,7 @@ static int write_zt_u8(const char *path, uint8_t *const *data, const size_t *len
         char name[32];
         snprintf(name, sizeof name, "t%02zu", t);
         uint64_t shape[1] = {len[t]};
-        tbx_tensor_desc d = {name, 0, TBX_DT_U8, 1, shape, 1};
+        tbx_tensor_desc d = {sizeof(tbx_tensor_desc), name, 0, TBX_DT_U8, 1, shape, 1};
         ok = tbx_writer_add_tensor(w, &d, NULL, &e) == TBX_OK;
     }
     for (size_t t = 0; t < nt && ok; t++)
@@ -478,7 +478,7 @@ TBX_TEST(streamed_writes_equal_gathered_writes) {
             tbx_error e;
             CHECK_OK(tbx_tensor_read(f, t, buf, sl[t], &need, &e));
             CHECK(need == sl[t] && memcmp(buf, sel[t], need) == 0);
-            tbx_component_info ci;
+            tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
             CHECK_OK(tbx_component_info_get(f, t, 0, &ci));
             nz += ci.encoding == TBX_ENC_ZSTD;
             nraw += ci.encoding == TBX_ENC_RAW;
@@ -515,7 +515,8 @@ TBX_TEST(large_tensor_compresses_in_bounded_memory) {
     tbx_error e;
     CHECK_OK(tbx_writer_open(&w, path, &wo, &e));
     uint64_t s1[1] = {big}, s2[1] = {rnd};
-    tbx_tensor_desc d1 = {"big", 0, TBX_DT_U8, 1, s1, 1}, d2 = {"rnd", 0, TBX_DT_U8, 1, s2, 1};
+    tbx_tensor_desc d1 = {sizeof(tbx_tensor_desc), "big", 0, TBX_DT_U8, 1, s1, 1},
+                    d2 = {sizeof(tbx_tensor_desc), "rnd", 0, TBX_DT_U8, 1, s2, 1};
     CHECK_OK(tbx_writer_add_tensor(w, &d1, NULL, &e));
     CHECK_OK(tbx_writer_add_tensor(w, &d2, NULL, &e));
     for (size_t k = 0; k < big; k += chunk) CHECK_OK(tbx_writer_write_tensor(w, 0, zeros, chunk, &e));
@@ -526,7 +527,7 @@ TBX_TEST(large_tensor_compresses_in_bounded_memory) {
     heap h2 = {0};
     tbx_file *f = open_counted(path, &h2, TBX_OPEN_VERIFY_DIGESTS, NULL);
     CHECK(f != NULL);
-    tbx_component_info ci;
+    tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
     CHECK_OK(tbx_component_info_get(f, 0, 0, &ci));
     CHECK_EQ(ci.encoding, TBX_ENC_ZSTD);
     CHECK(ci.stored_bytes < 64 * 1024);
