@@ -328,10 +328,14 @@ typedef struct tbx_limits {
      * least 8 MiB, plus ~200 KiB) and a few MiB of buffers, whatever the component declares. A
      * small file may declare a huge decoded size (zstd reaches ~32,000:1 on zeros; a 33 KB
      * file can decode to 1 GiB): that costs decoding time linear in the decoded size, not
-     * memory. A frame asking for a larger window fails with TBX_E_LIMIT. A hostile frame can
-     * still ask for the whole window: lower this for untrusted input when 128 MiB per decoder
-     * is too much (tbx_read_batch and tbx_validate_path run one decoder per worker thread);
-     * frames of zstd levels <= 19 need at most 8 MiB, levels 20..22 up to 128 MiB. */
+     * memory. A frame asking for a larger window fails with TBX_E_LIMIT. This is also the budget
+     * of all the handle's zstd decoders together (rounded down to a power of two, at most
+     * 128 MiB): each frame's header is read before its decoder starts, and decoders wait
+     * (tbx_read_batch and tbx_validate_path workers) or parked range-read cursors are closed
+     * until the windows fit; a frame needing the whole budget decodes alone. So a hostile file
+     * costs at most about this much for windows, plus ~1.5 MiB of fixed state per thread,
+     * whatever its frames declare and however many threads decode. Frames of zstd levels
+     * <= 19 need at most 8 MiB (16 decode side by side), levels 20..22 up to 128 MiB. */
     uint64_t max_decode_window;
 } tbx_limits;
 
@@ -643,8 +647,10 @@ typedef struct tbx_read_req {
  * else the first failed request's status with its error copied to *err (may be NULL).
  * With more than one thread the handle's allocator is called from the workers (a custom one
  * must be thread-safe) and on_problem is called under a lock, in no particular order. The
- * handle must not be used by other threads during the call. Memory: each decoder's working
- * state (zstd: up to its window, <= max_decode_window) per thread; no copy of the data. */
+ * handle must not be used by other threads during the call. Memory: each decoder's fixed
+ * state (~1.5 MiB) per thread, and zstd windows that together stay within max_decode_window
+ * (the handle's decoder budget: a worker whose frame's window does not fit waits for others to
+ * finish; results keep request order); no copy of the data. */
 TBX_API tbx_status tbx_read_batch(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t threads,
                                   tbx_error *err);
 /* Zero-copy pointer to a dense raw tensor's stored bytes when the file is mapped or in memory.

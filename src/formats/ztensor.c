@@ -53,6 +53,7 @@
 
 #include <inttypes.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through the handle */
@@ -156,6 +157,13 @@ typedef struct zt_state {
      * reads (tbx_tensor_read_range / read_f32), never by tbx_read_batch's workers. */
     struct zt_es *park;
     uint64_t clock;          /* use stamps for least-recently-used eviction */
+    /* Decoder memory budget (zt_budget_take): the windows of the whole-component decoders
+     * running at once (tbx_read_batch / validation workers, whole reads) sum to at most `cap`;
+     * the parked streams' windows are kept under `cap` too, by eviction (zt_park_evict). */
+    pthread_mutex_t bmu;
+    pthread_cond_t bcv;
+    bool binit;
+    uint64_t bused, bcap;
 } zt_state;
 
 /* "\"name\"/role" for messages. */
@@ -309,17 +317,113 @@ typedef struct zt_rd {
     ZSTD_inBuffer zin;
     bool frame_done;
     zt_hash *h;               /* when set, every stored byte is hashed */
+    unsigned wlog;            /* the decoder's windowLogMax */
+    uint64_t cost;            /* window bytes the current frame makes zstd allocate */
+    bool admit;               /* cost taken from the handle's budget (else: a stream's) */
 } zt_rd;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Decoder memory budget. A zstd decoder allocates its window (up to 128 MiB) when it reads a   */
+/* frame header, so a small file can ask for many large windows. Before a decoder starts a      */
+/* frame, its header is read (zt_frame_cost) and the window it will allocate is taken from the  */
+/* handle's budget: decoders wait while the windows already running would exceed the cap; one   */
+/* whose window alone exceeds it runs when no other holds any (so the pass always progresses). */
+/* A waiting thread holds no window of its own (a later, larger frame of the same component     */
+/* frees its decoder before it waits), so waiting cannot deadlock.                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The largest window log a decoder of f may use: 27 (128 MiB, zstd's default limit), lowered
+ * to max_decode_window. The budget cap is this window. */
+static unsigned zt_wmax(const tbx_file *f) {
+    unsigned wmax = 10;
+    while (wmax < 27 && ((uint64_t)1 << (wmax + 1)) <= f->limits.max_decode_window) wmax++;
+    return wmax;
+}
+
+static void zt_budget_take(tbx_file *f, uint64_t cost) {
+    zt_state *zs = f->drv_state;
+    if (!cost || !zs || !zs->binit) return;
+    pthread_mutex_lock(&zs->bmu);
+    while (zs->bused && zs->bused + cost > zs->bcap) pthread_cond_wait(&zs->bcv, &zs->bmu);
+    zs->bused += cost;
+    pthread_mutex_unlock(&zs->bmu);
+}
+
+static void zt_budget_give(tbx_file *f, uint64_t cost) {
+    zt_state *zs = f->drv_state;
+    if (!cost || !zs || !zs->binit) return;
+    pthread_mutex_lock(&zs->bmu);
+    zs->bused -= cost;
+    pthread_cond_broadcast(&zs->bcv);
+    pthread_mutex_unlock(&zs->bmu);
+}
+
+/* *cost: the decoding buffer zstd will allocate for the frame that starts at the decoder's
+ * next input byte (its header read from the pending input, or from the source when fewer
+ * bytes are pending): 0 when no window will be allocated (skippable frame, a window over the
+ * decoder's limit, a header the decoder will reject). */
+static tbx_status zt_frame_cost(zt_rd *r, uint64_t *cost, tbx_error *err) {
+    *cost = 0;
+    uint8_t hb[ZSTD_FRAMEHEADERSIZE_MAX];
+    size_t pend = r->zin.size - r->zin.pos;
+    uint64_t left = r->in_end - r->in_off + pend;
+    size_t n = left < sizeof hb ? (size_t)left : sizeof hb;
+    const void *p = hb;
+    if (n == 0) return TBX_OK; /* no data: the decoder reports it */
+    if (pend >= n) {
+        p = (const uint8_t *)r->zin.src + r->zin.pos;
+    } else {
+        tbx_status st = tbx_source_read(&r->f->src, r->in_off - pend, hb, n, r->t->name, err);
+        if (st != TBX_OK) return st;
+    }
+    ZSTD_frameHeader h;
+    if (ZSTD_getFrameHeader(&h, p, n) != 0 || h.frameType != ZSTD_frame) return TBX_OK;
+    if (h.windowSize > ((uint64_t)1 << r->wlog)) return TBX_OK;
+    size_t b = ZSTD_decodingBufferSize_min(h.windowSize, h.frameContentSize);
+    if (!ZSTD_isError(b)) *cost = b;
+    return TBX_OK;
+}
+
+static tbx_status zt_rd_newdctx(zt_rd *r, tbx_error *err) {
+    ZSTD_customMem cm = {zt_zalloc, zt_zfree, (void *)&r->f->al};
+    r->dctx = ZSTD_createDCtx_advanced(cm);
+    if (!r->dctx) return tbx_err_nomem(err, "zstd decoder");
+    size_t zr = ZSTD_DCtx_setParameter(r->dctx, ZSTD_d_windowLogMax, (int)r->wlog);
+    if (ZSTD_isError(zr)) return tbx_err_nomem(err, "zstd decoder");
+    return TBX_OK;
+}
+
+/* Before the decoder starts a further frame (the previous one complete, input left): a frame
+ * that needs a larger buffer than the decoder holds gets it from the budget first (admitted
+ * decoders: the old decoder and its share are released before waiting for the larger one). */
+static tbx_status zt_rd_next_frame(zt_rd *r, tbx_error *err) {
+    uint64_t cost;
+    tbx_status st = zt_frame_cost(r, &cost, err);
+    if (st != TBX_OK || cost <= r->cost) return st;
+    if (!r->admit) { r->cost = cost; return TBX_OK; }
+    ZSTD_freeDCtx(r->dctx);
+    r->dctx = NULL;
+    zt_budget_give(r->f, r->cost);
+    r->cost = cost;
+    zt_budget_take(r->f, cost);
+    return zt_rd_newdctx(r, err);
+}
 
 static void zt_rd_close(zt_rd *r) {
     if (r->dctx) ZSTD_freeDCtx(r->dctx);
     if (r->in) tbx_free(&r->f->al, r->in, r->in_cap);
+    if (r->admit) zt_budget_give(r->f, r->cost);
     r->dctx = NULL;
     r->in = NULL;
+    r->cost = 0;
 }
 
+static tbx_status zt_rd_refill(zt_rd *r, tbx_error *err);
+
+/* admit: the decoder's window is taken from the handle's budget (zt_budget_take; may wait for
+ * other threads' decoders to finish); else the caller accounts for it (parked streams). */
 static tbx_status zt_rd_open(zt_rd *r, tbx_file *f, const tbx_tensor *t, uint32_t c, zt_hash *h,
-                             uint64_t bound, tbx_error *err) {
+                             uint64_t bound, bool admit, tbx_error *err) {
     memset(r, 0, sizeof *r);
     r->f = f;
     r->t = t;
@@ -330,20 +434,15 @@ static tbx_status zt_rd_open(zt_rd *r, tbx_file *f, const tbx_tensor *t, uint32_
     r->bound = bound;
     r->h = h;
     if (r->k->encoding != TBX_ENC_ZSTD) return TBX_OK;
-    ZSTD_customMem cm = {zt_zalloc, zt_zfree, (void *)&f->al};
-    r->dctx = ZSTD_createDCtx_advanced(cm);
-    if (!r->dctx) return tbx_err_nomem(err, "zstd decoder");
     /* Window: what the data may need, at least 8 MiB (what compressors use for streams of
      * unknown size up to level 19), at most zstd's default decoder limit of 128 MiB and at
      * most max_decode_window: the decoder's memory is this window plus ~200 KiB whatever the
      * component's decoded size (a frame asking for more fails with TBX_E_LIMIT). */
-    unsigned wl = zt_log2_ceil(bound), wmax = 10;
+    unsigned wl = zt_log2_ceil(bound), wmax = zt_wmax(f);
     if (wl < 23) wl = 23;
     if (wl > 27) wl = 27;
-    while (wmax < 27 && ((uint64_t)1 << (wmax + 1)) <= f->limits.max_decode_window) wmax++;
     if (wl > wmax) wl = wmax;
-    size_t zr = ZSTD_DCtx_setParameter(r->dctx, ZSTD_d_windowLogMax, (int)wl);
-    if (ZSTD_isError(zr)) { zt_rd_close(r); return tbx_err_nomem(err, "zstd decoder"); }
+    r->wlog = wl;
     uint64_t stored = r->k->stored_bytes;
     if (!tbx_source_ptr(&f->src, r->k->offset, stored)) {
         size_t cap = ZSTD_DStreamInSize();
@@ -351,6 +450,15 @@ static tbx_status zt_rd_open(zt_rd *r, tbx_file *f, const tbx_tensor *t, uint32_
         r->in = tbx_malloc(&f->al, r->in_cap);
         if (!r->in) { zt_rd_close(r); return tbx_err_nomem(err, "zstd input buffer"); }
     }
+    /* the first frame's window, from its header (in the first input chunk), before a decoder
+     * exists to allocate it */
+    tbx_status st = r->in_off < r->in_end ? zt_rd_refill(r, err) : TBX_OK;
+    if (st == TBX_OK) st = zt_frame_cost(r, &r->cost, err);
+    if (st != TBX_OK) { zt_rd_close(r); return st; }
+    r->admit = admit;
+    if (admit) zt_budget_take(f, r->cost);
+    st = zt_rd_newdctx(r, err);
+    if (st != TBX_OK) { zt_rd_close(r); return st; }
     return TBX_OK;
 }
 
@@ -421,6 +529,10 @@ static tbx_status zt_rd_read(zt_rd *r, void *out, size_t cap, size_t *got, tbx_e
         }
         bool no_input = r->zin.pos == r->zin.size;
         if (no_input && r->frame_done) break; /* a further call would await a next frame */
+        if (r->frame_done) {
+            tbx_status st = zt_rd_next_frame(r, err);
+            if (st != TBX_OK) return st;
+        }
         size_t before_out = o.pos, before_in = r->zin.pos;
         size_t ret = ZSTD_decompressStream(r->dctx, &o, &r->zin);
         if (ZSTD_isError(ret)) return zt_rd_zfail(r, ret, err);
@@ -446,6 +558,10 @@ static tbx_status zt_rd_finish(zt_rd *r, tbx_error *err) {
         }
         bool no_input = r->zin.pos == r->zin.size;
         if (no_input && r->frame_done) return TBX_OK;
+        if (r->frame_done) {
+            tbx_status st = zt_rd_next_frame(r, err);
+            if (st != TBX_OK) return st;
+        }
         uint8_t probe;
         ZSTD_outBuffer o = {&probe, 1, 0};
         size_t before_in = r->zin.pos;
@@ -561,7 +677,7 @@ static tbx_status zt_es_open_mode(zt_es *s, tbx_file *f, const tbx_tensor *t, ui
         s->total = k->nelems;
     }
     s->left = s->total;
-    tbx_status st = zt_rd_open(&s->rd, f, t, c, NULL, k->nbytes, err);
+    tbx_status st = zt_rd_open(&s->rd, f, t, c, NULL, k->nbytes, false, err);
     if (st != TBX_OK) return st;
     s->open = true;
     s->buf = tbx_malloc(&f->al, ZT_CHUNK);
@@ -658,6 +774,22 @@ static tbx_status zt_es_bytes(zt_es *s, uint8_t *out, uint64_t n, tbx_error *err
 /* Parked streams: reads that continue where the previous one ended cost no extra decoding      */
 /* ------------------------------------------------------------------------------------------ */
 
+/* Evicts least recently used parked streams until their windows plus `need` fit the handle's
+ * budget cap (or none is left: a stream whose window alone exceeds the cap is kept alone). */
+static void zt_park_evict(zt_state *zs, uint64_t need) {
+    for (;;) {
+        uint64_t sum = need;
+        int lru = -1;
+        for (int k = 0; zs->park && k < ZT_NPARK; k++) {
+            if (!zs->park[k].open) continue;
+            sum += zs->park[k].rd.cost;
+            if (lru < 0 || zs->park[k].stamp < zs->park[lru].stamp) lru = k;
+        }
+        if (lru < 0 || sum <= zs->bcap) return;
+        zt_es_close(&zs->park[lru]);
+    }
+}
+
 /* A stream over component c of t positioned at element `at`: a parked one when there is one
  * at or before `at`, or a little past it with `at` still in its buffer (it is taken out of the
  * park), else a new one; then skipped forward. Any other backwards move starts again from the
@@ -685,7 +817,11 @@ static tbx_status zt_es_get(zt_es *s, tbx_file *f, const tbx_tensor *t, uint32_t
         break;
     }
     tbx_status st = TBX_OK;
-    if (!s->open) st = zt_es_open_mode(s, f, t, c, mode, err);
+    if (!s->open) {
+        st = zt_es_open_mode(s, f, t, c, mode, err);
+        /* room for its window among the parked ones before the decoder allocates it */
+        if (st == TBX_OK) zt_park_evict(zs, s->rd.cost);
+    }
     s->lane = lane;
     if (st == TBX_OK) st = zt_es_skip(s, at - (s->total - s->left), err);
     if (st != TBX_OK) zt_es_close(s);
@@ -699,6 +835,7 @@ static void zt_es_put(tbx_file *f, zt_es *s) {
         zs->park = tbx_calloc(&f->al, ZT_NPARK, sizeof *zs->park);
         if (!zs->park) { zt_es_close(s); return; }
     }
+    zt_park_evict(zs, s->rd.cost); /* the parked windows stay under the budget cap */
     int slot = 0;
     for (int k = 0; k < ZT_NPARK; k++) {
         if (!zs->park[k].open) { slot = k; break; }
@@ -1004,7 +1141,7 @@ static const tbx_value *attr_get(const tbx_value *attrs, const char *key) {
 static tbx_status count_decoded(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t bound,
                                 uint64_t *out, tbx_error *err) {
     zt_rd r;
-    tbx_status st = zt_rd_open(&r, f, t, c, NULL, bound, err);
+    tbx_status st = zt_rd_open(&r, f, t, c, NULL, bound, true, err);
     if (st != TBX_OK) return st;
     uint8_t *buf = tbx_malloc(&f->al, ZT_CHUNK);
     if (!buf) { zt_rd_close(&r); return tbx_err_nomem(err, "decode buffer"); }
@@ -1645,6 +1782,10 @@ static void zt_close(tbx_file *f) {
     zt_park_free(f);
     zt_state *s = f->drv_state;
     if (s) {
+        if (s->binit) {
+            pthread_cond_destroy(&s->bcv);
+            pthread_mutex_destroy(&s->bmu);
+        }
         tbx_free(&f->al, s->spans, s->cap_spans * sizeof *s->spans);
         tbx_free(&f->al, s, sizeof *s);
     }
@@ -1701,6 +1842,14 @@ static tbx_status zt_open(tbx_file *f, tbx_error *err) {
     zt_state *s = tbx_malloc(&f->al, sizeof *s);
     if (!s) return tbx_err_nomem(err, "zTensor state");
     memset(s, 0, sizeof *s);
+    f->drv_state = s;
+    if (pthread_mutex_init(&s->bmu, NULL) != 0) return tbx_err_nomem(err, "decoder budget");
+    if (pthread_cond_init(&s->bcv, NULL) != 0) {
+        pthread_mutex_destroy(&s->bmu);
+        return tbx_err_nomem(err, "decoder budget");
+    }
+    s->binit = true;
+    s->bcap = (uint64_t)1 << zt_wmax(f);
     s->manifest_off = moff;
     s->manifest_size = msize;
     f->drv_state = s;
@@ -1820,7 +1969,7 @@ static tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, void *bu
         if (chunk) tbx_free(&f->al, chunk, ZT_CHUNK);
     } else {
         zt_rd r;
-        st = zt_rd_open(&r, f, t, c, verify ? &h : NULL, k->nbytes, err);
+        st = zt_rd_open(&r, f, t, c, verify ? &h : NULL, k->nbytes, true, err);
         if (st == TBX_OK) st = zt_rd_full(&r, buf, k->nbytes, err);
         if (st == TBX_OK) st = zt_rd_finish(&r, err);
         zt_rd_close(&r);

@@ -144,3 +144,76 @@ def test_convert_of_a_zstd_bomb(tbx, bomb_path, tmp_path, extra, out_name, min_s
 def test_validate_of_a_zstd_bomb(tbx, bomb_path):
     rc, rss, dt, _, _, err = measured(tbx, "validate", bomb_path)
     bounded("validate", rc, rss, dt, err)
+
+
+# ------------------------------------------------------------------------------------------
+# Many decoders at once: 8 components whose zstd frames each declare a 128 MiB window (no
+# content size) and decode to 128 MiB, 34 KB on disk. zstd allocates (and the RLE blocks
+# touch) the whole window of every frame it decodes; tbx_validate and tbx_read_batch decode
+# up to 8 components at once, so without a budget 8 threads held 8 windows (~0.8-1 GB RSS).
+# The decoders of a handle now share one budget of max_decode_window (128 MiB by default):
+# each command stays under that window plus 64 MiB.
+# ------------------------------------------------------------------------------------------
+WIN_N = 8
+WIN_BYTES = 1 << 27
+WIN_RSS_LIMIT_KB = (128 + 64) * 1024
+
+
+def window_frame(count: int) -> bytes:
+    """One zstd frame, window 128 MiB (descriptor 0x88), no content size, `count` bytes in RLE
+    blocks of 128 KiB; block k repeats the byte k & 0xFF."""
+    out = b"\x28\xb5\x2f\xfd" + bytes([0x00, 0x88])
+    nblocks = (count + (1 << 17) - 1) >> 17
+    for k in range(nblocks):
+        size = min(1 << 17, count - (k << 17))
+        last = 1 if k == nblocks - 1 else 0
+        out += (last | (1 << 1) | (size << 3)).to_bytes(3, "little") + bytes([k & 0xFF])
+    return out
+
+
+@pytest.fixture(scope="module")
+def windows_path(tmp_path_factory):
+    objs, blob = {}, b""
+    for i in range(WIN_N):
+        fr = window_frame(WIN_BYTES)
+        objs["t%d" % i] = {"shape": [WIN_BYTES], "format": "dense", "components": {"data": {
+            "dtype": "u8", "offset": 64 + len(blob), "length": len(fr), "encoding": "zstd"}}}
+        blob += fr + bytes(-len(fr) % 64)
+    manifest = cbor({"version": "1.1.0", "objects": objs})
+    p = tmp_path_factory.mktemp("zwindows") / "windows.zt"
+    p.write_bytes(b"ZTEN1000" + bytes(56) + blob + manifest + struct.pack("<Q", len(manifest)) +
+                  b"ZTEN1000")
+    assert p.stat().st_size < 64 * 1024
+    return p
+
+
+def within_budget(what, rc, rss, err):
+    assert rc == 0, f"{what}: exit {rc}: {err}"
+    assert rss < WIN_RSS_LIMIT_KB, f"{what}: peak RSS {rss} KiB (limit {WIN_RSS_LIMIT_KB})"
+
+
+@pytest.mark.parametrize("args", [
+    ["validate"], ["info", "--stats"], ["cat"], ["convert"],
+], ids=["validate", "info-stats", "cat", "convert"])
+def test_many_large_windows_share_one_budget(tbx, windows_path, tmp_path, args):
+    env = {"TBX_THREADS": "8"}
+    if args == ["cat"]:
+        rc, rss, _, n, zeros, err = measured(tbx, "cat", windows_path, "t5", env=env)
+        within_budget("cat", rc, rss, err)
+        assert n == WIN_BYTES and zeros == WIN_BYTES // 256  # blocks 0, 256, 512, 768
+        return
+    if args == ["convert"]:
+        out = tmp_path / "w.safetensors"
+        rc, rss, _, _, _, err = measured(tbx, "convert", windows_path, out, env=env)
+        within_budget("convert", rc, rss, err)
+        with open(out, "rb") as fp:
+            (hl,) = struct.unpack("<Q", fp.read(8))
+            head = json.loads(fp.read(hl))
+            assert head["t7"]["shape"] == [WIN_BYTES]
+            b = head["t7"]["data_offsets"][0]
+            fp.seek(8 + hl + b + (3 << 17))
+            assert fp.read(1 << 17) == bytes([3]) * (1 << 17)
+        out.unlink()
+        return
+    rc, rss, _, _, _, err = measured(tbx, *args, windows_path, env=env)
+    within_budget(" ".join(args), rc, rss, err)
