@@ -18,7 +18,8 @@
  * corpus, written by fuzz/make_gguf_seeds.py).
  */
 #include "fuzz_walk.h"
-#include "../src/formats/gguf.h"
+#define TBX_EXPERIMENTAL 1
+#include "tensorbox/gguf.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -30,7 +30,7 @@
  * the same bytes. A writer never replaces an existing file unless TBX_WRITE_OVERWRITE is set, and
  * never replaces a file that is open for reading through this library in the same process.
  *
- * Destinations, for every writer (tbx_writer_*, tbx_convert, the GGUF helpers): a symbolic link
+ * Destinations, for every writer (tbx_writer_*, tbx_convert, the GGUF tools): a symbolic link
  * is followed and the file it points to is replaced, the link is kept (a dangling link counts as
  * an existing output: with TBX_WRITE_OVERWRITE the file it points to is created). Only a regular
  * file is ever replaced: a directory, FIFO, socket or device fails with TBX_E_EXISTS even with
@@ -67,6 +67,15 @@
  * otherwise); a larger struct_size (a newer caller) is served up to the fields this library
  * knows, the rest left as the caller set it. struct_size must be the size of some published
  * version of the struct (a value that cuts a field gives that field partially).
+ *
+ * Stable and experimental API: everything declared here is the stable API (ABI kept within a
+ * major version; values of enums and status codes are never reused). The format extras (GGUF
+ * lint, type mapping and file tools; zTensor sparse and quantized_group writers; OINF
+ * quantization parameters for the writer) are exported too, but declared in per-format headers
+ * that are experimental: they may change in any minor version, and each refuses to compile
+ * unless the program defines TBX_EXPERIMENTAL before including it:
+ *     #define TBX_EXPERIMENTAL
+ *     #include <tensorbox/gguf.h>      (also tensorbox/ztensor.h, tensorbox/oinf.h)
  *
  * Lifetime: tbx_close(), tbx_writer_finish() (whatever its result) and tbx_writer_abort() free
  * their handle, like free(): passing the same pointer again to any function, a second close,
@@ -899,44 +908,6 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * format must store the block type (GGUF does). */
 TBX_API tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
                                tbx_error *err);
-
-/* ---------------------------------------------------------------------------------------------
- * GGUF helpers (src/formats/gguf_tools.c): editing metadata, splitting and merging shards.
- * They work on little-endian GGUF files (v1..v3; big-endian files: TBX_E_UNSUPPORTED) and keep
- * every tensor's bytes identical. docs/formats/gguf.md describes them.
- * ------------------------------------------------------------------------------------------- */
-/* Sets metadata `key` (key_len 0: strlen) of the GGUF file at `path` to `value` (copied; any
- * value GGUF can store), adding the key at the end when it is absent. When the key exists, the
- * file is v2/v3 and the new value serialises to exactly as many bytes as the old one (a fixed-
- * size scalar of the same size, or a string of equal length) and the key is not
- * general.alignment, the bytes are overwritten in place. Otherwise the whole file is rewritten
- * through a writer to a temporary file next to it, which is then renamed over `path` (the one
- * place tensorbox replaces an input: explicitly, after the new file is fully written).
- * *in_place (may be NULL) gets 1 for an in-place edit, 0 for a rewrite. The file is locked
- * (flock LOCK_EX) before it is read and until the edit is in place, and the in-place bytes go
- * through the descriptor that was locked and checked: concurrent edits of one file take turns
- * and all land (see "Concurrency" above). A symbolic link `path` edits the file it points to and
- * stays a link; a rewrite keeps the file's permission bits. */
-TBX_API tbx_status tbx_gguf_set_meta(const char *path, const char *key, size_t key_len,
-                                     const tbx_value *value, int *in_place, tbx_error *err);
-/* Removes metadata `key` from the GGUF file at `path` (always a rewrite, as above).
- * TBX_E_NOT_FOUND when the file has no such key. */
-TBX_API tbx_status tbx_gguf_del_meta(const char *path, const char *key, size_t key_len,
-                                     tbx_error *err);
-/* Splits the GGUF file at `path` into shards "{out_stem}-00001-of-0000N.gguf" ... in tensor
- * order: each shard gets whole tensors whose padded data adds up to at most `max_bytes` (a
- * larger tensor gets a shard of its own). The first shard carries every metadata entry (minus
- * any split.* key of the input); every shard carries split.no (u16, from 0), split.count (u16)
- * and split.tensors.count (i32, total tensors). `flags`: TBX_WRITE_OVERWRITE replaces existing
- * shard files. *nshards (may be NULL) gets N. TBX_E_LIMIT when more than 65535 shards. */
-TBX_API tbx_status tbx_gguf_split(const char *path, uint64_t max_bytes, const char *out_stem,
-                                  uint32_t flags, uint32_t *nshards, tbx_error *err);
-/* Merges a shard set back into one GGUF file: `first_shard` names shard 1
- * ("...-00001-of-0000N.gguf"); the other names follow from it. Checks split.no, split.count and
- * split.tensors.count of every shard; writes the first shard's metadata minus split.* keys and
- * every shard's tensors in order, bytes unchanged. `flags`: TBX_WRITE_OVERWRITE. */
-TBX_API tbx_status tbx_gguf_merge(const char *first_shard, const char *out_path, uint32_t flags,
-                                  tbx_error *err);
 
 #ifdef __cplusplus
 }

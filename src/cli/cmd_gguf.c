@@ -6,8 +6,8 @@
  *   tbx gguf split IN OUTSTEM --max-size S   write OUTSTEM-00001-of-0000N.gguf ...
  *   tbx gguf merge FIRST_SHARD OUT           join a shard set into one file
  *
- * Front ends to the GGUF helpers of tensorbox.h (src/formats/gguf_tools.c). `set` and `del`
- * are the only commands that replace their input: in place when the header size does not
+ * Front ends to the GGUF tools of tensorbox/gguf.h (experimental API; src/formats/gguf_tools.c).
+ * `set` and `del` are the only commands that replace their input: in place when the header size does not
  * change, else by writing a complete new file next to it and renaming it over FILE. Both lock
  * FILE (flock) for the whole edit, so concurrent edits take turns and none is lost; a symbolic
  * link FILE edits the file it points to.
@@ -19,6 +19,9 @@
  */
 #define _GNU_SOURCE
 #include "cli.h"
+
+#define TBX_EXPERIMENTAL /* the GGUF tools: experimental API, as for any user */
+#include <tensorbox/gguf.h>
 
 #include <ctype.h>
 #include <errno.h>

@@ -8,14 +8,16 @@
  * they go to stdout; messages from the library are kept to one line.
  *
  * --ggml also checks a GGUF file against the stricter rules of ggml's own loader
- * (tbx_gguf_lint, gguf.h): each violation is one more problem line. A file that is not GGUF
+ * (tbx_gguf_lint, tensorbox/gguf.h): each violation is one more problem line. A file that is not GGUF
  * fails --ggml with one problem line.
  */
 #define _GNU_SOURCE
 #include "cli.h"
 
+#define TBX_EXPERIMENTAL /* tbx_gguf_lint: experimental API, as for any user */
+#include <tensorbox/gguf.h>
+
 #include <stdbool.h>
-#include "gguf.h"
 
 #include <inttypes.h>
 #include <string.h>

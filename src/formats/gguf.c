@@ -29,7 +29,7 @@
  * a general.alignment of the wrong type, a misaligned or overlapping tensor, non-zero padding in
  * validate) go through tbx_file_problem. Big-endian files are served through a second driver
  * table whose read_component swaps tensor elements back to little-endian; little-endian files
- * keep zero-copy access. tbx_gguf_lint (gguf.h) adds ggml's own, stricter loader rules.
+ * keep zero-copy access. tbx_gguf_lint (tensorbox/gguf.h) adds ggml's own, stricter loader rules.
  *
  * Writing produces GGUF v3 little-endian, byte-identical to gguf-py's GGUFWriter for the same
  * content: keys and tensor infos in insertion order, tensors packed in order, every tensor
@@ -37,7 +37,8 @@
  * are no tensors. docs/formats/gguf.md lists every rule, decision and error.
  */
 #include "internal.h"
-#include "gguf.h"
+#define TBX_EXPERIMENTAL 1 /* the GGUF extras: experimental public API */
+#include "tensorbox/gguf.h"
 
 #include <inttypes.h>
 #include <math.h>

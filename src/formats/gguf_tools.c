@@ -19,6 +19,8 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#define TBX_EXPERIMENTAL 1 /* the GGUF extras: experimental public API */
+#include "tensorbox/gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>

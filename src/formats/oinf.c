@@ -24,8 +24,9 @@
  * zero padding to a multiple of 8 (counting the length field). Payload sizes ("nbytes") are exact
  * for scalars and tensor data and include the padding for STRING, BITSET, NDARRAY and quant
  * payloads. The tables are read in file order; tensors and metadata are reported in that order,
- * size variables through oinf.h (tbx_oinf_sizevar_*), v2 quantization parameters both through
- * oinf.h and as metadata entries "<tensor>.quant.*" appended after the file's own metadata.
+ * size variables through the sizevar hooks (tbx_sizevar_*), v2 quantization parameters both as
+ * the tensor's tbx_quant_info and as metadata entries "<tensor>.quant.*" appended after the
+ * file's own metadata.
  *
  * Structural violations fail the open with the field, the value and the byte offset. Recoverable
  * ones (non-zero flags/reserved fields and padding, BOOL bytes other than 0/1, T2 codes outside

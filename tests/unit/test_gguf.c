@@ -10,7 +10,8 @@
 #include "tbx_test.h"
 
 #include "internal.h"
-#include "../../src/formats/gguf.h"
+#define TBX_EXPERIMENTAL 1
+#include "tensorbox/gguf.h"
 
 #include <stdarg.h>
 #include <unistd.h>

@@ -3,7 +3,8 @@
 #define _GNU_SOURCE
 #include "tbx_test.h"
 #include "tensorbox.h"
-#include "gguf.h"
+#define TBX_EXPERIMENTAL 1
+#include "tensorbox/gguf.h"
 
 #include <stdbool.h>
 #include <stdint.h>

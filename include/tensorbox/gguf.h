@@ -1,0 +1,105 @@
+/*
+ * tensorbox/gguf.h - experimental API: GGUF extras of libtensorbox.
+ *
+ *   #define TBX_EXPERIMENTAL
+ *   #include <tensorbox/gguf.h>
+ *
+ * EXPERIMENTAL: the functions and types declared here are exported by libtensorbox but are NOT
+ * part of the stable API of tensorbox.h. They may change or disappear in any minor version
+ * (0.x -> 0.y); a program that uses them must be rebuilt (and perhaps adapted) against the
+ * exact tensorbox version it runs with. Defining TBX_EXPERIMENTAL before the #include is the
+ * caller's acknowledgement; without it this header refuses to compile.
+ *
+ * What is here: the ggml-loader lint (`tbx validate --ggml`), the ggml type-id mapping, and the
+ * GGUF file tools (metadata editing, splitting and merging shards; `tbx gguf ...`).
+ * docs/formats/gguf.md describes them.
+ */
+#ifndef TENSORBOX_GGUF_H
+#define TENSORBOX_GGUF_H
+
+#ifndef TBX_EXPERIMENTAL
+#error "tensorbox/gguf.h is experimental API: #define TBX_EXPERIMENTAL before including it"
+#endif
+
+#include "../tensorbox.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * ggml types and ggml's loader rules
+ * ------------------------------------------------------------------------------------------- */
+
+/* Highest ggml type id the library knows (ids 0..TBX_GGUF_TYPE_MAX, some of them removed). */
+#define TBX_GGUF_TYPE_MAX 42u
+
+/* The tbx_dtype of a ggml type id; TBX_DT_INVALID for unknown and removed ids. */
+TBX_API tbx_dtype tbx_gguf_type_dtype(uint32_t ggml_type);
+/* The ggml type id of a dtype, or -1 when ggml has no such type. */
+TBX_API int32_t tbx_gguf_dtype_type(tbx_dtype dtype);
+/* ggml's upper-case name of a type id ("F32", "Q4_K", "Q4_0_4_4" for a removed id), or NULL
+ * for an id ggml never had. Static storage. */
+TBX_API const char *tbx_gguf_type_name(uint32_t ggml_type);
+
+/* Checks a file opened as GGUF against the extra rules of ggml's own loader (ggml/src/gguf.cpp),
+ * which tensorbox's reader does not impose:
+ *   - the file is little-endian GGUF v2 or v3 (ggml reads neither v1 nor big-endian files);
+ *   - no metadata array has arrays as elements;
+ *   - every tensor has a name shorter than 64 bytes, every ne[i] < 2^63 and an element count
+ *     below 2^63;
+ *   - tensors are packed in info order: offset_0 = 0, offset_i = offset_(i-1) + size_(i-1)
+ *     rounded up to the alignment.
+ * (A general.alignment that is not a u32 and n_dims > 4 are problems of every validation, so
+ * the lint does not repeat them.)
+ * Every violation is passed to `cb` (may be NULL) as a tbx_error naming the field, the value and
+ * the byte offset. Returns TBX_OK when the file passes, else the code of the first violation;
+ * TBX_E_INVALID_ARG when `f` is not a handle opened by the GGUF driver. */
+TBX_API tbx_status tbx_gguf_lint(tbx_file *f, tbx_problem_fn cb, void *ud);
+
+/* ---------------------------------------------------------------------------------------------
+ * GGUF file tools: editing metadata, splitting and merging shards.
+ * They work on little-endian GGUF files (v1..v3; big-endian files: TBX_E_UNSUPPORTED) and keep
+ * every tensor's bytes identical. Destinations, locking and interruption follow the rules of
+ * every writer (tensorbox.h, "Destinations", "Concurrency", "Interruption").
+ * ------------------------------------------------------------------------------------------- */
+/* Sets metadata `key` (key_len 0: strlen) of the GGUF file at `path` to `value` (copied; any
+ * value GGUF can store), adding the key at the end when it is absent. When the key exists, the
+ * file is v2/v3 and the new value serialises to exactly as many bytes as the old one (a fixed-
+ * size scalar of the same size, or a string of equal length) and the key is not
+ * general.alignment, the bytes are overwritten in place. Otherwise the whole file is rewritten
+ * through a writer to a temporary file next to it, which is then renamed over `path` (the one
+ * place tensorbox replaces an input: explicitly, after the new file is fully written).
+ * *in_place (may be NULL) gets 1 for an in-place edit, 0 for a rewrite. The file is locked
+ * (flock LOCK_EX) before it is read and until the edit is in place, and the in-place bytes go
+ * through the descriptor that was locked and checked: concurrent edits of one file take turns
+ * and all land. A symbolic link `path` edits the file it points to and stays a link; a rewrite
+ * keeps the file's permission bits. */
+TBX_API tbx_status tbx_gguf_set_meta(const char *path, const char *key, size_t key_len,
+                                     const tbx_value *value, int *in_place, tbx_error *err);
+/* Removes metadata `key` from the GGUF file at `path` (always a rewrite, as above).
+ * TBX_E_NOT_FOUND when the file has no such key. */
+TBX_API tbx_status tbx_gguf_del_meta(const char *path, const char *key, size_t key_len,
+                                     tbx_error *err);
+/* Splits the GGUF file at `path` into shards "{out_stem}-00001-of-0000N.gguf" ... in tensor
+ * order: each shard gets whole tensors whose padded data adds up to at most `max_bytes` (a
+ * larger tensor gets a shard of its own). The first shard carries every metadata entry (minus
+ * any split.* key of the input); every shard carries split.no (u16, from 0), split.count (u16)
+ * and split.tensors.count (i32, total tensors). `flags`: TBX_WRITE_OVERWRITE replaces existing
+ * shard files. *nshards (may be NULL) gets N. TBX_E_LIMIT when more than 65535 shards. */
+TBX_API tbx_status tbx_gguf_split(const char *path, uint64_t max_bytes, const char *out_stem,
+                                  uint32_t flags, uint32_t *nshards, tbx_error *err);
+/* Merges a shard set back into one GGUF file: `first_shard` names shard 1
+ * ("...-00001-of-0000N.gguf"); the other names follow from it. Checks split.no, split.count and
+ * split.tensors.count of every shard; writes the first shard's metadata minus split.* keys and
+ * every shard's tensors in order, bytes unchanged. `flags`: TBX_WRITE_OVERWRITE. */
+TBX_API tbx_status tbx_gguf_merge(const char *first_shard, const char *out_path, uint32_t flags,
+                                  tbx_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TENSORBOX_GGUF_H */
