@@ -166,7 +166,8 @@ static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_optio
                             tbx_error *err) {
     for (size_t i = 0; i < in->nmeta; i++) {
         const tbx_meta_entry *e = &in->meta[i];
-        tbx_status st = tbx_writer_add_meta(w, e->key, e->key_len, e->value, err);
+        /* the input handle outlives the writer: its keys and values need no copies */
+        tbx_status st = tbx_writer_add_meta_borrowed_(w, e->key, e->key_len, e->value, err);
         if (st == TBX_OK || !refusal(st)) { if (st) return st; continue; }
         if (o->flags & TBX_CONVERT_STRINGIFY_META) {
             sbuf b = { &in->al, NULL, 0, 0, false };
@@ -461,8 +462,9 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     st = copy_meta(in, w, &o, err);
     if (st == TBX_OK) st = copy_sizevars(in, w, &o, err);
     if (st == TBX_OK) st = copy_sections(in, w, &o, err);
-    /* the input handle outlives the writer: its names and shapes need no copies */
-    if (st == TBX_OK) st = tbx_writer_borrow_descs_(w, in->ntensors, err);
+    /* the input handle outlives the writer: its names and shapes need no copies, and its name
+     * index (distinct names, tensor i of the writer is tensor i of the input) serves the writer */
+    if (st == TBX_OK) st = tbx_writer_borrow_descs_(w, in->ntensors, &in->tensor_names, err);
 
     uint64_t total = 0;
     for (size_t i = 0; st == TBX_OK && i < in->ntensors; i++) {

@@ -77,6 +77,7 @@ tbx_status tbx_file_add_meta(tbx_file *f, const char *key, size_t key_len, tbx_v
     e->key = k;
     e->key_len = key_len;
     e->value = value;
+    e->borrowed = false;
     uint64_t earlier = 0;
     tbx_status st = tbx_names_insert(&f->meta_names, f->nmeta, &earlier);
     if (st != TBX_OK) {

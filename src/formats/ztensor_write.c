@@ -51,6 +51,13 @@ typedef struct zt_wcomp {
     char digest[80];         /* "" when none (set_digest writes up to 80 bytes) */
 } zt_wcomp;
 
+/* The stored blob of a dense tensor (role "data", the tensor's dtype): 24 bytes per tensor; its
+ * digest string, when digests are on, is in zt_wstate.ddig. */
+typedef struct zt_dcomp {
+    uint64_t offset, length;
+    bool zstd;
+} zt_dcomp;
+
 typedef struct zt_wobj {
     char *name;              /* owned */
     size_t name_len;
@@ -91,8 +98,10 @@ typedef struct zt_wstate {
     zt_wobj *extras;
     size_t nextras, cap_extras;
     tbx_names extra_names;
-    zt_wcomp *dense;         /* per dense tensor, by index */
+    zt_dcomp *dense;         /* per dense tensor, by index */
     size_t cap_dense;
+    char (*ddig)[80];        /* its digest string, by index (NULL when digests are off) */
+    size_t cap_ddig;
     /* the dense tensor being streamed (raw: straight to the file, hashed on the way) */
     int64_t cur;
     zt_hash raw_hash;
@@ -205,6 +214,7 @@ void zt_w_free(tbx_writer *w) {
     tbx_free(&w->al, s->extras, s->cap_extras * sizeof *s->extras);
     tbx_names_free(&s->extra_names);
     tbx_free(&w->al, s->dense, s->cap_dense * sizeof *s->dense);
+    tbx_free(&w->al, s->ddig, s->cap_ddig * sizeof *s->ddig);
     zt_hash_free(&s->raw_hash);
     zt_hash_free(&s->zs_hash);
     tbx_free(&w->al, s->zs_buf, s->zs_buf ? ZS_BUF : 0);
@@ -242,7 +252,7 @@ tbx_status zt_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const
 
 static bool name_taken(tbx_writer *w, zt_wstate *s, const char *name, size_t n) {
     uint64_t idx;
-    return tbx_names_find(&w->tensor_names, name, n, &idx) ||
+    return tbx_writer_find_tensor_(w, name, n, &idx) ||
            tbx_names_find(&s->extra_names, name, n, &idx);
 }
 
@@ -271,11 +281,25 @@ tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
         return tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "tensor.name",
                        "duplicate tensor name \"%s\"", q);
     uint64_t nbytes;
-    if (!tbx_mul_u64(t->nelems, zd->size, &nbytes))
+    if (!tbx_mul_u64(tbx_wt_nelems(t), zd->size, &nbytes))
         return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
                        "tensor \"%s\": byte size overflows 64 bits", q);
     t->nbytes = nbytes;
     return TBX_OK;
+}
+
+/* Room for the blob records (and digest strings) of n dense tensors. */
+static tbx_status dense_reserve(tbx_writer *w, zt_wstate *s, size_t n, tbx_error *err) {
+    if (!tbx_grow(&w->al, (void **)&s->dense, &s->cap_dense, n, sizeof *s->dense) ||
+        (s->digest != ZT_H_NONE &&
+         !tbx_grow(&w->al, (void **)&s->ddig, &s->cap_ddig, n, sizeof *s->ddig)))
+        return tbx_err_nomem(err, "zTensor tensor table");
+    return TBX_OK;
+}
+
+/* Records dense tensor ti's blob. */
+static void dense_set(zt_wstate *s, size_t ti, uint64_t off, uint64_t len, bool zstd) {
+    s->dense[ti] = (zt_dcomp){off, len, zstd};
 }
 
 tbx_status zt_w_layout(tbx_writer *w, tbx_error *err) {
@@ -285,10 +309,7 @@ tbx_status zt_w_layout(tbx_writer *w, tbx_error *err) {
     if (w->nsections)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "sections",
                        "zTensor files cannot hold sections (%zu given)", w->nsections);
-    if (!tbx_grow(&w->al, (void **)&s->dense, &s->cap_dense, w->ntensors ? w->ntensors : 1,
-                  sizeof *s->dense))
-        return tbx_err_nomem(err, "zTensor tensor table");
-    return TBX_OK;
+    return dense_reserve(w, s, w->ntensors ? w->ntensors : 1, err);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -452,14 +473,8 @@ static tbx_status zjob_commit(tbx_writer *w, zt_wstate *s, tbx_error *err) {
     const size_t slen = j->use_z ? j->zlen : j->raw_len;
     if (st == TBX_OK) st = tbx_out_pwrite(&w->out, off, stored, slen, err);
     if (st == TBX_OK) {
-        zt_wcomp *c = &s->dense[j->ti];
-        memset(c, 0, sizeof *c);
-        c->role = ZT_R_DATA;
-        c->dtype = w->tensors[j->ti].dtype;
-        c->offset = off;
-        c->length = slen;
-        c->enc = j->use_z ? TBX_ENC_ZSTD : TBX_ENC_RAW;
-        memcpy(c->digest, j->digest_str, sizeof c->digest);
+        dense_set(s, j->ti, off, slen, j->use_z);
+        if (s->ddig) memcpy(s->ddig[j->ti], j->digest_str, sizeof s->ddig[j->ti]);
         w->tensors[j->ti].offset = off;
         s->pos = off + slen;
     }
@@ -634,12 +649,12 @@ static tbx_status zstream_data(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, cons
                                size_t len, tbx_error *err) {
     if (len == 0) return TBX_OK;
     if (s->zs_mode != ZS_Z) { /* the raw bytes, in place */
-        tbx_status st = tbx_out_pwrite(&w->out, s->zs_off + t->written, data, len, err);
+        tbx_status st = tbx_out_pwrite(&w->out, s->zs_off + w->cur_written, data, len, err);
         if (st != TBX_OK) return st;
         zt_hash_update(&s->raw_hash, data, len);
     }
     const uint8_t *p = data;
-    bool ends = t->written + len == t->nbytes;
+    bool ends = w->cur_written + len == t->nbytes;
     tbx_status st = zs_feed(w, s, p, ends ? len - 1 : len, ZSTD_e_continue, err);
     if (st == TBX_OK && ends) st = zs_feed(w, s, p + len - 1, 1, ZSTD_e_end, err);
     return st;
@@ -655,17 +670,12 @@ static tbx_status zstream_done(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_
     if (z && s->zs_mode == ZS_BOTH) /* the frame, from after the raw bytes down to its place */
         st = zs_copy_down(w, s, s->zs_off, s->zs_off + s->zs_n, s->zs_out, err);
     if (st != TBX_OK) return st;
-    zt_wcomp *c = &s->dense[t - w->tensors];
-    memset(c, 0, sizeof *c);
-    c->role = ZT_R_DATA;
-    c->dtype = t->dtype;
-    c->offset = s->zs_off;
-    c->enc = z ? TBX_ENC_ZSTD : TBX_ENC_RAW;
-    c->length = z ? s->zs_out : s->zs_n;
-    set_digest(c->digest, z ? &s->zs_hash : &s->raw_hash);
+    size_t ti = (size_t)(t - w->tensors);
+    dense_set(s, ti, s->zs_off, z ? s->zs_out : s->zs_n, z);
+    if (s->ddig) set_digest(s->ddig[ti], z ? &s->zs_hash : &s->raw_hash);
     zt_hash_free(&s->raw_hash);
     zt_hash_free(&s->zs_hash);
-    s->pos = c->offset + c->length;
+    s->pos = s->dense[ti].offset + s->dense[ti].length;
     return TBX_OK;
 }
 
@@ -695,10 +705,10 @@ tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len
     if (s->zs_on) return zstream_data(w, s, t, data, len, err);
     if (s->level > 0) { /* gather (the core checked that the bytes fit the tensor) */
         zt_zjob *j = zslot(s, s->jobs_begun - 1);
-        if (len) memcpy(j->raw + t->written, data, len); /* raw is NULL for an empty tensor */
+        if (len) memcpy(j->raw + w->cur_written, data, len); /* raw is NULL for an empty tensor */
         return TBX_OK;
     }
-    st = tbx_out_pwrite(&w->out, t->offset + t->written, data, len, err);
+    st = tbx_out_pwrite(&w->out, t->offset + w->cur_written, data, len, err);
     if (st != TBX_OK) return st;
     zt_hash_update(&s->raw_hash, data, len);
     return TBX_OK;
@@ -709,8 +719,8 @@ tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
     tbx_status st = wbegin(w, &s, err);
     if (st != TBX_OK) return st;
     size_t ti = (size_t)(t - w->tensors);
-    if (!tbx_grow(&w->al, (void **)&s->dense, &s->cap_dense, ti + 1, sizeof *s->dense))
-        return tbx_err_nomem(err, "zTensor tensor table");
+    st = dense_reserve(w, s, ti + 1, err);
+    if (st != TBX_OK) return st;
     if (s->cur != (int64_t)ti) { /* no byte arrived: an empty tensor */
         st = dense_begin(w, s, t, err);
         if (st != TBX_OK) return st;
@@ -721,16 +731,10 @@ tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
         tbx_pool_submit(s->pool, &zslot(s, s->jobs_begun - 1)->task);
         return TBX_OK;
     }
-    zt_wcomp *c = &s->dense[ti];
-    memset(c, 0, sizeof *c);
-    c->role = ZT_R_DATA;
-    c->dtype = t->dtype;
-    c->offset = t->offset;
-    c->enc = TBX_ENC_RAW;
-    c->length = t->nbytes;
-    set_digest(c->digest, &s->raw_hash);
+    dense_set(s, ti, t->offset, t->nbytes, false);
+    if (s->ddig) set_digest(s->ddig[ti], &s->raw_hash);
     zt_hash_free(&s->raw_hash);
-    s->pos = t->offset + c->length;
+    s->pos = t->offset + t->nbytes;
     return TBX_OK;
 }
 
@@ -744,7 +748,8 @@ typedef struct zt_oref {
     uint32_t ndim;
     int layout;
     uint32_t ncomp;
-    const zt_wcomp *comp;
+    const zt_wcomp *comp;        /* extras; NULL for a dense tensor (dense_ti) */
+    size_t dense_ti;
     const tbx_value *own_attrs;  /* from the extras (quantized_group) */
     const tbx_value *meta_attrs; /* from a "ztensor.attributes.<name>" metadata map */
 } zt_oref;
@@ -813,82 +818,141 @@ static int mref_cmp(const void *a, const void *b) {
     return zt_key_cmp(x->e->key, x->e->key_len, y->e->key, y->e->key_len);
 }
 
+/* Object i of the manifest, in canonical order: objs[i] when the objects had to be sorted, else
+ * dense tensor i itself (its metadata attributes, if any, are the next of `attrs`). */
+static zt_oref obj_at(const tbx_writer *w, const zt_oref *objs, size_t i) {
+    if (objs) return objs[i];
+    const tbx_wtensor *t = &w->tensors[i];
+    return (zt_oref){t->name, t->name_len, t->shape, t->ndim, TBX_LAYOUT_DENSE, 1, NULL, i,
+                     NULL, NULL};
+}
+
+/* One object of the manifest: name, then its map. */
+static tbx_status put_object(zt_buf *b, const tbx_writer *w, const zt_wstate *s,
+                             const zt_oref *o, tbx_error *err) {
+    zt_wcomp dense;
+    const zt_wcomp *comp = o->comp;
+    if (!comp) {
+        const zt_dcomp *d = &s->dense[o->dense_ti];
+        memset(&dense, 0, sizeof dense);
+        dense.role = ZT_R_DATA;
+        dense.dtype = w->tensors[o->dense_ti].dtype;
+        dense.offset = d->offset;
+        dense.length = d->length;
+        dense.enc = d->zstd ? TBX_ENC_ZSTD : TBX_ENC_RAW;
+        if (s->ddig) memcpy(dense.digest, s->ddig[o->dense_ti], sizeof dense.digest);
+        comp = &dense;
+    }
+    zt_put_text(b, o->name, o->name_len);
+    bool attrs = o->own_attrs || o->meta_attrs;
+    zt_put_head(b, 5, attrs ? 4 : 3);
+    zt_put_textz(b, "shape");
+    zt_put_head(b, 4, o->ndim);
+    for (uint32_t d = 0; d < o->ndim; d++) zt_put_head(b, 0, o->shape[d]);
+    zt_put_textz(b, "format");
+    zt_put_textz(b, zt_wlayout_names[o->layout]);
+    if (attrs) {
+        zt_put_textz(b, "attributes");
+        tbx_status st = put_attrs(b, &w->al, o, err);
+        if (st != TBX_OK) return st;
+    }
+    zt_put_textz(b, "components");
+    /* roles in canonical key order */
+    uint32_t idx[3] = {0, 1, 2};
+    for (uint32_t x = 1; x < o->ncomp; x++)
+        for (uint32_t y = x; y > 0; y--) {
+            const char *a = zt_role_names[comp[idx[y - 1]].role];
+            const char *c = zt_role_names[comp[idx[y]].role];
+            if (zt_key_cmp(a, strlen(a), c, strlen(c)) > 0) {
+                uint32_t tmp = idx[y];
+                idx[y] = idx[y - 1];
+                idx[y - 1] = tmp;
+            }
+        }
+    zt_put_head(b, 5, o->ncomp);
+    for (uint32_t x = 0; x < o->ncomp; x++) {
+        const zt_wcomp *c = &comp[idx[x]];
+        zt_put_textz(b, zt_role_names[c->role]);
+        put_component(b, c);
+    }
+    return TBX_OK;
+}
+
+typedef struct zt_aref { size_t ti; const tbx_value *v; } zt_aref;
+
+static int aref_cmp(const void *a, const void *b) {
+    const zt_aref *x = a, *y = b;
+    return x->ti < y->ti ? -1 : x->ti > y->ti;
+}
+
+/* The manifest is encoded straight to the file after the last blob, in pieces (zt_buf with an
+ * output): a manifest of a million objects is never held whole. Objects come in canonical key
+ * order; when the dense tensors were declared in that order already and there are no extras (a
+ * conversion from a sorted file), no table of objects is built. */
 tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
     zt_wstate *s;
     tbx_status st = wbegin(w, &s, err);
     if (st == TBX_OK) st = zjobs_flush(w, s, err);
     if (st != TBX_OK) return st;
     size_t nobj = w->ntensors + s->nextras;
-    zt_oref *objs = tbx_calloc(&w->al, nobj ? nobj : 1, sizeof *objs);
+    bool sorted = s->nextras == 0;
+    for (size_t i = 1; sorted && i < w->ntensors; i++)
+        sorted = zt_key_cmp(w->tensors[i - 1].name, w->tensors[i - 1].name_len,
+                            w->tensors[i].name, w->tensors[i].name_len) < 0;
+    zt_oref *objs = NULL;
+    zt_aref *arefs = NULL;
+    size_t narefs = 0;
     zt_mref *globals = tbx_calloc(&w->al, w->nmeta ? w->nmeta : 1, sizeof *globals);
-    zt_buf b = {.al = &w->al};
-    if (!objs || !globals) { st = tbx_err_nomem(err, "manifest"); goto done; }
+    zt_buf b = {.al = &w->al, .out = &w->out, .base = s->pos, .err = err};
+    if (!globals) { st = tbx_err_nomem(err, "manifest"); goto done; }
     if (w->ntensors && (!s->dense || s->cap_dense < w->ntensors)) {
         st = tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "writer", "tensor table missing");
         goto done;
     }
-    for (size_t i = 0; i < w->ntensors; i++) {
-        const tbx_wtensor *t = &w->tensors[i];
-        objs[i] = (zt_oref){t->name, t->name_len, t->shape, t->ndim, TBX_LAYOUT_DENSE, 1,
-                            &s->dense[i], NULL, NULL};
+    if (!sorted) {
+        objs = tbx_calloc(&w->al, nobj, sizeof *objs);
+        if (!objs) { st = tbx_err_nomem(err, "manifest"); goto done; }
+        for (size_t i = 0; i < w->ntensors; i++) objs[i] = obj_at(w, NULL, i);
+        for (size_t i = 0; i < s->nextras; i++) {
+            const zt_wobj *o = &s->extras[i];
+            objs[w->ntensors + i] = (zt_oref){o->name, o->name_len, o->shape, o->ndim,
+                                              o->layout, o->ncomp, o->comp, 0, o->attrs, NULL};
+        }
+        qsort(objs, nobj, sizeof *objs, oref_cmp);
+    } else {
+        arefs = tbx_calloc(&w->al, w->nmeta ? w->nmeta : 1, sizeof *arefs);
+        if (!arefs) { st = tbx_err_nomem(err, "manifest"); goto done; }
     }
-    for (size_t i = 0; i < s->nextras; i++) {
-        const zt_wobj *o = &s->extras[i];
-        objs[w->ntensors + i] = (zt_oref){o->name, o->name_len, o->shape, o->ndim, o->layout,
-                                          o->ncomp, o->comp, o->attrs, NULL};
-    }
-    qsort(objs, nobj, sizeof *objs, oref_cmp);
     /* metadata: object attributes or global attributes */
     size_t nglob = 0;
     size_t plen = strlen(ZT_META_OBJ_PREFIX);
     for (size_t i = 0; i < w->nmeta; i++) {
         const tbx_meta_entry *e = &w->meta[i];
         if (is_obj_attr_key(e->key, e->key_len) && e->value->type == TBX_V_MAP) {
-            zt_oref key = {.name = e->key + plen, .name_len = e->key_len - plen};
-            zt_oref *o = bsearch(&key, objs, nobj, sizeof *objs, oref_cmp);
-            if (o) { o->meta_attrs = e->value; continue; }
+            if (objs) {
+                zt_oref key = {.name = e->key + plen, .name_len = e->key_len - plen};
+                zt_oref *o = bsearch(&key, objs, nobj, sizeof *objs, oref_cmp);
+                if (o) { o->meta_attrs = e->value; continue; }
+            } else {
+                uint64_t ti;
+                if (tbx_writer_find_tensor_(w, e->key + plen, e->key_len - plen, &ti)) {
+                    arefs[narefs++] = (zt_aref){(size_t)ti, e->value};
+                    continue;
+                }
+            }
         }
         globals[nglob++].e = e;
     }
     qsort(globals, nglob, sizeof *globals, mref_cmp);
+    if (arefs) qsort(arefs, narefs, sizeof *arefs, aref_cmp);
 
     zt_put_head(&b, 5, nglob ? 3 : 2);
     zt_put_textz(&b, "objects");
     zt_put_head(&b, 5, nobj);
-    for (size_t i = 0; i < nobj && st == TBX_OK; i++) {
-        const zt_oref *o = &objs[i];
-        zt_put_text(&b, o->name, o->name_len);
-        bool attrs = o->own_attrs || o->meta_attrs;
-        zt_put_head(&b, 5, attrs ? 4 : 3);
-        zt_put_textz(&b, "shape");
-        zt_put_head(&b, 4, o->ndim);
-        for (uint32_t d = 0; d < o->ndim; d++) zt_put_head(&b, 0, o->shape[d]);
-        zt_put_textz(&b, "format");
-        zt_put_textz(&b, zt_wlayout_names[o->layout]);
-        if (attrs) {
-            zt_put_textz(&b, "attributes");
-            st = put_attrs(&b, &w->al, o, err);
-            if (st != TBX_OK) break;
-        }
-        zt_put_textz(&b, "components");
-        /* roles in canonical key order */
-        uint32_t idx[3] = {0, 1, 2};
-        for (uint32_t x = 1; x < o->ncomp; x++)
-            for (uint32_t y = x; y > 0; y--) {
-                const char *a = zt_role_names[o->comp[idx[y - 1]].role];
-                const char *c = zt_role_names[o->comp[idx[y]].role];
-                if (zt_key_cmp(a, strlen(a), c, strlen(c)) > 0) {
-                    uint32_t tmp = idx[y];
-                    idx[y] = idx[y - 1];
-                    idx[y - 1] = tmp;
-                }
-            }
-        zt_put_head(&b, 5, o->ncomp);
-        for (uint32_t x = 0; x < o->ncomp; x++) {
-            const zt_wcomp *c = &o->comp[idx[x]];
-            zt_put_textz(&b, zt_role_names[c->role]);
-            put_component(&b, c);
-        }
+    for (size_t i = 0, a = 0; i < nobj && st == TBX_OK && !b.oom; i++) {
+        zt_oref o = obj_at(w, objs, i);
+        if (!objs && a < narefs && arefs[a].ti == i) o.meta_attrs = arefs[a++].v;
+        st = put_object(&b, w, s, &o, err);
     }
     if (st != TBX_OK) goto done;
     zt_put_textz(&b, "version");
@@ -902,21 +966,26 @@ tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
         }
         if (st != TBX_OK) goto done;
     }
-    if (b.oom) { st = tbx_err_nomem(err, "manifest"); goto done; }
-    if (b.n > ZT_MAX_MANIFEST) {
+    zt_buf_flush(&b);
+    if (b.oom) {
+        st = b.wst != TBX_OK ? b.wst : tbx_err_nomem(err, "manifest");
+        goto done;
+    }
+    uint64_t mlen = b.base - s->pos;
+    if (mlen > ZT_MAX_MANIFEST) {
         st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "manifest",
-                     "manifest of %zu bytes exceeds the 1 GiB zTensor allows", b.n);
+                     "manifest of %" PRIu64 " bytes exceeds the 1 GiB zTensor allows", mlen);
         goto done;
     }
     uint8_t foot[16];
-    tbx_st64(foot, (uint64_t)b.n);
+    tbx_st64(foot, mlen);
     memcpy(foot + 8, ZT_MAGIC, 8);
-    st = tbx_out_pwrite(&w->out, s->pos, b.p, b.n, err);
-    if (st == TBX_OK) st = tbx_out_pwrite(&w->out, s->pos + b.n, foot, 16, err);
-    if (st == TBX_OK) w->end = s->pos + b.n + 16;
+    st = tbx_out_pwrite(&w->out, s->pos + mlen, foot, 16, err);
+    if (st == TBX_OK) w->end = s->pos + mlen + 16;
 done:
     zt_buf_free(&b);
-    tbx_free(&w->al, objs, (nobj ? nobj : 1) * sizeof *objs);
+    tbx_free(&w->al, objs, objs ? nobj * sizeof *objs : 0);
+    tbx_free(&w->al, arefs, arefs ? (w->nmeta ? w->nmeta : 1) * sizeof *arefs : 0);
     tbx_free(&w->al, globals, (w->nmeta ? w->nmeta : 1) * sizeof *globals);
     return st;
 }
