@@ -363,19 +363,20 @@ typedef struct tbx_component {
 } tbx_component;
 
 typedef struct tbx_tensor {
+    /* 64 bytes: a handle of a million tensors holds a million of these. */
     char *name;
-    size_t name_len;
-    tbx_dtype dtype;
-    uint32_t ndim;
     uint64_t *shape;         /* row-major */
     uint64_t nelems;
-    tbx_layout layout;
-    uint32_t ncomp;
     tbx_component *comp;     /* ncomp entries */
     void *drv;               /* driver-private per tensor data (owned by the driver) */
     /* How the tensor is quantized (tbx_tensor_quant_get), NULL when it is not. Made with
      * tbx_file_quant_new and owned by the handle; several tensors may share one. */
     const tbx_quant_info *quant;
+    uint32_t name_len;       /* tbx_file_add_tensor refuses names of 4 GiB or more */
+    tbx_dtype dtype;
+    uint32_t ndim;
+    uint8_t layout;          /* a tbx_layout */
+    uint8_t ncomp;           /* tbx_file_add_tensor refuses more than 255 components */
 } tbx_tensor;
 
 typedef struct tbx_section {
@@ -409,6 +410,11 @@ struct tbx_file {
     tbx_tensor *tensors;  size_t ntensors, cap_tensors; tbx_names tensor_names;
     tbx_section *sections; size_t nsections, cap_sections;
     struct tbx_quant_rec **quants; size_t nquants, cap_quants; /* tbx_file_quant_new */
+    /* The tensors' blocks (components, shape, name) are carved from chunks (4 KiB doubling to
+     * 1 MiB; freed by tbx_close): no allocator overhead per tensor. */
+    struct tbx_chunk *chunks;
+    uint8_t *chunk_ptr;
+    size_t chunk_left;
 
     void *drv_state;              /* driver-private, freed by drv->close */
 };
@@ -458,16 +464,16 @@ void tbx_file_quant_free(tbx_file *f);
 /* The writer's common state (src/core/writer.c)                                               */
 /* ------------------------------------------------------------------------------------------ */
 typedef struct tbx_wtensor {
-    /* 48 bytes: a writer of a million tensors holds a million of these. */
+    /* 40 bytes: a writer of a million tensors holds a million of these. */
     char *name;
     uint64_t *shape;
     uint64_t nbytes;       /* stored bytes expected from the caller */
     uint64_t offset;       /* absolute offset assigned by the driver's layout() */
-    uint32_t name_len;     /* tbx_writer_add_tensor refuses names of 4 GiB or more */
-    tbx_dtype dtype;
-    uint32_t ndim;
-    bool has_data;
-    bool done;             /* all bytes received and w_tensor_done called */
+    uint32_t name_len;     /* tbx_writer_add_tensor refuses names of 4 GiB or more, */
+    uint16_t ndim;         /* more than 65535 dimensions */
+    uint8_t dtype;         /* (a tbx_dtype) and dtype values above 255 */
+    bool has_data : 1;
+    bool done : 1;         /* all bytes received and w_tensor_done called */
     /* The bytes received so far are w->cur_written for the tensor being written (w->current),
      * nbytes for a done one, 0 otherwise: only one tensor is ever partly written. */
 } tbx_wtensor;

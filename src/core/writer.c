@@ -126,6 +126,8 @@ tbx_status tbx_writer_open(tbx_writer **out, const char *path, const tbx_write_o
     return tbx_writer_open_(out, path, opt, 0, err);
 }
 
+_Static_assert(sizeof(void *) != 8 || sizeof(tbx_wtensor) == 40, "tbx_wtensor: 40 bytes on 64-bit hosts");
+
 static tbx_status need_declare(tbx_writer *w, tbx_error *err, const char *what) {
     if (!w) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer", "NULL writer");
     if (w->state != TBX_WS_DECLARE)
@@ -249,13 +251,17 @@ tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc, uin
     if (nl == 0 || memchr(d->name, 0, nl))
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor.name",
                        "tensor name \"%s\" is empty or contains NUL", q);
+    if (d->ndim > UINT16_MAX || (unsigned)d->dtype > UINT8_MAX)
+        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "tensor.shape",
+                       "tensor \"%s\": the writer takes at most 65535 dimensions (%u given) and "
+                       "dtype values below 256 (%d)", q, d->ndim, (int)d->dtype);
     if (!tbx_grow(&w->al, (void **)&w->tensors, &w->cap_tensors, w->ntensors + 1,
                   sizeof *w->tensors))
         return tbx_err_nomem(err, "tensor table");
     tbx_wtensor *t = &w->tensors[w->ntensors];
     memset(t, 0, sizeof *t);
-    t->dtype = d->dtype;
-    t->ndim = d->ndim;
+    t->dtype = (uint8_t)d->dtype;
+    t->ndim = (uint16_t)d->ndim;
     t->has_data = d->has_data != 0;
     if (nl > UINT32_MAX)
         return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "tensor.name",

@@ -1328,7 +1328,7 @@ static void lint_tensors(g_lint *l, tbx_file *f, const g_state *s, const char *s
             snprintf(fld, sizeof fld, "tensor[%zu].name", i);
             lint(l, TBX_E_LIMIT, ti->info_off, fld,
                  "tensor \"%s\"%s: name of %zu bytes, ggml allows at most 63", q, shard,
-                 t->name_len);
+                 (size_t)t->name_len);
         }
         if (ti->max_ne > (uint64_t)INT64_MAX || ti->nelems > (uint64_t)INT64_MAX) {
             snprintf(fld, sizeof fld, "tensor[%zu].ne", i);

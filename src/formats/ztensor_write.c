@@ -51,13 +51,6 @@ typedef struct zt_wcomp {
     char digest[80];         /* "" when none (set_digest writes up to 80 bytes) */
 } zt_wcomp;
 
-/* The stored blob of a dense tensor (role "data", the tensor's dtype): 24 bytes per tensor; its
- * digest string, when digests are on, is in zt_wstate.ddig. */
-typedef struct zt_dcomp {
-    uint64_t offset, length;
-    bool zstd;
-} zt_dcomp;
-
 typedef struct zt_wobj {
     char *name;              /* owned */
     size_t name_len;
@@ -98,8 +91,12 @@ typedef struct zt_wstate {
     zt_wobj *extras;
     size_t nextras, cap_extras;
     tbx_names extra_names;
-    zt_dcomp *dense;         /* per dense tensor, by index */
-    size_t cap_dense;
+    /* The blob of dense tensor i (role "data", the tensor's dtype) starts at tensors[i].offset;
+     * it is the raw bytes (tensors[i].nbytes) unless zlen[i] != 0: a zstd frame of that many
+     * bytes. zlen exists only when compressing, ddig only with digests: a lossless conversion
+     * of a million tensors keeps nothing per tensor here. */
+    uint64_t *zlen;
+    size_t cap_zlen;
     char (*ddig)[80];        /* its digest string, by index (NULL when digests are off) */
     size_t cap_ddig;
     /* the dense tensor being streamed (raw: straight to the file, hashed on the way) */
@@ -213,7 +210,7 @@ void zt_w_free(tbx_writer *w) {
     }
     tbx_free(&w->al, s->extras, s->cap_extras * sizeof *s->extras);
     tbx_names_free(&s->extra_names);
-    tbx_free(&w->al, s->dense, s->cap_dense * sizeof *s->dense);
+    tbx_free(&w->al, s->zlen, s->cap_zlen * sizeof *s->zlen);
     tbx_free(&w->al, s->ddig, s->cap_ddig * sizeof *s->ddig);
     zt_hash_free(&s->raw_hash);
     zt_hash_free(&s->zs_hash);
@@ -290,7 +287,7 @@ tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
 
 /* Room for the blob records (and digest strings) of n dense tensors. */
 static tbx_status dense_reserve(tbx_writer *w, zt_wstate *s, size_t n, tbx_error *err) {
-    if (!tbx_grow(&w->al, (void **)&s->dense, &s->cap_dense, n, sizeof *s->dense) ||
+    if ((s->level > 0 && !tbx_grow(&w->al, (void **)&s->zlen, &s->cap_zlen, n, sizeof *s->zlen)) ||
         (s->digest != ZT_H_NONE &&
          !tbx_grow(&w->al, (void **)&s->ddig, &s->cap_ddig, n, sizeof *s->ddig)))
         return tbx_err_nomem(err, "zTensor tensor table");
@@ -298,8 +295,10 @@ static tbx_status dense_reserve(tbx_writer *w, zt_wstate *s, size_t n, tbx_error
 }
 
 /* Records dense tensor ti's blob. */
-static void dense_set(zt_wstate *s, size_t ti, uint64_t off, uint64_t len, bool zstd) {
-    s->dense[ti] = (zt_dcomp){off, len, zstd};
+static void dense_set(tbx_writer *w, zt_wstate *s, size_t ti, uint64_t off, uint64_t len,
+                      bool zstd) {
+    w->tensors[ti].offset = off;
+    if (s->zlen) s->zlen[ti] = zstd ? len : 0; /* raw: len is tensors[ti].nbytes */
 }
 
 tbx_status zt_w_layout(tbx_writer *w, tbx_error *err) {
@@ -473,7 +472,7 @@ static tbx_status zjob_commit(tbx_writer *w, zt_wstate *s, tbx_error *err) {
     const size_t slen = j->use_z ? j->zlen : j->raw_len;
     if (st == TBX_OK) st = tbx_out_pwrite(&w->out, off, stored, slen, err);
     if (st == TBX_OK) {
-        dense_set(s, j->ti, off, slen, j->use_z);
+        dense_set(w, s, j->ti, off, slen, j->use_z);
         if (s->ddig) memcpy(s->ddig[j->ti], j->digest_str, sizeof s->ddig[j->ti]);
         w->tensors[j->ti].offset = off;
         s->pos = off + slen;
@@ -671,11 +670,11 @@ static tbx_status zstream_done(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_
         st = zs_copy_down(w, s, s->zs_off, s->zs_off + s->zs_n, s->zs_out, err);
     if (st != TBX_OK) return st;
     size_t ti = (size_t)(t - w->tensors);
-    dense_set(s, ti, s->zs_off, z ? s->zs_out : s->zs_n, z);
+    dense_set(w, s, ti, s->zs_off, z ? s->zs_out : s->zs_n, z);
     if (s->ddig) set_digest(s->ddig[ti], z ? &s->zs_hash : &s->raw_hash);
     zt_hash_free(&s->raw_hash);
     zt_hash_free(&s->zs_hash);
-    s->pos = s->dense[ti].offset + s->dense[ti].length;
+    s->pos = s->zs_off + (z ? s->zs_out : s->zs_n);
     return TBX_OK;
 }
 
@@ -731,7 +730,7 @@ tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
         tbx_pool_submit(s->pool, &zslot(s, s->jobs_begun - 1)->task);
         return TBX_OK;
     }
-    dense_set(s, ti, t->offset, t->nbytes, false);
+    dense_set(w, s, ti, t->offset, t->nbytes, false);
     if (s->ddig) set_digest(s->ddig[ti], &s->raw_hash);
     zt_hash_free(&s->raw_hash);
     s->pos = t->offset + t->nbytes;
@@ -833,13 +832,14 @@ static tbx_status put_object(zt_buf *b, const tbx_writer *w, const zt_wstate *s,
     zt_wcomp dense;
     const zt_wcomp *comp = o->comp;
     if (!comp) {
-        const zt_dcomp *d = &s->dense[o->dense_ti];
+        const tbx_wtensor *t = &w->tensors[o->dense_ti];
+        const uint64_t zl = s->zlen ? s->zlen[o->dense_ti] : 0;
         memset(&dense, 0, sizeof dense);
         dense.role = ZT_R_DATA;
-        dense.dtype = w->tensors[o->dense_ti].dtype;
-        dense.offset = d->offset;
-        dense.length = d->length;
-        dense.enc = d->zstd ? TBX_ENC_ZSTD : TBX_ENC_RAW;
+        dense.dtype = t->dtype;
+        dense.offset = t->offset;
+        dense.length = zl ? zl : t->nbytes;
+        dense.enc = zl ? TBX_ENC_ZSTD : TBX_ENC_RAW;
         if (s->ddig) memcpy(dense.digest, s->ddig[o->dense_ti], sizeof dense.digest);
         comp = &dense;
     }
@@ -905,7 +905,8 @@ tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
     zt_mref *globals = tbx_calloc(&w->al, w->nmeta ? w->nmeta : 1, sizeof *globals);
     zt_buf b = {.al = &w->al, .out = &w->out, .base = s->pos, .err = err};
     if (!globals) { st = tbx_err_nomem(err, "manifest"); goto done; }
-    if (w->ntensors && (!s->dense || s->cap_dense < w->ntensors)) {
+    if (w->ntensors && ((s->level > 0 && s->cap_zlen < w->ntensors) ||
+                        (s->digest != ZT_H_NONE && s->cap_ddig < w->ntensors))) {
         st = tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "writer", "tensor table missing");
         goto done;
     }
