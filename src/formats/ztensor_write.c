@@ -781,10 +781,95 @@ static void put_component(zt_buf *b, const zt_wcomp *c) {
     }
 }
 
-/* An object's attributes: the union of its own (which win) and the metadata map. */
-static tbx_status put_attrs(zt_buf *b, const tbx_alloc *al, const zt_oref *o, tbx_error *err) {
-    if (!o->meta_attrs) return zt_put_value(b, o->own_attrs, err);
-    if (!o->own_attrs) return zt_put_value(b, o->meta_attrs, err);
+/* ---- what the reader counts ------------------------------------------------------------- */
+/* The reader (ztensor_cbor.c, zt_value) charges a budget of max(1000000, manifest bytes / 8)
+ * for the attribute values it must keep as value nodes: one per value, one per map key, one
+ * per array element that cannot be stored packed (scalars of one wire type) or compactly
+ * (an array of only strings), plus the elements already held when an array turns mixed. The
+ * writer counts the same on what it encodes and refuses a manifest the reader would refuse. */
+
+/* The scalar type the reader sees for a value of type t encoded by zt_put_value (`neg`: the
+ * value is a negative integer); TBX_V_NULL: not a scalar there (null, text, bytes, containers). */
+static tbx_value_type wire_scalar(tbx_value_type t, bool neg) {
+    switch (t) {
+    case TBX_V_BOOL: return TBX_V_BOOL;
+    case TBX_V_U8: case TBX_V_U16: case TBX_V_U32: case TBX_V_U64: return TBX_V_U64;
+    case TBX_V_I8: case TBX_V_I16: case TBX_V_I32: case TBX_V_I64:
+        return neg ? TBX_V_I64 : TBX_V_U64;
+    case TBX_V_F16: return TBX_V_F16;
+    case TBX_V_BF16: case TBX_V_F32: return TBX_V_F32;
+    case TBX_V_F64: return TBX_V_F64;
+    default: return TBX_V_NULL;
+    }
+}
+
+/* Is packed element i of array v a negative integer? */
+static bool packed_neg(const tbx_value *v, size_t i) {
+    const uint8_t *p = (const uint8_t *)v->v.a.packed + i * tbx_value_scalar_size(v->elem);
+    switch (v->elem) {
+    case TBX_V_I8: { int8_t x; memcpy(&x, p, 1); return x < 0; }
+    case TBX_V_I16: { int16_t x; memcpy(&x, p, 2); return x < 0; }
+    case TBX_V_I32: { int32_t x; memcpy(&x, p, 4); return x < 0; }
+    case TBX_V_I64: { int64_t x; memcpy(&x, p, 8); return x < 0; }
+    default: return false;
+    }
+}
+
+static uint64_t reader_charge(const tbx_value *v, uint32_t depth) {
+    uint64_t n = 1;
+    if (depth > ZT_HARD_DEPTH) return n; /* refused by zt_check_value */
+    if (v->type == TBX_V_MAP) {
+        for (size_t i = 0; i < v->v.a.n; i++) n += 1 + reader_charge(v->v.a.items[i], depth + 1);
+        return n;
+    }
+    if (v->type != TBX_V_ARRAY) return n;
+    enum { EMPTY, COMPACT, PACKED, ITEMS } mode = EMPTY;
+    tbx_value_type ptype = TBX_V_NULL;
+    for (size_t i = 0; i < v->v.a.n; i++) {
+        const tbx_value *item = NULL;
+        bool text;
+        tbx_value_type st;
+        if (v->v.a.packed) {
+            text = false;
+            st = wire_scalar(v->elem, packed_neg(v, i));
+        } else if (v->v.a.soff) {
+            text = true;
+            st = TBX_V_NULL;
+        } else {
+            item = v->v.a.items[i];
+            text = item->type == TBX_V_STRING;
+            bool sgn = item->type == TBX_V_I8 || item->type == TBX_V_I16 ||
+                       item->type == TBX_V_I32 || item->type == TBX_V_I64;
+            st = wire_scalar(item->type, sgn && item->v.i < 0);
+        }
+        if (text && (mode == EMPTY || mode == COMPACT)) { mode = COMPACT; continue; }
+        if (mode == COMPACT) { n += i; mode = ITEMS; } /* the strings become value nodes */
+        if (st != TBX_V_NULL) {
+            if (mode == EMPTY) { mode = PACKED; ptype = st; }
+            else if (!(mode == PACKED && ptype == st)) {
+                n += 1 + (mode == PACKED ? i : 0);
+                mode = ITEMS;
+            }
+        } else {
+            n += item ? reader_charge(item, depth + 1) : 1;
+            mode = ITEMS;
+        }
+    }
+    return n;
+}
+
+/* An object's attributes: the union of its own (which win) and the metadata map. *charge gets
+ * what the reader counts for them. */
+static tbx_status put_attrs(zt_buf *b, const tbx_alloc *al, const zt_oref *o, uint64_t *charge,
+                            tbx_error *err) {
+    if (!o->meta_attrs) {
+        *charge = reader_charge(o->own_attrs, 0);
+        return zt_put_value(b, o->own_attrs, err);
+    }
+    if (!o->own_attrs) {
+        *charge = reader_charge(o->meta_attrs, 0);
+        return zt_put_value(b, o->meta_attrs, err);
+    }
     tbx_value *m = tbx_val_clone(al, o->own_attrs);
     if (!m) return tbx_err_nomem(err, "attributes");
     tbx_status st = TBX_OK;
@@ -799,8 +884,12 @@ static tbx_status put_attrs(zt_buf *b, const tbx_alloc *al, const zt_oref *o, tb
         tbx_value *c = tbx_val_clone(al, x->v.a.items[i]);
         st = c ? tbx_value_map_put(m, x->v.a.keys[i], x->v.a.key_lens[i], c) : TBX_E_NOMEM;
     }
-    if (st == TBX_OK) st = zt_put_value(b, m, err);
-    else st = tbx_err_nomem(err, "attributes");
+    if (st == TBX_OK) {
+        *charge = reader_charge(m, 0);
+        st = zt_put_value(b, m, err);
+    } else {
+        st = tbx_err_nomem(err, "attributes");
+    }
     tbx_val_free(m);
     return st;
 }
@@ -828,7 +917,7 @@ static zt_oref obj_at(const tbx_writer *w, const zt_oref *objs, size_t i) {
 
 /* One object of the manifest: name, then its map. */
 static tbx_status put_object(zt_buf *b, const tbx_writer *w, const zt_wstate *s,
-                             const zt_oref *o, tbx_error *err) {
+                             const zt_oref *o, uint64_t *charge, tbx_error *err) {
     zt_wcomp dense;
     const zt_wcomp *comp = o->comp;
     if (!comp) {
@@ -853,7 +942,7 @@ static tbx_status put_object(zt_buf *b, const tbx_writer *w, const zt_wstate *s,
     zt_put_textz(b, zt_wlayout_names[o->layout]);
     if (attrs) {
         zt_put_textz(b, "attributes");
-        tbx_status st = put_attrs(b, &w->al, o, err);
+        tbx_status st = put_attrs(b, &w->al, o, charge, err);
         if (st != TBX_OK) return st;
     }
     zt_put_textz(b, "components");
@@ -950,10 +1039,18 @@ tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
     zt_put_head(&b, 5, nglob ? 3 : 2);
     zt_put_textz(&b, "objects");
     zt_put_head(&b, 5, nobj);
+    /* what the reader will count (see reader_charge), and its largest contributor */
+    uint64_t charges = 0, top = 0;
+    const char *top_name = NULL;
+    size_t top_len = 0;
+    bool top_obj = false;
     for (size_t i = 0, a = 0; i < nobj && st == TBX_OK && !b.oom; i++) {
         zt_oref o = obj_at(w, objs, i);
         if (!objs && a < narefs && arefs[a].ti == i) o.meta_attrs = arefs[a++].v;
-        st = put_object(&b, w, s, &o, err);
+        uint64_t c = 0;
+        st = put_object(&b, w, s, &o, &c, err);
+        charges += c;
+        if (c > top) { top = c; top_name = o.name; top_len = o.name_len; top_obj = true; }
     }
     if (st != TBX_OK) goto done;
     zt_put_textz(&b, "version");
@@ -962,8 +1059,12 @@ tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
         zt_put_textz(&b, "attributes");
         zt_put_head(&b, 5, nglob);
         for (size_t i = 0; i < nglob && st == TBX_OK; i++) {
-            zt_put_text(&b, globals[i].e->key, globals[i].e->key_len);
-            st = zt_put_value(&b, globals[i].e->value, err);
+            const tbx_meta_entry *e = globals[i].e;
+            zt_put_text(&b, e->key, e->key_len);
+            st = zt_put_value(&b, e->value, err);
+            uint64_t c = reader_charge(e->value, 0);
+            charges += c;
+            if (c > top) { top = c; top_name = e->key; top_len = e->key_len; top_obj = false; }
         }
         if (st != TBX_OK) goto done;
     }
@@ -976,6 +1077,18 @@ tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
     if (mlen > ZT_MAX_MANIFEST) {
         st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "manifest",
                      "manifest of %" PRIu64 " bytes exceeds the 1 GiB zTensor allows", mlen);
+        goto done;
+    }
+    const uint64_t budget = mlen / 8 > 1000000 ? mlen / 8 : 1000000; /* the reader's */
+    if (charges > budget) {
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, top_name ? top_name : "", top_len, 64);
+        st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "attributes",
+                     "%s \"%s\" holds %" PRIu64 " values that cannot be stored packed or "
+                     "compactly (%" PRIu64 " in all); zTensor readers keep at most %" PRIu64
+                     " for a manifest of %" PRIu64 " bytes (one per 8 bytes beyond the first "
+                     "1000000)", top_obj ? "the attributes of tensor" : "metadata", q, top,
+                     charges, budget, mlen);
         goto done;
     }
     uint8_t foot[16];
