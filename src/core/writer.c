@@ -126,7 +126,8 @@ tbx_status tbx_writer_open(tbx_writer **out, const char *path, const tbx_write_o
     return tbx_writer_open_(out, path, opt, 0, err);
 }
 
-_Static_assert(sizeof(void *) != 8 || sizeof(tbx_wtensor) == 40, "tbx_wtensor: 40 bytes on 64-bit hosts");
+_Static_assert(sizeof(void *) != 8 || sizeof(tbx_wtensor) == 40,
+               "tbx_wtensor: 40 bytes on 64-bit hosts");
 
 static tbx_status need_declare(tbx_writer *w, tbx_error *err, const char *what) {
     if (!w) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer", "NULL writer");
