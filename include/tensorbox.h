@@ -853,7 +853,8 @@ TBX_API tbx_status tbx_writer_add_section(tbx_writer *w, const char *name, uint3
 TBX_API tbx_status tbx_writer_add_sizevar(tbx_writer *w, const char *name, uint64_t value,
                                           tbx_error *err);
 /* Declares a tensor; *index (may be NULL) gets its index for tbx_writer_write_tensor. All
- * tensors are declared before any tensor data is written. */
+ * tensors are declared before any tensor data is written. The writer keeps 40 bytes per tensor
+ * and refuses (TBX_E_LIMIT) names of 4 GiB or more and more than 65535 dimensions. */
 TBX_API tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc,
                                          uint64_t *index, tbx_error *err);
 /* Appends `len` bytes of stored data to tensor `index`. Tensors are written one at a time, in

@@ -162,21 +162,47 @@ static bool refusal(tbx_status st) {
     return st == TBX_E_UNSUPPORTED || st == TBX_E_LOSSY || st == TBX_E_FORMAT;
 }
 
+/* Values made during the conversion (stringified metadata), lent to the writer and freed after
+ * it finished or aborted. */
+typedef struct kept_values { tbx_value **v; size_t n, cap; } kept_values;
+
+static void kept_free(tbx_file *in, kept_values *k) {
+    for (size_t i = 0; i < k->n; i++) tbx_val_free(k->v[i]);
+    tbx_free(&in->al, k->v, k->cap * sizeof *k->v);
+}
+
+/* The text of b as a STRING value owning b's buffer (no copy); b is consumed. */
+static tbx_value *sb_take_string(const tbx_alloc *al, sbuf *b) {
+    char *p = b->p;
+    if (!p) p = tbx_memdup0(al, "", 0);
+    else if (b->cap != b->n + 1) p = tbx_realloc(al, b->p, b->cap, b->n + 1);
+    if (!p) { tbx_free(al, b->p, b->cap); return NULL; }
+    tbx_value *s = tbx_val_new(al, TBX_V_STRING);
+    if (!s) { tbx_free(al, p, b->n + 1); return NULL; }
+    s->v.s.p = p;
+    s->v.s.n = b->n;
+    return s;
+}
+
 static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
-                            tbx_error *err) {
+                            kept_values *kept, tbx_error *err) {
     for (size_t i = 0; i < in->nmeta; i++) {
         const tbx_meta_entry *e = &in->meta[i];
-        tbx_status st = tbx_writer_add_meta(w, e->key, e->key_len, e->value, err);
+        /* the input handle outlives the writer: its keys and values need no copies */
+        tbx_status st = tbx_writer_add_meta_borrowed_(w, e->key, e->key_len, e->value, err);
         if (st == TBX_OK || !refusal(st)) { if (st) return st; continue; }
         if (o->flags & TBX_CONVERT_STRINGIFY_META) {
             sbuf b = { &in->al, NULL, 0, 0, false };
             sb_value(&b, e->value, 0);
             if (b.oom) { tbx_free(&in->al, b.p, b.cap); return tbx_err_nomem(err, "metadata text"); }
-            tbx_value *s = tbx_val_string(&in->al, TBX_V_STRING, b.p ? b.p : "", b.n);
-            tbx_free(&in->al, b.p, b.cap);
+            if (!tbx_grow(&in->al, (void **)&kept->v, &kept->cap, kept->n + 1, sizeof *kept->v)) {
+                tbx_free(&in->al, b.p, b.cap);
+                return tbx_err_nomem(err, "metadata text");
+            }
+            tbx_value *s = sb_take_string(&in->al, &b);
             if (!s) return tbx_err_nomem(err, "metadata text");
-            st = tbx_writer_add_meta(w, e->key, e->key_len, s, err);
-            tbx_val_free(s);
+            kept->v[kept->n++] = s; /* the text is lent to the writer, not copied */
+            st = tbx_writer_add_meta_borrowed_(w, e->key, e->key_len, s, err);
             if (st != TBX_OK) return st;
         } else if (o->flags & TBX_CONVERT_DROP_META) {
             continue;
@@ -458,11 +484,13 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     tbx_writer *w;
     tbx_status st = tbx_writer_open(&w, out_path, &o.write, err);
     if (st != TBX_OK) return st;
-    st = copy_meta(in, w, &o, err);
+    kept_values kept = { NULL, 0, 0 };
+    st = copy_meta(in, w, &o, &kept, err);
     if (st == TBX_OK) st = copy_sizevars(in, w, &o, err);
     if (st == TBX_OK) st = copy_sections(in, w, &o, err);
-    /* the input handle outlives the writer: its names and shapes need no copies */
-    if (st == TBX_OK) st = tbx_writer_borrow_descs_(w, in->ntensors, err);
+    /* the input handle outlives the writer: its names and shapes need no copies, and its name
+     * index (distinct names, tensor i of the writer is tensor i of the input) serves the writer */
+    if (st == TBX_OK) st = tbx_writer_borrow_descs_(w, in->ntensors, &in->tensor_names, err);
 
     uint64_t total = 0;
     for (size_t i = 0; st == TBX_OK && i < in->ntensors; i++) {
@@ -541,9 +569,8 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     tbx_free(&in->al, buf, buf_cap);
     tbx_free(&in->al, fbuf, fbuf_cap * sizeof(float));
     qbufs_free(in, &qb);
-    if (st != TBX_OK) {
-        tbx_writer_abort(w);
-        return st;
-    }
-    return tbx_writer_finish(w, err);
+    if (st != TBX_OK) tbx_writer_abort(w);
+    else st = tbx_writer_finish(w, err);
+    kept_free(in, &kept);
+    return st;
 }

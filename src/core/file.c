@@ -77,6 +77,7 @@ tbx_status tbx_file_add_meta(tbx_file *f, const char *key, size_t key_len, tbx_v
     e->key = k;
     e->key_len = key_len;
     e->value = value;
+    e->borrowed = false;
     uint64_t earlier = 0;
     tbx_status st = tbx_names_insert(&f->meta_names, f->nmeta, &earlier);
     if (st != TBX_OK) {
@@ -98,6 +99,44 @@ static size_t tensor_block_size(uint32_t ncomp, uint32_t ndim, size_t name_len) 
            name_len + 1;
 }
 
+struct tbx_chunk {
+    struct tbx_chunk *next;
+    size_t size;             /* bytes of the chunk, this header included */
+};
+#define TBX_CHUNK_MIN ((size_t)4 << 10)
+#define TBX_CHUNK_MAX ((size_t)1 << 20)
+
+/* `bytes` (8-aligned) from the handle's chunks; NULL on OOM. */
+static void *chunk_alloc(tbx_file *f, size_t bytes) {
+    bytes = (bytes + 7) & ~(size_t)7;
+    if (bytes > f->chunk_left) {
+        size_t size = f->chunks ? f->chunks->size * 2 : TBX_CHUNK_MIN;
+        if (size > TBX_CHUNK_MAX) size = TBX_CHUNK_MAX;
+        size_t hdr = (sizeof(struct tbx_chunk) + 7) & ~(size_t)7;
+        if (size - hdr < bytes) size = hdr + bytes;
+        struct tbx_chunk *c = tbx_malloc(&f->al, size);
+        if (!c) return NULL;
+        c->size = size;
+        c->next = f->chunks;
+        f->chunks = c;
+        f->chunk_ptr = (uint8_t *)c + hdr;
+        f->chunk_left = size - hdr;
+    }
+    void *p = f->chunk_ptr;
+    f->chunk_ptr += bytes;
+    f->chunk_left -= bytes;
+    return p;
+}
+
+/* Gives back the last chunk_alloc of `bytes` (the tensor was refused). */
+static void chunk_unalloc(tbx_file *f, void *p, size_t bytes) {
+    bytes = (bytes + 7) & ~(size_t)7;
+    if ((uint8_t *)p + bytes == f->chunk_ptr) {
+        f->chunk_ptr = p;
+        f->chunk_left += bytes;
+    }
+}
+
 tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, tbx_dtype dtype,
                                const uint64_t *shape, uint32_t ndim, uint32_t ncomp,
                                uint64_t offset, tbx_tensor **out, tbx_error *err) {
@@ -114,7 +153,10 @@ tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, t
         return tbx_err(err, TBX_E_LIMIT, offset, "tensor.shape",
                        "tensor \"%s\": %u dimensions exceed the limit max_ndim = %u", q, ndim,
                        f->limits.max_ndim);
-    if (name_len > f->limits.max_string_len)
+    if (ncomp > UINT8_MAX)
+        return tbx_err(err, TBX_E_LIMIT, offset, "tensor",
+                       "tensor \"%s\": %u components (at most 255)", q, ncomp);
+    if (name_len > f->limits.max_string_len || name_len > UINT32_MAX)
         return tbx_err(err, TBX_E_LIMIT, offset, "tensor.name",
                        "tensor name of %zu bytes exceeds max_string_len", name_len);
     if (memchr(name, 0, name_len))
@@ -134,7 +176,7 @@ tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, t
     /* One block per tensor: components, shape, name (a table of a million tensors pays one
      * allocation's overhead per tensor, not three). */
     size_t bytes = tensor_block_size(ncomp, ndim, name_len);
-    uint8_t *blk = tbx_malloc(&f->al, bytes);
+    uint8_t *blk = chunk_alloc(f, bytes);
     if (!blk) return tbx_err_nomem(err, "tensor");
     memset(blk, 0, (ncomp ? ncomp : 1) * sizeof(tbx_component));
     t->comp = (tbx_component *)blk;
@@ -142,17 +184,17 @@ tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, t
     t->name = (char *)(t->shape + ndim);
     memcpy(t->name, name, name_len);
     t->name[name_len] = 0;
-    t->name_len = name_len;
+    t->name_len = (uint32_t)name_len;
     t->dtype = dtype;
     t->ndim = ndim;
     if (ndim) memcpy(t->shape, shape, ndim * sizeof(uint64_t));
     t->nelems = nelems;
     t->layout = TBX_LAYOUT_DENSE;
-    t->ncomp = ncomp;
+    t->ncomp = (uint8_t)ncomp;
     uint64_t earlier = 0;
     tbx_status st = tbx_names_insert(&f->tensor_names, f->ntensors, &earlier);
     if (st != TBX_OK) {
-        tbx_free(&f->al, blk, bytes);
+        chunk_unalloc(f, blk, bytes);
         if (st == TBX_E_NOMEM) return tbx_err_nomem(err, "tensor index");
         return tbx_err(err, TBX_E_DUPLICATE, offset, "tensor.name",
                        "duplicate tensor name \"%s\" (first defined as tensor %llu)", q,
@@ -250,7 +292,10 @@ void tbx_close(tbx_file *f) {
     for (size_t i = 0; i < f->ntensors; i++) {
         tbx_tensor *t = &f->tensors[i];
         for (uint32_t c = 0; c < t->ncomp; c++) free_component(&al, &t->comp[c]);
-        tbx_free(&al, t->comp, tensor_block_size(t->ncomp, t->ndim, t->name_len));
+    }
+    for (struct tbx_chunk *c = f->chunks, *next; c; c = next) {
+        next = c->next;
+        tbx_free(&al, c, c->size);
     }
     tbx_free(&al, f->tensors, f->cap_tensors * sizeof *f->tensors);
     for (size_t i = 0; i < f->nsections; i++)

@@ -347,6 +347,7 @@ typedef struct tbx_meta_entry {
     char *key;           /* NUL-terminated copy */
     size_t key_len;
     tbx_value *value;
+    bool borrowed;       /* writer only: key and value are the caller's (not freed) */
 } tbx_meta_entry;
 
 typedef struct tbx_component {
@@ -362,19 +363,20 @@ typedef struct tbx_component {
 } tbx_component;
 
 typedef struct tbx_tensor {
+    /* 64 bytes: a handle of a million tensors holds a million of these. */
     char *name;
-    size_t name_len;
-    tbx_dtype dtype;
-    uint32_t ndim;
     uint64_t *shape;         /* row-major */
     uint64_t nelems;
-    tbx_layout layout;
-    uint32_t ncomp;
     tbx_component *comp;     /* ncomp entries */
     void *drv;               /* driver-private per tensor data (owned by the driver) */
     /* How the tensor is quantized (tbx_tensor_quant_get), NULL when it is not. Made with
      * tbx_file_quant_new and owned by the handle; several tensors may share one. */
     const tbx_quant_info *quant;
+    uint32_t name_len;       /* tbx_file_add_tensor refuses names of 4 GiB or more */
+    tbx_dtype dtype;
+    uint32_t ndim;
+    uint8_t layout;          /* a tbx_layout */
+    uint8_t ncomp;           /* tbx_file_add_tensor refuses more than 255 components */
 } tbx_tensor;
 
 typedef struct tbx_section {
@@ -408,6 +410,11 @@ struct tbx_file {
     tbx_tensor *tensors;  size_t ntensors, cap_tensors; tbx_names tensor_names;
     tbx_section *sections; size_t nsections, cap_sections;
     struct tbx_quant_rec **quants; size_t nquants, cap_quants; /* tbx_file_quant_new */
+    /* The tensors' blocks (components, shape, name) are carved from chunks (4 KiB doubling to
+     * 1 MiB; freed by tbx_close): no allocator overhead per tensor. */
+    struct tbx_chunk *chunks;
+    uint8_t *chunk_ptr;
+    size_t chunk_left;
 
     void *drv_state;              /* driver-private, freed by drv->close */
 };
@@ -457,19 +464,26 @@ void tbx_file_quant_free(tbx_file *f);
 /* The writer's common state (src/core/writer.c)                                               */
 /* ------------------------------------------------------------------------------------------ */
 typedef struct tbx_wtensor {
+    /* 40 bytes: a writer of a million tensors holds a million of these. */
     char *name;
-    size_t name_len;
-    tbx_dtype dtype;
-    uint32_t ndim;
     uint64_t *shape;
-    uint64_t nelems;
     uint64_t nbytes;       /* stored bytes expected from the caller */
-    bool has_data;
     uint64_t offset;       /* absolute offset assigned by the driver's layout() */
-    uint64_t written;      /* bytes received so far */
-    bool done;             /* all bytes received and w_tensor_done called */
-    void *drv;             /* driver-private */
+    uint32_t name_len;     /* tbx_writer_add_tensor refuses names of 4 GiB or more, */
+    uint16_t ndim;         /* more than 65535 dimensions */
+    uint8_t dtype;         /* (a tbx_dtype) and dtype values above 255 */
+    bool has_data : 1;
+    bool done : 1;         /* all bytes received and w_tensor_done called */
+    /* The bytes received so far are w->cur_written for the tensor being written (w->current),
+     * nbytes for a done one, 0 otherwise: only one tensor is ever partly written. */
 } tbx_wtensor;
+
+/* A declared tensor's element count (its product was checked for overflow when declared). */
+static inline uint64_t tbx_wt_nelems(const tbx_wtensor *t) {
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
 
 typedef struct tbx_wsection {
     char *name;
@@ -491,15 +505,28 @@ struct tbx_writer {
     tbx_wtensor *tensors; size_t ntensors, cap_tensors; tbx_names tensor_names;
     tbx_wsection *sections; size_t nsections, cap_sections;
     bool borrow_descs;      /* tbx_writer_borrow_descs_: names and shapes are the caller's */
+    const tbx_names *lent_names; /* tbx_writer_borrow_descs_: the caller's index of the same
+                                    names (tensor i of the writer is entry i); NULL: own index */
     int64_t current;        /* tensor being written, -1 when none */
+    uint64_t cur_written;   /* bytes of it received before the chunk being handed over */
     uint64_t end;           /* file size the driver will commit (set by layout/finish) */
     void *drv_state;
 };
 
 /* For a caller whose tensor names and shapes outlive the writer (tbx_convert: the input handle
  * stays open until finish or abort): the writer keeps pointers to them instead of copies, and
- * sizes its table and name index for n tensors at once. Call before the first tensor. */
-tbx_status tbx_writer_borrow_descs_(tbx_writer *w, size_t n, tbx_error *err);
+ * sizes its table for n tensors at once. `names` (may be NULL: the writer builds its own index)
+ * is the caller's index of exactly the names it will add, in order (entry i is the i-th tensor
+ * added; the names are distinct): the writer then keeps no index of its own and checks no
+ * duplicates. Call before the first tensor. */
+tbx_status tbx_writer_borrow_descs_(tbx_writer *w, size_t n, const tbx_names *names,
+                                    tbx_error *err);
+/* Finds a declared tensor of the writer by name (through its own or the lent index). */
+bool tbx_writer_find_tensor_(const tbx_writer *w, const char *name, size_t len, uint64_t *index);
+/* tbx_writer_add_meta for a caller whose key and value outlive the writer (tbx_convert): the
+ * writer keeps pointers to them instead of copies. */
+tbx_status tbx_writer_add_meta_borrowed_(tbx_writer *w, const char *key, size_t key_len,
+                                         const tbx_value *value, tbx_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Format drivers (src/formats/<fmt>.c). Registered in src/core/registry.c.                    */

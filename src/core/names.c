@@ -2,8 +2,10 @@
  * names.c - a hash set of indices keyed by byte strings, for duplicate detection and lookups.
  *
  * The set stores only (index + 1) per slot; keys live in the caller's storage and are fetched
- * through key_of(ctx, index). Open addressing with linear probing; the table doubles before it
- * gets more than half full, so inserts and lookups are O(1) on average.
+ * through key_of(ctx, index). Open addressing with linear probing; the table grows (doubles)
+ * before it gets more than three quarters full, so inserts and lookups are O(1) on average. A
+ * table sized at once (tbx_names_reserve) has exactly the slots that load needs, not a power of
+ * two: the home slot of a hash is (hash * nslots) >> 32.
  *
  * Keys come from untrusted files, so the table mixes a per-process random seed into the hash:
  * a file cannot be crafted to make every name collide and turn loading into quadratic work.
@@ -92,13 +94,19 @@ void tbx_names_init(tbx_names *n, const tbx_alloc *al,
 /* The table is one allocation of 2 * nslots 32-bit words: slots[0, nslots) hold (index + 1)
  * as the contract describes, slots[nslots, 2 * nslots) a 32-bit hash of each occupied slot (the
  * home slot is that hash masked, so growing never re-reads or re-hashes a key). Probes compare
- * hashes before fetching keys. 8 bytes a slot, at most half full: 16 to 32 bytes an entry.
+ * hashes before fetching keys. 8 bytes a slot, at most 3/4 full: 10.7 bytes an entry when
+ * reserved, up to 21 when grown.
  * Indices must stay below 2^32 - 1 (far above every count limit). */
 static inline uint32_t *hashes_of(const tbx_names *n) { return n->slots + n->nslots; }
 
 static size_t table_bytes(size_t nslots) { return nslots * 2 * sizeof(uint32_t); }
 
 static inline uint32_t hash32(uint64_t h) { return (uint32_t)(h ^ (h >> 32)); }
+
+/* The home slot of hash h in a table of nslots (< 2^32 + 1) slots. */
+static inline size_t home_of(uint32_t h, size_t nslots) {
+    return (size_t)(((uint64_t)h * (uint64_t)nslots) >> 32);
+}
 
 void tbx_names_free(tbx_names *n) {
     if (!n) return;
@@ -123,8 +131,7 @@ static bool key_eq(const char *a, size_t alen, const char *b, size_t blen) {
  * first empty slot of its probe sequence. The table must have at least one empty slot. */
 static bool probe(const tbx_names *n, const char *key, size_t len, uint32_t h, size_t *slot) {
     const uint32_t *hashes = hashes_of(n);
-    size_t mask = n->nslots - 1;
-    size_t i = (size_t)h & mask;
+    size_t i = home_of(h, n->nslots);
     for (;;) {
         uint32_t v = n->slots[i];
         if (v == 0) {
@@ -139,7 +146,7 @@ static bool probe(const tbx_names *n, const char *key, size_t len, uint32_t h, s
                 return true;
             }
         }
-        i = (i + 1) & mask;
+        if (++i == n->nslots) i = 0;
     }
 }
 
@@ -149,13 +156,12 @@ static bool rehash(tbx_names *n, size_t nslots) {
     if (!slots) return false;
     uint32_t *hashes = slots + nslots;
     const uint32_t *old_hashes = n->slots ? hashes_of(n) : NULL;
-    size_t mask = nslots - 1;
     for (size_t j = 0; j < n->nslots; j++) {
         uint32_t v = n->slots[j];
         if (!v) continue;
         uint32_t h = old_hashes[j];
-        size_t i = (size_t)h & mask;
-        while (slots[i]) i = (i + 1) & mask;
+        size_t i = home_of(h, nslots);
+        while (slots[i]) if (++i == nslots) i = 0;
         slots[i] = v;
         hashes[i] = h;
     }
@@ -165,11 +171,24 @@ static bool rehash(tbx_names *n, size_t nslots) {
     return true;
 }
 
-/* Slots for `count` entries at a load of at most one half. */
-static bool slots_for(size_t count, size_t have, size_t *out) {
+/* May a table of nslots slots hold count entries (a load of at most 3/4, one slot empty)? */
+static bool fits(size_t count, size_t nslots) {
+    return count < nslots && count <= nslots / 4 * 3 + (nslots % 4) * 3 / 4;
+}
+
+/* Slots for `count` entries: growing, `have` doubled until they fit; reserving (have 0 and
+ * exact), the fewest that fit. */
+static bool slots_for(size_t count, size_t have, bool exact, size_t *out) {
+    if (count >= SIZE_MAX / 4) return false;
+    if (exact) {
+        size_t want = count / 3 * 4 + (count % 3) * 2 + 1;
+        if (want < 8) want = 8;
+        while (!fits(count, want)) want++;
+        *out = want;
+        return true;
+    }
     size_t want = have ? have : 8;
-    if (count >= SIZE_MAX / 2) return false;
-    while (count * 2 > want) {
+    while (!fits(count, want)) {
         if (want > SIZE_MAX / 2) return false;
         want *= 2;
     }
@@ -180,7 +199,8 @@ static bool slots_for(size_t count, size_t have, size_t *out) {
 tbx_status tbx_names_reserve(tbx_names *n, size_t count) {
     if (!n) return TBX_E_INVALID_ARG;
     size_t want;
-    if (!slots_for(count, n->nslots, &want)) return TBX_E_NOMEM;
+    if (fits(count, n->nslots)) return TBX_OK;
+    if (!slots_for(count, n->nslots, n->count == 0, &want)) return TBX_E_NOMEM;
     if (want > n->nslots && !rehash(n, want)) return TBX_E_NOMEM;
     return TBX_OK;
 }
@@ -196,10 +216,11 @@ tbx_status tbx_names_insert(tbx_names *n, uint64_t index, uint64_t *existing) {
         if (existing) *existing = (uint64_t)n->slots[slot] - 1;
         return TBX_E_DUPLICATE;
     }
-    /* Keep the load at or below one half. */
-    if ((n->count + 1) * 2 > n->nslots) {
+    /* Keep the load at or below three quarters. */
+    if (!fits(n->count + 1, n->nslots)) {
         size_t want;
-        if (!slots_for(n->count + 1, n->nslots, &want) || !rehash(n, want)) return TBX_E_NOMEM;
+        if (!slots_for(n->count + 1, n->nslots, false, &want) || !rehash(n, want))
+            return TBX_E_NOMEM;
         probe(n, key, len, h, &slot);
     }
     n->slots[slot] = (uint32_t)(index + 1);

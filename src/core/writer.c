@@ -33,6 +33,7 @@ static void writer_free(tbx_writer *w) {
     if (w->drv && w->drv->w_free) w->drv->w_free(w);
     const tbx_alloc al = w->al;
     for (size_t i = 0; i < w->nmeta; i++) {
+        if (w->meta[i].borrowed) continue;
         tbx_free(&al, w->meta[i].key, w->meta[i].key_len + 1);
         tbx_val_free(w->meta[i].value);
     }
@@ -125,6 +126,9 @@ tbx_status tbx_writer_open(tbx_writer **out, const char *path, const tbx_write_o
     return tbx_writer_open_(out, path, opt, 0, err);
 }
 
+_Static_assert(sizeof(void *) != 8 || sizeof(tbx_wtensor) == 40,
+               "tbx_wtensor: 40 bytes on 64-bit hosts");
+
 static tbx_status need_declare(tbx_writer *w, tbx_error *err, const char *what) {
     if (!w) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer", "NULL writer");
     if (w->state != TBX_WS_DECLARE)
@@ -133,8 +137,8 @@ static tbx_status need_declare(tbx_writer *w, tbx_error *err, const char *what) 
     return TBX_OK;
 }
 
-tbx_status tbx_writer_add_meta(tbx_writer *w, const char *key, size_t key_len,
-                               const tbx_value *value, tbx_error *err) {
+static tbx_status add_meta(tbx_writer *w, const char *key, size_t key_len,
+                           const tbx_value *value, bool borrow, tbx_error *err) {
     tbx_status st = need_declare(w, err, "metadata");
     if (st != TBX_OK) return st;
     if (!value || (!key && key_len))
@@ -146,10 +150,16 @@ tbx_status tbx_writer_add_meta(tbx_writer *w, const char *key, size_t key_len,
     if (!tbx_grow(&w->al, (void **)&w->meta, &w->cap_meta, w->nmeta + 1, sizeof *w->meta))
         return tbx_err_nomem(err, "metadata table");
     tbx_meta_entry *e = &w->meta[w->nmeta];
-    e->key = tbx_memdup0(&w->al, key, key_len);
+    e->borrowed = borrow;
     e->key_len = key_len;
-    e->value = tbx_val_clone(&w->al, value);
-    if (!e->key || !e->value) {
+    if (borrow) {
+        e->key = (char *)key;
+        e->value = (tbx_value *)value;
+    } else {
+        e->key = tbx_memdup0(&w->al, key, key_len);
+        e->value = tbx_val_clone(&w->al, value);
+    }
+    if (!borrow && (!e->key || !e->value)) {
         tbx_free(&w->al, e->key, key_len + 1);
         tbx_val_free(e->value);
         return tbx_err_nomem(err, "metadata");
@@ -159,14 +169,26 @@ tbx_status tbx_writer_add_meta(tbx_writer *w, const char *key, size_t key_len,
     if (st != TBX_OK) {
         char q[96];
         tbx_quote_bytes(q, sizeof q, key, key_len, 64);
-        tbx_free(&w->al, e->key, key_len + 1);
-        tbx_val_free(e->value);
+        if (!borrow) {
+            tbx_free(&w->al, e->key, key_len + 1);
+            tbx_val_free(e->value);
+        }
         if (st == TBX_E_NOMEM) return tbx_err_nomem(err, "metadata index");
         return tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "metadata.key",
                        "duplicate metadata key \"%s\"", q);
     }
     w->nmeta++;
     return TBX_OK;
+}
+
+tbx_status tbx_writer_add_meta(tbx_writer *w, const char *key, size_t key_len,
+                               const tbx_value *value, tbx_error *err) {
+    return add_meta(w, key, key_len, value, false, err);
+}
+
+tbx_status tbx_writer_add_meta_borrowed_(tbx_writer *w, const char *key, size_t key_len,
+                                         const tbx_value *value, tbx_error *err) {
+    return add_meta(w, key, key_len, value, true, err);
 }
 
 tbx_status tbx_writer_add_section(tbx_writer *w, const char *name, uint32_t type,
@@ -230,17 +252,25 @@ tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc, uin
     if (nl == 0 || memchr(d->name, 0, nl))
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor.name",
                        "tensor name \"%s\" is empty or contains NUL", q);
+    if (d->ndim > UINT16_MAX || (unsigned)d->dtype > UINT8_MAX)
+        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "tensor.shape",
+                       "tensor \"%s\": the writer takes at most 65535 dimensions (%u given) and "
+                       "dtype values below 256 (%d)", q, d->ndim, (int)d->dtype);
     if (!tbx_grow(&w->al, (void **)&w->tensors, &w->cap_tensors, w->ntensors + 1,
                   sizeof *w->tensors))
         return tbx_err_nomem(err, "tensor table");
     tbx_wtensor *t = &w->tensors[w->ntensors];
     memset(t, 0, sizeof *t);
-    t->dtype = d->dtype;
-    t->ndim = d->ndim;
+    t->dtype = (uint8_t)d->dtype;
+    t->ndim = (uint16_t)d->ndim;
     t->has_data = d->has_data != 0;
-    t->nelems = 1;
+    if (nl > UINT32_MAX)
+        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "tensor.name",
+                       "tensor name \"%s\" of %zu bytes: the writer takes names below 4 GiB", q,
+                       nl);
+    uint64_t nelems = 1;
     for (uint32_t i = 0; i < d->ndim; i++)
-        if (!tbx_mul_u64(t->nelems, d->shape[i], &t->nelems))
+        if (!tbx_mul_u64(nelems, d->shape[i], &nelems))
             return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
                            "tensor \"%s\": element count overflows", q);
     if (t->has_data) {
@@ -250,7 +280,7 @@ tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc, uin
             return tbx_err(err, st, TBX_NO_OFFSET, "tensor.shape",
                            "tensor \"%s\": shape does not fit dtype %s", q, di->name);
     }
-    t->name_len = nl;
+    t->name_len = (uint32_t)nl;
     if (w->borrow_descs) {
         t->name = (char *)d->name;
         t->shape = (uint64_t *)d->shape;
@@ -266,7 +296,7 @@ tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc, uin
     if (d->ndim && !w->borrow_descs) memcpy(t->shape, d->shape, d->ndim * sizeof(uint64_t));
     if (w->drv->w_check_tensor) st = w->drv->w_check_tensor(w, t, err);
     uint64_t earlier;
-    if (st == TBX_OK) {
+    if (st == TBX_OK && !w->lent_names) {
         st = tbx_names_insert(&w->tensor_names, w->ntensors, &earlier);
         if (st == TBX_E_DUPLICATE)
             st = tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "tensor.name",
@@ -286,7 +316,17 @@ tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc, uin
     return TBX_OK;
 }
 
-tbx_status tbx_writer_borrow_descs_(tbx_writer *w, size_t n, tbx_error *err) {
+bool tbx_writer_find_tensor_(const tbx_writer *w, const char *name, size_t len, uint64_t *index) {
+    uint64_t i;
+    if (!tbx_names_find(w->lent_names ? w->lent_names : &w->tensor_names, name, len, &i) ||
+        i >= w->ntensors)
+        return false;
+    *index = i;
+    return true;
+}
+
+tbx_status tbx_writer_borrow_descs_(tbx_writer *w, size_t n, const tbx_names *names,
+                                    tbx_error *err) {
     tbx_status st = need_declare(w, err, "tensors");
     if (st != TBX_OK) return st;
     if (w->ntensors)
@@ -304,7 +344,9 @@ tbx_status tbx_writer_borrow_descs_(tbx_writer *w, size_t n, tbx_error *err) {
         w->tensors = p;
         w->cap_tensors = n;
     }
-    if (tbx_names_reserve(&w->tensor_names, n) != TBX_OK) return tbx_err_nomem(err, "tensor index");
+    w->lent_names = names;
+    if (!names && tbx_names_reserve(&w->tensor_names, n) != TBX_OK)
+        return tbx_err_nomem(err, "tensor index");
     return TBX_OK;
 }
 
@@ -336,24 +378,27 @@ tbx_status tbx_writer_write_tensor(tbx_writer *w, uint64_t index, const void *da
         return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "tensor",
                        "tensor \"%s\" is incomplete (%llu of %llu bytes); finish it before \"%s\"",
                        w->tensors[w->current].name,
-                       (unsigned long long)w->tensors[w->current].written,
+                       (unsigned long long)w->cur_written,
                        (unsigned long long)w->tensors[w->current].nbytes, t->name);
     if (!t->has_data || t->done)
         return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "tensor",
                        "tensor \"%s\" takes no (more) data", t->name);
+    /* not current and not done: nothing of it was received yet */
+    const uint64_t written = w->current >= 0 ? w->cur_written : 0;
     uint64_t end;
-    if (!tbx_add_u64(t->written, len, &end) || end > t->nbytes)
+    if (!tbx_add_u64(written, len, &end) || end > t->nbytes)
         return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "tensor",
                        "tensor \"%s\": %llu + %zu bytes exceed its size of %llu bytes", t->name,
-                       (unsigned long long)t->written, len, (unsigned long long)t->nbytes);
+                       (unsigned long long)written, len, (unsigned long long)t->nbytes);
     tbx_status st = begin_data(w, err);
     if (st != TBX_OK) return st;
+    w->cur_written = written;
     if (w->drv->w_data) st = w->drv->w_data(w, t, data, len, err);
-    else st = tbx_out_pwrite(&w->out, t->offset + t->written, data, len, err);
+    else st = tbx_out_pwrite(&w->out, t->offset + written, data, len, err);
     if (st != TBX_OK) return st;
-    t->written = end;
+    w->cur_written = end;
     w->current = (int64_t)index;
-    if (t->written == t->nbytes) st = tensor_done(w, t, err);
+    if (end == t->nbytes) st = tensor_done(w, t, err);
     return st;
 }
 
@@ -363,10 +408,11 @@ tbx_status tbx_writer_finish(tbx_writer *w, tbx_error *err) {
     for (size_t i = 0; st == TBX_OK && i < w->ntensors; i++) {
         tbx_wtensor *t = &w->tensors[i];
         if (!t->has_data || t->done) continue;
-        if (t->written != t->nbytes)
+        uint64_t written = w->current >= 0 && (size_t)w->current == i ? w->cur_written : 0;
+        if (written != t->nbytes)
             st = tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "tensor",
                          "tensor \"%s\" received %llu of its %llu bytes", t->name,
-                         (unsigned long long)t->written, (unsigned long long)t->nbytes);
+                         (unsigned long long)written, (unsigned long long)t->nbytes);
         else
             st = tensor_done(w, t, err); /* zero-byte tensors */
     }

@@ -1329,7 +1329,7 @@ static void lint_tensors(g_lint *l, tbx_file *f, const g_state *s, const char *s
             snprintf(fld, sizeof fld, "tensor[%zu].name", i);
             lint(l, TBX_E_LIMIT, ti->info_off, fld,
                  "tensor \"%s\"%s: name of %zu bytes, ggml allows at most 63", q, shard,
-                 t->name_len);
+                 (size_t)t->name_len);
         }
         if (ti->max_ne > (uint64_t)INT64_MAX || ti->nelems > (uint64_t)INT64_MAX) {
             snprintf(fld, sizeof fld, "tensor[%zu].ne", i);
@@ -1511,15 +1511,33 @@ static tbx_status g_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err
     return TBX_OK;
 }
 
+/* The header is written to the output in pieces of about G_FLUSH bytes as it is encoded (the
+ * header of a million tensors or of millions of strings is never held whole). */
+#define G_FLUSH ((size_t)1 << 20)
+
 typedef struct g_buf {
     const tbx_alloc *al;
     uint8_t *p;
     size_t n, cap;
-    bool oom;
+    bool oom;        /* stop: out of memory, or a write failed (wst) */
+    tbx_out *out;    /* flushed to out at `base` once G_FLUSH bytes are held */
+    uint64_t base;   /* file offset of p[0] */
+    tbx_status wst;
+    tbx_error *err;
 } g_buf;
+
+static void gb_flush(g_buf *b) {
+    if (b->oom || b->n == 0) return;
+    tbx_status st = tbx_out_pwrite(b->out, b->base, b->p, b->n, b->err);
+    if (st != TBX_OK) { b->oom = true; b->wst = st; return; }
+    b->base += b->n;
+    b->n = 0;
+}
 
 static void gb_put(g_buf *b, const void *s, size_t n) {
     if (b->oom || n == 0) return;
+    if (b->n >= G_FLUSH) gb_flush(b);
+    if (b->oom) return;
     if (n > SIZE_MAX - b->n) { b->oom = true; return; }
     size_t need = b->n + n;
     if (need > b->cap) {
@@ -1604,7 +1622,7 @@ static tbx_status g_w_layout(tbx_writer *w, tbx_error *err) {
         }
     }
     bool add_meta = !have_meta && align != G_DEFAULT_ALIGNMENT;
-    g_buf b = { &w->al, NULL, 0, 0, false };
+    g_buf b = { &w->al, NULL, 0, 0, false, &w->out, 0, TBX_OK, err };
     gb_put(&b, "GGUF", 4);
     gb_u32(&b, w->opt.version ? w->opt.version : 3);
     gb_u64(&b, w->ntensors);
@@ -1636,20 +1654,14 @@ static tbx_status g_w_layout(tbx_writer *w, tbx_error *err) {
                            "the data section size overflows 64 bits");
         }
     }
-    while (!b.oom && b.n % align) gb_u8(&b, 0);
-    if (b.oom) {
-        tbx_free(&w->al, b.p, b.cap);
-        return tbx_err_nomem(err, "GGUF header");
-    }
-    uint64_t data_start = b.n, end;
-    if (!tbx_add_u64(data_start, rel, &end)) {
-        tbx_free(&w->al, b.p, b.cap);
-        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "file size overflows 64 bits");
-    }
-    for (size_t i = 0; i < w->ntensors; i++) w->tensors[i].offset += data_start;
-    st = tbx_out_pwrite(&w->out, 0, b.p, b.n, err);
+    while (!b.oom && (b.base + b.n) % align) gb_u8(&b, 0);
+    gb_flush(&b);
     tbx_free(&w->al, b.p, b.cap);
-    if (st != TBX_OK) return st;
+    if (b.oom) return b.wst != TBX_OK ? b.wst : tbx_err_nomem(err, "GGUF header");
+    uint64_t data_start = b.base, end;
+    if (!tbx_add_u64(data_start, rel, &end))
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "file size overflows 64 bits");
+    for (size_t i = 0; i < w->ntensors; i++) w->tensors[i].offset += data_start;
     w->end = end;
     return TBX_OK;
 }

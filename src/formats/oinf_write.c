@@ -447,7 +447,7 @@ static bool ow_quant_key(const tbx_writer *w, const char *key, size_t klen, uint
         size_t tl = klen - pl - ml;
         if (memcmp(key + tl, OI_QKEY_PREFIX, pl) != 0 || memcmp(key + tl + pl, ow_qmembers[m], ml))
             continue;
-        if (tbx_names_find(&w->tensor_names, key, tl, ti)) {
+        if (tbx_writer_find_tensor_(w, key, tl, ti)) {
             *member = m;
             return true;
         }
@@ -564,6 +564,14 @@ static uint64_t ow_str_size(size_t n) {
     return p;
 }
 
+/* Bytes of a tensor's entry in the tensor table. */
+static uint64_t ow_tensor_entry_size(const tbx_wtensor *t, uint32_t ver) {
+    return ow_str_size(t->name_len) + 12 + 8 * (uint64_t)t->ndim + 16 + (ver >= 2 ? 16 : 0);
+}
+
+/* The tensor table is written in pieces of about this size. */
+#define OW_FLUSH ((uint64_t)1 << 20)
+
 /* Assembles the quantization parameters of every tensor (explicit ones and, for version 2,
  * metadata entries "<tensor>.quant.*"). consumed[i] marks metadata entries taken. */
 static tbx_status ow_collect_quant(tbx_writer *w, uint32_t ver, ow_tq *tqs, bool *consumed,
@@ -571,7 +579,7 @@ static tbx_status ow_collect_quant(tbx_writer *w, uint32_t ver, ow_tq *tqs, bool
     ow_state *s = w->drv_state;
     for (size_t i = 0; s && i < s->nq; i++) {
         uint64_t ti;
-        if (!tbx_names_find(&w->tensor_names, s->qs[i].tensor, s->qs[i].len, &ti))
+        if (!tbx_writer_find_tensor_(w, s->qs[i].tensor, s->qs[i].len, &ti))
             return tbx_err(err, TBX_E_NOT_FOUND, TBX_NO_OFFSET, "quant",
                            "quantization parameters were given for tensor \"%s\", which was not "
                            "declared", s->qs[i].tensor);
@@ -666,29 +674,47 @@ tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
     uint64_t talign = w->opt.alignment > OI_ALIGN ? w->opt.alignment : OI_ALIGN;
 
     tbx_status st = TBX_OK;
-    ow_tq *tqs = tbx_calloc(&w->al, nt ? nt : 1, sizeof *tqs);
+    /* Per-tensor quantization records only when some tensor has parameters, and an order array
+     * only when the tensors were not declared in name order: a million tensors need neither. */
+    bool any_quant = s && s->nq;
+    for (size_t i = 0; ver >= 2 && !any_quant && i < nmd; i++) {
+        uint64_t ti;
+        int m;
+        any_quant = ow_quant_key(w, w->meta[i].key, w->meta[i].key_len, &ti, &m);
+    }
+    bool sorted = true;
+    for (size_t i = 1; sorted && i < nt; i++)
+        sorted = ow_name_cmp(w->tensors[i - 1].name, w->tensors[i - 1].name_len,
+                             w->tensors[i].name, w->tensors[i].name_len) < 0;
+    static const ow_tq no_tq;
+    ow_tq *tqs = any_quant ? tbx_calloc(&w->al, nt ? nt : 1, sizeof *tqs) : NULL;
     bool *consumed = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *consumed);
     const tbx_meta_entry **meta = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *meta);
-    tbx_wtensor **tens = tbx_calloc(&w->al, nt ? nt : 1, sizeof *tens);
+    tbx_wtensor **tens = sorted ? NULL : tbx_calloc(&w->al, nt ? nt : 1, sizeof *tens);
     uint64_t *moff = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *moff);
     uint64_t *mlen = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *mlen);
     uint32_t *mtag = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *mtag);
     uint8_t *tab = NULL, *pay = NULL;
     size_t tab_len = 0, pay_cap = 0;
-    if (!tqs || !consumed || !meta || !tens || !moff || !mlen || !mtag) {
+    if ((any_quant && !tqs) || !consumed || !meta || (!sorted && !tens) || !moff || !mlen ||
+        !mtag) {
         st = tbx_err_nomem(err, "OINF layout");
         goto done;
     }
-    st = ow_collect_quant(w, ver, tqs, consumed, err);
+    if (tqs) st = ow_collect_quant(w, ver, tqs, consumed, err);
     if (st != TBX_OK) goto done;
+#define OW_TENSOR(i) (tens ? tens[i] : &w->tensors[i])
+#define OW_TQ(t) (tqs ? &tqs[(t) - w->tensors] : &no_tq)
 
     /* order */
     size_t nm = 0;
     for (size_t i = 0; i < nmd; i++)
         if (!consumed[i]) meta[nm++] = &w->meta[i];
     qsort((void *)meta, nm, sizeof *meta, ow_meta_cmp);
-    for (size_t i = 0; i < nt; i++) tens[i] = &w->tensors[i];
-    qsort(tens, nt, sizeof *tens, ow_tensor_cmp);
+    if (tens) {
+        for (size_t i = 0; i < nt; i++) tens[i] = &w->tensors[i];
+        qsort(tens, nt, sizeof *tens, ow_tensor_cmp);
+    }
     if (nsv) qsort(s->sv, nsv, sizeof *s->sv, ow_sv_cmp);
 
     /* table sizes (every term is bounded by in-memory sizes: no overflow) */
@@ -696,8 +722,7 @@ tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
     for (size_t i = 0; i < nsv; i++) sv_size += ow_str_size(s->sv[i].len) + 8;
     for (size_t i = 0; i < nm; i++) md_size += ow_str_size(meta[i]->key_len) + 24;
     for (size_t i = 0; i < nt; i++)
-        tn_size += ow_str_size(tens[i]->name_len) + 12 + 8 * (uint64_t)tens[i]->ndim + 16 +
-                   (ver >= 2 ? 16 : 0);
+        tn_size += ow_tensor_entry_size(&w->tensors[i], ver);
     uint64_t off_sv = OI_HEADER_SIZE, off_md = 0, off_tn = 0, off_data = 0;
     tbx_align_up_u64(off_sv + sv_size, OI_ALIGN, &off_md);
     tbx_align_up_u64(off_md + md_size, OI_ALIGN, &off_tn);
@@ -718,8 +743,8 @@ tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
         }
     }
     for (size_t i = 0; i < nt; i++) {
-        tbx_wtensor *t = tens[i];
-        ow_tq *tq = &tqs[t - w->tensors];
+        tbx_wtensor *t = OW_TENSOR(i);
+        ow_tq *tq = tqs ? &tqs[t - w->tensors] : NULL;
         uint64_t e;
         if (!t->has_data) { t->offset = 0; continue; }
         if (!tbx_align_up_u64(cur, talign, &cur) || !tbx_add_u64(cur, t->nbytes, &e) ||
@@ -729,7 +754,7 @@ tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
         }
         t->offset = cur;
         cur = e;
-        if (tq->nbytes) {
+        if (tq && tq->nbytes) {
             tq->offset = cur;
             if (!tbx_add_u64(cur, tq->nbytes, &cur)) {
                 st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "quant", "file size overflows");
@@ -739,9 +764,9 @@ tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
     }
     uint64_t file_size = cur;
 
-    /* header + tables */
-    if (off_data > SIZE_MAX) { st = tbx_err(err, TBX_E_OVERFLOW, 0, "header", "tables too large"); goto done; }
-    tab_len = (size_t)off_data;
+    /* header, size variables and metadata tables from one buffer; the tensor table in pieces */
+    if (off_tn > SIZE_MAX) { st = tbx_err(err, TBX_E_OVERFLOW, 0, "header", "tables too large"); goto done; }
+    tab_len = (size_t)off_tn;
     tab = tbx_calloc(&w->al, 1, tab_len);
     if (!tab) { st = tbx_err_nomem(err, "OINF tables"); goto done; }
     memcpy(tab, "OINF\0", 5);
@@ -771,27 +796,50 @@ tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
         tbx_st64(tab + pos + 16, moff[i]);
         pos += 24;
     }
-    pos = off_tn;
-    for (size_t i = 0; i < nt; i++) {
-        const tbx_wtensor *t = tens[i];
-        const ow_tq *tq = &tqs[t - w->tensors];
-        uint32_t flags = (t->has_data ? OI_HAS_DATA : 0) | (tq->nbytes ? OI_HAS_QUANT : 0);
-        ow_put_str(tab, &pos, t->name, t->name_len);
-        tbx_st32(tab + pos, oi_tag_of_dtype(t->dtype));
-        tbx_st32(tab + pos + 4, t->ndim);
-        tbx_st32(tab + pos + 8, flags);
-        pos += 12;
-        for (uint32_t d = 0; d < t->ndim; d++, pos += 8) tbx_st64(tab + pos, t->shape[d]);
-        tbx_st64(tab + pos, t->has_data ? t->nbytes : 0);
-        tbx_st64(tab + pos + 8, t->has_data ? t->offset : 0);
-        pos += 16;
-        if (ver >= 2) {
-            tbx_st64(tab + pos, tq->nbytes);
-            tbx_st64(tab + pos + 8, tq->nbytes ? tq->offset : 0);
-            pos += 16;
-        }
-    }
     st = tbx_out_pwrite(&w->out, 0, tab, tab_len, err);
+    if (st != TBX_OK) goto done;
+    tbx_free(&w->al, tab, tab_len);
+    tab = NULL;
+    tab_len = 0;
+    pos = off_tn;
+    for (size_t i = 0; i < nt;) {
+        /* a piece of about OW_FLUSH bytes (at least one entry) */
+        size_t j = i;
+        uint64_t len = 0;
+        while (j < nt && (j == i || len + ow_tensor_entry_size(OW_TENSOR(j), ver) <= OW_FLUSH))
+            len += ow_tensor_entry_size(OW_TENSOR(j++), ver);
+        if (len > SIZE_MAX) { st = tbx_err(err, TBX_E_OVERFLOW, pos, "tensor", "too large"); goto done; }
+        tab_len = (size_t)len;
+        tab = tbx_calloc(&w->al, 1, tab_len);
+        if (!tab) { st = tbx_err_nomem(err, "OINF tensor table"); goto done; }
+        uint64_t p = 0;
+        for (; i < j; i++) {
+            const tbx_wtensor *t = OW_TENSOR(i);
+            const ow_tq *tq = OW_TQ(t);
+            uint32_t flags = (t->has_data ? OI_HAS_DATA : 0) | (tq->nbytes ? OI_HAS_QUANT : 0);
+            ow_put_str(tab, &p, t->name, t->name_len);
+            tbx_st32(tab + p, oi_tag_of_dtype(t->dtype));
+            tbx_st32(tab + p + 4, t->ndim);
+            tbx_st32(tab + p + 8, flags);
+            p += 12;
+            for (uint32_t d = 0; d < t->ndim; d++, p += 8) tbx_st64(tab + p, t->shape[d]);
+            tbx_st64(tab + p, t->has_data ? t->nbytes : 0);
+            tbx_st64(tab + p + 8, t->has_data ? t->offset : 0);
+            p += 16;
+            if (ver >= 2) {
+                tbx_st64(tab + p, tq->nbytes);
+                tbx_st64(tab + p + 8, tq->nbytes ? tq->offset : 0);
+                p += 16;
+            }
+        }
+        st = tbx_out_pwrite(&w->out, pos, tab, tab_len, err);
+        pos += len;
+        tbx_free(&w->al, tab, tab_len);
+        tab = NULL;
+        tab_len = 0;
+        if (st != TBX_OK) goto done;
+    }
+    if (off_data > pos) st = tbx_out_zero(&w->out, pos, off_data - pos, err);
     if (st != TBX_OK) goto done;
 
     /* metadata payloads, quant payloads */
@@ -812,7 +860,7 @@ tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
         if (st == TBX_OK) st = tbx_out_pwrite(&w->out, moff[i], pay, (size_t)mlen[i], err);
         if (st != TBX_OK) goto done;
     }
-    for (size_t i = 0; i < nt; i++)
+    for (size_t i = 0; tqs && i < nt; i++)
         if (tqs[i].nbytes) {
             st = ow_write_quant(w, &tqs[i], tqs[i].offset, err);
             if (st != TBX_OK) goto done;
@@ -822,10 +870,12 @@ tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
 done:
     tbx_free(&w->al, pay, pay_cap);
     tbx_free(&w->al, tab, tab_len);
-    ow_free_tqs(w, tqs, nt);
+    if (tqs) ow_free_tqs(w, tqs, nt);
     tbx_free(&w->al, consumed, (nmd ? nmd : 1) * sizeof *consumed);
     tbx_free(&w->al, (void *)meta, (nmd ? nmd : 1) * sizeof *meta);
-    tbx_free(&w->al, tens, (nt ? nt : 1) * sizeof *tens);
+    tbx_free(&w->al, tens, tens ? (nt ? nt : 1) * sizeof *tens : 0);
+#undef OW_TENSOR
+#undef OW_TQ
     tbx_free(&w->al, moff, (nmd ? nmd : 1) * sizeof *moff);
     tbx_free(&w->al, mlen, (nmd ? nmd : 1) * sizeof *mlen);
     tbx_free(&w->al, mtag, (nmd ? nmd : 1) * sizeof *mtag);

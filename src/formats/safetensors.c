@@ -895,14 +895,32 @@ static void st_close(tbx_file *f) { (void)f; }
 /* ------------------------------------------------------------------------------------------ */
 /* Writing                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
+/* The header is written to the output (at byte 8 on) in pieces of about ST_FLUSH bytes as it is
+ * encoded: the header of a million tensors is never held whole. */
+#define ST_FLUSH ((size_t)1 << 20)
+
 typedef struct st_buf {
     const tbx_alloc *al;
     char *p;
     size_t n, cap;
-    bool oom;
+    bool oom;        /* stop: out of memory, or a write failed (wst) */
+    tbx_out *out;    /* NULL: held whole */
+    uint64_t base;   /* header bytes flushed so far (p[0] is header byte `base`) */
+    tbx_status wst;
+    tbx_error *err;
 } st_buf;
 
+static void sb_flush(st_buf *b) {
+    if (b->oom || b->n == 0 || !b->out) return;
+    tbx_status st = tbx_out_pwrite(b->out, 8 + b->base, b->p, b->n, b->err);
+    if (st != TBX_OK) { b->oom = true; b->wst = st; return; }
+    b->base += b->n;
+    b->n = 0;
+}
+
 static void sb_put(st_buf *b, const void *s, size_t n) {
+    if (b->oom) return;
+    if (b->n >= ST_FLUSH) sb_flush(b);
     if (b->oom) return;
     if (n > SIZE_MAX - b->n) { b->oom = true; return; }
     size_t need = b->n + n;
@@ -1064,21 +1082,34 @@ static tbx_status st_w_layout(tbx_writer *w, tbx_error *err) {
                                         err);
         if (st != TBX_OK) return st;
     }
+    /* The header lists the tensors by descending dtype rank, then by name (as the PyPI
+     * writer). A table already in that order (a conversion from safetensors) needs no sort
+     * array. */
     size_t nt = w->ntensors;
-    st_wref *order = tbx_calloc(&w->al, nt ? nt : 1, sizeof *order);
-    if (!order) return tbx_err_nomem(err, "safetensors tensor order");
+    bool sorted = true;
     for (size_t i = 0; i < nt; i++) {
-        order[i].t = &w->tensors[i];
-        order[i].rank = st_rank_of_dtype(w->tensors[i].dtype);
-        if (order[i].rank < 0) {
-            tbx_free(&w->al, order, (nt ? nt : 1) * sizeof *order);
+        int rank = st_rank_of_dtype(w->tensors[i].dtype);
+        if (rank < 0)
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
                            "tensor %zu: dtype has no safetensors equivalent", i);
+        if (i && sorted) {
+            st_wref x = { &w->tensors[i - 1], st_rank_of_dtype(w->tensors[i - 1].dtype) };
+            st_wref y = { &w->tensors[i], rank };
+            sorted = st_wt_cmp(&x, &y) < 0;
         }
     }
-    qsort(order, nt, sizeof *order, st_wt_cmp);
+    st_wref *order = NULL;
+    if (!sorted) {
+        order = tbx_calloc(&w->al, nt, sizeof *order);
+        if (!order) return tbx_err_nomem(err, "safetensors tensor order");
+        for (size_t i = 0; i < nt; i++) {
+            order[i].t = &w->tensors[i];
+            order[i].rank = st_rank_of_dtype(w->tensors[i].dtype);
+        }
+        qsort(order, nt, sizeof *order, st_wt_cmp);
+    }
 
-    st_buf b = {.al = &w->al};
+    st_buf b = {.al = &w->al, .out = &w->out, .err = err};
     tbx_status st = TBX_OK;
     uint64_t off = 0;
     bool first = true;
@@ -1095,9 +1126,9 @@ static tbx_status st_w_layout(tbx_writer *w, tbx_error *err) {
         sb_put(&b, "}", 1);
         first = false;
     }
-    for (size_t i = 0; i < nt; i++) {
-        tbx_wtensor *t = order[i].t;
-        int rank = order[i].rank;
+    for (size_t i = 0; i < nt && !b.oom; i++) {
+        tbx_wtensor *t = order ? order[i].t : &w->tensors[i];
+        int rank = order ? order[i].rank : st_rank_of_dtype(t->dtype);
         uint64_t end;
         if (!tbx_add_u64(off, t->nbytes, &end)) {
             st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.data_offsets",
@@ -1121,32 +1152,37 @@ static tbx_status st_w_layout(tbx_writer *w, tbx_error *err) {
         sb_str(&b, "]}");
         t->offset = off; /* relative for now */
         off = end;
-        if (!b.oom && b.n > ST_MAX_HEADER) break;
+        if (!b.oom && b.base + b.n > ST_MAX_HEADER) break;
     }
     sb_put(&b, "}", 1);
-    while (!b.oom && b.n % 8) sb_put(&b, " ", 1);
-    if (b.oom) { st = tbx_err_nomem(err, "safetensors header"); goto done; }
-    if (b.n > ST_MAX_HEADER) {
-        st = tbx_err(err, TBX_E_LIMIT, 8, "header",
-                     "header of %zu bytes or more exceeds the safetensors maximum of 100000000",
-                     b.n);
+    while (!b.oom && (b.base + b.n) % 8) sb_put(&b, " ", 1);
+    if (b.oom) {
+        st = b.wst != TBX_OK ? b.wst : tbx_err_nomem(err, "safetensors header");
         goto done;
     }
-    uint64_t data_start = 8 + (uint64_t)b.n, total;
+    uint64_t hlen = b.base + b.n;
+    if (hlen > ST_MAX_HEADER) {
+        st = tbx_err(err, TBX_E_LIMIT, 8, "header",
+                     "header of %" PRIu64 " bytes or more exceeds the safetensors maximum of "
+                     "100000000", hlen);
+        goto done;
+    }
+    uint64_t data_start = 8 + hlen, total;
     if (!tbx_add_u64(data_start, off, &total)) {
         st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "data", "file size overflows 64 bits");
         goto done;
     }
-    for (size_t i = 0; i < nt; i++) order[i].t->offset += data_start;
+    for (size_t i = 0; i < nt; i++) w->tensors[i].offset += data_start;
+    sb_flush(&b);
+    if (b.oom) { st = b.wst; goto done; }
     uint8_t lb[8];
-    tbx_st64(lb, (uint64_t)b.n);
+    tbx_st64(lb, hlen);
     st = tbx_out_pwrite(&w->out, 0, lb, 8, err);
-    if (st == TBX_OK) st = tbx_out_pwrite(&w->out, 8, b.p, b.n, err);
     if (st == TBX_OK) w->end = total;
 
 done:
     tbx_free(&w->al, b.p, b.cap);
-    tbx_free(&w->al, order, (nt ? nt : 1) * sizeof *order);
+    tbx_free(&w->al, order, order ? nt * sizeof *order : 0);
     return st;
 }
 

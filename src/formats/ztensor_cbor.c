@@ -766,8 +766,20 @@ void zt_buf_free(zt_buf *b) {
     b->n = b->cap = 0;
 }
 
+void zt_buf_flush(zt_buf *b) {
+    if (b->oom || b->n == 0 || !b->out) return;
+    tbx_status st = tbx_out_pwrite(b->out, b->base, b->p, b->n, b->err);
+    if (st != TBX_OK) { b->oom = true; b->wst = st; return; }
+    b->base += b->n;
+    b->n = 0;
+}
+
 void zt_put_raw(zt_buf *b, const void *p, size_t n) {
     if (b->oom || n == 0) return;
+    if (b->out && b->n >= ZT_BUF_FLUSH) {
+        zt_buf_flush(b);
+        if (b->oom) return;
+    }
     if (n > SIZE_MAX - b->n) { b->oom = true; return; }
     size_t need = b->n + n;
     if (need > b->cap) {

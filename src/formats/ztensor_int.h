@@ -147,8 +147,18 @@ typedef struct zt_buf {
     const tbx_alloc *al;
     uint8_t *p;
     size_t n, cap;
-    bool oom;
+    bool oom;        /* stop: out of memory, or a write failed (wst) */
+    /* Optional streaming: with `out` set, the bytes held are written to out at `base` whenever
+     * ZT_BUF_FLUSH or more are held (p[0] is then byte `base` of the output), so an encoding
+     * of any size holds about ZT_BUF_FLUSH bytes. zt_buf_flush writes the rest. */
+    tbx_out *out;
+    uint64_t base;
+    tbx_status wst;
+    tbx_error *err;
 } zt_buf;
+#define ZT_BUF_FLUSH ((size_t)1 << 20)
+
+void zt_buf_flush(zt_buf *b);
 
 void zt_buf_free(zt_buf *b);
 void zt_put_raw(zt_buf *b, const void *p, size_t n);

@@ -91,8 +91,14 @@ typedef struct zt_wstate {
     zt_wobj *extras;
     size_t nextras, cap_extras;
     tbx_names extra_names;
-    zt_wcomp *dense;         /* per dense tensor, by index */
-    size_t cap_dense;
+    /* The blob of dense tensor i (role "data", the tensor's dtype) starts at tensors[i].offset;
+     * it is the raw bytes (tensors[i].nbytes) unless zlen[i] != 0: a zstd frame of that many
+     * bytes. zlen exists only when compressing, ddig only with digests: a lossless conversion
+     * of a million tensors keeps nothing per tensor here. */
+    uint64_t *zlen;
+    size_t cap_zlen;
+    char (*ddig)[80];        /* its digest string, by index (NULL when digests are off) */
+    size_t cap_ddig;
     /* the dense tensor being streamed (raw: straight to the file, hashed on the way) */
     int64_t cur;
     zt_hash raw_hash;
@@ -204,7 +210,8 @@ void zt_w_free(tbx_writer *w) {
     }
     tbx_free(&w->al, s->extras, s->cap_extras * sizeof *s->extras);
     tbx_names_free(&s->extra_names);
-    tbx_free(&w->al, s->dense, s->cap_dense * sizeof *s->dense);
+    tbx_free(&w->al, s->zlen, s->cap_zlen * sizeof *s->zlen);
+    tbx_free(&w->al, s->ddig, s->cap_ddig * sizeof *s->ddig);
     zt_hash_free(&s->raw_hash);
     zt_hash_free(&s->zs_hash);
     tbx_free(&w->al, s->zs_buf, s->zs_buf ? ZS_BUF : 0);
@@ -242,7 +249,7 @@ tbx_status zt_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const
 
 static bool name_taken(tbx_writer *w, zt_wstate *s, const char *name, size_t n) {
     uint64_t idx;
-    return tbx_names_find(&w->tensor_names, name, n, &idx) ||
+    return tbx_writer_find_tensor_(w, name, n, &idx) ||
            tbx_names_find(&s->extra_names, name, n, &idx);
 }
 
@@ -271,11 +278,27 @@ tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
         return tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "tensor.name",
                        "duplicate tensor name \"%s\"", q);
     uint64_t nbytes;
-    if (!tbx_mul_u64(t->nelems, zd->size, &nbytes))
+    if (!tbx_mul_u64(tbx_wt_nelems(t), zd->size, &nbytes))
         return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
                        "tensor \"%s\": byte size overflows 64 bits", q);
     t->nbytes = nbytes;
     return TBX_OK;
+}
+
+/* Room for the blob records (and digest strings) of n dense tensors. */
+static tbx_status dense_reserve(tbx_writer *w, zt_wstate *s, size_t n, tbx_error *err) {
+    if ((s->level > 0 && !tbx_grow(&w->al, (void **)&s->zlen, &s->cap_zlen, n, sizeof *s->zlen)) ||
+        (s->digest != ZT_H_NONE &&
+         !tbx_grow(&w->al, (void **)&s->ddig, &s->cap_ddig, n, sizeof *s->ddig)))
+        return tbx_err_nomem(err, "zTensor tensor table");
+    return TBX_OK;
+}
+
+/* Records dense tensor ti's blob. */
+static void dense_set(tbx_writer *w, zt_wstate *s, size_t ti, uint64_t off, uint64_t len,
+                      bool zstd) {
+    w->tensors[ti].offset = off;
+    if (s->zlen) s->zlen[ti] = zstd ? len : 0; /* raw: len is tensors[ti].nbytes */
 }
 
 tbx_status zt_w_layout(tbx_writer *w, tbx_error *err) {
@@ -285,10 +308,7 @@ tbx_status zt_w_layout(tbx_writer *w, tbx_error *err) {
     if (w->nsections)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "sections",
                        "zTensor files cannot hold sections (%zu given)", w->nsections);
-    if (!tbx_grow(&w->al, (void **)&s->dense, &s->cap_dense, w->ntensors ? w->ntensors : 1,
-                  sizeof *s->dense))
-        return tbx_err_nomem(err, "zTensor tensor table");
-    return TBX_OK;
+    return dense_reserve(w, s, w->ntensors ? w->ntensors : 1, err);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -452,14 +472,8 @@ static tbx_status zjob_commit(tbx_writer *w, zt_wstate *s, tbx_error *err) {
     const size_t slen = j->use_z ? j->zlen : j->raw_len;
     if (st == TBX_OK) st = tbx_out_pwrite(&w->out, off, stored, slen, err);
     if (st == TBX_OK) {
-        zt_wcomp *c = &s->dense[j->ti];
-        memset(c, 0, sizeof *c);
-        c->role = ZT_R_DATA;
-        c->dtype = w->tensors[j->ti].dtype;
-        c->offset = off;
-        c->length = slen;
-        c->enc = j->use_z ? TBX_ENC_ZSTD : TBX_ENC_RAW;
-        memcpy(c->digest, j->digest_str, sizeof c->digest);
+        dense_set(w, s, j->ti, off, slen, j->use_z);
+        if (s->ddig) memcpy(s->ddig[j->ti], j->digest_str, sizeof s->ddig[j->ti]);
         w->tensors[j->ti].offset = off;
         s->pos = off + slen;
     }
@@ -634,12 +648,12 @@ static tbx_status zstream_data(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, cons
                                size_t len, tbx_error *err) {
     if (len == 0) return TBX_OK;
     if (s->zs_mode != ZS_Z) { /* the raw bytes, in place */
-        tbx_status st = tbx_out_pwrite(&w->out, s->zs_off + t->written, data, len, err);
+        tbx_status st = tbx_out_pwrite(&w->out, s->zs_off + w->cur_written, data, len, err);
         if (st != TBX_OK) return st;
         zt_hash_update(&s->raw_hash, data, len);
     }
     const uint8_t *p = data;
-    bool ends = t->written + len == t->nbytes;
+    bool ends = w->cur_written + len == t->nbytes;
     tbx_status st = zs_feed(w, s, p, ends ? len - 1 : len, ZSTD_e_continue, err);
     if (st == TBX_OK && ends) st = zs_feed(w, s, p + len - 1, 1, ZSTD_e_end, err);
     return st;
@@ -655,17 +669,12 @@ static tbx_status zstream_done(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_
     if (z && s->zs_mode == ZS_BOTH) /* the frame, from after the raw bytes down to its place */
         st = zs_copy_down(w, s, s->zs_off, s->zs_off + s->zs_n, s->zs_out, err);
     if (st != TBX_OK) return st;
-    zt_wcomp *c = &s->dense[t - w->tensors];
-    memset(c, 0, sizeof *c);
-    c->role = ZT_R_DATA;
-    c->dtype = t->dtype;
-    c->offset = s->zs_off;
-    c->enc = z ? TBX_ENC_ZSTD : TBX_ENC_RAW;
-    c->length = z ? s->zs_out : s->zs_n;
-    set_digest(c->digest, z ? &s->zs_hash : &s->raw_hash);
+    size_t ti = (size_t)(t - w->tensors);
+    dense_set(w, s, ti, s->zs_off, z ? s->zs_out : s->zs_n, z);
+    if (s->ddig) set_digest(s->ddig[ti], z ? &s->zs_hash : &s->raw_hash);
     zt_hash_free(&s->raw_hash);
     zt_hash_free(&s->zs_hash);
-    s->pos = c->offset + c->length;
+    s->pos = s->zs_off + (z ? s->zs_out : s->zs_n);
     return TBX_OK;
 }
 
@@ -695,10 +704,10 @@ tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len
     if (s->zs_on) return zstream_data(w, s, t, data, len, err);
     if (s->level > 0) { /* gather (the core checked that the bytes fit the tensor) */
         zt_zjob *j = zslot(s, s->jobs_begun - 1);
-        if (len) memcpy(j->raw + t->written, data, len); /* raw is NULL for an empty tensor */
+        if (len) memcpy(j->raw + w->cur_written, data, len); /* raw is NULL for an empty tensor */
         return TBX_OK;
     }
-    st = tbx_out_pwrite(&w->out, t->offset + t->written, data, len, err);
+    st = tbx_out_pwrite(&w->out, t->offset + w->cur_written, data, len, err);
     if (st != TBX_OK) return st;
     zt_hash_update(&s->raw_hash, data, len);
     return TBX_OK;
@@ -709,8 +718,8 @@ tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
     tbx_status st = wbegin(w, &s, err);
     if (st != TBX_OK) return st;
     size_t ti = (size_t)(t - w->tensors);
-    if (!tbx_grow(&w->al, (void **)&s->dense, &s->cap_dense, ti + 1, sizeof *s->dense))
-        return tbx_err_nomem(err, "zTensor tensor table");
+    st = dense_reserve(w, s, ti + 1, err);
+    if (st != TBX_OK) return st;
     if (s->cur != (int64_t)ti) { /* no byte arrived: an empty tensor */
         st = dense_begin(w, s, t, err);
         if (st != TBX_OK) return st;
@@ -721,16 +730,10 @@ tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
         tbx_pool_submit(s->pool, &zslot(s, s->jobs_begun - 1)->task);
         return TBX_OK;
     }
-    zt_wcomp *c = &s->dense[ti];
-    memset(c, 0, sizeof *c);
-    c->role = ZT_R_DATA;
-    c->dtype = t->dtype;
-    c->offset = t->offset;
-    c->enc = TBX_ENC_RAW;
-    c->length = t->nbytes;
-    set_digest(c->digest, &s->raw_hash);
+    dense_set(w, s, ti, t->offset, t->nbytes, false);
+    if (s->ddig) set_digest(s->ddig[ti], &s->raw_hash);
     zt_hash_free(&s->raw_hash);
-    s->pos = t->offset + c->length;
+    s->pos = t->offset + t->nbytes;
     return TBX_OK;
 }
 
@@ -744,7 +747,8 @@ typedef struct zt_oref {
     uint32_t ndim;
     int layout;
     uint32_t ncomp;
-    const zt_wcomp *comp;
+    const zt_wcomp *comp;        /* extras; NULL for a dense tensor (dense_ti) */
+    size_t dense_ti;
     const tbx_value *own_attrs;  /* from the extras (quantized_group) */
     const tbx_value *meta_attrs; /* from a "ztensor.attributes.<name>" metadata map */
 } zt_oref;
@@ -777,10 +781,95 @@ static void put_component(zt_buf *b, const zt_wcomp *c) {
     }
 }
 
-/* An object's attributes: the union of its own (which win) and the metadata map. */
-static tbx_status put_attrs(zt_buf *b, const tbx_alloc *al, const zt_oref *o, tbx_error *err) {
-    if (!o->meta_attrs) return zt_put_value(b, o->own_attrs, err);
-    if (!o->own_attrs) return zt_put_value(b, o->meta_attrs, err);
+/* ---- what the reader counts ------------------------------------------------------------- */
+/* The reader (ztensor_cbor.c, zt_value) charges a budget of max(1000000, manifest bytes / 8)
+ * for the attribute values it must keep as value nodes: one per value, one per map key, one
+ * per array element that cannot be stored packed (scalars of one wire type) or compactly
+ * (an array of only strings), plus the elements already held when an array turns mixed. The
+ * writer counts the same on what it encodes and refuses a manifest the reader would refuse. */
+
+/* The scalar type the reader sees for a value of type t encoded by zt_put_value (`neg`: the
+ * value is a negative integer); TBX_V_NULL: not a scalar there (null, text, bytes, containers). */
+static tbx_value_type wire_scalar(tbx_value_type t, bool neg) {
+    switch (t) {
+    case TBX_V_BOOL: return TBX_V_BOOL;
+    case TBX_V_U8: case TBX_V_U16: case TBX_V_U32: case TBX_V_U64: return TBX_V_U64;
+    case TBX_V_I8: case TBX_V_I16: case TBX_V_I32: case TBX_V_I64:
+        return neg ? TBX_V_I64 : TBX_V_U64;
+    case TBX_V_F16: return TBX_V_F16;
+    case TBX_V_BF16: case TBX_V_F32: return TBX_V_F32;
+    case TBX_V_F64: return TBX_V_F64;
+    default: return TBX_V_NULL;
+    }
+}
+
+/* Is packed element i of array v a negative integer? */
+static bool packed_neg(const tbx_value *v, size_t i) {
+    const uint8_t *p = (const uint8_t *)v->v.a.packed + i * tbx_value_scalar_size(v->elem);
+    switch (v->elem) {
+    case TBX_V_I8: { int8_t x; memcpy(&x, p, 1); return x < 0; }
+    case TBX_V_I16: { int16_t x; memcpy(&x, p, 2); return x < 0; }
+    case TBX_V_I32: { int32_t x; memcpy(&x, p, 4); return x < 0; }
+    case TBX_V_I64: { int64_t x; memcpy(&x, p, 8); return x < 0; }
+    default: return false;
+    }
+}
+
+static uint64_t reader_charge(const tbx_value *v, uint32_t depth) {
+    uint64_t n = 1;
+    if (depth > ZT_HARD_DEPTH) return n; /* refused by zt_check_value */
+    if (v->type == TBX_V_MAP) {
+        for (size_t i = 0; i < v->v.a.n; i++) n += 1 + reader_charge(v->v.a.items[i], depth + 1);
+        return n;
+    }
+    if (v->type != TBX_V_ARRAY) return n;
+    enum { EMPTY, COMPACT, PACKED, ITEMS } mode = EMPTY;
+    tbx_value_type ptype = TBX_V_NULL;
+    for (size_t i = 0; i < v->v.a.n; i++) {
+        const tbx_value *item = NULL;
+        bool text;
+        tbx_value_type st;
+        if (v->v.a.packed) {
+            text = false;
+            st = wire_scalar(v->elem, packed_neg(v, i));
+        } else if (v->v.a.soff) {
+            text = true;
+            st = TBX_V_NULL;
+        } else {
+            item = v->v.a.items[i];
+            text = item->type == TBX_V_STRING;
+            bool sgn = item->type == TBX_V_I8 || item->type == TBX_V_I16 ||
+                       item->type == TBX_V_I32 || item->type == TBX_V_I64;
+            st = wire_scalar(item->type, sgn && item->v.i < 0);
+        }
+        if (text && (mode == EMPTY || mode == COMPACT)) { mode = COMPACT; continue; }
+        if (mode == COMPACT) { n += i; mode = ITEMS; } /* the strings become value nodes */
+        if (st != TBX_V_NULL) {
+            if (mode == EMPTY) { mode = PACKED; ptype = st; }
+            else if (!(mode == PACKED && ptype == st)) {
+                n += 1 + (mode == PACKED ? i : 0);
+                mode = ITEMS;
+            }
+        } else {
+            n += item ? reader_charge(item, depth + 1) : 1;
+            mode = ITEMS;
+        }
+    }
+    return n;
+}
+
+/* An object's attributes: the union of its own (which win) and the metadata map. *charge gets
+ * what the reader counts for them. */
+static tbx_status put_attrs(zt_buf *b, const tbx_alloc *al, const zt_oref *o, uint64_t *charge,
+                            tbx_error *err) {
+    if (!o->meta_attrs) {
+        *charge = reader_charge(o->own_attrs, 0);
+        return zt_put_value(b, o->own_attrs, err);
+    }
+    if (!o->own_attrs) {
+        *charge = reader_charge(o->meta_attrs, 0);
+        return zt_put_value(b, o->meta_attrs, err);
+    }
     tbx_value *m = tbx_val_clone(al, o->own_attrs);
     if (!m) return tbx_err_nomem(err, "attributes");
     tbx_status st = TBX_OK;
@@ -795,8 +884,12 @@ static tbx_status put_attrs(zt_buf *b, const tbx_alloc *al, const zt_oref *o, tb
         tbx_value *c = tbx_val_clone(al, x->v.a.items[i]);
         st = c ? tbx_value_map_put(m, x->v.a.keys[i], x->v.a.key_lens[i], c) : TBX_E_NOMEM;
     }
-    if (st == TBX_OK) st = zt_put_value(b, m, err);
-    else st = tbx_err_nomem(err, "attributes");
+    if (st == TBX_OK) {
+        *charge = reader_charge(m, 0);
+        st = zt_put_value(b, m, err);
+    } else {
+        st = tbx_err_nomem(err, "attributes");
+    }
     tbx_val_free(m);
     return st;
 }
@@ -813,82 +906,151 @@ static int mref_cmp(const void *a, const void *b) {
     return zt_key_cmp(x->e->key, x->e->key_len, y->e->key, y->e->key_len);
 }
 
+/* Object i of the manifest, in canonical order: objs[i] when the objects had to be sorted, else
+ * dense tensor i itself (its metadata attributes, if any, are the next of `attrs`). */
+static zt_oref obj_at(const tbx_writer *w, const zt_oref *objs, size_t i) {
+    if (objs) return objs[i];
+    const tbx_wtensor *t = &w->tensors[i];
+    return (zt_oref){t->name, t->name_len, t->shape, t->ndim, TBX_LAYOUT_DENSE, 1, NULL, i,
+                     NULL, NULL};
+}
+
+/* One object of the manifest: name, then its map. */
+static tbx_status put_object(zt_buf *b, const tbx_writer *w, const zt_wstate *s,
+                             const zt_oref *o, uint64_t *charge, tbx_error *err) {
+    zt_wcomp dense;
+    const zt_wcomp *comp = o->comp;
+    if (!comp) {
+        const tbx_wtensor *t = &w->tensors[o->dense_ti];
+        const uint64_t zl = s->zlen ? s->zlen[o->dense_ti] : 0;
+        memset(&dense, 0, sizeof dense);
+        dense.role = ZT_R_DATA;
+        dense.dtype = t->dtype;
+        dense.offset = t->offset;
+        dense.length = zl ? zl : t->nbytes;
+        dense.enc = zl ? TBX_ENC_ZSTD : TBX_ENC_RAW;
+        if (s->ddig) memcpy(dense.digest, s->ddig[o->dense_ti], sizeof dense.digest);
+        comp = &dense;
+    }
+    zt_put_text(b, o->name, o->name_len);
+    bool attrs = o->own_attrs || o->meta_attrs;
+    zt_put_head(b, 5, attrs ? 4 : 3);
+    zt_put_textz(b, "shape");
+    zt_put_head(b, 4, o->ndim);
+    for (uint32_t d = 0; d < o->ndim; d++) zt_put_head(b, 0, o->shape[d]);
+    zt_put_textz(b, "format");
+    zt_put_textz(b, zt_wlayout_names[o->layout]);
+    if (attrs) {
+        zt_put_textz(b, "attributes");
+        tbx_status st = put_attrs(b, &w->al, o, charge, err);
+        if (st != TBX_OK) return st;
+    }
+    zt_put_textz(b, "components");
+    /* roles in canonical key order */
+    uint32_t idx[3] = {0, 1, 2};
+    for (uint32_t x = 1; x < o->ncomp; x++)
+        for (uint32_t y = x; y > 0; y--) {
+            const char *a = zt_role_names[comp[idx[y - 1]].role];
+            const char *c = zt_role_names[comp[idx[y]].role];
+            if (zt_key_cmp(a, strlen(a), c, strlen(c)) > 0) {
+                uint32_t tmp = idx[y];
+                idx[y] = idx[y - 1];
+                idx[y - 1] = tmp;
+            }
+        }
+    zt_put_head(b, 5, o->ncomp);
+    for (uint32_t x = 0; x < o->ncomp; x++) {
+        const zt_wcomp *c = &comp[idx[x]];
+        zt_put_textz(b, zt_role_names[c->role]);
+        put_component(b, c);
+    }
+    return TBX_OK;
+}
+
+typedef struct zt_aref { size_t ti; const tbx_value *v; } zt_aref;
+
+static int aref_cmp(const void *a, const void *b) {
+    const zt_aref *x = a, *y = b;
+    return x->ti < y->ti ? -1 : x->ti > y->ti;
+}
+
+/* The manifest is encoded straight to the file after the last blob, in pieces (zt_buf with an
+ * output): a manifest of a million objects is never held whole. Objects come in canonical key
+ * order; when the dense tensors were declared in that order already and there are no extras (a
+ * conversion from a sorted file), no table of objects is built. */
 tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
     zt_wstate *s;
     tbx_status st = wbegin(w, &s, err);
     if (st == TBX_OK) st = zjobs_flush(w, s, err);
     if (st != TBX_OK) return st;
     size_t nobj = w->ntensors + s->nextras;
-    zt_oref *objs = tbx_calloc(&w->al, nobj ? nobj : 1, sizeof *objs);
+    bool sorted = s->nextras == 0;
+    for (size_t i = 1; sorted && i < w->ntensors; i++)
+        sorted = zt_key_cmp(w->tensors[i - 1].name, w->tensors[i - 1].name_len,
+                            w->tensors[i].name, w->tensors[i].name_len) < 0;
+    zt_oref *objs = NULL;
+    zt_aref *arefs = NULL;
+    size_t narefs = 0;
     zt_mref *globals = tbx_calloc(&w->al, w->nmeta ? w->nmeta : 1, sizeof *globals);
-    zt_buf b = {.al = &w->al};
-    if (!objs || !globals) { st = tbx_err_nomem(err, "manifest"); goto done; }
-    if (w->ntensors && (!s->dense || s->cap_dense < w->ntensors)) {
+    zt_buf b = {.al = &w->al, .out = &w->out, .base = s->pos, .err = err};
+    if (!globals) { st = tbx_err_nomem(err, "manifest"); goto done; }
+    if (w->ntensors && ((s->level > 0 && s->cap_zlen < w->ntensors) ||
+                        (s->digest != ZT_H_NONE && s->cap_ddig < w->ntensors))) {
         st = tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "writer", "tensor table missing");
         goto done;
     }
-    for (size_t i = 0; i < w->ntensors; i++) {
-        const tbx_wtensor *t = &w->tensors[i];
-        objs[i] = (zt_oref){t->name, t->name_len, t->shape, t->ndim, TBX_LAYOUT_DENSE, 1,
-                            &s->dense[i], NULL, NULL};
+    if (!sorted) {
+        objs = tbx_calloc(&w->al, nobj, sizeof *objs);
+        if (!objs) { st = tbx_err_nomem(err, "manifest"); goto done; }
+        for (size_t i = 0; i < w->ntensors; i++) objs[i] = obj_at(w, NULL, i);
+        for (size_t i = 0; i < s->nextras; i++) {
+            const zt_wobj *o = &s->extras[i];
+            objs[w->ntensors + i] = (zt_oref){o->name, o->name_len, o->shape, o->ndim,
+                                              o->layout, o->ncomp, o->comp, 0, o->attrs, NULL};
+        }
+        qsort(objs, nobj, sizeof *objs, oref_cmp);
+    } else {
+        arefs = tbx_calloc(&w->al, w->nmeta ? w->nmeta : 1, sizeof *arefs);
+        if (!arefs) { st = tbx_err_nomem(err, "manifest"); goto done; }
     }
-    for (size_t i = 0; i < s->nextras; i++) {
-        const zt_wobj *o = &s->extras[i];
-        objs[w->ntensors + i] = (zt_oref){o->name, o->name_len, o->shape, o->ndim, o->layout,
-                                          o->ncomp, o->comp, o->attrs, NULL};
-    }
-    qsort(objs, nobj, sizeof *objs, oref_cmp);
     /* metadata: object attributes or global attributes */
     size_t nglob = 0;
     size_t plen = strlen(ZT_META_OBJ_PREFIX);
     for (size_t i = 0; i < w->nmeta; i++) {
         const tbx_meta_entry *e = &w->meta[i];
         if (is_obj_attr_key(e->key, e->key_len) && e->value->type == TBX_V_MAP) {
-            zt_oref key = {.name = e->key + plen, .name_len = e->key_len - plen};
-            zt_oref *o = bsearch(&key, objs, nobj, sizeof *objs, oref_cmp);
-            if (o) { o->meta_attrs = e->value; continue; }
+            if (objs) {
+                zt_oref key = {.name = e->key + plen, .name_len = e->key_len - plen};
+                zt_oref *o = bsearch(&key, objs, nobj, sizeof *objs, oref_cmp);
+                if (o) { o->meta_attrs = e->value; continue; }
+            } else {
+                uint64_t ti;
+                if (tbx_writer_find_tensor_(w, e->key + plen, e->key_len - plen, &ti)) {
+                    arefs[narefs++] = (zt_aref){(size_t)ti, e->value};
+                    continue;
+                }
+            }
         }
         globals[nglob++].e = e;
     }
     qsort(globals, nglob, sizeof *globals, mref_cmp);
+    if (arefs) qsort(arefs, narefs, sizeof *arefs, aref_cmp);
 
     zt_put_head(&b, 5, nglob ? 3 : 2);
     zt_put_textz(&b, "objects");
     zt_put_head(&b, 5, nobj);
-    for (size_t i = 0; i < nobj && st == TBX_OK; i++) {
-        const zt_oref *o = &objs[i];
-        zt_put_text(&b, o->name, o->name_len);
-        bool attrs = o->own_attrs || o->meta_attrs;
-        zt_put_head(&b, 5, attrs ? 4 : 3);
-        zt_put_textz(&b, "shape");
-        zt_put_head(&b, 4, o->ndim);
-        for (uint32_t d = 0; d < o->ndim; d++) zt_put_head(&b, 0, o->shape[d]);
-        zt_put_textz(&b, "format");
-        zt_put_textz(&b, zt_wlayout_names[o->layout]);
-        if (attrs) {
-            zt_put_textz(&b, "attributes");
-            st = put_attrs(&b, &w->al, o, err);
-            if (st != TBX_OK) break;
-        }
-        zt_put_textz(&b, "components");
-        /* roles in canonical key order */
-        uint32_t idx[3] = {0, 1, 2};
-        for (uint32_t x = 1; x < o->ncomp; x++)
-            for (uint32_t y = x; y > 0; y--) {
-                const char *a = zt_role_names[o->comp[idx[y - 1]].role];
-                const char *c = zt_role_names[o->comp[idx[y]].role];
-                if (zt_key_cmp(a, strlen(a), c, strlen(c)) > 0) {
-                    uint32_t tmp = idx[y];
-                    idx[y] = idx[y - 1];
-                    idx[y - 1] = tmp;
-                }
-            }
-        zt_put_head(&b, 5, o->ncomp);
-        for (uint32_t x = 0; x < o->ncomp; x++) {
-            const zt_wcomp *c = &o->comp[idx[x]];
-            zt_put_textz(&b, zt_role_names[c->role]);
-            put_component(&b, c);
-        }
+    /* what the reader will count (see reader_charge), and its largest contributor */
+    uint64_t charges = 0, top = 0;
+    const char *top_name = NULL;
+    size_t top_len = 0;
+    bool top_obj = false;
+    for (size_t i = 0, a = 0; i < nobj && st == TBX_OK && !b.oom; i++) {
+        zt_oref o = obj_at(w, objs, i);
+        if (!objs && a < narefs && arefs[a].ti == i) o.meta_attrs = arefs[a++].v;
+        uint64_t c = 0;
+        st = put_object(&b, w, s, &o, &c, err);
+        charges += c;
+        if (c > top) { top = c; top_name = o.name; top_len = o.name_len; top_obj = true; }
     }
     if (st != TBX_OK) goto done;
     zt_put_textz(&b, "version");
@@ -897,26 +1059,47 @@ tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
         zt_put_textz(&b, "attributes");
         zt_put_head(&b, 5, nglob);
         for (size_t i = 0; i < nglob && st == TBX_OK; i++) {
-            zt_put_text(&b, globals[i].e->key, globals[i].e->key_len);
-            st = zt_put_value(&b, globals[i].e->value, err);
+            const tbx_meta_entry *e = globals[i].e;
+            zt_put_text(&b, e->key, e->key_len);
+            st = zt_put_value(&b, e->value, err);
+            uint64_t c = reader_charge(e->value, 0);
+            charges += c;
+            if (c > top) { top = c; top_name = e->key; top_len = e->key_len; top_obj = false; }
         }
         if (st != TBX_OK) goto done;
     }
-    if (b.oom) { st = tbx_err_nomem(err, "manifest"); goto done; }
-    if (b.n > ZT_MAX_MANIFEST) {
+    zt_buf_flush(&b);
+    if (b.oom) {
+        st = b.wst != TBX_OK ? b.wst : tbx_err_nomem(err, "manifest");
+        goto done;
+    }
+    uint64_t mlen = b.base - s->pos;
+    if (mlen > ZT_MAX_MANIFEST) {
         st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "manifest",
-                     "manifest of %zu bytes exceeds the 1 GiB zTensor allows", b.n);
+                     "manifest of %" PRIu64 " bytes exceeds the 1 GiB zTensor allows", mlen);
+        goto done;
+    }
+    const uint64_t budget = mlen / 8 > 1000000 ? mlen / 8 : 1000000; /* the reader's */
+    if (charges > budget) {
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, top_name ? top_name : "", top_len, 64);
+        st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "attributes",
+                     "%s \"%s\" holds %" PRIu64 " values that cannot be stored packed or "
+                     "compactly (%" PRIu64 " in all); zTensor readers keep at most %" PRIu64
+                     " for a manifest of %" PRIu64 " bytes (one per 8 bytes beyond the first "
+                     "1000000)", top_obj ? "the attributes of tensor" : "metadata", q, top,
+                     charges, budget, mlen);
         goto done;
     }
     uint8_t foot[16];
-    tbx_st64(foot, (uint64_t)b.n);
+    tbx_st64(foot, mlen);
     memcpy(foot + 8, ZT_MAGIC, 8);
-    st = tbx_out_pwrite(&w->out, s->pos, b.p, b.n, err);
-    if (st == TBX_OK) st = tbx_out_pwrite(&w->out, s->pos + b.n, foot, 16, err);
-    if (st == TBX_OK) w->end = s->pos + b.n + 16;
+    st = tbx_out_pwrite(&w->out, s->pos + mlen, foot, 16, err);
+    if (st == TBX_OK) w->end = s->pos + mlen + 16;
 done:
     zt_buf_free(&b);
-    tbx_free(&w->al, objs, (nobj ? nobj : 1) * sizeof *objs);
+    tbx_free(&w->al, objs, objs ? nobj * sizeof *objs : 0);
+    tbx_free(&w->al, arefs, arefs ? (w->nmeta ? w->nmeta : 1) * sizeof *arefs : 0);
     tbx_free(&w->al, globals, (w->nmeta ? w->nmeta : 1) * sizeof *globals);
     return st;
 }

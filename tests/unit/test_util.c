@@ -431,24 +431,67 @@ TBX_TEST(names_binary_and_empty_keys) {
     CHECK(!tbx_names_find(&zero, "a", 1, NULL));
 }
 
+/* A table reserved for a known count holds exactly that many keys without growing, in about
+ * 4/3 slots per key (8 bytes a slot; not the next power of two), and finds them all. */
+TBX_TEST(names_reserved_exact) {
+    enum { N = 100000 };
+    counting c;
+    tbx_allocator a = counting_allocator(&c);
+    tbx_alloc al;
+    tbx_alloc_init(&al, &a);
+    keyset ks;
+    ks.keys = (char **)calloc(N, sizeof(char *));
+    ks.lens = (size_t *)calloc(N, sizeof(size_t));
+    for (size_t i = 0; i < N; i++) {
+        char tmp[32];
+        int l = snprintf(tmp, sizeof tmp, "t%07zu", i);
+        ks.keys[i] = (char *)malloc((size_t)l + 1);
+        memcpy(ks.keys[i], tmp, (size_t)l + 1);
+        ks.lens[i] = (size_t)l;
+    }
+    tbx_names n;
+    tbx_names_init(&n, &al, keyset_key, &ks);
+    CHECK_OK(tbx_names_reserve(&n, N));
+    long allocs = c.allocs;
+    long long bytes = c.live_bytes;
+    CHECK(bytes <= (long long)N * 4 / 3 * 8 + 64);     /* 131,072 slots would be 1 MiB */
+    bool all_ok = true, hits = true;
+    for (size_t i = 0; i < N; i++) all_ok &= tbx_names_insert(&n, i, NULL) == TBX_OK;
+    CHECK(all_ok);
+    CHECK_EQ(c.allocs, allocs);                          /* no growth */
+    for (size_t i = 0; i < N; i++) {
+        uint64_t idx = 0;
+        hits &= tbx_names_find(&n, ks.keys[i], ks.lens[i], &idx) && idx == i;
+    }
+    CHECK(hits);
+    CHECK(!tbx_names_find(&n, "t9999999", 8, NULL));
+    CHECK_OK(tbx_names_insert(&n, 0, NULL) == TBX_E_DUPLICATE ? TBX_OK : TBX_E_FORMAT);
+    tbx_names_free(&n);
+    for (size_t i = 0; i < N; i++) free(ks.keys[i]);
+    free(ks.keys);
+    free(ks.lens);
+    CHECK_EQ(c.live_blocks, 0);
+}
+
 TBX_TEST(names_oom) {
     counting c;
     tbx_allocator a = counting_allocator(&c);
     tbx_alloc al;
     tbx_alloc_init(&al, &a);
-    char *keys[] = {(char *)"k0", (char *)"k1", (char *)"k2", (char *)"k3", (char *)"k4"};
-    size_t lens[] = {2, 2, 2, 2, 2};
+    char *keys[] = {(char *)"k0", (char *)"k1", (char *)"k2", (char *)"k3", (char *)"k4",
+                    (char *)"k5", (char *)"k6"};
+    size_t lens[] = {2, 2, 2, 2, 2, 2, 2};
     keyset ks = {keys, lens};
     tbx_names n;
     tbx_names_init(&n, &al, keyset_key, &ks);
-    for (uint64_t i = 0; i < 4; i++) CHECK_OK(tbx_names_insert(&n, i, NULL));
-    c.fail_after = 0; /* the fifth key needs a larger table */
-    CHECK_EQ(tbx_names_insert(&n, 4, NULL), TBX_E_NOMEM);
+    for (uint64_t i = 0; i < 6; i++) CHECK_OK(tbx_names_insert(&n, i, NULL));
+    c.fail_after = 0; /* the seventh key needs a larger table (8 slots hold 6 at load 3/4) */
+    CHECK_EQ(tbx_names_insert(&n, 6, NULL), TBX_E_NOMEM);
     c.fail_after = -1;
-    for (uint64_t i = 0; i < 4; i++) CHECK(tbx_names_find(&n, keys[i], 2, NULL));
-    CHECK(!tbx_names_find(&n, "k4", 2, NULL));
-    CHECK_OK(tbx_names_insert(&n, 4, NULL));
-    CHECK(tbx_names_find(&n, "k4", 2, NULL));
+    for (uint64_t i = 0; i < 6; i++) CHECK(tbx_names_find(&n, keys[i], 2, NULL));
+    CHECK(!tbx_names_find(&n, "k6", 2, NULL));
+    CHECK_OK(tbx_names_insert(&n, 6, NULL));
+    CHECK(tbx_names_find(&n, "k6", 2, NULL));
     tbx_names_free(&n);
     CHECK_EQ(c.live_blocks, 0);
     CHECK_EQ(c.size_mismatches, 0);
