@@ -1,5 +1,6 @@
 /*
- * ztensor.c - the zTensor v1.1 driver (pie-project/ztensor, PyPI `ztensor==1.1.1`).
+ * ztensor.c - the zTensor v1.1 reader (pie-project/ztensor, PyPI `ztensor==1.1.1`); the driver
+ * table is in ztensor_driver.c, the writer in ztensor_write.c (see ztensor_int.h).
  *
  * A zTensor file is an 8-byte magic, then component blobs (the stored bytes of tensors), each
  * at a 64-aligned offset with zero padding between them, then a CBOR manifest describing
@@ -47,12 +48,10 @@
  */
 #include "ztensor_int.h"
 
-#include "crc32c.h"
 #include "split.h"
 #include "ztensor.h"
 
 #include <inttypes.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through the handle */
@@ -63,36 +62,6 @@
 /* ------------------------------------------------------------------------------------------ */
 /* dtypes, roles                                                                               */
 /* ------------------------------------------------------------------------------------------ */
-static const zt_dtype zt_dtypes[] = {
-    {"f64", TBX_DT_F64, 8},         {"f32", TBX_DT_F32, 4},
-    {"f16", TBX_DT_F16, 2},         {"bf16", TBX_DT_BF16, 2},
-    {"f8_e4m3", TBX_DT_F8_E4M3, 1}, {"f8_e5m2", TBX_DT_F8_E5M2, 1},
-    {"complex64", TBX_DT_C64, 8},   {"complex128", TBX_DT_C128, 16},
-    {"i64", TBX_DT_I64, 8},         {"i32", TBX_DT_I32, 4},
-    {"i16", TBX_DT_I16, 2},         {"i8", TBX_DT_I8, 1},
-    {"u64", TBX_DT_U64, 8},         {"u32", TBX_DT_U32, 4},
-    {"u16", TBX_DT_U16, 2},         {"u8", TBX_DT_U8, 1},
-    {"bool", TBX_DT_BOOL, 1},
-};
-#define ZT_NDTYPES (sizeof zt_dtypes / sizeof zt_dtypes[0])
-
-const zt_dtype *zt_dtype_by_name(const char *s, size_t n) {
-    for (size_t i = 0; i < ZT_NDTYPES; i++)
-        if (strlen(zt_dtypes[i].name) == n && memcmp(zt_dtypes[i].name, s, n) == 0)
-            return &zt_dtypes[i];
-    return NULL;
-}
-
-const zt_dtype *zt_dtype_by_tbx(tbx_dtype dt) {
-    for (size_t i = 0; i < ZT_NDTYPES; i++)
-        if (zt_dtypes[i].dtype == dt) return &zt_dtypes[i];
-    return NULL;
-}
-
-const char *const zt_role_names[ZT_NROLES] = {
-    "data", "values", "indices", "indptr", "coords", "packed_weight", "scales", "zeros",
-};
-
 /* Components of each layout, in model order. */
 static const int zt_layout_roles[4][3] = {
     {ZT_R_DATA, -1, -1},
@@ -166,7 +135,7 @@ static void zt_what(char *dst, size_t cap, const tbx_tensor *t, uint32_t c) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Digests                                                                                     */
+/* Digests (computing them: ztensor_common.c)                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
 static int hexval(char ch) {
@@ -209,80 +178,10 @@ static int zt_digest_parse(const char *s, zt_digest *d) {
     return 0;
 }
 
-void zt_digest_str(const zt_digest *d, char *dst, size_t cap) {
-    if (d->algo == ZT_H_CRC32C) {
-        snprintf(dst, cap, "crc32c:0x%08" PRIX32, d->crc);
-    } else if (d->algo == ZT_H_SHA256 && cap >= 7 + 65) {
-        memcpy(dst, "sha256:", 7);
-        for (int i = 0; i < 32; i++) snprintf(dst + 7 + 2 * i, 3, "%02x", d->sha[i]);
-    } else if (cap) {
-        dst[0] = 0;
-    }
-}
-
-
-tbx_status zt_hash_init(zt_hash *h, int algo, tbx_error *err) {
-    memset(h, 0, sizeof *h);
-    h->algo = algo;
-    if (algo == ZT_H_SHA256) {
-        h->md = EVP_MD_CTX_new();
-        if (!h->md || EVP_DigestInit_ex(h->md, EVP_sha256(), NULL) != 1) {
-            EVP_MD_CTX_free(h->md);
-            h->md = NULL;
-            h->algo = ZT_H_NONE;
-            return tbx_err(err, TBX_E_NOMEM, TBX_NO_OFFSET, "digest", "cannot set up SHA-256");
-        }
-    }
-    return TBX_OK;
-}
-
-void zt_hash_update(zt_hash *h, const void *p, size_t n) {
-    if (!h || n == 0) return;
-    if (h->algo == ZT_H_CRC32C) h->crc = tbx_crc32c(h->crc, p, n);
-    else if (h->algo == ZT_H_SHA256) (void)EVP_DigestUpdate(h->md, p, n);
-}
-
-void zt_hash_final(zt_hash *h, zt_digest *out) {
-    memset(out, 0, sizeof *out);
-    out->algo = h->algo;
-    if (h->algo == ZT_H_CRC32C) out->crc = h->crc;
-    else if (h->algo == ZT_H_SHA256) {
-        unsigned len = 0;
-        (void)EVP_DigestFinal_ex(h->md, out->sha, &len);
-    }
-}
-
-void zt_hash_free(zt_hash *h) {
-    if (h->md) EVP_MD_CTX_free(h->md);
-    h->md = NULL;
-}
-
 static bool zt_digest_eq(const zt_digest *a, const zt_digest *b) {
     if (a->algo != b->algo) return false;
     if (a->algo == ZT_H_CRC32C) return a->crc == b->crc;
     return memcmp(a->sha, b->sha, 32) == 0;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* zstd through the handle's allocator (zstd's free() gets no size: keep it in a header)       */
-/* ------------------------------------------------------------------------------------------ */
-#define ZT_ZHDR 16u
-
-void *zt_zalloc(void *opaque, size_t size) {
-    const tbx_alloc *al = opaque;
-    if (size > SIZE_MAX - ZT_ZHDR) return NULL;
-    uint8_t *p = tbx_malloc(al, size + ZT_ZHDR);
-    if (!p) return NULL;
-    memcpy(p, &size, sizeof size);
-    return p + ZT_ZHDR;
-}
-
-void zt_zfree(void *opaque, void *addr) {
-    if (!addr) return;
-    uint8_t *p = (uint8_t *)addr - ZT_ZHDR;
-    size_t size;
-    memcpy(&size, p, sizeof size);
-    tbx_free(opaque, p, size + ZT_ZHDR);
 }
 
 /* ceil(log2(n)), at least 10 */
@@ -720,8 +619,8 @@ static void zt_park_free(tbx_file *f) {
 
 /* The driver's read_component_range: decoded bytes [pos, pos + len) of component c through a
  * parked byte stream (the core checked the range and ran any pending digest check). */
-static tbx_status zt_read_range(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t pos,
-                                void *buf, size_t len, tbx_error *err) {
+tbx_status zt_read_range(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t pos,
+                         void *buf, size_t len, tbx_error *err) {
     if (len == 0) return TBX_OK;
     zt_es s;
     tbx_status st = zt_es_get(&s, f, t, c, ZT_ES_BYTES, 0, pos, err);
@@ -777,7 +676,7 @@ static tbx_status zt_es_word(zt_es *s, uint64_t *u, tbx_error *err) {
 /* ------------------------------------------------------------------------------------------ */
 static const uint8_t zt_magic_v2[8] = {0x89, 'Z', 'T', '2', 0x0D, 0x0A, 0x1A, 0x0A};
 
-static bool zt_probe(const uint8_t *head, size_t len, uint64_t file_size) {
+bool zt_probe(const uint8_t *head, size_t len, uint64_t file_size) {
     (void)file_size;
     if (len < 8) return false;
     return memcmp(head, ZT_MAGIC, 8) == 0 || memcmp(head, ZT_MAGIC_V01, 8) == 0 ||
@@ -1637,7 +1536,7 @@ static int span_cmp(const void *a, const void *b) {
     return x->ci < y->ci ? -1 : (x->ci > y->ci);
 }
 
-static void zt_close(tbx_file *f) {
+void zt_close(tbx_file *f) {
     for (size_t i = 0; i < f->ntensors; i++) {
         if (f->tensors[i].drv) tbx_free(&f->al, f->tensors[i].drv, sizeof(zt_tdrv));
         f->tensors[i].drv = NULL;
@@ -1651,7 +1550,7 @@ static void zt_close(tbx_file *f) {
     f->drv_state = NULL;
 }
 
-static tbx_status zt_open(tbx_file *f, tbx_error *err) {
+tbx_status zt_open(tbx_file *f, tbx_error *err) {
     uint64_t size = f->src.size;
     if (size < 24)
         return tbx_err(err, TBX_E_TRUNCATED, 0, "footer",
@@ -1784,7 +1683,7 @@ static tbx_status digest_mismatch(tbx_file *f, const tbx_tensor *t, uint32_t c,
 
 /* With verification on: a digest still to verify, or one known bad that no problem callback
  * took (reads of it keep failing). The core then routes raw bytes through us. */
-static bool zt_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
+bool zt_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
     if (!(f->flags & TBX_OPEN_VERIFY_DIGESTS) || !t->comp[c].digest) return false;
     uint8_t v = vget(t->drv, c);
     return v == ZT_V_UNCHECKED || (v == ZT_V_BAD && !f->on_problem);
@@ -1795,8 +1694,8 @@ static tbx_status hash_stored(tbx_file *f, const tbx_component *k, zt_hash *h, u
 
 /* Passes component c's stored bytes through its decoder into buf (NULL: the decoded bytes are
  * dropped, only checked), hashing them on the way when its digest is still to be verified. */
-static tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
-                          tbx_error *err) {
+tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                   tbx_error *err) {
     zt_tdrv *d = t->drv;
     const tbx_component *k = &t->comp[c];
     const bool verify_on = (f->flags & TBX_OPEN_VERIFY_DIGESTS) && k->digest;
@@ -1839,8 +1738,8 @@ static tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, void *bu
     return st;
 }
 
-static tbx_status zt_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c,
-                                     tbx_error *err) {
+tbx_status zt_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c,
+                              tbx_error *err) {
     return zt_pass(f, t, c, NULL, err);
 }
 
@@ -2028,7 +1927,7 @@ static tbx_status validate_bool(tbx_file *f, const tbx_tensor *t, const char *tq
     return rc;
 }
 
-static tbx_status zt_validate(tbx_file *f, tbx_error *err) {
+tbx_status zt_validate(tbx_file *f, tbx_error *err) {
     uint8_t *chunk = tbx_malloc(&f->al, ZT_CHUNK);
     if (!chunk) return tbx_err_nomem(err, "validation buffer");
     tbx_status st = validate_digests(f, err);
@@ -2234,7 +2133,7 @@ static tbx_status read_qgroup(tbx_file *f, const tbx_tensor *t, uint64_t first, 
 
 tbx_status tbx_ztensor_read_f32_range(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
                                       float *out, tbx_error *err) {
-    if (!f || f->drv != &tbx_driver_ztensor)
+    if (!f || !f->drv || f->drv->format != TBX_FORMAT_ZTENSOR)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "file",
                        "tbx_ztensor_read_f32: not a handle opened as zTensor");
     if (i >= f->ntensors)
@@ -2270,8 +2169,8 @@ tbx_status tbx_ztensor_read_f32_range(tbx_file *f, uint64_t i, uint64_t first, u
 
 /* The driver's read_f32 hook: non-dense layouts only (zTensor has no dtype without a core
  * decoder, and a dense tensor here would loop back through tbx_tensor_read_f32). */
-static tbx_status zt_read_f32_hook(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
-                                   float *out, tbx_error *err) {
+tbx_status zt_read_f32_hook(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
+                            float *out, tbx_error *err) {
     const tbx_tensor *t = &f->tensors[i];
     if (t->layout == TBX_LAYOUT_DENSE)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "dtype",
@@ -2284,36 +2183,3 @@ tbx_status tbx_ztensor_read_f32(tbx_file *f, uint64_t i, float *out, tbx_error *
     if (!f || i >= f->ntensors) return tbx_ztensor_read_f32_range(f, i, 0, 0, out, err);
     return tbx_ztensor_read_f32_range(f, i, 0, f->tensors[i].nelems, out, err);
 }
-
-/* ------------------------------------------------------------------------------------------ */
-static bool zt_w_dtype_ok(tbx_dtype dt) { return zt_dtype_by_tbx(dt) != NULL; }
-
-const tbx_driver tbx_driver_ztensor = {
-    .format = TBX_FORMAT_ZTENSOR,
-    .name = "ztensor",
-    .aliases = "zt",
-    .extensions = ".zt",
-    .caps = TBX_FCAP_COMPRESSION | TBX_FCAP_DIGESTS,
-    .read_versions = 0x2u,  /* 1 (manifest "1.x.y") */
-    .write_versions = 0x2u,
-    .write_version = 1,
-    .meta_types = ZT_META_TYPES,
-    .w_dtype_ok = zt_w_dtype_ok,
-    .probe = zt_probe,
-    .open = zt_open,
-    .read_component = zt_pass,
-    .read_component_range = zt_read_range,
-    .raw_pending = zt_raw_pending,
-    .check_component = zt_check_component,
-    .read_f32 = zt_read_f32_hook,
-    .validate = zt_validate,
-    .close = zt_close,
-    .w_check_meta = zt_w_check_meta,
-    .w_check_section = NULL,
-    .w_check_tensor = zt_w_check_tensor,
-    .w_layout = zt_w_layout,
-    .w_data = zt_w_data,
-    .w_tensor_done = zt_w_tensor_done,
-    .w_finish = zt_w_finish,
-    .w_free = zt_w_free,
-};

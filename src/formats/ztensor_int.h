@@ -1,11 +1,15 @@
 /*
  * ztensor_int.h - private declarations shared by the zTensor driver's modules:
  *
- *   ztensor.c        the driver table, opening (manifest -> model), reading, validation,
- *                    f32 decoding of sparse and quantized_group tensors;
+ *   ztensor_common.c dtype and role names, digests, zstd allocation (reader and writer);
  *   ztensor_cbor.c   the CBOR pull decoder (libcbor's streaming decoder behind it), the builder
- *                    of metadata values and the canonical CBOR encoder;
- *   ztensor_write.c  the writer hooks and the sparse / quantized_group writer extras.
+ *                    of metadata values and the canonical CBOR encoder (reader and writer);
+ *   ztensor.c        opening (manifest -> model), reading, validation, f32 decoding of sparse
+ *                    and quantized_group tensors;
+ *   ztensor_write.c  the writer hooks and the sparse / quantized_group writer extras;
+ *   ztensor_driver.c the driver table, the one file that names both reader and writer hooks.
+ *
+ * Reader and writer call only down into ztensor_common.c and ztensor_cbor.c, never each other.
  *
  * See ztensor.c for the format description and docs/formats/ztensor.md for every decision.
  */
@@ -21,7 +25,7 @@
 #define ZT_HARD_DEPTH 256u                      /* nesting cap whatever tbx_limits says */
 #define ZT_META_OBJ_PREFIX "ztensor.attributes." /* metadata key of an object's attributes */
 
-/* The driver (ztensor.c); declared here too until src/core/internal.h lists it. */
+/* The driver (ztensor_driver.c); declared here too until src/core/internal.h lists it. */
 extern const tbx_driver tbx_driver_ztensor;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -163,7 +167,20 @@ tbx_status zt_check_value(const tbx_value *v, uint32_t depth, const char *what, 
 /* Encodes a value (checked with zt_check_value first). Maps get canonical key order. */
 tbx_status zt_put_value(zt_buf *b, const tbx_value *v, tbx_error *err);
 
-/* Writer hooks (ztensor_write.c), listed in tbx_driver_ztensor (ztensor.c). */
+/* Reader hooks (ztensor.c), listed in tbx_driver_ztensor (ztensor_driver.c). */
+bool zt_probe(const uint8_t *head, size_t len, uint64_t file_size);
+tbx_status zt_open(tbx_file *f, tbx_error *err);
+void zt_close(tbx_file *f);
+tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf, tbx_error *err);
+tbx_status zt_read_range(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t pos, void *buf,
+                         size_t len, tbx_error *err);
+bool zt_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c);
+tbx_status zt_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx_error *err);
+tbx_status zt_read_f32_hook(tbx_file *f, uint64_t i, uint64_t first, uint64_t count, float *out,
+                            tbx_error *err);
+tbx_status zt_validate(tbx_file *f, tbx_error *err);
+
+/* Writer hooks (ztensor_write.c), listed in tbx_driver_ztensor (ztensor_driver.c). */
 tbx_status zt_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
                            tbx_error *err);
 tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
