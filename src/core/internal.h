@@ -630,6 +630,21 @@ uint32_t tbx_driver_caps(const tbx_driver *d);
  * tests pass their own list. */
 const tbx_driver *tbx_dtype_driver_in(const tbx_driver *const *drivers, tbx_dtype dt,
                                       const tbx_dtype_info **info);
+/* The core dtype table (dtype.c, foundation: it never looks at the drivers). The public lookups
+ * tbx_dtype_get / _from_name / _nbytes / _nbytes_shape (registry.c) consult it first, then the
+ * drivers' dtypes. */
+const tbx_dtype_info *tbx_dtype_core_get(tbx_dtype dtype); /* NULL: not a core dtype */
+tbx_dtype tbx_dtype_core_from_name(const char *name);      /* core names; INVALID otherwise */
+tbx_dtype tbx_dtype_alias_from_name(const char *name);     /* "f4", "complex64", ... */
+bool tbx_dtype_name_eq(const char *a, const char *b);      /* ASCII case-insensitive */
+/* Size rules of a non-shaped entry: nelems elements; a row-major shape (the last dimension holds
+ * whole blocks). TBX_E_UNSUPPORTED for TBX_DTF_SHAPED entries, TBX_E_INVALID_ARG for NULL. */
+tbx_status tbx_dtype_info_nbytes(const tbx_dtype_info *e, uint64_t nelems, uint64_t *out);
+tbx_status tbx_dtype_info_nbytes_shape(const tbx_dtype_info *e, const uint64_t *shape,
+                                       uint32_t ndim, uint64_t *out);
+/* tbx_decode_f32 with the dtype's entry already looked up (src/quant/decode.c). */
+tbx_status tbx_decode_f32_info(const tbx_dtype_info *e, tbx_dtype dtype, const void *src,
+                               size_t src_len, uint64_t nelems, float *dst);
 /* tbx_dtype_get / tbx_dtype_nbytes_shape over an explicit driver list. */
 const tbx_dtype_info *tbx_dtype_get_in(const tbx_driver *const *drivers, tbx_dtype dtype);
 tbx_status tbx_dtype_nbytes_shape_in(const tbx_driver *const *drivers, tbx_dtype dtype,

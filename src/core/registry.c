@@ -1,7 +1,9 @@
 /*
  * registry.c - the driver table and everything read from it: format names and aliases,
  * detection by magic bytes, extensions, capabilities (tbx_format_caps_get), the drivers of
- * driver-specific dtypes, version queries. No format knowledge lives here: only the rows.
+ * driver-specific dtypes and the public dtype lookups that include them (tbx_dtype_get,
+ * tbx_dtype_from_name, tbx_dtype_nbytes[_shape], tbx_decode_f32: the core table below them is
+ * dtype.c), version queries. No format knowledge lives here: only the rows.
  *
  * Adding a format: write src/formats/<fmt>.c defining `const tbx_driver tbx_driver_<fmt>`
  * (the contract is struct tbx_driver in internal.h), declare it in internal.h and list it in
@@ -140,6 +142,59 @@ const tbx_driver *tbx_dtype_driver_in(const tbx_driver *const *drivers, tbx_dtyp
                 return drivers[i];
             }
     return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* dtypes: the core table (dtype.c) first, then the rows' driver-specific dtypes               */
+/* ------------------------------------------------------------------------------------------ */
+const tbx_dtype_info *tbx_dtype_get_in(const tbx_driver *const *drivers, tbx_dtype dtype) {
+    const tbx_dtype_info *e = tbx_dtype_core_get(dtype);
+    if (e || (int)dtype <= 0) return e;
+    /* driver-specific dtypes: the entry of the driver that declares it */
+    tbx_dtype_driver_in(drivers, dtype, &e);
+    return e;
+}
+
+const tbx_dtype_info *tbx_dtype_get(tbx_dtype dtype) { return tbx_dtype_get_in(tbx_drivers, dtype); }
+
+tbx_dtype tbx_dtype_from_name(const char *name) {
+    if (!name) return TBX_DT_INVALID;
+    tbx_dtype dt = tbx_dtype_core_from_name(name);
+    if (dt != TBX_DT_INVALID) return dt;
+    for (size_t d = 0; tbx_drivers[d]; d++)
+        for (size_t k = 0; k < tbx_drivers[d]->ndtypes; k++)
+            if (tbx_dtype_name_eq(name, tbx_drivers[d]->dtypes[k].name))
+                return tbx_drivers[d]->dtypes[k].dtype;
+    return tbx_dtype_alias_from_name(name);
+}
+
+tbx_status tbx_dtype_nbytes(tbx_dtype dtype, uint64_t nelems, uint64_t *out) {
+    const tbx_dtype_info *e = tbx_dtype_get(dtype);
+    if (!e || !out) return TBX_E_INVALID_ARG;
+    return tbx_dtype_info_nbytes(e, nelems, out);
+}
+
+tbx_status tbx_dtype_nbytes_shape_in(const tbx_driver *const *drivers, tbx_dtype dtype,
+                                     const uint64_t *shape, uint32_t ndim, uint64_t *out) {
+    const tbx_dtype_info *e = tbx_dtype_get_in(drivers, dtype);
+    if (!e || !out || (ndim > 0 && !shape)) return TBX_E_INVALID_ARG;
+    if (e->flags & TBX_DTF_SHAPED) {
+        /* driver-specific: its size rule belongs to the driver that declares it */
+        const tbx_driver *d = tbx_dtype_driver_in(drivers, dtype, NULL);
+        if (!d || !d->dtype_nbytes) return TBX_E_UNSUPPORTED;
+        return d->dtype_nbytes(dtype, shape, ndim, out);
+    }
+    return tbx_dtype_info_nbytes_shape(e, shape, ndim, out);
+}
+
+tbx_status tbx_dtype_nbytes_shape(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,
+                                  uint64_t *out) {
+    return tbx_dtype_nbytes_shape_in(tbx_drivers, dtype, shape, ndim, out);
+}
+
+tbx_status tbx_decode_f32(tbx_dtype dtype, const void *src, size_t src_len, uint64_t nelems,
+                          float *dst) {
+    return tbx_decode_f32_info(tbx_dtype_get(dtype), dtype, src, src_len, nelems, dst);
 }
 
 const char *tbx_layout_name(tbx_layout layout) {
