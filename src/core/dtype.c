@@ -1,11 +1,12 @@
 /*
  * dtype.c - the dtype table: names, element sizes, block geometry and flags of every core
- * core tbx_dtype, name lookup, and the size rules of the core table.
+ * tbx_dtype, name lookup, and the size rules of the core table.
  *
- * This file is part of the foundation: it knows the core table only and never looks at the
- * drivers. Driver-specific dtypes (TBX_DTF_SHAPED) have their entries and size rules in the
- * driver that declares them (tbx_driver.dtypes / dtype_nbytes); the public lookups that see both
- * (tbx_dtype_get, tbx_dtype_from_name, tbx_dtype_nbytes[_shape]) are in registry.c, one layer up.
+ * This file is part of the foundation: it never calls upward and never reads the global
+ * driver table. Driver-specific dtypes (TBX_DTF_SHAPED) have their entries and size rules in the
+ * driver that declares them (tbx_driver.dtypes / dtype_nbytes); the *_in functions below look
+ * them up in a driver list their caller passes down. The public lookups over every registered
+ * driver (tbx_dtype_get, _from_name, _nbytes[_shape], tbx_decode_f32) are in registry.c.
  */
 #include "internal.h"
 #include "plain.h"
@@ -164,4 +165,40 @@ tbx_status tbx_dtype_info_nbytes_shape(const tbx_dtype_info *e, const uint64_t *
     tbx_status st = shape_nelems(shape, ndim, &n);
     if (st != TBX_OK) return st;
     return tbx_dtype_info_nbytes(e, n, out);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Driver-specific dtypes, over a driver list the caller passes down (registry.c: tbx_drivers;  */
+/* model.c: the handle's own driver; tests: their own). This file never names a driver.         */
+/* ------------------------------------------------------------------------------------------ */
+const tbx_driver *tbx_dtype_driver_in(const tbx_driver *const *drivers, tbx_dtype dt,
+                                      const tbx_dtype_info **info) {
+    for (size_t i = 0; drivers && drivers[i]; i++)
+        for (size_t k = 0; k < drivers[i]->ndtypes; k++)
+            if (drivers[i]->dtypes[k].dtype == dt) {
+                if (info) *info = &drivers[i]->dtypes[k];
+                return drivers[i];
+            }
+    return NULL;
+}
+
+const tbx_dtype_info *tbx_dtype_get_in(const tbx_driver *const *drivers, tbx_dtype dtype) {
+    const tbx_dtype_info *e = tbx_dtype_core_get(dtype);
+    if (e || (int)dtype <= 0) return e;
+    /* driver-specific dtypes: the entry of the driver that declares it */
+    tbx_dtype_driver_in(drivers, dtype, &e);
+    return e;
+}
+
+tbx_status tbx_dtype_nbytes_shape_in(const tbx_driver *const *drivers, tbx_dtype dtype,
+                                     const uint64_t *shape, uint32_t ndim, uint64_t *out) {
+    const tbx_dtype_info *e = tbx_dtype_get_in(drivers, dtype);
+    if (!e || !out || (ndim > 0 && !shape)) return TBX_E_INVALID_ARG;
+    if (e->flags & TBX_DTF_SHAPED) {
+        /* driver-specific: its size rule belongs to the driver that declares it */
+        const tbx_driver *d = tbx_dtype_driver_in(drivers, dtype, NULL);
+        if (!d || !d->dtype_nbytes) return TBX_E_UNSUPPORTED;
+        return d->dtype_nbytes(dtype, shape, ndim, out);
+    }
+    return tbx_dtype_info_nbytes_shape(e, shape, ndim, out);
 }

@@ -133,28 +133,10 @@ int tbx_format_writes_dtype(tbx_format format, tbx_dtype dtype) {
     return d->w_dtype_ok(dtype) ? 1 : 0;
 }
 
-const tbx_driver *tbx_dtype_driver_in(const tbx_driver *const *drivers, tbx_dtype dt,
-                                      const tbx_dtype_info **info) {
-    for (size_t i = 0; drivers && drivers[i]; i++)
-        for (size_t k = 0; k < drivers[i]->ndtypes; k++)
-            if (drivers[i]->dtypes[k].dtype == dt) {
-                if (info) *info = &drivers[i]->dtypes[k];
-                return drivers[i];
-            }
-    return NULL;
-}
 
 /* ------------------------------------------------------------------------------------------ */
-/* dtypes: the core table (dtype.c) first, then the rows' driver-specific dtypes               */
+/* dtypes: the lookups of dtype.c over the rows (core table first, then the drivers' dtypes)  */
 /* ------------------------------------------------------------------------------------------ */
-const tbx_dtype_info *tbx_dtype_get_in(const tbx_driver *const *drivers, tbx_dtype dtype) {
-    const tbx_dtype_info *e = tbx_dtype_core_get(dtype);
-    if (e || (int)dtype <= 0) return e;
-    /* driver-specific dtypes: the entry of the driver that declares it */
-    tbx_dtype_driver_in(drivers, dtype, &e);
-    return e;
-}
-
 const tbx_dtype_info *tbx_dtype_get(tbx_dtype dtype) { return tbx_dtype_get_in(tbx_drivers, dtype); }
 
 tbx_dtype tbx_dtype_from_name(const char *name) {
@@ -172,19 +154,6 @@ tbx_status tbx_dtype_nbytes(tbx_dtype dtype, uint64_t nelems, uint64_t *out) {
     const tbx_dtype_info *e = tbx_dtype_get(dtype);
     if (!e || !out) return TBX_E_INVALID_ARG;
     return tbx_dtype_info_nbytes(e, nelems, out);
-}
-
-tbx_status tbx_dtype_nbytes_shape_in(const tbx_driver *const *drivers, tbx_dtype dtype,
-                                     const uint64_t *shape, uint32_t ndim, uint64_t *out) {
-    const tbx_dtype_info *e = tbx_dtype_get_in(drivers, dtype);
-    if (!e || !out || (ndim > 0 && !shape)) return TBX_E_INVALID_ARG;
-    if (e->flags & TBX_DTF_SHAPED) {
-        /* driver-specific: its size rule belongs to the driver that declares it */
-        const tbx_driver *d = tbx_dtype_driver_in(drivers, dtype, NULL);
-        if (!d || !d->dtype_nbytes) return TBX_E_UNSUPPORTED;
-        return d->dtype_nbytes(dtype, shape, ndim, out);
-    }
-    return tbx_dtype_info_nbytes_shape(e, shape, ndim, out);
 }
 
 tbx_status tbx_dtype_nbytes_shape(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,

@@ -161,7 +161,7 @@ int32_t tbx_gguf_dtype_type(tbx_dtype dt) {
 const char *tbx_gguf_type_name(uint32_t t) { return t <= TBX_GGUF_TYPE_MAX ? g_types[t].name : NULL; }
 
 static const char *dt_name(tbx_dtype dt) {
-    const tbx_dtype_info *di = tbx_dtype_get(dt);
+    const tbx_dtype_info *di = tbx_dtype_core_get(dt);
     return di ? di->name : "(invalid)";
 }
 
@@ -256,7 +256,7 @@ static tbx_status g_describe_quant(tbx_file *f, g_state *s, tbx_tensor *t, uint3
     if (!s->quant_of[type]) {
         tbx_quant_info *q = tbx_file_quant_new(f);
         if (!q) return tbx_err_nomem(err, "quantization description");
-        const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+        const tbx_dtype_info *di = tbx_dtype_core_get(t->dtype);
         q->method = TBX_QUANT_GGML;
         q->code_dtype = t->dtype;
         q->bits = qf.bits;
@@ -711,7 +711,7 @@ static tbx_status rd_tensor_info(g_rd *r, uint64_t i, uint64_t **ne_buf, size_t 
         return tbx_err(err, TBX_E_FORMAT, type_at, fld,
                        "tensor \"%s\": ggml type id %" PRIu32 " (%s) was removed from ggml and "
                        "is not valid in GGUF files", q, ti.type, g_types[ti.type].name);
-    const tbx_dtype_info *di = tbx_dtype_get(dt);
+    const tbx_dtype_info *di = tbx_dtype_core_get(dt);
     if (!di)
         return tbx_err(err, TBX_E_UNSUPPORTED, type_at, fld,
                        "tensor \"%s\": ggml type %s has no dtype in this build", q,
@@ -737,7 +737,7 @@ static tbx_status rd_tensor_info(g_rd *r, uint64_t i, uint64_t **ne_buf, size_t 
                        "tensor \"%s\": ne[0] = %" PRIu64 " is not a multiple of the %s block "
                        "size %" PRIu32, q, ne0, g_types[ti.type].name, di->block_size);
     for (uint32_t j = 0; j < ti.n_dims; j++) shape[j] = ne[ti.n_dims - 1 - j];
-    st = tbx_dtype_nbytes_shape(dt, shape, ti.n_dims, &ti.size);
+    st = tbx_dtype_core_nbytes_shape(dt, shape, ti.n_dims, &ti.size);
     if (st != TBX_OK)
         return tbx_err(err, st == TBX_E_FORMAT ? TBX_E_FORMAT : TBX_E_OVERFLOW, ti.ne_off, fld,
                        "tensor \"%s\": byte size of %" PRIu64 " %s elements %s", q, ti.nelems,
@@ -1170,7 +1170,7 @@ static tbx_status g_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, void *
     if (!src) return tbx_err(err, TBX_E_STATE, k->offset, t->name, "tensor \"%s\": no source", t->name);
     tbx_status st = tbx_source_read(src, k->offset, buf, (size_t)k->nbytes, t->name, err);
     if (st != TBX_OK || gt->be == 0) return st;
-    const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+    const tbx_dtype_info *di = tbx_dtype_core_get(t->dtype);
     uint8_t *p = buf;
     if (!(di->flags & TBX_DTF_BLOCK)) {
         swap_elems(p, (size_t)(k->nbytes / gt->runs[0].width), gt->runs[0].width);

@@ -467,7 +467,7 @@ static tbx_status oi_meta_ndarray(oi_rd *rd, const char *key, uint64_t off, uint
                        PRIu64, key, count, f->limits.max_array_len);
     const oi_type *ty = oi_type_of(et);
     uint64_t data = 0, want;
-    if (tbx_dtype_nbytes(ty->dtype, count, &data) != TBX_OK || !tbx_add_u64(head, data, &want) ||
+    if (tbx_dtype_core_nbytes(ty->dtype, count, &data) != TBX_OK || !tbx_add_u64(head, data, &want) ||
         !tbx_align_up_u64(want, OI_ALIGN, &want))
         return tbx_err(err, TBX_E_OVERFLOW, off, "metadata.value",
                        "metadata \"%s\": ndarray size overflows 64 bits", key);
@@ -607,7 +607,7 @@ static tbx_status oi_quant_payload(oi_rd *rd, const char *name, tbx_dtype dtype,
     /* the common description (owned by the handle even when this tensor fails later) */
     tbx_quant_info *qi = tbx_file_quant_new(f);
     if (!qi) return tbx_err_nomem(err, "quant parameters");
-    const tbx_dtype_info *di = tbx_dtype_get(dtype);
+    const tbx_dtype_info *di = tbx_dtype_core_get(dtype);
     qi->method = TBX_QUANT_LINEAR;
     qi->code_dtype = dtype;
     qi->bits = di ? di->bits : 0;
@@ -714,7 +714,7 @@ static tbx_status oi_tensor_entry(oi_rd *rd, tbx_error *err) {
                        " and data_offset = %" PRIu64 ", expected 0 and 0", name, nbytes, off);
     if (has_data) {
         uint64_t want = 0;
-        tbx_status ns = tbx_dtype_nbytes_shape(ty->dtype, rd->dims, ndim, &want);
+        tbx_status ns = tbx_dtype_core_nbytes_shape(ty->dtype, rd->dims, ndim, &want);
         if (ns != TBX_OK)
             return tbx_err(err, TBX_E_OVERFLOW, at_dt + 12, "tensor.dims",
                            "tensor \"%s\": byte size of its %s elements overflows 64 bits", name,

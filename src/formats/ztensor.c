@@ -495,11 +495,11 @@ static tbx_status zt_es_fill(zt_es *s, tbx_error *err) {
     s->len = cap / s->esize;
     s->pos = 0;
     if (s->fbuf) {
-        st = tbx_decode_f32(s->dt, s->buf, cap, s->len, s->fbuf);
+        st = tbx_decode_f32_info(tbx_dtype_core_get(s->dt), s->dt, s->buf, cap, s->len, s->fbuf);
         if (st != TBX_OK) {
             char w[128];
             zt_what(w, sizeof w, s->rd.t, s->rd.c);
-            const tbx_dtype_info *di = tbx_dtype_get(s->dt);
+            const tbx_dtype_info *di = tbx_dtype_core_get(s->dt);
             return tbx_err(err, st == TBX_E_UNSUPPORTED ? TBX_E_UNSUPPORTED : st,
                            s->rd.k->offset, "component.dtype",
                            "component %s: %s values cannot be decoded to f32", w,
@@ -2149,7 +2149,7 @@ tbx_status tbx_ztensor_read_f32_range(tbx_file *f, uint64_t i, uint64_t first, u
     if (!out && count) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "out", "NULL output");
     if (t->layout == TBX_LAYOUT_DENSE) return tbx_tensor_read_f32(f, i, first, count, out, err);
     for (uint32_t c = 0; c < t->ncomp; c++) {
-        const tbx_dtype_info *di = tbx_dtype_get(t->comp[c].dtype);
+        const tbx_dtype_info *di = tbx_dtype_core_get(t->comp[c].dtype);
         if (di && (di->flags & TBX_DTF_COMPLEX))
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "dtype",
                            "tensor \"%s\": complex values cannot be decoded to f32", t->name);
@@ -2175,7 +2175,7 @@ tbx_status zt_read_f32_hook(tbx_file *f, uint64_t i, uint64_t first, uint64_t co
     if (t->layout == TBX_LAYOUT_DENSE)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "dtype",
                        "tensor \"%s\": dtype %s cannot be decoded to f32", t->name,
-                       tbx_dtype_get(t->dtype) ? tbx_dtype_get(t->dtype)->name : "?");
+                       tbx_dtype_core_get(t->dtype) ? tbx_dtype_core_get(t->dtype)->name : "?");
     return tbx_ztensor_read_f32_range(f, i, first, count, out, err);
 }
 
