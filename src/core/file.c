@@ -284,7 +284,8 @@ static bool via_driver(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
 }
 
 /* Before raw bytes are handed out without passing through the driver: its pending check. */
-static tbx_status raw_gate(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx_error *err) {
+static tbx_status run_pending_check(tbx_file *f, const tbx_tensor *t, uint32_t c,
+                                    tbx_error *err) {
     if (!raw_pending(f, t, c)) return TBX_OK;
     if (!f->drv->check_component)
         return tbx_err(err, TBX_E_STATE, t->comp[c].offset, "component",
@@ -355,12 +356,12 @@ static tbx_status read_comp_range(tbx_file *f, const tbx_tensor *t, uint32_t c, 
             return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
                            "tensor \"%s\" is stored encoded and this format cannot read it in "
                            "ranges; read it whole", t->name);
-        if ((st = raw_gate(f, t, c, err)) != TBX_OK) return st;
+        if ((st = run_pending_check(f, t, c, err)) != TBX_OK) return st;
         return f->drv->read_component_range(f, t, c, pos, buf, len, err);
     }
     const tbx_source *src = comp_source(f, t, k, err);
     if (!src) return TBX_E_STATE;
-    if ((st = raw_gate(f, t, c, err)) != TBX_OK) return st;
+    if ((st = run_pending_check(f, t, c, err)) != TBX_OK) return st;
     return tbx_source_read(src, k->offset + pos, buf, len, t->name, err);
 }
 
@@ -409,7 +410,7 @@ tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len
     if (!p)
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
                        "tensor \"%s\" cannot be mapped (file not mapped or data encoded)", t->name);
-    if ((st = raw_gate(f, t, 0, err)) != TBX_OK) return st;
+    if ((st = run_pending_check(f, t, 0, err)) != TBX_OK) return st;
     if (ptr) *ptr = p;
     if (len) *len = (size_t)k->nbytes;
     return TBX_OK;
@@ -469,14 +470,14 @@ tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t
     if (direct) {
         ksrc = comp_source(f, t, k, err);
         if (!ksrc) return TBX_E_STATE;
-        if ((st = raw_gate(f, t, 0, err)) != TBX_OK) return st;
+        if ((st = run_pending_check(f, t, 0, err)) != TBX_OK) return st;
     }
 
     /* Encoded data: chunk after chunk through the driver's decoding cursor (one pass over the
      * component however the caller cuts its reads); a driver without one decodes the whole
      * component (bounded by its declared size). */
     const bool ranged = !direct && f->drv->read_component_range;
-    if (ranged && (st = raw_gate(f, t, 0, err)) != TBX_OK) return st;
+    if (ranged && (st = run_pending_check(f, t, 0, err)) != TBX_OK) return st;
     uint8_t *whole = NULL;
     size_t whole_len = 0;
     if (!direct && !ranged) {

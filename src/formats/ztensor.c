@@ -744,16 +744,16 @@ static bool key_is(const zt_str *k, const char *s) {
     return k->n == n && memcmp(k->p, s, n) == 0;
 }
 
-typedef struct zt_pcomp {
+typedef struct zt_parsed_comp {
     bool present;
     const zt_dtype *dt;
     uint64_t offset, length;
     tbx_encoding enc;
     char *digest;          /* owned (file allocator), NUL-terminated */
     uint64_t at;           /* file offset of the component's map */
-} zt_pcomp;
+} zt_parsed_comp;
 
-typedef struct zt_pc {
+typedef struct zt_parse_ctx {
     tbx_file *f;
     zt_state *s;
     zt_cbor c;
@@ -761,16 +761,16 @@ typedef struct zt_pc {
     size_t shape_cap;
     bool have_version, have_objects;
     uint32_t version_major;
-} zt_pc;
+} zt_parse_ctx;
 
-static void pcomp_free(zt_pc *pc, zt_pcomp *pcs) {
+static void parsed_comps_free(zt_parse_ctx *pc, zt_parsed_comp *pcs) {
     for (int r = 0; r < ZT_NROLES; r++) {
         if (pcs[r].digest) tbx_free(&pc->f->al, pcs[r].digest, strlen(pcs[r].digest) + 1);
         pcs[r].digest = NULL;
     }
 }
 
-static tbx_status read_uint(zt_pc *pc, const zt_ev *ev, const char *field, uint64_t *out,
+static tbx_status read_uint(zt_parse_ctx *pc, const zt_ev *ev, const char *field, uint64_t *out,
                             tbx_error *err) {
     (void)pc;
     if (ev->k == ZT_EV_UINT) { *out = ev->u; return TBX_OK; }
@@ -785,7 +785,7 @@ static tbx_status read_uint(zt_pc *pc, const zt_ev *ev, const char *field, uint6
                    "%s: must be an unsigned integer, got %s", field, zt_kind_a(ev->k));
 }
 
-static tbx_status parse_component(zt_pc *pc, const zt_ev *mev, zt_pcomp *pcmp, const char *tq,
+static tbx_status parse_component(zt_parse_ctx *pc, const zt_ev *mev, zt_parsed_comp *pcmp, const char *tq,
                                   const char *role, tbx_error *err) {
     zt_cbor *c = &pc->c;
     zt_iter it;
@@ -925,7 +925,7 @@ static tbx_status count_decoded(tbx_file *f, const tbx_tensor *t, uint32_t c, ui
     return st;
 }
 
-static tbx_status add_span(zt_pc *pc, uint64_t off, uint64_t end, size_t ti, uint32_t ci,
+static tbx_status add_span(zt_parse_ctx *pc, uint64_t off, uint64_t end, size_t ti, uint32_t ci,
                            tbx_error *err) {
     zt_state *s = pc->s;
     if (!tbx_grow(&pc->f->al, (void **)&s->spans, &s->cap_spans, s->nspans + 1, sizeof *s->spans))
@@ -963,8 +963,8 @@ static tbx_status zt_describe_qgroup(tbx_file *f, tbx_tensor *t, const zt_tdrv *
     return TBX_OK;
 }
 
-static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off, uint32_t ndim,
-                               int layout, zt_pcomp *pcs, unsigned role_mask, tbx_value **attrs,
+static tbx_status build_object(zt_parse_ctx *pc, const zt_str *name, uint64_t name_off, uint32_t ndim,
+                               int layout, zt_parsed_comp *pcs, unsigned role_mask, tbx_value **attrs,
                                uint64_t obj_off, tbx_error *err) {
     tbx_file *f = pc->f;
     char tq[96];
@@ -1141,7 +1141,7 @@ static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off,
     uint64_t nbytes[ZT_NROLES] = {0};
     for (uint32_t i = 0; i < zt_layout_ncomp[layout]; i++) {
         int r = zt_layout_roles[layout][i];
-        zt_pcomp *p = &pcs[r];
+        zt_parsed_comp *p = &pcs[r];
         uint64_t end;
         if (p->offset % ZT_ALIGN)
             return tbx_err(err, TBX_E_RANGE, p->at, "component.offset",
@@ -1166,7 +1166,7 @@ static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off,
         /* CSR with raw indptr: nnz is its last element; otherwise count decoded values below */
         bool csr = layout == TBX_LAYOUT_SPARSE_CSR;
         if (csr && pcs[ZT_R_INDPTR].enc == TBX_ENC_RAW) {
-            const zt_pcomp *p = &pcs[ZT_R_INDPTR];
+            const zt_parsed_comp *p = &pcs[ZT_R_INDPTR];
             uint32_t isz = p->dt->size;
             uint8_t b[8];
             tbx_status st = tbx_source_read(&f->src, p->offset + p->length - isz, b, isz,
@@ -1282,7 +1282,7 @@ static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off,
     return TBX_OK;
 }
 
-static tbx_status parse_object(zt_pc *pc, zt_str *name, uint64_t name_off, const zt_ev *mev,
+static tbx_status parse_object(zt_parse_ctx *pc, zt_str *name, uint64_t name_off, const zt_ev *mev,
                                tbx_error *err) {
     zt_cbor *c = &pc->c;
     tbx_file *f = pc->f;
@@ -1292,7 +1292,7 @@ static tbx_status parse_object(zt_pc *pc, zt_str *name, uint64_t name_off, const
     const char *field = "object";
     tbx_status st = zt_iter_begin(c, mev, true, &it, field, err);
     if (st != TBX_OK) return st;
-    zt_pcomp pcs[ZT_NROLES];
+    zt_parsed_comp pcs[ZT_NROLES];
     memset(pcs, 0, sizeof pcs);
     unsigned role_mask = 0;
     int layout = -1;
@@ -1420,12 +1420,12 @@ static tbx_status parse_object(zt_pc *pc, zt_str *name, uint64_t name_off, const
     }
     if (st == TBX_OK)
         st = build_object(pc, name, name_off, ndim, layout, pcs, role_mask, &attrs, mev->off, err);
-    pcomp_free(pc, pcs);
+    parsed_comps_free(pc, pcs);
     tbx_val_free(attrs);
     return st;
 }
 
-static tbx_status parse_root(zt_pc *pc, tbx_error *err) {
+static tbx_status parse_root(zt_parse_ctx *pc, tbx_error *err) {
     zt_cbor *c = &pc->c;
     tbx_file *f = pc->f;
     zt_ev ev;
@@ -1612,7 +1612,7 @@ tbx_status zt_open(tbx_file *f, tbx_error *err) {
     tbx_cursor_free(&cur);
     if (st != TBX_OK) { tbx_free(&f->al, buf, (size_t)msize); return st; }
 
-    zt_pc pc;
+    zt_parse_ctx pc;
     memset(&pc, 0, sizeof pc);
     pc.f = f;
     pc.s = s;
@@ -1694,8 +1694,8 @@ static tbx_status hash_stored(tbx_file *f, const tbx_component *k, zt_hash *h, u
 
 /* Passes component c's stored bytes through its decoder into buf (NULL: the decoded bytes are
  * dropped, only checked), hashing them on the way when its digest is still to be verified. */
-tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
-                   tbx_error *err) {
+tbx_status zt_decode_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                               tbx_error *err) {
     zt_tdrv *d = t->drv;
     const tbx_component *k = &t->comp[c];
     const bool verify_on = (f->flags & TBX_OPEN_VERIFY_DIGESTS) && k->digest;
@@ -1740,7 +1740,7 @@ tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
 
 tbx_status zt_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c,
                               tbx_error *err) {
-    return zt_pass(f, t, c, NULL, err);
+    return zt_decode_component(f, t, c, NULL, err);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1777,7 +1777,7 @@ static tbx_status validate_digests(tbx_file *f, tbx_error *err) {
         const tbx_tensor *t = &f->tensors[i];
         for (uint32_t c = 0; c < t->ncomp; c++) {
             if (!t->comp[c].digest || vget(t->drv, c) != ZT_V_UNCHECKED) continue;
-            tbx_status st = zt_pass(f, t, c, NULL, err);
+            tbx_status st = zt_decode_component(f, t, c, NULL, err);
             if (st != TBX_OK) return st;
         }
     }
@@ -2158,7 +2158,7 @@ tbx_status tbx_ztensor_read_f32_range(tbx_file *f, uint64_t i, uint64_t first, u
     /* the element streams below bypass the digests: verify pending ones first */
     for (uint32_t c = 0; c < t->ncomp; c++)
         if (zt_raw_pending(f, t, c)) {
-            tbx_status st = zt_pass(f, t, c, NULL, err);
+            tbx_status st = zt_decode_component(f, t, c, NULL, err);
             if (st != TBX_OK) return st;
         }
     if (t->layout == TBX_LAYOUT_QUANT_GROUP) return read_qgroup(f, t, first, last, out, err);

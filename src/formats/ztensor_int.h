@@ -171,7 +171,8 @@ tbx_status zt_put_value(zt_buf *b, const tbx_value *v, tbx_error *err);
 bool zt_probe(const uint8_t *head, size_t len, uint64_t file_size);
 tbx_status zt_open(tbx_file *f, tbx_error *err);
 void zt_close(tbx_file *f);
-tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf, tbx_error *err);
+tbx_status zt_decode_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                               tbx_error *err);
 tbx_status zt_read_range(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t pos, void *buf,
                          size_t len, tbx_error *err);
 bool zt_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c);
