@@ -54,7 +54,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through the handle */
 #include <zstd.h>
 #include <zstd_errors.h> /* ZSTD_getErrorCode: a window over the limit is TBX_E_LIMIT */
 
@@ -229,8 +228,7 @@ static tbx_status zt_rd_open(zt_rd *r, tbx_file *f, const tbx_tensor *t, uint32_
     r->bound = bound;
     r->h = h;
     if (r->k->encoding != TBX_ENC_ZSTD) return TBX_OK;
-    ZSTD_customMem cm = {zt_zalloc, zt_zfree, (void *)&f->al};
-    r->dctx = ZSTD_createDCtx_advanced(cm);
+    r->dctx = zt_dctx_new(&f->al); /* zstd allocates through the handle */
     if (!r->dctx) return tbx_err_nomem(err, "zstd decoder");
     /* Window: what the data may need, at least 8 MiB (what compressors use for streams of
      * unknown size up to level 19), at most zstd's default decoder limit of 128 MiB and at

@@ -3,6 +3,11 @@
  * besides the CBOR codec (ztensor_cbor.c): the dtype names, the component role names, the
  * digests (CRC-32C, SHA-256) and zstd's allocation through a tbx_alloc. It calls neither.
  */
+/* The advanced zstd API (custom allocator), when the libzstd we link exports it (CMake check). It
+ * must be requested before the first #include <zstd.h> (ztensor_int.h includes it). */
+#ifdef TBX_HAVE_ZSTD_ADVANCED
+#define ZSTD_STATIC_LINKING_ONLY
+#endif
 #include "ztensor_int.h"
 
 #include "crc32c.h"
@@ -115,4 +120,37 @@ void zt_zfree(void *opaque, void *addr) {
     size_t size;
     memcpy(&size, p, sizeof size);
     tbx_free(opaque, p, size + ZT_ZHDR);
+}
+
+ZSTD_DCtx *zt_dctx_new(const tbx_alloc *al) {
+#ifdef TBX_HAVE_ZSTD_ADVANCED
+    ZSTD_customMem cm = {zt_zalloc, zt_zfree, (void *)al};
+    return ZSTD_createDCtx_advanced(cm);
+#else
+    (void)al; /* zstd allocates with malloc (see ztensor_int.h) */
+    return ZSTD_createDCtx();
+#endif
+}
+
+ZSTD_CCtx *zt_cctx_new(const tbx_alloc *al) {
+#ifdef TBX_HAVE_ZSTD_ADVANCED
+    ZSTD_customMem cm = {zt_zalloc, zt_zfree, (void *)al};
+    return ZSTD_createCCtx_advanced(cm);
+#else
+    (void)al;
+    return ZSTD_createCCtx();
+#endif
+}
+
+bool zt_cctx_progress(ZSTD_CCtx *cctx, uint64_t *produced, uint64_t *consumed) {
+#ifdef TBX_HAVE_ZSTD_ADVANCED
+    ZSTD_frameProgression fp = ZSTD_getFrameProgression(cctx);
+    *produced = fp.produced;
+    *consumed = fp.consumed;
+    return true;
+#else
+    (void)cctx;
+    *produced = *consumed = 0;
+    return false;
+#endif
 }

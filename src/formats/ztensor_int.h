@@ -18,6 +18,8 @@
 
 #include "internal.h"
 
+#include <zstd.h> /* the stable API only; ztensor_common.c alone uses the advanced one */
+
 #define ZT_MAGIC "ZTEN1000"
 #define ZT_MAGIC_V01 "ZTEN0001"                 /* legacy v0.1: recognised, not supported */
 #define ZT_ALIGN 64u                            /* every component offset is a multiple */
@@ -74,9 +76,20 @@ void zt_hash_free(zt_hash *h);
 /* The manifest spelling of a digest (crc32c upper-case hex, sha256 lower-case). cap >= 72. */
 void zt_digest_str(const zt_digest *d, char *dst, size_t cap);
 
-/* zstd allocation through a tbx_alloc (opaque = the tbx_alloc *). */
+/* zstd allocation through a tbx_alloc (opaque = the tbx_alloc *); zt_dctx_new/zt_cctx_new use it. */
 void *zt_zalloc(void *opaque, size_t size);
 void zt_zfree(void *opaque, void *addr);
+/* zstd contexts whose memory comes from `al` (zt_zalloc/zt_zfree) when libzstd offers its
+ * advanced API (ZSTD_customMem, ZSTD_create?Ctx_advanced, ZSTD_getFrameProgression: "static
+ * linking only", so CMake checks that the libzstd found exports them and then defines
+ * TBX_HAVE_ZSTD_ADVANCED). Without it they come from ZSTD_createDCtx/CCtx: zstd's own state
+ * (window, tables) then bypasses the caller's tbx_allocator and its counting. NULL when out of
+ * memory. Free with ZSTD_freeDCtx/CCtx. */
+ZSTD_DCtx *zt_dctx_new(const tbx_alloc *al);
+ZSTD_CCtx *zt_cctx_new(const tbx_alloc *al);
+/* Bytes the compressor has produced and consumed in its current frame (ZSTD_getFrameProgression,
+ * advanced API too); false (both 0) when libzstd does not offer it. */
+bool zt_cctx_progress(ZSTD_CCtx *cctx, uint64_t *produced, uint64_t *consumed);
 
 /* ------------------------------------------------------------------------------------------ */
 /* CBOR pull decoder (ztensor_cbor.c)                                                          */
