@@ -508,7 +508,8 @@ tbx_status tbx_writer_borrow_descs_(tbx_writer *w, size_t n, tbx_error *err);
 /* Format drivers (src/formats/<fmt>.c). Registered in src/core/registry.c.                    */
 /* ------------------------------------------------------------------------------------------ */
 /* The contract: everything core knows about a format comes from its row below; a format is
- * one driver file (or folder) plus one entry in tbx_drivers[] (src/core/registry.c). */
+ * its driver files (reader, writer, common helpers, <fmt>_driver.c holding the row) plus one
+ * entry in tbx_drivers[] (src/core/registry.c). */
 struct tbx_driver {
     /* Identity, read by the registry (tbx_format_name/_from_name/_from_path, tbx_format_caps_get).
      * A format value without a driver is "unknown" everywhere. */

@@ -5,7 +5,7 @@
  * tbx_dtype_from_name, tbx_dtype_nbytes[_shape], tbx_decode_f32: the core table below them is
  * dtype.c), version queries. No format knowledge lives here: only the rows.
  *
- * Adding a format: write src/formats/<fmt>.c defining `const tbx_driver tbx_driver_<fmt>`
+ * Adding a format: write src/formats/<fmt>_driver.c defining `const tbx_driver tbx_driver_<fmt>`
  * (the contract is struct tbx_driver in internal.h), declare it in internal.h and list it in
  * tbx_drivers[] below. Probe order matters only for formats whose magic is weak (safetensors has
  * none): strong magics come first.
