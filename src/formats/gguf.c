@@ -869,7 +869,10 @@ static tbx_status gguf_parse(tbx_file *f, gguf_state *s, const tbx_source *src, 
         uint64_t kv_min = lw + 4 + 1, ti_min = lw + 4 + 4 + 8, a = 0, b = 0, need = 0;
         bool ovf = !tbx_mul_u64(nkv, kv_min, &a) || !tbx_mul_u64(nt, ti_min, &b) ||
                    !tbx_add_u64(a, b, &need);
-        st = rd_room(&r, need, ovf, 8, "tensor_count", err,
+        /* blame kv_count when the metadata entries alone cannot fit, else tensor_count */
+        bool kv_alone = !tbx_mul_u64(nkv, kv_min, &a) || a > tbx_cursor_remaining(&r.c);
+        st = rd_room(&r, need, ovf, kv_alone ? (r.v1 ? 12 : 16) : 8,
+                     kv_alone ? "kv_count" : "tensor_count", err,
                      "%" PRIu64 " metadata entries and %" PRIu64 " tensor infos", nkv, nt);
         if (st != TBX_OK) goto done;
         if (nt > f->limits.max_tensors) {
