@@ -60,6 +60,9 @@ endmacro()
 _tbx_dep(zstd    libzstd    "")
 _tbx_dep(jansson jansson    "")
 _tbx_dep(cbor    libcbor    "")
+# libdeflate: declared for the EMBD driver (next), which computes its CRC-32 with it; no code
+# calls it yet (docs/architecture.md, "Dependencies"). Remove it here, in scripts/bootstrap.sh
+# and in the docs if EMBD does not land.
 _tbx_dep(deflate libdeflate libdeflate)
 _tbx_dep(crypto  libcrypto  "")
 

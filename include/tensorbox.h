@@ -430,7 +430,8 @@ TBX_API tbx_value *tbx_value_new_bytes(const void *p, size_t len);    /* copies 
 /* An empty array whose elements are declared to be of type `elem` (TBX_V_NULL: any). */
 TBX_API tbx_value *tbx_value_new_array(tbx_value_type elem);
 TBX_API tbx_value *tbx_value_new_map(void);
-/* NDARRAY of `dtype` with `shape`; copies the packed element bytes (size from the dtype table). */
+/* NDARRAY of `dtype` with `shape`; copies the packed element bytes (size from the core dtype table:
+ * driver-specific dtypes, TBX_DTF_SHAPED, are not accepted as ndarray elements). */
 TBX_API tbx_value *tbx_value_new_ndarray(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,
                                          const void *data, size_t nbytes);
 TBX_API tbx_value *tbx_value_new_bitset(const uint8_t *bits, uint64_t nbits);

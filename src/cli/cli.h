@@ -71,6 +71,14 @@ extern const cli_command cli_cmd_gguf;
  * tensor could not be read (after reporting it; the other tensors are still shown). */
 int cli_info_stats(tbx_file *f, const char *path);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Options and help of one command (opts.c: calls nothing else of the CLI)                    */
+/* ------------------------------------------------------------------------------------------ */
+/* Parses argv[0..argc) into *a (a->cmd, a->pos set by the caller). For a group command, parsing
+ * stops at the first positional argument (the subcommand): *stop gets its index. Returns 0, or
+ * -1 with a message in msg. */
+int cli_parse_args(const cli_command *cmd, int argc, char **argv, cli_args *a, int *stop,
+                   char *msg, size_t msgcap);
 /* Was flag `name` given? (Works for any option of the command, including common ones.) */
 int cli_flag(const cli_args *a, const char *name);
 /* The argument of option `name`, or NULL when the option was not given. */

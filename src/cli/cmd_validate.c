@@ -7,6 +7,9 @@
  * --quiet prints nothing: the exit status alone tells. Problems are the command's output, so
  * they go to stdout; messages from the library are kept to one line.
  *
+ * --json prints the same as JSON Lines: one object per problem with its status code name, field
+ * and byte offset (what the hostile-file tests check exactly), or one object for a valid file.
+ *
  * --ggml also checks a GGUF file against the stricter rules of ggml's own loader
  * (tbx_gguf_lint, tensorbox/gguf.h): each violation is one more problem line. A file that is not GGUF
  * fails --ggml with one problem line.
@@ -25,12 +28,14 @@
 static const cli_option validate_options[] = {
     {"quiet", 'q', NULL, "print nothing; the exit status tells (0 valid, 1 not)"},
     {"ggml", 0, NULL, "also check a GGUF file against ggml's loader rules"},
+    {"json", 0, NULL, "one JSON object per line: each problem (code, field, offset), or valid"},
     {NULL, 0, NULL, NULL},
 };
 
 typedef struct validate_ctx {
     const char *path;
     int quiet;
+    int json;          /* --json: JSON Lines instead of text */
     uint64_t printed;
 } validate_ctx;
 
@@ -42,9 +47,35 @@ static void put_one_line(const char *s, size_t n) {
     }
 }
 
+/* --json: {"file", "code" (TBX_E_*), "field", "offset" (null: none), "message"} on one line. */
+static void print_problem_json(const validate_ctx *c, const tbx_error *p) {
+    json_out j;
+    json_init(&j, stdout, 0);
+    json_begin_object(&j);
+    json_keyz(&j, "file");
+    json_stringz(&j, c->path);
+    json_keyz(&j, "code");
+    json_stringz(&j, tbx_status_name(p->code));
+    json_keyz(&j, "field");
+    json_string(&j, p->field, strnlen(p->field, sizeof p->field));
+    json_keyz(&j, "offset");
+    if (p->offset == TBX_NO_OFFSET) json_null(&j);
+    else json_u64(&j, p->offset);
+    json_keyz(&j, "message");
+    size_t mlen = strnlen(p->message, sizeof p->message);
+    if (mlen) json_string(&j, p->message, mlen);
+    else json_stringz(&j, tbx_strerror(p->code));
+    json_end_object(&j);
+    json_finish(&j);
+}
+
 static void print_problem(validate_ctx *c, const tbx_error *p) {
     c->printed++;
     if (c->quiet) return;
+    if (c->json) {
+        print_problem_json(c, p);
+        return;
+    }
     size_t flen = strnlen(p->field, sizeof p->field);
     size_t mlen = strnlen(p->message, sizeof p->message);
     fputs(c->path, stdout);
@@ -91,7 +122,7 @@ static uint64_t ggml_lint(tbx_file *f, validate_ctx *ctx) {
 static int validate_one(const cli_args *a, const char *path, int quiet) {
     tbx_open_options opt;
     cli_open_options(a, &opt);
-    validate_ctx ctx = {path, quiet, 0};
+    validate_ctx ctx = {path, quiet, cli_flag(a, "json"), 0};
     opt.on_problem = on_problem;
     opt.problem_ud = &ctx;
     opt.flags |= TBX_OPEN_VERIFY_DIGESTS;
@@ -122,7 +153,23 @@ static int validate_one(const cli_args *a, const char *path, int quiet) {
         rc = CLI_FAIL;
     }
     if (cli_flag(a, "ggml") && ggml_lint(f, &ctx) > 0) rc = CLI_FAIL;
-    if (rc == CLI_OK && !quiet) {
+    if (rc == CLI_OK && !quiet && ctx.json) {
+        json_out j;
+        json_init(&j, stdout, 0);
+        json_begin_object(&j);
+        json_keyz(&j, "file");
+        json_stringz(&j, path);
+        json_keyz(&j, "valid");
+        json_bool(&j, 1);
+        json_keyz(&j, "format");
+        json_stringz(&j, tbx_format_name(tbx_file_format(f)));
+        json_keyz(&j, "version");
+        json_u64(&j, tbx_file_version(f));
+        json_keyz(&j, "tensors");
+        json_u64(&j, tbx_tensor_count(f));
+        json_end_object(&j);
+        json_finish(&j);
+    } else if (rc == CLI_OK && !quiet) {
         printf("%s: valid (%s v%" PRIu32 ", %" PRIu64 " tensors)\n", path,
                tbx_format_name(tbx_file_format(f)), tbx_file_version(f), tbx_tensor_count(f));
     }
@@ -142,12 +189,15 @@ static int validate_run(const cli_args *a) {
 
 const cli_command cli_cmd_validate = {
     "validate",
-    "FILE... [--quiet] [--ggml]",
+    "FILE... [--quiet] [--ggml] [--json]",
     "Check a file completely: structure, limits, offsets, padding, digests, data",
     "Prints \"FILE: valid (FORMAT vVERSION, N tensors)\" for a valid file, else one line per\n"
     "problem, \"FILE: FIELD: MESSAGE\" (the message names the value and the byte offset).\n"
     "--ggml adds the rules of ggml's own GGUF loader (n_dims <= 4, names < 64 bytes, tensors\n"
     "packed in order, no nested arrays, general.alignment a u32, v2/v3 little-endian).\n"
+    "--json prints one JSON object per line instead: per problem {\"file\", \"code\" (TBX_E_*),\n"
+    "\"field\", \"offset\" (null when none), \"message\"}; for a valid file {\"file\", \"valid\": true,\n"
+    "\"format\", \"version\", \"tensors\"}.\n"
     "Exit status: 0 every file valid, 1 a file is invalid or unreadable, 2 usage error.\n",
     validate_options,
     1,

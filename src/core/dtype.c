@@ -1,8 +1,12 @@
 /*
  * dtype.c - the dtype table: names, element sizes, block geometry and flags of every core
- * tbx_dtype, name lookup, and the stored-size computations every format driver relies on.
- * Driver-specific dtypes (TBX_DTF_SHAPED) are not in this table: their entries and size rules
- * come from the driver that declares them (tbx_driver.dtypes / dtype_nbytes).
+ * tbx_dtype, name lookup, and the size rules of the core table.
+ *
+ * This file is part of the foundation: it never calls upward and never reads the global
+ * driver table. Driver-specific dtypes (TBX_DTF_SHAPED) have their entries and size rules in the
+ * driver that declares them (tbx_driver.dtypes / dtype_nbytes); the *_in functions below look
+ * them up in a driver list their caller passes down. The public lookups over every registered
+ * driver (tbx_dtype_get, _from_name, _nbytes[_shape], tbx_decode_f32) are in registry.c.
  */
 #include "internal.h"
 #include "plain.h"
@@ -90,7 +94,7 @@ static const tbx_dtype_info table[TBX_DT_COUNT_] = {TBX_DTYPE_LIST(ENTRY)};
 static const tbx_dtype_info table_dec[TBX_DT_COUNT_] = {TBX_DTYPE_LIST(ENTRY_DEC)};
 
 /* The core table's entry, or NULL (driver-specific and unassigned values). */
-static const tbx_dtype_info *core_entry(tbx_dtype dtype) {
+const tbx_dtype_info *tbx_dtype_core_get(tbx_dtype dtype) {
     if ((int)dtype <= 0 || (int)dtype >= TBX_DT_COUNT_) return NULL;
     const tbx_dtype_info *e = &table[dtype];
     if (!e->name) return NULL;
@@ -98,17 +102,7 @@ static const tbx_dtype_info *core_entry(tbx_dtype dtype) {
     return e;
 }
 
-const tbx_dtype_info *tbx_dtype_get_in(const tbx_driver *const *drivers, tbx_dtype dtype) {
-    const tbx_dtype_info *e = core_entry(dtype);
-    if (e || (int)dtype <= 0) return e;
-    /* driver-specific dtypes: the entry of the driver that declares it */
-    tbx_dtype_driver_in(drivers, dtype, &e);
-    return e;
-}
-
-const tbx_dtype_info *tbx_dtype_get(tbx_dtype dtype) { return tbx_dtype_get_in(tbx_drivers, dtype); }
-
-static bool name_eq(const char *a, const char *b) {
+bool tbx_dtype_name_eq(const char *a, const char *b) {
     for (; *a && *b; a++, b++)
         if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return false;
     return *a == *b;
@@ -120,20 +114,21 @@ static const struct { const char *alias; tbx_dtype dt; } aliases[] = {
     {"f8_e8m0fnu", TBX_DT_F8_E8M0},
 };
 
-tbx_dtype tbx_dtype_from_name(const char *name) {
-    if (!name) return TBX_DT_INVALID;
+tbx_dtype tbx_dtype_core_from_name(const char *name) {
     for (int i = 1; i < TBX_DT_COUNT_; i++)
-        if (table[i].name && name_eq(name, table[i].name)) return (tbx_dtype)i;
-    for (size_t d = 0; tbx_drivers[d]; d++)
-        for (size_t k = 0; k < tbx_drivers[d]->ndtypes; k++)
-            if (name_eq(name, tbx_drivers[d]->dtypes[k].name)) return tbx_drivers[d]->dtypes[k].dtype;
-    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-        if (name_eq(name, aliases[i].alias)) return aliases[i].dt;
+        if (table[i].name && tbx_dtype_name_eq(name, table[i].name)) return (tbx_dtype)i;
     return TBX_DT_INVALID;
 }
 
-/* Size of nelems elements of a non-shaped dtype. */
-static tbx_status plain_nbytes(const tbx_dtype_info *e, uint64_t nelems, uint64_t *out) {
+tbx_dtype tbx_dtype_alias_from_name(const char *name) {
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (tbx_dtype_name_eq(name, aliases[i].alias)) return aliases[i].dt;
+    return TBX_DT_INVALID;
+}
+
+tbx_status tbx_dtype_info_nbytes(const tbx_dtype_info *e, uint64_t nelems, uint64_t *out) {
+    if (!e || !out) return TBX_E_INVALID_ARG;
+    if (e->flags & TBX_DTF_SHAPED) return TBX_E_UNSUPPORTED;
     uint64_t r;
     if (e->flags & TBX_DTF_PACKED) {
         /* ceil(nelems * bits / 8) without an intermediate that could overflow needlessly */
@@ -148,13 +143,6 @@ static tbx_status plain_nbytes(const tbx_dtype_info *e, uint64_t nelems, uint64_
     return TBX_OK;
 }
 
-tbx_status tbx_dtype_nbytes(tbx_dtype dtype, uint64_t nelems, uint64_t *out) {
-    const tbx_dtype_info *e = tbx_dtype_get(dtype);
-    if (!e || !out) return TBX_E_INVALID_ARG;
-    if (e->flags & TBX_DTF_SHAPED) return TBX_E_UNSUPPORTED;
-    return plain_nbytes(e, nelems, out);
-}
-
 /* Element count of a shape (1 for a scalar); a zero dimension makes it 0 whatever the others. */
 static tbx_status shape_nelems(const uint64_t *shape, uint32_t ndim, uint64_t *out) {
     uint64_t n = 1;
@@ -164,6 +152,42 @@ static tbx_status shape_nelems(const uint64_t *shape, uint32_t ndim, uint64_t *o
         if (!tbx_mul_u64(n, shape[i], &n)) return TBX_E_OVERFLOW;
     *out = n;
     return TBX_OK;
+}
+
+tbx_status tbx_dtype_info_nbytes_shape(const tbx_dtype_info *e, const uint64_t *shape,
+                                       uint32_t ndim, uint64_t *out) {
+    if (!e || !out || (ndim > 0 && !shape)) return TBX_E_INVALID_ARG;
+    if (e->flags & TBX_DTF_SHAPED) return TBX_E_UNSUPPORTED;
+    /* Row-wise block rule: the last (fastest) dimension holds whole blocks. */
+    uint64_t last = ndim ? shape[ndim - 1] : 1;
+    if (last % e->block_size != 0) return TBX_E_FORMAT;
+    uint64_t n;
+    tbx_status st = shape_nelems(shape, ndim, &n);
+    if (st != TBX_OK) return st;
+    return tbx_dtype_info_nbytes(e, n, out);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Driver-specific dtypes, over a driver list the caller passes down (registry.c: tbx_drivers;  */
+/* model.c: the handle's own driver; tests: their own). This file never names a driver.         */
+/* ------------------------------------------------------------------------------------------ */
+const tbx_driver *tbx_dtype_driver_in(const tbx_driver *const *drivers, tbx_dtype dt,
+                                      const tbx_dtype_info **info) {
+    for (size_t i = 0; drivers && drivers[i]; i++)
+        for (size_t k = 0; k < drivers[i]->ndtypes; k++)
+            if (drivers[i]->dtypes[k].dtype == dt) {
+                if (info) *info = &drivers[i]->dtypes[k];
+                return drivers[i];
+            }
+    return NULL;
+}
+
+const tbx_dtype_info *tbx_dtype_get_in(const tbx_driver *const *drivers, tbx_dtype dtype) {
+    const tbx_dtype_info *e = tbx_dtype_core_get(dtype);
+    if (e || (int)dtype <= 0) return e;
+    /* driver-specific dtypes: the entry of the driver that declares it */
+    tbx_dtype_driver_in(drivers, dtype, &e);
+    return e;
 }
 
 tbx_status tbx_dtype_nbytes_shape_in(const tbx_driver *const *drivers, tbx_dtype dtype,
@@ -176,16 +200,5 @@ tbx_status tbx_dtype_nbytes_shape_in(const tbx_driver *const *drivers, tbx_dtype
         if (!d || !d->dtype_nbytes) return TBX_E_UNSUPPORTED;
         return d->dtype_nbytes(dtype, shape, ndim, out);
     }
-    /* Row-wise block rule: the last (fastest) dimension holds whole blocks. */
-    uint64_t last = ndim ? shape[ndim - 1] : 1;
-    if (last % e->block_size != 0) return TBX_E_FORMAT;
-    uint64_t n;
-    tbx_status st = shape_nelems(shape, ndim, &n);
-    if (st != TBX_OK) return st;
-    return plain_nbytes(e, n, out);
-}
-
-tbx_status tbx_dtype_nbytes_shape(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,
-                                  uint64_t *out) {
-    return tbx_dtype_nbytes_shape_in(tbx_drivers, dtype, shape, ndim, out);
+    return tbx_dtype_info_nbytes_shape(e, shape, ndim, out);
 }

@@ -3,9 +3,8 @@
  *
  * tbx_open_* pick a source (pread, mmap, memory or callback), detect the format from the first
  * bytes, and hand the handle to the format driver, which fills metadata, tensors and sections
- * through tbx_file_add_*. Those helpers enforce what every format shares: limits, duplicate
- * names, overflow-checked element counts. Reads of tensor bytes then go through the source,
- * or through the driver when data is encoded.
+ * through tbx_file_add_* (model.c, the layer below drivers). Reads of tensor bytes then go
+ * through the source, or through the driver when data is encoded.
  */
 #include "internal.h"
 #include "plain.h"
@@ -42,207 +41,6 @@ void tbx_open_options_init(tbx_open_options *opt) {
     opt->struct_size = sizeof *opt;
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* Model building (used by drivers)                                                            */
-/* ------------------------------------------------------------------------------------------ */
-
-static const char *meta_key_of(const void *ctx, uint64_t i, size_t *len) {
-    const tbx_file *f = ctx;
-    *len = f->meta[i].key_len;
-    return f->meta[i].key;
-}
-
-static const char *tensor_key_of(const void *ctx, uint64_t i, size_t *len) {
-    const tbx_file *f = ctx;
-    *len = f->tensors[i].name_len;
-    return f->tensors[i].name;
-}
-
-tbx_status tbx_file_add_meta(tbx_file *f, const char *key, size_t key_len, tbx_value *value,
-                             uint64_t offset, tbx_error *err) {
-    char q[96];
-    if (f->nmeta >= f->limits.max_metadata_entries) {
-        tbx_val_free(value);
-        return tbx_err(err, TBX_E_LIMIT, offset, "metadata",
-                       "more than %llu metadata entries (limit max_metadata_entries)",
-                       (unsigned long long)f->limits.max_metadata_entries);
-    }
-    if (!tbx_grow(&f->al, (void **)&f->meta, &f->cap_meta, f->nmeta + 1, sizeof *f->meta)) {
-        tbx_val_free(value);
-        return tbx_err_nomem(err, "metadata table");
-    }
-    char *k = tbx_memdup0(&f->al, key, key_len);
-    if (!k) { tbx_val_free(value); return tbx_err_nomem(err, "metadata key"); }
-    tbx_meta_entry *e = &f->meta[f->nmeta];
-    e->key = k;
-    e->key_len = key_len;
-    e->value = value;
-    e->borrowed = false;
-    uint64_t earlier = 0;
-    tbx_status st = tbx_names_insert(&f->meta_names, f->nmeta, &earlier);
-    if (st != TBX_OK) {
-        tbx_free(&f->al, k, key_len + 1);
-        tbx_val_free(value);
-        if (st == TBX_E_NOMEM) return tbx_err_nomem(err, "metadata index");
-        tbx_quote_bytes(q, sizeof q, key, key_len, 64);
-        return tbx_err(err, TBX_E_DUPLICATE, offset, "metadata.key",
-                       "duplicate metadata key \"%s\" (first defined as entry %llu)", q,
-                       (unsigned long long)earlier);
-    }
-    f->nmeta++;
-    return TBX_OK;
-}
-
-/* Bytes of a tensor's block: its components (at least one slot), its shape, its name + NUL. */
-static size_t tensor_block_size(uint32_t ncomp, uint32_t ndim, size_t name_len) {
-    return (ncomp ? ncomp : 1) * sizeof(tbx_component) + (size_t)ndim * sizeof(uint64_t) +
-           name_len + 1;
-}
-
-struct tbx_chunk {
-    struct tbx_chunk *next;
-    size_t size;             /* bytes of the chunk, this header included */
-};
-#define TBX_CHUNK_MIN ((size_t)4 << 10)
-#define TBX_CHUNK_MAX ((size_t)1 << 20)
-
-/* `bytes` (8-aligned) from the handle's chunks; NULL on OOM. */
-static void *chunk_alloc(tbx_file *f, size_t bytes) {
-    bytes = (bytes + 7) & ~(size_t)7;
-    if (bytes > f->chunk_left) {
-        size_t size = f->chunks ? f->chunks->size * 2 : TBX_CHUNK_MIN;
-        if (size > TBX_CHUNK_MAX) size = TBX_CHUNK_MAX;
-        size_t hdr = (sizeof(struct tbx_chunk) + 7) & ~(size_t)7;
-        if (size - hdr < bytes) size = hdr + bytes;
-        struct tbx_chunk *c = tbx_malloc(&f->al, size);
-        if (!c) return NULL;
-        c->size = size;
-        c->next = f->chunks;
-        f->chunks = c;
-        f->chunk_ptr = (uint8_t *)c + hdr;
-        f->chunk_left = size - hdr;
-    }
-    void *p = f->chunk_ptr;
-    f->chunk_ptr += bytes;
-    f->chunk_left -= bytes;
-    return p;
-}
-
-/* Gives back the last chunk_alloc of `bytes` (the tensor was refused). */
-static void chunk_unalloc(tbx_file *f, void *p, size_t bytes) {
-    bytes = (bytes + 7) & ~(size_t)7;
-    if ((uint8_t *)p + bytes == f->chunk_ptr) {
-        f->chunk_ptr = p;
-        f->chunk_left += bytes;
-    }
-}
-
-tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, tbx_dtype dtype,
-                               const uint64_t *shape, uint32_t ndim, uint32_t ncomp,
-                               uint64_t offset, tbx_tensor **out, tbx_error *err) {
-    char q[96];
-    tbx_quote_bytes(q, sizeof q, name, name_len, 64);
-    if (f->ntensors >= f->limits.max_tensors)
-        return tbx_err(err, TBX_E_LIMIT, offset, "tensors",
-                       "more than %llu tensors (limit max_tensors)",
-                       (unsigned long long)f->limits.max_tensors);
-    if (!tbx_dtype_get(dtype))
-        return tbx_err(err, TBX_E_FORMAT, offset, "tensor.dtype", "tensor \"%s\": invalid dtype %d",
-                       q, (int)dtype);
-    if (ndim > f->limits.max_ndim)
-        return tbx_err(err, TBX_E_LIMIT, offset, "tensor.shape",
-                       "tensor \"%s\": %u dimensions exceed the limit max_ndim = %u", q, ndim,
-                       f->limits.max_ndim);
-    if (ncomp > UINT8_MAX)
-        return tbx_err(err, TBX_E_LIMIT, offset, "tensor",
-                       "tensor \"%s\": %u components (at most 255)", q, ncomp);
-    if (name_len > f->limits.max_string_len || name_len > UINT32_MAX)
-        return tbx_err(err, TBX_E_LIMIT, offset, "tensor.name",
-                       "tensor name of %zu bytes exceeds max_string_len", name_len);
-    if (memchr(name, 0, name_len))
-        return tbx_err(err, TBX_E_FORMAT, offset, "tensor.name",
-                       "tensor name \"%s\" contains a NUL byte", q);
-    uint64_t nelems = 1;
-    for (uint32_t d = 0; d < ndim; d++) {
-        if (!tbx_mul_u64(nelems, shape[d], &nelems))
-            return tbx_err(err, TBX_E_OVERFLOW, offset, "tensor.shape",
-                           "tensor \"%s\": element count overflows 64 bits at dimension %u", q, d);
-    }
-    if (!tbx_grow(&f->al, (void **)&f->tensors, &f->cap_tensors, f->ntensors + 1,
-                  sizeof *f->tensors))
-        return tbx_err_nomem(err, "tensor table");
-    tbx_tensor *t = &f->tensors[f->ntensors];
-    memset(t, 0, sizeof *t);
-    /* One block per tensor: components, shape, name (a table of a million tensors pays one
-     * allocation's overhead per tensor, not three). */
-    size_t bytes = tensor_block_size(ncomp, ndim, name_len);
-    uint8_t *blk = chunk_alloc(f, bytes);
-    if (!blk) return tbx_err_nomem(err, "tensor");
-    memset(blk, 0, (ncomp ? ncomp : 1) * sizeof(tbx_component));
-    t->comp = (tbx_component *)blk;
-    t->shape = (uint64_t *)(blk + (ncomp ? ncomp : 1) * sizeof(tbx_component));
-    t->name = (char *)(t->shape + ndim);
-    memcpy(t->name, name, name_len);
-    t->name[name_len] = 0;
-    t->name_len = (uint32_t)name_len;
-    t->dtype = dtype;
-    t->ndim = ndim;
-    if (ndim) memcpy(t->shape, shape, ndim * sizeof(uint64_t));
-    t->nelems = nelems;
-    t->layout = TBX_LAYOUT_DENSE;
-    t->ncomp = (uint8_t)ncomp;
-    uint64_t earlier = 0;
-    tbx_status st = tbx_names_insert(&f->tensor_names, f->ntensors, &earlier);
-    if (st != TBX_OK) {
-        chunk_unalloc(f, blk, bytes);
-        if (st == TBX_E_NOMEM) return tbx_err_nomem(err, "tensor index");
-        return tbx_err(err, TBX_E_DUPLICATE, offset, "tensor.name",
-                       "duplicate tensor name \"%s\" (first defined as tensor %llu)", q,
-                       (unsigned long long)earlier);
-    }
-    f->ntensors++;
-    if (out) *out = t;
-    return TBX_OK;
-}
-
-tbx_status tbx_file_reserve_tensors(tbx_file *f, size_t n, tbx_error *err) {
-    if (n > f->limits.max_tensors) n = (size_t)f->limits.max_tensors; /* add_tensor reports it */
-    if (n > f->cap_tensors) {
-        size_t bytes;
-        if (__builtin_mul_overflow(n, sizeof *f->tensors, &bytes))
-            return tbx_err_nomem(err, "tensor table");
-        void *p = f->tensors ? tbx_realloc(&f->al, f->tensors, f->cap_tensors * sizeof *f->tensors,
-                                           bytes)
-                             : tbx_malloc(&f->al, bytes);
-        if (!p) return tbx_err_nomem(err, "tensor table");
-        f->tensors = p;
-        f->cap_tensors = n;
-    }
-    if (tbx_names_reserve(&f->tensor_names, n) != TBX_OK) return tbx_err_nomem(err, "tensor index");
-    return TBX_OK;
-}
-
-tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, uint64_t offset,
-                                uint64_t size, tbx_error *err) {
-    if (!tbx_grow(&f->al, (void **)&f->sections, &f->cap_sections, f->nsections + 1,
-                  sizeof *f->sections))
-        return tbx_err_nomem(err, "section table");
-    tbx_section *s = &f->sections[f->nsections];
-    s->name = tbx_memdup0(&f->al, name, strlen(name));
-    if (!s->name) return tbx_err_nomem(err, "section name");
-    s->type = type;
-    s->offset = offset;
-    s->size = size;
-    f->nsections++;
-    return TBX_OK;
-}
-
-const tbx_source *tbx_file_source(const tbx_file *f, uint32_t src) {
-    if (!f) return NULL;
-    if (src == 0) return &f->src;
-    return (size_t)src <= f->nextra_src ? &f->extra_src[src - 1] : NULL;
-}
-
 /* The source of component k (an error naming the tensor when the driver set a bad index). */
 static const tbx_source *comp_source(const tbx_file *f, const tbx_tensor *t,
                                      const tbx_component *k, tbx_error *err) {
@@ -253,57 +51,16 @@ static const tbx_source *comp_source(const tbx_file *f, const tbx_tensor *t,
     return s;
 }
 
-tbx_status tbx_file_problem(tbx_file *f, tbx_error *err, tbx_status code, uint64_t offset,
-                            const char *field, const char *fmt, ...) {
-    tbx_error e;
-    va_list ap;
-    va_start(ap, fmt);
-    tbx_verr(&e, code, offset, field, fmt, ap);
-    va_end(ap);
-    if (f->on_problem) {
-        pthread_mutex_t *mu = f->problem_lock;
-        if (mu) pthread_mutex_lock(mu);
-        if (f->nproblems++ == 0) f->first_problem = e.code;
-        f->on_problem(f->problem_ud, &e);
-        if (mu) pthread_mutex_unlock(mu);
-        return TBX_OK;
-    }
-    if (err) *err = e;
-    return code;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Opening and closing                                                                         */
 /* ------------------------------------------------------------------------------------------ */
 
-static void free_component(const tbx_alloc *al, tbx_component *c) {
-    if (c->digest) tbx_free(al, c->digest, strlen(c->digest) + 1);
-}
-
 void tbx_close(tbx_file *f) {
     if (!f) return;
     if (f->drv && f->drv->close) f->drv->close(f);
     const tbx_alloc al = f->al;
-    for (size_t i = 0; i < f->nmeta; i++) {
-        tbx_free(&al, f->meta[i].key, f->meta[i].key_len + 1);
-        tbx_val_free(f->meta[i].value);
-    }
-    tbx_free(&al, f->meta, f->cap_meta * sizeof *f->meta);
-    for (size_t i = 0; i < f->ntensors; i++) {
-        tbx_tensor *t = &f->tensors[i];
-        for (uint32_t c = 0; c < t->ncomp; c++) free_component(&al, &t->comp[c]);
-    }
-    for (struct tbx_chunk *c = f->chunks, *next; c; c = next) {
-        next = c->next;
-        tbx_free(&al, c, c->size);
-    }
-    tbx_free(&al, f->tensors, f->cap_tensors * sizeof *f->tensors);
-    for (size_t i = 0; i < f->nsections; i++)
-        tbx_free(&al, f->sections[i].name, strlen(f->sections[i].name) + 1);
-    tbx_free(&al, f->sections, f->cap_sections * sizeof *f->sections);
-    tbx_file_quant_free(f);
-    tbx_names_free(&f->meta_names);
-    tbx_names_free(&f->tensor_names);
+    tbx_file_model_free(f);
     for (size_t i = 0; i < f->nextra_src; i++) tbx_source_close(&f->extra_src[i]);
     tbx_free(&al, f->extra_src, f->nextra_src * sizeof *f->extra_src);
     if (f->path) tbx_free(&al, f->path, strlen(f->path) + 1);
@@ -336,8 +93,7 @@ static tbx_status new_file(tbx_file **out, const tbx_open_options *opt, tbx_erro
             opt->struct_size >= offsetof(tbx_open_options, threads) + sizeof opt->threads)
             f->threads = opt->threads;
     }
-    tbx_names_init(&f->meta_names, &f->al, meta_key_of, f);
-    tbx_names_init(&f->tensor_names, &f->al, tensor_key_of, f);
+    tbx_file_model_init(f);
     *out = f;
     return TBX_OK;
 }
@@ -528,7 +284,8 @@ static bool via_driver(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
 }
 
 /* Before raw bytes are handed out without passing through the driver: its pending check. */
-static tbx_status raw_gate(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx_error *err) {
+static tbx_status run_pending_check(tbx_file *f, const tbx_tensor *t, uint32_t c,
+                                    tbx_error *err) {
     if (!raw_pending(f, t, c)) return TBX_OK;
     if (!f->drv->check_component)
         return tbx_err(err, TBX_E_STATE, t->comp[c].offset, "component",
@@ -599,12 +356,12 @@ static tbx_status read_comp_range(tbx_file *f, const tbx_tensor *t, uint32_t c, 
             return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
                            "tensor \"%s\" is stored encoded and this format cannot read it in "
                            "ranges; read it whole", t->name);
-        if ((st = raw_gate(f, t, c, err)) != TBX_OK) return st;
+        if ((st = run_pending_check(f, t, c, err)) != TBX_OK) return st;
         return f->drv->read_component_range(f, t, c, pos, buf, len, err);
     }
     const tbx_source *src = comp_source(f, t, k, err);
     if (!src) return TBX_E_STATE;
-    if ((st = raw_gate(f, t, c, err)) != TBX_OK) return st;
+    if ((st = run_pending_check(f, t, c, err)) != TBX_OK) return st;
     return tbx_source_read(src, k->offset + pos, buf, len, t->name, err);
 }
 
@@ -653,7 +410,7 @@ tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len
     if (!p)
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
                        "tensor \"%s\" cannot be mapped (file not mapped or data encoded)", t->name);
-    if ((st = raw_gate(f, t, 0, err)) != TBX_OK) return st;
+    if ((st = run_pending_check(f, t, 0, err)) != TBX_OK) return st;
     if (ptr) *ptr = p;
     if (len) *len = (size_t)k->nbytes;
     return TBX_OK;
@@ -713,14 +470,14 @@ tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t
     if (direct) {
         ksrc = comp_source(f, t, k, err);
         if (!ksrc) return TBX_E_STATE;
-        if ((st = raw_gate(f, t, 0, err)) != TBX_OK) return st;
+        if ((st = run_pending_check(f, t, 0, err)) != TBX_OK) return st;
     }
 
     /* Encoded data: chunk after chunk through the driver's decoding cursor (one pass over the
      * component however the caller cuts its reads); a driver without one decodes the whole
      * component (bounded by its declared size). */
     const bool ranged = !direct && f->drv->read_component_range;
-    if (ranged && (st = raw_gate(f, t, 0, err)) != TBX_OK) return st;
+    if (ranged && (st = run_pending_check(f, t, 0, err)) != TBX_OK) return st;
     uint8_t *whole = NULL;
     size_t whole_len = 0;
     if (!direct && !ranged) {

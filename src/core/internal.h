@@ -419,6 +419,9 @@ struct tbx_file {
     void *drv_state;              /* driver-private, freed by drv->close */
 };
 
+/* Model building (model.c: below the drivers, above the foundation). */
+void tbx_file_model_init(tbx_file *f); /* the name indexes (new handle) */
+void tbx_file_model_free(tbx_file *f); /* metadata, tensors, sections, quantization records */
 /* Adds a metadata entry; takes ownership of `value` (freed on failure). TBX_E_DUPLICATE with a
  * message naming the key and `offset` when the key exists; TBX_E_LIMIT past max_metadata_entries. */
 tbx_status tbx_file_add_meta(tbx_file *f, const char *key, size_t key_len, tbx_value *value,
@@ -532,7 +535,8 @@ tbx_status tbx_writer_add_meta_borrowed_(tbx_writer *w, const char *key, size_t 
 /* Format drivers (src/formats/<fmt>.c). Registered in src/core/registry.c.                    */
 /* ------------------------------------------------------------------------------------------ */
 /* The contract: everything core knows about a format comes from its row below; a format is
- * one driver file (or folder) plus one entry in tbx_drivers[] (src/core/registry.c). */
+ * its driver files (reader, writer, common helpers, <fmt>_driver.c holding the row) plus one
+ * entry in tbx_drivers[] (src/core/registry.c). */
 struct tbx_driver {
     /* Identity, read by the registry (tbx_format_name/_from_name/_from_path, tbx_format_caps_get).
      * A format value without a driver is "unknown" everywhere. */
@@ -653,10 +657,33 @@ static inline bool tbx_driver_meta_ok(const tbx_driver *d, tbx_value_type t) {
 /* tbx_format_caps.flags of a driver (declared bits plus those its hooks imply). */
 uint32_t tbx_driver_caps(const tbx_driver *d);
 /* The driver declaring driver-specific dtype `dt` among `drivers` (NULL-terminated), and its
- * entry (*info, may be NULL); NULL when none does. tbx_dtype_get/_nbytes_shape use tbx_drivers;
- * tests pass their own list. */
+ * entry (*info, may be NULL); NULL when none does (dtype.c). tbx_dtype_get/_nbytes_shape
+ * (registry.c) pass tbx_drivers, tbx_file_add_tensor the handle's own driver, tests their own. */
 const tbx_driver *tbx_dtype_driver_in(const tbx_driver *const *drivers, tbx_dtype dt,
                                       const tbx_dtype_info **info);
+/* The core dtype table (dtype.c, foundation: it never looks at the drivers). The public lookups
+ * tbx_dtype_get / _from_name / _nbytes / _nbytes_shape (registry.c) consult it first, then the
+ * drivers' dtypes. */
+const tbx_dtype_info *tbx_dtype_core_get(tbx_dtype dtype); /* NULL: not a core dtype */
+tbx_dtype tbx_dtype_core_from_name(const char *name);      /* core names; INVALID otherwise */
+tbx_dtype tbx_dtype_alias_from_name(const char *name);     /* "f4", "complex64", ... */
+bool tbx_dtype_name_eq(const char *a, const char *b);      /* ASCII case-insensitive */
+/* Size rules of a non-shaped entry: nelems elements; a row-major shape (the last dimension holds
+ * whole blocks). TBX_E_UNSUPPORTED for TBX_DTF_SHAPED entries, TBX_E_INVALID_ARG for NULL. */
+tbx_status tbx_dtype_info_nbytes(const tbx_dtype_info *e, uint64_t nelems, uint64_t *out);
+tbx_status tbx_dtype_info_nbytes_shape(const tbx_dtype_info *e, const uint64_t *shape,
+                                       uint32_t ndim, uint64_t *out);
+/* The size rules of a core dtype (drivers' reading hooks: they do not look up other drivers). */
+static inline tbx_status tbx_dtype_core_nbytes(tbx_dtype dt, uint64_t nelems, uint64_t *out) {
+    return tbx_dtype_info_nbytes(tbx_dtype_core_get(dt), nelems, out);
+}
+static inline tbx_status tbx_dtype_core_nbytes_shape(tbx_dtype dt, const uint64_t *shape,
+                                                     uint32_t ndim, uint64_t *out) {
+    return tbx_dtype_info_nbytes_shape(tbx_dtype_core_get(dt), shape, ndim, out);
+}
+/* tbx_decode_f32 with the dtype's entry already looked up (src/quant/decode.c). */
+tbx_status tbx_decode_f32_info(const tbx_dtype_info *e, tbx_dtype dtype, const void *src,
+                               size_t src_len, uint64_t nelems, float *dst);
 /* tbx_dtype_get / tbx_dtype_nbytes_shape over an explicit driver list. */
 const tbx_dtype_info *tbx_dtype_get_in(const tbx_driver *const *drivers, tbx_dtype dtype);
 tbx_status tbx_dtype_nbytes_shape_in(const tbx_driver *const *drivers, tbx_dtype dtype,

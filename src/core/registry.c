@@ -1,9 +1,11 @@
 /*
  * registry.c - the driver table and everything read from it: format names and aliases,
  * detection by magic bytes, extensions, capabilities (tbx_format_caps_get), the drivers of
- * driver-specific dtypes, version queries. No format knowledge lives here: only the rows.
+ * driver-specific dtypes and the public dtype lookups that include them (tbx_dtype_get,
+ * tbx_dtype_from_name, tbx_dtype_nbytes[_shape], tbx_decode_f32: the core table below them is
+ * dtype.c), version queries. No format knowledge lives here: only the rows.
  *
- * Adding a format: write src/formats/<fmt>.c defining `const tbx_driver tbx_driver_<fmt>`
+ * Adding a format: write src/formats/<fmt>_driver.c defining `const tbx_driver tbx_driver_<fmt>`
  * (the contract is struct tbx_driver in internal.h), declare it in internal.h and list it in
  * tbx_drivers[] below. Probe order matters only for formats whose magic is weak (safetensors has
  * none): strong magics come first.
@@ -131,15 +133,37 @@ int tbx_format_writes_dtype(tbx_format format, tbx_dtype dtype) {
     return d->w_dtype_ok(dtype) ? 1 : 0;
 }
 
-const tbx_driver *tbx_dtype_driver_in(const tbx_driver *const *drivers, tbx_dtype dt,
-                                      const tbx_dtype_info **info) {
-    for (size_t i = 0; drivers && drivers[i]; i++)
-        for (size_t k = 0; k < drivers[i]->ndtypes; k++)
-            if (drivers[i]->dtypes[k].dtype == dt) {
-                if (info) *info = &drivers[i]->dtypes[k];
-                return drivers[i];
-            }
-    return NULL;
+
+/* ------------------------------------------------------------------------------------------ */
+/* dtypes: the lookups of dtype.c over the rows (core table first, then the drivers' dtypes)  */
+/* ------------------------------------------------------------------------------------------ */
+const tbx_dtype_info *tbx_dtype_get(tbx_dtype dtype) { return tbx_dtype_get_in(tbx_drivers, dtype); }
+
+tbx_dtype tbx_dtype_from_name(const char *name) {
+    if (!name) return TBX_DT_INVALID;
+    tbx_dtype dt = tbx_dtype_core_from_name(name);
+    if (dt != TBX_DT_INVALID) return dt;
+    for (size_t d = 0; tbx_drivers[d]; d++)
+        for (size_t k = 0; k < tbx_drivers[d]->ndtypes; k++)
+            if (tbx_dtype_name_eq(name, tbx_drivers[d]->dtypes[k].name))
+                return tbx_drivers[d]->dtypes[k].dtype;
+    return tbx_dtype_alias_from_name(name);
+}
+
+tbx_status tbx_dtype_nbytes(tbx_dtype dtype, uint64_t nelems, uint64_t *out) {
+    const tbx_dtype_info *e = tbx_dtype_get(dtype);
+    if (!e || !out) return TBX_E_INVALID_ARG;
+    return tbx_dtype_info_nbytes(e, nelems, out);
+}
+
+tbx_status tbx_dtype_nbytes_shape(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,
+                                  uint64_t *out) {
+    return tbx_dtype_nbytes_shape_in(tbx_drivers, dtype, shape, ndim, out);
+}
+
+tbx_status tbx_decode_f32(tbx_dtype dtype, const void *src, size_t src_len, uint64_t nelems,
+                          float *dst) {
+    return tbx_decode_f32_info(tbx_dtype_get(dtype), dtype, src, src_len, nelems, dst);
 }
 
 const char *tbx_layout_name(tbx_layout layout) {

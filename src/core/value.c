@@ -391,7 +391,10 @@ tbx_value *tbx_value_new_ndarray(tbx_dtype dtype, const uint64_t *shape, uint32_
                                  const void *data, size_t nbytes) {
     uint64_t need;
     if ((!shape && ndim) || (!data && nbytes)) return NULL;
-    if (tbx_dtype_nbytes_shape(dtype, shape, ndim, &need) != TBX_OK || need != nbytes) return NULL;
+    /* the core table only (the foundation does not see driver-specific dtypes) */
+    if (tbx_dtype_info_nbytes_shape(tbx_dtype_core_get(dtype), shape, ndim, &need) != TBX_OK ||
+        need != nbytes)
+        return NULL;
     const tbx_alloc *al = dal();
     tbx_value *v = tbx_val_new(al, TBX_V_NDARRAY);
     if (!v) return NULL;

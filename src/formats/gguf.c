@@ -91,17 +91,17 @@ static const char *gv_name(uint32_t t) { return t < GV_COUNT ? gv_names[t] : "?"
  * big-endian file ({offset, width, count} runs). `be` 0: no swap needed (all bytes), 1: swap the
  * runs, 2: layout ambiguous on big-endian hosts (read as TBX_E_UNSUPPORTED). Plain types swap
  * every element (width = element size). */
-typedef struct g_run { uint16_t off; uint8_t width, count; } g_run;
+typedef struct gguf_swap_run { uint16_t off; uint8_t width, count; } gguf_swap_run;
 
-typedef struct g_type {
+typedef struct gguf_type_info {
     const char *name;   /* ggml's name */
     tbx_dtype dt;       /* TBX_DT_INVALID: removed */
     uint8_t be;         /* 0 nothing to swap, 1 swap runs, 2 unsupported */
-    g_run runs[2];
-} g_type;
+    gguf_swap_run runs[2];
+} gguf_type_info;
 
 #define GT(nm, d, be, ...) { nm, TBX_DT_##d, be, { __VA_ARGS__ } }
-static const g_type g_types[TBX_GGUF_TYPE_MAX + 1] = {
+static const gguf_type_info gguf_types[TBX_GGUF_TYPE_MAX + 1] = {
     [0] = GT("F32", F32, 1, {0, 4, 1}),
     [1] = GT("F16", F16, 1, {0, 2, 1}),
     [2] = GT("Q4_0", Q4_0, 1, {0, 2, 1}),
@@ -149,27 +149,27 @@ static const g_type g_types[TBX_GGUF_TYPE_MAX + 1] = {
 #undef GT
 
 tbx_dtype tbx_gguf_type_dtype(uint32_t t) {
-    return t <= TBX_GGUF_TYPE_MAX ? g_types[t].dt : TBX_DT_INVALID;
+    return t <= TBX_GGUF_TYPE_MAX ? gguf_types[t].dt : TBX_DT_INVALID;
 }
 
 int32_t tbx_gguf_dtype_type(tbx_dtype dt) {
     if (dt == TBX_DT_INVALID) return -1;
     for (uint32_t t = 0; t <= TBX_GGUF_TYPE_MAX; t++)
-        if (g_types[t].dt == dt) return (int32_t)t;
+        if (gguf_types[t].dt == dt) return (int32_t)t;
     return -1;
 }
 
-const char *tbx_gguf_type_name(uint32_t t) { return t <= TBX_GGUF_TYPE_MAX ? g_types[t].name : NULL; }
+const char *tbx_gguf_type_name(uint32_t t) { return t <= TBX_GGUF_TYPE_MAX ? gguf_types[t].name : NULL; }
 
 static const char *dt_name(tbx_dtype dt) {
-    const tbx_dtype_info *di = tbx_dtype_get(dt);
+    const tbx_dtype_info *di = tbx_dtype_core_get(dt);
     return di ? di->name : "(invalid)";
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* Driver state of an open file                                                                */
 /* ------------------------------------------------------------------------------------------ */
-typedef struct g_ti {
+typedef struct gguf_tensor_info {
     uint64_t info_off;   /* byte offset of the tensor info */
     uint64_t ne_off;     /* byte offset of ne[0] */
     uint64_t off_off;    /* byte offset of the offset field */
@@ -180,11 +180,11 @@ typedef struct g_ti {
     uint32_t type;       /* ggml type id */
     uint32_t n_dims;
     size_t index;        /* tensor index in f->tensors (file order) */
-} g_ti;
+} gguf_tensor_info;
 
 #define G_STATE_TAG 0x46554747u /* "GGUF" */
 
-typedef struct g_state {
+typedef struct gguf_state {
     uint32_t tag;
     uint32_t version;
     bool be;
@@ -193,29 +193,29 @@ typedef struct g_state {
     uint64_t align_off;   /* byte offset of its KV */
     uint64_t infos_end;
     uint64_t data_start;
-    g_ti *ti; size_t nti, cap_ti;
+    gguf_tensor_info *ti; size_t nti, cap_ti;
     uint64_t *kv_off; size_t nkv, cap_kv; /* byte offset of each KV, in metadata order */
     uint32_t src;         /* the file's source: 0 f->src, k f->extra_src[k-1] (split sets) */
     /* Split set (first shard's state only): the states of shards 2..N, shards[k] for source
      * k + 1, and the count of the set. */
-    struct g_state *shards; size_t nshards;
+    struct gguf_state *shards; size_t nshards;
     uint32_t split_count; /* N of the split set, 0 when the file stands alone */
     /* the quantization description of each block type met so far (shared by its tensors) */
     const tbx_quant_info *quant_of[TBX_GGUF_TYPE_MAX + 1];
-} g_state;
+} gguf_state;
 
 /* What the blocks of a ggml type carry (tbx_quant_info of GGUF tensors): nominal code bits,
  * elements per scale, elements per super-block (0: the block stands alone), the dtype of the
  * scales and whether blocks also carry a minimum / offset (zero). */
-typedef struct g_qfacts {
+typedef struct gguf_quant_facts {
     uint8_t bits;
     uint16_t block, super;
     tbx_dtype scale;
     bool min;
-} g_qfacts;
+} gguf_quant_facts;
 
-static bool g_quant_facts(tbx_dtype dt, g_qfacts *q) {
-#define QF(b, bl, su, sc, mn) do { *q = (g_qfacts){b, bl, su, TBX_DT_##sc, mn}; return true; } while (0)
+static bool gguf_quant_facts_of(tbx_dtype dt, gguf_quant_facts *q) {
+#define QF(b, bl, su, sc, mn) do { *q = (gguf_quant_facts){b, bl, su, TBX_DT_##sc, mn}; return true; } while (0)
     switch (dt) {
     case TBX_DT_Q4_0: QF(4, 32, 0, F16, false);
     case TBX_DT_Q4_1: QF(4, 32, 0, F16, true);
@@ -250,14 +250,14 @@ static bool g_quant_facts(tbx_dtype dt, g_qfacts *q) {
 }
 
 /* Attaches the quantization description of ggml type `type` to t (one per type and file). */
-static tbx_status g_describe_quant(tbx_file *f, g_state *s, tbx_tensor *t, uint32_t type,
+static tbx_status gguf_describe_quant(tbx_file *f, gguf_state *s, tbx_tensor *t, uint32_t type,
                                    tbx_error *err) {
-    g_qfacts qf;
-    if (!g_quant_facts(t->dtype, &qf)) return TBX_OK; /* a plain type */
+    gguf_quant_facts qf;
+    if (!gguf_quant_facts_of(t->dtype, &qf)) return TBX_OK; /* a plain type */
     if (!s->quant_of[type]) {
         tbx_quant_info *q = tbx_file_quant_new(f);
         if (!q) return tbx_err_nomem(err, "quantization description");
-        const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+        const tbx_dtype_info *di = tbx_dtype_core_get(t->dtype);
         q->method = TBX_QUANT_GGML;
         q->code_dtype = t->dtype;
         q->bits = qf.bits;
@@ -279,7 +279,7 @@ static tbx_status g_describe_quant(tbx_file *f, g_state *s, tbx_tensor *t, uint3
     return TBX_OK;
 }
 
-static void g_state_init(g_state *s, uint32_t src) {
+static void gguf_state_init(gguf_state *s, uint32_t src) {
     memset(s, 0, sizeof *s);
     s->tag = G_STATE_TAG;
     s->align_type = -1;
@@ -287,17 +287,17 @@ static void g_state_init(g_state *s, uint32_t src) {
     s->src = src;
 }
 
-static void g_state_free_parts(tbx_file *f, g_state *s) {
+static void gguf_state_free_parts(tbx_file *f, gguf_state *s) {
     tbx_free(&f->al, s->ti, s->cap_ti * sizeof *s->ti);
     tbx_free(&f->al, s->kv_off, s->cap_kv * sizeof *s->kv_off);
 }
 
-static void g_close(tbx_file *f) {
-    g_state *s = f->drv_state;
+static void gguf_close(tbx_file *f) {
+    gguf_state *s = f->drv_state;
     if (!s) return;
-    for (size_t k = 0; k < s->nshards; k++) g_state_free_parts(f, &s->shards[k]);
+    for (size_t k = 0; k < s->nshards; k++) gguf_state_free_parts(f, &s->shards[k]);
     tbx_free(&f->al, s->shards, s->nshards * sizeof *s->shards);
-    g_state_free_parts(f, s);
+    gguf_state_free_parts(f, s);
     tbx_free(&f->al, s, sizeof *s);
     f->drv_state = NULL;
 }
@@ -305,7 +305,7 @@ static void g_close(tbx_file *f) {
 /* ------------------------------------------------------------------------------------------ */
 /* Probe                                                                                       */
 /* ------------------------------------------------------------------------------------------ */
-static bool g_probe(const uint8_t *head, size_t len, uint64_t file_size) {
+static bool gguf_probe(const uint8_t *head, size_t len, uint64_t file_size) {
     (void)file_size;
     return len >= 4 && memcmp(head, "GGUF", 4) == 0;
 }
@@ -313,26 +313,26 @@ static bool g_probe(const uint8_t *head, size_t len, uint64_t file_size) {
 /* ------------------------------------------------------------------------------------------ */
 /* Reading                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
-typedef struct g_rd {
+typedef struct gguf_reader {
     tbx_file *f;
-    g_state *s;
+    gguf_state *s;
     tbx_cursor c;
     bool v1;
     uint32_t max_nest;
     char *scratch; size_t scratch_cap; /* key / name bytes */
-} g_rd;
+} gguf_reader;
 
 /* Path of a metadata value for messages: "general.name", "tokens"[12][3]. Formatted only when
  * an error is reported; `fld` (metadata "key", shortened) is shared by the whole value. */
-typedef struct g_path {
-    const struct g_path *up;
+typedef struct gguf_key_path {
+    const struct gguf_key_path *up;
     const char *key;
     size_t key_len;
     uint64_t idx;
     const char *fld;
-} g_path;
+} gguf_key_path;
 
-static void path_fmt(char *dst, size_t cap, const g_path *p) {
+static void path_fmt(char *dst, size_t cap, const gguf_key_path *p) {
     if (!p->up) {
         char q[80];
         tbx_quote_bytes(q, sizeof q, p->key, p->key_len, 48);
@@ -345,7 +345,7 @@ static void path_fmt(char *dst, size_t cap, const g_path *p) {
 }
 
 /* A string or array length: u32 in v1, u64 since v2. */
-static tbx_status rd_len(g_rd *r, uint64_t *out, const char *field, tbx_error *err) {
+static tbx_status rd_len(gguf_reader *r, uint64_t *out, const char *field, tbx_error *err) {
     if (r->v1) {
         uint32_t v;
         tbx_status st = tbx_cur_u32(&r->c, &v, field, err);
@@ -358,9 +358,9 @@ static tbx_status rd_len(g_rd *r, uint64_t *out, const char *field, tbx_error *e
 /* `need` more bytes of header must exist (TBX_E_TRUNCATED; `overflow`: the need itself
  * overflowed) and end within max_header_bytes (TBX_E_LIMIT). On failure the message starts with
  * the description formatted from fmt; `at` is where the item starts. */
-static tbx_status rd_room(g_rd *r, uint64_t need, bool overflow, uint64_t at, const char *field,
+static tbx_status rd_room(gguf_reader *r, uint64_t need, bool overflow, uint64_t at, const char *field,
                           tbx_error *err, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
-static tbx_status rd_room(g_rd *r, uint64_t need, bool overflow, uint64_t at, const char *field,
+static tbx_status rd_room(gguf_reader *r, uint64_t need, bool overflow, uint64_t at, const char *field,
                           tbx_error *err, const char *fmt, ...) {
     uint64_t rem = tbx_cursor_remaining(&r->c);
     bool trunc = overflow || need > rem;
@@ -380,7 +380,7 @@ static tbx_status rd_room(g_rd *r, uint64_t need, bool overflow, uint64_t at, co
 }
 
 /* Reads a string's length and bytes into r->scratch (NUL-terminated). */
-static tbx_status rd_str_scratch(g_rd *r, size_t *len, const char *field, const char *what,
+static tbx_status rd_str_scratch(gguf_reader *r, size_t *len, const char *field, const char *what,
                                  tbx_error *err) {
     uint64_t at = r->c.pos, n;
     tbx_status st = rd_len(r, &n, field, err);
@@ -416,12 +416,12 @@ static void swap_elems(uint8_t *p, size_t n, size_t es) {
         }
 }
 
-static tbx_status rd_value(g_rd *r, uint32_t gt, uint32_t level, const g_path *path,
+static tbx_status rd_value(gguf_reader *r, uint32_t gt, uint32_t level, const gguf_key_path *path,
                            tbx_value **out, tbx_error *err);
 
 /* Reads an array value (its element type, count and elements). `level`: nesting of this array
  * (1 for a top-level array). */
-static tbx_status rd_array(g_rd *r, uint32_t level, const g_path *path, tbx_value **out,
+static tbx_status rd_array(gguf_reader *r, uint32_t level, const gguf_key_path *path, tbx_value **out,
                            tbx_error *err) {
     tbx_file *f = r->f;
     const char *fld = path->fld;
@@ -491,7 +491,7 @@ static tbx_status rd_array(g_rd *r, uint32_t level, const g_path *path, tbx_valu
         return TBX_OK;
     }
 
-    g_path sub = { path, NULL, 0, 0, fld };
+    gguf_key_path sub = { path, NULL, 0, 0, fld };
     if (et == GV_STRING) {
         /* compact: one offsets array and one blob (a vocabulary of millions of strings must not
          * cost a heap value each) */
@@ -544,7 +544,7 @@ static tbx_status rd_array(g_rd *r, uint32_t level, const g_path *path, tbx_valu
 }
 
 /* Reads one value of GGUF type `gt`. `level`: nesting of the array this value would open. */
-static tbx_status rd_value(g_rd *r, uint32_t gt, uint32_t level, const g_path *path,
+static tbx_status rd_value(gguf_reader *r, uint32_t gt, uint32_t level, const gguf_key_path *path,
                            tbx_value **out, tbx_error *err) {
     tbx_file *f = r->f;
     const char *fld = path->fld;
@@ -633,13 +633,13 @@ static double ne_log2(const uint64_t *ne, uint32_t k) {
 }
 
 /* Reads one tensor info and adds the tensor to the model (offsets are filled in later). */
-static tbx_status rd_tensor_info(g_rd *r, uint64_t i, uint64_t **ne_buf, size_t *ne_cap,
+static tbx_status rd_tensor_info(gguf_reader *r, uint64_t i, uint64_t **ne_buf, size_t *ne_cap,
                                  tbx_error *err) {
     tbx_file *f = r->f;
-    g_state *s = r->s;
+    gguf_state *s = r->s;
     char fld[64], q[96];
     tbx_status st;
-    g_ti ti;
+    gguf_tensor_info ti;
     memset(&ti, 0, sizeof ti);
     ti.info_off = r->c.pos;
 
@@ -707,16 +707,16 @@ static tbx_status rd_tensor_info(g_rd *r, uint64_t i, uint64_t **ne_buf, size_t 
         return tbx_err(err, TBX_E_FORMAT, type_at, fld,
                        "tensor \"%s\": ggml type id %" PRIu32 " is unknown (known ids 0..%u)", q,
                        ti.type, TBX_GGUF_TYPE_MAX);
-    tbx_dtype dt = g_types[ti.type].dt;
+    tbx_dtype dt = gguf_types[ti.type].dt;
     if (dt == TBX_DT_INVALID)
         return tbx_err(err, TBX_E_FORMAT, type_at, fld,
                        "tensor \"%s\": ggml type id %" PRIu32 " (%s) was removed from ggml and "
-                       "is not valid in GGUF files", q, ti.type, g_types[ti.type].name);
-    const tbx_dtype_info *di = tbx_dtype_get(dt);
+                       "is not valid in GGUF files", q, ti.type, gguf_types[ti.type].name);
+    const tbx_dtype_info *di = tbx_dtype_core_get(dt);
     if (!di)
         return tbx_err(err, TBX_E_UNSUPPORTED, type_at, fld,
                        "tensor \"%s\": ggml type %s has no dtype in this build", q,
-                       g_types[ti.type].name);
+                       gguf_types[ti.type].name);
 
     /* element count: the product of the non-zero ne must fit 64 bits */
     snprintf(fld, sizeof fld, "tensor[%" PRIu64 "].ne", i);
@@ -736,13 +736,13 @@ static tbx_status rd_tensor_info(g_rd *r, uint64_t i, uint64_t **ne_buf, size_t 
     if (ne0 % di->block_size != 0)
         return tbx_err(err, TBX_E_FORMAT, ti.ne_off, fld,
                        "tensor \"%s\": ne[0] = %" PRIu64 " is not a multiple of the %s block "
-                       "size %" PRIu32, q, ne0, g_types[ti.type].name, di->block_size);
+                       "size %" PRIu32, q, ne0, gguf_types[ti.type].name, di->block_size);
     for (uint32_t j = 0; j < ti.n_dims; j++) shape[j] = ne[ti.n_dims - 1 - j];
-    st = tbx_dtype_nbytes_shape(dt, shape, ti.n_dims, &ti.size);
+    st = tbx_dtype_core_nbytes_shape(dt, shape, ti.n_dims, &ti.size);
     if (st != TBX_OK)
         return tbx_err(err, st == TBX_E_FORMAT ? TBX_E_FORMAT : TBX_E_OVERFLOW, ti.ne_off, fld,
                        "tensor \"%s\": byte size of %" PRIu64 " %s elements %s", q, ti.nelems,
-                       g_types[ti.type].name,
+                       gguf_types[ti.type].name,
                        st == TBX_E_FORMAT ? "is not a whole number of blocks"
                                           : "overflows 64 bits");
     if (ti.size > f->limits.max_tensor_bytes)
@@ -762,7 +762,7 @@ static tbx_status rd_tensor_info(g_rd *r, uint64_t i, uint64_t **ne_buf, size_t 
     cp->nbytes = ti.size;
     cp->encoding = TBX_ENC_RAW;
     cp->src = s->src;
-    st = g_describe_quant(f, s, t, ti.type, err);
+    st = gguf_describe_quant(f, s, t, ti.type, err);
     if (st != TBX_OK) return st;
     if (!tbx_grow(&f->al, (void **)&s->ti, &s->cap_ti, s->nti + 1, sizeof *s->ti))
         return tbx_err_nomem(err, "GGUF tensor table");
@@ -771,15 +771,15 @@ static tbx_status rd_tensor_info(g_rd *r, uint64_t i, uint64_t **ne_buf, size_t 
 }
 
 static int ti_cmp(const void *a, const void *b) {
-    const g_ti *x = *(const g_ti *const *)a, *y = *(const g_ti *const *)b;
+    const gguf_tensor_info *x = *(const gguf_tensor_info *const *)a, *y = *(const gguf_tensor_info *const *)b;
     if (x->rel != y->rel) return x->rel < y->rel ? -1 : 1;
     if (x->size != y->size) return x->size < y->size ? -1 : 1;
     return x->index < y->index ? -1 : (x->index > y->index);
 }
 
 /* Tensor infos sorted by offset (caller frees n pointers with f->al). */
-static const g_ti **sorted_infos(tbx_file *f, const g_state *s) {
-    const g_ti **v = tbx_calloc(&f->al, s->nti ? s->nti : 1, sizeof *v);
+static const gguf_tensor_info **sorted_infos(tbx_file *f, const gguf_state *s) {
+    const gguf_tensor_info **v = tbx_calloc(&f->al, s->nti ? s->nti : 1, sizeof *v);
     if (!v) return NULL;
     for (size_t i = 0; i < s->nti; i++) v[i] = &s->ti[i];
     qsort(v, s->nti, sizeof *v, ti_cmp);
@@ -787,21 +787,21 @@ static const g_ti **sorted_infos(tbx_file *f, const g_state *s) {
 }
 
 extern const tbx_driver tbx_driver_gguf; /* also declared in internal.h once registered */
-static const tbx_driver g_driver_be;
+static const tbx_driver gguf_driver_be;
 
 /* The split.* keys of one file, as read (split.no, split.count, split.tensors.count). */
-typedef struct g_split {
+typedef struct gguf_split_info {
     bool shard;           /* parsing shard 2..N of a set: keys are checked, not added */
     int64_t want[3];      /* shard: the values its split.* keys must have */
     bool has[3];
     int64_t val[3];
-} g_split;
+} gguf_split_info;
 
-static const char *const g_split_keys[3] = {"split.no", "split.count", "split.tensors.count"};
+static const char *const gguf_split_keys[3] = {"split.no", "split.count", "split.tensors.count"};
 
-static void g_split_note(g_split *sp, const char *key, size_t klen, const tbx_value *v) {
+static void gguf_split_note(gguf_split_info *sp, const char *key, size_t klen, const tbx_value *v) {
     for (int k = 0; k < 3; k++) {
-        if (klen != strlen(g_split_keys[k]) || memcmp(key, g_split_keys[k], klen) != 0) continue;
+        if (klen != strlen(gguf_split_keys[k]) || memcmp(key, gguf_split_keys[k], klen) != 0) continue;
         int64_t x;
         if (v && tbx_value_get_i64(v, &x) == TBX_OK) {
             sp->has[k] = true;
@@ -812,16 +812,16 @@ static void g_split_note(g_split *sp, const char *key, size_t klen, const tbx_va
 
 /* Parses one GGUF file from `src` into f (tensors) and s (layout). With sp->shard the metadata
  * is read and checked but not added to f. */
-static tbx_status g_parse(tbx_file *f, g_state *s, const tbx_source *src, g_split *sp,
+static tbx_status gguf_parse(tbx_file *f, gguf_state *s, const tbx_source *src, gguf_split_info *sp,
                           tbx_error *err) {
-    g_rd r;
+    gguf_reader r;
     memset(&r, 0, sizeof r);
     r.f = f;
     r.s = s;
     r.max_nest = f->limits.max_depth < G_MAX_NEST ? f->limits.max_depth : G_MAX_NEST;
     uint64_t *ne_buf = NULL;
     size_t ne_cap = 0;
-    const g_ti **order = NULL;
+    const gguf_tensor_info **order = NULL;
     uint64_t size = src->size;
     tbx_status st = tbx_cursor_init(&r.c, src, &f->al, 0, size, err);
     if (st != TBX_OK) return st;
@@ -870,7 +870,10 @@ static tbx_status g_parse(tbx_file *f, g_state *s, const tbx_source *src, g_spli
         uint64_t kv_min = lw + 4 + 1, ti_min = lw + 4 + 4 + 8, a = 0, b = 0, need = 0;
         bool ovf = !tbx_mul_u64(nkv, kv_min, &a) || !tbx_mul_u64(nt, ti_min, &b) ||
                    !tbx_add_u64(a, b, &need);
-        st = rd_room(&r, need, ovf, 8, "tensor_count", err,
+        /* blame kv_count when the metadata entries alone cannot fit, else tensor_count */
+        bool kv_alone = !tbx_mul_u64(nkv, kv_min, &a) || a > tbx_cursor_remaining(&r.c);
+        st = rd_room(&r, need, ovf, kv_alone ? (r.v1 ? 12 : 16) : 8,
+                     kv_alone ? "kv_count" : "tensor_count", err,
                      "%" PRIu64 " metadata entries and %" PRIu64 " tensor infos", nkv, nt);
         if (st != TBX_OK) goto done;
         if (nt > f->limits.max_tensors) {
@@ -906,7 +909,7 @@ static tbx_status g_parse(tbx_file *f, g_state *s, const tbx_source *src, g_spli
         char vf[64], kq[48];
         tbx_quote_bytes(kq, sizeof kq, key, klen, 32);
         snprintf(vf, sizeof vf, "metadata \"%s\"", kq);
-        g_path root = { NULL, key, klen, 0, vf };
+        gguf_key_path root = { NULL, key, klen, 0, vf };
         uint32_t gt;
         uint64_t type_at = r.c.pos;
         tbx_value *v = NULL;
@@ -938,7 +941,7 @@ static tbx_status g_parse(tbx_file *f, g_state *s, const tbx_source *src, g_spli
                 s->alignment = v->v.u;
             }
         }
-        if (st == TBX_OK) g_split_note(sp, key, klen, v);
+        if (st == TBX_OK) gguf_split_note(sp, key, klen, v);
         if (st == TBX_OK && !sp->shard) {
             st = tbx_file_add_meta(f, key, klen, v, kv_at, err);
             v = NULL;
@@ -959,8 +962,8 @@ static tbx_status g_parse(tbx_file *f, g_state *s, const tbx_source *src, g_spli
         if (sp->has[j] && sp->val[j] == sp->want[j]) continue;
         char got[32] = "missing";
         if (sp->has[j]) snprintf(got, sizeof got, "%" PRId64, sp->val[j]);
-        st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, g_split_keys[j],
-                     "%s is %s, expected %" PRId64, g_split_keys[j], got, sp->want[j]);
+        st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, gguf_split_keys[j],
+                     "%s is %s, expected %" PRId64, gguf_split_keys[j], got, sp->want[j]);
         goto done;
     }
 
@@ -992,7 +995,7 @@ static tbx_status g_parse(tbx_file *f, g_state *s, const tbx_source *src, g_spli
         s->data_start = ds;
     }
     for (size_t i = 0; i < s->nti; i++) {
-        g_ti *ti = &s->ti[i];
+        gguf_tensor_info *ti = &s->ti[i];
         tbx_tensor *t = &f->tensors[ti->index];
         char q[96], fld[64];
         tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
@@ -1024,10 +1027,10 @@ static tbx_status g_parse(tbx_file *f, g_state *s, const tbx_source *src, g_spli
     order = sorted_infos(f, s);
     if (!order) { st = tbx_err_nomem(err, "GGUF tensor order"); goto done; }
     {
-        const g_ti *prev = NULL;
+        const gguf_tensor_info *prev = NULL;
         uint64_t prev_end = 0;
         for (size_t k = 0; k < s->nti; k++) {
-            const g_ti *ti = order[k];
+            const gguf_tensor_info *ti = order[k];
             if (ti->size == 0) continue;
             if (prev && ti->rel < prev_end) {
                 char qa[80], qb[80], fld[64];
@@ -1071,7 +1074,7 @@ static tbx_status shard_err(tbx_error *err, const tbx_error *e, uint32_t k, uint
 /* After the first file parsed: when it is shard 1 of a split set opened by a path named
  * "{stem}-00001-of-{N:05}.gguf", opens shards 2..N, parses each with the same code and adds
  * their tensors (component src = shard index - 1). Otherwise the file stands alone. */
-static tbx_status g_open_set(tbx_file *f, g_state *s, const g_split *sp, tbx_error *err) {
+static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_info *sp, tbx_error *err) {
     if (!f->path || (f->flags & TBX_OPEN_SINGLE_FILE_) || !sp->has[0] || !sp->has[1] ||
         sp->val[0] != 0 || sp->val[1] <= 1 || sp->val[1] > 65535)
         return TBX_OK;
@@ -1092,7 +1095,7 @@ static tbx_status g_open_set(tbx_file *f, g_state *s, const g_split *sp, tbx_err
     char *name = tbx_malloc(&f->al, name_cap);
     tbx_status st = TBX_OK;
     if (!f->extra_src || !s->shards || !name) {
-        /* keep the frees consistent with g_close / tbx_close */
+        /* keep the frees consistent with gguf_close / tbx_close */
         tbx_free(&f->al, f->extra_src, (n - 1) * sizeof *f->extra_src);
         tbx_free(&f->al, s->shards, (n - 1) * sizeof *s->shards);
         f->extra_src = NULL;
@@ -1100,7 +1103,7 @@ static tbx_status g_open_set(tbx_file *f, g_state *s, const g_split *sp, tbx_err
         tbx_free(&f->al, name, name_cap);
         return tbx_err_nomem(err, "GGUF split set");
     }
-    /* From here tbx_close / g_close own both arrays; unopened entries close as no-ops. */
+    /* From here tbx_close / gguf_close own both arrays; unopened entries close as no-ops. */
     s->split_count = n;
     s->nshards = n - 1;
     f->nextra_src = n - 1;
@@ -1118,15 +1121,15 @@ static tbx_status g_open_set(tbx_file *f, g_state *s, const g_split *sp, tbx_err
                          k, n, name, e.message);
             break;
         }
-        g_state *ss = &s->shards[k - 2];
-        g_state_init(ss, k - 1);
-        g_split ssp;
+        gguf_state *ss = &s->shards[k - 2];
+        gguf_state_init(ss, k - 1);
+        gguf_split_info ssp;
         memset(&ssp, 0, sizeof ssp);
         ssp.shard = true;
         ssp.want[0] = (int64_t)k - 1;
         ssp.want[1] = (int64_t)n;
         ssp.want[2] = (int64_t)total;
-        st = g_parse(f, ss, xs, &ssp, &e);
+        st = gguf_parse(f, ss, xs, &ssp, &e);
         if (st != TBX_OK) { st = shard_err(err, &e, k, n, name); break; }
         if (ss->be != s->be)
             st = tbx_err(err, TBX_E_FORMAT, 4, "version",
@@ -1142,25 +1145,25 @@ static tbx_status g_open_set(tbx_file *f, g_state *s, const g_split *sp, tbx_err
     return st;
 }
 
-static tbx_status g_open(tbx_file *f, tbx_error *err) {
-    g_state *s = tbx_malloc(&f->al, sizeof *s);
+static tbx_status gguf_open(tbx_file *f, tbx_error *err) {
+    gguf_state *s = tbx_malloc(&f->al, sizeof *s);
     if (!s) return tbx_err_nomem(err, "GGUF state");
-    g_state_init(s, 0);
+    gguf_state_init(s, 0);
     f->drv_state = s;
-    g_split sp;
+    gguf_split_info sp;
     memset(&sp, 0, sizeof sp);
-    tbx_status st = g_parse(f, s, &f->src, &sp, err);
-    if (st == TBX_OK) st = g_open_set(f, s, &sp, err);
-    if (st == TBX_OK && s->be) f->drv = &g_driver_be;
+    tbx_status st = gguf_parse(f, s, &f->src, &sp, err);
+    if (st == TBX_OK) st = gguf_open_set(f, s, &sp, err);
+    if (st == TBX_OK && s->be) f->drv = &gguf_driver_be;
     return st;
 }
 
 /* Big-endian files: tensor data back to little-endian. */
-static tbx_status g_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+static tbx_status gguf_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
                             tbx_error *err) {
     const tbx_component *k = &t->comp[c];
     int32_t id = tbx_gguf_dtype_type(t->dtype);
-    const g_type *gt = id >= 0 ? &g_types[id] : NULL;
+    const gguf_type_info *gt = id >= 0 ? &gguf_types[id] : NULL;
     if (!gt || gt->be == 2)
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, t->name,
                        "tensor \"%s\": big-endian %s data cannot be converted to little-endian "
@@ -1171,7 +1174,7 @@ static tbx_status g_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, void *
     if (!src) return tbx_err(err, TBX_E_STATE, k->offset, t->name, "tensor \"%s\": no source", t->name);
     tbx_status st = tbx_source_read(src, k->offset, buf, (size_t)k->nbytes, t->name, err);
     if (st != TBX_OK || gt->be == 0) return st;
-    const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+    const tbx_dtype_info *di = tbx_dtype_core_get(t->dtype);
     uint8_t *p = buf;
     if (!(di->flags & TBX_DTF_BLOCK)) {
         swap_elems(p, (size_t)(k->nbytes / gt->runs[0].width), gt->runs[0].width);
@@ -1187,7 +1190,7 @@ static tbx_status g_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, void *
 
 /* validate: every padding byte (before the data start and between tensors) must be zero.
  * `shard`: "" for a single file, " in shard K of N" for a split set's files. */
-static tbx_status check_zero(tbx_file *f, const g_state *s, uint8_t *buf, uint64_t from,
+static tbx_status check_zero(tbx_file *f, const gguf_state *s, uint8_t *buf, uint64_t from,
                              uint64_t to, const char *where, const char *shard, tbx_error *err) {
     const tbx_source *src = tbx_file_source(f, s->src);
     while (from < to) {
@@ -1212,9 +1215,9 @@ static tbx_status check_zero(tbx_file *f, const g_state *s, uint8_t *buf, uint64
  * this is a validation problem, not an open error (docs/formats/gguf.md). */
 #define G_SPEC_MAX_DIMS 4u
 
-static tbx_status check_ndims(tbx_file *f, const g_state *s, const char *shard, tbx_error *err) {
+static tbx_status check_ndims(tbx_file *f, const gguf_state *s, const char *shard, tbx_error *err) {
     for (size_t i = 0; i < s->nti; i++) {
-        const g_ti *ti = &s->ti[i];
+        const gguf_tensor_info *ti = &s->ti[i];
         if (ti->n_dims <= G_SPEC_MAX_DIMS) continue;
         const tbx_tensor *t = &f->tensors[ti->index];
         char q[96], fld[64];
@@ -1229,18 +1232,18 @@ static tbx_status check_ndims(tbx_file *f, const g_state *s, const char *shard, 
     return TBX_OK;
 }
 
-static tbx_status validate_file(tbx_file *f, const g_state *s, uint8_t *buf, const char *shard,
+static tbx_status validate_file(tbx_file *f, const gguf_state *s, uint8_t *buf, const char *shard,
                                 tbx_error *err) {
     tbx_status st0 = check_ndims(f, s, shard, err);
     if (st0 != TBX_OK) return st0;
-    const g_ti **order = sorted_infos(f, s);
+    const gguf_tensor_info **order = sorted_infos(f, s);
     if (!order) return tbx_err_nomem(err, "GGUF validate buffer");
     tbx_status st = check_zero(f, s, buf, s->infos_end, s->data_start, "before the data start",
                                shard, err);
     uint64_t pos = s->data_start;
-    const g_ti *prev = NULL;
+    const gguf_tensor_info *prev = NULL;
     for (size_t k = 0; st == TBX_OK && k < s->nti; k++) {
-        const g_ti *ti = order[k];
+        const gguf_tensor_info *ti = order[k];
         uint64_t a = s->data_start + ti->rel, e = a + ti->size;
         if (ti->size == 0) continue;
         if (a > pos) {
@@ -1260,8 +1263,8 @@ static tbx_status validate_file(tbx_file *f, const g_state *s, uint8_t *buf, con
     return st;
 }
 
-static tbx_status g_validate(tbx_file *f, tbx_error *err) {
-    g_state *s = f->drv_state;
+static tbx_status gguf_validate(tbx_file *f, tbx_error *err) {
+    gguf_state *s = f->drv_state;
     if (!s) return TBX_OK;
     uint8_t *buf = tbx_malloc(&f->al, G_CHUNK);
     if (!buf) return tbx_err_nomem(err, "GGUF validate buffer");
@@ -1279,15 +1282,15 @@ static tbx_status g_validate(tbx_file *f, tbx_error *err) {
 /* ------------------------------------------------------------------------------------------ */
 /* ggml lint                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
-typedef struct g_lint {
+typedef struct gguf_lint_ctx {
     tbx_problem_fn cb;
     void *ud;
     tbx_status first;
-} g_lint;
+} gguf_lint_ctx;
 
-static void lint(g_lint *l, tbx_status code, uint64_t off, const char *field, const char *fmt, ...)
+static void lint(gguf_lint_ctx *l, tbx_status code, uint64_t off, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-static void lint(g_lint *l, tbx_status code, uint64_t off, const char *field, const char *fmt, ...) {
+static void lint(gguf_lint_ctx *l, tbx_status code, uint64_t off, const char *field, const char *fmt, ...) {
     tbx_error e;
     va_list ap;
     va_start(ap, fmt);
@@ -1308,7 +1311,7 @@ static bool has_nested_array(const tbx_value *v) {
 
 /* The ggml rules of one file of the handle (the first, or one shard of a split set; `shard` is
  * "" or " (shard K of N)"): its header, then its tensors. */
-static void lint_head(g_lint *l, const g_state *s, const char *shard) {
+static void lint_head(gguf_lint_ctx *l, const gguf_state *s, const char *shard) {
     if (s->be || s->version < 2)
         lint(l, TBX_E_BAD_VERSION, 4, "version",
              "ggml reads only little-endian GGUF v2 and v3; this file%s is %s-endian v%" PRIu32,
@@ -1316,10 +1319,10 @@ static void lint_head(g_lint *l, const g_state *s, const char *shard) {
     /* a general.alignment that is not a u32 is reported by every validation, not again here */
 }
 
-static void lint_tensors(g_lint *l, tbx_file *f, const g_state *s, const char *shard) {
+static void lint_tensors(gguf_lint_ctx *l, tbx_file *f, const gguf_state *s, const char *shard) {
     uint64_t expect = 0;
     for (size_t i = 0; i < s->nti; i++) {
-        const g_ti *ti = &s->ti[i];
+        const gguf_tensor_info *ti = &s->ti[i];
         const tbx_tensor *t = &f->tensors[ti->index];
         char q[96], fld[64];
         tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
@@ -1352,11 +1355,11 @@ static void lint_tensors(g_lint *l, tbx_file *f, const g_state *s, const char *s
 }
 
 tbx_status tbx_gguf_lint(tbx_file *f, tbx_problem_fn cb, void *ud) {
-    if (!f || (f->drv != &tbx_driver_gguf && f->drv != &g_driver_be) || !f->drv_state)
+    if (!f || (f->drv != &tbx_driver_gguf && f->drv != &gguf_driver_be) || !f->drv_state)
         return TBX_E_INVALID_ARG;
-    const g_state *s = f->drv_state;
+    const gguf_state *s = f->drv_state;
     if (s->tag != G_STATE_TAG) return TBX_E_INVALID_ARG;
-    g_lint l = { cb, ud, TBX_OK };
+    gguf_lint_ctx l = { cb, ud, TBX_OK };
     char shard[48] = "";
     if (s->split_count > 1) snprintf(shard, sizeof shard, " (shard 1 of %" PRIu32 ")", s->split_count);
     lint_head(&l, s, shard);
@@ -1451,9 +1454,9 @@ static tbx_status w_check_value(const char *q, const tbx_value *v, uint32_t leve
     return TBX_OK;
 }
 
-static bool g_w_dtype_ok(tbx_dtype dt);
+static bool gguf_w_dtype_ok(tbx_dtype dt);
 
-static tbx_status g_w_check_meta(tbx_writer *w, const char *key, size_t key_len,
+static tbx_status gguf_w_check_meta(tbx_writer *w, const char *key, size_t key_len,
                                  const tbx_value *v, tbx_error *err) {
     char q[96];
     tbx_quote_bytes(q, sizeof q, key, key_len, 64);
@@ -1481,7 +1484,7 @@ static tbx_status g_w_check_meta(tbx_writer *w, const char *key, size_t key_len,
     return TBX_OK;
 }
 
-static tbx_status g_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
+static tbx_status gguf_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
     char q[96];
     tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
     tbx_status st = w_version(w, err);
@@ -1489,7 +1492,7 @@ static tbx_status g_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err
     if (!t->has_data)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
                        "tensor \"%s\": GGUF cannot store a tensor without data", q);
-    if (!g_w_dtype_ok(t->dtype))
+    if (!gguf_w_dtype_ok(t->dtype))
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
                        "tensor \"%s\": dtype %s has no ggml type (GGUF stores f32, f16, bf16, "
                        "f64, i8..i64 and the ggml block types)", q, dt_name(t->dtype));
@@ -1511,22 +1514,22 @@ static tbx_status g_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err
     return TBX_OK;
 }
 
-/* The header is written to the output in pieces of about G_FLUSH bytes as it is encoded (the
+/* The header is written to the output in pieces of about GGUF_OUT_FLUSH bytes as it is encoded (the
  * header of a million tensors or of millions of strings is never held whole). */
-#define G_FLUSH ((size_t)1 << 20)
+#define GGUF_OUT_FLUSH ((size_t)1 << 20)
 
-typedef struct g_buf {
+typedef struct gguf_out_buf {
     const tbx_alloc *al;
     uint8_t *p;
     size_t n, cap;
     bool oom;        /* stop: out of memory, or a write failed (wst) */
-    tbx_out *out;    /* flushed to out at `base` once G_FLUSH bytes are held */
+    tbx_out *out;    /* flushed to out at `base` once GGUF_OUT_FLUSH bytes are held */
     uint64_t base;   /* file offset of p[0] */
     tbx_status wst;
     tbx_error *err;
-} g_buf;
+} gguf_out_buf;
 
-static void gb_flush(g_buf *b) {
+static void gb_flush(gguf_out_buf *b) {
     if (b->oom || b->n == 0) return;
     tbx_status st = tbx_out_pwrite(b->out, b->base, b->p, b->n, b->err);
     if (st != TBX_OK) { b->oom = true; b->wst = st; return; }
@@ -1534,9 +1537,9 @@ static void gb_flush(g_buf *b) {
     b->n = 0;
 }
 
-static void gb_put(g_buf *b, const void *s, size_t n) {
+static void gb_put(gguf_out_buf *b, const void *s, size_t n) {
     if (b->oom || n == 0) return;
-    if (b->n >= G_FLUSH) gb_flush(b);
+    if (b->n >= GGUF_OUT_FLUSH) gb_flush(b);
     if (b->oom) return;
     if (n > SIZE_MAX - b->n) { b->oom = true; return; }
     size_t need = b->n + n;
@@ -1551,14 +1554,14 @@ static void gb_put(g_buf *b, const void *s, size_t n) {
     memcpy(b->p + b->n, s, n);
     b->n += n;
 }
-static void gb_u8(g_buf *b, uint8_t v) { gb_put(b, &v, 1); }
-static void gb_u16(g_buf *b, uint16_t v) { uint8_t t[2]; tbx_st16(t, v); gb_put(b, t, 2); }
-static void gb_u32(g_buf *b, uint32_t v) { uint8_t t[4]; tbx_st32(t, v); gb_put(b, t, 4); }
-static void gb_u64(g_buf *b, uint64_t v) { uint8_t t[8]; tbx_st64(t, v); gb_put(b, t, 8); }
-static void gb_str(g_buf *b, const char *s, size_t n) { gb_u64(b, n); gb_put(b, s, n); }
+static void gb_u8(gguf_out_buf *b, uint8_t v) { gb_put(b, &v, 1); }
+static void gb_u16(gguf_out_buf *b, uint16_t v) { uint8_t t[2]; tbx_st16(t, v); gb_put(b, t, 2); }
+static void gb_u32(gguf_out_buf *b, uint32_t v) { uint8_t t[4]; tbx_st32(t, v); gb_put(b, t, 4); }
+static void gb_u64(gguf_out_buf *b, uint64_t v) { uint8_t t[8]; tbx_st64(t, v); gb_put(b, t, 8); }
+static void gb_str(gguf_out_buf *b, const char *s, size_t n) { gb_u64(b, n); gb_put(b, s, n); }
 
 /* One packed native-endian element of value type t, written little-endian. */
-static void gb_packed(g_buf *b, tbx_value_type t, const uint8_t *p) {
+static void gb_packed(gguf_out_buf *b, tbx_value_type t, const uint8_t *p) {
     switch (tbx_value_scalar_size(t)) {
     case 1: gb_u8(b, t == TBX_V_BOOL ? (uint8_t)(p[0] != 0) : p[0]); break;
     case 2: { uint16_t x; memcpy(&x, p, 2); gb_u16(b, x); break; }
@@ -1568,7 +1571,7 @@ static void gb_packed(g_buf *b, tbx_value_type t, const uint8_t *p) {
 }
 
 /* A value without its type tag. */
-static void gb_value(g_buf *b, const tbx_value *v) {
+static void gb_value(gguf_out_buf *b, const tbx_value *v) {
     switch (v->type) {
     case TBX_V_BOOL: gb_u8(b, (uint8_t)(v->v.u != 0)); break;
     case TBX_V_U8: gb_u8(b, (uint8_t)v->v.u); break;
@@ -1605,7 +1608,7 @@ static void gb_value(g_buf *b, const tbx_value *v) {
     }
 }
 
-static tbx_status g_w_layout(tbx_writer *w, tbx_error *err) {
+static tbx_status gguf_w_layout(tbx_writer *w, tbx_error *err) {
     tbx_status st = w_version(w, err);
     if (st != TBX_OK) return st;
     uint64_t align = w->opt.alignment ? w->opt.alignment : G_DEFAULT_ALIGNMENT;
@@ -1614,7 +1617,7 @@ static tbx_status g_w_layout(tbx_writer *w, tbx_error *err) {
         const tbx_meta_entry *m = &w->meta[i];
         char q[96];
         tbx_quote_bytes(q, sizeof q, m->key, m->key_len, 64);
-        st = g_w_check_meta(w, m->key, m->key_len, m->value, err);
+        st = gguf_w_check_meta(w, m->key, m->key_len, m->value, err);
         if (st != TBX_OK) return st;
         if (m->key_len == 17 && memcmp(m->key, "general.alignment", 17) == 0) {
             have_meta = true;
@@ -1622,7 +1625,7 @@ static tbx_status g_w_layout(tbx_writer *w, tbx_error *err) {
         }
     }
     bool add_meta = !have_meta && align != G_DEFAULT_ALIGNMENT;
-    g_buf b = { &w->al, NULL, 0, 0, false, &w->out, 0, TBX_OK, err };
+    gguf_out_buf b = { &w->al, NULL, 0, 0, false, &w->out, 0, TBX_OK, err };
     gb_put(&b, "GGUF", 4);
     gb_u32(&b, w->opt.version ? w->opt.version : 3);
     gb_u64(&b, w->ntensors);
@@ -1667,7 +1670,7 @@ static tbx_status g_w_layout(tbx_writer *w, tbx_error *err) {
 }
 
 /* Zero padding after every tensor up to the next one (the last: up to the file end). */
-static tbx_status g_w_finish(tbx_writer *w, tbx_error *err) {
+static tbx_status gguf_w_finish(tbx_writer *w, tbx_error *err) {
     for (size_t i = 0; i < w->ntensors; i++) {
         const tbx_wtensor *t = &w->tensors[i];
         uint64_t next = i + 1 < w->ntensors ? w->tensors[i + 1].offset : w->end;
@@ -1682,7 +1685,7 @@ static tbx_status g_w_finish(tbx_writer *w, tbx_error *err) {
 
 /* ------------------------------------------------------------------------------------------ */
 
-static bool g_w_dtype_ok(tbx_dtype dt) { return tbx_gguf_dtype_type(dt) >= 0; }
+static bool gguf_w_dtype_ok(tbx_dtype dt) { return tbx_gguf_dtype_type(dt) >= 0; }
 
 #define G_META_TYPES                                                                            \
     (TBX_VBIT(TBX_V_BOOL) | TBX_VBIT(TBX_V_U8) | TBX_VBIT(TBX_V_I8) | TBX_VBIT(TBX_V_U16) |     \
@@ -1698,25 +1701,25 @@ const tbx_driver tbx_driver_gguf = {
     .write_versions = 0xCu, /* 2, 3 */
     .write_version = 3,
     .meta_types = G_META_TYPES,
-    .w_dtype_ok = g_w_dtype_ok,
-    .probe = g_probe,
-    .open = g_open,
+    .w_dtype_ok = gguf_w_dtype_ok,
+    .probe = gguf_probe,
+    .open = gguf_open,
     .read_component = NULL,
-    .validate = g_validate,
-    .close = g_close,
-    .w_check_meta = g_w_check_meta,
+    .validate = gguf_validate,
+    .close = gguf_close,
+    .w_check_meta = gguf_w_check_meta,
     .w_check_section = NULL,
-    .w_check_tensor = g_w_check_tensor,
-    .w_layout = g_w_layout,
+    .w_check_tensor = gguf_w_check_tensor,
+    .w_layout = gguf_w_layout,
     .w_data = NULL,
     .w_tensor_done = NULL,
-    .w_finish = g_w_finish,
+    .w_finish = gguf_w_finish,
     .w_free = NULL,
 };
 
-/* Big-endian files: the same driver with element swapping on every read. g_open switches an
+/* Big-endian files: the same driver with element swapping on every read. gguf_open switches an
  * open handle to this table; tbx_driver_for() never returns it. */
-static const tbx_driver g_driver_be = {
+static const tbx_driver gguf_driver_be = {
     .format = TBX_FORMAT_GGUF,
     .name = "gguf",
     .extensions = ".gguf",
@@ -1724,19 +1727,19 @@ static const tbx_driver g_driver_be = {
     .write_versions = 0xCu, /* 2, 3 */
     .write_version = 3,
     .meta_types = G_META_TYPES,
-    .w_dtype_ok = g_w_dtype_ok,
-    .probe = g_probe,
-    .open = g_open,
-    .read_component = g_read_be,
+    .w_dtype_ok = gguf_w_dtype_ok,
+    .probe = gguf_probe,
+    .open = gguf_open,
+    .read_component = gguf_read_be,
     .read_transforms_raw = true,
-    .validate = g_validate,
-    .close = g_close,
-    .w_check_meta = g_w_check_meta,
+    .validate = gguf_validate,
+    .close = gguf_close,
+    .w_check_meta = gguf_w_check_meta,
     .w_check_section = NULL,
-    .w_check_tensor = g_w_check_tensor,
-    .w_layout = g_w_layout,
+    .w_check_tensor = gguf_w_check_tensor,
+    .w_layout = gguf_w_layout,
     .w_data = NULL,
     .w_tensor_done = NULL,
-    .w_finish = g_w_finish,
+    .w_finish = gguf_w_finish,
     .w_free = NULL,
 };

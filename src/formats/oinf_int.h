@@ -1,6 +1,7 @@
 /*
- * oinf_int.h - what the two halves of the OINF driver share: oinf.c (reading, validation, the
- * driver table) and oinf_write.c (writing). Nothing here is used outside src/formats/oinf*.c.
+ * oinf_int.h - the OINF driver's private header: oinf_common.c (defined below, used by both
+ * halves), oinf.c (reading, validation), oinf_write.c (writing) and oinf_driver.c (the table).
+ * Nothing here is used outside src/formats/oinf*.c.
  */
 #ifndef TBX_OINF_INT_H
 #define TBX_OINF_INT_H
@@ -89,11 +90,17 @@ static inline bool oi_host_le(void) {
 /* Copies n elements of `width` bytes, swapping each when the host is big-endian (native <-> LE). */
 void oi_copy_le(uint8_t *dst, const uint8_t *src, uint64_t n, unsigned width);
 
-/* The driver table (oinf.c); declared here too so that the driver's files do not depend on the
+/* The driver table (oinf_driver.c); declared here too so that the driver's files do not depend on the
  * registration in internal.h. */
 extern const tbx_driver tbx_driver_oinf;
 
-/* Writer hooks (oinf_write.c). */
+/* Reader hooks (oinf.c), for the driver table (oinf_driver.c). */
+bool oi_probe(const uint8_t *head, size_t len, uint64_t file_size);
+tbx_status oi_open(tbx_file *f, tbx_error *err);
+tbx_status oi_validate(tbx_file *f, tbx_error *err);
+void oi_close(tbx_file *f);
+
+/* Writer hooks (oinf_write.c), for the driver table (oinf_driver.c). */
 tbx_status oi_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
                            tbx_error *err);
 tbx_status oi_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);

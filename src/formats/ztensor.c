@@ -1,5 +1,6 @@
 /*
- * ztensor.c - the zTensor v1.1 driver (pie-project/ztensor, PyPI `ztensor==1.1.1`).
+ * ztensor.c - the zTensor v1.1 reader (pie-project/ztensor, PyPI `ztensor==1.1.1`); the driver
+ * table is in ztensor_driver.c, the writer in ztensor_write.c (see ztensor_int.h).
  *
  * A zTensor file is an 8-byte magic, then component blobs (the stored bytes of tensors), each
  * at a 64-aligned offset with zero padding between them, then a CBOR manifest describing
@@ -47,7 +48,6 @@
  */
 #include "ztensor_int.h"
 
-#include "crc32c.h"
 #include "split.h"
 #include "ztensor.h"
 
@@ -56,7 +56,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through the handle */
 #include <zstd.h>
 #include <zstd_errors.h> /* ZSTD_getErrorCode: a window over the limit is TBX_E_LIMIT */
 
@@ -64,36 +63,6 @@
 /* ------------------------------------------------------------------------------------------ */
 /* dtypes, roles                                                                               */
 /* ------------------------------------------------------------------------------------------ */
-static const zt_dtype zt_dtypes[] = {
-    {"f64", TBX_DT_F64, 8},         {"f32", TBX_DT_F32, 4},
-    {"f16", TBX_DT_F16, 2},         {"bf16", TBX_DT_BF16, 2},
-    {"f8_e4m3", TBX_DT_F8_E4M3, 1}, {"f8_e5m2", TBX_DT_F8_E5M2, 1},
-    {"complex64", TBX_DT_C64, 8},   {"complex128", TBX_DT_C128, 16},
-    {"i64", TBX_DT_I64, 8},         {"i32", TBX_DT_I32, 4},
-    {"i16", TBX_DT_I16, 2},         {"i8", TBX_DT_I8, 1},
-    {"u64", TBX_DT_U64, 8},         {"u32", TBX_DT_U32, 4},
-    {"u16", TBX_DT_U16, 2},         {"u8", TBX_DT_U8, 1},
-    {"bool", TBX_DT_BOOL, 1},
-};
-#define ZT_NDTYPES (sizeof zt_dtypes / sizeof zt_dtypes[0])
-
-const zt_dtype *zt_dtype_by_name(const char *s, size_t n) {
-    for (size_t i = 0; i < ZT_NDTYPES; i++)
-        if (strlen(zt_dtypes[i].name) == n && memcmp(zt_dtypes[i].name, s, n) == 0)
-            return &zt_dtypes[i];
-    return NULL;
-}
-
-const zt_dtype *zt_dtype_by_tbx(tbx_dtype dt) {
-    for (size_t i = 0; i < ZT_NDTYPES; i++)
-        if (zt_dtypes[i].dtype == dt) return &zt_dtypes[i];
-    return NULL;
-}
-
-const char *const zt_role_names[ZT_NROLES] = {
-    "data", "values", "indices", "indptr", "coords", "packed_weight", "scales", "zeros",
-};
-
 /* Components of each layout, in model order. */
 static const int zt_layout_roles[4][3] = {
     {ZT_R_DATA, -1, -1},
@@ -174,7 +143,7 @@ static void zt_what(char *dst, size_t cap, const tbx_tensor *t, uint32_t c) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Digests                                                                                     */
+/* Digests (computing them: ztensor_common.c)                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
 static int hexval(char ch) {
@@ -217,80 +186,10 @@ static int zt_digest_parse(const char *s, zt_digest *d) {
     return 0;
 }
 
-void zt_digest_str(const zt_digest *d, char *dst, size_t cap) {
-    if (d->algo == ZT_H_CRC32C) {
-        snprintf(dst, cap, "crc32c:0x%08" PRIX32, d->crc);
-    } else if (d->algo == ZT_H_SHA256 && cap >= 7 + 65) {
-        memcpy(dst, "sha256:", 7);
-        for (int i = 0; i < 32; i++) snprintf(dst + 7 + 2 * i, 3, "%02x", d->sha[i]);
-    } else if (cap) {
-        dst[0] = 0;
-    }
-}
-
-
-tbx_status zt_hash_init(zt_hash *h, int algo, tbx_error *err) {
-    memset(h, 0, sizeof *h);
-    h->algo = algo;
-    if (algo == ZT_H_SHA256) {
-        h->md = EVP_MD_CTX_new();
-        if (!h->md || EVP_DigestInit_ex(h->md, EVP_sha256(), NULL) != 1) {
-            EVP_MD_CTX_free(h->md);
-            h->md = NULL;
-            h->algo = ZT_H_NONE;
-            return tbx_err(err, TBX_E_NOMEM, TBX_NO_OFFSET, "digest", "cannot set up SHA-256");
-        }
-    }
-    return TBX_OK;
-}
-
-void zt_hash_update(zt_hash *h, const void *p, size_t n) {
-    if (!h || n == 0) return;
-    if (h->algo == ZT_H_CRC32C) h->crc = tbx_crc32c(h->crc, p, n);
-    else if (h->algo == ZT_H_SHA256) (void)EVP_DigestUpdate(h->md, p, n);
-}
-
-void zt_hash_final(zt_hash *h, zt_digest *out) {
-    memset(out, 0, sizeof *out);
-    out->algo = h->algo;
-    if (h->algo == ZT_H_CRC32C) out->crc = h->crc;
-    else if (h->algo == ZT_H_SHA256) {
-        unsigned len = 0;
-        (void)EVP_DigestFinal_ex(h->md, out->sha, &len);
-    }
-}
-
-void zt_hash_free(zt_hash *h) {
-    if (h->md) EVP_MD_CTX_free(h->md);
-    h->md = NULL;
-}
-
 static bool zt_digest_eq(const zt_digest *a, const zt_digest *b) {
     if (a->algo != b->algo) return false;
     if (a->algo == ZT_H_CRC32C) return a->crc == b->crc;
     return memcmp(a->sha, b->sha, 32) == 0;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* zstd through the handle's allocator (zstd's free() gets no size: keep it in a header)       */
-/* ------------------------------------------------------------------------------------------ */
-#define ZT_ZHDR 16u
-
-void *zt_zalloc(void *opaque, size_t size) {
-    const tbx_alloc *al = opaque;
-    if (size > SIZE_MAX - ZT_ZHDR) return NULL;
-    uint8_t *p = tbx_malloc(al, size + ZT_ZHDR);
-    if (!p) return NULL;
-    memcpy(p, &size, sizeof size);
-    return p + ZT_ZHDR;
-}
-
-void zt_zfree(void *opaque, void *addr) {
-    if (!addr) return;
-    uint8_t *p = (uint8_t *)addr - ZT_ZHDR;
-    size_t size;
-    memcpy(&size, p, sizeof size);
-    tbx_free(opaque, p, size + ZT_ZHDR);
 }
 
 /* ceil(log2(n)), at least 10 */
@@ -364,7 +263,7 @@ static void zt_budget_give(tbx_file *f, uint64_t cost) {
  * decoder's limit, a header the decoder will reject). */
 static tbx_status zt_frame_cost(zt_rd *r, uint64_t *cost, tbx_error *err) {
     *cost = 0;
-    uint8_t hb[ZSTD_FRAMEHEADERSIZE_MAX];
+    uint8_t hb[18]; /* ZSTD_FRAMEHEADERSIZE_MAX */
     size_t pend = r->zin.size - r->zin.pos;
     uint64_t left = r->in_end - r->in_off + pend;
     size_t n = left < sizeof hb ? (size_t)left : sizeof hb;
@@ -376,17 +275,12 @@ static tbx_status zt_frame_cost(zt_rd *r, uint64_t *cost, tbx_error *err) {
         tbx_status st = tbx_source_read(&r->f->src, r->in_off - pend, hb, n, r->t->name, err);
         if (st != TBX_OK) return st;
     }
-    ZSTD_frameHeader h;
-    if (ZSTD_getFrameHeader(&h, p, n) != 0 || h.frameType != ZSTD_frame) return TBX_OK;
-    if (h.windowSize > ((uint64_t)1 << r->wlog)) return TBX_OK;
-    size_t b = ZSTD_decodingBufferSize_min(h.windowSize, h.frameContentSize);
-    if (!ZSTD_isError(b)) *cost = b;
+    zt_frame_window_cost(p, n, (uint64_t)1 << r->wlog, cost);
     return TBX_OK;
 }
 
 static tbx_status zt_rd_newdctx(zt_rd *r, tbx_error *err) {
-    ZSTD_customMem cm = {zt_zalloc, zt_zfree, (void *)&r->f->al};
-    r->dctx = ZSTD_createDCtx_advanced(cm);
+    r->dctx = zt_dctx_new(&r->f->al); /* zstd allocates through the handle */
     if (!r->dctx) return tbx_err_nomem(err, "zstd decoder");
     size_t zr = ZSTD_DCtx_setParameter(r->dctx, ZSTD_d_windowLogMax, (int)r->wlog);
     if (ZSTD_isError(zr)) return tbx_err_nomem(err, "zstd decoder");
@@ -712,11 +606,11 @@ static tbx_status zt_es_fill(zt_es *s, tbx_error *err) {
     s->len = cap / s->esize;
     s->pos = 0;
     if (s->fbuf) {
-        st = tbx_decode_f32(s->dt, s->buf, cap, s->len, s->fbuf);
+        st = tbx_decode_f32_info(tbx_dtype_core_get(s->dt), s->dt, s->buf, cap, s->len, s->fbuf);
         if (st != TBX_OK) {
             char w[128];
             zt_what(w, sizeof w, s->rd.t, s->rd.c);
-            const tbx_dtype_info *di = tbx_dtype_get(s->dt);
+            const tbx_dtype_info *di = tbx_dtype_core_get(s->dt);
             return tbx_err(err, st == TBX_E_UNSUPPORTED ? TBX_E_UNSUPPORTED : st,
                            s->rd.k->offset, "component.dtype",
                            "component %s: %s values cannot be decoded to f32", w,
@@ -857,8 +751,8 @@ static void zt_park_free(tbx_file *f) {
 
 /* The driver's read_component_range: decoded bytes [pos, pos + len) of component c through a
  * parked byte stream (the core checked the range and ran any pending digest check). */
-static tbx_status zt_read_range(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t pos,
-                                void *buf, size_t len, tbx_error *err) {
+tbx_status zt_read_range(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t pos,
+                         void *buf, size_t len, tbx_error *err) {
     if (len == 0) return TBX_OK;
     zt_es s;
     tbx_status st = zt_es_get(&s, f, t, c, ZT_ES_BYTES, 0, pos, err);
@@ -914,7 +808,7 @@ static tbx_status zt_es_word(zt_es *s, uint64_t *u, tbx_error *err) {
 /* ------------------------------------------------------------------------------------------ */
 static const uint8_t zt_magic_v2[8] = {0x89, 'Z', 'T', '2', 0x0D, 0x0A, 0x1A, 0x0A};
 
-static bool zt_probe(const uint8_t *head, size_t len, uint64_t file_size) {
+bool zt_probe(const uint8_t *head, size_t len, uint64_t file_size) {
     (void)file_size;
     if (len < 8) return false;
     return memcmp(head, ZT_MAGIC, 8) == 0 || memcmp(head, ZT_MAGIC_V01, 8) == 0 ||
@@ -982,16 +876,16 @@ static bool key_is(const zt_str *k, const char *s) {
     return k->n == n && memcmp(k->p, s, n) == 0;
 }
 
-typedef struct zt_pcomp {
+typedef struct zt_parsed_comp {
     bool present;
     const zt_dtype *dt;
     uint64_t offset, length;
     tbx_encoding enc;
     char *digest;          /* owned (file allocator), NUL-terminated */
     uint64_t at;           /* file offset of the component's map */
-} zt_pcomp;
+} zt_parsed_comp;
 
-typedef struct zt_pc {
+typedef struct zt_parse_ctx {
     tbx_file *f;
     zt_state *s;
     zt_cbor c;
@@ -999,16 +893,16 @@ typedef struct zt_pc {
     size_t shape_cap;
     bool have_version, have_objects;
     uint32_t version_major;
-} zt_pc;
+} zt_parse_ctx;
 
-static void pcomp_free(zt_pc *pc, zt_pcomp *pcs) {
+static void parsed_comps_free(zt_parse_ctx *pc, zt_parsed_comp *pcs) {
     for (int r = 0; r < ZT_NROLES; r++) {
         if (pcs[r].digest) tbx_free(&pc->f->al, pcs[r].digest, strlen(pcs[r].digest) + 1);
         pcs[r].digest = NULL;
     }
 }
 
-static tbx_status read_uint(zt_pc *pc, const zt_ev *ev, const char *field, uint64_t *out,
+static tbx_status read_uint(zt_parse_ctx *pc, const zt_ev *ev, const char *field, uint64_t *out,
                             tbx_error *err) {
     (void)pc;
     if (ev->k == ZT_EV_UINT) { *out = ev->u; return TBX_OK; }
@@ -1023,7 +917,7 @@ static tbx_status read_uint(zt_pc *pc, const zt_ev *ev, const char *field, uint6
                    "%s: must be an unsigned integer, got %s", field, zt_kind_a(ev->k));
 }
 
-static tbx_status parse_component(zt_pc *pc, const zt_ev *mev, zt_pcomp *pcmp, const char *tq,
+static tbx_status parse_component(zt_parse_ctx *pc, const zt_ev *mev, zt_parsed_comp *pcmp, const char *tq,
                                   const char *role, tbx_error *err) {
     zt_cbor *c = &pc->c;
     zt_iter it;
@@ -1163,7 +1057,7 @@ static tbx_status count_decoded(tbx_file *f, const tbx_tensor *t, uint32_t c, ui
     return st;
 }
 
-static tbx_status add_span(zt_pc *pc, uint64_t off, uint64_t end, size_t ti, uint32_t ci,
+static tbx_status add_span(zt_parse_ctx *pc, uint64_t off, uint64_t end, size_t ti, uint32_t ci,
                            tbx_error *err) {
     zt_state *s = pc->s;
     if (!tbx_grow(&pc->f->al, (void **)&s->spans, &s->cap_spans, s->nspans + 1, sizeof *s->spans))
@@ -1201,16 +1095,30 @@ static tbx_status zt_describe_qgroup(tbx_file *f, tbx_tensor *t, const zt_tdrv *
     return TBX_OK;
 }
 
-static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off, uint32_t ndim,
-                               int layout, zt_pcomp *pcs, unsigned role_mask, tbx_value **attrs,
-                               uint64_t obj_off, tbx_error *err) {
-    tbx_file *f = pc->f;
-    char tq[96];
-    tbx_quote_bytes(tq, sizeof tq, name->p, name->n, 64);
-    const uint64_t *shape = ndim ? pc->shape : NULL;
-    const char *lname = zt_layout_names[layout];
+/* One manifest object on its way to the model (build_object and its steps). */
+typedef struct zt_obj {
+    zt_parse_ctx *pc;
+    const zt_str *name;
+    uint64_t name_off, obj_off;  /* where the object's name and its map are in the manifest */
+    uint32_t ndim;
+    const uint64_t *shape;       /* NULL for a scalar */
+    int layout;
+    zt_parsed_comp *pcs;         /* by role */
+    uint64_t nelems;
+    char tq[96];                 /* the quoted name, for messages */
+    zt_tdrv drv;                 /* the tensor's driver data, as computed */
+    uint64_t count[ZT_NROLES];   /* elements of each component */
+    bool nnz_known;              /* sparse: stored entries known before decoding */
+} zt_obj;
 
-    /* the role set must be exactly the layout's */
+/* The role set is exactly the layout's, each component's dtype fits its role, the element count
+ * fits 64 bits. */
+static tbx_status obj_check_roles(zt_obj *o, unsigned role_mask, tbx_error *err) {
+    const char *tq = o->tq;
+    int layout = o->layout;
+    zt_parsed_comp *pcs = o->pcs;
+    const char *lname = zt_layout_names[layout];
+    uint64_t obj_off = o->obj_off;
     unsigned want = 0;
     for (uint32_t i = 0; i < zt_layout_ncomp[layout]; i++) want |= 1u << zt_layout_roles[layout][i];
     for (int r = 0; r < ZT_NROLES; r++) {
@@ -1222,11 +1130,15 @@ static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off,
                            "tensor \"%s\" (%s) has an unexpected \"%s\" component", tq, lname,
                            zt_role_names[r]);
     }
+    const uint64_t *shape = o->shape;
+    uint32_t ndim = o->ndim;
     uint64_t nelems = 1;
     for (uint32_t d = 0; d < ndim; d++)
         if (!tbx_mul_u64(nelems, shape[d], &nelems))
             return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
                            "tensor \"%s\": element count overflows 64 bits at shape[%u]", tq, d);
+
+    o->nelems = nelems;
 
     /* component dtype rules */
     for (uint32_t i = 0; i < zt_layout_ncomp[layout]; i++) {
@@ -1250,136 +1162,158 @@ static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off,
                            zt_role_names[r], pcs[r].dt->name, need);
     }
 
-    zt_tdrv drv;
-    memset(&drv, 0, sizeof drv);
-    uint64_t count[ZT_NROLES] = {0};
-    bool nnz_known = true;
-    if (layout == TBX_LAYOUT_DENSE) {
-        count[ZT_R_DATA] = nelems;
-    } else if (layout == TBX_LAYOUT_SPARSE_CSR || layout == TBX_LAYOUT_SPARSE_COO) {
-        bool csr = layout == TBX_LAYOUT_SPARSE_CSR;
-        if (csr && ndim != 2)
-            return tbx_err(err, TBX_E_FORMAT, obj_off, "object.shape",
-                           "tensor \"%s\": sparse_csr needs a 2-D shape, got %u dimensions", tq,
-                           ndim);
-        if (!csr && ndim == 0)
-            return tbx_err(err, TBX_E_FORMAT, obj_off, "object.shape",
-                           "tensor \"%s\": sparse_coo needs at least one dimension", tq);
-        int ir = csr ? ZT_R_INDICES : ZT_R_COORDS;
-        uint64_t vsz = pcs[ZT_R_VALUES].dt->size, isz = pcs[ir].dt->size;
-        uint64_t per = csr ? isz : isz * ndim; /* index bytes per stored entry */
-        if (csr) {
-            drv.rows = shape[0];
-            drv.cols = shape[1];
-            if (!tbx_add_u64(drv.rows, 1, &count[ZT_R_INDPTR]))
-                return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
-                               "tensor \"%s\": rows + 1 overflows", tq);
-        }
-        uint64_t nnz = 0;
-        int from;
-        if (pcs[ZT_R_VALUES].enc == TBX_ENC_RAW) {
-            from = ZT_R_VALUES;
-            if (pcs[from].length % vsz)
-                return tbx_err(err, TBX_E_FORMAT, pcs[from].at, "component.length",
-                               "tensor \"%s\" component values: length %" PRIu64
-                               " is not a multiple of the %" PRIu64 "-byte %s", tq,
-                               pcs[from].length, vsz, pcs[from].dt->name);
-            nnz = pcs[from].length / vsz;
-        } else if (pcs[ir].enc == TBX_ENC_RAW) {
-            from = ir;
-            if (pcs[from].length % per)
-                return tbx_err(err, TBX_E_FORMAT, pcs[from].at, "component.length",
-                               "tensor \"%s\" component %s: length %" PRIu64
-                               " is not a multiple of %" PRIu64 " bytes per entry", tq,
-                               zt_role_names[ir], pcs[from].length, per);
-            nnz = pcs[from].length / per;
-        } else if (csr && pcs[ZT_R_INDPTR].enc == TBX_ENC_RAW) {
-            from = ZT_R_INDPTR;
-            uint64_t need;
-            if (!tbx_mul_u64(count[ZT_R_INDPTR], isz, &need) || pcs[from].length != need)
-                return tbx_err(err, TBX_E_FORMAT, pcs[from].at, "component.length",
-                               "tensor \"%s\" component indptr: length %" PRIu64
-                               ", rows + 1 = %" PRIu64 " elements of %s need more", tq,
-                               pcs[from].length, count[ZT_R_INDPTR], pcs[from].dt->name);
-            /* read in the bounds check below; first check the component lies in the file */
-            nnz_known = false;
-        } else {
-            nnz_known = false;
-        }
-        drv.nnz = nnz;
-        count[ZT_R_VALUES] = nnz;
-        if (csr) count[ZT_R_INDICES] = nnz;
-        else if (!tbx_mul_u64(nnz, ndim, &count[ZT_R_COORDS]))
-            return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
-                           "tensor \"%s\": ndim x nnz overflows", tq);
-    } else { /* quantized_group */
-        const tbx_value *a = *attrs;
-        uint64_t bits = 0, gs = 0, per = 0;
-        bool present;
-        if (!attr_uint(a, "bits", &bits, &present) || !present || bits < 1 || bits > 64)
-            return tbx_err(err, TBX_E_FORMAT, obj_off, "object.attributes",
-                           "tensor \"%s\" (quantized_group): attribute \"bits\" must be an "
-                           "integer in 1..64", tq);
-        if (!attr_uint(a, "group_size", &gs, &present) || !present || gs < 1)
-            return tbx_err(err, TBX_E_FORMAT, obj_off, "object.attributes",
-                           "tensor \"%s\" (quantized_group): attribute \"group_size\" must be a "
-                           "positive integer", tq);
-        const zt_dtype *wd = pcs[ZT_R_PACKED].dt;
-        uint64_t wbits = 8ull * wd->size;
-        const tbx_value *pk = attr_get(a, "packing");
-        if (pk && pk->type != TBX_V_NULL) {
-            size_t pn = 0;
-            const char *ps = tbx_value_get_str(pk, &pn);
-            const char *us = ps ? memchr(ps, '_', pn) : NULL;
-            bool ok = us != NULL && us > ps;
-            per = 0;
-            for (const char *q = ps; ok && q < us; q++) {
-                if (*q < '0' || *q > '9' || per > 1000000) { ok = false; break; }
-                per = per * 10 + (uint64_t)(*q - '0');
-            }
-            size_t rest = ok ? pn - (size_t)(us - ps) : 0;
-            ok = ok && rest == 5 + strlen(wd->name) && memcmp(us, "_per_", 5) == 0 &&
-                 memcmp(us + 5, wd->name, strlen(wd->name)) == 0;
-            if (!ok || per == 0)
-                return tbx_err(err, TBX_E_FORMAT, obj_off, "object.attributes",
-                               "tensor \"%s\" (quantized_group): attribute \"packing\" must be "
-                               "\"<N>_per_%s\"", tq, wd->name);
-        } else {
-            per = wbits / bits;
-        }
-        if (per == 0 || per * bits > wbits)
-            return tbx_err(err, TBX_E_FORMAT, obj_off, "object.attributes",
-                           "tensor \"%s\" (quantized_group): %" PRIu64 " codes of %" PRIu64
-                           " bits do not fit a %s word", tq, per, bits, wd->name);
-        uint64_t cols = ndim ? shape[ndim - 1] : 1, rows = 1;
-        for (uint32_t d = 0; d + 1 < ndim; d++) rows *= shape[d]; /* <= nelems or a 0 dim */
-        if (ndim && cols == 0) {
-            rows = 1;
-            for (uint32_t d = 0; d + 1 < ndim; d++)
-                if (!tbx_mul_u64(rows, shape[d], &rows))
-                    return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
-                                   "tensor \"%s\": row count overflows", tq);
-        }
-        uint64_t gpr = cols / gs + (cols % gs != 0);
-        drv.rows = rows;
-        drv.cols = cols;
-        drv.qbits = (uint32_t)bits;
-        drv.qper = (uint32_t)per;
-        drv.qgroup = gs;
-        drv.qgpr = gpr;
-        count[ZT_R_PACKED] = nelems / per + (nelems % per != 0);
-        if (!tbx_mul_u64(rows, gpr, &count[ZT_R_SCALES]))
-            return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
-                           "tensor \"%s\": group count overflows", tq);
-        count[ZT_R_ZEROS] = count[ZT_R_SCALES];
-    }
+    return TBX_OK;
+}
 
-    /* component placement and sizes */
-    zt_state *s = pc->s;
-    uint64_t nbytes[ZT_NROLES] = {0};
+/* Sparse layouts: shape rules and, when a raw component tells, the number of stored entries. */
+static tbx_status obj_sparse_counts(zt_obj *o, tbx_error *err) {
+    const char *tq = o->tq;
+    int layout = o->layout;
+    zt_parsed_comp *pcs = o->pcs;
+    uint64_t obj_off = o->obj_off;
+    const uint64_t *shape = o->shape;
+    uint32_t ndim = o->ndim;
+    zt_tdrv *dr = &o->drv;
+    uint64_t *count = o->count;
+    bool csr = layout == TBX_LAYOUT_SPARSE_CSR;
+    if (csr && ndim != 2)
+        return tbx_err(err, TBX_E_FORMAT, obj_off, "object.shape",
+                       "tensor \"%s\": sparse_csr needs a 2-D shape, got %u dimensions", tq,
+                       ndim);
+    if (!csr && ndim == 0)
+        return tbx_err(err, TBX_E_FORMAT, obj_off, "object.shape",
+                       "tensor \"%s\": sparse_coo needs at least one dimension", tq);
+    int ir = csr ? ZT_R_INDICES : ZT_R_COORDS;
+    uint64_t vsz = pcs[ZT_R_VALUES].dt->size, isz = pcs[ir].dt->size;
+    uint64_t per = csr ? isz : isz * ndim; /* index bytes per stored entry */
+    if (csr) {
+        dr->rows = shape[0];
+        dr->cols = shape[1];
+        if (!tbx_add_u64(dr->rows, 1, &count[ZT_R_INDPTR]))
+            return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
+                           "tensor \"%s\": rows + 1 overflows", tq);
+    }
+    uint64_t nnz = 0;
+    int from;
+    if (pcs[ZT_R_VALUES].enc == TBX_ENC_RAW) {
+        from = ZT_R_VALUES;
+        if (pcs[from].length % vsz)
+            return tbx_err(err, TBX_E_FORMAT, pcs[from].at, "component.length",
+                           "tensor \"%s\" component values: length %" PRIu64
+                           " is not a multiple of the %" PRIu64 "-byte %s", tq,
+                           pcs[from].length, vsz, pcs[from].dt->name);
+        nnz = pcs[from].length / vsz;
+    } else if (pcs[ir].enc == TBX_ENC_RAW) {
+        from = ir;
+        if (pcs[from].length % per)
+            return tbx_err(err, TBX_E_FORMAT, pcs[from].at, "component.length",
+                           "tensor \"%s\" component %s: length %" PRIu64
+                           " is not a multiple of %" PRIu64 " bytes per entry", tq,
+                           zt_role_names[ir], pcs[from].length, per);
+        nnz = pcs[from].length / per;
+    } else if (csr && pcs[ZT_R_INDPTR].enc == TBX_ENC_RAW) {
+        from = ZT_R_INDPTR;
+        uint64_t need;
+        if (!tbx_mul_u64(count[ZT_R_INDPTR], isz, &need) || pcs[from].length != need)
+            return tbx_err(err, TBX_E_FORMAT, pcs[from].at, "component.length",
+                           "tensor \"%s\" component indptr: length %" PRIu64
+                           ", rows + 1 = %" PRIu64 " elements of %s need more", tq,
+                           pcs[from].length, count[ZT_R_INDPTR], pcs[from].dt->name);
+        /* read by obj_csr_nnz, once obj_check_placement has put the component in the file */
+        o->nnz_known = false;
+    } else {
+        o->nnz_known = false;
+    }
+    dr->nnz = nnz;
+    count[ZT_R_VALUES] = nnz;
+    if (csr) count[ZT_R_INDICES] = nnz;
+    else if (!tbx_mul_u64(nnz, ndim, &count[ZT_R_COORDS]))
+        return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
+                       "tensor \"%s\": ndim x nnz overflows", tq);
+    return TBX_OK;
+}
+
+/* quantized_group: the attributes (bits, group_size, packing) and the component sizes. */
+static tbx_status obj_qgroup_counts(zt_obj *o, const tbx_value *a, tbx_error *err) {
+    const char *tq = o->tq;
+    zt_parsed_comp *pcs = o->pcs;
+    uint64_t obj_off = o->obj_off;
+    const uint64_t *shape = o->shape;
+    uint32_t ndim = o->ndim;
+    uint64_t nelems = o->nelems;
+    zt_tdrv *dr = &o->drv;
+    uint64_t *count = o->count;
+    uint64_t bits = 0, gs = 0, per = 0;
+    bool present;
+    if (!attr_uint(a, "bits", &bits, &present) || !present || bits < 1 || bits > 64)
+        return tbx_err(err, TBX_E_FORMAT, obj_off, "object.attributes",
+                       "tensor \"%s\" (quantized_group): attribute \"bits\" must be an "
+                       "integer in 1..64", tq);
+    if (!attr_uint(a, "group_size", &gs, &present) || !present || gs < 1)
+        return tbx_err(err, TBX_E_FORMAT, obj_off, "object.attributes",
+                       "tensor \"%s\" (quantized_group): attribute \"group_size\" must be a "
+                       "positive integer", tq);
+    const zt_dtype *wd = pcs[ZT_R_PACKED].dt;
+    uint64_t wbits = 8ull * wd->size;
+    const tbx_value *pk = attr_get(a, "packing");
+    if (pk && pk->type != TBX_V_NULL) {
+        size_t pn = 0;
+        const char *ps = tbx_value_get_str(pk, &pn);
+        const char *us = ps ? memchr(ps, '_', pn) : NULL;
+        bool ok = us != NULL && us > ps;
+        per = 0;
+        for (const char *q = ps; ok && q < us; q++) {
+            if (*q < '0' || *q > '9' || per > 1000000) { ok = false; break; }
+            per = per * 10 + (uint64_t)(*q - '0');
+        }
+        size_t rest = ok ? pn - (size_t)(us - ps) : 0;
+        ok = ok && rest == 5 + strlen(wd->name) && memcmp(us, "_per_", 5) == 0 &&
+             memcmp(us + 5, wd->name, strlen(wd->name)) == 0;
+        if (!ok || per == 0)
+            return tbx_err(err, TBX_E_FORMAT, obj_off, "object.attributes",
+                           "tensor \"%s\" (quantized_group): attribute \"packing\" must be "
+                           "\"<N>_per_%s\"", tq, wd->name);
+    } else {
+        per = wbits / bits;
+    }
+    if (per == 0 || per * bits > wbits)
+        return tbx_err(err, TBX_E_FORMAT, obj_off, "object.attributes",
+                       "tensor \"%s\" (quantized_group): %" PRIu64 " codes of %" PRIu64
+                       " bits do not fit a %s word", tq, per, bits, wd->name);
+    uint64_t cols = ndim ? shape[ndim - 1] : 1, rows = 1;
+    for (uint32_t d = 0; d + 1 < ndim; d++) rows *= shape[d]; /* <= nelems or a 0 dim */
+    if (ndim && cols == 0) {
+        rows = 1;
+        for (uint32_t d = 0; d + 1 < ndim; d++)
+            if (!tbx_mul_u64(rows, shape[d], &rows))
+                return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
+                               "tensor \"%s\": row count overflows", tq);
+    }
+    uint64_t gpr = cols / gs + (cols % gs != 0);
+    dr->rows = rows;
+    dr->cols = cols;
+    dr->qbits = (uint32_t)bits;
+    dr->qper = (uint32_t)per;
+    dr->qgroup = gs;
+    dr->qgpr = gpr;
+    count[ZT_R_PACKED] = nelems / per + (nelems % per != 0);
+    if (!tbx_mul_u64(rows, gpr, &count[ZT_R_SCALES]))
+        return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
+                       "tensor \"%s\": group count overflows", tq);
+    count[ZT_R_ZEROS] = count[ZT_R_SCALES];
+    return TBX_OK;
+}
+
+/* Every component is 64-aligned, after the magic, before the manifest, within the limits. */
+static tbx_status obj_check_placement(zt_obj *o, tbx_error *err) {
+    const char *tq = o->tq;
+    int layout = o->layout;
+    zt_parsed_comp *pcs = o->pcs;
+    tbx_file *f = o->pc->f;
+    zt_state *s = o->pc->s;
     for (uint32_t i = 0; i < zt_layout_ncomp[layout]; i++) {
         int r = zt_layout_roles[layout][i];
-        zt_pcomp *p = &pcs[r];
+        zt_parsed_comp *p = &pcs[r];
         uint64_t end;
         if (p->offset % ZT_ALIGN)
             return tbx_err(err, TBX_E_RANGE, p->at, "component.offset",
@@ -1400,79 +1334,46 @@ static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off,
                            " stored bytes exceed max_tensor_bytes = %" PRIu64, tq,
                            zt_role_names[r], p->length, f->limits.max_tensor_bytes);
     }
-    if (!nnz_known) {
-        /* CSR with raw indptr: nnz is its last element; otherwise count decoded values below */
-        bool csr = layout == TBX_LAYOUT_SPARSE_CSR;
-        if (csr && pcs[ZT_R_INDPTR].enc == TBX_ENC_RAW) {
-            const zt_pcomp *p = &pcs[ZT_R_INDPTR];
-            uint32_t isz = p->dt->size;
-            uint8_t b[8];
-            tbx_status st = tbx_source_read(&f->src, p->offset + p->length - isz, b, isz,
-                                            "component.indptr", err);
-            if (st != TBX_OK) return st;
-            uint64_t v = 0;
-            for (uint32_t k = 0; k < isz; k++) v |= (uint64_t)b[k] << (8 * k);
-            if (dt_is_signed(p->dt->dtype) && (b[isz - 1] & 0x80u))
-                return tbx_err(err, TBX_E_FORMAT, p->offset + p->length - isz, "component.indptr",
-                               "tensor \"%s\": the last indptr element (nnz) is negative", tq);
-            drv.nnz = v;
-            nnz_known = true;
-        }
-    }
-    if ((layout == TBX_LAYOUT_SPARSE_CSR || layout == TBX_LAYOUT_SPARSE_COO) && nnz_known &&
-        drv.nnz > nelems)
-        return tbx_err(err, TBX_E_FORMAT, obj_off, "object.components",
-                       "tensor \"%s\": %" PRIu64 " stored entries exceed the %" PRIu64
-                       " elements of its shape", tq, drv.nnz, nelems);
+    return TBX_OK;
+}
 
-    /* the tensor */
-    uint32_t ncomp = zt_layout_ncomp[layout];
-    int r0 = zt_layout_roles[layout][0];
-    tbx_dtype tdt = layout == TBX_LAYOUT_QUANT_GROUP ? pcs[ZT_R_SCALES].dt->dtype : pcs[r0].dt->dtype;
-    tbx_tensor *t = NULL;
-    tbx_status st = tbx_file_add_tensor(f, name->p, name->n, tdt, shape, ndim, ncomp, name_off,
-                                        &t, err);
-    if (st != TBX_OK) return st;
-    size_t ti = f->ntensors - 1;
-    t->layout = (tbx_layout)layout;
-    zt_tdrv *d = tbx_malloc(&f->al, sizeof *d);
-    if (!d) return tbx_err_nomem(err, "tensor driver data");
-    *d = drv;
-    t->drv = d;
-    for (uint32_t i = 0; i < ncomp; i++) {
-        int r = zt_layout_roles[layout][i];
-        tbx_component *k = &t->comp[i];
-        k->name = zt_role_names[r];
-        k->dtype = pcs[r].dt->dtype;
-        k->offset = pcs[r].offset;
-        k->stored_bytes = pcs[r].length;
-        k->encoding = pcs[r].enc;
-        k->digest = pcs[r].digest;
-        pcs[r].digest = NULL;
-    }
-    if (!nnz_known) {
-        /* every component of a sparse tensor is compressed: count the decoded values */
-        uint64_t vsz = pcs[ZT_R_VALUES].dt->size, bound, got = 0;
-        if (!tbx_mul_u64(nelems, vsz, &bound)) bound = UINT64_MAX;
-        if (bound > f->limits.max_tensor_bytes) bound = f->limits.max_tensor_bytes;
-        t->comp[0].nbytes = bound;
-        st = count_decoded(f, t, 0, bound, &got, err);
+/* CSR with a raw indptr: the number of stored entries is its last element. */
+static tbx_status obj_csr_nnz(zt_obj *o, tbx_error *err) {
+    const char *tq = o->tq;
+    int layout = o->layout;
+    zt_parsed_comp *pcs = o->pcs;
+    tbx_file *f = o->pc->f;
+    /* CSR with raw indptr: nnz is its last element; otherwise count decoded values below */
+    bool csr = layout == TBX_LAYOUT_SPARSE_CSR;
+    if (csr && pcs[ZT_R_INDPTR].enc == TBX_ENC_RAW) {
+        const zt_parsed_comp *p = &pcs[ZT_R_INDPTR];
+        uint32_t isz = p->dt->size;
+        uint8_t b[8];
+        tbx_status st = tbx_source_read(&f->src, p->offset + p->length - isz, b, isz,
+                                        "component.indptr", err);
         if (st != TBX_OK) return st;
-        if (got % vsz) {
-            return tbx_err(err, TBX_E_FORMAT, pcs[ZT_R_VALUES].at, "component.values",
-                           "tensor \"%s\" component values: decodes to %" PRIu64
-                           " bytes, not a multiple of the %" PRIu64 "-byte %s", tq, got, vsz,
-                           pcs[ZT_R_VALUES].dt->name);
-        }
-        d->nnz = got / vsz;
+        uint64_t v = 0;
+        for (uint32_t k = 0; k < isz; k++) v |= (uint64_t)b[k] << (8 * k);
+        if (dt_is_signed(p->dt->dtype) && (b[isz - 1] & 0x80u))
+            return tbx_err(err, TBX_E_FORMAT, p->offset + p->length - isz, "component.indptr",
+                           "tensor \"%s\": the last indptr element (nnz) is negative", tq);
+        o->drv.nnz = v;
+        o->nnz_known = true;
     }
-    if (layout == TBX_LAYOUT_SPARSE_CSR || layout == TBX_LAYOUT_SPARSE_COO) {
-        count[ZT_R_VALUES] = d->nnz;
-        if (layout == TBX_LAYOUT_SPARSE_CSR) count[ZT_R_INDICES] = d->nnz;
-        else if (!tbx_mul_u64(d->nnz, ndim, &count[ZT_R_COORDS]))
-            return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
-                           "tensor \"%s\": ndim x nnz overflows", tq);
-    }
+    return TBX_OK;
+}
+
+/* Element counts and decoded sizes of the tensor's components (checked against the limits and
+ * the raw lengths); each stored range joins the overlap check. */
+static tbx_status obj_fill_components(zt_obj *o, tbx_tensor *t, size_t ti, tbx_error *err) {
+    const char *tq = o->tq;
+    int layout = o->layout;
+    zt_parsed_comp *pcs = o->pcs;
+    tbx_file *f = o->pc->f;
+    uint32_t ncomp = zt_layout_ncomp[layout];
+    uint64_t *count = o->count;
+    uint64_t nbytes[ZT_NROLES] = {0};
+    tbx_status st;
     for (uint32_t i = 0; i < ncomp; i++) {
         int r = zt_layout_roles[layout][i];
         tbx_component *k = &t->comp[i];
@@ -1494,16 +1395,19 @@ static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off,
                            " elements of %s are %" PRIu64 " bytes", tq, zt_role_names[r],
                            k->stored_bytes, count[r], pcs[r].dt->name, k->nbytes);
         if (k->stored_bytes) {
-            st = add_span(pc, k->offset, k->offset + k->stored_bytes, ti, i, err);
+            st = add_span(o->pc, k->offset, k->offset + k->stored_bytes, ti, i, err);
             if (st != TBX_OK) return st;
         }
     }
-    if (layout == TBX_LAYOUT_QUANT_GROUP) {
-        st = zt_describe_qgroup(f, t, d, count[ZT_R_SCALES], err);
-        if (st != TBX_OK) return st;
-    }
+    return TBX_OK;
+}
 
-    /* the object's attributes, as one metadata entry */
+/* The object's attributes, as one metadata entry "ztensor.attributes.<name>" (takes *attrs). */
+static tbx_status obj_add_attributes(zt_obj *o, tbx_value **attrs, tbx_error *err) {
+    tbx_file *f = o->pc->f;
+    const zt_str *name = o->name;
+    uint64_t obj_off = o->obj_off;
+    tbx_status st;
     if (*attrs) {
         size_t plen = strlen(ZT_META_OBJ_PREFIX);
         size_t klen = name->n < SIZE_MAX - plen ? plen + name->n : SIZE_MAX;
@@ -1520,7 +1424,100 @@ static tbx_status build_object(zt_pc *pc, const zt_str *name, uint64_t name_off,
     return TBX_OK;
 }
 
-static tbx_status parse_object(zt_pc *pc, zt_str *name, uint64_t name_off, const zt_ev *mev,
+/* One object of the manifest (its map parsed into pcs / attrs) becomes a tensor of the model. */
+static tbx_status build_object(zt_parse_ctx *pc, const zt_str *name, uint64_t name_off,
+                               uint32_t ndim, int layout, zt_parsed_comp *pcs, unsigned role_mask,
+                               tbx_value **attrs, uint64_t obj_off, tbx_error *err) {
+    tbx_file *f = pc->f;
+    zt_obj o;
+    memset(&o, 0, sizeof o);
+    o.pc = pc;
+    o.name = name;
+    o.name_off = name_off;
+    o.obj_off = obj_off;
+    o.ndim = ndim;
+    o.shape = ndim ? pc->shape : NULL;
+    o.layout = layout;
+    o.pcs = pcs;
+    o.nnz_known = true;
+    tbx_quote_bytes(o.tq, sizeof o.tq, name->p, name->n, 64);
+    const char *tq = o.tq;
+    tbx_status st = obj_check_roles(&o, role_mask, err);
+    if (st != TBX_OK) return st;
+    uint64_t nelems = o.nelems;
+
+    if (layout == TBX_LAYOUT_DENSE) o.count[ZT_R_DATA] = nelems;
+    else if (layout == TBX_LAYOUT_SPARSE_CSR || layout == TBX_LAYOUT_SPARSE_COO)
+        st = obj_sparse_counts(&o, err);
+    else
+        st = obj_qgroup_counts(&o, *attrs, err);
+    if (st == TBX_OK) st = obj_check_placement(&o, err);
+    if (st == TBX_OK && !o.nnz_known) st = obj_csr_nnz(&o, err);
+    if (st != TBX_OK) return st;
+    if ((layout == TBX_LAYOUT_SPARSE_CSR || layout == TBX_LAYOUT_SPARSE_COO) && o.nnz_known &&
+        o.drv.nnz > nelems)
+        return tbx_err(err, TBX_E_FORMAT, obj_off, "object.components",
+                       "tensor \"%s\": %" PRIu64 " stored entries exceed the %" PRIu64
+                       " elements of its shape", tq, o.drv.nnz, nelems);
+
+    /* the tensor */
+    uint32_t ncomp = zt_layout_ncomp[layout];
+    int r0 = zt_layout_roles[layout][0];
+    tbx_dtype tdt = layout == TBX_LAYOUT_QUANT_GROUP ? pcs[ZT_R_SCALES].dt->dtype : pcs[r0].dt->dtype;
+    tbx_tensor *t = NULL;
+    st = tbx_file_add_tensor(f, name->p, name->n, tdt, o.shape, ndim, ncomp, name_off, &t, err);
+    if (st != TBX_OK) return st;
+    size_t ti = f->ntensors - 1;
+    t->layout = (tbx_layout)layout;
+    zt_tdrv *d = tbx_malloc(&f->al, sizeof *d);
+    if (!d) return tbx_err_nomem(err, "tensor driver data");
+    *d = o.drv;
+    t->drv = d;
+    for (uint32_t i = 0; i < ncomp; i++) {
+        int r = zt_layout_roles[layout][i];
+        tbx_component *k = &t->comp[i];
+        k->name = zt_role_names[r];
+        k->dtype = pcs[r].dt->dtype;
+        k->offset = pcs[r].offset;
+        k->stored_bytes = pcs[r].length;
+        k->encoding = pcs[r].enc;
+        k->digest = pcs[r].digest;
+        pcs[r].digest = NULL;
+    }
+    if (!o.nnz_known) {
+        /* every component of a sparse tensor is compressed: count the decoded values */
+        uint64_t vsz = pcs[ZT_R_VALUES].dt->size, bound, got = 0;
+        if (!tbx_mul_u64(nelems, vsz, &bound)) bound = UINT64_MAX;
+        if (bound > f->limits.max_tensor_bytes) bound = f->limits.max_tensor_bytes;
+        t->comp[0].nbytes = bound;
+        st = count_decoded(f, t, 0, bound, &got, err);
+        if (st != TBX_OK) return st;
+        if (got % vsz) {
+            return tbx_err(err, TBX_E_FORMAT, pcs[ZT_R_VALUES].at, "component.values",
+                           "tensor \"%s\" component values: decodes to %" PRIu64
+                           " bytes, not a multiple of the %" PRIu64 "-byte %s", tq, got, vsz,
+                           pcs[ZT_R_VALUES].dt->name);
+        }
+        d->nnz = got / vsz;
+    }
+    if (layout == TBX_LAYOUT_SPARSE_CSR || layout == TBX_LAYOUT_SPARSE_COO) {
+        o.count[ZT_R_VALUES] = d->nnz;
+        if (layout == TBX_LAYOUT_SPARSE_CSR) o.count[ZT_R_INDICES] = d->nnz;
+        else if (!tbx_mul_u64(d->nnz, ndim, &o.count[ZT_R_COORDS]))
+            return tbx_err(err, TBX_E_OVERFLOW, obj_off, "object.shape",
+                           "tensor \"%s\": ndim x nnz overflows", tq);
+    }
+    st = obj_fill_components(&o, t, ti, err);
+    if (st != TBX_OK) return st;
+    if (layout == TBX_LAYOUT_QUANT_GROUP) {
+        st = zt_describe_qgroup(f, t, d, o.count[ZT_R_SCALES], err);
+        if (st != TBX_OK) return st;
+    }
+
+    return *attrs ? obj_add_attributes(&o, attrs, err) : TBX_OK;
+}
+
+static tbx_status parse_object(zt_parse_ctx *pc, zt_str *name, uint64_t name_off, const zt_ev *mev,
                                tbx_error *err) {
     zt_cbor *c = &pc->c;
     tbx_file *f = pc->f;
@@ -1530,7 +1527,7 @@ static tbx_status parse_object(zt_pc *pc, zt_str *name, uint64_t name_off, const
     const char *field = "object";
     tbx_status st = zt_iter_begin(c, mev, true, &it, field, err);
     if (st != TBX_OK) return st;
-    zt_pcomp pcs[ZT_NROLES];
+    zt_parsed_comp pcs[ZT_NROLES];
     memset(pcs, 0, sizeof pcs);
     unsigned role_mask = 0;
     int layout = -1;
@@ -1658,12 +1655,12 @@ static tbx_status parse_object(zt_pc *pc, zt_str *name, uint64_t name_off, const
     }
     if (st == TBX_OK)
         st = build_object(pc, name, name_off, ndim, layout, pcs, role_mask, &attrs, mev->off, err);
-    pcomp_free(pc, pcs);
+    parsed_comps_free(pc, pcs);
     tbx_val_free(attrs);
     return st;
 }
 
-static tbx_status parse_root(zt_pc *pc, tbx_error *err) {
+static tbx_status parse_root(zt_parse_ctx *pc, tbx_error *err) {
     zt_cbor *c = &pc->c;
     tbx_file *f = pc->f;
     zt_ev ev;
@@ -1774,7 +1771,7 @@ static int span_cmp(const void *a, const void *b) {
     return x->ci < y->ci ? -1 : (x->ci > y->ci);
 }
 
-static void zt_close(tbx_file *f) {
+void zt_close(tbx_file *f) {
     for (size_t i = 0; i < f->ntensors; i++) {
         if (f->tensors[i].drv) tbx_free(&f->al, f->tensors[i].drv, sizeof(zt_tdrv));
         f->tensors[i].drv = NULL;
@@ -1792,7 +1789,7 @@ static void zt_close(tbx_file *f) {
     f->drv_state = NULL;
 }
 
-static tbx_status zt_open(tbx_file *f, tbx_error *err) {
+tbx_status zt_open(tbx_file *f, tbx_error *err) {
     uint64_t size = f->src.size;
     if (size < 24)
         return tbx_err(err, TBX_E_TRUNCATED, 0, "footer",
@@ -1862,7 +1859,7 @@ static tbx_status zt_open(tbx_file *f, tbx_error *err) {
     tbx_cursor_free(&cur);
     if (st != TBX_OK) { tbx_free(&f->al, buf, (size_t)msize); return st; }
 
-    zt_pc pc;
+    zt_parse_ctx pc;
     memset(&pc, 0, sizeof pc);
     pc.f = f;
     pc.s = s;
@@ -1933,7 +1930,7 @@ static tbx_status digest_mismatch(tbx_file *f, const tbx_tensor *t, uint32_t c,
 
 /* With verification on: a digest still to verify, or one known bad that no problem callback
  * took (reads of it keep failing). The core then routes raw bytes through us. */
-static bool zt_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
+bool zt_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
     if (!(f->flags & TBX_OPEN_VERIFY_DIGESTS) || !t->comp[c].digest) return false;
     uint8_t v = vget(t->drv, c);
     return v == ZT_V_UNCHECKED || (v == ZT_V_BAD && !f->on_problem);
@@ -1944,8 +1941,8 @@ static tbx_status hash_stored(tbx_file *f, const tbx_component *k, zt_hash *h, u
 
 /* Passes component c's stored bytes through its decoder into buf (NULL: the decoded bytes are
  * dropped, only checked), hashing them on the way when its digest is still to be verified. */
-static tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
-                          tbx_error *err) {
+tbx_status zt_decode_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                               tbx_error *err) {
     zt_tdrv *d = t->drv;
     const tbx_component *k = &t->comp[c];
     const bool verify_on = (f->flags & TBX_OPEN_VERIFY_DIGESTS) && k->digest;
@@ -1988,9 +1985,9 @@ static tbx_status zt_pass(tbx_file *f, const tbx_tensor *t, uint32_t c, void *bu
     return st;
 }
 
-static tbx_status zt_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c,
-                                     tbx_error *err) {
-    return zt_pass(f, t, c, NULL, err);
+tbx_status zt_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c,
+                              tbx_error *err) {
+    return zt_decode_component(f, t, c, NULL, err);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -2027,7 +2024,7 @@ static tbx_status validate_digests(tbx_file *f, tbx_error *err) {
         const tbx_tensor *t = &f->tensors[i];
         for (uint32_t c = 0; c < t->ncomp; c++) {
             if (!t->comp[c].digest || vget(t->drv, c) != ZT_V_UNCHECKED) continue;
-            tbx_status st = zt_pass(f, t, c, NULL, err);
+            tbx_status st = zt_decode_component(f, t, c, NULL, err);
             if (st != TBX_OK) return st;
         }
     }
@@ -2177,7 +2174,7 @@ static tbx_status validate_bool(tbx_file *f, const tbx_tensor *t, const char *tq
     return rc;
 }
 
-static tbx_status zt_validate(tbx_file *f, tbx_error *err) {
+tbx_status zt_validate(tbx_file *f, tbx_error *err) {
     uint8_t *chunk = tbx_malloc(&f->al, ZT_CHUNK);
     if (!chunk) return tbx_err_nomem(err, "validation buffer");
     tbx_status st = validate_digests(f, err);
@@ -2383,7 +2380,7 @@ static tbx_status read_qgroup(tbx_file *f, const tbx_tensor *t, uint64_t first, 
 
 tbx_status tbx_ztensor_read_f32_range(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
                                       float *out, tbx_error *err) {
-    if (!f || f->drv != &tbx_driver_ztensor)
+    if (!f || !f->drv || f->drv->format != TBX_FORMAT_ZTENSOR)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "file",
                        "tbx_ztensor_read_f32: not a handle opened as zTensor");
     if (i >= f->ntensors)
@@ -2399,7 +2396,7 @@ tbx_status tbx_ztensor_read_f32_range(tbx_file *f, uint64_t i, uint64_t first, u
     if (!out && count) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "out", "NULL output");
     if (t->layout == TBX_LAYOUT_DENSE) return tbx_tensor_read_f32(f, i, first, count, out, err);
     for (uint32_t c = 0; c < t->ncomp; c++) {
-        const tbx_dtype_info *di = tbx_dtype_get(t->comp[c].dtype);
+        const tbx_dtype_info *di = tbx_dtype_core_get(t->comp[c].dtype);
         if (di && (di->flags & TBX_DTF_COMPLEX))
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "dtype",
                            "tensor \"%s\": complex values cannot be decoded to f32", t->name);
@@ -2408,7 +2405,7 @@ tbx_status tbx_ztensor_read_f32_range(tbx_file *f, uint64_t i, uint64_t first, u
     /* the element streams below bypass the digests: verify pending ones first */
     for (uint32_t c = 0; c < t->ncomp; c++)
         if (zt_raw_pending(f, t, c)) {
-            tbx_status st = zt_pass(f, t, c, NULL, err);
+            tbx_status st = zt_decode_component(f, t, c, NULL, err);
             if (st != TBX_OK) return st;
         }
     if (t->layout == TBX_LAYOUT_QUANT_GROUP) return read_qgroup(f, t, first, last, out, err);
@@ -2419,13 +2416,13 @@ tbx_status tbx_ztensor_read_f32_range(tbx_file *f, uint64_t i, uint64_t first, u
 
 /* The driver's read_f32 hook: non-dense layouts only (zTensor has no dtype without a core
  * decoder, and a dense tensor here would loop back through tbx_tensor_read_f32). */
-static tbx_status zt_read_f32_hook(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
-                                   float *out, tbx_error *err) {
+tbx_status zt_read_f32_hook(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
+                            float *out, tbx_error *err) {
     const tbx_tensor *t = &f->tensors[i];
     if (t->layout == TBX_LAYOUT_DENSE)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "dtype",
                        "tensor \"%s\": dtype %s cannot be decoded to f32", t->name,
-                       tbx_dtype_get(t->dtype) ? tbx_dtype_get(t->dtype)->name : "?");
+                       tbx_dtype_core_get(t->dtype) ? tbx_dtype_core_get(t->dtype)->name : "?");
     return tbx_ztensor_read_f32_range(f, i, first, count, out, err);
 }
 
@@ -2433,36 +2430,3 @@ tbx_status tbx_ztensor_read_f32(tbx_file *f, uint64_t i, float *out, tbx_error *
     if (!f || i >= f->ntensors) return tbx_ztensor_read_f32_range(f, i, 0, 0, out, err);
     return tbx_ztensor_read_f32_range(f, i, 0, f->tensors[i].nelems, out, err);
 }
-
-/* ------------------------------------------------------------------------------------------ */
-static bool zt_w_dtype_ok(tbx_dtype dt) { return zt_dtype_by_tbx(dt) != NULL; }
-
-const tbx_driver tbx_driver_ztensor = {
-    .format = TBX_FORMAT_ZTENSOR,
-    .name = "ztensor",
-    .aliases = "zt",
-    .extensions = ".zt",
-    .caps = TBX_FCAP_COMPRESSION | TBX_FCAP_DIGESTS,
-    .read_versions = 0x2u,  /* 1 (manifest "1.x.y") */
-    .write_versions = 0x2u,
-    .write_version = 1,
-    .meta_types = ZT_META_TYPES,
-    .w_dtype_ok = zt_w_dtype_ok,
-    .probe = zt_probe,
-    .open = zt_open,
-    .read_component = zt_pass,
-    .read_component_range = zt_read_range,
-    .raw_pending = zt_raw_pending,
-    .check_component = zt_check_component,
-    .read_f32 = zt_read_f32_hook,
-    .validate = zt_validate,
-    .close = zt_close,
-    .w_check_meta = zt_w_check_meta,
-    .w_check_section = NULL,
-    .w_check_tensor = zt_w_check_tensor,
-    .w_layout = zt_w_layout,
-    .w_data = zt_w_data,
-    .w_tensor_done = zt_w_tensor_done,
-    .w_finish = zt_w_finish,
-    .w_free = zt_w_free,
-};

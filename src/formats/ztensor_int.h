@@ -1,11 +1,15 @@
 /*
  * ztensor_int.h - private declarations shared by the zTensor driver's modules:
  *
- *   ztensor.c        the driver table, opening (manifest -> model), reading, validation,
- *                    f32 decoding of sparse and quantized_group tensors;
+ *   ztensor_common.c dtype and role names, digests, zstd allocation (reader and writer);
  *   ztensor_cbor.c   the CBOR pull decoder (libcbor's streaming decoder behind it), the builder
- *                    of metadata values and the canonical CBOR encoder;
- *   ztensor_write.c  the writer hooks and the sparse / quantized_group writer extras.
+ *                    of metadata values and the canonical CBOR encoder (reader and writer);
+ *   ztensor.c        opening (manifest -> model), reading, validation, f32 decoding of sparse
+ *                    and quantized_group tensors;
+ *   ztensor_write.c  the writer hooks and the sparse / quantized_group writer extras;
+ *   ztensor_driver.c the driver table, the one file that names both reader and writer hooks.
+ *
+ * Reader and writer call only down into ztensor_common.c and ztensor_cbor.c, never each other.
  *
  * See ztensor.c for the format description and docs/formats/ztensor.md for every decision.
  */
@@ -14,6 +18,8 @@
 
 #include "internal.h"
 
+#include <zstd.h> /* the stable API only; ztensor_common.c alone uses the advanced one */
+
 #define ZT_MAGIC "ZTEN1000"
 #define ZT_MAGIC_V01 "ZTEN0001"                 /* legacy v0.1: recognised, not supported */
 #define ZT_ALIGN 64u                            /* every component offset is a multiple */
@@ -21,7 +27,7 @@
 #define ZT_HARD_DEPTH 256u                      /* nesting cap whatever tbx_limits says */
 #define ZT_META_OBJ_PREFIX "ztensor.attributes." /* metadata key of an object's attributes */
 
-/* The driver (ztensor.c); declared here too until src/core/internal.h lists it. */
+/* The driver (ztensor_driver.c); declared here too until src/core/internal.h lists it. */
 extern const tbx_driver tbx_driver_ztensor;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -70,9 +76,26 @@ void zt_hash_free(zt_hash *h);
 /* The manifest spelling of a digest (crc32c upper-case hex, sha256 lower-case). cap >= 72. */
 void zt_digest_str(const zt_digest *d, char *dst, size_t cap);
 
-/* zstd allocation through a tbx_alloc (opaque = the tbx_alloc *). */
+/* zstd allocation through a tbx_alloc (opaque = the tbx_alloc *); zt_dctx_new/zt_cctx_new use it. */
 void *zt_zalloc(void *opaque, size_t size);
 void zt_zfree(void *opaque, void *addr);
+/* zstd contexts whose memory comes from `al` (zt_zalloc/zt_zfree) when libzstd offers its
+ * advanced API (ZSTD_customMem, ZSTD_create?Ctx_advanced, ZSTD_getFrameProgression: "static
+ * linking only", so CMake checks that the libzstd found exports them and then defines
+ * TBX_HAVE_ZSTD_ADVANCED). Without it they come from ZSTD_createDCtx/CCtx: zstd's own state
+ * (window, tables) then bypasses the caller's tbx_allocator and its counting. NULL when out of
+ * memory. Free with ZSTD_freeDCtx/CCtx. */
+ZSTD_DCtx *zt_dctx_new(const tbx_alloc *al);
+ZSTD_CCtx *zt_cctx_new(const tbx_alloc *al);
+/* Bytes the compressor has produced and consumed in its current frame (ZSTD_getFrameProgression,
+ * advanced API too); false (both 0) when libzstd does not offer it. */
+bool zt_cctx_progress(ZSTD_CCtx *cctx, uint64_t *produced, uint64_t *consumed);
+/* The decoding buffer a zstd frame starting with the n bytes at p will allocate (its window,
+ * ZSTD_getFrameHeader + ZSTD_decodingBufferSize_min, advanced API): 0 for a skippable frame,
+ * a window over max_window (the decoder refuses it) or a header the decoder will reject.
+ * Without the advanced API *cost is max_window (every frame is assumed to use the largest
+ * window, so decoders under a shared budget run one at a time) and false is returned. */
+bool zt_frame_window_cost(const void *p, size_t n, uint64_t max_window, uint64_t *cost);
 
 /* ------------------------------------------------------------------------------------------ */
 /* CBOR pull decoder (ztensor_cbor.c)                                                          */
@@ -173,7 +196,21 @@ tbx_status zt_check_value(const tbx_value *v, uint32_t depth, const char *what, 
 /* Encodes a value (checked with zt_check_value first). Maps get canonical key order. */
 tbx_status zt_put_value(zt_buf *b, const tbx_value *v, tbx_error *err);
 
-/* Writer hooks (ztensor_write.c), listed in tbx_driver_ztensor (ztensor.c). */
+/* Reader hooks (ztensor.c), listed in tbx_driver_ztensor (ztensor_driver.c). */
+bool zt_probe(const uint8_t *head, size_t len, uint64_t file_size);
+tbx_status zt_open(tbx_file *f, tbx_error *err);
+void zt_close(tbx_file *f);
+tbx_status zt_decode_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                               tbx_error *err);
+tbx_status zt_read_range(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t pos, void *buf,
+                         size_t len, tbx_error *err);
+bool zt_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c);
+tbx_status zt_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx_error *err);
+tbx_status zt_read_f32_hook(tbx_file *f, uint64_t i, uint64_t first, uint64_t count, float *out,
+                            tbx_error *err);
+tbx_status zt_validate(tbx_file *f, tbx_error *err);
+
+/* Writer hooks (ztensor_write.c), listed in tbx_driver_ztensor (ztensor_driver.c). */
 tbx_status zt_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
                            tbx_error *err);
 tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);

@@ -39,7 +39,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through the writer */
 #include <zstd.h>
 
 
@@ -172,8 +171,7 @@ static tbx_status wbegin(tbx_writer *w, zt_wstate **out, tbx_error *err) {
     *out = s;
     if (s->begun) return TBX_OK;
     if (s->level > 0) {
-        ZSTD_customMem cm = {zt_zalloc, zt_zfree, (void *)&w->al};
-        s->cctx = ZSTD_createCCtx_advanced(cm);
+        s->cctx = zt_cctx_new(&w->al); /* zstd allocates through the writer */
         if (!s->cctx) return tbx_err_nomem(err, "zstd compressor");
         int nth = w->opt.threads ? (int)w->opt.threads : tbx_threads_default();
         s->buffer_limit = w->opt.buffer_limit ? w->opt.buffer_limit : (uint64_t)1 << 30;
@@ -188,7 +186,7 @@ static tbx_status wbegin(tbx_writer *w, zt_wstate **out, tbx_error *err) {
             j->al = &w->al;
             j->level = s->level;
             j->digest = s->digest;
-            j->cctx = ZSTD_createCCtx_advanced(cm);
+            j->cctx = zt_cctx_new(&w->al);
             if (!j->cctx) return tbx_err_nomem(err, "zstd compressor");
         }
     }
@@ -580,10 +578,11 @@ static tbx_status zs_drain(tbx_writer *w, zt_wstate *s, tbx_error *err) {
     }
     if (s->zs_mode == ZS_BOTH) {
         /* the rest of the frame is at most the rest of the input plus block headers */
-        ZSTD_frameProgression fp = ZSTD_getFrameProgression(s->cctx);
-        uint64_t made = fp.produced > s->zs_out ? fp.produced : s->zs_out;
-        uint64_t rest = fp.consumed < s->zs_n ? s->zs_n - fp.consumed : 0;
-        if (made + rest + rest / 64 + 4096 <= keep) {
+        uint64_t produced, consumed;
+        bool known = zt_cctx_progress(s->cctx, &produced, &consumed);
+        uint64_t made = produced > s->zs_out ? produced : s->zs_out;
+        uint64_t rest = consumed < s->zs_n ? s->zs_n - consumed : 0;
+        if (known && made + rest + rest / 64 + 4096 <= keep) {
             s->zs_mode = ZS_Z;
             zt_hash_free(&s->raw_hash);
             return zs_copy_down(w, s, s->zs_off, s->zs_off + s->zs_n, s->zs_out, err);

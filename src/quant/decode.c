@@ -73,9 +73,8 @@ static tbx_status decode_blocks(const tbx_dtype_info *e, tbx_dequant_fn fn, cons
     return TBX_OK;
 }
 
-tbx_status tbx_decode_f32(tbx_dtype dtype, const void *src, size_t src_len, uint64_t nelems,
-                          float *dst) {
-    const tbx_dtype_info *e = tbx_dtype_get(dtype);
+tbx_status tbx_decode_f32_info(const tbx_dtype_info *e, tbx_dtype dtype, const void *src,
+                               size_t src_len, uint64_t nelems, float *dst) {
     if (!e) return TBX_E_INVALID_ARG;
     tbx_dequant_fn fn = NULL;
     uint64_t need;
@@ -87,7 +86,7 @@ tbx_status tbx_decode_f32(tbx_dtype dtype, const void *src, size_t src_len, uint
         if (!tbx_mul_u64(nb, e->block_bytes, &need)) return TBX_E_OVERFLOW;
     } else {
         if (!(e->flags & TBX_DTF_DECODE)) return TBX_E_UNSUPPORTED;
-        tbx_status st = tbx_dtype_nbytes(dtype, nelems, &need);
+        tbx_status st = tbx_dtype_info_nbytes(e, nelems, &need);
         if (st != TBX_OK) return st;
     }
     if ((uint64_t)src_len < need) return TBX_E_TRUNCATED;

@@ -12,6 +12,7 @@ clear message, never a skip: a skipped interop test would look like a pass.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -160,3 +161,51 @@ ST_TO_TBX = {
     "F8_E4M3FNUZ": "f8_e4m3fnuz", "F8_E5M2FNUZ": "f8_e5m2fnuz", "F8_E8M0": "f8_e8m0",
     "F6_E2M3": "f6_e2m3", "F6_E3M2": "f6_e3m2", "F4": "f4_e2m1",
 }
+
+
+# ------------------------------------------------------------------------------------------
+# Hostile-file tables: one style for every format. Each case names the exact problem the file
+# must produce -- status code name, field and byte offset -- like a handcrafted-file enum; the
+# expected values are derived from how the bytes were built (the format description), never
+# copied from tbx's output. `words` may add substrings the message must contain.
+# ------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    data: bytes
+    code: str                 # "TBX_E_FORMAT", ... (tbx_status_name)
+    field: str                # the tbx_error field
+    offset: int | None        # byte offset in the file; None: the problem has none
+    words: tuple = ()         # substrings of the message (case-insensitive)
+
+
+def validate_json(binary: str, path, *args) -> tuple[Result, list[dict]]:
+    """Runs `tbx validate --json PATH` (JSON Lines: one object per problem, or one for a valid
+    file) and returns the result and the parsed objects."""
+    r = run(binary, "validate", "--json", *args, path)
+    assert_clean_exit(r)
+    try:
+        objs = [json.loads(line) for line in r.out.decode("utf-8").splitlines() if line.strip()]
+    except Exception as e:
+        pytest.fail(f"tbx validate --json printed invalid JSON ({e})\n" + r.describe(),
+                    pytrace=False)
+    return r, objs
+
+
+def check_case(binary: str, tmp_path, case: Case, suffix: str, *args) -> dict:
+    """Writes case.data, runs `tbx validate --json` on it and checks that it exits 1 and that
+    its FIRST problem is exactly (case.code, case.field, case.offset), its message containing
+    case.words. Returns that problem."""
+    path = tmp_path / f"{case.name}{suffix}"
+    path.write_bytes(case.data)
+    r, objs = validate_json(binary, path, *args)
+    assert r.rc == 1, f"{case.name}: expected exit 1\n" + r.describe()
+    assert objs and "code" in objs[0], f"{case.name}: no problem reported\n" + r.describe()
+    p = objs[0]
+    got = (p["code"], p["field"], p["offset"])
+    want = (case.code, case.field, case.offset)
+    assert got == want, f"{case.name}: (code, field, offset) {got} != {want}\n" + r.describe()
+    for w in case.words:
+        assert w.lower() in p["message"].lower(), \
+            f"{case.name}: message lacks {w!r}\n" + r.describe()
+    return p

@@ -7,13 +7,22 @@
  * check and a closing line "N passed, N failed" and exits non-zero on any failure. A test that
  * performs no check counts as failed: a test that cannot fail is a defect. Tests beyond
  * TBX_TEST_MAX in one program are counted as failed, never silently dropped.
+ *
+ * Temporary files: tests write under tbx_test_tmpdir() ($TMPDIR, or /tmp when it is unset or
+ * empty), never under a hard-coded directory; tbx_test_tmppath() builds a path there.
+ * tbx_test_fast_tmpdir() is for tests that write and fsync a lot (test_faults): it is
+ * $TBX_TEST_FAST_TMPDIR when set; otherwise, only while TMPDIR is unset, /dev/shm when writable
+ * (memory-backed, so fsync is free); otherwise tbx_test_tmpdir(). A TMPDIR the caller sets is
+ * always honoured.
  */
 #ifndef TBX_TEST_H
 #define TBX_TEST_H
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef void (*tbx_test_fn)(void);
 struct tbx_test_case { const char *name; tbx_test_fn fn; };
@@ -45,6 +54,35 @@ static int tbx_cur_checks_, tbx_cur_failed_;
             __LINE__, #a, a_ ? a_ : "(null)", b_ ? b_ : "(null)"); } } while (0)
 /* CHECK_OK(expr): expr is a tbx_status that must be TBX_OK. */
 #define CHECK_OK(expr) CHECK_EQ((expr), 0)
+
+static inline const char *tbx_test_tmpdir(void) {
+    const char *t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
+
+static inline const char *tbx_test_fast_tmpdir(void) {
+    const char *f = getenv("TBX_TEST_FAST_TMPDIR");
+    if (f && *f) return f;
+    const char *t = getenv("TMPDIR");
+    if ((!t || !*t) && access("/dev/shm", W_OK) == 0) return "/dev/shm";
+    return tbx_test_tmpdir();
+}
+
+/* buf = tbx_test_tmpdir() + "/" + the formatted name (which may end in XXXXXX for mkdtemp).
+ * Exits the test program when the path does not fit in cap bytes. Returns buf. */
+__attribute__((format(printf, 3, 4)))
+static inline char *tbx_test_tmppath(char *buf, size_t cap, const char *fmt, ...) {
+    int n = snprintf(buf, cap, "%s/", tbx_test_tmpdir());
+    va_list ap;
+    va_start(ap, fmt);
+    int m = n >= 0 && (size_t)n < cap ? vsnprintf(buf + n, cap - (size_t)n, fmt, ap) : -1;
+    va_end(ap);
+    if (m < 0 || (size_t)n + (size_t)m >= cap) {
+        fprintf(stderr, "tbx_test_tmppath: temporary path too long (TMPDIR=%s)\n", tbx_test_tmpdir());
+        exit(2);
+    }
+    return buf;
+}
 
 static inline int tbx_test_main(void) {
     int passed = 0, failed = 0;

@@ -73,9 +73,9 @@ TBX_TEST(read_f32_with_a_null_output_is_invalid_arg) {
 }
 
 TBX_TEST(writer_refuses_null_data_with_a_length) {
-    char dir[] = "/tmp/tbx_api_args_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[128];
+    char dir[512];
+    CHECK(mkdtemp(tbx_test_tmppath(dir, sizeof dir, "tbx_api_args_XXXXXX")) != NULL);
+    char path[600];
     snprintf(path, sizeof path, "%s/out.gguf", dir);
     tbx_writer *w = NULL;
     tbx_error err;
@@ -96,9 +96,9 @@ TBX_TEST(writer_refuses_null_data_with_a_length) {
  * public API: any flag but TBX_WRITE_OVERWRITE is refused, also when it comes in through
  * tbx_convert's write options. */
 TBX_TEST(writer_refuses_unknown_flags) {
-    char dir[] = "/tmp/tbx_api_flags_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[128];
+    char dir[512];
+    CHECK(mkdtemp(tbx_test_tmppath(dir, sizeof dir, "tbx_api_flags_XXXXXX")) != NULL);
+    char path[600];
     snprintf(path, sizeof path, "%s/out.gguf", dir);
     tbx_write_options wo;
     tbx_write_options_init(&wo);

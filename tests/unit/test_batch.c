@@ -24,8 +24,8 @@ static size_t g_nb[NT];
 
 static char *temp_path(const char *tag) {
     static int counter;
-    char *path = malloc(128);
-    snprintf(path, 128, "/tmp/tbx_test_batch_%d_%s_%d.zt", (int)getpid(), tag, counter++);
+    char *path = malloc(600);
+    tbx_test_tmppath(path, 600, "tbx_test_batch_%d_%s_%d.zt", (int)getpid(), tag, counter++);
     unlink(path);
     return path;
 }

@@ -22,11 +22,8 @@
 
 static char *temp_path(const char *tag, const char *ext) {
     static int counter;
-    const char *dir = getenv("TMPDIR");
-    if (!dir || !*dir) dir = "/tmp";
-    size_t n = strlen(dir) + 128;
-    char *path = malloc(n);
-    snprintf(path, n, "%s/tbx_test_contract_%d_%s_%d%s", dir, (int)getpid(), tag, counter++, ext);
+    char *path = malloc(600);
+    tbx_test_tmppath(path, 600, "tbx_test_contract_%d_%s_%d%s", (int)getpid(), tag, counter++, ext);
     unlink(path);
     return path;
 }

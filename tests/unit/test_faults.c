@@ -274,9 +274,9 @@ static void sweep(const char *rel) {
     CHECK(data != NULL);
     if (!data) { fprintf(stderr, "cannot read %s\n", path); return; }
     membuf m = {data, n};
-    /* tmpfs when there is one: every conversion fsyncs its output */
-    char dir[64];
-    snprintf(dir, sizeof dir, "%s/tbx_faults_XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    /* tmpfs when there is one: every conversion fsyncs its output (tbx_test.h) */
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/tbx_faults_XXXXXX", tbx_test_fast_tmpdir());
     CHECK(mkdtemp(dir) != NULL);
 
     /* baseline */

@@ -117,8 +117,7 @@ static const char *tmp_path(const char *name) {
     static char buf[4][700];
     static int k;
     if (!g_tmpdir[0]) {
-        const char *t = getenv("TMPDIR");
-        snprintf(g_tmpdir, sizeof g_tmpdir, "%s/tbx_test_gguf_XXXXXX", t && *t ? t : "/tmp");
+        tbx_test_tmppath(g_tmpdir, sizeof g_tmpdir, "tbx_test_gguf_XXXXXX");
         if (!mkdtemp(g_tmpdir)) abort();
     }
     k = (k + 1) % 4;

@@ -6,6 +6,7 @@
 #define TBX_EXPERIMENTAL 1
 #include "tensorbox/gguf.h"
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,13 +18,29 @@
 
 static char g_dir[512];
 
+/* The files of the temporary directory, then the directory (at exit). */
+static void rm_tmp_dir(void) {
+    DIR *d = opendir(g_dir);
+    if (d) {
+        struct dirent *e;
+        char p[800];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(g_dir);
+}
+
 static const char *tmp_path(const char *name) {
     static char buf[8][700];
     static int k;
     if (!g_dir[0]) {
-        const char *t = getenv("TMPDIR");
-        snprintf(g_dir, sizeof g_dir, "%s/tbx_test_splitset_XXXXXX", t && *t ? t : "/tmp");
+        tbx_test_tmppath(g_dir, sizeof g_dir, "tbx_test_splitset_XXXXXX");
         if (!mkdtemp(g_dir)) abort();
+        atexit(rm_tmp_dir);
     }
     k = (k + 1) % 8;
     snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);

@@ -29,7 +29,7 @@ static uint8_t *pattern(size_t n) {
 }
 
 static void make_tmpdir(char *dir, size_t cap) {
-    snprintf(dir, cap, "/tmp/tbx_test_io_XXXXXX");
+    tbx_test_tmppath(dir, cap, "tbx_test_io_XXXXXX");
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
         exit(2);
@@ -155,7 +155,7 @@ static void check_source_reads(tbx_source *s, const uint8_t *ref, size_t n) {
 }
 
 TBX_TEST(source_path_pread_and_mmap) {
-    char dir[64], path[128];
+    char dir[512], path[600];
     make_tmpdir(dir, sizeof dir);
     join(path, sizeof path, dir, "big.bin");
     uint8_t *ref = pattern(BIG_SIZE);
@@ -219,7 +219,7 @@ static void *reg_worker(void *arg) {
 }
 
 TBX_TEST(source_registry_threads) {
-    char dir[64], p1[128], p2[128];
+    char dir[512], p1[600], p2[600];
     make_tmpdir(dir, sizeof dir);
     join(p1, sizeof p1, dir, "a.bin");
     join(p2, sizeof p2, dir, "b.bin");
@@ -238,7 +238,7 @@ TBX_TEST(source_registry_threads) {
 }
 
 TBX_TEST(source_path_errors) {
-    char dir[64], path[128];
+    char dir[512], path[600];
     make_tmpdir(dir, sizeof dir);
     tbx_source s;
     tbx_error e;
@@ -287,7 +287,7 @@ TBX_TEST(source_path_errors) {
 }
 
 TBX_TEST(source_path_file_shrinks) {
-    char dir[64], path[128];
+    char dir[512], path[600];
     make_tmpdir(dir, sizeof dir);
     join(path, sizeof path, dir, "shrink.bin");
     uint8_t *ref = pattern(4096);
@@ -434,7 +434,7 @@ static void walk(const tbx_source *s, const tbx_alloc *al, const uint8_t *ref, s
 }
 
 TBX_TEST(cursor_all_sources_both_endians) {
-    char dir[64], path[128];
+    char dir[512], path[600];
     make_tmpdir(dir, sizeof dir);
     join(path, sizeof path, dir, "big.bin");
     uint8_t *ref = pattern(BIG_SIZE);
@@ -581,7 +581,7 @@ TBX_TEST(cursor_truncation_messages) {
 }
 
 TBX_TEST(cursor_truncation_pread_source) {
-    char dir[64], path[128];
+    char dir[512], path[600];
     make_tmpdir(dir, sizeof dir);
     join(path, sizeof path, dir, "ten.bin");
     write_file(path, "0123456789", 10);
@@ -607,7 +607,7 @@ TBX_TEST(cursor_truncation_pread_source) {
 /* Output                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 TBX_TEST(output_abort_removes_temp) {
-    char dir[64], path[128];
+    char dir[512], path[600];
     make_tmpdir(dir, sizeof dir);
     join(path, sizeof path, dir, "out.bin");
     tbx_out o;
@@ -632,7 +632,7 @@ TBX_TEST(output_abort_removes_temp) {
 }
 
 TBX_TEST(output_commit_exact_bytes_and_gaps) {
-    char dir[64], path[128];
+    char dir[512], path[600];
     make_tmpdir(dir, sizeof dir);
     join(path, sizeof path, dir, "model.gguf");
     counting cnt = {0, 0};
@@ -685,7 +685,7 @@ TBX_TEST(output_commit_exact_bytes_and_gaps) {
 }
 
 TBX_TEST(output_exists_and_overwrite) {
-    char dir[64], path[128];
+    char dir[512], path[600];
     make_tmpdir(dir, sizeof dir);
     join(path, sizeof path, dir, "w.safetensors");
     write_file(path, "old", 3);
@@ -706,11 +706,11 @@ TBX_TEST(output_exists_and_overwrite) {
 
     /* A directory is never an output; a path without a file name is invalid. */
     CHECK_EQ(tbx_out_open(&o, NULL, dir, true, &e), TBX_E_EXISTS);
-    char slash[128];
+    char slash[600];
     snprintf(slash, sizeof slash, "%s/", dir);
     CHECK_EQ(tbx_out_open(&o, NULL, slash, true, &e), TBX_E_INVALID_ARG);
     /* A missing directory is an i/o error naming it. */
-    char deep[160];
+    char deep[700];
     snprintf(deep, sizeof deep, "%s/nodir/x.bin", dir);
     CHECK_EQ(tbx_out_open(&o, NULL, deep, false, &e), TBX_E_IO);
     CHECK(contains(e.message, "nodir"));
@@ -719,7 +719,7 @@ TBX_TEST(output_exists_and_overwrite) {
 }
 
 TBX_TEST(output_refuses_open_input) {
-    char dir[64], path[128], link_path[128];
+    char dir[512], path[600], link_path[600];
     make_tmpdir(dir, sizeof dir);
     join(path, sizeof path, dir, "in.bin");
     join(link_path, sizeof link_path, dir, "hard.bin");
@@ -731,7 +731,7 @@ TBX_TEST(output_refuses_open_input) {
     CHECK_OK(tbx_source_open_path(&s, path, true, &e));
     tbx_out o;
     CHECK_EQ(tbx_out_open(&o, NULL, path, true, &e), TBX_E_EXISTS);
-    char want[200];
+    char want[700];
     snprintf(want, sizeof want, "refusing to overwrite input file %s", path);
     CHECK_STR(e.message, want);
     CHECK_EQ(tbx_out_open(&o, NULL, link_path, true, &e), TBX_E_EXISTS); /* same inode */
@@ -781,7 +781,7 @@ TBX_TEST(output_relative_path) {
 /* A symbolic link is followed: the target is replaced, the link stays; a dangling link needs
  * overwrite, which creates its target. Only regular files are replaced. */
 TBX_TEST(output_symlinks_and_kinds) {
-    char dir[64], target[128], link_path[128], dangling[128], made[128], fifo[128];
+    char dir[64], target[128], link_path[600], dangling[128], made[128], fifo[128];
     make_tmpdir(dir, sizeof dir);
     join(target, sizeof target, dir, "real.bin");
     join(link_path, sizeof link_path, dir, "link.bin");
@@ -826,7 +826,7 @@ TBX_TEST(output_symlinks_and_kinds) {
 /* Temporary files: tbx_remove_temp_files removes live ones; a later write removes dead ones
  * (unlocked) but never a live writer's (locked). */
 TBX_TEST(output_temp_cleanup) {
-    char dir[64], path[128], stale[160], other[160];
+    char dir[512], path[600], stale[600], other[600];
     make_tmpdir(dir, sizeof dir);
     join(path, sizeof path, dir, "t.bin");
     tbx_out o, o2;
@@ -861,7 +861,7 @@ TBX_TEST(output_temp_cleanup) {
 /* flock locks belong to open file descriptions: a second writer of a file this process holds
  * locked would wait for itself forever; it fails at once instead. */
 TBX_TEST(output_same_file_twice_in_one_process) {
-    char dir[64], path[128];
+    char dir[512], path[600];
     make_tmpdir(dir, sizeof dir);
     join(path, sizeof path, dir, "same.bin");
     write_file(path, "old", 3);

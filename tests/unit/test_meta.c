@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static char dir_[32], path[256];
+static char dir_[512], path[600];
 
 static void add(tbx_writer *w, const char *key, tbx_value *v) {
     CHECK(v != NULL);
@@ -18,7 +18,7 @@ static void add(tbx_writer *w, const char *key, tbx_value *v) {
 }
 
 static tbx_file *make_file(void) {
-    strcpy(dir_, "/tmp/tbx-meta-XXXXXX");
+    tbx_test_tmppath(dir_, sizeof dir_, "tbx-meta-XXXXXX");
     if (!mkdtemp(dir_)) return NULL;
     snprintf(path, sizeof path, "%s/m.gguf", dir_);
     tbx_writer *w;
@@ -107,9 +107,9 @@ TBX_TEST(typed_getters_arch_templates_and_string_arrays) {
 }
 
 TBX_TEST(arch_template_without_architecture) {
-    char dir[] = "/tmp/tbx-meta2-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char p[256];
+    char dir[512];
+    CHECK(mkdtemp(tbx_test_tmppath(dir, sizeof dir, "tbx-meta2-XXXXXX")) != NULL);
+    char p[600];
     snprintf(p, sizeof p, "%s/n.gguf", dir);
     tbx_writer *w;
     CHECK_OK(tbx_writer_open(&w, p, NULL, NULL));

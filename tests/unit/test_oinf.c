@@ -301,11 +301,11 @@ static void sample_v2(tfile *t) {
 /* ------------------------------------------------------------------------------------------ */
 /* Helpers                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
-static char g_dir[64];
+static char g_dir[512];
 static void rm_tmp_dir(void) { rmdir(g_dir); }
 static const char *tmp_dir(void) {
     if (!g_dir[0]) {
-        strcpy(g_dir, "/tmp/tbx-oinf-test-XXXXXX");
+        tbx_test_tmppath(g_dir, sizeof g_dir, "tbx-oinf-test-XXXXXX");
         if (!mkdtemp(g_dir)) { perror("mkdtemp"); exit(2); }
         atexit(rm_tmp_dir);
     }
@@ -367,7 +367,7 @@ static void collect(void *ud, const tbx_error *e) {
 
 /* Writes the bytes to a file and validates it. */
 static tbx_status validate_bytes(const uint8_t *p, size_t n, problems *pr) {
-    char path[128];
+    char path[600];
     tmp_path(path, sizeof path, "validate.oinf");
     write_all(path, p, n);
     memset(pr, 0, sizeof *pr);
@@ -671,7 +671,7 @@ TBX_TEST(writer_matches_builder_v1) {
     tfile t;
     sample_v1(&t);
     ob ref = build(&t, NULL);
-    char path[128];
+    char path[600];
     tbx_writer *w = wopen("v1.oinf", 0, path, sizeof path);
     CHECK(w != NULL);
     if (!w) { free(ref.p); tfile_free(&t); return; }
@@ -714,7 +714,7 @@ TBX_TEST(writer_matches_builder_v2) {
     tfile t;
     sample_v2(&t);
     ob ref = build(&t, NULL);
-    char path[128];
+    char path[600];
     tbx_writer *w = wopen("v2.oinf", 2, path, sizeof path);
     CHECK(w != NULL);
     if (!w) { free(ref.p); tfile_free(&t); return; }
@@ -782,7 +782,7 @@ TBX_TEST(writer_matches_builder_v2) {
 }
 
 TBX_TEST(writer_quant_errors) {
-    char path[128];
+    char path[600];
     tbx_error e;
     uint64_t d23[2] = {2, 3};
     static const float S4[4] = {1, 2, 3, 4};
@@ -832,7 +832,7 @@ TBX_TEST(writer_quant_errors) {
 /* Writer round trips                                                                          */
 /* ------------------------------------------------------------------------------------------ */
 TBX_TEST(roundtrip_every_metadata_type) {
-    char path[128];
+    char path[600];
     tbx_writer *w = wopen("meta.oinf", 0, path, sizeof path);
     CHECK(w != NULL);
     if (!w) return;
@@ -966,7 +966,7 @@ TBX_TEST(roundtrip_every_metadata_type) {
 }
 
 TBX_TEST(writer_refuses_lossy_metadata) {
-    char path[128];
+    char path[600];
     tbx_writer *w = wopen("lossy.oinf", 0, path, sizeof path);
     CHECK(w != NULL);
     if (!w) return;
@@ -1052,7 +1052,7 @@ TBX_TEST(roundtrip_every_dtype) {
                                     TBX_DT_F8_E5M2, TBX_DT_I4, TBX_DT_I2, TBX_DT_I1, TBX_DT_U4,
                                     TBX_DT_U2, TBX_DT_U1, TBX_DT_T2, TBX_DT_T1};
     enum { ND = sizeof dts / sizeof dts[0] };
-    char path[128];
+    char path[600];
     tbx_writer *w = wopen("dtypes.oinf", 0, path, sizeof path);
     CHECK(w != NULL);
     if (!w) return;
@@ -1147,7 +1147,7 @@ TBX_TEST(packed_exhaustive_roundtrip) {
         int nv = 0;
         for (int x = P[p].lo; x <= P[p].hi; x++)
             if (!P[p].t1 || x != 0) vals[nv++] = x;
-        char path[128];
+        char path[600];
         tbx_writer *w = wopen("packed.oinf", 0, path, sizeof path);
         CHECK(w != NULL);
         if (!w) continue;
@@ -1617,7 +1617,7 @@ TBX_TEST(gap_after_header) {
 TBX_TEST(v2_reader_without_quant_and_gaps) {
     /* a v2 file whose tables are followed by zero gaps larger than the alignment opens; the
      * writer's alignment option places tensor data on larger boundaries */
-    char path[128];
+    char path[600];
     tbx_write_options o;
     tbx_write_options_init(&o);
     o.format = TBX_FORMAT_OINF;

@@ -157,10 +157,8 @@ TBX_TEST(split_geometry_refusals) {
 
 static char *temp_path(const char *ext) {
     static int counter;
-    const char *dir = getenv("TMPDIR");
-    if (!dir || !*dir) dir = "/tmp";
-    char *path = malloc(512);
-    snprintf(path, 512, "%s/tbx_test_quant_%d_%d%s", dir, (int)getpid(), counter++, ext);
+    char *path = malloc(600);
+    tbx_test_tmppath(path, 600, "tbx_test_quant_%d_%d%s", (int)getpid(), counter++, ext);
     unlink(path);
     return path;
 }

@@ -89,11 +89,11 @@ static size_t unhex(const char *hex, uint8_t *out, size_t cap) {
     return n;
 }
 
-static char g_dir[64];
+static char g_dir[512];
 static void rm_tmp_dir(void) { rmdir(g_dir); }
 static const char *tmp_dir(void) {
     if (!g_dir[0]) {
-        strcpy(g_dir, "/tmp/tbx-st-test-XXXXXX");
+        tbx_test_tmppath(g_dir, sizeof g_dir, "tbx-st-test-XXXXXX");
         if (!mkdtemp(g_dir)) { perror("mkdtemp"); exit(2); }
         atexit(rm_tmp_dir);
     }
@@ -843,7 +843,7 @@ static void check_identical(const char *path, const char *hex) {
 }
 
 TBX_TEST(writer_matches_pypi_bytes) {
-    char path[128];
+    char path[600];
     tbx_error e;
     static const char *const meta[] = {"format", "pt"};
     tmp_path(path, sizeof path, "mixed_meta.safetensors");
@@ -871,7 +871,7 @@ TBX_TEST(writer_matches_pypi_bytes) {
 }
 
 TBX_TEST(writer_round_trip) {
-    char path[128];
+    char path[600];
     tbx_error e;
     static const char *const meta[] = {"zeta", "last?", "alpha", "x\ny \"q\" \xc3\xa9", "nul", ""};
     tmp_path(path, sizeof path, "rt.safetensors");
@@ -964,7 +964,7 @@ static tbx_status add_one(const char *path, const wt *t, const char *mkey, const
 }
 
 TBX_TEST(writer_rejects) {
-    char path[128];
+    char path[600];
     tbx_error e;
     tmp_path(path, sizeof path, "rej.safetensors");
     /* metadata: only strings */
@@ -1018,7 +1018,7 @@ TBX_TEST(writer_valid_edge_shapes) {
         {"scalar", 0, TBX_DT_U64, 0, {0}, 8},
         {"empty", 0, TBX_DT_F32, 3, {2, 0, 5}, 0},
     };
-    char path[128];
+    char path[600];
     tbx_error e;
     tmp_path(path, sizeof path, "edge.safetensors");
     CHECK_OK(write_file(path, ts, 4, NULL, 0, 2, &e));

@@ -50,8 +50,8 @@ static void h_free(void *ud, void *p, size_t n) {
 
 static char *temp_path(void) {
     static int counter;
-    char *path = malloc(96);
-    snprintf(path, 96, "/tmp/tbx_test_zstream_%d_%d.zt", (int)getpid(), counter++);
+    char *path = malloc(600);
+    tbx_test_tmppath(path, 600, "tbx_test_zstream_%d_%d.zt", (int)getpid(), counter++);
     unlink(path);
     return path;
 }

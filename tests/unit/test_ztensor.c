@@ -175,8 +175,8 @@ static tbx_status open_read_all(const uint8_t *p, size_t n, uint32_t flags, tbx_
 
 static char *write_temp(const uint8_t *p, size_t n) {
     static int counter;
-    char *path = malloc(96);
-    snprintf(path, 96, "/tmp/tbx_test_zt_%d_%d.zt", (int)getpid(), counter++);
+    char *path = malloc(600);
+    tbx_test_tmppath(path, 600, "tbx_test_zt_%d_%d.zt", (int)getpid(), counter++);
     FILE *fp = fopen(path, "wb");
     if (fp) { fwrite(p, 1, n, fp); fclose(fp); }
     return path;
@@ -462,8 +462,8 @@ TBX_TEST(read_scalar_empty_object_attributes) {
 /* ------------------------------------------------------------------------------------------ */
 static char *temp_path(void) {
     static int counter;
-    char *path = malloc(96);
-    snprintf(path, 96, "/tmp/tbx_test_ztw_%d_%d.zt", (int)getpid(), counter++);
+    char *path = malloc(600);
+    tbx_test_tmppath(path, 600, "tbx_test_ztw_%d_%d.zt", (int)getpid(), counter++);
     unlink(path);
     return path;
 }
