@@ -950,8 +950,9 @@ static const mcase mcases[] = {
     {"2-byte file", m_tiny, TBX_E_TRUNCATED, "too short", "magic", 0},
     {"tensor_count 2^40", m_huge_tensor_count, TBX_E_TRUNCATED, "1099511627776 tensor infos",
      "tensor_count", 0},
-    {"kv_count 2^62", m_huge_kv_count, TBX_E_TRUNCATED, "metadata entries", "tensor_count", 0},
-    {"counts wrap", m_count_overflow, TBX_E_TRUNCATED, "more than", "tensor_count", 0},
+    {"kv_count 2^62", m_huge_kv_count, TBX_E_TRUNCATED, "metadata entries", "kv_count", 0},
+    /* both counts impossible: the metadata entries alone already overflow */
+    {"counts wrap", m_count_overflow, TBX_E_TRUNCATED, "more than", "kv_count", 0},
     {"key length 2^40", m_huge_key_len, TBX_E_TRUNCATED, "1099511627776 bytes", "metadata[0].key", 0},
     {"string length 2^64-4", m_huge_string, TBX_E_TRUNCATED, "string of 18446744073709551612",
      "metadata \"s\"", 0},
