@@ -209,3 +209,16 @@ def check_case(binary: str, tmp_path, case: Case, suffix: str, *args) -> dict:
         assert w.lower() in p["message"].lower(), \
             f"{case.name}: message lacks {w!r}\n" + r.describe()
     return p
+
+
+def write_gguf(path, fill, arch: str = "test", **kw):
+    """Writes a GGUF file with gguf-py's GGUFWriter (the reference writer): `fill(w)` adds the
+    metadata and tensors. Fails (not skips) when gguf-py is missing. Returns `path`."""
+    gguf = need("gguf")
+    w = gguf.GGUFWriter(str(path), arch, **kw)
+    fill(w)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

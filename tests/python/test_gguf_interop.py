@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_clean_exit, info_json, need, run
+from conftest import assert_clean_exit, info_json, need, run, write_gguf
 
 np = need("numpy")
 gguf = need("gguf")
@@ -43,16 +43,6 @@ RAW_TYPES = [t for t in gguf.GGML_QUANT_SIZES
 
 def tbx_dtype_name(qt) -> str:
     return qt.name.lower()
-
-
-def write_gguf(path: Path, fill, arch: str = "test", **kw) -> Path:
-    w = gguf.GGUFWriter(str(path), arch, **kw)
-    fill(w)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
 
 
 def info_types(tbx, path) -> dict:

@@ -11,22 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_clean_exit, info_json, need, run
+from conftest import assert_clean_exit, info_json, need, run, write_gguf
 
 np = need("numpy")
 gguf = need("gguf")
 
 QT = gguf.GGMLQuantizationType
-
-
-def write_gguf(path: Path, fill, arch: str = "test") -> Path:
-    w = gguf.GGUFWriter(str(path), arch)
-    fill(w)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
 
 
 def tensors_of(path: Path) -> dict:

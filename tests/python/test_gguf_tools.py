@@ -11,23 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_clean_exit, need, run
+from conftest import assert_clean_exit, need, run, write_gguf
 
 np = need("numpy")
 gguf = need("gguf")
 
 QT = gguf.GGMLQuantizationType
 VT = gguf.GGUFValueType
-
-
-def write_gguf(path: Path, fill, arch: str = "test", **kw) -> Path:
-    w = gguf.GGUFWriter(str(path), arch, **kw)
-    fill(w)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
 
 
 def tensors_of(path: Path) -> dict:

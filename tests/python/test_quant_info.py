@@ -19,7 +19,7 @@ import struct
 
 import pytest
 
-from conftest import info_json, need, run
+from conftest import info_json, need, run, write_gguf
 from filebuild import cbor
 
 gguf = need("gguf")
@@ -30,16 +30,6 @@ PLAIN = (QT.F32, QT.F16, QT.F64, QT.BF16, QT.I8, QT.I16, QT.I32, QT.I64)
 # gguf-py's Q8_1 block (40 bytes, an old layout) disagrees with ggml's 36 (tensorbox follows
 # ggml), so a Q8_1 file from gguf-py cannot be read (see test_gguf_interop.py).
 BLOCK_TYPES = [t for t in gguf.GGML_QUANT_SIZES if t not in PLAIN and t != QT.Q8_1]
-
-
-def write_gguf(path, fill):
-    w = gguf.GGUFWriter(str(path), "test")
-    fill(w)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
 
 
 def test_gguf_block_types_from_gguf_py(tbx, tmp_path):
