@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 DEB_PKGS=(cmake ninja-build pkg-config clang libclang-rt-14-dev
           libzstd-dev libjansson-dev libcbor-dev libdeflate-dev libssl-dev zlib1g-dev
-          python3-venv)
+          python3-venv time binutils)
 missing=()
 for p in "${DEB_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
