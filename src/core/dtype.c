@@ -9,7 +9,6 @@
  * driver (tbx_dtype_get, _from_name, _nbytes[_shape], tbx_decode_f32) are in registry.c.
  */
 #include "internal.h"
-#include "plain.h"
 
 #include <ctype.h>
 
@@ -17,7 +16,9 @@
 #define F_SINT (TBX_DTF_INT | TBX_DTF_SIGNED | TBX_DTF_DECODE)
 #define F_UINT (TBX_DTF_INT | TBX_DTF_DECODE)
 #define F_CPLX (TBX_DTF_FLOAT | TBX_DTF_SIGNED | TBX_DTF_COMPLEX)
-#define F_BLK TBX_DTF_BLOCK
+/* every ggml block type has a dequantizer (src/quant/dispatch.c); tests/unit/test_dtype.c checks
+ * that TBX_DTF_DECODE and the dequantizer registry agree */
+#define F_BLK (TBX_DTF_BLOCK | TBX_DTF_DECODE)
 
 /* bits of a block type: 8 * block_bytes / block_size rounded half up */
 #define BLK_BITS(bs, bb) ((8u * (bb) + (bs) / 2u) / (bs))
@@ -85,20 +86,14 @@
     X(Q2_0, "q2_0", BLK_BITS(64, 18), 64, 18, F_BLK)
 
 #define ENTRY(id, nm, b, bs, bb, fl) [TBX_DT_##id] = {TBX_DT_##id, nm, b, bs, bb, fl},
-#define ENTRY_DEC(id, nm, b, bs, bb, fl) \
-    [TBX_DT_##id] = {TBX_DT_##id, nm, b, bs, bb, (fl) | TBX_DTF_DECODE},
 
-/* Block types get TBX_DTF_DECODE only while a dequantizer is registered for them: the entry is
- * then taken from the second table (both are constant, so lookups stay thread-safe). */
 static const tbx_dtype_info table[TBX_DT_COUNT_] = {TBX_DTYPE_LIST(ENTRY)};
-static const tbx_dtype_info table_dec[TBX_DT_COUNT_] = {TBX_DTYPE_LIST(ENTRY_DEC)};
 
 /* The core table's entry, or NULL (driver-specific and unassigned values). */
 const tbx_dtype_info *tbx_dtype_core_get(tbx_dtype dtype) {
     if ((int)dtype <= 0 || (int)dtype >= TBX_DT_COUNT_) return NULL;
     const tbx_dtype_info *e = &table[dtype];
     if (!e->name) return NULL;
-    if ((e->flags & TBX_DTF_BLOCK) && tbx_dequant_for(dtype)) return &table_dec[dtype];
     return e;
 }
 

@@ -127,6 +127,19 @@ TBX_TEST(bits_sizes_and_flags_consistent) {
     CHECK_EQ(tbx_dtype_get(TBX_DT_BITSET)->block_bytes, 1);
 }
 
+/* The table says TBX_DTF_DECODE for a block type exactly when the quant layer has a dequantizer
+ * for it (the table is the foundation and never asks the quant layer itself). */
+TBX_TEST(block_decode_flag_matches_the_dequantizers) {
+    for (int v = 1; v < TBX_DT_COUNT_; v++) {
+        const tbx_dtype_info *e = tbx_dtype_core_get((tbx_dtype)v);
+        if (!e || !(e->flags & TBX_DTF_BLOCK)) continue;
+        const bool flag = (e->flags & TBX_DTF_DECODE) != 0;
+        const bool kernel = tbx_dequant_for((tbx_dtype)v) != NULL;
+        if (flag != kernel) fprintf(stderr, "%s: DECODE flag %d, dequantizer %d\n", e->name, flag, kernel);
+        CHECK(flag == kernel);
+    }
+}
+
 TBX_TEST(gguf_block_table) {
     static const struct { tbx_dtype dt; uint32_t bs, bb; } B[] = {
         {TBX_DT_Q4_0, 32, 18}, {TBX_DT_Q4_1, 32, 20}, {TBX_DT_Q5_0, 32, 22},
