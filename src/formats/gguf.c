@@ -810,6 +810,223 @@ static void gguf_split_note(gguf_split_info *sp, const char *key, size_t klen, c
     }
 }
 
+/* Magic and version: sets s->be, s->version, r->v1 (and f->version for the first file). */
+static tbx_status gp_header(gguf_reader *r, gguf_state *s, const gguf_split_info *sp, uint64_t size,
+                            tbx_error *err) {
+    tbx_file *f = r->f;
+    tbx_status st;
+    uint8_t magic[4];
+    if (size < 4)
+        return tbx_err(err, TBX_E_TRUNCATED, 0, "magic",
+                       "file of %" PRIu64 " bytes is too short for the GGUF magic", size);
+    st = tbx_cur_bytes(&r->c, magic, 4, "magic", err);
+    if (st != TBX_OK) return st;
+    if (memcmp(magic, "GGUF", 4) != 0) {
+        char qm[32];
+        tbx_quote_bytes(qm, sizeof qm, (const char *)magic, 4, 4);
+        return tbx_err(err, TBX_E_BAD_MAGIC, 0, "magic",
+                       "not a GGUF file: magic \"%s\", expected \"GGUF\"", qm);
+    }
+    uint32_t ver;
+    st = tbx_cur_u32(&r->c, &ver, "version", err);
+    if (st != TBX_OK) return st;
+    if ((ver & 0xFFFFu) == 0 && ver != 0) {
+        s->be = true;
+        r->c.big_endian = true;
+        ver = __builtin_bswap32(ver);
+    }
+    if (ver < 1 || ver > 3)
+        return tbx_err(err, TBX_E_BAD_VERSION, 4, "version",
+                       "GGUF version %" PRIu32 "%s is not supported (1, 2 and 3 are)", ver,
+                       s->be ? " (read big-endian)" : "");
+    s->version = ver;
+    if (!sp->shard) f->version = ver;
+    r->v1 = ver == 1;
+    return TBX_OK;
+}
+
+/* tensor_count and kv_count: read, checked against the bytes left and the limits. */
+static tbx_status gp_counts(gguf_reader *r, uint64_t *nt_out, uint64_t *nkv_out, tbx_error *err) {
+    tbx_file *f = r->f;
+    uint64_t nt, nkv;
+    tbx_status st = rd_len(r, &nt, "tensor_count", err);
+    if (st == TBX_OK) st = rd_len(r, &nkv, "kv_count", err);
+    if (st != TBX_OK) return st;
+    uint64_t lw = r->v1 ? 4 : 8;
+    uint64_t kv_min = lw + 4 + 1, ti_min = lw + 4 + 4 + 8, a = 0, b = 0, need = 0;
+    bool ovf = !tbx_mul_u64(nkv, kv_min, &a) || !tbx_mul_u64(nt, ti_min, &b) ||
+               !tbx_add_u64(a, b, &need);
+    /* blame kv_count when the metadata entries alone cannot fit, else tensor_count */
+    bool kv_alone = !tbx_mul_u64(nkv, kv_min, &a) || a > tbx_cursor_remaining(&r->c);
+    st = rd_room(r, need, ovf, kv_alone ? (r->v1 ? 12 : 16) : 8,
+                 kv_alone ? "kv_count" : "tensor_count", err,
+                 "%" PRIu64 " metadata entries and %" PRIu64 " tensor infos", nkv, nt);
+    if (st != TBX_OK) return st;
+    if (nt > f->limits.max_tensors)
+        return tbx_err(err, TBX_E_LIMIT, 8, "tensor_count",
+                       "tensor_count = %" PRIu64 " exceeds max_tensors = %" PRIu64, nt,
+                       f->limits.max_tensors);
+    if (nkv > f->limits.max_metadata_entries)
+        return tbx_err(err, TBX_E_LIMIT, r->v1 ? 12 : 16, "kv_count",
+                       "kv_count = %" PRIu64 " exceeds max_metadata_entries = %" PRIu64, nkv,
+                       f->limits.max_metadata_entries);
+    *nt_out = nt;
+    *nkv_out = nkv;
+    return TBX_OK;
+}
+
+/* Key/value pair i: read, general.alignment and split.* noted, added to f (unless a shard). */
+static tbx_status gp_kv(gguf_reader *r, gguf_state *s, gguf_split_info *sp, uint64_t i,
+                        tbx_error *err) {
+    tbx_file *f = r->f;
+    tbx_status st;
+    char fld[64];
+    uint64_t kv_at = r->c.pos;
+    snprintf(fld, sizeof fld, "metadata[%" PRIu64 "].key", i);
+    size_t klen = 0;
+    st = rd_str_scratch(r, &klen, fld, "metadata key", err);
+    if (st != TBX_OK) return st;
+    if (klen == 0)
+        return tbx_err(err, TBX_E_FORMAT, kv_at, fld, "metadata entry %" PRIu64 " has an empty key",
+                       i);
+    /* the key is copied out of scratch: nested reads do not touch scratch, but keep it safe */
+    char *key = tbx_memdup0(&f->al, r->scratch, klen);
+    if (!key) return tbx_err_nomem(err, "GGUF key");
+    char vf[64], kq[48];
+    tbx_quote_bytes(kq, sizeof kq, key, klen, 32);
+    snprintf(vf, sizeof vf, "metadata \"%s\"", kq);
+    gguf_key_path root = { NULL, key, klen, 0, vf };
+    uint32_t gt;
+    uint64_t type_at = r->c.pos;
+    tbx_value *v = NULL;
+    st = tbx_cur_u32(&r->c, &gt, vf, err);
+    if (st == TBX_OK && gt >= GV_COUNT) {
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, key, klen, 64);
+        st = tbx_err(err, TBX_E_FORMAT, type_at, vf,
+                     "metadata \"%s\": value type %" PRIu32 " is not a GGUF value type "
+                     "(0..12)", q, gt);
+    }
+    if (st == TBX_OK) st = rd_value(r, gt, 1, &root, &v, err);
+    if (st == TBX_OK && r->c.pos > f->limits.max_header_bytes)
+        st = tbx_err(err, TBX_E_LIMIT, kv_at, vf,
+                     "metadata ends at byte %" PRIu64 ", past max_header_bytes = %" PRIu64,
+                     r->c.pos, f->limits.max_header_bytes);
+    if (st == TBX_OK && klen == 17 && memcmp(key, "general.alignment", 17) == 0) {
+        s->align_type = (int32_t)gt;
+        s->align_off = kv_at;
+        if (gt != GV_U32) {
+            st = tbx_file_problem(f, err, TBX_E_FORMAT, type_at, vf,
+                                  "general.alignment must be a u32, got %s (using the "
+                                  "default %u)", gv_name(gt), G_DEFAULT_ALIGNMENT);
+        } else if (!tbx_is_pow2(v->v.u)) {
+            st = tbx_err(err, TBX_E_FORMAT, type_at + 4, vf,
+                         "general.alignment = %" PRIu64 " is not a non-zero power of two",
+                         v->v.u);
+        } else {
+            s->alignment = v->v.u;
+        }
+    }
+    if (st == TBX_OK) gguf_split_note(sp, key, klen, v);
+    if (st == TBX_OK && !sp->shard) {
+        st = tbx_file_add_meta(f, key, klen, v, kv_at, err);
+        v = NULL;
+    }
+    tbx_val_free(v);
+    tbx_free(&f->al, key, klen + 1);
+    if (st != TBX_OK) return st;
+    if (sp->shard) return TBX_OK;
+    if (!tbx_grow(&f->al, (void **)&s->kv_off, &s->cap_kv, s->nkv + 1, sizeof *s->kv_off))
+        return tbx_err_nomem(err, "GGUF metadata table");
+    s->kv_off[s->nkv++] = kv_at;
+    return TBX_OK;
+}
+
+/* A further shard of a split set: its split.* keys must match before its tensors count. */
+static tbx_status gp_check_split(const gguf_split_info *sp, tbx_error *err) {
+    for (int j = 0; sp->shard && j < 3; j++) {
+        if (sp->has[j] && sp->val[j] == sp->want[j]) continue;
+        char got[32] = "missing";
+        if (sp->has[j]) snprintf(got, sizeof got, "%" PRId64, sp->val[j]);
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, gguf_split_keys[j],
+                       "%s is %s, expected %" PRId64, gguf_split_keys[j], got, sp->want[j]);
+    }
+    return TBX_OK;
+}
+
+/* Data start (aligned end of the tensor infos) and each tensor's absolute, in-file placement. */
+static tbx_status gp_place(tbx_file *f, gguf_state *s, uint64_t nt, uint64_t size, tbx_error *err) {
+    tbx_status st;
+    s->data_start = s->infos_end;
+    if (nt > 0) {
+        uint64_t ds = UINT64_MAX;
+        bool ok = tbx_align_up_u64(s->infos_end, s->alignment, &ds);
+        if (!ok || ds > size)
+            return tbx_err(err, TBX_E_TRUNCATED, s->infos_end, "data",
+                           "the data section starts at byte %" PRIu64 " (tensor infos end at "
+                           "byte %" PRIu64 ", alignment %" PRIu64 "), past the end of the file "
+                           "(%" PRIu64 " bytes)", ds, s->infos_end, s->alignment, size);
+        s->data_start = ds;
+    }
+    for (size_t i = 0; i < s->nti; i++) {
+        gguf_tensor_info *ti = &s->ti[i];
+        tbx_tensor *t = &f->tensors[ti->index];
+        char q[96], fld[64];
+        tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+        snprintf(fld, sizeof fld, "tensor[%zu].offset", i);
+        uint64_t abs, end;
+        if (!tbx_add_u64(s->data_start, ti->rel, &abs) || !tbx_add_u64(abs, ti->size, &end))
+            return tbx_err(err, TBX_E_OVERFLOW, ti->off_off, fld,
+                           "tensor \"%s\": offset %" PRIu64 " + %" PRIu64 " bytes after the data "
+                           "start %" PRIu64 " overflows 64 bits", q, ti->rel, ti->size,
+                           s->data_start);
+        if (end > size)
+            return tbx_err(err, TBX_E_TRUNCATED, ti->off_off, fld,
+                           "tensor \"%s\": data [%" PRIu64 ", %" PRIu64 ") (offset %" PRIu64
+                           ", %" PRIu64 " bytes) runs past the end of the file (%" PRIu64
+                           " bytes)", q, abs, end, ti->rel, ti->size, size);
+        if (ti->rel % s->alignment != 0) {
+            st = tbx_file_problem(f, err, TBX_E_RANGE, ti->off_off, fld,
+                                  "tensor \"%s\": offset %" PRIu64 " is not a multiple of the "
+                                  "alignment %" PRIu64, q, ti->rel, s->alignment);
+            if (st != TBX_OK) return st;
+        }
+        t->comp[0].offset = abs;
+    }
+    return TBX_OK;
+}
+
+/* Overlapping tensor data (in offset order): a problem for each. */
+static tbx_status gp_overlaps(tbx_file *f, const gguf_state *s, tbx_error *err) {
+    tbx_status st = TBX_OK;
+    const gguf_tensor_info **order = sorted_infos(f, s);
+    if (!order) return tbx_err_nomem(err, "GGUF tensor order");
+    const gguf_tensor_info *prev = NULL;
+    uint64_t prev_end = 0;
+    for (size_t k = 0; k < s->nti; k++) {
+        const gguf_tensor_info *ti = order[k];
+        if (ti->size == 0) continue;
+        if (prev && ti->rel < prev_end) {
+            char qa[80], qb[80], fld[64];
+            const tbx_tensor *ta = &f->tensors[prev->index], *tb = &f->tensors[ti->index];
+            tbx_quote_bytes(qa, sizeof qa, ta->name, ta->name_len, 48);
+            tbx_quote_bytes(qb, sizeof qb, tb->name, tb->name_len, 48);
+            snprintf(fld, sizeof fld, "tensor[%zu].offset", ti->index);
+            st = tbx_file_problem(f, err, TBX_E_RANGE, ti->off_off, fld,
+                                  "tensor \"%s\" at offset %" PRIu64 " overlaps tensor \"%s\" "
+                                  "[%" PRIu64 ", %" PRIu64 ")", qb, ti->rel, qa, prev->rel,
+                                  prev_end);
+            if (st != TBX_OK) break;
+        }
+        if (!prev || ti->rel + ti->size > prev_end) {
+            prev = ti;
+            prev_end = ti->rel + ti->size;
+        }
+    }
+    tbx_free(&f->al, order, (s->nti ? s->nti : 1) * sizeof *order);
+    return st;
+}
+
 /* Parses one GGUF file from `src` into f (tensors) and s (layout). With sp->shard the metadata
  * is read and checked but not added to f. */
 static tbx_status gguf_parse(tbx_file *f, gguf_state *s, const tbx_source *src, gguf_split_info *sp,
@@ -821,239 +1038,27 @@ static tbx_status gguf_parse(tbx_file *f, gguf_state *s, const tbx_source *src, 
     r.max_nest = f->limits.max_depth < G_MAX_NEST ? f->limits.max_depth : G_MAX_NEST;
     uint64_t *ne_buf = NULL;
     size_t ne_cap = 0;
-    const gguf_tensor_info **order = NULL;
     uint64_t size = src->size;
     tbx_status st = tbx_cursor_init(&r.c, src, &f->al, 0, size, err);
     if (st != TBX_OK) return st;
 
-    /* magic and version */
-    uint8_t magic[4];
-    if (size < 4) {
-        st = tbx_err(err, TBX_E_TRUNCATED, 0, "magic",
-                     "file of %" PRIu64 " bytes is too short for the GGUF magic", size);
-        goto done;
-    }
-    st = tbx_cur_bytes(&r.c, magic, 4, "magic", err);
-    if (st != TBX_OK) goto done;
-    if (memcmp(magic, "GGUF", 4) != 0) {
-        char qm[32];
-        tbx_quote_bytes(qm, sizeof qm, (const char *)magic, 4, 4);
-        st = tbx_err(err, TBX_E_BAD_MAGIC, 0, "magic",
-                     "not a GGUF file: magic \"%s\", expected \"GGUF\"", qm);
-        goto done;
-    }
-    uint32_t ver;
-    st = tbx_cur_u32(&r.c, &ver, "version", err);
-    if (st != TBX_OK) goto done;
-    if ((ver & 0xFFFFu) == 0 && ver != 0) {
-        s->be = true;
-        r.c.big_endian = true;
-        ver = __builtin_bswap32(ver);
-    }
-    if (ver < 1 || ver > 3) {
-        st = tbx_err(err, TBX_E_BAD_VERSION, 4, "version",
-                     "GGUF version %" PRIu32 "%s is not supported (1, 2 and 3 are)", ver,
-                     s->be ? " (read big-endian)" : "");
-        goto done;
-    }
-    s->version = ver;
-    if (!sp->shard) f->version = ver;
-    r.v1 = ver == 1;
-
-    /* counts */
-    uint64_t nt, nkv;
-    st = rd_len(&r, &nt, "tensor_count", err);
-    if (st == TBX_OK) st = rd_len(&r, &nkv, "kv_count", err);
-    if (st != TBX_OK) goto done;
-    {
-        uint64_t lw = r.v1 ? 4 : 8;
-        uint64_t kv_min = lw + 4 + 1, ti_min = lw + 4 + 4 + 8, a = 0, b = 0, need = 0;
-        bool ovf = !tbx_mul_u64(nkv, kv_min, &a) || !tbx_mul_u64(nt, ti_min, &b) ||
-                   !tbx_add_u64(a, b, &need);
-        /* blame kv_count when the metadata entries alone cannot fit, else tensor_count */
-        bool kv_alone = !tbx_mul_u64(nkv, kv_min, &a) || a > tbx_cursor_remaining(&r.c);
-        st = rd_room(&r, need, ovf, kv_alone ? (r.v1 ? 12 : 16) : 8,
-                     kv_alone ? "kv_count" : "tensor_count", err,
-                     "%" PRIu64 " metadata entries and %" PRIu64 " tensor infos", nkv, nt);
-        if (st != TBX_OK) goto done;
-        if (nt > f->limits.max_tensors) {
-            st = tbx_err(err, TBX_E_LIMIT, 8, "tensor_count",
-                         "tensor_count = %" PRIu64 " exceeds max_tensors = %" PRIu64, nt,
-                         f->limits.max_tensors);
-            goto done;
-        }
-        if (nkv > f->limits.max_metadata_entries) {
-            st = tbx_err(err, TBX_E_LIMIT, r.v1 ? 12 : 16, "kv_count",
-                         "kv_count = %" PRIu64 " exceeds max_metadata_entries = %" PRIu64, nkv,
-                         f->limits.max_metadata_entries);
-            goto done;
-        }
-    }
-
-    /* key/value pairs */
-    for (uint64_t i = 0; i < nkv; i++) {
-        char fld[64];
-        uint64_t kv_at = r.c.pos;
-        snprintf(fld, sizeof fld, "metadata[%" PRIu64 "].key", i);
-        size_t klen = 0;
-        st = rd_str_scratch(&r, &klen, fld, "metadata key", err);
-        if (st != TBX_OK) goto done;
-        if (klen == 0) {
-            st = tbx_err(err, TBX_E_FORMAT, kv_at, fld, "metadata entry %" PRIu64 " has an empty key",
-                         i);
-            goto done;
-        }
-        /* the key is copied out of scratch: nested reads do not touch scratch, but keep it safe */
-        char *key = tbx_memdup0(&f->al, r.scratch, klen);
-        if (!key) { st = tbx_err_nomem(err, "GGUF key"); goto done; }
-        char vf[64], kq[48];
-        tbx_quote_bytes(kq, sizeof kq, key, klen, 32);
-        snprintf(vf, sizeof vf, "metadata \"%s\"", kq);
-        gguf_key_path root = { NULL, key, klen, 0, vf };
-        uint32_t gt;
-        uint64_t type_at = r.c.pos;
-        tbx_value *v = NULL;
-        st = tbx_cur_u32(&r.c, &gt, vf, err);
-        if (st == TBX_OK && gt >= GV_COUNT) {
-            char q[96];
-            tbx_quote_bytes(q, sizeof q, key, klen, 64);
-            st = tbx_err(err, TBX_E_FORMAT, type_at, vf,
-                         "metadata \"%s\": value type %" PRIu32 " is not a GGUF value type "
-                         "(0..12)", q, gt);
-        }
-        if (st == TBX_OK) st = rd_value(&r, gt, 1, &root, &v, err);
-        if (st == TBX_OK && r.c.pos > f->limits.max_header_bytes)
-            st = tbx_err(err, TBX_E_LIMIT, kv_at, vf,
-                         "metadata ends at byte %" PRIu64 ", past max_header_bytes = %" PRIu64,
-                         r.c.pos, f->limits.max_header_bytes);
-        if (st == TBX_OK && klen == 17 && memcmp(key, "general.alignment", 17) == 0) {
-            s->align_type = (int32_t)gt;
-            s->align_off = kv_at;
-            if (gt != GV_U32) {
-                st = tbx_file_problem(f, err, TBX_E_FORMAT, type_at, vf,
-                                      "general.alignment must be a u32, got %s (using the "
-                                      "default %u)", gv_name(gt), G_DEFAULT_ALIGNMENT);
-            } else if (!tbx_is_pow2(v->v.u)) {
-                st = tbx_err(err, TBX_E_FORMAT, type_at + 4, vf,
-                             "general.alignment = %" PRIu64 " is not a non-zero power of two",
-                             v->v.u);
-            } else {
-                s->alignment = v->v.u;
-            }
-        }
-        if (st == TBX_OK) gguf_split_note(sp, key, klen, v);
-        if (st == TBX_OK && !sp->shard) {
-            st = tbx_file_add_meta(f, key, klen, v, kv_at, err);
-            v = NULL;
-        }
-        tbx_val_free(v);
-        tbx_free(&f->al, key, klen + 1);
-        if (st != TBX_OK) goto done;
-        if (sp->shard) continue;
-        if (!tbx_grow(&f->al, (void **)&s->kv_off, &s->cap_kv, s->nkv + 1, sizeof *s->kv_off)) {
-            st = tbx_err_nomem(err, "GGUF metadata table");
-            goto done;
-        }
-        s->kv_off[s->nkv++] = kv_at;
-    }
-
-    /* a further shard of a split set: its split.* keys must match before its tensors count */
-    for (int j = 0; sp->shard && j < 3; j++) {
-        if (sp->has[j] && sp->val[j] == sp->want[j]) continue;
-        char got[32] = "missing";
-        if (sp->has[j]) snprintf(got, sizeof got, "%" PRId64, sp->val[j]);
-        st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, gguf_split_keys[j],
-                     "%s is %s, expected %" PRId64, gguf_split_keys[j], got, sp->want[j]);
-        goto done;
-    }
-
-    /* tensor infos */
-    for (uint64_t i = 0; i < nt; i++) {
+    uint64_t nt = 0, nkv = 0;
+    st = gp_header(&r, s, sp, size, err);
+    if (st == TBX_OK) st = gp_counts(&r, &nt, &nkv, err);
+    for (uint64_t i = 0; st == TBX_OK && i < nkv; i++) st = gp_kv(&r, s, sp, i, err);
+    if (st == TBX_OK) st = gp_check_split(sp, err);
+    for (uint64_t i = 0; st == TBX_OK && i < nt; i++)
         st = rd_tensor_info(&r, i, &ne_buf, &ne_cap, err);
-        if (st != TBX_OK) goto done;
+    if (st == TBX_OK) {
+        s->infos_end = r.c.pos;
+        if (s->infos_end > f->limits.max_header_bytes)
+            st = tbx_err(err, TBX_E_LIMIT, 0, "header",
+                         "tensor infos end at byte %" PRIu64 ", past max_header_bytes = %" PRIu64,
+                         s->infos_end, f->limits.max_header_bytes);
     }
-    s->infos_end = r.c.pos;
-    if (s->infos_end > f->limits.max_header_bytes) {
-        st = tbx_err(err, TBX_E_LIMIT, 0, "header",
-                     "tensor infos end at byte %" PRIu64 ", past max_header_bytes = %" PRIu64,
-                     s->infos_end, f->limits.max_header_bytes);
-        goto done;
-    }
+    if (st == TBX_OK) st = gp_place(f, s, nt, size, err);
+    if (st == TBX_OK) st = gp_overlaps(f, s, err);
 
-    /* data start and tensor placement */
-    s->data_start = s->infos_end;
-    if (nt > 0) {
-        uint64_t ds = UINT64_MAX;
-        bool ok = tbx_align_up_u64(s->infos_end, s->alignment, &ds);
-        if (!ok || ds > size) {
-            st = tbx_err(err, TBX_E_TRUNCATED, s->infos_end, "data",
-                         "the data section starts at byte %" PRIu64 " (tensor infos end at "
-                         "byte %" PRIu64 ", alignment %" PRIu64 "), past the end of the file "
-                         "(%" PRIu64 " bytes)", ds, s->infos_end, s->alignment, size);
-            goto done;
-        }
-        s->data_start = ds;
-    }
-    for (size_t i = 0; i < s->nti; i++) {
-        gguf_tensor_info *ti = &s->ti[i];
-        tbx_tensor *t = &f->tensors[ti->index];
-        char q[96], fld[64];
-        tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
-        snprintf(fld, sizeof fld, "tensor[%zu].offset", i);
-        uint64_t abs, end;
-        if (!tbx_add_u64(s->data_start, ti->rel, &abs) || !tbx_add_u64(abs, ti->size, &end)) {
-            st = tbx_err(err, TBX_E_OVERFLOW, ti->off_off, fld,
-                         "tensor \"%s\": offset %" PRIu64 " + %" PRIu64 " bytes after the data "
-                         "start %" PRIu64 " overflows 64 bits", q, ti->rel, ti->size,
-                         s->data_start);
-            goto done;
-        }
-        if (end > size) {
-            st = tbx_err(err, TBX_E_TRUNCATED, ti->off_off, fld,
-                         "tensor \"%s\": data [%" PRIu64 ", %" PRIu64 ") (offset %" PRIu64
-                         ", %" PRIu64 " bytes) runs past the end of the file (%" PRIu64
-                         " bytes)", q, abs, end, ti->rel, ti->size, size);
-            goto done;
-        }
-        if (ti->rel % s->alignment != 0) {
-            st = tbx_file_problem(f, err, TBX_E_RANGE, ti->off_off, fld,
-                                  "tensor \"%s\": offset %" PRIu64 " is not a multiple of the "
-                                  "alignment %" PRIu64, q, ti->rel, s->alignment);
-            if (st != TBX_OK) goto done;
-        }
-        t->comp[0].offset = abs;
-    }
-    /* overlaps */
-    order = sorted_infos(f, s);
-    if (!order) { st = tbx_err_nomem(err, "GGUF tensor order"); goto done; }
-    {
-        const gguf_tensor_info *prev = NULL;
-        uint64_t prev_end = 0;
-        for (size_t k = 0; k < s->nti; k++) {
-            const gguf_tensor_info *ti = order[k];
-            if (ti->size == 0) continue;
-            if (prev && ti->rel < prev_end) {
-                char qa[80], qb[80], fld[64];
-                const tbx_tensor *ta = &f->tensors[prev->index], *tb = &f->tensors[ti->index];
-                tbx_quote_bytes(qa, sizeof qa, ta->name, ta->name_len, 48);
-                tbx_quote_bytes(qb, sizeof qb, tb->name, tb->name_len, 48);
-                snprintf(fld, sizeof fld, "tensor[%zu].offset", ti->index);
-                st = tbx_file_problem(f, err, TBX_E_RANGE, ti->off_off, fld,
-                                      "tensor \"%s\" at offset %" PRIu64 " overlaps tensor \"%s\" "
-                                      "[%" PRIu64 ", %" PRIu64 ")", qb, ti->rel, qa, prev->rel,
-                                      prev_end);
-                if (st != TBX_OK) goto done;
-            }
-            if (!prev || ti->rel + ti->size > prev_end) {
-                prev = ti;
-                prev_end = ti->rel + ti->size;
-            }
-        }
-    }
-    st = TBX_OK;
-
-done:
-    if (order) tbx_free(&f->al, order, (s->nti ? s->nti : 1) * sizeof *order);
     tbx_free(&f->al, ne_buf, ne_cap * sizeof(uint64_t));
     tbx_free(&f->al, r.scratch, r.scratch_cap);
     tbx_cursor_free(&r.c);

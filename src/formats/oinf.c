@@ -853,6 +853,139 @@ static tbx_status oi_check_offsets(const oi_state *s, tbx_error *err) {
     return TBX_OK;
 }
 
+/* The 72-byte header: magic, version, counts (n[0..2]: size variables, metadata, tensors),
+ * offsets; non-zero flags, reserved field and padding are problems. */
+static tbx_status oi_read_header(oi_rd *rd, uint64_t size, uint32_t n[3], tbx_error *err) {
+    tbx_file *f = rd->f;
+    oi_state *s = rd->s;
+    uint8_t magic[5], pad[3];
+    uint32_t hflags = 0, reserved = 0;
+    tbx_status st = tbx_cur_bytes(&rd->tc, magic, 5, "header.magic", err);
+    if (st != TBX_OK) return st;
+    if (memcmp(magic, "OINF\0", 5) != 0) {
+        char q[40];
+        tbx_quote_bytes(q, sizeof q, (const char *)magic, 5, 5);
+        return tbx_err(err, TBX_E_BAD_MAGIC, 0, "header.magic",
+                       "magic is \"%s\", expected \"OINF\\x00\"", q);
+    }
+    st = tbx_cur_u32(&rd->tc, &s->version, "header.version", err);
+    if (st != TBX_OK) return st;
+    if (s->version < 1 || s->version > OI_MAX_VERSION)
+        return tbx_err(err, TBX_E_BAD_VERSION, 5, "header.version",
+                       "OINF version %" PRIu32 " is not supported (1 or 2)", s->version);
+    if (size < OI_HEADER_SIZE)
+        return tbx_err(err, TBX_E_TRUNCATED, 0, "header",
+                       "header: needs %u bytes, file has %" PRIu64, OI_HEADER_SIZE, size);
+    st = tbx_cur_u32(&rd->tc, &hflags, "header.flags", err);
+    if (st == TBX_OK) st = tbx_cur_u32(&rd->tc, &n[0], "header.n_sizevars", err);
+    if (st == TBX_OK) st = tbx_cur_u32(&rd->tc, &n[1], "header.n_metadata", err);
+    if (st == TBX_OK) st = tbx_cur_u32(&rd->tc, &n[2], "header.n_tensors", err);
+    if (st == TBX_OK) st = tbx_cur_u32(&rd->tc, &reserved, "header.reserved", err);
+    if (st == TBX_OK) st = tbx_cur_u64(&rd->tc, &s->off_sv, "header.offset_sizevars", err);
+    if (st == TBX_OK) st = tbx_cur_u64(&rd->tc, &s->off_md, "header.offset_metadata", err);
+    if (st == TBX_OK) st = tbx_cur_u64(&rd->tc, &s->off_tn, "header.offset_tensors", err);
+    if (st == TBX_OK) st = tbx_cur_u64(&rd->tc, &s->off_data, "header.offset_data", err);
+    if (st == TBX_OK) st = tbx_cur_u64(&rd->tc, &s->file_size, "header.file_size", err);
+    if (st == TBX_OK) st = tbx_cur_bytes(&rd->tc, pad, 3, "header.padding", err);
+    if (st != TBX_OK) return st;
+    f->version = s->version;
+    if (hflags != 0 &&
+        (st = tbx_file_problem(f, err, TBX_E_FORMAT, 9, "header.flags",
+                               "header flags are 0x%08" PRIx32 ", expected 0", hflags)) != TBX_OK)
+        return st;
+    if (reserved != 0 &&
+        (st = tbx_file_problem(f, err, TBX_E_FORMAT, 25, "header.reserved",
+                               "header reserved field is 0x%08" PRIx32 ", expected 0", reserved)) !=
+            TBX_OK)
+        return st;
+    for (unsigned i = 0; i < 3; i++)
+        if (pad[i] != 0 &&
+            (st = tbx_file_problem(f, err, TBX_E_PADDING, OI_HEADER_PACKED + i, "header.padding",
+                                   "header padding byte %u is 0x%02x, expected 0", i,
+                                   (unsigned)pad[i])) != TBX_OK)
+            return st;
+    return TBX_OK;
+}
+
+/* The header against the file: file_size, the offsets, the tables' size against
+ * max_header_bytes, the declared counts against the limits and the smallest entry sizes. */
+static tbx_status oi_check_header(const oi_rd *rd, uint64_t size, const uint32_t n[3],
+                                  tbx_error *err) {
+    tbx_file *f = rd->f;
+    const oi_state *s = rd->s;
+    if (s->file_size > size)
+        return tbx_err(err, TBX_E_TRUNCATED, 61, "header.file_size",
+                       "file_size is %" PRIu64 ", but the file has %" PRIu64 " bytes (truncated)",
+                       s->file_size, size);
+    if (s->file_size < size)
+        return tbx_err(err, TBX_E_FORMAT, 61, "header.file_size",
+                       "file_size is %" PRIu64 ", but the file has %" PRIu64 " bytes (trailing "
+                       "bytes)", s->file_size, size);
+    tbx_status st = oi_check_offsets(s, err);
+    if (st != TBX_OK) return st;
+    if (s->off_data - OI_HEADER_SIZE > f->limits.max_header_bytes)
+        return tbx_err(err, TBX_E_LIMIT, 53, "header.offset_data",
+                       "the tables take %" PRIu64 " bytes, more than max_header_bytes = %" PRIu64,
+                       s->off_data - OI_HEADER_SIZE, f->limits.max_header_bytes);
+    /* declared counts against the limits and the smallest entry sizes */
+    struct { uint32_t n; uint64_t limit, min, start, end; const char *field, *what; } tabs[3] = {
+        {n[0], f->limits.max_metadata_entries, 16, s->off_sv, s->off_md, "header.n_sizevars",
+         "size variables"},
+        {n[1], f->limits.max_metadata_entries, 32, s->off_md, s->off_tn, "header.n_metadata",
+         "metadata entries"},
+        {n[2], f->limits.max_tensors, s->version >= 2 ? 52 : 36, s->off_tn, s->off_data,
+         "header.n_tensors", "tensors"},
+    };
+    for (int i = 0; i < 3; i++) {
+        uint64_t at = 13 + 4 * (uint64_t)i;
+        if (tabs[i].n > tabs[i].limit)
+            return tbx_err(err, TBX_E_LIMIT, at, tabs[i].field,
+                           "%" PRIu32 " %s exceed the limit of %" PRIu64, tabs[i].n, tabs[i].what,
+                           tabs[i].limit);
+        if ((uint64_t)tabs[i].n * tabs[i].min > tabs[i].end - tabs[i].start)
+            return tbx_err(err, TBX_E_TRUNCATED, at, tabs[i].field,
+                           "%" PRIu32 " %s need at least %" PRIu64 " bytes, their table [%" PRIu64
+                           ", %" PRIu64 ") has %" PRIu64, tabs[i].n, tabs[i].what,
+                           (uint64_t)tabs[i].n * tabs[i].min, tabs[i].start, tabs[i].end,
+                           tabs[i].end - tabs[i].start);
+    }
+    return TBX_OK;
+}
+
+/* The size variable table: nsv names (unique) and values. */
+static tbx_status oi_read_sizevars(oi_rd *rd, uint32_t nsv, tbx_error *err) {
+    tbx_file *f = rd->f;
+    oi_state *s = rd->s;
+    tbx_status st;
+    oi_region(&rd->tc, s->off_sv, s->off_md);
+    for (uint32_t i = 0; i < nsv; i++) {
+        size_t len = 0;
+        uint64_t at = 0, value = 0;
+        st = oi_read_str(rd, &rd->tc, "sizevars.name", "size variable name", &len, &at, err);
+        if (st == TBX_OK) st = tbx_cur_u64(&rd->tc, &value, "sizevars.value", err);
+        if (st != TBX_OK) return st;
+        if (!tbx_grow(&f->al, (void **)&s->sv, &s->cap_sv, s->nsv + 1, sizeof *s->sv))
+            return tbx_err_nomem(err, "size variables");
+        oi_sizevar *v = &s->sv[s->nsv];
+        v->name = tbx_memdup0(&f->al, rd->scratch, len);
+        if (!v->name) return tbx_err_nomem(err, "size variable");
+        v->len = len;
+        v->value = value;
+        uint64_t earlier = 0;
+        st = tbx_names_insert(&s->sv_names, s->nsv, &earlier);
+        if (st != TBX_OK) {
+            tbx_free(&f->al, v->name, len + 1);
+            if (st == TBX_E_NOMEM) return tbx_err_nomem(err, "size variable index");
+            return tbx_err(err, TBX_E_DUPLICATE, at, "sizevars.name",
+                           "duplicate size variable \"%s\" (first defined as entry %" PRIu64 ")",
+                           rd->scratch, earlier);
+        }
+        s->nsv++;
+    }
+    s->sv_end = rd->tc.pos;
+    return TBX_OK;
+}
+
 tbx_status oi_open(tbx_file *f, tbx_error *err) {
     uint64_t size = f->src.size;
     oi_state *s = tbx_calloc(&f->al, 1, sizeof *s);
@@ -865,144 +998,17 @@ tbx_status oi_open(tbx_file *f, tbx_error *err) {
     memset(&rd, 0, sizeof rd);
     rd.f = f;
     rd.s = s;
+    uint32_t n[3] = {0, 0, 0}; /* size variables, metadata entries, tensors */
     tbx_status st = tbx_cursor_init(&rd.tc, &f->src, &f->al, 0, size, err);
     if (st == TBX_OK) st = tbx_cursor_init(&rd.dc, &f->src, &f->al, 0, size, err);
+    if (st == TBX_OK) st = oi_read_header(&rd, size, n, err);
+    if (st == TBX_OK) st = oi_check_header(&rd, size, n, err);
+    if (st == TBX_OK) st = oi_read_sizevars(&rd, n[0], err);
     if (st != TBX_OK) goto done;
-
-    /* header */
-    uint8_t magic[5], pad[3];
-    uint32_t hflags = 0, nsv = 0, nmd = 0, ntn = 0, reserved = 0;
-    st = tbx_cur_bytes(&rd.tc, magic, 5, "header.magic", err);
-    if (st != TBX_OK) goto done;
-    if (memcmp(magic, "OINF\0", 5) != 0) {
-        char q[40];
-        tbx_quote_bytes(q, sizeof q, (const char *)magic, 5, 5);
-        st = tbx_err(err, TBX_E_BAD_MAGIC, 0, "header.magic",
-                     "magic is \"%s\", expected \"OINF\\x00\"", q);
-        goto done;
-    }
-    st = tbx_cur_u32(&rd.tc, &s->version, "header.version", err);
-    if (st != TBX_OK) goto done;
-    if (s->version < 1 || s->version > OI_MAX_VERSION) {
-        st = tbx_err(err, TBX_E_BAD_VERSION, 5, "header.version",
-                     "OINF version %" PRIu32 " is not supported (1 or 2)", s->version);
-        goto done;
-    }
-    if (size < OI_HEADER_SIZE) {
-        st = tbx_err(err, TBX_E_TRUNCATED, 0, "header",
-                     "header: needs %u bytes, file has %" PRIu64, OI_HEADER_SIZE, size);
-        goto done;
-    }
-    st = tbx_cur_u32(&rd.tc, &hflags, "header.flags", err);
-    if (st == TBX_OK) st = tbx_cur_u32(&rd.tc, &nsv, "header.n_sizevars", err);
-    if (st == TBX_OK) st = tbx_cur_u32(&rd.tc, &nmd, "header.n_metadata", err);
-    if (st == TBX_OK) st = tbx_cur_u32(&rd.tc, &ntn, "header.n_tensors", err);
-    if (st == TBX_OK) st = tbx_cur_u32(&rd.tc, &reserved, "header.reserved", err);
-    if (st == TBX_OK) st = tbx_cur_u64(&rd.tc, &s->off_sv, "header.offset_sizevars", err);
-    if (st == TBX_OK) st = tbx_cur_u64(&rd.tc, &s->off_md, "header.offset_metadata", err);
-    if (st == TBX_OK) st = tbx_cur_u64(&rd.tc, &s->off_tn, "header.offset_tensors", err);
-    if (st == TBX_OK) st = tbx_cur_u64(&rd.tc, &s->off_data, "header.offset_data", err);
-    if (st == TBX_OK) st = tbx_cur_u64(&rd.tc, &s->file_size, "header.file_size", err);
-    if (st == TBX_OK) st = tbx_cur_bytes(&rd.tc, pad, 3, "header.padding", err);
-    if (st != TBX_OK) goto done;
-    f->version = s->version;
-    if (hflags != 0 &&
-        (st = tbx_file_problem(f, err, TBX_E_FORMAT, 9, "header.flags",
-                               "header flags are 0x%08" PRIx32 ", expected 0", hflags)) != TBX_OK)
-        goto done;
-    if (reserved != 0 &&
-        (st = tbx_file_problem(f, err, TBX_E_FORMAT, 25, "header.reserved",
-                               "header reserved field is 0x%08" PRIx32 ", expected 0", reserved)) !=
-            TBX_OK)
-        goto done;
-    for (unsigned i = 0; i < 3; i++)
-        if (pad[i] != 0 &&
-            (st = tbx_file_problem(f, err, TBX_E_PADDING, OI_HEADER_PACKED + i, "header.padding",
-                                   "header padding byte %u is 0x%02x, expected 0", i,
-                                   (unsigned)pad[i])) != TBX_OK)
-            goto done;
-    if (s->file_size > size) {
-        st = tbx_err(err, TBX_E_TRUNCATED, 61, "header.file_size",
-                     "file_size is %" PRIu64 ", but the file has %" PRIu64 " bytes (truncated)",
-                     s->file_size, size);
-        goto done;
-    }
-    if (s->file_size < size) {
-        st = tbx_err(err, TBX_E_FORMAT, 61, "header.file_size",
-                     "file_size is %" PRIu64 ", but the file has %" PRIu64 " bytes (trailing "
-                     "bytes)", s->file_size, size);
-        goto done;
-    }
-    st = oi_check_offsets(s, err);
-    if (st != TBX_OK) goto done;
-    if (s->off_data - OI_HEADER_SIZE > f->limits.max_header_bytes) {
-        st = tbx_err(err, TBX_E_LIMIT, 53, "header.offset_data",
-                     "the tables take %" PRIu64 " bytes, more than max_header_bytes = %" PRIu64,
-                     s->off_data - OI_HEADER_SIZE, f->limits.max_header_bytes);
-        goto done;
-    }
-    /* declared counts against the limits and the smallest entry sizes */
-    struct { uint32_t n; uint64_t limit, min, start, end; const char *field, *what; } tabs[3] = {
-        {nsv, f->limits.max_metadata_entries, 16, s->off_sv, s->off_md, "header.n_sizevars",
-         "size variables"},
-        {nmd, f->limits.max_metadata_entries, 32, s->off_md, s->off_tn, "header.n_metadata",
-         "metadata entries"},
-        {ntn, f->limits.max_tensors, s->version >= 2 ? 52 : 36, s->off_tn, s->off_data,
-         "header.n_tensors", "tensors"},
-    };
-    for (int i = 0; i < 3; i++) {
-        uint64_t at = 13 + 4 * (uint64_t)i;
-        if (tabs[i].n > tabs[i].limit) {
-            st = tbx_err(err, TBX_E_LIMIT, at, tabs[i].field,
-                         "%" PRIu32 " %s exceed the limit of %" PRIu64, tabs[i].n, tabs[i].what,
-                         tabs[i].limit);
-            goto done;
-        }
-        if ((uint64_t)tabs[i].n * tabs[i].min > tabs[i].end - tabs[i].start) {
-            st = tbx_err(err, TBX_E_TRUNCATED, at, tabs[i].field,
-                         "%" PRIu32 " %s need at least %" PRIu64 " bytes, their table [%" PRIu64
-                         ", %" PRIu64 ") has %" PRIu64, tabs[i].n, tabs[i].what,
-                         (uint64_t)tabs[i].n * tabs[i].min, tabs[i].start, tabs[i].end,
-                         tabs[i].end - tabs[i].start);
-            goto done;
-        }
-    }
-
-    /* size variables */
-    oi_region(&rd.tc, s->off_sv, s->off_md);
-    for (uint32_t i = 0; i < nsv; i++) {
-        size_t len = 0;
-        uint64_t at = 0, value = 0;
-        st = oi_read_str(&rd, &rd.tc, "sizevars.name", "size variable name", &len, &at, err);
-        if (st == TBX_OK) st = tbx_cur_u64(&rd.tc, &value, "sizevars.value", err);
-        if (st != TBX_OK) goto done;
-        if (!tbx_grow(&f->al, (void **)&s->sv, &s->cap_sv, s->nsv + 1, sizeof *s->sv)) {
-            st = tbx_err_nomem(err, "size variables");
-            goto done;
-        }
-        oi_sizevar *v = &s->sv[s->nsv];
-        v->name = tbx_memdup0(&f->al, rd.scratch, len);
-        if (!v->name) { st = tbx_err_nomem(err, "size variable"); goto done; }
-        v->len = len;
-        v->value = value;
-        uint64_t earlier = 0;
-        st = tbx_names_insert(&s->sv_names, s->nsv, &earlier);
-        if (st != TBX_OK) {
-            tbx_free(&f->al, v->name, len + 1);
-            if (st == TBX_E_NOMEM) st = tbx_err_nomem(err, "size variable index");
-            else
-                st = tbx_err(err, TBX_E_DUPLICATE, at, "sizevars.name",
-                             "duplicate size variable \"%s\" (first defined as entry %" PRIu64 ")",
-                             rd.scratch, earlier);
-            goto done;
-        }
-        s->nsv++;
-    }
-    s->sv_end = rd.tc.pos;
 
     /* metadata */
     oi_region(&rd.tc, s->off_md, s->off_tn);
-    for (uint32_t i = 0; i < nmd; i++) {
+    for (uint32_t i = 0; i < n[1]; i++) {
         st = oi_meta_entry(&rd, i, err);
         if (st != TBX_OK) goto done;
     }
@@ -1010,7 +1016,7 @@ tbx_status oi_open(tbx_file *f, tbx_error *err) {
 
     /* tensors */
     oi_region(&rd.tc, s->off_tn, s->off_data);
-    for (uint32_t i = 0; i < ntn; i++) {
+    for (uint32_t i = 0; i < n[2]; i++) {
         st = oi_tensor_entry(&rd, err);
         if (st != TBX_OK) goto done;
     }

@@ -659,25 +659,38 @@ static tbx_status ow_write_quant(tbx_writer *w, const ow_tq *tq, uint64_t off, t
     return st;
 }
 
-tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
-    uint32_t ver = ow_version(w, err);
-    if (!ver) return err ? err->code : TBX_E_UNSUPPORTED;
-    if (w->nsections)
-        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "sections",
-                       "OINF files cannot store sections (%zu given)", w->nsections);
-    ow_state *s = w->drv_state;
-    size_t nsv = s ? s->nsv : 0, nmd = w->nmeta, nt = w->ntensors;
-    if (nsv > UINT32_MAX || nmd > UINT32_MAX || nt > UINT32_MAX)
-        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "header",
-                       "OINF counts are u32: %zu size variables, %zu metadata entries, %zu tensors",
-                       nsv, nmd, nt);
-    uint64_t talign = w->opt.alignment > OI_ALIGN ? w->opt.alignment : OI_ALIGN;
+/* The layout of one OINF file being written (oi_w_layout and its steps). */
+typedef struct ow_lay {
+    tbx_writer *w;
+    ow_state *s;
+    uint32_t ver;
+    size_t nsv, nmd, nt, nm;     /* size variables, metadata given / kept, tensors */
+    uint64_t talign;
+    ow_tq *tqs;                  /* by tensor, when some tensor has quantization parameters */
+    bool *consumed;              /* by metadata entry: read as quantization parameters */
+    const tbx_meta_entry **meta; /* the kept metadata, in key order */
+    tbx_wtensor **tens;          /* name order, when the tensors were not declared in it */
+    uint64_t *moff, *mlen;       /* by kept metadata entry: payload offset and length */
+    uint32_t *mtag;
+    uint64_t off_sv, off_md, off_tn, off_data, file_size;
+} ow_lay;
 
-    tbx_status st = TBX_OK;
-    /* Per-tensor quantization records only when some tensor has parameters, and an order array
-     * only when the tensors were not declared in name order: a million tensors need neither. */
-    bool any_quant = s && s->nq;
-    for (size_t i = 0; ver >= 2 && !any_quant && i < nmd; i++) {
+static tbx_wtensor *ow_lay_tensor(const ow_lay *L, size_t i) {
+    return L->tens ? L->tens[i] : &L->w->tensors[i];
+}
+
+static const ow_tq *ow_lay_tq(const ow_lay *L, const tbx_wtensor *t) {
+    static const ow_tq no_tq;
+    return L->tqs ? &L->tqs[t - L->w->tensors] : &no_tq;
+}
+
+/* The working arrays: quantization records only when some tensor has parameters, and an order
+ * array only when the tensors were not declared in name order: a million tensors need neither. */
+static tbx_status ow_lay_alloc(ow_lay *L, tbx_error *err) {
+    tbx_writer *w = L->w;
+    size_t nmd = L->nmd, nt = L->nt;
+    bool any_quant = L->s && L->s->nq;
+    for (size_t i = 0; L->ver >= 2 && !any_quant && i < nmd; i++) {
         uint64_t ti;
         int m;
         any_quant = ow_quant_key(w, w->meta[i].key, w->meta[i].key_len, &ti, &m);
@@ -686,136 +699,153 @@ tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
     for (size_t i = 1; sorted && i < nt; i++)
         sorted = ow_name_cmp(w->tensors[i - 1].name, w->tensors[i - 1].name_len,
                              w->tensors[i].name, w->tensors[i].name_len) < 0;
-    static const ow_tq no_tq;
-    ow_tq *tqs = any_quant ? tbx_calloc(&w->al, nt ? nt : 1, sizeof *tqs) : NULL;
-    bool *consumed = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *consumed);
-    const tbx_meta_entry **meta = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *meta);
-    tbx_wtensor **tens = sorted ? NULL : tbx_calloc(&w->al, nt ? nt : 1, sizeof *tens);
-    uint64_t *moff = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *moff);
-    uint64_t *mlen = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *mlen);
-    uint32_t *mtag = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *mtag);
-    uint8_t *tab = NULL, *pay = NULL;
-    size_t tab_len = 0, pay_cap = 0;
-    if ((any_quant && !tqs) || !consumed || !meta || (!sorted && !tens) || !moff || !mlen ||
-        !mtag) {
-        st = tbx_err_nomem(err, "OINF layout");
-        goto done;
-    }
-    if (tqs) st = ow_collect_quant(w, ver, tqs, consumed, err);
-    if (st != TBX_OK) goto done;
-#define OW_TENSOR(i) (tens ? tens[i] : &w->tensors[i])
-#define OW_TQ(t) (tqs ? &tqs[(t) - w->tensors] : &no_tq)
+    L->tqs = any_quant ? tbx_calloc(&w->al, nt ? nt : 1, sizeof *L->tqs) : NULL;
+    L->consumed = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *L->consumed);
+    L->meta = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *L->meta);
+    L->tens = sorted ? NULL : tbx_calloc(&w->al, nt ? nt : 1, sizeof *L->tens);
+    L->moff = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *L->moff);
+    L->mlen = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *L->mlen);
+    L->mtag = tbx_calloc(&w->al, nmd ? nmd : 1, sizeof *L->mtag);
+    if ((any_quant && !L->tqs) || !L->consumed || !L->meta || (!sorted && !L->tens) || !L->moff ||
+        !L->mlen || !L->mtag)
+        return tbx_err_nomem(err, "OINF layout");
+    return TBX_OK;
+}
 
-    /* order */
-    size_t nm = 0;
-    for (size_t i = 0; i < nmd; i++)
-        if (!consumed[i]) meta[nm++] = &w->meta[i];
-    qsort((void *)meta, nm, sizeof *meta, ow_meta_cmp);
-    if (tens) {
-        for (size_t i = 0; i < nt; i++) tens[i] = &w->tensors[i];
-        qsort(tens, nt, sizeof *tens, ow_tensor_cmp);
-    }
-    if (nsv) qsort(s->sv, nsv, sizeof *s->sv, ow_sv_cmp);
+static void ow_lay_free(ow_lay *L) {
+    tbx_writer *w = L->w;
+    size_t nmd = L->nmd, nt = L->nt;
+    if (L->tqs) ow_free_tqs(w, L->tqs, nt);
+    tbx_free(&w->al, L->consumed, (nmd ? nmd : 1) * sizeof *L->consumed);
+    tbx_free(&w->al, (void *)L->meta, (nmd ? nmd : 1) * sizeof *L->meta);
+    tbx_free(&w->al, L->tens, L->tens ? (nt ? nt : 1) * sizeof *L->tens : 0);
+    tbx_free(&w->al, L->moff, (nmd ? nmd : 1) * sizeof *L->moff);
+    tbx_free(&w->al, L->mlen, (nmd ? nmd : 1) * sizeof *L->mlen);
+    tbx_free(&w->al, L->mtag, (nmd ? nmd : 1) * sizeof *L->mtag);
+}
 
+/* Order: kept metadata by key, tensors by name, size variables by name. */
+static void ow_lay_order(ow_lay *L) {
+    tbx_writer *w = L->w;
+    L->nm = 0;
+    for (size_t i = 0; i < L->nmd; i++)
+        if (!L->consumed[i]) L->meta[L->nm++] = &w->meta[i];
+    qsort((void *)L->meta, L->nm, sizeof *L->meta, ow_meta_cmp);
+    if (L->tens) {
+        for (size_t i = 0; i < L->nt; i++) L->tens[i] = &w->tensors[i];
+        qsort(L->tens, L->nt, sizeof *L->tens, ow_tensor_cmp);
+    }
+    if (L->nsv) qsort(L->s->sv, L->nsv, sizeof *L->s->sv, ow_sv_cmp);
+}
+
+/* Table offsets, then the payload layout: metadata values, tensor data and quant payloads. */
+static tbx_status ow_lay_place(ow_lay *L, tbx_error *err) {
+    tbx_writer *w = L->w;
     /* table sizes (every term is bounded by in-memory sizes: no overflow) */
     uint64_t sv_size = 0, md_size = 0, tn_size = 0;
-    for (size_t i = 0; i < nsv; i++) sv_size += ow_str_size(s->sv[i].len) + 8;
-    for (size_t i = 0; i < nm; i++) md_size += ow_str_size(meta[i]->key_len) + 24;
-    for (size_t i = 0; i < nt; i++)
-        tn_size += ow_tensor_entry_size(&w->tensors[i], ver);
-    uint64_t off_sv = OI_HEADER_SIZE, off_md = 0, off_tn = 0, off_data = 0;
-    tbx_align_up_u64(off_sv + sv_size, OI_ALIGN, &off_md);
-    tbx_align_up_u64(off_md + md_size, OI_ALIGN, &off_tn);
-    tbx_align_up_u64(off_tn + tn_size, OI_ALIGN, &off_data);
+    for (size_t i = 0; i < L->nsv; i++) sv_size += ow_str_size(L->s->sv[i].len) + 8;
+    for (size_t i = 0; i < L->nm; i++) md_size += ow_str_size(L->meta[i]->key_len) + 24;
+    for (size_t i = 0; i < L->nt; i++)
+        tn_size += ow_tensor_entry_size(&w->tensors[i], L->ver);
+    L->off_sv = OI_HEADER_SIZE;
+    L->off_md = L->off_tn = L->off_data = 0;
+    tbx_align_up_u64(L->off_sv + sv_size, OI_ALIGN, &L->off_md);
+    tbx_align_up_u64(L->off_md + md_size, OI_ALIGN, &L->off_tn);
+    tbx_align_up_u64(L->off_tn + tn_size, OI_ALIGN, &L->off_data);
 
     /* payload layout */
-    uint64_t cur = off_data;
-    for (size_t i = 0; i < nm; i++) {
+    uint64_t cur = L->off_data;
+    for (size_t i = 0; i < L->nm; i++) {
         char kq[96];
-        tbx_quote_bytes(kq, sizeof kq, meta[i]->key, meta[i]->key_len, 64);
-        st = ow_meta(meta[i]->value, kq, NULL, &mtag[i], &mlen[i], err);
-        if (st != TBX_OK) goto done;
-        moff[i] = cur;
+        tbx_quote_bytes(kq, sizeof kq, L->meta[i]->key, L->meta[i]->key_len, 64);
+        tbx_status st = ow_meta(L->meta[i]->value, kq, NULL, &L->mtag[i], &L->mlen[i], err);
+        if (st != TBX_OK) return st;
+        L->moff[i] = cur;
         uint64_t e;
-        if (!tbx_add_u64(cur, mlen[i], &e) || !tbx_align_up_u64(e, OI_ALIGN, &cur)) {
-            st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "metadata", "file size overflows");
-            goto done;
-        }
+        if (!tbx_add_u64(cur, L->mlen[i], &e) || !tbx_align_up_u64(e, OI_ALIGN, &cur))
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "metadata", "file size overflows");
     }
-    for (size_t i = 0; i < nt; i++) {
-        tbx_wtensor *t = OW_TENSOR(i);
-        ow_tq *tq = tqs ? &tqs[t - w->tensors] : NULL;
+    for (size_t i = 0; i < L->nt; i++) {
+        tbx_wtensor *t = ow_lay_tensor(L, i);
+        ow_tq *tq = L->tqs ? &L->tqs[t - w->tensors] : NULL;
         uint64_t e;
         if (!t->has_data) { t->offset = 0; continue; }
-        if (!tbx_align_up_u64(cur, talign, &cur) || !tbx_add_u64(cur, t->nbytes, &e) ||
-            !tbx_align_up_u64(e, OI_ALIGN, &e)) {
-            st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "file size overflows");
-            goto done;
-        }
+        if (!tbx_align_up_u64(cur, L->talign, &cur) || !tbx_add_u64(cur, t->nbytes, &e) ||
+            !tbx_align_up_u64(e, OI_ALIGN, &e))
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "file size overflows");
         t->offset = cur;
         cur = e;
         if (tq && tq->nbytes) {
             tq->offset = cur;
-            if (!tbx_add_u64(cur, tq->nbytes, &cur)) {
-                st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "quant", "file size overflows");
-                goto done;
-            }
+            if (!tbx_add_u64(cur, tq->nbytes, &cur))
+                return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "quant", "file size overflows");
         }
     }
-    uint64_t file_size = cur;
+    L->file_size = cur;
+    return TBX_OK;
+}
 
-    /* header, size variables and metadata tables from one buffer; the tensor table in pieces */
-    if (off_tn > SIZE_MAX) { st = tbx_err(err, TBX_E_OVERFLOW, 0, "header", "tables too large"); goto done; }
-    tab_len = (size_t)off_tn;
-    tab = tbx_calloc(&w->al, 1, tab_len);
-    if (!tab) { st = tbx_err_nomem(err, "OINF tables"); goto done; }
+/* Header, size variables and metadata tables, from one buffer. */
+static tbx_status ow_lay_write_head(const ow_lay *L, tbx_error *err) {
+    tbx_writer *w = L->w;
+    if (L->off_tn > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, 0, "header", "tables too large");
+    size_t tab_len = (size_t)L->off_tn;
+    uint8_t *tab = tbx_calloc(&w->al, 1, tab_len);
+    if (!tab) return tbx_err_nomem(err, "OINF tables");
     memcpy(tab, "OINF\0", 5);
-    tbx_st32(tab + 5, ver);
+    tbx_st32(tab + 5, L->ver);
     tbx_st32(tab + 9, 0);
-    tbx_st32(tab + 13, (uint32_t)nsv);
-    tbx_st32(tab + 17, (uint32_t)nm);
-    tbx_st32(tab + 21, (uint32_t)nt);
+    tbx_st32(tab + 13, (uint32_t)L->nsv);
+    tbx_st32(tab + 17, (uint32_t)L->nm);
+    tbx_st32(tab + 21, (uint32_t)L->nt);
     tbx_st32(tab + 25, 0);
-    tbx_st64(tab + 29, off_sv);
-    tbx_st64(tab + 37, off_md);
-    tbx_st64(tab + 45, off_tn);
-    tbx_st64(tab + 53, off_data);
-    tbx_st64(tab + 61, file_size);
-    uint64_t pos = off_sv;
-    for (size_t i = 0; i < nsv; i++) {
-        ow_put_str(tab, &pos, s->sv[i].name, s->sv[i].len);
-        tbx_st64(tab + pos, s->sv[i].value);
+    tbx_st64(tab + 29, L->off_sv);
+    tbx_st64(tab + 37, L->off_md);
+    tbx_st64(tab + 45, L->off_tn);
+    tbx_st64(tab + 53, L->off_data);
+    tbx_st64(tab + 61, L->file_size);
+    uint64_t pos = L->off_sv;
+    for (size_t i = 0; i < L->nsv; i++) {
+        ow_put_str(tab, &pos, L->s->sv[i].name, L->s->sv[i].len);
+        tbx_st64(tab + pos, L->s->sv[i].value);
         pos += 8;
     }
-    pos = off_md;
-    for (size_t i = 0; i < nm; i++) {
-        ow_put_str(tab, &pos, meta[i]->key, meta[i]->key_len);
-        tbx_st32(tab + pos, mtag[i]);
+    pos = L->off_md;
+    for (size_t i = 0; i < L->nm; i++) {
+        ow_put_str(tab, &pos, L->meta[i]->key, L->meta[i]->key_len);
+        tbx_st32(tab + pos, L->mtag[i]);
         tbx_st32(tab + pos + 4, 0);
-        tbx_st64(tab + pos + 8, mlen[i]);
-        tbx_st64(tab + pos + 16, moff[i]);
+        tbx_st64(tab + pos + 8, L->mlen[i]);
+        tbx_st64(tab + pos + 16, L->moff[i]);
         pos += 24;
     }
-    st = tbx_out_pwrite(&w->out, 0, tab, tab_len, err);
-    if (st != TBX_OK) goto done;
+    tbx_status st = tbx_out_pwrite(&w->out, 0, tab, tab_len, err);
     tbx_free(&w->al, tab, tab_len);
-    tab = NULL;
-    tab_len = 0;
-    pos = off_tn;
+    return st;
+}
+
+/* The tensor table, in pieces of about OW_FLUSH bytes, then zeros up to the data start. */
+static tbx_status ow_lay_write_tensors(const ow_lay *L, tbx_error *err) {
+    tbx_writer *w = L->w;
+    uint32_t ver = L->ver;
+    size_t nt = L->nt;
+    tbx_status st = TBX_OK;
+    uint64_t pos = L->off_tn;
     for (size_t i = 0; i < nt;) {
         /* a piece of about OW_FLUSH bytes (at least one entry) */
         size_t j = i;
         uint64_t len = 0;
-        while (j < nt && (j == i || len + ow_tensor_entry_size(OW_TENSOR(j), ver) <= OW_FLUSH))
-            len += ow_tensor_entry_size(OW_TENSOR(j++), ver);
-        if (len > SIZE_MAX) { st = tbx_err(err, TBX_E_OVERFLOW, pos, "tensor", "too large"); goto done; }
-        tab_len = (size_t)len;
-        tab = tbx_calloc(&w->al, 1, tab_len);
-        if (!tab) { st = tbx_err_nomem(err, "OINF tensor table"); goto done; }
+        while (j < nt &&
+               (j == i || len + ow_tensor_entry_size(ow_lay_tensor(L, j), ver) <= OW_FLUSH))
+            len += ow_tensor_entry_size(ow_lay_tensor(L, j++), ver);
+        if (len > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, pos, "tensor", "too large");
+        size_t tab_len = (size_t)len;
+        uint8_t *tab = tbx_calloc(&w->al, 1, tab_len);
+        if (!tab) return tbx_err_nomem(err, "OINF tensor table");
         uint64_t p = 0;
         for (; i < j; i++) {
-            const tbx_wtensor *t = OW_TENSOR(i);
-            const ow_tq *tq = OW_TQ(t);
+            const tbx_wtensor *t = ow_lay_tensor(L, i);
+            const ow_tq *tq = ow_lay_tq(L, t);
             uint32_t flags = (t->has_data ? OI_HAS_DATA : 0) | (tq->nbytes ? OI_HAS_QUANT : 0);
             ow_put_str(tab, &p, t->name, t->name_len);
             tbx_st32(tab + p, oi_tag_of_dtype(t->dtype));
@@ -835,49 +865,70 @@ tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
         st = tbx_out_pwrite(&w->out, pos, tab, tab_len, err);
         pos += len;
         tbx_free(&w->al, tab, tab_len);
-        tab = NULL;
-        tab_len = 0;
-        if (st != TBX_OK) goto done;
+        if (st != TBX_OK) return st;
     }
-    if (off_data > pos) st = tbx_out_zero(&w->out, pos, off_data - pos, err);
-    if (st != TBX_OK) goto done;
+    if (L->off_data > pos) st = tbx_out_zero(&w->out, pos, L->off_data - pos, err);
+    return st;
+}
 
-    /* metadata payloads, quant payloads */
-    for (size_t i = 0; i < nm; i++) {
-        if (mlen[i] > SIZE_MAX) { st = tbx_err(err, TBX_E_OVERFLOW, moff[i], "metadata", "too large"); goto done; }
-        if (mlen[i] > pay_cap) {
-            tbx_free(&w->al, pay, pay_cap);
-            pay = tbx_malloc(&w->al, (size_t)mlen[i]);
-            pay_cap = pay ? (size_t)mlen[i] : 0;
-            if (!pay) { st = tbx_err_nomem(err, "metadata payload"); goto done; }
+/* Metadata payloads, then quant payloads. */
+static tbx_status ow_lay_write_payloads(const ow_lay *L, tbx_error *err) {
+    tbx_writer *w = L->w;
+    tbx_status st = TBX_OK;
+    uint8_t *pay = NULL;
+    size_t pay_cap = 0;
+    for (size_t i = 0; i < L->nm; i++) {
+        uint64_t mlen = L->mlen[i];
+        if (mlen > SIZE_MAX) {
+            st = tbx_err(err, TBX_E_OVERFLOW, L->moff[i], "metadata", "too large");
+            break;
         }
-        memset(pay, 0, (size_t)mlen[i]);
+        if (mlen > pay_cap) {
+            tbx_free(&w->al, pay, pay_cap);
+            pay = tbx_malloc(&w->al, (size_t)mlen);
+            pay_cap = pay ? (size_t)mlen : 0;
+            if (!pay) { st = tbx_err_nomem(err, "metadata payload"); break; }
+        }
+        memset(pay, 0, (size_t)mlen);
         char kq[96];
         uint32_t tag;
         uint64_t n;
-        tbx_quote_bytes(kq, sizeof kq, meta[i]->key, meta[i]->key_len, 64);
-        st = ow_meta(meta[i]->value, kq, pay, &tag, &n, err);
-        if (st == TBX_OK) st = tbx_out_pwrite(&w->out, moff[i], pay, (size_t)mlen[i], err);
-        if (st != TBX_OK) goto done;
+        tbx_quote_bytes(kq, sizeof kq, L->meta[i]->key, L->meta[i]->key_len, 64);
+        st = ow_meta(L->meta[i]->value, kq, pay, &tag, &n, err);
+        if (st == TBX_OK) st = tbx_out_pwrite(&w->out, L->moff[i], pay, (size_t)mlen, err);
+        if (st != TBX_OK) break;
     }
-    for (size_t i = 0; tqs && i < nt; i++)
-        if (tqs[i].nbytes) {
-            st = ow_write_quant(w, &tqs[i], tqs[i].offset, err);
-            if (st != TBX_OK) goto done;
-        }
-    w->end = file_size;
-
-done:
     tbx_free(&w->al, pay, pay_cap);
-    tbx_free(&w->al, tab, tab_len);
-    if (tqs) ow_free_tqs(w, tqs, nt);
-    tbx_free(&w->al, consumed, (nmd ? nmd : 1) * sizeof *consumed);
-    tbx_free(&w->al, (void *)meta, (nmd ? nmd : 1) * sizeof *meta);
-    tbx_free(&w->al, tens, tens ? (nt ? nt : 1) * sizeof *tens : 0);
-#undef OW_TENSOR
-#undef OW_TQ
-    tbx_free(&w->al, moff, (nmd ? nmd : 1) * sizeof *moff);
-    tbx_free(&w->al, mlen, (nmd ? nmd : 1) * sizeof *mlen);
-    tbx_free(&w->al, mtag, (nmd ? nmd : 1) * sizeof *mtag);
+    for (size_t i = 0; st == TBX_OK && L->tqs && i < L->nt; i++)
+        if (L->tqs[i].nbytes) st = ow_write_quant(w, &L->tqs[i], L->tqs[i].offset, err);
+    return st;
+}
+
+tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
+    uint32_t ver = ow_version(w, err);
+    if (!ver) return err ? err->code : TBX_E_UNSUPPORTED;
+    if (w->nsections)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "sections",
+                       "OINF files cannot store sections (%zu given)", w->nsections);
+    ow_state *s = w->drv_state;
+    size_t nsv = s ? s->nsv : 0, nmd = w->nmeta, nt = w->ntensors;
+    if (nsv > UINT32_MAX || nmd > UINT32_MAX || nt > UINT32_MAX)
+        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "header",
+                       "OINF counts are u32: %zu size variables, %zu metadata entries, %zu tensors",
+                       nsv, nmd, nt);
+    ow_lay L = {.w = w, .s = s, .ver = ver, .nsv = nsv, .nmd = nmd, .nt = nt};
+    L.talign = w->opt.alignment > OI_ALIGN ? w->opt.alignment : OI_ALIGN;
+
+    tbx_status st = ow_lay_alloc(&L, err);
+    if (st == TBX_OK && L.tqs) st = ow_collect_quant(w, ver, L.tqs, L.consumed, err);
+    if (st == TBX_OK) {
+        ow_lay_order(&L);
+        st = ow_lay_place(&L, err);
+    }
+    if (st == TBX_OK) st = ow_lay_write_head(&L, err);
+    if (st == TBX_OK) st = ow_lay_write_tensors(&L, err);
+    if (st == TBX_OK) st = ow_lay_write_payloads(&L, err);
+    if (st == TBX_OK) w->end = L.file_size;
+    ow_lay_free(&L);
     return st;
 }

@@ -652,7 +652,8 @@ static tbx_status st_key(st_ctx *c, size_t kat, size_t kend, size_t *klen, tbx_e
     return st;
 }
 
-static tbx_status st_open(tbx_file *f, tbx_error *err) {
+/* The 8-byte header length: read, not empty, within the limits and the file. */
+static tbx_status st_header_length(tbx_file *f, uint64_t *n_out, tbx_error *err) {
     uint64_t size = f->src.size;
     uint8_t lb[8];
     if (size < 8)
@@ -677,160 +678,221 @@ static tbx_status st_open(tbx_file *f, tbx_error *err) {
         return tbx_err(err, TBX_E_TRUNCATED, 0, "header.length",
                        "header length %" PRIu64 " runs past the end of the file (%" PRIu64
                        " bytes follow the length field)", n, size - 8);
+    *n_out = n;
+    return TBX_OK;
+}
+
+/* The header text before any JSON parse: starts with '{', valid UTF-8, nesting within
+ * max_depth, no more members than max_tensors (+1 for __metadata__). */
+static tbx_status st_header_precheck(const st_ctx *c, tbx_error *err) {
+    tbx_file *f = c->f;
+    const char *hdr = c->hdr;
+    size_t n = c->n;
+    if (hdr[0] != '{')
+        return tbx_err(err, TBX_E_FORMAT, 8, "header",
+                       "header must start with '{', got byte 0x%02x", (unsigned)(uint8_t)hdr[0]);
+    size_t bad = 0;
+    if (!tbx_utf8_valid(hdr, n, &bad))
+        return tbx_err(err, TBX_E_FORMAT, 8 + (uint64_t)bad, "header",
+                       "header is not valid UTF-8 (byte 0x%02x)", (unsigned)(uint8_t)hdr[bad]);
+    size_t deep_at;
+    uint64_t members;
+    js_prescan(hdr, n, f->limits.max_depth, &deep_at, &members);
+    if (deep_at != JS_NONE)
+        return tbx_err(err, TBX_E_LIMIT, 8 + (uint64_t)deep_at, "header.json",
+                       "header JSON nested deeper than max_depth = %u", f->limits.max_depth);
+    if (members > f->limits.max_tensors && members - 1 > f->limits.max_tensors)
+        return tbx_err(err, TBX_E_LIMIT, 8, "header", "header declares %" PRIu64 " members, more "
+                       "than max_tensors = %" PRIu64 " (+1 for __metadata__)", members,
+                       f->limits.max_tensors);
+    return TBX_OK;
+}
+
+/* State of the member-by-member walk of the header object. */
+typedef struct st_walk {
+    bool have_meta;
+    size_t meta_at;      /* text index of the __metadata__ key */
+    tbx_error first;     /* the first entry problem, reported once the JSON is known valid */
+    tbx_status first_st;
+} st_walk;
+
+/* The member whose key starts at text index i: key decoded (a tensor entry, or __metadata__ once),
+ * value parsed as one small tree and checked; *vend_out gets the end of its value. */
+static tbx_status st_member(st_ctx *c, st_walk *w, size_t i, size_t *vend_out, tbx_error *err) {
+    tbx_file *f = c->f;
+    const char *hdr = c->hdr;
+    size_t n = c->n;
+    if (i >= n || hdr[i] != '"') return st_syntax(c, i, "expected '\"' (an object key)", err);
+    size_t kat = i, kend = js_skip_string(hdr, n, i);
+    if (kend == JS_NONE) return st_syntax(c, i, "unterminated string", err);
+    size_t vpos = js_ws(hdr, n, kend);
+    if (vpos >= n || hdr[vpos] != ':')
+        return st_syntax(c, vpos, "expected ':' after an object key", err);
+    vpos = js_ws(hdr, n, vpos + 1);
+    size_t vend = js_skip_value(hdr, n, vpos);
+    if (vend == JS_NONE) vend = n;                   /* unterminated: jansson says why */
+    else if (vend == vpos && vend < n) vend++;       /* no value: show jansson the byte */
+
+    /* the key: decoded into c->names (a tensor) or compared (__metadata__) */
+    size_t name_off = c->names_len, klen = 0;
+    tbx_status st = st_key(c, kat, kend, &klen, err);
+    if (st != TBX_OK) return st;
+    bool is_meta = klen == 12 && memcmp(c->names + name_off, "__metadata__", 12) == 0;
+    char q[96];
+    if (is_meta) {
+        c->names_len = name_off; /* not a tensor name */
+        if (w->have_meta)
+            return tbx_err(err, TBX_E_DUPLICATE, 8 + (uint64_t)kat, "header.json",
+                           "header JSON: duplicate key: \"__metadata__\" appears twice "
+                           "(first at byte %" PRIu64 ")", 8 + (uint64_t)w->meta_at);
+        w->have_meta = true;
+        w->meta_at = kat;
+    } else {
+        if (!tbx_grow(&f->al, (void **)&c->ents, &c->ents_cap, c->nents + 1, sizeof *c->ents))
+            return tbx_err_nomem(err, "safetensors tensor table");
+        st_ent *e = &c->ents[c->nents];
+        memset(e, 0, sizeof *e);
+        e->name_off = (uint32_t)name_off;
+        e->name_len = (uint32_t)klen;
+        e->vpos = (uint32_t)vpos;
+        uint64_t dup;
+        tbx_status ist = tbx_names_insert(&c->index, c->nents, &dup);
+        if (ist == TBX_E_NOMEM) return tbx_err_nomem(err, "safetensors names");
+        if (ist == TBX_E_DUPLICATE) {
+            tbx_quote_bytes(q, sizeof q, c->names + name_off, klen, 64);
+            return tbx_err(err, TBX_E_DUPLICATE, 8 + (uint64_t)kat, "header.json",
+                           "header JSON: duplicate key: tensor \"%s\" appears twice "
+                           "(first entry at byte %" PRIu64 ")", q, st_at(c, c->ents[dup].vpos));
+        }
+        c->nents++;
+    }
+
+    /* the value: one small tree */
+    json_error_t je;
+    json_t *val = json_loadb(hdr + vpos, vend - vpos,
+                             JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (!val) return st_json_error(c, vpos, &je, err);
+    if (w->first_st == TBX_OK) {
+        tbx_error e1;
+        tbx_status est;
+        if (is_meta)
+            est = st_parse_meta(c, val, vpos, &e1);
+        else
+            est = st_parse_entry(c, c->names + name_off, klen, val, vpos, &c->ents[c->nents - 1],
+                                 &e1);
+        if (est == TBX_E_NOMEM) {
+            if (err) *err = e1;
+            json_decref(val);
+            return est;
+        }
+        if (est != TBX_OK) { w->first = e1; w->first_st = est; }
+    }
+    json_decref(val);
+    *vend_out = vend;
+    return TBX_OK;
+}
+
+/* The header object, walked member by member: this code finds where each key and value starts
+ * and ends, jansson decodes each of them on its own, and each value's tree is freed before the
+ * next one is parsed. One tree of the whole header would cost about 19 times the header
+ * (1.37 GB for a 71 MB header of 1M tensors; see docs/formats/safetensors.md). Every JSON error
+ * (syntax, duplicate keys, number ranges, NUL in keys) is still reported before any problem of
+ * an entry, as when jansson read the header in one piece. */
+static tbx_status st_walk_header(st_ctx *c, tbx_error *err) {
+    tbx_file *f = c->f;
+    const char *hdr = c->hdr;
+    size_t n = c->n;
+    st_walk w = {.first_st = TBX_OK};
+    tbx_status st;
+    size_t i = js_ws(hdr, n, 1);
+    if (i < n && hdr[i] == '}') {
+        i++;
+    } else {
+        for (;;) {
+            size_t vend = 0;
+            st = st_member(c, &w, i, &vend, err);
+            if (st != TBX_OK) return st;
+            i = js_ws(hdr, n, vend);
+            if (i < n && hdr[i] == ',') { i = js_ws(hdr, n, i + 1); continue; }
+            if (i < n && hdr[i] == '}') { i++; break; }
+            return st_syntax(c, i, "expected ',' or '}' after an object member", err);
+        }
+    }
+    i = js_ws(hdr, n, i);
+    if (i < n)
+        return st_syntax(c, i, "end of header expected after the object (only spaces may pad it)",
+                         err);
+
+    size_t nt = c->nents;
+    if (nt > f->limits.max_tensors)
+        return tbx_err(err, TBX_E_LIMIT, 8, "header", "header declares %zu tensors, more than "
+                       "max_tensors = %" PRIu64, nt, f->limits.max_tensors);
+    if (w.first_st != TBX_OK) {
+        if (err) *err = w.first;
+        return w.first_st;
+    }
+    return TBX_OK;
+}
+
+/* The model: one dense tensor per entry (entries in offset order), data at data_start. */
+static tbx_status st_add_tensors(st_ctx *c, uint64_t data_start, tbx_error *err) {
+    tbx_file *f = c->f;
+    size_t nt = c->nents;
+    tbx_status st = tbx_file_reserve_tensors(f, nt, err);
+    if (st != TBX_OK) return st;
+    /* the entries are consumed from the end of their array (reversed), which shrinks as the
+     * model grows: the two tables never both hold every tensor */
+    for (size_t a = 0, b = nt; a + 1 < b; a++, b--) {
+        st_ent tmp = c->ents[a];
+        c->ents[a] = c->ents[b - 1];
+        c->ents[b - 1] = tmp;
+    }
+    for (size_t left = nt; left > 0; left--) {
+        if (left <= c->ents_cap / 2 && c->ents_cap > 4096) {
+            st_ent *p = tbx_realloc(&f->al, c->ents, c->ents_cap * sizeof *c->ents,
+                                    left * sizeof *c->ents);
+            if (p) { c->ents = p; c->ents_cap = left; }
+        }
+        st_ent *e = &c->ents[left - 1];
+        tbx_tensor *t = NULL;
+        const st_dtype *d = &st_dtypes[e->rank];
+        const uint64_t *shape = e->ndim ? c->dims + e->dim_off : NULL;
+        st = tbx_file_add_tensor(f, e->name, e->name_len, d->dtype, shape, e->ndim, 1,
+                                 st_at(c, e->vpos), &t, err);
+        if (st != TBX_OK) return st;
+        t->layout = TBX_LAYOUT_DENSE;
+        tbx_component *cp = &t->comp[0];
+        cp->name = "data";
+        cp->dtype = d->dtype;
+        cp->nelems = t->nelems;
+        cp->offset = data_start + e->begin;
+        cp->stored_bytes = e->end - e->begin; /* checked: the dtype and shape's size */
+        cp->nbytes = cp->stored_bytes;
+        cp->encoding = TBX_ENC_RAW;
+        cp->digest = NULL;
+    }
+    return TBX_OK;
+}
+
+static tbx_status st_open(tbx_file *f, tbx_error *err) {
+    uint64_t size = f->src.size;
+    uint64_t n = 0;
+    tbx_status st = st_header_length(f, &n, err);
+    if (st != TBX_OK) return st;
 
     st_ctx c = {.f = f, .n = (size_t)n};
     char *hdr = tbx_malloc(&f->al, (size_t)n);
     if (!hdr) return tbx_err_nomem(err, "safetensors header");
     c.hdr = hdr;
     tbx_names_init(&c.index, &f->al, st_name_of, &c);
-    json_t *val = NULL;
-    tbx_error first;         /* the first entry problem, reported once the JSON is known valid */
-    tbx_status first_st = TBX_OK;
-    bool have_meta = false;
-    size_t meta_at = 0;
 
     st = tbx_source_read(&f->src, 8, hdr, (size_t)n, "header", err);
+    if (st == TBX_OK) st = st_header_precheck(&c, err);
+    if (st == TBX_OK) st = st_walk_header(&c, err);
     if (st != TBX_OK) goto done;
-    if (hdr[0] != '{') {
-        st = tbx_err(err, TBX_E_FORMAT, 8, "header",
-                     "header must start with '{', got byte 0x%02x", (unsigned)(uint8_t)hdr[0]);
-        goto done;
-    }
-    size_t bad = 0;
-    if (!tbx_utf8_valid(hdr, (size_t)n, &bad)) {
-        st = tbx_err(err, TBX_E_FORMAT, 8 + (uint64_t)bad, "header",
-                     "header is not valid UTF-8 (byte 0x%02x)", (unsigned)(uint8_t)hdr[bad]);
-        goto done;
-    }
-    size_t deep_at;
-    uint64_t members;
-    js_prescan(hdr, (size_t)n, f->limits.max_depth, &deep_at, &members);
-    if (deep_at != JS_NONE) {
-        st = tbx_err(err, TBX_E_LIMIT, 8 + (uint64_t)deep_at, "header.json",
-                     "header JSON nested deeper than max_depth = %u", f->limits.max_depth);
-        goto done;
-    }
-    if (members > f->limits.max_tensors && members - 1 > f->limits.max_tensors) {
-        st = tbx_err(err, TBX_E_LIMIT, 8, "header", "header declares %" PRIu64 " members, more "
-                     "than max_tensors = %" PRIu64 " (+1 for __metadata__)", members,
-                     f->limits.max_tensors);
-        goto done;
-    }
-    /* The header object is walked member by member: this code finds where each key and value
-     * starts and ends, jansson decodes each of them on its own, and each value's tree is freed
-     * before the next one is parsed. One tree of the whole header would cost about 19 times the
-     * header (1.37 GB for a 71 MB header of 1M tensors; see docs/formats/safetensors.md). Every
-     * JSON error (syntax, duplicate keys, number ranges, NUL in keys) is still reported before
-     * any problem of an entry, as when jansson read the header in one piece. */
-    size_t i = js_ws(hdr, (size_t)n, 1);
-    if (i < n && hdr[i] == '}') {
-        i++;
-    } else {
-        for (;;) {
-            if (i >= n || hdr[i] != '"') {
-                st = st_syntax(&c, i, "expected '\"' (an object key)", err);
-                goto done;
-            }
-            size_t kat = i, kend = js_skip_string(hdr, (size_t)n, i);
-            if (kend == JS_NONE) {
-                st = st_syntax(&c, i, "unterminated string", err);
-                goto done;
-            }
-            size_t vpos = js_ws(hdr, (size_t)n, kend);
-            if (vpos >= n || hdr[vpos] != ':') {
-                st = st_syntax(&c, vpos, "expected ':' after an object key", err);
-                goto done;
-            }
-            vpos = js_ws(hdr, (size_t)n, vpos + 1);
-            size_t vend = js_skip_value(hdr, (size_t)n, vpos);
-            if (vend == JS_NONE) vend = (size_t)n;       /* unterminated: jansson says why */
-            else if (vend == vpos && vend < n) vend++;   /* no value: show jansson the byte */
 
-            /* the key: decoded into c.names (a tensor) or compared (__metadata__) */
-            size_t name_off = c.names_len, klen = 0;
-            st = st_key(&c, kat, kend, &klen, err);
-            if (st != TBX_OK) goto done;
-            bool is_meta = klen == 12 && memcmp(c.names + name_off, "__metadata__", 12) == 0;
-            char q[96];
-            if (is_meta) {
-                c.names_len = name_off; /* not a tensor name */
-                if (have_meta) {
-                    st = tbx_err(err, TBX_E_DUPLICATE, 8 + (uint64_t)kat, "header.json",
-                                 "header JSON: duplicate key: \"__metadata__\" appears twice "
-                                 "(first at byte %" PRIu64 ")", 8 + (uint64_t)meta_at);
-                    goto done;
-                }
-                have_meta = true;
-                meta_at = kat;
-            } else {
-                if (!tbx_grow(&f->al, (void **)&c.ents, &c.ents_cap, c.nents + 1, sizeof *c.ents)) {
-                    st = tbx_err_nomem(err, "safetensors tensor table");
-                    goto done;
-                }
-                st_ent *e = &c.ents[c.nents];
-                memset(e, 0, sizeof *e);
-                e->name_off = (uint32_t)name_off;
-                e->name_len = (uint32_t)klen;
-                e->vpos = (uint32_t)vpos;
-                uint64_t dup;
-                tbx_status ist = tbx_names_insert(&c.index, c.nents, &dup);
-                if (ist == TBX_E_NOMEM) { st = tbx_err_nomem(err, "safetensors names"); goto done; }
-                if (ist == TBX_E_DUPLICATE) {
-                    tbx_quote_bytes(q, sizeof q, c.names + name_off, klen, 64);
-                    st = tbx_err(err, TBX_E_DUPLICATE, 8 + (uint64_t)kat, "header.json",
-                                 "header JSON: duplicate key: tensor \"%s\" appears twice "
-                                 "(first entry at byte %" PRIu64 ")", q,
-                                 st_at(&c, c.ents[dup].vpos));
-                    goto done;
-                }
-                c.nents++;
-            }
-
-            /* the value: one small tree */
-            json_error_t je;
-            val = json_loadb(hdr + vpos, vend - vpos,
-                             JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-            if (!val) { st = st_json_error(&c, vpos, &je, err); goto done; }
-            if (first_st == TBX_OK) {
-                tbx_error e1;
-                tbx_status est;
-                if (is_meta)
-                    est = st_parse_meta(&c, val, vpos, &e1);
-                else
-                    est = st_parse_entry(&c, c.names + name_off, klen, val, vpos,
-                                         &c.ents[c.nents - 1], &e1);
-                if (est == TBX_E_NOMEM) { if (err) *err = e1; st = est; goto done; }
-                if (est != TBX_OK) { first = e1; first_st = est; }
-            }
-            json_decref(val);
-            val = NULL;
-
-            i = js_ws(hdr, (size_t)n, vend);
-            if (i < n && hdr[i] == ',') { i = js_ws(hdr, (size_t)n, i + 1); continue; }
-            if (i < n && hdr[i] == '}') { i++; break; }
-            st = st_syntax(&c, i, "expected ',' or '}' after an object member", err);
-            goto done;
-        }
-    }
-    i = js_ws(hdr, (size_t)n, i);
-    if (i < n) {
-        st = st_syntax(&c, i, "end of header expected after the object (only spaces may pad it)",
-                       err);
-        goto done;
-    }
-
-    size_t nt = c.nents;
-    if (nt > f->limits.max_tensors) {
-        st = tbx_err(err, TBX_E_LIMIT, 8, "header", "header declares %zu tensors, more than "
-                     "max_tensors = %" PRIu64, nt, f->limits.max_tensors);
-        goto done;
-    }
-    if (first_st != TBX_OK) {
-        if (err) *err = first;
-        st = first_st;
-        goto done;
-    }
     /* names are final: point the entries at them, then the index is no longer needed */
+    size_t nt = c.nents;
     tbx_names_free(&c.index);
     for (size_t k = 0; k < nt; k++) c.ents[k].name = c.names + c.ents[k].name_off;
 
@@ -844,44 +906,12 @@ static tbx_status st_open(tbx_file *f, tbx_error *err) {
     tbx_free(&f->al, hdr, (size_t)n);
     hdr = NULL;
     c.hdr = NULL;
-    st = tbx_file_reserve_tensors(f, nt, err);
+    st = st_add_tensors(&c, data_start, err);
     if (st != TBX_OK) goto done;
-    /* the entries are consumed from the end of their array (reversed), which shrinks as the
-     * model grows: the two tables never both hold every tensor */
-    for (size_t a = 0, b = nt; a + 1 < b; a++, b--) {
-        st_ent tmp = c.ents[a];
-        c.ents[a] = c.ents[b - 1];
-        c.ents[b - 1] = tmp;
-    }
-    for (size_t left = nt; left > 0; left--) {
-        if (left <= c.ents_cap / 2 && c.ents_cap > 4096) {
-            st_ent *p = tbx_realloc(&f->al, c.ents, c.ents_cap * sizeof *c.ents,
-                                    left * sizeof *c.ents);
-            if (p) { c.ents = p; c.ents_cap = left; }
-        }
-        st_ent *e = &c.ents[left - 1];
-        tbx_tensor *t = NULL;
-        const st_dtype *d = &st_dtypes[e->rank];
-        const uint64_t *shape = e->ndim ? c.dims + e->dim_off : NULL;
-        st = tbx_file_add_tensor(f, e->name, e->name_len, d->dtype, shape, e->ndim, 1,
-                                 st_at(&c, e->vpos), &t, err);
-        if (st != TBX_OK) goto done;
-        t->layout = TBX_LAYOUT_DENSE;
-        tbx_component *cp = &t->comp[0];
-        cp->name = "data";
-        cp->dtype = d->dtype;
-        cp->nelems = t->nelems;
-        cp->offset = data_start + e->begin;
-        cp->stored_bytes = e->end - e->begin; /* checked: the dtype and shape's size */
-        cp->nbytes = cp->stored_bytes;
-        cp->encoding = TBX_ENC_RAW;
-        cp->digest = NULL;
-    }
     f->version = 0;
     st = TBX_OK;
 
 done:
-    if (val) json_decref(val);
     tbx_names_free(&c.index);
     tbx_free(&f->al, c.ents, c.ents_cap * sizeof *c.ents);
     tbx_free(&f->al, c.names, c.names_cap);
