@@ -125,6 +125,7 @@ typedef struct oi_rd {
     size_t scratch_cap;
     uint64_t *dims;
     size_t dims_cap;
+    uint64_t at_nbytes; /* the value_nbytes field of the metadata entry being read */
 } oi_rd;
 
 /* Points a cursor at [start, end) of the file (end <= file size, checked by the caller). */
@@ -349,7 +350,7 @@ static tbx_status oi_meta_string(oi_rd *rd, const char *key, uint64_t off, uint6
     tbx_quote_bytes(q, sizeof q, key, strlen(key), 64);
     snprintf(what, sizeof what, "metadata \"%s\": string value", q);
     if (nbytes < 8)
-        return tbx_err(err, TBX_E_FORMAT, off, "metadata.value_nbytes",
+        return tbx_err(err, TBX_E_FORMAT, rd->at_nbytes, "metadata.value_nbytes",
                        "%s: value_nbytes is %" PRIu64 ", a STRING payload has at least 8", what,
                        nbytes);
     /* peek the length to check the declared size before reading the bytes */
@@ -359,7 +360,7 @@ static tbx_status oi_meta_string(oi_rd *rd, const char *key, uint64_t off, uint6
     uint64_t want = 0;
     tbx_align_up_u64(4 + (uint64_t)n, OI_ALIGN, &want);
     if (n != 0 && n <= rd->f->limits.max_string_len && want != nbytes)
-        return tbx_err(err, TBX_E_FORMAT, off, "metadata.value_nbytes",
+        return tbx_err(err, TBX_E_FORMAT, rd->at_nbytes, "metadata.value_nbytes",
                        "%s: value_nbytes is %" PRIu64 ", but a string of %" PRIu32 " bytes "
                        "takes %" PRIu64 " (4 + length, padded to 8)", what, nbytes, n, want);
     rd->dc.pos = off;
@@ -376,7 +377,7 @@ static tbx_status oi_meta_bitset(oi_rd *rd, const char *key, uint64_t off, uint6
                                  tbx_value **out, tbx_error *err) {
     tbx_file *f = rd->f;
     if (nbytes < 8)
-        return tbx_err(err, TBX_E_FORMAT, off, "metadata.value_nbytes",
+        return tbx_err(err, TBX_E_FORMAT, rd->at_nbytes, "metadata.value_nbytes",
                        "metadata \"%s\": value_nbytes is %" PRIu64 ", a BITSET payload has at "
                        "least 8", key, nbytes);
     uint32_t bits = 0, count = 0;
@@ -394,7 +395,7 @@ static tbx_status oi_meta_bitset(oi_rd *rd, const char *key, uint64_t off, uint6
                        PRIu64, key, bits, f->limits.max_array_len);
     tbx_align_up_u64(8 + (uint64_t)count, OI_ALIGN, &want);
     if (want != nbytes)
-        return tbx_err(err, TBX_E_FORMAT, off, "metadata.value_nbytes",
+        return tbx_err(err, TBX_E_FORMAT, rd->at_nbytes, "metadata.value_nbytes",
                        "metadata \"%s\": value_nbytes is %" PRIu64 ", a bitset of %" PRIu32
                        " bytes takes %" PRIu64 " (8 + bytes, padded to 8)", key, nbytes, count,
                        want);
@@ -422,7 +423,7 @@ static tbx_status oi_meta_ndarray(oi_rd *rd, const char *key, uint64_t off, uint
                                   tbx_value **out, tbx_error *err) {
     tbx_file *f = rd->f;
     if (nbytes < 8)
-        return tbx_err(err, TBX_E_FORMAT, off, "metadata.value_nbytes",
+        return tbx_err(err, TBX_E_FORMAT, rd->at_nbytes, "metadata.value_nbytes",
                        "metadata \"%s\": value_nbytes is %" PRIu64 ", an NDARRAY payload has at "
                        "least 8", key, nbytes);
     uint32_t et = 0, ndim = 0;
@@ -473,7 +474,7 @@ static tbx_status oi_meta_ndarray(oi_rd *rd, const char *key, uint64_t off, uint
         return tbx_err(err, TBX_E_OVERFLOW, off, "metadata.value",
                        "metadata \"%s\": ndarray size overflows 64 bits", key);
     if (want != nbytes)
-        return tbx_err(err, TBX_E_FORMAT, off, "metadata.value_nbytes",
+        return tbx_err(err, TBX_E_FORMAT, rd->at_nbytes, "metadata.value_nbytes",
                        "metadata \"%s\": value_nbytes is %" PRIu64 ", an ndarray of %" PRIu64
                        " %s elements in %" PRIu32 " dimensions takes %" PRIu64
                        " (8 + 8 x ndim + data, padded to 8)", key, nbytes, count, ty->name, ndim,
@@ -537,6 +538,7 @@ static tbx_status oi_meta_entry(oi_rd *rd, uint64_t index, tbx_error *err) {
         goto done;
     }
     oi_region(&rd->dc, off, off + nbytes);
+    rd->at_nbytes = at_type + 8; /* a payload of the wrong size is reported at value_nbytes */
     switch (type) {
     case OI_STRING: st = oi_meta_string(rd, key, off, nbytes, &v, err); break;
     case OI_BITSET: st = oi_meta_bitset(rd, key, off, nbytes, &v, err); break;
@@ -709,8 +711,9 @@ static tbx_status oi_tensor_entry(oi_rd *rd, tbx_error *err) {
     bool has_data = (flags & OI_HAS_DATA) != 0;
     bool has_quant = s->version >= 2 && (flags & OI_HAS_QUANT) != 0;
     const oi_type *ty = oi_type_of(tag);
-    if (!has_data && (nbytes != 0 || off != 0))
-        return tbx_err(err, TBX_E_FORMAT, at_nb, "tensor.data_nbytes",
+    if (!has_data && (nbytes != 0 || off != 0)) /* at the field that is not 0 */
+        return tbx_err(err, TBX_E_FORMAT, nbytes != 0 ? at_nb : at_nb + 8,
+                       nbytes != 0 ? "tensor.data_nbytes" : "tensor.data_offset",
                        "tensor \"%s\" has no data (HAS_DATA = 0) but data_nbytes = %" PRIu64
                        " and data_offset = %" PRIu64 ", expected 0 and 0", name, nbytes, off);
     if (has_data) {

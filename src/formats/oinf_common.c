@@ -88,6 +88,11 @@ bool oi_quant_nbytes(uint64_t scale_count, uint64_t zp_count, uint64_t *out) {
            tbx_align_up_u64(s, OI_ALIGN, out);
 }
 
+/* The offset of the quant payload member at byte `k` of the payload starting at `at`. */
+static uint64_t oi_qat(uint64_t at, uint64_t k) {
+    return at == TBX_NO_OFFSET ? at : at + k;
+}
+
 tbx_status oi_quant_check(const tbx_oinf_quant *q, const uint64_t *shape, uint32_t ndim,
                           const char *tensor, uint64_t at, tbx_error *err) {
     if (q->scheme != TBX_OINF_SCHEME_SYMMETRIC && q->scheme != TBX_OINF_SCHEME_ASYMMETRIC)
@@ -95,38 +100,38 @@ tbx_status oi_quant_check(const tbx_oinf_quant *q, const uint64_t *shape, uint32
                        "tensor \"%s\": quant scheme %" PRIu32 " is neither 1 (symmetric) nor 2 "
                        "(asymmetric)", tensor, q->scheme);
     if (q->scale_mode != TBX_OINF_MODE_PER_TENSOR && q->scale_mode != TBX_OINF_MODE_PER_CHANNEL)
-        return tbx_err(err, TBX_E_FORMAT, at, "tensor.quant.scale_mode",
+        return tbx_err(err, TBX_E_FORMAT, oi_qat(at, 4), "tensor.quant.scale_mode",
                        "tensor \"%s\": quant scale_mode %" PRIu32 " is neither 1 (per tensor) nor "
                        "2 (per channel)", tensor, q->scale_mode);
     if (q->zp_mode > TBX_OINF_MODE_PER_CHANNEL)
-        return tbx_err(err, TBX_E_FORMAT, at, "tensor.quant.zp_mode",
+        return tbx_err(err, TBX_E_FORMAT, oi_qat(at, 8), "tensor.quant.zp_mode",
                        "tensor \"%s\": quant zp_mode %" PRIu32 " is not 0 (none), 1 (per tensor) "
                        "or 2 (per channel)", tensor, q->zp_mode);
     if (q->scheme == TBX_OINF_SCHEME_SYMMETRIC && q->zp_mode != TBX_OINF_MODE_NONE)
-        return tbx_err(err, TBX_E_FORMAT, at, "tensor.quant.zp_mode",
+        return tbx_err(err, TBX_E_FORMAT, oi_qat(at, 8), "tensor.quant.zp_mode",
                        "tensor \"%s\": symmetric quantization has no zero points, but zp_mode is "
                        "%" PRIu32, tensor, q->zp_mode);
     if (q->scheme == TBX_OINF_SCHEME_ASYMMETRIC && q->zp_mode == TBX_OINF_MODE_NONE)
-        return tbx_err(err, TBX_E_FORMAT, at, "tensor.quant.zp_mode",
+        return tbx_err(err, TBX_E_FORMAT, oi_qat(at, 8), "tensor.quant.zp_mode",
                        "tensor \"%s\": asymmetric quantization needs zero points, but zp_mode is 0",
                        tensor);
     /* scales */
     if (q->scale_mode == TBX_OINF_MODE_PER_TENSOR) {
         if (q->scale_axis != 0)
-            return tbx_err(err, TBX_E_FORMAT, at, "tensor.quant.scale_axis",
+            return tbx_err(err, TBX_E_FORMAT, oi_qat(at, 16), "tensor.quant.scale_axis",
                            "tensor \"%s\": per-tensor scale_axis is %" PRIu64 ", expected 0",
                            tensor, q->scale_axis);
         if (q->scale_count != 1)
-            return tbx_err(err, TBX_E_FORMAT, at, "tensor.quant.scale_count",
+            return tbx_err(err, TBX_E_FORMAT, oi_qat(at, 24), "tensor.quant.scale_count",
                            "tensor \"%s\": per-tensor scale_count is %" PRIu64 ", expected 1",
                            tensor, q->scale_count);
     } else {
         if (q->scale_axis >= ndim)
-            return tbx_err(err, TBX_E_FORMAT, at, "tensor.quant.scale_axis",
+            return tbx_err(err, TBX_E_FORMAT, oi_qat(at, 16), "tensor.quant.scale_axis",
                            "tensor \"%s\": per-channel scale_axis %" PRIu64 " is not a dimension "
                            "of its %" PRIu32 "-d shape", tensor, q->scale_axis, ndim);
         if (q->scale_count != shape[q->scale_axis])
-            return tbx_err(err, TBX_E_FORMAT, at, "tensor.quant.scale_count",
+            return tbx_err(err, TBX_E_FORMAT, oi_qat(at, 24), "tensor.quant.scale_count",
                            "tensor \"%s\": scale_count is %" PRIu64 ", expected shape[%" PRIu64
                            "] = %" PRIu64, tensor, q->scale_count, q->scale_axis,
                            shape[q->scale_axis]);
@@ -135,20 +140,20 @@ tbx_status oi_quant_check(const tbx_oinf_quant *q, const uint64_t *shape, uint32
     if (q->zp_mode == TBX_OINF_MODE_NONE || q->zp_mode == TBX_OINF_MODE_PER_TENSOR) {
         uint64_t want = q->zp_mode == TBX_OINF_MODE_NONE ? 0 : 1;
         if (q->zp_axis != 0)
-            return tbx_err(err, TBX_E_FORMAT, at, "tensor.quant.zp_axis",
+            return tbx_err(err, TBX_E_FORMAT, oi_qat(at, 32), "tensor.quant.zp_axis",
                            "tensor \"%s\": zp_axis is %" PRIu64 " with zp_mode %" PRIu32
                            ", expected 0", tensor, q->zp_axis, q->zp_mode);
         if (q->zp_count != want)
-            return tbx_err(err, TBX_E_FORMAT, at, "tensor.quant.zp_count",
+            return tbx_err(err, TBX_E_FORMAT, oi_qat(at, 40), "tensor.quant.zp_count",
                            "tensor \"%s\": zp_count is %" PRIu64 " with zp_mode %" PRIu32
                            ", expected %" PRIu64, tensor, q->zp_count, q->zp_mode, want);
     } else {
         if (q->zp_axis >= ndim)
-            return tbx_err(err, TBX_E_FORMAT, at, "tensor.quant.zp_axis",
+            return tbx_err(err, TBX_E_FORMAT, oi_qat(at, 32), "tensor.quant.zp_axis",
                            "tensor \"%s\": per-channel zp_axis %" PRIu64 " is not a dimension of "
                            "its %" PRIu32 "-d shape", tensor, q->zp_axis, ndim);
         if (q->zp_count != shape[q->zp_axis])
-            return tbx_err(err, TBX_E_FORMAT, at, "tensor.quant.zp_count",
+            return tbx_err(err, TBX_E_FORMAT, oi_qat(at, 40), "tensor.quant.zp_count",
                            "tensor \"%s\": zp_count is %" PRIu64 ", expected shape[%" PRIu64
                            "] = %" PRIu64, tensor, q->zp_count, q->zp_axis, shape[q->zp_axis]);
     }

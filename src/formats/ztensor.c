@@ -1001,9 +1001,12 @@ static tbx_status parse_component(zt_parse_ctx *pc, const zt_ev *mev, zt_parsed_
     }
     ks_free(&ks);
     if (st != TBX_OK) return st;
+    /* the field is the missing key (docs/formats/ztensor.md, "Errors") */
     const char *missing = !has_dtype ? "dtype" : !has_off ? "offset" : !has_len ? "length" : NULL;
     if (missing)
-        return tbx_err(err, TBX_E_FORMAT, mev->off, "component",
+        return tbx_err(err, TBX_E_FORMAT, mev->off,
+                       !has_dtype ? "component.dtype" : !has_off ? "component.offset"
+                                                      : "component.length",
                        "tensor \"%s\" component %s has no \"%s\"", tq, role, missing);
     pcmp->present = true;
     return TBX_OK;
@@ -1650,7 +1653,9 @@ static tbx_status parse_object(zt_parse_ctx *pc, zt_str *name, uint64_t name_off
         const char *missing = !has_shape ? "shape" : !has_format ? "format"
                             : !has_comps ? "components" : NULL;
         if (missing)
-            st = tbx_err(err, TBX_E_FORMAT, mev->off, "object",
+            st = tbx_err(err, TBX_E_FORMAT, mev->off,
+                         !has_shape ? "object.shape" : !has_format ? "object.format"
+                                                     : "object.components",
                          "tensor \"%s\" has no \"%s\"", tq, missing);
     }
     if (st == TBX_OK)

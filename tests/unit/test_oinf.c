@@ -1401,7 +1401,7 @@ TBX_TEST(table_rules) {
     MUT("tensor nbytes", TBX_E_FORMAT, "data_nbytes", "expected 16", put64(m + w_nb, 12));
     MUT("packed tensor nbytes", TBX_E_FORMAT, "data_nbytes", "expected 2", put64(m + P.tn_dtype[1] + 12 + 8, 5));
     MUT("bool tensor nbytes", TBX_E_FORMAT, "data_nbytes", NULL, put64(m + P.tn_dtype[0] + 12 + 8, 1));
-    MUT("no data but offset", TBX_E_FORMAT, "data_nbytes", "HAS_DATA", put64(m + P.tn_dtype[2] + 12 + 16 + 8, 8));
+    MUT("no data but offset", TBX_E_FORMAT, "data_offset", "HAS_DATA", put64(m + P.tn_dtype[2] + 12 + 16 + 8, 8));
     MUT("tensor shape overflow", TBX_E_OVERFLOW, "dims",
         NULL, (put64(m + P.tn_dtype[3] + 12, 1ull << 62), put64(m + P.tn_dtype[3] + 20, 1ull << 62)));
     MUT("tensor ndim past table", TBX_E_TRUNCATED, "tensor", NULL, put32(m + P.tn_dtype[4] + 4, 40));
