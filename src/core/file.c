@@ -443,11 +443,7 @@ tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t
     /* sparse / grouped layouts decode in their driver, when it can */
     if (!dense) return f->drv->read_f32 ? f->drv->read_f32(f, i, first, count, out, err)
                                         : need_dense(err, t);
-    const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
-    if (!di) { /* a dtype of this handle's own driver */
-        const tbx_driver *const own[] = {f->drv, NULL};
-        di = tbx_dtype_get_in(own, t->dtype);
-    }
+    const tbx_dtype_info *di = tbx_file_dtype(f, t->dtype);
     /* a driver-specific dtype (no core decoder: shaped MCF families, block types without a
      * registered dequantizer) goes to the driver that claims it with a read_f32 hook */
     const bool driver_dtype = di && ((di->flags & TBX_DTF_SHAPED) ||

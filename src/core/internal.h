@@ -435,6 +435,9 @@ tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, t
 /* Room for n tensors in all (table and name index sized at once, no growth slack): for a
  * driver that knows its count before adding. */
 tbx_status tbx_file_reserve_tensors(tbx_file *f, size_t n, tbx_error *err);
+/* The dtype entry a tensor of this handle may have: the core table's, or the one the handle's
+ * own driver declares (never another driver's); NULL otherwise. */
+const tbx_dtype_info *tbx_file_dtype(const tbx_file *f, tbx_dtype dtype);
 tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, uint64_t offset,
                                 uint64_t size, tbx_error *err);
 /* The source a component's `src` names (0: f->src, k: f->extra_src[k-1]); NULL when out of

@@ -108,6 +108,11 @@ static void chunk_unalloc(tbx_file *f, void *p, size_t bytes) {
     }
 }
 
+const tbx_dtype_info *tbx_file_dtype(const tbx_file *f, tbx_dtype dtype) {
+    const tbx_driver *const own[] = {f->drv, NULL};
+    return tbx_dtype_get_in(own, dtype);
+}
+
 tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, tbx_dtype dtype,
                                const uint64_t *shape, uint32_t ndim, uint32_t ncomp,
                                uint64_t offset, tbx_tensor **out, tbx_error *err) {
@@ -117,7 +122,7 @@ tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, t
         return tbx_err(err, TBX_E_LIMIT, offset, "tensors",
                        "more than %llu tensors (limit max_tensors)",
                        (unsigned long long)f->limits.max_tensors);
-    if (!tbx_dtype_get(dtype))
+    if (!tbx_file_dtype(f, dtype))
         return tbx_err(err, TBX_E_FORMAT, offset, "tensor.dtype", "tensor \"%s\": invalid dtype %d",
                        q, (int)dtype);
     if (ndim > f->limits.max_ndim)
