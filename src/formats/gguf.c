@@ -1692,59 +1692,31 @@ static tbx_status gguf_w_finish(tbx_writer *w, tbx_error *err) {
 
 static bool gguf_w_dtype_ok(tbx_dtype dt) { return tbx_gguf_dtype_type(dt) >= 0; }
 
-#define G_META_TYPES                                                                            \
+#define GGUF_META_TYPES                                                                            \
     (TBX_VBIT(TBX_V_BOOL) | TBX_VBIT(TBX_V_U8) | TBX_VBIT(TBX_V_I8) | TBX_VBIT(TBX_V_U16) |     \
      TBX_VBIT(TBX_V_I16) | TBX_VBIT(TBX_V_U32) | TBX_VBIT(TBX_V_I32) | TBX_VBIT(TBX_V_U64) |    \
      TBX_VBIT(TBX_V_I64) | TBX_VBIT(TBX_V_F32) | TBX_VBIT(TBX_V_F64) | TBX_VBIT(TBX_V_STRING) | \
      TBX_VBIT(TBX_V_ARRAY))
 
+/* Every hook and capability but the reading of component bytes, shared by the little- and
+ * big-endian tables (NULL hooks: zero-initialised). */
+#define GGUF_DRIVER_COMMON                                                                      \
+    .format = TBX_FORMAT_GGUF, .name = "gguf", .extensions = ".gguf",                         \
+    .read_versions = 0xEu,  /* 1, 2, 3 */                                                     \
+    .write_versions = 0xCu, /* 2, 3 */                                                        \
+    .write_version = 3, .meta_types = GGUF_META_TYPES, .w_dtype_ok = gguf_w_dtype_ok,        \
+    .probe = gguf_probe, .open = gguf_open, .validate = gguf_validate, .close = gguf_close,   \
+    .w_check_meta = gguf_w_check_meta, .w_check_tensor = gguf_w_check_tensor,                \
+    .w_layout = gguf_w_layout, .w_finish = gguf_w_finish
+
 const tbx_driver tbx_driver_gguf = {
-    .format = TBX_FORMAT_GGUF,
-    .name = "gguf",
-    .extensions = ".gguf",
-    .read_versions = 0xEu,  /* 1, 2, 3 */
-    .write_versions = 0xCu, /* 2, 3 */
-    .write_version = 3,
-    .meta_types = G_META_TYPES,
-    .w_dtype_ok = gguf_w_dtype_ok,
-    .probe = gguf_probe,
-    .open = gguf_open,
-    .read_component = NULL,
-    .validate = gguf_validate,
-    .close = gguf_close,
-    .w_check_meta = gguf_w_check_meta,
-    .w_check_section = NULL,
-    .w_check_tensor = gguf_w_check_tensor,
-    .w_layout = gguf_w_layout,
-    .w_data = NULL,
-    .w_tensor_done = NULL,
-    .w_finish = gguf_w_finish,
-    .w_free = NULL,
+    GGUF_DRIVER_COMMON,
 };
 
 /* Big-endian files: the same driver with element swapping on every read. gguf_open switches an
  * open handle to this table; tbx_driver_for() never returns it. */
 static const tbx_driver gguf_driver_be = {
-    .format = TBX_FORMAT_GGUF,
-    .name = "gguf",
-    .extensions = ".gguf",
-    .read_versions = 0xEu,  /* 1, 2, 3 */
-    .write_versions = 0xCu, /* 2, 3 */
-    .write_version = 3,
-    .meta_types = G_META_TYPES,
-    .w_dtype_ok = gguf_w_dtype_ok,
-    .probe = gguf_probe,
-    .open = gguf_open,
+    GGUF_DRIVER_COMMON,
     .read_component = gguf_read_be,
     .read_transforms_raw = true,
-    .validate = gguf_validate,
-    .close = gguf_close,
-    .w_check_meta = gguf_w_check_meta,
-    .w_check_section = NULL,
-    .w_check_tensor = gguf_w_check_tensor,
-    .w_layout = gguf_w_layout,
-    .w_data = NULL,
-    .w_tensor_done = NULL,
-    .w_finish = gguf_w_finish,
-    .w_free = NULL,
 };
