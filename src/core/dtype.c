@@ -197,3 +197,12 @@ tbx_status tbx_dtype_nbytes_shape_in(const tbx_driver *const *drivers, tbx_dtype
     }
     return tbx_dtype_info_nbytes_shape(e, shape, ndim, out);
 }
+
+tbx_status tbx_dtype_core_nbytes(tbx_dtype dt, uint64_t nelems, uint64_t *out) {
+    return tbx_dtype_info_nbytes(tbx_dtype_core_get(dt), nelems, out);
+}
+
+tbx_status tbx_dtype_core_nbytes_shape(tbx_dtype dt, const uint64_t *shape, uint32_t ndim,
+                                       uint64_t *out) {
+    return tbx_dtype_info_nbytes_shape(tbx_dtype_core_get(dt), shape, ndim, out);
+}

@@ -676,14 +676,11 @@ bool tbx_dtype_name_eq(const char *a, const char *b);      /* ASCII case-insensi
 tbx_status tbx_dtype_info_nbytes(const tbx_dtype_info *e, uint64_t nelems, uint64_t *out);
 tbx_status tbx_dtype_info_nbytes_shape(const tbx_dtype_info *e, const uint64_t *shape,
                                        uint32_t ndim, uint64_t *out);
-/* The size rules of a core dtype (drivers' reading hooks: they do not look up other drivers). */
-static inline tbx_status tbx_dtype_core_nbytes(tbx_dtype dt, uint64_t nelems, uint64_t *out) {
-    return tbx_dtype_info_nbytes(tbx_dtype_core_get(dt), nelems, out);
-}
-static inline tbx_status tbx_dtype_core_nbytes_shape(tbx_dtype dt, const uint64_t *shape,
-                                                     uint32_t ndim, uint64_t *out) {
-    return tbx_dtype_info_nbytes_shape(tbx_dtype_core_get(dt), shape, ndim, out);
-}
+/* The size rules of a core dtype (drivers' reading hooks: they do not look up other drivers).
+ * TBX_E_INVALID_ARG when `dt` is not a core dtype. */
+tbx_status tbx_dtype_core_nbytes(tbx_dtype dt, uint64_t nelems, uint64_t *out);
+tbx_status tbx_dtype_core_nbytes_shape(tbx_dtype dt, const uint64_t *shape, uint32_t ndim,
+                                       uint64_t *out);
 /* tbx_decode_f32 with the dtype's entry already looked up (src/quant/decode.c). */
 tbx_status tbx_decode_f32_info(const tbx_dtype_info *e, tbx_dtype dtype, const void *src,
                                size_t src_len, uint64_t nelems, float *dst);

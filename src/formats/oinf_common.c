@@ -50,6 +50,8 @@ uint32_t oi_tag_of_dtype(tbx_dtype dt) {
     return 0;
 }
 
+bool oi_w_dtype_ok(tbx_dtype dt) { return oi_tensor_tag(oi_tag_of_dtype(dt)); }
+
 static bool oi_name_char(unsigned char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
            c == '_' || c == '-';

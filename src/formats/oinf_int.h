@@ -42,7 +42,7 @@ uint32_t oi_tag_of_dtype(tbx_dtype dt);
 /* May a tensor (resp. an NDARRAY element) be of this tag? */
 static inline bool oi_tensor_tag(uint32_t t) { return (t >= 1 && t <= 13) || (t >= 16 && t <= 25); }
 /* Can the writer store tensors of dtype dt (the driver's w_dtype_ok and oi_w_check_tensor)? */
-static inline bool oi_w_dtype_ok(tbx_dtype dt) { return oi_tensor_tag(oi_tag_of_dtype(dt)); }
+bool oi_w_dtype_ok(tbx_dtype dt);
 /* Metadata value types the writer stores (tbx_driver.meta_types): the scalars, string, bitset,
  * ndarray and arrays of scalars (ow_meta). */
 #define OI_META_TYPES                                                                           \
