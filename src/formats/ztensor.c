@@ -1326,6 +1326,13 @@ static tbx_status obj_check_placement(zt_obj *o, tbx_error *err) {
             return tbx_err(err, TBX_E_RANGE, p->at, "component.offset",
                            "tensor \"%s\" component %s: offset %" PRIu64
                            " lies in the 8-byte header", tq, zt_role_names[r], p->offset);
+        /* the field at fault: the offset when the component starts past the data area, its
+         * length when it starts inside and runs out (the rule of docs/reliability.md) */
+        if (p->offset > s->manifest_off || (p->offset == s->manifest_off && p->length > 0))
+            return tbx_err(err, TBX_E_RANGE, p->at, "component.offset",
+                           "tensor \"%s\" component %s: offset %" PRIu64 " is at or past the "
+                           "start of the manifest at byte %" PRIu64, tq, zt_role_names[r],
+                           p->offset, s->manifest_off);
         if (!tbx_add_u64(p->offset, p->length, &end) || end > s->manifest_off)
             return tbx_err(err, TBX_E_RANGE, p->at, "component.length",
                            "tensor \"%s\" component %s: [%" PRIu64 ", +%" PRIu64

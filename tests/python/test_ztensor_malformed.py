@@ -229,9 +229,12 @@ def cases():
         lambda b: item(b, cbor("a") + cbor(2)))
     # components: placement and size at the component's map
     cmap = lambda role="data", nth=0: (lambda b: value(b, role, nth))  # noqa: E731
-    # the area is 72 bytes: the manifest starts at 80; [128, +16) runs past it
+    # the area is 72 bytes: the manifest starts at 80. Offset 128 starts past it (the offset is
+    # at fault); [64, +32) starts inside and runs past it (the length is at fault)
     add("component_past_manifest", zt_file(AREA, manifest({"x": dense(offset=128)})), OPEN, R,
-        "component.length", cmap())
+        "component.offset", cmap())
+    add("component_runs_into_manifest", zt_file(AREA, manifest({"x": dense(shape=(8,), length=32)})),
+        OPEN, R, "component.length", cmap())
     add("component_misaligned", zt_file(AREA, manifest({"x": dense(offset=72, length=16)})),
         OPEN, R, "component.offset", cmap())
     add("component_in_header", zt_file(AREA, manifest({"x": dense(shape=(1,), offset=0,

@@ -1227,6 +1227,7 @@ TBX_TEST(bool_values_zero_or_one) {
 typedef struct mcase {
     const char *name;
     tbx_status want;
+    const char *field; /* the field at fault (docs/reliability.md: the rule for which) */
 } mcase;
 
 /* Builds malformed file number k (returns NULL past the end). */
@@ -1237,169 +1238,169 @@ static uint8_t *malformed(int k, size_t *n, mcase *mc) {
     uint64_t shape4[1] = {4};
     tb m = {0};
     uint8_t *p = NULL;
-#define CASE(label, code) if (k-- == 0) { mc->name = label; mc->want = code;
+#define CASE(label, code, fld) if (k-- == 0) { mc->name = label; mc->want = code; mc->field = fld;
 #define END_CASE }
 #define ROOT2() tb_map(&m, 2); tb_text(&m, "version"); tb_text(&m, "1.1.0"); tb_text(&m, "objects")
-    CASE("bad header magic", TBX_E_BAD_MAGIC)
+    CASE("bad header magic", TBX_E_BAD_MAGIC, "magic")
         p = base_file(n); memcpy(p, "ZTEN2000", 8); return p; END_CASE
-    CASE("bad footer magic", TBX_E_BAD_MAGIC)
+    CASE("bad footer magic", TBX_E_BAD_MAGIC, "footer.magic")
         p = base_file(n); p[*n - 1] = 'X'; return p; END_CASE
-    CASE("legacy v0.1 magic", TBX_E_BAD_VERSION)
+    CASE("legacy v0.1 magic", TBX_E_BAD_VERSION, "magic")
         p = base_file(n); memcpy(p, "ZTEN0001", 8); return p; END_CASE
-    CASE("file shorter than 24 bytes", TBX_E_TRUNCATED)
+    CASE("file shorter than 24 bytes", TBX_E_TRUNCATED, "footer")
         p = calloc(1, 20); memcpy(p, "ZTEN1000", 8); memcpy(p + 12, "ZTEN1000", 8); *n = 20; return p; END_CASE
-    CASE("manifest size past the header", TBX_E_TRUNCATED)
+    CASE("manifest size past the header", TBX_E_TRUNCATED, "footer.manifest_size")
         p = base_file(n); uint64_t big = *n; for (int i = 0; i < 8; i++) p[*n - 16 + i] = (uint8_t)(big >> (8 * i)); return p; END_CASE
-    CASE("manifest size over 1 GiB", TBX_E_LIMIT)
+    CASE("manifest size over 1 GiB", TBX_E_LIMIT, "footer.manifest_size")
         p = base_file(n); uint64_t big = ((uint64_t)1 << 30) + 1; for (int i = 0; i < 8; i++) p[*n - 16 + i] = (uint8_t)(big >> (8 * i)); return p; END_CASE
-    CASE("manifest size 2^64-1", TBX_E_LIMIT)
+    CASE("manifest size 2^64-1", TBX_E_LIMIT, "footer.manifest_size")
         p = base_file(n); memset(p + *n - 16, 0xFF, 8); return p; END_CASE
-    CASE("manifest size zero", TBX_E_FORMAT)
+    CASE("manifest size zero", TBX_E_FORMAT, "footer.manifest_size")
         p = base_file(n); memset(p + *n - 16, 0, 8); return p; END_CASE
-    CASE("manifest is not a map", TBX_E_FORMAT)
+    CASE("manifest is not a map", TBX_E_FORMAT, "manifest")
         tb_arr(&m, 0); END_CASE
-    CASE("truncated CBOR (map declares 3 entries, has 2)", TBX_E_TRUNCATED)
+    CASE("truncated CBOR (map declares 3 entries, has 2)", TBX_E_TRUNCATED, "manifest")
         tb_map(&m, 3); tb_text(&m, "version"); tb_text(&m, "1.1.0"); tb_text(&m, "objects"); tb_map(&m, 1);
         tb_dense(&m, "x", "f32", shape4, 1, 64, 16, NULL); END_CASE
-    CASE("truncated CBOR (text runs past the manifest)", TBX_E_TRUNCATED)
+    CASE("truncated CBOR (text runs past the manifest)", TBX_E_TRUNCATED, "manifest.objects")
         ROOT2(); tb_map(&m, 1); tb_head(&m, 3, 40); tb_raw(&m, "short", 5); END_CASE
-    CASE("huge declared map count", TBX_E_TRUNCATED)
+    CASE("huge declared map count", TBX_E_TRUNCATED, "manifest.objects")
         ROOT2(); tb_head(&m, 5, 0xFFFFFFFFFFull); END_CASE
-    CASE("huge declared array count in attributes", TBX_E_TRUNCATED)
+    CASE("huge declared array count in attributes", TBX_E_TRUNCATED, "attributes")
         ROOT2(); tb_map(&m, 0); tb_text(&m, "attributes"); m.p[0] = 0xA3; tb_map(&m, 1); tb_text(&m, "a"); tb_head(&m, 4, 1ull << 62); END_CASE
-    CASE("huge declared string length", TBX_E_TRUNCATED)
+    CASE("huge declared string length", TBX_E_TRUNCATED, "manifest.objects")
         ROOT2(); tb_map(&m, 1); tb_head(&m, 3, 0x7FFFFFFFFFFFFFFFull); END_CASE
-    CASE("too many tensors for the limit", TBX_E_LIMIT)
+    CASE("too many tensors for the limit", TBX_E_LIMIT, "manifest.objects")
         ROOT2(); tb_map(&m, 5000); for (int i = 0; i < 10000; i++) tb_u8(&m, 0); END_CASE
-    CASE("deep nesting in attributes", TBX_E_LIMIT)
+    CASE("deep nesting in attributes", TBX_E_LIMIT, "attributes")
         tb_map(&m, 3); tb_text(&m, "version"); tb_text(&m, "1.1.0"); tb_text(&m, "attributes"); tb_map(&m, 1); tb_text(&m, "a");
         for (int i = 0; i < 100; i++) tb_arr(&m, 1);
         tb_uint(&m, 0); tb_text(&m, "objects"); tb_map(&m, 0); END_CASE
-    CASE("deep nesting in an unknown key (100000 levels)", TBX_E_LIMIT)
+    CASE("deep nesting in an unknown key (100000 levels)", TBX_E_LIMIT, "manifest")
         tb_map(&m, 3); tb_text(&m, "version"); tb_text(&m, "1.1.0"); tb_text(&m, "junk");
         for (int i = 0; i < 100000; i++) tb_u8(&m, 0x81);
         tb_uint(&m, 0); tb_text(&m, "objects"); tb_map(&m, 0); END_CASE
-    CASE("tag chain in an unknown key", TBX_E_LIMIT)
+    CASE("tag chain in an unknown key", TBX_E_LIMIT, "manifest")
         tb_map(&m, 3); tb_text(&m, "version"); tb_text(&m, "1.1.0"); tb_text(&m, "junk");
         for (int i = 0; i < 5000; i++) tb_u8(&m, 0xC0);
         tb_uint(&m, 0); tb_text(&m, "objects"); tb_map(&m, 0); END_CASE
-    CASE("more attribute values than the node budget (1.1 million nulls)", TBX_E_LIMIT)
+    CASE("more attribute values than the node budget (1.1 million nulls)", TBX_E_LIMIT, "attributes")
         tb_map(&m, 3); tb_text(&m, "version"); tb_text(&m, "1.1.0"); tb_text(&m, "attributes"); tb_map(&m, 1); tb_text(&m, "a");
         tb_arr(&m, 1100000); for (int i = 0; i < 1100000; i++) tb_u8(&m, 0xF6);
         tb_text(&m, "objects"); tb_map(&m, 0); END_CASE
-    CASE("tag in an attribute value", TBX_E_UNSUPPORTED)
+    CASE("tag in an attribute value", TBX_E_UNSUPPORTED, "attributes")
         tb_map(&m, 3); tb_text(&m, "version"); tb_text(&m, "1.1.0"); tb_text(&m, "attributes"); tb_map(&m, 1); tb_text(&m, "a");
         tb_u8(&m, 0xC2); tb_head(&m, 2, 1); tb_u8(&m, 1); tb_text(&m, "objects"); tb_map(&m, 0); END_CASE
-    CASE("negative integer below -2^63", TBX_E_UNSUPPORTED)
+    CASE("negative integer below -2^63", TBX_E_UNSUPPORTED, "attributes")
         tb_map(&m, 3); tb_text(&m, "version"); tb_text(&m, "1.1.0"); tb_text(&m, "attributes"); tb_map(&m, 1); tb_text(&m, "a");
         tb_head(&m, 1, 0xFFFFFFFFFFFFFFFFull); tb_text(&m, "objects"); tb_map(&m, 0); END_CASE
-    CASE("reserved additional info (malformed CBOR)", TBX_E_FORMAT)
+    CASE("reserved additional info (malformed CBOR)", TBX_E_FORMAT, "manifest")
         ROOT2(); tb_u8(&m, 0xBC); END_CASE
-    CASE("unexpected break", TBX_E_FORMAT)
+    CASE("unexpected break", TBX_E_FORMAT, "manifest")
         ROOT2(); tb_u8(&m, 0xFF); END_CASE
-    CASE("invalid UTF-8 in a text key", TBX_E_FORMAT)
+    CASE("invalid UTF-8 in a text key", TBX_E_FORMAT, "object.name")
         ROOT2(); tb_map(&m, 1); tb_head(&m, 3, 2); tb_raw(&m, "\xC3\x28", 2); tb_map(&m, 0); END_CASE
-    CASE("non-text map key", TBX_E_FORMAT)
+    CASE("non-text map key", TBX_E_FORMAT, "object.name")
         ROOT2(); tb_map(&m, 1); tb_uint(&m, 5); tb_map(&m, 0); END_CASE
-    CASE("indefinite text with a byte-string chunk", TBX_E_FORMAT)
+    CASE("indefinite text with a byte-string chunk", TBX_E_FORMAT, "object.name")
         ROOT2(); tb_map(&m, 1); tb_u8(&m, 0x7F); tb_head(&m, 2, 1); tb_u8(&m, 'a'); tb_u8(&m, 0xFF); tb_map(&m, 0); END_CASE
-    CASE("bytes after the manifest map", TBX_E_FORMAT)
+    CASE("bytes after the manifest map", TBX_E_FORMAT, "manifest")
         ROOT2(); tb_map(&m, 1); tb_dense(&m, "x", "f32", shape4, 1, 64, 16, NULL); tb_u8(&m, 0); END_CASE
-    CASE("missing version", TBX_E_FORMAT)
+    CASE("missing version", TBX_E_FORMAT, "manifest.version")
         tb_map(&m, 1); tb_text(&m, "objects"); tb_map(&m, 1); tb_dense(&m, "x", "f32", shape4, 1, 64, 16, NULL); END_CASE
-    CASE("missing objects", TBX_E_FORMAT)
+    CASE("missing objects", TBX_E_FORMAT, "manifest.objects")
         tb_map(&m, 1); tb_text(&m, "version"); tb_text(&m, "1.1.0"); END_CASE
-    CASE("version is an integer", TBX_E_FORMAT)
+    CASE("version is an integer", TBX_E_FORMAT, "manifest.version")
         tb_map(&m, 2); tb_text(&m, "version"); tb_uint(&m, 1); tb_text(&m, "objects"); tb_map(&m, 0); END_CASE
-    CASE("objects is an array", TBX_E_FORMAT)
+    CASE("objects is an array", TBX_E_FORMAT, "manifest.objects")
         ROOT2(); tb_arr(&m, 0); END_CASE
-    CASE("shape is a string", TBX_E_FORMAT)
+    CASE("shape is a string", TBX_E_FORMAT, "object.shape")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_text(&m, "4");
         tb_text(&m, "format"); tb_text(&m, "dense"); tb_text(&m, "components"); tb_map(&m, 1); tb_text(&m, "data"); tb_comp(&m, "f32", 64, 16, NULL); END_CASE
-    CASE("negative dimension", TBX_E_FORMAT)
+    CASE("negative dimension", TBX_E_FORMAT, "object.shape")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_arr(&m, 1); tb_head(&m, 1, 3);
         tb_text(&m, "format"); tb_text(&m, "dense"); tb_text(&m, "components"); tb_map(&m, 1); tb_text(&m, "data"); tb_comp(&m, "f32", 64, 16, NULL); END_CASE
-    CASE("too many dimensions", TBX_E_LIMIT)
+    CASE("too many dimensions", TBX_E_LIMIT, "object.shape")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_arr(&m, 100); for (int i = 0; i < 100; i++) tb_uint(&m, 1);
         tb_text(&m, "format"); tb_text(&m, "dense"); tb_text(&m, "components"); tb_map(&m, 1); tb_text(&m, "data"); tb_comp(&m, "f32", 64, 4, NULL); END_CASE
-    CASE("shape product overflows", TBX_E_OVERFLOW)
+    CASE("shape product overflows", TBX_E_OVERFLOW, "object.shape")
         ROOT2(); tb_map(&m, 1); uint64_t sh[2] = {1ull << 40, 1ull << 40}; tb_dense(&m, "x", "f32", sh, 2, 64, 16, NULL); END_CASE
-    CASE("offset is a string", TBX_E_FORMAT)
+    CASE("offset is a string", TBX_E_FORMAT, "component.offset")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_arr(&m, 1); tb_uint(&m, 4);
         tb_text(&m, "format"); tb_text(&m, "dense"); tb_text(&m, "components"); tb_map(&m, 1); tb_text(&m, "data");
         tb_map(&m, 3); tb_text(&m, "dtype"); tb_text(&m, "f32"); tb_text(&m, "offset"); tb_text(&m, "64"); tb_text(&m, "length"); tb_uint(&m, 16); END_CASE
-    CASE("dtype is an integer", TBX_E_FORMAT)
+    CASE("dtype is an integer", TBX_E_FORMAT, "component.dtype")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_arr(&m, 1); tb_uint(&m, 4);
         tb_text(&m, "format"); tb_text(&m, "dense"); tb_text(&m, "components"); tb_map(&m, 1); tb_text(&m, "data");
         tb_map(&m, 3); tb_text(&m, "dtype"); tb_uint(&m, 1); tb_text(&m, "offset"); tb_uint(&m, 64); tb_text(&m, "length"); tb_uint(&m, 16); END_CASE
-    CASE("component missing length", TBX_E_FORMAT)
+    CASE("component missing length", TBX_E_FORMAT, "component.length")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_arr(&m, 1); tb_uint(&m, 4);
         tb_text(&m, "format"); tb_text(&m, "dense"); tb_text(&m, "components"); tb_map(&m, 1); tb_text(&m, "data");
         tb_map(&m, 2); tb_text(&m, "dtype"); tb_text(&m, "f32"); tb_text(&m, "offset"); tb_uint(&m, 64); END_CASE
-    CASE("duplicate root key", TBX_E_DUPLICATE)
+    CASE("duplicate root key", TBX_E_DUPLICATE, "manifest")
         tb_map(&m, 3); tb_text(&m, "version"); tb_text(&m, "1.1.0"); tb_text(&m, "version"); tb_text(&m, "1.1.0");
         tb_text(&m, "objects"); tb_map(&m, 0); END_CASE
-    CASE("duplicate unknown root key", TBX_E_DUPLICATE)
+    CASE("duplicate unknown root key", TBX_E_DUPLICATE, "manifest")
         tb_map(&m, 4); tb_text(&m, "version"); tb_text(&m, "1.1.0"); tb_text(&m, "zz"); tb_uint(&m, 1); tb_text(&m, "zz"); tb_uint(&m, 2);
         tb_text(&m, "objects"); tb_map(&m, 0); END_CASE
-    CASE("duplicate tensor name", TBX_E_DUPLICATE)
+    CASE("duplicate tensor name", TBX_E_DUPLICATE, "tensor.name")
         ROOT2(); tb_map(&m, 2); tb_dense(&m, "x", "f32", shape4, 1, 64, 16, NULL); tb_dense(&m, "x", "f32", shape4, 1, 64, 16, NULL); END_CASE
-    CASE("duplicate component field", TBX_E_DUPLICATE)
+    CASE("duplicate component field", TBX_E_DUPLICATE, "component")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_arr(&m, 1); tb_uint(&m, 4);
         tb_text(&m, "format"); tb_text(&m, "dense"); tb_text(&m, "components"); tb_map(&m, 1); tb_text(&m, "data");
         tb_map(&m, 4); tb_text(&m, "dtype"); tb_text(&m, "f32"); tb_text(&m, "offset"); tb_uint(&m, 64); tb_text(&m, "offset"); tb_uint(&m, 64); tb_text(&m, "length"); tb_uint(&m, 16); END_CASE
-    CASE("duplicate component role", TBX_E_DUPLICATE)
+    CASE("duplicate component role", TBX_E_DUPLICATE, "object.components")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_arr(&m, 1); tb_uint(&m, 4);
         tb_text(&m, "format"); tb_text(&m, "dense"); tb_text(&m, "components"); tb_map(&m, 2); tb_text(&m, "data"); tb_comp(&m, "f32", 64, 16, NULL);
         tb_text(&m, "data"); tb_comp(&m, "f32", 64, 16, NULL); END_CASE
-    CASE("duplicate attribute key", TBX_E_DUPLICATE)
+    CASE("duplicate attribute key", TBX_E_DUPLICATE, "metadata.key")
         tb_map(&m, 3); tb_text(&m, "version"); tb_text(&m, "1.1.0"); tb_text(&m, "attributes"); tb_map(&m, 2);
         tb_text(&m, "a"); tb_uint(&m, 1); tb_text(&m, "a"); tb_uint(&m, 2); tb_text(&m, "objects"); tb_map(&m, 0); END_CASE
-    CASE("duplicate key in a nested attribute map", TBX_E_DUPLICATE)
+    CASE("duplicate key in a nested attribute map", TBX_E_DUPLICATE, "attributes")
         tb_map(&m, 3); tb_text(&m, "version"); tb_text(&m, "1.1.0"); tb_text(&m, "attributes"); tb_map(&m, 1); tb_text(&m, "a");
         tb_map(&m, 2); tb_text(&m, "k"); tb_uint(&m, 1); tb_text(&m, "k"); tb_uint(&m, 2); tb_text(&m, "objects"); tb_map(&m, 0); END_CASE
-    CASE("component out of bounds (into the manifest)", TBX_E_RANGE)
+    CASE("component out of bounds (into the manifest)", TBX_E_RANGE, "component.offset")
         ROOT2(); tb_map(&m, 1); tb_dense(&m, "x", "f32", shape4, 1, 64 + 64 + 64, 16, NULL); END_CASE
-    CASE("component offset + length overflows", TBX_E_RANGE)
+    CASE("component offset + length overflows", TBX_E_RANGE, "component.offset")
         ROOT2(); tb_map(&m, 1); uint64_t sh[1] = {1}; tb_dense(&m, "x", "f32", sh, 1, 0xFFFFFFFFFFFFFFC0ull, 4, NULL); END_CASE
-    CASE("component misaligned", TBX_E_RANGE)
+    CASE("component misaligned", TBX_E_RANGE, "component.offset")
         ROOT2(); tb_map(&m, 1); tb_dense(&m, "x", "f32", shape4, 1, 68, 16, NULL); END_CASE
-    CASE("component at offset 0 (the header)", TBX_E_RANGE)
+    CASE("component at offset 0 (the header)", TBX_E_RANGE, "component.offset")
         ROOT2(); tb_map(&m, 1); uint64_t sh[1] = {1}; tb_dense(&m, "x", "f32", sh, 1, 0, 4, NULL); END_CASE
-    CASE("components overlap", TBX_E_RANGE)
+    CASE("components overlap", TBX_E_RANGE, "component.offset")
         ROOT2(); tb_map(&m, 2); tb_dense(&m, "x", "f32", shape4, 1, 64, 16, NULL); uint64_t sh[1] = {2};
         tb_dense(&m, "y", "f32", sh, 1, 64, 8, NULL); END_CASE
-    CASE("raw length differs from shape x dtype", TBX_E_FORMAT)
+    CASE("raw length differs from shape x dtype", TBX_E_FORMAT, "component.length")
         ROOT2(); tb_map(&m, 1); tb_dense(&m, "x", "f32", shape4, 1, 64, 12, NULL); END_CASE
-    CASE("unknown dtype", TBX_E_UNSUPPORTED)
+    CASE("unknown dtype", TBX_E_UNSUPPORTED, "component.dtype")
         ROOT2(); tb_map(&m, 1); tb_dense(&m, "x", "float32", shape4, 1, 64, 16, NULL); END_CASE
-    CASE("unknown encoding", TBX_E_UNSUPPORTED)
+    CASE("unknown encoding", TBX_E_UNSUPPORTED, "component.encoding")
         ROOT2(); tb_map(&m, 1); tb_dense(&m, "x", "f32", shape4, 1, 64, 16, "lz4"); END_CASE
-    CASE("unknown format", TBX_E_UNSUPPORTED)
+    CASE("unknown format", TBX_E_UNSUPPORTED, "object.format")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_arr(&m, 1); tb_uint(&m, 4);
         tb_text(&m, "format"); tb_text(&m, "blocked"); tb_text(&m, "components"); tb_map(&m, 1); tb_text(&m, "data"); tb_comp(&m, "f32", 64, 16, NULL); END_CASE
-    CASE("unknown component role", TBX_E_FORMAT)
+    CASE("unknown component role", TBX_E_FORMAT, "object.components")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_arr(&m, 1); tb_uint(&m, 4);
         tb_text(&m, "format"); tb_text(&m, "dense"); tb_text(&m, "components"); tb_map(&m, 1); tb_text(&m, "weights"); tb_comp(&m, "f32", 64, 16, NULL); END_CASE
-    CASE("sparse_csr without indptr", TBX_E_FORMAT)
+    CASE("sparse_csr without indptr", TBX_E_FORMAT, "object.components")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_arr(&m, 2); tb_uint(&m, 2); tb_uint(&m, 2);
         tb_text(&m, "format"); tb_text(&m, "sparse_csr"); tb_text(&m, "components"); tb_map(&m, 2);
         tb_text(&m, "values"); tb_comp(&m, "f32", 64, 8, NULL); tb_text(&m, "indices"); tb_comp(&m, "u64", 128, 16, NULL); END_CASE
-    CASE("sparse_csr float indices", TBX_E_FORMAT)
+    CASE("sparse_csr float indices", TBX_E_FORMAT, "component.dtype")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_arr(&m, 2); tb_uint(&m, 1); tb_uint(&m, 2);
         tb_text(&m, "format"); tb_text(&m, "sparse_csr"); tb_text(&m, "components"); tb_map(&m, 3);
         tb_text(&m, "values"); tb_comp(&m, "f32", 64, 4, NULL); tb_text(&m, "indices"); tb_comp(&m, "f32", 128, 4, NULL);
         tb_text(&m, "indptr"); tb_comp(&m, "u32", 192, 8, NULL); END_CASE
-    CASE("sparse nnz larger than the shape", TBX_E_FORMAT)
+    CASE("sparse nnz larger than the shape", TBX_E_FORMAT, "object.components")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_arr(&m, 1); tb_uint(&m, 2);
         tb_text(&m, "format"); tb_text(&m, "sparse_coo"); tb_text(&m, "components"); tb_map(&m, 2);
         tb_text(&m, "values"); tb_comp(&m, "f32", 64, 16, NULL); tb_text(&m, "coords"); tb_comp(&m, "u8", 128, 4, NULL); END_CASE
-    CASE("quantized_group without bits", TBX_E_FORMAT)
+    CASE("quantized_group without bits", TBX_E_FORMAT, "object.attributes")
         ROOT2(); tb_map(&m, 1); tb_text(&m, "x"); tb_map(&m, 3); tb_text(&m, "shape"); tb_arr(&m, 1); tb_uint(&m, 8);
         tb_text(&m, "format"); tb_text(&m, "quantized_group"); tb_text(&m, "components"); tb_map(&m, 3);
         tb_text(&m, "packed_weight"); tb_comp(&m, "u32", 64, 4, NULL); tb_text(&m, "scales"); tb_comp(&m, "f32", 128, 4, NULL);
         tb_text(&m, "zeros"); tb_comp(&m, "f32", 192, 4, NULL); END_CASE
-    CASE("component length over max_tensor_bytes", TBX_E_LIMIT)
+    CASE("component length over max_tensor_bytes", TBX_E_LIMIT, "component")
         ROOT2(); tb_map(&m, 1); uint64_t sh[1] = {1ull << 40}; tb_dense(&m, "x", "u8", sh, 1, 64, 16, "zstd"); END_CASE
 #undef CASE
 #undef END_CASE
@@ -1422,7 +1423,7 @@ TBX_TEST(malformed_table) {
     lim.max_tensors = 1000;
     lim.max_tensor_bytes = (uint64_t)1 << 32;
     for (int k = 0;; k++) {
-        mcase mc = {NULL, TBX_OK};
+        mcase mc = {NULL, TBX_OK, NULL};
         size_t n = 0;
         uint8_t *p = malformed_build(k, &n, &mc);
         if (!mc.name) break;
@@ -1445,6 +1446,10 @@ TBX_TEST(malformed_table) {
                     tbx_status_name(st), e.field, e.message, tbx_status_name(mc.want));
         CHECK_EQ(st, mc.want);
         if (st != TBX_OK) CHECK(e.message[0] != 0 && e.code == st);
+        if (strcmp(e.field, mc.field) != 0)
+            fprintf(stderr, "case \"%s\": field \"%s\", want \"%s\"\n", mc.name, e.field,
+                    mc.field);
+        CHECK(strcmp(e.field, mc.field) == 0);
         free(p);
     }
     CHECK(ran >= 50);
