@@ -489,13 +489,13 @@ func genHF() {
 	for _, p := range packs {
 		args := append([]string{"pack", "--input", "hf/tiny-llama", "--output", p.out}, p.args...)
 		cmd := runMantle(*mantleBin, *outDir, args...)
-		add(p.out, "pack", cmd, []string{p.covers}, map[string]any{"hf_dir": "hf/tiny-llama"}, nil)
+		add(p.out, "pack", cmd, []string{p.covers}, map[string]any{"hf_dir": "hf/tiny-llama"}, checkedModelInfo(p.out, tinyMI))
 	}
 	for _, m := range quantMethods {
 		out := "files/hf_tiny_llama_" + m + ".mcf"
 		cmd := runMantle(*mantleBin, *outDir, "quantize", "--input", "files/hf_tiny_llama.mcf", "--output", out, "--method", m)
 		add(out, "quantize", cmd, []string{"mantle quantize " + m + " of the packed tiny-llama (2-D f32/f16/bf16 quantized, the rest copied; dedup aliasing dropped)"},
-			map[string]any{"input": "files/hf_tiny_llama.mcf", "method": m}, nil)
+			map[string]any{"input": "files/hf_tiny_llama.mcf", "method": m}, checkedModelInfo(out, tinyMI))
 	}
 
 	// sharded, qwen, chat_template.jinja merged into tokenizer_config.json by pack
@@ -555,7 +555,7 @@ func genHF() {
 			args = append(args, "--cast", p.cast)
 		}
 		cmd := runMantle(*mantleBin, *outDir, args...)
-		add(p.out, "pack", cmd, []string{p.covers}, map[string]any{"hf_dir": "hf/sharded-qwen"}, nil)
+		add(p.out, "pack", cmd, []string{p.covers}, map[string]any{"hf_dir": "hf/sharded-qwen"}, checkedModelInfo(p.out, qwenMI))
 	}
 }
 
@@ -627,4 +627,28 @@ func genRefusals() {
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		man.Refusals = append(man.Refusals, Refusal{"mantle " + strings.Join(args, " "), strings.TrimSpace(lines[len(lines)-1])})
 	}
+}
+
+// What pack puts in ModelInfo for the two HF directories (read from
+// loadModelInfoFromHFConfig). checkedModelInfo proves it: mantle's own
+// EncodeModelInfo of this struct must give the ModelInfo section's bytes.
+var tinyMI = &mcf.ModelInfo{Arch: mcf.ArchLLaMA, ModelName: "tiny-llama", VocabSize: 32, HiddenSize: 16, LayerCount: 2,
+	HeadCount: 4, HeadCountKV: 2, ContextLength: 128, RopeFreqBase: 10000,
+	Extras: map[string]any{"hf.model_type": "llama", "hf.rope_scaling": "present", "hf.config_json_present": uint32(1)}}
+
+var qwenMI = &mcf.ModelInfo{Arch: mcf.ArchQwen, ModelName: "sharded-qwen", VocabSize: 64, HiddenSize: 8, LayerCount: 1,
+	HeadCount: 2, HeadCountKV: 1, ContextLength: 256, RopeFreqBase: 1000000,
+	Extras: map[string]any{"hf.model_type": "qwen2", "hf.config_json_present": uint32(1)}}
+
+func checkedModelInfo(rel string, mi *mcf.ModelInfo) any {
+	want, err := mcf.EncodeModelInfo(mi)
+	must(err)
+	mf, err := mcf.Open(filepath.Join(*outDir, rel))
+	must(err)
+	defer mf.Close()
+	got := mf.SectionData(mf.Section(mcf.SectionModelInfo))
+	if string(got) != string(want) {
+		must(fmt.Errorf("%s: ModelInfo is not EncodeModelInfo(%+v)", rel, *mi))
+	}
+	return modelInfoJSON(mi)
 }
