@@ -311,6 +311,11 @@ func describe(path, valuesDir, relValues string) (Verdict, *HeaderJSON, []Sectio
 			t.Quant = &qq
 		}
 		vals, derr := decodeByName(st, name)
+		if j, ok := idx.Find(name); ok && j != i {
+			// mantle reads tensors by name: this entry is unreachable (duplicate or unsorted names)
+			vals, derr = nil, fmt.Errorf("mantle's by-name lookup of %q returns entry %d, not %d", name, j, i)
+			vkey = fmt.Sprintf("%s#%d", vkey, i)
+		}
 		if derr != nil {
 			t.F32Error = derr.Error()
 			v.Tensors[vkey] = derr.Error()
