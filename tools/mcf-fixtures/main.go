@@ -471,6 +471,7 @@ func genHF() {
 		{"模型.嵌入.weight", "F32", []int64{4, 4}, f32Bytes(gauss(r, 16, 1))},
 		{"café.bias", "F32", []int64{4}, f32Bytes(gauss(r, 4, 1))},
 		{"scalar.temperature", "F32", []int64{}, f32Bytes([]float32{0.7})},
+		{"pos.embedding.weight", "F32", []int64{3, 5}, f32Bytes(gauss(r, 15, 1))}, // odd count: int4 pads the last byte
 	}
 	writeSafetensors(filepath.Join(dir, "model.safetensors"), tiny, map[string]string{"format": "pt"})
 
@@ -484,7 +485,7 @@ func genHF() {
 		{"files/hf_tiny_llama_nores.mcf", []string{"--no-resources"}, "pack --no-resources: only ModelInfo, TensorData, TensorIndex"},
 		{"files/hf_tiny_llama_align0.mcf", []string{"--tensor-align", "0"}, "pack --tensor-align 0: tensors packed back to back, header flag bit0 clear"},
 		{"files/hf_tiny_llama_int8.mcf", []string{"--quant-embed", "int8"}, "pack --quant-embed int8: embedding tables as bare int8 codes (truncated toward zero, scale maxabs/127 not stored), no QuantInfo; mantle's reader refuses them"},
-		{"files/hf_tiny_llama_int4.mcf", []string{"--quant-embed", "int4"}, "pack --quant-embed int4: bare offset-binary nibbles (q+8), no scale, no QuantInfo"},
+		{"files/hf_tiny_llama_int4.mcf", []string{"--quant-embed", "int4"}, "pack --quant-embed int4: bare offset-binary nibbles (q+8, low nibble first, odd count padded with a 0 high nibble), no scale, no QuantInfo"},
 	}
 	for _, p := range packs {
 		args := append([]string{"pack", "--input", "hf/tiny-llama", "--output", p.out}, p.args...)
