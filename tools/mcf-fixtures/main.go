@@ -490,7 +490,7 @@ func genHF() {
 	for _, p := range packs {
 		args := append([]string{"pack", "--input", "hf/tiny-llama", "--output", p.out}, p.args...)
 		cmd := runMantle(*mantleBin, *outDir, args...)
-		add(p.out, "pack", cmd, []string{p.covers}, map[string]any{"hf_dir": "hf/tiny-llama"}, checkedModelInfo(p.out, tinyMI))
+		add(p.out, "pack", cmd, []string{p.covers}, map[string]any{"hf_dir": "hf/tiny-llama", "pack_args": append([]string{}, p.args...)}, checkedModelInfo(p.out, tinyMI))
 	}
 	for _, m := range quantMethods {
 		out := "files/hf_tiny_llama_" + m + ".mcf"
@@ -556,7 +556,7 @@ func genHF() {
 			args = append(args, "--cast", p.cast)
 		}
 		cmd := runMantle(*mantleBin, *outDir, args...)
-		add(p.out, "pack", cmd, []string{p.covers}, map[string]any{"hf_dir": "hf/sharded-qwen"}, checkedModelInfo(p.out, qwenMI))
+		add(p.out, "pack", cmd, []string{p.covers}, map[string]any{"hf_dir": "hf/sharded-qwen", "pack_args": args[5:]}, checkedModelInfo(p.out, qwenMI))
 	}
 }
 
