@@ -483,7 +483,9 @@ func genHF() {
 		{"files/hf_tiny_llama.mcf", nil, "mantle pack defaults: resources, ModelInfo from config.json (llama, rope_scaling present), --dedup (aliases lm_head/embed and the two q_proj), 64-aligned tensors, unicode names, I64/U8/F16/BF16/F32, scalar"},
 		{"files/hf_tiny_llama_nodedup.mcf", []string{"--dedup=false"}, "pack without dedup"},
 		{"files/hf_tiny_llama_nores.mcf", []string{"--no-resources"}, "pack --no-resources: only ModelInfo, TensorData, TensorIndex"},
-		{"files/hf_tiny_llama_align0.mcf", []string{"--tensor-align", "0"}, "pack --tensor-align 0: tensors packed back to back, header flag bit0 clear"},
+		{"files/hf_tiny_llama_align0.mcf", []string{"--tensor-align", "0"}, "pack --tensor-align 0: despite the help text (\"0 disables\") Pack turns 0 into its default 64: byte-identical to hf_tiny_llama.mcf"},
+		{"files/hf_tiny_llama_align1.mcf", []string{"--tensor-align", "1"}, "pack --tensor-align 1: no padding between tensors, header flag bit0 clear"},
+		{"files/hf_tiny_llama_align32.mcf", []string{"--tensor-align", "32"}, "pack --tensor-align 32: tensors 32-aligned, header flag bit0 clear (set only for 64)"},
 		{"files/hf_tiny_llama_int8.mcf", []string{"--quant-embed", "int8"}, "pack --quant-embed int8: embedding tables as bare int8 codes (truncated toward zero, scale maxabs/127 not stored), no QuantInfo; mantle's reader refuses them"},
 		{"files/hf_tiny_llama_int4.mcf", []string{"--quant-embed", "int4"}, "pack --quant-embed int4: bare offset-binary nibbles (q+8, low nibble first, odd count padded with a 0 high nibble), no scale, no QuantInfo"},
 	}
