@@ -479,7 +479,22 @@ TBX_API void tbx_open_options_init(tbx_open_options *opt);
 
 /* Opens a file by path. On success *out is a handle to close with tbx_close(). The format comes
  * from opt->format or else from the file's magic bytes; only when no magic matches is the
- * extension used, so that a damaged file gets its format's precise error message. */
+ * extension used, so that a damaged file gets its format's precise error message.
+ *
+ * Sets of files open as one handle (tbx_file_part_count/_path name the files):
+ *   - shard 1 of a GGUF split set ("NAME-00001-of-0000N.gguf") opens the whole set;
+ *   - a Hugging Face model directory opens as one safetensors file: its
+ *     model.safetensors.index.json and the shards it names (else model.safetensors, else the
+ *     only *.safetensors.index.json or *.safetensors in it), the tensors of every shard in one
+ *     table, each read from its own shard, the shards' __metadata__ merged, and its small side
+ *     files (*.json, *.txt, *.model, *.jinja, *.tiktoken, at most one directory deep, at most
+ *     64 MiB each: config.json, tokenizer.json, 1_Pooling/config.json, ...) as sections named by
+ *     their path relative to the directory; a path to a *.safetensors.index.json does the same.
+ *     The index is checked as hostile input: errors name the index, the field and the byte
+ *     offset; a shard's errors name the shard and the offset in it. One shard opened by its own
+ *     path is just that file. Rules: docs/formats/safetensors.md, "Directories and sharded sets".
+ * Opening a set costs about what opening its files one after the other costs; the handle keeps
+ * one descriptor per file. */
 TBX_API tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_options *opt,
                                  tbx_error *err);
 /* Opens a memory buffer. The buffer is not copied and must outlive the handle. */
