@@ -215,8 +215,8 @@ class _Reader:
 
     def tensor(self, name: str, dequantize: bool = False):
         r = self.ref(name)
-        if r.ncomponents == 0:
-            raise UnsupportedError(f"tensor '{name}' has no data in this file")
+        if r.ncomponents == 0:  # declared without data (OINF allows it)
+            return None
         dt = _np_dtype(r.dtype)
         dense = r.layout == "dense" and r.ncomponents == 1
         if not dense or (dequantize and (dt is None or self.is_quantized(r))):
@@ -406,8 +406,10 @@ class safe_open:
         return list(self._r.ref(name).shape)
 
     def get_tensor(self, name):
-        """The tensor as a numpy array (or torch tensor with framework="pt")."""
-        return _to_framework(self._r.tensor(name, self._deq), self._fw)
+        """The tensor as a numpy array (or torch tensor with framework="pt"); None for a
+        tensor the file declares without data (OINF)."""
+        a = self._r.tensor(name, self._deq)
+        return None if a is None else _to_framework(a, self._fw)
 
     def get_slice(self, name):
         """A lazy slice: ``f.get_slice(name)[a:b]`` reads only rows a..b."""
