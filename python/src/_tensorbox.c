@@ -868,7 +868,7 @@ fail:
 }
 
 /* The "quant" object of `tbx info --json` (docs/cli.md), or None when not quantized. */
-static PyObject *quant_obj(const tbx_file *f, uint64_t i) {
+static PyObject *quant_obj(const tbx_file *f, uint64_t i, int typed) {
     tbx_quant_info q;
     memset(&q, 0, sizeof q);
     q.struct_size = sizeof q;
@@ -886,7 +886,7 @@ static PyObject *quant_obj(const tbx_file *f, uint64_t i) {
         set_item(d, "domain", PyUnicode_FromString(tbx_quant_domain_name(q.domain))) < 0 ||
         set_item(d, "clip", q.has_clip ? Py_BuildValue("[dd]", q.clip_min, q.clip_max)
                                        : Py_NewRef(Py_None)) < 0 ||
-        set_item(d, "params", value_to_py(q.params, 0)) < 0) {
+        set_item(d, "params", typed && q.params ? value_typed(q.params) : value_to_py(q.params, 0)) < 0) {
         Py_DECREF(d);
         return NULL;
     }
@@ -898,7 +898,7 @@ static PyObject *file_quant(PyObject *self, PyObject *arg) {
     if (!h) return NULL;
     unsigned long long i = PyLong_AsUnsignedLongLong(arg);
     if (PyErr_Occurred() || check_index(h, i) < 0) return NULL;
-    return quant_obj(h->f, i);
+    return quant_obj(h->f, i, 0);
 }
 
 static int is_plain(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti) {
@@ -935,6 +935,9 @@ static PyObject *components_obj(const tbx_file *f, uint64_t i, const tbx_tensor_
 
 /* info(types=False): the document of `tbx info --json` (docs/cli.md) as Python objects */
 static PyObject *file_info(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"types", NULL};
+    int typed = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|p", kwlist, &typed)) return NULL;
     handle *h = file_handle((FileObject *)self);
     if (!h) return NULL;
     tbx_file *f = h->f;
@@ -986,7 +989,7 @@ static PyObject *file_info(PyObject *self, PyObject *args, PyObject *kw) {
                 set_item(t, "components", components_obj(f, i, &ti)) < 0)
                 goto fail;
         }
-        PyObject *q = quant_obj(f, i);
+        PyObject *q = quant_obj(f, i, typed);
         if (!q) goto fail;
         if (q != Py_None) {
             if (set_item(t, "quant", q) < 0) goto fail;
