@@ -56,6 +56,9 @@ def files(tmp_path_factory):
     out["zt"] = d / "a.zt"
     tensorbox.save_file(a, out["zt"], compress=3, digest="sha256",
                         metadata={"m": {"x": 1, "y": [1.5, 2.5]}, "by": b"\x00\xff"})
+    big = {f"z{i}": rng.standard_normal((512, 1024)).astype(np.float32) for i in range(4)}
+    out["zt_big"] = d / "big.zt"
+    tensorbox.save_file(big, out["zt_big"], compress=1)
     out["zt_raw"] = d / "raw.zt"
     tensorbox.save_file(a, out["zt_raw"], digest="sha256")
     out["oinf"] = d / "a.oinf"
@@ -266,7 +269,7 @@ def test_one_gib_tensor_is_not_copied(tmp_path):
 # ------------------------------------------------------------------------------------------
 # Threads
 # ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kind", ["st", "gguf", "zt"])
+@pytest.mark.parametrize("kind", ["st", "gguf", "zt", "zt_big"])
 def test_threads_give_the_same_results(files, kind):
     p = files[kind]
     want = {k: np.array(v) for k, v in tensorbox.load_file(p, dequantize=True).items()}
