@@ -258,3 +258,17 @@ def test_oinf_reference_file(tmp_path):
         info = f.info()
     assert "sizevars" in info
     assert set(m) == {d["key"] for d in tables["metadata"]}
+
+
+def test_gguf_split_set_reads_as_one_file(tbx, gguf_file, tmp_path):
+    from conftest import run
+
+    r = run(tbx, "gguf", "split", str(gguf_file), str(tmp_path / "part"), "--max-size", "4K")
+    assert r.rc == 0, r.describe()
+    shards = sorted(tmp_path.glob("part-*.gguf"))
+    assert len(shards) >= 3, shards
+    whole = tensorbox.load_file(gguf_file, dequantize=True)
+    got = tensorbox.load_file(shards[0], dequantize=True)
+    assert list(got) == list(whole)
+    for k in whole:
+        np.testing.assert_array_equal(got[k], whole[k], err_msg=k)
