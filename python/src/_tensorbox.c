@@ -136,13 +136,17 @@ static void handle_decref(handle *h) {
     PyMem_Free(h);
 }
 
+/* Runs `stmt` on the handle with the GIL released, holding the handle's lock, and a reference
+ * so that a close() from another thread meanwhile cannot free the handle under the call. */
 #define LOCKED_CALL(h, stmt)                                                                   \
     do {                                                                                       \
+        (h)->refs++;                                                                           \
         Py_BEGIN_ALLOW_THREADS                                                                 \
         PyThread_acquire_lock((h)->lock, WAIT_LOCK);                                           \
         stmt;                                                                                  \
         PyThread_release_lock((h)->lock);                                                      \
         Py_END_ALLOW_THREADS                                                                   \
+        handle_decref(h);                                                                      \
     } while (0)
 
 /* ------------------------------------------------------------------------------------------ */
@@ -719,14 +723,17 @@ static PyObject *file_map(PyObject *self, PyObject *arg) {
     tbx_error err;
     err_clear(&err);
     tbx_status st;
+    h->refs++; /* the view's reference, taken before the call (a close() may run meanwhile) */
     LOCKED_CALL(h, st = tbx_tensor_map(h->f, i, &ptr, &len, &err));
-    if (st == TBX_E_UNSUPPORTED || st == TBX_E_INVALID_ARG) Py_RETURN_NONE;
-    if (st != TBX_OK) return raise_tbx(st, &err);
-    if (len > (size_t)PY_SSIZE_T_MAX) Py_RETURN_NONE;
-    ViewObject *v = PyObject_New(ViewObject, &ViewType);
-    if (!v) return NULL;
+    ViewObject *v = NULL;
+    if (st == TBX_OK && len <= (size_t)PY_SSIZE_T_MAX) v = PyObject_New(ViewObject, &ViewType);
+    if (!v) {
+        handle_decref(h);
+        if (PyErr_Occurred()) return NULL;
+        if (st == TBX_OK || st == TBX_E_UNSUPPORTED || st == TBX_E_INVALID_ARG) Py_RETURN_NONE;
+        return raise_tbx(st, &err);
+    }
     v->h = h;
-    h->refs++;
     v->ptr = ptr ? ptr : (const void *)"";
     v->len = (Py_ssize_t)len;
     return (PyObject *)v;

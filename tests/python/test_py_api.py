@@ -339,3 +339,36 @@ def test_help_is_useful():
     for word in ("safe_open", "load_file", "save_file", "convert", "validate", "info",
                  "FormatError", "dequantize"):
         assert word in text, word
+
+
+def test_close_while_other_threads_read(files):
+    """close() from one thread while others are inside the library on the same file: the
+    readers finish their call or get "closed", never a crash (run under ASan by the lead's
+    sanitizer check of the extension)."""
+    p = files["zt_big"]
+    want = {k: np.array(v) for k, v in tensorbox.load_file(p).items()}
+    for _ in range(5):
+        f = tensorbox.safe_open(p)
+        outcomes = []
+
+        def work(seed):
+            rng = np.random.default_rng(seed)
+            for _ in range(40):
+                k = f"z{int(rng.integers(4))}"
+                lo = int(rng.integers(512))
+                try:
+                    got = f.get_slice(k)[lo:]
+                except ValueError as e:
+                    assert "closed" in str(e)
+                    outcomes.append("closed")
+                    return
+                assert got.tobytes() == want[k][lo:].tobytes()
+            outcomes.append("done")
+
+        ts = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+        for t in ts:
+            t.start()
+        f.close()
+        for t in ts:
+            t.join()
+        assert len(outcomes) == 4, outcomes
