@@ -42,3 +42,7 @@ echo "== ztensor: read/write raw, zstd, digests vs ztensor 1.1.1 =="
 echo
 echo "== oinf: read-all and verify vs openinfer-oinf =="
 "$PYTHON" bench/bench_oinf.py --bench-read "$TBX_BENCH_READ" "$@"
+
+echo
+echo "== python: the tensorbox package vs safetensors / gguf-py (pip install ./python first) =="
+"$PYTHON" bench/bench_python.py "$@"

@@ -10,8 +10,11 @@
 #   5. ctest asan         the same tests under the sanitizers
 #   6. tsan               build-tsan/ : clang, ThreadSanitizer; the tests labelled "threads"
 #   7. install            tests/install/run.sh (pkg-config and CMake consumers)
-#   8. python             pytest tests/python with TBX=build/tbx, TBX_ASAN=build-asan/tbx
-#                         (collecting no test at all is a failure)
+#   8. python pkg         pip-installs the Python package (python/) into .venv, linking the
+#                         libtensorbox.a of build/ (no second library build), and runs
+#                         tests/python/test_py_*.py (its tests; one installs it into a fresh venv)
+#   9. python             pytest tests/python (the other files) with TBX=build/tbx,
+#                         TBX_ASAN=build-asan/tbx (collecting no test at all is a failure)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -62,12 +65,25 @@ pytest_step() {
     echo "python: tests/python does not exist"
     return 1
   fi
-  TBX="$ROOT/build/tbx" TBX_ASAN="$ROOT/build-asan/tbx" .venv/bin/python -m pytest -q tests/python
+  TBX="$ROOT/build/tbx" TBX_ASAN="$ROOT/build-asan/tbx" .venv/bin/python -m pytest -q tests/python \
+    --ignore-glob='tests/python/test_py_*.py'
   local rc=$?
   if [ "$rc" -eq 5 ]; then
     echo "python: pytest collected no tests (exit 5): a suite that runs nothing is a defect"
   fi
   return "$rc"
+}
+
+# The Python package: installed into .venv from build/'s static library (TENSORBOX_BUILD_DIR),
+# then its tests.
+pypkg_step() {
+  TENSORBOX_BUILD_DIR="$ROOT/build" .venv/bin/python -m pip install -q --disable-pip-version-check \
+    --no-build-isolation --no-deps --force-reinstall ./python || {
+    echo "python pkg: pip install ./python failed"
+    return 1
+  }
+  TBX="$ROOT/build/tbx" TBX_ASAN="$ROOT/build-asan/tbx" .venv/bin/python -m pytest -q \
+    tests/python/test_py_*.py
 }
 
 T0=$(now)
@@ -98,6 +114,11 @@ if [ "${status[build]}" = PASS ]; then
   run "install" "install-test: (OK|FAIL)" tests/install/run.sh build
 else
   skip "install" "build failed"
+fi
+if [ -f build/libtensorbox.a ] && [ -x build/tbx ]; then
+  run "python pkg" "passed|failed|error|no tests ran|collected" pypkg_step
+else
+  skip "python pkg" "no build/libtensorbox.a"
 fi
 if [ -x build/tbx ]; then
   run "python" "passed|failed|error|no tests ran|collected" pytest_step

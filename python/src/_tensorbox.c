@@ -1,0 +1,1560 @@
+/*
+ * _tensorbox.c - the C extension behind the Python package `tensorbox`.
+ *
+ * A thin layer over the public C API (tensorbox.h, plus tensorbox/gguf.h for the ggml lint):
+ * no format is parsed here, nothing is special-cased per format. What it adds is what Python
+ * needs:
+ *
+ *   - _File: an open tbx_file (mapped: TBX_OPEN_MMAP) shared through a reference-counted
+ *     `handle`. close() drops the File's reference; the tbx_file is closed when the last
+ *     zero-copy view (_View) of its mapping is gone too, so an array never outlives its bytes.
+ *     A per-handle lock serialises the library calls on one handle (handles are not
+ *     shared-safe), and every read and decode runs with the GIL released.
+ *   - _View: a read-only buffer-protocol object over one tensor's mapped bytes; numpy arrays
+ *     made with numpy.frombuffer keep it (and so the handle) alive through their .base.
+ *   - conversion of tbx_value metadata to Python values (types kept; packed arrays go through a
+ *     hook the Python side installs, which makes numpy arrays) and of tagged Python values back.
+ *   - write(), convert(), validate(): tbx_writer_*, tbx_convert, tbx_validate.
+ *   - errors: one exception hierarchy (tensorbox.Error and subclasses), each carrying .code
+ *     (the stable status name), .status (its number), .offset (None when none) and .field.
+ *
+ * Only the public headers are included, like any user of the library.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pythread.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include "tensorbox.h"
+#define TBX_EXPERIMENTAL
+#include "tensorbox/gguf.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Exceptions                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+static PyObject *Error, *FormatError, *LimitError, *UnsupportedError, *NotFoundError,
+    *ChecksumError, *ExistsError, *LossyError, *TbxIOError, *InvalidArgumentError,
+    *TbxMemoryError, *StateError;
+
+static PyObject *hook_array = NULL; /* tensorbox._np_array(elem_name, bytes, shape) */
+
+static PyObject *error_class(tbx_status st) {
+    switch (st) {
+    case TBX_E_TRUNCATED: case TBX_E_BAD_MAGIC: case TBX_E_BAD_VERSION: case TBX_E_FORMAT:
+    case TBX_E_OVERFLOW: case TBX_E_DUPLICATE: case TBX_E_RANGE: case TBX_E_PADDING:
+        return FormatError;
+    case TBX_E_LIMIT: return LimitError;
+    case TBX_E_UNSUPPORTED: return UnsupportedError;
+    case TBX_E_NOT_FOUND: return NotFoundError;
+    case TBX_E_CHECKSUM: return ChecksumError;
+    case TBX_E_EXISTS: return ExistsError;
+    case TBX_E_LOSSY: return LossyError;
+    case TBX_E_IO: return TbxIOError;
+    case TBX_E_INVALID_ARG: case TBX_E_BUFFER_TOO_SMALL: return InvalidArgumentError;
+    case TBX_E_NOMEM: return TbxMemoryError;
+    case TBX_E_STATE: return StateError;
+    default: return Error;
+    }
+}
+
+static PyObject *offset_obj(uint64_t off) {
+    if (off == TBX_NO_OFFSET) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(off);
+}
+
+/* A str from bytes that may not be UTF-8 (invalid bytes kept as surrogate escapes). */
+static PyObject *str_from(const char *s, size_t n) {
+    return PyUnicode_DecodeUTF8(s ? s : "", s ? (Py_ssize_t)n : 0, "surrogateescape");
+}
+
+/* Raises the exception of `st` with err's message, code, offset and field. Returns NULL. */
+static PyObject *raise_tbx(tbx_status st, const tbx_error *err) {
+    tbx_status code = (err && err->code != TBX_OK) ? err->code : st;
+    const char *msg = (err && err->message[0]) ? err->message : tbx_strerror(code);
+    PyObject *cls = error_class(code);
+    PyObject *text = str_from(msg, strnlen(msg, sizeof err->message));
+    if (!text) return NULL;
+    PyObject *exc = PyObject_CallOneArg(cls, text);
+    Py_DECREF(text);
+    if (!exc) return NULL;
+    PyObject *v;
+    v = PyUnicode_FromString(tbx_status_name(code));
+    if (v) { PyObject_SetAttrString(exc, "code", v); Py_DECREF(v); }
+    v = PyLong_FromLong((long)code);
+    if (v) { PyObject_SetAttrString(exc, "status", v); Py_DECREF(v); }
+    v = offset_obj(err ? err->offset : TBX_NO_OFFSET);
+    if (v) { PyObject_SetAttrString(exc, "offset", v); Py_DECREF(v); }
+    v = err ? str_from(err->field, strnlen(err->field, sizeof err->field))
+            : PyUnicode_FromString("");
+    if (v) { PyObject_SetAttrString(exc, "field", v); Py_DECREF(v); }
+    if (PyErr_Occurred()) { Py_DECREF(exc); return NULL; }
+    PyErr_SetObject(cls, exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+static PyObject *raise_simple(tbx_status st, const char *fmt, ...) {
+    tbx_error e;
+    memset(&e, 0, sizeof e);
+    e.code = st;
+    e.offset = TBX_NO_OFFSET;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.message, sizeof e.message, fmt, ap);
+    va_end(ap);
+    return raise_tbx(st, &e);
+}
+
+static void err_clear(tbx_error *e) {
+    memset(e, 0, sizeof *e);
+    e->offset = TBX_NO_OFFSET;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Handles: a tbx_file shared by a _File and its views                                        */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct handle {
+    tbx_file *f;
+    PyThread_type_lock lock; /* one library call on the handle at a time (GIL released) */
+    Py_ssize_t refs;         /* changed with the GIL held */
+} handle;
+
+static void handle_decref(handle *h) {
+    if (!h || --h->refs > 0) return;
+    tbx_file *f = h->f;
+    h->f = NULL;
+    if (f) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(h->lock, WAIT_LOCK);
+        tbx_close(f);
+        PyThread_release_lock(h->lock);
+        Py_END_ALLOW_THREADS
+    }
+    PyThread_free_lock(h->lock);
+    PyMem_Free(h);
+}
+
+/* Runs `stmt` on the handle with the GIL released, holding the handle's lock, and a reference
+ * so that a close() from another thread meanwhile cannot free the handle under the call. */
+#define LOCKED_CALL(h, stmt)                                                                   \
+    do {                                                                                       \
+        (h)->refs++;                                                                           \
+        Py_BEGIN_ALLOW_THREADS                                                                 \
+        PyThread_acquire_lock((h)->lock, WAIT_LOCK);                                           \
+        stmt;                                                                                  \
+        PyThread_release_lock((h)->lock);                                                      \
+        Py_END_ALLOW_THREADS                                                                   \
+        handle_decref(h);                                                                      \
+    } while (0)
+
+/* ------------------------------------------------------------------------------------------ */
+/* _View: read-only buffer over mapped tensor bytes                                            */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct {
+    PyObject_HEAD
+    handle *h;
+    const void *ptr;
+    Py_ssize_t len;
+} ViewObject;
+
+static int view_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    ViewObject *v = (ViewObject *)self;
+    return PyBuffer_FillInfo(view, self, (void *)v->ptr, v->len, 1, flags);
+}
+
+static PyBufferProcs view_as_buffer = {view_getbuffer, NULL};
+
+static void view_dealloc(PyObject *self) {
+    ViewObject *v = (ViewObject *)self;
+    handle_decref(v->h);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *view_address(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromVoidPtr((void *)((ViewObject *)self)->ptr);
+}
+
+static PyMethodDef view_methods[] = {
+    {"address", view_address, METH_NOARGS, "Address of the first byte (for tests)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ViewType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tensorbox._tensorbox._View",
+    .tp_basicsize = sizeof(ViewObject),
+    .tp_dealloc = view_dealloc,
+    .tp_as_buffer = &view_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Read-only bytes of one tensor inside a mapped file; keeps the file open.",
+    .tp_methods = view_methods,
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Values: tbx_value -> Python                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+static const char *dtype_name(tbx_dtype dt) {
+    const tbx_dtype_info *in = tbx_dtype_get(dt);
+    return (in && in->name) ? in->name : "invalid";
+}
+
+static PyObject *call_array_hook(const char *elem, const void *data, size_t nbytes,
+                                 PyObject *shape) {
+    if (!hook_array) {
+        PyErr_SetString(PyExc_RuntimeError, "tensorbox: array hook not installed");
+        return NULL;
+    }
+    PyObject *b = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)nbytes);
+    if (!b) return NULL;
+    PyObject *r = PyObject_CallFunction(hook_array, "sOO", elem, b, shape ? shape : Py_None);
+    Py_DECREF(b);
+    return r;
+}
+
+static PyObject *value_to_py(const tbx_value *v, int depth);
+
+static PyObject *value_typed(const tbx_value *v) {
+    tbx_value_type t = tbx_value_type_of(v);
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    PyObject *x = PyUnicode_FromString(tbx_value_type_name(t));
+    if (!x || PyDict_SetItemString(d, "type", x) < 0) goto fail;
+    Py_DECREF(x);
+    x = NULL;
+    if (t == TBX_V_ARRAY) {
+        x = PyUnicode_FromString(tbx_value_type_name(tbx_value_elem_type(v)));
+        if (!x || PyDict_SetItemString(d, "elem", x) < 0) goto fail;
+        Py_CLEAR(x);
+    } else if (t == TBX_V_NDARRAY) {
+        tbx_dtype dt = TBX_DT_INVALID;
+        uint32_t ndim = 0;
+        const uint64_t *shape = NULL;
+        if (tbx_value_ndarray(v, &dt, &ndim, &shape) == TBX_OK) {
+            x = PyUnicode_FromString(dtype_name(dt));
+            if (!x || PyDict_SetItemString(d, "dtype", x) < 0) goto fail;
+            Py_CLEAR(x);
+            x = PyList_New(ndim);
+            if (!x) goto fail;
+            for (uint32_t k = 0; k < ndim; k++)
+                PyList_SET_ITEM(x, k, PyLong_FromUnsignedLongLong(shape[k]));
+            if (PyDict_SetItemString(d, "shape", x) < 0) goto fail;
+            Py_CLEAR(x);
+        }
+    }
+    x = value_to_py(v, 0);
+    if (!x || PyDict_SetItemString(d, "value", x) < 0) goto fail;
+    Py_DECREF(x);
+    return d;
+fail:
+    Py_XDECREF(x);
+    Py_DECREF(d);
+    return NULL;
+}
+
+static PyObject *value_to_py(const tbx_value *v, int depth) {
+    if (!v) Py_RETURN_NONE;
+    if (depth > 64) {
+        PyErr_SetString(PyExc_RecursionError, "tensorbox: metadata nested too deeply");
+        return NULL;
+    }
+    tbx_value_type t = tbx_value_type_of(v);
+    switch (t) {
+    case TBX_V_NULL: Py_RETURN_NONE;
+    case TBX_V_BOOL: {
+        uint64_t u = 0;
+        tbx_value_get_u64(v, &u);
+        return PyBool_FromLong(u != 0);
+    }
+    case TBX_V_U8: case TBX_V_U16: case TBX_V_U32: case TBX_V_U64: {
+        uint64_t u = 0;
+        tbx_value_get_u64(v, &u);
+        return PyLong_FromUnsignedLongLong(u);
+    }
+    case TBX_V_I8: case TBX_V_I16: case TBX_V_I32: case TBX_V_I64: {
+        int64_t i = 0;
+        tbx_value_get_i64(v, &i);
+        return PyLong_FromLongLong(i);
+    }
+    case TBX_V_F16: case TBX_V_BF16: case TBX_V_F32: case TBX_V_F64: {
+        double d = 0;
+        tbx_value_get_f64(v, &d);
+        return PyFloat_FromDouble(d);
+    }
+    case TBX_V_STRING: {
+        size_t n = 0;
+        const char *s = tbx_value_get_str(v, &n);
+        return str_from(s, n);
+    }
+    case TBX_V_BYTES: {
+        size_t n = 0;
+        const char *s = tbx_value_get_str(v, &n);
+        return PyBytes_FromStringAndSize(s ? s : "", s ? (Py_ssize_t)n : 0);
+    }
+    case TBX_V_ARRAY: {
+        size_t nbytes = 0;
+        const void *data = tbx_value_data(v, &nbytes);
+        tbx_value_type et = tbx_value_elem_type(v);
+        if (data && et != TBX_V_NULL && et != TBX_V_STRING)
+            return call_array_hook(tbx_value_type_name(et), data, nbytes, NULL);
+        uint64_t n = tbx_value_len(v);
+        if (n > (uint64_t)PY_SSIZE_T_MAX) return PyErr_NoMemory();
+        PyObject *list = PyList_New((Py_ssize_t)n);
+        if (!list) return NULL;
+        for (uint64_t i = 0; i < n; i++) {
+            PyObject *item;
+            size_t sl = 0;
+            const char *s = et == TBX_V_STRING ? tbx_value_str_at(v, i, &sl) : NULL;
+            if (s)
+                item = str_from(s, sl);
+            else
+                item = value_to_py(tbx_value_at(v, i), depth + 1);
+            if (!item) {
+                Py_DECREF(list);
+                return NULL;
+            }
+            PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+        }
+        return list;
+    }
+    case TBX_V_MAP: {
+        PyObject *d = PyDict_New();
+        if (!d) return NULL;
+        uint64_t n = tbx_value_len(v);
+        for (uint64_t i = 0; i < n; i++) {
+            size_t kl = 0;
+            const char *k = tbx_value_key_at(v, i, &kl);
+            PyObject *key = str_from(k, kl);
+            PyObject *item = key ? value_to_py(tbx_value_at(v, i), depth + 1) : NULL;
+            if (!item || PyDict_SetItem(d, key, item) < 0) {
+                Py_XDECREF(key);
+                Py_XDECREF(item);
+                Py_DECREF(d);
+                return NULL;
+            }
+            Py_DECREF(key);
+            Py_DECREF(item);
+        }
+        return d;
+    }
+    case TBX_V_NDARRAY: {
+        tbx_dtype dt = TBX_DT_INVALID;
+        uint32_t ndim = 0;
+        const uint64_t *shape = NULL;
+        size_t nbytes = 0;
+        const void *data = tbx_value_data(v, &nbytes);
+        if (tbx_value_ndarray(v, &dt, &ndim, &shape) != TBX_OK) Py_RETURN_NONE;
+        PyObject *sh = PyTuple_New(ndim);
+        if (!sh) return NULL;
+        for (uint32_t k = 0; k < ndim; k++)
+            PyTuple_SET_ITEM(sh, k, PyLong_FromUnsignedLongLong(shape[k]));
+        PyObject *r = call_array_hook(dtype_name(dt), data ? data : "", data ? nbytes : 0, sh);
+        Py_DECREF(sh);
+        return r;
+    }
+    case TBX_V_BITSET: {
+        size_t nbytes = 0;
+        const void *data = tbx_value_data(v, &nbytes);
+        PyObject *n = PyLong_FromUnsignedLongLong(tbx_value_len(v));
+        if (!n) return NULL;
+        PyObject *r = call_array_hook("bitset", data ? data : "", data ? nbytes : 0, n);
+        Py_DECREF(n);
+        return r;
+    }
+    default: Py_RETURN_NONE;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Values: tagged Python -> tbx_value (the Python side tags: (type_name, payload...))          */
+/* ------------------------------------------------------------------------------------------ */
+static tbx_value_type vtype_from_name(const char *s) {
+    for (int t = 0; t <= TBX_V_BITSET; t++)
+        if (strcmp(tbx_value_type_name((tbx_value_type)t), s) == 0) return (tbx_value_type)t;
+    return (tbx_value_type)-1;
+}
+
+static tbx_value *tagged_to_value(PyObject *o, int depth);
+
+static tbx_value *value_oom(void) {
+    if (!PyErr_Occurred()) PyErr_NoMemory();
+    return NULL;
+}
+
+/* ("array", elem_name, [tagged...]) or ("packed", elem_name, bytes) */
+static tbx_value *tagged_to_value(PyObject *o, int depth) {
+    if (depth > 32) {
+        PyErr_SetString(PyExc_ValueError, "tensorbox: metadata nested too deeply");
+        return NULL;
+    }
+    if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) < 2 || !PyUnicode_Check(PyTuple_GET_ITEM(o, 0))) {
+        PyErr_SetString(PyExc_TypeError, "tensorbox: internal: bad tagged value");
+        return NULL;
+    }
+    const char *tag = PyUnicode_AsUTF8(PyTuple_GET_ITEM(o, 0));
+    PyObject *p = PyTuple_GET_ITEM(o, 1);
+    if (!tag) return NULL;
+    if (strcmp(tag, "array") == 0 || strcmp(tag, "packed") == 0) {
+        if (PyTuple_GET_SIZE(o) != 3 || !PyUnicode_Check(p)) goto bad;
+        tbx_value_type et = vtype_from_name(PyUnicode_AsUTF8(p));
+        if ((int)et < 0) goto bad;
+        PyObject *items = PyTuple_GET_ITEM(o, 2);
+        tbx_value *arr = tbx_value_new_array(et);
+        if (!arr) return value_oom();
+        if (strcmp(tag, "packed") == 0) {
+            /* native-endian elements of `et` in a bytes object */
+            Py_buffer b;
+            if (PyObject_GetBuffer(items, &b, PyBUF_SIMPLE) < 0) { tbx_value_free(arr); return NULL; }
+            size_t es = 0;
+            switch (et) {
+            case TBX_V_BOOL: case TBX_V_U8: case TBX_V_I8: es = 1; break;
+            case TBX_V_U16: case TBX_V_I16: case TBX_V_F16: case TBX_V_BF16: es = 2; break;
+            case TBX_V_U32: case TBX_V_I32: case TBX_V_F32: es = 4; break;
+            case TBX_V_U64: case TBX_V_I64: case TBX_V_F64: es = 8; break;
+            default: break;
+            }
+            if (es == 0 || (size_t)b.len % es) {
+                PyBuffer_Release(&b);
+                tbx_value_free(arr);
+                goto bad;
+            }
+            const unsigned char *q = (const unsigned char *)b.buf;
+            for (size_t k = 0; k < (size_t)b.len / es; k++) {
+                tbx_value *it = NULL;
+                const unsigned char *e = q + k * es;
+                uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
+                float f; double d;
+                switch (et) {
+                case TBX_V_BOOL: memcpy(&u8, e, 1); it = tbx_value_new_bool(u8 != 0); break;
+                case TBX_V_U8: memcpy(&u8, e, 1); it = tbx_value_new_uint(et, u8); break;
+                case TBX_V_I8: memcpy(&u8, e, 1); it = tbx_value_new_int(et, (int8_t)u8); break;
+                case TBX_V_U16: memcpy(&u16, e, 2); it = tbx_value_new_uint(et, u16); break;
+                case TBX_V_I16: memcpy(&u16, e, 2); it = tbx_value_new_int(et, (int16_t)u16); break;
+                case TBX_V_F16: memcpy(&u16, e, 2); it = tbx_value_new_float(et, tbx_f16_to_f32(u16)); break;
+                case TBX_V_BF16: memcpy(&u16, e, 2); it = tbx_value_new_float(et, tbx_bf16_to_f32(u16)); break;
+                case TBX_V_U32: memcpy(&u32, e, 4); it = tbx_value_new_uint(et, u32); break;
+                case TBX_V_I32: memcpy(&u32, e, 4); it = tbx_value_new_int(et, (int32_t)u32); break;
+                case TBX_V_F32: memcpy(&f, e, 4); it = tbx_value_new_float(et, f); break;
+                case TBX_V_U64: memcpy(&u64, e, 8); it = tbx_value_new_uint(et, u64); break;
+                case TBX_V_I64: memcpy(&u64, e, 8); it = tbx_value_new_int(et, (int64_t)u64); break;
+                case TBX_V_F64: memcpy(&d, e, 8); it = tbx_value_new_float(et, d); break;
+                default: break;
+                }
+                if (!it || tbx_value_array_push(arr, it) != TBX_OK) {
+                    PyBuffer_Release(&b);
+                    tbx_value_free(arr);
+                    return value_oom();
+                }
+            }
+            PyBuffer_Release(&b);
+            return arr;
+        }
+        if (!PyList_Check(items)) { tbx_value_free(arr); goto bad; }
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(items); k++) {
+            tbx_value *it = tagged_to_value(PyList_GET_ITEM(items, k), depth + 1);
+            if (!it) { tbx_value_free(arr); return NULL; }
+            if (tbx_value_array_push(arr, it) != TBX_OK) {
+                tbx_value_free(arr);
+                PyErr_SetString(PyExc_TypeError,
+                                "tensorbox: metadata list elements must all have one type");
+                return NULL;
+            }
+        }
+        return arr;
+    }
+    if (strcmp(tag, "map") == 0) {
+        if (!PyList_Check(p)) goto bad;
+        tbx_value *m = tbx_value_new_map();
+        if (!m) return value_oom();
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(p); k++) {
+            PyObject *kv = PyList_GET_ITEM(p, k);
+            if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2) { tbx_value_free(m); goto bad; }
+            Py_ssize_t kl = 0;
+            const char *key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(kv, 0), &kl);
+            if (!key) { tbx_value_free(m); return NULL; }
+            tbx_value *it = tagged_to_value(PyTuple_GET_ITEM(kv, 1), depth + 1);
+            if (!it) { tbx_value_free(m); return NULL; }
+            tbx_status st = tbx_value_map_put(m, key, (size_t)kl, it);
+            if (st != TBX_OK) {
+                tbx_value_free(m);
+                return (tbx_value *)raise_simple(st, "metadata map key '%s': %s", key,
+                                                 tbx_strerror(st));
+            }
+        }
+        return m;
+    }
+    if (strcmp(tag, "ndarray") == 0) {
+        /* ("ndarray", dtype_name, shape tuple, bytes) */
+        if (PyTuple_GET_SIZE(o) != 4 || !PyUnicode_Check(p)) goto bad;
+        tbx_dtype dt = tbx_dtype_from_name(PyUnicode_AsUTF8(p));
+        PyObject *shp = PyTuple_GET_ITEM(o, 2);
+        if (dt == TBX_DT_INVALID || !PyTuple_Check(shp) || PyTuple_GET_SIZE(shp) > 64) goto bad;
+        uint64_t shape[64];
+        uint32_t ndim = (uint32_t)PyTuple_GET_SIZE(shp);
+        for (uint32_t k = 0; k < ndim; k++) {
+            shape[k] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(shp, k));
+            if (PyErr_Occurred()) return NULL;
+        }
+        Py_buffer b;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(o, 3), &b, PyBUF_SIMPLE) < 0) return NULL;
+        tbx_value *r = tbx_value_new_ndarray(dt, shape, ndim, b.buf, (size_t)b.len);
+        PyBuffer_Release(&b);
+        return r ? r : value_oom();
+    }
+    tbx_value_type t = vtype_from_name(tag);
+    tbx_value *r = NULL;
+    switch ((int)t) {
+    case TBX_V_NULL: return (r = tbx_value_new_null()) ? r : value_oom();
+    case TBX_V_BOOL: return (r = tbx_value_new_bool(PyObject_IsTrue(p))) ? r : value_oom();
+    case TBX_V_U8: case TBX_V_U16: case TBX_V_U32: case TBX_V_U64: {
+        unsigned long long u = PyLong_AsUnsignedLongLong(p);
+        if (PyErr_Occurred()) return NULL;
+        return (r = tbx_value_new_uint(t, u)) ? r : value_oom();
+    }
+    case TBX_V_I8: case TBX_V_I16: case TBX_V_I32: case TBX_V_I64: {
+        long long i = PyLong_AsLongLong(p);
+        if (PyErr_Occurred()) return NULL;
+        return (r = tbx_value_new_int(t, i)) ? r : value_oom();
+    }
+    case TBX_V_F16: case TBX_V_BF16: case TBX_V_F32: case TBX_V_F64: {
+        double d = PyFloat_AsDouble(p);
+        if (PyErr_Occurred()) return NULL;
+        return (r = tbx_value_new_float(t, d)) ? r : value_oom();
+    }
+    case TBX_V_STRING: {
+        /* surrogateescape: strings read with invalid UTF-8 bytes write back the same bytes */
+        PyObject *b = PyUnicode_AsEncodedString(p, "utf-8", "surrogateescape");
+        if (!b) return NULL;
+        r = tbx_value_new_string(PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+        Py_DECREF(b);
+        return r ? r : value_oom();
+    }
+    case TBX_V_BYTES: {
+        Py_buffer b;
+        if (PyObject_GetBuffer(p, &b, PyBUF_SIMPLE) < 0) return NULL;
+        r = tbx_value_new_bytes(b.buf, (size_t)b.len);
+        PyBuffer_Release(&b);
+        return r ? r : value_oom();
+    }
+    default: break;
+    }
+bad:
+    PyErr_Format(PyExc_TypeError, "tensorbox: internal: bad tagged value %R", o);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* _File                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct {
+    PyObject_HEAD
+    handle *h; /* NULL once closed */
+} FileObject;
+
+static int file_init(PyObject *self, PyObject *args, PyObject *kw) {
+    FileObject *fo = (FileObject *)self;
+    static char *kwlist[] = {"path", "mmap", "verify", "threads", NULL};
+    PyObject *pathobj = NULL;
+    int use_mmap = 1, verify = 0;
+    unsigned int threads = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|ppI", kwlist, PyUnicode_FSConverter,
+                                     &pathobj, &use_mmap, &verify, &threads))
+        return -1;
+    if (fo->h) {
+        Py_DECREF(pathobj);
+        PyErr_SetString(PyExc_RuntimeError, "tensorbox: _File initialised twice");
+        return -1;
+    }
+    tbx_open_options opt;
+    tbx_open_options_init(&opt);
+    if (use_mmap) opt.flags |= TBX_OPEN_MMAP;
+    if (verify) opt.flags |= TBX_OPEN_VERIFY_DIGESTS;
+    opt.threads = threads;
+    tbx_file *f = NULL;
+    tbx_error err;
+    err_clear(&err);
+    tbx_status st;
+    const char *path = PyBytes_AS_STRING(pathobj);
+    Py_BEGIN_ALLOW_THREADS
+    st = tbx_open_path(&f, path, &opt, &err);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(pathobj);
+    if (st != TBX_OK) {
+        raise_tbx(st, &err);
+        return -1;
+    }
+    handle *h = PyMem_Calloc(1, sizeof *h);
+    if (h) h->lock = PyThread_allocate_lock();
+    if (!h || !h->lock) {
+        PyMem_Free(h);
+        tbx_close(f);
+        PyErr_NoMemory();
+        return -1;
+    }
+    h->f = f;
+    h->refs = 1;
+    fo->h = h;
+    return 0;
+}
+
+static void file_dealloc(PyObject *self) {
+    FileObject *fo = (FileObject *)self;
+    handle_decref(fo->h);
+    fo->h = NULL;
+    Py_TYPE(self)->tp_free(self);
+}
+
+static handle *file_handle(FileObject *fo) {
+    if (!fo->h) {
+        PyErr_SetString(PyExc_ValueError, "tensorbox: the file is closed");
+        return NULL;
+    }
+    return fo->h;
+}
+
+static int check_index(handle *h, unsigned long long i) {
+    if (i >= tbx_tensor_count(h->f)) {
+        raise_simple(TBX_E_INVALID_ARG, "tensor index %llu out of range (%llu tensors)", i,
+                     (unsigned long long)tbx_tensor_count(h->f));
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *file_close(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    FileObject *fo = (FileObject *)self;
+    handle *h = fo->h;
+    fo->h = NULL;
+    handle_decref(h);
+    Py_RETURN_NONE;
+}
+
+static PyObject *file_closed(PyObject *self, void *Py_UNUSED(c)) {
+    return PyBool_FromLong(((FileObject *)self)->h == NULL);
+}
+
+static PyObject *file_format(PyObject *self, void *Py_UNUSED(c)) {
+    handle *h = file_handle((FileObject *)self);
+    return h ? PyUnicode_FromString(tbx_format_name(tbx_file_format(h->f))) : NULL;
+}
+
+static PyObject *file_version(PyObject *self, void *Py_UNUSED(c)) {
+    handle *h = file_handle((FileObject *)self);
+    return h ? PyLong_FromUnsignedLong(tbx_file_version(h->f)) : NULL;
+}
+
+static PyObject *file_size(PyObject *self, void *Py_UNUSED(c)) {
+    handle *h = file_handle((FileObject *)self);
+    return h ? PyLong_FromUnsignedLongLong(tbx_file_size(h->f)) : NULL;
+}
+
+static PyObject *file_names(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    uint64_t n = tbx_tensor_count(h->f);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list) return NULL;
+    for (uint64_t i = 0; i < n; i++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        PyObject *s = tbx_tensor_info_get(h->f, i, &ti) == TBX_OK ? str_from(ti.name, ti.name_len)
+                                                                   : PyUnicode_FromString("");
+        if (!s) { Py_DECREF(list); return NULL; }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, s);
+    }
+    return list;
+}
+
+static PyObject *file_find(PyObject *self, PyObject *arg) {
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    PyObject *b = PyUnicode_AsEncodedString(arg, "utf-8", "surrogateescape");
+    if (!b) return NULL;
+    uint64_t idx = 0;
+    tbx_status st = TBX_E_NOT_FOUND;
+    if (strlen(PyBytes_AS_STRING(b)) == (size_t)PyBytes_GET_SIZE(b))
+        st = tbx_tensor_find(h->f, PyBytes_AS_STRING(b), &idx);
+    if (st != TBX_OK) {
+        tbx_error e;
+        err_clear(&e);
+        e.code = st;
+        snprintf(e.field, sizeof e.field, "tensor");
+        snprintf(e.message, sizeof e.message, "no tensor named '%.200s'", PyBytes_AS_STRING(b));
+        Py_DECREF(b);
+        return raise_tbx(st, &e);
+    }
+    Py_DECREF(b);
+    return PyLong_FromUnsignedLongLong(idx);
+}
+
+/* tensor_info(i) -> (name, dtype, shape, layout, ncomponents, offset, nbytes, encoded) */
+static PyObject *file_tensor_info(PyObject *self, PyObject *arg) {
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    unsigned long long i = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred() || check_index(h, i) < 0) return NULL;
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+    tbx_status st = tbx_tensor_info_get(h->f, i, &ti);
+    if (st != TBX_OK) return raise_simple(st, "tensor %llu: no information", i);
+    PyObject *shape = PyTuple_New(ti.ndim);
+    if (!shape) return NULL;
+    for (uint32_t d = 0; d < ti.ndim; d++)
+        PyTuple_SET_ITEM(shape, d, PyLong_FromUnsignedLongLong(ti.shape[d]));
+    int encoded = 0;
+    for (uint32_t c = 0; c < ti.ncomponents; c++) {
+        tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
+        if (tbx_component_info_get(h->f, i, c, &ci) == TBX_OK && ci.encoding != TBX_ENC_RAW)
+            encoded = 1;
+    }
+    const char *ln = tbx_layout_name(ti.layout);
+    return Py_BuildValue("(NsNsIKKO)", str_from(ti.name, ti.name_len), dtype_name(ti.dtype), shape,
+                         ln ? ln : "?", ti.ncomponents, (unsigned long long)ti.offset,
+                         (unsigned long long)ti.nbytes, encoded ? Py_True : Py_False);
+}
+
+/* map(i) -> _View, or None when the bytes cannot be mapped (pread, encoded, ...) */
+static PyObject *file_map(PyObject *self, PyObject *arg) {
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    unsigned long long i = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred() || check_index(h, i) < 0) return NULL;
+    const void *ptr = NULL;
+    size_t len = 0;
+    tbx_error err;
+    err_clear(&err);
+    tbx_status st;
+    h->refs++; /* the view's reference, taken before the call (a close() may run meanwhile) */
+    LOCKED_CALL(h, st = tbx_tensor_map(h->f, i, &ptr, &len, &err));
+    ViewObject *v = NULL;
+    if (st == TBX_OK && len <= (size_t)PY_SSIZE_T_MAX) v = PyObject_New(ViewObject, &ViewType);
+    if (!v) {
+        handle_decref(h);
+        if (PyErr_Occurred()) return NULL;
+        if (st == TBX_OK || st == TBX_E_UNSUPPORTED || st == TBX_E_INVALID_ARG) Py_RETURN_NONE;
+        return raise_tbx(st, &err);
+    }
+    v->h = h;
+    v->ptr = ptr ? ptr : (const void *)"";
+    v->len = (Py_ssize_t)len;
+    return (PyObject *)v;
+}
+
+/* read_into(i, buf): the tensor's stored (decoded) bytes; buf must be exactly their size */
+static PyObject *file_read_into(PyObject *self, PyObject *args) {
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    unsigned long long i;
+    Py_buffer b;
+    if (!PyArg_ParseTuple(args, "Kw*", &i, &b)) return NULL;
+    if (check_index(h, i) < 0) { PyBuffer_Release(&b); return NULL; }
+    tbx_error err;
+    err_clear(&err);
+    size_t needed = 0;
+    tbx_status st;
+    LOCKED_CALL(h, st = tbx_tensor_read(h->f, i, b.buf, (size_t)b.len, &needed, &err));
+    PyBuffer_Release(&b);
+    if (st != TBX_OK) return raise_tbx(st, &err);
+    return PyLong_FromSize_t(needed);
+}
+
+/* read_range_into(i, pos, buf): len(buf) bytes at byte pos of the tensor's decoded data */
+static PyObject *file_read_range_into(PyObject *self, PyObject *args) {
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    unsigned long long i, pos;
+    Py_buffer b;
+    if (!PyArg_ParseTuple(args, "KKw*", &i, &pos, &b)) return NULL;
+    if (check_index(h, i) < 0) { PyBuffer_Release(&b); return NULL; }
+    tbx_error err;
+    err_clear(&err);
+    tbx_status st;
+    LOCKED_CALL(h, st = tbx_tensor_read_range(h->f, i, pos, b.buf, (size_t)b.len, &err));
+    PyBuffer_Release(&b);
+    if (st != TBX_OK) return raise_tbx(st, &err);
+    Py_RETURN_NONE;
+}
+
+/* read_f32_into(i, first, buf): len(buf)/4 elements from element `first`, as float32 */
+static PyObject *file_read_f32_into(PyObject *self, PyObject *args) {
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    unsigned long long i, first;
+    Py_buffer b;
+    if (!PyArg_ParseTuple(args, "KKw*", &i, &first, &b)) return NULL;
+    if (check_index(h, i) < 0 || b.len % 4 != 0) {
+        PyBuffer_Release(&b);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "tensorbox: f32 buffer size not a multiple of 4");
+        return NULL;
+    }
+    tbx_error err;
+    err_clear(&err);
+    tbx_status st;
+    LOCKED_CALL(h, st = tbx_tensor_read_f32(h->f, i, first, (uint64_t)b.len / 4, (float *)b.buf,
+                                            &err));
+    PyBuffer_Release(&b);
+    if (st != TBX_OK) return raise_tbx(st, &err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *file_metadata(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"types", NULL};
+    int typed = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|p", kwlist, &typed)) return NULL;
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    uint64_t n = tbx_meta_count(h->f);
+    for (uint64_t i = 0; i < n; i++) {
+        size_t kl = 0;
+        const char *k = tbx_meta_key(h->f, i, &kl);
+        const tbx_value *v = tbx_meta_value(h->f, i);
+        PyObject *key = str_from(k, kl);
+        PyObject *val = key ? (typed && v ? value_typed(v) : value_to_py(v, 0)) : NULL;
+        if (!val || PyDict_SetItem(d, key, val) < 0) {
+            Py_XDECREF(key);
+            Py_XDECREF(val);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(key);
+        Py_DECREF(val);
+    }
+    return d;
+}
+
+static int set_item(PyObject *d, const char *k, PyObject *v) {
+    if (!v) return -1;
+    int r = PyDict_SetItemString(d, k, v);
+    Py_DECREF(v);
+    return r;
+}
+
+static PyObject *quant_param(const tbx_file *f, uint64_t i, const tbx_quant_param *p) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    if (set_item(d, "scope", PyUnicode_FromString(tbx_quant_scope_name(p->scope))) < 0) goto fail;
+    if (p->scope != TBX_QSCOPE_NONE &&
+        set_item(d, "dtype", PyUnicode_FromString(dtype_name(p->dtype))) < 0)
+        goto fail;
+    if (p->scope == TBX_QSCOPE_CHANNEL && set_item(d, "axis", PyLong_FromUnsignedLong(p->axis)) < 0)
+        goto fail;
+    if (p->count && set_item(d, "count", PyLong_FromUnsignedLongLong(p->count)) < 0) goto fail;
+    tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
+    if (p->component >= 0 && tbx_component_info_get(f, i, (uint32_t)p->component, &ci) == TBX_OK &&
+        set_item(d, "component", PyUnicode_FromString(ci.name ? ci.name : "")) < 0)
+        goto fail;
+    if (p->values) {
+        if (p->count > (uint64_t)PY_SSIZE_T_MAX) { PyErr_NoMemory(); goto fail; }
+        PyObject *list = PyList_New((Py_ssize_t)p->count);
+        if (!list) goto fail;
+        const unsigned char *b = (const unsigned char *)p->values;
+        for (uint64_t k = 0; k < p->count; k++) {
+            PyObject *x;
+            if (p->dtype == TBX_DT_F32) {
+                float v;
+                memcpy(&v, b + 4 * k, 4);
+                x = PyFloat_FromDouble(v);
+            } else if (p->dtype == TBX_DT_I32) {
+                int32_t v;
+                memcpy(&v, b + 4 * k, 4);
+                x = PyLong_FromLong(v);
+            } else {
+                x = Py_NewRef(Py_None);
+            }
+            if (!x) { Py_DECREF(list); goto fail; }
+            PyList_SET_ITEM(list, (Py_ssize_t)k, x);
+        }
+        if (set_item(d, "values", list) < 0) goto fail;
+    }
+    return d;
+fail:
+    Py_DECREF(d);
+    return NULL;
+}
+
+/* The "quant" object of `tbx info --json` (docs/cli.md), or None when not quantized. */
+static PyObject *quant_obj(const tbx_file *f, uint64_t i, int typed) {
+    tbx_quant_info q;
+    memset(&q, 0, sizeof q);
+    q.struct_size = sizeof q;
+    if (tbx_tensor_quant_get(f, i, &q) != TBX_OK) Py_RETURN_NONE;
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    if (set_item(d, "method", PyUnicode_FromString(tbx_quant_method_name(q.method))) < 0 ||
+        set_item(d, "code_dtype", PyUnicode_FromString(dtype_name(q.code_dtype))) < 0 ||
+        set_item(d, "bits", PyLong_FromUnsignedLong(q.bits)) < 0 ||
+        set_item(d, "signed", PyBool_FromLong(q.code_signed != 0)) < 0 ||
+        set_item(d, "block_size", PyLong_FromUnsignedLongLong(q.block_size)) < 0 ||
+        set_item(d, "super_block_size", PyLong_FromUnsignedLongLong(q.super_block_size)) < 0 ||
+        set_item(d, "scale", quant_param(f, i, &q.scale)) < 0 ||
+        set_item(d, "zero", quant_param(f, i, &q.zero)) < 0 ||
+        set_item(d, "domain", PyUnicode_FromString(tbx_quant_domain_name(q.domain))) < 0 ||
+        set_item(d, "clip", q.has_clip ? Py_BuildValue("[dd]", q.clip_min, q.clip_max)
+                                       : Py_NewRef(Py_None)) < 0 ||
+        set_item(d, "params", typed && q.params ? value_typed(q.params) : value_to_py(q.params, 0)) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *file_quant(PyObject *self, PyObject *arg) {
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    unsigned long long i = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred() || check_index(h, i) < 0) return NULL;
+    return quant_obj(h->f, i, 0);
+}
+
+static int is_plain(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti) {
+    if (ti->layout != TBX_LAYOUT_DENSE) return 0;
+    if (ti->ncomponents == 0) return 1;
+    if (ti->ncomponents > 1) return 0;
+    tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
+    if (tbx_component_info_get(f, i, 0, &ci) != TBX_OK) return 1;
+    return ci.encoding == TBX_ENC_RAW && ci.digest == NULL;
+}
+
+static PyObject *components_obj(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti) {
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+    for (uint32_t c = 0; c < ti->ncomponents; c++) {
+        tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
+        if (tbx_component_info_get(f, i, c, &ci) != TBX_OK) continue;
+        PyObject *d = Py_BuildValue("{s:s,s:s,s:K,s:K,s:K,s:s}", "name", ci.name ? ci.name : "",
+                                    "dtype", dtype_name(ci.dtype), "offset",
+                                    (unsigned long long)ci.offset, "stored_bytes",
+                                    (unsigned long long)ci.stored_bytes, "nbytes",
+                                    (unsigned long long)ci.nbytes, "encoding",
+                                    ci.encoding == TBX_ENC_ZSTD ? "zstd" : "raw");
+        if (!d || (ci.digest && set_item(d, "digest", PyUnicode_FromString(ci.digest)) < 0) ||
+            PyList_Append(list, d) < 0) {
+            Py_XDECREF(d);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(d);
+    }
+    return list;
+}
+
+/* info(types=False): the document of `tbx info --json` (docs/cli.md) as Python objects */
+static PyObject *file_info(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"types", NULL};
+    int typed = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|p", kwlist, &typed)) return NULL;
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    tbx_file *f = h->f;
+    PyObject *doc = PyDict_New(), *x = NULL;
+    if (!doc) return NULL;
+    if (set_item(doc, "format", PyUnicode_FromString(tbx_format_name(tbx_file_format(f)))) < 0 ||
+        set_item(doc, "version", PyLong_FromUnsignedLong(tbx_file_version(f))) < 0)
+        goto fail;
+    uint64_t nsv = tbx_sizevar_count(f);
+    if (nsv > 0 || tbx_file_format(f) == TBX_FORMAT_OINF) {
+        x = PyDict_New();
+        if (!x) goto fail;
+        for (uint64_t i = 0; i < nsv; i++) {
+            const char *name = NULL;
+            size_t nl = 0;
+            uint64_t value = 0;
+            if (tbx_sizevar_get(f, i, &name, &nl, &value) != TBX_OK) continue;
+            PyObject *k = str_from(name, nl), *v = PyLong_FromUnsignedLongLong(value);
+            int r = (k && v) ? PyDict_SetItem(x, k, v) : -1;
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+            if (r < 0) goto fail;
+        }
+        if (set_item(doc, "sizevars", x) < 0) { x = NULL; goto fail; }
+        x = NULL;
+    }
+    if (set_item(doc, "metadata", file_metadata(self, args, kw)) < 0) goto fail;
+    x = PyList_New(0);
+    if (!x) goto fail;
+    uint64_t nt = tbx_tensor_count(f);
+    for (uint64_t i = 0; i < nt; i++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
+        PyObject *shape = PyList_New(ti.ndim);
+        if (!shape) goto fail;
+        for (uint32_t d = 0; d < ti.ndim; d++)
+            PyList_SET_ITEM(shape, d, PyLong_FromUnsignedLongLong(ti.shape[d]));
+        PyObject *t = Py_BuildValue("{s:N,s:s,s:N,s:K,s:K}", "name", str_from(ti.name, ti.name_len),
+                                    "dtype", dtype_name(ti.dtype), "shape", shape, "offset",
+                                    (unsigned long long)ti.offset, "nbytes",
+                                    (unsigned long long)ti.nbytes);
+        if (!t) goto fail;
+        int bad = PyList_Append(x, t) < 0;
+        Py_DECREF(t);
+        if (bad) goto fail;
+        if (!is_plain(f, i, &ti)) {
+            const char *ln = tbx_layout_name(ti.layout);
+            if (set_item(t, "layout", PyUnicode_FromString(ln ? ln : "?")) < 0 ||
+                set_item(t, "components", components_obj(f, i, &ti)) < 0)
+                goto fail;
+        }
+        PyObject *q = quant_obj(f, i, typed);
+        if (!q) goto fail;
+        if (q != Py_None) {
+            if (set_item(t, "quant", q) < 0) goto fail;
+        } else {
+            Py_DECREF(q);
+        }
+    }
+    if (set_item(doc, "tensors", x) < 0) { x = NULL; goto fail; }
+    x = NULL;
+    uint64_t ns = tbx_section_count(f);
+    if (ns > 0) {
+        x = PyList_New(0);
+        if (!x) goto fail;
+        for (uint64_t i = 0; i < ns; i++) {
+            tbx_section_info si = TBX_SECTION_INFO_INIT;
+            if (tbx_section_info_get(f, i, &si) != TBX_OK) continue;
+            PyObject *s = Py_BuildValue("{s:N,s:I,s:K,s:K}", "name",
+                                        str_from(si.name, si.name ? strlen(si.name) : 0), "type",
+                                        si.type, "offset", (unsigned long long)si.offset, "size",
+                                        (unsigned long long)si.size);
+            if (!s) goto fail;
+            int bad = PyList_Append(x, s) < 0;
+            Py_DECREF(s);
+            if (bad) goto fail;
+        }
+        if (set_item(doc, "sections", x) < 0) { x = NULL; goto fail; }
+        x = NULL;
+    }
+    return doc;
+fail:
+    Py_XDECREF(x);
+    Py_DECREF(doc);
+    return NULL;
+}
+
+static PyObject *file_sections(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    uint64_t n = tbx_section_count(h->f);
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+    for (uint64_t i = 0; i < n; i++) {
+        tbx_section_info si = TBX_SECTION_INFO_INIT;
+        if (tbx_section_info_get(h->f, i, &si) != TBX_OK) continue;
+        PyObject *t = Py_BuildValue("(NIKK)", str_from(si.name, si.name ? strlen(si.name) : 0),
+                                    si.type, (unsigned long long)si.offset,
+                                    (unsigned long long)si.size);
+        if (!t || PyList_Append(list, t) < 0) {
+            Py_XDECREF(t);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(t);
+    }
+    return list;
+}
+
+static PyObject *file_read_section(PyObject *self, PyObject *arg) {
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    unsigned long long i = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred()) return NULL;
+    tbx_section_info si = TBX_SECTION_INFO_INIT;
+    tbx_status st = tbx_section_info_get(h->f, i, &si);
+    if (st != TBX_OK) return raise_simple(st, "section %llu: no such section", i);
+    if (si.size > (uint64_t)PY_SSIZE_T_MAX) return PyErr_NoMemory();
+    PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)si.size);
+    if (!b) return NULL;
+    tbx_error err;
+    err_clear(&err);
+    size_t needed = 0;
+    char *buf = PyBytes_AS_STRING(b);
+    LOCKED_CALL(h, st = tbx_section_read(h->f, i, buf, (size_t)si.size, &needed, &err));
+    if (st != TBX_OK) {
+        Py_DECREF(b);
+        return raise_tbx(st, &err);
+    }
+    return b;
+}
+
+static PyMethodDef file_methods[] = {
+    {"close", file_close, METH_NOARGS, "Drop this reference; the file closes with its last view."},
+    {"names", file_names, METH_NOARGS, "Tensor names in file order."},
+    {"find", file_find, METH_O, "Index of a tensor by name (NotFoundError when absent)."},
+    {"tensor_info", file_tensor_info, METH_O,
+     "(name, dtype, shape, layout, ncomponents, offset, nbytes, encoded) of tensor i."},
+    {"map", file_map, METH_O, "Zero-copy _View of tensor i's bytes, or None."},
+    {"read_into", file_read_into, METH_VARARGS, "Read tensor i's bytes into a writable buffer."},
+    {"read_range_into", file_read_range_into, METH_VARARGS,
+     "Read len(buf) bytes at byte pos of tensor i."},
+    {"read_f32_into", file_read_f32_into, METH_VARARGS,
+     "Decode len(buf)/4 elements of tensor i from element `first` to float32."},
+    {"metadata", (PyCFunction)(void (*)(void))file_metadata, METH_VARARGS | METH_KEYWORDS,
+     "Metadata as a dict of Python values."},
+    {"info", (PyCFunction)(void (*)(void))file_info, METH_VARARGS | METH_KEYWORDS,
+     "The `tbx info --json` document."},
+    {"quant", file_quant, METH_O, "The quant description of tensor i, or None."},
+    {"sections", file_sections, METH_NOARGS, "[(name, type, offset, size)]."},
+    {"read_section", file_read_section, METH_O, "Bytes of section i."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef file_getset[] = {
+    {"closed", file_closed, NULL, "True after close()", NULL},
+    {"format", file_format, NULL, "format name", NULL},
+    {"version", file_version, NULL, "format version (0: none)", NULL},
+    {"size", file_size, NULL, "file size in bytes", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject FileType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tensorbox._tensorbox._File",
+    .tp_basicsize = sizeof(FileObject),
+    .tp_dealloc = file_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "_File(path, mmap=True, verify=False, threads=0): an open tensorbox file.",
+    .tp_methods = file_methods,
+    .tp_getset = file_getset,
+    .tp_init = file_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Module functions                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct problems_ctx {
+    PyObject *list;
+    int failed;
+} problems_ctx;
+
+/* Called with the GIL released (tbx_validate may call from worker threads: under its lock). */
+static void on_problem(void *ud, const tbx_error *p) {
+    problems_ctx *c = (problems_ctx *)ud;
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (!c->failed) {
+        size_t ml = strnlen(p->message, sizeof p->message);
+        PyObject *t = Py_BuildValue("(sNNN)", tbx_status_name(p->code),
+                                    str_from(p->field, strnlen(p->field, sizeof p->field)),
+                                    offset_obj(p->offset),
+                                    ml ? str_from(p->message, ml)
+                                       : PyUnicode_FromString(tbx_strerror(p->code)));
+        if (!t || PyList_Append(c->list, t) < 0) c->failed = 1;
+        Py_XDECREF(t);
+    }
+    PyGILState_Release(g);
+}
+
+/* validate(path, ggml=False, threads=0) -> [(code, field, offset, message)] */
+static PyObject *mod_validate(PyObject *m, PyObject *args, PyObject *kw) {
+    (void)m;
+    static char *kwlist[] = {"path", "ggml", "threads", NULL};
+    PyObject *pathobj = NULL;
+    int ggml = 0;
+    unsigned int threads = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|pI", kwlist, PyUnicode_FSConverter, &pathobj,
+                                     &ggml, &threads))
+        return NULL;
+    problems_ctx c = {PyList_New(0), 0};
+    if (!c.list) { Py_DECREF(pathobj); return NULL; }
+    tbx_open_options opt;
+    tbx_open_options_init(&opt);
+    opt.on_problem = on_problem;
+    opt.problem_ud = &c;
+    opt.flags |= TBX_OPEN_VERIFY_DIGESTS;
+    opt.threads = threads;
+    tbx_file *f = NULL;
+    tbx_error err;
+    err_clear(&err);
+    tbx_status st;
+    const char *path = PyBytes_AS_STRING(pathobj);
+    Py_BEGIN_ALLOW_THREADS
+    st = tbx_open_path(&f, path, &opt, &err);
+    if (st == TBX_OK) {
+        tbx_validate(f, on_problem, &c, NULL);
+        if (ggml) {
+            if (tbx_file_format(f) == TBX_FORMAT_GGUF) {
+                tbx_gguf_lint(f, on_problem, &c);
+            } else {
+                tbx_error e;
+                err_clear(&e);
+                e.code = TBX_E_UNSUPPORTED;
+                snprintf(e.field, sizeof e.field, "ggml");
+                snprintf(e.message, sizeof e.message, "ggml=True applies to GGUF files; this is %s",
+                         tbx_format_name(tbx_file_format(f)));
+                on_problem(&c, &e);
+            }
+        }
+        tbx_close(f);
+    } else {
+        if (err.code == TBX_OK) err.code = st;
+        on_problem(&c, &err);
+    }
+    Py_END_ALLOW_THREADS
+    Py_DECREF(pathobj);
+    if (c.failed) {
+        Py_DECREF(c.list);
+        return NULL;
+    }
+    return c.list;
+}
+
+static tbx_status format_from(PyObject *fmt, tbx_format *out) {
+    *out = TBX_FORMAT_UNKNOWN;
+    if (fmt == Py_None) return TBX_OK;
+    const char *s = PyUnicode_AsUTF8(fmt);
+    if (!s) return TBX_E_INVALID_ARG;
+    *out = tbx_format_from_name(s);
+    if (*out == TBX_FORMAT_UNKNOWN) {
+        raise_simple(TBX_E_INVALID_ARG, "unknown format '%.100s'", s);
+        return TBX_E_INVALID_ARG;
+    }
+    return TBX_OK;
+}
+
+static tbx_status dtype_from(PyObject *o, const char *what, tbx_dtype *out) {
+    *out = TBX_DT_INVALID;
+    if (o == Py_None) return TBX_OK;
+    const char *s = PyUnicode_AsUTF8(o);
+    if (!s) return TBX_E_INVALID_ARG;
+    *out = tbx_dtype_from_name(s);
+    if (*out == TBX_DT_INVALID) {
+        raise_simple(TBX_E_INVALID_ARG, "%s: unknown dtype '%.100s'", what, s);
+        return TBX_E_INVALID_ARG;
+    }
+    return TBX_OK;
+}
+
+/* Writer options from keywords (the names of `tbx convert`'s options). */
+typedef struct wopts {
+    PyObject *format, *digest;
+    int force;
+    unsigned int alignment, version, threads;
+    int compress;
+} wopts;
+
+static int fill_write_options(const wopts *w, tbx_write_options *o, PyObject **digest_bytes) {
+    tbx_write_options_init(o);
+    if (format_from(w->format, &o->format) != TBX_OK) return -1;
+    if (w->force) o->flags |= TBX_WRITE_OVERWRITE;
+    o->alignment = w->alignment;
+    o->compress_level = w->compress;
+    o->version = w->version;
+    o->threads = w->threads;
+    *digest_bytes = NULL;
+    if (w->digest != Py_None) {
+        *digest_bytes = PyUnicode_AsUTF8String(w->digest);
+        if (!*digest_bytes) return -1;
+        o->digest = PyBytes_AS_STRING(*digest_bytes);
+    }
+    return 0;
+}
+
+/* write(path, tensors, metadata, format, force, alignment, compress, digest, version, threads)
+ * tensors: [(name, dtype_name, shape tuple, buffer)]; metadata: [(key, tagged value)] */
+static PyObject *mod_write(PyObject *m, PyObject *args, PyObject *kw) {
+    (void)m;
+    static char *kwlist[] = {"path", "tensors", "metadata", "format", "force", "alignment",
+                             "compress", "digest", "format_version", "threads", NULL};
+    PyObject *pathobj = NULL, *tensors, *meta;
+    wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O!O!|OpIiOII", kwlist, PyUnicode_FSConverter,
+                                     &pathobj, &PyList_Type, &tensors, &PyList_Type, &meta,
+                                     &w.format, &w.force, &w.alignment, &w.compress, &w.digest,
+                                     &w.version, &w.threads))
+        return NULL;
+    tbx_write_options o;
+    PyObject *digest_bytes = NULL;
+    Py_ssize_t nt = PyList_GET_SIZE(tensors);
+    Py_buffer *bufs = NULL;
+    Py_ssize_t nbufs = 0;
+    tbx_writer *wr = NULL;
+    tbx_error err;
+    err_clear(&err);
+    tbx_status st;
+    PyObject *result = NULL;
+    if (fill_write_options(&w, &o, &digest_bytes) < 0) goto done;
+    bufs = PyMem_Calloc((size_t)nt + 1, sizeof *bufs);
+    if (!bufs) { PyErr_NoMemory(); goto done; }
+    const char *path = PyBytes_AS_STRING(pathobj);
+    st = tbx_writer_open(&wr, path, &o, &err);
+    if (st != TBX_OK) { raise_tbx(st, &err); wr = NULL; goto done; }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(meta); k++) {
+        PyObject *kv = PyList_GET_ITEM(meta, k);
+        Py_ssize_t kl = 0;
+        const char *key;
+        if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2 ||
+            !(key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(kv, 0), &kl))) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "metadata keys must be str");
+            goto done;
+        }
+        tbx_value *v = tagged_to_value(PyTuple_GET_ITEM(kv, 1), 0);
+        if (!v) goto done;
+        st = tbx_writer_add_meta(wr, key, (size_t)kl, v, &err);
+        tbx_value_free(v);
+        if (st != TBX_OK) { raise_tbx(st, &err); goto done; }
+    }
+    uint64_t *indexes = PyMem_Calloc((size_t)nt + 1, sizeof *indexes);
+    if (!indexes) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        PyObject *t = PyList_GET_ITEM(tensors, k);
+        const char *name, *dtn;
+        Py_ssize_t name_len;
+        PyObject *shp, *data;
+        if (!PyArg_ParseTuple(t, "s#sO!O", &name, &name_len, &dtn, &PyTuple_Type, &shp, &data))
+            goto done_idx;
+        tbx_dtype dt = tbx_dtype_from_name(dtn);
+        if (dt == TBX_DT_INVALID) {
+            raise_simple(TBX_E_INVALID_ARG, "tensor '%s': unknown dtype '%s'", name, dtn);
+            goto done_idx;
+        }
+        Py_ssize_t nd = PyTuple_GET_SIZE(shp);
+        if (nd > 64) {
+            raise_simple(TBX_E_LIMIT, "tensor '%s': %zd dimensions", name, nd);
+            goto done_idx;
+        }
+        uint64_t shape[64];
+        for (Py_ssize_t d = 0; d < nd; d++) {
+            shape[d] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(shp, d));
+            if (PyErr_Occurred()) goto done_idx;
+        }
+        if (PyObject_GetBuffer(data, &bufs[k], PyBUF_C_CONTIGUOUS) < 0) goto done_idx;
+        nbufs = k + 1;
+        tbx_tensor_desc desc = TBX_TENSOR_DESC_INIT;
+        desc.name = name;
+        desc.name_len = (size_t)name_len;
+        desc.dtype = dt;
+        desc.ndim = (uint32_t)nd;
+        desc.shape = shape;
+        desc.has_data = 1;
+        st = tbx_writer_add_tensor(wr, &desc, &indexes[k], &err);
+        if (st != TBX_OK) { raise_tbx(st, &err); goto done_idx; }
+    }
+    st = TBX_OK;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < nt && st == TBX_OK; k++)
+        st = tbx_writer_write_tensor(wr, indexes[k], bufs[k].buf, (size_t)bufs[k].len, &err);
+    if (st == TBX_OK) {
+        tbx_writer *wf = wr;
+        wr = NULL;
+        st = tbx_writer_finish(wf, &err);
+    }
+    Py_END_ALLOW_THREADS
+    if (st != TBX_OK) { raise_tbx(st, &err); goto done_idx; }
+    result = Py_NewRef(Py_None);
+done_idx:
+    PyMem_Free(indexes);
+done:
+    if (wr) tbx_writer_abort(wr);
+    for (Py_ssize_t k = 0; k < nbufs; k++)
+        if (bufs[k].obj) PyBuffer_Release(&bufs[k]);
+    PyMem_Free(bufs);
+    Py_XDECREF(digest_bytes);
+    Py_DECREF(pathobj);
+    return result;
+}
+
+/* convert(src, dst, format, force, alignment, compress, digest, format_version, threads,
+ *         cast, quant, stringify_meta, drop_meta, drop_sections) */
+static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
+    (void)m;
+    static char *kwlist[] = {"src", "dst", "format", "force", "alignment", "compress", "digest",
+                             "format_version", "threads", "cast", "quant", "stringify_meta",
+                             "drop_meta", "drop_sections", NULL};
+    PyObject *srcobj = NULL, *dstobj = NULL, *cast = Py_None, *quant = Py_None;
+    wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0};
+    int stringify = 0, drop_meta = 0, drop_sections = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppp", kwlist, PyUnicode_FSConverter,
+                                     &srcobj, PyUnicode_FSConverter, &dstobj, &w.format, &w.force,
+                                     &w.alignment, &w.compress, &w.digest, &w.version, &w.threads,
+                                     &cast, &quant, &stringify, &drop_meta, &drop_sections))
+        return NULL;
+    PyObject *result = NULL, *digest_bytes = NULL;
+    tbx_convert_options co;
+    tbx_convert_options_init(&co);
+    if (fill_write_options(&w, &co.write, &digest_bytes) < 0) goto done;
+    if (dtype_from(cast, "cast", &co.cast_to) != TBX_OK) goto done;
+    if (dtype_from(quant, "quant", &co.quant_to) != TBX_OK) goto done;
+    if (stringify) co.flags |= TBX_CONVERT_STRINGIFY_META;
+    if (drop_meta) co.flags |= TBX_CONVERT_DROP_META;
+    if (drop_sections) co.flags |= TBX_CONVERT_DROP_SECTIONS;
+    tbx_open_options oo;
+    tbx_open_options_init(&oo);
+    oo.flags |= TBX_OPEN_MMAP;
+    tbx_file *f = NULL;
+    tbx_error err;
+    err_clear(&err);
+    tbx_status st;
+    const char *src = PyBytes_AS_STRING(srcobj), *dst = PyBytes_AS_STRING(dstobj);
+    Py_BEGIN_ALLOW_THREADS
+    st = tbx_open_path(&f, src, &oo, &err);
+    if (st == TBX_OK) {
+        st = tbx_convert(f, dst, &co, &err);
+        tbx_close(f);
+    }
+    Py_END_ALLOW_THREADS
+    if (st != TBX_OK) { raise_tbx(st, &err); goto done; }
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(digest_bytes);
+    Py_DECREF(srcobj);
+    Py_DECREF(dstobj);
+    return result;
+}
+
+/* dtype_info(name) -> (name, bits, block_size, block_bytes, flags) or None */
+static PyObject *mod_dtype_info(PyObject *m, PyObject *arg) {
+    (void)m;
+    const char *s = PyUnicode_AsUTF8(arg);
+    if (!s) return NULL;
+    const tbx_dtype_info *in = tbx_dtype_get(tbx_dtype_from_name(s));
+    if (!in) Py_RETURN_NONE;
+    return Py_BuildValue("(sIIII)", in->name, in->bits, in->block_size, in->block_bytes,
+                         in->flags);
+}
+
+/* nbytes(dtype, shape) -> stored bytes of a tensor (tbx_dtype_nbytes_shape) */
+static PyObject *mod_nbytes(PyObject *m, PyObject *args) {
+    (void)m;
+    const char *s;
+    PyObject *shp;
+    if (!PyArg_ParseTuple(args, "sO!", &s, &PyTuple_Type, &shp)) return NULL;
+    Py_ssize_t nd = PyTuple_GET_SIZE(shp);
+    if (nd > 64) return raise_simple(TBX_E_LIMIT, "%zd dimensions", nd);
+    uint64_t shape[64], out = 0;
+    for (Py_ssize_t d = 0; d < nd; d++) {
+        shape[d] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(shp, d));
+        if (PyErr_Occurred()) return NULL;
+    }
+    tbx_status st = tbx_dtype_nbytes_shape(tbx_dtype_from_name(s), shape, (uint32_t)nd, &out);
+    if (st != TBX_OK) return raise_simple(st, "dtype %s: size of this shape: %s", s, tbx_strerror(st));
+    return PyLong_FromUnsignedLongLong(out);
+}
+
+static PyObject *mod_formats(PyObject *m, PyObject *Py_UNUSED(ignored)) {
+    (void)m;
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+    for (size_t i = 0; i < tbx_format_count(); i++) {
+        tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
+        if (tbx_format_caps_get(tbx_format_at(i), &c) != TBX_OK) continue;
+        PyObject *t = Py_BuildValue("(sssO)", c.name, c.extensions ? c.extensions : "",
+                                    c.aliases ? c.aliases : "",
+                                    (c.flags & TBX_FCAP_WRITE) ? Py_True : Py_False);
+        if (!t || PyList_Append(list, t) < 0) {
+            Py_XDECREF(t);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(t);
+    }
+    return list;
+}
+
+static PyObject *mod_format_from_path(PyObject *m, PyObject *arg) {
+    (void)m;
+    PyObject *b = NULL;
+    if (!PyUnicode_FSConverter(arg, &b)) return NULL;
+    tbx_format f = tbx_format_from_path(PyBytes_AS_STRING(b));
+    Py_DECREF(b);
+    if (f == TBX_FORMAT_UNKNOWN) Py_RETURN_NONE;
+    return PyUnicode_FromString(tbx_format_name(f));
+}
+
+static PyObject *mod_set_hooks(PyObject *m, PyObject *arg) {
+    (void)m;
+    if (!PyCallable_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "hook must be callable");
+        return NULL;
+    }
+    Py_XSETREF(hook_array, Py_NewRef(arg));
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_version(PyObject *m, PyObject *Py_UNUSED(ignored)) {
+    (void)m;
+    return PyUnicode_FromString(tbx_version());
+}
+
+static PyMethodDef mod_methods[] = {
+    {"validate", (PyCFunction)(void (*)(void))mod_validate, METH_VARARGS | METH_KEYWORDS,
+     "validate(path, ggml=False, threads=0) -> [(code, field, offset, message)]"},
+    {"write", (PyCFunction)(void (*)(void))mod_write, METH_VARARGS | METH_KEYWORDS,
+     "write(path, tensors, metadata, **options): tbx_writer over [(name, dtype, shape, buf)]"},
+    {"convert", (PyCFunction)(void (*)(void))mod_convert, METH_VARARGS | METH_KEYWORDS,
+     "convert(src, dst, **options): tbx_convert"},
+    {"dtype_info", mod_dtype_info, METH_O, "(name, bits, block_size, block_bytes, flags) or None"},
+    {"nbytes", mod_nbytes, METH_VARARGS, "nbytes(dtype, shape): stored bytes"},
+    {"formats", mod_formats, METH_NOARGS, "[(name, extensions, aliases, writable)]"},
+    {"format_from_path", mod_format_from_path, METH_O, "format name from an extension, or None"},
+    {"_set_array_hook", mod_set_hooks, METH_O, "internal"},
+    {"library_version", mod_version, METH_NOARGS, "version of libtensorbox"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moddef = {
+    PyModuleDef_HEAD_INIT, "_tensorbox",
+    "Low-level binding of libtensorbox; use the `tensorbox` package instead.", -1, mod_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+static PyObject *new_error(PyObject *mod, const char *name, PyObject *bases, const char *doc) {
+    char full[96];
+    snprintf(full, sizeof full, "tensorbox.%s", name);
+    PyObject *cls = PyErr_NewExceptionWithDoc(full, doc, bases, NULL);
+    if (!cls) return NULL;
+    if (PyModule_AddObjectRef(mod, name, cls) < 0) {
+        Py_DECREF(cls);
+        return NULL;
+    }
+    return cls;
+}
+
+static PyObject *new_sub(PyObject *mod, const char *name, PyObject *extra, const char *doc) {
+    PyObject *bases = extra ? PyTuple_Pack(2, Error, extra) : PyTuple_Pack(1, Error);
+    if (!bases) return NULL;
+    PyObject *cls = new_error(mod, name, bases, doc);
+    Py_DECREF(bases);
+    return cls;
+}
+
+PyMODINIT_FUNC PyInit__tensorbox(void) {
+    if (PyType_Ready(&FileType) < 0 || PyType_Ready(&ViewType) < 0) return NULL;
+    PyObject *mod = PyModule_Create(&moddef);
+    if (!mod) return NULL;
+    if (PyModule_AddObjectRef(mod, "_File", (PyObject *)&FileType) < 0 ||
+        PyModule_AddObjectRef(mod, "_View", (PyObject *)&ViewType) < 0)
+        goto fail;
+    Error = new_error(mod, "Error", PyExc_Exception,
+                      "Base of every tensorbox error: .code (stable name, e.g. "
+                      "'TBX_E_TRUNCATED'), .status (its number), .offset (byte offset in the "
+                      "file or None), .field (the field involved, may be '').");
+    if (!Error) goto fail;
+    if (!(FormatError = new_sub(mod, "FormatError", PyExc_ValueError,
+                                "The file is malformed: truncated, bad magic/version, bad "
+                                "structure, overflow, duplicate, bad range or padding.")) ||
+        !(LimitError = new_sub(mod, "LimitError", NULL,
+                               "A declared count or size exceeds a configured limit.")) ||
+        !(UnsupportedError = new_sub(mod, "UnsupportedError", NULL,
+                                     "Valid, but this operation cannot handle it.")) ||
+        !(NotFoundError = new_sub(mod, "NotFoundError", PyExc_KeyError,
+                                  "No tensor, key or section of that name.")) ||
+        !(ChecksumError = new_sub(mod, "ChecksumError", NULL,
+                                  "A stored digest or CRC does not match.")) ||
+        !(ExistsError = new_sub(mod, "ExistsError", PyExc_FileExistsError,
+                                "The output exists (pass force=True) or is an open input.")) ||
+        !(LossyError = new_sub(mod, "LossyError", NULL,
+                               "The step would lose data and was not explicitly allowed.")) ||
+        !(TbxIOError = new_sub(mod, "IOError", PyExc_OSError, "open/read/write/rename failed.")) ||
+        !(InvalidArgumentError = new_sub(mod, "InvalidArgumentError", PyExc_ValueError,
+                                         "A bad argument or option.")) ||
+        !(TbxMemoryError = new_sub(mod, "OutOfMemoryError", PyExc_MemoryError,
+                                   "An allocation failed.")) ||
+        !(StateError = new_sub(mod, "StateError", NULL,
+                               "The call is not valid in the object's current state.")))
+        goto fail;
+    return mod;
+fail:
+    Py_DECREF(mod);
+    return NULL;
+}

@@ -1,0 +1,612 @@
+"""tensorbox: read, inspect, validate, write and convert ML weight container files.
+
+A C extension over libtensorbox (safetensors, GGUF including split sets, zTensor, OINF, and
+every format the library gains a driver for). Nothing here parses a file: every byte is read
+by the library, through its bounds-checked cursor and limits.
+
+Reading, the safetensors way::
+
+    import tensorbox
+    with tensorbox.safe_open("model.gguf", framework="np") as f:
+        for name in f.keys():
+            a = f.get_tensor(name)             # numpy array
+        rows = f.get_slice("emb")[10:20]       # reads only those rows' bytes
+        meta = f.metadata()                    # typed Python values
+    tensors = tensorbox.load_file("model.safetensors")
+
+Plain dtypes come back as read-only numpy arrays that are views of the mapped file where the
+file allows it (the array keeps the file open through its ``.base``), else as one copy. bf16
+and the fp8 types come back as ``ml_dtypes`` types when ml_dtypes is installed, else as raw
+unsigned integers (``tensor_dtype(name)`` names the real dtype). Block-quantized tensors
+(ggml types, packed sub-byte types) come back as their raw bytes (uint8) unless
+``dequantize=True``, which decodes them to float32; linear-quantized tensors (OINF v2, zTensor
+quantized_group) likewise. The GIL is released while the library reads and decodes.
+
+Inspecting: :func:`info` (the document of ``tbx info --json``), :func:`validate` (every
+problem with its code, field and byte offset). Writing: :func:`save_file`, :func:`convert`,
+with the options of ``tbx convert``.
+
+Errors are :class:`Error` and its subclasses (:class:`FormatError`, :class:`LimitError`,
+:class:`UnsupportedError`, :class:`NotFoundError`, :class:`ChecksumError`,
+:class:`ExistsError`, :class:`LossyError`, :class:`IOError`, :class:`InvalidArgumentError`,
+...), each with ``.code`` (e.g. ``"TBX_E_TRUNCATED"``), ``.offset`` (byte offset or None) and
+``.field``.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections import namedtuple
+
+import numpy as np
+
+from . import _tensorbox as _tb
+from ._tensorbox import (  # noqa: F401  (re-exported)
+    ChecksumError,
+    Error,
+    ExistsError,
+    FormatError,
+    InvalidArgumentError,
+    IOError,
+    LimitError,
+    LossyError,
+    NotFoundError,
+    OutOfMemoryError,
+    StateError,
+    UnsupportedError,
+)
+
+try:  # optional: bf16 / fp8 numpy dtypes
+    import ml_dtypes as _ml
+except ImportError:  # pragma: no cover - exercised by the fresh-venv test
+    _ml = None
+
+__all__ = [
+    "safe_open", "load_file", "load", "info", "validate", "save_file", "convert", "Problem",
+    "formats", "Error", "FormatError", "LimitError", "UnsupportedError", "NotFoundError",
+    "ChecksumError", "ExistsError", "LossyError", "IOError", "InvalidArgumentError",
+    "OutOfMemoryError", "StateError",
+]
+
+__version__ = _tb.library_version()
+
+# ---------------------------------------------------------------------------------------------
+# dtypes
+# ---------------------------------------------------------------------------------------------
+_PLAIN = {
+    "f64": np.float64, "f32": np.float32, "f16": np.float16,
+    "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+    "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
+    "bool": np.bool_, "bitset": np.uint8, "c64": np.complex64, "c128": np.complex128,
+}
+# dtypes that need ml_dtypes; without it: the raw unsigned type of the same width
+_ML_NAMES = {
+    "bf16": ("bfloat16", np.uint16),
+    "f8_e4m3": ("float8_e4m3fn", np.uint8),
+    "f8_e5m2": ("float8_e5m2", np.uint8),
+    "f8_e4m3fnuz": ("float8_e4m3fnuz", np.uint8),
+    "f8_e5m2fnuz": ("float8_e5m2fnuz", np.uint8),
+    "f8_e8m0": ("float8_e8m0fnu", np.uint8),
+}
+
+
+def _np_dtype(name: str):
+    """numpy dtype holding one element of tensorbox dtype `name`, or None (block/packed)."""
+    t = _PLAIN.get(name)
+    if t is not None:
+        return np.dtype(t)
+    ml = _ML_NAMES.get(name)
+    if ml is not None:
+        if _ml is not None and hasattr(_ml, ml[0]):
+            return np.dtype(getattr(_ml, ml[0]))
+        return np.dtype(ml[1])
+    return None
+
+
+def _tbx_dtype(dt: np.dtype):
+    """tensorbox dtype name of a numpy dtype, or None."""
+    dt = np.dtype(dt)
+    for name, t in _PLAIN.items():
+        if name != "bitset" and dt == np.dtype(t):
+            return name
+    if _ml is not None:
+        for name, (mlname, _) in _ML_NAMES.items():
+            if hasattr(_ml, mlname) and dt == np.dtype(getattr(_ml, mlname)):
+                return name
+    return None
+
+
+_VALUE_NP = {
+    "bool": np.bool_, "u8": np.uint8, "i8": np.int8, "u16": np.uint16, "i16": np.int16,
+    "u32": np.uint32, "i32": np.int32, "u64": np.uint64, "i64": np.int64,
+    "f16": np.float16, "f32": np.float32, "f64": np.float64,
+}
+
+
+def _np_array(elem: str, data: bytes, shape):
+    """Hook of the extension: a packed metadata array (or ndarray, or bitset) as numpy."""
+    if elem == "bitset":
+        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
+        return bits[: int(shape)].astype(np.bool_)
+    t = _VALUE_NP.get(elem)
+    dt = np.dtype(t) if t is not None else _np_dtype(elem)
+    if dt is None:  # an ndarray of a dtype numpy cannot hold: its bytes
+        return np.frombuffer(bytearray(data), np.uint8)
+    a = np.frombuffer(bytearray(data), dt)
+    return a.reshape(shape) if shape is not None else a
+
+
+_tb._set_array_hook(_np_array)
+
+
+def _dtype_info(name: str):
+    return _tb.dtype_info(name)  # (name, bits, block_size, block_bytes, flags) or None
+
+
+_DTF_BLOCK = 0x20
+_DTF_SHAPED = 0x40
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+Problem = namedtuple("Problem", "code field offset message")
+Problem.__doc__ = ("One validation problem: code (e.g. 'TBX_E_TRUNCATED'), field, byte offset "
+                   "(None when none) and message.")
+
+
+class _TensorRef:
+    __slots__ = ("index", "name", "dtype", "shape", "layout", "ncomponents", "offset", "nbytes",
+                 "encoded")
+
+    def __init__(self, index, t):
+        self.index = index
+        (self.name, self.dtype, self.shape, self.layout, self.ncomponents, self.offset,
+         self.nbytes, self.encoded) = t
+
+
+def _raw_shape(ref: _TensorRef):
+    """Shape of the raw-bytes view of a tensor without a numpy dtype."""
+    di = _dtype_info(ref.dtype)
+    if di is not None and di[4] & _DTF_BLOCK and not di[4] & _DTF_SHAPED and ref.shape:
+        bs, bb = di[2], di[3]
+        last = ref.shape[-1]
+        if bs and last % bs == 0 and bb:
+            return tuple(ref.shape[:-1]) + (last // bs * bb,)
+    return (ref.nbytes,)
+
+
+class _Reader:
+    """Shared reading logic over one _File (thread-safe: the extension locks the handle)."""
+
+    def __init__(self, path, verify=False, threads=0):
+        self._f = _tb._File(os.fspath(path), mmap=True, verify=verify, threads=threads)
+        self._refs = {}
+        self._names = None
+        self._lock = threading.Lock()
+
+    def close(self):
+        self._f.close()
+
+    def names(self):
+        if self._names is None:
+            self._names = self._f.names()
+        return list(self._names)
+
+    def ref(self, name: str) -> _TensorRef:
+        with self._lock:
+            r = self._refs.get(name)
+        if r is None:
+            i = self._f.find(name)
+            r = _TensorRef(i, self._f.tensor_info(i))
+            with self._lock:
+                self._refs[name] = r
+        return r
+
+    def is_quantized(self, r: _TensorRef) -> bool:
+        return self._f.quant(r.index) is not None
+
+    def decode_f32(self, r: _TensorRef, first=0, count=None):
+        n = int(np.prod(r.shape, dtype=np.uint64)) if r.shape else 1
+        if count is None:
+            count = n - first
+        out = np.empty(count, np.float32)
+        self._f.read_f32_into(r.index, first, out)
+        return out
+
+    def tensor(self, name: str, dequantize: bool = False):
+        r = self.ref(name)
+        if r.ncomponents == 0:  # declared without data (OINF allows it)
+            return None
+        dt = _np_dtype(r.dtype)
+        dense = r.layout == "dense" and r.ncomponents == 1
+        if not dense or (dequantize and (dt is None or self.is_quantized(r))):
+            # sparse / grouped layouts are densified; quantized ones decoded
+            return self.decode_f32(r).reshape(r.shape)
+        shape = r.shape if dt is not None else _raw_shape(r)
+        if dt is None:
+            dt = np.dtype(np.uint8)
+        view = self._f.map(r.index)
+        if view is not None:
+            a = np.frombuffer(view, dt).reshape(shape)
+        else:
+            a = np.empty(shape, dt)
+            self._f.read_into(r.index, a.reshape(-1).view(np.uint8))
+        return a
+
+    def rows(self, name: str, start: int, stop: int, dequantize: bool = False):
+        """Rows [start, stop) of the first dimension, reading only their bytes."""
+        r = self.ref(name)
+        dt = _np_dtype(r.dtype)
+        dense = r.layout == "dense" and r.ncomponents == 1
+        if not r.shape or not dense or r.ncomponents == 0:
+            return None
+        nrows = r.shape[0]
+        inner = tuple(r.shape[1:])
+        per_row = int(np.prod(inner, dtype=np.uint64)) if inner else 1
+        count = max(0, stop - start)
+        if dequantize and (dt is None or self.is_quantized(r)):
+            di = _dtype_info(r.dtype)
+            bs = di[2] if di else 1
+            if (start * per_row) % bs or ((stop * per_row) % bs and stop != nrows):
+                return None
+            out = self.decode_f32(r, start * per_row, count * per_row)
+            return out.reshape((count,) + inner)
+        if dt is None:
+            rshape = _raw_shape(r)
+            if len(rshape) != len(r.shape):  # no whole-row raw layout: read everything
+                return None
+            row_bytes = int(np.prod(rshape[1:], dtype=np.uint64)) if len(rshape) > 1 else None
+            if row_bytes is None:
+                return None
+            dt, inner, per_row_bytes = np.dtype(np.uint8), tuple(rshape[1:]), row_bytes
+        else:
+            per_row_bytes = per_row * dt.itemsize
+        view = self._f.map(r.index)
+        if view is not None:
+            a = np.frombuffer(view, dt).reshape((nrows,) + inner)
+            return a[start:stop]
+        out = np.empty((count,) + inner, dt)
+        if count:
+            self._f.read_range_into(r.index, start * per_row_bytes, out.reshape(-1).view(np.uint8))
+        return out
+
+
+def _to_framework(a, framework):
+    if framework in ("np", "numpy", None):
+        return a
+    if framework in ("pt", "torch"):
+        import torch  # optional dependency: only for framework="pt"
+
+        name = None
+        if _ml is not None and a.dtype.type.__module__.startswith("ml_dtypes"):
+            name = a.dtype.name
+        a = np.array(a, copy=True)  # torch tensors are writable: never alias the mapping
+        if name is not None:
+            tmap = {"bfloat16": "bfloat16", "float8_e4m3fn": "float8_e4m3fn",
+                    "float8_e5m2": "float8_e5m2", "float8_e4m3fnuz": "float8_e4m3fnuz",
+                    "float8_e5m2fnuz": "float8_e5m2fnuz", "float8_e8m0fnu": "float8_e8m0fnu"}
+            tdt = getattr(torch, tmap.get(name, ""), None)
+            if tdt is None:
+                raise UnsupportedError(f"torch has no dtype for {name}")
+            raw = a.view(np.uint16 if a.dtype.itemsize == 2 else np.uint8)
+            return torch.from_numpy(raw).view(tdt)
+        return torch.from_numpy(a)
+    raise InvalidArgumentError(f"framework must be 'np' or 'pt', not {framework!r}")
+
+
+class _Slice:
+    """``safe_open(...).get_slice(name)``: indexing reads only the rows it needs."""
+
+    def __init__(self, reader: _Reader, name: str, framework, dequantize):
+        self._r = reader
+        self._name = name
+        self._fw = framework
+        self._deq = dequantize
+        self._ref = reader.ref(name)
+
+    def get_shape(self):
+        return list(self._ref.shape)
+
+    def get_dtype(self):
+        """The tensorbox dtype name ("f32", "bf16", "q4_k", ...)."""
+        return self._ref.dtype
+
+    def __len__(self):
+        return self._ref.shape[0] if self._ref.shape else 0
+
+    def __getitem__(self, key):
+        if not isinstance(key, tuple):
+            key = (key,)
+        shape = self._ref.shape
+        a = None
+        if shape and key and key[0] is not Ellipsis:
+            k0 = key[0]
+            n = shape[0]
+            if isinstance(k0, slice):
+                start, stop, step = k0.indices(n)
+                rng = range(start, stop, step)
+                lo, hi = (min(rng), max(rng) + 1) if len(rng) else (0, 0)
+                part = self._r.rows(self._name, lo, hi, self._deq)
+                if part is not None:
+                    a = part[start - lo::step] if len(rng) else part
+                    a = a[(slice(None),) + key[1:]] if len(key) > 1 else a
+            elif isinstance(k0, (int, np.integer)):
+                i = int(k0)
+                if i < 0:
+                    i += n
+                if not 0 <= i < n:
+                    raise IndexError(f"index {int(k0)} out of range for dimension 0 of {n}")
+                part = self._r.rows(self._name, i, i + 1, self._deq)
+                if part is not None:
+                    a = part[0][key[1:]] if len(key) > 1 else part[0]
+        if a is None:
+            a = self._r.tensor(self._name, self._deq)[key]
+        return _to_framework(a, self._fw)
+
+
+class safe_open:
+    """Opens a model file of any format tensorbox reads, like ``safetensors.safe_open``.
+
+    ``safe_open(path, framework="np", device="cpu", dequantize=False, verify=False)``; use it
+    as a context manager. ``framework="pt"`` returns torch tensors (torch must be installed).
+    ``dequantize=True`` decodes quantized tensors to float32; ``verify=True`` checks stored
+    digests before handing bytes out.
+    """
+
+    def __init__(self, path, framework="np", device="cpu", dequantize=False, verify=False):
+        if framework not in ("np", "numpy", "pt", "torch"):
+            raise InvalidArgumentError(f"framework must be 'np' or 'pt', not {framework!r}")
+        if device not in ("cpu", None):
+            raise InvalidArgumentError("tensorbox reads to the CPU only (device='cpu')")
+        self._fw = framework
+        self._deq = dequantize
+        self._r = _Reader(path, verify=verify)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        """Closes the file (arrays already returned keep their bytes mapped until freed)."""
+        self._r.close()
+
+    @property
+    def format(self) -> str:
+        return self._r._f.format
+
+    @property
+    def version(self) -> int:
+        return self._r._f.version
+
+    def keys(self):
+        """Tensor names in file order."""
+        return self._r.names()
+
+    def offset_keys(self):
+        return self._r.names()
+
+    def metadata(self, types=False):
+        """Metadata as a dict of Python values (int, float, str, bytes, list, dict, numpy
+        arrays for packed numeric arrays); ``types=True`` wraps each value as
+        ``{"type", "value"}`` like ``tbx info --json --types``."""
+        return self._r._f.metadata(types=types)
+
+    def info(self, types=False):
+        """The document of ``tbx info --json`` for this file."""
+        return self._r._f.info(types=types)
+
+    def tensor_dtype(self, name) -> str:
+        """The tensorbox dtype name of a tensor ("f32", "bf16", "q4_k", ...)."""
+        return self._r.ref(name).dtype
+
+    def tensor_shape(self, name):
+        return list(self._r.ref(name).shape)
+
+    def get_tensor(self, name):
+        """The tensor as a numpy array (or torch tensor with framework="pt"); None for a
+        tensor the file declares without data (OINF)."""
+        a = self._r.tensor(name, self._deq)
+        return None if a is None else _to_framework(a, self._fw)
+
+    def get_slice(self, name):
+        """A lazy slice: ``f.get_slice(name)[a:b]`` reads only rows a..b."""
+        return _Slice(self._r, name, self._fw, self._deq)
+
+    def sections(self):
+        """Auxiliary sections: [(name, type, offset, size)]."""
+        return self._r._f.sections()
+
+    def read_section(self, name):
+        """The bytes of the section called `name`."""
+        for i, s in enumerate(self._r._f.sections()):
+            if s[0] == name:
+                return self._r._f.read_section(i)
+        raise NotFoundError(f"no section named {name!r}")
+
+
+def load_file(path, framework="np", dequantize=False, verify=False):
+    """Every tensor of a file as ``{name: array}`` (zero-copy views where the file allows)."""
+    with safe_open(path, framework=framework, dequantize=dequantize, verify=verify) as f:
+        return {k: f.get_tensor(k) for k in f.keys()}
+
+
+def load(data: bytes, framework="np", dequantize=False):
+    """Like load_file, for a file's bytes held in memory."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".tbx") as t:
+        t.write(data)
+        t.flush()
+        out = load_file(t.name, framework=framework, dequantize=dequantize)
+        return {k: np.array(v) if isinstance(v, np.ndarray) else v for k, v in out.items()}
+
+
+def info(path, types=False):
+    """The document of ``tbx info --json [--types]``: format, version, metadata, tensors
+    (name, dtype, shape, offset, nbytes, layout/components when not plain, quant when
+    quantized), sections; metadata values as Python values."""
+    f = _tb._File(os.fspath(path), mmap=False)
+    try:
+        return f.info(types=types)
+    finally:
+        f.close()
+
+
+def validate(path, ggml=False, threads=0):
+    """Every problem of a file (``tbx validate``): a list of :class:`Problem` (code, field,
+    offset, message); empty when the file is valid. ``ggml=True`` adds ggml's loader rules
+    for GGUF files."""
+    return [Problem(*p) for p in _tb.validate(os.fspath(path), ggml=ggml, threads=threads)]
+
+
+def formats():
+    """[(name, extensions, aliases, writable)] for every format of the library."""
+    return _tb.formats()
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------------------------
+_INT_RANGES = {"i64": (-(1 << 63), (1 << 63) - 1), "u64": (0, (1 << 64) - 1)}
+
+
+def _tag(v, depth=0):
+    """A Python metadata value as a tagged tuple for the extension (types kept)."""
+    if depth > 32:
+        raise ValueError("tensorbox: metadata nested too deeply")
+    if v is None:
+        return ("null", None)
+    if isinstance(v, (bool, np.bool_)):
+        return ("bool", bool(v))
+    if isinstance(v, int):
+        if _INT_RANGES["i64"][0] <= v <= _INT_RANGES["i64"][1]:
+            return ("i64", v)
+        if 0 <= v <= _INT_RANGES["u64"][1]:
+            return ("u64", v)
+        raise OverflowError(f"tensorbox: metadata integer {v} does not fit 64 bits")
+    if isinstance(v, float):
+        return ("f64", v)
+    if isinstance(v, str):
+        return ("string", v)
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return ("bytes", bytes(v))
+    if isinstance(v, np.generic):
+        name = _value_type_of(v.dtype)
+        if name is None:
+            raise TypeError(f"tensorbox: no metadata type for numpy {v.dtype}")
+        return (name, v.item() if name not in ("bf16",) else float(v))
+    if isinstance(v, np.ndarray):
+        name = _value_type_of(v.dtype)
+        if v.ndim == 1 and name is not None:
+            native = np.ascontiguousarray(v, v.dtype.newbyteorder("="))
+            return ("packed", name, native.tobytes())
+        tname = _tbx_dtype(v.dtype)
+        if tname is None:
+            raise TypeError(f"tensorbox: no dtype for numpy {v.dtype}")
+        return ("ndarray", tname, tuple(int(d) for d in v.shape),
+                np.ascontiguousarray(v, v.dtype.newbyteorder("=")).tobytes())
+    if isinstance(v, (list, tuple)):
+        items = [_tag(x, depth + 1) for x in v]
+        kinds = {t[0] for t in items}
+        elem = "null"
+        if len(kinds) == 1:
+            k = next(iter(kinds))
+            elem = {"packed": "array"}.get(k, k)
+        return ("array", elem, items)
+    if isinstance(v, dict):
+        return ("map", [(str(k), _tag(x, depth + 1)) for k, x in v.items()])
+    raise TypeError(f"tensorbox: cannot store a {type(v).__name__} as metadata")
+
+
+def _value_type_of(dt):
+    dt = np.dtype(dt)
+    for name, t in _VALUE_NP.items():
+        if dt == np.dtype(t):
+            return name
+    if _ml is not None and dt == np.dtype(_ml.bfloat16):
+        return "bf16"
+    return None
+
+
+def _tensor_item(name, t):
+    """(name, dtype, shape, buffer) of one tensor to write."""
+    mod = type(t).__module__
+    if mod.startswith("torch"):
+        import torch
+
+        t = t.detach().cpu().contiguous()
+        tmap = {torch.bfloat16: "bf16"}
+        for attr, nm in (("float8_e4m3fn", "f8_e4m3"), ("float8_e5m2", "f8_e5m2"),
+                         ("float8_e4m3fnuz", "f8_e4m3fnuz"), ("float8_e5m2fnuz", "f8_e5m2fnuz"),
+                         ("float8_e8m0fnu", "f8_e8m0")):
+            if hasattr(torch, attr):
+                tmap[getattr(torch, attr)] = nm
+        if t.dtype in tmap:
+            raw = t.view(torch.uint8 if t.element_size() == 1 else torch.int16).numpy()
+            return (name, tmap[t.dtype], tuple(t.shape), np.ascontiguousarray(raw).view(np.uint8))
+        t = t.numpy()
+    a = np.asarray(t)
+    if a.dtype.byteorder not in ("=", "|", "<" if np.little_endian else ">"):
+        a = a.astype(a.dtype.newbyteorder("="))
+    dt = _tbx_dtype(a.dtype)
+    if dt is None:
+        raise UnsupportedError(f"tensor '{name}': numpy dtype {a.dtype} has no tensorbox dtype")
+    a = np.ascontiguousarray(a)
+    return (name, dt, tuple(int(d) for d in a.shape), a.reshape(-1).view(np.uint8))
+
+
+_CONVERT_ONLY = ("cast", "quant", "stringify_meta", "drop_meta", "drop_sections")
+
+
+def save_file(tensors, path, metadata=None, format=None, *, force=False, alignment=0,
+              compress=0, digest=None, format_version=0, threads=0, cast=None, quant=None,
+              stringify_meta=False, drop_meta=False, drop_sections=False):
+    """Writes ``{name: array}`` to `path` (numpy arrays, or torch tensors).
+
+    The format comes from `format` ("safetensors", "gguf", "ztensor", "oinf", ...) or the
+    extension. The options are those of ``tbx convert``: ``force`` (replace an existing file),
+    ``alignment``, ``compress`` (zstd level), ``digest`` ("sha256"/"crc32c"),
+    ``format_version``, ``threads``, and the explicitly lossy ``cast`` (dtype name), ``quant``
+    (ggml type, e.g. "q4_k"), ``stringify_meta``, ``drop_meta``, ``drop_sections``.
+    Metadata values keep their Python types (int -> i64, float -> f64, numpy scalars their own
+    type, 1-D numpy arrays typed arrays). The file is written to a temporary file and renamed
+    into place: it appears complete or not at all.
+    """
+    path = os.fspath(path)
+    items = [_tensor_item(str(k), v) for k, v in tensors.items()]
+    meta = [(str(k), _tag(v)) for k, v in (metadata or {}).items()]
+    opts = dict(format=format, force=force, alignment=alignment, compress=compress,
+                digest=digest, format_version=format_version, threads=threads)
+    lossy = dict(cast=cast, quant=quant, stringify_meta=stringify_meta, drop_meta=drop_meta,
+                 drop_sections=drop_sections)
+    if not any(lossy.values()):
+        _tb.write(path, items, meta, **opts)
+        return
+    # Casting and quantizing are steps of tbx_convert: write the tensors as they are to a
+    # temporary zTensor file next to the output (it stores every dtype and metadata type),
+    # then convert that.
+    d = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(d, f".{os.path.basename(path)}.tbx-py-{os.getpid()}-{threading.get_ident()}.zt")
+    try:
+        _tb.write(tmp, items, meta, format="ztensor", force=True)
+        _tb.convert(tmp, path, **opts, **lossy)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+
+
+def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, digest=None,
+            format_version=0, threads=0, cast=None, quant=None, stringify_meta=False,
+            drop_meta=False, drop_sections=False):
+    """Converts a file to another format (``tbx convert``); same options as save_file.
+    Lossless unless a lossy option is given: what the target cannot store raises LossyError or
+    UnsupportedError naming it."""
+    _tb.convert(os.fspath(src), os.fspath(dst), format=format, force=force, alignment=alignment,
+                compress=compress, digest=digest, format_version=format_version,
+                threads=threads, cast=cast, quant=quant, stringify_meta=stringify_meta,
+                drop_meta=drop_meta, drop_sections=drop_sections)

@@ -1,0 +1,274 @@
+"""The Python package `tensorbox` reads what the peers read, value for value.
+
+* safetensors: load_file equals safetensors.numpy.load_file (every dtype numpy holds, bf16 and
+  fp8 through ml_dtypes), metadata equals the header's;
+* GGUF: every block type gguf-py dequantizes (gguf.quants.dequantize over GGUFReader's bytes)
+  equals load_file(..., dequantize=True), and the raw blocks equal GGUFReader's bytes;
+* zTensor: files written by ztensor 1.1.1 (raw and zstd, dense and sparse) equal its reads;
+* OINF: the reference writer's file decodes to the reference's values;
+* get_slice returns the rows numpy slicing gives, in every format and through every read
+  path (mapped, range reads of zstd components, dequantized rows).
+
+The package must be installed in the interpreter running pytest (make test does it): a missing
+package or peer is a failure, never a skip.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import need
+
+tensorbox = need("tensorbox")
+stn = need("safetensors.numpy")
+gguf = need("gguf")
+ml_dtypes = need("ml_dtypes")
+
+
+# ------------------------------------------------------------------------------------------
+# safetensors
+# ------------------------------------------------------------------------------------------
+def st_arrays():
+    rng = np.random.default_rng(14)
+    a = {
+        "f64": rng.standard_normal((3, 5)),
+        "f32": rng.standard_normal((7, 9)).astype(np.float32),
+        "f16": rng.standard_normal((4, 4)).astype(np.float16),
+        "bf16": rng.standard_normal((6, 8)).astype(ml_dtypes.bfloat16),
+        "bool": rng.integers(0, 2, (3, 3)).astype(np.bool_),
+        "scalar": np.array(3.5, dtype=np.float32),
+        "empty": np.zeros((0, 4), np.float32),
+    }
+    for dt in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
+        info = np.iinfo(dt)
+        a[np.dtype(dt).name] = rng.integers(info.min, info.max, (4, 6), dtype=dt, endpoint=True)
+    return a
+
+
+@pytest.fixture(scope="module")
+def st_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("st") / "m.safetensors"
+    stn.save_file(st_arrays(), str(p), metadata={"format": "np", "note": "h\u00e9llo"})
+    return p
+
+
+def test_load_file_equals_safetensors(st_file):
+    want = stn.load_file(str(st_file))
+    got = tensorbox.load_file(st_file)
+    assert list(got) == list(tensorbox.safe_open(st_file).keys())
+    assert sorted(got) == sorted(want)
+    for k, w in want.items():
+        g = got[k]
+        assert g.dtype == w.dtype, k
+        assert g.shape == w.shape, k
+        assert g.tobytes() == w.tobytes(), k
+
+
+def test_safe_open_api_like_safetensors(st_file):
+    with stn.safe_open(str(st_file), framework="np") as ref, \
+            tensorbox.safe_open(st_file, framework="np") as f:
+        assert sorted(f.keys()) == sorted(ref.keys())
+        assert f.metadata() == ref.metadata()
+        for k in ref.keys():
+            w = ref.get_tensor(k)
+            assert f.get_tensor(k).tobytes() == w.tobytes(), k
+            if w.ndim >= 1 and w.shape[0] >= 3:
+                s = f.get_slice(k)
+                assert s.get_shape() == list(w.shape)
+                for key in (slice(1, 3), slice(None, None, 2), slice(-2, None), 0, -1,
+                            slice(2, 0, -1), (slice(0, 2), 1), slice(5, 2)):
+                    got = s[key]
+                    assert got.tobytes() == w[key].tobytes(), (k, key)
+                    assert got.shape == w[key].shape, (k, key)
+                    assert got.dtype == w[key].dtype, (k, key)
+
+
+def test_arrays_are_read_only(st_file):
+    a = tensorbox.load_file(st_file)["f32"]
+    assert not a.flags.writeable
+    with pytest.raises(ValueError):
+        a[0, 0] = 1.0
+
+
+# ------------------------------------------------------------------------------------------
+# GGUF: every block type gguf-py dequantizes
+# ------------------------------------------------------------------------------------------
+Q = gguf.GGMLQuantizationType
+DEQUANT_TYPES = sorted(t.name for t in gguf.quants._type_traits)
+
+
+def _blocks(qtype, rows: int, cols: int, rng) -> np.ndarray:
+    bs, bb = gguf.GGML_QUANT_SIZES[qtype]
+    raw = rng.integers(0, 256, rows * (cols // bs) * bb, dtype=np.uint8)
+    # keep every aligned half finite and moderate (block scales are f16 at even offsets):
+    # clear the top exponent bit of each high byte
+    raw[1::2] &= 0xBF
+    return raw.reshape(rows, cols // bs * bb)
+
+
+@pytest.fixture(scope="module")
+def gguf_file(tmp_path_factory):
+    rng = np.random.default_rng(1414)
+    p = tmp_path_factory.mktemp("gguf") / "q.gguf"
+    w = gguf.GGUFWriter(str(p), "test")
+    w.add_uint32("test.count", 7)
+    w.add_float32("test.eps", 1e-5)
+    w.add_array("test.list", [1, 2, 3])
+    w.add_string("test.name", "quant zoo")
+    rows, cols = 4, 512
+    for name in DEQUANT_TYPES:
+        qt = Q[name]
+        if name == "BF16":
+            data = rng.standard_normal((rows, cols)).astype(np.float32)
+            w.add_tensor(name.lower(), gguf.quants.quantize(data, qt), raw_dtype=qt)
+        else:
+            w.add_tensor(name.lower(), _blocks(qt, rows, cols, rng), raw_dtype=qt)
+    w.add_tensor("f32", rng.standard_normal((3, 5)).astype(np.float32))
+    w.add_tensor("i32", rng.integers(-100, 100, (6,), dtype=np.int32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return p
+
+
+def test_gguf_every_block_type_dequantizes_like_gguf_py(gguf_file):
+    reader = gguf.GGUFReader(str(gguf_file))
+    got = tensorbox.load_file(gguf_file, dequantize=True)
+    raw = tensorbox.load_file(gguf_file)
+    seen = set()
+    for t in reader.tensors:
+        data = np.asarray(t.data)
+        g = got[t.name]
+        if t.tensor_type in (Q.F32, Q.I32):
+            assert g.tobytes() == data.tobytes(), t.name
+            continue
+        want = gguf.quants.dequantize(data, t.tensor_type).astype(np.float32)
+        if t.tensor_type == Q.BF16:  # a plain dtype: bf16 (ml_dtypes) with or without dequantize
+            assert str(g.dtype) == "bfloat16"
+            g = g.astype(np.float32)
+        assert g.dtype == np.float32, t.name
+        assert g.shape == want.shape, t.name
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-30, equal_nan=True,
+                                   err_msg=t.name)
+        if t.tensor_type != Q.BF16:
+            # raw blocks: the stored bytes, one row of blocks per tensor row
+            assert raw[t.name].dtype == np.uint8, t.name
+            assert raw[t.name].tobytes() == data.tobytes(), t.name
+            assert raw[t.name].shape == data.shape, t.name
+        seen.add(t.tensor_type.name)
+    assert seen == set(DEQUANT_TYPES)
+
+
+def test_gguf_metadata_keeps_types(gguf_file):
+    with tensorbox.safe_open(gguf_file) as f:
+        m = f.metadata()
+        assert f.format == "gguf"
+    assert m["test.count"] == 7 and type(m["test.count"]) is int
+    assert isinstance(m["test.eps"], float) and np.float32(m["test.eps"]) == np.float32(1e-5)
+    assert m["test.name"] == "quant zoo"
+    assert isinstance(m["test.list"], np.ndarray) and m["test.list"].tolist() == [1, 2, 3]
+    typed = tensorbox.info(gguf_file, types=True)["metadata"]
+    assert typed["test.count"]["type"] == "u32"
+    assert typed["test.eps"]["type"] == "f32"
+
+
+def test_gguf_dequantized_rows(gguf_file):
+    full = tensorbox.load_file(gguf_file, dequantize=True)
+    with tensorbox.safe_open(gguf_file, dequantize=True) as f:
+        for name in ("q4_k", "q8_0", "iq2_xxs", "bf16"):
+            s = f.get_slice(name)
+            np.testing.assert_array_equal(s[1:3], full[name][1:3], err_msg=name)
+            np.testing.assert_array_equal(s[2], full[name][2], err_msg=name)
+
+
+# ------------------------------------------------------------------------------------------
+# zTensor (ztensor 1.1.1) and OINF (openinfer-oinf)
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("compress", [False, True], ids=["raw", "zstd"])
+def test_ztensor_reference_files(tmp_path, compress):
+    ztensor = need("ztensor")
+    import test_ztensor_interop as zt
+
+    arrays = zt.sample_arrays()
+    p = tmp_path / "ref.zt"
+    zt.ref_write(p, arrays, compress)
+    reader = ztensor.Reader(str(p))
+    got = tensorbox.load_file(p)
+    assert sorted(got) == sorted(arrays)
+    for name, arr in arrays.items():
+        want = np.array(reader.read_tensor(name, to="numpy"), copy=True)
+        g = got[name]
+        assert g.dtype == arr.dtype, name
+        assert g.tobytes() == arr.tobytes(), name
+        assert g.size == want.size and g.tobytes() == want.astype(arr.dtype).tobytes(), name
+    # range reads of (possibly compressed) tensors
+    with tensorbox.safe_open(p) as f:
+        for name, arr in arrays.items():
+            if arr.ndim >= 1 and arr.shape[0] >= 4:
+                assert f.get_slice(name)[1:4].tobytes() == arr[1:4].tobytes(), name
+                assert f.get_slice(name)[3:].tobytes() == arr[3:].tobytes(), name
+
+
+def test_ztensor_sparse_densified(tmp_path):
+    import test_ztensor_interop as zt
+
+    p = tmp_path / "sparse.zt"
+    want = zt._sparse_ref_file(p)
+    got = tensorbox.load_file(p)
+    np.testing.assert_array_equal(got["csr"], want["csr"][3])
+    np.testing.assert_array_equal(got["coo"], want["coo"][2])
+    np.testing.assert_array_equal(got["dense"], np.arange(6, dtype=np.float32).reshape(2, 3))
+
+
+def test_oinf_reference_file(tmp_path):
+    import test_oinf_interop as oi
+
+    p = tmp_path / "ref.oinf"
+    oi.d2o.write_oinf(oi.reference_instance(True), str(p))
+    blob = p.read_bytes()
+    tables = oi.parse_tables(blob)
+    got = tensorbox.load_file(p)
+    deq = tensorbox.load_file(p, dequantize=True)
+    assert sorted(got) == sorted(t["name"] for t in tables["tensors"])
+    with tensorbox.safe_open(p) as f:
+        dtypes = {k: f.tensor_dtype(k) for k in f.keys()}
+    for t in tables["tensors"]:
+        name = t["name"]
+        g = got[name]
+        if g is None:  # a tensor without data (OINF allows it)
+            assert t["nbytes"] == 0, name
+            continue
+        want = oi.ref_tensor_values(blob, t)
+        if dtypes[name] in oi.PACKED:
+            # packed sub-byte types come raw by default; decoded with dequantize=True
+            assert g.dtype == np.uint8, name
+            assert g.tobytes() == blob[t["offset"]:t["offset"] + t["nbytes"]], name
+            np.testing.assert_array_equal(deq[name].reshape(want.shape),
+                                          want.astype(np.float32), err_msg=name)
+            continue
+        assert g.shape == want.shape, name
+        if dtypes[name] in ("bf16", "f8_e4m3", "f8_e5m2"):
+            np.testing.assert_array_equal(g.astype(np.float32), want.astype(np.float32),
+                                          err_msg=name)
+            continue
+        np.testing.assert_array_equal(g, want.astype(g.dtype), err_msg=name)
+    with tensorbox.safe_open(p) as f:
+        m = f.metadata()
+        info = f.info()
+    assert "sizevars" in info
+    assert set(m) == {d["key"] for d in tables["metadata"]}
+
+
+def test_gguf_split_set_reads_as_one_file(tbx, gguf_file, tmp_path):
+    from conftest import run
+
+    r = run(tbx, "gguf", "split", str(gguf_file), str(tmp_path / "part"), "--max-size", "4K")
+    assert r.rc == 0, r.describe()
+    shards = sorted(tmp_path.glob("part-*.gguf"))
+    assert len(shards) >= 3, shards
+    whole = tensorbox.load_file(gguf_file, dequantize=True)
+    got = tensorbox.load_file(shards[0], dequantize=True)
+    assert list(got) == list(whole)
+    for k in whole:
+        np.testing.assert_array_equal(got[k], whole[k], err_msg=k)
