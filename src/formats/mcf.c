@@ -167,6 +167,11 @@ static tbx_status mcf_read_dir(tbx_file *f, mcf_state *s, tbx_cursor *c, uint32_
         if (st == TBX_OK) st = tbx_cur_u64(c, &e->size, "section.size", err);
         if (st != TBX_OK) break;
         e->name = mcf_section_name(e->type);
+        if (e->offset > size)
+            return tbx_err(err, TBX_E_RANGE, at + 8, "section.offset",
+                           "section %" PRIu32 " (%s, type 0x%04" PRIx32 ") at %" PRIu64
+                           " starts past the end of the %" PRIu64 "-byte file", i, e->name,
+                           e->type, e->offset, size);
         if (!tbx_add_u64(e->offset, e->size, &end) || end > size)
             return tbx_err(err, TBX_E_RANGE, at + 16, "section.size",
                            "section %" PRIu32 " (%s, type 0x%04" PRIx32 ") [%" PRIu64 ", +%" PRIu64
@@ -181,7 +186,8 @@ static tbx_status mcf_read_dir(tbx_file *f, mcf_state *s, tbx_cursor *c, uint32_
                            "section %" PRIu32 " (%s) at %" PRIu64 " is not 8-byte aligned", i,
                            e->name, e->offset);
         if (e->offset < dir_end && end > s->dir_off && e->size > 0)
-            return tbx_err(err, TBX_E_RANGE, at + 8, "section.offset",
+            return tbx_err(err, TBX_E_RANGE, e->offset >= s->dir_off ? at + 8 : at + 16,
+                           e->offset >= s->dir_off ? "section.offset" : "section.size",
                            "section %" PRIu32 " (%s) [%" PRIu64 ", +%" PRIu64 ") overlaps the "
                            "section directory [%" PRIu64 ", %" PRIu64 ")", i, e->name,
                            e->offset, e->size, s->dir_off, dir_end);
@@ -274,7 +280,8 @@ static tbx_status mcf_model_info(tbx_file *f, mcf_state *s, tbx_cursor *c,
     uint64_t kv_off = tbx_ld64(fx + 80);
     if (nkv == 0) return TBX_OK;
     if (kv_off > sec->size || (sec->size - kv_off) / MCF_MI_KV < nkv)
-        return tbx_err(err, TBX_E_RANGE, base + 80, "modelinfo.kv_off",
+        return tbx_err(err, TBX_E_RANGE, kv_off > sec->size ? base + 80 : base + 72,
+                       kv_off > sec->size ? "modelinfo.kv_off" : "modelinfo.kv_count",
                        "KV table [%" PRIu64 ", +%" PRIu32 " x 24) runs past the end of the %"
                        PRIu64 "-byte ModelInfo section", kv_off, nkv, sec->size);
     for (uint32_t i = 0; i < nkv; i++) {
@@ -294,6 +301,8 @@ static tbx_status mcf_model_info(tbx_file *f, mcf_state *s, tbx_cursor *c,
         if (type == MCF_KV_STRING) {
             if (voff == 0) v = tbx_val_string(&f->al, TBX_V_STRING, "", 0);
             else st = mcf_blob(f, c, sec, voff, at + 16, "modelinfo.kv.value_off", &v, err);
+            /* an empty blob (mantle's empty []byte) is kept apart from value_off 0 ("") */
+            if (st == TBX_OK && v && voff != 0 && v->v.s.n == 0) v->type = TBX_V_BYTES;
             if (st == TBX_OK && !v) st = tbx_err_nomem(err, "ModelInfo value");
         } else if (type == MCF_KV_U32 || type == MCF_KV_F32) {
             uint8_t b[4];
@@ -375,9 +384,15 @@ static tbx_status mcf_quant_records(tbx_file *f, mcf_state *s, tbx_cursor *c,
         uint16_t wb, ws;
         mcf_quant_geometry(dt, &wb, &ws);
         if (block != wb || super != ws)
-            return tbx_err(err, TBX_E_FORMAT, q->at + 6, "quant.block_size",
+            return tbx_err(err, TBX_E_FORMAT, block != wb ? q->at + 6 : q->at + 8,
+                           block != wb ? "quant.block_size" : "quant.super_size",
                            "QuantInfo record %" PRIu32 ": block/super %u/%u, expected %u/%u for "
                            "method 0x%02x", i, block, super, wb, ws, q->method);
+        if (q->reserved_set) {
+            st = tbx_file_problem(f, err, TBX_E_PADDING, q->at + 10, "quant.reserved",
+                                  "QuantInfo record %" PRIu32 ": reserved bytes are not zero", i);
+            if (st != TBX_OK) return st;
+        }
         if (s->rec_of[q->tensor]) q->dup = true;
         else s->rec_of[q->tensor] = i + 1;
     }
@@ -613,11 +628,21 @@ static tbx_status mcf_entry(mcf_rd *rd, uint32_t i, tbx_error *err) {
                        "QuantInfo record for tensor \"%s\": method 0x%02x, but the tensor's "
                        "dtype is 0x%02" PRIx32, q, r->method, code);
     int domain = r ? r->domain : MCF_DOMAIN_WEIGHTS;
+    const uint64_t dims_at = tib + rd->h.dims_off + 8 * (uint64_t)doff;
+    if (mcf_is_qk(dt) && rank != 2)
+        return tbx_err(err, TBX_E_FORMAT, at + 12, "tensor.rank",
+                       "tensor \"%s\": rank %" PRIu32 ", but the q/k families are rank 2 only", q,
+                       rank);
+    for (uint32_t d = 0; mcf_is_qk(dt) && d < rank; d++)
+        if (rd->dims[d] == 0)
+            return tbx_err(err, TBX_E_FORMAT, dims_at + 8 * d, "tensor.dims",
+                           "tensor \"%s\": dimension %" PRIu32 " is 0 (the q/k families have "
+                           "none)", q, d);
     uint64_t want = 0;
     const char *why = "";
     st = mcf_payload_size(dt, rd->dims, rank, domain, &want, &why);
     if (st == TBX_E_OVERFLOW)
-        return tbx_err(err, TBX_E_OVERFLOW, at + 16, "tensor.dims",
+        return tbx_err(err, TBX_E_OVERFLOW, dims_at, "tensor.dims",
                        "tensor \"%s\": its size overflows 64 bits", q);
     if (st != TBX_OK)
         return tbx_err(err, TBX_E_FORMAT, at + 12, "tensor.rank", "tensor \"%s\": %s", q, why);
@@ -712,8 +737,10 @@ tbx_status mcf_open(tbx_file *f, tbx_error *err) {
         tbx_cursor_free(&rd.ec);
         tbx_cursor_free(&rd.dc);
         tbx_cursor_free(&rd.sc);
-    } else if (st == TBX_OK && mcf_find(s, MCF_SEC_QUANTINFO)) {
-        st = mcf_quant_records(f, s, &c, mcf_find(s, MCF_SEC_QUANTINFO), 0, err);
+    } else if (st == TBX_OK && (mcf_find(s, MCF_SEC_QUANTINFO) || rd.td)) {
+        st = tbx_err(err, TBX_E_FORMAT, 16, "tensor_index",
+                     "the file has a %s section but no TensorIndex",
+                     rd.td ? "TensorData" : "QuantInfo");
     }
     tbx_cursor_free(&c);
     tbx_free(&f->al, rd.dims, rd.dims_cap * sizeof *rd.dims);
@@ -910,9 +937,6 @@ tbx_status mcf_validate(tbx_file *f, tbx_error *err) {
             st = tbx_file_problem(f, err, TBX_E_DUPLICATE, r->at, "quant.tensor_index",
                                   "QuantInfo record %zu repeats tensor %" PRIu32 "; the first "
                                   "record is used", i, r->tensor);
-        if (st == TBX_OK && r->reserved_set)
-            st = tbx_file_problem(f, err, TBX_E_PADDING, r->at + 10, "quant.reserved",
-                                  "QuantInfo record %zu: reserved bytes are not zero", i);
     }
     /* sub-scale bytes with the top two bits set (mantle masks them) */
     for (size_t i = 0; i < f->ntensors && st == TBX_OK; i++) {

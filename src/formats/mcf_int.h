@@ -96,7 +96,8 @@ tbx_status mcf_dtype_nbytes(tbx_dtype dtype, const uint64_t *shape, uint32_t ndi
                             uint64_t *out);
 
 /* Metadata value types the writer stores (ModelInfo fields and KV extras). */
-#define MCF_META_TYPES (TBX_VBIT(TBX_V_U32) | TBX_VBIT(TBX_V_F32) | TBX_VBIT(TBX_V_STRING))
+#define MCF_META_TYPES                                                                          \
+    (TBX_VBIT(TBX_V_U32) | TBX_VBIT(TBX_V_F32) | TBX_VBIT(TBX_V_STRING) | TBX_VBIT(TBX_V_BYTES))
 bool mcf_w_dtype_ok(tbx_dtype dt);
 
 extern const tbx_driver tbx_driver_mcf;

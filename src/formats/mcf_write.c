@@ -94,7 +94,10 @@ tbx_status mcf_w_check_meta(tbx_writer *w, const char *key, size_t key_len, cons
     if (!fl && v->type == TBX_V_F32 && !isfinite(v->v.f))
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "metadata",
                        "ModelInfo extras cannot hold a non-finite f32 (key \"%s\")", q);
-    if (v->type == TBX_V_STRING && v->v.s.n > UINT32_MAX)
+    if (fl == NULL && v->type == TBX_V_BYTES &&
+        (mw_is(key, key_len, MCF_KEY_MODEL_NAME) || mw_is(key, key_len, MCF_KEY_BASE_MODEL)))
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "metadata", "\"%s\" must be a string", q);
+    if ((v->type == TBX_V_STRING || v->type == TBX_V_BYTES) && v->v.s.n > UINT32_MAX)
         return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "metadata", "string of \"%s\" too long", q);
     return TBX_OK;
 }
@@ -206,6 +209,7 @@ typedef struct mw_kv {
     uint32_t bits;
     const char *s;
     size_t slen;
+    bool blob;      /* BYTES: always a blob, even when empty */
 } mw_kv;
 
 static int mw_kv_cmp(const void *a, const void *b) {
@@ -265,10 +269,11 @@ static tbx_status mw_model_info(tbx_writer *w, mw_state *s, tbx_error *err) {
         mw_kv *k = &kv[nkv++];
         k->key = e->key;
         k->klen = e->key_len;
-        if (e->value->type == TBX_V_STRING) {
+        if (e->value->type == TBX_V_STRING || e->value->type == TBX_V_BYTES) {
             k->type = MCF_KV_STRING;
             k->s = e->value->v.s.p;
             k->slen = e->value->v.s.n;
+            k->blob = e->value->type == TBX_V_BYTES;
         } else {
             k->type = e->value->type == TBX_V_U32 ? MCF_KV_U32 : MCF_KV_F32;
             k->bits = e->value->type == TBX_V_U32 ? (uint32_t)e->value->v.u
@@ -313,7 +318,7 @@ static tbx_status mw_model_info(tbx_writer *w, mw_state *s, tbx_error *err) {
             for (size_t i = 0; i < nkv; i++)
                 if (mw_is(kv[i].key, kv[i].klen, ext[k])) have = true;
             if (have) continue;
-            mw_kv x = {ext[k], strlen(ext[k]), 0, 0, NULL, 0};
+            mw_kv x = {ext[k], strlen(ext[k]), 0, 0, NULL, 0, false};
             if (k == 0) {
                 if (!json_is_string(mt)) continue;
                 x.type = MCF_KV_STRING;
@@ -331,6 +336,10 @@ static tbx_status mw_model_info(tbx_writer *w, mw_state *s, tbx_error *err) {
             kv[nkv++] = x;
         }
     }
+    if (!have_fields && !cfg && nkv == 0) { /* nothing to say: no ModelInfo section */
+        tbx_free(&w->al, kv, cap * sizeof *kv);
+        return TBX_OK;
+    }
     qsort(kv, nkv, sizeof *kv, mw_kv_cmp);
     mw_buf b = {&w->al, NULL, 0, 0, false};
     mb_put(&b, NULL, MCF_MI_FIXED);
@@ -343,7 +352,9 @@ static tbx_status mw_model_info(tbx_writer *w, mw_state *s, tbx_error *err) {
         tbx_st64(e, mb_blob(&b, kv[i].key, kv[i].klen));
         tbx_st32(e + 8, kv[i].type);
         uint64_t voff = 0;
-        if (kv[i].type == MCF_KV_STRING) { if (kv[i].slen) voff = mb_blob(&b, kv[i].s, kv[i].slen); }
+        if (kv[i].type == MCF_KV_STRING) {
+            if (kv[i].slen || kv[i].blob) voff = mb_blob(&b, kv[i].s, kv[i].slen);
+        }
         else voff = mb_word(&b, kv[i].bits);
         tbx_st64(e + 16, voff);
     }
@@ -467,7 +478,7 @@ tbx_status mcf_w_layout(tbx_writer *w, tbx_error *err) {
     /* provisional tensor places: after the sections and ModelInfo, 64-aligned, name order */
     uint64_t pos = MCF_HEADER_SIZE;
     for (size_t i = 0; i < ns; i++) pos = al8(pos) + w->sections[s->sec_order[i]].len;
-    pos = al8(pos) + s->mi_len;
+    if (s->mi) pos = al8(pos) + s->mi_len;
     s->td_start = al8(pos);
     pos = s->td_start;
     for (size_t k = 0; k < nt; k++) {
@@ -758,18 +769,20 @@ tbx_status mcf_w_finish(tbx_writer *w, tbx_error *err) {
         bool mi_done = false;
         for (size_t i = 0; i < w->nsections; i++) {
             uint32_t k = s->sec_order[i];
-            if (s->quant_mode && !mi_done) { PUT(MCF_SEC_MODELINFO, 1, s->mi, s->mi_len); mi_done = true; }
+            if (s->quant_mode && !mi_done && s->mi) { PUT(MCF_SEC_MODELINFO, 1, s->mi, s->mi_len); mi_done = true; }
             PUT(s->sec_type[k], 1, w->sections[k].data, w->sections[k].len);
         }
-        if (!mi_done) PUT(MCF_SEC_MODELINFO, 1, s->mi, s->mi_len);
-        /* TensorData: its bytes are in place */
+        if (!mi_done && s->mi) PUT(MCF_SEC_MODELINFO, 1, s->mi, s->mi_len);
+        /* TensorData: its bytes are in place (no tensors: no TensorData section) */
         uint64_t o = al8(at);
+        if (nt == 0) goto no_data;
         if (st == TBX_OK && o != s->td_start)
             st = tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "layout", "MCF layout mismatch");
         if (st == TBX_OK && o > at) st = tbx_out_zero(&w->out, at, o - at, err);
         dp[ndir].type = MCF_SEC_TENSORDATA; dp[ndir].version = 1; dp[ndir].offset = o;
         dp[ndir].size = td_end - o; ndir++;
         at = td_end;
+    no_data:
         if (ti) PUT(MCF_SEC_TENSORINDEX, 1, ti, ti_len);
         if (qi) PUT(MCF_SEC_QUANTINFO, 1, qi, qi_len);
     }
@@ -802,7 +815,7 @@ tbx_status mcf_w_finish(tbx_writer *w, tbx_error *err) {
         tbx_st32(h + 12, (uint32_t)ndir);
         tbx_st64(h + 16, dir_off);
         tbx_st64(h + 24, file_size);
-        tbx_st64(h + 32, !s->quant_mode || qk ? MCF_FLAG_ALIGNED64 : 0);
+        tbx_st64(h + 32, nt && (!s->quant_mode || qk) ? MCF_FLAG_ALIGNED64 : 0);
         if (st == TBX_OK) st = tbx_out_pwrite(&w->out, 0, h, sizeof h, err);
         w->end = file_size;
     }
