@@ -189,7 +189,12 @@ def test_writer_gives_mantles_bytes(tbx, tmp_path, fx):
         ia, ib = info_json(tbx, src), info_json(tbx, out)
         assert [(t["name"], t["dtype"], t["shape"]) for t in ia["tensors"]] == \
                [(t["name"], t["dtype"], t["shape"]) for t in ib["tensors"]]
-        assert ia.get("sections", []) and True or True
+        assert ia.get("metadata") == ib.get("metadata")
+        assert [(x["name"], x["size"]) for x in ia.get("sections", [])] == \
+               [(x["name"], x["size"]) for x in ib.get("sections", [])]
+        for t in fx["tensors"]:
+            nm = bytes.fromhex(t["name_hex"])
+            assert _raw(tbx, "cat", str(src), nm) == _raw(tbx, "cat", str(out), nm), t["name"]
         return
     if fx["kind"] == "quantize" or (fx["kind"] == "writer" and any(
             s["type"] == 2 for s in fx["sections"])):
