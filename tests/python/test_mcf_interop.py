@@ -161,6 +161,8 @@ NOT_REPRODUCED = {
     "files/alias_zero_unicode.mcf": "an alias of different dtype (pack dedups equal dtype+shape)",
     "files/modelinfo_full.mcf": "an orphan key blob (a nil extra) mantle leaves unreferenced",
     "files/hf_tiny_llama_nodedup.mcf": "pack --dedup=false (tensorbox always deduplicates)",
+    "files/hf_tiny_llama_align1.mcf": "pack --tensor-align 1 (tensorbox always 64-aligns)",
+    "files/hf_tiny_llama_align32.mcf": "pack --tensor-align 32 (tensorbox always 64-aligns)",
 }
 
 
