@@ -858,6 +858,21 @@ TBX_API tbx_status tbx_writer_add_sizevar(tbx_writer *w, const char *name, uint6
  * and refuses (TBX_E_LIMIT) names of 4 GiB or more and more than 65535 dimensions. */
 TBX_API tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc,
                                          uint64_t *index, tbx_error *err);
+/* Declares a quantized tensor: tbx_writer_add_tensor plus how its stored codes map to reals
+ * (see "Quantization"; quant NULL: the same as tbx_writer_add_tensor). The description and
+ * everything it points to (values, params) are copied; it is checked first (struct_size,
+ * method, scopes and counts against the shape: TBX_E_INVALID_ARG naming the member).
+ * The tensor's bytes are its stored codes, desc->dtype being quant->code_dtype: a ggml block
+ * type for TBX_QUANT_GGML, the codes' dtype for TBX_QUANT_LINEAR with the scales and zero
+ * points in `values`. A format stores the description exactly or refuses the tensor, never
+ * drops it: TBX_QUANT_GGML wherever the block type is stored (the type is the description);
+ * TBX_QUANT_LINEAR where the format's writer takes it (this release: OINF version 2, scopes
+ * TENSOR or CHANNEL with f32 scales and i32 zero points in `values`; a domain or clip range
+ * it cannot record is TBX_E_LOSSY); otherwise TBX_E_UNSUPPORTED naming the tensor. On any
+ * failure nothing is declared. */
+TBX_API tbx_status tbx_writer_add_quant_tensor(tbx_writer *w, const tbx_tensor_desc *desc,
+                                               const tbx_quant_info *quant, uint64_t *index,
+                                               tbx_error *err);
 /* Appends `len` bytes of stored data to tensor `index`. Tensors are written one at a time, in
  * any order: starting another tensor requires the current one to be complete. Writing more bytes
  * than the tensor's size is TBX_E_RANGE. */
@@ -883,6 +898,9 @@ TBX_API void tbx_remove_temp_files(void);
 #define TBX_CONVERT_STRINGIFY_META 0x01u /* store metadata the target cannot type as strings */
 #define TBX_CONVERT_DROP_META      0x02u /* drop metadata the target cannot store */
 #define TBX_CONVERT_DROP_SECTIONS  0x04u /* drop sections the target cannot store */
+/* dequantize to f32 (cast_to when set) a quantized tensor whose quantization the target cannot
+ * store (see tbx_convert) */
+#define TBX_CONVERT_DEQUANTIZE     0x08u
 
 typedef void (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
 
