@@ -672,6 +672,9 @@ TBX_API tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, siz
  * tensors densified, quantized ones dequantized). For block dtypes `first` must be a multiple of
  * the block size and `count` too unless it reaches the end. TBX_E_UNSUPPORTED when the dtype
  * has no f32 decoding; TBX_E_INVALID_ARG when `out` is NULL and count > 0 (checked first).
+ * Linear quantization with parameters held by the description (OINF v2) gives
+ * (float(code) - zero) * scale in float32 (docs/formats/oinf.md); the stored codes stay
+ * readable with tbx_tensor_read / tbx_component_read.
  * Memory: a few MiB of buffers besides `out`. Compressed data goes through the cursors of
  * tbx_component_read_range: reading a tensor in consecutive chunks decodes it once (dense, CSR
  * and quantized_group zTensor tensors; a COO tensor is scanned whole for every call, its
@@ -925,7 +928,15 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * dense, 2-D ([rows, cols] row-major), of dtype f32, f16, bf16 or f64, and cols is a multiple of
  * the type's block size; its rows are decoded to f32 and quantized row by row, streamed in
  * chunks of whole rows. Every other tensor is written as cast_to says (or unchanged). The target
- * format must store the block type (GGUF does). */
+ * format must store the block type (GGUF does).
+ *
+ * Quantized tensors (tbx_tensor_quant_get succeeds) are declared with their description
+ * (tbx_writer_add_quant_tensor) and keep their stored bytes when the target stores the
+ * description exactly (a ggml block type in GGUF; OINF v2 parameters in OINF version 2).
+ * Otherwise the conversion fails with the writer's TBX_E_UNSUPPORTED / TBX_E_LOSSY naming the
+ * tensor, unless flags has TBX_CONVERT_DEQUANTIZE: the tensor is then written as f32 (cast_to
+ * when set) from tbx_tensor_read_f32, without a description. A quantization is never dropped
+ * silently, and cast_to alone does not apply to quantized tensors. */
 TBX_API tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
                                tbx_error *err);
 
