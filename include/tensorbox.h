@@ -865,14 +865,18 @@ TBX_API tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *d
  * (see "Quantization"; quant NULL: the same as tbx_writer_add_tensor). The description and
  * everything it points to (values, params) are copied; it is checked first (struct_size,
  * method, scopes and counts against the shape: TBX_E_INVALID_ARG naming the member).
- * The tensor's bytes are its stored codes, desc->dtype being quant->code_dtype: a ggml block
- * type for TBX_QUANT_GGML, the codes' dtype for TBX_QUANT_LINEAR with the scales and zero
- * points in `values`. A format stores the description exactly or refuses the tensor, never
- * drops it: TBX_QUANT_GGML wherever the block type is stored (the type is the description);
- * TBX_QUANT_LINEAR where the format's writer takes it (this release: OINF version 2, scopes
- * TENSOR or CHANNEL with f32 scales and i32 zero points in `values`; a domain or clip range
- * it cannot record is TBX_E_LOSSY); otherwise TBX_E_UNSUPPORTED naming the tensor. On any
- * failure nothing is declared. */
+ * The tensor's bytes are what tbx_component_read gives for each of its components, one after
+ * the other: the stored codes for TBX_QUANT_GGML (desc->dtype the block type) and for
+ * TBX_QUANT_LINEAR with the scales and zero points in `values` (desc->dtype the codes' dtype,
+ * quant->code_dtype); codes, scales and zero points for a description whose parameters are in
+ * components (`component` >= 0: zTensor quantized_group). A format stores the description
+ * exactly or refuses the tensor, never drops it: TBX_QUANT_GGML wherever the block type is
+ * stored (the type is the description); TBX_QUANT_LINEAR where the format's writer takes it
+ * (this release: OINF version 2, scopes TENSOR or CHANNEL with f32 scales and i32 zero points
+ * in `values`; zTensor, GROUP scope with scales and zeros in components 1 and 2 as
+ * quantized_group; docs/formats/); a domain or clip range the format cannot record is
+ * TBX_E_LOSSY, anything else it cannot hold TBX_E_UNSUPPORTED, naming the tensor and the
+ * member. On any failure nothing is declared. */
 TBX_API tbx_status tbx_writer_add_quant_tensor(tbx_writer *w, const tbx_tensor_desc *desc,
                                                const tbx_quant_info *quant, uint64_t *index,
                                                tbx_error *err);
@@ -932,7 +936,8 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  *
  * Quantized tensors (tbx_tensor_quant_get succeeds) are declared with their description
  * (tbx_writer_add_quant_tensor) and keep their stored bytes when the target stores the
- * description exactly (a ggml block type in GGUF; OINF v2 parameters in OINF version 2).
+ * description exactly (a ggml block type in GGUF; OINF v2 parameters in OINF version 2; a
+ * zTensor quantized_group in zTensor).
  * Otherwise the conversion fails with the writer's TBX_E_UNSUPPORTED / TBX_E_LOSSY naming the
  * tensor, unless flags has TBX_CONVERT_DEQUANTIZE: the tensor is then written as f32 (cast_to
  * when set) from tbx_tensor_read_f32, without a description. A quantization is never dropped

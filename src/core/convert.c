@@ -297,13 +297,8 @@ static tbx_status declare_quantized(tbx_file *in, size_t i, tbx_writer *w,
     d.ndim = t->ndim;
     d.shape = t->shape;
     d.has_data = t->ncomp >= 1;
-    tbx_status st;
-    if (t->ncomp > 1 || t->layout != TBX_LAYOUT_DENSE)
-        st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
-                     "tensor \"%s\": %s tensors can be converted only by dequantizing them",
-                     t->name, tbx_layout_name(t->layout));
-    else
-        st = tbx_writer_add_quant_tensor(w, &d, t->quant, NULL, err);
+    /* the tensor's bytes: its components one after the other (one for a dense tensor) */
+    tbx_status st = tbx_writer_add_quant_tensor(w, &d, t->quant, NULL, err);
     if (st == TBX_OK || !refusal(st)) return st;
     if (!(o->flags & TBX_CONVERT_DEQUANTIZE)) {
         size_t l = strlen(err->message);
@@ -585,6 +580,21 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                     st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast", "cannot cast");
                 if (st == TBX_OK) st = tbx_writer_write_tensor(w, i, buf, (size_t)(n * ti->bits / 8), err);
             }
+        } else if (t->ncomp > 1) {
+            /* a quantized tensor kept as such (zTensor quantized_group): its components'
+             * decoded bytes one after the other, each in CHUNK pieces */
+            if (!buf) {
+                buf_cap = CHUNK;
+                buf = tbx_malloc(&in->al, buf_cap);
+                if (!buf) { st = tbx_err_nomem(err, "convert buffer"); break; }
+            }
+            for (uint32_t c = 0; st == TBX_OK && c < t->ncomp; c++)
+                for (uint64_t p = 0; st == TBX_OK && p < t->comp[c].nbytes; p += buf_cap) {
+                    uint64_t left = t->comp[c].nbytes - p;
+                    size_t n = (size_t)(left < buf_cap ? left : buf_cap);
+                    st = tbx_component_read_range(in, i, c, p, buf, n, err);
+                    if (st == TBX_OK) st = tbx_writer_write_tensor(w, i, buf, n, err);
+                }
         } else if (tbx_comp_served_raw(in, k) || in->drv->read_component_range) {
             /* raw bytes from the source, encoded ones through the driver's decoding cursor:
              * one pass in CHUNK pieces, whatever size the tensor declares */

@@ -467,7 +467,8 @@ tbx_status tbx_quant_put_u32(tbx_file *f, tbx_quant_info *q, const char *key, ui
 void tbx_file_quant_free(tbx_file *f);
 /* Checks a caller's description (tbx_writer_add_quant_tensor) of tensor `tensor` (shape, ndim) before a writer keeps it:
  * struct_size at least this version's, a known method, scopes and counts that fit the shape
- * (TENSOR: 1; CHANNEL: shape[axis], axis < ndim), values of a core byte-sized dtype when given,
+ * (TENSOR: 1; CHANNEL: shape[axis], axis < ndim; GROUP: rows x ceil(cols / block_size)), values
+ * of a core byte-sized dtype when given,
  * params a MAP or NULL. TBX_E_INVALID_ARG naming the member otherwise. */
 tbx_status tbx_quant_desc_check(const tbx_quant_info *q, const uint64_t *shape, uint32_t ndim,
                                 const char *tensor, tbx_error *err);

@@ -148,10 +148,23 @@ tbx_status tbx_tensor_quant_get(const tbx_file *f, uint64_t i, tbx_quant_info *q
 /* ------------------------------------------------------------------------------------------ */
 /* Descriptions handed to a writer (tbx_writer_add_quant_tensor)                              */
 /* ------------------------------------------------------------------------------------------ */
-static tbx_status param_check(const tbx_quant_param *p, bool zero, const uint64_t *shape,
-                              uint32_t ndim, const char *tensor, const char *member,
-                              uint64_t *values_bytes, tbx_error *err) {
+static tbx_status param_check(const tbx_quant_info *q, const tbx_quant_param *p, bool zero,
+                              const uint64_t *shape, uint32_t ndim, const char *tensor,
+                              const char *member, uint64_t *values_bytes, tbx_error *err) {
     *values_bytes = 0;
+    if (p->scope == TBX_QSCOPE_GROUP) {
+        /* rows x ceil(cols / block_size) */
+        uint64_t rows = 1, cols = ndim ? shape[ndim - 1] : 1, groups = 0;
+        bool ok = q->block_size >= 1;
+        for (uint32_t d = 0; ok && d + 1 < ndim; d++) ok = tbx_mul_u64(rows, shape[d], &rows);
+        ok = ok && tbx_mul_u64(rows, cols / q->block_size + (cols % q->block_size != 0),
+                               &groups);
+        if (!ok || p->count != groups)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, member,
+                           "tensor \"%s\": quantization %s per group of %llu has count %llu, "
+                           "expected %llu", tensor, member, (unsigned long long)q->block_size,
+                           (unsigned long long)p->count, (unsigned long long)groups);
+    }
     const bool scope_ok = p->scope == TBX_QSCOPE_BLOCK || p->scope == TBX_QSCOPE_TENSOR ||
                           p->scope == TBX_QSCOPE_CHANNEL || p->scope == TBX_QSCOPE_GROUP ||
                           (zero && p->scope == TBX_QSCOPE_NONE);
@@ -192,8 +205,9 @@ tbx_status tbx_quant_desc_check(const tbx_quant_info *q, const uint64_t *shape, 
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant.params",
                        "tensor \"%s\": quantization params must be a MAP", tensor);
     uint64_t nb;
-    tbx_status st = param_check(&q->scale, false, shape, ndim, tensor, "quant.scale", &nb, err);
-    if (st == TBX_OK) st = param_check(&q->zero, true, shape, ndim, tensor, "quant.zero", &nb, err);
+    tbx_status st = param_check(q, &q->scale, false, shape, ndim, tensor, "quant.scale", &nb, err);
+    if (st == TBX_OK)
+        st = param_check(q, &q->zero, true, shape, ndim, tensor, "quant.zero", &nb, err);
     return st;
 }
 

@@ -7,10 +7,12 @@ through the common quantization description, tbx_quant_info).
   test_oinf_malformed.py and the expected values are numpy's evaluation of that formula on the
   builder's inputs.
 - A conversion keeps the quantization where the target stores it exactly (OINF v2 -> OINF v2:
-  the builder's bytes), refuses it otherwise naming the tensor and `--dequantize`, and with
-  `--dequantize` writes the dequantized values, read back by the target's peer (PyPI
-  safetensors, openinfer-oinf 0.1.1's decoding, ztensor 1.1.1), compared with numpy's (or
-  gguf-py's) own dequantization.
+  the builder's bytes; zTensor quantized_group -> zTensor: the same components and
+  description; ggml block types -> GGUF, read by gguf-py), refuses it otherwise naming the
+  tensor and `--dequantize`, and with `--dequantize` writes the dequantized values, read back
+  by the target's peer (PyPI safetensors, openinfer-oinf 0.1.1's decoding), compared with
+  numpy's (or gguf-py's) own dequantization. (ztensor 1.1.1 cannot read quantized_group values:
+  it is only asked for the object's shape.)
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import contextlib
 import io
 import struct
 
-from conftest import need, run, write_gguf
+from conftest import info_json, need, run, write_gguf
 from test_oinf_interop import parse_tables, ref_tensor_values
 from test_oinf_malformed import sample_v2
 from test_quant_info import qgroup_file
@@ -66,6 +68,13 @@ def test_oinf_v2_read_f32_is_dequantized(tbx, tmp_path):
     r = run(tbx, "cat", p, "qw")
     assert r.rc == 0, r.describe()
     assert r.out == QW.tobytes()
+    # `tbx info --stats` shows the values (not the codes), as reals
+    r = run(tbx, "info", p, "--stats")
+    assert r.rc == 0, r.describe()
+    text = r.out.decode()
+    for name, dt, want in (("qw", "i8[2, 3]", want_qw()), ("qs", "u4[3]", want_qs())):
+        line = f"{name}: {dt} = {{ " + ", ".join("%.6g" % v for v in want.reshape(-1)) + " }"
+        assert line in text, (line, text)
 
 
 def test_oinf_v2_to_v2_keeps_the_payloads(tbx, tmp_path):
@@ -121,7 +130,7 @@ def test_oinf_v2_dequantized_to_v1_read_by_the_reference(tbx, tmp_path):
     assert ref_tensor_values(blob, by["qs"]).astype(np.float32).tobytes() == want_qs().tobytes()
 
 
-def test_ztensor_quantized_group_dequantized(tbx, tmp_path):
+def test_ztensor_quantized_group(tbx, tmp_path):
     rows, cols, bits, group, per = 3, 10, 3, 4, 10
     rng = np.random.default_rng(7)
     codes = [int(c) for c in rng.integers(0, 1 << bits, size=rows * cols)]
@@ -134,9 +143,31 @@ def test_ztensor_quantized_group_dequantized(tbx, tmp_path):
     g = np.arange(rows)[:, None] * -(-cols // group) + np.arange(cols)[None, :] // group
     want = ((c - np.asarray(zeros, np.float32)[g]) * np.asarray(scales, np.float32)[g])
     want = want.astype(np.float32)
-    # (the object's attributes are metadata "ztensor.attributes.qg", a MAP: --drop-meta for
-    # the targets that cannot type it)
-    for name in ("qg.safetensors", "qg2.zt", "qg.gguf"):
+    # zTensor -> zTensor keeps the quantized_group object: the same components (bytes), the
+    # same description, the same values; the peer sees the same object in both files
+    kept = tmp_path / "kept.zt"
+    r = run(tbx, "convert", src, kept)
+    assert r.rc == 0, r.describe()
+    a, b = info_json(tbx, src)["tensors"][0], info_json(tbx, kept)["tensors"][0]
+    assert b["layout"] == "quantized_group" and b["quant"] == a["quant"]
+    assert [(c["name"], c["dtype"], c["nbytes"]) for c in a["components"]] == \
+        [(c["name"], c["dtype"], c["nbytes"]) for c in b["components"]]
+    ra, rb = run(tbx, "cat", src, "qg"), run(tbx, "cat", kept, "qg")
+    assert ra.rc == 0 and rb.rc == 0 and ra.out == rb.out, rb.describe()
+    r = run(tbx, "cat", kept, "qg", "--as", "f32")
+    assert r.rc == 0 and r.out == want.tobytes(), r.describe()
+    pa, pb = ztensor.Reader(str(src)), ztensor.Reader(str(kept))
+    assert tuple(pa.metadata("qg").shape) == tuple(pb.metadata("qg").shape) == (rows, cols)
+    # ... also compressed, with digests (each component on its own)
+    kz = tmp_path / "kept_z.zt"
+    r = run(tbx, "convert", src, kz, "--compress", "3", "--digest", "crc32c")
+    assert r.rc == 0, r.describe()
+    assert run(tbx, "validate", kz).rc == 0
+    r = run(tbx, "cat", kz, "qg", "--as", "f32")
+    assert r.rc == 0 and r.out == want.tobytes(), r.describe()
+    # the other targets cannot store it: refused, or dequantized (the object's attributes are
+    # metadata "ztensor.attributes.qg", a MAP: --drop-meta for the targets that cannot type it)
+    for name in ("qg.safetensors", "qg.gguf"):
         out = tmp_path / name
         r = run(tbx, "convert", src, out, "--drop-meta")
         assert r.rc == 1 and b'"qg"' in r.err and b"--dequantize" in r.err, r.describe()
@@ -146,12 +177,16 @@ def test_ztensor_quantized_group_dequantized(tbx, tmp_path):
     assert r.rc == 0, r.describe()
     got = stn.load_file(str(out))["qg"]
     assert got.shape == (rows, cols) and got.tobytes() == want.tobytes()
+    out = tmp_path / "qg.oinf"
+    r = run(tbx, "convert", src, out, "--dequantize", "--drop-meta", "--format-version", "2")
+    assert r.rc == 0, r.describe()
+    r = run(tbx, "cat", out, "qg", "--as", "f32")
+    assert r.rc == 0 and r.out == want.tobytes(), r.describe()
+    # --dequantize only applies where the target cannot store the quantization
     out = tmp_path / "qg2.zt"
     r = run(tbx, "convert", src, out, "--dequantize")
     assert r.rc == 0, r.describe()
-    reader = ztensor.Reader(str(out))        # the array is a view of the reader's memory
-    got = np.array(reader.read_tensor("qg"), np.float32, copy=True)
-    assert got.reshape(-1).tobytes() == want.reshape(-1).tobytes()
+    assert info_json(tbx, out)["tensors"][0]["quant"] == a["quant"]
 
 
 def test_gguf_block_type_dequantized_to_safetensors(tbx, tmp_path):

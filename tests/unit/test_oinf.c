@@ -825,6 +825,7 @@ TBX_TEST(writer_takes_common_quant_descriptions) {
     uint64_t d23[2] = {2, 3}, d3 = 3, d22[2] = {2, 2};
     float scales[2] = {0.5f, 0.25f};
     int32_t zps[2] = {3, -7};
+    static const float S4[4] = {1, 2, 3, 4};
     tbx_quant_info qw = linear_desc(TBX_DT_I8, TBX_QSCOPE_CHANNEL, 2, scales, TBX_QSCOPE_CHANNEL,
                                     2, zps);
     tbx_quant_info qs = linear_desc(TBX_DT_U4, TBX_QSCOPE_TENSOR, 1, QS_SCALE, TBX_QSCOPE_NONE,
@@ -879,7 +880,10 @@ TBX_TEST(writer_takes_common_quant_descriptions) {
         switch (k) {
         case 1: q.domain = TBX_QDOMAIN_WEIGHTS; break;
         case 2: q.has_clip = 1; q.clip_min = -1; q.clip_max = 1; break;
-        case 3: q.scale.scope = TBX_QSCOPE_GROUP; q.block_size = 2; q.scale.count = 4; break;
+        case 3: /* 2 rows of 3 in groups of 2: 4 scales */
+            q.scale.scope = TBX_QSCOPE_GROUP; q.block_size = 2; q.scale.count = 4;
+            q.scale.values = S4;
+            break;
         case 4: q.scale.values = NULL; q.scale.component = 1; break;
         case 5: q.scale.dtype = TBX_DT_F16; break;
         case 6: q.code_dtype = TBX_DT_U8; break;
@@ -907,10 +911,11 @@ TBX_TEST(writer_takes_common_quant_descriptions) {
         tbx_writer_abort(w);
     }
     /* other formats: safetensors stores no linear description; GGUF takes a ggml one whose
-     * code dtype is the block type, and refuses the linear one */
-    const struct { tbx_format fmt; const char *ext; } others[] = {
-        {TBX_FORMAT_SAFETENSORS, "safetensors"}, {TBX_FORMAT_GGUF, "gguf"},
-        {TBX_FORMAT_ZTENSOR, "zt"}};
+     * code dtype is the block type, and refuses the linear one; zTensor takes linear ones only
+     * as quantized_group (unsigned codes in words, scales and zeros per group in components) */
+    const struct { tbx_format fmt; const char *ext, *field; } others[] = {
+        {TBX_FORMAT_SAFETENSORS, "safetensors", "quant"}, {TBX_FORMAT_GGUF, "gguf", "quant"},
+        {TBX_FORMAT_ZTENSOR, "zt", "quant.code_dtype"}};
     for (size_t k = 0; k < 3; k++) {
         char name[32];
         snprintf(name, sizeof name, "qref.%s", others[k].ext);
@@ -922,7 +927,8 @@ TBX_TEST(writer_takes_common_quant_descriptions) {
         CHECK_OK(tbx_writer_open(&w, path, &o, &e));
         d.name = "qw"; d.dtype = TBX_DT_I8; d.ndim = 2; d.shape = d23;
         CHECK_EQ(tbx_writer_add_quant_tensor(w, &d, &qw, NULL, &e), TBX_E_UNSUPPORTED);
-        CHECK_STR(e.field, "quant");
+        CHECK_STR(e.field, others[k].field);
+        CHECK(strstr(e.message, "\"qw\"") != NULL);
         if (others[k].fmt == TBX_FORMAT_GGUF) {
             uint64_t d32[2] = {2, 32};
             tbx_quant_info g;
