@@ -484,9 +484,15 @@ static void feed_hist(void *ctx, const float *x, uint64_t n) { hist_add(ctx, x, 
 static int tensor_stats(FILE *fp, tbx_file *f, uint64_t i, const char *path, float *buf) {
     tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
     if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) return CLI_FAIL;
-    const tbx_dtype_info *di = tbx_dtype_get(ti.dtype);
     json_write_escaped(fp, ti.name, ti.name_len);
     fprintf(fp, ": %s", cli_dtype_name(ti.dtype));
+    /* the values shown are tbx_tensor_read_f32's: reals for a linearly quantized tensor (OINF
+     * v2), whatever the dtype of its stored codes */
+    tbx_quant_info qi;
+    qi.struct_size = sizeof qi;
+    const bool linear = tbx_tensor_quant_get(f, i, &qi) == TBX_OK && qi.method == TBX_QUANT_LINEAR;
+    const tbx_dtype vdt = linear ? TBX_DT_F32 : ti.dtype; /* how the values are printed */
+    const tbx_dtype_info *di = tbx_dtype_get(vdt);
     if (ti.ndim > 0) print_shape(fp, ti.shape, ti.ndim);
     if (ti.ncomponents == 0) {
         fputs(" -- uninitialized\n\n", fp);
@@ -529,7 +535,7 @@ static int tensor_stats(FILE *fp, tbx_file *f, uint64_t i, const char *path, flo
     }
     char b[48];
     if (ti.ndim == 0) {
-        if (!exact_int(f, i, ti.dtype, 0, b, sizeof b)) fmt_elem(b, sizeof b, a.head[0], ti.dtype);
+        if (linear || !exact_int(f, i, vdt, 0, b, sizeof b)) fmt_elem(b, sizeof b, a.head[0], vdt);
         fprintf(fp, " = %s\n\n", b);
         return CLI_OK;
     }
@@ -537,13 +543,13 @@ static int tensor_stats(FILE *fp, tbx_file *f, uint64_t i, const char *path, flo
     fputs(" = { ", fp);
     uint64_t n = ti.nelems;
     for (uint64_t k = 0; k < n && k < ST_PREVIEW; k++) {
-        if (!exact_int(f, i, ti.dtype, k, b, sizeof b)) fmt_elem(b, sizeof b, a.head[k], ti.dtype);
+        if (linear || !exact_int(f, i, vdt, k, b, sizeof b)) fmt_elem(b, sizeof b, a.head[k], vdt);
         fprintf(fp, "%s%s", k ? ", " : "", b);
     }
     if (n > 2 * ST_PREVIEW) fputs(", ...", fp);
     for (uint64_t k = n > 2 * ST_PREVIEW ? n - ST_PREVIEW : ST_PREVIEW; k < n; k++) {
-        if (!exact_int(f, i, ti.dtype, k, b, sizeof b))
-            fmt_elem(b, sizeof b, a.tail[k % ST_PREVIEW], ti.dtype);
+        if (linear || !exact_int(f, i, vdt, k, b, sizeof b))
+            fmt_elem(b, sizeof b, a.tail[k % ST_PREVIEW], vdt);
         fprintf(fp, ", %s", b);
     }
     fputs(" }\n", fp);
@@ -553,8 +559,8 @@ static int tensor_stats(FILE *fp, tbx_file *f, uint64_t i, const char *path, flo
     st_hist h;
     int have_hist = 0;
     if (a.n > 0) {
-        int int_values = di && (di->flags & TBX_DTF_INT || ti.dtype == TBX_DT_BOOL ||
-                                ti.dtype == TBX_DT_BITSET);
+        int int_values = di && (di->flags & TBX_DTF_INT || vdt == TBX_DT_BOOL ||
+                                vdt == TBX_DT_BITSET);
         hist_init(&h, &a, int_values);
         if (a.keep) hist_add_keys(&h, a.keep, a.nkeep);
         else st = stream_tensor(f, i, ti.nelems, buf, feed_hist, &h, &err);

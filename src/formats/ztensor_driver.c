@@ -29,6 +29,7 @@ const tbx_driver tbx_driver_ztensor = {
     .w_check_meta = zt_w_check_meta,
     .w_check_section = NULL,
     .w_check_tensor = zt_w_check_tensor,
+    .w_check_quant = zt_w_check_quant,
     .w_layout = zt_w_layout,
     .w_data = zt_w_data,
     .w_tensor_done = zt_w_tensor_done,

@@ -214,6 +214,8 @@ tbx_status zt_validate(tbx_file *f, tbx_error *err);
 tbx_status zt_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
                            tbx_error *err);
 tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+tbx_status zt_w_check_quant(tbx_writer *w, tbx_wtensor *t, const tbx_quant_info *q,
+                            tbx_error *err);
 tbx_status zt_w_layout(tbx_writer *w, tbx_error *err);
 tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len, tbx_error *err);
 tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err);

@@ -118,7 +118,21 @@ typedef struct zt_wstate {
     uint8_t *zs_buf;         /* ZS_BUF bytes: zstd's output, then a copy buffer */
     size_t zs_pos;           /* bytes of zs_buf holding output not drained yet */
     zt_hash zs_hash;         /* over the compressed bytes (raw_hash: over the raw bytes) */
+    /* quantized_group tensors declared through the generic API (tbx_writer_add_quant_tensor):
+     * the tensor's bytes (packed words, scales, zeros one after the other) are gathered whole,
+     * then written as three components like tbx_ztensor_writer_add_qgroup's; the manifest
+     * lists the tensor as that object (qgs, sorted by tensor index at finish) */
+    struct zt_wqg *qgs;
+    size_t nqgs, cap_qgs;
+    uint8_t *qg_buf;         /* the quantized_group tensor being gathered (qg_cap bytes) */
+    size_t qg_cap;
 } zt_wstate;
+
+typedef struct zt_wqg {
+    size_t ti;               /* the tensor */
+    zt_wcomp comp[3];        /* packed_weight, scales, zeros */
+    tbx_value *attrs;        /* owned MAP: bits, group_size, packing */
+} zt_wqg;
 
 /* Dense tensors gathered whole for the workers are at most this large (and at most
  * buffer_limit / (threads + 1)); larger ones are compressed as a stream. */
@@ -207,6 +221,9 @@ void zt_w_free(tbx_writer *w) {
         tbx_val_free(o->attrs);
     }
     tbx_free(&w->al, s->extras, s->cap_extras * sizeof *s->extras);
+    for (size_t i = 0; i < s->nqgs; i++) tbx_val_free(s->qgs[i].attrs);
+    tbx_free(&w->al, s->qgs, s->cap_qgs * sizeof *s->qgs);
+    tbx_free(&w->al, s->qg_buf, s->qg_cap);
     tbx_names_free(&s->extra_names);
     tbx_free(&w->al, s->zlen, s->cap_zlen * sizeof *s->zlen);
     tbx_free(&w->al, s->ddig, s->cap_ddig * sizeof *s->ddig);
@@ -263,10 +280,10 @@ tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
                        "tensor \"%s\": zTensor cannot store a tensor without data", q);
     const zt_dtype *zd = zt_dtype_by_tbx(t->dtype);
     if (!zd) {
-        const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+        const tbx_dtype_info *di = tbx_dtype_core_get(t->dtype);
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
                        "tensor \"%s\": dtype %s has no zTensor equivalent", q,
-                       di ? di->name : "(invalid)");
+                       di ? di->name : "of another format");
     }
     if (!tbx_utf8_valid(t->name, t->name_len, &bad))
         return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor.name",
@@ -691,11 +708,17 @@ static tbx_status dense_begin(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_e
     return zt_hash_init(&s->raw_hash, s->digest, err);
 }
 
+static tbx_status qg_data(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, const void *data,
+                          size_t len, tbx_error *err);
+static tbx_status qg_done(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_error *err);
+
 tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len,
                      tbx_error *err) {
     zt_wstate *s;
     tbx_status st = wbegin(w, &s, err);
     if (st != TBX_OK) return st;
+    if (tbx_writer_tensor_quant_(w, (uint64_t)(t - w->tensors)))
+        return qg_data(w, s, t, data, len, err);
     if (s->cur != t - w->tensors) {
         st = dense_begin(w, s, t, err);
         if (st != TBX_OK) return st;
@@ -719,6 +742,7 @@ tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
     size_t ti = (size_t)(t - w->tensors);
     st = dense_reserve(w, s, ti + 1, err);
     if (st != TBX_OK) return st;
+    if (tbx_writer_tensor_quant_(w, ti)) return qg_done(w, s, t, err);
     if (s->cur != (int64_t)ti) { /* no byte arrived: an empty tensor */
         st = dense_begin(w, s, t, err);
         if (st != TBX_OK) return st;
@@ -907,9 +931,19 @@ static int mref_cmp(const void *a, const void *b) {
 
 /* Object i of the manifest, in canonical order: objs[i] when the objects had to be sorted, else
  * dense tensor i itself (its metadata attributes, if any, are the next of `attrs`). */
-static zt_oref obj_at(const tbx_writer *w, const zt_oref *objs, size_t i) {
+static int qg_cmp(const void *a, const void *b) {
+    const zt_wqg *x = a, *y = b;
+    return x->ti < y->ti ? -1 : x->ti > y->ti;
+}
+
+static zt_oref obj_at(const tbx_writer *w, const zt_wstate *s, const zt_oref *objs, size_t i) {
     if (objs) return objs[i];
     const tbx_wtensor *t = &w->tensors[i];
+    const zt_wqg key = {.ti = i};
+    const zt_wqg *qg = s->nqgs ? bsearch(&key, s->qgs, s->nqgs, sizeof *s->qgs, qg_cmp) : NULL;
+    if (qg)
+        return (zt_oref){t->name, t->name_len, t->shape, t->ndim, TBX_LAYOUT_QUANT_GROUP, 3,
+                         qg->comp, i, qg->attrs, NULL};
     return (zt_oref){t->name, t->name_len, t->shape, t->ndim, TBX_LAYOUT_DENSE, 1, NULL, i,
                      NULL, NULL};
 }
@@ -982,6 +1016,7 @@ tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
     tbx_status st = wbegin(w, &s, err);
     if (st == TBX_OK) st = zjobs_flush(w, s, err);
     if (st != TBX_OK) return st;
+    if (s->nqgs) qsort(s->qgs, s->nqgs, sizeof *s->qgs, qg_cmp);
     size_t nobj = w->ntensors + s->nextras;
     bool sorted = s->nextras == 0;
     for (size_t i = 1; sorted && i < w->ntensors; i++)
@@ -1001,7 +1036,7 @@ tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
     if (!sorted) {
         objs = tbx_calloc(&w->al, nobj, sizeof *objs);
         if (!objs) { st = tbx_err_nomem(err, "manifest"); goto done; }
-        for (size_t i = 0; i < w->ntensors; i++) objs[i] = obj_at(w, NULL, i);
+        for (size_t i = 0; i < w->ntensors; i++) objs[i] = obj_at(w, s, NULL, i);
         for (size_t i = 0; i < s->nextras; i++) {
             const zt_wobj *o = &s->extras[i];
             objs[w->ntensors + i] = (zt_oref){o->name, o->name_len, o->shape, o->ndim,
@@ -1044,7 +1079,7 @@ tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
     size_t top_len = 0;
     bool top_obj = false;
     for (size_t i = 0, a = 0; i < nobj && st == TBX_OK && !b.oom; i++) {
-        zt_oref o = obj_at(w, objs, i);
+        zt_oref o = obj_at(w, s, objs, i);
         if (!objs && a < narefs && arefs[a].ti == i) o.meta_attrs = arefs[a++].v;
         uint64_t c = 0;
         st = put_object(&b, w, s, &o, &c, err);
@@ -1108,7 +1143,7 @@ done:
 /* ------------------------------------------------------------------------------------------ */
 static tbx_status extra_check(tbx_writer *w, const char *name, zt_wstate **out, tbx_error *err) {
     if (!w) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer", "NULL writer");
-    if (w->drv != &tbx_driver_ztensor)
+    if (w->format != TBX_FORMAT_ZTENSOR)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer",
                        "the writer does not write a zTensor file");
     if (w->state == TBX_WS_DONE)
@@ -1199,7 +1234,7 @@ static tbx_status values_size(const char *q, tbx_dtype dt, uint64_t n, uint64_t 
                               const zt_dtype **zd, tbx_error *err) {
     *zd = zt_dtype_by_tbx(dt);
     if (!*zd) {
-        const tbx_dtype_info *di = tbx_dtype_get(dt);
+        const tbx_dtype_info *di = tbx_dtype_core_get(dt);
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
                        "tensor \"%s\": dtype %s has no zTensor equivalent", q,
                        di ? di->name : "(invalid)");
@@ -1376,4 +1411,176 @@ tbx_status tbx_ztensor_writer_add_qgroup(tbx_writer *w, const char *name, const 
     if (st == TBX_OK) st = blob_write(w, s, qg->zeros, sbytes, &c[2], err);
     if (st != TBX_OK) { tbx_val_free(attrs); return st; }
     return extra_add(w, s, name, shape, ndim, TBX_LAYOUT_QUANT_GROUP, c, 3, attrs, err);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* quantized_group through the generic API (tbx_writer_add_quant_tensor, tbx_convert)          */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The geometry of a quantized_group description the writer stores exactly. */
+typedef struct zt_qgeom {
+    const zt_dtype *wd, *sd, *zd;
+    uint64_t bits, per, group, words, groups;
+} zt_qgeom;
+
+static bool qg_word_dtype(tbx_dtype dt) {
+    return dt == TBX_DT_U8 || dt == TBX_DT_U16 || dt == TBX_DT_U32 || dt == TBX_DT_U64 ||
+           dt == TBX_DT_I8 || dt == TBX_DT_I16 || dt == TBX_DT_I32 || dt == TBX_DT_I64;
+}
+
+static bool qg_float_dtype(tbx_dtype dt) {
+    return dt == TBX_DT_F16 || dt == TBX_DT_BF16 || dt == TBX_DT_F32 || dt == TBX_DT_F64;
+}
+
+/* Can a quantized_group object hold description q of tensor t exactly (what the reader makes
+ * of one: linear, unsigned codes packed in integer words, float scales and zeros per group of
+ * a row in components 1 and 2, params codes_per_word)? */
+static tbx_status qg_geom(const tbx_wtensor *t, const tbx_quant_info *q, const char *tq,
+                          zt_qgeom *g, tbx_error *err) {
+    const char *why = NULL, *field = "quant";
+    tbx_status code = TBX_E_UNSUPPORTED;
+    uint64_t per = 0;
+    const tbx_value *pv = NULL; /* params "codes_per_word" (docs/formats/ztensor.md) */
+    for (uint64_t i = 0; q->params && i < tbx_value_len(q->params); i++) {
+        size_t kl = 0;
+        const char *k = tbx_value_key_at(q->params, i, &kl);
+        if (k && kl == 14 && memcmp(k, "codes_per_word", 14) == 0) pv = tbx_value_at(q->params, i);
+    }
+    if (q->method != TBX_QUANT_LINEAR) {
+        why = "zTensor stores linear quantization only, as quantized_group";
+        field = "quant.method";
+    } else if (!qg_word_dtype(q->code_dtype) || q->code_signed || q->bits < 1 || q->bits > 64) {
+        why = "quantized_group codes are unsigned, packed in integer words";
+        field = "quant.code_dtype";
+    } else if (q->scale.scope != TBX_QSCOPE_GROUP || q->scale.component != 1 ||
+               !qg_float_dtype(q->scale.dtype) || q->block_size < 1) {
+        why = "quantized_group holds float scales per group of a row in component 1";
+        field = "quant.scale";
+    } else if (q->zero.scope != TBX_QSCOPE_GROUP || q->zero.component != 2 ||
+               !qg_float_dtype(q->zero.dtype)) {
+        why = "quantized_group holds float zero points per group of a row in component 2";
+        field = "quant.zero";
+    } else if (q->super_block_size) {
+        why = "quantized_group has no super-blocks";
+        field = "quant.super_block_size";
+    } else if (q->domain != TBX_QDOMAIN_UNSPECIFIED || q->has_clip) {
+        why = "quantized_group has no field for the quantization domain or clip range";
+        field = q->has_clip ? "quant.clip" : "quant.domain";
+        code = TBX_E_LOSSY;
+    } else if (pv && (tbx_value_get_u64(pv, &per) != TBX_OK || per == 0)) {
+        why = "params codes_per_word must be a positive integer";
+        field = "quant.params";
+    }
+    if (why)
+        return tbx_err(err, code, TBX_NO_OFFSET, field,
+                       "tensor \"%s\": zTensor cannot store its %s quantization (%s)", tq,
+                       tbx_quant_method_name(q->method), why);
+    g->wd = zt_dtype_by_tbx(q->code_dtype);
+    g->sd = zt_dtype_by_tbx(q->scale.dtype);
+    g->zd = zt_dtype_by_tbx(q->zero.dtype);
+    g->bits = q->bits;
+    g->per = per ? per : 8u * g->wd->size / q->bits;
+    g->group = q->block_size;
+    if (g->per == 0 || g->per * g->bits > 8u * g->wd->size)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant.params",
+                       "tensor \"%s\": %" PRIu64 " codes of %" PRIu64 " bits do not fit a %s "
+                       "word", tq, g->per, g->bits, g->wd->name);
+    uint64_t nelems = tbx_wt_nelems(t), rows = 1, cols = t->ndim ? t->shape[t->ndim - 1] : 1;
+    for (uint32_t d = 0; d + 1 < t->ndim; d++)
+        if (!tbx_mul_u64(rows, t->shape[d], &rows))
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
+                           "tensor \"%s\": row count overflows", tq);
+    uint64_t gpr = cols / g->group + (cols % g->group != 0);
+    g->words = nelems / g->per + (nelems % g->per != 0);
+    if (!tbx_mul_u64(rows, gpr, &g->groups))
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
+                       "tensor \"%s\": group count overflows", tq);
+    if (q->scale.count != g->groups || q->zero.count != g->groups)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant.scale",
+                       "tensor \"%s\": %" PRIu64 " scales and %" PRIu64 " zero points for %"
+                       PRIu64 " groups", tq, q->scale.count, q->zero.count, g->groups);
+    return TBX_OK;
+}
+
+/* Bytes of the three components, in order. */
+static bool qg_sizes(const zt_qgeom *g, uint64_t n[3]) {
+    return tbx_mul_u64(g->words, g->wd->size, &n[0]) &&
+           tbx_mul_u64(g->groups, g->sd->size, &n[1]) &&
+           tbx_mul_u64(g->groups, g->zd->size, &n[2]);
+}
+
+tbx_status zt_w_check_quant(tbx_writer *w, tbx_wtensor *t, const tbx_quant_info *q,
+                            tbx_error *err) {
+    zt_wstate *s;
+    tbx_status st = wstate(w, &s, err);
+    if (st != TBX_OK) return st;
+    char tq[96];
+    tbx_quote_bytes(tq, sizeof tq, t->name, t->name_len, 64);
+    zt_qgeom g;
+    st = qg_geom(t, q, tq, &g, err);
+    if (st != TBX_OK) return st;
+    uint64_t n[3], total;
+    if (!qg_sizes(&g, n) || !tbx_add_u64(n[0], n[1], &total) || !tbx_add_u64(total, n[2], &total))
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
+                       "tensor \"%s\": byte size overflows 64 bits", tq);
+    t->nbytes = total; /* the tensor's bytes: packed words, scales, zeros */
+    return TBX_OK;
+}
+
+static tbx_status qg_data(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, const void *data,
+                          size_t len, tbx_error *err) {
+    if (!s->qg_buf && t->nbytes) {
+        if (t->nbytes > SIZE_MAX)
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "tensor too large");
+        s->qg_buf = tbx_malloc(&w->al, (size_t)t->nbytes);
+        if (!s->qg_buf) return tbx_err_nomem(err, "quantized_group tensor");
+        s->qg_cap = (size_t)t->nbytes;
+    }
+    if (len) memcpy(s->qg_buf + w->cur_written, data, len); /* the core checked the range */
+    return TBX_OK;
+}
+
+static tbx_status qg_done(tbx_writer *w, zt_wstate *s, tbx_wtensor *t, tbx_error *err) {
+    const size_t ti = (size_t)(t - w->tensors);
+    const tbx_quant_info *q = tbx_writer_tensor_quant_(w, ti);
+    char tq[96];
+    tbx_quote_bytes(tq, sizeof tq, t->name, t->name_len, 64);
+    zt_qgeom g;
+    uint64_t n[3];
+    tbx_status st = qg_geom(t, q, tq, &g, err);
+    if (st == TBX_OK && !qg_sizes(&g, n)) st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "too large");
+    if (st == TBX_OK) st = zjobs_flush(w, s, err); /* dense tensors compressing go first */
+    if (st == TBX_OK && !tbx_grow(&w->al, (void **)&s->qgs, &s->cap_qgs, s->nqgs + 1,
+                                  sizeof *s->qgs))
+        st = tbx_err_nomem(err, "quantized_group table");
+    zt_wqg *e = st == TBX_OK ? &s->qgs[s->nqgs] : NULL;
+    if (e) {
+        memset(e, 0, sizeof *e);
+        e->ti = ti;
+        const int roles[3] = {ZT_R_PACKED, ZT_R_SCALES, ZT_R_ZEROS};
+        const tbx_dtype dts[3] = {q->code_dtype, q->scale.dtype, q->zero.dtype};
+        uint64_t at = 0;
+        for (int k = 0; k < 3 && st == TBX_OK; k++) {
+            e->comp[k].role = roles[k];
+            e->comp[k].dtype = dts[k];
+            st = blob_write(w, s, s->qg_buf ? s->qg_buf + at : NULL, n[k], &e->comp[k], err);
+            at += n[k];
+        }
+    }
+    tbx_free(&w->al, s->qg_buf, s->qg_cap);
+    s->qg_buf = NULL;
+    s->qg_cap = 0;
+    if (st != TBX_OK) return st;
+    tbx_value *attrs = tbx_val_new(&w->al, TBX_V_MAP);
+    if (!attrs) return tbx_err_nomem(err, "attributes");
+    char packing[48];
+    snprintf(packing, sizeof packing, "%" PRIu64 "_per_%s", g.per, g.wd->name);
+    tbx_value *pk = tbx_val_string(&w->al, TBX_V_STRING, packing, strlen(packing));
+    st = pk ? tbx_value_map_put(attrs, "packing", 7, pk) : TBX_E_NOMEM;
+    if (st == TBX_OK) st = attr_put_u64(attrs, "bits", g.bits);
+    if (st == TBX_OK) st = attr_put_u64(attrs, "group_size", g.group);
+    if (st != TBX_OK) { tbx_val_free(attrs); return tbx_err_nomem(err, "attributes"); }
+    e->attrs = attrs;
+    s->nqgs++;
+    return TBX_OK;
 }
