@@ -235,7 +235,9 @@ MUT = {
     "file_size_plus1": ("TBX_E_FORMAT", "header.file_size", 24),
     "section_count_0": ("TBX_E_FORMAT", "header.section_count", 12),
     "section_count_huge": ("TBX_E_RANGE", "header.section_dir_offset", 16),
-    "section_count_minus1": None,           # one entry fewer: still a valid file
+    # one entry fewer: config.json's bytes (at 40, the header's end) are now covered by no
+    # section, so they are non-zero padding (and so is the dropped directory entry)
+    "section_count_minus1": ("TBX_E_PADDING", "section.padding", 40),
     "dir_offset_past_eof": ("TBX_E_RANGE", "header.section_dir_offset", 16),
     "dir_offset_in_header": ("TBX_E_RANGE", "header.section_dir_offset", 16),
     # directory read 4 bytes early (4396): entry 0's offset field is then 1 | 64 << 32
@@ -325,3 +327,44 @@ def test_mutated_file_decision(tbx_asan, fx):
     assert r.rc == 1, r.describe()
     first = objs[0]
     assert (first["code"], first["field"], first["offset"]) == want, objs
+
+
+# ---------------------------------------------------------------------------------------
+# Padding: bytes no section or directory entry covers are zero in every mantle file
+# ---------------------------------------------------------------------------------------
+def _gaps(blob: bytes):
+    """[lo, hi) ranges between the header, the sections and the directory (mantle: zeros)."""
+    _, _, _, hsize, n, dir_off, _, _ = struct.unpack_from("<4sHHIIQQQ", blob, 0)
+    cov = [(dir_off, dir_off + 24 * n)]
+    for i in range(n):
+        _, _, off, size = struct.unpack_from("<IIQQ", blob, dir_off + 24 * i)
+        cov.append((off, off + size))
+    out, pos = [], hsize
+    for lo, hi in sorted(cov):
+        if lo > pos:
+            out.append((pos, lo))
+        pos = max(pos, hi)
+    if pos < len(blob):
+        out.append((pos, len(blob)))
+    return out
+
+
+@pytest.mark.parametrize("name", ["hf_tiny_llama", "hf_sharded_qwen", "sections_all"])
+def test_validate_reports_nonzero_padding(tbx_asan, tmp_path, name):
+    blob = (MCF / "files" / f"{name}.mcf").read_bytes()
+    gaps = _gaps(blob)
+    assert gaps and all(not any(blob[lo:hi]) for lo, hi in gaps), "mantle pads with zeros"
+    r, objs = validate_json(tbx_asan, MCF / "files" / f"{name}.mcf")
+    assert r.rc == 0, r.describe()
+    for lo, hi in (gaps[0], gaps[-1]):
+        at = hi - 1
+        bad = bytearray(blob)
+        bad[at] = 0x5A
+        p = tmp_path / f"pad{at}.mcf"
+        p.write_bytes(bytes(bad))
+        r, objs = validate_json(tbx_asan, p)
+        assert r.rc == 1, r.describe()
+        assert (objs[0]["code"], objs[0]["field"], objs[0]["offset"]) == \
+            ("TBX_E_PADDING", "section.padding", at), objs
+        # a recoverable problem: the file still opens and reads
+        assert info_json(tbx_asan, p)["format"] == "mcf"
