@@ -32,6 +32,8 @@ static const cli_option convert_options[] = {
     {"dequantize", 0, NULL, "lossy: dequantize to f32 (or --cast) quantized tensors the target "
                             "cannot store as such"},
     {"alignment", 0, "N", "tensor data alignment in bytes (default: the format's)"},
+    {"no-dedup", 0, NULL, "store every tensor's own bytes (formats that share identical "
+                          "payloads: MCF)"},
     {"compress", 0, "LEVEL", "zstd level for formats that compress (default 0: raw)"},
     {"digest", 0, "ALGO", "sha256 or crc32c, for formats that store digests"},
     {"format-version", 0, "N", "format version to write (default: the format's default)"},
@@ -147,6 +149,7 @@ static int convert_run(const cli_args *a) {
     if (cli_flag(a, "drop-meta")) opt.flags |= TBX_CONVERT_DROP_META;
     if (cli_flag(a, "drop-sections")) opt.flags |= TBX_CONVERT_DROP_SECTIONS;
     if (cli_flag(a, "dequantize")) opt.flags |= TBX_CONVERT_DEQUANTIZE;
+    if (cli_flag(a, "no-dedup")) opt.write.flags |= TBX_WRITE_NO_DEDUP;
 
     const char *cast = cli_value(a, "cast");
     if (cast) {
