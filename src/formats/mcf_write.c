@@ -12,7 +12,12 @@
  *     [header 40][ModelInfo, HF and unknown sections in type order][TensorData][TensorIndex]
  *     [QuantInfo][directory]
  *
- * Every section starts 8-aligned, every tensor 64-aligned (absolute), tensors in byte order of
+ * A model directory as input (tbx_convert sets w->src_dir: pack mode) is written as pack writes
+ * it: chat_template.jinja merged into a re-encoded tokenizer_config.json (mcf_pack.c), ModelInfo
+ * always, named after the directory, the shards' "format" tag not kept.
+ *
+ * Every section starts 8-aligned, every tensor 64-aligned (absolute; opt.alignment for plain
+ * files, as pack --tensor-align; TBX_WRITE_NO_DEDUP: no sharing), tensors in byte order of
  * their names; in plain files a tensor whose dtype, shape and bytes equal an earlier one's is
  * not stored again (its index entry points at the earlier payload, as pack's dedup). The
  * directory comes last, sorted by type; the header is written last. Padding is zero.
