@@ -94,3 +94,10 @@ tbx_mcfq_rows_fn tbx_mcfq_dequant_simd_for(tbx_mcfq_kind kind) {
     if (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) return tbx_mcfq_dequant_avx2_for(kind);
     return NULL;
 }
+
+/* The decoder of mcfq.h: the SIMD variant when the CPU has one, else the scalar reference. */
+void tbx_mcfq_dequant_rows(const tbx_mcfq_layout *L, const uint8_t *scales, const uint8_t *sub,
+                           const uint8_t *codes, uint64_t n, float *out) {
+    tbx_mcfq_rows_fn f = tbx_mcfq_dequant_simd_for(L->kind);
+    (f ? f : tbx_mcfq_dequant_rows_ref)(L, scales, sub, codes, n, out);
+}
