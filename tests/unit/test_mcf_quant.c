@@ -3,8 +3,10 @@
  *
  * Expected values come from ../shared/specs/NOTES.md (payload sizes, bit-packing vectors) or
  * are worked out by hand below, never from tensorbox's own output. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "tbx_test.h"
 
+#include "convert_mcfq.h"
 #include "ggml.h"
 #include "mcfq.h"
 
@@ -331,6 +333,126 @@ TBX_TEST(int_family) {
     tbx_mcfi_dequant(&L, sc, z, ac, 0, 3, y);
     CHECK(y[0] == 0.0f);
     CHECK(fabsf(y[1] + 1.0f) < 1e-5f && fabsf(y[2] - 1.55f) < 1e-5f);
+}
+
+/* ---- the conversion step (convert_mcfq.c) ---------------------------------------------------- */
+/* A one-tensor safetensors file, written byte by byte. */
+static void st_write(const char *path, const char *dtype, uint64_t rows, uint64_t cols,
+                     const void *data, size_t nbytes) {
+    char hdr[256];
+    int n = snprintf(hdr, sizeof hdr,
+                     "{\"w\":{\"dtype\":\"%s\",\"shape\":[%llu,%llu],\"data_offsets\":[0,%zu]}}",
+                     dtype, (unsigned long long)rows, (unsigned long long)cols, nbytes);
+    while (n % 8) hdr[n++] = ' ';
+    FILE *f = fopen(path, "wb");
+    uint8_t len[8];
+    for (int i = 0; i < 8; i++) len[i] = (uint8_t)((uint64_t)n >> (8 * i));
+    fwrite(len, 1, 8, f);
+    fwrite(hdr, 1, (size_t)n, f);
+    fwrite(data, 1, nbytes, f);
+    fclose(f);
+}
+
+typedef struct sinkbuf { uint8_t *p; size_t len, cap; int calls; } sinkbuf;
+static tbx_status sink(void *ud, const void *data, size_t len, tbx_error *err) {
+    (void)err;
+    sinkbuf *b = ud;
+    if (b->len + len > b->cap) return TBX_E_RANGE;
+    memcpy(b->p + b->len, data, len);
+    b->len += len;
+    b->calls++;
+    return TBX_OK;
+}
+
+static void convert_once(const char *path, tbx_mcfq_request *rq, const char *threads, sinkbuf *b) {
+    setenv("TBX_THREADS", threads, 1);
+    tbx_file *f = NULL;
+    tbx_error err;
+    CHECK_OK(tbx_open_path(&f, path, NULL, &err));
+    b->len = 0;
+    if (f) CHECK_OK(tbx_mcfq_convert_tensor(f, 0, rq, sink, b, &err));
+    tbx_close(f);
+    unsetenv("TBX_THREADS");
+}
+
+/* The payload equals the kernels' output on the whole tensor with clip +-max|finite value|,
+ * whatever the thread count; f16 input decodes first; the error sum matches. */
+TBX_TEST(convert_tensor_threads) {
+    const uint64_t rows = 37, cols = 9001; /* several chunks, partial blocks, odd cols */
+    const size_t nv = (size_t)(rows * cols);
+    float *x = malloc(nv * 4), *y = malloc(nv * 4);
+    uint16_t *h = malloc(nv * 2);
+    float amax = 0;
+    for (size_t i = 0; i < nv; i++) {
+        x[i] = 0.05f * gauss();
+        if (i == 12345) x[i] = NAN;
+        if (i == 777) x[i] = INFINITY;
+        if (isfinite(x[i]) && fabsf(x[i]) > amax) amax = fabsf(x[i]);
+    }
+    char p32[512], p16[512];
+    tbx_test_tmppath(p32, sizeof p32, "mcfq_conv_%d_32.safetensors", (int)getpid());
+    tbx_test_tmppath(p16, sizeof p16, "mcfq_conv_%d_16.safetensors", (int)getpid());
+    st_write(p32, "F32", rows, cols, x, nv * 4);
+    for (size_t i = 0; i < nv; i++) h[i] = tbx_f32_to_f16(x[i]);
+    st_write(p16, "F16", rows, cols, h, nv * 2);
+    for (unsigned kind = 0; kind <= TBX_MCFQ_INT4; kind++) {
+        for (int m = 0; m < 2; m++) {
+            if (kind >= TBX_MCFQ_INT8 && m) continue;
+            /* expected: the kernels on the whole tensor */
+            uint64_t total;
+            tbx_mcfq_layout L;
+            tbx_mcfi_layout I;
+            if (kind < TBX_MCFQ_KIND_COUNT) {
+                CHECK_OK(tbx_mcfq_layout_get((tbx_mcfq_kind)kind, rows, cols, &L));
+                total = L.total;
+            } else {
+                CHECK_OK(tbx_mcfi_layout_get(kind == TBX_MCFQ_INT8 ? 8 : 4, false, nv, &I));
+                total = I.total;
+            }
+            uint8_t *want = calloc(1, (size_t)total);
+            double wsse = 0;
+            if (kind < TBX_MCFQ_KIND_COUNT) {
+                tbx_mcfq_quantize_rows(&L, (tbx_mcfq_method)m, x, rows, -amax, amax, want + L.scales_off,
+                                       L.super ? want + L.sub_off : NULL, want + L.codes_off);
+                tbx_mcfq_dequant_rows_ref(&L, want + L.scales_off, L.super ? want + L.sub_off : NULL,
+                                          want + L.codes_off, rows, y);
+            } else {
+                float sc, z;
+                tbx_mcfi_params(&I, -amax, amax, &sc, &z);
+                memcpy(want, &sc, 4);
+                tbx_mcfi_quantize(&I, sc, z, -amax, amax, x, 0, nv, want + I.codes_off);
+                tbx_mcfi_dequant(&I, sc, z, want + I.codes_off, 0, nv, y);
+            }
+            for (size_t i = 0; i < nv; i++)
+                if (isfinite(x[i])) wsse += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+            sinkbuf b = { malloc((size_t)total + 1), 0, (size_t)total, 0 };
+            double sse1 = -1;
+            for (int th = 0; th < 3; th++) {
+                tbx_mcfq_request rq = { kind, (tbx_mcfq_method)m, false, 0, 0, 0, 0 };
+                convert_once(p32, &rq, th == 0 ? "1" : th == 1 ? "2" : "4", &b);
+                CHECK_EQ(b.len, total);
+                CHECK(rq.clip_lo == -amax && rq.clip_hi == amax);
+                CHECK_EQ(rq.nvalues, nv);
+                CHECK(b.len == total && memcmp(b.p, want, (size_t)total) == 0);
+                if (th == 0) sse1 = rq.sse;
+                CHECK(rq.sse == sse1); /* bit-identical sum for any thread count */
+                /* the sum is the error of the decoded payload (order of summation differs) */
+                CHECK(fabs(rq.sse - wsse) <= 1e-9 * wsse + 1e-30);
+            }
+            /* f16 input: the decoded values are what gets quantized */
+            tbx_mcfq_request rq = { kind, (tbx_mcfq_method)m, true, -0.1f, 0.1f, 0, 0 };
+            convert_once(p16, &rq, "3", &b);
+            CHECK_EQ(b.len, total);
+            CHECK(rq.clip_lo == -0.1f && rq.clip_hi == 0.1f); /* a given range is kept */
+            free(b.p);
+            free(want);
+        }
+    }
+    remove(p32);
+    remove(p16);
+    free(x);
+    free(y);
+    free(h);
 }
 
 TBX_TEST_MAIN()
