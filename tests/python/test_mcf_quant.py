@@ -173,7 +173,7 @@ def minilm_matrices(np, limit=None):
         name = next(n for n in z.namelist() if n.endswith("model.safetensors"))
         blob = z.read(name)
     tensors = st.load(blob)
-    mats = [(k, v.astype(np.float32)) for k, v in sorted(tensors.items()) if v.ndim == 2]
+    mats = [(k, v.astype(np.float32)) for k, v in sorted(tensors.items()) if v.ndim == 2 and v.dtype.kind == "f"]
     assert mats, "no 2-D tensors in all-MiniLM-L6-v2"
     return mats[:limit] if limit else mats
 
