@@ -162,13 +162,14 @@ typedef enum tbx_format {
     TBX_FORMAT_SAFETENSORS = 1,
     TBX_FORMAT_GGUF = 2,
     TBX_FORMAT_ZTENSOR = 3,
-    TBX_FORMAT_OINF = 4
-    /* 5 (MCF) and 6 (EMBD) are reserved for formats whose drivers are not part of this release;
-     * they are never reused for anything else. */
+    TBX_FORMAT_OINF = 4,
+    TBX_FORMAT_MCF = 5       /* mantle's Model Container Format (docs/formats/mcf.md) */
+    /* 6 (EMBD) is reserved for a format whose driver is not part of this release; it is never
+     * reused for anything else. */
 } tbx_format;
 
 /* Lower-case name of a format with a driver in this library ("safetensors", "gguf",
- * "ztensor", "oinf"); "unknown" for any other value. */
+ * "ztensor", "oinf", "mcf"); "unknown" for any other value. */
 TBX_API const char *tbx_format_name(tbx_format format);
 /* Parses a format name (as printed by tbx_format_name, or an alias such as "zt");
  * TBX_FORMAT_UNKNOWN if no driver has that name. */
@@ -253,9 +254,14 @@ typedef enum tbx_dtype {
     TBX_DT_IQ4_NL = 66, TBX_DT_IQ3_S = 67, TBX_DT_IQ2_S = 68, TBX_DT_IQ4_XS = 69,
     TBX_DT_IQ1_M = 70, TBX_DT_TQ1_0 = 71, TBX_DT_TQ2_0 = 72, TBX_DT_MXFP4 = 73,
     TBX_DT_NVFP4 = 74, TBX_DT_Q1_0 = 75, TBX_DT_Q2_0 = 76,
-    /* 90..97 are reserved for the MCF quantization families: driver-specific dtypes
-     * (TBX_DTF_SHAPED) that the MCF driver declares; tbx_dtype_get returns NULL for them while
-     * no driver declares them. Never reused for anything else. */
+    /* MCF's quantization families: driver-specific dtypes (TBX_DTF_SHAPED) the MCF driver
+     * declares; one payload per tensor whose size follows from the whole shape (rank 2 for the
+     * q/k families), decoded exactly as mantle does (docs/formats/mcf.md). int8/int4: f32
+     * tensor scale (and zero point, activations domain) regions before the codes; q8/q4: f16
+     * scale per block of 32; k6..k2: f16 scale per super-block of 256 and a 6-bit sub-scale
+     * per block of 32. */
+    TBX_DT_MCF_INT8 = 90, TBX_DT_MCF_INT4 = 91, TBX_DT_MCF_Q8 = 92, TBX_DT_MCF_Q4 = 93,
+    TBX_DT_MCF_K6 = 94, TBX_DT_MCF_K4 = 95, TBX_DT_MCF_K3 = 96, TBX_DT_MCF_K2 = 97,
     TBX_DT_COUNT_ = 98       /* one past the largest value reserved so far */
 } tbx_dtype;
 

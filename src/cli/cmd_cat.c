@@ -1,5 +1,6 @@
 /*
- * cmd_cat.c - `tbx cat FILE TENSOR [--as f32]`: a tensor's bytes to stdout.
+ * cmd_cat.c - `tbx cat FILE TENSOR [--as f32]`: a tensor's bytes to stdout;
+ * `tbx cat FILE --section NAME`: a section's bytes (MCF's config.json, ...) verbatim.
  *
  * Without --as, the stored bytes, decompressed: a dense tensor is streamed with
  * tbx_tensor_read_range in 4 MiB chunks, a sparse or grouped tensor gives its components'
@@ -23,6 +24,7 @@
 
 static const cli_option cat_options[] = {
     {"as", 0, "TYPE", "decode the values instead of copying bytes; TYPE: f32"},
+    {"section", 0, "NAME", "write the bytes of the section NAME instead of a tensor's"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -176,11 +178,57 @@ static int cat_f32(tbx_file *f, uint64_t i, const tbx_tensor_info *ti, const cha
     return rc;
 }
 
+/* A section's bytes, read whole (sections are metadata-sized: config.json, tokenizer.json). */
+static int cat_section(tbx_file *f, const char *name, const char *path) {
+    uint64_t ns = tbx_section_count(f), i;
+    tbx_section_info si = TBX_SECTION_INFO_INIT;
+    for (i = 0; i < ns; i++)
+        if (tbx_section_info_get(f, i, &si) == TBX_OK && si.name && strcmp(si.name, name) == 0)
+            break;
+    if (i == ns) {
+        cli_error("no section named '%s' in %s", name, path);
+        return CLI_FAIL;
+    }
+    if (si.size > SIZE_MAX) {
+        cli_error("section '%s' in %s is too large", name, path);
+        return CLI_FAIL;
+    }
+    void *buf = malloc(si.size ? (size_t)si.size : 1);
+    if (!buf) {
+        cli_error("out of memory for section '%s' (%" PRIu64 " bytes)", name, si.size);
+        return CLI_FAIL;
+    }
+    tbx_error err;
+    memset(&err, 0, sizeof err);
+    size_t needed = 0;
+    int rc = CLI_OK;
+    tbx_status st = tbx_section_read(f, i, buf, (size_t)si.size, &needed, &err);
+    if (st != TBX_OK) {
+        cli_report(path, st, &err);
+        rc = CLI_FAIL;
+    } else if (si.size && fwrite(buf, 1, (size_t)si.size, stdout) != si.size) {
+        rc = CLI_FAIL;
+    }
+    if (rc == CLI_OK && fflush(stdout) != 0) rc = CLI_FAIL;
+    free(buf);
+    return rc;
+}
+
 static int cat_run(const cli_args *a) {
-    const char *path = a->pos[0], *name = a->pos[1];
-    const char *as = cli_value(a, "as");
+    const char *path = a->pos[0], *name = a->npos > 1 ? a->pos[1] : NULL;
+    const char *as = cli_value(a, "as"), *section = cli_value(a, "section");
     if (as && strcasecmp(as, "f32") != 0)
         return cli_usage_error(a, "--as %s: only f32 is supported", as);
+    if (section && (name || as))
+        return cli_usage_error(a, "--section takes no TENSOR and no --as");
+    if (!section && !name) return cli_usage_error(a, "missing TENSOR (or --section NAME)");
+    if (section) {
+        tbx_file *sf = cli_open(a, path);
+        if (!sf) return CLI_FAIL;
+        int src = cat_section(sf, section, path);
+        tbx_close(sf);
+        return src;
+    }
 
     tbx_file *f = cli_open(a, path);
     if (!f) return CLI_FAIL;
@@ -208,13 +256,14 @@ static int cat_run(const cli_args *a) {
 
 const cli_command cli_cmd_cat = {
     "cat",
-    "FILE TENSOR [--as f32]",
-    "Write a tensor's stored bytes (or its values as float32) to standard output",
+    "FILE TENSOR [--as f32] | FILE --section NAME",
+    "Write a tensor's stored bytes (or its values as float32), or a section, to standard output",
     "Without --as: the stored bytes (decompressed when the file compresses them; for sparse\n"
     "tensors each component's bytes in turn). With --as f32: the values decoded to\n"
-    "little-endian float32, row-major (quantized data dequantized, sparse data densified).\n",
+    "little-endian float32, row-major (quantized data dequantized, sparse data densified).\n"
+    "With --section NAME: the bytes of that section (e.g. an MCF file's config.json) verbatim.\n",
     cat_options,
-    2,
+    1,
     2,
     cat_run,
     NULL,

@@ -7,10 +7,14 @@
  * complete values, keys in file order; --types wraps each metadata value with its type.
  *
  * --stats prints the values view of stats.c instead (decoded previews, statistics, histograms).
- * Size variables (OINF) are shown by both printers (tbx_sizevar_count / tbx_sizevar_get).
+ * Size variables (OINF) are shown by both printers (tbx_sizevar_count / tbx_sizevar_get), and
+ * an MCF file's whole section directory (type, name, version, offset, size; tensorbox/mcf.h).
  */
 #define _GNU_SOURCE
 #include "cli.h"
+
+#define TBX_EXPERIMENTAL 1
+#include <tensorbox/mcf.h>
 
 #include <inttypes.h>
 #include <string.h>
@@ -21,6 +25,8 @@ static const cli_option info_options[] = {
     {"stats", 0, NULL, "decode every tensor: preview, min/max/mean/median/std, histogram"},
     {NULL, 0, NULL, NULL},
 };
+
+static void print_mcf_directory(FILE *fp, const tbx_file *f);
 
 /* Human output: how much of a long value to show. */
 #define INFO_MAX_ITEMS 16
@@ -255,6 +261,21 @@ static void info_human(tbx_file *f, const char *path) {
                     si.size);
         }
     }
+    print_mcf_directory(fp, f);
+}
+
+/* An MCF file's section directory (human output). */
+static void print_mcf_directory(FILE *fp, const tbx_file *f) {
+    uint64_t n = tbx_mcf_section_count(f);
+    if (n == 0) return;
+    fprintf(fp, "directory: %" PRIu64 " MCF sections\n", n);
+    fprintf(fp, "  %-6s  %-22s  %7s  %12s  %12s\n", "TYPE", "NAME", "VERSION", "OFFSET", "SIZE");
+    for (uint64_t i = 0; i < n && !ferror(fp); i++) {
+        tbx_mcf_section e;
+        if (tbx_mcf_section_get(f, i, &e) != TBX_OK) continue;
+        fprintf(fp, "  0x%04" PRIx32 "  %-22s  %7" PRIu32 "  %12" PRIu64 "  %12" PRIu64 "\n", e.type,
+                e.name, e.version, e.offset, e.size);
+    }
 }
 
 /* Component list of a tensor that is not plain dense raw data (JSON). */
@@ -462,6 +483,28 @@ static void info_json(tbx_file *f, int typed) {
             json_u64(&j, si.offset);
             json_keyz(&j, "size");
             json_u64(&j, si.size);
+            json_end_object(&j);
+        }
+        json_end_array(&j);
+    }
+    uint64_t nd = tbx_mcf_section_count(f);
+    if (nd > 0) {
+        json_keyz(&j, "mcf_directory");
+        json_begin_array(&j);
+        for (uint64_t i = 0; i < nd && !ferror(stdout); i++) {
+            tbx_mcf_section e;
+            if (tbx_mcf_section_get(f, i, &e) != TBX_OK) continue;
+            json_begin_object(&j);
+            json_keyz(&j, "type");
+            json_u64(&j, e.type);
+            json_keyz(&j, "name");
+            json_stringz(&j, e.name);
+            json_keyz(&j, "version");
+            json_u64(&j, e.version);
+            json_keyz(&j, "offset");
+            json_u64(&j, e.offset);
+            json_keyz(&j, "size");
+            json_u64(&j, e.size);
             json_end_object(&j);
         }
         json_end_array(&j);

@@ -696,6 +696,7 @@ tbx_status tbx_dtype_nbytes_shape_in(const tbx_driver *const *drivers, tbx_dtype
 extern const tbx_driver tbx_driver_safetensors;
 extern const tbx_driver tbx_driver_gguf;
 extern const tbx_driver tbx_driver_oinf;
+extern const tbx_driver tbx_driver_mcf;
 extern const tbx_driver tbx_driver_ztensor;
 
 /* ------------------------------------------------------------------------------------------ */

@@ -17,6 +17,7 @@
 const tbx_driver *const tbx_drivers[] = {
     &tbx_driver_gguf,
     &tbx_driver_oinf,
+    &tbx_driver_mcf,
     &tbx_driver_ztensor,
     &tbx_driver_safetensors, /* weakest probe (no magic): keep last */
     NULL,
