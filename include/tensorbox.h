@@ -678,6 +678,9 @@ TBX_API tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, siz
  * tensors densified, quantized ones dequantized). For block dtypes `first` must be a multiple of
  * the block size and `count` too unless it reaches the end. TBX_E_UNSUPPORTED when the dtype
  * has no f32 decoding; TBX_E_INVALID_ARG when `out` is NULL and count > 0 (checked first).
+ * Linear quantization with parameters held by the description (OINF v2) gives
+ * (float(code) - zero) * scale in float32 (docs/formats/oinf.md); the stored codes stay
+ * readable with tbx_tensor_read / tbx_component_read.
  * Memory: a few MiB of buffers besides `out`. Compressed data goes through the cursors of
  * tbx_component_read_range: reading a tensor in consecutive chunks decodes it once (dense, CSR
  * and quantized_group zTensor tensors; a COO tensor is scanned whole for every call, its
@@ -864,6 +867,21 @@ TBX_API tbx_status tbx_writer_add_sizevar(tbx_writer *w, const char *name, uint6
  * and refuses (TBX_E_LIMIT) names of 4 GiB or more and more than 65535 dimensions. */
 TBX_API tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc,
                                          uint64_t *index, tbx_error *err);
+/* Declares a quantized tensor: tbx_writer_add_tensor plus how its stored codes map to reals
+ * (see "Quantization"; quant NULL: the same as tbx_writer_add_tensor). The description and
+ * everything it points to (values, params) are copied; it is checked first (struct_size,
+ * method, scopes and counts against the shape: TBX_E_INVALID_ARG naming the member).
+ * The tensor's bytes are its stored codes, desc->dtype being quant->code_dtype: a ggml block
+ * type for TBX_QUANT_GGML, the codes' dtype for TBX_QUANT_LINEAR with the scales and zero
+ * points in `values`. A format stores the description exactly or refuses the tensor, never
+ * drops it: TBX_QUANT_GGML wherever the block type is stored (the type is the description);
+ * TBX_QUANT_LINEAR where the format's writer takes it (this release: OINF version 2, scopes
+ * TENSOR or CHANNEL with f32 scales and i32 zero points in `values`; a domain or clip range
+ * it cannot record is TBX_E_LOSSY); otherwise TBX_E_UNSUPPORTED naming the tensor. On any
+ * failure nothing is declared. */
+TBX_API tbx_status tbx_writer_add_quant_tensor(tbx_writer *w, const tbx_tensor_desc *desc,
+                                               const tbx_quant_info *quant, uint64_t *index,
+                                               tbx_error *err);
 /* Appends `len` bytes of stored data to tensor `index`. Tensors are written one at a time, in
  * any order: starting another tensor requires the current one to be complete. Writing more bytes
  * than the tensor's size is TBX_E_RANGE. */
@@ -889,6 +907,9 @@ TBX_API void tbx_remove_temp_files(void);
 #define TBX_CONVERT_STRINGIFY_META 0x01u /* store metadata the target cannot type as strings */
 #define TBX_CONVERT_DROP_META      0x02u /* drop metadata the target cannot store */
 #define TBX_CONVERT_DROP_SECTIONS  0x04u /* drop sections the target cannot store */
+/* dequantize to f32 (cast_to when set) a quantized tensor whose quantization the target cannot
+ * store (see tbx_convert) */
+#define TBX_CONVERT_DEQUANTIZE     0x08u
 
 typedef void (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
 
@@ -913,7 +934,15 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * dense, 2-D ([rows, cols] row-major), of dtype f32, f16, bf16 or f64, and cols is a multiple of
  * the type's block size; its rows are decoded to f32 and quantized row by row, streamed in
  * chunks of whole rows. Every other tensor is written as cast_to says (or unchanged). The target
- * format must store the block type (GGUF does). */
+ * format must store the block type (GGUF does).
+ *
+ * Quantized tensors (tbx_tensor_quant_get succeeds) are declared with their description
+ * (tbx_writer_add_quant_tensor) and keep their stored bytes when the target stores the
+ * description exactly (a ggml block type in GGUF; OINF v2 parameters in OINF version 2).
+ * Otherwise the conversion fails with the writer's TBX_E_UNSUPPORTED / TBX_E_LOSSY naming the
+ * tensor, unless flags has TBX_CONVERT_DEQUANTIZE: the tensor is then written as f32 (cast_to
+ * when set) from tbx_tensor_read_f32, without a description. A quantization is never dropped
+ * silently, and cast_to alone does not apply to quantized tensors. */
 TBX_API tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
                                tbx_error *err);
 

@@ -10,8 +10,9 @@
  * exact tensorbox version it runs with. Defining TBX_EXPERIMENTAL before the #include is the
  * caller's acknowledgement; without it this header refuses to compile.
  *
- * What is here: attaching OINF v2 quantization parameters to a tensor being written (the
- * writer's generic API has no room for them yet). Everything else OINF offers goes through
+ * What is here: attaching OINF v2 quantization parameters to a tensor being written in OINF's
+ * own terms (the generic way, which every format shares, is tbx_writer_add_quant_tensor with
+ * a tbx_quant_info). Everything else OINF offers goes through
  * tensorbox.h: size variables with tbx_sizevar_count/get and tbx_writer_add_sizevar, the
  * quantization of a tensor read from a file with tbx_tensor_quant_get (its params MAP holds
  * OINF's scheme, scale_mode and zp_mode codes). docs/formats/oinf.md describes the format.

@@ -3,7 +3,8 @@
  *
  * A thin front end to tbx_convert. The output format comes from --to or from OUT's extension.
  * Conversion is lossless unless an option allows a lossy step, one option per kind of loss:
- * --stringify-meta, --drop-meta, --drop-sections, --cast DTYPE, --quant TYPE. --force allows
+ * --stringify-meta, --drop-meta, --drop-sections, --cast DTYPE, --quant TYPE, --dequantize.
+ * --force allows
  * replacing an existing OUT when it is a regular file (the library still never replaces the
  * input, nor a FIFO, device, socket or directory); a symbolic link OUT is followed. While converting, a single
  * updating progress line (percent, MB/s) goes to stderr when stderr is a terminal.
@@ -28,6 +29,8 @@ static const cli_option convert_options[] = {
     {"drop-sections", 0, NULL, "lossy: drop sections the target cannot store"},
     {"cast", 0, "DTYPE", "lossy: convert every tensor to DTYPE (e.g. f16, bf16, f32)"},
     {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to a ggml type (q8_0, q4_k, ...)"},
+    {"dequantize", 0, NULL, "lossy: dequantize to f32 (or --cast) quantized tensors the target "
+                            "cannot store as such"},
     {"alignment", 0, "N", "tensor data alignment in bytes (default: the format's)"},
     {"compress", 0, "LEVEL", "zstd level for formats that compress (default 0: raw)"},
     {"digest", 0, "ALGO", "sha256 or crc32c, for formats that store digests"},
@@ -143,6 +146,7 @@ static int convert_run(const cli_args *a) {
     if (cli_flag(a, "stringify-meta")) opt.flags |= TBX_CONVERT_STRINGIFY_META;
     if (cli_flag(a, "drop-meta")) opt.flags |= TBX_CONVERT_DROP_META;
     if (cli_flag(a, "drop-sections")) opt.flags |= TBX_CONVERT_DROP_SECTIONS;
+    if (cli_flag(a, "dequantize")) opt.flags |= TBX_CONVERT_DEQUANTIZE;
 
     const char *cast = cli_value(a, "cast");
     if (cast) {
@@ -219,7 +223,8 @@ static int convert_run(const cli_args *a) {
             fprintf(stderr, "tbx: use --force to replace %s\n", out);
         else if (st == TBX_E_LOSSY)
             fprintf(stderr, "tbx: lossy steps need an explicit option: --stringify-meta, "
-                            "--drop-meta, --drop-sections, --cast DTYPE, --quant TYPE\n");
+                            "--drop-meta, --drop-sections, --cast DTYPE, --quant TYPE, "
+                            "--dequantize\n");
         return CLI_FAIL;
     }
     return CLI_OK;
@@ -227,7 +232,8 @@ static int convert_run(const cli_args *a) {
 
 const cli_command cli_cmd_convert = {
     "convert",
-    "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]",
+    "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]"
+    " [--dequantize]",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
     "the conversion with an error naming it, and each lossy step needs its own option.\n"
@@ -236,6 +242,9 @@ const cli_command cli_cmd_convert = {
     "dangling one needs --force). --force replaces only a regular file.\n"
     "--quant TYPE quantizes every dense 2-D f32/f16/bf16/f64 tensor whose row length is a\n"
     "multiple of the type's block size (other tensors are copied unchanged).\n"
+    "A quantized tensor (ggml block type, OINF v2 parameters, zTensor quantized_group) keeps\n"
+    "its quantization when the target stores it exactly; otherwise the conversion stops, unless\n"
+    "--dequantize writes it dequantized, as f32 (or the --cast dtype).\n"
     "The output formats (those this library can write) follow, with their extensions.\n",
     convert_options,
     2,

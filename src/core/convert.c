@@ -4,8 +4,11 @@
  * Every metadata entry, section and tensor of the input is handed to a writer of the target
  * format; tensor bytes stream through a bounded buffer. The conversion is lossless unless the
  * caller explicitly allows a lossy step: stringifying or dropping metadata the target cannot
- * type, dropping sections, casting floating-point tensors to another float dtype, or quantizing
- * 2-D floating-point tensors to a ggml block type (quant_to).
+ * type, dropping sections, casting floating-point tensors to another float dtype, quantizing
+ * 2-D floating-point tensors to a ggml block type (quant_to), or dequantizing a quantized tensor
+ * whose description (tbx_quant_info) the target cannot store (TBX_CONVERT_DEQUANTIZE). A
+ * quantized tensor otherwise travels with its description (tbx_writer_add_quant_tensor): the
+ * target stores it exactly or the conversion fails naming the tensor.
  */
 #include "internal.h"
 #include "plain.h"
@@ -280,6 +283,39 @@ static tbx_dtype target_dtype(const tbx_tensor *t, const tbx_convert_options *o)
     return o->cast_to;
 }
 
+/* Declares quantized tensor i (t->quant set): with its description when the target stores it
+ * exactly (OINF v2 -> OINF v2, a ggml block type -> GGUF), else, with TBX_CONVERT_DEQUANTIZE,
+ * as f32 (cast_to when set) to be filled from tbx_tensor_read_f32; without it the writer's
+ * refusal is returned, naming the tensor and the option. */
+static tbx_status declare_quantized(tbx_file *in, size_t i, tbx_writer *w,
+                                    const tbx_convert_options *o, tbx_error *err) {
+    const tbx_tensor *t = &in->tensors[i];
+    tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+    d.name = t->name;
+    d.name_len = t->name_len;
+    d.dtype = t->dtype;
+    d.ndim = t->ndim;
+    d.shape = t->shape;
+    d.has_data = t->ncomp >= 1;
+    tbx_status st;
+    if (t->ncomp > 1 || t->layout != TBX_LAYOUT_DENSE)
+        st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
+                     "tensor \"%s\": %s tensors can be converted only by dequantizing them",
+                     t->name, tbx_layout_name(t->layout));
+    else
+        st = tbx_writer_add_quant_tensor(w, &d, t->quant, NULL, err);
+    if (st == TBX_OK || !refusal(st)) return st;
+    if (!(o->flags & TBX_CONVERT_DEQUANTIZE)) {
+        size_t l = strlen(err->message);
+        snprintf(err->message + l, sizeof err->message - l,
+                 " (tensor \"%s\" is quantized; allow dequantizing it with --dequantize)",
+                 t->name);
+        return st;
+    }
+    d.dtype = o->cast_to != TBX_DT_INVALID ? o->cast_to : TBX_DT_F32;
+    return tbx_writer_add_tensor(w, &d, NULL, err);
+}
+
 /* Encodes n f32 values to a float dtype (f32, f16, bf16, f64). */
 static bool encode_float(tbx_dtype dt, const float *src, uint64_t n, uint8_t *dst) {
     for (uint64_t i = 0; i < n; i++) {
@@ -495,16 +531,23 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     uint64_t total = 0;
     for (size_t i = 0; st == TBX_OK && i < in->ntensors; i++) {
         const tbx_tensor *t = &in->tensors[i];
-        if (t->ncomp > 1 || t->layout != TBX_LAYOUT_DENSE) {
+        if (t->quant) {
+            st = declare_quantized(in, i, w, &o, err);
+        } else if (t->ncomp > 1 || t->layout != TBX_LAYOUT_DENSE) {
             st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
                          "tensor \"%s\": %s layout cannot be converted yet", t->name,
                          tbx_layout_name(t->layout));
-            break;
+        } else {
+            tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+            d.name = t->name;
+            d.name_len = t->name_len;
+            d.dtype = target_dtype(t, &o);
+            d.ndim = t->ndim;
+            d.shape = t->shape;
+            d.has_data = t->ncomp == 1;
+            st = tbx_writer_add_tensor(w, &d, NULL, err);
         }
-        tbx_tensor_desc d = {sizeof(tbx_tensor_desc),  t->name, t->name_len, target_dtype(t, &o), t->ndim, t->shape,
-                              t->ncomp == 1 };
-        st = tbx_writer_add_tensor(w, &d, NULL, err);
-        if (st == TBX_OK && t->ncomp == 1) total += t->comp[0].nbytes;
+        if (st == TBX_OK && t->ncomp >= 1) total += t->comp[0].nbytes;
     }
 
     qbufs qb;
@@ -517,15 +560,17 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         const tbx_tensor *t = &in->tensors[i];
         if (t->ncomp == 0) continue;
         const tbx_component *k = &t->comp[0];
-        tbx_dtype to = target_dtype(t, &o);
+        /* what the writer was told this tensor is (declare_quantized may have chosen f32) */
+        tbx_dtype to = (tbx_dtype)w->tensors[i].dtype;
         if (quant && to == o.quant_to && to != t->dtype) {
             st = quantize_tensor(in, i, w, quant, to, &qb, err);
-        } else if (to != t->dtype) {
-            /* explicit lossy cast: decode to f32 in chunks, re-encode */
+        } else if (to != t->dtype || (t->quant && !tbx_writer_tensor_quant_(w, i))) {
+            /* explicit lossy step: a cast, or a dequantization (TBX_CONVERT_DEQUANTIZE):
+             * decode to f32 in chunks, re-encode */
             const tbx_dtype_info *ti = tbx_dtype_get(to);
             uint64_t per = CHUNK / 8;
             const tbx_dtype_info *si = tbx_dtype_get(t->dtype);
-            if (si->block_size > 1) per -= per % si->block_size;
+            if (si && si->block_size > 1) per -= per % si->block_size;
             if (!fbuf) {
                 fbuf_cap = (size_t)per;
                 fbuf = tbx_malloc(&in->al, fbuf_cap * sizeof(float));

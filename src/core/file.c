@@ -8,6 +8,7 @@
  */
 #include "internal.h"
 #include "plain.h"
+#include "split.h"
 
 #include <inttypes.h>
 #include <stddef.h>
@@ -426,6 +427,64 @@ static void dtype_group(const tbx_dtype_info *di, uint64_t *elems, uint64_t *byt
     *bytes = g / 8;
 }
 
+/* The parameters of a linearly quantized dense tensor as f32 arrays, with their walks. */
+typedef struct linear_params {
+    tbx_split_geom gs, gz;
+    float *scales, *zeros;
+    size_t ns, nz;
+} linear_params;
+
+static void linear_params_free(tbx_file *f, linear_params *lp) {
+    tbx_free(&f->al, lp->scales, lp->ns * sizeof(float));
+    tbx_free(&f->al, lp->zeros, lp->nz * sizeof(float));
+}
+
+/* Decodes one parameter's values (held by the description) to n f32 values. */
+static tbx_status linear_values(tbx_file *f, const tbx_tensor *t, const tbx_quant_param *p,
+                                const char *what, float **dst, size_t *n, tbx_error *err) {
+    const tbx_dtype_info *vi = tbx_dtype_core_get(p->dtype);
+    uint64_t nbytes;
+    if (!vi || tbx_dtype_info_nbytes(vi, p->count, &nbytes) != TBX_OK || nbytes > SIZE_MAX ||
+        p->count > SIZE_MAX / sizeof(float))
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                       "tensor \"%s\": %s of dtype %s cannot be decoded", t->name, what,
+                       vi ? vi->name : "?");
+    *n = p->count ? (size_t)p->count : 1;
+    *dst = tbx_malloc(&f->al, *n * sizeof(float));
+    if (!*dst) { *n = 0; return tbx_err_nomem(err, "quantization parameters"); }
+    if (p->count && tbx_decode_f32(p->dtype, p->values, (size_t)nbytes, p->count, *dst) != TBX_OK)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                       "tensor \"%s\": %s of dtype %s cannot be decoded", t->name, what,
+                       vi->name);
+    return TBX_OK;
+}
+
+/* tbx_tensor_read_f32 of a dense tensor with a linear description: the parameters must be
+ * held by the description (values) with a scope the in-place kernel walks. */
+static tbx_status linear_params_get(tbx_file *f, const tbx_tensor *t, linear_params *lp,
+                                    tbx_error *err) {
+    const tbx_quant_info *q = t->quant;
+    const bool zero = q->zero.scope != TBX_QSCOPE_NONE;
+    if (!q->scale.values || (zero && !q->zero.values) ||
+        tbx_affine_geom_init(&lp->gs, &q->scale, t->shape, t->ndim) != TBX_OK ||
+        tbx_affine_geom_init(&lp->gz, &q->zero, t->shape, t->ndim) != TBX_OK)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                       "tensor \"%s\": its linear quantization (scale scope %s, zero scope %s) "
+                       "cannot be applied to a dense tensor", t->name,
+                       tbx_quant_scope_name(q->scale.scope), tbx_quant_scope_name(q->zero.scope));
+    tbx_status st = linear_values(f, t, &q->scale, "scales", &lp->scales, &lp->ns, err);
+    if (st == TBX_OK && zero)
+        st = linear_values(f, t, &q->zero, "zero points", &lp->zeros, &lp->nz, err);
+    if (st != TBX_OK) {
+        linear_params_free(f, lp);
+        memset(lp, 0, sizeof *lp);
+    }
+    return st;
+}
+
+static tbx_status read_f32_dense(tbx_file *f, const tbx_tensor *t, const tbx_dtype_info *di,
+                                 uint64_t first, uint64_t count, float *out, tbx_error *err);
+
 tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
                                float *out, tbx_error *err) {
     if (!f || i >= f->ntensors) return bad_index(err, f, i);
@@ -453,7 +512,25 @@ tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "dtype",
                        "tensor \"%s\": dtype %s cannot be decoded to f32", t->name,
                        di ? di->name : "?");
-    if (count == 0) return TBX_OK;
+    /* linear quantization with its parameters held apart (OINF v2): the codes decoded below,
+     * then (code - zero) * scale */
+    linear_params lp;
+    memset(&lp, 0, sizeof lp);
+    if (t->quant && t->quant->method == TBX_QUANT_LINEAR &&
+        (st = linear_params_get(f, t, &lp, err)) != TBX_OK)
+        return st;
+    st = count ? read_f32_dense(f, t, di, first, count, out, err) : TBX_OK;
+    if (st == TBX_OK && lp.scales && count)
+        tbx_dequant_affine_inplace(&lp.gs, &lp.gz, lp.scales, lp.zeros, first, count, out);
+    linear_params_free(f, &lp);
+    return st;
+}
+
+/* The dense decoding of tbx_tensor_read_f32 (range checked, count > 0). */
+static tbx_status read_f32_dense(tbx_file *f, const tbx_tensor *t, const tbx_dtype_info *di,
+                                 uint64_t first, uint64_t count, float *out, tbx_error *err) {
+    tbx_status st = TBX_OK;
+    const uint64_t last = first + count;
     uint64_t ge, gb;
     dtype_group(di, &ge, &gb);
     if ((di->flags & TBX_DTF_BLOCK) && (first % ge || (count % ge && last != t->nelems)))

@@ -465,6 +465,16 @@ void *tbx_file_quant_values(tbx_file *f, tbx_quant_info *q, tbx_quant_param *p, 
 tbx_status tbx_quant_put(tbx_quant_info *q, const char *key, tbx_value *v);
 tbx_status tbx_quant_put_u32(tbx_file *f, tbx_quant_info *q, const char *key, uint32_t v);
 void tbx_file_quant_free(tbx_file *f);
+/* Checks a caller's description (tbx_writer_add_quant_tensor) of tensor `tensor` (shape, ndim) before a writer keeps it:
+ * struct_size at least this version's, a known method, scopes and counts that fit the shape
+ * (TENSOR: 1; CHANNEL: shape[axis], axis < ndim), values of a core byte-sized dtype when given,
+ * params a MAP or NULL. TBX_E_INVALID_ARG naming the member otherwise. */
+tbx_status tbx_quant_desc_check(const tbx_quant_info *q, const uint64_t *shape, uint32_t ndim,
+                                const char *tensor, tbx_error *err);
+/* A deep copy of a checked description (values and params copied; params an empty MAP when q
+ * has none), made with al; NULL on OOM. tbx_quant_clone_free frees it (accepts NULL). */
+tbx_quant_info *tbx_quant_clone(const tbx_alloc *al, const tbx_quant_info *q);
+void tbx_quant_clone_free(const tbx_alloc *al, tbx_quant_info *q);
 
 /* ------------------------------------------------------------------------------------------ */
 /* The writer's common state (src/core/writer.c)                                               */
@@ -498,6 +508,14 @@ typedef struct tbx_wsection {
     size_t len;
 } tbx_wsection;
 
+/* A declared tensor's quantization description (tbx_writer_add_quant_tensor); drivers read
+ * w->quants (by increasing index) or tbx_writer_tensor_quant_. */
+struct tbx_wquant {
+    uint64_t index;            /* the tensor */
+    const tbx_quant_info *q;   /* checked (tbx_quant_desc_check) and accepted by the driver */
+    bool owned;                /* a copy made by the writer (else the converted file's own) */
+};
+
 typedef enum tbx_wstate { TBX_WS_DECLARE, TBX_WS_DATA, TBX_WS_DONE } tbx_wstate;
 
 struct tbx_writer {
@@ -510,6 +528,9 @@ struct tbx_writer {
     tbx_meta_entry *meta; size_t nmeta, cap_meta; tbx_names meta_names;
     tbx_wtensor *tensors; size_t ntensors, cap_tensors; tbx_names tensor_names;
     tbx_wsection *sections; size_t nsections, cap_sections;
+    /* Quantization descriptions of declared tensors (tbx_writer_add_quant_tensor), by increasing
+     * tensor index; only quantized tensors have an entry (tbx_wtensor stays 40 bytes). */
+    struct tbx_wquant *quants; size_t nquants, cap_quants;
     bool borrow_descs;      /* tbx_writer_borrow_descs_: names and shapes are the caller's */
     const tbx_names *lent_names; /* tbx_writer_borrow_descs_: the caller's index of the same
                                     names (tensor i of the writer is entry i); NULL: own index */
@@ -527,6 +548,9 @@ struct tbx_writer {
  * duplicates. Call before the first tensor. */
 tbx_status tbx_writer_borrow_descs_(tbx_writer *w, size_t n, const tbx_names *names,
                                     tbx_error *err);
+/* The quantization description given for declared tensor `index` (tbx_writer_add_quant_tensor),
+ * NULL when none; valid until the writer is freed. For drivers' w_check_quant / layout. */
+const tbx_quant_info *tbx_writer_tensor_quant_(const tbx_writer *w, uint64_t index);
 /* Finds a declared tensor of the writer by name (through its own or the lent index). */
 bool tbx_writer_find_tensor_(const tbx_writer *w, const char *name, size_t len, uint64_t *index);
 /* tbx_writer_add_meta for a caller whose key and value outlive the writer (tbx_convert): the
@@ -634,6 +658,16 @@ struct tbx_driver {
                                   tbx_error *err);
     /* May the format store this tensor? Sets t->nbytes when the table cannot. */
     tbx_status (*w_check_tensor)(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+    /* Optional: may the format store the quantization description q of tensor t (given with
+     * tbx_writer_add_quant_tensor, called after w_check_tensor accepted t; may change t->nbytes)?
+     * TBX_E_UNSUPPORTED / TBX_E_LOSSY naming the tensor and what cannot be stored; TBX_OK
+     * means the writer stores q exactly. The writer keeps q (a copy, or the converted file's
+     * own description) until w_free: drivers read it back with tbx_writer_tensor_quant_.
+     * NULL: the format stores no descriptions; core then accepts only TBX_QUANT_GGML with
+     * code_dtype == the tensor's dtype (the block type is the description) and refuses the
+     * rest with TBX_E_UNSUPPORTED. */
+    tbx_status (*w_check_quant)(tbx_writer *w, tbx_wtensor *t, const tbx_quant_info *q,
+                                tbx_error *err);
     /* Called once before the first tensor byte (or at finish): assign every t->offset, write
      * headers, set w->end to the final file size when already known. */
     tbx_status (*w_layout)(tbx_writer *w, tbx_error *err);

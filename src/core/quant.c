@@ -144,3 +144,97 @@ tbx_status tbx_tensor_quant_get(const tbx_file *f, uint64_t i, tbx_quant_info *q
     q->struct_size = want < sizeof *q ? want : (uint32_t)sizeof *q;
     return TBX_OK;
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Descriptions handed to a writer (tbx_writer_add_quant_tensor)                              */
+/* ------------------------------------------------------------------------------------------ */
+static tbx_status param_check(const tbx_quant_param *p, bool zero, const uint64_t *shape,
+                              uint32_t ndim, const char *tensor, const char *member,
+                              uint64_t *values_bytes, tbx_error *err) {
+    *values_bytes = 0;
+    const bool scope_ok = p->scope == TBX_QSCOPE_BLOCK || p->scope == TBX_QSCOPE_TENSOR ||
+                          p->scope == TBX_QSCOPE_CHANNEL || p->scope == TBX_QSCOPE_GROUP ||
+                          (zero && p->scope == TBX_QSCOPE_NONE);
+    if (!scope_ok)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, member,
+                       "tensor \"%s\": quantization %s scope %d is not valid", tensor, member,
+                       (int)p->scope);
+    if (p->scope == TBX_QSCOPE_TENSOR && p->count != 1)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, member,
+                       "tensor \"%s\": quantization %s of scope tensor has count %llu, "
+                       "expected 1", tensor, member, (unsigned long long)p->count);
+    if (p->scope == TBX_QSCOPE_CHANNEL && (p->axis >= ndim || p->count != shape[p->axis]))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, member,
+                       "tensor \"%s\": quantization %s per channel of axis %u with count %llu "
+                       "does not fit the tensor's %u dimensions", tensor, member, p->axis,
+                       (unsigned long long)p->count, ndim);
+    if (!p->values) return TBX_OK;
+    const tbx_dtype_info *di = tbx_dtype_core_get(p->dtype);
+    if (!di || (di->flags & (TBX_DTF_BLOCK | TBX_DTF_PACKED)) || di->bits % 8 ||
+        !tbx_mul_u64(p->count, di->bits / 8, values_bytes) || *values_bytes > SIZE_MAX)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, member,
+                       "tensor \"%s\": quantization %s values of dtype %d cannot be held "
+                       "(a core byte-sized dtype is needed)", tensor, member, (int)p->dtype);
+    return TBX_OK;
+}
+
+tbx_status tbx_quant_desc_check(const tbx_quant_info *q, const uint64_t *shape, uint32_t ndim,
+                                const char *tensor, tbx_error *err) {
+    if (q->struct_size < sizeof *q)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant",
+                       "tensor \"%s\": quantization description struct_size %u is smaller than "
+                       "its first version (%zu)", tensor, q->struct_size, sizeof *q);
+    if (q->method != TBX_QUANT_GGML && q->method != TBX_QUANT_LINEAR)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant.method",
+                       "tensor \"%s\": quantization method %d is not known", tensor,
+                       (int)q->method);
+    if (q->params && ((const tbx_value *)q->params)->type != TBX_V_MAP)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant.params",
+                       "tensor \"%s\": quantization params must be a MAP", tensor);
+    uint64_t nb;
+    tbx_status st = param_check(&q->scale, false, shape, ndim, tensor, "quant.scale", &nb, err);
+    if (st == TBX_OK) st = param_check(&q->zero, true, shape, ndim, tensor, "quant.zero", &nb, err);
+    return st;
+}
+
+/* The copy: a tbx_quant_rec made with al instead of a handle's allocator. */
+tbx_quant_info *tbx_quant_clone(const tbx_alloc *al, const tbx_quant_info *q) {
+    tbx_quant_rec *r = tbx_calloc(al, 1, sizeof *r);
+    if (!r) return NULL;
+    memcpy(&r->info, q, sizeof r->info);
+    r->info.struct_size = (uint32_t)sizeof r->info;
+    r->info.params = NULL;
+    r->info.scale.values = r->info.zero.values = NULL;
+    const tbx_quant_param *src[2] = {&q->scale, &q->zero};
+    tbx_quant_param *dst[2] = {&r->info.scale, &r->info.zero};
+    bool ok = true;
+    for (int k = 0; k < 2 && ok; k++) {
+        if (!src[k]->values) continue;
+        const tbx_dtype_info *di = tbx_dtype_core_get(src[k]->dtype);
+        size_t n = (size_t)src[k]->count * (di->bits / 8); /* checked by tbx_quant_desc_check */
+        void *v = tbx_malloc(al, n ? n : 1);
+        if (!v) { ok = false; break; }
+        if (n) memcpy(v, src[k]->values, n);
+        r->values[k] = v;
+        r->values_len[k] = n ? n : 1;
+        dst[k]->values = v;
+    }
+    tbx_value *params = ok ? (q->params ? tbx_val_clone(al, q->params)
+                                        : tbx_val_new(al, TBX_V_MAP))
+                           : NULL;
+    r->info.params = params;
+    if (!params) {
+        tbx_quant_clone_free(al, &r->info);
+        return NULL;
+    }
+    return &r->info;
+}
+
+void tbx_quant_clone_free(const tbx_alloc *al, tbx_quant_info *q) {
+    if (!q) return;
+    tbx_quant_rec *r = (tbx_quant_rec *)q;
+    for (int k = 0; k < 2; k++)
+        if (r->values[k]) tbx_free(al, r->values[k], r->values_len[k]);
+    tbx_val_free((tbx_value *)r->info.params);
+    tbx_free(al, r, sizeof *r);
+}

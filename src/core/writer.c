@@ -28,10 +28,17 @@ static const char *wtensor_key_of(const void *ctx, uint64_t i, size_t *len) {
     return w->tensors[i].name;
 }
 
+static void wquant_pop(tbx_writer *w) {
+    struct tbx_wquant *e = &w->quants[--w->nquants];
+    if (e->owned) tbx_quant_clone_free(&w->al, (tbx_quant_info *)e->q);
+}
+
 static void writer_free(tbx_writer *w) {
     if (!w) return;
     if (w->drv && w->drv->w_free) w->drv->w_free(w);
     const tbx_alloc al = w->al;
+    while (w->nquants) wquant_pop(w);
+    tbx_free(&al, w->quants, w->cap_quants * sizeof *w->quants);
     for (size_t i = 0; i < w->nmeta; i++) {
         if (w->meta[i].borrowed) continue;
         tbx_free(&al, w->meta[i].key, w->meta[i].key_len + 1);
@@ -229,8 +236,56 @@ tbx_status tbx_writer_add_sizevar(tbx_writer *w, const char *name, uint64_t valu
     return w->drv->w_add_sizevar(w, name, value, err);
 }
 
+/* Keeps `quant` for the tensor being declared (index w->ntensors): a checked copy, or the
+ * converted file's own description when the writer borrows the descriptors (tbx_convert). */
+static tbx_status add_quant(tbx_writer *w, const tbx_tensor_desc *d,
+                            const tbx_quant_info *quant, const char *q, tbx_error *err) {
+    tbx_status st = tbx_quant_desc_check(quant, d->shape, d->ndim, q, err);
+    if (st != TBX_OK) return st;
+    if (!tbx_grow(&w->al, (void **)&w->quants, &w->cap_quants, w->nquants + 1,
+                  sizeof *w->quants))
+        return tbx_err_nomem(err, "quantization table");
+    const tbx_quant_info *kept = quant;
+    if (!w->borrow_descs && !(kept = tbx_quant_clone(&w->al, quant)))
+        return tbx_err_nomem(err, "quantization description");
+    w->quants[w->nquants++] = (struct tbx_wquant){w->ntensors, kept, !w->borrow_descs};
+    return TBX_OK;
+}
+
+/* Does the format store the description exactly? Its w_check_quant decides; without one only
+ * a ggml block type (the dtype is the description) passes. Never dropped silently. */
+static tbx_status check_quant(tbx_writer *w, tbx_wtensor *t, const tbx_tensor_desc *d,
+                              const tbx_quant_info *qi, const char *q, tbx_error *err) {
+    if (qi->method == TBX_QUANT_GGML && qi->code_dtype != d->dtype)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant.code_dtype",
+                       "tensor \"%s\": a ggml description's code dtype must be the tensor's "
+                       "dtype", q);
+    if (w->drv->w_check_quant)
+        return w->drv->w_check_quant(w, t, tbx_writer_tensor_quant_(w, w->ntensors), err);
+    if (qi->method == TBX_QUANT_GGML) return TBX_OK;
+    return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                   "tensor \"%s\": %s files cannot store %s quantization parameters", q,
+                   tbx_format_name(w->format), tbx_quant_method_name(qi->method));
+}
+
+const tbx_quant_info *tbx_writer_tensor_quant_(const tbx_writer *w, uint64_t index) {
+    size_t lo = 0, hi = w->nquants; /* entries by increasing index */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (w->quants[mid].index < index) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < w->nquants && w->quants[lo].index == index ? w->quants[lo].q : NULL;
+}
+
 tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc, uint64_t *index,
                                  tbx_error *err) {
+    return tbx_writer_add_quant_tensor(w, desc, NULL, index, err);
+}
+
+tbx_status tbx_writer_add_quant_tensor(tbx_writer *w, const tbx_tensor_desc *desc,
+                                       const tbx_quant_info *quant, uint64_t *index,
+                                       tbx_error *err) {
     /* versioned: fields past a shorter caller's struct_size are 0 */
     tbx_tensor_desc dd, *d = desc ? &dd : NULL;
     if (desc) {
@@ -245,10 +300,24 @@ tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc, uin
     size_t nl = d->name_len ? d->name_len : strlen(d->name);
     char q[96];
     tbx_quote_bytes(q, sizeof q, d->name, nl, 64);
-    const tbx_dtype_info *di = tbx_dtype_get(d->dtype);
-    if (!di)
+    /* The dtype as this format knows it: a core dtype or one of its own driver's. A dtype
+     * another driver declares (MCF's quantization families) is not this format's: refused as
+     * such before anything is sized with that driver's rules. */
+    const tbx_driver *own[2] = {w->drv, NULL};
+    const tbx_dtype_info *di = tbx_dtype_get_in(own, d->dtype);
+    if (!di) {
+        const tbx_dtype_info *other = tbx_dtype_get(d->dtype);
+        if (other)
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
+                           "tensor \"%s\": dtype %s belongs to another format; %s files cannot "
+                           "store it", q, other->name, tbx_format_name(w->format));
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor.dtype",
                        "tensor \"%s\": invalid dtype %d", q, (int)d->dtype);
+    }
+    if (w->drv->w_dtype_ok && !w->drv->w_dtype_ok(d->dtype))
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
+                       "tensor \"%s\": %s files cannot store dtype %s", q,
+                       tbx_format_name(w->format), di->name);
     if (nl == 0 || memchr(d->name, 0, nl))
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor.name",
                        "tensor name \"%s\" is empty or contains NUL", q);
@@ -274,7 +343,7 @@ tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc, uin
             return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor.shape",
                            "tensor \"%s\": element count overflows", q);
     if (t->has_data) {
-        st = tbx_dtype_nbytes_shape(d->dtype, d->shape, d->ndim, &t->nbytes);
+        st = tbx_dtype_nbytes_shape_in(own, d->dtype, d->shape, d->ndim, &t->nbytes);
         if (st == TBX_E_UNSUPPORTED) t->nbytes = 0; /* the driver must size it */
         else if (st != TBX_OK)
             return tbx_err(err, st, TBX_NO_OFFSET, "tensor.shape",
@@ -294,7 +363,10 @@ tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc, uin
         return tbx_err_nomem(err, "tensor");
     }
     if (d->ndim && !w->borrow_descs) memcpy(t->shape, d->shape, d->ndim * sizeof(uint64_t));
-    if (w->drv->w_check_tensor) st = w->drv->w_check_tensor(w, t, err);
+    const size_t nq0 = w->nquants;
+    if (quant) st = add_quant(w, d, quant, q, err);
+    if (st == TBX_OK && w->drv->w_check_tensor) st = w->drv->w_check_tensor(w, t, err);
+    if (st == TBX_OK && quant) st = check_quant(w, t, d, quant, q, err);
     uint64_t earlier;
     if (st == TBX_OK && !w->lent_names) {
         st = tbx_names_insert(&w->tensor_names, w->ntensors, &earlier);
@@ -305,6 +377,7 @@ tbx_status tbx_writer_add_tensor(tbx_writer *w, const tbx_tensor_desc *desc, uin
             st = tbx_err_nomem(err, "tensor index");
     }
     if (st != TBX_OK) {
+        while (w->nquants > nq0) wquant_pop(w);
         if (!w->borrow_descs) {
             tbx_free(&w->al, t->name, nl + 1);
             tbx_free(&w->al, t->shape, d->ndim * sizeof(uint64_t));

@@ -1360,7 +1360,7 @@ static void lint_tensors(gguf_lint_ctx *l, tbx_file *f, const gguf_state *s, con
 }
 
 tbx_status tbx_gguf_lint(tbx_file *f, tbx_problem_fn cb, void *ud) {
-    if (!f || (f->drv != &tbx_driver_gguf && f->drv != &gguf_driver_be) || !f->drv_state)
+    if (!f || !f->drv || f->drv->format != TBX_FORMAT_GGUF || !f->drv_state)
         return TBX_E_INVALID_ARG;
     const gguf_state *s = f->drv_state;
     if (s->tag != G_STATE_TAG) return TBX_E_INVALID_ARG;
@@ -1504,14 +1504,14 @@ static tbx_status gguf_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *
     if (t->ndim > 64)
         return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "tensor.shape",
                        "tensor \"%s\": %" PRIu32 " dimensions; readers allow 64", q, t->ndim);
-    const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+    const tbx_dtype_info *di = tbx_dtype_core_get(t->dtype); /* a ggml type: a core dtype */
     uint64_t ne0 = t->ndim ? t->shape[t->ndim - 1] : 1;
     if (ne0 % di->block_size)
         return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor.shape",
                        "tensor \"%s\": the last dimension %" PRIu64 " is not a multiple of the "
                        "%s block size %" PRIu32, q, ne0, di->name, di->block_size);
     uint64_t nbytes;
-    st = tbx_dtype_nbytes_shape(t->dtype, t->shape, t->ndim, &nbytes);
+    st = tbx_dtype_info_nbytes_shape(di, t->shape, t->ndim, &nbytes);
     if (st != TBX_OK)
         return tbx_err(err, st, TBX_NO_OFFSET, "tensor.shape",
                        "tensor \"%s\": cannot size %s data of this shape", q, di->name);

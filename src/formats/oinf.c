@@ -28,9 +28,8 @@
  * zero padding to a multiple of 8 (counting the length field). Payload sizes ("nbytes") are exact
  * for scalars and tensor data and include the padding for STRING, BITSET, NDARRAY and quant
  * payloads. The tables are read in file order; tensors and metadata are reported in that order,
- * size variables through the sizevar hooks (tbx_sizevar_*), v2 quantization parameters both as
- * the tensor's tbx_quant_info and as metadata entries "<tensor>.quant.*" appended after the
- * file's own metadata.
+ * size variables through the sizevar hooks (tbx_sizevar_*), v2 quantization parameters as the
+ * tensor's tbx_quant_info (tbx_tensor_quant_get; tbx_tensor_read_f32 applies them).
  *
  * Structural violations fail the open with the field, the value and the byte offset. Recoverable
  * ones (non-zero flags/reserved fields and padding, BOOL bytes other than 0/1, T2 codes outside
@@ -774,57 +773,6 @@ static tbx_status oi_tensor_entry(oi_rd *rd, tbx_error *err) {
     return st;
 }
 
-/* The metadata entries mirroring the quant parameters of every tensor that has them. */
-static tbx_status oi_quant_meta(oi_rd *rd, tbx_error *err) {
-    tbx_file *f = rd->f;
-    size_t nt = f->ntensors;
-    for (size_t i = 0; i < nt; i++) {
-        const oi_tquant *tq = f->tensors[i].drv;
-        const tbx_quant_info *qi = f->tensors[i].quant;
-        if (!tq || !qi) continue;
-        tbx_oinf_quant oq;
-        if (tbx_oinf_tensor_quant(f, i, &oq) != TBX_OK) continue;
-        const char *tn = f->tensors[i].name;
-        size_t tl = f->tensors[i].name_len;
-        static const char *const members[] = {OI_QKEY_SCHEME, OI_QKEY_SCALE_MODE,
-                                              OI_QKEY_SCALE_AXIS, OI_QKEY_SCALES, OI_QKEY_ZP_MODE,
-                                              OI_QKEY_ZP_AXIS, OI_QKEY_ZPS};
-        for (size_t m = 0; m < sizeof members / sizeof members[0]; m++) {
-            if (m >= 5 && oq.zp_mode == TBX_OINF_MODE_NONE) break;
-            size_t ml = strlen(members[m]), kl = tl + strlen(OI_QKEY_PREFIX) + ml;
-            if (!oi_scratch(rd, kl + 1)) return tbx_err_nomem(err, "quant key");
-            memcpy(rd->scratch, tn, tl);
-            memcpy(rd->scratch + tl, OI_QKEY_PREFIX, strlen(OI_QKEY_PREFIX));
-            memcpy(rd->scratch + kl - ml, members[m], ml + 1);
-            tbx_value *v = NULL;
-            switch (m) {
-            case 0: case 1: case 4:
-                v = tbx_val_new(&f->al, TBX_V_U32);
-                if (v) v->v.u = m == 0 ? oq.scheme : m == 1 ? oq.scale_mode : oq.zp_mode;
-                break;
-            case 2: case 5:
-                v = tbx_val_new(&f->al, TBX_V_U64);
-                if (v) v->v.u = m == 2 ? oq.scale_axis : oq.zp_axis;
-                break;
-            case 3:
-                v = oi_new_ndarray(f, TBX_DT_F32, &oq.scale_count, 1, oq.scale_count,
-                                   (size_t)oq.scale_count * 4);
-                if (v && oq.scale_count) memcpy(v->v.nd.data, oq.scales, (size_t)oq.scale_count * 4);
-                break;
-            default:
-                v = oi_new_ndarray(f, TBX_DT_I32, &oq.zp_count, 1, oq.zp_count,
-                                   (size_t)oq.zp_count * 4);
-                if (v && oq.zp_count) memcpy(v->v.nd.data, oq.zero_points, (size_t)oq.zp_count * 4);
-                break;
-            }
-            if (!v) return tbx_err_nomem(err, "quant metadata");
-            tbx_status st = tbx_file_add_meta(f, rd->scratch, kl, v, tq->offset, err);
-            if (st != TBX_OK) return st;
-        }
-    }
-    return TBX_OK;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* Open                                                                                        */
 /* ------------------------------------------------------------------------------------------ */
@@ -1024,7 +972,6 @@ tbx_status oi_open(tbx_file *f, tbx_error *err) {
         if (st != TBX_OK) goto done;
     }
     s->tn_end = rd.tc.pos;
-    st = oi_quant_meta(&rd, err);
 
 done:
     tbx_cursor_free(&rd.tc);

@@ -49,10 +49,9 @@ tbx_status tbx_oinf_writer_add_sizevar(tbx_writer *w, const char *name, uint64_t
 
 /* The quantization parameters of tensor i of a file opened as OINF, in OINF's own terms: a thin
  * view of the common description (tbx_tensor_quant_get in tensorbox.h, which every format
- * fills): the driver uses it to mirror the parameters as metadata. The arrays are owned by
- * the handle. TBX_E_NOT_FOUND when the tensor has none (every v1 tensor), TBX_E_INVALID_ARG
- * when f is not an OINF handle or i is out of range.
- * (The same values are also metadata entries "<tensor>.quant.*", see docs/formats/oinf.md.) */
+ * fills), for the tests. The arrays are owned by the handle. TBX_E_NOT_FOUND when the tensor
+ * has none (every v1 tensor), TBX_E_INVALID_ARG when f is not an OINF handle or i is out of
+ * range. */
 tbx_status tbx_oinf_tensor_quant(const tbx_file *f, uint64_t i, tbx_oinf_quant *q);
 
 #ifdef __cplusplus

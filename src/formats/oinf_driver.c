@@ -25,6 +25,7 @@ const tbx_driver tbx_driver_oinf = {
     .w_check_meta = oi_w_check_meta,
     .w_check_section = NULL,
     .w_check_tensor = oi_w_check_tensor,
+    .w_check_quant = oi_w_check_quant,
     .w_layout = oi_w_layout,
     .w_data = NULL,
     .w_tensor_done = NULL,

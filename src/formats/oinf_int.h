@@ -104,6 +104,8 @@ void oi_close(tbx_file *f);
 tbx_status oi_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
                            tbx_error *err);
 tbx_status oi_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+tbx_status oi_w_check_quant(tbx_writer *w, tbx_wtensor *t, const tbx_quant_info *q,
+                            tbx_error *err);
 tbx_status oi_w_layout(tbx_writer *w, tbx_error *err);
 void oi_w_free(tbx_writer *w);
 

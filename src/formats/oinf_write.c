@@ -235,14 +235,14 @@ static tbx_status ow_meta(const tbx_value *v, const char *kq, uint8_t *dst, uint
         return TBX_OK;
     }
     case TBX_V_NDARRAY: {
-        const tbx_dtype_info *di = tbx_dtype_get(v->v.nd.dtype);
+        const tbx_dtype_info *di = tbx_dtype_core_get(v->v.nd.dtype);
         uint32_t et = oi_tag_of_dtype(v->v.nd.dtype);
         if (!di || !oi_element_tag(et))
             return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
                            "metadata \"%s\": ndarray of %s elements has no OINF type", kq,
                            di ? di->name : "invalid");
         uint64_t data = 0;
-        if (tbx_dtype_nbytes_shape(v->v.nd.dtype, v->v.nd.shape, v->v.nd.ndim, &data) != TBX_OK ||
+        if (tbx_dtype_core_nbytes_shape(v->v.nd.dtype, v->v.nd.shape, v->v.nd.ndim, &data) != TBX_OK ||
             data != v->v.nd.nbytes || v->v.nd.ndim > UINT32_MAX)
             return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "metadata",
                            "metadata \"%s\": ndarray holds %zu bytes, its shape needs %" PRIu64,
@@ -329,12 +329,12 @@ tbx_status oi_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
     tbx_status st = ow_check_name(t->name, t->name_len, "tensor.name", "tensor name", err);
     if (st != TBX_OK) return st;
     if (!oi_w_dtype_ok(t->dtype)) {
-        const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+        const tbx_dtype_info *di = tbx_dtype_core_get(t->dtype);
         char q[96];
         tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
                        "tensor \"%s\": dtype %s has no OINF equivalent", q,
-                       di ? di->name : "invalid");
+                       di ? di->name : "of another format");
     }
     return TBX_OK;
 }
@@ -343,7 +343,7 @@ tbx_status oi_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
 /* oinf.h writer calls                                                                         */
 /* ------------------------------------------------------------------------------------------ */
 static tbx_status ow_need(tbx_writer *w, const char *what, tbx_error *err) {
-    if (!w || w->drv != &tbx_driver_oinf)
+    if (!w || w->format != TBX_FORMAT_OINF)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, what,
                        "%s needs a writer of OINF files", what);
     if (w->state != TBX_WS_DECLARE)
@@ -418,6 +418,83 @@ tbx_status tbx_oinf_writer_set_quant(tbx_writer *w, const char *tensor, const tb
     e->q.zero_points = e->zps;
     s->nq++;
     return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Quantization descriptions given with the tensor (tbx_writer_add_quant_tensor)               */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The common description qi of a tensor of dtype `dtype` in OINF's terms, when a v2 quant
+ * payload holds it exactly: linear, codes of the tensor's dtype, f32 scales per tensor or per
+ * channel and i32 zero points (or none) in the description's values, nothing OINF has no field
+ * for. The arrays of *out point into qi. TBX_E_UNSUPPORTED / TBX_E_LOSSY naming the tensor q
+ * and the member otherwise. */
+static tbx_status ow_quant_from_info(const tbx_quant_info *qi, tbx_dtype dtype, const char *q,
+                                     tbx_oinf_quant *out, tbx_error *err) {
+    const char *why = NULL, *field = "quant";
+    tbx_status code = TBX_E_UNSUPPORTED;
+    if (qi->method != TBX_QUANT_LINEAR) {
+        why = "OINF stores linear (affine) quantization only";
+        field = "quant.method";
+    } else if (qi->code_dtype != dtype) {
+        why = "its codes are not of the tensor's dtype";
+        field = "quant.code_dtype";
+    } else if ((qi->scale.scope != TBX_QSCOPE_TENSOR && qi->scale.scope != TBX_QSCOPE_CHANNEL) ||
+               !qi->scale.values || qi->scale.dtype != TBX_DT_F32) {
+        why = "OINF holds f32 scales per tensor or per channel in its header";
+        field = "quant.scale";
+    } else if (qi->zero.scope != TBX_QSCOPE_NONE &&
+               ((qi->zero.scope != TBX_QSCOPE_TENSOR && qi->zero.scope != TBX_QSCOPE_CHANNEL) ||
+                !qi->zero.values || qi->zero.dtype != TBX_DT_I32)) {
+        why = "OINF holds i32 zero points per tensor or per channel in its header";
+        field = "quant.zero";
+    } else if (qi->block_size || qi->super_block_size) {
+        why = "OINF has no block or super-block sizes";
+        field = "quant.block_size";
+    } else if (qi->domain != TBX_QDOMAIN_UNSPECIFIED || qi->has_clip) {
+        why = "OINF has no field for the quantization domain or clip range";
+        field = qi->has_clip ? "quant.clip" : "quant.domain";
+        code = TBX_E_LOSSY;
+    }
+    if (why)
+        return tbx_err(err, code, TBX_NO_OFFSET, field,
+                       "tensor \"%s\": OINF cannot store its %s quantization (%s)", q,
+                       tbx_quant_method_name(qi->method), why);
+    memset(out, 0, sizeof *out);
+    out->scheme = qi->zero.scope == TBX_QSCOPE_NONE ? TBX_OINF_SCHEME_SYMMETRIC
+                                                    : TBX_OINF_SCHEME_ASYMMETRIC;
+    out->scale_mode = qi->scale.scope == TBX_QSCOPE_CHANNEL ? TBX_OINF_MODE_PER_CHANNEL
+                                                            : TBX_OINF_MODE_PER_TENSOR;
+    out->zp_mode = qi->zero.scope == TBX_QSCOPE_CHANNEL  ? TBX_OINF_MODE_PER_CHANNEL
+                   : qi->zero.scope == TBX_QSCOPE_TENSOR ? TBX_OINF_MODE_PER_TENSOR
+                                                         : TBX_OINF_MODE_NONE;
+    out->scale_axis = qi->scale.scope == TBX_QSCOPE_CHANNEL ? qi->scale.axis : 0;
+    out->scale_count = qi->scale.count;
+    out->zp_axis = qi->zero.scope == TBX_QSCOPE_CHANNEL ? qi->zero.axis : 0;
+    out->zp_count = qi->zero.scope == TBX_QSCOPE_NONE ? 0 : qi->zero.count;
+    out->scales = qi->scale.values;
+    out->zero_points = out->zp_count ? qi->zero.values : NULL;
+    return TBX_OK;
+}
+
+tbx_status oi_w_check_quant(tbx_writer *w, tbx_wtensor *t, const tbx_quant_info *qi,
+                            tbx_error *err) {
+    char q[96];
+    tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+    uint32_t ver = ow_version(w, err);
+    if (!ver) return err ? err->code : TBX_E_UNSUPPORTED;
+    if (ver < 2)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                       "tensor \"%s\": quantization parameters need OINF version 2 (the writer "
+                       "writes version %" PRIu32 ")", q, ver);
+    if (!t->has_data)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                       "tensor \"%s\": OINF stores quantization parameters only for a tensor "
+                       "with data", q);
+    tbx_oinf_quant oq;
+    tbx_status st = ow_quant_from_info(qi, t->dtype, q, &oq, err);
+    if (st == TBX_OK) st = oi_quant_check(&oq, t->shape, t->ndim, q, TBX_NO_OFFSET, err);
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -588,6 +665,22 @@ static tbx_status ow_collect_quant(tbx_writer *w, uint32_t ver, ow_tq *tqs, bool
         tqs[ti].scales = s->qs[i].scales;
         tqs[ti].zps = s->qs[i].zps;
     }
+    /* descriptions given with the tensor (tbx_writer_add_quant_tensor; oi_w_check_quant
+     * accepted each): the arrays stay the writer's */
+    for (size_t i = 0; i < w->nquants; i++) {
+        uint64_t ti = w->quants[i].index;
+        const tbx_wtensor *t = &w->tensors[ti];
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+        if (tqs[ti].explicit_)
+            return tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "quant",
+                           "tensor \"%s\" already has quantization parameters", q);
+        tbx_status st = ow_quant_from_info(w->quants[i].q, t->dtype, q, &tqs[ti].q, err);
+        if (st != TBX_OK) return st;
+        tqs[ti].explicit_ = true; /* not owned by the record: not freed with it */
+        tqs[ti].scales = (float *)(uintptr_t)tqs[ti].q.scales;
+        tqs[ti].zps = (int32_t *)(uintptr_t)tqs[ti].q.zero_points;
+    }
     if (ver >= 2) {
         for (size_t i = 0; i < w->nmeta; i++) {
             uint64_t ti;
@@ -689,7 +782,7 @@ static const ow_tq *ow_lay_tq(const ow_lay *L, const tbx_wtensor *t) {
 static tbx_status ow_lay_alloc(ow_lay *L, tbx_error *err) {
     tbx_writer *w = L->w;
     size_t nmd = L->nmd, nt = L->nt;
-    bool any_quant = L->s && L->s->nq;
+    bool any_quant = (L->s && L->s->nq) || w->nquants;
     for (size_t i = 0; L->ver >= 2 && !any_quant && i < nmd; i++) {
         uint64_t ti;
         int m;

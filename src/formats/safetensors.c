@@ -1011,11 +1011,10 @@ static bool st_w_dtype_ok(tbx_dtype dt) { return st_rank_of_dtype(dt) >= 0; }
 
 static tbx_status st_w_check_meta(tbx_writer *w, const char *key, size_t key_len,
                                   const tbx_value *v, tbx_error *err) {
-    (void)w;
     char q[96];
     size_t bad = 0;
     tbx_quote_bytes(q, sizeof q, key, key_len, 64);
-    if (!v || !tbx_driver_meta_ok(&tbx_driver_safetensors, v->type))
+    if (!v || !tbx_driver_meta_ok(w->drv, v->type))
         return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
                        "metadata \"%s\": safetensors stores only string values, not %s", q,
                        v ? tbx_value_type_name(v->type) : "(null)");
@@ -1041,10 +1040,10 @@ static tbx_status st_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *er
                        "tensor \"%s\": safetensors cannot store a tensor without data", q);
     int rank = st_rank_of_dtype(t->dtype);
     if (!st_w_dtype_ok(t->dtype)) {
-        const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+        const tbx_dtype_info *di = tbx_dtype_core_get(t->dtype);
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
                        "tensor \"%s\": dtype %s has no safetensors equivalent", q,
-                       di ? di->name : "(invalid)");
+                       di ? di->name : "of another format");
     }
     if (!tbx_utf8_valid(t->name, t->name_len, &bad))
         return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor.name",
@@ -1075,7 +1074,7 @@ static tbx_status st_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *er
                        "tensor \"%s\": %" PRIu64 " elements of %s are %" PRIu64 " bits, not a "
                        "whole number of bytes", q, nelems, st_dtypes[rank].name, bits);
     uint64_t nbytes = 0;
-    tbx_status st = tbx_dtype_nbytes_shape(t->dtype, t->shape, t->ndim, &nbytes);
+    tbx_status st = tbx_dtype_core_nbytes_shape(t->dtype, t->shape, t->ndim, &nbytes);
     if (st != TBX_OK)
         return tbx_err(err, st, TBX_NO_OFFSET, "tensor.shape",
                        "tensor \"%s\": cannot compute the byte size of dtype %s", q,

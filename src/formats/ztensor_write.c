@@ -263,10 +263,10 @@ tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
                        "tensor \"%s\": zTensor cannot store a tensor without data", q);
     const zt_dtype *zd = zt_dtype_by_tbx(t->dtype);
     if (!zd) {
-        const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+        const tbx_dtype_info *di = tbx_dtype_core_get(t->dtype);
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
                        "tensor \"%s\": dtype %s has no zTensor equivalent", q,
-                       di ? di->name : "(invalid)");
+                       di ? di->name : "of another format");
     }
     if (!tbx_utf8_valid(t->name, t->name_len, &bad))
         return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor.name",
@@ -1108,7 +1108,7 @@ done:
 /* ------------------------------------------------------------------------------------------ */
 static tbx_status extra_check(tbx_writer *w, const char *name, zt_wstate **out, tbx_error *err) {
     if (!w) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer", "NULL writer");
-    if (w->drv != &tbx_driver_ztensor)
+    if (w->format != TBX_FORMAT_ZTENSOR)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer",
                        "the writer does not write a zTensor file");
     if (w->state == TBX_WS_DONE)
@@ -1199,7 +1199,7 @@ static tbx_status values_size(const char *q, tbx_dtype dt, uint64_t n, uint64_t 
                               const zt_dtype **zd, tbx_error *err) {
     *zd = zt_dtype_by_tbx(dt);
     if (!*zd) {
-        const tbx_dtype_info *di = tbx_dtype_get(dt);
+        const tbx_dtype_info *di = tbx_dtype_core_get(dt);
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
                        "tensor \"%s\": dtype %s has no zTensor equivalent", q,
                        di ? di->name : "(invalid)");

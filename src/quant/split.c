@@ -170,6 +170,46 @@ void tbx_dequant_split_scalar(const tbx_split_geom *g, const uint8_t *codes, con
     }
 }
 
+tbx_status tbx_affine_geom_init(tbx_split_geom *g, const tbx_quant_param *p,
+                                const uint64_t *shape, uint32_t ndim) {
+    memset(g, 0, sizeof *g);
+    if (p->scope != TBX_QSCOPE_TENSOR && p->scope != TBX_QSCOPE_CHANNEL &&
+        p->scope != TBX_QSCOPE_NONE)
+        return TBX_E_UNSUPPORTED;
+    g->scale_scope = p->scope; /* the one parameter this geometry walks */
+    g->zero_scope = TBX_QSCOPE_NONE;
+    if (p->scope == TBX_QSCOPE_CHANNEL) {
+        if (p->axis >= ndim) return TBX_E_UNSUPPORTED;
+        g->channels = shape[p->axis];
+        g->inner = 1;
+        for (uint32_t d = p->axis + 1; d < ndim; d++) g->inner *= shape[d]; /* <= nelems */
+    }
+    return TBX_OK;
+}
+
+void tbx_dequant_affine_inplace(const tbx_split_geom *gs, const tbx_split_geom *gz,
+                                const float *scales, const float *zeros, uint64_t first,
+                                uint64_t count, float *x) {
+    const bool has_zero = gz->scale_scope != TBX_QSCOPE_NONE && zeros;
+    param_walk ws, wz;
+    walk_init(&ws, gs, gs->scale_scope, first);
+    walk_init(&wz, gz, has_zero ? gz->scale_scope : TBX_QSCOPE_TENSOR, first);
+    uint64_t i = 0;
+    while (i < count) {
+        uint64_t run = count - i, l = walk_left(&ws, gs);
+        if (l < run) run = l;
+        l = walk_left(&wz, gz);
+        if (l < run) run = l;
+        const float s = scales[ws.idx], z = has_zero ? zeros[wz.idx] : 0.0f;
+        for (uint64_t k = 0; k < run; k++) x[i + k] = (x[i + k] - z) * s;
+        i += run;
+        if (i < count) {
+            walk_skip(&ws, gs, run);
+            walk_skip(&wz, gz, run);
+        }
+    }
+}
+
 tbx_dequant_split_fn tbx_dequant_split_for(const tbx_split_geom *g) {
     (void)g;
     return tbx_dequant_split_scalar;

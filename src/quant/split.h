@@ -62,4 +62,19 @@ void tbx_dequant_split_scalar(const tbx_split_geom *g, const uint8_t *codes, con
                               const float *zeros, uint64_t first, uint64_t count, float *dst);
 tbx_dequant_split_fn tbx_dequant_split_for(const tbx_split_geom *g);
 
+/* Linear dequantization of codes already decoded to f32 (x = (float)code), for descriptions
+ * whose parameters are few and held apart from the data (tbx_quant_param.values: OINF's
+ * per-tensor and per-channel scales and zero points, each with its own axis):
+ * x = (x - zero) * scale in float32, in that order, as the kernel above.
+ * tbx_affine_geom_init fills the walk geometry of one parameter (p->scope TENSOR, CHANNEL, or
+ * NONE for absent zero points: TBX_E_UNSUPPORTED for another scope or an axis outside the
+ * shape). tbx_dequant_affine_inplace applies the mapping to elements [first, first + count)
+ * held in x; scales / zeros hold every value of their parameter (zeros may be NULL when gz's
+ * scope is NONE). */
+tbx_status tbx_affine_geom_init(tbx_split_geom *g, const tbx_quant_param *p,
+                                const uint64_t *shape, uint32_t ndim);
+void tbx_dequant_affine_inplace(const tbx_split_geom *gs, const tbx_split_geom *gz,
+                                const float *scales, const float *zeros, uint64_t first,
+                                uint64_t count, float *x);
+
 #endif /* TBX_SPLIT_H */

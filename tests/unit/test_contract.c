@@ -188,6 +188,49 @@ TBX_TEST(declared_caps_match_the_writers) {
     }
 }
 
+/* A dtype a format does not write is refused as such (TBX_E_UNSUPPORTED naming tensor.dtype),
+ * whatever the shape, before anything is sized with rules that are not the format's: a block
+ * type of the core table, and (once their driver lands) the driver-specific dtypes of another
+ * format, e.g. MCF's 90..97. A value no driver declares is TBX_E_INVALID_ARG. Never OK, never a
+ * shape error. */
+TBX_TEST(writers_refuse_dtypes_they_do_not_own) {
+    for (size_t i = 0; i < tbx_format_count(); i++) {
+        tbx_format fmt = tbx_format_at(i);
+        tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
+        CHECK_OK(tbx_format_caps_get(fmt, &c));
+        if (!(c.flags & TBX_FCAP_WRITE)) continue;
+        char *path = temp_path(c.name, c.extensions);
+        tbx_write_options wo;
+        tbx_write_options_init(&wo);
+        wo.format = fmt;
+        for (int dt = 1; dt < 256; dt++) {
+            if (tbx_format_writes_dtype(fmt, (tbx_dtype)dt)) continue;
+            tbx_writer *w = NULL;
+            tbx_error e;
+            CHECK_OK(tbx_writer_open(&w, path, &wo, &e));
+            if (!w) continue;
+            uint64_t shape[1] = {3}; /* no block type fits: a size rule would fail first */
+            tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+            d.name = "t";
+            d.dtype = (tbx_dtype)dt;
+            d.ndim = 1;
+            d.shape = shape;
+            d.has_data = 1;
+            memset(&e, 0, sizeof e);
+            tbx_status st = tbx_writer_add_tensor(w, &d, NULL, &e);
+            tbx_status want = tbx_dtype_get((tbx_dtype)dt) ? TBX_E_UNSUPPORTED : TBX_E_INVALID_ARG;
+            if (st != want || strcmp(e.field, "tensor.dtype") != 0)
+                fprintf(stderr, "%s: dtype %d: %s (%s: %s), expected %s\n", c.name, dt,
+                        tbx_status_name(st), e.field, e.message, tbx_status_name(want));
+            CHECK_EQ(st, want);
+            CHECK_STR(e.field, "tensor.dtype");
+            tbx_writer_abort(w);
+        }
+        unlink(path);
+        free(path);
+    }
+}
+
 /* tbx_writer_add_sizevar / tbx_sizevar_* reach the driver's hooks (OINF), others refuse. */
 TBX_TEST(sizevars_through_driver_hooks) {
     char *path = temp_path("sv", ".oinf");

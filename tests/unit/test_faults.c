@@ -228,7 +228,9 @@ static void run_once(const membuf *m, const char *dir, outcome *o) {
             co.write.compress_level = 1;
             co.write.digest = "crc32c";
         }
-        co.flags = TBX_CONVERT_STRINGIFY_META | TBX_CONVERT_DROP_SECTIONS;
+        if (targets[k] == TBX_FORMAT_OINF) co.write.version = 2; /* quant payloads travel */
+        co.flags = TBX_CONVERT_STRINGIFY_META | TBX_CONVERT_DROP_SECTIONS |
+                   TBX_CONVERT_DEQUANTIZE;
         memset(&e, 0, sizeof e);
         o->convert[k] = tbx_convert(f, path, &co, &e);
         judge(o, o->convert[k], &e, "convert");

@@ -623,25 +623,27 @@ TBX_TEST(reads_sample_v2_quant) {
     CHECK_EQ(tbx_tensor_quant_get(f, 2, &qi), TBX_E_NOT_FOUND); /* w: plain f32 */
     qi.struct_size = 8;
     CHECK_EQ(tbx_tensor_quant_get(f, 1, &qi), TBX_E_INVALID_ARG);
-    /* the data stays the stored codes */
+    /* the stored codes stay readable as they are (the component) ... */
+    int8_t raw[6];
+    CHECK_OK(tbx_tensor_read(f, 1, raw, sizeof raw, NULL, &e));
+    CHECK(memcmp(raw, QW, 6) == 0);
+    /* ... and tbx_tensor_read_f32 applies the parameters: value = (code - zp) * scale per
+     * channel of axis 0 (rows of 3), in float32, computed here from the builder's constants */
     float fv[6];
     CHECK_OK(tbx_tensor_read_f32(f, 1, 0, 6, fv, &e));
-    for (int i = 0; i < 6; i++) CHECK(fv[i] == QW[i]);
-    /* mirrored as metadata */
-    CHECK_EQ(tbx_meta_count(f), 1 + 5 + 7);
-    const tbx_value *v = tbx_meta_find(f, "qw.quant.scheme");
-    uint64_t u = 0;
-    CHECK(v && tbx_value_type_of(v) == TBX_V_U32 && tbx_value_get_u64(v, &u) == TBX_OK && u == 2);
-    v = tbx_meta_find(f, "qw.quant.zero_points");
-    tbx_dtype dt;
-    uint32_t nd;
-    const uint64_t *sh;
-    CHECK(v && tbx_value_ndarray(v, &dt, &nd, &sh) == TBX_OK && dt == TBX_DT_I32 && nd == 1 &&
-          sh[0] == 2);
-    v = tbx_meta_find(f, "qs.quant.scales");
-    CHECK(v && tbx_value_ndarray(v, &dt, &nd, &sh) == TBX_OK && dt == TBX_DT_F32 && sh[0] == 1);
-    CHECK(tbx_meta_find(f, "qs.quant.zero_points") == NULL);
-    CHECK(tbx_meta_find(f, "qs.quant.zp_mode") != NULL);
+    for (int i = 0; i < 6; i++) {
+        float want = ((float)QW[i] - (float)QW_ZPS[i / 3]) * QW_SCALES[i / 3];
+        CHECK(fv[i] == want);
+    }
+    /* a range inside the second row (the walk starts mid-channel) */
+    CHECK_OK(tbx_tensor_read_f32(f, 1, 4, 2, fv, &e));
+    CHECK(fv[0] == ((float)QW[4] + 7.0f) * 0.25f && fv[1] == ((float)QW[5] + 7.0f) * 0.25f);
+    /* qs: u4 codes 1, 2, 15, symmetric, one scale */
+    CHECK_OK(tbx_tensor_read_f32(f, 0, 0, 3, fv, &e));
+    CHECK(fv[0] == 0.125f && fv[1] == 0.25f && fv[2] == 1.875f);
+    /* the parameters are the tensor's description only, not metadata */
+    CHECK_EQ(tbx_meta_count(f), 1);
+    CHECK(tbx_meta_find(f, "qw.quant.scheme") == NULL);
     tbx_close(f);
     problems pr;
     CHECK_OK(validate_bytes(b.p, b.n, &pr));
@@ -740,13 +742,12 @@ TBX_TEST(writer_matches_builder_v2) {
     free(got);
     unlink(path);
 
-    /* v2 -> v2 through tbx_convert: the quant metadata is consumed back into payloads */
+    /* v2 -> v2 through tbx_convert: the descriptions travel with the tensors (same bytes) */
     tbx_file *f = NULL;
     CHECK_OK(open_mem(ref.p, ref.n, NULL, &f, &e));
-    char p2[128], p1[128], p3[128];
+    char p2[128], p1[128];
     tmp_path(p2, sizeof p2, "conv-v2.oinf");
     tmp_path(p1, sizeof p1, "conv-v1.oinf");
-    tmp_path(p3, sizeof p3, "conv-v1-v2.oinf");
     tbx_convert_options co;
     tbx_convert_options_init(&co);
     co.write.format = TBX_FORMAT_OINF;
@@ -756,27 +757,190 @@ TBX_TEST(writer_matches_builder_v2) {
     got = tbx_test_slurp(p2, &n);
     CHECK(got && bytes_equal("v2 -> v2 convert", got, n, ref.p, ref.n));
     free(got);
-    /* v2 -> v1 keeps the parameters as metadata; v1 -> v2 rebuilds the same file */
+    /* v2 -> v1: version 1 has no quant payloads: refused, naming the tensor and the option,
+     * and no file is left */
     co.write.version = 1;
+    CHECK_EQ(tbx_convert(f, p1, &co, &e), TBX_E_UNSUPPORTED);
+    CHECK(strstr(e.message, "\"qs\"") != NULL && strstr(e.message, "--dequantize") != NULL);
+    CHECK(access(p1, F_OK) != 0);
+    /* with TBX_CONVERT_DEQUANTIZE the quantized tensors become f32 values (the formula,
+     * computed here), the plain one is copied */
+    co.flags = TBX_CONVERT_DEQUANTIZE;
     CHECK_OK(tbx_convert(f, p1, &co, &e));
     tbx_close(f);
     f = open_path(p1);
     CHECK(f != NULL);
     if (f) {
         CHECK_EQ(tbx_file_version(f), 1);
-        tbx_oinf_quant q;
-        CHECK_EQ(tbx_oinf_tensor_quant(f, 1, &q), TBX_E_NOT_FOUND);
-        CHECK(tbx_meta_find(f, "qw.quant.scales") != NULL);
-        co.write.version = 2;
-        CHECK_OK(tbx_convert(f, p3, &co, &e));
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        CHECK_OK(tbx_tensor_info_get(f, 1, &ti));
+        CHECK_STR(ti.name, "qw");
+        CHECK_EQ(ti.dtype, TBX_DT_F32);
+        float v[6];
+        CHECK_OK(tbx_tensor_read(f, 1, v, sizeof v, NULL, &e));
+        for (int i = 0; i < 6; i++)
+            CHECK(v[i] == ((float)QW[i] - (float)QW_ZPS[i / 3]) * QW_SCALES[i / 3]);
+        tbx_quant_info qi;
+        qi.struct_size = sizeof qi;
+        CHECK_EQ(tbx_tensor_quant_get(f, 1, &qi), TBX_E_NOT_FOUND);
         tbx_close(f);
-        got = tbx_test_slurp(p3, &n);
-        CHECK(got && bytes_equal("v2 -> v1 -> v2 convert", got, n, ref.p, ref.n));
-        free(got);
     }
     unlink(p1);
     unlink(p2);
-    unlink(p3);
+    free(ref.p);
+    tfile_free(&t);
+}
+
+/* A linear description in the common form (what tbx_tensor_quant_get gives for OINF). */
+static tbx_quant_info linear_desc(tbx_dtype code, tbx_quant_scope ss, uint64_t ns,
+                                  const float *scales, tbx_quant_scope zs, uint64_t nz,
+                                  const int32_t *zps) {
+    tbx_quant_info q;
+    memset(&q, 0, sizeof q);
+    q.struct_size = sizeof q;
+    q.method = TBX_QUANT_LINEAR;
+    q.code_dtype = code;
+    q.scale.scope = ss;
+    q.scale.dtype = TBX_DT_F32;
+    q.scale.count = ns;
+    q.scale.component = -1;
+    q.scale.values = scales;
+    q.zero.scope = zs;
+    q.zero.dtype = zs == TBX_QSCOPE_NONE ? TBX_DT_INVALID : TBX_DT_I32;
+    q.zero.count = nz;
+    q.zero.component = -1;
+    q.zero.values = zps;
+    return q;
+}
+
+/* tbx_writer_add_quant_tensor: the generic way to hand a writer a tensor's quantization. OINF
+ * v2 writes the same bytes as the builder (which tbx_oinf_writer_set_quant also matches);
+ * the description is copied; what a format cannot store exactly is refused, nothing declared. */
+TBX_TEST(writer_takes_common_quant_descriptions) {
+    tfile t;
+    sample_v2(&t);
+    ob ref = build(&t, NULL);
+    char path[600];
+    tbx_error e;
+    uint64_t d23[2] = {2, 3}, d3 = 3, d22[2] = {2, 2};
+    float scales[2] = {0.5f, 0.25f};
+    int32_t zps[2] = {3, -7};
+    tbx_quant_info qw = linear_desc(TBX_DT_I8, TBX_QSCOPE_CHANNEL, 2, scales, TBX_QSCOPE_CHANNEL,
+                                    2, zps);
+    tbx_quant_info qs = linear_desc(TBX_DT_U4, TBX_QSCOPE_TENSOR, 1, QS_SCALE, TBX_QSCOPE_NONE,
+                                    0, NULL);
+    tbx_writer *w = wopen("v2q.oinf", 2, path, sizeof path);
+    CHECK(w != NULL);
+    if (!w) { free(ref.p); tfile_free(&t); return; }
+    CHECK_OK(wmeta(w, "name", tbx_value_new_string("qmodel", 6)));
+    tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+    d.has_data = 1;
+    d.name = "w"; d.dtype = TBX_DT_F32; d.ndim = 2; d.shape = d22;
+    CHECK_OK(tbx_writer_add_quant_tensor(w, &d, NULL, NULL, &e));
+    d.name = "qw"; d.dtype = TBX_DT_I8; d.shape = d23;
+    CHECK_OK(tbx_writer_add_quant_tensor(w, &d, &qw, NULL, &e));
+    scales[0] = 99.0f; /* copied: the caller's arrays may change or go */
+    zps[1] = 99;
+    d.name = "qs"; d.dtype = TBX_DT_U4; d.ndim = 1; d.shape = &d3;
+    CHECK_OK(tbx_writer_add_quant_tensor(w, &d, &qs, NULL, &e));
+    const uint8_t u4[2] = {0x21, 0x0F};
+    CHECK_OK(wdata(w, 0, W4, 16));
+    CHECK_OK(wdata(w, 1, QW, 6));
+    CHECK_OK(wdata(w, 2, u4, 2));
+    CHECK_OK(wfinish(w));
+    size_t n = 0;
+    uint8_t *got = tbx_test_slurp(path, &n);
+    CHECK(got && bytes_equal("v2 writer (common descriptions) vs builder", got, n, ref.p, ref.n));
+    free(got);
+    scales[0] = 0.5f;
+    zps[1] = -7;
+
+    /* refusals: the status, the field, and the tensor is not declared (its name is free) */
+    struct {
+        const char *what;
+        uint32_t version;
+        tbx_status code;
+        const char *field;
+    } cases[] = {
+        {"v1 writer", 1, TBX_E_UNSUPPORTED, "quant"},
+        {"domain", 2, TBX_E_LOSSY, "quant.domain"},
+        {"clip", 2, TBX_E_LOSSY, "quant.clip"},
+        {"group scope", 2, TBX_E_UNSUPPORTED, "quant.scale"},
+        {"scales in a component", 2, TBX_E_UNSUPPORTED, "quant.scale"},
+        {"f16 scales", 2, TBX_E_UNSUPPORTED, "quant.scale"},
+        {"codes of another dtype", 2, TBX_E_UNSUPPORTED, "quant.code_dtype"},
+        {"count off the shape", 2, TBX_E_INVALID_ARG, "quant.scale"},
+        {"old struct_size", 2, TBX_E_INVALID_ARG, "quant"},
+        {"unknown method", 2, TBX_E_INVALID_ARG, "quant.method"},
+        {"ggml method", 2, TBX_E_UNSUPPORTED, "quant.method"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tbx_quant_info q = qw;
+        switch (k) {
+        case 1: q.domain = TBX_QDOMAIN_WEIGHTS; break;
+        case 2: q.has_clip = 1; q.clip_min = -1; q.clip_max = 1; break;
+        case 3: q.scale.scope = TBX_QSCOPE_GROUP; q.block_size = 2; q.scale.count = 4; break;
+        case 4: q.scale.values = NULL; q.scale.component = 1; break;
+        case 5: q.scale.dtype = TBX_DT_F16; break;
+        case 6: q.code_dtype = TBX_DT_U8; break;
+        case 7: q.scale.count = 3; break;
+        case 8: q.struct_size = 16; break;
+        case 9: q.method = (tbx_quant_method)7; break;
+        case 10: q.method = TBX_QUANT_GGML; q.code_dtype = TBX_DT_I8; break;
+        default: break;
+        }
+        w = wopen("qref.oinf", cases[k].version, path, sizeof path);
+        CHECK(w != NULL);
+        if (!w) continue;
+        d.name = "qw"; d.dtype = TBX_DT_I8; d.ndim = 2; d.shape = d23;
+        memset(&e, 0, sizeof e);
+        tbx_status st = tbx_writer_add_quant_tensor(w, &d, &q, NULL, &e);
+        if (st != cases[k].code || strcmp(e.field, cases[k].field) != 0)
+            fprintf(stderr, "%s: %s / %s: %s\n", cases[k].what, tbx_status_name(st), e.field,
+                    e.message);
+        CHECK_EQ(st, cases[k].code);
+        CHECK_STR(e.field, cases[k].field);
+        CHECK(strstr(e.message, "\"qw\"") != NULL);
+        uint64_t idx = 9;
+        CHECK_OK(tbx_writer_add_tensor(w, &d, &idx, &e)); /* nothing was declared */
+        CHECK_EQ(idx, 0);
+        tbx_writer_abort(w);
+    }
+    /* other formats: safetensors stores no linear description; GGUF takes a ggml one whose
+     * code dtype is the block type, and refuses the linear one */
+    const struct { tbx_format fmt; const char *ext; } others[] = {
+        {TBX_FORMAT_SAFETENSORS, "safetensors"}, {TBX_FORMAT_GGUF, "gguf"},
+        {TBX_FORMAT_ZTENSOR, "zt"}};
+    for (size_t k = 0; k < 3; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "qref.%s", others[k].ext);
+        tmp_path(path, sizeof path, name);
+        tbx_write_options o;
+        tbx_write_options_init(&o);
+        o.format = others[k].fmt;
+        o.flags = TBX_WRITE_OVERWRITE;
+        CHECK_OK(tbx_writer_open(&w, path, &o, &e));
+        d.name = "qw"; d.dtype = TBX_DT_I8; d.ndim = 2; d.shape = d23;
+        CHECK_EQ(tbx_writer_add_quant_tensor(w, &d, &qw, NULL, &e), TBX_E_UNSUPPORTED);
+        CHECK_STR(e.field, "quant");
+        if (others[k].fmt == TBX_FORMAT_GGUF) {
+            uint64_t d32[2] = {2, 32};
+            tbx_quant_info g;
+            memset(&g, 0, sizeof g);
+            g.struct_size = sizeof g;
+            g.method = TBX_QUANT_GGML;
+            g.code_dtype = TBX_DT_Q8_0;
+            g.scale.scope = TBX_QSCOPE_BLOCK;
+            d.name = "g"; d.dtype = TBX_DT_Q8_0; d.shape = d32;
+            CHECK_OK(tbx_writer_add_quant_tensor(w, &d, &g, NULL, &e));
+            g.code_dtype = TBX_DT_Q4_0;
+            d.name = "g2";
+            CHECK_EQ(tbx_writer_add_quant_tensor(w, &d, &g, NULL, &e), TBX_E_INVALID_ARG);
+            CHECK_STR(e.field, "quant.code_dtype");
+        }
+        tbx_writer_abort(w);
+    }
+    unlink(path);
     free(ref.p);
     tfile_free(&t);
 }
