@@ -65,10 +65,32 @@ static void mq_run(tbx_task *task) {
     double e = 0;
     for (uint64_t k = 0; k < n; k++) {
         if (!isfinite(s->x[k])) continue; /* non-finite inputs have no error to speak of */
+        if (!isfinite(s->y[k])) { e = INFINITY; continue; } /* a non-finite decoded value */
         const double d = (double)s->y[k] - (double)s->x[k];
         e += d * d;
     }
     s->sse = e;
+}
+
+tbx_status tbx_mcfq_scan_clip(tbx_file *in, size_t i, float *lo, float *hi, tbx_error *err) {
+    const tbx_tensor *t = &in->tensors[i];
+    const uint64_t n = t->nelems, per = MQ_CHUNK_VALUES;
+    float *x = n ? tbx_malloc(&in->al, (size_t)per * sizeof(float)) : NULL;
+    if (n && !x) return tbx_err_nomem(err, "quantization buffer");
+    tbx_status st = TBX_OK;
+    float m = 0;
+    for (uint64_t e = 0; st == TBX_OK && e < n; e += per) {
+        const uint64_t k = n - e < per ? n - e : per;
+        st = tbx_tensor_read_f32(in, i, e, k, x, err);
+        for (uint64_t j = 0; st == TBX_OK && j < k; j++) {
+            const float a = fabsf(x[j]);
+            if (isfinite(a) && a > m) m = a;
+        }
+    }
+    tbx_free(&in->al, x, x ? (size_t)per * sizeof(float) : 0);
+    *lo = -m;
+    *hi = m;
+    return st;
 }
 
 tbx_status tbx_mcfq_convert_tensor(tbx_file *in, size_t i, tbx_mcfq_request *rq,
@@ -118,21 +140,7 @@ tbx_status tbx_mcfq_convert_tensor(tbx_file *in, size_t i, tbx_mcfq_request *rq,
     if (total && !c.payload) return tbx_err_nomem(err, "quantized payload");
 
     /* pass 1: the clip range */
-    if (!rq->has_clip) {
-        float m = 0;
-        slot[0].x = tbx_malloc(&in->al, (size_t)cap * sizeof(float));
-        if (!slot[0].x && cap) st = tbx_err_nomem(err, "quantization buffer");
-        for (uint64_t r = 0; st == TBX_OK && r < c.rows; r += rows_per) {
-            const uint64_t nr = c.rows - r < rows_per ? c.rows - r : rows_per;
-            st = tbx_tensor_read_f32(in, i, r * c.cols, nr * c.cols, slot[0].x, err);
-            for (uint64_t k = 0; st == TBX_OK && k < nr * c.cols; k++) {
-                const float a = fabsf(slot[0].x[k]);
-                if (isfinite(a) && a > m) m = a;
-            }
-        }
-        rq->clip_lo = -m;
-        rq->clip_hi = m;
-    }
+    if (!rq->has_clip) st = tbx_mcfq_scan_clip(in, i, &rq->clip_lo, &rq->clip_hi, err);
     if (st == TBX_OK && rq->kind >= TBX_MCFQ_INT8) {
         tbx_mcfi_params(&c.I, rq->clip_lo, rq->clip_hi, &c.iscale, &c.izero);
         uint32_t u;

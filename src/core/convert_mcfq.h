@@ -16,8 +16,13 @@ typedef struct tbx_mcfq_request {
     bool has_clip;            /* in: clip_lo / clip_hi are given; else computed (out) */
     float clip_lo, clip_hi;   /* the clip range (default: +-max |finite value|) */
     uint64_t nvalues;         /* out: values quantized */
-    double sse;               /* out: sum of squared errors of the decoded values (finite inputs) */
+    double sse;               /* out: sum of squared errors of the decoded values (finite inputs;
+                               * +Inf when a finite input decodes to Inf or NaN) */
 } tbx_mcfq_request;
+
+/* The default clip range of tensor i: [-m, m], m = the largest |value| among its finite values
+ * (0 when there is none), read through tbx_tensor_read_f32 in bounded chunks. */
+tbx_status tbx_mcfq_scan_clip(tbx_file *in, size_t i, float *lo, float *hi, tbx_error *err);
 
 /* Quantizes dense 2-D tensor i of `in` (any dtype tbx_tensor_read_f32 decodes) as rq says and
  * hands the payload (tbx_mcfq_layout_get / tbx_mcfi_layout_get bytes, padding zero) to `sink`
