@@ -48,9 +48,14 @@ TBX_TEST(every_enum_value_has_an_entry) {
         CHECK_EQ(e->dtype, ALL[i].dt);
         CHECK_STR(e->name, ALL[i].name);
     }
-    /* gaps and out-of-range values have none */
-    for (int v = -3; v <= TBX_DT_COUNT_ + 3; v++)
-        if (!listed(v)) CHECK(tbx_dtype_get((tbx_dtype)v) == NULL);
+    /* gaps and out-of-range values have none; 90..97 are the MCF driver's (shaped) */
+    for (int v = -3; v <= TBX_DT_COUNT_ + 3; v++) {
+        if (listed(v)) continue;
+        if (v >= TBX_DT_MCF_INT8 && v <= TBX_DT_MCF_K2)
+            CHECK(tbx_dtype_get((tbx_dtype)v) && (tbx_dtype_get((tbx_dtype)v)->flags & TBX_DTF_SHAPED));
+        else
+            CHECK(tbx_dtype_get((tbx_dtype)v) == NULL);
+    }
 }
 
 TBX_TEST(names_round_trip) {
@@ -212,7 +217,7 @@ TBX_TEST(nbytes_errors) {
     CHECK_EQ(tbx_dtype_nbytes(TBX_DT_U64, (uint64_t)1 << 61, &n), TBX_E_OVERFLOW);
     CHECK_EQ(tbx_dtype_nbytes(TBX_DT_Q8_K, UINT64_MAX / 256 * 256, &n), TBX_E_OVERFLOW);
     CHECK_EQ(tbx_dtype_nbytes(TBX_DT_Q4_0, 31, &n), TBX_E_FORMAT);
-    CHECK_EQ(tbx_dtype_nbytes((tbx_dtype)93, 64, &n), TBX_E_INVALID_ARG); /* reserved (MCF) */
+    CHECK_EQ(tbx_dtype_nbytes(TBX_DT_MCF_Q4, 64, &n), TBX_E_UNSUPPORTED); /* shaped (MCF) */
     CHECK_EQ(tbx_dtype_nbytes(TBX_DT_INVALID, 1, &n), TBX_E_INVALID_ARG);
     CHECK_EQ(tbx_dtype_nbytes((tbx_dtype)40, 1, &n), TBX_E_INVALID_ARG);
     CHECK_EQ(tbx_dtype_nbytes(TBX_DT_F32, 1, NULL), TBX_E_INVALID_ARG);
@@ -264,7 +269,7 @@ TBX_TEST(nbytes_shape_rules) {
 }
 
 /* A driver-specific dtype: declared by a (test) driver, sized by its hook. */
-#define TEST_DT ((tbx_dtype)95)
+#define TEST_DT ((tbx_dtype)120) /* no driver of the library declares it */
 static int hook_calls;
 static uint32_t hook_ndim;
 static tbx_status test_dtype_nbytes(tbx_dtype dt, const uint64_t *shape, uint32_t ndim,
@@ -296,11 +301,16 @@ static const tbx_driver test_driver_nohook = {
 TBX_TEST(driver_specific_dtype_sized_by_its_driver) {
     const tbx_driver *const list[] = {&tbx_driver_gguf, &test_driver, NULL};
     const tbx_driver *const list_nohook[] = {&test_driver_nohook, NULL};
-    /* no driver of the library declares 90..97 (MCF, reserved) in this release */
+    /* 90..97 are the MCF driver's (and only its): shaped entries, sized by its hook */
     for (int v = 90; v <= 97; v++) {
-        CHECK(tbx_dtype_get((tbx_dtype)v) == NULL);
-        CHECK(tbx_dtype_driver_in(tbx_drivers, (tbx_dtype)v, NULL) == NULL);
+        const tbx_dtype_info *m = tbx_dtype_get((tbx_dtype)v);
+        CHECK(m != NULL && (m->flags & TBX_DTF_SHAPED));
+        CHECK(tbx_dtype_driver_in(tbx_drivers, (tbx_dtype)v, NULL) == &tbx_driver_mcf);
     }
+    const uint64_t q2x40[2] = {2, 40};
+    uint64_t qn = 0;
+    CHECK_OK(tbx_dtype_nbytes_shape(TBX_DT_MCF_K3, q2x40, 2, &qn));
+    CHECK_EQ(qn, 176); /* NOTES: k3 2x40 = 176 */
     uint64_t n = 0;
     const uint64_t s[2] = {3, 7};
     CHECK_EQ(tbx_dtype_nbytes_shape(TEST_DT, s, 2, &n), TBX_E_INVALID_ARG);
