@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every benchmark of bench/ (builds nothing: build first with cmake): safetensors, GGUF,
-# zTensor, OINF, each against its reference implementation, medians and ratios.
+# zTensor, OINF, MCF, each against its reference implementation, medians and ratios.
 #
 #   bench/run_all.sh [extra args for the bench scripts, e.g. --reps 5]
 #
@@ -42,3 +42,7 @@ echo "== ztensor: read/write raw, zstd, digests vs ztensor 1.1.1 =="
 echo
 echo "== oinf: read-all and verify vs openinfer-oinf =="
 "$PYTHON" bench/bench_oinf.py --bench-read "$TBX_BENCH_READ" "$@"
+
+echo
+echo "== mcf: read vs plain read, q/k kernels (dequant vs memcpy, quantize, RMSE), mantle when \$MANTLE is set =="
+"$PYTHON" bench/bench_mcf.py "$@"
