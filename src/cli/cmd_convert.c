@@ -33,6 +33,8 @@ static const cli_option convert_options[] = {
                          "for MCF, to q8 q4 k6 k4 k3 k2 int8 int4"},
     {"quant-method", 0, "METHOD", "MCF --quant: best (default, lower error) or mantle (mantle's "
                                   "quantizer byte for byte)"},
+    {"quant-clip", 0, "MIN,MAX", "MCF --quant: clamp every tensor to [MIN, MAX] (default: each "
+                                 "tensor's +-max|value|)"},
     {"verbose", 'v', NULL, "with --quant to MCF: the error of every tensor, not only the total"},
     {"dequantize", 0, NULL, "lossy: dequantize to f32 (or --cast) quantized tensors the target "
                             "cannot store as such"},
@@ -220,6 +222,20 @@ static int convert_run(const cli_args *a) {
                                    fmt == TBX_FORMAT_MCF ? "" : " (MCF outputs: q8, q4, k6, k4, "
                                                                 "k3, k2, int8, int4)");
     }
+    const char *qclip = cli_value(a, "quant-clip");
+    if (qclip) {
+        char *e1 = NULL, *e2 = NULL;
+        errno = 0;
+        float lo = strtof(qclip, &e1);
+        float hi = e1 && *e1 == ',' ? strtof(e1 + 1, &e2) : 0.0f;
+        if (!quant || fmt != TBX_FORMAT_MCF)
+            return cli_usage_error(a, "--quant-clip applies to --quant with an MCF output");
+        if (errno || e1 == qclip || *e1 != ',' || !e2 || e2 == e1 + 1 || *e2 || !(lo <= hi))
+            return cli_usage_error(a, "--quant-clip: '%s' is not MIN,MAX with MIN <= MAX", qclip);
+        opt.flags |= TBX_CONVERT_QUANT_CLIP;
+        opt.quant_clip_min = lo;
+        opt.quant_clip_max = hi;
+    }
     if (qmethod && (!quant || fmt != TBX_FORMAT_MCF))
         return cli_usage_error(a, "--quant-method applies to --quant with an MCF output");
     uint64_t n;
@@ -301,7 +317,7 @@ static int convert_run(const cli_args *a) {
 const cli_command cli_cmd_convert = {
     "convert",
     "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]"
-    " [--quant-method best|mantle] [-v] [--dequantize]",
+    " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize]",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
     "the conversion with an error naming it, and each lossy step needs its own option.\n"
@@ -312,7 +328,8 @@ const cli_command cli_cmd_convert = {
     "multiple of the type's block size (other tensors are copied unchanged).\n"
     "For an MCF output TYPE is one of MCF's families q8 q4 k6 k4 k3 k2 int8 int4 (any row\n"
     "length); --quant-method best (default: nearest f16 scales, searched sub-scales, a lower\n"
-    "error) or mantle (mantle's quantize, byte for byte). The RMSE of the quantized tensors is\n"
+    "error) or mantle (mantle's quantize, byte for byte); --quant-clip MIN,MAX clamps every\n"
+    "tensor to one range (mantle's --min-clip/--max-clip). The RMSE of the quantized tensors is\n"
     "printed on stderr when done (each tensor's with -v).\n"
     "A quantized tensor (ggml block type, OINF v2 parameters, zTensor quantized_group) keeps\n"
     "its quantization when the target stores it exactly; otherwise the conversion stops, unless\n"

@@ -331,11 +331,13 @@ static tbx_status declare_quantized(tbx_file *in, size_t i, tbx_writer *w,
  * scanned now (the writer's QuantInfo records it) and the description, kept in *q until the
  * writer is done (the writer borrows it), goes with it. */
 static tbx_status declare_mcfq(tbx_file *in, size_t i, tbx_writer *w, const tbx_tensor_desc *d,
-                               tbx_quant_info *q, tbx_error *err) {
+                               const tbx_convert_options *o, tbx_quant_info *q, tbx_error *err) {
     const int kind = mcfq_kind_of(d->dtype);
-    float lo, hi;
-    tbx_status st = tbx_mcfq_scan_clip(in, i, &lo, &hi, err);
-    if (st != TBX_OK) return st;
+    float lo = o->quant_clip_min, hi = o->quant_clip_max;
+    if (!(o->flags & TBX_CONVERT_QUANT_CLIP)) {
+        tbx_status st = tbx_mcfq_scan_clip(in, i, &lo, &hi, err);
+        if (st != TBX_OK) return st;
+    }
     memset(q, 0, sizeof *q);
     q->struct_size = sizeof *q;
     q->method = TBX_QUANT_LINEAR;
@@ -578,6 +580,12 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                            "mcf_q4, mcf_k6, mcf_k4, mcf_k3, mcf_k2, mcf_int8, mcf_int4)",
                            qi ? qi->name : "?");
     }
+    if ((o.flags & TBX_CONVERT_QUANT_CLIP) &&
+        (mcfq < 0 || !(o.quant_clip_min <= o.quant_clip_max)))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_clip",
+                       mcfq < 0 ? "a clip range applies to MCF quantization only"
+                                : "clip range [%g, %g]: min must not exceed max",
+                       (double)o.quant_clip_min, (double)o.quant_clip_max);
     /* MCF targets: the descriptions handed to the writer (it borrows them), one per tensor */
     tbx_quant_info *mq = NULL;
     const size_t mq_len = mcfq >= 0 ? in->ntensors * sizeof *mq : 0;
@@ -613,7 +621,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
             d.shape = t->shape;
             d.has_data = t->ncomp == 1;
             if (mcfq >= 0 && d.dtype == o.quant_to && d.dtype != t->dtype)
-                st = declare_mcfq(in, i, w, &d, &mq[i], err);
+                st = declare_mcfq(in, i, w, &d, &o, &mq[i], err);
             else
                 st = tbx_writer_add_tensor(w, &d, NULL, err);
         }

@@ -248,6 +248,26 @@ def test_convert_mantle_method_is_mantles_file(tbx, tmp_path, kind):
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
+def test_convert_mantle_method_clip_range(tbx, tmp_path, kind):
+    """--quant-clip is mantle quantize's --min-clip/--max-clip (the corpus used -0.5, 0.75)."""
+    out = tmp_path / f"{kind}.mcf"
+    convert(tbx, DATA / "quant_input.mcf", out, "--quant", kind, "--quant-method", "mantle",
+            "--quant-clip", "-0.5,0.75")
+    assert out.read_bytes() == (DATA / f"quant_{kind}_clip.mcf").read_bytes()
+
+
+def test_convert_quant_options_usage(tbx, tmp_path):
+    src = DATA / "quant_input.mcf"
+    for args in (["--quant", "k4", "--quant-clip", "1,-1"], ["--quant", "k4", "--quant-clip", "x"],
+                 ["--quant", "k4", "--quant-method", "fast"], ["--quant", "k5"]):
+        r = run(tbx, "convert", src, tmp_path / "o.mcf", *args)
+        assert r.rc == 2, r.describe()
+    r = run(tbx, "convert", src, tmp_path / "o.gguf", "--quant", "q8_0", "--quant-method", "mantle")
+    assert r.rc == 2, r.describe()
+    assert not (tmp_path / "o.mcf").exists() and not (tmp_path / "o.gguf").exists()
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
 def test_convert_best_beats_mantle_files(tbx, tmp_path, kind):
     np = need("numpy")
     for src, want in (QUANT_FIXTURES[0], QUANT_FIXTURES[2]):
