@@ -939,6 +939,13 @@ TBX_API void tbx_remove_temp_files(void);
 /* dequantize to f32 (cast_to when set) a quantized tensor whose quantization the target cannot
  * store (see tbx_convert) */
 #define TBX_CONVERT_DEQUANTIZE     0x08u
+/* MCF targets (quant_to an MCF family): quantize as mantle's `quantize` does, byte for byte
+ * (truncated f16 scales, codes against the unrounded scale), instead of the default method
+ * (nearest f16 scales, codes against the stored scale, sub-scales searched: lower error) */
+#define TBX_CONVERT_QUANT_MANTLE   0x10u
+/* MCF targets: clamp to [quant_clip_min, quant_clip_max] (recorded in QuantInfo) instead of
+ * each tensor's own +-max|value| (mantle quantize's --min-clip / --max-clip) */
+#define TBX_CONVERT_QUANT_CLIP     0x20u
 
 typedef void (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
 
@@ -950,6 +957,12 @@ typedef struct tbx_convert_options {
     tbx_progress_fn progress;        /* may be NULL */
     void *progress_ud;
     tbx_dtype quant_to; /* TBX_DT_INVALID: none; else quantize eligible 2-D float tensors (lossy, explicit) */
+    /* Called (may be NULL; with progress_ud) after each tensor quantized to an MCF family: its
+     * index, its number of values and the sum of the squared differences between the decoded
+     * payload and the input values (finite ones; summed in f64, the same for any thread
+     * count). RMSE = sqrt(sse / nvalues). */
+    void (*on_quant)(void *ud, uint64_t tensor, uint64_t nvalues, double sse);
+    float quant_clip_min, quant_clip_max; /* with TBX_CONVERT_QUANT_CLIP (min <= max) */
 } tbx_convert_options;
 
 TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
@@ -964,6 +977,15 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * the type's block size; its rows are decoded to f32 and quantized row by row, streamed in
  * chunks of whole rows. Every other tensor is written as cast_to says (or unchanged). The target
  * format must store the block type (GGUF does).
+ *
+ * quant_to may also be one of MCF's families (TBX_DT_MCF_Q8 .. _K2, _INT8, _INT4; the target
+ * must be MCF): every dense 2-D f32/f16/bf16/f64 tensor with non-zero dimensions is quantized
+ * (any row length: the last block of a row is padded), with the clip range [-m, m], m the
+ * largest |value| among its finite values, or [quant_clip_min, quant_clip_max] for every tensor
+ * with TBX_CONVERT_QUANT_CLIP (recorded in the file's QuantInfo, weights domain);
+ * int8/int4 use one f32 scale m / 127 (m / 7). q/k use the default method unless
+ * TBX_CONVERT_QUANT_MANTLE asks for mantle's. Deterministic, the same bytes for any thread
+ * count; on_quant reports each tensor's error. NaN inputs count as 0 in the default method.
  *
  * Quantized tensors (tbx_tensor_quant_get succeeds) are declared with their description
  * (tbx_writer_add_quant_tensor) and keep their stored bytes when the target stores the
