@@ -479,7 +479,22 @@ TBX_API void tbx_open_options_init(tbx_open_options *opt);
 
 /* Opens a file by path. On success *out is a handle to close with tbx_close(). The format comes
  * from opt->format or else from the file's magic bytes; only when no magic matches is the
- * extension used, so that a damaged file gets its format's precise error message. */
+ * extension used, so that a damaged file gets its format's precise error message.
+ *
+ * Sets of files open as one handle (tbx_file_part_count/_path name the files):
+ *   - shard 1 of a GGUF split set ("NAME-00001-of-0000N.gguf") opens the whole set;
+ *   - a Hugging Face model directory opens as one safetensors file: its
+ *     model.safetensors.index.json and the shards it names (else model.safetensors, else the
+ *     only *.safetensors.index.json or *.safetensors in it), the tensors of every shard in one
+ *     table, each read from its own shard, the shards' __metadata__ merged, and its small side
+ *     files (*.json, *.txt, *.model, *.jinja, *.tiktoken, at most one directory deep, at most
+ *     64 MiB each: config.json, tokenizer.json, 1_Pooling/config.json, ...) as sections named by
+ *     their path relative to the directory; a path to a *.safetensors.index.json does the same.
+ *     The index is checked as hostile input: errors name the index, the field and the byte
+ *     offset; a shard's errors name the shard and the offset in it. One shard opened by its own
+ *     path is just that file. Rules: docs/formats/safetensors.md, "Directories and sharded sets".
+ * Opening a set costs about what opening its files one after the other costs; the handle keeps
+ * one descriptor per file. */
 TBX_API tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_options *opt,
                                  tbx_error *err);
 /* Opens a memory buffer. The buffer is not copied and must outlive the handle. */
@@ -497,6 +512,14 @@ TBX_API tbx_format tbx_file_format(const tbx_file *f);
 /* Format version as the file records it (e.g. GGUF 3); 0 when the format has none. */
 TBX_API uint32_t tbx_file_version(const tbx_file *f);
 TBX_API uint64_t tbx_file_size(const tbx_file *f);
+/* The files a handle reads: 1 for a single file; a set opened as one handle has more (a GGUF
+ * split set: shard 1 then the others; a Hugging Face directory: the index file or
+ * model.safetensors, the shards, then the side files its sections come from). */
+TBX_API uint64_t tbx_file_part_count(const tbx_file *f);
+/* Path of part i (< tbx_file_part_count) as the handle names it (part 0 of a single file: the
+ * path given to tbx_open_path; the parts of a directory: relative to it), NULL when unknown or
+ * out of range (memory and callback handles); *size (may be NULL) gets its size in bytes. */
+TBX_API const char *tbx_file_part_path(const tbx_file *f, uint64_t i, uint64_t *size);
 
 /* Validates an open file without opening it again: the pass tbx_validate_path runs after its
  * open. Every component is read in bounded memory (encoded ones decoded, digests verified
