@@ -369,3 +369,68 @@ def test_decoder_logits_in_llama_cpp(tbx, tmp_path, model_type, arch_id, seed):
     # llama.cpp's own BPE reads the vocabulary and merges back into the same ids
     assert llm.tokenize(b"the cat sat on the mat", add_bos=False) == \
         tok.encode("the cat sat on the mat").ids
+
+
+# ------------------------------------------------------------------------------------------
+# Broken model directories: a clear error naming what is wrong, no output, no crash
+# (run with the sanitizer build when TBX_ASAN is set)
+# ------------------------------------------------------------------------------------------
+def _edit_json(name, fn):
+    def apply(d: Path):
+        p = d / name
+        p.write_text(json.dumps(fn(json.loads(p.read_text()))))
+    return apply
+
+
+def _write(name, text):
+    def apply(d: Path):
+        (d / name).write_text(text)
+    return apply
+
+
+def _extra_tensor(d: Path):
+    W = stn.load_file(str(d / "model.safetensors"))
+    W["model.layers.0.mystery.weight"] = np.zeros((4, 4), np.float32)
+    stn.save_file(W, str(d / "model.safetensors"))
+
+
+def _rows_not_heads(d: Path):
+    W = stn.load_file(str(d / "model.safetensors"))
+    W["model.layers.1.self_attn.k_proj.weight"] = np.zeros((66, 128), np.float32)
+    stn.save_file(W, str(d / "model.safetensors"))
+
+
+BROKEN = [
+    ("config_not_json", _write("config.json", '{"model_type": "llama",'), "config.json"),
+    ("config_no_heads", _edit_json("config.json", lambda c: {k: v for k, v in c.items()
+                                                              if k != "num_attention_heads"}),
+     "num_attention_heads"),
+    ("config_heads_text", _edit_json("config.json", lambda c: {**c, "hidden_size": "128"}),
+     "hidden_size"),
+    ("config_heads_zero", _edit_json("config.json", lambda c: {**c, "num_key_value_heads": 0}),
+     "num_key_value_heads"),
+    ("rope_scaling", _edit_json("config.json", lambda c: {**c, "rope_scaling": {
+        "rope_type": "llama3", "factor": 8.0}}), "rope_scaling"),
+    ("no_tokenizer", lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json"),
+    ("tokenizer_unigram", _edit_json("tokenizer.json", lambda t: {**t, "model": {
+        "type": "Unigram", "vocab": [["a", 0.0]]}}), "Unigram"),
+    ("tokenizer_dup_key", _write("tokenizer_config.json", '{"bos_token": "<s>", "bos_token": '
+                                 '"</s>"}'), "tokenizer_config.json"),
+    ("vocab_beyond_config", _edit_json("config.json", lambda c: {**c, "vocab_size": 10}),
+     "vocab_size"),
+    ("unknown_tensor", _extra_tensor, "model.layers.0.mystery.weight"),
+    ("rows_not_heads", _rows_not_heads, "k_proj"),
+]
+
+
+@pytest.mark.parametrize("case,mutate,needle", BROKEN, ids=[b[0] for b in BROKEN])
+def test_broken_model_directory(tbx_asan, tmp_path, case, mutate, needle):
+    d = tmp_path / "m"
+    make_decoder(d, "llama", 3)
+    mutate(d)
+    out = tmp_path / "out.gguf"
+    r = run(tbx_asan, "convert", d, out)
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    assert needle in r.err.decode(), r.describe()
+    assert not out.exists()
