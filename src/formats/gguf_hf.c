@@ -509,6 +509,41 @@ static tbx_status write_special(hf *h) {
     return st;
 }
 
+/* llama.cpp's pre-tokenizer name for a BPE tokenizer.json. convert_hf_to_gguf.py recognises
+ * a pre-tokenizer by hashing its output on a test text, which needs the tokenizer running;
+ * here the split regex itself is compared with the tokenizer.json regexes llama.cpp quotes as
+ * the originals of its own pre-tokenizer types (src/llama-vocab.cpp): Llama 3's ("llama-bpe")
+ * and Qwen2's ("qwen2"). A lone ByteLevel pre-tokenizer with its built-in regex is GPT-2's
+ * ("gpt2"); anything else gets llama.cpp's "default" split. */
+static const struct { const char *regex, *pre; } BPE_PRE[] = {
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "llama-bpe"},
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "qwen2"},
+};
+
+static const char *bpe_pre_name(hf *h) {
+    json_t *pt = json_object_get(h->tok, "pre_tokenizer");
+    const char *ty = jstr(pt, "type");
+    if (!ty) return "default";
+    if (strcmp(ty, "ByteLevel") == 0) {
+        json_t *ur = json_object_get(pt, "use_regex");
+        return (!ur || json_is_true(ur)) ? "gpt2" : "default";
+    }
+    if (strcmp(ty, "Sequence") != 0) return "default";
+    json_t *seq = json_object_get(pt, "pretokenizers");
+    for (size_t k = 0; k < json_array_size(seq); k++) {
+        json_t *p = json_array_get(seq, k);
+        const char *pty = jstr(p, "type");
+        if (!pty || strcmp(pty, "Split") != 0) continue;
+        const char *re = jstr(json_object_get(p, "pattern"), "Regex");
+        for (size_t i = 0; re && i < sizeof BPE_PRE / sizeof BPE_PRE[0]; i++)
+            if (strcmp(re, BPE_PRE[i].regex) == 0) return BPE_PRE[i].pre;
+        return "default";
+    }
+    return "default";
+}
+
 static tbx_status write_tokenizer(hf *h) {
     if (!h->tok) {
         if (find_section(h->in, "tokenizer.model") >= 0)
@@ -602,9 +637,8 @@ static tbx_status write_tokenizer(hf *h) {
     }
     tbx_val_str_array_done(list);
     if ((st = put_str(h, "tokenizer.ggml.model", wpm ? "bert" : "gpt2")) != TBX_OK) goto done;
-    /* the pre-tokenizer: llama.cpp identifies known ones by a hash of their output on a test
-     * text (convert_hf_to_gguf.py); without running the tokenizer we name the default split */
-    if ((st = put_str(h, "tokenizer.ggml.pre", "default")) != TBX_OK) goto done;
+    if ((st = put_str(h, "tokenizer.ggml.pre", bpe ? bpe_pre_name(h) : "default")) != TBX_OK)
+        goto done;
     st = put_copy(h, "tokenizer.ggml.tokens", list);
     if (st == TBX_OK && (h->a->flags & ARCH_TT_COUNT)) {
         uint64_t n = 1;

@@ -249,13 +249,28 @@ CORPUS = [
     "tensorbox writes gguf files that llama runs on the cpu",
     "a small model with random weights still has exact logits",
     "quantized weights are smaller; float weights are exact",
+    "In 2024, 12345 cats ran home!\n\nDon't they?  We've 7 dogs; they'll   stay.",
 ] * 8
 
+# The split regexes of Llama 3's and Qwen2's tokenizer.json (llama.cpp src/llama-vocab.cpp
+# quotes them as the originals of its "llama-bpe" and "qwen2" pre-tokenizers).
+PRE_REGEX = {
+    "llama": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
+             r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "qwen2": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
+             r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+}
+PRE_NAME = {"llama": "llama-bpe", "qwen2": "qwen2"}
 
-def make_tokenizer(d: Path) -> int:
-    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
+
+def make_tokenizer(d: Path, model_type: str) -> int:
+    """A byte-level BPE tokenizer shaped like the family's real one: its split regex, then
+    ByteLevel without its own regex."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, decoders, trainers
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRE_REGEX[model_type]), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     tr = trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "</s>"],
                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
@@ -269,7 +284,7 @@ def make_tokenizer(d: Path) -> int:
 
 def make_decoder(d: Path, model_type: str, seed: int):
     d.mkdir()
-    V = make_tokenizer(d)
+    V = make_tokenizer(d, model_type)
     H, KV, D, L, FF, E = 4, 2, 32, 2, 192, 128
     cfg = {"architectures": ["LlamaForCausalLM" if model_type == "llama" else
                              "Qwen2ForCausalLM"],
@@ -353,6 +368,7 @@ def test_decoder_logits_in_llama_cpp(tbx, tmp_path, model_type, arch_id, seed):
     convert(tbx, tmp_path / model_type, out)
     _, fields = check_names_and_keys(out, list(W), arch_id, cfg["num_hidden_layers"])
     assert fields["tokenizer.ggml.model"].contents() == "gpt2"
+    assert fields["tokenizer.ggml.pre"].contents() == PRE_NAME[model_type]
     assert fields[f"{model_type}.attention.head_count_kv"].contents() == 2
     tok = tokenizers.Tokenizer.from_file(str(tmp_path / model_type / "tokenizer.json"))
     ids = [0] + tok.encode("the cat sat on the log and llama runs").ids
@@ -366,9 +382,11 @@ def test_decoder_logits_in_llama_cpp(tbx, tmp_path, model_type, arch_id, seed):
     print(f"{model_type}: {len(ids)} tokens, max |logit diff| {diff:.3g} "
           f"(logits up to {np.abs(ref).max():.3g})")
     assert diff <= 1e-3, diff
-    # llama.cpp's own BPE reads the vocabulary and merges back into the same ids
-    assert llm.tokenize(b"the cat sat on the mat", add_bos=False) == \
-        tok.encode("the cat sat on the mat").ids
+    # llama.cpp's own BPE, with the pre-tokenizer the file names, gives the HF ids (digits,
+    # contractions, newlines and space runs are where the pre-tokenizers differ)
+    for text in ("the cat sat on the mat", CORPUS[4], "Room 4096: 3 cats.\n\n  They've 12 dogs"):
+        assert llm.tokenize(text.encode(), add_bos=False, special=False) == \
+            tok.encode(text).ids, text
 
 
 # ------------------------------------------------------------------------------------------
