@@ -124,7 +124,8 @@ TBX_API void tbx_gguf_hf_options_init(tbx_gguf_hf_options *opt);
  * hyper-parameters under "{arch}.", the vocabulary under "tokenizer.ggml.", and every tensor
  * under llama.cpp's name (a tensor the architecture table does not know: TBX_E_UNSUPPORTED;
  * pooler and position-id tensors are dropped as convert_hf_to_gguf.py drops them), llama's q/k
- * projection rows reordered for llama.cpp's rotary layout. 1-D tensors are written as f32;
+ * projection rows reordered for llama.cpp's rotary layout (llama3 rope scaling: the
+ * rope_freqs.weight tensor is generated; linear scaling: its keys). 1-D tensors are f32;
  * 2-D ones quantized to quant_to (rows it cannot take get llama-quantize's fallback type,
  * position and token-type embeddings stay f32), else cast to cast_to, else kept. Streams the
  * tensors in chunks of whole rows. */

@@ -32,6 +32,7 @@
 #include "tensorbox/gguf.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -70,7 +71,7 @@ typedef struct hf_tmap {
 #define ARCH_NONCAUSAL    0x04u /* {arch}.attention.causal = false */
 #define ARCH_POOLING      0x08u /* {arch}.pooling_type from the sentence-transformers config */
 #define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
-#define ARCH_ROPE_SCALING 0x20u /* refuse a rope_scaling this converter does not write */
+#define ARCH_ROPE_SCALING 0x20u /* rope_scaling: linear keys; llama3 factors (rope_freqs) */
 
 typedef struct hf_arch {
     const char *name;               /* general.architecture */
@@ -155,7 +156,7 @@ static const hf_arch ARCHES[] = {
 /* The conversion state                                                                        */
 /* ------------------------------------------------------------------------------------------ */
 typedef struct hf_out {
-    uint64_t src;               /* input tensor index */
+    uint64_t src;               /* input tensor index; UINT64_MAX: generated (rope_freqs) */
     char name[HF_NAME_MAX];
     tbx_dtype dtype;
     int xform;
@@ -171,8 +172,11 @@ typedef struct hf {
     tbx_writer *w;
     hf_out *out;
     size_t nout;
-    uint64_t n_head, n_head_kv, n_vocab;
+    uint64_t n_head, n_head_kv, n_vocab, head_dim;
     tbx_dtype quant, cast;
+    /* llama3 rope scaling: rope_freqs.weight is generated (head_dim / 2 factors) */
+    bool rope_llama3;
+    double rope_theta, rope_factor, rope_low, rope_high, rope_orig_ctx;
 } hf;
 
 static tbx_status hf_fail(hf *h, tbx_status code, const char *field, const char *fmt, ...)
@@ -342,14 +346,53 @@ static tbx_status write_hparams(hf *h) {
     if (h->n_head_kv == 0) return hf_fail(h, TBX_E_FORMAT, "num_key_value_heads",
                                           "config.json: num_key_value_heads is 0");
     st = TBX_OK;
+    if ((st = cfg_u64(h, "head_dim", false, &h->head_dim)) == TBX_E_NOT_FOUND) {
+        h->head_dim = hidden / h->n_head;
+        st = TBX_OK;
+    }
+    if (st != TBX_OK) return st;
     if (h->a->flags & ARCH_ROPE_SCALING) {
-        json_t *rs = json_object_get(h->cfg, "rope_scaling");
-        if (rs && !json_is_null(rs)) {
-            const char *t = jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type");
-            if (!t || strcmp(t, "default") != 0)
-                return hf_fail(h, TBX_E_UNSUPPORTED, "rope_scaling",
-                               "config.json: rope_scaling type \"%s\" is not supported yet",
-                               t ? t : "?");
+        /* transformers names it rope_scaling (rope_parameters since v5) */
+        json_t *rs = json_object_get(h->cfg, "rope_parameters");
+        if (!rs || json_is_null(rs)) rs = json_object_get(h->cfg, "rope_scaling");
+        const char *t = rs ? (jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type")) : NULL;
+        json_t *jf = rs ? json_object_get(rs, "factor") : NULL;
+        if (rs && !json_is_null(rs) && !json_is_object(rs))
+            return hf_fail(h, TBX_E_FORMAT, "rope_scaling", "config.json: rope_scaling is not "
+                           "an object");
+        if (!t || strcmp(t, "default") == 0) {
+            /* no scaling */
+        } else if (strcmp(t, "linear") == 0 && json_is_number(jf)) {
+            if ((st = put_arch(h, "rope.scaling.type", tbx_value_new_string("linear", 6))) != TBX_OK ||
+                (st = put_arch(h, "rope.scaling.factor",
+                               tbx_value_new_float(TBX_V_F32, json_number_value(jf)))) != TBX_OK)
+                return st;
+        } else if (strcmp(t, "llama3") == 0 && strcmp(h->a->name, "llama") == 0) {
+            /* defaults as convert_hf_to_gguf.py's */
+            json_t *v;
+            h->rope_llama3 = true;
+            h->rope_factor = json_is_number(jf) ? json_number_value(jf) : 8.0;
+            v = json_object_get(rs, "low_freq_factor");
+            h->rope_low = json_is_number(v) ? json_number_value(v) : 1.0;
+            v = json_object_get(rs, "high_freq_factor");
+            h->rope_high = json_is_number(v) ? json_number_value(v) : 4.0;
+            v = json_object_get(rs, "original_max_position_embeddings");
+            h->rope_orig_ctx = json_is_number(v) ? json_number_value(v) : 8192.0;
+            v = json_object_get(rs, "rope_theta");
+            if (!json_is_number(v)) v = json_object_get(h->cfg, "rope_theta");
+            h->rope_theta = json_is_number(v) ? json_number_value(v) : 10000.0;
+            if (!(h->rope_factor > 0) || !(h->rope_high > h->rope_low) || !(h->rope_low > 0) ||
+                !(h->rope_orig_ctx > 0) || !(h->rope_theta > 0) || h->head_dim < 2 ||
+                h->head_dim % 2)
+                return hf_fail(h, TBX_E_FORMAT, "rope_scaling", "config.json: llama3 "
+                               "rope_scaling needs factor > 0, high_freq_factor > "
+                               "low_freq_factor > 0, original_max_position_embeddings > 0 and "
+                               "an even head size");
+        } else {
+            return hf_fail(h, TBX_E_UNSUPPORTED, "rope_scaling",
+                           "config.json: rope_scaling type \"%s\" is not supported for %s yet "
+                           "(linear%s)", t, h->a->name,
+                           strcmp(h->a->name, "llama") == 0 ? ", llama3" : "");
         }
     }
     if (h->a->flags & ARCH_VOCAB_SIZE) {
@@ -358,14 +401,10 @@ static tbx_status write_hparams(hf *h) {
         if ((st = put_arch(h, "vocab_size", tbx_value_new_uint(TBX_V_U32, nv))) != TBX_OK)
             return st;
     }
-    if (h->a->flags & ARCH_ROPE_DIM) {
-        uint64_t hd = 0;
-        st = cfg_u64(h, "head_dim", false, &hd);
-        if (st == TBX_E_NOT_FOUND) { hd = hidden / h->n_head; st = TBX_OK; }
-        if (st != TBX_OK) return st;
-        if ((st = put_arch(h, "rope.dimension_count", tbx_value_new_uint(TBX_V_U32, hd))) != TBX_OK)
+    if (h->a->flags & ARCH_ROPE_DIM)
+        if ((st = put_arch(h, "rope.dimension_count",
+                           tbx_value_new_uint(TBX_V_U32, h->head_dim))) != TBX_OK)
             return st;
-    }
     if (h->a->flags & ARCH_NONCAUSAL)
         if ((st = put_arch(h, "attention.causal", tbx_value_new_bool(0))) != TBX_OK) return st;
     if (h->a->flags & ARCH_POOLING) {
@@ -776,7 +815,7 @@ static bool always_f32(const char *gname, uint32_t ndim) {
 
 static tbx_status plan_tensors(hf *h) {
     uint64_t n = tbx_tensor_count(h->in);
-    h->out = tbx_calloc(h->al, n ? (size_t)n : 1, sizeof *h->out);
+    h->out = tbx_calloc(h->al, (size_t)n + 1, sizeof *h->out); /* + rope_freqs */
     if (!h->out) return tbx_err_nomem(h->err, "tensor plan");
     for (uint64_t i = 0; i < n; i++) {
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
@@ -814,10 +853,19 @@ static tbx_status plan_tensors(hf *h) {
         else o->dtype = ti.dtype == TBX_DT_F64 ? TBX_DT_F32 : ti.dtype;
         h->nout++;
     }
+    if (h->rope_llama3) { /* llama.cpp divides each rotary frequency by its factor */
+        hf_out *o = &h->out[h->nout++];
+        o->src = UINT64_MAX;
+        memcpy(o->name, "rope_freqs.weight", sizeof "rope_freqs.weight");
+        o->dtype = TBX_DT_F32;
+        o->rows = 1;
+        o->cols = h->head_dim / 2;
+    }
     for (size_t i = 0; i < h->nout; i++) {
         const uint64_t shape[2] = {h->out[i].rows, h->out[i].cols};
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        tbx_tensor_info_get(h->in, h->out[i].src, &ti);
+        if (h->out[i].src == UINT64_MAX) ti.ndim = 1;
+        else tbx_tensor_info_get(h->in, h->out[i].src, &ti);
         tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
         d.name = h->out[i].name;
         d.name_len = strlen(h->out[i].name);
@@ -865,8 +913,31 @@ static uint64_t src_row(const hf_out *o, uint64_t r, uint64_t nh) {
     return head * d + i * half + j;
 }
 
+/* rope_freqs.weight of llama3 rope scaling: per rotary frequency f_i = theta^(-2i/d), with
+ * wavelength w = 2 pi / f_i: 1 when w < ctx / high_freq_factor, `factor` when
+ * w > ctx / low_freq_factor, else 1 / ((1 - s) / factor + s) with
+ * s = (ctx / w - low) / (high - low) (ctx: original_max_position_embeddings). */
+static tbx_status write_rope_freqs(hf *h, size_t k, float *fbuf) {
+    const uint64_t n = h->head_dim / 2;
+    const double hi_w = h->rope_orig_ctx / h->rope_high, lo_w = h->rope_orig_ctx / h->rope_low;
+    for (uint64_t i = 0; i < n; i++) {
+        const float f = 1.0f / powf((float)h->rope_theta, (float)(2 * i) / (float)h->head_dim);
+        const double w = 2 * 3.14159265358979323846 / (double)f;
+        double r;
+        if (w < hi_w) r = 1.0;
+        else if (w > lo_w) r = h->rope_factor;
+        else {
+            const double sm = (h->rope_orig_ctx / w - h->rope_low) / (h->rope_high - h->rope_low);
+            r = 1.0 / ((1.0 - sm) / h->rope_factor + sm);
+        }
+        fbuf[i] = (float)r;
+    }
+    return tbx_writer_write_tensor(h->w, k, fbuf, (size_t)n * 4, h->err);
+}
+
 static tbx_status write_data(hf *h, size_t k, float *fbuf, uint8_t *obuf) {
     const hf_out *o = &h->out[k];
+    if (o->src == UINT64_MAX) return write_rope_freqs(h, k, fbuf);
     tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
     tbx_tensor_info_get(h->in, o->src, &ti);
     const tbx_dtype_info *si = tbx_dtype_get(ti.dtype), *di = tbx_dtype_get(o->dtype);
@@ -1010,7 +1081,8 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
     uint64_t done = 0, total = 0;
     for (size_t k = 0; st == TBX_OK && k < h.nout; k++) {
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        if (tbx_tensor_info_get(in, h.out[k].src, &ti) == TBX_OK) total += ti.nbytes;
+        if (h.out[k].src != UINT64_MAX && tbx_tensor_info_get(in, h.out[k].src, &ti) == TBX_OK)
+            total += ti.nbytes;
     }
     for (size_t k = 0; st == TBX_OK && k < h.nout; k++) {
         /* a row longer than a chunk gets buffers of its own size */
@@ -1022,7 +1094,8 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
         }
         st = write_data(&h, k, fbuf, obuf);
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        if (tbx_tensor_info_get(in, h.out[k].src, &ti) == TBX_OK) done += ti.nbytes;
+        if (h.out[k].src != UINT64_MAX && tbx_tensor_info_get(in, h.out[k].src, &ti) == TBX_OK)
+            done += ti.nbytes;
         if (st == TBX_OK && o.progress) o.progress(o.progress_ud, done, total);
     }
     tbx_free(h.al, fbuf, fbuf ? (size_t)HF_CHUNK_F32 * sizeof(float) + 64 * 1024 * sizeof(float) : 0);
@@ -1031,7 +1104,7 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
         if (st != TBX_OK) tbx_writer_abort(h.w);
         else st = tbx_writer_finish(h.w, err);
     }
-    tbx_free(h.al, h.out, h.out ? (tbx_tensor_count(in) ? (size_t)tbx_tensor_count(in) : 1) * sizeof *h.out : 0);
+    tbx_free(h.al, h.out, h.out ? ((size_t)tbx_tensor_count(in) + 1) * sizeof *h.out : 0);
     json_decref(h.cfg);
     json_decref(h.tok);
     json_decref(h.tokcfg);

@@ -282,7 +282,7 @@ def make_tokenizer(d: Path, model_type: str) -> int:
     return tok.get_vocab_size()
 
 
-def make_decoder(d: Path, model_type: str, seed: int):
+def make_decoder(d: Path, model_type: str, seed: int, rope_scaling: dict | None = None):
     d.mkdir()
     V = make_tokenizer(d, model_type)
     H, KV, D, L, FF, E = 4, 2, 32, 2, 192, 128
@@ -293,6 +293,8 @@ def make_decoder(d: Path, model_type: str, seed: int):
            "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
            "vocab_size": V, "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 1,
            "torch_dtype": "float32"}
+    if rope_scaling:
+        cfg["rope_scaling"] = rope_scaling
     (d / "config.json").write_text(json.dumps(cfg, indent=2))
     rng = np.random.default_rng(seed)
     g = lambda *s, sc=0.08: (rng.standard_normal(s) * sc).astype(np.float32)
@@ -326,6 +328,17 @@ def decoder_logits(W, cfg, ids):
     rms = lambda x, w: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
     pos = np.arange(n, dtype=np.float64)
     inv = cfg["rope_theta"] ** (-np.arange(0, D, 2, dtype=np.float64) / D)
+    rs = cfg.get("rope_scaling")
+    if rs and rs["rope_type"] == "llama3":
+        # transformers' llama3 frequencies: long wavelengths slowed down by `factor`, short ones
+        # kept, the band between interpolated smoothly
+        ctx, lo, hi, fac = (rs["original_max_position_embeddings"], rs["low_freq_factor"],
+                            rs["high_freq_factor"], rs["factor"])
+        wavelen = 2 * math.pi / inv
+        scaled = np.where(wavelen > ctx / lo, inv / fac, inv)
+        smooth = (ctx / wavelen - lo) / (hi - lo)
+        medium = (wavelen >= ctx / hi) & (wavelen <= ctx / lo)
+        inv = np.where(medium, (1 - smooth) * scaled / fac + smooth * scaled, scaled)
     ang = pos[:, None] * inv[None, :]
     cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
 
@@ -358,20 +371,27 @@ def decoder_logits(W, cfg, ids):
     return rms(x, f("model.norm.weight")) @ f("lm_head.weight").T
 
 
-@pytest.mark.parametrize("model_type,arch_id,seed", [
-    ("llama", gguf.MODEL_ARCH.LLAMA, 1),
-    ("qwen2", gguf.MODEL_ARCH.QWEN2, 2),
-])
-def test_decoder_logits_in_llama_cpp(tbx, tmp_path, model_type, arch_id, seed):
-    W, cfg = make_decoder(tmp_path / model_type, model_type, seed)
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+
+
+@pytest.mark.parametrize("model_type,arch_id,seed,rope", [
+    ("llama", gguf.MODEL_ARCH.LLAMA, 1, None),
+    ("llama", gguf.MODEL_ARCH.LLAMA, 4, LLAMA3_ROPE),  # Llama 3.1's rope: rope_freqs
+    ("qwen2", gguf.MODEL_ARCH.QWEN2, 2, None),
+], ids=["llama", "llama3-rope", "qwen2"])
+def test_decoder_logits_in_llama_cpp(tbx, tmp_path, model_type, arch_id, seed, rope):
+    W, cfg = make_decoder(tmp_path / model_type, model_type, seed, rope)
     out = tmp_path / f"{model_type}.gguf"
     convert(tbx, tmp_path / model_type, out)
-    _, fields = check_names_and_keys(out, list(W), arch_id, cfg["num_hidden_layers"])
+    # the generated rope_freqs tensor is llama.cpp's, not a Hugging Face one
+    _, fields = check_names_and_keys(out, list(W) + (["rope_freqs.weight"] if rope else []), arch_id,
+                                     cfg["num_hidden_layers"])
     assert fields["tokenizer.ggml.model"].contents() == "gpt2"
     assert fields["tokenizer.ggml.pre"].contents() == PRE_NAME[model_type]
     assert fields[f"{model_type}.attention.head_count_kv"].contents() == 2
     tok = tokenizers.Tokenizer.from_file(str(tmp_path / model_type / "tokenizer.json"))
-    ids = [0] + tok.encode("the cat sat on the log and llama runs").ids
+    ids = [0] + tok.encode("the cat sat on the log and llama runs; 12345 dogs don't!").ids
     ref = decoder_logits(W, cfg, ids)
     # f32 KV cache: the default f16 cache rounds k and v (~1e-3 on the logits)
     llm = llama_cpp.Llama(model_path=str(out), n_ctx=64, logits_all=True, verbose=False,
@@ -428,7 +448,10 @@ BROKEN = [
     ("config_heads_zero", _edit_json("config.json", lambda c: {**c, "num_key_value_heads": 0}),
      "num_key_value_heads"),
     ("rope_scaling", _edit_json("config.json", lambda c: {**c, "rope_scaling": {
-        "rope_type": "llama3", "factor": 8.0}}), "rope_scaling"),
+        "rope_type": "yarn", "factor": 4.0}}), "rope_scaling"),
+    ("rope_scaling_bad", _edit_json("config.json", lambda c: {**c, "rope_scaling": {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0,
+        "high_freq_factor": 1.0}}), "rope_scaling"),
     ("no_tokenizer", lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json"),
     ("tokenizer_unigram", _edit_json("tokenizer.json", lambda t: {**t, "model": {
         "type": "Unigram", "vocab": [["a", 0.0]]}}), "Unigram"),
