@@ -602,6 +602,13 @@ static tbx_status write_tokenizer(hf *h) {
     if (!json_is_object(vocab))
         return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: model.vocab is not "
                        "an object");
+    /* a SentencePiece BPE exported to tokenizer.json (Llama 2, Mistral, TinyLlama: byte
+     * fallback, <0xNN> tokens) is llama.cpp's "llama" vocabulary, whose merge priorities are
+     * tokenizer.model's scores: written as "gpt2" it would tokenize wrongly, so refuse */
+    if (bpe && json_is_true(json_object_get(model, "byte_fallback")))
+        return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: a SentencePiece "
+                       "BPE (byte_fallback) vocabulary needs llama.cpp's \"llama\" tokenizer "
+                       "with tokenizer.model scores, which is not supported yet");
     if (wpm != (strcmp(h->a->name, "bert") == 0))
         return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: a %s tokenizer "
                        "for a %s model is not supported", mtype, h->a->name);

@@ -455,6 +455,8 @@ BROKEN = [
     ("no_tokenizer", lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json"),
     ("tokenizer_unigram", _edit_json("tokenizer.json", lambda t: {**t, "model": {
         "type": "Unigram", "vocab": [["a", 0.0]]}}), "Unigram"),
+    ("tokenizer_spm_bpe", _edit_json("tokenizer.json", lambda t: {**t, "model": {
+        **t["model"], "byte_fallback": True}}), "byte_fallback"),
     ("tokenizer_dup_key", _write("tokenizer_config.json", '{"bos_token": "<s>", "bos_token": '
                                  '"</s>"}'), "tokenizer_config.json"),
     ("vocab_beyond_config", _edit_json("config.json", lambda c: {**c, "vocab_size": 10}),
