@@ -511,6 +511,8 @@ TBX_API void tbx_close(tbx_file *f);
 TBX_API tbx_format tbx_file_format(const tbx_file *f);
 /* Format version as the file records it (e.g. GGUF 3); 0 when the format has none. */
 TBX_API uint32_t tbx_file_version(const tbx_file *f);
+/* Size in bytes of the file opened; of a set opened as one handle, of its first part (the GGUF
+ * shard 1, the safetensors index or model.safetensors; see tbx_file_part_count). */
 TBX_API uint64_t tbx_file_size(const tbx_file *f);
 /* The files a handle reads: 1 for a single file; a set opened as one handle has more (a GGUF
  * split set: shard 1 then the others; a Hugging Face directory: the index file or
