@@ -946,6 +946,8 @@ TBX_API void tbx_remove_temp_files(void);
 /* MCF targets: clamp to [quant_clip_min, quant_clip_max] (recorded in QuantInfo) instead of
  * each tensor's own +-max|value| (mantle quantize's --min-clip / --max-clip) */
 #define TBX_CONVERT_QUANT_CLIP     0x20u
+#define TBX_CONVERT_RAW            0x40u /* GGUF target: copy a Hugging Face model as it is (no
+                                          * llama.cpp architecture, tokenizer, names) */
 
 typedef void (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
 
@@ -973,10 +975,12 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  *
  * quant_to (explicit, lossy): a ggml block type with a quantizer (q8_0, q4_0, q4_1, q5_0, q5_1,
  * q2_k .. q6_k, tq1_0, tq2_0, mxfp4; else TBX_E_UNSUPPORTED). A tensor is quantized when it is
- * dense, 2-D ([rows, cols] row-major), of dtype f32, f16, bf16 or f64, and cols is a multiple of
- * the type's block size; its rows are decoded to f32 and quantized row by row, streamed in
- * chunks of whole rows. Every other tensor is written as cast_to says (or unchanged). The target
- * format must store the block type (GGUF does).
+ * dense, 2-D ([rows, cols] row-major) and of dtype f32, f16, bf16 or f64; its rows are decoded
+ * to f32 and quantized row by row, streamed in chunks of whole rows. When cols is not a multiple
+ * of the type's block size the tensor gets llama-quantize's fallback type instead (q4_K -> q5_0,
+ * q5_K -> q5_1, q6_K -> q8_0, q2_K/q3_K -> q4_0, and f16 when that does not fit either; see
+ * tbx_gguf_quant_fallback in tensorbox/gguf.h). Every other tensor is written as cast_to says
+ * (or unchanged). The target format must store the block types (GGUF does).
  *
  * quant_to may also be one of MCF's families (TBX_DT_MCF_Q8 .. _K2, _INT8, _INT4; the target
  * must be MCF): every dense 2-D f32/f16/bf16/f64 tensor with non-zero dimensions is quantized
@@ -990,11 +994,16 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * Quantized tensors (tbx_tensor_quant_get succeeds) are declared with their description
  * (tbx_writer_add_quant_tensor) and keep their stored bytes when the target stores the
  * description exactly (a ggml block type in GGUF; OINF v2 parameters in OINF version 2; a
- * zTensor quantized_group in zTensor).
+ * zTensor quantized_group in zTensor; an MCF family in MCF).
  * Otherwise the conversion fails with the writer's TBX_E_UNSUPPORTED / TBX_E_LOSSY naming the
  * tensor, unless flags has TBX_CONVERT_DEQUANTIZE: the tensor is then written as f32 (cast_to
  * when set) from tbx_tensor_read_f32, without a description. A quantization is never dropped
- * silently, and cast_to alone does not apply to quantized tensors. */
+ * silently, and cast_to alone does not apply to quantized tensors.
+ *
+ * A GGUF target from an input that carries a "config.json" section (a Hugging Face model
+ * directory) is written for llama.cpp by tbx_gguf_from_hf (tensorbox/gguf.h: architecture,
+ * hyper-parameters, tokenizer, llama.cpp tensor names; cast_to and quant_to apply to 2-D
+ * weights, 1-D tensors become f32), unless flags has TBX_CONVERT_RAW. */
 TBX_API tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
                                tbx_error *err);
 

@@ -38,6 +38,7 @@ static const cli_option convert_options[] = {
     {"verbose", 'v', NULL, "with --quant to MCF: the error of every tensor, not only the total"},
     {"dequantize", 0, NULL, "lossy: dequantize to f32 (or --cast) quantized tensors the target "
                             "cannot store as such"},
+    {"raw", 0, NULL, "GGUF from a Hugging Face model: tensors as they are, no llama.cpp layout"},
     {"alignment", 0, "N", "tensor data alignment in bytes (default: the format's)"},
     {"compress", 0, "LEVEL", "zstd level for formats that compress (default 0: raw)"},
     {"digest", 0, "ALGO", "sha256 or crc32c, for formats that store digests"},
@@ -156,6 +157,48 @@ static int same_file(const char *a, const char *b) {
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/* After a quantizing conversion: what got which type, one line per type (stderr), read back
+ * from the written file, so a tensor left unquantized is never silent. */
+static void quant_summary(const char *out, tbx_dtype asked) {
+    enum { NT = 16 };
+    struct { tbx_dtype dt; uint64_t n, cols; } seen[NT];
+    size_t ns = 0;
+    tbx_file *f = NULL;
+    tbx_error err;
+    if (tbx_open_path(&f, out, NULL, &err) != TBX_OK) return;
+    for (uint64_t i = 0, nt = tbx_tensor_count(f); i < nt; i++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
+        size_t k = 0;
+        while (k < ns && seen[k].dt != ti.dtype) k++;
+        if (k == ns) {
+            if (ns == NT) continue;
+            seen[ns].dt = ti.dtype;
+            seen[ns].n = 0;
+            seen[ns].cols = ti.ndim >= 2 ? ti.shape[ti.ndim - 1] : 0;
+            ns++;
+        }
+        seen[k].n++;
+    }
+    tbx_close(f);
+    const tbx_dtype_info *ai = tbx_dtype_get(asked);
+    for (size_t k = 0; k < ns; k++) {
+        const tbx_dtype_info *di = tbx_dtype_get(seen[k].dt);
+        if (!di || !ai) continue;
+        fprintf(stderr, "tbx: %-6s %6" PRIu64 " tensor%s", di->name, seen[k].n,
+                seen[k].n == 1 ? " " : "s");
+        if (seen[k].dt == asked)
+            fprintf(stderr, "  (requested type)\n");
+        else if (di->block_size > 1 || seen[k].dt == TBX_DT_F16)
+            fprintf(stderr, "  (fallback: rows of %" PRIu64 " values are not a multiple of %s's "
+                            "block of %" PRIu64 ")\n", seen[k].cols, ai->name,
+                    (uint64_t)ai->block_size);
+        else
+            fprintf(stderr, "  (not quantized: 1-D, norms, biases, position/token-type "
+                            "embeddings or non-float tensors)\n");
+    }
+}
+
 static int convert_run(const cli_args *a) {
     const char *in = a->pos[0], *out = a->pos[1];
     tbx_convert_options opt;
@@ -185,6 +228,7 @@ static int convert_run(const cli_args *a) {
     if (cli_flag(a, "drop-meta")) opt.flags |= TBX_CONVERT_DROP_META;
     if (cli_flag(a, "drop-sections")) opt.flags |= TBX_CONVERT_DROP_SECTIONS;
     if (cli_flag(a, "dequantize")) opt.flags |= TBX_CONVERT_DEQUANTIZE;
+    if (cli_flag(a, "raw")) opt.flags |= TBX_CONVERT_RAW;
 
     const char *cast = cli_value(a, "cast");
     if (cast) {
@@ -304,6 +348,7 @@ static int convert_run(const cli_args *a) {
                             "--dequantize\n");
         return CLI_FAIL;
     }
+    if (opt.quant_to != TBX_DT_INVALID) quant_summary(out, opt.quant_to);
     if (opt.on_quant && cu.rep.tensors) {
         const tbx_dtype_info *qi = tbx_dtype_get(opt.quant_to);
         fprintf(stderr, "quantized %" PRIu64 " tensors (%" PRIu64 " values) to %s, method %s: RMSE %.6g\n",
@@ -317,23 +362,27 @@ static int convert_run(const cli_args *a) {
 const cli_command cli_cmd_convert = {
     "convert",
     "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]"
-    " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize]",
+    " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize] [--raw]",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
     "the conversion with an error naming it, and each lossy step needs its own option.\n"
     "OUT is written to a temporary file and renamed into place; the input is never replaced.\n"
     "A symbolic link OUT is followed: the file it points to is written and the link kept (a\n"
     "dangling one needs --force). --force replaces only a regular file.\n"
-    "--quant TYPE quantizes every dense 2-D f32/f16/bf16/f64 tensor whose row length is a\n"
-    "multiple of the type's block size (other tensors are copied unchanged).\n"
+    "--quant TYPE quantizes every dense 2-D f32/f16/bf16/f64 tensor; for ggml types, rows the\n"
+    "type cannot take get llama-quantize's fallback (q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0,\n"
+    "q2_k/q3_k -> q4_0, else f16); a summary of the types written goes to stderr.\n"
     "For an MCF output TYPE is one of MCF's families q8 q4 k6 k4 k3 k2 int8 int4 (any row\n"
     "length); --quant-method best (default: nearest f16 scales, searched sub-scales, a lower\n"
     "error) or mantle (mantle's quantize, byte for byte); --quant-clip MIN,MAX clamps every\n"
     "tensor to one range (mantle's --min-clip/--max-clip). The RMSE of the quantized tensors is\n"
     "printed on stderr when done (each tensor's with -v).\n"
-    "A quantized tensor (ggml block type, OINF v2 parameters, zTensor quantized_group) keeps\n"
-    "its quantization when the target stores it exactly; otherwise the conversion stops, unless\n"
-    "--dequantize writes it dequantized, as f32 (or the --cast dtype).\n"
+    "A quantized tensor (ggml block type, OINF v2 parameters, zTensor quantized_group, MCF\n"
+    "family) keeps its quantization when the target stores it exactly; otherwise the conversion\n"
+    "stops, unless --dequantize writes it dequantized, as f32 (or the --cast dtype).\n"
+    "IN a Hugging Face model directory (config.json, tokenizer.json, safetensors) and OUT a\n"
+    "GGUF file: written for llama.cpp (architecture keys, tokenizer, tensor names; 1-D tensors\n"
+    "in f32; --cast and --quant apply to the 2-D weights); --raw copies the tensors as they are.\n"
     "The output formats (those this library can write) follow, with their extensions.\n",
     convert_options,
     2,

@@ -14,6 +14,8 @@
 #include "convert_mcfq.h"
 #include "plain.h"
 #include "ggml.h"
+#define TBX_EXPERIMENTAL 1 /* tbx_gguf_from_hf: a Hugging Face model to a GGUF for llama.cpp */
+#include "tensorbox/gguf.h"
 
 #include <stddef.h>
 
@@ -273,8 +275,9 @@ static int mcfq_kind_of(tbx_dtype dt) {
     return -1;
 }
 
-/* Is tensor t quantized to o->quant_to? Dense 2-D f32/f16/bf16/f64 with whole blocks per row
- * (ggml types; MCF's families take any row length: partial blocks are padded). */
+/* Is tensor t quantized under o->quant_to? Dense 2-D f32/f16/bf16/f64 with non-zero rows (a
+ * ggml type whose blocks do not divide the rows falls back, see target_dtype; MCF's families
+ * take any row length: partial blocks are padded). */
 static bool quant_eligible(const tbx_tensor *t, const tbx_convert_options *o) {
     if (o->quant_to == TBX_DT_INVALID || t->ndim != 2 || t->ncomp != 1 ||
         t->layout != TBX_LAYOUT_DENSE)
@@ -283,13 +286,15 @@ static bool quant_eligible(const tbx_tensor *t, const tbx_convert_options *o) {
         t->dtype != TBX_DT_F64)
         return false;
     if (mcfq_kind_of(o->quant_to) >= 0) return t->shape[0] > 0 && t->shape[1] > 0;
-    const tbx_dtype_info *qi = tbx_dtype_get(o->quant_to);
-    return qi && qi->block_size > 0 && t->shape[1] > 0 && t->shape[1] % qi->block_size == 0;
+    return t->shape[1] > 0;
 }
 
-/* Target dtype of tensor t under the options. */
+/* Target dtype of tensor t under the options: an eligible tensor gets the quant type, or the
+ * type llama-quantize falls back to when its rows cannot take it (f16 when none fits). */
 static tbx_dtype target_dtype(const tbx_tensor *t, const tbx_convert_options *o) {
-    if (quant_eligible(t, o)) return o->quant_to;
+    if (quant_eligible(t, o))
+        return mcfq_kind_of(o->quant_to) >= 0 ? o->quant_to
+                                              : tbx_ggml_quant_fallback(o->quant_to, t->shape[1]);
     if (o->cast_to == TBX_DT_INVALID || t->dtype == o->cast_to) return t->dtype;
     const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
     if (!di || !(di->flags & TBX_DTF_FLOAT) || (di->flags & TBX_DTF_COMPLEX)) return t->dtype;
@@ -419,6 +424,7 @@ typedef struct qslot {
     size_t src_len;
     tbx_dtype src_dt;
     uint64_t n, nblocks;
+    tbx_quant_fn quant;  /* this job's type (tensors may get different fallback types) */
     tbx_status st;       /* decode status */
 } qslot;
 
@@ -436,7 +442,7 @@ static void qjob_run(tbx_task *task) {
     qslot *s = (qslot *)task;
     s->st = TBX_OK;
     if (s->src) s->st = tbx_decode_f32(s->src_dt, s->src, s->src_len, s->n, s->f);
-    if (s->st == TBX_OK) s->qb->quant(s->f, s->q, s->nblocks);
+    if (s->st == TBX_OK) s->quant(s->f, s->q, s->nblocks);
 }
 
 /* Buffers and threads for quantizing to `to` with `quant` (once per conversion). */
@@ -445,7 +451,11 @@ static tbx_status qbufs_start(tbx_file *in, qbufs *qb, tbx_quant_fn quant, tbx_d
     if (qb->started) return TBX_OK;
     const tbx_dtype_info *qi = tbx_dtype_get(to);
     qb->quant = quant;
+    /* room for the requested type and for any fallback type (q8_0 is the widest) */
+    const tbx_dtype_info *q8 = tbx_dtype_get(TBX_DT_Q8_0);
     qb->qcap = (size_t)(QCHUNK_ELEMS / qi->block_size * qi->block_bytes);
+    if (q8 && (size_t)(QCHUNK_ELEMS / q8->block_size * q8->block_bytes) > qb->qcap)
+        qb->qcap = (size_t)(QCHUNK_ELEMS / q8->block_size * q8->block_bytes);
     qb->started = true;
     qb->pool = tbx_pool_start(&in->al, tbx_threads_default());
     const int nth = tbx_pool_threads(qb->pool);
@@ -507,6 +517,7 @@ static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, tbx_qua
             const uint64_t n = nelems - e0 < QCHUNK_ELEMS ? nelems - e0 : QCHUNK_ELEMS;
             s->n = n;
             s->nblocks = n / qi->block_size;
+            s->quant = quant;
             s->src_dt = t->dtype;
             s->src_len = (size_t)(n * esize);
             s->src = NULL;
@@ -589,6 +600,19 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     if (mcfq >= 0 && in->ntensors && !(mq = tbx_calloc(&in->al, in->ntensors, sizeof *mq)))
         return tbx_err_nomem(err, "quantization descriptions");
 
+    /* a Hugging Face model (its config.json is a section) to GGUF: written for llama.cpp */
+    const tbx_format to_fmt = o.write.format ? o.write.format : tbx_format_from_path(out_path);
+    if (to_fmt == TBX_FORMAT_GGUF && !(o.flags & TBX_CONVERT_RAW) && tbx_gguf_hf_applies(in)) {
+        tbx_gguf_hf_options ho;
+        tbx_gguf_hf_options_init(&ho);
+        ho.write = o.write;
+        ho.quant_to = o.quant_to;
+        ho.cast_to = o.cast_to;
+        ho.progress = o.progress;
+        ho.progress_ud = o.progress_ud;
+        return tbx_gguf_from_hf(in, out_path, &ho, err);
+    }
+
     tbx_writer *w;
     tbx_status st = tbx_writer_open(&w, out_path, &o.write, err);
     if (st != TBX_OK) return st;
@@ -635,10 +659,12 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         const tbx_tensor *t = &in->tensors[i];
         if (t->ncomp == 0) continue;
         const tbx_component *k = &t->comp[0];
-        /* what the writer was told this tensor is (declare_quantized may have chosen f32) */
+        /* what the writer was told this tensor is (declare_quantized may have chosen f32, the
+         * ggml fallback another block type or f16) */
         tbx_dtype to = (tbx_dtype)w->tensors[i].dtype;
-        if (quant && to == o.quant_to && to != t->dtype) {
-            st = quantize_tensor(in, i, w, quant, to, &qb, err);
+        const tbx_dtype_info *toi = tbx_dtype_get(to);
+        if (quant && !t->quant && toi && (toi->flags & TBX_DTF_BLOCK) && to != t->dtype) {
+            st = quantize_tensor(in, i, w, tbx_ggml_quant_for(to), to, &qb, err);
         } else if (mcfq >= 0 && to == o.quant_to && to != t->dtype) {
             tbx_mcfq_request rq;
             memset(&rq, 0, sizeof rq);
