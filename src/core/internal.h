@@ -697,6 +697,8 @@ extern const tbx_driver tbx_driver_safetensors;
 extern const tbx_driver tbx_driver_gguf;
 extern const tbx_driver tbx_driver_oinf;
 extern const tbx_driver tbx_driver_ztensor;
+extern const tbx_driver tbx_driver_embd;
+extern const tbx_driver tbx_driver_embd_legacy;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Worker threads (src/core/pool.c)                                                            */
