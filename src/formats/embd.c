@@ -198,7 +198,11 @@ static tbx_status em_check_section(const tbx_file *f, uint64_t off, uint64_t len
     if (off % EM_SECTION_ALIGN)
         return tbx_err(err, TBX_E_RANGE, at_off, foff,
                        "the %s starts at byte %" PRIu64 ", not a multiple of 8", what, off);
-    if (off > limit || len > limit - off)
+    if (off > limit)
+        return tbx_err(err, TBX_E_RANGE, at_off, foff,
+                       "the %s starts at byte %" PRIu64 ", past the footer at byte %" PRIu64,
+                       what, off, limit);
+    if (len > limit - off)
         return tbx_err(err, TBX_E_RANGE, at_len, flen,
                        "the %s [%" PRIu64 ", +%" PRIu64 ") runs past the footer at byte %" PRIu64,
                        what, off, len, limit);

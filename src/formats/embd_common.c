@@ -62,8 +62,8 @@ bool em_vocab_find(const em_vocab *v, const char *tok, uint32_t *id) {
 /* Walks `count` tokens of (len_width-byte length, bytes) in p[pos, end): fills off/blob.
  * The caller checked count * len_width <= end - pos. */
 static tbx_status em_tokens(const tbx_alloc *al, const uint8_t *p, size_t pos, size_t end,
-                            uint32_t count, unsigned len_width, uint64_t base, em_vocab *v,
-                            tbx_error *err) {
+                            uint32_t count, unsigned len_width, uint64_t base,
+                            const char *end_field, em_vocab *v, tbx_error *err) {
     v->count = count;
     v->off = tbx_calloc(al, (size_t)count + 1, sizeof *v->off);
     /* the token bytes are at most the region minus the length fields */
@@ -95,9 +95,10 @@ static tbx_status em_tokens(const tbx_alloc *al, const uint8_t *p, size_t pos, s
         v->off[i + 1] = (uint32_t)used;
     }
     if (pos != end)
-        return tbx_err(err, TBX_E_FORMAT, base + pos, "vocab.total_size",
+        return tbx_err(err, TBX_E_FORMAT, base + pos, end_field,
                        "the %" PRIu32 " tokens end at byte %" PRIu64 ", but the token entries "
-                       "end at byte %" PRIu64, count, base + pos, base + end);
+                       "end at byte %" PRIu64 " (%s)", count, base + pos, base + end,
+                       len_width == 2 ? "total_size" : "trailing bytes after the vocabulary");
     return TBX_OK;
 }
 
@@ -124,7 +125,7 @@ tbx_status em_vocab_parse(const tbx_alloc *al, const uint8_t *p, size_t len, uin
                        "%" PRIu32 " tokens need at least %" PRIu64 " bytes, total_size is %" PRIu32,
                        count, (uint64_t)count * 2, total);
     tbx_status st = em_tokens(al, p, EM_VOCAB_HEAD, EM_VOCAB_HEAD + (size_t)total, count, 2, base,
-                              out, err);
+                              "vocab.total_size", out, err);
     if (st != TBX_OK) { em_vocab_free(al, out); return st; }
     for (unsigned k = 0; k < 5; k++) {
         uint32_t id = tbx_ld32(p + special + 4 * k);
@@ -153,7 +154,7 @@ tbx_status em_vocab_parse_legacy(const tbx_alloc *al, const uint8_t *p, size_t l
         return tbx_err(err, TBX_E_TRUNCATED, base, "vocab_count",
                        "%" PRIu32 " tokens need at least %" PRIu64 " bytes, %zu remain", count,
                        (uint64_t)count * 4, len - 4);
-    tbx_status st = em_tokens(al, p, 4, len, count, 4, base, out, err);
+    tbx_status st = em_tokens(al, p, 4, len, count, 4, base, "vocab", out, err);
     if (st != TBX_OK) { em_vocab_free(al, out); return st; }
     out->has_special = true;
     for (unsigned k = 0; k < 5; k++)
