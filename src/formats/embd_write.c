@@ -124,11 +124,22 @@ tbx_status em_w_check_section(tbx_writer *w, const char *name, uint32_t type, si
                    "Hugging Face model directory it knows, not this one", q);
 }
 
+static const tbx_wsection *ew_section(const tbx_writer *w, const char *name);
+static bool ew_hf_name(const char *n, size_t nl, char *buf, size_t cap, size_t *out_len);
+
 tbx_status em_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
-    (void)w;
     char q[96];
     size_t bad = 0;
     tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+    /* Hugging Face mode (config.json given first, as tbx_convert adds sections before tensors):
+     * a tensor the spec leaves out (embeddings.position_ids, an i64 buffer) is accepted and
+     * dropped whatever its dtype */
+    if (ew_section(w, "config.json")) {
+        char buf[512];
+        size_t ol;
+        if (t->name_len < sizeof buf - 16 && !ew_hf_name(t->name, t->name_len, buf, sizeof buf, &ol))
+            return TBX_OK;
+    }
     if (!t->has_data)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
                        "tensor \"%s\": EMBD cannot store a tensor without data", q);
