@@ -499,6 +499,14 @@ TBX_API tbx_format tbx_file_format(const tbx_file *f);
 /* Format version as the file records it (e.g. GGUF 3); 0 when the format has none. */
 TBX_API uint32_t tbx_file_version(const tbx_file *f);
 TBX_API uint64_t tbx_file_size(const tbx_file *f);
+/* The files a handle reads: 1 for a single file; a set opened as one handle has more (a GGUF
+ * split set: shard 1 then the others; a Hugging Face directory: the index file or
+ * model.safetensors, the shards, then the side files its sections come from). */
+TBX_API uint64_t tbx_file_part_count(const tbx_file *f);
+/* Path of part i (< tbx_file_part_count) as the handle names it (part 0 of a single file: the
+ * path given to tbx_open_path; the parts of a directory: relative to it), NULL when unknown or
+ * out of range (memory and callback handles); *size (may be NULL) gets its size in bytes. */
+TBX_API const char *tbx_file_part_path(const tbx_file *f, uint64_t i, uint64_t *size);
 
 /* Validates an open file without opening it again: the pass tbx_validate_path runs after its
  * open. Every component is read in bounded memory (encoded ones decoded, digests verified

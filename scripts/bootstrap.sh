@@ -29,5 +29,7 @@ fi
 if [ ! -f "$STAMP" ] || ! cmp -s "$REQ" "$STAMP"; then
   echo "bootstrap: installing Python peers from $REQ" >&2
   .venv/bin/python -m pip install -q --disable-pip-version-check -r "$REQ"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
+    -r python/requirements-nodeps.txt
   cp "$REQ" "$STAMP"
 fi

@@ -228,6 +228,28 @@ static void info_human(tbx_file *f, const char *path) {
     if (size >= 1024) fprintf(fp, " (%s)", cli_format_size(sz, size));
     fputc('\n', fp);
     info_embd_human(f, fp);
+    /* a set opened as one file (GGUF split set, Hugging Face directory): its files */
+    uint64_t nparts = tbx_file_part_count(f);
+    if (nparts > 1) {
+        uint64_t all = 0, psize = 0;
+        size_t wpart = 4;
+        for (uint64_t i = 0; i < nparts; i++) {
+            const char *pp = tbx_file_part_path(f, i, &psize);
+            size_t w = pp ? json_escaped_width(pp, strlen(pp)) : 10;
+            if (w > wpart) wpart = w;
+            all += psize;
+        }
+        if (wpart > INFO_NAME_COL_MAX) wpart = INFO_NAME_COL_MAX;
+        fprintf(fp, "files:     %" PRIu64 " (%" PRIu64 " bytes in all)\n", nparts, all);
+        for (uint64_t i = 0; i < nparts && !ferror(fp); i++) {
+            const char *pp = tbx_file_part_path(f, i, &psize);
+            fputs("  ", fp);
+            if (pp) json_write_escaped(fp, pp, strlen(pp));
+            else fputs("(unnamed)", fp);
+            print_pad(fp, pp ? json_escaped_width(pp, strlen(pp)) : 9, wpart);
+            fprintf(fp, "  %12" PRIu64 "\n", psize);
+        }
+    }
     /* size variables (OINF): "NAME := VALUE" */
     uint64_t nsv = tbx_sizevar_count(f);
     if (nsv > 0) fprintf(fp, "sizevars:  %" PRIu64 "\n", nsv);
@@ -479,6 +501,24 @@ static void info_json(tbx_file *f, int typed) {
     json_stringz(&j, tbx_format_name(tbx_file_format(f)));
     json_keyz(&j, "version");
     json_u64(&j, tbx_file_version(f));
+    /* a set opened as one file: its files (part 0 first) */
+    uint64_t nparts = tbx_file_part_count(f);
+    if (nparts > 1) {
+        json_keyz(&j, "files");
+        json_begin_array(&j);
+        for (uint64_t i = 0; i < nparts && !ferror(stdout); i++) {
+            uint64_t psize = 0;
+            const char *pp = tbx_file_part_path(f, i, &psize);
+            json_begin_object(&j);
+            json_keyz(&j, "path");
+            if (pp) json_stringz(&j, pp);
+            else json_null(&j);
+            json_keyz(&j, "size");
+            json_u64(&j, psize);
+            json_end_object(&j);
+        }
+        json_end_array(&j);
+    }
     /* size variables: for OINF files (always) and any file that has some */
     uint64_t nsv = tbx_sizevar_count(f);
     if (nsv > 0 || tbx_file_format(f) == TBX_FORMAT_OINF) {

@@ -245,7 +245,9 @@ static tbx_status copy_sections(tbx_file *in, tbx_writer *w, const tbx_convert_o
             return tbx_err(err, TBX_E_LIMIT, s->offset, s->name, "section too large");
         void *buf = tbx_malloc(&in->al, (size_t)s->size);
         if (!buf) return tbx_err_nomem(err, "section");
-        tbx_status st = tbx_source_read(&in->src, s->offset, buf, (size_t)s->size, s->name, err);
+        const tbx_source *src = tbx_file_source(in, s->src);
+        tbx_status st = src ? tbx_source_read(src, s->offset, buf, (size_t)s->size, s->name, err)
+                            : tbx_err(err, TBX_E_STATE, s->offset, s->name, "section: no source");
         if (st == TBX_OK) st = tbx_writer_add_section(w, s->name, s->type, buf, (size_t)s->size, err);
         tbx_free(&in->al, buf, (size_t)s->size);
         if (st == TBX_OK) continue;

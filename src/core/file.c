@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 /* Bytes of a versioned struct the caller's struct_size covers: 0 means all of this version. */
 static size_t vsize(uint32_t struct_size, size_t full) {
@@ -61,6 +62,11 @@ void tbx_close(tbx_file *f) {
     if (f->drv && f->drv->close) f->drv->close(f);
     const tbx_alloc al = f->al;
     tbx_file_model_free(f);
+    if (f->part_names) {
+        for (size_t i = 0; i <= f->nextra_src; i++)
+            if (f->part_names[i]) tbx_free(&al, f->part_names[i], strlen(f->part_names[i]) + 1);
+        tbx_free(&al, f->part_names, (f->nextra_src + 1) * sizeof *f->part_names);
+    }
     for (size_t i = 0; i < f->nextra_src; i++) tbx_source_close(&f->extra_src[i]);
     tbx_free(&al, f->extra_src, f->nextra_src * sizeof *f->extra_src);
     if (f->path) tbx_free(&al, f->path, strlen(f->path) + 1);
@@ -132,6 +138,19 @@ static tbx_status finish_open(tbx_file *f, tbx_format hint, tbx_file **out, tbx_
     return TBX_OK;
 }
 
+/* The driver claiming `path` as a set of files (a directory, an index file), NULL when none
+ * does: only the forced format's driver when the options name one. */
+static const tbx_driver *set_driver(const char *path, tbx_format forced) {
+    struct stat sb;
+    bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    for (size_t i = 0; tbx_drivers[i]; i++) {
+        const tbx_driver *d = tbx_drivers[i];
+        if (forced != TBX_FORMAT_UNKNOWN && d->format != forced) continue;
+        if (d->claims_path && d->open_path && d->claims_path(path, is_dir)) return d;
+    }
+    return NULL;
+}
+
 tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_options *opt,
                          tbx_error *err) {
     if (!out || !path) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "NULL argument");
@@ -139,6 +158,18 @@ tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_option
     tbx_file *f;
     tbx_status st = new_file(&f, opt, err);
     if (st != TBX_OK) return st;
+    const tbx_driver *sd = *path ? set_driver(path, f->format) : NULL;
+    if (sd) {
+        /* a set of files: the driver opens its sources itself (core only routes the path) */
+        f->path = tbx_memdup0(&f->al, path, strlen(path));
+        if (!f->path) { tbx_close(f); return tbx_err_nomem(err, "path"); }
+        f->format = sd->format;
+        f->drv = sd;
+        st = sd->open_path(f, err);
+        if (st != TBX_OK) { tbx_close(f); return st; }
+        *out = f;
+        return TBX_OK;
+    }
     st = tbx_source_open_path(&f->src, path, (f->flags & TBX_OPEN_MMAP) != 0, err);
     if (st != TBX_OK) { tbx_close(f); return st; }
     f->path = tbx_memdup0(&f->al, path, strlen(path));
@@ -171,6 +202,17 @@ tbx_status tbx_open_callback(tbx_file **out, tbx_read_at_fn read_at, void *ud, u
 tbx_format tbx_file_format(const tbx_file *f) { return f ? f->format : TBX_FORMAT_UNKNOWN; }
 uint32_t tbx_file_version(const tbx_file *f) { return f ? f->version : 0; }
 uint64_t tbx_file_size(const tbx_file *f) { return f ? f->src.size : 0; }
+
+uint64_t tbx_file_part_count(const tbx_file *f) { return f ? 1 + (uint64_t)f->nextra_src : 0; }
+
+const char *tbx_file_part_path(const tbx_file *f, uint64_t i, uint64_t *size) {
+    if (size) *size = 0;
+    if (!f || i > f->nextra_src) return NULL;
+    const tbx_source *s = tbx_file_source(f, (uint32_t)i);
+    if (size && s) *size = s->size;
+    if (f->part_names) return f->part_names[i];
+    return i == 0 ? f->path : NULL;
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Metadata                                                                                    */
@@ -576,7 +618,11 @@ tbx_status tbx_section_read(tbx_file *f, uint64_t i, void *buf, size_t cap, size
         return tbx_err(err, TBX_E_BUFFER_TOO_SMALL, TBX_NO_OFFSET, "buffer",
                        "section \"%s\" needs a buffer of %llu bytes", s->name,
                        (unsigned long long)s->size);
-    return tbx_source_read(&f->src, s->offset, buf, (size_t)s->size, s->name, err);
+    const tbx_source *src = tbx_file_source(f, s->src);
+    if (!src)
+        return tbx_err(err, TBX_E_STATE, s->offset, "section", "section \"%s\": no source %" PRIu32,
+                       s->name, s->src);
+    return tbx_source_read(src, s->offset, buf, (size_t)s->size, s->name, err);
 }
 
 /* ------------------------------------------------------------------------------------------ */

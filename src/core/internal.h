@@ -382,6 +382,7 @@ typedef struct tbx_tensor {
 typedef struct tbx_section {
     char *name;
     uint32_t type;
+    uint32_t src;            /* source holding the bytes: 0 f->src, k > 0 f->extra_src[k-1] */
     uint64_t offset;
     uint64_t size;
 } tbx_section;
@@ -396,6 +397,9 @@ struct tbx_file {
     char *path;                   /* copy of the path given to tbx_open_path, NULL otherwise */
     tbx_source *extra_src;        /* further sources owned by the handle (e.g. the other shards */
     size_t nextra_src;            /* of a GGUF split set), closed by tbx_close */
+    char **part_names;            /* NULL, or 1 + nextra_src names of f->src and the extra
+                                     sources (tbx_file_part_path; NULL entries allowed), made
+                                     with f->al, freed by tbx_close */
     const tbx_driver *drv;
     tbx_format format;
     uint32_t version;
@@ -440,8 +444,11 @@ tbx_status tbx_file_reserve_tensors(tbx_file *f, size_t n, tbx_error *err);
 const tbx_dtype_info *tbx_file_dtype(const tbx_file *f, tbx_dtype dtype);
 tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, uint64_t offset,
                                 uint64_t size, tbx_error *err);
-/* The source a component's `src` names (0: f->src, k: f->extra_src[k-1]); NULL when out of
- * range. Tensor data is read through it; sections always come from f->src. */
+/* tbx_file_add_section for bytes in source `src` (0: f->src, k: f->extra_src[k-1]). */
+tbx_status tbx_file_add_section_in(tbx_file *f, const char *name, uint32_t type, uint32_t src,
+                                   uint64_t offset, uint64_t size, tbx_error *err);
+/* The source a component's or a section's `src` names (0: f->src, k: f->extra_src[k-1]); NULL
+ * when out of range. Tensor and section bytes are read through it. */
 const tbx_source *tbx_file_source(const tbx_file *f, uint32_t src);
 /* Are component k's decoded bytes its stored bytes, served straight from the source (range
  * reads, maps)? Raw encoding, unless the driver transforms raw bytes (big-endian GGUF). */
@@ -582,6 +589,16 @@ struct tbx_driver {
     bool (*probe)(const uint8_t *head, size_t len, uint64_t file_size);
     /* Parses the file into f (meta/tensors/sections/version); drv_state as needed. */
     tbx_status (*open)(tbx_file *f, tbx_error *err);
+    /* Optional: a model kept as several files and named by a path that is not itself a file of
+     * the format: a directory, or a set's index file (the safetensors driver: a Hugging Face
+     * model directory, `*.safetensors.index.json`). claims_path looks only at the name and, for
+     * a directory (is_dir), at the names of its entries: is this the driver's set? tbx_open_path
+     * asks every driver (in registry order, only the forced one when the options name a format)
+     * before it opens anything; the first that claims the path gets open_path, with f->path set
+     * and f->src not opened: the driver opens f->src (the file whose byte offsets its errors
+     * name, e.g. the index) and any extra sources itself, then fills f as open does. */
+    bool (*claims_path)(const char *path, bool is_dir);
+    tbx_status (*open_path)(tbx_file *f, tbx_error *err);
     /* Optional: read the decoded bytes of an encoded component (buf has exactly comp->nbytes
      * bytes), and of a raw one while raw_pending says it still has a check to pass. Raw
      * components are otherwise served by the core straight from the source (pread, range

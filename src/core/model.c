@@ -200,6 +200,11 @@ tbx_status tbx_file_reserve_tensors(tbx_file *f, size_t n, tbx_error *err) {
 
 tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, uint64_t offset,
                                 uint64_t size, tbx_error *err) {
+    return tbx_file_add_section_in(f, name, type, 0, offset, size, err);
+}
+
+tbx_status tbx_file_add_section_in(tbx_file *f, const char *name, uint32_t type, uint32_t src,
+                                   uint64_t offset, uint64_t size, tbx_error *err) {
     if (!tbx_grow(&f->al, (void **)&f->sections, &f->cap_sections, f->nsections + 1,
                   sizeof *f->sections))
         return tbx_err_nomem(err, "section table");
@@ -207,6 +212,7 @@ tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, ui
     s->name = tbx_memdup0(&f->al, name, strlen(name));
     if (!s->name) return tbx_err_nomem(err, "section name");
     s->type = type;
+    s->src = src;
     s->offset = offset;
     s->size = size;
     f->nsections++;

