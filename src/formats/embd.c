@@ -525,32 +525,35 @@ static tbx_status em_read_index(tbx_file *f, em_state *s, tbx_cursor *c, tbx_err
 static tbx_status em_verify_crcs(tbx_file *f, em_state *s, tbx_error *err) {
     const tbx_embd_header *h = &s->h;
     if (s->crc_done || !(h->flags & EM_F_CHECKSUM)) { s->crc_done = true; return TBX_OK; }
+    /* the file checksum covers [0, d0) and then the data [d0, end): one pass over the data gives
+     * the data checksum, combined with the prefix's for the file checksum (em_crc32_combine) */
     uint64_t end = f->src.size - EM_FOOTER_SIZE;
-    uint64_t d0 = h->tensor_data_offset, d1 = d0 + h->tensor_data_size;
-    uint32_t fcrc = 0, dcrc = 0;
+    uint64_t d0 = h->tensor_data_offset;
+    uint32_t pcrc = 0, dcrc = 0;
     uint8_t *buf = NULL;
     tbx_status st = TBX_OK;
     for (uint64_t pos = 0; pos < end;) {
-        size_t n = (size_t)(end - pos < EM_CHUNK ? end - pos : EM_CHUNK);
+        uint64_t stop = pos < d0 ? d0 : end;
+        size_t n = (size_t)(stop - pos < EM_CHUNK ? stop - pos : EM_CHUNK);
         const uint8_t *p = tbx_source_ptr(&f->src, pos, n);
         if (!p) {
             if (!buf && !(buf = tbx_malloc(&f->al, EM_CHUNK))) return tbx_err_nomem(err, "CRC buffer");
-            st = tbx_source_read(&f->src, pos, buf, n, "tensor_data", err);
+            st = tbx_source_read(&f->src, pos, buf, n, pos < d0 ? "header" : "tensor_data", err);
             if (st != TBX_OK) break;
             p = buf;
         }
-        fcrc = em_crc32(fcrc, p, n);
-        uint64_t a = pos > d0 ? pos : d0, b = pos + n < d1 ? pos + n : d1;
-        if (a < b) dcrc = em_crc32(dcrc, p + (a - pos), (size_t)(b - a));
+        if (pos < d0) pcrc = em_crc32(pcrc, p, n);
+        else dcrc = em_crc32(dcrc, p, n);
         pos += n;
     }
     if (buf) tbx_free(&f->al, buf, EM_CHUNK);
     if (st != TBX_OK) return st;
+    uint32_t fcrc = em_crc32_combine(pcrc, dcrc, end - d0);
     s->crc_done = true;
     if (dcrc != h->data_checksum &&
         (st = tbx_file_problem(f, err, TBX_E_CHECKSUM, end, "footer.data_checksum",
                                "data_checksum is 0x%08" PRIx32 ", but the CRC-32 of bytes [%"
-                               PRIu64 ", %" PRIu64 ") is 0x%08" PRIx32, h->data_checksum, d0, d1,
+                               PRIu64 ", %" PRIu64 ") is 0x%08" PRIx32, h->data_checksum, d0, end,
                                dcrc)) != TBX_OK)
         return st;
     if (fcrc != h->file_checksum &&

@@ -34,6 +34,40 @@ uint32_t em_crc32(uint32_t crc, const void *p, size_t n) {
     return libdeflate_crc32(crc, p, n);
 }
 
+/* CRC-32 combination (no CRC is computed here: libdeflate computes them). The CRC of A||B is
+ * CRC(A) * x^(8|B|) + CRC(B) in GF(2)[x] modulo the CRC polynomial, the polynomials held
+ * bit-reflected (bit 31 = x^0) as the CRC itself is. Used so that the data and the file checksum
+ * of EMBD take one pass over the tensor data instead of two (docs/formats/embd.md). */
+#define EM_CRC_POLY 0xEDB88320u
+#define EM_X0 0x80000000u /* the polynomial 1 */
+
+/* a * b mod P (bit-reflected). */
+static uint32_t em_gf2_mul(uint32_t a, uint32_t b) {
+    uint32_t prod = 0;
+    for (uint32_t bit = EM_X0; bit; bit >>= 1) {
+        if (a & bit) prod ^= b;
+        b = (b & 1u) ? (b >> 1) ^ EM_CRC_POLY : b >> 1; /* b *= x */
+    }
+    return prod;
+}
+
+/* x^(8 n) mod P, by square-and-multiply. */
+static uint32_t em_x_pow_8n(uint64_t n) {
+    uint32_t sq = 0x40000000u; /* x^(2^0) = x */
+    /* x^8 = x^(2^3): three squarings first */
+    for (int i = 0; i < 3; i++) sq = em_gf2_mul(sq, sq);
+    uint32_t r = EM_X0;
+    for (; n; n >>= 1) {  /* sq = x^(8 * 2^j) at bit j of n */
+        if (n & 1u) r = em_gf2_mul(r, sq);
+        sq = em_gf2_mul(sq, sq);
+    }
+    return r;
+}
+
+uint32_t em_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+    return em_gf2_mul(em_x_pow_8n(len_b), crc_a) ^ crc_b;
+}
+
 const char *const em_required_keys[] = {
     "model_name", "model_version", "embedding_dim", "vocab_size", "num_layers",
     "num_attention_heads", "hidden_size", "intermediate_size", "max_position_emb", "created_at",

@@ -46,6 +46,9 @@ static inline bool em_w_dtype_ok(tbx_dtype dt) { return em_code_of_dtype(dt) >= 
 uint32_t em_fnv1a(const void *p, size_t n);
 /* CRC-32 (zlib polynomial) through libdeflate; `crc` is the running value (0 to start). */
 uint32_t em_crc32(uint32_t crc, const void *p, size_t n);
+/* The CRC-32 of A||B from crc_a = CRC(A), crc_b = CRC(B) and len_b = |B| (GF(2) arithmetic,
+ * no table): lets one pass over the tensor data give both the data and the file checksum. */
+uint32_t em_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 /* The required metadata keys of a model file (a file with a vocabulary), NULL-terminated. */
 extern const char *const em_required_keys[];

@@ -52,7 +52,7 @@ typedef struct ew_state {
     size_t nt;
     uint64_t tdo, data_end;
     uint32_t fcrc_prefix;  /* CRC of [0, tdo) */
-    uint32_t fcrc, dcrc;   /* running, over [0, next) and [tdo, next) */
+    uint32_t dcrc;         /* running, over [tdo, next) */
     uint64_t next;         /* next byte expected in file order */
     bool in_order;
     /* derived metadata (key, value) pairs written after the caller's */
@@ -736,7 +736,7 @@ tbx_status em_w_layout(tbx_writer *w, tbx_error *err) {
     if (e.st != TBX_OK) return e.st;
     s->tdo = tdo;
     s->data_end = tdo + tds;
-    s->fcrc_prefix = s->fcrc = e.crc;
+    s->fcrc_prefix = e.crc;
     s->dcrc = 0;
     s->next = tdo;
     s->in_order = true;
@@ -751,7 +751,6 @@ static void ew_crc_zeros(ew_state *s, uint64_t n) {
     static const uint8_t z[256];
     while (n) {
         size_t k = n < sizeof z ? (size_t)n : sizeof z;
-        s->fcrc = em_crc32(s->fcrc, z, k);
         s->dcrc = em_crc32(s->dcrc, z, k);
         n -= k;
     }
@@ -768,7 +767,6 @@ tbx_status em_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len
             s->in_order = false;
         } else {
             ew_crc_zeros(s, pos - s->next);
-            s->fcrc = em_crc32(s->fcrc, data, len);
             s->dcrc = em_crc32(s->dcrc, data, len);
             s->next = pos + len;
         }
@@ -789,14 +787,12 @@ tbx_status em_w_finish(tbx_writer *w, tbx_error *err) {
         if (st != TBX_OK) return st;
         uint8_t *buf = tbx_malloc(&w->al, EW_BUF);
         if (!buf) return tbx_err_nomem(err, "CRC buffer");
-        s->fcrc = s->fcrc_prefix;
         s->dcrc = 0;
         for (uint64_t pos = s->tdo; pos < s->data_end && st == TBX_OK;) {
             size_t n = (size_t)(s->data_end - pos < EW_BUF ? s->data_end - pos : EW_BUF);
             /* unwritten gaps (padding) read back as zero */
             st = tbx_out_pread(&w->out, pos, buf, n, err);
             if (st != TBX_OK) break;
-            s->fcrc = em_crc32(s->fcrc, buf, n);
             s->dcrc = em_crc32(s->dcrc, buf, n);
             pos += n;
         }
@@ -805,7 +801,7 @@ tbx_status em_w_finish(tbx_writer *w, tbx_error *err) {
     }
     uint8_t f[EM_FOOTER_SIZE] = {0};
     tbx_st32(f, s->dcrc);
-    tbx_st32(f + 4, s->fcrc);
+    tbx_st32(f + 4, em_crc32_combine(s->fcrc_prefix, s->dcrc, s->data_end - s->tdo));
     memcpy(f + 8, "DBME", 4);
     st = tbx_out_pwrite(&w->out, s->data_end, f, sizeof f, err);
     if (st == TBX_OK) w->end = s->data_end + EM_FOOTER_SIZE;
