@@ -43,6 +43,7 @@
 
 #define EM_STATE_TAG 0x454D4244u /* "EMBD" */
 #define EM_CHUNK ((size_t)1 << 20)
+#define EM_VIEW ((size_t)64 << 20)
 
 typedef struct em_state {
     uint32_t tag;
@@ -522,32 +523,91 @@ static tbx_status em_read_index(tbx_file *f, em_state *s, tbx_cursor *c, tbx_err
 /* ------------------------------------------------------------------------------------------ */
 /* Checksums: data and file CRC-32 in one streaming pass                                       */
 /* ------------------------------------------------------------------------------------------ */
+/* CRC-32 of a slice, on a worker thread. */
+typedef struct em_crc_job {
+    tbx_task task;  /* first member */
+    const uint8_t *p;
+    size_t n;
+    uint32_t crc;
+} em_crc_job;
+
+static void em_crc_run(tbx_task *t) {
+    em_crc_job *j = (em_crc_job *)t;
+    j->crc = em_crc32(0, j->p, j->n);
+}
+
+#define EM_CRC_JOBS 8
+#define EM_CRC_PARALLEL_MIN ((uint64_t)32 << 20)
+
+/* The CRC-32 of [p, p + n): split into slices computed on worker threads (f->threads, default
+ * tbx_threads_default()) and combined in order (em_crc32_combine) when n is large. */
+static uint32_t em_crc_region(tbx_file *f, const uint8_t *p, uint64_t n) {
+    int nth = f->threads ? (int)f->threads : tbx_threads_default();
+    if (nth > EM_CRC_JOBS) nth = EM_CRC_JOBS;
+    if (nth <= 1 || n < EM_CRC_PARALLEL_MIN) {
+        uint32_t c = 0;
+        for (uint64_t pos = 0; pos < n;) {
+            size_t k = (size_t)(n - pos < EM_VIEW ? n - pos : EM_VIEW);
+            c = em_crc32(c, p + pos, k);
+            pos += k;
+        }
+        return c;
+    }
+    em_crc_job jobs[EM_CRC_JOBS];
+    memset(jobs, 0, sizeof jobs);
+    uint64_t per = n / (uint64_t)nth;
+    for (int i = 0; i < nth; i++) {
+        jobs[i].task.run = em_crc_run;
+        jobs[i].p = p + per * (uint64_t)i;
+        jobs[i].n = (size_t)(i == nth - 1 ? n - per * (uint64_t)i : per);
+    }
+    tbx_pool *pool = tbx_pool_start(&f->al, nth);
+    for (int i = 0; i < nth; i++) tbx_pool_submit(pool, &jobs[i].task);
+    uint32_t c = 0;
+    for (int i = 0; i < nth; i++) {
+        tbx_pool_wait(pool, &jobs[i].task, true);
+        c = i == 0 ? jobs[0].crc : em_crc32_combine(c, jobs[i].crc, jobs[i].n);
+    }
+    tbx_pool_stop(pool);
+    return c;
+}
+
 static tbx_status em_verify_crcs(tbx_file *f, em_state *s, tbx_error *err) {
     const tbx_embd_header *h = &s->h;
     if (s->crc_done || !(h->flags & EM_F_CHECKSUM)) { s->crc_done = true; return TBX_OK; }
     /* the file checksum covers [0, d0) and then the data [d0, end): one pass over the data gives
-     * the data checksum, combined with the prefix's for the file checksum (em_crc32_combine) */
+     * the data checksum, combined with the prefix's for the file checksum (em_crc32_combine).
+     * Each part is read through a view of the file where one can be had (no copy; the data on
+     * worker threads), else in copies of EM_CHUNK (callback sources). */
     uint64_t end = f->src.size - EM_FOOTER_SIZE;
     uint64_t d0 = h->tensor_data_offset;
-    uint32_t pcrc = 0, dcrc = 0;
+    uint32_t crcs[2] = {0, 0};  /* prefix, data */
     uint8_t *buf = NULL;
     tbx_status st = TBX_OK;
-    for (uint64_t pos = 0; pos < end;) {
-        uint64_t stop = pos < d0 ? d0 : end;
-        size_t n = (size_t)(stop - pos < EM_CHUNK ? stop - pos : EM_CHUNK);
-        const uint8_t *p = tbx_source_ptr(&f->src, pos, n);
-        if (!p) {
-            if (!buf && !(buf = tbx_malloc(&f->al, EM_CHUNK))) return tbx_err_nomem(err, "CRC buffer");
-            st = tbx_source_read(&f->src, pos, buf, n, pos < d0 ? "header" : "tensor_data", err);
-            if (st != TBX_OK) break;
-            p = buf;
+    for (int part = 0; part < 2 && st == TBX_OK; part++) {
+        uint64_t from = part ? d0 : 0, to = part ? end : d0;
+        void *map = NULL;
+        size_t map_len = 0;
+        const uint8_t *p = to - from <= SIZE_MAX
+                               ? tbx_source_view(&f->src, from, to - from, &map, &map_len)
+                               : NULL;
+        if (p || from == to) {
+            if (p) crcs[part] = em_crc_region(f, p, to - from);
+            tbx_source_view_release(map, map_len);
+            continue;
         }
-        if (pos < d0) pcrc = em_crc32(pcrc, p, n);
-        else dcrc = em_crc32(dcrc, p, n);
-        pos += n;
+        for (uint64_t pos = from; pos < to;) {
+            size_t n = (size_t)(to - pos < EM_CHUNK ? to - pos : EM_CHUNK);
+            if (!buf && !(buf = tbx_malloc(&f->al, EM_CHUNK))) return tbx_err_nomem(err, "CRC buffer");
+            st = tbx_source_read(&f->src, pos, buf, n, part ? "tensor_data" : "header", err);
+            if (st != TBX_OK) break;
+            crcs[part] = em_crc32(crcs[part], buf, n);
+            pos += n;
+        }
     }
     if (buf) tbx_free(&f->al, buf, EM_CHUNK);
     if (st != TBX_OK) return st;
+    uint32_t pcrc = crcs[0], dcrc = crcs[1];
     uint32_t fcrc = em_crc32_combine(pcrc, dcrc, end - d0);
     s->crc_done = true;
     if (dcrc != h->data_checksum &&
