@@ -112,11 +112,15 @@ static tbx_status em_tokens(const tbx_alloc *al, const uint8_t *p, size_t pos, s
                            "token %" PRIu32 " of %" PRIu32 ": its length field runs past the "
                            "token entries (which end at byte %" PRIu64 ")", i, count, base + end);
         uint32_t n = len_width == 2 ? tbx_ld16(p + pos) : tbx_ld32(p + pos);
-        if ((uint64_t)n > end - pos - len_width)
+        /* the bytes left once this and every later token has its length field: the caller
+         * checked count * len_width <= end - pos, and each token keeps it true */
+        uint64_t room = (uint64_t)(end - pos) - (uint64_t)len_width * (count - i);
+        if ((uint64_t)n > room)
             return tbx_err(err, TBX_E_RANGE, base + pos, "vocab.token_length",
                            "token %" PRIu32 " of %" PRIu32 ": %" PRIu32 " bytes run past the "
-                           "token entries (which end at byte %" PRIu64 ")", i, count, n,
-                           base + end);
+                           "token entries (%" PRIu64 " bytes remain for it once the %" PRIu32
+                           " later tokens have their length fields; the entries end at byte %"
+                           PRIu64 ")", i, count, n, room, count - 1 - i, base + end);
         pos += len_width;
         size_t bad = 0;
         if (!tbx_utf8_valid((const char *)p + pos, n, &bad))

@@ -113,6 +113,11 @@ SPEC_CASES = [
          "vocab.token_count", P["vo"]),
     Case("vocab_token_past_section", _mut(_set("<H", P["vo"] + 12, 0x7FFF)), "TBX_E_RANGE",
          "vocab.token_length", P["vo"] + 12),
+    # token 0 claims the bytes of the later tokens' length fields (a fuzzer found the overflow
+    # this caused: tests/crashers/embd/)
+    Case("vocab_token_eats_later_lengths",
+         _mut(_set("<H", P["vo"] + 12, P["vocab_len"] - 12 - 20 - 2)), "TBX_E_RANGE",
+         "vocab.token_length", P["vo"] + 12, ("later tokens",)),
     Case("vocab_special_offset", _mut(_set("<I", P["vo"] + 8, 12)), "TBX_E_FORMAT",
          "vocab.special_tokens", P["vo"] + 8),
     Case("special_id_out_of_range", _mut(_set("<I", SPECIAL + 4, 8)), "TBX_E_RANGE",
