@@ -163,13 +163,13 @@ typedef enum tbx_format {
     TBX_FORMAT_GGUF = 2,
     TBX_FORMAT_ZTENSOR = 3,
     TBX_FORMAT_OINF = 4,
-    TBX_FORMAT_MCF = 5       /* mantle's Model Container Format (docs/formats/mcf.md) */
-    /* 6 (EMBD) is reserved for a format whose driver is not part of this release; it is never
-     * reused for anything else. */
+    TBX_FORMAT_MCF = 5,          /* mantle's Model Container Format (docs/formats/mcf.md) */
+    TBX_FORMAT_EMBD = 6,         /* EMBD .weights (cpp_embedder's specification) */
+    TBX_FORMAT_EMBD_LEGACY = 7   /* the legacy layout cpp_embedder's converter writes (read only) */
 } tbx_format;
 
 /* Lower-case name of a format with a driver in this library ("safetensors", "gguf",
- * "ztensor", "oinf", "mcf"); "unknown" for any other value. */
+ * "ztensor", "oinf", "mcf", "embd", "embd-legacy"); "unknown" for any other value. */
 TBX_API const char *tbx_format_name(tbx_format format);
 /* Parses a format name (as printed by tbx_format_name, or an alias such as "zt");
  * TBX_FORMAT_UNKNOWN if no driver has that name. */
@@ -179,7 +179,7 @@ TBX_API tbx_format tbx_format_from_name(const char *name);
  * size of the file. Returns TBX_FORMAT_UNKNOWN when nothing matches. */
 TBX_API tbx_format tbx_detect_format(const void *head, size_t len, uint64_t file_size);
 /* Guesses the format from a path's extension (each format's tbx_format_caps.extensions, e.g.
- * .safetensors, .gguf, .zt, .oinf; case-insensitive); TBX_FORMAT_UNKNOWN if no driver claims
+ * .safetensors, .gguf, .zt, .oinf, .weights; case-insensitive); TBX_FORMAT_UNKNOWN if no driver claims
  * the extension. Used only for writing. */
 TBX_API tbx_format tbx_format_from_path(const char *path);
 
