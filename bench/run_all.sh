@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every benchmark of bench/ (builds nothing: build first with cmake): safetensors, GGUF,
-# zTensor, OINF, each against its reference implementation, medians and ratios.
+# zTensor, OINF, MCF, each against its reference implementation, medians and ratios.
 #
 #   bench/run_all.sh [extra args for the bench scripts, e.g. --reps 5]
 #
@@ -46,3 +46,7 @@ echo "== oinf: read-all and verify vs openinfer-oinf =="
 echo
 echo "== python: the tensorbox package vs safetensors / gguf-py (pip install ./python first) =="
 "$PYTHON" bench/bench_python.py "$@"
+
+echo
+echo "== mcf: read vs plain read, q/k kernels (dequant vs memcpy, quantize, RMSE), mantle when \$MANTLE is set =="
+"$PYTHON" bench/bench_mcf.py "$@"

@@ -7,11 +7,16 @@
 # CONVERSIONS below is written to a temporary directory, validated, and compared with the
 # source (a safetensors -> safetensors conversion must be byte-identical; other formats are
 # converted back to safetensors and compared tensor by tensor through `tbx cat`).
+# Then the main job: a Hugging Face model directory (examples/tiny-embedder, a toy
+# sentence-transformers model) to the files runtimes load: a GGUF for llama.cpp (loaded and run
+# by llama-cpp-python from .venv when it is installed), an EMBD .weights and an MCF.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TBX=${1:-${TBX:-$here/../build/tbx}}
 MODEL=${MODEL:-$here/tiny-mlp.safetensors}
+HF_DIR=${HF_DIR:-$here/tiny-embedder}
+PY=${PY:-$here/../.venv/bin/python}
 TENSOR=${TENSOR:-layers.0.norm.weight}
 
 # Conversion targets: "format:extension[:extra convert options]". To show a new format, add one
@@ -23,6 +28,7 @@ CONVERSIONS=(
   "ztensor:zt"
   "ztensor:zt:--compress 3 --digest sha256"
   "oinf:oinf:--drop-meta"
+  "mcf:mcf"
   "gguf:gguf:--quant q8_0"
 )
 
@@ -86,7 +92,7 @@ for entry in "${CONVERSIONS[@]}"; do
     echo "byte-identical to the source"
   else
     back="$tmp/back-$nconv.safetensors"
-    "$TBX" convert "$out" "$back" --to safetensors
+    "$TBX" convert "$out" "$back" --to safetensors --drop-meta  # tensors are compared
     if diff <(tensor_digests "$MODEL") <(tensor_digests "$back") >/dev/null; then
       echo "round trip $fmt -> safetensors: every tensor identical"
     else
@@ -95,5 +101,39 @@ for entry in "${CONVERSIONS[@]}"; do
     fi
   fi
 done
+
+step "Hugging Face directory: tbx info $(basename "$HF_DIR")/"
+"$TBX" info "$HF_DIR" | sed -n '1,/^metadata/p'
+
+step "tbx convert $(basename "$HF_DIR")/ model.gguf (for llama.cpp)"
+"$TBX" convert "$HF_DIR" "$tmp/model.gguf"
+"$TBX" validate "$tmp/model.gguf"
+"$TBX" info "$tmp/model.gguf" | grep -E 'general.architecture|bert.pooling_type|tokenizer.ggml.model'
+if "$PY" -c 'import llama_cpp' 2>/dev/null; then
+  "$PY" - "$tmp/model.gguf" <<'PYEOF'
+import sys
+from llama_cpp import Llama
+m = Llama(model_path=sys.argv[1], embedding=True, verbose=False)
+text = "tensorbox converts model files."
+v = m.embed(text)
+print(f"llama.cpp: {text!r} -> tokens {m.tokenize(text.encode())}, embedding of {len(v)} "
+      f"values starting {[round(x, 4) for x in v[:4]]}")
+PYEOF
+else
+  echo "(llama-cpp-python not installed in .venv: skipped loading it; make bootstrap installs it)"
+fi
+
+step "tbx convert $(basename "$HF_DIR")/ model-q4k.gguf --quant q4_k"
+"$TBX" convert "$HF_DIR" "$tmp/model-q4k.gguf" --quant q4_k
+"$TBX" validate "$tmp/model-q4k.gguf"
+
+step "tbx convert $(basename "$HF_DIR")/ model.weights (EMBD, with vocabulary and CRC-32s)"
+"$TBX" convert "$HF_DIR" "$tmp/model.weights"
+"$TBX" validate "$tmp/model.weights"
+"$TBX" info "$tmp/model.weights" | grep -E '^(format|header|vocab):' || true
+
+step "tbx convert $(basename "$HF_DIR")/ model.mcf (mantle's container)"
+"$TBX" convert "$HF_DIR" "$tmp/model.mcf" --drop-sections
+"$TBX" validate "$tmp/model.mcf"
 
 step "done"

@@ -163,13 +163,13 @@ typedef enum tbx_format {
     TBX_FORMAT_GGUF = 2,
     TBX_FORMAT_ZTENSOR = 3,
     TBX_FORMAT_OINF = 4,
-    TBX_FORMAT_MCF = 5       /* mantle's Model Container Format (docs/formats/mcf.md) */
-    /* 6 (EMBD) is reserved for a format whose driver is not part of this release; it is never
-     * reused for anything else. */
+    TBX_FORMAT_MCF = 5,          /* mantle's Model Container Format (docs/formats/mcf.md) */
+    TBX_FORMAT_EMBD = 6,         /* EMBD .weights (cpp_embedder's specification) */
+    TBX_FORMAT_EMBD_LEGACY = 7   /* the legacy layout cpp_embedder's converter writes (read only) */
 } tbx_format;
 
 /* Lower-case name of a format with a driver in this library ("safetensors", "gguf",
- * "ztensor", "oinf", "mcf"); "unknown" for any other value. */
+ * "ztensor", "oinf", "mcf", "embd", "embd-legacy"); "unknown" for any other value. */
 TBX_API const char *tbx_format_name(tbx_format format);
 /* Parses a format name (as printed by tbx_format_name, or an alias such as "zt");
  * TBX_FORMAT_UNKNOWN if no driver has that name. */
@@ -179,7 +179,7 @@ TBX_API tbx_format tbx_format_from_name(const char *name);
  * size of the file. Returns TBX_FORMAT_UNKNOWN when nothing matches. */
 TBX_API tbx_format tbx_detect_format(const void *head, size_t len, uint64_t file_size);
 /* Guesses the format from a path's extension (each format's tbx_format_caps.extensions, e.g.
- * .safetensors, .gguf, .zt, .oinf; case-insensitive); TBX_FORMAT_UNKNOWN if no driver claims
+ * .safetensors, .gguf, .zt, .oinf, .weights; case-insensitive); TBX_FORMAT_UNKNOWN if no driver claims
  * the extension. Used only for writing. */
 TBX_API tbx_format tbx_format_from_path(const char *path);
 
@@ -942,6 +942,15 @@ TBX_API void tbx_remove_temp_files(void);
 /* dequantize to f32 (cast_to when set) a quantized tensor whose quantization the target cannot
  * store (see tbx_convert) */
 #define TBX_CONVERT_DEQUANTIZE     0x08u
+/* MCF targets (quant_to an MCF family): quantize as mantle's `quantize` does, byte for byte
+ * (truncated f16 scales, codes against the unrounded scale), instead of the default method
+ * (nearest f16 scales, codes against the stored scale, sub-scales searched: lower error) */
+#define TBX_CONVERT_QUANT_MANTLE   0x10u
+/* MCF targets: clamp to [quant_clip_min, quant_clip_max] (recorded in QuantInfo) instead of
+ * each tensor's own +-max|value| (mantle quantize's --min-clip / --max-clip) */
+#define TBX_CONVERT_QUANT_CLIP     0x20u
+#define TBX_CONVERT_RAW            0x40u /* GGUF target: copy a Hugging Face model as it is (no
+                                          * llama.cpp architecture, tokenizer, names) */
 
 typedef void (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
 
@@ -953,6 +962,12 @@ typedef struct tbx_convert_options {
     tbx_progress_fn progress;        /* may be NULL */
     void *progress_ud;
     tbx_dtype quant_to; /* TBX_DT_INVALID: none; else quantize eligible 2-D float tensors (lossy, explicit) */
+    /* Called (may be NULL; with progress_ud) after each tensor quantized to an MCF family: its
+     * index, its number of values and the sum of the squared differences between the decoded
+     * payload and the input values (finite ones; summed in f64, the same for any thread
+     * count). RMSE = sqrt(sse / nvalues). */
+    void (*on_quant)(void *ud, uint64_t tensor, uint64_t nvalues, double sse);
+    float quant_clip_min, quant_clip_max; /* with TBX_CONVERT_QUANT_CLIP (min <= max) */
 } tbx_convert_options;
 
 TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
@@ -963,19 +978,35 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  *
  * quant_to (explicit, lossy): a ggml block type with a quantizer (q8_0, q4_0, q4_1, q5_0, q5_1,
  * q2_k .. q6_k, tq1_0, tq2_0, mxfp4; else TBX_E_UNSUPPORTED). A tensor is quantized when it is
- * dense, 2-D ([rows, cols] row-major), of dtype f32, f16, bf16 or f64, and cols is a multiple of
- * the type's block size; its rows are decoded to f32 and quantized row by row, streamed in
- * chunks of whole rows. Every other tensor is written as cast_to says (or unchanged). The target
- * format must store the block type (GGUF does).
+ * dense, 2-D ([rows, cols] row-major) and of dtype f32, f16, bf16 or f64; its rows are decoded
+ * to f32 and quantized row by row, streamed in chunks of whole rows. When cols is not a multiple
+ * of the type's block size the tensor gets llama-quantize's fallback type instead (q4_K -> q5_0,
+ * q5_K -> q5_1, q6_K -> q8_0, q2_K/q3_K -> q4_0, and f16 when that does not fit either; see
+ * tbx_gguf_quant_fallback in tensorbox/gguf.h). Every other tensor is written as cast_to says
+ * (or unchanged). The target format must store the block types (GGUF does).
+ *
+ * quant_to may also be one of MCF's families (TBX_DT_MCF_Q8 .. _K2, _INT8, _INT4; the target
+ * must be MCF): every dense 2-D f32/f16/bf16/f64 tensor with non-zero dimensions is quantized
+ * (any row length: the last block of a row is padded), with the clip range [-m, m], m the
+ * largest |value| among its finite values, or [quant_clip_min, quant_clip_max] for every tensor
+ * with TBX_CONVERT_QUANT_CLIP (recorded in the file's QuantInfo, weights domain);
+ * int8/int4 use one f32 scale m / 127 (m / 7). q/k use the default method unless
+ * TBX_CONVERT_QUANT_MANTLE asks for mantle's. Deterministic, the same bytes for any thread
+ * count; on_quant reports each tensor's error. NaN inputs count as 0 in the default method.
  *
  * Quantized tensors (tbx_tensor_quant_get succeeds) are declared with their description
  * (tbx_writer_add_quant_tensor) and keep their stored bytes when the target stores the
  * description exactly (a ggml block type in GGUF; OINF v2 parameters in OINF version 2; a
- * zTensor quantized_group in zTensor).
+ * zTensor quantized_group in zTensor; an MCF family in MCF).
  * Otherwise the conversion fails with the writer's TBX_E_UNSUPPORTED / TBX_E_LOSSY naming the
  * tensor, unless flags has TBX_CONVERT_DEQUANTIZE: the tensor is then written as f32 (cast_to
  * when set) from tbx_tensor_read_f32, without a description. A quantization is never dropped
- * silently, and cast_to alone does not apply to quantized tensors. */
+ * silently, and cast_to alone does not apply to quantized tensors.
+ *
+ * A GGUF target from an input that carries a "config.json" section (a Hugging Face model
+ * directory) is written for llama.cpp by tbx_gguf_from_hf (tensorbox/gguf.h: architecture,
+ * hyper-parameters, tokenizer, llama.cpp tensor names; cast_to and quant_to apply to 2-D
+ * weights, 1-D tensors become f32), unless flags has TBX_CONVERT_RAW. */
 TBX_API tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
                                tbx_error *err);
 

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 DEB_PKGS=(cmake ninja-build pkg-config clang libclang-rt-14-dev
           libzstd-dev libjansson-dev libcbor-dev libdeflate-dev libssl-dev zlib1g-dev
-          python3-venv time binutils)
+          python3-venv time binutils g++)
 missing=()
 for p in "${DEB_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -32,4 +32,19 @@ if [ ! -f "$STAMP" ] || ! cmp -s "$REQ" "$STAMP"; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
     -r python/requirements-nodeps.txt
   cp "$REQ" "$STAMP"
+fi
+
+# llama.cpp (PyPI llama-cpp-python) for the Hugging Face -> GGUF tests: compiled from source, CPU
+# backend, portable (no -march=native), without BLAS/OpenMP; only when missing or its pin changed.
+LLAMA_REQ=python/requirements-llama.txt
+LLAMA_PIN=$(sed -n 's/^llama-cpp-python==//p' "$LLAMA_REQ")
+if ! .venv/bin/python - "$LLAMA_PIN" >/dev/null 2>&1 <<'PYEOF'
+import importlib.metadata, sys
+import llama_cpp  # noqa: F401  (the compiled library loads)
+sys.exit(importlib.metadata.version("llama-cpp-python") != sys.argv[1])
+PYEOF
+then
+  echo "bootstrap: building llama-cpp-python $LLAMA_PIN from source (slow, once)" >&2
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_BLAS=OFF -DGGML_OPENMP=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+    .venv/bin/python -m pip install -q --disable-pip-version-check -r "$LLAMA_REQ"
 fi

@@ -11,7 +11,8 @@
  * caller's acknowledgement; without it this header refuses to compile.
  *
  * What is here: the ggml-loader lint (`tbx validate --ggml`), the ggml type-id mapping, and the
- * GGUF file tools (metadata editing, splitting and merging shards; `tbx gguf ...`).
+ * GGUF file tools (metadata editing, splitting and merging shards; `tbx gguf ...`), and the
+ * conversion of a Hugging Face model to a GGUF file for llama.cpp (tbx_gguf_from_hf).
  * docs/formats/gguf.md describes them.
  */
 #ifndef TENSORBOX_GGUF_H
@@ -98,6 +99,46 @@ TBX_API tbx_status tbx_gguf_split(const char *path, uint64_t max_bytes, const ch
  * every shard's tensors in order, bytes unchanged. `flags`: TBX_WRITE_OVERWRITE. */
 TBX_API tbx_status tbx_gguf_merge(const char *first_shard, const char *out_path, uint32_t flags,
                                   tbx_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * From a Hugging Face model to a GGUF file that llama.cpp runs (docs/formats/gguf.md, "From a
+ * Hugging Face directory").
+ * ------------------------------------------------------------------------------------------- */
+typedef struct tbx_gguf_hf_options {
+    uint32_t struct_size;      /* sizeof(tbx_gguf_hf_options) (tbx_gguf_hf_options_init) */
+    tbx_write_options write;   /* writer options; the format is always GGUF */
+    tbx_dtype quant_to;        /* TBX_DT_INVALID: none; else a ggml block type for 2-D weights */
+    tbx_dtype cast_to;         /* TBX_DT_INVALID: keep (f64 -> f32); f32, f16, bf16 for 2-D */
+    tbx_progress_fn progress;  /* may be NULL; input bytes done / total */
+    void *progress_ud;
+} tbx_gguf_hf_options;
+
+TBX_API void tbx_gguf_hf_options_init(tbx_gguf_hf_options *opt);
+
+/* Writes the Hugging Face model `in` as a GGUF file llama.cpp loads. `in` holds the model's
+ * tensors under their Hugging Face names and its side files as sections named by relative path
+ * (tbx_open_path of a model directory): config.json (required; its model_type picks the
+ * architecture: bert, llama, qwen2, else TBX_E_UNSUPPORTED naming it), tokenizer.json
+ * (WordPiece or BPE), tokenizer_config.json, modules.json and the sentence-transformers pooling
+ * config. Written: general.architecture/name/file_type/quantization_version, the architecture's
+ * hyper-parameters under "{arch}.", the vocabulary under "tokenizer.ggml.", and every tensor
+ * under llama.cpp's name (a tensor the architecture table does not know: TBX_E_UNSUPPORTED;
+ * pooler and position-id tensors are dropped as convert_hf_to_gguf.py drops them), llama's q/k
+ * projection rows reordered for llama.cpp's rotary layout (llama3 rope scaling: the
+ * rope_freqs.weight tensor is generated; linear scaling: its keys). 1-D tensors are f32;
+ * 2-D ones quantized to quant_to (rows it cannot take get llama-quantize's fallback type,
+ * position and token-type embeddings stay f32), else cast to cast_to, else kept. Streams the
+ * tensors in chunks of whole rows. */
+TBX_API tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path,
+                                    const tbx_gguf_hf_options *opt, tbx_error *err);
+/* 1 when `in` carries a config.json section (tbx_convert to GGUF then calls tbx_gguf_from_hf
+ * unless TBX_CONVERT_RAW is set), else 0. */
+TBX_API int tbx_gguf_hf_applies(const tbx_file *in);
+/* The ggml type a row of `cols` values gets when `want` is asked (llama-quantize's fallback):
+ * `want` when cols is a multiple of its block size; else q2_K/q3_K/tq1_0/tq2_0 -> q4_0,
+ * q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0 (a 32-block type stays itself), and TBX_DT_F16 when
+ * that does not fit either. TBX_DT_INVALID when `want` is not a block type. */
+TBX_API tbx_dtype tbx_gguf_quant_fallback(tbx_dtype want, uint64_t cols);
 
 #ifdef __cplusplus
 }

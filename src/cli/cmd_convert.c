@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -28,9 +29,16 @@ static const cli_option convert_options[] = {
     {"drop-meta", 0, NULL, "lossy: drop metadata the target cannot store"},
     {"drop-sections", 0, NULL, "lossy: drop sections the target cannot store"},
     {"cast", 0, "DTYPE", "lossy: convert every tensor to DTYPE (e.g. f16, bf16, f32)"},
-    {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to a ggml type (q8_0, q4_k, ...)"},
+    {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to a ggml type (q8_0, q4_k, ...) or, "
+                         "for MCF, to q8 q4 k6 k4 k3 k2 int8 int4"},
+    {"quant-method", 0, "METHOD", "MCF --quant: best (default, lower error) or mantle (mantle's "
+                                  "quantizer byte for byte)"},
+    {"quant-clip", 0, "MIN,MAX", "MCF --quant: clamp every tensor to [MIN, MAX] (default: each "
+                                 "tensor's +-max|value|)"},
+    {"verbose", 'v', NULL, "with --quant to MCF: the error of every tensor, not only the total"},
     {"dequantize", 0, NULL, "lossy: dequantize to f32 (or --cast) quantized tensors the target "
                             "cannot store as such"},
+    {"raw", 0, NULL, "GGUF from a Hugging Face model: tensors as they are, no llama.cpp layout"},
     {"alignment", 0, "N", "tensor data alignment in bytes (default: the format's)"},
     {"no-dedup", 0, NULL, "store every tensor's own bytes (formats that share identical "
                           "payloads: MCF)"},
@@ -39,6 +47,27 @@ static const cli_option convert_options[] = {
     {"format-version", 0, "N", "format version to write (default: the format's default)"},
     {NULL, 0, NULL, NULL},
 };
+
+/* ------------------------------------------------------------------------------------------ */
+/* Quantization report (MCF targets): RMSE of the tensors quantized, per tensor with -v        */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct qreport {
+    tbx_file *f;
+    int verbose;
+    uint64_t tensors, values;
+    double sse;
+} qreport;
+
+static void qreport_tensor(qreport *r, uint64_t i, uint64_t n, double sse) {
+    r->tensors++;
+    r->values += n;
+    r->sse += sse;
+    if (!r->verbose) return;
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+    const char *name = tbx_tensor_info_get(r->f, i, &ti) == TBX_OK ? ti.name : "?";
+    fprintf(stderr, "quantized %s: %" PRIu64 " values, RMSE %.6g\n", name, n,
+            n ? sqrt(sse / (double)n) : 0.0);
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Progress line                                                                               */
@@ -63,6 +92,16 @@ static void progress_line(progress *p, uint64_t done, uint64_t total, double t) 
     fflush(stderr);
     p->shown = 1;
     p->complete = done >= total;
+}
+
+/* What the library's callbacks get (progress_ud): progress first (on_progress casts to it). */
+typedef struct convert_ud {
+    progress prog;
+    qreport rep;
+} convert_ud;
+
+static void on_quant(void *ud, uint64_t tensor, uint64_t nvalues, double sse) {
+    qreport_tensor(&((convert_ud *)ud)->rep, tensor, nvalues, sse);
 }
 
 static void on_progress(void *ud, uint64_t done, uint64_t total) {
@@ -120,6 +159,48 @@ static int same_file(const char *a, const char *b) {
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/* After a quantizing conversion: what got which type, one line per type (stderr), read back
+ * from the written file, so a tensor left unquantized is never silent. */
+static void quant_summary(const char *out, tbx_dtype asked) {
+    enum { NT = 16 };
+    struct { tbx_dtype dt; uint64_t n, cols; } seen[NT];
+    size_t ns = 0;
+    tbx_file *f = NULL;
+    tbx_error err;
+    if (tbx_open_path(&f, out, NULL, &err) != TBX_OK) return;
+    for (uint64_t i = 0, nt = tbx_tensor_count(f); i < nt; i++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
+        size_t k = 0;
+        while (k < ns && seen[k].dt != ti.dtype) k++;
+        if (k == ns) {
+            if (ns == NT) continue;
+            seen[ns].dt = ti.dtype;
+            seen[ns].n = 0;
+            seen[ns].cols = ti.ndim >= 2 ? ti.shape[ti.ndim - 1] : 0;
+            ns++;
+        }
+        seen[k].n++;
+    }
+    tbx_close(f);
+    const tbx_dtype_info *ai = tbx_dtype_get(asked);
+    for (size_t k = 0; k < ns; k++) {
+        const tbx_dtype_info *di = tbx_dtype_get(seen[k].dt);
+        if (!di || !ai) continue;
+        fprintf(stderr, "tbx: %-6s %6" PRIu64 " tensor%s", di->name, seen[k].n,
+                seen[k].n == 1 ? " " : "s");
+        if (seen[k].dt == asked)
+            fprintf(stderr, "  (requested type)\n");
+        else if (di->block_size > 1 || seen[k].dt == TBX_DT_F16)
+            fprintf(stderr, "  (fallback: rows of %" PRIu64 " values are not a multiple of %s's "
+                            "block of %" PRIu64 ")\n", seen[k].cols, ai->name,
+                    (uint64_t)ai->block_size);
+        else
+            fprintf(stderr, "  (not quantized: 1-D, norms, biases, position/token-type "
+                            "embeddings or non-float tensors)\n");
+    }
+}
+
 static int convert_run(const cli_args *a) {
     const char *in = a->pos[0], *out = a->pos[1];
     tbx_convert_options opt;
@@ -150,6 +231,7 @@ static int convert_run(const cli_args *a) {
     if (cli_flag(a, "drop-sections")) opt.flags |= TBX_CONVERT_DROP_SECTIONS;
     if (cli_flag(a, "dequantize")) opt.flags |= TBX_CONVERT_DEQUANTIZE;
     if (cli_flag(a, "no-dedup")) opt.write.flags |= TBX_WRITE_NO_DEDUP;
+    if (cli_flag(a, "raw")) opt.flags |= TBX_CONVERT_RAW;
 
     const char *cast = cli_value(a, "cast");
     if (cast) {
@@ -158,7 +240,24 @@ static int convert_run(const cli_args *a) {
             return cli_usage_error(a, "--cast: unknown dtype '%s'", cast);
     }
     const char *quant = cli_value(a, "quant");
-    if (quant) {
+    const char *qmethod = cli_value(a, "quant-method");
+    if (quant && fmt == TBX_FORMAT_MCF) {
+        static const char *const mtypes[] = {"q8", "q4", "k6", "k4", "k3", "k2", "int8", "int4",
+                                             NULL};
+        opt.quant_to = TBX_DT_INVALID;
+        for (int k = 0; mtypes[k]; k++) {
+            char name[16];
+            snprintf(name, sizeof name, "mcf_%s", mtypes[k]);
+            if (strcasecmp(quant, mtypes[k]) == 0 || strcasecmp(quant, name) == 0)
+                opt.quant_to = tbx_dtype_from_name(name);
+        }
+        if (opt.quant_to == TBX_DT_INVALID)
+            return cli_usage_error(a, "--quant: '%s' is not one of MCF's q8, q4, k6, k4, k3, k2, "
+                                      "int8, int4", quant);
+        if (qmethod && strcmp(qmethod, "mantle") == 0) opt.flags |= TBX_CONVERT_QUANT_MANTLE;
+        else if (qmethod && strcmp(qmethod, "best") != 0)
+            return cli_usage_error(a, "--quant-method: '%s' is not best or mantle", qmethod);
+    } else if (quant) {
         static const char *const qtypes[] = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k",
                                              "q3_k", "q4_k", "q5_k", "q6_k", NULL};
         opt.quant_to = TBX_DT_INVALID;
@@ -166,8 +265,26 @@ static int convert_run(const cli_args *a) {
             if (strcasecmp(quant, qtypes[k]) == 0) opt.quant_to = tbx_dtype_from_name(qtypes[k]);
         if (opt.quant_to == TBX_DT_INVALID)
             return cli_usage_error(a, "--quant: '%s' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, "
-                                      "q2_k, q3_k, q4_k, q5_k, q6_k", quant);
+                                      "q2_k, q3_k, q4_k, q5_k, q6_k%s", quant,
+                                   fmt == TBX_FORMAT_MCF ? "" : " (MCF outputs: q8, q4, k6, k4, "
+                                                                "k3, k2, int8, int4)");
     }
+    const char *qclip = cli_value(a, "quant-clip");
+    if (qclip) {
+        char *e1 = NULL, *e2 = NULL;
+        errno = 0;
+        float lo = strtof(qclip, &e1);
+        float hi = e1 && *e1 == ',' ? strtof(e1 + 1, &e2) : 0.0f;
+        if (!quant || fmt != TBX_FORMAT_MCF)
+            return cli_usage_error(a, "--quant-clip applies to --quant with an MCF output");
+        if (errno || e1 == qclip || *e1 != ',' || !e2 || e2 == e1 + 1 || *e2 || !(lo <= hi))
+            return cli_usage_error(a, "--quant-clip: '%s' is not MIN,MAX with MIN <= MAX", qclip);
+        opt.flags |= TBX_CONVERT_QUANT_CLIP;
+        opt.quant_clip_min = lo;
+        opt.quant_clip_max = hi;
+    }
+    if (qmethod && (!quant || fmt != TBX_FORMAT_MCF))
+        return cli_usage_error(a, "--quant-method applies to --quant with an MCF output");
     uint64_t n;
     const char *s;
     if ((s = cli_value(a, "alignment")) != NULL) {
@@ -191,16 +308,20 @@ static int convert_run(const cli_args *a) {
         opt.write.version = (uint32_t)n;
     }
 
-    progress prog;
-    memset(&prog, 0, sizeof prog);
+    convert_ud cu;
+    memset(&cu, 0, sizeof cu);
+    progress *pp = &cu.prog;
+    opt.progress_ud = &cu;
     if (isatty(STDERR_FILENO)) {
-        prog.start = prog.last = now_seconds();
+        pp->start = pp->last = now_seconds();
         opt.progress = on_progress;
-        opt.progress_ud = &prog;
     }
+    cu.rep.verbose = cli_flag(a, "verbose");
+    if (fmt == TBX_FORMAT_MCF && quant) opt.on_quant = on_quant;
 
     tbx_file *f = cli_open(a, in);
     if (!f) return CLI_FAIL;
+    cu.rep.f = f;
     tbx_error err;
     memset(&err, 0, sizeof err);
     tbx_status st = tbx_convert(f, out, &opt, &err);
@@ -211,9 +332,9 @@ static int convert_run(const cli_args *a) {
     }
     tbx_close(f);
 
-    if (prog.shown) {
+    if (pp->shown) {
         if (st == TBX_OK) {
-            if (!prog.complete) progress_line(&prog, total, total, now_seconds());
+            if (!pp->complete) progress_line(pp, total, total, now_seconds());
             fputc('\n', stderr);
         } else {
             fputs("\r\033[K", stderr);
@@ -230,24 +351,41 @@ static int convert_run(const cli_args *a) {
                             "--dequantize\n");
         return CLI_FAIL;
     }
+    if (opt.quant_to != TBX_DT_INVALID) quant_summary(out, opt.quant_to);
+    if (opt.on_quant && cu.rep.tensors) {
+        const tbx_dtype_info *qi = tbx_dtype_get(opt.quant_to);
+        fprintf(stderr, "quantized %" PRIu64 " tensors (%" PRIu64 " values) to %s, method %s: RMSE %.6g\n",
+                cu.rep.tensors, cu.rep.values, qi ? qi->name + 4 : "?",
+                opt.flags & TBX_CONVERT_QUANT_MANTLE ? "mantle" : "best",
+                cu.rep.values ? sqrt(cu.rep.sse / (double)cu.rep.values) : 0.0);
+    }
     return CLI_OK;
 }
 
 const cli_command cli_cmd_convert = {
     "convert",
     "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]"
-    " [--dequantize]",
+    " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize] [--raw]",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
     "the conversion with an error naming it, and each lossy step needs its own option.\n"
     "OUT is written to a temporary file and renamed into place; the input is never replaced.\n"
     "A symbolic link OUT is followed: the file it points to is written and the link kept (a\n"
     "dangling one needs --force). --force replaces only a regular file.\n"
-    "--quant TYPE quantizes every dense 2-D f32/f16/bf16/f64 tensor whose row length is a\n"
-    "multiple of the type's block size (other tensors are copied unchanged).\n"
-    "A quantized tensor (ggml block type, OINF v2 parameters, zTensor quantized_group) keeps\n"
-    "its quantization when the target stores it exactly; otherwise the conversion stops, unless\n"
-    "--dequantize writes it dequantized, as f32 (or the --cast dtype).\n"
+    "--quant TYPE quantizes every dense 2-D f32/f16/bf16/f64 tensor; for ggml types, rows the\n"
+    "type cannot take get llama-quantize's fallback (q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0,\n"
+    "q2_k/q3_k -> q4_0, else f16); a summary of the types written goes to stderr.\n"
+    "For an MCF output TYPE is one of MCF's families q8 q4 k6 k4 k3 k2 int8 int4 (any row\n"
+    "length); --quant-method best (default: nearest f16 scales, searched sub-scales, a lower\n"
+    "error) or mantle (mantle's quantize, byte for byte); --quant-clip MIN,MAX clamps every\n"
+    "tensor to one range (mantle's --min-clip/--max-clip). The RMSE of the quantized tensors is\n"
+    "printed on stderr when done (each tensor's with -v).\n"
+    "A quantized tensor (ggml block type, OINF v2 parameters, zTensor quantized_group, MCF\n"
+    "family) keeps its quantization when the target stores it exactly; otherwise the conversion\n"
+    "stops, unless --dequantize writes it dequantized, as f32 (or the --cast dtype).\n"
+    "IN a Hugging Face model directory (config.json, tokenizer.json, safetensors) and OUT a\n"
+    "GGUF file: written for llama.cpp (architecture keys, tokenizer, tensor names; 1-D tensors\n"
+    "in f32; --cast and --quant apply to the 2-D weights); --raw copies the tensors as they are.\n"
     "The output formats (those this library can write) follow, with their extensions.\n",
     convert_options,
     2,

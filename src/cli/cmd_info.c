@@ -13,8 +13,10 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
-#define TBX_EXPERIMENTAL 1
+#define TBX_EXPERIMENTAL 1 /* format extras (MCF directory, EMBD header and vocabulary):
+                            * experimental API, as for any user */
 #include <tensorbox/mcf.h>
+#include <tensorbox/embd.h>
 
 #include <inttypes.h>
 #include <string.h>
@@ -132,6 +134,93 @@ static void print_pad(FILE *fp, size_t have, size_t want) {
     for (size_t k = have; k < want; k++) fputc(' ', fp);
 }
 
+/* EMBD files: the header and footer fields, the vocabulary size and the special-token ids
+ * (tensorbox/embd.h); embd-legacy files: the vocabulary. */
+static const char *const embd_special_names[5] = {"pad_id", "unk_id", "cls_id", "sep_id",
+                                                  "mask_id"};
+static int embd_special(const tbx_file *f, uint32_t ids[5]) {
+    tbx_embd_special sp = TBX_EMBD_SPECIAL_INIT;
+    if (tbx_embd_special_get(f, &sp) != TBX_OK) return 0;
+    ids[0] = sp.pad_id; ids[1] = sp.unk_id; ids[2] = sp.cls_id; ids[3] = sp.sep_id;
+    ids[4] = sp.mask_id;
+    return 1;
+}
+
+static void info_embd_human(const tbx_file *f, FILE *fp) {
+    tbx_format fmt = tbx_file_format(f);
+    if (fmt != TBX_FORMAT_EMBD && fmt != TBX_FORMAT_EMBD_LEGACY) return;
+    tbx_embd_header h = TBX_EMBD_HEADER_INIT;
+    if (tbx_embd_header_get(f, &h) == TBX_OK) {
+        fprintf(fp, "header:    version %u.%u, flags 0x%08" PRIx32 "%s%s%s%s\n",
+                (unsigned)h.version_major, (unsigned)h.version_minor, h.flags,
+                h.flags & TBX_EMBD_F_VOCAB_EMBEDDED ? " VOCAB_EMBEDDED" : "",
+                h.flags & TBX_EMBD_F_TENSORS_ALIGNED ? " TENSORS_ALIGNED" : "",
+                h.flags & TBX_EMBD_F_CHECKSUM_ENABLED ? " CHECKSUM_ENABLED" : "",
+                h.flags & TBX_EMBD_F_COMPRESSED ? " COMPRESSED" : "");
+        fprintf(fp, "  metadata @%" PRIu32 " +%" PRIu32 ", vocab @%" PRIu32 " +%" PRIu32
+                ", index @%" PRIu32 " x%" PRIu32 ", data @%" PRIu32 " +%" PRIu64
+                ", file %" PRIu64 "\n", h.metadata_offset, h.metadata_size, h.vocab_offset,
+                h.vocab_size, h.tensor_index_offset, h.tensor_index_count, h.tensor_data_offset,
+                h.tensor_data_size, h.total_file_size);
+        fprintf(fp, "  crc32: header 0x%08" PRIx32 ", data 0x%08" PRIx32 ", file 0x%08" PRIx32
+                "\n", h.header_checksum, h.data_checksum, h.file_checksum);
+    }
+    uint64_t nv = tbx_embd_vocab_count(f);
+    fprintf(fp, "vocab:     %" PRIu64 " tokens", nv);
+    uint32_t ids[5];
+    if (embd_special(f, ids)) {
+        for (int k = 0; k < 5; k++) {
+            const char *p = NULL;
+            size_t len = 0;
+            fprintf(fp, "%s %s=%" PRIu32, k ? "," : ";", embd_special_names[k], ids[k]);
+            if (tbx_embd_token(f, ids[k], &p, &len) == TBX_OK) {
+                fputs(" ", fp);
+                json_write_escaped(fp, p, len);
+            }
+        }
+    }
+    fputc('\n', fp);
+}
+
+static void info_embd_json(const tbx_file *f, json_out *j) {
+    tbx_format fmt = tbx_file_format(f);
+    if (fmt != TBX_FORMAT_EMBD && fmt != TBX_FORMAT_EMBD_LEGACY) return;
+    json_keyz(j, "embd");
+    json_begin_object(j);
+    tbx_embd_header h = TBX_EMBD_HEADER_INIT;
+    if (tbx_embd_header_get(f, &h) == TBX_OK) {
+        const struct { const char *k; uint64_t v; } fields[] = {
+            {"version_major", h.version_major}, {"version_minor", h.version_minor},
+            {"flags", h.flags}, {"metadata_offset", h.metadata_offset},
+            {"metadata_size", h.metadata_size}, {"vocab_offset", h.vocab_offset},
+            {"vocab_size", h.vocab_size}, {"tensor_index_offset", h.tensor_index_offset},
+            {"tensor_index_count", h.tensor_index_count},
+            {"tensor_data_offset", h.tensor_data_offset}, {"tensor_data_size", h.tensor_data_size},
+            {"total_file_size", h.total_file_size}, {"header_checksum", h.header_checksum},
+            {"data_checksum", h.data_checksum}, {"file_checksum", h.file_checksum}};
+        json_keyz(j, "header");
+        json_begin_object(j);
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+            json_keyz(j, fields[i].k);
+            json_u64(j, fields[i].v);
+        }
+        json_end_object(j);
+    }
+    json_keyz(j, "vocab_tokens");
+    json_u64(j, tbx_embd_vocab_count(f));
+    uint32_t ids[5];
+    if (embd_special(f, ids)) {
+        json_keyz(j, "special_tokens");
+        json_begin_object(j);
+        for (int k = 0; k < 5; k++) {
+            json_keyz(j, embd_special_names[k]);
+            json_u64(j, ids[k]);
+        }
+        json_end_object(j);
+    }
+    json_end_object(j);
+}
+
 static void info_human(tbx_file *f, const char *path) {
     FILE *fp = stdout;
     char sz[32];
@@ -143,6 +232,7 @@ static void info_human(tbx_file *f, const char *path) {
     fprintf(fp, "size:      %" PRIu64 " bytes", size);
     if (size >= 1024) fprintf(fp, " (%s)", cli_format_size(sz, size));
     fputc('\n', fp);
+    info_embd_human(f, fp);
     /* a set opened as one file (GGUF split set, Hugging Face directory): its files */
     uint64_t nparts = tbx_file_part_count(f);
     if (nparts > 1) {
@@ -464,6 +554,8 @@ static void info_json(tbx_file *f, int typed) {
         }
         json_end_object(&j);
     }
+
+    info_embd_json(f, &j);
 
     json_keyz(&j, "metadata");
     json_begin_object(&j);

@@ -11,8 +11,11 @@
  * target stores it exactly or the conversion fails naming the tensor.
  */
 #include "internal.h"
+#include "convert_mcfq.h"
 #include "plain.h"
 #include "ggml.h"
+#define TBX_EXPERIMENTAL 1 /* tbx_gguf_from_hf: a Hugging Face model to a GGUF for llama.cpp */
+#include "tensorbox/gguf.h"
 
 #include <stddef.h>
 
@@ -265,7 +268,17 @@ static tbx_status copy_sections(tbx_file *in, tbx_writer *w, const tbx_convert_o
     return TBX_OK;
 }
 
-/* Is tensor t quantized to o->quant_to? Dense 2-D f32/f16/bf16/f64 with whole blocks per row. */
+/* MCF quantization family of a dtype: a tbx_mcfq_kind, TBX_MCFQ_INT8 / TBX_MCFQ_INT4, or -1. */
+static int mcfq_kind_of(tbx_dtype dt) {
+    if (dt >= TBX_DT_MCF_Q8 && dt <= TBX_DT_MCF_K2) return (int)(dt - TBX_DT_MCF_Q8);
+    if (dt == TBX_DT_MCF_INT8) return (int)TBX_MCFQ_INT8;
+    if (dt == TBX_DT_MCF_INT4) return (int)TBX_MCFQ_INT4;
+    return -1;
+}
+
+/* Is tensor t quantized under o->quant_to? Dense 2-D f32/f16/bf16/f64 with non-zero rows (a
+ * ggml type whose blocks do not divide the rows falls back, see target_dtype; MCF's families
+ * take any row length: partial blocks are padded). */
 static bool quant_eligible(const tbx_tensor *t, const tbx_convert_options *o) {
     if (o->quant_to == TBX_DT_INVALID || t->ndim != 2 || t->ncomp != 1 ||
         t->layout != TBX_LAYOUT_DENSE)
@@ -273,13 +286,16 @@ static bool quant_eligible(const tbx_tensor *t, const tbx_convert_options *o) {
     if (t->dtype != TBX_DT_F32 && t->dtype != TBX_DT_F16 && t->dtype != TBX_DT_BF16 &&
         t->dtype != TBX_DT_F64)
         return false;
-    const tbx_dtype_info *qi = tbx_dtype_get(o->quant_to);
-    return qi && qi->block_size > 0 && t->shape[1] > 0 && t->shape[1] % qi->block_size == 0;
+    if (mcfq_kind_of(o->quant_to) >= 0) return t->shape[0] > 0 && t->shape[1] > 0;
+    return t->shape[1] > 0;
 }
 
-/* Target dtype of tensor t under the options. */
+/* Target dtype of tensor t under the options: an eligible tensor gets the quant type, or the
+ * type llama-quantize falls back to when its rows cannot take it (f16 when none fits). */
 static tbx_dtype target_dtype(const tbx_tensor *t, const tbx_convert_options *o) {
-    if (quant_eligible(t, o)) return o->quant_to;
+    if (quant_eligible(t, o))
+        return mcfq_kind_of(o->quant_to) >= 0 ? o->quant_to
+                                              : tbx_ggml_quant_fallback(o->quant_to, t->shape[1]);
     if (o->cast_to == TBX_DT_INVALID || t->dtype == o->cast_to) return t->dtype;
     const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
     if (!di || !(di->flags & TBX_DTF_FLOAT) || (di->flags & TBX_DTF_COMPLEX)) return t->dtype;
@@ -312,6 +328,57 @@ static tbx_status declare_quantized(tbx_file *in, size_t i, tbx_writer *w,
     }
     d.dtype = o->cast_to != TBX_DT_INVALID ? o->cast_to : TBX_DT_F32;
     return tbx_writer_add_tensor(w, &d, NULL, err);
+}
+
+/* Declares tensor i as quantized to MCF family `to` (d: its descriptor): its clip range is
+ * scanned now (the writer's QuantInfo records it) and the description, kept in *q until the
+ * writer is done (the writer borrows it), goes with it. */
+static tbx_status declare_mcfq(tbx_file *in, size_t i, tbx_writer *w, const tbx_tensor_desc *d,
+                               const tbx_convert_options *o, tbx_quant_info *q, tbx_error *err) {
+    const int kind = mcfq_kind_of(d->dtype);
+    float lo = o->quant_clip_min, hi = o->quant_clip_max;
+    if (!(o->flags & TBX_CONVERT_QUANT_CLIP)) {
+        tbx_status st = tbx_mcfq_scan_clip(in, i, &lo, &hi, err);
+        if (st != TBX_OK) return st;
+    }
+    memset(q, 0, sizeof *q);
+    q->struct_size = sizeof *q;
+    q->method = TBX_QUANT_LINEAR;
+    q->code_signed = 1;
+    q->scale.component = q->zero.component = -1;
+    q->zero.scope = TBX_QSCOPE_NONE;
+    q->zero.dtype = TBX_DT_INVALID;
+    q->domain = TBX_QDOMAIN_WEIGHTS;
+    q->has_clip = 1;
+    q->clip_min = lo;
+    q->clip_max = hi;
+    if (kind < (int)TBX_MCFQ_KIND_COUNT) {
+        tbx_mcfq_layout L;
+        if (tbx_mcfq_layout_get((tbx_mcfq_kind)kind, d->shape[0], d->shape[1], &L) != TBX_OK)
+            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, in->tensors[i].name,
+                           "tensor \"%s\": quantized size overflows", in->tensors[i].name);
+        q->code_dtype = d->dtype;
+        q->bits = L.bits;
+        q->block_size = 32;
+        q->super_block_size = L.super ? 256 : 0;
+        q->scale.scope = TBX_QSCOPE_GROUP;
+        q->scale.dtype = TBX_DT_F16;
+        q->scale.count = L.rows * L.bpr;
+    } else {
+        q->code_dtype = kind == (int)TBX_MCFQ_INT8 ? TBX_DT_I8 : TBX_DT_I4;
+        q->bits = kind == (int)TBX_MCFQ_INT8 ? 8 : 4;
+        q->scale.scope = TBX_QSCOPE_TENSOR;
+        q->scale.dtype = TBX_DT_F32;
+        q->scale.count = 1;
+    }
+    return tbx_writer_add_quant_tensor(w, d, q, NULL, err);
+}
+
+/* The writer as the sink of a quantized payload. */
+typedef struct wsink { tbx_writer *w; uint64_t i; } wsink;
+static tbx_status write_sink(void *ud, const void *data, size_t len, tbx_error *err) {
+    const wsink *s = ud;
+    return tbx_writer_write_tensor(s->w, s->i, data, len, err);
 }
 
 /* Encodes n f32 values to a float dtype (f32, f16, bf16, f64). */
@@ -358,6 +425,7 @@ typedef struct qslot {
     size_t src_len;
     tbx_dtype src_dt;
     uint64_t n, nblocks;
+    tbx_quant_fn quant;  /* this job's type (tensors may get different fallback types) */
     tbx_status st;       /* decode status */
 } qslot;
 
@@ -375,7 +443,7 @@ static void qjob_run(tbx_task *task) {
     qslot *s = (qslot *)task;
     s->st = TBX_OK;
     if (s->src) s->st = tbx_decode_f32(s->src_dt, s->src, s->src_len, s->n, s->f);
-    if (s->st == TBX_OK) s->qb->quant(s->f, s->q, s->nblocks);
+    if (s->st == TBX_OK) s->quant(s->f, s->q, s->nblocks);
 }
 
 /* Buffers and threads for quantizing to `to` with `quant` (once per conversion). */
@@ -384,7 +452,11 @@ static tbx_status qbufs_start(tbx_file *in, qbufs *qb, tbx_quant_fn quant, tbx_d
     if (qb->started) return TBX_OK;
     const tbx_dtype_info *qi = tbx_dtype_get(to);
     qb->quant = quant;
+    /* room for the requested type and for any fallback type (q8_0 is the widest) */
+    const tbx_dtype_info *q8 = tbx_dtype_get(TBX_DT_Q8_0);
     qb->qcap = (size_t)(QCHUNK_ELEMS / qi->block_size * qi->block_bytes);
+    if (q8 && (size_t)(QCHUNK_ELEMS / q8->block_size * q8->block_bytes) > qb->qcap)
+        qb->qcap = (size_t)(QCHUNK_ELEMS / q8->block_size * q8->block_bytes);
     qb->started = true;
     qb->pool = tbx_pool_start(&in->al, tbx_threads_default());
     const int nth = tbx_pool_threads(qb->pool);
@@ -446,6 +518,7 @@ static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, tbx_qua
             const uint64_t n = nelems - e0 < QCHUNK_ELEMS ? nelems - e0 : QCHUNK_ELEMS;
             s->n = n;
             s->nblocks = n / qi->block_size;
+            s->quant = quant;
             s->src_dt = t->dtype;
             s->src_len = (size_t)(n * esize);
             s->src = NULL;
@@ -527,14 +600,40 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                        tbx_dtype_get(o.cast_to) ? tbx_dtype_get(o.cast_to)->name : "?");
 
     tbx_quant_fn quant = NULL;
-    if (o.quant_to != TBX_DT_INVALID) {
+    const int mcfq = mcfq_kind_of(o.quant_to);
+    if (o.quant_to != TBX_DT_INVALID && mcfq < 0) {
         const tbx_dtype_info *qi = tbx_dtype_get(o.quant_to);
         quant = qi && (qi->flags & TBX_DTF_BLOCK) ? tbx_ggml_quant_for(o.quant_to) : NULL;
         if (!quant)
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
                            "quantizing to %s is not supported (q8_0, q4_0, q4_1, q5_0, q5_1, "
-                           "q2_k, q3_k, q4_k, q5_k, q6_k, tq1_0, tq2_0, mxfp4)",
+                           "q2_k, q3_k, q4_k, q5_k, q6_k, tq1_0, tq2_0, mxfp4; MCF: mcf_q8, "
+                           "mcf_q4, mcf_k6, mcf_k4, mcf_k3, mcf_k2, mcf_int8, mcf_int4)",
                            qi ? qi->name : "?");
+    }
+    if ((o.flags & TBX_CONVERT_QUANT_CLIP) &&
+        (mcfq < 0 || !(o.quant_clip_min <= o.quant_clip_max)))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_clip",
+                       mcfq < 0 ? "a clip range applies to MCF quantization only"
+                                : "clip range [%g, %g]: min must not exceed max",
+                       (double)o.quant_clip_min, (double)o.quant_clip_max);
+    /* MCF targets: the descriptions handed to the writer (it borrows them), one per tensor */
+    tbx_quant_info *mq = NULL;
+    const size_t mq_len = mcfq >= 0 ? in->ntensors * sizeof *mq : 0;
+    if (mcfq >= 0 && in->ntensors && !(mq = tbx_calloc(&in->al, in->ntensors, sizeof *mq)))
+        return tbx_err_nomem(err, "quantization descriptions");
+
+    /* a Hugging Face model (its config.json is a section) to GGUF: written for llama.cpp */
+    const tbx_format to_fmt = o.write.format ? o.write.format : tbx_format_from_path(out_path);
+    if (to_fmt == TBX_FORMAT_GGUF && !(o.flags & TBX_CONVERT_RAW) && tbx_gguf_hf_applies(in)) {
+        tbx_gguf_hf_options ho;
+        tbx_gguf_hf_options_init(&ho);
+        ho.write = o.write;
+        ho.quant_to = o.quant_to;
+        ho.cast_to = o.cast_to;
+        ho.progress = o.progress;
+        ho.progress_ud = o.progress_ud;
+        return tbx_gguf_from_hf(in, out_path, &ho, err);
     }
 
     tbx_writer *w;
@@ -566,7 +665,10 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
             d.ndim = t->ndim;
             d.shape = t->shape;
             d.has_data = t->ncomp == 1;
-            st = tbx_writer_add_tensor(w, &d, NULL, err);
+            if (mcfq >= 0 && d.dtype == o.quant_to && d.dtype != t->dtype)
+                st = declare_mcfq(in, i, w, &d, &o, &mq[i], err);
+            else
+                st = tbx_writer_add_tensor(w, &d, NULL, err);
         }
         if (st == TBX_OK && t->ncomp >= 1) total += t->comp[0].nbytes;
     }
@@ -581,10 +683,24 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         const tbx_tensor *t = &in->tensors[i];
         if (t->ncomp == 0) continue;
         const tbx_component *k = &t->comp[0];
-        /* what the writer was told this tensor is (declare_quantized may have chosen f32) */
+        /* what the writer was told this tensor is (declare_quantized may have chosen f32, the
+         * ggml fallback another block type or f16) */
         tbx_dtype to = (tbx_dtype)w->tensors[i].dtype;
-        if (quant && to == o.quant_to && to != t->dtype) {
-            st = quantize_tensor(in, i, w, quant, to, &qb, err);
+        const tbx_dtype_info *toi = tbx_dtype_get(to);
+        if (quant && !t->quant && toi && (toi->flags & TBX_DTF_BLOCK) && to != t->dtype) {
+            st = quantize_tensor(in, i, w, tbx_ggml_quant_for(to), to, &qb, err);
+        } else if (mcfq >= 0 && to == o.quant_to && to != t->dtype) {
+            tbx_mcfq_request rq;
+            memset(&rq, 0, sizeof rq);
+            rq.kind = (unsigned)mcfq;
+            rq.method = (o.flags & TBX_CONVERT_QUANT_MANTLE) ? TBX_MCFQ_METHOD_MANTLE
+                                                             : TBX_MCFQ_METHOD_BEST;
+            rq.has_clip = true;
+            rq.clip_lo = (float)mq[i].clip_min;
+            rq.clip_hi = (float)mq[i].clip_max;
+            wsink ws = { w, i };
+            st = tbx_mcfq_convert_tensor(in, i, &rq, write_sink, &ws, err);
+            if (st == TBX_OK && o.on_quant) o.on_quant(o.progress_ud, i, rq.nvalues, rq.sse);
         } else if (to != t->dtype || (t->quant && !tbx_writer_tensor_quant_(w, i))) {
             /* explicit lossy step: a cast, or a dequantization (TBX_CONVERT_DEQUANTIZE):
              * decode to f32 in chunks, re-encode */
@@ -652,6 +768,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     qbufs_free(in, &qb);
     if (st != TBX_OK) tbx_writer_abort(w);
     else st = tbx_writer_finish(w, err);
+    tbx_free(&in->al, mq, mq_len);
     kept_free(in, &kept);
     return st;
 }

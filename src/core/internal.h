@@ -126,6 +126,14 @@ tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t 
                            const char *field, tbx_error *err);
 /* Pointer to [off, off+len) when the source is mapped/in memory, else NULL. */
 const uint8_t *tbx_source_ptr(const tbx_source *s, uint64_t off, uint64_t len);
+/* A read-only view of [off, off+len) for one pass over bytes that need not be copied (checksums):
+ * tbx_source_ptr's pointer for mapped/memory sources; for a pread source a temporary private
+ * mapping (*map, *map_len set: release it with tbx_source_view_release); NULL when neither works
+ * (callback sources, mmap failure): read with tbx_source_read then. The bytes are the file's as
+ * they are during the pass (a file changed meanwhile is the caller's race, as with pread). */
+const uint8_t *tbx_source_view(const tbx_source *s, uint64_t off, uint64_t len, void **map,
+                               size_t *map_len);
+void tbx_source_view_release(void *map, size_t map_len);
 
 /* tbx_validate_path for a file in memory or behind a read callback (same contract; the open
  * options' allocator, limits, format and threads apply). Internal for now: the fuzz targets and
@@ -599,6 +607,11 @@ struct tbx_driver {
     /* Can the writer store tensors of this dtype (at some shape)? w_check_tensor uses the same
      * function. NULL: read-only format. */
     bool (*w_dtype_ok)(tbx_dtype dtype);
+    /* true: tbx_writer_add_tensor leaves the w_dtype_ok refusal of an element dtype (not a block
+     * or shaped one, which cannot even be sized) to w_check_tensor, because the
+     * writer may accept and drop a tensor it does not store (EMBD from a Hugging Face model
+     * drops embeddings.position_ids, an i64 buffer, by name) */
+    bool w_dtype_in_check;
 
     /* Driver-specific dtypes (TBX_DTF_SHAPED): the entries tbx_dtype_get returns for them (the
      * values must be reserved in tensorbox.h) and their stored size, computed from the whole
@@ -754,6 +767,8 @@ extern const tbx_driver tbx_driver_gguf;
 extern const tbx_driver tbx_driver_oinf;
 extern const tbx_driver tbx_driver_mcf;
 extern const tbx_driver tbx_driver_ztensor;
+extern const tbx_driver tbx_driver_embd;
+extern const tbx_driver tbx_driver_embd_legacy;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Worker threads (src/core/pool.c)                                                            */

@@ -19,6 +19,8 @@ const tbx_driver *const tbx_drivers[] = {
     &tbx_driver_oinf,
     &tbx_driver_mcf,
     &tbx_driver_ztensor,
+    &tbx_driver_embd,        /* before embd-legacy: both start with "EMBD" 01 00 00 00 */
+    &tbx_driver_embd_legacy,
     &tbx_driver_safetensors, /* weakest probe (no magic): keep last */
     NULL,
 };

@@ -316,7 +316,9 @@ tbx_status tbx_writer_add_quant_tensor(tbx_writer *w, const tbx_tensor_desc *des
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor.dtype",
                        "tensor \"%s\": invalid dtype %d", q, (int)d->dtype);
     }
-    if (w->drv->w_dtype_ok && !w->drv->w_dtype_ok(d->dtype))
+    bool deferred = w->drv->w_dtype_in_check && di->block_size <= 1 &&
+                    !(di->flags & (TBX_DTF_BLOCK | TBX_DTF_SHAPED));
+    if (w->drv->w_dtype_ok && !deferred && !w->drv->w_dtype_ok(d->dtype))
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
                        "tensor \"%s\": %s files cannot store dtype %s", q,
                        tbx_format_name(w->format), di->name);

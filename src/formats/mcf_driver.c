@@ -25,6 +25,7 @@ const tbx_driver tbx_driver_mcf = {
     .w_check_meta = mcf_w_check_meta,
     .w_check_section = mcf_w_check_section,
     .w_check_tensor = mcf_w_check_tensor,
+    .w_check_quant = mcf_w_check_quant,
     .w_layout = mcf_w_layout,
     .w_data = mcf_w_data,
     .w_tensor_done = mcf_w_tensor_done,

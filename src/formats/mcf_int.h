@@ -116,6 +116,8 @@ tbx_status mcf_w_check_meta(tbx_writer *w, const char *key, size_t key_len, cons
 tbx_status mcf_w_check_section(tbx_writer *w, const char *name, uint32_t type, size_t len,
                                tbx_error *err);
 tbx_status mcf_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+tbx_status mcf_w_check_quant(tbx_writer *w, tbx_wtensor *t, const tbx_quant_info *q,
+                             tbx_error *err);
 tbx_status mcf_w_layout(tbx_writer *w, tbx_error *err);
 tbx_status mcf_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len,
                       tbx_error *err);

@@ -30,8 +30,10 @@
  * otherwise from a config.json section as pack fills it (arch from model_type, vocab/hidden/
  * layers/heads/kv heads/context, rope_theta, extras hf.model_type, hf.rope_scaling,
  * hf.config_json_present). Every other metadata entry becomes a KV extra (u32, f32, string).
- * QuantInfo records are made from the dtype (block 32 / super 256, weights domain) with the clip
- * range +-max|value| of the decoded payload.
+ * QuantInfo records are made from the dtype (block 32 / super 256) with the domain and clip range
+ * of the tensor's quantization description when it has one (tbx_writer_add_quant_tensor: the
+ * quantizer's range, or the record of an MCF file converted), else the weights domain and
+ * +-max|value| of the decoded payload.
  */
 #include "mcf_int.h"
 
@@ -178,6 +180,35 @@ tbx_status mcf_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
         return tbx_err(err, st, TBX_NO_OFFSET, "tensor.shape", "tensor \"%s\": %s", q,
                        st == TBX_E_OVERFLOW ? "size overflows 64 bits" : why);
     t->nbytes = n;
+    return TBX_OK;
+}
+
+/* A tensor's quantization description (tbx_writer_add_quant_tensor; tbx_convert passes the one
+ * of an MCF tensor read, and the MCF quantizer its own): QuantInfo records the domain and the
+ * clip range of MCF's quantized dtypes (mcf_w_finish); nothing else has a place in the file. */
+tbx_status mcf_w_check_quant(tbx_writer *w, tbx_wtensor *t, const tbx_quant_info *qd,
+                             tbx_error *err) {
+    (void)w;
+    char q[96];
+    tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+    tbx_dtype dt = (tbx_dtype)t->dtype;
+    if (!mcf_is_quant(dt) || qd->method != TBX_QUANT_LINEAR) {
+        const tbx_dtype_info *e = tbx_dtype_get(dt);
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                       "tensor \"%s\": MCF stores a quantization description only with its own "
+                       "quantized dtypes (mcf_q8 .. mcf_int4), not %s %s", q,
+                       tbx_quant_method_name(qd->method), e ? e->name : "?");
+    }
+    if (qd->domain == TBX_QDOMAIN_ACTIVATIONS) {
+        if (mcf_is_qk(dt))
+            return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "quant.domain",
+                           "tensor \"%s\": MCF's q/k families are for weights only", q);
+        const char *why = "";
+        uint64_t n;
+        tbx_status st = mcf_payload_size(dt, t->shape, t->ndim, MCF_DOMAIN_ACTIVATIONS, &n, &why);
+        if (st != TBX_OK) return tbx_err(err, st, TBX_NO_OFFSET, "tensor.shape", "tensor \"%s\": %s", q, why);
+        t->nbytes = n;
+    }
     return TBX_OK;
 }
 
@@ -758,18 +789,26 @@ tbx_status mcf_w_finish(tbx_writer *w, tbx_error *err) {
             if (!mcf_is_quant(dt)) continue;
             uint64_t keep = t->offset;
             t->offset = s->final[s->order[k]]; /* quant mode: nothing moved */
-            float m = 0;
-            st = mw_maxabs(w, t, buf, &m, err);
+            /* the clip range and domain of the description given, else +-max|decoded value| */
+            const tbx_quant_info *qd = tbx_writer_tensor_quant_(w, s->order[k]);
+            float lo, m = 0;
+            if (qd && qd->has_clip) {
+                lo = (float)qd->clip_min;
+                m = (float)qd->clip_max;
+            } else {
+                st = mw_maxabs(w, t, buf, &m, err);
+                lo = -m;
+            }
             t->offset = keep;
             uint8_t *e = qi + MCF_QI_HEADER + r++ * MCF_QI_RECORD;
             uint16_t blk, sup;
             mcf_quant_geometry(dt, &blk, &sup);
             tbx_st32(e, (uint32_t)k);
             e[4] = (uint8_t)mcf_code_from_dtype(dt);
-            e[5] = MCF_DOMAIN_WEIGHTS;
+            e[5] = qd && qd->domain == TBX_QDOMAIN_ACTIVATIONS ? MCF_DOMAIN_ACTIVATIONS
+                                                              : MCF_DOMAIN_WEIGHTS;
             tbx_st16(e + 6, blk);
             tbx_st16(e + 8, sup);
-            float lo = -m;
             memcpy(e + 16, &lo, 4);
             memcpy(e + 20, &m, 4);
         }

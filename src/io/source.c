@@ -312,3 +312,27 @@ const uint8_t *tbx_source_ptr(const tbx_source *s, uint64_t off, uint64_t len) {
     if (!tbx_add_u64(off, len, &end) || end > s->size) return NULL;
     return s->base + off;
 }
+
+const uint8_t *tbx_source_view(const tbx_source *s, uint64_t off, uint64_t len, void **map,
+                               size_t *map_len) {
+    *map = NULL;
+    *map_len = 0;
+    const uint8_t *p = tbx_source_ptr(s, off, len);
+    if (p || !s || s->kind != TBX_SRC_FD || s->fd < 0 || len == 0) return p;
+    uint64_t end;
+    if (!tbx_add_u64(off, len, &end) || end > s->size) return NULL;
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t a = off - off % (uint64_t)(page > 0 ? page : 4096);
+    uint64_t n = end - a;
+    if (n > SIZE_MAX) return NULL;
+    void *m = mmap(NULL, (size_t)n, PROT_READ, MAP_PRIVATE, s->fd, (off_t)a);
+    if (m == MAP_FAILED) return NULL;
+    (void)madvise(m, (size_t)n, MADV_SEQUENTIAL);
+    *map = m;
+    *map_len = (size_t)n;
+    return (const uint8_t *)m + (off - a);
+}
+
+void tbx_source_view_release(void *map, size_t map_len) {
+    if (map) munmap(map, map_len);
+}

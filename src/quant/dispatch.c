@@ -6,8 +6,10 @@
  * attributes and never call back into the scalar files. This file sits above both: it asks the
  * CPU once what it has and hands out the best kernel of each type, wrapping the SIMD
  * quantizers with their scalar fallback and the K-quant encoder with the AVX2 lane kernels.
+ * It also picks the SIMD row decoder of MCF's q / k payloads (mcf_simd_avx2.c).
  */
 #include "ggml.h"
+#include "mcfq.h"
 
 #include <stddef.h>
 
@@ -85,4 +87,17 @@ tbx_quant_fn tbx_ggml_quant_for(tbx_dtype dt) {
     tbx_quant_fn f = NULL;
     if (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) f = tbx_ggml_quant_avx2_for(dt);
     return f ? f : tbx_ggml_quant_scalar_for(dt);
+}
+
+/* ---- MCF q / k row decoders (mcfq.h) ------------------------------------------------------- */
+tbx_mcfq_rows_fn tbx_mcfq_dequant_simd_for(tbx_mcfq_kind kind) {
+    if (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) return tbx_mcfq_dequant_avx2_for(kind);
+    return NULL;
+}
+
+/* The decoder of mcfq.h: the SIMD variant when the CPU has one, else the scalar reference. */
+void tbx_mcfq_dequant_rows(const tbx_mcfq_layout *L, const uint8_t *scales, const uint8_t *sub,
+                           const uint8_t *codes, uint64_t n, float *out) {
+    tbx_mcfq_rows_fn f = tbx_mcfq_dequant_simd_for(L->kind);
+    (f ? f : tbx_mcfq_dequant_rows_ref)(L, scales, sub, codes, n, out);
 }

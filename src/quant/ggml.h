@@ -75,6 +75,10 @@ tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt);
 /* ggml's reference quantizer algorithm (quantize_row_*_ref, no importance matrix) for q2_K,
  * q3_K, q4_K, q5_K, q6_K; for the other quantizable types the same as tbx_ggml_quant_for. */
 tbx_quant_fn tbx_ggml_quant_ref_for(tbx_dtype dt);
+/* The type a row of `cols` values gets when `want` (a ggml block type) does not fit it, by
+ * llama-quantize's rules (ggml_fallback.c): `want` itself when cols is a multiple of its block
+ * size, else the demoted type, else TBX_DT_F16; TBX_DT_INVALID when `want` is no block type. */
+tbx_dtype tbx_ggml_quant_fallback(tbx_dtype want, uint64_t cols);
 
 /* ---- lane kernels of the K-quant encoder (internal to this module) -------------------------
  * Eight sub-blocks are processed side by side: xt[8*i + j] is value i of sub-block j ("lane"

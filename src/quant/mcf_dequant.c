@@ -14,7 +14,7 @@
  * Only the first `cols` values of a row's last block are written.
  *
  * Layering: a kernel (no I/O, no handle). The SIMD variants and run-time dispatch belong to
- * the quantization kernels' file; tbx_mcfq_dequant_rows is the reference until they land.
+ * the quantization kernels' files (mcf_simd_avx2.c, dispatch.c).
  */
 #include "mcfq.h"
 
@@ -109,7 +109,4 @@ void tbx_mcfq_dequant_rows_ref(const tbx_mcfq_layout *L, const uint8_t *scales,
     }
 }
 
-void tbx_mcfq_dequant_rows(const tbx_mcfq_layout *L, const uint8_t *scales, const uint8_t *sub,
-                           const uint8_t *codes, uint64_t n, float *out) {
-    tbx_mcfq_dequant_rows_ref(L, scales, sub, codes, n, out);
-}
+/* tbx_mcfq_dequant_rows (the dispatching entry) is in dispatch.c. */

@@ -68,4 +68,50 @@ void tbx_mcfq_quantize_rows(const tbx_mcfq_layout *L, tbx_mcfq_method method, co
                             uint64_t n, float clip_lo, float clip_hi, uint8_t *scales,
                             uint8_t *sub, uint8_t *codes);
 
+/* ---- helpers and SIMD variants (mcf_quant.c, mcf_simd_avx2.c, dispatch.c) ----------------- */
+/* mantle's f32 -> f16 conversion (truncating; exponents below the normal range -> 0) and the
+ * decoder's f16 -> f32 (subnormals flushed to signed zero). */
+uint16_t tbx_mcfq_f16_trunc(float f);
+float tbx_mcfq_f16_dec(uint16_t h);
+
+/* A row decoder with tbx_mcfq_dequant_rows' contract. */
+typedef void (*tbx_mcfq_rows_fn)(const tbx_mcfq_layout *L, const uint8_t *scales,
+                                 const uint8_t *sub, const uint8_t *codes, uint64_t n, float *out);
+/* The best SIMD row decoder of this CPU for L->kind (dispatch.c: reads cpuid once), or NULL
+ * when there is none (then use tbx_mcfq_dequant_rows_ref). */
+tbx_mcfq_rows_fn tbx_mcfq_dequant_simd_for(tbx_mcfq_kind kind);
+/* The AVX2 row decoder (every kind), or NULL in builds without it; does not check the CPU. */
+tbx_mcfq_rows_fn tbx_mcfq_dequant_avx2_for(tbx_mcfq_kind kind);
+
+/* ---- int8 / int4 (the seed's raw family) ---------------------------------------------------
+ * Payload of a tensor of `nelems` values (any rank; the codes run over the row-major values):
+ *   [ f32 scale ] pad64 [ f32 zero, activations domain only ] pad64 [ codes ]
+ * int8: one signed byte per value; int4: signed nibbles, value 2k in the low nibble of byte k,
+ * 2k+1 in the high one (ceil(nelems / 2) bytes). Value = scale * (q - zero); zero is 0 in the
+ * weights domain (symmetric, codes in [-qmax, qmax]). Padding is zero. */
+typedef struct tbx_mcfi_layout {
+    uint32_t bits;          /* 8 or 4 */
+    bool activations;       /* domain: true = activations (asymmetric, zero region present) */
+    uint64_t nelems;
+    uint64_t scale_off, zero_off;   /* zero_off meaningful only for activations */
+    uint64_t codes_off, codes_size;
+    uint64_t total;         /* payload bytes */
+} tbx_mcfi_layout;
+
+/* Fills *L; TBX_E_INVALID_ARG for bits other than 8 / 4, TBX_E_OVERFLOW. */
+tbx_status tbx_mcfi_layout_get(uint32_t bits, bool activations, uint64_t nelems,
+                               tbx_mcfi_layout *L);
+/* Scale and zero for a clip range (weights: max(|lo|, |hi|) / qmax and 0; activations:
+ * (hi - lo) / (2^bits - 1) and an integer zero so that 0 has an exact code). */
+void tbx_mcfi_params(const tbx_mcfi_layout *L, float clip_lo, float clip_hi, float *scale,
+                     float *zero);
+/* Quantizes values first .. first+n-1 (clamped to the clip range, NaN -> 0, nearest code,
+ * saturated) into the codes region `codes` (int4: read-modify-write of the shared byte). */
+void tbx_mcfi_quantize(const tbx_mcfi_layout *L, float scale, float zero, float clip_lo,
+                       float clip_hi, const float *src, uint64_t first, uint64_t n,
+                       uint8_t *codes);
+/* Decodes values first .. first+n-1: out[i] = scale * ((float)q - zero). */
+void tbx_mcfi_dequant(const tbx_mcfi_layout *L, float scale, float zero, const uint8_t *codes,
+                      uint64_t first, uint64_t n, float *out);
+
 #endif

@@ -308,13 +308,13 @@ def _help_formats(tbx):
 
 def test_convert_help_lists_only_writable_targets(tbx, sample, tmp_path):
     # Every target `tbx convert --help` offers is one it can write: converting to it by name and
-    # by its extension both give a file `tbx validate` accepts. Formats without a writer (EMBD:
-    # reserved, no driver in this release) are neither offered nor accepted.
+    # by its extension both give a file `tbx validate` accepts. Formats without a writer
+    # (embd-legacy: read only) are neither offered nor accepted.
     src = tmp_path / "f32.safetensors"
     stn.save_file({"w": np.arange(8, dtype=np.float32).reshape(2, 4)}, str(src))
     rows = _help_formats(tbx)
     names = [n for n, _ in rows]
-    assert set(names) == {"safetensors", "gguf", "ztensor", "oinf", "mcf"}, names
+    assert set(names) == {"safetensors", "gguf", "ztensor", "oinf", "mcf", "embd"}, names
     for name, ext in rows:
         assert ext.startswith("."), rows
         by_name = tmp_path / f"by_name_{name}.bin"
@@ -327,13 +327,13 @@ def test_convert_help_lists_only_writable_targets(tbx, sample, tmp_path):
         r = run(tbx, "validate", by_ext)
         assert r.rc == 0, r.describe()
         assert f"({name} v" in r.out.decode(), r.describe()
-    for target in ("embd",):
+    for target in ("embd-legacy",):
         assert target not in names
         r = run(tbx, "convert", sample, tmp_path / "o.bin", "--to", target)
         assert_clean_exit(r)
         assert r.rc == 2, r.describe()
-        assert b"writable: safetensors, gguf, ztensor, oinf, mcf" in r.err, r.describe()
-    for ext in (".weights",):
+        assert b"writable: safetensors, gguf, ztensor, oinf, mcf, embd" in r.err, r.describe()
+    for ext in (".bin",):
         r = run(tbx, "convert", sample, tmp_path / f"o{ext}")
         assert r.rc == 2, r.describe()
         assert not (tmp_path / f"o{ext}").exists()

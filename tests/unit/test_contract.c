@@ -29,14 +29,15 @@ static char *temp_path(const char *tag, const char *ext) {
 }
 
 TBX_TEST(registry_lists_the_drivers) {
-    CHECK_EQ(tbx_format_count(), 5);
-    static const struct { tbx_format f; const char *name, *ext; } W[] = {
-        {TBX_FORMAT_SAFETENSORS, "safetensors", ".safetensors"}, {TBX_FORMAT_GGUF, "gguf", ".gguf"},
-        {TBX_FORMAT_ZTENSOR, "ztensor", ".zt"}, {TBX_FORMAT_OINF, "oinf", ".oinf"},
-        {TBX_FORMAT_MCF, "mcf", ".mcf"},
+    CHECK_EQ(tbx_format_count(), 7);
+    static const struct { tbx_format f; const char *name, *ext; size_t at; } W[] = {
+        {TBX_FORMAT_SAFETENSORS, "safetensors", ".safetensors", 0},
+        {TBX_FORMAT_GGUF, "gguf", ".gguf", 1}, {TBX_FORMAT_ZTENSOR, "ztensor", ".zt", 2},
+        {TBX_FORMAT_OINF, "oinf", ".oinf", 3}, {TBX_FORMAT_MCF, "mcf", ".mcf", 4},
+        {TBX_FORMAT_EMBD, "embd", ".weights", 5},
     };
-    for (size_t i = 0; i < 5; i++) {
-        CHECK_EQ(tbx_format_at(i), W[i].f); /* in order of value */
+    for (size_t i = 0; i < 6; i++) {
+        CHECK_EQ(tbx_format_at(W[i].at), W[i].f); /* in order of value */
         tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
         CHECK_OK(tbx_format_caps_get(W[i].f, &c));
         CHECK_EQ(c.format, W[i].f);
@@ -51,17 +52,24 @@ TBX_TEST(registry_lists_the_drivers) {
         /* the default written version is one the driver writes */
         CHECK(c.write_versions >> c.write_version & 1u);
     }
-    CHECK_EQ(tbx_format_at(5), TBX_FORMAT_UNKNOWN);
+    /* the legacy EMBD layout: read only, no extension of its own */
+    CHECK_EQ(tbx_format_at(6), TBX_FORMAT_EMBD_LEGACY);
+    tbx_format_caps lc = TBX_FORMAT_CAPS_INIT;
+    CHECK_OK(tbx_format_caps_get(TBX_FORMAT_EMBD_LEGACY, &lc));
+    CHECK_STR(lc.name, "embd-legacy");
+    CHECK_EQ(lc.flags & (TBX_FCAP_READ | TBX_FCAP_WRITE), TBX_FCAP_READ);
+    CHECK_EQ(tbx_format_from_name("embd-legacy"), TBX_FORMAT_EMBD_LEGACY);
+    CHECK_EQ(tbx_format_at(7), TBX_FORMAT_UNKNOWN);
     CHECK_EQ(tbx_format_from_name("zt"), TBX_FORMAT_ZTENSOR); /* alias from the driver row */
     CHECK_EQ(tbx_format_from_name("ZTensor"), TBX_FORMAT_ZTENSOR);
-    /* reserved values without a driver: unknown everywhere */
-    for (int v = 6; v <= 6; v++) {
+    /* values past the last driver: unknown everywhere */
+    for (int v = 8; v <= 9; v++) {
         tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
         CHECK_EQ(tbx_format_caps_get((tbx_format)v, &c), TBX_E_NOT_FOUND);
         CHECK_STR(tbx_format_name((tbx_format)v), "unknown");
     }
-    CHECK_EQ(tbx_format_from_name("embd"), TBX_FORMAT_UNKNOWN);
-    CHECK_EQ(tbx_format_from_path("a.weights"), TBX_FORMAT_UNKNOWN);
+    CHECK_EQ(tbx_format_from_name("mantle"), TBX_FORMAT_UNKNOWN);
+    CHECK_EQ(tbx_format_from_path("a.bin"), TBX_FORMAT_UNKNOWN);
     CHECK_EQ(tbx_format_caps_get(TBX_FORMAT_UNKNOWN, NULL), TBX_E_INVALID_ARG);
     tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
     CHECK_EQ(tbx_format_caps_get(TBX_FORMAT_UNKNOWN, &c), TBX_E_NOT_FOUND);
@@ -140,6 +148,14 @@ TBX_TEST(declared_caps_match_the_writers) {
         tbx_write_options wo;
         tbx_write_options_init(&wo);
         wo.format = fmt;
+        if (!(c.flags & TBX_FCAP_WRITE)) { /* read-only (embd-legacy): no writer at all */
+            tbx_writer *w = NULL;
+            tbx_error e;
+            CHECK(tbx_writer_open(&w, path, &wo, &e) != TBX_OK && w == NULL);
+            CHECK_EQ(c.meta_types, 0);
+            free(path);
+            continue;
+        }
         for (int t = TBX_V_NULL; t <= TBX_V_BITSET; t++) {
             tbx_writer *w = NULL;
             tbx_error e;

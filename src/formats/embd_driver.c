@@ -1,0 +1,42 @@
+/*
+ * embd_driver.c - the EMBD driver tables: the one place that names both the reader hooks
+ * (embd.c, embd_legacy.c) and the writer hooks (embd_write.c). The registry
+ * (src/core/registry.c) lists both rows: "embd" (the specification's layout, read and written)
+ * and "embd-legacy" (the layout cpp_embedder's converter writes, read only).
+ */
+#include "embd_int.h"
+
+const tbx_driver tbx_driver_embd = {
+    .format = TBX_FORMAT_EMBD,
+    .name = "embd",
+    .aliases = "weights",
+    .extensions = ".weights",
+    .read_versions = 0x2u,  /* major version 1 */
+    .write_versions = 0x2u,
+    .write_version = 1,
+    .meta_types = EM_META_TYPES,
+    .w_dtype_ok = em_w_dtype_ok,
+    .w_dtype_in_check = true, /* em_w_check_tensor: drop by name first, then the dtype */
+    .probe = em_probe,
+    .open = em_open,
+    .validate = em_validate,
+    .close = em_close,
+    .w_check_meta = em_w_check_meta,
+    .w_check_section = em_w_check_section,
+    .w_check_tensor = em_w_check_tensor,
+    .w_layout = em_w_layout,
+    .w_data = em_w_data,
+    .w_finish = em_w_finish,
+    .w_free = em_w_free,
+};
+
+const tbx_driver tbx_driver_embd_legacy = {
+    .format = TBX_FORMAT_EMBD_LEGACY,
+    .name = "embd-legacy",
+    .aliases = "embd_legacy",
+    .extensions = NULL,
+    .read_versions = 0x2u,  /* version 1 */
+    .probe = eml_probe,
+    .open = eml_open,
+    .close = eml_close,
+};

@@ -1,0 +1,1121 @@
+/*
+ * gguf_hf.c - a Hugging Face model (safetensors + side files) to a GGUF file that llama.cpp runs.
+ *
+ * Input: a tbx_file whose tensors carry Hugging Face names ("model.layers.0.self_attn.q_proj.
+ * weight") and whose sections are the model directory's side files, named by relative path:
+ * config.json (required), tokenizer.json, tokenizer_config.json, modules.json and the pooling
+ * config a sentence-transformers model names there (1_Pooling/config.json). Output: a GGUF file
+ * with what llama.cpp's loader expects of the architecture:
+ *
+ *   general.architecture, general.name, general.file_type, general.quantization_version
+ *   {arch}.*              hyper-parameters read from config.json (table per architecture)
+ *   tokenizer.ggml.*      model, tokens, token types, merges, special token ids, add_* flags
+ *   tensors               renamed to llama.cpp's names (blk.N.attn_q.weight, ...), the rows of
+ *                         llama-family q/k projections reordered for llama.cpp's rotary layout,
+ *                         1-D tensors in f32, 2-D ones as asked (kept, cast, or quantized with
+ *                         the fallback rules of llama-quantize for rows a block type cannot take)
+ *
+ * The reference for every key, tensor name and rule is llama.cpp itself: the constants shipped
+ * in gguf-py (gguf.constants, gguf.tensor_mapping) and the behaviour of convert_hf_to_gguf.py and
+ * llama-quantize; tests/python/test_hf_gguf.py checks the output against gguf-py and loads it in
+ * llama.cpp. Adding an architecture is one hf_arch entry (hyper-parameters, tensor patterns,
+ * tensors to skip, flags); an architecture without an entry fails with TBX_E_UNSUPPORTED naming
+ * it.
+ *
+ * Memory: the side files (JSON) are read whole (each at most HF_SIDE_MAX bytes); tensor data is
+ * streamed in chunks of whole rows (at most ~4 MiB of f32 at a time), so a conversion holds the
+ * tokenizer plus a few MiB whatever the model size.
+ */
+#include "internal.h"
+#include "ggml.h"
+#define TBX_EXPERIMENTAL 1
+#include "tensorbox/gguf.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define HF_SIDE_MAX ((uint64_t)256 << 20) /* a side file (tokenizer.json, ...) */
+#define HF_CHUNK_F32 ((uint64_t)1 << 20)  /* f32 values per streamed chunk (4 MiB) */
+#define HF_NAME_MAX 128
+
+/* llama.cpp's token types (gguf.constants.TokenType) */
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5 };
+/* llama.cpp's pooling types (gguf.constants.PoolingType) */
+enum { POOL_NONE = 0, POOL_MEAN = 1, POOL_CLS = 2, POOL_LAST = 3 };
+
+/* ------------------------------------------------------------------------------------------ */
+/* Architecture tables                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+typedef enum { HP_U32, HP_F32 } hp_kind;
+
+typedef struct hf_hparam {
+    const char *key;        /* after "{arch}." */
+    hp_kind kind;
+    const char *cfg[4];     /* config.json names, the first present one wins */
+    bool required;
+} hf_hparam;
+
+enum { XF_NONE = 0, XF_PERMUTE_Q = 1, XF_PERMUTE_K = 2 };
+
+/* A tensor pattern: HF name (without the .weight/.bias suffix; '#' stands for the layer number)
+ * -> llama.cpp name ('#' likewise), and the layout change the weight needs. */
+typedef struct hf_tmap {
+    const char *hf, *gguf;
+    int xform;
+} hf_tmap;
+
+#define ARCH_VOCAB_SIZE   0x01u /* {arch}.vocab_size from config vocab_size */
+#define ARCH_ROPE_DIM     0x02u /* {arch}.rope.dimension_count = head_dim (or hidden/heads) */
+#define ARCH_NONCAUSAL    0x04u /* {arch}.attention.causal = false */
+#define ARCH_POOLING      0x08u /* {arch}.pooling_type from the sentence-transformers config */
+#define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
+#define ARCH_ROPE_SCALING 0x20u /* rope_scaling: linear keys; llama3 factors (rope_freqs) */
+
+typedef struct hf_arch {
+    const char *name;               /* general.architecture */
+    const char *model_types[4];     /* config.json model_type values */
+    const char *prefixes[3];        /* dropped from HF names before matching */
+    const hf_hparam *hp;
+    const hf_tmap *tmap;
+    const char *const *skip;        /* HF names not converted ('#': layer, trailing '*': prefix) */
+    unsigned flags;
+} hf_arch;
+
+static const hf_hparam HP_BERT[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.layer_norm_epsilon", HP_F32, {"layer_norm_eps"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+
+static const hf_tmap TM_BERT[] = {
+    {"embeddings.word_embeddings", "token_embd", XF_NONE},
+    {"embeddings.position_embeddings", "position_embd", XF_NONE},
+    {"embeddings.token_type_embeddings", "token_types", XF_NONE},
+    {"embeddings.LayerNorm", "token_embd_norm", XF_NONE},
+    {"encoder.layer.#.attention.self.query", "blk.#.attn_q", XF_NONE},
+    {"encoder.layer.#.attention.self.key", "blk.#.attn_k", XF_NONE},
+    {"encoder.layer.#.attention.self.value", "blk.#.attn_v", XF_NONE},
+    {"encoder.layer.#.attention.output.dense", "blk.#.attn_output", XF_NONE},
+    {"encoder.layer.#.attention.output.LayerNorm", "blk.#.attn_output_norm", XF_NONE},
+    {"encoder.layer.#.intermediate.dense", "blk.#.ffn_up", XF_NONE},
+    {"encoder.layer.#.output.dense", "blk.#.ffn_down", XF_NONE},
+    {"encoder.layer.#.output.LayerNorm", "blk.#.layer_output_norm", XF_NONE},
+    {NULL, NULL, 0},
+};
+static const char *const SKIP_BERT[] = {"embeddings.position_ids", "pooler.*", "cls.*", NULL};
+
+static const hf_hparam HP_LLAMA[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, false},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+
+#define TM_DECODER(QX, KX)                                                                     \
+    {"model.embed_tokens", "token_embd", XF_NONE},                                             \
+    {"model.norm", "output_norm", XF_NONE},                                                    \
+    {"lm_head", "output", XF_NONE},                                                            \
+    {"model.layers.#.input_layernorm", "blk.#.attn_norm", XF_NONE},                            \
+    {"model.layers.#.self_attn.q_proj", "blk.#.attn_q", QX},                                   \
+    {"model.layers.#.self_attn.k_proj", "blk.#.attn_k", KX},                                   \
+    {"model.layers.#.self_attn.v_proj", "blk.#.attn_v", XF_NONE},                              \
+    {"model.layers.#.self_attn.o_proj", "blk.#.attn_output", XF_NONE},                         \
+    {"model.layers.#.post_attention_layernorm", "blk.#.ffn_norm", XF_NONE},                    \
+    {"model.layers.#.mlp.gate_proj", "blk.#.ffn_gate", XF_NONE},                               \
+    {"model.layers.#.mlp.up_proj", "blk.#.ffn_up", XF_NONE},                                   \
+    {"model.layers.#.mlp.down_proj", "blk.#.ffn_down", XF_NONE},                               \
+    {NULL, NULL, 0}
+
+/* llama.cpp applies llama's rotary embedding to interleaved pairs; HF's checkpoints are laid
+ * out for the rotate-half form, so q/k rows are reordered (XF_PERMUTE_*). qwen2 uses the
+ * rotate-half (NEOX) form in llama.cpp too: no reordering. */
+static const hf_tmap TM_LLAMA[] = {TM_DECODER(XF_PERMUTE_Q, XF_PERMUTE_K)};
+static const hf_tmap TM_QWEN2[] = {TM_DECODER(XF_NONE, XF_NONE)};
+static const char *const SKIP_DECODER[] = {"model.layers.#.self_attn.rotary_emb.inv_freq", NULL};
+
+static const hf_arch ARCHES[] = {
+    {"bert", {"bert"}, {"bert."}, HP_BERT, TM_BERT, SKIP_BERT,
+     ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT},
+    {"llama", {"llama"}, {NULL}, HP_LLAMA, TM_LLAMA, SKIP_DECODER,
+     ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_ROPE_SCALING},
+    {"qwen2", {"qwen2"}, {NULL}, HP_LLAMA, TM_QWEN2, SKIP_DECODER, ARCH_ROPE_SCALING},
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* The conversion state                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct hf_out {
+    uint64_t src;               /* input tensor index; UINT64_MAX: generated (rope_freqs) */
+    char name[HF_NAME_MAX];
+    tbx_dtype dtype;
+    int xform;
+    uint64_t rows, cols;        /* [rows, cols]; 1-D: one row */
+} hf_out;
+
+typedef struct hf {
+    tbx_file *in;
+    tbx_error *err;
+    const tbx_alloc *al;
+    json_t *cfg, *tok, *tokcfg, *modules, *pool;
+    const hf_arch *a;
+    tbx_writer *w;
+    hf_out *out;
+    size_t nout;
+    uint64_t n_head, n_head_kv, n_vocab, head_dim;
+    tbx_dtype quant, cast;
+    /* llama3 rope scaling: rope_freqs.weight is generated (head_dim / 2 factors) */
+    bool rope_llama3;
+    double rope_theta, rope_factor, rope_low, rope_high, rope_orig_ctx;
+} hf;
+
+static tbx_status hf_fail(hf *h, tbx_status code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static tbx_status hf_fail(hf *h, tbx_status code, const char *field, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    tbx_status st = tbx_verr(h->err, code, TBX_NO_OFFSET, field, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* Index of the section named `name`, or -1. */
+static int64_t find_section(const tbx_file *f, const char *name) {
+    for (uint64_t i = 0, n = tbx_section_count(f); i < n; i++) {
+        tbx_section_info si = TBX_SECTION_INFO_INIT;
+        if (tbx_section_info_get(f, i, &si) == TBX_OK && si.name && strcmp(si.name, name) == 0)
+            return (int64_t)i;
+    }
+    return -1;
+}
+
+/* Parses section `name` as JSON into *out (NULL when the section is absent and !required). */
+static tbx_status load_json(hf *h, const char *name, bool required, json_t **out) {
+    *out = NULL;
+    int64_t i = find_section(h->in, name);
+    if (i < 0) {
+        if (!required) return TBX_OK;
+        return hf_fail(h, TBX_E_NOT_FOUND, name, "the model has no %s (a Hugging Face model "
+                       "directory holds one next to its safetensors)", name);
+    }
+    tbx_section_info si = TBX_SECTION_INFO_INIT;
+    tbx_section_info_get(h->in, (uint64_t)i, &si);
+    if (si.size > HF_SIDE_MAX)
+        return hf_fail(h, TBX_E_LIMIT, name, "%s: %llu bytes (at most %llu)", name,
+                       (unsigned long long)si.size, (unsigned long long)HF_SIDE_MAX);
+    size_t n = (size_t)si.size;
+    char *buf = tbx_malloc(h->al, n ? n : 1);
+    if (!buf) return tbx_err_nomem(h->err, name);
+    tbx_status st = tbx_section_read(h->in, (uint64_t)i, buf, n, NULL, h->err);
+    if (st == TBX_OK) {
+        json_error_t je;
+        *out = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
+        if (!*out || !json_is_object(*out)) {
+            json_decref(*out);
+            *out = NULL;
+            st = tbx_err(h->err, TBX_E_FORMAT, (uint64_t)(je.position > 0 ? je.position : 0),
+                         name, "%s: %s", name, *je.text ? je.text : "not a JSON object");
+        }
+    }
+    tbx_free(h->al, buf, n ? n : 1);
+    return st;
+}
+
+static const char *jstr(json_t *o, const char *key) {
+    json_t *v = o ? json_object_get(o, key) : NULL;
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* The first of the config names present: 1 and *v (integer or real), 0 when none is. */
+static int cfg_number(hf *h, const char *const *names, double *v, const char **which) {
+    for (int k = 0; k < 4 && names[k]; k++) {
+        json_t *j = json_object_get(h->cfg, names[k]);
+        if (json_is_number(j)) {
+            *v = json_number_value(j);
+            if (which) *which = names[k];
+            return 1;
+        }
+        if (j && !json_is_null(j)) {
+            hf_fail(h, TBX_E_FORMAT, names[k], "config.json: %s is not a number", names[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static tbx_status cfg_u64(hf *h, const char *name, bool required, uint64_t *out) {
+    const char *names[2] = {name, NULL};
+    double v;
+    int r = cfg_number(h, names, &v, NULL);
+    if (r < 0) return h->err->code;
+    if (r == 0) {
+        if (!required) return TBX_E_NOT_FOUND;
+        return hf_fail(h, TBX_E_NOT_FOUND, name, "config.json has no %s", name);
+    }
+    if (v < 0 || v > 4294967295.0 || v != (double)(uint64_t)v)
+        return hf_fail(h, TBX_E_FORMAT, name, "config.json: %s = %g is not a count", name, v);
+    *out = (uint64_t)v;
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Metadata helpers                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+/* Adds `v` under `key` (the writer copies it; the caller keeps v). */
+static tbx_status put_copy(hf *h, const char *key, const tbx_value *v) {
+    return tbx_writer_add_meta(h->w, key, strlen(key), v, h->err);
+}
+/* Adds `v` (may be NULL: out of memory) under `key` and frees it. */
+static tbx_status put(hf *h, const char *key, tbx_value *v) {
+    if (!v) return tbx_err_nomem(h->err, key);
+    tbx_status st = put_copy(h, key, v);
+    tbx_val_free(v);
+    return st;
+}
+static tbx_status put_u32(hf *h, const char *key, uint64_t u) {
+    return put(h, key, tbx_value_new_uint(TBX_V_U32, u));
+}
+static tbx_status put_str(hf *h, const char *key, const char *s) {
+    return put(h, key, tbx_value_new_string(s, strlen(s)));
+}
+static tbx_status put_arch(hf *h, const char *suffix, tbx_value *v) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", h->a->name, suffix);
+    return put(h, key, v);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Architecture and hyper-parameters                                                           */
+/* ------------------------------------------------------------------------------------------ */
+static tbx_status pick_arch(hf *h) {
+    const char *mt = jstr(h->cfg, "model_type");
+    for (size_t i = 0; mt && i < sizeof ARCHES / sizeof ARCHES[0]; i++)
+        for (int k = 0; k < 4 && ARCHES[i].model_types[k]; k++)
+            if (strcmp(mt, ARCHES[i].model_types[k]) == 0) { h->a = &ARCHES[i]; return TBX_OK; }
+    json_t *archs = json_object_get(h->cfg, "architectures");
+    const char *cls = json_is_array(archs) && json_array_size(archs) > 0 &&
+                              json_is_string(json_array_get(archs, 0))
+                          ? json_string_value(json_array_get(archs, 0)) : NULL;
+    return hf_fail(h, TBX_E_UNSUPPORTED, "model_type",
+                   "config.json: architecture model_type \"%s\"%s%s%s is not supported for GGUF "
+                   "(supported: bert, llama, qwen2; --raw writes the tensors as they are)",
+                   mt ? mt : "(missing)", cls ? " (" : "", cls ? cls : "", cls ? ")" : "");
+}
+
+static tbx_status write_hparams(hf *h) {
+    tbx_status st = TBX_OK;
+    for (const hf_hparam *p = h->a->hp; st == TBX_OK && p->key; p++) {
+        double v;
+        const char *which = NULL;
+        int r = cfg_number(h, p->cfg, &v, &which);
+        if (r < 0) return h->err->code;
+        if (r == 0) {
+            if (p->required)
+                return hf_fail(h, TBX_E_NOT_FOUND, p->cfg[0], "config.json has no %s (needed for "
+                               "%s.%s)", p->cfg[0], h->a->name, p->key);
+            continue;
+        }
+        if (p->kind == HP_U32) {
+            if (v < 0 || v > 4294967295.0 || v != (double)(uint64_t)v)
+                return hf_fail(h, TBX_E_FORMAT, which, "config.json: %s = %g is not a count",
+                               which, v);
+            st = put_arch(h, p->key, tbx_value_new_uint(TBX_V_U32, (uint64_t)v));
+        } else {
+            st = put_arch(h, p->key, tbx_value_new_float(TBX_V_F32, v));
+        }
+    }
+    if (st != TBX_OK) return st;
+    uint64_t hidden = 0;
+    if ((st = cfg_u64(h, "hidden_size", true, &hidden)) != TBX_OK) return st;
+    if ((st = cfg_u64(h, "num_attention_heads", true, &h->n_head)) != TBX_OK) return st;
+    if (h->n_head == 0) return hf_fail(h, TBX_E_FORMAT, "num_attention_heads",
+                                       "config.json: num_attention_heads is 0");
+    h->n_head_kv = h->n_head;
+    st = cfg_u64(h, "num_key_value_heads", false, &h->n_head_kv);
+    if (st != TBX_OK && st != TBX_E_NOT_FOUND) return st;
+    if (h->n_head_kv == 0) return hf_fail(h, TBX_E_FORMAT, "num_key_value_heads",
+                                          "config.json: num_key_value_heads is 0");
+    st = TBX_OK;
+    if ((st = cfg_u64(h, "head_dim", false, &h->head_dim)) == TBX_E_NOT_FOUND) {
+        h->head_dim = hidden / h->n_head;
+        st = TBX_OK;
+    }
+    if (st != TBX_OK) return st;
+    if (h->a->flags & ARCH_ROPE_SCALING) {
+        /* transformers names it rope_scaling (rope_parameters since v5) */
+        json_t *rs = json_object_get(h->cfg, "rope_parameters");
+        if (!rs || json_is_null(rs)) rs = json_object_get(h->cfg, "rope_scaling");
+        const char *t = rs ? (jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type")) : NULL;
+        json_t *jf = rs ? json_object_get(rs, "factor") : NULL;
+        if (rs && !json_is_null(rs) && !json_is_object(rs))
+            return hf_fail(h, TBX_E_FORMAT, "rope_scaling", "config.json: rope_scaling is not "
+                           "an object");
+        if (!t || strcmp(t, "default") == 0) {
+            /* no scaling */
+        } else if (strcmp(t, "linear") == 0 && json_is_number(jf)) {
+            if ((st = put_arch(h, "rope.scaling.type", tbx_value_new_string("linear", 6))) != TBX_OK ||
+                (st = put_arch(h, "rope.scaling.factor",
+                               tbx_value_new_float(TBX_V_F32, json_number_value(jf)))) != TBX_OK)
+                return st;
+        } else if (strcmp(t, "llama3") == 0 && strcmp(h->a->name, "llama") == 0) {
+            /* defaults as convert_hf_to_gguf.py's */
+            json_t *v;
+            h->rope_llama3 = true;
+            h->rope_factor = json_is_number(jf) ? json_number_value(jf) : 8.0;
+            v = json_object_get(rs, "low_freq_factor");
+            h->rope_low = json_is_number(v) ? json_number_value(v) : 1.0;
+            v = json_object_get(rs, "high_freq_factor");
+            h->rope_high = json_is_number(v) ? json_number_value(v) : 4.0;
+            v = json_object_get(rs, "original_max_position_embeddings");
+            h->rope_orig_ctx = json_is_number(v) ? json_number_value(v) : 8192.0;
+            v = json_object_get(rs, "rope_theta");
+            if (!json_is_number(v)) v = json_object_get(h->cfg, "rope_theta");
+            h->rope_theta = json_is_number(v) ? json_number_value(v) : 10000.0;
+            if (!(h->rope_factor > 0) || !(h->rope_high > h->rope_low) || !(h->rope_low > 0) ||
+                !(h->rope_orig_ctx > 0) || !(h->rope_theta > 0) || h->head_dim < 2 ||
+                h->head_dim % 2)
+                return hf_fail(h, TBX_E_FORMAT, "rope_scaling", "config.json: llama3 "
+                               "rope_scaling needs factor > 0, high_freq_factor > "
+                               "low_freq_factor > 0, original_max_position_embeddings > 0 and "
+                               "an even head size");
+        } else {
+            return hf_fail(h, TBX_E_UNSUPPORTED, "rope_scaling",
+                           "config.json: rope_scaling type \"%s\" is not supported for %s yet "
+                           "(linear%s)", t, h->a->name,
+                           strcmp(h->a->name, "llama") == 0 ? ", llama3" : "");
+        }
+    }
+    if (h->a->flags & ARCH_VOCAB_SIZE) {
+        uint64_t nv;
+        if ((st = cfg_u64(h, "vocab_size", true, &nv)) != TBX_OK) return st;
+        if ((st = put_arch(h, "vocab_size", tbx_value_new_uint(TBX_V_U32, nv))) != TBX_OK)
+            return st;
+    }
+    if (h->a->flags & ARCH_ROPE_DIM)
+        if ((st = put_arch(h, "rope.dimension_count",
+                           tbx_value_new_uint(TBX_V_U32, h->head_dim))) != TBX_OK)
+            return st;
+    if (h->a->flags & ARCH_NONCAUSAL)
+        if ((st = put_arch(h, "attention.causal", tbx_value_new_bool(0))) != TBX_OK) return st;
+    if (h->a->flags & ARCH_POOLING) {
+        /* sentence-transformers: modules.json (a JSON array) names the Pooling module's folder */
+        int64_t mi = find_section(h->in, "modules.json");
+        const char *ppath = NULL;
+        json_t *arr = NULL;
+        if (mi >= 0) {
+            tbx_section_info si = TBX_SECTION_INFO_INIT;
+            tbx_section_info_get(h->in, (uint64_t)mi, &si);
+            if (si.size > HF_SIDE_MAX)
+                return hf_fail(h, TBX_E_LIMIT, "modules.json", "modules.json too large");
+            size_t n = (size_t)si.size;
+            char *buf = tbx_malloc(h->al, n ? n : 1);
+            if (!buf) return tbx_err_nomem(h->err, "modules.json");
+            st = tbx_section_read(h->in, (uint64_t)mi, buf, n, NULL, h->err);
+            json_error_t je;
+            if (st == TBX_OK) arr = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
+            tbx_free(h->al, buf, n ? n : 1);
+            if (st != TBX_OK) return st;
+            if (!json_is_array(arr)) {
+                json_decref(arr);
+                return tbx_err(h->err, TBX_E_FORMAT, (uint64_t)(je.position > 0 ? je.position : 0),
+                               "modules.json", "modules.json: not a JSON array");
+            }
+            h->modules = arr;
+            for (size_t k = 0; k < json_array_size(arr); k++) {
+                const char *ty = jstr(json_array_get(arr, k), "type");
+                size_t tl = ty ? strlen(ty) : 0;
+                if (tl >= 7 && strcmp(ty + tl - 7, "Pooling") == 0) {
+                    ppath = jstr(json_array_get(arr, k), "path");
+                    break;
+                }
+            }
+        }
+        if (ppath) {
+            char pname[512];
+            snprintf(pname, sizeof pname, "%s%sconfig.json", ppath, *ppath ? "/" : "");
+            if ((st = load_json(h, pname, true, &h->pool)) != TBX_OK) return st;
+            int mode = -1;
+            const char *pm = jstr(h->pool, "pooling_mode");
+            if (json_is_true(json_object_get(h->pool, "pooling_mode_mean_tokens"))) mode = POOL_MEAN;
+            else if (json_is_true(json_object_get(h->pool, "pooling_mode_cls_token"))) mode = POOL_CLS;
+            else if (json_is_true(json_object_get(h->pool, "pooling_mode_lasttoken"))) mode = POOL_LAST;
+            else if (pm && strcmp(pm, "mean") == 0) mode = POOL_MEAN;
+            else if (pm && strcmp(pm, "cls") == 0) mode = POOL_CLS;
+            else if (pm && strcmp(pm, "lasttoken") == 0) mode = POOL_LAST;
+            if (mode < 0)
+                return hf_fail(h, TBX_E_UNSUPPORTED, pname, "%s: pooling mode not supported by "
+                               "llama.cpp (mean, cls, lasttoken)", pname);
+            if ((st = put_arch(h, "pooling_type", tbx_value_new_uint(TBX_V_U32, (uint64_t)mode))) != TBX_OK)
+                return st;
+        }
+    }
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tokenizer (tokenizer.json: WordPiece -> llama.cpp "bert", BPE -> "gpt2")                     */
+/* ------------------------------------------------------------------------------------------ */
+/* Content of special token `typ` in tokenizer_config.json (a string or {"content": ...}). */
+static const char *tokcfg_token(hf *h, const char *typ) {
+    char key[32];
+    snprintf(key, sizeof key, "%s_token", typ);
+    json_t *e = h->tokcfg ? json_object_get(h->tokcfg, key) : NULL;
+    if (json_is_string(e)) return json_string_value(e);
+    if (json_is_object(e)) return jstr(e, "content");
+    return NULL;
+}
+
+/* Id of the added token with this content, or -1. */
+static int64_t added_id(hf *h, const char *content) {
+    json_t *added = json_object_get(h->tok, "added_tokens");
+    for (size_t k = 0; content && k < json_array_size(added); k++) {
+        json_t *t = json_array_get(added, k);
+        const char *c = jstr(t, "content");
+        json_t *id = json_object_get(t, "id");
+        if (c && json_is_integer(id) && strcmp(c, content) == 0) return json_integer_value(id);
+    }
+    return -1;
+}
+
+/* First and last special tokens of the post-processor's single-sequence template. */
+static void template_ends(hf *h, const char **first, const char **last) {
+    *first = *last = NULL;
+    json_t *pp = json_object_get(h->tok, "post_processor");
+    if (!json_is_object(pp)) return;
+    json_t *procs = json_object_get(pp, "processors");
+    size_t n = json_is_array(procs) ? json_array_size(procs) : 1;
+    for (size_t k = 0; k < n; k++) {
+        json_t *p = json_is_array(procs) ? json_array_get(procs, k) : pp;
+        const char *ty = jstr(p, "type");
+        if (!ty || strcmp(ty, "TemplateProcessing") != 0) continue;
+        json_t *single = json_object_get(p, "single");
+        size_t m = json_array_size(single);
+        if (m < 2) continue;
+        *first = jstr(json_object_get(json_array_get(single, 0), "SpecialToken"), "id");
+        *last = jstr(json_object_get(json_array_get(single, m - 1), "SpecialToken"), "id");
+    }
+}
+
+static tbx_status write_special(hf *h) {
+    static const struct { const char *typ, *key; } SP[] = {
+        {"bos", "tokenizer.ggml.bos_token_id"},   {"eos", "tokenizer.ggml.eos_token_id"},
+        {"unk", "tokenizer.ggml.unknown_token_id"}, {"sep", "tokenizer.ggml.seperator_token_id"},
+        {"pad", "tokenizer.ggml.padding_token_id"}, {"mask", "tokenizer.ggml.mask_token_id"},
+    };
+    const char *first, *last;
+    template_ends(h, &first, &last);
+    const char *bos = tokcfg_token(h, "bos"), *eos = tokcfg_token(h, "eos");
+    const char *cls = tokcfg_token(h, "cls"), *sep = tokcfg_token(h, "sep");
+    if (h->tokcfg) {
+        if (!bos) bos = cls;
+        if (!eos) eos = sep;
+    } else {
+        if (first) bos = first;
+        if (last) eos = last;
+    }
+    tbx_status st = TBX_OK;
+    for (size_t k = 0; st == TBX_OK && k < sizeof SP / sizeof SP[0]; k++) {
+        const char *content = k == 0 ? bos : k == 1 ? eos : tokcfg_token(h, SP[k].typ);
+        int64_t id = added_id(h, content);
+        if (id < 0) { /* config.json's {typ}_token_id */
+            char key[40];
+            snprintf(key, sizeof key, "%s_token_id", SP[k].typ);
+            json_t *j = json_object_get(h->cfg, key);
+            if (json_is_integer(j)) id = json_integer_value(j);
+        }
+        if (id >= 0 && (uint64_t)id < h->n_vocab) st = put_u32(h, SP[k].key, (uint64_t)id);
+    }
+    /* add_bos / add_eos: tokenizer_config's flags, else what the template adds */
+    bool has_bos = false, has_eos = false, add_bos = false, add_eos = false;
+    json_t *ab = h->tokcfg ? json_object_get(h->tokcfg, "add_bos_token") : NULL;
+    json_t *ae = h->tokcfg ? json_object_get(h->tokcfg, "add_eos_token") : NULL;
+    if (first) { has_bos = true; add_bos = (bos && strcmp(first, bos) == 0) || (cls && strcmp(first, cls) == 0); }
+    if (last) { has_eos = true; add_eos = eos && strcmp(last, eos) == 0; }
+    if (json_is_boolean(ab)) { has_bos = true; add_bos = json_is_true(ab); }
+    if (json_is_boolean(ae)) { has_eos = true; add_eos = json_is_true(ae); }
+    if (st == TBX_OK && has_bos) st = put(h, "tokenizer.ggml.add_bos_token", tbx_value_new_bool(add_bos));
+    if (st == TBX_OK && has_eos) st = put(h, "tokenizer.ggml.add_eos_token", tbx_value_new_bool(add_eos));
+    return st;
+}
+
+/* llama.cpp's pre-tokenizer name for a BPE tokenizer.json. convert_hf_to_gguf.py recognises
+ * a pre-tokenizer by hashing its output on a test text, which needs the tokenizer running;
+ * here the split regex itself is compared with the tokenizer.json regexes llama.cpp quotes as
+ * the originals of its own pre-tokenizer types (src/llama-vocab.cpp): Llama 3's ("llama-bpe")
+ * and Qwen2's ("qwen2"). A lone ByteLevel pre-tokenizer with its built-in regex is GPT-2's
+ * ("gpt2"); anything else gets llama.cpp's "default" split. */
+static const struct { const char *regex, *pre; } BPE_PRE[] = {
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "llama-bpe"},
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "qwen2"},
+};
+
+static const char *bpe_pre_name(hf *h) {
+    json_t *pt = json_object_get(h->tok, "pre_tokenizer");
+    const char *ty = jstr(pt, "type");
+    if (!ty) return "default";
+    if (strcmp(ty, "ByteLevel") == 0) {
+        json_t *ur = json_object_get(pt, "use_regex");
+        return (!ur || json_is_true(ur)) ? "gpt2" : "default";
+    }
+    if (strcmp(ty, "Sequence") != 0) return "default";
+    json_t *seq = json_object_get(pt, "pretokenizers");
+    for (size_t k = 0; k < json_array_size(seq); k++) {
+        json_t *p = json_array_get(seq, k);
+        const char *pty = jstr(p, "type");
+        if (!pty || strcmp(pty, "Split") != 0) continue;
+        const char *re = jstr(json_object_get(p, "pattern"), "Regex");
+        for (size_t i = 0; re && i < sizeof BPE_PRE / sizeof BPE_PRE[0]; i++)
+            if (strcmp(re, BPE_PRE[i].regex) == 0) return BPE_PRE[i].pre;
+        return "default";
+    }
+    return "default";
+}
+
+static tbx_status write_tokenizer(hf *h) {
+    if (!h->tok) {
+        if (find_section(h->in, "tokenizer.model") >= 0)
+            return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.model", "a SentencePiece tokenizer."
+                           "model without tokenizer.json is not supported yet");
+        return hf_fail(h, TBX_E_NOT_FOUND, "tokenizer.json", "the model has no tokenizer.json "
+                       "(llama.cpp needs the vocabulary; --raw writes the tensors only)");
+    }
+    json_t *model = json_object_get(h->tok, "model");
+    const char *mtype = jstr(model, "type");
+    json_t *vocab = json_object_get(model, "vocab");
+    bool wpm = mtype && strcmp(mtype, "WordPiece") == 0;
+    bool bpe = mtype && strcmp(mtype, "BPE") == 0;
+    if (!wpm && !bpe)
+        return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: model type "
+                       "\"%s\" is not supported (WordPiece, BPE)", mtype ? mtype : "(missing)");
+    if (!json_is_object(vocab))
+        return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: model.vocab is not "
+                       "an object");
+    /* a SentencePiece BPE exported to tokenizer.json (Llama 2, Mistral, TinyLlama: byte
+     * fallback, <0xNN> tokens) is llama.cpp's "llama" vocabulary, whose merge priorities are
+     * tokenizer.model's scores: written as "gpt2" it would tokenize wrongly, so refuse */
+    if (bpe && json_is_true(json_object_get(model, "byte_fallback")))
+        return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: a SentencePiece "
+                       "BPE (byte_fallback) vocabulary needs llama.cpp's \"llama\" tokenizer "
+                       "with tokenizer.model scores, which is not supported yet");
+    if (wpm != (strcmp(h->a->name, "bert") == 0))
+        return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: a %s tokenizer "
+                       "for a %s model is not supported", mtype, h->a->name);
+    /* vocabulary size: config.json vocab_size, at least every id the tokenizer uses */
+    uint64_t nv = 0, maxid = 0;
+    bool any = false;
+    const char *k;
+    json_t *v;
+    json_t *added = json_object_get(h->tok, "added_tokens");
+    json_object_foreach(vocab, k, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (1 << 30))
+            return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: token \"%s\" has "
+                           "a bad id", k);
+        if ((uint64_t)json_integer_value(v) >= maxid) maxid = (uint64_t)json_integer_value(v);
+        any = true;
+    }
+    for (size_t i = 0; i < json_array_size(added); i++) {
+        json_t *id = json_object_get(json_array_get(added, i), "id");
+        const char *c = jstr(json_array_get(added, i), "content");
+        if (!json_is_integer(id) || !c || json_integer_value(id) < 0 ||
+            json_integer_value(id) >= (1 << 30))
+            return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: added token %zu "
+                           "has no valid id/content", i);
+        if ((uint64_t)json_integer_value(id) >= maxid) maxid = (uint64_t)json_integer_value(id);
+        any = true;
+    }
+    if (!any) return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: empty vocabulary");
+    tbx_status st = cfg_u64(h, "vocab_size", false, &nv);
+    if (st == TBX_E_NOT_FOUND) { nv = maxid + 1; st = TBX_OK; }
+    if (st != TBX_OK) return st;
+    if (maxid >= nv)
+        return hf_fail(h, TBX_E_FORMAT, "vocab_size", "tokenizer.json uses token id %llu but "
+                       "config.json vocab_size is %llu", (unsigned long long)maxid,
+                       (unsigned long long)nv);
+    h->n_vocab = nv;
+    const char **toks = tbx_calloc(h->al, (size_t)nv, sizeof *toks);
+    tbx_value *types = tbx_val_packed_array(h->al, TBX_V_I32, (size_t)nv);
+    tbx_value *list = NULL;
+    if (!toks || !types) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+    int32_t *tt = (int32_t *)types->v.a.packed;
+    json_object_foreach(vocab, k, v) {
+        toks[json_integer_value(v)] = k;
+        tt[json_integer_value(v)] = TT_NORMAL;
+    }
+    for (size_t i = 0; i < json_array_size(added); i++) {
+        json_t *t = json_array_get(added, i);
+        uint64_t id = (uint64_t)json_integer_value(json_object_get(t, "id"));
+        toks[id] = jstr(t, "content");
+        tt[id] = json_is_true(json_object_get(t, "special")) ? TT_CONTROL : TT_USER;
+    }
+    uint64_t blob = 0;
+    for (uint64_t i = 0; i < nv; i++) blob += (toks[i] ? strlen(toks[i]) : 0) + 16;
+    list = tbx_val_str_array(h->al, (size_t)nv, blob);
+    if (!list) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+    for (uint64_t i = 0; i < nv; i++) {
+        char pad[40];
+        const char *s = toks[i];
+        if (!s) { snprintf(pad, sizeof pad, "[PAD%llu]", (unsigned long long)i); s = pad; tt[i] = TT_UNUSED; }
+        size_t len = strlen(s);
+        /* llama.cpp's WordPiece vocabulary marks word starts with U+2581 instead of marking
+         * continuations with "##" (control tokens stay as they are) */
+        const char *prefix = "";
+        if (wpm && tt[i] != TT_CONTROL) {
+            if (len >= 2 && s[0] == '#' && s[1] == '#') { s += 2; len -= 2; }
+            else prefix = "\xe2\x96\x81";
+        }
+        size_t pl = strlen(prefix);
+        char *d = tbx_val_str_array_add(list, pl + len);
+        if (!d) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+        memcpy(d, prefix, pl);
+        memcpy(d + pl, s, len);
+    }
+    tbx_val_str_array_done(list);
+    if ((st = put_str(h, "tokenizer.ggml.model", wpm ? "bert" : "gpt2")) != TBX_OK) goto done;
+    if ((st = put_str(h, "tokenizer.ggml.pre", bpe ? bpe_pre_name(h) : "default")) != TBX_OK)
+        goto done;
+    st = put_copy(h, "tokenizer.ggml.tokens", list);
+    if (st == TBX_OK && (h->a->flags & ARCH_TT_COUNT)) {
+        uint64_t n = 1;
+        st = cfg_u64(h, "type_vocab_size", false, &n);
+        if (st == TBX_E_NOT_FOUND) st = TBX_OK;
+        if (st == TBX_OK) st = put_u32(h, "tokenizer.ggml.token_type_count", n);
+    }
+    if (st == TBX_OK) st = put_copy(h, "tokenizer.ggml.token_type", types);
+    if (st == TBX_OK && bpe) {
+        json_t *merges = json_object_get(model, "merges");
+        size_t nm = json_array_size(merges);
+        uint64_t mb = 0;
+        for (size_t i = 0; i < nm; i++) {
+            json_t *m = json_array_get(merges, i);
+            if (json_is_string(m)) mb += json_string_length(m) + 1;
+            else if (json_is_array(m) && json_array_size(m) == 2 &&
+                     json_is_string(json_array_get(m, 0)) && json_is_string(json_array_get(m, 1)))
+                mb += 2 * (json_string_length(json_array_get(m, 0)) +
+                           json_string_length(json_array_get(m, 1))) + 2;
+            else { st = hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: merge %zu "
+                                "is neither \"a b\" nor [\"a\", \"b\"]", i); goto done; }
+        }
+        tbx_value *ml = tbx_val_str_array(h->al, nm, mb);
+        if (!ml) { st = tbx_err_nomem(h->err, "merges"); goto done; }
+        for (size_t i = 0; st == TBX_OK && i < nm; i++) {
+            json_t *m = json_array_get(merges, i);
+            if (json_is_string(m)) {
+                char *d = tbx_val_str_array_add(ml, json_string_length(m));
+                if (!d) st = tbx_err_nomem(h->err, "merges");
+                else memcpy(d, json_string_value(m), json_string_length(m));
+                continue;
+            }
+            /* a pair: "a b", a space inside a part written as U+0120 (as llama.cpp expects) */
+            char tmp[1024];
+            size_t n = 0;
+            for (int part = 0; part < 2 && st == TBX_OK; part++) {
+                const char *p = json_string_value(json_array_get(m, (size_t)part));
+                size_t pl = json_string_length(json_array_get(m, (size_t)part));
+                if (part) tmp[n++] = ' ';
+                for (size_t c = 0; c < pl; c++) {
+                    if (n + 3 > sizeof tmp) {
+                        st = hf_fail(h, TBX_E_LIMIT, "tokenizer.json", "merge %zu too long", i);
+                        break;
+                    }
+                    if (p[c] == ' ') { tmp[n++] = (char)0xC4; tmp[n++] = (char)0xA0; }
+                    else tmp[n++] = p[c];
+                }
+            }
+            if (st != TBX_OK) break;
+            char *d = tbx_val_str_array_add(ml, n);
+            if (!d) st = tbx_err_nomem(h->err, "merges");
+            else memcpy(d, tmp, n);
+        }
+        if (st == TBX_OK) st = put_copy(h, "tokenizer.ggml.merges", ml);
+        tbx_val_free(ml);
+    }
+    if (st == TBX_OK) st = write_special(h);
+done:
+    tbx_val_free(list);
+    tbx_val_free(types);
+    tbx_free(h->al, toks, toks ? (size_t)nv * sizeof *toks : 0);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tensor names and types                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+/* Does `name` match pattern `pat` ('#': a decimal number, stored in *layer; trailing '*': any
+ * rest)? */
+static bool pmatch(const char *pat, const char *name, size_t nlen, long *layer) {
+    size_t i = 0;
+    for (; *pat; pat++) {
+        if (*pat == '*' && pat[1] == 0) return true;
+        if (*pat == '#') {
+            if (i >= nlen || name[i] < '0' || name[i] > '9') return false;
+            long v = 0;
+            while (i < nlen && name[i] >= '0' && name[i] <= '9' && v < 100000000)
+                v = v * 10 + (name[i++] - '0');
+            *layer = v;
+            continue;
+        }
+        if (i >= nlen || name[i] != *pat) return false;
+        i++;
+    }
+    return i == nlen;
+}
+
+/* Maps HF tensor name `name` to llama.cpp's: 1 mapped (*xform set), 0 skipped, -1 unknown. */
+static int map_name(const hf_arch *a, const char *name, char *out, size_t cap, int *xform) {
+    size_t nlen = strlen(name);
+    for (int p = 0; p < 3 && a->prefixes[p]; p++) {
+        size_t pl = strlen(a->prefixes[p]);
+        if (nlen > pl && memcmp(name, a->prefixes[p], pl) == 0) { name += pl; nlen -= pl; break; }
+    }
+    long layer = -1;
+    for (const char *const *s = a->skip; *s; s++)
+        if (pmatch(*s, name, nlen, &layer)) return 0;
+    const char *suffix = "";
+    size_t base = nlen;
+    if (nlen > 7 && strcmp(name + nlen - 7, ".weight") == 0) { suffix = ".weight"; base = nlen - 7; }
+    else if (nlen > 5 && strcmp(name + nlen - 5, ".bias") == 0) { suffix = ".bias"; base = nlen - 5; }
+    else if (nlen > 6 && strcmp(name + nlen - 6, ".gamma") == 0) { suffix = ".weight"; base = nlen - 6; }
+    else if (nlen > 5 && strcmp(name + nlen - 5, ".beta") == 0) { suffix = ".bias"; base = nlen - 5; }
+    for (const hf_tmap *m = a->tmap; m->hf; m++) {
+        layer = -1;
+        if (!pmatch(m->hf, name, base, &layer)) continue;
+        char tmp[HF_NAME_MAX];
+        size_t n = 0;
+        for (const char *g = m->gguf; *g && n + 12 < sizeof tmp; g++) {
+            if (*g == '#') n += (size_t)snprintf(tmp + n, sizeof tmp - n, "%ld", layer);
+            else tmp[n++] = *g;
+        }
+        tmp[n] = 0;
+        size_t sl = strlen(suffix);
+        if (n + sl + 1 > cap) return -1;
+        memcpy(out, tmp, n);
+        memcpy(out + n, suffix, sl + 1);
+        *xform = strcmp(suffix, ".weight") == 0 ? m->xform : XF_NONE;
+        if (m->xform != XF_NONE && strcmp(suffix, ".bias") == 0) *xform = m->xform;
+        return 1;
+    }
+    return -1;
+}
+
+/* Tensors llama.cpp wants in f32 whatever the file type (convert_hf_to_gguf.py and
+ * llama-quantize agree): 1-D tensors, norms, anything but a .weight (biases), and the position
+ * and token-type embeddings, which are added to f32 activations. */
+static bool always_f32(const char *gname, uint32_t ndim) {
+    size_t n = strlen(gname);
+    if (ndim <= 1) return true;
+    if (n >= 12 && strcmp(gname + n - 12, "_norm.weight") == 0) return true;
+    if (n < 7 || strcmp(gname + n - 7, ".weight") != 0) return true;
+    return strcmp(gname, "position_embd.weight") == 0 || strcmp(gname, "token_types.weight") == 0;
+}
+
+static tbx_status plan_tensors(hf *h) {
+    uint64_t n = tbx_tensor_count(h->in);
+    h->out = tbx_calloc(h->al, (size_t)n + 1, sizeof *h->out); /* + rope_freqs */
+    if (!h->out) return tbx_err_nomem(h->err, "tensor plan");
+    for (uint64_t i = 0; i < n; i++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        tbx_status st = tbx_tensor_info_get(h->in, i, &ti);
+        if (st != TBX_OK) return hf_fail(h, st, "tensor", "tensor %llu: no info", (unsigned long long)i);
+        hf_out *o = &h->out[h->nout];
+        int r = map_name(h->a, ti.name, o->name, sizeof o->name, &o->xform);
+        if (r == 0) continue;
+        if (r < 0)
+            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\" has no llama.cpp name "
+                           "in the %s architecture table", ti.name, h->a->name);
+        if (ti.dtype != TBX_DT_F32 && ti.dtype != TBX_DT_F16 && ti.dtype != TBX_DT_BF16 &&
+            ti.dtype != TBX_DT_F64)
+            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": dtype %s (float "
+                           "tensors only)", ti.name, tbx_dtype_get(ti.dtype) ?
+                           tbx_dtype_get(ti.dtype)->name : "?");
+        if (ti.ndim == 0 || ti.ndim > 2)
+            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": %u dimensions (1 or 2)",
+                           ti.name, ti.ndim);
+        o->src = i;
+        o->rows = ti.ndim == 2 ? ti.shape[0] : 1;
+        o->cols = ti.ndim == 2 ? ti.shape[1] : ti.shape[0];
+        if (o->xform != XF_NONE) {
+            uint64_t nh = o->xform == XF_PERMUTE_Q ? h->n_head : h->n_head_kv;
+            if (o->rows % (2 * nh) != 0)
+                return hf_fail(h, TBX_E_FORMAT, ti.name, "tensor \"%s\": %llu rows do not split "
+                               "into %llu heads of an even size", ti.name,
+                               (unsigned long long)o->rows, (unsigned long long)nh);
+        }
+        /* dtype: f32 for what llama.cpp computes in f32 (1-D tensors, norms, biases, position
+         * and token-type embeddings); else quantized (with fallback), cast, or kept (f64: f32) */
+        if (always_f32(o->name, ti.ndim)) o->dtype = TBX_DT_F32;
+        else if (h->quant != TBX_DT_INVALID) o->dtype = tbx_ggml_quant_fallback(h->quant, o->cols);
+        else if (h->cast != TBX_DT_INVALID) o->dtype = h->cast;
+        else o->dtype = ti.dtype == TBX_DT_F64 ? TBX_DT_F32 : ti.dtype;
+        h->nout++;
+    }
+    if (h->rope_llama3) { /* llama.cpp divides each rotary frequency by its factor */
+        hf_out *o = &h->out[h->nout++];
+        o->src = UINT64_MAX;
+        memcpy(o->name, "rope_freqs.weight", sizeof "rope_freqs.weight");
+        o->dtype = TBX_DT_F32;
+        o->rows = 1;
+        o->cols = h->head_dim / 2;
+    }
+    for (size_t i = 0; i < h->nout; i++) {
+        const uint64_t shape[2] = {h->out[i].rows, h->out[i].cols};
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        if (h->out[i].src == UINT64_MAX) ti.ndim = 1;
+        else tbx_tensor_info_get(h->in, h->out[i].src, &ti);
+        tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+        d.name = h->out[i].name;
+        d.name_len = strlen(h->out[i].name);
+        d.dtype = h->out[i].dtype;
+        d.ndim = ti.ndim;
+        d.shape = ti.ndim == 2 ? shape : shape + 1;
+        d.has_data = 1;
+        tbx_status st = tbx_writer_add_tensor(h->w, &d, NULL, h->err);
+        if (st != TBX_OK) return st;
+    }
+    return TBX_OK;
+}
+
+/* llama.cpp's file type for the bulk type. */
+static uint32_t file_type(tbx_dtype bulk) {
+    switch (bulk) {
+    case TBX_DT_F32: return 0;
+    case TBX_DT_F16: return 1;
+    case TBX_DT_Q4_0: return 2;
+    case TBX_DT_Q4_1: return 3;
+    case TBX_DT_Q8_0: return 7;
+    case TBX_DT_Q5_0: return 8;
+    case TBX_DT_Q5_1: return 9;
+    case TBX_DT_Q2_K: return 10;
+    case TBX_DT_Q3_K: return 12; /* Q3_K_M */
+    case TBX_DT_Q4_K: return 15; /* Q4_K_M */
+    case TBX_DT_Q5_K: return 17; /* Q5_K_M */
+    case TBX_DT_Q6_K: return 18;
+    case TBX_DT_BF16: return 32;
+    case TBX_DT_TQ1_0: return 36;
+    case TBX_DT_TQ2_0: return 37;
+    default: return 1024; /* GUESSED */
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tensor data                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+/* Source row of output row r (llama's q/k reordering: per head, the rows [0, d/2) and
+ * [d/2, d) are interleaved: out row 2j+i of a head is in row i*d/2+j). */
+static uint64_t src_row(const hf_out *o, uint64_t r, uint64_t nh) {
+    if (o->xform == XF_NONE) return r;
+    const uint64_t d = o->rows / nh, half = d / 2;
+    const uint64_t head = r / d, w = r % d, j = w / 2, i = w % 2;
+    return head * d + i * half + j;
+}
+
+/* rope_freqs.weight of llama3 rope scaling: per rotary frequency f_i = theta^(-2i/d), with
+ * wavelength w = 2 pi / f_i: 1 when w < ctx / high_freq_factor, `factor` when
+ * w > ctx / low_freq_factor, else 1 / ((1 - s) / factor + s) with
+ * s = (ctx / w - low) / (high - low) (ctx: original_max_position_embeddings). */
+static tbx_status write_rope_freqs(hf *h, size_t k, float *fbuf) {
+    const uint64_t n = h->head_dim / 2;
+    const double hi_w = h->rope_orig_ctx / h->rope_high, lo_w = h->rope_orig_ctx / h->rope_low;
+    for (uint64_t i = 0; i < n; i++) {
+        const float f = 1.0f / powf((float)h->rope_theta, (float)(2 * i) / (float)h->head_dim);
+        const double w = 2 * 3.14159265358979323846 / (double)f;
+        double r;
+        if (w < hi_w) r = 1.0;
+        else if (w > lo_w) r = h->rope_factor;
+        else {
+            const double sm = (h->rope_orig_ctx / w - h->rope_low) / (h->rope_high - h->rope_low);
+            r = 1.0 / ((1.0 - sm) / h->rope_factor + sm);
+        }
+        fbuf[i] = (float)r;
+    }
+    return tbx_writer_write_tensor(h->w, k, fbuf, (size_t)n * 4, h->err);
+}
+
+static tbx_status write_data(hf *h, size_t k, float *fbuf, uint8_t *obuf) {
+    const hf_out *o = &h->out[k];
+    if (o->src == UINT64_MAX) return write_rope_freqs(h, k, fbuf);
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+    tbx_tensor_info_get(h->in, o->src, &ti);
+    const tbx_dtype_info *si = tbx_dtype_get(ti.dtype), *di = tbx_dtype_get(o->dtype);
+    const uint64_t nh = o->xform == XF_PERMUTE_Q ? h->n_head : h->n_head_kv;
+    const uint64_t esz = si->bits / 8, rowb = o->cols * esz;
+    tbx_status st = TBX_OK;
+    if (ti.dtype == o->dtype && o->xform == XF_NONE) { /* stored bytes as they are */
+        const uint64_t total = o->rows * rowb, step = HF_CHUNK_F32 * 4;
+        for (uint64_t p = 0; st == TBX_OK && p < total; p += step) {
+            size_t n = (size_t)(total - p < step ? total - p : step);
+            st = tbx_tensor_read_range(h->in, o->src, p, obuf, n, h->err);
+            if (st == TBX_OK) st = tbx_writer_write_tensor(h->w, k, obuf, n, h->err);
+        }
+        return st;
+    }
+    uint64_t per = HF_CHUNK_F32 / o->cols; /* rows per chunk */
+    if (per == 0) per = 1;
+    tbx_quant_fn quant = (di->flags & TBX_DTF_BLOCK) ? tbx_ggml_quant_for(o->dtype) : NULL;
+    if ((di->flags & TBX_DTF_BLOCK) && !quant)
+        return hf_fail(h, TBX_E_UNSUPPORTED, "quant", "no quantizer for %s", di->name);
+    for (uint64_t r0 = 0; st == TBX_OK && r0 < o->rows; r0 += per) {
+        const uint64_t nr = o->rows - r0 < per ? o->rows - r0 : per;
+        const uint64_t n = nr * o->cols;
+        size_t outn;
+        if (ti.dtype == o->dtype) { /* reordering only: raw rows */
+            for (uint64_t r = 0; st == TBX_OK && r < nr; r++)
+                st = tbx_tensor_read_range(h->in, o->src, src_row(o, r0 + r, nh) * rowb,
+                                           obuf + r * rowb, (size_t)rowb, h->err);
+            outn = (size_t)(nr * rowb);
+        } else {
+            if (o->xform == XF_NONE)
+                st = tbx_tensor_read_f32(h->in, o->src, r0 * o->cols, n, fbuf, h->err);
+            else
+                for (uint64_t r = 0; st == TBX_OK && r < nr; r++)
+                    st = tbx_tensor_read_f32(h->in, o->src, src_row(o, r0 + r, nh) * o->cols,
+                                             o->cols, fbuf + r * o->cols, h->err);
+            if (st != TBX_OK) break;
+            if (quant) {
+                quant(fbuf, obuf, n / di->block_size);
+                outn = (size_t)(n / di->block_size * di->block_bytes);
+            } else if (o->dtype == TBX_DT_F32) {
+                memcpy(obuf, fbuf, (size_t)n * 4);
+                outn = (size_t)n * 4;
+            } else if (o->dtype == TBX_DT_F16 || o->dtype == TBX_DT_BF16) {
+                for (uint64_t e = 0; e < n; e++)
+                    tbx_st16(obuf + 2 * e, o->dtype == TBX_DT_F16 ? tbx_f32_to_f16(fbuf[e])
+                                                                  : tbx_f32_to_bf16(fbuf[e]));
+                outn = (size_t)n * 2;
+            } else {
+                return hf_fail(h, TBX_E_UNSUPPORTED, "cast", "cannot write %s", di->name);
+            }
+        }
+        if (st == TBX_OK) st = tbx_writer_write_tensor(h->w, k, obuf, outn, h->err);
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+int tbx_gguf_hf_applies(const tbx_file *in) {
+    return in && find_section((tbx_file *)in, "config.json") >= 0;
+}
+
+tbx_dtype tbx_gguf_quant_fallback(tbx_dtype want, uint64_t cols) {
+    return tbx_ggml_quant_fallback(want, cols);
+}
+
+void tbx_gguf_hf_options_init(tbx_gguf_hf_options *opt) {
+    if (!opt) return;
+    memset(opt, 0, sizeof *opt);
+    opt->struct_size = sizeof *opt;
+    tbx_write_options_init(&opt->write);
+}
+
+tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_hf_options *opt,
+                            tbx_error *err) {
+    tbx_error local;
+    if (!err) err = &local;
+    if (!in || !out_path)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "convert", "NULL argument");
+    tbx_gguf_hf_options o;
+    tbx_gguf_hf_options_init(&o);
+    if (opt) {
+        size_t n = opt->struct_size && opt->struct_size < sizeof o ? opt->struct_size : sizeof o;
+        memcpy(&o, opt, n);
+    }
+    o.write.format = TBX_FORMAT_GGUF;
+    if (o.cast_to != TBX_DT_INVALID && o.cast_to != TBX_DT_F32 && o.cast_to != TBX_DT_F16 &&
+        o.cast_to != TBX_DT_BF16)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast", "casting to %s is not "
+                       "supported for llama.cpp (f32, f16, bf16)",
+                       tbx_dtype_get(o.cast_to) ? tbx_dtype_get(o.cast_to)->name : "?");
+    if (o.quant_to != TBX_DT_INVALID) {
+        const tbx_dtype_info *qi = tbx_dtype_get(o.quant_to);
+        if (!qi || !(qi->flags & TBX_DTF_BLOCK) || !tbx_ggml_quant_for(o.quant_to))
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant", "quantizing to %s is "
+                           "not supported", qi ? qi->name : "?");
+    }
+    hf h;
+    memset(&h, 0, sizeof h);
+    h.in = in;
+    h.err = err;
+    h.al = &in->al;
+    h.quant = o.quant_to;
+    h.cast = o.cast_to;
+    float *fbuf = NULL;
+    uint8_t *obuf = NULL;
+    tbx_status st = load_json(&h, "config.json", true, &h.cfg);
+    if (st == TBX_OK) st = load_json(&h, "tokenizer.json", false, &h.tok);
+    if (st == TBX_OK) st = load_json(&h, "tokenizer_config.json", false, &h.tokcfg);
+    if (st == TBX_OK) st = pick_arch(&h);
+    if (st == TBX_OK) st = tbx_writer_open(&h.w, out_path, &o.write, err);
+    if (st == TBX_OK) st = put_str(&h, "general.architecture", h.a->name);
+    if (st == TBX_OK) {
+        const char *nm = jstr(h.cfg, "_name_or_path");
+        if (nm && strrchr(nm, '/')) nm = strrchr(nm, '/') + 1;
+        if (nm && *nm) st = put_str(&h, "general.name", nm);
+    }
+    if (st == TBX_OK) st = write_hparams(&h);
+    if (st == TBX_OK) {
+        tbx_dtype bulk = h.quant != TBX_DT_INVALID ? h.quant : h.cast;
+        if (bulk == TBX_DT_INVALID) { /* the dtype of the first 2-D float tensor */
+            for (uint64_t i = 0; i < tbx_tensor_count(in) && bulk == TBX_DT_INVALID; i++) {
+                tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+                if (tbx_tensor_info_get(in, i, &ti) == TBX_OK && ti.ndim == 2 &&
+                    (ti.dtype == TBX_DT_F32 || ti.dtype == TBX_DT_F16 ||
+                     ti.dtype == TBX_DT_BF16 || ti.dtype == TBX_DT_F64))
+                    bulk = ti.dtype;
+            }
+            if (bulk == TBX_DT_F64) bulk = TBX_DT_F32;
+        }
+        st = put_u32(&h, "general.file_type", file_type(bulk));
+    }
+    if (st == TBX_OK) st = put_u32(&h, "general.quantization_version", 2);
+    if (st == TBX_OK) st = write_tokenizer(&h);
+    if (st == TBX_OK) st = plan_tensors(&h);
+    if (st == TBX_OK) {
+        fbuf = tbx_malloc(h.al, (size_t)HF_CHUNK_F32 * sizeof(float) + 64 * 1024 * sizeof(float));
+        obuf = tbx_malloc(h.al, (size_t)HF_CHUNK_F32 * 8 + 64 * 1024 * 8);
+        if (!fbuf || !obuf) st = tbx_err_nomem(err, "convert buffer");
+    }
+    uint64_t done = 0, total = 0;
+    for (size_t k = 0; st == TBX_OK && k < h.nout; k++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        if (h.out[k].src != UINT64_MAX && tbx_tensor_info_get(in, h.out[k].src, &ti) == TBX_OK)
+            total += ti.nbytes;
+    }
+    for (size_t k = 0; st == TBX_OK && k < h.nout; k++) {
+        /* a row longer than a chunk gets buffers of its own size */
+        if (h.out[k].cols > HF_CHUNK_F32 + 64 * 1024) {
+            st = hf_fail(&h, TBX_E_LIMIT, h.out[k].name, "tensor \"%s\": rows of %llu values "
+                         "(at most %llu)", h.out[k].name, (unsigned long long)h.out[k].cols,
+                         (unsigned long long)(HF_CHUNK_F32 + 64 * 1024));
+            break;
+        }
+        st = write_data(&h, k, fbuf, obuf);
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        if (h.out[k].src != UINT64_MAX && tbx_tensor_info_get(in, h.out[k].src, &ti) == TBX_OK)
+            done += ti.nbytes;
+        if (st == TBX_OK && o.progress) o.progress(o.progress_ud, done, total);
+    }
+    tbx_free(h.al, fbuf, fbuf ? (size_t)HF_CHUNK_F32 * sizeof(float) + 64 * 1024 * sizeof(float) : 0);
+    tbx_free(h.al, obuf, obuf ? (size_t)HF_CHUNK_F32 * 8 + 64 * 1024 * 8 : 0);
+    if (h.w) {
+        if (st != TBX_OK) tbx_writer_abort(h.w);
+        else st = tbx_writer_finish(h.w, err);
+    }
+    tbx_free(h.al, h.out, h.out ? ((size_t)tbx_tensor_count(in) + 1) * sizeof *h.out : 0);
+    json_decref(h.cfg);
+    json_decref(h.tok);
+    json_decref(h.tokcfg);
+    json_decref(h.modules);
+    json_decref(h.pool);
+    return st;
+}

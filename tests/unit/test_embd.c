@@ -1,0 +1,412 @@
+/*
+ * test_embd.c - the EMBD driver through the public API (tensorbox.h, tensorbox/embd.h):
+ * the legacy fixture made by cpp_embedder's own converter (tests/data/embd) and its vocabulary
+ * against vocab.txt; legacy -> EMBD with the required metadata completed; the Hugging Face
+ * mapping from sections (config.json, tokenizer.json, pooling config); tensors written out of
+ * file order (the CRCs read back); the writer's refusals; the extras' argument checks. The
+ * hostile-file tables and the byte-level checks against an independent builder are in
+ * tests/python/test_embd_*.py.
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
+#include "embd_int.h" /* em_crc32_combine (internal), tensorbox/embd.h */
+#include "tbx_test.h"
+
+#include <stdint.h>
+#include <sys/stat.h>
+
+static char g_src[1024];
+static const char *data_path(const char *rel) {
+    const char *root = getenv("TBX_SOURCE_DIR");
+    snprintf(g_src, sizeof g_src, "%s/tests/data/embd/%s", root && *root ? root : ".", rel);
+    return g_src;
+}
+
+static tbx_file *open_file(const char *path, uint32_t flags) {
+    tbx_open_options o;
+    tbx_open_options_init(&o);
+    o.flags = flags;
+    tbx_file *f = NULL;
+    tbx_error e;
+    tbx_status st = tbx_open_path(&f, path, &o, &e);
+    if (st != TBX_OK) fprintf(stderr, "open %s: %s\n", path, e.message);
+    return f;
+}
+
+/* The lines of tests/data/embd/vocab.txt (the vocabulary given to the origin's converter). */
+static char **read_lines(const char *path, size_t *n) {
+    size_t len = 0;
+    char *all = (char *)tbx_test_slurp(path, &len);
+    *n = 0;
+    if (!all) return NULL;
+    char **lines = calloc(len + 1, sizeof *lines);
+    char *p = all;
+    while (p < all + len) {
+        char *nl = memchr(p, '\n', (size_t)(all + len - p));
+        if (!nl) nl = all + len;
+        *nl = 0;
+        lines[(*n)++] = p;
+        p = nl + 1;
+    }
+    return lines;
+}
+
+static size_t line_index(char **lines, size_t n, const char *s) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(lines[i], s) == 0) return i;
+    return (size_t)-1;
+}
+
+static int meta_is(const tbx_file *f, const char *key, const char *want) {
+    size_t len = 0;
+    const char *s = tbx_value_get_str(tbx_meta_find(f, key), &len);
+    if (!s || len != strlen(want) || memcmp(s, want, len) != 0) {
+        fprintf(stderr, "metadata %s = %.*s, expected %s\n", key, s ? (int)len : 6,
+                s ? s : "(none)", want);
+        return 0;
+    }
+    return 1;
+}
+
+static uint8_t *read_tensor(tbx_file *f, const char *name, size_t *n) {
+    uint64_t i;
+    *n = 0;
+    if (tbx_tensor_find(f, name, &i) != TBX_OK) return NULL;
+    size_t need = 0;
+    tbx_error e;
+    tbx_tensor_read(f, i, NULL, 0, &need, &e);
+    uint8_t *buf = malloc(need ? need : 1);
+    if (tbx_tensor_read(f, i, buf, need, n, &e) != TBX_OK) { free(buf); return NULL; }
+    return buf;
+}
+
+TBX_TEST(legacy_fixture_vocabulary) {
+    tbx_file *f = open_file(data_path("tiny-legacy.bin"), 0);
+    CHECK(f != NULL);
+    if (!f) return;
+    CHECK_EQ(tbx_file_format(f), TBX_FORMAT_EMBD_LEGACY);
+    size_t n = 0;
+    char **lines = read_lines(data_path("vocab.txt"), &n);
+    CHECK(lines != NULL && n == 16);
+    CHECK_EQ(tbx_embd_vocab_count(f), n);
+    for (size_t i = 0; lines && i < n; i++) {
+        const char *p = NULL;
+        size_t len = 0;
+        CHECK_OK(tbx_embd_token(f, i, &p, &len));
+        CHECK(len == strlen(lines[i]) && memcmp(p, lines[i], len) == 0);
+    }
+    tbx_embd_special sp = TBX_EMBD_SPECIAL_INIT;
+    CHECK_OK(tbx_embd_special_get(f, &sp));
+    CHECK_EQ(sp.pad_id, line_index(lines, n, "[PAD]"));
+    CHECK_EQ(sp.unk_id, line_index(lines, n, "[UNK]"));
+    CHECK_EQ(sp.cls_id, line_index(lines, n, "[CLS]"));
+    CHECK_EQ(sp.sep_id, line_index(lines, n, "[SEP]"));
+    CHECK_EQ(sp.mask_id, line_index(lines, n, "[MASK]"));
+    tbx_embd_header h = TBX_EMBD_HEADER_INIT;
+    CHECK_EQ(tbx_embd_header_get(f, &h), TBX_E_INVALID_ARG); /* no such header */
+    CHECK_EQ(tbx_section_count(f), 1);
+    tbx_section_info si = TBX_SECTION_INFO_INIT;
+    CHECK_OK(tbx_section_info_get(f, 0, &si));
+    CHECK_STR(si.name, "vocab");
+    CHECK_EQ(si.type, 2);
+    if (lines) free(lines[0]);
+    free(lines);
+    tbx_close(f);
+}
+
+/* Copies a legacy file into an EMBD writer: its vocabulary section, the given metadata, every
+ * tensor (in reverse order when `reverse`). Returns the finish status. */
+static tbx_status legacy_to_embd(const char *out, const char *const *meta, int reverse,
+                                 tbx_error *e) {
+    tbx_file *in = open_file(data_path("tiny-legacy.bin"), 0);
+    if (!in) return TBX_E_IO;
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_EMBD;
+    wo.flags = TBX_WRITE_OVERWRITE;
+    tbx_writer *w = NULL;
+    tbx_status st = tbx_writer_open(&w, out, &wo, e);
+    if (st != TBX_OK) { tbx_close(in); return st; }
+    for (size_t i = 0; meta && meta[i]; i += 2) {
+        tbx_value *v = tbx_value_new_string(meta[i + 1], strlen(meta[i + 1]));
+        st = tbx_writer_add_meta(w, meta[i], strlen(meta[i]), v, e);
+        tbx_value_free(v);
+        if (st != TBX_OK) goto fail;
+    }
+    size_t need = 0, got = 0;
+    tbx_section_read(in, 0, NULL, 0, &need, e);
+    uint8_t *sec = malloc(need);
+    st = tbx_section_read(in, 0, sec, need, &got, e);
+    if (st == TBX_OK) st = tbx_writer_add_section(w, "vocab", 2, sec, got, e);
+    free(sec);
+    uint64_t nt = tbx_tensor_count(in);
+    for (uint64_t i = 0; st == TBX_OK && i < nt; i++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        tbx_tensor_info_get(in, i, &ti);
+        tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+        d.name = ti.name;
+        d.name_len = ti.name_len;
+        d.dtype = ti.dtype;
+        d.ndim = ti.ndim;
+        d.shape = ti.shape;
+        d.has_data = 1;
+        st = tbx_writer_add_tensor(w, &d, NULL, e);
+    }
+    for (uint64_t k = 0; st == TBX_OK && k < nt; k++) {
+        uint64_t i = reverse ? nt - 1 - k : k;
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        tbx_tensor_info_get(in, i, &ti);
+        size_t n = 0;
+        uint8_t *buf = read_tensor(in, ti.name, &n);
+        st = buf ? tbx_writer_write_tensor(w, i, buf, n, e) : TBX_E_IO;
+        free(buf);
+    }
+    if (st != TBX_OK) goto fail;
+    st = tbx_writer_finish(w, e);
+    tbx_close(in);
+    return st;
+fail:
+    tbx_writer_abort(w);
+    tbx_close(in);
+    return st;
+}
+
+static const char *const META3[] = {"model_name", "tiny-random-bert", "model_version", "0.1",
+                                    "num_attention_heads", "2", NULL};
+
+static uint64_t count_problems(const char *path) {
+    uint64_t n = UINT64_MAX;
+    tbx_validate_path(path, NULL, NULL, NULL, &n);
+    return n;
+}
+
+TBX_TEST(legacy_to_embd_completes_metadata) {
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "embd_legacy_%d.weights", (int)getpid());
+    setenv("SOURCE_DATE_EPOCH", "86400", 1);
+    tbx_error e;
+    tbx_status st = legacy_to_embd(out, META3, 0, &e);
+    unsetenv("SOURCE_DATE_EPOCH");
+    CHECK_OK(st);
+    if (st != TBX_OK) { fprintf(stderr, "%s\n", e.message); return; }
+    CHECK_EQ(count_problems(out), 0);
+    tbx_file *f = open_file(out, TBX_OPEN_VERIFY_DIGESTS);
+    tbx_file *in = open_file(data_path("tiny-legacy.bin"), 0);
+    CHECK(f && in);
+    if (!f || !in) { tbx_close(f); tbx_close(in); return; }
+    CHECK_EQ(tbx_file_format(f), TBX_FORMAT_EMBD);
+    /* given, then derived from the vocabulary and the tensors (hidden 8, 6 layers, FFN 12,
+     * 10 positions), created_at from SOURCE_DATE_EPOCH */
+    CHECK(meta_is(f, "model_name", "tiny-random-bert"));
+    CHECK(meta_is(f, "vocab_size", "16"));
+    CHECK(meta_is(f, "hidden_size", "8"));
+    CHECK(meta_is(f, "embedding_dim", "8"));
+    CHECK(meta_is(f, "num_layers", "6"));
+    CHECK(meta_is(f, "intermediate_size", "12"));
+    CHECK(meta_is(f, "max_position_emb", "10"));
+    CHECK(meta_is(f, "created_at", "1970-01-02T00:00:00Z"));
+    CHECK_EQ(tbx_tensor_count(f), tbx_tensor_count(in));
+    for (uint64_t i = 0; i < tbx_tensor_count(in); i++) {
+        tbx_tensor_info a = TBX_TENSOR_INFO_INIT, b = TBX_TENSOR_INFO_INIT;
+        tbx_tensor_info_get(in, i, &a);
+        tbx_tensor_info_get(f, i, &b);
+        CHECK_STR(b.name, a.name);
+        CHECK(a.ndim == b.ndim && memcmp(a.shape, b.shape, a.ndim * sizeof *a.shape) == 0);
+        CHECK_EQ(b.offset % 64, 0);
+        size_t na, nb;
+        uint8_t *pa = read_tensor(in, a.name, &na), *pb = read_tensor(f, a.name, &nb);
+        CHECK(pa && pb && na == nb && memcmp(pa, pb, na) == 0);
+        free(pa);
+        free(pb);
+    }
+    CHECK_EQ(tbx_embd_vocab_count(f), 16);
+    tbx_embd_special sp = TBX_EMBD_SPECIAL_INIT;
+    CHECK_OK(tbx_embd_special_get(f, &sp));
+    CHECK(sp.pad_id == 0 && sp.unk_id == 2 && sp.cls_id == 3 && sp.sep_id == 4 && sp.mask_id == 5);
+    tbx_close(f);
+    tbx_close(in);
+
+    /* tensors handed over in reverse order: the same bytes (the CRCs come from reading back) */
+    char out2[512];
+    tbx_test_tmppath(out2, sizeof out2, "embd_legacy_rev_%d.weights", (int)getpid());
+    setenv("SOURCE_DATE_EPOCH", "86400", 1);
+    st = legacy_to_embd(out2, META3, 1, &e);
+    unsetenv("SOURCE_DATE_EPOCH");
+    CHECK_OK(st);
+    size_t n1 = 0, n2 = 0;
+    uint8_t *b1 = tbx_test_slurp(out, &n1), *b2 = tbx_test_slurp(out2, &n2);
+    CHECK(b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0);
+    free(b1);
+    free(b2);
+    unlink(out);
+    unlink(out2);
+}
+
+TBX_TEST(missing_required_metadata_refused) {
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "embd_missing_%d.weights", (int)getpid());
+    unlink(out);
+    static const char *const meta[] = {"model_version", "0.1", "num_attention_heads", "2", NULL};
+    tbx_error e;
+    CHECK_EQ(legacy_to_embd(out, meta, 0, &e), TBX_E_FORMAT);
+    CHECK(strstr(e.message, "model_name") != NULL);
+    struct stat sb;
+    CHECK(stat(out, &sb) != 0); /* nothing left behind */
+}
+
+/* A small Hugging Face model through sections: names mapped, buffers left out, vocabulary from
+ * tokenizer.json (an added token included), metadata from config.json and the pooling config. */
+TBX_TEST(hugging_face_sections) {
+    static const char cfg[] =
+        "{\"_name_or_path\": \"tiny/hf\", \"hidden_size\": 4, \"num_hidden_layers\": 1, "
+        "\"num_attention_heads\": 2, \"intermediate_size\": 6, \"max_position_embeddings\": 9}";
+    static const char pool[] = "{\"word_embedding_dimension\": 4, \"pooling_mode_mean_tokens\": true}";
+    static const char tok[] =
+        "{\"added_tokens\": [{\"id\": 6, \"content\": \"<extra>\"}, {\"id\": 0, \"content\": "
+        "\"[PAD]\"}], \"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": 1, \"[CLS]\": 2, "
+        "\"[PAD]\": 0, \"[SEP]\": 3, \"[MASK]\": 4, \"##\\u00e9t\\u00e9\": 5}}}";
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "embd_hf_%d.weights", (int)getpid());
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_EMBD;
+    wo.flags = TBX_WRITE_OVERWRITE;
+    tbx_writer *w = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_writer_open(&w, out, &wo, &e));
+    if (!w) return;
+    CHECK_OK(tbx_writer_add_section(w, "config.json", 0, cfg, strlen(cfg), &e));
+    CHECK_OK(tbx_writer_add_section(w, "1_Pooling/config.json", 0, pool, strlen(pool), &e));
+    CHECK_OK(tbx_writer_add_section(w, "tokenizer.json", 0, tok, strlen(tok), &e));
+    CHECK_EQ(tbx_writer_add_section(w, "README.md", 0, "x", 1, &e), TBX_E_LOSSY);
+    struct { const char *name; tbx_dtype dt; uint64_t shape[2]; uint32_t ndim; } t[] = {
+        {"bert.embeddings.word_embeddings.weight", TBX_DT_F32, {7, 4}, 2},
+        {"embeddings.position_ids", TBX_DT_I64, {1, 9}, 2},
+        {"bert.encoder.layer.0.attention.output.LayerNorm.gamma", TBX_DT_F32, {4, 0}, 1},
+        {"cls.predictions.bias", TBX_DT_F32, {7, 0}, 1},
+        {"pooler.dense.bias", TBX_DT_F32, {4, 0}, 1},
+    };
+    float vals[64];
+    for (int i = 0; i < 64; i++) vals[i] = (float)i * 0.5f - 3.0f;
+    for (size_t i = 0; i < 5; i++) {
+        tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+        d.name = t[i].name;
+        d.dtype = t[i].dt;
+        d.ndim = t[i].ndim;
+        d.shape = t[i].shape;
+        d.has_data = 1;
+        CHECK_OK(tbx_writer_add_tensor(w, &d, NULL, &e));
+    }
+    for (size_t i = 0; i < 5; i++) {
+        size_t n = (size_t)t[i].shape[0] * (t[i].ndim == 2 ? t[i].shape[1] : 1) *
+                   (t[i].dt == TBX_DT_I64 ? 8 : 4);
+        CHECK_OK(tbx_writer_write_tensor(w, i, vals, n, &e));
+    }
+    tbx_status st = tbx_writer_finish(w, &e);
+    CHECK_OK(st);
+    if (st != TBX_OK) { fprintf(stderr, "%s\n", e.message); return; }
+    CHECK_EQ(count_problems(out), 0);
+    tbx_file *f = open_file(out, TBX_OPEN_VERIFY_DIGESTS);
+    CHECK(f != NULL);
+    if (!f) return;
+    CHECK_EQ(tbx_tensor_count(f), 3);
+    uint64_t i;
+    CHECK_OK(tbx_tensor_find(f, "embeddings.word_embeddings.weight", &i));
+    CHECK_OK(tbx_tensor_find(f, "encoder.layer.0.attention.output.LayerNorm.weight", &i));
+    CHECK_OK(tbx_tensor_find(f, "pooler.dense.bias", &i));
+    CHECK_EQ(tbx_tensor_find(f, "embeddings.position_ids", &i), TBX_E_NOT_FOUND);
+    size_t n;
+    uint8_t *b = read_tensor(f, "pooler.dense.bias", &n);
+    CHECK(b && n == 16 && memcmp(b, vals, 16) == 0);
+    free(b);
+    CHECK(meta_is(f, "model_name", "tiny/hf"));
+    CHECK(meta_is(f, "num_attention_heads", "2"));
+    CHECK(meta_is(f, "intermediate_size", "6"));
+    CHECK(meta_is(f, "max_position_emb", "9"));
+    CHECK(meta_is(f, "vocab_size", "7"));
+    CHECK_EQ(tbx_embd_vocab_count(f), 7);
+    const char *p;
+    size_t len;
+    CHECK_OK(tbx_embd_token(f, 5, &p, &len));
+    CHECK(len == 7 && memcmp(p, "##\xc3\xa9t\xc3\xa9", 7) == 0);
+    CHECK_OK(tbx_embd_token(f, 6, &p, &len));
+    CHECK(len == 7 && memcmp(p, "<extra>", 7) == 0);
+    tbx_embd_special sp = TBX_EMBD_SPECIAL_INIT;
+    CHECK_OK(tbx_embd_special_get(f, &sp));
+    CHECK(sp.pad_id == 0 && sp.unk_id == 1 && sp.cls_id == 2 && sp.sep_id == 3 && sp.mask_id == 4);
+    tbx_close(f);
+    unlink(out);
+}
+
+TBX_TEST(writer_refusals) {
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "embd_refuse_%d.weights", (int)getpid());
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_EMBD;
+    wo.flags = TBX_WRITE_OVERWRITE;
+    tbx_writer *w = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_writer_open(&w, out, &wo, &e));
+    if (!w) return;
+    uint64_t s5[5] = {1, 1, 1, 1, 2}, s1[1] = {2};
+    tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+    d.name = "a";
+    d.dtype = TBX_DT_I64;
+    d.ndim = 1;
+    d.shape = s1;
+    d.has_data = 1;
+    CHECK_EQ(tbx_writer_add_tensor(w, &d, NULL, &e), TBX_E_UNSUPPORTED);
+    CHECK(strstr(e.message, "i64") != NULL);
+    d.dtype = TBX_DT_F32;
+    d.ndim = 5;
+    d.shape = s5;
+    CHECK_EQ(tbx_writer_add_tensor(w, &d, NULL, &e), TBX_E_UNSUPPORTED);
+    d.ndim = 0;
+    CHECK_EQ(tbx_writer_add_tensor(w, &d, NULL, &e), TBX_E_UNSUPPORTED);
+    tbx_value *v = tbx_value_new_uint(TBX_V_U32, 5);
+    CHECK_EQ(tbx_writer_add_meta(w, "n", 1, v, &e), TBX_E_LOSSY);
+    tbx_value_free(v);
+    CHECK_EQ(tbx_writer_add_section(w, "vocab", 3, "x", 1, &e), TBX_E_UNSUPPORTED);
+    CHECK_OK(tbx_writer_add_section(w, "vocab", 1, "bad!", 4, &e)); /* parsed at layout */
+    CHECK_EQ(tbx_writer_finish(w, &e), TBX_E_TRUNCATED);
+    struct stat sb;
+    CHECK(stat(out, &sb) != 0);
+}
+
+TBX_TEST(extras_argument_checks) {
+    tbx_file *f = open_file(data_path("tiny-legacy.bin"), 0);
+    CHECK(f != NULL);
+    if (!f) return;
+    CHECK_EQ(tbx_embd_token(f, 16, NULL, NULL), TBX_E_INVALID_ARG);
+    CHECK_EQ(tbx_embd_token(NULL, 0, NULL, NULL), TBX_E_INVALID_ARG);
+    tbx_embd_special sp = TBX_EMBD_SPECIAL_INIT;
+    sp.struct_size = 4;
+    CHECK_EQ(tbx_embd_special_get(f, &sp), TBX_E_INVALID_ARG);
+    CHECK_EQ(tbx_embd_vocab_count(NULL), 0);
+    tbx_embd_header h = TBX_EMBD_HEADER_INIT;
+    CHECK_EQ(tbx_embd_header_get(NULL, &h), TBX_E_INVALID_ARG);
+    tbx_close(f);
+}
+
+/* CRC(A||B) from CRC(A), CRC(B) and |B| equals libdeflate's CRC of the whole, for splits at
+ * every position of a random buffer (and lengths past 2^32 reduce like any other). */
+TBX_TEST(crc32_combine_matches_one_pass) {
+    uint8_t buf[700];
+    uint32_t x = 12345;
+    for (size_t i = 0; i < sizeof buf; i++) { x = x * 1103515245u + 12345u; buf[i] = (uint8_t)(x >> 16); }
+    uint32_t whole = em_crc32(0, buf, sizeof buf);
+    int bad = 0;
+    for (size_t k = 0; k <= sizeof buf; k++) {
+        uint32_t a = em_crc32(0, buf, k), b = em_crc32(0, buf + k, sizeof buf - k);
+        if (em_crc32_combine(a, b, sizeof buf - k) != whole) bad++;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(em_crc32_combine(0x1234u, 0, 0), 0x1234u);
+    /* zero bytes: CRC(A || 0^n) computed both ways, n around a page */
+    static uint8_t z[5000];
+    uint32_t a = em_crc32(0, buf, 10);
+    uint32_t az = em_crc32(a, z, sizeof z);
+    CHECK_EQ(em_crc32_combine(a, em_crc32(0, z, sizeof z), sizeof z), az);
+}
+
+TBX_TEST_MAIN()

@@ -1,0 +1,330 @@
+/*
+ * test_gguf_hf.c - a Hugging Face model directory written as a GGUF file for llama.cpp
+ * (tbx_gguf_from_hf through tbx_convert): the quantization fallback table, a tiny llama
+ * directory built here (config.json, a hand-written BPE tokenizer.json, a safetensors file)
+ * converted and read back (architecture keys, tokenizer arrays, llama.cpp names, the q/k row
+ * order computed here from its definition), TBX_CONVERT_RAW, and every allocation failure of
+ * the conversion handled without a leak or a partial output.
+ *
+ * llama.cpp itself is the judge in tests/python/test_hf_gguf.py; this test pins the C paths
+ * (and runs under ASan+UBSan with the unit tests).
+ */
+#define _GNU_SOURCE /* mkdtemp */
+#include "tbx_test.h"
+#include "tensorbox.h"
+#define TBX_EXPERIMENTAL 1
+#include "tensorbox/gguf.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_dir[512];
+static char g_out[600];
+
+static void rm_tmp(void) {
+    static const char *files[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                  "model.safetensors", NULL};
+    char p[800];
+    for (int i = 0; files[i]; i++) {
+        snprintf(p, sizeof p, "%s/%s", g_dir, files[i]);
+        unlink(p);
+    }
+    rmdir(g_dir);
+    unlink(g_out);
+}
+
+static void write_str(const char *name, const char *s) {
+    char p[800];
+    snprintf(p, sizeof p, "%s/%s", g_dir, name);
+    FILE *f = fopen(p, "wb");
+    if (!f || fwrite(s, 1, strlen(s), f) != strlen(s)) abort();
+    fclose(f);
+}
+
+/* 2 layers' worth of a llama: hidden 8, 2 heads of 4 (q: 8 rows), 1 kv head (k: 4 rows). */
+enum { E = 8, NH = 2, NKV = 1, HD = 4, FF = 16, V = 6 };
+
+static const char CONFIG[] =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 8,"
+    " \"intermediate_size\": 16, \"num_hidden_layers\": 1, \"num_attention_heads\": 2,"
+    " \"num_key_value_heads\": 1, \"max_position_embeddings\": 32, \"rms_norm_eps\": 1e-05,"
+    " \"rope_theta\": 10000.0, \"vocab_size\": 6, \"_name_or_path\": \"org/tiny\"}";
+static const char TOKENIZER[] =
+    "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 2, \"b\": 3, \"ab\": 4},"
+    " \"merges\": [[\"a\", \"b\"]]},"
+    " \"added_tokens\": [{\"id\": 0, \"content\": \"<s>\", \"special\": true},"
+    " {\"id\": 1, \"content\": \"</s>\", \"special\": true}]}";
+static const char TOKCFG[] = "{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}";
+
+static const struct { const char *name; uint64_t rows, cols; } T[] = {
+    {"model.embed_tokens.weight", V, E},
+    {"model.layers.0.input_layernorm.weight", 0, E},
+    {"model.layers.0.self_attn.q_proj.weight", NH * HD, E},
+    {"model.layers.0.self_attn.k_proj.weight", NKV * HD, E},
+    {"model.layers.0.self_attn.v_proj.weight", NKV * HD, E},
+    {"model.layers.0.self_attn.o_proj.weight", E, NH * HD},
+    {"model.layers.0.self_attn.rotary_emb.inv_freq", 0, HD / 2},
+    {"model.layers.0.post_attention_layernorm.weight", 0, E},
+    {"model.layers.0.mlp.gate_proj.weight", FF, E},
+    {"model.layers.0.mlp.up_proj.weight", FF, E},
+    {"model.layers.0.mlp.down_proj.weight", E, FF},
+    {"model.norm.weight", 0, E},
+    {"lm_head.weight", V, E},
+};
+#define NT (sizeof T / sizeof T[0])
+
+/* Value of element (r, c) of tensor k: distinct for every tensor, row and column. */
+static float val(size_t k, uint64_t r, uint64_t c) { return (float)(k * 1000 + r * 32 + c); }
+
+static void new_model(void) {
+    if (!g_dir[0]) {
+        if (!mkdtemp(tbx_test_tmppath(g_dir, sizeof g_dir, "tbx_test_gguf_hf_XXXXXX"))) abort();
+        snprintf(g_out, sizeof g_out, "%s.out.gguf", g_dir);
+        atexit(rm_tmp);
+    }
+    write_str("config.json", CONFIG);
+    write_str("tokenizer.json", TOKENIZER);
+    write_str("tokenizer_config.json", TOKCFG);
+    char p[800];
+    snprintf(p, sizeof p, "%s/model.safetensors", g_dir);
+    unlink(p);
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_SAFETENSORS;
+    tbx_writer *w = NULL;
+    tbx_error e;
+    if (tbx_writer_open(&w, p, &wo, &e) != TBX_OK) abort();
+    for (size_t k = 0; k < NT; k++) {
+        uint64_t shape[2] = {T[k].rows, T[k].cols};
+        tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+        d.name = T[k].name;
+        d.name_len = strlen(T[k].name);
+        d.dtype = TBX_DT_F32;
+        d.ndim = T[k].rows ? 2 : 1;
+        d.shape = T[k].rows ? shape : shape + 1;
+        d.has_data = 1;
+        if (tbx_writer_add_tensor(w, &d, NULL, &e) != TBX_OK) abort();
+    }
+    for (size_t k = 0; k < NT; k++) {
+        uint64_t rows = T[k].rows ? T[k].rows : 1;
+        for (uint64_t r = 0; r < rows; r++)
+            for (uint64_t c = 0; c < T[k].cols; c++) {
+                float x = val(k, r, c);
+                if (tbx_writer_write_tensor(w, k, &x, 4, &e) != TBX_OK) abort();
+            }
+    }
+    if (tbx_writer_finish(w, &e) != TBX_OK) abort();
+}
+
+TBX_TEST(quant_fallback_follows_llama_quantize) {
+    /* llama.cpp src/llama-quant.cpp tensor_type_fallback, row lengths 384 / 256 / 48 / 40 */
+    CHECK_EQ(tbx_gguf_quant_fallback(TBX_DT_Q4_K, 256), TBX_DT_Q4_K);
+    CHECK_EQ(tbx_gguf_quant_fallback(TBX_DT_Q4_K, 384), TBX_DT_Q5_0);
+    CHECK_EQ(tbx_gguf_quant_fallback(TBX_DT_Q5_K, 384), TBX_DT_Q5_1);
+    CHECK_EQ(tbx_gguf_quant_fallback(TBX_DT_Q6_K, 384), TBX_DT_Q8_0);
+    CHECK_EQ(tbx_gguf_quant_fallback(TBX_DT_Q2_K, 384), TBX_DT_Q4_0);
+    CHECK_EQ(tbx_gguf_quant_fallback(TBX_DT_Q3_K, 384), TBX_DT_Q4_0);
+    CHECK_EQ(tbx_gguf_quant_fallback(TBX_DT_Q8_0, 384), TBX_DT_Q8_0);
+    CHECK_EQ(tbx_gguf_quant_fallback(TBX_DT_Q8_0, 40), TBX_DT_F16);
+    CHECK_EQ(tbx_gguf_quant_fallback(TBX_DT_Q4_K, 48), TBX_DT_F16);
+    CHECK_EQ(tbx_gguf_quant_fallback(TBX_DT_Q4_K, 0), TBX_DT_F16);
+    CHECK_EQ(tbx_gguf_quant_fallback(TBX_DT_F32, 256), TBX_DT_INVALID);
+}
+
+/* Opens the directory (with allocator `al` when not NULL; *armed, when not NULL, is set once
+ * the open is done, so a failing allocator fails the conversion's allocations only) and
+ * converts it to GGUF at g_out. */
+static tbx_status convert_dir_armed(const tbx_allocator *al, int *armed, uint32_t flags,
+                                    tbx_dtype quant, tbx_error *e) {
+    tbx_open_options oo;
+    tbx_open_options_init(&oo);
+    oo.allocator = al;
+    tbx_file *f = NULL;
+    tbx_status st = tbx_open_path(&f, g_dir, &oo, e);
+    if (st != TBX_OK) return st;
+    if (armed) *armed = 1;
+    tbx_convert_options co;
+    tbx_convert_options_init(&co);
+    co.write.format = TBX_FORMAT_GGUF;
+    co.write.flags = TBX_WRITE_OVERWRITE;
+    co.flags = flags;
+    co.quant_to = quant;
+    st = tbx_convert(f, g_out, &co, e);
+    if (armed) *armed = 0;
+    tbx_close(f);
+    return st;
+}
+
+static tbx_status convert_dir(const tbx_allocator *al, uint32_t flags, tbx_dtype quant,
+                              tbx_error *e) {
+    return convert_dir_armed(al, NULL, flags, quant, e);
+}
+
+static const tbx_value *meta(tbx_file *g, const char *key) { return tbx_meta_find(g, key); }
+
+static int str_is(const tbx_value *v, const char *s) {
+    size_t n = 0;
+    const char *p = v ? tbx_value_get_str(v, &n) : NULL;
+    return p && n == strlen(s) && memcmp(p, s, n) == 0;
+}
+
+static uint64_t u64_of(const tbx_value *v) {
+    uint64_t u = UINT64_MAX;
+    if (v) tbx_value_get_u64(v, &u);
+    return u;
+}
+
+TBX_TEST(tiny_llama_directory_to_gguf) {
+    new_model();
+    tbx_error e;
+    CHECK_OK(convert_dir(NULL, 0, TBX_DT_INVALID, &e));
+    tbx_file *g = NULL;
+    CHECK_OK(tbx_open_path(&g, g_out, NULL, &e));
+    if (!g) return;
+    CHECK(str_is(meta(g, "general.architecture"), "llama"));
+    CHECK(str_is(meta(g, "general.name"), "tiny"));
+    CHECK_EQ(u64_of(meta(g, "llama.embedding_length")), 8);
+    CHECK_EQ(u64_of(meta(g, "llama.attention.head_count")), 2);
+    CHECK_EQ(u64_of(meta(g, "llama.attention.head_count_kv")), 1);
+    CHECK_EQ(u64_of(meta(g, "llama.rope.dimension_count")), 4);
+    CHECK_EQ(u64_of(meta(g, "llama.vocab_size")), 6);
+    CHECK_EQ(u64_of(meta(g, "general.file_type")), 0); /* all f32 */
+    CHECK(str_is(meta(g, "tokenizer.ggml.model"), "gpt2"));
+    CHECK_EQ(u64_of(meta(g, "tokenizer.ggml.bos_token_id")), 0);
+    CHECK_EQ(u64_of(meta(g, "tokenizer.ggml.eos_token_id")), 1);
+    const tbx_value *toks = meta(g, "tokenizer.ggml.tokens");
+    CHECK(toks && tbx_value_len(toks) == 6);
+    if (toks) {
+        const char *want[6] = {"<s>", "</s>", "a", "b", "ab", "[PAD5]"};
+        for (uint64_t i = 0; i < 6; i++) {
+            size_t n = 0;
+            const char *p = tbx_value_str_at(toks, i, &n);
+            CHECK(p && n == strlen(want[i]) && memcmp(p, want[i], n) == 0);
+        }
+    }
+    const tbx_value *merges = meta(g, "tokenizer.ggml.merges");
+    CHECK(merges && tbx_value_len(merges) == 1);
+    if (merges) {
+        size_t n = 0;
+        const char *p = tbx_value_str_at(merges, 0, &n);
+        CHECK(p && n == 3 && memcmp(p, "a b", 3) == 0);
+    }
+    /* 12 tensors: inv_freq dropped, names llama.cpp's, q/k rows reordered per head */
+    CHECK_EQ(tbx_tensor_count(g), NT - 1);
+    static const struct { const char *gguf; size_t src; int heads; } M[] = {
+        {"token_embd.weight", 0, 0},         {"blk.0.attn_norm.weight", 1, 0},
+        {"blk.0.attn_q.weight", 2, NH},      {"blk.0.attn_k.weight", 3, NKV},
+        {"blk.0.attn_v.weight", 4, 0},       {"blk.0.attn_output.weight", 5, 0},
+        {"blk.0.ffn_norm.weight", 7, 0},     {"blk.0.ffn_gate.weight", 8, 0},
+        {"blk.0.ffn_up.weight", 9, 0},       {"blk.0.ffn_down.weight", 10, 0},
+        {"output_norm.weight", 11, 0},       {"output.weight", 12, 0},
+    };
+    for (size_t m = 0; m < sizeof M / sizeof M[0]; m++) {
+        uint64_t i = UINT64_MAX;
+        CHECK_OK(tbx_tensor_find(g, M[m].gguf, &i));
+        if (i == UINT64_MAX) continue;
+        const size_t k = M[m].src;
+        const uint64_t rows = T[k].rows ? T[k].rows : 1, cols = T[k].cols;
+        float got[FF * E];
+        CHECK_OK(tbx_tensor_read_f32(g, i, 0, rows * cols, got, &e));
+        int same = 1;
+        for (uint64_t r = 0; r < rows; r++) {
+            /* the reordering by its definition: view the rows as [heads][2][d/2], swap the
+             * last two axes; output row (h, j, i) holds input row (h, i, j) */
+            uint64_t sr = r;
+            if (M[m].heads) {
+                const uint64_t d = rows / (uint64_t)M[m].heads, h = r / d;
+                const uint64_t j = (r % d) / 2, ii = (r % d) % 2;
+                sr = h * d + ii * (d / 2) + j;
+            }
+            for (uint64_t c = 0; c < cols; c++)
+                if (got[r * cols + c] != val(k, sr, c)) same = 0;
+        }
+        CHECK(same);
+        if (!same) fprintf(stderr, "tensor %s differs\n", M[m].gguf);
+    }
+    tbx_close(g);
+}
+
+TBX_TEST(raw_flag_keeps_the_hf_layout) {
+    new_model();
+    tbx_error e;
+    /* sections cannot go to GGUF: --raw needs them dropped, as any plain conversion does */
+    CHECK(convert_dir(NULL, TBX_CONVERT_RAW, TBX_DT_INVALID, &e) == TBX_E_UNSUPPORTED);
+    CHECK_OK(convert_dir(NULL, TBX_CONVERT_RAW | TBX_CONVERT_DROP_SECTIONS, TBX_DT_INVALID, &e));
+    tbx_file *g = NULL;
+    CHECK_OK(tbx_open_path(&g, g_out, NULL, &e));
+    if (!g) return;
+    uint64_t i;
+    CHECK_OK(tbx_tensor_find(g, "model.layers.0.self_attn.q_proj.weight", &i));
+    CHECK_EQ(tbx_tensor_count(g), NT);
+    CHECK(meta(g, "general.architecture") == NULL);
+    tbx_close(g);
+}
+
+/* An allocator that, once armed, fails its n-th allocation (0: none) and counts them; it
+ * tracks what is outstanding all along. */
+typedef struct fail_al {
+    int armed;
+    long calls, fail_at;
+    long long live;
+} fail_al;
+static int fa_fails(fail_al *a) { return a->armed && ++a->calls == a->fail_at; }
+static void *fa_alloc(void *ud, size_t n) {
+    fail_al *a = ud;
+    if (fa_fails(a)) return NULL;
+    void *p = malloc(n ? n : 1);
+    if (p) a->live += (long long)n;
+    return p;
+}
+static void *fa_realloc(void *ud, void *p, size_t old, size_t n) {
+    fail_al *a = ud;
+    if (fa_fails(a)) return NULL;
+    void *q = realloc(p, n ? n : 1);
+    if (q) a->live += (long long)n - (long long)old;
+    return q;
+}
+static void fa_free(void *ud, void *p, size_t n) {
+    fail_al *a = ud;
+    if (p) a->live -= (long long)n;
+    free(p);
+}
+
+/* Every allocation of the conversion (the directory's open is test_hfdir's business) fails in
+ * turn: each run ends in TBX_E_NOMEM without a leak or an output file, or succeeds when the
+ * failure is one the library tolerates (a shrinking realloc that keeps the larger block). */
+TBX_TEST(every_allocation_failure_is_clean) {
+    new_model();
+    tbx_error e;
+    fail_al count = {0, 0, 0, 0};
+    tbx_allocator cal = {fa_alloc, fa_realloc, fa_free, &count};
+    CHECK_OK(convert_dir_armed(&cal, &count.armed, 0, TBX_DT_Q8_0, &e));
+    const long total = count.calls;
+    CHECK(total > 20);
+    int clean = 1;
+    for (long k = 1; k <= total; k++) {
+        unlink(g_out);
+        fail_al a = {0, 0, k, 0};
+        tbx_allocator al = {fa_alloc, fa_realloc, fa_free, &a};
+        tbx_status st = convert_dir_armed(&al, &a.armed, 0, TBX_DT_Q8_0, &e);
+        struct stat sb;
+        if (st != TBX_E_NOMEM && st != TBX_OK) {
+            fprintf(stderr, "allocation %ld failed: status %d (%s)\n", k, (int)st,
+                    st ? e.message : "ok");
+            clean = 0;
+        }
+        if (st != TBX_OK && stat(g_out, &sb) == 0) {
+            fprintf(stderr, "allocation %ld failed: output left behind\n", k);
+            clean = 0;
+        }
+        if (a.live != 0) {
+            fprintf(stderr, "allocation %ld failed: %lld bytes leaked\n", k, a.live);
+            clean = 0;
+        }
+    }
+    CHECK(clean);
+}
+
+TBX_TEST_MAIN()
