@@ -460,3 +460,19 @@ def test_hf_directory_other_sections_need_drop(tbx, tmp_path):
     r = run(tbx, "convert", d, tmp_path / "b.mcf", "--drop-sections")
     assert r.rc == 0, r.describe()
     assert (tmp_path / "b.mcf").read_bytes() == (MCF / "files" / "hf_tiny_llama.mcf").read_bytes()
+
+
+QUANT_OF_PACK = [f for f in FIXTURES if f["kind"] == "quantize" and
+                 f["inputs"].get("input") == "files/hf_tiny_llama.mcf" and
+                 "min_clip" not in f["inputs"]]
+
+
+@pytest.mark.parametrize("fx", QUANT_OF_PACK, ids=[f["file"] for f in QUANT_OF_PACK])
+def test_hf_directory_quantized_gives_pack_then_quantize(tbx, tmp_path, fx):
+    """`mantle pack` then `mantle quantize --method M` of the directory, in one tbx convert."""
+    assert len(QUANT_OF_PACK) == 6
+    out = tmp_path / "out.mcf"
+    r = run(tbx, "convert", MCF / "hf" / "tiny-llama", out, "--quant", fx["inputs"]["method"],
+            "--quant-method", "mantle")
+    assert r.rc == 0, r.describe()
+    assert out.read_bytes() == (MCF / fx["file"]).read_bytes(), fx["file"]
