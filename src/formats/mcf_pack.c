@@ -213,7 +213,7 @@ static void pk_value(pk_buf *b, json_t *v, int depth) {
             i++;
         }
         n = i;
-        qsort(m, n, sizeof *m, pk_member_cmp);
+        if (n > 1) qsort(m, n, sizeof *m, pk_member_cmp);
         pk_c(b, '{');
         for (i = 0; i < n; i++) {
             if (i) pk_c(b, ',');

@@ -104,7 +104,7 @@ def test_minilm_back_to_safetensors(packed, tbx, tmp_path):
         assert np.array_equal(a[k].view(np.uint8), b[k].view(np.uint8)), k
 
 
-def test_pack_json_edge_cases(tbx, tmp_path):
+def test_pack_json_edge_cases(tbx_asan, tmp_path):
     """tests/data/mcf/pack-json: mantle pack's file of a directory whose tokenizer_config.json
     holds the numbers, strings and keys Go's json.Marshal treats specially (README there)."""
     from conftest import REPO
@@ -113,6 +113,6 @@ def test_pack_json_edge_cases(tbx, tmp_path):
     assert hashlib.sha256(want).hexdigest() == \
         "b9881216da1ad6cd208294e109edca41a3d795a97abf92fcfd58539d74d14c31"
     out = tmp_path / "out.mcf"
-    r = run(tbx, "convert", base / "json-edge", out)
+    r = run(tbx_asan, "convert", base / "json-edge", out)
     assert r.rc == 0, r.describe()
     assert out.read_bytes() == want
