@@ -413,10 +413,10 @@ def test_pack_fixtures_listed():
 
 @pytest.mark.parametrize("fx", [f for f in PACK if f["file"] not in PACK_NOT_REPRODUCED],
                          ids=[f["file"] for f in PACK if f["file"] not in PACK_NOT_REPRODUCED])
-def test_hf_directory_gives_packs_bytes(tbx, tmp_path, fx):
+def test_hf_directory_gives_packs_bytes(tbx_asan, tmp_path, fx):
     src = MCF / fx["inputs"]["hf_dir"]
     out = tmp_path / "out.mcf"
-    r = run(tbx, "convert", src, out, *_tbx_args(fx))
+    r = run(tbx_asan, "convert", src, out, *_tbx_args(fx))
     assert r.rc == 0, r.describe()
     a, b = (MCF / fx["file"]).read_bytes(), out.read_bytes()
     if "--cast" not in fx["inputs"]["pack_args"]:
