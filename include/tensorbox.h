@@ -835,6 +835,9 @@ TBX_API tbx_status tbx_section_read(tbx_file *f, uint64_t i, void *buf, size_t c
 typedef struct tbx_writer tbx_writer;
 
 #define TBX_WRITE_OVERWRITE 0x01u /* replace an existing output file (never an open input) */
+/* Formats that store a tensor whose dtype, shape and bytes equal an earlier one's only once
+ * (MCF, as mantle's pack --dedup) give every tensor its own payload (pack --dedup=false). */
+#define TBX_WRITE_NO_DEDUP  0x02u
 /* Any other bit in tbx_write_options.flags is refused with TBX_E_INVALID_ARG. */
 
 typedef struct tbx_write_options {

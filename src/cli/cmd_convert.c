@@ -40,6 +40,8 @@ static const cli_option convert_options[] = {
                             "cannot store as such"},
     {"raw", 0, NULL, "GGUF from a Hugging Face model: tensors as they are, no llama.cpp layout"},
     {"alignment", 0, "N", "tensor data alignment in bytes (default: the format's)"},
+    {"no-dedup", 0, NULL, "store every tensor's own bytes (formats that share identical "
+                          "payloads: MCF)"},
     {"compress", 0, "LEVEL", "zstd level for formats that compress (default 0: raw)"},
     {"digest", 0, "ALGO", "sha256 or crc32c, for formats that store digests"},
     {"format-version", 0, "N", "format version to write (default: the format's default)"},
@@ -228,6 +230,7 @@ static int convert_run(const cli_args *a) {
     if (cli_flag(a, "drop-meta")) opt.flags |= TBX_CONVERT_DROP_META;
     if (cli_flag(a, "drop-sections")) opt.flags |= TBX_CONVERT_DROP_SECTIONS;
     if (cli_flag(a, "dequantize")) opt.flags |= TBX_CONVERT_DEQUANTIZE;
+    if (cli_flag(a, "no-dedup")) opt.write.flags |= TBX_WRITE_NO_DEDUP;
     if (cli_flag(a, "raw")) opt.flags |= TBX_CONVERT_RAW;
 
     const char *cast = cli_value(a, "cast");

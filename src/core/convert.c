@@ -22,6 +22,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void tbx_convert_options_init(tbx_convert_options *opt) {
@@ -556,6 +557,28 @@ static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, tbx_qua
     return st;
 }
 
+/* An input opened from a model directory (a Hugging Face directory, or the index of a sharded
+ * set, read as one file): the writer learns the directory's base name as Go's filepath.Base
+ * gives it (trailing slashes dropped; "" -> "."), which MCF's writer uses as mantle's pack does. */
+static tbx_status set_source_dir(const tbx_file *in, tbx_writer *w, tbx_error *err) {
+    if (!in->path || !in->part_names) return TBX_OK;
+    const char *p = in->path;
+    size_t n = strlen(p);
+    struct stat sb;
+    if (stat(p, &sb) != 0) return TBX_OK;
+    if (!S_ISDIR(sb.st_mode)) { /* an index: its directory */
+        while (n && p[n - 1] != '/') n--;
+        while (n > 1 && p[n - 1] == '/') n--;
+        if (n == 0) return tbx_writer_set_source_dir_(w, ".", 1, err);
+    }
+    while (n > 1 && p[n - 1] == '/') n--;
+    if (n == 0) return tbx_writer_set_source_dir_(w, ".", 1, err);
+    if (n == 1 && p[0] == '/') return tbx_writer_set_source_dir_(w, "/", 1, err);
+    size_t a = n;
+    while (a && p[a - 1] != '/') a--;
+    return tbx_writer_set_source_dir_(w, p + a, n - a, err);
+}
+
 tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
                        tbx_error *err) {
     if (!in || !out_path)
@@ -617,7 +640,8 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     tbx_status st = tbx_writer_open(&w, out_path, &o.write, err);
     if (st != TBX_OK) return st;
     kept_values kept = { NULL, 0, 0 };
-    st = copy_meta(in, w, &o, &kept, err);
+    st = set_source_dir(in, w, err);
+    if (st == TBX_OK) st = copy_meta(in, w, &o, &kept, err);
     if (st == TBX_OK) st = copy_sizevars(in, w, &o, err);
     if (st == TBX_OK) st = copy_sections(in, w, &o, err);
     /* the input handle outlives the writer: its names and shapes need no copies, and its name

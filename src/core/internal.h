@@ -553,6 +553,10 @@ struct tbx_writer {
     int64_t current;        /* tensor being written, -1 when none */
     uint64_t cur_written;   /* bytes of it received before the chunk being handed over */
     uint64_t end;           /* file size the driver will commit (set by layout/finish) */
+    /* tbx_writer_set_source_dir_: the base name of the model directory the tensors come from
+     * (tbx_convert of a Hugging Face directory), NUL-terminated; NULL otherwise. A writer that
+     * records a model name or follows a directory packer (MCF: mantle's pack) reads it. */
+    char *src_dir;
     void *drv_state;
 };
 
@@ -564,6 +568,9 @@ struct tbx_writer {
  * duplicates. Call before the first tensor. */
 tbx_status tbx_writer_borrow_descs_(tbx_writer *w, size_t n, const tbx_names *names,
                                     tbx_error *err);
+/* Records the base name of the input's model directory (see tbx_writer.src_dir; a copy). Call
+ * before the first metadata entry, section or tensor. */
+tbx_status tbx_writer_set_source_dir_(tbx_writer *w, const char *name, size_t len, tbx_error *err);
 /* The quantization description given for declared tensor `index` (tbx_writer_add_quant_tensor),
  * NULL when none; valid until the writer is freed. For drivers' w_check_quant / layout. */
 const tbx_quant_info *tbx_writer_tensor_quant_(const tbx_writer *w, uint64_t index);

@@ -55,6 +55,7 @@ static void writer_free(tbx_writer *w) {
         tbx_free(&al, w->sections[i].data, w->sections[i].len);
     }
     tbx_free(&al, w->sections, w->cap_sections * sizeof *w->sections);
+    if (w->src_dir) tbx_free(&al, w->src_dir, strlen(w->src_dir) + 1);
     tbx_names_free(&w->meta_names);
     tbx_names_free(&w->tensor_names);
     tbx_out_abort(&w->out);
@@ -125,10 +126,11 @@ tbx_status tbx_writer_open_(tbx_writer **out, const char *path, const tbx_write_
 
 tbx_status tbx_writer_open(tbx_writer **out, const char *path, const tbx_write_options *opt,
                            tbx_error *err) {
-    if (opt && (opt->flags & ~(uint32_t)TBX_WRITE_OVERWRITE)) {
+    const uint32_t known = TBX_WRITE_OVERWRITE | TBX_WRITE_NO_DEDUP;
+    if (opt && (opt->flags & ~known)) {
         if (out) *out = NULL;
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "flags",
-                       "unknown write flags 0x%x", (unsigned)(opt->flags & ~(uint32_t)TBX_WRITE_OVERWRITE));
+                       "unknown write flags 0x%x", (unsigned)(opt->flags & ~known));
     }
     return tbx_writer_open_(out, path, opt, 0, err);
 }
@@ -496,4 +498,17 @@ tbx_status tbx_writer_finish(tbx_writer *w, tbx_error *err) {
     if (st == TBX_OK) w->state = TBX_WS_DONE;
     writer_free(w);
     return st;
+}
+
+tbx_status tbx_writer_set_source_dir_(tbx_writer *w, const char *name, size_t len, tbx_error *err) {
+    if (w->nmeta || w->nsections || w->ntensors)
+        return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "writer",
+                       "the source directory must be set before anything is added");
+    if (memchr(name, 0, len))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer", "directory name with NUL");
+    char *c = tbx_memdup0(&w->al, name, len);
+    if (!c) return tbx_err_nomem(err, "source directory");
+    if (w->src_dir) tbx_free(&w->al, w->src_dir, strlen(w->src_dir) + 1);
+    w->src_dir = c;
+    return TBX_OK;
 }

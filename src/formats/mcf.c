@@ -76,11 +76,9 @@ typedef struct mcf_state {
     size_t nrec_of;
     uint32_t mi_flags;
     uint64_t mi_flags_at;
-    /* scratch for reads */
+    /* scratch of mcf_open (tensor names); decoding calls have their own (mcf_scr) */
     uint8_t *buf;
     size_t buf_cap;
-    float *fbuf;
-    size_t fbuf_cap;
 } mcf_state;
 
 void mcf_close(tbx_file *f) {
@@ -90,7 +88,6 @@ void mcf_close(tbx_file *f) {
     tbx_free(&f->al, s->recs, s->nrecs * sizeof *s->recs);
     tbx_free(&f->al, s->rec_of, s->nrec_of * sizeof *s->rec_of);
     tbx_free(&f->al, s->buf, s->buf_cap);
-    tbx_free(&f->al, s->fbuf, s->fbuf_cap * sizeof(float));
     tbx_free(&f->al, s, sizeof *s);
     f->drv_state = NULL;
 }
@@ -751,27 +748,48 @@ tbx_status mcf_open(tbx_file *f, tbx_error *err) {
 /* ------------------------------------------------------------------------------------------ */
 /* Decoding to f32                                                                             */
 /* ------------------------------------------------------------------------------------------ */
+/* The scratch of one decoding call. Every call (mcf_read_f32, mcf_validate) has its own, freed
+ * before it returns: tbx_read_batch and tbx_validate decode one handle from several worker
+ * threads at once, so nothing of the handle is written while reading. */
+typedef struct mcf_scr {
+    uint8_t *buf;
+    size_t cap;
+    float *fbuf;
+    size_t fcap;
+} mcf_scr;
+
+static void mcf_scr_free(tbx_file *f, mcf_scr *x) {
+    tbx_free(&f->al, x->buf, x->cap);
+    tbx_free(&f->al, x->fbuf, x->fcap * sizeof(float));
+    memset(x, 0, sizeof *x);
+}
+
 /* [off, off + len) of the file: a pointer into the mapping or a read into scratch slot k. */
-static const uint8_t *mcf_get(tbx_file *f, mcf_state *s, uint64_t off, uint64_t len, size_t slot,
+static const uint8_t *mcf_get(tbx_file *f, mcf_scr *x, uint64_t off, uint64_t len, size_t slot,
                               size_t slot_cap, tbx_error *err, tbx_status *st) {
     const uint8_t *p = tbx_source_ptr(&f->src, off, len);
     if (p) return p;
-    if (!mcf_scratch(f, s, slot_cap * 3)) { *st = tbx_err_nomem(err, "MCF read buffer"); return NULL; }
-    *st = tbx_source_read(&f->src, off, s->buf + slot * slot_cap, (size_t)len, "tensor.data", err);
-    return *st == TBX_OK ? s->buf + slot * slot_cap : NULL;
-}
-
-static float *mcf_fbuf(tbx_file *f, mcf_state *s, size_t n) {
-    if (n > s->fbuf_cap) {
-        float *p = tbx_realloc(&f->al, s->fbuf, s->fbuf_cap * sizeof(float), n * sizeof(float));
-        if (!p) return NULL;
-        s->fbuf = p;
-        s->fbuf_cap = n;
+    if (slot_cap * 3 > x->cap) {
+        uint8_t *q = tbx_realloc(&f->al, x->buf, x->cap, slot_cap * 3);
+        if (!q) { *st = tbx_err_nomem(err, "MCF read buffer"); return NULL; }
+        x->buf = q;
+        x->cap = slot_cap * 3;
     }
-    return s->fbuf;
+    *st = tbx_source_read(&f->src, off, x->buf + slot * slot_cap, (size_t)len, "tensor.data", err);
+    return *st == TBX_OK ? x->buf + slot * slot_cap : NULL;
 }
 
-static tbx_status mcf_read_qk(tbx_file *f, mcf_state *s, const tbx_tensor *t, uint64_t first,
+static float *mcf_fbuf(tbx_file *f, mcf_scr *x, size_t n) {
+    if (n > x->fcap) {
+        float *p = tbx_realloc(&f->al, x->fbuf, x->fcap * sizeof(float), n * sizeof(float));
+        if (!p) return NULL;
+        x->fbuf = p;
+        x->fcap = n;
+    }
+    return x->fbuf;
+}
+
+static tbx_status mcf_read_qk(tbx_file *f, mcf_scr *s, const tbx_tensor *t, uint64_t first,
                               uint64_t count, float *out, tbx_error *err) {
     tbx_mcfq_layout L;
     tbx_mcfq_layout_get(mcf_kind(t->dtype), t->shape[0], t->shape[1], &L);
@@ -828,7 +846,7 @@ static tbx_status mcf_read_qk(tbx_file *f, mcf_state *s, const tbx_tensor *t, ui
     return TBX_OK;
 }
 
-static tbx_status mcf_read_int(tbx_file *f, mcf_state *s, const tbx_tensor *t, uint64_t first,
+static tbx_status mcf_read_int(tbx_file *f, mcf_scr *s, const tbx_tensor *t, uint64_t first,
                                uint64_t count, float *out, tbx_error *err) {
     const tbx_quant_info *q = t->quant;
     bool act = q && q->domain == TBX_QDOMAIN_ACTIVATIONS;
@@ -865,11 +883,15 @@ tbx_status mcf_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
     if (!s || i >= f->ntensors) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor", "bad handle or index");
     const tbx_tensor *t = &f->tensors[i];
     if (count == 0) return TBX_OK;
-    if (mcf_is_qk(t->dtype)) return mcf_read_qk(f, s, t, first, count, out, err);
-    if (t->dtype == TBX_DT_MCF_INT8 || t->dtype == TBX_DT_MCF_INT4)
-        return mcf_read_int(f, s, t, first, count, out, err);
-    return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "dtype",
-                   "tensor \"%s\": dtype cannot be decoded by the MCF driver", t->name);
+    bool qk = mcf_is_qk(t->dtype);
+    if (!qk && t->dtype != TBX_DT_MCF_INT8 && t->dtype != TBX_DT_MCF_INT4)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "dtype",
+                       "tensor \"%s\": dtype cannot be decoded by the MCF driver", t->name);
+    mcf_scr x = {0};
+    tbx_status st = qk ? mcf_read_qk(f, &x, t, first, count, out, err)
+                       : mcf_read_int(f, &x, t, first, count, out, err);
+    mcf_scr_free(f, &x);
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -882,6 +904,54 @@ static int mcf_dir_cmp(const void *a, const void *b) {
 
 static uint64_t mcf_dir_at(const mcf_state *s, const tbx_mcf_section *e) {
     return s->dir_off + (uint64_t)(e - s->dir) * MCF_DIR_ENTRY;
+}
+
+/* Is every byte of [a, b) zero? Else reports the first other one as padding (TBX_E_PADDING,
+ * "section.padding", its offset) between `after` and `before`. */
+static tbx_status mcf_zero_gap(tbx_file *f, mcf_scr *x, uint64_t a, uint64_t b, const char *after,
+                               const char *before, tbx_error *err) {
+    tbx_status st = TBX_OK;
+    while (a < b) {
+        uint64_t k = b - a < (1u << 16) ? b - a : (1u << 16);
+        const uint8_t *p = mcf_get(f, x, a, k, 0, 1u << 16, err, &st);
+        if (!p) return st;
+        for (uint64_t j = 0; j < k; j++)
+            if (p[j])
+                return tbx_file_problem(f, err, TBX_E_PADDING, a + j, "section.padding",
+                                        "byte 0x%02x in the padding between %s and %s is not "
+                                        "zero", p[j], after, before);
+        a += k;
+    }
+    return TBX_OK;
+}
+
+/* The bytes no section and no directory entry covers (from header_size to the file size) are
+ * padding, which mantle's writer leaves zero: reports the first non-zero byte of each gap. The
+ * sections are taken in offset order (v, n entries); overlapping ones cover their union. */
+static tbx_status mcf_check_gaps(tbx_file *f, mcf_state *s, const tbx_mcf_section **v, size_t n,
+                                 mcf_scr *x, tbx_error *err) {
+    uint64_t size = f->src.size, pos = s->header_size;
+    uint64_t dir_end = s->dir_off + (uint64_t)s->ndir * MCF_DIR_ENTRY;
+    const char *after = "the header";
+    bool dir_done = false;
+    tbx_status st = TBX_OK;
+    for (size_t i = 0; st == TBX_OK; ) {
+        uint64_t lo, hi;
+        const char *what;
+        if (!dir_done && (i == n || s->dir_off <= v[i]->offset)) {
+            lo = s->dir_off; hi = dir_end; what = "the directory"; dir_done = true;
+        } else if (i < n) {
+            lo = v[i]->offset; hi = v[i]->offset + v[i]->size; what = v[i]->name; i++;
+        } else {
+            lo = hi = size; what = "the end of the file";
+        }
+        if (lo > size) lo = size;
+        if (hi > size) hi = size;
+        if (lo > pos) st = mcf_zero_gap(f, x, pos, lo, after, what, err);
+        if (hi > pos) { pos = hi; after = what; }
+        if (lo == size && i == n && dir_done) break;
+    }
+    return st;
 }
 
 tbx_status mcf_validate(tbx_file *f, tbx_error *err) {
@@ -899,8 +969,9 @@ tbx_status mcf_validate(tbx_file *f, tbx_error *err) {
                                   "the first one is used", i, s->dir[i].type, s->dir[i].name,
                                   (size_t)(first - s->dir));
     }
-    /* overlapping sections (by offset) */
-    if (st == TBX_OK && s->ndir > 1) {
+    /* overlapping sections (by offset), then the padding between them */
+    mcf_scr x = {0};
+    if (st == TBX_OK && s->ndir > 0) {
         const tbx_mcf_section **v = tbx_calloc(&f->al, s->ndir, sizeof *v);
         if (!v) return tbx_err_nomem(err, "section list");
         for (size_t i = 0; i < s->ndir; i++) v[i] = &s->dir[i];
@@ -916,6 +987,7 @@ tbx_status mcf_validate(tbx_file *f, tbx_error *err) {
                                       prev->name, end);
             if (v[i]->offset + v[i]->size > end) { end = v[i]->offset + v[i]->size; prev = v[i]; }
         }
+        if (st == TBX_OK) st = mcf_check_gaps(f, s, v, s->ndir, &x, err);
         tbx_free(&f->al, v, s->ndir * sizeof *v);
     }
     bool qk = false;
@@ -946,9 +1018,9 @@ tbx_status mcf_validate(tbx_file *f, tbx_error *err) {
         tbx_mcfq_layout_get(mcf_kind(t->dtype), t->shape[0], t->shape[1], &L);
         for (uint64_t pos = 0; pos < L.sub_size && st == TBX_OK;) {
             uint64_t n = L.sub_size - pos < (1u << 20) ? L.sub_size - pos : (1u << 20);
-            const uint8_t *p = mcf_get(f, s, t->comp[0].offset + L.sub_off + pos, n, 0, 1u << 20,
+            const uint8_t *p = mcf_get(f, &x, t->comp[0].offset + L.sub_off + pos, n, 0, 1u << 20,
                                        err, &st);
-            if (!p) return st;
+            if (!p) { mcf_scr_free(f, &x); return st; }
             for (uint64_t k = 0; k < n; k++)
                 if (p[k] & 0xC0) {
                     st = tbx_file_problem(f, err, TBX_E_FORMAT,
@@ -961,6 +1033,7 @@ tbx_status mcf_validate(tbx_file *f, tbx_error *err) {
             pos += n;
         }
     }
+    mcf_scr_free(f, &x);
     return st;
 }
 

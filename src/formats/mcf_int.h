@@ -125,4 +125,15 @@ tbx_status mcf_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
 tbx_status mcf_w_finish(tbx_writer *w, tbx_error *err);
 void mcf_w_free(tbx_writer *w);
 
+/* mcf_pack.c: mantle pack's treatment of a Hugging Face directory's files. */
+/* Trims Go's unicode.IsSpace runes from both ends of the UTF-8 bytes [*p, *p + *n). */
+void mcf_pack_trim(const uint8_t **p, size_t *n);
+/* The tokenizer_config.json section pack writes from the file (cfg, have_cfg: it exists) and
+ * chat_template.jinja (tpl, have_tpl): *out (allocated with al, *out_len bytes) or NULL when
+ * pack writes no such section. TBX_E_FORMAT naming tokenizer_config.json when it is not JSON
+ * or not an object. */
+tbx_status mcf_pack_tokcfg(const tbx_alloc *al, const uint8_t *cfg, size_t cfg_len, bool have_cfg,
+                           const uint8_t *tpl, size_t tpl_len, bool have_tpl, uint8_t **out,
+                           size_t *out_len, tbx_error *err);
+
 #endif /* TBX_MCF_INT_H */

@@ -12,7 +12,12 @@
  *     [header 40][ModelInfo, HF and unknown sections in type order][TensorData][TensorIndex]
  *     [QuantInfo][directory]
  *
- * Every section starts 8-aligned, every tensor 64-aligned (absolute), tensors in byte order of
+ * A model directory as input (tbx_convert sets w->src_dir: pack mode) is written as pack writes
+ * it: chat_template.jinja merged into a re-encoded tokenizer_config.json (mcf_pack.c), ModelInfo
+ * always, named after the directory, the shards' "format" tag not kept.
+ *
+ * Every section starts 8-aligned, every tensor 64-aligned (absolute; opt.alignment for plain
+ * files, as pack --tensor-align; TBX_WRITE_NO_DEDUP: no sharing), tensors in byte order of
  * their names; in plain files a tensor whose dtype, shape and bytes equal an earlier one's is
  * not stored again (its index entry points at the earlier payload, as pack's dedup). The
  * directory comes last, sorted by type; the header is written last. Padding is zero.
@@ -56,9 +61,21 @@ typedef struct mw_state {
     uint8_t *mi;            /* ModelInfo payload */
     size_t mi_len, mi_cap;
     uint64_t td_start, td_tent_end;
-    uint32_t *sec_order;    /* w->sections indices in file order */
-    uint32_t *sec_type;
+    uint32_t *sec_order;    /* indices of the sections written, in file order (index
+                               nsections: the tokenizer_config.json pack makes from the template) */
+    uint32_t *sec_type;     /* by index (nsections + 1 entries) */
+    size_t nsec;            /* sections written */
+    uint64_t align;         /* tensor payload alignment (absolute offsets), 1: none */
+    uint8_t *tok;           /* pack's tokenizer_config.json bytes (pack mode), tok_idx: its index */
+    size_t tok_len;
+    uint32_t tok_idx;
+    bool tok_set;
 } mw_state;
+
+/* Pack mode: the input is a model directory (tbx_convert sets w->src_dir), so the file is
+ * written as mantle's pack writes it (see the header comment). */
+static bool mw_pack(const tbx_writer *w) { return w->src_dir != NULL; }
+#define MW_TEMPLATE "chat_template.jinja"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Checks                                                                                      */
@@ -125,6 +142,7 @@ tbx_status mcf_w_check_section(tbx_writer *w, const char *name, uint32_t type, s
     (void)type;
     (void)len;
     size_t nl = strlen(name);
+    if (mw_pack(w) && strcmp(name, MW_TEMPLATE) == 0) return TBX_OK; /* merged, as pack does */
     uint32_t t = mw_section_type(name, nl);
     char q[96];
     tbx_quote_bytes(q, sizeof q, name, nl, 64);
@@ -288,6 +306,8 @@ static tbx_status mw_model_info(tbx_writer *w, mw_state *s, tbx_error *err) {
     size_t nkv = 0;
     for (size_t i = 0; i < w->nmeta; i++) {
         const tbx_meta_entry *e = &w->meta[i];
+        /* a directory's safetensors "format" tag (pt, tf, ...): pack keeps no shard metadata */
+        if (mw_pack(w) && mw_is(e->key, e->key_len, "format")) continue;
         const mcf_mi_field *fl = mw_field(e->key, e->key_len);
         if (fl) {
             have_fields = true;
@@ -316,7 +336,8 @@ static tbx_status mw_model_info(tbx_writer *w, mw_state *s, tbx_error *err) {
     if (!have_fields)
         for (size_t i = 0; i < w->nsections && !cfg; i++)
             if (strcmp(w->sections[i].name, "config.json") == 0) {
-                cfg = json_loadb((const char *)w->sections[i].data, w->sections[i].len, 0, NULL);
+                cfg = json_loadb((const char *)w->sections[i].data, w->sections[i].len,
+                                 JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, NULL);
                 if (cfg && !json_is_object(cfg)) { json_decref(cfg); cfg = NULL; }
             }
     if (cfg) {
@@ -367,7 +388,7 @@ static tbx_status mw_model_info(tbx_writer *w, mw_state *s, tbx_error *err) {
             kv[nkv++] = x;
         }
     }
-    if (!have_fields && !cfg && nkv == 0) { /* nothing to say: no ModelInfo section */
+    if (!have_fields && !cfg && nkv == 0 && !mw_pack(w)) { /* nothing to say: no ModelInfo */
         tbx_free(&w->al, kv, cap * sizeof *kv);
         return TBX_OK;
     }
@@ -375,6 +396,8 @@ static tbx_status mw_model_info(tbx_writer *w, mw_state *s, tbx_error *err) {
     mw_buf b = {&w->al, NULL, 0, 0, false};
     mb_put(&b, NULL, MCF_MI_FIXED);
     if (name && name->v.s.n) tbx_st64(fx + 56, mb_blob(&b, name->v.s.p, name->v.s.n));
+    else if (!name && mw_pack(w)) /* pack: the directory's name */
+        tbx_st64(fx + 56, mb_blob(&b, w->src_dir, strlen(w->src_dir)));
     if (base && base->v.s.n) tbx_st64(fx + 64, mb_blob(&b, base->v.s.p, base->v.s.n));
     uint8_t *ent = nkv ? tbx_calloc(&w->al, nkv, MCF_MI_KV) : NULL;
     if (nkv && !ent) b.oom = true;
@@ -435,8 +458,9 @@ static void mw_state_free(tbx_writer *w) {
     tbx_free(&w->al, s->final, s->nt * sizeof *s->final);
     tbx_free(&w->al, s->alias, s->nt * sizeof *s->alias);
     tbx_free(&w->al, s->mi, s->mi_cap);
-    tbx_free(&w->al, s->sec_order, w->nsections * sizeof *s->sec_order);
-    tbx_free(&w->al, s->sec_type, w->nsections * sizeof *s->sec_type);
+    tbx_free(&w->al, s->sec_order, (w->nsections + 1) * sizeof *s->sec_order);
+    tbx_free(&w->al, s->sec_type, (w->nsections + 1) * sizeof *s->sec_type);
+    tbx_free(&w->al, s->tok, s->tok_len);
     tbx_free(&w->al, s, sizeof *s);
     w->drv_state = NULL;
 }
@@ -444,7 +468,34 @@ static void mw_state_free(tbx_writer *w) {
 void mcf_w_free(tbx_writer *w) { mw_state_free(w); }
 
 static uint64_t al8(uint64_t x) { return (x + 7) & ~(uint64_t)7; }
-static uint64_t al64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+/* x rounded up to a multiple of a (any a >= 1: pack aligns absolute offsets, e.g. to 32) */
+static uint64_t mw_al(uint64_t x, uint64_t a) { return x % a ? x + (a - x % a) : x; }
+
+/* A written section's bytes: pack's tokenizer_config.json, or the section given. */
+static void mw_sec_bytes(const tbx_writer *w, const mw_state *s, uint32_t k, const void **p,
+                         size_t *n) {
+    if (s->tok_set && k == s->tok_idx) { *p = s->tok; *n = s->tok_len; return; }
+    *p = w->sections[k].data;
+    *n = w->sections[k].len;
+}
+
+/* Pack mode: tokenizer_config.json as pack writes it (re-encoded, chat_template.jinja merged;
+ * mcf_pack.c), made from the two files when the directory has them. */
+static tbx_status mw_pack_tokcfg(tbx_writer *w, mw_state *s, tbx_error *err) {
+    const tbx_wsection *cfg = NULL, *tpl = NULL;
+    uint32_t ci = (uint32_t)w->nsections;
+    for (size_t i = 0; i < w->nsections; i++) {
+        if (strcmp(w->sections[i].name, "tokenizer_config.json") == 0) { cfg = &w->sections[i]; ci = (uint32_t)i; }
+        if (strcmp(w->sections[i].name, MW_TEMPLATE) == 0) tpl = &w->sections[i];
+    }
+    tbx_status st = mcf_pack_tokcfg(&w->al, cfg ? cfg->data : NULL, cfg ? cfg->len : 0, cfg != NULL,
+                                    tpl ? tpl->data : NULL, tpl ? tpl->len : 0, tpl != NULL,
+                                    &s->tok, &s->tok_len, err);
+    if (st != TBX_OK) return st;
+    s->tok_idx = ci;
+    s->tok_set = cfg != NULL || s->tok != NULL;
+    return TBX_OK;
+}
 
 /* pack's order of the HF sections: config, generation_config, tokenizer, vocab,
  * tokenizer_config, merges; then unknown types in type order */
@@ -476,8 +527,8 @@ tbx_status mcf_w_layout(tbx_writer *w, tbx_error *err) {
     s->final = tbx_calloc(&w->al, nt ? nt : 1, sizeof *s->final);
     s->alias = tbx_calloc(&w->al, nt ? nt : 1, sizeof *s->alias);
     uint32_t *tmp = tbx_calloc(&w->al, nt ? nt : 1, sizeof *tmp);
-    s->sec_order = tbx_calloc(&w->al, ns ? ns : 1, sizeof *s->sec_order);
-    s->sec_type = tbx_calloc(&w->al, ns ? ns : 1, sizeof *s->sec_type);
+    s->sec_order = tbx_calloc(&w->al, ns + 1, sizeof *s->sec_order);
+    s->sec_type = tbx_calloc(&w->al, ns + 1, sizeof *s->sec_type);
     if (!s->order || !s->hash || !s->final || !s->alias || !tmp || !s->sec_order || !s->sec_type) {
         tbx_free(&w->al, tmp, (nt ? nt : 1) * sizeof *tmp);
         return tbx_err_nomem(err, "MCF writer");
@@ -490,14 +541,30 @@ tbx_status mcf_w_layout(tbx_writer *w, tbx_error *err) {
     }
     mw_sort(w, s->order, tmp, nt);
     tbx_free(&w->al, tmp, (nt ? nt : 1) * sizeof *tmp);
+    /* tensor alignment: 64 (mantle's), or --alignment for plain files (pack --tensor-align:
+     * 0 is 64, 1 none); quantized files keep 64 (mantle's q/k payloads need it) */
+    s->align = 64;
+    if (w->opt.alignment && !s->quant_mode) s->align = w->opt.alignment;
+    else if (w->opt.alignment && w->opt.alignment != 64)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "alignment",
+                       "MCF files with quantized tensors are 64-aligned (alignment %u)",
+                       w->opt.alignment);
     tbx_status st = mw_model_info(w, s, err);
+    if (st == TBX_OK && mw_pack(w)) st = mw_pack_tokcfg(w, s, err);
     if (st != TBX_OK) return st;
-    /* sections: file order */
+    /* sections: file order (pack mode: the template is merged, not written) */
+    s->nsec = 0;
     for (size_t i = 0; i < ns; i++) {
-        s->sec_order[i] = (uint32_t)i;
         s->sec_type[i] = mw_section_type(w->sections[i].name, strlen(w->sections[i].name));
+        if (s->sec_type[i] == 0) continue;
+        if (s->tok_set && i == s->tok_idx && !s->tok) continue; /* pack writes no empty one */
+        s->sec_order[s->nsec++] = (uint32_t)i;
     }
-    for (size_t i = 1; i < ns; i++) /* insertion sort: a handful of sections */
+    if (s->tok_set && s->tok_idx == ns && s->tok) { /* made from the template alone */
+        s->sec_type[ns] = MCF_SEC_HF_TOKCONFIG;
+        s->sec_order[s->nsec++] = (uint32_t)ns;
+    }
+    for (size_t i = 1; i < s->nsec; i++) /* insertion sort: a handful of sections */
         for (size_t j = i; j > 0; j--) {
             uint32_t a = s->sec_order[j - 1], b = s->sec_order[j];
             uint32_t ta = s->sec_type[a], tb = s->sec_type[b];
@@ -508,13 +575,18 @@ tbx_status mcf_w_layout(tbx_writer *w, tbx_error *err) {
         }
     /* provisional tensor places: after the sections and ModelInfo, 64-aligned, name order */
     uint64_t pos = MCF_HEADER_SIZE;
-    for (size_t i = 0; i < ns; i++) pos = al8(pos) + w->sections[s->sec_order[i]].len;
+    for (size_t i = 0; i < s->nsec; i++) {
+        const void *p;
+        size_t n;
+        mw_sec_bytes(w, s, s->sec_order[i], &p, &n);
+        pos = al8(pos) + n;
+    }
     if (s->mi) pos = al8(pos) + s->mi_len;
     s->td_start = al8(pos);
     pos = s->td_start;
     for (size_t k = 0; k < nt; k++) {
         tbx_wtensor *t = &w->tensors[s->order[k]];
-        pos = al64(pos);
+        pos = mw_al(pos, s->align);
         t->offset = pos;
         if (!tbx_add_u64(pos, t->nbytes, &pos))
             return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "file size overflows");
@@ -667,7 +739,7 @@ tbx_status mcf_w_finish(tbx_writer *w, tbx_error *err) {
     if (!buf) return tbx_err_nomem(err, "MCF writer buffer");
     tbx_status st = TBX_OK;
     /* duplicates (plain files): an earlier tensor of the same dtype, shape and bytes */
-    if (!s->quant_mode)
+    if (!s->quant_mode && !(w->opt.flags & TBX_WRITE_NO_DEDUP))
         for (size_t k = 1; k < nt && st == TBX_OK; k++) {
             uint32_t j = s->order[k];
             const tbx_wtensor *y = &w->tensors[j];
@@ -686,7 +758,7 @@ tbx_status mcf_w_finish(tbx_writer *w, tbx_error *err) {
     for (size_t k = 0; k < nt && st == TBX_OK; k++) {
         uint32_t j = s->order[k];
         const tbx_wtensor *t = &w->tensors[j];
-        pos = al64(pos);
+        pos = mw_al(pos, s->align);
         if (s->alias[j]) { s->final[j] = s->final[s->alias[j] - 1]; continue; }
         s->final[j] = pos;
         if (pos > prev_end) st = tbx_out_zero(&w->out, prev_end, pos - prev_end, err);
@@ -789,8 +861,8 @@ tbx_status mcf_w_finish(tbx_writer *w, tbx_error *err) {
     uint64_t at = MCF_HEADER_SIZE;
     tbx_mcf_section *dp = dir;
     tbx_mcf_section *heap = NULL;
-    if (w->nsections + 5 > cap_dir) {
-        cap_dir = w->nsections + 5;
+    if (s->nsec + 5 > cap_dir) {
+        cap_dir = s->nsec + 5;
         heap = tbx_calloc(&w->al, cap_dir, sizeof *heap);
         if (!heap && st == TBX_OK) st = tbx_err_nomem(err, "MCF directory");
         dp = heap;
@@ -806,10 +878,13 @@ tbx_status mcf_w_finish(tbx_writer *w, tbx_error *err) {
     } while (0)
     if (st == TBX_OK) {
         bool mi_done = false;
-        for (size_t i = 0; i < w->nsections; i++) {
+        for (size_t i = 0; i < s->nsec; i++) {
             uint32_t k = s->sec_order[i];
             if (s->quant_mode && !mi_done && s->mi) { PUT(MCF_SEC_MODELINFO, 1, s->mi, s->mi_len); mi_done = true; }
-            PUT(s->sec_type[k], 1, w->sections[k].data, w->sections[k].len);
+            const void *sp;
+            size_t sn;
+            mw_sec_bytes(w, s, k, &sp, &sn);
+            PUT(s->sec_type[k], 1, sp, sn);
         }
         if (!mi_done && s->mi) PUT(MCF_SEC_MODELINFO, 1, s->mi, s->mi_len);
         /* TensorData: its bytes are in place (no tensors: no TensorData section) */
@@ -854,7 +929,7 @@ tbx_status mcf_w_finish(tbx_writer *w, tbx_error *err) {
         tbx_st32(h + 12, (uint32_t)ndir);
         tbx_st64(h + 16, dir_off);
         tbx_st64(h + 24, file_size);
-        tbx_st64(h + 32, nt && (!s->quant_mode || qk) ? MCF_FLAG_ALIGNED64 : 0);
+        tbx_st64(h + 32, nt && (s->quant_mode ? qk : s->align == 64) ? MCF_FLAG_ALIGNED64 : 0);
         if (st == TBX_OK) st = tbx_out_pwrite(&w->out, 0, h, sizeof h, err);
         w->end = file_size;
     }

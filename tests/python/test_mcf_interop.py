@@ -160,10 +160,25 @@ NOT_REPRODUCED = {
     "files/mixed_quant.mcf": "config.json before ModelInfo in a file with quantized tensors",
     "files/alias_zero_unicode.mcf": "an alias of different dtype (pack dedups equal dtype+shape)",
     "files/modelinfo_full.mcf": "an orphan key blob (a nil extra) mantle leaves unreferenced",
-    "files/hf_tiny_llama_nodedup.mcf": "pack --dedup=false (tensorbox always deduplicates)",
-    "files/hf_tiny_llama_align1.mcf": "pack --tensor-align 1 (tensorbox always 64-aligns)",
-    "files/hf_tiny_llama_align32.mcf": "pack --tensor-align 32 (tensorbox always 64-aligns)",
 }
+
+
+def _tbx_args(fx) -> list[str]:
+    """tbx convert options giving the layout of pack's flags (pack_args) in the manifest:
+    --dedup=false -> --no-dedup, --tensor-align N -> --alignment N, --cast T -> --cast T."""
+    a = list(fx.get("inputs", {}).get("pack_args", []))
+    out = []
+    while a:
+        x = a.pop(0)
+        if x == "--dedup=false":
+            out.append("--no-dedup")
+        elif x == "--tensor-align":
+            out += ["--alignment", a.pop(0)]
+        elif x == "--cast":
+            out += ["--cast", a.pop(0)]
+        else:
+            raise AssertionError(f"{fx['file']}: no tbx option for pack's {x}")
+    return out
 
 
 def _quantinfo_clip_ranges(blob: bytes):
@@ -183,7 +198,10 @@ def _quantinfo_clip_ranges(blob: bytes):
 def test_writer_gives_mantles_bytes(tbx, tmp_path, fx):
     src = MCF / fx["file"]
     out = tmp_path / "out.mcf"
-    r = run(tbx, "convert", src, out)
+    # the layout flags of pack (--dedup=false, --tensor-align N) apply to mantle's file too
+    pa = fx.get("inputs", {}).get("pack_args", []) if fx["kind"] == "pack" else []
+    args = _tbx_args(fx) if pa and pa[0] in ("--dedup=false", "--tensor-align") else []
+    r = run(tbx, "convert", src, out, *args)
     assert r.rc == 0, r.describe()
     a, b = src.read_bytes(), out.read_bytes()
     if fx["file"] in NOT_REPRODUCED:
@@ -235,7 +253,9 @@ MUT = {
     "file_size_plus1": ("TBX_E_FORMAT", "header.file_size", 24),
     "section_count_0": ("TBX_E_FORMAT", "header.section_count", 12),
     "section_count_huge": ("TBX_E_RANGE", "header.section_dir_offset", 16),
-    "section_count_minus1": None,           # one entry fewer: still a valid file
+    # one entry fewer: config.json's bytes (at 40, the header's end) are now covered by no
+    # section, so they are non-zero padding (and so is the dropped directory entry)
+    "section_count_minus1": ("TBX_E_PADDING", "section.padding", 40),
     "dir_offset_past_eof": ("TBX_E_RANGE", "header.section_dir_offset", 16),
     "dir_offset_in_header": ("TBX_E_RANGE", "header.section_dir_offset", 16),
     # directory read 4 bytes early (4396): entry 0's offset field is then 1 | 64 << 32
@@ -325,3 +345,134 @@ def test_mutated_file_decision(tbx_asan, fx):
     assert r.rc == 1, r.describe()
     first = objs[0]
     assert (first["code"], first["field"], first["offset"]) == want, objs
+
+
+# ---------------------------------------------------------------------------------------
+# Padding: bytes no section or directory entry covers are zero in every mantle file
+# ---------------------------------------------------------------------------------------
+def _gaps(blob: bytes):
+    """[lo, hi) ranges between the header, the sections and the directory (mantle: zeros)."""
+    _, _, _, hsize, n, dir_off, _, _ = struct.unpack_from("<4sHHIIQQQ", blob, 0)
+    cov = [(dir_off, dir_off + 24 * n)]
+    for i in range(n):
+        _, _, off, size = struct.unpack_from("<IIQQ", blob, dir_off + 24 * i)
+        cov.append((off, off + size))
+    out, pos = [], hsize
+    for lo, hi in sorted(cov):
+        if lo > pos:
+            out.append((pos, lo))
+        pos = max(pos, hi)
+    if pos < len(blob):
+        out.append((pos, len(blob)))
+    return out
+
+
+@pytest.mark.parametrize("name", ["hf_tiny_llama", "hf_sharded_qwen", "sections_all"])
+def test_validate_reports_nonzero_padding(tbx_asan, tmp_path, name):
+    blob = (MCF / "files" / f"{name}.mcf").read_bytes()
+    gaps = _gaps(blob)
+    assert gaps and all(not any(blob[lo:hi]) for lo, hi in gaps), "mantle pads with zeros"
+    r, objs = validate_json(tbx_asan, MCF / "files" / f"{name}.mcf")
+    assert r.rc == 0, r.describe()
+    for lo, hi in (gaps[0], gaps[-1]):
+        at = hi - 1
+        bad = bytearray(blob)
+        bad[at] = 0x5A
+        p = tmp_path / f"pad{at}.mcf"
+        p.write_bytes(bytes(bad))
+        r, objs = validate_json(tbx_asan, p)
+        assert r.rc == 1, r.describe()
+        assert (objs[0]["code"], objs[0]["field"], objs[0]["offset"]) == \
+            ("TBX_E_PADDING", "section.padding", at), objs
+        # a recoverable problem: the file still opens and reads
+        assert info_json(tbx_asan, p)["format"] == "mcf"
+
+
+# ---------------------------------------------------------------------------------------
+# A Hugging Face directory in, pack's file out: tbx convert hf/<model> out.mcf [flags]
+# ---------------------------------------------------------------------------------------
+PACK = [f for f in FIXTURES if f["kind"] == "pack"]
+# pack fixtures tensorbox does not make byte for byte from the directory, and why
+PACK_NOT_REPRODUCED = {
+    "files/hf_tiny_llama_nores.mcf": "pack --no-resources: no tbx option keeps config.json for "
+                                     "ModelInfo while leaving every HF section out",
+    "files/hf_tiny_llama_int8.mcf": "pack --quant-embed: bare codes without scales (NOTES)",
+    "files/hf_tiny_llama_int4.mcf": "pack --quant-embed: bare codes without scales (NOTES)",
+}
+# --cast: pack's own rounding (NaN payloads -> Inf in bf16, f32 subnormals -> 0 in f16, every
+# f16 NaN 0x7e00) differs from tbx --cast (NaN kept NaN, subnormals rounded) on the tensor made
+# to probe it; every other byte is pack's
+CAST_PROBE = "model.cast_probe"
+
+
+def test_pack_fixtures_listed():
+    assert len(PACK) >= 11
+    for k in PACK_NOT_REPRODUCED:
+        assert any(f["file"] == k for f in PACK), k
+
+
+@pytest.mark.parametrize("fx", [f for f in PACK if f["file"] not in PACK_NOT_REPRODUCED],
+                         ids=[f["file"] for f in PACK if f["file"] not in PACK_NOT_REPRODUCED])
+def test_hf_directory_gives_packs_bytes(tbx_asan, tmp_path, fx):
+    src = MCF / fx["inputs"]["hf_dir"]
+    out = tmp_path / "out.mcf"
+    r = run(tbx_asan, "convert", src, out, *_tbx_args(fx))
+    assert r.rc == 0, r.describe()
+    a, b = (MCF / fx["file"]).read_bytes(), out.read_bytes()
+    if "--cast" not in fx["inputs"]["pack_args"]:
+        assert a == b, f"{fx['file']}: tbx convert {fx['inputs']['hf_dir']} differs from pack"
+        return
+    # everything but the cast probe's payload is identical
+    probe = [t for t in fx["tensors"] if t["name"] == CAST_PROBE]
+    assert len(probe) == 1 and len(a) == len(b)
+    lo, hi = probe[0]["data_off"], probe[0]["data_off"] + probe[0]["data_size"]
+    diff = [i for i in range(len(a)) if a[i] != b[i] and not lo <= i < hi]
+    assert not diff, f"{fx['file']}: bytes differ at {diff[:8]}"
+
+
+def test_hf_directory_tokenizer_config_as_pack(tbx, tmp_path):
+    """pack's tokenizer_config.json: Go's json.Marshal of the decoded object with
+    chat_template.jinja merged (README of the corpus); the bytes differ from the file's."""
+    for fx in (f for f in PACK if f["inputs"]["pack_args"] == []):
+        d = MCF / fx["inputs"]["hf_dir"]
+        want = [s for s in fx["sections"] if s["name"] == "tokenizer_config.json"]
+        assert len(want) == 1
+        out = tmp_path / (d.name + ".mcf")
+        assert run(tbx, "convert", d, out).rc == 0
+        got = _raw(tbx, "cat", str(out), "--section", "tokenizer_config.json")
+        assert hashlib.sha256(got).hexdigest() == want[0]["sha256"]
+        assert got != (d / "tokenizer_config.json").read_bytes()
+        if b"chat_template" not in (d / "tokenizer_config.json").read_bytes():
+            assert b'"chat_template":' in got  # merged from chat_template.jinja
+        # the model name is the directory's
+        assert info_json(tbx, out)["metadata"]["mcf.model_name"] == d.name
+
+
+def test_hf_directory_other_sections_need_drop(tbx, tmp_path):
+    """A side file MCF has no section for (and that pack ignores) is a lossy step to ask for."""
+    d = tmp_path / "tiny-llama"
+    d.mkdir()
+    for p in (MCF / "hf" / "tiny-llama").iterdir():
+        (d / p.name).write_bytes(p.read_bytes())
+    (d / "special_tokens_map.json").write_text('{"bos_token": "<s>"}')
+    r = run(tbx, "convert", d, tmp_path / "a.mcf")
+    assert r.rc == 1 and "special_tokens_map.json" in r.text and "--drop-sections" in r.text
+    r = run(tbx, "convert", d, tmp_path / "b.mcf", "--drop-sections")
+    assert r.rc == 0, r.describe()
+    assert (tmp_path / "b.mcf").read_bytes() == (MCF / "files" / "hf_tiny_llama.mcf").read_bytes()
+
+
+QUANT_OF_PACK = [f for f in FIXTURES if f["kind"] == "quantize" and
+                 f["inputs"].get("input") == "files/hf_tiny_llama.mcf" and
+                 "min_clip" not in f["inputs"]]
+
+
+@pytest.mark.parametrize("fx", QUANT_OF_PACK, ids=[f["file"] for f in QUANT_OF_PACK])
+def test_hf_directory_quantized_gives_pack_then_quantize(tbx, tmp_path, fx):
+    """`mantle pack` then `mantle quantize --method M` of the directory, in one tbx convert."""
+    assert len(QUANT_OF_PACK) == 6
+    out = tmp_path / "out.mcf"
+    r = run(tbx, "convert", MCF / "hf" / "tiny-llama", out, "--quant", fx["inputs"]["method"],
+            "--quant-method", "mantle")
+    assert r.rc == 0, r.describe()
+    assert out.read_bytes() == (MCF / fx["file"]).read_bytes(), fx["file"]
