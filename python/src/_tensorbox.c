@@ -119,8 +119,10 @@ typedef struct handle {
     tbx_file *f;
     PyThread_type_lock lock; /* one library call on the handle at a time (GIL released) */
     Py_ssize_t refs;         /* changed with the GIL held */
+    PyObject *data;          /* the bytes object a memory handle reads (NULL: a file) */
 } handle;
 
+/* Called with the GIL held. */
 static void handle_decref(handle *h) {
     if (!h || --h->refs > 0) return;
     tbx_file *f = h->f;
@@ -132,6 +134,7 @@ static void handle_decref(handle *h) {
         PyThread_release_lock(h->lock);
         Py_END_ALLOW_THREADS
     }
+    Py_XDECREF(h->data); /* only once the handle that reads it is closed */
     PyThread_free_lock(h->lock);
     PyMem_Free(h);
 }
@@ -554,12 +557,12 @@ typedef struct {
 
 static int file_init(PyObject *self, PyObject *args, PyObject *kw) {
     FileObject *fo = (FileObject *)self;
-    static char *kwlist[] = {"path", "mmap", "verify", "threads", NULL};
-    PyObject *pathobj = NULL;
+    static char *kwlist[] = {"path", "mmap", "verify", "threads", "data", NULL};
+    PyObject *pathobj = NULL, *data = NULL;
     int use_mmap = 1, verify = 0;
     unsigned int threads = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|ppI", kwlist, PyUnicode_FSConverter,
-                                     &pathobj, &use_mmap, &verify, &threads))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|ppIS", kwlist, PyUnicode_FSConverter,
+                                     &pathobj, &use_mmap, &verify, &threads, &data))
         return -1;
     if (fo->h) {
         Py_DECREF(pathobj);
@@ -575,10 +578,20 @@ static int file_init(PyObject *self, PyObject *args, PyObject *kw) {
     tbx_error err;
     err_clear(&err);
     tbx_status st;
-    const char *path = PyBytes_AS_STRING(pathobj);
-    Py_BEGIN_ALLOW_THREADS
-    st = tbx_open_path(&f, path, &opt, &err);
-    Py_END_ALLOW_THREADS
+    if (data) {
+        /* data (a bytes object: immutable) is read in place, not copied: the handle keeps a
+         * reference to it until the handle and every view of it are gone (`path` is unused) */
+        const char *p = PyBytes_AS_STRING(data);
+        size_t n = (size_t)PyBytes_GET_SIZE(data);
+        Py_BEGIN_ALLOW_THREADS
+        st = tbx_open_memory(&f, p, n, &opt, &err);
+        Py_END_ALLOW_THREADS
+    } else {
+        const char *path = PyBytes_AS_STRING(pathobj);
+        Py_BEGIN_ALLOW_THREADS
+        st = tbx_open_path(&f, path, &opt, &err);
+        Py_END_ALLOW_THREADS
+    }
     Py_DECREF(pathobj);
     if (st != TBX_OK) {
         raise_tbx(st, &err);
@@ -594,6 +607,8 @@ static int file_init(PyObject *self, PyObject *args, PyObject *kw) {
     }
     h->f = f;
     h->refs = 1;
+    h->data = data;
+    Py_XINCREF(data);
     fo->h = h;
     return 0;
 }

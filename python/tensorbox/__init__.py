@@ -178,8 +178,11 @@ def _raw_shape(ref: _TensorRef):
 class _Reader:
     """Shared reading logic over one _File (thread-safe: the extension locks the handle)."""
 
-    def __init__(self, path, verify=False, threads=0):
-        self._f = _tb._File(os.fspath(path), mmap=True, verify=verify, threads=threads)
+    def __init__(self, path, verify=False, threads=0, data=None):
+        if data is None:
+            self._f = _tb._File(os.fspath(path), mmap=True, verify=verify, threads=threads)
+        else:  # a bytes object read in place (tbx_open_memory); the handle keeps it alive
+            self._f = _tb._File(path, verify=verify, threads=threads, data=data)
         self._refs = {}
         self._names = None
         self._lock = threading.Lock()
@@ -434,14 +437,23 @@ def load_file(path, framework="np", dequantize=False, verify=False):
 
 
 def load(data: bytes, framework="np", dequantize=False):
-    """Like load_file, for a file's bytes held in memory."""
-    import tempfile
-
-    with tempfile.NamedTemporaryFile(suffix=".tbx") as t:
-        t.write(data)
-        t.flush()
-        out = load_file(t.name, framework=framework, dequantize=dequantize)
-        return {k: np.array(v) if isinstance(v, np.ndarray) else v for k, v in out.items()}
+    """Like load_file, for a file's bytes held in memory. A ``bytes`` object is read in place
+    (no temporary file, no copy): the arrays are read-only views of it where the format
+    allows, and keep it alive. Other buffers (bytearray, memoryview, ...) can change under
+    the arrays, so they are copied once into ``bytes`` first."""
+    if framework not in ("np", "numpy", "pt", "torch"):
+        raise InvalidArgumentError(f"framework must be 'np' or 'pt', not {framework!r}")
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    r = _Reader("<memory>", data=data)
+    try:
+        out = {}
+        for k in r.names():
+            a = r.tensor(k, dequantize)
+            out[k] = None if a is None else _to_framework(a, framework)
+        return out
+    finally:
+        r.close()
 
 
 def info(path, types=False):

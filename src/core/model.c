@@ -116,33 +116,35 @@ const tbx_dtype_info *tbx_file_dtype(const tbx_file *f, tbx_dtype dtype) {
 tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, tbx_dtype dtype,
                                const uint64_t *shape, uint32_t ndim, uint32_t ncomp,
                                uint64_t offset, tbx_tensor **out, tbx_error *err) {
-    char q[96];
-    tbx_quote_bytes(q, sizeof q, name, name_len, 64);
+    char qb[96];
+    /* the quoted name is rendered only when an error is reported (it costs on every open) */
+#define QNAME (tbx_quote_bytes(qb, sizeof qb, name, name_len, 64), qb)
     if (f->ntensors >= f->limits.max_tensors)
         return tbx_err(err, TBX_E_LIMIT, offset, "tensors",
                        "more than %llu tensors (limit max_tensors)",
                        (unsigned long long)f->limits.max_tensors);
     if (!tbx_file_dtype(f, dtype))
         return tbx_err(err, TBX_E_FORMAT, offset, "tensor.dtype", "tensor \"%s\": invalid dtype %d",
-                       q, (int)dtype);
+                       QNAME, (int)dtype);
     if (ndim > f->limits.max_ndim)
         return tbx_err(err, TBX_E_LIMIT, offset, "tensor.shape",
-                       "tensor \"%s\": %u dimensions exceed the limit max_ndim = %u", q, ndim,
+                       "tensor \"%s\": %u dimensions exceed the limit max_ndim = %u", QNAME, ndim,
                        f->limits.max_ndim);
     if (ncomp > UINT8_MAX)
         return tbx_err(err, TBX_E_LIMIT, offset, "tensor",
-                       "tensor \"%s\": %u components (at most 255)", q, ncomp);
+                       "tensor \"%s\": %u components (at most 255)", QNAME, ncomp);
     if (name_len > f->limits.max_string_len || name_len > UINT32_MAX)
         return tbx_err(err, TBX_E_LIMIT, offset, "tensor.name",
                        "tensor name of %zu bytes exceeds max_string_len", name_len);
     if (memchr(name, 0, name_len))
         return tbx_err(err, TBX_E_FORMAT, offset, "tensor.name",
-                       "tensor name \"%s\" contains a NUL byte", q);
+                       "tensor name \"%s\" contains a NUL byte", QNAME);
     uint64_t nelems = 1;
     for (uint32_t d = 0; d < ndim; d++) {
         if (!tbx_mul_u64(nelems, shape[d], &nelems))
             return tbx_err(err, TBX_E_OVERFLOW, offset, "tensor.shape",
-                           "tensor \"%s\": element count overflows 64 bits at dimension %u", q, d);
+                           "tensor \"%s\": element count overflows 64 bits at dimension %u",
+                           QNAME, d);
     }
     if (!tbx_grow(&f->al, (void **)&f->tensors, &f->cap_tensors, f->ntensors + 1,
                   sizeof *f->tensors))
@@ -173,13 +175,14 @@ tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, t
         chunk_unalloc(f, blk, bytes);
         if (st == TBX_E_NOMEM) return tbx_err_nomem(err, "tensor index");
         return tbx_err(err, TBX_E_DUPLICATE, offset, "tensor.name",
-                       "duplicate tensor name \"%s\" (first defined as tensor %llu)", q,
+                       "duplicate tensor name \"%s\" (first defined as tensor %llu)", QNAME,
                        (unsigned long long)earlier);
     }
     f->ntensors++;
     if (out) *out = t;
     return TBX_OK;
 }
+#undef QNAME
 
 tbx_status tbx_file_reserve_tensors(tbx_file *f, size_t n, tbx_error *err) {
     if (n > f->limits.max_tensors) n = (size_t)f->limits.max_tensors; /* add_tensor reports it */

@@ -8,7 +8,9 @@
   at every truncation length, and never crashes the interpreter;
 * zero-copy: arrays of a mapped file point into the file's mapping (/proc/self/maps), keep the
   file alive after close(), and loading a 1 GiB tensor grows peak RSS by far less than 1 GiB;
-* reading from 8 threads at once gives the single-threaded results;
+* reading from 8 threads at once gives the single-threaded results, also through one handle
+  whose calls must be serialised (compressed range reads), and the GIL is released during a
+  long read or decode (another Python thread keeps running);
 * framework="pt" gives torch tensors when torch is installed (ImportError when it is not).
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -302,6 +305,182 @@ def test_threads_give_the_same_results(files, kind):
         t.join()
     f.close()
     assert not errors, errors[0]
+
+
+HAMMER = r"""
+import sys, threading, time
+import numpy as np
+import tensorbox
+
+path = sys.argv[1]
+want = {k: np.array(v) for k, v in tensorbox.load_file(path).items()}
+names = sorted(want)
+f = tensorbox.safe_open(path)
+errors, spans = [], []
+
+def work(seed):
+    rng = np.random.default_rng(seed)
+    try:
+        for _ in range(8):
+            k = names[int(rng.integers(len(names)))]
+            n = want[k].shape[0]
+            step = int(rng.integers(32, 160))
+            for lo in range(0, n, step):
+                t0 = time.perf_counter()
+                got = f.get_slice(k)[lo:lo + step]
+                spans.append((t0, time.perf_counter()))
+                if got.tobytes() != want[k][lo:lo + step].tobytes():
+                    errors.append(f"{k}[{lo}:{lo + step}]: wrong rows")
+                    return
+    except BaseException as e:
+        errors.append(repr(e))
+
+ts = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+f.close()
+spans.sort()
+overlapping = sum(1 for a, b in zip(spans, spans[1:]) if b[0] < a[1])
+print("calls", len(spans), "overlapping", overlapping)
+print("errors", errors[:3])
+sys.exit(1 if errors else 0)
+"""
+
+
+@pytest.fixture(scope="module")
+def compressible(tmp_path_factory):
+    """4 tensors of 1024 x 1024 float32 of few distinct values, zstd level 3: decoding them
+    is real work (entropy coding), so range reads spend their time inside the decoder."""
+    p = tmp_path_factory.mktemp("hammer") / "c.zt"
+    rng = np.random.default_rng(12)
+    t = {f"c{i}": rng.integers(0, 16, (1024, 1024)).astype(np.float32) for i in range(4)}
+    tensorbox.save_file(t, p, compress=3)
+    return p
+
+
+def test_one_handle_from_many_threads_reads_compressed_ranges_right(compressible):
+    """8 threads read zstd-compressed tensors front to back in row ranges, all through ONE
+    handle. The library keeps one zstd decoding context and cursor per component in the handle
+    (tbx_component_read_range), so calls that are not serialised decode through the same
+    context at once: wrong rows, or a crash (hence a child process). The extension's
+    per-handle lock must serialise them. The calls are timed to check that they really were in
+    flight together (which also needs the GIL released during them)."""
+    r = subprocess.run([sys.executable, "-c", HAMMER, str(compressible)], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, f"exit {r.returncode}:\n{r.stdout[-2000:]}{r.stderr[-3000:]}"
+    calls, overlapping = (int(x) for x in r.stdout.split()[1:4:2])
+    assert overlapping > calls // 10, r.stdout
+
+
+@pytest.fixture(scope="module")
+def long_reads(tmp_path_factory):
+    """Files with a tensor that takes one long library call to read, and a small f32 tensor
+    "s": a 24 M-element q4_K tensor "w" (dequantized to float32) and a 96 MiB zstd-compressed
+    float32 tensor "z" of 16 distinct values (entropy-coded, about 0.1 s to decode)."""
+    d = tmp_path_factory.mktemp("gil")
+    rng = np.random.default_rng(11)
+    qt = gguf.GGMLQuantizationType.Q4_K
+    bs, bb = gguf.GGML_QUANT_SIZES[qt]
+    rows, cols = 3072, 8192
+    raw = rng.integers(0, 256, rows * cols // bs * bb, dtype=np.uint8)
+    raw[1::2] &= 0xBF  # finite, moderate f16 scales
+    q = d / "q4k.gguf"
+    w = gguf.GGUFWriter(str(q), "gil")
+    w.add_tensor("w", raw.reshape(rows, cols // bs * bb), raw_dtype=qt)
+    w.add_tensor("s", np.arange(4, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    z = d / "z.zt"
+    big = rng.integers(0, 16, (6144, 4096)).astype(np.float32)  # entropy-coded: slow to decode
+    tensorbox.save_file({"z": big, "s": np.arange(4, dtype=np.float32)}, z, compress=1)
+    return {"q4k": (q, True), "zstd": (z, False)}
+
+
+@pytest.mark.parametrize("kind", ["q4k", "zstd"])
+def test_the_gil_is_released_during_a_long_read(long_reads, kind):
+    """While one thread is inside a long get_tensor (one library call: dequantizing, or
+    decoding zstd), another Python thread keeps running: the longest pause of its ticks
+    stays well below the call's length. Holding the GIL in the call would stop it for the
+    whole call."""
+    path, deq = long_reads[kind]
+    f = tensorbox.safe_open(path, dequantize=deq)
+    name = {"q4k": "w", "zstd": "z"}[kind]
+    f.get_tensor(name)  # warm: page cache, decoders
+    results = []
+    for _attempt in range(3):
+        ticks = []
+        stop = threading.Event()
+
+        def ticker():
+            while not stop.is_set():
+                ticks.append(time.perf_counter())
+
+        th = threading.Thread(target=ticker)
+        th.start()
+        time.sleep(0.02)
+        t0 = time.perf_counter()
+        a = f.get_tensor(name)
+        t1 = time.perf_counter()
+        stop.set()
+        th.join()
+        del a
+        inside = [t0] + [t for t in ticks if t0 <= t <= t1] + [t1]
+        gap = max(b - x for x, b in zip(inside, inside[1:]))
+        results.append((round(t1 - t0, 4), round(gap, 4), len(inside) - 2))
+        if t1 - t0 >= 0.01 and gap < 0.5 * (t1 - t0):
+            break
+    f.close()
+    dur, gap, n = results[-1]
+    assert dur >= 0.01, f"the call was too short to tell ({results})"
+    assert gap < 0.5 * dur, f"the other thread stood still during the call: {results}"
+
+
+def test_calls_on_one_handle_wait_for_each_other(long_reads):
+    """The per-handle lock, seen from outside: while one thread is inside a long call on a
+    handle (decoding 96 MiB of zstd), a short call on the SAME handle from another thread
+    waits for it to end; a short call on ANOTHER handle of the file does not wait. Without the
+    lock the short call would return at once."""
+    path, _ = long_reads["zstd"]
+    f = tensorbox.safe_open(path)
+    g = tensorbox.safe_open(path)
+    want = np.arange(4, dtype=np.float32)
+    for h in (f, g):
+        assert h.get_tensor("s").tolist() == want.tolist()  # warm: names, refs
+    f.get_tensor("z")
+    seen = []
+    for _attempt in range(5):
+        started, times = threading.Event(), {}
+
+        def long_call():
+            started.set()
+            f.get_tensor("z")
+            times["a1"] = time.perf_counter()
+
+        th = threading.Thread(target=long_call)
+        th.start()
+        started.wait()
+        time.sleep(0.03)
+        t0 = time.perf_counter()
+        other = g.get_tensor("s")  # another handle: no waiting
+        t1 = time.perf_counter()
+        same = f.get_tensor("s")   # the same handle: waits for the long call
+        t2 = time.perf_counter()
+        th.join()
+        assert other.tolist() == want.tolist() and same.tolist() == want.tolist()
+        window = times["a1"] - t1  # how long the long call still ran when ours began
+        seen.append((round(t1 - t0, 4), round(t2 - t1, 4), round(window, 4)))
+        if window >= 0.05:
+            break
+    f.close()
+    g.close()
+    other_s, same_s, window = seen[-1]
+    assert window >= 0.05, f"the long call ended too early to tell: {seen}"
+    assert same_s >= 0.75 * window, f"a call on the same handle did not wait: {seen}"
+    assert other_s < 0.5 * window, f"a call on another handle waited: {seen}"
 
 
 # ------------------------------------------------------------------------------------------

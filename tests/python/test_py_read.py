@@ -64,6 +64,51 @@ def test_load_file_equals_safetensors(st_file):
         assert g.tobytes() == w.tobytes(), k
 
 
+def test_load_bytes_reads_them_in_place(st_file, tmp_path, monkeypatch):
+    """load(bytes) opens the bytes in memory (tbx_open_memory): no temporary file, and the
+    arrays are read-only views into the bytes object itself, which they keep alive. Values
+    equal safetensors.numpy's for the same file."""
+    import tempfile
+
+    def no_temp_files(*a, **k):
+        raise AssertionError("load(bytes) made a temporary file")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", no_temp_files)
+    monkeypatch.setattr(tempfile, "mkstemp", no_temp_files)
+    data = st_file.read_bytes()
+    want = stn.load_file(str(st_file))  # the same bytes (its load(bytes) has no bf16)
+    got = tensorbox.load(data)
+    assert sorted(got) == sorted(want)
+    base = np.frombuffer(data, np.uint8).ctypes.data
+    for k, w in want.items():
+        g = got[k]
+        assert g.dtype == w.dtype and g.shape == w.shape and g.tobytes() == w.tobytes(), k
+        assert not g.flags.writeable, k
+        if g.nbytes:
+            assert base <= g.ctypes.data and g.ctypes.data + g.nbytes <= base + len(data), k
+    # the arrays keep the bytes alive
+    f32 = got["f32"]
+    del data, got
+    import gc
+    gc.collect()
+    assert f32.tobytes() == want["f32"].tobytes()
+    # a mutable buffer is copied once: changing it afterwards changes nothing
+    buf = bytearray(st_file.read_bytes())
+    got = tensorbox.load(buf)
+    buf[-64:] = b"\xff" * 64
+    for k, w in want.items():
+        assert got[k].tobytes() == w.tobytes(), k
+    # another format, dequantized, and a bad file from memory raises like a bad path
+    q = tmp_path / "q.gguf"
+    tensorbox.save_file({"w": st_arrays()["f32"].repeat(32, axis=1)}, q, quant="q4_0")
+    a = tensorbox.load(q.read_bytes(), dequantize=True)["w"]
+    assert a.dtype == np.float32
+    assert a.tobytes() == tensorbox.load_file(q, dequantize=True)["w"].tobytes()
+    with pytest.raises(tensorbox.FormatError) as e:
+        tensorbox.load(q.read_bytes()[:100])
+    assert e.value.code == "TBX_E_TRUNCATED"
+
+
 def test_safe_open_api_like_safetensors(st_file):
     with stn.safe_open(str(st_file), framework="np") as ref, \
             tensorbox.safe_open(st_file, framework="np") as f:

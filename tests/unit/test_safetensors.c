@@ -15,6 +15,8 @@
 
 #include "tensorbox.h"
 
+#include <jansson.h>
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1037,6 +1039,138 @@ TBX_TEST(writer_valid_edge_shapes) {
     }
     tbx_close(f);
     unlink(path);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Opening speed: entries in the plain form are read without a jansson tree each               */
+/* ------------------------------------------------------------------------------------------ */
+static size_t g_json_allocs;
+static void *count_malloc(size_t n) { g_json_allocs++; return malloc(n); }
+static void count_free(void *p) { free(p); }
+
+/* A header of nt F32 [2] entries "t<i>" (each at [8i, 8i+8)); `odd` writes every entry in
+ * forms outside the plain one (which go through jansson): an escape in the dtype or a key,
+ * another key order with whitespace, an unknown field. */
+static buf many_entries(size_t nt, int odd) {
+    size_t cap = 64 + nt * 160;
+    char *j = malloc(cap);
+    if (!j) { fprintf(stderr, "out of memory\n"); exit(2); }
+    size_t n = 0;
+    n += (size_t)snprintf(j + n, cap - n, "{");
+    for (size_t i = 0; i < nt; i++) {
+        const char *fmt;
+        switch (odd ? i % 4 : 4) {
+        case 0: fmt = "%s\"t%zu\":{\"dtype\":\"F\\u00332\",\"shape\":[2],"
+                      "\"data_offsets\":[%zu,%zu]}"; break;
+        case 1: fmt = "%s\"t%zu\" : { \"data_offsets\" : [ %zu , %zu ] ,\n\"shape\":[ 2 ],"
+                      "\t\"dtype\" :\"F32\"\r}"; break;
+        case 2: fmt = "%s\"t%zu\":{\"dtype\":\"F32\",\"x\":[{}],\"shape\":[2],"
+                      "\"data_offsets\":[%zu,%zu]}"; break;
+        case 3: fmt = "%s\"t%zu\":{\"\\u0064type\":\"F32\",\"shape\":[2],"
+                      "\"data_offsets\":[%zu,%zu]}"; break;
+        default: fmt = "%s\"t%zu\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[%zu,%zu]}";
+        }
+        n += (size_t)snprintf(j + n, cap - n, fmt, i ? "," : "", i, 8 * i, 8 * i + 8);
+    }
+    n += (size_t)snprintf(j + n, cap - n, "}");
+    buf b = mk_raw(n, j, n, 8 * nt);
+    free(j);
+    return b;
+}
+
+TBX_TEST(plain_entries_open_without_a_json_tree_each) {
+    /* Before: every entry was parsed into its own jansson tree (about a dozen allocations per
+     * entry); the plain form is now read directly. jansson's allocator is counted. */
+    const size_t nt = 1000;
+    buf b = many_entries(nt, 0);
+    json_set_alloc_funcs(count_malloc, count_free);
+    g_json_allocs = 0;
+    tbx_file *f = NULL;
+    tbx_error e;
+    CHECK_OK(open_mem(b.p, b.n, NULL, &f, &e));
+    size_t plain_allocs = g_json_allocs;
+    CHECK(plain_allocs < nt / 10);
+    CHECK(f && tbx_tensor_count(f) == nt);
+    /* the same tensors written in other valid forms: read by jansson, same table */
+    buf o = many_entries(nt, 1);
+    tbx_file *g = NULL;
+    g_json_allocs = 0;
+    CHECK_OK(open_mem(o.p, o.n, NULL, &g, &e));
+    CHECK(g_json_allocs >= nt); /* the odd forms do go through jansson */
+    json_set_alloc_funcs(malloc, free);
+    CHECK(g && tbx_tensor_count(g) == nt);
+    for (uint64_t i = 0; f && g && i < nt; i++) {
+        tbx_tensor_info a = TBX_TENSOR_INFO_INIT, c = TBX_TENSOR_INFO_INIT;
+        CHECK_OK(tbx_tensor_info_get(f, i, &a));
+        CHECK_OK(tbx_tensor_info_get(g, i, &c));
+        char want[32];
+        snprintf(want, sizeof want, "t%zu", (size_t)i);
+        CHECK_STR(a.name, want);
+        CHECK_STR(c.name, want);
+        CHECK(a.dtype == TBX_DT_F32 && c.dtype == TBX_DT_F32);
+        CHECK(a.ndim == 1 && c.ndim == 1 && a.shape[0] == 2 && c.shape[0] == 2);
+        CHECK_EQ(a.offset - (b.n - 8 * nt), 8 * i);
+        CHECK_EQ(c.offset - (o.n - 8 * nt), 8 * i);
+        CHECK(a.nbytes == 8 && c.nbytes == 8);
+    }
+    tbx_close(f);
+    tbx_close(g);
+    free(b.p);
+    free(o.p);
+}
+
+/* The edges of the plain form: what it must hand to jansson and the entry checks. */
+TBX_TEST(plain_form_edges) {
+    static const bad_case edges[] = {
+        {"leading zero dimension",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[01],\"data_offsets\":[0,4]}}", 0, 4,
+         TBX_E_FORMAT, "header.json", "invalid JSON"},
+        {"leading zero offset", "{\"a\":" F32E("[00,4]") "}", 0, 4, TBX_E_FORMAT, "header.json",
+         "invalid JSON"},
+        {"trailing comma in shape",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,],\"data_offsets\":[0,4]}}", 0, 4, TBX_E_FORMAT,
+         "header.json", "invalid JSON"},
+        {"duplicate shape", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"shape\":[1],"
+                            "\"data_offsets\":[0,4]}}", 0, 4, TBX_E_DUPLICATE, "header.json",
+         "duplicate"},
+        {"unclosed entry", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]]}", 0,
+         4, TBX_E_FORMAT, "header.json", NULL},
+        {"19-digit dimension", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1000000000000000000,0],"
+                               "\"data_offsets\":[0,4]}}", 0, 4, TBX_E_FORMAT,
+         "tensor.data_offsets", "needs 0"},
+        {"empty dtype", "{\"a\":{\"dtype\":\"\",\"shape\":[1],\"data_offsets\":[0,4]}}", 0, 4,
+         TBX_E_FORMAT, "tensor.dtype", "unknown dtype"},
+        {"17 dimensions, size mismatch",
+         "{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,2],"
+         "\"data_offsets\":[0,4]}}", 0, 4, TBX_E_FORMAT, "tensor.data_offsets", "needs 2"},
+    };
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        const bad_case *c = &edges[i];
+        size_t jl = strlen(c->json);
+        buf b = mk_raw(jl, c->json, jl, c->dlen);
+        CHECK(expect_fail(c->what, &b, NULL, c->code, c->field, c->needle));
+        free(b.p);
+    }
+    /* valid entries at the edges: 17 dimensions, an 18-digit dimension of a zero-size tensor,
+     * whitespace everywhere, -0 (jansson reads the integer 0) */
+    static const char *const ok[] = {
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,4],"
+        "\"data_offsets\":[0,4]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[999999999999999999,0],\"data_offsets\":[0,0]},"
+        "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}",
+        "{ \"a\" :\t{ \"dtype\" : \"F32\" , \"shape\" : [ ] , \"data_offsets\" : [ 0 , 4 ] } }",
+        "{\"a\":" F32E("[-0,4]") "}",
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        buf b = mk(ok[i], 4);
+        tbx_file *f = NULL;
+        tbx_error e;
+        tbx_status st = open_mem(b.p, b.n, NULL, &f, &e);
+        if (st != TBX_OK) fprintf(stderr, "valid edge %zu: %s\n", i, e.message);
+        CHECK_OK(st);
+        tbx_close(f);
+        free(b.p);
+    }
 }
 
 TBX_TEST_MAIN()
