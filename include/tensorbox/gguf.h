@@ -119,7 +119,9 @@ TBX_API void tbx_gguf_hf_options_init(tbx_gguf_hf_options *opt);
  * tensors under their Hugging Face names and its side files as sections named by relative path
  * (tbx_open_path of a model directory): config.json (required; its model_type picks the
  * architecture: bert, llama, qwen2, else TBX_E_UNSUPPORTED naming it), tokenizer.json
- * (WordPiece or BPE), tokenizer_config.json, modules.json and the sentence-transformers pooling
+ * (WordPiece or BPE; for llama also a SentencePiece tokenizer.model, read first, or a
+ * byte_fallback BPE tokenizer.json, both written as llama.cpp's "llama" vocabulary),
+ * tokenizer_config.json, added_tokens.json, modules.json and the sentence-transformers pooling
  * config. Written: general.architecture/name/file_type/quantization_version, the architecture's
  * hyper-parameters under "{arch}.", the vocabulary under "tokenizer.ggml.", and every tensor
  * under llama.cpp's name (a tensor the architecture table does not know: TBX_E_UNSUPPORTED;

@@ -3,13 +3,15 @@
  *
  * Input: a tbx_file whose tensors carry Hugging Face names ("model.layers.0.self_attn.q_proj.
  * weight") and whose sections are the model directory's side files, named by relative path:
- * config.json (required), tokenizer.json, tokenizer_config.json, modules.json and the pooling
+ * config.json (required), tokenizer.json (or, for llama, SentencePiece's tokenizer.model, read
+ * by gguf_hf_spm.c, and added_tokens.json), tokenizer_config.json, modules.json and the pooling
  * config a sentence-transformers model names there (1_Pooling/config.json). Output: a GGUF file
  * with what llama.cpp's loader expects of the architecture:
  *
  *   general.architecture, general.name, general.file_type, general.quantization_version
  *   {arch}.*              hyper-parameters read from config.json (table per architecture)
- *   tokenizer.ggml.*      model, tokens, token types, merges, special token ids, add_* flags
+ *   tokenizer.ggml.*      model, tokens, scores, token types, merges, special token ids,
+ *                         add_* flags
  *   tensors               renamed to llama.cpp's names (blk.N.attn_q.weight, ...), the rows of
  *                         llama-family q/k projections reordered for llama.cpp's rotary layout,
  *                         1-D tensors in f32, 2-D ones as asked (kept, cast, or quantized with
@@ -28,9 +30,11 @@
  */
 #include "internal.h"
 #include "ggml.h"
+#include "gguf_hf_spm.h"
 #define TBX_EXPERIMENTAL 1
 #include "tensorbox/gguf.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -39,9 +43,10 @@
 #define HF_SIDE_MAX ((uint64_t)256 << 20) /* a side file (tokenizer.json, ...) */
 #define HF_CHUNK_F32 ((uint64_t)1 << 20)  /* f32 values per streamed chunk (4 MiB) */
 #define HF_NAME_MAX 128
+#define HF_VOCAB_MAX ((uint64_t)1 << 22) /* tokens of a tokenizer.model / llama vocabulary */
 
 /* llama.cpp's token types (gguf.constants.TokenType) */
-enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5 };
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 /* llama.cpp's pooling types (gguf.constants.PoolingType) */
 enum { POOL_NONE = 0, POOL_MEAN = 1, POOL_CLS = 2, POOL_LAST = 3 };
 
@@ -583,11 +588,31 @@ static const char *bpe_pre_name(hf *h) {
     return "default";
 }
 
+static tbx_status write_llama_vocab(hf *h, bool from_spm);
+
 static tbx_status write_tokenizer(hf *h) {
+    bool is_llama = strcmp(h->a->name, "llama") == 0;
+    if (is_llama) {
+        /* LlamaModel.set_vocab: tokenizer_config's add_prefix_space, whatever the vocabulary */
+        json_t *ap = h->tokcfg ? json_object_get(h->tokcfg, "add_prefix_space") : NULL;
+        tbx_status st;
+        if (json_is_boolean(ap) &&
+            (st = put(h, "tokenizer.ggml.add_space_prefix",
+                      tbx_value_new_bool(json_is_true(ap)))) != TBX_OK)
+            return st;
+        /* then, as llama.cpp's converter: tokenizer.model first, else a SentencePiece BPE
+         * tokenizer.json (byte_fallback), else the byte-level BPE path below */
+        if (find_section(h->in, "tokenizer.model") >= 0) return write_llama_vocab(h, true);
+        json_t *m = h->tok ? json_object_get(h->tok, "model") : NULL;
+        const char *mt = jstr(m, "type");
+        if (mt && strcmp(mt, "BPE") == 0 && json_is_true(json_object_get(m, "byte_fallback")))
+            return write_llama_vocab(h, false);
+    }
     if (!h->tok) {
         if (find_section(h->in, "tokenizer.model") >= 0)
             return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.model", "a SentencePiece tokenizer."
-                           "model without tokenizer.json is not supported yet");
+                           "model is supported for llama-family models (llama), not for %s",
+                           h->a->name);
         return hf_fail(h, TBX_E_NOT_FOUND, "tokenizer.json", "the model has no tokenizer.json "
                        "(llama.cpp needs the vocabulary; --raw writes the tensors only)");
     }
@@ -603,12 +628,12 @@ static tbx_status write_tokenizer(hf *h) {
         return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: model.vocab is not "
                        "an object");
     /* a SentencePiece BPE exported to tokenizer.json (Llama 2, Mistral, TinyLlama: byte
-     * fallback, <0xNN> tokens) is llama.cpp's "llama" vocabulary, whose merge priorities are
-     * tokenizer.model's scores: written as "gpt2" it would tokenize wrongly, so refuse */
+     * fallback, <0xNN> tokens) is llama.cpp's "llama" vocabulary (write_llama_vocab, for
+     * llama); written as "gpt2" it would tokenize wrongly, so other architectures refuse it */
     if (bpe && json_is_true(json_object_get(model, "byte_fallback")))
         return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: a SentencePiece "
-                       "BPE (byte_fallback) vocabulary needs llama.cpp's \"llama\" tokenizer "
-                       "with tokenizer.model scores, which is not supported yet");
+                       "BPE (byte_fallback) vocabulary is supported for llama-family models "
+                       "(llama), not for %s", h->a->name);
     if (wpm != (strcmp(h->a->name, "bert") == 0))
         return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: a %s tokenizer "
                        "for a %s model is not supported", mtype, h->a->name);
@@ -746,6 +771,254 @@ done:
     tbx_val_free(list);
     tbx_val_free(types);
     tbx_free(h->al, toks, toks ? (size_t)nv * sizeof *toks : 0);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tokenizer: llama.cpp's "llama" (SentencePiece) vocabulary, from tokenizer.model or from a   */
+/* SentencePiece BPE tokenizer.json (byte_fallback: Llama 2, Mistral, TinyLlama)               */
+/* ------------------------------------------------------------------------------------------ */
+/* Added tokens llama.cpp's converter makes control tokens even when they are not marked special
+ * (its does_token_look_special). */
+static bool looks_special(const char *t) {
+    size_t n = strlen(t);
+    if (!strcmp(t, "<pad>") || !strcmp(t, "<mask>") || !strcmp(t, "<2mass>") ||
+        !strcmp(t, "[@BOS@]"))
+        return true;
+    if (n >= 3 && !memcmp(t, "<|", 2) && !memcmp(t + n - 2, "|>", 2)) return true;
+    /* the same with U+FF5C (a fullwidth vertical bar) */
+    if (n >= 5 && !memcmp(t, "<\xef\xbd\x9c", 4) && !memcmp(t + n - 4, "\xef\xbd\x9c>", 4))
+        return true;
+    return n >= 8 && !memcmp(t, "<unused", 7) && t[n - 1] == '>';
+}
+
+typedef struct lv_tok {
+    const char *s;      /* NULL: "[PAD<id>]" */
+    size_t len;
+    bool spaces;        /* write U+2581 as ' ' (a user-defined added token, as llama.cpp) */
+} lv_tok;
+
+/* A "<0xHH>" byte token? */
+static bool is_byte_token(const char *s, size_t n) {
+    return n == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && isxdigit((unsigned char)s[3]) &&
+           isxdigit((unsigned char)s[4]) && s[5] == '>';
+}
+
+/* Prefixes the message of a tokenizer.model parse error with the file's name. */
+static tbx_status spm_err(hf *h, tbx_status st) {
+    char msg[sizeof h->err->message];
+    snprintf(msg, sizeof msg, "tokenizer.model: %.300s", h->err->message);
+    memcpy(h->err->message, msg, sizeof msg);
+    return st;
+}
+
+static tbx_status write_llama_vocab(hf *h, bool from_spm) {
+    tbx_status st = TBX_OK;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    tbx_spm_vocab sv = {NULL, 0, 0};
+    lv_tok *tk = NULL;
+    tbx_value *scores = NULL, *types = NULL, *list = NULL;
+    uint64_t nv = 0, ntok = 0;   /* nv: vocabulary size written; ntok: tokens of the source */
+    json_t *vocab = NULL, *added = NULL, *at = NULL; /* at: added_tokens.json */
+    if (from_spm) {
+        int64_t i = find_section(h->in, "tokenizer.model");
+        tbx_section_info si = TBX_SECTION_INFO_INIT;
+        tbx_section_info_get(h->in, (uint64_t)i, &si);
+        if (si.size > HF_SIDE_MAX)
+            return hf_fail(h, TBX_E_LIMIT, "tokenizer.model", "tokenizer.model: %llu bytes (at "
+                           "most %llu)", (unsigned long long)si.size,
+                           (unsigned long long)HF_SIDE_MAX);
+        blen = (size_t)si.size;
+        buf = tbx_malloc(h->al, blen ? blen : 1);
+        if (!buf) return tbx_err_nomem(h->err, "tokenizer.model");
+        st = tbx_section_read(h->in, (uint64_t)i, buf, blen, NULL, h->err);
+        if (st == TBX_OK) {
+            st = tbx_spm_parse(buf, blen, h->al, HF_VOCAB_MAX, &sv, h->err);
+            if (st != TBX_OK && st != TBX_E_NOMEM) st = spm_err(h, st);
+        }
+        ntok = sv.n;
+    } else {
+        /* tokenizer.json: model.vocab holds ids 0..n-1; added tokens past them follow in order */
+        vocab = json_object_get(json_object_get(h->tok, "model"), "vocab");
+        added = json_object_get(h->tok, "added_tokens");
+        if (!json_is_object(vocab) || json_object_size(vocab) == 0)
+            return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: model.vocab is "
+                           "not a non-empty object");
+        ntok = json_object_size(vocab);
+        for (size_t k = 0; k < json_array_size(added); k++) {
+            json_t *id = json_object_get(json_array_get(added, k), "id");
+            if (!json_is_integer(id) || json_integer_value(id) < 0 ||
+                !jstr(json_array_get(added, k), "content"))
+                return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: added token "
+                               "%zu has no valid id/content", k);
+            if ((uint64_t)json_integer_value(id) >= json_object_size(vocab)) ntok++;
+        }
+        if (ntok > HF_VOCAB_MAX)
+            return hf_fail(h, TBX_E_LIMIT, "tokenizer.json", "tokenizer.json: %llu tokens (at "
+                           "most %llu)", (unsigned long long)ntok,
+                           (unsigned long long)HF_VOCAB_MAX);
+    }
+    if (st == TBX_OK) {
+        /* vocabulary size: config.json's vocab_size (the embedding rows), else the tokens' */
+        st = cfg_u64(h, "vocab_size", false, &nv);
+        if (st == TBX_E_NOT_FOUND) { nv = ntok; st = TBX_OK; }
+        if (st == TBX_OK && (nv == 0 || nv > HF_VOCAB_MAX))
+            st = hf_fail(h, TBX_E_LIMIT, "vocab_size", "config.json: vocab_size %llu (1 .. %llu)",
+                         (unsigned long long)nv, (unsigned long long)HF_VOCAB_MAX);
+        if (st == TBX_OK && !from_spm && ntok > nv)
+            st = hf_fail(h, TBX_E_FORMAT, "vocab_size", "tokenizer.json has %llu tokens but "
+                         "config.json vocab_size is %llu", (unsigned long long)ntok,
+                         (unsigned long long)nv);
+    }
+    if (st == TBX_OK) {
+        h->n_vocab = nv;
+        tk = tbx_calloc(h->al, (size_t)nv, sizeof *tk);
+        scores = tbx_val_packed_array(h->al, TBX_V_F32, (size_t)nv);
+        types = tbx_val_packed_array(h->al, TBX_V_I32, (size_t)nv);
+        if (!tk || !scores || !types) st = tbx_err_nomem(h->err, "vocabulary");
+    }
+    if (st != TBX_OK) goto done;
+    float *sc = (float *)scores->v.a.packed;
+    int32_t *tt = (int32_t *)types->v.a.packed;
+    /* unfilled ids: "[PAD<id>]", unused (as convert_hf_to_gguf.py) */
+    for (uint64_t i = 0; i < nv; i++) { sc[i] = -10000.0f; tt[i] = TT_UNUSED; }
+    if (from_spm) {
+        /* _create_vocab_sentencepiece: pieces beyond vocab_size are dropped; a user-defined
+         * piece stays "normal" (its checks are unknown, control, unused, byte) */
+        for (size_t i = 0; i < sv.n && i < nv; i++) {
+            const tbx_spm_piece *p = &sv.pieces[i];
+            tk[i].s = p->text;
+            tk[i].len = p->len;
+            sc[i] = p->score;
+            tt[i] = p->type == TBX_SPM_UNKNOWN   ? TT_UNKNOWN
+                  : p->type == TBX_SPM_CONTROL ? TT_CONTROL
+                  : p->type == TBX_SPM_UNUSED  ? TT_UNUSED
+                  : p->type == TBX_SPM_BYTE    ? TT_BYTE
+                                               : TT_NORMAL;
+        }
+        /* added_tokens.json {"text": id}: user-defined, score -1000 */
+        if ((st = load_json(h, "added_tokens.json", false, &at)) != TBX_OK) goto done;
+        const char *key;
+        json_t *val;
+        json_object_foreach(at, key, val) {
+            if (!json_is_integer(val) || json_integer_value(val) < 0) {
+                st = hf_fail(h, TBX_E_FORMAT, "added_tokens.json", "added_tokens.json: \"%s\" "
+                             "has no valid id", key);
+                goto done;
+            }
+            uint64_t id = (uint64_t)json_integer_value(val);
+            if (id >= nv) continue; /* llama.cpp ignores ids out of range */
+            tk[id] = (lv_tok){key, strlen(key), false};
+            sc[id] = -1000.0f;
+            tt[id] = TT_USER;
+        }
+        /* tokenizer_config.json added_tokens_decoder {"id": {"content", "special"}} */
+        json_t *atd = h->tokcfg ? json_object_get(h->tokcfg, "added_tokens_decoder") : NULL;
+        json_object_foreach(atd, key, val) {
+            char *end = NULL;
+            unsigned long long id = strtoull(key, &end, 10);
+            const char *c = jstr(val, "content");
+            if (!*key || *end || !c) {
+                st = hf_fail(h, TBX_E_FORMAT, "tokenizer_config.json", "tokenizer_config.json: "
+                             "added_tokens_decoder entry \"%s\" has no id/content", key);
+                goto done;
+            }
+            if (id >= nv) continue;
+            bool ctl = json_is_true(json_object_get(val, "special")) || looks_special(c);
+            tk[id] = (lv_tok){c, strlen(c), !ctl};
+            sc[id] = -1000.0f;
+            tt[id] = ctl ? TT_CONTROL : TT_USER;
+        }
+    } else {
+        /* gguf-py's LlamaHfVocab: base tokens typed byte (<0xHH>), control (a special token)
+         * or normal; added tokens past the base control when special, else user-defined.
+         * Scores: llama.cpp writes -1000 for every token, which leaves its SentencePiece
+         * tokenizer no merge priorities (it then merges left to right). A SentencePiece or
+         * tokenizers BPE numbers its tokens in merge order, so -id is written instead: the
+         * same priorities as tokenizer.model's scores. */
+        uint64_t nb = json_object_size(vocab);
+        const char *key;
+        json_t *val;
+        json_object_foreach(vocab, key, val) {
+            json_int_t id = json_is_integer(val) ? json_integer_value(val) : -1;
+            if (id < 0 || (uint64_t)id >= nb || tk[id].s) {
+                st = hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: token \"%s\" "
+                             "has id %lld (the vocabulary's ids must be 0..%llu, each once)",
+                             key, (long long)id, (unsigned long long)nb - 1);
+                goto done;
+            }
+            tk[id] = (lv_tok){key, strlen(key), false};
+            tt[id] = is_byte_token(key, strlen(key)) ? TT_BYTE : TT_NORMAL;
+        }
+        const char *named[7];
+        static const char *const TYP[7] = {"bos", "eos", "unk", "pad", "sep", "cls", "mask"};
+        for (int k = 0; k < 7; k++) named[k] = tokcfg_token(h, TYP[k]);
+        for (size_t k = 0; k < json_array_size(added); k++) {
+            json_t *t = json_array_get(added, k);
+            uint64_t id = (uint64_t)json_integer_value(json_object_get(t, "id"));
+            const char *c = jstr(t, "content");
+            bool special = json_is_true(json_object_get(t, "special"));
+            for (int j = 0; j < 7 && !special; j++) special = named[j] && !strcmp(named[j], c);
+            if (id < nb) {
+                if (special && tt[id] != TT_BYTE) tt[id] = TT_CONTROL;
+                continue;
+            }
+            if (id >= ntok || tk[id].s) {
+                st = hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: added token "
+                             "\"%s\" has id %llu (added tokens past the vocabulary must be "
+                             "numbered %llu..%llu, each once)", c, (unsigned long long)id,
+                             (unsigned long long)nb, (unsigned long long)ntok - 1);
+                goto done;
+            }
+            tk[id] = (lv_tok){c, strlen(c), false};
+            tt[id] = special ? TT_CONTROL : TT_USER;
+        }
+        for (uint64_t i = 0; i < ntok; i++) sc[i] = -(float)i;
+    }
+    /* the strings */
+    uint64_t blob = 0;
+    for (uint64_t i = 0; i < nv; i++) blob += (tk[i].s ? tk[i].len : 0) + 24;
+    list = tbx_val_str_array(h->al, (size_t)nv, blob);
+    if (!list) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+    for (uint64_t i = 0; i < nv; i++) {
+        char pad[40];
+        const char *s = tk[i].s;
+        size_t len = tk[i].len;
+        if (!s) {
+            len = (size_t)snprintf(pad, sizeof pad, "[PAD%llu]", (unsigned long long)i);
+            s = pad;
+        }
+        /* a user-defined added token's U+2581 becomes a space (llama.cpp pre-normalizes) */
+        size_t out = len;
+        for (size_t c = 0; tk[i].spaces && c + 3 <= len; c++)
+            if (!memcmp(s + c, "\xe2\x96\x81", 3)) { out -= 2; c += 2; }
+        char *d = tbx_val_str_array_add(list, out);
+        if (!d) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+        for (size_t c = 0, o = 0; c < len; c++) {
+            if (tk[i].spaces && c + 3 <= len && !memcmp(s + c, "\xe2\x96\x81", 3)) {
+                d[o++] = ' ';
+                c += 2;
+            } else {
+                d[o++] = s[c];
+            }
+        }
+    }
+    tbx_val_str_array_done(list);
+    if ((st = put_str(h, "tokenizer.ggml.model", "llama")) == TBX_OK &&
+        (st = put_str(h, "tokenizer.ggml.pre", "default")) == TBX_OK &&
+        (st = put_copy(h, "tokenizer.ggml.tokens", list)) == TBX_OK &&
+        (st = put_copy(h, "tokenizer.ggml.scores", scores)) == TBX_OK &&
+        (st = put_copy(h, "tokenizer.ggml.token_type", types)) == TBX_OK)
+        st = write_special(h);
+done:
+    json_decref(at);
+    tbx_val_free(list);
+    tbx_val_free(scores);
+    tbx_val_free(types);
+    tbx_free(h->al, tk, tk ? (size_t)nv * sizeof *tk : 0);
+    tbx_spm_free(&sv, h->al);
+    tbx_free(h->al, buf, buf ? (blen ? blen : 1) : 0);
     return st;
 }
 

@@ -282,9 +282,12 @@ def make_tokenizer(d: Path, model_type: str) -> int:
     return tok.get_vocab_size()
 
 
-def make_decoder(d: Path, model_type: str, seed: int, rope_scaling: dict | None = None):
+def make_decoder(d: Path, model_type: str, seed: int, rope_scaling: dict | None = None,
+                 tokenizer=None):
+    """`tokenizer(d)` writes the tokenizer files and returns the vocabulary size (default: a
+    byte-level BPE, make_tokenizer)."""
     d.mkdir()
-    V = make_tokenizer(d, model_type)
+    V = tokenizer(d) if tokenizer else make_tokenizer(d, model_type)
     H, KV, D, L, FF, E = 4, 2, 32, 2, 192, 128
     cfg = {"architectures": ["LlamaForCausalLM" if model_type == "llama" else
                              "Qwen2ForCausalLM"],
@@ -455,8 +458,12 @@ BROKEN = [
     ("no_tokenizer", lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json"),
     ("tokenizer_unigram", _edit_json("tokenizer.json", lambda t: {**t, "model": {
         "type": "Unigram", "vocab": [["a", 0.0]]}}), "Unigram"),
-    ("tokenizer_spm_bpe", _edit_json("tokenizer.json", lambda t: {**t, "model": {
-        **t["model"], "byte_fallback": True}}), "byte_fallback"),
+    # a SentencePiece BPE tokenizer.json is llama.cpp's "llama" vocabulary: llama takes it
+    # (test_hf_gguf_spm.py), another architecture refuses it rather than write it as "gpt2"
+    ("tokenizer_spm_bpe_qwen2", lambda d: (
+        _edit_json("tokenizer.json", lambda t: {**t, "model": {**t["model"],
+                                                               "byte_fallback": True}})(d),
+        _edit_json("config.json", lambda c: {**c, "model_type": "qwen2"})(d)), "byte_fallback"),
     ("tokenizer_dup_key", _write("tokenizer_config.json", '{"bos_token": "<s>", "bos_token": '
                                  '"</s>"}'), "tokenizer_config.json"),
     ("vocab_beyond_config", _edit_json("config.json", lambda c: {**c, "vocab_size": 10}),
