@@ -224,7 +224,7 @@ static tbx_value *meta_value(tbx_value_type t, const char *s, const char **why) 
     case TBX_V_U8: case TBX_V_U16: case TBX_V_U32: case TBX_V_U64: {
         const uint64_t max = t == TBX_V_U8 ? UINT8_MAX : t == TBX_V_U16 ? UINT16_MAX
                              : t == TBX_V_U32 ? UINT32_MAX : UINT64_MAX;
-        unsigned long long v = (*s >= '0' && *s <= '9') ? strtoull(s, &end, 0) : 0;
+        unsigned long long v = (*s >= '0' && *s <= '9') ? strtoull(s, &end, 10) : 0;
         if (!(*s >= '0' && *s <= '9') || errno || *end || v > max) {
             *why = "not an unsigned integer in range";
             return NULL;
@@ -234,7 +234,7 @@ static tbx_value *meta_value(tbx_value_type t, const char *s, const char **why) 
     case TBX_V_I8: case TBX_V_I16: case TBX_V_I32: case TBX_V_I64: {
         const int64_t max = t == TBX_V_I8 ? INT8_MAX : t == TBX_V_I16 ? INT16_MAX
                             : t == TBX_V_I32 ? INT32_MAX : INT64_MAX;
-        long long v = *s ? strtoll(s, &end, 0) : 0;
+        long long v = *s ? strtoll(s, &end, 10) : 0;
         if (!*s || errno || *end || v > max || v < -max - 1) {
             *why = "not an integer in range";
             return NULL;

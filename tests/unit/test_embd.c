@@ -5,12 +5,15 @@
  * mapping from sections (config.json, tokenizer.json, pooling config); tensors written out of
  * file order (the CRCs read back); the writer's refusals; the extras' argument checks. The
  * hostile-file tables and the byte-level checks against an independent builder are in
- * tests/python/test_embd_*.py.
+ * tests/python/test_embd_*.py. tbx_convert with extra metadata (tbx_convert_options.meta, `tbx
+ * convert --meta`) on the legacy fixture. Reads of one handle from several threads
+ * (TBX_TEST_LABEL_THREADS: also run under ThreadSanitizer by `make tsan`).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include "embd_int.h" /* em_crc32_combine (internal), tensorbox/embd.h */
 #include "tbx_test.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -407,6 +410,163 @@ TBX_TEST(crc32_combine_matches_one_pass) {
     uint32_t a = em_crc32(0, buf, 10);
     uint32_t az = em_crc32(a, z, sizeof z);
     CHECK_EQ(em_crc32_combine(a, em_crc32(0, z, sizeof z), sizeof z), az);
+}
+
+/* tbx_convert of the legacy fixture with the three keys it cannot derive given as
+ * tbx_convert_options.meta (typed as a string; an input key is replaced): converts, and the
+ * derived keys are those of the BertConfig the fixture was made from (tests/data/embd/README.md). */
+TBX_TEST(convert_legacy_with_extra_meta) {
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "embd_convmeta_%d.weights", (int)getpid());
+    unlink(out);
+    tbx_file *in = open_file(data_path("tiny-legacy.bin"), 0);
+    CHECK(in != NULL);
+    if (!in) return;
+    tbx_convert_options co;
+    tbx_convert_options_init(&co);
+    co.write.format = TBX_FORMAT_EMBD;
+    co.write.flags = TBX_WRITE_OVERWRITE;
+    tbx_error e;
+    /* without the keys: every missing one named in one message */
+    CHECK_EQ(tbx_convert(in, out, &co, &e), TBX_E_FORMAT);
+    CHECK(strstr(e.message, "\"model_name\"") && strstr(e.message, "\"model_version\"") &&
+          strstr(e.message, "\"num_attention_heads\""));
+    CHECK(!strstr(e.message, "\"hidden_size\""));
+    /* not a map: refused */
+    tbx_value *bad = tbx_value_new_string("x", 1);
+    co.meta = bad;
+    CHECK_EQ(tbx_convert(in, out, &co, &e), TBX_E_INVALID_ARG);
+    tbx_value_free(bad);
+    tbx_value *m = tbx_value_new_map();
+    for (size_t i = 0; META3[i]; i += 2)
+        CHECK_OK(tbx_value_map_put(m, META3[i], strlen(META3[i]),
+                                   tbx_value_new_string(META3[i + 1], strlen(META3[i + 1]))));
+    co.meta = m;
+    tbx_status st = tbx_convert(in, out, &co, &e);
+    if (st != TBX_OK) fprintf(stderr, "convert: %s\n", e.message);
+    CHECK_OK(st);
+    tbx_close(in);
+    tbx_file *f = open_file(out, TBX_OPEN_VERIFY_DIGESTS);
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(meta_is(f, "model_name", "tiny-random-bert"));
+        CHECK(meta_is(f, "num_attention_heads", "2"));
+        CHECK(meta_is(f, "hidden_size", "8"));
+        CHECK(meta_is(f, "num_layers", "6"));
+        CHECK(meta_is(f, "intermediate_size", "12"));
+        CHECK(meta_is(f, "max_position_emb", "10"));
+        CHECK(meta_is(f, "vocab_size", "16"));
+        tbx_close(f);
+    }
+    CHECK_EQ(count_problems(out), 0);
+    /* a typed value EMBD cannot store: refused naming the key */
+    in = open_file(data_path("tiny-legacy.bin"), 0);
+    CHECK_OK(tbx_value_map_put(m, "extra", 5, tbx_value_new_uint(TBX_V_U32, 7)));
+    CHECK_EQ(tbx_convert(in, out, &co, &e), TBX_E_LOSSY);
+    CHECK(strstr(e.message, "extra") != NULL);
+    tbx_close(in);
+    tbx_value_free(m);
+    unlink(out);
+}
+
+/* Several threads reading one EMBD handle: each reads every tensor whole (tbx_tensor_read) and
+ * as f32 in uneven chunks (tbx_tensor_read_f32), and compares with the legacy fixture's values
+ * read on one thread (interop tests check those against the PyTorch originals). */
+typedef struct rd_job {
+    tbx_file *f;
+    float **want;       /* per tensor */
+    uint64_t *nelems;
+    uint64_t nt;
+    int seed;
+    int bad;            /* mismatches or errors seen (checked on the main thread) */
+} rd_job;
+
+static void *rd_worker(void *arg) {
+    rd_job *j = arg;
+    for (int rep = 0; rep < 20; rep++) {
+        for (uint64_t k = 0; k < j->nt; k++) {
+            uint64_t i = (k * 7 + (uint64_t)j->seed * 13 + (uint64_t)rep) % j->nt;
+            uint64_t n = j->nelems[i];
+            float *got = malloc((size_t)(n ? n : 1) * sizeof *got);
+            tbx_error e;
+            size_t need = 0;
+            if (!got) { j->bad++; continue; }
+            if (tbx_tensor_read(j->f, i, got, (size_t)n * 4, &need, &e) != TBX_OK ||
+                memcmp(got, j->want[i], (size_t)n * 4) != 0)
+                j->bad++;
+            memset(got, 0, (size_t)n * 4);
+            uint64_t step = (uint64_t)(j->seed + rep) % 5 + 3;
+            for (uint64_t at = 0; at < n; at += step) {
+                uint64_t c = n - at < step ? n - at : step;
+                if (tbx_tensor_read_f32(j->f, i, at, c, got + at, &e) != TBX_OK) j->bad++;
+            }
+            if (memcmp(got, j->want[i], (size_t)n * 4) != 0) j->bad++;
+            free(got);
+        }
+    }
+    return NULL;
+}
+
+TBX_TEST(threads_share_one_handle) {
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "embd_threads_%d.weights", (int)getpid());
+    tbx_error e;
+    CHECK_OK(legacy_to_embd(out, META3, 0, &e));
+    tbx_file *ref = open_file(data_path("tiny-legacy.bin"), 0);
+    CHECK(ref != NULL);
+    if (!ref) return;
+    uint64_t nt = tbx_tensor_count(ref);
+    float **want = calloc((size_t)nt, sizeof *want);
+    uint64_t *nel = calloc((size_t)nt, sizeof *nel);
+    static const uint32_t modes[] = {0, TBX_OPEN_VERIFY_DIGESTS, TBX_OPEN_MMAP,
+                                     TBX_OPEN_MMAP | TBX_OPEN_VERIFY_DIGESTS};
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        tbx_file *f = open_file(out, modes[m]);
+        CHECK(f != NULL);
+        if (!f) continue;
+        CHECK_EQ(tbx_tensor_count(f), nt);
+        /* the same tensors in the same order (the writer keeps the declaration order) */
+        for (uint64_t i = 0; i < nt && m == 0; i++) {
+            tbx_tensor_info ti = TBX_TENSOR_INFO_INIT, tr = TBX_TENSOR_INFO_INIT;
+            tbx_tensor_info_get(f, i, &ti);
+            tbx_tensor_info_get(ref, i, &tr);
+            CHECK_STR(ti.name, tr.name);
+            nel[i] = tr.nelems;
+            want[i] = malloc((size_t)(tr.nelems ? tr.nelems : 1) * sizeof(float));
+            CHECK_OK(tbx_tensor_read_f32(ref, i, 0, tr.nelems, want[i], &e));
+        }
+        rd_job jobs[4];
+        pthread_t th[4];
+        for (int k = 0; k < 4; k++) {
+            jobs[k] = (rd_job){f, want, nel, nt, k, 0};
+            CHECK(pthread_create(&th[k], NULL, rd_worker, &jobs[k]) == 0);
+        }
+        /* meanwhile, tbx_read_batch of every tensor on 3 worker threads */
+        tbx_read_req *rq = calloc((size_t)nt, sizeof *rq);
+        for (uint64_t i = 0; i < nt; i++) {
+            rq[i].struct_size = sizeof *rq;
+            rq[i].tensor = i;
+            rq[i].buf = malloc((size_t)(nel[i] ? nel[i] : 1) * 4);
+            rq[i].cap = (size_t)nel[i] * 4;
+        }
+        CHECK_OK(tbx_read_batch(f, rq, (size_t)nt, 3, &e));
+        for (uint64_t i = 0; i < nt; i++) {
+            CHECK_OK(rq[i].status);
+            CHECK(memcmp(rq[i].buf, want[i], (size_t)nel[i] * 4) == 0);
+            free(rq[i].buf);
+        }
+        free(rq);
+        for (int k = 0; k < 4; k++) {
+            pthread_join(th[k], NULL);
+            CHECK_EQ(jobs[k].bad, 0);
+        }
+        tbx_close(f);
+    }
+    for (uint64_t i = 0; i < nt; i++) free(want[i]);
+    free(want);
+    free(nel);
+    tbx_close(ref);
+    unlink(out);
 }
 
 TBX_TEST_MAIN()
