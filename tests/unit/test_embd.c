@@ -569,4 +569,214 @@ TBX_TEST(threads_share_one_handle) {
     unlink(out);
 }
 
+/* A file in memory served through a callback that counts the bytes it hands out. */
+typedef struct cb_file {
+    uint8_t *p;
+    size_t n;
+    uint64_t served;
+} cb_file;
+
+static tbx_status cb_read(void *ud, uint64_t off, void *buf, size_t len) {
+    cb_file *c = ud;
+    if (off > c->n || len > c->n - off) return TBX_E_IO;
+    memcpy(buf, c->p + off, len);
+    c->served += len;
+    return TBX_OK;
+}
+
+static uint8_t *slurp(const char *path, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long len = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    uint8_t *p = malloc(len > 0 ? (size_t)len : 1);
+    if (p && fread(p, 1, (size_t)len, fp) != (size_t)len) { free(p); p = NULL; }
+    fclose(fp);
+    *n = (size_t)len;
+    return p;
+}
+
+static tbx_file *open_cb(cb_file *c, uint32_t flags, tbx_error *e) {
+    tbx_open_options o;
+    tbx_open_options_init(&o);
+    o.flags = flags;
+    tbx_file *f = NULL;
+    if (tbx_open_callback(&f, cb_read, c, c->n, &o, e) != TBX_OK) return NULL;
+    return f;
+}
+
+/* Every tensor of f through one tbx_read_batch; returns its status, the buffers freed. */
+static tbx_status batch_all(tbx_file *f, uint32_t threads, tbx_status *each, tbx_error *e) {
+    uint64_t nt = tbx_tensor_count(f);
+    tbx_read_req *rq = calloc((size_t)nt, sizeof *rq);
+    for (uint64_t i = 0; i < nt; i++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        tbx_tensor_info_get(f, i, &ti);
+        rq[i].struct_size = sizeof *rq;
+        rq[i].tensor = i;
+        rq[i].cap = (size_t)ti.nbytes;
+        rq[i].buf = malloc(rq[i].cap ? rq[i].cap : 1);
+    }
+    tbx_status st = tbx_read_batch(f, rq, (size_t)nt, threads, e);
+    *each = TBX_OK;
+    for (uint64_t i = 0; i < nt; i++) {
+        if (rq[i].status != TBX_OK && *each == TBX_OK) *each = rq[i].status;
+        if (rq[i].status == TBX_OK && *each != TBX_OK) *each = TBX_E_STATE; /* mixed */
+        free(rq[i].buf);
+    }
+    free(rq);
+    return st;
+}
+
+/* A plain EMBD tensor container of about 2 MiB: three f32 tensors of counting values. */
+static tbx_status write_big(const char *out, tbx_error *e) {
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_EMBD;
+    wo.flags = TBX_WRITE_OVERWRITE;
+    tbx_writer *w = NULL;
+    tbx_status st = tbx_writer_open(&w, out, &wo, e);
+    if (st != TBX_OK) return st;
+    static const uint64_t shapes[3][2] = {{256, 1024}, {100, 1}, {512, 512}};
+    static const char *const names[3] = {"a", "b", "c"};
+    for (int i = 0; i < 3 && st == TBX_OK; i++) {
+        tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+        d.name = names[i];
+        d.name_len = 1;
+        d.dtype = TBX_DT_F32;
+        d.ndim = 2;
+        d.shape = shapes[i];
+        d.has_data = 1;
+        st = tbx_writer_add_tensor(w, &d, NULL, e);
+    }
+    for (int i = 0; i < 3 && st == TBX_OK; i++) {
+        size_t ne = (size_t)(shapes[i][0] * shapes[i][1]);
+        float *v = malloc(ne * sizeof *v);
+        for (size_t k = 0; k < ne; k++) v[k] = (float)(k % 1000) + (float)i;
+        st = tbx_writer_write_tensor(w, (uint64_t)i, v, ne * sizeof *v, e);
+        free(v);
+    }
+    if (st == TBX_OK) return tbx_writer_finish(w, e);
+    tbx_writer_abort(w);
+    return st;
+}
+
+/* Reading a whole file verified on a buffered handle reads each data byte once: the data CRC is
+ * computed over the bytes handed to the caller (tbx_read_batch), not in a pass of its own. */
+TBX_TEST(verified_batch_reads_each_byte_once) {
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "embd_once_%d.weights", (int)getpid());
+    tbx_error e;
+    CHECK_OK(write_big(out, &e));
+    cb_file c = {NULL, 0, 0};
+    c.p = slurp(out, &c.n);
+    CHECK(c.p != NULL);
+    if (!c.p) return;
+    tbx_embd_header h;
+    memset(&h, 0, sizeof h);
+    h.struct_size = sizeof h;
+    tbx_file *f = open_cb(&c, TBX_OPEN_VERIFY_DIGESTS, &e);
+    CHECK(f != NULL);
+    if (!f) { free(c.p); return; }
+    CHECK_OK(tbx_embd_header_get(f, &h));
+    tbx_status each;
+    CHECK_OK(batch_all(f, 1, &each, &e));
+    CHECK_OK(each);
+    /* the whole file once (what open reads ahead, and the prefix again for its CRC), never
+     * the data region twice */
+    if (getenv("EMBD_TEST_VERBOSE") || c.served >= (uint64_t)c.n + (1u << 20))
+        fprintf(stderr, "served %llu bytes of a %zu-byte file\n", (unsigned long long)c.served,
+                c.n);
+    CHECK(h.tensor_data_size > (2u << 20));
+    CHECK(c.served < (uint64_t)c.n + (1u << 20));
+    CHECK(c.served >= (uint64_t)c.n - 16);
+    /* a second batch: plain reads, verified already */
+    uint64_t before = c.served;
+    CHECK_OK(batch_all(f, 1, &each, &e));
+    CHECK(c.served - before <= h.tensor_data_size);
+    tbx_close(f);
+    free(c.p);
+    unlink(out);
+}
+
+/* With TBX_OPEN_VERIFY_DIGESTS no byte of a file whose checksums do not match is served, whatever
+ * the handle and the read: one flipped bit in a tensor's data, or in the metadata (only
+ * file_checksum covers it). */
+TBX_TEST(verified_reads_never_serve_bad_bytes) {
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "embd_bad_%d.weights", (int)getpid());
+    tbx_error e;
+    CHECK_OK(legacy_to_embd(out, META3, 0, &e));
+    size_t n = 0;
+    uint8_t *good = slurp(out, &n);
+    CHECK(good != NULL);
+    if (!good) return;
+    tbx_embd_header h;
+    memset(&h, 0, sizeof h);
+    h.struct_size = sizeof h;
+    {
+        cb_file c0 = {good, n, 0};
+        tbx_file *f = open_cb(&c0, 0, &e);
+        CHECK(f && tbx_embd_header_get(f, &h) == TBX_OK);
+        tbx_close(f);
+    }
+    const uint64_t flips[2] = {h.tensor_data_offset + h.tensor_data_size - 3, /* last tensor */
+                               h.metadata_offset + 12};                       /* a key byte */
+    const char *field[2] = {"footer.data_checksum", "footer.file_checksum"};
+    for (int k = 0; k < 2; k++) {
+        uint8_t *bad = malloc(n);
+        memcpy(bad, good, n);
+        bad[flips[k]] ^= 0x10;
+        cb_file c = {bad, n, 0};
+        /* callback source, strict */
+        tbx_file *f = open_cb(&c, TBX_OPEN_VERIFY_DIGESTS, &e);
+        if (f) {
+            float v[4];
+            size_t need = 0;
+            uint8_t *buf = malloc(1 << 16);
+            CHECK_EQ(tbx_tensor_read(f, 0, buf, 1 << 16, &need, &e), TBX_E_CHECKSUM);
+            CHECK_STR(e.field, field[k]);
+            CHECK_EQ(tbx_tensor_read_f32(f, 1, 0, 1, v, &e), TBX_E_CHECKSUM);
+            CHECK_EQ(tbx_tensor_read_range(f, 2, 0, buf, 4, &e), TBX_E_CHECKSUM);
+            tbx_status each;
+            tbx_status st = batch_all(f, 2, &each, &e);
+            CHECK_EQ(st, TBX_E_CHECKSUM);
+            CHECK_EQ(each, TBX_E_CHECKSUM);
+            CHECK_EQ(tbx_validate(f, NULL, NULL, NULL), TBX_E_CHECKSUM);
+            free(buf);
+            tbx_close(f);
+        } else {
+            CHECK_EQ(e.code, TBX_E_CHECKSUM); /* failing at open serves nothing either */
+        }
+        /* pread and mapped handles of the same bytes */
+        char bp[600];
+        snprintf(bp, sizeof bp, "%s.bad", out);
+        FILE *fp = fopen(bp, "wb");
+        CHECK(fp && fwrite(bad, 1, n, fp) == n);
+        if (fp) fclose(fp);
+        static const uint32_t fl[2] = {TBX_OPEN_VERIFY_DIGESTS,
+                                       TBX_OPEN_VERIFY_DIGESTS | TBX_OPEN_MMAP};
+        for (int m = 0; m < 2; m++) {
+            tbx_open_options o;
+            tbx_open_options_init(&o);
+            o.flags = fl[m];
+            tbx_file *g = NULL;
+            tbx_status st = tbx_open_path(&g, bp, &o, &e);
+            if (st == TBX_OK) {
+                tbx_status each;
+                CHECK_EQ(batch_all(g, 2, &each, &e), TBX_E_CHECKSUM);
+                CHECK_EQ(each, TBX_E_CHECKSUM);
+                tbx_close(g);
+            } else {
+                CHECK_EQ(st, TBX_E_CHECKSUM);
+            }
+        }
+        unlink(bp);
+        free(bad);
+    }
+    free(good);
+    unlink(out);
+}
+
 TBX_TEST_MAIN()
