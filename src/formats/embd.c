@@ -793,7 +793,18 @@ static tbx_status em_deferred_pass(tbx_file *f, em_state *s, const em_dest *d, s
     int state = atomic_load(&s->crc_state);
     tbx_status st = TBX_OK;
     if (state == EM_CRC_PENDING) {
-        st = em_pass(f, s, d, nd, threads, err);
+        /* most of the region outside the request: hash it in place through a mapping (no
+         * copy) and read the request after; else read and hash it where it is served */
+        uint64_t want = 0, region = s->h.tensor_data_size;
+        for (size_t i = 0; i < nd; i++) want += d[i].len;
+        if (want < region / 2 && f->src.kind != TBX_SRC_CALLBACK) {
+            st = em_verify_crcs(f, s, err);
+            for (size_t i = 0; st == TBX_OK && i < nd; i++)
+                st = tbx_source_read(&f->src, d[i].off, d[i].buf, (size_t)d[i].len,
+                                     "tensor_data", err);
+        } else {
+            st = em_pass(f, s, d, nd, threads, err);
+        }
         if (st == TBX_OK) {
             atomic_store(&s->crc_state, EM_CRC_OK);
         } else if (st != TBX_E_NOMEM) { /* an I/O error or a mismatch: every later read too */
