@@ -9,7 +9,7 @@
  * convert --meta`) on the legacy fixture. Reads of one handle from several threads
  * (TBX_TEST_LABEL_THREADS: also run under ThreadSanitizer by `make tsan`).
  */
-#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv, pthread_barrier_t */
 #include "embd_int.h" /* em_crc32_combine (internal), tensorbox/embd.h */
 #include "tbx_test.h"
 
@@ -472,6 +472,35 @@ TBX_TEST(convert_legacy_with_extra_meta) {
 /* Several threads reading one EMBD handle: each reads every tensor whole (tbx_tensor_read) and
  * as f32 in uneven chunks (tbx_tensor_read_f32), and compares with the legacy fixture's values
  * read on one thread (interop tests check those against the PyTorch originals). */
+static tbx_status write_big(const char *out, tbx_error *e);
+
+/* Threads released together at their first read of a pending (not yet verified) handle. */
+typedef struct big_job {
+    tbx_file *f;
+    pthread_barrier_t *go;
+    int k;
+    int bad;
+} big_job;
+
+static void *big_worker(void *arg) {
+    big_job *j = arg;
+    static const uint64_t nel[3] = {256 * 1024, 100, 512 * 512};
+    pthread_barrier_wait(j->go);
+    for (int r = 0; r < 3; r++) {
+        uint64_t i = (uint64_t)(j->k + r) % 3;
+        float *v = malloc((size_t)nel[i] * sizeof *v);
+        tbx_error e;
+        size_t need = 0;
+        tbx_status st = j->k == 3 ? tbx_tensor_read_f32(j->f, i, 0, nel[i], v, &e)
+                                  : tbx_tensor_read(j->f, i, v, (size_t)nel[i] * 4, &need, &e);
+        if (st != TBX_OK) j->bad++;
+        for (uint64_t x = 0; st == TBX_OK && x < nel[i]; x++)
+            if (v[x] != (float)(x % 1000) + (float)i) { j->bad++; break; }
+        free(v);
+    }
+    return NULL;
+}
+
 typedef struct rd_job {
     tbx_file *f;
     float **want;       /* per tensor */
@@ -566,6 +595,44 @@ TBX_TEST(threads_share_one_handle) {
     free(want);
     free(nel);
     tbx_close(ref);
+    /* a 2 MiB file whose first reads (the verification pass of a buffered handle, deferred to
+     * them) come from five threads at once: tensors whole, as f32, and a whole batch */
+    CHECK_OK(write_big(out, &e));
+    for (int rep = 0; rep < 4; rep++) {
+        tbx_file *f = open_file(out, TBX_OPEN_VERIFY_DIGESTS);
+        CHECK(f != NULL);
+        if (!f) break;
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 5);
+        big_job bj[4];
+        pthread_t th[4];
+        for (int k = 0; k < 4; k++) {
+            bj[k] = (big_job){f, &go, k + rep, 0};
+            CHECK(pthread_create(&th[k], NULL, big_worker, &bj[k]) == 0);
+        }
+        pthread_barrier_wait(&go);
+        tbx_read_req rq[3];
+        memset(rq, 0, sizeof rq);
+        static const size_t nb[3] = {(size_t)1 << 20, 400, (size_t)1 << 20};
+        for (int i = 0; i < 3; i++) {
+            rq[i].struct_size = sizeof rq[i];
+            rq[i].tensor = (uint64_t)i;
+            rq[i].buf = malloc(nb[i]);
+            rq[i].cap = nb[i];
+        }
+        CHECK_OK(tbx_read_batch(f, rq, 3, 2, &e));
+        for (int i = 0; i < 3; i++) {
+            CHECK_OK(rq[i].status);
+            CHECK(((float *)rq[i].buf)[7] == 7.0f + (float)i);
+            free(rq[i].buf);
+        }
+        for (int k = 0; k < 4; k++) {
+            pthread_join(th[k], NULL);
+            CHECK_EQ(bj[k].bad, 0);
+        }
+        pthread_barrier_destroy(&go);
+        tbx_close(f);
+    }
     unlink(out);
 }
 
