@@ -15,6 +15,8 @@ Methods, per file:
   read   bench_read FILE            tbx_open_path + tbx_tensor_read of every tensor (pread)
          bench_read --verify FILE   the same, opened with TBX_OPEN_VERIFY_DIGESTS: header, data
                                     and file CRC-32 all verified (one pass at open), then read
+         bench_read --batch 2 --verify  every tensor in one tbx_read_batch call on 2 threads,
+                                    verified: the data read once into the buffers, CRC there
          bench_read --mmap --verify mapped, checksums verified, every page of every tensor touched
          tbx validate               the whole check as a process (start-up included)
          read()                     readinto() of the whole file in 16 MiB chunks (the floor)
@@ -147,6 +149,8 @@ def bench_file(label, src, out, tbx, br, reps, tmp):
         "write: cp + fsync": lambda: t_cp(out, cp_dst),
         "read: bench_read": lambda: t_bench_read(br, out),
         "read: bench_read --verify": lambda: t_bench_read(br, out, "--verify"),
+        "read: bench_read --batch 2 --verify": lambda: t_bench_read(br, out, "--batch", "2",
+                                                                   "--verify"),
         "read: bench_read --mmap --verify": lambda: t_bench_read(br, out, "--mmap", "--verify"),
         "read: tbx validate (process)": lambda: t_validate(tbx, out),
         "read: read()": lambda: t_read(out),
@@ -162,8 +166,9 @@ def bench_file(label, src, out, tbx, br, reps, tmp):
     floor = med["read: read()"]
     for k, s in med.items():
         rel = f"  {floor / s:5.0%} of read()" if k.startswith("read") else ""
-        print(f"  {k:36s} {s * 1e3:9.1f} ms  {size / s / 1e9:6.2f} GB/s{rel}")
-    for k in ("read: bench_read --verify", "read: bench_read --mmap --verify"):
+        print(f"  {k:38s} {s * 1e3:9.1f} ms  {size / s / 1e9:6.2f} GB/s{rel}")
+    for k in ("read: bench_read --verify", "read: bench_read --batch 2 --verify",
+              "read: bench_read --mmap --verify"):
         ratio = floor / med[k]
         print(f"  {k[6:]} / read(): {ratio:.0%} (target >= 70%: "
               f"{'met' if ratio >= 0.7 else 'NOT met'})")

@@ -968,6 +968,13 @@ typedef struct tbx_convert_options {
      * count). RMSE = sqrt(sse / nvalues). */
     void (*on_quant)(void *ud, uint64_t tensor, uint64_t nvalues, double sse);
     float quant_clip_min, quant_clip_max; /* with TBX_CONVERT_QUANT_CLIP (min <= max) */
+    /* Metadata to set on the output (tbx convert --meta), or NULL: a MAP value (borrowed for the
+     * call) whose entries are added after the input's, typed as they are; an input entry with
+     * the same key is left out (the given value replaces it). The writer checks each as it
+     * checks any metadata (a type the target cannot store: TBX_E_LOSSY naming the key; no
+     * stringify or drop applies to them). Not a MAP: TBX_E_INVALID_ARG. Refused
+     * (TBX_E_UNSUPPORTED) for the Hugging Face -> GGUF conversion (use tbx_gguf_set_meta). */
+    const tbx_value *meta;
 } tbx_convert_options;
 
 TBX_API void tbx_convert_options_init(tbx_convert_options *opt);

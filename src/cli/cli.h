@@ -35,6 +35,8 @@ typedef struct cli_option {
 
 /* Most options one command can have (its own plus the common ones). */
 #define CLI_MAX_OPTIONS 32
+/* Most values of repeatable options (e.g. --meta) on one command line. */
+#define CLI_MAX_REPEATS 256
 
 struct cli_command;
 
@@ -44,6 +46,10 @@ typedef struct cli_args {
     int npos;
     char **pos;                       /* positional arguments, in order */
     const char *val[CLI_MAX_OPTIONS]; /* per option: NULL when absent, "" for a given flag */
+    /* every value of the repeatable options (arg placeholder ending in "..."), in order */
+    int nrep;
+    int rep_opt[CLI_MAX_REPEATS];
+    const char *rep_val[CLI_MAX_REPEATS];
 } cli_args;
 
 typedef struct cli_command {
@@ -81,8 +87,12 @@ int cli_parse_args(const cli_command *cmd, int argc, char **argv, cli_args *a, i
                    char *msg, size_t msgcap);
 /* Was flag `name` given? (Works for any option of the command, including common ones.) */
 int cli_flag(const cli_args *a, const char *name);
-/* The argument of option `name`, or NULL when the option was not given. */
+/* The argument of option `name`, or NULL when the option was not given (a repeatable option:
+ * its last value). */
 const char *cli_value(const cli_args *a, const char *name);
+/* The k-th value (from 0) of a repeatable option `name` (one whose arg placeholder ends in
+ * "...", e.g. "KEY=VALUE..."), or NULL past the last one. */
+const char *cli_value_at(const cli_args *a, const char *name, int k);
 
 /* Prints the help of a command (usage, options, details) to `fp`. */
 void cli_print_command_help(FILE *fp, const cli_command *cmd, const char *path);

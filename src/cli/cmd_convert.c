@@ -45,6 +45,8 @@ static const cli_option convert_options[] = {
     {"compress", 0, "LEVEL", "zstd level for formats that compress (default 0: raw)"},
     {"digest", 0, "ALGO", "sha256 or crc32c, for formats that store digests"},
     {"format-version", 0, "N", "format version to write (default: the format's default)"},
+    {"meta", 0, "KEY=VALUE...", "set a metadata entry of OUT (repeatable); a string, or typed: "
+                                "KEY:TYPE=VALUE (u8..u64 i8..i64 f32 f64 bool str)"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -201,6 +203,103 @@ static void quant_summary(const char *out, tbx_dtype asked) {
     }
 }
 
+/* --meta KEY[:TYPE]=VALUE: the value as typed (a string without TYPE); NULL with *why set when
+ * VALUE does not fit TYPE. TYPE is recognised only when it names a type, so a key may contain
+ * ':' ("a:b=c" is the string "c" under the key "a:b"). */
+static const struct { const char *name; tbx_value_type t; } meta_types[] = {
+    {"u8", TBX_V_U8},   {"u16", TBX_V_U16}, {"u32", TBX_V_U32}, {"u64", TBX_V_U64},
+    {"i8", TBX_V_I8},   {"i16", TBX_V_I16}, {"i32", TBX_V_I32}, {"i64", TBX_V_I64},
+    {"f32", TBX_V_F32}, {"f64", TBX_V_F64}, {"bool", TBX_V_BOOL}, {"str", TBX_V_STRING},
+    {NULL, TBX_V_NULL},
+};
+
+static tbx_value *meta_value(tbx_value_type t, const char *s, const char **why) {
+    char *end = NULL;
+    errno = 0;
+    switch (t) {
+    case TBX_V_STRING: return tbx_value_new_string(s, strlen(s));
+    case TBX_V_BOOL:
+        if (!strcmp(s, "true") || !strcmp(s, "1")) return tbx_value_new_bool(1);
+        if (!strcmp(s, "false") || !strcmp(s, "0")) return tbx_value_new_bool(0);
+        *why = "not true, false, 1 or 0";
+        return NULL;
+    case TBX_V_U8: case TBX_V_U16: case TBX_V_U32: case TBX_V_U64: {
+        const uint64_t max = t == TBX_V_U8 ? UINT8_MAX : t == TBX_V_U16 ? UINT16_MAX
+                             : t == TBX_V_U32 ? UINT32_MAX : UINT64_MAX;
+        unsigned long long v = (*s >= '0' && *s <= '9') ? strtoull(s, &end, 10) : 0;
+        if (!(*s >= '0' && *s <= '9') || errno || *end || v > max) {
+            *why = "not an unsigned integer in range";
+            return NULL;
+        }
+        return tbx_value_new_uint(t, v);
+    }
+    case TBX_V_I8: case TBX_V_I16: case TBX_V_I32: case TBX_V_I64: {
+        const int64_t max = t == TBX_V_I8 ? INT8_MAX : t == TBX_V_I16 ? INT16_MAX
+                            : t == TBX_V_I32 ? INT32_MAX : INT64_MAX;
+        long long v = *s ? strtoll(s, &end, 10) : 0;
+        if (!*s || errno || *end || v > max || v < -max - 1) {
+            *why = "not an integer in range";
+            return NULL;
+        }
+        return tbx_value_new_int(t, v);
+    }
+    case TBX_V_F32: case TBX_V_F64: {
+        double v = *s ? strtod(s, &end) : 0;
+        if (!*s || *end) { *why = "not a number"; return NULL; }
+        return tbx_value_new_float(t, v);
+    }
+    default: *why = "unsupported type"; return NULL;
+    }
+}
+
+/* Every --meta of the command line as one MAP (*out NULL when none). */
+static int meta_map(const cli_args *a, tbx_value **out) {
+    *out = NULL;
+    const char *kv;
+    for (int k = 0; (kv = cli_value_at(a, "meta", k)) != NULL; k++) {
+        const char *eq = strchr(kv, '=');
+        if (!eq || eq == kv) {
+            tbx_value_free(*out);
+            *out = NULL;
+            return cli_usage_error(a, "--meta: expected KEY=VALUE or KEY:TYPE=VALUE, got '%s'", kv);
+        }
+        size_t kl = (size_t)(eq - kv);
+        tbx_value_type t = TBX_V_STRING;
+        const char *colon = memrchr(kv, ':', kl);
+        if (colon && colon > kv) {
+            for (int i = 0; meta_types[i].name; i++)
+                if (strlen(meta_types[i].name) == (size_t)(eq - colon - 1) &&
+                    !memcmp(meta_types[i].name, colon + 1, (size_t)(eq - colon - 1))) {
+                    t = meta_types[i].t;
+                    kl = (size_t)(colon - kv);
+                }
+        }
+        const char *why = NULL;
+        if (!*out && !(*out = tbx_value_new_map())) {
+            cli_error("out of memory");
+            return CLI_FAIL;
+        }
+        tbx_value *v = meta_value(t, eq + 1, &why);
+        if (!v) {
+            tbx_value_free(*out);
+            *out = NULL;
+            if (!why) { cli_error("out of memory"); return CLI_FAIL; }
+            return cli_usage_error(a, "--meta %s: value '%s' for a %s: %s", kv, eq + 1,
+                                   tbx_value_type_name(t), why);
+        }
+        tbx_status st = tbx_value_map_put(*out, kv, kl, v);
+        if (st != TBX_OK) {
+            tbx_value_free(*out);
+            *out = NULL;
+            if (st == TBX_E_DUPLICATE)
+                return cli_usage_error(a, "--meta: key '%.*s' given twice", (int)kl, kv);
+            cli_error("out of memory");
+            return CLI_FAIL;
+        }
+    }
+    return CLI_OK;
+}
+
 static int convert_run(const cli_args *a) {
     const char *in = a->pos[0], *out = a->pos[1];
     tbx_convert_options opt;
@@ -319,12 +418,18 @@ static int convert_run(const cli_args *a) {
     cu.rep.verbose = cli_flag(a, "verbose");
     if (fmt == TBX_FORMAT_MCF && quant) opt.on_quant = on_quant;
 
+    tbx_value *meta = NULL;
+    int mrc = meta_map(a, &meta);
+    if (mrc != CLI_OK) return mrc;
+    opt.meta = meta;
+
     tbx_file *f = cli_open(a, in);
-    if (!f) return CLI_FAIL;
+    if (!f) { tbx_value_free(meta); return CLI_FAIL; }
     cu.rep.f = f;
     tbx_error err;
     memset(&err, 0, sizeof err);
     tbx_status st = tbx_convert(f, out, &opt, &err);
+    tbx_value_free(meta);
     uint64_t total = 0;
     for (uint64_t i = 0, nt = tbx_tensor_count(f); i < nt; i++) {
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
@@ -365,7 +470,8 @@ static int convert_run(const cli_args *a) {
 const cli_command cli_cmd_convert = {
     "convert",
     "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]"
-    " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize] [--raw]",
+    " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize] [--raw]"
+    " [--meta KEY[:TYPE]=VALUE]...",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
     "the conversion with an error naming it, and each lossy step needs its own option.\n"
@@ -386,6 +492,10 @@ const cli_command cli_cmd_convert = {
     "IN a Hugging Face model directory (config.json, tokenizer.json, safetensors) and OUT a\n"
     "GGUF file: written for llama.cpp (architecture keys, tokenizer, tensor names; 1-D tensors\n"
     "in f32; --cast and --quant apply to the 2-D weights); --raw copies the tensors as they are.\n"
+    "--meta KEY=VALUE (repeatable) sets a metadata entry of OUT, replacing the input's entry of\n"
+    "that key: a string, or typed with KEY:TYPE=VALUE (u8 u16 u32 u64 i8 i16 i32 i64 f32 f64\n"
+    "bool str), e.g. --meta model_name=minilm --meta general.alignment:u32=64. A type the\n"
+    "target cannot store stops the conversion (EMBD stores strings only).\n"
     "The output formats (those this library can write) follow, with their extensions.\n",
     convert_options,
     2,

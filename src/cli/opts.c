@@ -59,6 +59,19 @@ const char *cli_value(const cli_args *a, const char *name) {
     return (i >= 0 && i < CLI_MAX_OPTIONS) ? a->val[i] : NULL;
 }
 
+const char *cli_value_at(const cli_args *a, const char *name, int k) {
+    int i = find_long(a->cmd, name, strlen(name));
+    for (int r = 0; i >= 0 && r < a->nrep; r++)
+        if (a->rep_opt[r] == i && k-- == 0) return a->rep_val[r];
+    return NULL;
+}
+
+/* Does the option take several values (its arg placeholder ends in "...")? */
+static int repeatable(const cli_option *o) {
+    size_t n = o->arg ? strlen(o->arg) : 0;
+    return n > 3 && strcmp(o->arg + n - 3, "...") == 0;
+}
+
 /* See cli.h. */
 int cli_parse_args(const cli_command *cmd, int argc, char **argv, cli_args *a, int *stop,
                       char *msg, size_t msgcap) {
@@ -114,6 +127,15 @@ int cli_parse_args(const cli_command *cmd, int argc, char **argv, cli_args *a, i
         } else {
             snprintf(msg, msgcap, "option '--%s' needs an argument (%s)", o->name, o->arg);
             return -1;
+        }
+        if (o->arg && repeatable(o)) {
+            if (a->nrep >= CLI_MAX_REPEATS) {
+                snprintf(msg, msgcap, "option '--%s' given more than %d times", o->name,
+                         CLI_MAX_REPEATS);
+                return -1;
+            }
+            a->rep_opt[a->nrep] = idx;
+            a->rep_val[a->nrep++] = a->val[idx];
         }
     }
     return 0;

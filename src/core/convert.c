@@ -191,10 +191,32 @@ static tbx_value *sb_take_string(const tbx_alloc *al, sbuf *b) {
     return s;
 }
 
+/* Is key one of the caller's own entries (tbx_convert_options.meta, a MAP)? */
+static bool given_meta(const tbx_value *m, const char *key, size_t key_len) {
+    for (uint64_t i = 0, n = m ? tbx_value_len(m) : 0; i < n; i++) {
+        size_t kl = 0;
+        const char *k = tbx_value_key_at(m, i, &kl);
+        if (k && kl == key_len && memcmp(k, key, kl) == 0) return true;
+    }
+    return false;
+}
+
+/* The caller's entries (tbx_convert_options.meta), after the input's: copied, typed as given. */
+static tbx_status add_given_meta(tbx_writer *w, const tbx_value *m, tbx_error *err) {
+    for (uint64_t i = 0, n = m ? tbx_value_len(m) : 0; i < n; i++) {
+        size_t kl = 0;
+        const char *k = tbx_value_key_at(m, i, &kl);
+        tbx_status st = tbx_writer_add_meta(w, k, kl, tbx_value_at(m, i), err);
+        if (st != TBX_OK) return st;
+    }
+    return TBX_OK;
+}
+
 static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
                             kept_values *kept, tbx_error *err) {
     for (size_t i = 0; i < in->nmeta; i++) {
         const tbx_meta_entry *e = &in->meta[i];
+        if (given_meta(o->meta, e->key, e->key_len)) continue; /* replaced by the caller's */
         /* the input handle outlives the writer: its keys and values need no copies */
         tbx_status st = tbx_writer_add_meta_borrowed_(w, e->key, e->key_len, e->value, err);
         if (st == TBX_OK || !refusal(st)) { if (st) return st; continue; }
@@ -220,7 +242,7 @@ static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_optio
             return st;
         }
     }
-    return TBX_OK;
+    return add_given_meta(w, o->meta, err);
 }
 
 /* Size variables (OINF) travel like metadata: refused ones fail unless dropping is allowed. */
@@ -599,6 +621,11 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                        "casting to %s is not supported (f32, f16, bf16, f64)",
                        tbx_dtype_get(o.cast_to) ? tbx_dtype_get(o.cast_to)->name : "?");
 
+    if (o.meta && tbx_value_type_of(o.meta) != TBX_V_MAP)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "meta",
+                       "extra metadata must be a map value, not %s",
+                       tbx_value_type_name(tbx_value_type_of(o.meta)));
+
     tbx_quant_fn quant = NULL;
     const int mcfq = mcfq_kind_of(o.quant_to);
     if (o.quant_to != TBX_DT_INVALID && mcfq < 0) {
@@ -626,6 +653,10 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     /* a Hugging Face model (its config.json is a section) to GGUF: written for llama.cpp */
     const tbx_format to_fmt = o.write.format ? o.write.format : tbx_format_from_path(out_path);
     if (to_fmt == TBX_FORMAT_GGUF && !(o.flags & TBX_CONVERT_RAW) && tbx_gguf_hf_applies(in)) {
+        if (o.meta && tbx_value_len(o.meta))
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "meta",
+                           "extra metadata is not applied to a Hugging Face -> GGUF conversion "
+                           "(set it afterwards with tbx gguf set)");
         tbx_gguf_hf_options ho;
         tbx_gguf_hf_options_init(&ho);
         ho.write = o.write;

@@ -868,8 +868,12 @@ tbx_status tbx_read_batch(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t th
                                " (one array, one struct_size)", i, reqs[i].struct_size, ss);
     }
     read_batch_ctx ctx = {work};
-    tbx_status st = batch_drive(f, batch_threads(f, threads), n, read_batch_fill,
-                                read_batch_done, &ctx, err);
+    bool handled = false;
+    tbx_status st = TBX_OK;
+    if (f->drv->read_batch) st = f->drv->read_batch(f, work, n, threads, &handled, err);
+    if (!handled)
+        st = batch_drive(f, batch_threads(f, threads), n, read_batch_fill, read_batch_done, &ctx,
+                         err);
     tbx_status first = TBX_OK;
     if (st == TBX_OK)
         for (size_t i = 0; i < n; i++)

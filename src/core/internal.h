@@ -668,6 +668,13 @@ struct tbx_driver {
      * before a raw component with a pending check is mapped, range-read or decoded to f32.
      * NULL: tbx_validate reads such components whole. */
     tbx_status (*check_component)(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx_error *err);
+    /* Optional: tbx_read_batch offers the whole (checked-in-shape) request array here first.
+     * The driver may serve it in one pass of its own (EMBD: read the data region in file order
+     * into the callers' buffers and verify the data CRC over those very bytes): it then sets
+     * *handled, the status (and error) of every request, and returns TBX_OK or an error of the
+     * whole call. Leaving *handled false declines: the core reads the requests as usual. */
+    tbx_status (*read_batch)(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t threads,
+                             bool *handled, tbx_error *err);
     /* true: read_component transforms raw components too (big-endian GGUF swaps bytes), so raw
      * bytes are never served straight from the source (no maps, no range reads). */
     bool read_transforms_raw;

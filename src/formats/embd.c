@@ -38,12 +38,17 @@
 #include "embd_int.h"
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define EM_STATE_TAG 0x454D4244u /* "EMBD" */
 #define EM_CHUNK ((size_t)1 << 20)
 #define EM_VIEW ((size_t)64 << 20)
+
+/* The data and file checksums of a handle opened with TBX_OPEN_VERIFY_DIGESTS. */
+enum { EM_CRC_PENDING = 0, EM_CRC_OK = 1, EM_CRC_BAD = 2 };
 
 typedef struct em_state {
     uint32_t tag;
@@ -54,11 +59,23 @@ typedef struct em_state {
     uint64_t names_end;   /* end of the tensor index's name table */
     uint64_t *order;      /* tensor indices sorted by data offset */
     size_t norder;
+    /* Deferred verification (a strict, buffered handle: pread or callback source): the data
+     * and file CRCs are verified by the first read of tensor bytes, over the bytes it serves
+     * (em_deferred_pass); until then every tensor is pending (em_raw_pending) and the core
+     * routes its reads through the driver. crc_state is read without the lock; the pass, its
+     * result and bad_err are under mu. */
+    bool deferred;
+    bool mu_init;
+    _Atomic int crc_state;
+    pthread_mutex_t mu;
+    tbx_status bad_st;
+    tbx_error bad_err;
 } em_state;
 
 void em_close(tbx_file *f) {
     em_state *s = f->drv_state;
     if (!s) return;
+    if (s->mu_init) pthread_mutex_destroy(&s->mu);
     em_vocab_free(&f->al, &s->vocab);
     tbx_free(&f->al, s->order, s->norder * sizeof *s->order);
     tbx_free(&f->al, s, sizeof *s);
@@ -572,6 +589,9 @@ static uint32_t em_crc_region(tbx_file *f, const uint8_t *p, uint64_t n) {
     return c;
 }
 
+static tbx_status em_crc_report(tbx_file *f, const em_state *s, uint32_t pcrc, uint32_t dcrc,
+                                tbx_error *err);
+
 static tbx_status em_verify_crcs(tbx_file *f, em_state *s, tbx_error *err) {
     const tbx_embd_header *h = &s->h;
     if (s->crc_done || !(h->flags & EM_F_CHECKSUM)) { s->crc_done = true; return TBX_OK; }
@@ -607,9 +627,19 @@ static tbx_status em_verify_crcs(tbx_file *f, em_state *s, tbx_error *err) {
     }
     if (buf) tbx_free(&f->al, buf, EM_CHUNK);
     if (st != TBX_OK) return st;
-    uint32_t pcrc = crcs[0], dcrc = crcs[1];
-    uint32_t fcrc = em_crc32_combine(pcrc, dcrc, end - d0);
     s->crc_done = true;
+    return em_crc_report(f, s, crcs[0], crcs[1], err);
+}
+
+/* Compares the CRCs of the prefix [0, data) and of the data with the footer's: each mismatch a
+ * problem naming its byte range. */
+static tbx_status em_crc_report(tbx_file *f, const em_state *s, uint32_t pcrc, uint32_t dcrc,
+                                tbx_error *err) {
+    const tbx_embd_header *h = &s->h;
+    uint64_t end = f->src.size - EM_FOOTER_SIZE;
+    uint64_t d0 = h->tensor_data_offset;
+    tbx_status st;
+    uint32_t fcrc = em_crc32_combine(pcrc, dcrc, end - d0);
     if (dcrc != h->data_checksum &&
         (st = tbx_file_problem(f, err, TBX_E_CHECKSUM, end, "footer.data_checksum",
                                "data_checksum is 0x%08" PRIx32 ", but the CRC-32 of bytes [%"
@@ -638,8 +668,226 @@ tbx_status em_open(tbx_file *f, tbx_error *err) {
     if (st == TBX_OK) st = em_read_vocab(f, s, &c, err);
     if (st == TBX_OK) st = em_read_index(f, s, &c, err);
     tbx_cursor_free(&c);
-    if (st == TBX_OK && (f->flags & TBX_OPEN_VERIFY_DIGESTS)) st = em_verify_crcs(f, s, err);
+    if (st != TBX_OK || !(f->flags & TBX_OPEN_VERIFY_DIGESTS)) return st;
+    /* A strict handle that copies its bytes out (no mapping) verifies the data where it serves
+     * it (em_deferred_pass); a mapped one, or one reporting problems (validation), at once. */
+    if ((s->h.flags & EM_F_CHECKSUM) && !f->on_problem &&
+        !tbx_source_ptr(&f->src, 0, f->src.size) && pthread_mutex_init(&s->mu, NULL) == 0) {
+        s->mu_init = true;
+        s->deferred = true;
+        atomic_store(&s->crc_state, EM_CRC_PENDING);
+        return TBX_OK;
+    }
+    return em_verify_crcs(f, s, err);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Deferred verification: the first read verifies, over the very bytes it serves               */
+/* ------------------------------------------------------------------------------------------ */
+/* Where bytes of the data region go: [off, off + len) of the file into buf. */
+typedef struct em_dest {
+    uint64_t off, len;
+    uint8_t *buf;
+} em_dest;
+
+#define EM_BLOCK ((size_t)256 << 10) /* read, then CRC while the block is still in cache */
+
+/* One slice [a, b) of the data region on one thread: every block is read into its place in a
+ * caller's buffer (or the scratch block, between requested tensors) and hashed right there. */
+typedef struct em_slice {
+    tbx_task task; /* first member */
+    tbx_file *f;
+    const em_dest *d;
+    size_t nd;
+    uint64_t a, b;
+    uint8_t *scratch;
+    uint32_t crc;
+    tbx_status st;
+    tbx_error err;
+} em_slice;
+
+static void em_slice_run(tbx_task *task) {
+    em_slice *j = (em_slice *)task;
+    uint64_t pos = j->a;
+    size_t k = 0;
+    uint32_t crc = 0;
+    while (pos < j->b) {
+        while (k < j->nd && j->d[k].off + j->d[k].len <= pos) k++;
+        uint64_t lim = j->b;
+        uint8_t *dst;
+        if (k < j->nd && j->d[k].off <= pos) {
+            if (j->d[k].off + j->d[k].len < lim) lim = j->d[k].off + j->d[k].len;
+            dst = j->d[k].buf + (pos - j->d[k].off);
+        } else {
+            if (k < j->nd && j->d[k].off < lim) lim = j->d[k].off;
+            dst = j->scratch;
+        }
+        size_t n = (size_t)(lim - pos < EM_BLOCK ? lim - pos : EM_BLOCK);
+        j->st = tbx_source_read(&j->f->src, pos, dst, n, "tensor_data", &j->err);
+        if (j->st != TBX_OK) return;
+        crc = em_crc32(crc, dst, n);
+        pos += n;
+    }
+    j->crc = crc;
+}
+
+/* The verification pass itself: the prefix's CRC, then the data region in slices on worker
+ * threads, the requested bytes landing in `d` (sorted by offset, not overlapping). */
+static tbx_status em_pass(tbx_file *f, em_state *s, const em_dest *d, size_t nd,
+                          uint32_t threads, tbx_error *err) {
+    uint64_t end = f->src.size - EM_FOOTER_SIZE, d0 = s->h.tensor_data_offset;
+    int nth = threads ? (int)threads : f->threads ? (int)f->threads : tbx_threads_default();
+    if (nth > EM_CRC_JOBS) nth = EM_CRC_JOBS;
+    if (nth < 1 || f->src.kind == TBX_SRC_CALLBACK || end - d0 < EM_CRC_PARALLEL_MIN / 4) nth = 1;
+    em_slice jobs[EM_CRC_JOBS];
+    memset(jobs, 0, sizeof jobs);
+    uint8_t *scratch = tbx_malloc(&f->al, (size_t)nth * EM_BLOCK);
+    if (!scratch) return tbx_err_nomem(err, "CRC buffer");
+    tbx_status st = TBX_OK;
+    uint32_t pcrc = 0;
+    for (uint64_t pos = 0; pos < d0 && st == TBX_OK;) {
+        size_t n = (size_t)(d0 - pos < EM_BLOCK ? d0 - pos : EM_BLOCK);
+        st = tbx_source_read(&f->src, pos, scratch, n, "header", err);
+        if (st == TBX_OK) pcrc = em_crc32(pcrc, scratch, n);
+        pos += n;
+    }
+    uint64_t per = (end - d0) / (uint64_t)nth;
+    for (int i = 0; i < nth; i++) {
+        em_slice *j = &jobs[i];
+        j->task.run = em_slice_run;
+        j->f = f;
+        j->d = d;
+        j->nd = nd;
+        j->a = d0 + per * (uint64_t)i;
+        j->b = i == nth - 1 ? end : j->a + per;
+        j->scratch = scratch + (size_t)i * EM_BLOCK;
+    }
+    tbx_pool *pool = st == TBX_OK && nth > 1 ? tbx_pool_start(&f->al, nth) : NULL;
+    for (int i = 0; st == TBX_OK && i < nth; i++) {
+        if (pool) tbx_pool_submit(pool, &jobs[i].task);
+        else em_slice_run(&jobs[i].task);
+    }
+    uint32_t dcrc = 0;
+    for (int i = 0; pool && i < nth; i++) tbx_pool_wait(pool, &jobs[i].task, true);
+    for (int i = 0; st == TBX_OK && i < nth; i++) {
+        if (jobs[i].st != TBX_OK) {
+            st = jobs[i].st;
+            *err = jobs[i].err;
+        }
+        dcrc = i == 0 ? jobs[0].crc : em_crc32_combine(dcrc, jobs[i].crc, jobs[i].b - jobs[i].a);
+    }
+    tbx_pool_stop(pool);
+    tbx_free(&f->al, scratch, (size_t)nth * EM_BLOCK);
+    if (st != TBX_OK) return st;
+    return em_crc_report(f, s, pcrc, dcrc, err);
+}
+
+/* Serves `d` (NULL: only checks) from a deferred handle: the first call runs the verification
+ * pass with its bytes landing in `d`; later calls read plainly once the checksums matched, or
+ * fail as the pass did. */
+static tbx_status em_deferred_pass(tbx_file *f, em_state *s, const em_dest *d, size_t nd,
+                                   uint32_t threads, tbx_error *err) {
+    tbx_error local;
+    if (!err) err = &local;
+    pthread_mutex_lock(&s->mu);
+    int state = atomic_load(&s->crc_state);
+    tbx_status st = TBX_OK;
+    if (state == EM_CRC_PENDING) {
+        /* most of the region outside the request: hash it in place through a mapping (no
+         * copy) and read the request after; else read and hash it where it is served */
+        uint64_t want = 0, region = s->h.tensor_data_size;
+        for (size_t i = 0; i < nd; i++) want += d[i].len;
+        if (want < region / 2 && f->src.kind != TBX_SRC_CALLBACK) {
+            st = em_verify_crcs(f, s, err);
+            for (size_t i = 0; st == TBX_OK && i < nd; i++)
+                st = tbx_source_read(&f->src, d[i].off, d[i].buf, (size_t)d[i].len,
+                                     "tensor_data", err);
+        } else {
+            st = em_pass(f, s, d, nd, threads, err);
+        }
+        if (st == TBX_OK) {
+            atomic_store(&s->crc_state, EM_CRC_OK);
+        } else if (st != TBX_E_NOMEM) { /* an I/O error or a mismatch: every later read too */
+            s->bad_st = st;
+            s->bad_err = *err;
+            atomic_store(&s->crc_state, EM_CRC_BAD);
+        }
+        pthread_mutex_unlock(&s->mu);
+        return st;
+    }
+    if (state == EM_CRC_BAD) {
+        *err = s->bad_err;
+        st = s->bad_st;
+    }
+    pthread_mutex_unlock(&s->mu);
+    for (size_t i = 0; st == TBX_OK && i < nd; i++)
+        st = tbx_source_read(&f->src, d[i].off, d[i].buf, (size_t)d[i].len, "tensor_data", err);
     return st;
+}
+
+bool em_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
+    (void)t;
+    (void)c;
+    const em_state *s = f->drv_state;
+    return s && s->deferred && atomic_load(&((em_state *)s)->crc_state) != EM_CRC_OK;
+}
+
+tbx_status em_read_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                             tbx_error *err) {
+    em_state *s = f->drv_state;
+    em_dest d = {t->comp[c].offset, t->comp[c].nbytes, buf};
+    if (!s || !s->deferred)
+        return tbx_source_read(&f->src, d.off, buf, (size_t)d.len, "tensor_data", err);
+    return em_deferred_pass(f, s, &d, 1, 0, err);
+}
+
+tbx_status em_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx_error *err) {
+    (void)t;
+    (void)c;
+    em_state *s = f->drv_state;
+    if (!s || !s->deferred) return TBX_OK;
+    return em_deferred_pass(f, s, NULL, 0, 0, err);
+}
+
+static int em_dest_cmp(const void *a, const void *b) {
+    const em_dest *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* tbx_read_batch on a deferred handle: one pass over the data region in file order, every
+ * requested tensor read straight into its buffer and hashed there. Declined (the core's usual
+ * path, whose first read runs the pass) for requests the core must judge (bad index, component
+ * or buffer) and for requests that overlap. */
+tbx_status em_read_batch(tbx_file *f, tbx_read_req *r, size_t n, uint32_t threads,
+                         bool *handled, tbx_error *err) {
+    em_state *s = f->drv_state;
+    *handled = false;
+    if (!s || !s->deferred || atomic_load(&s->crc_state) == EM_CRC_OK) return TBX_OK;
+    em_dest *d = tbx_calloc(&f->al, n, sizeof *d);
+    if (!d) return TBX_OK;
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        const tbx_tensor *t = r[i].tensor < f->ntensors ? &f->tensors[r[i].tensor] : NULL;
+        ok = t && r[i].component == 0 && t->ncomp == 1 && r[i].buf &&
+             r[i].cap >= t->comp[0].nbytes;
+        if (ok) d[i] = (em_dest){t->comp[0].offset, t->comp[0].nbytes, r[i].buf};
+    }
+    if (ok && n > 1) qsort(d, n, sizeof *d, em_dest_cmp);
+    for (size_t i = 1; ok && i < n; i++)
+        ok = d[i - 1].off + d[i - 1].len <= d[i].off || d[i - 1].len == 0 || d[i].len == 0;
+    if (ok) {
+        *handled = true;
+        tbx_error e;
+        memset(&e, 0, sizeof e);
+        tbx_status st = em_deferred_pass(f, s, d, n, threads, &e);
+        for (size_t i = 0; i < n; i++) {
+            r[i].status = st;
+            if (st != TBX_OK) r[i].error = e;
+        }
+    }
+    tbx_free(&f->al, d, n * sizeof *d);
+    (void)err;
+    return TBX_OK;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -707,6 +955,7 @@ tbx_status em_validate(tbx_file *f, tbx_error *err) {
     if (st == TBX_OK)
         st = em_check_zero(f, buf, pos, f->src.size - EM_FOOTER_SIZE, "after the last tensor", err);
     tbx_free(&f->al, buf, EM_CHUNK);
+    if (st == TBX_OK && s->deferred) return em_deferred_pass(f, s, NULL, 0, 0, err);
     if (st == TBX_OK && (f->flags & TBX_OPEN_VERIFY_DIGESTS)) st = em_verify_crcs(f, s, err);
     return st;
 }

@@ -88,6 +88,13 @@ bool em_probe(const uint8_t *head, size_t len, uint64_t file_size);
 tbx_status em_open(tbx_file *f, tbx_error *err);
 tbx_status em_validate(tbx_file *f, tbx_error *err);
 void em_close(tbx_file *f);
+/* Deferred verification of a strict, buffered handle opened with TBX_OPEN_VERIFY_DIGESTS. */
+bool em_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c);
+tbx_status em_read_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                             tbx_error *err);
+tbx_status em_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx_error *err);
+tbx_status em_read_batch(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t threads,
+                         bool *handled, tbx_error *err);
 
 /* Legacy reader hooks (embd_legacy.c). */
 bool eml_probe(const uint8_t *head, size_t len, uint64_t file_size);

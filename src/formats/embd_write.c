@@ -466,6 +466,8 @@ static tbx_status ew_required(tbx_writer *w, ew_state *s, const em_vocab *v, tbx
     const tbx_wsection *sp = ew_section(w, "1_Pooling/config.json");
     if (sc && (st = ew_json(sc, &cfg, err)) != TBX_OK) return st;
     if (sp && (st = ew_json(sp, &pool, err)) != TBX_OK) { json_decref(cfg); return st; }
+    char missing[256] = "";  /* every key that cannot be had, for one message */
+    size_t nmissing = 0;
     for (size_t k = 0; em_required_keys[k] && st == TBX_OK; k++) {
         const char *key = em_required_keys[k];
         if (ew_meta(w, key)) continue;
@@ -523,14 +525,21 @@ static tbx_status ew_required(tbx_writer *w, ew_state *s, const em_vocab *v, tbx
                 ok = true;
             }
         }
-        if (!ok)
-            st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "metadata",
-                         "required metadata key \"%s\" is missing and cannot be derived (an EMBD "
-                         "file with a vocabulary is a model file; give it as metadata%s)", key,
-                         cfg ? "" : " or convert a Hugging Face directory with config.json");
-        else if (!ew_add_extra(&w->al, s, key, val))
+        if (!ok) {
+            size_t l = strlen(missing);
+            snprintf(missing + l, sizeof missing - l, "%s\"%s\"", nmissing ? ", " : "", key);
+            nmissing++;
+        } else if (!ew_add_extra(&w->al, s, key, val)) {
             st = tbx_err_nomem(err, "metadata");
+        }
     }
+    if (st == TBX_OK && nmissing)
+        st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "metadata",
+                     "required metadata key%s %s %s missing and cannot be derived (an EMBD file "
+                     "with a vocabulary is a model file; give %s as metadata, e.g. tbx convert "
+                     "--meta KEY=VALUE%s)", nmissing > 1 ? "s" : "", missing,
+                     nmissing > 1 ? "are" : "is", nmissing > 1 ? "them" : "it",
+                     cfg ? "" : ", or convert a Hugging Face directory with config.json");
     json_decref(cfg);
     json_decref(pool);
     return st;

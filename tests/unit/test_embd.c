@@ -5,12 +5,15 @@
  * mapping from sections (config.json, tokenizer.json, pooling config); tensors written out of
  * file order (the CRCs read back); the writer's refusals; the extras' argument checks. The
  * hostile-file tables and the byte-level checks against an independent builder are in
- * tests/python/test_embd_*.py.
+ * tests/python/test_embd_*.py. tbx_convert with extra metadata (tbx_convert_options.meta, `tbx
+ * convert --meta`) on the legacy fixture. Reads of one handle from several threads
+ * (TBX_TEST_LABEL_THREADS: also run under ThreadSanitizer by `make tsan`).
  */
-#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv, pthread_barrier_t */
 #include "embd_int.h" /* em_crc32_combine (internal), tensorbox/embd.h */
 #include "tbx_test.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -407,6 +410,440 @@ TBX_TEST(crc32_combine_matches_one_pass) {
     uint32_t a = em_crc32(0, buf, 10);
     uint32_t az = em_crc32(a, z, sizeof z);
     CHECK_EQ(em_crc32_combine(a, em_crc32(0, z, sizeof z), sizeof z), az);
+}
+
+/* tbx_convert of the legacy fixture with the three keys it cannot derive given as
+ * tbx_convert_options.meta (typed as a string; an input key is replaced): converts, and the
+ * derived keys are those of the BertConfig the fixture was made from (tests/data/embd/README.md). */
+TBX_TEST(convert_legacy_with_extra_meta) {
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "embd_convmeta_%d.weights", (int)getpid());
+    unlink(out);
+    tbx_file *in = open_file(data_path("tiny-legacy.bin"), 0);
+    CHECK(in != NULL);
+    if (!in) return;
+    tbx_convert_options co;
+    tbx_convert_options_init(&co);
+    co.write.format = TBX_FORMAT_EMBD;
+    co.write.flags = TBX_WRITE_OVERWRITE;
+    tbx_error e;
+    /* without the keys: every missing one named in one message */
+    CHECK_EQ(tbx_convert(in, out, &co, &e), TBX_E_FORMAT);
+    CHECK(strstr(e.message, "\"model_name\"") && strstr(e.message, "\"model_version\"") &&
+          strstr(e.message, "\"num_attention_heads\""));
+    CHECK(!strstr(e.message, "\"hidden_size\""));
+    /* not a map: refused */
+    tbx_value *bad = tbx_value_new_string("x", 1);
+    co.meta = bad;
+    CHECK_EQ(tbx_convert(in, out, &co, &e), TBX_E_INVALID_ARG);
+    tbx_value_free(bad);
+    tbx_value *m = tbx_value_new_map();
+    for (size_t i = 0; META3[i]; i += 2)
+        CHECK_OK(tbx_value_map_put(m, META3[i], strlen(META3[i]),
+                                   tbx_value_new_string(META3[i + 1], strlen(META3[i + 1]))));
+    co.meta = m;
+    tbx_status st = tbx_convert(in, out, &co, &e);
+    if (st != TBX_OK) fprintf(stderr, "convert: %s\n", e.message);
+    CHECK_OK(st);
+    tbx_close(in);
+    tbx_file *f = open_file(out, TBX_OPEN_VERIFY_DIGESTS);
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(meta_is(f, "model_name", "tiny-random-bert"));
+        CHECK(meta_is(f, "num_attention_heads", "2"));
+        CHECK(meta_is(f, "hidden_size", "8"));
+        CHECK(meta_is(f, "num_layers", "6"));
+        CHECK(meta_is(f, "intermediate_size", "12"));
+        CHECK(meta_is(f, "max_position_emb", "10"));
+        CHECK(meta_is(f, "vocab_size", "16"));
+        tbx_close(f);
+    }
+    CHECK_EQ(count_problems(out), 0);
+    /* a typed value EMBD cannot store: refused naming the key */
+    in = open_file(data_path("tiny-legacy.bin"), 0);
+    CHECK_OK(tbx_value_map_put(m, "extra", 5, tbx_value_new_uint(TBX_V_U32, 7)));
+    CHECK_EQ(tbx_convert(in, out, &co, &e), TBX_E_LOSSY);
+    CHECK(strstr(e.message, "extra") != NULL);
+    tbx_close(in);
+    tbx_value_free(m);
+    unlink(out);
+}
+
+/* Several threads reading one EMBD handle: each reads every tensor whole (tbx_tensor_read) and
+ * as f32 in uneven chunks (tbx_tensor_read_f32), and compares with the legacy fixture's values
+ * read on one thread (interop tests check those against the PyTorch originals). */
+static tbx_status write_big(const char *out, tbx_error *e);
+
+/* Threads released together at their first read of a pending (not yet verified) handle. */
+typedef struct big_job {
+    tbx_file *f;
+    pthread_barrier_t *go;
+    int k;
+    int bad;
+} big_job;
+
+static void *big_worker(void *arg) {
+    big_job *j = arg;
+    static const uint64_t nel[3] = {256 * 1024, 100, 512 * 512};
+    pthread_barrier_wait(j->go);
+    for (int r = 0; r < 3; r++) {
+        uint64_t i = (uint64_t)(j->k + r) % 3;
+        float *v = malloc((size_t)nel[i] * sizeof *v);
+        tbx_error e;
+        size_t need = 0;
+        tbx_status st = j->k == 3 ? tbx_tensor_read_f32(j->f, i, 0, nel[i], v, &e)
+                                  : tbx_tensor_read(j->f, i, v, (size_t)nel[i] * 4, &need, &e);
+        if (st != TBX_OK) j->bad++;
+        for (uint64_t x = 0; st == TBX_OK && x < nel[i]; x++)
+            if (v[x] != (float)(x % 1000) + (float)i) { j->bad++; break; }
+        free(v);
+    }
+    return NULL;
+}
+
+typedef struct rd_job {
+    tbx_file *f;
+    float **want;       /* per tensor */
+    uint64_t *nelems;
+    uint64_t nt;
+    int seed;
+    int bad;            /* mismatches or errors seen (checked on the main thread) */
+} rd_job;
+
+static void *rd_worker(void *arg) {
+    rd_job *j = arg;
+    for (int rep = 0; rep < 20; rep++) {
+        for (uint64_t k = 0; k < j->nt; k++) {
+            uint64_t i = (k * 7 + (uint64_t)j->seed * 13 + (uint64_t)rep) % j->nt;
+            uint64_t n = j->nelems[i];
+            float *got = malloc((size_t)(n ? n : 1) * sizeof *got);
+            tbx_error e;
+            size_t need = 0;
+            if (!got) { j->bad++; continue; }
+            if (tbx_tensor_read(j->f, i, got, (size_t)n * 4, &need, &e) != TBX_OK ||
+                memcmp(got, j->want[i], (size_t)n * 4) != 0)
+                j->bad++;
+            memset(got, 0, (size_t)n * 4);
+            uint64_t step = (uint64_t)(j->seed + rep) % 5 + 3;
+            for (uint64_t at = 0; at < n; at += step) {
+                uint64_t c = n - at < step ? n - at : step;
+                if (tbx_tensor_read_f32(j->f, i, at, c, got + at, &e) != TBX_OK) j->bad++;
+            }
+            if (memcmp(got, j->want[i], (size_t)n * 4) != 0) j->bad++;
+            free(got);
+        }
+    }
+    return NULL;
+}
+
+TBX_TEST(threads_share_one_handle) {
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "embd_threads_%d.weights", (int)getpid());
+    tbx_error e;
+    CHECK_OK(legacy_to_embd(out, META3, 0, &e));
+    tbx_file *ref = open_file(data_path("tiny-legacy.bin"), 0);
+    CHECK(ref != NULL);
+    if (!ref) return;
+    uint64_t nt = tbx_tensor_count(ref);
+    float **want = calloc((size_t)nt, sizeof *want);
+    uint64_t *nel = calloc((size_t)nt, sizeof *nel);
+    static const uint32_t modes[] = {0, TBX_OPEN_VERIFY_DIGESTS, TBX_OPEN_MMAP,
+                                     TBX_OPEN_MMAP | TBX_OPEN_VERIFY_DIGESTS};
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        tbx_file *f = open_file(out, modes[m]);
+        CHECK(f != NULL);
+        if (!f) continue;
+        CHECK_EQ(tbx_tensor_count(f), nt);
+        /* the same tensors in the same order (the writer keeps the declaration order) */
+        for (uint64_t i = 0; i < nt && m == 0; i++) {
+            tbx_tensor_info ti = TBX_TENSOR_INFO_INIT, tr = TBX_TENSOR_INFO_INIT;
+            tbx_tensor_info_get(f, i, &ti);
+            tbx_tensor_info_get(ref, i, &tr);
+            CHECK_STR(ti.name, tr.name);
+            nel[i] = tr.nelems;
+            want[i] = malloc((size_t)(tr.nelems ? tr.nelems : 1) * sizeof(float));
+            CHECK_OK(tbx_tensor_read_f32(ref, i, 0, tr.nelems, want[i], &e));
+        }
+        rd_job jobs[4];
+        pthread_t th[4];
+        for (int k = 0; k < 4; k++) {
+            jobs[k] = (rd_job){f, want, nel, nt, k, 0};
+            CHECK(pthread_create(&th[k], NULL, rd_worker, &jobs[k]) == 0);
+        }
+        /* meanwhile, tbx_read_batch of every tensor on 3 worker threads */
+        tbx_read_req *rq = calloc((size_t)nt, sizeof *rq);
+        for (uint64_t i = 0; i < nt; i++) {
+            rq[i].struct_size = sizeof *rq;
+            rq[i].tensor = i;
+            rq[i].buf = malloc((size_t)(nel[i] ? nel[i] : 1) * 4);
+            rq[i].cap = (size_t)nel[i] * 4;
+        }
+        CHECK_OK(tbx_read_batch(f, rq, (size_t)nt, 3, &e));
+        for (uint64_t i = 0; i < nt; i++) {
+            CHECK_OK(rq[i].status);
+            CHECK(memcmp(rq[i].buf, want[i], (size_t)nel[i] * 4) == 0);
+            free(rq[i].buf);
+        }
+        free(rq);
+        for (int k = 0; k < 4; k++) {
+            pthread_join(th[k], NULL);
+            CHECK_EQ(jobs[k].bad, 0);
+        }
+        tbx_close(f);
+    }
+    for (uint64_t i = 0; i < nt; i++) free(want[i]);
+    free(want);
+    free(nel);
+    tbx_close(ref);
+    /* a 2 MiB file whose first reads (the verification pass of a buffered handle, deferred to
+     * them) come from five threads at once: tensors whole, as f32, and a whole batch */
+    CHECK_OK(write_big(out, &e));
+    for (int rep = 0; rep < 4; rep++) {
+        tbx_file *f = open_file(out, TBX_OPEN_VERIFY_DIGESTS);
+        CHECK(f != NULL);
+        if (!f) break;
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 5);
+        big_job bj[4];
+        pthread_t th[4];
+        for (int k = 0; k < 4; k++) {
+            bj[k] = (big_job){f, &go, k + rep, 0};
+            CHECK(pthread_create(&th[k], NULL, big_worker, &bj[k]) == 0);
+        }
+        pthread_barrier_wait(&go);
+        tbx_read_req rq[3];
+        memset(rq, 0, sizeof rq);
+        static const size_t nb[3] = {(size_t)1 << 20, 400, (size_t)1 << 20};
+        for (int i = 0; i < 3; i++) {
+            rq[i].struct_size = sizeof rq[i];
+            rq[i].tensor = (uint64_t)i;
+            rq[i].buf = malloc(nb[i]);
+            rq[i].cap = nb[i];
+        }
+        CHECK_OK(tbx_read_batch(f, rq, 3, 2, &e));
+        for (int i = 0; i < 3; i++) {
+            CHECK_OK(rq[i].status);
+            CHECK(((float *)rq[i].buf)[7] == 7.0f + (float)i);
+            free(rq[i].buf);
+        }
+        for (int k = 0; k < 4; k++) {
+            pthread_join(th[k], NULL);
+            CHECK_EQ(bj[k].bad, 0);
+        }
+        pthread_barrier_destroy(&go);
+        tbx_close(f);
+    }
+    unlink(out);
+}
+
+/* A file in memory served through a callback that counts the bytes it hands out. */
+typedef struct cb_file {
+    uint8_t *p;
+    size_t n;
+    uint64_t served;
+} cb_file;
+
+static tbx_status cb_read(void *ud, uint64_t off, void *buf, size_t len) {
+    cb_file *c = ud;
+    if (off > c->n || len > c->n - off) return TBX_E_IO;
+    memcpy(buf, c->p + off, len);
+    c->served += len;
+    return TBX_OK;
+}
+
+static uint8_t *slurp(const char *path, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long len = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    uint8_t *p = malloc(len > 0 ? (size_t)len : 1);
+    if (p && fread(p, 1, (size_t)len, fp) != (size_t)len) { free(p); p = NULL; }
+    fclose(fp);
+    *n = (size_t)len;
+    return p;
+}
+
+static tbx_file *open_cb(cb_file *c, uint32_t flags, tbx_error *e) {
+    tbx_open_options o;
+    tbx_open_options_init(&o);
+    o.flags = flags;
+    tbx_file *f = NULL;
+    if (tbx_open_callback(&f, cb_read, c, c->n, &o, e) != TBX_OK) return NULL;
+    return f;
+}
+
+/* Every tensor of f through one tbx_read_batch; returns its status, the buffers freed. */
+static tbx_status batch_all(tbx_file *f, uint32_t threads, tbx_status *each, tbx_error *e) {
+    uint64_t nt = tbx_tensor_count(f);
+    tbx_read_req *rq = calloc((size_t)nt, sizeof *rq);
+    for (uint64_t i = 0; i < nt; i++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        tbx_tensor_info_get(f, i, &ti);
+        rq[i].struct_size = sizeof *rq;
+        rq[i].tensor = i;
+        rq[i].cap = (size_t)ti.nbytes;
+        rq[i].buf = malloc(rq[i].cap ? rq[i].cap : 1);
+    }
+    tbx_status st = tbx_read_batch(f, rq, (size_t)nt, threads, e);
+    *each = TBX_OK;
+    for (uint64_t i = 0; i < nt; i++) {
+        if (rq[i].status != TBX_OK && *each == TBX_OK) *each = rq[i].status;
+        if (rq[i].status == TBX_OK && *each != TBX_OK) *each = TBX_E_STATE; /* mixed */
+        free(rq[i].buf);
+    }
+    free(rq);
+    return st;
+}
+
+/* A plain EMBD tensor container of about 2 MiB: three f32 tensors of counting values. */
+static tbx_status write_big(const char *out, tbx_error *e) {
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_EMBD;
+    wo.flags = TBX_WRITE_OVERWRITE;
+    tbx_writer *w = NULL;
+    tbx_status st = tbx_writer_open(&w, out, &wo, e);
+    if (st != TBX_OK) return st;
+    static const uint64_t shapes[3][2] = {{256, 1024}, {100, 1}, {512, 512}};
+    static const char *const names[3] = {"a", "b", "c"};
+    for (int i = 0; i < 3 && st == TBX_OK; i++) {
+        tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+        d.name = names[i];
+        d.name_len = 1;
+        d.dtype = TBX_DT_F32;
+        d.ndim = 2;
+        d.shape = shapes[i];
+        d.has_data = 1;
+        st = tbx_writer_add_tensor(w, &d, NULL, e);
+    }
+    for (int i = 0; i < 3 && st == TBX_OK; i++) {
+        size_t ne = (size_t)(shapes[i][0] * shapes[i][1]);
+        float *v = malloc(ne * sizeof *v);
+        for (size_t k = 0; k < ne; k++) v[k] = (float)(k % 1000) + (float)i;
+        st = tbx_writer_write_tensor(w, (uint64_t)i, v, ne * sizeof *v, e);
+        free(v);
+    }
+    if (st == TBX_OK) return tbx_writer_finish(w, e);
+    tbx_writer_abort(w);
+    return st;
+}
+
+/* Reading a whole file verified on a buffered handle reads each data byte once: the data CRC is
+ * computed over the bytes handed to the caller (tbx_read_batch), not in a pass of its own. */
+TBX_TEST(verified_batch_reads_each_byte_once) {
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "embd_once_%d.weights", (int)getpid());
+    tbx_error e;
+    CHECK_OK(write_big(out, &e));
+    cb_file c = {NULL, 0, 0};
+    c.p = slurp(out, &c.n);
+    CHECK(c.p != NULL);
+    if (!c.p) return;
+    tbx_embd_header h;
+    memset(&h, 0, sizeof h);
+    h.struct_size = sizeof h;
+    tbx_file *f = open_cb(&c, TBX_OPEN_VERIFY_DIGESTS, &e);
+    CHECK(f != NULL);
+    if (!f) { free(c.p); return; }
+    CHECK_OK(tbx_embd_header_get(f, &h));
+    tbx_status each;
+    CHECK_OK(batch_all(f, 1, &each, &e));
+    CHECK_OK(each);
+    /* the whole file once (what open reads ahead, and the prefix again for its CRC), never
+     * the data region twice */
+    if (getenv("EMBD_TEST_VERBOSE") || c.served >= (uint64_t)c.n + (1u << 20))
+        fprintf(stderr, "served %llu bytes of a %zu-byte file\n", (unsigned long long)c.served,
+                c.n);
+    CHECK(h.tensor_data_size > (2u << 20));
+    CHECK(c.served < (uint64_t)c.n + (1u << 20));
+    CHECK(c.served >= (uint64_t)c.n - 16);
+    /* a second batch: plain reads, verified already */
+    uint64_t before = c.served;
+    CHECK_OK(batch_all(f, 1, &each, &e));
+    CHECK(c.served - before <= h.tensor_data_size);
+    tbx_close(f);
+    free(c.p);
+    unlink(out);
+}
+
+/* With TBX_OPEN_VERIFY_DIGESTS no byte of a file whose checksums do not match is served, whatever
+ * the handle and the read: one flipped bit in a tensor's data, or in the metadata (only
+ * file_checksum covers it). */
+TBX_TEST(verified_reads_never_serve_bad_bytes) {
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "embd_bad_%d.weights", (int)getpid());
+    tbx_error e;
+    CHECK_OK(legacy_to_embd(out, META3, 0, &e));
+    size_t n = 0;
+    uint8_t *good = slurp(out, &n);
+    CHECK(good != NULL);
+    if (!good) return;
+    tbx_embd_header h;
+    memset(&h, 0, sizeof h);
+    h.struct_size = sizeof h;
+    {
+        cb_file c0 = {good, n, 0};
+        tbx_file *f = open_cb(&c0, 0, &e);
+        CHECK(f && tbx_embd_header_get(f, &h) == TBX_OK);
+        tbx_close(f);
+    }
+    const uint64_t flips[2] = {h.tensor_data_offset + h.tensor_data_size - 3, /* last tensor */
+                               h.metadata_offset + 12};                       /* a key byte */
+    const char *field[2] = {"footer.data_checksum", "footer.file_checksum"};
+    for (int k = 0; k < 2; k++) {
+        uint8_t *bad = malloc(n);
+        memcpy(bad, good, n);
+        bad[flips[k]] ^= 0x10;
+        cb_file c = {bad, n, 0};
+        /* callback source, strict */
+        tbx_file *f = open_cb(&c, TBX_OPEN_VERIFY_DIGESTS, &e);
+        if (f) {
+            float v[4];
+            size_t need = 0;
+            uint8_t *buf = malloc(1 << 16);
+            CHECK_EQ(tbx_tensor_read(f, 0, buf, 1 << 16, &need, &e), TBX_E_CHECKSUM);
+            CHECK_STR(e.field, field[k]);
+            CHECK_EQ(tbx_tensor_read_f32(f, 1, 0, 1, v, &e), TBX_E_CHECKSUM);
+            CHECK_EQ(tbx_tensor_read_range(f, 2, 0, buf, 4, &e), TBX_E_CHECKSUM);
+            tbx_status each;
+            tbx_status st = batch_all(f, 2, &each, &e);
+            CHECK_EQ(st, TBX_E_CHECKSUM);
+            CHECK_EQ(each, TBX_E_CHECKSUM);
+            CHECK_EQ(tbx_validate(f, NULL, NULL, NULL), TBX_E_CHECKSUM);
+            free(buf);
+            tbx_close(f);
+        } else {
+            CHECK_EQ(e.code, TBX_E_CHECKSUM); /* failing at open serves nothing either */
+        }
+        /* pread and mapped handles of the same bytes */
+        char bp[600];
+        snprintf(bp, sizeof bp, "%s.bad", out);
+        FILE *fp = fopen(bp, "wb");
+        CHECK(fp && fwrite(bad, 1, n, fp) == n);
+        if (fp) fclose(fp);
+        static const uint32_t fl[2] = {TBX_OPEN_VERIFY_DIGESTS,
+                                       TBX_OPEN_VERIFY_DIGESTS | TBX_OPEN_MMAP};
+        for (int m = 0; m < 2; m++) {
+            tbx_open_options o;
+            tbx_open_options_init(&o);
+            o.flags = fl[m];
+            tbx_file *g = NULL;
+            tbx_status st = tbx_open_path(&g, bp, &o, &e);
+            if (st == TBX_OK) {
+                tbx_status each;
+                CHECK_EQ(batch_all(g, 2, &each, &e), TBX_E_CHECKSUM);
+                CHECK_EQ(each, TBX_E_CHECKSUM);
+                tbx_close(g);
+            } else {
+                CHECK_EQ(st, TBX_E_CHECKSUM);
+            }
+        }
+        unlink(bp);
+        free(bad);
+    }
+    free(good);
+    unlink(out);
 }
 
 TBX_TEST_MAIN()
