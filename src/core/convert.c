@@ -357,7 +357,6 @@ static tbx_status declare_quantized(tbx_file *in, size_t i, tbx_writer *w,
  * writer is done (the writer borrows it), goes with it. */
 static tbx_status declare_mcfq(tbx_file *in, size_t i, tbx_writer *w, const tbx_tensor_desc *d,
                                const tbx_convert_options *o, tbx_quant_info *q, tbx_error *err) {
-    const int kind = mcfq_kind_of(d->dtype);
     float lo = o->quant_clip_min, hi = o->quant_clip_max;
     if (!(o->flags & TBX_CONVERT_QUANT_CLIP)) {
         tbx_status st = tbx_mcfq_scan_clip(in, i, &lo, &hi, err);
@@ -374,25 +373,9 @@ static tbx_status declare_mcfq(tbx_file *in, size_t i, tbx_writer *w, const tbx_
     q->has_clip = 1;
     q->clip_min = lo;
     q->clip_max = hi;
-    if (kind < (int)TBX_MCFQ_KIND_COUNT) {
-        tbx_mcfq_layout L;
-        if (tbx_mcfq_layout_get((tbx_mcfq_kind)kind, d->shape[0], d->shape[1], &L) != TBX_OK)
-            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, in->tensors[i].name,
-                           "tensor \"%s\": quantized size overflows", in->tensors[i].name);
-        q->code_dtype = d->dtype;
-        q->bits = L.bits;
-        q->block_size = 32;
-        q->super_block_size = L.super ? 256 : 0;
-        q->scale.scope = TBX_QSCOPE_GROUP;
-        q->scale.dtype = TBX_DT_F16;
-        q->scale.count = L.rows * L.bpr;
-    } else {
-        q->code_dtype = kind == (int)TBX_MCFQ_INT8 ? TBX_DT_I8 : TBX_DT_I4;
-        q->bits = kind == (int)TBX_MCFQ_INT8 ? 8 : 4;
-        q->scale.scope = TBX_QSCOPE_TENSOR;
-        q->scale.dtype = TBX_DT_F32;
-        q->scale.count = 1;
-    }
+    if (tbx_mcfq_describe(d->dtype, d->shape[0], d->shape[1], q) != TBX_OK)
+        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, in->tensors[i].name,
+                       "tensor \"%s\": quantized size overflows", in->tensors[i].name);
     return tbx_writer_add_quant_tensor(w, d, q, NULL, err);
 }
 

@@ -491,24 +491,9 @@ static tbx_status mcf_attach_quant(tbx_file *f, mcf_state *s, tbx_tensor *t, uin
     q->domain = !r ? TBX_QDOMAIN_UNSPECIFIED
                    : domain == MCF_DOMAIN_ACTIVATIONS ? TBX_QDOMAIN_ACTIVATIONS : TBX_QDOMAIN_WEIGHTS;
     tbx_status st = TBX_OK;
-    if (mcf_is_qk(dt)) {
-        tbx_mcfq_layout L;
-        tbx_mcfq_layout_get(mcf_kind(dt), t->shape[0], t->shape[1], &L);
-        q->code_dtype = dt;
-        q->bits = L.bits;
-        q->block_size = 32;
-        q->super_block_size = L.super ? 256 : 0;
-        q->scale.scope = TBX_QSCOPE_GROUP;
-        q->scale.dtype = TBX_DT_F16;
-        q->scale.count = L.rows * L.bpr;
-    } else {
-        q->code_dtype = dt == TBX_DT_MCF_INT8 ? TBX_DT_I8 : TBX_DT_I4;
-        q->bits = dt == TBX_DT_MCF_INT8 ? 8 : 4;
-        q->scale.scope = TBX_QSCOPE_TENSOR;
-        q->scale.dtype = TBX_DT_F32;
-        q->scale.count = 1;
-        st = mcf_int_params(f, q, data_off, domain, err);
-    }
+    /* the shape was checked against the payload size when the entry was read */
+    tbx_mcfq_describe(dt, t->shape[0], t->shape[1], q);
+    if (!mcf_is_qk(dt)) st = mcf_int_params(f, q, data_off, domain, err);
     if (st == TBX_OK) st = tbx_quant_put_u32(f, q, "method", mcf_code_from_dtype(dt));
     if (st == TBX_OK && r) {
         uint8_t b[8];

@@ -110,3 +110,26 @@ void tbx_mcfq_dequant_rows_ref(const tbx_mcfq_layout *L, const uint8_t *scales,
 }
 
 /* tbx_mcfq_dequant_rows (the dispatching entry) is in dispatch.c. */
+
+tbx_status tbx_mcfq_describe(tbx_dtype dt, uint64_t rows, uint64_t cols, tbx_quant_info *q) {
+    if (dt >= TBX_DT_MCF_Q8 && dt <= TBX_DT_MCF_K2) {
+        tbx_mcfq_layout L;
+        tbx_status st = tbx_mcfq_layout_get((tbx_mcfq_kind)(dt - TBX_DT_MCF_Q8), rows, cols, &L);
+        if (st != TBX_OK) return st;
+        q->code_dtype = dt;
+        q->bits = L.bits;
+        q->block_size = 32;
+        q->super_block_size = L.super ? 256 : 0;
+        q->scale.scope = TBX_QSCOPE_GROUP;
+        q->scale.dtype = TBX_DT_F16;
+        q->scale.count = L.rows * L.bpr;
+        return TBX_OK;
+    }
+    if (dt != TBX_DT_MCF_INT8 && dt != TBX_DT_MCF_INT4) return TBX_E_INVALID_ARG;
+    q->code_dtype = dt == TBX_DT_MCF_INT8 ? TBX_DT_I8 : TBX_DT_I4;
+    q->bits = dt == TBX_DT_MCF_INT8 ? 8 : 4;
+    q->scale.scope = TBX_QSCOPE_TENSOR;
+    q->scale.dtype = TBX_DT_F32;
+    q->scale.count = 1;
+    return TBX_OK;
+}

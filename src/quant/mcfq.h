@@ -114,4 +114,13 @@ void tbx_mcfi_quantize(const tbx_mcfi_layout *L, float scale, float zero, float 
 void tbx_mcfi_dequant(const tbx_mcfi_layout *L, float scale, float zero, const uint8_t *codes,
                       uint64_t first, uint64_t n, float *out);
 
+/* Fills the geometry of the quantization description of an MCF family tensor of dtype `dt`
+ * (TBX_DT_MCF_Q8 .. _K2, _INT8, _INT4) shaped [rows, cols]: code dtype, bits, block and
+ * super-block sizes, scale scope, dtype and count (q/k: one f16 scale per block of 32, the k
+ * family's per-block sub-scales inside the payload; int8/int4: one f32 scale per tensor). The
+ * caller sets method, domain, clip range and zero points. TBX_E_INVALID_ARG for another dtype,
+ * TBX_E_OVERFLOW when the layout does not fit in 64 bits. The reader (src/formats/mcf.c) and
+ * the quantizing conversion (src/core/convert.c) describe MCF tensors through this one rule. */
+tbx_status tbx_mcfq_describe(tbx_dtype dt, uint64_t rows, uint64_t cols, tbx_quant_info *q);
+
 #endif
