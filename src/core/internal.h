@@ -572,6 +572,16 @@ struct tbx_writer {
  * duplicates. Call before the first tensor. */
 tbx_status tbx_writer_borrow_descs_(tbx_writer *w, size_t n, const tbx_names *names,
                                     tbx_error *err);
+/* The quantization description given for declared tensor `index` (tbx_writer_add_quant_tensor),
+ * NULL when none; valid until the writer is freed. For drivers' w_check_quant / layout. */
+const tbx_quant_info *tbx_writer_tensor_quant_(const tbx_writer *w, uint64_t index);
+/* Finds a declared tensor of the writer by name (through its own or the lent index). */
+bool tbx_writer_find_tensor_(const tbx_writer *w, const char *name, size_t len, uint64_t *index);
+/* tbx_writer_add_meta for a caller whose key and value outlive the writer (tbx_convert): the
+ * writer keeps pointers to them instead of copies. */
+tbx_status tbx_writer_add_meta_borrowed_(tbx_writer *w, const char *key, size_t key_len,
+                                         const tbx_value *value, tbx_error *err);
+
 /* Tensor bytes that pass unchanged from an input file: tbx_writer_write_tensor's rules and
  * checks, the len bytes of `fd` at fd_off copied by tbx_out_copy_fd (in the kernel). Only for
  * a writer whose driver does not look at the bytes (no w_data: tbx_writer_copies_fd_). */
@@ -585,15 +595,6 @@ tbx_status tbx_writer_copy_fd_(tbx_writer *w, uint64_t index, int fd, uint64_t f
 tbx_status tbx_convert_copy_range_(tbx_file *in, uint64_t i, uint64_t pos, uint64_t len,
                                    tbx_writer *w, uint64_t wi, void *buf, size_t cap,
                                    tbx_error *err);
-/* The quantization description given for declared tensor `index` (tbx_writer_add_quant_tensor),
- * NULL when none; valid until the writer is freed. For drivers' w_check_quant / layout. */
-const tbx_quant_info *tbx_writer_tensor_quant_(const tbx_writer *w, uint64_t index);
-/* Finds a declared tensor of the writer by name (through its own or the lent index). */
-bool tbx_writer_find_tensor_(const tbx_writer *w, const char *name, size_t len, uint64_t *index);
-/* tbx_writer_add_meta for a caller whose key and value outlive the writer (tbx_convert): the
- * writer keeps pointers to them instead of copies. */
-tbx_status tbx_writer_add_meta_borrowed_(tbx_writer *w, const char *key, size_t key_len,
-                                         const tbx_value *value, tbx_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Format drivers (src/formats/<fmt>.c). Registered in src/core/registry.c.                    */
