@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hugging Face model directory -> llama.cpp GGUF: wall time and peak RSS of `tbx convert`.
+"""Hugging Face model directory -> llama.cpp GGUF: wall time, CPU time and peak RSS of `tbx convert`.
 
     .venv/bin/python bench/bench_hf_gguf.py [--reps 3] [--layers 10] [--tbx build/tbx]
     BENCH_DIR=/path     where the files go (default: a temporary directory, removed after)
@@ -9,14 +9,18 @@ The model is a synthetic llama-family directory of realistic shapes (TinyLlama-1
 blocks deep (10: 1.06 GiB of f16 in model.safetensors), random f16 weights, a small BPE
 tokenizer (tokenizers) and the config.json a llama checkpoint carries.
   cp        `cp model.safetensors COPY` (the bytes the conversion must at least move; cp
-            leaves them dirty in the page cache) and `cp` + `sync COPY` (the durability tbx
-            gives: it fsyncs its output before the rename)
+            leaves them dirty in the page cache; coreutils 9 copies with copy_file_range, the
+            kernel path tbx takes for unchanged tensors) and `cp` + `sync COPY` (the
+            durability tbx gives: it fsyncs its output before the rename)
   f16       `tbx convert DIR out.gguf --force` (f16 weights kept, norms to f32, q/k rows
             reordered, tokenizer and keys written)
   q4_K      `tbx convert DIR out.gguf --quant q4_k --force` (one run: CPU-bound)
 Page cache warm (one untimed cp first), `sync` (untimed) before every timed run so that no
-run pays for the previous one's dirty pages; medians of interleaved repetitions for cp and f16;
-peak RSS from GNU time (%M). Targets (issue 13): f16 within 1.5x of cp, peak RSS <= 256 MiB.
+run pays for the previous one's dirty pages, and every run writes a new file (the previous
+copy or output removed untimed: replacing a 1 GiB file costs its eviction, ~0.1 s of system
+time); medians of interleaved repetitions for cp and f16; peak RSS and CPU time (user +
+system, medians) from GNU time: on a shared machine the CPU time varies less than the wall
+time. Targets (issue 13): f16 within 1.5x of cp, peak RSS <= 256 MiB.
 """
 from __future__ import annotations
 
@@ -94,15 +98,20 @@ def write_model(d: Path, layers: int):
     return off
 
 
+CPU = {}  # argv[0] -> CPU seconds (user + system) of each run
+
+
 def timed(argv) -> tuple[float, int]:
-    """(wall seconds, peak RSS KiB) of one run under GNU time."""
+    """(wall seconds, peak RSS KiB) of one run under GNU time; its CPU time goes to CPU."""
     t0 = time.perf_counter()
-    r = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], stdout=subprocess.DEVNULL,
+    r = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *argv], stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE)
     dt = time.perf_counter() - t0
     if r.returncode != 0:
         sys.exit(f"failed: {' '.join(map(str, argv))}\n{r.stderr.decode()}")
-    return dt, int(r.stderr.decode().strip().splitlines()[-1])
+    rss, user, system = r.stderr.decode().strip().splitlines()[-1].split()
+    CPU.setdefault(" ".join(map(str, argv[:2])), []).append(float(user) + float(system))
+    return dt, int(rss)
 
 
 def main():
@@ -129,18 +138,23 @@ def main():
             copy.unlink()
             subprocess.run(["sync"])
             cps_t.append(timed(["sh", "-c", f"cp '{src}' '{copy}' && sync '{copy}'"])[0])
+            out.unlink(missing_ok=True)  # as for cp: a new file, not the eviction of an old one
             subprocess.run(["sync"])
             t, rss = timed([a.tbx, "convert", d, out, "--force"])
             f16_t.append(t)
             f16_rss.append(rss)
+        cpu = {k: statistics.median(v) for k, v in CPU.items()}  # before the q4_K run
         copy.unlink()
+        out.unlink(missing_ok=True)
         subprocess.run(["sync"])
         q_t, q_rss = timed([a.tbx, "convert", d, out, "--quant", "q4_k", "--force"])
         cp_m, cps_m = statistics.median(cp_t), statistics.median(cps_t)
         f16_m = statistics.median(f16_t)
-        print(f"cp              {cp_m:7.2f} s  {nbytes / cp_m / 1e9:6.2f} GB/s")
-        print(f"cp + sync       {cps_m:7.2f} s  {nbytes / cps_m / 1e9:6.2f} GB/s")
-        print(f"tbx f16         {f16_m:7.2f} s  {nbytes / f16_m / 1e9:6.2f} GB/s  "
+        cpu_cp, cpu_cps = cpu[f"cp {src}"], cpu["sh -c"]
+        cpu_f16 = cpu[f"{a.tbx} convert"]
+        print(f"cp              {cp_m:7.2f} s  {nbytes / cp_m / 1e9:6.2f} GB/s  CPU {cpu_cp:5.2f} s")
+        print(f"cp + sync       {cps_m:7.2f} s  {nbytes / cps_m / 1e9:6.2f} GB/s  CPU {cpu_cps:5.2f} s")
+        print(f"tbx f16         {f16_m:7.2f} s  {nbytes / f16_m / 1e9:6.2f} GB/s  CPU {cpu_f16:5.2f} s  "
               f"peak RSS {max(f16_rss) / 1024:6.1f} MiB  ratio to cp {f16_m / cp_m:.2f}x, "
               f"to cp + sync {f16_m / cps_m:.2f}x (target <= 1.5x)")
         print(f"tbx q4_K        {q_t:7.2f} s  {nbytes / q_t / 1e9:6.2f} GB/s  "

@@ -219,6 +219,14 @@ tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, unsig
                         tbx_error *err);
 /* Writes len bytes at off (positional; unwritten gaps read as zero). */
 tbx_status tbx_out_pwrite(tbx_out *o, uint64_t off, const void *data, size_t len, tbx_error *err);
+/* Writes at off the len bytes of file descriptor in_fd that start at in_off (tensor bytes that
+ * pass unchanged): copy_file_range, the bytes never entering this process; through a 1 MiB
+ * buffer (pread + pwrite) when the kernel or the file systems cannot (ENOSYS, EXDEV, EINVAL,
+ * EOPNOTSUPP, ...) or tbx_out_no_copy_range_ is set (tests). An input that ends early is
+ * TBX_E_TRUNCATED; tbx_out_fault_hook_ is called before every piece. */
+tbx_status tbx_out_copy_fd(tbx_out *o, uint64_t off, int in_fd, uint64_t in_off, uint64_t len,
+                           tbx_error *err);
+extern int tbx_out_no_copy_range_;
 /* Reads back len bytes that were written at off (an error past the highest offset written). */
 tbx_status tbx_out_pread(tbx_out *o, uint64_t off, void *buf, size_t len, tbx_error *err);
 /* Writes `n` zero bytes at off. */
@@ -580,6 +588,20 @@ bool tbx_writer_find_tensor_(const tbx_writer *w, const char *name, size_t len, 
  * writer keeps pointers to them instead of copies. */
 tbx_status tbx_writer_add_meta_borrowed_(tbx_writer *w, const char *key, size_t key_len,
                                          const tbx_value *value, tbx_error *err);
+
+/* Tensor bytes that pass unchanged from an input file: tbx_writer_write_tensor's rules and
+ * checks, the len bytes of `fd` at fd_off copied by tbx_out_copy_fd (in the kernel). Only for
+ * a writer whose driver does not look at the bytes (no w_data: tbx_writer_copies_fd_). */
+bool tbx_writer_copies_fd_(const tbx_writer *w);
+tbx_status tbx_writer_copy_fd_(tbx_writer *w, uint64_t index, int fd, uint64_t fd_off,
+                               uint64_t len, tbx_error *err);
+/* Bytes [pos, pos + len) of dense tensor `i` of `in`, as stored, appended to tensor `wi` of `w`
+ * (convert.c): copied in the kernel when the input's component is raw bytes of a file with
+ * nothing left to check (tbx_comp_served_raw, no pending digest) and the writer takes copies,
+ * else read into buf (cap bytes, > 0) piece by piece and written. */
+tbx_status tbx_convert_copy_range_(tbx_file *in, uint64_t i, uint64_t pos, uint64_t len,
+                                   tbx_writer *w, uint64_t wi, void *buf, size_t cap,
+                                   tbx_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Format drivers (src/formats/<fmt>.c). Registered in src/core/registry.c.                    */

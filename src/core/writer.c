@@ -441,15 +441,16 @@ static tbx_status tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
     return w->drv->w_tensor_done ? w->drv->w_tensor_done(w, t, err) : TBX_OK;
 }
 
-tbx_status tbx_writer_write_tensor(tbx_writer *w, uint64_t index, const void *data, size_t len,
-                                   tbx_error *err) {
+/* The checks every piece of tensor data passes: *end is where the tensor's bytes received
+ * will end with these len. */
+static tbx_status data_checks(tbx_writer *w, uint64_t index, uint64_t len, uint64_t *written,
+                              uint64_t *end, tbx_error *err) {
     if (!w) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "writer", "NULL writer");
     if (w->state == TBX_WS_DONE)
         return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "writer", "writer already finished");
     if (index >= w->ntensors)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
                        "tensor index %llu out of range", (unsigned long long)index);
-    if (!data && len) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "data", "NULL data");
     tbx_wtensor *t = &w->tensors[index];
     if (w->current >= 0 && (uint64_t)w->current != index)
         return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "tensor",
@@ -461,22 +462,55 @@ tbx_status tbx_writer_write_tensor(tbx_writer *w, uint64_t index, const void *da
         return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "tensor",
                        "tensor \"%s\" takes no (more) data", t->name);
     /* not current and not done: nothing of it was received yet */
-    const uint64_t written = w->current >= 0 ? w->cur_written : 0;
-    uint64_t end;
-    if (!tbx_add_u64(written, len, &end) || end > t->nbytes)
+    *written = w->current >= 0 ? w->cur_written : 0;
+    if (!tbx_add_u64(*written, len, end) || *end > t->nbytes)
         return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "tensor",
-                       "tensor \"%s\": %llu + %zu bytes exceed its size of %llu bytes", t->name,
-                       (unsigned long long)written, len, (unsigned long long)t->nbytes);
-    tbx_status st = begin_data(w, err);
+                       "tensor \"%s\": %llu + %llu bytes exceed its size of %llu bytes", t->name,
+                       (unsigned long long)*written, (unsigned long long)len,
+                       (unsigned long long)t->nbytes);
+    return begin_data(w, err);
+}
+
+static tbx_status data_received(tbx_writer *w, uint64_t index, uint64_t end, tbx_error *err) {
+    tbx_wtensor *t = &w->tensors[index];
+    w->cur_written = end;
+    w->current = (int64_t)index;
+    return end == t->nbytes ? tensor_done(w, t, err) : TBX_OK;
+}
+
+tbx_status tbx_writer_write_tensor(tbx_writer *w, uint64_t index, const void *data, size_t len,
+                                   tbx_error *err) {
+    if (w && !data && len)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "data", "NULL data");
+    uint64_t written, end;
+    tbx_status st = data_checks(w, index, (uint64_t)len, &written, &end, err);
     if (st != TBX_OK) return st;
+    tbx_wtensor *t = &w->tensors[index];
     w->cur_written = written;
     if (w->drv->w_data) st = w->drv->w_data(w, t, data, len, err);
     else st = tbx_out_pwrite(&w->out, t->offset + written, data, len, err);
     if (st != TBX_OK) return st;
-    w->cur_written = end;
-    w->current = (int64_t)index;
-    if (end == t->nbytes) st = tensor_done(w, t, err);
-    return st;
+    return data_received(w, index, end, err);
+}
+
+bool tbx_writer_copies_fd_(const tbx_writer *w) {
+    return w && !w->drv->w_data && w->state != TBX_WS_DONE;
+}
+
+tbx_status tbx_writer_copy_fd_(tbx_writer *w, uint64_t index, int fd, uint64_t fd_off,
+                               uint64_t len, tbx_error *err) {
+    if (w && w->drv->w_data)
+        return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "writer",
+                       "the %s writer takes tensor bytes only through tbx_writer_write_tensor",
+                       w->drv->name);
+    uint64_t written, end;
+    tbx_status st = data_checks(w, index, len, &written, &end, err);
+    if (st != TBX_OK) return st;
+    tbx_wtensor *t = &w->tensors[index];
+    w->cur_written = written;
+    st = tbx_out_copy_fd(&w->out, t->offset + written, fd, fd_off, len, err);
+    if (st != TBX_OK) return st;
+    return data_received(w, index, end, err);
 }
 
 tbx_status tbx_writer_finish(tbx_writer *w, tbx_error *err) {

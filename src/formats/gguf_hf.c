@@ -1215,6 +1215,18 @@ static tbx_status write_rope_freqs(hf *h, size_t k, float *fbuf) {
     return tbx_writer_write_tensor(h->w, k, fbuf, (size_t)n * 4, h->err);
 }
 
+/* Rows [0, nr) of a block that starts at a head boundary (r0 a multiple of the head's rows),
+ * in llama.cpp's order: out row r is row src_row(r0 + r) - r0 of `in`. */
+static void permute_rows(const hf_out *o, uint64_t nh, uint64_t r0, uint64_t nr, uint64_t rowb,
+                         const uint8_t *in, uint8_t *out) {
+    for (uint64_t r = 0; r < nr; r++)
+        memcpy(out + r * rowb, in + (src_row(o, r0 + r, nh) - r0) * rowb, (size_t)rowb);
+}
+
+/* Tensor k's data. Bytes kept as stored (same dtype, no reordering) are copied from the input
+ * file by the kernel (tbx_convert_copy_range_), else through obuf. Reordered tensors are read
+ * in blocks of whole heads (one read of many rows, reordered in memory) when a head fits in a
+ * chunk, else row by row. fbuf holds HF_CHUNK_F32 + 64 Ki floats, obuf twice its bytes. */
 static tbx_status write_data(hf *h, size_t k, float *fbuf, uint8_t *obuf) {
     const hf_out *o = &h->out[k];
     if (o->src == UINT64_MAX) return write_rope_freqs(h, k, fbuf);
@@ -1224,16 +1236,14 @@ static tbx_status write_data(hf *h, size_t k, float *fbuf, uint8_t *obuf) {
     const uint64_t nh = o->xform == XF_PERMUTE_Q ? h->n_head : h->n_head_kv;
     const uint64_t esz = si->bits / 8, rowb = o->cols * esz;
     tbx_status st = TBX_OK;
-    if (ti.dtype == o->dtype && o->xform == XF_NONE) { /* stored bytes as they are */
-        const uint64_t total = o->rows * rowb, step = HF_CHUNK_F32 * 4;
-        for (uint64_t p = 0; st == TBX_OK && p < total; p += step) {
-            size_t n = (size_t)(total - p < step ? total - p : step);
-            st = tbx_tensor_read_range(h->in, o->src, p, obuf, n, h->err);
-            if (st == TBX_OK) st = tbx_writer_write_tensor(h->w, k, obuf, n, h->err);
-        }
-        return st;
-    }
-    uint64_t per = HF_CHUNK_F32 / o->cols; /* rows per chunk */
+    if (ti.dtype == o->dtype && o->xform == XF_NONE) /* stored bytes as they are */
+        return tbx_convert_copy_range_(h->in, o->src, 0, o->rows * rowb, h->w, k, obuf,
+                                       (size_t)HF_CHUNK_F32 * 4, h->err);
+    /* rows per chunk: HF_CHUNK_F32 values, or as many stored bytes when only reordering */
+    uint64_t per = ti.dtype == o->dtype ? HF_CHUNK_F32 * 4 / rowb : HF_CHUNK_F32 / o->cols;
+    const uint64_t d = o->xform != XF_NONE ? o->rows / nh : 0; /* rows of a head */
+    const bool blocks = d > 0 && per >= d;
+    if (blocks) per -= per % d;
     if (per == 0) per = 1;
     tbx_quant_fn quant = (di->flags & TBX_DTF_BLOCK) ? tbx_ggml_quant_for(o->dtype) : NULL;
     if ((di->flags & TBX_DTF_BLOCK) && !quant)
@@ -1243,17 +1253,29 @@ static tbx_status write_data(hf *h, size_t k, float *fbuf, uint8_t *obuf) {
         const uint64_t n = nr * o->cols;
         size_t outn;
         if (ti.dtype == o->dtype) { /* reordering only: raw rows */
-            for (uint64_t r = 0; st == TBX_OK && r < nr; r++)
-                st = tbx_tensor_read_range(h->in, o->src, src_row(o, r0 + r, nh) * rowb,
-                                           obuf + r * rowb, (size_t)rowb, h->err);
+            if (blocks) {
+                st = tbx_tensor_read_range(h->in, o->src, r0 * rowb, fbuf, (size_t)(nr * rowb),
+                                           h->err);
+                if (st == TBX_OK) permute_rows(o, nh, r0, nr, rowb, (const uint8_t *)fbuf, obuf);
+            } else {
+                for (uint64_t r = 0; st == TBX_OK && r < nr; r++)
+                    st = tbx_tensor_read_range(h->in, o->src, src_row(o, r0 + r, nh) * rowb,
+                                               obuf + r * rowb, (size_t)rowb, h->err);
+            }
             outn = (size_t)(nr * rowb);
         } else {
-            if (o->xform == XF_NONE)
+            if (o->xform == XF_NONE) {
                 st = tbx_tensor_read_f32(h->in, o->src, r0 * o->cols, n, fbuf, h->err);
-            else
+            } else if (blocks) { /* obuf is free until the values are encoded */
+                st = tbx_tensor_read_f32(h->in, o->src, r0 * o->cols, n, (float *)(void *)obuf,
+                                         h->err);
+                if (st == TBX_OK)
+                    permute_rows(o, nh, r0, nr, o->cols * 4, obuf, (uint8_t *)fbuf);
+            } else {
                 for (uint64_t r = 0; st == TBX_OK && r < nr; r++)
                     st = tbx_tensor_read_f32(h->in, o->src, src_row(o, r0 + r, nh) * o->cols,
                                              o->cols, fbuf + r * o->cols, h->err);
+            }
             if (st != TBX_OK) break;
             if (quant) {
                 quant(fbuf, obuf, n / di->block_size);

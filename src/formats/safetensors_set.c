@@ -553,10 +553,13 @@ static tbx_status hf_readdir(tbx_file *f, const char *dir, hf_list *out, tbx_err
     return TBX_OK;
 }
 
-/* stat() of DIR/NAME (following links): 0 regular, 1 directory, -1 neither or missing. */
+/* stat() of DIR/NAME (following links): 0 regular, 1 directory, -1 neither or missing,
+ * HF_KIND_NOMEM when the path could not be allocated (every caller fails with TBX_E_NOMEM: an
+ * entry skipped for want of memory would drop a side file or the model from the open). */
+#define HF_KIND_NOMEM (-2)
 static int hf_kind(tbx_file *f, const char *dir, const char *name, uint64_t *size) {
     char *p = hf_join(f, dir, name);
-    if (!p) return -1;
+    if (!p) return HF_KIND_NOMEM;
     struct stat sb;
     int r = stat(p, &sb);
     hf_strfree(f, p);
@@ -576,7 +579,9 @@ static tbx_status hf_side_files(tbx_file *f, const char *dir, const hf_list *top
         const char *name = top->items[i];
         uint64_t size = 0;
         int kind = hf_kind(f, dir, name, &size);
-        if (kind == 0) {
+        if (kind == HF_KIND_NOMEM) {
+            st = tbx_err_nomem(err, "side files");
+        } else if (kind == 0) {
             if (!hf_side_name(name) || (skip && !strcmp(name, skip)) || size > HF_SIDE_MAX_BYTES)
                 continue;
             if (!hf_list_push(f, out, name, NULL)) st = tbx_err_nomem(err, "side files");
@@ -587,7 +592,9 @@ static tbx_status hf_side_files(tbx_file *f, const char *dir, const hf_list *top
             st = hf_readdir(f, sub, &sl, err);
             for (size_t k = 0; k < sl.n && st == TBX_OK; k++) {
                 if (!hf_side_name(sl.items[k])) continue;
-                if (hf_kind(f, sub, sl.items[k], &size) != 0 || size > HF_SIDE_MAX_BYTES) continue;
+                const int sk = hf_kind(f, sub, sl.items[k], &size);
+                if (sk == HF_KIND_NOMEM) { st = tbx_err_nomem(err, "side files"); break; }
+                if (sk != 0 || size > HF_SIDE_MAX_BYTES) continue;
                 char *rel = hf_join(f, name, sl.items[k]);
                 if (!rel || !hf_list_push(f, out, rel, NULL)) st = tbx_err_nomem(err, "side files");
                 hf_strfree(f, rel);
@@ -620,7 +627,10 @@ static tbx_status hf_choose(tbx_file *f, const char *dir, const hf_list *top, co
         const char *name = top->items[i];
         size_t n = strlen(name);
         bool isidx = ends_with(name, n, HF_INDEX_SUFFIX), isst = ends_with(name, n, HF_ST_SUFFIX);
-        if ((!isidx && !isst) || name[0] == '.' || hf_kind(f, dir, name, NULL) != 0) continue;
+        if ((!isidx && !isst) || name[0] == '.') continue;
+        const int kind = hf_kind(f, dir, name, NULL);
+        if (kind == HF_KIND_NOMEM) return tbx_err_nomem(err, "directory entry");
+        if (kind != 0) continue;
         if (isidx) { nidx++; if (!idx1) idx1 = name; if (!strcmp(name, "model" HF_INDEX_SUFFIX)) have_mi = true; }
         if (isst) { nst++; if (!st1) st1 = name; if (!strcmp(name, "model" HF_ST_SUFFIX)) have_ms = true; }
     }
@@ -694,7 +704,10 @@ static tbx_status hf_check_unmapped(st_set *s, const char *dir, tbx_error *err) 
         name[first_len] = 0;
         size_t idx;
         if (hf_keys_find(&s->shards, name, first_len, &idx)) continue;
-        if (hf_kind(f, dir, name, NULL) == 0)
+        const int kind = hf_kind(f, dir, name, NULL);
+        if (kind == HF_KIND_NOMEM)
+            st = hf_nomem(s, err, "shard name");
+        else if (kind == 0)
             st = hf_ierr(s, err, TBX_E_FORMAT, s->map_at, "weight_map",
                          "shard file \"%s\" lies in the directory, but weight_map maps no tensor "
                          "to it", name);

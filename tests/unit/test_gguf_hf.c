@@ -3,8 +3,10 @@
  * (tbx_gguf_from_hf through tbx_convert): the quantization fallback table, a tiny llama
  * directory built here (config.json, a hand-written BPE tokenizer.json, a safetensors file)
  * converted and read back (architecture keys, tokenizer arrays, llama.cpp names, the q/k row
- * order computed here from its definition), TBX_CONVERT_RAW, and every allocation failure of
- * the conversion handled without a leak or a partial output.
+ * order computed here from its definition), TBX_CONVERT_RAW, every allocation failure of
+ * the conversion handled without a leak or a partial output, and the bulk of a bigger model
+ * moved in a few system calls (kernel copies, q/k rows reordered in blocks), with the same
+ * bytes when the kernel cannot copy.
  *
  * llama.cpp itself is the judge in tests/python/test_hf_gguf.py; this test pins the C paths
  * (and runs under ASan+UBSan with the unit tests).
@@ -21,7 +23,11 @@
 #include <unistd.h>
 
 static char g_dir[512];
-static char g_out[600];
+static char g_out[600], g_out2[600];
+
+/* src/io/output.c: set, the writer copies unchanged bytes through a buffer (pread + pwrite)
+ * instead of copy_file_range */
+extern int tbx_out_no_copy_range_;
 
 static void rm_tmp(void) {
     static const char *files[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
@@ -33,6 +39,7 @@ static void rm_tmp(void) {
     }
     rmdir(g_dir);
     unlink(g_out);
+    unlink(g_out2);
 }
 
 static void write_str(const char *name, const char *s) {
@@ -82,6 +89,7 @@ static void new_model(void) {
     if (!g_dir[0]) {
         if (!mkdtemp(tbx_test_tmppath(g_dir, sizeof g_dir, "tbx_test_gguf_hf_XXXXXX"))) abort();
         snprintf(g_out, sizeof g_out, "%s.out.gguf", g_dir);
+        snprintf(g_out2, sizeof g_out2, "%s.out2.gguf", g_dir);
         atexit(rm_tmp);
     }
     write_str("config.json", CONFIG);
@@ -262,6 +270,196 @@ TBX_TEST(raw_flag_keeps_the_hf_layout) {
     CHECK_EQ(tbx_tensor_count(g), NT);
     CHECK(meta(g, "general.architecture") == NULL);
     tbx_close(g);
+}
+
+/* A bigger llama in f16: hidden 256, 2 heads of 1024 rows' worth (q: 2048 rows, k: 1024 rows
+ * of 512 bytes), a 16 MiB embedding, a norm (f16 -> f32). Element (r, c) of tensor k has the
+ * f16 bits big_bits(k, r, c) (finite, distinct per row). */
+enum { BE = 256, BV = 32768, BQ = 2048, BK = 1024 };
+static const char BIG_CONFIG[] =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 256,"
+    " \"intermediate_size\": 512, \"num_hidden_layers\": 1, \"num_attention_heads\": 2,"
+    " \"num_key_value_heads\": 1, \"max_position_embeddings\": 32, \"rms_norm_eps\": 1e-05,"
+    " \"rope_theta\": 10000.0, \"vocab_size\": 6, \"head_dim\": 1024}";
+static const struct { const char *name; uint64_t rows; } BT[] = {
+    {"model.embed_tokens.weight", BV},
+    {"model.layers.0.self_attn.q_proj.weight", BQ},
+    {"model.layers.0.self_attn.k_proj.weight", BK},
+    {"model.layers.0.input_layernorm.weight", 0},
+};
+static uint16_t big_bits(size_t k, uint64_t r, uint64_t c) {
+    return (uint16_t)((k * 7919 + r * 131 + c * 3) % 0x7800);
+}
+
+static void new_big_model(void) {
+    new_model();
+    write_str("config.json", BIG_CONFIG);
+    char p[800];
+    snprintf(p, sizeof p, "%s/model.safetensors", g_dir);
+    unlink(p);
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_SAFETENSORS;
+    tbx_writer *w = NULL;
+    tbx_error e;
+    if (tbx_writer_open(&w, p, &wo, &e) != TBX_OK) abort();
+    for (size_t k = 0; k < sizeof BT / sizeof BT[0]; k++) {
+        uint64_t shape[2] = {BT[k].rows, BE};
+        tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+        d.name = BT[k].name;
+        d.name_len = strlen(BT[k].name);
+        d.dtype = TBX_DT_F16;
+        d.ndim = BT[k].rows ? 2 : 1;
+        d.shape = BT[k].rows ? shape : shape + 1;
+        d.has_data = 1;
+        if (tbx_writer_add_tensor(w, &d, NULL, &e) != TBX_OK) abort();
+    }
+    uint16_t row[BE];
+    for (size_t k = 0; k < sizeof BT / sizeof BT[0]; k++)
+        for (uint64_t r = 0; r < (BT[k].rows ? BT[k].rows : 1); r++) {
+            for (uint64_t c = 0; c < BE; c++) {
+                uint16_t b = big_bits(k, r, c);
+                memcpy(&row[c], &b, 2); /* little-endian host (x86-64) */
+            }
+            if (tbx_writer_write_tensor(w, k, row, sizeof row, &e) != TBX_OK) abort();
+        }
+    if (tbx_writer_finish(w, &e) != TBX_OK) abort();
+}
+
+/* Read and write system calls of this process so far (/proc/self/io: syscr, syscw). */
+static int proc_io(uint64_t *syscr, uint64_t *syscw) {
+    FILE *fp = fopen("/proc/self/io", "r");
+    if (!fp) return 0;
+    char line[128];
+    int got = 0;
+    unsigned long long v;
+    while (fgets(line, sizeof line, fp)) {
+        if (sscanf(line, "syscr: %llu", &v) == 1) { *syscr = v; got |= 1; }
+        if (sscanf(line, "syscw: %llu", &v) == 1) { *syscw = v; got |= 2; }
+    }
+    fclose(fp);
+    return got == 3;
+}
+
+/* Converts the directory to `out` (f16 kept), counting the read and write system calls. */
+static tbx_status convert_big(const char *out, uint64_t *reads, uint64_t *writes, tbx_error *e) {
+    tbx_file *f = NULL;
+    tbx_status st = tbx_open_path(&f, g_dir, NULL, e);
+    if (st != TBX_OK) return st;
+    tbx_convert_options co;
+    tbx_convert_options_init(&co);
+    co.write.format = TBX_FORMAT_GGUF;
+    co.write.flags = TBX_WRITE_OVERWRITE;
+    uint64_t r0 = 0, w0 = 0, r1 = 0, w1 = 0;
+    CHECK(proc_io(&r0, &w0));
+    st = tbx_convert(f, out, &co, e);
+    CHECK(proc_io(&r1, &w1));
+    *reads = r1 - r0;
+    *writes = w1 - w0;
+    tbx_close(f);
+    return st;
+}
+
+/* Whole file into memory (malloc'd), its size in *n. */
+static uint8_t *slurp(const char *path, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long len = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    uint8_t *p = malloc(len > 0 ? (size_t)len : 1);
+    if (p && fread(p, 1, (size_t)len, fp) != (size_t)len) { free(p); p = NULL; }
+    fclose(fp);
+    *n = (size_t)len;
+    return p;
+}
+
+/* The bulk of a model moves in a few big system calls, not per row or per 4 MiB: tensors kept
+ * as stored are copied by the kernel (copy_file_range), the q/k rows reordered in blocks of
+ * whole heads (one read per block). The bytes are those of the definitions, and the same when
+ * the kernel cannot copy (the buffered fallback). */
+TBX_TEST(bulk_bytes_move_in_few_system_calls) {
+    new_big_model();
+    tbx_error e;
+    uint64_t reads = 0, writes = 0;
+    CHECK_OK(convert_big(g_out, &reads, &writes, &e));
+    fprintf(stderr, "kernel copy: %llu reads, %llu writes\n", (unsigned long long)reads,
+            (unsigned long long)writes);
+    /* before: 3072 row reads for q/k and 4 MiB pieces of the 16 MiB embedding */
+    CHECK(reads < 40);
+    CHECK(writes < 40);
+    tbx_file *g = NULL;
+    CHECK_OK(tbx_open_path(&g, g_out, NULL, &e));
+    if (g) {
+        static const struct { const char *gguf; size_t src; uint64_t heads; } M[] = {
+            {"token_embd.weight", 0, 0}, {"blk.0.attn_q.weight", 1, 2}, {"blk.0.attn_k.weight", 2, 1}};
+        static uint16_t got[BV * BE];
+        for (size_t m = 0; m < 3; m++) {
+            uint64_t i = UINT64_MAX;
+            CHECK_OK(tbx_tensor_find(g, M[m].gguf, &i));
+            const uint64_t rows = BT[M[m].src].rows;
+            size_t need = 0;
+            CHECK_OK(tbx_tensor_read(g, i, got, sizeof got, &need, &e));
+            CHECK_EQ(need, rows * BE * 2);
+            int same = 1;
+            for (uint64_t r = 0; r < rows && need == rows * BE * 2; r++) {
+                uint64_t sr = r; /* [heads][2][d/2] -> [heads][d/2][2], as above */
+                if (M[m].heads) {
+                    const uint64_t d = rows / M[m].heads, h = r / d;
+                    sr = h * d + ((r % d) % 2) * (d / 2) + (r % d) / 2;
+                }
+                for (uint64_t c = 0; c < BE; c++) {
+                    uint16_t b;
+                    memcpy(&b, &got[r * BE + c], 2);
+                    if (b != big_bits(M[m].src, sr, c)) same = 0;
+                }
+            }
+            CHECK(same);
+            if (!same) fprintf(stderr, "tensor %s differs\n", M[m].gguf);
+        }
+        uint64_t i = UINT64_MAX;
+        CHECK_OK(tbx_tensor_find(g, "blk.0.attn_norm.weight", &i));
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        CHECK_OK(tbx_tensor_info_get(g, i, &ti));
+        CHECK_EQ(ti.dtype, TBX_DT_F32);
+        tbx_close(g);
+    }
+    /* the fallback: pread + pwrite through a 1 MiB buffer, the same file */
+    tbx_out_no_copy_range_ = 1;
+    CHECK_OK(convert_big(g_out2, &reads, &writes, &e));
+    tbx_out_no_copy_range_ = 0;
+    fprintf(stderr, "buffered: %llu reads, %llu writes\n", (unsigned long long)reads,
+            (unsigned long long)writes);
+    CHECK(writes >= 16 && writes < 16 + 40);
+    size_t n1 = 0, n2 = 0;
+    uint8_t *a = slurp(g_out, &n1), *b = slurp(g_out2, &n2);
+    CHECK(a && b && n1 == n2 && n1 > (size_t)BV * BE * 2 && memcmp(a, b, n1) == 0);
+    free(a);
+    free(b);
+    unlink(g_out2);
+}
+
+/* The input shrinks after the open: the kernel copy reaches its end early and the conversion
+ * fails (TBX_E_TRUNCATED naming the input offset), leaving no output. */
+TBX_TEST(input_shrinking_under_the_copy) {
+    new_big_model();
+    tbx_file *f = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_open_path(&f, g_dir, NULL, &e));
+    if (!f) return;
+    char p[800];
+    snprintf(p, sizeof p, "%s/model.safetensors", g_dir);
+    CHECK(truncate(p, 4 << 20) == 0); /* inside the embedding */
+    unlink(g_out);
+    tbx_convert_options co;
+    tbx_convert_options_init(&co);
+    co.write.format = TBX_FORMAT_GGUF;
+    tbx_status st = tbx_convert(f, g_out, &co, &e);
+    CHECK_EQ(st, TBX_E_TRUNCATED);
+    if (st) fprintf(stderr, "shrunk input: %s\n", e.message);
+    struct stat sb;
+    CHECK(stat(g_out, &sb) != 0);
+    tbx_close(f);
 }
 
 /* An allocator that, once armed, fails its n-th allocation (0: none) and counts them; it
