@@ -357,7 +357,7 @@ bool tbx_value_type_is_int(tbx_value_type t);
 bool tbx_value_type_is_float(tbx_value_type t);
 
 /* ------------------------------------------------------------------------------------------ */
-/* The common model of an open file (src/core/file.c)                                          */
+/* The common model of an open file (src/api/file.c)                                          */
 /* ------------------------------------------------------------------------------------------ */
 typedef struct tbx_meta_entry {
     char *key;           /* NUL-terminated copy */
@@ -501,7 +501,7 @@ tbx_quant_info *tbx_quant_clone(const tbx_alloc *al, const tbx_quant_info *q);
 void tbx_quant_clone_free(const tbx_alloc *al, tbx_quant_info *q);
 
 /* ------------------------------------------------------------------------------------------ */
-/* The writer's common state (src/core/writer.c)                                               */
+/* The writer's common state (src/api/writer.c)                                               */
 /* ------------------------------------------------------------------------------------------ */
 typedef struct tbx_wtensor {
     /* 40 bytes: a writer of a million tensors holds a million of these. */

@@ -2,7 +2,7 @@
  * registry.c - the driver table and everything read from it: format names and aliases,
  * detection by magic bytes, extensions, capabilities (tbx_format_caps_get), the drivers of
  * driver-specific dtypes and the public dtype lookups that include them (tbx_dtype_get,
- * tbx_dtype_from_name, tbx_dtype_nbytes[_shape], tbx_decode_f32: the core table below them is
+ * tbx_dtype_from_name, tbx_dtype_nbytes[_shape]: the core table below them is
  * dtype.c), version queries. No format knowledge lives here: only the rows.
  *
  * Adding a format: write src/formats/<fmt>_driver.c defining `const tbx_driver tbx_driver_<fmt>`
@@ -162,11 +162,6 @@ tbx_status tbx_dtype_nbytes(tbx_dtype dtype, uint64_t nelems, uint64_t *out) {
 tbx_status tbx_dtype_nbytes_shape(tbx_dtype dtype, const uint64_t *shape, uint32_t ndim,
                                   uint64_t *out) {
     return tbx_dtype_nbytes_shape_in(tbx_drivers, dtype, shape, ndim, out);
-}
-
-tbx_status tbx_decode_f32(tbx_dtype dtype, const void *src, size_t src_len, uint64_t nelems,
-                          float *dst) {
-    return tbx_decode_f32_info(tbx_dtype_get(dtype), dtype, src, src_len, nelems, dst);
 }
 
 const char *tbx_layout_name(tbx_layout layout) {

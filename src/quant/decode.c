@@ -124,3 +124,9 @@ tbx_status tbx_decode_f32_info(const tbx_dtype_info *e, tbx_dtype dtype, const v
     }
     return TBX_OK;
 }
+
+/* The public entry (tensorbox.h): the dtype looked up in every driver's table. */
+tbx_status tbx_decode_f32(tbx_dtype dtype, const void *src, size_t src_len, uint64_t nelems,
+                          float *dst) {
+    return tbx_decode_f32_info(tbx_dtype_get(dtype), dtype, src, src_len, nelems, dst);
+}
