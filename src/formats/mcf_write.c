@@ -430,13 +430,15 @@ static void mw_sort(const tbx_writer *w, uint32_t *v, uint32_t *tmp, size_t n) {
 static void mw_state_free(tbx_writer *w) {
     mw_state *s = w->drv_state;
     if (!s) return;
-    tbx_free(&w->al, s->order, s->nt * sizeof *s->order);
-    tbx_free(&w->al, s->hash, s->nt * sizeof *s->hash);
-    tbx_free(&w->al, s->final, s->nt * sizeof *s->final);
-    tbx_free(&w->al, s->alias, s->nt * sizeof *s->alias);
+    /* the sizes mcf_w_layout allocated: at least one element each */
+    size_t nt = s->nt ? s->nt : 1, ns = w->nsections ? w->nsections : 1;
+    tbx_free(&w->al, s->order, nt * sizeof *s->order);
+    tbx_free(&w->al, s->hash, nt * sizeof *s->hash);
+    tbx_free(&w->al, s->final, nt * sizeof *s->final);
+    tbx_free(&w->al, s->alias, nt * sizeof *s->alias);
     tbx_free(&w->al, s->mi, s->mi_cap);
-    tbx_free(&w->al, s->sec_order, w->nsections * sizeof *s->sec_order);
-    tbx_free(&w->al, s->sec_type, w->nsections * sizeof *s->sec_type);
+    tbx_free(&w->al, s->sec_order, ns * sizeof *s->sec_order);
+    tbx_free(&w->al, s->sec_type, ns * sizeof *s->sec_type);
     tbx_free(&w->al, s, sizeof *s);
     w->drv_state = NULL;
 }
