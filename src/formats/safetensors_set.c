@@ -44,6 +44,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -481,12 +482,12 @@ done:
 /* "DIR/NAME" (DIR may be "" for the current directory), made with f->al; NULL on OOM. */
 static char *hf_join(tbx_file *f, const char *dir, const char *name) {
     size_t dl = strlen(dir), nl = strlen(name);
-    char *p = tbx_malloc(&f->al, dl + nl + 2);
+    bool slash = dl && dir[dl - 1] != '/';
+    /* exactly strlen + 1 bytes: hf_strfree gives that size back (DIR may end in '/') */
+    char *p = tbx_malloc(&f->al, dl + slash + nl + 1);
     if (!p) return NULL;
-    if (dl) {
-        memcpy(p, dir, dl);
-        if (p[dl - 1] != '/') p[dl++] = '/';
-    }
+    memcpy(p, dir, dl);
+    if (slash) p[dl++] = '/';
     memcpy(p + dl, name, nl + 1);
     return p;
 }
@@ -554,13 +555,19 @@ static tbx_status hf_readdir(tbx_file *f, const char *dir, hf_list *out, tbx_err
 }
 
 /* stat() of DIR/NAME (following links): 0 regular, 1 directory, -1 neither or missing. */
+/* The path is built on the stack: an allocation failure must not make a file look missing (a
+ * side file or shard silently left out); a path longer than PATH_MAX cannot be stat()ed anyway. */
 static int hf_kind(tbx_file *f, const char *dir, const char *name, uint64_t *size) {
-    char *p = hf_join(f, dir, name);
-    if (!p) return -1;
+    (void)f;
+    char p[PATH_MAX];
+    size_t dl = strlen(dir), nl = strlen(name);
+    bool slash = dl && dir[dl - 1] != '/';
+    if (dl + slash + nl + 1 > sizeof p) return -1; /* ENAMETOOLONG */
+    memcpy(p, dir, dl);
+    if (slash) p[dl++] = '/';
+    memcpy(p + dl, name, nl + 1);
     struct stat sb;
-    int r = stat(p, &sb);
-    hf_strfree(f, p);
-    if (r != 0) return -1;
+    if (stat(p, &sb) != 0) return -1;
     if (size) *size = (uint64_t)sb.st_size;
     return S_ISREG(sb.st_mode) ? 0 : S_ISDIR(sb.st_mode) ? 1 : -1;
 }
