@@ -286,7 +286,7 @@ static const char *const samples[] = {
     "fuzz/corpus/mcf/int8_activations.mcf",
     "fuzz/corpus/mcf/files_hf_sharded_qwen.mcf",
     "fuzz/corpus/embd/sample.weights",
-    "tests/data/embd/tiny-legacy.bin",
+    "fuzz/corpus/embd/legacy-small.bin",
     "tests/data/mcf/hf/sharded-qwen/", /* a directory: two shards, an index, side files */
 };
 
