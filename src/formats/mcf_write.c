@@ -430,15 +430,14 @@ static void mw_sort(const tbx_writer *w, uint32_t *v, uint32_t *tmp, size_t n) {
 static void mw_state_free(tbx_writer *w) {
     mw_state *s = w->drv_state;
     if (!s) return;
-    /* the sizes mcf_w_layout allocated: at least one element each */
-    size_t nt = s->nt ? s->nt : 1, ns = w->nsections ? w->nsections : 1;
+    size_t nt = s->nt ? s->nt : 1; /* what mcf_w_layout allocated: one element when none */
     tbx_free(&w->al, s->order, nt * sizeof *s->order);
     tbx_free(&w->al, s->hash, nt * sizeof *s->hash);
     tbx_free(&w->al, s->final, nt * sizeof *s->final);
     tbx_free(&w->al, s->alias, nt * sizeof *s->alias);
     tbx_free(&w->al, s->mi, s->mi_cap);
-    tbx_free(&w->al, s->sec_order, ns * sizeof *s->sec_order);
-    tbx_free(&w->al, s->sec_type, ns * sizeof *s->sec_type);
+    tbx_free(&w->al, s->sec_order, (w->nsections + 1) * sizeof *s->sec_order);
+    tbx_free(&w->al, s->sec_type, (w->nsections + 1) * sizeof *s->sec_type);
     tbx_free(&w->al, s, sizeof *s);
     w->drv_state = NULL;
 }
@@ -478,8 +477,8 @@ tbx_status mcf_w_layout(tbx_writer *w, tbx_error *err) {
     s->final = tbx_calloc(&w->al, nt ? nt : 1, sizeof *s->final);
     s->alias = tbx_calloc(&w->al, nt ? nt : 1, sizeof *s->alias);
     uint32_t *tmp = tbx_calloc(&w->al, nt ? nt : 1, sizeof *tmp);
-    s->sec_order = tbx_calloc(&w->al, ns ? ns : 1, sizeof *s->sec_order);
-    s->sec_type = tbx_calloc(&w->al, ns ? ns : 1, sizeof *s->sec_type);
+    s->sec_order = tbx_calloc(&w->al, ns + 1, sizeof *s->sec_order);
+    s->sec_type = tbx_calloc(&w->al, ns + 1, sizeof *s->sec_type);
     if (!s->order || !s->hash || !s->final || !s->alias || !tmp || !s->sec_order || !s->sec_type) {
         tbx_free(&w->al, tmp, (nt ? nt : 1) * sizeof *tmp);
         return tbx_err_nomem(err, "MCF writer");
