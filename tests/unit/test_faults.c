@@ -2,13 +2,13 @@
  * test_faults.c - fault injection along the open, validate, read and convert paths.
  *
  * For a small sample of every format (safetensors, GGUF LE and BE, zTensor zstd and digests,
- * OINF v1 and v2, MCF plain / q4 / k3 / int8 / with Hugging Face sections, EMBD with its
- * CRC-32s and embd-legacy) and a sharded Hugging Face directory, one "run" is: the validation
- * pass (tbx_validate_callback_; tbx_validate_path for the directory), an open (through a read
- * callback; tbx_open_path for the directory) with digests verified, every component read, the
- * first 4096 values of every tensor decoded to f32, and a conversion to each writable format
- * (zTensor with zstd and a digest, OINF v2, MCF, EMBD, and MCF quantized to k4), then close. A
- * run is repeated with
+ * OINF v1 and v2, MCF plain / q4 / k3 / int8 / with Hugging Face sections / without tensors,
+ * EMBD with its CRC-32s, embd-legacy) and a sharded Hugging Face directory, one "run" is: the
+ * validation pass (tbx_validate_callback_; tbx_validate_path for the directory), an open
+ * (through a read callback; tbx_open_path for the directory) with digests verified, every
+ * component read, the first 4096 values of every tensor decoded to f32, and a conversion to
+ * each writable format (zTensor with zstd and a digest, OINF v2, MCF, EMBD, and MCF quantized
+ * to k4), then close. A run is repeated with
  *   (a) the Nth allocation failing (a counting allocator given through the open and write
  *       options; one-shot: only the Nth call fails),
  *   (b) the Nth read of the file failing (the read-at callback returns TBX_E_IO; for the
@@ -288,6 +288,7 @@ static const char *const samples[] = {
     "fuzz/corpus/embd/sample.weights",
     "fuzz/corpus/embd/legacy-small.bin",
     "tests/data/mcf/hf/sharded-qwen/", /* a directory: two shards, an index, side files */
+    "fuzz/corpus/mcf/files_no_tensors.mcf",
 };
 
 static const char *mode_name(int m) {
@@ -383,6 +384,7 @@ TBX_TEST(faults_mcf_hf_sections) { sweep(samples[11]); }
 TBX_TEST(faults_embd) { sweep(samples[12]); }
 TBX_TEST(faults_embd_legacy) { sweep(samples[13]); }
 TBX_TEST(faults_hf_directory) { sweep(samples[14]); }
+TBX_TEST(faults_mcf_no_tensors) { sweep(samples[15]); }
 
 int main(void) {
     tbx_out_fault_hook_ = fa_write_hook;
