@@ -7,7 +7,10 @@ fuzz/corpus/safetensors/  valid safetensors files (numpy + the safetensors packa
                           hand-built ones for dtypes numpy lacks), scalars, zero-size tensors,
                           metadata, and a set of malformed files.
 fuzz/corpus/detect/       a few files of each format the Python peers can write (safetensors,
-                          GGUF, zTensor, OINF) and some bytes that are no format at all.
+                          GGUF, zTensor, OINF), a few MCF and EMBD files taken from
+                          fuzz/corpus/mcf and fuzz/corpus/embd (so make_mcf_seeds.py and
+                          make_embd_seeds.py run first: `make seeds` runs the scripts in name
+                          order) and some bytes that are no format at all.
 
 Every file is a few KB at most. The same run gives the same bytes: seeded random data, no
 timestamps. Files this script did not write are left alone (a fuzzer's finds copied into a
@@ -299,6 +302,14 @@ def detect_seeds(st):
         out.update(oinf_seeds())
     except Exception as exc:
         print("make_seeds: oinf_seeds failed: %s" % exc, file=sys.stderr)
+    # MCF (plain, q4, k3, int8, HF sections, a bad offset) and EMBD (spec, bad checksum, legacy)
+    for target, names in (("mcf", ("files_plain_dtypes.mcf", "files_quant_edge_q4.mcf",
+                                   "files_quant_edge_k3.mcf", "int8_activations.mcf",
+                                   "files_hf_sharded_qwen.mcf", "mutated_ti_data_past_eof.mcf")),
+                          ("embd", ("sample.weights", "bad-hash.weights", "legacy-small.bin"))):
+        for name in names:
+            with open(os.path.join(ROOT, "corpus", target, name), "rb") as fh:
+                out[target + "_" + name] = fh.read()
     out["noise_64"] = bytes(rng("noise").integers(0, 256, 64, dtype=np.uint8))
     out["magic_gguf_truncated"] = b"GGUF\x03\x00\x00\x00"
     out["magic_gguf_huge_counts"] = (b"GGUF" + struct.pack("<IQQ", 3, 2**62, 2**62))

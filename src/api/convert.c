@@ -689,12 +689,16 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         ho.cast_to = o.cast_to;
         ho.progress = o.progress;
         ho.progress_ud = o.progress_ud;
+        tbx_free(&in->al, mq, mq_len);
         return tbx_gguf_from_hf(in, out_path, &ho, err);
     }
 
     tbx_writer *w;
     tbx_status st = tbx_writer_open(&w, out_path, &o.write, err);
-    if (st != TBX_OK) return st;
+    if (st != TBX_OK) {
+        tbx_free(&in->al, mq, mq_len);
+        return st;
+    }
     kept_values kept = { NULL, 0, 0 };
     st = set_source_dir(in, w, err);
     if (st == TBX_OK) st = copy_meta(in, w, &o, &kept, err);

@@ -238,6 +238,9 @@ void tbx_out_abort(tbx_out *o);
 /* Fault-injection hook for tests (tests/unit/test_faults.c), NULL otherwise: called before every
  * write of tensor/header bytes; a non-zero return fails that write with that errno. */
 extern int (*tbx_out_fault_hook_)(void);
+/* The same for reads of path sources (tests/unit/test_faults.c): called before every pread of
+ * tbx_source_read; a non-zero return fails that read with that errno. NULL otherwise. */
+extern int (*tbx_src_fault_hook_)(void);
 
 /* The lock of a file edited in place or rewritten (the GGUF editing tools): `path` resolved
  * through symbolic links, opened (read-write when permitted), flocked LOCK_EX and checked to be

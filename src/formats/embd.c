@@ -501,11 +501,11 @@ static tbx_status em_read_index(tbx_file *f, em_state *s, tbx_cursor *c, tbx_err
     size_t nt = f->ntensors ? f->ntensors : 1;
     em_pos *ps = tbx_calloc(&f->al, nt, sizeof *ps);
     s->order = tbx_calloc(&f->al, nt, sizeof *s->order);
+    if (s->order) s->norder = nt; /* em_close frees it with this size, even after a failure */
     if (!ps || !s->order) {
         tbx_free(&f->al, ps, ps ? nt * sizeof *ps : 0);
         return tbx_err_nomem(err, "tensor order");
     }
-    s->norder = nt;
     for (size_t i = 0; i < f->ntensors; i++) ps[i] = (em_pos){f->tensors[i].comp[0].offset, i};
     if (f->ntensors > 1) qsort(ps, f->ntensors, sizeof *ps, em_pos_cmp);
     for (size_t i = 0; i < f->ntensors; i++) s->order[i] = ps[i].idx;

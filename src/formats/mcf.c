@@ -494,7 +494,9 @@ static tbx_status mcf_attach_quant(tbx_file *f, mcf_state *s, tbx_tensor *t, uin
     /* the shape was checked against the payload size when the entry was read */
     tbx_mcfq_describe(dt, t->shape[0], t->shape[1], q);
     if (!mcf_is_qk(dt)) st = mcf_int_params(f, q, data_off, domain, err);
-    if (st == TBX_OK) st = tbx_quant_put_u32(f, q, "method", mcf_code_from_dtype(dt));
+    /* tbx_quant_put_* return TBX_E_NOMEM without describing it: describe it here */
+    if (st == TBX_OK && tbx_quant_put_u32(f, q, "method", mcf_code_from_dtype(dt)) != TBX_OK)
+        st = tbx_err_nomem(err, "quantization parameter \"method\"");
     if (st == TBX_OK && r) {
         uint8_t b[8];
         st = tbx_source_read(&f->src, r->at + 16, b, 8, "quant.min_clip", err);
@@ -502,7 +504,8 @@ static tbx_status mcf_attach_quant(tbx_file *f, mcf_state *s, tbx_tensor *t, uin
             q->has_clip = 1;
             q->clip_min = tbx_ldf32(b);
             q->clip_max = tbx_ldf32(b + 4);
-            st = tbx_quant_put_u32(f, q, "record", s->rec_of[index] - 1);
+            if (tbx_quant_put_u32(f, q, "record", s->rec_of[index] - 1) != TBX_OK)
+                st = tbx_err_nomem(err, "quantization parameter \"record\"");
         }
     }
     t->quant = q;

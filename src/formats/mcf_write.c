@@ -453,10 +453,11 @@ static void mw_sort(const tbx_writer *w, uint32_t *v, uint32_t *tmp, size_t n) {
 static void mw_state_free(tbx_writer *w) {
     mw_state *s = w->drv_state;
     if (!s) return;
-    tbx_free(&w->al, s->order, s->nt * sizeof *s->order);
-    tbx_free(&w->al, s->hash, s->nt * sizeof *s->hash);
-    tbx_free(&w->al, s->final, s->nt * sizeof *s->final);
-    tbx_free(&w->al, s->alias, s->nt * sizeof *s->alias);
+    size_t nt = s->nt ? s->nt : 1; /* what mcf_w_layout allocated: one element when none */
+    tbx_free(&w->al, s->order, nt * sizeof *s->order);
+    tbx_free(&w->al, s->hash, nt * sizeof *s->hash);
+    tbx_free(&w->al, s->final, nt * sizeof *s->final);
+    tbx_free(&w->al, s->alias, nt * sizeof *s->alias);
     tbx_free(&w->al, s->mi, s->mi_cap);
     tbx_free(&w->al, s->sec_order, (w->nsections + 1) * sizeof *s->sec_order);
     tbx_free(&w->al, s->sec_type, (w->nsections + 1) * sizeof *s->sec_type);

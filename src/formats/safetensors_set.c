@@ -44,6 +44,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -481,12 +482,12 @@ done:
 /* "DIR/NAME" (DIR may be "" for the current directory), made with f->al; NULL on OOM. */
 static char *hf_join(tbx_file *f, const char *dir, const char *name) {
     size_t dl = strlen(dir), nl = strlen(name);
-    char *p = tbx_malloc(&f->al, dl + nl + 2);
+    bool slash = dl && dir[dl - 1] != '/';
+    /* exactly strlen + 1 bytes: hf_strfree gives that size back (DIR may end in '/') */
+    char *p = tbx_malloc(&f->al, dl + slash + nl + 1);
     if (!p) return NULL;
-    if (dl) {
-        memcpy(p, dir, dl);
-        if (p[dl - 1] != '/') p[dl++] = '/';
-    }
+    memcpy(p, dir, dl);
+    if (slash) p[dl++] = '/';
     memcpy(p + dl, name, nl + 1);
     return p;
 }

@@ -246,6 +246,8 @@ static const char *show_name(char buf[SHOW_MAX + 4], const char *field, const ch
     return buf;
 }
 
+int (*tbx_src_fault_hook_)(void);
+
 tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t len,
                            const char *field, tbx_error *err) {
     char fbuf[SHOW_MAX + 4];
@@ -283,7 +285,9 @@ tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t 
         size_t left = len;
         while (left > 0) {
             size_t chunk = left < READ_CHUNK ? left : READ_CHUNK;
-            ssize_t r = pread(s->fd, p, chunk, (off_t)pos);
+            int fault = tbx_src_fault_hook_ ? tbx_src_fault_hook_() : 0;
+            if (fault) errno = fault;
+            ssize_t r = fault ? -1 : pread(s->fd, p, chunk, (off_t)pos);
             if (r < 0) {
                 if (errno == EINTR) continue;
                 return tbx_err_at(err, TBX_E_IO, pos, field,

@@ -1,13 +1,18 @@
 /*
  * test_faults.c - fault injection along the open, validate, read and convert paths.
  *
- * For a small sample of every format (safetensors, GGUF, zTensor raw and zstd, OINF v1 and v2)
- * one "run" is: the validation pass (tbx_validate_callback_), an open through a read callback,
- * every component read, every dense tensor decoded to f32, and a conversion to each writable
- * format (zTensor with zstd and a digest), then close. A run is repeated with
+ * For a small sample of every format (safetensors, GGUF LE and BE, zTensor zstd and digests,
+ * OINF v1 and v2, MCF plain / q4 / k3 / int8 / with Hugging Face sections / without tensors,
+ * EMBD with its CRC-32s, embd-legacy) and a sharded Hugging Face directory, one "run" is: the
+ * validation pass (tbx_validate_callback_; tbx_validate_path for the directory), an open
+ * (through a read callback; tbx_open_path for the directory) with digests verified, every
+ * component read, the first 4096 values of every tensor decoded to f32, and a conversion to
+ * each writable format (zTensor with zstd and a digest, OINF v2, MCF, EMBD, and MCF quantized
+ * to k4), then close. A run is repeated with
  *   (a) the Nth allocation failing (a counting allocator given through the open and write
  *       options; one-shot: only the Nth call fails),
- *   (b) the Nth read of the file failing (the read-at callback returns TBX_E_IO),
+ *   (b) the Nth read of the file failing (the read-at callback returns TBX_E_IO; for the
+ *       directory, tbx_src_fault_hook_ in src/io/source.c fails the Nth pread with EIO),
  *   (c) the Nth write of an output failing (tbx_out_fault_hook_ in src/io/output.c: EIO),
  * for every N from 1 until a run completes without reaching N. Every call must then end in
  * success or a clean error (its code in err.code, a non-empty message); a conversion that
@@ -72,7 +77,7 @@ static void fa_free(void *ud, void *ptr, size_t size) {
     if (!ptr) return;
     size_t was;
     memcpy(&was, (unsigned char *)ptr - HDR, sizeof was);
-    if (was != size) FS.bad_size = true;
+    if (was != size) { FS.bad_size = true; if (getenv("FA_ABORT")) { fprintf(stderr, "free: was %zu got %zu\n", was, size); abort(); } }
     FS.live_blocks--;
     FS.live_bytes -= (int64_t)was;
     free((unsigned char *)ptr - HDR);
@@ -107,14 +112,18 @@ static tbx_status fa_read_at(void *ud, uint64_t off, void *buf, size_t len) {
 }
 
 static int fa_write_hook(void) { return fire(&FS.n_write, F_WRITE) ? EIO : 0; }
+static int fa_pread_hook(void) { return fire(&FS.n_read, F_READ) ? EIO : 0; }
 
 /* ------------------------------------------------------------------------------------------ */
 /* One run                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
-#define NTARGETS 4
+#define NTARGETS 7
 static const tbx_format targets[NTARGETS] = {TBX_FORMAT_SAFETENSORS, TBX_FORMAT_GGUF,
-                                             TBX_FORMAT_ZTENSOR, TBX_FORMAT_OINF};
-static const char *const target_ext[NTARGETS] = {"safetensors", "gguf", "zt", "oinf"};
+                                             TBX_FORMAT_ZTENSOR, TBX_FORMAT_OINF,
+                                             TBX_FORMAT_MCF, TBX_FORMAT_EMBD, TBX_FORMAT_MCF};
+static const char *const target_ext[NTARGETS] = {"safetensors", "gguf", "zt", "oinf",
+                                                 "mcf", "weights", "k4.mcf"};
+#define TARGET_MCF_K4 6 /* MCF, 2-D float tensors quantized to k4 */
 
 typedef struct outcome {
     tbx_status validate, open, reads, convert[NTARGETS];
@@ -171,7 +180,8 @@ static void clear_dir(const char *dir) {
     closedir(d);
 }
 
-static void run_once(const membuf *m, const char *dir, outcome *o) {
+/* `m` is the file, or NULL: then `path` is a directory opened by path. */
+static void run_once(const membuf *m, const char *path, const char *dir, outcome *o) {
     memset(o, 0, sizeof *o);
     for (int k = 0; k < NTARGETS; k++) o->convert[k] = TBX_E_STATE; /* not attempted */
     clear_dir(dir);
@@ -183,12 +193,20 @@ static void run_once(const membuf *m, const char *dir, outcome *o) {
 
     /* validation pass */
     uint64_t np = 0;
-    o->validate = tbx_validate_callback_(fa_read_at, (void *)m, m->n, &opt, on_problem, o, &np);
+    if (m)
+        o->validate = tbx_validate_callback_(fa_read_at, (void *)m, m->n, &opt, on_problem, o,
+                                             &np);
+    else
+        o->validate = tbx_validate_path(path, &opt, on_problem, o, &np);
 
-    /* open, read, convert */
+    /* open (digests verified), read, convert */
+    opt.flags = TBX_OPEN_VERIFY_DIGESTS;
     tbx_file *f = NULL;
     memset(&e, 0, sizeof e);
-    o->open = tbx_open_callback(&f, fa_read_at, (void *)m, m->n, &opt, &e);
+    if (m)
+        o->open = tbx_open_callback(&f, fa_read_at, (void *)m, m->n, &opt, &e);
+    else
+        o->open = tbx_open_path(&f, path, &opt, &e);
     judge(o, o->open, &e, "open");
     if (o->open != TBX_OK) return;
 
@@ -206,9 +224,9 @@ static void run_once(const membuf *m, const char *dir, outcome *o) {
             if (st != TBX_OK && o->reads == TBX_OK) o->reads = st;
             free(buf);
         }
-        uint64_t n = ti.nelems < 64 ? ti.nelems : 0; /* small tensors only: whole, any dtype */
+        uint64_t n = ti.nelems < 4096 ? ti.nelems : 4096; /* the first values, any dtype */
         if (n && ti.ncomponents) {
-            float out[64];
+            static float out[4096];
             memset(&e, 0, sizeof e);
             tbx_status st = tbx_tensor_read_f32(f, i, 0, n, out, &e);
             judge(o, st, &e, "read_f32");
@@ -217,8 +235,8 @@ static void run_once(const membuf *m, const char *dir, outcome *o) {
     }
 
     for (int k = 0; k < NTARGETS; k++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/out.%s", dir, target_ext[k]);
+        char out[512];
+        snprintf(out, sizeof out, "%s/out.%s", dir, target_ext[k]);
         tbx_convert_options co;
         tbx_convert_options_init(&co);
         co.write.format = targets[k];
@@ -229,14 +247,15 @@ static void run_once(const membuf *m, const char *dir, outcome *o) {
             co.write.digest = "crc32c";
         }
         if (targets[k] == TBX_FORMAT_OINF) co.write.version = 2; /* quant payloads travel */
+        if (k == TARGET_MCF_K4) co.quant_to = TBX_DT_MCF_K4;
         co.flags = TBX_CONVERT_STRINGIFY_META | TBX_CONVERT_DROP_SECTIONS |
                    TBX_CONVERT_DEQUANTIZE;
         memset(&e, 0, sizeof e);
-        o->convert[k] = tbx_convert(f, path, &co, &e);
+        o->convert[k] = tbx_convert(f, out, &co, &e);
         judge(o, o->convert[k], &e, "convert");
         if (o->convert[k] == TBX_OK) {
-            o->out_hash[k] = fnv_file(path);
-            unlink(path);
+            o->out_hash[k] = fnv_file(out);
+            unlink(out);
         }
         int left = count_files(dir);
         if (left) o->left_files += left;
@@ -261,6 +280,15 @@ static const char *const samples[] = {
     "fuzz/corpus/ztensor/hand_digests.zt",
     "fuzz/corpus/oinf/v1_every_kind.oinf",
     "fuzz/corpus/oinf/v2_quant.oinf",
+    "fuzz/corpus/mcf/files_plain_dtypes.mcf",
+    "fuzz/corpus/mcf/files_quant_edge_q4.mcf",
+    "fuzz/corpus/mcf/files_quant_edge_k3.mcf",
+    "fuzz/corpus/mcf/int8_activations.mcf",
+    "fuzz/corpus/mcf/files_hf_sharded_qwen.mcf",
+    "fuzz/corpus/embd/sample.weights",
+    "fuzz/corpus/embd/legacy-small.bin",
+    "tests/data/mcf/hf/sharded-qwen/", /* a directory: two shards, an index, side files */
+    "fuzz/corpus/mcf/files_no_tensors.mcf",
 };
 
 static const char *mode_name(int m) {
@@ -271,11 +299,13 @@ static void sweep(const char *rel) {
     const char *root = getenv("TBX_SOURCE_DIR");
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", root ? root : ".", rel);
-    size_t n;
-    uint8_t *data = tbx_test_slurp(path, &n);
-    CHECK(data != NULL);
-    if (!data) { fprintf(stderr, "cannot read %s\n", path); return; }
+    size_t n = 0;
+    const bool is_dir = rel[strlen(rel) - 1] == '/';
+    uint8_t *data = is_dir ? NULL : tbx_test_slurp(path, &n);
+    CHECK(is_dir || data != NULL);
+    if (!is_dir && !data) { fprintf(stderr, "cannot read %s\n", path); return; }
     membuf m = {data, n};
+    const membuf *mp = is_dir ? NULL : &m;
     /* tmpfs when there is one: every conversion fsyncs its output (tbx_test.h) */
     char dir[512];
     snprintf(dir, sizeof dir, "%s/tbx_faults_XXXXXX", tbx_test_fast_tmpdir());
@@ -285,7 +315,7 @@ static void sweep(const char *rel) {
     memset(&FS, 0, sizeof FS);
     FS.mode = F_NONE;
     outcome base;
-    run_once(&m, dir, &base);
+    run_once(mp, path, dir, &base);
     CHECK_EQ(base.validate, TBX_OK);
     CHECK_EQ(base.open, TBX_OK);
     CHECK_EQ(base.reads, TBX_OK);
@@ -303,7 +333,7 @@ static void sweep(const char *rel) {
             FS.mode = mode;
             FS.fail_at = at;
             outcome o;
-            run_once(&m, dir, &o);
+            run_once(mp, path, dir, &o);
             if (!FS.fired) break;
             runs++;
             bool ok = o.unclean == 0 && o.left_files == 0 && FS.live_blocks == 0 &&
@@ -346,8 +376,18 @@ TBX_TEST(faults_ztensor_zstd) { sweep(samples[3]); }
 TBX_TEST(faults_ztensor_digests) { sweep(samples[4]); }
 TBX_TEST(faults_oinf_v1) { sweep(samples[5]); }
 TBX_TEST(faults_oinf_v2) { sweep(samples[6]); }
+TBX_TEST(faults_mcf_plain) { sweep(samples[7]); }
+TBX_TEST(faults_mcf_q4) { sweep(samples[8]); }
+TBX_TEST(faults_mcf_k3) { sweep(samples[9]); }
+TBX_TEST(faults_mcf_int8) { sweep(samples[10]); }
+TBX_TEST(faults_mcf_hf_sections) { sweep(samples[11]); }
+TBX_TEST(faults_embd) { sweep(samples[12]); }
+TBX_TEST(faults_embd_legacy) { sweep(samples[13]); }
+TBX_TEST(faults_hf_directory) { sweep(samples[14]); }
+TBX_TEST(faults_mcf_no_tensors) { sweep(samples[15]); }
 
 int main(void) {
     tbx_out_fault_hook_ = fa_write_hook;
+    tbx_src_fault_hook_ = fa_pread_hook;
     return tbx_test_main();
 }
