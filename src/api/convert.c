@@ -406,44 +406,6 @@ static bool encode_float(tbx_dtype dt, const float *src, uint64_t n, uint8_t *ds
  * called between pieces). */
 #define COPY_PIECE ((uint64_t)64 << 20)
 
-/* The descriptor and file offset of bytes [pos, pos + len) of tensor i when they can be copied
- * from the file as they are: one raw component of a path source, no check pending. */
-static bool fd_range(const tbx_file *in, uint64_t i, uint64_t pos, uint64_t len, int *fd,
-                     uint64_t *off) {
-    if (i >= in->ntensors) return false;
-    const tbx_tensor *t = &in->tensors[i];
-    if (t->ncomp != 1 || t->layout != TBX_LAYOUT_DENSE) return false;
-    const tbx_component *k = &t->comp[0];
-    uint64_t end;
-    if (!tbx_comp_served_raw(in, k) || (in->drv->raw_pending && in->drv->raw_pending(in, t, 0)) ||
-        !tbx_add_u64(pos, len, &end) || end > k->nbytes || !tbx_add_u64(k->offset, pos, off))
-        return false;
-    const tbx_source *s = tbx_file_source(in, k->src);
-    if (!s || (s->kind != TBX_SRC_FD && s->kind != TBX_SRC_MMAP) || s->fd < 0) return false;
-    uint64_t fend;
-    if (!tbx_add_u64(*off, len, &fend) || fend > s->size) return false;
-    *fd = s->fd;
-    return true;
-}
-
-tbx_status tbx_convert_copy_range_(tbx_file *in, uint64_t i, uint64_t pos, uint64_t len,
-                                   tbx_writer *w, uint64_t wi, void *buf, size_t cap,
-                                   tbx_error *err) {
-    int fd;
-    uint64_t off;
-    if (tbx_writer_copies_fd_(w) && fd_range(in, i, pos, len, &fd, &off))
-        return tbx_writer_copy_fd_(w, wi, fd, off, len, err);
-    if (!buf || cap == 0)
-        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "buf", "no copy buffer");
-    tbx_status st = TBX_OK;
-    for (uint64_t p = 0; st == TBX_OK && p < len; p += cap) {
-        size_t n = (size_t)(len - p < cap ? len - p : cap);
-        st = tbx_tensor_read_range(in, i, pos + p, buf, n, err);
-        if (st == TBX_OK) st = tbx_writer_write_tensor(w, wi, buf, n, err);
-    }
-    return st;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* Quantization step: a tensor's elements are cut into chunks of QCHUNK_ELEMS (whole blocks:    */
 /* the tensor is [rows, cols] with cols a multiple of the block size). The calling thread reads */
@@ -802,7 +764,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
              * one pass in CHUNK pieces, whatever size the tensor declares */
             int fd;
             uint64_t off;
-            const bool kernel = tbx_writer_copies_fd_(w) && fd_range(in, i, 0, k->nbytes, &fd, &off);
+            const bool kernel = tbx_writer_copies_fd_(w) && tbx_file_fd_range_(in, i, 0, k->nbytes, &fd, &off);
             if (!buf && !kernel) {
                 buf_cap = CHUNK;
                 buf = tbx_malloc(&in->al, buf_cap);

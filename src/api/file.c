@@ -1040,3 +1040,23 @@ tbx_status tbx_validate_callback_(tbx_read_at_fn read_at, void *read_ud, uint64_
     validate_src vs = { TBX_SRC_CALLBACK, NULL, NULL, size, read_at, read_ud };
     return validate_from(&vs, opt, cb, ud, nproblems);
 }
+
+/* The descriptor and file offset of bytes [pos, pos + len) of tensor i when they can be copied
+ * from the file as they are: one raw component of a path source, no check pending. */
+bool tbx_file_fd_range_(const tbx_file *in, uint64_t i, uint64_t pos, uint64_t len, int *fd,
+                        uint64_t *off) {
+    if (i >= in->ntensors) return false;
+    const tbx_tensor *t = &in->tensors[i];
+    if (t->ncomp != 1 || t->layout != TBX_LAYOUT_DENSE) return false;
+    const tbx_component *k = &t->comp[0];
+    uint64_t end;
+    if (!tbx_comp_served_raw(in, k) || (in->drv->raw_pending && in->drv->raw_pending(in, t, 0)) ||
+        !tbx_add_u64(pos, len, &end) || end > k->nbytes || !tbx_add_u64(k->offset, pos, off))
+        return false;
+    const tbx_source *s = tbx_file_source(in, k->src);
+    if (!s || (s->kind != TBX_SRC_FD && s->kind != TBX_SRC_MMAP) || s->fd < 0) return false;
+    uint64_t fend;
+    if (!tbx_add_u64(*off, len, &fend) || fend > s->size) return false;
+    *fd = s->fd;
+    return true;
+}

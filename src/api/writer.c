@@ -546,3 +546,23 @@ tbx_status tbx_writer_set_source_dir_(tbx_writer *w, const char *name, size_t le
     w->src_dir = c;
     return TBX_OK;
 }
+
+/* Copies bytes [pos, pos + len) of input tensor i into writer tensor wi: by the kernel when
+ * both sides allow it (tbx_file_fd_range_, tbx_writer_copy_fd_), else through buf. */
+tbx_status tbx_writer_copy_range_(tbx_file *in, uint64_t i, uint64_t pos, uint64_t len,
+                                  tbx_writer *w, uint64_t wi, void *buf, size_t cap,
+                                  tbx_error *err) {
+    int fd;
+    uint64_t off;
+    if (tbx_writer_copies_fd_(w) && tbx_file_fd_range_(in, i, pos, len, &fd, &off))
+        return tbx_writer_copy_fd_(w, wi, fd, off, len, err);
+    if (!buf || cap == 0)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "buf", "no copy buffer");
+    tbx_status st = TBX_OK;
+    for (uint64_t p = 0; st == TBX_OK && p < len; p += cap) {
+        size_t n = (size_t)(len - p < cap ? len - p : cap);
+        st = tbx_tensor_read_range(in, i, pos + p, buf, n, err);
+        if (st == TBX_OK) st = tbx_writer_write_tensor(w, wi, buf, n, err);
+    }
+    return st;
+}

@@ -599,12 +599,16 @@ bool tbx_writer_copies_fd_(const tbx_writer *w);
 tbx_status tbx_writer_copy_fd_(tbx_writer *w, uint64_t index, int fd, uint64_t fd_off,
                                uint64_t len, tbx_error *err);
 /* Bytes [pos, pos + len) of dense tensor `i` of `in`, as stored, appended to tensor `wi` of `w`
- * (convert.c): copied in the kernel when the input's component is raw bytes of a file with
+ * (writer.c): copied in the kernel when the input's component is raw bytes of a file with
  * nothing left to check (tbx_comp_served_raw, no pending digest) and the writer takes copies,
  * else read into buf (cap bytes, > 0) piece by piece and written. */
-tbx_status tbx_convert_copy_range_(tbx_file *in, uint64_t i, uint64_t pos, uint64_t len,
-                                   tbx_writer *w, uint64_t wi, void *buf, size_t cap,
-                                   tbx_error *err);
+tbx_status tbx_writer_copy_range_(tbx_file *in, uint64_t i, uint64_t pos, uint64_t len,
+                                  tbx_writer *w, uint64_t wi, void *buf, size_t cap,
+                                  tbx_error *err);
+/* The descriptor and file offset of bytes [pos, pos + len) of tensor i when they can be copied
+ * from the file as they are: one raw component of a path source, no check pending (file.c). */
+bool tbx_file_fd_range_(const tbx_file *in, uint64_t i, uint64_t pos, uint64_t len, int *fd,
+                        uint64_t *off);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Format drivers (src/formats/<fmt>.c). Registered in src/core/registry.c.                    */

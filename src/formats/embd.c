@@ -93,14 +93,6 @@ const em_vocab *em_file_vocab(const tbx_file *f) {
     return s && s->has_vocab ? &s->vocab : NULL;
 }
 
-bool em_probe(const uint8_t *head, size_t len, uint64_t file_size) {
-    if (len < EM_HEADER_SIZE || memcmp(head, "EMBD", 4) != 0) return false;
-    /* the legacy layout starts with the same 8 bytes ("EMBD", u32 1 = major 1, minor 0): the
-     * spec layout is recognised by its total_file_size or its header checksum */
-    return tbx_ld64(head + 48) == file_size ||
-           (tbx_ld32(head + 56) != 0 && em_crc32(0, head, EM_HEADER_CRC_LEN) == tbx_ld32(head + 56));
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* Header, footer, section layout                                                              */
 /* ------------------------------------------------------------------------------------------ */

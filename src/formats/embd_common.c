@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <libdeflate.h>
 #include <stdio.h>
+#include <string.h>
 
 const tbx_dtype em_dtypes[EM_NDTYPES] = {
     TBX_DT_F32, TBX_DT_F16, TBX_DT_BF16, TBX_DT_I32, TBX_DT_I16,
@@ -198,4 +199,13 @@ tbx_status em_vocab_parse_legacy(const tbx_alloc *al, const uint8_t *p, size_t l
     for (unsigned k = 0; k < 5; k++)
         if (!em_vocab_find(out, em_special_tokens[k], &out->special[k])) out->has_special = false;
     return TBX_OK;
+}
+
+/* Both drivers probe with it (embd-legacy is what is "EMBD" but not the spec layout). */
+bool em_probe(const uint8_t *head, size_t len, uint64_t file_size) {
+    if (len < EM_HEADER_SIZE || memcmp(head, "EMBD", 4) != 0) return false;
+    /* the legacy layout starts with the same 8 bytes ("EMBD", u32 1 = major 1, minor 0): the
+     * spec layout is recognised by its total_file_size or its header checksum */
+    return tbx_ld64(head + 48) == file_size ||
+           (tbx_ld32(head + 56) != 0 && em_crc32(0, head, EM_HEADER_CRC_LEN) == tbx_ld32(head + 56));
 }

@@ -1224,7 +1224,7 @@ static void permute_rows(const hf_out *o, uint64_t nh, uint64_t r0, uint64_t nr,
 }
 
 /* Tensor k's data. Bytes kept as stored (same dtype, no reordering) are copied from the input
- * file by the kernel (tbx_convert_copy_range_), else through obuf. Reordered tensors are read
+ * file by the kernel (tbx_writer_copy_range_), else through obuf. Reordered tensors are read
  * in blocks of whole heads (one read of many rows, reordered in memory) when a head fits in a
  * chunk, else row by row. fbuf holds HF_CHUNK_F32 + 64 Ki floats, obuf twice its bytes. */
 static tbx_status write_data(hf *h, size_t k, float *fbuf, uint8_t *obuf) {
@@ -1237,7 +1237,7 @@ static tbx_status write_data(hf *h, size_t k, float *fbuf, uint8_t *obuf) {
     const uint64_t esz = si->bits / 8, rowb = o->cols * esz;
     tbx_status st = TBX_OK;
     if (ti.dtype == o->dtype && o->xform == XF_NONE) /* stored bytes as they are */
-        return tbx_convert_copy_range_(h->in, o->src, 0, o->rows * rowb, h->w, k, obuf,
+        return tbx_writer_copy_range_(h->in, o->src, 0, o->rows * rowb, h->w, k, obuf,
                                        (size_t)HF_CHUNK_F32 * 4, h->err);
     /* rows per chunk: HF_CHUNK_F32 values, or as many stored bytes when only reordering */
     uint64_t per = ti.dtype == o->dtype ? HF_CHUNK_F32 * 4 / rowb : HF_CHUNK_F32 / o->cols;

@@ -95,53 +95,10 @@ static int st_rank_of_dtype(tbx_dtype dt) {
 /* found by walking the raw text, which jansson has already accepted as valid JSON. Every walk */
 /* is bounds-checked anyway and answers "not found" on anything unexpected.                    */
 /* ------------------------------------------------------------------------------------------ */
-#define JS_NONE ((size_t)-1)
-
-static size_t js_ws(const char *p, size_t n, size_t i) {
-    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
-    return i;
-}
-
-/* i at '"': returns the index after the closing quote, or JS_NONE. */
-static size_t js_skip_string(const char *p, size_t n, size_t i) {
-    if (i >= n || p[i] != '"') return JS_NONE;
-    for (i++; i < n; i++) {
-        if (p[i] == '\\') i++;
-        else if (p[i] == '"') return i + 1;
-    }
-    return JS_NONE;
-}
-
-/* i at the first byte of a value: returns the index after it, or JS_NONE. */
-static size_t js_skip_value(const char *p, size_t n, size_t i) {
-    if (i >= n) return JS_NONE;
-    if (p[i] == '"') return js_skip_string(p, n, i);
-    if (p[i] == '{' || p[i] == '[') {
-        size_t depth = 0;
-        while (i < n) {
-            char c = p[i];
-            if (c == '"') {
-                i = js_skip_string(p, n, i);
-                if (i == JS_NONE) return JS_NONE;
-                continue;
-            }
-            if (c == '{' || c == '[') depth++;
-            else if (c == '}' || c == ']') {
-                if (--depth == 0) return i + 1;
-            }
-            i++;
-        }
-        return JS_NONE;
-    }
-    while (i < n && p[i] != ',' && p[i] != '}' && p[i] != ']' && p[i] != ' ' && p[i] != '\t' &&
-           p[i] != '\n' && p[i] != '\r')
-        i++;
-    return i;
-}
-
-size_t st_js_ws(const char *p, size_t n, size_t i) { return js_ws(p, n, i); }
-size_t st_js_skip_string(const char *p, size_t n, size_t i) { return js_skip_string(p, n, i); }
-size_t st_js_skip_value(const char *p, size_t n, size_t i) { return js_skip_value(p, n, i); }
+#define JS_NONE ST_JS_NONE
+#define js_ws st_js_ws
+#define js_skip_string st_js_skip_string
+#define js_skip_value st_js_skip_value
 
 /* Walks the members of the object at `obj` ('{'): keys[k] gets the index of member k's key
  * (its opening quote) and vals[k] the index of its value, for k < cap (either may be NULL).
@@ -277,7 +234,7 @@ static void js_shape_str(char *dst, size_t cap, const json_t *arr) {
 /* ------------------------------------------------------------------------------------------ */
 /* Probe                                                                                       */
 /* ------------------------------------------------------------------------------------------ */
-static bool st_probe(const uint8_t *head, size_t len, uint64_t file_size) {
+bool st_probe(const uint8_t *head, size_t len, uint64_t file_size) {
     if (len < 9 || file_size < 10) return false;
     uint64_t n = tbx_ld64(head);
     return n >= 2 && n <= file_size - 8 && head[8] == '{';
@@ -303,7 +260,7 @@ typedef struct st_ctx {
     tbx_file *f;
     const tbx_source *src; /* the file being read: f->src, or a shard of a set */
     uint32_t src_idx;      /* its index for tbx_file_source */
-    st_set *set;           /* the set it is a shard of, NULL when it stands alone */
+    const st_shard_check *set; /* the set it is a shard of, NULL when it stands alone */
     const char *hdr;    /* the N header bytes */
     size_t n;
     /* the tensor table being built: entries, their decoded names and their dimensions */
@@ -996,7 +953,7 @@ static tbx_status st_add_tensors(st_ctx *c, uint64_t data_start, tbx_error *err)
         const st_dtype *d = &st_dtypes[e->rank];
         const uint64_t *shape = e->ndim ? c->dims + e->dim_off : NULL;
         if (c->set) {
-            st = st_set_check_tensor(c->set, e->name, e->name_len, c->src_idx, st_at(c, e->vpos),
+            st = c->set->tensor(c->set->set, e->name, e->name_len, c->src_idx, st_at(c, e->vpos),
                                      err);
             if (st != TBX_OK) return st;
         }
@@ -1018,7 +975,8 @@ static tbx_status st_add_tensors(st_ctx *c, uint64_t data_start, tbx_error *err)
     return TBX_OK;
 }
 
-tbx_status st_open_source(tbx_file *f, const tbx_source *src, uint32_t src_idx, st_set *set,
+tbx_status st_open_source(tbx_file *f, const tbx_source *src, uint32_t src_idx,
+                          const st_shard_check *set,
                           tbx_error *err) {
     uint64_t size = src->size;
     uint64_t n = 0;
@@ -1065,11 +1023,11 @@ done:
     return st;
 }
 
-static tbx_status st_open(tbx_file *f, tbx_error *err) {
+tbx_status st_open(tbx_file *f, tbx_error *err) {
     return st_open_source(f, &f->src, 0, NULL, err);
 }
 
-static void st_close(tbx_file *f) { (void)f; }
+void st_close(tbx_file *f) { (void)f; }
 
 /* ------------------------------------------------------------------------------------------ */
 /* Writing                                                                                     */
@@ -1156,9 +1114,9 @@ static void sb_json_str(st_buf *b, const char *s, size_t n) {
     sb_put(b, "\"", 1);
 }
 
-static bool st_w_dtype_ok(tbx_dtype dt) { return st_rank_of_dtype(dt) >= 0; }
+bool st_w_dtype_ok(tbx_dtype dt) { return st_rank_of_dtype(dt) >= 0; }
 
-static tbx_status st_w_check_meta(tbx_writer *w, const char *key, size_t key_len,
+tbx_status st_w_check_meta(tbx_writer *w, const char *key, size_t key_len,
                                   const tbx_value *v, tbx_error *err) {
     char q[96];
     size_t bad = 0;
@@ -1179,7 +1137,7 @@ static tbx_status st_w_check_meta(tbx_writer *w, const char *key, size_t key_len
     return TBX_OK;
 }
 
-static tbx_status st_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
+tbx_status st_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
     (void)w;
     char q[96];
     size_t bad = 0;
@@ -1251,7 +1209,7 @@ static int st_wt_cmp(const void *a, const void *b) {
     return x->name_len < y->name_len ? -1 : (x->name_len > y->name_len);
 }
 
-static tbx_status st_w_layout(tbx_writer *w, tbx_error *err) {
+tbx_status st_w_layout(tbx_writer *w, tbx_error *err) {
     if (w->nsections)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "sections",
                        "safetensors cannot store sections (%zu given)", w->nsections);
@@ -1363,27 +1321,3 @@ done:
     tbx_free(&w->al, order, order ? nt * sizeof *order : 0);
     return st;
 }
-
-const tbx_driver tbx_driver_safetensors = {
-    .format = TBX_FORMAT_SAFETENSORS,
-    .name = "safetensors",
-    .extensions = ".safetensors",
-    .read_versions = 1u,  /* unversioned */
-    .write_versions = 1u,
-    .meta_types = TBX_VBIT(TBX_V_STRING),
-    .w_dtype_ok = st_w_dtype_ok,
-    .probe = st_probe,
-    .open = st_open,
-    .claims_path = st_claims_path,
-    .open_path = st_open_path,
-    .read_component = NULL,
-    .validate = NULL,
-    .close = st_close,
-    .w_check_meta = st_w_check_meta,
-    .w_check_tensor = st_w_check_tensor,
-    .w_layout = st_w_layout,
-    .w_data = NULL,
-    .w_tensor_done = NULL,
-    .w_finish = NULL,
-    .w_free = NULL,
-};

@@ -138,6 +138,7 @@ typedef struct hf_ent {
     bool found;
 } hf_ent;
 
+typedef struct st_set st_set;
 struct st_set {
     tbx_file *f;
     const char *index_name; /* for messages: the index's name relative to the directory */
@@ -170,8 +171,10 @@ static tbx_status hf_nomem(st_set *s, tbx_error *err, const char *what) {
     return tbx_err_nomem(err, what);
 }
 
-tbx_status st_set_check_tensor(st_set *s, const char *name, size_t len, uint32_t src_idx,
-                               uint64_t at, tbx_error *err) {
+/* st_shard_check.tensor: does the index map this tensor to the shard of source src_idx? */
+static tbx_status hf_check_tensor(void *set, const char *name, size_t len, uint32_t src_idx,
+                                  uint64_t at, tbx_error *err) {
+    st_set *s = set;
     char q[96];
     size_t i;
     if (!hf_keys_find(&s->names, name, len, &i)) {
@@ -776,7 +779,8 @@ static tbx_status hf_open_sharded(st_set *s, const char *dir, tbx_error *err) {
             break;
         }
         s->index_error = false;
-        st = st_open_source(f, &f->extra_src[r], (uint32_t)(r + 1), s, &e);
+        const st_shard_check chk = {hf_check_tensor, s};
+        st = st_open_source(f, &f->extra_src[r], (uint32_t)(r + 1), &chk, &e);
         if (st != TBX_OK) {
             if (s->index_error) { if (err) *err = e; }
             else st = hf_shard_err(err, &e, q);
