@@ -45,7 +45,6 @@
 
 #define EM_STATE_TAG 0x454D4244u /* "EMBD" */
 #define EM_CHUNK ((size_t)1 << 20)
-#define EM_VIEW ((size_t)64 << 20)
 
 /* The data and file checksums of a handle opened with TBX_OPEN_VERIFY_DIGESTS. */
 enum { EM_CRC_PENDING = 0, EM_CRC_OK = 1, EM_CRC_BAD = 2 };
@@ -532,53 +531,14 @@ static tbx_status em_read_index(tbx_file *f, em_state *s, tbx_cursor *c, tbx_err
 /* ------------------------------------------------------------------------------------------ */
 /* Checksums: data and file CRC-32 in one streaming pass                                       */
 /* ------------------------------------------------------------------------------------------ */
-/* CRC-32 of a slice, on a worker thread. */
-typedef struct em_crc_job {
-    tbx_task task;  /* first member */
-    const uint8_t *p;
-    size_t n;
-    uint32_t crc;
-} em_crc_job;
+/* Regions at least this large are hashed in slices on worker threads (em_crc32_split); below,
+ * starting threads costs more than it saves. */
+#define EM_CRC_PARALLEL_MIN ((uint64_t)8 << 20)
 
-static void em_crc_run(tbx_task *t) {
-    em_crc_job *j = (em_crc_job *)t;
-    j->crc = em_crc32(0, j->p, j->n);
-}
-
-#define EM_CRC_JOBS 8
-#define EM_CRC_PARALLEL_MIN ((uint64_t)32 << 20)
-
-/* The CRC-32 of [p, p + n): split into slices computed on worker threads (f->threads, default
- * tbx_threads_default()) and combined in order (em_crc32_combine) when n is large. */
+/* The CRC-32 of [p, p + n): in slices on f->threads (default tbx_threads_default()) threads. */
 static uint32_t em_crc_region(tbx_file *f, const uint8_t *p, uint64_t n) {
     int nth = f->threads ? (int)f->threads : tbx_threads_default();
-    if (nth > EM_CRC_JOBS) nth = EM_CRC_JOBS;
-    if (nth <= 1 || n < EM_CRC_PARALLEL_MIN) {
-        uint32_t c = 0;
-        for (uint64_t pos = 0; pos < n;) {
-            size_t k = (size_t)(n - pos < EM_VIEW ? n - pos : EM_VIEW);
-            c = em_crc32(c, p + pos, k);
-            pos += k;
-        }
-        return c;
-    }
-    em_crc_job jobs[EM_CRC_JOBS];
-    memset(jobs, 0, sizeof jobs);
-    uint64_t per = n / (uint64_t)nth;
-    for (int i = 0; i < nth; i++) {
-        jobs[i].task.run = em_crc_run;
-        jobs[i].p = p + per * (uint64_t)i;
-        jobs[i].n = (size_t)(i == nth - 1 ? n - per * (uint64_t)i : per);
-    }
-    tbx_pool *pool = tbx_pool_start(&f->al, nth);
-    for (int i = 0; i < nth; i++) tbx_pool_submit(pool, &jobs[i].task);
-    uint32_t c = 0;
-    for (int i = 0; i < nth; i++) {
-        tbx_pool_wait(pool, &jobs[i].task, true);
-        c = i == 0 ? jobs[0].crc : em_crc32_combine(c, jobs[i].crc, jobs[i].n);
-    }
-    tbx_pool_stop(pool);
-    return c;
+    return em_crc32_split(&f->al, p, n, nth, EM_CRC_PARALLEL_MIN);
 }
 
 static tbx_status em_crc_report(tbx_file *f, const em_state *s, uint32_t pcrc, uint32_t dcrc,
@@ -730,7 +690,7 @@ static tbx_status em_pass(tbx_file *f, em_state *s, const em_dest *d, size_t nd,
     uint64_t end = f->src.size - EM_FOOTER_SIZE, d0 = s->h.tensor_data_offset;
     int nth = threads ? (int)threads : f->threads ? (int)f->threads : tbx_threads_default();
     if (nth > EM_CRC_JOBS) nth = EM_CRC_JOBS;
-    if (nth < 1 || f->src.kind == TBX_SRC_CALLBACK || end - d0 < EM_CRC_PARALLEL_MIN / 4) nth = 1;
+    if (nth < 1 || f->src.kind == TBX_SRC_CALLBACK || end - d0 < EM_CRC_PARALLEL_MIN) nth = 1;
     em_slice jobs[EM_CRC_JOBS];
     memset(jobs, 0, sizeof jobs);
     uint8_t *scratch = tbx_malloc(&f->al, (size_t)nth * EM_BLOCK);

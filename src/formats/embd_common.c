@@ -69,6 +69,52 @@ uint32_t em_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
     return em_gf2_mul(em_x_pow_8n(len_b), crc_a) ^ crc_b;
 }
 
+/* One slice of em_crc32_split, on a worker thread (or the caller's). */
+typedef struct em_crc_slice {
+    tbx_task task; /* first member */
+    const uint8_t *p;
+    uint64_t n;
+    uint32_t crc;
+} em_crc_slice;
+
+static void em_crc_slice_run(tbx_task *t) {
+    em_crc_slice *j = (em_crc_slice *)t;
+    uint32_t c = 0;
+    for (uint64_t pos = 0; pos < j->n;) { /* size_t may be narrower than the slice */
+        size_t k = (size_t)(j->n - pos < EM_CRC_STEP ? j->n - pos : EM_CRC_STEP);
+        c = em_crc32(c, j->p + pos, k);
+        pos += k;
+    }
+    j->crc = c;
+}
+
+uint32_t em_crc32_split(const tbx_alloc *al, const uint8_t *p, uint64_t n, int nth,
+                        uint64_t min_parallel) {
+    if (nth > EM_CRC_JOBS) nth = EM_CRC_JOBS;
+    if (nth < 1 || n < min_parallel || n < (uint64_t)nth) nth = 1;
+    em_crc_slice jobs[EM_CRC_JOBS];
+    memset(jobs, 0, sizeof jobs);
+    const uint64_t per = n / (uint64_t)nth;
+    for (int i = 0; i < nth; i++) {
+        jobs[i].task.run = em_crc_slice_run;
+        jobs[i].p = p + per * (uint64_t)i;
+        jobs[i].n = i == nth - 1 ? n - per * (uint64_t)i : per;
+    }
+    /* nth - 1 workers take the first slices; the calling thread hashes the last one meanwhile
+     * (no pool, as when no thread starts: every slice here, in order, the same code; the pool
+     * starts at least 2 workers, so with nth 2 one of them stays idle) */
+    tbx_pool *pool = nth > 1 ? tbx_pool_start(al, nth - 1 < 2 ? 2 : nth - 1) : NULL;
+    for (int i = 0; i < nth - 1; i++) tbx_pool_submit(pool, &jobs[i].task);
+    em_crc_slice_run(&jobs[nth - 1].task);
+    uint32_t c = 0;
+    for (int i = 0; i < nth; i++) {
+        if (i < nth - 1) tbx_pool_wait(pool, &jobs[i].task, true);
+        c = i == 0 ? jobs[0].crc : em_crc32_combine(c, jobs[i].crc, jobs[i].n);
+    }
+    tbx_pool_stop(pool);
+    return c;
+}
+
 const char *const em_required_keys[] = {
     "model_name", "model_version", "embedding_dim", "vocab_size", "num_layers",
     "num_attention_heads", "hidden_size", "intermediate_size", "max_position_emb", "created_at",

@@ -49,6 +49,14 @@ uint32_t em_crc32(uint32_t crc, const void *p, size_t n);
 /* The CRC-32 of A||B from crc_a = CRC(A), crc_b = CRC(B) and len_b = |B| (GF(2) arithmetic,
  * no table): lets one pass over the tensor data give both the data and the file checksum. */
 uint32_t em_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+/* The CRC-32 of [p, p + n) in nth slices (at most EM_CRC_JOBS) hashed at once on worker threads
+ * (the caller takes the last) and combined in order with em_crc32_combine: the same value as
+ * em_crc32(0, p, n) for every n and nth. One slice (no threads) when nth <= 1, n < nth or
+ * n < min_parallel. */
+#define EM_CRC_JOBS 8
+#define EM_CRC_STEP ((size_t)1 << 30) /* bytes per libdeflate call within a slice */
+uint32_t em_crc32_split(const tbx_alloc *al, const uint8_t *p, uint64_t n, int nth,
+                        uint64_t min_parallel);
 
 /* The required metadata keys of a model file (a file with a vocabulary), NULL-terminated. */
 extern const char *const em_required_keys[];

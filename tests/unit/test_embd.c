@@ -412,6 +412,48 @@ TBX_TEST(crc32_combine_matches_one_pass) {
     CHECK_EQ(em_crc32_combine(a, em_crc32(0, z, sizeof z), sizeof z), az);
 }
 
+/* em_crc32_split (the data and file checksums of the verification pass, hashed in slices on worker
+ * threads) gives the one-pass CRC-32 for every length and thread count (more threads than
+ * EM_CRC_JOBS or than bytes included), and the same verdict on a buffer with one bit flipped
+ * right before, at or after every slice boundary. */
+TBX_TEST(crc32_split_matches_one_pass) {
+    const size_t cap = ((size_t)1 << 20) + 13;
+    uint8_t *buf = malloc(cap);
+    CHECK(buf != NULL);
+    if (!buf) return;
+    uint32_t x = 777;
+    for (size_t i = 0; i < cap; i++) { x = x * 1103515245u + 12345u; buf[i] = (uint8_t)(x >> 16); }
+    tbx_alloc al;
+    tbx_alloc_init(&al, NULL);
+    const size_t lens[] = {0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 4095, 4096, 4097,
+                           65535, 65536, 65537, cap - 1, cap};
+    int bad = 0, missed = 0;
+    for (int nth = 1; nth <= EM_CRC_JOBS + 1; nth++) {
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+            size_t n = lens[l];
+            uint32_t want = em_crc32(0, buf, n);
+            if (em_crc32_split(&al, buf, n, nth, 0) != want) bad++;
+            if (em_crc32_split(&al, buf, n, nth, (uint64_t)n + 1) != want) bad++; /* serial */
+            if (n < 2 || l % 4) continue;
+            size_t per = n / (size_t)(nth > EM_CRC_JOBS ? EM_CRC_JOBS : nth);
+            for (int i = 1; i <= EM_CRC_JOBS && per; i++) {
+                for (int d = -1; d <= 1; d++) {
+                    size_t at = per * (size_t)i + (size_t)d;
+                    if (at >= n) continue;
+                    buf[at] ^= (uint8_t)(1u << (at % 8));
+                    uint32_t got = em_crc32_split(&al, buf, n, nth, 0);
+                    if (got != em_crc32(0, buf, n)) bad++;
+                    if (got == want) missed++;
+                    buf[at] ^= (uint8_t)(1u << (at % 8));
+                }
+            }
+        }
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(missed, 0);
+    free(buf);
+}
+
 /* tbx_convert of the legacy fixture with the three keys it cannot derive given as
  * tbx_convert_options.meta (typed as a string; an input key is replaced): converts, and the
  * derived keys are those of the BertConfig the fixture was made from (tests/data/embd/README.md). */
