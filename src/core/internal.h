@@ -455,6 +455,10 @@ tbx_status tbx_file_add_meta(tbx_file *f, const char *key, size_t key_len, tbx_v
 tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, tbx_dtype dtype,
                                const uint64_t *shape, uint32_t ndim, uint32_t ncomp,
                                uint64_t offset, tbx_tensor **out, tbx_error *err);
+/* Makes component 0 of t (added by tbx_file_add_tensor) the tensor's whole data, stored as it
+ * is: "data", `dtype`, t->nelems elements, `nbytes` raw bytes at file `offset` (the component's
+ * source stays 0 unless the caller sets it). */
+void tbx_comp_set_raw(tbx_tensor *t, tbx_dtype dtype, uint64_t offset, uint64_t nbytes);
 /* Room for n tensors in all (table and name index sized at once, no growth slack): for a
  * driver that knows its count before adding. */
 tbx_status tbx_file_reserve_tensors(tbx_file *f, size_t n, tbx_error *err);

@@ -279,3 +279,14 @@ void tbx_file_model_free(tbx_file *f) {
     tbx_names_free(&f->meta_names);
     tbx_names_free(&f->tensor_names);
 }
+
+void tbx_comp_set_raw(tbx_tensor *t, tbx_dtype dtype, uint64_t offset, uint64_t nbytes) {
+    tbx_component *k = &t->comp[0];
+    k->name = "data";
+    k->dtype = dtype;
+    k->nelems = t->nelems;
+    k->offset = offset;
+    k->stored_bytes = nbytes;
+    k->nbytes = nbytes;
+    k->encoding = TBX_ENC_RAW;
+}

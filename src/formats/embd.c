@@ -476,14 +476,7 @@ static tbx_status em_read_index(tbx_file *f, em_state *s, tbx_cursor *c, tbx_err
         tbx_tensor *t = NULL;
         st = tbx_file_add_tensor(f, name, nl, dt, shape, ndim, 1, at, &t, err);
         if (st != TBX_OK) break;
-        tbx_component *k = &t->comp[0];
-        k->name = "data";
-        k->dtype = dt;
-        k->nelems = t->nelems;
-        k->offset = tdo + doff;
-        k->stored_bytes = nbytes;
-        k->nbytes = nbytes;
-        k->encoding = TBX_ENC_RAW;
+        tbx_comp_set_raw(t, dt, tdo + doff, nbytes);
     }
     tbx_free(&f->al, d, dlen ? dlen : 1);
     tbx_free(&f->al, name, 65536);

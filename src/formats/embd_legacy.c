@@ -103,14 +103,7 @@ static tbx_status eml_tensor(tbx_file *f, tbx_cursor *c, uint32_t i, uint32_t co
     tbx_tensor *t = NULL;
     st = tbx_file_add_tensor(f, p, nl, TBX_DT_F32, shape, ndim, 1, at, &t, err);
     if (st != TBX_OK) return st;
-    tbx_component *k = &t->comp[0];
-    k->name = "data";
-    k->dtype = TBX_DT_F32;
-    k->nelems = t->nelems;
-    k->offset = data_at;
-    k->stored_bytes = nbytes;
-    k->nbytes = nbytes;
-    k->encoding = TBX_ENC_RAW;
+    tbx_comp_set_raw(t, TBX_DT_F32, data_at, nbytes);
     return TBX_OK;
 }
 

@@ -754,14 +754,9 @@ static tbx_status rd_tensor_info(gguf_reader *r, uint64_t i, uint64_t **ne_buf, 
     st = tbx_file_add_tensor(f, name, name_len, dt, shape, ti.n_dims, 1, ti.info_off, &t, err);
     if (st != TBX_OK) return st;
     ti.index = f->ntensors - 1;
-    tbx_component *cp = &t->comp[0];
-    cp->name = "data";
-    cp->dtype = dt;
-    cp->nelems = t->nelems;
-    cp->stored_bytes = ti.size;
-    cp->nbytes = ti.size;
-    cp->encoding = TBX_ENC_RAW;
-    cp->src = s->src;
+    /* the offset is placed once the data section is known (gp_place) */
+    tbx_comp_set_raw(t, dt, 0, ti.size);
+    t->comp[0].src = s->src;
     st = gguf_describe_quant(f, s, t, ti.type, err);
     if (st != TBX_OK) return st;
     if (!tbx_grow(&f->al, (void **)&s->ti, &s->cap_ti, s->nti + 1, sizeof *s->ti))

@@ -652,14 +652,7 @@ static tbx_status mcf_entry(mcf_rd *rd, uint32_t i, tbx_error *err) {
     tbx_tensor *t = NULL;
     st = tbx_file_add_tensor(f, name, nlen, dt, rd->dims, rank, 1, at, &t, err);
     if (st != TBX_OK) return st;
-    tbx_component *c = &t->comp[0];
-    c->name = "data";
-    c->dtype = dt;
-    c->nelems = t->nelems;
-    c->offset = data_off;
-    c->stored_bytes = data_size;
-    c->nbytes = data_size;
-    c->encoding = TBX_ENC_RAW;
+    tbx_comp_set_raw(t, dt, data_off, data_size);
     if (mcf_is_quant(dt)) st = mcf_attach_quant(f, s, t, i, data_off, err);
     return st;
 }

@@ -759,14 +759,7 @@ static tbx_status oi_tensor_entry(oi_rd *rd, tbx_error *err) {
     t->quant = qi;
     uint64_t index = f->ntensors - 1;
     if (has_data) {
-        tbx_component *c = &t->comp[0];
-        c->name = "data";
-        c->dtype = ty->dtype;
-        c->nelems = t->nelems;
-        c->offset = off;
-        c->stored_bytes = nbytes;
-        c->nbytes = nbytes;
-        c->encoding = TBX_ENC_RAW;
+        tbx_comp_set_raw(t, ty->dtype, off, nbytes);
         st = oi_add_span(rd, off, nbytes, OI_SPAN_DATA, index, err);
     }
     if (st == TBX_OK && tq) st = oi_add_span(rd, qoff, qnbytes, OI_SPAN_QUANT, index, err);

@@ -961,16 +961,9 @@ static tbx_status st_add_tensors(st_ctx *c, uint64_t data_start, tbx_error *err)
                                  st_at(c, e->vpos), &t, err);
         if (st != TBX_OK) return st;
         t->layout = TBX_LAYOUT_DENSE;
-        tbx_component *cp = &t->comp[0];
-        cp->name = "data";
-        cp->dtype = d->dtype;
-        cp->src = c->src_idx;
-        cp->nelems = t->nelems;
-        cp->offset = data_start + e->begin;
-        cp->stored_bytes = e->end - e->begin; /* checked: the dtype and shape's size */
-        cp->nbytes = cp->stored_bytes;
-        cp->encoding = TBX_ENC_RAW;
-        cp->digest = NULL;
+        /* the size is checked: the dtype and shape's */
+        tbx_comp_set_raw(t, d->dtype, data_start + e->begin, e->end - e->begin);
+        t->comp[0].src = c->src_idx;
     }
     return TBX_OK;
 }
