@@ -52,37 +52,9 @@ static void fz_mcf(tbx_file *f, size_t size) {
     }
 }
 
-static void fz_problem(void *ud, const tbx_error *e) {
-    uint64_t *n = ud;
-    FZ_CHECK(e && e->code != TBX_OK, "a problem has a code");
-    FZ_CHECK(memchr(e->message, 0, sizeof e->message) && e->message[0], "a problem has a message");
-    (*n)++;
-}
-
-static tbx_status fz_open(const uint8_t *data, size_t size, int tolerant) {
-    fz_heap heap = {0, 0};
-    uint64_t nproblems = 0;
-    tbx_status st;
-    tbx_file *f = fz_open_forced(data, size, TBX_FORMAT_MCF, 0, &heap,
-                                 tolerant ? fz_problem : NULL, &nproblems, &st);
-    if (!f) return st;
-    FZ_CHECK(tbx_file_version(f) == 1, "major version 1");
-    if (!tolerant) FZ_CHECK(nproblems == 0, "a strict open reports no problem");
-    fz_walk(f, data, size);
-    fz_mcf(f, size);
-    tbx_close(f);
-    FZ_CHECK(heap.live_blocks == 0 && heap.live_bytes == 0,
-             "tbx_close frees everything the handle allocated");
-    return st;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    tbx_status strict = fz_open(data, size, 0);
-    fz_open(data, size, 1);
-    fz_heap heap = {0, 0};
-    if (fz_validate(data, size, TBX_FORMAT_MCF, &heap) == TBX_OK)
-        FZ_CHECK(strict == TBX_OK, "a file the validation accepts opens strictly");
+    fz_open_both_and_validate(data, size, TBX_FORMAT_MCF, 0, 1u << 1, fz_mcf);
     return 0;
 }

@@ -524,4 +524,51 @@ static inline tbx_status fz_validate(const uint8_t *data, size_t size, tbx_forma
     return st;
 }
 
+/* A problem reported while a file opens tolerantly: counted, and it must describe itself. */
+static void fz_open_problem(void *ud, const tbx_error *e) {
+    uint64_t *n = (uint64_t *)ud;
+    FZ_CHECK(e && e->code != TBX_OK, "a problem has a code");
+    FZ_CHECK(memchr(e->message, 0, sizeof e->message) && e->message[0], "a problem has a message");
+    (*n)++;
+}
+
+/* What a format's target checks on an open handle beyond fz_walk (its extras). */
+typedef void (*fz_format_walk_fn)(tbx_file *f, size_t size);
+
+/* Opens the input as `fmt` (open flags `flags`) strictly (the first problem fails) or tolerantly
+ * (problems counted), and on a handle: its version is one of `versions` (bit v set), a strict
+ * open reported nothing, fz_walk and `extra` pass, tbx_close frees everything. Returns the
+ * open status. */
+static inline tbx_status fz_open_walk(const uint8_t *data, size_t size, tbx_format fmt,
+                                      uint32_t flags, int tolerant, uint32_t versions,
+                                      fz_format_walk_fn extra) {
+    fz_heap heap = {0, 0};
+    uint64_t nproblems = 0;
+    tbx_status st;
+    tbx_file *f = fz_open_forced(data, size, fmt, flags, &heap,
+                                 tolerant ? fz_open_problem : NULL, &nproblems, &st);
+    if (!f) return st;
+    uint32_t v = tbx_file_version(f);
+    FZ_CHECK(v < 32 && (versions >> v & 1u), "a version the driver reads");
+    if (!tolerant) FZ_CHECK(nproblems == 0, "a strict open reports no problem");
+    fz_walk(f, data, size);
+    if (extra) extra(f, size);
+    tbx_close(f);
+    FZ_CHECK(heap.live_blocks == 0 && heap.live_bytes == 0,
+             "tbx_close frees everything the handle allocated");
+    return st;
+}
+
+/* The body of a format's target: a strict and a tolerant open (fz_open_walk), then the
+ * validation pass, which must not accept a file the strict open refused. */
+static inline void fz_open_both_and_validate(const uint8_t *data, size_t size, tbx_format fmt,
+                                             uint32_t flags, uint32_t versions,
+                                             fz_format_walk_fn extra) {
+    tbx_status strict = fz_open_walk(data, size, fmt, flags, 0, versions, extra);
+    fz_open_walk(data, size, fmt, flags, 1, versions, extra);
+    fz_heap heap = {0, 0};
+    if (fz_validate(data, size, fmt, &heap) == TBX_OK)
+        FZ_CHECK(strict == TBX_OK, "a file the validation accepts opens strictly");
+}
+
 #endif /* TBX_FUZZ_WALK_H */
