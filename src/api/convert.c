@@ -596,7 +596,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     tbx_convert_options_init(&o);
     if (opt) {
         /* callers built against an older, shorter struct leave the newer fields at defaults */
-        size_t n = opt->struct_size && opt->struct_size < sizeof o ? opt->struct_size : sizeof o;
+        size_t n = tbx_struct_bytes(opt->struct_size, sizeof o);
         memcpy(&o, opt, n);
         o.struct_size = sizeof o;
     }

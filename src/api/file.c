@@ -17,11 +17,6 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-/* Bytes of a versioned struct the caller's struct_size covers: 0 means all of this version. */
-static size_t vsize(uint32_t struct_size, size_t full) {
-    return struct_size && struct_size < full ? struct_size : full;
-}
-
 void tbx_limits_default(tbx_limits *l) {
     if (!l) return;
     memset(l, 0, sizeof *l);
@@ -87,7 +82,7 @@ static tbx_status new_file(tbx_file **out, const tbx_open_options *opt, tbx_erro
     tbx_limits_default(&f->limits);
     if (opt && opt->limits) {
         /* a shorter (older) caller's struct: the fields it lacks keep their defaults */
-        memcpy(&f->limits, opt->limits, vsize(opt->limits->struct_size, sizeof f->limits));
+        memcpy(&f->limits, opt->limits, tbx_struct_bytes(opt->limits->struct_size, sizeof f->limits));
         f->limits.struct_size = sizeof f->limits;
     }
     if (opt) {
@@ -274,7 +269,7 @@ tbx_status tbx_tensor_info_get(const tbx_file *f, uint64_t i, tbx_tensor_info *o
     uint64_t total = 0;
     for (uint32_t c = 0; c < t->ncomp; c++) total += t->comp[c].stored_bytes; /* checked at open */
     info->nbytes = total;
-    memcpy(out, &tmp, vsize(out->struct_size, sizeof tmp));
+    memcpy(out, &tmp, tbx_struct_bytes(out->struct_size, sizeof tmp));
     return TBX_OK;
 }
 
@@ -301,7 +296,7 @@ tbx_status tbx_component_info_get(const tbx_file *f, uint64_t i, uint32_t c,
     info->nbytes = k->nbytes;
     info->encoding = k->encoding;
     info->digest = k->digest;
-    memcpy(out, &tmp, vsize(out->struct_size, sizeof tmp));
+    memcpy(out, &tmp, tbx_struct_bytes(out->struct_size, sizeof tmp));
     return TBX_OK;
 }
 
@@ -680,7 +675,7 @@ tbx_status tbx_section_info_get(const tbx_file *f, uint64_t i, tbx_section_info 
     info.type = f->sections[i].type;
     info.offset = f->sections[i].offset;
     info.size = f->sections[i].size;
-    memcpy(out, &info, vsize(out->struct_size, sizeof info));
+    memcpy(out, &info, tbx_struct_bytes(out->struct_size, sizeof info));
     return TBX_OK;
 }
 
@@ -840,7 +835,7 @@ tbx_status tbx_read_batch(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t th
     /* The caller's elements are struct_size bytes apart (an older caller's may be shorter than
      * ours): work on full copies, hand back the prefix each element has. */
     uint32_t ss = reqs[0].struct_size;
-    size_t stride = ss ? ss : sizeof(tbx_read_req), have = vsize(ss, sizeof(tbx_read_req));
+    size_t stride = ss ? ss : sizeof(tbx_read_req), have = tbx_struct_bytes(ss, sizeof(tbx_read_req));
     if (stride < sizeof ss)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs.struct_size",
                        "struct_size %" PRIu32 " is too small", ss);
@@ -1002,7 +997,7 @@ static tbx_status validate_from(const validate_src *vs, const tbx_open_options *
     tbx_open_options o;
     tbx_open_options_init(&o);
     if (opt) {
-        size_t n = opt->struct_size && opt->struct_size < sizeof o ? opt->struct_size : sizeof o;
+        size_t n = tbx_struct_bytes(opt->struct_size, sizeof o);
         memcpy(&o, opt, n);
         o.struct_size = sizeof o;
     }

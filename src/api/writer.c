@@ -74,7 +74,7 @@ tbx_status tbx_writer_open_(tbx_writer **out, const char *path, const tbx_write_
     tbx_write_options_init(&o);
     if (opt) {
         /* callers built against an older, shorter struct leave the newer fields at defaults */
-        size_t n = opt->struct_size && opt->struct_size < sizeof o ? opt->struct_size : sizeof o;
+        size_t n = tbx_struct_bytes(opt->struct_size, sizeof o);
         memcpy(&o, opt, n);
         o.struct_size = sizeof o;
     }
@@ -292,7 +292,7 @@ tbx_status tbx_writer_add_quant_tensor(tbx_writer *w, const tbx_tensor_desc *des
     tbx_tensor_desc dd, *d = desc ? &dd : NULL;
     if (desc) {
         memset(&dd, 0, sizeof dd);
-        size_t n = desc->struct_size && desc->struct_size < sizeof dd ? desc->struct_size : sizeof dd;
+        size_t n = tbx_struct_bytes(desc->struct_size, sizeof dd);
         memcpy(&dd, desc, n);
     }
     tbx_status st = need_declare(w, err, "tensors");

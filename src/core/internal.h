@@ -455,6 +455,11 @@ tbx_status tbx_file_add_meta(tbx_file *f, const char *key, size_t key_len, tbx_v
 tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, tbx_dtype dtype,
                                const uint64_t *shape, uint32_t ndim, uint32_t ncomp,
                                uint64_t offset, tbx_tensor **out, tbx_error *err);
+/* Bytes of a caller's versioned struct this library reads or writes: its struct_size when that
+ * is a shorter, older version, else this version's `full` size (0 means all of this version). */
+static inline size_t tbx_struct_bytes(uint32_t struct_size, size_t full) {
+    return struct_size && struct_size < full ? struct_size : full;
+}
 /* Makes component 0 of t (added by tbx_file_add_tensor) the tensor's whole data, stored as it
  * is: "data", `dtype`, t->nelems elements, `nbytes` raw bytes at file `offset` (the component's
  * source stays 0 unless the caller sets it). */

@@ -125,7 +125,7 @@ tbx_status tbx_format_caps_get(tbx_format format, tbx_format_caps *caps) {
     c.write_versions = d->write_versions;
     c.write_version = d->write_version;
     c.meta_types = d->meta_types;
-    size_t n = caps->struct_size && caps->struct_size < sizeof c ? caps->struct_size : sizeof c;
+    size_t n = tbx_struct_bytes(caps->struct_size, sizeof c);
     memcpy(caps, &c, n);
     return TBX_OK;
 }

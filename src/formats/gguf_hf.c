@@ -1322,7 +1322,7 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
     tbx_gguf_hf_options o;
     tbx_gguf_hf_options_init(&o);
     if (opt) {
-        size_t n = opt->struct_size && opt->struct_size < sizeof o ? opt->struct_size : sizeof o;
+        size_t n = tbx_struct_bytes(opt->struct_size, sizeof o);
         memcpy(&o, opt, n);
     }
     o.write.format = TBX_FORMAT_GGUF;
