@@ -114,3 +114,11 @@ bool tbx_grow(const tbx_alloc *al, void **items, size_t *cap, size_t need, size_
     *cap = newcap;
     return true;
 }
+
+void tbx_membuf_put(tbx_membuf *b, const void *p, size_t n) {
+    if (b->oom || n == 0) return;
+    if (!tbx_grow(b->al, (void **)&b->p, &b->cap, b->n + n, 1)) { b->oom = true; return; }
+    if (p) memcpy(b->p + b->n, p, n);
+    else memset(b->p + b->n, 0, n);
+    b->n += n;
+}

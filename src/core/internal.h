@@ -95,6 +95,17 @@ void tbx_free(const tbx_alloc *al, void *p, size_t n);
 char *tbx_memdup0(const tbx_alloc *al, const void *p, size_t n); /* copy + trailing NUL */
 /* Grows a dynamic array (*items of *cap elements of `elem` bytes) to hold at least `need`. */
 bool tbx_grow(const tbx_alloc *al, void **items, size_t *cap, size_t need, size_t elem);
+/* A byte buffer built in memory (a section's bytes, a re-encoded JSON file): p has cap bytes,
+ * n used; the owner frees p with tbx_free(al, p, cap). Once a growth fails, oom is set and
+ * every later put does nothing, so a builder checks oom once at the end. */
+typedef struct tbx_membuf {
+    const tbx_alloc *al;
+    uint8_t *p;
+    size_t n, cap;
+    bool oom;
+} tbx_membuf;
+/* Appends n bytes from p, or n zero bytes when p is NULL. */
+void tbx_membuf_put(tbx_membuf *b, const void *p, size_t n);
 
 /* The process-wide default allocator (malloc/realloc/free). */
 extern const tbx_allocator tbx_default_allocator;

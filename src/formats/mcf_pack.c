@@ -26,19 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-typedef struct pk_buf {
-    const tbx_alloc *al;
-    uint8_t *p;
-    size_t n, cap;
-    bool oom;
-} pk_buf;
+typedef tbx_membuf pk_buf;
 
-static void pk_put(pk_buf *b, const void *p, size_t n) {
-    if (b->oom || n == 0) return;
-    if (!tbx_grow(b->al, (void **)&b->p, &b->cap, b->n + n, 1)) { b->oom = true; return; }
-    memcpy(b->p + b->n, p, n);
-    b->n += n;
-}
+static void pk_put(pk_buf *b, const void *p, size_t n) { tbx_membuf_put(b, p, n); }
 static void pk_c(pk_buf *b, char c) { pk_put(b, &c, 1); }
 static void pk_s(pk_buf *b, const char *s) { pk_put(b, s, strlen(s)); }
 

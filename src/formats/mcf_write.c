@@ -215,20 +215,10 @@ tbx_status mcf_w_check_quant(tbx_writer *w, tbx_wtensor *t, const tbx_quant_info
 /* ------------------------------------------------------------------------------------------ */
 /* ModelInfo                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
-typedef struct mw_buf {
-    const tbx_alloc *al;
-    uint8_t *p;
-    size_t n, cap;
-    bool oom;
-} mw_buf;
+typedef tbx_membuf mw_buf;
 
-static void mb_put(mw_buf *b, const void *p, size_t n) {
-    if (b->oom) return;
-    if (!tbx_grow(b->al, (void **)&b->p, &b->cap, b->n + n, 1)) { b->oom = true; return; }
-    if (p) memcpy(b->p + b->n, p, n);
-    else memset(b->p + b->n, 0, n);
-    b->n += n;
-}
+/* n bytes from p, or n zero bytes when p is NULL */
+static void mb_put(mw_buf *b, const void *p, size_t n) { tbx_membuf_put(b, p, n); }
 static void mb_align8(mw_buf *b) { if (b->n % 8) mb_put(b, NULL, 8 - b->n % 8); }
 static uint64_t mb_blob(mw_buf *b, const void *p, size_t n) {
     mb_align8(b);
