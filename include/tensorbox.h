@@ -838,6 +838,11 @@ typedef struct tbx_writer tbx_writer;
 /* Formats that store a tensor whose dtype, shape and bytes equal an earlier one's only once
  * (MCF, as mantle's pack --dedup) give every tensor its own payload (pack --dedup=false). */
 #define TBX_WRITE_NO_DEDUP  0x02u
+/* Skip the fsyncs (of the file before the rename, of its directory after) and the early
+ * writeback: the bytes reach the disk whenever the kernel writes them back, as for `cp`. The
+ * rename stays atomic for readers, but after a crash or power loss the file may be missing,
+ * empty or partly written; for scratch outputs that can be made again. */
+#define TBX_WRITE_NO_SYNC   0x04u
 /* Any other bit in tbx_write_options.flags is refused with TBX_E_INVALID_ARG. */
 
 typedef struct tbx_write_options {

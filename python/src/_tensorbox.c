@@ -1246,12 +1246,14 @@ typedef struct wopts {
     int force;
     unsigned int alignment, version, threads;
     int compress;
+    int sync; /* 0: TBX_WRITE_NO_SYNC */
 } wopts;
 
 static int fill_write_options(const wopts *w, tbx_write_options *o, PyObject **digest_bytes) {
     tbx_write_options_init(o);
     if (format_from(w->format, &o->format) != TBX_OK) return -1;
     if (w->force) o->flags |= TBX_WRITE_OVERWRITE;
+    if (!w->sync) o->flags |= TBX_WRITE_NO_SYNC;
     o->alignment = w->alignment;
     o->compress_level = w->compress;
     o->version = w->version;
@@ -1265,18 +1267,19 @@ static int fill_write_options(const wopts *w, tbx_write_options *o, PyObject **d
     return 0;
 }
 
-/* write(path, tensors, metadata, format, force, alignment, compress, digest, version, threads)
+/* write(path, tensors, metadata, format, force, alignment, compress, digest, version, threads,
+ *       sync)
  * tensors: [(name, dtype_name, shape tuple, buffer)]; metadata: [(key, tagged value)] */
 static PyObject *mod_write(PyObject *m, PyObject *args, PyObject *kw) {
     (void)m;
     static char *kwlist[] = {"path", "tensors", "metadata", "format", "force", "alignment",
-                             "compress", "digest", "format_version", "threads", NULL};
+                             "compress", "digest", "format_version", "threads", "sync", NULL};
     PyObject *pathobj = NULL, *tensors, *meta;
-    wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O!O!|OpIiOII", kwlist, PyUnicode_FSConverter,
+    wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0, 1};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O!O!|OpIiOIIp", kwlist, PyUnicode_FSConverter,
                                      &pathobj, &PyList_Type, &tensors, &PyList_Type, &meta,
                                      &w.format, &w.force, &w.alignment, &w.compress, &w.digest,
-                                     &w.version, &w.threads))
+                                     &w.version, &w.threads, &w.sync))
         return NULL;
     tbx_write_options o;
     PyObject *digest_bytes = NULL;
@@ -1370,19 +1373,19 @@ done:
 }
 
 /* convert(src, dst, format, force, alignment, compress, digest, format_version, threads,
- *         cast, quant, stringify_meta, drop_meta, drop_sections) */
+ *         cast, quant, stringify_meta, drop_meta, drop_sections, sync) */
 static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     (void)m;
     static char *kwlist[] = {"src", "dst", "format", "force", "alignment", "compress", "digest",
                              "format_version", "threads", "cast", "quant", "stringify_meta",
-                             "drop_meta", "drop_sections", NULL};
+                             "drop_meta", "drop_sections", "sync", NULL};
     PyObject *srcobj = NULL, *dstobj = NULL, *cast = Py_None, *quant = Py_None;
-    wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0};
+    wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0, 1};
     int stringify = 0, drop_meta = 0, drop_sections = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppp", kwlist, PyUnicode_FSConverter,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOpppp", kwlist, PyUnicode_FSConverter,
                                      &srcobj, PyUnicode_FSConverter, &dstobj, &w.format, &w.force,
                                      &w.alignment, &w.compress, &w.digest, &w.version, &w.threads,
-                                     &cast, &quant, &stringify, &drop_meta, &drop_sections))
+                                     &cast, &quant, &stringify, &drop_meta, &drop_sections, &w.sync))
         return NULL;
     PyObject *result = NULL, *digest_bytes = NULL;
     tbx_convert_options co;

@@ -575,7 +575,7 @@ _CONVERT_ONLY = ("cast", "quant", "stringify_meta", "drop_meta", "drop_sections"
 
 def save_file(tensors, path, metadata=None, format=None, *, force=False, alignment=0,
               compress=0, digest=None, format_version=0, threads=0, cast=None, quant=None,
-              stringify_meta=False, drop_meta=False, drop_sections=False):
+              stringify_meta=False, drop_meta=False, drop_sections=False, sync=True):
     """Writes ``{name: array}`` to `path` (numpy arrays, or torch tensors).
 
     The format comes from `format` ("safetensors", "gguf", "ztensor", "oinf", ...) or the
@@ -585,13 +585,14 @@ def save_file(tensors, path, metadata=None, format=None, *, force=False, alignme
     (ggml type, e.g. "q4_k"), ``stringify_meta``, ``drop_meta``, ``drop_sections``.
     Metadata values keep their Python types (int -> i64, float -> f64, numpy scalars their own
     type, 1-D numpy arrays typed arrays). The file is written to a temporary file and renamed
-    into place: it appears complete or not at all.
+    into place: it appears complete or not at all. ``sync=False`` skips the fsync before the
+    rename (``tbx convert --no-sync``): faster, but a crash may leave the file partly written.
     """
     path = os.fspath(path)
     items = [_tensor_item(str(k), v) for k, v in tensors.items()]
     meta = [(str(k), _tag(v)) for k, v in (metadata or {}).items()]
     opts = dict(format=format, force=force, alignment=alignment, compress=compress,
-                digest=digest, format_version=format_version, threads=threads)
+                digest=digest, format_version=format_version, threads=threads, sync=sync)
     lossy = dict(cast=cast, quant=quant, stringify_meta=stringify_meta, drop_meta=drop_meta,
                  drop_sections=drop_sections)
     if not any(lossy.values()):
@@ -603,7 +604,7 @@ def save_file(tensors, path, metadata=None, format=None, *, force=False, alignme
     d = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(d, f".{os.path.basename(path)}.tbx-py-{os.getpid()}-{threading.get_ident()}.zt")
     try:
-        _tb.write(tmp, items, meta, format="ztensor", force=True)
+        _tb.write(tmp, items, meta, format="ztensor", force=True, sync=False)  # scratch
         _tb.convert(tmp, path, **opts, **lossy)
     finally:
         try:
@@ -614,11 +615,11 @@ def save_file(tensors, path, metadata=None, format=None, *, force=False, alignme
 
 def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, digest=None,
             format_version=0, threads=0, cast=None, quant=None, stringify_meta=False,
-            drop_meta=False, drop_sections=False):
+            drop_meta=False, drop_sections=False, sync=True):
     """Converts a file to another format (``tbx convert``); same options as save_file.
     Lossless unless a lossy option is given: what the target cannot store raises LossyError or
     UnsupportedError naming it."""
     _tb.convert(os.fspath(src), os.fspath(dst), format=format, force=force, alignment=alignment,
                 compress=compress, digest=digest, format_version=format_version,
                 threads=threads, cast=cast, quant=quant, stringify_meta=stringify_meta,
-                drop_meta=drop_meta, drop_sections=drop_sections)
+                drop_meta=drop_meta, drop_sections=drop_sections, sync=sync)

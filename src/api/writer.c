@@ -117,7 +117,8 @@ tbx_status tbx_writer_open_(tbx_writer **out, const char *path, const tbx_write_
         }
     }
     unsigned oflags = ((o.flags & TBX_WRITE_OVERWRITE) ? TBX_OUT_OVERWRITE : 0u) |
-                      ((internal_flags & TBX_WRITE_EDIT_) ? TBX_OUT_EDIT : 0u);
+                      ((internal_flags & TBX_WRITE_EDIT_) ? TBX_OUT_EDIT : 0u) |
+                      ((o.flags & TBX_WRITE_NO_SYNC) ? TBX_OUT_NO_SYNC : 0u);
     tbx_status st = tbx_out_open(&w->out, &w->al, path, oflags, err);
     if (st != TBX_OK) { writer_free(w); return st; }
     *out = w;
@@ -126,7 +127,7 @@ tbx_status tbx_writer_open_(tbx_writer **out, const char *path, const tbx_write_
 
 tbx_status tbx_writer_open(tbx_writer **out, const char *path, const tbx_write_options *opt,
                            tbx_error *err) {
-    const uint32_t known = TBX_WRITE_OVERWRITE | TBX_WRITE_NO_DEDUP;
+    const uint32_t known = TBX_WRITE_OVERWRITE | TBX_WRITE_NO_DEDUP | TBX_WRITE_NO_SYNC;
     if (opt && (opt->flags & ~known)) {
         if (out) *out = NULL;
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "flags",

@@ -42,6 +42,8 @@ static const cli_option convert_options[] = {
     {"alignment", 0, "N", "tensor data alignment in bytes (default: the format's)"},
     {"no-dedup", 0, NULL, "store every tensor's own bytes (formats that share identical "
                           "payloads: MCF)"},
+    {"no-sync", 0, NULL, "do not fsync OUT (as cp: faster, but a crash may leave it partly "
+                         "written)"},
     {"compress", 0, "LEVEL", "zstd level for formats that compress (default 0: raw)"},
     {"digest", 0, "ALGO", "sha256 or crc32c, for formats that store digests"},
     {"format-version", 0, "N", "format version to write (default: the format's default)"},
@@ -330,6 +332,7 @@ static int convert_run(const cli_args *a) {
     if (cli_flag(a, "drop-sections")) opt.flags |= TBX_CONVERT_DROP_SECTIONS;
     if (cli_flag(a, "dequantize")) opt.flags |= TBX_CONVERT_DEQUANTIZE;
     if (cli_flag(a, "no-dedup")) opt.write.flags |= TBX_WRITE_NO_DEDUP;
+    if (cli_flag(a, "no-sync")) opt.write.flags |= TBX_WRITE_NO_SYNC;
     if (cli_flag(a, "raw")) opt.flags |= TBX_CONVERT_RAW;
 
     const char *cast = cli_value(a, "cast");
@@ -471,7 +474,7 @@ const cli_command cli_cmd_convert = {
     "convert",
     "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]"
     " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize] [--raw]"
-    " [--no-dedup] [--meta KEY[:TYPE]=VALUE]...",
+    " [--no-dedup] [--no-sync] [--meta KEY[:TYPE]=VALUE]...",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
     "the conversion with an error naming it, and each lossy step needs its own option.\n"

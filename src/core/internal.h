@@ -209,6 +209,7 @@ tbx_status tbx_cur_seek(tbx_cursor *c, uint64_t pos, const char *field, tbx_erro
 #define TBX_OUT_OVERWRITE 0x1u /* replace an existing (regular) file */
 #define TBX_OUT_EDIT      0x2u /* replace the file an edit holds locked (tbx_edit_lock): it must
                                   exist, may be an open input, keeps its permission bits */
+#define TBX_OUT_NO_SYNC   0x4u /* no fsync at commit, no early writeback (TBX_WRITE_NO_SYNC) */
 
 typedef struct tbx_out {
     int fd;          /* the temporary file (flocked while it lives) */
@@ -221,6 +222,9 @@ typedef struct tbx_out {
     char *path;      /* destination, symbolic links resolved */
     char *tmp_path;  /* temporary file in the same directory */
     uint64_t size;   /* highest offset written so far */
+    uint64_t wb_lo, wb_hi; /* bytes written since writeback was last started (output.c) */
+    uint8_t *bounce;       /* tbx_out_copy_fd's buffer, kept until commit or abort */
+    size_t bounce_cap;
     const tbx_alloc *al;
 } tbx_out;
 
@@ -231,10 +235,12 @@ tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, unsig
 /* Writes len bytes at off (positional; unwritten gaps read as zero). */
 tbx_status tbx_out_pwrite(tbx_out *o, uint64_t off, const void *data, size_t len, tbx_error *err);
 /* Writes at off the len bytes of file descriptor in_fd that start at in_off (tensor bytes that
- * pass unchanged): copy_file_range, the bytes never entering this process; through a 1 MiB
- * buffer (pread + pwrite) when the kernel or the file systems cannot (ENOSYS, EXDEV, EINVAL,
- * EOPNOTSUPP, ...) or tbx_out_no_copy_range_ is set (tests). An input that ends early is
- * TBX_E_TRUNCATED; tbx_out_fault_hook_ is called before every piece. */
+ * pass unchanged): copy_file_range when off and in_off are congruent modulo 64 KiB (the bytes
+ * never enter this process; a file system that shares extents shares them); otherwise, or when
+ * the kernel or the file systems cannot (ENOSYS, EXDEV, EINVAL, EOPNOTSUPP, ...) or
+ * tbx_out_no_copy_range_ is set (tests), through 1 MiB pieces (pread + pwrite; from 16 MiB on, a
+ * second thread reads the next pieces while this one writes). An input that
+ * ends early is TBX_E_TRUNCATED; tbx_out_fault_hook_ is called before every piece. */
 tbx_status tbx_out_copy_fd(tbx_out *o, uint64_t off, int in_fd, uint64_t in_off, uint64_t len,
                            tbx_error *err);
 extern int tbx_out_no_copy_range_;
@@ -249,6 +255,8 @@ void tbx_out_abort(tbx_out *o);
 /* Fault-injection hook for tests (tests/unit/test_faults.c), NULL otherwise: called before every
  * write of tensor/header bytes; a non-zero return fails that write with that errno. */
 extern int (*tbx_out_fault_hook_)(void);
+/* fsync calls made by commits (the file's and the directory's), for tests of TBX_OUT_NO_SYNC. */
+extern _Atomic unsigned long tbx_out_syncs_;
 /* The same for reads of path sources (tests/unit/test_faults.c): called before every pread of
  * tbx_source_read; a non-zero return fails that read with that errno. NULL otherwise. */
 extern int (*tbx_src_fault_hook_)(void);

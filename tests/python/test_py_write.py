@@ -57,6 +57,23 @@ def test_safetensors_bytes_equal_peer(tmp_path):
         assert f.metadata() == many
 
 
+def test_sync_false_same_bytes(tmp_path):
+    a = dict(sorted(arrays().items(), key=lambda kv: (-kv[1].dtype.itemsize, kv[0])))
+    x, y = tmp_path / "x.safetensors", tmp_path / "y.safetensors"
+    tensorbox.save_file(a, x)
+    tensorbox.save_file(a, y, sync=False)
+    assert x.read_bytes() == y.read_bytes()
+    g1, g2 = tmp_path / "g1.zt", tmp_path / "g2.zt"
+    tensorbox.convert(x, g1)
+    tensorbox.convert(x, g2, sync=False)
+    assert g1.read_bytes() == g2.read_bytes()
+    # the lossy path (a scratch zTensor file, then tbx_convert) takes it too
+    tensorbox.save_file({"w": a["w"]}, tmp_path / "q.gguf", quant="q8_0", sync=False)
+    assert gguf.GGUFReader(str(tmp_path / "q.gguf")).tensors[0].tensor_type == gguf.GGMLQuantizationType.Q8_0
+    with pytest.raises(TypeError):
+        tensorbox.save_file(a, tmp_path / "z.safetensors", no_such_option=True)
+
+
 def test_exists_needs_force(tmp_path):
     p = tmp_path / "x.safetensors"
     tensorbox.save_file({"a": np.zeros(3, np.float32)}, p)

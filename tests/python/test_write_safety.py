@@ -375,3 +375,20 @@ def test_dangling_symlink_needs_force(tbx, small_src, tmp_path):
     assert r.rc == 0, r.describe()
     assert link.is_symlink() and os.readlink(link) == "made.gguf"
     assert read_gguf(tmp_path / "made.gguf")[1] == read_gguf(small_src)[1]
+
+
+def test_no_sync_writes_the_same_file(tbx, small_src, tmp_path):
+    """--no-sync (TBX_WRITE_NO_SYNC) changes when the bytes reach the disk, not what they are:
+    the same output, renamed into place, no temporary file left, --force still needed; whether
+    fsync is skipped is checked in tests/unit/test_io.c (output_no_sync)."""
+    for fmt in ("gguf", "zt"):
+        a, b = tmp_path / f"a.{fmt}", tmp_path / f"b.{fmt}"
+        r = run(tbx, "convert", small_src, a)
+        assert r.rc == 0, r.describe()
+        r = run(tbx, "convert", small_src, b, "--no-sync")
+        assert r.rc == 0, r.describe()
+        assert a.read_bytes() == b.read_bytes()
+        r = run(tbx, "convert", small_src, b, "--no-sync")
+        assert r.rc == 1 and a.read_bytes() == b.read_bytes(), r.describe()
+        assert hidden(tmp_path) == []
+    assert read_gguf(tmp_path / "b.gguf")[1] == read_gguf(small_src)[1]

@@ -103,7 +103,7 @@ TBX_TEST(writer_refuses_unknown_flags) {
     tbx_write_options wo;
     tbx_write_options_init(&wo);
     tbx_error err;
-    for (unsigned bit = 2; bit < 32; bit++) { /* bit 1: TBX_WRITE_NO_DEDUP */
+    for (unsigned bit = 3; bit < 32; bit++) { /* bits 1, 2: TBX_WRITE_NO_DEDUP, _NO_SYNC */
         wo.flags = 1u << bit;
         tbx_writer *w = (tbx_writer *)&wo; /* must be reset to NULL */
         CHECK_EQ(tbx_writer_open(&w, path, &wo, &err), TBX_E_INVALID_ARG);

@@ -5,7 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
-#include "tbx_test.h"
+#include "tbx_test.h" /* TBX_TEST_LABEL_THREADS: ctest label "threads", run under TSan too (the pipelined copy) */
 
 #include <dirent.h>
 #include <errno.h>
@@ -879,6 +879,112 @@ TBX_TEST(output_same_file_twice_in_one_process) {
     tbx_edit_unlock(&ed);
     CHECK_OK(tbx_out_open(&o2, NULL, path, true, &e));
     tbx_out_abort(&o2);
+    remove_tree(dir);
+}
+
+/* tbx_out_copy_fd's three ways (kernel copy between offsets congruent modulo 64 KiB; otherwise a
+ * 1 MiB buffer, pipelined over two threads for 16 MiB and more, else serial) give the same
+ * bytes, and each reports an input that ends early, or a write that fails, at the right byte
+ * without hanging or leaking. */
+static int copy_fault_after_ = -1; /* the write this many calls from now fails; -1: none */
+static int copy_fault_hook(void) {
+    if (copy_fault_after_ < 0) return 0;
+    return copy_fault_after_-- == 0 ? EIO : 0;
+}
+
+TBX_TEST(output_copy_fd_ways) {
+    char dir[256], in_path[512], path[512];
+    make_tmpdir(dir, sizeof dir);
+    join(in_path, sizeof in_path, dir, "in.bin");
+    join(path, sizeof path, dir, "out.bin");
+    const size_t in_n = ((size_t)40 << 20) + 12345;
+    uint8_t *ref = pattern(in_n);
+    write_file(in_path, ref, in_n);
+    int in_fd = open(in_path, O_RDONLY | O_CLOEXEC);
+    CHECK(in_fd >= 0);
+    const uint64_t in_off = 4096 + 24, len = ((uint64_t)33 << 20) + 777;
+    struct { uint64_t off; const char *threads; int no_kernel; } ways[] = {
+        {in_off + ((uint64_t)64 << 10) * 3, "2", 0}, /* congruent: the kernel copies */
+        {in_off + ((uint64_t)64 << 10) * 3, "2", 1}, /* congruent, kernel copy refused */
+        {1000, "2", 0},                              /* not congruent: pipelined */
+        {1000, "1", 0},                              /* not congruent, one thread: serial */
+        {4096 + 24 + 4096, "2", 0},                  /* congruent modulo a page only */
+    };
+    const char *old = getenv("TBX_THREADS");
+    char *saved = old ? strdup(old) : NULL;
+    for (size_t w = 0; w < sizeof ways / sizeof ways[0]; w++) {
+        setenv("TBX_THREADS", ways[w].threads, 1);
+        tbx_out_no_copy_range_ = ways[w].no_kernel;
+        tbx_out o;
+        tbx_error e;
+        CHECK_OK(tbx_out_open(&o, NULL, path, true, &e));
+        CHECK_OK(tbx_out_copy_fd(&o, ways[w].off, in_fd, in_off, len, &e));
+        CHECK_OK(tbx_out_pwrite(&o, 0, "head", 4, &e));
+        CHECK_EQ(o.size, ways[w].off + len);
+        CHECK_OK(tbx_out_commit(&o, ways[w].off + len, &e));
+        size_t n = 0;
+        uint8_t *got = read_file(path, &n);
+        CHECK_EQ(n, ways[w].off + len);
+        if (got && n == ways[w].off + len) {
+            CHECK(memcmp(got, "head", 4) == 0);
+            CHECK(memcmp(got + ways[w].off, ref + in_off, (size_t)len) == 0);
+        }
+        free(got);
+
+        /* The input ends 5 MiB before the copy would: TBX_E_TRUNCATED at the input's end. */
+        CHECK_OK(tbx_out_open(&o, NULL, path, true, &e));
+        const uint64_t short_len = in_n - in_off + ((uint64_t)5 << 20);
+        CHECK_EQ(tbx_out_copy_fd(&o, ways[w].off, in_fd, in_off, short_len, &e), TBX_E_TRUNCATED);
+        CHECK_EQ(e.code, TBX_E_TRUNCATED);
+        CHECK_EQ(e.offset, in_n);
+        tbx_out_abort(&o);
+
+        /* The second write fails (a kernel copy piece counts as one): TBX_E_IO, no hang. */
+        CHECK_OK(tbx_out_open(&o, NULL, path, true, &e));
+        tbx_out_fault_hook_ = copy_fault_hook;
+        copy_fault_after_ = 1;
+        CHECK_EQ(tbx_out_copy_fd(&o, ways[w].off, in_fd, in_off, len, &e), TBX_E_IO);
+        CHECK_EQ(e.code, TBX_E_IO);
+        tbx_out_fault_hook_ = NULL;
+        copy_fault_after_ = -1;
+        tbx_out_abort(&o);
+        CHECK_EQ(count_prefix(dir, ".out.bin.tbx-tmp."), 0);
+    }
+    tbx_out_no_copy_range_ = 0;
+    if (saved) {
+        setenv("TBX_THREADS", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("TBX_THREADS");
+    }
+    close(in_fd);
+    free(ref);
+    remove_tree(dir);
+}
+
+/* TBX_OUT_NO_SYNC: the same file, renamed into place, without an fsync (tbx_out_syncs_ counts
+ * the commits' fsyncs: the file's and its directory's). */
+TBX_TEST(output_no_sync) {
+    char dir[256], path[512];
+    make_tmpdir(dir, sizeof dir);
+    join(path, sizeof path, dir, "out.bin");
+    uint8_t *ref = pattern(BIG_SIZE);
+    for (int nosync = 0; nosync < 2; nosync++) {
+        tbx_out o;
+        tbx_error e;
+        CHECK_OK(tbx_out_open(&o, NULL, path, TBX_OUT_OVERWRITE | (nosync ? TBX_OUT_NO_SYNC : 0u),
+                              &e));
+        CHECK_OK(tbx_out_pwrite(&o, 0, ref, BIG_SIZE, &e));
+        const unsigned long before = tbx_out_syncs_;
+        CHECK_OK(tbx_out_commit(&o, BIG_SIZE, &e));
+        CHECK_EQ(tbx_out_syncs_ - before, nosync ? 0 : 2);
+        CHECK_EQ(count_prefix(dir, ".out.bin.tbx-tmp."), 0);
+        size_t n = 0;
+        uint8_t *got = read_file(path, &n);
+        CHECK(got && n == BIG_SIZE && memcmp(got, ref, BIG_SIZE) == 0);
+        free(got);
+    }
+    free(ref);
     remove_tree(dir);
 }
 
