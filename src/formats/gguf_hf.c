@@ -182,6 +182,7 @@ typedef struct hf {
     /* llama3 rope scaling: rope_freqs.weight is generated (head_dim / 2 factors) */
     bool rope_llama3;
     double rope_theta, rope_factor, rope_low, rope_high, rope_orig_ctx;
+    tbx_pool *workers; /* quantizing threads (NULL: the calling thread quantizes) */
 } hf;
 
 static tbx_status hf_fail(hf *h, tbx_status code, const char *field, const char *fmt, ...)
@@ -1223,6 +1224,44 @@ static void permute_rows(const hf_out *o, uint64_t nh, uint64_t r0, uint64_t nr,
         memcpy(out + r * rowb, in + (src_row(o, r0 + r, nh) - r0) * rowb, (size_t)rowb);
 }
 
+/* A run of whole blocks of one chunk, quantized by a worker. */
+typedef struct hf_qpart {
+    tbx_task task; /* first member: the pool sees only this */
+    tbx_quant_fn fn;
+    const float *x;
+    uint8_t *y;
+    uint64_t nb;
+} hf_qpart;
+
+static void hf_qpart_run(tbx_task *t) {
+    hf_qpart *q = (hf_qpart *)t;
+    q->fn(q->x, q->y, q->nb);
+}
+
+/* Quantizes the nb blocks of x into y, split over the workers in runs of whole blocks (at
+ * least 64 blocks each). Every block is quantized on its own, so the bytes do not depend on
+ * the split or the thread count. */
+static void quant_blocks(hf *h, tbx_quant_fn fn, const tbx_dtype_info *di, const float *x,
+                         uint8_t *y, uint64_t nb) {
+    uint64_t parts = (uint64_t)tbx_pool_threads(h->workers);
+    if (parts > nb / 64) parts = nb / 64;
+    if (parts <= 1) {
+        fn(x, y, nb);
+        return;
+    }
+    hf_qpart q[TBX_POOL_MAX];
+    for (uint64_t p = 0; p < parts; p++) {
+        const uint64_t b0 = nb * p / parts, b1 = nb * (p + 1) / parts;
+        q[p].task.run = hf_qpart_run;
+        q[p].fn = fn;
+        q[p].x = x + b0 * di->block_size;
+        q[p].y = y + b0 * di->block_bytes;
+        q[p].nb = b1 - b0;
+        tbx_pool_submit(h->workers, &q[p].task);
+    }
+    for (uint64_t p = 0; p < parts; p++) tbx_pool_wait(h->workers, &q[p].task, true);
+}
+
 /* Tensor k's data. Bytes kept as stored (same dtype, no reordering) are copied from the input
  * file by the kernel (tbx_writer_copy_range_), else through obuf. Reordered tensors are read
  * in blocks of whole heads (one read of many rows, reordered in memory) when a head fits in a
@@ -1278,7 +1317,7 @@ static tbx_status write_data(hf *h, size_t k, float *fbuf, uint8_t *obuf) {
             }
             if (st != TBX_OK) break;
             if (quant) {
-                quant(fbuf, obuf, n / di->block_size);
+                quant_blocks(h, quant, di, fbuf, obuf, n / di->block_size);
                 outn = (size_t)(n / di->block_size * di->block_bytes);
             } else if (o->dtype == TBX_DT_F32) {
                 memcpy(obuf, fbuf, (size_t)n * 4);
@@ -1375,6 +1414,8 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
     if (st == TBX_OK) st = put_u32(&h, "general.quantization_version", 2);
     if (st == TBX_OK) st = write_tokenizer(&h);
     if (st == TBX_OK) st = plan_tensors(&h);
+    if (st == TBX_OK && h.quant != TBX_DT_INVALID)
+        h.workers = tbx_pool_start(h.al, tbx_threads_default());
     if (st == TBX_OK) {
         fbuf = tbx_malloc(h.al, (size_t)HF_CHUNK_F32 * sizeof(float) + 64 * 1024 * sizeof(float));
         obuf = tbx_malloc(h.al, (size_t)HF_CHUNK_F32 * 8 + 64 * 1024 * 8);
@@ -1400,6 +1441,7 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
             done += ti.nbytes;
         if (st == TBX_OK && o.progress) o.progress(o.progress_ud, done, total);
     }
+    tbx_pool_stop(h.workers);
     tbx_free(h.al, fbuf, fbuf ? (size_t)HF_CHUNK_F32 * sizeof(float) + 64 * 1024 * sizeof(float) : 0);
     tbx_free(h.al, obuf, obuf ? (size_t)HF_CHUNK_F32 * 8 + 64 * 1024 * 8 : 0);
     if (h.w) {
