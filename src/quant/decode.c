@@ -60,6 +60,10 @@ static void decode_packed(tbx_dtype dt, unsigned bits, const uint8_t *s, uint64_
     }
 }
 
+void tbx_f16_row_scalar(const uint8_t *src, float *dst, uint64_t n) {
+    for (uint64_t k = 0; k < n; k++) dst[k] = tbx_f16_to_f32(tbx_ld16(src + 2 * k));
+}
+
 static tbx_status decode_blocks(const tbx_dtype_info *e, tbx_dequant_fn fn, const uint8_t *s,
                                 uint64_t n, float *d) {
     float tmp[256];
@@ -104,7 +108,7 @@ tbx_status tbx_decode_f32_info(const tbx_dtype_info *e, tbx_dtype dtype, const v
     switch (dtype) {
     case TBX_DT_F64: for (k = 0; k < n; k++) d[k] = (float)tbx_ldf64(s + 8 * k); break;
     case TBX_DT_F32: for (k = 0; k < n; k++) d[k] = tbx_ldf32(s + 4 * k); break;
-    case TBX_DT_F16: for (k = 0; k < n; k++) d[k] = tbx_f16_to_f32(tbx_ld16(s + 2 * k)); break;
+    case TBX_DT_F16: tbx_f16_row_for()(s, d, n); break;
     case TBX_DT_BF16: for (k = 0; k < n; k++) d[k] = tbx_bf16_to_f32(tbx_ld16(s + 2 * k)); break;
     case TBX_DT_F8_E4M3: case TBX_DT_F8_E5M2: case TBX_DT_F8_E4M3FNUZ: case TBX_DT_F8_E5M2FNUZ:
     case TBX_DT_F8_E8M0:

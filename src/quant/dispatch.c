@@ -6,10 +6,12 @@
  * attributes and never call back into the scalar files. This file sits above both: it asks the
  * CPU once what it has and hands out the best kernel of each type, wrapping the SIMD
  * quantizers with their scalar fallback and the K-quant encoder with the AVX2 lane kernels.
- * It also picks the SIMD row decoder of MCF's q / k payloads (mcf_simd_avx2.c).
+ * It also picks the SIMD row decoder of MCF's q / k payloads (mcf_simd_avx2.c) and of f16
+ * (decode_simd_avx2.c).
  */
 #include "ggml.h"
 #include "mcfq.h"
+#include "plain.h"
 
 #include <stddef.h>
 
@@ -24,6 +26,21 @@ unsigned tbx_ggml_cpu_isa(void) {
         isa |= TBX_GGML_ISA_AVX512;
 #endif
     return isa;
+}
+
+/* ---- f16 rows ----------------------------------------------------------------------------- */
+tbx_f16_row_fn tbx_f16_row_for(void) {
+    static tbx_f16_row_fn cached; /* the same answer for every thread: a benign race */
+    tbx_f16_row_fn f = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (f) return f;
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(TBX_GGML_NO_SIMD)
+    f = (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) ? tbx_f16_row_avx2 : tbx_f16_row_scalar;
+#else
+    f = tbx_f16_row_scalar;
+#endif
+    __atomic_store_n(&cached, f, __ATOMIC_RELAXED);
+    return f;
 }
 
 /* ---- dequantizers ------------------------------------------------------------------------- */

@@ -34,4 +34,12 @@ typedef void (*tbx_dequant_fn)(const void *src, float *dst, uint64_t nblocks);
 /* The dequantizer registered for a block dtype, or NULL (src/quant/registry.c). */
 tbx_dequant_fn tbx_dequant_for(tbx_dtype dt);
 
+/* n little-endian f16 values at src (any alignment) to f32, the bits of tbx_f16_to_f32 for
+ * every input: the scalar loop, or the AVX2 kernel (decode_simd_avx2.c) when dispatch.c finds
+ * AVX2. tbx_f16_row_for() returns the one for this CPU. */
+typedef void (*tbx_f16_row_fn)(const uint8_t *src, float *dst, uint64_t n);
+void tbx_f16_row_scalar(const uint8_t *src, float *dst, uint64_t n);
+void tbx_f16_row_avx2(const uint8_t *src, float *dst, uint64_t n); /* only with AVX2 */
+tbx_f16_row_fn tbx_f16_row_for(void);
+
 #endif /* TBX_PLAIN_H */

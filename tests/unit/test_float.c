@@ -355,6 +355,62 @@ TBX_TEST(f16_vs_compiler_float16) {
 }
 #endif
 
+/* The f16 row decoders (scalar loop, AVX2 kernel, the one dispatched, and tbx_decode_f32's F16
+ * path) give the bits of tbx_f16_to_f32 for all 65,536 inputs, at every alignment of source and
+ * destination and for every row length up to 40 (the AVX2 kernel's 8-wide body and its tail). */
+static void f16_row_check(tbx_f16_row_fn fn, const char *name, int *bad) {
+    static uint8_t src[2 * 65536 + 16];
+    static float dst[65536 + 16];
+    for (uint32_t h = 0; h < 65536; h++) { src[2 * h] = (uint8_t)h; src[2 * h + 1] = (uint8_t)(h >> 8); }
+    fn(src, dst, 65536);
+    for (uint32_t h = 0; h < 65536; h++)
+        if (fbits(dst[h]) != fbits(tbx_f16_to_f32((uint16_t)h)))
+            MISMATCH(*bad, "%s 0x%04X: 0x%08X vs 0x%08X\n", name, h, fbits(dst[h]),
+                     fbits(tbx_f16_to_f32((uint16_t)h)));
+    for (int so = 0; so < 4; so++)
+        for (int dof = 0; dof < 3; dof++)
+            for (uint64_t n = 0; n <= 40; n++) {
+                uint8_t *s = src + 1 + so; /* odd byte offsets too */
+                for (uint64_t k = 0; k < n; k++) {
+                    uint16_t h = (uint16_t)(0x7BF0u + k * 977u + (uint64_t)so * 31u);
+                    s[2 * k] = (uint8_t)h;
+                    s[2 * k + 1] = (uint8_t)(h >> 8);
+                }
+                for (int k = 0; k < 48; k++) dst[k] = bitsf(0xDEADBEEFu);
+                fn(s, dst + dof, n);
+                for (uint64_t k = 0; k < n; k++) {
+                    uint16_t h = (uint16_t)(s[2 * k] | (s[2 * k + 1] << 8));
+                    if (fbits(dst[dof + k]) != fbits(tbx_f16_to_f32(h)))
+                        MISMATCH(*bad, "%s n=%d k=%d: 0x%04X\n", name, (int)n, (int)k, h);
+                }
+                for (uint64_t k = (uint64_t)dof + n; k < 48; k++) /* nothing written past n */
+                    if (fbits(dst[k]) != 0xDEADBEEFu) MISMATCH(*bad, "%s n=%d wrote past\n", name, (int)n);
+                for (int k = 0; k < dof; k++)
+                    if (fbits(dst[k]) != 0xDEADBEEFu) MISMATCH(*bad, "%s n=%d wrote before\n", name, (int)n);
+            }
+}
+
+static void f16_decode_f32(const uint8_t *src, float *dst, uint64_t n) {
+    (void)tbx_decode_f32(TBX_DT_F16, src, (size_t)(2 * n), n, dst);
+}
+
+TBX_TEST(f16_rows_simd_and_scalar_match_every_input) {
+    int bad = 0;
+    f16_row_check(tbx_f16_row_scalar, "scalar", &bad);
+    f16_row_check(tbx_f16_row_for(), "dispatched", &bad);
+    f16_row_check(f16_decode_f32, "tbx_decode_f32", &bad);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(TBX_GGML_NO_SIMD)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) {
+        f16_row_check(tbx_f16_row_avx2, "avx2", &bad);
+        CHECK(tbx_f16_row_for() == tbx_f16_row_avx2);
+    } else {
+        fprintf(stderr, "note: no AVX2 on this CPU: the AVX2 f16 kernel is not exercised\n");
+    }
+#endif
+    CHECK_EQ(bad, 0);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* bf16                                                                                        */
 /* ------------------------------------------------------------------------------------------ */
