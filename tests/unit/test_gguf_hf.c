@@ -12,7 +12,7 @@
  * (and runs under ASan+UBSan with the unit tests).
  */
 #define _GNU_SOURCE /* mkdtemp */
-#include "tbx_test.h"
+#include "tbx_test.h" /* TBX_TEST_LABEL_THREADS: ctest label "threads", run under TSan too (quantizing threads, the copy pipeline) */
 #include "tensorbox.h"
 #define TBX_EXPERIMENTAL 1
 #include "tensorbox/gguf.h"
@@ -443,6 +443,58 @@ TBX_TEST(bulk_bytes_move_in_few_system_calls) {
 
 /* The input shrinks after the open: the kernel copy reaches its end early and the conversion
  * fails (TBX_E_TRUNCATED naming the input offset), leaving no output. */
+/* --quant on the worker threads: the same bytes with one thread and with three (the 32768 x 256
+ * embedding is 8 chunks of 4096 q4_K blocks, each split between the workers), and the q4_K
+ * blocks are those of the single-threaded quantizer (read back through tbx_tensor_read_f32 of
+ * both files: equal values). */
+static tbx_status convert_big_quant(const char *out, const char *threads, tbx_error *e) {
+    setenv("TBX_THREADS", threads, 1);
+    tbx_file *f = NULL;
+    tbx_status st = tbx_open_path(&f, g_dir, NULL, e);
+    if (st == TBX_OK) {
+        tbx_convert_options co;
+        tbx_convert_options_init(&co);
+        co.write.format = TBX_FORMAT_GGUF;
+        co.write.flags = TBX_WRITE_OVERWRITE | TBX_WRITE_NO_SYNC;
+        co.quant_to = TBX_DT_Q4_K;
+        st = tbx_convert(f, out, &co, e);
+    }
+    tbx_close(f);
+    unsetenv("TBX_THREADS");
+    return st;
+}
+
+TBX_TEST(quantizing_threads_give_the_same_bytes) {
+    new_big_model();
+    tbx_error e;
+    const char *old = getenv("TBX_THREADS");
+    char *saved = old ? strdup(old) : NULL;
+    CHECK_OK(convert_big_quant(g_out, "1", &e));
+    CHECK_OK(convert_big_quant(g_out2, "3", &e));
+    if (saved) {
+        setenv("TBX_THREADS", saved, 1);
+        free(saved);
+    }
+    size_t n1 = 0, n2 = 0;
+    uint8_t *a = slurp(g_out, &n1), *b = slurp(g_out2, &n2);
+    CHECK(a && b && n1 == n2 && memcmp(a, b, n1) == 0);
+    /* and it was quantized: q4_K is 144 bytes per 256 values, far below the f16 size */
+    CHECK(n1 > (size_t)BV * BE / 256 * 144 && n1 < (size_t)BV * BE * 2 / 2);
+    free(a);
+    free(b);
+    tbx_file *g = NULL;
+    CHECK_OK(tbx_open_path(&g, g_out, NULL, &e));
+    if (g) {
+        uint64_t i = UINT64_MAX;
+        CHECK_OK(tbx_tensor_find(g, "token_embd.weight", &i));
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        CHECK_OK(tbx_tensor_info_get(g, i, &ti));
+        CHECK_EQ(ti.dtype, TBX_DT_Q4_K);
+        tbx_close(g);
+    }
+    unlink(g_out2);
+}
+
 TBX_TEST(input_shrinking_under_the_copy) {
     new_big_model();
     tbx_file *f = NULL;
