@@ -13,14 +13,17 @@ tokenizer (tokenizers) and the config.json a llama checkpoint carries.
             kernel path tbx takes for unchanged tensors) and `cp` + `sync COPY` (the
             durability tbx gives: it fsyncs its output before the rename)
   f16       `tbx convert DIR out.gguf --force` (f16 weights kept, norms to f32, q/k rows
-            reordered, tokenizer and keys written)
+            reordered, tokenizer and keys written; durable: writeback started every 32 MiB,
+            fsync before the rename), and the same with --no-sync (no fsync, no early
+            writeback: what cp does)
   q4_K      `tbx convert DIR out.gguf --quant q4_k --force` (one run: CPU-bound)
 Page cache warm (one untimed cp first), `sync` (untimed) before every timed run so that no
 run pays for the previous one's dirty pages, and every run writes a new file (the previous
 copy or output removed untimed: replacing a 1 GiB file costs its eviction, ~0.1 s of system
 time); medians of interleaved repetitions for cp and f16; peak RSS and CPU time (user +
 system, medians) from GNU time: on a shared machine the CPU time varies less than the wall
-time. Targets (issue 13): f16 within 1.5x of cp, peak RSS <= 256 MiB.
+time. Targets (issue 13): f16 within 1.5x of cp, peak RSS <= 256 MiB; printed for each
+pair of like durability (tbx --no-sync / cp, tbx / cp + sync) and for tbx / cp.
 """
 from __future__ import annotations
 
@@ -101,7 +104,7 @@ def write_model(d: Path, layers: int):
 CPU = {}  # argv[0] -> CPU seconds (user + system) of each run
 
 
-def timed(argv) -> tuple[float, int]:
+def timed(argv, key: str | None = None) -> tuple[float, int]:
     """(wall seconds, peak RSS KiB) of one run under GNU time; its CPU time goes to CPU."""
     t0 = time.perf_counter()
     r = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *argv], stdout=subprocess.DEVNULL,
@@ -110,7 +113,7 @@ def timed(argv) -> tuple[float, int]:
     if r.returncode != 0:
         sys.exit(f"failed: {' '.join(map(str, argv))}\n{r.stderr.decode()}")
     rss, user, system = r.stderr.decode().strip().splitlines()[-1].split()
-    CPU.setdefault(" ".join(map(str, argv[:2])), []).append(float(user) + float(system))
+    CPU.setdefault(key or " ".join(map(str, argv[:2])), []).append(float(user) + float(system))
     return dt, int(rss)
 
 
@@ -130,7 +133,7 @@ def main():
               f"({src.stat().st_size} bytes)")
         copy, out = tmp / "copy.safetensors", tmp / "out.gguf"
         shutil.copyfile(src, copy)  # warm the page cache
-        cp_t, cps_t, f16_t, f16_rss = [], [], [], []
+        cp_t, cps_t, f16_t, f16_rss, f16n_t = [], [], [], [], []
         for _ in range(a.reps):
             copy.unlink()
             subprocess.run(["sync"])
@@ -143,13 +146,18 @@ def main():
             t, rss = timed([a.tbx, "convert", d, out, "--force"])
             f16_t.append(t)
             f16_rss.append(rss)
+            out.unlink()
+            subprocess.run(["sync"])
+            t, rss = timed([a.tbx, "convert", d, out, "--force", "--no-sync"], "no-sync")
+            f16n_t.append(t)
+            f16_rss.append(rss)
         cpu = {k: statistics.median(v) for k, v in CPU.items()}  # before the q4_K run
         copy.unlink()
         out.unlink(missing_ok=True)
         subprocess.run(["sync"])
         q_t, q_rss = timed([a.tbx, "convert", d, out, "--quant", "q4_k", "--force"])
         cp_m, cps_m = statistics.median(cp_t), statistics.median(cps_t)
-        f16_m = statistics.median(f16_t)
+        f16_m, f16n_m = statistics.median(f16_t), statistics.median(f16n_t)
         cpu_cp, cpu_cps = cpu[f"cp {src}"], cpu["sh -c"]
         cpu_f16 = cpu[f"{a.tbx} convert"]
         print(f"cp              {cp_m:7.2f} s  {nbytes / cp_m / 1e9:6.2f} GB/s  CPU {cpu_cp:5.2f} s")
@@ -157,12 +165,15 @@ def main():
         print(f"tbx f16         {f16_m:7.2f} s  {nbytes / f16_m / 1e9:6.2f} GB/s  CPU {cpu_f16:5.2f} s  "
               f"peak RSS {max(f16_rss) / 1024:6.1f} MiB  ratio to cp {f16_m / cp_m:.2f}x, "
               f"to cp + sync {f16_m / cps_m:.2f}x (target <= 1.5x)")
+        print(f"tbx f16 no-sync {f16n_m:7.2f} s  {nbytes / f16n_m / 1e9:6.2f} GB/s  "
+              f"CPU {cpu['no-sync']:5.2f} s  ratio to cp {f16n_m / cp_m:.2f}x (target <= 1.5x)")
         print(f"tbx q4_K        {q_t:7.2f} s  {nbytes / q_t / 1e9:6.2f} GB/s  "
               f"peak RSS {q_rss / 1024:6.1f} MiB  (one run)")
         rss_ok = max(f16_rss) <= 256 * 1024 and q_rss <= 256 * 1024
-        print(f"targets: peak RSS {'met' if rss_ok else 'NOT met'}; f16 within 1.5x of cp "
-              f"{'met' if f16_m <= 1.5 * cp_m else 'NOT met'}, of cp + sync "
-              f"{'met' if f16_m <= 1.5 * cps_m else 'NOT met'}")
+        ok = lambda x: "met" if x else "NOT met"
+        print(f"targets: peak RSS {ok(rss_ok)}; f16 within 1.5x: --no-sync of cp "
+              f"{ok(f16n_m <= 1.5 * cp_m)}, durable of cp + sync {ok(f16_m <= 1.5 * cps_m)}, "
+              f"durable of cp {ok(f16_m <= 1.5 * cp_m)}")
     finally:
         if not base:
             shutil.rmtree(tmp, ignore_errors=True)

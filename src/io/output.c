@@ -6,20 +6,23 @@
  * a failed or abandoned write leaves nothing behind. The temporary file is created with
  * O_CREAT|O_EXCL and mode 0644, so the kernel applies the process umask itself (no racy umask()
  * read in a multi-threaded process). Commit fsyncs the file, renames it and fsyncs the
- * directory (none of that with TBX_OUT_NO_SYNC, nor the early writeback below). Writeback starts as the bytes arrive: every 32 MiB written in one run of adjacent
- * writes is handed to the disk at once (sync_file_range SYNC_FILE_RANGE_WRITE, which does not
- * wait for it), so the disk works while the next bytes are produced and the commit's fsync
- * finds little left to do (1.06 GiB on ext4 here: fsync 0.39 s -> 0.01 s, the whole write
- * 0.84 s -> 0.63 s; docs/performance.md).
+ * directory (none of that with TBX_OUT_NO_SYNC, nor the early writeback below).
+ *
+ * Writeback starts as the bytes arrive: every 32 MiB written in one run of adjacent writes is
+ * handed to the disk at once (sync_file_range SYNC_FILE_RANGE_WRITE, which does not wait for
+ * it), so the disk works while the next bytes are produced and the commit's fsync finds little
+ * left to do (1.06 GiB on ext4 here: fsync 0.39 s -> ~1 ms, the whole write 0.84 s -> 0.63 s;
+ * docs/formats/gguf.md, Speed).
  *
  * Bytes that pass unchanged from an input file (tbx_out_copy_fd) are copied by the kernel
  * (copy_file_range: they never enter this process, and a file system that shares extents
  * shares them), 32 MiB per call, when the two offsets are congruent modulo 64 KiB. Otherwise
- * through a 2 MiB buffer (pread + pwrite): the kernel's copy between offsets that are not
- * congruent is slower than the two copies through a buffer that stays in cache (1.06 GiB on
- * ext4: 0.42 s against 0.27 s congruent and ~0.3 s through the buffer), and extents can be
- * shared only between congruent offsets anyway. Also through the buffer when the kernel cannot
- * copy between the two files.
+ * in 1 MiB pieces through a buffer (pread + pwrite; from 16 MiB on a second thread reads the
+ * next pieces while this one writes): the kernel's copy between offsets that are not congruent
+ * is slower than the two copies through a buffer that stays in cache (1.06 GiB on ext4: 0.42 s
+ * against 0.27 s congruent, and 0.34-0.43 s pipelined with the writeback included), and
+ * extents can be shared only between congruent offsets anyway. Also through the buffer when
+ * the kernel cannot copy between the two files.
  *
  * The destination rules, the same for every writer:
  *  - A symbolic link is followed (the whole chain, once, at open): the file it points to is
