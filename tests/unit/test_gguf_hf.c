@@ -360,6 +360,15 @@ static tbx_status convert_big(const char *out, uint64_t *reads, uint64_t *writes
     return st;
 }
 
+/* Tensor `name` of g is stored as `want`. */
+static void check_dtype(tbx_file *g, const char *name, tbx_dtype want) {
+    uint64_t i = UINT64_MAX;
+    CHECK_OK(tbx_tensor_find(g, name, &i));
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+    CHECK_OK(tbx_tensor_info_get(g, i, &ti));
+    CHECK_EQ(ti.dtype, want);
+}
+
 /* Whole file into memory (malloc'd), its size in *n. */
 static uint8_t *slurp(const char *path, size_t *n) {
     FILE *fp = fopen(path, "rb");
@@ -418,11 +427,7 @@ TBX_TEST(bulk_bytes_move_in_few_system_calls) {
             CHECK(same);
             if (!same) fprintf(stderr, "tensor %s differs\n", M[m].gguf);
         }
-        uint64_t i = UINT64_MAX;
-        CHECK_OK(tbx_tensor_find(g, "blk.0.attn_norm.weight", &i));
-        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        CHECK_OK(tbx_tensor_info_get(g, i, &ti));
-        CHECK_EQ(ti.dtype, TBX_DT_F32);
+        check_dtype(g, "blk.0.attn_norm.weight", TBX_DT_F32);
         tbx_close(g);
     }
     /* the fallback: pread + pwrite through a 1 MiB buffer (the 16 MiB embedding: 16 writes),
@@ -485,11 +490,7 @@ TBX_TEST(quantizing_threads_give_the_same_bytes) {
     tbx_file *g = NULL;
     CHECK_OK(tbx_open_path(&g, g_out, NULL, &e));
     if (g) {
-        uint64_t i = UINT64_MAX;
-        CHECK_OK(tbx_tensor_find(g, "token_embd.weight", &i));
-        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        CHECK_OK(tbx_tensor_info_get(g, i, &ti));
-        CHECK_EQ(ti.dtype, TBX_DT_Q4_K);
+        check_dtype(g, "token_embd.weight", TBX_DT_Q4_K);
         tbx_close(g);
     }
     unlink(g_out2);
