@@ -888,9 +888,9 @@ static uint64_t mcf_dir_at(const mcf_state *s, const tbx_mcf_section *e) {
 }
 
 /* Is every byte of [a, b) zero? Else reports the first other one as padding (TBX_E_PADDING,
- * "section.padding", its offset) between `after` and `before`. */
-static tbx_status mcf_zero_gap(tbx_file *f, mcf_scr *x, uint64_t a, uint64_t b, const char *after,
-                               const char *before, tbx_error *err) {
+ * `field`, its offset) between `after` and `before`. */
+static tbx_status mcf_zero_gap(tbx_file *f, mcf_scr *x, uint64_t a, uint64_t b, const char *field,
+                               const char *after, const char *before, tbx_error *err) {
     tbx_status st = TBX_OK;
     while (a < b) {
         uint64_t k = b - a < (1u << 16) ? b - a : (1u << 16);
@@ -898,7 +898,7 @@ static tbx_status mcf_zero_gap(tbx_file *f, mcf_scr *x, uint64_t a, uint64_t b, 
         if (!p) return st;
         for (uint64_t j = 0; j < k; j++)
             if (p[j])
-                return tbx_file_problem(f, err, TBX_E_PADDING, a + j, "section.padding",
+                return tbx_file_problem(f, err, TBX_E_PADDING, a + j, field,
                                         "byte 0x%02x in the padding between %s and %s is not "
                                         "zero", p[j], after, before);
         a += k;
@@ -928,10 +928,91 @@ static tbx_status mcf_check_gaps(tbx_file *f, mcf_state *s, const tbx_mcf_sectio
         }
         if (lo > size) lo = size;
         if (hi > size) hi = size;
-        if (lo > pos) st = mcf_zero_gap(f, x, pos, lo, after, what, err);
+        if (lo > pos) st = mcf_zero_gap(f, x, pos, lo, "section.padding", after, what, err);
         if (hi > pos) { pos = hi; after = what; }
         if (lo == size && i == n && dir_done) break;
     }
+    return st;
+}
+
+/* A tensor payload in TensorData: [lo, hi), tensor i. */
+typedef struct mcf_span { uint64_t lo, hi; size_t i; } mcf_span;
+
+static int mcf_span_cmp(const void *a, const void *b) {
+    const mcf_span *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+/* The padding inside one quantized payload at `lo`: between its 64-aligned regions and after
+ * its codes (q/k: scales, sub-scales, codes; int8/int4: scale, zero, codes). */
+static tbx_status mcf_payload_gaps(tbx_file *f, mcf_scr *x, const tbx_tensor *t, uint64_t lo,
+                                   uint64_t hi, tbx_error *err) {
+    uint64_t g[3][2];
+    int n = 0;
+    if (mcf_is_qk(t->dtype)) {
+        tbx_mcfq_layout L;
+        if (tbx_mcfq_layout_get(mcf_kind(t->dtype), t->shape[0], t->shape[1], &L) != TBX_OK)
+            return TBX_OK; /* refused at open already */
+        const uint64_t after_scales = L.super ? L.sub_off : L.codes_off;
+        g[n][0] = L.scales_off + L.scales_size; g[n++][1] = after_scales;
+        if (L.super) { g[n][0] = L.sub_off + L.sub_size; g[n++][1] = L.codes_off; }
+        g[n][0] = L.codes_off + L.codes_size; g[n++][1] = L.total;
+    } else if (t->dtype == TBX_DT_MCF_INT8 || t->dtype == TBX_DT_MCF_INT4) {
+        const bool act = t->quant && t->quant->domain == TBX_QDOMAIN_ACTIVATIONS;
+        const uint64_t codes = t->dtype == TBX_DT_MCF_INT4 ? (t->nelems + 1) / 2 : t->nelems;
+        g[n][0] = 4; g[n++][1] = 64;
+        if (act) { g[n][0] = 68; g[n++][1] = 128; }
+        g[n][0] = mcf_int_codes_off(act ? MCF_DOMAIN_ACTIVATIONS : 0) + codes; g[n++][1] = hi - lo;
+    }
+    tbx_status st = TBX_OK;
+    for (int k = 0; k < n && st == TBX_OK; k++) {
+        uint64_t a = lo + g[k][0], b = lo + g[k][1];
+        if (b > hi) b = hi;
+        if (a < b) {
+            char what[64];
+            snprintf(what, sizeof what, "the %s of \"%.32s\"",
+                     k == 0 ? (mcf_is_qk(t->dtype) ? "scales" : "scale")
+                            : k == n - 1 ? "codes" : mcf_is_qk(t->dtype) ? "sub-scales" : "zero",
+                     t->name);
+            st = mcf_zero_gap(f, x, a, b, "tensor.padding", what,
+                              k == n - 1 ? "the payload's end" : "the next region", err);
+        }
+    }
+    return st;
+}
+
+/* TensorData's padding, which mantle's writer leaves zero: the bytes no tensor payload covers,
+ * and inside each quantized payload the bytes between its regions; in file order, the first
+ * non-zero byte of each gap. Payloads stored once for several tensors are checked once. */
+static tbx_status mcf_check_tensor_data(tbx_file *f, mcf_state *s, mcf_scr *x, tbx_error *err) {
+    const tbx_mcf_section *td = mcf_find(s, MCF_SEC_TENSORDATA);
+    if (!td || f->ntensors == 0) return TBX_OK;
+    mcf_span *v = tbx_calloc(&f->al, f->ntensors, sizeof *v);
+    if (!v) return tbx_err_nomem(err, "tensor payload list");
+    size_t n = 0;
+    for (size_t i = 0; i < f->ntensors; i++) {
+        const tbx_component *c = &f->tensors[i].comp[0];
+        if (c->stored_bytes == 0) continue;
+        v[n].lo = c->offset;
+        v[n].hi = c->offset + c->stored_bytes; /* inside TensorData: checked at open */
+        v[n++].i = i;
+    }
+    qsort(v, n, sizeof *v, mcf_span_cmp);
+    tbx_status st = TBX_OK;
+    uint64_t pos = td->offset;
+    const char *after = "the start of TensorData";
+    for (size_t k = 0; k < n && st == TBX_OK; k++) {
+        const tbx_tensor *t = &f->tensors[v[k].i];
+        if (v[k].lo > pos)
+            st = mcf_zero_gap(f, x, pos, v[k].lo, "tensor_data.padding", after, t->name, err);
+        if (st == TBX_OK && (k == 0 || v[k].lo != v[k - 1].lo))
+            st = mcf_payload_gaps(f, x, t, v[k].lo, v[k].hi, err);
+        if (v[k].hi > pos) { pos = v[k].hi; after = t->name; }
+    }
+    if (st == TBX_OK && td->offset + td->size > pos)
+        st = mcf_zero_gap(f, x, pos, td->offset + td->size, "tensor_data.padding", after,
+                          "the end of TensorData", err);
+    tbx_free(&f->al, v, f->ntensors * sizeof *v);
     return st;
 }
 
@@ -971,6 +1052,7 @@ tbx_status mcf_validate(tbx_file *f, tbx_error *err) {
         if (st == TBX_OK) st = mcf_check_gaps(f, s, v, s->ndir, &x, err);
         tbx_free(&f->al, v, s->ndir * sizeof *v);
     }
+    if (st == TBX_OK) st = mcf_check_tensor_data(f, s, &x, err);
     bool qk = false;
     for (size_t i = 0; i < f->ntensors && st == TBX_OK; i++) {
         const tbx_tensor *t = &f->tensors[i];

@@ -388,6 +388,75 @@ def test_validate_reports_nonzero_padding(tbx_asan, tmp_path, name):
         assert info_json(tbx_asan, p)["format"] == "mcf"
 
 
+def _tensor_data_gaps(blob: bytes):
+    """[(lo, hi, field)]: TensorData bytes no payload covers ("tensor_data.padding") and the
+    bytes between the 64-aligned regions of q/k payloads ("tensor.padding"), computed here
+    from the layout in docs/formats/mcf.md (mantle's quant package), independent of tbx."""
+    _, _, _, hsize, n, dir_off, _, _ = struct.unpack_from("<4sHHIIQQQ", blob, 0)
+    sec = {}
+    for i in range(n):
+        typ, _, off, size = struct.unpack_from("<IIQQ", blob, dir_off + 24 * i)
+        sec.setdefault(typ, (off, size))
+    if 3 not in sec or 4 not in sec:
+        return []
+    ti, _ = sec[3]
+    _, _, count, _, ent_off, dims_off, _, _ = struct.unpack_from("<IIIIQQQQ", blob, ti)
+    spans = []
+    for i in range(count):
+        _, _, code, rank, dim_off, _, off, size = struct.unpack_from("<IIIIIIQQ", blob, ti + ent_off + 40 * i)
+        dims = struct.unpack_from(f"<{rank}Q", blob, ti + dims_off + 8 * dim_off) if rank else ()
+        spans.append((off, off + size, code, dims))
+    a64 = lambda x: (x + 63) // 64 * 64
+    out, (pos, td_size) = [], sec[4]
+    end = pos + td_size
+    seen = set()
+    for lo, hi, code, dims in sorted(spans):
+        if lo > pos:
+            out.append((pos, lo, "tensor_data.padding"))
+        if lo not in seen and code in (0x20, 0x21, 0x30, 0x31, 0x32, 0x33) and len(dims) == 2:
+            bits = {0x20: 8, 0x21: 4, 0x30: 6, 0x31: 4, 0x32: 3, 0x33: 2}[code]
+            rows, cols = dims
+            bpr = (cols + 31) // 32
+            tb, ts = rows * bpr, rows * ((bpr + 7) // 8)
+            regions = [2 * ts, tb] if code >= 0x30 else [2 * tb]
+            at = 0
+            for size in regions:
+                nxt = a64(at + size)
+                out.append((lo + at + size, lo + nxt, "tensor.padding"))
+                at = nxt
+            assert at + rows * bpr * 4 * bits == hi - lo, (code, dims)
+        seen.add(lo)
+        pos = max(pos, hi)
+    if end > pos:
+        out.append((pos, end, "tensor_data.padding"))
+    return [g for g in out if g[0] < g[1]]
+
+
+@pytest.mark.parametrize("name", ["mixed_quant", "hf_tiny_llama_k4", "quant_edge_k3", "hf_tiny_llama_q8"])
+def test_validate_reports_nonzero_tensor_data_padding(tbx_asan, tmp_path, name):
+    blob = (MCF / "files" / f"{name}.mcf").read_bytes()
+    gaps = _tensor_data_gaps(blob)
+    fields = {f for _, _, f in gaps}
+    assert "tensor.padding" in fields, gaps
+    assert all(not any(blob[lo:hi]) for lo, hi, _ in gaps), "mantle pads TensorData with zeros"
+    r, objs = validate_json(tbx_asan, MCF / "files" / f"{name}.mcf")
+    assert r.rc == 0, r.describe()
+    picks = [gaps[0], gaps[-1]] + [g for g in gaps if g[2] == "tensor.padding"][:2]
+    if "tensor_data.padding" in fields:
+        picks.append([g for g in gaps if g[2] == "tensor_data.padding"][-1])
+    for lo, hi, field in picks:
+        for at in (lo, hi - 1):
+            bad = bytearray(blob)
+            bad[at] = 0x5A
+            p = tmp_path / f"tdpad{at}.mcf"
+            p.write_bytes(bytes(bad))
+            r, objs = validate_json(tbx_asan, p)
+            assert r.rc == 1, r.describe()
+            assert [(o["code"], o["field"], o["offset"]) for o in objs] == \
+                [("TBX_E_PADDING", field, at)], objs
+            assert info_json(tbx_asan, p)["format"] == "mcf"
+
+
 # ---------------------------------------------------------------------------------------
 # A Hugging Face directory in, pack's file out: tbx convert hf/<model> out.mcf [flags]
 # ---------------------------------------------------------------------------------------

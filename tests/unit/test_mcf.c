@@ -443,6 +443,74 @@ TBX_TEST(malformed_table) {
     }
 }
 
+/* TensorData's padding (mantle's writer leaves it zero): a non-zero byte before, between or
+ * after the payloads, or between the regions of a quantized payload, is one recoverable
+ * TBX_E_PADDING of validate naming the byte; the file still opens and reads. The hand-built
+ * file: TensorData [40, 200), "w" q8 at 64 (scales [64, 66), codes [128, 160)), "b" at 192. */
+typedef struct pad_seen { int n; tbx_status code; char field[64]; uint64_t offset; } pad_seen;
+
+static void pad_problem(void *ud, const tbx_error *e) {
+    pad_seen *p = ud;
+    if (p->n++ == 0) {
+        p->code = e->code;
+        snprintf(p->field, sizeof p->field, "%s", e->field);
+        p->offset = e->offset;
+    }
+}
+
+static pad_seen validate_mem(const uint8_t *b, size_t n) {
+    pad_seen seen;
+    memset(&seen, 0, sizeof seen);
+    tbx_open_options oo;
+    tbx_open_options_init(&oo);
+    oo.format = TBX_FORMAT_MCF;
+    oo.on_problem = pad_problem;
+    oo.problem_ud = &seen;
+    tbx_file *f = NULL;
+    tbx_error err;
+    if (tbx_open_memory(&f, b, n, &oo, &err) != TBX_OK) {
+        seen.n = -1;
+        return seen;
+    }
+    uint64_t np = 0;
+    (void)tbx_validate(f, pad_problem, &seen, &np);
+    float o[32];
+    if (tbx_tensor_read_f32(f, 1, 0, 32, o, &err) != TBX_OK) seen.n = -2;
+    tbx_close(f);
+    return seen;
+}
+
+TBX_TEST(tensor_data_padding_reported) {
+    mfile m;
+    build(&m);
+    pad_seen clean = validate_mem(m.b, m.n);
+    CHECK_EQ(clean.n, 0);
+    static const struct { size_t at; const char *field; } P[] = {
+        {40, "tensor_data.padding"},  {63, "tensor_data.padding"}, /* before the first payload */
+        {66, "tensor.padding"},       {127, "tensor.padding"},     /* between scales and codes */
+        {160, "tensor_data.padding"}, {191, "tensor_data.padding"}, /* between the payloads */
+    };
+    for (size_t k = 0; k < sizeof P / sizeof P[0]; k++) {
+        build(&m);
+        m.b[P[k].at] = 0x5A;
+        pad_seen s = validate_mem(m.b, m.n);
+        if (s.n != 1 || strcmp(s.field, P[k].field) != 0 || s.offset != P[k].at)
+            fprintf(stderr, "padding at %zu: %d problems, %s @%llu\n", P[k].at, s.n, s.field,
+                    (unsigned long long)s.offset);
+        CHECK_EQ(s.n, 1);
+        CHECK_EQ(s.code, TBX_E_PADDING);
+        CHECK_STR(s.field, P[k].field);
+        CHECK_EQ(s.offset, P[k].at);
+    }
+    /* the payload bytes themselves are not padding */
+    build(&m);
+    m.b[64] = 0x01; /* the scale's low byte: another scale */
+    CHECK_EQ(validate_mem(m.b, m.n).n, 0);
+    build(&m);
+    m.b[159] = 0x11; /* the last code */
+    CHECK_EQ(validate_mem(m.b, m.n).n, 0);
+}
+
 TBX_TEST(nan_scale_accepted_and_decoded_as_mantle) {
     mfile m;
     build(&m);
