@@ -36,18 +36,11 @@ void tbx_convert_options_init(tbx_convert_options *opt) {
 /* Rendering a value as text (for TBX_CONVERT_STRINGIFY_META): strings stay as they are,       */
 /* everything else becomes compact JSON.                                                       */
 /* ------------------------------------------------------------------------------------------ */
-typedef struct sbuf { const tbx_alloc *al; char *p; size_t n, cap; bool oom; } sbuf;
+/* (a tbx_membuf: the text without its NUL until sb_take_string) */
+static void sb_put(tbx_membuf *b, const char *s, size_t n) { tbx_membuf_put(b, s, n); }
+static void sb_str(tbx_membuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (!tbx_grow(b->al, (void **)&b->p, &b->cap, b->n + n + 1, 1)) { b->oom = true; return; }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_json_string(sbuf *b, const char *s, size_t n) {
+static void sb_json_string(tbx_membuf *b, const char *s, size_t n) {
     sb_put(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -59,7 +52,7 @@ static void sb_json_string(sbuf *b, const char *s, size_t n) {
     sb_put(b, "\"", 1);
 }
 
-static void sb_value(sbuf *b, const tbx_value *v, int depth) {
+static void sb_value(tbx_membuf *b, const tbx_value *v, int depth) {
     char tmp[64];
     if (depth > 64) { sb_str(b, "null"); return; }
     switch (v->type) {
@@ -179,15 +172,15 @@ static void kept_free(tbx_file *in, kept_values *k) {
 }
 
 /* The text of b as a STRING value owning b's buffer (no copy); b is consumed. */
-static tbx_value *sb_take_string(const tbx_alloc *al, sbuf *b) {
-    char *p = b->p;
-    if (!p) p = tbx_memdup0(al, "", 0);
-    else if (b->cap != b->n + 1) p = tbx_realloc(al, b->p, b->cap, b->n + 1);
+static tbx_value *sb_take_string(const tbx_alloc *al, tbx_membuf *b) {
+    tbx_membuf_put(b, NULL, 1); /* the NUL */
+    if (b->oom) { tbx_free(al, b->p, b->cap); return NULL; }
+    uint8_t *p = b->cap == b->n ? b->p : tbx_realloc(al, b->p, b->cap, b->n);
     if (!p) { tbx_free(al, b->p, b->cap); return NULL; }
     tbx_value *s = tbx_val_new(al, TBX_V_STRING);
-    if (!s) { tbx_free(al, p, b->n + 1); return NULL; }
-    s->v.s.p = p;
-    s->v.s.n = b->n;
+    if (!s) { tbx_free(al, p, b->n); return NULL; }
+    s->v.s.p = (char *)p;
+    s->v.s.n = b->n - 1;
     return s;
 }
 
@@ -221,7 +214,7 @@ static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_optio
         tbx_status st = tbx_writer_add_meta_borrowed_(w, e->key, e->key_len, e->value, err);
         if (st == TBX_OK || !refusal(st)) { if (st) return st; continue; }
         if (o->flags & TBX_CONVERT_STRINGIFY_META) {
-            sbuf b = { &in->al, NULL, 0, 0, false };
+            tbx_membuf b = { &in->al, NULL, 0, 0, false };
             sb_value(&b, e->value, 0);
             if (b.oom) { tbx_free(&in->al, b.p, b.cap); return tbx_err_nomem(err, "metadata text"); }
             if (!tbx_grow(&in->al, (void **)&kept->v, &kept->cap, kept->n + 1, sizeof *kept->v)) {
