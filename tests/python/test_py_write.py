@@ -201,3 +201,31 @@ def test_convert_round_trip(tmp_path):
     h = tensorbox.load_file(tmp_path / "h.gguf")
     assert h["w"].dtype == np.float16
     np.testing.assert_array_equal(h["w"], a["w"].astype(np.float16))
+
+
+def test_stringified_metadata_is_json(tmp_path):
+    """--stringify-meta (stringify_meta=True): strings stay as they are, other values become
+    compact JSON that an independent parser reads back (escapes, nested arrays, numbers)."""
+    src = tmp_path / "m.gguf"
+    w = gguf.GGUFWriter(str(src), "test")
+    w.add_uint32("t.u32", 7)
+    w.add_float32("t.f32", 0.5)
+    w.add_bool("t.flag", True)
+    w.add_string("t.name", 'q"uo\\te')
+    w.add_array("t.tokens", ['a"b', "c\\d", "e\x01f", "\u00e9"])
+    w.add_array("t.scores", [1.5, -2.0])
+    w.add_tensor("x", np.arange(4, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    out = tmp_path / "m.safetensors"
+    tensorbox.convert(src, out, stringify_meta=True)
+    meta = stn.safe_open(str(out), "np").metadata()
+    import json
+    assert json.loads(meta["t.u32"]) == 7
+    assert json.loads(meta["t.f32"]) == 0.5
+    assert json.loads(meta["t.flag"]) is True
+    assert meta["t.name"] == 'q"uo\\te'
+    assert json.loads(meta["t.tokens"]) == ['a"b', "c\\d", "e\x01f", "\u00e9"]
+    assert json.loads(meta["t.scores"]) == [1.5, -2.0]
