@@ -367,6 +367,17 @@ def _gaps(blob: bytes):
     return out
 
 
+def _flip_and_validate(binary, tmp_path, blob: bytes, at: int):
+    """Writes blob with byte `at` set to 0x5A, validates it (must find a problem): (path, problems)."""
+    bad = bytearray(blob)
+    bad[at] = 0x5A
+    p = tmp_path / f"flip{at}.mcf"
+    p.write_bytes(bytes(bad))
+    r, objs = validate_json(binary, p)
+    assert r.rc == 1, r.describe()
+    return p, objs
+
+
 @pytest.mark.parametrize("name", ["hf_tiny_llama", "hf_sharded_qwen", "sections_all"])
 def test_validate_reports_nonzero_padding(tbx_asan, tmp_path, name):
     blob = (MCF / "files" / f"{name}.mcf").read_bytes()
@@ -376,12 +387,7 @@ def test_validate_reports_nonzero_padding(tbx_asan, tmp_path, name):
     assert r.rc == 0, r.describe()
     for lo, hi in (gaps[0], gaps[-1]):
         at = hi - 1
-        bad = bytearray(blob)
-        bad[at] = 0x5A
-        p = tmp_path / f"pad{at}.mcf"
-        p.write_bytes(bytes(bad))
-        r, objs = validate_json(tbx_asan, p)
-        assert r.rc == 1, r.describe()
+        p, objs = _flip_and_validate(tbx_asan, tmp_path, blob, at)
         assert (objs[0]["code"], objs[0]["field"], objs[0]["offset"]) == \
             ("TBX_E_PADDING", "section.padding", at), objs
         # a recoverable problem: the file still opens and reads
@@ -446,12 +452,7 @@ def test_validate_reports_nonzero_tensor_data_padding(tbx_asan, tmp_path, name):
         picks.append([g for g in gaps if g[2] == "tensor_data.padding"][-1])
     for lo, hi, field in picks:
         for at in (lo, hi - 1):
-            bad = bytearray(blob)
-            bad[at] = 0x5A
-            p = tmp_path / f"tdpad{at}.mcf"
-            p.write_bytes(bytes(bad))
-            r, objs = validate_json(tbx_asan, p)
-            assert r.rc == 1, r.describe()
+            p, objs = _flip_and_validate(tbx_asan, tmp_path, blob, at)
             assert [(o["code"], o["field"], o["offset"]) for o in objs] == \
                 [("TBX_E_PADDING", field, at)], objs
             assert info_json(tbx_asan, p)["format"] == "mcf"
