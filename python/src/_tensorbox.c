@@ -846,6 +846,16 @@ static int set_item(PyObject *d, const char *k, PyObject *v) {
     return r;
 }
 
+/* Appends v, a new reference (NULL: its construction failed), to list; the reference is
+ * dropped either way (a successful append keeps the item alive: v may still be used as a
+ * borrowed reference). -1 on failure, with the Python error set. */
+static int append_new(PyObject *list, PyObject *v) {
+    if (!v) return -1;
+    int r = PyList_Append(list, v);
+    Py_DECREF(v);
+    return r;
+}
+
 static PyObject *quant_param(const tbx_file *f, uint64_t i, const tbx_quant_param *p) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
@@ -944,13 +954,12 @@ static PyObject *components_obj(const tbx_file *f, uint64_t i, const tbx_tensor_
                                     (unsigned long long)ci.stored_bytes, "nbytes",
                                     (unsigned long long)ci.nbytes, "encoding",
                                     ci.encoding == TBX_ENC_ZSTD ? "zstd" : "raw");
-        if (!d || (ci.digest && set_item(d, "digest", PyUnicode_FromString(ci.digest)) < 0) ||
-            PyList_Append(list, d) < 0) {
-            Py_XDECREF(d);
+        if (d && ci.digest && set_item(d, "digest", PyUnicode_FromString(ci.digest)) < 0)
+            Py_CLEAR(d);
+        if (append_new(list, d) < 0) {
             Py_DECREF(list);
             return NULL;
         }
-        Py_DECREF(d);
     }
     return list;
 }
@@ -1001,10 +1010,7 @@ static PyObject *file_info(PyObject *self, PyObject *args, PyObject *kw) {
                                     "dtype", dtype_name(ti.dtype), "shape", shape, "offset",
                                     (unsigned long long)ti.offset, "nbytes",
                                     (unsigned long long)ti.nbytes);
-        if (!t) goto fail;
-        int bad = PyList_Append(x, t) < 0;
-        Py_DECREF(t);
-        if (bad) goto fail;
+        if (append_new(x, t) < 0) goto fail; /* t stays alive in x */
         if (!is_plain(f, i, &ti)) {
             const char *ln = tbx_layout_name(ti.layout);
             if (set_item(t, "layout", PyUnicode_FromString(ln ? ln : "?")) < 0 ||
@@ -1032,10 +1038,7 @@ static PyObject *file_info(PyObject *self, PyObject *args, PyObject *kw) {
                                         str_from(si.name, si.name ? strlen(si.name) : 0), "type",
                                         si.type, "offset", (unsigned long long)si.offset, "size",
                                         (unsigned long long)si.size);
-            if (!s) goto fail;
-            int bad = PyList_Append(x, s) < 0;
-            Py_DECREF(s);
-            if (bad) goto fail;
+            if (append_new(x, s) < 0) goto fail;
         }
         if (set_item(doc, "sections", x) < 0) { x = NULL; goto fail; }
         x = NULL;
@@ -1059,12 +1062,10 @@ static PyObject *file_sections(PyObject *self, PyObject *Py_UNUSED(ignored)) {
         PyObject *t = Py_BuildValue("(NIKK)", str_from(si.name, si.name ? strlen(si.name) : 0),
                                     si.type, (unsigned long long)si.offset,
                                     (unsigned long long)si.size);
-        if (!t || PyList_Append(list, t) < 0) {
-            Py_XDECREF(t);
+        if (append_new(list, t) < 0) {
             Py_DECREF(list);
             return NULL;
         }
-        Py_DECREF(t);
     }
     return list;
 }
@@ -1154,8 +1155,7 @@ static void on_problem(void *ud, const tbx_error *p) {
                                     offset_obj(p->offset),
                                     ml ? str_from(p->message, ml)
                                        : PyUnicode_FromString(tbx_strerror(p->code)));
-        if (!t || PyList_Append(c->list, t) < 0) c->failed = 1;
-        Py_XDECREF(t);
+        if (append_new(c->list, t) < 0) c->failed = 1;
     }
     PyGILState_Release(g);
 }
@@ -1459,12 +1459,10 @@ static PyObject *mod_formats(PyObject *m, PyObject *Py_UNUSED(ignored)) {
         PyObject *t = Py_BuildValue("(sssO)", c.name, c.extensions ? c.extensions : "",
                                     c.aliases ? c.aliases : "",
                                     (c.flags & TBX_FCAP_WRITE) ? Py_True : Py_False);
-        if (!t || PyList_Append(list, t) < 0) {
-            Py_XDECREF(t);
+        if (append_new(list, t) < 0) {
             Py_DECREF(list);
             return NULL;
         }
-        Py_DECREF(t);
     }
     return list;
 }
