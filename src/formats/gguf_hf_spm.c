@@ -148,6 +148,23 @@ static tbx_status rd_piece(tbx_cursor *c, const tbx_source *src, size_t idx, tbx
     return TBX_OK;
 }
 
+/* The next top-level field of the model: a piece (field 1, length-delimited) gets *piece set,
+ * its byte offset in *off and its length in *len, the cursor then at its first byte; any other
+ * field is skipped. */
+static tbx_status next_field(tbx_cursor *c, uint64_t *off, uint64_t *len, bool *piece,
+                             tbx_error *err) {
+    uint32_t num;
+    unsigned wt;
+    *off = c->pos;
+    *piece = false;
+    tbx_status st = rd_tag(c, &num, &wt, SPM_FIELD, err);
+    if (st != TBX_OK) return st;
+    if (num != 1) return skip_value(c, wt, *off, SPM_FIELD, err);
+    if (wt != 2) return wrong_wt(err, *off, "pieces", wt, 2);
+    *piece = true;
+    return rd_len(c, len, "pieces", err);
+}
+
 tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint64_t max_pieces,
                          tbx_spm_vocab *out, tbx_error *err) {
     out->pieces = NULL;
@@ -160,13 +177,10 @@ tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint
     /* pass 1: count the pieces */
     uint64_t count = 0;
     while (st == TBX_OK && c.pos < c.end) {
-        uint64_t off = c.pos, len;
-        uint32_t num;
-        unsigned wt;
-        if ((st = rd_tag(&c, &num, &wt, SPM_FIELD, err)) != TBX_OK) break;
-        if (num != 1) { st = skip_value(&c, wt, off, SPM_FIELD, err); continue; }
-        if (wt != 2) { st = wrong_wt(err, off, "pieces", wt, 2); break; }
-        if ((st = rd_len(&c, &len, "pieces", err)) != TBX_OK) break;
+        uint64_t off, len;
+        bool piece;
+        st = next_field(&c, &off, &len, &piece, err);
+        if (st != TBX_OK || !piece) continue;
         if (++count > max_pieces) {
             st = tbx_err(err, TBX_E_LIMIT, off, "pieces", "more than %llu "
                          "pieces", (unsigned long long)max_pieces);
@@ -185,12 +199,10 @@ tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint
     /* pass 2: read them */
     if (st == TBX_OK) st = tbx_cur_seek(&c, 0, SPM_FIELD, err);
     while (st == TBX_OK && c.pos < c.end) {
-        uint64_t off = c.pos, len;
-        uint32_t num;
-        unsigned wt;
-        if ((st = rd_tag(&c, &num, &wt, SPM_FIELD, err)) != TBX_OK) break;
-        if (num != 1) { st = skip_value(&c, wt, off, SPM_FIELD, err); continue; }
-        if ((st = rd_len(&c, &len, "pieces", err)) != TBX_OK) break;
+        uint64_t off, len;
+        bool piece;
+        st = next_field(&c, &off, &len, &piece, err);
+        if (st != TBX_OK || !piece) continue;
         uint64_t outer = c.end;
         c.end = c.pos + len; /* rd_len checked that len bytes remain */
         st = rd_piece(&c, &src, out->n, &out->pieces[out->n], err);
