@@ -122,4 +122,34 @@ static inline uint8_t *tbx_test_slurp(const char *path, size_t *n) {
     if (p) *n = want;
     return p;
 }
+
+/* An allocator for allocation-failure tests: tbx_allocator's alloc, realloc and free with ud a
+ * tbx_fail_al. Once armed, it counts its allocations and reallocations in `calls` and fails
+ * the fail_at-th (1-based; 0 or less: none); `live` is the number of bytes outstanding all
+ * along, so a test can check that nothing leaked. */
+typedef struct tbx_fail_al {
+    int armed;
+    long calls, fail_at;
+    long long live;
+} tbx_fail_al;
+static inline int tbx_fa_fails_(tbx_fail_al *a) { return a->armed && ++a->calls == a->fail_at; }
+static inline void *tbx_fa_alloc(void *ud, size_t n) {
+    tbx_fail_al *a = (tbx_fail_al *)ud;
+    if (tbx_fa_fails_(a)) return NULL;
+    void *p = malloc(n ? n : 1);
+    if (p) a->live += (long long)n;
+    return p;
+}
+static inline void *tbx_fa_realloc(void *ud, void *p, size_t old, size_t n) {
+    tbx_fail_al *a = (tbx_fail_al *)ud;
+    if (tbx_fa_fails_(a)) return NULL;
+    void *q = realloc(p, n ? n : 1);
+    if (q) a->live += (long long)n - (long long)old;
+    return q;
+}
+static inline void tbx_fa_free(void *ud, void *p, size_t n) {
+    tbx_fail_al *a = (tbx_fail_al *)ud;
+    if (p) a->live -= (long long)n;
+    free(p);
+}
 #endif

@@ -693,19 +693,6 @@ static tbx_status cb_read(void *ud, uint64_t off, void *buf, size_t len) {
     return TBX_OK;
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long len = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *p = malloc(len > 0 ? (size_t)len : 1);
-    if (p && fread(p, 1, (size_t)len, fp) != (size_t)len) { free(p); p = NULL; }
-    fclose(fp);
-    *n = (size_t)len;
-    return p;
-}
-
 static tbx_file *open_cb(cb_file *c, uint32_t flags, tbx_error *e) {
     tbx_open_options o;
     tbx_open_options_init(&o);
@@ -779,7 +766,7 @@ TBX_TEST(verified_batch_reads_each_byte_once) {
     tbx_error e;
     CHECK_OK(write_big(out, &e));
     cb_file c = {NULL, 0, 0};
-    c.p = slurp(out, &c.n);
+    c.p = tbx_test_slurp(out, &c.n);
     CHECK(c.p != NULL);
     if (!c.p) return;
     tbx_embd_header h;
@@ -818,7 +805,7 @@ TBX_TEST(verified_reads_never_serve_bad_bytes) {
     tbx_error e;
     CHECK_OK(legacy_to_embd(out, META3, 0, &e));
     size_t n = 0;
-    uint8_t *good = slurp(out, &n);
+    uint8_t *good = tbx_test_slurp(out, &n);
     CHECK(good != NULL);
     if (!good) return;
     tbx_embd_header h;

@@ -369,20 +369,6 @@ static void check_dtype(tbx_file *g, const char *name, tbx_dtype want) {
     CHECK_EQ(ti.dtype, want);
 }
 
-/* Whole file into memory (malloc'd), its size in *n. */
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long len = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *p = malloc(len > 0 ? (size_t)len : 1);
-    if (p && fread(p, 1, (size_t)len, fp) != (size_t)len) { free(p); p = NULL; }
-    fclose(fp);
-    *n = (size_t)len;
-    return p;
-}
-
 /* The bulk of a model moves in a few big system calls, not per row: tensors kept as stored are
  * copied by the kernel (copy_file_range) when their offsets in the two files are congruent
  * modulo 64 KiB, else through a 1 MiB buffer (tbx_out_copy_fd); the q/k rows are reordered in
@@ -439,7 +425,7 @@ TBX_TEST(bulk_bytes_move_in_few_system_calls) {
             (unsigned long long)writes);
     CHECK(writes >= 16 && writes < 16 + 40);
     size_t n1 = 0, n2 = 0;
-    uint8_t *a = slurp(g_out, &n1), *b = slurp(g_out2, &n2);
+    uint8_t *a = tbx_test_slurp(g_out, &n1), *b = tbx_test_slurp(g_out2, &n2);
     CHECK(a && b && n1 == n2 && n1 > (size_t)BV * BE * 2 && memcmp(a, b, n1) == 0);
     free(a);
     free(b);
@@ -481,7 +467,7 @@ TBX_TEST(quantizing_threads_give_the_same_bytes) {
         free(saved);
     }
     size_t n1 = 0, n2 = 0;
-    uint8_t *a = slurp(g_out, &n1), *b = slurp(g_out2, &n2);
+    uint8_t *a = tbx_test_slurp(g_out, &n1), *b = tbx_test_slurp(g_out2, &n2);
     CHECK(a && b && n1 == n2 && memcmp(a, b, n1) == 0);
     /* and it was quantized: q4_K is 144 bytes per 256 values, far below the f16 size */
     CHECK(n1 > (size_t)BV * BE / 256 * 144 && n1 < (size_t)BV * BE * 2 / 2);
@@ -517,50 +503,22 @@ TBX_TEST(input_shrinking_under_the_copy) {
     tbx_close(f);
 }
 
-/* An allocator that, once armed, fails its n-th allocation (0: none) and counts them; it
- * tracks what is outstanding all along. */
-typedef struct fail_al {
-    int armed;
-    long calls, fail_at;
-    long long live;
-} fail_al;
-static int fa_fails(fail_al *a) { return a->armed && ++a->calls == a->fail_at; }
-static void *fa_alloc(void *ud, size_t n) {
-    fail_al *a = ud;
-    if (fa_fails(a)) return NULL;
-    void *p = malloc(n ? n : 1);
-    if (p) a->live += (long long)n;
-    return p;
-}
-static void *fa_realloc(void *ud, void *p, size_t old, size_t n) {
-    fail_al *a = ud;
-    if (fa_fails(a)) return NULL;
-    void *q = realloc(p, n ? n : 1);
-    if (q) a->live += (long long)n - (long long)old;
-    return q;
-}
-static void fa_free(void *ud, void *p, size_t n) {
-    fail_al *a = ud;
-    if (p) a->live -= (long long)n;
-    free(p);
-}
-
 /* Every allocation of the conversion (the directory's open is test_hfdir's business) fails in
  * turn: each run ends in TBX_E_NOMEM without a leak or an output file, or succeeds when the
  * failure is one the library tolerates (a shrinking realloc that keeps the larger block). */
 TBX_TEST(every_allocation_failure_is_clean) {
     new_model();
     tbx_error e;
-    fail_al count = {0, 0, 0, 0};
-    tbx_allocator cal = {fa_alloc, fa_realloc, fa_free, &count};
+    tbx_fail_al count = {0, 0, 0, 0};
+    tbx_allocator cal = {tbx_fa_alloc, tbx_fa_realloc, tbx_fa_free, &count};
     CHECK_OK(convert_dir_armed(&cal, &count.armed, 0, TBX_DT_Q8_0, &e));
     const long total = count.calls;
     CHECK(total > 20);
     int clean = 1;
     for (long k = 1; k <= total; k++) {
         unlink(g_out);
-        fail_al a = {0, 0, k, 0};
-        tbx_allocator al = {fa_alloc, fa_realloc, fa_free, &a};
+        tbx_fail_al a = {0, 0, k, 0};
+        tbx_allocator al = {tbx_fa_alloc, tbx_fa_realloc, tbx_fa_free, &a};
         tbx_status st = convert_dir_armed(&al, &a.armed, 0, TBX_DT_Q8_0, &e);
         struct stat sb;
         if (st != TBX_E_NOMEM && st != TBX_OK) {

@@ -345,48 +345,21 @@ TBX_TEST(spm_directory_without_override_keeps_piece_types) {
     tbx_close(g);
 }
 
-/* An allocator that, once armed, fails its n-th allocation and tracks what is outstanding. */
-typedef struct fail_al {
-    int armed;
-    long calls, fail_at;
-    long long live;
-} fail_al;
-static int fa_fails(fail_al *a) { return a->armed && ++a->calls == a->fail_at; }
-static void *fa_alloc(void *ud, size_t n) {
-    fail_al *a = ud;
-    if (fa_fails(a)) return NULL;
-    void *p = malloc(n ? n : 1);
-    if (p) a->live += (long long)n;
-    return p;
-}
-static void *fa_realloc(void *ud, void *p, size_t old, size_t n) {
-    fail_al *a = ud;
-    if (fa_fails(a)) return NULL;
-    void *q = realloc(p, n ? n : 1);
-    if (q) a->live += (long long)n - (long long)old;
-    return q;
-}
-static void fa_free(void *ud, void *p, size_t n) {
-    fail_al *a = ud;
-    if (p) a->live -= (long long)n;
-    free(p);
-}
-
 /* Every allocation of the conversion fails in turn: TBX_E_NOMEM (or success where the library
  * tolerates it), no leak, no output file. */
 TBX_TEST(spm_every_allocation_failure_is_clean) {
     new_model();
     tbx_error e;
-    fail_al count = {0, 0, 0, 0};
-    tbx_allocator cal = {fa_alloc, fa_realloc, fa_free, &count};
+    tbx_fail_al count = {0, 0, 0, 0};
+    tbx_allocator cal = {tbx_fa_alloc, tbx_fa_realloc, tbx_fa_free, &count};
     CHECK_OK(convert_dir(&cal, &count.armed, &e));
     const long total = count.calls;
     CHECK(total > 10);
     int clean = 1;
     for (long k = 1; k <= total; k++) {
         unlink(g_out);
-        fail_al a = {0, 0, k, 0};
-        tbx_allocator al = {fa_alloc, fa_realloc, fa_free, &a};
+        tbx_fail_al a = {0, 0, k, 0};
+        tbx_allocator al = {tbx_fa_alloc, tbx_fa_realloc, tbx_fa_free, &a};
         tbx_status st = convert_dir(&al, &a.armed, &e);
         struct stat sb;
         if (st != TBX_E_NOMEM && st != TBX_OK) {

@@ -197,31 +197,6 @@ TBX_TEST(convert_a_directory) {
     unlink(out);
 }
 
-/* An allocator that fails the n-th allocation and counts what is outstanding. */
-typedef struct fail_al {
-    long calls, fail_at;
-    long long live;
-} fail_al;
-static void *fa_alloc(void *ud, size_t n) {
-    fail_al *a = ud;
-    if (++a->calls == a->fail_at) return NULL;
-    void *p = malloc(n ? n : 1);
-    if (p) a->live += (long long)n;
-    return p;
-}
-static void *fa_realloc(void *ud, void *p, size_t old, size_t n) {
-    fail_al *a = ud;
-    if (++a->calls == a->fail_at) return NULL;
-    void *q = realloc(p, n ? n : 1);
-    if (q) a->live += (long long)n - (long long)old;
-    return q;
-}
-static void fa_free(void *ud, void *p, size_t n) {
-    fail_al *a = ud;
-    if (p) a->live -= (long long)n;
-    free(p);
-}
-
 /* A directory with one model.safetensors {a, b, c} and the side files of new_set. */
 static void new_single(void) {
     new_set(GOOD);
@@ -271,8 +246,8 @@ TBX_TEST(every_allocation_failure_is_clean) {
         long k;
         int clean = 1, done = 0;
         for (k = 1; k < 20000 && !done; k++) {
-            fail_al a = {0, k, 0};
-            tbx_allocator al = {fa_alloc, fa_realloc, fa_free, &a};
+            tbx_fail_al a = {1, 0, k, 0};
+            tbx_allocator al = {tbx_fa_alloc, tbx_fa_realloc, tbx_fa_free, &a};
             tbx_open_options o;
             tbx_open_options_init(&o);
             o.allocator = &al;

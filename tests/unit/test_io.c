@@ -50,18 +50,6 @@ static void write_file(const char *path, const void *data, size_t n) {
     fclose(f);
 }
 
-static uint8_t *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = (uint8_t *)malloc(sz > 0 ? (size_t)sz : 1);
-    *n = fread(p, 1, (size_t)sz, f);
-    fclose(f);
-    return p;
-}
-
 /* Removes every entry of dir and dir itself (flat directories only). */
 static void remove_tree(const char *dir) {
     DIR *d = opendir(dir);
@@ -658,7 +646,7 @@ TBX_TEST(output_commit_exact_bytes_and_gaps) {
     tbx_out_abort(&o); /* after commit: nothing to do, file stays */
 
     size_t n = 0;
-    uint8_t *got = read_file(path, &n);
+    uint8_t *got = tbx_test_slurp(path, &n);
     CHECK(got != NULL);
     CHECK_EQ(n, 110000);
     if (got && n == 110000) {
@@ -700,7 +688,7 @@ TBX_TEST(output_exists_and_overwrite) {
     CHECK_OK(tbx_out_pwrite(&o, 0, "new!", 4, &e));
     CHECK_OK(tbx_out_commit(&o, 4, &e));
     size_t n = 0;
-    uint8_t *got = read_file(path, &n);
+    uint8_t *got = tbx_test_slurp(path, &n);
     CHECK(n == 4 && got && memcmp(got, "new!", 4) == 0);
     free(got);
 
@@ -746,7 +734,7 @@ TBX_TEST(output_refuses_open_input) {
     CHECK_EQ(count_prefix(dir, ".in.bin.tbx-tmp."), 0);
     tbx_out_abort(&o);
     size_t n = 0;
-    uint8_t *got = read_file(path, &n);
+    uint8_t *got = tbx_test_slurp(path, &n);
     CHECK(n == 11 && got && memcmp(got, "input bytes", 11) == 0);
     free(got);
     tbx_source_close(&s);
@@ -771,7 +759,7 @@ TBX_TEST(output_relative_path) {
     CHECK_OK(tbx_out_pwrite(&o, 2, "z", 1, &e));
     CHECK_OK(tbx_out_commit(&o, 3, &e));
     size_t n = 0;
-    uint8_t *got = read_file("rel.bin", &n);
+    uint8_t *got = tbx_test_slurp("rel.bin", &n);
     CHECK(n == 3 && got && got[0] == 0 && got[1] == 0 && got[2] == 'z');
     free(got);
     CHECK(chdir(cwd) == 0);
@@ -803,7 +791,7 @@ TBX_TEST(output_symlinks_and_kinds) {
     struct stat sb;
     CHECK(lstat(link_path, &sb) == 0 && S_ISLNK(sb.st_mode));
     size_t n = 0;
-    uint8_t *got = read_file(target, &n);
+    uint8_t *got = tbx_test_slurp(target, &n);
     CHECK(n == 4 && got && memcmp(got, "new!", 4) == 0);
     free(got);
 
@@ -923,7 +911,7 @@ TBX_TEST(output_copy_fd_ways) {
         CHECK_EQ(o.size, ways[w].off + len);
         CHECK_OK(tbx_out_commit(&o, ways[w].off + len, &e));
         size_t n = 0;
-        uint8_t *got = read_file(path, &n);
+        uint8_t *got = tbx_test_slurp(path, &n);
         CHECK_EQ(n, ways[w].off + len);
         if (got && n == ways[w].off + len) {
             CHECK(memcmp(got, "head", 4) == 0);
@@ -980,7 +968,7 @@ TBX_TEST(output_no_sync) {
         CHECK_EQ(tbx_out_syncs_ - before, nosync ? 0 : 2);
         CHECK_EQ(count_prefix(dir, ".out.bin.tbx-tmp."), 0);
         size_t n = 0;
-        uint8_t *got = read_file(path, &n);
+        uint8_t *got = tbx_test_slurp(path, &n);
         CHECK(got && n == BIG_SIZE && memcmp(got, ref, BIG_SIZE) == 0);
         free(got);
     }

@@ -16,18 +16,6 @@
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs; }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long l = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *p = malloc((size_t)l + 1);
-    *n = fread(p, 1, (size_t)l, fp);
-    fclose(fp);
-    return p;
-}
-
 typedef struct tdesc {
     const char *name;
     tbx_dtype dt;
@@ -177,11 +165,11 @@ TBX_TEST(round_trip_every_dtype) {
     /* deterministic: the same input gives the same bytes */
     char path2[512];
     size_t n1, n2;
-    uint8_t *a = slurp(path, &n1);
+    uint8_t *a = tbx_test_slurp(path, &n1);
     tbx_test_tmppath(path2, sizeof path2, "tbx_mcf_%d_again.mcf", (int)getpid());
     rename(path, path2);
     CHECK(write_sample(path, sizeof path, false) != NULL);
-    uint8_t *b = slurp(path, &n2);
+    uint8_t *b = tbx_test_slurp(path, &n2);
     CHECK(a && b && n1 == n2 && memcmp(a, b, n1) == 0);
     free(a);
     free(b);
@@ -216,7 +204,7 @@ TBX_TEST(identical_payloads_stored_once) {
     CHECK_OK(tbx_tensor_read_f32(f, b, 0, 15, o, &err));
     tbx_close(f);
     size_t n;
-    uint8_t *bytes = slurp(path, &n);
+    uint8_t *bytes = tbx_test_slurp(path, &n);
     /* the TensorIndex follows TensorData directly (8-aligned): its dir entry says where */
     uint64_t dir = tbx_ld64(bytes + 16);
     uint32_t cnt = tbx_ld32(bytes + 12);
