@@ -823,10 +823,7 @@ tbx_status tbx_out_copy_fd(tbx_out *o, uint64_t off, int in_fd, uint64_t in_off,
             if (copy_range_unsupported(errno)) break; /* the rest through the buffer */
             return copy_err(o, pos, in_off, left, strerror(errno), err);
         }
-        if (r == 0)
-            return tbx_err(err, TBX_E_TRUNCATED, in_off, "input",
-                           "the input file ended while %" PRIu64 " more bytes were being "
-                           "copied from it (it shrank?)", left);
+        if (r == 0) return read_fail(o, pos, in_off, left, -1, err);
         wb_note(o, pos, (uint64_t)r);
         pos += (uint64_t)r;
         in_off += (uint64_t)r;
@@ -892,14 +889,16 @@ tbx_status tbx_out_commit(tbx_out *o, uint64_t size, tbx_error *err) {
                      " bytes: %s", o->tmp_path, size, strerror(errno));
         goto fail;
     }
-    if (!(o->flags & TBX_OUT_NO_SYNC)) tbx_out_syncs_++;
-    do {
-        r = (o->flags & TBX_OUT_NO_SYNC) ? 0 : fsync(o->fd);
-    } while (r != 0 && errno == EINTR);
-    if (r != 0) {
-        st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "output", "cannot sync %s: %s", o->tmp_path,
-                     strerror(errno));
-        goto fail;
+    if (!(o->flags & TBX_OUT_NO_SYNC)) {
+        tbx_out_syncs_++;
+        do {
+            r = fsync(o->fd);
+        } while (r != 0 && errno == EINTR);
+        if (r != 0) {
+            st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "output", "cannot sync %s: %s",
+                         o->tmp_path, strerror(errno));
+            goto fail;
+        }
     }
     struct stat sb;
     bool present = lstat(o->path, &sb) == 0;
