@@ -379,20 +379,6 @@ static tbx_status write_sink(void *ud, const void *data, size_t len, tbx_error *
     return tbx_writer_write_tensor(s->w, s->i, data, len, err);
 }
 
-/* Encodes n f32 values to a float dtype (f32, f16, bf16, f64). */
-static bool encode_float(tbx_dtype dt, const float *src, uint64_t n, uint8_t *dst) {
-    for (uint64_t i = 0; i < n; i++) {
-        switch (dt) {
-        case TBX_DT_F32: memcpy(dst + 4 * i, &src[i], 4); break;
-        case TBX_DT_F64: { double d = src[i]; memcpy(dst + 8 * i, &d, 8); break; }
-        case TBX_DT_F16: tbx_st16(dst + 2 * i, tbx_f32_to_f16(src[i])); break;
-        case TBX_DT_BF16: tbx_st16(dst + 2 * i, tbx_f32_to_bf16(src[i])); break;
-        default: return false;
-        }
-    }
-    return true;
-}
-
 #define CHUNK ((size_t)4 << 20)
 
 /* Unchanged bytes are copied in the kernel in pieces of this size (the progress callback is
@@ -733,7 +719,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
             for (uint64_t e = 0; st == TBX_OK && e < t->nelems; e += per) {
                 uint64_t n = t->nelems - e < per ? t->nelems - e : per;
                 st = tbx_tensor_read_f32(in, i, e, n, fbuf, err);
-                if (st == TBX_OK && !encode_float(to, fbuf, n, buf))
+                if (st == TBX_OK && !tbx_encode_float(to, fbuf, n, buf))
                     st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast", "cannot cast");
                 if (st == TBX_OK) st = tbx_writer_write_tensor(w, i, buf, (size_t)(n * ti->bits / 8), err);
             }

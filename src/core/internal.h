@@ -817,6 +817,9 @@ tbx_status tbx_dtype_info_nbytes_shape(const tbx_dtype_info *e, const uint64_t *
 tbx_status tbx_dtype_core_nbytes(tbx_dtype dt, uint64_t nelems, uint64_t *out);
 tbx_status tbx_dtype_core_nbytes_shape(tbx_dtype dt, const uint64_t *shape, uint32_t ndim,
                                        uint64_t *out);
+/* The inverse for the float dtypes: encodes n f32 values as f32, f64, f16 or bf16 (little-
+ * endian, round to nearest even); false for any other dtype (src/quant/decode.c). */
+bool tbx_encode_float(tbx_dtype dt, const float *src, uint64_t n, uint8_t *dst);
 /* tbx_decode_f32 with the dtype's entry already looked up (src/quant/decode.c). */
 tbx_status tbx_decode_f32_info(const tbx_dtype_info *e, tbx_dtype dtype, const void *src,
                                size_t src_len, uint64_t nelems, float *dst);

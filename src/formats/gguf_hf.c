@@ -1319,14 +1319,8 @@ static tbx_status write_data(hf *h, size_t k, float *fbuf, uint8_t *obuf) {
             if (quant) {
                 quant_blocks(h, quant, di, fbuf, obuf, n / di->block_size);
                 outn = (size_t)(n / di->block_size * di->block_bytes);
-            } else if (o->dtype == TBX_DT_F32) {
-                memcpy(obuf, fbuf, (size_t)n * 4);
-                outn = (size_t)n * 4;
-            } else if (o->dtype == TBX_DT_F16 || o->dtype == TBX_DT_BF16) {
-                for (uint64_t e = 0; e < n; e++)
-                    tbx_st16(obuf + 2 * e, o->dtype == TBX_DT_F16 ? tbx_f32_to_f16(fbuf[e])
-                                                                  : tbx_f32_to_bf16(fbuf[e]));
-                outn = (size_t)n * 2;
+            } else if (o->dtype != TBX_DT_F64 && tbx_encode_float(o->dtype, fbuf, n, obuf)) {
+                outn = (size_t)(n * (di->bits / 8)); /* f32, f16, bf16: obuf holds 8 bytes a value */
             } else {
                 return hf_fail(h, TBX_E_UNSUPPORTED, "cast", "cannot write %s", di->name);
             }

@@ -64,6 +64,23 @@ void tbx_f16_row_scalar(const uint8_t *src, float *dst, uint64_t n) {
     for (uint64_t k = 0; k < n; k++) dst[k] = tbx_f16_to_f32(tbx_ld16(src + 2 * k));
 }
 
+bool tbx_encode_float(tbx_dtype dt, const float *src, uint64_t n, uint8_t *dst) {
+    uint64_t i;
+    switch (dt) {
+    case TBX_DT_F32: for (i = 0; i < n; i++) memcpy(dst + 4 * i, &src[i], 4); break;
+    case TBX_DT_F64:
+        for (i = 0; i < n; i++) {
+            const double d = src[i];
+            memcpy(dst + 8 * i, &d, 8);
+        }
+        break;
+    case TBX_DT_F16: for (i = 0; i < n; i++) tbx_st16(dst + 2 * i, tbx_f32_to_f16(src[i])); break;
+    case TBX_DT_BF16: for (i = 0; i < n; i++) tbx_st16(dst + 2 * i, tbx_f32_to_bf16(src[i])); break;
+    default: return false;
+    }
+    return true;
+}
+
 static tbx_status decode_blocks(const tbx_dtype_info *e, tbx_dequant_fn fn, const uint8_t *s,
                                 uint64_t n, float *d) {
     float tmp[256];
