@@ -116,18 +116,23 @@ TBX_TEST(legacy_fixture_vocabulary) {
     tbx_close(f);
 }
 
+/* An EMBD writer on `out`, replacing it. */
+static tbx_status open_embd_writer(tbx_writer **w, const char *out, tbx_error *e) {
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_EMBD;
+    wo.flags = TBX_WRITE_OVERWRITE;
+    return tbx_writer_open(w, out, &wo, e);
+}
+
 /* Copies a legacy file into an EMBD writer: its vocabulary section, the given metadata, every
  * tensor (in reverse order when `reverse`). Returns the finish status. */
 static tbx_status legacy_to_embd(const char *out, const char *const *meta, int reverse,
                                  tbx_error *e) {
     tbx_file *in = open_file(data_path("tiny-legacy.bin"), 0);
     if (!in) return TBX_E_IO;
-    tbx_write_options wo;
-    tbx_write_options_init(&wo);
-    wo.format = TBX_FORMAT_EMBD;
-    wo.flags = TBX_WRITE_OVERWRITE;
     tbx_writer *w = NULL;
-    tbx_status st = tbx_writer_open(&w, out, &wo, e);
+    tbx_status st = open_embd_writer(&w, out, e);
     if (st != TBX_OK) { tbx_close(in); return st; }
     for (size_t i = 0; meta && meta[i]; i += 2) {
         tbx_value *v = tbx_value_new_string(meta[i + 1], strlen(meta[i + 1]));
@@ -269,13 +274,9 @@ TBX_TEST(hugging_face_sections) {
         "\"[PAD]\": 0, \"[SEP]\": 3, \"[MASK]\": 4, \"##\\u00e9t\\u00e9\": 5}}}";
     char out[512];
     tbx_test_tmppath(out, sizeof out, "embd_hf_%d.weights", (int)getpid());
-    tbx_write_options wo;
-    tbx_write_options_init(&wo);
-    wo.format = TBX_FORMAT_EMBD;
-    wo.flags = TBX_WRITE_OVERWRITE;
     tbx_writer *w = NULL;
     tbx_error e;
-    CHECK_OK(tbx_writer_open(&w, out, &wo, &e));
+    CHECK_OK(open_embd_writer(&w, out, &e));
     if (!w) return;
     CHECK_OK(tbx_writer_add_section(w, "config.json", 0, cfg, strlen(cfg), &e));
     CHECK_OK(tbx_writer_add_section(w, "1_Pooling/config.json", 0, pool, strlen(pool), &e));
@@ -343,13 +344,9 @@ TBX_TEST(hugging_face_sections) {
 TBX_TEST(writer_refusals) {
     char out[512];
     tbx_test_tmppath(out, sizeof out, "embd_refuse_%d.weights", (int)getpid());
-    tbx_write_options wo;
-    tbx_write_options_init(&wo);
-    wo.format = TBX_FORMAT_EMBD;
-    wo.flags = TBX_WRITE_OVERWRITE;
     tbx_writer *w = NULL;
     tbx_error e;
-    CHECK_OK(tbx_writer_open(&w, out, &wo, &e));
+    CHECK_OK(open_embd_writer(&w, out, &e));
     if (!w) return;
     uint64_t s5[5] = {1, 1, 1, 1, 2}, s1[1] = {2};
     tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
@@ -727,12 +724,8 @@ static tbx_status batch_all(tbx_file *f, uint32_t threads, tbx_status *each, tbx
 
 /* A plain EMBD tensor container of about 2 MiB: three f32 tensors of counting values. */
 static tbx_status write_big(const char *out, tbx_error *e) {
-    tbx_write_options wo;
-    tbx_write_options_init(&wo);
-    wo.format = TBX_FORMAT_EMBD;
-    wo.flags = TBX_WRITE_OVERWRITE;
     tbx_writer *w = NULL;
-    tbx_status st = tbx_writer_open(&w, out, &wo, e);
+    tbx_status st = open_embd_writer(&w, out, e);
     if (st != TBX_OK) return st;
     static const uint64_t shapes[3][2] = {{256, 1024}, {100, 1}, {512, 512}};
     static const char *const names[3] = {"a", "b", "c"};

@@ -85,6 +85,20 @@ static const struct { const char *name; uint64_t rows, cols; } T[] = {
 /* Value of element (r, c) of tensor k: distinct for every tensor, row and column. */
 static float val(size_t k, uint64_t r, uint64_t c) { return (float)(k * 1000 + r * 32 + c); }
 
+/* A writer of a new g_dir/model.safetensors (the old one removed); aborts on failure. */
+static tbx_writer *new_weights(void) {
+    char p[800];
+    snprintf(p, sizeof p, "%s/model.safetensors", g_dir);
+    unlink(p);
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_SAFETENSORS;
+    tbx_writer *w = NULL;
+    tbx_error e;
+    if (tbx_writer_open(&w, p, &wo, &e) != TBX_OK) abort();
+    return w;
+}
+
 static void new_model(void) {
     if (!g_dir[0]) {
         if (!mkdtemp(tbx_test_tmppath(g_dir, sizeof g_dir, "tbx_test_gguf_hf_XXXXXX"))) abort();
@@ -95,15 +109,8 @@ static void new_model(void) {
     write_str("config.json", CONFIG);
     write_str("tokenizer.json", TOKENIZER);
     write_str("tokenizer_config.json", TOKCFG);
-    char p[800];
-    snprintf(p, sizeof p, "%s/model.safetensors", g_dir);
-    unlink(p);
-    tbx_write_options wo;
-    tbx_write_options_init(&wo);
-    wo.format = TBX_FORMAT_SAFETENSORS;
-    tbx_writer *w = NULL;
+    tbx_writer *w = new_weights();
     tbx_error e;
-    if (tbx_writer_open(&w, p, &wo, &e) != TBX_OK) abort();
     for (size_t k = 0; k < NT; k++) {
         uint64_t shape[2] = {T[k].rows, T[k].cols};
         tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
@@ -294,15 +301,8 @@ static uint16_t big_bits(size_t k, uint64_t r, uint64_t c) {
 static void new_big_model(void) {
     new_model();
     write_str("config.json", BIG_CONFIG);
-    char p[800];
-    snprintf(p, sizeof p, "%s/model.safetensors", g_dir);
-    unlink(p);
-    tbx_write_options wo;
-    tbx_write_options_init(&wo);
-    wo.format = TBX_FORMAT_SAFETENSORS;
-    tbx_writer *w = NULL;
+    tbx_writer *w = new_weights();
     tbx_error e;
-    if (tbx_writer_open(&w, p, &wo, &e) != TBX_OK) abort();
     for (size_t k = 0; k < sizeof BT / sizeof BT[0]; k++) {
         uint64_t shape[2] = {BT[k].rows, BE};
         tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
