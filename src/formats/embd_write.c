@@ -516,7 +516,7 @@ static tbx_status ew_required(tbx_writer *w, ew_state *s, const em_vocab *v, tbx
             ok = ew_json_int(cfg, "num_attention_heads", val, sizeof val);
         } else if (!strcmp(key, "intermediate_size")) {
             ok = ew_json_int(cfg, "intermediate_size", val, sizeof val) ||
-                 ew_tensor_dim(w, s, "encoder.layer.0.intermediate.dense.weight", 0, val,
+                 ew_tensor_dim(w, s, "encoder.layer.0.intermediate.dense.bias", 0, val,
                                sizeof val);
         } else if (!strcmp(key, "max_position_emb")) {
             ok = ew_json_int(cfg, "max_position_embeddings", val, sizeof val) ||

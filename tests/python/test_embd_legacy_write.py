@@ -303,3 +303,17 @@ def test_bert_extras_follow_the_table_and_vocab_lines_as_python_reads_them(tbx, 
         (DATA / "tiny-cpp.bin").read_bytes())[0]]
     assert tensors[101:] == [("classifier.weight", [3, 8],
                               extra["classifier.weight"].astype("<f4").tobytes())]
+
+
+def test_spec_metadata_from_a_transposed_legacy_file(tbx, tmp_path):
+    # intermediate_size is the intermediate bias's length, whichever way round the weights are
+    # (from tiny-cpp.bin's [in, out] weight dim 0 it would be the hidden size, 8)
+    for src in ("tiny-legacy.bin", "tiny-cpp.bin"):
+        out = tmp_path / f"{src}.weights"
+        r = run(tbx, "convert", DATA / src, out, "--meta", "model_name=t", "--meta",
+                "model_version=1", "--meta", "num_attention_heads=2")
+        assert r.rc == 0, r.describe()
+        meta = info_json(tbx, out)["metadata"]
+        got = {m["key"]: m["value"] for m in meta} if isinstance(meta, list) else meta
+        assert got["intermediate_size"] == str(CONFIG["intermediate_size"]), got
+        assert got["hidden_size"] == str(CONFIG["hidden_size"]), got
