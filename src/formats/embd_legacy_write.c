@@ -235,7 +235,8 @@ static int64_t elw_layer_of(const char *n, size_t nl) {
     if (nl < 16 || memcmp(n, "encoder.layer.", 14) != 0) return -1;
     size_t k = 14;
     uint64_t v = 0;
-    while (k < nl && n[k] >= '0' && n[k] <= '9' && k - 14 < 6) v = v * 10 + (uint64_t)(n[k++] - '0');
+    while (k < nl && n[k] >= '0' && n[k] <= '9' && k - 14 < 6)
+        v = v * 10 + (uint64_t)(n[k++] - '0');
     if (k == 14 || k >= nl || n[k] != '.' || (k - 14 > 1 && n[14] == '0')) return -1;
     for (unsigned e = 0; e < ELW_NLAYER; e++)
         if (strlen(elw_layer[e]) == nl - k - 1 && memcmp(n + k + 1, elw_layer[e], nl - k - 1) == 0)
@@ -314,10 +315,10 @@ static tbx_status elw_bert(tbx_writer *w, elw_state *s, const elw_key *keys, siz
     }
     if (nmissing)
         return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor",
-                       "a BERT model in the legacy EMBD layout needs every tensor of cpp_embedder's "
-                       "table for its %" PRId64 " layer%s (encoder.layer.0-%" PRId64 "); missing: "
-                       "%s%s", layers, layers == 1 ? "" : "s", layers ? layers - 1 : 0, missing,
-                       nmissing > 4 ? ", ..." : "");
+                       "a BERT model in the legacy EMBD layout needs every tensor of "
+                       "cpp_embedder's table for its %" PRId64 " layer%s (encoder.layer.0-%"
+                       PRId64 "); missing: %s%s", layers, layers == 1 ? "" : "s",
+                       layers ? layers - 1 : 0, missing, nmissing > 4 ? ", ..." : "");
     /* the orientation of the linear weights: H from the word embeddings, I from the
      * intermediate bias */
     const tbx_wtensor *we = &w->tensors[order[0]];
@@ -490,23 +491,30 @@ tbx_status eml_w_layout(tbx_writer *w, tbx_error *err) {
             st = tbx_out_pwrite(&w->out, at + 4 + et->name_len, h, 4 + 4 * (size_t)t->ndim, err);
     }
     if (st == TBX_OK) {
-        size_t len = 0;
+        /* the vocabulary, through buf in pieces of at most ELW_BUF */
+        size_t len = 4;
         uint64_t at = vocab_at;
         tbx_st32(buf, has_vocab ? v.count : 0);
-        len = 4;
         for (uint32_t i = 0; has_vocab && st == TBX_OK && i < v.count; i++) {
             uint32_t l = v.off[i + 1] - v.off[i];
             const char *p = v.blob + v.off[i];
-            if (ELW_BUF - len < 4) { st = tbx_out_pwrite(&w->out, at, buf, len, err); at += len; len = 0; }
-            tbx_st32(buf + len, l);
-            len += 4;
-            while (st == TBX_OK && l) {
-                if (len == ELW_BUF) { st = tbx_out_pwrite(&w->out, at, buf, len, err); at += len; len = 0; }
-                size_t k = ELW_BUF - len < l ? ELW_BUF - len : l;
-                memcpy(buf + len, p, k);
-                len += k;
-                p += k;
-                l -= (uint32_t)k;
+            uint8_t b4[4];
+            tbx_st32(b4, l);
+            for (int part = 0; part < 2 && st == TBX_OK; part++) {
+                const uint8_t *src = part ? (const uint8_t *)p : b4;
+                size_t left = part ? l : 4;
+                while (st == TBX_OK && left) {
+                    if (len == ELW_BUF) {
+                        st = tbx_out_pwrite(&w->out, at, buf, len, err);
+                        at += len;
+                        len = 0;
+                    }
+                    size_t k = ELW_BUF - len < left ? ELW_BUF - len : left;
+                    memcpy(buf + len, src, k);
+                    len += k;
+                    src += k;
+                    left -= k;
+                }
             }
         }
         if (st == TBX_OK && len) st = tbx_out_pwrite(&w->out, at, buf, len, err);

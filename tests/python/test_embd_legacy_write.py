@@ -247,7 +247,12 @@ def test_refusals(tbx, tmp_path):
             np.ascontiguousarray(sd["encoder.layer.2.intermediate.dense.weight"].T)
     refused(tiny_dir(tmp_path / "b", change=flip),
             msg=b"tensor \"encoder.layer.2.intermediate.dense.weight\" is not [12, 8] ([out, in]")
-    # the origin's loader takes at most 100,000 tokens
+    # the origin's loader takes at most 100,000 tokens: 100,000 pass (1.5 MB of vocabulary,
+    # written through the writer's 1 MiB buffer), 100,001 do not
+    ok = [f"token{i:06d}" for i in range(100000)]
+    convert(tbx, tiny_dir(tmp_path / "v", vocab_txt="".join(t + "\n" for t in ok).encode()), out)
+    assert parse(out.read_bytes())[1] == ok
+    out.unlink()
     many = "".join(f"t{i}\n" for i in range(100001)).encode()
     refused(tiny_dir(tmp_path / "c", vocab_txt=many),
             msg=b"100001 tokens: cpp_embedder's loader refuses more than 100000")
