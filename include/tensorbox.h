@@ -165,7 +165,7 @@ typedef enum tbx_format {
     TBX_FORMAT_OINF = 4,
     TBX_FORMAT_MCF = 5,          /* mantle's Model Container Format (docs/formats/mcf.md) */
     TBX_FORMAT_EMBD = 6,         /* EMBD .weights (cpp_embedder's specification) */
-    TBX_FORMAT_EMBD_LEGACY = 7   /* the legacy layout cpp_embedder's converter writes (read only) */
+    TBX_FORMAT_EMBD_LEGACY = 7   /* the layout cpp_embedder loads (its converter's; no extension) */
 } tbx_format;
 
 /* Lower-case name of a format with a driver in this library ("safetensors", "gguf",

@@ -213,7 +213,9 @@ static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_optio
         /* the input handle outlives the writer: its keys and values need no copies */
         tbx_status st = tbx_writer_add_meta_borrowed_(w, e->key, e->key_len, e->value, err);
         if (st == TBX_OK || !refusal(st)) { if (st) return st; continue; }
-        if (o->flags & TBX_CONVERT_STRINGIFY_META) {
+        /* stringifying helps only a target that stores strings (embd-legacy has no metadata) */
+        const bool strings = tbx_driver_meta_ok(w->drv, TBX_V_STRING);
+        if ((o->flags & TBX_CONVERT_STRINGIFY_META) && strings) {
             tbx_membuf b = { &in->al, NULL, 0, 0, false };
             sb_value(&b, e->value, 0);
             if (b.oom) { tbx_free(&in->al, b.p, b.cap); return tbx_err_nomem(err, "metadata text"); }
@@ -231,7 +233,8 @@ static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_optio
         } else {
             size_t l = strlen(err->message);
             snprintf(err->message + l, sizeof err->message - l,
-                     " (allow it with --stringify-meta or --drop-meta)");
+                     strings ? " (allow it with --stringify-meta or --drop-meta)"
+                             : " (allow dropping it with --drop-meta)");
             return st;
         }
     }

@@ -140,7 +140,8 @@ void cli_convert_help_formats(FILE *fp) {
         tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
         if (tbx_format_caps_get(tbx_format_at(i), &c) != TBX_OK || !(c.flags & TBX_FCAP_WRITE))
             continue;
-        fprintf(fp, "  %-12s %s", c.name, c.extensions);
+        fprintf(fp, "  %-12s %s", c.name,
+                *c.extensions ? c.extensions : "(no extension: --to only)");
         if (*c.aliases) fprintf(fp, "  (--to also accepts: %s)", c.aliases);
         fputc('\n', fp);
     }

@@ -2,7 +2,7 @@
  * embd_int.h - the EMBD driver's private header: embd_common.c (defined below, used by both
  * halves), embd.c (reading the spec layout, validation), embd_legacy.c (reading cpp_embedder's
  * legacy layout), embd_write.c (writing) and embd_driver.c (the two driver tables). Nothing here
- * is used outside src/formats/embd*.c.
+ * is used outside src/formats/embd*.c. embd_legacy_write.c writes the legacy layout.
  */
 #ifndef TBX_EMBD_INT_H
 #define TBX_EMBD_INT_H
@@ -124,5 +124,23 @@ tbx_status em_w_layout(tbx_writer *w, tbx_error *err);
 tbx_status em_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len, tbx_error *err);
 tbx_status em_w_finish(tbx_writer *w, tbx_error *err);
 void em_w_free(tbx_writer *w);
+/* What the two writers share (embd_write.c): the section handed over by that name, or NULL; the
+ * vocabulary given as sections ("vocab" of type 1 or 2, else tokenizer.json, else vocab.txt),
+ * *has false when none. legacy: for the legacy layout (the five special tokens not required,
+ * vocab.txt split into lines as Python's text mode does); else for EMBD (the special tokens
+ * required). */
+const tbx_wsection *em_w_section(const tbx_writer *w, const char *name);
+tbx_status em_w_vocab(tbx_writer *w, bool legacy, em_vocab *v, bool *has, tbx_error *err);
+
+/* Legacy writer hooks (embd_legacy_write.c). */
+bool eml_w_dtype_ok(tbx_dtype dt);
+tbx_status eml_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
+                            tbx_error *err);
+tbx_status eml_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+tbx_status eml_w_layout(tbx_writer *w, tbx_error *err);
+tbx_status eml_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len,
+                      tbx_error *err);
+tbx_status eml_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+void eml_w_free(tbx_writer *w);
 
 #endif /* TBX_EMBD_INT_H */

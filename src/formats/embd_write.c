@@ -124,7 +124,7 @@ tbx_status em_w_check_section(tbx_writer *w, const char *name, uint32_t type, si
                    "Hugging Face model directory it knows, not this one", q);
 }
 
-static const tbx_wsection *ew_section(const tbx_writer *w, const char *name);
+#define ew_section em_w_section
 static bool ew_hf_name(const char *n, size_t nl, char *buf, size_t cap, size_t *out_len);
 
 tbx_status em_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
@@ -171,7 +171,7 @@ tbx_status em_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
 /* ------------------------------------------------------------------------------------------ */
 /* Hugging Face directory: JSON sections, vocabulary, tensor names                             */
 /* ------------------------------------------------------------------------------------------ */
-static const tbx_wsection *ew_section(const tbx_writer *w, const char *name) {
+const tbx_wsection *em_w_section(const tbx_writer *w, const char *name) {
     for (size_t i = 0; i < w->nsections; i++)
         if (strcmp(w->sections[i].name, name) == 0) return &w->sections[i];
     return NULL;
@@ -190,9 +190,11 @@ static tbx_status ew_json(const tbx_wsection *sec, json_t **out, tbx_error *err)
     return TBX_OK;
 }
 
-/* Builds a vocabulary from n tokens (pointers + lengths). */
+/* Builds a vocabulary from n tokens (pointers + lengths). need_special: the five special tokens
+ * must be there (an EMBD vocabulary stores their ids); else has_special tells. */
 static tbx_status ew_vocab_from(const tbx_alloc *al, const char *const *tok, const size_t *len,
-                                size_t n, const char *what, em_vocab *v, tbx_error *err) {
+                                size_t n, const char *what, bool need_special, em_vocab *v,
+                                tbx_error *err) {
     memset(v, 0, sizeof *v);
     if (n > UINT32_MAX / 2)
         return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, what, "%zu tokens are too many", n);
@@ -223,6 +225,8 @@ static tbx_status ew_vocab_from(const tbx_alloc *al, const char *const *tok, con
     v->has_special = true;
     for (unsigned k = 0; k < 5; k++)
         if (!em_vocab_find(v, em_special_tokens[k], &v->special[k])) {
+            v->has_special = false;
+            if (!need_special) continue;
             em_vocab_free(al, v);
             return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, what,
                            "the vocabulary has no token \"%s\" (EMBD stores the ids of [PAD], "
@@ -232,8 +236,8 @@ static tbx_status ew_vocab_from(const tbx_alloc *al, const char *const *tok, con
 }
 
 /* tokenizer.json: model.vocab (token -> id) plus added_tokens, ids 0..n-1 exactly. */
-static tbx_status ew_vocab_tokenizer(tbx_writer *w, const tbx_wsection *sec, em_vocab *v,
-                                     tbx_error *err) {
+static tbx_status ew_vocab_tokenizer(tbx_writer *w, const tbx_wsection *sec, bool need_special,
+                                     em_vocab *v, tbx_error *err) {
     json_t *root = NULL;
     tbx_status st = ew_json(sec, &root, err);
     if (st != TBX_OK) return st;
@@ -296,7 +300,7 @@ static tbx_status ew_vocab_tokenizer(tbx_writer *w, const tbx_wsection *sec, em_
                      have ? have - 1 : 0, have, maxid);
         goto out;
     }
-    st = ew_vocab_from(&w->al, tok, len, have, "tokenizer.json", v, err);
+    st = ew_vocab_from(&w->al, tok, len, have, "tokenizer.json", need_special, v, err);
 out:
     if (tok) tbx_free(&w->al, (void *)tok, nn * sizeof *tok);
     if (len) tbx_free(&w->al, len, nn * sizeof *len);
@@ -304,13 +308,29 @@ out:
     return st;
 }
 
-/* vocab.txt: one token per line, the id is the line number. */
-static tbx_status ew_vocab_txt(tbx_writer *w, const tbx_wsection *sec, em_vocab *v,
-                               tbx_error *err) {
+/* The end of the line starting at p (before its terminator) and the start of the next one.
+ * py_lines: a line ends at "\n", "\r\n" or a lone "\r", as Python's text mode reads it
+ * (universal newlines: what cpp_embedder's converter and transformers' vocab loader see);
+ * else at "\n", a "\r" before it dropped. */
+static const char *ew_line(const char *p, const char *end, bool py_lines, const char **next) {
+    if (!py_lines) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *e = nl ? nl : end;
+        *next = nl ? nl + 1 : end;
+        return e > p && e[-1] == '\r' ? e - 1 : e;
+    }
+    const char *e = p;
+    while (e < end && *e != '\n' && *e != '\r') e++;
+    *next = e == end ? end : e + (*e == '\r' && e + 1 < end && e[1] == '\n' ? 2 : 1);
+    return e;
+}
+
+/* vocab.txt: one token per line, the id is the line number (ew_line's rule of lines). */
+static tbx_status ew_vocab_txt(tbx_writer *w, const tbx_wsection *sec, bool py_lines,
+                               bool need_special, em_vocab *v, tbx_error *err) {
     size_t n = 0;
-    const char *p = (const char *)sec->data, *end = p + sec->len;
-    for (const char *q = p; q < end; q++) n += *q == '\n';
-    if (sec->len && end[-1] != '\n') n++;
+    const char *p = (const char *)sec->data, *end = p + sec->len, *next;
+    for (const char *q = p; q < end; q = next, n++) ew_line(q, end, py_lines, &next);
     size_t nn = n ? n : 1;
     const char **tok = tbx_calloc(&w->al, nn, sizeof *tok);
     size_t *len = tbx_calloc(&w->al, nn, sizeof *len);
@@ -320,16 +340,12 @@ static tbx_status ew_vocab_txt(tbx_writer *w, const tbx_wsection *sec, em_vocab 
         return tbx_err_nomem(err, "vocabulary");
     }
     size_t i = 0;
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *e = nl ? nl : end;
-        size_t l = (size_t)(e - p);
-        if (l && p[l - 1] == '\r') l--;
+    for (; p < end; p = next, i++) {
+        const char *e = ew_line(p, end, py_lines, &next);
         tok[i] = p;
-        len[i++] = l;
-        p = nl ? nl + 1 : end;
+        len[i] = (size_t)(e - p);
     }
-    tbx_status st = ew_vocab_from(&w->al, tok, len, i, "vocab.txt", v, err);
+    tbx_status st = ew_vocab_from(&w->al, tok, len, i, "vocab.txt", need_special, v, err);
     tbx_free(&w->al, (void *)tok, nn * sizeof *tok);
     tbx_free(&w->al, len, nn * sizeof *len);
     return st;
@@ -500,7 +516,7 @@ static tbx_status ew_required(tbx_writer *w, ew_state *s, const em_vocab *v, tbx
             ok = ew_json_int(cfg, "num_attention_heads", val, sizeof val);
         } else if (!strcmp(key, "intermediate_size")) {
             ok = ew_json_int(cfg, "intermediate_size", val, sizeof val) ||
-                 ew_tensor_dim(w, s, "encoder.layer.0.intermediate.dense.weight", 0, val,
+                 ew_tensor_dim(w, s, "encoder.layer.0.intermediate.dense.bias", 0, val,
                                sizeof val);
         } else if (!strcmp(key, "max_position_emb")) {
             ok = ew_json_int(cfg, "max_position_embeddings", val, sizeof val) ||
@@ -545,8 +561,7 @@ static tbx_status ew_required(tbx_writer *w, ew_state *s, const em_vocab *v, tbx
     return st;
 }
 
-/* The vocabulary to write (none: v->count == 0 and *has false). */
-static tbx_status ew_vocab(tbx_writer *w, em_vocab *v, bool *has, tbx_error *err) {
+tbx_status em_w_vocab(tbx_writer *w, bool legacy, em_vocab *v, bool *has, tbx_error *err) {
     *has = false;
     memset(v, 0, sizeof *v);
     const tbx_wsection *sv = ew_section(w, "vocab");
@@ -557,16 +572,16 @@ static tbx_status ew_vocab(tbx_writer *w, em_vocab *v, bool *has, tbx_error *err
         st = em_vocab_parse(&w->al, sv->data, sv->len, 0, v, err);
     } else if (sv) {
         st = em_vocab_parse_legacy(&w->al, sv->data, sv->len, 0, v, err);
-        if (st == TBX_OK && !v->has_special) {
+        if (st == TBX_OK && !v->has_special && !legacy) {
             em_vocab_free(&w->al, v);
             st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "vocab",
                          "the legacy vocabulary lacks one of [PAD], [UNK], [CLS], [SEP], [MASK], "
                          "whose ids an EMBD vocabulary stores");
         }
     } else if (tj) {
-        st = ew_vocab_tokenizer(w, tj, v, err);
+        st = ew_vocab_tokenizer(w, tj, !legacy, v, err);
     } else if (vt) {
-        st = ew_vocab_txt(w, vt, v, err);
+        st = ew_vocab_txt(w, vt, legacy, !legacy, v, err);
     } else {
         return TBX_OK;
     }
@@ -618,7 +633,7 @@ tbx_status em_w_layout(tbx_writer *w, tbx_error *err) {
     }
     em_vocab v;
     bool has_vocab = false;
-    if (st == TBX_OK) st = ew_vocab(w, &v, &has_vocab, err);
+    if (st == TBX_OK) st = em_w_vocab(w, false, &v, &has_vocab, err);
     if (st == TBX_OK && has_vocab) st = ew_required(w, s, &v, err);
 
     /* sizes */

@@ -308,31 +308,38 @@ def _help_formats(tbx):
 
 def test_convert_help_lists_only_writable_targets(tbx, sample, tmp_path):
     # Every target `tbx convert --help` offers is one it can write: converting to it by name and
-    # by its extension both give a file `tbx validate` accepts. Formats without a writer
-    # (embd-legacy: read only) are neither offered nor accepted.
+    # by its extension both give a file `tbx validate` accepts. embd-legacy has no extension of
+    # its own (cpp_embedder's files are .weights or .bin, .weights is the specification's): it
+    # is offered by name only, and its line says so.
     src = tmp_path / "f32.safetensors"
     stn.save_file({"w": np.arange(8, dtype=np.float32).reshape(2, 4)}, str(src))
     rows = _help_formats(tbx)
     names = [n for n, _ in rows]
-    assert set(names) == {"safetensors", "gguf", "ztensor", "oinf", "mcf", "embd"}, names
+    assert set(names) == {"safetensors", "gguf", "ztensor", "oinf", "mcf", "embd",
+                          "embd-legacy"}, names
     for name, ext in rows:
-        assert ext.startswith("."), rows
         by_name = tmp_path / f"by_name_{name}.bin"
         r = run(tbx, "convert", src, by_name, "--to", name, "--drop-meta")
         assert r.rc == 0, r.describe()
+        r = run(tbx, "validate", by_name)
+        assert r.rc == 0, r.describe()
+        assert f"({name} v" in r.out.decode(), r.describe()
+        if name == "embd-legacy":
+            assert ext == "(no", rows
+            continue
+        assert ext.startswith("."), rows
         by_ext = tmp_path / f"by_ext{ext}"
         r = run(tbx, "convert", src, by_ext, "--drop-meta")
         assert r.rc == 0, r.describe()
         assert by_ext.read_bytes() == by_name.read_bytes()
-        r = run(tbx, "validate", by_ext)
-        assert r.rc == 0, r.describe()
-        assert f"({name} v" in r.out.decode(), r.describe()
-    for target in ("embd-legacy",):
-        assert target not in names
+    r = run(tbx, "convert", "--help")
+    assert b"embd-legacy  (no extension: --to only)" in r.out + r.err, r.describe()
+    for target in ("no-such-format",):
         r = run(tbx, "convert", sample, tmp_path / "o.bin", "--to", target)
         assert_clean_exit(r)
         assert r.rc == 2, r.describe()
-        assert b"writable: safetensors, gguf, ztensor, oinf, mcf, embd" in r.err, r.describe()
+        assert b"writable: safetensors, gguf, ztensor, oinf, mcf, embd, embd-legacy" in r.err, \
+            r.describe()
     for ext in (".bin",):
         r = run(tbx, "convert", sample, tmp_path / f"o{ext}")
         assert r.rc == 2, r.describe()

@@ -52,12 +52,15 @@ TBX_TEST(registry_lists_the_drivers) {
         /* the default written version is one the driver writes */
         CHECK(c.write_versions >> c.write_version & 1u);
     }
-    /* the legacy EMBD layout: read only, no extension of its own */
+    /* the legacy EMBD layout: read and written, no extension of its own, no metadata */
     CHECK_EQ(tbx_format_at(6), TBX_FORMAT_EMBD_LEGACY);
     tbx_format_caps lc = TBX_FORMAT_CAPS_INIT;
     CHECK_OK(tbx_format_caps_get(TBX_FORMAT_EMBD_LEGACY, &lc));
     CHECK_STR(lc.name, "embd-legacy");
-    CHECK_EQ(lc.flags & (TBX_FCAP_READ | TBX_FCAP_WRITE), TBX_FCAP_READ);
+    CHECK_STR(lc.extensions, "");
+    CHECK_EQ(lc.flags & (TBX_FCAP_READ | TBX_FCAP_WRITE), TBX_FCAP_READ | TBX_FCAP_WRITE);
+    CHECK_EQ(lc.meta_types, 0);
+    CHECK(lc.write_versions >> lc.write_version & 1u);
     CHECK_EQ(tbx_format_from_name("embd-legacy"), TBX_FORMAT_EMBD_LEGACY);
     CHECK_EQ(tbx_format_at(7), TBX_FORMAT_UNKNOWN);
     CHECK_EQ(tbx_format_from_name("zt"), TBX_FORMAT_ZTENSOR); /* alias from the driver row */
@@ -148,7 +151,7 @@ TBX_TEST(declared_caps_match_the_writers) {
         tbx_write_options wo;
         tbx_write_options_init(&wo);
         wo.format = fmt;
-        if (!(c.flags & TBX_FCAP_WRITE)) { /* read-only (embd-legacy): no writer at all */
+        if (!(c.flags & TBX_FCAP_WRITE)) { /* a read-only format (none today): no writer */
             tbx_writer *w = NULL;
             tbx_error e;
             CHECK(tbx_writer_open(&w, path, &wo, &e) != TBX_OK && w == NULL);

@@ -868,4 +868,81 @@ TBX_TEST(verified_reads_never_serve_bad_bytes) {
     unlink(out);
 }
 
+/* The legacy writer through the API, as no conversion drives it: the fixture's tensors declared
+ * in reverse order, their bytes handed over in reverse order in 7-byte pieces, its vocabulary as
+ * a legacy section. The bytes must be cpp_embedder's converter's (tiny-cpp.bin, checked against
+ * the converter itself by tools/embd-legacy-fixtures): the writer puts the tensors back in the
+ * converter's order and transposes the linear weights from pieces. Then the refusals that need
+ * the API: a metadata entry (TBX_E_LOSSY), an alignment (TBX_E_UNSUPPORTED). */
+TBX_TEST(legacy_writer_gives_the_converters_bytes) {
+    tbx_file *in = open_file(data_path("tiny-legacy.bin"), 0);
+    CHECK(in != NULL);
+    if (!in) return;
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "embd_legacy_w_%d.bin", (int)getpid());
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_EMBD_LEGACY;
+    wo.flags = TBX_WRITE_OVERWRITE;
+    tbx_writer *w = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_writer_open(&w, out, &wo, &e));
+    tbx_value *v = tbx_value_new_string("x", 1);
+    CHECK_EQ(tbx_writer_add_meta(w, "model_name", 10, v, &e), TBX_E_LOSSY);
+    tbx_value_free(v);
+    size_t need = 0, got = 0;
+    tbx_section_read(in, 0, NULL, 0, &need, &e);
+    uint8_t *sec = malloc(need);
+    CHECK_OK(tbx_section_read(in, 0, sec, need, &got, &e));
+    CHECK_OK(tbx_writer_add_section(w, "vocab", 2, sec, got, &e));
+    free(sec);
+    const uint64_t nt = tbx_tensor_count(in);
+    CHECK_EQ(nt, 101);
+    for (uint64_t k = 0; k < nt; k++) { /* writer tensor k is input tensor nt - 1 - k */
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        tbx_tensor_info_get(in, nt - 1 - k, &ti);
+        tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+        d.name = ti.name;
+        d.name_len = ti.name_len;
+        d.dtype = ti.dtype;
+        d.ndim = ti.ndim;
+        d.shape = ti.shape;
+        d.has_data = 1;
+        CHECK_OK(tbx_writer_add_tensor(w, &d, NULL, &e));
+    }
+    for (uint64_t k = 0; k < nt; k++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        tbx_tensor_info_get(in, k, &ti);
+        size_t n = 0;
+        uint8_t *buf = read_tensor(in, ti.name, &n);
+        CHECK(buf != NULL);
+        for (size_t at = 0; buf && at < n; at += 7)
+            CHECK_OK(tbx_writer_write_tensor(w, nt - 1 - k, buf + at, n - at < 7 ? n - at : 7,
+                                             &e));
+        free(buf);
+    }
+    CHECK_OK(tbx_writer_finish(w, &e));
+    size_t na = 0, nb = 0;
+    uint8_t *a = tbx_test_slurp(out, &na);
+    uint8_t *b = tbx_test_slurp(data_path("tiny-cpp.bin"), &nb);
+    CHECK(a && b && na == nb && memcmp(a, b, na) == 0);
+    free(a);
+    free(b);
+    tbx_close(in);
+
+    wo.alignment = 64;
+    CHECK_OK(tbx_writer_open(&w, out, &wo, &e));
+    uint64_t shape[1] = {2};
+    tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+    d.name = "t";
+    d.dtype = TBX_DT_F32;
+    d.ndim = 1;
+    d.shape = shape;
+    d.has_data = 1;
+    CHECK_OK(tbx_writer_add_tensor(w, &d, NULL, &e));
+    CHECK_EQ(tbx_writer_finish(w, &e), TBX_E_UNSUPPORTED);
+    CHECK(strstr(e.message, "alignment 64") != NULL);
+    unlink(out);
+}
+
 TBX_TEST_MAIN()
