@@ -191,6 +191,7 @@ TBX_API tbx_format tbx_format_from_path(const char *path);
 #define TBX_FCAP_NO_DATA       0x10u /* the writer stores tensors without data (has_data 0) */
 #define TBX_FCAP_COMPRESSION   0x20u /* the writer compresses (tbx_write_options.compress_level) */
 #define TBX_FCAP_DIGESTS       0x40u /* the writer records digests (tbx_write_options.digest) */
+#define TBX_FCAP_ALIGNMENT     0x80u /* the writer honours tbx_write_options.alignment */
 
 /* Capabilities of a format, as its driver declares them (one source: the library's checks
  * use the same data). Versioned: set struct_size (TBX_FORMAT_CAPS_INIT). */

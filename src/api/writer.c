@@ -89,6 +89,24 @@ tbx_status tbx_writer_open_(tbx_writer **out, const char *path, const tbx_write_
     if (o.alignment && !tbx_is_pow2(o.alignment))
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "alignment",
                        "alignment %u is not a power of two", o.alignment);
+    /* An option the format has no use for is refused, never ignored: the caller asked for
+     * something this file would not have. */
+    const uint32_t caps = tbx_driver_caps(drv);
+    if (o.alignment && !(caps & TBX_FCAP_ALIGNMENT))
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "alignment",
+                       "%s files have no configurable alignment (alignment %u asked for)",
+                       tbx_format_name(fmt), o.alignment);
+    if (o.compress_level != 0 && !(caps & TBX_FCAP_COMPRESSION))
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "compress_level",
+                       "%s files are not compressed (compression level %d asked for)",
+                       tbx_format_name(fmt), o.compress_level);
+    if (o.digest && strcmp(o.digest, "none") != 0 && !(caps & TBX_FCAP_DIGESTS))
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "digest",
+                       "%s files record no digests (digest \"%s\" asked for)",
+                       tbx_format_name(fmt), o.digest);
+    if (o.version && (o.version >= 32 || !(drv->write_versions >> o.version & 1u)))
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "version",
+                       "%s version %u cannot be written", tbx_format_name(fmt), o.version);
     tbx_alloc al;
     tbx_alloc_init(&al, o.allocator);
     tbx_writer *w = tbx_malloc(&al, sizeof *w);

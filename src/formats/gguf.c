@@ -1703,7 +1703,8 @@ static bool gguf_w_dtype_ok(tbx_dtype dt) { return tbx_gguf_dtype_type(dt) >= 0;
     .format = TBX_FORMAT_GGUF, .name = "gguf", .extensions = ".gguf",                         \
     .read_versions = 0xEu,  /* 1, 2, 3 */                                                     \
     .write_versions = 0xCu, /* 2, 3 */                                                        \
-    .write_version = 3, .meta_types = GGUF_META_TYPES, .w_dtype_ok = gguf_w_dtype_ok,        \
+    .write_version = 3, .caps = TBX_FCAP_ALIGNMENT,                                            \
+    .meta_types = GGUF_META_TYPES, .w_dtype_ok = gguf_w_dtype_ok,                              \
     .probe = gguf_probe, .open = gguf_open, .validate = gguf_validate, .close = gguf_close,   \
     .w_check_meta = gguf_w_check_meta, .w_check_tensor = gguf_w_check_tensor,                \
     .w_layout = gguf_w_layout, .w_finish = gguf_w_finish

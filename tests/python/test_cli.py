@@ -481,3 +481,38 @@ def test_u64_and_i64_extremes_print_exactly(tbx, tmp_path):
     r = run(tbx, "info", p)
     assert r.rc == 0, r.describe()
     assert "18446744073709551615" in r.out.decode() and "-9223372036854775808" in r.out.decode()
+
+
+# What each format's writer can honour, from the formats' own descriptions (docs/formats/):
+# zTensor compresses and records digests; GGUF, zTensor, OINF and MCF place their tensor data
+# at a configurable alignment; safetensors (8-byte rule of the format), EMBD and the legacy
+# layout have none of these.
+HONOURS = {
+    ".safetensors": set(), ".gguf": {"alignment"}, ".zt": {"alignment", "compress", "digest"},
+    ".oinf": {"alignment"}, ".mcf": {"alignment"}, ".weights": set(), ".bin": set(),
+}
+OPTION_ARGS = {"alignment": ("--alignment", "128"), "compress": ("--compress", "3"),
+               "digest": ("--digest", "sha256")}
+
+
+@pytest.mark.parametrize("suffix", sorted(HONOURS))
+@pytest.mark.parametrize("option", sorted(OPTION_ARGS))
+def test_write_options_a_format_has_no_use_for_are_refused(tbx, tmp_path, suffix, option):
+    """An option the target cannot honour stops the conversion with an error naming it and
+    leaves no file (before, safetensors and EMBD ignored --alignment and --compress, GGUF,
+    OINF and MCF --compress and --digest, and wrote the file as if nothing had been asked)."""
+    src = REPO / "examples" / "tiny-mlp.safetensors"
+    out = tmp_path / ("o" + suffix)
+    extra = ("--to", "embd-legacy") if suffix == ".bin" else ()
+    lossy = ("--drop-meta",) if suffix in (".oinf", ".bin", ".weights") else ()
+    if suffix == ".weights":
+        lossy += ("--meta", "model_name=m", "--meta", "model_version=1",
+                  "--meta", "num_attention_heads=1")
+    r = run(tbx, "convert", src, out, *extra, *lossy, *OPTION_ARGS[option])
+    assert_clean_exit(r)
+    if option in HONOURS[suffix]:
+        assert r.rc == 0 or b"alignment" not in r.err, r.describe()
+        return
+    assert r.rc == 1, r.describe()
+    word = {"alignment": b"alignment", "compress": b"compress", "digest": b"digest"}[option]
+    assert word in r.err and not out.exists(), r.describe()

@@ -235,7 +235,7 @@ def test_refusals(tbx, tmp_path):
     refused(meta, msg=b"metadata \"k\": the legacy EMBD layout has no metadata (allow dropping "
                       b"it with --drop-meta)")
     refused(meta, "--stringify-meta", msg=b"has no metadata")
-    refused(meta, "--drop-meta", "--alignment", "64", msg=b"no alignment")
+    refused(meta, "--drop-meta", "--alignment", "64", msg=b"no configurable alignment (alignment 64")
     convert(tbx, meta, out, "--drop-meta")
     out.unlink()
     # a BERT needs every tensor of the converter's table
