@@ -24,7 +24,8 @@
  * tensors to skip, flags); an architecture without an entry fails with TBX_E_UNSUPPORTED naming
  * it.
  *
- * Memory: the side files (JSON) are read whole (each at most HF_SIDE_MAX bytes); tensor data is
+ * Memory: the side files (JSON) are read whole (each at most tbx_limits.max_side_file_bytes,
+ * tbx_section_load_) and parsed into a jansson tree; tensor data is
  * streamed in chunks of whole rows (at most ~4 MiB of f32 at a time), so a conversion holds the
  * tokenizer plus a few MiB whatever the model size.
  */
@@ -40,7 +41,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define HF_SIDE_MAX ((uint64_t)256 << 20) /* a side file (tokenizer.json, ...) */
 #define HF_CHUNK_F32 ((uint64_t)1 << 20)  /* f32 values per streamed chunk (4 MiB) */
 #define HF_NAME_MAX 128
 #define HF_VOCAB_MAX ((uint64_t)1 << 22) /* tokens of a tokenizer.model / llama vocabulary */
@@ -214,26 +214,19 @@ static tbx_status load_json(hf *h, const char *name, bool required, json_t **out
         return hf_fail(h, TBX_E_NOT_FOUND, name, "the model has no %s (a Hugging Face model "
                        "directory holds one next to its safetensors)", name);
     }
-    tbx_section_info si = TBX_SECTION_INFO_INIT;
-    tbx_section_info_get(h->in, (uint64_t)i, &si);
-    if (si.size > HF_SIDE_MAX)
-        return hf_fail(h, TBX_E_LIMIT, name, "%s: %llu bytes (at most %llu)", name,
-                       (unsigned long long)si.size, (unsigned long long)HF_SIDE_MAX);
-    size_t n = (size_t)si.size;
-    char *buf = tbx_malloc(h->al, n ? n : 1);
-    if (!buf) return tbx_err_nomem(h->err, name);
-    tbx_status st = tbx_section_read(h->in, (uint64_t)i, buf, n, NULL, h->err);
-    if (st == TBX_OK) {
-        json_error_t je;
-        *out = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
-        if (!*out || !json_is_object(*out)) {
-            json_decref(*out);
-            *out = NULL;
-            st = tbx_err(h->err, TBX_E_FORMAT, (uint64_t)(je.position > 0 ? je.position : 0),
-                         name, "%s: %s", name, *je.text ? je.text : "not a JSON object");
-        }
-    }
+    void *buf = NULL;
+    size_t n = 0;
+    tbx_status st = tbx_section_load_(h->in, (uint64_t)i, &buf, &n, h->err);
+    if (st != TBX_OK) return st;
+    json_error_t je;
+    *out = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
     tbx_free(h->al, buf, n ? n : 1);
+    if (!*out || !json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        st = tbx_err(h->err, TBX_E_FORMAT, (uint64_t)(je.position > 0 ? je.position : 0),
+                     name, "%s: %s", name, *je.text ? je.text : "not a JSON object");
+    }
     return st;
 }
 
@@ -419,18 +412,13 @@ static tbx_status write_hparams(hf *h) {
         const char *ppath = NULL;
         json_t *arr = NULL;
         if (mi >= 0) {
-            tbx_section_info si = TBX_SECTION_INFO_INIT;
-            tbx_section_info_get(h->in, (uint64_t)mi, &si);
-            if (si.size > HF_SIDE_MAX)
-                return hf_fail(h, TBX_E_LIMIT, "modules.json", "modules.json too large");
-            size_t n = (size_t)si.size;
-            char *buf = tbx_malloc(h->al, n ? n : 1);
-            if (!buf) return tbx_err_nomem(h->err, "modules.json");
-            st = tbx_section_read(h->in, (uint64_t)mi, buf, n, NULL, h->err);
+            void *buf = NULL;
+            size_t n = 0;
+            if ((st = tbx_section_load_(h->in, (uint64_t)mi, &buf, &n, h->err)) != TBX_OK)
+                return st;
             json_error_t je;
-            if (st == TBX_OK) arr = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
+            arr = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
             tbx_free(h->al, buf, n ? n : 1);
-            if (st != TBX_OK) return st;
             if (!json_is_array(arr)) {
                 json_decref(arr);
                 return tbx_err(h->err, TBX_E_FORMAT, (uint64_t)(je.position > 0 ? je.position : 0),
@@ -824,17 +812,11 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
     json_t *vocab = NULL, *added = NULL, *at = NULL; /* at: added_tokens.json */
     if (from_spm) {
         int64_t i = find_section(h->in, "tokenizer.model");
-        tbx_section_info si = TBX_SECTION_INFO_INIT;
-        tbx_section_info_get(h->in, (uint64_t)i, &si);
-        if (si.size > HF_SIDE_MAX)
-            return hf_fail(h, TBX_E_LIMIT, "tokenizer.model", "tokenizer.model: %llu bytes (at "
-                           "most %llu)", (unsigned long long)si.size,
-                           (unsigned long long)HF_SIDE_MAX);
-        blen = (size_t)si.size;
-        buf = tbx_malloc(h->al, blen ? blen : 1);
-        if (!buf) return tbx_err_nomem(h->err, "tokenizer.model");
-        st = tbx_section_read(h->in, (uint64_t)i, buf, blen, NULL, h->err);
-        if (st == TBX_OK) {
+        void *raw = NULL;
+        if ((st = tbx_section_load_(h->in, (uint64_t)i, &raw, &blen, h->err)) != TBX_OK)
+            return st;
+        buf = raw;
+        {
             st = tbx_spm_parse(buf, blen, h->al, HF_VOCAB_MAX, &sv, h->err);
             if (st != TBX_OK && st != TBX_E_NOMEM) st = spm_err(h, st);
         }
