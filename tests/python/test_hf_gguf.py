@@ -11,7 +11,11 @@ here from the original safetensors, never from tensorbox's output:
     tokenizer trained with `tokenizers`): llama.cpp's logits for a prompt against a numpy
     decoder (RMSNorm, rotate-half RoPE, grouped-query attention, SwiGLU);
 (c) every metadata key is one gguf-py's constants define, and every tensor name is the one
-    gguf.tensor_mapping gives the Hugging Face name for the architecture.
+    gguf.tensor_mapping gives the Hugging Face name for the architecture;
+(d) hyper-parameters and vocabularies that contradict the tensors are refused, naming the
+    config.json field, and the vocabulary written has one token per token-embedding row, as
+    llama.cpp's loader requires (a file that breaks that rule is refused by llama.cpp and
+    reported by `tbx validate --ggml`).
 A missing llama_cpp, tokenizers or gguf is a failure, not a skip.
 """
 from __future__ import annotations
@@ -283,11 +287,12 @@ def make_tokenizer(d: Path, model_type: str) -> int:
 
 
 def make_decoder(d: Path, model_type: str, seed: int, rope_scaling: dict | None = None,
-                 tokenizer=None):
+                 tokenizer=None, extra_rows: int = 0):
     """`tokenizer(d)` writes the tokenizer files and returns the vocabulary size (default: a
-    byte-level BPE, make_tokenizer)."""
+    byte-level BPE, make_tokenizer); the embedding and lm_head get `extra_rows` rows more than
+    the tokenizer has tokens (config.json's vocab_size says so, as for a padded vocabulary)."""
     d.mkdir()
-    V = tokenizer(d) if tokenizer else make_tokenizer(d, model_type)
+    V = (tokenizer(d) if tokenizer else make_tokenizer(d, model_type)) + extra_rows
     H, KV, D, L, FF, E = 4, 2, 32, 2, 192, 128
     cfg = {"architectures": ["LlamaForCausalLM" if model_type == "llama" else
                              "Qwen2ForCausalLM"],
@@ -441,6 +446,25 @@ def _rows_not_heads(d: Path):
     stn.save_file(W, str(d / "model.safetensors"))
 
 
+def _rows(name: str, delta: int, cfg_vocab: bool = False):
+    """Tensor `name` (and lm_head's with it when cfg_vocab: config.json's vocab_size follows)
+    gets `delta` more rows."""
+    def apply(d: Path):
+        W = stn.load_file(str(d / "model.safetensors"))
+        for n in ([name, "lm_head.weight"] if cfg_vocab else [name]):
+            a = W[n]
+            W[n] = np.zeros((a.shape[0] + delta, a.shape[1]), np.float32)
+            W[n][:min(a.shape[0], a.shape[0] + delta)] = a[:a.shape[0] + delta]
+        stn.save_file(W, str(d / "model.safetensors"))
+        if cfg_vocab:
+            _edit_json("config.json", lambda c: {**c, "vocab_size": W[name].shape[0]})(d)
+    return apply
+
+
+def _cfg(**kv):
+    return _edit_json("config.json", lambda c: {**c, **kv})
+
+
 BROKEN = [
     ("config_not_json", _write("config.json", '{"model_type": "llama",'), "config.json"),
     ("config_no_heads", _edit_json("config.json", lambda c: {k: v for k, v in c.items()
@@ -470,7 +494,38 @@ BROKEN = [
      "vocab_size"),
     ("unknown_tensor", _extra_tensor, "model.layers.0.mystery.weight"),
     ("rows_not_heads", _rows_not_heads, "k_proj"),
+    # issue 19: hyper-parameters that contradict the tensors (make_decoder: hidden 128, 4 heads
+    # of 32, 2 kv heads, 2 layers, feed-forward 192) are named with their value and what the
+    # tensors hold, never written for llama.cpp to refuse
+    ("hidden_size_0", _cfg(hidden_size=0),
+     ("hidden_size = 0", "model.embed_tokens.weight has 128 columns")),
+    ("layers_2_32", _cfg(num_hidden_layers=4294967295),
+     ("num_hidden_layers = 4294967295", "layers 0 .. 1")),
+    ("layers_fewer", _cfg(num_hidden_layers=1), ("num_hidden_layers = 1", "layers 0 .. 1")),
+    ("heads", _cfg(num_attention_heads=3),
+     ("num_attention_heads = 3", "model.layers.0.self_attn.q_proj.weight has 128 rows")),
+    ("kv_heads", _cfg(num_key_value_heads=1),
+     ("num_key_value_heads = 1", "model.layers.0.self_attn.k_proj.weight has 64 rows")),
+    ("head_dim", _cfg(head_dim=16),
+     ("num_attention_heads = 4", "head_dim", "q_proj.weight has 128 rows")),
+    ("ffn", _cfg(intermediate_size=100), ("intermediate_size = 100", "192")),
+    ("layer_missing", lambda d: (_cfg(num_hidden_layers=3)(d), _rename_layer(d, 1, 2)),
+     ("num_hidden_layers = 3", "no layer 1")),
+    # issue 19 item 5: the vocabulary follows the token embedding's rows
+    ("vocab_size_20m", _cfg(vocab_size=20_000_000),
+     ("vocab_size = 20000000", "model.embed_tokens.weight has")),
+    ("vocab_size_more", lambda d: _cfg(vocab_size=json.loads(
+        (d / "config.json").read_text())["vocab_size"] + 68)(d), ("vocab_size",)),
+    ("lm_head_rows", _rows("lm_head.weight", 3), ("lm_head.weight has",)),
+    ("tokens_beyond_rows", _rows("model.embed_tokens.weight", -5, cfg_vocab=True),
+     ("tokenizer.json uses token id", "model.embed_tokens.weight")),
 ]
+
+
+def _rename_layer(d: Path, a: int, b: int):
+    W = stn.load_file(str(d / "model.safetensors"))
+    W = {k.replace(f"layers.{a}.", f"layers.{b}."): v for k, v in W.items()}
+    stn.save_file(W, str(d / "model.safetensors"))
 
 
 @pytest.mark.parametrize("case,mutate,needle", BROKEN, ids=[b[0] for b in BROKEN])
@@ -482,5 +537,136 @@ def test_broken_model_directory(tbx_asan, tmp_path, case, mutate, needle):
     r = run(tbx_asan, "convert", d, out)
     assert_clean_exit(r)
     assert r.rc == 1, r.describe()
-    assert needle in r.err.decode(), r.describe()
+    for n in (needle if isinstance(needle, tuple) else (needle,)):
+        assert n in r.err.decode(), r.describe()
     assert not out.exists()
+
+
+def test_vocab_size_bomb_stays_small(tbx, tmp_path):
+    """Issue 19 item 5: config.json's vocab_size 20,000,000 beside a 400-token tokenizer and
+    embedding made tbx build a vocabulary of 20 million "[PAD...]" tokens: a 489 MB GGUF and
+    1 GB of RSS, exit 0 (200,000,000 reached 6.7 GB before running out of memory). It is
+    refused at once now."""
+    from test_memory_bounds import MIB, run_measured
+    d = tmp_path / "m"
+    make_decoder(d, "llama", 3)
+    _cfg(vocab_size=20_000_000)(d)
+    rc, rss, secs, err = run_measured([tbx, "convert", str(d), str(tmp_path / "o.gguf")],
+                                      tmp_path)
+    assert rc == 1 and b"vocab_size = 20000000" in err, err
+    assert rss < 64 * MIB and secs < 5, (rss / MIB, secs)
+    assert not (tmp_path / "o.gguf").exists()
+
+
+def test_minilm_hparams_that_contradict_the_tensors(tbx_asan, minilm_dir, tmp_path):
+    """The same for a BERT: the position and token-type embeddings' rows are
+    max_position_embeddings and type_vocab_size for llama.cpp."""
+    cases = {
+        "max_position_embeddings": (500, "position_embeddings.weight has 512 rows"),
+        "type_vocab_size": (3, "token_type_embeddings.weight has 2 rows"),
+        "hidden_size": (0, "word_embeddings.weight has 384 columns"),
+        "num_hidden_layers": (7, "layers 0 .. 5"),
+        "intermediate_size": (1024, "1536"),
+        "num_attention_heads": (5, "attention.self.query.bias has 384 values"),
+    }
+    cfg = json.loads((minilm_dir / "config.json").read_text())
+    for field, (value, what) in cases.items():
+        d = tmp_path / field
+        d.mkdir()
+        for p in minilm_dir.iterdir():
+            if p.name != "config.json":
+                (d / p.name).symlink_to(p)
+        (d / "config.json").write_text(json.dumps({**cfg, field: value}))
+        out = tmp_path / f"{field}.gguf"
+        r = run(tbx_asan, "convert", d, out, timeout=600)
+        assert_clean_exit(r)
+        assert r.rc == 1, r.describe()
+        assert f"config.json: {field} = {value}" in r.err.decode() and \
+            what in r.err.decode(), r.describe()
+        assert not out.exists()
+
+
+def test_vocab_padded_to_the_embedding_rows(tbx, tmp_path):
+    """A vocabulary padded in the checkpoint (embedding and lm_head with rows past the
+    tokenizer's tokens, config.json's vocab_size saying so, as real checkpoints round it up):
+    one token per row, the extra ones "[PAD<id>]" unused tokens as convert_hf_to_gguf.py writes
+    them; llama.cpp loads the file and its logits over every row are the reference's. Without
+    vocab_size in config.json the rows decide alike."""
+    for with_cfg in (True, False):
+        d = tmp_path / f"m{int(with_cfg)}"
+        W, cfg = make_decoder(d, "llama", 7, extra_rows=6)
+        rows = W["model.embed_tokens.weight"].shape[0]
+        if not with_cfg:
+            _edit_json("config.json", lambda c: {k: v for k, v in c.items()
+                                                 if k != "vocab_size"})(d)
+        out = tmp_path / f"m{int(with_cfg)}.gguf"
+        convert(tbx, d, out)
+        _, fields = read_gguf(out)
+        f = fields["tokenizer.ggml.tokens"]
+        toks = [bytes(f.parts[i]).decode() for i in f.data]
+        assert len(toks) == rows
+        assert toks[-6:] == [f"[PAD{i}]" for i in range(rows - 6, rows)]
+        types = fields["tokenizer.ggml.token_type"].contents()
+        assert types[-6:] == [int(gguf.TokenType.UNUSED)] * 6
+        assert fields["llama.vocab_size"].contents() == rows
+        assert run(tbx, "validate", "--ggml", out).rc == 0
+    tok = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
+    ids = [0] + tok.encode("the cat sat on the mat").ids
+    ref = decoder_logits(W, cfg, ids)
+    llm = llama_cpp.Llama(model_path=str(out), n_ctx=64, logits_all=True, verbose=False,
+                          type_k=0, type_v=0)
+    assert llm.n_vocab() == rows
+    llm.eval(ids)
+    got = np.asarray(llm.scores[:len(ids)], dtype=np.float64)
+    assert got.shape == ref.shape and float(np.abs(got - ref).max()) <= 1e-3
+
+
+def copy_gguf(src: Path, dst: Path, edit: dict):
+    """A copy of GGUF `src` written by gguf-py, the values of `edit` (key -> value) replacing
+    those of src."""
+    r = gguf.GGUFReader(str(src))
+    w = gguf.GGUFWriter(str(dst), r.fields["general.architecture"].contents())
+    for key, f in r.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        vt = f.types[0]
+        w.add_key_value(key, edit.get(key, f.contents()), vt,
+                        sub_type=f.types[-1] if vt == gguf.GGUFValueType.ARRAY else None)
+    for t in r.tensors:
+        w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_validate_ggml_reports_a_vocabulary_llama_cpp_refuses(tbx, tmp_path):
+    """`tbx validate --ggml` reports what llama.cpp's loader refuses: a token count that differs
+    from token_embd's rows (issue 19: a GGUF written with config.json's vocab_size 100 beside a
+    32-row embedding was called valid). The files are written by gguf-py; llama.cpp itself is
+    the judge of which load."""
+    W, cfg = make_decoder(tmp_path / "m", "llama", 8)
+    good = tmp_path / "good.gguf"
+    convert(tbx, tmp_path / "m", good)
+    _, fields = read_gguf(good)
+    f = fields["tokenizer.ggml.tokens"]
+    toks = [bytes(f.parts[i]).decode() for i in f.data]
+    types = fields["tokenizer.ggml.token_type"].contents()
+    same = tmp_path / "same.gguf"
+    copy_gguf(good, same, {})
+    bad = tmp_path / "more-tokens.gguf"
+    copy_gguf(good, bad, {"tokenizer.ggml.tokens": toks + ["x1", "x2", "x3"],
+                          "tokenizer.ggml.token_type": types + [1, 1, 1]})
+    llama_cpp.Llama(model_path=str(same), verbose=False)  # loads
+    with pytest.raises(ValueError):
+        llama_cpp.Llama(model_path=str(bad), verbose=False)
+    r = run(tbx, "validate", "--ggml", same)
+    assert r.rc == 0, r.describe()
+    r = run(tbx, "validate", "--ggml", bad)
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    text = r.out.decode()
+    n = len(toks)
+    assert f"tokenizer.ggml.tokens has {n + 3} tokens" in text and \
+        f'"token_embd.weight" has {n} rows' in text and f'"output.weight" has {n} rows' in text, \
+        r.describe()
