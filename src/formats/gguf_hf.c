@@ -572,7 +572,12 @@ static tbx_status write_special(hf *h) {
  * here the split regex itself is compared with the tokenizer.json regexes llama.cpp quotes as
  * the originals of its own pre-tokenizer types (src/llama-vocab.cpp): Llama 3's ("llama-bpe")
  * and Qwen2's ("qwen2"). A lone ByteLevel pre-tokenizer with its built-in regex is GPT-2's
- * ("gpt2"); anything else gets llama.cpp's "default" split. */
+ * (llama.cpp's "gpt-2": its loader refuses "gpt2", issue 19); anything else gets llama.cpp's
+ * "default" split. Every tokenizer.ggml.pre written is one of PRE_* and BPE_PRE's names:
+ * tests/python/test_hf_gguf.py reads them here and checks each against the names the loader
+ * of llama.cpp's own src/llama-vocab.cpp accepts. */
+#define PRE_DEFAULT "default"
+#define PRE_GPT2 "gpt-2"
 static const struct { const char *regex, *pre; } BPE_PRE[] = {
     {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
      "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "llama-bpe"},
@@ -583,12 +588,12 @@ static const struct { const char *regex, *pre; } BPE_PRE[] = {
 static const char *bpe_pre_name(hf *h) {
     json_t *pt = json_object_get(h->tok, "pre_tokenizer");
     const char *ty = jstr(pt, "type");
-    if (!ty) return "default";
+    if (!ty) return PRE_DEFAULT;
     if (strcmp(ty, "ByteLevel") == 0) {
         json_t *ur = json_object_get(pt, "use_regex");
-        return (!ur || json_is_true(ur)) ? "gpt2" : "default";
+        return (!ur || json_is_true(ur)) ? PRE_GPT2 : PRE_DEFAULT;
     }
-    if (strcmp(ty, "Sequence") != 0) return "default";
+    if (strcmp(ty, "Sequence") != 0) return PRE_DEFAULT;
     json_t *seq = json_object_get(pt, "pretokenizers");
     for (size_t k = 0; k < json_array_size(seq); k++) {
         json_t *p = json_array_get(seq, k);
@@ -597,9 +602,9 @@ static const char *bpe_pre_name(hf *h) {
         const char *re = jstr(json_object_get(p, "pattern"), "Regex");
         for (size_t i = 0; re && i < sizeof BPE_PRE / sizeof BPE_PRE[0]; i++)
             if (strcmp(re, BPE_PRE[i].regex) == 0) return BPE_PRE[i].pre;
-        return "default";
+        return PRE_DEFAULT;
     }
-    return "default";
+    return PRE_DEFAULT;
 }
 
 static tbx_status write_llama_vocab(hf *h, bool from_spm);
@@ -720,7 +725,7 @@ static tbx_status write_tokenizer(hf *h) {
     }
     tbx_val_str_array_done(list);
     if ((st = put_str(h, "tokenizer.ggml.model", wpm ? "bert" : "gpt2")) != TBX_OK) goto done;
-    if ((st = put_str(h, "tokenizer.ggml.pre", bpe ? bpe_pre_name(h) : "default")) != TBX_OK)
+    if ((st = put_str(h, "tokenizer.ggml.pre", bpe ? bpe_pre_name(h) : PRE_DEFAULT)) != TBX_OK)
         goto done;
     st = put_copy(h, "tokenizer.ggml.tokens", list);
     if (st == TBX_OK && (h->a->flags & ARCH_TT_COUNT)) {
@@ -1010,7 +1015,7 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
     }
     tbx_val_str_array_done(list);
     if ((st = put_str(h, "tokenizer.ggml.model", "llama")) == TBX_OK &&
-        (st = put_str(h, "tokenizer.ggml.pre", "default")) == TBX_OK &&
+        (st = put_str(h, "tokenizer.ggml.pre", PRE_DEFAULT)) == TBX_OK &&
         (st = put_copy(h, "tokenizer.ggml.tokens", list)) == TBX_OK &&
         (st = put_copy(h, "tokenizer.ggml.scores", scores)) == TBX_OK &&
         (st = put_copy(h, "tokenizer.ggml.token_type", types)) == TBX_OK)

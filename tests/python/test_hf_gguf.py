@@ -12,22 +12,27 @@ here from the original safetensors, never from tensorbox's output:
     decoder (RMSNorm, rotate-half RoPE, grouped-query attention, SwiGLU);
 (c) every metadata key is one gguf-py's constants define, and every tensor name is the one
     gguf.tensor_mapping gives the Hugging Face name for the architecture;
-(d) hyper-parameters and vocabularies that contradict the tensors are refused, naming the
+(d) llama.cpp's own rules read from its sources (src/llama-vocab.cpp of the source distribution
+    llama_cpp is built from, kept by scripts/bootstrap.sh): every tokenizer.ggml.pre and
+    tokenizer.ggml.model tensorbox writes is a name its loader accepts;
+(e) hyper-parameters and vocabularies that contradict the tensors are refused, naming the
     config.json field, and the vocabulary written has one token per token-embedding row, as
     llama.cpp's loader requires (a file that breaks that rule is refused by llama.cpp and
     reported by `tbx validate --ggml`).
-A missing llama_cpp, tokenizers or gguf is a failure, not a skip.
+A missing llama_cpp, tokenizers, gguf or llama.cpp source is a failure, not a skip.
 """
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import assert_clean_exit, hf_shard_dir, need, run
+from conftest import REPO, assert_clean_exit, hf_shard_dir, need, run
 
 np = need("numpy")
 stn = need("safetensors.numpy")
@@ -246,6 +251,83 @@ def test_unsupported_architecture_named(tbx, minilm_dir, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
+# (d) llama.cpp's own names: every tokenizer.ggml.pre / .model tensorbox writes is accepted
+# ------------------------------------------------------------------------------------------
+def llama_cpp_source() -> Path:
+    """llama.cpp's sources of the release llama_cpp is built from (vendor/llama.cpp of the
+    llama-cpp-python source distribution, kept in .venv/llama-cpp-src/ by scripts/bootstrap.sh;
+    TBX_LLAMA_CPP_SRC names another copy of that directory). Missing: a failure."""
+    pin = re.search(r"llama-cpp-python==(\S+)",
+                    (REPO / "python" / "requirements-llama.txt").read_text()).group(1)
+    d = Path(os.environ.get("TBX_LLAMA_CPP_SRC") or
+             REPO / ".venv" / "llama-cpp-src" / f"llama_cpp_python-{pin}" / "vendor" / "llama.cpp")
+    if not (d / "src" / "llama-vocab.cpp").is_file():
+        pytest.fail(f"llama.cpp's sources are not at {d} (scripts/bootstrap.sh keeps them from "
+                    f"the llama-cpp-python {pin} source distribution; TBX_LLAMA_CPP_SRC "
+                    f"overrides the place)", pytrace=False)
+    return d
+
+
+def llama_cpp_vocab_names() -> tuple[set[str], set[str]]:
+    """The tokenizer.ggml.pre names llama.cpp's loader accepts for a BPE vocabulary (the
+    branch of llama_vocab::impl::load that ends in "unknown pre-tokenizer type") and the
+    tokenizer.ggml.model names it knows (anything else is "unknown tokenizer")."""
+    src = (llama_cpp_source() / "src" / "llama-vocab.cpp").read_text()
+    start = src.index("if (type == LLAMA_VOCAB_TYPE_BPE)")
+    end = src.index("unknown pre-tokenizer type", start)
+    pre = set(re.findall(r'tokenizer_pre\s*==\s*"([^"]*)"', src[start:end]))
+    model_end = src.index("unknown tokenizer:")
+    models = set(re.findall(r'tokenizer_model\s*==\s*"([^"]*)"', src[:model_end]))
+    # the parse found llama.cpp's tables, not a stray comparison
+    assert len(pre) > 30 and "default" in pre, sorted(pre)
+    assert {"llama", "bert", "gpt2"} <= models, sorted(models)
+    return pre, models
+
+
+def tbx_written_names(key: str) -> set[str]:
+    """Every value src/formats/gguf_hf.c can write under `key`, read from its source: the
+    arguments of each put_str of the key, resolved through its #defines, the BPE_PRE table and
+    the returns of bpe_pre_name. An argument it cannot resolve fails the test."""
+    src = (REPO / "src" / "formats" / "gguf_hf.c").read_text()
+    macros = dict(re.findall(r'#define\s+(\w+)\s+"([^"]*)"', src))
+    t0 = src.index("BPE_PRE[] = {")
+    table = re.findall(r'"([^"]*)"\}', src[t0:src.index("};", t0)])
+    f0 = src.index("static const char *bpe_pre_name(hf *h) {")
+    body = src[f0:src.index("\n}\n", f0)]
+
+    def resolve(expr: str) -> set[str]:
+        out = set(re.findall(r'"([^"]*)"', expr))
+        out |= {macros[w] for w in re.findall(r"\b[A-Z_][A-Z0-9_]*\b", expr) if w in macros}
+        if "BPE_PRE[" in expr:
+            out |= set(table)
+        if "bpe_pre_name(" in expr:
+            for ret in re.findall(r"return ([^;]+);", body):
+                out |= resolve(ret)
+        assert out, f"cannot tell what {expr!r} writes under {key}"
+        return out
+
+    puts = re.findall(r'put_str\(h,\s*"%s",\s*(.+?)\)\)' % re.escape(key), src, re.S)
+    assert puts, f"gguf_hf.c writes no {key}?"
+    names = set()
+    for expr in puts:
+        names |= resolve(expr)
+    return names
+
+
+def test_every_written_tokenizer_name_is_one_llama_cpp_accepts():
+    """Issue 19: a GPT-2-style (plain ByteLevel) tokenizer was written as tokenizer.ggml.pre
+    "gpt2", which llama.cpp refuses ("unknown pre-tokenizer type"): its name is "gpt-2". The
+    whole table of names tensorbox writes is checked against llama.cpp's own loader."""
+    pre_ok, models_ok = llama_cpp_vocab_names()
+    pre = tbx_written_names("tokenizer.ggml.pre")
+    assert len(pre) >= 4, sorted(pre)
+    assert pre <= pre_ok, f"llama.cpp refuses tokenizer.ggml.pre {sorted(pre - pre_ok)}"
+    models = tbx_written_names("tokenizer.ggml.model")
+    assert models <= models_ok, f"llama.cpp does not know tokenizer.ggml.model " \
+                                f"{sorted(models - models_ok)}"
+
+
+# ------------------------------------------------------------------------------------------
 # (b) tiny llama / qwen2 against a numpy decoder
 # ------------------------------------------------------------------------------------------
 CORPUS = [
@@ -283,6 +365,24 @@ def make_tokenizer(d: Path, model_type: str) -> int:
     (d / "tokenizer_config.json").write_text(json.dumps(
         {"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": True,
          "add_eos_token": False}))
+    return tok.get_vocab_size()
+
+
+def make_gpt2_tokenizer(d: Path) -> int:
+    """A GPT-2-style byte-level BPE (GPT-2, Phi-2, StarCoder and many fine-tunes): one plain
+    ByteLevel pre-tokenizer with its built-in regex, no Split."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "</s>"],
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, tr)
+    tok.save(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": True,
+         "add_eos_token": False}))
+    assert json.loads((d / "tokenizer.json").read_text())["pre_tokenizer"]["type"] == "ByteLevel"
     return tok.get_vocab_size()
 
 
@@ -383,20 +483,24 @@ LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
 
 
-@pytest.mark.parametrize("model_type,arch_id,seed,rope", [
-    ("llama", gguf.MODEL_ARCH.LLAMA, 1, None),
-    ("llama", gguf.MODEL_ARCH.LLAMA, 4, LLAMA3_ROPE),  # Llama 3.1's rope: rope_freqs
-    ("qwen2", gguf.MODEL_ARCH.QWEN2, 2, None),
-], ids=["llama", "llama3-rope", "qwen2"])
-def test_decoder_logits_in_llama_cpp(tbx, tmp_path, model_type, arch_id, seed, rope):
-    W, cfg = make_decoder(tmp_path / model_type, model_type, seed, rope)
+@pytest.mark.parametrize("model_type,arch_id,seed,rope,gpt2", [
+    ("llama", gguf.MODEL_ARCH.LLAMA, 1, None, False),
+    ("llama", gguf.MODEL_ARCH.LLAMA, 4, LLAMA3_ROPE, False),  # Llama 3.1's rope: rope_freqs
+    ("qwen2", gguf.MODEL_ARCH.QWEN2, 2, None, False),
+    ("llama", gguf.MODEL_ARCH.LLAMA, 6, None, True),  # a GPT-2-style tokenizer (issue 19)
+], ids=["llama", "llama3-rope", "qwen2", "llama-gpt2-tokenizer"])
+def test_decoder_logits_in_llama_cpp(tbx, tmp_path, model_type, arch_id, seed, rope, gpt2):
+    W, cfg = make_decoder(tmp_path / model_type, model_type, seed, rope,
+                          tokenizer=make_gpt2_tokenizer if gpt2 else None)
     out = tmp_path / f"{model_type}.gguf"
     convert(tbx, tmp_path / model_type, out)
     # the generated rope_freqs tensor is llama.cpp's, not a Hugging Face one
     _, fields = check_names_and_keys(out, list(W) + (["rope_freqs.weight"] if rope else []), arch_id,
                                      cfg["num_hidden_layers"])
     assert fields["tokenizer.ggml.model"].contents() == "gpt2"
-    assert fields["tokenizer.ggml.pre"].contents() == PRE_NAME[model_type]
+    # llama.cpp's names: "gpt-2" is its GPT-2 pre-tokenizer (convert_hf_to_gguf.py's too)
+    assert fields["tokenizer.ggml.pre"].contents() == ("gpt-2" if gpt2 else PRE_NAME[model_type])
+    assert fields["tokenizer.ggml.pre"].contents() in llama_cpp_vocab_names()[0]
     assert fields[f"{model_type}.attention.head_count_kv"].contents() == 2
     tok = tokenizers.Tokenizer.from_file(str(tmp_path / model_type / "tokenizer.json"))
     ids = [0] + tok.encode("the cat sat on the log and llama runs; 12345 dogs don't!").ids
