@@ -353,6 +353,17 @@ typedef struct tbx_limits {
      * whatever its frames declare and however many threads decode. Frames of zstd levels
      * <= 19 need at most 8 MiB (16 decode side by side), levels 20..22 up to 128 MiB. */
     uint64_t max_decode_window;
+    /* Default 2^28 (256 MiB): one side file of a model, read whole where it is needed. A
+     * Hugging Face model directory lists every side file it has as a section (config.json,
+     * tokenizer.json, tokenizer.model, vocab.txt, ... at depth <= 1), whatever its size: opening
+     * reads none of them. What reads a section whole checks this limit first: tbx_convert
+     * carrying sections into the output (MCF's Hugging Face sections, EMBD's vocabulary, a
+     * directory's files) and the Hugging Face -> GGUF conversion (config.json, tokenizer.json,
+     * tokenizer.model, ...); a larger one fails with TBX_E_LIMIT naming the file, its size and
+     * this limit, never silently left out. Real tokenizer.json files of 100k+ vocabularies are
+     * tens of MB, some above 64 MiB. Parsing a JSON side file (the GGUF conversion, EMBD's
+     * vocabulary) costs several times its size in memory (docs/reliability.md). */
+    uint64_t max_side_file_bytes;
 } tbx_limits;
 
 /* Fills `limits` (this header's whole struct) with the defaults above and sets struct_size. */

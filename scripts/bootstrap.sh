@@ -36,15 +36,35 @@ fi
 
 # llama.cpp (PyPI llama-cpp-python) for the Hugging Face -> GGUF tests: compiled from source, CPU
 # backend, portable (no -march=native), without BLAS/OpenMP; only when missing or its pin changed.
+# Its source distribution (llama.cpp vendored) is downloaded once into .venv/llama-cpp-src/; the
+# build uses it, and llama.cpp's own sources of that release stay there (vendor/llama.cpp/src)
+# for the tests that check tensorbox against llama.cpp's rules (tests/python/test_hf_gguf.py
+# reads src/llama-vocab.cpp); the archive itself is removed.
 LLAMA_REQ=python/requirements-llama.txt
 LLAMA_PIN=$(sed -n 's/^llama-cpp-python==//p' "$LLAMA_REQ")
-if ! .venv/bin/python - "$LLAMA_PIN" >/dev/null 2>&1 <<'PYEOF'
+LLAMA_SRC=.venv/llama-cpp-src
+LLAMA_VENDOR=$LLAMA_SRC/llama_cpp_python-$LLAMA_PIN/vendor/llama.cpp
+LLAMA_SDIST=$LLAMA_SRC/llama_cpp_python-$LLAMA_PIN.tar.gz
+llama_built=1
+.venv/bin/python - "$LLAMA_PIN" >/dev/null 2>&1 <<'PYEOF' || llama_built=0
 import importlib.metadata, sys
 import llama_cpp  # noqa: F401  (the compiled library loads)
 sys.exit(importlib.metadata.version("llama-cpp-python") != sys.argv[1])
 PYEOF
-then
+if [ "$llama_built" = 0 ] || [ ! -f "$LLAMA_VENDOR/src/llama-vocab.cpp" ]; then
+  if [ ! -f "$LLAMA_SDIST" ]; then
+    echo "bootstrap: downloading the llama-cpp-python $LLAMA_PIN source distribution" >&2
+    mkdir -p "$LLAMA_SRC"
+    .venv/bin/python -m pip download -q --disable-pip-version-check --no-deps \
+      --no-binary :all: -d "$LLAMA_SRC" "llama-cpp-python==$LLAMA_PIN"
+  fi
+  rm -rf "$LLAMA_SRC/llama_cpp_python-$LLAMA_PIN"
+  tar -xzf "$LLAMA_SDIST" -C "$LLAMA_SRC" "llama_cpp_python-$LLAMA_PIN/vendor/llama.cpp/src" \
+    "llama_cpp_python-$LLAMA_PIN/vendor/llama.cpp/LICENSE"
+fi
+if [ "$llama_built" = 0 ]; then
   echo "bootstrap: building llama-cpp-python $LLAMA_PIN from source (slow, once)" >&2
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_BLAS=OFF -DGGML_OPENMP=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
-    .venv/bin/python -m pip install -q --disable-pip-version-check -r "$LLAMA_REQ"
+    .venv/bin/python -m pip install -q --disable-pip-version-check "$LLAMA_SDIST"
 fi
+rm -f "$LLAMA_SDIST"

@@ -53,7 +53,9 @@ TBX_API const char *tbx_gguf_type_name(uint32_t ggml_type);
  *   - every tensor has a name shorter than 64 bytes, every ne[i] < 2^63 and an element count
  *     below 2^63;
  *   - tensors are packed in info order: offset_0 = 0, offset_i = offset_(i-1) + size_(i-1)
- *     rounded up to the alignment.
+ *     rounded up to the alignment;
+ *   - llama.cpp's loader: tokenizer.ggml.tokens, when present, has one token per row (ne[1])
+ *     of token_embd.weight and of output.weight (TBX_E_FORMAT at the tokens' offset).
  * (A general.alignment that is not a u32 and n_dims > 4 are problems of every validation, so
  * the lint does not repeat them.)
  * Every violation is passed to `cb` (may be NULL) as a tbx_error naming the field, the value and

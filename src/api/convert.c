@@ -266,15 +266,19 @@ static tbx_status copy_sections(tbx_file *in, tbx_writer *w, const tbx_convert_o
                                 tbx_error *err) {
     for (size_t i = 0; i < in->nsections; i++) {
         const tbx_section *s = &in->sections[i];
-        if (s->size > in->limits.max_tensor_bytes || s->size > SIZE_MAX)
-            return tbx_err(err, TBX_E_LIMIT, s->offset, s->name, "section too large");
-        void *buf = tbx_malloc(&in->al, (size_t)s->size);
-        if (!buf) return tbx_err_nomem(err, "section");
-        const tbx_source *src = tbx_file_source(in, s->src);
-        tbx_status st = src ? tbx_source_read(src, s->offset, buf, (size_t)s->size, s->name, err)
-                            : tbx_err(err, TBX_E_STATE, s->offset, s->name, "section: no source");
-        if (st == TBX_OK) st = tbx_writer_add_section(w, s->name, s->type, buf, (size_t)s->size, err);
-        tbx_free(&in->al, buf, (size_t)s->size);
+        /* the writer's answer first (a section it refuses is dropped or named unread), then
+         * the bytes, read whole within the one side-file limit (max_side_file_bytes) */
+        tbx_status st = tbx_writer_check_section_(w, s->name, s->type,
+                                                  s->size > SIZE_MAX ? SIZE_MAX : (size_t)s->size,
+                                                  err);
+        if (st == TBX_OK) {
+            void *buf = NULL;
+            size_t n = 0;
+            st = tbx_section_load_(in, i, &buf, &n, err);
+            if (st != TBX_OK) return st;
+            st = tbx_writer_add_section(w, s->name, s->type, buf, n, err);
+            tbx_free(&in->al, buf, n ? n : 1);
+        }
         if (st == TBX_OK) continue;
         if (refusal(st) && (o->flags & TBX_CONVERT_DROP_SECTIONS)) continue;
         if (refusal(st)) {

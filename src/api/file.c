@@ -28,6 +28,7 @@ void tbx_limits_default(tbx_limits *l) {
     l->max_header_bytes = (uint64_t)1 << 30;
     l->max_tensor_bytes = (uint64_t)1 << 48;
     l->max_decode_window = (uint64_t)1 << 27;
+    l->max_side_file_bytes = (uint64_t)1 << 28;
     l->max_ndim = 64;
     l->max_depth = 32;
 }
@@ -695,6 +696,29 @@ tbx_status tbx_section_read(tbx_file *f, uint64_t i, void *buf, size_t cap, size
         return tbx_err(err, TBX_E_STATE, s->offset, "section", "section \"%s\": no source %" PRIu32,
                        s->name, s->src);
     return tbx_source_read(src, s->offset, buf, (size_t)s->size, s->name, err);
+}
+
+tbx_status tbx_section_load_(tbx_file *f, uint64_t i, void **buf, size_t *len, tbx_error *err) {
+    *buf = NULL;
+    *len = 0;
+    if (!f || i >= f->nsections)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "section", "section index out of range");
+    const tbx_section *s = &f->sections[i];
+    if (s->size > f->limits.max_side_file_bytes || s->size > SIZE_MAX - 1)
+        return tbx_err(err, TBX_E_LIMIT, s->offset, s->name,
+                       "side file %s is %" PRIu64 " bytes, over the limit of %" PRIu64
+                       " bytes (tbx_limits.max_side_file_bytes)", s->name, s->size,
+                       f->limits.max_side_file_bytes);
+    void *p = tbx_malloc(&f->al, s->size ? (size_t)s->size : 1);
+    if (!p) return tbx_err_nomem(err, s->name);
+    tbx_status st = tbx_section_read(f, i, p, (size_t)s->size, NULL, err);
+    if (st != TBX_OK) {
+        tbx_free(&f->al, p, s->size ? (size_t)s->size : 1);
+        return st;
+    }
+    *buf = p;
+    *len = (size_t)s->size;
+    return TBX_OK;
 }
 
 /* ------------------------------------------------------------------------------------------ */

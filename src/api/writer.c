@@ -219,16 +219,23 @@ tbx_status tbx_writer_add_meta_borrowed_(tbx_writer *w, const char *key, size_t 
     return add_meta(w, key, key_len, value, true, err);
 }
 
-tbx_status tbx_writer_add_section(tbx_writer *w, const char *name, uint32_t type,
-                                  const void *data, size_t len, tbx_error *err) {
+tbx_status tbx_writer_check_section_(tbx_writer *w, const char *name, uint32_t type,
+                                     size_t len, tbx_error *err) {
     tbx_status st = need_declare(w, err, "sections");
     if (st != TBX_OK) return st;
-    if (!name || (!data && len))
+    if (!name)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "section", "NULL name or data");
     if (!w->drv->w_check_section)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "section",
                        "%s files cannot hold section \"%s\"", tbx_format_name(w->format), name);
-    st = w->drv->w_check_section(w, name, type, len, err);
+    return w->drv->w_check_section(w, name, type, len, err);
+}
+
+tbx_status tbx_writer_add_section(tbx_writer *w, const char *name, uint32_t type,
+                                  const void *data, size_t len, tbx_error *err) {
+    if (w && !data && len)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "section", "NULL name or data");
+    tbx_status st = tbx_writer_check_section_(w, name, type, len, err);
     if (st != TBX_OK) return st;
     if (!tbx_grow(&w->al, (void **)&w->sections, &w->cap_sections, w->nsections + 1,
                   sizeof *w->sections))

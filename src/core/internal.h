@@ -494,6 +494,12 @@ tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, ui
 /* tbx_file_add_section for bytes in source `src` (0: f->src, k: f->extra_src[k-1]). */
 tbx_status tbx_file_add_section_in(tbx_file *f, const char *name, uint32_t type, uint32_t src,
                                    uint64_t offset, uint64_t size, tbx_error *err);
+/* Section i's bytes read whole into a new buffer (*len bytes; give it back with
+ * tbx_free(&f->al, *buf, *len ? *len : 1)), after checking the size against
+ * f->limits.max_side_file_bytes: a larger section fails with TBX_E_LIMIT naming it, its size and
+ * the limit. Every reader of a whole side file (tbx_convert's sections, the Hugging Face ->
+ * GGUF conversion) goes through it, so one limit applies everywhere. */
+tbx_status tbx_section_load_(tbx_file *f, uint64_t i, void **buf, size_t *len, tbx_error *err);
 /* The source a component's or a section's `src` names (0: f->src, k: f->extra_src[k-1]); NULL
  * when out of range. Tensor and section bytes are read through it. */
 const tbx_source *tbx_file_source(const tbx_file *f, uint32_t src);
@@ -615,6 +621,10 @@ tbx_status tbx_writer_set_source_dir_(tbx_writer *w, const char *name, size_t le
 const tbx_quant_info *tbx_writer_tensor_quant_(const tbx_writer *w, uint64_t index);
 /* Finds a declared tensor of the writer by name (through its own or the lent index). */
 bool tbx_writer_find_tensor_(const tbx_writer *w, const char *name, size_t len, uint64_t *index);
+/* Would tbx_writer_add_section take a section of this name, type and length? (its checks, the
+ * driver's w_check_section included, without the bytes: tbx_convert asks before reading one) */
+tbx_status tbx_writer_check_section_(tbx_writer *w, const char *name, uint32_t type,
+                                     size_t len, tbx_error *err);
 /* tbx_writer_add_meta for a caller whose key and value outlive the writer (tbx_convert): the
  * writer keeps pointers to them instead of copies. */
 tbx_status tbx_writer_add_meta_borrowed_(tbx_writer *w, const char *key, size_t key_len,

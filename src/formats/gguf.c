@@ -1358,6 +1358,35 @@ static void lint_tensors(gguf_lint_ctx *l, tbx_file *f, const gguf_state *s, con
     }
 }
 
+/* llama.cpp's loader takes the vocabulary's size from tokenizer.ggml.tokens and then requires
+ * token_embd.weight (and output.weight, when present) to be [embedding_length, that many]
+ * exactly (llama_model_loader::check_tensor_dims): a token count that differs from their rows
+ * (ne[1]) makes it refuse the file. */
+static void lint_vocab(gguf_lint_ctx *l, tbx_file *f, const gguf_state *s) {
+    static const char TOKENS[] = "tokenizer.ggml.tokens";
+    for (size_t i = 0; i < f->nmeta; i++) {
+        if (f->meta[i].key_len != sizeof TOKENS - 1 ||
+            memcmp(f->meta[i].key, TOKENS, sizeof TOKENS - 1) != 0)
+            continue;
+        const tbx_value *v = f->meta[i].value;
+        if (!v || v->type != TBX_V_ARRAY) return;
+        const uint64_t ntok = tbx_value_len(v);
+        static const char *const EMB[2] = {"token_embd.weight", "output.weight"};
+        for (int k = 0; k < 2; k++) {
+            uint64_t ti;
+            if (tbx_tensor_find(f, EMB[k], &ti) != TBX_OK) continue;
+            const tbx_tensor *t = &f->tensors[ti];
+            const uint64_t rows = t->ndim >= 2 ? t->shape[t->ndim - 2] : 1;
+            if (rows != ntok)
+                lint(l, TBX_E_FORMAT, i < s->nkv ? s->kv_off[i] : TBX_NO_OFFSET, TOKENS,
+                     "%s has %" PRIu64 " tokens but tensor \"%s\" has %" PRIu64 " rows (ne[1]):"
+                     " llama.cpp loads one token per row and refuses the file", TOKENS, ntok,
+                     EMB[k], rows);
+        }
+        return;
+    }
+}
+
 tbx_status tbx_gguf_lint(tbx_file *f, tbx_problem_fn cb, void *ud) {
     if (!f || !f->drv || f->drv->format != TBX_FORMAT_GGUF || !f->drv_state)
         return TBX_E_INVALID_ARG;
@@ -1374,6 +1403,7 @@ tbx_status tbx_gguf_lint(tbx_file *f, tbx_problem_fn cb, void *ud) {
         lint(&l, TBX_E_UNSUPPORTED, i < s->nkv ? s->kv_off[i] : TBX_NO_OFFSET, "metadata",
              "metadata \"%s\": ggml rejects arrays of arrays", q);
     }
+    lint_vocab(&l, f, s);
     lint_tensors(&l, f, s, shard);
     for (size_t k = 0; k < s->nshards; k++) {
         snprintf(shard, sizeof shard, " (shard %zu of %" PRIu32 ")", k + 2, s->split_count);

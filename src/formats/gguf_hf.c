@@ -24,7 +24,8 @@
  * tensors to skip, flags); an architecture without an entry fails with TBX_E_UNSUPPORTED naming
  * it.
  *
- * Memory: the side files (JSON) are read whole (each at most HF_SIDE_MAX bytes); tensor data is
+ * Memory: the side files (JSON) are read whole (each at most tbx_limits.max_side_file_bytes,
+ * tbx_section_load_) and parsed into a jansson tree; tensor data is
  * streamed in chunks of whole rows (at most ~4 MiB of f32 at a time), so a conversion holds the
  * tokenizer plus a few MiB whatever the model size.
  */
@@ -40,7 +41,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define HF_SIDE_MAX ((uint64_t)256 << 20) /* a side file (tokenizer.json, ...) */
 #define HF_CHUNK_F32 ((uint64_t)1 << 20)  /* f32 values per streamed chunk (4 MiB) */
 #define HF_NAME_MAX 128
 #define HF_VOCAB_MAX ((uint64_t)1 << 22) /* tokens of a tokenizer.model / llama vocabulary */
@@ -165,8 +165,13 @@ typedef struct hf_out {
     char name[HF_NAME_MAX];
     tbx_dtype dtype;
     int xform;
+    long layer;                 /* the "blk.N" of the name, -1 for none */
     uint64_t rows, cols;        /* [rows, cols]; 1-D: one row */
 } hf_out;
+
+/* Hyper-parameters checked against the tensors: each one's value and the config.json field
+ * that gave it (NULL when config.json has none). */
+enum { HPV_EMBD, HPV_LAYERS, HPV_FF, HPV_CTX, HPV_N };
 
 typedef struct hf {
     tbx_file *in;
@@ -178,12 +183,18 @@ typedef struct hf {
     hf_out *out;
     size_t nout;
     uint64_t n_head, n_head_kv, n_vocab, head_dim;
+    uint64_t hpv[HPV_N];        /* HPV_*: from config.json */
+    const char *hpv_cfg[HPV_N];
+    const char *head_dim_cfg;   /* "head_dim" when config.json gives it, else NULL */
+    size_t embd;                /* h->out index of token_embd.weight (SIZE_MAX: none) */
     tbx_dtype quant, cast;
     /* llama3 rope scaling: rope_freqs.weight is generated (head_dim / 2 factors) */
     bool rope_llama3;
     double rope_theta, rope_factor, rope_low, rope_high, rope_orig_ctx;
     tbx_pool *workers; /* quantizing threads (NULL: the calling thread quantizes) */
 } hf;
+
+static const char *embd_name(hf *h);
 
 static tbx_status hf_fail(hf *h, tbx_status code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -214,26 +225,19 @@ static tbx_status load_json(hf *h, const char *name, bool required, json_t **out
         return hf_fail(h, TBX_E_NOT_FOUND, name, "the model has no %s (a Hugging Face model "
                        "directory holds one next to its safetensors)", name);
     }
-    tbx_section_info si = TBX_SECTION_INFO_INIT;
-    tbx_section_info_get(h->in, (uint64_t)i, &si);
-    if (si.size > HF_SIDE_MAX)
-        return hf_fail(h, TBX_E_LIMIT, name, "%s: %llu bytes (at most %llu)", name,
-                       (unsigned long long)si.size, (unsigned long long)HF_SIDE_MAX);
-    size_t n = (size_t)si.size;
-    char *buf = tbx_malloc(h->al, n ? n : 1);
-    if (!buf) return tbx_err_nomem(h->err, name);
-    tbx_status st = tbx_section_read(h->in, (uint64_t)i, buf, n, NULL, h->err);
-    if (st == TBX_OK) {
-        json_error_t je;
-        *out = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
-        if (!*out || !json_is_object(*out)) {
-            json_decref(*out);
-            *out = NULL;
-            st = tbx_err(h->err, TBX_E_FORMAT, (uint64_t)(je.position > 0 ? je.position : 0),
-                         name, "%s: %s", name, *je.text ? je.text : "not a JSON object");
-        }
-    }
+    void *buf = NULL;
+    size_t n = 0;
+    tbx_status st = tbx_section_load_(h->in, (uint64_t)i, &buf, &n, h->err);
+    if (st != TBX_OK) return st;
+    json_error_t je;
+    *out = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
     tbx_free(h->al, buf, n ? n : 1);
+    if (!*out || !json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        st = tbx_err(h->err, TBX_E_FORMAT, (uint64_t)(je.position > 0 ? je.position : 0),
+                     name, "%s: %s", name, *je.text ? je.text : "not a JSON object");
+    }
     return st;
 }
 
@@ -335,6 +339,13 @@ static tbx_status write_hparams(hf *h) {
             if (v < 0 || v > 4294967295.0 || v != (double)(uint64_t)v)
                 return hf_fail(h, TBX_E_FORMAT, which, "config.json: %s = %g is not a count",
                                which, v);
+            static const char *const HPV_KEYS[HPV_N] = {"embedding_length", "block_count",
+                                                        "feed_forward_length", "context_length"};
+            for (int k = 0; k < HPV_N; k++)
+                if (strcmp(p->key, HPV_KEYS[k]) == 0) {
+                    h->hpv[k] = (uint64_t)v;
+                    h->hpv_cfg[k] = which;
+                }
             st = put_arch(h, p->key, tbx_value_new_uint(TBX_V_U32, (uint64_t)v));
         } else {
             st = put_arch(h, p->key, tbx_value_new_float(TBX_V_F32, v));
@@ -355,6 +366,15 @@ static tbx_status write_hparams(hf *h) {
     if ((st = cfg_u64(h, "head_dim", false, &h->head_dim)) == TBX_E_NOT_FOUND) {
         h->head_dim = hidden / h->n_head;
         st = TBX_OK;
+    } else if (st == TBX_OK) {
+        /* as convert_hf_to_gguf.py: a head size config.json states is written, so llama.cpp
+         * does not derive embedding_length / head_count (wrong when they differ) */
+        h->head_dim_cfg = "head_dim";
+        if ((st = put_arch(h, "attention.key_length",
+                           tbx_value_new_uint(TBX_V_U32, h->head_dim))) != TBX_OK ||
+            (st = put_arch(h, "attention.value_length",
+                           tbx_value_new_uint(TBX_V_U32, h->head_dim))) != TBX_OK)
+            return st;
     }
     if (st != TBX_OK) return st;
     if (h->a->flags & ARCH_ROPE_SCALING) {
@@ -401,12 +421,10 @@ static tbx_status write_hparams(hf *h) {
                            strcmp(h->a->name, "llama") == 0 ? ", llama3" : "");
         }
     }
-    if (h->a->flags & ARCH_VOCAB_SIZE) {
-        uint64_t nv;
-        if ((st = cfg_u64(h, "vocab_size", true, &nv)) != TBX_OK) return st;
-        if ((st = put_arch(h, "vocab_size", tbx_value_new_uint(TBX_V_U32, nv))) != TBX_OK)
-            return st;
-    }
+    /* the vocabulary is the token embedding's rows (check_vocab_rows) */
+    if ((h->a->flags & ARCH_VOCAB_SIZE) &&
+        (st = put_arch(h, "vocab_size", tbx_value_new_uint(TBX_V_U32, h->n_vocab))) != TBX_OK)
+        return st;
     if (h->a->flags & ARCH_ROPE_DIM)
         if ((st = put_arch(h, "rope.dimension_count",
                            tbx_value_new_uint(TBX_V_U32, h->head_dim))) != TBX_OK)
@@ -419,18 +437,13 @@ static tbx_status write_hparams(hf *h) {
         const char *ppath = NULL;
         json_t *arr = NULL;
         if (mi >= 0) {
-            tbx_section_info si = TBX_SECTION_INFO_INIT;
-            tbx_section_info_get(h->in, (uint64_t)mi, &si);
-            if (si.size > HF_SIDE_MAX)
-                return hf_fail(h, TBX_E_LIMIT, "modules.json", "modules.json too large");
-            size_t n = (size_t)si.size;
-            char *buf = tbx_malloc(h->al, n ? n : 1);
-            if (!buf) return tbx_err_nomem(h->err, "modules.json");
-            st = tbx_section_read(h->in, (uint64_t)mi, buf, n, NULL, h->err);
+            void *buf = NULL;
+            size_t n = 0;
+            if ((st = tbx_section_load_(h->in, (uint64_t)mi, &buf, &n, h->err)) != TBX_OK)
+                return st;
             json_error_t je;
-            if (st == TBX_OK) arr = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
+            arr = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
             tbx_free(h->al, buf, n ? n : 1);
-            if (st != TBX_OK) return st;
             if (!json_is_array(arr)) {
                 json_decref(arr);
                 return tbx_err(h->err, TBX_E_FORMAT, (uint64_t)(je.position > 0 ? je.position : 0),
@@ -559,7 +572,12 @@ static tbx_status write_special(hf *h) {
  * here the split regex itself is compared with the tokenizer.json regexes llama.cpp quotes as
  * the originals of its own pre-tokenizer types (src/llama-vocab.cpp): Llama 3's ("llama-bpe")
  * and Qwen2's ("qwen2"). A lone ByteLevel pre-tokenizer with its built-in regex is GPT-2's
- * ("gpt2"); anything else gets llama.cpp's "default" split. */
+ * (llama.cpp's "gpt-2": its loader refuses "gpt2", issue 19); anything else gets llama.cpp's
+ * "default" split. Every tokenizer.ggml.pre written is one of PRE_* and BPE_PRE's names:
+ * tests/python/test_hf_gguf.py reads them here and checks each against the names the loader
+ * of llama.cpp's own src/llama-vocab.cpp accepts. */
+#define PRE_DEFAULT "default"
+#define PRE_GPT2 "gpt-2"
 static const struct { const char *regex, *pre; } BPE_PRE[] = {
     {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
      "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "llama-bpe"},
@@ -570,12 +588,12 @@ static const struct { const char *regex, *pre; } BPE_PRE[] = {
 static const char *bpe_pre_name(hf *h) {
     json_t *pt = json_object_get(h->tok, "pre_tokenizer");
     const char *ty = jstr(pt, "type");
-    if (!ty) return "default";
+    if (!ty) return PRE_DEFAULT;
     if (strcmp(ty, "ByteLevel") == 0) {
         json_t *ur = json_object_get(pt, "use_regex");
-        return (!ur || json_is_true(ur)) ? "gpt2" : "default";
+        return (!ur || json_is_true(ur)) ? PRE_GPT2 : PRE_DEFAULT;
     }
-    if (strcmp(ty, "Sequence") != 0) return "default";
+    if (strcmp(ty, "Sequence") != 0) return PRE_DEFAULT;
     json_t *seq = json_object_get(pt, "pretokenizers");
     for (size_t k = 0; k < json_array_size(seq); k++) {
         json_t *p = json_array_get(seq, k);
@@ -584,9 +602,9 @@ static const char *bpe_pre_name(hf *h) {
         const char *re = jstr(json_object_get(p, "pattern"), "Regex");
         for (size_t i = 0; re && i < sizeof BPE_PRE / sizeof BPE_PRE[0]; i++)
             if (strcmp(re, BPE_PRE[i].regex) == 0) return BPE_PRE[i].pre;
-        return "default";
+        return PRE_DEFAULT;
     }
-    return "default";
+    return PRE_DEFAULT;
 }
 
 static tbx_status write_llama_vocab(hf *h, bool from_spm);
@@ -638,8 +656,9 @@ static tbx_status write_tokenizer(hf *h) {
     if (wpm != (strcmp(h->a->name, "bert") == 0))
         return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: a %s tokenizer "
                        "for a %s model is not supported", mtype, h->a->name);
-    /* vocabulary size: config.json vocab_size, at least every id the tokenizer uses */
-    uint64_t nv = 0, maxid = 0;
+    /* vocabulary size: the token embedding's rows (check_vocab_rows), every id the tokenizer
+     * uses below it; ids without a token are padded */
+    uint64_t nv = h->n_vocab, maxid = 0;
     bool any = false;
     const char *k;
     json_t *v;
@@ -662,14 +681,11 @@ static tbx_status write_tokenizer(hf *h) {
         any = true;
     }
     if (!any) return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: empty vocabulary");
-    tbx_status st = cfg_u64(h, "vocab_size", false, &nv);
-    if (st == TBX_E_NOT_FOUND) { nv = maxid + 1; st = TBX_OK; }
-    if (st != TBX_OK) return st;
+    tbx_status st = TBX_OK;
     if (maxid >= nv)
-        return hf_fail(h, TBX_E_FORMAT, "vocab_size", "tokenizer.json uses token id %llu but "
-                       "config.json vocab_size is %llu", (unsigned long long)maxid,
-                       (unsigned long long)nv);
-    h->n_vocab = nv;
+        return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json uses token id %llu but "
+                       "the token embedding (%s) has %llu rows, one per token",
+                       (unsigned long long)maxid, embd_name(h), (unsigned long long)nv);
     const char **toks = tbx_calloc(h->al, (size_t)nv, sizeof *toks);
     tbx_value *types = tbx_val_packed_array(h->al, TBX_V_I32, (size_t)nv);
     tbx_value *list = NULL;
@@ -709,11 +725,15 @@ static tbx_status write_tokenizer(hf *h) {
     }
     tbx_val_str_array_done(list);
     if ((st = put_str(h, "tokenizer.ggml.model", wpm ? "bert" : "gpt2")) != TBX_OK) goto done;
-    if ((st = put_str(h, "tokenizer.ggml.pre", bpe ? bpe_pre_name(h) : "default")) != TBX_OK)
+    if ((st = put_str(h, "tokenizer.ggml.pre", bpe ? bpe_pre_name(h) : PRE_DEFAULT)) != TBX_OK)
         goto done;
     st = put_copy(h, "tokenizer.ggml.tokens", list);
     if (st == TBX_OK && (h->a->flags & ARCH_TT_COUNT)) {
+        /* type_vocab_size (check_hparams compared it with token_types' rows), else those
+         * rows, else 1 */
         uint64_t n = 1;
+        for (size_t i = 0; i < h->nout; i++)
+            if (!strcmp(h->out[i].name, "token_types.weight")) n = h->out[i].rows;
         st = cfg_u64(h, "type_vocab_size", false, &n);
         if (st == TBX_E_NOT_FOUND) st = TBX_OK;
         if (st == TBX_OK) st = put_u32(h, "tokenizer.ggml.token_type_count", n);
@@ -824,17 +844,11 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
     json_t *vocab = NULL, *added = NULL, *at = NULL; /* at: added_tokens.json */
     if (from_spm) {
         int64_t i = find_section(h->in, "tokenizer.model");
-        tbx_section_info si = TBX_SECTION_INFO_INIT;
-        tbx_section_info_get(h->in, (uint64_t)i, &si);
-        if (si.size > HF_SIDE_MAX)
-            return hf_fail(h, TBX_E_LIMIT, "tokenizer.model", "tokenizer.model: %llu bytes (at "
-                           "most %llu)", (unsigned long long)si.size,
-                           (unsigned long long)HF_SIDE_MAX);
-        blen = (size_t)si.size;
-        buf = tbx_malloc(h->al, blen ? blen : 1);
-        if (!buf) return tbx_err_nomem(h->err, "tokenizer.model");
-        st = tbx_section_read(h->in, (uint64_t)i, buf, blen, NULL, h->err);
-        if (st == TBX_OK) {
+        void *raw = NULL;
+        if ((st = tbx_section_load_(h->in, (uint64_t)i, &raw, &blen, h->err)) != TBX_OK)
+            return st;
+        buf = raw;
+        {
             st = tbx_spm_parse(buf, blen, h->al, HF_VOCAB_MAX, &sv, h->err);
             if (st != TBX_OK && st != TBX_E_NOMEM) st = spm_err(h, st);
         }
@@ -860,20 +874,14 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
                            "most %llu)", (unsigned long long)ntok,
                            (unsigned long long)HF_VOCAB_MAX);
     }
+    /* vocabulary size: the token embedding's rows (check_vocab_rows); tokenizer.model pieces
+     * past them are left out, as convert_hf_to_gguf.py leaves out those past vocab_size */
+    nv = h->n_vocab;
+    if (st == TBX_OK && !from_spm && ntok > nv)
+        st = hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json has %llu tokens but the "
+                     "token embedding (%s) has %llu rows, one per token",
+                     (unsigned long long)ntok, embd_name(h), (unsigned long long)nv);
     if (st == TBX_OK) {
-        /* vocabulary size: config.json's vocab_size (the embedding rows), else the tokens' */
-        st = cfg_u64(h, "vocab_size", false, &nv);
-        if (st == TBX_E_NOT_FOUND) { nv = ntok; st = TBX_OK; }
-        if (st == TBX_OK && (nv == 0 || nv > HF_VOCAB_MAX))
-            st = hf_fail(h, TBX_E_LIMIT, "vocab_size", "config.json: vocab_size %llu (1 .. %llu)",
-                         (unsigned long long)nv, (unsigned long long)HF_VOCAB_MAX);
-        if (st == TBX_OK && !from_spm && ntok > nv)
-            st = hf_fail(h, TBX_E_FORMAT, "vocab_size", "tokenizer.json has %llu tokens but "
-                         "config.json vocab_size is %llu", (unsigned long long)ntok,
-                         (unsigned long long)nv);
-    }
-    if (st == TBX_OK) {
-        h->n_vocab = nv;
         tk = tbx_calloc(h->al, (size_t)nv, sizeof *tk);
         scores = tbx_val_packed_array(h->al, TBX_V_F32, (size_t)nv);
         types = tbx_val_packed_array(h->al, TBX_V_I32, (size_t)nv);
@@ -1007,7 +1015,7 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
     }
     tbx_val_str_array_done(list);
     if ((st = put_str(h, "tokenizer.ggml.model", "llama")) == TBX_OK &&
-        (st = put_str(h, "tokenizer.ggml.pre", "default")) == TBX_OK &&
+        (st = put_str(h, "tokenizer.ggml.pre", PRE_DEFAULT)) == TBX_OK &&
         (st = put_copy(h, "tokenizer.ggml.tokens", list)) == TBX_OK &&
         (st = put_copy(h, "tokenizer.ggml.scores", scores)) == TBX_OK &&
         (st = put_copy(h, "tokenizer.ggml.token_type", types)) == TBX_OK)
@@ -1046,8 +1054,10 @@ static bool pmatch(const char *pat, const char *name, size_t nlen, long *layer) 
     return i == nlen;
 }
 
-/* Maps HF tensor name `name` to llama.cpp's: 1 mapped (*xform set), 0 skipped, -1 unknown. */
-static int map_name(const hf_arch *a, const char *name, char *out, size_t cap, int *xform) {
+/* Maps HF tensor name `name` to llama.cpp's: 1 mapped (*xform and *layer set: the pattern's
+ * layer number, -1 for none), 0 skipped, -1 unknown. */
+static int map_name(const hf_arch *a, const char *name, char *out, size_t cap, int *xform,
+                    long *out_layer) {
     size_t nlen = strlen(name);
     for (int p = 0; p < 3 && a->prefixes[p]; p++) {
         size_t pl = strlen(a->prefixes[p]);
@@ -1078,6 +1088,7 @@ static int map_name(const hf_arch *a, const char *name, char *out, size_t cap, i
         memcpy(out + n, suffix, sl + 1);
         *xform = strcmp(suffix, ".weight") == 0 ? m->xform : XF_NONE;
         if (m->xform != XF_NONE && strcmp(suffix, ".bias") == 0) *xform = m->xform;
+        *out_layer = strchr(m->gguf, '#') ? layer : -1;
         return 1;
     }
     return -1;
@@ -1094,16 +1105,30 @@ static bool always_f32(const char *gname, uint32_t ndim) {
     return strcmp(gname, "position_embd.weight") == 0 || strcmp(gname, "token_types.weight") == 0;
 }
 
+/* The Hugging Face name of output tensor o (its input tensor's), for messages. */
+static const char *hf_name_of(hf *h, const hf_out *o) {
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+    if (o->src == UINT64_MAX || tbx_tensor_info_get(h->in, o->src, &ti) != TBX_OK) return o->name;
+    return ti.name;
+}
+
+/* The Hugging Face name of the token embedding (after check_vocab_rows). */
+static const char *embd_name(hf *h) {
+    return h->embd < h->nout ? hf_name_of(h, &h->out[h->embd]) : "token_embd.weight";
+}
+
+/* Every input tensor's llama.cpp name, layer and shape (h->out; nothing written yet). */
 static tbx_status plan_tensors(hf *h) {
     uint64_t n = tbx_tensor_count(h->in);
     h->out = tbx_calloc(h->al, (size_t)n + 1, sizeof *h->out); /* + rope_freqs */
     if (!h->out) return tbx_err_nomem(h->err, "tensor plan");
+    h->embd = SIZE_MAX;
     for (uint64_t i = 0; i < n; i++) {
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         tbx_status st = tbx_tensor_info_get(h->in, i, &ti);
         if (st != TBX_OK) return hf_fail(h, st, "tensor", "tensor %llu: no info", (unsigned long long)i);
         hf_out *o = &h->out[h->nout];
-        int r = map_name(h->a, ti.name, o->name, sizeof o->name, &o->xform);
+        int r = map_name(h->a, ti.name, o->name, sizeof o->name, &o->xform, &o->layer);
         if (r == 0) continue;
         if (r < 0)
             return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\" has no llama.cpp name "
@@ -1119,13 +1144,7 @@ static tbx_status plan_tensors(hf *h) {
         o->src = i;
         o->rows = ti.ndim == 2 ? ti.shape[0] : 1;
         o->cols = ti.ndim == 2 ? ti.shape[1] : ti.shape[0];
-        if (o->xform != XF_NONE) {
-            uint64_t nh = o->xform == XF_PERMUTE_Q ? h->n_head : h->n_head_kv;
-            if (o->rows % (2 * nh) != 0)
-                return hf_fail(h, TBX_E_FORMAT, ti.name, "tensor \"%s\": %llu rows do not split "
-                               "into %llu heads of an even size", ti.name,
-                               (unsigned long long)o->rows, (unsigned long long)nh);
-        }
+        if (strcmp(o->name, "token_embd.weight") == 0) h->embd = h->nout;
         /* dtype: f32 for what llama.cpp computes in f32 (1-D tensors, norms, biases, position
          * and token-type embeddings); else quantized (with fallback), cast, or kept (f64: f32) */
         if (always_f32(o->name, ti.ndim)) o->dtype = TBX_DT_F32;
@@ -1134,11 +1153,184 @@ static tbx_status plan_tensors(hf *h) {
         else o->dtype = ti.dtype == TBX_DT_F64 ? TBX_DT_F32 : ti.dtype;
         h->nout++;
     }
+    return TBX_OK;
+}
+
+/* The vocabulary llama.cpp loads has one token per row of token_embd.weight (its loader checks
+ * token_embd, and output when present, against [embedding_length, token count] exactly): the
+ * vocabulary written is that many tokens (padded with "[PAD<id>]"), and a config.json
+ * vocab_size that says otherwise is an error, not a size to fill. */
+static tbx_status check_vocab_rows(hf *h) {
+    if (h->embd >= h->nout)
+        return hf_fail(h, TBX_E_NOT_FOUND, "token_embd", "the model has no token embedding "
+                       "(%s): llama.cpp needs token_embd.weight", h->a->tmap[0].hf);
+    const hf_out *e = &h->out[h->embd];
+    const uint64_t rows = e->rows;
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+    tbx_tensor_info_get(h->in, e->src, &ti);
+    if (ti.ndim != 2 || rows == 0 || rows > HF_VOCAB_MAX)
+        return hf_fail(h, TBX_E_LIMIT, ti.name, "%s: %llu rows (llama.cpp's vocabulary is one "
+                       "token per row: 1 .. %llu of a 2-D embedding)", ti.name,
+                       (unsigned long long)rows, (unsigned long long)HF_VOCAB_MAX);
+    uint64_t nv = 0;
+    tbx_status st = cfg_u64(h, "vocab_size", false, &nv);
+    if (st == TBX_OK && nv != rows)
+        return hf_fail(h, TBX_E_FORMAT, "vocab_size", "config.json: vocab_size = %llu "
+                       "contradicts the tensors: %s has %llu rows (one per token)",
+                       (unsigned long long)nv, ti.name, (unsigned long long)rows);
+    if (st != TBX_OK && st != TBX_E_NOT_FOUND) return st;
+    h->n_vocab = rows;
+    return TBX_OK;
+}
+
+/* What llama.cpp's loader expects of each tensor, in terms of the hyper-parameters: symbols
+ * for [rows, cols] of a .weight (rows 1: 1-D) and the length of its .bias. */
+enum { HD_ONE = 0, HD_E, HD_V, HD_CTX, HD_TT, HD_Q, HD_K, HD_F };
+typedef struct hf_shape {
+    const char *base;       /* llama.cpp name without "blk.N." and the suffix */
+    uint8_t rows, cols, bias;
+} hf_shape;
+static const hf_shape SHAPES[] = {
+    {"token_embd", HD_V, HD_E, HD_ONE},     {"output", HD_V, HD_E, HD_ONE},
+    {"position_embd", HD_CTX, HD_E, HD_ONE}, {"token_types", HD_TT, HD_E, HD_ONE},
+    {"token_embd_norm", HD_ONE, HD_E, HD_E}, {"output_norm", HD_ONE, HD_E, HD_E},
+    {"attn_norm", HD_ONE, HD_E, HD_E},      {"ffn_norm", HD_ONE, HD_E, HD_E},
+    {"attn_output_norm", HD_ONE, HD_E, HD_E}, {"layer_output_norm", HD_ONE, HD_E, HD_E},
+    {"attn_q", HD_Q, HD_E, HD_Q},           {"attn_k", HD_K, HD_E, HD_K},
+    {"attn_v", HD_K, HD_E, HD_K},           {"attn_output", HD_E, HD_Q, HD_E},
+    {"ffn_up", HD_F, HD_E, HD_F},           {"ffn_gate", HD_F, HD_E, HD_F},
+    {"ffn_down", HD_E, HD_F, HD_E},
+};
+
+typedef struct hf_dim {
+    uint64_t v;
+    const char *field;      /* the config.json field that sets it; NULL: no check */
+    uint64_t fv;            /* the field's value (heads: v = fv x the head size) */
+    bool heads;
+} hf_dim;
+
+/* The value of symbol `sym` and the config field behind it. */
+static hf_dim dim_of(hf *h, int sym, uint64_t tt) {
+    hf_dim d = {1, NULL, 1, false};
+    switch (sym) {
+    case HD_E: d.v = d.fv = h->hpv[HPV_EMBD]; d.field = h->hpv_cfg[HPV_EMBD]; break;
+    case HD_V: d.v = h->n_vocab; break; /* the embedding's rows: compared by check_output */
+    case HD_CTX: d.v = d.fv = h->hpv[HPV_CTX]; d.field = h->hpv_cfg[HPV_CTX]; break;
+    case HD_TT: d.v = d.fv = tt; d.field = tt ? "type_vocab_size" : NULL; break;
+    case HD_F: d.v = d.fv = h->hpv[HPV_FF]; d.field = h->hpv_cfg[HPV_FF]; break;
+    case HD_Q: case HD_K:
+        d.fv = sym == HD_Q ? h->n_head : h->n_head_kv;
+        d.field = sym == HD_Q ? "num_attention_heads" : "num_key_value_heads";
+        d.heads = true;
+        d.v = d.fv * h->head_dim;
+        break;
+    default: break;
+    }
+    return d;
+}
+
+/* A dimension of tensor o that differs from the hyper-parameters: an error naming the config
+ * field, its value and what the tensor has. */
+static tbx_status dim_mismatch(hf *h, const hf_out *o, const hf_dim *d, uint64_t have,
+                               const char *what) {
+    const char *hn = hf_name_of(h, o);
+    if (d->heads)
+        return hf_fail(h, TBX_E_FORMAT, d->field, "config.json: %s = %llu (heads of %llu%s: %llu "
+                       "%s) contradicts the tensors: %s has %llu %s", d->field,
+                       (unsigned long long)d->fv, (unsigned long long)h->head_dim,
+                       h->head_dim_cfg ? ", head_dim" : ", hidden_size / num_attention_heads",
+                       (unsigned long long)d->v, what, hn, (unsigned long long)have, what);
+    return hf_fail(h, TBX_E_FORMAT, d->field, "config.json: %s = %llu contradicts the tensors: %s "
+                   "has %llu %s", d->field, (unsigned long long)d->fv, hn,
+                   (unsigned long long)have, what);
+}
+
+/* Every hyper-parameter llama.cpp will check against the tensors, checked here first, so that
+ * a config.json that contradicts them (hidden_size 0, num_hidden_layers 4294967295, head counts
+ * that do not give the q/k/v rows, ...) is an error naming the field instead of a file
+ * llama.cpp refuses: embedding_length against token_embd's columns, then block_count against
+ * the layers present, then every tensor's shape against its role (SHAPES), then the heads. */
+static tbx_status check_hparams(hf *h) {
+    const hf_out *te = &h->out[h->embd];
+    hf_dim de = dim_of(h, HD_E, 0);
+    if (de.field && te->cols != de.v) return dim_mismatch(h, te, &de, te->cols, "columns");
+    /* block_count: layers 0..n-1, each with tensors */
+    long maxl = -1;
+    for (size_t i = 0; i < h->nout; i++)
+        if (h->out[i].layer > maxl) maxl = h->out[i].layer;
+    const uint64_t nl = h->hpv[HPV_LAYERS];
+    const char *lf = h->hpv_cfg[HPV_LAYERS] ? h->hpv_cfg[HPV_LAYERS] : "num_hidden_layers";
+    if (nl != (uint64_t)(maxl + 1)) {
+        char held[48] = "no layer";
+        if (maxl >= 0) snprintf(held, sizeof held, "layers 0 .. %ld", maxl);
+        return hf_fail(h, TBX_E_FORMAT, lf, "config.json: %s = %llu contradicts the tensors: "
+                       "they hold %s", lf, (unsigned long long)nl, held);
+    }
+    for (long l = 0; l <= maxl; l++) {
+        size_t i = 0;
+        while (i < h->nout && h->out[i].layer != l) i++;
+        if (i == h->nout)
+            return hf_fail(h, TBX_E_FORMAT, lf, "config.json: %s = %llu, but the tensors hold no "
+                           "layer %ld", lf, (unsigned long long)nl, l);
+    }
+    /* token_type_count: type_vocab_size, else the token_types rows */
+    uint64_t tt = 0;
+    tbx_status st = cfg_u64(h, "type_vocab_size", false, &tt);
+    if (st != TBX_OK && st != TBX_E_NOT_FOUND) return st;
+    /* role by role in SHAPES' order (the q rows, which the head count and size give, before
+     * the k/v rows, which also need the kv head count), each over the tensors of that role */
+    for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
+        const hf_shape *r = &SHAPES[k];
+        const size_t bl = strlen(r->base);
+        for (size_t i = 0; i < h->nout; i++) {
+            const hf_out *o = &h->out[i];
+            if (o->src == UINT64_MAX) continue;
+            const char *base = o->name;
+            if (!strncmp(base, "blk.", 4)) base = strchr(base + 4, '.') + 1;
+            const char *dot = strrchr(base, '.');
+            if ((size_t)(dot - base) != bl || memcmp(base, r->base, bl) != 0) continue;
+            const bool bias = !strcmp(dot, ".bias");
+            if (i != h->embd && r->rows == HD_V && !bias && o->rows != h->n_vocab)
+                return hf_fail(h, TBX_E_FORMAT, hf_name_of(h, o), "%s has %llu rows but the "
+                               "token embedding %s has %llu: llama.cpp takes one vocabulary for "
+                               "both", hf_name_of(h, o), (unsigned long long)o->rows,
+                               embd_name(h), (unsigned long long)h->n_vocab);
+            const int rs = bias ? HD_ONE : r->rows, cs = bias ? r->bias : r->cols;
+            hf_dim dr = dim_of(h, rs, tt), dc = dim_of(h, cs, tt);
+            if (dr.field && o->rows != dr.v) return dim_mismatch(h, o, &dr, o->rows, "rows");
+            if (rs == HD_ONE && o->rows != 1)
+                return hf_fail(h, TBX_E_FORMAT, hf_name_of(h, o), "%s: [%llu, %llu], llama.cpp "
+                               "takes a 1-D tensor", hf_name_of(h, o),
+                               (unsigned long long)o->rows, (unsigned long long)o->cols);
+            if (dc.field && o->cols != dc.v)
+                return dim_mismatch(h, o, &dc, o->cols, rs == HD_ONE ? "values" : "columns");
+        }
+    }
+    if (h->n_head % h->n_head_kv)
+        return hf_fail(h, TBX_E_FORMAT, "num_key_value_heads", "config.json: "
+                       "num_key_value_heads = %llu does not divide num_attention_heads = %llu",
+                       (unsigned long long)h->n_head_kv, (unsigned long long)h->n_head);
+    /* llama's rotary reordering pairs the rows of each head */
+    for (size_t i = 0; i < h->nout; i++) {
+        const hf_out *o = &h->out[i];
+        if (o->xform == XF_NONE) continue;
+        uint64_t nh = o->xform == XF_PERMUTE_Q ? h->n_head : h->n_head_kv;
+        if (o->rows % (2 * nh) != 0)
+            return hf_fail(h, TBX_E_FORMAT, hf_name_of(h, o), "tensor \"%s\": %llu rows do not "
+                           "split into %llu heads of an even size", hf_name_of(h, o),
+                           (unsigned long long)o->rows, (unsigned long long)nh);
+    }
+    return TBX_OK;
+}
+
+/* The output tensors declared to the writer (rope_freqs last, when llama3 rope scaling asks). */
+static tbx_status declare_tensors(hf *h) {
     if (h->rope_llama3) { /* llama.cpp divides each rotary frequency by its factor */
         hf_out *o = &h->out[h->nout++];
         o->src = UINT64_MAX;
         memcpy(o->name, "rope_freqs.weight", sizeof "rope_freqs.weight");
         o->dtype = TBX_DT_F32;
+        o->layer = -1;
         o->rows = 1;
         o->cols = h->head_dim / 2;
     }
@@ -1383,6 +1575,8 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
     if (st == TBX_OK) st = load_json(&h, "tokenizer.json", false, &h.tok);
     if (st == TBX_OK) st = load_json(&h, "tokenizer_config.json", false, &h.tokcfg);
     if (st == TBX_OK) st = pick_arch(&h);
+    if (st == TBX_OK) st = plan_tensors(&h);
+    if (st == TBX_OK) st = check_vocab_rows(&h);
     if (st == TBX_OK) st = tbx_writer_open(&h.w, out_path, &o.write, err);
     if (st == TBX_OK) st = put_str(&h, "general.architecture", h.a->name);
     if (st == TBX_OK) {
@@ -1391,6 +1585,7 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
         if (nm && *nm) st = put_str(&h, "general.name", nm);
     }
     if (st == TBX_OK) st = write_hparams(&h);
+    if (st == TBX_OK) st = check_hparams(&h);
     if (st == TBX_OK) {
         tbx_dtype bulk = h.quant != TBX_DT_INVALID ? h.quant : h.cast;
         if (bulk == TBX_DT_INVALID) { /* the dtype of the first 2-D float tensor */
@@ -1407,7 +1602,7 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
     }
     if (st == TBX_OK) st = put_u32(&h, "general.quantization_version", 2);
     if (st == TBX_OK) st = write_tokenizer(&h);
-    if (st == TBX_OK) st = plan_tensors(&h);
+    if (st == TBX_OK) st = declare_tensors(&h);
     if (st == TBX_OK && h.quant != TBX_DT_INVALID)
         h.workers = tbx_pool_start(h.al, tbx_threads_default());
     if (st == TBX_OK) {

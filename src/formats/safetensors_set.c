@@ -30,9 +30,10 @@
  * name; each tensor reads from its own shard, component src = 1 + rank) and then the side files;
  * f->part_names names them all relative to the directory. Tensors come shard after shard, each
  * shard's in file order; metadata is the shards' __metadata__ merged (a key two shards give with
- * different values is an error). The small side files of the directory are sections named by
- * their path relative to it (see hf_side_name for the rule): each is an open source, read when
- * asked for, never loaded at open. Shard headers are parsed one at a time, so opening a set costs
+ * different values is an error). The side files of the directory are sections named by their
+ * path relative to it (see hf_side_name for the rule), every one whatever its size: each is an
+ * open source, read when asked for, never loaded at open (what reads one whole checks
+ * tbx_limits.max_side_file_bytes and names the file when it is over). Shard headers are parsed one at a time, so opening a set costs
  * what opening its shards one after the other costs, plus the map (about 40 bytes a tensor).
  */
 #define _GNU_SOURCE
@@ -54,7 +55,6 @@
 #define HF_ST_SUFFIX ".safetensors"
 #define HF_INDEX_MAX 100000000ull          /* as a safetensors header */
 #define HF_INDEX_MEMBER_MAX ((size_t)1 << 20) /* top-level members other than weight_map */
-#define HF_SIDE_MAX_BYTES ((uint64_t)64 << 20)
 #define HF_SIDE_MAX_FILES 256
 #define HF_MAX_SHARDS 65535
 
@@ -573,21 +573,21 @@ static int hf_kind(tbx_file *f, const char *dir, const char *name, uint64_t *siz
 }
 
 /* The side files of DIR: regular files (links followed) of a side kind (hf_side_name), at
- * depth 0 or 1 (in a subdirectory that is not hidden), at most HF_SIDE_MAX_BYTES each, other than
- * `skip` (the index read); relative paths, sorted. More than HF_SIDE_MAX_FILES: TBX_E_LIMIT. */
+ * depth 0 or 1 (in a subdirectory that is not hidden), other than `skip` (the index read);
+ * relative paths, sorted. Every one is listed whatever its size (nothing is read here; a reader
+ * of a whole side file checks tbx_limits.max_side_file_bytes, tbx_section_load_). More than
+ * HF_SIDE_MAX_FILES: TBX_E_LIMIT. */
 static tbx_status hf_side_files(tbx_file *f, const char *dir, const hf_list *top,
                                 const char *skip, hf_list *out, tbx_error *err) {
     memset(out, 0, sizeof *out);
     tbx_status st = TBX_OK;
     for (size_t i = 0; i < top->n && st == TBX_OK; i++) {
         const char *name = top->items[i];
-        uint64_t size = 0;
-        int kind = hf_kind(f, dir, name, &size);
+        int kind = hf_kind(f, dir, name, NULL);
         if (kind == HF_KIND_NOMEM) {
             st = tbx_err_nomem(err, "side files");
         } else if (kind == 0) {
-            if (!hf_side_name(name) || (skip && !strcmp(name, skip)) || size > HF_SIDE_MAX_BYTES)
-                continue;
+            if (!hf_side_name(name) || (skip && !strcmp(name, skip))) continue;
             if (!hf_list_push(f, out, name, NULL)) st = tbx_err_nomem(err, "side files");
         } else if (kind == 1 && name[0] != '.') {
             char *sub = hf_join(f, dir, name);
@@ -596,9 +596,9 @@ static tbx_status hf_side_files(tbx_file *f, const char *dir, const hf_list *top
             st = hf_readdir(f, sub, &sl, err);
             for (size_t k = 0; k < sl.n && st == TBX_OK; k++) {
                 if (!hf_side_name(sl.items[k])) continue;
-                const int sk = hf_kind(f, sub, sl.items[k], &size);
+                const int sk = hf_kind(f, sub, sl.items[k], NULL);
                 if (sk == HF_KIND_NOMEM) { st = tbx_err_nomem(err, "side files"); break; }
-                if (sk != 0 || size > HF_SIDE_MAX_BYTES) continue;
+                if (sk != 0) continue;
                 char *rel = hf_join(f, name, sl.items[k]);
                 if (!rel || !hf_list_push(f, out, rel, NULL)) st = tbx_err_nomem(err, "side files");
                 hf_strfree(f, rel);
@@ -876,12 +876,6 @@ tbx_status st_open_path(tbx_file *f, tbx_error *err) {
         st = tbx_source_open_path(&f->extra_src[k], p, false, err);
         hf_strfree(f, p);
         if (st != TBX_OK) break;
-        if (f->extra_src[k].size > HF_SIDE_MAX_BYTES) {
-            st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "section",
-                         "side file %s grew past %" PRIu64 " bytes while opening", side.items[i],
-                         HF_SIDE_MAX_BYTES);
-            break;
-        }
         st = tbx_file_add_section_in(f, side.items[i], 0, (uint32_t)(k + 1), 0,
                                      f->extra_src[k].size, err);
         if (st != TBX_OK) break;

@@ -206,6 +206,10 @@ def lint_cases():
         "nested": ([("x", 9, struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 4, 1) + u32(5))],
                    [ok_t], "array"),
         "alignment": ([("general.alignment", 10, struct.pack("<Q", 32))], [ok_t], "alignment"),
+        # llama.cpp's loader: one token per row of token_embd.weight (3 tokens, 2 rows)
+        "vocab": ([("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 3) + g_str(b"a") +
+                    g_str(b"b") + g_str(b"c"))],
+                  [("token_embd.weight", [8, 2], F32, 0, F32_16)], "token_embd.weight"),
     }
 
 

@@ -11,19 +11,28 @@ here from the original safetensors, never from tensorbox's output:
     tokenizer trained with `tokenizers`): llama.cpp's logits for a prompt against a numpy
     decoder (RMSNorm, rotate-half RoPE, grouped-query attention, SwiGLU);
 (c) every metadata key is one gguf-py's constants define, and every tensor name is the one
-    gguf.tensor_mapping gives the Hugging Face name for the architecture.
-A missing llama_cpp, tokenizers or gguf is a failure, not a skip.
+    gguf.tensor_mapping gives the Hugging Face name for the architecture;
+(d) llama.cpp's own rules read from its sources (src/llama-vocab.cpp of the source distribution
+    llama_cpp is built from, kept by scripts/bootstrap.sh): every tokenizer.ggml.pre and
+    tokenizer.ggml.model tensorbox writes is a name its loader accepts;
+(e) hyper-parameters and vocabularies that contradict the tensors are refused, naming the
+    config.json field, and the vocabulary written has one token per token-embedding row, as
+    llama.cpp's loader requires (a file that breaks that rule is refused by llama.cpp and
+    reported by `tbx validate --ggml`).
+A missing llama_cpp, tokenizers, gguf or llama.cpp source is a failure, not a skip.
 """
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import assert_clean_exit, hf_shard_dir, need, run
+from conftest import REPO, assert_clean_exit, hf_shard_dir, need, run
 
 np = need("numpy")
 stn = need("safetensors.numpy")
@@ -242,6 +251,83 @@ def test_unsupported_architecture_named(tbx, minilm_dir, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
+# (d) llama.cpp's own names: every tokenizer.ggml.pre / .model tensorbox writes is accepted
+# ------------------------------------------------------------------------------------------
+def llama_cpp_source() -> Path:
+    """llama.cpp's sources of the release llama_cpp is built from (vendor/llama.cpp of the
+    llama-cpp-python source distribution, kept in .venv/llama-cpp-src/ by scripts/bootstrap.sh;
+    TBX_LLAMA_CPP_SRC names another copy of that directory). Missing: a failure."""
+    pin = re.search(r"llama-cpp-python==(\S+)",
+                    (REPO / "python" / "requirements-llama.txt").read_text()).group(1)
+    d = Path(os.environ.get("TBX_LLAMA_CPP_SRC") or
+             REPO / ".venv" / "llama-cpp-src" / f"llama_cpp_python-{pin}" / "vendor" / "llama.cpp")
+    if not (d / "src" / "llama-vocab.cpp").is_file():
+        pytest.fail(f"llama.cpp's sources are not at {d} (scripts/bootstrap.sh keeps them from "
+                    f"the llama-cpp-python {pin} source distribution; TBX_LLAMA_CPP_SRC "
+                    f"overrides the place)", pytrace=False)
+    return d
+
+
+def llama_cpp_vocab_names() -> tuple[set[str], set[str]]:
+    """The tokenizer.ggml.pre names llama.cpp's loader accepts for a BPE vocabulary (the
+    branch of llama_vocab::impl::load that ends in "unknown pre-tokenizer type") and the
+    tokenizer.ggml.model names it knows (anything else is "unknown tokenizer")."""
+    src = (llama_cpp_source() / "src" / "llama-vocab.cpp").read_text()
+    start = src.index("if (type == LLAMA_VOCAB_TYPE_BPE)")
+    end = src.index("unknown pre-tokenizer type", start)
+    pre = set(re.findall(r'tokenizer_pre\s*==\s*"([^"]*)"', src[start:end]))
+    model_end = src.index("unknown tokenizer:")
+    models = set(re.findall(r'tokenizer_model\s*==\s*"([^"]*)"', src[:model_end]))
+    # the parse found llama.cpp's tables, not a stray comparison
+    assert len(pre) > 30 and "default" in pre, sorted(pre)
+    assert {"llama", "bert", "gpt2"} <= models, sorted(models)
+    return pre, models
+
+
+def tbx_written_names(key: str) -> set[str]:
+    """Every value src/formats/gguf_hf.c can write under `key`, read from its source: the
+    arguments of each put_str of the key, resolved through its #defines, the BPE_PRE table and
+    the returns of bpe_pre_name. An argument it cannot resolve fails the test."""
+    src = (REPO / "src" / "formats" / "gguf_hf.c").read_text()
+    macros = dict(re.findall(r'#define\s+(\w+)\s+"([^"]*)"', src))
+    t0 = src.index("BPE_PRE[] = {")
+    table = re.findall(r'"([^"]*)"\}', src[t0:src.index("};", t0)])
+    f0 = src.index("static const char *bpe_pre_name(hf *h) {")
+    body = src[f0:src.index("\n}\n", f0)]
+
+    def resolve(expr: str) -> set[str]:
+        out = set(re.findall(r'"([^"]*)"', expr))
+        out |= {macros[w] for w in re.findall(r"\b[A-Z_][A-Z0-9_]*\b", expr) if w in macros}
+        if "BPE_PRE[" in expr:
+            out |= set(table)
+        if "bpe_pre_name(" in expr:
+            for ret in re.findall(r"return ([^;]+);", body):
+                out |= resolve(ret)
+        assert out, f"cannot tell what {expr!r} writes under {key}"
+        return out
+
+    puts = re.findall(r'put_str\(h,\s*"%s",\s*(.+?)\)\)' % re.escape(key), src, re.S)
+    assert puts, f"gguf_hf.c writes no {key}?"
+    names = set()
+    for expr in puts:
+        names |= resolve(expr)
+    return names
+
+
+def test_every_written_tokenizer_name_is_one_llama_cpp_accepts():
+    """Issue 19: a GPT-2-style (plain ByteLevel) tokenizer was written as tokenizer.ggml.pre
+    "gpt2", which llama.cpp refuses ("unknown pre-tokenizer type"): its name is "gpt-2". The
+    whole table of names tensorbox writes is checked against llama.cpp's own loader."""
+    pre_ok, models_ok = llama_cpp_vocab_names()
+    pre = tbx_written_names("tokenizer.ggml.pre")
+    assert len(pre) >= 4, sorted(pre)
+    assert pre <= pre_ok, f"llama.cpp refuses tokenizer.ggml.pre {sorted(pre - pre_ok)}"
+    models = tbx_written_names("tokenizer.ggml.model")
+    assert models <= models_ok, f"llama.cpp does not know tokenizer.ggml.model " \
+                                f"{sorted(models - models_ok)}"
+
+
+# ------------------------------------------------------------------------------------------
 # (b) tiny llama / qwen2 against a numpy decoder
 # ------------------------------------------------------------------------------------------
 CORPUS = [
@@ -282,12 +368,31 @@ def make_tokenizer(d: Path, model_type: str) -> int:
     return tok.get_vocab_size()
 
 
+def make_gpt2_tokenizer(d: Path) -> int:
+    """A GPT-2-style byte-level BPE (GPT-2, Phi-2, StarCoder and many fine-tunes): one plain
+    ByteLevel pre-tokenizer with its built-in regex, no Split."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "</s>"],
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, tr)
+    tok.save(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": True,
+         "add_eos_token": False}))
+    assert json.loads((d / "tokenizer.json").read_text())["pre_tokenizer"]["type"] == "ByteLevel"
+    return tok.get_vocab_size()
+
+
 def make_decoder(d: Path, model_type: str, seed: int, rope_scaling: dict | None = None,
-                 tokenizer=None):
+                 tokenizer=None, extra_rows: int = 0):
     """`tokenizer(d)` writes the tokenizer files and returns the vocabulary size (default: a
-    byte-level BPE, make_tokenizer)."""
+    byte-level BPE, make_tokenizer); the embedding and lm_head get `extra_rows` rows more than
+    the tokenizer has tokens (config.json's vocab_size says so, as for a padded vocabulary)."""
     d.mkdir()
-    V = tokenizer(d) if tokenizer else make_tokenizer(d, model_type)
+    V = (tokenizer(d) if tokenizer else make_tokenizer(d, model_type)) + extra_rows
     H, KV, D, L, FF, E = 4, 2, 32, 2, 192, 128
     cfg = {"architectures": ["LlamaForCausalLM" if model_type == "llama" else
                              "Qwen2ForCausalLM"],
@@ -378,20 +483,24 @@ LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
 
 
-@pytest.mark.parametrize("model_type,arch_id,seed,rope", [
-    ("llama", gguf.MODEL_ARCH.LLAMA, 1, None),
-    ("llama", gguf.MODEL_ARCH.LLAMA, 4, LLAMA3_ROPE),  # Llama 3.1's rope: rope_freqs
-    ("qwen2", gguf.MODEL_ARCH.QWEN2, 2, None),
-], ids=["llama", "llama3-rope", "qwen2"])
-def test_decoder_logits_in_llama_cpp(tbx, tmp_path, model_type, arch_id, seed, rope):
-    W, cfg = make_decoder(tmp_path / model_type, model_type, seed, rope)
+@pytest.mark.parametrize("model_type,arch_id,seed,rope,gpt2", [
+    ("llama", gguf.MODEL_ARCH.LLAMA, 1, None, False),
+    ("llama", gguf.MODEL_ARCH.LLAMA, 4, LLAMA3_ROPE, False),  # Llama 3.1's rope: rope_freqs
+    ("qwen2", gguf.MODEL_ARCH.QWEN2, 2, None, False),
+    ("llama", gguf.MODEL_ARCH.LLAMA, 6, None, True),  # a GPT-2-style tokenizer (issue 19)
+], ids=["llama", "llama3-rope", "qwen2", "llama-gpt2-tokenizer"])
+def test_decoder_logits_in_llama_cpp(tbx, tmp_path, model_type, arch_id, seed, rope, gpt2):
+    W, cfg = make_decoder(tmp_path / model_type, model_type, seed, rope,
+                          tokenizer=make_gpt2_tokenizer if gpt2 else None)
     out = tmp_path / f"{model_type}.gguf"
     convert(tbx, tmp_path / model_type, out)
     # the generated rope_freqs tensor is llama.cpp's, not a Hugging Face one
     _, fields = check_names_and_keys(out, list(W) + (["rope_freqs.weight"] if rope else []), arch_id,
                                      cfg["num_hidden_layers"])
     assert fields["tokenizer.ggml.model"].contents() == "gpt2"
-    assert fields["tokenizer.ggml.pre"].contents() == PRE_NAME[model_type]
+    # llama.cpp's names: "gpt-2" is its GPT-2 pre-tokenizer (convert_hf_to_gguf.py's too)
+    assert fields["tokenizer.ggml.pre"].contents() == ("gpt-2" if gpt2 else PRE_NAME[model_type])
+    assert fields["tokenizer.ggml.pre"].contents() in llama_cpp_vocab_names()[0]
     assert fields[f"{model_type}.attention.head_count_kv"].contents() == 2
     tok = tokenizers.Tokenizer.from_file(str(tmp_path / model_type / "tokenizer.json"))
     ids = [0] + tok.encode("the cat sat on the log and llama runs; 12345 dogs don't!").ids
@@ -441,6 +550,25 @@ def _rows_not_heads(d: Path):
     stn.save_file(W, str(d / "model.safetensors"))
 
 
+def _rows(name: str, delta: int, cfg_vocab: bool = False):
+    """Tensor `name` (and lm_head's with it when cfg_vocab: config.json's vocab_size follows)
+    gets `delta` more rows."""
+    def apply(d: Path):
+        W = stn.load_file(str(d / "model.safetensors"))
+        for n in ([name, "lm_head.weight"] if cfg_vocab else [name]):
+            a = W[n]
+            W[n] = np.zeros((a.shape[0] + delta, a.shape[1]), np.float32)
+            W[n][:min(a.shape[0], a.shape[0] + delta)] = a[:a.shape[0] + delta]
+        stn.save_file(W, str(d / "model.safetensors"))
+        if cfg_vocab:
+            _edit_json("config.json", lambda c: {**c, "vocab_size": W[name].shape[0]})(d)
+    return apply
+
+
+def _cfg(**kv):
+    return _edit_json("config.json", lambda c: {**c, **kv})
+
+
 BROKEN = [
     ("config_not_json", _write("config.json", '{"model_type": "llama",'), "config.json"),
     ("config_no_heads", _edit_json("config.json", lambda c: {k: v for k, v in c.items()
@@ -470,7 +598,38 @@ BROKEN = [
      "vocab_size"),
     ("unknown_tensor", _extra_tensor, "model.layers.0.mystery.weight"),
     ("rows_not_heads", _rows_not_heads, "k_proj"),
+    # issue 19: hyper-parameters that contradict the tensors (make_decoder: hidden 128, 4 heads
+    # of 32, 2 kv heads, 2 layers, feed-forward 192) are named with their value and what the
+    # tensors hold, never written for llama.cpp to refuse
+    ("hidden_size_0", _cfg(hidden_size=0),
+     ("hidden_size = 0", "model.embed_tokens.weight has 128 columns")),
+    ("layers_2_32", _cfg(num_hidden_layers=4294967295),
+     ("num_hidden_layers = 4294967295", "layers 0 .. 1")),
+    ("layers_fewer", _cfg(num_hidden_layers=1), ("num_hidden_layers = 1", "layers 0 .. 1")),
+    ("heads", _cfg(num_attention_heads=3),
+     ("num_attention_heads = 3", "model.layers.0.self_attn.q_proj.weight has 128 rows")),
+    ("kv_heads", _cfg(num_key_value_heads=1),
+     ("num_key_value_heads = 1", "model.layers.0.self_attn.k_proj.weight has 64 rows")),
+    ("head_dim", _cfg(head_dim=16),
+     ("num_attention_heads = 4", "head_dim", "q_proj.weight has 128 rows")),
+    ("ffn", _cfg(intermediate_size=100), ("intermediate_size = 100", "192")),
+    ("layer_missing", lambda d: (_cfg(num_hidden_layers=3)(d), _rename_layer(d, 1, 2)),
+     ("num_hidden_layers = 3", "no layer 1")),
+    # issue 19 item 5: the vocabulary follows the token embedding's rows
+    ("vocab_size_20m", _cfg(vocab_size=20_000_000),
+     ("vocab_size = 20000000", "model.embed_tokens.weight has")),
+    ("vocab_size_more", lambda d: _cfg(vocab_size=json.loads(
+        (d / "config.json").read_text())["vocab_size"] + 68)(d), ("vocab_size",)),
+    ("lm_head_rows", _rows("lm_head.weight", 3), ("lm_head.weight has",)),
+    ("tokens_beyond_rows", _rows("model.embed_tokens.weight", -5, cfg_vocab=True),
+     ("tokenizer.json uses token id", "model.embed_tokens.weight")),
 ]
+
+
+def _rename_layer(d: Path, a: int, b: int):
+    W = stn.load_file(str(d / "model.safetensors"))
+    W = {k.replace(f"layers.{a}.", f"layers.{b}."): v for k, v in W.items()}
+    stn.save_file(W, str(d / "model.safetensors"))
 
 
 @pytest.mark.parametrize("case,mutate,needle", BROKEN, ids=[b[0] for b in BROKEN])
@@ -482,5 +641,136 @@ def test_broken_model_directory(tbx_asan, tmp_path, case, mutate, needle):
     r = run(tbx_asan, "convert", d, out)
     assert_clean_exit(r)
     assert r.rc == 1, r.describe()
-    assert needle in r.err.decode(), r.describe()
+    for n in (needle if isinstance(needle, tuple) else (needle,)):
+        assert n in r.err.decode(), r.describe()
     assert not out.exists()
+
+
+def test_vocab_size_bomb_stays_small(tbx, tmp_path):
+    """Issue 19 item 5: config.json's vocab_size 20,000,000 beside a 400-token tokenizer and
+    embedding made tbx build a vocabulary of 20 million "[PAD...]" tokens: a 489 MB GGUF and
+    1 GB of RSS, exit 0 (200,000,000 reached 6.7 GB before running out of memory). It is
+    refused at once now."""
+    from test_memory_bounds import MIB, run_measured
+    d = tmp_path / "m"
+    make_decoder(d, "llama", 3)
+    _cfg(vocab_size=20_000_000)(d)
+    rc, rss, secs, err = run_measured([tbx, "convert", str(d), str(tmp_path / "o.gguf")],
+                                      tmp_path)
+    assert rc == 1 and b"vocab_size = 20000000" in err, err
+    assert rss < 64 * MIB and secs < 5, (rss / MIB, secs)
+    assert not (tmp_path / "o.gguf").exists()
+
+
+def test_minilm_hparams_that_contradict_the_tensors(tbx_asan, minilm_dir, tmp_path):
+    """The same for a BERT: the position and token-type embeddings' rows are
+    max_position_embeddings and type_vocab_size for llama.cpp."""
+    cases = {
+        "max_position_embeddings": (500, "position_embeddings.weight has 512 rows"),
+        "type_vocab_size": (3, "token_type_embeddings.weight has 2 rows"),
+        "hidden_size": (0, "word_embeddings.weight has 384 columns"),
+        "num_hidden_layers": (7, "layers 0 .. 5"),
+        "intermediate_size": (1024, "1536"),
+        "num_attention_heads": (5, "attention.self.query.bias has 384 values"),
+    }
+    cfg = json.loads((minilm_dir / "config.json").read_text())
+    for field, (value, what) in cases.items():
+        d = tmp_path / field
+        d.mkdir()
+        for p in minilm_dir.iterdir():
+            if p.name != "config.json":
+                (d / p.name).symlink_to(p)
+        (d / "config.json").write_text(json.dumps({**cfg, field: value}))
+        out = tmp_path / f"{field}.gguf"
+        r = run(tbx_asan, "convert", d, out, timeout=600)
+        assert_clean_exit(r)
+        assert r.rc == 1, r.describe()
+        assert f"config.json: {field} = {value}" in r.err.decode() and \
+            what in r.err.decode(), r.describe()
+        assert not out.exists()
+
+
+def test_vocab_padded_to_the_embedding_rows(tbx, tmp_path):
+    """A vocabulary padded in the checkpoint (embedding and lm_head with rows past the
+    tokenizer's tokens, config.json's vocab_size saying so, as real checkpoints round it up):
+    one token per row, the extra ones "[PAD<id>]" unused tokens as convert_hf_to_gguf.py writes
+    them; llama.cpp loads the file and its logits over every row are the reference's. Without
+    vocab_size in config.json the rows decide alike."""
+    for with_cfg in (True, False):
+        d = tmp_path / f"m{int(with_cfg)}"
+        W, cfg = make_decoder(d, "llama", 7, extra_rows=6)
+        rows = W["model.embed_tokens.weight"].shape[0]
+        if not with_cfg:
+            _edit_json("config.json", lambda c: {k: v for k, v in c.items()
+                                                 if k != "vocab_size"})(d)
+        out = tmp_path / f"m{int(with_cfg)}.gguf"
+        convert(tbx, d, out)
+        _, fields = read_gguf(out)
+        f = fields["tokenizer.ggml.tokens"]
+        toks = [bytes(f.parts[i]).decode() for i in f.data]
+        assert len(toks) == rows
+        assert toks[-6:] == [f"[PAD{i}]" for i in range(rows - 6, rows)]
+        types = fields["tokenizer.ggml.token_type"].contents()
+        assert types[-6:] == [int(gguf.TokenType.UNUSED)] * 6
+        assert fields["llama.vocab_size"].contents() == rows
+        assert run(tbx, "validate", "--ggml", out).rc == 0
+    tok = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
+    ids = [0] + tok.encode("the cat sat on the mat").ids
+    ref = decoder_logits(W, cfg, ids)
+    llm = llama_cpp.Llama(model_path=str(out), n_ctx=64, logits_all=True, verbose=False,
+                          type_k=0, type_v=0)
+    assert llm.n_vocab() == rows
+    llm.eval(ids)
+    got = np.asarray(llm.scores[:len(ids)], dtype=np.float64)
+    assert got.shape == ref.shape and float(np.abs(got - ref).max()) <= 1e-3
+
+
+def copy_gguf(src: Path, dst: Path, edit: dict):
+    """A copy of GGUF `src` written by gguf-py, the values of `edit` (key -> value) replacing
+    those of src."""
+    r = gguf.GGUFReader(str(src))
+    w = gguf.GGUFWriter(str(dst), r.fields["general.architecture"].contents())
+    for key, f in r.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        vt = f.types[0]
+        w.add_key_value(key, edit.get(key, f.contents()), vt,
+                        sub_type=f.types[-1] if vt == gguf.GGUFValueType.ARRAY else None)
+    for t in r.tensors:
+        w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_validate_ggml_reports_a_vocabulary_llama_cpp_refuses(tbx, tmp_path):
+    """`tbx validate --ggml` reports what llama.cpp's loader refuses: a token count that differs
+    from token_embd's rows (issue 19: a GGUF written with config.json's vocab_size 100 beside a
+    32-row embedding was called valid). The files are written by gguf-py; llama.cpp itself is
+    the judge of which load."""
+    W, cfg = make_decoder(tmp_path / "m", "llama", 8)
+    good = tmp_path / "good.gguf"
+    convert(tbx, tmp_path / "m", good)
+    _, fields = read_gguf(good)
+    f = fields["tokenizer.ggml.tokens"]
+    toks = [bytes(f.parts[i]).decode() for i in f.data]
+    types = fields["tokenizer.ggml.token_type"].contents()
+    same = tmp_path / "same.gguf"
+    copy_gguf(good, same, {})
+    bad = tmp_path / "more-tokens.gguf"
+    copy_gguf(good, bad, {"tokenizer.ggml.tokens": toks + ["x1", "x2", "x3"],
+                          "tokenizer.ggml.token_type": types + [1, 1, 1]})
+    llama_cpp.Llama(model_path=str(same), verbose=False)  # loads
+    with pytest.raises(ValueError):
+        llama_cpp.Llama(model_path=str(bad), verbose=False)
+    r = run(tbx, "validate", "--ggml", same)
+    assert r.rc == 0, r.describe()
+    r = run(tbx, "validate", "--ggml", bad)
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    text = r.out.decode()
+    n = len(toks)
+    assert f"tokenizer.ggml.tokens has {n + 3} tokens" in text and \
+        f'"token_embd.weight" has {n} rows' in text and f'"output.weight" has {n} rows' in text, \
+        r.describe()

@@ -27,19 +27,18 @@ SIDE_EXT = (".json", ".txt", ".model", ".jinja", ".tiktoken")
 
 def expected_sections(d: Path, skip: str | None = None) -> list[str]:
     """The side-file rule of docs/formats/safetensors.md, written independently: regular files
-    with a side extension, not hidden, at depth 0 or 1 (in a directory that is not hidden), at
-    most 64 MiB, other than the index that was read; sorted by relative path (bytewise)."""
+    with a side extension, not hidden, at depth 0 or 1 (in a directory that is not hidden),
+    whatever their size, other than the index that was read; sorted by relative path
+    (bytewise)."""
     out = []
     for p in d.iterdir():
         if p.name.startswith("."):
             continue
-        if p.is_file() and p.name.endswith(SIDE_EXT) and p.name != skip and \
-                p.stat().st_size <= 64 << 20:
+        if p.is_file() and p.name.endswith(SIDE_EXT) and p.name != skip:
             out.append(p.name)
         elif p.is_dir():
             for q in p.iterdir():
-                if q.is_file() and not q.name.startswith(".") and q.name.endswith(SIDE_EXT) \
-                        and q.stat().st_size <= 64 << 20:
+                if q.is_file() and not q.name.startswith(".") and q.name.endswith(SIDE_EXT):
                     out.append(f"{p.name}/{q.name}")
     return sorted(out, key=lambda s: s.encode())
 
@@ -428,12 +427,66 @@ def test_side_file_rule(tbx, tmp_path):
     (d / "linked.json").symlink_to(d / "config.json")
     info = info_json(tbx, d)
     names = [s["name"] for s in info["sections"]]
-    assert names == ["1_Pooling/config.json", "chat_template.jinja", "config.json",
+    # big.json (64 MiB + 1) is listed like the others: no side file is left out for its size
+    assert names == ["1_Pooling/config.json", "big.json", "chat_template.jinja", "config.json",
                      "linked.json", "merges.txt", "tokenizer.model", "vocab.txt"]
     assert names == expected_sections(d)
     secs = read_sections(tbx, d)
     for name in names:
         assert secs[name] == (d / name).read_bytes(), name
+
+
+# ------------------------------------------------------------------------------------------
+# A side file above 64 MiB (issue 19 item 1): listed, read and converted like any other
+# ------------------------------------------------------------------------------------------
+def padded_minilm(minilm_dir: Path, d: Path, size: int) -> bytes:
+    """A copy of MiniLM (other files linked) whose tokenizer.json is `size` bytes: the real
+    JSON followed by spaces, still valid JSON. Returns its bytes."""
+    for p in minilm_dir.rglob("*"):
+        q = d / p.relative_to(minilm_dir)
+        if p.is_dir():
+            q.mkdir(parents=True, exist_ok=True)
+        elif p.name != "tokenizer.json" or p.parent != minilm_dir:
+            q.parent.mkdir(parents=True, exist_ok=True)
+            q.symlink_to(p)
+    data = (minilm_dir / "tokenizer.json").read_bytes()
+    assert len(data) < size
+    data += b" " * (size - len(data))
+    (d / "tokenizer.json").write_bytes(data)
+    return data
+
+
+def test_side_file_over_64_mib_is_kept(tbx, tbx_asan, minilm_dir, tmp_path):
+    """A valid 65 MiB tokenizer.json was left out of the directory at open: `tbx info` did not
+    list it, the MCF had no tokenizer, the EMBD file no vocabulary (both exit 0), and the GGUF
+    conversion said the model had no tokenizer.json. Now it is a section like any other side
+    file and every converter reads it."""
+    tokenizers = need("tokenizers")
+    gguf = need("gguf")
+    from test_embd_minilm import _vocab_of
+    size = (65 << 20) + 3
+    d = tmp_path / "bigtok"
+    data = padded_minilm(minilm_dir, d, size)
+    vocab = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json")).get_vocab()
+    assert len(vocab) == 30522  # the padded file is a valid tokenizer
+    info = info_json(tbx_asan, d)
+    assert [s["name"] for s in info["sections"]] == expected_sections(d)
+    assert {s["name"]: s["size"] for s in info["sections"]}["tokenizer.json"] == size
+    assert "tokenizer.json" in [f["path"] for f in info["files"]]
+    # MCF stores it (the files MCF has no section for are dropped when asked)
+    r = run(tbx_asan, "convert", d, tmp_path / "m.mcf", "--drop-sections", timeout=600)
+    assert r.rc == 0, r.describe()
+    assert read_sections(tbx, tmp_path / "m.mcf")["tokenizer.json"] == data
+    # EMBD: its vocabulary is tokenizer.json's
+    r = run(tbx_asan, "convert", d, tmp_path / "m.weights", timeout=600)
+    assert r.rc == 0, r.describe()
+    toks, _ = _vocab_of(tmp_path / "m.weights")
+    assert toks == sorted(vocab, key=vocab.get)
+    # GGUF for llama.cpp: the vocabulary is there
+    r = run(tbx_asan, "convert", d, tmp_path / "m.gguf", timeout=600)
+    assert r.rc == 0, r.describe()
+    field = gguf.GGUFReader(str(tmp_path / "m.gguf")).fields["tokenizer.ggml.tokens"]
+    assert len(field.data) == len(vocab)
 
 
 # ------------------------------------------------------------------------------------------

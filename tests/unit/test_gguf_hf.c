@@ -287,7 +287,7 @@ static const char BIG_CONFIG[] =
     "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 256,"
     " \"intermediate_size\": 512, \"num_hidden_layers\": 1, \"num_attention_heads\": 2,"
     " \"num_key_value_heads\": 1, \"max_position_embeddings\": 32, \"rms_norm_eps\": 1e-05,"
-    " \"rope_theta\": 10000.0, \"vocab_size\": 6, \"head_dim\": 1024}";
+    " \"rope_theta\": 10000.0, \"vocab_size\": 32768, \"head_dim\": 1024}";
 static const struct { const char *name; uint64_t rows; } BT[] = {
     {"model.embed_tokens.weight", BV},
     {"model.layers.0.self_attn.q_proj.weight", BQ},
@@ -501,6 +501,146 @@ TBX_TEST(input_shrinking_under_the_copy) {
     struct stat sb;
     CHECK(stat(g_out, &sb) != 0);
     tbx_close(f);
+}
+
+/* An allocator that counts the bytes live and their peak. */
+typedef struct peak_al { long long live, peak; } peak_al;
+static void *pa_alloc(void *ud, size_t n) {
+    peak_al *a = ud;
+    void *p = malloc(n ? n : 1);
+    if (p && (a->live += (long long)n) > a->peak) a->peak = a->live;
+    return p;
+}
+static void *pa_realloc(void *ud, void *p, size_t o, size_t n) {
+    peak_al *a = ud;
+    void *q = realloc(p, n ? n : 1);
+    if (q && (a->live += (long long)n - (long long)o) > a->peak) a->peak = a->live;
+    return q;
+}
+static void pa_free(void *ud, void *p, size_t n) {
+    peak_al *a = ud;
+    if (p) a->live -= (long long)n;
+    free(p);
+}
+
+/* CONFIG with `from` replaced by `to` (once; aborts when absent). */
+static void write_config_edit(const char *from, const char *to) {
+    const char *at = strstr(CONFIG, from);
+    if (!at) abort();
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - CONFIG), CONFIG, to, at + strlen(from));
+    write_str("config.json", buf);
+}
+
+/* Hyper-parameters that contradict the tensors (issue 19): each conversion fails with
+ * TBX_E_FORMAT naming the config field, the message giving its value and what the tensors
+ * hold; no output. The tiny llama: hidden 8, 2 heads of 4, 1 kv head, 1 layer, ffn 16, 6 rows
+ * of embedding. */
+TBX_TEST(hparams_that_contradict_the_tensors_are_named) {
+    static const struct { const char *from, *to, *field, *says[2]; } C[] = {
+        {"\"hidden_size\": 8", "\"hidden_size\": 0", "hidden_size",
+         {"hidden_size = 0", "model.embed_tokens.weight has 8 columns"}},
+        {"\"num_hidden_layers\": 1", "\"num_hidden_layers\": 4294967295", "num_hidden_layers",
+         {"num_hidden_layers = 4294967295", "layers 0 .. 0"}},
+        {"\"num_hidden_layers\": 1", "\"num_hidden_layers\": 2", "num_hidden_layers",
+         {"num_hidden_layers = 2", "layers 0 .. 0"}},
+        {"\"num_attention_heads\": 2", "\"num_attention_heads\": 3", "num_attention_heads",
+         {"num_attention_heads = 3", "q_proj.weight has 8 rows"}},
+        {"\"num_key_value_heads\": 1", "\"num_key_value_heads\": 2", "num_key_value_heads",
+         {"num_key_value_heads = 2", "k_proj.weight has 4 rows"}},
+        {"\"intermediate_size\": 16", "\"intermediate_size\": 17", "intermediate_size",
+         {"intermediate_size = 17", "has 16"}},
+        {"\"vocab_size\": 6", "\"vocab_size\": 20000000", "vocab_size",
+         {"vocab_size = 20000000", "model.embed_tokens.weight has 6 rows"}},
+        {"\"vocab_size\": 6", "\"vocab_size\": 5", "vocab_size",
+         {"vocab_size = 5", "model.embed_tokens.weight has 6 rows"}},
+        {"\"vocab_size\": 6", "\"vocab_size\": 6, \"head_dim\": 8", "num_attention_heads",
+         {"num_attention_heads = 2 (heads of 8, head_dim", "q_proj.weight has 8 rows"}},
+    };
+    new_model();
+    struct stat sb;
+    for (size_t k = 0; k < sizeof C / sizeof C[0]; k++) {
+        write_config_edit(C[k].from, C[k].to);
+        unlink(g_out);
+        tbx_error e;
+        memset(&e, 0, sizeof e);
+        peak_al pa = {0, 0};
+        tbx_allocator al = {pa_alloc, pa_realloc, pa_free, &pa};
+        tbx_status st = convert_dir(&al, 0, TBX_DT_INVALID, &e);
+        int ok = st == TBX_E_FORMAT && strcmp(e.field, C[k].field) == 0 &&
+                 strstr(e.message, C[k].says[0]) && strstr(e.message, C[k].says[1]);
+        if (!ok) fprintf(stderr, "%s: %d %s: %s\n", C[k].to, (int)st, e.field, e.message);
+        CHECK(ok);
+        CHECK(stat(g_out, &sb) != 0);
+        /* refused before anything is sized by the value (vocab_size 20,000,000 built a vocabulary
+         * of 20 million tokens: 1 GB) */
+        CHECK(pa.peak < (1 << 20));
+        CHECK_EQ(pa.live, 0);
+    }
+}
+
+/* n_head not a multiple of n_head_kv: ggml's attention cannot broadcast the kv heads (llama.cpp
+ * would assert while running): refused naming num_key_value_heads. 3 heads and 2 kv heads of 4
+ * (head_dim given), every shape consistent with them. */
+TBX_TEST(kv_heads_must_divide_the_heads) {
+    new_model();
+    write_str("config.json",
+              "{\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 16,"
+              " \"num_hidden_layers\": 1, \"num_attention_heads\": 3, \"num_key_value_heads\": 2,"
+              " \"head_dim\": 4, \"max_position_embeddings\": 32, \"rms_norm_eps\": 1e-05}");
+    static const struct { const char *name; uint64_t rows, cols; } S[] = {
+        {"model.embed_tokens.weight", V, E},
+        {"model.layers.0.self_attn.q_proj.weight", 12, E},
+        {"model.layers.0.self_attn.k_proj.weight", 8, E},
+        {"model.layers.0.self_attn.v_proj.weight", 8, E},
+        {"model.layers.0.self_attn.o_proj.weight", E, 12},
+    };
+    tbx_writer *w = new_weights();
+    tbx_error e;
+    for (size_t k = 0; k < sizeof S / sizeof S[0]; k++) {
+        uint64_t shape[2] = {S[k].rows, S[k].cols};
+        tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+        d.name = S[k].name;
+        d.name_len = strlen(S[k].name);
+        d.dtype = TBX_DT_F32;
+        d.ndim = 2;
+        d.shape = shape;
+        d.has_data = 1;
+        if (tbx_writer_add_tensor(w, &d, NULL, &e) != TBX_OK) abort();
+    }
+    static float zeros[12 * E];
+    for (size_t k = 0; k < sizeof S / sizeof S[0]; k++)
+        if (tbx_writer_write_tensor(w, k, zeros, S[k].rows * S[k].cols * 4, &e) != TBX_OK) abort();
+    if (tbx_writer_finish(w, &e) != TBX_OK) abort();
+    memset(&e, 0, sizeof e);
+    CHECK_EQ(convert_dir(NULL, 0, TBX_DT_INVALID, &e), TBX_E_FORMAT);
+    CHECK_STR(e.field, "num_key_value_heads");
+    CHECK(strstr(e.message, "does not divide") != NULL);
+    /* 4 heads instead (q 16 rows): converted, with the head size written as key/value length */
+    write_str("config.json",
+              "{\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 16,"
+              " \"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"num_key_value_heads\": 2,"
+              " \"head_dim\": 4, \"max_position_embeddings\": 32, \"rms_norm_eps\": 1e-05}");
+    CHECK_EQ(convert_dir(NULL, 0, TBX_DT_INVALID, &e), TBX_E_FORMAT); /* q: 12 rows, not 2 x 4 */
+    CHECK_STR(e.field, "num_attention_heads");
+}
+
+/* Without vocab_size in config.json the vocabulary is the embedding's rows; a head_dim config.json
+ * gives is written as llama.cpp's key and value length (convert_hf_to_gguf.py does the same). */
+TBX_TEST(vocabulary_follows_the_embedding_rows) {
+    new_model();
+    write_config_edit(", \"vocab_size\": 6", ", \"head_dim\": 4");
+    tbx_error e;
+    CHECK_OK(convert_dir(NULL, 0, TBX_DT_INVALID, &e));
+    tbx_file *g = NULL;
+    CHECK_OK(tbx_open_path(&g, g_out, NULL, &e));
+    if (!g) return;
+    const tbx_value *toks = meta(g, "tokenizer.ggml.tokens");
+    CHECK(toks && tbx_value_len(toks) == V);
+    CHECK_EQ(u64_of(meta(g, "llama.vocab_size")), V);
+    CHECK_EQ(u64_of(meta(g, "llama.attention.key_length")), HD);
+    CHECK_EQ(u64_of(meta(g, "llama.attention.value_length")), HD);
+    tbx_close(g);
 }
 
 /* Every allocation of the conversion (the directory's open is test_hfdir's business) fails in

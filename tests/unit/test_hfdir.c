@@ -284,6 +284,99 @@ TBX_TEST(every_allocation_failure_is_clean) {
     }
 }
 
+/* Section `name` of f: its index, or UINT64_MAX. */
+static uint64_t section_of(tbx_file *f, const char *name) {
+    for (uint64_t i = 0; i < tbx_section_count(f); i++) {
+        tbx_section_info si = TBX_SECTION_INFO_INIT;
+        if (tbx_section_info_get(f, i, &si) == TBX_OK && strcmp(si.name, name) == 0) return i;
+    }
+    return UINT64_MAX;
+}
+
+/* Converts g_dir to `out` with max_side_file_bytes = limit (open and convert). */
+static tbx_status convert_limited(uint64_t limit, const char *out, tbx_format fmt, uint32_t flags,
+                                  tbx_error *e) {
+    tbx_limits lim;
+    tbx_limits_default(&lim);
+    lim.max_side_file_bytes = limit;
+    tbx_open_options o;
+    tbx_open_options_init(&o);
+    o.limits = &lim;
+    tbx_file *f = NULL;
+    tbx_status st = tbx_open_path(&f, g_dir, &o, e);
+    if (st != TBX_OK) return st;
+    /* the open lists every side file whatever the limit */
+    CHECK(section_of(f, "tokenizer.json") != UINT64_MAX);
+    CHECK(section_of(f, "notes.txt") != UINT64_MAX);
+    tbx_convert_options co;
+    tbx_convert_options_init(&co);
+    co.write.format = fmt;
+    co.write.flags = TBX_WRITE_OVERWRITE;
+    co.flags = flags;
+    st = tbx_convert(f, out, &co, e);
+    tbx_close(f);
+    return st;
+}
+
+/* One limit for every side file read whole (tbx_limits.max_side_file_bytes, issue 19): the open
+ * lists every side file whatever its size; a conversion that needs one above the limit fails
+ * with TBX_E_LIMIT naming the file, its size and the limit (the MCF writer's sections, the
+ * Hugging Face -> GGUF conversion), and a side file the writer does not take is dropped, when
+ * asked, without being read. */
+TBX_TEST(side_file_limit_is_one_and_named) {
+    tbx_limits lim;
+    tbx_limits_default(&lim);
+    CHECK_EQ(lim.max_side_file_bytes, (uint64_t)256 << 20);
+    new_single();
+    unlink(path_of("1_Pooling/config.json")); /* notes.txt is the one side file MCF refuses */
+    rmdir(path_of("1_Pooling"));
+    static char tok[1000], notes[2000];
+    memset(tok, ' ', sizeof tok);
+    memcpy(tok, "{\"model\": {}}", 13); /* 1000 bytes of valid JSON */
+    write_file("tokenizer.json", tok, sizeof tok);
+    memset(notes, 'n', sizeof notes); /* MCF has no section for it */
+    write_file("notes.txt", notes, sizeof notes);
+    char out[800], gout[800];
+    snprintf(out, sizeof out, "%s.out.mcf", g_dir);
+    snprintf(gout, sizeof gout, "%s.out.gguf", g_dir);
+    struct stat sb;
+    tbx_error e;
+    memset(&e, 0, sizeof e);
+    /* below tokenizer.json's size: refused, named, no output */
+    CHECK_EQ(convert_limited(999, out, TBX_FORMAT_MCF, TBX_CONVERT_DROP_SECTIONS, &e),
+             TBX_E_LIMIT);
+    CHECK(strstr(e.message, "tokenizer.json") && strstr(e.message, "1000") &&
+          strstr(e.message, "999") && strstr(e.message, "max_side_file_bytes"));
+    CHECK_STR(e.field, "tokenizer.json");
+    CHECK(stat(out, &sb) != 0);
+    /* the GGUF conversion for llama.cpp reads its side files through the same limit */
+    memset(&e, 0, sizeof e);
+    CHECK_EQ(convert_limited(999, gout, TBX_FORMAT_GGUF, 0, &e), TBX_E_LIMIT);
+    CHECK(strstr(e.message, "tokenizer.json") && strstr(e.message, "1000") &&
+          strstr(e.message, "999"));
+    CHECK(stat(gout, &sb) != 0);
+    /* at the limit: converted; notes.txt (2000 bytes, over it) is dropped unread */
+    CHECK_OK(convert_limited(1000, out, TBX_FORMAT_MCF, TBX_CONVERT_DROP_SECTIONS, &e));
+    tbx_file *g = NULL;
+    CHECK_OK(tbx_open_path(&g, out, NULL, &e));
+    if (g) {
+        uint64_t i = section_of(g, "tokenizer.json");
+        CHECK(i != UINT64_MAX);
+        static char back[1000];
+        size_t need = 0;
+        if (i != UINT64_MAX) CHECK_OK(tbx_section_read(g, i, back, sizeof back, &need, &e));
+        CHECK(need == sizeof tok && memcmp(back, tok, sizeof tok) == 0);
+        CHECK(section_of(g, "notes.txt") == UINT64_MAX);
+        tbx_close(g);
+    }
+    /* without --drop-sections the refusal names notes.txt, not the limit */
+    memset(&e, 0, sizeof e);
+    CHECK_EQ(convert_limited(1000, out, TBX_FORMAT_MCF, 0, &e), TBX_E_LOSSY);
+    CHECK(strstr(e.message, "notes.txt") && strstr(e.message, "--drop-sections"));
+    unlink(out);
+    unlink(gout);
+}
+
 typedef struct hcase {
     const char *name;
     const char *index;

@@ -233,30 +233,49 @@ TBX_TEST(convert_refuses_or_drops_sections_the_target_cannot_store) {
     tbx_close(f);
 }
 
-TBX_TEST(convert_reads_section_bytes_within_limits_before_offering_them) {
+/* A section the target takes is read whole within max_side_file_bytes (TBX_E_LIMIT naming it,
+ * its size and the limit) and must be readable (TBX_E_TRUNCATED naming it); one the target
+ * refuses is dropped on request without being read (issue 19: a side file over a limit is
+ * never read only to be dropped, and never dropped without a word). */
+TBX_TEST(convert_reads_the_sections_it_offers_within_the_side_file_limit) {
     char path[700], out[760];
     make_input(path, sizeof path);
     snprintf(out, sizeof out, "%s.lim", path);
     tbx_error e;
-    /* a section larger than max_tensor_bytes: TBX_E_LIMIT naming it, even with drop */
     tbx_open_options oo;
     tbx_open_options_init(&oo);
     tbx_limits lim;
     tbx_limits_default(&lim);
-    lim.max_tensor_bytes = 16; /* the tensor fits, the section does not */
+    lim.max_side_file_bytes = 16;
     oo.limits = &lim;
     tbx_file *f = NULL;
+    uint64_t size = (uint64_t)file_size(path);
+    /* MCF takes mcf.section.0xTTTT: 17 bytes are over the limit, 16 are read and stored */
+    CHECK_OK(tbx_open_path(&f, path, &oo, &e));
+    CHECK_OK(tbx_file_add_section(f, "mcf.section.0x0100", 0x100, 0, 17, &e));
+    CHECK_EQ(convert_to(f, out, TBX_FORMAT_MCF, TBX_CONVERT_DROP_SECTIONS, &e), TBX_E_LIMIT);
+    CHECK_STR(e.field, "mcf.section.0x0100");
+    CHECK(strstr(e.message, "17 bytes") && strstr(e.message, "limit of 16 bytes"));
+    CHECK(access(out, F_OK) != 0);
+    tbx_close(f);
+    CHECK_OK(tbx_open_path(&f, path, &oo, &e));
+    CHECK_OK(tbx_file_add_section(f, "mcf.section.0x0100", 0x100, 0, 16, &e));
+    CHECK_OK(convert_to(f, out, TBX_FORMAT_MCF, 0, &e));
+    tbx_close(f);
+    unlink(out);
+    /* GGUF takes no section: dropped on request without reading it, whatever its size or
+     * place (bytes past the end of the input included) */
     CHECK_OK(tbx_open_path(&f, path, &oo, &e));
     CHECK_OK(tbx_file_add_section(f, "big", 1, 0, 17, &e));
-    CHECK_EQ(convert_to(f, out, TBX_FORMAT_GGUF, TBX_CONVERT_DROP_SECTIONS, &e), TBX_E_LIMIT);
-    CHECK_STR(e.field, "big");
-    tbx_close(f);
-    /* bytes past the end of the input: the read fails, even with drop */
-    CHECK_OK(tbx_open_path(&f, path, NULL, &e));
-    uint64_t size = (uint64_t)file_size(path);
     CHECK_OK(tbx_file_add_section(f, "beyond", 1, size - 4, 8, &e));
-    CHECK_EQ(convert_to(f, out, TBX_FORMAT_GGUF, TBX_CONVERT_DROP_SECTIONS, &e), TBX_E_TRUNCATED);
-    CHECK_STR(e.field, "beyond");
+    CHECK_OK(convert_to(f, out, TBX_FORMAT_GGUF, TBX_CONVERT_DROP_SECTIONS, &e));
+    tbx_close(f);
+    unlink(out);
+    /* bytes past the end of the input, in a section the target takes: the read fails */
+    CHECK_OK(tbx_open_path(&f, path, NULL, &e));
+    CHECK_OK(tbx_file_add_section(f, "mcf.section.0x0101", 0x101, size - 4, 8, &e));
+    CHECK_EQ(convert_to(f, out, TBX_FORMAT_MCF, TBX_CONVERT_DROP_SECTIONS, &e), TBX_E_TRUNCATED);
+    CHECK_STR(e.field, "mcf.section.0x0101");
     CHECK(access(out, F_OK) != 0);
     tbx_close(f);
 }
