@@ -205,6 +205,31 @@ static tbx_status add_given_meta(tbx_writer *w, const tbx_value *m, tbx_error *e
     return TBX_OK;
 }
 
+/* The text --stringify-meta makes of a value (sb_value): a STRING value owning its buffer, or
+ * NULL when out of memory. */
+static tbx_value *stringify(tbx_file *in, const tbx_value *v) {
+    tbx_membuf b = { &in->al, NULL, 0, 0, false };
+    sb_value(&b, v, 0);
+    return sb_take_string(&in->al, &b);
+}
+
+/* Would the target take the text --stringify-meta makes of this entry? (The key may be what it
+ * refuses, or the text: OINF's [A-Za-z0-9._-]+ refuses the quotes of a stringified string.) */
+static bool stringify_helps(tbx_file *in, tbx_writer *w, const tbx_meta_entry *e) {
+    if (!w->drv->w_check_meta) return true;
+    tbx_value *s = stringify(in, e->value);
+    if (!s) return true; /* cannot tell: keep the usual hint */
+    tbx_error e2;
+    bool ok = w->drv->w_check_meta(w, e->key, e->key_len, s, &e2) == TBX_OK;
+    tbx_val_free(s);
+    return ok;
+}
+
+static void append_hint(tbx_error *err, const char *hint) {
+    size_t l = strlen(err->message);
+    snprintf(err->message + l, sizeof err->message - l, " (%s)", hint);
+}
+
 static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
                             kept_values *kept, tbx_error *err) {
     for (size_t i = 0; i < in->nmeta; i++) {
@@ -216,25 +241,28 @@ static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_optio
         /* stringifying helps only a target that stores strings (embd-legacy has no metadata) */
         const bool strings = tbx_driver_meta_ok(w->drv, TBX_V_STRING);
         if ((o->flags & TBX_CONVERT_STRINGIFY_META) && strings) {
-            tbx_membuf b = { &in->al, NULL, 0, 0, false };
-            sb_value(&b, e->value, 0);
-            if (b.oom) { tbx_free(&in->al, b.p, b.cap); return tbx_err_nomem(err, "metadata text"); }
-            if (!tbx_grow(&in->al, (void **)&kept->v, &kept->cap, kept->n + 1, sizeof *kept->v)) {
-                tbx_free(&in->al, b.p, b.cap);
+            if (!tbx_grow(&in->al, (void **)&kept->v, &kept->cap, kept->n + 1, sizeof *kept->v))
                 return tbx_err_nomem(err, "metadata text");
-            }
-            tbx_value *s = sb_take_string(&in->al, &b);
+            tbx_value *s = stringify(in, e->value);
             if (!s) return tbx_err_nomem(err, "metadata text");
             kept->v[kept->n++] = s; /* the text is lent to the writer, not copied */
             st = tbx_writer_add_meta_borrowed_(w, e->key, e->key_len, s, err);
-            if (st != TBX_OK) return st;
+            if (st == TBX_OK) continue;
+            if (!refusal(st)) return st;
+            /* its text is refused too: dropped when that is allowed, else say what works */
+            if (o->flags & TBX_CONVERT_DROP_META) continue;
+            append_hint(err, "its text form is refused too; leave it out with --drop-meta");
+            return st;
         } else if (o->flags & TBX_CONVERT_DROP_META) {
             continue;
         } else {
-            size_t l = strlen(err->message);
-            snprintf(err->message + l, sizeof err->message - l,
-                     strings ? " (allow it with --stringify-meta or --drop-meta)"
-                             : " (allow dropping it with --drop-meta)");
+            /* suggest only what works: the target may refuse the stringified text as well */
+            tbx_error keep = *err;
+            bool s_ok = strings && stringify_helps(in, w, e);
+            *err = keep;
+            append_hint(err, s_ok ? "allow it with --stringify-meta or --drop-meta"
+                                  : "leave it out with --drop-meta; stringifying cannot help: "
+                                    "its text form is refused too");
             return st;
         }
     }

@@ -454,7 +454,8 @@ static int convert_run(const cli_args *a) {
         if (st == TBX_E_EXISTS && !same_file(in, out) && !cli_flag(a, "force") &&
             cli_force_would_help(out))
             fprintf(stderr, "tbx: use --force to replace %s\n", out);
-        else if (st == TBX_E_LOSSY)
+        else if (st == TBX_E_LOSSY && !strstr(err.message, " --"))
+            /* the general list, unless the message already names what works */
             fprintf(stderr, "tbx: lossy steps need an explicit option: --stringify-meta, "
                             "--drop-meta, --drop-sections, --cast DTYPE, --quant TYPE, "
                             "--dequantize\n");
