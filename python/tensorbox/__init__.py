@@ -558,16 +558,21 @@ def _tensor_item(name, t):
                 tmap[getattr(torch, attr)] = nm
         if t.dtype in tmap:
             raw = t.view(torch.uint8 if t.element_size() == 1 else torch.int16).numpy()
-            return (name, tmap[t.dtype], tuple(t.shape), np.ascontiguousarray(raw).view(np.uint8))
+            return (name, tmap[t.dtype], tuple(t.shape), _c_order(raw).reshape(-1).view(np.uint8))
         t = t.numpy()
-    a = np.asarray(t)
+    a = np.asarray(t)  # a numpy scalar (np.float32(3)) becomes a 0-d array: shape ()
     if a.dtype.byteorder not in ("=", "|", "<" if np.little_endian else ">"):
         a = a.astype(a.dtype.newbyteorder("="))
     dt = _tbx_dtype(a.dtype)
     if dt is None:
-        raise UnsupportedError(f"tensor '{name}': numpy dtype {a.dtype} has no tensorbox dtype")
-    a = np.ascontiguousarray(a)
+        raise UnsupportedError(f"tensor {name!r}: numpy dtype {a.dtype} has no tensorbox dtype")
+    a = _c_order(a)
     return (name, dt, tuple(int(d) for d in a.shape), a.reshape(-1).view(np.uint8))
+
+
+def _c_order(a):
+    """`a` in C order, its shape kept (np.ascontiguousarray makes a 0-d array 1-d)."""
+    return a if a.flags.c_contiguous else np.array(a, order="C")
 
 
 _CONVERT_ONLY = ("cast", "quant", "stringify_meta", "drop_meta", "drop_sections")
