@@ -1431,6 +1431,26 @@ static PyObject *mod_dtype_info(PyObject *m, PyObject *arg) {
                          in->flags);
 }
 
+/* decode_f32(dtype, src, out): tbx_decode_f32 of the bytes of src (a buffer) into out (a
+ * writable float32 buffer of the element count) */
+static PyObject *mod_decode_f32(PyObject *m, PyObject *args) {
+    (void)m;
+    const char *s;
+    Py_buffer src, dst;
+    if (!PyArg_ParseTuple(args, "sy*w*", &s, &src, &dst)) return NULL;
+    PyObject *r = NULL;
+    tbx_dtype dt = tbx_dtype_from_name(s);
+    size_t n = (size_t)dst.len / sizeof(float);
+    tbx_status st = dt == TBX_DT_INVALID ? TBX_E_INVALID_ARG
+                                         : tbx_decode_f32(dt, src.buf, (size_t)src.len, n, dst.buf);
+    if (st != TBX_OK) raise_simple(st, "dtype '%.100s': cannot decode %zu values: %s", s, n,
+                                   tbx_strerror(st));
+    else r = Py_NewRef(Py_None);
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&dst);
+    return r;
+}
+
 /* nbytes(dtype, shape) -> stored bytes of a tensor (tbx_dtype_nbytes_shape) */
 static PyObject *mod_nbytes(PyObject *m, PyObject *args) {
     (void)m;
@@ -1500,6 +1520,7 @@ static PyMethodDef mod_methods[] = {
     {"convert", (PyCFunction)(void (*)(void))mod_convert, METH_VARARGS | METH_KEYWORDS,
      "convert(src, dst, **options): tbx_convert"},
     {"dtype_info", mod_dtype_info, METH_O, "(name, bits, block_size, block_bytes, flags) or None"},
+    {"decode_f32", mod_decode_f32, METH_VARARGS, "decode_f32(dtype, src, out): values as float32"},
     {"nbytes", mod_nbytes, METH_VARARGS, "nbytes(dtype, shape): stored bytes"},
     {"formats", mod_formats, METH_NOARGS, "[(name, extensions, aliases, writable)]"},
     {"format_from_path", mod_format_from_path, METH_O, "format name from an extension, or None"},
