@@ -107,6 +107,17 @@ static PyObject *raise_simple(tbx_status st, const char *fmt, ...) {
     return raise_tbx(st, &e);
 }
 
+/* A name given by the caller, for a message: Python's repr of it ('a\x00b'), so that a NUL or
+ * any other control character shows escaped instead of cutting or breaking the message. */
+static void name_repr(char *dst, size_t cap, PyObject *name) {
+    dst[0] = '\0';
+    PyObject *r = name ? PyObject_Repr(name) : NULL;
+    const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+    if (u) snprintf(dst, cap, "%s", u);
+    else { PyErr_Clear(); snprintf(dst, cap, "?"); }
+    Py_XDECREF(r);
+}
+
 static void err_clear(tbx_error *e) {
     memset(e, 0, sizeof *e);
     e->offset = TBX_NO_OFFSET;
@@ -481,7 +492,9 @@ static tbx_value *tagged_to_value(PyObject *o, int depth) {
             tbx_status st = tbx_value_map_put(m, key, (size_t)kl, it);
             if (st != TBX_OK) {
                 tbx_value_free(m);
-                return (tbx_value *)raise_simple(st, "metadata map key '%s': %s", key,
+                char q[256];
+                name_repr(q, sizeof q, PyTuple_GET_ITEM(kv, 0));
+                return (tbx_value *)raise_simple(st, "metadata map key %s: %s", q,
                                                  tbx_strerror(st));
             }
         }
@@ -694,7 +707,9 @@ static PyObject *file_find(PyObject *self, PyObject *arg) {
         err_clear(&e);
         e.code = st;
         snprintf(e.field, sizeof e.field, "tensor");
-        snprintf(e.message, sizeof e.message, "no tensor named '%.200s'", PyBytes_AS_STRING(b));
+        char q[256];
+        name_repr(q, sizeof q, arg);
+        snprintf(e.message, sizeof e.message, "no tensor named %s", q);
         Py_DECREF(b);
         return raise_tbx(st, &e);
     }
@@ -1322,13 +1337,16 @@ static PyObject *mod_write(PyObject *m, PyObject *args, PyObject *kw) {
         if (!PyArg_ParseTuple(t, "s#sO!O", &name, &name_len, &dtn, &PyTuple_Type, &shp, &data))
             goto done_idx;
         tbx_dtype dt = tbx_dtype_from_name(dtn);
+        char q[256]; /* the name for a message, only when one is raised */
         if (dt == TBX_DT_INVALID) {
-            raise_simple(TBX_E_INVALID_ARG, "tensor '%s': unknown dtype '%s'", name, dtn);
+            name_repr(q, sizeof q, PyTuple_GET_ITEM(t, 0));
+            raise_simple(TBX_E_INVALID_ARG, "tensor %s: unknown dtype '%s'", q, dtn);
             goto done_idx;
         }
         Py_ssize_t nd = PyTuple_GET_SIZE(shp);
         if (nd > 64) {
-            raise_simple(TBX_E_LIMIT, "tensor '%s': %zd dimensions", name, nd);
+            name_repr(q, sizeof q, PyTuple_GET_ITEM(t, 0));
+            raise_simple(TBX_E_LIMIT, "tensor %s: %zd dimensions", q, nd);
             goto done_idx;
         }
         uint64_t shape[64];

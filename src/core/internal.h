@@ -885,5 +885,11 @@ bool tbx_utf8_valid(const char *p, size_t n, size_t *bad);
 /* snprintf into a fixed buffer of a possibly binary name: printable ASCII kept, others \xNN,
  * truncated with "..." past `max` input bytes. */
 void tbx_quote_bytes(char *dst, size_t cap, const char *p, size_t n, size_t max);
+/* A JSON parser's error for text src[0, n) as message text: jansson's reason (`jtext`, its
+ * " near '...'" token context dropped: jansson prints it cut at a NUL byte, control bytes raw)
+ * followed by " near \"...\"": up to 16 bytes of src on each side of `pos` (the parser's
+ * position), escaped by tbx_quote_bytes. */
+void tbx_json_reason(char *dst, size_t cap, const char *jtext, const char *src, size_t n,
+                     size_t pos);
 
 #endif /* TBX_INTERNAL_H */

@@ -516,3 +516,12 @@ def test_write_options_a_format_has_no_use_for_are_refused(tbx, tmp_path, suffix
     assert r.rc == 1, r.describe()
     word = {"alignment": b"alignment", "compress": b"compress", "digest": b"digest"}[option]
     assert word in r.err and not out.exists(), r.describe()
+
+def test_control_bytes_of_a_name_are_escaped_in_messages(tbx, sample):
+    """A name given on the command line holding control bytes (ESC, TAB) is printed escaped:
+    one line, no terminal escape sequence."""
+    r = run(tbx, "cat", sample, "a\x1b[31mb\tc")
+    assert r.rc == 1, r.describe()
+    assert r.err == f"tbx: no tensor named 'a\\x1b[31mb\\x09c' in {sample}\n".encode(), r.err
+    r = run(tbx, "info", sample, "--bad\x1b")
+    assert r.rc == 2 and b"\x1b" not in r.err and b"--bad\\x1b" in r.err, r.describe()
