@@ -1026,6 +1026,8 @@ static PyObject *file_info(PyObject *self, PyObject *args, PyObject *kw) {
                                     (unsigned long long)ti.offset, "nbytes",
                                     (unsigned long long)ti.nbytes);
         if (append_new(x, t) < 0) goto fail; /* t stays alive in x */
+        if ((ti.flags & TBX_TENSOR_UNREADABLE) && set_item(t, "unreadable", Py_NewRef(Py_True)) < 0)
+            goto fail;
         if (!is_plain(f, i, &ti)) {
             const char *ln = tbx_layout_name(ti.layout);
             if (set_item(t, "layout", PyUnicode_FromString(ln ? ln : "?")) < 0 ||
@@ -1396,14 +1398,15 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     (void)m;
     static char *kwlist[] = {"src", "dst", "format", "force", "alignment", "compress", "digest",
                              "format_version", "threads", "cast", "quant", "stringify_meta",
-                             "drop_meta", "drop_sections", "sync", NULL};
+                             "drop_meta", "drop_sections", "sync", "drop_unreadable", NULL};
     PyObject *srcobj = NULL, *dstobj = NULL, *cast = Py_None, *quant = Py_None;
     wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0, 1};
-    int stringify = 0, drop_meta = 0, drop_sections = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOpppp", kwlist, PyUnicode_FSConverter,
+    int stringify = 0, drop_meta = 0, drop_sections = 0, drop_unreadable = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppp", kwlist, PyUnicode_FSConverter,
                                      &srcobj, PyUnicode_FSConverter, &dstobj, &w.format, &w.force,
                                      &w.alignment, &w.compress, &w.digest, &w.version, &w.threads,
-                                     &cast, &quant, &stringify, &drop_meta, &drop_sections, &w.sync))
+                                     &cast, &quant, &stringify, &drop_meta, &drop_sections, &w.sync,
+                                     &drop_unreadable))
         return NULL;
     PyObject *result = NULL, *digest_bytes = NULL;
     tbx_convert_options co;
@@ -1414,6 +1417,7 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     if (stringify) co.flags |= TBX_CONVERT_STRINGIFY_META;
     if (drop_meta) co.flags |= TBX_CONVERT_DROP_META;
     if (drop_sections) co.flags |= TBX_CONVERT_DROP_SECTIONS;
+    if (drop_unreadable) co.flags |= TBX_CONVERT_DROP_UNREADABLE;
     tbx_open_options oo;
     tbx_open_options_init(&oo);
     oo.flags |= TBX_OPEN_MMAP;

@@ -645,11 +645,14 @@ def save_file(tensors, path, metadata=None, format=None, *, force=False, alignme
 
 def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, digest=None,
             format_version=0, threads=0, cast=None, quant=None, stringify_meta=False,
-            drop_meta=False, drop_sections=False, sync=True):
+            drop_meta=False, drop_sections=False, sync=True, drop_unreadable=False):
     """Converts a file to another format (``tbx convert``); same options as save_file.
     Lossless unless a lossy option is given: what the target cannot store raises LossyError or
-    UnsupportedError naming it."""
+    UnsupportedError naming it. A tensor the input lists but cannot read (``info()`` marks it
+    ``"unreadable"``) raises FormatError naming it, unless ``drop_unreadable=True`` leaves such
+    tensors out (``tbx convert --drop-unreadable``)."""
     _tb.convert(os.fspath(src), os.fspath(dst), format=format, force=force, alignment=alignment,
                 compress=compress, digest=digest, format_version=format_version,
                 threads=threads, cast=cast, quant=quant, stringify_meta=stringify_meta,
-                drop_meta=drop_meta, drop_sections=drop_sections, sync=sync)
+                drop_meta=drop_meta, drop_sections=drop_sections, sync=sync,
+                drop_unreadable=drop_unreadable)

@@ -85,4 +85,5 @@ def convert(src: _Path, dst: _Path, format: Optional[str] = None, *, force: bool
             alignment: int = 0, compress: int = 0, digest: Optional[str] = None,
             format_version: int = 0, threads: int = 0, cast: Optional[str] = None,
             quant: Optional[str] = None, stringify_meta: bool = False, drop_meta: bool = False,
-            drop_sections: bool = False, sync: bool = True) -> None: ...
+            drop_sections: bool = False, sync: bool = True,
+            drop_unreadable: bool = False) -> None: ...

@@ -415,6 +415,11 @@ typedef struct tbx_tensor {
     uint32_t ndim;
     uint8_t layout;          /* a tbx_layout */
     uint8_t ncomp;           /* tbx_file_add_tensor refuses more than 255 components */
+    /* Set by the driver for a tensor it lists but cannot give the values of (MCF int8/int4
+     * codes stored without their scale): every read of it fails with the driver's error (its
+     * raw_pending/check_component say why), tbx_validate reports it, and tbx_convert refuses
+     * it naming it unless TBX_CONVERT_DROP_UNREADABLE leaves it out. */
+    uint8_t unreadable;
 } tbx_tensor;
 
 typedef struct tbx_section {

@@ -456,6 +456,43 @@ def test_mcf_quantized_raw_by_default():
         assert np.asarray(raw[name]).tobytes() == payload, name
 
 
+def test_mcf_quant_embed_file_reads_but_its_bare_tensors():
+    """mantle pack --quant-embed int8 (bare codes, no scale): the file opens; every other
+    tensor gives mantle's values; a bare tensor is marked in info(), raises FormatError naming
+    it when read, is a validate problem, and convert(drop_unreadable=True) leaves it out."""
+    import json
+    man = json.loads((MCF_DATA / "manifest.json").read_text())
+    fx = next(f for f in man["fixtures"] if f["file"] == "files/hf_tiny_llama_int8.mcf")
+    path = MCF_DATA / fx["file"]
+    bare = {t["name"] for t in fx["tensors"] if t["dtype_name"] == "int8"}
+    assert len(bare) == 3
+    info = tensorbox.info(path)
+    assert {t["name"] for t in info["tensors"] if t.get("unreadable")} == bare
+    with tensorbox.safe_open(path, dequantize=True) as f:
+        assert set(f.keys()) == {t["name"] for t in fx["tensors"]}
+        for t in fx["tensors"]:
+            if t["name"] in bare:
+                with pytest.raises(tensorbox.FormatError, match=f'tensor "{t["name"]}"'):
+                    f.get_tensor(t["name"])
+                with pytest.raises(tensorbox.FormatError):
+                    f.get_slice(t["name"])[0:1]
+            elif "f32" in t:
+                want = np.fromfile(MCF_DATA / t["f32"], dtype="<f4")
+                g = np.asarray(f.get_tensor(t["name"]), np.float32).reshape(-1)
+                assert g.view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), t["name"]
+    probs = tensorbox.validate(path)
+    assert sorted((p.code, p.field) for p in probs) == [("TBX_E_FORMAT", "tensor.data_size")] * 3
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        o = Path(d) / "o.mcf"
+        with pytest.raises(tensorbox.FormatError, match="drop-unreadable"):
+            tensorbox.convert(path, o)
+        assert not o.exists()
+        tensorbox.convert(path, o, drop_unreadable=True)
+        assert set(tensorbox.load_file(o)) == {t["name"] for t in fx["tensors"]} - bare
+        assert tensorbox.validate(o) == []
+
+
 def test_embd_legacy_equals_the_original_tensors():
     """The file cpp_embedder's own converter wrote reads as the PyTorch arrays it was made
     from (tests/data/embd/README.md)."""
