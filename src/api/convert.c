@@ -260,9 +260,10 @@ static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_optio
             tbx_error keep = *err;
             bool s_ok = strings && stringify_helps(in, w, e);
             *err = keep;
-            append_hint(err, s_ok ? "allow it with --stringify-meta or --drop-meta"
-                                  : "leave it out with --drop-meta; stringifying cannot help: "
-                                    "its text form is refused too");
+            append_hint(err, !strings ? "allow dropping it with --drop-meta"
+                             : s_ok   ? "allow it with --stringify-meta or --drop-meta"
+                                      : "leave it out with --drop-meta; stringifying cannot "
+                                        "help: its text form is refused too");
             return st;
         }
     }

@@ -517,6 +517,7 @@ def test_write_options_a_format_has_no_use_for_are_refused(tbx, tmp_path, suffix
     word = {"alignment": b"alignment", "compress": b"compress", "digest": b"digest"}[option]
     assert word in r.err and not out.exists(), r.describe()
 
+
 def test_control_bytes_of_a_name_are_escaped_in_messages(tbx, sample):
     """A name given on the command line holding control bytes (ESC, TAB) is printed escaped:
     one line, no terminal escape sequence."""
