@@ -6,14 +6,16 @@
 #   make asan       bootstrap, build build-asan/ (clang, ASan+UBSan, Debug) and run its ctest
 #   make tsan       bootstrap, build build-tsan/ (clang, ThreadSanitizer) and run the tests that
 #                   start worker threads (ctest label "threads")
-#   make demo       build, then run examples/demo.sh
+#   make demo       bootstrap the Debian packages only, build tbx, run examples/demo.sh (quick on a
+#                   fresh machine: llama.cpp runs the converted model only once `make test` built it)
 #   make fuzz       build build-fuzz/ (clang, libFuzzer) and fuzz every target for FUZZ_SECONDS
 #                   (default 60) each; new inputs -> build-fuzz/corpus-new/, crashes -> fuzz/artifacts/
 #   make bench      build, then run bench/run_all.sh (if present)
 #   make install    build, then install into PREFIX (default /usr/local)
 #   make seeds      regenerate fuzz/corpus/ with fuzz/make_*seeds.py
 #   make clean      remove the build directories
-#   make bootstrap  install missing Debian packages and the Python peers (idempotent, quick)
+#   make bootstrap  install missing Debian packages and the Python peers (idempotent, quick);
+#                   llama.cpp (slow, once) is built by `make test` (scripts/bootstrap.sh --llama)
 SHELL := /bin/bash
 
 BUILD      ?= build
@@ -32,9 +34,10 @@ CMAKE_GEN  := -G Ninja
 all: build
 
 # TBX_BOOTSTRAPPED=1 skips the bootstrap (scripts/test.sh runs it once, then the other steps).
+BOOTSTRAP_ARGS ?=
 bootstrap:
 ifeq ($(TBX_BOOTSTRAPPED),)
-	@scripts/bootstrap.sh
+	@scripts/bootstrap.sh $(BOOTSTRAP_ARGS)
 endif
 
 configure: bootstrap
@@ -67,7 +70,11 @@ tsan: tsan-build
 test:
 	@scripts/test.sh
 
-demo: build
+# The demo needs only tbx: the Debian packages, no Python peer, no llama.cpp build (the tour runs
+# the converted model in llama.cpp when .venv already has it), and only the tbx target.
+demo: BOOTSTRAP_ARGS := --system-only
+demo: configure
+	cmake --build $(BUILD) --target tbx
 	TBX=$(CURDIR)/$(BUILD)/tbx PATH="$(CURDIR)/$(BUILD):$$PATH" bash examples/demo.sh
 
 fuzz-build: bootstrap

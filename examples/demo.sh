@@ -9,7 +9,8 @@
 # converted back to safetensors and compared tensor by tensor through `tbx cat`).
 # Then the main job: a Hugging Face model directory (examples/tiny-embedder, a toy
 # sentence-transformers model) to the files runtimes load: a GGUF for llama.cpp (loaded and run
-# by llama-cpp-python from .venv when it is installed), an EMBD .weights and an MCF.
+# by llama-cpp-python from .venv when it is already built there: `make test` builds it once;
+# the demo never builds it), an EMBD .weights and an MCF.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -120,7 +121,7 @@ print(f"llama.cpp: {text!r} -> tokens {m.tokenize(text.encode())}, embedding of 
       f"values starting {[round(x, 4) for x in v[:4]]}")
 PYEOF
 else
-  echo "(llama-cpp-python not installed in .venv: skipped loading it; make bootstrap installs it)"
+  echo "(llama.cpp not built yet, so not run here: \`make test\` builds it into .venv once, ~8 min)"
 fi
 
 step "tbx convert $(basename "$HF_DIR")/ model-q4k.gguf --quant q4_k"

@@ -260,7 +260,8 @@ typedef enum tbx_dtype {
      * q/k families), decoded exactly as mantle does (docs/formats/mcf.md). int8/int4: f32
      * tensor scale (and zero point, activations domain) regions before the codes; q8/q4: f16
      * scale per block of 32; k6..k2: f16 scale per super-block of 256 and a 6-bit sub-scale
-     * per block of 32. */
+     * per block of 32. mantle's runtime loads q8 .. k2 only: it refuses int8/int4 tensors
+     * ("unsupported dtype 16/17"), which tensorbox alone reads. */
     TBX_DT_MCF_INT8 = 90, TBX_DT_MCF_INT4 = 91, TBX_DT_MCF_Q8 = 92, TBX_DT_MCF_Q4 = 93,
     TBX_DT_MCF_K6 = 94, TBX_DT_MCF_K4 = 95, TBX_DT_MCF_K3 = 96, TBX_DT_MCF_K2 = 97,
     TBX_DT_COUNT_ = 98       /* one past the largest value reserved so far */
@@ -628,7 +629,16 @@ typedef struct tbx_tensor_info {
     uint32_t ncomponents;   /* >= 1 when the tensor has data, 0 for "no data" tensors */
     uint64_t offset;        /* absolute file offset of the first component's stored bytes */
     uint64_t nbytes;        /* stored bytes of all components together */
+    uint32_t flags;         /* TBX_TENSOR_* */
 } tbx_tensor_info;
+
+/* The file lists the tensor but its values cannot be read: its stored bytes are not what its
+ * dtype needs, in a way the format's reference accepts (an MCF int8/int4 tensor holding its
+ * codes without their scale, as `mantle pack --quant-embed` writes them). Every read of it
+ * (raw, range, map, f32, batch) fails with an error naming it and saying why; tbx_validate
+ * reports it; tbx_convert refuses it unless TBX_CONVERT_DROP_UNREADABLE leaves it out. The
+ * rest of the file reads as usual. */
+#define TBX_TENSOR_UNREADABLE 0x1u
 
 typedef struct tbx_component_info {
     uint32_t struct_size;   /* set by the caller (TBX_COMPONENT_INFO_INIT) */
@@ -968,6 +978,9 @@ TBX_API void tbx_remove_temp_files(void);
 #define TBX_CONVERT_QUANT_CLIP     0x20u
 #define TBX_CONVERT_RAW            0x40u /* GGUF target: copy a Hugging Face model as it is (no
                                           * llama.cpp architecture, tokenizer, names) */
+/* leave out the tensors the input lists but cannot read (TBX_TENSOR_UNREADABLE); without it
+ * such a tensor fails the conversion, naming it, before anything is written */
+#define TBX_CONVERT_DROP_UNREADABLE 0x80u
 
 typedef void (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
 
@@ -1014,7 +1027,8 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * (any row length: the last block of a row is padded), with the clip range [-m, m], m the
  * largest |value| among its finite values, or [quant_clip_min, quant_clip_max] for every tensor
  * with TBX_CONVERT_QUANT_CLIP (recorded in the file's QuantInfo, weights domain);
- * int8/int4 use one f32 scale m / 127 (m / 7). q/k use the default method unless
+ * int8/int4 use one f32 scale m / 127 (m / 7): files tensorbox reads, but mantle's runtime
+ * does not load ("unsupported dtype 16/17"; q8 .. k2 load). q/k use the default method unless
  * TBX_CONVERT_QUANT_MANTLE asks for mantle's. Deterministic, the same bytes for any thread
  * count; on_quant reports each tensor's error. NaN inputs count as 0 in the default method.
  *
@@ -1027,10 +1041,15 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * when set) from tbx_tensor_read_f32, without a description. A quantization is never dropped
  * silently, and cast_to alone does not apply to quantized tensors.
  *
+ * A tensor the input lists but cannot read (TBX_TENSOR_UNREADABLE) fails the conversion before
+ * anything is written, with the reader's error naming it (and a count of the others), unless
+ * flags has TBX_CONVERT_DROP_UNREADABLE: such tensors are then left out.
+ *
  * A GGUF target from an input that carries a "config.json" section (a Hugging Face model
  * directory) is written for llama.cpp by tbx_gguf_from_hf (tensorbox/gguf.h: architecture,
  * hyper-parameters, tokenizer, llama.cpp tensor names; cast_to and quant_to apply to 2-D
- * weights, 1-D tensors become f32), unless flags has TBX_CONVERT_RAW. */
+ * weights, 1-D tensors become f32), unless flags has TBX_CONVERT_RAW (an input with unreadable
+ * tensors: TBX_E_UNSUPPORTED, they are not left out there). */
 TBX_API tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
                                tbx_error *err);
 

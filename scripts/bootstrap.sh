@@ -1,8 +1,24 @@
 #!/usr/bin/env bash
 # Installs what tensorbox needs to build and test, when it is missing.
-# Idempotent and quick when everything is present. Called by `make demo` and `make test`.
+# Idempotent and quick when everything is present.
+#
+#   scripts/bootstrap.sh                 Debian packages + .venv with the Python peers
+#                                        (`make build`, `make bootstrap`, ...)
+#   scripts/bootstrap.sh --system-only   Debian packages only (`make demo`: it needs no peer)
+#   scripts/bootstrap.sh --llama         also llama.cpp (llama-cpp-python, compiled from source
+#                                        once, ~8 minutes on two idle cores, then cached in
+#                                        .venv): `make test` (scripts/test.sh) asks for it
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+WANT_PEERS=1 WANT_LLAMA=0
+for arg in "$@"; do
+  case $arg in
+    --system-only) WANT_PEERS=0 ;;
+    --llama) WANT_LLAMA=1 ;;
+    *) echo "bootstrap: unknown argument '$arg' (--system-only, --llama)" >&2; exit 2 ;;
+  esac
+done
 
 DEB_PKGS=(cmake ninja-build pkg-config clang libclang-rt-14-dev
           libzstd-dev libjansson-dev libcbor-dev libdeflate-dev libssl-dev zlib1g-dev
@@ -17,6 +33,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+[ "$WANT_PEERS" -eq 1 ] || exit 0
 
 # Python peers in a project-local virtual environment.
 PY=${PYTHON:-python3}
@@ -35,11 +53,13 @@ if [ ! -f "$STAMP" ] || ! cmp -s "$REQ" "$STAMP"; then
 fi
 
 # llama.cpp (PyPI llama-cpp-python) for the Hugging Face -> GGUF tests: compiled from source, CPU
-# backend, portable (no -march=native), without BLAS/OpenMP; only when missing or its pin changed.
+# backend, portable (no -march=native), without BLAS/OpenMP; only when asked for (--llama: make
+# test) and missing or its pin changed (make demo runs it only when it is already built).
 # Its source distribution (llama.cpp vendored) is downloaded once into .venv/llama-cpp-src/; the
 # build uses it, and llama.cpp's own sources of that release stay there (vendor/llama.cpp/src)
 # for the tests that check tensorbox against llama.cpp's rules (tests/python/test_hf_gguf.py
 # reads src/llama-vocab.cpp); the archive itself is removed.
+[ "$WANT_LLAMA" -eq 1 ] || exit 0
 LLAMA_REQ=python/requirements-llama.txt
 LLAMA_PIN=$(sed -n 's/^llama-cpp-python==//p' "$LLAMA_REQ")
 LLAMA_SRC=.venv/llama-cpp-src

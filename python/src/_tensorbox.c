@@ -107,6 +107,17 @@ static PyObject *raise_simple(tbx_status st, const char *fmt, ...) {
     return raise_tbx(st, &e);
 }
 
+/* A name given by the caller, for a message: Python's repr of it ('a\x00b'), so that a NUL or
+ * any other control character shows escaped instead of cutting or breaking the message. */
+static void name_repr(char *dst, size_t cap, PyObject *name) {
+    dst[0] = '\0';
+    PyObject *r = name ? PyObject_Repr(name) : NULL;
+    const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+    if (u) snprintf(dst, cap, "%s", u);
+    else { PyErr_Clear(); snprintf(dst, cap, "?"); }
+    Py_XDECREF(r);
+}
+
 static void err_clear(tbx_error *e) {
     memset(e, 0, sizeof *e);
     e->offset = TBX_NO_OFFSET;
@@ -481,7 +492,9 @@ static tbx_value *tagged_to_value(PyObject *o, int depth) {
             tbx_status st = tbx_value_map_put(m, key, (size_t)kl, it);
             if (st != TBX_OK) {
                 tbx_value_free(m);
-                return (tbx_value *)raise_simple(st, "metadata map key '%s': %s", key,
+                char q[256];
+                name_repr(q, sizeof q, PyTuple_GET_ITEM(kv, 0));
+                return (tbx_value *)raise_simple(st, "metadata map key %s: %s", q,
                                                  tbx_strerror(st));
             }
         }
@@ -694,7 +707,9 @@ static PyObject *file_find(PyObject *self, PyObject *arg) {
         err_clear(&e);
         e.code = st;
         snprintf(e.field, sizeof e.field, "tensor");
-        snprintf(e.message, sizeof e.message, "no tensor named '%.200s'", PyBytes_AS_STRING(b));
+        char q[256];
+        name_repr(q, sizeof q, arg);
+        snprintf(e.message, sizeof e.message, "no tensor named %s", q);
         Py_DECREF(b);
         return raise_tbx(st, &e);
     }
@@ -1011,6 +1026,8 @@ static PyObject *file_info(PyObject *self, PyObject *args, PyObject *kw) {
                                     (unsigned long long)ti.offset, "nbytes",
                                     (unsigned long long)ti.nbytes);
         if (append_new(x, t) < 0) goto fail; /* t stays alive in x */
+        if ((ti.flags & TBX_TENSOR_UNREADABLE) && set_item(t, "unreadable", Py_NewRef(Py_True)) < 0)
+            goto fail;
         if (!is_plain(f, i, &ti)) {
             const char *ln = tbx_layout_name(ti.layout);
             if (set_item(t, "layout", PyUnicode_FromString(ln ? ln : "?")) < 0 ||
@@ -1322,13 +1339,16 @@ static PyObject *mod_write(PyObject *m, PyObject *args, PyObject *kw) {
         if (!PyArg_ParseTuple(t, "s#sO!O", &name, &name_len, &dtn, &PyTuple_Type, &shp, &data))
             goto done_idx;
         tbx_dtype dt = tbx_dtype_from_name(dtn);
+        char q[256]; /* the name for a message, only when one is raised */
         if (dt == TBX_DT_INVALID) {
-            raise_simple(TBX_E_INVALID_ARG, "tensor '%s': unknown dtype '%s'", name, dtn);
+            name_repr(q, sizeof q, PyTuple_GET_ITEM(t, 0));
+            raise_simple(TBX_E_INVALID_ARG, "tensor %s: unknown dtype '%s'", q, dtn);
             goto done_idx;
         }
         Py_ssize_t nd = PyTuple_GET_SIZE(shp);
         if (nd > 64) {
-            raise_simple(TBX_E_LIMIT, "tensor '%s': %zd dimensions", name, nd);
+            name_repr(q, sizeof q, PyTuple_GET_ITEM(t, 0));
+            raise_simple(TBX_E_LIMIT, "tensor %s: %zd dimensions", q, nd);
             goto done_idx;
         }
         uint64_t shape[64];
@@ -1378,14 +1398,15 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     (void)m;
     static char *kwlist[] = {"src", "dst", "format", "force", "alignment", "compress", "digest",
                              "format_version", "threads", "cast", "quant", "stringify_meta",
-                             "drop_meta", "drop_sections", "sync", NULL};
+                             "drop_meta", "drop_sections", "sync", "drop_unreadable", NULL};
     PyObject *srcobj = NULL, *dstobj = NULL, *cast = Py_None, *quant = Py_None;
     wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0, 1};
-    int stringify = 0, drop_meta = 0, drop_sections = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOpppp", kwlist, PyUnicode_FSConverter,
+    int stringify = 0, drop_meta = 0, drop_sections = 0, drop_unreadable = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppp", kwlist, PyUnicode_FSConverter,
                                      &srcobj, PyUnicode_FSConverter, &dstobj, &w.format, &w.force,
                                      &w.alignment, &w.compress, &w.digest, &w.version, &w.threads,
-                                     &cast, &quant, &stringify, &drop_meta, &drop_sections, &w.sync))
+                                     &cast, &quant, &stringify, &drop_meta, &drop_sections, &w.sync,
+                                     &drop_unreadable))
         return NULL;
     PyObject *result = NULL, *digest_bytes = NULL;
     tbx_convert_options co;
@@ -1396,6 +1417,7 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     if (stringify) co.flags |= TBX_CONVERT_STRINGIFY_META;
     if (drop_meta) co.flags |= TBX_CONVERT_DROP_META;
     if (drop_sections) co.flags |= TBX_CONVERT_DROP_SECTIONS;
+    if (drop_unreadable) co.flags |= TBX_CONVERT_DROP_UNREADABLE;
     tbx_open_options oo;
     tbx_open_options_init(&oo);
     oo.flags |= TBX_OPEN_MMAP;
@@ -1429,6 +1451,26 @@ static PyObject *mod_dtype_info(PyObject *m, PyObject *arg) {
     if (!in) Py_RETURN_NONE;
     return Py_BuildValue("(sIIII)", in->name, in->bits, in->block_size, in->block_bytes,
                          in->flags);
+}
+
+/* decode_f32(dtype, src, out): tbx_decode_f32 of the bytes of src (a buffer) into out (a
+ * writable float32 buffer of the element count) */
+static PyObject *mod_decode_f32(PyObject *m, PyObject *args) {
+    (void)m;
+    const char *s;
+    Py_buffer src, dst;
+    if (!PyArg_ParseTuple(args, "sy*w*", &s, &src, &dst)) return NULL;
+    PyObject *r = NULL;
+    tbx_dtype dt = tbx_dtype_from_name(s);
+    size_t n = (size_t)dst.len / sizeof(float);
+    tbx_status st = dt == TBX_DT_INVALID ? TBX_E_INVALID_ARG
+                                         : tbx_decode_f32(dt, src.buf, (size_t)src.len, n, dst.buf);
+    if (st != TBX_OK) raise_simple(st, "dtype '%.100s': cannot decode %zu values: %s", s, n,
+                                   tbx_strerror(st));
+    else r = Py_NewRef(Py_None);
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&dst);
+    return r;
 }
 
 /* nbytes(dtype, shape) -> stored bytes of a tensor (tbx_dtype_nbytes_shape) */
@@ -1500,6 +1542,7 @@ static PyMethodDef mod_methods[] = {
     {"convert", (PyCFunction)(void (*)(void))mod_convert, METH_VARARGS | METH_KEYWORDS,
      "convert(src, dst, **options): tbx_convert"},
     {"dtype_info", mod_dtype_info, METH_O, "(name, bits, block_size, block_bytes, flags) or None"},
+    {"decode_f32", mod_decode_f32, METH_VARARGS, "decode_f32(dtype, src, out): values as float32"},
     {"nbytes", mod_nbytes, METH_VARARGS, "nbytes(dtype, shape): stored bytes"},
     {"formats", mod_formats, METH_NOARGS, "[(name, extensions, aliases, writable)]"},
     {"format_from_path", mod_format_from_path, METH_O, "format name from an extension, or None"},

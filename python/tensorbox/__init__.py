@@ -18,9 +18,11 @@ Plain dtypes come back as read-only numpy arrays that are views of the mapped fi
 file allows it (the array keeps the file open through its ``.base``), else as one copy. bf16
 and the fp8 types come back as ``ml_dtypes`` types when ml_dtypes is installed, else as raw
 unsigned integers (``tensor_dtype(name)`` names the real dtype). Block-quantized tensors
-(ggml types, packed sub-byte types) come back as their raw bytes (uint8) unless
-``dequantize=True``, which decodes them to float32; linear-quantized tensors (OINF v2, zTensor
-quantized_group) likewise. The GIL is released while the library reads and decodes.
+(ggml types, packed sub-byte types) come back as their raw bytes (uint8). ``dequantize=True``
+asks for floats: every quantized tensor (also linear-quantized ones: OINF v2, zTensor
+quantized_group) and every dtype numpy lacks (bf16, fp8, block, packed) is decoded to float32;
+numpy's own dtypes are returned as stored. The GIL is released while the library reads and
+decodes.
 
 Inspecting: :func:`info` (the document of ``tbx info --json``), :func:`validate` (every
 problem with its code, field and byte offset). Writing: :func:`save_file`, :func:`convert`,
@@ -90,6 +92,11 @@ _ML_NAMES = {
 }
 
 
+def _native(name: str) -> bool:
+    """Does numpy itself hold dtype `name` (no ml_dtypes, no decoding)?"""
+    return name in _PLAIN
+
+
 def _np_dtype(name: str):
     """numpy dtype holding one element of tensorbox dtype `name`, or None (block/packed)."""
     t = _PLAIN.get(name)
@@ -133,7 +140,18 @@ def _np_array(elem: str, data: bytes, shape):
     if dt is None:  # an ndarray of a dtype numpy cannot hold: its bytes
         return np.frombuffer(bytearray(data), np.uint8)
     a = np.frombuffer(bytearray(data), dt)
+    if t is None and not _native(elem) and dt.kind == "u":
+        # bf16 / fp8 without ml_dtypes: the values as float32 (exact), as scalars come back as
+        # floats, never their bit patterns
+        a = _bits_to_f32(elem, a)
     return a.reshape(shape) if shape is not None else a
+
+
+def _bits_to_f32(name: str, bits):
+    """float32 values of bf16 / fp8 bit patterns (decoded by the library)."""
+    out = np.empty(bits.size, np.float32)
+    _tb.decode_f32(name, np.ascontiguousarray(bits).view(np.uint8), out)
+    return out
 
 
 _tb._set_array_hook(_np_array)
@@ -208,6 +226,12 @@ class _Reader:
     def is_quantized(self, r: _TensorRef) -> bool:
         return self._f.quant(r.index) is not None
 
+    def wants_f32(self, r: _TensorRef) -> bool:
+        """With dequantize=True: is the tensor decoded to float32? Quantized ones and every
+        dtype numpy does not hold itself (bf16, fp8, block, packed, driver types) are; the
+        caller asked for floats, so never bit patterns nor ml_dtypes types."""
+        return not _native(r.dtype) or self.is_quantized(r)
+
     def decode_f32(self, r: _TensorRef, first=0, count=None):
         n = int(np.prod(r.shape, dtype=np.uint64)) if r.shape else 1
         if count is None:
@@ -222,8 +246,9 @@ class _Reader:
             return None
         dt = _np_dtype(r.dtype)
         dense = r.layout == "dense" and r.ncomponents == 1
-        if not dense or (dequantize and (dt is None or self.is_quantized(r))):
-            # sparse / grouped layouts are densified; quantized ones decoded
+        if not dense or (dequantize and self.wants_f32(r)):
+            # sparse / grouped layouts are densified; quantized ones and dtypes numpy lacks
+            # (bf16, fp8, packed) decoded
             return self.decode_f32(r).reshape(r.shape)
         shape = r.shape if dt is not None else _raw_shape(r)
         if dt is None:
@@ -247,7 +272,7 @@ class _Reader:
         inner = tuple(r.shape[1:])
         per_row = int(np.prod(inner, dtype=np.uint64)) if inner else 1
         count = max(0, stop - start)
-        if dequantize and (dt is None or self.is_quantized(r)):
+        if dequantize and self.wants_f32(r):
             di = _dtype_info(r.dtype)
             bs = di[2] if di else 1
             if (start * per_row) % bs or ((stop * per_row) % bs and stop != nrows):
@@ -352,8 +377,8 @@ class safe_open:
 
     ``safe_open(path, framework="np", device="cpu", dequantize=False, verify=False)``; use it
     as a context manager. ``framework="pt"`` returns torch tensors (torch must be installed).
-    ``dequantize=True`` decodes quantized tensors to float32; ``verify=True`` checks stored
-    digests before handing bytes out.
+    ``dequantize=True`` decodes quantized tensors and dtypes numpy lacks (bf16, fp8, block,
+    packed) to float32; ``verify=True`` checks stored digests before handing bytes out.
     """
 
     def __init__(self, path, framework="np", device="cpu", dequantize=False, verify=False):
@@ -558,16 +583,21 @@ def _tensor_item(name, t):
                 tmap[getattr(torch, attr)] = nm
         if t.dtype in tmap:
             raw = t.view(torch.uint8 if t.element_size() == 1 else torch.int16).numpy()
-            return (name, tmap[t.dtype], tuple(t.shape), np.ascontiguousarray(raw).view(np.uint8))
+            return (name, tmap[t.dtype], tuple(t.shape), _c_order(raw).reshape(-1).view(np.uint8))
         t = t.numpy()
-    a = np.asarray(t)
+    a = np.asarray(t)  # a numpy scalar (np.float32(3)) becomes a 0-d array: shape ()
     if a.dtype.byteorder not in ("=", "|", "<" if np.little_endian else ">"):
         a = a.astype(a.dtype.newbyteorder("="))
     dt = _tbx_dtype(a.dtype)
     if dt is None:
-        raise UnsupportedError(f"tensor '{name}': numpy dtype {a.dtype} has no tensorbox dtype")
-    a = np.ascontiguousarray(a)
+        raise UnsupportedError(f"tensor {name!r}: numpy dtype {a.dtype} has no tensorbox dtype")
+    a = _c_order(a)
     return (name, dt, tuple(int(d) for d in a.shape), a.reshape(-1).view(np.uint8))
+
+
+def _c_order(a):
+    """`a` in C order, its shape kept (np.ascontiguousarray makes a 0-d array 1-d)."""
+    return a if a.flags.c_contiguous else np.array(a, order="C")
 
 
 _CONVERT_ONLY = ("cast", "quant", "stringify_meta", "drop_meta", "drop_sections")
@@ -615,11 +645,14 @@ def save_file(tensors, path, metadata=None, format=None, *, force=False, alignme
 
 def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, digest=None,
             format_version=0, threads=0, cast=None, quant=None, stringify_meta=False,
-            drop_meta=False, drop_sections=False, sync=True):
+            drop_meta=False, drop_sections=False, sync=True, drop_unreadable=False):
     """Converts a file to another format (``tbx convert``); same options as save_file.
     Lossless unless a lossy option is given: what the target cannot store raises LossyError or
-    UnsupportedError naming it."""
+    UnsupportedError naming it. A tensor the input lists but cannot read (``info()`` marks it
+    ``"unreadable"``) raises FormatError naming it, unless ``drop_unreadable=True`` leaves such
+    tensors out (``tbx convert --drop-unreadable``)."""
     _tb.convert(os.fspath(src), os.fspath(dst), format=format, force=force, alignment=alignment,
                 compress=compress, digest=digest, format_version=format_version,
                 threads=threads, cast=cast, quant=quant, stringify_meta=stringify_meta,
-                drop_meta=drop_meta, drop_sections=drop_sections, sync=sync)
+                drop_meta=drop_meta, drop_sections=drop_sections, sync=sync,
+                drop_unreadable=drop_unreadable)

@@ -41,6 +41,13 @@ class _Slice:
     def __len__(self) -> int: ...
     def __getitem__(self, key: Any) -> Any: ...
 
+# Arrays returned by get_tensor / get_slice / load_file / load:
+# - dequantize=False: numpy's own dtypes as stored; bf16 and fp8 as ml_dtypes types when
+#   ml_dtypes is installed, else their bits as uint16 / uint8; block and packed types as uint8.
+# - dequantize=True: float32 for every quantized tensor and every dtype numpy lacks (bf16, fp8,
+#   block, packed, driver types); numpy's own dtypes (f16, f32, f64, integers, bool) unchanged.
+# Metadata: bf16 / fp8 arrays as ml_dtypes types when installed, else float32 values.
+
 class safe_open:
     def __init__(self, path: _Path, framework: _Framework = "np", device: str = "cpu",
                  dequantize: bool = False, verify: bool = False) -> None: ...
@@ -73,9 +80,10 @@ def save_file(tensors: Mapping[str, Any], path: _Path, metadata: Optional[Mappin
               compress: int = 0, digest: Optional[str] = None, format_version: int = 0,
               threads: int = 0, cast: Optional[str] = None, quant: Optional[str] = None,
               stringify_meta: bool = False, drop_meta: bool = False,
-              drop_sections: bool = False) -> None: ...
+              drop_sections: bool = False, sync: bool = True) -> None: ...
 def convert(src: _Path, dst: _Path, format: Optional[str] = None, *, force: bool = False,
             alignment: int = 0, compress: int = 0, digest: Optional[str] = None,
             format_version: int = 0, threads: int = 0, cast: Optional[str] = None,
             quant: Optional[str] = None, stringify_meta: bool = False, drop_meta: bool = False,
-            drop_sections: bool = False) -> None: ...
+            drop_sections: bool = False, sync: bool = True,
+            drop_unreadable: bool = False) -> None: ...

@@ -205,6 +205,31 @@ static tbx_status add_given_meta(tbx_writer *w, const tbx_value *m, tbx_error *e
     return TBX_OK;
 }
 
+/* The text --stringify-meta makes of a value (sb_value): a STRING value owning its buffer, or
+ * NULL when out of memory. */
+static tbx_value *stringify(tbx_file *in, const tbx_value *v) {
+    tbx_membuf b = { &in->al, NULL, 0, 0, false };
+    sb_value(&b, v, 0);
+    return sb_take_string(&in->al, &b);
+}
+
+/* Would the target take the text --stringify-meta makes of this entry? (The key may be what it
+ * refuses, or the text: OINF's [A-Za-z0-9._-]+ refuses the quotes of a stringified string.) */
+static bool stringify_helps(tbx_file *in, tbx_writer *w, const tbx_meta_entry *e) {
+    if (!w->drv->w_check_meta) return true;
+    tbx_value *s = stringify(in, e->value);
+    if (!s) return true; /* cannot tell: keep the usual hint */
+    tbx_error e2;
+    bool ok = w->drv->w_check_meta(w, e->key, e->key_len, s, &e2) == TBX_OK;
+    tbx_val_free(s);
+    return ok;
+}
+
+static void append_hint(tbx_error *err, const char *hint) {
+    size_t l = strlen(err->message);
+    snprintf(err->message + l, sizeof err->message - l, " (%s)", hint);
+}
+
 static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
                             kept_values *kept, tbx_error *err) {
     for (size_t i = 0; i < in->nmeta; i++) {
@@ -216,25 +241,29 @@ static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_optio
         /* stringifying helps only a target that stores strings (embd-legacy has no metadata) */
         const bool strings = tbx_driver_meta_ok(w->drv, TBX_V_STRING);
         if ((o->flags & TBX_CONVERT_STRINGIFY_META) && strings) {
-            tbx_membuf b = { &in->al, NULL, 0, 0, false };
-            sb_value(&b, e->value, 0);
-            if (b.oom) { tbx_free(&in->al, b.p, b.cap); return tbx_err_nomem(err, "metadata text"); }
-            if (!tbx_grow(&in->al, (void **)&kept->v, &kept->cap, kept->n + 1, sizeof *kept->v)) {
-                tbx_free(&in->al, b.p, b.cap);
+            if (!tbx_grow(&in->al, (void **)&kept->v, &kept->cap, kept->n + 1, sizeof *kept->v))
                 return tbx_err_nomem(err, "metadata text");
-            }
-            tbx_value *s = sb_take_string(&in->al, &b);
+            tbx_value *s = stringify(in, e->value);
             if (!s) return tbx_err_nomem(err, "metadata text");
             kept->v[kept->n++] = s; /* the text is lent to the writer, not copied */
             st = tbx_writer_add_meta_borrowed_(w, e->key, e->key_len, s, err);
-            if (st != TBX_OK) return st;
+            if (st == TBX_OK) continue;
+            if (!refusal(st)) return st;
+            /* its text is refused too: dropped when that is allowed, else say what works */
+            if (o->flags & TBX_CONVERT_DROP_META) continue;
+            append_hint(err, "its text form is refused too; leave it out with --drop-meta");
+            return st;
         } else if (o->flags & TBX_CONVERT_DROP_META) {
             continue;
         } else {
-            size_t l = strlen(err->message);
-            snprintf(err->message + l, sizeof err->message - l,
-                     strings ? " (allow it with --stringify-meta or --drop-meta)"
-                             : " (allow dropping it with --drop-meta)");
+            /* suggest only what works: the target may refuse the stringified text as well */
+            tbx_error keep = *err;
+            bool s_ok = strings && stringify_helps(in, w, e);
+            *err = keep;
+            append_hint(err, !strings ? "allow dropping it with --drop-meta"
+                             : s_ok   ? "allow it with --stringify-meta or --drop-meta"
+                                      : "leave it out with --drop-meta; stringifying cannot "
+                                        "help: its text form is refused too");
             return st;
         }
     }
@@ -485,8 +514,8 @@ static void qjob_post(qbufs *qb, qslot *s) {
 
 /* Quantizes dense 2-D float tensor i ([rows, cols], cols a multiple of the block size) to `to`
  * and streams it to the writer (see above). */
-static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, tbx_quant_fn quant,
-                                  tbx_dtype to, qbufs *qb, tbx_error *err) {
+static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, uint64_t wi,
+                                  tbx_quant_fn quant, tbx_dtype to, qbufs *qb, tbx_error *err) {
     const tbx_tensor *t = &in->tensors[i];
     const tbx_dtype_info *qi = tbx_dtype_get(to), *si = tbx_dtype_get(t->dtype);
     tbx_status st = qbufs_start(in, qb, quant, to, err);
@@ -545,7 +574,7 @@ static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, tbx_qua
                          "tensor \"%s\": cannot decode %s data", t->name, si->name);
             break;
         }
-        st = tbx_writer_write_tensor(w, i, s->q, (size_t)(s->nblocks * qi->block_bytes), err);
+        st = tbx_writer_write_tensor(w, wi, s->q, (size_t)(s->nblocks * qi->block_bytes), err);
         next_write++;
     }
     tbx_pool_drain(qb->pool);
@@ -617,6 +646,27 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                        mcfq < 0 ? "a clip range applies to MCF quantization only"
                                 : "clip range [%g, %g]: min must not exceed max",
                        (double)o.quant_clip_min, (double)o.quant_clip_max);
+    /* tensors the input lists but cannot read: refused before anything is written, naming the
+     * first, unless leaving them out is allowed */
+    size_t nbad = 0;
+    for (size_t i = 0; i < in->ntensors; i++) nbad += in->tensors[i].unreadable != 0;
+    if (nbad && !(o.flags & TBX_CONVERT_DROP_UNREADABLE)) {
+        const tbx_tensor *t = in->tensors;
+        while (!t->unreadable) t++;
+        tbx_status st = in->drv->check_component ? in->drv->check_component(in, t, 0, err)
+                                                 : TBX_OK;
+        if (st == TBX_OK)
+            st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor",
+                         "tensor \"%s\": its values cannot be read", t->name);
+        char hint[96];
+        if (nbad > 1)
+            snprintf(hint, sizeof hint, "and %zu more like it; leave them out with "
+                     "--drop-unreadable", nbad - 1);
+        else
+            snprintf(hint, sizeof hint, "leave it out with --drop-unreadable");
+        append_hint(err, hint);
+        return st;
+    }
     /* MCF targets: the descriptions handed to the writer (it borrows them), one per tensor */
     tbx_quant_info *mq = NULL;
     const size_t mq_len = mcfq >= 0 ? in->ntensors * sizeof *mq : 0;
@@ -626,6 +676,12 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     /* a Hugging Face model (its config.json is a section) to GGUF: written for llama.cpp */
     const tbx_format to_fmt = o.write.format ? o.write.format : tbx_format_from_path(out_path);
     if (to_fmt == TBX_FORMAT_GGUF && !(o.flags & TBX_CONVERT_RAW) && tbx_gguf_hf_applies(in)) {
+        if (nbad) {
+            tbx_free(&in->al, mq, mq_len);
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
+                           "%zu tensors cannot be read, and leaving tensors out is not applied "
+                           "to a Hugging Face -> GGUF conversion (convert with --raw)", nbad);
+        }
         if (o.meta && tbx_value_len(o.meta))
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "meta",
                            "extra metadata is not applied to a Hugging Face -> GGUF conversion "
@@ -654,11 +710,15 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     if (st == TBX_OK) st = copy_sections(in, w, &o, err);
     /* the input handle outlives the writer: its names and shapes need no copies, and its name
      * index (distinct names, tensor i of the writer is tensor i of the input) serves the writer */
-    if (st == TBX_OK) st = tbx_writer_borrow_descs_(w, in->ntensors, &in->tensor_names, err);
+    /* (with tensors left out the writer's indexes are not the input's: it keeps its own index) */
+    if (st == TBX_OK)
+        st = tbx_writer_borrow_descs_(w, in->ntensors - nbad, nbad ? NULL : &in->tensor_names,
+                                      err);
 
     uint64_t total = 0;
     for (size_t i = 0; st == TBX_OK && i < in->ntensors; i++) {
         const tbx_tensor *t = &in->tensors[i];
+        if (t->unreadable) continue; /* left out (TBX_CONVERT_DROP_UNREADABLE) */
         if (t->quant) {
             st = declare_quantized(in, i, w, &o, err);
         } else if (t->ncomp > 1 || t->layout != TBX_LAYOUT_DENSE) {
@@ -686,17 +746,19 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     uint8_t *buf = NULL;
     float *fbuf = NULL;
     size_t buf_cap = 0, fbuf_cap = 0;
-    uint64_t done = 0;
+    uint64_t done = 0, wn = 0;
     for (size_t i = 0; st == TBX_OK && i < in->ntensors; i++) {
         const tbx_tensor *t = &in->tensors[i];
+        if (t->unreadable) continue;
+        const uint64_t wi = wn++; /* its index in the writer */
         if (t->ncomp == 0) continue;
         const tbx_component *k = &t->comp[0];
         /* what the writer was told this tensor is (declare_quantized may have chosen f32, the
          * ggml fallback another block type or f16) */
-        tbx_dtype to = (tbx_dtype)w->tensors[i].dtype;
+        tbx_dtype to = (tbx_dtype)w->tensors[wi].dtype;
         const tbx_dtype_info *toi = tbx_dtype_get(to);
         if (quant && !t->quant && toi && (toi->flags & TBX_DTF_BLOCK) && to != t->dtype) {
-            st = quantize_tensor(in, i, w, tbx_ggml_quant_for(to), to, &qb, err);
+            st = quantize_tensor(in, i, w, wi, tbx_ggml_quant_for(to), to, &qb, err);
         } else if (mcfq >= 0 && to == o.quant_to && to != t->dtype) {
             tbx_mcfq_request rq;
             memset(&rq, 0, sizeof rq);
@@ -706,10 +768,10 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
             rq.has_clip = true;
             rq.clip_lo = (float)mq[i].clip_min;
             rq.clip_hi = (float)mq[i].clip_max;
-            wsink ws = { w, i };
+            wsink ws = { w, wi };
             st = tbx_mcfq_convert_tensor(in, i, &rq, write_sink, &ws, err);
             if (st == TBX_OK && o.on_quant) o.on_quant(o.progress_ud, i, rq.nvalues, rq.sse);
-        } else if (to != t->dtype || (t->quant && !tbx_writer_tensor_quant_(w, i))) {
+        } else if (to != t->dtype || (t->quant && !tbx_writer_tensor_quant_(w, wi))) {
             /* explicit lossy step: a cast, or a dequantization (TBX_CONVERT_DEQUANTIZE):
              * decode to f32 in chunks, re-encode */
             const tbx_dtype_info *ti = tbx_dtype_get(to);
@@ -728,7 +790,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                 st = tbx_tensor_read_f32(in, i, e, n, fbuf, err);
                 if (st == TBX_OK && !tbx_encode_float(to, fbuf, n, buf))
                     st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast", "cannot cast");
-                if (st == TBX_OK) st = tbx_writer_write_tensor(w, i, buf, (size_t)(n * ti->bits / 8), err);
+                if (st == TBX_OK) st = tbx_writer_write_tensor(w, wi, buf, (size_t)(n * ti->bits / 8), err);
             }
         } else if (t->ncomp > 1) {
             /* a quantized tensor kept as such (zTensor quantized_group): its components'
@@ -743,7 +805,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                     uint64_t left = t->comp[c].nbytes - p;
                     size_t n = (size_t)(left < buf_cap ? left : buf_cap);
                     st = tbx_component_read_range(in, i, c, p, buf, n, err);
-                    if (st == TBX_OK) st = tbx_writer_write_tensor(w, i, buf, n, err);
+                    if (st == TBX_OK) st = tbx_writer_write_tensor(w, wi, buf, n, err);
                 }
         } else if (tbx_comp_served_raw(in, k) || in->drv->read_component_range) {
             /* raw bytes from the source, encoded ones through the driver's decoding cursor:
@@ -760,10 +822,10 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
             for (uint64_t p = 0; st == TBX_OK && p < k->nbytes; p += piece) {
                 uint64_t n = k->nbytes - p < piece ? k->nbytes - p : piece;
                 if (kernel) {
-                    st = tbx_writer_copy_fd_(w, i, fd, off + p, n, err);
+                    st = tbx_writer_copy_fd_(w, wi, fd, off + p, n, err);
                 } else {
                     st = tbx_tensor_read_range(in, i, p, buf, (size_t)n, err);
-                    if (st == TBX_OK) st = tbx_writer_write_tensor(w, i, buf, (size_t)n, err);
+                    if (st == TBX_OK) st = tbx_writer_write_tensor(w, wi, buf, (size_t)n, err);
                 }
                 if (st == TBX_OK && o.progress) o.progress(o.progress_ud, done + p + n, total);
             }
@@ -773,7 +835,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
             uint8_t *whole = tbx_malloc(&in->al, need);
             if (!whole) { st = tbx_err_nomem(err, "tensor buffer"); break; }
             st = tbx_tensor_read(in, i, whole, need, NULL, err);
-            if (st == TBX_OK) st = tbx_writer_write_tensor(w, i, whole, need, err);
+            if (st == TBX_OK) st = tbx_writer_write_tensor(w, wi, whole, need, err);
             tbx_free(&in->al, whole, need);
         }
         done += k->nbytes;

@@ -270,6 +270,7 @@ tbx_status tbx_tensor_info_get(const tbx_file *f, uint64_t i, tbx_tensor_info *o
     uint64_t total = 0;
     for (uint32_t c = 0; c < t->ncomp; c++) total += t->comp[c].stored_bytes; /* checked at open */
     info->nbytes = total;
+    info->flags = t->unreadable ? TBX_TENSOR_UNREADABLE : 0;
     memcpy(out, &tmp, tbx_struct_bytes(out->struct_size, sizeof tmp));
     return TBX_OK;
 }

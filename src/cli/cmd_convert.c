@@ -3,7 +3,8 @@
  *
  * A thin front end to tbx_convert. The output format comes from --to or from OUT's extension.
  * Conversion is lossless unless an option allows a lossy step, one option per kind of loss:
- * --stringify-meta, --drop-meta, --drop-sections, --cast DTYPE, --quant TYPE, --dequantize.
+ * --stringify-meta, --drop-meta, --drop-sections, --cast DTYPE, --quant TYPE, --dequantize,
+ * --drop-unreadable.
  * --force allows
  * replacing an existing OUT when it is a regular file (the library still never replaces the
  * input, nor a FIFO, device, socket or directory); a symbolic link OUT is followed. While converting, a single
@@ -30,7 +31,8 @@ static const cli_option convert_options[] = {
     {"drop-sections", 0, NULL, "lossy: drop sections the target cannot store"},
     {"cast", 0, "DTYPE", "lossy: convert every tensor to DTYPE (e.g. f16, bf16, f32)"},
     {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to a ggml type (q8_0, q4_k, ...) or, "
-                         "for MCF, to q8 q4 k6 k4 k3 k2 int8 int4"},
+                         "for MCF, to q8 q4 k6 k4 k3 k2 int8 int4 (int8/int4: mantle's runtime "
+                         "cannot load them)"},
     {"quant-method", 0, "METHOD", "MCF --quant: best (default, lower error) or mantle (mantle's "
                                   "quantizer byte for byte)"},
     {"quant-clip", 0, "MIN,MAX", "MCF --quant: clamp every tensor to [MIN, MAX] (default: each "
@@ -38,6 +40,8 @@ static const cli_option convert_options[] = {
     {"verbose", 'v', NULL, "with --quant to MCF: the error of every tensor, not only the total"},
     {"dequantize", 0, NULL, "lossy: dequantize to f32 (or --cast) quantized tensors the target "
                             "cannot store as such"},
+    {"drop-unreadable", 0, NULL, "lossy: leave out tensors the input lists but cannot read (MCF "
+                                 "int8/int4 codes without their scale)"},
     {"raw", 0, NULL, "GGUF from a Hugging Face model: tensors as they are, no llama.cpp layout"},
     {"alignment", 0, "N", "tensor data alignment in bytes (default: the format's)"},
     {"no-dedup", 0, NULL, "store every tensor's own bytes (formats that share identical "
@@ -332,6 +336,7 @@ static int convert_run(const cli_args *a) {
     if (cli_flag(a, "drop-meta")) opt.flags |= TBX_CONVERT_DROP_META;
     if (cli_flag(a, "drop-sections")) opt.flags |= TBX_CONVERT_DROP_SECTIONS;
     if (cli_flag(a, "dequantize")) opt.flags |= TBX_CONVERT_DEQUANTIZE;
+    if (cli_flag(a, "drop-unreadable")) opt.flags |= TBX_CONVERT_DROP_UNREADABLE;
     if (cli_flag(a, "no-dedup")) opt.write.flags |= TBX_WRITE_NO_DEDUP;
     if (cli_flag(a, "no-sync")) opt.write.flags |= TBX_WRITE_NO_SYNC;
     if (cli_flag(a, "raw")) opt.flags |= TBX_CONVERT_RAW;
@@ -434,11 +439,18 @@ static int convert_run(const cli_args *a) {
     memset(&err, 0, sizeof err);
     tbx_status st = tbx_convert(f, out, &opt, &err);
     tbx_value_free(meta);
-    uint64_t total = 0;
+    uint64_t total = 0, left_out = 0;
     for (uint64_t i = 0, nt = tbx_tensor_count(f); i < nt; i++) {
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        if (tbx_tensor_info_get(f, i, &ti) == TBX_OK) total += ti.nbytes;
+        if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
+        total += ti.nbytes;
+        /* the lossy step taken, said once: which tensors were left out */
+        if (st != TBX_OK || !(ti.flags & TBX_TENSOR_UNREADABLE)) continue;
+        fputs(left_out++ ? ", " : "tbx: left out unreadable tensors (tbx validate IN says why): ",
+              stderr);
+        json_write_escaped(stderr, ti.name, ti.name_len);
     }
+    if (left_out) fputc('\n', stderr);
     tbx_close(f);
 
     if (pp->shown) {
@@ -454,7 +466,8 @@ static int convert_run(const cli_args *a) {
         if (st == TBX_E_EXISTS && !same_file(in, out) && !cli_flag(a, "force") &&
             cli_force_would_help(out))
             fprintf(stderr, "tbx: use --force to replace %s\n", out);
-        else if (st == TBX_E_LOSSY)
+        else if (st == TBX_E_LOSSY && !strstr(err.message, " --"))
+            /* the general list, unless the message already names what works */
             fprintf(stderr, "tbx: lossy steps need an explicit option: --stringify-meta, "
                             "--drop-meta, --drop-sections, --cast DTYPE, --quant TYPE, "
                             "--dequantize\n");
@@ -475,6 +488,7 @@ const cli_command cli_cmd_convert = {
     "convert",
     "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]"
     " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize] [--raw]"
+    " [--drop-unreadable]"
     " [--no-dedup] [--no-sync] [--meta KEY[:TYPE]=VALUE]...",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
@@ -489,10 +503,14 @@ const cli_command cli_cmd_convert = {
     "length); --quant-method best (default: nearest f16 scales, searched sub-scales, a lower\n"
     "error) or mantle (mantle's quantize, byte for byte); --quant-clip MIN,MAX clamps every\n"
     "tensor to one range (mantle's --min-clip/--max-clip). The RMSE of the quantized tensors is\n"
-    "printed on stderr when done (each tensor's with -v).\n"
+    "printed on stderr when done (each tensor's with -v). int8 and int4 are read by tensorbox\n"
+    "only: mantle's runtime refuses them (\"unsupported dtype 16/17\"); q8 .. k2 load in mantle.\n"
     "A quantized tensor (ggml block type, OINF v2 parameters, zTensor quantized_group, MCF\n"
     "family) keeps its quantization when the target stores it exactly; otherwise the conversion\n"
     "stops, unless --dequantize writes it dequantized, as f32 (or the --cast dtype).\n"
+    "A tensor the input lists but cannot read (an MCF int8/int4 table of codes without its\n"
+    "scale, as mantle pack --quant-embed writes them) stops the conversion naming it, unless\n"
+    "--drop-unreadable leaves such tensors out (they are named on stderr).\n"
     "IN a Hugging Face model directory (config.json, tokenizer.json, safetensors) and OUT a\n"
     "GGUF file: written for llama.cpp (architecture keys, tokenizer, tensor names; 1-D tensors\n"
     "in f32; --cast and --quant apply to the 2-D weights); --raw copies the tensors as they are.\n"

@@ -108,6 +108,10 @@ static void storage_note(const tbx_file *f, uint64_t i, const tbx_tensor_info *t
         snprintf(buf, cap, "no data");
         return;
     }
+    if (ti->flags & TBX_TENSOR_UNREADABLE) { /* tbx validate and every read say why */
+        snprintf(buf, cap, "unreadable (see tbx validate)");
+        return;
+    }
     size_t n = 0;
     if (ti->layout != TBX_LAYOUT_DENSE) {
         const char *ln = tbx_layout_name(ti->layout);
@@ -588,6 +592,10 @@ static void info_json(tbx_file *f, int typed) {
         json_u64(&j, ti.offset);
         json_keyz(&j, "nbytes");
         json_u64(&j, ti.nbytes);
+        if (ti.flags & TBX_TENSOR_UNREADABLE) {
+            json_keyz(&j, "unreadable");
+            json_bool(&j, 1);
+        }
         if (!is_plain(f, i, &ti)) {
             const char *ln = tbx_layout_name(ti.layout);
             json_keyz(&j, "layout");

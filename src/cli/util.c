@@ -10,27 +10,44 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-void cli_error(const char *fmt, ...) {
-    va_list ap;
+/* Writes "tbx: <message>" and a newline to stderr. The message stays one line: control bytes
+ * (a tensor name given on the command line may hold any, e.g. ESC) are written as \xNN, as the
+ * library escapes names in its own messages. */
+static void vmessage(const char *fmt, va_list ap) {
+    char small[1024], *p = small;
+    va_list cp;
+    va_copy(cp, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    if (n >= (int)sizeof small && (p = malloc((size_t)n + 1)) != NULL) vsnprintf(p, (size_t)n + 1, fmt, cp);
+    else if (n >= (int)sizeof small) p = small; /* out of memory: the cut message */
+    va_end(cp);
     fflush(stdout);
     fputs("tbx: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
+    for (const char *s = n < 0 ? "" : p; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f) fprintf(stderr, "\\x%02x", c);
+        else fputc(c, stderr);
+    }
     fputc('\n', stderr);
+    if (p != small) free(p);
+}
+
+void cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
 }
 
 int cli_usage_error(const cli_args *a, const char *fmt, ...) {
     va_list ap;
-    fflush(stdout);
-    fputs("tbx: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     if (a && a->path) fprintf(stderr, "Try '%s --help'.\n", a->path);
     return CLI_USAGE;
 }

@@ -415,6 +415,11 @@ typedef struct tbx_tensor {
     uint32_t ndim;
     uint8_t layout;          /* a tbx_layout */
     uint8_t ncomp;           /* tbx_file_add_tensor refuses more than 255 components */
+    /* Set by the driver for a tensor it lists but cannot give the values of (MCF int8/int4
+     * codes stored without their scale): every read of it fails with the driver's error (its
+     * raw_pending/check_component say why), tbx_validate reports it, and tbx_convert refuses
+     * it naming it unless TBX_CONVERT_DROP_UNREADABLE leaves it out. */
+    uint8_t unreadable;
 } tbx_tensor;
 
 typedef struct tbx_section {
@@ -885,5 +890,11 @@ bool tbx_utf8_valid(const char *p, size_t n, size_t *bad);
 /* snprintf into a fixed buffer of a possibly binary name: printable ASCII kept, others \xNN,
  * truncated with "..." past `max` input bytes. */
 void tbx_quote_bytes(char *dst, size_t cap, const char *p, size_t n, size_t max);
+/* A JSON parser's error for text src[0, n) as message text: jansson's reason (`jtext`, its
+ * " near '...'" token context dropped: jansson prints it cut at a NUL byte, control bytes raw)
+ * followed by " near \"...\"": up to 16 bytes of src on each side of `pos` (the parser's
+ * position), escaped by tbx_quote_bytes. */
+void tbx_json_reason(char *dst, size_t cap, const char *jtext, const char *src, size_t n,
+                     size_t pos);
 
 #endif /* TBX_INTERNAL_H */

@@ -104,3 +104,22 @@ void tbx_quote_bytes(char *dst, size_t cap, const char *p, size_t n, size_t max)
         for (int k = 0; k < 3 && o + 1 < cap; k++) dst[o++] = '.';
     dst[o] = '\0';
 }
+
+void tbx_json_reason(char *dst, size_t cap, const char *jtext, const char *src, size_t n,
+                     size_t pos) {
+    if (!dst || cap == 0) return;
+    /* jansson's own context " near '<token>'" (or " near end of file") is its token buffer
+     * printed with %s: cut at a NUL byte, control bytes raw. Keep the reason only. */
+    size_t rl = jtext ? strlen(jtext) : 0;
+    const char *near = jtext ? strstr(jtext, " near ") : NULL;
+    if (near) rl = (size_t)(near - jtext);
+    if (pos > n) pos = n;
+    size_t lo = pos > 16 ? pos - 16 : 0, hi = n - pos > 16 ? pos + 16 : n;
+    char ctx[160];
+    tbx_quote_bytes(ctx, sizeof ctx, src ? src + lo : NULL, src ? hi - lo : 0, 0);
+    if (hi > lo)
+        snprintf(dst, cap, "%.*s near %s\"%s\"%s", (int)rl, jtext ? jtext : "", lo ? "..." : "",
+                 ctx, hi < n ? "..." : "");
+    else
+        snprintf(dst, cap, "%.*s at the end of the text", (int)rl, jtext ? jtext : "");
+}

@@ -76,6 +76,7 @@ typedef struct mcf_state {
     size_t nrec_of;
     uint32_t mi_flags;
     uint64_t mi_flags_at;
+    uint64_t ti_entries_at; /* absolute offset of TensorIndex entry 0 (entry i = tensor i) */
     /* scratch of mcf_open (tensor names); decoding calls have their own (mcf_scr) */
     uint8_t *buf;
     size_t buf_cap;
@@ -631,7 +632,11 @@ static tbx_status mcf_entry(mcf_rd *rd, uint32_t i, tbx_error *err) {
                        "tensor \"%s\": its size overflows 64 bits", q);
     if (st != TBX_OK)
         return tbx_err(err, TBX_E_FORMAT, at + 12, "tensor.rank", "tensor \"%s\": %s", q, why);
-    if (data_size != want)
+    /* int8/int4 codes alone, without the scale region before them (mantle pack --quant-embed
+     * writes its embedding tables so): listed, but its values cannot be read (mcf_bare_error) */
+    const bool bare = (dt == TBX_DT_MCF_INT8 || dt == TBX_DT_MCF_INT4) &&
+                      data_size == want - mcf_int_codes_off(domain);
+    if (data_size != want && !bare)
         return tbx_err(err, TBX_E_FORMAT, at + 32, "tensor.data_size",
                        "tensor \"%s\": data_size is %" PRIu64 ", expected %" PRIu64 " for its "
                        "shape and dtype", q, data_size, want);
@@ -653,7 +658,8 @@ static tbx_status mcf_entry(mcf_rd *rd, uint32_t i, tbx_error *err) {
     st = tbx_file_add_tensor(f, name, nlen, dt, rd->dims, rank, 1, at, &t, err);
     if (st != TBX_OK) return st;
     tbx_comp_set_raw(t, dt, data_off, data_size);
-    if (mcf_is_quant(dt)) st = mcf_attach_quant(f, s, t, i, data_off, err);
+    if (bare) t->unreadable = 1; /* no scale to describe its quantization with */
+    else if (mcf_is_quant(dt)) st = mcf_attach_quant(f, s, t, i, data_off, err);
     return st;
 }
 
@@ -697,6 +703,7 @@ tbx_status mcf_open(tbx_file *f, tbx_error *err) {
     rd.td = mcf_find(s, MCF_SEC_TENSORDATA);
     if (rd.ti) {
         st = mcf_ti_header(f, &c, rd.ti, &rd.h, err);
+        s->ti_entries_at = rd.ti->offset + rd.h.entries_off;
         if (st == TBX_OK && (rd.h.flags & ~(MCF_TI_SORTED | MCF_TI_UTF8)))
             st = tbx_file_problem(f, err, TBX_E_FORMAT, rd.ti->offset + 4, "tensor_index.flags",
                                   "TensorIndex flags 0x%08" PRIx32 " set unknown bits", rd.h.flags);
@@ -724,6 +731,45 @@ tbx_status mcf_open(tbx_file *f, tbx_error *err) {
     tbx_free(&f->al, rd.dims, rd.dims_cap * sizeof *rd.dims);
     tbx_free(&f->al, rd.prev, rd.prev_cap);
     return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tensors listed but unreadable: int8/int4 codes without their scale                          */
+/* ------------------------------------------------------------------------------------------ */
+/* The error of every read of such a tensor (and its validate problem): TBX_E_FORMAT at its
+ * entry's data_size. */
+static tbx_status mcf_bare_error(const tbx_file *f, const tbx_tensor *t, tbx_error *err) {
+    const mcf_state *s = mcf_state_of(f);
+    const uint64_t i = (uint64_t)(t - f->tensors);
+    const bool act = t->quant && t->quant->domain == TBX_QDOMAIN_ACTIVATIONS;
+    const uint64_t size = t->comp[0].stored_bytes;
+    return tbx_err(err, TBX_E_FORMAT, s ? s->ti_entries_at + i * MCF_TI_ENTRY + 32 : TBX_NO_OFFSET,
+                   "tensor.data_size",
+                   "tensor \"%s\": data_size %" PRIu64 " holds only the %s codes of its %" PRIu64
+                   " values, without the f32 scale MCF stores before them (expected %" PRIu64
+                   "; mantle pack --quant-embed writes them so): its values cannot be read",
+                   t->name, size, t->dtype == TBX_DT_MCF_INT4 ? "int4" : "int8", t->nelems,
+                   size + mcf_int_codes_off(act ? MCF_DOMAIN_ACTIVATIONS : 0));
+}
+
+/* tbx_driver hooks: only such tensors have a "pending check", which always fails, so that the
+ * core sends every read of them (whole, ranges, maps, batches, validation) here. */
+bool mcf_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
+    (void)f;
+    (void)c;
+    return t->unreadable != 0;
+}
+
+tbx_status mcf_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx_error *err) {
+    (void)c;
+    return t->unreadable ? mcf_bare_error(f, t, err) : TBX_OK;
+}
+
+tbx_status mcf_read_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                              tbx_error *err) {
+    if (t->unreadable) return mcf_bare_error(f, t, err);
+    const tbx_component *k = &t->comp[c]; /* not reached: raw components are served raw */
+    return tbx_source_read(&f->src, k->offset, buf, (size_t)k->nbytes, t->name, err);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -863,6 +909,7 @@ tbx_status mcf_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
     mcf_state *s = mcf_state_of(f);
     if (!s || i >= f->ntensors) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor", "bad handle or index");
     const tbx_tensor *t = &f->tensors[i];
+    if (t->unreadable) return mcf_bare_error(f, t, err);
     if (count == 0) return TBX_OK;
     bool qk = mcf_is_qk(t->dtype);
     if (!qk && t->dtype != TBX_DT_MCF_INT8 && t->dtype != TBX_DT_MCF_INT4)
@@ -949,6 +996,7 @@ static tbx_status mcf_payload_gaps(tbx_file *f, mcf_scr *x, const tbx_tensor *t,
                                    uint64_t hi, tbx_error *err) {
     uint64_t g[3][2];
     int n = 0;
+    if (t->unreadable) return TBX_OK; /* bare codes: no regions (reported on their own) */
     if (mcf_is_qk(t->dtype)) {
         tbx_mcfq_layout L;
         if (tbx_mcfq_layout_get(mcf_kind(t->dtype), t->shape[0], t->shape[1], &L) != TBX_OK)
@@ -1001,13 +1049,28 @@ static tbx_status mcf_check_tensor_data(tbx_file *f, mcf_state *s, mcf_scr *x, t
     tbx_status st = TBX_OK;
     uint64_t pos = td->offset;
     const char *after = "the start of TensorData";
+    size_t last = 0; /* the span reaching furthest so far (it ends at pos) */
     for (size_t k = 0; k < n && st == TBX_OK; k++) {
         const tbx_tensor *t = &f->tensors[v[k].i];
         if (v[k].lo > pos)
             st = mcf_zero_gap(f, x, pos, v[k].lo, "tensor_data.padding", after, t->name, err);
+        /* a payload shared whole is an alias (pack --dedup); one that starts inside another's
+         * and is not that same span covers part of it: mantle reads it, tensorbox reports it */
+        if (st == TBX_OK && k > 0 && v[k].lo < pos &&
+            !(v[k].lo == v[last].lo && v[k].hi == v[last].hi)) {
+            const tbx_tensor *o = &f->tensors[v[last].i];
+            st = tbx_file_problem(f, err, TBX_E_RANGE,
+                                  s->ti_entries_at + (uint64_t)v[k].i * MCF_TI_ENTRY + 24,
+                                  "tensor.data_off",
+                                  "tensor \"%s\": payload [%" PRIu64 ", +%" PRIu64 ") overlaps "
+                                  "part of tensor \"%s\"'s payload [%" PRIu64 ", +%" PRIu64 ") "
+                                  "(tensors may share a whole payload only)", t->name, v[k].lo,
+                                  v[k].hi - v[k].lo, o->name, v[last].lo,
+                                  v[last].hi - v[last].lo);
+        }
         if (st == TBX_OK && (k == 0 || v[k].lo != v[k - 1].lo))
             st = mcf_payload_gaps(f, x, t, v[k].lo, v[k].hi, err);
-        if (v[k].hi > pos) { pos = v[k].hi; after = t->name; }
+        if (v[k].hi > pos) { pos = v[k].hi; after = t->name; last = k; }
     }
     if (st == TBX_OK && td->offset + td->size > pos)
         st = mcf_zero_gap(f, x, pos, td->offset + td->size, "tensor_data.padding", after,
@@ -1057,7 +1120,7 @@ tbx_status mcf_validate(tbx_file *f, tbx_error *err) {
     for (size_t i = 0; i < f->ntensors && st == TBX_OK; i++) {
         const tbx_tensor *t = &f->tensors[i];
         if (mcf_is_qk(t->dtype)) qk = true;
-        if (mcf_is_quant(t->dtype) && (!s->rec_of || !s->rec_of[i]))
+        if (mcf_is_quant(t->dtype) && !t->unreadable && (!s->rec_of || !s->rec_of[i]))
             st = tbx_file_problem(f, err, TBX_E_FORMAT, t->comp[0].offset, "quant_info",
                                   "quantized tensor \"%s\" has no QuantInfo record", t->name);
     }

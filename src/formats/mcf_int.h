@@ -108,6 +108,10 @@ tbx_status mcf_open(tbx_file *f, tbx_error *err);
 tbx_status mcf_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t count, float *out,
                         tbx_error *err);
 tbx_status mcf_validate(tbx_file *f, tbx_error *err);
+bool mcf_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c);
+tbx_status mcf_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx_error *err);
+tbx_status mcf_read_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                              tbx_error *err);
 void mcf_close(tbx_file *f);
 
 /* Writer hooks (mcf_write.c) */

@@ -571,7 +571,9 @@ static tbx_status st_json_error(const st_ctx *c, size_t base, const json_error_t
     case json_error_invalid_utf8: what = "invalid UTF-8"; break;
     default: break;
     }
-    return tbx_err(err, code, at, "header.json", "header JSON: %s: %s", what, je->text);
+    char why[256];
+    tbx_json_reason(why, sizeof why, je->text, c->hdr, c->n, (size_t)(at - 8));
+    return tbx_err(err, code, at, "header.json", "header JSON: %s: %s", what, why);
 }
 
 /* An error in the structure of the header object itself (the text between members). */

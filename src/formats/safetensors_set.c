@@ -227,7 +227,9 @@ static tbx_status hf_json_error(st_set *s, const hf_text *t, size_t base, const 
     case json_error_numeric_overflow: code = TBX_E_OVERFLOW; what = "number out of range"; break;
     default: break;
     }
-    return hf_ierr(s, err, code, at, "index.json", "%s: %s", what, je->text);
+    char why[256];
+    tbx_json_reason(why, sizeof why, je->text, t->p, t->n, (size_t)at);
+    return hf_ierr(s, err, code, at, "index.json", "%s: %s", what, why);
 }
 
 /* The string token at [at, end) (quotes included) decoded: plain text points into the index,

@@ -516,3 +516,47 @@ def test_write_options_a_format_has_no_use_for_are_refused(tbx, tmp_path, suffix
     assert r.rc == 1, r.describe()
     word = {"alignment": b"alignment", "compress": b"compress", "digest": b"digest"}[option]
     assert word in r.err and not out.exists(), r.describe()
+
+
+def test_control_bytes_of_a_name_are_escaped_in_messages(tbx, sample):
+    """A name given on the command line holding control bytes (ESC, TAB) is printed escaped:
+    one line, no terminal escape sequence."""
+    r = run(tbx, "cat", sample, "a\x1b[31mb\tc")
+    assert r.rc == 1, r.describe()
+    assert r.err == f"tbx: no tensor named 'a\\x1b[31mb\\x09c' in {sample}\n".encode(), r.err
+    r = run(tbx, "info", sample, "--bad\x1b")
+    assert r.rc == 2 and b"\x1b" not in r.err and b"--bad\\x1b" in r.err, r.describe()
+
+
+def test_demo_does_not_build_llama_cpp(tbx, tmp_path):
+    """make demo shows tensorbox without building llama.cpp (issue 19): its bootstrap is the
+    Debian packages only and it builds only tbx; the tour itself, with a Python that has no
+    llama_cpp, finishes quickly and says in one line that `make test` builds llama.cpp."""
+    import subprocess
+    import sys
+    import time
+    env = {k: v for k, v in os.environ.items() if k not in ("TBX_BOOTSTRAPPED", "MAKEFLAGS")}
+    plan = subprocess.run(["make", "-n", "demo"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert plan.returncode == 0, plan.stderr
+    assert "scripts/bootstrap.sh --system-only" in plan.stdout, plan.stdout
+    assert "--target tbx" in plan.stdout, plan.stdout
+    assert "--llama" not in plan.stdout, plan.stdout
+    # the tour with a Python that cannot import llama_cpp (never the shared .venv's)
+    nollama = tmp_path / "python"
+    nollama.write_text(f"#!/bin/sh\nexec {sys.executable} -I -S \"$@\"\n")
+    nollama.chmod(0o755)
+    assert subprocess.run([str(nollama), "-c", "import llama_cpp"],
+                          capture_output=True).returncode != 0
+    t0 = time.monotonic()
+    r = subprocess.run(["bash", str(REPO / "examples" / "demo.sh")], capture_output=True,
+                       text=True, timeout=120, env=dict(env, TBX=str(tbx), PY=str(nollama)))
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    lines = [l for l in r.stdout.splitlines() if "llama.cpp" in l and "make test" in l]
+    assert len(lines) == 1 and "not built" in lines[0], r.stdout
+    assert took < 60, f"the tour took {took:.1f} s"
+    # bootstrap's arguments are checked
+    b = subprocess.run(["bash", str(REPO / "scripts" / "bootstrap.sh"), "--bogus"], cwd=REPO,
+                       capture_output=True, text=True, timeout=60)
+    assert b.returncode == 2 and "--system-only" in b.stderr, b.stderr

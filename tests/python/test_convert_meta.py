@@ -106,3 +106,26 @@ def test_meta_errors(tbx, tmp_path):
     # a type the target cannot store: refused naming the key (EMBD stores strings only)
     r = run(tbx, "convert", LEGACY, tmp_path / "t.weights", "--meta", "num_attention_heads:u32=2")
     assert r.rc == 1 and "num_attention_heads" in r.text, r.describe()
+
+
+def test_refusal_hint_offers_stringify_when_it_works(tbx, tmp_path):
+    """A typed value safetensors cannot store: its text form is a string safetensors takes,
+    so the hint offers --stringify-meta (and --drop-meta); following it stores the text."""
+    import re
+    src = Path(__file__).resolve().parents[2] / "examples" / "tiny-mlp.safetensors"
+    g = tmp_path / "t.gguf"
+    r = run(tbx, "convert", src, g, "--meta", "n:u32=3")
+    assert r.rc == 0, r.describe()
+    out = tmp_path / "o.safetensors"
+    r = run(tbx, "convert", g, out)
+    assert r.rc == 1 and not out.exists(), r.describe()
+    first = r.err.decode().strip().splitlines()[0]
+    m = re.search(r"\(([^()]*--[^()]*)\)\s*$", first)
+    assert m, first
+    opts = re.findall(r"--[a-z][a-z-]*", m.group(1))
+    assert opts == ["--stringify-meta", "--drop-meta"], first
+    r = run(tbx, "convert", g, out, opts[0])
+    assert r.rc == 0, r.describe()
+    b = out.read_bytes()
+    n = struct.unpack_from("<Q", b, 0)[0]
+    assert json.loads(b[8:8 + n])["__metadata__"]["n"] == "3"

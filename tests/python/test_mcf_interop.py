@@ -65,20 +65,28 @@ def _bits(x: float) -> int:
     return struct.unpack("<I", struct.pack("<f", x))[0]
 
 
-def _refused_int(fx) -> bool:
-    """pack --quant-embed int8/int4 writes bare codes with no scale region (NOTES): not the
-    seed's int layout, so tensorbox refuses the payload size."""
-    return "--quant-embed" in fx.get("made_by", "")
+def _entries_at(blob: bytes) -> int:
+    """Absolute offset of TensorIndex entry 0 (header -> directory -> TensorIndex header)."""
+    count, dir_off = struct.unpack_from("<IQ", blob, 12)
+    secs = [struct.unpack_from("<IIQQ", blob, dir_off + 24 * i) for i in range(count)]
+    base = next(s[2] for s in secs if s[0] == 3)
+    return base + struct.unpack_from("<Q", blob, base + 16)[0]
+
+
+def _bare(t) -> bool:
+    """pack --quant-embed: int8/int4 codes alone, no scale region before them (NOTES): the
+    tensor's data_size is exactly its codes (int4: two per byte)."""
+    if t["dtype"] not in (0x10, 0x11):
+        return False
+    n = 1
+    for d in t["shape"]:
+        n *= d
+    return t["data_size"] == (n if t["dtype"] == 0x10 else (n + 1) // 2)
 
 
 @pytest.mark.parametrize("fx", FIXTURES, ids=[f["file"] for f in FIXTURES])
 def test_fixture_reads_as_mantle_does(tbx_asan, fx):
     path = MCF / fx["file"]
-    if _refused_int(fx):
-        r, objs = validate_json(tbx_asan, path)
-        assert r.rc == 1
-        assert (objs[0]["code"], objs[0]["field"]) == ("TBX_E_FORMAT", "tensor.data_size"), objs
-        return
     info = info_json(tbx_asan, path)
     assert info["format"] == "mcf"
     # the directory, as mantle parsed it
@@ -131,6 +139,15 @@ def test_fixture_reads_as_mantle_does(tbx_asan, fx):
         assert got["dtype"] == DTYPE[want["dtype"]], want["name"]
         assert got["shape"] == want["shape"], want["name"]
         assert got["offset"] == want["data_off"] and got["nbytes"] == want["data_size"]
+        assert got.get("unreadable", False) == _bare(want), want["name"]
+        if _bare(want):
+            # listed, but no value can be read: every read fails naming it (mantle: its
+            # runtime has no decoder either, "unsupported dtype 16/17")
+            for extra in ((), ("--as", "f32")):
+                r = run(tbx_asan, "cat", path, want["name"], *extra)
+                assert r.rc == 1 and f'tensor "{want["name"]}"'.encode() in r.err, r.describe()
+                assert b"without the f32 scale" in r.err, r.describe()
+            continue
         q = want.get("quant")
         if q:
             gq = got["quant"]
@@ -193,8 +210,61 @@ def _quantinfo_clip_ranges(blob: bytes):
     return out
 
 
-@pytest.mark.parametrize("fx", [f for f in FIXTURES if not _refused_int(f)],
-                         ids=[f["file"] for f in FIXTURES if not _refused_int(f)])
+def _quant_embed(fx) -> bool:
+    return any(_bare(t) for t in fx.get("tensors", []))
+
+
+QUANT_EMBED = [f for f in FIXTURES if _quant_embed(f)]
+
+
+def test_quant_embed_fixtures_present():
+    assert sorted(f["file"] for f in QUANT_EMBED) == ["files/hf_tiny_llama_int4.mcf",
+                                                      "files/hf_tiny_llama_int8.mcf"]
+    for f in QUANT_EMBED:
+        assert "--quant-embed" in f["made_by"] and f["mantle"]["store"] == "ok"
+
+
+@pytest.mark.parametrize("fx", QUANT_EMBED, ids=[f["file"] for f in QUANT_EMBED])
+def test_quant_embed_bare_tensors_are_problems_not_refusals(tbx_asan, tmp_path, fx):
+    """mantle pack --quant-embed's file (mantle's reader opens it, its runtime cannot decode
+    the codes): tbx validate reports each bare tensor once, at its entry's data_size; the
+    conversion refuses it naming it, or leaves exactly those out with --drop-unreadable, and
+    every other tensor comes through with mantle's values."""
+    path = MCF / fx["file"]
+    blob = path.read_bytes()
+    ent = _entries_at(blob)
+    bare = [(i, t) for i, t in enumerate(fx["tensors"]) if _bare(t)]
+    assert len(bare) == 3
+    r, objs = validate_json(tbx_asan, path)
+    assert r.rc == 1, r.describe()
+    assert [(o["code"], o["field"], o["offset"]) for o in objs] == \
+        [("TBX_E_FORMAT", "tensor.data_size", ent + 40 * i + 32) for i, _ in bare], objs
+    for o, (_, t) in zip(objs, bare):
+        assert f'"{t["name"]}"' in o["message"] and "--quant-embed" in o["message"], o
+    out = tmp_path / "out.mcf"
+    r = run(tbx_asan, "convert", path, out)
+    assert r.rc == 1 and not out.exists(), r.describe()
+    assert f'tensor "{bare[0][1]["name"]}"'.encode() in r.err and b"--drop-unreadable" in r.err
+    r = run(tbx_asan, "convert", path, out, "--drop-unreadable")
+    assert r.rc == 0, r.describe()
+    names = ", ".join(t["name"] for _, t in bare)
+    assert f"left out unreadable tensors (tbx validate IN says why): {names}".encode() in r.err
+    assert run(tbx_asan, "validate", out).rc == 0
+    got = info_json(tbx_asan, out)
+    kept = [t for t in fx["tensors"] if not _bare(t)]
+    assert sorted(t["name"] for t in got["tensors"]) == sorted(t["name"] for t in kept)
+    for t in kept:
+        nm = t["name"].encode()
+        if "f32" in t:
+            assert _raw(tbx_asan, "cat", str(out), nm, "--as", "f32") == \
+                (MCF / t["f32"]).read_bytes(), t["name"]
+        else:
+            assert hashlib.sha256(_raw(tbx_asan, "cat", str(out), nm)).hexdigest() == \
+                t["raw_sha256"], t["name"]
+
+
+@pytest.mark.parametrize("fx", [f for f in FIXTURES if not _quant_embed(f)],
+                         ids=[f["file"] for f in FIXTURES if not _quant_embed(f)])
 def test_writer_gives_mantles_bytes(tbx, tmp_path, fx):
     src = MCF / fx["file"]
     out = tmp_path / "out.mcf"
@@ -546,3 +616,48 @@ def test_hf_directory_quantized_gives_pack_then_quantize(tbx, tmp_path, fx):
             "--quant-method", "mantle")
     assert r.rc == 0, r.describe()
     assert out.read_bytes() == (MCF / fx["file"]).read_bytes(), fx["file"]
+
+
+# ---------------------------------------------------------------------------------------
+# A payload aliasing part of another one (issue 19): mantle reads it; tbx reports it
+# ---------------------------------------------------------------------------------------
+def _entry(blob: bytes, name: str):
+    """(entry offset, data_off, data_size) of a tensor, from the file's own TensorIndex."""
+    count, dir_off = struct.unpack_from("<IQ", blob, 12)
+    secs = [struct.unpack_from("<IIQQ", blob, dir_off + 24 * i) for i in range(count)]
+    base = next(s[2] for s in secs if s[0] == 3)
+    _v, _f, n, _nd, eo, _do, so, _ss = struct.unpack_from("<IIIIQQQQ", blob, base)
+    for i in range(n):
+        at = base + eo + 40 * i
+        noff, nlen = struct.unpack_from("<II", blob, at)
+        if blob[base + so + noff:base + so + noff + nlen] == name.encode():
+            off, size = struct.unpack_from("<QQ", blob, at + 24)
+            return at, off, size
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("src,moved,into,shift", [
+    ("files/hf_tiny_llama.mcf", "dup.shape_b", "dup.shape_a", 16),              # f32, unaligned
+    ("files/hf_tiny_llama_q8.mcf", "model.embed_tokens.weight", "lm_head.weight", 128),  # q8
+])
+def test_partial_alias_is_a_reported_problem(tbx_asan, tmp_path, src, moved, into, shift):
+    blob = bytearray((MCF / src).read_bytes())
+    at, _, size = _entry(blob, moved)
+    _, base, _ = _entry(blob, into)
+    struct.pack_into("<Q", blob, at + 24, base + shift)
+    p = tmp_path / "alias.mcf"
+    p.write_bytes(bytes(blob))
+    info = info_json(tbx_asan, p)  # opens
+    t = next(t for t in info["tensors"] if t["name"] == moved)
+    assert t["offset"] == base + shift and t["nbytes"] == size
+    if t["dtype"] == "f32":  # its values are the bytes it now points at
+        assert _raw(tbx_asan, "cat", str(p), moved) == bytes(blob[base + shift:base + shift + size])
+    else:
+        _raw(tbx_asan, "cat", str(p), moved, "--as", "f32")
+    r, objs = validate_json(tbx_asan, p)
+    assert r.rc == 1
+    got = [(o["code"], o["field"], o["offset"]) for o in objs if o["field"] == "tensor.data_off"]
+    assert got == [("TBX_E_RANGE", "tensor.data_off", at + 24)], objs
+    assert f'"{moved}"' in next(o["message"] for o in objs if o["field"] == "tensor.data_off")
+    r = run(tbx_asan, "convert", p, tmp_path / "out.mcf")
+    assert r.rc == 0, r.describe()

@@ -593,3 +593,46 @@ def test_tbx_v2_file_reads_back(tbx, ref_files, tmp_path):
     assert v.returncode != 0 and "Unsupported version 2" in v.stderr
     r = run(tbx, "validate", out)
     assert r.rc == 0, r.describe()
+
+
+# ------------------------------------------------------------------------------------------
+# Metadata OINF cannot store: the hint names only options that work (issue 19, item 11)
+# ------------------------------------------------------------------------------------------
+def _hint_options(text: str) -> list[str]:
+    """The options the refusal message suggests, in the parenthesis that ends it."""
+    import re
+    tail = text.strip().splitlines()[0]
+    m = re.search(r"\(([^()]*--[^()]*)\)\s*$", tail)
+    assert m, f"no hint at the end of: {tail!r}"
+    return re.findall(r"--[a-z][a-z-]*", m.group(1))
+
+
+def test_string_metadata_hint_is_an_option_that_works(tbx, tmp_path):
+    """A string OINF's [A-Za-z0-9._-]+ refuses: --stringify-meta only quotes it (refused
+    again), so the message suggests --drop-meta alone; following it gives a file the
+    reference verifier accepts, without the entry."""
+    src = tmp_path / "s.safetensors"
+    stn.save_file({"w": np.arange(4, dtype=np.float32)}, str(src),
+                  metadata={"note": "hello world", "ok": "fine"})
+    out = tmp_path / "o.oinf"
+    r = run(tbx, "convert", src, out)
+    assert r.rc == 1 and not out.exists(), r.describe()
+    opts = _hint_options(r.err.decode())
+    assert opts == ["--drop-meta"], r.describe()
+    # --stringify-meta alone fails again, and says what works
+    r2 = run(tbx, "convert", src, out, "--stringify-meta")
+    assert r2.rc == 1 and not out.exists(), r2.describe()
+    assert _hint_options(r2.err.decode()) == ["--drop-meta"], r2.describe()
+    # following the hint works
+    r3 = run(tbx, "convert", src, out, *opts)
+    assert r3.rc == 0, r3.describe()
+    v = subprocess.run([sys.executable, verify_script(), str(out)], capture_output=True, text=True)
+    assert v.returncode == 0, v.stderr
+    keys = [m["key"] for m in parse_tables(out.read_bytes())["metadata"]]
+    assert keys == ["ok"], keys
+    # both options: what stringifying cannot store is dropped
+    out.unlink()
+    r4 = run(tbx, "convert", src, out, "--stringify-meta", "--drop-meta")
+    assert r4.rc == 0, r4.describe()
+    assert [m["key"] for m in parse_tables(out.read_bytes())["metadata"]] == ["ok"]
+

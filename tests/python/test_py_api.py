@@ -555,3 +555,62 @@ def test_close_while_other_threads_read(files):
         for t in ts:
             t.join()
         assert len(outcomes) == 4, outcomes
+
+
+# ------------------------------------------------------------------------------------------
+# Names holding a NUL (or another control byte) are escaped in messages, never cut (issue 19)
+# ------------------------------------------------------------------------------------------
+WRITABLE = ("safetensors", "gguf", "zt", "oinf", "mcf", "weights")
+
+
+def test_nul_in_a_requested_name_is_escaped_not_cut(tmp_path):
+    p = tmp_path / "ok.safetensors"
+    tensorbox.save_file({"a": np.zeros(2, np.float32)}, p)
+    with tensorbox.safe_open(p) as f:
+        for call in (f.get_tensor, f.tensor_dtype, f.tensor_shape, f.get_slice):
+            with pytest.raises(tensorbox.NotFoundError) as ei:
+                call("a\0b")
+            msg = ei.value.args[0]
+            assert "'a\\x00b'" in msg and "\0" not in msg, (call.__name__, msg)
+    with pytest.raises(tensorbox.UnsupportedError) as ei:
+        tensorbox.save_file({"a\0b": np.zeros(2, object)}, tmp_path / "o.safetensors")
+    assert "'a\\x00b'" in str(ei.value) and "\0" not in str(ei.value)
+
+
+@pytest.mark.parametrize("ext", WRITABLE)
+def test_every_writer_escapes_a_nul_name(tmp_path, ext):
+    out = tmp_path / f"o.{ext}"
+    with pytest.raises(tensorbox.InvalidArgumentError) as ei:
+        tensorbox.save_file({"a\0b": np.zeros(2, np.float32)}, out)
+    assert 'a\\x00b' in str(ei.value) and "\0" not in str(ei.value), str(ei.value)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("ext", WRITABLE)
+def test_every_reader_escapes_a_nul_name(tbx, tmp_path, ext):
+    """A file whose tensor name holds a NUL byte (the bytes of a written name patched): the
+    open fails with a message that shows the whole name, the NUL escaped; tbx too."""
+    src = tmp_path / f"s.{ext}"
+    tensorbox.save_file({"aQZb": np.ones(2, np.float32)}, src)
+    blob = src.read_bytes()
+    assert blob.count(b"aQZb") == 1
+    bad = tmp_path / f"nul.{ext}"
+    bad.write_bytes(blob.replace(b"aQZb", b"a\0Zb"))
+    with pytest.raises(tensorbox.Error) as ei:
+        tensorbox.load_file(bad)
+    msg = str(ei.value)
+    assert "a\\x00Zb" in msg and "\0" not in msg, msg
+    r = run(tbx, "info", bad)
+    assert r.rc == 1 and b"a\\x00Zb" in r.err and b"\0" not in r.err, r.describe()
+
+
+def test_index_json_nul_name_is_escaped(tbx, tmp_path):
+    """A raw NUL byte in a weight_map name of model.safetensors.index.json (invalid JSON):
+    the message shows the name around it escaped, not jansson's token cut at the NUL."""
+    d = tmp_path / "m"
+    d.mkdir()
+    tensorbox.save_file({"ab": np.ones(2, np.float32)}, d / "model-00001-of-00001.safetensors")
+    (d / "model.safetensors.index.json").write_bytes(
+        b'{"metadata": {}, "weight_map": {"a\0Zb": "model-00001-of-00001.safetensors"}}')
+    r = run(tbx, "info", d)
+    assert r.rc == 1 and b"a\\x00Zb" in r.err and b"\0" not in r.err, r.describe()

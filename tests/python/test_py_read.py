@@ -66,6 +66,92 @@ def test_load_file_equals_safetensors(st_file):
         assert g.tobytes() == w.tobytes(), k
 
 
+# dtypes numpy does not hold itself: what each read returns (issue 19, item 12)
+NOT_NATIVE = {"bf16": ml_dtypes.bfloat16, "f8_e4m3": ml_dtypes.float8_e4m3fn,
+              "f8_e5m2": ml_dtypes.float8_e5m2}
+
+
+@pytest.fixture(scope="module")
+def not_native_file(tmp_path_factory):
+    """bf16 / fp8 tensors (and native ones) written by safetensors itself."""
+    rng = np.random.default_rng(19)
+    a = {k: (rng.standard_normal((6, 4)) * 3).astype(t) for k, t in NOT_NATIVE.items()}
+    a["f16"] = rng.standard_normal((6, 4)).astype(np.float16)
+    a["i8"] = rng.integers(-128, 127, (6, 4), dtype=np.int8)
+    p = tmp_path_factory.mktemp("nn") / "nn.safetensors"
+    stn.save_file(a, str(p))
+    return p, a
+
+
+def _every_read(path, dequantize):
+    """{name: array} through every read of the package: load_file, load(bytes), get_tensor,
+    get_slice rows and a whole-tensor slice."""
+    out = {"load_file": tensorbox.load_file(path, dequantize=dequantize),
+           "load": tensorbox.load(Path(path).read_bytes(), dequantize=dequantize)}
+    with tensorbox.safe_open(path, dequantize=dequantize) as f:
+        out["get_tensor"] = {k: f.get_tensor(k) for k in f.keys()}
+        out["rows"] = {k: f.get_slice(k)[1:4] for k in f.keys()}
+        out["slice"] = {k: f.get_slice(k)[..., 1:] for k in f.keys()}
+    return out
+
+
+def test_dequantize_returns_float32_for_dtypes_numpy_lacks(not_native_file):
+    """dequantize=True asks for floats: bf16 and fp8 come back as float32 values (those
+    ml_dtypes gives for the same bits), never bit patterns or ml_dtypes types; native numpy
+    dtypes (f16, i8) are not converted."""
+    p, a = not_native_file
+    for how, got in _every_read(p, True).items():
+        for k, want in a.items():
+            g = got[k]
+            w = want if how in ("load_file", "load", "get_tensor") else \
+                (want[1:4] if how == "rows" else want[..., 1:])
+            if k in NOT_NATIVE:
+                assert g.dtype == np.float32, (how, k, g.dtype)
+                np.testing.assert_array_equal(g, w.astype(np.float32), err_msg=f"{how} {k}")
+            else:
+                assert g.dtype == w.dtype and g.tobytes() == np.ascontiguousarray(w).tobytes(), \
+                    (how, k)
+
+
+def test_native_read_gives_ml_dtypes_types(not_native_file):
+    """dequantize=False with ml_dtypes installed: the ml_dtypes type, bits as stored."""
+    p, a = not_native_file
+    for how, got in _every_read(p, False).items():
+        for k in NOT_NATIVE:
+            w = a[k] if how in ("load_file", "load", "get_tensor") else \
+                (a[k][1:4] if how == "rows" else a[k][..., 1:])
+            assert got[k].dtype == w.dtype, (how, k, got[k].dtype)
+            assert got[k].tobytes() == np.ascontiguousarray(w).tobytes(), (how, k)
+
+
+def test_without_ml_dtypes(not_native_file, monkeypatch):
+    """Without ml_dtypes: dequantize=True still gives float32 values; dequantize=False the
+    stored bits as the unsigned type of their width (documented; tensor_dtype names them)."""
+    p, a = not_native_file
+    monkeypatch.setattr(tensorbox, "_ml", None)
+    for how, got in _every_read(p, True).items():
+        for k in NOT_NATIVE:
+            assert got[k].dtype == np.float32, (how, k)
+    got = tensorbox.load_file(p)
+    for k, t in NOT_NATIVE.items():
+        assert got[k].dtype == (np.uint16 if k == "bf16" else np.uint8), k
+        assert got[k].tobytes() == a[k].tobytes(), k
+
+
+def test_metadata_bf16_array_is_never_bits(tmp_path, monkeypatch):
+    """A bf16 metadata array (OINF stores one): the ml_dtypes type when installed, else its
+    float32 values, as a bf16 scalar comes back as a float."""
+    p = tmp_path / "m.oinf"
+    v = np.array([1.5, -2.25, 1e20], dtype=ml_dtypes.bfloat16)
+    tensorbox.save_file({"w": np.zeros(2, np.float32)}, p, metadata={"arr": v})
+    m = tensorbox.safe_open(p).metadata()
+    assert m["arr"].dtype == ml_dtypes.bfloat16 and m["arr"].tobytes() == v.tobytes()
+    monkeypatch.setattr(tensorbox, "_ml", None)
+    m = tensorbox.safe_open(p).metadata()
+    assert m["arr"].dtype == np.float32
+    np.testing.assert_array_equal(m["arr"], v.astype(np.float32))
+
+
 def test_load_bytes_reads_them_in_place(st_file, tmp_path, monkeypatch):
     """load(bytes) opens the bytes in memory (tbx_open_memory): no temporary file, and the
     arrays are read-only views into the bytes object itself, which they keep alive. Values
@@ -191,9 +277,8 @@ def test_gguf_every_block_type_dequantizes_like_gguf_py(gguf_file):
             assert g.tobytes() == data.tobytes(), t.name
             continue
         want = gguf.quants.dequantize(data, t.tensor_type).astype(np.float32)
-        if t.tensor_type == Q.BF16:  # a plain dtype: bf16 (ml_dtypes) with or without dequantize
-            assert str(g.dtype) == "bfloat16"
-            g = g.astype(np.float32)
+        if t.tensor_type == Q.BF16:  # dequantize=True: float32; else the ml_dtypes type
+            assert str(raw[t.name].dtype) == "bfloat16"
         assert g.dtype == np.float32, t.name
         assert g.shape == want.shape, t.name
         np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-30, equal_nan=True,
@@ -369,6 +454,43 @@ def test_mcf_quantized_raw_by_default():
         name = bytes.fromhex(t["name_hex"]).decode("utf-8")
         payload = blob[t["data_off"]:t["data_off"] + t["data_size"]]
         assert np.asarray(raw[name]).tobytes() == payload, name
+
+
+def test_mcf_quant_embed_file_reads_but_its_bare_tensors():
+    """mantle pack --quant-embed int8 (bare codes, no scale): the file opens; every other
+    tensor gives mantle's values; a bare tensor is marked in info(), raises FormatError naming
+    it when read, is a validate problem, and convert(drop_unreadable=True) leaves it out."""
+    import json
+    man = json.loads((MCF_DATA / "manifest.json").read_text())
+    fx = next(f for f in man["fixtures"] if f["file"] == "files/hf_tiny_llama_int8.mcf")
+    path = MCF_DATA / fx["file"]
+    bare = {t["name"] for t in fx["tensors"] if t["dtype_name"] == "int8"}
+    assert len(bare) == 3
+    info = tensorbox.info(path)
+    assert {t["name"] for t in info["tensors"] if t.get("unreadable")} == bare
+    with tensorbox.safe_open(path, dequantize=True) as f:
+        assert set(f.keys()) == {t["name"] for t in fx["tensors"]}
+        for t in fx["tensors"]:
+            if t["name"] in bare:
+                with pytest.raises(tensorbox.FormatError, match=f'tensor "{t["name"]}"'):
+                    f.get_tensor(t["name"])
+                with pytest.raises(tensorbox.FormatError):
+                    f.get_slice(t["name"])[0:1]
+            elif "f32" in t:
+                want = np.fromfile(MCF_DATA / t["f32"], dtype="<f4")
+                g = np.asarray(f.get_tensor(t["name"]), np.float32).reshape(-1)
+                assert g.view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), t["name"]
+    probs = tensorbox.validate(path)
+    assert sorted((p.code, p.field) for p in probs) == [("TBX_E_FORMAT", "tensor.data_size")] * 3
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        o = Path(d) / "o.mcf"
+        with pytest.raises(tensorbox.FormatError, match="drop-unreadable"):
+            tensorbox.convert(path, o)
+        assert not o.exists()
+        tensorbox.convert(path, o, drop_unreadable=True)
+        assert set(tensorbox.load_file(o)) == {t["name"] for t in fx["tensors"]} - bare
+        assert tensorbox.validate(o) == []
 
 
 def test_embd_legacy_equals_the_original_tensors():

@@ -229,3 +229,69 @@ def test_stringified_metadata_is_json(tmp_path):
     assert meta["t.name"] == 'q"uo\\te'
     assert json.loads(meta["t.tokens"]) == ['a"b', "c\\d", "e\x01f", "\u00e9"]
     assert json.loads(meta["t.scores"]) == [1.5, -2.0]
+
+
+def _mcf_ranks(blob: bytes) -> dict:
+    """{name: rank} from an MCF file's TensorIndex (parsed from the layout in
+    docs/formats/mcf.md, not by tensorbox)."""
+    import struct
+    count, dir_off = struct.unpack_from("<IQ", blob, 12)
+    secs = [struct.unpack_from("<IIQQ", blob, dir_off + 24 * i) for i in range(count)]
+    base = next(s[2] for s in secs if s[0] == 3)
+    _v, _f, n, _nd, eo, _do, so, _ss = struct.unpack_from("<IIIIQQQQ", blob, base)
+    out = {}
+    for i in range(n):
+        noff, nlen, _dt, rank = struct.unpack_from("<IIII", blob, base + eo + 40 * i)
+        out[blob[base + so + noff:base + so + noff + nlen].decode()] = rank
+    return out
+
+
+def test_scalars_keep_shape_empty(tmp_path):
+    """A numpy scalar or a 0-d array is a tensor of shape () (issue 19): each format's own
+    reader reads it back as a scalar, not as [1]; EMBD, which has no rank 0, refuses it."""
+    import test_oinf_interop as oi
+    ztensor = need("ztensor")
+    a = {"s": np.float32(3), "d": np.array(5.5), "i": np.array(-7, np.int32),
+         "h": np.float16(0.25),
+         "t": np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2],  # not C-contiguous
+         "f": np.asfortranarray(np.arange(6, dtype=np.int32).reshape(2, 3))}
+    want = {k: np.asarray(v) for k, v in a.items()}
+    assert want["s"].shape == () and want["t"].shape == (3, 2)
+
+    def same(k, got):
+        got = np.asarray(got)
+        assert got.shape == want[k].shape, (k, got.shape)
+        assert got.tobytes() == np.ascontiguousarray(want[k]).tobytes(), k
+
+    p = tmp_path / "s.safetensors"
+    tensorbox.save_file(a, p)
+    for k, v in stn.load_file(str(p)).items():
+        same(k, v)
+    p = tmp_path / "s.gguf"
+    tensorbox.save_file(a, p)
+    for t in gguf.GGUFReader(str(p)).tensors:
+        assert list(t.shape) == list(reversed(want[t.name].shape)), t.name  # ggml order
+        same(t.name, np.asarray(t.data).reshape(want[t.name].shape))
+    p = tmp_path / "s.zt"
+    tensorbox.save_file(a, p)
+    r = ztensor.Reader(str(p))
+    for k in a:
+        same(k, np.array(r.read_tensor(k, to="numpy"), copy=True))
+    p = tmp_path / "s.oinf"
+    tensorbox.save_file(a, p)
+    blob = p.read_bytes()
+    for t in oi.parse_tables(blob)["tensors"]:
+        same(t["name"], oi.ref_tensor_values(blob, t))
+    p = tmp_path / "s.mcf"
+    tensorbox.save_file(a, p)
+    assert _mcf_ranks(p.read_bytes()) == {k: v.ndim for k, v in want.items()}
+    # and back through tensorbox, from every format; also through the convert path (cast)
+    for ext in ("safetensors", "gguf", "zt", "oinf", "mcf"):
+        for k, v in tensorbox.load_file(tmp_path / f"s.{ext}").items():
+            same(k, v)
+    p = tmp_path / "c.safetensors"
+    tensorbox.save_file({"s": np.float32(3)}, p, cast="f16")
+    assert stn.load_file(str(p))["s"].shape == ()
+    with pytest.raises(tensorbox.UnsupportedError, match="0"):
+        tensorbox.save_file({"s": np.float32(3)}, tmp_path / "s.weights")
+    assert not (tmp_path / "s.weights").exists()

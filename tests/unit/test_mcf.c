@@ -517,4 +517,175 @@ TBX_TEST(nan_scale_accepted_and_decoded_as_mantle) {
     tbx_close(f);
 }
 
+/* pack --quant-embed's bare codes: "w" becomes int8 [1, 32] whose 32 codes (at 128) are its
+ * whole payload, without the 64-byte scale region (the record says int8). The file opens, the
+ * tensor is listed and flagged; every read of it fails with TBX_E_FORMAT at its entry's
+ * data_size; validate reports it once; the other tensor reads; converting refuses it unless
+ * told to leave it out. */
+static void make_bare(mfile *m) {
+    build(m);
+    uint8_t *e = m->b + m->ti + 48 + 40;
+    tbx_st32(e + 8, 0x10);
+    tbx_st64(e + 24, 128);
+    tbx_st64(e + 32, 32);
+    uint8_t *r = m->b + m->qi + 8;
+    r[4] = 0x10;
+    tbx_st16(r + 6, 0);
+    memset(m->b + 64, 0, 2); /* no scale anywhere: the old q8 scale goes */
+}
+
+/* validate_mem without its read of tensor 1 (which fails for a bare tensor) */
+static pad_seen validate_only(const uint8_t *b, size_t n) {
+    pad_seen seen;
+    memset(&seen, 0, sizeof seen);
+    tbx_open_options oo;
+    tbx_open_options_init(&oo);
+    oo.format = TBX_FORMAT_MCF;
+    oo.on_problem = pad_problem;
+    oo.problem_ud = &seen;
+    tbx_file *f = NULL;
+    tbx_error err;
+    if (tbx_open_memory(&f, b, n, &oo, &err) != TBX_OK) {
+        seen.n = -1;
+        return seen;
+    }
+    uint64_t np = 0;
+    (void)tbx_validate(f, pad_problem, &seen, &np);
+    tbx_close(f);
+    return seen;
+}
+
+static void bare_fails(tbx_status st, const tbx_error *err, const mfile *m) {
+    CHECK_EQ(st, TBX_E_FORMAT);
+    CHECK_STR(err->field, "tensor.data_size");
+    CHECK_EQ(err->offset, m->ti + 48 + 40 + 32);
+    CHECK(strstr(err->message, "tensor \"w\"") != NULL);
+    CHECK(strstr(err->message, "without the f32 scale") != NULL);
+}
+
+TBX_TEST(bare_int_codes_listed_not_readable) {
+    mfile m;
+    make_bare(&m);
+    tbx_file *f = NULL;
+    tbx_error err;
+    CHECK_OK(open_mem(m.b, m.n, &err, &f));
+    if (!f) { fprintf(stderr, "%s\n", err.message); return; }
+    CHECK_EQ(tbx_tensor_count(f), 2);
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+    CHECK_OK(tbx_tensor_info_get(f, 1, &ti));
+    CHECK_EQ(ti.dtype, TBX_DT_MCF_INT8);
+    CHECK_EQ(ti.nbytes, 32);
+    CHECK_EQ(ti.flags, TBX_TENSOR_UNREADABLE);
+    CHECK_OK(tbx_tensor_info_get(f, 0, &ti));
+    CHECK_EQ(ti.flags, 0);
+    float o[32];
+    CHECK_OK(tbx_tensor_read_f32(f, 0, 0, 2, o, &err));
+    CHECK(o[0] == 1.0f && o[1] == 2.0f);
+    uint8_t buf[64];
+    const void *p = NULL;
+    size_t len = 0;
+    bare_fails(tbx_tensor_read_f32(f, 1, 0, 32, o, &err), &err, &m);
+    bare_fails(tbx_tensor_read_f32(f, 1, 0, 0, o, &err), &err, &m);
+    bare_fails(tbx_tensor_read(f, 1, buf, sizeof buf, NULL, &err), &err, &m);
+    bare_fails(tbx_tensor_read_range(f, 1, 4, buf, 8, &err), &err, &m);
+    bare_fails(tbx_tensor_map(f, 1, &p, &len, &err), &err, &m);
+    CHECK(p == NULL);
+    tbx_read_req rq[2];
+    memset(rq, 0, sizeof rq);
+    rq[0].tensor = 0; rq[0].buf = buf; rq[0].cap = sizeof buf;
+    rq[1].tensor = 1; rq[1].buf = buf + 8; rq[1].cap = sizeof buf - 8;
+    (void)tbx_read_batch(f, rq, 2, 1, &err);
+    CHECK_EQ(rq[0].status, TBX_OK);
+    bare_fails(rq[1].status, &rq[1].error, &m);
+    tbx_close(f);
+    /* validate: that one problem */
+    pad_seen s = validate_only(m.b, m.n);
+    CHECK_EQ(s.n, 1);
+    CHECK_EQ(s.code, TBX_E_FORMAT);
+    CHECK_STR(s.field, "tensor.data_size");
+    CHECK_EQ(s.offset, m.ti + 48 + 40 + 32);
+    /* any other size mismatch is still a refusal of the file */
+    tbx_st64(m.b + m.ti + 48 + 40 + 32, 33);
+    memset(&err, 0, sizeof err);
+    CHECK_EQ(open_mem(m.b, m.n, &err, NULL), TBX_E_FORMAT);
+    CHECK_STR(err.field, "tensor.data_size");
+}
+
+TBX_TEST(bare_int_codes_convert_refused_or_left_out) {
+    mfile m;
+    make_bare(&m);
+    tbx_file *f = NULL;
+    tbx_error err;
+    CHECK_OK(open_mem(m.b, m.n, &err, &f));
+    if (!f) return;
+    char out[512];
+    tbx_test_tmppath(out, sizeof out, "tbx_mcf_bare_%d.mcf", (int)getpid());
+    unlink(out);
+    tbx_convert_options co;
+    tbx_convert_options_init(&co);
+    co.write.flags |= TBX_WRITE_NO_SYNC;
+    bare_fails(tbx_convert(f, out, &co, &err), &err, &m);
+    CHECK(strstr(err.message, "--drop-unreadable") != NULL);
+    CHECK(access(out, F_OK) != 0);
+    co.flags |= TBX_CONVERT_DROP_UNREADABLE;
+    CHECK_OK(tbx_convert(f, out, &co, &err));
+    tbx_close(f);
+    f = NULL;
+    CHECK_OK(tbx_open_path(&f, out, NULL, &err));
+    if (f) {
+        CHECK_EQ(tbx_tensor_count(f), 1);
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        CHECK_OK(tbx_tensor_info_get(f, 0, &ti));
+        CHECK_STR(ti.name, "b");
+        float o[2];
+        CHECK_OK(tbx_tensor_read_f32(f, 0, 0, 2, o, &err));
+        CHECK(o[0] == 1.0f && o[1] == 2.0f);
+        uint64_t np = 9;
+        CHECK_OK(tbx_validate(f, NULL, NULL, &np));
+        CHECK_EQ(np, 0);
+        tbx_close(f);
+    }
+    /* several tensors left out, the writer's indexes shifted: a second file, to safetensors */
+    unlink(out);
+    tbx_test_tmppath(out, sizeof out, "tbx_mcf_bare_%d.safetensors", (int)getpid());
+    unlink(out);
+    CHECK_OK(open_mem(m.b, m.n, &err, &f));
+    if (f) CHECK_OK(tbx_convert(f, out, &co, &err));
+    tbx_close(f);
+    f = NULL;
+    CHECK_OK(tbx_open_path(&f, out, NULL, &err));
+    if (f) {
+        CHECK_EQ(tbx_tensor_count(f), 1);
+        float o[2];
+        CHECK_OK(tbx_tensor_read_f32(f, 0, 0, 2, o, &err));
+        CHECK(o[0] == 1.0f && o[1] == 2.0f);
+        tbx_close(f);
+    }
+    unlink(out);
+}
+
+/* A payload starting inside another one (not the same span): mantle reads it; tensorbox opens
+ * and reads it, and validate reports it once, at its entry's data_off. "b" (f32 [2]) is moved
+ * onto the codes of "w" [128, 160); its own old bytes are zeroed (no padding report). */
+TBX_TEST(partial_alias_reported) {
+    mfile m;
+    build(&m);
+    memset(m.b + 192, 0, 8);
+    tbx_st64(m.b + m.ti + 48 + 24, 136);
+    tbx_file *f = NULL;
+    tbx_error err;
+    CHECK_OK(open_mem(m.b, m.n, &err, &f));
+    if (!f) return;
+    float o[2], want[2];
+    memcpy(want, m.b + 136, 8);
+    CHECK_OK(tbx_tensor_read_f32(f, 0, 0, 2, o, &err));
+    CHECK(memcmp(o, want, 8) == 0);
+    tbx_close(f);
+    pad_seen s = validate_mem(m.b, m.n);
+    CHECK_EQ(s.n, 1);
+    CHECK_EQ(s.code, TBX_E_RANGE);
+    CHECK_STR(s.field, "tensor.data_off");
+    CHECK_EQ(s.offset, m.ti + 48 + 24);
+}
+
 TBX_TEST_MAIN()

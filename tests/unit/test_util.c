@@ -618,4 +618,24 @@ TBX_TEST(quote_bytes) {
     CHECK(1);
 }
 
+TBX_TEST(json_reason) {
+    char buf[256];
+    /* jansson's token context (cut at the NUL) is replaced by the text around the position */
+    const char src[] = "{\"a\0Zb\":{\"dtype\":\"F32\"}}";
+    tbx_json_reason(buf, sizeof buf, "control character 0x0 near '\"a'", src, sizeof src - 1, 3);
+    CHECK_STR(buf, "control character 0x0 near \"{\"a\\x00Zb\":{\"dtype\":\"F\"...");
+    /* far into the text: "..." before; a reason without context keeps its text */
+    const char *t = "0123456789abcdefghijklmnopqrstuvwxyz";
+    tbx_json_reason(buf, sizeof buf, "invalid token", t, strlen(t), 20);
+    CHECK_STR(buf, "invalid token near ...\"456789abcdefghijklmnopqrstuvwxyz\"");
+    tbx_json_reason(buf, sizeof buf, "end of file expected near 'x'", "", 0, 0);
+    CHECK_STR(buf, "end of file expected at the end of the text");
+    /* a position past the text is clamped; NULL text is no text */
+    tbx_json_reason(buf, sizeof buf, NULL, "ab", 2, 99);
+    CHECK_STR(buf, " near \"ab\"");
+    char tiny[4];
+    tbx_json_reason(tiny, sizeof tiny, "long reason", t, strlen(t), 5);
+    CHECK(strlen(tiny) == 3);
+}
+
 TBX_TEST_MAIN()
