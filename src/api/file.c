@@ -449,9 +449,31 @@ tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
                        "tensor \"%s\" cannot be mapped (file not mapped or data encoded)", t->name);
     if ((st = run_pending_check(f, t, 0, err)) != TBX_OK) return st;
+    /* the file still holds the bytes now (a file that shrank later: see the header) */
+    if ((st = tbx_source_check(tbx_file_source(f, k->src), k->offset, k->nbytes, t->name, err)) !=
+        TBX_OK)
+        return st;
     if (ptr) *ptr = p;
     if (len) *len = (size_t)k->nbytes;
     return TBX_OK;
+}
+
+tbx_status tbx_file_check_sources(const tbx_file *f, tbx_error *err) {
+    if (!f) return TBX_OK;
+    for (size_t i = 0; i <= f->nextra_src; i++) {
+        const tbx_source *s = i ? &f->extra_src[i - 1] : &f->src;
+        const char *name = f->part_names && f->part_names[i] ? f->part_names[i]
+                           : f->path                       ? f->path
+                                                           : "file";
+        tbx_status st = tbx_source_intact(s, name, err);
+        if (st != TBX_OK) return st;
+    }
+    return TBX_OK;
+}
+
+tbx_status tbx_check_input(const tbx_file *f, tbx_error *err) {
+    if (!f) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "file", "NULL file handle");
+    return tbx_file_check_sources(f, err);
 }
 
 /* Elements per byte-aligned group of a dtype and that group's bytes (block types: one block;
@@ -644,6 +666,11 @@ static tbx_status read_f32_dense(tbx_file *f, const tbx_tensor *t, const tbx_dty
             }
             st = tbx_decode_f32(t->dtype, src, (size_t)nb, nel, tmp);
             if (st == TBX_OK) memcpy(out + done, tmp + lead, (size_t)take * sizeof(float));
+        }
+        /* decoded straight from the mapping: were those bytes still the file's? */
+        if (direct && src != bytes) {
+            tbx_status cs = tbx_source_check(ksrc, k->offset + g0 * gb, nb, t->name, err);
+            if (cs != TBX_OK) { st = cs; break; }
         }
         if (st != TBX_OK) {
             st = tbx_err(err, st, k->offset + g0 * gb, t->name, "tensor \"%s\": cannot decode %s data",
@@ -960,6 +987,8 @@ static void validate_pass(tbx_file *f, validate_ctx *v) {
         st = f->drv->validate(f, &e);
         if (st != TBX_OK) collect_problem(v, &e);
     }
+    /* a file that shrank during the pass is not the file that was checked */
+    if ((st = tbx_file_check_sources(f, &e)) != TBX_OK) collect_problem(v, &e);
     f->on_problem = saved;
     f->problem_ud = saved_ud;
 }
