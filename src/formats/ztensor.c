@@ -270,10 +270,9 @@ static tbx_status zt_frame_cost(zt_rd *r, uint64_t *cost, tbx_error *err) {
     const void *p = hb;
     if (n == 0) return TBX_OK; /* no data: the decoder reports it */
     if (pend >= n) {
+        /* mapped bytes: a file that shrank gives zeros here (a cost of 0), and the decoder's
+         * check of what it consumes reports it (zt_rd_got) */
         p = (const uint8_t *)r->zin.src + r->zin.pos;
-        zt_frame_window_cost(p, n, (uint64_t)1 << r->wlog, cost);
-        return r->in ? TBX_OK
-                     : tbx_source_check(&r->f->src, r->in_off - pend, n, r->t->name, err);
     } else {
         tbx_status st = tbx_source_read(&r->f->src, r->in_off - pend, hb, n, r->t->name, err);
         if (st != TBX_OK) return st;
@@ -382,11 +381,9 @@ static tbx_status zt_rd_refill(zt_rd *r, tbx_error *err) {
         if (st != TBX_OK) return st;
         p = r->in;
     }
+    /* mapped bytes hashed here are checked as the decoder consumes them (zt_rd_got): the digest
+     * is compared only after all of them were */
     zt_hash_update(r->h, p, n);
-    if (r->h && p != r->in) { /* the hash read the mapped bytes */
-        tbx_status st = tbx_source_check(&r->f->src, r->in_off, n, r->t->name, err);
-        if (st != TBX_OK) return st;
-    }
     r->zin.src = p;
     r->zin.size = n;
     r->zin.pos = 0;
