@@ -100,6 +100,35 @@ static tbx_status new_file(tbx_file **out, const tbx_open_options *opt, tbx_erro
     return TBX_OK;
 }
 
+/* Does any source of f read through a mapping? */
+static bool file_mapped(const tbx_file *f) {
+    if (f->src.kind == TBX_SRC_MMAP) return true;
+    for (size_t i = 0; i < f->nextra_src; i++)
+        if (f->extra_src[i].kind == TBX_SRC_MMAP) return true;
+    return false;
+}
+
+/* The end of an open by path: the parse read mapped fields checked only against faults
+ * (tbx_source_fast_ok), so a mapped file must still be whole now; and an open that failed on a
+ * mapped file that shrank failed on its zeros: the shrink is the error. Closes f on failure. */
+static tbx_status open_done(tbx_file *f, tbx_status st, tbx_file **out, tbx_error *err) {
+    if (st == TBX_OK) {
+        if (file_mapped(f)) st = tbx_file_check_sources(f, err);
+        if (st == TBX_OK) {
+            *out = f;
+            return TBX_OK;
+        }
+    } else if (file_mapped(f)) {
+        tbx_error shrank;
+        if (tbx_file_check_sources(f, &shrank) != TBX_OK) { /* it replaces the open's error */
+            if (err) *err = shrank;
+            st = TBX_E_TRUNCATED;
+        }
+    }
+    tbx_close(f);
+    return st;
+}
+
 /* Detects the format (unless forced) and runs the driver. Closes f on failure. `hint` is the
  * format a path's extension names: it is used only when no magic matches, so that a damaged file
  * gets its own driver's precise error (e.g. an impossible safetensors header length) instead of
@@ -128,10 +157,7 @@ static tbx_status finish_open(tbx_file *f, tbx_format hint, tbx_file **out, tbx_
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "format",
                        "format %s cannot be read by this build", tbx_format_name(fmt));
     }
-    st = f->drv->open(f, err);
-    if (st != TBX_OK) { tbx_close(f); return st; }
-    *out = f;
-    return TBX_OK;
+    return open_done(f, f->drv->open(f, err), out, err);
 }
 
 /* The driver claiming `path` as a set of files (a directory, an index file), NULL when none
@@ -161,10 +187,7 @@ tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_option
         if (!f->path) { tbx_close(f); return tbx_err_nomem(err, "path"); }
         f->format = sd->format;
         f->drv = sd;
-        st = sd->open_path(f, err);
-        if (st != TBX_OK) { tbx_close(f); return st; }
-        *out = f;
-        return TBX_OK;
+        return open_done(f, sd->open_path(f, err), out, err);
     }
     st = tbx_source_open_path(&f->src, path, (f->flags & TBX_OPEN_MMAP) != 0, err);
     if (st != TBX_OK) { tbx_close(f); return st; }

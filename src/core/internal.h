@@ -10,6 +10,7 @@
 #include "tensorbox.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -123,6 +124,7 @@ typedef struct tbx_source {
     size_t map_len;           /* TBX_SRC_MMAP: length to munmap */
     int guard;                /* TBX_SRC_MMAP with map_len: its slot in the guarded mappings
                                  (src/io/mapguard.c) */
+    const _Atomic size_t *valid; /* that slot's valid length (tbx_source_fast_ok), else NULL */
     tbx_read_at_fn cb;        /* TBX_SRC_CALLBACK */
     void *cb_ud;
     uint64_t dev, ino;        /* path sources: identity, for "never overwrite an input" */
@@ -151,6 +153,17 @@ const uint8_t *tbx_source_ptr(const tbx_source *s, uint64_t off, uint64_t len);
  * that page is outside the mapping. */
 tbx_status tbx_source_check(const tbx_source *s, uint64_t off, uint64_t len, const char *field,
                             tbx_error *err);
+/* The cursor's per-field check (every field parsed at open): true unless the mapping is known
+ * to have lost bytes below `end` (a fault past the new end of the file lowered its valid
+ * length). Not exact (bytes past the new end in the page holding it read as zeros without a
+ * fault): tbx_open_path completes it by comparing the file's size at the end of the open
+ * (tbx_file_check_sources), and turns any failure of the open of a file that shrank into
+ * TBX_E_TRUNCATED. Then call tbx_source_check for the message. */
+static inline bool tbx_source_fast_ok(const tbx_source *s, uint64_t end) {
+    if (!s->valid) return true;
+    atomic_thread_fence(memory_order_acquire);
+    return end <= (uint64_t)atomic_load_explicit(s->valid, memory_order_acquire);
+}
 /* TBX_OK when the path source s still has the bytes it had when opened and no mapped byte of
  * it was found missing (one fstat), else TBX_E_TRUNCATED naming `field` and where the file now
  * ends. TBX_OK for memory and callback sources. */
@@ -186,7 +199,27 @@ void tbx_view_release(tbx_view *v);
 int tbx_mapguard_add(const void *base, size_t len);
 void tbx_mapguard_remove(int slot);
 int tbx_mapguard_check(int slot, size_t end);
+/* The page size the guard uses (a power of two). */
+size_t tbx_mapguard_page(void);
+/* tbx_mapguard_check's answer for a mapping [base, base+len) with its `valid` length, inline
+ * for the readers' hot paths: 1 when the bytes [0, end) were the file's, 0 or -1 as above. */
+static inline int tbx_mapguard_probe(const uint8_t *base, size_t len, const _Atomic size_t *valid,
+                                     size_t end, size_t page) {
+    if (end == 0) return 1;
+    /* the caller's reads of the range come before the loads below */
+    atomic_thread_fence(memory_order_acquire);
+    size_t v = atomic_load_explicit(valid, memory_order_acquire);
+    if (end > v) return 0;
+    const size_t probe = (end + page - 1) & ~(page - 1);
+    if (probe >= len || probe >= v) return -1;
+    (void)*(const volatile uint8_t *)(base + probe); /* faults (and is repaired) when past the end */
+    atomic_thread_fence(memory_order_acquire);
+    v = atomic_load_explicit(valid, memory_order_acquire);
+    if (v > probe) return 1;
+    return end > v ? 0 : -1;
+}
 size_t tbx_mapguard_valid(int slot);
+const _Atomic size_t *tbx_mapguard_valid_ptr(int slot);
 /* Faults repaired since the process started (tests). */
 uint64_t tbx_mapguard_repairs_(void);
 

@@ -164,23 +164,22 @@ size_t tbx_mapguard_valid(int slot) {
     return atomic_load_explicit(&slots[slot].valid, memory_order_acquire);
 }
 
+const _Atomic size_t *tbx_mapguard_valid_ptr(int slot) {
+    if (slot < 0 || slot >= GUARD_SLOTS) return NULL;
+    return &slots[slot].valid;
+}
+
 int tbx_mapguard_check(int slot, size_t end) {
     if (slot < 0 || slot >= GUARD_SLOTS) return -1;
-    if (end == 0) return 1;
     guard_slot *g = &slots[slot];
-    /* the caller's reads of the range come before the loads below */
-    atomic_thread_fence(memory_order_acquire);
-    size_t v = atomic_load_explicit(&g->valid, memory_order_acquire);
-    if (end > v) return 0;
+    const uint8_t *base = (const uint8_t *)atomic_load_explicit(&g->base, memory_order_relaxed);
     const size_t len = atomic_load_explicit(&g->len, memory_order_relaxed);
-    const size_t probe = (end + page_size - 1) & ~(page_size - 1);
-    if (probe >= len || probe >= v) return -1;
-    const uintptr_t b = atomic_load_explicit(&g->base, memory_order_relaxed);
-    (void)*(const volatile uint8_t *)(b + probe); /* faults (and is repaired) when past the end */
-    atomic_thread_fence(memory_order_acquire);
-    v = atomic_load_explicit(&g->valid, memory_order_acquire);
-    if (v > probe) return 1;
-    return end > v ? 0 : -1;
+    return tbx_mapguard_probe(base, len, &g->valid, end, page_size);
+}
+
+size_t tbx_mapguard_page(void) {
+    pthread_once(&install_once, install);
+    return page_size;
 }
 
 uint64_t tbx_mapguard_repairs_(void) {

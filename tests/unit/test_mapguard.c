@@ -712,9 +712,9 @@ TBX_TEST(embd_crc_view_of_a_shrunk_file) {
     unlink(path);
 }
 
-/* The bounded cursor over a mapped source (what every driver parses through): a field past
- * the new end, or in the page holding it, is TBX_E_TRUNCATED naming the field; one below reads.
- * The source read (tbx_source_read) the same. */
+/* The bounded cursor over a mapped source (what every driver parses through, at open): a field
+ * in a page found past the new end is TBX_E_TRUNCATED naming the field; one below reads.
+ * tbx_source_read is exact (it also sees the zeros of the page holding the new end). */
 TBX_TEST(cursor_and_source_reads_of_a_shrunk_mapping) {
     make_inputs();
     char pristine[600], path[600];
@@ -734,33 +734,121 @@ TBX_TEST(cursor_and_source_reads_of_a_shrunk_mapping) {
     const uint64_t cut = 3 * 4096 + 1000;
     CHECK_EQ(truncate(path, (off_t)cut), 0);
     uint32_t v = 0;
-    /* in the page of the new end, past it: no fault, the check must still see it */
-    CHECK_OK(tbx_cur_seek(&c, cut + 4, "x", &e));
+    /* in the page of the new end, past it: no fault; tbx_source_read still sees it */
+    uint8_t buf[64];
     memset(&e, 0, sizeof e);
-    tbx_status st = tbx_cur_u32(&c, &v, "field.past", &e);
+    tbx_status st = tbx_source_read(&s, cut + 4, buf, 8, "read.past", &e);
     CHECK_TRUNC(st, e);
-    CHECK_STR(e.field, "field.past");
+    CHECK_STR(e.field, "read.past");
     CHECK_EQ(e.offset, cut + 4); /* the field's own offset: the file ended before it */
     CHECK(strstr(e.message, "file ended at byte 13288") != NULL);
-    CHECK_EQ(c.pos, cut + 4); /* a failed read leaves the position */
-    /* below the new end, in the same page */
+    /* a field far past it: the fault is seen by the cursor */
+    CHECK_OK(tbx_cur_seek(&c, s.size - 100, "x", &e));
+    memset(&e, 0, sizeof e);
+    st = tbx_cur_u32(&c, &v, "field.far", &e);
+    CHECK_TRUNC(st, e);
+    CHECK_STR(e.field, "field.far");
+    CHECK_EQ(c.pos, s.size - 100); /* a failed read leaves the position */
+    /* then every field of a page past the one of the new end */
+    CHECK_OK(tbx_cur_seek(&c, 5 * 4096 + 12, "x", &e));
+    CHECK_EQ(tbx_cur_u32(&c, &v, "field.after", &e), TBX_E_TRUNCATED);
+    /* below the new end, in its page and before */
     CHECK_OK(tbx_cur_seek(&c, cut - 8, "x", &e));
     CHECK_OK(tbx_cur_u32(&c, &v, "field.below", &e));
     CHECK_EQ(v, tbx_ld32(ref + cut - 8));
-    /* far past it */
-    CHECK_OK(tbx_cur_seek(&c, s.size - 100, "x", &e));
-    st = tbx_cur_u32(&c, &v, "field.far", &e);
-    CHECK_TRUNC(st, e);
-    uint8_t buf[64];
-    st = tbx_source_read(&s, 5 * 4096, buf, sizeof buf, "read.far", &e);
-    CHECK_TRUNC(st, e);
     CHECK_OK(tbx_source_read(&s, 4096, buf, sizeof buf, "read.below", &e));
     CHECK(memcmp(buf, ref + 4096, sizeof buf) == 0);
+    st = tbx_source_read(&s, 5 * 4096, buf, sizeof buf, "read.far", &e);
+    CHECK_TRUNC(st, e);
     tbx_cursor_free(&c);
     tbx_source_close(&s);
     free(ref);
     unlink(path);
 }
+
+/* A file cut while it is being opened (parsed): the allocator truncates it on its k-th call,
+ * for every k the open makes. A mapped open then fails with TBX_E_TRUNCATED, whatever the
+ * parse made of the zeros (a field in the page holding the new end reads as zero without a
+ * fault: the size check at the end of the open sees it, and an error found on the zeros is
+ * reported as the shrink); it never succeeds on a file that shrank, and never crashes. Cuts in
+ * the header (the page of the first tensor infos) and in the data. */
+static const char *open_cut_path;
+static uint64_t open_cut_at, open_cut_dev, open_cut_ino;
+static int open_cut_calls, open_cut_when;
+/* Counts the allocations made while the file is open (in the registry of open inputs: its
+ * source exists, so the cut happens under the parse, not before the open) and cuts at the k-th. */
+static void open_cut_tick(void) {
+    if (!tbx_inputs_contains(open_cut_dev, open_cut_ino)) return;
+    if (++open_cut_calls == open_cut_when) CHECK_EQ(truncate(open_cut_path, (off_t)open_cut_at), 0);
+}
+static void *cut_alloc(void *ud, size_t size) {
+    (void)ud;
+    open_cut_tick();
+    return malloc(size ? size : 1);
+}
+static void *cut_realloc(void *ud, void *p, size_t old, size_t size) {
+    (void)ud; (void)old;
+    open_cut_tick();
+    return realloc(p, size ? size : 1);
+}
+static void cut_free(void *ud, void *p, size_t size) { (void)ud; (void)size; free(p); }
+static const tbx_allocator cut_allocator = {cut_alloc, cut_realloc, cut_free, NULL};
+
+static void open_while_cut(const char *file, uint64_t (*cut_of)(uint64_t size)) {
+    make_inputs();
+    char pristine[600], path[600];
+    path_in(pristine, sizeof pristine, file);
+    snprintf(path, sizeof path, "%s/opencut-%s", workdir, file);
+    tbx_open_options oo;
+    tbx_open_options_init(&oo);
+    oo.flags = TBX_OPEN_MMAP;
+    oo.allocator = &cut_allocator;
+    int fired = 0;
+    for (int k = 1; k < 100000; k++) {
+        copy_file(pristine, path);
+        open_cut_path = path;
+        open_cut_at = cut_of(file_size(path));
+        struct stat sb;
+        CHECK_EQ(stat(path, &sb), 0);
+        open_cut_dev = (uint64_t)sb.st_dev;
+        open_cut_ino = (uint64_t)sb.st_ino;
+        open_cut_calls = 0;
+        open_cut_when = k;
+        tbx_file *f = NULL;
+        tbx_error e;
+        memset(&e, 0, sizeof e);
+        tbx_status st = tbx_open_path(&f, path, &oo, &e);
+        const bool cut = open_cut_calls >= k;
+        if (cut) {
+            fired++;
+            if (st != TBX_E_TRUNCATED)
+                fprintf(stderr, "%s cut at allocation %d: %s %s\n", file, k, tbx_status_name(st),
+                        e.message);
+            CHECK_TRUNC(st, e);
+            CHECK(f == NULL);
+        } else {
+            CHECK_OK(st); /* the open made fewer than k allocations: it saw the whole file */
+        }
+        tbx_close(f);
+        if (!cut) break;
+    }
+    CHECK(fired >= 3);
+    unlink(path);
+}
+
+static uint64_t first_page_cut = 300;
+static uint64_t cut_in_first_page(uint64_t size) { (void)size; return first_page_cut; }
+static uint64_t cut_in_half(uint64_t size) { return size / 2 + 77; }
+
+TBX_TEST(open_of_a_file_cut_while_parsed_gguf_header) {
+    for (first_page_cut = 24; first_page_cut < 4096; first_page_cut += 331)
+        open_while_cut("in.gguf", cut_in_first_page);
+    first_page_cut = 300;
+}
+TBX_TEST(open_of_a_file_cut_while_parsed_gguf_data) { open_while_cut("in.gguf", cut_in_half); }
+TBX_TEST(open_of_a_file_cut_while_parsed_mcf) { open_while_cut("in.k4.mcf", cut_in_half); }
+TBX_TEST(open_of_a_file_cut_while_parsed_embd) { open_while_cut("in.weights", cut_in_first_page); }
+TBX_TEST(open_of_a_file_cut_while_parsed_zt) { open_while_cut("in.zt", cut_in_half); }
 
 /* With every guard slot taken, a mapped open reads through pread (never unguarded). */
 TBX_TEST(full_guard_table_falls_back_to_pread) {
