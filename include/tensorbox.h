@@ -92,6 +92,8 @@
  *     with TBX_E_TRUNCATED, naming the field and the byte where the file now ends, when any of
  *     them lay past the new end. Bytes below the new end read as before. No signal, no data
  *     or verdict built from missing bytes;
+ *   - tbx_open_path with TBX_OPEN_MMAP fails with TBX_E_TRUNCATED when the file shrank during
+ *     the open, whatever the parse made of the missing bytes;
  *   - tbx_convert fails with TBX_E_TRUNCATED when its input shrank at any time before the
  *     output is committed (mapped or not), leaving no output and no temporary file;
  *     tbx_validate reports a shrink during its pass as a TBX_E_TRUNCATED problem;
