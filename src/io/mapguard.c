@@ -14,14 +14,16 @@
  *        the mapping (a page past the end of the file has only pages past the end after it),
  *     -> the handler returns and the access reads zeros.
  *
- * Every library access to mapped bytes then asks tbx_mapguard_check, after the access and
- * before the bytes are used or handed on, whether [0, end) of the mapping is still the file's;
- * the caller turns "no" into TBX_E_TRUNCATED. A fault lowers `valid`, so a range that touched a
- * repaired page fails the check. Bytes past the new end that share a page with its last byte
- * read as zeros without a fault (the kernel maps that page whole), so the check also reads one
- * byte of the page after the range: a page of the file still exists there only when the file
- * still reaches past the range. When that page lies outside the mapping, or already reads as
- * zeros, the check cannot tell and the caller compares the file's size (fstat).
+ * Every library access to mapped bytes then asks tbx_mapguard_check (tbx_mapguard_probe inline,
+ * through tbx_source_check), after the access and before the bytes are used or handed on,
+ * whether [0, end) of the mapping is still the file's; the caller turns "no" into
+ * TBX_E_TRUNCATED. A fault lowers `valid`, so a range that touched a repaired page fails the
+ * check. Bytes past the new end that share a page with its last byte read as zeros without a
+ * fault (the kernel maps that page whole), so the check also reads one byte of the page after
+ * the range: a page of the file still exists there only when the file still reaches past the
+ * range. When that page lies outside the mapping, or already reads as zeros, the check cannot
+ * tell and the caller compares the file's size (fstat). The cursor, which parses fields at
+ * open, compares with `valid` only; the open then compares the file's size (api/file.c).
  *
  * The handler is installed once, on the first registration, and chains to the handler it
  * replaced for every other fault (not a BUS_ADRERR, not in a registered mapping, or a repair
