@@ -77,6 +77,36 @@
  *     #define TBX_EXPERIMENTAL
  *     #include <tensorbox/gguf.h>      (also tensorbox/ztensor.h, tensorbox/oinf.h)
  *
+ * Mapped files that shrink (TBX_OPEN_MMAP): another process may truncate a file while a handle
+ * has it mapped. Touching a page of a mapping that lies wholly past the new end of the file
+ * raises SIGBUS, which would kill the process; the library guards every mapping it makes. On
+ * its first mapping it installs a SIGBUS handler (SA_SIGINFO | SA_ONSTACK) that, for a fault
+ * inside one of its own mappings (on any thread), maps zero pages over the rest of that mapping
+ * and returns, and passes every other SIGBUS to the handler that was installed before it.
+ * Install your own handler before the first mapped open, or chain to the one you replace: a
+ * handler installed later that does not chain turns these faults back into crashes. What a
+ * caller of a mapped handle can expect once its file shrank:
+ *   - every call that reads the file's bytes (tbx_tensor_read, _read_range, _read_f32,
+ *     tbx_component_read*, tbx_read_batch, tbx_section_read, tbx_tensor_map, ...) checks the
+ *     bytes it used after reading them, before returning anything made from them, and fails
+ *     with TBX_E_TRUNCATED, naming the field and the byte where the file now ends, when any of
+ *     them lay past the new end. Bytes below the new end read as before. No signal, no data
+ *     or verdict built from missing bytes;
+ *   - tbx_open_path with TBX_OPEN_MMAP fails with TBX_E_TRUNCATED when the file shrank during
+ *     the open, whatever the parse made of the missing bytes;
+ *   - tbx_convert fails with TBX_E_TRUNCATED when its input shrank at any time before the
+ *     output is committed (mapped or not), leaving no output and no temporary file;
+ *     tbx_validate reports a shrink during its pass as a TBX_E_TRUNCATED problem;
+ *   - a zero-copy pointer (tbx_tensor_map) is checked when it is handed out; the bytes read
+ *     through it after the file shrank below them are zeros (never a signal), and
+ *     tbx_check_input tells afterwards whether they were still the file's;
+ *   - at most 4096 mappings are guarded at once in a process: a handle opened beyond that
+ *     reads through pread (tbx_tensor_map then says TBX_E_UNSUPPORTED), never unguarded.
+ * Handles reading through pread report a file that shrank as TBX_E_TRUNCATED ("file ended") on
+ * the first read past its new end. A file rewritten in place (truncated, then written again)
+ * changes under any reader, mapped or not: no check can see that; tensorbox's own writers
+ * replace files by rename and never do it.
+ *
  * Lifetime: tbx_close(), tbx_writer_finish() (whatever its result) and tbx_writer_abort() free
  * their handle, like free(): passing the same pointer again to any function, a second close,
  * finish or abort included, is undefined behaviour the library cannot detect (the memory may
@@ -718,9 +748,19 @@ TBX_API tbx_status tbx_read_batch(tbx_file *f, tbx_read_req *reqs, size_t n, uin
                                   tbx_error *err);
 /* Zero-copy pointer to a dense raw tensor's stored bytes when the file is mapped or in memory.
  * TBX_E_UNSUPPORTED when the handle reads through pread/callback or the data is encoded. With
- * TBX_OPEN_VERIFY_DIGESTS a digest not yet verified is verified first (TBX_E_CHECKSUM). */
+ * TBX_OPEN_VERIFY_DIGESTS a digest not yet verified is verified first (TBX_E_CHECKSUM).
+ * TBX_E_TRUNCATED when the mapped file has shrunk below the tensor's bytes. The pointer stays
+ * valid until tbx_close; if the file shrinks later, its bytes past the new end read as zeros
+ * (no signal: see "Mapped files that shrink" above) and tbx_check_input reports it. */
 TBX_API tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len,
                                   tbx_error *err);
+/* Does the handle's input still hold every byte it held when opened? TBX_OK when each file of
+ * the handle (every part of a set) is at least as long as when it was opened and no mapped byte
+ * of it was found past its end; TBX_E_TRUNCATED naming the file and the byte where it now ends
+ * otherwise. One fstat per file. Call it after using bytes of tbx_tensor_map pointers: TBX_OK
+ * then means they were the file's (unless the file was truncated and grown again meanwhile, a
+ * rewrite in place that no check can see). TBX_OK for memory and callback handles. */
+TBX_API tbx_status tbx_check_input(const tbx_file *f, tbx_error *err);
 /* Decodes elements [first, first+count) of tensor i to float32 in row-major order (sparse
  * tensors densified, quantized ones dequantized). For block dtypes `first` must be a multiple of
  * the block size and `count` too unless it reaches the end. TBX_E_UNSUPPORTED when the dtype

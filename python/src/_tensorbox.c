@@ -190,8 +190,25 @@ static PyObject *view_address(PyObject *self, PyObject *Py_UNUSED(ignored)) {
     return PyLong_FromVoidPtr((void *)((ViewObject *)self)->ptr);
 }
 
+/* tbx_check_input on a handle: None, or the error (a file that shrank: FormatError with code
+ * TBX_E_TRUNCATED; its mapped bytes past the new end read as zeros). */
+static PyObject *handle_check_input(handle *h) {
+    tbx_error err;
+    err_clear(&err);
+    tbx_status st;
+    LOCKED_CALL(h, st = tbx_check_input(h->f, &err));
+    if (st != TBX_OK) return raise_tbx(st, &err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *view_check_input(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    return handle_check_input(((ViewObject *)self)->h);
+}
+
 static PyMethodDef view_methods[] = {
     {"address", view_address, METH_NOARGS, "Address of the first byte (for tests)."},
+    {"check_input", view_check_input, METH_NOARGS,
+     "None when the file still holds every byte it had when opened, else raises the error."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1110,6 +1127,12 @@ static PyObject *file_read_section(PyObject *self, PyObject *arg) {
     return b;
 }
 
+static PyObject *file_check_input(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    return handle_check_input(h);
+}
+
 static PyMethodDef file_methods[] = {
     {"close", file_close, METH_NOARGS, "Drop this reference; the file closes with its last view."},
     {"names", file_names, METH_NOARGS, "Tensor names in file order."},
@@ -1129,6 +1152,8 @@ static PyMethodDef file_methods[] = {
     {"quant", file_quant, METH_O, "The quant description of tensor i, or None."},
     {"sections", file_sections, METH_NOARGS, "[(name, type, offset, size)]."},
     {"read_section", file_read_section, METH_O, "Bytes of section i."},
+    {"check_input", file_check_input, METH_NOARGS,
+     "None when the file still holds every byte it had when opened, else raises the error."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -25,7 +25,9 @@ numpy's own dtypes are returned as stored. The GIL is released while the library
 decodes.
 
 Inspecting: :func:`info` (the document of ``tbx info --json``), :func:`validate` (every
-problem with its code, field and byte offset). Writing: :func:`save_file`, :func:`convert`,
+problem with its code, field and byte offset), :func:`check_input` (has the file behind an
+array or a safe_open shrunk since it was opened? Its zero-copy arrays then read zeros past the
+new end, never crash). Writing: :func:`save_file`, :func:`convert`,
 with the options of ``tbx convert``.
 
 Errors are :class:`Error` and its subclasses (:class:`FormatError`, :class:`LimitError`,
@@ -65,9 +67,9 @@ except ImportError:  # pragma: no cover - exercised by the fresh-venv test
 
 __all__ = [
     "safe_open", "load_file", "load", "info", "validate", "save_file", "convert", "Problem",
-    "formats", "Error", "FormatError", "LimitError", "UnsupportedError", "NotFoundError",
-    "ChecksumError", "ExistsError", "LossyError", "IOError", "InvalidArgumentError",
-    "OutOfMemoryError", "StateError",
+    "formats", "check_input", "Error", "FormatError", "LimitError", "UnsupportedError",
+    "NotFoundError", "ChecksumError", "ExistsError", "LossyError", "IOError",
+    "InvalidArgumentError", "OutOfMemoryError", "StateError",
 ]
 
 __version__ = _tb.library_version()
@@ -447,12 +449,41 @@ class safe_open:
         """Auxiliary sections: [(name, type, offset, size)]."""
         return self._r._f.sections()
 
+    def check_input(self):
+        """Raises :class:`FormatError` with code ``TBX_E_TRUNCATED`` when the file no longer
+        holds every byte it held when opened (another process truncated it); returns None
+        otherwise. See :func:`check_input`."""
+        self._r._f.check_input()
+
     def read_section(self, name):
         """The bytes of the section called `name`."""
         for i, s in enumerate(self._r._f.sections()):
             if s[0] == name:
                 return self._r._f.read_section(i)
         raise NotFoundError(f"no section named {name!r}")
+
+
+def check_input(obj):
+    """Did the file behind ``obj`` keep every byte it had when opened?
+
+    ``obj`` is a :class:`safe_open` or an array returned by it or by :func:`load_file`.
+    Raises :class:`FormatError` with code ``TBX_E_TRUNCATED`` (and the byte where the file now
+    ends as ``.offset``) when the file has shrunk since it was opened; returns None otherwise,
+    and for arrays that own their bytes (copies, decoded tensors, torch tensors), which a
+    file's later change cannot touch.
+
+    Zero-copy arrays are views of the mapped file. When another process truncates the file,
+    their bytes past its new end read as zeros (never a crash), and every later read through
+    the library raises this error; call ``check_input(a)`` after using ``a`` to know that what
+    was read were the file's bytes."""
+    if isinstance(obj, safe_open):
+        return obj.check_input()
+    base = obj
+    while base is not None:
+        if isinstance(base, _tb._View):
+            return base.check_input()
+        base = getattr(base, "base", None)
+    return None
 
 
 def load_file(path, framework="np", dequantize=False, verify=False):

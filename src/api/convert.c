@@ -569,6 +569,12 @@ static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, uint64_
         }
         qslot *s = &qb->slot[(base + next_write) % S];
         tbx_pool_wait(qb->pool, &s->task, true);
+        if (map) { /* the worker read the mapping: were those bytes still the file's? */
+            st = tbx_source_check(tbx_file_source(in, k->src),
+                                  k->offset + next_write * QCHUNK_ELEMS * esize, s->src_len,
+                                  t->name, err);
+            if (st != TBX_OK) break;
+        }
         if (s->st != TBX_OK) {
             st = tbx_err(err, s->st, k->offset + next_write * QCHUNK_ELEMS * esize, t->name,
                          "tensor \"%s\": cannot decode %s data", t->name, si->name);
@@ -844,6 +850,10 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     tbx_free(&in->al, buf, buf_cap);
     tbx_free(&in->al, fbuf, fbuf_cap * sizeof(float));
     qbufs_free(in, &qb);
+    /* an input that shrank before the output is committed fails the conversion, however its
+     * bytes were read (every read checks its own bytes; this also covers a shrink that cut
+     * only bytes the conversion had already read) */
+    if (st == TBX_OK) st = tbx_file_check_sources(in, err);
     if (st != TBX_OK) tbx_writer_abort(w);
     else st = tbx_writer_finish(w, err);
     tbx_free(&in->al, mq, mq_len);

@@ -101,6 +101,35 @@ static tbx_status new_file(tbx_file **out, const tbx_open_options *opt, tbx_erro
     return TBX_OK;
 }
 
+/* Does any source of f read through a mapping? */
+static bool file_mapped(const tbx_file *f) {
+    if (f->src.kind == TBX_SRC_MMAP) return true;
+    for (size_t i = 0; i < f->nextra_src; i++)
+        if (f->extra_src[i].kind == TBX_SRC_MMAP) return true;
+    return false;
+}
+
+/* The end of an open by path: the parse read mapped fields checked only against faults
+ * (tbx_source_fast_ok), so a mapped file must still be whole now; and an open that failed on a
+ * mapped file that shrank failed on its zeros: the shrink is the error. Closes f on failure. */
+static tbx_status open_done(tbx_file *f, tbx_status st, tbx_file **out, tbx_error *err) {
+    if (st == TBX_OK) {
+        if (file_mapped(f)) st = tbx_file_check_sources(f, err);
+        if (st == TBX_OK) {
+            *out = f;
+            return TBX_OK;
+        }
+    } else if (file_mapped(f)) {
+        tbx_error shrank;
+        if (tbx_file_check_sources(f, &shrank) != TBX_OK) { /* it replaces the open's error */
+            if (err) *err = shrank;
+            st = TBX_E_TRUNCATED;
+        }
+    }
+    tbx_close(f);
+    return st;
+}
+
 /* Detects the format (unless forced) and runs the driver. Closes f on failure. `hint` is the
  * format a path's extension names: it is used only when no magic matches, so that a damaged file
  * gets its own driver's precise error (e.g. an impossible safetensors header length) instead of
@@ -129,10 +158,7 @@ static tbx_status finish_open(tbx_file *f, tbx_format hint, tbx_file **out, tbx_
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "format",
                        "format %s cannot be read by this build", tbx_format_name(fmt));
     }
-    st = f->drv->open(f, err);
-    if (st != TBX_OK) { tbx_close(f); return st; }
-    *out = f;
-    return TBX_OK;
+    return open_done(f, f->drv->open(f, err), out, err);
 }
 
 /* The driver claiming `path` as a set of files (a directory, an index file), NULL when none
@@ -162,10 +188,7 @@ tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_option
         if (!f->path) { tbx_close(f); return tbx_err_nomem(err, "path"); }
         f->format = sd->format;
         f->drv = sd;
-        st = sd->open_path(f, err);
-        if (st != TBX_OK) { tbx_close(f); return st; }
-        *out = f;
-        return TBX_OK;
+        return open_done(f, sd->open_path(f, err), out, err);
     }
     st = tbx_source_open_path(&f->src, path, (f->flags & TBX_OPEN_MMAP) != 0, err);
     if (st != TBX_OK) { tbx_close(f); return st; }
@@ -451,9 +474,31 @@ tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
                        "tensor \"%s\" cannot be mapped (file not mapped or data encoded)", t->name);
     if ((st = run_pending_check(f, t, 0, err)) != TBX_OK) return st;
+    /* the file still holds the bytes now (a file that shrank later: see the header) */
+    if ((st = tbx_source_check(tbx_file_source(f, k->src), k->offset, k->nbytes, t->name, err)) !=
+        TBX_OK)
+        return st;
     if (ptr) *ptr = p;
     if (len) *len = (size_t)k->nbytes;
     return TBX_OK;
+}
+
+tbx_status tbx_file_check_sources(const tbx_file *f, tbx_error *err) {
+    if (!f) return TBX_OK;
+    for (size_t i = 0; i <= f->nextra_src; i++) {
+        const tbx_source *s = i ? &f->extra_src[i - 1] : &f->src;
+        const char *name = f->part_names && f->part_names[i] ? f->part_names[i]
+                           : f->path                       ? f->path
+                                                           : "file";
+        tbx_status st = tbx_source_intact(s, name, err);
+        if (st != TBX_OK) return st;
+    }
+    return TBX_OK;
+}
+
+tbx_status tbx_check_input(const tbx_file *f, tbx_error *err) {
+    if (!f) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "file", "NULL file handle");
+    return tbx_file_check_sources(f, err);
 }
 
 /* Elements per byte-aligned group of a dtype and that group's bytes (block types: one block;
@@ -646,6 +691,11 @@ static tbx_status read_f32_dense(tbx_file *f, const tbx_tensor *t, const tbx_dty
             }
             st = tbx_decode_f32(t->dtype, src, (size_t)nb, nel, tmp);
             if (st == TBX_OK) memcpy(out + done, tmp + lead, (size_t)take * sizeof(float));
+        }
+        /* decoded straight from the mapping: were those bytes still the file's? */
+        if (direct && src != bytes) {
+            tbx_status cs = tbx_source_check(ksrc, k->offset + g0 * gb, nb, t->name, err);
+            if (cs != TBX_OK) { st = cs; break; }
         }
         if (st != TBX_OK) {
             st = tbx_err(err, st, k->offset + g0 * gb, t->name, "tensor \"%s\": cannot decode %s data",
@@ -985,6 +1035,8 @@ static void validate_pass(tbx_file *f, validate_ctx *v) {
         st = f->drv->validate(f, &e);
         if (st != TBX_OK) collect_problem(v, &e);
     }
+    /* a file that shrank during the pass is not the file that was checked */
+    if ((st = tbx_file_check_sources(f, &e)) != TBX_OK) collect_problem(v, &e);
     f->on_problem = saved;
     f->problem_ud = saved_ud;
 }

@@ -10,6 +10,7 @@
 #include "tensorbox.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -121,6 +122,9 @@ typedef struct tbx_source {
     int fd;                   /* TBX_SRC_FD / TBX_SRC_MMAP (-1 otherwise) */
     const uint8_t *base;      /* TBX_SRC_MMAP / TBX_SRC_MEMORY: the whole file */
     size_t map_len;           /* TBX_SRC_MMAP: length to munmap */
+    int guard;                /* TBX_SRC_MMAP with map_len: its slot in the guarded mappings
+                                 (src/io/mapguard.c) */
+    const _Atomic size_t *valid; /* that slot's valid length (tbx_source_fast_ok), else NULL */
     tbx_read_at_fn cb;        /* TBX_SRC_CALLBACK */
     void *cb_ud;
     uint64_t dev, ino;        /* path sources: identity, for "never overwrite an input" */
@@ -132,19 +136,92 @@ void tbx_source_open_memory(tbx_source *s, const void *data, size_t size);
 void tbx_source_open_callback(tbx_source *s, tbx_read_at_fn fn, void *ud, uint64_t size);
 void tbx_source_close(tbx_source *s);
 /* Reads exactly len bytes at off. Fails with TBX_E_TRUNCATED (naming `field`) when
- * [off, off+len) is not inside the file, TBX_E_IO on a read error. */
+ * [off, off+len) is not inside the file, or no longer is (the file shrank: pread finds its end,
+ * a mapping's check fails), TBX_E_IO on a read error. */
 tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t len,
                            const char *field, tbx_error *err);
-/* Pointer to [off, off+len) when the source is mapped/in memory, else NULL. */
+/* Pointer to [off, off+len) when the source is mapped/in memory, else NULL. The bytes of a
+ * mapped file read as zeros once the file has shrunk below them (src/io/mapguard.c): after
+ * reading them and before using or handing on anything computed from them, call
+ * tbx_source_check on the range. */
 const uint8_t *tbx_source_ptr(const tbx_source *s, uint64_t off, uint64_t len);
+/* TBX_OK when bytes [off, off+len) of the source were still the file's when they were read
+ * (always, for sources that are not mapped); TBX_E_TRUNCATED naming `field` and the offset where
+ * the file now ends when the file shrank below them (they read as zeros). Call it after the
+ * access: a mapped byte past the new end reads as zero, and only afterwards does the check know.
+ * Cost: two atomic loads and a read of one byte of the page after the range, or an fstat when
+ * that page is outside the mapping. */
+tbx_status tbx_source_check(const tbx_source *s, uint64_t off, uint64_t len, const char *field,
+                            tbx_error *err);
+/* The cursor's per-field check (every field parsed at open): true unless the mapping is known
+ * to have lost bytes below `end` (a fault past the new end of the file lowered its valid
+ * length). Not exact (bytes past the new end in the page holding it read as zeros without a
+ * fault): tbx_open_path completes it by comparing the file's size at the end of the open
+ * (tbx_file_check_sources), and turns any failure of the open of a file that shrank into
+ * TBX_E_TRUNCATED. Then call tbx_source_check for the message. */
+static inline bool tbx_source_fast_ok(const tbx_source *s, uint64_t end) {
+    if (!s->valid) return true;
+    atomic_thread_fence(memory_order_acquire);
+    return end <= (uint64_t)atomic_load_explicit(s->valid, memory_order_acquire);
+}
+/* TBX_OK when the path source s still has the bytes it had when opened and no mapped byte of
+ * it was found missing (one fstat), else TBX_E_TRUNCATED naming `field` and where the file now
+ * ends. TBX_OK for memory and callback sources. */
+tbx_status tbx_source_intact(const tbx_source *s, const char *field, tbx_error *err);
+/* TBX_OK when every path source of f (f->src and the extra sources) still has the bytes it had
+ * when opened and no mapped byte of it was found missing; else TBX_E_TRUNCATED (api/file.c). */
+tbx_status tbx_file_check_sources(const tbx_file *f, tbx_error *err);
+
 /* A read-only view of [off, off+len) for one pass over bytes that need not be copied (checksums):
  * tbx_source_ptr's pointer for mapped/memory sources; for a pread source a temporary private
- * mapping (*map, *map_len set: release it with tbx_source_view_release); NULL when neither works
- * (callback sources, mmap failure): read with tbx_source_read then. The bytes are the file's as
- * they are during the pass (a file changed meanwhile is the caller's race, as with pread). */
-const uint8_t *tbx_source_view(const tbx_source *s, uint64_t off, uint64_t len, void **map,
-                               size_t *map_len);
-void tbx_source_view_release(void *map, size_t map_len);
+ * mapping, guarded as a mapped source's is (release it with tbx_view_release); NULL when neither
+ * works (callback sources, mmap failure, no room to guard it): read with tbx_source_read then.
+ * Check the bytes with tbx_view_check after the pass and before using its result. */
+typedef struct tbx_view {
+    const tbx_source *src;
+    void *map;               /* a temporary mapping (NULL: the source's own bytes) */
+    size_t map_len;
+    uint64_t map_off;        /* file offset of map */
+    int guard;
+} tbx_view;
+const uint8_t *tbx_source_view(const tbx_source *s, uint64_t off, uint64_t len, tbx_view *v);
+/* tbx_source_check for bytes [off, off+len) read through the view (inside its range). */
+tbx_status tbx_view_check(const tbx_view *v, uint64_t off, uint64_t len, const char *field,
+                          tbx_error *err);
+void tbx_view_release(tbx_view *v);
+
+/* Guarded mappings (src/io/mapguard.c): every mapping of a file the library makes is registered
+ * so that a fault past the end of a file that shrank reads zeros instead of killing the process.
+ * tbx_mapguard_add: a slot for [base, base+len) (base page-aligned), -1 when none is free or the
+ * SIGBUS handler cannot be installed (do not map then). tbx_mapguard_check after an access to
+ * [0, end) of the mapping: 1 the bytes were the file's, 0 some were past its end, -1 unknown
+ * (compare the file's size). tbx_mapguard_valid: bytes from base not found past the end. */
+int tbx_mapguard_add(const void *base, size_t len);
+void tbx_mapguard_remove(int slot);
+int tbx_mapguard_check(int slot, size_t end);
+/* The page size the guard uses (a power of two). */
+size_t tbx_mapguard_page(void);
+/* tbx_mapguard_check's answer for a mapping [base, base+len) with its `valid` length, inline
+ * for the readers' hot paths: 1 when the bytes [0, end) were the file's, 0 or -1 as above. */
+static inline int tbx_mapguard_probe(const uint8_t *base, size_t len, const _Atomic size_t *valid,
+                                     size_t end, size_t page) {
+    if (end == 0) return 1;
+    /* the caller's reads of the range come before the loads below */
+    atomic_thread_fence(memory_order_acquire);
+    size_t v = atomic_load_explicit(valid, memory_order_acquire);
+    if (end > v) return 0;
+    const size_t probe = (end + page - 1) & ~(page - 1);
+    if (probe >= len || probe >= v) return -1;
+    (void)*(const volatile uint8_t *)(base + probe); /* faults (and is repaired) when past the end */
+    atomic_thread_fence(memory_order_acquire);
+    v = atomic_load_explicit(valid, memory_order_acquire);
+    if (v > probe) return 1;
+    return end > v ? 0 : -1;
+}
+size_t tbx_mapguard_valid(int slot);
+const _Atomic size_t *tbx_mapguard_valid_ptr(int slot);
+/* Faults repaired since the process started (tests). */
+uint64_t tbx_mapguard_repairs_(void);
 
 /* tbx_validate_path for a file in memory or behind a read callback (same contract; the open
  * options' allocator, limits, format and threads apply). Internal for now: the fuzz targets and

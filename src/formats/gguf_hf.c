@@ -1633,6 +1633,7 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
     tbx_pool_stop(h.workers);
     tbx_free(h.al, fbuf, fbuf ? (size_t)HF_CHUNK_F32 * sizeof(float) + 64 * 1024 * sizeof(float) : 0);
     tbx_free(h.al, obuf, obuf ? (size_t)HF_CHUNK_F32 * 8 + 64 * 1024 * 8 : 0);
+    if (st == TBX_OK) st = tbx_file_check_sources(in, err); /* as tbx_convert's */
     if (h.w) {
         if (st != TBX_OK) tbx_writer_abort(h.w);
         else st = tbx_writer_finish(h.w, err);

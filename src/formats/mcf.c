@@ -806,6 +806,12 @@ static const uint8_t *mcf_get(tbx_file *f, mcf_scr *x, uint64_t off, uint64_t le
     return *st == TBX_OK ? x->buf + slot * slot_cap : NULL;
 }
 
+/* After using bytes mcf_get gave: were [off, off + len) of the file still there when read (a
+ * mapped file that shrank reads as zeros)? */
+static tbx_status mcf_got(tbx_file *f, uint64_t off, uint64_t len, tbx_error *err) {
+    return tbx_source_check(&f->src, off, len, "tensor.data", err);
+}
+
 static float *mcf_fbuf(tbx_file *f, mcf_scr *x, size_t n) {
     if (n > x->fcap) {
         float *p = tbx_realloc(&f->al, x->fbuf, x->fcap * sizeof(float), n * sizeof(float));
@@ -846,6 +852,11 @@ static tbx_status mcf_read_qk(tbx_file *f, mcf_scr *s, const tbx_tensor *t, uint
                                         k * L.row_code_bytes, 2, slot, err, &st) : NULL;
             if (st != TBX_OK) return st;
             tbx_mcfq_dequant_rows(&L, sc, sb, cd, k, tmp);
+            if ((st = mcf_got(f, base + L.scales_off + r * nsc * 2, k * nsc * 2, err)) != TBX_OK ||
+                (L.super && (st = mcf_got(f, base + L.sub_off + r * L.bpr, k * L.bpr, err)) != TBX_OK) ||
+                (st = mcf_got(f, base + L.codes_off + r * L.row_code_bytes, k * L.row_code_bytes,
+                              err)) != TBX_OK)
+                return st;
             n = k * cols < last - pos ? k * cols : last - pos;
             memcpy(out + (pos - first), tmp, (size_t)n * sizeof(float));
         } else {
@@ -864,6 +875,12 @@ static tbx_status mcf_read_qk(tbx_file *f, mcf_scr *s, const tbx_tensor *t, uint
                                         nb * bb, 2, slot, err, &st) : NULL;
             if (st != TBX_OK) return st;
             tbx_mcfq_dequant_rows(&L2, sc, sb, cd, 1, tmp);
+            if ((st = mcf_got(f, base + L.scales_off + s0 * 2, (L.super ? L2.spr : nb) * 2, err)) !=
+                    TBX_OK ||
+                (L.super && (st = mcf_got(f, base + L.sub_off + r * L.bpr + b0, nb, err)) != TBX_OK) ||
+                (st = mcf_got(f, base + L.codes_off + r * L.row_code_bytes + b0 * bb, nb * bb,
+                              err)) != TBX_OK)
+                return st;
             uint64_t start = c - b0 * 32;
             n = L2.cols - start < last - pos ? L2.cols - start : last - pos;
             memcpy(out + (pos - first), tmp + start, (size_t)n * sizeof(float));
@@ -899,6 +916,7 @@ static tbx_status mcf_read_int(tbx_file *f, mcf_scr *s, const tbx_tensor *t, uin
             }
             out[pos - first + k] = ((float)v - z) * sc;
         }
+        if ((st = mcf_got(f, codes + b0, b1 - b0, err)) != TBX_OK) return st;
         pos += n;
     }
     return TBX_OK;
@@ -943,11 +961,14 @@ static tbx_status mcf_zero_gap(tbx_file *f, mcf_scr *x, uint64_t a, uint64_t b, 
         uint64_t k = b - a < (1u << 16) ? b - a : (1u << 16);
         const uint8_t *p = mcf_get(f, x, a, k, 0, 1u << 16, err, &st);
         if (!p) return st;
-        for (uint64_t j = 0; j < k; j++)
-            if (p[j])
-                return tbx_file_problem(f, err, TBX_E_PADDING, a + j, field,
-                                        "byte 0x%02x in the padding between %s and %s is not "
-                                        "zero", p[j], after, before);
+        uint64_t j = 0;
+        while (j < k && !p[j]) j++;
+        const uint8_t bad = j < k ? p[j] : 0;
+        if ((st = mcf_got(f, a, j < k ? j + 1 : k, err)) != TBX_OK) return st;
+        if (j < k)
+            return tbx_file_problem(f, err, TBX_E_PADDING, a + j, field,
+                                    "byte 0x%02x in the padding between %s and %s is not zero",
+                                    bad, after, before);
         a += k;
     }
     return TBX_OK;
@@ -1147,15 +1168,16 @@ tbx_status mcf_validate(tbx_file *f, tbx_error *err) {
             const uint8_t *p = mcf_get(f, &x, t->comp[0].offset + L.sub_off + pos, n, 0, 1u << 20,
                                        err, &st);
             if (!p) { mcf_scr_free(f, &x); return st; }
-            for (uint64_t k = 0; k < n; k++)
-                if (p[k] & 0xC0) {
-                    st = tbx_file_problem(f, err, TBX_E_FORMAT,
-                                          t->comp[0].offset + L.sub_off + pos + k, "tensor.sub_scale",
-                                          "tensor \"%s\": sub-scale byte 0x%02x has its top two "
-                                          "bits set (they are ignored)", t->name, p[k]);
-                    pos = L.sub_size;
-                    break;
-                }
+            uint64_t k = 0;
+            while (k < n && !(p[k] & 0xC0)) k++;
+            const uint8_t b = k < n ? p[k] : 0;
+            st = mcf_got(f, t->comp[0].offset + L.sub_off + pos, k < n ? k + 1 : n, err);
+            if (st == TBX_OK && k < n) {
+                st = tbx_file_problem(f, err, TBX_E_FORMAT, t->comp[0].offset + L.sub_off + pos + k,
+                                      "tensor.sub_scale", "tensor \"%s\": sub-scale byte 0x%02x "
+                                      "has its top two bits set (they are ignored)", t->name, b);
+                pos = L.sub_size;
+            }
             pos += n;
         }
     }

@@ -270,6 +270,8 @@ static tbx_status zt_frame_cost(zt_rd *r, uint64_t *cost, tbx_error *err) {
     const void *p = hb;
     if (n == 0) return TBX_OK; /* no data: the decoder reports it */
     if (pend >= n) {
+        /* mapped bytes: a file that shrank gives zeros here (a cost of 0), and the decoder's
+         * check of what it consumes reports it (zt_rd_got) */
         p = (const uint8_t *)r->zin.src + r->zin.pos;
     } else {
         tbx_status st = tbx_source_read(&r->f->src, r->in_off - pend, hb, n, r->t->name, err);
@@ -313,6 +315,16 @@ static void zt_rd_close(zt_rd *r) {
 }
 
 static tbx_status zt_rd_refill(zt_rd *r, tbx_error *err);
+
+/* After the decoder took input straight from the mapping (no input buffer): were the bytes it
+ * consumed still the file's (a mapped file that shrank reads as zeros)? A decoder that failed
+ * may have read past what it consumed: then every byte it was given is checked, so that a
+ * shrink is reported as such rather than as corrupt data. */
+static tbx_status zt_rd_got(zt_rd *r, bool failed, tbx_error *err) {
+    size_t n = failed ? r->zin.size : r->zin.pos;
+    if (r->in || !n) return TBX_OK;
+    return tbx_source_check(&r->f->src, r->in_off - r->zin.size, n, r->t->name, err);
+}
 
 /* admit: the decoder's window is taken from the handle's budget (zt_budget_take; may wait for
  * other threads' decoders to finish); else the caller accounts for it (parked streams). */
@@ -369,6 +381,8 @@ static tbx_status zt_rd_refill(zt_rd *r, tbx_error *err) {
         if (st != TBX_OK) return st;
         p = r->in;
     }
+    /* mapped bytes hashed here are checked as the decoder consumes them (zt_rd_got): the digest
+     * is compared only after all of them were */
     zt_hash_update(r->h, p, n);
     r->zin.src = p;
     r->zin.size = n;
@@ -429,6 +443,9 @@ static tbx_status zt_rd_read(zt_rd *r, void *out, size_t cap, size_t *got, tbx_e
         }
         size_t before_out = o.pos, before_in = r->zin.pos;
         size_t ret = ZSTD_decompressStream(r->dctx, &o, &r->zin);
+        const bool stuck = o.pos == before_out && r->zin.pos == before_in && !no_input;
+        tbx_status gst = zt_rd_got(r, ZSTD_isError(ret) || stuck, err);
+        if (gst != TBX_OK) return gst;
         if (ZSTD_isError(ret)) return zt_rd_zfail(r, ret, err);
         r->frame_done = ret == 0;
         if (o.pos == before_out && r->zin.pos == before_in) {
@@ -460,6 +477,8 @@ static tbx_status zt_rd_finish(zt_rd *r, tbx_error *err) {
         ZSTD_outBuffer o = {&probe, 1, 0};
         size_t before_in = r->zin.pos;
         size_t ret = ZSTD_decompressStream(r->dctx, &o, &r->zin);
+        tbx_status gst = zt_rd_got(r, ZSTD_isError(ret) || o.pos || r->zin.pos == before_in, err);
+        if (gst != TBX_OK) return gst;
         if (ZSTD_isError(ret)) return zt_rd_zfail(r, ret, err);
         r->frame_done = ret == 0;
         if (o.pos) {
@@ -2015,6 +2034,8 @@ static tbx_status hash_stored(tbx_file *f, const tbx_component *k, zt_hash *h, u
         while (off < end) {
             size_t n = end - off > ZT_CHUNK * 16 ? ZT_CHUNK * 16 : (size_t)(end - off);
             zt_hash_update(h, p, n);
+            tbx_status st = tbx_source_check(&f->src, off, n, "component", err);
+            if (st != TBX_OK) return st;
             p += n;
             off += n;
         }

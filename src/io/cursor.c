@@ -6,7 +6,11 @@
  * on demand, and reads at least as large as the window bypass it. Every read is checked against
  * the region end before any byte moves, and a failure is TBX_E_TRUNCATED naming the field, its
  * size and the offset where it starts ("tensor_count: needs 8 bytes at byte 8, file has 10").
- * A failed read leaves the position unchanged.
+ * A failed read leaves the position unchanged. A read from a mapping is checked after the copy
+ * against the mapping's known loss (tbx_source_fast_ok: one load): bytes in a page found past
+ * the end of a file that shrank meanwhile are TBX_E_TRUNCATED, not zeros. The zeros of the page
+ * that holds the new end raise no fault; tbx_open_path's check of the file size at the end of
+ * the open catches those (cursors parse at open only).
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -88,6 +92,11 @@ static tbx_status take(tbx_cursor *c, void *dst, size_t n, const char *field, tb
 
     if (s->base) {
         memcpy(dst, s->base + c->pos, n);
+        /* a mapped file that shrank reads as zeros past its new end: not a value to parse */
+        if (!tbx_source_fast_ok(s, c->pos + n)) {
+            tbx_status st = tbx_source_check(s, c->pos, n, field ? field : "field", err);
+            if (st != TBX_OK) return st;
+        }
         c->pos += n;
         return TBX_OK;
     }

@@ -4,7 +4,9 @@
  *
  * Every read is bounds-checked against the source size with checked arithmetic before anything
  * touches the file. pread loops over short reads and EINTR; a file that ends early (it shrank
- * after open) is reported as truncated. Path sources are entered in a process-wide registry of
+ * after open) is reported as truncated, and so is a mapped range found past the end of a file
+ * that shrank after it was mapped (the mapping is guarded: src/io/mapguard.c, and every access
+ * is followed by tbx_source_check). Path sources are entered in a process-wide registry of
  * open inputs (device, inode, reference count) that the atomic writer consults so it never
  * replaces a file that is being read. The registry is a small mutex-protected list; it is
  * process state, not a handle's, so it uses the default allocator.
@@ -103,7 +105,16 @@ bool tbx_inputs_contains(uint64_t dev, uint64_t ino) {
 static void source_reset(tbx_source *s) {
     memset(s, 0, sizeof *s);
     s->fd = -1;
+    s->guard = -1;
 }
+
+static size_t page_bytes(void) {
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? (size_t)page : 4096;
+}
+
+/* The guard's page size, set before the first guarded mapping of a source is made. */
+static _Atomic size_t src_page = 4096;
 
 tbx_status tbx_source_open_path(tbx_source *s, const char *path, bool use_mmap, tbx_error *err) {
     if (!s) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "source is NULL");
@@ -171,6 +182,7 @@ tbx_status tbx_source_open_path(tbx_source *s, const char *path, bool use_mmap, 
         }
         if (size == 0) {
             s->base = empty_bytes; /* nothing to map */
+            s->kind = TBX_SRC_MMAP;
         } else {
             void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
             if (m == MAP_FAILED) {
@@ -179,10 +191,18 @@ tbx_status tbx_source_open_path(tbx_source *s, const char *path, bool use_mmap, 
                              strerror(errno));
                 goto fail;
             }
-            s->base = (const uint8_t *)m;
-            s->map_len = (size_t)size;
+            /* a mapping that cannot be guarded is not kept: the source reads through pread */
+            atomic_store_explicit(&src_page, tbx_mapguard_page(), memory_order_relaxed);
+            s->guard = tbx_mapguard_add(m, (size_t)size);
+            if (s->guard < 0) {
+                munmap(m, (size_t)size);
+            } else {
+                s->base = (const uint8_t *)m;
+                s->map_len = (size_t)size;
+                s->valid = tbx_mapguard_valid_ptr(s->guard);
+                s->kind = TBX_SRC_MMAP;
+            }
         }
-        s->kind = TBX_SRC_MMAP;
     }
 
     if (!inputs_add(s->dev, s->ino)) {
@@ -193,7 +213,10 @@ tbx_status tbx_source_open_path(tbx_source *s, const char *path, bool use_mmap, 
     return TBX_OK;
 
 fail:
-    if (s->map_len) munmap((void *)(uintptr_t)s->base, s->map_len);
+    if (s->map_len) {
+        tbx_mapguard_remove(s->guard);
+        munmap((void *)(uintptr_t)s->base, s->map_len);
+    }
     close(fd);
     source_reset(s);
     return st;
@@ -222,7 +245,10 @@ void tbx_source_close(tbx_source *s) {
     /* Only a successfully opened path source owns a descriptor: a zeroed struct (fd 0) or a
      * memory/callback source closes nothing. */
     if (s->registered) {
-        if (s->map_len) munmap((void *)(uintptr_t)s->base, s->map_len);
+        if (s->map_len) {
+            tbx_mapguard_remove(s->guard);
+            munmap((void *)(uintptr_t)s->base, s->map_len);
+        }
         if (s->fd >= 0) close(s->fd);
         inputs_remove(s->dev, s->ino);
     }
@@ -263,6 +289,8 @@ tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t 
 
     switch (s->kind) {
     case TBX_SRC_MMAP:
+        memcpy(buf, s->base + off, len);
+        return tbx_source_check(s, off, len, field, err);
     case TBX_SRC_MEMORY:
         memcpy(buf, s->base + off, len);
         return TBX_OK;
@@ -317,26 +345,108 @@ const uint8_t *tbx_source_ptr(const tbx_source *s, uint64_t off, uint64_t len) {
     return s->base + off;
 }
 
-const uint8_t *tbx_source_view(const tbx_source *s, uint64_t off, uint64_t len, void **map,
-                               size_t *map_len) {
-    *map = NULL;
-    *map_len = 0;
+/* The file a mapping of fd (opened with `size` bytes) was made from shrank: bytes [off,
+ * off+len) are, or may be, zeros. `valid_end`: the file offset below which no fault was seen. */
+static tbx_status shrank(int fd, uint64_t size, uint64_t valid_end, uint64_t off, uint64_t len,
+                         const char *field, tbx_error *err) {
+    char fbuf[SHOW_MAX + 4];
+    const char *f = show_name(fbuf, field, "data");
+    struct stat sb;
+    uint64_t now = valid_end;
+    if (fd >= 0 && fstat(fd, &sb) == 0 && sb.st_size >= 0 && (uint64_t)sb.st_size < now)
+        now = (uint64_t)sb.st_size;
+    if (now >= off)
+        return tbx_err_at(err, TBX_E_TRUNCATED, now, field,
+                          "%s: file ended at byte %" PRIu64 " while reading %" PRIu64
+                          " bytes at byte %" PRIu64 " (it had %" PRIu64 " bytes when opened; it "
+                          "shrank while mapped)", f, now, len, off, size);
+    return tbx_err_at(err, TBX_E_TRUNCATED, off, field,
+                      "%s: file ended at byte %" PRIu64 ", before the %" PRIu64 " bytes at byte %"
+                      PRIu64 " (it had %" PRIu64 " bytes when opened; it shrank while mapped)",
+                      f, now, len, off, size);
+}
+
+/* tbx_source_check for bytes [off, off+len) of fd read through mapping slot `guard`, which
+ * maps the file from offset map_off. */
+static tbx_status guard_check(int guard, int fd, uint64_t size, uint64_t map_off, uint64_t off,
+                              uint64_t len, const char *field, tbx_error *err) {
+    if (len == 0) return TBX_OK;
+    uint64_t end = off + len; /* inside the mapping: no overflow */
+    int r = tbx_mapguard_check(guard, (size_t)(end - map_off));
+    if (r > 0) return TBX_OK;
+    if (r < 0) {
+        struct stat sb;
+        if (fstat(fd, &sb) == 0 && sb.st_size >= 0 && (uint64_t)sb.st_size >= end) return TBX_OK;
+    }
+    return shrank(fd, size, map_off + tbx_mapguard_valid(guard), off, len, field, err);
+}
+
+tbx_status tbx_source_check(const tbx_source *s, uint64_t off, uint64_t len, const char *field,
+                            tbx_error *err) {
+    if (!s || !s->valid || len == 0) return TBX_OK;
+    uint64_t end;
+    if (!tbx_add_u64(off, len, &end) || end > s->size)
+        return tbx_err_at(err, TBX_E_TRUNCATED, off, field,
+                          "%s: needs %" PRIu64 " bytes at byte %" PRIu64 ", file has %" PRIu64,
+                          field ? field : "data", len, off, s->size);
+    /* the common case inline; an answer other than "whole" goes the slow way (fstat) */
+    if (tbx_mapguard_probe(s->base, s->map_len, s->valid, (size_t)end,
+                           atomic_load_explicit(&src_page, memory_order_relaxed)) > 0)
+        return TBX_OK;
+    return guard_check(s->guard, s->fd, s->size, 0, off, len, field, err);
+}
+
+tbx_status tbx_source_intact(const tbx_source *s, const char *field, tbx_error *err) {
+    if (!s || !s->registered || s->fd < 0) return TBX_OK;
+    const bool mapped = s->kind == TBX_SRC_MMAP && s->map_len;
+    uint64_t now = mapped ? tbx_mapguard_valid(s->guard) : s->size;
+    struct stat sb;
+    if (fstat(s->fd, &sb) == 0 && sb.st_size >= 0 && (uint64_t)sb.st_size < now)
+        now = (uint64_t)sb.st_size;
+    if (now >= s->size) return TBX_OK;
+    return tbx_err_at(err, TBX_E_TRUNCATED, now, field,
+                      "%s: file ended at byte %" PRIu64 " (it had %" PRIu64 " bytes when "
+                      "opened)%s", field ? field : "file", now, s->size,
+                      mapped ? "; its mapped bytes past that read as zeros" : "");
+}
+
+const uint8_t *tbx_source_view(const tbx_source *s, uint64_t off, uint64_t len, tbx_view *v) {
+    memset(v, 0, sizeof *v);
+    v->src = s;
+    v->guard = -1;
     const uint8_t *p = tbx_source_ptr(s, off, len);
     if (p || !s || s->kind != TBX_SRC_FD || s->fd < 0 || len == 0) return p;
     uint64_t end;
     if (!tbx_add_u64(off, len, &end) || end > s->size) return NULL;
-    long page = sysconf(_SC_PAGESIZE);
-    uint64_t a = off - off % (uint64_t)(page > 0 ? page : 4096);
+    uint64_t a = off - off % (uint64_t)page_bytes();
     uint64_t n = end - a;
     if (n > SIZE_MAX) return NULL;
     void *m = mmap(NULL, (size_t)n, PROT_READ, MAP_PRIVATE, s->fd, (off_t)a);
     if (m == MAP_FAILED) return NULL;
+    int guard = tbx_mapguard_add(m, (size_t)n);
+    if (guard < 0) { /* unguarded, a shrinking file would kill the process: read instead */
+        munmap(m, (size_t)n);
+        return NULL;
+    }
     (void)madvise(m, (size_t)n, MADV_SEQUENTIAL);
-    *map = m;
-    *map_len = (size_t)n;
+    v->map = m;
+    v->map_len = (size_t)n;
+    v->map_off = a;
+    v->guard = guard;
     return (const uint8_t *)m + (off - a);
 }
 
-void tbx_source_view_release(void *map, size_t map_len) {
-    if (map) munmap(map, map_len);
+tbx_status tbx_view_check(const tbx_view *v, uint64_t off, uint64_t len, const char *field,
+                          tbx_error *err) {
+    if (!v->map) return tbx_source_check(v->src, off, len, field, err);
+    return guard_check(v->guard, v->src->fd, v->src->size, v->map_off, off, len, field, err);
+}
+
+void tbx_view_release(tbx_view *v) {
+    if (!v || !v->map) return;
+    tbx_mapguard_remove(v->guard);
+    munmap(v->map, v->map_len);
+    v->map = NULL;
+    v->map_len = 0;
+    v->guard = -1;
 }
