@@ -352,6 +352,20 @@ typedef struct tbx_limits {
      * whatever its frames declare and however many threads decode. Frames of zstd levels
      * <= 19 need at most 8 MiB (16 decode side by side), levels 20..22 up to 128 MiB. */
     uint64_t max_decode_window;
+    /* The amplification budget. A file can make a reader expand, share or repeat its bytes: one
+     * string-table window named by a million tensors, one value behind thousands of keys, a
+     * short run of dimensions that every shape reuses, an empty array that becomes a heap value.
+     * What a handle holds decoded from its file(s) (metadata keys and values, tensor names and
+     * shapes, the tensor, component and section tables and their indexes, a driver's own
+     * tables) is charged, as it is built and before it is allocated, against
+     *     meta_budget_per_byte x (bytes of the file or files the handle opened) + meta_budget_base
+     * (defaults 1 and 32 MiB). Past it the open fails with TBX_E_LIMIT naming the field and the
+     * byte offset of the entry that would not fit. A real model is far inside it: its tensor
+     * data alone makes up the file. A hostile file costs at most about the file's size plus
+     * 32 MiB to open, so every command stays within 2 x file size + 64 MiB of memory, in time
+     * linear in the file's size. A shorter caller's struct gets the defaults. */
+    uint64_t meta_budget_per_byte;
+    uint64_t meta_budget_base;
 } tbx_limits;
 
 /* Fills `limits` (this header's whole struct) with the defaults above and sets struct_size. */

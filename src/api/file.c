@@ -28,6 +28,8 @@ void tbx_limits_default(tbx_limits *l) {
     l->max_header_bytes = (uint64_t)1 << 30;
     l->max_tensor_bytes = (uint64_t)1 << 48;
     l->max_decode_window = (uint64_t)1 << 27;
+    l->meta_budget_per_byte = 1;
+    l->meta_budget_base = (uint64_t)32 << 20;
     l->max_ndim = 64;
     l->max_depth = 32;
 }

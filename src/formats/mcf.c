@@ -220,13 +220,20 @@ static tbx_status mcf_blob(tbx_file *f, tbx_cursor *c, const tbx_mcf_section *se
     if (len > f->limits.max_string_len)
         return tbx_err(err, TBX_E_LIMIT, sec->offset + off, field,
                        "string of %" PRIu32 " bytes exceeds max_string_len", len);
-    char *p = tbx_malloc(&f->al, (size_t)len + 1);
-    if (!p) return tbx_err_nomem(err, "ModelInfo string");
-    st = tbx_cur_bytes(c, p, len, field, err);
-    tbx_value *v = st == TBX_OK ? tbx_val_string(&f->al, TBX_V_STRING, p, len) : NULL;
-    tbx_free(&f->al, p, (size_t)len + 1);
+    /* Many offsets may name one blob (every KV value the same 4 MB string): each becomes a
+     * copy of its own, so each is charged to the budget before it is made. The field and offset
+     * named are those of the reference. */
+    st = tbx_file_charge_pending(f, (uint64_t)len + 1 + sizeof(tbx_value) + 2 * TBX_HEAP_OVERHEAD,
+                                 at, field, err);
     if (st != TBX_OK) return st;
-    if (!v) return tbx_err_nomem(err, "ModelInfo string");
+    tbx_value *v = tbx_val_new(&f->al, TBX_V_STRING);
+    char *p = v ? tbx_malloc(&f->al, (size_t)len + 1) : NULL;
+    if (!p) { tbx_val_free(v); return tbx_err_nomem(err, "ModelInfo string"); }
+    v->v.s.p = p;
+    v->v.s.n = len;
+    p[len] = 0;
+    st = tbx_cur_bytes(c, p, len, field, err);
+    if (st != TBX_OK) { tbx_val_free(v); return st; }
     *out = v;
     return TBX_OK;
 }
@@ -653,7 +660,9 @@ static tbx_status mcf_entry(mcf_rd *rd, uint32_t i, tbx_error *err) {
     st = tbx_file_add_tensor(f, name, nlen, dt, rd->dims, rank, 1, at, &t, err);
     if (st != TBX_OK) return st;
     tbx_comp_set_raw(t, dt, data_off, data_size);
-    if (mcf_is_quant(dt)) st = mcf_attach_quant(f, s, t, i, data_off, err);
+    /* a description per quantized tensor, whatever bytes its entry shares with others */
+    if (mcf_is_quant(dt)) st = tbx_file_charge_quant(f, at + 8, "tensor.dtype", err);
+    if (st == TBX_OK && mcf_is_quant(dt)) st = mcf_attach_quant(f, s, t, i, data_off, err);
     return st;
 }
 
