@@ -514,6 +514,9 @@ bool tbx_comp_served_raw(const tbx_file *f, const tbx_component *k);
 uint64_t tbx_file_budget(const tbx_file *f, uint64_t *declared);
 tbx_status tbx_file_charge(tbx_file *f, uint64_t bytes, uint64_t offset, const char *field,
                            tbx_error *err);
+/* Gives back `bytes` charged by tbx_file_charge for a table the reader has freed (a table it
+ * builds while it reads and drops once the model holds the same facts). */
+void tbx_file_uncharge(tbx_file *f, uint64_t bytes);
 /* For a metadata value being built: adds `bytes` to what it is expected to cost and fails like
  * tbx_file_charge when that would not fit. tbx_file_add_meta then charges the value's real
  * footprint in its place. */

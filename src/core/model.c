@@ -73,6 +73,10 @@ tbx_status tbx_file_charge(tbx_file *f, uint64_t bytes, uint64_t offset, const c
     return TBX_OK;
 }
 
+void tbx_file_uncharge(tbx_file *f, uint64_t bytes) {
+    f->budget_used = bytes < f->budget_used ? f->budget_used - bytes : 0;
+}
+
 tbx_status tbx_file_charge_pending(tbx_file *f, uint64_t bytes, uint64_t offset,
                                    const char *field, tbx_error *err) {
     uint64_t total;
