@@ -131,6 +131,7 @@ static tbx_status finish_open(tbx_file *f, tbx_format hint, tbx_file **out, tbx_
                        "format %s cannot be read by this build", tbx_format_name(fmt));
     }
     st = f->drv->open(f, err);
+    if (st == TBX_OK) st = tbx_file_check_shared_data(f, err);
     if (st != TBX_OK) { tbx_close(f); return st; }
     *out = f;
     return TBX_OK;
@@ -164,6 +165,7 @@ tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_option
         f->format = sd->format;
         f->drv = sd;
         st = sd->open_path(f, err);
+        if (st == TBX_OK) st = tbx_file_check_shared_data(f, err);
         if (st != TBX_OK) { tbx_close(f); return st; }
         *out = f;
         return TBX_OK;

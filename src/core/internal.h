@@ -372,6 +372,10 @@ static inline bool tbx_val_is_str_array(const tbx_value *v) {
     return v && v->type == TBX_V_ARRAY && v->v.a.soff != NULL;
 }
 void tbx_val_free(tbx_value *v);
+/* Element i of a packed ARRAY as a scalar in *out (no allocation, nothing cached: tbx_value_at
+ * keeps a value node per element it is asked for, ~150 bytes for a 1-byte element); false
+ * when arr is not a packed array or i is out of range. */
+bool tbx_val_packed_get(const tbx_value *arr, size_t i, tbx_value *out);
 tbx_value *tbx_val_clone(const tbx_alloc *al, const tbx_value *v);
 /* Byte size of a fixed-size scalar value type (BOOL 1, U8 1, ..., F64 8); 0 for others. */
 size_t tbx_value_scalar_size(tbx_value_type t);
@@ -514,6 +518,11 @@ bool tbx_comp_served_raw(const tbx_file *f, const tbx_component *k);
 uint64_t tbx_file_budget(const tbx_file *f, uint64_t *declared);
 tbx_status tbx_file_charge(tbx_file *f, uint64_t bytes, uint64_t offset, const char *field,
                            tbx_error *err);
+/* After a driver opened f: the tensors' stored bytes, counted once per tensor, must stay within
+ * the input's own bytes plus the budget (tensors that share bytes, as MCF and OINF allow, make
+ * every copy, conversion and validation repeat them). TBX_E_LIMIT at the first tensor past it;
+ * no check when both budget limits are 0. */
+tbx_status tbx_file_check_shared_data(tbx_file *f, tbx_error *err);
 /* Gives back `bytes` charged by tbx_file_charge for a table the reader has freed (a table it
  * builds while it reads and drops once the model holds the same facts). */
 void tbx_file_uncharge(tbx_file *f, uint64_t bytes);

@@ -87,6 +87,28 @@ tbx_status tbx_file_charge_pending(tbx_file *f, uint64_t bytes, uint64_t offset,
     return TBX_OK;
 }
 
+tbx_status tbx_file_check_shared_data(tbx_file *f, tbx_error *err) {
+    uint64_t declared, cap = tbx_file_budget(f, &declared), limit, sum = 0;
+    if (!tbx_add_u64(cap, declared, &limit)) return TBX_OK;
+    if (f->limits.meta_budget_per_byte == 0 && f->limits.meta_budget_base == 0) return TBX_OK;
+    for (size_t i = 0; i < f->ntensors; i++) {
+        const tbx_tensor *t = &f->tensors[i];
+        for (uint32_t c = 0; c < t->ncomp; c++) {
+            if (tbx_add_u64(sum, t->comp[c].stored_bytes, &sum) && sum <= limit) continue;
+            char q[96];
+            tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+            return tbx_err(err, TBX_E_LIMIT, t->comp[c].offset, "tensor.data",
+                           "tensor \"%s\": the bytes of the tensors up to this one, counted once "
+                           "per tensor (tensors share bytes), pass %" PRIu64 " (the input's %"
+                           PRIu64 " bytes + the budget of meta_budget_per_byte %" PRIu64 " x them "
+                           "+ meta_budget_base %" PRIu64 "): every conversion would copy them",
+                           q, limit, declared, f->limits.meta_budget_per_byte,
+                           f->limits.meta_budget_base);
+        }
+    }
+    return TBX_OK;
+}
+
 /* What one metadata entry costs besides its value: the table slot, the key's copy, its slot in
  * the key index (8 bytes a slot at most 3/4 full, doubled while the table grows). */
 static uint64_t meta_entry_cost(size_t key_len) {
