@@ -267,6 +267,17 @@ tbx_value_type tbx_value_elem_type(const tbx_value *v) {
     return (v && v->type == TBX_V_ARRAY) ? v->elem : TBX_V_NULL;
 }
 
+static void packed_load(const tbx_value *arr, size_t i, tbx_value *e);
+
+bool tbx_val_packed_get(const tbx_value *arr, size_t i, tbx_value *out) {
+    if (!arr || arr->type != TBX_V_ARRAY || !arr->v.a.packed || i >= arr->v.a.n) return false;
+    memset(out, 0, sizeof *out);
+    out->type = arr->elem;
+    out->al = arr->al;
+    packed_load(arr, i, out);
+    return true;
+}
+
 /* Reads packed element i of an array (or string i of a compact string array) into a fresh
  * value. */
 static tbx_value *materialise(const tbx_value *arr, size_t i) {
@@ -277,6 +288,12 @@ static tbx_value *materialise(const tbx_value *arr, size_t i) {
     }
     tbx_value *e = tbx_val_new(arr->al, arr->elem);
     if (!e) return NULL;
+    packed_load(arr, i, e);
+    return e;
+}
+
+/* Packed element i of arr into the scalar e (of arr's element type). */
+static void packed_load(const tbx_value *arr, size_t i, tbx_value *e) {
     size_t es = tbx_value_scalar_size(arr->elem);
     const uint8_t *p = (const uint8_t *)arr->v.a.packed + i * es;
     switch (arr->elem) {
@@ -294,7 +311,6 @@ static tbx_value *materialise(const tbx_value *arr, size_t i) {
     case TBX_V_F64: { double x; memcpy(&x, p, 8); e->v.f = x; break; }
     default: break;
     }
-    return e;
 }
 
 const tbx_value *tbx_value_at(const tbx_value *v, uint64_t i) {
