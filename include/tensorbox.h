@@ -360,10 +360,14 @@ typedef struct tbx_limits {
      * tables) is charged, as it is built and before it is allocated, against
      *     meta_budget_per_byte x (bytes of the file or files the handle opened) + meta_budget_base
      * (defaults 1 and 32 MiB). Past it the open fails with TBX_E_LIMIT naming the field and the
-     * byte offset of the entry that would not fit. A real model is far inside it: its tensor
-     * data alone makes up the file. A hostile file costs at most about the file's size plus
-     * 32 MiB to open, so every command stays within 2 x file size + 64 MiB of memory, in time
-     * linear in the file's size. A shorter caller's struct gets the defaults. */
+     * byte offset of the entry that would not fit. Tensors that share stored bytes (MCF and OINF
+     * entries may point at one payload) are held to the same rule: their bytes, counted once
+     * per tensor, may pass the file's own size by at most the budget (TBX_E_LIMIT, field
+     * "tensor.data"), so a conversion never copies more than that. A real model is far inside
+     * both: its tensor data alone makes up the file. A hostile file costs at most about the
+     * file's size plus 32 MiB to open, so every command stays within 2 x file size + 64 MiB of
+     * memory, in time linear in the file's size. meta_budget_base = UINT64_MAX: no budget.
+     * A shorter caller's struct gets the defaults. */
     uint64_t meta_budget_per_byte;
     uint64_t meta_budget_base;
 } tbx_limits;

@@ -520,8 +520,7 @@ tbx_status tbx_file_charge(tbx_file *f, uint64_t bytes, uint64_t offset, const c
                            tbx_error *err);
 /* After a driver opened f: the tensors' stored bytes, counted once per tensor, must stay within
  * the input's own bytes plus the budget (tensors that share bytes, as MCF and OINF allow, make
- * every copy, conversion and validation repeat them). TBX_E_LIMIT at the first tensor past it;
- * no check when both budget limits are 0. */
+ * every copy, conversion and validation repeat them). TBX_E_LIMIT at the first tensor past it. */
 tbx_status tbx_file_check_shared_data(tbx_file *f, tbx_error *err);
 /* Gives back `bytes` charged by tbx_file_charge for a table the reader has freed (a table it
  * builds while it reads and drops once the model holds the same facts). */

@@ -89,8 +89,7 @@ tbx_status tbx_file_charge_pending(tbx_file *f, uint64_t bytes, uint64_t offset,
 
 tbx_status tbx_file_check_shared_data(tbx_file *f, tbx_error *err) {
     uint64_t declared, cap = tbx_file_budget(f, &declared), limit, sum = 0;
-    if (!tbx_add_u64(cap, declared, &limit)) return TBX_OK;
-    if (f->limits.meta_budget_per_byte == 0 && f->limits.meta_budget_base == 0) return TBX_OK;
+    if (!tbx_add_u64(cap, declared, &limit)) return TBX_OK; /* no budget */
     for (size_t i = 0; i < f->ntensors; i++) {
         const tbx_tensor *t = &f->tensors[i];
         for (uint32_t c = 0; c < t->ncomp; c++) {
