@@ -153,15 +153,19 @@ def _gstr(b: bytes) -> bytes:
     return struct.pack("<Q", len(b)) + b
 
 
-def gguf_worst(nkv: int, narr: int, ntensors: int) -> bytes:
+def gguf_worst(nkv: int, narr: int, ntensors: int, npacked: int = 0) -> bytes:
     """nkv u8 entries under short keys, one array of narr empty u8 arrays (12 bytes each in the
     file), ntensors tensor infos with short names and 4 dimensions [0, 1, 1, 1] (no data, all at
-    offset 0: a tensor without bytes overlaps nothing)."""
+    offset 0: a tensor without bytes overlaps nothing), and an array of npacked u8 (one byte
+    each, what a reader or a converter may turn into a value per element)."""
     kvs = [_gstr(b"general.architecture") + struct.pack("<I", 8) + _gstr(b"llama")]
     kvs += [_gstr(b"%x" % i) + struct.pack("<IB", 0, i & 0xFF) for i in range(nkv)]
     if narr:
         kvs.append(_gstr(b"nest") + struct.pack("<IIQ", 9, 9, narr) +
                    struct.pack("<IQ", 0, 0) * narr)
+    if npacked:
+        kvs.append(_gstr(b"bytes") + struct.pack("<IIQ", 9, 0, npacked) +
+                   bytes(range(256)) * (npacked // 256) + bytes(range(npacked % 256)))
     tis = b"".join(_gstr(b"t%x" % i) + struct.pack("<I4QIQ", 4, 0, 1, 1, 1, 0, 0)
                    for i in range(ntensors))
     out = b"GGUF" + struct.pack("<IQQ", 3, ntensors, len(kvs)) + b"".join(kvs) + tis

@@ -94,7 +94,8 @@ def build_edge(kind: str, d: Path) -> tuple[Path, str]:
     elif kind == "safetensors":
         data, name = ampgen.st_worst(30000, 40000, 4), "0"
     elif kind == "gguf":
-        data, name = ampgen.gguf_worst(30000, 50000, 30000), "t0"
+        # and 2M u8 in one array: --stringify-meta once kept a 150-byte value per element
+        data, name = ampgen.gguf_worst(30000, 50000, 30000, 2000000), "t0"
     elif kind == "ztensor":
         data, name = ampgen.zt_worst(30000, 50000, 50000), "x"
     elif kind == "oinf":
