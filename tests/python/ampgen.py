@@ -76,6 +76,16 @@ def mcf_overlapping_names(n: int, name_len: int) -> bytes:
     return mcf_file([(MCF_TENSORDATA, b""), (MCF_TENSORINDEX, ti)])
 
 
+def mcf_many_sections(n: int) -> bytes:
+    """A directory of n empty sections of distinct unknown types (0x1000 + i), all at offset 40:
+    each is a section of the model (mcf.section.0xTTTT), and finding the first of each type once
+    took a search of the whole directory per entry."""
+    body = bytearray(40)
+    body += b"".join(struct.pack("<IIQQ", 0x1000 + i, 1, 40, 0) for i in range(n))
+    body[:40] = b"MCF\x00" + struct.pack("<HHIIQQQ", 1, 1, 40, n, 40, len(body), 0)
+    return bytes(body)
+
+
 def mcf_model_info(kvs: list[tuple[int, int, int]], blobs: bytes, blobs_at: int = 88) -> bytes:
     """A ModelInfo section: the 88-byte fixed part (arch 1, the numbers small, no name), the
     blobs (already laid out, starting at section offset `blobs_at` = 88) and the KV table
@@ -332,6 +342,7 @@ def hf_worst(path, nshards: int, per_shard: int, nmeta: int) -> None:
 BUILDERS = {
     "mcf-names": mcf_overlapping_names,
     "mcf-kv": mcf_shared_kv_value,
+    "mcf-sections": mcf_many_sections,
     "mcf": mcf_worst,
     "safetensors": st_worst,
     "gguf": gguf_worst,
