@@ -415,8 +415,9 @@ TBX_TEST(limits_shorter_struct_size) {
     tbx_close(f);
     f = NULL;
     /* the amplification budget: defaults 1 x input + 32 MiB; a budget of 0 refuses even two
-     * tensors (TBX_E_LIMIT naming the field and offset of the first entry); a caller of the struct that ended at
-     * max_decode_window (before the budget existed) gets the defaults, whatever lies beyond */
+     * tensors (TBX_E_LIMIT naming the field and offset of the first entry); a caller of the
+     * struct that ended at max_decode_window (before the budget existed) gets the defaults,
+     * whatever lies beyond */
     tbx_limits_default(&lim);
     CHECK_EQ(lim.meta_budget_per_byte, 1);
     CHECK_EQ(lim.meta_budget_base, (uint64_t)32 << 20);
