@@ -9,7 +9,8 @@
 #   make demo       bootstrap the Debian packages only, build tbx, run examples/demo.sh (quick on a
 #                   fresh machine: llama.cpp runs the converted model only once `make test` built it)
 #   make fuzz       build build-fuzz/ (clang, libFuzzer) and fuzz every target for FUZZ_SECONDS
-#                   (default 60) each; new inputs -> build-fuzz/corpus-new/, crashes -> fuzz/artifacts/
+#                   (default 60) each; new inputs -> build-fuzz/corpus-new/, crashes -> fuzz/artifacts/;
+#                   an allocation above FUZZ_MALLOC_LIMIT_MB (default 128) is a crash
 #   make bench      build, then run bench/run_all.sh (if present)
 #   make install    build, then install into PREFIX (default /usr/local)
 #   make seeds      regenerate fuzz/corpus/ with fuzz/make_*seeds.py
@@ -25,6 +26,7 @@ BUILD_FUZZ ?= build-fuzz
 PREFIX     ?= /usr/local
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
+FUZZ_MALLOC_LIMIT_MB ?= 128
 PY         := .venv/bin/python
 CMAKE_GEN  := -G Ninja
 
@@ -83,7 +85,7 @@ fuzz-build: bootstrap
 	cmake --build $(BUILD_FUZZ) --target fuzzers
 
 fuzz: fuzz-build
-	scripts/fuzz.sh $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	FUZZ_MALLOC_LIMIT_MB=$(FUZZ_MALLOC_LIMIT_MB) scripts/fuzz.sh $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 bench: build
 	@if [ -f bench/run_all.sh ]; then \

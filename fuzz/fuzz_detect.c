@@ -76,6 +76,7 @@ static void fz_extras(tbx_file *f, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fz_input(size);
     tbx_format detected = tbx_detect_format(data, size < 64 ? size : 64, size);
     FZ_CHECK(tbx_format_name(detected) != NULL, "detected format has a name");
 

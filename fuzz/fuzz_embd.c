@@ -55,6 +55,7 @@ static void fz_embd(tbx_file *f, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fz_input(size);
     fz_open_both_and_validate(data, size, TBX_FORMAT_EMBD, TBX_OPEN_VERIFY_DIGESTS, 1u << 1,
                               fz_embd);
     fz_open_both_and_validate(data, size, TBX_FORMAT_EMBD_LEGACY, TBX_OPEN_VERIFY_DIGESTS,

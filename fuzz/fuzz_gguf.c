@@ -48,6 +48,7 @@ static void gz_lint(tbx_file *f) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fz_input(size);
     fz_heap heap = {0, 0};
 
     /* 1. strict */

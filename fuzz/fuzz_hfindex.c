@@ -83,6 +83,7 @@ static void hf_setup(void) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fz_input(size);
     (void)fz_walk; /* its checks assume one file: the parts are walked here instead */
     if (!hf_dir[0]) hf_setup();
     hf_write("model.safetensors.index.json", data, size);

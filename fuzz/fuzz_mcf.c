@@ -55,6 +55,7 @@ static void fz_mcf(tbx_file *f, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fz_input(size);
     fz_open_both_and_validate(data, size, TBX_FORMAT_MCF, 0, 1u << 1, fz_mcf);
     return 0;
 }

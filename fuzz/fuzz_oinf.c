@@ -80,6 +80,7 @@ static void fz_oinf(tbx_file *f, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fz_input(size);
     fz_open_both_and_validate(data, size, TBX_FORMAT_OINF, 0, 1u << 1 | 1u << 2, fz_oinf);
     return 0;
 }

@@ -19,6 +19,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fz_input(size);
     fz_heap heap = {0, 0};
     tbx_status st;
     tbx_file *f = fz_open_forced(data, size, TBX_FORMAT_SAFETENSORS, 0, &heap, NULL, NULL, &st);

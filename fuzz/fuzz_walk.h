@@ -387,9 +387,12 @@ static void fz_walk(tbx_file *f, const uint8_t *data, size_t size) {
     fz_sections(&cx);
 }
 
-/* Limits small enough that no input makes the library allocate much. */
+/* Limits small enough that no input makes the library allocate much. The amplification budget
+ * keeps its defaults (1 x input + 32 MiB); zstd windows are held to 8 MiB so that the memory
+ * bound below is about the metadata, names and tables an input makes the library hold. */
 static void fz_limits(tbx_limits *lim) {
     tbx_limits_default(lim);
+    lim->max_decode_window = 8u << 20;
     lim->max_header_bytes = 1u << 20;
     lim->max_tensors = 4096;
     lim->max_tensor_bytes = 64u << 20;
@@ -408,9 +411,21 @@ typedef struct fz_heap {
 
 #define FZ_HDR 16u
 
+/* The memory bound of issue 19: whatever an input declares, what the library holds through the
+ * checking allocator stays within 2 x the input's size + 64 MiB (an amplification the budget
+ * misses aborts the run as a find). fz_input() sets the input's size for the current run. */
+static uint64_t fz_input_bytes;
+static inline void fz_input(size_t size) { fz_input_bytes = size; }
+static inline void fz_check_bound(const fz_heap *h, size_t more) {
+    uint64_t cap = 2 * fz_input_bytes + (64u << 20);
+    FZ_CHECK(h->live_bytes + more <= cap,
+             "the library's heap stays within 2 x input + 64 MiB (amplification budget)");
+}
+
 static inline void *fz_alloc(void *ud, size_t size) {
     fz_heap *h = (fz_heap *)ud;
     if (size > SIZE_MAX - FZ_HDR) return NULL;
+    fz_check_bound(h, size);
     unsigned char *p = malloc(size + FZ_HDR);
     if (!p) return NULL;
     memcpy(p, &size, sizeof size);
@@ -442,6 +457,7 @@ static inline void *fz_realloc(void *ud, void *ptr, size_t old_size, size_t new_
     }
     FZ_CHECK(fz_block_size(ptr) == old_size, "realloc() gets the size that was allocated");
     if (new_size > SIZE_MAX - FZ_HDR) return NULL;
+    if (new_size > old_size) fz_check_bound(h, new_size - old_size);
     unsigned char *p = realloc((unsigned char *)ptr - FZ_HDR, new_size + FZ_HDR);
     if (!p) return NULL;
     memcpy(p, &new_size, sizeof new_size);

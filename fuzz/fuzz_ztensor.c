@@ -79,6 +79,7 @@ static void fz_decode_all(tbx_file *f) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fz_input(size);
     fz_heap heap = {0, 0};
     tbx_status strict;
     tbx_file *f = fz_open_forced(data, size, TBX_FORMAT_ZTENSOR, 0, &heap, NULL, NULL, &strict);

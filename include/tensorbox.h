@@ -395,6 +395,24 @@ typedef struct tbx_limits {
      * tens of MB, some above 64 MiB. Parsing a JSON side file (the GGUF conversion, EMBD's
      * vocabulary) costs several times its size in memory (docs/reliability.md). */
     uint64_t max_side_file_bytes;
+    /* The amplification budget. A file can make a reader expand, share or repeat its bytes: one
+     * string-table window named by a million tensors, one value behind thousands of keys, a
+     * short run of dimensions that every shape reuses, an empty array that becomes a heap value.
+     * What a handle holds decoded from its file(s) (metadata keys and values, tensor names and
+     * shapes, the tensor, component and section tables and their indexes, a driver's own
+     * tables) is charged, as it is built and before it is allocated, against
+     *     meta_budget_per_byte x (bytes of the file or files the handle opened) + meta_budget_base
+     * (defaults 1 and 32 MiB). Past it the open fails with TBX_E_LIMIT naming the field and the
+     * byte offset of the entry that would not fit. Tensors that share stored bytes (MCF and OINF
+     * entries may point at one payload) are held to the same rule: their bytes, counted once
+     * per tensor, may pass the file's own size by at most the budget (TBX_E_LIMIT, field
+     * "tensor.data"), so a conversion never copies more than that. A real model is far inside
+     * both: its tensor data alone makes up the file. A hostile file costs at most about the
+     * file's size plus 32 MiB to open, so every command stays within 2 x file size + 64 MiB of
+     * memory, in time linear in the file's size. meta_budget_base = UINT64_MAX: no budget.
+     * A shorter caller's struct gets the defaults. */
+    uint64_t meta_budget_per_byte;
+    uint64_t meta_budget_base;
 } tbx_limits;
 
 /* Fills `limits` (this header's whole struct) with the defaults above and sets struct_size. */

@@ -4,7 +4,8 @@
 # For every fuzz/fuzz_<target>.c (or only the TARGETs named), runs BUILD_DIR/fuzz/fuzz_<target>
 # for SECONDS on fuzz/corpus/<target> + tests/crashers/<target>. New interesting inputs go to
 # BUILD_DIR/corpus-new/<target>/ (scratch; never written into the committed corpus), crashes,
-# leaks, timeouts and OOMs to fuzz/artifacts/<target>/. fuzz/<target>.dict is used when present.
+# leaks, timeouts and OOMs (an allocation above FUZZ_MALLOC_LIMIT_MB, default 128, is one)
+# to fuzz/artifacts/<target>/. fuzz/<target>.dict is used when present.
 #
 # To keep a find: copy the crash input to tests/crashers/<target>/ with the fix (see
 # tests/crashers/README.md). To grow the committed corpus from the scratch one:
@@ -37,7 +38,11 @@ for t in "${targets[@]}"; do
   artifacts="fuzz/artifacts/$t"
   mkdir -p "$scratch" "$artifacts" "fuzz/corpus/$t" "tests/crashers/$t"
   before=$(find "$artifacts" -type f | wc -l)
-  args=(-max_total_time="$SECONDS_PER" -timeout=10 -rss_limit_mb=2048 -max_len=65536
+  # -malloc_limit_mb: one allocation larger than this is a find (an input of at most 64 KiB
+  # must not make anything allocate that much: the amplification budget); the targets' own
+  # checking allocator also aborts when the library holds more than 2 x input + 64 MiB.
+  args=(-max_total_time="$SECONDS_PER" -timeout=10 -rss_limit_mb=2048
+        -malloc_limit_mb="${FUZZ_MALLOC_LIMIT_MB:-128}" -max_len=65536
         -print_final_stats=1 -artifact_prefix="$artifacts/")
   [ -f "fuzz/$t.dict" ] && args+=(-dict="fuzz/$t.dict")
   echo "==== fuzz $t for ${SECONDS_PER}s: $bin ${args[*]} $scratch fuzz/corpus/$t tests/crashers/$t"

@@ -93,7 +93,8 @@ static void sb_value(tbx_membuf *b, const tbx_value *v, int depth) {
                 sb_json_string(b, sp, len);
                 continue;
             }
-            const tbx_value *e = tbx_value_at(v, i);
+            tbx_value pe; /* packed scalars are rendered in place, never materialised */
+            const tbx_value *e = tbx_val_packed_get(v, (size_t)i, &pe) ? &pe : tbx_value_at(v, i);
             if (e) sb_value(b, e, depth + 1);
             else b->oom = true;
         }

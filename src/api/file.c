@@ -29,6 +29,8 @@ void tbx_limits_default(tbx_limits *l) {
     l->max_tensor_bytes = (uint64_t)1 << 48;
     l->max_decode_window = (uint64_t)1 << 27;
     l->max_side_file_bytes = (uint64_t)1 << 28;
+    l->meta_budget_per_byte = 1;
+    l->meta_budget_base = (uint64_t)32 << 20;
     l->max_ndim = 64;
     l->max_depth = 32;
 }
@@ -115,6 +117,7 @@ static bool file_mapped(const tbx_file *f) {
 static tbx_status open_done(tbx_file *f, tbx_status st, tbx_file **out, tbx_error *err) {
     if (st == TBX_OK) {
         if (file_mapped(f)) st = tbx_file_check_sources(f, err);
+        if (st == TBX_OK) st = tbx_file_check_shared_data(f, err);
         if (st == TBX_OK) {
             *out = f;
             return TBX_OK;

@@ -179,6 +179,9 @@ void json_finish(json_out *j);
 void json_write_escaped(FILE *fp, const char *s, size_t len);
 /* Columns the escaped body of `s` takes (one per character, six per \u escape). */
 size_t json_escaped_width(const char *s, size_t len);
+/* The same, counted only until it reaches `cap` (a column that wide needs no more): a table of
+ * long names costs the widths of its columns, not of its names. */
+size_t json_escaped_width_upto(const char *s, size_t len, size_t cap);
 /* The longest prefix of s[0, len) not longer than `max` that does not split a UTF-8 sequence. */
 size_t json_utf8_cut(const char *s, size_t len, size_t max);
 

@@ -306,7 +306,8 @@ static void info_human(tbx_file *f, const char *path) {
     for (uint64_t i = 0; i < nt; i++) {
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
-        size_t w = json_escaped_width(ti.name ? ti.name : "", ti.name ? ti.name_len : 0);
+        size_t w = json_escaped_width_upto(ti.name ? ti.name : "", ti.name ? ti.name_len : 0,
+                                           INFO_NAME_COL_MAX);
         if (w > wname) wname = w;
         w = strlen(cli_dtype_name(ti.dtype));
         if (w > wdtype) wdtype = w;
@@ -340,7 +341,7 @@ static void info_human(tbx_file *f, const char *path) {
         size_t nlen = ti.name ? ti.name_len : 0;
         fputs("  ", fp);
         json_write_escaped(fp, name, nlen);
-        print_pad(fp, json_escaped_width(name, nlen), wname);
+        print_pad(fp, json_escaped_width_upto(name, nlen, wname), wname);
         fprintf(fp, "  %-*s  ", (int)wdtype, cli_dtype_name(ti.dtype));
         size_t sl = format_shape(shape, sizeof shape, ti.shape, ti.ndim);
         fputs(shape, fp);

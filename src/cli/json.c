@@ -129,9 +129,13 @@ void json_write_escaped(FILE *fp, const char *str, size_t len) {
 }
 
 size_t json_escaped_width(const char *str, size_t len) {
+    return json_escaped_width_upto(str, len, SIZE_MAX);
+}
+
+size_t json_escaped_width_upto(const char *str, size_t len, size_t cap) {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0, w = 0;
-    while (i < len) {
+    while (i < len && w < cap) {
         unsigned char c = s[i];
         if (c >= 0x20 && c < 0x7F) {
             w += (c == '"' || c == '\\') ? 2 : 1;

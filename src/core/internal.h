@@ -449,6 +449,10 @@ static inline bool tbx_val_is_str_array(const tbx_value *v) {
     return v && v->type == TBX_V_ARRAY && v->v.a.soff != NULL;
 }
 void tbx_val_free(tbx_value *v);
+/* Element i of a packed ARRAY as a scalar in *out (no allocation, nothing cached: tbx_value_at
+ * keeps a value node per element it is asked for, ~150 bytes for a 1-byte element); false
+ * when arr is not a packed array or i is out of range. */
+bool tbx_val_packed_get(const tbx_value *arr, size_t i, tbx_value *out);
 tbx_value *tbx_val_clone(const tbx_alloc *al, const tbx_value *v);
 /* Byte size of a fixed-size scalar value type (BOOL 1, U8 1, ..., F64 8); 0 for others. */
 size_t tbx_value_scalar_size(tbx_value_type t);
@@ -533,6 +537,10 @@ struct tbx_file {
     tbx_meta_entry *meta; size_t nmeta, cap_meta; tbx_names meta_names;
     tbx_tensor *tensors;  size_t ntensors, cap_tensors; tbx_names tensor_names;
     tbx_section *sections; size_t nsections, cap_sections;
+    /* The amplification budget (tbx_limits.meta_budget_*, model.c): bytes charged so far, bytes
+     * of a metadata value being built (settled by tbx_file_add_meta), and the last budget
+     * computed (it only grows, as the handle opens more sources). */
+    uint64_t budget_used, budget_pending, budget_cap;
     struct tbx_quant_rec **quants; size_t nquants, cap_quants; /* tbx_file_quant_new */
     /* The tensors' blocks (components, shape, name) are carved from chunks (4 KiB doubling to
      * 1 MiB; freed by tbx_close): no allocator overhead per tensor. */
@@ -588,6 +596,33 @@ const tbx_source *tbx_file_source(const tbx_file *f, uint32_t src);
 /* Are component k's decoded bytes its stored bytes, served straight from the source (range
  * reads, maps)? Raw encoding, unless the driver transforms raw bytes (big-endian GGUF). */
 bool tbx_comp_served_raw(const tbx_file *f, const tbx_component *k);
+/* The amplification budget (tbx_limits.meta_budget_per_byte and _base): every byte a handle
+ * holds decoded from its files (metadata, names, shapes, tables) is charged here, before it is
+ * allocated where it can be. tbx_file_add_meta, _add_tensor and _add_section charge what they
+ * store (a metadata value by its tbx_val_footprint); a reader charges what it builds on its own
+ * (its tables, a value it expands before adding it). Past the budget: TBX_E_LIMIT naming `field`
+ * and `offset`. The budget is meta_budget_per_byte x the bytes of every source the handle has
+ * opened so far + meta_budget_base (*declared gets those bytes when not NULL). */
+uint64_t tbx_file_budget(const tbx_file *f, uint64_t *declared);
+tbx_status tbx_file_charge(tbx_file *f, uint64_t bytes, uint64_t offset, const char *field,
+                           tbx_error *err);
+/* After a driver opened f: the tensors' stored bytes, counted once per tensor, must stay within
+ * the input's own bytes plus the budget (tensors that share bytes, as MCF and OINF allow, make
+ * every copy, conversion and validation repeat them). TBX_E_LIMIT at the first tensor past it. */
+tbx_status tbx_file_check_shared_data(tbx_file *f, tbx_error *err);
+/* Gives back `bytes` charged by tbx_file_charge for a table the reader has freed (a table it
+ * builds while it reads and drops once the model holds the same facts). */
+void tbx_file_uncharge(tbx_file *f, uint64_t bytes);
+/* For a metadata value being built: adds `bytes` to what it is expected to cost and fails like
+ * tbx_file_charge when that would not fit. tbx_file_add_meta then charges the value's real
+ * footprint in its place. */
+tbx_status tbx_file_charge_pending(tbx_file *f, uint64_t bytes, uint64_t offset,
+                                   const char *field, tbx_error *err);
+/* The bytes a value holds (heap blocks with an allocator's usual overhead, its items, keys and
+ * cache), as charged to a budget. */
+uint64_t tbx_val_footprint(const tbx_value *v);
+/* Bookkeeping bytes of one heap block, added to each block a footprint counts. */
+#define TBX_HEAP_OVERHEAD 16u
 /* Reports a recoverable problem: with on_problem set it is passed on and TBX_OK returned (the
  * caller continues); without, it is copied to *err and its code returned (the caller stops). */
 tbx_status tbx_file_problem(tbx_file *f, tbx_error *err, tbx_status code, uint64_t offset,
@@ -599,6 +634,11 @@ tbx_status tbx_file_problem(tbx_file *f, tbx_error *err, tbx_status code, uint64
  * tbx_file_quant_new: a zeroed description owned by f (struct_size set, scale/zero components
  * -1, params an empty MAP), NULL on OOM. */
 tbx_quant_info *tbx_file_quant_new(tbx_file *f);
+/* Charges what one description made by tbx_file_quant_new costs (with a few params) to the
+ * handle's budget (tbx_file_charge), for a driver that makes one per tensor; the values
+ * (tbx_file_quant_values) are the driver's to charge. */
+tbx_status tbx_file_charge_quant(tbx_file *f, uint64_t offset, const char *field,
+                                 tbx_error *err);
 /* Storage for the values of p (a member of q): nbytes bytes owned with q; sets p->values and
  * returns the writable pointer, NULL on OOM. At most one call per member. */
 void *tbx_file_quant_values(tbx_file *f, tbx_quant_info *q, tbx_quant_param *p, size_t nbytes);

@@ -29,9 +29,102 @@ static const char *tensor_key_of(const void *ctx, uint64_t i, size_t *len) {
     return f->tensors[i].name;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The amplification budget                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+uint64_t tbx_file_budget(const tbx_file *f, uint64_t *declared) {
+    uint64_t d = f->src.size, b;
+    for (size_t i = 0; i < f->nextra_src; i++)
+        if (!tbx_add_u64(d, f->extra_src[i].size, &d)) d = UINT64_MAX;
+    if (declared) *declared = d;
+    if (!tbx_mul_u64(d, f->limits.meta_budget_per_byte, &b) ||
+        !tbx_add_u64(b, f->limits.meta_budget_base, &b))
+        b = UINT64_MAX;
+    return b;
+}
+
+/* Does a total of `total` charged bytes fit? The budget is recomputed only when the last one
+ * computed is passed (it only grows: sources are added, never dropped, while a handle opens). */
+static bool budget_fits(tbx_file *f, uint64_t total) {
+    if (total <= f->budget_cap) return true;
+    f->budget_cap = tbx_file_budget(f, NULL);
+    return total <= f->budget_cap;
+}
+
+static tbx_status budget_err(tbx_file *f, uint64_t need, uint64_t offset, const char *field,
+                             tbx_error *err) {
+    uint64_t declared, cap = tbx_file_budget(f, &declared);
+    return tbx_err(err, TBX_E_LIMIT, offset, field ? field : "metadata",
+                   "%s: the metadata, names and tables this input declares need more than its "
+                   "budget of %" PRIu64 " bytes (meta_budget_per_byte %" PRIu64 " x %" PRIu64
+                   " bytes of input + meta_budget_base %" PRIu64 "): %" PRIu64 " held, %" PRIu64
+                   " more needed", field ? field : "metadata", cap,
+                   f->limits.meta_budget_per_byte, declared, f->limits.meta_budget_base,
+                   f->budget_used + f->budget_pending, need);
+}
+
+tbx_status tbx_file_charge(tbx_file *f, uint64_t bytes, uint64_t offset, const char *field,
+                           tbx_error *err) {
+    uint64_t total;
+    if (!tbx_add_u64(f->budget_used, bytes, &total) ||
+        !tbx_add_u64(total, f->budget_pending, &total) || !budget_fits(f, total))
+        return budget_err(f, bytes, offset, field, err);
+    f->budget_used += bytes;
+    return TBX_OK;
+}
+
+void tbx_file_uncharge(tbx_file *f, uint64_t bytes) {
+    f->budget_used = bytes < f->budget_used ? f->budget_used - bytes : 0;
+}
+
+tbx_status tbx_file_charge_pending(tbx_file *f, uint64_t bytes, uint64_t offset,
+                                   const char *field, tbx_error *err) {
+    uint64_t total;
+    if (!tbx_add_u64(f->budget_pending, bytes, &total) ||
+        !tbx_add_u64(total, f->budget_used, &total) || !budget_fits(f, total))
+        return budget_err(f, bytes, offset, field, err);
+    f->budget_pending += bytes;
+    return TBX_OK;
+}
+
+tbx_status tbx_file_check_shared_data(tbx_file *f, tbx_error *err) {
+    uint64_t declared, cap = tbx_file_budget(f, &declared), limit, sum = 0;
+    if (!tbx_add_u64(cap, declared, &limit)) return TBX_OK; /* no budget */
+    for (size_t i = 0; i < f->ntensors; i++) {
+        const tbx_tensor *t = &f->tensors[i];
+        for (uint32_t c = 0; c < t->ncomp; c++) {
+            if (tbx_add_u64(sum, t->comp[c].stored_bytes, &sum) && sum <= limit) continue;
+            char q[96];
+            tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
+            return tbx_err(err, TBX_E_LIMIT, t->comp[c].offset, "tensor.data",
+                           "tensor \"%s\": the bytes of the tensors up to this one, counted once "
+                           "per tensor (tensors share bytes), pass %" PRIu64 " (the input's %"
+                           PRIu64 " bytes + the budget of meta_budget_per_byte %" PRIu64 " x them "
+                           "+ meta_budget_base %" PRIu64 "): every conversion would copy them",
+                           q, limit, declared, f->limits.meta_budget_per_byte,
+                           f->limits.meta_budget_base);
+        }
+    }
+    return TBX_OK;
+}
+
+/* What one metadata entry costs besides its value: the table slot, the key's copy, its slot in
+ * the key index (8 bytes a slot at most 3/4 full, doubled while the table grows). */
+static uint64_t meta_entry_cost(size_t key_len) {
+    return sizeof(tbx_meta_entry) + (uint64_t)key_len + 1 + TBX_HEAP_OVERHEAD + 16;
+}
+
 tbx_status tbx_file_add_meta(tbx_file *f, const char *key, size_t key_len, tbx_value *value,
                              uint64_t offset, tbx_error *err) {
     char q[96];
+    /* the value's real footprint replaces what its reader expected it to cost */
+    f->budget_pending = 0;
+    tbx_status bst = tbx_file_charge(f, meta_entry_cost(key_len) + tbx_val_footprint(value),
+                                     offset, "metadata", err);
+    if (bst != TBX_OK) {
+        tbx_val_free(value);
+        return bst;
+    }
     if (f->nmeta >= f->limits.max_metadata_entries) {
         tbx_val_free(value);
         return tbx_err(err, TBX_E_LIMIT, offset, "metadata",
@@ -68,6 +161,12 @@ tbx_status tbx_file_add_meta(tbx_file *f, const char *key, size_t key_len, tbx_v
 static size_t tensor_block_size(uint32_t ncomp, uint32_t ndim, size_t name_len) {
     return (ncomp ? ncomp : 1) * sizeof(tbx_component) + (size_t)ndim * sizeof(uint64_t) +
            name_len + 1;
+}
+
+/* What a tensor costs the budget: its table slot, its block (8-aligned) and its slot in the
+ * name index. */
+static uint64_t tensor_cost(size_t block) {
+    return sizeof(tbx_tensor) + ((block + 7) & ~(size_t)7) + 16;
 }
 
 struct tbx_chunk {
@@ -146,14 +245,18 @@ tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, t
                            "tensor \"%s\": element count overflows 64 bits at dimension %u",
                            QNAME, d);
     }
+    /* One block per tensor: components, shape, name (a table of a million tensors pays one
+     * allocation's overhead per tensor, not three). */
+    size_t bytes = tensor_block_size(ncomp, ndim, name_len);
+    tbx_status bst = tbx_file_charge(f, tensor_cost(bytes), offset,
+                                     name_len >= (size_t)ndim * 8 ? "tensor.name" : "tensor.shape",
+                                     err);
+    if (bst != TBX_OK) return bst;
     if (!tbx_grow(&f->al, (void **)&f->tensors, &f->cap_tensors, f->ntensors + 1,
                   sizeof *f->tensors))
         return tbx_err_nomem(err, "tensor table");
     tbx_tensor *t = &f->tensors[f->ntensors];
     memset(t, 0, sizeof *t);
-    /* One block per tensor: components, shape, name (a table of a million tensors pays one
-     * allocation's overhead per tensor, not three). */
-    size_t bytes = tensor_block_size(ncomp, ndim, name_len);
     uint8_t *blk = chunk_alloc(f, bytes);
     if (!blk) return tbx_err_nomem(err, "tensor");
     memset(blk, 0, (ncomp ? ncomp : 1) * sizeof(tbx_component));
@@ -186,6 +289,11 @@ tbx_status tbx_file_add_tensor(tbx_file *f, const char *name, size_t name_len, t
 
 tbx_status tbx_file_reserve_tensors(tbx_file *f, size_t n, tbx_error *err) {
     if (n > f->limits.max_tensors) n = (size_t)f->limits.max_tensors; /* add_tensor reports it */
+    /* no more room than the budget lets tensors take: add_tensor reports the one that does not
+     * fit, with its offset */
+    uint64_t cap = tbx_file_budget(f, NULL), used = f->budget_used + f->budget_pending;
+    uint64_t fit = cap > used ? (cap - used) / tensor_cost(tensor_block_size(1, 0, 0)) : 0;
+    if (n > fit) n = (size_t)fit;
     if (n > f->cap_tensors) {
         size_t bytes;
         if (__builtin_mul_overflow(n, sizeof *f->tensors, &bytes))
@@ -208,6 +316,9 @@ tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, ui
 
 tbx_status tbx_file_add_section_in(tbx_file *f, const char *name, uint32_t type, uint32_t src,
                                    uint64_t offset, uint64_t size, tbx_error *err) {
+    tbx_status bst = tbx_file_charge(f, sizeof(tbx_section) + strlen(name) + 1 + TBX_HEAP_OVERHEAD,
+                                     offset, "section", err);
+    if (bst != TBX_OK) return bst;
     if (!tbx_grow(&f->al, (void **)&f->sections, &f->cap_sections, f->nsections + 1,
                   sizeof *f->sections))
         return tbx_err_nomem(err, "section table");

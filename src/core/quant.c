@@ -15,6 +15,16 @@ typedef struct tbx_quant_rec {
     size_t values_len[2];
 } tbx_quant_rec;
 
+tbx_status tbx_file_charge_quant(tbx_file *f, uint64_t offset, const char *field,
+                                 tbx_error *err) {
+    /* the record, its slot, the params MAP and up to four small params (arrays, key, value) */
+    const uint64_t param = 3 * (sizeof(void *) + TBX_HEAP_OVERHEAD) + 16 + TBX_HEAP_OVERHEAD +
+                           sizeof(tbx_value) + TBX_HEAP_OVERHEAD;
+    return tbx_file_charge(f, sizeof(tbx_quant_rec) + TBX_HEAP_OVERHEAD + sizeof(void *) +
+                                  sizeof(tbx_value) + TBX_HEAP_OVERHEAD + 4 * param,
+                           offset, field, err);
+}
+
 tbx_quant_info *tbx_file_quant_new(tbx_file *f) {
     if (!tbx_grow(&f->al, (void **)&f->quants, &f->cap_quants, f->nquants + 1,
                   sizeof *f->quants))

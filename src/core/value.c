@@ -128,6 +128,42 @@ void tbx_val_str_array_done(tbx_value *v) {
     v->v.a.sblob_cap = len;
 }
 
+uint64_t tbx_val_footprint(const tbx_value *v) {
+    if (!v) return 0;
+    const uint64_t oh = TBX_HEAP_OVERHEAD;
+    uint64_t n = sizeof *v + oh;
+    switch (v->type) {
+    case TBX_V_STRING: case TBX_V_BYTES:
+        n += (uint64_t)v->v.s.n + 1 + oh;
+        break;
+    case TBX_V_ARRAY: case TBX_V_MAP: {
+        uint64_t cap = v->v.a.cap, cnt = v->v.a.n;
+        if (v->v.a.items) {
+            n += cap * sizeof(tbx_value *) + oh;
+            for (size_t i = 0; i < cnt; i++) n += tbx_val_footprint(v->v.a.items[i]);
+        }
+        if (v->v.a.keys) {
+            n += cap * (sizeof(char *) + sizeof(size_t)) + 2 * oh;
+            for (size_t i = 0; i < cnt; i++) n += (uint64_t)v->v.a.key_lens[i] + 1 + oh;
+        }
+        if (v->v.a.packed) n += (cap ? cap : 1) * tbx_value_scalar_size(v->elem) + oh;
+        if (v->v.a.soff) n += (cap + 1) * v->v.a.soff_w + oh;
+        if (v->v.a.sblob) n += v->v.a.sblob_cap + oh;
+        if (v->v.a.cache) {
+            n += cnt * sizeof(tbx_value *) + oh;
+            for (size_t i = 0; i < cnt; i++) n += tbx_val_footprint(v->v.a.cache[i]);
+        }
+        break;
+    }
+    case TBX_V_NDARRAY: case TBX_V_BITSET:
+        n += (uint64_t)v->v.nd.ndim * sizeof(uint64_t) + v->v.nd.nbytes + 2 * oh;
+        break;
+    default:
+        break;
+    }
+    return n;
+}
+
 /* String i of a compact string array. */
 static const char *str_item(const tbx_value *v, size_t i, size_t *len) {
     size_t a = soff_get(v, i), b = soff_get(v, i + 1);
@@ -231,6 +267,17 @@ tbx_value_type tbx_value_elem_type(const tbx_value *v) {
     return (v && v->type == TBX_V_ARRAY) ? v->elem : TBX_V_NULL;
 }
 
+static void packed_load(const tbx_value *arr, size_t i, tbx_value *e);
+
+bool tbx_val_packed_get(const tbx_value *arr, size_t i, tbx_value *out) {
+    if (!arr || arr->type != TBX_V_ARRAY || !arr->v.a.packed || i >= arr->v.a.n) return false;
+    memset(out, 0, sizeof *out);
+    out->type = arr->elem;
+    out->al = arr->al;
+    packed_load(arr, i, out);
+    return true;
+}
+
 /* Reads packed element i of an array (or string i of a compact string array) into a fresh
  * value. */
 static tbx_value *materialise(const tbx_value *arr, size_t i) {
@@ -241,6 +288,12 @@ static tbx_value *materialise(const tbx_value *arr, size_t i) {
     }
     tbx_value *e = tbx_val_new(arr->al, arr->elem);
     if (!e) return NULL;
+    packed_load(arr, i, e);
+    return e;
+}
+
+/* Packed element i of arr into the scalar e (of arr's element type). */
+static void packed_load(const tbx_value *arr, size_t i, tbx_value *e) {
     size_t es = tbx_value_scalar_size(arr->elem);
     const uint8_t *p = (const uint8_t *)arr->v.a.packed + i * es;
     switch (arr->elem) {
@@ -258,7 +311,6 @@ static tbx_value *materialise(const tbx_value *arr, size_t i) {
     case TBX_V_F64: { double x; memcpy(&x, p, 8); e->v.f = x; break; }
     default: break;
     }
-    return e;
 }
 
 const tbx_value *tbx_value_at(const tbx_value *v, uint64_t i) {

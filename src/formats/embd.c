@@ -357,12 +357,23 @@ static tbx_status em_read_vocab(tbx_file *f, em_state *s, tbx_cursor *c, tbx_err
     if (!(h->flags & EM_F_VOCAB)) return TBX_OK;
     c->pos = h->vocab_offset;
     c->end = (uint64_t)h->vocab_offset + h->vocab_size;
+    /* the section's bytes while they are parsed, then the tokens: a 4-byte offset each (two
+     * bytes in the file for an empty token) and their bytes */
+    tbx_status st = tbx_file_charge(f, h->vocab_size, h->vocab_offset, "vocab", err);
+    if (st != TBX_OK) return st;
     uint8_t *buf = tbx_malloc(&f->al, h->vocab_size);
     if (!buf) return tbx_err_nomem(err, "vocabulary section");
-    tbx_status st = tbx_cur_bytes(c, buf, h->vocab_size, "vocab", err);
+    st = tbx_cur_bytes(c, buf, h->vocab_size, "vocab", err);
+    if (st == TBX_OK && h->vocab_size >= 4) {
+        uint64_t count = tbx_ld32(buf);
+        if (count > h->vocab_size / 2) count = h->vocab_size / 2; /* the parser refuses more */
+        st = tbx_file_charge(f, (count + 1) * 4 + h->vocab_size + 2 * TBX_HEAP_OVERHEAD,
+                             h->vocab_offset, "vocab.token_count", err);
+    }
     if (st == TBX_OK)
         st = em_vocab_parse(&f->al, buf, h->vocab_size, h->vocab_offset, &s->vocab, err);
     tbx_free(&f->al, buf, h->vocab_size);
+    tbx_file_uncharge(f, h->vocab_size);
     if (st != TBX_OK) return st;
     s->has_vocab = true;
     return tbx_file_add_section(f, "vocab", EM_VOCAB_SPEC, h->vocab_offset, h->vocab_size, err);
@@ -481,8 +492,11 @@ static tbx_status em_read_index(tbx_file *f, em_state *s, tbx_cursor *c, tbx_err
     tbx_free(&f->al, d, dlen ? dlen : 1);
     tbx_free(&f->al, name, 65536);
     if (st != TBX_OK) return st;
-    /* overlaps, in offset order */
+    /* overlaps, in offset order: the order kept, and the sort's pairs while they live */
     size_t nt = f->ntensors ? f->ntensors : 1;
+    st = tbx_file_charge(f, (uint64_t)nt * (sizeof *s->order + sizeof(em_pos)), to,
+                         "tensor_index", err);
+    if (st != TBX_OK) return st;
     em_pos *ps = tbx_calloc(&f->al, nt, sizeof *ps);
     s->order = tbx_calloc(&f->al, nt, sizeof *s->order);
     if (s->order) s->norder = nt; /* em_close frees it with this size, even after a failure */
@@ -494,6 +508,7 @@ static tbx_status em_read_index(tbx_file *f, em_state *s, tbx_cursor *c, tbx_err
     if (f->ntensors > 1) qsort(ps, f->ntensors, sizeof *ps, em_pos_cmp);
     for (size_t i = 0; i < f->ntensors; i++) s->order[i] = ps[i].idx;
     tbx_free(&f->al, ps, nt * sizeof *ps);
+    tbx_file_uncharge(f, (uint64_t)nt * sizeof(em_pos));
     uint64_t reach = 0;
     size_t owner = 0;
     for (size_t j = 0; j < f->ntensors; j++) {

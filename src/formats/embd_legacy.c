@@ -151,11 +151,16 @@ tbx_status eml_open(tbx_file *f, tbx_error *err) {
     if (vlen > f->limits.max_header_bytes)
         return tbx_err(err, TBX_E_LIMIT, vat, "vocab_count",
                        "the vocabulary of %" PRIu64 " bytes exceeds max_header_bytes", vlen);
+    /* the bytes while they are parsed, then the tokens (offsets of 4 bytes, at most one per 4
+     * bytes of the file, and their bytes) */
+    st = tbx_file_charge(f, 2 * vlen + 4 + 2 * TBX_HEAP_OVERHEAD, vat, "vocab_count", err);
+    if (st != TBX_OK) return st;
     uint8_t *buf = tbx_malloc(&f->al, (size_t)vlen);
     if (!buf) return tbx_err_nomem(err, "vocabulary");
     st = tbx_source_read(&f->src, vat, buf, (size_t)vlen, "vocab_count", err);
     if (st == TBX_OK) st = em_vocab_parse_legacy(&f->al, buf, (size_t)vlen, vat, &s->vocab, err);
     tbx_free(&f->al, buf, (size_t)vlen);
+    tbx_file_uncharge(f, vlen);
     if (st == TBX_OK) st = tbx_file_add_section(f, "vocab", EM_VOCAB_LEGACY, vat, vlen, err);
     return st;
 }

@@ -462,6 +462,15 @@ static tbx_status rd_array(gguf_reader *r, uint32_t level, const gguf_key_path *
                        "%" PRIu64, p, n, gv_name(et), f->limits.max_array_len);
     }
 
+    /* Every array becomes a value, and an empty one costs ~170 bytes from 12 in the file (an
+     * array of a million empty arrays): charged to the budget before it is made, its strings as
+     * they are added (tbx_file_add_meta then charges the value's real footprint) */
+    const uint64_t node = sizeof(tbx_value) + 2 * TBX_HEAP_OVERHEAD;
+    st = tbx_file_charge_pending(f, node + (es ? (n ? n : 1) * es
+                                               : et == GV_STRING ? (n + 1) * 8
+                                                                 : n * sizeof(tbx_value *)),
+                                 at, fld, err);
+    if (st != TBX_OK) return st;
     if (es) {
         tbx_value *v = tbx_val_packed_array(&f->al, gv_tbx[et], (size_t)n);
         if (!v) return tbx_err_nomem(err, "GGUF array");
@@ -512,6 +521,7 @@ static tbx_status rd_array(gguf_reader *r, uint32_t level, const gguf_key_path *
                              "metadata %s: string of %" PRIu64 " bytes exceeds max_string_len = "
                              "%" PRIu64, p, len, f->limits.max_string_len);
             }
+            if (st == TBX_OK) st = tbx_file_charge_pending(f, len + 1, sat, fld, err);
             if (st == TBX_OK) {
                 char *dst = tbx_val_str_array_add(v, (size_t)len);
                 st = dst ? tbx_cur_bytes(&r->c, dst, (size_t)len, fld, err)
@@ -758,6 +768,9 @@ static tbx_status rd_tensor_info(gguf_reader *r, uint64_t i, uint64_t **ne_buf, 
     tbx_comp_set_raw(t, dt, 0, ti.size);
     t->comp[0].src = s->src;
     st = gguf_describe_quant(f, s, t, ti.type, err);
+    if (st != TBX_OK) return st;
+    /* the layout record kept per tensor (the array may be twice the tensors while it grows) */
+    st = tbx_file_charge(f, 2 * sizeof *s->ti, ti.info_off, fld, err);
     if (st != TBX_OK) return st;
     if (!tbx_grow(&f->al, (void **)&s->ti, &s->cap_ti, s->nti + 1, sizeof *s->ti))
         return tbx_err_nomem(err, "GGUF tensor table");

@@ -77,6 +77,7 @@ typedef struct mcf_state {
     uint32_t mi_flags;
     uint64_t mi_flags_at;
     uint64_t ti_entries_at; /* absolute offset of TensorIndex entry 0 (entry i = tensor i) */
+    uint32_t *first_of;     /* per directory entry: the index of the first entry of its type */
     /* scratch of mcf_open (tensor names); decoding calls have their own (mcf_scr) */
     uint8_t *buf;
     size_t buf_cap;
@@ -86,6 +87,7 @@ void mcf_close(tbx_file *f) {
     mcf_state *s = f->drv_state;
     if (!s) return;
     tbx_free(&f->al, s->dir, s->ndir * sizeof *s->dir);
+    tbx_free(&f->al, s->first_of, s->ndir * sizeof *s->first_of);
     tbx_free(&f->al, s->recs, s->nrecs * sizeof *s->recs);
     tbx_free(&f->al, s->rec_of, s->nrec_of * sizeof *s->rec_of);
     tbx_free(&f->al, s->buf, s->buf_cap);
@@ -152,8 +154,21 @@ static tbx_status mcf_read_header(tbx_file *f, mcf_state *s, tbx_cursor *c, uint
 static tbx_status mcf_read_dir(tbx_file *f, mcf_state *s, tbx_cursor *c, uint32_t count,
                                tbx_error *err) {
     uint64_t size = f->src.size, dir_end = s->dir_off + (uint64_t)count * MCF_DIR_ENTRY;
+    /* the entries, their first-of-type indices and the sort that finds them (charged: a
+     * directory of a million 24-byte entries is a table like any other) */
+    tbx_status bst = tbx_file_charge(f, (uint64_t)count * (sizeof *s->dir + sizeof *s->first_of +
+                                                          2 * sizeof(uint64_t)),
+                                     12, "header.section_count", err);
+    if (bst != TBX_OK) return bst;
     s->dir = tbx_calloc(&f->al, count, sizeof *s->dir);
-    if (!s->dir) return tbx_err_nomem(err, "MCF directory");
+    s->first_of = tbx_calloc(&f->al, count, sizeof *s->first_of);
+    if (!s->dir || !s->first_of) {
+        tbx_free(&f->al, s->dir, s->dir ? count * sizeof *s->dir : 0);
+        tbx_free(&f->al, s->first_of, s->first_of ? count * sizeof *s->first_of : 0);
+        s->dir = NULL;
+        s->first_of = NULL;
+        return tbx_err_nomem(err, "MCF directory");
+    }
     s->ndir = count;
     tbx_status st = tbx_cur_seek(c, s->dir_off, "header.section_dir_offset", err);
     for (uint32_t i = 0; i < count && st == TBX_OK; i++) {
@@ -193,6 +208,30 @@ static tbx_status mcf_read_dir(tbx_file *f, mcf_state *s, tbx_cursor *c, uint32_
     return st;
 }
 
+static int mcf_u64_cmp(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* s->first_of for every entry, in one sort of (type, index) keys: a linear search per entry
+ * made a directory of n distinct types cost n^2 / 2 comparisons (40,000 entries: 1.8 s, and
+ * quadrupling with every doubling). */
+static tbx_status mcf_first_of_type(tbx_file *f, mcf_state *s, tbx_error *err) {
+    size_t n = s->ndir;
+    if (n == 0) return TBX_OK;
+    uint64_t *k = tbx_calloc(&f->al, n, sizeof *k);
+    if (!k) return tbx_err_nomem(err, "MCF directory");
+    for (size_t i = 0; i < n; i++) k[i] = (uint64_t)s->dir[i].type << 32 | (uint32_t)i;
+    qsort(k, n, sizeof *k, mcf_u64_cmp);
+    uint32_t first = 0;
+    for (size_t j = 0; j < n; j++) {
+        if (j == 0 || k[j] >> 32 != k[j - 1] >> 32) first = (uint32_t)k[j];
+        s->first_of[(uint32_t)k[j]] = first;
+    }
+    tbx_free(&f->al, k, n * sizeof *k);
+    return TBX_OK;
+}
+
 /* The first directory entry of a type, or NULL. */
 static const tbx_mcf_section *mcf_find(const mcf_state *s, uint32_t type) {
     for (size_t i = 0; i < s->ndir; i++)
@@ -221,13 +260,20 @@ static tbx_status mcf_blob(tbx_file *f, tbx_cursor *c, const tbx_mcf_section *se
     if (len > f->limits.max_string_len)
         return tbx_err(err, TBX_E_LIMIT, sec->offset + off, field,
                        "string of %" PRIu32 " bytes exceeds max_string_len", len);
-    char *p = tbx_malloc(&f->al, (size_t)len + 1);
-    if (!p) return tbx_err_nomem(err, "ModelInfo string");
-    st = tbx_cur_bytes(c, p, len, field, err);
-    tbx_value *v = st == TBX_OK ? tbx_val_string(&f->al, TBX_V_STRING, p, len) : NULL;
-    tbx_free(&f->al, p, (size_t)len + 1);
+    /* Many offsets may name one blob (every KV value the same 4 MB string): each becomes a
+     * copy of its own, so each is charged to the budget before it is made. The field and offset
+     * named are those of the reference. */
+    st = tbx_file_charge_pending(f, (uint64_t)len + 1 + sizeof(tbx_value) + 2 * TBX_HEAP_OVERHEAD,
+                                 at, field, err);
     if (st != TBX_OK) return st;
-    if (!v) return tbx_err_nomem(err, "ModelInfo string");
+    tbx_value *v = tbx_val_new(&f->al, TBX_V_STRING);
+    char *p = v ? tbx_malloc(&f->al, (size_t)len + 1) : NULL;
+    if (!p) { tbx_val_free(v); return tbx_err_nomem(err, "ModelInfo string"); }
+    v->v.s.p = p;
+    v->v.s.n = len;
+    p[len] = 0;
+    st = tbx_cur_bytes(c, p, len, field, err);
+    if (st != TBX_OK) { tbx_val_free(v); return st; }
     *out = v;
     return TBX_OK;
 }
@@ -658,8 +704,13 @@ static tbx_status mcf_entry(mcf_rd *rd, uint32_t i, tbx_error *err) {
     st = tbx_file_add_tensor(f, name, nlen, dt, rd->dims, rank, 1, at, &t, err);
     if (st != TBX_OK) return st;
     tbx_comp_set_raw(t, dt, data_off, data_size);
-    if (bare) t->unreadable = 1; /* no scale to describe its quantization with */
-    else if (mcf_is_quant(dt)) st = mcf_attach_quant(f, s, t, i, data_off, err);
+    if (bare) {
+        t->unreadable = 1; /* no scale to describe its quantization with */
+    } else if (mcf_is_quant(dt)) {
+        /* a description per quantized tensor, whatever bytes its entry shares with others */
+        st = tbx_file_charge_quant(f, at + 8, "tensor.dtype", err);
+        if (st == TBX_OK) st = mcf_attach_quant(f, s, t, i, data_off, err);
+    }
     return st;
 }
 
@@ -667,7 +718,7 @@ static tbx_status mcf_sections(tbx_file *f, mcf_state *s, tbx_error *err) {
     for (size_t i = 0; i < s->ndir; i++) {
         const tbx_mcf_section *e = &s->dir[i];
         if (e->type >= MCF_SEC_MODELINFO && e->type <= MCF_SEC_TENSORDATA) continue;
-        if (mcf_find(s, e->type) != e) continue; /* a duplicate type: the first one wins */
+        if (s->first_of[i] != i) continue; /* a duplicate type: the first one wins */
         char name[32];
         const char *n = e->name;
         if (strcmp(n, "unknown") == 0) {
@@ -695,6 +746,7 @@ tbx_status mcf_open(tbx_file *f, tbx_error *err) {
     if (st != TBX_OK) return st;
     st = mcf_read_header(f, s, &c, &count, err);
     if (st == TBX_OK) st = mcf_read_dir(f, s, &c, count, err);
+    if (st == TBX_OK) st = mcf_first_of_type(f, s, err);
     if (st == TBX_OK) f->version = s->major;
     const tbx_mcf_section *mi = st == TBX_OK ? mcf_find(s, MCF_SEC_MODELINFO) : NULL;
     if (mi) st = mcf_model_info(f, s, &c, mi, err);
@@ -1108,7 +1160,7 @@ tbx_status mcf_validate(tbx_file *f, tbx_error *err) {
         st = tbx_file_problem(f, err, TBX_E_FORMAT, s->mi_flags_at, "modelinfo.flags",
                               "ModelInfo flags 0x%08" PRIx32 ", expected 0", s->mi_flags);
     for (size_t i = 0; i < s->ndir && st == TBX_OK; i++) {
-        const tbx_mcf_section *first = mcf_find(s, s->dir[i].type);
+        const tbx_mcf_section *first = &s->dir[s->first_of[i]];
         if (first != &s->dir[i])
             st = tbx_file_problem(f, err, TBX_E_DUPLICATE, mcf_dir_at(s, &s->dir[i]), "section.type",
                                   "section %zu repeats type 0x%04" PRIx32 " (%s) of section %zu; "

@@ -200,6 +200,12 @@ static tbx_status oi_read_str(oi_rd *rd, tbx_cursor *c, const char *field, const
 static tbx_status oi_add_span(oi_rd *rd, uint64_t off, uint64_t len, uint32_t kind,
                               uint64_t index, tbx_error *err) {
     oi_state *s = rd->s;
+    /* (the array may be twice the spans while it grows) */
+    tbx_status st = tbx_file_charge(rd->f, 2 * sizeof *s->spans, off,
+                                    kind == OI_SPAN_META ? "metadata.value_offset"
+                                    : kind == OI_SPAN_DATA ? "tensor.data_offset"
+                                                           : "tensor.quant_offset", err);
+    if (st != TBX_OK) return st;
     if (!tbx_grow(&rd->f->al, (void **)&s->spans, &s->cap_spans, s->nspans + 1, sizeof *s->spans))
         return tbx_err_nomem(err, "OINF payload list");
     s->spans[s->nspans++] = (oi_span){off, len, kind, index};
@@ -536,6 +542,11 @@ static tbx_status oi_meta_entry(oi_rd *rd, uint64_t index, tbx_error *err) {
                      "byte%s", key, nbytes, ty->name, (unsigned)ty->size, ty->size == 1 ? "" : "s");
         goto done;
     }
+    /* Several entries may name one payload: each gets a copy of its own (its value node, the
+     * decoded bytes, at most the payload's), charged before it is made, at the offset field */
+    st = tbx_file_charge_pending(f, sizeof(tbx_value) + 2 * TBX_HEAP_OVERHEAD + nbytes + 1,
+                                 at_type + 16, "metadata.value_offset", err);
+    if (st != TBX_OK) goto done;
     oi_region(&rd->dc, off, off + nbytes);
     rd->at_nbytes = at_type + 8; /* a payload of the wrong size is reported at value_nbytes */
     switch (type) {
@@ -606,7 +617,14 @@ static tbx_status oi_quant_payload(oi_rd *rd, const char *name, tbx_dtype dtype,
                        "tensor \"%s\": quant_nbytes is %" PRIu64 ", %" PRIu64 " scales and %"
                        PRIu64 " zero points take %" PRIu64 " (48 + 4 x counts, padded to 8)",
                        name, nbytes, q.scale_count, q.zp_count, want);
-    /* the common description (owned by the handle even when this tensor fails later) */
+    /* the common description (owned by the handle even when this tensor fails later) and its
+     * scales and zero points: several tensors may name one payload, each gets a copy */
+    st = tbx_file_charge_quant(f, at_field + 8, "tensor.quant_offset", err);
+    if (st == TBX_OK)
+        st = tbx_file_charge(f, 4 * (q.scale_count + q.zp_count) + 2 * TBX_HEAP_OVERHEAD +
+                                    sizeof(oi_tquant) + TBX_HEAP_OVERHEAD,
+                             at_field + 8, "tensor.quant_offset", err);
+    if (st != TBX_OK) return st;
     tbx_quant_info *qi = tbx_file_quant_new(f);
     if (!qi) return tbx_err_nomem(err, "quant parameters");
     const tbx_dtype_info *di = tbx_dtype_core_get(dtype);
@@ -907,6 +925,10 @@ static tbx_status oi_read_sizevars(oi_rd *rd, uint32_t nsv, tbx_error *err) {
         uint64_t at = 0, value = 0;
         st = oi_read_str(rd, &rd->tc, "sizevars.name", "size variable name", &len, &at, err);
         if (st == TBX_OK) st = tbx_cur_u64(&rd->tc, &value, "sizevars.value", err);
+        /* its record (the array may be twice the records while it grows), name, index slot */
+        if (st == TBX_OK)
+            st = tbx_file_charge(f, 2 * sizeof *s->sv + len + 1 + TBX_HEAP_OVERHEAD + 16, at,
+                                 "sizevars.name", err);
         if (st != TBX_OK) return st;
         if (!tbx_grow(&f->al, (void **)&s->sv, &s->cap_sv, s->nsv + 1, sizeof *s->sv))
             return tbx_err_nomem(err, "size variables");

@@ -100,6 +100,10 @@ static int st_rank_of_dtype(tbx_dtype dt) {
 #define js_skip_string st_js_skip_string
 #define js_skip_value st_js_skip_value
 
+/* What jansson's tree of an object costs per member besides the text: the hash pair with the
+ * key, the string value node and its copy, a bucket (measured: about 180 bytes with glibc). */
+#define ST_JS_MEMBER_COST 200u
+
 /* Walks the members of the object at `obj` ('{'): keys[k] gets the index of member k's key
  * (its opening quote) and vals[k] the index of its value, for k < cap (either may be NULL).
  * Returns the number of members found. */
@@ -271,7 +275,27 @@ typedef struct st_ctx {
     uint64_t *dims;
     size_t ndims, dims_cap;
     tbx_names index;    /* decoded names -> entry, for duplicate keys */
+    uint64_t charged;   /* bytes of these tables charged to the handle's budget */
 } st_ctx;
+
+/* What the tables above cost per entry (the entry array may be twice the entries while it
+ * grows; the index's slot) and per dimension, as charged to the handle's budget: they live
+ * next to the model while it is built. */
+#define ST_ENT_COST (2 * sizeof(st_ent) + 16)
+#define ST_DIM_COST (2 * sizeof(uint64_t))
+
+static tbx_status st_charge(st_ctx *c, uint64_t bytes, uint64_t at, const char *field,
+                            tbx_error *err) {
+    tbx_status st = tbx_file_charge(c->f, bytes, at, field, err);
+    if (st == TBX_OK) c->charged += bytes;
+    return st;
+}
+
+static void st_uncharge(st_ctx *c, uint64_t bytes) {
+    if (bytes > c->charged) bytes = c->charged;
+    tbx_file_uncharge(c->f, bytes);
+    c->charged -= bytes;
+}
 
 /* Absolute file offset of header text index i (or of the header start when unknown). */
 static uint64_t st_at(const st_ctx *c, size_t i) {
@@ -840,6 +864,8 @@ static tbx_status st_member(st_ctx *c, st_walk *w, size_t i, size_t *vend_out, t
         w->have_meta = true;
         w->meta_at = kat;
     } else {
+        st = st_charge(c, ST_ENT_COST + klen + 1, 8 + (uint64_t)kat, "header.json", err);
+        if (st != TBX_OK) return st;
         if (!tbx_grow(&f->al, (void **)&c->ents, &c->ents_cap, c->nents + 1, sizeof *c->ents))
             return tbx_err_nomem(err, "safetensors tensor table");
         st_ent *e = &c->ents[c->nents];
@@ -863,12 +889,25 @@ static tbx_status st_member(st_ctx *c, st_walk *w, size_t i, size_t *vend_out, t
     if (!is_meta && w->first_st == TBX_OK &&
         st_fast_entry(c, klen, vpos, vend, &c->ents[c->nents - 1])) {
         *vend_out = vend;
-        return TBX_OK;
+        return st_charge(c, ST_DIM_COST * c->ents[c->nents - 1].ndim, 8 + (uint64_t)vpos,
+                         "tensor.shape", err);
+    }
+    /* __metadata__ is one tree of every key and value (about ST_JS_MEMBER_COST bytes a member
+     * besides the text): charged while it lives, next to the values the model copies from it */
+    uint64_t tree = 0;
+    if (is_meta) {
+        tree = (uint64_t)js_members(hdr, n, vpos, NULL, NULL, 0) * ST_JS_MEMBER_COST +
+               (vend - vpos);
+        st = st_charge(c, tree, 8 + (uint64_t)vpos, "header.__metadata__", err);
+        if (st != TBX_OK) return st;
     }
     json_error_t je;
     json_t *val = json_loadb(hdr + vpos, vend - vpos,
                              JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-    if (!val) return st_json_error(c, vpos, &je, err);
+    if (!val) {
+        st_uncharge(c, tree);
+        return st_json_error(c, vpos, &je, err);
+    }
     if (w->first_st == TBX_OK) {
         tbx_error e1;
         tbx_status est;
@@ -880,11 +919,18 @@ static tbx_status st_member(st_ctx *c, st_walk *w, size_t i, size_t *vend_out, t
         if (est == TBX_E_NOMEM) {
             if (err) *err = e1;
             json_decref(val);
+            st_uncharge(c, tree);
             return est;
         }
         if (est != TBX_OK) { w->first = e1; w->first_st = est; }
+        if (!is_meta && est == TBX_OK) {
+            st = st_charge(c, ST_DIM_COST * c->ents[c->nents - 1].ndim, 8 + (uint64_t)vpos,
+                           "tensor.shape", err);
+            if (st != TBX_OK) { json_decref(val); return st; }
+        }
     }
     json_decref(val);
+    st_uncharge(c, tree);
     *vend_out = vend;
     return TBX_OK;
 }
@@ -951,6 +997,7 @@ static tbx_status st_add_tensors(st_ctx *c, uint64_t data_start, tbx_error *err)
             if (p) { c->ents = p; c->ents_cap = left; }
         }
         st_ent *e = &c->ents[left - 1];
+        st_uncharge(c, 2 * sizeof(st_ent)); /* its slot (the array shrinks behind) */
         tbx_tensor *t = NULL;
         const st_dtype *d = &st_dtypes[e->rank];
         const uint64_t *shape = e->ndim ? c->dims + e->dim_off : NULL;
@@ -992,6 +1039,7 @@ tbx_status st_open_source(tbx_file *f, const tbx_source *src, uint32_t src_idx,
     /* names are final: point the entries at them, then the index is no longer needed */
     size_t nt = c.nents;
     tbx_names_free(&c.index);
+    st_uncharge(&c, 16 * (uint64_t)nt);
     for (size_t k = 0; k < nt; k++) c.ents[k].name = c.names + c.ents[k].name_off;
 
     if (nt) qsort(c.ents, nt, sizeof *c.ents, st_ent_cmp);
@@ -1010,6 +1058,7 @@ tbx_status st_open_source(tbx_file *f, const tbx_source *src, uint32_t src_idx,
     st = TBX_OK;
 
 done:
+    st_uncharge(&c, c.charged); /* the tables below are freed */
     tbx_names_free(&c.index);
     tbx_free(&f->al, c.ents, c.ents_cap * sizeof *c.ents);
     tbx_free(&f->al, c.names, c.names_cap);

@@ -151,7 +151,21 @@ struct st_set {
     uint32_t *shard_src;    /* shard -> source index (1 + rank by name) */
     uint64_t map_at;        /* byte offset of the weight_map object */
     bool index_error;       /* the last error names the index itself (no shard prefix) */
+    uint64_t charged;       /* bytes of these tables charged to the handle's budget */
 };
+
+/* Charges `bytes` of the tables above (or of what the open keeps per shard) to the handle's
+ * amplification budget; past it an error of the index at byte `at`. */
+static tbx_status hf_charge(st_set *s, uint64_t bytes, uint64_t at, tbx_error *err) {
+    tbx_error e;
+    tbx_status st = tbx_file_charge(s->f, bytes, TBX_NO_OFFSET, "weight_map", &e);
+    if (st != TBX_OK) {
+        s->index_error = true;
+        return tbx_err(err, st, at, "weight_map", "%s: %s", s->index_name, e.message);
+    }
+    s->charged += bytes;
+    return TBX_OK;
+}
 
 /* An error in the index file: "INDEX: message at byte N". */
 static tbx_status __attribute__((format(printf, 6, 7)))
@@ -285,6 +299,10 @@ static tbx_status hf_map_member(st_set *s, const hf_text *t, size_t kat, size_t 
     if (st != TBX_OK) return st;
     tbx_quote_bytes(q, sizeof q, name, nlen, 64);
     size_t idx = 0;
+    /* the map keeps per tensor: its name (the blob may be twice the names while it grows),
+     * the name's entry, its index slot and its hf_ent (each array as well) */
+    st = hf_charge(s, 2 * (nlen + 1 + sizeof(hf_kent) + sizeof(hf_ent)) + 16, kat, err);
+    if (st != TBX_OK) { json_decref(hold); return st; }
     if (nlen > f->limits.max_string_len)
         st = hf_ierr(s, err, TBX_E_LIMIT, kat, "weight_map",
                      "weight_map key \"%s\" of %zu bytes exceeds max_string_len = %" PRIu64, q,
@@ -331,6 +349,12 @@ static tbx_status hf_map_member(st_set *s, const hf_text *t, size_t kat, size_t 
     st = hf_keys_add(&s->shards, sp, sn, &sh);
     json_decref(v);
     if (st == TBX_OK) {
+        /* a new shard: its name here and in the part names, its entries in the shard tables
+         * and its source (a descriptor and a record) */
+        st = hf_charge(s, 3 * (sn + 1 + TBX_HEAP_OVERHEAD) + 2 * sizeof(hf_kent) + 16 +
+                              4 * sizeof(uint32_t) + 2 * sizeof(size_t) + sizeof(char *) +
+                              sizeof(tbx_source), vat, err);
+        if (st != TBX_OK) return st;
         if (s->shards.n > HF_MAX_SHARDS)
             return hf_ierr(s, err, TBX_E_LIMIT, vat, "weight_map",
                            "weight_map names more than %d shard files", HF_MAX_SHARDS);
@@ -884,6 +908,7 @@ tbx_status st_open_path(tbx_file *f, tbx_error *err) {
     }
     f->version = 0;
 done:
+    tbx_file_uncharge(f, s.charged); /* the index's tables are freed (the sources stay, small) */
     hf_list_free(f, &top);
     hf_list_free(f, &side);
     hf_keys_free(&s.names);

@@ -1900,6 +1900,7 @@ tbx_status zt_open(tbx_file *f, tbx_error *err) {
     pc.c.lim = &f->limits;
     pc.c.al = &f->al;
     pc.c.node_budget = msize / 8 > 1000000 ? msize / 8 : 1000000;
+    pc.c.f = f;
     st = parse_root(&pc, err);
     tbx_free(&f->al, pc.shape, pc.shape_cap * sizeof *pc.shape);
     tbx_free(&f->al, buf, (size_t)msize);

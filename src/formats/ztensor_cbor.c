@@ -488,6 +488,30 @@ static tbx_status arr_room(tbx_value *a) {
     return TBX_OK;
 }
 
+/* Can integer s join packed array a, whose elements are U64 or I64 (CBOR's unsigned and
+ * negative integers)? A signed array takes an unsigned value up to INT64_MAX (as I64); an
+ * unsigned array whose values are all at most INT64_MAX becomes signed for a negative one (the
+ * same 8 bytes). True: *s (and a's element type) are set so that s packs as it is. An array of
+ * alternating signs (what a GGUF int32 array becomes) then stays 8 bytes an element. */
+static bool int_packs(tbx_value *a, zt_scalar *s) {
+    if (a->elem == TBX_V_I64 && s->t == TBX_V_U64 && s->u <= (uint64_t)INT64_MAX) {
+        s->i = (int64_t)s->u;
+        s->t = TBX_V_I64;
+        return true;
+    }
+    if (a->elem == TBX_V_U64 && s->t == TBX_V_I64) {
+        const uint64_t *p = a->v.a.packed;
+        for (size_t i = 0; i < a->v.a.n; i++) {
+            uint64_t u;
+            memcpy(&u, p + i, 8);
+            if (u > (uint64_t)INT64_MAX) return false;
+        }
+        a->elem = TBX_V_I64;
+        return true;
+    }
+    return false;
+}
+
 static tbx_status arr_push_scalar(tbx_value *a, const zt_scalar *s) {
     const tbx_alloc *al = a->al;
     if (a->v.a.n == 0 && !a->v.a.items && !a->v.a.packed) {
@@ -610,14 +634,23 @@ static tbx_status map_put(tbx_value *m, tbx_names *names, const zt_str *key, tbx
     return TBX_OK;
 }
 
+/* Bytes a value being built will hold (strings, packed elements, keys), charged to the
+ * handle's amplification budget before they are allocated: one CBOR byte can become eight
+ * (a packed integer) or a hundred and fifty (a node). */
+static tbx_status bytes(zt_cbor *c, uint64_t n, uint64_t off, tbx_error *err) {
+    return c->f ? tbx_file_charge_pending(c->f, n, off, "attributes", err) : TBX_OK;
+}
+
 /* Every metadata value node costs ~100 bytes of memory whatever its CBOR size (1 byte for a
  * null or an empty string): a budget keeps that proportional to the manifest. */
 static tbx_status charge(zt_cbor *c, uint64_t n, uint64_t off, tbx_error *err) {
     c->nodes += n;
-    if (c->nodes <= c->node_budget) return TBX_OK;
-    return tbx_err(err, TBX_E_LIMIT, off, "attributes",
-                   "attributes: more than %" PRIu64 " values (at most one per 8 manifest bytes "
-                   "beyond the first 1000000)", c->node_budget);
+    if (c->nodes > c->node_budget)
+        return tbx_err(err, TBX_E_LIMIT, off, "attributes",
+                       "attributes: more than %" PRIu64 " values (at most one per 8 manifest "
+                       "bytes beyond the first 1000000)", c->node_budget);
+    /* and the handle's budget: a node and its slot in its array or map */
+    return bytes(c, n * (sizeof(tbx_value) + TBX_HEAP_OVERHEAD + sizeof(tbx_value *)), off, err);
 }
 
 tbx_status zt_value(zt_cbor *c, const zt_ev *ev, uint32_t depth, tbx_value **out,
@@ -642,7 +675,8 @@ tbx_status zt_value(zt_cbor *c, const zt_ev *ev, uint32_t depth, tbx_value **out
         bool text = ev->k == ZT_EV_TEXT || ev->k == ZT_EV_TEXT_INDEF;
         zt_str str;
         st = zt_read_str(c, ev, text ? ZT_EV_TEXT : ZT_EV_BYTES, &str, field, err);
-        if (st != TBX_OK) return st;
+        if (st == TBX_OK) st = bytes(c, str.n + 1 + TBX_HEAP_OVERHEAD, ev->off, err);
+        if (st != TBX_OK) { zt_str_free(c, &str); return st; }
         *out = tbx_val_string(al, text ? TBX_V_STRING : TBX_V_BYTES, str.p, str.n);
         zt_str_free(c, &str);
         return *out ? TBX_OK : tbx_err_nomem(err, "attribute string");
@@ -693,6 +727,9 @@ tbx_status zt_value(zt_cbor *c, const zt_ev *ev, uint32_t depth, tbx_value **out
             st = charge(c, 1, e.off, err); /* the key */
             if (st == TBX_OK) st = zt_read_str(c, &e, ZT_EV_TEXT, &key, "attributes.key", err);
             if (st != TBX_OK) break;
+            /* its copy, its slots in the key and length arrays, its slot in the key index */
+            st = bytes(c, key.n + 1 + TBX_HEAP_OVERHEAD + 2 * sizeof(void *) + 16, e.off, err);
+            if (st != TBX_OK) { zt_str_free(c, &key); break; }
             zt_ev ve;
             st = zt_next(c, &ve, field, err);
             if (st == TBX_OK && ve.k == ZT_EV_BREAK)
@@ -717,7 +754,8 @@ tbx_status zt_value(zt_cbor *c, const zt_ev *ev, uint32_t depth, tbx_value **out
             if (is_text && v->v.a.soff) {
                 zt_str str;
                 st = zt_read_str(c, &e, ZT_EV_TEXT, &str, field, err);
-                if (st != TBX_OK) break;
+                if (st == TBX_OK) st = bytes(c, str.n + 1 + v->v.a.soff_w, e.off, err);
+                if (st != TBX_OK) { zt_str_free(c, &str); break; }
                 char *dst = tbx_val_str_array_add(v, str.n);
                 if (dst && str.n) memcpy(dst, str.p, str.n);
                 zt_str_free(c, &str);
@@ -735,8 +773,9 @@ tbx_status zt_value(zt_cbor *c, const zt_ev *ev, uint32_t depth, tbx_value **out
             if (st != TBX_OK) break;
             if (s.t != TBX_V_NULL) {
                 bool packs = (v->v.a.n == 0 && !v->v.a.items && !v->v.a.packed) ||
-                             (v->v.a.packed && v->elem == s.t);
+                             (v->v.a.packed && (v->elem == s.t || int_packs(v, &s)));
                 if (!packs) st = charge(c, 1 + (v->v.a.packed ? v->v.a.n : 0), e.off, err);
+                else st = bytes(c, 8, e.off, err); /* a packed element (at most 8 bytes) */
                 if (st != TBX_OK) break;
                 st = arr_push_scalar(v, &s);
                 if (st == TBX_E_NOMEM) st = tbx_err_nomem(err, "attribute array");

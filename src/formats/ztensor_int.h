@@ -127,6 +127,8 @@ typedef struct zt_cbor {
     bool got;
     uint64_t nodes;      /* metadata value nodes built so far (packed elements excluded) */
     uint64_t node_budget;/* at most this many: see zt_open */
+    struct tbx_file *f;  /* the handle whose amplification budget values are charged to
+                            (tbx_file_charge_pending), NULL: none */
 } zt_cbor;
 
 /* A text or byte string: points into the manifest (definite) or owns an allocation (the

@@ -838,6 +838,15 @@ static bool packed_neg(const tbx_value *v, size_t i) {
     }
 }
 
+/* Is element i of array v (packed, or `item`) an unsigned value above INT64_MAX? */
+static bool elem_big(const tbx_value *v, size_t i, const tbx_value *item) {
+    if (item) return (item->type == TBX_V_U64) && item->v.u > (uint64_t)INT64_MAX;
+    if (v->elem != TBX_V_U64) return false;
+    uint64_t u;
+    memcpy(&u, (const uint8_t *)v->v.a.packed + i * 8, 8);
+    return u > (uint64_t)INT64_MAX;
+}
+
 static uint64_t reader_charge(const tbx_value *v, uint32_t depth) {
     uint64_t n = 1;
     if (depth > ZT_HARD_DEPTH) return n; /* refused by zt_check_value */
@@ -848,6 +857,7 @@ static uint64_t reader_charge(const tbx_value *v, uint32_t depth) {
     if (v->type != TBX_V_ARRAY) return n;
     enum { EMPTY, COMPACT, PACKED, ITEMS } mode = EMPTY;
     tbx_value_type ptype = TBX_V_NULL;
+    bool big = false; /* a packed unsigned element above INT64_MAX (no signed one may join) */
     for (size_t i = 0; i < v->v.a.n; i++) {
         const tbx_value *item = NULL;
         bool text;
@@ -868,7 +878,13 @@ static uint64_t reader_charge(const tbx_value *v, uint32_t depth) {
         if (text && (mode == EMPTY || mode == COMPACT)) { mode = COMPACT; continue; }
         if (mode == COMPACT) { n += i; mode = ITEMS; } /* the strings become value nodes */
         if (st != TBX_V_NULL) {
-            if (mode == EMPTY) { mode = PACKED; ptype = st; }
+            /* the reader packs unsigned and negative integers together as I64 while every
+             * unsigned one fits (ztensor_cbor.c int_packs) */
+            bool eb = st == TBX_V_U64 && elem_big(v, i, item);
+            if (mode == PACKED && ptype == TBX_V_I64 && st == TBX_V_U64 && !eb) st = TBX_V_I64;
+            if (mode == PACKED && ptype == TBX_V_U64 && st == TBX_V_I64 && !big) ptype = TBX_V_I64;
+            if (mode == EMPTY) { mode = PACKED; ptype = st; big = eb; }
+            else if (mode == PACKED && ptype == st) big = big || eb;
             else if (!(mode == PACKED && ptype == st)) {
                 n += 1 + (mode == PACKED ? i : 0);
                 mode = ITEMS;
@@ -1123,6 +1139,24 @@ tbx_status zt_w_finish(tbx_writer *w, tbx_error *err) {
                      " for a manifest of %" PRIu64 " bytes (one per 8 bytes beyond the first "
                      "1000000)", top_obj ? "the attributes of tensor" : "metadata", q, top,
                      charges, budget, mlen);
+        goto done;
+    }
+    /* and the reader's amplification budget with the default limits (tbx_limits
+     * meta_budget_*): each of those value nodes costs a reader ~150 bytes, whatever its size
+     * in the manifest */
+    tbx_limits dl;
+    tbx_limits_default(&dl);
+    uint64_t node_bytes = charges * (sizeof(tbx_value) + TBX_HEAP_OVERHEAD + sizeof(void *));
+    uint64_t total = s->pos + mlen + 16;
+    if (node_bytes > dl.meta_budget_per_byte * total + dl.meta_budget_base) {
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, top_name ? top_name : "", top_len, 64);
+        st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "attributes",
+                     "%s \"%s\" holds %" PRIu64 " values that cannot be stored packed or "
+                     "compactly (%" PRIu64 " in all): a reader would hold %" PRIu64 " bytes for "
+                     "them, past the default budget of a %" PRIu64 "-byte file (meta_budget_"
+                     "per_byte x size + meta_budget_base)", top_obj ? "the attributes of tensor"
+                     : "metadata", q, top, charges, node_bytes, total);
         goto done;
     }
     uint8_t foot[16];

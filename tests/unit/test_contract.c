@@ -410,10 +410,37 @@ TBX_TEST(limits_shorter_struct_size) {
     CHECK_OK(tbx_open_path(&f, path, &o, &e));
     tbx_close(f);
     f = NULL;
-    /* a short struct whose max_decode_window (the newest field) is garbage: default used */
+    /* a short struct whose max_decode_window is garbage: default used */
     tbx_limits_default(&lim);
     lim.max_decode_window = 1;
     lim.struct_size = (uint32_t)offsetof(tbx_limits, max_decode_window);
+    CHECK_OK(tbx_open_path(&f, path, &o, &e));
+    tbx_close(f);
+    f = NULL;
+    /* the amplification budget: defaults 1 x input + 32 MiB; a budget of 0 refuses even two
+     * tensors (TBX_E_LIMIT naming the field and offset of the first entry); a caller of the
+     * struct that ended at max_decode_window (before the budget existed) gets the defaults,
+     * whatever lies beyond */
+    tbx_limits_default(&lim);
+    CHECK_EQ(lim.meta_budget_per_byte, 1);
+    CHECK_EQ(lim.meta_budget_base, (uint64_t)32 << 20);
+    lim.meta_budget_per_byte = 0;
+    lim.meta_budget_base = 0;
+    CHECK_EQ(tbx_open_path(&f, path, &o, &e), TBX_E_LIMIT);
+    /* the first thing held: the entry of tensor "a", whose key opens the header at byte 9 */
+    CHECK(strcmp(e.field, "header.json") == 0);
+    CHECK_EQ(e.offset, 9);
+    CHECK(strstr(e.message, "meta_budget_base") != NULL);
+    CHECK(f == NULL);
+    lim.struct_size = (uint32_t)(offsetof(tbx_limits, max_decode_window) +
+                                 sizeof lim.max_decode_window);
+    CHECK_OK(tbx_open_path(&f, path, &o, &e));
+    tbx_close(f);
+    f = NULL;
+    /* a base just large enough for what the file declares opens */
+    tbx_limits_default(&lim);
+    lim.meta_budget_per_byte = 0;
+    lim.meta_budget_base = 4096;
     CHECK_OK(tbx_open_path(&f, path, &o, &e));
     tbx_close(f);
     unlink(path);

@@ -542,6 +542,45 @@ TBX_TEST(write_canonical_bytes) {
     free(path);
 }
 
+/* A writer never writes what its reader refuses: an attribute array of nulls costs the reader a
+ * value node (~150 bytes) per one-byte element; past the default amplification budget
+ * (tbx_limits.meta_budget_*: 1 x file + 32 MiB) the writer refuses it (TBX_E_LIMIT naming
+ * "attributes", no file), and below it the file is written and opens. 300,000 nulls are 45 MB
+ * of nodes for a 300 KB file (over), 150,000 are 22 MB (under). */
+static tbx_status write_nulls(const char *path, size_t n, tbx_error *e) {
+    tbx_writer *w = open_writer(path, 0, NULL);
+    if (!w) return TBX_E_IO;
+    tbx_value *arr = tbx_value_new_array(TBX_V_NULL);
+    for (size_t i = 0; arr && i < n; i++) tbx_value_array_push(arr, tbx_value_new_null());
+    tbx_status st = tbx_writer_add_meta(w, "nulls", 5, arr, e);
+    tbx_value_free(arr);
+    uint64_t shape[1] = {1}, idx;
+    tbx_tensor_desc d = {sizeof(tbx_tensor_desc), "x", 0, TBX_DT_F32, 1, shape, 1};
+    float one = 1.0f;
+    if (st == TBX_OK) st = tbx_writer_add_tensor(w, &d, &idx, e);
+    if (st == TBX_OK) st = tbx_writer_write_tensor(w, idx, &one, 4, e);
+    if (st == TBX_OK) return tbx_writer_finish(w, e);
+    tbx_writer_abort(w);
+    return st;
+}
+
+TBX_TEST(writer_refuses_what_reader_refuses) {
+    char *path = temp_path();
+    tbx_error e;
+    CHECK_EQ(write_nulls(path, 300000, &e), TBX_E_LIMIT);
+    CHECK(strcmp(e.field, "attributes") == 0);
+    CHECK(strstr(e.message, "\"nulls\"") != NULL);
+    CHECK(access(path, F_OK) != 0);
+    CHECK_OK(write_nulls(path, 150000, &e));
+    tbx_file *f = NULL;
+    CHECK_OK(tbx_open_path(&f, path, NULL, &e));
+    const tbx_value *v = f ? tbx_meta_find(f, "nulls") : NULL;
+    CHECK(v && tbx_value_len(v) == 150000);
+    tbx_close(f);
+    unlink(path);
+    free(path);
+}
+
 typedef struct dt_case { tbx_dtype dt; uint32_t size; } dt_case;
 static const dt_case all_dtypes[] = {
     {TBX_DT_F64, 8}, {TBX_DT_F32, 4}, {TBX_DT_F16, 2}, {TBX_DT_BF16, 2},
