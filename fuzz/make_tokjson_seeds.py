@@ -33,6 +33,7 @@ VALUES = ('{"model":{"type":"BPE","vocab":{},"merges":[]},"x":[0,-0,1.5,-2.5e-3,
 BROKEN = [
     '{"model":{"vocab":{"a":0,"b":1,"a":2}}}',                 # a key twice
     '{"model":{"vocab":{"a":0,"\\u0061":1}}}',                 # the same key, escaped
+    '{"model":{"vocab":{' + ','.join(f'"t{i}":{i}' for i in range(20)) + ',"t7":7}}}',  # indexed
     '{"model":{"vocab":["a","b"]}}',                           # not an object
     '{"a":' + '[' * 2047 + ']' * 2047 + '}',                   # 2048 levels: read
     '{"a":' + '[' * 2048 + ']' * 2048 + '}',                   # 2049: refused

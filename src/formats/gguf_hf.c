@@ -848,7 +848,10 @@ static tbx_status write_tokenizer(hf *h) {
         it = merges;
         for (size_t i = 0; st == TBX_OK && tbx_tokj_next(t, &it, &key, &val); i++) {
             if (tbx_tokj_kind(t, val) == '"') {
-                if (!(s = tbx_tokj_str(t, val, &b1, &len))) { st = tbx_err_nomem(h->err, "merges"); break; }
+                if (!(s = tbx_tokj_str(t, val, &b1, &len))) {
+                    st = tbx_err_nomem(h->err, "merges");
+                    break;
+                }
                 char *d = tbx_val_str_array_add(ml, len);
                 if (!d) st = tbx_err_nomem(h->err, "merges");
                 else memcpy(d, s, len);
@@ -1081,7 +1084,10 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
                              "each once)", q, (long long)id, (unsigned long long)nb - 1);
                 goto done;
             }
-            if (!(s = tbx_tokj_str(t, key, &b, &len))) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+            if (!(s = tbx_tokj_str(t, key, &b, &len))) {
+                st = tbx_err_nomem(h->err, "vocabulary");
+                goto done;
+            }
             tk[id].at = (uint32_t)key;
             tt[id] = is_byte_token(s, len) ? TT_BYTE : TT_NORMAL;
         }
@@ -1093,7 +1099,10 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
             tbx_tokj_int(t, tbx_tokj_get(t, val, "id"), &id);
             size_t cat = tbx_tokj_get(t, val, "content");
             bool special = tbx_tokj_true(t, tbx_tokj_get(t, val, "special"));
-            if (!(s = tbx_tokj_str(t, cat, &b, &len))) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+            if (!(s = tbx_tokj_str(t, cat, &b, &len))) {
+                st = tbx_err_nomem(h->err, "vocabulary");
+                goto done;
+            }
             for (int j = 0; j < 7 && !special; j++)
                 special = named[j] && strlen(named[j]) == len && !memcmp(named[j], s, len);
             if ((uint64_t)id < nb) {

@@ -12,10 +12,15 @@
  * recursion). For each open object it keeps the keys seen so far: the first TJ_INLINE in the
  * level itself, then all of them in a tbx_names index whose entries are key positions (a key
  * without escapes is its place in the text; an escaped one is decoded once into `keys`, a stack
- * that shrinks when its object closes). A key index is below 2^32 - 1 because texts above
+ * that shrinks when its object closes). The index of an object of TJ_RESERVE_MIN members or more
+ * is sized once for all of them (10.7 bytes a key; grown by doubling it would reach 21 and hold
+ * the old table while growing): a first pass (tj_precount) counts every object's members, a
+ * hint only (the text is not checked yet), kept for those large objects. A key index is below
+ * 2^32 - 1 because texts above
  * TBX_TOKJ_MAX_BYTES (1 GiB) are refused: an escaped key's entry takes at most 10/7 of its
- * member's text, so n + the stack stays below 2.5 GiB. The rules are jansson's (load.c, with JSON_REJECT_DUPLICATES
- * and without JSON_ALLOW_NUL), so that a file reads here exactly when it read before:
+ * member's text, so n + the stack stays below 2.5 GiB. The rules are jansson's (load.c, with
+ * JSON_REJECT_DUPLICATES and without JSON_ALLOW_NUL), so that a file reads here exactly when it
+ * read before:
  *   - UTF-8 without overlongs, surrogates or code points above U+10FFFF;
  *   - strings without raw control bytes (< 0x20); escapes \" \\ \/ \b \f \n \r \t \uXXXX, a
  *     high surrogate only with a low one after it, no lone low surrogate, no \u0000;
@@ -23,7 +28,10 @@
  *     64 bits, a real whose magnitude does not round beyond the largest double;
  *   - true, false, null; JSON whitespace is space, tab, LF, CR;
  *   - one value (here: an object) and nothing after it but whitespace.
- * fuzz/fuzz_tokjson.c holds this walker to jansson's verdicts.
+ * One difference, on purpose: jansson's lexer drops a NUL byte that directly follows a number or
+ * a literal (`[1\0]` reads as [1]: a NUL put back into its buffer reads as the buffer's end);
+ * here that NUL is the invalid JSON it is. fuzz/fuzz_tokjson.c and tests/unit/
+ * test_hf_tokenizer.c hold this walker to jansson's verdicts otherwise.
  */
 #include "hf_tokenizer.h"
 
@@ -31,7 +39,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define TJ_INLINE 8 /* keys of an object compared one by one before an index is built */
+#define TJ_INLINE 8        /* keys of an object compared one by one before an index is built */
+#define TJ_RESERVE_MIN 64  /* members from which an object's index is sized at once */
 
 static inline bool tj_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 static inline bool tj_digit(char c) { return c >= '0' && c <= '9'; }
@@ -54,6 +63,11 @@ typedef struct tj_level {
     tbx_names names;        /* indexed: every key of the object */
 } tj_level;
 
+typedef struct tj_count {
+    uint32_t at;    /* the object's '{' */
+    uint32_t count; /* its members, as tj_precount counted them */
+} tj_count;
+
 typedef struct tj_check {
     const tbx_alloc *al;
     const char *p;
@@ -66,6 +80,9 @@ typedef struct tj_check {
      * key index n + (offset of the entry) */
     char *keys;
     size_t keys_len, keys_cap;
+    /* objects of at least TJ_RESERVE_MIN members, by position */
+    tj_count *big;
+    size_t nbig, big_cap;
 } tj_check;
 
 static const char *tj_key_of(const void *ctx, uint64_t idx, size_t *len) {
@@ -202,7 +219,8 @@ static tbx_status tj_string(tj_check *c, size_t i, bool child, size_t *end, bool
         if (ch >= 0x80) {
             size_t l = tj_utf8((const unsigned char *)p + i, n - i);
             if (l == SIZE_MAX) return tj_truncated(c, child);
-            if (l == 0) return tj_fail(c, TBX_E_FORMAT, i, child, "invalid UTF-8 (byte 0x%02x)", ch);
+            if (l == 0)
+                return tj_fail(c, TBX_E_FORMAT, i, child, "invalid UTF-8 (byte 0x%02x)", ch);
             i += l;
             continue;
         }
@@ -220,8 +238,10 @@ static tbx_status tj_string(tj_check *c, size_t i, bool child, size_t *end, bool
         }
         if (e != 'u') {
             char shown[24];
-            if ((unsigned char)e >= 0x20 && (unsigned char)e < 0x7f) snprintf(shown, sizeof shown, "\\%c", e);
-            else snprintf(shown, sizeof shown, "\\ and byte 0x%02x", (unsigned char)e);
+            if ((unsigned char)e >= 0x20 && (unsigned char)e < 0x7f)
+                snprintf(shown, sizeof shown, "\\%c", e);
+            else
+                snprintf(shown, sizeof shown, "\\ and byte 0x%02x", (unsigned char)e);
             return tj_fail(c, TBX_E_FORMAT, i, child, "invalid JSON: invalid escape %s", shown);
         }
         long u = tj_hex4(p + i + 2, n - i - 2);
@@ -375,6 +395,68 @@ static tbx_status tj_literal(tj_check *c, size_t i, bool child, size_t *end) {
     return TBX_OK;
 }
 
+static int tj_count_cmp(const void *a, const void *b) {
+    uint32_t x = ((const tj_count *)a)->at, y = ((const tj_count *)b)->at;
+    return x < y ? -1 : x > y;
+}
+
+/* Counts the members of every object in one pass over the text (strings skipped, brackets
+ * matched by depth; unchecked text, so the counts are sizing hints) and keeps, sorted by
+ * position, those of TJ_RESERVE_MIN members or more. */
+static tbx_status tj_precount(tj_check *c) {
+    typedef struct { uint32_t at; uint32_t commas; bool obj, used; } lv;
+    lv *st = NULL;
+    size_t cap = 0, depth = 0, deeper = 0;
+    const char *p = c->p;
+    size_t n = c->n;
+    for (size_t i = 0; i < n; i++) {
+        char ch = p[i];
+        if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') continue;
+        if (ch == '"') {
+            for (i++; i < n && p[i] != '"'; i++)
+                if (p[i] == '\\') i++;
+            if (depth && !deeper) st[depth - 1].used = true;
+            continue;
+        }
+        if (ch == '{' || ch == '[') {
+            if (depth && !deeper) st[depth - 1].used = true;
+            if (deeper || depth == TBX_TOKJ_MAX_DEPTH) { deeper++; continue; }
+            if (!tbx_grow(c->al, (void **)&st, &cap, depth + 1, sizeof *st)) goto nomem;
+            st[depth++] = (lv){(uint32_t)i, 0, ch == '{', false};
+        } else if (ch == '}' || ch == ']') {
+            if (deeper) { deeper--; continue; }
+            if (!depth) continue;
+            lv *l = &st[--depth];
+            uint64_t members = l->used ? (uint64_t)l->commas + 1 : 0;
+            if (!l->obj || members < TJ_RESERVE_MIN) continue;
+            if (!tbx_grow(c->al, (void **)&c->big, &c->big_cap, c->nbig + 1, sizeof *c->big))
+                goto nomem;
+            c->big[c->nbig++] = (tj_count){l->at, (uint32_t)members};
+        } else if (ch == ',') {
+            if (depth && !deeper) st[depth - 1].commas++;
+        } else if (depth && !deeper) {
+            st[depth - 1].used = true;
+        }
+    }
+    tbx_free(c->al, st, cap * sizeof *st);
+    if (c->nbig > 1) qsort(c->big, c->nbig, sizeof *c->big, tj_count_cmp);
+    return TBX_OK;
+nomem:
+    tbx_free(c->al, st, cap * sizeof *st);
+    return tbx_err_nomem(c->err, c->name);
+}
+
+/* The member count tj_precount found for the object at `at`, or 0. */
+static size_t tj_count_of(const tj_check *c, size_t at) {
+    size_t lo = 0, hi = c->nbig;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->big[mid].at < at) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->nbig && c->big[lo].at == at ? c->big[lo].count : 0;
+}
+
 static tbx_status tj_push(tj_check *c, size_t at, bool obj) {
     if (c->depth >= TBX_TOKJ_MAX_DEPTH)
         return tj_fail(c, TBX_E_LIMIT, at, true, "JSON nested deeper than %d levels",
@@ -432,6 +514,9 @@ static tbx_status tj_key(tj_check *c, size_t kat, size_t kend, bool esc) {
         if (!l->indexed) {
             tbx_names_init(&l->names, c->al, tj_key_of, c);
             l->indexed = true;
+            /* a large object's index sized at once (a failure leaves it to grow) */
+            size_t want = tj_count_of(c, l->at);
+            if (want) (void)tbx_names_reserve(&l->names, want);
             for (size_t j = 0; j < TJ_INLINE; j++)
                 if (tbx_names_insert(&l->names, l->inl[j], NULL) != TBX_OK)
                     return tbx_err_nomem(c->err, c->name);
@@ -484,8 +569,9 @@ static tbx_status tj_check_text(tj_check *c) {
             if (ch == '}') { tj_pop(c); i++; state = S_AFTER; break; }
             /* fall through */
         case S_KEY:
-            if (ch != '"') return tj_syntax(c, i, false, state == S_KEY ? "'\"' (an object key)"
-                                                                        : "'\"' (an object key) or '}'");
+            if (ch != '"')
+                return tj_syntax(c, i, false, state == S_KEY ? "'\"' (an object key)"
+                                                             : "'\"' (an object key) or '}'");
             if ((st = tj_string(c, i, false, &end, &esc)) != TBX_OK) return st;
             if ((st = tj_key(c, i, end, esc)) != TBX_OK) return st;
             i = tj_skip_ws(p, n, end);
@@ -787,10 +873,12 @@ tbx_status tbx_tokj_read(tbx_tokj *t, const tbx_alloc *al, const char *text, siz
     c.n = n;
     c.name = name;
     c.err = err;
-    tbx_status st = tj_check_text(&c);
+    tbx_status st = tj_precount(&c);
+    if (st == TBX_OK) st = tj_check_text(&c);
     while (c.depth) tj_pop(&c);
     tbx_free(al, c.lv, c.cap * sizeof *c.lv);
     tbx_free(al, c.keys, c.keys_cap);
+    tbx_free(al, c.big, c.big_cap * sizeof *c.big);
     if (st != TBX_OK) return st;
 
     /* where the large members are; the settings decoded */
