@@ -29,6 +29,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* gmtime_r */
 #include "embd_int.h"
+#include "hf_tokenizer.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -190,24 +191,31 @@ static tbx_status ew_json(const tbx_wsection *sec, json_t **out, tbx_error *err)
     return TBX_OK;
 }
 
-/* Builds a vocabulary from n tokens (pointers + lengths). need_special: the five special tokens
- * must be there (an EMBD vocabulary stores their ids); else has_special tells. */
-static tbx_status ew_vocab_from(const tbx_alloc *al, const char *const *tok, const size_t *len,
-                                size_t n, const char *what, bool need_special, em_vocab *v,
+/* The tokens a vocabulary is built from: token i's bytes (valid until the next call), NULL when
+ * memory runs out. */
+typedef const char *(*ew_token_fn)(void *ctx, size_t i, size_t *len);
+
+/* Builds a vocabulary from n tokens. need_special: the five special tokens must be there (an
+ * EMBD vocabulary stores their ids); else has_special tells. */
+static tbx_status ew_vocab_from(const tbx_alloc *al, ew_token_fn get, void *ctx, size_t n,
+                                const char *what, bool need_special, em_vocab *v,
                                 tbx_error *err) {
     memset(v, 0, sizeof *v);
     if (n > UINT32_MAX / 2)
         return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, what, "%zu tokens are too many", n);
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        if (len[i] > UINT16_MAX)
+        size_t len;
+        const char *tok = get(ctx, i, &len);
+        if (!tok) return tbx_err_nomem(err, "vocabulary");
+        if (len > UINT16_MAX)
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, what,
-                           "token %zu has %zu bytes; EMBD tokens take at most 65535", i, len[i]);
+                           "token %zu has %zu bytes; EMBD tokens take at most 65535", i, len);
         size_t bad;
-        if (!tbx_utf8_valid(tok[i], len[i], &bad))
+        if (!tbx_utf8_valid(tok, len, &bad))
             return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, what,
                            "token %zu is not valid UTF-8", i);
-        total += len[i];
+        total += len;
     }
     if (total > UINT32_MAX)
         return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, what, "the tokens exceed 4 GiB");
@@ -218,8 +226,11 @@ static tbx_status ew_vocab_from(const tbx_alloc *al, const char *const *tok, con
     if (!v->off || !v->blob) { em_vocab_free(al, v); return tbx_err_nomem(err, "vocabulary"); }
     size_t pos = 0;
     for (size_t i = 0; i < n; i++) {
-        memcpy(v->blob + pos, tok[i], len[i]);
-        pos += len[i];
+        size_t len;
+        const char *tok = get(ctx, i, &len);
+        if (!tok) { em_vocab_free(al, v); return tbx_err_nomem(err, "vocabulary"); }
+        memcpy(v->blob + pos, tok, len);
+        pos += len;
         v->off[i + 1] = (uint32_t)pos;
     }
     v->has_special = true;
@@ -235,62 +246,86 @@ static tbx_status ew_vocab_from(const tbx_alloc *al, const char *const *tok, con
     return TBX_OK;
 }
 
-/* tokenizer.json: model.vocab (token -> id) plus added_tokens, ids 0..n-1 exactly. */
+/* tokenizer.json's tokens by id: at[id] is the offset of the token's string in the text. */
+typedef struct ew_tj_tokens {
+    const tbx_tokj *t;
+    const uint32_t *at;
+    tbx_tokj_buf buf;
+} ew_tj_tokens;
+
+static const char *ew_tj_token(void *ctx, size_t i, size_t *len) {
+    ew_tj_tokens *x = ctx;
+    return tbx_tokj_str(x->t, x->at[i], &x->buf, len);
+}
+
+/* tokenizer.json: model.vocab (token -> id) plus added_tokens, ids 0..n-1 exactly. Walked in
+ * the text (hf_tokenizer.c, no tree): a token is kept as the offset of its string until the
+ * vocabulary is built. */
 static tbx_status ew_vocab_tokenizer(tbx_writer *w, const tbx_wsection *sec, bool need_special,
                                      em_vocab *v, tbx_error *err) {
-    json_t *root = NULL;
-    tbx_status st = ew_json(sec, &root, err);
+    tbx_tokj t;
+    tbx_status st = tbx_tokj_read(&t, &w->al, (const char *)sec->data, sec->len, "tokenizer.json",
+                                  err);
     if (st != TBX_OK) return st;
-    json_t *vocab = json_object_get(json_object_get(root, "model"), "vocab");
-    if (!json_is_object(vocab)) {
-        json_decref(root);
-        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tokenizer.json",
-                       "tokenizer.json has no object model.vocab (a WordPiece vocabulary)");
+    size_t vocab = t.vocab;
+    if (tbx_tokj_kind(&t, vocab) != '{') {
+        tbx_tokj_free(&t);
+        return tbx_err(err, TBX_E_FORMAT, vocab == TBX_TOKJ_NONE ? TBX_NO_OFFSET : vocab,
+                       "tokenizer.json", "tokenizer.json has no object model.vocab (a WordPiece "
+                       "vocabulary)");
     }
-    json_t *added = json_object_get(root, "added_tokens");
-    size_t n = json_object_size(vocab) + (json_is_array(added) ? json_array_size(added) : 0);
+    size_t added = tbx_tokj_kind(&t, t.added) == '[' ? t.added : TBX_TOKJ_NONE;
+    size_t n = tbx_tokj_count(&t, vocab) + tbx_tokj_count(&t, added);
     size_t nn = n ? n : 1;
-    const char **tok = tbx_calloc(&w->al, nn, sizeof *tok);
-    size_t *len = tbx_calloc(&w->al, nn, sizeof *len);
-    size_t maxid = 0, have = 0;
-    if (!tok || !len) { st = tbx_err_nomem(err, "vocabulary"); goto out; }
-    const char *key;
-    json_t *val;
-    json_object_foreach(vocab, key, val) {
-        json_int_t id = json_is_integer(val) ? json_integer_value(val) : -1;
-        if (id < 0 || (uint64_t)id >= n || tok[id]) {
-            st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tokenizer.json",
-                         "model.vocab[\"%.64s\"]: id %" PRId64 " is not a free id below %zu", key,
-                         (int64_t)id, n);
+    uint32_t *at = tbx_calloc(&w->al, nn, sizeof *at);   /* 0: no token (never a string) */
+    ew_tj_tokens tt = {&t, at, {&w->al, NULL, 0}};
+    tbx_tokj_buf b2 = {&w->al, NULL, 0};
+    size_t maxid = 0, have = 0, it, key, val;
+    char q[96];
+    const char *s;
+    size_t len;
+    if (!at) { st = tbx_err_nomem(err, "vocabulary"); goto out; }
+    it = vocab;
+    while (tbx_tokj_next(&t, &it, &key, &val)) {
+        int64_t id;
+        if (!tbx_tokj_int(&t, val, &id)) id = -1;
+        if (id < 0 || (uint64_t)id >= n || at[id]) {
+            s = tbx_tokj_str(&t, key, &tt.buf, &len);
+            tbx_quote_bytes(q, sizeof q, s ? s : "", s ? len : 0, 64);
+            st = tbx_err(err, TBX_E_FORMAT, val, "tokenizer.json",
+                         "model.vocab[\"%s\"]: id %" PRId64 " is not a free id below %zu", q,
+                         id, n);
             goto out;
         }
-        tok[id] = key;
-        len[id] = strlen(key);
+        at[id] = (uint32_t)key;
         have++;
         if ((size_t)id > maxid) maxid = (size_t)id;
     }
-    for (size_t i = 0; json_is_array(added) && i < json_array_size(added); i++) {
-        json_t *a = json_array_get(added, i);
-        json_t *jid = json_object_get(a, "id"), *jc = json_object_get(a, "content");
-        json_int_t id = json_is_integer(jid) ? json_integer_value(jid) : -1;
-        if (id < 0 || (uint64_t)id >= n || !json_is_string(jc)) {
-            st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tokenizer.json",
+    it = added;
+    for (size_t i = 0; tbx_tokj_next(&t, &it, &key, &val); i++) {
+        size_t cat = tbx_tokj_get(&t, val, "content");
+        int64_t id;
+        if (!tbx_tokj_int(&t, tbx_tokj_get(&t, val, "id"), &id)) id = -1;
+        if (id < 0 || (uint64_t)id >= n || tbx_tokj_kind(&t, cat) != '"') {
+            st = tbx_err(err, TBX_E_FORMAT, val, "tokenizer.json",
                          "added_tokens[%zu] has no usable id and content", i);
             goto out;
         }
-        const char *c = json_string_value(jc);
-        size_t cl = json_string_length(jc);
-        if (tok[id]) {
-            if (len[id] != cl || memcmp(tok[id], c, cl) != 0) {
-                st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tokenizer.json",
-                             "added_tokens[%zu]: id %" PRId64 " is \"%.64s\" in model.vocab", i,
-                             (int64_t)id, tok[id]);
+        if (at[id]) {
+            size_t cl;
+            const char *c = tbx_tokj_str(&t, cat, &b2, &cl);
+            s = tbx_tokj_str(&t, at[id], &tt.buf, &len);
+            if (!c || !s) { st = tbx_err_nomem(err, "vocabulary"); goto out; }
+            if (len != cl || memcmp(s, c, cl) != 0) {
+                tbx_quote_bytes(q, sizeof q, s, len, 64);
+                st = tbx_err(err, TBX_E_FORMAT, val, "tokenizer.json",
+                             "added_tokens[%zu]: id %" PRId64 " is \"%s\" in model.vocab", i, id,
+                             q);
                 goto out;
             }
             continue;
         }
-        tok[id] = c;
-        len[id] = cl;
+        at[id] = (uint32_t)cat;
         have++;
         if ((size_t)id > maxid) maxid = (size_t)id;
     }
@@ -300,11 +335,12 @@ static tbx_status ew_vocab_tokenizer(tbx_writer *w, const tbx_wsection *sec, boo
                      have ? have - 1 : 0, have, maxid);
         goto out;
     }
-    st = ew_vocab_from(&w->al, tok, len, have, "tokenizer.json", need_special, v, err);
+    st = ew_vocab_from(&w->al, ew_tj_token, &tt, have, "tokenizer.json", need_special, v, err);
 out:
-    if (tok) tbx_free(&w->al, (void *)tok, nn * sizeof *tok);
-    if (len) tbx_free(&w->al, len, nn * sizeof *len);
-    json_decref(root);
+    if (at) tbx_free(&w->al, at, nn * sizeof *at);
+    tbx_tokj_buf_free(&tt.buf);
+    tbx_tokj_buf_free(&b2);
+    tbx_tokj_free(&t);
     return st;
 }
 
@@ -323,6 +359,17 @@ static const char *ew_line(const char *p, const char *end, bool py_lines, const 
     while (e < end && *e != '\n' && *e != '\r') e++;
     *next = e == end ? end : e + (*e == '\r' && e + 1 < end && e[1] == '\n' ? 2 : 1);
     return e;
+}
+
+typedef struct ew_txt_tokens {
+    const char *const *tok;
+    const size_t *len;
+} ew_txt_tokens;
+
+static const char *ew_txt_token(void *ctx, size_t i, size_t *len) {
+    const ew_txt_tokens *x = ctx;
+    *len = x->len[i];
+    return x->tok[i];
 }
 
 /* vocab.txt: one token per line, the id is the line number (ew_line's rule of lines). */
@@ -345,7 +392,8 @@ static tbx_status ew_vocab_txt(tbx_writer *w, const tbx_wsection *sec, bool py_l
         tok[i] = p;
         len[i] = (size_t)(e - p);
     }
-    tbx_status st = ew_vocab_from(&w->al, tok, len, i, "vocab.txt", need_special, v, err);
+    ew_txt_tokens x = {tok, len};
+    tbx_status st = ew_vocab_from(&w->al, ew_txt_token, &x, i, "vocab.txt", need_special, v, err);
     tbx_free(&w->al, (void *)tok, nn * sizeof *tok);
     tbx_free(&w->al, len, nn * sizeof *len);
     return st;

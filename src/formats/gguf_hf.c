@@ -24,14 +24,19 @@
  * tensors to skip, flags); an architecture without an entry fails with TBX_E_UNSUPPORTED naming
  * it.
  *
- * Memory: the side files (JSON) are read whole (each at most tbx_limits.max_side_file_bytes,
- * tbx_section_load_) and parsed into a jansson tree; tensor data is
- * streamed in chunks of whole rows (at most ~4 MiB of f32 at a time), so a conversion holds the
- * tokenizer plus a few MiB whatever the model size.
+ * Memory: the side files are read whole (each at most tbx_limits.max_side_file_bytes,
+ * tbx_section_load_). tokenizer.json is checked and walked in its text (hf_tokenizer.c: no tree
+ * of the vocabulary, merges or added tokens): the token arrays are built from it directly, one
+ * offsets array and one blob each (tbx_val_str_array), the text is freed once they are, and they
+ * are lent to the writer rather than copied. The other JSON files (config.json,
+ * tokenizer_config.json, ...) are small and parsed into jansson trees. Tensor data is streamed in
+ * chunks of whole rows (at most ~4 MiB of f32 at a time), so a conversion holds the tokenizer's
+ * arrays plus a few MiB whatever the model size.
  */
 #include "internal.h"
 #include "ggml.h"
 #include "gguf_hf_spm.h"
+#include "hf_tokenizer.h"
 #define TBX_EXPERIMENTAL 1
 #include "tensorbox/gguf.h"
 
@@ -173,11 +178,22 @@ typedef struct hf_out {
  * that gave it (NULL when config.json has none). */
 enum { HPV_EMBD, HPV_LAYERS, HPV_FF, HPV_CTX, HPV_N };
 
+#define HF_LENT_MAX 8 /* large values lent to the writer (tokens, scores, types, merges) */
+
 typedef struct hf {
     tbx_file *in;
     tbx_error *err;
     const tbx_alloc *al;
-    json_t *cfg, *tok, *tokcfg, *modules, *pool;
+    json_t *cfg, *tokcfg, *modules, *pool;
+    /* tokenizer.json: its bytes and what hf_tokenizer.c read from them (tok: the settings,
+     * tj.small; NULL without a tokenizer.json), kept until the tokenizer is written */
+    char *tok_text;
+    size_t tok_len;
+    tbx_tokj tj;
+    json_t *tok;
+    /* values the writer holds by pointer (tbx_writer_add_meta_borrowed_): freed after it */
+    tbx_value *lent[HF_LENT_MAX];
+    size_t nlent;
     const hf_arch *a;
     tbx_writer *w;
     hf_out *out;
@@ -241,6 +257,31 @@ static tbx_status load_json(hf *h, const char *name, bool required, json_t **out
     return st;
 }
 
+/* Reads tokenizer.json when the model has one (hf_tokenizer.c: checked whole, its vocabulary,
+ * merges and added tokens left as text to walk). */
+static tbx_status load_tokenizer(hf *h) {
+    int64_t i = find_section(h->in, "tokenizer.json");
+    if (i < 0) return TBX_OK;
+    void *buf = NULL;
+    size_t n = 0;
+    tbx_status st = tbx_section_load_(h->in, (uint64_t)i, &buf, &n, h->err);
+    if (st != TBX_OK) return st;
+    h->tok_text = buf;
+    h->tok_len = n;
+    st = tbx_tokj_read(&h->tj, h->al, h->tok_text, n, "tokenizer.json", h->err);
+    if (st == TBX_OK) h->tok = h->tj.small;
+    return st;
+}
+
+/* Frees tokenizer.json's bytes and what was read from them. */
+static void drop_tokenizer(hf *h) {
+    tbx_tokj_free(&h->tj);
+    h->tok = NULL;
+    if (h->tok_text) tbx_free(h->al, h->tok_text, h->tok_len ? h->tok_len : 1);
+    h->tok_text = NULL;
+    h->tok_len = 0;
+}
+
 static const char *jstr(json_t *o, const char *key) {
     json_t *v = o ? json_object_get(o, key) : NULL;
     return json_is_string(v) ? json_string_value(v) : NULL;
@@ -291,6 +332,19 @@ static tbx_status put(hf *h, const char *key, tbx_value *v) {
     tbx_status st = put_copy(h, key, v);
     tbx_val_free(v);
     return st;
+}
+/* Adds the large value *v (may be NULL: out of memory) under `key` without a copy: the writer
+ * holds a pointer to it, and h frees it after the writer (*v is NULL afterwards). */
+static tbx_status put_lent(hf *h, const char *key, tbx_value **v) {
+    if (!*v) return tbx_err_nomem(h->err, key);
+    if (h->nlent == HF_LENT_MAX) {
+        tbx_val_free(*v);
+        *v = NULL;
+        return hf_fail(h, TBX_E_STATE, key, "more than %d large metadata values", HF_LENT_MAX);
+    }
+    h->lent[h->nlent++] = *v;
+    *v = NULL;
+    return tbx_writer_add_meta_borrowed_(h->w, key, strlen(key), h->lent[h->nlent - 1], h->err);
 }
 static tbx_status put_u32(hf *h, const char *key, uint64_t u) {
     return put(h, key, tbx_value_new_uint(TBX_V_U32, u));
@@ -494,16 +548,26 @@ static const char *tokcfg_token(hf *h, const char *typ) {
     return NULL;
 }
 
-/* Id of the added token with this content, or -1. */
-static int64_t added_id(hf *h, const char *content) {
-    json_t *added = json_object_get(h->tok, "added_tokens");
-    for (size_t k = 0; content && k < json_array_size(added); k++) {
-        json_t *t = json_array_get(added, k);
-        const char *c = jstr(t, "content");
-        json_t *id = json_object_get(t, "id");
-        if (c && json_is_integer(id) && strcmp(c, content) == 0) return json_integer_value(id);
+/* *id: the id of the first added token (tokenizer.json's added_tokens) with this content and
+ * an integer id, or -1. */
+static tbx_status added_id(hf *h, const char *content, int64_t *id) {
+    *id = -1;
+    const tbx_tokj *t = &h->tj;
+    size_t it = t->added, key, el, cl = content ? strlen(content) : 0;
+    if (!content || !h->tok || tbx_tokj_kind(t, it) != '[') return TBX_OK;
+    tbx_tokj_buf b = {h->al, NULL, 0};
+    tbx_status st = TBX_OK;
+    while (*id < 0 && tbx_tokj_next(t, &it, &key, &el)) {
+        size_t len;
+        int64_t v;
+        const char *c = tbx_tokj_str(t, tbx_tokj_get(t, el, "content"), &b, &len);
+        if (!c && len == SIZE_MAX) { st = tbx_err_nomem(h->err, "added_tokens"); break; }
+        if (c && len == cl && memcmp(c, content, cl) == 0 &&
+            tbx_tokj_int(t, tbx_tokj_get(t, el, "id"), &v))
+            *id = v;
     }
-    return -1;
+    tbx_tokj_buf_free(&b);
+    return st;
 }
 
 /* First and last special tokens of the post-processor's single-sequence template. */
@@ -545,7 +609,8 @@ static tbx_status write_special(hf *h) {
     tbx_status st = TBX_OK;
     for (size_t k = 0; st == TBX_OK && k < sizeof SP / sizeof SP[0]; k++) {
         const char *content = k == 0 ? bos : k == 1 ? eos : tokcfg_token(h, SP[k].typ);
-        int64_t id = added_id(h, content);
+        int64_t id;
+        if ((st = added_id(h, content, &id)) != TBX_OK) break;
         if (id < 0) { /* config.json's {typ}_token_id */
             char key[40];
             snprintf(key, sizeof key, "%s_token_id", SP[k].typ);
@@ -635,17 +700,18 @@ static tbx_status write_tokenizer(hf *h) {
         return hf_fail(h, TBX_E_NOT_FOUND, "tokenizer.json", "the model has no tokenizer.json "
                        "(llama.cpp needs the vocabulary; --raw writes the tensors only)");
     }
+    const tbx_tokj *t = &h->tj;
     json_t *model = json_object_get(h->tok, "model");
     const char *mtype = jstr(model, "type");
-    json_t *vocab = json_object_get(model, "vocab");
+    size_t vocab = t->vocab;
     bool wpm = mtype && strcmp(mtype, "WordPiece") == 0;
     bool bpe = mtype && strcmp(mtype, "BPE") == 0;
     if (!wpm && !bpe)
         return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: model type "
                        "\"%s\" is not supported (WordPiece, BPE)", mtype ? mtype : "(missing)");
-    if (!json_is_object(vocab))
-        return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: model.vocab is not "
-                       "an object");
+    if (tbx_tokj_kind(t, vocab) != '{')
+        return tbx_err(h->err, TBX_E_FORMAT, vocab == TBX_TOKJ_NONE ? TBX_NO_OFFSET : vocab,
+                       "tokenizer.json", "tokenizer.json: model.vocab is not an object");
     /* a SentencePiece BPE exported to tokenizer.json (Llama 2, Mistral, TinyLlama: byte
      * fallback, <0xNN> tokens) is llama.cpp's "llama" vocabulary (write_llama_vocab, for
      * llama); written as "gpt2" it would tokenize wrongly, so other architectures refuse it */
@@ -657,27 +723,37 @@ static tbx_status write_tokenizer(hf *h) {
         return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: a %s tokenizer "
                        "for a %s model is not supported", mtype, h->a->name);
     /* vocabulary size: the token embedding's rows (check_vocab_rows), every id the tokenizer
-     * uses below it; ids without a token are padded */
+     * uses below it; ids without a token are padded. The vocabulary and the added tokens are
+     * walked in the text (hf_tokenizer.c), twice: to check every id, then to place each token
+     * by its id (a token is kept as the offset of its string in the text). */
     uint64_t nv = h->n_vocab, maxid = 0;
     bool any = false;
-    const char *k;
-    json_t *v;
-    json_t *added = json_object_get(h->tok, "added_tokens");
-    json_object_foreach(vocab, k, v) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (1 << 30))
-            return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: token \"%s\" has "
-                           "a bad id", k);
-        if ((uint64_t)json_integer_value(v) >= maxid) maxid = (uint64_t)json_integer_value(v);
+    size_t it = vocab, key, val;
+    int64_t id;
+    char q[96];
+    tbx_tokj_buf b1 = {h->al, NULL, 0}, b2 = {h->al, NULL, 0};
+    const char *s;
+    size_t len;
+    while (tbx_tokj_next(t, &it, &key, &val)) {
+        if (!tbx_tokj_int(t, val, &id) || id < 0 || id >= (1 << 30)) {
+            s = tbx_tokj_str(t, key, &b1, &len);
+            tbx_quote_bytes(q, sizeof q, s ? s : "", s ? len : 0, 64);
+            tbx_tokj_buf_free(&b1);
+            return tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: token "
+                           "\"%s\" has a bad id", q);
+        }
+        if ((uint64_t)id >= maxid) maxid = (uint64_t)id;
         any = true;
     }
-    for (size_t i = 0; i < json_array_size(added); i++) {
-        json_t *id = json_object_get(json_array_get(added, i), "id");
-        const char *c = jstr(json_array_get(added, i), "content");
-        if (!json_is_integer(id) || !c || json_integer_value(id) < 0 ||
-            json_integer_value(id) >= (1 << 30))
-            return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: added token %zu "
-                           "has no valid id/content", i);
-        if ((uint64_t)json_integer_value(id) >= maxid) maxid = (uint64_t)json_integer_value(id);
+    size_t added = tbx_tokj_kind(t, t->added) == '[' ? t->added : TBX_TOKJ_NONE;
+    it = added;
+    for (size_t i = 0; tbx_tokj_next(t, &it, &key, &val); i++) {
+        if (!tbx_tokj_int(t, tbx_tokj_get(t, val, "id"), &id) ||
+            tbx_tokj_kind(t, tbx_tokj_get(t, val, "content")) != '"' || id < 0 ||
+            id >= (1 << 30))
+            return tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: added "
+                           "token %zu has no valid id/content", i);
+        if ((uint64_t)id >= maxid) maxid = (uint64_t)id;
         any = true;
     }
     if (!any) return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: empty vocabulary");
@@ -686,30 +762,39 @@ static tbx_status write_tokenizer(hf *h) {
         return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json uses token id %llu but "
                        "the token embedding (%s) has %llu rows, one per token",
                        (unsigned long long)maxid, embd_name(h), (unsigned long long)nv);
-    const char **toks = tbx_calloc(h->al, (size_t)nv, sizeof *toks);
+    /* tok_at[id]: offset of the token's string in the text (0: none; the text starts with its
+     * '{' or whitespace, never with a string) */
+    uint32_t *tok_at = tbx_calloc(h->al, (size_t)nv, sizeof *tok_at);
     tbx_value *types = tbx_val_packed_array(h->al, TBX_V_I32, (size_t)nv);
-    tbx_value *list = NULL;
-    if (!toks || !types) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+    tbx_value *list = NULL, *ml = NULL;
+    if (!tok_at || !types) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
     int32_t *tt = (int32_t *)types->v.a.packed;
-    json_object_foreach(vocab, k, v) {
-        toks[json_integer_value(v)] = k;
-        tt[json_integer_value(v)] = TT_NORMAL;
+    it = vocab;
+    while (tbx_tokj_next(t, &it, &key, &val)) {
+        tbx_tokj_int(t, val, &id);
+        tok_at[id] = (uint32_t)key;
+        tt[id] = TT_NORMAL;
     }
-    for (size_t i = 0; i < json_array_size(added); i++) {
-        json_t *t = json_array_get(added, i);
-        uint64_t id = (uint64_t)json_integer_value(json_object_get(t, "id"));
-        toks[id] = jstr(t, "content");
-        tt[id] = json_is_true(json_object_get(t, "special")) ? TT_CONTROL : TT_USER;
+    it = added;
+    while (tbx_tokj_next(t, &it, &key, &val)) {
+        tbx_tokj_int(t, tbx_tokj_get(t, val, "id"), &id);
+        tok_at[id] = (uint32_t)tbx_tokj_get(t, val, "content");
+        tt[id] = tbx_tokj_true(t, tbx_tokj_get(t, val, "special")) ? TT_CONTROL : TT_USER;
     }
-    uint64_t blob = 0;
-    for (uint64_t i = 0; i < nv; i++) blob += (toks[i] ? strlen(toks[i]) : 0) + 16;
+    /* every token is a string of the text (decoded no longer than there), each used once */
+    uint64_t blob = (uint64_t)t->n + 16 * nv;
     list = tbx_val_str_array(h->al, (size_t)nv, blob);
     if (!list) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
     for (uint64_t i = 0; i < nv; i++) {
         char pad[40];
-        const char *s = toks[i];
-        if (!s) { snprintf(pad, sizeof pad, "[PAD%llu]", (unsigned long long)i); s = pad; tt[i] = TT_UNUSED; }
-        size_t len = strlen(s);
+        if (!tok_at[i]) {
+            len = (size_t)snprintf(pad, sizeof pad, "[PAD%llu]", (unsigned long long)i);
+            s = pad;
+            tt[i] = TT_UNUSED;
+        } else if (!(s = tbx_tokj_str(t, tok_at[i], &b1, &len))) {
+            st = tbx_err_nomem(h->err, "vocabulary");
+            goto done;
+        }
         /* llama.cpp's WordPiece vocabulary marks word starts with U+2581 instead of marking
          * continuations with "##" (control tokens stay as they are) */
         const char *prefix = "";
@@ -724,10 +809,12 @@ static tbx_status write_tokenizer(hf *h) {
         memcpy(d + pl, s, len);
     }
     tbx_val_str_array_done(list);
+    tbx_free(h->al, tok_at, (size_t)nv * sizeof *tok_at);
+    tok_at = NULL;
     if ((st = put_str(h, "tokenizer.ggml.model", wpm ? "bert" : "gpt2")) != TBX_OK) goto done;
     if ((st = put_str(h, "tokenizer.ggml.pre", bpe ? bpe_pre_name(h) : PRE_DEFAULT)) != TBX_OK)
         goto done;
-    st = put_copy(h, "tokenizer.ggml.tokens", list);
+    st = put_lent(h, "tokenizer.ggml.tokens", &list);
     if (st == TBX_OK && (h->a->flags & ARCH_TT_COUNT)) {
         /* type_vocab_size (check_hparams compared it with token_types' rows), else those
          * rows, else 1 */
@@ -738,41 +825,51 @@ static tbx_status write_tokenizer(hf *h) {
         if (st == TBX_E_NOT_FOUND) st = TBX_OK;
         if (st == TBX_OK) st = put_u32(h, "tokenizer.ggml.token_type_count", n);
     }
-    if (st == TBX_OK) st = put_copy(h, "tokenizer.ggml.token_type", types);
+    if (st == TBX_OK) st = put_lent(h, "tokenizer.ggml.token_type", &types);
     if (st == TBX_OK && bpe) {
-        json_t *merges = json_object_get(model, "merges");
-        size_t nm = json_array_size(merges);
-        uint64_t mb = 0;
-        for (size_t i = 0; i < nm; i++) {
-            json_t *m = json_array_get(merges, i);
-            if (json_is_string(m)) mb += json_string_length(m) + 1;
-            else if (json_is_array(m) && json_array_size(m) == 2 &&
-                     json_is_string(json_array_get(m, 0)) && json_is_string(json_array_get(m, 1)))
-                mb += 2 * (json_string_length(json_array_get(m, 0)) +
-                           json_string_length(json_array_get(m, 1))) + 2;
-            else { st = hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: merge %zu "
-                                "is neither \"a b\" nor [\"a\", \"b\"]", i); goto done; }
+        /* merges: "a b" strings, or ["a", "b"] pairs (tokenizers >= 0.20 writes those) */
+        size_t merges = tbx_tokj_kind(t, t->merges) == '[' ? t->merges : TBX_TOKJ_NONE, nm = 0;
+        it = merges;
+        while (tbx_tokj_next(t, &it, &key, &val)) {
+            size_t it2 = val, k2, v2, parts = 0;
+            bool pair = tbx_tokj_kind(t, val) == '[';
+            while (pair && tbx_tokj_next(t, &it2, &k2, &v2))
+                pair = ++parts <= 2 && tbx_tokj_kind(t, v2) == '"';
+            if (tbx_tokj_kind(t, val) != '"' && !(pair && parts == 2)) {
+                st = tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: "
+                             "merge %zu is neither \"a b\" nor [\"a\", \"b\"]", nm);
+                goto done;
+            }
+            nm++;
         }
-        tbx_value *ml = tbx_val_str_array(h->al, nm, mb);
+        /* a merge is its text (a pair: both parts, a space in one taking 2 bytes) */
+        ml = tbx_val_str_array(h->al, nm, 2 * (uint64_t)t->n + 2 * (uint64_t)nm);
         if (!ml) { st = tbx_err_nomem(h->err, "merges"); goto done; }
-        for (size_t i = 0; st == TBX_OK && i < nm; i++) {
-            json_t *m = json_array_get(merges, i);
-            if (json_is_string(m)) {
-                char *d = tbx_val_str_array_add(ml, json_string_length(m));
+        it = merges;
+        for (size_t i = 0; st == TBX_OK && tbx_tokj_next(t, &it, &key, &val); i++) {
+            if (tbx_tokj_kind(t, val) == '"') {
+                if (!(s = tbx_tokj_str(t, val, &b1, &len))) {
+                    st = tbx_err_nomem(h->err, "merges");
+                    break;
+                }
+                char *d = tbx_val_str_array_add(ml, len);
                 if (!d) st = tbx_err_nomem(h->err, "merges");
-                else memcpy(d, json_string_value(m), json_string_length(m));
+                else memcpy(d, s, len);
                 continue;
             }
             /* a pair: "a b", a space inside a part written as U+0120 (as llama.cpp expects) */
             char tmp[1024];
-            size_t n = 0;
+            size_t n = 0, it2 = val, k2, v2;
             for (int part = 0; part < 2 && st == TBX_OK; part++) {
-                const char *p = json_string_value(json_array_get(m, (size_t)part));
-                size_t pl = json_string_length(json_array_get(m, (size_t)part));
+                tbx_tokj_next(t, &it2, &k2, &v2);
+                size_t pl;
+                const char *p = tbx_tokj_str(t, v2, &b2, &pl);
+                if (!p) { st = tbx_err_nomem(h->err, "merges"); break; }
                 if (part) tmp[n++] = ' ';
                 for (size_t c = 0; c < pl; c++) {
                     if (n + 3 > sizeof tmp) {
-                        st = hf_fail(h, TBX_E_LIMIT, "tokenizer.json", "merge %zu too long", i);
+                        st = tbx_err(h->err, TBX_E_LIMIT, val, "tokenizer.json",
+                                     "merge %zu too long", i);
                         break;
                     }
                     if (p[c] == ' ') { tmp[n++] = (char)0xC4; tmp[n++] = (char)0xA0; }
@@ -784,14 +881,19 @@ static tbx_status write_tokenizer(hf *h) {
             if (!d) st = tbx_err_nomem(h->err, "merges");
             else memcpy(d, tmp, n);
         }
-        if (st == TBX_OK) st = put_copy(h, "tokenizer.ggml.merges", ml);
-        tbx_val_free(ml);
+        if (st == TBX_OK) {
+            tbx_val_str_array_done(ml);
+            st = put_lent(h, "tokenizer.ggml.merges", &ml);
+        }
     }
     if (st == TBX_OK) st = write_special(h);
 done:
+    tbx_tokj_buf_free(&b1);
+    tbx_tokj_buf_free(&b2);
     tbx_val_free(list);
     tbx_val_free(types);
-    tbx_free(h->al, toks, toks ? (size_t)nv * sizeof *toks : 0);
+    tbx_val_free(ml);
+    tbx_free(h->al, tok_at, tok_at ? (size_t)nv * sizeof *tok_at : 0);
     return st;
 }
 
@@ -814,10 +916,25 @@ static bool looks_special(const char *t) {
 }
 
 typedef struct lv_tok {
-    const char *s;      /* NULL: "[PAD<id>]" */
-    size_t len;
-    bool spaces;        /* write U+2581 as ' ' (a user-defined added token, as llama.cpp) */
+    const char *s;      /* the token's bytes; NULL: `at`, or "[PAD<id>]" when at is 0 */
+    uint32_t len : 31;  /* of s */
+    uint32_t spaces : 1;/* write U+2581 as ' ' (a user-defined added token, as llama.cpp) */
+    uint32_t at;        /* s NULL: offset of the token's string in tokenizer.json (0: none) */
 } lv_tok;
+
+static bool lv_has(const lv_tok *t) { return t->s || t->at; }
+
+/* Sets *t to the len bytes at s (refused past 2^31 - 1 bytes, lv_tok's room). */
+static tbx_status lv_set(hf *h, lv_tok *t, const char *s, size_t len, bool spaces) {
+    if (len > 0x7FFFFFFFu)
+        return hf_fail(h, TBX_E_LIMIT, "tokenizer", "a token of %zu bytes (at most 2^31 - 1)",
+                       len);
+    t->s = s;
+    t->len = (uint32_t)len & 0x7FFFFFFFu;
+    t->spaces = spaces;
+    t->at = 0;
+    return TBX_OK;
+}
 
 /* A "<0xHH>" byte token? */
 static bool is_byte_token(const char *s, size_t n) {
@@ -841,7 +958,11 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
     lv_tok *tk = NULL;
     tbx_value *scores = NULL, *types = NULL, *list = NULL;
     uint64_t nv = 0, ntok = 0;   /* nv: vocabulary size written; ntok: tokens of the source */
-    json_t *vocab = NULL, *added = NULL, *at = NULL; /* at: added_tokens.json */
+    json_t *at = NULL; /* added_tokens.json */
+    const tbx_tokj *t = &h->tj;
+    size_t vocab = TBX_TOKJ_NONE, added = TBX_TOKJ_NONE, it, key, val;
+    int64_t id;
+    tbx_tokj_buf b = {h->al, NULL, 0};
     if (from_spm) {
         int64_t i = find_section(h->in, "tokenizer.model");
         void *raw = NULL;
@@ -854,20 +975,23 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
         }
         ntok = sv.n;
     } else {
-        /* tokenizer.json: model.vocab holds ids 0..n-1; added tokens past them follow in order */
-        vocab = json_object_get(json_object_get(h->tok, "model"), "vocab");
-        added = json_object_get(h->tok, "added_tokens");
-        if (!json_is_object(vocab) || json_object_size(vocab) == 0)
-            return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: model.vocab is "
-                           "not a non-empty object");
-        ntok = json_object_size(vocab);
-        for (size_t k = 0; k < json_array_size(added); k++) {
-            json_t *id = json_object_get(json_array_get(added, k), "id");
-            if (!json_is_integer(id) || json_integer_value(id) < 0 ||
-                !jstr(json_array_get(added, k), "content"))
-                return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: added token "
-                               "%zu has no valid id/content", k);
-            if ((uint64_t)json_integer_value(id) >= json_object_size(vocab)) ntok++;
+        /* tokenizer.json: model.vocab holds ids 0..n-1; added tokens past them follow in
+         * order (both walked in the text, hf_tokenizer.c) */
+        vocab = t->vocab;
+        added = tbx_tokj_kind(t, t->added) == '[' ? t->added : TBX_TOKJ_NONE;
+        size_t nb = tbx_tokj_kind(t, vocab) == '{' ? tbx_tokj_count(t, vocab) : 0;
+        if (nb == 0)
+            return tbx_err(h->err, TBX_E_FORMAT, vocab == TBX_TOKJ_NONE ? TBX_NO_OFFSET : vocab,
+                           "tokenizer.json", "tokenizer.json: model.vocab is not a non-empty "
+                           "object");
+        ntok = nb;
+        it = added;
+        for (size_t k = 0; tbx_tokj_next(t, &it, &key, &val); k++) {
+            if (!tbx_tokj_int(t, tbx_tokj_get(t, val, "id"), &id) || id < 0 ||
+                tbx_tokj_kind(t, tbx_tokj_get(t, val, "content")) != '"')
+                return tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: "
+                               "added token %zu has no valid id/content", k);
+            if ((uint64_t)id >= nb) ntok++;
         }
         if (ntok > HF_VOCAB_MAX)
             return hf_fail(h, TBX_E_LIMIT, "tokenizer.json", "tokenizer.json: %llu tokens (at "
@@ -897,8 +1021,7 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
          * piece stays "normal" (its checks are unknown, control, unused, byte) */
         for (size_t i = 0; i < sv.n && i < nv; i++) {
             const tbx_spm_piece *p = &sv.pieces[i];
-            tk[i].s = p->text;
-            tk[i].len = p->len;
+            if ((st = lv_set(h, &tk[i], p->text, p->len, false)) != TBX_OK) goto done;
             sc[i] = p->score;
             tt[i] = p->type == TBX_SPM_UNKNOWN   ? TT_UNKNOWN
                   : p->type == TBX_SPM_CONTROL ? TT_CONTROL
@@ -916,28 +1039,28 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
                              "has no valid id", key);
                 goto done;
             }
-            uint64_t id = (uint64_t)json_integer_value(val);
-            if (id >= nv) continue; /* llama.cpp ignores ids out of range */
-            tk[id] = (lv_tok){key, strlen(key), false};
-            sc[id] = -1000.0f;
-            tt[id] = TT_USER;
+            uint64_t aid = (uint64_t)json_integer_value(val);
+            if (aid >= nv) continue; /* llama.cpp ignores ids out of range */
+            if ((st = lv_set(h, &tk[aid], key, strlen(key), false)) != TBX_OK) goto done;
+            sc[aid] = -1000.0f;
+            tt[aid] = TT_USER;
         }
         /* tokenizer_config.json added_tokens_decoder {"id": {"content", "special"}} */
         json_t *atd = h->tokcfg ? json_object_get(h->tokcfg, "added_tokens_decoder") : NULL;
         json_object_foreach(atd, key, val) {
             char *end = NULL;
-            unsigned long long id = strtoull(key, &end, 10);
+            unsigned long long did = strtoull(key, &end, 10);
             const char *c = jstr(val, "content");
             if (!*key || *end || !c) {
                 st = hf_fail(h, TBX_E_FORMAT, "tokenizer_config.json", "tokenizer_config.json: "
                              "added_tokens_decoder entry \"%s\" has no id/content", key);
                 goto done;
             }
-            if (id >= nv) continue;
+            if (did >= nv) continue;
             bool ctl = json_is_true(json_object_get(val, "special")) || looks_special(c);
-            tk[id] = (lv_tok){c, strlen(c), !ctl};
-            sc[id] = -1000.0f;
-            tt[id] = ctl ? TT_CONTROL : TT_USER;
+            if ((st = lv_set(h, &tk[did], c, strlen(c), !ctl)) != TBX_OK) goto done;
+            sc[did] = -1000.0f;
+            tt[did] = ctl ? TT_CONTROL : TT_USER;
         }
     } else {
         /* gguf-py's LlamaHfVocab: base tokens typed byte (<0xHH>), control (a special token)
@@ -946,47 +1069,61 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
          * tokenizer no merge priorities (it then merges left to right). A SentencePiece or
          * tokenizers BPE numbers its tokens in merge order, so -id is written instead: the
          * same priorities as tokenizer.model's scores. */
-        uint64_t nb = json_object_size(vocab);
-        const char *key;
-        json_t *val;
-        json_object_foreach(vocab, key, val) {
-            json_int_t id = json_is_integer(val) ? json_integer_value(val) : -1;
-            if (id < 0 || (uint64_t)id >= nb || tk[id].s) {
-                st = hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: token \"%s\" "
-                             "has id %lld (the vocabulary's ids must be 0..%llu, each once)",
-                             key, (long long)id, (unsigned long long)nb - 1);
+        uint64_t nb = tbx_tokj_count(t, vocab);
+        char q[96];
+        size_t len;
+        const char *s;
+        it = vocab;
+        while (tbx_tokj_next(t, &it, &key, &val)) {
+            if (!tbx_tokj_int(t, val, &id)) id = -1;
+            if (id < 0 || (uint64_t)id >= nb || lv_has(&tk[id])) {
+                s = tbx_tokj_str(t, key, &b, &len);
+                tbx_quote_bytes(q, sizeof q, s ? s : "", s ? len : 0, 64);
+                st = tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: "
+                             "token \"%s\" has id %lld (the vocabulary's ids must be 0..%llu, "
+                             "each once)", q, (long long)id, (unsigned long long)nb - 1);
                 goto done;
             }
-            tk[id] = (lv_tok){key, strlen(key), false};
-            tt[id] = is_byte_token(key, strlen(key)) ? TT_BYTE : TT_NORMAL;
+            if (!(s = tbx_tokj_str(t, key, &b, &len))) {
+                st = tbx_err_nomem(h->err, "vocabulary");
+                goto done;
+            }
+            tk[id].at = (uint32_t)key;
+            tt[id] = is_byte_token(s, len) ? TT_BYTE : TT_NORMAL;
         }
         const char *named[7];
         static const char *const TYP[7] = {"bos", "eos", "unk", "pad", "sep", "cls", "mask"};
         for (int k = 0; k < 7; k++) named[k] = tokcfg_token(h, TYP[k]);
-        for (size_t k = 0; k < json_array_size(added); k++) {
-            json_t *t = json_array_get(added, k);
-            uint64_t id = (uint64_t)json_integer_value(json_object_get(t, "id"));
-            const char *c = jstr(t, "content");
-            bool special = json_is_true(json_object_get(t, "special"));
-            for (int j = 0; j < 7 && !special; j++) special = named[j] && !strcmp(named[j], c);
-            if (id < nb) {
+        it = added;
+        while (tbx_tokj_next(t, &it, &key, &val)) {
+            tbx_tokj_int(t, tbx_tokj_get(t, val, "id"), &id);
+            size_t cat = tbx_tokj_get(t, val, "content");
+            bool special = tbx_tokj_true(t, tbx_tokj_get(t, val, "special"));
+            if (!(s = tbx_tokj_str(t, cat, &b, &len))) {
+                st = tbx_err_nomem(h->err, "vocabulary");
+                goto done;
+            }
+            for (int j = 0; j < 7 && !special; j++)
+                special = named[j] && strlen(named[j]) == len && !memcmp(named[j], s, len);
+            if ((uint64_t)id < nb) {
                 if (special && tt[id] != TT_BYTE) tt[id] = TT_CONTROL;
                 continue;
             }
-            if (id >= ntok || tk[id].s) {
-                st = hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: added token "
-                             "\"%s\" has id %llu (added tokens past the vocabulary must be "
-                             "numbered %llu..%llu, each once)", c, (unsigned long long)id,
+            if ((uint64_t)id >= ntok || lv_has(&tk[id])) {
+                tbx_quote_bytes(q, sizeof q, s, len, 64);
+                st = tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: added "
+                             "token \"%s\" has id %llu (added tokens past the vocabulary must be "
+                             "numbered %llu..%llu, each once)", q, (unsigned long long)id,
                              (unsigned long long)nb, (unsigned long long)ntok - 1);
                 goto done;
             }
-            tk[id] = (lv_tok){c, strlen(c), false};
+            tk[id].at = (uint32_t)cat;
             tt[id] = special ? TT_CONTROL : TT_USER;
         }
         for (uint64_t i = 0; i < ntok; i++) sc[i] = -(float)i;
     }
-    /* the strings */
-    uint64_t blob = 0;
+    /* the strings (those of tokenizer.json: strings of its text, each used once) */
+    uint64_t blob = from_spm ? 0 : (uint64_t)t->n;
     for (uint64_t i = 0; i < nv; i++) blob += (tk[i].s ? tk[i].len : 0) + 24;
     list = tbx_val_str_array(h->al, (size_t)nv, blob);
     if (!list) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
@@ -994,7 +1131,12 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
         char pad[40];
         const char *s = tk[i].s;
         size_t len = tk[i].len;
-        if (!s) {
+        if (!s && tk[i].at) {
+            if (!(s = tbx_tokj_str(t, tk[i].at, &b, &len))) {
+                st = tbx_err_nomem(h->err, "vocabulary");
+                goto done;
+            }
+        } else if (!s) {
             len = (size_t)snprintf(pad, sizeof pad, "[PAD%llu]", (unsigned long long)i);
             s = pad;
         }
@@ -1016,11 +1158,12 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
     tbx_val_str_array_done(list);
     if ((st = put_str(h, "tokenizer.ggml.model", "llama")) == TBX_OK &&
         (st = put_str(h, "tokenizer.ggml.pre", PRE_DEFAULT)) == TBX_OK &&
-        (st = put_copy(h, "tokenizer.ggml.tokens", list)) == TBX_OK &&
-        (st = put_copy(h, "tokenizer.ggml.scores", scores)) == TBX_OK &&
-        (st = put_copy(h, "tokenizer.ggml.token_type", types)) == TBX_OK)
+        (st = put_lent(h, "tokenizer.ggml.tokens", &list)) == TBX_OK &&
+        (st = put_lent(h, "tokenizer.ggml.scores", &scores)) == TBX_OK &&
+        (st = put_lent(h, "tokenizer.ggml.token_type", &types)) == TBX_OK)
         st = write_special(h);
 done:
+    tbx_tokj_buf_free(&b);
     json_decref(at);
     tbx_val_free(list);
     tbx_val_free(scores);
@@ -1572,7 +1715,7 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
     float *fbuf = NULL;
     uint8_t *obuf = NULL;
     tbx_status st = load_json(&h, "config.json", true, &h.cfg);
-    if (st == TBX_OK) st = load_json(&h, "tokenizer.json", false, &h.tok);
+    if (st == TBX_OK) st = load_tokenizer(&h);
     if (st == TBX_OK) st = load_json(&h, "tokenizer_config.json", false, &h.tokcfg);
     if (st == TBX_OK) st = pick_arch(&h);
     if (st == TBX_OK) st = plan_tensors(&h);
@@ -1602,6 +1745,7 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
     }
     if (st == TBX_OK) st = put_u32(&h, "general.quantization_version", 2);
     if (st == TBX_OK) st = write_tokenizer(&h);
+    drop_tokenizer(&h); /* its arrays are built: the text is no longer needed */
     if (st == TBX_OK) st = declare_tensors(&h);
     if (st == TBX_OK && h.quant != TBX_DT_INVALID)
         h.workers = tbx_pool_start(h.al, tbx_threads_default());
@@ -1639,8 +1783,9 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
         else st = tbx_writer_finish(h.w, err);
     }
     tbx_free(h.al, h.out, h.out ? ((size_t)tbx_tensor_count(in) + 1) * sizeof *h.out : 0);
+    for (size_t i = 0; i < h.nlent; i++) tbx_val_free(h.lent[i]);
+    drop_tokenizer(&h);
     json_decref(h.cfg);
-    json_decref(h.tok);
     json_decref(h.tokcfg);
     json_decref(h.modules);
     json_decref(h.pool);

@@ -490,6 +490,268 @@ def test_side_file_over_64_mib_is_kept(tbx, tbx_asan, minilm_dir, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
+# tokenizer.json is read without a tree (src/formats/hf_tokenizer.c, shared by the GGUF and the
+# EMBD converters): hostile files get one exact error from both, a big vocabulary stays within
+# the memory bound
+# ------------------------------------------------------------------------------------------
+def minilm_with_tokenizer(minilm_dir: Path, d: Path, data: bytes) -> Path:
+    """A copy of MiniLM (other files linked) whose tokenizer.json is `data`."""
+    d.mkdir(parents=True)
+    for p in minilm_dir.rglob("*"):
+        q = d / p.relative_to(minilm_dir)
+        if p.is_dir():
+            q.mkdir(parents=True, exist_ok=True)
+        elif p.name != "tokenizer.json" or p.parent != minilm_dir:
+            q.parent.mkdir(parents=True, exist_ok=True)
+            q.symlink_to(p)
+    (d / "tokenizer.json").write_bytes(data)
+    return d
+
+
+def hostile_tokenizers(text: bytes):
+    """(case, tokenizer.json bytes, [(converter, message)]) built from MiniLM's tokenizer.json;
+    every offset is found in the bytes written here. The errors of the reader itself are the
+    same for both converters; a vocabulary that is no object each converter names its way."""
+    vat = text.index(b'"vocab":{') + len(b'"vocab":')
+    both = ("gguf", "weights")
+    # the text ends inside model.vocab
+    cut = vat + 5000
+    yield ("truncated", text[:cut],
+           [(c, "tokenizer.json: the text ends before the JSON does (the file is truncated) "
+                "(in model.vocab") for c in both] + [(c, f"at byte {cut}") for c in both])
+    # a key twice in model.vocab: "[CLS]" put first; the original is the duplicate
+    dup = text[:vat + 1] + b'"[CLS]":101,' + text[vat + 1:]
+    second = dup.index(b'"[CLS]"', vat + 2)
+    yield ("vocab_key_twice", dup,
+           [(c, f'tokenizer.json: duplicate key "[CLS]" (first at byte {vat + 1}) (in '
+                f"model.vocab) at byte {second}") for c in both])
+    # model.vocab an array
+    tok = json.loads(text)
+    tok["model"]["vocab"] = sorted(tok["model"]["vocab"], key=tok["model"]["vocab"].get)
+    arr = json.dumps(tok, ensure_ascii=False, separators=(",", ":")).encode()
+    at = arr.index(b'"vocab":[') + len(b'"vocab":')
+    yield ("vocab_not_an_object", arr,
+           [("gguf", f"tokenizer.json: model.vocab is not an object at byte {at}"),
+            ("weights", "tokenizer.json has no object model.vocab (a WordPiece vocabulary) at "
+                        f"byte {at}")])
+    # nesting past jansson's 2048 levels in a member no converter reads
+    deep = b'{"x":' + b"[" * 2048 + b"]" * 2048 + b"," + text[1:]
+    yield ("nested_2049", deep,
+           [(c, "tokenizer.json: JSON nested deeper than 2048 levels (in x[0][0]") for c in both]
+           + [(c, f"at byte {5 + 2047}") for c in both])
+    # a token with \u0000, a token with a byte that is no UTF-8
+    pad = text.index(b'"[PAD]"', vat)
+    nul = text[:pad + 5] + b"\\u0000" + text[pad + 5:]
+    yield ("token_with_nul", nul,
+           [(c, "tokenizer.json: a string containing NUL (\\u0000) is not supported (in "
+                f"model.vocab) at byte {pad + 5}") for c in both])
+    bad = text[:pad + 5] + b"\xff" + text[pad + 5:]
+    yield ("token_not_utf8", bad,
+           [(c, "tokenizer.json: invalid UTF-8 (byte 0xff) (in model.vocab) at byte "
+                f"{pad + 5}") for c in both])
+
+
+HOSTILE_TOKENIZERS = ["truncated", "vocab_key_twice", "vocab_not_an_object", "nested_2049",
+                      "token_with_nul", "token_not_utf8"]
+
+
+@pytest.mark.parametrize("case", HOSTILE_TOKENIZERS)
+def test_hostile_tokenizer_json(tbx_asan, minilm_dir, tmp_path, case):
+    text = (minilm_dir / "tokenizer.json").read_bytes()
+    cases = {c[0]: c for c in hostile_tokenizers(text)}
+    assert sorted(cases) == sorted(HOSTILE_TOKENIZERS)
+    _, data, want = cases[case]
+    d = minilm_with_tokenizer(minilm_dir, tmp_path / "m", data)
+    for conv in ("gguf", "weights"):
+        out = tmp_path / f"out.{conv}"
+        r = run(tbx_asan, "convert", d, out)
+        assert_clean_exit(r)
+        assert r.rc == 1, r.describe()
+        for c, needle in want:
+            if c == conv:
+                assert needle in r.err.decode("utf-8", "replace"), r.describe()
+        assert not out.exists()
+
+
+def big_bpe_tokenizer(target: int, pairs: bool = True) -> tuple[dict, list[list[str]]]:
+    """A byte-level BPE tokenizer.json of about `target` bytes: the 256 byte characters, then
+    tokens that each extend one of the previous level by one of the first 64 characters, every
+    one with its merge, written as a pair (as PyPI tokenizers >= 0.20 writes merges) or as an
+    "a b" string (as earlier versions did). Returns the tokenizer and the merges as pairs."""
+    from tokenizers import pre_tokenizers
+    alpha = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {c: i for i, c in enumerate(alpha)}
+    merges: list[list[str]] = []
+    level, size = list(alpha), 0
+    while size < target:
+        nxt = []
+        for t in level:
+            for c in alpha[:64]:
+                s = t + c
+                vocab[s] = len(vocab)
+                merges.append([t, c])
+                nxt.append(s)
+                size += 3 * len(s.encode()) + 20
+                if size >= target:
+                    break
+            if size >= target:
+                break
+        level = nxt
+    tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+           "normalizer": None,
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
+                             "trim_offsets": True, "use_regex": True},
+           "post_processor": None,
+           "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                       "use_regex": True},
+           "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                     "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                     "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                     "vocab": vocab,
+                     "merges": merges if pairs else [" ".join(m) for m in merges]}}
+    return tok, merges
+
+
+def big_wordpiece_tokenizer(target: int) -> dict:
+    """A WordPiece tokenizer.json of about `target` bytes: the five special tokens (added
+    tokens too), then words and their "##" continuations."""
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab = {t: i for i, t in enumerate(special)}
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    size, i = 0, 0
+    while size < target:
+        w, k = "", i
+        for _ in range(5):
+            w += letters[k % 26]
+            k //= 26
+        for t in (w + str(i), "##" + w + str(i)):
+            vocab[t] = len(vocab)
+            size += len(t) + 14
+        i += 1
+    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i, t in enumerate(special)]
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+            "normalizer": {"type": "BertNormalizer", "clean_text": True,
+                           "handle_chinese_chars": True, "strip_accents": None,
+                           "lowercase": True},
+            "pre_tokenizer": {"type": "BertPreTokenizer"},
+            "post_processor": {"type": "TemplateProcessing",
+                               "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                                          {"Sequence": {"id": "A", "type_id": 0}},
+                                          {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+                               "pair": [], "special_tokens": {
+                                   "[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                                   "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}},
+            "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+            "model": {"type": "WordPiece", "unk_token": "[UNK]",
+                      "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
+                      "vocab": vocab}}
+
+
+def big_model_dir(d: Path, kind: str, tok: dict) -> int:
+    """A one-layer llama or bert directory (hidden size 8, f16) around `tok`, with a token
+    embedding of one row per token. Returns the directory's size in bytes."""
+    d.mkdir()
+    (d / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False), encoding="utf-8")
+    V = len(tok["model"]["vocab"])
+    rng = np.random.default_rng(19)
+    g = lambda *s: (rng.standard_normal(s) * 0.1).astype(np.float16)  # noqa: E731
+    E, FF = 8, 16
+    if kind == "llama":
+        cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": E,
+               "intermediate_size": FF, "num_hidden_layers": 1, "num_attention_heads": 2,
+               "num_key_value_heads": 1, "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
+               "vocab_size": V}
+        p = "model.layers.0."
+        W = {"model.embed_tokens.weight": g(V, E), "model.norm.weight": g(E),
+             p + "input_layernorm.weight": g(E), p + "post_attention_layernorm.weight": g(E),
+             p + "self_attn.q_proj.weight": g(8, E), p + "self_attn.k_proj.weight": g(4, E),
+             p + "self_attn.v_proj.weight": g(4, E), p + "self_attn.o_proj.weight": g(E, 8),
+             p + "mlp.gate_proj.weight": g(FF, E), p + "mlp.up_proj.weight": g(FF, E),
+             p + "mlp.down_proj.weight": g(E, FF)}
+    else:
+        cfg = {"model_type": "bert", "architectures": ["BertModel"], "hidden_size": E,
+               "intermediate_size": FF, "num_hidden_layers": 1, "num_attention_heads": 2,
+               "max_position_embeddings": 64, "layer_norm_eps": 1e-12, "type_vocab_size": 2,
+               "vocab_size": V, "hidden_act": "gelu", "_name_or_path": "big-bert"}
+        p = "encoder.layer.0."
+        W = {"embeddings.word_embeddings.weight": g(V, E),
+             "embeddings.position_embeddings.weight": g(64, E),
+             "embeddings.token_type_embeddings.weight": g(2, E),
+             "embeddings.LayerNorm.weight": g(E), "embeddings.LayerNorm.bias": g(E),
+             p + "attention.output.dense.weight": g(E, E), p + "attention.output.dense.bias": g(E),
+             p + "attention.output.LayerNorm.weight": g(E),
+             p + "attention.output.LayerNorm.bias": g(E),
+             p + "intermediate.dense.weight": g(FF, E), p + "intermediate.dense.bias": g(FF),
+             p + "output.dense.weight": g(E, FF), p + "output.dense.bias": g(E),
+             p + "output.LayerNorm.weight": g(E), p + "output.LayerNorm.bias": g(E)}
+        for n in ("query", "key", "value"):
+            W[p + f"attention.self.{n}.weight"] = g(E, E)
+            W[p + f"attention.self.{n}.bias"] = g(E)
+    (d / "config.json").write_text(json.dumps(cfg))
+    stn.save_file(W, str(d / "model.safetensors"))
+    return sum(f.stat().st_size for f in d.iterdir())
+
+
+def test_big_tokenizer_converts_within_memory_bound(tbx, tmp_path):
+    """A tokenizer.json of about 20 MiB (some 700,000 byte-level BPE tokens and merges, the
+    merges as pairs and as strings; 800,000 WordPiece tokens) beside a one-layer model: tbx
+    convert to GGUF and to EMBD within
+    2 x the directory's bytes + 64 MiB and linear time. jansson's tree of the whole file made
+    these conversions cost about 10 x the tokenizer (713 MiB for a 65 MiB one); the walker of
+    hf_tokenizer.c builds the arrays from the text. The outputs are checked against the
+    tokenizer built here (and loaded by PyPI tokenizers, the reference, to prove it valid)."""
+    from test_embd_minilm import _vocab_of
+    from test_memory_bounds import MIB, TIME_LIMIT, run_measured
+    tokenizers = need("tokenizers")
+    target = 20 * MIB
+    bpe, merges = big_bpe_tokenizer(target)
+    bpe_str, _ = big_bpe_tokenizer(target, pairs=False)
+    wpm = big_wordpiece_tokenizer(target)
+    dirs = {"llama": (tmp_path / "llama", bpe), "llama-str": (tmp_path / "llama-str", bpe_str),
+            "bert": (tmp_path / "bert", wpm)}
+    sizes = {k: big_model_dir(d, k.split("-")[0], tok) for k, (d, tok) in dirs.items()}
+    for k, (d, tok) in dirs.items():
+        assert (d / "tokenizer.json").stat().st_size >= 15 * MIB
+        ref = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json")).get_vocab()
+        assert ref == tok["model"]["vocab"], k
+    for kind, out in (("llama", "o.gguf"), ("llama-str", "o.gguf"), ("bert", "o.gguf"),
+                      ("bert", "o.weights")):
+        d = dirs[kind][0]
+        bound = 2 * sizes[kind] + 64 * MIB
+        rc, rss, secs, err = run_measured([tbx, "convert", str(d), str(tmp_path / out),
+                                           "--force"], tmp_path)
+        assert rc == 0, err.decode(errors="replace")[:300]
+        assert rss <= bound, (f"tbx convert {kind} -> {out} ({sizes[kind] / MIB:.1f} MiB) "
+                              f"peaked at {rss / MIB:.0f} MiB, bound {bound / MIB:.0f} MiB")
+        assert secs <= TIME_LIMIT, f"tbx convert {kind} -> {out} took {secs:.1f} s"
+        vocab = dirs[kind][1]["model"]["vocab"]
+        toks = sorted(vocab, key=vocab.get)
+        if out.endswith(".weights"):
+            assert _vocab_of(tmp_path / out)[0] == toks
+            continue
+        # the GGUF string arrays as the GGUF layout writes them (key, type ARRAY, element type
+        # STRING, count, then length-prefixed strings), built here from the tokenizer: found
+        # whole in the file
+        if kind == "bert":  # llama.cpp's WordPiece: "##x" -> "x", a word start gets U+2581
+            toks = toks[:5] + [t[2:] if t.startswith("##") else "\u2581" + t for t in toks[5:]]
+        data = (tmp_path / out).read_bytes()
+        assert gguf_str_array("tokenizer.ggml.tokens", toks) in data, kind
+        if kind.startswith("llama"):
+            assert gguf_str_array("tokenizer.ggml.merges", [" ".join(m) for m in merges]) in data
+
+
+def gguf_str_array(key: str, items: list[str]) -> bytes:
+    """A GGUF metadata entry: an array of strings under `key` (version 3 layout)."""
+    k = key.encode()
+    parts = [struct.pack("<Q", len(k)), k, struct.pack("<IIQ", 9, 8, len(items))]
+    for it in items:
+        b = it.encode()
+        parts += [struct.pack("<Q", len(b)), b]
+    return b"".join(parts)
+
+
+# ------------------------------------------------------------------------------------------
 # Memory: opening a set costs what opening its shards costs (tests/python/test_memory_bounds.py)
 # ------------------------------------------------------------------------------------------
 def test_set_open_within_memory_bound(tbx, tmp_path):
