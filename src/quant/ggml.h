@@ -18,10 +18,13 @@
  *   - q2_K .. q6_K: tensorbox's own encoder (least-squares search, super-block refit, local
  *     search on the quantized sub-scales; see ggml_quant.c). On every test distribution its
  *     reconstruction RMSE is below that of ggml's reference algorithm, which is provided too
- *     (tbx_ggml_quant_ref_for) as the baseline (written from ggml's quantize_row_*_ref; not
- *     compared byte for byte with a ggml build).
+ *     (tbx_ggml_quant_ref_for) as the baseline (written from ggml's quantize_row_*_ref; the
+ *     same bytes as ggml_quantize_chunk of llama.cpp's libggml, tests/python/
+ *     test_quant_overflow.py). A super-block holding a value the type cannot represent
+ *     (beyond tbx_quant_range, check.h) or Inf/NaN gets the reference's bytes: the values
+ *     ggml itself gives it.
  *   Every quantizer is deterministic: the same input gives the same bytes on every CPU path.
- *   Non-finite inputs give unspecified (but defined, crash-free) blocks.
+ *   Other non-finite inputs give unspecified (but defined, crash-free) blocks.
  */
 #ifndef TBX_GGML_H
 #define TBX_GGML_H
