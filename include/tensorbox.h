@@ -1024,8 +1024,8 @@ TBX_API void tbx_remove_temp_files(void);
 #define TBX_CONVERT_STRINGIFY_META 0x01u /* store metadata the target cannot type as strings */
 #define TBX_CONVERT_DROP_META      0x02u /* drop metadata the target cannot store */
 #define TBX_CONVERT_DROP_SECTIONS  0x04u /* drop sections the target cannot store */
-/* dequantize to f32 (cast_to when set) a quantized tensor whose quantization the target cannot
- * store (see tbx_convert) */
+/* dequantize every quantized tensor: written as f32 (cast_to when set), without its
+ * quantization (see tbx_convert) */
 #define TBX_CONVERT_DEQUANTIZE     0x08u
 /* MCF targets (quant_to an MCF family): quantize as mantle's `quantize` does, byte for byte
  * (truncated f16 scales, codes against the unrounded scale), instead of the default method
@@ -1039,8 +1039,61 @@ TBX_API void tbx_remove_temp_files(void);
 /* leave out the tensors the input lists but cannot read (TBX_TENSOR_UNREADABLE); without it
  * such a tensor fails the conversion, naming it, before anything is written */
 #define TBX_CONVERT_DROP_UNREADABLE 0x80u
+/* quant_to set: a quantized tensor it applies to (2-D) that is of another type is decoded and
+ * its values quantized again (llama-quantize's --allow-requantize: the errors add up). Without
+ * it such a tensor fails the conversion (TBX_E_LOSSY naming it and its type). */
+#define TBX_CONVERT_REQUANTIZE     0x100u
+/* A tensor whose converted values carry a warning (tbx_convert_report.warnings: values beyond
+ * the output type's range, Inf/NaN made of finite inputs) fails the conversion with
+ * TBX_E_LOSSY naming it, instead of being written with the warning. */
+#define TBX_CONVERT_STRICT         0x200u
 
 typedef void (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
+
+/* What tbx_convert did with one tensor (tbx_convert_report.action). */
+typedef enum tbx_convert_action {
+    TBX_CONVERT_KEPT = 0,        /* written as it was: the same dtype and values (a quantized
+                                  * tensor keeps its quantization and stored bytes) */
+    TBX_CONVERT_CAST = 1,        /* a float tensor converted to another float dtype (cast_to) */
+    TBX_CONVERT_QUANTIZED = 2,   /* a float tensor quantized to quant_to */
+    TBX_CONVERT_FALLBACK = 3,    /* a float tensor quantized to another block type, or cast to f16,
+                                  * because its rows cannot take quant_to (llama-quantize's
+                                  * fallback; the reason says why) */
+    TBX_CONVERT_DEQUANTIZED = 4, /* a quantized tensor decoded to f32, or to cast_to */
+    TBX_CONVERT_REQUANTIZED = 5  /* a quantized tensor decoded and quantized again to quant_to (or
+                                  * its fallback): TBX_CONVERT_REQUANTIZE */
+} tbx_convert_action;
+
+/* tbx_convert_report.warnings */
+#define TBX_CONVERT_WARN_NONFINITE 0x1u /* finite input values came out as Inf or NaN (a scale that
+                                         * overflowed, a cast beyond f16's range) */
+#define TBX_CONVERT_WARN_RANGE     0x2u /* finite input values beyond the largest magnitude the
+                                         * output type can represent (`range`): no finite scale
+                                         * of its type (an f16) reaches them; they get what the
+                                         * reference quantizer (ggml, mantle) gives them */
+
+/* One tensor of a conversion, as the conversion decided and did it: the same record whether the
+ * values were copied, cast, quantized or decoded, so a caller can tell what happened without
+ * opening the output. Pointers are valid during the call only. */
+typedef struct tbx_convert_report {
+    uint32_t struct_size;      /* sizeof(tbx_convert_report) of the library: fields past a
+                                * caller's own struct are newer ones */
+    uint64_t tensor;           /* its index in the input, which is its index in the output */
+    const char *name;          /* its name (NUL-terminated) */
+    tbx_dtype from, to;        /* its dtype in the input, in the output */
+    tbx_convert_action action;
+    const char *reason;        /* why this action, a phrase for people ("requested type", "1-D",
+                                * "rows of 384 values are not a multiple of q4_k's block of 256",
+                                * "already q8_0", ...); "" when nothing was asked of the tensor */
+    uint32_t warnings;         /* TBX_CONVERT_WARN_* */
+    uint64_t nvalues;          /* values decoded and re-encoded (0 when written as it was) */
+    uint64_t nonfinite;        /* finite inputs that came out Inf or NaN */
+    uint64_t beyond;           /* finite inputs of magnitude above `range` */
+    double range;              /* the largest magnitude `to` represents (INFINITY: no bound) */
+    double max_abs;            /* the largest finite |input| among the nvalues */
+} tbx_convert_report;
+
+typedef void (*tbx_convert_report_fn)(void *ud, const tbx_convert_report *r);
 
 typedef struct tbx_convert_options {
     uint32_t struct_size;            /* sizeof(tbx_convert_options) */
@@ -1063,6 +1116,11 @@ typedef struct tbx_convert_options {
      * stringify or drop applies to them). Not a MAP: TBX_E_INVALID_ARG. Refused
      * (TBX_E_UNSUPPORTED) for the Hugging Face -> GGUF conversion (use tbx_gguf_set_meta). */
     const tbx_value *meta;
+    /* Called (may be NULL; with progress_ud) once per output tensor, in order, after its bytes
+     * went to the writer: what was done to it and why (tbx_convert_report). The record comes
+     * from the step that decided and converted the tensor, never from reading the output back.
+     * Under TBX_CONVERT_STRICT a tensor with warnings is reported, then fails the conversion. */
+    tbx_convert_report_fn on_tensor;
 } tbx_convert_options;
 
 TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
