@@ -964,6 +964,15 @@ typedef struct tbx_tensor_desc {
  * TBX_WRITE_OVERWRITE) or is a file open for reading through this library. */
 TBX_API tbx_status tbx_writer_open(tbx_writer **out, const char *path,
                                    const tbx_write_options *opt, tbx_error *err);
+/* Checks, before any work, that tbx_writer_open(path, opt) would succeed now: the format and
+ * options, the destination rules (an existing file needs TBX_WRITE_OVERWRITE; never an input,
+ * a directory, FIFO or device) and that a temporary file can be created in the destination's
+ * directory (one is created and removed at once: nothing is left behind). The status and
+ * message are tbx_writer_open's. tbx_convert, tbx_gguf_split, tbx_gguf_merge and
+ * tbx_gguf_from_hf call it first, so a directory that does not exist fails in milliseconds,
+ * not after the work; a caller that opens a big input first should call it before. */
+TBX_API tbx_status tbx_writer_check(const char *path, const tbx_write_options *opt,
+                                    tbx_error *err);
 /* Adds a metadata entry (the value is copied). TBX_E_DUPLICATE for a repeated key;
  * TBX_E_UNSUPPORTED / TBX_E_LOSSY when the format cannot store the value's type. */
 TBX_API tbx_status tbx_writer_add_meta(tbx_writer *w, const char *key, size_t key_len,

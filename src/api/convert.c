@@ -899,6 +899,10 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                        mcfq < 0 ? "a clip range applies to MCF quantization only"
                                 : "clip range [%g, %g]: min must not exceed max",
                        (double)o.quant_clip_min, (double)o.quant_clip_max);
+    /* the output can be written (its directory exists, ...) before any work is done */
+    tbx_status st = tbx_writer_check(out_path, &o.write, err);
+    if (st != TBX_OK) return st;
+
     /* tensors the input lists but cannot read: refused before anything is written, naming the
      * first, unless leaving them out is allowed */
     size_t nbad = 0;
@@ -906,8 +910,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     if (nbad && !(o.flags & TBX_CONVERT_DROP_UNREADABLE)) {
         const tbx_tensor *t = in->tensors;
         while (!t->unreadable) t++;
-        tbx_status st = in->drv->check_component ? in->drv->check_component(in, t, 0, err)
-                                                 : TBX_OK;
+        st = in->drv->check_component ? in->drv->check_component(in, t, 0, err) : TBX_OK;
         if (st == TBX_OK)
             st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor",
                          "tensor \"%s\": its values cannot be read", t->name);
@@ -951,7 +954,6 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     tplan *plan = in->ntensors ? tbx_calloc(&in->al, in->ntensors, sizeof *plan) : NULL;
     if (in->ntensors && !plan) return tbx_err_nomem(err, "conversion plan");
     const size_t plan_len = in->ntensors * sizeof *plan;
-    tbx_status st = TBX_OK;
     bool changed = false;
     for (size_t i = 0; st == TBX_OK && i < in->ntensors; i++) {
         if (in->tensors[i].unreadable) continue; /* left out: kept in the plan, never written */

@@ -511,6 +511,18 @@ static int convert_run(const cli_args *a) {
     if (mrc != CLI_OK) return mrc;
     opt.meta = meta;
 
+    /* OUT can be written (its directory exists, --force for an existing file) before IN is
+     * opened: a model directory's index, tokenizer and shards take time and memory */
+    tbx_error cerr;
+    memset(&cerr, 0, sizeof cerr);
+    tbx_status cst = same_file(in, out) ? TBX_OK : tbx_writer_check(out, &opt.write, &cerr);
+    if (cst != TBX_OK) {
+        tbx_value_free(meta);
+        cli_report(NULL, cst, &cerr);
+        if (cst == TBX_E_EXISTS && !cli_flag(a, "force") && cli_force_would_help(out))
+            fprintf(stderr, "tbx: use --force to replace %s\n", out);
+        return CLI_FAIL;
+    }
     tbx_file *f = cli_open(a, in);
     if (!f) { tbx_value_free(meta); return CLI_FAIL; }
     cu.rep.f = f;

@@ -1743,6 +1743,9 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
         memcpy(&o, opt, n);
     }
     o.write.format = TBX_FORMAT_GGUF;
+    /* the output can be written before the model's JSON files are parsed */
+    tbx_status cst = tbx_writer_check(out_path, &o.write, err);
+    if (cst != TBX_OK) return cst;
     if (o.cast_to != TBX_DT_INVALID && o.cast_to != TBX_DT_F32 && o.cast_to != TBX_DT_F16 &&
         o.cast_to != TBX_DT_BF16)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast", "casting to %s is not "

@@ -9,6 +9,7 @@
  *    keeps its types and general.file_type describes the output;
  *  - values beyond the target type's range are reported (TBX_CONVERT_WARN_*) and refused under
  *    TBX_CONVERT_STRICT;
+ *  - an output that cannot be created fails before any work (tbx_writer_check).
  *
  * The input is a GGUF file written here with the writer; expected values are computed from the
  * bytes written (decoded with tbx_decode_f32, quantized with the scalar kernels, which
@@ -382,6 +383,36 @@ TBX_TEST(values_beyond_the_type_are_reported_and_refused_when_strict) {
     CHECK_OK(convert(in, out, TBX_DT_INVALID, TBX_DT_F16, 0, &c, &e));
     CHECK_EQ(c.r[3].warnings, TBX_CONVERT_WARN_NONFINITE);
     CHECK_EQ(c.r[3].nonfinite, 1);
+}
+
+TBX_TEST(an_output_that_cannot_be_created_fails_before_any_work) {
+    char in[700], out[700];
+    make_input(in, sizeof in, 0.25f);
+    tmp(out, sizeof out, "no/such/dir/out.gguf");
+    rec c;
+    tbx_error e;
+    CHECK_EQ(convert(in, out, TBX_DT_Q8_0, TBX_DT_INVALID, TBX_CONVERT_REQUANTIZE, &c, &e),
+             TBX_E_IO);
+    CHECK_EQ(c.n, 0);
+    CHECK(strstr(e.message, "no/such/dir") != NULL);
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    CHECK_EQ(tbx_writer_check(out, &wo, &e), TBX_E_IO);
+    /* an existing file without overwrite; with it, checked and left untouched */
+    struct stat before, after;
+    CHECK_EQ(stat(in, &before), 0);
+    char other[700];
+    tmp(other, sizeof other, "in2.gguf");
+    FILE *fp = fopen(other, "wb");
+    CHECK(fp != NULL);
+    if (fp) { fputs("x", fp); fclose(fp); }
+    CHECK_EQ(tbx_writer_check(other, &wo, &e), TBX_E_EXISTS);
+    wo.flags = TBX_WRITE_OVERWRITE;
+    CHECK_OK(tbx_writer_check(other, &wo, &e));
+    CHECK_EQ(stat(other, &after), 0);
+    CHECK_EQ(after.st_size, 1);
+    CHECK_EQ(count_files("tbx-tmp"), 0);
+    (void)before;
 }
 
 TBX_TEST_MAIN()
