@@ -934,10 +934,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "meta",
                            "extra metadata is not applied to a Hugging Face -> GGUF conversion "
                            "(set it afterwards with tbx gguf set)");
-        if (o.flags & (TBX_CONVERT_DEQUANTIZE | TBX_CONVERT_REQUANTIZE))
-            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "flags",
-                           "a Hugging Face model has no quantized tensors to %s",
-                           (o.flags & TBX_CONVERT_DEQUANTIZE) ? "dequantize" : "requantize");
+        /* its tensors are floats: TBX_CONVERT_DEQUANTIZE / _REQUANTIZE have nothing to do */
         tbx_gguf_hf_options ho;
         tbx_gguf_hf_options_init(&ho);
         ho.write = o.write;
