@@ -1087,8 +1087,10 @@ typedef enum tbx_convert_action {
 typedef struct tbx_convert_report {
     uint32_t struct_size;      /* sizeof(tbx_convert_report) of the library: fields past a
                                 * caller's own struct are newer ones */
-    uint64_t tensor;           /* its index in the input, which is its index in the output */
-    const char *name;          /* its name (NUL-terminated) */
+    uint64_t tensor;           /* its index in the input (in the output too, unless tensors
+                                * were left out: TBX_CONVERT_DROP_UNREADABLE; Hugging Face ->
+                                * GGUF: the output's, see tensorbox/gguf.h) */
+    const char *name;          /* its name (NUL-terminated; the output's) */
     tbx_dtype from, to;        /* its dtype in the input, in the output */
     tbx_convert_action action;
     const char *reason;        /* why this action, a phrase for people ("requested type", "1-D",
@@ -1137,6 +1139,14 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
 /* Writes every metadata entry, section and tensor of `in` to a new file at `out_path`, streaming
  * tensor bytes in bounded chunks. Lossless unless an option allows a lossy step: a dtype or
  * metadata type the target cannot store fails with TBX_E_LOSSY / TBX_E_UNSUPPORTED naming it.
+ * The output is checked first (tbx_writer_check): one that cannot be created fails before any
+ * work. What becomes of each tensor is decided before anything is written, and reported once
+ * its bytes are written (on_tensor: tbx_convert_report).
+ *
+ * cast_to (explicit, lossy): f32, f16, bf16 or f64. Every float tensor is converted to it (an
+ * integer tensor is kept), a quantized one decoded to f32 and then converted. A GGUF output
+ * keeps 1-D tensors as they are (llama.cpp computes norms and biases in f32; llama.cpp's own
+ * MOSTLY_F16 does the same).
  *
  * quant_to (explicit, lossy): a ggml block type with a quantizer (q8_0, q4_0, q4_1, q5_0, q5_1,
  * q2_k .. q6_k, tq1_0, tq2_0, mxfp4; else TBX_E_UNSUPPORTED). A tensor is quantized when it is
@@ -1145,7 +1155,10 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * of the type's block size the tensor gets llama-quantize's fallback type instead (q4_K -> q5_0,
  * q5_K -> q5_1, q6_K -> q8_0, q2_K/q3_K -> q4_0, and f16 when that does not fit either; see
  * tbx_gguf_quant_fallback in tensorbox/gguf.h). Every other tensor is written as cast_to says
- * (or unchanged). The target format must store the block types (GGUF does).
+ * (or unchanged). The target format must store the block types (GGUF does). A 2-D tensor
+ * already quantized to another type fails the conversion (TBX_E_LOSSY naming it and its type,
+ * before the output is created) unless TBX_CONVERT_REQUANTIZE (decoded and quantized again) or
+ * TBX_CONVERT_DEQUANTIZE; one of the requested type is kept as it is.
  *
  * quant_to may also be one of MCF's families (TBX_DT_MCF_Q8 .. _K2, _INT8, _INT4; the target
  * must be MCF): every dense 2-D f32/f16/bf16/f64 tensor with non-zero dimensions is quantized
@@ -1157,14 +1170,27 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * TBX_CONVERT_QUANT_MANTLE asks for mantle's. Deterministic, the same bytes for any thread
  * count; on_quant reports each tensor's error. NaN inputs count as 0 in the default method.
  *
+ * Values a quantized type cannot represent (beyond 65504 times its largest code and sub-scale:
+ * no finite f16 scale reaches them) get what the reference quantizer gives them: ggml's
+ * (an Inf, NaN or zero scale, whatever ggml_quantize_chunk writes) and mantle's (an Inf scale).
+ * The tensor's report then carries TBX_CONVERT_WARN_RANGE (and TBX_CONVERT_WARN_NONFINITE for
+ * finite values that came out Inf or NaN, also from a cast beyond f16's range); with
+ * TBX_CONVERT_STRICT such a tensor fails the conversion (TBX_E_LOSSY naming it).
+ *
  * Quantized tensors (tbx_tensor_quant_get succeeds) are declared with their description
  * (tbx_writer_add_quant_tensor) and keep their stored bytes when the target stores the
  * description exactly (a ggml block type in GGUF; OINF v2 parameters in OINF version 2; a
  * zTensor quantized_group in zTensor; an MCF family in MCF).
  * Otherwise the conversion fails with the writer's TBX_E_UNSUPPORTED / TBX_E_LOSSY naming the
- * tensor, unless flags has TBX_CONVERT_DEQUANTIZE: the tensor is then written as f32 (cast_to
- * when set) from tbx_tensor_read_f32, without a description. A quantization is never dropped
- * silently, and cast_to alone does not apply to quantized tensors.
+ * tensor. With TBX_CONVERT_DEQUANTIZE every quantized tensor is written as f32 (cast_to when
+ * set) from tbx_tensor_read_f32, without a description, whatever the target could store. A
+ * quantization is never dropped silently.
+ *
+ * When the conversion changes tensors (a cast, a quantization, ...), an input's
+ * "general.file_type" (llama.cpp's LLAMA_FTYPE) is written as the u32 that describes the output:
+ * the requested type's with quant_to, else the dtype most tensors of 2+ dimensions have (f32 0,
+ * f16 1, q4_0 2, q4_1 3, q8_0 7, ..., bf16 32; 1024 "guessed" for one llama.cpp has none for).
+ * Every other metadata entry keeps its type and value.
  *
  * A tensor the input lists but cannot read (TBX_TENSOR_UNREADABLE) fails the conversion before
  * anything is written, with the reader's error naming it (and a count of the others), unless
@@ -1173,8 +1199,9 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * A GGUF target from an input that carries a "config.json" section (a Hugging Face model
  * directory) is written for llama.cpp by tbx_gguf_from_hf (tensorbox/gguf.h: architecture,
  * hyper-parameters, tokenizer, llama.cpp tensor names; cast_to and quant_to apply to 2-D
- * weights, 1-D tensors become f32), unless flags has TBX_CONVERT_RAW (an input with unreadable
- * tensors: TBX_E_UNSUPPORTED, they are not left out there). */
+ * weights, 1-D tensors become f32; on_tensor and TBX_CONVERT_STRICT as here), unless flags has
+ * TBX_CONVERT_RAW (an input with unreadable tensors: TBX_E_UNSUPPORTED, they are not left out
+ * there). */
 TBX_API tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
                                tbx_error *err);
 

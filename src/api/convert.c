@@ -457,8 +457,9 @@ static tbx_status decide(const tbx_file *in, size_t i, const tbx_convert_options
             const tbx_dtype want = quant_target(t, o, mcfq);
             p->to = (uint16_t)want;
             p->why = want == o->quant_to ? WHY_REQUESTED : WHY_FALLBACK;
+            /* (an f16 tensor whose fallback is f16 is kept) */
             p->action = want == o->quant_to ? TBX_CONVERT_QUANTIZED
-                        : want == t->dtype  ? TBX_CONVERT_KEPT /* an f16 tensor falling back to f16 */
+                        : want == t->dtype  ? TBX_CONVERT_KEPT
                                             : TBX_CONVERT_FALLBACK;
             return TBX_OK;
         }
@@ -509,7 +510,9 @@ static void why_text(const tbx_tensor *t, const tplan *p, const tbx_convert_opti
                  "in f32)", t->ndim);
         break;
     case WHY_DEQUANTIZE: snprintf(buf, cap, "dequantizing requested"); break;
-    case WHY_DECODE_CAST: snprintf(buf, cap, "cast requested: decoded to %s", dt_name((tbx_dtype)p->to)); break;
+    case WHY_DECODE_CAST:
+        snprintf(buf, cap, "cast requested: decoded to %s", dt_name((tbx_dtype)p->to));
+        break;
     default: break;
     }
 }
@@ -823,8 +826,8 @@ static tbx_status report_tensor(const tbx_file *in, size_t i, const tplan *p,
         char wt[256];
         warn_text(&r, wt, sizeof wt);
         return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, t->name,
-                       "tensor \"%s\" (%s -> %s): %s; refused under --strict (TBX_CONVERT_STRICT)", t->name,
-                       dt_name(r.from), dt_name(r.to), wt);
+                       "tensor \"%s\" (%s -> %s): %s; refused under --strict "
+                       "(TBX_CONVERT_STRICT)", t->name, dt_name(r.from), dt_name(r.to), wt);
     }
     return TBX_OK;
 }
@@ -990,7 +993,8 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         const tplan *p = &plan[i];
         if (p->action == TBX_CONVERT_KEPT && t->quant) {
             st = declare_kept_quantized(in, i, w, err);
-        } else if (p->action == TBX_CONVERT_KEPT && (t->ncomp > 1 || t->layout != TBX_LAYOUT_DENSE)) {
+        } else if (p->action == TBX_CONVERT_KEPT &&
+                   (t->ncomp > 1 || t->layout != TBX_LAYOUT_DENSE)) {
             st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
                          "tensor \"%s\": %s layout cannot be converted yet", t->name,
                          tbx_layout_name(t->layout));
@@ -1067,7 +1071,8 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                 if (st == TBX_OK && !tbx_encode_float(to, fbuf, n, buf))
                     st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast", "cannot cast");
                 if (st == TBX_OK) tbx_value_check_out(&chk, to, fbuf, buf, n);
-                if (st == TBX_OK) st = tbx_writer_write_tensor(w, wi, buf, (size_t)(n * toi->bits / 8), err);
+                if (st == TBX_OK)
+                    st = tbx_writer_write_tensor(w, wi, buf, (size_t)(n * toi->bits / 8), err);
             }
             nvalues = t->nelems;
         } else if (t->ncomp > 1) {

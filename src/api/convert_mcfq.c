@@ -121,8 +121,9 @@ tbx_status tbx_mcfq_convert_tensor(tbx_file *in, size_t i, tbx_mcfq_request *rq,
     rq->nvalues = c.rows * c.cols; /* checked when the tensor was added */
     rq->sse = 0;
     memset(&rq->chk, 0, sizeof rq->chk);
-    c.range = rq->kind < TBX_MCFQ_KIND_COUNT ? tbx_quant_range((tbx_dtype)(TBX_DT_MCF_Q8 + rq->kind))
-                                             : INFINITY;
+    c.range = rq->kind < TBX_MCFQ_KIND_COUNT
+                  ? tbx_quant_range((tbx_dtype)(TBX_DT_MCF_Q8 + rq->kind))
+                  : INFINITY;
     tbx_status st;
     uint64_t total;
     if (rq->kind < TBX_MCFQ_KIND_COUNT) {

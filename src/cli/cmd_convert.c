@@ -4,8 +4,9 @@
  * A thin front end to tbx_convert. The output format comes from --to or from OUT's extension.
  * Conversion is lossless unless an option allows a lossy step, one option per kind of loss:
  * --stringify-meta, --drop-meta, --drop-sections, --cast DTYPE, --quant TYPE, --dequantize,
- * --drop-unreadable.
- * --force allows
+ * --requantize, --drop-unreadable. What became of each tensor is printed from the library's
+ * report of it (tbx_convert_options.on_tensor), never by reading OUT back. OUT is checked
+ * (tbx_writer_check) before IN is opened. --force allows
  * replacing an existing OUT when it is a regular file (the library still never replaces the
  * input, nor a FIFO, device, socket or directory); a symbolic link OUT is followed. While converting, a single
  * updating progress line (percent, MB/s) goes to stderr when stderr is a terminal.
@@ -29,7 +30,8 @@ static const cli_option convert_options[] = {
     {"stringify-meta", 0, NULL, "lossy: store metadata the target cannot type as strings"},
     {"drop-meta", 0, NULL, "lossy: drop metadata the target cannot store"},
     {"drop-sections", 0, NULL, "lossy: drop sections the target cannot store"},
-    {"cast", 0, "DTYPE", "lossy: convert every tensor to DTYPE (e.g. f16, bf16, f32)"},
+    {"cast", 0, "DTYPE", "lossy: convert every float tensor to DTYPE (f32, f16, bf16, f64), "
+                         "quantized ones decoded first"},
     {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to a ggml type (q8_0, q4_k, ...) or, "
                          "for MCF, to q8 q4 k6 k4 k3 k2 int8 int4 (int8/int4: mantle's runtime "
                          "cannot load them)"},
@@ -581,18 +583,24 @@ static int convert_run(const cli_args *a) {
 const cli_command cli_cmd_convert = {
     "convert",
     "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]"
-    " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize] [--raw]"
-    " [--drop-unreadable]"
-    " [--no-dedup] [--no-sync] [--meta KEY[:TYPE]=VALUE]...",
+    " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize] [--requantize]"
+    " [--strict] [--drop-unreadable] [--raw] [--no-dedup] [--no-sync]"
+    " [--meta KEY[:TYPE]=VALUE]...",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
     "the conversion with an error naming it, and each lossy step needs its own option.\n"
-    "OUT is written to a temporary file and renamed into place; the input is never replaced.\n"
+    "OUT is checked before IN is opened (its directory exists, --force for an existing file),\n"
+    "then written to a temporary file and renamed into place; the input is never replaced.\n"
     "A symbolic link OUT is followed: the file it points to is written and the link kept (a\n"
     "dangling one needs --force). --force replaces only a regular file.\n"
     "--quant TYPE quantizes every dense 2-D f32/f16/bf16/f64 tensor; for ggml types, rows the\n"
     "type cannot take get llama-quantize's fallback (q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0,\n"
-    "q2_k/q3_k -> q4_0, else f16); a summary of the types written goes to stderr.\n"
+    "q2_k/q3_k -> q4_0, else f16). A tensor already quantized to another type stops the\n"
+    "conversion unless --requantize (decoded and quantized again) or --dequantize.\n"
+    "After --quant, --cast, --dequantize or --requantize, stderr gets what was done to the\n"
+    "tensors, by type and reason (-v: tensor by tensor), as the conversion did it. A tensor\n"
+    "holding values its type cannot represent (beyond the range of its f16 scales: they get\n"
+    "ggml's or mantle's result) or turned Inf/NaN gets a warning; --strict makes it an error.\n"
     "For an MCF output TYPE is one of MCF's families q8 q4 k6 k4 k3 k2 int8 int4 (any row\n"
     "length); --quant-method best (default: nearest f16 scales, searched sub-scales, a lower\n"
     "error) or mantle (mantle's quantize, byte for byte); --quant-clip MIN,MAX clamps every\n"
@@ -601,7 +609,9 @@ const cli_command cli_cmd_convert = {
     "only: mantle's runtime refuses them (\"unsupported dtype 16/17\"); q8 .. k2 load in mantle.\n"
     "A quantized tensor (ggml block type, OINF v2 parameters, zTensor quantized_group, MCF\n"
     "family) keeps its quantization when the target stores it exactly; otherwise the conversion\n"
-    "stops, unless --dequantize writes it dequantized, as f32 (or the --cast dtype).\n"
+    "stops. --dequantize writes every quantized tensor dequantized, as f32 (or the --cast\n"
+    "dtype); --cast alone decodes them too. A GGUF OUT keeps 1-D tensors under --cast (llama.cpp\n"
+    "computes norms in f32), and its general.file_type describes the tensors written.\n"
     "A tensor the input lists but cannot read (an MCF int8/int4 table of codes without its\n"
     "scale, as mantle pack --quant-embed writes them) stops the conversion naming it, unless\n"
     "--drop-unreadable leaves such tensors out (they are named on stderr).\n"

@@ -1708,8 +1708,9 @@ static tbx_status hf_report(hf *h, size_t k, const tbx_gguf_hf_options *opt) {
     if (r.warnings && (opt->flags & TBX_CONVERT_STRICT))
         return hf_fail(h, TBX_E_LOSSY, o->name, "tensor \"%s\" (%s): %llu finite values beyond "
                        "its range (+-%g), %llu came out as Inf or NaN; refused under --strict "
-                       "(TBX_CONVERT_STRICT)", o->name, tbx_dtype_get(o->dtype) ? tbx_dtype_get(o->dtype)->name
-                       : "?", (unsigned long long)r.beyond, r.range,
+                       "(TBX_CONVERT_STRICT)", o->name,
+                       tbx_dtype_get(o->dtype) ? tbx_dtype_get(o->dtype)->name : "?",
+                       (unsigned long long)r.beyond, r.range,
                        (unsigned long long)r.nonfinite);
     return TBX_OK;
 }

@@ -560,7 +560,8 @@ static void ref_q2_K(const float *x, void *dst, uint64_t nb) {
         }
         if (max_min > 0) {
             const float iscale = 15.0f / max_min;
-            for (int j = 0; j < 16; j++) sc[j] |= (uint8_t)((unsigned)ref_nearest(iscale * mins[j]) << 4);
+            for (int j = 0; j < 16; j++)
+                sc[j] |= (uint8_t)((unsigned)ref_nearest(iscale * mins[j]) << 4);
             tbx_st16(blk + 82, f2h(max_min / 15.0f));
         } else {
             tbx_st16(blk + 82, f2h(0.0f));
