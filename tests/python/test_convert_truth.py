@@ -237,9 +237,28 @@ def big_tokenizer_dir(tmp_path_factory) -> Path:
     return d
 
 
-def test_convert_into_a_missing_directory_fails_at_once(tbx, big_tokenizer_dir, tmp_path):
+def test_convert_checks_the_output_before_reading_the_model(tbx, tmp_path):
     """A Hugging Face directory to GGUF parsed config.json and the tokenizer before it opened
-    the output."""
+    the output: with a broken config.json, the error was about the JSON. Now the output is
+    checked first, by the tool and by the library."""
+    d = tmp_path / "broken"
+    d.mkdir()
+    stn = need("safetensors.numpy")
+    stn.save_file({"model.embed_tokens.weight": np.zeros((4, 8), np.float32)},
+                  str(d / "model.safetensors"))
+    (d / "config.json").write_text('{"model_type": "llama", broken')
+    r = run(tbx, "convert", d, tmp_path / "ok.gguf")
+    assert r.rc == 1 and b"config.json" in r.err, r.describe()  # the input is broken...
+    out = tmp_path / "no" / "such" / "out.gguf"
+    r = run(tbx, "convert", d, out)
+    assert_clean_exit(r)
+    # ... but a destination that cannot be created is said first
+    assert r.rc == 1 and b"No such file or directory" in r.err, r.describe()
+    assert str(out.parent).encode() in r.err and b"config.json" not in r.err, r.describe()
+
+
+def test_convert_into_a_missing_directory_fails_at_once(tbx, big_tokenizer_dir, tmp_path):
+    """The same with a valid model whose tokenizer.json is 20 MB: milliseconds and a few MB."""
     out = tmp_path / "no" / "such" / "out.gguf"
     rc, secs, rss_kib, err = timed([tbx, "convert", big_tokenizer_dir, out])
     assert rc == 1, err

@@ -20,6 +20,8 @@
 #include "internal.h"
 #include "ggml.h"
 #include "tensorbox.h"
+#define TBX_EXPERIMENTAL 1 /* tbx_gguf_from_hf */
+#include "tensorbox/gguf.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -34,6 +36,12 @@ static void rm_tmp_dir(void) {
     DIR *d = opendir(g_dir);
     struct dirent *e;
     char p[800];
+    static const char *const hf_files[] = {"hf/config.json", "hf/model.safetensors", "hf"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(p, sizeof p, "%s/%s", g_dir, hf_files[k]);
+        if (k < 2) unlink(p);
+        else rmdir(p);
+    }
     while (d && (e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
             continue;
@@ -413,6 +421,53 @@ TBX_TEST(an_output_that_cannot_be_created_fails_before_any_work) {
     CHECK_EQ(after.st_size, 1);
     CHECK_EQ(count_files("tbx-tmp"), 0);
     (void)before;
+}
+
+/* A Hugging Face directory whose config.json is broken: tbx_convert (and tbx_gguf_from_hf) to a
+ * GGUF in a missing directory say so before they parse the model (they used to fail on the
+ * JSON, after reading the tokenizer). */
+TBX_TEST(a_hugging_face_conversion_checks_its_output_first) {
+    char dir[700], p[760];
+    tmp(dir, sizeof dir, "hf");
+    mkdir(dir, 0755);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    FILE *fp = fopen(p, "wb");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    fputs("{\"model_type\": \"llama\", broken", fp);
+    fclose(fp);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    tbx_writer *w = NULL;
+    tbx_error e;
+    const uint64_t shape[2] = {4, 8};
+    float z[32] = {0};
+    tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+    d.name = "model.embed_tokens.weight";
+    d.dtype = TBX_DT_F32;
+    d.ndim = 2;
+    d.shape = shape;
+    d.has_data = 1;
+    CHECK_OK(tbx_writer_open(&w, p, &wo, &e));
+    CHECK_OK(tbx_writer_add_tensor(w, &d, NULL, &e));
+    CHECK_OK(tbx_writer_write_tensor(w, 0, z, sizeof z, &e));
+    CHECK_OK(tbx_writer_finish(w, &e));
+    tbx_file *f = NULL;
+    CHECK_OK(tbx_open_path(&f, dir, NULL, &e));
+    if (!f) return;
+    char out[760];
+    tmp(out, sizeof out, "ok.gguf");
+    tbx_convert_options o;
+    tbx_convert_options_init(&o);
+    CHECK_EQ(tbx_convert(f, out, &o, &e), TBX_E_FORMAT); /* the broken config.json */
+    tmp(out, sizeof out, "missing/out.gguf");
+    CHECK_EQ(tbx_convert(f, out, &o, &e), TBX_E_IO);
+    CHECK(strstr(e.message, "missing") != NULL);
+    tbx_gguf_hf_options ho;
+    tbx_gguf_hf_options_init(&ho);
+    CHECK_EQ(tbx_gguf_from_hf(f, out, &ho, &e), TBX_E_IO);
+    tbx_close(f);
 }
 
 TBX_TEST_MAIN()
