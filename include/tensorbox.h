@@ -964,6 +964,15 @@ typedef struct tbx_tensor_desc {
  * TBX_WRITE_OVERWRITE) or is a file open for reading through this library. */
 TBX_API tbx_status tbx_writer_open(tbx_writer **out, const char *path,
                                    const tbx_write_options *opt, tbx_error *err);
+/* Checks, before any work, that tbx_writer_open(path, opt) would succeed now: the format and
+ * options, the destination rules (an existing file needs TBX_WRITE_OVERWRITE; never an input,
+ * a directory, FIFO or device) and that a temporary file can be created in the destination's
+ * directory (one is created and removed at once: nothing is left behind). The status and
+ * message are tbx_writer_open's. tbx_convert, tbx_gguf_split, tbx_gguf_merge and
+ * tbx_gguf_from_hf call it first, so a directory that does not exist fails in milliseconds,
+ * not after the work; a caller that opens a big input first should call it before. */
+TBX_API tbx_status tbx_writer_check(const char *path, const tbx_write_options *opt,
+                                    tbx_error *err);
 /* Adds a metadata entry (the value is copied). TBX_E_DUPLICATE for a repeated key;
  * TBX_E_UNSUPPORTED / TBX_E_LOSSY when the format cannot store the value's type. */
 TBX_API tbx_status tbx_writer_add_meta(tbx_writer *w, const char *key, size_t key_len,
@@ -1024,8 +1033,8 @@ TBX_API void tbx_remove_temp_files(void);
 #define TBX_CONVERT_STRINGIFY_META 0x01u /* store metadata the target cannot type as strings */
 #define TBX_CONVERT_DROP_META      0x02u /* drop metadata the target cannot store */
 #define TBX_CONVERT_DROP_SECTIONS  0x04u /* drop sections the target cannot store */
-/* dequantize to f32 (cast_to when set) a quantized tensor whose quantization the target cannot
- * store (see tbx_convert) */
+/* dequantize every quantized tensor: written as f32 (cast_to when set), without its
+ * quantization (see tbx_convert) */
 #define TBX_CONVERT_DEQUANTIZE     0x08u
 /* MCF targets (quant_to an MCF family): quantize as mantle's `quantize` does, byte for byte
  * (truncated f16 scales, codes against the unrounded scale), instead of the default method
@@ -1039,8 +1048,63 @@ TBX_API void tbx_remove_temp_files(void);
 /* leave out the tensors the input lists but cannot read (TBX_TENSOR_UNREADABLE); without it
  * such a tensor fails the conversion, naming it, before anything is written */
 #define TBX_CONVERT_DROP_UNREADABLE 0x80u
+/* quant_to set: a quantized tensor it applies to (2-D) that is of another type is decoded and
+ * its values quantized again (llama-quantize's --allow-requantize: the errors add up). Without
+ * it such a tensor fails the conversion (TBX_E_LOSSY naming it and its type). */
+#define TBX_CONVERT_REQUANTIZE     0x100u
+/* A tensor whose converted values carry a warning (tbx_convert_report.warnings: values beyond
+ * the output type's range, Inf/NaN made of finite inputs) fails the conversion with
+ * TBX_E_LOSSY naming it, instead of being written with the warning. */
+#define TBX_CONVERT_STRICT         0x200u
 
 typedef void (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
+
+/* What tbx_convert did with one tensor (tbx_convert_report.action). */
+typedef enum tbx_convert_action {
+    TBX_CONVERT_KEPT = 0,        /* written as it was: the same dtype and values (a quantized
+                                  * tensor keeps its quantization and stored bytes) */
+    TBX_CONVERT_CAST = 1,        /* a float tensor converted to another float dtype (cast_to) */
+    TBX_CONVERT_QUANTIZED = 2,   /* a float tensor quantized to quant_to */
+    TBX_CONVERT_FALLBACK = 3,    /* a float tensor quantized to another block type, or cast to f16,
+                                  * because its rows cannot take quant_to (llama-quantize's
+                                  * fallback; the reason says why) */
+    TBX_CONVERT_DEQUANTIZED = 4, /* a quantized tensor decoded to f32, or to cast_to */
+    TBX_CONVERT_REQUANTIZED = 5  /* a quantized tensor decoded and quantized again to quant_to (or
+                                  * its fallback): TBX_CONVERT_REQUANTIZE */
+} tbx_convert_action;
+
+/* tbx_convert_report.warnings */
+#define TBX_CONVERT_WARN_NONFINITE 0x1u /* finite input values came out as Inf or NaN (a scale that
+                                         * overflowed, a cast beyond f16's range) */
+#define TBX_CONVERT_WARN_RANGE     0x2u /* finite input values beyond the largest magnitude the
+                                         * output type can represent (`range`): no finite scale
+                                         * of its type (an f16) reaches them; they get what the
+                                         * reference quantizer (ggml, mantle) gives them */
+
+/* One tensor of a conversion, as the conversion decided and did it: the same record whether the
+ * values were copied, cast, quantized or decoded, so a caller can tell what happened without
+ * opening the output. Pointers are valid during the call only. */
+typedef struct tbx_convert_report {
+    uint32_t struct_size;      /* sizeof(tbx_convert_report) of the library: fields past a
+                                * caller's own struct are newer ones */
+    uint64_t tensor;           /* its index in the input (in the output too, unless tensors
+                                * were left out: TBX_CONVERT_DROP_UNREADABLE; Hugging Face ->
+                                * GGUF: the output's, see tensorbox/gguf.h) */
+    const char *name;          /* its name (NUL-terminated; the output's) */
+    tbx_dtype from, to;        /* its dtype in the input, in the output */
+    tbx_convert_action action;
+    const char *reason;        /* why this action, a phrase for people ("requested type", "1-D",
+                                * "rows of 384 values are not a multiple of q4_k's block of 256",
+                                * "already q8_0", ...); "" when nothing was asked of the tensor */
+    uint32_t warnings;         /* TBX_CONVERT_WARN_* */
+    uint64_t nvalues;          /* values decoded and re-encoded (0 when written as it was) */
+    uint64_t nonfinite;        /* finite inputs that came out Inf or NaN */
+    uint64_t beyond;           /* finite inputs of magnitude above `range` */
+    double range;              /* the largest magnitude `to` represents (INFINITY: no bound) */
+    double max_abs;            /* the largest finite |input| among the nvalues */
+} tbx_convert_report;
+
+typedef void (*tbx_convert_report_fn)(void *ud, const tbx_convert_report *r);
 
 typedef struct tbx_convert_options {
     uint32_t struct_size;            /* sizeof(tbx_convert_options) */
@@ -1063,6 +1127,11 @@ typedef struct tbx_convert_options {
      * stringify or drop applies to them). Not a MAP: TBX_E_INVALID_ARG. Refused
      * (TBX_E_UNSUPPORTED) for the Hugging Face -> GGUF conversion (use tbx_gguf_set_meta). */
     const tbx_value *meta;
+    /* Called (may be NULL; with progress_ud) once per output tensor, in order, after its bytes
+     * went to the writer: what was done to it and why (tbx_convert_report). The record comes
+     * from the step that decided and converted the tensor, never from reading the output back.
+     * Under TBX_CONVERT_STRICT a tensor with warnings is reported, then fails the conversion. */
+    tbx_convert_report_fn on_tensor;
 } tbx_convert_options;
 
 TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
@@ -1070,6 +1139,14 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
 /* Writes every metadata entry, section and tensor of `in` to a new file at `out_path`, streaming
  * tensor bytes in bounded chunks. Lossless unless an option allows a lossy step: a dtype or
  * metadata type the target cannot store fails with TBX_E_LOSSY / TBX_E_UNSUPPORTED naming it.
+ * The output is checked first (tbx_writer_check): one that cannot be created fails before any
+ * work. What becomes of each tensor is decided before anything is written, and reported once
+ * its bytes are written (on_tensor: tbx_convert_report).
+ *
+ * cast_to (explicit, lossy): f32, f16, bf16 or f64. Every float tensor is converted to it (an
+ * integer tensor is kept), a quantized one decoded to f32 and then converted. A GGUF output
+ * keeps 1-D tensors as they are (llama.cpp computes norms and biases in f32; llama.cpp's own
+ * MOSTLY_F16 does the same).
  *
  * quant_to (explicit, lossy): a ggml block type with a quantizer (q8_0, q4_0, q4_1, q5_0, q5_1,
  * q2_k .. q6_k, tq1_0, tq2_0, mxfp4; else TBX_E_UNSUPPORTED). A tensor is quantized when it is
@@ -1078,7 +1155,10 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * of the type's block size the tensor gets llama-quantize's fallback type instead (q4_K -> q5_0,
  * q5_K -> q5_1, q6_K -> q8_0, q2_K/q3_K -> q4_0, and f16 when that does not fit either; see
  * tbx_gguf_quant_fallback in tensorbox/gguf.h). Every other tensor is written as cast_to says
- * (or unchanged). The target format must store the block types (GGUF does).
+ * (or unchanged). The target format must store the block types (GGUF does). A 2-D tensor
+ * already quantized to another type fails the conversion (TBX_E_LOSSY naming it and its type,
+ * before the output is created) unless TBX_CONVERT_REQUANTIZE (decoded and quantized again) or
+ * TBX_CONVERT_DEQUANTIZE; one of the requested type is kept as it is.
  *
  * quant_to may also be one of MCF's families (TBX_DT_MCF_Q8 .. _K2, _INT8, _INT4; the target
  * must be MCF): every dense 2-D f32/f16/bf16/f64 tensor with non-zero dimensions is quantized
@@ -1090,14 +1170,27 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * TBX_CONVERT_QUANT_MANTLE asks for mantle's. Deterministic, the same bytes for any thread
  * count; on_quant reports each tensor's error. NaN inputs count as 0 in the default method.
  *
+ * Values a quantized type cannot represent (beyond 65504 times its largest code and sub-scale:
+ * no finite f16 scale reaches them) get what the reference quantizer gives them: ggml's
+ * (an Inf, NaN or zero scale, whatever ggml_quantize_chunk writes) and mantle's (an Inf scale).
+ * The tensor's report then carries TBX_CONVERT_WARN_RANGE (and TBX_CONVERT_WARN_NONFINITE for
+ * finite values that came out Inf or NaN, also from a cast beyond f16's range); with
+ * TBX_CONVERT_STRICT such a tensor fails the conversion (TBX_E_LOSSY naming it).
+ *
  * Quantized tensors (tbx_tensor_quant_get succeeds) are declared with their description
  * (tbx_writer_add_quant_tensor) and keep their stored bytes when the target stores the
  * description exactly (a ggml block type in GGUF; OINF v2 parameters in OINF version 2; a
  * zTensor quantized_group in zTensor; an MCF family in MCF).
  * Otherwise the conversion fails with the writer's TBX_E_UNSUPPORTED / TBX_E_LOSSY naming the
- * tensor, unless flags has TBX_CONVERT_DEQUANTIZE: the tensor is then written as f32 (cast_to
- * when set) from tbx_tensor_read_f32, without a description. A quantization is never dropped
- * silently, and cast_to alone does not apply to quantized tensors.
+ * tensor. With TBX_CONVERT_DEQUANTIZE every quantized tensor is written as f32 (cast_to when
+ * set) from tbx_tensor_read_f32, without a description, whatever the target could store. A
+ * quantization is never dropped silently.
+ *
+ * When the conversion changes tensors (a cast, a quantization, ...), an input's
+ * "general.file_type" (llama.cpp's LLAMA_FTYPE) is written as the u32 that describes the output:
+ * the requested type's with quant_to, else the dtype most tensors of 2+ dimensions have (f32 0,
+ * f16 1, q4_0 2, q4_1 3, q8_0 7, ..., bf16 32; 1024 "guessed" for one llama.cpp has none for).
+ * Every other metadata entry keeps its type and value.
  *
  * A tensor the input lists but cannot read (TBX_TENSOR_UNREADABLE) fails the conversion before
  * anything is written, with the reader's error naming it (and a count of the others), unless
@@ -1106,8 +1199,9 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * A GGUF target from an input that carries a "config.json" section (a Hugging Face model
  * directory) is written for llama.cpp by tbx_gguf_from_hf (tensorbox/gguf.h: architecture,
  * hyper-parameters, tokenizer, llama.cpp tensor names; cast_to and quant_to apply to 2-D
- * weights, 1-D tensors become f32), unless flags has TBX_CONVERT_RAW (an input with unreadable
- * tensors: TBX_E_UNSUPPORTED, they are not left out there). */
+ * weights, 1-D tensors become f32; on_tensor and TBX_CONVERT_STRICT as here), unless flags has
+ * TBX_CONVERT_RAW (an input with unreadable tensors: TBX_E_UNSUPPORTED, they are not left out
+ * there). */
 TBX_API tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
                                tbx_error *err);
 

@@ -113,6 +113,11 @@ typedef struct tbx_gguf_hf_options {
     tbx_dtype cast_to;         /* TBX_DT_INVALID: keep (f64 -> f32); f32, f16, bf16 for 2-D */
     tbx_progress_fn progress;  /* may be NULL; input bytes done / total */
     void *progress_ud;
+    /* Called (may be NULL; with progress_ud) once per output tensor after its bytes are
+     * written, as tbx_convert_options.on_tensor (tensorbox.h); `tensor` and `name` are the
+     * output's (llama.cpp's names; some input tensors are dropped, rope_freqs may be added). */
+    tbx_convert_report_fn on_tensor;
+    uint32_t flags;            /* TBX_CONVERT_STRICT: a tensor with warnings fails the conversion */
 } tbx_gguf_hf_options;
 
 TBX_API void tbx_gguf_hf_options_init(tbx_gguf_hf_options *opt);

@@ -1452,7 +1452,9 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     tbx_status st;
     const char *src = PyBytes_AS_STRING(srcobj), *dst = PyBytes_AS_STRING(dstobj);
     Py_BEGIN_ALLOW_THREADS
-    st = tbx_open_path(&f, src, &oo, &err);
+    /* dst can be written before src (a model directory, maybe) is opened */
+    st = tbx_writer_check(dst, &co.write, &err);
+    if (st == TBX_OK) st = tbx_open_path(&f, src, &oo, &err);
     if (st == TBX_OK) {
         st = tbx_convert(f, dst, &co, &err);
         tbx_close(f);
@@ -1464,6 +1466,33 @@ done:
     Py_XDECREF(digest_bytes);
     Py_DECREF(srcobj);
     Py_DECREF(dstobj);
+    return result;
+}
+
+/* check_output(path, format=None, force=False): tbx_writer_check, raising like write() */
+static PyObject *mod_check_output(PyObject *m, PyObject *args, PyObject *kw) {
+    (void)m;
+    static char *kwlist[] = {"path", "format", "force", NULL};
+    PyObject *pathobj = NULL;
+    wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0, 1};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|Op", kwlist, PyUnicode_FSConverter, &pathobj,
+                                     &w.format, &w.force))
+        return NULL;
+    PyObject *result = NULL, *digest_bytes = NULL;
+    tbx_write_options o;
+    tbx_error err;
+    err_clear(&err);
+    if (fill_write_options(&w, &o, &digest_bytes) == 0) {
+        tbx_status st;
+        const char *path = PyBytes_AS_STRING(pathobj);
+        Py_BEGIN_ALLOW_THREADS
+        st = tbx_writer_check(path, &o, &err);
+        Py_END_ALLOW_THREADS
+        if (st != TBX_OK) raise_tbx(st, &err);
+        else result = Py_NewRef(Py_None);
+    }
+    Py_XDECREF(digest_bytes);
+    Py_DECREF(pathobj);
     return result;
 }
 
@@ -1566,6 +1595,8 @@ static PyMethodDef mod_methods[] = {
      "write(path, tensors, metadata, **options): tbx_writer over [(name, dtype, shape, buf)]"},
     {"convert", (PyCFunction)(void (*)(void))mod_convert, METH_VARARGS | METH_KEYWORDS,
      "convert(src, dst, **options): tbx_convert"},
+    {"check_output", (PyCFunction)(void (*)(void))mod_check_output, METH_VARARGS | METH_KEYWORDS,
+     "check_output(path, format=None, force=False): tbx_writer_check"},
     {"dtype_info", mod_dtype_info, METH_O, "(name, bits, block_size, block_bytes, flags) or None"},
     {"decode_f32", mod_decode_f32, METH_VARARGS, "decode_f32(dtype, src, out): values as float32"},
     {"nbytes", mod_nbytes, METH_VARARGS, "nbytes(dtype, shape): stored bytes"},

@@ -650,6 +650,9 @@ def save_file(tensors, path, metadata=None, format=None, *, force=False, alignme
     rename (``tbx convert --no-sync``): faster, but a crash may leave the file partly written.
     """
     path = os.fspath(path)
+    # the file can be written (its directory exists, force for an existing one) before the
+    # tensors are gathered and copied
+    _tb.check_output(path, format=format, force=force)
     items = [_tensor_item(str(k), v) for k, v in tensors.items()]
     meta = [(str(k), _tag(v)) for k, v in (metadata or {}).items()]
     opts = dict(format=format, force=force, alignment=alignment, compress=compress,

@@ -14,6 +14,7 @@
 #include "convert_mcfq.h"
 #include "plain.h"
 #include "ggml.h"
+#include "check.h"
 #define TBX_EXPERIMENTAL 1 /* tbx_gguf_from_hf: a Hugging Face model to a GGUF for llama.cpp */
 #include "tensorbox/gguf.h"
 
@@ -231,20 +232,45 @@ static void append_hint(tbx_error *err, const char *hint) {
     snprintf(err->message + l, sizeof err->message - l, " (%s)", hint);
 }
 
+/* llama.cpp's key for the file's quantization: rewritten when the conversion changes tensors */
+#define FILE_TYPE_KEY "general.file_type"
+
+/* Keeps v (made here) until the writer is done with it; false when out of memory (v freed). */
+static bool keep_value(tbx_file *in, kept_values *kept, tbx_value *v) {
+    if (!v) return false;
+    if (!tbx_grow(&in->al, (void **)&kept->v, &kept->cap, kept->n + 1, sizeof *kept->v)) {
+        tbx_val_free(v);
+        return false;
+    }
+    kept->v[kept->n++] = v;
+    return true;
+}
+
+/* The input's metadata, lent to the writer. ftype: when not NULL (the conversion changes
+ * tensors), the input's general.file_type is written with this value (a u32, as llama.cpp and
+ * gguf-py write it) so that it describes the output. */
 static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
-                            kept_values *kept, tbx_error *err) {
+                            const uint32_t *ftype, kept_values *kept, tbx_error *err) {
     for (size_t i = 0; i < in->nmeta; i++) {
         const tbx_meta_entry *e = &in->meta[i];
         if (given_meta(o->meta, e->key, e->key_len)) continue; /* replaced by the caller's */
+        const tbx_value *val = e->value;
+        if (ftype && e->key_len == sizeof FILE_TYPE_KEY - 1 &&
+            memcmp(e->key, FILE_TYPE_KEY, e->key_len) == 0) {
+            tbx_value *v = tbx_val_new(&in->al, TBX_V_U32);
+            if (v) v->v.u = *ftype;
+            if (!keep_value(in, kept, v)) return tbx_err_nomem(err, "metadata value");
+            val = v;
+        }
         /* the input handle outlives the writer: its keys and values need no copies */
-        tbx_status st = tbx_writer_add_meta_borrowed_(w, e->key, e->key_len, e->value, err);
+        tbx_status st = tbx_writer_add_meta_borrowed_(w, e->key, e->key_len, val, err);
         if (st == TBX_OK || !refusal(st)) { if (st) return st; continue; }
         /* stringifying helps only a target that stores strings (embd-legacy has no metadata) */
         const bool strings = tbx_driver_meta_ok(w->drv, TBX_V_STRING);
         if ((o->flags & TBX_CONVERT_STRINGIFY_META) && strings) {
             if (!tbx_grow(&in->al, (void **)&kept->v, &kept->cap, kept->n + 1, sizeof *kept->v))
                 return tbx_err_nomem(err, "metadata text");
-            tbx_value *s = stringify(in, e->value);
+            tbx_value *s = stringify(in, val);
             if (!s) return tbx_err_nomem(err, "metadata text");
             kept->v[kept->n++] = s; /* the text is lent to the writer, not copied */
             st = tbx_writer_add_meta_borrowed_(w, e->key, e->key_len, s, err);
@@ -328,38 +354,173 @@ static int mcfq_kind_of(tbx_dtype dt) {
     return -1;
 }
 
-/* Is tensor t quantized under o->quant_to? Dense 2-D f32/f16/bf16/f64 with non-zero rows (a
- * ggml type whose blocks do not divide the rows falls back, see target_dtype; MCF's families
- * take any row length: partial blocks are padded). */
-static bool quant_eligible(const tbx_tensor *t, const tbx_convert_options *o) {
-    if (o->quant_to == TBX_DT_INVALID || t->ndim != 2 || t->ncomp != 1 ||
-        t->layout != TBX_LAYOUT_DENSE)
-        return false;
-    if (t->dtype != TBX_DT_F32 && t->dtype != TBX_DT_F16 && t->dtype != TBX_DT_BF16 &&
-        t->dtype != TBX_DT_F64)
-        return false;
-    if (mcfq_kind_of(o->quant_to) >= 0) return t->shape[0] > 0 && t->shape[1] > 0;
-    return t->shape[1] > 0;
+/* ------------------------------------------------------------------------------------------ */
+/* What happens to each tensor: decided once, by decide(), before the tensor is declared, and  */
+/* reported (tbx_convert_options.on_tensor) once its bytes are written. The plan keeps 4 bytes */
+/* a tensor; the reason's text is made when it is reported.                                  */
+/* ------------------------------------------------------------------------------------------ */
+enum why {
+    WHY_NONE = 0,   /* nothing was asked of the tensor */
+    WHY_REQUESTED,  /* the requested type or dtype */
+    WHY_FALLBACK,   /* its rows cannot take quant_to (llama-quantize's fallback) */
+    WHY_ALREADY,    /* it already has the requested dtype */
+    WHY_NDIM,       /* quant_to applies to 2-D tensors */
+    WHY_EMPTY,      /* a dimension is 0 */
+    WHY_LAYOUT,     /* not one dense component */
+    WHY_NOT_FLOAT,  /* not a float tensor */
+    WHY_DEQUANTIZE, /* TBX_CONVERT_DEQUANTIZE */
+    WHY_DECODE_CAST,  /* cast_to asked of a quantized tensor: decoded, then cast */
+    WHY_NOT_QUANTIZED,/* TBX_CONVERT_DEQUANTIZE, nothing to dequantize */
+    WHY_GGUF_1D       /* cast_to, a 1-D tensor of a GGUF output: kept for llama.cpp */
+};
+
+typedef struct tplan {
+    uint16_t to;    /* the output dtype */
+    uint8_t action; /* tbx_convert_action */
+    uint8_t why;    /* enum why */
+} tplan;
+
+static bool plain_float(tbx_dtype dt) {
+    return dt == TBX_DT_F32 || dt == TBX_DT_F16 || dt == TBX_DT_BF16 || dt == TBX_DT_F64;
 }
 
-/* Target dtype of tensor t under the options: an eligible tensor gets the quant type, or the
- * type llama-quantize falls back to when its rows cannot take it (f16 when none fits). */
-static tbx_dtype target_dtype(const tbx_tensor *t, const tbx_convert_options *o) {
-    if (quant_eligible(t, o))
-        return mcfq_kind_of(o->quant_to) >= 0 ? o->quant_to
-                                              : tbx_ggml_quant_fallback(o->quant_to, t->shape[1]);
-    if (o->cast_to == TBX_DT_INVALID || t->dtype == o->cast_to) return t->dtype;
-    const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
-    if (!di || !(di->flags & TBX_DTF_FLOAT) || (di->flags & TBX_DTF_COMPLEX)) return t->dtype;
-    return o->cast_to;
+static const char *dt_name(tbx_dtype dt) {
+    const tbx_dtype_info *di = tbx_dtype_get(dt);
+    return di ? di->name : "?";
 }
 
-/* Declares quantized tensor i (t->quant set): with its description when the target stores it
- * exactly (OINF v2 -> OINF v2, a ggml block type -> GGUF), else, with TBX_CONVERT_DEQUANTIZE,
- * as f32 (cast_to when set) to be filled from tbx_tensor_read_f32; without it the writer's
- * refusal is returned, naming the tensor and the option. */
-static tbx_status declare_quantized(tbx_file *in, size_t i, tbx_writer *w,
-                                    const tbx_convert_options *o, tbx_error *err) {
+/* Why quant_to does not apply to tensor t's shape and layout (WHY_NONE: it does). A quantized
+ * tensor is decoded through tbx_tensor_read_f32, so its layout does not matter. */
+static int quant_shape(const tbx_tensor *t, int mcfq) {
+    if (t->ndim != 2) return WHY_NDIM;
+    if (!t->quant && (t->ncomp != 1 || t->layout != TBX_LAYOUT_DENSE)) return WHY_LAYOUT;
+    if (t->shape[1] == 0 || (mcfq >= 0 && t->shape[0] == 0)) return WHY_EMPTY;
+    return WHY_NONE;
+}
+
+/* The type tensor t's rows get under quant_to: quant_to itself, or llama-quantize's fallback
+ * (another block type, f16) when a ggml type's block does not divide them. */
+static tbx_dtype quant_target(const tbx_tensor *t, const tbx_convert_options *o, int mcfq) {
+    return mcfq >= 0 ? o->quant_to : tbx_ggml_quant_fallback(o->quant_to, t->shape[1]);
+}
+
+/* Decides what the conversion does with tensor i: the one place where a tensor's output dtype
+ * and the step that makes it are chosen. The only refusal made here: a tensor quantized to
+ * another type than quant_to, without TBX_CONVERT_REQUANTIZE or TBX_CONVERT_DEQUANTIZE. (Whether
+ * the target stores a kept quantization is the writer's answer, when the tensor is declared.) */
+static tbx_status decide(const tbx_file *in, size_t i, const tbx_convert_options *o, int mcfq,
+                         tbx_format to_fmt, tplan *p, tbx_error *err) {
+    const tbx_tensor *t = &in->tensors[i];
+    const bool quant = o->quant_to != TBX_DT_INVALID, cast = o->cast_to != TBX_DT_INVALID;
+    /* a GGUF output is a model for llama.cpp: it computes 1-D tensors (norms, biases) in f32
+     * and cannot multiply by an f16/bf16 vector, so casts apply to 2+ dimensions, as in
+     * llama.cpp's own tools and tbx_gguf_from_hf */
+    const bool keep_1d = to_fmt == TBX_FORMAT_GGUF && t->ndim < 2;
+    const int shape_why = quant ? quant_shape(t, mcfq) : WHY_NONE;
+    p->to = (uint16_t)t->dtype;
+    p->action = TBX_CONVERT_KEPT;
+    p->why = WHY_NONE;
+    if (t->quant) {
+        if (quant && shape_why == WHY_NONE) {
+            const tbx_dtype want = quant_target(t, o, mcfq);
+            if (want == t->dtype) { /* already what was asked: kept, bytes and all */
+                p->why = WHY_ALREADY;
+                return TBX_OK;
+            }
+            if (o->flags & TBX_CONVERT_REQUANTIZE) {
+                p->to = (uint16_t)want;
+                p->action = TBX_CONVERT_REQUANTIZED;
+                p->why = want == o->quant_to ? WHY_REQUESTED : WHY_FALLBACK;
+                return TBX_OK;
+            }
+            if (!(o->flags & TBX_CONVERT_DEQUANTIZE))
+                return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, t->name,
+                               "tensor \"%s\" is already quantized (%s): quantizing it to %s means "
+                               "decoding its values and quantizing them again, which adds the "
+                               "errors of both (allow it with --requantize, or write it "
+                               "dequantized with --dequantize)", t->name, dt_name(t->dtype),
+                               dt_name(want));
+        }
+        if ((o->flags & TBX_CONVERT_DEQUANTIZE) || cast) {
+            p->to = (uint16_t)(cast && !keep_1d ? o->cast_to : TBX_DT_F32);
+            p->action = TBX_CONVERT_DEQUANTIZED;
+            p->why = (o->flags & TBX_CONVERT_DEQUANTIZE) ? WHY_DEQUANTIZE : WHY_DECODE_CAST;
+            return TBX_OK;
+        }
+        p->why = (uint8_t)shape_why; /* kept with its quantization */
+        return TBX_OK;
+    }
+    if (quant) {
+        int why = shape_why;
+        if (why == WHY_NONE && !plain_float(t->dtype)) why = WHY_NOT_FLOAT;
+        if (why == WHY_NONE) {
+            const tbx_dtype want = quant_target(t, o, mcfq);
+            p->to = (uint16_t)want;
+            p->why = want == o->quant_to ? WHY_REQUESTED : WHY_FALLBACK;
+            /* (an f16 tensor whose fallback is f16 is kept) */
+            p->action = want == o->quant_to ? TBX_CONVERT_QUANTIZED
+                        : want == t->dtype  ? TBX_CONVERT_KEPT
+                                            : TBX_CONVERT_FALLBACK;
+            return TBX_OK;
+        }
+        p->why = (uint8_t)why;
+    }
+    if (cast) {
+        const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+        if (!di || !(di->flags & TBX_DTF_FLOAT) || (di->flags & TBX_DTF_COMPLEX)) {
+            p->why = WHY_NOT_FLOAT;
+        } else if (keep_1d && t->dtype != o->cast_to) {
+            p->why = WHY_GGUF_1D;
+        } else if (t->dtype == o->cast_to) {
+            p->why = WHY_ALREADY;
+        } else {
+            p->to = (uint16_t)o->cast_to;
+            p->action = TBX_CONVERT_CAST;
+            p->why = WHY_REQUESTED;
+        }
+    }
+    if (p->why == WHY_NONE && (o->flags & TBX_CONVERT_DEQUANTIZE)) p->why = WHY_NOT_QUANTIZED;
+    return TBX_OK;
+}
+
+/* The reason phrase of a plan (tbx_convert_report.reason). */
+static void why_text(const tbx_tensor *t, const tplan *p, const tbx_convert_options *o,
+                     char *buf, size_t cap) {
+    buf[0] = 0;
+    switch (p->why) {
+    case WHY_REQUESTED:
+        snprintf(buf, cap, p->action == TBX_CONVERT_CAST ? "requested" : "requested type");
+        break;
+    case WHY_NOT_QUANTIZED: snprintf(buf, cap, "not quantized"); break;
+    case WHY_FALLBACK: {
+        const tbx_dtype_info *qi = tbx_dtype_get(o->quant_to);
+        snprintf(buf, cap, "rows of %llu values are not a multiple of %s's block of %llu%s",
+                 (unsigned long long)t->shape[1], qi ? qi->name : "?",
+                 (unsigned long long)(qi ? qi->block_size : 0),
+                 p->to == TBX_DT_F16 ? ", nor of its fallback's: f16" : "");
+        break;
+    }
+    case WHY_ALREADY: snprintf(buf, cap, "already %s", dt_name((tbx_dtype)p->to)); break;
+    case WHY_NDIM: snprintf(buf, cap, "%u-D, not 2-D", t->ndim); break;
+    case WHY_EMPTY: snprintf(buf, cap, "no values (a dimension is 0)"); break;
+    case WHY_LAYOUT: snprintf(buf, cap, "%s layout", tbx_layout_name(t->layout)); break;
+    case WHY_NOT_FLOAT: snprintf(buf, cap, "not a float tensor"); break;
+    case WHY_GGUF_1D:
+        snprintf(buf, cap, "%u-D: a GGUF keeps it as it is for llama.cpp (norms and biases "
+                 "in f32)", t->ndim);
+        break;
+    case WHY_DEQUANTIZE: snprintf(buf, cap, "dequantizing requested"); break;
+    case WHY_DECODE_CAST:
+        snprintf(buf, cap, "cast requested: decoded to %s", dt_name((tbx_dtype)p->to));
+        break;
+    default: break;
+    }
+}
+
+/* Declares tensor i as it is (kept), with its quantization when it has one: the target stores
+ * it exactly (OINF v2 -> OINF v2, a ggml block type -> GGUF, ...) or refuses it, and the
+ * refusal is returned naming the tensor and --dequantize. */
+static tbx_status declare_kept_quantized(tbx_file *in, size_t i, tbx_writer *w, tbx_error *err) {
     const tbx_tensor *t = &in->tensors[i];
     tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
     d.name = t->name;
@@ -371,15 +532,10 @@ static tbx_status declare_quantized(tbx_file *in, size_t i, tbx_writer *w,
     /* the tensor's bytes: its components one after the other (one for a dense tensor) */
     tbx_status st = tbx_writer_add_quant_tensor(w, &d, t->quant, NULL, err);
     if (st == TBX_OK || !refusal(st)) return st;
-    if (!(o->flags & TBX_CONVERT_DEQUANTIZE)) {
-        size_t l = strlen(err->message);
-        snprintf(err->message + l, sizeof err->message - l,
-                 " (tensor \"%s\" is quantized; allow dequantizing it with --dequantize)",
-                 t->name);
-        return st;
-    }
-    d.dtype = o->cast_to != TBX_DT_INVALID ? o->cast_to : TBX_DT_F32;
-    return tbx_writer_add_tensor(w, &d, NULL, err);
+    size_t l = strlen(err->message);
+    snprintf(err->message + l, sizeof err->message - l,
+             " (tensor \"%s\" is quantized; allow dequantizing it with --dequantize)", t->name);
+    return st;
 }
 
 /* Declares tensor i as quantized to MCF family `to` (d: its descriptor): its clip range is
@@ -451,7 +607,9 @@ typedef struct qslot {
     tbx_dtype src_dt;
     uint64_t n, nblocks;
     tbx_quant_fn quant;  /* this job's type (tensors may get different fallback types) */
+    tbx_dtype to;        /* ... and its dtype, to check what the blocks decode to */
     tbx_status st;       /* decode status */
+    tbx_value_check chk; /* what this job's values became */
 } qslot;
 
 struct qbufs {
@@ -467,8 +625,11 @@ struct qbufs {
 static void qjob_run(tbx_task *task) {
     qslot *s = (qslot *)task;
     s->st = TBX_OK;
+    memset(&s->chk, 0, sizeof s->chk);
     if (s->src) s->st = tbx_decode_f32(s->src_dt, s->src, s->src_len, s->n, s->f);
-    if (s->st == TBX_OK) s->quant(s->f, s->q, s->nblocks);
+    if (s->st != TBX_OK) return;
+    s->quant(s->f, s->q, s->nblocks);
+    tbx_value_check_out(&s->chk, s->to, s->f, s->q, s->n);
 }
 
 /* Buffers and threads for quantizing to `to` with `quant` (once per conversion). */
@@ -513,19 +674,23 @@ static void qjob_post(qbufs *qb, qslot *s) {
     tbx_pool_submit(qb->pool, &s->task);
 }
 
-/* Quantizes dense 2-D float tensor i ([rows, cols], cols a multiple of the block size) to `to`
- * and streams it to the writer (see above). */
+/* Quantizes 2-D tensor i ([rows, cols], cols a multiple of the block size) to `to` and
+ * streams it to the writer as its tensor wi (see above); what its values became is added to
+ * *chk. A dense float tensor stored raw is decoded by the workers; any other (a quantized
+ * tensor being requantized) is read as f32 through tbx_tensor_read_f32. */
 static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, uint64_t wi,
-                                  tbx_quant_fn quant, tbx_dtype to, qbufs *qb, tbx_error *err) {
+                                  tbx_quant_fn quant, tbx_dtype to, qbufs *qb,
+                                  tbx_value_check *chk, tbx_error *err) {
     const tbx_tensor *t = &in->tensors[i];
     const tbx_dtype_info *qi = tbx_dtype_get(to), *si = tbx_dtype_get(t->dtype);
     tbx_status st = qbufs_start(in, qb, quant, to, err);
     if (st != TBX_OK) return st;
     const uint64_t nelems = t->nelems, nchunks = (nelems + QCHUNK_ELEMS - 1) / QCHUNK_ELEMS;
-    const uint64_t esize = si->bits / 8; /* f16, bf16, f32, f64 */
-    const tbx_component *k = &t->comp[0];
+    const bool plain = !t->quant && t->ncomp == 1 && plain_float(t->dtype);
+    const uint64_t esize = plain ? si->bits / 8 : 4; /* f16, bf16, f32, f64; else f32 reads */
+    const uint64_t where = t->ncomp ? t->comp[0].offset : TBX_NO_OFFSET;
     /* raw storage: the workers decode (from the mapping when the file is mapped) */
-    const bool raw = tbx_comp_served_raw(in, k);
+    const bool raw = plain && tbx_comp_served_raw(in, &t->comp[0]);
     const uint8_t *map = NULL;
     if (raw) {
         tbx_error e2;
@@ -544,6 +709,7 @@ static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, uint64_
             s->n = n;
             s->nblocks = n / qi->block_size;
             s->quant = quant;
+            s->to = to;
             s->src_dt = t->dtype;
             s->src_len = (size_t)(n * esize);
             s->src = NULL;
@@ -571,16 +737,21 @@ static tbx_status quantize_tensor(tbx_file *in, size_t i, tbx_writer *w, uint64_
         qslot *s = &qb->slot[(base + next_write) % S];
         tbx_pool_wait(qb->pool, &s->task, true);
         if (map) { /* the worker read the mapping: were those bytes still the file's? */
+            const tbx_component *k = &t->comp[0];
             st = tbx_source_check(tbx_file_source(in, k->src),
                                   k->offset + next_write * QCHUNK_ELEMS * esize, s->src_len,
                                   t->name, err);
             if (st != TBX_OK) break;
         }
         if (s->st != TBX_OK) {
-            st = tbx_err(err, s->st, k->offset + next_write * QCHUNK_ELEMS * esize, t->name,
+            st = tbx_err(err, s->st, where == TBX_NO_OFFSET ? where
+                                     : where + next_write * QCHUNK_ELEMS * esize, t->name,
                          "tensor \"%s\": cannot decode %s data", t->name, si->name);
             break;
         }
+        chk->nonfinite += s->chk.nonfinite;
+        chk->beyond += s->chk.beyond;
+        if (s->chk.max_abs > chk->max_abs) chk->max_abs = s->chk.max_abs;
         st = tbx_writer_write_tensor(w, wi, s->q, (size_t)(s->nblocks * qi->block_bytes), err);
         next_write++;
     }
@@ -608,6 +779,84 @@ static tbx_status set_source_dir(const tbx_file *in, tbx_writer *w, tbx_error *e
     size_t a = n;
     while (a && p[a - 1] != '/') a--;
     return tbx_writer_set_source_dir_(w, p + a, n - a, err);
+}
+
+/* The warnings of a checked tensor as one phrase ("" when none). */
+static void warn_text(const tbx_convert_report *r, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    if (r->beyond) {
+        int k = snprintf(buf, cap, "%llu finite value%s beyond %s's range (+-%g: no finite f16 "
+                         "scale reaches %s; the largest is %g)", (unsigned long long)r->beyond,
+                         r->beyond == 1 ? "" : "s", dt_name(r->to), r->range,
+                         r->beyond == 1 ? "it" : "them", r->max_abs);
+        n = k > 0 && (size_t)k < cap ? (size_t)k : cap - 1;
+    }
+    if (r->nonfinite && n + 2 < cap)
+        snprintf(buf + n, cap - n, "%s%llu finite value%s came out as Inf or NaN", n ? "; " : "",
+                 (unsigned long long)r->nonfinite, r->nonfinite == 1 ? "" : "s");
+}
+
+/* Reports tensor i (tbx_convert_options.on_tensor) once its bytes are written: its plan, why,
+ * and what its values became; under TBX_CONVERT_STRICT a warning fails the conversion. */
+static tbx_status report_tensor(const tbx_file *in, size_t i, const tplan *p,
+                                const tbx_convert_options *o, uint64_t nvalues,
+                                const tbx_value_check *c, tbx_error *err) {
+    const tbx_tensor *t = &in->tensors[i];
+    char why[200];
+    tbx_convert_report r;
+    memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
+    r.tensor = i;
+    r.name = t->name;
+    r.from = t->dtype;
+    r.to = (tbx_dtype)p->to;
+    r.action = (tbx_convert_action)p->action;
+    why_text(t, p, o, why, sizeof why);
+    r.reason = why;
+    r.nvalues = nvalues;
+    r.nonfinite = c->nonfinite;
+    r.beyond = c->beyond;
+    r.range = (double)tbx_quant_range(r.to);
+    r.max_abs = (double)c->max_abs;
+    if (c->nonfinite) r.warnings |= TBX_CONVERT_WARN_NONFINITE;
+    if (c->beyond) r.warnings |= TBX_CONVERT_WARN_RANGE;
+    if (o->on_tensor) o->on_tensor(o->progress_ud, &r);
+    if (r.warnings && (o->flags & TBX_CONVERT_STRICT)) {
+        char wt[256];
+        warn_text(&r, wt, sizeof wt);
+        return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, t->name,
+                       "tensor \"%s\" (%s -> %s): %s; refused under --strict "
+                       "(TBX_CONVERT_STRICT)", t->name, dt_name(r.from), dt_name(r.to), wt);
+    }
+    return TBX_OK;
+}
+
+/* llama.cpp's general.file_type (LLAMA_FTYPE) of the output when the conversion changes
+ * tensors: with quant_to, the requested type when a tensor got it (what llama-quantize
+ * records, whatever fallback types some tensors got); else the dtype most tensors of two or
+ * more dimensions have in the output (llama.cpp's "mostly X, except 1-D tensors"; all of them
+ * when there is none of 2+ dimensions). Ties: the smaller dtype value. */
+static uint32_t llama_file_type(const tbx_file *in, const tplan *plan,
+                                const tbx_convert_options *o) {
+    uint64_t count[256];
+    memset(count, 0, sizeof count);
+    bool any_2d = false;
+    for (size_t i = 0; i < in->ntensors; i++) {
+        if (in->tensors[i].unreadable) continue; /* left out */
+        if (o->quant_to != TBX_DT_INVALID && plan[i].to == (uint16_t)o->quant_to &&
+            plan[i].action != TBX_CONVERT_KEPT)
+            return tbx_llama_ftype(o->quant_to);
+        any_2d |= in->tensors[i].ndim >= 2;
+    }
+    for (size_t i = 0; i < in->ntensors; i++)
+        if (!in->tensors[i].unreadable && (!any_2d || in->tensors[i].ndim >= 2) &&
+            plan[i].to < 256)
+            count[plan[i].to]++;
+    size_t best = 0;
+    for (size_t d = 1; d < 256; d++)
+        if (count[d] > count[best]) best = d;
+    return tbx_llama_ftype((tbx_dtype)best);
 }
 
 tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
@@ -653,6 +902,10 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                        mcfq < 0 ? "a clip range applies to MCF quantization only"
                                 : "clip range [%g, %g]: min must not exceed max",
                        (double)o.quant_clip_min, (double)o.quant_clip_max);
+    /* the output can be written (its directory exists, ...) before any work is done */
+    tbx_status st = tbx_writer_check(out_path, &o.write, err);
+    if (st != TBX_OK) return st;
+
     /* tensors the input lists but cannot read: refused before anything is written, naming the
      * first, unless leaving them out is allowed */
     size_t nbad = 0;
@@ -660,8 +913,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     if (nbad && !(o.flags & TBX_CONVERT_DROP_UNREADABLE)) {
         const tbx_tensor *t = in->tensors;
         while (!t->unreadable) t++;
-        tbx_status st = in->drv->check_component ? in->drv->check_component(in, t, 0, err)
-                                                 : TBX_OK;
+        st = in->drv->check_component ? in->drv->check_component(in, t, 0, err) : TBX_OK;
         if (st == TBX_OK)
             st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor",
                          "tensor \"%s\": its values cannot be read", t->name);
@@ -674,25 +926,18 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         append_hint(err, hint);
         return st;
     }
-    /* MCF targets: the descriptions handed to the writer (it borrows them), one per tensor */
-    tbx_quant_info *mq = NULL;
-    const size_t mq_len = mcfq >= 0 ? in->ntensors * sizeof *mq : 0;
-    if (mcfq >= 0 && in->ntensors && !(mq = tbx_calloc(&in->al, in->ntensors, sizeof *mq)))
-        return tbx_err_nomem(err, "quantization descriptions");
-
     /* a Hugging Face model (its config.json is a section) to GGUF: written for llama.cpp */
     const tbx_format to_fmt = o.write.format ? o.write.format : tbx_format_from_path(out_path);
     if (to_fmt == TBX_FORMAT_GGUF && !(o.flags & TBX_CONVERT_RAW) && tbx_gguf_hf_applies(in)) {
-        if (nbad) {
-            tbx_free(&in->al, mq, mq_len);
+        if (nbad)
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
                            "%zu tensors cannot be read, and leaving tensors out is not applied "
                            "to a Hugging Face -> GGUF conversion (convert with --raw)", nbad);
-        }
         if (o.meta && tbx_value_len(o.meta))
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "meta",
                            "extra metadata is not applied to a Hugging Face -> GGUF conversion "
                            "(set it afterwards with tbx gguf set)");
+        /* its tensors are floats: TBX_CONVERT_DEQUANTIZE / _REQUANTIZE have nothing to do */
         tbx_gguf_hf_options ho;
         tbx_gguf_hf_options_init(&ho);
         ho.write = o.write;
@@ -700,19 +945,38 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         ho.cast_to = o.cast_to;
         ho.progress = o.progress;
         ho.progress_ud = o.progress_ud;
-        tbx_free(&in->al, mq, mq_len);
+        ho.on_tensor = o.on_tensor;
+        ho.flags = o.flags & TBX_CONVERT_STRICT;
         return tbx_gguf_from_hf(in, out_path, &ho, err);
     }
 
-    tbx_writer *w;
-    tbx_status st = tbx_writer_open(&w, out_path, &o.write, err);
+    /* what each tensor becomes, decided before anything is written */
+    tplan *plan = in->ntensors ? tbx_calloc(&in->al, in->ntensors, sizeof *plan) : NULL;
+    if (in->ntensors && !plan) return tbx_err_nomem(err, "conversion plan");
+    const size_t plan_len = in->ntensors * sizeof *plan;
+    bool changed = false;
+    for (size_t i = 0; st == TBX_OK && i < in->ntensors; i++) {
+        if (in->tensors[i].unreadable) continue; /* left out: kept in the plan, never written */
+        st = decide(in, i, &o, mcfq, to_fmt, &plan[i], err);
+        changed |= plan[i].action != TBX_CONVERT_KEPT;
+    }
+    /* MCF targets: the descriptions handed to the writer (it borrows them), one per tensor */
+    tbx_quant_info *mq = NULL;
+    const size_t mq_len = mcfq >= 0 ? in->ntensors * sizeof *mq : 0;
+    if (st == TBX_OK && mcfq >= 0 && in->ntensors &&
+        !(mq = tbx_calloc(&in->al, in->ntensors, sizeof *mq)))
+        st = tbx_err_nomem(err, "quantization descriptions");
+    tbx_writer *w = NULL;
+    if (st == TBX_OK) st = tbx_writer_open(&w, out_path, &o.write, err);
     if (st != TBX_OK) {
         tbx_free(&in->al, mq, mq_len);
+        tbx_free(&in->al, plan, plan_len);
         return st;
     }
     kept_values kept = { NULL, 0, 0 };
+    const uint32_t ftype = changed ? llama_file_type(in, plan, &o) : 0;
     st = set_source_dir(in, w, err);
-    if (st == TBX_OK) st = copy_meta(in, w, &o, &kept, err);
+    if (st == TBX_OK) st = copy_meta(in, w, &o, changed ? &ftype : NULL, &kept, err);
     if (st == TBX_OK) st = copy_sizevars(in, w, &o, err);
     if (st == TBX_OK) st = copy_sections(in, w, &o, err);
     /* the input handle outlives the writer: its names and shapes need no copies, and its name
@@ -726,9 +990,11 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     for (size_t i = 0; st == TBX_OK && i < in->ntensors; i++) {
         const tbx_tensor *t = &in->tensors[i];
         if (t->unreadable) continue; /* left out (TBX_CONVERT_DROP_UNREADABLE) */
-        if (t->quant) {
-            st = declare_quantized(in, i, w, &o, err);
-        } else if (t->ncomp > 1 || t->layout != TBX_LAYOUT_DENSE) {
+        const tplan *p = &plan[i];
+        if (p->action == TBX_CONVERT_KEPT && t->quant) {
+            st = declare_kept_quantized(in, i, w, err);
+        } else if (p->action == TBX_CONVERT_KEPT &&
+                   (t->ncomp > 1 || t->layout != TBX_LAYOUT_DENSE)) {
             st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
                          "tensor \"%s\": %s layout cannot be converted yet", t->name,
                          tbx_layout_name(t->layout));
@@ -736,11 +1002,11 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
             tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
             d.name = t->name;
             d.name_len = t->name_len;
-            d.dtype = target_dtype(t, &o);
+            d.dtype = (tbx_dtype)p->to;
             d.ndim = t->ndim;
             d.shape = t->shape;
-            d.has_data = t->ncomp == 1;
-            if (mcfq >= 0 && d.dtype == o.quant_to && d.dtype != t->dtype)
+            d.has_data = t->ncomp >= 1;
+            if (mcfq >= 0 && d.dtype == o.quant_to && p->action != TBX_CONVERT_KEPT)
                 st = declare_mcfq(in, i, w, &d, &o, &mq[i], err);
             else
                 st = tbx_writer_add_tensor(w, &d, NULL, err);
@@ -758,15 +1024,18 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         const tbx_tensor *t = &in->tensors[i];
         if (t->unreadable) continue;
         const uint64_t wi = wn++; /* its index in the writer */
-        if (t->ncomp == 0) continue;
-        const tbx_component *k = &t->comp[0];
-        /* what the writer was told this tensor is (declare_quantized may have chosen f32, the
-         * ggml fallback another block type or f16) */
-        tbx_dtype to = (tbx_dtype)w->tensors[wi].dtype;
+        const tplan *p = &plan[i];
+        const tbx_dtype to = (tbx_dtype)p->to;
         const tbx_dtype_info *toi = tbx_dtype_get(to);
-        if (quant && !t->quant && toi && (toi->flags & TBX_DTF_BLOCK) && to != t->dtype) {
-            st = quantize_tensor(in, i, w, wi, tbx_ggml_quant_for(to), to, &qb, err);
-        } else if (mcfq >= 0 && to == o.quant_to && to != t->dtype) {
+        tbx_value_check chk;
+        memset(&chk, 0, sizeof chk);
+        uint64_t nvalues = 0;
+        if (t->ncomp == 0) { /* no data: nothing to write */
+            st = report_tensor(in, i, p, &o, 0, &chk, err);
+            continue;
+        }
+        const tbx_component *k = &t->comp[0];
+        if (p->action != TBX_CONVERT_KEPT && mcfq >= 0 && to == o.quant_to) {
             tbx_mcfq_request rq;
             memset(&rq, 0, sizeof rq);
             rq.kind = (unsigned)mcfq;
@@ -778,10 +1047,14 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
             wsink ws = { w, wi };
             st = tbx_mcfq_convert_tensor(in, i, &rq, write_sink, &ws, err);
             if (st == TBX_OK && o.on_quant) o.on_quant(o.progress_ud, i, rq.nvalues, rq.sse);
-        } else if (to != t->dtype || (t->quant && !tbx_writer_tensor_quant_(w, wi))) {
-            /* explicit lossy step: a cast, or a dequantization (TBX_CONVERT_DEQUANTIZE):
-             * decode to f32 in chunks, re-encode */
-            const tbx_dtype_info *ti = tbx_dtype_get(to);
+            chk = rq.chk;
+            nvalues = rq.nvalues;
+        } else if (p->action != TBX_CONVERT_KEPT && toi && (toi->flags & TBX_DTF_BLOCK)) {
+            st = quantize_tensor(in, i, w, wi, tbx_ggml_quant_for(to), to, &qb, &chk, err);
+            nvalues = t->nelems;
+        } else if (p->action != TBX_CONVERT_KEPT) {
+            /* a cast (also llama-quantize's f16 fallback) or a dequantization: decode to f32
+             * in chunks, re-encode */
             uint64_t per = CHUNK / 8;
             const tbx_dtype_info *si = tbx_dtype_get(t->dtype);
             if (si && si->block_size > 1) per -= per % si->block_size;
@@ -797,8 +1070,11 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                 st = tbx_tensor_read_f32(in, i, e, n, fbuf, err);
                 if (st == TBX_OK && !tbx_encode_float(to, fbuf, n, buf))
                     st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast", "cannot cast");
-                if (st == TBX_OK) st = tbx_writer_write_tensor(w, wi, buf, (size_t)(n * ti->bits / 8), err);
+                if (st == TBX_OK) tbx_value_check_out(&chk, to, fbuf, buf, n);
+                if (st == TBX_OK)
+                    st = tbx_writer_write_tensor(w, wi, buf, (size_t)(n * toi->bits / 8), err);
             }
+            nvalues = t->nelems;
         } else if (t->ncomp > 1) {
             /* a quantized tensor kept as such (zTensor quantized_group): its components'
              * decoded bytes one after the other, each in CHUNK pieces */
@@ -808,10 +1084,10 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                 if (!buf) { st = tbx_err_nomem(err, "convert buffer"); break; }
             }
             for (uint32_t c = 0; st == TBX_OK && c < t->ncomp; c++)
-                for (uint64_t p = 0; st == TBX_OK && p < t->comp[c].nbytes; p += buf_cap) {
-                    uint64_t left = t->comp[c].nbytes - p;
+                for (uint64_t q = 0; st == TBX_OK && q < t->comp[c].nbytes; q += buf_cap) {
+                    uint64_t left = t->comp[c].nbytes - q;
                     size_t n = (size_t)(left < buf_cap ? left : buf_cap);
-                    st = tbx_component_read_range(in, i, c, p, buf, n, err);
+                    st = tbx_component_read_range(in, i, c, q, buf, n, err);
                     if (st == TBX_OK) st = tbx_writer_write_tensor(w, wi, buf, n, err);
                 }
         } else if (tbx_comp_served_raw(in, k) || in->drv->read_component_range) {
@@ -826,15 +1102,15 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                 if (!buf) { st = tbx_err_nomem(err, "convert buffer"); break; }
             }
             const uint64_t piece = kernel ? COPY_PIECE : CHUNK;
-            for (uint64_t p = 0; st == TBX_OK && p < k->nbytes; p += piece) {
-                uint64_t n = k->nbytes - p < piece ? k->nbytes - p : piece;
+            for (uint64_t q = 0; st == TBX_OK && q < k->nbytes; q += piece) {
+                uint64_t n = k->nbytes - q < piece ? k->nbytes - q : piece;
                 if (kernel) {
-                    st = tbx_writer_copy_fd_(w, wi, fd, off + p, n, err);
+                    st = tbx_writer_copy_fd_(w, wi, fd, off + q, n, err);
                 } else {
-                    st = tbx_tensor_read_range(in, i, p, buf, (size_t)n, err);
+                    st = tbx_tensor_read_range(in, i, q, buf, (size_t)n, err);
                     if (st == TBX_OK) st = tbx_writer_write_tensor(w, wi, buf, (size_t)n, err);
                 }
-                if (st == TBX_OK && o.progress) o.progress(o.progress_ud, done + p + n, total);
+                if (st == TBX_OK && o.progress) o.progress(o.progress_ud, done + q + n, total);
             }
         } else { /* a driver that decodes only whole components (big-endian GGUF) */
             size_t need = 0;
@@ -845,6 +1121,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
             if (st == TBX_OK) st = tbx_writer_write_tensor(w, wi, whole, need, err);
             tbx_free(&in->al, whole, need);
         }
+        if (st == TBX_OK) st = report_tensor(in, i, p, &o, nvalues, &chk, err);
         done += k->nbytes;
         if (st == TBX_OK && o.progress) o.progress(o.progress_ud, done, total);
     }
@@ -858,6 +1135,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     if (st != TBX_OK) tbx_writer_abort(w);
     else st = tbx_writer_finish(w, err);
     tbx_free(&in->al, mq, mq_len);
+    tbx_free(&in->al, plan, plan_len);
     kept_free(in, &kept);
     return st;
 }

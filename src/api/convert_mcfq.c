@@ -33,6 +33,7 @@ typedef struct mq_slot {
     float *x, *y;  /* input values, decoded values (cap values each) */
     uint64_t r0, nrows;
     double sse;
+    tbx_value_check chk; /* what the (clipped) values became */
 } mq_slot;
 
 struct mq_ctx {
@@ -41,6 +42,7 @@ struct mq_ctx {
     tbx_mcfq_layout L;   /* q / k */
     tbx_mcfi_layout I;   /* int8 / int4 */
     float iscale, izero; /* int8 / int4 parameters */
+    float range;         /* tbx_quant_range of the family (INFINITY for int8 / int4) */
     uint8_t *payload;
 };
 
@@ -63,13 +65,23 @@ static void mq_run(tbx_task *task) {
         tbx_mcfi_dequant(&c->I, c->iscale, c->izero, co, e0, n, s->y);
     }
     double e = 0;
+    uint64_t nonfinite = 0, beyond = 0;
+    float m = 0;
+    const float lo = c->rq->clip_lo, hi = c->rq->clip_hi;
     for (uint64_t k = 0; k < n; k++) {
         if (!isfinite(s->x[k])) continue; /* non-finite inputs have no error to speak of */
-        if (!isfinite(s->y[k])) { e = INFINITY; continue; } /* a non-finite decoded value */
+        /* the value asked for: clipped to the range (a clipped value is no overflow) */
+        const float a = fabsf(s->x[k] < lo ? lo : s->x[k] > hi ? hi : s->x[k]);
+        if (a > m) m = a;
+        if (a > c->range) beyond++;
+        if (!isfinite(s->y[k])) { e = INFINITY; nonfinite++; continue; } /* non-finite decoded */
         const double d = (double)s->y[k] - (double)s->x[k];
         e += d * d;
     }
     s->sse = e;
+    s->chk.nonfinite = nonfinite;
+    s->chk.beyond = beyond;
+    s->chk.max_abs = m;
 }
 
 tbx_status tbx_mcfq_scan_clip(tbx_file *in, size_t i, float *lo, float *hi, tbx_error *err) {
@@ -108,6 +120,10 @@ tbx_status tbx_mcfq_convert_tensor(tbx_file *in, size_t i, tbx_mcfq_request *rq,
     c.cols = t->shape[1];
     rq->nvalues = c.rows * c.cols; /* checked when the tensor was added */
     rq->sse = 0;
+    memset(&rq->chk, 0, sizeof rq->chk);
+    c.range = rq->kind < TBX_MCFQ_KIND_COUNT
+                  ? tbx_quant_range((tbx_dtype)(TBX_DT_MCF_Q8 + rq->kind))
+                  : INFINITY;
     tbx_status st;
     uint64_t total;
     if (rq->kind < TBX_MCFQ_KIND_COUNT) {
@@ -177,6 +193,9 @@ tbx_status tbx_mcfq_convert_tensor(tbx_file *in, size_t i, tbx_mcfq_request *rq,
         mq_slot *s = &slot[next_done % (uint64_t)nslots];
         tbx_pool_wait(pool, &s->task, true);
         rq->sse += s->sse; /* in chunk order: the same sum whatever the thread count */
+        rq->chk.nonfinite += s->chk.nonfinite;
+        rq->chk.beyond += s->chk.beyond;
+        if (s->chk.max_abs > rq->chk.max_abs) rq->chk.max_abs = s->chk.max_abs;
         next_done++;
     }
     tbx_pool_drain(pool);

@@ -5,6 +5,7 @@
 
 #include "internal.h"
 #include "../quant/mcfq.h"
+#include "../quant/check.h"
 
 /* Kinds beyond tbx_mcfq_kind: the raw int family (weights domain). */
 #define TBX_MCFQ_INT8 ((unsigned)TBX_MCFQ_KIND_COUNT)
@@ -18,6 +19,8 @@ typedef struct tbx_mcfq_request {
     uint64_t nvalues;         /* out: values quantized */
     double sse;               /* out: sum of squared errors of the decoded values (finite inputs;
                                * +Inf when a finite input decodes to Inf or NaN) */
+    tbx_value_check chk;      /* out: finite inputs (clipped) that decode to Inf/NaN, or lie
+                               * beyond the family's range (tbx_quant_range) */
 } tbx_mcfq_request;
 
 /* The default clip range of tensor i: [-m, m], m = the largest |value| among its finite values

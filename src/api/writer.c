@@ -154,6 +154,13 @@ tbx_status tbx_writer_open(tbx_writer **out, const char *path, const tbx_write_o
     return tbx_writer_open_(out, path, opt, 0, err);
 }
 
+tbx_status tbx_writer_check(const char *path, const tbx_write_options *opt, tbx_error *err) {
+    tbx_writer *w = NULL;
+    tbx_status st = tbx_writer_open(&w, path, opt, err);
+    tbx_writer_abort(w); /* removes the temporary file, releases a lock on the destination */
+    return st;
+}
+
 _Static_assert(sizeof(void *) != 8 || sizeof(tbx_wtensor) == 40,
                "tbx_wtensor: 40 bytes on 64-bit hosts");
 

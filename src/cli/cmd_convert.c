@@ -4,8 +4,9 @@
  * A thin front end to tbx_convert. The output format comes from --to or from OUT's extension.
  * Conversion is lossless unless an option allows a lossy step, one option per kind of loss:
  * --stringify-meta, --drop-meta, --drop-sections, --cast DTYPE, --quant TYPE, --dequantize,
- * --drop-unreadable.
- * --force allows
+ * --requantize, --drop-unreadable. What became of each tensor is printed from the library's
+ * report of it (tbx_convert_options.on_tensor), never by reading OUT back. OUT is checked
+ * (tbx_writer_check) before IN is opened. --force allows
  * replacing an existing OUT when it is a regular file (the library still never replaces the
  * input, nor a FIFO, device, socket or directory); a symbolic link OUT is followed. While converting, a single
  * updating progress line (percent, MB/s) goes to stderr when stderr is a terminal.
@@ -29,7 +30,8 @@ static const cli_option convert_options[] = {
     {"stringify-meta", 0, NULL, "lossy: store metadata the target cannot type as strings"},
     {"drop-meta", 0, NULL, "lossy: drop metadata the target cannot store"},
     {"drop-sections", 0, NULL, "lossy: drop sections the target cannot store"},
-    {"cast", 0, "DTYPE", "lossy: convert every tensor to DTYPE (e.g. f16, bf16, f32)"},
+    {"cast", 0, "DTYPE", "lossy: convert every float tensor to DTYPE (f32, f16, bf16, f64), "
+                         "quantized ones decoded first"},
     {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to a ggml type (q8_0, q4_k, ...) or, "
                          "for MCF, to q8 q4 k6 k4 k3 k2 int8 int4 (int8/int4: mantle's runtime "
                          "cannot load them)"},
@@ -37,9 +39,14 @@ static const cli_option convert_options[] = {
                                   "quantizer byte for byte)"},
     {"quant-clip", 0, "MIN,MAX", "MCF --quant: clamp every tensor to [MIN, MAX] (default: each "
                                  "tensor's +-max|value|)"},
-    {"verbose", 'v', NULL, "with --quant to MCF: the error of every tensor, not only the total"},
-    {"dequantize", 0, NULL, "lossy: dequantize to f32 (or --cast) quantized tensors the target "
-                            "cannot store as such"},
+    {"verbose", 'v', NULL, "one line per tensor: what became of it and why (with --quant to "
+                           "MCF also its error)"},
+    {"dequantize", 0, NULL, "lossy: write every quantized tensor dequantized, as f32 (or the "
+                            "--cast dtype)"},
+    {"requantize", 0, NULL, "lossy: with --quant, decode tensors quantized to another type and "
+                            "quantize them again (else they stop the conversion)"},
+    {"strict", 0, NULL, "a tensor whose values the conversion cannot keep (beyond the type's "
+                        "range, or Inf/NaN made of finite values) stops it instead of a warning"},
     {"drop-unreadable", 0, NULL, "lossy: leave out tensors the input lists but cannot read (MCF "
                                  "int8/int4 codes without their scale)"},
     {"raw", 0, NULL, "GGUF from a Hugging Face model: tensors as they are, no llama.cpp layout"},
@@ -102,11 +109,120 @@ static void progress_line(progress *p, uint64_t done, uint64_t total, double t) 
     p->complete = done >= total;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* What the conversion did, from the library's report of each tensor (on_tensor): warnings     */
+/* when they come, one line per tensor with -v, and a summary by type when done.              */
+/* ------------------------------------------------------------------------------------------ */
+#define SUMMARY_GROUPS 64
+
+typedef struct sgroup {
+    tbx_dtype from, to;
+    tbx_convert_action action;
+    char reason[160];
+    uint64_t n;
+} sgroup;
+
+typedef struct summary {
+    sgroup g[SUMMARY_GROUPS];
+    size_t ng;
+    uint64_t other;   /* tensors beyond SUMMARY_GROUPS groups */
+    uint64_t warned;  /* tensors with warnings */
+    int verbose;
+    int strict;       /* a warning is the library's error: not printed twice */
+} summary;
+
+static const char *action_word(tbx_convert_action a) {
+    switch (a) {
+    case TBX_CONVERT_KEPT: return "kept";
+    case TBX_CONVERT_CAST: return "cast";
+    case TBX_CONVERT_QUANTIZED: return "quantized";
+    case TBX_CONVERT_FALLBACK: return "fallback";
+    case TBX_CONVERT_DEQUANTIZED: return "dequantized";
+    case TBX_CONVERT_REQUANTIZED: return "requantized";
+    }
+    return "?";
+}
+
+static const char *dtname(tbx_dtype dt) {
+    const tbx_dtype_info *di = tbx_dtype_get(dt);
+    return di ? di->name : "?";
+}
+
+/* "ACTION[ from FROM][: REASON]" */
+static void describe(FILE *fp, tbx_convert_action a, tbx_dtype from, tbx_dtype to,
+                     const char *reason) {
+    fprintf(fp, "%s", action_word(a));
+    if (from != to) fprintf(fp, " from %s", dtname(from));
+    if (reason && *reason) fprintf(fp, ": %s", reason);
+}
+
+static void summary_tensor(summary *sm, const tbx_convert_report *r) {
+    if (r->warnings && !sm->strict) {
+        sm->warned++;
+        fprintf(stderr, "tbx: warning: tensor \"%s\" (%s -> %s):", r->name, dtname(r->from),
+                dtname(r->to));
+        if (r->beyond)
+            fprintf(stderr, " %" PRIu64 " finite value%s beyond %s's range (+-%g: no finite f16 "
+                            "scale reaches %s; the largest is %g)%s", r->beyond,
+                    r->beyond == 1 ? "" : "s", dtname(r->to), r->range,
+                    r->beyond == 1 ? "it" : "them", r->max_abs, r->nonfinite ? ";" : "");
+        if (r->nonfinite)
+            fprintf(stderr, " %" PRIu64 " finite value%s came out as Inf or NaN", r->nonfinite,
+                    r->nonfinite == 1 ? "" : "s");
+        fputc('\n', stderr);
+    }
+    if (sm->verbose) {
+        fprintf(stderr, "tbx: %s: %s ", r->name, dtname(r->to));
+        describe(stderr, r->action, r->from, r->to, r->reason);
+        fputc('\n', stderr);
+    }
+    for (size_t k = 0; k < sm->ng; k++) {
+        sgroup *g = &sm->g[k];
+        if (g->from == r->from && g->to == r->to && g->action == r->action &&
+            strncmp(g->reason, r->reason, sizeof g->reason - 1) == 0) {
+            g->n++;
+            return;
+        }
+    }
+    if (sm->ng == SUMMARY_GROUPS) {
+        sm->other++;
+        return;
+    }
+    sgroup *g = &sm->g[sm->ng++];
+    g->from = r->from;
+    g->to = r->to;
+    g->action = r->action;
+    snprintf(g->reason, sizeof g->reason, "%s", r->reason);
+    g->n = 1;
+}
+
+/* One line per group (stderr): the output dtype, the count, what was done and why. */
+static void summary_print(const summary *sm) {
+    for (size_t k = 0; k < sm->ng; k++) {
+        const sgroup *g = &sm->g[k];
+        fprintf(stderr, "tbx: %-6s %6" PRIu64 " tensor%s  ", dtname(g->to), g->n,
+                g->n == 1 ? " " : "s");
+        describe(stderr, g->action, g->from, g->to, g->reason);
+        fputc('\n', stderr);
+    }
+    if (sm->other)
+        fprintf(stderr, "tbx: %" PRIu64 " more tensor%s (-v lists every tensor)\n", sm->other,
+                sm->other == 1 ? "" : "s");
+    if (sm->warned)
+        fprintf(stderr, "tbx: %" PRIu64 " tensor%s with warnings (above; --strict makes them "
+                        "errors)\n", sm->warned, sm->warned == 1 ? "" : "s");
+}
+
 /* What the library's callbacks get (progress_ud): progress first (on_progress casts to it). */
 typedef struct convert_ud {
     progress prog;
     qreport rep;
+    summary sum;
 } convert_ud;
+
+static void on_tensor(void *ud, const tbx_convert_report *r) {
+    summary_tensor(&((convert_ud *)ud)->sum, r);
+}
 
 static void on_quant(void *ud, uint64_t tensor, uint64_t nvalues, double sse) {
     qreport_tensor(&((convert_ud *)ud)->rep, tensor, nvalues, sse);
@@ -166,48 +282,6 @@ static int same_file(const char *a, const char *b) {
     struct stat sa, sb;
     if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
-/* After a quantizing conversion: what got which type, one line per type (stderr), read back
- * from the written file, so a tensor left unquantized is never silent. */
-static void quant_summary(const char *out, tbx_dtype asked) {
-    enum { NT = 16 };
-    struct { tbx_dtype dt; uint64_t n, cols; } seen[NT];
-    size_t ns = 0;
-    tbx_file *f = NULL;
-    tbx_error err;
-    if (tbx_open_path(&f, out, NULL, &err) != TBX_OK) return;
-    for (uint64_t i = 0, nt = tbx_tensor_count(f); i < nt; i++) {
-        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
-        size_t k = 0;
-        while (k < ns && seen[k].dt != ti.dtype) k++;
-        if (k == ns) {
-            if (ns == NT) continue;
-            seen[ns].dt = ti.dtype;
-            seen[ns].n = 0;
-            seen[ns].cols = ti.ndim >= 2 ? ti.shape[ti.ndim - 1] : 0;
-            ns++;
-        }
-        seen[k].n++;
-    }
-    tbx_close(f);
-    const tbx_dtype_info *ai = tbx_dtype_get(asked);
-    for (size_t k = 0; k < ns; k++) {
-        const tbx_dtype_info *di = tbx_dtype_get(seen[k].dt);
-        if (!di || !ai) continue;
-        fprintf(stderr, "tbx: %-6s %6" PRIu64 " tensor%s", di->name, seen[k].n,
-                seen[k].n == 1 ? " " : "s");
-        if (seen[k].dt == asked)
-            fprintf(stderr, "  (requested type)\n");
-        else if (di->block_size > 1 || seen[k].dt == TBX_DT_F16)
-            fprintf(stderr, "  (fallback: rows of %" PRIu64 " values are not a multiple of %s's "
-                            "block of %" PRIu64 ")\n", seen[k].cols, ai->name,
-                    (uint64_t)ai->block_size);
-        else
-            fprintf(stderr, "  (not quantized: 1-D, norms, biases, position/token-type "
-                            "embeddings or non-float tensors)\n");
-    }
 }
 
 /* --meta KEY[:TYPE]=VALUE: the value as typed (a string without TYPE); NULL with *why set when
@@ -337,6 +411,8 @@ static int convert_run(const cli_args *a) {
     if (cli_flag(a, "drop-sections")) opt.flags |= TBX_CONVERT_DROP_SECTIONS;
     if (cli_flag(a, "dequantize")) opt.flags |= TBX_CONVERT_DEQUANTIZE;
     if (cli_flag(a, "drop-unreadable")) opt.flags |= TBX_CONVERT_DROP_UNREADABLE;
+    if (cli_flag(a, "requantize")) opt.flags |= TBX_CONVERT_REQUANTIZE;
+    if (cli_flag(a, "strict")) opt.flags |= TBX_CONVERT_STRICT;
     if (cli_flag(a, "no-dedup")) opt.write.flags |= TBX_WRITE_NO_DEDUP;
     if (cli_flag(a, "no-sync")) opt.write.flags |= TBX_WRITE_NO_SYNC;
     if (cli_flag(a, "raw")) opt.flags |= TBX_CONVERT_RAW;
@@ -393,6 +469,8 @@ static int convert_run(const cli_args *a) {
     }
     if (qmethod && (!quant || fmt != TBX_FORMAT_MCF))
         return cli_usage_error(a, "--quant-method applies to --quant with an MCF output");
+    if (cli_flag(a, "requantize") && !quant)
+        return cli_usage_error(a, "--requantize applies to --quant (the type to quantize to)");
     uint64_t n;
     const char *s;
     if ((s = cli_value(a, "alignment")) != NULL) {
@@ -425,13 +503,28 @@ static int convert_run(const cli_args *a) {
         opt.progress = on_progress;
     }
     cu.rep.verbose = cli_flag(a, "verbose");
+    cu.sum.verbose = cli_flag(a, "verbose");
+    cu.sum.strict = cli_flag(a, "strict");
     if (fmt == TBX_FORMAT_MCF && quant) opt.on_quant = on_quant;
+    opt.on_tensor = on_tensor;
 
     tbx_value *meta = NULL;
     int mrc = meta_map(a, &meta);
     if (mrc != CLI_OK) return mrc;
     opt.meta = meta;
 
+    /* OUT can be written (its directory exists, --force for an existing file) before IN is
+     * opened: a model directory's index, tokenizer and shards take time and memory */
+    tbx_error cerr;
+    memset(&cerr, 0, sizeof cerr);
+    tbx_status cst = same_file(in, out) ? TBX_OK : tbx_writer_check(out, &opt.write, &cerr);
+    if (cst != TBX_OK) {
+        tbx_value_free(meta);
+        cli_report(NULL, cst, &cerr);
+        if (cst == TBX_E_EXISTS && !cli_flag(a, "force") && cli_force_would_help(out))
+            fprintf(stderr, "tbx: use --force to replace %s\n", out);
+        return CLI_FAIL;
+    }
     tbx_file *f = cli_open(a, in);
     if (!f) { tbx_value_free(meta); return CLI_FAIL; }
     cu.rep.f = f;
@@ -470,10 +563,13 @@ static int convert_run(const cli_args *a) {
             /* the general list, unless the message already names what works */
             fprintf(stderr, "tbx: lossy steps need an explicit option: --stringify-meta, "
                             "--drop-meta, --drop-sections, --cast DTYPE, --quant TYPE, "
-                            "--dequantize\n");
+                            "--dequantize, --requantize\n");
         return CLI_FAIL;
     }
-    if (opt.quant_to != TBX_DT_INVALID) quant_summary(out, opt.quant_to);
+    /* what became of the tensors, as the conversion reported it (never read back from OUT) */
+    if (opt.quant_to != TBX_DT_INVALID || opt.cast_to != TBX_DT_INVALID ||
+        (opt.flags & (TBX_CONVERT_DEQUANTIZE | TBX_CONVERT_REQUANTIZE)) || cu.sum.warned)
+        summary_print(&cu.sum);
     if (opt.on_quant && cu.rep.tensors) {
         const tbx_dtype_info *qi = tbx_dtype_get(opt.quant_to);
         fprintf(stderr, "quantized %" PRIu64 " tensors (%" PRIu64 " values) to %s, method %s: RMSE %.6g\n",
@@ -487,18 +583,24 @@ static int convert_run(const cli_args *a) {
 const cli_command cli_cmd_convert = {
     "convert",
     "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]"
-    " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize] [--raw]"
-    " [--drop-unreadable]"
-    " [--no-dedup] [--no-sync] [--meta KEY[:TYPE]=VALUE]...",
+    " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize] [--requantize]"
+    " [--strict] [--drop-unreadable] [--raw] [--no-dedup] [--no-sync]"
+    " [--meta KEY[:TYPE]=VALUE]...",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
     "the conversion with an error naming it, and each lossy step needs its own option.\n"
-    "OUT is written to a temporary file and renamed into place; the input is never replaced.\n"
+    "OUT is checked before IN is opened (its directory exists, --force for an existing file),\n"
+    "then written to a temporary file and renamed into place; the input is never replaced.\n"
     "A symbolic link OUT is followed: the file it points to is written and the link kept (a\n"
     "dangling one needs --force). --force replaces only a regular file.\n"
     "--quant TYPE quantizes every dense 2-D f32/f16/bf16/f64 tensor; for ggml types, rows the\n"
     "type cannot take get llama-quantize's fallback (q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0,\n"
-    "q2_k/q3_k -> q4_0, else f16); a summary of the types written goes to stderr.\n"
+    "q2_k/q3_k -> q4_0, else f16). A tensor already quantized to another type stops the\n"
+    "conversion unless --requantize (decoded and quantized again) or --dequantize.\n"
+    "After --quant, --cast, --dequantize or --requantize, stderr gets what was done to the\n"
+    "tensors, by type and reason (-v: tensor by tensor), as the conversion did it. A tensor\n"
+    "holding values its type cannot represent (beyond the range of its f16 scales: they get\n"
+    "ggml's or mantle's result) or turned Inf/NaN gets a warning; --strict makes it an error.\n"
     "For an MCF output TYPE is one of MCF's families q8 q4 k6 k4 k3 k2 int8 int4 (any row\n"
     "length); --quant-method best (default: nearest f16 scales, searched sub-scales, a lower\n"
     "error) or mantle (mantle's quantize, byte for byte); --quant-clip MIN,MAX clamps every\n"
@@ -507,7 +609,9 @@ const cli_command cli_cmd_convert = {
     "only: mantle's runtime refuses them (\"unsupported dtype 16/17\"); q8 .. k2 load in mantle.\n"
     "A quantized tensor (ggml block type, OINF v2 parameters, zTensor quantized_group, MCF\n"
     "family) keeps its quantization when the target stores it exactly; otherwise the conversion\n"
-    "stops, unless --dequantize writes it dequantized, as f32 (or the --cast dtype).\n"
+    "stops. --dequantize writes every quantized tensor dequantized, as f32 (or the --cast\n"
+    "dtype); --cast alone decodes them too. A GGUF OUT keeps 1-D tensors under --cast (llama.cpp\n"
+    "computes norms in f32), and its general.file_type describes the tensors written.\n"
     "A tensor the input lists but cannot read (an MCF int8/int4 table of codes without its\n"
     "scale, as mantle pack --quant-embed writes them) stops the conversion naming it, unless\n"
     "--drop-unreadable leaves such tensors out (they are named on stderr).\n"

@@ -35,6 +35,7 @@
  */
 #include "internal.h"
 #include "ggml.h"
+#include "check.h"
 #include "gguf_hf_spm.h"
 #include "hf_tokenizer.h"
 #define TBX_EXPERIMENTAL 1
@@ -172,7 +173,11 @@ typedef struct hf_out {
     int xform;
     long layer;                 /* the "blk.N" of the name, -1 for none */
     uint64_t rows, cols;        /* [rows, cols]; 1-D: one row */
+    uint8_t action, why;        /* tbx_convert_action and HF_WHY_*, for the report */
 } hf_out;
+
+/* Why a tensor got its dtype (tbx_convert_report.reason) */
+enum { HF_WHY_NONE, HF_WHY_REQUESTED, HF_WHY_FALLBACK, HF_WHY_F32, HF_WHY_F64, HF_WHY_GENERATED };
 
 /* Hyper-parameters checked against the tensors: each one's value and the config.json field
  * that gave it (NULL when config.json has none). */
@@ -208,6 +213,7 @@ typedef struct hf {
     bool rope_llama3;
     double rope_theta, rope_factor, rope_low, rope_high, rope_orig_ctx;
     tbx_pool *workers; /* quantizing threads (NULL: the calling thread quantizes) */
+    tbx_value_check chk; /* what the values of the tensor being written became */
 } hf;
 
 static const char *embd_name(hf *h);
@@ -1290,10 +1296,22 @@ static tbx_status plan_tensors(hf *h) {
         if (strcmp(o->name, "token_embd.weight") == 0) h->embd = h->nout;
         /* dtype: f32 for what llama.cpp computes in f32 (1-D tensors, norms, biases, position
          * and token-type embeddings); else quantized (with fallback), cast, or kept (f64: f32) */
-        if (always_f32(o->name, ti.ndim)) o->dtype = TBX_DT_F32;
-        else if (h->quant != TBX_DT_INVALID) o->dtype = tbx_ggml_quant_fallback(h->quant, o->cols);
-        else if (h->cast != TBX_DT_INVALID) o->dtype = h->cast;
-        else o->dtype = ti.dtype == TBX_DT_F64 ? TBX_DT_F32 : ti.dtype;
+        if (always_f32(o->name, ti.ndim)) {
+            o->dtype = TBX_DT_F32;
+            o->why = HF_WHY_F32;
+        } else if (h->quant != TBX_DT_INVALID) {
+            o->dtype = tbx_ggml_quant_fallback(h->quant, o->cols);
+            o->why = o->dtype == h->quant ? HF_WHY_REQUESTED : HF_WHY_FALLBACK;
+            o->action = o->dtype == h->quant ? TBX_CONVERT_QUANTIZED : TBX_CONVERT_FALLBACK;
+        } else if (h->cast != TBX_DT_INVALID) {
+            o->dtype = h->cast;
+            o->why = HF_WHY_REQUESTED;
+        } else {
+            o->dtype = ti.dtype == TBX_DT_F64 ? TBX_DT_F32 : ti.dtype;
+            o->why = ti.dtype == TBX_DT_F64 ? HF_WHY_F64 : HF_WHY_NONE;
+        }
+        if (o->action == TBX_CONVERT_KEPT && o->dtype != ti.dtype) o->action = TBX_CONVERT_CAST;
+        if (o->action == TBX_CONVERT_FALLBACK && o->dtype == ti.dtype) o->action = TBX_CONVERT_KEPT;
         h->nout++;
     }
     return TBX_OK;
@@ -1474,6 +1492,7 @@ static tbx_status declare_tensors(hf *h) {
         memcpy(o->name, "rope_freqs.weight", sizeof "rope_freqs.weight");
         o->dtype = TBX_DT_F32;
         o->layer = -1;
+        o->why = HF_WHY_GENERATED;
         o->rows = 1;
         o->cols = h->head_dim / 2;
     }
@@ -1495,27 +1514,6 @@ static tbx_status declare_tensors(hf *h) {
     return TBX_OK;
 }
 
-/* llama.cpp's file type for the bulk type. */
-static uint32_t file_type(tbx_dtype bulk) {
-    switch (bulk) {
-    case TBX_DT_F32: return 0;
-    case TBX_DT_F16: return 1;
-    case TBX_DT_Q4_0: return 2;
-    case TBX_DT_Q4_1: return 3;
-    case TBX_DT_Q8_0: return 7;
-    case TBX_DT_Q5_0: return 8;
-    case TBX_DT_Q5_1: return 9;
-    case TBX_DT_Q2_K: return 10;
-    case TBX_DT_Q3_K: return 12; /* Q3_K_M */
-    case TBX_DT_Q4_K: return 15; /* Q4_K_M */
-    case TBX_DT_Q5_K: return 17; /* Q5_K_M */
-    case TBX_DT_Q6_K: return 18;
-    case TBX_DT_BF16: return 32;
-    case TBX_DT_TQ1_0: return 36;
-    case TBX_DT_TQ2_0: return 37;
-    default: return 1024; /* GUESSED */
-    }
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Tensor data                                                                                 */
@@ -1654,8 +1652,10 @@ static tbx_status write_data(hf *h, size_t k, float *fbuf, uint8_t *obuf) {
             if (quant) {
                 quant_blocks(h, quant, di, fbuf, obuf, n / di->block_size);
                 outn = (size_t)(n / di->block_size * di->block_bytes);
+                tbx_value_check_out(&h->chk, o->dtype, fbuf, obuf, n);
             } else if (o->dtype != TBX_DT_F64 && tbx_encode_float(o->dtype, fbuf, n, obuf)) {
                 outn = (size_t)(n * (di->bits / 8)); /* f32, f16, bf16: obuf holds 8 bytes a value */
+                tbx_value_check_out(&h->chk, o->dtype, fbuf, obuf, n);
             } else {
                 return hf_fail(h, TBX_E_UNSUPPORTED, "cast", "cannot write %s", di->name);
             }
@@ -1663,6 +1663,56 @@ static tbx_status write_data(hf *h, size_t k, float *fbuf, uint8_t *obuf) {
         if (st == TBX_OK) st = tbx_writer_write_tensor(h->w, k, obuf, outn, h->err);
     }
     return st;
+}
+
+/* Reports output tensor k (tbx_gguf_hf_options.on_tensor): its dtypes, why, and what its
+ * values became (h->chk); under TBX_CONVERT_STRICT a warning fails the conversion. */
+static tbx_status hf_report(hf *h, size_t k, const tbx_gguf_hf_options *opt) {
+    const hf_out *o = &h->out[k];
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+    if (o->src != UINT64_MAX) tbx_tensor_info_get(h->in, o->src, &ti);
+    char why[160] = "";
+    const tbx_dtype_info *qi = tbx_dtype_get(h->quant);
+    switch (o->why) {
+    case HF_WHY_REQUESTED: snprintf(why, sizeof why, "requested type"); break;
+    case HF_WHY_FALLBACK:
+        snprintf(why, sizeof why, "rows of %llu values are not a multiple of %s's block of %llu%s",
+                 (unsigned long long)o->cols, qi ? qi->name : "?",
+                 (unsigned long long)(qi ? qi->block_size : 0),
+                 o->dtype == TBX_DT_F16 ? ", nor of its fallback's: f16" : "");
+        break;
+    case HF_WHY_F32:
+        snprintf(why, sizeof why, "1-D, norm, or position/token-type embedding: f32 for llama.cpp");
+        break;
+    case HF_WHY_F64: snprintf(why, sizeof why, "f64 is written as f32 for llama.cpp"); break;
+    case HF_WHY_GENERATED: snprintf(why, sizeof why, "generated (llama3 rope scaling)"); break;
+    default: break;
+    }
+    tbx_convert_report r;
+    memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
+    r.tensor = k;
+    r.name = o->name;
+    r.from = o->src == UINT64_MAX ? TBX_DT_F32 : ti.dtype;
+    r.to = o->dtype;
+    r.action = (tbx_convert_action)o->action;
+    r.reason = why;
+    r.nvalues = o->src == UINT64_MAX || ti.dtype == o->dtype ? 0 : o->rows * o->cols;
+    r.nonfinite = h->chk.nonfinite;
+    r.beyond = h->chk.beyond;
+    r.range = (double)tbx_quant_range(o->dtype);
+    r.max_abs = (double)h->chk.max_abs;
+    if (r.nonfinite) r.warnings |= TBX_CONVERT_WARN_NONFINITE;
+    if (r.beyond) r.warnings |= TBX_CONVERT_WARN_RANGE;
+    if (opt->on_tensor) opt->on_tensor(opt->progress_ud, &r);
+    if (r.warnings && (opt->flags & TBX_CONVERT_STRICT))
+        return hf_fail(h, TBX_E_LOSSY, o->name, "tensor \"%s\" (%s): %llu finite values beyond "
+                       "its range (+-%g), %llu came out as Inf or NaN; refused under --strict "
+                       "(TBX_CONVERT_STRICT)", o->name,
+                       tbx_dtype_get(o->dtype) ? tbx_dtype_get(o->dtype)->name : "?",
+                       (unsigned long long)r.beyond, r.range,
+                       (unsigned long long)r.nonfinite);
+    return TBX_OK;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1694,6 +1744,9 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
         memcpy(&o, opt, n);
     }
     o.write.format = TBX_FORMAT_GGUF;
+    /* the output can be written before the model's JSON files are parsed */
+    tbx_status cst = tbx_writer_check(out_path, &o.write, err);
+    if (cst != TBX_OK) return cst;
     if (o.cast_to != TBX_DT_INVALID && o.cast_to != TBX_DT_F32 && o.cast_to != TBX_DT_F16 &&
         o.cast_to != TBX_DT_BF16)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast", "casting to %s is not "
@@ -1741,7 +1794,7 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
             }
             if (bulk == TBX_DT_F64) bulk = TBX_DT_F32;
         }
-        st = put_u32(&h, "general.file_type", file_type(bulk));
+        st = put_u32(&h, "general.file_type", tbx_llama_ftype(bulk));
     }
     if (st == TBX_OK) st = put_u32(&h, "general.quantization_version", 2);
     if (st == TBX_OK) st = write_tokenizer(&h);
@@ -1768,7 +1821,9 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
                          (unsigned long long)(HF_CHUNK_F32 + 64 * 1024));
             break;
         }
+        memset(&h.chk, 0, sizeof h.chk);
         st = write_data(&h, k, fbuf, obuf);
+        if (st == TBX_OK) st = hf_report(&h, k, &o);
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         if (h.out[k].src != UINT64_MAX && tbx_tensor_info_get(in, h.out[k].src, &ti) == TBX_OK)
             done += ti.nbytes;

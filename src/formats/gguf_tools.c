@@ -126,6 +126,15 @@ static tbx_status writer_for(tbx_writer **w, const char *path, uint32_t flags, u
     return tbx_writer_open_(w, path, &wo, flags & TBX_WRITE_EDIT_, err);
 }
 
+/* Can a GGUF file be written at `path` now (tbx_writer_check)? Checked before any work. */
+static tbx_status check_out(const char *path, uint32_t flags, tbx_error *err) {
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_GGUF;
+    wo.flags = flags & TBX_WRITE_OVERWRITE;
+    return tbx_writer_check(path, &wo, err);
+}
+
 /* The alignment to pass to a writer for a file's tensors: general.alignment when it is a u32
  * (the writer then keeps it), else 0 (the default, 32). */
 static uint32_t file_alignment(const tbx_file *f) {
@@ -432,10 +441,15 @@ tbx_status tbx_gguf_split(const char *path, uint64_t max_bytes, const char *out_
     char **names = calloc(n, sizeof *names);
     uint8_t *buf = malloc(GT_CHUNK);
     if (!names || !buf) st = tbx_err_nomem(err, "split");
-    uint32_t written = 0;
+    /* every shard can be written (its directory exists, an existing one only with overwrite)
+     * before the first byte of any */
     for (uint32_t s = 0; st == TBX_OK && s < n; s++) {
         names[s] = shard_name(out_stem, s + 1, n);
-        if (!names[s]) { st = tbx_err_nomem(err, "shard name"); break; }
+        if (!names[s]) st = tbx_err_nomem(err, "shard name");
+        else st = check_out(names[s], flags, err);
+    }
+    uint32_t written = 0;
+    for (uint32_t s = 0; st == TBX_OK && s < n; s++) {
         tbx_writer *w = NULL;
         st = writer_for(&w, names[s], flags & TBX_WRITE_OVERWRITE, 3, align, err);
         if (st != TBX_OK) break;
@@ -491,6 +505,8 @@ tbx_status tbx_gguf_merge(const char *first_shard, const char *out_path, uint32_
         count == 0 || count > 65535)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "merge",
                        "%s: the first shard is named STEM-00001-of-NNNNN.gguf", first_shard);
+    tbx_status st = check_out(out_path, flags, err); /* before opening any shard */
+    if (st != TBX_OK) return st;
     char *stem = malloc(len - 20 + 1);
     if (stem) {
         memcpy(stem, first_shard, len - 20);
@@ -498,7 +514,7 @@ tbx_status tbx_gguf_merge(const char *first_shard, const char *out_path, uint32_
     }
     tbx_file **in = calloc(count, sizeof *in);
     uint8_t *buf = malloc(GT_CHUNK);
-    tbx_status st = (!stem || !in || !buf) ? tbx_err_nomem(err, "merge") : TBX_OK;
+    st = (!stem || !in || !buf) ? tbx_err_nomem(err, "merge") : TBX_OK;
     uint64_t total = 0, declared = 0;
     for (unsigned s = 0; st == TBX_OK && s < count; s++) {
         char *name = shard_name(stem, s + 1, count);

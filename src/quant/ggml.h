@@ -18,10 +18,13 @@
  *   - q2_K .. q6_K: tensorbox's own encoder (least-squares search, super-block refit, local
  *     search on the quantized sub-scales; see ggml_quant.c). On every test distribution its
  *     reconstruction RMSE is below that of ggml's reference algorithm, which is provided too
- *     (tbx_ggml_quant_ref_for) as the baseline (written from ggml's quantize_row_*_ref; not
- *     compared byte for byte with a ggml build).
+ *     (tbx_ggml_quant_ref_for) as the baseline (written from ggml's quantize_row_*_ref; the
+ *     same bytes as ggml_quantize_chunk of llama.cpp's libggml, tests/python/
+ *     test_quant_overflow.py). A super-block holding a value the type cannot represent
+ *     (beyond tbx_quant_range, check.h) or Inf/NaN gets the reference's bytes: the values
+ *     ggml itself gives it.
  *   Every quantizer is deterministic: the same input gives the same bytes on every CPU path.
- *   Non-finite inputs give unspecified (but defined, crash-free) blocks.
+ *   Other non-finite inputs give unspecified (but defined, crash-free) blocks.
  */
 #ifndef TBX_GGML_H
 #define TBX_GGML_H
@@ -79,6 +82,10 @@ tbx_quant_fn tbx_ggml_quant_ref_for(tbx_dtype dt);
  * llama-quantize's rules (ggml_fallback.c): `want` itself when cols is a multiple of its block
  * size, else the demoted type, else TBX_DT_F16; TBX_DT_INVALID when `want` is no block type. */
 tbx_dtype tbx_ggml_quant_fallback(tbx_dtype want, uint64_t cols);
+/* llama.cpp's general.file_type value (LLAMA_FTYPE) of a model whose bulk type is `bulk`
+ * (ggml_fallback.c): f32 0, f16 1, q4_0 2, q4_1 3, q8_0 7, ..., bf16 32; a type llama.cpp has
+ * no file type for: 1024 (LLAMA_FTYPE_GUESSED). */
+uint32_t tbx_llama_ftype(tbx_dtype bulk);
 
 /* ---- lane kernels of the K-quant encoder (internal to this module) -------------------------
  * Eight sub-blocks are processed side by side: xt[8*i + j] is value i of sub-block j ("lane"

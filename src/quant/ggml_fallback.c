@@ -29,3 +29,38 @@ tbx_dtype tbx_ggml_quant_fallback(tbx_dtype want, uint64_t cols) {
     if (!fi || cols == 0 || cols % fi->block_size != 0) return TBX_DT_F16; /* "must use F16" */
     return fb;
 }
+
+/* llama.cpp's file type (enum llama_ftype in llama.h, gguf-py's LlamaFileType) of a model whose
+ * bulk type is `bulk`: the value convert_hf_to_gguf.py and llama-quantize write to
+ * general.file_type ("mostly X": 1-D tensors stay f32), and the one llama.cpp's loader guesses
+ * when the key is missing (the K types as their _M mixes). Others: 1024, LLAMA_FTYPE_GUESSED. */
+uint32_t tbx_llama_ftype(tbx_dtype bulk) {
+    switch (bulk) {
+    case TBX_DT_F32: return 0;      /* ALL_F32 */
+    case TBX_DT_F16: return 1;
+    case TBX_DT_Q4_0: return 2;
+    case TBX_DT_Q4_1: return 3;
+    case TBX_DT_Q8_0: return 7;
+    case TBX_DT_Q5_0: return 8;
+    case TBX_DT_Q5_1: return 9;
+    case TBX_DT_Q2_K: return 10;
+    case TBX_DT_Q3_K: return 12;    /* Q3_K_M */
+    case TBX_DT_Q4_K: return 15;    /* Q4_K_M */
+    case TBX_DT_Q5_K: return 17;    /* Q5_K_M */
+    case TBX_DT_Q6_K: return 18;
+    case TBX_DT_IQ2_XXS: return 19;
+    case TBX_DT_IQ2_XS: return 20;
+    case TBX_DT_IQ3_XXS: return 23;
+    case TBX_DT_IQ1_S: return 24;
+    case TBX_DT_IQ4_NL: return 25;
+    case TBX_DT_IQ3_S: return 26;
+    case TBX_DT_IQ2_S: return 28;
+    case TBX_DT_IQ4_XS: return 30;
+    case TBX_DT_IQ1_M: return 31;
+    case TBX_DT_BF16: return 32;
+    case TBX_DT_TQ1_0: return 36;
+    case TBX_DT_TQ2_0: return 37;
+    case TBX_DT_MXFP4: return 38;   /* MXFP4_MOE */
+    default: return 1024;
+    }
+}

@@ -25,6 +25,7 @@
  *    operations lane by lane in the same order, so every CPU path writes the same bytes.
  */
 #include "ggml.h"
+#include "check.h"
 #include "internal.h"
 
 #include <float.h>
@@ -361,11 +362,12 @@ static void pack_q2k_levels(uint8_t *qs, const uint8_t *L) {
 /* ========================================================================================== */
 /* 2. ggml's reference K-quant algorithm (baseline)                                           */
 /* ========================================================================================== */
-/* Round to nearest (ties to even) through the float adder, as ggml's nearest_int. The argument
- * is clamped to +-4194303 first (ggml asserts it), so every input is defined behaviour. */
+/* Round to nearest (ties to even) through the float adder, as ggml's nearest_int (which asserts
+ * |f| <= 4194303 in debug builds only). Beyond that, and for Inf/NaN, the result is the low
+ * mantissa bits of the sum, as in a release build of ggml: defined behaviour (IEEE addition, a
+ * bit copy, an int subtraction that cannot overflow), and callers clamp it. Not clamping the
+ * argument keeps the blocks of values beyond a type's range identical to ggml's. */
 static inline int ref_nearest(float f) {
-    if (!(f > -4194303.0f)) f = -4194303.0f;
-    if (f > 4194303.0f) f = 4194303.0f;
     const float v = f + 12582912.0f;
     int32_t i;
     memcpy(&i, &v, 4);
@@ -558,7 +560,8 @@ static void ref_q2_K(const float *x, void *dst, uint64_t nb) {
         }
         if (max_min > 0) {
             const float iscale = 15.0f / max_min;
-            for (int j = 0; j < 16; j++) sc[j] |= (uint8_t)(ref_nearest(iscale * mins[j]) << 4);
+            for (int j = 0; j < 16; j++)
+                sc[j] |= (uint8_t)((unsigned)ref_nearest(iscale * mins[j]) << 4);
             tbx_st16(blk + 82, f2h(max_min / 15.0f));
         } else {
             tbx_st16(blk + 82, f2h(0.0f));
@@ -1142,6 +1145,17 @@ static void kq_affine_block(const tbx_kq_ops *ops, const kq_affine_cfg *c, const
     ops->untranspose(Lt, n, c->ngroups, 0, L);
 }
 
+/* A super-block holding a value beyond what the type can represent (tbx_quant_range: no finite
+ * f16 scale reaches it), or Inf/NaN, is not this encoder's to fit: it gets ggml's reference
+ * encoding, so its values decode exactly as ggml's own quantizer makes them (the conversion
+ * reports such tensors). */
+static bool kq_unrepresentable(const float *x, tbx_dtype dt) {
+    const float r = tbx_quant_range(dt);
+    bool out = false;
+    for (int i = 0; i < 256; i++) out |= !(fabsf(x[i]) <= r);
+    return out;
+}
+
 static const kq_affine_cfg cfg_q4 = {32, 1, 15, 63, kDeltaQ4, (int)(sizeof kDeltaQ4 / sizeof(float))};
 static const kq_affine_cfg cfg_q5 = {32, 1, 31, 63, kDeltaQ5, (int)(sizeof kDeltaQ5 / sizeof(float))};
 static const kq_affine_cfg cfg_q2 = {16, 2, 3, 15, kDeltaQ2, (int)(sizeof kDeltaQ2 / sizeof(float))};
@@ -1150,6 +1164,7 @@ static void kq_q4_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
     uint8_t *blk = (uint8_t *)dst, L[256];
     int ls[16], lm[16];
     for (uint64_t i = 0; i < nb; i++, x += 256, blk += 144) {
+        if (kq_unrepresentable(x, TBX_DT_Q4_K)) { ref_q4_K(x, blk, 1); continue; }
         uint16_t dh, mh;
         kq_affine_block(ops, &cfg_q4, x, &dh, &mh, ls, lm, L);
         tbx_st16(blk, dh);
@@ -1163,6 +1178,7 @@ static void kq_q5_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
     uint8_t *blk = (uint8_t *)dst, L[256];
     int ls[16], lm[16];
     for (uint64_t i = 0; i < nb; i++, x += 256, blk += 176) {
+        if (kq_unrepresentable(x, TBX_DT_Q5_K)) { ref_q5_K(x, blk, 1); continue; }
         uint16_t dh, mh;
         kq_affine_block(ops, &cfg_q5, x, &dh, &mh, ls, lm, L);
         tbx_st16(blk, dh);
@@ -1176,6 +1192,7 @@ static void kq_q2_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
     uint8_t *blk = (uint8_t *)dst, L[256];
     int ls[16], lm[16];
     for (uint64_t i = 0; i < nb; i++, x += 256, blk += 84) {
+        if (kq_unrepresentable(x, TBX_DT_Q2_K)) { ref_q2_K(x, blk, 1); continue; }
         uint16_t dh, mh;
         kq_affine_block(ops, &cfg_q2, x, &dh, &mh, ls, lm, L);
         for (int j = 0; j < 16; j++) blk[j] = (uint8_t)(ls[j] | (lm[j] << 4));
@@ -1253,6 +1270,7 @@ static void kq_q6_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
     uint8_t *blk = (uint8_t *)dst, L[256];
     int ls[16];
     for (uint64_t i = 0; i < nb; i++, x += 256, blk += 210) {
+        if (kq_unrepresentable(x, TBX_DT_Q6_K)) { ref_q6_K(x, blk, 1); continue; }
         uint16_t dh;
         kq_symm_block(ops, 32, 128, kDeltaQ6, (int)(sizeof kDeltaQ6 / sizeof(float)), x, &dh, ls, L);
         pack_q6k(blk, blk + 128, L);
@@ -1265,6 +1283,7 @@ static void kq_q3_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
     uint8_t *blk = (uint8_t *)dst, L[256];
     int ls[16];
     for (uint64_t i = 0; i < nb; i++, x += 256, blk += 110) {
+        if (kq_unrepresentable(x, TBX_DT_Q3_K)) { ref_q3_K(x, blk, 1); continue; }
         uint16_t dh;
         kq_symm_block(ops, 4, 32, kDeltaQ3, (int)(sizeof kDeltaQ3 / sizeof(float)), x, &dh, ls, L);
         for (int j = 0; j < 16; j++) ls[j] += 32;

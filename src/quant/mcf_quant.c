@@ -29,6 +29,9 @@
  *       wins. The truncated candidates contain mantle's choices, so per block the error is never
  *       above mantle's (its codes are nearest for mantle's own stored scale).
  *   Values are clamped like mantle's; NaN values count as 0; f16 scales are capped at 65504.
+ *   A block (q) or super-block (k) whose scale amax/qmax is beyond f16 (mantle's truncation
+ *   gives Inf: >= 65536) has no finite scale at all: it gets mantle's bytes, so its values
+ *   decode as the reference's do (Inf/NaN), never as a silent 0.
  *
  * Every choice is a function of one row's values only, so the bytes do not depend on how rows
  * are split between threads. Ties go to the first candidate in the order above.
@@ -94,28 +97,79 @@ static void pack32(const int32_t *q, uint32_t bits, uint8_t *dst) {
 }
 
 /* ---- METHOD_MANTLE ------------------------------------------------------------------------- */
+/* Block b of a q row, as mantle's quantize writes it. */
+static void mantle_q_block(const tbx_mcfq_layout *L, const float *x, float lo, float hi,
+                           uint64_t b, uint8_t *scales, uint8_t *codes) {
+    const int32_t qmax = (1 << (L->bits - 1)) - 1;
+    const uint64_t cols = L->cols, c0 = b * 32;
+    float v[32];
+    float amax = 0;
+    for (int i = 0; i < 32; i++) {
+        v[i] = c0 + i < cols ? clampv(x[c0 + i], lo, hi) : 0.0f;
+        const float av = fabsf(v[i]);
+        if (av > amax) amax = av;
+    }
+    const float scale = amax > 0 ? amax / (float)qmax : 0.0f;
+    tbx_st16(scales + 2 * b, tbx_mcfq_f16_trunc(scale));
+    const float inv = scale != 0 ? 1.0f / scale : 0.0f;
+    int32_t q[32];
+    for (int i = 0; i < 32; i++) {
+        q[i] = 0;
+        if (scale == 0) continue;
+        if (L->bits == 4 && c0 + i >= cols) continue; /* mantle's q4 path skips padding */
+        q[i] = mantle_code(v[i] * inv, qmax);
+    }
+    pack32(q, L->bits, codes + b * 4 * L->bits);
+}
+
 static void mantle_q_row(const tbx_mcfq_layout *L, const float *x, float lo, float hi,
                          uint8_t *scales, uint8_t *codes) {
+    for (uint64_t b = 0; b < L->bpr; b++) mantle_q_block(L, x, lo, hi, b, scales, codes);
+}
+
+/* Super-block s of a k row, as mantle's quantize writes it. */
+static void mantle_k_super(const tbx_mcfq_layout *L, const float *x, float lo, float hi,
+                           uint64_t s, uint8_t *supers, uint8_t *sub, uint8_t *codes) {
     const int32_t qmax = (1 << (L->bits - 1)) - 1;
     const uint64_t cols = L->cols;
-    for (uint64_t b = 0; b < L->bpr; b++) {
-        const uint64_t c0 = b * 32;
-        float v[32];
+    float bscale[8] = { 0 };
+    float smax = 0;
+    for (int j = 0; j < 8; j++) {
+        const uint64_t b = s * 8 + (uint64_t)j;
+        if (b >= L->bpr) break;
         float amax = 0;
         for (int i = 0; i < 32; i++) {
-            v[i] = c0 + i < cols ? clampv(x[c0 + i], lo, hi) : 0.0f;
-            const float av = fabsf(v[i]);
+            const uint64_t c = b * 32 + (uint64_t)i;
+            const float av = fabsf(c < cols ? clampv(x[c], lo, hi) : 0.0f);
             if (av > amax) amax = av;
         }
-        const float scale = amax > 0 ? amax / (float)qmax : 0.0f;
-        tbx_st16(scales + 2 * b, tbx_mcfq_f16_trunc(scale));
-        const float inv = scale != 0 ? 1.0f / scale : 0.0f;
+        if (amax == 0) continue;
+        bscale[j] = amax / (float)qmax;
+        if (bscale[j] > smax) smax = bscale[j];
+    }
+    const float S = smax;
+    tbx_st16(supers + 2 * s, tbx_mcfq_f16_trunc(S));
+    for (int j = 0; j < 8; j++) {
+        const uint64_t b = s * 8 + (uint64_t)j;
+        if (b >= L->bpr) break;
+        uint8_t u6 = 0;
+        if (bscale[j] > 0 && S > 0) {
+            const float ratio = bscale[j] / S;
+            const double r = round((double)(ratio * 32.0f));
+            int u = (r >= -2147483648.0 && r < 2147483648.0) ? (int)r : INT32_MIN;
+            if (u < 1) u = 1;
+            else if (u > 63) u = 63;
+            u6 = (uint8_t)u;
+        }
+        sub[b] = u6 & 0x3F;
+        float scale = 0;
+        if (u6 > 0 && S > 0) scale = S * ((float)u6 / 32.0f);
+        const float inv = scale != 0 ? 1 / scale : 0.0f;
         int32_t q[32];
         for (int i = 0; i < 32; i++) {
-            q[i] = 0;
-            if (scale == 0) continue;
-            if (L->bits == 4 && c0 + i >= cols) continue; /* mantle's q4 path skips padding */
-            q[i] = mantle_code(v[i] * inv, qmax);
+            const uint64_t c = b * 32 + (uint64_t)i;
+            const float v = c < cols ? clampv(x[c], lo, hi) : 0.0f;
+            q[i] = scale != 0 ? mantle_code(v * inv, qmax) : 0;
         }
         pack32(q, L->bits, codes + b * 4 * L->bits);
     }
@@ -123,55 +177,16 @@ static void mantle_q_row(const tbx_mcfq_layout *L, const float *x, float lo, flo
 
 static void mantle_k_row(const tbx_mcfq_layout *L, const float *x, float lo, float hi,
                          uint8_t *supers, uint8_t *sub, uint8_t *codes) {
-    const int32_t qmax = (1 << (L->bits - 1)) - 1;
-    const uint64_t cols = L->cols;
-    for (uint64_t s = 0; s < L->spr; s++) {
-        float bscale[8] = { 0 };
-        float smax = 0;
-        for (int j = 0; j < 8; j++) {
-            const uint64_t b = s * 8 + (uint64_t)j;
-            if (b >= L->bpr) break;
-            float amax = 0;
-            for (int i = 0; i < 32; i++) {
-                const uint64_t c = b * 32 + (uint64_t)i;
-                const float av = fabsf(c < cols ? clampv(x[c], lo, hi) : 0.0f);
-                if (av > amax) amax = av;
-            }
-            if (amax == 0) continue;
-            bscale[j] = amax / (float)qmax;
-            if (bscale[j] > smax) smax = bscale[j];
-        }
-        const float S = smax;
-        tbx_st16(supers + 2 * s, tbx_mcfq_f16_trunc(S));
-        for (int j = 0; j < 8; j++) {
-            const uint64_t b = s * 8 + (uint64_t)j;
-            if (b >= L->bpr) break;
-            uint8_t u6 = 0;
-            if (bscale[j] > 0 && S > 0) {
-                const float ratio = bscale[j] / S;
-                const double r = round((double)(ratio * 32.0f));
-                int u = (r >= -2147483648.0 && r < 2147483648.0) ? (int)r : INT32_MIN;
-                if (u < 1) u = 1;
-                else if (u > 63) u = 63;
-                u6 = (uint8_t)u;
-            }
-            sub[b] = u6 & 0x3F;
-            float scale = 0;
-            if (u6 > 0 && S > 0) scale = S * ((float)u6 / 32.0f);
-            const float inv = scale != 0 ? 1 / scale : 0.0f;
-            int32_t q[32];
-            for (int i = 0; i < 32; i++) {
-                const uint64_t c = b * 32 + (uint64_t)i;
-                const float v = c < cols ? clampv(x[c], lo, hi) : 0.0f;
-                q[i] = scale != 0 ? mantle_code(v * inv, qmax) : 0;
-            }
-            pack32(q, L->bits, codes + b * 4 * L->bits);
-        }
-    }
+    for (uint64_t s = 0; s < L->spr; s++) mantle_k_super(L, x, lo, hi, s, supers, sub, codes);
 }
 
 /* ---- METHOD_BEST --------------------------------------------------------------------------- */
 #define F16_MAX 65504.0f
+
+/* Does mantle's f16 conversion of scale s give Inf (s >= 65536)? Such a block has no finite
+ * scale: both methods then write mantle's block, whose values decode to Inf/NaN (what the
+ * reference gives; the conversion reports them, see convert_mcfq.c). */
+static bool f16_overflows(float s) { return (tbx_mcfq_f16_trunc(s) & 0x7FFFu) == 0x7C00u; }
 
 /* Nearest f16 of a non-negative finite scale, capped at the largest finite f16. */
 static uint16_t f16_near(float s) { return tbx_f32_to_f16(s < F16_MAX ? s : F16_MAX); }
@@ -246,6 +261,10 @@ static void best_q_row(const tbx_mcfq_layout *L, const float *x, float lo, float
         float v[32];
         int32_t q[32] = { 0 };
         const float amax = load_block(x, L->cols, b, lo, hi, v);
+        if (f16_overflows(amax / qmax)) { /* no finite f16 scale: mantle's block */
+            mantle_q_block(L, x, lo, hi, b, scales, codes);
+            continue;
+        }
         uint16_t best_h = 0;
         if (amax > 0) {
             float w[32];
@@ -323,6 +342,10 @@ static void best_k_row(const tbx_mcfq_layout *L, const float *x, float lo, float
             amax[j] = load_block(x, L->cols, s * 8 + (uint64_t)j, lo, hi, v[j]);
             sort_mag(v[j], w[j]);
             if (amax[j] / qmax > smax) smax = amax[j] / qmax;
+        }
+        if (f16_overflows(smax)) { /* no finite f16 super scale: mantle's super-block */
+            mantle_k_super(L, x, lo, hi, s, supers, sub, codes);
+            continue;
         }
         uint16_t best_h = 0;
         uint8_t best_u[8] = { 0 };

@@ -182,11 +182,15 @@ def test_ztensor_quantized_group(tbx, tmp_path):
     assert r.rc == 0, r.describe()
     r = run(tbx, "cat", out, "qg", "--as", "f32")
     assert r.rc == 0 and r.out == want.tobytes(), r.describe()
-    # --dequantize only applies where the target cannot store the quantization
+    # --dequantize applies to every quantized tensor, also where the target could store the
+    # quantization (issue 19: it used to be ignored then, without a word)
     out = tmp_path / "qg2.zt"
     r = run(tbx, "convert", src, out, "--dequantize")
     assert r.rc == 0, r.describe()
-    assert info_json(tbx, out)["tensors"][0]["quant"] == a["quant"]
+    t = info_json(tbx, out)["tensors"][0]
+    assert "quant" not in t and t["dtype"] == "f32" and t.get("layout", "dense") == "dense", t
+    r = run(tbx, "cat", out, "qg", "--as", "f32")
+    assert r.rc == 0 and r.out == want.tobytes(), r.describe()
 
 
 def test_gguf_block_type_dequantized_to_safetensors(tbx, tmp_path):

@@ -13,6 +13,7 @@
 #include "tbx_test.h"
 
 #include "ggml.h"
+#include "check.h"
 #include "tensorbox.h"
 
 #include <float.h>
@@ -609,12 +610,30 @@ TBX_TEST(quant_paths_write_identical_bytes) {
             }
             CHECK(memcmp(a, c, nb * bb) == 0);
         }
-        /* finite input decodes to finite output (the f16 scales saturate instead of overflowing) */
+        /* finite input within the type's range decodes to finite output (tensorbox's K
+         * encoder saturates its f16 scales instead of overflowing them); a K super-block
+         * beyond the range (mode 4: values up to ~5e6) or with Inf/NaN gets ggml's reference
+         * bytes (tbx_ggml_quant_ref_for, compared with ggml itself in
+         * tests/python/test_quant_overflow.py) */
         float *y = xmalloc(nb * bs * 4);
         tbx_ggml_dequant_scalar_for(dt)(a, y, nb);
-        long nonfinite = 0;
+        long nonfinite = 0, unlike_ref = 0, beyond = 0;
+        const float range = tbx_quant_range(dt);
+        tbx_quant_fn qr = tbx_ggml_quant_ref_for(dt);
         for (size_t k = 0; k < nb; k++) {
-            if ((k * bs) / 256 % 12 == 6 || (k * bs) / 256 % 12 == 7) continue; /* NaN/Inf input */
+            const int mode = (int)((k * bs) / 256 % 12);
+            if (bs == 256) {
+                int out = 0;
+                for (size_t i = 0; i < 256; i++) out |= !(fabsf(x[k * 256 + i]) <= range);
+                if (out) {
+                    uint8_t r[256];
+                    qr(x + k * 256, r, 1);
+                    unlike_ref += memcmp(r, a + k * bb, bb) != 0;
+                    beyond += mode == 4;
+                    continue;
+                }
+            }
+            if (mode == 6 || mode == 7) continue; /* NaN/Inf input */
             if (dt == TBX_DT_Q8_0 || dt == TBX_DT_Q4_0 || dt == TBX_DT_Q4_1 || dt == TBX_DT_Q5_0 ||
                 dt == TBX_DT_Q5_1 || dt == TBX_DT_TQ1_0 || dt == TBX_DT_TQ2_0)
                 continue; /* ggml-identical encoders keep ggml's overflow to Inf */
@@ -622,6 +641,9 @@ TBX_TEST(quant_paths_write_identical_bytes) {
                 if (!isfinite(y[k * bs + i])) nonfinite++;
         }
         CHECK_EQ(nonfinite, 0);
+        CHECK_EQ(unlike_ref, 0);
+        /* some 1e6-scaled blocks exceed q2_K's range (45 x 65504 = 2.9e6) */
+        if (dt == TBX_DT_Q2_K) CHECK(beyond > 0);
         free(y);
         free(a);
         free(b);

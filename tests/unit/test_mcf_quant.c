@@ -428,7 +428,7 @@ TBX_TEST(convert_tensor_threads) {
             sinkbuf b = { malloc((size_t)total + 1), 0, (size_t)total, 0 };
             double sse1 = -1;
             for (int th = 0; th < 3; th++) {
-                tbx_mcfq_request rq = { kind, (tbx_mcfq_method)m, false, 0, 0, 0, 0 };
+                tbx_mcfq_request rq = { kind, (tbx_mcfq_method)m, false, 0, 0, 0, 0, {0, 0, 0} };
                 convert_once(p32, &rq, th == 0 ? "1" : th == 1 ? "2" : "4", &b);
                 CHECK_EQ(b.len, total);
                 CHECK(rq.clip_lo == -amax && rq.clip_hi == amax);
@@ -440,7 +440,7 @@ TBX_TEST(convert_tensor_threads) {
                 CHECK(fabs(rq.sse - wsse) <= 1e-9 * wsse + 1e-30);
             }
             /* f16 input: the decoded values are what gets quantized */
-            tbx_mcfq_request rq = { kind, (tbx_mcfq_method)m, true, -0.1f, 0.1f, 0, 0 };
+            tbx_mcfq_request rq = { kind, (tbx_mcfq_method)m, true, -0.1f, 0.1f, 0, 0, {0, 0, 0} };
             convert_once(p16, &rq, "3", &b);
             CHECK_EQ(b.len, total);
             CHECK(rq.clip_lo == -0.1f && rq.clip_hi == 0.1f); /* a given range is kept */

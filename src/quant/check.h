@@ -1,0 +1,37 @@
+/* check.h - what a lossy conversion step did to the values: the range each target dtype can
+ * hold and the count of values it could not (check.c). Shared by the conversion paths
+ * (src/api/convert.c, convert_mcfq.c, src/formats/gguf_hf.c), which report the counts per
+ * tensor (tbx_convert_options.on_tensor). */
+#ifndef TBX_QUANT_CHECK_H
+#define TBX_QUANT_CHECK_H
+
+#include "tensorbox.h"
+
+#include <stdint.h>
+
+/* The largest magnitude a value of a quantized dtype can decode to when every scale it stores
+ * is finite: f16's largest finite value (65504) times the largest |code| (times the largest
+ * sub-scale) the type encodes; the types whose scale is not an f16 (mxfp4's power of two, MCF
+ * int8/int4's f32) and non-quantized dtypes: INFINITY. A finite value beyond it cannot be
+ * represented: its block's scale overflows the scale's type. */
+float tbx_quant_range(tbx_dtype dt);
+
+/* Counters of one tensor's converted values. */
+typedef struct tbx_value_check {
+    uint64_t nonfinite; /* finite inputs whose converted value is Inf or NaN */
+    uint64_t beyond;    /* finite inputs of magnitude above tbx_quant_range of the target */
+    float max_abs;      /* largest finite |input| seen */
+} tbx_value_check;
+
+/* Adds to *c what n converted values did: x[] the inputs, y[] the same values decoded from the
+ * output, range the target's tbx_quant_range (INFINITY: not checked). Inputs that are not
+ * finite are not counted. */
+void tbx_value_check_add(tbx_value_check *c, const float *x, const float *y, uint64_t n,
+                         float range);
+
+/* The same for output bytes `out` of dtype `to` holding the n values x[] (n a multiple of its
+ * block size): decodes them in pieces (tbx_decode_f32) into a small buffer of its own. */
+void tbx_value_check_out(tbx_value_check *c, tbx_dtype to, const float *x, const void *out,
+                         uint64_t n);
+
+#endif
