@@ -17,7 +17,7 @@
  * fuzz/corpus/oinf (fuzz/make_oinf_seeds.py).
  */
 #include "fuzz_walk.h"
-#include "../src/formats/oinf.h"
+#include "oinf.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -9,7 +9,7 @@
  * Build: cmake -DTBX_FUZZ=ON (clang) -> build/fuzz/fuzz_spm; every build also makes
  * build/fuzz/replay_spm, which replays files and directories (see replay_main.c).
  */
-#include "gguf_hf_spm.h"
+#include "spm.h"
 
 #include <math.h>
 #include <stddef.h>

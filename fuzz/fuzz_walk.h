@@ -20,7 +20,7 @@
 #define TBX_FUZZ_WALK_H
 
 #include "tensorbox.h"
-#include "internal.h" /* tbx_validate_memory_: the validation pass on an in-memory input */
+#include "api.h" /* tbx_validate_memory_: the validation pass on an in-memory input */
 
 #include <stdint.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * handed back to free()/realloc() and that nothing is left allocated after tbx_close() (zstd's
  * own allocations go through it too). Then:
  *   1. walks everything the handle offers (fuzz_walk.h), every component read bounded;
- *   2. decodes every tensor of at most FZ_MAX_DECODE elements with tbx_ztensor_read_f32
+ *   2. decodes every tensor of at most FZ_MAX_DECODE elements with tbx_tensor_read_f32
  *      (densified sparse, dequantized quantized_group) and a sub-range of it;
  *   3. reopens with digest verification and problem reporting on and reads every component
  *      again, so the verification paths run too;
@@ -20,8 +20,8 @@
  */
 #include "fuzz_walk.h"
 
-#include "../src/core/internal.h"
-#include "../src/formats/ztensor.h"
+#include "api.h"
+#include "ztensor.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -57,19 +57,19 @@ static void fz_decode_all(tbx_file *f) {
         if (!all || !part) { free(all); free(part); continue; }
         tbx_error err;
         fz_err_reset(&err);
-        tbx_status st = tbx_ztensor_read_f32(f, i, all, &err);
-        fz_check_status(st, &err, "ztensor_read_f32");
+        tbx_status st = tbx_tensor_read_f32(f, i, 0, ti.nelems, all, &err);
+        fz_check_status(st, &err, "tensor_read_f32");
         if (st == TBX_OK && ti.nelems > 2) {
             uint64_t first = ti.nelems / 3, count = ti.nelems - first - 1;
             fz_err_reset(&err);
-            tbx_status st2 = tbx_ztensor_read_f32_range(f, i, first, count, part, &err);
-            fz_check_status(st2, &err, "ztensor_read_f32_range");
+            tbx_status st2 = tbx_tensor_read_f32(f, i, first, count, part, &err);
+            fz_check_status(st2, &err, "tensor_read_f32 range");
             if (st2 == TBX_OK)
                 FZ_CHECK(memcmp(part, all + first, (size_t)count * sizeof(float)) == 0,
                          "a sub-range decodes to the same values as the whole");
         }
         fz_err_reset(&err);
-        st = tbx_ztensor_read_f32_range(f, i, ti.nelems, 1, part, &err);
+        st = tbx_tensor_read_f32(f, i, ti.nelems, 1, part, &err);
         FZ_CHECK(st != TBX_OK, "a range past the end is refused");
         free(all);
         free(part);

@@ -8,7 +8,7 @@
  * are checked.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "core.h"
 
 #include <stdint.h>
 #include <stdlib.h>

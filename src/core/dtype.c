@@ -8,7 +8,7 @@
  * them up in a driver list their caller passes down. The public lookups over every registered
  * driver (tbx_dtype_get, _from_name, _nbytes[_shape], tbx_decode_f32) are in registry.c.
  */
-#include "internal.h"
+#include "model.h" /* the driver-list lookups read driver rows */
 
 #include <ctype.h>
 

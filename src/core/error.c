@@ -8,7 +8,7 @@
  * into local buffers first.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "core.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -5,8 +5,7 @@
  * Pure bit manipulation (no FP arithmetic, so the FP environment never matters). Encoders round
  * to nearest, ties to even, with exact subnormals.
  */
-#include "internal.h"
-#include "plain.h"
+#include "core.h"
 
 static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }

@@ -3,7 +3,7 @@
  * templates and string-array elements (tokenizer vocabularies). Everything here is a thin layer
  * over tbx_meta_find() and the value getters.
  */
-#include "internal.h"
+#include "model.h"
 
 tbx_status tbx_meta_get_u64(const tbx_file *f, const char *key, uint64_t *out) {
     const tbx_value *v = tbx_meta_find(f, key);

@@ -7,7 +7,7 @@
  * foundation: they never call a driver, the registry or the reading façade (file.c); a dtype is
  * checked against the core table and the handle's own driver's dtypes only.
  */
-#include "internal.h"
+#include "model.h"
 
 #include <inttypes.h>
 #include <pthread.h>

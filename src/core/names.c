@@ -12,7 +12,7 @@
  * tbx_hash_bytes itself is unseeded and stable across runs.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "core.h"
 
 #include <fcntl.h>
 #include <pthread.h>

@@ -9,7 +9,7 @@
  * threads could not be started) a task runs inside tbx_pool_submit: the same code path, serial.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "core.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * (f->quants) and frees them in tbx_close; tensors point at them (t->quant), possibly several
  * tensors at one record (GGUF: one per block type).
  */
-#include "internal.h"
+#include "model.h"
 
 typedef struct tbx_quant_rec {
     tbx_quant_info info;     /* first member: a tbx_quant_info * is a tbx_quant_rec * */

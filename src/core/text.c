@@ -11,7 +11,7 @@
  * cut is marked with "...".
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "core.h"
 
 #include <stdio.h>
 

@@ -11,7 +11,7 @@
  * API, arrays of arrays and maps hold pointers to values. Every value remembers the allocator
  * that owns it.
  */
-#include "internal.h"
+#include "core.h"
 
 #include <stdlib.h>
 

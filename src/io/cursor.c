@@ -13,7 +13,7 @@
  * the open catches those (cursors parse at open only).
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "io.h"
 
 #include <inttypes.h>
 

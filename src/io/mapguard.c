@@ -34,7 +34,7 @@
  * past any sanitizer's mmap interceptor.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "io.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -44,7 +44,7 @@
  */
 #define _GNU_SOURCE
 #define _FILE_OFFSET_BITS 64
-#include "internal.h"
+#include "io.h"
 
 #include <dirent.h>
 #include <errno.h>

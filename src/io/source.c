@@ -13,7 +13,7 @@
  */
 #define _GNU_SOURCE
 #define _FILE_OFFSET_BITS 64
-#include "internal.h"
+#include "io.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -16,7 +16,8 @@
  * scale, a cast of a value beyond f16's range to f16).
  */
 #include "check.h"
-#include "internal.h"
+#include "core.h"
+#include "plain.h"
 
 #include <math.h>
 

@@ -5,7 +5,7 @@
  * Plain floats widen exactly (f64 rounds to nearest); integers convert as C does (round to
  * nearest, like numpy's astype(float32)); block types go through the dequantizer registry.
  */
-#include "internal.h"
+#include "core.h"
 #include "plain.h"
 
 /* The `bits`-bit field at stream bit `pos` (LSB-first); bits <= 8. */
@@ -146,8 +146,3 @@ tbx_status tbx_decode_f32_info(const tbx_dtype_info *e, tbx_dtype dtype, const v
     return TBX_OK;
 }
 
-/* The public entry (tensorbox.h): the dtype looked up in every driver's table. */
-tbx_status tbx_decode_f32(tbx_dtype dtype, const void *src, size_t src_len, uint64_t nelems,
-                          float *dst) {
-    return tbx_decode_f32_info(tbx_dtype_get(dtype), dtype, src, src_len, nelems, dst);
-}

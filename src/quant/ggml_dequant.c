@@ -8,7 +8,7 @@
  */
 #include "ggml.h"
 #include "ggml_tables.h"
-#include "internal.h"
+#include "core.h"
 
 #include <string.h>
 

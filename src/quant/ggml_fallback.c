@@ -10,7 +10,7 @@
  * model quantized here gets the types a llama.cpp user expects.
  */
 #include "ggml.h"
-#include "internal.h" /* tbx_dtype_core_get */
+#include "core.h" /* tbx_dtype_core_get */
 
 tbx_dtype tbx_ggml_quant_fallback(tbx_dtype want, uint64_t cols) {
     const tbx_dtype_info *qi = tbx_dtype_core_get(want);

@@ -26,7 +26,7 @@
  */
 #include "ggml.h"
 #include "check.h"
-#include "internal.h"
+#include "core.h"
 
 #include <float.h>
 #include <math.h>

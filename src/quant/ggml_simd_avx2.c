@@ -7,7 +7,7 @@
  * target does not even enable it), so their results are bit-identical.
  */
 #include "ggml.h"
-#include "internal.h"
+#include "core.h"
 
 #include <float.h>
 

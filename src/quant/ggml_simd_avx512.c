@@ -7,7 +7,7 @@
  * contraction off), so the results are bit-identical.
  */
 #include "ggml.h"
-#include "internal.h"
+#include "core.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(TBX_GGML_NO_SIMD)

@@ -19,7 +19,7 @@
 #ifndef TBX_QUANT_MCFQ_H
 #define TBX_QUANT_MCFQ_H
 
-#include "../core/internal.h"
+#include "core.h"
 
 typedef enum tbx_mcfq_kind {
     TBX_MCFQ_Q8 = 0, TBX_MCFQ_Q4, TBX_MCFQ_K6, TBX_MCFQ_K4, TBX_MCFQ_K3, TBX_MCFQ_K2,

@@ -1,24 +1,21 @@
 /*
- * plain.h - internal helpers for plain (non-block) element types: the small OCP floats that have
- * no public conversion, sub-byte bitstream packing, and the registry of block dequantizers.
+ * plain.h - internal helpers for plain (non-block) element types: f32 to and from every
+ * decodable dtype (decode.c), sub-byte bitstream packing, and the registry of block dequantizers.
  */
 #ifndef TBX_PLAIN_H
 #define TBX_PLAIN_H
 
-#include "tensorbox.h"
+#include "core.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
-/* 6-bit and 4-bit OCP MX floats (no Inf/NaN). Codes use the low 6 (4) bits; higher bits of the
- * argument are ignored. Encoders round to nearest even and saturate to +-max; NaN encodes to +0.
- * f6_e2m3: bias 1, max 7.5; f6_e3m2: bias 3, max 28; f4_e2m1: bias 1, max 6. */
-float tbx_f6_e2m3_to_f32(uint8_t v);
-float tbx_f6_e3m2_to_f32(uint8_t v);
-float tbx_f4_e2m1_to_f32(uint8_t v);
-uint8_t tbx_f32_to_f6_e2m3(float f);
-uint8_t tbx_f32_to_f6_e3m2(float f);
-uint8_t tbx_f32_to_f4_e2m1(float f);
+/* The inverse for the float dtypes: encodes n f32 values as f32, f64, f16 or bf16 (little-
+ * endian, round to nearest even); false for any other dtype (src/quant/decode.c). */
+bool tbx_encode_float(tbx_dtype dt, const float *src, uint64_t n, uint8_t *dst);
+/* tbx_decode_f32 with the dtype's entry already looked up (src/quant/decode.c). */
+tbx_status tbx_decode_f32_info(const tbx_dtype_info *e, tbx_dtype dtype, const void *src,
+                               size_t src_len, uint64_t nelems, float *dst);
 
 /* Packs n values into one LSB-first bitstream (value k, bit i -> stream bit k*bits + i), each
  * truncated to `bits` (two's complement), bits in 1..8. Writes exactly ceil(n*bits/8) bytes of

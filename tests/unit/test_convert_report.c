@@ -17,7 +17,7 @@
  */
 #define _GNU_SOURCE /* mkdtemp */
 #include "tbx_test.h"
-#include "internal.h"
+#include "api.h"
 #include "ggml.h"
 #include "tensorbox.h"
 #define TBX_EXPERIMENTAL 1 /* tbx_gguf_from_hf */

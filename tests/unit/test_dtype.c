@@ -6,7 +6,7 @@
  */
 #include "tbx_test.h"
 #include "tensorbox.h"
-#include "internal.h"
+#include "api.h"
 #include "plain.h"
 
 #include <ctype.h>

@@ -25,7 +25,7 @@
 #define _GNU_SOURCE /* mkdtemp */
 #include "tbx_test.h"
 #include "tensorbox.h"
-#include "internal.h"
+#include "api.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -9,7 +9,7 @@
 #define _GNU_SOURCE
 #include "tbx_test.h"
 
-#include "internal.h"
+#include "api.h"
 #define TBX_EXPERIMENTAL 1
 #include "tensorbox/gguf.h"
 

@@ -9,8 +9,8 @@
  * (tests/python/test_hf_gguf_spm.py checks real sentencepiece models end to end in llama.cpp.)
  */
 #define _GNU_SOURCE /* mkdtemp */
-#include "internal.h"
-#include "gguf_hf_spm.h"
+#include "api.h"
+#include "spm.h"
 #include "tbx_test.h"
 #include "tensorbox.h"
 

@@ -13,7 +13,7 @@
  * which must agree on accept or refuse, and a run of seeded mutations holds the two together.
  * Finally every allocation failure of a read ends in TBX_E_NOMEM without a leak.
  */
-#include "internal.h"
+#include "api.h"
 #include "hf_tokenizer.h"
 #include "tbx_test.h"
 

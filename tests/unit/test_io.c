@@ -4,7 +4,7 @@
  * and the atomic output writer (temp file, commit, abort, overwrite rules).
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "api.h"
 #include "tbx_test.h" /* TBX_TEST_LABEL_THREADS: ctest label "threads", run under TSan too (the pipelined copy) */
 
 #include <dirent.h>

@@ -17,7 +17,7 @@
  * TBX_TEST_LABEL_THREADS: also run under ThreadSanitizer (faults on worker threads).
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "api.h"
 #include "tbx_test.h"
 
 #include <dirent.h>

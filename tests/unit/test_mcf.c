@@ -8,7 +8,7 @@
  * mantle's own files are checked in tests/python/test_mcf_interop.py.
  */
 #include "tbx_test.h"
-#include "internal.h"
+#include "api.h"
 #include "mcfq.h"
 
 #include <math.h>

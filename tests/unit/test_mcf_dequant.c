@@ -5,7 +5,7 @@
  * subnormals flushed, +0 for zero scales, u6 masked to 6 bits, S * (u6/32) then q * s).
  */
 #include "tbx_test.h"
-#include "internal.h"
+#include "api.h"
 #include "mcfq.h"
 
 #include <math.h>

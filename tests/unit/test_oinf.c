@@ -19,7 +19,7 @@
 #include "tbx_test.h"
 
 #include "tensorbox.h"
-#include "../../src/formats/oinf.h"
+#include "oinf.h"
 
 #undef TBX_TEST
 #define TBX_TEST(test_)                                                                   \

@@ -11,7 +11,7 @@
  * written by the peers in tests/python/test_quant_info.py.
  */
 #include "tbx_test.h"
-#include "internal.h"
+#include "api.h"
 #include "split.h"
 
 #include <math.h>

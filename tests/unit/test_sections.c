@@ -11,7 +11,7 @@
  */
 #define _GNU_SOURCE /* mkdtemp */
 #include "tbx_test.h"
-#include "internal.h"
+#include "api.h"
 #include "tensorbox.h"
 
 #include <stdint.h>

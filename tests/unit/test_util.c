@@ -3,7 +3,7 @@
  * indirection, the name hash set, UTF-8 validation and byte quoting.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "api.h"
 #include "tbx_test.h"
 
 #include <stdint.h>

@@ -10,7 +10,7 @@
 #include "tbx_test.h"
 
 #include "crc32c.h"
-#include "internal.h"
+#include "api.h"
 #include "ztensor.h"
 
 #include <openssl/evp.h>
@@ -315,7 +315,7 @@ TBX_TEST(read_base_file) {
         CHECK_OK(tbx_tensor_read_f32(f, 0, 0, 4, out, &e));
         CHECK(memcmp(out, base_vals, 16) == 0);
         float out2[4];
-        CHECK_OK(tbx_ztensor_read_f32(f, 0, out2, &e));
+        CHECK_OK(tbx_tensor_read_f32(f, 0, 0, 4, out2, &e));
         CHECK(memcmp(out2, base_vals, 16) == 0);
     }
     tbx_close(f);
@@ -899,14 +899,14 @@ TBX_TEST(sparse_and_qgroup_round_trip) {
             CHECK_OK(tbx_tensor_info_get(f, i, &ti));
             CHECK_EQ(ti.layout, TBX_LAYOUT_SPARSE_CSR);
             CHECK_EQ(ti.ncomponents, 3);
-            CHECK_OK(tbx_ztensor_read_f32(f, i, out, &e));
+            CHECK_OK(tbx_tensor_read_f32(f, i, 0, 12, out, &e));
             const float want_csr[12] = {0, 2, 0, 0, 0, 0, 0, 0, -1, 0, 0, 4.5f};
             CHECK(memcmp(out, want_csr, sizeof want_csr) == 0);
             float part[3];
-            CHECK_OK(tbx_ztensor_read_f32_range(f, i, 9, 3, part, &e));
+            CHECK_OK(tbx_tensor_read_f32(f, i, 9, 3, part, &e));
             CHECK(part[0] == 0 && part[1] == 0 && part[2] == 4.5f);
             CHECK_OK(tbx_tensor_find(f, "coo", &i));
-            CHECK_OK(tbx_ztensor_read_f32(f, i, out, &e));
+            CHECK_OK(tbx_tensor_read_f32(f, i, 0, 12, out, &e));
             float want_coo[12] = {0};
             want_coo[1 * 6 + 0 * 3 + 2] = 7;   /* (1, 0, 2) */
             want_coo[0 * 6 + 1 * 3 + 0] = -3;  /* (0, 1, 0) */
@@ -915,7 +915,7 @@ TBX_TEST(sparse_and_qgroup_round_trip) {
             CHECK_OK(tbx_tensor_info_get(f, i, &ti));
             CHECK_EQ(ti.layout, TBX_LAYOUT_QUANT_GROUP);
             CHECK_EQ(ti.dtype, TBX_DT_F32);
-            CHECK_OK(tbx_ztensor_read_f32(f, i, out, &e));
+            CHECK_OK(tbx_tensor_read_f32(f, i, 0, 10, out, &e));
             int bad = 0;
             for (int k = 0; k < 10; k++) {
                 int r = k / 5, c = k % 5, g = r * 3 + c / 2;
@@ -923,7 +923,7 @@ TBX_TEST(sparse_and_qgroup_round_trip) {
                 if (out[k] != want) bad++;
             }
             CHECK_EQ(bad, 0);
-            CHECK_OK(tbx_ztensor_read_f32_range(f, i, 6, 3, part, &e));
+            CHECK_OK(tbx_tensor_read_f32(f, i, 6, 3, part, &e));
             /* element 6 is row 1, column 1: group 3; element 8 is column 3: group 4 */
             CHECK(part[0] == ((float)codes[6] - zeros[3]) * scales[3]);
             CHECK(part[1] == ((float)codes[7] - zeros[4]) * scales[4]);
@@ -962,7 +962,7 @@ TBX_TEST(sparse_and_qgroup_round_trip) {
             const tbx_value *a = tbx_meta_find(f, "ztensor.attributes.qg");
             CHECK(a && tbx_value_len(a) == 3);
             CHECK_OK(tbx_tensor_find(f, "dense", &i));
-            CHECK_OK(tbx_ztensor_read_f32(f, i, part, &e));
+            CHECK_OK(tbx_tensor_read_f32(f, i, 0, 2, part, &e));
             CHECK(part[0] == 5.0f && part[1] == 6.0f);
         }
         tbx_close(f);
@@ -1021,7 +1021,7 @@ TBX_TEST(sparse_bad_indices) {
         CHECK_OK(open_mem(p, n, 0, NULL, &f, &e));
         float out[6];
         bool good = g_sparse_case == 0 || g_sparse_case == 3;
-        tbx_status st = f ? tbx_ztensor_read_f32(f, 0, out, &e) : TBX_E_STATE;
+        tbx_status st = f ? tbx_tensor_read_f32(f, 0, 0, 6, out, &e) : TBX_E_STATE;
         if (good) {
             CHECK_OK(st);
             if (g_sparse_case == 0) CHECK(out[2] == 1.5f && out[3] == 2.5f);
@@ -1552,7 +1552,7 @@ TBX_TEST(truncation_and_corruption_of_a_sample) {
                 tbx_tensor_info_get(f, t, &ti);
                 if (ti.nelems <= 1024) {
                     float out[1024];
-                    (void)tbx_ztensor_read_f32(f, t, out, &e);
+                    (void)tbx_tensor_read_f32(f, t, 0, ti.nelems, out, &e);
                 }
             }
         }

@@ -1,0 +1,852 @@
+/*
+ * file.c - the common model of an open file and the public reading API.
+ *
+ * tbx_open_* pick a source (pread, mmap, memory or callback), detect the format from the first
+ * bytes, and hand the handle to the format driver, which fills metadata, tensors and sections
+ * through tbx_file_add_* (model.c, the layer below drivers). Reads of tensor bytes then go
+ * through the source, or through the driver when data is encoded.
+ */
+#include "access.h"
+#include "plain.h"
+#include "split.h"
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+
+/* The source of component k (an error naming the tensor when the driver set a bad index). */
+static const tbx_source *comp_source(const tbx_file *f, const tbx_tensor *t,
+                                     const tbx_component *k, tbx_error *err) {
+    const tbx_source *s = tbx_file_source(f, k->src);
+    if (!s)
+        tbx_err(err, TBX_E_STATE, k->offset, t->name, "tensor \"%s\": no source %" PRIu32,
+                t->name, k->src);
+    return s;
+}
+
+
+/* ------------------------------------------------------------------------------------------ */
+/* Opening and closing                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+void tbx_close(tbx_file *f) {
+    if (!f) return;
+    if (f->drv && f->drv->close) f->drv->close(f);
+    const tbx_alloc al = f->al;
+    tbx_file_model_free(f);
+    if (f->part_names) {
+        for (size_t i = 0; i <= f->nextra_src; i++)
+            if (f->part_names[i]) tbx_free(&al, f->part_names[i], strlen(f->part_names[i]) + 1);
+        tbx_free(&al, f->part_names, (f->nextra_src + 1) * sizeof *f->part_names);
+    }
+    for (size_t i = 0; i < f->nextra_src; i++) tbx_source_close(&f->extra_src[i]);
+    tbx_free(&al, f->extra_src, f->nextra_src * sizeof *f->extra_src);
+    if (f->path) tbx_free(&al, f->path, strlen(f->path) + 1);
+    tbx_source_close(&f->src);
+    tbx_free(&al, f, sizeof *f);
+}
+
+/* Allocates a handle with the caller's allocator and options; the source is set by the caller. */
+tbx_status tbx_file_new_(tbx_file **out, const tbx_open_options *opt, tbx_error *err) {
+    tbx_alloc al;
+    tbx_alloc_init(&al, opt ? opt->allocator : NULL);
+    tbx_file *f = tbx_malloc(&al, sizeof *f);
+    if (!f) return tbx_err_nomem(err, "file handle");
+    memset(f, 0, sizeof *f);
+    f->al = al;
+    f->src.fd = -1;
+    tbx_limits_default(&f->limits);
+    if (opt && opt->limits) {
+        /* a shorter (older) caller's struct: the fields it lacks keep their defaults */
+        memcpy(&f->limits, opt->limits, tbx_struct_bytes(opt->limits->struct_size, sizeof f->limits));
+        f->limits.struct_size = sizeof f->limits;
+    }
+    if (opt) {
+        f->flags = opt->flags;
+        f->format = opt->format;
+        f->on_problem = opt->on_problem;
+        f->problem_ud = opt->problem_ud;
+        /* a caller built against the older, shorter struct has no `threads` */
+        if (!opt->struct_size ||
+            opt->struct_size >= offsetof(tbx_open_options, threads) + sizeof opt->threads)
+            f->threads = opt->threads;
+    }
+    tbx_file_model_init(f);
+    *out = f;
+    return TBX_OK;
+}
+
+/* Does any source of f read through a mapping? */
+static bool file_mapped(const tbx_file *f) {
+    if (f->src.kind == TBX_SRC_MMAP) return true;
+    for (size_t i = 0; i < f->nextra_src; i++)
+        if (f->extra_src[i].kind == TBX_SRC_MMAP) return true;
+    return false;
+}
+
+/* The end of an open by path: the parse read mapped fields checked only against faults
+ * (tbx_source_fast_ok), so a mapped file must still be whole now; and an open that failed on a
+ * mapped file that shrank failed on its zeros: the shrink is the error. Closes f on failure. */
+tbx_status tbx_file_open_done_(tbx_file *f, tbx_status st, tbx_file **out, tbx_error *err) {
+    if (st == TBX_OK) {
+        if (file_mapped(f)) st = tbx_file_check_sources(f, err);
+        if (st == TBX_OK) st = tbx_file_check_shared_data(f, err);
+        if (st == TBX_OK) {
+            *out = f;
+            return TBX_OK;
+        }
+    } else if (file_mapped(f)) {
+        tbx_error shrank;
+        if (tbx_file_check_sources(f, &shrank) != TBX_OK) { /* it replaces the open's error */
+            if (err) *err = shrank;
+            st = TBX_E_TRUNCATED;
+        }
+    }
+    tbx_close(f);
+    return st;
+}
+
+
+static tbx_status bad_index(tbx_error *err, const tbx_file *f, uint64_t i) {
+    if (!f) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "file", "NULL file handle");
+    return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
+                   "tensor index %llu out of range (file has %llu tensors)",
+                   (unsigned long long)i, (unsigned long long)f->ntensors);
+}
+
+/* Does raw component c still need its driver to look at the bytes (a digest to verify)? */
+static bool raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
+    return f->drv->raw_pending && f->drv->raw_pending(f, t, c);
+}
+
+bool tbx_comp_served_raw(const tbx_file *f, const tbx_component *k) {
+    return k->encoding == TBX_ENC_RAW && !(f->drv->read_transforms_raw && f->drv->read_component);
+}
+
+/* Must a read of component c go through the driver's read_component? */
+static bool via_driver(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
+    return f->drv->read_component && (!tbx_comp_served_raw(f, &t->comp[c]) || raw_pending(f, t, c));
+}
+
+/* Before raw bytes are handed out without passing through the driver: its pending check. */
+static tbx_status run_pending_check(tbx_file *f, const tbx_tensor *t, uint32_t c,
+                                    tbx_error *err) {
+    if (!raw_pending(f, t, c)) return TBX_OK;
+    if (!f->drv->check_component)
+        return tbx_err(err, TBX_E_STATE, t->comp[c].offset, "component",
+                       "tensor \"%s\": driver has a pending check but no way to run it", t->name);
+    return f->drv->check_component(f, t, c, err);
+}
+
+/* Reads component c fully into buf (exactly comp->nbytes bytes): raw bytes straight from the
+ * source, encoded ones (and raw ones with a pending check) through the driver. */
+static tbx_status read_comp_into(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                                 tbx_error *err) {
+    const tbx_component *k = &t->comp[c];
+    if (via_driver(f, t, c)) return f->drv->read_component(f, t, c, buf, err);
+    if (k->encoding != TBX_ENC_RAW)
+        return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "component.encoding",
+                       "tensor \"%s\": encoded component cannot be read by this driver", t->name);
+    if (k->nbytes > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, k->offset, "tensor", "too large");
+    const tbx_source *src = comp_source(f, t, k, err);
+    if (!src) return TBX_E_STATE;
+    return tbx_source_read(src, k->offset, buf, (size_t)k->nbytes, t->name, err);
+}
+
+tbx_status tbx_component_read(tbx_file *f, uint64_t i, uint32_t c, void *buf, size_t cap,
+                              size_t *needed, tbx_error *err) {
+    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    const tbx_tensor *t = &f->tensors[i];
+    if (c >= t->ncomp)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "component",
+                       "tensor \"%s\" has %u components, no component %u", t->name, t->ncomp, c);
+    uint64_t n = t->comp[c].nbytes;
+    if (n > SIZE_MAX)
+        return tbx_err(err, TBX_E_OVERFLOW, t->comp[c].offset, "tensor",
+                       "tensor \"%s\": %llu bytes do not fit in memory", t->name, (unsigned long long)n);
+    if (needed) *needed = (size_t)n;
+    if (!buf || cap < n)
+        return tbx_err(err, TBX_E_BUFFER_TOO_SMALL, TBX_NO_OFFSET, "buffer",
+                       "tensor \"%s\" needs a buffer of %llu bytes, got %zu", t->name,
+                       (unsigned long long)n, buf ? cap : 0);
+    return read_comp_into(f, t, c, buf, err);
+}
+
+static tbx_status need_dense(tbx_error *err, const tbx_tensor *t) {
+    if (t->ncomp == 0)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor", "tensor \"%s\" has no data", t->name);
+    if (t->ncomp != 1 || t->layout != TBX_LAYOUT_DENSE)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
+                       "tensor \"%s\" is %s with %u components; read its components", t->name,
+                       tbx_layout_name(t->layout), t->ncomp);
+    return TBX_OK;
+}
+
+tbx_status tbx_tensor_read(tbx_file *f, uint64_t i, void *buf, size_t cap, size_t *needed,
+                           tbx_error *err) {
+    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    tbx_status st = need_dense(err, &f->tensors[i]);
+    if (st != TBX_OK) return st;
+    return tbx_component_read(f, i, 0, buf, cap, needed, err);
+}
+
+/* Bytes [pos, pos + len) of component c (range already checked): raw ones straight from the
+ * source, encoded ones through the driver's decoding cursor; any pending check first. */
+static tbx_status read_comp_range(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t pos,
+                                  void *buf, size_t len, tbx_error *err) {
+    const tbx_component *k = &t->comp[c];
+    tbx_status st;
+    if (!tbx_comp_served_raw(f, k)) {
+        if (!f->drv->read_component_range)
+            return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
+                           "tensor \"%s\" is stored encoded and this format cannot read it in "
+                           "ranges; read it whole", t->name);
+        if ((st = run_pending_check(f, t, c, err)) != TBX_OK) return st;
+        return f->drv->read_component_range(f, t, c, pos, buf, len, err);
+    }
+    const tbx_source *src = comp_source(f, t, k, err);
+    if (!src) return TBX_E_STATE;
+    if ((st = run_pending_check(f, t, c, err)) != TBX_OK) return st;
+    return tbx_source_read(src, k->offset + pos, buf, len, t->name, err);
+}
+
+tbx_status tbx_component_read_range(tbx_file *f, uint64_t i, uint32_t c, uint64_t pos,
+                                    void *buf, size_t len, tbx_error *err) {
+    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    const tbx_tensor *t = &f->tensors[i];
+    if (c >= t->ncomp)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "component",
+                       "tensor \"%s\" has %u components, no component %u", t->name, t->ncomp, c);
+    const tbx_component *k = &t->comp[c];
+    uint64_t end;
+    if (!tbx_add_u64(pos, len, &end) || end > k->nbytes)
+        return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "range",
+                       "tensor \"%s\" component %u: range [%llu, +%zu) outside its %llu bytes",
+                       t->name, c, (unsigned long long)pos, len, (unsigned long long)k->nbytes);
+    if (len && !buf)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "buf", "NULL buffer");
+    return read_comp_range(f, t, c, pos, buf, len, err);
+}
+
+tbx_status tbx_tensor_read_range(tbx_file *f, uint64_t i, uint64_t pos, void *buf, size_t len,
+                                 tbx_error *err) {
+    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    const tbx_tensor *t = &f->tensors[i];
+    tbx_status st = need_dense(err, t);
+    if (st != TBX_OK) return st;
+    const tbx_component *k = &t->comp[0];
+    uint64_t end;
+    if (!tbx_add_u64(pos, len, &end) || end > k->nbytes)
+        return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "range",
+                       "tensor \"%s\": range [%llu, +%zu) outside its %llu bytes", t->name,
+                       (unsigned long long)pos, len, (unsigned long long)k->nbytes);
+    return tbx_component_read_range(f, i, 0, pos, buf, len, err);
+}
+
+tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len, tbx_error *err) {
+    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    const tbx_tensor *t = &f->tensors[i];
+    tbx_status st = need_dense(err, t);
+    if (st != TBX_OK) return st;
+    const tbx_component *k = &t->comp[0];
+    const uint8_t *p = NULL;
+    if (tbx_comp_served_raw(f, k))
+        p = tbx_source_ptr(tbx_file_source(f, k->src), k->offset, k->nbytes);
+    if (!p)
+        return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "tensor",
+                       "tensor \"%s\" cannot be mapped (file not mapped or data encoded)", t->name);
+    if ((st = run_pending_check(f, t, 0, err)) != TBX_OK) return st;
+    /* the file still holds the bytes now (a file that shrank later: see the header) */
+    if ((st = tbx_source_check(tbx_file_source(f, k->src), k->offset, k->nbytes, t->name, err)) !=
+        TBX_OK)
+        return st;
+    if (ptr) *ptr = p;
+    if (len) *len = (size_t)k->nbytes;
+    return TBX_OK;
+}
+
+tbx_status tbx_file_check_sources(const tbx_file *f, tbx_error *err) {
+    if (!f) return TBX_OK;
+    for (size_t i = 0; i <= f->nextra_src; i++) {
+        const tbx_source *s = i ? &f->extra_src[i - 1] : &f->src;
+        const char *name = f->part_names && f->part_names[i] ? f->part_names[i]
+                           : f->path                       ? f->path
+                                                           : "file";
+        tbx_status st = tbx_source_intact(s, name, err);
+        if (st != TBX_OK) return st;
+    }
+    return TBX_OK;
+}
+
+tbx_status tbx_check_input(const tbx_file *f, tbx_error *err) {
+    if (!f) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "file", "NULL file handle");
+    return tbx_file_check_sources(f, err);
+}
+
+/* Elements per byte-aligned group of a dtype and that group's bytes (block types: one block;
+ * packed types: the smallest run of elements ending on a byte boundary). */
+static void dtype_group(const tbx_dtype_info *di, uint64_t *elems, uint64_t *bytes) {
+    if (di->block_bytes) { *elems = di->block_size; *bytes = di->block_bytes; return; }
+    uint32_t bits = di->bits, g = 8;
+    while (g % bits) g += 8; /* lcm(bits, 8) */
+    *elems = g / bits;
+    *bytes = g / 8;
+}
+
+/* The parameters of a linearly quantized dense tensor as f32 arrays, with their walks. */
+typedef struct linear_params {
+    tbx_split_geom gs, gz;
+    float *scales, *zeros;
+    size_t ns, nz;
+} linear_params;
+
+static void linear_params_free(tbx_file *f, linear_params *lp) {
+    tbx_free(&f->al, lp->scales, lp->ns * sizeof(float));
+    tbx_free(&f->al, lp->zeros, lp->nz * sizeof(float));
+}
+
+/* Decodes one parameter's values (held by the description) to n f32 values. */
+static tbx_status linear_values(tbx_file *f, const tbx_tensor *t, const tbx_quant_param *p,
+                                const char *what, float **dst, size_t *n, tbx_error *err) {
+    const tbx_dtype_info *vi = tbx_dtype_core_get(p->dtype);
+    uint64_t nbytes;
+    if (!vi || tbx_dtype_info_nbytes(vi, p->count, &nbytes) != TBX_OK || nbytes > SIZE_MAX ||
+        p->count > SIZE_MAX / sizeof(float))
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                       "tensor \"%s\": %s of dtype %s cannot be decoded", t->name, what,
+                       vi ? vi->name : "?");
+    *n = p->count ? (size_t)p->count : 1;
+    *dst = tbx_malloc(&f->al, *n * sizeof(float));
+    if (!*dst) { *n = 0; return tbx_err_nomem(err, "quantization parameters"); }
+    if (p->count && tbx_decode_f32_info(tbx_dtype_core_get(p->dtype), p->dtype, p->values, (size_t)nbytes, p->count, *dst) != TBX_OK)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                       "tensor \"%s\": %s of dtype %s cannot be decoded", t->name, what,
+                       vi->name);
+    return TBX_OK;
+}
+
+/* tbx_tensor_read_f32 of a dense tensor with a linear description: the parameters must be
+ * held by the description (values) with a scope the in-place kernel walks. */
+static tbx_status linear_params_get(tbx_file *f, const tbx_tensor *t, linear_params *lp,
+                                    tbx_error *err) {
+    const tbx_quant_info *q = t->quant;
+    const bool zero = q->zero.scope != TBX_QSCOPE_NONE;
+    if (!q->scale.values || (zero && !q->zero.values) ||
+        tbx_affine_geom_init(&lp->gs, &q->scale, t->shape, t->ndim) != TBX_OK ||
+        tbx_affine_geom_init(&lp->gz, &q->zero, t->shape, t->ndim) != TBX_OK)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                       "tensor \"%s\": its linear quantization (scale scope %s, zero scope %s) "
+                       "cannot be applied to a dense tensor", t->name,
+                       tbx_quant_scope_name(q->scale.scope), tbx_quant_scope_name(q->zero.scope));
+    tbx_status st = linear_values(f, t, &q->scale, "scales", &lp->scales, &lp->ns, err);
+    if (st == TBX_OK && zero)
+        st = linear_values(f, t, &q->zero, "zero points", &lp->zeros, &lp->nz, err);
+    if (st != TBX_OK) {
+        linear_params_free(f, lp);
+        memset(lp, 0, sizeof *lp);
+    }
+    return st;
+}
+
+static tbx_status read_f32_dense(tbx_file *f, const tbx_tensor *t, const tbx_dtype_info *di,
+                                 uint64_t first, uint64_t count, float *out, tbx_error *err);
+
+tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
+                               float *out, tbx_error *err) {
+    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!out && count) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "out", "NULL output");
+    const tbx_tensor *t = &f->tensors[i];
+    const bool dense = t->ncomp <= 1 && t->layout == TBX_LAYOUT_DENSE;
+    tbx_status st;
+    if (dense && (st = need_dense(err, t)) != TBX_OK) return st;
+    uint64_t last;
+    if (!tbx_add_u64(first, count, &last) || last > t->nelems)
+        return tbx_err(err, TBX_E_RANGE, TBX_NO_OFFSET, "range",
+                       "tensor \"%s\": elements [%llu, +%llu) outside its %llu elements", t->name,
+                       (unsigned long long)first, (unsigned long long)count,
+                       (unsigned long long)t->nelems);
+    /* sparse / grouped layouts decode in their driver, when it can */
+    if (!dense) return f->drv->read_f32 ? f->drv->read_f32(f, i, first, count, out, err)
+                                        : need_dense(err, t);
+    const tbx_dtype_info *di = tbx_file_dtype(f, t->dtype);
+    /* a driver-specific dtype (no core decoder: shaped MCF families, block types without a
+     * registered dequantizer) goes to the driver that claims it with a read_f32 hook */
+    const bool driver_dtype = di && ((di->flags & TBX_DTF_SHAPED) ||
+                                     ((di->flags & TBX_DTF_BLOCK) && !tbx_dequant_for(t->dtype)));
+    if (driver_dtype && f->drv->read_f32) return f->drv->read_f32(f, i, first, count, out, err);
+    if (!di || driver_dtype || (di->flags & TBX_DTF_COMPLEX))
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "dtype",
+                       "tensor \"%s\": dtype %s cannot be decoded to f32", t->name,
+                       di ? di->name : "?");
+    /* linear quantization with its parameters held apart (OINF v2): the codes decoded below,
+     * then (code - zero) * scale */
+    linear_params lp;
+    memset(&lp, 0, sizeof lp);
+    if (t->quant && t->quant->method == TBX_QUANT_LINEAR &&
+        (st = linear_params_get(f, t, &lp, err)) != TBX_OK)
+        return st;
+    st = count ? read_f32_dense(f, t, di, first, count, out, err) : TBX_OK;
+    if (st == TBX_OK && lp.scales && count)
+        tbx_dequant_affine_inplace(&lp.gs, &lp.gz, lp.scales, lp.zeros, first, count, out);
+    linear_params_free(f, &lp);
+    return st;
+}
+
+/* The dense decoding of tbx_tensor_read_f32 (range checked, count > 0). */
+static tbx_status read_f32_dense(tbx_file *f, const tbx_tensor *t, const tbx_dtype_info *di,
+                                 uint64_t first, uint64_t count, float *out, tbx_error *err) {
+    tbx_status st = TBX_OK;
+    const uint64_t last = first + count;
+    uint64_t ge, gb;
+    dtype_group(di, &ge, &gb);
+    if ((di->flags & TBX_DTF_BLOCK) && (first % ge || (count % ge && last != t->nelems)))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "range",
+                       "tensor \"%s\": %s ranges must start and end on %llu-element blocks",
+                       t->name, di->name, (unsigned long long)ge);
+    const tbx_component *k = &t->comp[0];
+    bool direct = tbx_comp_served_raw(f, k);
+    const tbx_source *ksrc = NULL;
+    if (direct) {
+        ksrc = comp_source(f, t, k, err);
+        if (!ksrc) return TBX_E_STATE;
+        if ((st = run_pending_check(f, t, 0, err)) != TBX_OK) return st;
+    }
+
+    /* Encoded data: chunk after chunk through the driver's decoding cursor (one pass over the
+     * component however the caller cuts its reads); a driver without one decodes the whole
+     * component (bounded by its declared size). */
+    const bool ranged = !direct && f->drv->read_component_range;
+    if (ranged && (st = run_pending_check(f, t, 0, err)) != TBX_OK) return st;
+    uint8_t *whole = NULL;
+    size_t whole_len = 0;
+    if (!direct && !ranged) {
+        if (k->nbytes > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, k->offset, "tensor", "too large");
+        whole_len = (size_t)k->nbytes;
+        whole = tbx_malloc(&f->al, whole_len);
+        if (!whole) return tbx_err_nomem(err, "tensor buffer");
+        st = read_comp_into(f, t, 0, whole, err);
+        if (st != TBX_OK) { tbx_free(&f->al, whole, whole_len); return st; }
+    }
+
+    /* Walk the range in chunks of whole groups; `lead` elements precede `first` in the first
+     * group of packed types. */
+    const uint64_t chunk_groups = ((uint64_t)4 << 20) / gb + 1;
+    uint64_t g0 = first / ge, lead = first % ge;
+    uint64_t done = 0;
+    uint8_t *bytes = NULL;
+    size_t bytes_cap = 0;
+    float *tmp = NULL;
+    size_t tmp_cap = 0;
+    while (done < count && st == TBX_OK) {
+        uint64_t want = count - done + lead;              /* elements still wanted incl. lead */
+        uint64_t ng = want / ge + (want % ge != 0);
+        if (ng > chunk_groups) ng = chunk_groups;
+        uint64_t nel = ng * ge;
+        if (g0 * ge + nel > t->nelems) nel = t->nelems - g0 * ge;
+        uint64_t nb = ng * gb;
+        if (g0 * gb + nb > k->nbytes) nb = k->nbytes - g0 * gb;
+        const uint8_t *src = direct ? tbx_source_ptr(ksrc, k->offset + g0 * gb, nb) : NULL;
+        if ((direct && !src) || ranged) {
+            if (nb > bytes_cap) {
+                tbx_free(&f->al, bytes, bytes_cap);
+                bytes = tbx_malloc(&f->al, (size_t)nb);
+                bytes_cap = bytes ? (size_t)nb : 0;
+                if (!bytes) { st = tbx_err_nomem(err, "decode buffer"); break; }
+            }
+            st = direct ? tbx_source_read(ksrc, k->offset + g0 * gb, bytes, (size_t)nb, t->name, err)
+                        : f->drv->read_component_range(f, t, 0, g0 * gb, bytes, (size_t)nb, err);
+            if (st != TBX_OK) break;
+            src = bytes;
+        } else if (!direct) {
+            src = whole + g0 * gb;
+        }
+        uint64_t take = nel - lead;
+        if (take > count - done) take = count - done;
+        if (lead == 0 && take == nel) {
+            st = tbx_decode_f32_info(di, t->dtype, src, (size_t)nb, nel, out + done);
+        } else {
+            if (nel > tmp_cap) {
+                tbx_free(&f->al, tmp, tmp_cap * sizeof(float));
+                tmp = tbx_malloc(&f->al, (size_t)nel * sizeof(float));
+                tmp_cap = tmp ? (size_t)nel : 0;
+                if (!tmp) { st = tbx_err_nomem(err, "decode buffer"); break; }
+            }
+            st = tbx_decode_f32_info(di, t->dtype, src, (size_t)nb, nel, tmp);
+            if (st == TBX_OK) memcpy(out + done, tmp + lead, (size_t)take * sizeof(float));
+        }
+        /* decoded straight from the mapping: were those bytes still the file's? */
+        if (direct && src != bytes) {
+            tbx_status cs = tbx_source_check(ksrc, k->offset + g0 * gb, nb, t->name, err);
+            if (cs != TBX_OK) { st = cs; break; }
+        }
+        if (st != TBX_OK) {
+            st = tbx_err(err, st, k->offset + g0 * gb, t->name, "tensor \"%s\": cannot decode %s data",
+                         t->name, di->name);
+            break;
+        }
+        done += take;
+        g0 += ng;
+        lead = 0;
+    }
+    tbx_free(&f->al, bytes, bytes_cap);
+    tbx_free(&f->al, tmp, tmp_cap * sizeof(float));
+    tbx_free(&f->al, whole, whole_len);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sections                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+
+tbx_status tbx_section_read(tbx_file *f, uint64_t i, void *buf, size_t cap, size_t *needed,
+                            tbx_error *err) {
+    if (!f || i >= f->nsections)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "section", "section index out of range");
+    const tbx_section *s = &f->sections[i];
+    if (s->size > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, s->offset, "section", "too large");
+    if (needed) *needed = (size_t)s->size;
+    if (!buf || cap < s->size)
+        return tbx_err(err, TBX_E_BUFFER_TOO_SMALL, TBX_NO_OFFSET, "buffer",
+                       "section \"%s\" needs a buffer of %llu bytes", s->name,
+                       (unsigned long long)s->size);
+    const tbx_source *src = tbx_file_source(f, s->src);
+    if (!src)
+        return tbx_err(err, TBX_E_STATE, s->offset, "section", "section \"%s\": no source %" PRIu32,
+                       s->name, s->src);
+    return tbx_source_read(src, s->offset, buf, (size_t)s->size, s->name, err);
+}
+
+tbx_status tbx_section_load_(tbx_file *f, uint64_t i, void **buf, size_t *len, tbx_error *err) {
+    *buf = NULL;
+    *len = 0;
+    if (!f || i >= f->nsections)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "section", "section index out of range");
+    const tbx_section *s = &f->sections[i];
+    if (s->size > f->limits.max_side_file_bytes || s->size > SIZE_MAX - 1)
+        return tbx_err(err, TBX_E_LIMIT, s->offset, s->name,
+                       "side file %s is %" PRIu64 " bytes, over the limit of %" PRIu64
+                       " bytes (tbx_limits.max_side_file_bytes)", s->name, s->size,
+                       f->limits.max_side_file_bytes);
+    void *p = tbx_malloc(&f->al, s->size ? (size_t)s->size : 1);
+    if (!p) return tbx_err_nomem(err, s->name);
+    tbx_status st = tbx_section_read(f, i, p, (size_t)s->size, NULL, err);
+    if (st != TBX_OK) {
+        tbx_free(&f->al, p, s->size ? (size_t)s->size : 1);
+        return st;
+    }
+    *buf = p;
+    *len = (size_t)s->size;
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Many components at once: a window of jobs on worker threads, results taken in order          */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct batch_job {
+    tbx_task task;           /* first member: the pool sees only this */
+    tbx_file *f;
+    const tbx_tensor *t;
+    uint32_t c;
+    void *buf;               /* NULL: check only (decode and verify, keep nothing) */
+    size_t idx;              /* the caller's index */
+    tbx_status st;
+    tbx_error err;
+} batch_job;
+
+static void batch_run(tbx_task *task) {
+    batch_job *j = (batch_job *)task;
+    tbx_file *f = j->f;
+    const tbx_tensor *t = j->t;
+    if (j->buf) {
+        j->st = read_comp_into(f, t, j->c, j->buf, &j->err);
+        return;
+    }
+    if (f->drv->check_component) {
+        j->st = f->drv->check_component(f, t, j->c, &j->err);
+        return;
+    }
+    /* No bounded-memory check: read it whole into a buffer (bounded by max_tensor_bytes). */
+    const tbx_component *k = &t->comp[j->c];
+    if (k->nbytes > SIZE_MAX || k->nbytes > f->limits.max_tensor_bytes) {
+        j->st = tbx_err(&j->err, TBX_E_LIMIT, k->offset, t->name,
+                        "tensor \"%s\": %llu decoded bytes exceed max_tensor_bytes", t->name,
+                        (unsigned long long)k->nbytes);
+        return;
+    }
+    void *buf = tbx_malloc(&f->al, (size_t)k->nbytes);
+    if (!buf) {
+        j->st = tbx_err_nomem(&j->err, t->name);
+        return;
+    }
+    j->st = read_comp_into(f, t, j->c, buf, &j->err);
+    tbx_free(&f->al, buf, (size_t)k->nbytes);
+}
+
+/* Worker threads for a batch on f: `threads`, else the handle's, else the default. */
+static int batch_threads(const tbx_file *f, uint32_t threads) {
+    if (f->src.kind == TBX_SRC_CALLBACK) return 1; /* the caller's callback may not be reentrant */
+    if (!threads) threads = f->threads;
+    if (!threads) return tbx_threads_default();
+    return threads > TBX_POOL_MAX ? TBX_POOL_MAX : (int)threads;
+}
+
+/* fill: set up the job for index idx (false: nothing to run for it); done: take its result.
+ * done runs on the calling thread in index order, whatever the thread count. */
+typedef bool (*batch_fill_fn)(void *ctx, size_t idx, batch_job *j);
+typedef void (*batch_done_fn)(void *ctx, batch_job *j);
+
+static tbx_status batch_drive(tbx_file *f, int nth, size_t n, batch_fill_fn fill,
+                              batch_done_fn done, void *ctx, tbx_error *err) {
+    tbx_pool *pool = nth > 1 && n > 1 ? tbx_pool_start(&f->al, nth) : NULL;
+    const size_t win = pool ? 2 * (size_t)tbx_pool_threads(pool) : 1;
+    batch_job *ring = tbx_calloc(&f->al, win, sizeof *ring);
+    if (!ring) {
+        tbx_pool_stop(pool);
+        return tbx_err_nomem(err, "batch jobs");
+    }
+    pthread_mutex_t mu;
+    bool locked = pool && f->on_problem && pthread_mutex_init(&mu, NULL) == 0;
+    if (pool && f->on_problem && !locked) { /* no lock: report problems from one thread */
+        tbx_pool_stop(pool);
+        pool = NULL;
+    }
+    if (locked) f->problem_lock = &mu;
+    uint64_t sub = 0, fin = 0;
+    size_t next = 0;
+    for (;;) {
+        while (sub - fin < win && next < n) {
+            batch_job *j = &ring[sub % win];
+            memset(j, 0, sizeof *j);
+            j->task.run = batch_run;
+            j->f = f;
+            j->idx = next;
+            if (fill(ctx, next++, j)) {
+                tbx_pool_submit(pool, &j->task);
+                sub++;
+            }
+        }
+        if (fin == sub) break;
+        batch_job *j = &ring[fin++ % win];
+        tbx_pool_wait(pool, &j->task, true);
+        done(ctx, j);
+    }
+    tbx_pool_stop(pool);
+    if (locked) {
+        f->problem_lock = NULL;
+        pthread_mutex_destroy(&mu);
+    }
+    tbx_free(&f->al, ring, win * sizeof *ring);
+    return TBX_OK;
+}
+
+typedef struct read_batch_ctx {
+    tbx_read_req *reqs;
+} read_batch_ctx;
+
+static bool read_batch_fill(void *ctx, size_t idx, batch_job *j) {
+    tbx_read_req *r = &((read_batch_ctx *)ctx)->reqs[idx];
+    tbx_file *f = j->f;
+    size_t needed = 0;
+    /* the checks of tbx_component_read (index, size, buffer), without reading */
+    r->status = tbx_component_read(f, r->tensor, r->component, NULL, 0, &needed, &r->error);
+    if (r->status == TBX_E_BUFFER_TOO_SMALL && r->buf && r->cap >= needed) r->status = TBX_OK;
+    else if (r->status == TBX_E_BUFFER_TOO_SMALL)
+        tbx_err(&r->error, TBX_E_BUFFER_TOO_SMALL, TBX_NO_OFFSET, "buffer",
+                "tensor \"%s\" component %u needs a buffer of %zu bytes, got %zu",
+                f->tensors[r->tensor].name, r->component, needed, r->buf ? r->cap : 0);
+    if (r->status != TBX_OK) return false;
+    memset(&r->error, 0, sizeof r->error);
+    j->t = &f->tensors[r->tensor];
+    j->c = r->component;
+    j->buf = r->buf;
+    return true;
+}
+
+static void read_batch_done(void *ctx, batch_job *j) {
+    tbx_read_req *r = &((read_batch_ctx *)ctx)->reqs[j->idx];
+    r->status = j->st;
+    if (j->st != TBX_OK) r->error = j->err;
+}
+
+tbx_status tbx_read_batch(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t threads,
+                          tbx_error *err) {
+    if (!f) return bad_index(err, f, 0);
+    if (n && !reqs)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs", "NULL request array");
+    if (n == 0) return TBX_OK;
+    /* The caller's elements are struct_size bytes apart (an older caller's may be shorter than
+     * ours): work on full copies, hand back the prefix each element has. */
+    uint32_t ss = reqs[0].struct_size;
+    size_t stride = ss ? ss : sizeof(tbx_read_req), have = tbx_struct_bytes(ss, sizeof(tbx_read_req));
+    if (stride < sizeof ss)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs.struct_size",
+                       "struct_size %" PRIu32 " is too small", ss);
+    uint8_t *base = (uint8_t *)reqs;
+    tbx_read_req *work = (ss == 0 || ss == sizeof(tbx_read_req)) ? reqs : NULL;
+    if (!work) {
+        work = tbx_calloc(&f->al, n, sizeof *work);
+        if (!work) return tbx_err_nomem(err, "read requests");
+        for (size_t i = 0; i < n; i++) {
+            uint32_t si;
+            memcpy(&si, base + i * stride, sizeof si);
+            if (si != ss) {
+                tbx_free(&f->al, work, n * sizeof *work);
+                return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs.struct_size",
+                               "request %zu has struct_size %" PRIu32 ", request 0 has %" PRIu32
+                               " (one array, one struct_size)", i, si, ss);
+            }
+            memcpy(&work[i], base + i * stride, have);
+        }
+    } else {
+        for (size_t i = 1; i < n; i++)
+            if (reqs[i].struct_size != ss)
+                return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs.struct_size",
+                               "request %zu has struct_size %" PRIu32 ", request 0 has %" PRIu32
+                               " (one array, one struct_size)", i, reqs[i].struct_size, ss);
+    }
+    read_batch_ctx ctx = {work};
+    bool handled = false;
+    tbx_status st = TBX_OK;
+    if (f->drv->read_batch) st = f->drv->read_batch(f, work, n, threads, &handled, err);
+    if (!handled)
+        st = batch_drive(f, batch_threads(f, threads), n, read_batch_fill, read_batch_done, &ctx,
+                         err);
+    tbx_status first = TBX_OK;
+    if (st == TBX_OK)
+        for (size_t i = 0; i < n; i++)
+            if (work[i].status != TBX_OK) {
+                if (err) *err = work[i].error;
+                first = work[i].status;
+                break;
+            }
+    if (work != reqs) {
+        for (size_t i = 0; i < n; i++) memcpy(base + i * stride, &work[i], have);
+        tbx_free(&f->al, work, n * sizeof *work);
+    }
+    return st != TBX_OK ? st : first;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Validation                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct validate_ctx {
+    tbx_problem_fn cb;
+    void *ud;
+    uint64_t n;
+    tbx_status first;
+} validate_ctx;
+
+static void collect_problem(void *ud, const tbx_error *e) {
+    validate_ctx *v = ud;
+    if (v->n++ == 0) v->first = e->code;
+    if (v->cb) v->cb(v->ud, e);
+}
+
+/* Validation's pass over the data: every component that is encoded or has a pending check is
+ * decoded/verified (check_component or a whole read), on worker threads. Problems go to
+ * `report` in file order: during the pass on_problem is off, so they come back as errors. */
+typedef struct check_ctx {
+    tbx_file *f;
+    size_t i;                /* the next component to consider: tensor i, component c */
+    uint32_t c;
+    tbx_problem_fn report;
+    void *ud;
+} check_ctx;
+
+/* Jobs are filled in index order: each takes the next component that needs the driver. */
+static bool check_fill(void *ctx, size_t idx, batch_job *j) {
+    check_ctx *x = ctx;
+    (void)idx;
+    for (; x->i < x->f->ntensors; x->i++, x->c = 0)
+        for (; x->c < x->f->tensors[x->i].ncomp; x->c++)
+            if (via_driver(x->f, &x->f->tensors[x->i], x->c)) {
+                j->t = &x->f->tensors[x->i];
+                j->c = x->c++;
+                return true;
+            }
+    return false;
+}
+
+static void check_done(void *ctx, batch_job *j) {
+    check_ctx *x = ctx;
+    if (j->st != TBX_OK) x->report(x->ud, &j->err);
+}
+
+static tbx_status check_components(tbx_file *f, tbx_error *err, tbx_problem_fn report,
+                                   void *ud) {
+    size_t n = 0;
+    for (size_t i = 0; i < f->ntensors; i++)
+        for (uint32_t c = 0; c < f->tensors[i].ncomp; c++) n += via_driver(f, &f->tensors[i], c);
+    if (n == 0) return TBX_OK;
+    check_ctx x = {f, 0, 0, report, ud};
+    tbx_problem_fn saved = f->on_problem;
+    f->on_problem = NULL;
+    tbx_status st = batch_drive(f, batch_threads(f, 0), n, check_fill, check_done, &x, err);
+    f->on_problem = saved;
+    return st;
+}
+
+/* The pass after open: encoded components are decoded once (to prove they decode to their
+ * declared size) and digests verified, on worker threads; then the driver's deep checks.
+ * Problems go to v (in file order), also those the driver reports through on_problem. */
+static void validate_pass(tbx_file *f, validate_ctx *v) {
+    tbx_problem_fn saved = f->on_problem;
+    void *saved_ud = f->problem_ud;
+    f->on_problem = collect_problem;
+    f->problem_ud = v;
+    tbx_error e;
+    tbx_status st = check_components(f, &e, collect_problem, v);
+    if (st != TBX_OK) collect_problem(v, &e);
+    if (f->drv->validate) {
+        st = f->drv->validate(f, &e);
+        if (st != TBX_OK) collect_problem(v, &e);
+    }
+    /* a file that shrank during the pass is not the file that was checked */
+    if ((st = tbx_file_check_sources(f, &e)) != TBX_OK) collect_problem(v, &e);
+    f->on_problem = saved;
+    f->problem_ud = saved_ud;
+}
+
+tbx_status tbx_validate(tbx_file *f, tbx_problem_fn cb, void *ud, uint64_t *nproblems) {
+    if (!f) {
+        if (nproblems) *nproblems = 0;
+        return TBX_E_INVALID_ARG;
+    }
+    /* the problems the open reported (to the open's on_problem) count, and come first */
+    uint64_t at_open = f->nproblems;
+    tbx_status first_at_open = f->first_problem;
+    validate_ctx v = { cb, ud, 0, TBX_OK };
+    validate_pass(f, &v);
+    f->nproblems = at_open; /* a second call counts its own pass again, not this one */
+    f->first_problem = first_at_open;
+    if (nproblems) *nproblems = at_open + v.n;
+    if (at_open) return first_at_open;
+    return v.n ? v.first : TBX_OK;
+}
+
+
+/* The descriptor and file offset of bytes [pos, pos + len) of tensor i when they can be copied
+ * from the file as they are: one raw component of a path source, no check pending. */
+bool tbx_file_fd_range_(const tbx_file *in, uint64_t i, uint64_t pos, uint64_t len, int *fd,
+                        uint64_t *off) {
+    if (i >= in->ntensors) return false;
+    const tbx_tensor *t = &in->tensors[i];
+    if (t->ncomp != 1 || t->layout != TBX_LAYOUT_DENSE) return false;
+    const tbx_component *k = &t->comp[0];
+    uint64_t end;
+    if (!tbx_comp_served_raw(in, k) || (in->drv->raw_pending && in->drv->raw_pending(in, t, 0)) ||
+        !tbx_add_u64(pos, len, &end) || end > k->nbytes || !tbx_add_u64(k->offset, pos, off))
+        return false;
+    const tbx_source *s = tbx_file_source(in, k->src);
+    if (!s || (s->kind != TBX_SRC_FD && s->kind != TBX_SRC_MMAP) || s->fd < 0) return false;
+    uint64_t fend;
+    if (!tbx_add_u64(*off, len, &fend) || fend > s->size) return false;
+    *fd = s->fd;
+    return true;
+}

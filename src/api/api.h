@@ -1,0 +1,28 @@
+/*
+ * api.h - the façade's private header (src/api/): everything below it (the model, io, access,
+ * the registry) and what only the façade provides internally. The façade implements the public
+ * functions that need the registry or several layers at once: opening (format detection, sets
+ * of files), opening a writer for a format, conversions (the plan of src/models or the plain
+ * one, carried out by src/convert), validation of a path, and the GGUF file tools. Unit tests,
+ * fuzz targets and benchmarks include it to reach any internal function.
+ */
+#ifndef TBX_API_H
+#define TBX_API_H
+
+#include "access.h"
+#include "registry.h"
+
+/* tbx_validate_path for a file in memory or behind a read callback (same contract; the open
+ * options' allocator, limits, format and threads apply). Internal for now: the fuzz targets and
+ * the fault-injection test run the validation pass on their inputs through these. */
+tbx_status tbx_validate_memory_(const void *data, size_t size, const tbx_open_options *opt,
+                                tbx_problem_fn cb, void *ud, uint64_t *nproblems);
+tbx_status tbx_validate_callback_(tbx_read_at_fn read_at, void *read_ud, uint64_t size,
+                                  const tbx_open_options *opt, tbx_problem_fn cb, void *ud,
+                                  uint64_t *nproblems);
+
+/* tbx_writer_open with internal flags (TBX_WRITE_EDIT_). */
+tbx_status tbx_writer_open_(tbx_writer **out, const char *path, const tbx_write_options *opt,
+                            uint32_t internal_flags, tbx_error *err);
+
+#endif /* TBX_API_H */

@@ -1,0 +1,227 @@
+/*
+ * ztensor_int.h - private declarations shared by the zTensor driver's modules:
+ *
+ *   ztensor_common.c dtype and role names, digests, zstd allocation (reader and writer);
+ *   ztensor_cbor.c   the CBOR pull decoder (libcbor's streaming decoder behind it), the builder
+ *                    of metadata values and the canonical CBOR encoder (reader and writer);
+ *   ztensor.c        opening (manifest -> model), reading, validation, f32 decoding of sparse
+ *                    and quantized_group tensors;
+ *   ztensor_write.c  the writer hooks and the sparse / quantized_group writer extras;
+ *   ztensor_driver.c the driver table, the one file that names both reader and writer hooks.
+ *
+ * Reader and writer call only down into ztensor_common.c and ztensor_cbor.c, never each other.
+ *
+ * See ztensor.c for the format description and docs/formats/ztensor.md for every decision.
+ */
+#ifndef TBX_ZTENSOR_INT_H
+#define TBX_ZTENSOR_INT_H
+
+#include "io.h"
+
+#include <zstd.h> /* the stable API only; ztensor_common.c alone uses the advanced one */
+
+#define ZT_MAGIC "ZTEN1000"
+#define ZT_MAGIC_V01 "ZTEN0001"                 /* legacy v0.1: recognised, not supported */
+#define ZT_ALIGN 64u                            /* every component offset is a multiple */
+#define ZT_MAX_MANIFEST ((uint64_t)1 << 30)     /* the spec's hard cap on manifest_size */
+#define ZT_HARD_DEPTH 256u                      /* nesting cap whatever tbx_limits says */
+#define ZT_META_OBJ_PREFIX "ztensor.attributes." /* metadata key of an object's attributes */
+
+/* The driver (ztensor_driver.c); declared here too until src/core/internal.h lists it. */
+extern const tbx_driver tbx_driver_ztensor;
+
+/* ------------------------------------------------------------------------------------------ */
+/* dtypes and component roles                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct zt_dtype {
+    const char *name;   /* as the manifest spells it */
+    tbx_dtype dtype;
+    uint32_t size;      /* bytes per element */
+} zt_dtype;
+
+const zt_dtype *zt_dtype_by_name(const char *s, size_t n);
+const zt_dtype *zt_dtype_by_tbx(tbx_dtype dt);
+/* Metadata value types the writer stores (tbx_driver.meta_types; zt_check_value): every type
+ * but NDARRAY and BITSET, which CBOR attributes have no form for. */
+#define ZT_META_TYPES                                                                           \
+    (((TBX_VBIT(TBX_V_BITSET) << 1) - 1) & ~(TBX_VBIT(TBX_V_NDARRAY) | TBX_VBIT(TBX_V_BITSET)))
+
+enum {
+    ZT_R_DATA, ZT_R_VALUES, ZT_R_INDICES, ZT_R_INDPTR, ZT_R_COORDS,
+    ZT_R_PACKED, ZT_R_SCALES, ZT_R_ZEROS, ZT_NROLES
+};
+extern const char *const zt_role_names[ZT_NROLES];
+
+/* ------------------------------------------------------------------------------------------ */
+/* Digests (ztensor.c): "crc32c:0x%08X" and "sha256:<64 lower-case hex>" over stored bytes     */
+/* ------------------------------------------------------------------------------------------ */
+enum { ZT_H_NONE = 0, ZT_H_CRC32C, ZT_H_SHA256 };
+
+typedef struct zt_digest {
+    int algo;
+    uint32_t crc;
+    uint8_t sha[32];
+} zt_digest;
+
+typedef struct zt_hash {
+    int algo;
+    uint32_t crc;
+    void *md;            /* EVP_MD_CTX * (SHA-256) */
+} zt_hash;
+
+tbx_status zt_hash_init(zt_hash *h, int algo, tbx_error *err);
+void zt_hash_update(zt_hash *h, const void *p, size_t n);
+void zt_hash_final(zt_hash *h, zt_digest *out);
+void zt_hash_free(zt_hash *h);
+/* The manifest spelling of a digest (crc32c upper-case hex, sha256 lower-case). cap >= 72. */
+void zt_digest_str(const zt_digest *d, char *dst, size_t cap);
+
+/* zstd allocation through a tbx_alloc (opaque = the tbx_alloc *); zt_dctx_new/zt_cctx_new use it. */
+void *zt_zalloc(void *opaque, size_t size);
+void zt_zfree(void *opaque, void *addr);
+/* zstd contexts whose memory comes from `al` (zt_zalloc/zt_zfree) when libzstd offers its
+ * advanced API (ZSTD_customMem, ZSTD_create?Ctx_advanced, ZSTD_getFrameProgression: "static
+ * linking only", so CMake checks that the libzstd found exports them and then defines
+ * TBX_HAVE_ZSTD_ADVANCED). Without it they come from ZSTD_createDCtx/CCtx: zstd's own state
+ * (window, tables) then bypasses the caller's tbx_allocator and its counting. NULL when out of
+ * memory. Free with ZSTD_freeDCtx/CCtx. */
+ZSTD_DCtx *zt_dctx_new(const tbx_alloc *al);
+ZSTD_CCtx *zt_cctx_new(const tbx_alloc *al);
+/* Bytes the compressor has produced and consumed in its current frame (ZSTD_getFrameProgression,
+ * advanced API too); false (both 0) when libzstd does not offer it. */
+bool zt_cctx_progress(ZSTD_CCtx *cctx, uint64_t *produced, uint64_t *consumed);
+/* The decoding buffer a zstd frame starting with the n bytes at p will allocate (its window,
+ * ZSTD_getFrameHeader + ZSTD_decodingBufferSize_min, advanced API): 0 for a skippable frame,
+ * a window over max_window (the decoder refuses it) or a header the decoder will reject.
+ * Without the advanced API *cost is max_window (every frame is assumed to use the largest
+ * window, so decoders under a shared budget run one at a time) and false is returned. */
+bool zt_frame_window_cost(const void *p, size_t n, uint64_t max_window, uint64_t *cost);
+
+/* ------------------------------------------------------------------------------------------ */
+/* CBOR pull decoder (ztensor_cbor.c)                                                          */
+/* ------------------------------------------------------------------------------------------ */
+typedef enum zt_kind {
+    ZT_EV_UINT, ZT_EV_NEGINT, ZT_EV_BYTES, ZT_EV_TEXT, ZT_EV_BYTES_INDEF, ZT_EV_TEXT_INDEF,
+    ZT_EV_ARRAY, ZT_EV_ARRAY_INDEF, ZT_EV_MAP, ZT_EV_MAP_INDEF, ZT_EV_TAG, ZT_EV_F16,
+    ZT_EV_F32, ZT_EV_F64, ZT_EV_NULL, ZT_EV_UNDEF, ZT_EV_BOOL, ZT_EV_BREAK,
+    ZT_EV_SIMPLE         /* a simple value other than false/true/null/undefined (u: its value) */
+} zt_kind;
+
+typedef struct zt_ev {
+    zt_kind k;
+    uint64_t u;          /* UINT, NEGINT (value is -1 - u), TAG, SIMPLE, ARRAY/MAP count */
+    double f;            /* F16, F32, F64 */
+    bool b;              /* BOOL */
+    const uint8_t *p;    /* BYTES, TEXT (definite): into the manifest buffer */
+    size_t n;
+    uint64_t off;        /* absolute file offset of the item's first byte */
+} zt_ev;
+
+typedef struct zt_cbor {
+    const uint8_t *buf;  /* the manifest */
+    size_t len, pos;
+    uint64_t base;       /* file offset of buf[0] */
+    const tbx_limits *lim;
+    const tbx_alloc *al;
+    zt_ev ev;            /* filled by the libcbor callbacks */
+    bool got;
+    uint64_t nodes;      /* metadata value nodes built so far (packed elements excluded) */
+    uint64_t node_budget;/* at most this many: see zt_open */
+    struct tbx_file *f;  /* the handle whose amplification budget values are charged to
+                            (tbx_file_charge_pending), NULL: none */
+} zt_cbor;
+
+/* A text or byte string: points into the manifest (definite) or owns an allocation (the
+ * concatenated chunks of an indefinite-length string; free with zt_str_free). */
+typedef struct zt_str {
+    const char *p;
+    size_t n;
+    char *owned;
+    size_t owned_cap;
+} zt_str;
+
+const char *zt_kind_name(zt_kind k);
+const char *zt_kind_a(zt_kind k); /* with its article: "an array" */
+tbx_status zt_next(zt_cbor *c, zt_ev *ev, const char *field, tbx_error *err);
+/* ev is the first event of a (text or byte, per `want`) string; reads the whole string. */
+tbx_status zt_read_str(zt_cbor *c, const zt_ev *ev, zt_kind want, zt_str *out,
+                       const char *field, tbx_error *err);
+void zt_str_free(zt_cbor *c, zt_str *s);
+/* Skips the item that starts with ev (well-formedness and limits still checked). */
+tbx_status zt_skip(zt_cbor *c, const zt_ev *ev, uint32_t depth, tbx_error *err);
+/* Builds a metadata value from the item that starts with ev. depth: containers around it. */
+tbx_status zt_value(zt_cbor *c, const zt_ev *ev, uint32_t depth, tbx_value **out,
+                    tbx_error *err);
+/* Map / array iteration over definite and indefinite containers. */
+typedef struct zt_iter {
+    bool indef;
+    uint64_t left;
+    uint64_t count;      /* entries seen */
+} zt_iter;
+tbx_status zt_iter_begin(zt_cbor *c, const zt_ev *ev, bool is_map, zt_iter *it,
+                         const char *field, tbx_error *err);
+/* Reads the next entry's first event (a map's key or an array's element) into *ev; *more is
+ * false at the end of the container. */
+tbx_status zt_iter_next(zt_cbor *c, zt_iter *it, zt_ev *ev, bool *more, const char *field,
+                        tbx_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* CBOR encoder (ztensor_cbor.c): canonical (deterministic) encoding                           */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct zt_buf {
+    const tbx_alloc *al;
+    uint8_t *p;
+    size_t n, cap;
+    bool oom;        /* stop: out of memory, or a write failed (wst) */
+    /* Optional streaming: with `out` set, the bytes held are written to out at `base` whenever
+     * ZT_BUF_FLUSH or more are held (p[0] is then byte `base` of the output), so an encoding
+     * of any size holds about ZT_BUF_FLUSH bytes. zt_buf_flush writes the rest. */
+    tbx_out *out;
+    uint64_t base;
+    tbx_status wst;
+    tbx_error *err;
+} zt_buf;
+#define ZT_BUF_FLUSH ((size_t)1 << 20)
+
+void zt_buf_flush(zt_buf *b);
+
+void zt_buf_free(zt_buf *b);
+void zt_put_raw(zt_buf *b, const void *p, size_t n);
+void zt_put_head(zt_buf *b, unsigned major, uint64_t v);
+void zt_put_text(zt_buf *b, const char *s, size_t n);
+void zt_put_textz(zt_buf *b, const char *s);
+/* Canonical order of text map keys: shorter first, then bytewise (== bytewise order of their
+ * CBOR encodings, RFC 7049 §3.9 and RFC 8949 §4.2.1 agree for text keys). */
+int zt_key_cmp(const char *a, size_t an, const char *b, size_t bn);
+/* Can this value be written? TBX_E_LOSSY naming the problem otherwise. `what` names it. */
+tbx_status zt_check_value(const tbx_value *v, uint32_t depth, const char *what, tbx_error *err);
+/* Encodes a value (checked with zt_check_value first). Maps get canonical key order. */
+tbx_status zt_put_value(zt_buf *b, const tbx_value *v, tbx_error *err);
+
+/* Reader hooks (ztensor.c), listed in tbx_driver_ztensor (ztensor_driver.c). */
+bool zt_probe(const uint8_t *head, size_t len, uint64_t file_size);
+tbx_status zt_open(tbx_file *f, tbx_error *err);
+void zt_close(tbx_file *f);
+tbx_status zt_decode_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                               tbx_error *err);
+tbx_status zt_read_range(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t pos, void *buf,
+                         size_t len, tbx_error *err);
+bool zt_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c);
+tbx_status zt_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx_error *err);
+tbx_status zt_read_f32_hook(tbx_file *f, uint64_t i, uint64_t first, uint64_t count, float *out,
+                            tbx_error *err);
+tbx_status zt_validate(tbx_file *f, tbx_error *err);
+
+/* Writer hooks (ztensor_write.c), listed in tbx_driver_ztensor (ztensor_driver.c). */
+tbx_status zt_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
+                           tbx_error *err);
+tbx_status zt_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+tbx_status zt_w_check_quant(tbx_writer *w, tbx_wtensor *t, const tbx_quant_info *q,
+                            tbx_error *err);
+tbx_status zt_w_layout(tbx_writer *w, tbx_error *err);
+tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len, tbx_error *err);
+tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
+tbx_status zt_w_finish(tbx_writer *w, tbx_error *err);
+void zt_w_free(tbx_writer *w);
+
+#endif /* TBX_ZTENSOR_INT_H */

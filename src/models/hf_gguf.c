@@ -1,0 +1,1848 @@
+/*
+ * gguf_hf.c - a Hugging Face model (safetensors + side files) to a GGUF file that llama.cpp runs.
+ *
+ * Input: a tbx_file whose tensors carry Hugging Face names ("model.layers.0.self_attn.q_proj.
+ * weight") and whose sections are the model directory's side files, named by relative path:
+ * config.json (required), tokenizer.json (or, for llama, SentencePiece's tokenizer.model, read
+ * by gguf_hf_spm.c, and added_tokens.json), tokenizer_config.json, modules.json and the pooling
+ * config a sentence-transformers model names there (1_Pooling/config.json). Output: a GGUF file
+ * with what llama.cpp's loader expects of the architecture:
+ *
+ *   general.architecture, general.name, general.file_type, general.quantization_version
+ *   {arch}.*              hyper-parameters read from config.json (table per architecture)
+ *   tokenizer.ggml.*      model, tokens, scores, token types, merges, special token ids,
+ *                         add_* flags
+ *   tensors               renamed to llama.cpp's names (blk.N.attn_q.weight, ...), the rows of
+ *                         llama-family q/k projections reordered for llama.cpp's rotary layout,
+ *                         1-D tensors in f32, 2-D ones as asked (kept, cast, or quantized with
+ *                         the fallback rules of llama-quantize for rows a block type cannot take)
+ *
+ * The reference for every key, tensor name and rule is llama.cpp itself: the constants shipped
+ * in gguf-py (gguf.constants, gguf.tensor_mapping) and the behaviour of convert_hf_to_gguf.py and
+ * llama-quantize; tests/python/test_hf_gguf.py checks the output against gguf-py and loads it in
+ * llama.cpp. Adding an architecture is one hf_arch entry (hyper-parameters, tensor patterns,
+ * tensors to skip, flags); an architecture without an entry fails with TBX_E_UNSUPPORTED naming
+ * it.
+ *
+ * Memory: the side files are read whole (each at most tbx_limits.max_side_file_bytes,
+ * tbx_section_load_). tokenizer.json is checked and walked in its text (hf_tokenizer.c: no tree
+ * of the vocabulary, merges or added tokens): the token arrays are built from it directly, one
+ * offsets array and one blob each (tbx_val_str_array), the text is freed once they are, and they
+ * are lent to the writer rather than copied. The other JSON files (config.json,
+ * tokenizer_config.json, ...) are small and parsed into jansson trees. Tensor data is streamed in
+ * chunks of whole rows (at most ~4 MiB of f32 at a time), so a conversion holds the tokenizer's
+ * arrays plus a few MiB whatever the model size.
+ */
+#include "access.h"
+#include "ggml.h"
+#include "check.h"
+#include "spm.h"
+#include "hf_tokenizer.h"
+#define TBX_EXPERIMENTAL 1
+#include "tensorbox/gguf.h"
+
+#include <ctype.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define HF_CHUNK_F32 ((uint64_t)1 << 20)  /* f32 values per streamed chunk (4 MiB) */
+#define HF_NAME_MAX 128
+#define HF_VOCAB_MAX ((uint64_t)1 << 22) /* tokens of a tokenizer.model / llama vocabulary */
+
+/* llama.cpp's token types (gguf.constants.TokenType) */
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+/* llama.cpp's pooling types (gguf.constants.PoolingType) */
+enum { POOL_NONE = 0, POOL_MEAN = 1, POOL_CLS = 2, POOL_LAST = 3 };
+
+/* ------------------------------------------------------------------------------------------ */
+/* Architecture tables                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+typedef enum { HP_U32, HP_F32 } hp_kind;
+
+typedef struct hf_hparam {
+    const char *key;        /* after "{arch}." */
+    hp_kind kind;
+    const char *cfg[4];     /* config.json names, the first present one wins */
+    bool required;
+} hf_hparam;
+
+enum { XF_NONE = 0, XF_PERMUTE_Q = 1, XF_PERMUTE_K = 2 };
+
+/* A tensor pattern: HF name (without the .weight/.bias suffix; '#' stands for the layer number)
+ * -> llama.cpp name ('#' likewise), and the layout change the weight needs. */
+typedef struct hf_tmap {
+    const char *hf, *gguf;
+    int xform;
+} hf_tmap;
+
+#define ARCH_VOCAB_SIZE   0x01u /* {arch}.vocab_size from config vocab_size */
+#define ARCH_ROPE_DIM     0x02u /* {arch}.rope.dimension_count = head_dim (or hidden/heads) */
+#define ARCH_NONCAUSAL    0x04u /* {arch}.attention.causal = false */
+#define ARCH_POOLING      0x08u /* {arch}.pooling_type from the sentence-transformers config */
+#define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
+#define ARCH_ROPE_SCALING 0x20u /* rope_scaling: linear keys; llama3 factors (rope_freqs) */
+
+typedef struct hf_arch {
+    const char *name;               /* general.architecture */
+    const char *model_types[4];     /* config.json model_type values */
+    const char *prefixes[3];        /* dropped from HF names before matching */
+    const hf_hparam *hp;
+    const hf_tmap *tmap;
+    const char *const *skip;        /* HF names not converted ('#': layer, trailing '*': prefix) */
+    unsigned flags;
+} hf_arch;
+
+static const hf_hparam HP_BERT[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.layer_norm_epsilon", HP_F32, {"layer_norm_eps"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+
+static const hf_tmap TM_BERT[] = {
+    {"embeddings.word_embeddings", "token_embd", XF_NONE},
+    {"embeddings.position_embeddings", "position_embd", XF_NONE},
+    {"embeddings.token_type_embeddings", "token_types", XF_NONE},
+    {"embeddings.LayerNorm", "token_embd_norm", XF_NONE},
+    {"encoder.layer.#.attention.self.query", "blk.#.attn_q", XF_NONE},
+    {"encoder.layer.#.attention.self.key", "blk.#.attn_k", XF_NONE},
+    {"encoder.layer.#.attention.self.value", "blk.#.attn_v", XF_NONE},
+    {"encoder.layer.#.attention.output.dense", "blk.#.attn_output", XF_NONE},
+    {"encoder.layer.#.attention.output.LayerNorm", "blk.#.attn_output_norm", XF_NONE},
+    {"encoder.layer.#.intermediate.dense", "blk.#.ffn_up", XF_NONE},
+    {"encoder.layer.#.output.dense", "blk.#.ffn_down", XF_NONE},
+    {"encoder.layer.#.output.LayerNorm", "blk.#.layer_output_norm", XF_NONE},
+    {NULL, NULL, 0},
+};
+static const char *const SKIP_BERT[] = {"embeddings.position_ids", "pooler.*", "cls.*", NULL};
+
+static const hf_hparam HP_LLAMA[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, false},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+
+#define TM_DECODER(QX, KX)                                                                     \
+    {"model.embed_tokens", "token_embd", XF_NONE},                                             \
+    {"model.norm", "output_norm", XF_NONE},                                                    \
+    {"lm_head", "output", XF_NONE},                                                            \
+    {"model.layers.#.input_layernorm", "blk.#.attn_norm", XF_NONE},                            \
+    {"model.layers.#.self_attn.q_proj", "blk.#.attn_q", QX},                                   \
+    {"model.layers.#.self_attn.k_proj", "blk.#.attn_k", KX},                                   \
+    {"model.layers.#.self_attn.v_proj", "blk.#.attn_v", XF_NONE},                              \
+    {"model.layers.#.self_attn.o_proj", "blk.#.attn_output", XF_NONE},                         \
+    {"model.layers.#.post_attention_layernorm", "blk.#.ffn_norm", XF_NONE},                    \
+    {"model.layers.#.mlp.gate_proj", "blk.#.ffn_gate", XF_NONE},                               \
+    {"model.layers.#.mlp.up_proj", "blk.#.ffn_up", XF_NONE},                                   \
+    {"model.layers.#.mlp.down_proj", "blk.#.ffn_down", XF_NONE},                               \
+    {NULL, NULL, 0}
+
+/* llama.cpp applies llama's rotary embedding to interleaved pairs; HF's checkpoints are laid
+ * out for the rotate-half form, so q/k rows are reordered (XF_PERMUTE_*). qwen2 uses the
+ * rotate-half (NEOX) form in llama.cpp too: no reordering. */
+static const hf_tmap TM_LLAMA[] = {TM_DECODER(XF_PERMUTE_Q, XF_PERMUTE_K)};
+static const hf_tmap TM_QWEN2[] = {TM_DECODER(XF_NONE, XF_NONE)};
+static const char *const SKIP_DECODER[] = {"model.layers.#.self_attn.rotary_emb.inv_freq", NULL};
+
+static const hf_arch ARCHES[] = {
+    {"bert", {"bert"}, {"bert."}, HP_BERT, TM_BERT, SKIP_BERT,
+     ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT},
+    {"llama", {"llama"}, {NULL}, HP_LLAMA, TM_LLAMA, SKIP_DECODER,
+     ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_ROPE_SCALING},
+    {"qwen2", {"qwen2"}, {NULL}, HP_LLAMA, TM_QWEN2, SKIP_DECODER, ARCH_ROPE_SCALING},
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* The conversion state                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct hf_out {
+    uint64_t src;               /* input tensor index; UINT64_MAX: generated (rope_freqs) */
+    char name[HF_NAME_MAX];
+    tbx_dtype dtype;
+    int xform;
+    long layer;                 /* the "blk.N" of the name, -1 for none */
+    uint64_t rows, cols;        /* [rows, cols]; 1-D: one row */
+    uint8_t action, why;        /* tbx_convert_action and HF_WHY_*, for the report */
+} hf_out;
+
+/* Why a tensor got its dtype (tbx_convert_report.reason) */
+enum { HF_WHY_NONE, HF_WHY_REQUESTED, HF_WHY_FALLBACK, HF_WHY_F32, HF_WHY_F64, HF_WHY_GENERATED };
+
+/* Hyper-parameters checked against the tensors: each one's value and the config.json field
+ * that gave it (NULL when config.json has none). */
+enum { HPV_EMBD, HPV_LAYERS, HPV_FF, HPV_CTX, HPV_N };
+
+#define HF_LENT_MAX 8 /* large values lent to the writer (tokens, scores, types, merges) */
+
+typedef struct hf {
+    tbx_file *in;
+    tbx_error *err;
+    const tbx_alloc *al;
+    json_t *cfg, *tokcfg, *modules, *pool;
+    /* tokenizer.json: its bytes and what hf_tokenizer.c read from them (tok: the settings,
+     * tj.small; NULL without a tokenizer.json), kept until the tokenizer is written */
+    char *tok_text;
+    size_t tok_len;
+    tbx_tokj tj;
+    json_t *tok;
+    /* values the writer holds by pointer (tbx_writer_add_meta_borrowed_): freed after it */
+    tbx_value *lent[HF_LENT_MAX];
+    size_t nlent;
+    const hf_arch *a;
+    tbx_writer *w;
+    hf_out *out;
+    size_t nout;
+    uint64_t n_head, n_head_kv, n_vocab, head_dim;
+    uint64_t hpv[HPV_N];        /* HPV_*: from config.json */
+    const char *hpv_cfg[HPV_N];
+    const char *head_dim_cfg;   /* "head_dim" when config.json gives it, else NULL */
+    size_t embd;                /* h->out index of token_embd.weight (SIZE_MAX: none) */
+    tbx_dtype quant, cast;
+    /* llama3 rope scaling: rope_freqs.weight is generated (head_dim / 2 factors) */
+    bool rope_llama3;
+    double rope_theta, rope_factor, rope_low, rope_high, rope_orig_ctx;
+    tbx_pool *workers; /* quantizing threads (NULL: the calling thread quantizes) */
+    tbx_value_check chk; /* what the values of the tensor being written became */
+} hf;
+
+static const char *embd_name(hf *h);
+
+static tbx_status hf_fail(hf *h, tbx_status code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static tbx_status hf_fail(hf *h, tbx_status code, const char *field, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    tbx_status st = tbx_verr(h->err, code, TBX_NO_OFFSET, field, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* Index of the section named `name`, or -1. */
+static int64_t find_section(const tbx_file *f, const char *name) {
+    for (uint64_t i = 0, n = tbx_section_count(f); i < n; i++) {
+        tbx_section_info si = TBX_SECTION_INFO_INIT;
+        if (tbx_section_info_get(f, i, &si) == TBX_OK && si.name && strcmp(si.name, name) == 0)
+            return (int64_t)i;
+    }
+    return -1;
+}
+
+/* Parses section `name` as JSON into *out (NULL when the section is absent and !required). */
+static tbx_status load_json(hf *h, const char *name, bool required, json_t **out) {
+    *out = NULL;
+    int64_t i = find_section(h->in, name);
+    if (i < 0) {
+        if (!required) return TBX_OK;
+        return hf_fail(h, TBX_E_NOT_FOUND, name, "the model has no %s (a Hugging Face model "
+                       "directory holds one next to its safetensors)", name);
+    }
+    void *buf = NULL;
+    size_t n = 0;
+    tbx_status st = tbx_section_load_(h->in, (uint64_t)i, &buf, &n, h->err);
+    if (st != TBX_OK) return st;
+    json_error_t je;
+    *out = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
+    tbx_free(h->al, buf, n ? n : 1);
+    if (!*out || !json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        st = tbx_err(h->err, TBX_E_FORMAT, (uint64_t)(je.position > 0 ? je.position : 0),
+                     name, "%s: %s", name, *je.text ? je.text : "not a JSON object");
+    }
+    return st;
+}
+
+/* Reads tokenizer.json when the model has one (hf_tokenizer.c: checked whole, its vocabulary,
+ * merges and added tokens left as text to walk). */
+static tbx_status load_tokenizer(hf *h) {
+    int64_t i = find_section(h->in, "tokenizer.json");
+    if (i < 0) return TBX_OK;
+    void *buf = NULL;
+    size_t n = 0;
+    tbx_status st = tbx_section_load_(h->in, (uint64_t)i, &buf, &n, h->err);
+    if (st != TBX_OK) return st;
+    h->tok_text = buf;
+    h->tok_len = n;
+    st = tbx_tokj_read(&h->tj, h->al, h->tok_text, n, "tokenizer.json", h->err);
+    if (st == TBX_OK) h->tok = h->tj.small;
+    return st;
+}
+
+/* Frees tokenizer.json's bytes and what was read from them. */
+static void drop_tokenizer(hf *h) {
+    tbx_tokj_free(&h->tj);
+    h->tok = NULL;
+    if (h->tok_text) tbx_free(h->al, h->tok_text, h->tok_len ? h->tok_len : 1);
+    h->tok_text = NULL;
+    h->tok_len = 0;
+}
+
+static const char *jstr(json_t *o, const char *key) {
+    json_t *v = o ? json_object_get(o, key) : NULL;
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* The first of the config names present: 1 and *v (integer or real), 0 when none is. */
+static int cfg_number(hf *h, const char *const *names, double *v, const char **which) {
+    for (int k = 0; k < 4 && names[k]; k++) {
+        json_t *j = json_object_get(h->cfg, names[k]);
+        if (json_is_number(j)) {
+            *v = json_number_value(j);
+            if (which) *which = names[k];
+            return 1;
+        }
+        if (j && !json_is_null(j)) {
+            hf_fail(h, TBX_E_FORMAT, names[k], "config.json: %s is not a number", names[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static tbx_status cfg_u64(hf *h, const char *name, bool required, uint64_t *out) {
+    const char *names[2] = {name, NULL};
+    double v;
+    int r = cfg_number(h, names, &v, NULL);
+    if (r < 0) return h->err->code;
+    if (r == 0) {
+        if (!required) return TBX_E_NOT_FOUND;
+        return hf_fail(h, TBX_E_NOT_FOUND, name, "config.json has no %s", name);
+    }
+    if (v < 0 || v > 4294967295.0 || v != (double)(uint64_t)v)
+        return hf_fail(h, TBX_E_FORMAT, name, "config.json: %s = %g is not a count", name, v);
+    *out = (uint64_t)v;
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Metadata helpers                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+/* Adds `v` under `key` (the writer copies it; the caller keeps v). */
+static tbx_status put_copy(hf *h, const char *key, const tbx_value *v) {
+    return tbx_writer_add_meta(h->w, key, strlen(key), v, h->err);
+}
+/* Adds `v` (may be NULL: out of memory) under `key` and frees it. */
+static tbx_status put(hf *h, const char *key, tbx_value *v) {
+    if (!v) return tbx_err_nomem(h->err, key);
+    tbx_status st = put_copy(h, key, v);
+    tbx_val_free(v);
+    return st;
+}
+/* Adds the large value *v (may be NULL: out of memory) under `key` without a copy: the writer
+ * holds a pointer to it, and h frees it after the writer (*v is NULL afterwards). */
+static tbx_status put_lent(hf *h, const char *key, tbx_value **v) {
+    if (!*v) return tbx_err_nomem(h->err, key);
+    if (h->nlent == HF_LENT_MAX) {
+        tbx_val_free(*v);
+        *v = NULL;
+        return hf_fail(h, TBX_E_STATE, key, "more than %d large metadata values", HF_LENT_MAX);
+    }
+    h->lent[h->nlent++] = *v;
+    *v = NULL;
+    return tbx_writer_add_meta_borrowed_(h->w, key, strlen(key), h->lent[h->nlent - 1], h->err);
+}
+static tbx_status put_u32(hf *h, const char *key, uint64_t u) {
+    return put(h, key, tbx_value_new_uint(TBX_V_U32, u));
+}
+static tbx_status put_str(hf *h, const char *key, const char *s) {
+    return put(h, key, tbx_value_new_string(s, strlen(s)));
+}
+static tbx_status put_arch(hf *h, const char *suffix, tbx_value *v) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", h->a->name, suffix);
+    return put(h, key, v);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Architecture and hyper-parameters                                                           */
+/* ------------------------------------------------------------------------------------------ */
+static tbx_status pick_arch(hf *h) {
+    const char *mt = jstr(h->cfg, "model_type");
+    for (size_t i = 0; mt && i < sizeof ARCHES / sizeof ARCHES[0]; i++)
+        for (int k = 0; k < 4 && ARCHES[i].model_types[k]; k++)
+            if (strcmp(mt, ARCHES[i].model_types[k]) == 0) { h->a = &ARCHES[i]; return TBX_OK; }
+    json_t *archs = json_object_get(h->cfg, "architectures");
+    const char *cls = json_is_array(archs) && json_array_size(archs) > 0 &&
+                              json_is_string(json_array_get(archs, 0))
+                          ? json_string_value(json_array_get(archs, 0)) : NULL;
+    return hf_fail(h, TBX_E_UNSUPPORTED, "model_type",
+                   "config.json: architecture model_type \"%s\"%s%s%s is not supported for GGUF "
+                   "(supported: bert, llama, qwen2; --raw writes the tensors as they are)",
+                   mt ? mt : "(missing)", cls ? " (" : "", cls ? cls : "", cls ? ")" : "");
+}
+
+static tbx_status write_hparams(hf *h) {
+    tbx_status st = TBX_OK;
+    for (const hf_hparam *p = h->a->hp; st == TBX_OK && p->key; p++) {
+        double v;
+        const char *which = NULL;
+        int r = cfg_number(h, p->cfg, &v, &which);
+        if (r < 0) return h->err->code;
+        if (r == 0) {
+            if (p->required)
+                return hf_fail(h, TBX_E_NOT_FOUND, p->cfg[0], "config.json has no %s (needed for "
+                               "%s.%s)", p->cfg[0], h->a->name, p->key);
+            continue;
+        }
+        if (p->kind == HP_U32) {
+            if (v < 0 || v > 4294967295.0 || v != (double)(uint64_t)v)
+                return hf_fail(h, TBX_E_FORMAT, which, "config.json: %s = %g is not a count",
+                               which, v);
+            static const char *const HPV_KEYS[HPV_N] = {"embedding_length", "block_count",
+                                                        "feed_forward_length", "context_length"};
+            for (int k = 0; k < HPV_N; k++)
+                if (strcmp(p->key, HPV_KEYS[k]) == 0) {
+                    h->hpv[k] = (uint64_t)v;
+                    h->hpv_cfg[k] = which;
+                }
+            st = put_arch(h, p->key, tbx_value_new_uint(TBX_V_U32, (uint64_t)v));
+        } else {
+            st = put_arch(h, p->key, tbx_value_new_float(TBX_V_F32, v));
+        }
+    }
+    if (st != TBX_OK) return st;
+    uint64_t hidden = 0;
+    if ((st = cfg_u64(h, "hidden_size", true, &hidden)) != TBX_OK) return st;
+    if ((st = cfg_u64(h, "num_attention_heads", true, &h->n_head)) != TBX_OK) return st;
+    if (h->n_head == 0) return hf_fail(h, TBX_E_FORMAT, "num_attention_heads",
+                                       "config.json: num_attention_heads is 0");
+    h->n_head_kv = h->n_head;
+    st = cfg_u64(h, "num_key_value_heads", false, &h->n_head_kv);
+    if (st != TBX_OK && st != TBX_E_NOT_FOUND) return st;
+    if (h->n_head_kv == 0) return hf_fail(h, TBX_E_FORMAT, "num_key_value_heads",
+                                          "config.json: num_key_value_heads is 0");
+    st = TBX_OK;
+    if ((st = cfg_u64(h, "head_dim", false, &h->head_dim)) == TBX_E_NOT_FOUND) {
+        h->head_dim = hidden / h->n_head;
+        st = TBX_OK;
+    } else if (st == TBX_OK) {
+        /* as convert_hf_to_gguf.py: a head size config.json states is written, so llama.cpp
+         * does not derive embedding_length / head_count (wrong when they differ) */
+        h->head_dim_cfg = "head_dim";
+        if ((st = put_arch(h, "attention.key_length",
+                           tbx_value_new_uint(TBX_V_U32, h->head_dim))) != TBX_OK ||
+            (st = put_arch(h, "attention.value_length",
+                           tbx_value_new_uint(TBX_V_U32, h->head_dim))) != TBX_OK)
+            return st;
+    }
+    if (st != TBX_OK) return st;
+    if (h->a->flags & ARCH_ROPE_SCALING) {
+        /* transformers names it rope_scaling (rope_parameters since v5) */
+        json_t *rs = json_object_get(h->cfg, "rope_parameters");
+        if (!rs || json_is_null(rs)) rs = json_object_get(h->cfg, "rope_scaling");
+        const char *t = rs ? (jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type")) : NULL;
+        json_t *jf = rs ? json_object_get(rs, "factor") : NULL;
+        if (rs && !json_is_null(rs) && !json_is_object(rs))
+            return hf_fail(h, TBX_E_FORMAT, "rope_scaling", "config.json: rope_scaling is not "
+                           "an object");
+        if (!t || strcmp(t, "default") == 0) {
+            /* no scaling */
+        } else if (strcmp(t, "linear") == 0 && json_is_number(jf)) {
+            if ((st = put_arch(h, "rope.scaling.type", tbx_value_new_string("linear", 6))) != TBX_OK ||
+                (st = put_arch(h, "rope.scaling.factor",
+                               tbx_value_new_float(TBX_V_F32, json_number_value(jf)))) != TBX_OK)
+                return st;
+        } else if (strcmp(t, "llama3") == 0 && strcmp(h->a->name, "llama") == 0) {
+            /* defaults as convert_hf_to_gguf.py's */
+            json_t *v;
+            h->rope_llama3 = true;
+            h->rope_factor = json_is_number(jf) ? json_number_value(jf) : 8.0;
+            v = json_object_get(rs, "low_freq_factor");
+            h->rope_low = json_is_number(v) ? json_number_value(v) : 1.0;
+            v = json_object_get(rs, "high_freq_factor");
+            h->rope_high = json_is_number(v) ? json_number_value(v) : 4.0;
+            v = json_object_get(rs, "original_max_position_embeddings");
+            h->rope_orig_ctx = json_is_number(v) ? json_number_value(v) : 8192.0;
+            v = json_object_get(rs, "rope_theta");
+            if (!json_is_number(v)) v = json_object_get(h->cfg, "rope_theta");
+            h->rope_theta = json_is_number(v) ? json_number_value(v) : 10000.0;
+            if (!(h->rope_factor > 0) || !(h->rope_high > h->rope_low) || !(h->rope_low > 0) ||
+                !(h->rope_orig_ctx > 0) || !(h->rope_theta > 0) || h->head_dim < 2 ||
+                h->head_dim % 2)
+                return hf_fail(h, TBX_E_FORMAT, "rope_scaling", "config.json: llama3 "
+                               "rope_scaling needs factor > 0, high_freq_factor > "
+                               "low_freq_factor > 0, original_max_position_embeddings > 0 and "
+                               "an even head size");
+        } else {
+            return hf_fail(h, TBX_E_UNSUPPORTED, "rope_scaling",
+                           "config.json: rope_scaling type \"%s\" is not supported for %s yet "
+                           "(linear%s)", t, h->a->name,
+                           strcmp(h->a->name, "llama") == 0 ? ", llama3" : "");
+        }
+    }
+    /* the vocabulary is the token embedding's rows (check_vocab_rows) */
+    if ((h->a->flags & ARCH_VOCAB_SIZE) &&
+        (st = put_arch(h, "vocab_size", tbx_value_new_uint(TBX_V_U32, h->n_vocab))) != TBX_OK)
+        return st;
+    if (h->a->flags & ARCH_ROPE_DIM)
+        if ((st = put_arch(h, "rope.dimension_count",
+                           tbx_value_new_uint(TBX_V_U32, h->head_dim))) != TBX_OK)
+            return st;
+    if (h->a->flags & ARCH_NONCAUSAL)
+        if ((st = put_arch(h, "attention.causal", tbx_value_new_bool(0))) != TBX_OK) return st;
+    if (h->a->flags & ARCH_POOLING) {
+        /* sentence-transformers: modules.json (a JSON array) names the Pooling module's folder */
+        int64_t mi = find_section(h->in, "modules.json");
+        const char *ppath = NULL;
+        json_t *arr = NULL;
+        if (mi >= 0) {
+            void *buf = NULL;
+            size_t n = 0;
+            if ((st = tbx_section_load_(h->in, (uint64_t)mi, &buf, &n, h->err)) != TBX_OK)
+                return st;
+            json_error_t je;
+            arr = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
+            tbx_free(h->al, buf, n ? n : 1);
+            if (!json_is_array(arr)) {
+                json_decref(arr);
+                return tbx_err(h->err, TBX_E_FORMAT, (uint64_t)(je.position > 0 ? je.position : 0),
+                               "modules.json", "modules.json: not a JSON array");
+            }
+            h->modules = arr;
+            for (size_t k = 0; k < json_array_size(arr); k++) {
+                const char *ty = jstr(json_array_get(arr, k), "type");
+                size_t tl = ty ? strlen(ty) : 0;
+                if (tl >= 7 && strcmp(ty + tl - 7, "Pooling") == 0) {
+                    ppath = jstr(json_array_get(arr, k), "path");
+                    break;
+                }
+            }
+        }
+        if (ppath) {
+            char pname[512];
+            snprintf(pname, sizeof pname, "%s%sconfig.json", ppath, *ppath ? "/" : "");
+            if ((st = load_json(h, pname, true, &h->pool)) != TBX_OK) return st;
+            int mode = -1;
+            const char *pm = jstr(h->pool, "pooling_mode");
+            if (json_is_true(json_object_get(h->pool, "pooling_mode_mean_tokens"))) mode = POOL_MEAN;
+            else if (json_is_true(json_object_get(h->pool, "pooling_mode_cls_token"))) mode = POOL_CLS;
+            else if (json_is_true(json_object_get(h->pool, "pooling_mode_lasttoken"))) mode = POOL_LAST;
+            else if (pm && strcmp(pm, "mean") == 0) mode = POOL_MEAN;
+            else if (pm && strcmp(pm, "cls") == 0) mode = POOL_CLS;
+            else if (pm && strcmp(pm, "lasttoken") == 0) mode = POOL_LAST;
+            if (mode < 0)
+                return hf_fail(h, TBX_E_UNSUPPORTED, pname, "%s: pooling mode not supported by "
+                               "llama.cpp (mean, cls, lasttoken)", pname);
+            if ((st = put_arch(h, "pooling_type", tbx_value_new_uint(TBX_V_U32, (uint64_t)mode))) != TBX_OK)
+                return st;
+        }
+    }
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tokenizer (tokenizer.json: WordPiece -> llama.cpp "bert", BPE -> "gpt2")                     */
+/* ------------------------------------------------------------------------------------------ */
+/* Content of special token `typ` in tokenizer_config.json (a string or {"content": ...}). */
+static const char *tokcfg_token(hf *h, const char *typ) {
+    char key[32];
+    snprintf(key, sizeof key, "%s_token", typ);
+    json_t *e = h->tokcfg ? json_object_get(h->tokcfg, key) : NULL;
+    if (json_is_string(e)) return json_string_value(e);
+    if (json_is_object(e)) return jstr(e, "content");
+    return NULL;
+}
+
+/* *id: the id of the first added token (tokenizer.json's added_tokens) with this content and
+ * an integer id, or -1. */
+static tbx_status added_id(hf *h, const char *content, int64_t *id) {
+    *id = -1;
+    const tbx_tokj *t = &h->tj;
+    size_t it = t->added, key, el, cl = content ? strlen(content) : 0;
+    if (!content || !h->tok || tbx_tokj_kind(t, it) != '[') return TBX_OK;
+    tbx_tokj_buf b = {h->al, NULL, 0};
+    tbx_status st = TBX_OK;
+    while (*id < 0 && tbx_tokj_next(t, &it, &key, &el)) {
+        size_t len;
+        int64_t v;
+        const char *c = tbx_tokj_str(t, tbx_tokj_get(t, el, "content"), &b, &len);
+        if (!c && len == SIZE_MAX) { st = tbx_err_nomem(h->err, "added_tokens"); break; }
+        if (c && len == cl && memcmp(c, content, cl) == 0 &&
+            tbx_tokj_int(t, tbx_tokj_get(t, el, "id"), &v))
+            *id = v;
+    }
+    tbx_tokj_buf_free(&b);
+    return st;
+}
+
+/* First and last special tokens of the post-processor's single-sequence template. */
+static void template_ends(hf *h, const char **first, const char **last) {
+    *first = *last = NULL;
+    json_t *pp = json_object_get(h->tok, "post_processor");
+    if (!json_is_object(pp)) return;
+    json_t *procs = json_object_get(pp, "processors");
+    size_t n = json_is_array(procs) ? json_array_size(procs) : 1;
+    for (size_t k = 0; k < n; k++) {
+        json_t *p = json_is_array(procs) ? json_array_get(procs, k) : pp;
+        const char *ty = jstr(p, "type");
+        if (!ty || strcmp(ty, "TemplateProcessing") != 0) continue;
+        json_t *single = json_object_get(p, "single");
+        size_t m = json_array_size(single);
+        if (m < 2) continue;
+        *first = jstr(json_object_get(json_array_get(single, 0), "SpecialToken"), "id");
+        *last = jstr(json_object_get(json_array_get(single, m - 1), "SpecialToken"), "id");
+    }
+}
+
+static tbx_status write_special(hf *h) {
+    static const struct { const char *typ, *key; } SP[] = {
+        {"bos", "tokenizer.ggml.bos_token_id"},   {"eos", "tokenizer.ggml.eos_token_id"},
+        {"unk", "tokenizer.ggml.unknown_token_id"}, {"sep", "tokenizer.ggml.seperator_token_id"},
+        {"pad", "tokenizer.ggml.padding_token_id"}, {"mask", "tokenizer.ggml.mask_token_id"},
+    };
+    const char *first, *last;
+    template_ends(h, &first, &last);
+    const char *bos = tokcfg_token(h, "bos"), *eos = tokcfg_token(h, "eos");
+    const char *cls = tokcfg_token(h, "cls"), *sep = tokcfg_token(h, "sep");
+    if (h->tokcfg) {
+        if (!bos) bos = cls;
+        if (!eos) eos = sep;
+    } else {
+        if (first) bos = first;
+        if (last) eos = last;
+    }
+    tbx_status st = TBX_OK;
+    for (size_t k = 0; st == TBX_OK && k < sizeof SP / sizeof SP[0]; k++) {
+        const char *content = k == 0 ? bos : k == 1 ? eos : tokcfg_token(h, SP[k].typ);
+        int64_t id;
+        if ((st = added_id(h, content, &id)) != TBX_OK) break;
+        if (id < 0) { /* config.json's {typ}_token_id */
+            char key[40];
+            snprintf(key, sizeof key, "%s_token_id", SP[k].typ);
+            json_t *j = json_object_get(h->cfg, key);
+            if (json_is_integer(j)) id = json_integer_value(j);
+        }
+        if (id >= 0 && (uint64_t)id < h->n_vocab) st = put_u32(h, SP[k].key, (uint64_t)id);
+    }
+    /* add_bos / add_eos: tokenizer_config's flags, else what the template adds */
+    bool has_bos = false, has_eos = false, add_bos = false, add_eos = false;
+    json_t *ab = h->tokcfg ? json_object_get(h->tokcfg, "add_bos_token") : NULL;
+    json_t *ae = h->tokcfg ? json_object_get(h->tokcfg, "add_eos_token") : NULL;
+    if (first) { has_bos = true; add_bos = (bos && strcmp(first, bos) == 0) || (cls && strcmp(first, cls) == 0); }
+    if (last) { has_eos = true; add_eos = eos && strcmp(last, eos) == 0; }
+    if (json_is_boolean(ab)) { has_bos = true; add_bos = json_is_true(ab); }
+    if (json_is_boolean(ae)) { has_eos = true; add_eos = json_is_true(ae); }
+    if (st == TBX_OK && has_bos) st = put(h, "tokenizer.ggml.add_bos_token", tbx_value_new_bool(add_bos));
+    if (st == TBX_OK && has_eos) st = put(h, "tokenizer.ggml.add_eos_token", tbx_value_new_bool(add_eos));
+    return st;
+}
+
+/* llama.cpp's pre-tokenizer name for a BPE tokenizer.json. convert_hf_to_gguf.py recognises
+ * a pre-tokenizer by hashing its output on a test text, which needs the tokenizer running;
+ * here the split regex itself is compared with the tokenizer.json regexes llama.cpp quotes as
+ * the originals of its own pre-tokenizer types (src/llama-vocab.cpp): Llama 3's ("llama-bpe")
+ * and Qwen2's ("qwen2"). A lone ByteLevel pre-tokenizer with its built-in regex is GPT-2's
+ * (llama.cpp's "gpt-2": its loader refuses "gpt2", issue 19); anything else gets llama.cpp's
+ * "default" split. Every tokenizer.ggml.pre written is one of PRE_* and BPE_PRE's names:
+ * tests/python/test_hf_gguf.py reads them here and checks each against the names the loader
+ * of llama.cpp's own src/llama-vocab.cpp accepts. */
+#define PRE_DEFAULT "default"
+#define PRE_GPT2 "gpt-2"
+static const struct { const char *regex, *pre; } BPE_PRE[] = {
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "llama-bpe"},
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "qwen2"},
+};
+
+static const char *bpe_pre_name(hf *h) {
+    json_t *pt = json_object_get(h->tok, "pre_tokenizer");
+    const char *ty = jstr(pt, "type");
+    if (!ty) return PRE_DEFAULT;
+    if (strcmp(ty, "ByteLevel") == 0) {
+        json_t *ur = json_object_get(pt, "use_regex");
+        return (!ur || json_is_true(ur)) ? PRE_GPT2 : PRE_DEFAULT;
+    }
+    if (strcmp(ty, "Sequence") != 0) return PRE_DEFAULT;
+    json_t *seq = json_object_get(pt, "pretokenizers");
+    for (size_t k = 0; k < json_array_size(seq); k++) {
+        json_t *p = json_array_get(seq, k);
+        const char *pty = jstr(p, "type");
+        if (!pty || strcmp(pty, "Split") != 0) continue;
+        const char *re = jstr(json_object_get(p, "pattern"), "Regex");
+        for (size_t i = 0; re && i < sizeof BPE_PRE / sizeof BPE_PRE[0]; i++)
+            if (strcmp(re, BPE_PRE[i].regex) == 0) return BPE_PRE[i].pre;
+        return PRE_DEFAULT;
+    }
+    return PRE_DEFAULT;
+}
+
+static tbx_status write_llama_vocab(hf *h, bool from_spm);
+
+static tbx_status write_tokenizer(hf *h) {
+    bool is_llama = strcmp(h->a->name, "llama") == 0;
+    if (is_llama) {
+        /* LlamaModel.set_vocab: tokenizer_config's add_prefix_space, whatever the vocabulary */
+        json_t *ap = h->tokcfg ? json_object_get(h->tokcfg, "add_prefix_space") : NULL;
+        tbx_status st;
+        if (json_is_boolean(ap) &&
+            (st = put(h, "tokenizer.ggml.add_space_prefix",
+                      tbx_value_new_bool(json_is_true(ap)))) != TBX_OK)
+            return st;
+        /* then, as llama.cpp's converter: tokenizer.model first, else a SentencePiece BPE
+         * tokenizer.json (byte_fallback), else the byte-level BPE path below */
+        if (find_section(h->in, "tokenizer.model") >= 0) return write_llama_vocab(h, true);
+        json_t *m = h->tok ? json_object_get(h->tok, "model") : NULL;
+        const char *mt = jstr(m, "type");
+        if (mt && strcmp(mt, "BPE") == 0 && json_is_true(json_object_get(m, "byte_fallback")))
+            return write_llama_vocab(h, false);
+    }
+    if (!h->tok) {
+        if (find_section(h->in, "tokenizer.model") >= 0)
+            return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.model", "a SentencePiece tokenizer."
+                           "model is supported for llama-family models (llama), not for %s",
+                           h->a->name);
+        return hf_fail(h, TBX_E_NOT_FOUND, "tokenizer.json", "the model has no tokenizer.json "
+                       "(llama.cpp needs the vocabulary; --raw writes the tensors only)");
+    }
+    const tbx_tokj *t = &h->tj;
+    json_t *model = json_object_get(h->tok, "model");
+    const char *mtype = jstr(model, "type");
+    size_t vocab = t->vocab;
+    bool wpm = mtype && strcmp(mtype, "WordPiece") == 0;
+    bool bpe = mtype && strcmp(mtype, "BPE") == 0;
+    if (!wpm && !bpe)
+        return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: model type "
+                       "\"%s\" is not supported (WordPiece, BPE)", mtype ? mtype : "(missing)");
+    if (tbx_tokj_kind(t, vocab) != '{')
+        return tbx_err(h->err, TBX_E_FORMAT, vocab == TBX_TOKJ_NONE ? TBX_NO_OFFSET : vocab,
+                       "tokenizer.json", "tokenizer.json: model.vocab is not an object");
+    /* a SentencePiece BPE exported to tokenizer.json (Llama 2, Mistral, TinyLlama: byte
+     * fallback, <0xNN> tokens) is llama.cpp's "llama" vocabulary (write_llama_vocab, for
+     * llama); written as "gpt2" it would tokenize wrongly, so other architectures refuse it */
+    if (bpe && json_is_true(json_object_get(model, "byte_fallback")))
+        return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: a SentencePiece "
+                       "BPE (byte_fallback) vocabulary is supported for llama-family models "
+                       "(llama), not for %s", h->a->name);
+    if (wpm != (strcmp(h->a->name, "bert") == 0))
+        return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: a %s tokenizer "
+                       "for a %s model is not supported", mtype, h->a->name);
+    /* vocabulary size: the token embedding's rows (check_vocab_rows), every id the tokenizer
+     * uses below it; ids without a token are padded. The vocabulary and the added tokens are
+     * walked in the text (hf_tokenizer.c), twice: to check every id, then to place each token
+     * by its id (a token is kept as the offset of its string in the text). */
+    uint64_t nv = h->n_vocab, maxid = 0;
+    bool any = false;
+    size_t it = vocab, key, val;
+    int64_t id;
+    char q[96];
+    tbx_tokj_buf b1 = {h->al, NULL, 0}, b2 = {h->al, NULL, 0};
+    const char *s;
+    size_t len;
+    while (tbx_tokj_next(t, &it, &key, &val)) {
+        if (!tbx_tokj_int(t, val, &id) || id < 0 || id >= (1 << 30)) {
+            s = tbx_tokj_str(t, key, &b1, &len);
+            tbx_quote_bytes(q, sizeof q, s ? s : "", s ? len : 0, 64);
+            tbx_tokj_buf_free(&b1);
+            return tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: token "
+                           "\"%s\" has a bad id", q);
+        }
+        if ((uint64_t)id >= maxid) maxid = (uint64_t)id;
+        any = true;
+    }
+    size_t added = tbx_tokj_kind(t, t->added) == '[' ? t->added : TBX_TOKJ_NONE;
+    it = added;
+    for (size_t i = 0; tbx_tokj_next(t, &it, &key, &val); i++) {
+        if (!tbx_tokj_int(t, tbx_tokj_get(t, val, "id"), &id) ||
+            tbx_tokj_kind(t, tbx_tokj_get(t, val, "content")) != '"' || id < 0 ||
+            id >= (1 << 30))
+            return tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: added "
+                           "token %zu has no valid id/content", i);
+        if ((uint64_t)id >= maxid) maxid = (uint64_t)id;
+        any = true;
+    }
+    if (!any) return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: empty vocabulary");
+    tbx_status st = TBX_OK;
+    if (maxid >= nv)
+        return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json uses token id %llu but "
+                       "the token embedding (%s) has %llu rows, one per token",
+                       (unsigned long long)maxid, embd_name(h), (unsigned long long)nv);
+    /* tok_at[id]: offset of the token's string in the text (0: none; the text starts with its
+     * '{' or whitespace, never with a string) */
+    uint32_t *tok_at = tbx_calloc(h->al, (size_t)nv, sizeof *tok_at);
+    tbx_value *types = tbx_val_packed_array(h->al, TBX_V_I32, (size_t)nv);
+    tbx_value *list = NULL, *ml = NULL;
+    if (!tok_at || !types) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+    int32_t *tt = (int32_t *)types->v.a.packed;
+    it = vocab;
+    while (tbx_tokj_next(t, &it, &key, &val)) {
+        tbx_tokj_int(t, val, &id);
+        tok_at[id] = (uint32_t)key;
+        tt[id] = TT_NORMAL;
+    }
+    it = added;
+    while (tbx_tokj_next(t, &it, &key, &val)) {
+        tbx_tokj_int(t, tbx_tokj_get(t, val, "id"), &id);
+        tok_at[id] = (uint32_t)tbx_tokj_get(t, val, "content");
+        tt[id] = tbx_tokj_true(t, tbx_tokj_get(t, val, "special")) ? TT_CONTROL : TT_USER;
+    }
+    /* every token is a string of the text (decoded no longer than there), each used once */
+    uint64_t blob = (uint64_t)t->n + 16 * nv;
+    list = tbx_val_str_array(h->al, (size_t)nv, blob);
+    if (!list) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+    for (uint64_t i = 0; i < nv; i++) {
+        char pad[40];
+        if (!tok_at[i]) {
+            len = (size_t)snprintf(pad, sizeof pad, "[PAD%llu]", (unsigned long long)i);
+            s = pad;
+            tt[i] = TT_UNUSED;
+        } else if (!(s = tbx_tokj_str(t, tok_at[i], &b1, &len))) {
+            st = tbx_err_nomem(h->err, "vocabulary");
+            goto done;
+        }
+        /* llama.cpp's WordPiece vocabulary marks word starts with U+2581 instead of marking
+         * continuations with "##" (control tokens stay as they are) */
+        const char *prefix = "";
+        if (wpm && tt[i] != TT_CONTROL) {
+            if (len >= 2 && s[0] == '#' && s[1] == '#') { s += 2; len -= 2; }
+            else prefix = "\xe2\x96\x81";
+        }
+        size_t pl = strlen(prefix);
+        char *d = tbx_val_str_array_add(list, pl + len);
+        if (!d) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+        memcpy(d, prefix, pl);
+        memcpy(d + pl, s, len);
+    }
+    tbx_val_str_array_done(list);
+    tbx_free(h->al, tok_at, (size_t)nv * sizeof *tok_at);
+    tok_at = NULL;
+    if ((st = put_str(h, "tokenizer.ggml.model", wpm ? "bert" : "gpt2")) != TBX_OK) goto done;
+    if ((st = put_str(h, "tokenizer.ggml.pre", bpe ? bpe_pre_name(h) : PRE_DEFAULT)) != TBX_OK)
+        goto done;
+    st = put_lent(h, "tokenizer.ggml.tokens", &list);
+    if (st == TBX_OK && (h->a->flags & ARCH_TT_COUNT)) {
+        /* type_vocab_size (check_hparams compared it with token_types' rows), else those
+         * rows, else 1 */
+        uint64_t n = 1;
+        for (size_t i = 0; i < h->nout; i++)
+            if (!strcmp(h->out[i].name, "token_types.weight")) n = h->out[i].rows;
+        st = cfg_u64(h, "type_vocab_size", false, &n);
+        if (st == TBX_E_NOT_FOUND) st = TBX_OK;
+        if (st == TBX_OK) st = put_u32(h, "tokenizer.ggml.token_type_count", n);
+    }
+    if (st == TBX_OK) st = put_lent(h, "tokenizer.ggml.token_type", &types);
+    if (st == TBX_OK && bpe) {
+        /* merges: "a b" strings, or ["a", "b"] pairs (tokenizers >= 0.20 writes those) */
+        size_t merges = tbx_tokj_kind(t, t->merges) == '[' ? t->merges : TBX_TOKJ_NONE, nm = 0;
+        it = merges;
+        while (tbx_tokj_next(t, &it, &key, &val)) {
+            size_t it2 = val, k2, v2, parts = 0;
+            bool pair = tbx_tokj_kind(t, val) == '[';
+            while (pair && tbx_tokj_next(t, &it2, &k2, &v2))
+                pair = ++parts <= 2 && tbx_tokj_kind(t, v2) == '"';
+            if (tbx_tokj_kind(t, val) != '"' && !(pair && parts == 2)) {
+                st = tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: "
+                             "merge %zu is neither \"a b\" nor [\"a\", \"b\"]", nm);
+                goto done;
+            }
+            nm++;
+        }
+        /* a merge is its text (a pair: both parts, a space in one taking 2 bytes) */
+        ml = tbx_val_str_array(h->al, nm, 2 * (uint64_t)t->n + 2 * (uint64_t)nm);
+        if (!ml) { st = tbx_err_nomem(h->err, "merges"); goto done; }
+        it = merges;
+        for (size_t i = 0; st == TBX_OK && tbx_tokj_next(t, &it, &key, &val); i++) {
+            if (tbx_tokj_kind(t, val) == '"') {
+                if (!(s = tbx_tokj_str(t, val, &b1, &len))) {
+                    st = tbx_err_nomem(h->err, "merges");
+                    break;
+                }
+                char *d = tbx_val_str_array_add(ml, len);
+                if (!d) st = tbx_err_nomem(h->err, "merges");
+                else memcpy(d, s, len);
+                continue;
+            }
+            /* a pair: "a b", a space inside a part written as U+0120 (as llama.cpp expects) */
+            char tmp[1024];
+            size_t n = 0, it2 = val, k2, v2;
+            for (int part = 0; part < 2 && st == TBX_OK; part++) {
+                tbx_tokj_next(t, &it2, &k2, &v2);
+                size_t pl;
+                const char *p = tbx_tokj_str(t, v2, &b2, &pl);
+                if (!p) { st = tbx_err_nomem(h->err, "merges"); break; }
+                if (part) tmp[n++] = ' ';
+                for (size_t c = 0; c < pl; c++) {
+                    if (n + 3 > sizeof tmp) {
+                        st = tbx_err(h->err, TBX_E_LIMIT, val, "tokenizer.json",
+                                     "merge %zu too long", i);
+                        break;
+                    }
+                    if (p[c] == ' ') { tmp[n++] = (char)0xC4; tmp[n++] = (char)0xA0; }
+                    else tmp[n++] = p[c];
+                }
+            }
+            if (st != TBX_OK) break;
+            char *d = tbx_val_str_array_add(ml, n);
+            if (!d) st = tbx_err_nomem(h->err, "merges");
+            else memcpy(d, tmp, n);
+        }
+        if (st == TBX_OK) {
+            tbx_val_str_array_done(ml);
+            st = put_lent(h, "tokenizer.ggml.merges", &ml);
+        }
+    }
+    if (st == TBX_OK) st = write_special(h);
+done:
+    tbx_tokj_buf_free(&b1);
+    tbx_tokj_buf_free(&b2);
+    tbx_val_free(list);
+    tbx_val_free(types);
+    tbx_val_free(ml);
+    tbx_free(h->al, tok_at, tok_at ? (size_t)nv * sizeof *tok_at : 0);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tokenizer: llama.cpp's "llama" (SentencePiece) vocabulary, from tokenizer.model or from a   */
+/* SentencePiece BPE tokenizer.json (byte_fallback: Llama 2, Mistral, TinyLlama)               */
+/* ------------------------------------------------------------------------------------------ */
+/* Added tokens llama.cpp's converter makes control tokens even when they are not marked special
+ * (its does_token_look_special). */
+static bool looks_special(const char *t) {
+    size_t n = strlen(t);
+    if (!strcmp(t, "<pad>") || !strcmp(t, "<mask>") || !strcmp(t, "<2mass>") ||
+        !strcmp(t, "[@BOS@]"))
+        return true;
+    if (n >= 3 && !memcmp(t, "<|", 2) && !memcmp(t + n - 2, "|>", 2)) return true;
+    /* the same with U+FF5C (a fullwidth vertical bar) */
+    if (n >= 5 && !memcmp(t, "<\xef\xbd\x9c", 4) && !memcmp(t + n - 4, "\xef\xbd\x9c>", 4))
+        return true;
+    return n >= 8 && !memcmp(t, "<unused", 7) && t[n - 1] == '>';
+}
+
+typedef struct lv_tok {
+    const char *s;      /* the token's bytes; NULL: `at`, or "[PAD<id>]" when at is 0 */
+    uint32_t len : 31;  /* of s */
+    uint32_t spaces : 1;/* write U+2581 as ' ' (a user-defined added token, as llama.cpp) */
+    uint32_t at;        /* s NULL: offset of the token's string in tokenizer.json (0: none) */
+} lv_tok;
+
+static bool lv_has(const lv_tok *t) { return t->s || t->at; }
+
+/* Sets *t to the len bytes at s (refused past 2^31 - 1 bytes, lv_tok's room). */
+static tbx_status lv_set(hf *h, lv_tok *t, const char *s, size_t len, bool spaces) {
+    if (len > 0x7FFFFFFFu)
+        return hf_fail(h, TBX_E_LIMIT, "tokenizer", "a token of %zu bytes (at most 2^31 - 1)",
+                       len);
+    t->s = s;
+    t->len = (uint32_t)len & 0x7FFFFFFFu;
+    t->spaces = spaces;
+    t->at = 0;
+    return TBX_OK;
+}
+
+/* A "<0xHH>" byte token? */
+static bool is_byte_token(const char *s, size_t n) {
+    return n == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && isxdigit((unsigned char)s[3]) &&
+           isxdigit((unsigned char)s[4]) && s[5] == '>';
+}
+
+/* Prefixes the message of a tokenizer.model parse error with the file's name. */
+static tbx_status spm_err(hf *h, tbx_status st) {
+    char msg[sizeof h->err->message];
+    snprintf(msg, sizeof msg, "tokenizer.model: %.300s", h->err->message);
+    memcpy(h->err->message, msg, sizeof msg);
+    return st;
+}
+
+static tbx_status write_llama_vocab(hf *h, bool from_spm) {
+    tbx_status st = TBX_OK;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    tbx_spm_vocab sv = {NULL, 0, 0};
+    lv_tok *tk = NULL;
+    tbx_value *scores = NULL, *types = NULL, *list = NULL;
+    uint64_t nv = 0, ntok = 0;   /* nv: vocabulary size written; ntok: tokens of the source */
+    json_t *at = NULL; /* added_tokens.json */
+    const tbx_tokj *t = &h->tj;
+    size_t vocab = TBX_TOKJ_NONE, added = TBX_TOKJ_NONE, it, key, val;
+    int64_t id;
+    tbx_tokj_buf b = {h->al, NULL, 0};
+    if (from_spm) {
+        int64_t i = find_section(h->in, "tokenizer.model");
+        void *raw = NULL;
+        if ((st = tbx_section_load_(h->in, (uint64_t)i, &raw, &blen, h->err)) != TBX_OK)
+            return st;
+        buf = raw;
+        {
+            st = tbx_spm_parse(buf, blen, h->al, HF_VOCAB_MAX, &sv, h->err);
+            if (st != TBX_OK && st != TBX_E_NOMEM) st = spm_err(h, st);
+        }
+        ntok = sv.n;
+    } else {
+        /* tokenizer.json: model.vocab holds ids 0..n-1; added tokens past them follow in
+         * order (both walked in the text, hf_tokenizer.c) */
+        vocab = t->vocab;
+        added = tbx_tokj_kind(t, t->added) == '[' ? t->added : TBX_TOKJ_NONE;
+        size_t nb = tbx_tokj_kind(t, vocab) == '{' ? tbx_tokj_count(t, vocab) : 0;
+        if (nb == 0)
+            return tbx_err(h->err, TBX_E_FORMAT, vocab == TBX_TOKJ_NONE ? TBX_NO_OFFSET : vocab,
+                           "tokenizer.json", "tokenizer.json: model.vocab is not a non-empty "
+                           "object");
+        ntok = nb;
+        it = added;
+        for (size_t k = 0; tbx_tokj_next(t, &it, &key, &val); k++) {
+            if (!tbx_tokj_int(t, tbx_tokj_get(t, val, "id"), &id) || id < 0 ||
+                tbx_tokj_kind(t, tbx_tokj_get(t, val, "content")) != '"')
+                return tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: "
+                               "added token %zu has no valid id/content", k);
+            if ((uint64_t)id >= nb) ntok++;
+        }
+        if (ntok > HF_VOCAB_MAX)
+            return hf_fail(h, TBX_E_LIMIT, "tokenizer.json", "tokenizer.json: %llu tokens (at "
+                           "most %llu)", (unsigned long long)ntok,
+                           (unsigned long long)HF_VOCAB_MAX);
+    }
+    /* vocabulary size: the token embedding's rows (check_vocab_rows); tokenizer.model pieces
+     * past them are left out, as convert_hf_to_gguf.py leaves out those past vocab_size */
+    nv = h->n_vocab;
+    if (st == TBX_OK && !from_spm && ntok > nv)
+        st = hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json has %llu tokens but the "
+                     "token embedding (%s) has %llu rows, one per token",
+                     (unsigned long long)ntok, embd_name(h), (unsigned long long)nv);
+    if (st == TBX_OK) {
+        tk = tbx_calloc(h->al, (size_t)nv, sizeof *tk);
+        scores = tbx_val_packed_array(h->al, TBX_V_F32, (size_t)nv);
+        types = tbx_val_packed_array(h->al, TBX_V_I32, (size_t)nv);
+        if (!tk || !scores || !types) st = tbx_err_nomem(h->err, "vocabulary");
+    }
+    if (st != TBX_OK) goto done;
+    float *sc = (float *)scores->v.a.packed;
+    int32_t *tt = (int32_t *)types->v.a.packed;
+    /* unfilled ids: "[PAD<id>]", unused (as convert_hf_to_gguf.py) */
+    for (uint64_t i = 0; i < nv; i++) { sc[i] = -10000.0f; tt[i] = TT_UNUSED; }
+    if (from_spm) {
+        /* _create_vocab_sentencepiece: pieces beyond vocab_size are dropped; a user-defined
+         * piece stays "normal" (its checks are unknown, control, unused, byte) */
+        for (size_t i = 0; i < sv.n && i < nv; i++) {
+            const tbx_spm_piece *p = &sv.pieces[i];
+            if ((st = lv_set(h, &tk[i], p->text, p->len, false)) != TBX_OK) goto done;
+            sc[i] = p->score;
+            tt[i] = p->type == TBX_SPM_UNKNOWN   ? TT_UNKNOWN
+                  : p->type == TBX_SPM_CONTROL ? TT_CONTROL
+                  : p->type == TBX_SPM_UNUSED  ? TT_UNUSED
+                  : p->type == TBX_SPM_BYTE    ? TT_BYTE
+                                               : TT_NORMAL;
+        }
+        /* added_tokens.json {"text": id}: user-defined, score -1000 */
+        if ((st = load_json(h, "added_tokens.json", false, &at)) != TBX_OK) goto done;
+        const char *key;
+        json_t *val;
+        json_object_foreach(at, key, val) {
+            if (!json_is_integer(val) || json_integer_value(val) < 0) {
+                st = hf_fail(h, TBX_E_FORMAT, "added_tokens.json", "added_tokens.json: \"%s\" "
+                             "has no valid id", key);
+                goto done;
+            }
+            uint64_t aid = (uint64_t)json_integer_value(val);
+            if (aid >= nv) continue; /* llama.cpp ignores ids out of range */
+            if ((st = lv_set(h, &tk[aid], key, strlen(key), false)) != TBX_OK) goto done;
+            sc[aid] = -1000.0f;
+            tt[aid] = TT_USER;
+        }
+        /* tokenizer_config.json added_tokens_decoder {"id": {"content", "special"}} */
+        json_t *atd = h->tokcfg ? json_object_get(h->tokcfg, "added_tokens_decoder") : NULL;
+        json_object_foreach(atd, key, val) {
+            char *end = NULL;
+            unsigned long long did = strtoull(key, &end, 10);
+            const char *c = jstr(val, "content");
+            if (!*key || *end || !c) {
+                st = hf_fail(h, TBX_E_FORMAT, "tokenizer_config.json", "tokenizer_config.json: "
+                             "added_tokens_decoder entry \"%s\" has no id/content", key);
+                goto done;
+            }
+            if (did >= nv) continue;
+            bool ctl = json_is_true(json_object_get(val, "special")) || looks_special(c);
+            if ((st = lv_set(h, &tk[did], c, strlen(c), !ctl)) != TBX_OK) goto done;
+            sc[did] = -1000.0f;
+            tt[did] = ctl ? TT_CONTROL : TT_USER;
+        }
+    } else {
+        /* gguf-py's LlamaHfVocab: base tokens typed byte (<0xHH>), control (a special token)
+         * or normal; added tokens past the base control when special, else user-defined.
+         * Scores: llama.cpp writes -1000 for every token, which leaves its SentencePiece
+         * tokenizer no merge priorities (it then merges left to right). A SentencePiece or
+         * tokenizers BPE numbers its tokens in merge order, so -id is written instead: the
+         * same priorities as tokenizer.model's scores. */
+        uint64_t nb = tbx_tokj_count(t, vocab);
+        char q[96];
+        size_t len;
+        const char *s;
+        it = vocab;
+        while (tbx_tokj_next(t, &it, &key, &val)) {
+            if (!tbx_tokj_int(t, val, &id)) id = -1;
+            if (id < 0 || (uint64_t)id >= nb || lv_has(&tk[id])) {
+                s = tbx_tokj_str(t, key, &b, &len);
+                tbx_quote_bytes(q, sizeof q, s ? s : "", s ? len : 0, 64);
+                st = tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: "
+                             "token \"%s\" has id %lld (the vocabulary's ids must be 0..%llu, "
+                             "each once)", q, (long long)id, (unsigned long long)nb - 1);
+                goto done;
+            }
+            if (!(s = tbx_tokj_str(t, key, &b, &len))) {
+                st = tbx_err_nomem(h->err, "vocabulary");
+                goto done;
+            }
+            tk[id].at = (uint32_t)key;
+            tt[id] = is_byte_token(s, len) ? TT_BYTE : TT_NORMAL;
+        }
+        const char *named[7];
+        static const char *const TYP[7] = {"bos", "eos", "unk", "pad", "sep", "cls", "mask"};
+        for (int k = 0; k < 7; k++) named[k] = tokcfg_token(h, TYP[k]);
+        it = added;
+        while (tbx_tokj_next(t, &it, &key, &val)) {
+            tbx_tokj_int(t, tbx_tokj_get(t, val, "id"), &id);
+            size_t cat = tbx_tokj_get(t, val, "content");
+            bool special = tbx_tokj_true(t, tbx_tokj_get(t, val, "special"));
+            if (!(s = tbx_tokj_str(t, cat, &b, &len))) {
+                st = tbx_err_nomem(h->err, "vocabulary");
+                goto done;
+            }
+            for (int j = 0; j < 7 && !special; j++)
+                special = named[j] && strlen(named[j]) == len && !memcmp(named[j], s, len);
+            if ((uint64_t)id < nb) {
+                if (special && tt[id] != TT_BYTE) tt[id] = TT_CONTROL;
+                continue;
+            }
+            if ((uint64_t)id >= ntok || lv_has(&tk[id])) {
+                tbx_quote_bytes(q, sizeof q, s, len, 64);
+                st = tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: added "
+                             "token \"%s\" has id %llu (added tokens past the vocabulary must be "
+                             "numbered %llu..%llu, each once)", q, (unsigned long long)id,
+                             (unsigned long long)nb, (unsigned long long)ntok - 1);
+                goto done;
+            }
+            tk[id].at = (uint32_t)cat;
+            tt[id] = special ? TT_CONTROL : TT_USER;
+        }
+        for (uint64_t i = 0; i < ntok; i++) sc[i] = -(float)i;
+    }
+    /* the strings (those of tokenizer.json: strings of its text, each used once) */
+    uint64_t blob = from_spm ? 0 : (uint64_t)t->n;
+    for (uint64_t i = 0; i < nv; i++) blob += (tk[i].s ? tk[i].len : 0) + 24;
+    list = tbx_val_str_array(h->al, (size_t)nv, blob);
+    if (!list) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+    for (uint64_t i = 0; i < nv; i++) {
+        char pad[40];
+        const char *s = tk[i].s;
+        size_t len = tk[i].len;
+        if (!s && tk[i].at) {
+            if (!(s = tbx_tokj_str(t, tk[i].at, &b, &len))) {
+                st = tbx_err_nomem(h->err, "vocabulary");
+                goto done;
+            }
+        } else if (!s) {
+            len = (size_t)snprintf(pad, sizeof pad, "[PAD%llu]", (unsigned long long)i);
+            s = pad;
+        }
+        /* a user-defined added token's U+2581 becomes a space (llama.cpp pre-normalizes) */
+        size_t out = len;
+        for (size_t c = 0; tk[i].spaces && c + 3 <= len; c++)
+            if (!memcmp(s + c, "\xe2\x96\x81", 3)) { out -= 2; c += 2; }
+        char *d = tbx_val_str_array_add(list, out);
+        if (!d) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+        for (size_t c = 0, o = 0; c < len; c++) {
+            if (tk[i].spaces && c + 3 <= len && !memcmp(s + c, "\xe2\x96\x81", 3)) {
+                d[o++] = ' ';
+                c += 2;
+            } else {
+                d[o++] = s[c];
+            }
+        }
+    }
+    tbx_val_str_array_done(list);
+    if ((st = put_str(h, "tokenizer.ggml.model", "llama")) == TBX_OK &&
+        (st = put_str(h, "tokenizer.ggml.pre", PRE_DEFAULT)) == TBX_OK &&
+        (st = put_lent(h, "tokenizer.ggml.tokens", &list)) == TBX_OK &&
+        (st = put_lent(h, "tokenizer.ggml.scores", &scores)) == TBX_OK &&
+        (st = put_lent(h, "tokenizer.ggml.token_type", &types)) == TBX_OK)
+        st = write_special(h);
+done:
+    tbx_tokj_buf_free(&b);
+    json_decref(at);
+    tbx_val_free(list);
+    tbx_val_free(scores);
+    tbx_val_free(types);
+    tbx_free(h->al, tk, tk ? (size_t)nv * sizeof *tk : 0);
+    tbx_spm_free(&sv, h->al);
+    tbx_free(h->al, buf, buf ? (blen ? blen : 1) : 0);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tensor names and types                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+/* Does `name` match pattern `pat` ('#': a decimal number, stored in *layer; trailing '*': any
+ * rest)? */
+static bool pmatch(const char *pat, const char *name, size_t nlen, long *layer) {
+    size_t i = 0;
+    for (; *pat; pat++) {
+        if (*pat == '*' && pat[1] == 0) return true;
+        if (*pat == '#') {
+            if (i >= nlen || name[i] < '0' || name[i] > '9') return false;
+            long v = 0;
+            while (i < nlen && name[i] >= '0' && name[i] <= '9' && v < 100000000)
+                v = v * 10 + (name[i++] - '0');
+            *layer = v;
+            continue;
+        }
+        if (i >= nlen || name[i] != *pat) return false;
+        i++;
+    }
+    return i == nlen;
+}
+
+/* Maps HF tensor name `name` to llama.cpp's: 1 mapped (*xform and *layer set: the pattern's
+ * layer number, -1 for none), 0 skipped, -1 unknown. */
+static int map_name(const hf_arch *a, const char *name, char *out, size_t cap, int *xform,
+                    long *out_layer) {
+    size_t nlen = strlen(name);
+    for (int p = 0; p < 3 && a->prefixes[p]; p++) {
+        size_t pl = strlen(a->prefixes[p]);
+        if (nlen > pl && memcmp(name, a->prefixes[p], pl) == 0) { name += pl; nlen -= pl; break; }
+    }
+    long layer = -1;
+    for (const char *const *s = a->skip; *s; s++)
+        if (pmatch(*s, name, nlen, &layer)) return 0;
+    const char *suffix = "";
+    size_t base = nlen;
+    if (nlen > 7 && strcmp(name + nlen - 7, ".weight") == 0) { suffix = ".weight"; base = nlen - 7; }
+    else if (nlen > 5 && strcmp(name + nlen - 5, ".bias") == 0) { suffix = ".bias"; base = nlen - 5; }
+    else if (nlen > 6 && strcmp(name + nlen - 6, ".gamma") == 0) { suffix = ".weight"; base = nlen - 6; }
+    else if (nlen > 5 && strcmp(name + nlen - 5, ".beta") == 0) { suffix = ".bias"; base = nlen - 5; }
+    for (const hf_tmap *m = a->tmap; m->hf; m++) {
+        layer = -1;
+        if (!pmatch(m->hf, name, base, &layer)) continue;
+        char tmp[HF_NAME_MAX];
+        size_t n = 0;
+        for (const char *g = m->gguf; *g && n + 12 < sizeof tmp; g++) {
+            if (*g == '#') n += (size_t)snprintf(tmp + n, sizeof tmp - n, "%ld", layer);
+            else tmp[n++] = *g;
+        }
+        tmp[n] = 0;
+        size_t sl = strlen(suffix);
+        if (n + sl + 1 > cap) return -1;
+        memcpy(out, tmp, n);
+        memcpy(out + n, suffix, sl + 1);
+        *xform = strcmp(suffix, ".weight") == 0 ? m->xform : XF_NONE;
+        if (m->xform != XF_NONE && strcmp(suffix, ".bias") == 0) *xform = m->xform;
+        *out_layer = strchr(m->gguf, '#') ? layer : -1;
+        return 1;
+    }
+    return -1;
+}
+
+/* Tensors llama.cpp wants in f32 whatever the file type (convert_hf_to_gguf.py and
+ * llama-quantize agree): 1-D tensors, norms, anything but a .weight (biases), and the position
+ * and token-type embeddings, which are added to f32 activations. */
+static bool always_f32(const char *gname, uint32_t ndim) {
+    size_t n = strlen(gname);
+    if (ndim <= 1) return true;
+    if (n >= 12 && strcmp(gname + n - 12, "_norm.weight") == 0) return true;
+    if (n < 7 || strcmp(gname + n - 7, ".weight") != 0) return true;
+    return strcmp(gname, "position_embd.weight") == 0 || strcmp(gname, "token_types.weight") == 0;
+}
+
+/* The Hugging Face name of output tensor o (its input tensor's), for messages. */
+static const char *hf_name_of(hf *h, const hf_out *o) {
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+    if (o->src == UINT64_MAX || tbx_tensor_info_get(h->in, o->src, &ti) != TBX_OK) return o->name;
+    return ti.name;
+}
+
+/* The Hugging Face name of the token embedding (after check_vocab_rows). */
+static const char *embd_name(hf *h) {
+    return h->embd < h->nout ? hf_name_of(h, &h->out[h->embd]) : "token_embd.weight";
+}
+
+/* Every input tensor's llama.cpp name, layer and shape (h->out; nothing written yet). */
+static tbx_status plan_tensors(hf *h) {
+    uint64_t n = tbx_tensor_count(h->in);
+    h->out = tbx_calloc(h->al, (size_t)n + 1, sizeof *h->out); /* + rope_freqs */
+    if (!h->out) return tbx_err_nomem(h->err, "tensor plan");
+    h->embd = SIZE_MAX;
+    for (uint64_t i = 0; i < n; i++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        tbx_status st = tbx_tensor_info_get(h->in, i, &ti);
+        if (st != TBX_OK) return hf_fail(h, st, "tensor", "tensor %llu: no info", (unsigned long long)i);
+        hf_out *o = &h->out[h->nout];
+        int r = map_name(h->a, ti.name, o->name, sizeof o->name, &o->xform, &o->layer);
+        if (r == 0) continue;
+        if (r < 0)
+            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\" has no llama.cpp name "
+                           "in the %s architecture table", ti.name, h->a->name);
+        if (ti.dtype != TBX_DT_F32 && ti.dtype != TBX_DT_F16 && ti.dtype != TBX_DT_BF16 &&
+            ti.dtype != TBX_DT_F64)
+            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": dtype %s (float "
+                           "tensors only)", ti.name, tbx_dtype_get(ti.dtype) ?
+                           tbx_dtype_get(ti.dtype)->name : "?");
+        if (ti.ndim == 0 || ti.ndim > 2)
+            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": %u dimensions (1 or 2)",
+                           ti.name, ti.ndim);
+        o->src = i;
+        o->rows = ti.ndim == 2 ? ti.shape[0] : 1;
+        o->cols = ti.ndim == 2 ? ti.shape[1] : ti.shape[0];
+        if (strcmp(o->name, "token_embd.weight") == 0) h->embd = h->nout;
+        /* dtype: f32 for what llama.cpp computes in f32 (1-D tensors, norms, biases, position
+         * and token-type embeddings); else quantized (with fallback), cast, or kept (f64: f32) */
+        if (always_f32(o->name, ti.ndim)) {
+            o->dtype = TBX_DT_F32;
+            o->why = HF_WHY_F32;
+        } else if (h->quant != TBX_DT_INVALID) {
+            o->dtype = tbx_ggml_quant_fallback(h->quant, o->cols);
+            o->why = o->dtype == h->quant ? HF_WHY_REQUESTED : HF_WHY_FALLBACK;
+            o->action = o->dtype == h->quant ? TBX_CONVERT_QUANTIZED : TBX_CONVERT_FALLBACK;
+        } else if (h->cast != TBX_DT_INVALID) {
+            o->dtype = h->cast;
+            o->why = HF_WHY_REQUESTED;
+        } else {
+            o->dtype = ti.dtype == TBX_DT_F64 ? TBX_DT_F32 : ti.dtype;
+            o->why = ti.dtype == TBX_DT_F64 ? HF_WHY_F64 : HF_WHY_NONE;
+        }
+        if (o->action == TBX_CONVERT_KEPT && o->dtype != ti.dtype) o->action = TBX_CONVERT_CAST;
+        if (o->action == TBX_CONVERT_FALLBACK && o->dtype == ti.dtype) o->action = TBX_CONVERT_KEPT;
+        h->nout++;
+    }
+    return TBX_OK;
+}
+
+/* The vocabulary llama.cpp loads has one token per row of token_embd.weight (its loader checks
+ * token_embd, and output when present, against [embedding_length, token count] exactly): the
+ * vocabulary written is that many tokens (padded with "[PAD<id>]"), and a config.json
+ * vocab_size that says otherwise is an error, not a size to fill. */
+static tbx_status check_vocab_rows(hf *h) {
+    if (h->embd >= h->nout)
+        return hf_fail(h, TBX_E_NOT_FOUND, "token_embd", "the model has no token embedding "
+                       "(%s): llama.cpp needs token_embd.weight", h->a->tmap[0].hf);
+    const hf_out *e = &h->out[h->embd];
+    const uint64_t rows = e->rows;
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+    tbx_tensor_info_get(h->in, e->src, &ti);
+    if (ti.ndim != 2 || rows == 0 || rows > HF_VOCAB_MAX)
+        return hf_fail(h, TBX_E_LIMIT, ti.name, "%s: %llu rows (llama.cpp's vocabulary is one "
+                       "token per row: 1 .. %llu of a 2-D embedding)", ti.name,
+                       (unsigned long long)rows, (unsigned long long)HF_VOCAB_MAX);
+    uint64_t nv = 0;
+    tbx_status st = cfg_u64(h, "vocab_size", false, &nv);
+    if (st == TBX_OK && nv != rows)
+        return hf_fail(h, TBX_E_FORMAT, "vocab_size", "config.json: vocab_size = %llu "
+                       "contradicts the tensors: %s has %llu rows (one per token)",
+                       (unsigned long long)nv, ti.name, (unsigned long long)rows);
+    if (st != TBX_OK && st != TBX_E_NOT_FOUND) return st;
+    h->n_vocab = rows;
+    return TBX_OK;
+}
+
+/* What llama.cpp's loader expects of each tensor, in terms of the hyper-parameters: symbols
+ * for [rows, cols] of a .weight (rows 1: 1-D) and the length of its .bias. */
+enum { HD_ONE = 0, HD_E, HD_V, HD_CTX, HD_TT, HD_Q, HD_K, HD_F };
+typedef struct hf_shape {
+    const char *base;       /* llama.cpp name without "blk.N." and the suffix */
+    uint8_t rows, cols, bias;
+} hf_shape;
+static const hf_shape SHAPES[] = {
+    {"token_embd", HD_V, HD_E, HD_ONE},     {"output", HD_V, HD_E, HD_ONE},
+    {"position_embd", HD_CTX, HD_E, HD_ONE}, {"token_types", HD_TT, HD_E, HD_ONE},
+    {"token_embd_norm", HD_ONE, HD_E, HD_E}, {"output_norm", HD_ONE, HD_E, HD_E},
+    {"attn_norm", HD_ONE, HD_E, HD_E},      {"ffn_norm", HD_ONE, HD_E, HD_E},
+    {"attn_output_norm", HD_ONE, HD_E, HD_E}, {"layer_output_norm", HD_ONE, HD_E, HD_E},
+    {"attn_q", HD_Q, HD_E, HD_Q},           {"attn_k", HD_K, HD_E, HD_K},
+    {"attn_v", HD_K, HD_E, HD_K},           {"attn_output", HD_E, HD_Q, HD_E},
+    {"ffn_up", HD_F, HD_E, HD_F},           {"ffn_gate", HD_F, HD_E, HD_F},
+    {"ffn_down", HD_E, HD_F, HD_E},
+};
+
+typedef struct hf_dim {
+    uint64_t v;
+    const char *field;      /* the config.json field that sets it; NULL: no check */
+    uint64_t fv;            /* the field's value (heads: v = fv x the head size) */
+    bool heads;
+} hf_dim;
+
+/* The value of symbol `sym` and the config field behind it. */
+static hf_dim dim_of(hf *h, int sym, uint64_t tt) {
+    hf_dim d = {1, NULL, 1, false};
+    switch (sym) {
+    case HD_E: d.v = d.fv = h->hpv[HPV_EMBD]; d.field = h->hpv_cfg[HPV_EMBD]; break;
+    case HD_V: d.v = h->n_vocab; break; /* the embedding's rows: compared by check_output */
+    case HD_CTX: d.v = d.fv = h->hpv[HPV_CTX]; d.field = h->hpv_cfg[HPV_CTX]; break;
+    case HD_TT: d.v = d.fv = tt; d.field = tt ? "type_vocab_size" : NULL; break;
+    case HD_F: d.v = d.fv = h->hpv[HPV_FF]; d.field = h->hpv_cfg[HPV_FF]; break;
+    case HD_Q: case HD_K:
+        d.fv = sym == HD_Q ? h->n_head : h->n_head_kv;
+        d.field = sym == HD_Q ? "num_attention_heads" : "num_key_value_heads";
+        d.heads = true;
+        d.v = d.fv * h->head_dim;
+        break;
+    default: break;
+    }
+    return d;
+}
+
+/* A dimension of tensor o that differs from the hyper-parameters: an error naming the config
+ * field, its value and what the tensor has. */
+static tbx_status dim_mismatch(hf *h, const hf_out *o, const hf_dim *d, uint64_t have,
+                               const char *what) {
+    const char *hn = hf_name_of(h, o);
+    if (d->heads)
+        return hf_fail(h, TBX_E_FORMAT, d->field, "config.json: %s = %llu (heads of %llu%s: %llu "
+                       "%s) contradicts the tensors: %s has %llu %s", d->field,
+                       (unsigned long long)d->fv, (unsigned long long)h->head_dim,
+                       h->head_dim_cfg ? ", head_dim" : ", hidden_size / num_attention_heads",
+                       (unsigned long long)d->v, what, hn, (unsigned long long)have, what);
+    return hf_fail(h, TBX_E_FORMAT, d->field, "config.json: %s = %llu contradicts the tensors: %s "
+                   "has %llu %s", d->field, (unsigned long long)d->fv, hn,
+                   (unsigned long long)have, what);
+}
+
+/* Every hyper-parameter llama.cpp will check against the tensors, checked here first, so that
+ * a config.json that contradicts them (hidden_size 0, num_hidden_layers 4294967295, head counts
+ * that do not give the q/k/v rows, ...) is an error naming the field instead of a file
+ * llama.cpp refuses: embedding_length against token_embd's columns, then block_count against
+ * the layers present, then every tensor's shape against its role (SHAPES), then the heads. */
+static tbx_status check_hparams(hf *h) {
+    const hf_out *te = &h->out[h->embd];
+    hf_dim de = dim_of(h, HD_E, 0);
+    if (de.field && te->cols != de.v) return dim_mismatch(h, te, &de, te->cols, "columns");
+    /* block_count: layers 0..n-1, each with tensors */
+    long maxl = -1;
+    for (size_t i = 0; i < h->nout; i++)
+        if (h->out[i].layer > maxl) maxl = h->out[i].layer;
+    const uint64_t nl = h->hpv[HPV_LAYERS];
+    const char *lf = h->hpv_cfg[HPV_LAYERS] ? h->hpv_cfg[HPV_LAYERS] : "num_hidden_layers";
+    if (nl != (uint64_t)(maxl + 1)) {
+        char held[48] = "no layer";
+        if (maxl >= 0) snprintf(held, sizeof held, "layers 0 .. %ld", maxl);
+        return hf_fail(h, TBX_E_FORMAT, lf, "config.json: %s = %llu contradicts the tensors: "
+                       "they hold %s", lf, (unsigned long long)nl, held);
+    }
+    for (long l = 0; l <= maxl; l++) {
+        size_t i = 0;
+        while (i < h->nout && h->out[i].layer != l) i++;
+        if (i == h->nout)
+            return hf_fail(h, TBX_E_FORMAT, lf, "config.json: %s = %llu, but the tensors hold no "
+                           "layer %ld", lf, (unsigned long long)nl, l);
+    }
+    /* token_type_count: type_vocab_size, else the token_types rows */
+    uint64_t tt = 0;
+    tbx_status st = cfg_u64(h, "type_vocab_size", false, &tt);
+    if (st != TBX_OK && st != TBX_E_NOT_FOUND) return st;
+    /* role by role in SHAPES' order (the q rows, which the head count and size give, before
+     * the k/v rows, which also need the kv head count), each over the tensors of that role */
+    for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
+        const hf_shape *r = &SHAPES[k];
+        const size_t bl = strlen(r->base);
+        for (size_t i = 0; i < h->nout; i++) {
+            const hf_out *o = &h->out[i];
+            if (o->src == UINT64_MAX) continue;
+            const char *base = o->name;
+            if (!strncmp(base, "blk.", 4)) base = strchr(base + 4, '.') + 1;
+            const char *dot = strrchr(base, '.');
+            if ((size_t)(dot - base) != bl || memcmp(base, r->base, bl) != 0) continue;
+            const bool bias = !strcmp(dot, ".bias");
+            if (i != h->embd && r->rows == HD_V && !bias && o->rows != h->n_vocab)
+                return hf_fail(h, TBX_E_FORMAT, hf_name_of(h, o), "%s has %llu rows but the "
+                               "token embedding %s has %llu: llama.cpp takes one vocabulary for "
+                               "both", hf_name_of(h, o), (unsigned long long)o->rows,
+                               embd_name(h), (unsigned long long)h->n_vocab);
+            const int rs = bias ? HD_ONE : r->rows, cs = bias ? r->bias : r->cols;
+            hf_dim dr = dim_of(h, rs, tt), dc = dim_of(h, cs, tt);
+            if (dr.field && o->rows != dr.v) return dim_mismatch(h, o, &dr, o->rows, "rows");
+            if (rs == HD_ONE && o->rows != 1)
+                return hf_fail(h, TBX_E_FORMAT, hf_name_of(h, o), "%s: [%llu, %llu], llama.cpp "
+                               "takes a 1-D tensor", hf_name_of(h, o),
+                               (unsigned long long)o->rows, (unsigned long long)o->cols);
+            if (dc.field && o->cols != dc.v)
+                return dim_mismatch(h, o, &dc, o->cols, rs == HD_ONE ? "values" : "columns");
+        }
+    }
+    if (h->n_head % h->n_head_kv)
+        return hf_fail(h, TBX_E_FORMAT, "num_key_value_heads", "config.json: "
+                       "num_key_value_heads = %llu does not divide num_attention_heads = %llu",
+                       (unsigned long long)h->n_head_kv, (unsigned long long)h->n_head);
+    /* llama's rotary reordering pairs the rows of each head */
+    for (size_t i = 0; i < h->nout; i++) {
+        const hf_out *o = &h->out[i];
+        if (o->xform == XF_NONE) continue;
+        uint64_t nh = o->xform == XF_PERMUTE_Q ? h->n_head : h->n_head_kv;
+        if (o->rows % (2 * nh) != 0)
+            return hf_fail(h, TBX_E_FORMAT, hf_name_of(h, o), "tensor \"%s\": %llu rows do not "
+                           "split into %llu heads of an even size", hf_name_of(h, o),
+                           (unsigned long long)o->rows, (unsigned long long)nh);
+    }
+    return TBX_OK;
+}
+
+/* The output tensors declared to the writer (rope_freqs last, when llama3 rope scaling asks). */
+static tbx_status declare_tensors(hf *h) {
+    if (h->rope_llama3) { /* llama.cpp divides each rotary frequency by its factor */
+        hf_out *o = &h->out[h->nout++];
+        o->src = UINT64_MAX;
+        memcpy(o->name, "rope_freqs.weight", sizeof "rope_freqs.weight");
+        o->dtype = TBX_DT_F32;
+        o->layer = -1;
+        o->why = HF_WHY_GENERATED;
+        o->rows = 1;
+        o->cols = h->head_dim / 2;
+    }
+    for (size_t i = 0; i < h->nout; i++) {
+        const uint64_t shape[2] = {h->out[i].rows, h->out[i].cols};
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        if (h->out[i].src == UINT64_MAX) ti.ndim = 1;
+        else tbx_tensor_info_get(h->in, h->out[i].src, &ti);
+        tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+        d.name = h->out[i].name;
+        d.name_len = strlen(h->out[i].name);
+        d.dtype = h->out[i].dtype;
+        d.ndim = ti.ndim;
+        d.shape = ti.ndim == 2 ? shape : shape + 1;
+        d.has_data = 1;
+        tbx_status st = tbx_writer_add_tensor(h->w, &d, NULL, h->err);
+        if (st != TBX_OK) return st;
+    }
+    return TBX_OK;
+}
+
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tensor data                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+/* Source row of output row r (llama's q/k reordering: per head, the rows [0, d/2) and
+ * [d/2, d) are interleaved: out row 2j+i of a head is in row i*d/2+j). */
+static uint64_t src_row(const hf_out *o, uint64_t r, uint64_t nh) {
+    if (o->xform == XF_NONE) return r;
+    const uint64_t d = o->rows / nh, half = d / 2;
+    const uint64_t head = r / d, w = r % d, j = w / 2, i = w % 2;
+    return head * d + i * half + j;
+}
+
+/* rope_freqs.weight of llama3 rope scaling: per rotary frequency f_i = theta^(-2i/d), with
+ * wavelength w = 2 pi / f_i: 1 when w < ctx / high_freq_factor, `factor` when
+ * w > ctx / low_freq_factor, else 1 / ((1 - s) / factor + s) with
+ * s = (ctx / w - low) / (high - low) (ctx: original_max_position_embeddings). */
+static tbx_status write_rope_freqs(hf *h, size_t k, float *fbuf) {
+    const uint64_t n = h->head_dim / 2;
+    const double hi_w = h->rope_orig_ctx / h->rope_high, lo_w = h->rope_orig_ctx / h->rope_low;
+    for (uint64_t i = 0; i < n; i++) {
+        const float f = 1.0f / powf((float)h->rope_theta, (float)(2 * i) / (float)h->head_dim);
+        const double w = 2 * 3.14159265358979323846 / (double)f;
+        double r;
+        if (w < hi_w) r = 1.0;
+        else if (w > lo_w) r = h->rope_factor;
+        else {
+            const double sm = (h->rope_orig_ctx / w - h->rope_low) / (h->rope_high - h->rope_low);
+            r = 1.0 / ((1.0 - sm) / h->rope_factor + sm);
+        }
+        fbuf[i] = (float)r;
+    }
+    return tbx_writer_write_tensor(h->w, k, fbuf, (size_t)n * 4, h->err);
+}
+
+/* Rows [0, nr) of a block that starts at a head boundary (r0 a multiple of the head's rows),
+ * in llama.cpp's order: out row r is row src_row(r0 + r) - r0 of `in`. */
+static void permute_rows(const hf_out *o, uint64_t nh, uint64_t r0, uint64_t nr, uint64_t rowb,
+                         const uint8_t *in, uint8_t *out) {
+    for (uint64_t r = 0; r < nr; r++)
+        memcpy(out + r * rowb, in + (src_row(o, r0 + r, nh) - r0) * rowb, (size_t)rowb);
+}
+
+/* A run of whole blocks of one chunk, quantized by a worker. */
+typedef struct hf_qpart {
+    tbx_task task; /* first member: the pool sees only this */
+    tbx_quant_fn fn;
+    const float *x;
+    uint8_t *y;
+    uint64_t nb;
+} hf_qpart;
+
+static void hf_qpart_run(tbx_task *t) {
+    hf_qpart *q = (hf_qpart *)t;
+    q->fn(q->x, q->y, q->nb);
+}
+
+/* Quantizes the nb blocks of x into y, split over the workers in runs of whole blocks (at
+ * least 64 blocks each). Every block is quantized on its own, so the bytes do not depend on
+ * the split or the thread count. */
+static void quant_blocks(hf *h, tbx_quant_fn fn, const tbx_dtype_info *di, const float *x,
+                         uint8_t *y, uint64_t nb) {
+    uint64_t parts = (uint64_t)tbx_pool_threads(h->workers);
+    if (parts > nb / 64) parts = nb / 64;
+    if (parts <= 1) {
+        fn(x, y, nb);
+        return;
+    }
+    hf_qpart q[TBX_POOL_MAX];
+    for (uint64_t p = 0; p < parts; p++) {
+        const uint64_t b0 = nb * p / parts, b1 = nb * (p + 1) / parts;
+        q[p].task.run = hf_qpart_run;
+        q[p].fn = fn;
+        q[p].x = x + b0 * di->block_size;
+        q[p].y = y + b0 * di->block_bytes;
+        q[p].nb = b1 - b0;
+        tbx_pool_submit(h->workers, &q[p].task);
+    }
+    for (uint64_t p = 0; p < parts; p++) tbx_pool_wait(h->workers, &q[p].task, true);
+}
+
+/* Tensor k's data. Bytes kept as stored (same dtype, no reordering) are copied from the input
+ * file by the kernel (tbx_writer_copy_range_), else through obuf. Reordered tensors are read
+ * in blocks of whole heads (one read of many rows, reordered in memory) when a head fits in a
+ * chunk, else row by row. fbuf holds HF_CHUNK_F32 + 64 Ki floats, obuf twice its bytes. */
+static tbx_status write_data(hf *h, size_t k, float *fbuf, uint8_t *obuf) {
+    const hf_out *o = &h->out[k];
+    if (o->src == UINT64_MAX) return write_rope_freqs(h, k, fbuf);
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+    tbx_tensor_info_get(h->in, o->src, &ti);
+    const tbx_dtype_info *si = tbx_dtype_get(ti.dtype), *di = tbx_dtype_get(o->dtype);
+    const uint64_t nh = o->xform == XF_PERMUTE_Q ? h->n_head : h->n_head_kv;
+    const uint64_t esz = si->bits / 8, rowb = o->cols * esz;
+    tbx_status st = TBX_OK;
+    if (ti.dtype == o->dtype && o->xform == XF_NONE) /* stored bytes as they are */
+        return tbx_writer_copy_range_(h->in, o->src, 0, o->rows * rowb, h->w, k, obuf,
+                                       (size_t)HF_CHUNK_F32 * 4, h->err);
+    /* rows per chunk: HF_CHUNK_F32 values, or as many stored bytes when only reordering */
+    uint64_t per = ti.dtype == o->dtype ? HF_CHUNK_F32 * 4 / rowb : HF_CHUNK_F32 / o->cols;
+    const uint64_t d = o->xform != XF_NONE ? o->rows / nh : 0; /* rows of a head */
+    const bool blocks = d > 0 && per >= d;
+    if (blocks) per -= per % d;
+    if (per == 0) per = 1;
+    tbx_quant_fn quant = (di->flags & TBX_DTF_BLOCK) ? tbx_ggml_quant_for(o->dtype) : NULL;
+    if ((di->flags & TBX_DTF_BLOCK) && !quant)
+        return hf_fail(h, TBX_E_UNSUPPORTED, "quant", "no quantizer for %s", di->name);
+    for (uint64_t r0 = 0; st == TBX_OK && r0 < o->rows; r0 += per) {
+        const uint64_t nr = o->rows - r0 < per ? o->rows - r0 : per;
+        const uint64_t n = nr * o->cols;
+        size_t outn;
+        if (ti.dtype == o->dtype) { /* reordering only: raw rows */
+            if (blocks) {
+                st = tbx_tensor_read_range(h->in, o->src, r0 * rowb, fbuf, (size_t)(nr * rowb),
+                                           h->err);
+                if (st == TBX_OK) permute_rows(o, nh, r0, nr, rowb, (const uint8_t *)fbuf, obuf);
+            } else {
+                for (uint64_t r = 0; st == TBX_OK && r < nr; r++)
+                    st = tbx_tensor_read_range(h->in, o->src, src_row(o, r0 + r, nh) * rowb,
+                                               obuf + r * rowb, (size_t)rowb, h->err);
+            }
+            outn = (size_t)(nr * rowb);
+        } else {
+            if (o->xform == XF_NONE) {
+                st = tbx_tensor_read_f32(h->in, o->src, r0 * o->cols, n, fbuf, h->err);
+            } else if (blocks) { /* obuf is free until the values are encoded */
+                st = tbx_tensor_read_f32(h->in, o->src, r0 * o->cols, n, (float *)(void *)obuf,
+                                         h->err);
+                if (st == TBX_OK)
+                    permute_rows(o, nh, r0, nr, o->cols * 4, obuf, (uint8_t *)fbuf);
+            } else {
+                for (uint64_t r = 0; st == TBX_OK && r < nr; r++)
+                    st = tbx_tensor_read_f32(h->in, o->src, src_row(o, r0 + r, nh) * o->cols,
+                                             o->cols, fbuf + r * o->cols, h->err);
+            }
+            if (st != TBX_OK) break;
+            if (quant) {
+                quant_blocks(h, quant, di, fbuf, obuf, n / di->block_size);
+                outn = (size_t)(n / di->block_size * di->block_bytes);
+                tbx_value_check_out(&h->chk, o->dtype, fbuf, obuf, n);
+            } else if (o->dtype != TBX_DT_F64 && tbx_encode_float(o->dtype, fbuf, n, obuf)) {
+                outn = (size_t)(n * (di->bits / 8)); /* f32, f16, bf16: obuf holds 8 bytes a value */
+                tbx_value_check_out(&h->chk, o->dtype, fbuf, obuf, n);
+            } else {
+                return hf_fail(h, TBX_E_UNSUPPORTED, "cast", "cannot write %s", di->name);
+            }
+        }
+        if (st == TBX_OK) st = tbx_writer_write_tensor(h->w, k, obuf, outn, h->err);
+    }
+    return st;
+}
+
+/* Reports output tensor k (tbx_gguf_hf_options.on_tensor): its dtypes, why, and what its
+ * values became (h->chk); under TBX_CONVERT_STRICT a warning fails the conversion. */
+static tbx_status hf_report(hf *h, size_t k, const tbx_gguf_hf_options *opt) {
+    const hf_out *o = &h->out[k];
+    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+    if (o->src != UINT64_MAX) tbx_tensor_info_get(h->in, o->src, &ti);
+    char why[160] = "";
+    const tbx_dtype_info *qi = tbx_dtype_get(h->quant);
+    switch (o->why) {
+    case HF_WHY_REQUESTED: snprintf(why, sizeof why, "requested type"); break;
+    case HF_WHY_FALLBACK:
+        snprintf(why, sizeof why, "rows of %llu values are not a multiple of %s's block of %llu%s",
+                 (unsigned long long)o->cols, qi ? qi->name : "?",
+                 (unsigned long long)(qi ? qi->block_size : 0),
+                 o->dtype == TBX_DT_F16 ? ", nor of its fallback's: f16" : "");
+        break;
+    case HF_WHY_F32:
+        snprintf(why, sizeof why, "1-D, norm, or position/token-type embedding: f32 for llama.cpp");
+        break;
+    case HF_WHY_F64: snprintf(why, sizeof why, "f64 is written as f32 for llama.cpp"); break;
+    case HF_WHY_GENERATED: snprintf(why, sizeof why, "generated (llama3 rope scaling)"); break;
+    default: break;
+    }
+    tbx_convert_report r;
+    memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
+    r.tensor = k;
+    r.name = o->name;
+    r.from = o->src == UINT64_MAX ? TBX_DT_F32 : ti.dtype;
+    r.to = o->dtype;
+    r.action = (tbx_convert_action)o->action;
+    r.reason = why;
+    r.nvalues = o->src == UINT64_MAX || ti.dtype == o->dtype ? 0 : o->rows * o->cols;
+    r.nonfinite = h->chk.nonfinite;
+    r.beyond = h->chk.beyond;
+    r.range = (double)tbx_quant_range(o->dtype);
+    r.max_abs = (double)h->chk.max_abs;
+    if (r.nonfinite) r.warnings |= TBX_CONVERT_WARN_NONFINITE;
+    if (r.beyond) r.warnings |= TBX_CONVERT_WARN_RANGE;
+    if (opt->on_tensor) opt->on_tensor(opt->progress_ud, &r);
+    if (r.warnings && (opt->flags & TBX_CONVERT_STRICT))
+        return hf_fail(h, TBX_E_LOSSY, o->name, "tensor \"%s\" (%s): %llu finite values beyond "
+                       "its range (+-%g), %llu came out as Inf or NaN; refused under --strict "
+                       "(TBX_CONVERT_STRICT)", o->name,
+                       tbx_dtype_get(o->dtype) ? tbx_dtype_get(o->dtype)->name : "?",
+                       (unsigned long long)r.beyond, r.range,
+                       (unsigned long long)r.nonfinite);
+    return TBX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+int tbx_gguf_hf_applies(const tbx_file *in) {
+    return in && find_section((tbx_file *)in, "config.json") >= 0;
+}
+
+tbx_dtype tbx_gguf_quant_fallback(tbx_dtype want, uint64_t cols) {
+    return tbx_ggml_quant_fallback(want, cols);
+}
+
+void tbx_gguf_hf_options_init(tbx_gguf_hf_options *opt) {
+    if (!opt) return;
+    memset(opt, 0, sizeof *opt);
+    opt->struct_size = sizeof *opt;
+    tbx_write_options_init(&opt->write);
+}
+
+tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_hf_options *opt,
+                            tbx_error *err) {
+    tbx_error local;
+    if (!err) err = &local;
+    if (!in || !out_path)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "convert", "NULL argument");
+    tbx_gguf_hf_options o;
+    tbx_gguf_hf_options_init(&o);
+    if (opt) {
+        size_t n = tbx_struct_bytes(opt->struct_size, sizeof o);
+        memcpy(&o, opt, n);
+    }
+    o.write.format = TBX_FORMAT_GGUF;
+    /* the output can be written before the model's JSON files are parsed */
+    tbx_status cst = tbx_writer_check(out_path, &o.write, err);
+    if (cst != TBX_OK) return cst;
+    if (o.cast_to != TBX_DT_INVALID && o.cast_to != TBX_DT_F32 && o.cast_to != TBX_DT_F16 &&
+        o.cast_to != TBX_DT_BF16)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast", "casting to %s is not "
+                       "supported for llama.cpp (f32, f16, bf16)",
+                       tbx_dtype_get(o.cast_to) ? tbx_dtype_get(o.cast_to)->name : "?");
+    if (o.quant_to != TBX_DT_INVALID) {
+        const tbx_dtype_info *qi = tbx_dtype_get(o.quant_to);
+        if (!qi || !(qi->flags & TBX_DTF_BLOCK) || !tbx_ggml_quant_for(o.quant_to))
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant", "quantizing to %s is "
+                           "not supported", qi ? qi->name : "?");
+    }
+    hf h;
+    memset(&h, 0, sizeof h);
+    h.in = in;
+    h.err = err;
+    h.al = &in->al;
+    h.quant = o.quant_to;
+    h.cast = o.cast_to;
+    float *fbuf = NULL;
+    uint8_t *obuf = NULL;
+    tbx_status st = load_json(&h, "config.json", true, &h.cfg);
+    if (st == TBX_OK) st = load_tokenizer(&h);
+    if (st == TBX_OK) st = load_json(&h, "tokenizer_config.json", false, &h.tokcfg);
+    if (st == TBX_OK) st = pick_arch(&h);
+    if (st == TBX_OK) st = plan_tensors(&h);
+    if (st == TBX_OK) st = check_vocab_rows(&h);
+    if (st == TBX_OK) st = tbx_writer_open(&h.w, out_path, &o.write, err);
+    if (st == TBX_OK) st = put_str(&h, "general.architecture", h.a->name);
+    if (st == TBX_OK) {
+        const char *nm = jstr(h.cfg, "_name_or_path");
+        if (nm && strrchr(nm, '/')) nm = strrchr(nm, '/') + 1;
+        if (nm && *nm) st = put_str(&h, "general.name", nm);
+    }
+    if (st == TBX_OK) st = write_hparams(&h);
+    if (st == TBX_OK) st = check_hparams(&h);
+    if (st == TBX_OK) {
+        tbx_dtype bulk = h.quant != TBX_DT_INVALID ? h.quant : h.cast;
+        if (bulk == TBX_DT_INVALID) { /* the dtype of the first 2-D float tensor */
+            for (uint64_t i = 0; i < tbx_tensor_count(in) && bulk == TBX_DT_INVALID; i++) {
+                tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+                if (tbx_tensor_info_get(in, i, &ti) == TBX_OK && ti.ndim == 2 &&
+                    (ti.dtype == TBX_DT_F32 || ti.dtype == TBX_DT_F16 ||
+                     ti.dtype == TBX_DT_BF16 || ti.dtype == TBX_DT_F64))
+                    bulk = ti.dtype;
+            }
+            if (bulk == TBX_DT_F64) bulk = TBX_DT_F32;
+        }
+        st = put_u32(&h, "general.file_type", tbx_llama_ftype(bulk));
+    }
+    if (st == TBX_OK) st = put_u32(&h, "general.quantization_version", 2);
+    if (st == TBX_OK) st = write_tokenizer(&h);
+    drop_tokenizer(&h); /* its arrays are built: the text is no longer needed */
+    if (st == TBX_OK) st = declare_tensors(&h);
+    if (st == TBX_OK && h.quant != TBX_DT_INVALID)
+        h.workers = tbx_pool_start(h.al, tbx_threads_default());
+    if (st == TBX_OK) {
+        fbuf = tbx_malloc(h.al, (size_t)HF_CHUNK_F32 * sizeof(float) + 64 * 1024 * sizeof(float));
+        obuf = tbx_malloc(h.al, (size_t)HF_CHUNK_F32 * 8 + 64 * 1024 * 8);
+        if (!fbuf || !obuf) st = tbx_err_nomem(err, "convert buffer");
+    }
+    uint64_t done = 0, total = 0;
+    for (size_t k = 0; st == TBX_OK && k < h.nout; k++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        if (h.out[k].src != UINT64_MAX && tbx_tensor_info_get(in, h.out[k].src, &ti) == TBX_OK)
+            total += ti.nbytes;
+    }
+    for (size_t k = 0; st == TBX_OK && k < h.nout; k++) {
+        /* a row longer than a chunk gets buffers of its own size */
+        if (h.out[k].cols > HF_CHUNK_F32 + 64 * 1024) {
+            st = hf_fail(&h, TBX_E_LIMIT, h.out[k].name, "tensor \"%s\": rows of %llu values "
+                         "(at most %llu)", h.out[k].name, (unsigned long long)h.out[k].cols,
+                         (unsigned long long)(HF_CHUNK_F32 + 64 * 1024));
+            break;
+        }
+        memset(&h.chk, 0, sizeof h.chk);
+        st = write_data(&h, k, fbuf, obuf);
+        if (st == TBX_OK) st = hf_report(&h, k, &o);
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        if (h.out[k].src != UINT64_MAX && tbx_tensor_info_get(in, h.out[k].src, &ti) == TBX_OK)
+            done += ti.nbytes;
+        if (st == TBX_OK && o.progress) o.progress(o.progress_ud, done, total);
+    }
+    tbx_pool_stop(h.workers);
+    tbx_free(h.al, fbuf, fbuf ? (size_t)HF_CHUNK_F32 * sizeof(float) + 64 * 1024 * sizeof(float) : 0);
+    tbx_free(h.al, obuf, obuf ? (size_t)HF_CHUNK_F32 * 8 + 64 * 1024 * 8 : 0);
+    if (st == TBX_OK) st = tbx_file_check_sources(in, err); /* as tbx_convert's */
+    if (h.w) {
+        if (st != TBX_OK) tbx_writer_abort(h.w);
+        else st = tbx_writer_finish(h.w, err);
+    }
+    tbx_free(h.al, h.out, h.out ? ((size_t)tbx_tensor_count(in) + 1) * sizeof *h.out : 0);
+    for (size_t i = 0; i < h.nlent; i++) tbx_val_free(h.lent[i]);
+    drop_tokenizer(&h);
+    json_decref(h.cfg);
+    json_decref(h.tokcfg);
+    json_decref(h.modules);
+    json_decref(h.pool);
+    return st;
+}

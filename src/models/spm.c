@@ -1,0 +1,222 @@
+/*
+ * gguf_hf_spm.c - a bounded protobuf reader for SentencePiece's tokenizer.model.
+ *
+ * Protobuf encodes a message as a sequence of fields, each a varint tag (field number << 3 |
+ * wire type) followed by its value: wire type 0 a varint, 1 eight bytes, 2 a varint length and
+ * that many bytes (strings, sub-messages), 5 four bytes; 3 and 4 (groups) are obsolete and
+ * never used by SentencePiece, so they are refused. A varint is 1..10 bytes of 7 bits each,
+ * low group first, the high bit set on every byte but the last.
+ *
+ *   ModelProto     { 1: repeated SentencePiece (wire type 2), 2..5: specs (skipped) }
+ *   SentencePiece  { 1: piece (bytes, UTF-8), 2: score (float, wire type 5), 3: type (varint) }
+ *
+ *   tokenizer.model  [0a len [0a len "piece"][15 f32 score][18 type]] [0a len [...]] ... [12 ...]
+ *
+ * Two passes over the bytes, every byte through the bounds-checked cursor: the first counts the
+ * pieces (so the array is sized before it is allocated, at most one entry per two input bytes
+ * and at most max_pieces), the second fills it. Inside a piece the cursor's end is the piece's
+ * own end, so a field whose length runs past its message fails as truncated, naming the field.
+ */
+#include "spm.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#define SPM_FIELD "ModelProto" /* a top-level field */
+
+static tbx_status rd_varint(tbx_cursor *c, uint64_t *v, const char *field, tbx_error *err) {
+    uint64_t start = c->pos, r = 0;
+    for (int i = 0; i < 10; i++) {
+        uint8_t b;
+        tbx_status st = tbx_cur_u8(c, &b, field, err);
+        if (st != TBX_OK) return st;
+        if (i == 9 && b > 1)
+            return tbx_err(err, TBX_E_FORMAT, start, field, "%s: varint overflows 64 bits", field);
+        r |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) { *v = r; return TBX_OK; }
+    }
+    return tbx_err(err, TBX_E_FORMAT, start, field, "%s: varint longer than 10 bytes", field);
+}
+
+/* Reads a tag: *num the field number (1 .. 2^29-1), *wt the wire type. */
+static tbx_status rd_tag(tbx_cursor *c, uint32_t *num, unsigned *wt, const char *field,
+                         tbx_error *err) {
+    uint64_t start = c->pos, t;
+    tbx_status st = rd_varint(c, &t, field, err);
+    if (st != TBX_OK) return st;
+    if ((t >> 3) == 0 || (t >> 3) > 0x1fffffffu)
+        return tbx_err(err, TBX_E_FORMAT, start, field, "%s: field number %llu is not a "
+                       "protobuf field number", field, (unsigned long long)(t >> 3));
+    *num = (uint32_t)(t >> 3);
+    *wt = (unsigned)(t & 7);
+    return TBX_OK;
+}
+
+/* Skips a field's value of wire type wt (its tag already read at tag_off). */
+static tbx_status skip_value(tbx_cursor *c, unsigned wt, uint64_t tag_off, const char *field,
+                             tbx_error *err) {
+    uint64_t v;
+    switch (wt) {
+    case 0: return rd_varint(c, &v, field, err);
+    case 1: return tbx_cur_skip(c, 8, field, err);
+    case 2: {
+        tbx_status st = rd_varint(c, &v, field, err);
+        return st != TBX_OK ? st : tbx_cur_skip(c, v, field, err);
+    }
+    case 5: return tbx_cur_skip(c, 4, field, err);
+    default:
+        return tbx_err(err, TBX_E_FORMAT, tag_off, field, "%s: wire type %u (a protobuf group "
+                       "or no wire type; tokenizer.model uses none)", field, wt);
+    }
+}
+
+/* Reads a length (wire type 2) and checks that many bytes remain; *len the length. */
+static tbx_status rd_len(tbx_cursor *c, uint64_t *len, const char *field, tbx_error *err) {
+    tbx_status st = rd_varint(c, len, field, err);
+    return st != TBX_OK ? st : tbx_cur_need(c, *len, field, err);
+}
+
+static tbx_status wrong_wt(tbx_error *err, uint64_t off, const char *field, unsigned wt,
+                           unsigned want) {
+    return tbx_err(err, TBX_E_FORMAT, off, field, "%s: wire type %u (expected %u)", field, wt,
+                   want);
+}
+
+/* One SentencePiece message spanning [c->pos, c->end). */
+static tbx_status rd_piece(tbx_cursor *c, const tbx_source *src, size_t idx, tbx_spm_piece *p,
+                           tbx_error *err) {
+    char fld[64];
+    uint64_t start = c->pos;
+    bool has_text = false;
+    p->type = TBX_SPM_NORMAL;
+    p->score = 0.0f;
+    while (c->pos < c->end) {
+        uint64_t off = c->pos;
+        uint32_t num;
+        unsigned wt;
+        snprintf(fld, sizeof fld, "pieces[%zu]", idx);
+        tbx_status st = rd_tag(c, &num, &wt, fld, err);
+        if (st != TBX_OK) return st;
+        if (num == 1) {
+            snprintf(fld, sizeof fld, "pieces[%zu].piece", idx);
+            if (wt != 2) return wrong_wt(err, off, fld, wt, 2);
+            uint64_t len;
+            if ((st = rd_len(c, &len, fld, err)) != TBX_OK) return st;
+            if (len == 0 || len > UINT32_MAX)
+                return tbx_err(err, TBX_E_FORMAT, off, fld, "%s: a piece of %llu bytes", fld,
+                               (unsigned long long)len);
+            /* the bytes are in memory and rd_len checked they are inside the message */
+            const uint8_t *s = tbx_source_ptr(src, c->pos, len);
+            size_t bad = 0;
+            if (!s) return tbx_err(err, TBX_E_TRUNCATED, c->pos, fld, "%s: %llu bytes past the "
+                                   "end", fld, (unsigned long long)len);
+            if (!tbx_utf8_valid((const char *)s, (size_t)len, &bad))
+                return tbx_err(err, TBX_E_FORMAT, c->pos + bad, fld, "%s: not UTF-8", fld);
+            p->text = (const char *)s;
+            p->len = (uint32_t)len;
+            has_text = true;
+            if ((st = tbx_cur_skip(c, len, fld, err)) != TBX_OK) return st;
+        } else if (num == 2) {
+            snprintf(fld, sizeof fld, "pieces[%zu].score", idx);
+            if (wt != 5) return wrong_wt(err, off, fld, wt, 5);
+            uint32_t u;
+            uint64_t at = c->pos;
+            if ((st = tbx_cur_u32(c, &u, fld, err)) != TBX_OK) return st;
+            float f;
+            memcpy(&f, &u, 4);
+            if (!isfinite(f))
+                return tbx_err(err, TBX_E_FORMAT, at, fld, "%s: score is not finite", fld);
+            p->score = f;
+        } else if (num == 3) {
+            snprintf(fld, sizeof fld, "pieces[%zu].type", idx);
+            if (wt != 0) return wrong_wt(err, off, fld, wt, 0);
+            uint64_t t, at = c->pos;
+            if ((st = rd_varint(c, &t, fld, err)) != TBX_OK) return st;
+            if (t < TBX_SPM_NORMAL || t > TBX_SPM_BYTE)
+                return tbx_err(err, TBX_E_FORMAT, at, fld, "%s: type %llu (1..6: normal, "
+                               "unknown, control, user-defined, unused, byte)", fld,
+                               (unsigned long long)t);
+            p->type = (int)t;
+        } else if ((st = skip_value(c, wt, off, fld, err)) != TBX_OK) {
+            return st;
+        }
+    }
+    if (!has_text) {
+        snprintf(fld, sizeof fld, "pieces[%zu].piece", idx);
+        return tbx_err(err, TBX_E_FORMAT, start, fld, "%s: the piece has no text", fld);
+    }
+    return TBX_OK;
+}
+
+/* The next top-level field of the model: a piece (field 1, length-delimited) gets *piece set,
+ * its byte offset in *off and its length in *len, the cursor then at its first byte; any other
+ * field is skipped. */
+static tbx_status next_field(tbx_cursor *c, uint64_t *off, uint64_t *len, bool *piece,
+                             tbx_error *err) {
+    uint32_t num;
+    unsigned wt;
+    *off = c->pos;
+    *piece = false;
+    tbx_status st = rd_tag(c, &num, &wt, SPM_FIELD, err);
+    if (st != TBX_OK) return st;
+    if (num != 1) return skip_value(c, wt, *off, SPM_FIELD, err);
+    if (wt != 2) return wrong_wt(err, *off, "pieces", wt, 2);
+    *piece = true;
+    return rd_len(c, len, "pieces", err);
+}
+
+tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint64_t max_pieces,
+                         tbx_spm_vocab *out, tbx_error *err) {
+    out->pieces = NULL;
+    out->n = out->cap = 0;
+    tbx_source src;
+    tbx_source_open_memory(&src, buf, n);
+    tbx_cursor c;
+    tbx_status st = tbx_cursor_init(&c, &src, al, 0, n, err);
+    if (st != TBX_OK) return st;
+    /* pass 1: count the pieces */
+    uint64_t count = 0;
+    while (st == TBX_OK && c.pos < c.end) {
+        uint64_t off, len;
+        bool piece;
+        st = next_field(&c, &off, &len, &piece, err);
+        if (st != TBX_OK || !piece) continue;
+        if (++count > max_pieces) {
+            st = tbx_err(err, TBX_E_LIMIT, off, "pieces", "more than %llu "
+                         "pieces", (unsigned long long)max_pieces);
+            break;
+        }
+        st = tbx_cur_skip(&c, len, "pieces", err);
+    }
+    if (st == TBX_OK && count == 0)
+        st = tbx_err(err, TBX_E_FORMAT, 0, "pieces", "no pieces (not a "
+                     "SentencePiece model?)");
+    if (st == TBX_OK) {
+        out->pieces = tbx_calloc(al, (size_t)count, sizeof *out->pieces);
+        if (!out->pieces) st = tbx_err_nomem(err, "tokenizer.model pieces");
+        else out->cap = (size_t)count;
+    }
+    /* pass 2: read them */
+    if (st == TBX_OK) st = tbx_cur_seek(&c, 0, SPM_FIELD, err);
+    while (st == TBX_OK && c.pos < c.end) {
+        uint64_t off, len;
+        bool piece;
+        st = next_field(&c, &off, &len, &piece, err);
+        if (st != TBX_OK || !piece) continue;
+        uint64_t outer = c.end;
+        c.end = c.pos + len; /* rd_len checked that len bytes remain */
+        st = rd_piece(&c, &src, out->n, &out->pieces[out->n], err);
+        c.end = outer;
+        if (st == TBX_OK) out->n++;
+    }
+    tbx_cursor_free(&c);
+    if (st != TBX_OK) tbx_spm_free(out, al);
+    return st;
+}
+
+void tbx_spm_free(tbx_spm_vocab *v, const tbx_alloc *al) {
+    if (!v) return;
+    tbx_free(al, v->pieces, v->cap * sizeof *v->pieces);
+    v->pieces = NULL;
+    v->n = v->cap = 0;
+}

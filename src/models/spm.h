@@ -1,0 +1,42 @@
+/*
+ * gguf_hf_spm.h - the vocabulary of a SentencePiece tokenizer.model (internal).
+ *
+ * A tokenizer.model is a serialized protobuf message (SentencePiece's ModelProto). Only its
+ * repeated field 1 matters for llama.cpp: the pieces, each a message {1: piece (bytes),
+ * 2: score (float, fixed32), 3: type (enum varint; NORMAL = 1 when absent)}. Every other field
+ * (trainer and normalizer specs, self-test data) is skipped by its wire type. See
+ * gguf_hf_spm.c for the reader and docs/formats/gguf.md for why it is hand-written.
+ */
+#ifndef TBX_GGUF_HF_SPM_H
+#define TBX_GGUF_HF_SPM_H
+
+#include "io.h"
+
+/* SentencePiece piece types (sentencepiece_model.proto; llama.cpp's token types use the same
+ * numbers). */
+enum { TBX_SPM_NORMAL = 1, TBX_SPM_UNKNOWN = 2, TBX_SPM_CONTROL = 3, TBX_SPM_USER = 4,
+       TBX_SPM_UNUSED = 5, TBX_SPM_BYTE = 6 };
+
+typedef struct tbx_spm_piece {
+    const char *text; /* points into the caller's buffer; not NUL-terminated */
+    uint32_t len;
+    float score;
+    int type;         /* TBX_SPM_* */
+} tbx_spm_piece;
+
+typedef struct tbx_spm_vocab {
+    tbx_spm_piece *pieces;
+    size_t n;
+    size_t cap; /* entries allocated */
+} tbx_spm_vocab;
+
+/* Parses the `n` bytes at `buf` (a tokenizer.model) into *out (pieces in id order, pointing into
+ * buf, which must outlive *out). At most `max_pieces` pieces. Errors name the field ("pieces[7]
+ * .type") and the byte offset: TBX_E_TRUNCATED (a varint or length past the end), TBX_E_FORMAT
+ * (wrong wire type, an over-long varint, field number 0, a piece without text or with invalid
+ * UTF-8, an unknown type, a non-finite score, no pieces at all), TBX_E_LIMIT, TBX_E_NOMEM. */
+tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint64_t max_pieces,
+                         tbx_spm_vocab *out, tbx_error *err);
+void tbx_spm_free(tbx_spm_vocab *v, const tbx_alloc *al);
+
+#endif
