@@ -1531,7 +1531,10 @@ static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
             raise_arg("quant_clip", "quant_clip (%g, %g): beyond the range of f32", lo, hi);
             return -1;
         }
-        /* min > max (or NaN) is the library's refusal */
+        if (!(flo <= fhi)) { /* the library refuses it too, but only once the input is open */
+            raise_arg("quant_clip", "quant_clip (%g, %g): min must not exceed max", lo, hi);
+            return -1;
+        }
         co->flags |= TBX_CONVERT_QUANT_CLIP;
         co->quant_clip_min = flo;
         co->quant_clip_max = fhi;
