@@ -28,7 +28,9 @@ Inspecting: :func:`info` (the document of ``tbx info --json``), :func:`validate`
 problem with its code, field and byte offset), :func:`check_input` (has the file behind an
 array or a safe_open shrunk since it was opened? Its zero-copy arrays then read zeros past the
 new end, never crash). Writing: :func:`save_file`, :func:`convert`,
-with the options of ``tbx convert``.
+with the options of ``tbx convert``; convert returns what became of each tensor
+(:class:`ConvertReport`), and values a type could not keep are a :class:`ConversionWarning`
+(an error with ``strict=True``).
 
 Errors are :class:`Error` and its subclasses (:class:`FormatError`, :class:`LimitError`,
 :class:`UnsupportedError`, :class:`NotFoundError`, :class:`ChecksumError`,

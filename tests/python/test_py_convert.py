@@ -522,3 +522,27 @@ def test_the_gil_is_released_during_a_long_convert(long_convert_input, tmp_path)
     dur, gap, n = results[-1]
     assert dur >= 0.05, f"the call was too short to tell ({results})"
     assert gap < 0.5 * dur, f"the other thread stood still during the call: {results}"
+
+
+# ------------------------------------------------------------------------------------------
+# the stubs say what the functions take
+# ------------------------------------------------------------------------------------------
+def test_stubs_match_the_package():
+    """__init__.pyi (what type checkers and editors show) lists convert's and save_file's
+    keywords with their defaults, and ConvertReport's fields, as the package has them."""
+    import ast
+    import inspect
+    stub = ast.parse((Path(tensorbox.__file__).parent / "__init__.pyi").read_text())
+    defs = {n.name: n for n in stub.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    for fn in ("convert", "save_file"):
+        a = defs[fn].args
+        params = a.args + a.kwonlyargs
+        defaults = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults) + \
+            list(a.kw_defaults)
+        stubbed = [(p.arg, None if d is None else ast.literal_eval(d))
+                   for p, d in zip(params, defaults)]
+        real = [(n, None if p.default is inspect.Parameter.empty else p.default)
+                for n, p in inspect.signature(getattr(tensorbox, fn)).parameters.items()]
+        assert stubbed == real, fn
+    fields = [n.target.id for n in defs["ConvertReport"].body if isinstance(n, ast.AnnAssign)]
+    assert tuple(fields) == tensorbox.ConvertReport._fields
