@@ -322,6 +322,37 @@ def test_reports_are_the_verbose_lines_of_the_cli(tbx, qgguf, mixed, tmp_path, c
     assert actions == want, reports
 
 
+def test_hugging_face_to_gguf_reports_warnings_and_strict(tbx, tmp_path):
+    """A Hugging Face directory to GGUF is its own conversion in the library
+    (tbx_gguf_from_hf, llama.cpp names): its reports, warnings and strict reach Python too."""
+    from test_hf_gguf import make_decoder
+    d = tmp_path / "llama"
+    W, _ = make_decoder(d, "llama", 5)
+    W["model.layers.0.mlp.up_proj.weight"][3, 7] = 3.4e38
+    stn.save_file(W, str(d / "model.safetensors"), metadata={"format": "pt"})
+    out, ref = tmp_path / "py.gguf", tmp_path / "cli.gguf"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        reports = tensorbox.convert(d, out, quant="q4_0")
+    r = cli(tbx, d, ref, "-v", "--quant", "q4_0")
+    assert out.read_bytes() == ref.read_bytes()
+    names = [rep.name for rep in reports]
+    assert verbose_lines(r.err, names) == [rep.describe() for rep in reports]
+    got = gguf_tensors(out)
+    assert names == list(got)
+    for rep in reports:
+        assert rep.out_dtype == got[rep.name].tensor_type.name.lower(), rep
+    assert {rep.action for rep in reports} >= {"quantized", "kept"}
+    assert [str(w.message) for w in seen] == \
+        [ln[len("tbx: warning: "):] for ln in r.err.decode().splitlines()
+         if ln.startswith("tbx: warning: ")]
+    assert [w.message.report.name for w in seen] == ["blk.0.ffn_up.weight"]
+    with pytest.raises(tensorbox.LossyError) as e:
+        tensorbox.convert(d, tmp_path / "strict.gguf", quant="q4_0", strict=True)
+    assert e.value.code == "TBX_E_LOSSY" and e.value.field == "blk.0.ffn_up.weight"
+    assert not (tmp_path / "strict.gguf").exists() and leftovers(tmp_path) == []
+
+
 # ------------------------------------------------------------------------------------------
 # MCF: quant_method, quant_clip
 # ------------------------------------------------------------------------------------------
