@@ -639,7 +639,9 @@ class ConvertReport(namedtuple("ConvertReport", "index name in_dtype out_dtype a
     """What a conversion did with one output tensor, as the library reported it while
     converting (``tbx_convert_report``; never read back from the output).
 
-    ``index`` (its index in the input), ``name``, ``in_dtype`` and ``out_dtype`` (dtype names),
+    ``index`` (its index in the input; in the output for a Hugging Face directory to GGUF,
+    whose tensors are llama.cpp's), ``name`` (the output's), ``in_dtype`` and ``out_dtype``
+    (dtype names),
     ``action`` ("kept", "cast", "quantized", "fallback", "dequantized" or "requantized"),
     ``reason`` (why: "requested type", "1-D, not 2-D", "already q8_0", ...; "" when nothing
     was asked of the tensor), ``nvalues`` (values decoded and re-encoded; 0 when written as
