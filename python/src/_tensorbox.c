@@ -1552,6 +1552,8 @@ static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
 typedef struct rep_entry {
     tbx_convert_report r; /* name, reason: NULL here; offsets into the text below */
     size_t name_off, name_len, reason_off, reason_len;
+    int has_rmse;         /* quantized to an MCF family: on_quant's error */
+    double rmse;
 } rep_entry;
 
 typedef struct rep_list {
@@ -1560,6 +1562,11 @@ typedef struct rep_list {
     char *text;
     size_t tlen, tcap;
     int nomem; /* a record could not be kept: the call's result is an error */
+    /* on_quant's figures of the tensor being converted (it is called just before on_tensor
+     * for that tensor, on the same thread) */
+    int has_q;
+    uint64_t q_tensor, q_nvalues;
+    double q_sse;
 } rep_list;
 
 static int rep_text(rep_list *l, const char *s, size_t *off, size_t *len) {
@@ -1598,12 +1605,26 @@ static void on_tensor_report(void *ud, const tbx_convert_report *r) {
     size_t sz = r->struct_size && r->struct_size < sizeof e->r ? r->struct_size : sizeof e->r;
     memcpy(&e->r, r, sz);
     e->r.name = e->r.reason = NULL;
+    if (l->has_q && l->q_tensor == r->tensor) {
+        e->has_rmse = 1;
+        e->rmse = l->q_nvalues ? sqrt(l->q_sse / (double)l->q_nvalues) : 0.0;
+    }
+    l->has_q = 0;
     if (rep_text(l, r->name, &e->name_off, &e->name_len) < 0 ||
         rep_text(l, r->reason, &e->reason_off, &e->reason_len) < 0) {
         l->nomem = 1;
         return;
     }
     l->n++;
+}
+
+/* tbx_convert_options.on_quant (MCF families): kept for the report that follows. */
+static void on_quant_report(void *ud, uint64_t tensor, uint64_t nvalues, double sse) {
+    rep_list *l = (rep_list *)ud;
+    l->has_q = 1;
+    l->q_tensor = tensor;
+    l->q_nvalues = nvalues;
+    l->q_sse = sse;
 }
 
 static void rep_free(rep_list *l) {
@@ -1625,13 +1646,14 @@ static const char *action_name(tbx_convert_action a) {
 }
 
 /* [(index, name, in_dtype, out_dtype, action, reason, nvalues, beyond, nonfinite, range,
- *   max_abs)] of the collected reports (with the GIL). */
+ *   max_abs, rmse or None)] of the collected reports (with the GIL). */
 static PyObject *rep_to_list(const rep_list *l) {
     PyObject *list = PyList_New(0);
     if (!list) return NULL;
     for (size_t k = 0; k < l->n; k++) {
         const rep_entry *e = &l->v[k];
-        PyObject *t = Py_BuildValue("(KNssNNKKKdd)", (unsigned long long)e->r.tensor,
+        PyObject *rmse = e->has_rmse ? PyFloat_FromDouble(e->rmse) : Py_NewRef(Py_None);
+        PyObject *t = Py_BuildValue("(KNssNNKKKddN)", (unsigned long long)e->r.tensor,
                                     str_from(l->text + e->name_off, e->name_len),
                                     dtype_name(e->r.from), dtype_name(e->r.to),
                                     PyUnicode_FromString(action_name(e->r.action)),
@@ -1639,7 +1661,7 @@ static PyObject *rep_to_list(const rep_list *l) {
                                     (unsigned long long)e->r.nvalues,
                                     (unsigned long long)e->r.beyond,
                                     (unsigned long long)e->r.nonfinite, e->r.range,
-                                    e->r.max_abs);
+                                    e->r.max_abs, rmse);
         if (append_new(list, t) < 0) {
             Py_DECREF(list);
             return NULL;
@@ -1681,6 +1703,7 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     tbx_convert_options co;
     if (fill_convert_options(&w, &c, dst, &co, &digest_bytes, &meta) < 0) goto done;
     co.on_tensor = on_tensor_report;
+    co.on_quant = on_quant_report;
     co.progress_ud = &reps;
     tbx_open_options oo;
     tbx_open_options_init(&oo);

@@ -635,7 +635,7 @@ def _c_order(a):
 
 
 class ConvertReport(namedtuple("ConvertReport", "index name in_dtype out_dtype action reason "
-                                               "nvalues beyond nonfinite range max_abs")):
+                                               "nvalues beyond nonfinite range max_abs rmse")):
     """What a conversion did with one output tensor, as the library reported it while
     converting (``tbx_convert_report``; never read back from the output).
 
@@ -646,8 +646,10 @@ class ConvertReport(namedtuple("ConvertReport", "index name in_dtype out_dtype a
     ``reason`` (why: "requested type", "1-D, not 2-D", "already q8_0", ...; "" when nothing
     was asked of the tensor), ``nvalues`` (values decoded and re-encoded; 0 when written as
     it was), ``beyond`` (finite values beyond the largest magnitude ``out_dtype`` represents,
-    ``range``), ``nonfinite`` (finite values that came out Inf or NaN) and ``max_abs`` (the
-    largest finite |value| among them)."""
+    ``range``), ``nonfinite`` (finite values that came out Inf or NaN), ``max_abs`` (the
+    largest finite |value| among them) and ``rmse`` (for a tensor quantized to one of MCF's
+    families: the root mean square difference between its decoded payload and its finite
+    input values, what ``tbx convert -v`` prints; None for every other tensor)."""
     __slots__ = ()
 
     @property

@@ -90,6 +90,7 @@ class ConvertReport(NamedTuple):
     nonfinite: int       # finite values that came out Inf or NaN
     range: float         # inf: no bound
     max_abs: float       # the largest finite |value| among the nvalues
+    rmse: Optional[float]  # quantized to an MCF family: RMSE of its decoded payload; else None
     @property
     def warning(self) -> Optional[str]: ...
     def describe(self) -> str: ...

@@ -376,6 +376,32 @@ def test_quant_method_mantle_is_mantles_file(tbx, tmp_path, kind):
     assert {r.out_dtype for r in reports if r.action == "quantized"} == {f"mcf_{kind}"}
 
 
+@pytest.mark.parametrize("method", ["best", "mantle"])
+def test_mcf_reports_carry_the_rmse(tbx, mixed, tmp_path, method):
+    """Each tensor quantized to an MCF family reports its error (on_quant), as `tbx convert -v`
+    prints it ("quantized NAME: N values, RMSE R"), and it is the error of its decoded values
+    against the input's (safetensors.numpy)."""
+    out, ref = tmp_path / "py.mcf", tmp_path / "cli.mcf"
+    reports = tensorbox.convert(mixed, out, quant="k3", quant_method=method)
+    r = cli(tbx, mixed, ref, "-v", "--quant", "k3", "--quant-method", method)
+    assert out.read_bytes() == ref.read_bytes()
+    printed = {m[1]: (int(m[2]), m[3]) for m in
+               re.finditer(r"^quantized (\S+): (\d+) values, RMSE (\S+)$", r.err.decode(), re.M)}
+    quantized = [rep for rep in reports if rep.action == "quantized"]
+    assert len(quantized) == 3 and len(printed) == 3
+    src = stn.load_file(str(mixed))
+    dec = tensorbox.load_file(out, dequantize=True)
+    for rep in reports:
+        if rep.action != "quantized":
+            assert rep.rmse is None, rep
+            continue
+        assert printed[rep.name] == (rep.nvalues, "%.6g" % rep.rmse), rep
+        x = src[rep.name].astype(np.float64)
+        want = float(np.sqrt(np.mean((dec[rep.name].astype(np.float64) - x) ** 2)))
+        assert rep.rmse == pytest.approx(want, rel=1e-6), rep
+        assert rep.rmse > 0
+
+
 def test_save_file_quant_method(tmp_path):
     """save_file takes the MCF options too: the same file as converting what it wrote."""
     rng = np.random.default_rng(31)
