@@ -24,8 +24,11 @@
 #include <Python.h>
 #include <pythread.h>
 
+#include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 #include "tensorbox.h"
 #define TBX_EXPERIMENTAL
@@ -1417,32 +1420,291 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Conversion: options, and the library's report of each tensor                               */
+/* ------------------------------------------------------------------------------------------ */
+/* An error of the package's hierarchy naming the argument (field) it is about. Returns NULL. */
+static PyObject *raise_arg(const char *field, const char *fmt, ...) {
+    tbx_error e;
+    err_clear(&e);
+    e.code = TBX_E_INVALID_ARG;
+    snprintf(e.field, sizeof e.field, "%s", field);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.message, sizeof e.message, fmt, ap);
+    va_end(ap);
+    return raise_tbx(TBX_E_INVALID_ARG, &e);
+}
+
+/* The conversion keywords (the names of `tbx convert`'s options) as the caller gave them. */
+typedef struct copts {
+    PyObject *cast, *quant, *quant_method, *quant_clip, *meta;
+    int stringify, drop_meta, drop_sections, drop_unreadable, dequantize, requantize, strict;
+} copts;
+#define COPTS_INIT {Py_None, Py_None, Py_None, Py_None, Py_None, 0, 0, 0, 0, 0, 0, 0}
+
+static int is_mcf_family(tbx_dtype dt) {
+    return dt >= TBX_DT_MCF_INT8 && dt <= TBX_DT_MCF_K2;
+}
+
+/* Fills co from the writer and conversion keywords for output `dst`, refusing before any work
+ * what `tbx convert` refuses as a usage error: requantize without quant, quant_method or
+ * quant_clip without an MCF quant (the library would ignore quant_method; it refuses
+ * quant_clip), an unknown method, a clip bound beyond f32. For an MCF output, quant takes
+ * MCF's family names as the CLI does (q8 q4 k6 k4 k3 k2 int8 int4: mcf_q8 ...). *meta (freed
+ * by the caller, NULL when none) holds the map of `meta` (a tagged ("map", [...]) or None).
+ * Returns -1 with an exception set. */
+static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
+                                tbx_convert_options *co, PyObject **digest_bytes,
+                                tbx_value **meta) {
+    tbx_convert_options_init(co);
+    *meta = NULL;
+    if (fill_write_options(w, &co->write, digest_bytes) < 0) return -1;
+    if (dtype_from(c->cast, "cast", &co->cast_to) != TBX_OK) return -1;
+    const tbx_format fmt = co->write.format ? co->write.format : tbx_format_from_path(dst);
+    if (c->quant != Py_None && fmt == TBX_FORMAT_MCF) {
+        const char *s = PyUnicode_AsUTF8(c->quant);
+        if (!s) return -1;
+        static const char *const fam[] = {"q8", "q4", "k6", "k4", "k3", "k2", "int8", "int4",
+                                          NULL};
+        for (int k = 0; fam[k]; k++)
+            if (strcasecmp(s, fam[k]) == 0) {
+                char name[16];
+                snprintf(name, sizeof name, "mcf_%s", fam[k]);
+                co->quant_to = tbx_dtype_from_name(name);
+            }
+    }
+    if (co->quant_to == TBX_DT_INVALID && dtype_from(c->quant, "quant", &co->quant_to) != TBX_OK)
+        return -1;
+    if (c->stringify) co->flags |= TBX_CONVERT_STRINGIFY_META;
+    if (c->drop_meta) co->flags |= TBX_CONVERT_DROP_META;
+    if (c->drop_sections) co->flags |= TBX_CONVERT_DROP_SECTIONS;
+    if (c->drop_unreadable) co->flags |= TBX_CONVERT_DROP_UNREADABLE;
+    if (c->dequantize) co->flags |= TBX_CONVERT_DEQUANTIZE;
+    if (c->strict) co->flags |= TBX_CONVERT_STRICT;
+    if (c->requantize) {
+        if (co->quant_to == TBX_DT_INVALID) {
+            raise_arg("requantize", "requantize=True applies to quant= (the type to quantize "
+                                    "already-quantized tensors to again)");
+            return -1;
+        }
+        co->flags |= TBX_CONVERT_REQUANTIZE;
+    }
+    const int mcfq = is_mcf_family(co->quant_to);
+    if (c->quant_method != Py_None) {
+        const char *s = PyUnicode_Check(c->quant_method) ? PyUnicode_AsUTF8(c->quant_method)
+                                                         : NULL;
+        if (!s) {
+            if (!PyErr_Occurred())
+                raise_arg("quant_method", "quant_method must be 'best' or 'mantle', not a %s",
+                          Py_TYPE(c->quant_method)->tp_name);
+            return -1;
+        }
+        if (strcmp(s, "mantle") != 0 && strcmp(s, "best") != 0) {
+            raise_arg("quant_method", "quant_method '%.100s' is not 'best' or 'mantle'", s);
+            return -1;
+        }
+        if (!mcfq) {
+            raise_arg("quant_method", "quant_method applies to quant= with one of MCF's "
+                                      "families (q8 q4 k6 k4 k3 k2 int8 int4) and an MCF output");
+            return -1;
+        }
+        if (strcmp(s, "mantle") == 0) co->flags |= TBX_CONVERT_QUANT_MANTLE;
+    }
+    if (c->quant_clip != Py_None) {
+        double lo, hi;
+        if (!PyTuple_Check(c->quant_clip) || PyTuple_GET_SIZE(c->quant_clip) != 2) {
+            raise_arg("quant_clip", "quant_clip must be (min, max)");
+            return -1;
+        }
+        lo = PyFloat_AsDouble(PyTuple_GET_ITEM(c->quant_clip, 0));
+        if (lo == -1.0 && PyErr_Occurred()) return -1;
+        hi = PyFloat_AsDouble(PyTuple_GET_ITEM(c->quant_clip, 1));
+        if (hi == -1.0 && PyErr_Occurred()) return -1;
+        if (!mcfq) {
+            raise_arg("quant_clip", "quant_clip applies to quant= with one of MCF's families "
+                                    "(q8 q4 k6 k4 k3 k2 int8 int4) and an MCF output");
+            return -1;
+        }
+        const float flo = (float)lo, fhi = (float)hi;
+        if ((isfinite(lo) && !isfinite(flo)) || (isfinite(hi) && !isfinite(fhi))) {
+            raise_arg("quant_clip", "quant_clip (%g, %g): beyond the range of f32", lo, hi);
+            return -1;
+        }
+        if (!(flo <= fhi)) { /* the library refuses it too, but only once the input is open */
+            raise_arg("quant_clip", "quant_clip (%g, %g): min must not exceed max", lo, hi);
+            return -1;
+        }
+        co->flags |= TBX_CONVERT_QUANT_CLIP;
+        co->quant_clip_min = flo;
+        co->quant_clip_max = fhi;
+    }
+    if (c->meta != Py_None) {
+        *meta = tagged_to_value(c->meta, 0);
+        if (!*meta) return -1;
+        co->meta = *meta;
+    }
+    return 0;
+}
+
+/* The reports of one conversion, collected with the GIL released (on_tensor appends a copy:
+ * the library's pointers live for the call only) and turned into Python objects after. */
+typedef struct rep_entry {
+    tbx_convert_report r; /* name, reason: NULL here; offsets into the text below */
+    size_t name_off, name_len, reason_off, reason_len;
+    int has_rmse;         /* quantized to an MCF family: on_quant's error */
+    double rmse;
+} rep_entry;
+
+typedef struct rep_list {
+    rep_entry *v;
+    size_t n, cap;
+    char *text;
+    size_t tlen, tcap;
+    int nomem; /* a record could not be kept: the call's result is an error */
+    /* on_quant's figures of the tensor being converted (it is called just before on_tensor
+     * for that tensor, on the same thread) */
+    int has_q;
+    uint64_t q_tensor, q_nvalues;
+    double q_sse;
+} rep_list;
+
+static int rep_text(rep_list *l, const char *s, size_t *off, size_t *len) {
+    size_t n = s ? strlen(s) : 0;
+    if (n > SIZE_MAX / 2 - l->tlen) return -1;
+    if (l->tlen + n > l->tcap) {
+        size_t cap = l->tcap ? l->tcap : 4096;
+        while (cap < l->tlen + n) cap *= 2;
+        char *t = PyMem_RawRealloc(l->text, cap);
+        if (!t) return -1;
+        l->text = t;
+        l->tcap = cap;
+    }
+    if (n) memcpy(l->text + l->tlen, s, n);
+    *off = l->tlen;
+    *len = n;
+    l->tlen += n;
+    return 0;
+}
+
+/* tbx_convert_options.on_tensor: called with the GIL released, once per tensor, in order. */
+static void on_tensor_report(void *ud, const tbx_convert_report *r) {
+    rep_list *l = (rep_list *)ud;
+    if (l->nomem) return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        rep_entry *v = cap <= SIZE_MAX / sizeof *v ? PyMem_RawRealloc(l->v, cap * sizeof *v)
+                                                   : NULL;
+        if (!v) { l->nomem = 1; return; }
+        l->v = v;
+        l->cap = cap;
+    }
+    rep_entry *e = &l->v[l->n];
+    memset(e, 0, sizeof *e);
+    /* a library's struct may be shorter (older) than ours: its missing fields stay 0 */
+    size_t sz = r->struct_size && r->struct_size < sizeof e->r ? r->struct_size : sizeof e->r;
+    memcpy(&e->r, r, sz);
+    e->r.name = e->r.reason = NULL;
+    if (l->has_q && l->q_tensor == r->tensor) {
+        e->has_rmse = 1;
+        e->rmse = l->q_nvalues ? sqrt(l->q_sse / (double)l->q_nvalues) : 0.0;
+    }
+    l->has_q = 0;
+    if (rep_text(l, r->name, &e->name_off, &e->name_len) < 0 ||
+        rep_text(l, r->reason, &e->reason_off, &e->reason_len) < 0) {
+        l->nomem = 1;
+        return;
+    }
+    l->n++;
+}
+
+/* tbx_convert_options.on_quant (MCF families): kept for the report that follows. */
+static void on_quant_report(void *ud, uint64_t tensor, uint64_t nvalues, double sse) {
+    rep_list *l = (rep_list *)ud;
+    l->has_q = 1;
+    l->q_tensor = tensor;
+    l->q_nvalues = nvalues;
+    l->q_sse = sse;
+}
+
+static void rep_free(rep_list *l) {
+    PyMem_RawFree(l->v);
+    PyMem_RawFree(l->text);
+    memset(l, 0, sizeof *l);
+}
+
+static const char *action_name(tbx_convert_action a) {
+    switch (a) {
+    case TBX_CONVERT_KEPT: return "kept";
+    case TBX_CONVERT_CAST: return "cast";
+    case TBX_CONVERT_QUANTIZED: return "quantized";
+    case TBX_CONVERT_FALLBACK: return "fallback";
+    case TBX_CONVERT_DEQUANTIZED: return "dequantized";
+    case TBX_CONVERT_REQUANTIZED: return "requantized";
+    }
+    return "?";
+}
+
+/* [(index, name, in_dtype, out_dtype, action, reason, nvalues, beyond, nonfinite, range,
+ *   max_abs, rmse or None)] of the collected reports (with the GIL). */
+static PyObject *rep_to_list(const rep_list *l) {
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+    for (size_t k = 0; k < l->n; k++) {
+        const rep_entry *e = &l->v[k];
+        PyObject *rmse = e->has_rmse ? PyFloat_FromDouble(e->rmse) : Py_NewRef(Py_None);
+        PyObject *t = Py_BuildValue("(KNssNNKKKddN)", (unsigned long long)e->r.tensor,
+                                    str_from(l->text + e->name_off, e->name_len),
+                                    dtype_name(e->r.from), dtype_name(e->r.to),
+                                    PyUnicode_FromString(action_name(e->r.action)),
+                                    str_from(l->text + e->reason_off, e->reason_len),
+                                    (unsigned long long)e->r.nvalues,
+                                    (unsigned long long)e->r.beyond,
+                                    (unsigned long long)e->r.nonfinite, e->r.range,
+                                    e->r.max_abs, rmse);
+        if (append_new(list, t) < 0) {
+            Py_DECREF(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
+#define CONVERT_KW                                                                             \
+    "cast", "quant", "stringify_meta", "drop_meta", "drop_sections", "sync", "drop_unreadable", \
+        "dequantize", "requantize", "strict", "quant_method", "quant_clip", "meta"
+
 /* convert(src, dst, format, force, alignment, compress, digest, format_version, threads,
- *         cast, quant, stringify_meta, drop_meta, drop_sections, sync) */
+ *         cast, quant, stringify_meta, drop_meta, drop_sections, sync, drop_unreadable,
+ *         dequantize, requantize, strict, quant_method, quant_clip, meta)
+ *   -> [report tuple] (rep_to_list), one per output tensor in order.
+ * The whole conversion runs with the GIL released; the reports are collected in C meanwhile
+ * and made Python objects once it returns. */
 static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     (void)m;
     static char *kwlist[] = {"src", "dst", "format", "force", "alignment", "compress", "digest",
-                             "format_version", "threads", "cast", "quant", "stringify_meta",
-                             "drop_meta", "drop_sections", "sync", "drop_unreadable", NULL};
-    PyObject *srcobj = NULL, *dstobj = NULL, *cast = Py_None, *quant = Py_None;
+                             "format_version", "threads", CONVERT_KW, NULL};
+    PyObject *srcobj = NULL, *dstobj = NULL;
     wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0, 1};
-    int stringify = 0, drop_meta = 0, drop_sections = 0, drop_unreadable = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppp", kwlist, PyUnicode_FSConverter,
-                                     &srcobj, PyUnicode_FSConverter, &dstobj, &w.format, &w.force,
-                                     &w.alignment, &w.compress, &w.digest, &w.version, &w.threads,
-                                     &cast, &quant, &stringify, &drop_meta, &drop_sections, &w.sync,
-                                     &drop_unreadable))
+    copts c = COPTS_INIT;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOO", kwlist,
+                                     PyUnicode_FSConverter, &srcobj, PyUnicode_FSConverter,
+                                     &dstobj, &w.format, &w.force, &w.alignment, &w.compress,
+                                     &w.digest, &w.version, &w.threads, &c.cast, &c.quant,
+                                     &c.stringify, &c.drop_meta, &c.drop_sections, &w.sync,
+                                     &c.drop_unreadable, &c.dequantize, &c.requantize, &c.strict,
+                                     &c.quant_method, &c.quant_clip, &c.meta))
         return NULL;
     PyObject *result = NULL, *digest_bytes = NULL;
+    tbx_value *meta = NULL;
+    rep_list reps;
+    memset(&reps, 0, sizeof reps);
+    const char *src = PyBytes_AS_STRING(srcobj), *dst = PyBytes_AS_STRING(dstobj);
     tbx_convert_options co;
-    tbx_convert_options_init(&co);
-    if (fill_write_options(&w, &co.write, &digest_bytes) < 0) goto done;
-    if (dtype_from(cast, "cast", &co.cast_to) != TBX_OK) goto done;
-    if (dtype_from(quant, "quant", &co.quant_to) != TBX_OK) goto done;
-    if (stringify) co.flags |= TBX_CONVERT_STRINGIFY_META;
-    if (drop_meta) co.flags |= TBX_CONVERT_DROP_META;
-    if (drop_sections) co.flags |= TBX_CONVERT_DROP_SECTIONS;
-    if (drop_unreadable) co.flags |= TBX_CONVERT_DROP_UNREADABLE;
+    if (fill_convert_options(&w, &c, dst, &co, &digest_bytes, &meta) < 0) goto done;
+    co.on_tensor = on_tensor_report;
+    co.on_quant = on_quant_report;
+    co.progress_ud = &reps;
     tbx_open_options oo;
     tbx_open_options_init(&oo);
     oo.flags |= TBX_OPEN_MMAP;
@@ -1450,7 +1712,6 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     tbx_error err;
     err_clear(&err);
     tbx_status st;
-    const char *src = PyBytes_AS_STRING(srcobj), *dst = PyBytes_AS_STRING(dstobj);
     Py_BEGIN_ALLOW_THREADS
     /* dst can be written before src (a model directory, maybe) is opened */
     st = tbx_writer_check(dst, &co.write, &err);
@@ -1461,36 +1722,53 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     }
     Py_END_ALLOW_THREADS
     if (st != TBX_OK) { raise_tbx(st, &err); goto done; }
-    result = Py_NewRef(Py_None);
+    if (reps.nomem) {
+        /* the file is written, but what was done to it cannot be told: not a success */
+        raise_simple(TBX_E_NOMEM, "%s was written, but the report of its tensors ran out of "
+                                  "memory after %zu tensors", dst, reps.n);
+        goto done;
+    }
+    result = rep_to_list(&reps);
 done:
+    rep_free(&reps);
+    tbx_value_free(meta);
     Py_XDECREF(digest_bytes);
     Py_DECREF(srcobj);
     Py_DECREF(dstobj);
     return result;
 }
 
-/* check_output(path, format=None, force=False): tbx_writer_check, raising like write() */
+/* check_output(path, format=None, force=False, **conversion options): tbx_writer_check,
+ * raising like write(), after checking the conversion options as convert() does (so that
+ * save_file refuses them before it gathers and writes any tensor) */
 static PyObject *mod_check_output(PyObject *m, PyObject *args, PyObject *kw) {
     (void)m;
-    static char *kwlist[] = {"path", "format", "force", NULL};
+    static char *kwlist[] = {"path", "format", "force", CONVERT_KW, NULL};
     PyObject *pathobj = NULL;
     wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0, 1};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|Op", kwlist, PyUnicode_FSConverter, &pathobj,
-                                     &w.format, &w.force))
+    copts c = COPTS_INIT;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|OpOOppppppppOOO", kwlist,
+                                     PyUnicode_FSConverter, &pathobj, &w.format, &w.force,
+                                     &c.cast, &c.quant, &c.stringify, &c.drop_meta,
+                                     &c.drop_sections, &w.sync, &c.drop_unreadable,
+                                     &c.dequantize, &c.requantize, &c.strict, &c.quant_method,
+                                     &c.quant_clip, &c.meta))
         return NULL;
     PyObject *result = NULL, *digest_bytes = NULL;
-    tbx_write_options o;
+    tbx_value *meta = NULL;
+    tbx_convert_options co;
     tbx_error err;
     err_clear(&err);
-    if (fill_write_options(&w, &o, &digest_bytes) == 0) {
+    const char *path = PyBytes_AS_STRING(pathobj);
+    if (fill_convert_options(&w, &c, path, &co, &digest_bytes, &meta) == 0) {
         tbx_status st;
-        const char *path = PyBytes_AS_STRING(pathobj);
         Py_BEGIN_ALLOW_THREADS
-        st = tbx_writer_check(path, &o, &err);
+        st = tbx_writer_check(path, &co.write, &err);
         Py_END_ALLOW_THREADS
         if (st != TBX_OK) raise_tbx(st, &err);
         else result = Py_NewRef(Py_None);
     }
+    tbx_value_free(meta);
     Py_XDECREF(digest_bytes);
     Py_DECREF(pathobj);
     return result;
@@ -1594,9 +1872,9 @@ static PyMethodDef mod_methods[] = {
     {"write", (PyCFunction)(void (*)(void))mod_write, METH_VARARGS | METH_KEYWORDS,
      "write(path, tensors, metadata, **options): tbx_writer over [(name, dtype, shape, buf)]"},
     {"convert", (PyCFunction)(void (*)(void))mod_convert, METH_VARARGS | METH_KEYWORDS,
-     "convert(src, dst, **options): tbx_convert"},
+     "convert(src, dst, **options) -> [report]: tbx_convert"},
     {"check_output", (PyCFunction)(void (*)(void))mod_check_output, METH_VARARGS | METH_KEYWORDS,
-     "check_output(path, format=None, force=False): tbx_writer_check"},
+     "check_output(path, format=None, force=False, **conversion options): tbx_writer_check"},
     {"dtype_info", mod_dtype_info, METH_O, "(name, bits, block_size, block_bytes, flags) or None"},
     {"decode_f32", mod_decode_f32, METH_VARARGS, "decode_f32(dtype, src, out): values as float32"},
     {"nbytes", mod_nbytes, METH_VARARGS, "nbytes(dtype, shape): stored bytes"},

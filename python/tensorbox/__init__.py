@@ -28,7 +28,9 @@ Inspecting: :func:`info` (the document of ``tbx info --json``), :func:`validate`
 problem with its code, field and byte offset), :func:`check_input` (has the file behind an
 array or a safe_open shrunk since it was opened? Its zero-copy arrays then read zeros past the
 new end, never crash). Writing: :func:`save_file`, :func:`convert`,
-with the options of ``tbx convert``.
+with the options of ``tbx convert``; convert returns what became of each tensor
+(:class:`ConvertReport`), and values a type could not keep are a :class:`ConversionWarning`
+(an error with ``strict=True``).
 
 Errors are :class:`Error` and its subclasses (:class:`FormatError`, :class:`LimitError`,
 :class:`UnsupportedError`, :class:`NotFoundError`, :class:`ChecksumError`,
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -67,9 +70,9 @@ except ImportError:  # pragma: no cover - exercised by the fresh-venv test
 
 __all__ = [
     "safe_open", "load_file", "load", "info", "validate", "save_file", "convert", "Problem",
-    "formats", "check_input", "Error", "FormatError", "LimitError", "UnsupportedError",
-    "NotFoundError", "ChecksumError", "ExistsError", "LossyError", "IOError",
-    "InvalidArgumentError", "OutOfMemoryError", "StateError",
+    "formats", "check_input", "ConvertReport", "ConversionWarning", "Error", "FormatError",
+    "LimitError", "UnsupportedError", "NotFoundError", "ChecksumError", "ExistsError",
+    "LossyError", "IOError", "InvalidArgumentError", "OutOfMemoryError", "StateError",
 ]
 
 __version__ = _tb.library_version()
@@ -631,35 +634,136 @@ def _c_order(a):
     return a if a.flags.c_contiguous else np.array(a, order="C")
 
 
-_CONVERT_ONLY = ("cast", "quant", "stringify_meta", "drop_meta", "drop_sections")
+class ConvertReport(namedtuple("ConvertReport", "index name in_dtype out_dtype action reason "
+                                               "nvalues beyond nonfinite range max_abs rmse")):
+    """What a conversion did with one output tensor, as the library reported it while
+    converting (``tbx_convert_report``; never read back from the output).
+
+    ``index`` (its index in the input; in the output for a Hugging Face directory to GGUF,
+    whose tensors are llama.cpp's), ``name`` (the output's), ``in_dtype`` and ``out_dtype``
+    (dtype names),
+    ``action`` ("kept", "cast", "quantized", "fallback", "dequantized" or "requantized"),
+    ``reason`` (why: "requested type", "1-D, not 2-D", "already q8_0", ...; "" when nothing
+    was asked of the tensor), ``nvalues`` (values decoded and re-encoded; 0 when written as
+    it was), ``beyond`` (finite values beyond the largest magnitude ``out_dtype`` represents,
+    ``range``), ``nonfinite`` (finite values that came out Inf or NaN), ``max_abs`` (the
+    largest finite |value| among them) and ``rmse`` (for a tensor quantized to one of MCF's
+    families: the root mean square difference between its decoded payload and its finite
+    input values, what ``tbx convert -v`` prints; None for every other tensor)."""
+    __slots__ = ()
+
+    @property
+    def warning(self):
+        """The warning about this tensor's values (the text ``tbx convert`` prints after
+        "warning: "), or None when its values were kept as well as the type allows."""
+        if not self.beyond and not self.nonfinite:
+            return None
+        s = f'tensor "{self.name}" ({self.in_dtype} -> {self.out_dtype}):'
+        if self.beyond:
+            one = self.beyond == 1
+            s += (" %d finite value%s beyond %s's range (+-%g: no finite f16 scale reaches %s; "
+                  "the largest is %g)%s" % (self.beyond, "" if one else "s", self.out_dtype,
+                                            self.range, "it" if one else "them", self.max_abs,
+                                            ";" if self.nonfinite else ""))
+        if self.nonfinite:
+            s += " %d finite value%s came out as Inf or NaN" % (
+                self.nonfinite, "" if self.nonfinite == 1 else "s")
+        return s
+
+    def describe(self) -> str:
+        """One line as ``tbx convert -v`` prints it (after "tbx: "):
+        ``NAME: OUT_DTYPE ACTION[ from IN_DTYPE][: REASON]``."""
+        s = f"{self.name}: {self.out_dtype} {self.action}"
+        if self.in_dtype != self.out_dtype:
+            s += f" from {self.in_dtype}"
+        if self.reason:
+            s += f": {self.reason}"
+        return s
+
+
+class ConversionWarning(UserWarning):
+    """A converted tensor whose values its output type could not keep: finite values beyond
+    the type's range (no finite f16 scale reaches them: they get what the reference quantizer
+    gives them) or finite values that came out Inf or NaN (a quantization, or a cast beyond
+    f16's range). The message names the tensor as ``tbx convert`` does; ``.report`` is its
+    :class:`ConvertReport`. ``strict=True`` makes such a tensor an error (:class:`LossyError`)
+    instead."""
+
+    def __init__(self, message, report=None):
+        super().__init__(message)
+        self.report = report
+
+
+def _convert(src, dst, **opts):
+    """_tb.convert, its reports as ConvertReport, their warnings as ConversionWarning pointing
+    at the caller of convert() / save_file() (the only callers)."""
+    reports = [ConvertReport(*t) for t in _tb.convert(src, dst, **opts)]
+    for r in reports:
+        text = r.warning
+        if text is not None:
+            # 1 here, 2 convert/save_file, 3 their caller
+            warnings.warn(ConversionWarning(text, r), stacklevel=3)
+    return reports
+
+
+def _clip(quant_clip):
+    """quant_clip as the (min, max) tuple the extension takes (it refuses anything else)."""
+    if quant_clip is None or isinstance(quant_clip, (str, bytes)):
+        return quant_clip
+    try:
+        return tuple(quant_clip)
+    except TypeError:
+        return quant_clip
+
+
+def _meta_map(meta):
+    """``meta={key: value}`` of convert() as the tagged map the extension takes (None: none)."""
+    if meta is None:
+        return None
+    if not isinstance(meta, dict):
+        raise TypeError(f"tensorbox: meta must be a dict, not {type(meta).__name__}")
+    for k in meta:
+        if not isinstance(k, str):
+            raise TypeError(f"tensorbox: meta keys must be str, not {type(k).__name__} ({k!r})")
+    return ("map", [(k, _tag(v)) for k, v in meta.items()]) if meta else None
 
 
 def save_file(tensors, path, metadata=None, format=None, *, force=False, alignment=0,
               compress=0, digest=None, format_version=0, threads=0, cast=None, quant=None,
-              stringify_meta=False, drop_meta=False, drop_sections=False, sync=True):
+              stringify_meta=False, drop_meta=False, drop_sections=False, sync=True,
+              dequantize=False, requantize=False, strict=False, quant_method=None,
+              quant_clip=None):
     """Writes ``{name: array}`` to `path` (numpy arrays, or torch tensors).
 
     The format comes from `format` ("safetensors", "gguf", "ztensor", "oinf", ...) or the
     extension. The options are those of ``tbx convert``: ``force`` (replace an existing file),
     ``alignment``, ``compress`` (zstd level), ``digest`` ("sha256"/"crc32c"),
     ``format_version``, ``threads``, and the explicitly lossy ``cast`` (dtype name), ``quant``
-    (ggml type, e.g. "q4_k"), ``stringify_meta``, ``drop_meta``, ``drop_sections``.
+    (ggml type, e.g. "q4_k"; for an MCF output one of q8 q4 k6 k4 k3 k2 int8 int4, with
+    ``quant_method`` "best" or "mantle" and ``quant_clip=(min, max)``), ``stringify_meta``,
+    ``drop_meta``, ``drop_sections``, and ``strict`` (a tensor whose values its type cannot
+    keep raises :class:`LossyError` instead of a :class:`ConversionWarning`). ``dequantize`` and
+    ``requantize`` are accepted as by :func:`convert`; arrays are never quantized, so they have
+    nothing to do here (``requantize`` without ``quant`` is refused all the same).
     Metadata values keep their Python types (int -> i64, float -> f64, numpy scalars their own
     type, 1-D numpy arrays typed arrays). The file is written to a temporary file and renamed
     into place: it appears complete or not at all. ``sync=False`` skips the fsync before the
     rename (``tbx convert --no-sync``): faster, but a crash may leave the file partly written.
     """
     path = os.fspath(path)
-    # the file can be written (its directory exists, force for an existing one) before the
-    # tensors are gathered and copied
-    _tb.check_output(path, format=format, force=force)
+    lossy = dict(cast=cast, quant=quant, stringify_meta=stringify_meta, drop_meta=drop_meta,
+                 drop_sections=drop_sections)
+    more = dict(dequantize=dequantize, requantize=requantize, strict=strict,
+                quant_method=quant_method, quant_clip=_clip(quant_clip))
+    # the file can be written (its directory exists, force for an existing one) and the options
+    # go together, before the tensors are gathered and copied
+    _tb.check_output(path, format=format, force=force, **lossy, **more)
     items = [_tensor_item(str(k), v) for k, v in tensors.items()]
     meta = [(str(k), _tag(v)) for k, v in (metadata or {}).items()]
     opts = dict(format=format, force=force, alignment=alignment, compress=compress,
                 digest=digest, format_version=format_version, threads=threads, sync=sync)
-    lossy = dict(cast=cast, quant=quant, stringify_meta=stringify_meta, drop_meta=drop_meta,
-                 drop_sections=drop_sections)
     if not any(lossy.values()):
+        # nothing converts a value: the arrays are written as they are
         _tb.write(path, items, meta, **opts)
         return
     # Casting and quantizing are steps of tbx_convert: write the tensors as they are to a
@@ -669,7 +773,7 @@ def save_file(tensors, path, metadata=None, format=None, *, force=False, alignme
     tmp = os.path.join(d, f".{os.path.basename(path)}.tbx-py-{os.getpid()}-{threading.get_ident()}.zt")
     try:
         _tb.write(tmp, items, meta, format="ztensor", force=True, sync=False)  # scratch
-        _tb.convert(tmp, path, **opts, **lossy)
+        _convert(tmp, path, **opts, **lossy, **more)
     finally:
         try:
             os.unlink(tmp)
@@ -679,14 +783,33 @@ def save_file(tensors, path, metadata=None, format=None, *, force=False, alignme
 
 def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, digest=None,
             format_version=0, threads=0, cast=None, quant=None, stringify_meta=False,
-            drop_meta=False, drop_sections=False, sync=True, drop_unreadable=False):
-    """Converts a file to another format (``tbx convert``); same options as save_file.
+            drop_meta=False, drop_sections=False, sync=True, drop_unreadable=False,
+            dequantize=False, requantize=False, strict=False, quant_method=None,
+            quant_clip=None, meta=None):
+    """Converts a file to another format (``tbx convert``) and returns what became of each
+    tensor: a list of :class:`ConvertReport`, one per output tensor in order.
+
+    Same options as save_file, plus those of ``tbx convert``: ``dequantize`` (every quantized
+    tensor written dequantized, as f32 or the ``cast`` dtype, GGUF -> GGUF too),
+    ``requantize`` (with ``quant``: a tensor quantized to another type is decoded and quantized
+    again; without it such a tensor raises LossyError), ``strict`` (a tensor whose values its
+    type cannot keep raises LossyError instead of a :class:`ConversionWarning`),
+    ``quant_method``/``quant_clip`` (MCF quantization), ``meta={key: value}`` (metadata set on
+    the output, replacing the input's entry of that key; typed as ``--meta KEY:TYPE=VALUE``:
+    int -> i64, float -> f64, str, bool, numpy scalars their own type, lists, dicts and numpy
+    arrays as in save_file) and ``drop_unreadable`` (tensors the input lists but cannot read,
+    which ``info()`` marks ``"unreadable"``, are left out instead of raising FormatError).
     Lossless unless a lossy option is given: what the target cannot store raises LossyError or
-    UnsupportedError naming it. A tensor the input lists but cannot read (``info()`` marks it
-    ``"unreadable"``) raises FormatError naming it, unless ``drop_unreadable=True`` leaves such
-    tensors out (``tbx convert --drop-unreadable``)."""
-    _tb.convert(os.fspath(src), os.fspath(dst), format=format, force=force, alignment=alignment,
-                compress=compress, digest=digest, format_version=format_version,
-                threads=threads, cast=cast, quant=quant, stringify_meta=stringify_meta,
-                drop_meta=drop_meta, drop_sections=drop_sections, sync=sync,
-                drop_unreadable=drop_unreadable)
+    UnsupportedError naming it. Options that do not go together (``requantize`` without
+    ``quant``, ``quant_method`` or ``quant_clip`` without an MCF ``quant``) raise
+    InvalidArgumentError before any work. Values beyond a type's range, or made Inf/NaN,
+    are reported as :class:`ConversionWarning` (``warnings.warn``) naming the tensor, as ``tbx
+    convert`` prints them."""
+    return _convert(os.fspath(src), os.fspath(dst), format=format, force=force,
+                    alignment=alignment, compress=compress, digest=digest,
+                    format_version=format_version, threads=threads, cast=cast, quant=quant,
+                    stringify_meta=stringify_meta, drop_meta=drop_meta,
+                    drop_sections=drop_sections, sync=sync, drop_unreadable=drop_unreadable,
+                    dequantize=dequantize, requantize=requantize, strict=strict,
+                    quant_method=quant_method, quant_clip=_clip(quant_clip),
+                    meta=_meta_map(meta))

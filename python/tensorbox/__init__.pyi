@@ -77,15 +77,45 @@ def info(path: _Path, types: bool = False) -> dict[str, Any]: ...
 def validate(path: _Path, ggml: bool = False, threads: int = 0) -> list[Problem]: ...
 def formats() -> list[tuple[str, str, str, bool]]: ...
 def check_input(obj: Any) -> None: ...
+class ConvertReport(NamedTuple):
+    """What a conversion did with one output tensor (tbx_convert_report)."""
+    index: int           # its index in the input (Hugging Face -> GGUF: in the output)
+    name: str
+    in_dtype: str        # dtype names: "f32", "q4_1", "mcf_k4", ...
+    out_dtype: str
+    action: Literal["kept", "cast", "quantized", "fallback", "dequantized", "requantized"]
+    reason: str          # why ("requested type", "1-D, not 2-D", "already q8_0", ...; "" when none)
+    nvalues: int         # values decoded and re-encoded (0: written as it was)
+    beyond: int          # finite values beyond `range`, the largest magnitude out_dtype holds
+    nonfinite: int       # finite values that came out Inf or NaN
+    range: float         # inf: no bound
+    max_abs: float       # the largest finite |value| among the nvalues
+    rmse: Optional[float]  # quantized to an MCF family: RMSE of its decoded payload; else None
+    @property
+    def warning(self) -> Optional[str]: ...
+    def describe(self) -> str: ...
+
+class ConversionWarning(UserWarning):
+    report: Optional[ConvertReport]
+    def __init__(self, message: str, report: Optional[ConvertReport] = ...) -> None: ...
+
+_QuantMethod = Literal["best", "mantle"]
+
 def save_file(tensors: Mapping[str, Any], path: _Path, metadata: Optional[Mapping[str, Any]] = None,
               format: Optional[str] = None, *, force: bool = False, alignment: int = 0,
               compress: int = 0, digest: Optional[str] = None, format_version: int = 0,
               threads: int = 0, cast: Optional[str] = None, quant: Optional[str] = None,
               stringify_meta: bool = False, drop_meta: bool = False,
-              drop_sections: bool = False, sync: bool = True) -> None: ...
+              drop_sections: bool = False, sync: bool = True, dequantize: bool = False,
+              requantize: bool = False, strict: bool = False,
+              quant_method: Optional[_QuantMethod] = None,
+              quant_clip: Optional[tuple[float, float]] = None) -> None: ...
 def convert(src: _Path, dst: _Path, format: Optional[str] = None, *, force: bool = False,
             alignment: int = 0, compress: int = 0, digest: Optional[str] = None,
             format_version: int = 0, threads: int = 0, cast: Optional[str] = None,
             quant: Optional[str] = None, stringify_meta: bool = False, drop_meta: bool = False,
             drop_sections: bool = False, sync: bool = True,
-            drop_unreadable: bool = False) -> None: ...
+            drop_unreadable: bool = False, dequantize: bool = False, requantize: bool = False,
+            strict: bool = False, quant_method: Optional[_QuantMethod] = None,
+            quant_clip: Optional[tuple[float, float]] = None,
+            meta: Optional[Mapping[str, Any]] = None) -> list[ConvertReport]: ...
