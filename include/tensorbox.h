@@ -2,7 +2,9 @@
  * tensorbox.h - the public C API of libtensorbox.
  *
  * tensorbox reads, writes, validates, inspects and converts the container files that
- * machine-learning weights travel in (safetensors, GGUF, zTensor, OINF).
+ * machine-learning weights travel in. Which formats this build has, and what each can do, is
+ * asked at run time, never listed here: tbx_format_count / tbx_format_at / tbx_format_caps_get
+ * (their values are the tbx_format enum below).
  *
  * Model of a file
  * ---------------

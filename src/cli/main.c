@@ -44,7 +44,12 @@ static void print_main_help(FILE *fp) {
             "usage: tbx COMMAND [ARGUMENTS] [OPTIONS]\n"
             "\n"
             "Inspect, validate, extract and convert machine-learning weight files\n"
-            "(safetensors, GGUF, zTensor, OINF).\n"
+            "(");
+    /* the formats this library has a driver for, from its registry */
+    for (size_t i = 0, n = tbx_format_count(); i < n; i++)
+        fprintf(fp, "%s%s", i ? ", " : "", tbx_format_name(tbx_format_at(i)));
+    fprintf(fp,
+            ").\n"
             "\n"
             "commands:\n");
     for (int i = 0; commands[i]; i++)

@@ -560,3 +560,24 @@ def test_demo_does_not_build_llama_cpp(tbx, tmp_path):
     b = subprocess.run(["bash", str(REPO / "scripts" / "bootstrap.sh"), "--bogus"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
     assert b.returncode == 2 and "--system-only" in b.stderr, b.stderr
+
+
+def test_main_help_names_every_format_a_file_can_be(tbx, tmp_path):
+    """`tbx --help` names the formats from the registry (it said "safetensors, GGUF, zTensor,
+    OINF" long after MCF and EMBD came): every format a real file of the test data is detected
+    as appears in it."""
+    src = REPO / "examples" / "tiny-mlp.safetensors"
+    files = [src, REPO / "tests" / "data" / "mcf" / "files" / "plain_dtypes.mcf",
+             REPO / "tests" / "data" / "embd" / "tiny-legacy.bin"]
+    for sfx, extra in ((".gguf", ()), (".zt", ()), (".oinf", ("--drop-meta",)), (".weights", ())):
+        out = tmp_path / ("m" + sfx)
+        inp = REPO / "examples" / "tiny-embedder" if sfx == ".weights" else src
+        r = run(tbx, "convert", inp, out, *extra)
+        assert r.rc == 0, r.describe()
+        files.append(out)
+    names = {info_json(tbx, f)["format"] for f in files}
+    assert len(names) == 7, names
+    r = run(tbx, "--help")
+    assert r.rc == 0
+    listed = r.out.decode().split("weight files\n(", 1)[1].split(").", 1)[0]
+    assert names <= {n.strip() for n in listed.split(",")}, (names, listed)
