@@ -285,10 +285,10 @@ def llama_cpp_vocab_names() -> tuple[set[str], set[str]]:
 
 
 def tbx_written_names(key: str) -> set[str]:
-    """Every value src/formats/gguf_hf.c can write under `key`, read from its source: the
+    """Every value src/models/hf_gguf.c can write under `key`, read from its source: the
     arguments of each put_str of the key, resolved through its #defines, the BPE_PRE table and
     the returns of bpe_pre_name. An argument it cannot resolve fails the test."""
-    src = (REPO / "src" / "formats" / "gguf_hf.c").read_text()
+    src = (REPO / "src" / "models" / "hf_gguf.c").read_text()
     macros = dict(re.findall(r'#define\s+(\w+)\s+"([^"]*)"', src))
     t0 = src.index("BPE_PRE[] = {")
     table = re.findall(r'"([^"]*)"\}', src[t0:src.index("};", t0)])
@@ -307,7 +307,7 @@ def tbx_written_names(key: str) -> set[str]:
         return out
 
     puts = re.findall(r'put_str\(h,\s*"%s",\s*(.+?)\)\)' % re.escape(key), src, re.S)
-    assert puts, f"gguf_hf.c writes no {key}?"
+    assert puts, f"hf_gguf.c writes no {key}?"
     names = set()
     for expr in puts:
         names |= resolve(expr)

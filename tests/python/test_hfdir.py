@@ -490,7 +490,7 @@ def test_side_file_over_64_mib_is_kept(tbx, tbx_asan, minilm_dir, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
-# tokenizer.json is read without a tree (src/formats/hf_tokenizer.c, shared by the GGUF and the
+# tokenizer.json is read without a tree (src/models/hf_tokenizer.c, shared by the GGUF and the
 # EMBD converters): hostile files get one exact error from both, a big vocabulary stays within
 # the memory bound
 # ------------------------------------------------------------------------------------------

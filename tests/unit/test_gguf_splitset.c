@@ -1,5 +1,5 @@
 /* test_gguf_splitset.c - a GGUF split set written by tbx_gguf_split opens as one model through
- * tbx_open_path on its first shard (src/formats/gguf.c, docs/formats/gguf.md "Split sets"). */
+ * tbx_open_path on its first shard (src/formats/gguf/gguf.c, docs/formats/gguf.md "Split sets"). */
 #define _GNU_SOURCE
 #include "tbx_test.h"
 #include "tensorbox.h"

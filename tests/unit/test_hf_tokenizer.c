@@ -1,5 +1,5 @@
 /*
- * test_hf_tokenizer.c - the tokenizer.json reader (src/formats/hf_tokenizer.c) that the
+ * test_hf_tokenizer.c - the tokenizer.json reader (src/models/hf_tokenizer.c) that the
  * Hugging Face -> GGUF conversion and the EMBD writer share.
  *
  * A small tokenizer.json written here (escaped and raw non-ASCII keys, both forms of merges,

@@ -1,5 +1,5 @@
 /* test_hfdir.c - a Hugging Face model directory / sharded safetensors set opened as one file
- * (src/formats/safetensors_set.c, docs/formats/safetensors.md "Directories and sharded sets"):
+ * (src/formats/safetensors/safetensors_set.c, docs/formats/safetensors.md "Directories and sharded sets"):
  * the model, the sections, the parts, every allocation failure handled without a leak, and a
  * few hostile indexes (the full table is tests/python/test_hfdir.py). */
 #define _GNU_SOURCE

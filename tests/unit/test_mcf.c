@@ -4,7 +4,7 @@
  * the q/k families in any element range (rows longer than the decoder's chunk, ranges starting
  * mid-row) against the scalar reference applied to the stored bytes, and a malformed-file table
  * (truncation at every offset, header and index fields, QuantInfo, overflow) with the exact
- * (code, field, offset) each must produce, derived from the layout (src/formats/mcf.c).
+ * (code, field, offset) each must produce, derived from the layout (src/formats/mcf/mcf.c).
  * mantle's own files are checked in tests/python/test_mcf_interop.py.
  */
 #include "tbx_test.h"

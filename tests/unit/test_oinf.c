@@ -1,5 +1,5 @@
 /*
- * test_oinf.c - unit tests of the OINF driver (src/formats/oinf.c, oinf_write.c).
+ * test_oinf.c - unit tests of the OINF driver (src/formats/oinf/oinf.c, oinf_write.c).
  *
  * Files are built here byte by byte from the layout in docs/formats/oinf.md (an independent
  * builder, `build()`, that lays files out the way the reference encoder does), then:

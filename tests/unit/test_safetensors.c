@@ -1,5 +1,5 @@
 /*
- * test_safetensors.c - unit tests of the safetensors driver (src/formats/safetensors.c).
+ * test_safetensors.c - unit tests of the safetensors driver (src/formats/safetensors/safetensors.c).
  *
  * - every safetensors dtype name maps to its tbx dtype and size;
  * - files the reference accepts open (padding, unknown entry fields, zero-size tensors, ...);

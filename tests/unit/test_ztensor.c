@@ -205,12 +205,12 @@ static tbx_status validate_mem(const uint8_t *p, size_t n, probs *pr) {
     return st;
 }
 
-/* The driver must be registered (src/core/registry.c) for everything below. */
+/* The driver must be registered (src/formats/registry.c) for everything below. */
 TBX_TEST(driver_registered) {
     uint8_t head[64] = "ZTEN1000";
     tbx_format fmt = tbx_detect_format(head, sizeof head, 4096);
     if (fmt != TBX_FORMAT_ZTENSOR)
-        fprintf(stderr, "tbx_driver_ztensor is not registered in src/core/registry.c: most "
+        fprintf(stderr, "tbx_driver_ztensor is not registered in src/formats/registry.c: most "
                         "tests below fail for that reason\n");
     CHECK_EQ(fmt, TBX_FORMAT_ZTENSOR);
     CHECK_EQ(tbx_format_from_path("model.zt"), TBX_FORMAT_ZTENSOR);
