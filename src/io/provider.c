@@ -38,7 +38,6 @@ const char *tbx_provider_name_ok(const char *name) {
     if (name[0] == '/') return "is an absolute path";
     size_t n = strlen(name);
     if (n > NAME_MAX_BYTES) return "is longer than 4095 bytes";
-    if (memchr(name, '\\', n)) return "holds a '\\'";
     for (const char *c = name; *c;) {
         const char *e = strchr(c, '/');
         size_t k = e ? (size_t)(e - c) : strlen(c);
@@ -202,7 +201,7 @@ static tbx_status local_list(const tbx_provider *p, const char *dir, size_t max,
     while ((de = readdir(d)) != NULL) {
         const char *nm = de->d_name;
         if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
-        if (tbx_provider_name_ok(nm)) continue; /* a name no member can have ('\\') */
+        if (tbx_provider_name_ok(nm)) continue; /* a name no member can have (none locally) */
         if (!tbx_grow(al, (void **)&out->names, &out->cap, out->n + 1, sizeof *out->names)) {
             st = tbx_err_nomem(err, "directory list");
             break;

@@ -13,11 +13,12 @@
  * Names. The path given to the open names either the set's directory itself (is_dir, entry
  * NULL) or a file in it (entry: its base name). Every other name a driver hands to the
  * provider is relative to that directory: one or more plain components joined by '/' (a side
- * file at depth 1: "1_Pooling/config.json"), none of them empty, "." or "..", none holding '\\'
- * or NUL, none longer than 255 bytes, the whole at most 4095 bytes, never starting with '/'.
- * Any other name is refused with TBX_E_INVALID_ARG (tbx_provider_name_ok says why): a set can
- * never reach outside its directory. A driver that reads names from a file (an index) checks
- * them first with its own message; the provider's check is the last word.
+ * file at depth 1: "1_Pooling/config.json"), none of them empty, "." or "..", none longer than
+ * 255 bytes, the whole at most 4095 bytes, never starting with '/'. Any other name is refused
+ * with TBX_E_INVALID_ARG (tbx_provider_name_ok says why): a set can never reach outside its
+ * directory. A '\\' is an ordinary byte of a name here (it is one in a POSIX file name, and a
+ * remote provider encodes names in its own addresses); a driver that reads names from a file
+ * refuses more with its own message (a Hugging Face index: no '\\', a plain file name).
  *
  * Errors. TBX_E_NOMEM is always an allocation failure and never stands for a missing file;
  * a missing name is TBX_ENTRY_MISSING (tbx_provider_kind) or the open's TBX_E_IO naming it.
