@@ -6,9 +6,9 @@
  * symbolic links (a link to a shard counts as the shard, a dangling one as missing), opendir
  * lists a directory without "." and "..", and the sources are opened by tbx_source_open_path,
  * which refuses FIFOs (without waiting for a writer), sockets and directories. The strings it
- * keeps (the path, its directory, the prefix of members) are made once at creation; every
- * lookup joins prefix + name in a buffer of the handle's allocator, so an allocation failure
- * is TBX_E_NOMEM and never a missing file.
+ * keeps (the path, its directory, the prefix of members) are made once at creation; a lookup
+ * joins prefix + name on the stack, or in a buffer of the handle's allocator when the path is
+ * longer than 1 KiB, whose allocation failure is TBX_E_NOMEM and never a missing file.
  */
 #define _GNU_SOURCE
 #define _FILE_OFFSET_BITS 64
@@ -159,14 +159,30 @@ static void local_strfree(const tbx_provider *p, char *s) {
     if (s) tbx_free(&local_of(p)->al, s, strlen(s) + 1);
 }
 
+/* prefix + name in buf (LOCAL_BUF bytes) when it fits, else made with the provider's
+ * allocator (free with local_path_free); NULL on OOM. */
+#define LOCAL_BUF 1024
+static char *local_path(const tbx_provider *p, const char *name, char *buf) {
+    size_t a = strlen(p->prefix), b = strlen(name);
+    if (a + b >= LOCAL_BUF) return local_join(p, name);
+    memcpy(buf, p->prefix, a);
+    memcpy(buf + a, name, b + 1);
+    return buf;
+}
+
+static void local_path_free(const tbx_provider *p, char *s, const char *buf) {
+    if (s != buf) local_strfree(p, s);
+}
+
 static tbx_status local_kind(const tbx_provider *p, const char *name, tbx_entry_kind *kind,
                              uint64_t *size, tbx_error *err) {
-    char *full = local_join(p, name);
+    char buf[LOCAL_BUF];
+    char *full = local_path(p, name, buf);
     if (!full) return tbx_err_nomem(err, "path");
     struct stat sb;
     int r = stat(full, &sb);
     int e = errno;
-    local_strfree(p, full);
+    local_path_free(p, full, buf);
     if (r != 0) {
         *kind = e == ENOENT ? TBX_ENTRY_MISSING : TBX_ENTRY_OTHER;
         return TBX_OK;
@@ -223,7 +239,8 @@ static tbx_status local_list(const tbx_provider *p, const char *dir, size_t max,
 static tbx_status local_open(const tbx_provider *p, const char *name, bool use_mmap,
                              tbx_source *s, tbx_error *err) {
     if (!name) return tbx_source_open_path(s, p->path, use_mmap, err);
-    char *full = local_join(p, name);
+    char buf[LOCAL_BUF];
+    char *full = local_path(p, name, buf);
     if (!full) {
         memset(s, 0, sizeof *s);
         s->fd = -1;
@@ -231,7 +248,7 @@ static tbx_status local_open(const tbx_provider *p, const char *name, bool use_m
         return tbx_err_nomem(err, "path");
     }
     tbx_status st = tbx_source_open_path(s, full, use_mmap, err);
-    local_strfree(p, full);
+    local_path_free(p, full, buf);
     return st;
 }
 

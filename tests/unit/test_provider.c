@@ -892,10 +892,44 @@ static void *fa_realloc(void *ud, void *ptr, size_t old_size, size_t new_size) {
 }
 static const tbx_allocator FAIL_ALLOC = {fa_alloc, fa_realloc, fa_free, NULL};
 
+/* A copy of make_local()'s set at a path of more than 1 KiB (names are joined on the heap). */
+static const char *make_deep(void) {
+    static char deep[2000];
+    if (deep[0]) return deep;
+    char comp[201];
+    memset(comp, 'd', 200);
+    comp[200] = 0;
+    snprintf(deep, sizeof deep, "%s", tmp("deep"));
+    mkdir(deep, 0700);
+    for (int i = 0; i < 5; i++) {
+        size_t n = strlen(deep);
+        snprintf(deep + n, sizeof deep - n, "/%s", comp);
+        if (mkdir(deep, 0700) != 0) abort();
+    }
+    size_t n = strlen(deep);
+    snprintf(deep + n, sizeof deep - n, "/set");
+    mkdir(deep, 0700);
+    const char *files[][2] = {{"model.json", "{}"}, {"dangling.json", NULL},
+                              {"fifo.json", NULL}, {"link.json", NULL}, {"sub", NULL},
+                              {"sub/inner.json", "[1]"}, {"sublink", NULL}, {"we\\ird.json", "{}"}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char p[2300];
+        snprintf(p, sizeof p, "%s/%s", deep, files[i][0]);
+        if (files[i][1]) write_file(p, files[i][1], strlen(files[i][1]));
+        else if (!strcmp(files[i][0], "sub")) mkdir(p, 0700);
+        else if (!strcmp(files[i][0], "fifo.json")) { if (mkfifo(p, 0600) != 0) abort(); }
+        else if (symlink(!strcmp(files[i][0], "link.json") ? "model.json"
+                         : !strcmp(files[i][0], "sublink") ? "sub" : "nowhere.json", p) != 0)
+            abort();
+    }
+    if (strlen(deep) <= 1024) abort();
+    return deep;
+}
+
 /* Every call of the local provider with the Nth allocation failing: TBX_OK or TBX_E_NOMEM,
- * a kind answered is the true one, nothing left allocated. */
-TBX_TEST(local_provider_allocation_failures) {
-    const char *set = make_local();
+ * a kind answered is the true one, nothing left allocated; at a short path and at one of more
+ * than 1 KiB. */
+static void local_calls_under_failures(const char *set) {
     tbx_alloc al;
     tbx_alloc_init(&al, &FAIL_ALLOC);
     uint64_t runs = 0, bad = 0;
@@ -930,7 +964,13 @@ TBX_TEST(local_provider_allocation_failures) {
     }
     CHECK_EQ(bad, 0);
     CHECK(runs >= 6);
-    printf("local provider calls: %llu allocation failures injected\n", (unsigned long long)runs);
+    printf("local provider calls (a path of %zu bytes): %llu allocation failures injected\n",
+           strlen(set), (unsigned long long)runs);
+}
+
+TBX_TEST(local_provider_allocation_failures) {
+    local_calls_under_failures(make_local());
+    local_calls_under_failures(make_deep());
 }
 
 /* Opening a set by path with the Nth allocation failing: the set opens whole (every tensor,

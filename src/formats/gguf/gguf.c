@@ -1108,7 +1108,8 @@ static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_inf
 
     f->extra_src = tbx_calloc(&f->al, n - 1, sizeof *f->extra_src);
     s->shards = tbx_calloc(&f->al, n - 1, sizeof *s->shards);
-    /* one buffer: the sibling's name in the set, then its name as messages show it */
+    /* one buffer: the sibling's name in the set, then its name as messages show it (made only
+     * for a message) */
     size_t name_cap = len + 16, show_cap = tbx_provider_show(prov, entry, NULL, 0) + 16;
     char *name = tbx_malloc(&f->al, name_cap + show_cap), *shown = name ? name + name_cap : NULL;
     tbx_status st = TBX_OK;
@@ -1134,7 +1135,6 @@ static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_inf
         tbx_error e;
         snprintf(name, name_cap, "%.*s-%05" PRIu32 "-of-%05" PRIu32 ".gguf", (int)(len - sl),
                  entry, k, n);
-        tbx_provider_show(prov, name, shown, show_cap);
         tbx_source *xs = &f->extra_src[k - 2];
         if (f->part_names) f->part_names[k - 1] = tbx_provider_show_dup(prov, name, &f->al);
         st = tbx_provider_open(prov, name, use_mmap, xs, &e);
@@ -1143,6 +1143,7 @@ static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_inf
             break;
         }
         if (st != TBX_OK) {
+            tbx_provider_show(prov, name, shown, show_cap);
             st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "split",
                          "split set: shard %" PRIu32 " of %" PRIu32 " '%s' cannot be opened: %s",
                          k, n, shown, e.message);
@@ -1157,6 +1158,7 @@ static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_inf
         ssp.want[1] = (int64_t)n;
         ssp.want[2] = (int64_t)total;
         st = gguf_parse(f, ss, xs, &ssp, &e);
+        if (st != TBX_OK || ss->be != s->be) tbx_provider_show(prov, name, shown, show_cap);
         if (st != TBX_OK) { st = shard_err(err, &e, k, n, shown); break; }
         if (ss->be != s->be)
             st = tbx_err(err, TBX_E_FORMAT, 4, "version",
