@@ -47,6 +47,7 @@ void tbx_close(tbx_file *f) {
     tbx_free(&al, f->extra_src, f->nextra_src * sizeof *f->extra_src);
     if (f->path) tbx_free(&al, f->path, strlen(f->path) + 1);
     tbx_source_close(&f->src);
+    tbx_provider_free(f->prov); /* after its sources */
     tbx_free(&al, f, sizeof *f);
 }
 

@@ -1,13 +1,15 @@
 /*
  * io.h - where a file's bytes come from and go to (src/io/): sources (pread, guarded mappings,
- * memory, read callbacks), the one bounds-checked cursor every driver parses through, and the
- * atomic output (temporary file + rename) with the locks of edited files. Sees core.h and the
- * records of model.h.
+ * memory, read callbacks), the providers that find and open the files of a set by name
+ * (provider.h), the one bounds-checked cursor every driver parses through, and the atomic
+ * output (temporary file + rename) with the locks of edited files. Sees core.h and the records
+ * of model.h. Only this layer looks files up or opens them by name (ctest layers.files).
  */
 #ifndef TBX_IO_H
 #define TBX_IO_H
 
 #include "model.h"
+#include "provider.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Sources (src/io/source.c, src/io/mapguard.c)                                                */
