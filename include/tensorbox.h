@@ -667,6 +667,10 @@ typedef enum tbx_encoding {
     TBX_ENC_ZSTD = 1
 } tbx_encoding;
 
+/* Lower-case name of an encoding ("raw", "zstd"), as `tbx info` prints it; "unknown" for any
+ * other value (an encoding a newer library added). Static storage. */
+TBX_API const char *tbx_encoding_name(tbx_encoding encoding);
+
 typedef struct tbx_tensor_info {
     uint32_t struct_size;   /* set by the caller: sizeof(tbx_tensor_info) (TBX_TENSOR_INFO_INIT) */
     const char *name;       /* NUL-terminated (names cannot contain NUL) */

@@ -988,7 +988,7 @@ static PyObject *components_obj(const tbx_file *f, uint64_t i, const tbx_tensor_
                                     (unsigned long long)ci.offset, "stored_bytes",
                                     (unsigned long long)ci.stored_bytes, "nbytes",
                                     (unsigned long long)ci.nbytes, "encoding",
-                                    ci.encoding == TBX_ENC_ZSTD ? "zstd" : "raw");
+                                    tbx_encoding_name(ci.encoding));
         if (d && ci.digest && set_item(d, "digest", PyUnicode_FromString(ci.digest)) < 0)
             Py_CLEAR(d);
         if (append_new(list, d) < 0) {

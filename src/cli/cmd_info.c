@@ -127,8 +127,8 @@ static void storage_note(const tbx_file *f, uint64_t i, const tbx_tensor_info *t
     for (uint32_t c = 0; c < ti->ncomponents; c++) {
         tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
         if (tbx_component_info_get(f, i, c, &ci) != TBX_OK) continue;
-        if (ci.encoding == TBX_ENC_ZSTD) {
-            snprintf(buf + n, cap - n, "%szstd", n ? ", " : "");
+        if (ci.encoding != TBX_ENC_RAW) {
+            snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", tbx_encoding_name(ci.encoding));
             break;
         }
     }
@@ -415,7 +415,7 @@ static void json_components(json_out *j, const tbx_file *f, uint64_t i,
         json_keyz(j, "nbytes");
         json_u64(j, ci.nbytes);
         json_keyz(j, "encoding");
-        json_stringz(j, ci.encoding == TBX_ENC_ZSTD ? "zstd" : "raw");
+        json_stringz(j, tbx_encoding_name(ci.encoding));
         if (ci.digest) {
             json_keyz(j, "digest");
             json_stringz(j, ci.digest);

@@ -137,6 +137,14 @@ const char *tbx_layout_name(tbx_layout layout) {
     return "unknown";
 }
 
+const char *tbx_encoding_name(tbx_encoding encoding) {
+    switch (encoding) {
+    case TBX_ENC_RAW: return "raw";
+    case TBX_ENC_ZSTD: return "zstd";
+    }
+    return "unknown";
+}
+
 uint32_t tbx_driver_caps(const tbx_driver *d) {
     uint32_t c = d->caps;
     if (d->open) c |= TBX_FCAP_READ;
