@@ -63,7 +63,9 @@ bool tbx_file_fd_range_(const tbx_file *in, uint64_t i, uint64_t pos, uint64_t l
  * tbx_file_new_ allocates a handle with the caller's allocator, limits and options (no source
  * yet); tbx_file_open_done_ ends an open whose driver returned `st`: a mapped file must still be
  * whole, tensors that share bytes must fit the budget, and an open that failed on a mapped file
- * that shrank reports the shrink; it closes f on failure, else sets *out. */
+ * that shrank reports the shrink, and the version the driver found (f->version) must be one
+ * its row declares readable (TBX_E_BAD_VERSION naming it otherwise); it closes f on failure,
+ * else sets *out. */
 tbx_status tbx_file_new_(tbx_file **out, const tbx_open_options *opt, tbx_error *err);
 tbx_status tbx_file_open_done_(tbx_file *f, tbx_status st, tbx_file **out, tbx_error *err);
 

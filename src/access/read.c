@@ -92,7 +92,18 @@ static bool file_mapped(const tbx_file *f) {
 /* The end of an open by path: the parse read mapped fields checked only against faults
  * (tbx_source_fast_ok), so a mapped file must still be whole now; and an open that failed on a
  * mapped file that shrank failed on its zeros: the shrink is the error. Closes f on failure. */
+/* After the driver's open: the version it found must be one its row declares readable. */
+static tbx_status check_read_version(const tbx_file *f, tbx_error *err) {
+    if (tbx_driver_reads_version(f->drv, f->version)) return TBX_OK;
+    char vs[160];
+    tbx_versions_text(f->drv->read_versions, vs, sizeof vs);
+    return tbx_err(err, TBX_E_BAD_VERSION, TBX_NO_OFFSET, "version",
+                   "%s version %" PRIu32 " cannot be read (this library reads %s)", f->drv->name,
+                   f->version, vs);
+}
+
 tbx_status tbx_file_open_done_(tbx_file *f, tbx_status st, tbx_file **out, tbx_error *err) {
+    if (st == TBX_OK) st = check_read_version(f, err);
     if (st == TBX_OK) {
         if (file_mapped(f)) st = tbx_file_check_sources(f, err);
         if (st == TBX_OK) st = tbx_file_check_shared_data(f, err);

@@ -81,9 +81,13 @@ tbx_status tbx_writer_create_(tbx_writer **out, const tbx_driver *drv, const cha
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "digest",
                        "%s files record no digests (digest \"%s\" asked for)",
                        drv->name, o.digest);
-    if (o.version && (o.version >= 32 || !(drv->write_versions >> o.version & 1u)))
+    if (o.version && !tbx_driver_writes_version(drv, o.version)) {
+        char vs[160];
+        tbx_versions_text(drv->write_versions, vs, sizeof vs);
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "version",
-                       "%s version %u cannot be written", drv->name, o.version);
+                       "%s version %u cannot be written (this library writes %s)", drv->name,
+                       o.version, vs);
+    }
     tbx_alloc al;
     tbx_alloc_init(&al, o.allocator);
     tbx_writer *w = tbx_malloc(&al, sizeof *w);
@@ -93,6 +97,9 @@ tbx_status tbx_writer_create_(tbx_writer **out, const tbx_driver *drv, const cha
     w->opt = o;
     w->opt.allocator = NULL; /* copied into w->al */
     w->opt.digest = NULL;    /* the caller's string may not outlive the writer: keep a copy below */
+    /* the version to write, checked above against the row: drivers read it from here and
+     * check nothing themselves */
+    w->opt.version = o.version ? o.version : drv->write_version;
     w->format = drv->format;
     w->known = known;
     w->drv = drv;

@@ -486,5 +486,15 @@ static inline bool tbx_driver_meta_ok(const tbx_driver *d, tbx_value_type t) {
 }
 /* tbx_format_caps.flags of a driver (declared bits plus those its hooks imply; model.c). */
 uint32_t tbx_driver_caps(const tbx_driver *d);
+/* Does the row declare version v readable (read_versions) / writable (write_versions)? The
+ * core holds every file and writer to the row: tbx_file_open_done_ refuses a file whose
+ * f->version the row does not declare readable (TBX_E_BAD_VERSION), tbx_writer_create_ a
+ * version the row does not declare writable (TBX_E_UNSUPPORTED) and gives the writer its
+ * version resolved (w->opt.version, never 0 for "default"); drivers check no version list of
+ * their own (a reader still stops at a version field it cannot parse, naming its offset). */
+bool tbx_driver_reads_version(const tbx_driver *d, uint32_t v);
+bool tbx_driver_writes_version(const tbx_driver *d, uint32_t v);
+/* A version mask as text ("1, 2, 3"; "0 (unversioned)"; "none") into buf; returns its length. */
+size_t tbx_versions_text(uint32_t mask, char *buf, size_t cap);
 
 #endif /* TBX_MODEL_H */

@@ -6,6 +6,9 @@
  */
 #include "model.h"
 
+#include <inttypes.h>
+#include <stdio.h>
+
 tbx_format tbx_file_format(const tbx_file *f) { return f ? f->format : TBX_FORMAT_UNKNOWN; }
 uint32_t tbx_file_version(const tbx_file *f) { return f ? f->version : 0; }
 uint64_t tbx_file_size(const tbx_file *f) { return f ? f->src.size : 0; }
@@ -143,6 +146,28 @@ const char *tbx_encoding_name(tbx_encoding encoding) {
     case TBX_ENC_ZSTD: return "zstd";
     }
     return "unknown";
+}
+
+size_t tbx_versions_text(uint32_t mask, char *buf, size_t cap) {
+    size_t n = 0;
+    if (cap) buf[0] = 0;
+    for (uint32_t v = 0; v < 32; v++) {
+        if (!(mask >> v & 1u)) continue;
+        int k = snprintf(buf + n, cap - n, "%s%" PRIu32 "%s", n ? ", " : "", v,
+                         v == 0 ? " (unversioned)" : "");
+        if (k < 0 || (size_t)k >= cap - n) break;
+        n += (size_t)k;
+    }
+    if (n == 0 && cap) n = (size_t)snprintf(buf, cap, "none");
+    return n < cap ? n : cap ? cap - 1 : 0;
+}
+
+bool tbx_driver_reads_version(const tbx_driver *d, uint32_t v) {
+    return v < 32 && (d->read_versions >> v & 1u);
+}
+
+bool tbx_driver_writes_version(const tbx_driver *d, uint32_t v) {
+    return v < 32 && (d->write_versions >> v & 1u);
 }
 
 uint32_t tbx_driver_caps(const tbx_driver *d) {

@@ -409,13 +409,8 @@ static tbx_status elw_vocab(tbx_writer *w, em_vocab *v, bool *has, tbx_error *er
 }
 
 tbx_status eml_w_layout(tbx_writer *w, tbx_error *err) {
-    if (w->opt.alignment > 1 || w->opt.compress_level != 0 ||
-        (w->opt.digest && strcmp(w->opt.digest, "none") != 0) || w->opt.version > 1)
-        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "options",
-                       "the legacy EMBD layout (version 1) has no alignment, compression or "
-                       "digests (alignment %" PRIu32 ", level %d, digest %s, version %" PRIu32 ")",
-                       w->opt.alignment, w->opt.compress_level,
-                       w->opt.digest ? w->opt.digest : "none", w->opt.version);
+    /* alignment, compression, digests and versions other than 1: refused at the writer's
+     * open from the row (no TBX_FCAP_ALIGNMENT / _COMPRESSION / _DIGESTS, write_versions 1) */
     elw_state *s = tbx_calloc(&w->al, 1, sizeof *s);
     if (!s) return tbx_err_nomem(err, "EMBD legacy writer state");
     s->tag = ELW_STATE_TAG;

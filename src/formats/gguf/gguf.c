@@ -1461,13 +1461,6 @@ static int gv_of(tbx_value_type t) {
     }
 }
 
-static tbx_status w_version(const tbx_writer *w, tbx_error *err) {
-    uint32_t v = w->opt.version;
-    if (v == 0 || v == 2 || v == 3) return TBX_OK;
-    return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "version",
-                   "tensorbox writes GGUF version 3 (or 2), not %" PRIu32, v);
-}
-
 /* GGUF element type of an array value (checked by w_check_value first). */
 static tbx_value_type arr_elem(const tbx_value *v) {
     if (v->elem != TBX_V_NULL || v->v.a.packed || v->v.a.soff || v->v.a.n == 0) return v->elem;
@@ -1519,8 +1512,7 @@ static tbx_status gguf_w_check_meta(tbx_writer *w, const char *key, size_t key_l
                                  const tbx_value *v, tbx_error *err) {
     char q[96];
     tbx_quote_bytes(q, sizeof q, key, key_len, 64);
-    tbx_status st = w_version(w, err);
-    if (st != TBX_OK) return st;
+    tbx_status st;
     if (key_len == 0)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "metadata.key",
                        "GGUF metadata keys cannot be empty");
@@ -1544,10 +1536,9 @@ static tbx_status gguf_w_check_meta(tbx_writer *w, const char *key, size_t key_l
 }
 
 static tbx_status gguf_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
+    (void)w;
     char q[96];
     tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
-    tbx_status st = w_version(w, err);
-    if (st != TBX_OK) return st;
     if (!t->has_data)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
                        "tensor \"%s\": GGUF cannot store a tensor without data", q);
@@ -1565,7 +1556,7 @@ static tbx_status gguf_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *
                        "tensor \"%s\": the last dimension %" PRIu64 " is not a multiple of the "
                        "%s block size %" PRIu32, q, ne0, di->name, di->block_size);
     uint64_t nbytes;
-    st = tbx_dtype_info_nbytes_shape(di, t->shape, t->ndim, &nbytes);
+    tbx_status st = tbx_dtype_info_nbytes_shape(di, t->shape, t->ndim, &nbytes);
     if (st != TBX_OK)
         return tbx_err(err, st, TBX_NO_OFFSET, "tensor.shape",
                        "tensor \"%s\": cannot size %s data of this shape", q, di->name);
@@ -1668,8 +1659,7 @@ static void gb_value(gguf_out_buf *b, const tbx_value *v) {
 }
 
 static tbx_status gguf_w_layout(tbx_writer *w, tbx_error *err) {
-    tbx_status st = w_version(w, err);
-    if (st != TBX_OK) return st;
+    tbx_status st;
     uint64_t align = w->opt.alignment ? w->opt.alignment : G_DEFAULT_ALIGNMENT;
     bool have_meta = false;
     for (size_t i = 0; i < w->nmeta; i++) {
@@ -1686,7 +1676,7 @@ static tbx_status gguf_w_layout(tbx_writer *w, tbx_error *err) {
     bool add_meta = !have_meta && align != G_DEFAULT_ALIGNMENT;
     gguf_out_buf b = { &w->al, NULL, 0, 0, false, &w->out, 0, TBX_OK, err };
     gb_put(&b, "GGUF", 4);
-    gb_u32(&b, w->opt.version ? w->opt.version : 3);
+    gb_u32(&b, w->opt.version); /* one the row declares writable (the writer's open checked) */
     gb_u64(&b, w->ntensors);
     gb_u64(&b, w->nmeta + (add_meta ? 1 : 0));
     for (size_t i = 0; i < w->nmeta && !b.oom; i++) {

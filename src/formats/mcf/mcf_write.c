@@ -512,9 +512,6 @@ static int mw_seckey_cmp(const void *a, const void *b) {
 }
 
 tbx_status mcf_w_layout(tbx_writer *w, tbx_error *err) {
-    if (w->opt.version > 1)
-        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "version",
-                       "MCF version %u cannot be written (only 1)", w->opt.version);
     if (w->ntensors > UINT32_MAX)
         return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "tensors", "more than 2^32-1 tensors");
     mw_state *s = tbx_calloc(&w->al, 1, sizeof *s);

@@ -55,16 +55,9 @@ typedef struct ow_state {
     size_t nq, cap_q;
 } ow_state;
 
-/* The version to write, or 0 (with *err filled) when the option asks for an unknown one. */
-static uint32_t ow_version(const tbx_writer *w, tbx_error *err) {
-    uint32_t v = w->opt.version ? w->opt.version : 1;
-    if (v < 1 || v > OI_MAX_VERSION) {
-        tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "version",
-                "OINF version %" PRIu32 " cannot be written (1 or 2)", w->opt.version);
-        return 0;
-    }
-    return v;
-}
+/* The version to write: one the row declares writable (tbx_writer_create_ refused any other
+ * and replaced 0 by the row's default). */
+static uint32_t ow_version(const tbx_writer *w) { return w->opt.version; }
 
 static ow_state *ow_state_get(tbx_writer *w, tbx_error *err) {
     if (w->drv_state) return w->drv_state;
@@ -314,7 +307,7 @@ static tbx_status ow_meta(const tbx_value *v, const char *kq, uint8_t *dst, uint
 
 tbx_status oi_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
                            tbx_error *err) {
-    if (!ow_version(w, err)) return err ? err->code : TBX_E_UNSUPPORTED;
+    (void)w;
     tbx_status st = ow_check_name(key, key_len, "metadata.key", "metadata key", err);
     if (st != TBX_OK) return st;
     char kq[96];
@@ -325,7 +318,7 @@ tbx_status oi_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const
 }
 
 tbx_status oi_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
-    if (!ow_version(w, err)) return err ? err->code : TBX_E_UNSUPPORTED;
+    (void)w;
     tbx_status st = ow_check_name(t->name, t->name_len, "tensor.name", "tensor name", err);
     if (st != TBX_OK) return st;
     if (!oi_w_dtype_ok(t->dtype)) {
@@ -382,8 +375,7 @@ tbx_status tbx_oinf_writer_set_quant(tbx_writer *w, const char *tensor, const tb
     if (st != TBX_OK) return st;
     if (!tensor || !q || (q->scale_count && !q->scales) || (q->zp_count && !q->zero_points))
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant", "NULL argument");
-    uint32_t ver = ow_version(w, err);
-    if (!ver) return err ? err->code : TBX_E_UNSUPPORTED;
+    uint32_t ver = ow_version(w);
     if (ver < 2)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
                        "tensor \"%s\": quantization parameters need OINF version 2 (the writer "
@@ -481,8 +473,7 @@ tbx_status oi_w_check_quant(tbx_writer *w, tbx_wtensor *t, const tbx_quant_info 
                             tbx_error *err) {
     char q[96];
     tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
-    uint32_t ver = ow_version(w, err);
-    if (!ver) return err ? err->code : TBX_E_UNSUPPORTED;
+    uint32_t ver = ow_version(w);
     if (ver < 2)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
                        "tensor \"%s\": quantization parameters need OINF version 2 (the writer "
@@ -998,8 +989,7 @@ static tbx_status ow_lay_write_payloads(const ow_lay *L, tbx_error *err) {
 }
 
 tbx_status oi_w_layout(tbx_writer *w, tbx_error *err) {
-    uint32_t ver = ow_version(w, err);
-    if (!ver) return err ? err->code : TBX_E_UNSUPPORTED;
+    uint32_t ver = ow_version(w);
     if (w->nsections)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "sections",
                        "OINF files cannot store sections (%zu given)", w->nsections);

@@ -158,10 +158,6 @@ static tbx_status wstate(tbx_writer *w, zt_wstate **out, tbx_error *err) {
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "alignment",
                        "zTensor needs 64-byte aligned components; alignment %u is not a power of "
                        "two of at least 64", a);
-    if (w->opt.version > 1)
-        return tbx_err(err, TBX_E_BAD_VERSION, TBX_NO_OFFSET, "version",
-                       "zTensor version %u cannot be written; tensorbox writes v1 (\"1.1.0\")",
-                       w->opt.version);
     zt_wstate *s = tbx_malloc(&w->al, sizeof *s);
     if (!s) return tbx_err_nomem(err, "zTensor writer");
     memset(s, 0, sizeof *s);
