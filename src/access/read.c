@@ -136,7 +136,8 @@ static bool raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
 }
 
 bool tbx_comp_served_raw(const tbx_file *f, const tbx_component *k) {
-    return k->encoding == TBX_ENC_RAW && !(f->drv->read_transforms_raw && f->drv->read_component);
+    (void)f;
+    return k->encoding == TBX_ENC_RAW && !k->xform;
 }
 
 /* Must a read of component c go through the driver's read_component? */
@@ -160,7 +161,7 @@ static tbx_status read_comp_into(tbx_file *f, const tbx_tensor *t, uint32_t c, v
                                  tbx_error *err) {
     const tbx_component *k = &t->comp[c];
     if (via_driver(f, t, c)) return f->drv->read_component(f, t, c, buf, err);
-    if (k->encoding != TBX_ENC_RAW)
+    if (!tbx_comp_served_raw(f, k))
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "component.encoding",
                        "tensor \"%s\": encoded component cannot be read by this driver", t->name);
     if (k->nbytes > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, k->offset, "tensor", "too large");

@@ -84,6 +84,12 @@ typedef struct tbx_component {
     uint64_t stored_bytes;
     uint64_t nbytes;         /* decoded */
     tbx_encoding encoding;
+    /* 1: raw (not encoded) but not the decoded bytes either: the driver's read_component
+     * transforms them (big-endian elements swapped, a Fortran-order array transposed), so they
+     * are never served straight from the source (no maps, range reads or copies of the stored
+     * bytes). A driver setting it must have read_component. Per component: one big-endian
+     * member of an archive routes only itself through the driver. */
+    uint8_t xform;
     char *digest;            /* NULL when none */
 } tbx_component;
 
@@ -190,7 +196,7 @@ tbx_status tbx_file_add_section_in(tbx_file *f, const char *name, uint32_t type,
  * when out of range. Tensor and section bytes are read through it. */
 const tbx_source *tbx_file_source(const tbx_file *f, uint32_t src);
 /* Are component k's decoded bytes its stored bytes, served straight from the source (range
- * reads, maps)? Raw encoding, unless the driver transforms raw bytes (big-endian GGUF). */
+ * reads, maps)? Raw encoding, unless the driver transforms them (k->xform: big-endian GGUF). */
 bool tbx_comp_served_raw(const tbx_file *f, const tbx_component *k);
 /* The amplification budget (tbx_limits.meta_budget_per_byte and _base): every byte a handle
  * holds decoded from its files (metadata, names, shapes, tables) is charged here, before it is
@@ -427,9 +433,6 @@ struct tbx_driver {
      * whole call. Leaving *handled false declines: the core reads the requests as usual. */
     tbx_status (*read_batch)(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t threads,
                              bool *handled, tbx_error *err);
-    /* true: read_component transforms raw components too (big-endian GGUF swaps bytes), so raw
-     * bytes are never served straight from the source (no maps, no range reads). */
-    bool read_transforms_raw;
     /* Optional: decode elements [first, first+count) of tensor i to f32, row-major. The
      * contract: tbx_tensor_read_f32 (index and range already checked, out non-NULL when
      * count > 0) routes here every tensor that is not a single dense component (sparse,

@@ -6,7 +6,11 @@
  *     row is copied with one version less, on a real file of that version;
  *   - versions written: every version of every writable format is accepted at the writer's open
  *     exactly when the row declares it, the refusal names the versions the row has, and the
- *     driver writes the version it was given (0: the row's default), read back from the file.
+ *     driver writes the version it was given (0: the row's default), read back from the file;
+ *   - component bytes a driver transforms (tbx_component.xform: big-endian elements) go through
+ *     its read_component, one component at a time: the others of the same file are served
+ *     straight from the source (read, range-read, mapped), and a transformed one is never
+ *     handed out as stored, even by a driver that forgot its read_component.
  * Files are written under $TMPDIR (default /tmp).
  */
 #include "tbx_test.h"
@@ -145,6 +149,81 @@ TBX_TEST(write_versions_come_from_the_row) {
     }
     /* GGUF 2 and 3 (default), OINF 1 (default) and 2 at least were written and read back */
     CHECK(written >= 4);
+}
+
+/* A driver whose read_component inverts every byte (a stand-in for a byte swap). */
+static int g_xform_calls;
+static tbx_status invert_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                                   tbx_error *err) {
+    const tbx_component *k = &t->comp[c];
+    g_xform_calls++;
+    tbx_status st = tbx_source_read(tbx_file_source(f, k->src), k->offset, buf,
+                                    (size_t)k->nbytes, t->name, err);
+    for (uint64_t i = 0; st == TBX_OK && i < k->nbytes; i++) ((uint8_t *)buf)[i] ^= 0xFF;
+    return st;
+}
+
+/* Two u8 tensors of 16 bytes over `bytes`; the second's component transformed. */
+static tbx_file *two_tensors(const uint8_t *bytes, const tbx_driver *drv) {
+    tbx_file *f = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_file_new_(&f, NULL, &e));
+    if (!f) return NULL;
+    tbx_source_open_memory(&f->src, bytes, 32);
+    f->drv = drv;
+    f->format = TBX_FORMAT_GGUF;
+    static const uint64_t shape[1] = {16};
+    for (int i = 0; i < 2; i++) {
+        tbx_tensor *t = NULL;
+        CHECK_OK(tbx_file_add_tensor(f, i ? "b" : "a", 1, TBX_DT_U8, shape, 1, 1, 0, &t, &e));
+        if (!t) break;
+        tbx_comp_set_raw(t, TBX_DT_U8, 16u * (unsigned)i, 16);
+        t->comp[0].xform = (uint8_t)i;
+    }
+    return f;
+}
+
+TBX_TEST(transformed_components_one_at_a_time) {
+    uint8_t bytes[32];
+    for (int i = 0; i < 32; i++) bytes[i] = (uint8_t)i;
+    tbx_driver drv = {0};
+    drv.format = TBX_FORMAT_GGUF;
+    drv.name = "test";
+    drv.read_versions = 1;
+    drv.read_component = invert_component;
+    tbx_file *f = two_tensors(bytes, &drv);
+    if (!f) return;
+    uint8_t buf[16];
+    tbx_error e;
+    g_xform_calls = 0;
+    CHECK_OK(tbx_tensor_read(f, 0, buf, sizeof buf, NULL, &e)); /* as stored */
+    CHECK(memcmp(buf, bytes, 16) == 0);
+    CHECK_EQ(g_xform_calls, 0);
+    CHECK_OK(tbx_tensor_read(f, 1, buf, sizeof buf, NULL, &e)); /* through the driver */
+    for (int i = 0; i < 16; i++) CHECK_EQ(buf[i], (uint8_t)(16 + i) ^ 0xFF);
+    CHECK_EQ(g_xform_calls, 1);
+    const void *p = NULL;
+    size_t len = 0;
+    CHECK_OK(tbx_tensor_map(f, 0, &p, &len, &e)); /* the stored bytes are the values: mapped */
+    CHECK(p == bytes && len == 16);
+    CHECK_EQ(tbx_tensor_map(f, 1, &p, &len, &e), TBX_E_UNSUPPORTED);
+    CHECK_OK(tbx_tensor_read_range(f, 0, 4, buf, 4, &e));
+    CHECK(memcmp(buf, bytes + 4, 4) == 0);
+    CHECK_EQ(tbx_tensor_read_range(f, 1, 4, buf, 4, &e), TBX_E_UNSUPPORTED);
+    float v[16];
+    CHECK_OK(tbx_tensor_read_f32(f, 1, 0, 16, v, &e)); /* decoding reads the values */
+    CHECK(v[0] == (float)(16 ^ 0xFF) && v[15] == (float)(31 ^ 0xFF));
+    tbx_close(f);
+
+    /* a driver without read_component: the transformed bytes are refused, never served raw */
+    drv.read_component = NULL;
+    f = two_tensors(bytes, &drv);
+    if (!f) return;
+    CHECK_OK(tbx_tensor_read(f, 0, buf, sizeof buf, NULL, &e));
+    memset(&e, 0, sizeof e);
+    CHECK_EQ(tbx_tensor_read(f, 1, buf, sizeof buf, NULL, &e), TBX_E_UNSUPPORTED);
+    CHECK_STR(e.field, "component.encoding");
+    tbx_close(f);
 }
 
 TBX_TEST_MAIN()

@@ -795,7 +795,6 @@ static const gguf_tensor_info **sorted_infos(tbx_file *f, const gguf_state *s) {
 }
 
 extern const tbx_driver tbx_driver_gguf; /* also declared in internal.h once registered */
-static const tbx_driver gguf_driver_be;
 
 /* The split.* keys of one file, as read (split.no, split.count, split.tensors.count). */
 typedef struct gguf_split_info {
@@ -1183,7 +1182,9 @@ static tbx_status gguf_open(tbx_file *f, tbx_error *err) {
     memset(&sp, 0, sizeof sp);
     tbx_status st = gguf_parse(f, s, &f->src, &sp, err);
     if (st == TBX_OK) st = gguf_open_set(f, s, &sp, err);
-    if (st == TBX_OK && s->be) f->drv = &gguf_driver_be;
+    /* big-endian files: every component goes through gguf_read_be (elements swapped) */
+    for (size_t i = 0; st == TBX_OK && s->be && i < f->ntensors; i++)
+        for (uint32_t c = 0; c < f->tensors[i].ncomp; c++) f->tensors[i].comp[c].xform = 1;
     return st;
 }
 
@@ -1742,15 +1743,17 @@ static bool gguf_w_dtype_ok(tbx_dtype dt) { return tbx_gguf_dtype_type(dt) >= 0;
      TBX_VBIT(TBX_V_I64) | TBX_VBIT(TBX_V_F32) | TBX_VBIT(TBX_V_F64) | TBX_VBIT(TBX_V_STRING) | \
      TBX_VBIT(TBX_V_ARRAY))
 
-/* Every hook and capability but the reading of component bytes, shared by the little- and
- * big-endian tables (NULL hooks: zero-initialised). */
+/* The row (NULL hooks: zero-initialised). read_component serves only the components of a
+ * big-endian file (marked xform by gguf_open): little-endian ones are read straight from the
+ * source. */
 #define GGUF_DRIVER_COMMON                                                                      \
     .format = TBX_FORMAT_GGUF, .name = "gguf", .extensions = ".gguf",                         \
     .read_versions = 0xEu,  /* 1, 2, 3 */                                                     \
     .write_versions = 0xCu, /* 2, 3 */                                                        \
     .write_version = 3, .caps = TBX_FCAP_ALIGNMENT,                                            \
     .meta_types = GGUF_META_TYPES, .w_dtype_ok = gguf_w_dtype_ok,                              \
-    .probe = gguf_probe, .open = gguf_open, .validate = gguf_validate, .close = gguf_close,   \
+    .probe = gguf_probe, .open = gguf_open, .read_component = gguf_read_be,                   \
+    .validate = gguf_validate, .close = gguf_close,                                            \
     .w_check_meta = gguf_w_check_meta, .w_check_tensor = gguf_w_check_tensor,                \
     .w_layout = gguf_w_layout, .w_finish = gguf_w_finish
 
@@ -1758,10 +1761,3 @@ const tbx_driver tbx_driver_gguf = {
     GGUF_DRIVER_COMMON,
 };
 
-/* Big-endian files: the same driver with element swapping on every read. gguf_open switches an
- * open handle to this table; tbx_driver_for() never returns it. */
-static const tbx_driver gguf_driver_be = {
-    GGUF_DRIVER_COMMON,
-    .read_component = gguf_read_be,
-    .read_transforms_raw = true,
-};
