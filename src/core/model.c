@@ -29,6 +29,12 @@ static const char *tensor_key_of(const void *ctx, uint64_t i, size_t *len) {
     return f->tensors[i].name;
 }
 
+static const char *sizevar_key_of(const void *ctx, uint64_t i, size_t *len) {
+    const tbx_file *f = ctx;
+    *len = f->sizevars[i].name_len;
+    return f->sizevars[i].name;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* The amplification budget                                                                    */
 /* ------------------------------------------------------------------------------------------ */
@@ -309,6 +315,36 @@ tbx_status tbx_file_reserve_tensors(tbx_file *f, size_t n, tbx_error *err) {
     return TBX_OK;
 }
 
+tbx_status tbx_file_add_sizevar(tbx_file *f, const char *name, size_t name_len, uint64_t value,
+                                uint64_t offset, tbx_error *err) {
+    /* its record (the array may be twice the records while it grows), name, index slot */
+    tbx_status st = tbx_file_charge(f, 2 * sizeof(tbx_sizevar) + (uint64_t)name_len + 1 +
+                                           TBX_HEAP_OVERHEAD + 16,
+                                    offset, "sizevars.name", err);
+    if (st != TBX_OK) return st;
+    if (!tbx_grow(&f->al, (void **)&f->sizevars, &f->cap_sizevars, f->nsizevars + 1,
+                  sizeof *f->sizevars))
+        return tbx_err_nomem(err, "size variables");
+    tbx_sizevar *v = &f->sizevars[f->nsizevars];
+    v->name = tbx_memdup0(&f->al, name, name_len);
+    if (!v->name) return tbx_err_nomem(err, "size variable");
+    v->name_len = name_len;
+    v->value = value;
+    uint64_t earlier = 0;
+    st = tbx_names_insert(&f->sizevar_names, f->nsizevars, &earlier);
+    if (st != TBX_OK) {
+        tbx_free(&f->al, v->name, name_len + 1);
+        if (st == TBX_E_NOMEM) return tbx_err_nomem(err, "size variable index");
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, name, name_len, 64);
+        return tbx_err(err, TBX_E_DUPLICATE, offset, "sizevars.name",
+                       "duplicate size variable \"%s\" (first defined as entry %" PRIu64 ")", q,
+                       earlier);
+    }
+    f->nsizevars++;
+    return TBX_OK;
+}
+
 tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, uint64_t offset,
                                 uint64_t size, tbx_error *err) {
     return tbx_file_add_section_in(f, name, type, 0, offset, size, err);
@@ -365,6 +401,7 @@ static void free_component(const tbx_alloc *al, tbx_component *c) {
 void tbx_file_model_init(tbx_file *f) {
     tbx_names_init(&f->meta_names, &f->al, meta_key_of, f);
     tbx_names_init(&f->tensor_names, &f->al, tensor_key_of, f);
+    tbx_names_init(&f->sizevar_names, &f->al, sizevar_key_of, f);
 }
 
 void tbx_file_model_free(tbx_file *f) {
@@ -386,6 +423,10 @@ void tbx_file_model_free(tbx_file *f) {
     for (size_t i = 0; i < f->nsections; i++)
         tbx_free(&al, f->sections[i].name, strlen(f->sections[i].name) + 1);
     tbx_free(&al, f->sections, f->cap_sections * sizeof *f->sections);
+    for (size_t i = 0; i < f->nsizevars; i++)
+        tbx_free(&al, f->sizevars[i].name, f->sizevars[i].name_len + 1);
+    tbx_free(&al, f->sizevars, f->cap_sizevars * sizeof *f->sizevars);
+    tbx_names_free(&f->sizevar_names);
     tbx_file_quant_free(f);
     tbx_names_free(&f->meta_names);
     tbx_names_free(&f->tensor_names);

@@ -115,6 +115,13 @@ typedef struct tbx_tensor {
     uint8_t unreadable;
 } tbx_tensor;
 
+/* A size variable (OINF "B := 4"): a named integer the format records for its shapes. */
+typedef struct tbx_sizevar {
+    char *name;              /* NUL-terminated copy */
+    size_t name_len;
+    uint64_t value;
+} tbx_sizevar;
+
 typedef struct tbx_section {
     char *name;
     uint32_t type;
@@ -150,6 +157,7 @@ struct tbx_file {
     tbx_meta_entry *meta; size_t nmeta, cap_meta; tbx_names meta_names;
     tbx_tensor *tensors;  size_t ntensors, cap_tensors; tbx_names tensor_names;
     tbx_section *sections; size_t nsections, cap_sections;
+    tbx_sizevar *sizevars; size_t nsizevars, cap_sizevars; tbx_names sizevar_names;
     /* The amplification budget (tbx_limits.meta_budget_*, model.c): bytes charged so far, bytes
      * of a metadata value being built (settled by tbx_file_add_meta), and the last budget
      * computed (it only grows, as the handle opens more sources). */
@@ -189,6 +197,11 @@ tbx_status tbx_file_reserve_tensors(tbx_file *f, size_t n, tbx_error *err);
 const tbx_dtype_info *tbx_file_dtype(const tbx_file *f, tbx_dtype dtype);
 tbx_status tbx_file_add_section(tbx_file *f, const char *name, uint32_t type, uint64_t offset,
                                 uint64_t size, tbx_error *err);
+/* Adds a size variable (name copied; tbx_sizevar_count/_get serve them in this order); charges
+ * the budget (field "sizevars.name" at `offset`); TBX_E_DUPLICATE naming it and the earlier
+ * entry when the name exists. The format's own rules for names are its reader's to check. */
+tbx_status tbx_file_add_sizevar(tbx_file *f, const char *name, size_t name_len, uint64_t value,
+                                uint64_t offset, tbx_error *err);
 /* tbx_file_add_section for bytes in source `src` (0: f->src, k: f->extra_src[k-1]). */
 tbx_status tbx_file_add_section_in(tbx_file *f, const char *name, uint32_t type, uint32_t src,
                                    uint64_t offset, uint64_t size, tbx_error *err);
@@ -379,9 +392,6 @@ struct tbx_driver {
 
     /* Optional: size variables (tbx_sizevar_count/get read them from an open file of this
      * driver; tbx_writer_add_sizevar hands them to its writer). NULL: the format has none. */
-    uint64_t (*sizevar_count)(const tbx_file *f);
-    tbx_status (*sizevar_get)(const tbx_file *f, uint64_t i, const char **name,
-                              size_t *name_len, uint64_t *value);
     tbx_status (*w_add_sizevar)(tbx_writer *w, const char *name, uint64_t value,
                                 tbx_error *err);
 

@@ -47,16 +47,18 @@ const tbx_value *tbx_meta_find(const tbx_file *f, const char *key) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Size variables: the driver's (tbx_driver.sizevar_count/get); none when it has no hook.       */
+/* Size variables: the model's table (tbx_file_add_sizevar), in the order the driver added them. */
 /* ------------------------------------------------------------------------------------------ */
-uint64_t tbx_sizevar_count(const tbx_file *f) {
-    return f && f->drv && f->drv->sizevar_count ? f->drv->sizevar_count(f) : 0;
-}
+uint64_t tbx_sizevar_count(const tbx_file *f) { return f ? f->nsizevars : 0; }
 
 tbx_status tbx_sizevar_get(const tbx_file *f, uint64_t i, const char **name, size_t *name_len,
                            uint64_t *value) {
-    if (!f || !f->drv || !f->drv->sizevar_get) return TBX_E_INVALID_ARG;
-    return f->drv->sizevar_get(f, i, name, name_len, value);
+    if (!f || i >= f->nsizevars) return TBX_E_INVALID_ARG;
+    const tbx_sizevar *v = &f->sizevars[i];
+    if (name) *name = v->name;
+    if (name_len) *name_len = v->name_len;
+    if (value) *value = v->value;
+    return TBX_OK;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -175,6 +177,6 @@ uint32_t tbx_driver_caps(const tbx_driver *d) {
     if (d->open) c |= TBX_FCAP_READ;
     if (d->w_layout) c |= TBX_FCAP_WRITE;
     if (d->w_check_section) c |= TBX_FCAP_SECTIONS;
-    if (d->sizevar_count || d->w_add_sizevar) c |= TBX_FCAP_SIZEVARS;
+    if (d->w_add_sizevar) c |= TBX_FCAP_SIZEVARS;
     return c;
 }

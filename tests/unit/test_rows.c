@@ -10,7 +10,9 @@
  *   - component bytes a driver transforms (tbx_component.xform: big-endian elements) go through
  *     its read_component, one component at a time: the others of the same file are served
  *     straight from the source (read, range-read, mapped), and a transformed one is never
- *     handed out as stored, even by a driver that forgot its read_component.
+ *     handed out as stored, even by a driver that forgot its read_component;
+ *   - size variables are part of the model (tbx_file_add_sizevar), served by tbx_sizevar_* for
+ *     any driver that adds them: order kept, duplicates and the budget refused.
  * Files are written under $TMPDIR (default /tmp).
  */
 #include "tbx_test.h"
@@ -224,6 +226,47 @@ TBX_TEST(transformed_components_one_at_a_time) {
     CHECK_EQ(tbx_tensor_read(f, 1, buf, sizeof buf, NULL, &e), TBX_E_UNSUPPORTED);
     CHECK_STR(e.field, "component.encoding");
     tbx_close(f);
+}
+
+TBX_TEST(sizevars_are_part_of_the_model) {
+    tbx_file *f = NULL;
+    tbx_error e;
+    tbx_limits lim;
+    tbx_limits_default(&lim);
+    lim.meta_budget_per_byte = 0;
+    lim.meta_budget_base = 400; /* room for a few */
+    tbx_open_options o;
+    tbx_open_options_init(&o);
+    o.limits = &lim;
+    CHECK_OK(tbx_file_new_(&f, &o, &e));
+    if (!f) return;
+    CHECK_EQ(tbx_sizevar_count(f), 0);
+    CHECK_OK(tbx_file_add_sizevar(f, "S", 1, 7, 10, &e));
+    CHECK_OK(tbx_file_add_sizevar(f, "B", 1, UINT64_MAX, 20, &e));
+    memset(&e, 0, sizeof e);
+    CHECK_EQ(tbx_file_add_sizevar(f, "S", 1, 8, 30, &e), TBX_E_DUPLICATE);
+    CHECK_STR(e.field, "sizevars.name");
+    CHECK_EQ(e.offset, 30);
+    CHECK(strstr(e.message, "\"S\"") && strstr(e.message, "entry 0"));
+    CHECK_EQ(tbx_sizevar_count(f), 2);
+    const char *name = NULL;
+    size_t nl = 0;
+    uint64_t v = 0;
+    CHECK_OK(tbx_sizevar_get(f, 0, &name, &nl, &v));
+    CHECK(nl == 1 && name && strcmp(name, "S") == 0 && v == 7);
+    CHECK_OK(tbx_sizevar_get(f, 1, &name, &nl, &v));
+    CHECK(nl == 1 && name && strcmp(name, "B") == 0 && v == UINT64_MAX);
+    CHECK_EQ(tbx_sizevar_get(f, 2, &name, &nl, &v), TBX_E_INVALID_ARG);
+    /* a long name past the budget: refused naming the field and offset */
+    char big[512];
+    memset(big, 'x', sizeof big);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ(tbx_file_add_sizevar(f, big, sizeof big, 1, 40, &e), TBX_E_LIMIT);
+    CHECK_STR(e.field, "sizevars.name");
+    CHECK_EQ(e.offset, 40);
+    CHECK_EQ(tbx_sizevar_count(f), 2);
+    tbx_close(f);
+    CHECK_EQ(tbx_sizevar_count(NULL), 0);
 }
 
 TBX_TEST_MAIN()

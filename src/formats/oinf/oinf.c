@@ -48,12 +48,6 @@
 #define OI_STATE_TAG 0x4F494E46u /* "OINF" */
 #define OI_CHUNK ((size_t)1 << 20)
 
-typedef struct oi_sizevar {
-    char *name;
-    size_t len;
-    uint64_t value;
-} oi_sizevar;
-
 enum { OI_SPAN_META, OI_SPAN_DATA, OI_SPAN_QUANT };
 
 /* A payload in the data section (for the gap check of validate). */
@@ -74,18 +68,9 @@ typedef struct oi_state {
     uint32_t version;
     uint64_t off_sv, off_md, off_tn, off_data, file_size;
     uint64_t sv_end, md_end, tn_end; /* where each table's entries end */
-    oi_sizevar *sv;
-    size_t nsv, cap_sv;
-    tbx_names sv_names;
     oi_span *spans;
     size_t nspans, cap_spans;
 } oi_state;
-
-static const char *sv_key_of(const void *ctx, uint64_t i, size_t *len) {
-    const oi_state *s = ctx;
-    *len = s->sv[i].len;
-    return s->sv[i].name;
-}
 
 static void oi_free_quant(const tbx_alloc *al, oi_tquant *tq) {
     if (tq) tbx_free(al, tq, sizeof *tq);
@@ -98,10 +83,7 @@ void oi_close(tbx_file *f) {
     }
     oi_state *s = f->drv_state;
     if (!s) return;
-    for (size_t i = 0; i < s->nsv; i++) tbx_free(&f->al, s->sv[i].name, s->sv[i].len + 1);
-    tbx_free(&f->al, s->sv, s->cap_sv * sizeof *s->sv);
     tbx_free(&f->al, s->spans, s->cap_spans * sizeof *s->spans);
-    tbx_names_free(&s->sv_names);
     tbx_free(&f->al, s, sizeof *s);
     f->drv_state = NULL;
 }
@@ -925,28 +907,8 @@ static tbx_status oi_read_sizevars(oi_rd *rd, uint32_t nsv, tbx_error *err) {
         uint64_t at = 0, value = 0;
         st = oi_read_str(rd, &rd->tc, "sizevars.name", "size variable name", &len, &at, err);
         if (st == TBX_OK) st = tbx_cur_u64(&rd->tc, &value, "sizevars.value", err);
-        /* its record (the array may be twice the records while it grows), name, index slot */
-        if (st == TBX_OK)
-            st = tbx_file_charge(f, 2 * sizeof *s->sv + len + 1 + TBX_HEAP_OVERHEAD + 16, at,
-                                 "sizevars.name", err);
+        if (st == TBX_OK) st = tbx_file_add_sizevar(f, rd->scratch, len, value, at, err);
         if (st != TBX_OK) return st;
-        if (!tbx_grow(&f->al, (void **)&s->sv, &s->cap_sv, s->nsv + 1, sizeof *s->sv))
-            return tbx_err_nomem(err, "size variables");
-        oi_sizevar *v = &s->sv[s->nsv];
-        v->name = tbx_memdup0(&f->al, rd->scratch, len);
-        if (!v->name) return tbx_err_nomem(err, "size variable");
-        v->len = len;
-        v->value = value;
-        uint64_t earlier = 0;
-        st = tbx_names_insert(&s->sv_names, s->nsv, &earlier);
-        if (st != TBX_OK) {
-            tbx_free(&f->al, v->name, len + 1);
-            if (st == TBX_E_NOMEM) return tbx_err_nomem(err, "size variable index");
-            return tbx_err(err, TBX_E_DUPLICATE, at, "sizevars.name",
-                           "duplicate size variable \"%s\" (first defined as entry %" PRIu64 ")",
-                           rd->scratch, earlier);
-        }
-        s->nsv++;
     }
     s->sv_end = rd->tc.pos;
     return TBX_OK;
@@ -957,7 +919,6 @@ tbx_status oi_open(tbx_file *f, tbx_error *err) {
     oi_state *s = tbx_calloc(&f->al, 1, sizeof *s);
     if (!s) return tbx_err_nomem(err, "OINF state");
     s->tag = OI_STATE_TAG;
-    tbx_names_init(&s->sv_names, &f->al, sv_key_of, s);
     f->drv_state = s; /* freed by oi_close, also when the open fails */
 
     oi_rd rd;
@@ -1105,18 +1066,13 @@ tbx_status oi_validate(tbx_file *f, tbx_error *err) {
 /* oinf.h accessors (reading)                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 uint64_t tbx_oinf_sizevar_count(const tbx_file *f) {
-    const oi_state *s = oi_state_of(f);
-    return s ? s->nsv : 0;
+    return oi_state_of(f) ? tbx_sizevar_count(f) : 0;
 }
 
 tbx_status tbx_oinf_sizevar_get(const tbx_file *f, uint64_t i, const char **name,
                                 size_t *name_len, uint64_t *value) {
-    const oi_state *s = oi_state_of(f);
-    if (!s || i >= s->nsv) return TBX_E_INVALID_ARG;
-    if (name) *name = s->sv[i].name;
-    if (name_len) *name_len = s->sv[i].len;
-    if (value) *value = s->sv[i].value;
-    return TBX_OK;
+    if (!oi_state_of(f)) return TBX_E_INVALID_ARG;
+    return tbx_sizevar_get(f, i, name, name_len, value);
 }
 
 /* A thin view of the common description (tbx_tensor_quant_get) in OINF's own terms. */
