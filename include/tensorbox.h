@@ -916,6 +916,58 @@ TBX_API tbx_status tbx_section_read(tbx_file *f, uint64_t i, void *buf, size_t c
                                     size_t *needed, tbx_error *err);
 
 /* ---------------------------------------------------------------------------------------------
+ * The description of a file: the document `tbx info --json` prints and Python's info() returns
+ * (schema in docs/cli.md), built by the library for every front end.
+ * ------------------------------------------------------------------------------------------- */
+/* The document is a JSON-like object whose members come in order: "format", "version", "files"
+ * (a set opened as one handle), "sizevars" (formats with size variables), "metadata",
+ * "tensors", "sections" (when there are some), then the format's own member, if any (EMBD
+ * "embd", MCF "mcf_directory"). It is handed to a callback piece by piece, never built whole,
+ * so that describing a file of a million tensors holds one tensor's description at a time:
+ *   TBX_DESCRIBE_MEMBER  a member, whole: key and value;
+ *   TBX_DESCRIBE_BEGIN   a member that comes item by item (files, sizevars, metadata, tensors,
+ *                        sections, a format's table): key, container TBX_V_MAP or TBX_V_ARRAY;
+ *   TBX_DESCRIBE_ITEM    one item of it: value, and key when the container is a MAP;
+ *   TBX_DESCRIBE_END     the member is complete (key and container as at BEGIN).
+ * Values are borrowed for the call only (do not free or keep them; tbx_value_clone to keep
+ * one). Metadata values are the handle's own; with TBX_DESCRIBE_TYPES each becomes
+ * {"type", "elem" (arrays) | "dtype", "shape" (ndarrays), "value"}, and so do tensors'
+ * quant.params. Numbers of the document's own are u64 (integers), f64 (clip) and packed
+ * f32 / i32 arrays (quant scale / zero "values"); its own lists (shape, components, clip) are
+ * arrays with no declared element type. */
+typedef enum tbx_describe_event {
+    TBX_DESCRIBE_MEMBER = 0,
+    TBX_DESCRIBE_BEGIN = 1,
+    TBX_DESCRIBE_ITEM = 2,
+    TBX_DESCRIBE_END = 3
+} tbx_describe_event;
+
+typedef struct tbx_describe_part {
+    tbx_describe_event event;
+    tbx_value_type container;  /* BEGIN, ITEM, END: TBX_V_MAP or TBX_V_ARRAY */
+    const char *key;           /* MEMBER, BEGIN, END: the member's key; ITEM of a MAP: the
+                                * item's key (bytes, NUL-terminated); NULL otherwise */
+    size_t key_len;
+    const tbx_value *value;    /* MEMBER, ITEM: the value; NULL otherwise */
+} tbx_describe_part;
+
+/* Returns TBX_OK to go on; any other status stops the description, and tbx_file_describe
+ * returns it. */
+typedef tbx_status (*tbx_describe_fn)(void *ud, const tbx_describe_part *part);
+
+#define TBX_DESCRIBE_TYPES 0x1u /* metadata values and quant.params with their types */
+
+/* Describes an open file to `fn` (see above). TBX_E_INVALID_ARG for a NULL handle or callback
+ * or an unknown flag, TBX_E_NOMEM, or the status fn stopped it with. The pieces depend only
+ * on the file (the same for every thread count, every open). */
+TBX_API tbx_status tbx_file_describe(const tbx_file *f, uint32_t flags, tbx_describe_fn fn,
+                                     void *ud, tbx_error *err);
+/* Tensor i's object of that description alone (one TBX_DESCRIBE_ITEM piece, container
+ * TBX_V_ARRAY), as tbx_file_describe gives it: TBX_E_INVALID_ARG for an index out of range. */
+TBX_API tbx_status tbx_tensor_describe(const tbx_file *f, uint64_t i, uint32_t flags,
+                                       tbx_describe_fn fn, void *ud, tbx_error *err);
+
+/* ---------------------------------------------------------------------------------------------
  * Writing
  * ------------------------------------------------------------------------------------------- */
 typedef struct tbx_writer tbx_writer;

@@ -891,112 +891,53 @@ static int append_new(PyObject *list, PyObject *v) {
     return r;
 }
 
-static PyObject *quant_param(const tbx_file *f, uint64_t i, const tbx_quant_param *p) {
-    PyObject *d = PyDict_New();
-    if (!d) return NULL;
-    if (set_item(d, "scope", PyUnicode_FromString(tbx_quant_scope_name(p->scope))) < 0) goto fail;
-    if (p->scope != TBX_QSCOPE_NONE &&
-        set_item(d, "dtype", PyUnicode_FromString(dtype_name(p->dtype))) < 0)
-        goto fail;
-    if (p->scope == TBX_QSCOPE_CHANNEL && set_item(d, "axis", PyLong_FromUnsignedLong(p->axis)) < 0)
-        goto fail;
-    if (p->count && set_item(d, "count", PyLong_FromUnsignedLongLong(p->count)) < 0) goto fail;
-    tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
-    if (p->component >= 0 && tbx_component_info_get(f, i, (uint32_t)p->component, &ci) == TBX_OK &&
-        set_item(d, "component", PyUnicode_FromString(ci.name ? ci.name : "")) < 0)
-        goto fail;
-    if (p->values) {
-        if (p->count > (uint64_t)PY_SSIZE_T_MAX) { PyErr_NoMemory(); goto fail; }
-        PyObject *list = PyList_New((Py_ssize_t)p->count);
-        if (!list) goto fail;
-        const unsigned char *b = (const unsigned char *)p->values;
-        for (uint64_t k = 0; k < p->count; k++) {
-            PyObject *x;
-            if (p->dtype == TBX_DT_F32) {
-                float v;
-                memcpy(&v, b + 4 * k, 4);
-                x = PyFloat_FromDouble(v);
-            } else if (p->dtype == TBX_DT_I32) {
-                int32_t v;
-                memcpy(&v, b + 4 * k, 4);
-                x = PyLong_FromLong(v);
-            } else {
-                x = Py_NewRef(Py_None);
-            }
-            if (!x) { Py_DECREF(list); goto fail; }
-            PyList_SET_ITEM(list, (Py_ssize_t)k, x);
+/* ------------------------------------------------------------------------------------------ */
+/* The description of a file (tbx_file_describe): `tbx info --json`'s document as Python       */
+/* objects, built from the library's pieces; this file knows no key of it but "quant".         */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct doc_builder {
+    PyObject *doc;        /* the document (dict) */
+    PyObject *open;       /* the member being given item by item (dict or list), or NULL */
+    PyObject *item;       /* tbx_tensor_describe: the one item */
+} doc_builder;
+
+static tbx_status doc_piece(void *ud, const tbx_describe_part *p) {
+    doc_builder *b = ud;
+    PyObject *key = NULL, *v = NULL;
+    int r = 0;
+    switch (p->event) {
+    case TBX_DESCRIBE_MEMBER:
+        key = str_from(p->key, p->key_len);
+        v = key ? value_to_py(p->value, 0) : NULL;
+        r = v ? PyDict_SetItem(b->doc, key, v) : -1;
+        break;
+    case TBX_DESCRIBE_BEGIN:
+        Py_CLEAR(b->open);
+        b->open = p->container == TBX_V_MAP ? PyDict_New() : PyList_New(0);
+        r = b->open ? 0 : -1;
+        break;
+    case TBX_DESCRIBE_ITEM:
+        v = value_to_py(p->value, 0);
+        if (!v) {
+            r = -1;
+        } else if (!b->open) { /* a lone item: tbx_tensor_describe */
+            Py_XSETREF(b->item, Py_NewRef(v));
+        } else if (p->container == TBX_V_MAP) {
+            key = str_from(p->key, p->key_len);
+            r = key ? PyDict_SetItem(b->open, key, v) : -1;
+        } else {
+            r = PyList_Append(b->open, v);
         }
-        if (set_item(d, "values", list) < 0) goto fail;
+        break;
+    case TBX_DESCRIBE_END:
+        key = str_from(p->key, p->key_len);
+        r = key && b->open ? PyDict_SetItem(b->doc, key, b->open) : -1;
+        Py_CLEAR(b->open);
+        break;
     }
-    return d;
-fail:
-    Py_DECREF(d);
-    return NULL;
-}
-
-/* The "quant" object of `tbx info --json` (docs/cli.md), or None when not quantized. */
-static PyObject *quant_obj(const tbx_file *f, uint64_t i, int typed) {
-    tbx_quant_info q;
-    memset(&q, 0, sizeof q);
-    q.struct_size = sizeof q;
-    if (tbx_tensor_quant_get(f, i, &q) != TBX_OK) Py_RETURN_NONE;
-    PyObject *d = PyDict_New();
-    if (!d) return NULL;
-    if (set_item(d, "method", PyUnicode_FromString(tbx_quant_method_name(q.method))) < 0 ||
-        set_item(d, "code_dtype", PyUnicode_FromString(dtype_name(q.code_dtype))) < 0 ||
-        set_item(d, "bits", PyLong_FromUnsignedLong(q.bits)) < 0 ||
-        set_item(d, "signed", PyBool_FromLong(q.code_signed != 0)) < 0 ||
-        set_item(d, "block_size", PyLong_FromUnsignedLongLong(q.block_size)) < 0 ||
-        set_item(d, "super_block_size", PyLong_FromUnsignedLongLong(q.super_block_size)) < 0 ||
-        set_item(d, "scale", quant_param(f, i, &q.scale)) < 0 ||
-        set_item(d, "zero", quant_param(f, i, &q.zero)) < 0 ||
-        set_item(d, "domain", PyUnicode_FromString(tbx_quant_domain_name(q.domain))) < 0 ||
-        set_item(d, "clip", q.has_clip ? Py_BuildValue("[dd]", q.clip_min, q.clip_max)
-                                       : Py_NewRef(Py_None)) < 0 ||
-        set_item(d, "params", typed && q.params ? value_typed(q.params) : value_to_py(q.params, 0)) < 0) {
-        Py_DECREF(d);
-        return NULL;
-    }
-    return d;
-}
-
-static PyObject *file_quant(PyObject *self, PyObject *arg) {
-    handle *h = file_handle((FileObject *)self);
-    if (!h) return NULL;
-    unsigned long long i = PyLong_AsUnsignedLongLong(arg);
-    if (PyErr_Occurred() || check_index(h, i) < 0) return NULL;
-    return quant_obj(h->f, i, 0);
-}
-
-static int is_plain(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti) {
-    if (ti->layout != TBX_LAYOUT_DENSE) return 0;
-    if (ti->ncomponents == 0) return 1;
-    if (ti->ncomponents > 1) return 0;
-    tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
-    if (tbx_component_info_get(f, i, 0, &ci) != TBX_OK) return 1;
-    return ci.encoding == TBX_ENC_RAW && ci.digest == NULL;
-}
-
-static PyObject *components_obj(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti) {
-    PyObject *list = PyList_New(0);
-    if (!list) return NULL;
-    for (uint32_t c = 0; c < ti->ncomponents; c++) {
-        tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
-        if (tbx_component_info_get(f, i, c, &ci) != TBX_OK) continue;
-        PyObject *d = Py_BuildValue("{s:s,s:s,s:K,s:K,s:K,s:s}", "name", ci.name ? ci.name : "",
-                                    "dtype", dtype_name(ci.dtype), "offset",
-                                    (unsigned long long)ci.offset, "stored_bytes",
-                                    (unsigned long long)ci.stored_bytes, "nbytes",
-                                    (unsigned long long)ci.nbytes, "encoding",
-                                    tbx_encoding_name(ci.encoding));
-        if (d && ci.digest && set_item(d, "digest", PyUnicode_FromString(ci.digest)) < 0)
-            Py_CLEAR(d);
-        if (append_new(list, d) < 0) {
-            Py_DECREF(list);
-            return NULL;
-        }
-    }
-    return list;
+    Py_XDECREF(key);
+    Py_XDECREF(v);
+    return r < 0 ? TBX_E_NOMEM : TBX_OK; /* the Python error is set; stops the description */
 }
 
 /* info(types=False): the document of `tbx info --json` (docs/cli.md) as Python objects */
@@ -1006,85 +947,38 @@ static PyObject *file_info(PyObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|p", kwlist, &typed)) return NULL;
     handle *h = file_handle((FileObject *)self);
     if (!h) return NULL;
-    tbx_file *f = h->f;
-    PyObject *doc = PyDict_New(), *x = NULL;
-    if (!doc) return NULL;
-    if (set_item(doc, "format", PyUnicode_FromString(tbx_format_name(tbx_file_format(f)))) < 0 ||
-        set_item(doc, "version", PyLong_FromUnsignedLong(tbx_file_version(f))) < 0)
-        goto fail;
-    uint64_t nsv = tbx_sizevar_count(f);
-    if (nsv > 0 || tbx_file_format(f) == TBX_FORMAT_OINF) {
-        x = PyDict_New();
-        if (!x) goto fail;
-        for (uint64_t i = 0; i < nsv; i++) {
-            const char *name = NULL;
-            size_t nl = 0;
-            uint64_t value = 0;
-            if (tbx_sizevar_get(f, i, &name, &nl, &value) != TBX_OK) continue;
-            PyObject *k = str_from(name, nl), *v = PyLong_FromUnsignedLongLong(value);
-            int r = (k && v) ? PyDict_SetItem(x, k, v) : -1;
-            Py_XDECREF(k);
-            Py_XDECREF(v);
-            if (r < 0) goto fail;
-        }
-        if (set_item(doc, "sizevars", x) < 0) { x = NULL; goto fail; }
-        x = NULL;
+    doc_builder b = {PyDict_New(), NULL, NULL};
+    if (!b.doc) return NULL;
+    tbx_error err;
+    err_clear(&err);
+    tbx_status st = tbx_file_describe(h->f, typed ? TBX_DESCRIBE_TYPES : 0, doc_piece, &b, &err);
+    Py_XDECREF(b.open);
+    Py_XDECREF(b.item);
+    if (st != TBX_OK) {
+        Py_DECREF(b.doc);
+        return PyErr_Occurred() ? NULL : raise_tbx(st, &err);
     }
-    if (set_item(doc, "metadata", file_metadata(self, args, kw)) < 0) goto fail;
-    x = PyList_New(0);
-    if (!x) goto fail;
-    uint64_t nt = tbx_tensor_count(f);
-    for (uint64_t i = 0; i < nt; i++) {
-        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
-        PyObject *shape = PyList_New(ti.ndim);
-        if (!shape) goto fail;
-        for (uint32_t d = 0; d < ti.ndim; d++)
-            PyList_SET_ITEM(shape, d, PyLong_FromUnsignedLongLong(ti.shape[d]));
-        PyObject *t = Py_BuildValue("{s:N,s:s,s:N,s:K,s:K}", "name", str_from(ti.name, ti.name_len),
-                                    "dtype", dtype_name(ti.dtype), "shape", shape, "offset",
-                                    (unsigned long long)ti.offset, "nbytes",
-                                    (unsigned long long)ti.nbytes);
-        if (append_new(x, t) < 0) goto fail; /* t stays alive in x */
-        if ((ti.flags & TBX_TENSOR_UNREADABLE) && set_item(t, "unreadable", Py_NewRef(Py_True)) < 0)
-            goto fail;
-        if (!is_plain(f, i, &ti)) {
-            const char *ln = tbx_layout_name(ti.layout);
-            if (set_item(t, "layout", PyUnicode_FromString(ln ? ln : "?")) < 0 ||
-                set_item(t, "components", components_obj(f, i, &ti)) < 0)
-                goto fail;
-        }
-        PyObject *q = quant_obj(f, i, typed);
-        if (!q) goto fail;
-        if (q != Py_None) {
-            if (set_item(t, "quant", q) < 0) goto fail;
-        } else {
-            Py_DECREF(q);
-        }
+    return b.doc;
+}
+
+/* quant(i): tensor i's "quant" object of that document, or None */
+static PyObject *file_quant(PyObject *self, PyObject *arg) {
+    handle *h = file_handle((FileObject *)self);
+    if (!h) return NULL;
+    unsigned long long i = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred() || check_index(h, i) < 0) return NULL;
+    doc_builder b = {NULL, NULL, NULL};
+    tbx_error err;
+    err_clear(&err);
+    tbx_status st = tbx_tensor_describe(h->f, i, 0, doc_piece, &b, &err);
+    if (st != TBX_OK) {
+        Py_XDECREF(b.item);
+        return PyErr_Occurred() ? NULL : raise_tbx(st, &err);
     }
-    if (set_item(doc, "tensors", x) < 0) { x = NULL; goto fail; }
-    x = NULL;
-    uint64_t ns = tbx_section_count(f);
-    if (ns > 0) {
-        x = PyList_New(0);
-        if (!x) goto fail;
-        for (uint64_t i = 0; i < ns; i++) {
-            tbx_section_info si = TBX_SECTION_INFO_INIT;
-            if (tbx_section_info_get(f, i, &si) != TBX_OK) continue;
-            PyObject *s = Py_BuildValue("{s:N,s:I,s:K,s:K}", "name",
-                                        str_from(si.name, si.name ? strlen(si.name) : 0), "type",
-                                        si.type, "offset", (unsigned long long)si.offset, "size",
-                                        (unsigned long long)si.size);
-            if (append_new(x, s) < 0) goto fail;
-        }
-        if (set_item(doc, "sections", x) < 0) { x = NULL; goto fail; }
-        x = NULL;
-    }
-    return doc;
-fail:
-    Py_XDECREF(x);
-    Py_DECREF(doc);
-    return NULL;
+    PyObject *q = b.item ? PyDict_GetItemString(b.item, "quant") : NULL;
+    PyObject *r = Py_NewRef(q ? q : Py_None);
+    Py_XDECREF(b.item);
+    return r;
 }
 
 static PyObject *file_sections(PyObject *self, PyObject *Py_UNUSED(ignored)) {

@@ -516,9 +516,10 @@ def load(data: bytes, framework="np", dequantize=False):
 
 
 def info(path, types=False):
-    """The document of ``tbx info --json [--types]``: format, version, metadata, tensors
-    (name, dtype, shape, offset, nbytes, layout/components when not plain, quant when
-    quantized), sections; metadata values as Python values."""
+    """The document of ``tbx info --json [--types]`` (the library's tbx_file_describe):
+    format, version, files (a set), sizevars, metadata, tensors (name, dtype, shape, offset,
+    nbytes, layout/components when not plain, quant when quantized), sections, and the
+    format's own member (embd, mcf_directory); metadata values as Python values."""
     f = _tb._File(os.fspath(path), mmap=False)
     try:
         return f.info(types=types)

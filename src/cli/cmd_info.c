@@ -1,24 +1,24 @@
 /*
  * cmd_info.c - `tbx info FILE [--json] [--types] [--stats]`: what a file holds.
  *
- * The human summary gives format, version and size, one "key (type) = value" line per metadata
- * entry (long lists and strings cut), a table of tensors (name, dtype, shape, offset, stored
- * bytes) and a table of sections. --json prints one JSON object instead (schema in docs/cli.md):
- * complete values, keys in file order; --types wraps each metadata value with its type.
+ * Both views are renderings of the library's description of the file (tbx_file_describe: the
+ * document of docs/cli.md, handed over piece by piece), so this file knows no format: --json
+ * writes the pieces as they come (complete values, keys in file order; --types wraps each
+ * metadata value with its type); the human summary reads them twice (once for the widths of
+ * its columns, once to print): format, version and size, the files of a set, the size
+ * variables, one "key (type) = value" line per metadata entry (long lists and strings cut), a
+ * table of tensors (name, dtype, shape, offset, stored bytes, storage), a table of sections,
+ * and the format's own member (EMBD's header and vocabulary, MCF's directory, ...) laid out
+ * from its values alone.
  *
  * --stats prints the values view of stats.c instead (decoded previews, statistics, histograms).
- * Size variables (OINF) are shown by both printers (tbx_sizevar_count / tbx_sizevar_get), and
- * an MCF file's whole section directory (type, name, version, offset, size; tensorbox/mcf.h).
  */
 #define _GNU_SOURCE
 #include "cli.h"
 
-#define TBX_EXPERIMENTAL 1 /* format extras (MCF directory, EMBD header and vocabulary):
-                            * experimental API, as for any user */
-#include <tensorbox/mcf.h>
-#include <tensorbox/embd.h>
-
 #include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 static const cli_option info_options[] = {
@@ -28,21 +28,17 @@ static const cli_option info_options[] = {
     {NULL, 0, NULL, NULL},
 };
 
-static void print_mcf_directory(FILE *fp, const tbx_file *f);
-
-/* Human output: how much of a long value to show. */
-#define INFO_MAX_ITEMS 16
-#define INFO_MAX_BYTES 256
-/* Name column width cap, so that one long name does not widen the whole table. */
-#define INFO_NAME_COL_MAX 60
-
-/* "[2, 3]" into buf (truncated with "...]" when it does not fit). Returns the length. */
-static size_t format_shape(char *buf, size_t cap, const uint64_t *shape, uint32_t ndim) {
+/* "[2, 3]" into buf from a list of integers (truncated with "...]" when it does not fit).
+ * Returns the length. */
+static size_t format_shape(char *buf, size_t cap, const tbx_value *shape) {
     size_t n = 0;
     buf[n++] = '[';
-    for (uint32_t d = 0; d < ndim && shape; d++) {
+    uint64_t nd = tbx_value_len(shape);
+    for (uint64_t d = 0; d < nd; d++) {
+        uint64_t v = 0;
+        tbx_value_get_u64(tbx_value_at(shape, d), &v);
         char num[32];
-        int k = snprintf(num, sizeof num, "%s%" PRIu64, d ? ", " : "", shape[d]);
+        int k = snprintf(num, sizeof num, "%s%" PRIu64, d ? ", " : "", v);
         if (k < 0 || n + (size_t)k + 5 >= cap) {
             memcpy(buf + n, "...", 3);
             n += 3;
@@ -65,593 +61,594 @@ static int digits_u64(uint64_t v) {
     return n;
 }
 
+static void print_pad(FILE *fp, size_t have, size_t want) {
+    for (size_t k = have; k < want; k++) fputc(' ', fp);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reading the pieces                                                                          */
+/* ------------------------------------------------------------------------------------------ */
+/* Member `key` of a MAP value, NULL when absent. */
+static const tbx_value *get(const tbx_value *m, const char *key) {
+    uint64_t n = tbx_value_type_of(m) == TBX_V_MAP ? tbx_value_len(m) : 0;
+    size_t kl = strlen(key);
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *k = tbx_value_key_at(m, i, &len);
+        if (k && len == kl && memcmp(k, key, kl) == 0) return tbx_value_at(m, i);
+    }
+    return NULL;
+}
+
+static uint64_t u64_of(const tbx_value *v) {
+    uint64_t u = 0;
+    tbx_value_get_u64(v, &u);
+    return u;
+}
+
+static uint64_t get_u64(const tbx_value *m, const char *key) { return u64_of(get(m, key)); }
+
+/* A string member ("" when absent), with its length. */
+static const char *get_str(const tbx_value *m, const char *key, size_t *len) {
+    size_t n = 0;
+    const char *s = tbx_value_get_str(get(m, key), &n);
+    if (len) *len = s ? n : 0;
+    return s ? s : "";
+}
+
+static int str_is(const tbx_value *m, const char *key, const char *want) {
+    size_t n = 0;
+    const char *s = get_str(m, key, &n);
+    return n == strlen(want) && memcmp(s, want, n) == 0;
+}
+
+static int key_is(const tbx_describe_part *p, const char *key) {
+    return p->key && p->key_len == strlen(key) && memcmp(p->key, key, p->key_len) == 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* JSON: the pieces as they come                                                               */
+/* ------------------------------------------------------------------------------------------ */
+static tbx_status json_piece(void *ud, const tbx_describe_part *p) {
+    json_out *j = ud;
+    switch (p->event) {
+    case TBX_DESCRIBE_MEMBER:
+        json_key(j, p->key, p->key_len);
+        cli_emit_value(j, p->value, NULL);
+        break;
+    case TBX_DESCRIBE_BEGIN:
+        json_key(j, p->key, p->key_len);
+        if (p->container == TBX_V_MAP) json_begin_object(j);
+        else json_begin_array(j);
+        break;
+    case TBX_DESCRIBE_ITEM:
+        if (p->container == TBX_V_MAP) json_key(j, p->key ? p->key : "", p->key_len);
+        cli_emit_value(j, p->value, NULL);
+        break;
+    case TBX_DESCRIBE_END:
+        if (p->container == TBX_V_MAP) json_end_object(j);
+        else json_end_array(j);
+        break;
+    }
+    return ferror(j->fp) ? TBX_E_IO : TBX_OK;
+}
+
+static int info_json(tbx_file *f, const char *path, int typed) {
+    json_out j;
+    json_init(&j, stdout, 2);
+    json_begin_object(&j);
+    tbx_error err;
+    memset(&err, 0, sizeof err);
+    tbx_status st = tbx_file_describe(f, typed ? TBX_DESCRIBE_TYPES : 0, json_piece, &j, &err);
+    if (st != TBX_OK) {
+        if (!ferror(stdout)) cli_report(path, st, &err);
+        return CLI_FAIL;
+    }
+    json_end_object(&j);
+    json_finish(&j);
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The human summary                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+/* Human output: how much of a long value to show. */
+#define INFO_MAX_ITEMS 16
+#define INFO_MAX_BYTES 256
+/* Name column width cap, so that one long name does not widen the whole table. */
+#define INFO_NAME_COL_MAX 60
+/* Columns of a format's table (its member given item by item) shown at most. */
+#define INFO_TABLE_COLS 16
+/* Formats' tables laid out per file at most (more are listed item by item). */
+#define INFO_TABLES 4
+
+/* A format's table: the keys of its first item are the columns. */
+typedef struct ext_table {
+    char key[64];               /* the member */
+    uint64_t n;                 /* items */
+    size_t ncols;
+    char col[INFO_TABLE_COLS][32];   /* the keys */
+    size_t w[INFO_TABLE_COLS];  /* widths (header and values) */
+    unsigned char num[INFO_TABLE_COLS]; /* numbers (right-aligned), from the first item */
+} ext_table;
+
+enum { IN_NONE, IN_FILES, IN_SIZEVARS, IN_METADATA, IN_TENSORS, IN_SECTIONS, IN_FORMAT };
+
+typedef struct human {
+    FILE *fp;
+    int print;                  /* 0: measuring pass, 1: printing pass */
+    int in;                     /* IN_*: the member being given item by item */
+    uint64_t size;              /* tbx_file_size (the document has no size) */
+    /* measured in pass 1 */
+    uint64_t nparts, parts_bytes, nsizevars, nmeta, ntensors, nsections;
+    size_t wpart, wname, wdtype, wshape, woff, wbytes, wsec;
+    uint64_t total_bytes, total_elems;
+    int any_note;
+    ext_table ext[INFO_TABLES];
+    size_t next;
+    ext_table *cur;             /* the table of the format's member being given */
+} human;
+
 /* Where a scale / zero of a quantization lives, for the short form: "tensor", "channel[1]",
  * "group[128]", "block". */
-static void quant_param_short(char *buf, size_t cap, const tbx_quant_param *p, uint64_t block) {
-    switch (p->scope) {
-    case TBX_QSCOPE_CHANNEL: snprintf(buf, cap, "channel[%" PRIu32 "]", p->axis); break;
-    case TBX_QSCOPE_GROUP: snprintf(buf, cap, "group[%" PRIu64 "]", block); break;
-    default: snprintf(buf, cap, "%s", tbx_quant_scope_name(p->scope)); break;
-    }
+static void quant_param_short(char *buf, size_t cap, const tbx_value *p, uint64_t block) {
+    if (str_is(p, "scope", "channel"))
+        snprintf(buf, cap, "channel[%" PRIu64 "]", get_u64(p, "axis"));
+    else if (str_is(p, "scope", "group"))
+        snprintf(buf, cap, "group[%" PRIu64 "]", block);
+    else
+        snprintf(buf, cap, "%s", get_str(p, "scope", NULL));
 }
 
 /* The short form of a tensor's quantization: "ggml 4-bit b32/256", "linear 8-bit
  * scale:channel[0] zero:tensor"; "" when it is not quantized. */
-static void quant_short(const tbx_file *f, uint64_t i, char *buf, size_t cap) {
-    tbx_quant_info q;
-    q.struct_size = sizeof q;
+static void quant_short(const tbx_value *q, char *buf, size_t cap) {
     buf[0] = 0;
-    if (tbx_tensor_quant_get(f, i, &q) != TBX_OK) return;
-    if (q.method == TBX_QUANT_GGML) {
-        snprintf(buf, cap, "ggml %" PRIu32 "-bit b%" PRIu64 "%s", q.bits, q.block_size,
-                 q.super_block_size ? "/" : "");
-        if (q.super_block_size) {
+    if (!q) return;
+    uint64_t bits = get_u64(q, "bits"), block = get_u64(q, "block_size");
+    uint64_t super = get_u64(q, "super_block_size");
+    if (str_is(q, "method", "ggml")) {
+        snprintf(buf, cap, "ggml %" PRIu64 "-bit b%" PRIu64 "%s", bits, block, super ? "/" : "");
+        if (super) {
             size_t n = strlen(buf);
-            snprintf(buf + n, cap - n, "%" PRIu64, q.super_block_size);
+            snprintf(buf + n, cap - n, "%" PRIu64, super);
         }
         return;
     }
     char sc[48], zr[48];
-    quant_param_short(sc, sizeof sc, &q.scale, q.block_size);
-    quant_param_short(zr, sizeof zr, &q.zero, q.block_size);
-    snprintf(buf, cap, "%s %" PRIu32 "-bit scale:%s%s%s", tbx_quant_method_name(q.method), q.bits,
-             sc, q.zero.scope != TBX_QSCOPE_NONE ? " zero:" : "",
-             q.zero.scope != TBX_QSCOPE_NONE ? zr : "");
+    quant_param_short(sc, sizeof sc, get(q, "scale"), block);
+    const tbx_value *z = get(q, "zero");
+    quant_param_short(zr, sizeof zr, z, block);
+    int has_zero = z && !str_is(z, "scope", "none");
+    snprintf(buf, cap, "%s %" PRIu64 "-bit scale:%s%s%s", get_str(q, "method", NULL), bits, sc,
+             has_zero ? " zero:" : "", has_zero ? zr : "");
+}
+
+/* A tensor's members, found in one walk of its object (a table of a million rows reads each
+ * object once, not once per column). */
+typedef struct tview {
+    const tbx_value *name, *dtype, *shape, *offset, *nbytes, *unreadable, *layout, *components,
+        *quant;
+} tview;
+
+static void tview_of(const tbx_value *t, tview *v) {
+    static const struct { const char *key; size_t at; } keys[] = {
+        {"name", offsetof(tview, name)}, {"dtype", offsetof(tview, dtype)},
+        {"shape", offsetof(tview, shape)}, {"offset", offsetof(tview, offset)},
+        {"nbytes", offsetof(tview, nbytes)}, {"unreadable", offsetof(tview, unreadable)},
+        {"layout", offsetof(tview, layout)}, {"components", offsetof(tview, components)},
+        {"quant", offsetof(tview, quant)}};
+    memset(v, 0, sizeof *v);
+    uint64_t n = tbx_value_len(t);
+    for (uint64_t i = 0; i < n; i++) {
+        size_t kl = 0;
+        const char *k = tbx_value_key_at(t, i, &kl);
+        for (size_t j = 0; k && j < sizeof keys / sizeof keys[0]; j++)
+            if (kl == strlen(keys[j].key) && memcmp(k, keys[j].key, kl) == 0) {
+                *(const tbx_value **)((char *)v + keys[j].at) = tbx_value_at(t, i);
+                break;
+            }
+    }
+}
+
+/* Elements of a shape (the model checked that the product fits). */
+static uint64_t shape_elems(const tbx_value *sh) {
+    uint64_t ne = 1;
+    for (uint64_t d = 0; d < tbx_value_len(sh); d++) ne *= u64_of(tbx_value_at(sh, d));
+    return ne;
 }
 
 /* Short note on how a tensor is stored when that is not plain dense raw bytes ("" if it is):
- * layout, quantization (short form), zstd. */
-static void storage_note(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti, char *buf,
-                         size_t cap) {
+ * no data, unreadable, layout, quantization (short form), the encoding. */
+static void storage_note(const tview *t, char *buf, size_t cap) {
     buf[0] = 0;
-    if (ti->ncomponents == 0) {
+    const tbx_value *comps = t->components;
+    if (!comps && u64_of(t->nbytes) == 0 && shape_elems(t->shape) > 0) {
+        /* a plain object of values but no bytes: the tensor has no data (OINF) */
         snprintf(buf, cap, "no data");
         return;
     }
-    if (ti->flags & TBX_TENSOR_UNREADABLE) { /* tbx validate and every read say why */
+    if (t->unreadable) { /* tbx validate and every read say why */
         snprintf(buf, cap, "unreadable (see tbx validate)");
         return;
     }
+    if (!comps && !t->quant) return; /* plain: one raw dense component */
     size_t n = 0;
-    if (ti->layout != TBX_LAYOUT_DENSE) {
-        const char *ln = tbx_layout_name(ti->layout);
-        int k = snprintf(buf, cap, "%s", ln ? ln : "?");
+    size_t ll = 0;
+    const char *layout = tbx_value_get_str(t->layout, &ll);
+    if (layout && !(ll == 5 && memcmp(layout, "dense", 5) == 0)) {
+        int k = snprintf(buf, cap, "%.*s", (int)ll, layout);
         if (k > 0) n = (size_t)k < cap ? (size_t)k : cap - 1;
     }
     char qs[160];
-    quant_short(f, i, qs, sizeof qs);
+    quant_short(t->quant, qs, sizeof qs);
     if (qs[0]) {
         int k = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", qs);
         if (k > 0) n = n + (size_t)k < cap ? n + (size_t)k : cap - 1;
     }
-    for (uint32_t c = 0; c < ti->ncomponents; c++) {
-        tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
-        if (tbx_component_info_get(f, i, c, &ci) != TBX_OK) continue;
-        if (ci.encoding != TBX_ENC_RAW) {
-            snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", tbx_encoding_name(ci.encoding));
+    for (uint64_t c = 0; c < tbx_value_len(comps); c++) {
+        const tbx_value *ci = tbx_value_at(comps, c);
+        if (!str_is(ci, "encoding", "raw")) {
+            snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", get_str(ci, "encoding", NULL));
             break;
         }
     }
 }
 
-static void print_pad(FILE *fp, size_t have, size_t want) {
-    for (size_t k = have; k < want; k++) fputc(' ', fp);
-}
-
-/* EMBD files: the header and footer fields, the vocabulary size and the special-token ids
- * (tensorbox/embd.h); embd-legacy files: the vocabulary. */
-static const char *const embd_special_names[5] = {"pad_id", "unk_id", "cls_id", "sep_id",
-                                                  "mask_id"};
-static int embd_special(const tbx_file *f, uint32_t ids[5]) {
-    tbx_embd_special sp = TBX_EMBD_SPECIAL_INIT;
-    if (tbx_embd_special_get(f, &sp) != TBX_OK) return 0;
-    ids[0] = sp.pad_id; ids[1] = sp.unk_id; ids[2] = sp.cls_id; ids[3] = sp.sep_id;
-    ids[4] = sp.mask_id;
-    return 1;
-}
-
-static void info_embd_human(const tbx_file *f, FILE *fp) {
-    tbx_format fmt = tbx_file_format(f);
-    if (fmt != TBX_FORMAT_EMBD && fmt != TBX_FORMAT_EMBD_LEGACY) return;
-    tbx_embd_header h = TBX_EMBD_HEADER_INIT;
-    if (tbx_embd_header_get(f, &h) == TBX_OK) {
-        fprintf(fp, "header:    version %u.%u, flags 0x%08" PRIx32 "%s%s%s%s\n",
-                (unsigned)h.version_major, (unsigned)h.version_minor, h.flags,
-                h.flags & TBX_EMBD_F_VOCAB_EMBEDDED ? " VOCAB_EMBEDDED" : "",
-                h.flags & TBX_EMBD_F_TENSORS_ALIGNED ? " TENSORS_ALIGNED" : "",
-                h.flags & TBX_EMBD_F_CHECKSUM_ENABLED ? " CHECKSUM_ENABLED" : "",
-                h.flags & TBX_EMBD_F_COMPRESSED ? " COMPRESSED" : "");
-        fprintf(fp, "  metadata @%" PRIu32 " +%" PRIu32 ", vocab @%" PRIu32 " +%" PRIu32
-                ", index @%" PRIu32 " x%" PRIu32 ", data @%" PRIu32 " +%" PRIu64
-                ", file %" PRIu64 "\n", h.metadata_offset, h.metadata_size, h.vocab_offset,
-                h.vocab_size, h.tensor_index_offset, h.tensor_index_count, h.tensor_data_offset,
-                h.tensor_data_size, h.total_file_size);
-        fprintf(fp, "  crc32: header 0x%08" PRIx32 ", data 0x%08" PRIx32 ", file 0x%08" PRIx32
-                "\n", h.header_checksum, h.data_checksum, h.file_checksum);
-    }
-    uint64_t nv = tbx_embd_vocab_count(f);
-    fprintf(fp, "vocab:     %" PRIu64 " tokens", nv);
-    uint32_t ids[5];
-    if (embd_special(f, ids)) {
-        for (int k = 0; k < 5; k++) {
-            const char *p = NULL;
-            size_t len = 0;
-            fprintf(fp, "%s %s=%" PRIu32, k ? "," : ";", embd_special_names[k], ids[k]);
-            if (tbx_embd_token(f, ids[k], &p, &len) == TBX_OK) {
-                fputs(" ", fp);
-                json_write_escaped(fp, p, len);
-            }
-        }
-    }
-    fputc('\n', fp);
-}
-
-static void info_embd_json(const tbx_file *f, json_out *j) {
-    tbx_format fmt = tbx_file_format(f);
-    if (fmt != TBX_FORMAT_EMBD && fmt != TBX_FORMAT_EMBD_LEGACY) return;
-    json_keyz(j, "embd");
-    json_begin_object(j);
-    tbx_embd_header h = TBX_EMBD_HEADER_INIT;
-    if (tbx_embd_header_get(f, &h) == TBX_OK) {
-        const struct { const char *k; uint64_t v; } fields[] = {
-            {"version_major", h.version_major}, {"version_minor", h.version_minor},
-            {"flags", h.flags}, {"metadata_offset", h.metadata_offset},
-            {"metadata_size", h.metadata_size}, {"vocab_offset", h.vocab_offset},
-            {"vocab_size", h.vocab_size}, {"tensor_index_offset", h.tensor_index_offset},
-            {"tensor_index_count", h.tensor_index_count},
-            {"tensor_data_offset", h.tensor_data_offset}, {"tensor_data_size", h.tensor_data_size},
-            {"total_file_size", h.total_file_size}, {"header_checksum", h.header_checksum},
-            {"data_checksum", h.data_checksum}, {"file_checksum", h.file_checksum}};
-        json_keyz(j, "header");
-        json_begin_object(j);
-        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-            json_keyz(j, fields[i].k);
-            json_u64(j, fields[i].v);
-        }
-        json_end_object(j);
-    }
-    json_keyz(j, "vocab_tokens");
-    json_u64(j, tbx_embd_vocab_count(f));
-    uint32_t ids[5];
-    if (embd_special(f, ids)) {
-        json_keyz(j, "special_tokens");
-        json_begin_object(j);
-        for (int k = 0; k < 5; k++) {
-            json_keyz(j, embd_special_names[k]);
-            json_u64(j, ids[k]);
-        }
-        json_end_object(j);
-    }
-    json_end_object(j);
-}
-
-static void info_human(tbx_file *f, const char *path) {
-    FILE *fp = stdout;
-    char sz[32];
-    uint64_t size = tbx_file_size(f);
-    fputs("file:      ", fp);
-    json_write_escaped(fp, path, strlen(path));
-    fprintf(fp, "\nformat:    %s\n", tbx_format_name(tbx_file_format(f)));
-    fprintf(fp, "version:   %" PRIu32 "\n", tbx_file_version(f));
-    fprintf(fp, "size:      %" PRIu64 " bytes", size);
-    if (size >= 1024) fprintf(fp, " (%s)", cli_format_size(sz, size));
-    fputc('\n', fp);
-    info_embd_human(f, fp);
-    /* a set opened as one file (GGUF split set, Hugging Face directory): its files */
-    uint64_t nparts = tbx_file_part_count(f);
-    if (nparts > 1) {
-        uint64_t all = 0, psize = 0;
-        size_t wpart = 4;
-        for (uint64_t i = 0; i < nparts; i++) {
-            const char *pp = tbx_file_part_path(f, i, &psize);
-            size_t w = pp ? json_escaped_width(pp, strlen(pp)) : 10;
-            if (w > wpart) wpart = w;
-            all += psize;
-        }
-        if (wpart > INFO_NAME_COL_MAX) wpart = INFO_NAME_COL_MAX;
-        fprintf(fp, "files:     %" PRIu64 " (%" PRIu64 " bytes in all)\n", nparts, all);
-        for (uint64_t i = 0; i < nparts && !ferror(fp); i++) {
-            const char *pp = tbx_file_part_path(f, i, &psize);
-            fputs("  ", fp);
-            if (pp) json_write_escaped(fp, pp, strlen(pp));
-            else fputs("(unnamed)", fp);
-            print_pad(fp, pp ? json_escaped_width(pp, strlen(pp)) : 9, wpart);
-            fprintf(fp, "  %12" PRIu64 "\n", psize);
-        }
-    }
-    /* size variables (OINF): "NAME := VALUE" */
-    uint64_t nsv = tbx_sizevar_count(f);
-    if (nsv > 0) fprintf(fp, "sizevars:  %" PRIu64 "\n", nsv);
-    for (uint64_t i = 0; i < nsv && !ferror(fp); i++) {
-        const char *name = NULL;
-        size_t nlen = 0;
-        uint64_t value = 0;
-        if (tbx_sizevar_get(f, i, &name, &nlen, &value) != TBX_OK) continue;
-        fputs("  ", fp);
-        json_write_escaped(fp, name, nlen);
-        fprintf(fp, " := %" PRIu64 "\n", value);
-    }
-
-    /* metadata */
-    uint64_t nmeta = tbx_meta_count(f);
-    fprintf(fp, "metadata:  %" PRIu64 " %s\n", nmeta, nmeta == 1 ? "entry" : "entries");
+/* A value written for people (cut lists and strings, bare non-finite floats). */
+static void human_value(FILE *fp, const tbx_value *v) {
     json_out j;
     json_init(&j, fp, 0);
     j.human = 1;
     cli_value_style st = {0, INFO_MAX_ITEMS, INFO_MAX_BYTES};
-    for (uint64_t i = 0; i < nmeta && !ferror(fp); i++) {
-        size_t klen = 0;
-        const char *key = tbx_meta_key(f, i, &klen);
-        const tbx_value *v = tbx_meta_value(f, i);
-        fputs("  ", fp);
-        if (key) json_write_escaped(fp, key, klen);
-        fputs(" (", fp);
-        if (v)
-            cli_describe_type(fp, v);
-        else
-            fputs("?", fp);
-        fputs(") = ", fp);
-        json_init(&j, fp, 0);
-        j.human = 1;
-        cli_emit_value(&j, v, &st);
-        fputc('\n', fp);
-    }
-
-    /* tensors: one pass for the column widths and totals, one to print */
-    uint64_t nt = tbx_tensor_count(f);
-    size_t wname = 4, wdtype = 5, wshape = 5, woff = 6, wbytes = 6;
-    uint64_t total_bytes = 0, total_elems = 0;
-    int any_note = 0;
-    char shape[2048], note[256];
-    for (uint64_t i = 0; i < nt; i++) {
-        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
-        size_t w = json_escaped_width_upto(ti.name ? ti.name : "", ti.name ? ti.name_len : 0,
-                                           INFO_NAME_COL_MAX);
-        if (w > wname) wname = w;
-        w = strlen(cli_dtype_name(ti.dtype));
-        if (w > wdtype) wdtype = w;
-        w = format_shape(shape, sizeof shape, ti.shape, ti.ndim);
-        if (w > wshape) wshape = w;
-        if ((size_t)digits_u64(ti.offset) > woff) woff = (size_t)digits_u64(ti.offset);
-        if ((size_t)digits_u64(ti.nbytes) > wbytes) wbytes = (size_t)digits_u64(ti.nbytes);
-        total_bytes += ti.nbytes;
-        total_elems += ti.nelems;
-        storage_note(f, i, &ti, note, sizeof note);
-        if (note[0]) any_note = 1;
-    }
-    if (wname > INFO_NAME_COL_MAX) wname = INFO_NAME_COL_MAX;
-    fprintf(fp, "tensors:   %" PRIu64, nt);
-    if (nt > 0)
-        fprintf(fp, " (%" PRIu64 " elements, %" PRIu64 " bytes of data)", total_elems,
-                total_bytes);
-    fputc('\n', fp);
-    if (nt > 0) {
-        fprintf(fp, "  %-*s  %-*s  %-*s  %*s  %*s%s\n", (int)wname, "NAME", (int)wdtype, "DTYPE",
-                (int)wshape, "SHAPE", (int)woff, "OFFSET", (int)wbytes, "NBYTES",
-                any_note ? "  STORAGE" : "");
-    }
-    for (uint64_t i = 0; i < nt && !ferror(fp); i++) {
-        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) {
-            fprintf(fp, "  (tensor %" PRIu64 ": no information)\n", i);
-            continue;
-        }
-        const char *name = ti.name ? ti.name : "";
-        size_t nlen = ti.name ? ti.name_len : 0;
-        fputs("  ", fp);
-        json_write_escaped(fp, name, nlen);
-        print_pad(fp, json_escaped_width_upto(name, nlen, wname), wname);
-        fprintf(fp, "  %-*s  ", (int)wdtype, cli_dtype_name(ti.dtype));
-        size_t sl = format_shape(shape, sizeof shape, ti.shape, ti.ndim);
-        fputs(shape, fp);
-        print_pad(fp, sl, wshape);
-        fprintf(fp, "  %*" PRIu64 "  %*" PRIu64, (int)woff, ti.offset, (int)wbytes, ti.nbytes);
-        if (any_note) {
-            storage_note(f, i, &ti, note, sizeof note);
-            if (note[0]) fprintf(fp, "  %s", note);
-        }
-        fputc('\n', fp);
-    }
-
-    /* sections */
-    uint64_t ns = tbx_section_count(f);
-    if (ns > 0) {
-        size_t wsec = 4;
-        for (uint64_t i = 0; i < ns; i++) {
-            tbx_section_info si = TBX_SECTION_INFO_INIT;
-            if (tbx_section_info_get(f, i, &si) != TBX_OK || !si.name) continue;
-            size_t w = json_escaped_width(si.name, strlen(si.name));
-            if (w > wsec) wsec = w;
-        }
-        if (wsec > INFO_NAME_COL_MAX) wsec = INFO_NAME_COL_MAX;
-        fprintf(fp, "sections:  %" PRIu64 "\n", ns);
-        fprintf(fp, "  %-*s  %10s  %12s  %12s\n", (int)wsec, "NAME", "TYPE", "OFFSET", "SIZE");
-        for (uint64_t i = 0; i < ns && !ferror(fp); i++) {
-            tbx_section_info si = TBX_SECTION_INFO_INIT;
-            if (tbx_section_info_get(f, i, &si) != TBX_OK) continue;
-            const char *name = si.name ? si.name : "";
-            fputs("  ", fp);
-            json_write_escaped(fp, name, strlen(name));
-            print_pad(fp, json_escaped_width(name, strlen(name)), wsec);
-            fprintf(fp, "  %10" PRIu32 "  %12" PRIu64 "  %12" PRIu64 "\n", si.type, si.offset,
-                    si.size);
-        }
-    }
-    print_mcf_directory(fp, f);
+    cli_emit_value(&j, v, &st);
 }
 
-/* An MCF file's section directory (human output). */
-static void print_mcf_directory(FILE *fp, const tbx_file *f) {
-    uint64_t n = tbx_mcf_section_count(f);
-    if (n == 0) return;
-    fprintf(fp, "directory: %" PRIu64 " MCF sections\n", n);
-    fprintf(fp, "  %-6s  %-22s  %7s  %12s  %12s\n", "TYPE", "NAME", "VERSION", "OFFSET", "SIZE");
+/* Columns a table cell takes: a string escaped without quotes, anything else as
+ * human_value writes it. */
+static size_t cell_width(const tbx_value *v) {
+    size_t n = 0;
+    const char *s = tbx_value_get_str(v, &n);
+    if (s && tbx_value_type_of(v) == TBX_V_STRING)
+        return json_escaped_width_upto(s, n, INFO_NAME_COL_MAX);
+    char tmp[96];
+    FILE *m = fmemopen(tmp, sizeof tmp, "w");
+    if (!m) return 8;
+    human_value(m, v);
+    long w = ftell(m);
+    fclose(m);
+    return w > 0 ? (size_t)w : 1;
+}
+
+/* A cell: strings left-aligned (not padded in the last column), the rest right-aligned. */
+static void print_cell(FILE *fp, const tbx_value *v, size_t width, int last) {
+    size_t n = 0;
+    const char *s = tbx_value_get_str(v, &n);
+    if (s && tbx_value_type_of(v) == TBX_V_STRING) {
+        json_write_escaped(fp, s, n);
+        if (!last) print_pad(fp, json_escaped_width(s, n), width);
+        return;
+    }
+    print_pad(fp, cell_width(v), width);
+    human_value(fp, v);
+}
+
+/* A format's member given whole: its entries, one per line, nested maps indented. */
+static void print_tree(FILE *fp, const tbx_value *v, int level) {
+    uint64_t n = tbx_value_len(v);
     for (uint64_t i = 0; i < n && !ferror(fp); i++) {
-        tbx_mcf_section e;
-        if (tbx_mcf_section_get(f, i, &e) != TBX_OK) continue;
-        fprintf(fp, "  0x%04" PRIx32 "  %-22s  %7" PRIu32 "  %12" PRIu64 "  %12" PRIu64 "\n", e.type,
-                e.name, e.version, e.offset, e.size);
-    }
-}
-
-/* Component list of a tensor that is not plain dense raw data (JSON). */
-static void json_components(json_out *j, const tbx_file *f, uint64_t i,
-                            const tbx_tensor_info *ti) {
-    json_keyz(j, "components");
-    json_begin_array(j);
-    for (uint32_t c = 0; c < ti->ncomponents; c++) {
-        tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
-        if (tbx_component_info_get(f, i, c, &ci) != TBX_OK) continue;
-        json_begin_object(j);
-        json_keyz(j, "name");
-        json_stringz(j, ci.name ? ci.name : "");
-        json_keyz(j, "dtype");
-        json_stringz(j, cli_dtype_name(ci.dtype));
-        json_keyz(j, "offset");
-        json_u64(j, ci.offset);
-        json_keyz(j, "stored_bytes");
-        json_u64(j, ci.stored_bytes);
-        json_keyz(j, "nbytes");
-        json_u64(j, ci.nbytes);
-        json_keyz(j, "encoding");
-        json_stringz(j, tbx_encoding_name(ci.encoding));
-        if (ci.digest) {
-            json_keyz(j, "digest");
-            json_stringz(j, ci.digest);
+        size_t kl = 0;
+        const char *k = tbx_value_key_at(v, i, &kl);
+        const tbx_value *x = tbx_value_at(v, i);
+        for (int l = 0; l < level; l++) fputs("  ", fp);
+        json_write_escaped(fp, k ? k : "", k ? kl : 0);
+        fputc(':', fp);
+        if (tbx_value_type_of(x) == TBX_V_MAP) {
+            fputc('\n', fp);
+            print_tree(fp, x, level + 1);
+        } else {
+            fputc(' ', fp);
+            human_value(fp, x);
+            fputc('\n', fp);
         }
-        json_end_object(j);
     }
-    json_end_array(j);
 }
 
-/* A scale / zero member of the "quant" object (docs/cli.md). */
-static void json_quant_param(json_out *j, const tbx_file *f, uint64_t i, const char *key,
-                             const tbx_quant_param *p) {
-    json_keyz(j, key);
-    json_begin_object(j);
-    json_keyz(j, "scope");
-    json_stringz(j, tbx_quant_scope_name(p->scope));
-    if (p->scope != TBX_QSCOPE_NONE) {
-        json_keyz(j, "dtype");
-        json_stringz(j, cli_dtype_name(p->dtype));
+/* "key:" padded to the column of the summary's values. */
+static void print_label(FILE *fp, const char *key, size_t len) {
+    json_write_escaped(fp, key, len);
+    fputc(':', fp);
+    size_t w = json_escaped_width(key, len) + 1;
+    print_pad(fp, w, 10);
+    fputc(' ', fp);
+}
+
+static ext_table *ext_find(human *h, const char *key, size_t len) {
+    for (size_t i = 0; i < h->next; i++)
+        if (strlen(h->ext[i].key) == len && memcmp(h->ext[i].key, key, len) == 0)
+            return &h->ext[i];
+    if (h->print || h->next == INFO_TABLES || len >= sizeof h->ext[0].key) return NULL;
+    ext_table *t = &h->ext[h->next++];
+    memset(t, 0, sizeof *t);
+    memcpy(t->key, key, len);
+    return t;
+}
+
+/* One tensor: measured, or printed as a row of the table. */
+static void human_tensor(human *h, const tbx_value *t) {
+    FILE *fp = h->fp;
+    tview tv;
+    tview_of(t, &tv);
+    size_t nlen = 0, dlen = 0;
+    const char *name = tbx_value_get_str(tv.name, &nlen);
+    const char *dtype = tbx_value_get_str(tv.dtype, &dlen);
+    if (!name) name = "", nlen = 0;
+    if (!dtype) dtype = "", dlen = 0;
+    const tbx_value *sh = tv.shape;
+    char shape[2048], note[256];
+    size_t sl = format_shape(shape, sizeof shape, sh);
+    uint64_t off = u64_of(tv.offset), nbytes = u64_of(tv.nbytes);
+    storage_note(&tv, note, sizeof note);
+    if (!h->print) {
+        h->ntensors++;
+        size_t w = json_escaped_width_upto(name, nlen, INFO_NAME_COL_MAX);
+        if (w > h->wname) h->wname = w;
+        if (dlen > h->wdtype) h->wdtype = dlen;
+        if (sl > h->wshape) h->wshape = sl;
+        if ((size_t)digits_u64(off) > h->woff) h->woff = (size_t)digits_u64(off);
+        if ((size_t)digits_u64(nbytes) > h->wbytes) h->wbytes = (size_t)digits_u64(nbytes);
+        h->total_bytes += nbytes;
+        h->total_elems += shape_elems(sh);
+        if (note[0]) h->any_note = 1;
+        return;
     }
-    if (p->scope == TBX_QSCOPE_CHANNEL) {
-        json_keyz(j, "axis");
-        json_u64(j, p->axis);
-    }
-    if (p->count) {
-        json_keyz(j, "count");
-        json_u64(j, p->count);
-    }
-    tbx_component_info ci;
-    if (p->component >= 0 && tbx_component_info_get(f, i, (uint32_t)p->component, &ci) == TBX_OK) {
-        json_keyz(j, "component");
-        json_stringz(j, ci.name ? ci.name : "");
-    }
-    if (p->values) {
-        json_keyz(j, "values");
-        json_begin_array(j);
-        for (uint64_t k = 0; k < p->count && !ferror(stdout); k++) {
-            const unsigned char *b = (const unsigned char *)p->values;
-            if (p->dtype == TBX_DT_F32) {
-                float v;
-                memcpy(&v, b + 4 * k, 4);
-                json_float(j, v, TBX_V_F32);
-            } else if (p->dtype == TBX_DT_I32) {
-                int32_t v;
-                memcpy(&v, b + 4 * k, 4);
-                json_i64(j, v);
-            } else {
-                json_null(j);
+    fputs("  ", fp);
+    json_write_escaped(fp, name, nlen);
+    print_pad(fp, json_escaped_width_upto(name, nlen, h->wname), h->wname);
+    fprintf(fp, "  %-*s  ", (int)h->wdtype, dtype);
+    fputs(shape, fp);
+    print_pad(fp, sl, h->wshape);
+    fprintf(fp, "  %*" PRIu64 "  %*" PRIu64, (int)h->woff, off, (int)h->wbytes, nbytes);
+    if (h->any_note && note[0]) fprintf(fp, "  %s", note);
+    fputc('\n', fp);
+}
+
+/* One item of a format's table: measured, or printed as a row (a MAP item under the columns
+ * its first item named; anything else on a line of its own). */
+static void human_format_item(human *h, const tbx_value *v) {
+    ext_table *t = h->cur;
+    FILE *fp = h->fp;
+    if (!h->print) {
+        if (!t) return;
+        if (t->n++ == 0 && tbx_value_type_of(v) == TBX_V_MAP) {
+            uint64_t n = tbx_value_len(v);
+            for (uint64_t i = 0; i < n && t->ncols < INFO_TABLE_COLS; i++) {
+                size_t kl = 0;
+                const char *k = tbx_value_key_at(v, i, &kl);
+                if (!k || kl >= sizeof t->col[0]) continue;
+                memcpy(t->col[t->ncols], k, kl);
+                t->col[t->ncols][kl] = 0;
+                tbx_value_type vt = tbx_value_type_of(tbx_value_at(v, i));
+                t->num[t->ncols] = vt >= TBX_V_U8 && vt <= TBX_V_F64;
+                t->w[t->ncols++] = kl;
             }
         }
-        json_end_array(j);
+        for (size_t c = 0; c < t->ncols; c++) {
+            const tbx_value *x = get(v, t->col[c]);
+            size_t w = x ? cell_width(x) : 0;
+            if (w > t->w[c]) t->w[c] = w;
+        }
+        return;
     }
-    json_end_object(j);
-}
-
-/* The "quant" object of a quantized tensor: the same schema for every format. */
-static void json_quant(json_out *j, const tbx_file *f, uint64_t i, const cli_value_style *st) {
-    tbx_quant_info q;
-    q.struct_size = sizeof q;
-    if (tbx_tensor_quant_get(f, i, &q) != TBX_OK) return;
-    json_keyz(j, "quant");
-    json_begin_object(j);
-    json_keyz(j, "method");
-    json_stringz(j, tbx_quant_method_name(q.method));
-    json_keyz(j, "code_dtype");
-    json_stringz(j, cli_dtype_name(q.code_dtype));
-    json_keyz(j, "bits");
-    json_u64(j, q.bits);
-    json_keyz(j, "signed");
-    json_bool(j, q.code_signed != 0);
-    json_keyz(j, "block_size");
-    json_u64(j, q.block_size);
-    json_keyz(j, "super_block_size");
-    json_u64(j, q.super_block_size);
-    json_quant_param(j, f, i, "scale", &q.scale);
-    json_quant_param(j, f, i, "zero", &q.zero);
-    json_keyz(j, "domain");
-    json_stringz(j, tbx_quant_domain_name(q.domain));
-    json_keyz(j, "clip");
-    if (q.has_clip) {
-        json_begin_array(j);
-        json_float(j, q.clip_min, TBX_V_F64);
-        json_float(j, q.clip_max, TBX_V_F64);
-        json_end_array(j);
+    fputs("  ", fp);
+    if (!t || !t->ncols || tbx_value_type_of(v) != TBX_V_MAP) {
+        human_value(fp, v);
     } else {
-        json_null(j);
+        for (size_t c = 0; c < t->ncols; c++) {
+            const tbx_value *x = get(v, t->col[c]);
+            int last = c + 1 == t->ncols;
+            if (c) fputs("  ", fp);
+            if (x) print_cell(fp, x, t->w[c], last);
+            else if (!last) print_pad(fp, 0, t->w[c]);
+        }
     }
-    json_keyz(j, "params");
-    cli_emit_value(j, q.params, st);
-    json_end_object(j);
+    fputc('\n', fp);
 }
 
-/* Is tensor i stored as anything but one raw component of a dense tensor without a digest? */
-static int is_plain(const tbx_file *f, uint64_t i, const tbx_tensor_info *ti) {
-    if (ti->layout != TBX_LAYOUT_DENSE) return 0;
-    if (ti->ncomponents == 0) return 1;
-    if (ti->ncomponents > 1) return 0;
-    tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
-    if (tbx_component_info_get(f, i, 0, &ci) != TBX_OK) return 1;
-    return ci.encoding == TBX_ENC_RAW && ci.digest == NULL;
+static void human_begin(human *h, const tbx_describe_part *p) {
+    FILE *fp = h->fp;
+    h->cur = NULL;
+    h->in = key_is(p, "files")      ? IN_FILES
+            : key_is(p, "sizevars") ? IN_SIZEVARS
+            : key_is(p, "metadata") ? IN_METADATA
+            : key_is(p, "tensors")  ? IN_TENSORS
+            : key_is(p, "sections") ? IN_SECTIONS
+                                    : IN_FORMAT;
+    if (h->in == IN_FORMAT) h->cur = ext_find(h, p->key, p->key_len);
+    if (!h->print) return;
+    switch (h->in) {
+    case IN_FILES:
+        if (h->wpart > INFO_NAME_COL_MAX) h->wpart = INFO_NAME_COL_MAX;
+        fprintf(fp, "files:     %" PRIu64 " (%" PRIu64 " bytes in all)\n", h->nparts,
+                h->parts_bytes);
+        break;
+    case IN_SIZEVARS:
+        if (h->nsizevars > 0) fprintf(fp, "sizevars:  %" PRIu64 "\n", h->nsizevars);
+        break;
+    case IN_METADATA:
+        fprintf(fp, "metadata:  %" PRIu64 " %s\n", h->nmeta, h->nmeta == 1 ? "entry" : "entries");
+        break;
+    case IN_TENSORS:
+        if (h->wname > INFO_NAME_COL_MAX) h->wname = INFO_NAME_COL_MAX;
+        fprintf(fp, "tensors:   %" PRIu64, h->ntensors);
+        if (h->ntensors > 0)
+            fprintf(fp, " (%" PRIu64 " elements, %" PRIu64 " bytes of data)", h->total_elems,
+                    h->total_bytes);
+        fputc('\n', fp);
+        if (h->ntensors > 0)
+            fprintf(fp, "  %-*s  %-*s  %-*s  %*s  %*s%s\n", (int)h->wname, "NAME", (int)h->wdtype,
+                    "DTYPE", (int)h->wshape, "SHAPE", (int)h->woff, "OFFSET", (int)h->wbytes,
+                    "NBYTES", h->any_note ? "  STORAGE" : "");
+        break;
+    case IN_SECTIONS:
+        if (h->wsec > INFO_NAME_COL_MAX) h->wsec = INFO_NAME_COL_MAX;
+        fprintf(fp, "sections:  %" PRIu64 "\n", h->nsections);
+        fprintf(fp, "  %-*s  %10s  %12s  %12s\n", (int)h->wsec, "NAME", "TYPE", "OFFSET", "SIZE");
+        break;
+    default: { /* a format's table: "key:  N", then its column names */
+        ext_table *t = h->cur;
+        print_label(fp, p->key, p->key_len);
+        if (t) fprintf(fp, "%" PRIu64, t->n);
+        fputc('\n', fp);
+        if (t && t->ncols && t->n) {
+            fputs("  ", fp);
+            for (size_t c = 0; c < t->ncols; c++) {
+                size_t kl = strlen(t->col[c]);
+                if (c) fputs("  ", fp);
+                if (t->num[c]) print_pad(fp, kl, t->w[c]); /* over right-aligned numbers */
+                for (const char *k = t->col[c]; *k; k++)
+                    fputc(*k >= 'a' && *k <= 'z' ? *k - 32 : *k, fp);
+                if (!t->num[c] && c + 1 < t->ncols) print_pad(fp, kl, t->w[c]);
+            }
+            fputc('\n', fp);
+        }
+        break;
+    }
+    }
 }
 
-static void info_json(tbx_file *f, int typed) {
-    json_out j;
-    json_init(&j, stdout, 2);
-    json_begin_object(&j);
-    json_keyz(&j, "format");
-    json_stringz(&j, tbx_format_name(tbx_file_format(f)));
-    json_keyz(&j, "version");
-    json_u64(&j, tbx_file_version(f));
-    /* a set opened as one file: its files (part 0 first) */
-    uint64_t nparts = tbx_file_part_count(f);
-    if (nparts > 1) {
-        json_keyz(&j, "files");
-        json_begin_array(&j);
-        for (uint64_t i = 0; i < nparts && !ferror(stdout); i++) {
-            uint64_t psize = 0;
-            const char *pp = tbx_file_part_path(f, i, &psize);
-            json_begin_object(&j);
-            json_keyz(&j, "path");
-            if (pp) json_stringz(&j, pp);
-            else json_null(&j);
-            json_keyz(&j, "size");
-            json_u64(&j, psize);
-            json_end_object(&j);
+static void human_item(human *h, const tbx_describe_part *p) {
+    FILE *fp = h->fp;
+    const tbx_value *v = p->value;
+    switch (h->in) {
+    case IN_FILES: {
+        size_t pl = 0;
+        const char *pp = tbx_value_get_str(get(v, "path"), &pl);
+        uint64_t psize = get_u64(v, "size");
+        if (!h->print) {
+            size_t w = pp ? json_escaped_width(pp, pl) : 10;
+            if (w > h->wpart) h->wpart = w;
+            h->parts_bytes += psize;
+            h->nparts++;
+            return;
         }
-        json_end_array(&j);
+        fputs("  ", fp);
+        if (pp) json_write_escaped(fp, pp, pl);
+        else fputs("(unnamed)", fp);
+        print_pad(fp, pp ? json_escaped_width(pp, pl) : 9, h->wpart);
+        fprintf(fp, "  %12" PRIu64 "\n", psize);
+        break;
     }
-    /* size variables: for OINF files (always) and any file that has some */
-    uint64_t nsv = tbx_sizevar_count(f);
-    if (nsv > 0 || tbx_file_format(f) == TBX_FORMAT_OINF) {
-        json_keyz(&j, "sizevars");
-        json_begin_object(&j);
-        for (uint64_t i = 0; i < nsv && !ferror(stdout); i++) {
-            const char *name = NULL;
-            size_t nlen = 0;
-            uint64_t value = 0;
-            if (tbx_sizevar_get(f, i, &name, &nlen, &value) != TBX_OK) continue;
-            json_key(&j, name, nlen);
-            json_u64(&j, value);
+    case IN_SIZEVARS:
+        if (!h->print) {
+            h->nsizevars++;
+            return;
         }
-        json_end_object(&j);
+        fputs("  ", fp);
+        json_write_escaped(fp, p->key, p->key_len);
+        fprintf(fp, " := %" PRIu64 "\n", u64_of(v));
+        break;
+    case IN_METADATA:
+        if (!h->print) {
+            h->nmeta++;
+            return;
+        }
+        fputs("  ", fp);
+        json_write_escaped(fp, p->key, p->key_len);
+        fputs(" (", fp);
+        if (v) cli_describe_type(fp, v);
+        else fputs("?", fp);
+        fputs(") = ", fp);
+        human_value(fp, v);
+        fputc('\n', fp);
+        break;
+    case IN_TENSORS: human_tensor(h, v); break;
+    case IN_SECTIONS: {
+        size_t nl = 0;
+        const char *name = get_str(v, "name", &nl);
+        if (!h->print) {
+            size_t w = json_escaped_width(name, nl);
+            if (w > h->wsec) h->wsec = w;
+            h->nsections++;
+            return;
+        }
+        fputs("  ", fp);
+        json_write_escaped(fp, name, nl);
+        print_pad(fp, json_escaped_width(name, nl), h->wsec);
+        fprintf(fp, "  %10" PRIu64 "  %12" PRIu64 "  %12" PRIu64 "\n", get_u64(v, "type"),
+                get_u64(v, "offset"), get_u64(v, "size"));
+        break;
     }
+    default: human_format_item(h, v); break;
+    }
+}
 
-    info_embd_json(f, &j);
+static tbx_status human_piece(void *ud, const tbx_describe_part *p) {
+    human *h = ud;
+    FILE *fp = h->fp;
+    switch (p->event) {
+    case TBX_DESCRIBE_MEMBER:
+        if (!h->print) break;
+        if (key_is(p, "format")) {
+            size_t n = 0;
+            const char *s = tbx_value_get_str(p->value, &n);
+            fputs("format:    ", fp);
+            json_write_escaped(fp, s ? s : "", s ? n : 0);
+            fputc('\n', fp);
+        } else if (key_is(p, "version")) {
+            char sz[32];
+            fprintf(fp, "version:   %" PRIu64 "\n", u64_of(p->value));
+            fprintf(fp, "size:      %" PRIu64 " bytes", h->size);
+            if (h->size >= 1024) fprintf(fp, " (%s)", cli_format_size(sz, h->size));
+            fputc('\n', fp);
+        } else if (tbx_value_type_of(p->value) == TBX_V_MAP) { /* a format's member, whole */
+            json_write_escaped(fp, p->key, p->key_len);
+            fputs(":\n", fp);
+            print_tree(fp, p->value, 1);
+        } else {
+            print_label(fp, p->key, p->key_len);
+            human_value(fp, p->value);
+            fputc('\n', fp);
+        }
+        break;
+    case TBX_DESCRIBE_BEGIN: human_begin(h, p); break;
+    case TBX_DESCRIBE_ITEM: human_item(h, p); break;
+    case TBX_DESCRIBE_END:
+        h->in = IN_NONE;
+        h->cur = NULL;
+        break;
+    }
+    return ferror(fp) ? TBX_E_IO : TBX_OK;
+}
 
-    json_keyz(&j, "metadata");
-    json_begin_object(&j);
-    cli_value_style st = {typed, 0, 0};
-    uint64_t nmeta = tbx_meta_count(f);
-    for (uint64_t i = 0; i < nmeta && !ferror(stdout); i++) {
-        size_t klen = 0;
-        const char *key = tbx_meta_key(f, i, &klen);
-        json_key(&j, key ? key : "", key ? klen : 0);
-        cli_emit_value(&j, tbx_meta_value(f, i), &st);
+static int info_human(tbx_file *f, const char *path) {
+    human h;
+    memset(&h, 0, sizeof h);
+    h.fp = stdout;
+    h.size = tbx_file_size(f);
+    h.wpart = 4;
+    h.wname = 4;
+    h.wdtype = 5;
+    h.wshape = 5;
+    h.woff = 6;
+    h.wbytes = 6;
+    h.wsec = 4;
+    tbx_error err;
+    memset(&err, 0, sizeof err);
+    /* pass 1: counts, widths and totals; pass 2: print */
+    tbx_status st = tbx_file_describe(f, 0, human_piece, &h, &err);
+    if (st == TBX_OK) {
+        fputs("file:      ", stdout);
+        json_write_escaped(stdout, path, strlen(path));
+        fputc('\n', stdout);
+        h.print = 1;
+        st = tbx_file_describe(f, 0, human_piece, &h, &err);
     }
-    json_end_object(&j);
-
-    json_keyz(&j, "tensors");
-    json_begin_array(&j);
-    uint64_t nt = tbx_tensor_count(f);
-    for (uint64_t i = 0; i < nt && !ferror(stdout); i++) {
-        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
-        json_begin_object(&j);
-        json_keyz(&j, "name");
-        json_string(&j, ti.name ? ti.name : "", ti.name ? ti.name_len : 0);
-        json_keyz(&j, "dtype");
-        json_stringz(&j, cli_dtype_name(ti.dtype));
-        json_keyz(&j, "shape");
-        json_begin_array(&j);
-        for (uint32_t d = 0; d < ti.ndim && ti.shape; d++) json_u64(&j, ti.shape[d]);
-        json_end_array(&j);
-        json_keyz(&j, "offset");
-        json_u64(&j, ti.offset);
-        json_keyz(&j, "nbytes");
-        json_u64(&j, ti.nbytes);
-        if (ti.flags & TBX_TENSOR_UNREADABLE) {
-            json_keyz(&j, "unreadable");
-            json_bool(&j, 1);
-        }
-        if (!is_plain(f, i, &ti)) {
-            const char *ln = tbx_layout_name(ti.layout);
-            json_keyz(&j, "layout");
-            json_stringz(&j, ln ? ln : "?");
-            json_components(&j, f, i, &ti);
-        }
-        json_quant(&j, f, i, &st);
-        json_end_object(&j);
+    if (st != TBX_OK) {
+        if (!ferror(stdout)) cli_report(path, st, &err);
+        return CLI_FAIL;
     }
-    json_end_array(&j);
-
-    uint64_t ns = tbx_section_count(f);
-    if (ns > 0) {
-        json_keyz(&j, "sections");
-        json_begin_array(&j);
-        for (uint64_t i = 0; i < ns && !ferror(stdout); i++) {
-            tbx_section_info si = TBX_SECTION_INFO_INIT;
-            if (tbx_section_info_get(f, i, &si) != TBX_OK) continue;
-            json_begin_object(&j);
-            json_keyz(&j, "name");
-            json_stringz(&j, si.name ? si.name : "");
-            json_keyz(&j, "type");
-            json_u64(&j, si.type);
-            json_keyz(&j, "offset");
-            json_u64(&j, si.offset);
-            json_keyz(&j, "size");
-            json_u64(&j, si.size);
-            json_end_object(&j);
-        }
-        json_end_array(&j);
-    }
-    uint64_t nd = tbx_mcf_section_count(f);
-    if (nd > 0) {
-        json_keyz(&j, "mcf_directory");
-        json_begin_array(&j);
-        for (uint64_t i = 0; i < nd && !ferror(stdout); i++) {
-            tbx_mcf_section e;
-            if (tbx_mcf_section_get(f, i, &e) != TBX_OK) continue;
-            json_begin_object(&j);
-            json_keyz(&j, "type");
-            json_u64(&j, e.type);
-            json_keyz(&j, "name");
-            json_stringz(&j, e.name);
-            json_keyz(&j, "version");
-            json_u64(&j, e.version);
-            json_keyz(&j, "offset");
-            json_u64(&j, e.offset);
-            json_keyz(&j, "size");
-            json_u64(&j, e.size);
-            json_end_object(&j);
-        }
-        json_end_array(&j);
-    }
-    json_end_object(&j);
-    json_finish(&j);
+    return CLI_OK;
 }
 
 static int info_run(const cli_args *a) {
@@ -664,9 +661,9 @@ static int info_run(const cli_args *a) {
     if (cli_flag(a, "stats"))
         rc = cli_info_stats(f, path);
     else if (cli_flag(a, "json"))
-        info_json(f, cli_flag(a, "types"));
+        rc = info_json(f, path, cli_flag(a, "types"));
     else
-        info_human(f, path);
+        rc = info_human(f, path);
     tbx_close(f);
     return rc;
 }

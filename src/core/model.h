@@ -19,6 +19,9 @@ typedef enum tbx_source_kind { TBX_SRC_FD, TBX_SRC_MMAP, TBX_SRC_MEMORY, TBX_SRC
  * provider that found its file, and drivers open sibling files (shards, side files, split
  * parts) only through it. */
 typedef struct tbx_provider tbx_provider;
+/* What a driver's describe hook adds its member of a file's description through
+ * (src/core/describe.c, tbx_desc_*). */
+typedef struct tbx_describer tbx_describer;
 
 typedef struct tbx_source {
     tbx_source_kind kind;
@@ -454,6 +457,14 @@ struct tbx_driver {
      * decoded (TBX_E_UNSUPPORTED). */
     tbx_status (*read_f32)(tbx_file *f, uint64_t i, uint64_t first, uint64_t count, float *out,
                            tbx_error *err);
+    /* Optional: the format's own member of the file's description (tbx_file_describe), under
+     * the key describe_key, after the common members (EMBD's header and vocabulary, MCF's
+     * section directory). The hook builds values with the tbx_desc_* helpers below and gives
+     * either one value (tbx_desc_put) or the items of an array one at a time (tbx_desc_item: a
+     * table whose size follows from the input is never built whole); giving nothing leaves
+     * the member out. NULL: the format adds nothing to the common description. */
+    const char *describe_key;
+    tbx_status (*describe)(const tbx_file *f, tbx_describer *d, tbx_error *err);
     /* Optional: deep checks run by tbx_validate after open (every problem via
      * tbx_file_problem). */
     tbx_status (*validate)(tbx_file *f, tbx_error *err);
@@ -491,6 +502,24 @@ struct tbx_driver {
     /* Optional: free drv_state (and per-tensor drv). */
     void (*w_free)(tbx_writer *w);
 };
+/* Building a driver's member of the description (tbx_driver.describe, src/core/describe.c).
+ * Values are made in the describer's arena (freed after each piece is handed over: never free
+ * them). A failure is remembered: every helper after it does nothing and the next
+ * tbx_desc_put / _item returns TBX_E_NOMEM, so a hook builds without checking each step. */
+const tbx_alloc *tbx_desc_alloc(tbx_describer *d);        /* for tbx_val_* constructors */
+tbx_value *tbx_desc_new(tbx_describer *d, tbx_value_type t); /* zeroed value of type t */
+tbx_value *tbx_desc_map(tbx_describer *d);
+tbx_value *tbx_desc_list(tbx_describer *d);               /* array, no declared element type */
+tbx_value *tbx_desc_u64_value(tbx_describer *d, uint64_t u);
+tbx_value *tbx_desc_str_value(tbx_describer *d, const char *s, size_t n);
+void tbx_desc_set(tbx_describer *d, tbx_value *map, const char *key, tbx_value *v);
+void tbx_desc_push(tbx_describer *d, tbx_value *list, tbx_value *v);
+void tbx_desc_u64(tbx_describer *d, tbx_value *map, const char *key, uint64_t u);
+void tbx_desc_str(tbx_describer *d, tbx_value *map, const char *key, const char *s);
+/* The driver's member whole (once), or one item of it as an array (any number of times). */
+tbx_status tbx_desc_put(tbx_describer *d, tbx_value *v, tbx_error *err);
+tbx_status tbx_desc_item(tbx_describer *d, tbx_value *v, tbx_error *err);
+
 /* Bit of a tbx_value_type in tbx_driver.meta_types / tbx_format_caps.meta_types. */
 #define TBX_VBIT(t) ((uint64_t)1 << (t))
 /* May driver d's writer store a metadata value of type t (its meta_types mask)? */

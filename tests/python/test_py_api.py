@@ -117,6 +117,56 @@ def test_info_is_the_cli_document(tbx, files, kind, types):
         same(f.info(types=types), cli)
 
 
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def format_files(tmp_path_factory, files):
+    """Files whose description has a member of the format's own or of a set: MCF (its section
+    directory), EMBD and legacy EMBD (header, vocabulary), a Hugging Face directory (its
+    files), OINF v2 (quantization values) and OINF with size variables."""
+    from test_oinf_malformed import sample_v2
+    d = tmp_path_factory.mktemp("fmt")
+    out = {"embd": ROOT / "tests/data/embd/tiny-spec.weights",
+           "embd-legacy": ROOT / "tests/data/embd/tiny-legacy.bin",
+           "hf": ROOT / "examples/tiny-embedder"}
+    out["mcf"] = d / "a.mcf"
+    tensorbox.save_file(files["arrays"], out["mcf"])
+    out["oinf-v2"] = d / "q.oinf"
+    out["oinf-v2"].write_bytes(sample_v2().build()[0])
+    return out
+
+
+@pytest.mark.parametrize("kind", ["mcf", "embd", "embd-legacy", "hf", "oinf-v2"])
+@pytest.mark.parametrize("types", [False, True], ids=["plain", "types"])
+def test_info_is_the_cli_document_every_member(tbx, format_files, kind, types):
+    """The format's own member (mcf_directory, embd), a set's files and the quantization
+    values: the same document in Python as from the CLI, both from tbx_file_describe."""
+    p = format_files[kind]
+    r = run(tbx, "info", "--json", *(["--types"] if types else []), str(p))
+    assert r.rc == 0, r.describe()
+    cli = json.loads(r.out)
+    own = {"mcf": "mcf_directory", "embd": "embd", "embd-legacy": "embd", "hf": "files"}
+    if kind in own:
+        assert own[kind] in cli, list(cli)
+    py = tensorbox.info(p, types=types)
+    same(py, cli)
+    with tensorbox.safe_open(p) as f:
+        same(f.info(types=types), cli)
+    # the extension's quant(i) (is_quantized, dequantize): the tensor's "quant" object of the
+    # same document (tbx_tensor_describe)
+    g = tensorbox._tb._File(os.fspath(p), mmap=False)
+    try:
+        for i, t in enumerate(cli["tensors"]):
+            q = g.quant(i)
+            if "quant" in t and not types:
+                same(q, t["quant"], f"$.tensors[{i}].quant")
+            elif "quant" not in t:
+                assert q is None
+    finally:
+        g.close()
+
+
 def test_info_quant_object(tbx, files):
     doc = tensorbox.info(files["gguf"])
     q = {t["name"]: t.get("quant") for t in doc["tensors"]}

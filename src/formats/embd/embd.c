@@ -966,3 +966,39 @@ tbx_status tbx_embd_special_get(const tbx_file *f, tbx_embd_special *sp) {
     sp->mask_id = v->special[4];
     return TBX_OK;
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* The "embd" member of the file's description (tbx_file_describe): the header and footer      */
+/* fields (EMBD files), the vocabulary size and the special-token ids (both layouts).          */
+/* ------------------------------------------------------------------------------------------ */
+tbx_status em_describe(const tbx_file *f, tbx_describer *d, tbx_error *err) {
+    tbx_value *m = tbx_desc_map(d);
+    tbx_embd_header h = TBX_EMBD_HEADER_INIT;
+    if (tbx_embd_header_get(f, &h) == TBX_OK) {
+        const struct { const char *k; uint64_t v; } fields[] = {
+            {"version_major", h.version_major}, {"version_minor", h.version_minor},
+            {"flags", h.flags}, {"metadata_offset", h.metadata_offset},
+            {"metadata_size", h.metadata_size}, {"vocab_offset", h.vocab_offset},
+            {"vocab_size", h.vocab_size}, {"tensor_index_offset", h.tensor_index_offset},
+            {"tensor_index_count", h.tensor_index_count},
+            {"tensor_data_offset", h.tensor_data_offset}, {"tensor_data_size", h.tensor_data_size},
+            {"total_file_size", h.total_file_size}, {"header_checksum", h.header_checksum},
+            {"data_checksum", h.data_checksum}, {"file_checksum", h.file_checksum}};
+        tbx_value *hm = tbx_desc_map(d);
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+            tbx_desc_u64(d, hm, fields[i].k, fields[i].v);
+        tbx_desc_set(d, m, "header", hm);
+    }
+    tbx_desc_u64(d, m, "vocab_tokens", tbx_embd_vocab_count(f));
+    tbx_embd_special sp = TBX_EMBD_SPECIAL_INIT;
+    if (tbx_embd_special_get(f, &sp) == TBX_OK) {
+        tbx_value *sm = tbx_desc_map(d);
+        tbx_desc_u64(d, sm, "pad_id", sp.pad_id);
+        tbx_desc_u64(d, sm, "unk_id", sp.unk_id);
+        tbx_desc_u64(d, sm, "cls_id", sp.cls_id);
+        tbx_desc_u64(d, sm, "sep_id", sp.sep_id);
+        tbx_desc_u64(d, sm, "mask_id", sp.mask_id);
+        tbx_desc_set(d, m, "special_tokens", sm);
+    }
+    return tbx_desc_put(d, m, err);
+}

@@ -96,6 +96,7 @@ bool em_probe(const uint8_t *head, size_t len, uint64_t file_size);
 tbx_status em_open(tbx_file *f, tbx_error *err);
 tbx_status em_validate(tbx_file *f, tbx_error *err);
 void em_close(tbx_file *f);
+tbx_status em_describe(const tbx_file *f, tbx_describer *d, tbx_error *err); /* "embd" */
 /* Deferred verification of a strict, buffered handle opened with TBX_OPEN_VERIFY_DIGESTS. */
 bool em_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c);
 tbx_status em_read_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,

@@ -1251,3 +1251,21 @@ tbx_status tbx_mcf_section_get(const tbx_file *f, uint64_t i, tbx_mcf_section *o
     *out = s->dir[i];
     return TBX_OK;
 }
+
+/* The "mcf_directory" member of the file's description (tbx_file_describe): every directory
+ * entry, one item each (a directory may have hundreds of thousands). */
+tbx_status mcf_describe(const tbx_file *f, tbx_describer *d, tbx_error *err) {
+    const mcf_state *s = mcf_state_of(f);
+    tbx_status st = TBX_OK;
+    for (size_t i = 0; s && st == TBX_OK && i < s->ndir; i++) {
+        const tbx_mcf_section *e = &s->dir[i];
+        tbx_value *m = tbx_desc_map(d);
+        tbx_desc_u64(d, m, "type", e->type);
+        tbx_desc_str(d, m, "name", e->name);
+        tbx_desc_u64(d, m, "version", e->version);
+        tbx_desc_u64(d, m, "offset", e->offset);
+        tbx_desc_u64(d, m, "size", e->size);
+        st = tbx_desc_item(d, m, err);
+    }
+    return st;
+}

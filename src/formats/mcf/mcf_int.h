@@ -113,6 +113,7 @@ tbx_status mcf_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx
 tbx_status mcf_read_component(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
                               tbx_error *err);
 void mcf_close(tbx_file *f);
+tbx_status mcf_describe(const tbx_file *f, tbx_describer *d, tbx_error *err);
 
 /* Writer hooks (mcf_write.c) */
 tbx_status mcf_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
