@@ -983,6 +983,20 @@ typedef struct tbx_writer tbx_writer;
 #define TBX_WRITE_NO_SYNC   0x04u
 /* Any other bit in tbx_write_options.flags is refused with TBX_E_INVALID_ARG. */
 
+/* A write option of a format's own (tbx_write_options.options), as its driver declares it. */
+typedef struct tbx_format_option {
+    const char *key;         /* e.g. "dedup" */
+    tbx_value_type type;     /* TBX_V_BOOL; TBX_V_U64: an integer (of any integer value type)
+                              * in [min, max]; TBX_V_STRING: one of `choices` */
+    uint64_t min, max;       /* TBX_V_U64 */
+    const char *choices;     /* TBX_V_STRING: the values, space-separated */
+    const char *help;        /* one line for people, with the default */
+} tbx_format_option;
+
+/* Write option i (from 0) of `format`, NULL past the last one (and for a format without any,
+ * or no writer). Static storage. */
+TBX_API const tbx_format_option *tbx_format_option_at(tbx_format format, size_t i);
+
 typedef struct tbx_write_options {
     uint32_t struct_size;            /* sizeof(tbx_write_options) */
     tbx_format format;               /* 0: from the output path's extension */
@@ -1002,6 +1016,12 @@ typedef struct tbx_write_options {
      * state, whatever its size). Memory is about twice the bytes held. The bytes written do
      * not depend on it. */
     uint64_t buffer_limit;
+    /* Options of the output format's own, by name: a MAP value (read during tbx_writer_open,
+     * which keeps a copy; NULL: none), each key one the format declares (tbx_format_option_at),
+     * e.g. MCF {"dedup": false}. The writer's open refuses, naming the key
+     * ("options.KEY"), a key the format does not declare and a value of another type or out of
+     * its range (TBX_E_INVALID_ARG), before anything is written; so does tbx_writer_check. */
+    const tbx_value *options;
 } tbx_write_options;
 
 TBX_API void tbx_write_options_init(tbx_write_options *opt);

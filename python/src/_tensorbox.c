@@ -1186,10 +1186,21 @@ typedef struct wopts {
     unsigned int alignment, version, threads;
     int compress;
     int sync; /* 0: TBX_WRITE_NO_SYNC */
+    PyObject *options; /* the format's own options: a tagged ("map", [...]) or None */
 } wopts;
+#define WOPTS_INIT {Py_None, Py_None, 0, 0, 0, 0, 0, 1, Py_None}
 
-static int fill_write_options(const wopts *w, tbx_write_options *o, PyObject **digest_bytes) {
+/* *options (freed by the caller, NULL when none) holds the value o->options points at. */
+static int fill_write_options(const wopts *w, tbx_write_options *o, PyObject **digest_bytes,
+                              tbx_value **options) {
     tbx_write_options_init(o);
+    *options = NULL;
+    *digest_bytes = NULL;
+    if (w->options != Py_None) {
+        *options = tagged_to_value(w->options, 0);
+        if (!*options) return -1;
+        o->options = *options;
+    }
     if (format_from(w->format, &o->format) != TBX_OK) return -1;
     if (w->force) o->flags |= TBX_WRITE_OVERWRITE;
     if (!w->sync) o->flags |= TBX_WRITE_NO_SYNC;
@@ -1197,7 +1208,6 @@ static int fill_write_options(const wopts *w, tbx_write_options *o, PyObject **d
     o->compress_level = w->compress;
     o->version = w->version;
     o->threads = w->threads;
-    *digest_bytes = NULL;
     if (w->digest != Py_None) {
         *digest_bytes = PyUnicode_AsUTF8String(w->digest);
         if (!*digest_bytes) return -1;
@@ -1212,15 +1222,17 @@ static int fill_write_options(const wopts *w, tbx_write_options *o, PyObject **d
 static PyObject *mod_write(PyObject *m, PyObject *args, PyObject *kw) {
     (void)m;
     static char *kwlist[] = {"path", "tensors", "metadata", "format", "force", "alignment",
-                             "compress", "digest", "format_version", "threads", "sync", NULL};
+                             "compress", "digest", "format_version", "threads", "sync", "options",
+                             NULL};
     PyObject *pathobj = NULL, *tensors, *meta;
-    wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0, 1};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O!O!|OpIiOIIp", kwlist, PyUnicode_FSConverter,
+    wopts w = WOPTS_INIT;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O!O!|OpIiOIIpO", kwlist, PyUnicode_FSConverter,
                                      &pathobj, &PyList_Type, &tensors, &PyList_Type, &meta,
                                      &w.format, &w.force, &w.alignment, &w.compress, &w.digest,
-                                     &w.version, &w.threads, &w.sync))
+                                     &w.version, &w.threads, &w.sync, &w.options))
         return NULL;
     tbx_write_options o;
+    tbx_value *options = NULL;
     PyObject *digest_bytes = NULL;
     Py_ssize_t nt = PyList_GET_SIZE(tensors);
     Py_buffer *bufs = NULL;
@@ -1230,7 +1242,7 @@ static PyObject *mod_write(PyObject *m, PyObject *args, PyObject *kw) {
     err_clear(&err);
     tbx_status st;
     PyObject *result = NULL;
-    if (fill_write_options(&w, &o, &digest_bytes) < 0) goto done;
+    if (fill_write_options(&w, &o, &digest_bytes, &options) < 0) goto done;
     bufs = PyMem_Calloc((size_t)nt + 1, sizeof *bufs);
     if (!bufs) { PyErr_NoMemory(); goto done; }
     const char *path = PyBytes_AS_STRING(pathobj);
@@ -1309,6 +1321,7 @@ done:
     for (Py_ssize_t k = 0; k < nbufs; k++)
         if (bufs[k].obj) PyBuffer_Release(&bufs[k]);
     PyMem_Free(bufs);
+    tbx_value_free(options);
     Py_XDECREF(digest_bytes);
     Py_DECREF(pathobj);
     return result;
@@ -1350,10 +1363,10 @@ static int is_mcf_family(tbx_dtype dt) {
  * Returns -1 with an exception set. */
 static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
                                 tbx_convert_options *co, PyObject **digest_bytes,
-                                tbx_value **meta) {
+                                tbx_value **meta, tbx_value **options) {
     tbx_convert_options_init(co);
     *meta = NULL;
-    if (fill_write_options(w, &co->write, digest_bytes) < 0) return -1;
+    if (fill_write_options(w, &co->write, digest_bytes, options) < 0) return -1;
     if (dtype_from(c->cast, "cast", &co->cast_to) != TBX_OK) return -1;
     const tbx_format fmt = co->write.format ? co->write.format : tbx_format_from_path(dst);
     if (c->quant != Py_None && fmt == TBX_FORMAT_MCF) {
@@ -1566,7 +1579,7 @@ static PyObject *rep_to_list(const rep_list *l) {
 
 #define CONVERT_KW                                                                             \
     "cast", "quant", "stringify_meta", "drop_meta", "drop_sections", "sync", "drop_unreadable", \
-        "dequantize", "requantize", "strict", "quant_method", "quant_clip", "meta"
+        "dequantize", "requantize", "strict", "quant_method", "quant_clip", "meta", "options"
 
 /* convert(src, dst, format, force, alignment, compress, digest, format_version, threads,
  *         cast, quant, stringify_meta, drop_meta, drop_sections, sync, drop_unreadable,
@@ -1579,23 +1592,23 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"src", "dst", "format", "force", "alignment", "compress", "digest",
                              "format_version", "threads", CONVERT_KW, NULL};
     PyObject *srcobj = NULL, *dstobj = NULL;
-    wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0, 1};
+    wopts w = WOPTS_INIT;
     copts c = COPTS_INIT;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOO", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOO", kwlist,
                                      PyUnicode_FSConverter, &srcobj, PyUnicode_FSConverter,
                                      &dstobj, &w.format, &w.force, &w.alignment, &w.compress,
                                      &w.digest, &w.version, &w.threads, &c.cast, &c.quant,
                                      &c.stringify, &c.drop_meta, &c.drop_sections, &w.sync,
                                      &c.drop_unreadable, &c.dequantize, &c.requantize, &c.strict,
-                                     &c.quant_method, &c.quant_clip, &c.meta))
+                                     &c.quant_method, &c.quant_clip, &c.meta, &w.options))
         return NULL;
     PyObject *result = NULL, *digest_bytes = NULL;
-    tbx_value *meta = NULL;
+    tbx_value *meta = NULL, *options = NULL;
     rep_list reps;
     memset(&reps, 0, sizeof reps);
     const char *src = PyBytes_AS_STRING(srcobj), *dst = PyBytes_AS_STRING(dstobj);
     tbx_convert_options co;
-    if (fill_convert_options(&w, &c, dst, &co, &digest_bytes, &meta) < 0) goto done;
+    if (fill_convert_options(&w, &c, dst, &co, &digest_bytes, &meta, &options) < 0) goto done;
     co.on_tensor = on_tensor_report;
     co.on_quant = on_quant_report;
     co.progress_ud = &reps;
@@ -1626,6 +1639,7 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
 done:
     rep_free(&reps);
     tbx_value_free(meta);
+    tbx_value_free(options);
     Py_XDECREF(digest_bytes);
     Py_DECREF(srcobj);
     Py_DECREF(dstobj);
@@ -1639,22 +1653,22 @@ static PyObject *mod_check_output(PyObject *m, PyObject *args, PyObject *kw) {
     (void)m;
     static char *kwlist[] = {"path", "format", "force", CONVERT_KW, NULL};
     PyObject *pathobj = NULL;
-    wopts w = {Py_None, Py_None, 0, 0, 0, 0, 0, 1};
+    wopts w = WOPTS_INIT;
     copts c = COPTS_INIT;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|OpOOppppppppOOO", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|OpOOppppppppOOOO", kwlist,
                                      PyUnicode_FSConverter, &pathobj, &w.format, &w.force,
                                      &c.cast, &c.quant, &c.stringify, &c.drop_meta,
                                      &c.drop_sections, &w.sync, &c.drop_unreadable,
                                      &c.dequantize, &c.requantize, &c.strict, &c.quant_method,
-                                     &c.quant_clip, &c.meta))
+                                     &c.quant_clip, &c.meta, &w.options))
         return NULL;
     PyObject *result = NULL, *digest_bytes = NULL;
-    tbx_value *meta = NULL;
+    tbx_value *meta = NULL, *options = NULL;
     tbx_convert_options co;
     tbx_error err;
     err_clear(&err);
     const char *path = PyBytes_AS_STRING(pathobj);
-    if (fill_convert_options(&w, &c, path, &co, &digest_bytes, &meta) == 0) {
+    if (fill_convert_options(&w, &c, path, &co, &digest_bytes, &meta, &options) == 0) {
         tbx_status st;
         Py_BEGIN_ALLOW_THREADS
         st = tbx_writer_check(path, &co.write, &err);
@@ -1663,6 +1677,7 @@ static PyObject *mod_check_output(PyObject *m, PyObject *args, PyObject *kw) {
         else result = Py_NewRef(Py_None);
     }
     tbx_value_free(meta);
+    tbx_value_free(options);
     Py_XDECREF(digest_bytes);
     Py_DECREF(pathobj);
     return result;

@@ -717,15 +717,16 @@ def _clip(quant_clip):
         return quant_clip
 
 
-def _meta_map(meta):
-    """``meta={key: value}`` of convert() as the tagged map the extension takes (None: none)."""
+def _meta_map(meta, what="meta"):
+    """``meta={key: value}`` of convert() (or ``options={...}``) as the tagged map the
+    extension takes (None: none)."""
     if meta is None:
         return None
     if not isinstance(meta, dict):
-        raise TypeError(f"tensorbox: meta must be a dict, not {type(meta).__name__}")
+        raise TypeError(f"tensorbox: {what} must be a dict, not {type(meta).__name__}")
     for k in meta:
         if not isinstance(k, str):
-            raise TypeError(f"tensorbox: meta keys must be str, not {type(k).__name__} ({k!r})")
+            raise TypeError(f"tensorbox: {what} keys must be str, not {type(k).__name__} ({k!r})")
     return ("map", [(k, _tag(v)) for k, v in meta.items()]) if meta else None
 
 
@@ -733,13 +734,16 @@ def save_file(tensors, path, metadata=None, format=None, *, force=False, alignme
               compress=0, digest=None, format_version=0, threads=0, cast=None, quant=None,
               stringify_meta=False, drop_meta=False, drop_sections=False, sync=True,
               dequantize=False, requantize=False, strict=False, quant_method=None,
-              quant_clip=None):
+              quant_clip=None, options=None):
     """Writes ``{name: array}`` to `path` (numpy arrays, or torch tensors).
 
     The format comes from `format` ("safetensors", "gguf", "ztensor", "oinf", ...) or the
     extension. The options are those of ``tbx convert``: ``force`` (replace an existing file),
-    ``alignment``, ``compress`` (zstd level), ``digest`` ("sha256"/"crc32c"),
-    ``format_version``, ``threads``, and the explicitly lossy ``cast`` (dtype name), ``quant``
+    ``alignment``, ``compress`` (compression level: zTensor's zstd level), ``digest``
+    ("sha256"/"crc32c"), ``format_version``, ``threads``, ``options={key: value}`` (the output
+    format's own options, ``tbx convert -O``: e.g. MCF ``{"dedup": False}``; the format's
+    writer refuses a key it does not have or a value of another type, naming the key, before
+    anything is written), and the explicitly lossy ``cast`` (dtype name), ``quant``
     (ggml type, e.g. "q4_k"; for an MCF output one of q8 q4 k6 k4 k3 k2 int8 int4, with
     ``quant_method`` "best" or "mantle" and ``quant_clip=(min, max)``), ``stringify_meta``,
     ``drop_meta``, ``drop_sections``, and ``strict`` (a tensor whose values its type cannot
@@ -755,7 +759,8 @@ def save_file(tensors, path, metadata=None, format=None, *, force=False, alignme
     lossy = dict(cast=cast, quant=quant, stringify_meta=stringify_meta, drop_meta=drop_meta,
                  drop_sections=drop_sections)
     more = dict(dequantize=dequantize, requantize=requantize, strict=strict,
-                quant_method=quant_method, quant_clip=_clip(quant_clip))
+                quant_method=quant_method, quant_clip=_clip(quant_clip),
+                options=_meta_map(options, "options"))
     # the file can be written (its directory exists, force for an existing one) and the options
     # go together, before the tensors are gathered and copied
     _tb.check_output(path, format=format, force=force, **lossy, **more)
@@ -765,7 +770,7 @@ def save_file(tensors, path, metadata=None, format=None, *, force=False, alignme
                 digest=digest, format_version=format_version, threads=threads, sync=sync)
     if not any(lossy.values()):
         # nothing converts a value: the arrays are written as they are
-        _tb.write(path, items, meta, **opts)
+        _tb.write(path, items, meta, **opts, options=more["options"])
         return
     # Casting and quantizing are steps of tbx_convert: write the tensors as they are to a
     # temporary zTensor file next to the output (it stores every dtype and metadata type),
@@ -786,7 +791,7 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
             format_version=0, threads=0, cast=None, quant=None, stringify_meta=False,
             drop_meta=False, drop_sections=False, sync=True, drop_unreadable=False,
             dequantize=False, requantize=False, strict=False, quant_method=None,
-            quant_clip=None, meta=None):
+            quant_clip=None, meta=None, options=None):
     """Converts a file to another format (``tbx convert``) and returns what became of each
     tensor: a list of :class:`ConvertReport`, one per output tensor in order.
 
@@ -813,4 +818,4 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
                     drop_sections=drop_sections, sync=sync, drop_unreadable=drop_unreadable,
                     dequantize=dequantize, requantize=requantize, strict=strict,
                     quant_method=quant_method, quant_clip=_clip(quant_clip),
-                    meta=_meta_map(meta))
+                    meta=_meta_map(meta), options=_meta_map(options, "options"))

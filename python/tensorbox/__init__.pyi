@@ -109,7 +109,8 @@ def save_file(tensors: Mapping[str, Any], path: _Path, metadata: Optional[Mappin
               drop_sections: bool = False, sync: bool = True, dequantize: bool = False,
               requantize: bool = False, strict: bool = False,
               quant_method: Optional[_QuantMethod] = None,
-              quant_clip: Optional[tuple[float, float]] = None) -> None: ...
+              quant_clip: Optional[tuple[float, float]] = None,
+              options: Optional[Mapping[str, Any]] = None) -> None: ...
 def convert(src: _Path, dst: _Path, format: Optional[str] = None, *, force: bool = False,
             alignment: int = 0, compress: int = 0, digest: Optional[str] = None,
             format_version: int = 0, threads: int = 0, cast: Optional[str] = None,
@@ -118,4 +119,5 @@ def convert(src: _Path, dst: _Path, format: Optional[str] = None, *, force: bool
             drop_unreadable: bool = False, dequantize: bool = False, requantize: bool = False,
             strict: bool = False, quant_method: Optional[_QuantMethod] = None,
             quant_clip: Optional[tuple[float, float]] = None,
-            meta: Optional[Mapping[str, Any]] = None) -> list[ConvertReport]: ...
+            meta: Optional[Mapping[str, Any]] = None,
+            options: Optional[Mapping[str, Any]] = None) -> list[ConvertReport]: ...

@@ -8,6 +8,7 @@
  */
 #include "access.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 
 static const char *wmeta_key_of(const void *ctx, uint64_t i, size_t *len) {
@@ -50,6 +51,7 @@ static void writer_free(tbx_writer *w) {
     }
     tbx_free(&al, w->sections, w->cap_sections * sizeof *w->sections);
     if (w->src_dir) tbx_free(&al, w->src_dir, strlen(w->src_dir) + 1);
+    tbx_val_free(w->options);
     tbx_names_free(&w->meta_names);
     tbx_names_free(&w->tensor_names);
     tbx_out_abort(&w->out);
@@ -57,6 +59,98 @@ static void writer_free(tbx_writer *w) {
 }
 
 void tbx_writer_abort(tbx_writer *w) { writer_free(w); }
+
+/* Does the space-separated list `list` hold the `n` bytes of `s`? */
+static bool choice_ok(const char *list, const char *s, size_t n) {
+    for (const char *p = list ? list : ""; *p;) {
+        while (*p == ' ') p++;
+        size_t k = strcspn(p, " ");
+        if (k && k == n && memcmp(p, s, n) == 0) return true;
+        p += k;
+    }
+    return false;
+}
+
+/* The caller's format options against the row's table: a MAP, every key declared, every value
+ * of the declared type and in range. */
+static tbx_status check_options(const tbx_driver *drv, const tbx_value *opts, tbx_error *err) {
+    if (!opts) return TBX_OK;
+    if (tbx_value_type_of(opts) != TBX_V_MAP)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "options",
+                       "the write options are a %s, not a map of option names to values",
+                       tbx_value_type_name(tbx_value_type_of(opts)));
+    for (uint64_t i = 0, n = tbx_value_len(opts); i < n; i++) {
+        size_t kl = 0;
+        const char *key = tbx_value_key_at(opts, i, &kl);
+        const tbx_value *v = tbx_value_at(opts, i);
+        char q[96];
+        tbx_quote_bytes(q, sizeof q, key ? key : "", key ? kl : 0, 64);
+        char field[64]; /* tbx_error.field's size: a long key is cut */
+        snprintf(field, sizeof field, "options.%.55s", q);
+        const tbx_format_option *o = NULL;
+        for (const tbx_format_option *e = drv->w_options; e && e->key && !o; e++)
+            if (key && strlen(e->key) == kl && memcmp(e->key, key, kl) == 0) o = e;
+        if (!o) {
+            char known[256];
+            size_t at = 0;
+            known[0] = 0;
+            for (const tbx_format_option *e = drv->w_options; e && e->key; e++) {
+                int w = snprintf(known + at, sizeof known - at, "%s%s", at ? ", " : "", e->key);
+                if (w < 0 || (size_t)w >= sizeof known - at) break;
+                at += (size_t)w;
+            }
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
+                           "%s files have no write option \"%s\" (%s%s)", drv->name, q,
+                           at ? "theirs: " : "they have none", known);
+        }
+        tbx_value_type t = tbx_value_type_of(v);
+        uint64_t u = 0;
+        size_t sl = 0;
+        const char *s = NULL;
+        switch (o->type) {
+        case TBX_V_BOOL:
+            if (t != TBX_V_BOOL)
+                return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
+                               "%s write option \"%s\" is a bool, not a %s", drv->name, o->key,
+                               tbx_value_type_name(t));
+            break;
+        case TBX_V_U64:
+            if (!tbx_value_type_is_int(t) || tbx_value_get_u64(v, &u) != TBX_OK || u < o->min ||
+                u > o->max) {
+                int64_t i64 = 0;
+                if (tbx_value_type_is_int(t) && tbx_value_get_i64(v, &i64) == TBX_OK && i64 < 0)
+                    return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
+                                   "%s write option \"%s\" is %" PRId64 ", outside %" PRIu64
+                                   "..%" PRIu64, drv->name, o->key, i64, o->min, o->max);
+                if (tbx_value_type_is_int(t))
+                    return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
+                                   "%s write option \"%s\" is %" PRIu64 ", outside %" PRIu64
+                                   "..%" PRIu64, drv->name, o->key, u, o->min, o->max);
+                return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
+                               "%s write option \"%s\" is an integer, not a %s", drv->name,
+                               o->key, tbx_value_type_name(t));
+            }
+            break;
+        case TBX_V_STRING:
+            s = t == TBX_V_STRING ? tbx_value_get_str(v, &sl) : NULL;
+            if (!s || !choice_ok(o->choices, s, sl)) {
+                char vq[96];
+                tbx_quote_bytes(vq, sizeof vq, s ? s : "", s ? sl : 0, 64);
+                return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
+                               s ? "%s write option \"%s\" is \"%s\", not one of %s"
+                                 : "%s write option \"%s\" is a string (%.0s%s), not a %s",
+                               drv->name, o->key, vq, o->choices ? o->choices : "",
+                               s ? "" : tbx_value_type_name(t));
+            }
+            break;
+        default:
+            return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, field,
+                           "%s write option \"%s\" is declared with no usable type", drv->name,
+                           o->key);
+        }
+    }
+    return TBX_OK;
+}
 
 tbx_status tbx_writer_create_(tbx_writer **out, const tbx_driver *drv, const char *path,
                               const tbx_write_options *opt, uint32_t internal_flags,
@@ -81,6 +175,8 @@ tbx_status tbx_writer_create_(tbx_writer **out, const tbx_driver *drv, const cha
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "digest",
                        "%s files record no digests (digest \"%s\" asked for)",
                        drv->name, o.digest);
+    tbx_status ost = check_options(drv, o.options, err);
+    if (ost != TBX_OK) return ost;
     if (o.version && !tbx_driver_writes_version(drv, o.version)) {
         char vs[160];
         tbx_versions_text(drv->write_versions, vs, sizeof vs);
@@ -100,6 +196,7 @@ tbx_status tbx_writer_create_(tbx_writer **out, const tbx_driver *drv, const cha
     /* the version to write, checked above against the row: drivers read it from here and
      * check nothing themselves */
     w->opt.version = o.version ? o.version : drv->write_version;
+    w->opt.options = NULL; /* the caller's value: a copy is kept (w->options) */
     w->format = drv->format;
     w->known = known;
     w->drv = drv;
@@ -117,6 +214,20 @@ tbx_status tbx_writer_create_(tbx_writer **out, const tbx_driver *drv, const cha
             writer_free(w);
             return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "digest",
                            "unknown digest algorithm \"%s\" (sha256, crc32c or none)", o.digest);
+        }
+    }
+    if (o.options && tbx_value_len(o.options)) {
+        w->options = tbx_val_clone(&w->al, o.options);
+        if (!w->options) {
+            writer_free(w);
+            return tbx_err_nomem(err, "write options");
+        }
+    }
+    if (drv->w_check_options) {
+        tbx_status cst = drv->w_check_options(w, err);
+        if (cst != TBX_OK) {
+            writer_free(w);
+            return cst;
         }
     }
     unsigned oflags = ((o.flags & TBX_WRITE_OVERWRITE) ? TBX_OUT_OVERWRITE : 0u) |

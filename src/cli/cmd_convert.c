@@ -55,11 +55,14 @@ static const cli_option convert_options[] = {
                           "payloads: MCF)"},
     {"no-sync", 0, NULL, "do not fsync OUT (as cp: faster, but a crash may leave it partly "
                          "written)"},
-    {"compress", 0, "LEVEL", "zstd level for formats that compress (default 0: raw)"},
+    {"compress", 0, "LEVEL", "compression level, for formats that compress (default 0: raw; "
+                             "the format's writer checks its range: zTensor zstd 1..22)"},
     {"digest", 0, "ALGO", "sha256 or crc32c, for formats that store digests"},
     {"format-version", 0, "N", "format version to write (default: the format's default)"},
     {"meta", 0, "KEY=VALUE...", "set a metadata entry of OUT (repeatable); a string, or typed: "
                                 "KEY:TYPE=VALUE (u8..u64 i8..i64 f32 f64 bool str)"},
+    {"option", 'O', "KEY=VALUE...", "an option of OUT's format (repeatable; the formats' "
+                                    "options are listed below)"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -253,20 +256,6 @@ static void list_formats(char *buf, size_t cap) {
     }
 }
 
-/* `tbx convert --help`: one line per writable format, from the driver table. */
-void cli_convert_help_formats(FILE *fp) {
-    fprintf(fp, "Formats:\n");
-    for (size_t i = 0; i < tbx_format_count(); i++) {
-        tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
-        if (tbx_format_caps_get(tbx_format_at(i), &c) != TBX_OK || !(c.flags & TBX_FCAP_WRITE))
-            continue;
-        fprintf(fp, "  %-12s %s", c.name,
-                *c.extensions ? c.extensions : "(no extension: --to only)");
-        if (*c.aliases) fprintf(fp, "  (--to also accepts: %s)", c.aliases);
-        fputc('\n', fp);
-    }
-}
-
 /* Parses a non-negative decimal number; -1 when `s` is not one (or exceeds max). */
 static int parse_uint(const char *s, uint64_t max, uint64_t *out) {
     if (!s || *s < '0' || *s > '9') return -1;
@@ -276,6 +265,96 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *out) {
     if (errno || *end || v > max) return -1;
     *out = v;
     return 0;
+}
+
+/* `tbx convert --help`: one line per writable format, from the driver table, then the options
+ * of its own each format declares (tbx_format_option_at). */
+void cli_convert_help_formats(FILE *fp) {
+    fprintf(fp, "Formats:\n");
+    int any = 0;
+    for (size_t i = 0; i < tbx_format_count(); i++) {
+        tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
+        if (tbx_format_caps_get(tbx_format_at(i), &c) != TBX_OK || !(c.flags & TBX_FCAP_WRITE))
+            continue;
+        fprintf(fp, "  %-12s %s", c.name,
+                *c.extensions ? c.extensions : "(no extension: --to only)");
+        if (*c.aliases) fprintf(fp, "  (--to also accepts: %s)", c.aliases);
+        fputc('\n', fp);
+        any |= tbx_format_option_at(tbx_format_at(i), 0) != NULL;
+    }
+    if (!any) return;
+    fprintf(fp, "Options of a format's own (-O KEY=VALUE):\n");
+    for (size_t i = 0; i < tbx_format_count(); i++) {
+        const tbx_format_option *o;
+        for (size_t k = 0; (o = tbx_format_option_at(tbx_format_at(i), k)) != NULL; k++) {
+            char what[160];
+            if (o->type == TBX_V_BOOL)
+                snprintf(what, sizeof what, "%s=true|false", o->key);
+            else if (o->type == TBX_V_U64)
+                snprintf(what, sizeof what, "%s=%" PRIu64 "..%" PRIu64, o->key, o->min, o->max);
+            else
+                snprintf(what, sizeof what, "%s=%s", o->key, o->choices ? o->choices : "");
+            for (char *p = what + strlen(o->key); *p; p++)
+                if (*p == ' ') *p = '|';
+            fprintf(fp, "  %-12s %s\n  %-12s   %s\n", tbx_format_name(tbx_format_at(i)), what,
+                    "", o->help);
+        }
+    }
+}
+
+/* --option KEY=VALUE of OUT's format `fmt`: the value as the format declares the option
+ * (bool, integer, string); an option the format does not declare is passed as a string, for
+ * the writer to refuse naming it. Every --option as one MAP (*out NULL when none). */
+static int option_map(const cli_args *a, tbx_format fmt, tbx_value **out) {
+    *out = NULL;
+    const char *kv;
+    for (int k = 0; (kv = cli_value_at(a, "option", k)) != NULL; k++) {
+        const char *eq = strchr(kv, '=');
+        if (!eq || eq == kv) {
+            tbx_value_free(*out);
+            *out = NULL;
+            return cli_usage_error(a, "--option: expected KEY=VALUE, got '%s'", kv);
+        }
+        size_t kl = (size_t)(eq - kv);
+        const char *val = eq + 1;
+        const tbx_format_option *o = NULL;
+        for (size_t i = 0; (o = tbx_format_option_at(fmt, i)) != NULL; i++)
+            if (strlen(o->key) == kl && memcmp(o->key, kv, kl) == 0) break;
+        tbx_value *v = NULL;
+        const char *why = NULL;
+        if (o && o->type == TBX_V_BOOL) {
+            if (!strcmp(val, "true") || !strcmp(val, "1") || !strcmp(val, "yes"))
+                v = tbx_value_new_bool(1);
+            else if (!strcmp(val, "false") || !strcmp(val, "0") || !strcmp(val, "no"))
+                v = tbx_value_new_bool(0);
+            else
+                why = "not true or false";
+        } else if (o && o->type == TBX_V_U64) {
+            uint64_t n;
+            if (parse_uint(val, UINT64_MAX, &n) == 0) v = tbx_value_new_uint(TBX_V_U64, n);
+            else why = "not a non-negative integer";
+        } else {
+            v = tbx_value_new_string(val, strlen(val));
+        }
+        if (!*out && !why) *out = tbx_value_new_map();
+        tbx_status st = why ? TBX_E_INVALID_ARG
+                        : (!v || !*out) ? TBX_E_NOMEM
+                                        : tbx_value_map_put(*out, kv, kl, v);
+        if (why) {
+            tbx_value_free(*out);
+            *out = NULL;
+            return cli_usage_error(a, "--option %.*s: '%s' is %s", (int)kl, kv, val, why);
+        }
+        if (st != TBX_OK) {
+            tbx_value_free(*out);
+            *out = NULL;
+            if (st == TBX_E_DUPLICATE)
+                return cli_usage_error(a, "--option %.*s given twice", (int)kl, kv);
+            cli_error("out of memory");
+            return CLI_FAIL;
+        }
+    }
+    return CLI_OK;
 }
 
 static int same_file(const char *a, const char *b) {
@@ -479,8 +558,9 @@ static int convert_run(const cli_args *a) {
         opt.write.alignment = (uint32_t)n;
     }
     if ((s = cli_value(a, "compress")) != NULL) {
-        if (parse_uint(s, 22, &n) != 0)
-            return cli_usage_error(a, "--compress: '%s' is not a zstd level (0..22)", s);
+        /* the format's writer checks its range (tbx_writer_check below, before IN is read) */
+        if (parse_uint(s, INT32_MAX, &n) != 0)
+            return cli_usage_error(a, "--compress: '%s' is not a compression level", s);
         opt.write.compress_level = (int)n;
     }
     if ((s = cli_value(a, "digest")) != NULL) {
@@ -508,10 +588,16 @@ static int convert_run(const cli_args *a) {
     if (fmt == TBX_FORMAT_MCF && quant) opt.on_quant = on_quant;
     opt.on_tensor = on_tensor;
 
-    tbx_value *meta = NULL;
+    tbx_value *meta = NULL, *options = NULL;
     int mrc = meta_map(a, &meta);
     if (mrc != CLI_OK) return mrc;
     opt.meta = meta;
+    mrc = option_map(a, fmt, &options);
+    if (mrc != CLI_OK) {
+        tbx_value_free(meta);
+        return mrc;
+    }
+    opt.write.options = options;
 
     /* OUT can be written (its directory exists, --force for an existing file) before IN is
      * opened: a model directory's index, tokenizer and shards take time and memory */
@@ -520,18 +606,24 @@ static int convert_run(const cli_args *a) {
     tbx_status cst = same_file(in, out) ? TBX_OK : tbx_writer_check(out, &opt.write, &cerr);
     if (cst != TBX_OK) {
         tbx_value_free(meta);
+        tbx_value_free(options);
         cli_report(NULL, cst, &cerr);
         if (cst == TBX_E_EXISTS && !cli_flag(a, "force") && cli_force_would_help(out))
             fprintf(stderr, "tbx: use --force to replace %s\n", out);
         return CLI_FAIL;
     }
     tbx_file *f = cli_open(a, in);
-    if (!f) { tbx_value_free(meta); return CLI_FAIL; }
+    if (!f) {
+        tbx_value_free(meta);
+        tbx_value_free(options);
+        return CLI_FAIL;
+    }
     cu.rep.f = f;
     tbx_error err;
     memset(&err, 0, sizeof err);
     tbx_status st = tbx_convert(f, out, &opt, &err);
     tbx_value_free(meta);
+    tbx_value_free(options);
     uint64_t total = 0, left_out = 0;
     for (uint64_t i = 0, nt = tbx_tensor_count(f); i < nt; i++) {
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
@@ -585,7 +677,7 @@ const cli_command cli_cmd_convert = {
     "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]"
     " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize] [--requantize]"
     " [--strict] [--drop-unreadable] [--raw] [--no-dedup] [--no-sync]"
-    " [--meta KEY[:TYPE]=VALUE]...",
+    " [--meta KEY[:TYPE]=VALUE]... [-O KEY=VALUE]...",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
     "the conversion with an error naming it, and each lossy step needs its own option.\n"

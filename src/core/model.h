@@ -336,6 +336,10 @@ struct tbx_writer {
     int64_t current;        /* tensor being written, -1 when none */
     uint64_t cur_written;   /* bytes of it received before the chunk being handed over */
     uint64_t end;           /* file size the driver will commit (set by layout/finish) */
+    /* The format's own options (tbx_write_options.options), checked against the row's
+     * w_options and copied at the writer's open (NULL: none); drivers read them with
+     * tbx_writer_opt_bool / _u64 / _str. */
+    tbx_value *options;
     /* tbx_writer_set_source_dir_: the base name of the model directory the tensors come from
      * (tbx_convert of a Hugging Face directory), NUL-terminated; NULL otherwise. A writer that
      * records a model name or follows a directory packer (MCF: mantle's pack) reads it. */
@@ -351,6 +355,11 @@ bool tbx_writer_find_tensor_(const tbx_writer *w, const char *name, size_t len, 
 /* The dtype entry of a declared tensor's dtype: the core table's, or the one the writer's own
  * driver declares; NULL otherwise (wstate.c; the writer's tbx_file_dtype). */
 const tbx_dtype_info *tbx_writer_dtype(const tbx_writer *w, tbx_dtype dtype);
+/* The format's own option `key` as the caller gave it (tbx_write_options.options, checked at
+ * open against the row's w_options: of the declared type and range), `dflt` when not given. */
+bool tbx_writer_opt_bool(const tbx_writer *w, const char *key, bool dflt);
+uint64_t tbx_writer_opt_u64(const tbx_writer *w, const char *key, uint64_t dflt);
+const char *tbx_writer_opt_str(const tbx_writer *w, const char *key, const char *dflt);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Format drivers (src/formats/<fmt>.c). Registered in src/core/registry.c.                    */
@@ -471,6 +480,16 @@ struct tbx_driver {
     void (*close)(tbx_file *f);
 
     /* Writing. NULL write hooks mean the format is read-only. */
+    /* The format's own write options (tbx_write_options.options; tbx_format_option_at lists
+     * them), terminated by an entry whose key is NULL; NULL: none. Core checks every option a
+     * caller gives against them at the writer's open (unknown key, type, range, choices). */
+    const tbx_format_option *w_options;
+    /* Optional: the writer's options checked at its open (tbx_writer_open and
+     * tbx_writer_check, before anything is written), after core's generic checks and the
+     * w_options table: the format's ranges of the generic ones (zTensor: zstd levels, a
+     * minimum alignment) and what its options mean together. w->opt and w->options are set;
+     * nothing is declared yet. */
+    tbx_status (*w_check_options)(tbx_writer *w, tbx_error *err);
     /* May the format store this metadata value? TBX_E_UNSUPPORTED/TBX_E_LOSSY otherwise. */
     tbx_status (*w_check_meta)(tbx_writer *w, const char *key, size_t key_len,
                                const tbx_value *v, tbx_error *err);

@@ -25,6 +25,35 @@ bool tbx_writer_find_tensor_(const tbx_writer *w, const char *name, size_t len, 
     return true;
 }
 
+/* The value of option `key`, NULL when the caller did not give it. */
+static const tbx_value *opt_value(const tbx_writer *w, const char *key) {
+    const tbx_value *m = w ? w->options : NULL;
+    size_t kl = strlen(key);
+    for (uint64_t i = 0, n = tbx_value_len(m); i < n; i++) {
+        size_t len = 0;
+        const char *k = tbx_value_key_at(m, i, &len);
+        if (k && len == kl && memcmp(k, key, kl) == 0) return tbx_value_at(m, i);
+    }
+    return NULL;
+}
+
+bool tbx_writer_opt_bool(const tbx_writer *w, const char *key, bool dflt) {
+    uint64_t u;
+    const tbx_value *v = opt_value(w, key);
+    return v && tbx_value_get_u64(v, &u) == TBX_OK ? u != 0 : dflt;
+}
+
+uint64_t tbx_writer_opt_u64(const tbx_writer *w, const char *key, uint64_t dflt) {
+    uint64_t u;
+    const tbx_value *v = opt_value(w, key);
+    return v && tbx_value_get_u64(v, &u) == TBX_OK ? u : dflt;
+}
+
+const char *tbx_writer_opt_str(const tbx_writer *w, const char *key, const char *dflt) {
+    const char *s = tbx_value_get_str(opt_value(w, key), NULL);
+    return s ? s : dflt;
+}
+
 const tbx_dtype_info *tbx_writer_dtype(const tbx_writer *w, tbx_dtype dtype) {
     const tbx_dtype_info *e = tbx_dtype_core_get(dtype);
     if (e || !w || !w->drv) return e;

@@ -123,6 +123,14 @@ tbx_status tbx_format_caps_get(tbx_format format, tbx_format_caps *caps) {
     return TBX_OK;
 }
 
+const tbx_format_option *tbx_format_option_at(tbx_format format, size_t i) {
+    const tbx_driver *d = format == TBX_FORMAT_UNKNOWN ? NULL : tbx_driver_for(format);
+    if (!d || !d->w_layout || !d->w_options) return NULL;
+    for (size_t k = 0; d->w_options[k].key; k++)
+        if (k == i) return &d->w_options[k];
+    return NULL;
+}
+
 int tbx_format_writes_dtype(tbx_format format, tbx_dtype dtype) {
     const tbx_driver *d = format == TBX_FORMAT_UNKNOWN ? NULL : tbx_driver_for(format);
     if (!d || !d->w_layout || !d->w_dtype_ok || !tbx_dtype_get(dtype)) return 0;

@@ -346,6 +346,43 @@ def test_convert_help_lists_only_writable_targets(tbx, sample, tmp_path):
         assert not (tmp_path / f"o{ext}").exists()
 
 
+def test_convert_format_options(tbx, tmp_path):
+    """-O KEY=VALUE: an option of the output format's own, as its driver declares it (listed
+    under the format in --help); MCF's dedup gives shared or separate payloads; a key the
+    format does not have, a value of another type, and a format's range of --compress are
+    refused before the input is even opened (checked with the output: tbx_writer_check)."""
+    r = run(tbx, "convert", "--help")
+    text = r.out.decode()
+    block = text.split("Options of a format's own (-O KEY=VALUE):\n", 1)[1]
+    assert block.startswith("  mcf          dedup=true|false\n"), block
+    a = np.arange(64, dtype=np.float32).reshape(4, 16)
+    src = tmp_path / "two.safetensors"
+    stn.save_file({"a": a, "b": a.copy()}, str(src))
+    offs = {}
+    for flag, want_shared in ((), True), (("-O", "dedup=false"), False), \
+            (("--option", "dedup=true"), True), (("--no-dedup",), False):
+        out = tmp_path / f"o{len(offs)}.mcf"
+        r = run(tbx, "convert", src, out, *flag)
+        assert r.rc == 0, r.describe()
+        o = [t["offset"] for t in info_json(tbx, out)["tensors"]]
+        assert (o[0] == o[1]) == want_shared, (flag, o)
+        offs[flag] = o
+    missing = tmp_path / "missing.safetensors"
+    for out, args, word in ((tmp_path / "x.mcf", ("-O", "nope=1"), b'no write option "nope"'),
+                            (tmp_path / "x.gguf", ("-O", "dedup=false"),
+                             b'gguf files have no write option "dedup"'),
+                            (tmp_path / "x.zt", ("--compress", "40"), b"zstd level 40"),
+                            (tmp_path / "x.mcf", ("-O", "dedup=false", "--no-dedup", "-O",
+                                                  "dedup=true"), b"given twice")):
+        r = run(tbx, "convert", missing, out, *args)
+        assert_clean_exit(r)
+        assert r.rc in (1, 2) and word in r.err, r.describe()
+        assert b"missing.safetensors" not in r.err, r.describe()  # the input was never opened
+        assert not out.exists()
+    r = run(tbx, "convert", src, tmp_path / "y.mcf", "-O", "dedup=maybe")
+    assert r.rc == 2 and b"not true or false" in r.err, r.describe()
+
+
 def test_convert_output_into_missing_directory(tbx, sample, tmp_path):
     r = run(tbx, "convert", sample, tmp_path / "no" / "such" / "dir" / "o.safetensors")
     assert_clean_exit(r)

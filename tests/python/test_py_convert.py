@@ -17,6 +17,9 @@
 * meta={...}: typed as --meta KEY:TYPE=VALUE, read back by gguf-py with those types, the CLI's
   bytes; refused where the library refuses it;
 * option combinations tbx convert refuses are refused before any work, naming the keyword;
+* options={...}: the output format's own options (tbx convert -O): MCF's dedup gives shared
+  or separate payloads (offsets read back with tbx info), an option the format does not have
+  or a value of another type is refused naming it before anything is written;
 * the GIL stays released during a long convert (another Python thread keeps running).
 A missing peer (gguf, safetensors, numpy) is a failure, never a skip.
 """
@@ -579,6 +582,57 @@ def test_the_gil_is_released_during_a_long_convert(long_convert_input, tmp_path)
     dur, gap, n = results[-1]
     assert dur >= 0.05, f"the call was too short to tell ({results})"
     assert gap < 0.5 * dur, f"the other thread stood still during the call: {results}"
+
+
+# ------------------------------------------------------------------------------------------
+# the output format's own options
+# ------------------------------------------------------------------------------------------
+def _offsets(tbx, path):
+    return [t["offset"] for t in info_json(tbx, path)["tensors"]]
+
+
+def test_format_options_dedup(tbx, tmp_path):
+    a = np.arange(64, dtype=np.float32).reshape(4, 16)
+    arrays = {"a": a, "b": a.copy()}
+    shared = tmp_path / "shared.mcf"
+    tensorbox.save_file(arrays, shared)
+    o = _offsets(tbx, shared)
+    assert o[0] == o[1], o  # mantle's pack --dedup: one payload
+    apart = tmp_path / "apart.mcf"
+    tensorbox.save_file(arrays, apart, options={"dedup": False})
+    o = _offsets(tbx, apart)
+    assert o[0] != o[1], o
+    # convert() takes them too, and gives the CLI's bytes
+    out = tmp_path / "conv.mcf"
+    tensorbox.convert(shared, out, options={"dedup": False})
+    cli = tmp_path / "cli.mcf"
+    r = run(tbx, "convert", shared, cli, "-O", "dedup=false")
+    assert r.rc == 0, r.describe()
+    assert out.read_bytes() == cli.read_bytes()
+    o = _offsets(tbx, out)
+    assert o[0] != o[1], o
+
+
+@pytest.mark.parametrize("fmt,options,field", [
+    ("gguf", {"dedup": False}, "options.dedup"),      # GGUF has no such option
+    ("mcf", {"no_such": 1}, "options.no_such"),
+    ("mcf", {"dedup": 1}, "options.dedup"),           # an integer, not a bool
+])
+def test_format_options_refused_before_anything_is_written(tmp_path, fmt, options, field):
+    a = {"a": np.ones((2, 4), dtype=np.float32)}
+    out = tmp_path / f"o.{fmt}"
+    with pytest.raises(tensorbox.InvalidArgumentError) as ei:
+        tensorbox.save_file(a, out, options=options)
+    assert ei.value.field == field, ei.value
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    src = tmp_path / "src.safetensors"
+    tensorbox.save_file(a, src)
+    with pytest.raises(tensorbox.InvalidArgumentError) as ei:
+        tensorbox.convert(src, out, options=options)
+    assert ei.value.field == field, ei.value
+    assert not out.exists()
+    with pytest.raises(TypeError):
+        tensorbox.save_file(a, out, options=[("dedup", False)])
 
 
 # ------------------------------------------------------------------------------------------

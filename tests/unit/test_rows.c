@@ -12,7 +12,12 @@
  *     straight from the source (read, range-read, mapped), and a transformed one is never
  *     handed out as stored, even by a driver that forgot its read_component;
  *   - size variables are part of the model (tbx_file_add_sizevar), served by tbx_sizevar_* for
- *     any driver that adds them: order kept, duplicates and the budget refused.
+ *     any driver that adds them: order kept, duplicates and the budget refused;
+ *   - a format's own write options (tbx_write_options.options) are checked at the writer's
+ *     open against the row's table (tbx_format_option_at): unknown keys, wrong types, values
+ *     out of range are refused naming the key, also by tbx_writer_check; MCF's dedup does what
+ *     it says (shared or separate payloads, read back from the file) and the writer keeps its
+ *     own copy of the options.
  * Files are written under $TMPDIR (default /tmp).
  */
 #include "tbx_test.h"
@@ -267,6 +272,164 @@ TBX_TEST(sizevars_are_part_of_the_model) {
     CHECK_EQ(tbx_sizevar_count(f), 2);
     tbx_close(f);
     CHECK_EQ(tbx_sizevar_count(NULL), 0);
+}
+
+/* Opens a writer of `fmt` with `opts` and returns the status (the writer aborted). */
+static tbx_status open_with(tbx_format fmt, const tbx_value *opts, tbx_error *e) {
+    char *path = temp_path("opt", ".x");
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = fmt;
+    wo.options = opts;
+    tbx_writer *w = NULL;
+    tbx_status st = tbx_writer_open(&w, path, &wo, e);
+    tbx_error e2;
+    tbx_status st2 = tbx_writer_check(path, &wo, &e2);
+    CHECK_EQ(st2, st); /* tbx_writer_check says the same before any work */
+    if (st != TBX_OK) CHECK_STR(e2.field, e->field);
+    CHECK((st == TBX_OK) == (w != NULL));
+    tbx_writer_abort(w);
+    free(path);
+    return st;
+}
+
+static tbx_value *one_option(const char *key, tbx_value *v) {
+    tbx_value *m = tbx_value_new_map();
+    if (m && tbx_value_map_put(m, key, strlen(key), v) != TBX_OK) {
+        tbx_value_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+TBX_TEST(write_options_checked_at_open) {
+    CHECK(tbx_format_option_at(TBX_FORMAT_UNKNOWN, 0) == NULL);
+    int declared = 0;
+    for (size_t i = 0; i < tbx_format_count(); i++) {
+        tbx_format fmt = tbx_format_at(i);
+        tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
+        CHECK_OK(tbx_format_caps_get(fmt, &c));
+        if (!(c.flags & TBX_FCAP_WRITE)) continue;
+        tbx_error e;
+        /* no options, an empty map: fine */
+        CHECK_OK(open_with(fmt, NULL, &e));
+        tbx_value *empty = tbx_value_new_map();
+        CHECK_OK(open_with(fmt, empty, &e));
+        tbx_value_free(empty);
+        /* not a map */
+        tbx_value *s = tbx_value_new_string("x", 1);
+        CHECK_EQ(open_with(fmt, s, &e), TBX_E_INVALID_ARG);
+        CHECK_STR(e.field, "options");
+        tbx_value_free(s);
+        /* a key the format does not declare */
+        tbx_value *m = one_option("no_such_option", tbx_value_new_bool(1));
+        CHECK_EQ(open_with(fmt, m, &e), TBX_E_INVALID_ARG);
+        CHECK_STR(e.field, "options.no_such_option");
+        CHECK(strstr(e.message, c.name) != NULL);
+        tbx_value_free(m);
+        /* each declared option: a value of its type is taken, another type refused */
+        for (size_t k = 0; tbx_format_option_at(fmt, k); k++) {
+            const tbx_format_option *o = tbx_format_option_at(fmt, k);
+            declared++;
+            CHECK(o->key && o->help && o->help[0]);
+            char field[64];
+            snprintf(field, sizeof field, "options.%s", o->key);
+            tbx_value *good = NULL, *bad = NULL, *out_of_range = NULL;
+            if (o->type == TBX_V_BOOL) {
+                good = tbx_value_new_bool(1);
+                bad = tbx_value_new_uint(TBX_V_U8, 1);
+            } else if (o->type == TBX_V_U64) {
+                good = tbx_value_new_uint(TBX_V_U64, o->min);
+                bad = tbx_value_new_string("1", 1);
+                if (o->max < UINT64_MAX) out_of_range = tbx_value_new_uint(TBX_V_U64, o->max + 1);
+            } else {
+                CHECK_EQ(o->type, TBX_V_STRING);
+                size_t n = strcspn(o->choices, " ");
+                good = tbx_value_new_string(o->choices, n);
+                bad = tbx_value_new_string("\x01no-such-choice", 15);
+            }
+            tbx_value *gm = one_option(o->key, good);
+            CHECK_OK(open_with(fmt, gm, &e));
+            tbx_value_free(gm);
+            tbx_value *bm = one_option(o->key, bad);
+            CHECK_EQ(open_with(fmt, bm, &e), TBX_E_INVALID_ARG);
+            CHECK_STR(e.field, field);
+            tbx_value_free(bm);
+            if (out_of_range) {
+                tbx_value *rm = one_option(o->key, out_of_range);
+                CHECK_EQ(open_with(fmt, rm, &e), TBX_E_INVALID_ARG);
+                CHECK_STR(e.field, field);
+                tbx_value_free(rm);
+            }
+        }
+    }
+    CHECK(declared >= 1); /* MCF's dedup at least */
+}
+
+/* Two identical f32 tensors to MCF with `opts` (`flags`): their payload offsets. */
+static tbx_status mcf_pair(const tbx_value *opts, uint32_t flags, uint64_t off[2]) {
+    char *path = temp_path("dedup", ".mcf");
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_MCF;
+    wo.flags = flags;
+    tbx_value *copy = opts ? tbx_value_clone(opts) : NULL;
+    wo.options = copy;
+    tbx_writer *w = NULL;
+    tbx_error e;
+    tbx_status st = tbx_writer_open(&w, path, &wo, &e);
+    tbx_value_free(copy); /* the writer keeps its own */
+    if (st != TBX_OK) {
+        free(path);
+        return st;
+    }
+    static const uint64_t shape[2] = {4, 16};
+    float data[64];
+    for (int i = 0; i < 64; i++) data[i] = (float)i * 0.5f;
+    for (int i = 0; i < 2; i++) {
+        tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+        d.name = i ? "b" : "a";
+        d.dtype = TBX_DT_F32;
+        d.ndim = 2;
+        d.shape = shape;
+        d.has_data = 1;
+        CHECK_OK(tbx_writer_add_tensor(w, &d, NULL, &e));
+    }
+    for (int i = 0; i < 2; i++) CHECK_OK(tbx_writer_write_tensor(w, (uint64_t)i, data, sizeof data, &e));
+    CHECK_OK(tbx_writer_finish(w, &e));
+    tbx_file *f = NULL;
+    CHECK_OK(tbx_open_path(&f, path, NULL, &e));
+    for (int i = 0; f && i < 2; i++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        CHECK_OK(tbx_tensor_info_get(f, (uint64_t)i, &ti));
+        off[i] = ti.offset;
+    }
+    tbx_close(f);
+    unlink(path);
+    free(path);
+    return TBX_OK;
+}
+
+TBX_TEST(mcf_dedup_option) {
+    const tbx_format_option *o = tbx_format_option_at(TBX_FORMAT_MCF, 0);
+    CHECK(o && strcmp(o->key, "dedup") == 0 && o->type == TBX_V_BOOL);
+    uint64_t off[2] = {0, 1};
+    CHECK_OK(mcf_pair(NULL, 0, off)); /* default: shared, as mantle's pack --dedup */
+    CHECK_EQ(off[0], off[1]);
+    tbx_value *no = one_option("dedup", tbx_value_new_bool(0));
+    off[0] = 0, off[1] = 0;
+    CHECK_OK(mcf_pair(no, 0, off));
+    CHECK(off[0] != off[1]);
+    tbx_value *yes = one_option("dedup", tbx_value_new_bool(1));
+    off[0] = 0, off[1] = 1;
+    CHECK_OK(mcf_pair(yes, 0, off));
+    CHECK_EQ(off[0], off[1]);
+    off[0] = 0, off[1] = 0;
+    CHECK_OK(mcf_pair(NULL, TBX_WRITE_NO_DEDUP, off)); /* the flag, as before */
+    CHECK(off[0] != off[1]);
+    CHECK_EQ(mcf_pair(yes, TBX_WRITE_NO_DEDUP, off), TBX_E_INVALID_ARG); /* they disagree */
+    tbx_value_free(no);
+    tbx_value_free(yes);
 }
 
 TBX_TEST_MAIN()

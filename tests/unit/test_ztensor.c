@@ -808,6 +808,8 @@ TBX_TEST(write_metadata_round_trip_and_refusals) {
     free(path);
 }
 
+/* zTensor's ranges of the generic options are checked at the writer's open (and so by
+ * tbx_writer_check, before any work), not at the first tensor. */
 TBX_TEST(write_options_refused) {
     char *path = temp_path();
     tbx_write_options o;
@@ -816,11 +818,12 @@ TBX_TEST(write_options_refused) {
     o.alignment = 32;
     tbx_writer *w = NULL;
     tbx_error e;
-    CHECK_OK(tbx_writer_open(&w, path, &o, &e));
-    uint64_t shape[1] = {1}, idx;
-    tbx_tensor_desc d = {sizeof(tbx_tensor_desc), "t", 0, TBX_DT_U8, 1, shape, 1};
-    CHECK_EQ(tbx_writer_add_tensor(w, &d, &idx, &e), TBX_E_UNSUPPORTED);
-    tbx_writer_abort(w);
+    CHECK_EQ(tbx_writer_open(&w, path, &o, &e), TBX_E_UNSUPPORTED);
+    CHECK(w == NULL);
+    CHECK_STR(e.field, "alignment");
+    CHECK_EQ(tbx_writer_check(path, &o, &e), TBX_E_UNSUPPORTED);
+    CHECK_EQ(access(path, F_OK), -1); /* nothing left behind */
+    uint64_t idx;
     o.alignment = 4096; /* a larger power of two is fine */
     CHECK_OK(tbx_writer_open(&w, path, &o, &e));
     uint64_t shape2[1] = {3};
@@ -839,9 +842,12 @@ TBX_TEST(write_options_refused) {
     unlink(path);
     o.alignment = 0;
     o.compress_level = 99;
-    CHECK_OK(tbx_writer_open(&w, path, &o, &e));
-    CHECK_EQ(tbx_writer_add_tensor(w, &d, &idx, &e), TBX_E_INVALID_ARG);
-    tbx_writer_abort(w);
+    CHECK_EQ(tbx_writer_open(&w, path, &o, &e), TBX_E_INVALID_ARG);
+    CHECK_STR(e.field, "compress_level");
+    CHECK(strstr(e.message, "zstd level 99") != NULL);
+    CHECK_EQ(tbx_writer_check(path, &o, &e), TBX_E_INVALID_ARG);
+    o.compress_level = -1;
+    CHECK_EQ(tbx_writer_check(path, &o, &e), TBX_E_INVALID_ARG);
     free(path);
 }
 

@@ -129,6 +129,8 @@ tbx_status mcf_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t le
 tbx_status mcf_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
 tbx_status mcf_w_finish(tbx_writer *w, tbx_error *err);
 void mcf_w_free(tbx_writer *w);
+extern const tbx_format_option mcf_w_options[];
+tbx_status mcf_w_check_options(tbx_writer *w, tbx_error *err);
 
 /* mcf_pack.c: mantle pack's treatment of a Hugging Face directory's files. */
 /* Trims Go's unicode.IsSpace runes from both ends of the UTF-8 bytes [*p, *p + *n). */

@@ -456,6 +456,20 @@ static void mw_state_free(tbx_writer *w) {
 
 void mcf_w_free(tbx_writer *w) { mw_state_free(w); }
 
+/* The writer's own options (tbx_write_options.options). */
+const tbx_format_option mcf_w_options[] = {
+    {"dedup", TBX_V_BOOL, 0, 0, NULL,
+     "store equal tensors (dtype, shape, bytes) once, as mantle's pack --dedup (default true)"},
+    {NULL, TBX_V_NULL, 0, 0, NULL, NULL},
+};
+
+tbx_status mcf_w_check_options(tbx_writer *w, tbx_error *err) {
+    if ((w->opt.flags & TBX_WRITE_NO_DEDUP) && tbx_writer_opt_bool(w, "dedup", false))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "options.dedup",
+                       "the write option dedup=true and the flag TBX_WRITE_NO_DEDUP disagree");
+    return TBX_OK;
+}
+
 static uint64_t al8(uint64_t x) { return (x + 7) & ~(uint64_t)7; }
 /* x rounded up to a multiple of a (any a >= 1: pack aligns absolute offsets, e.g. to 32) */
 static uint64_t mw_al(uint64_t x, uint64_t a) { return x % a ? x + (a - x % a) : x; }
@@ -754,7 +768,8 @@ tbx_status mcf_w_finish(tbx_writer *w, tbx_error *err) {
     if (!buf) return tbx_err_nomem(err, "MCF writer buffer");
     tbx_status st = TBX_OK;
     /* duplicates (plain files): an earlier tensor of the same dtype, shape and bytes */
-    if (!s->quant_mode && !(w->opt.flags & TBX_WRITE_NO_DEDUP))
+    if (!s->quant_mode && !(w->opt.flags & TBX_WRITE_NO_DEDUP) &&
+        tbx_writer_opt_bool(w, "dedup", true))
         for (size_t k = 1; k < nt && st == TBX_OK; k++) {
             uint32_t j = s->order[k];
             const tbx_wtensor *y = &w->tensors[j];

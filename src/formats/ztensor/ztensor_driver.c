@@ -26,6 +26,7 @@ const tbx_driver tbx_driver_ztensor = {
     .read_f32 = zt_read_f32_hook,
     .validate = zt_validate,
     .close = zt_close,
+    .w_check_options = zt_w_check_options,
     .w_check_meta = zt_w_check_meta,
     .w_check_section = NULL,
     .w_check_tensor = zt_w_check_tensor,

@@ -223,5 +223,6 @@ tbx_status zt_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len
 tbx_status zt_w_tensor_done(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
 tbx_status zt_w_finish(tbx_writer *w, tbx_error *err);
 void zt_w_free(tbx_writer *w);
+tbx_status zt_w_check_options(tbx_writer *w, tbx_error *err);
 
 #endif /* TBX_ZTENSOR_INT_H */

@@ -146,9 +146,9 @@ static const char *extra_key_of(const void *ctx, uint64_t i, size_t *len) {
     return s->extras[i].name;
 }
 
-/* Lazily created state; the options are checked once here. */
-static tbx_status wstate(tbx_writer *w, zt_wstate **out, tbx_error *err) {
-    if (w->drv_state) { *out = w->drv_state; return TBX_OK; }
+/* The writer's options, at its open (tbx_writer_open, tbx_writer_check): zTensor's range of
+ * the generic ones. */
+tbx_status zt_w_check_options(tbx_writer *w, tbx_error *err) {
     int lvl = w->opt.compress_level;
     if (lvl < 0 || lvl > ZSTD_maxCLevel())
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "compress_level",
@@ -158,6 +158,14 @@ static tbx_status wstate(tbx_writer *w, zt_wstate **out, tbx_error *err) {
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "alignment",
                        "zTensor needs 64-byte aligned components; alignment %u is not a power of "
                        "two of at least 64", a);
+    return TBX_OK;
+}
+
+/* Lazily created state (the options were checked at the writer's open). */
+static tbx_status wstate(tbx_writer *w, zt_wstate **out, tbx_error *err) {
+    if (w->drv_state) { *out = w->drv_state; return TBX_OK; }
+    int lvl = w->opt.compress_level;
+    uint32_t a = w->opt.alignment;
     zt_wstate *s = tbx_malloc(&w->al, sizeof *s);
     if (!s) return tbx_err_nomem(err, "zTensor writer");
     memset(s, 0, sizeof *s);
