@@ -336,6 +336,15 @@ TBX_API tbx_status tbx_dtype_nbytes_shape(tbx_dtype dtype, const uint64_t *shape
 /* 1 when the writer of `format` can store tensors of `dtype` (at some shape; see
  * tbx_format_caps_get), else 0. */
 TBX_API int tbx_format_writes_dtype(tbx_format format, tbx_dtype dtype);
+/* 1 when tbx_convert can quantize values to `dtype` (tbx_convert_options.quant_to: a ggml
+ * block type this library has a quantizer for, or one of MCF's families), else 0. Walk the
+ * values 1 .. TBX_DT_COUNT_ - 1 for the list (with tbx_format_writes_dtype: a format's). */
+TBX_API int tbx_dtype_quantizable(tbx_dtype dtype);
+/* The quantization type `name` stands for with an output of `format`: a quantizable dtype of
+ * that name (case-insensitive), or one of the format's own dtypes named without the
+ * "<format>_" prefix of its name (MCF: "q4" is mcf_q4). TBX_DT_INVALID when it names none (a
+ * type the format cannot store is still returned: tbx_convert refuses it, naming it). */
+TBX_API tbx_dtype tbx_quant_from_name(tbx_format format, const char *name);
 
 /* Scalar conversions (round to nearest even; NaN stays NaN; Inf and subnormals handled). */
 TBX_API float tbx_f16_to_f32(uint16_t h);

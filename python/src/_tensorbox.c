@@ -1357,8 +1357,8 @@ static int is_mcf_family(tbx_dtype dt) {
 /* Fills co from the writer and conversion keywords for output `dst`, refusing before any work
  * what `tbx convert` refuses as a usage error: requantize without quant, quant_method or
  * quant_clip without an MCF quant (the library would ignore quant_method; it refuses
- * quant_clip), an unknown method, a clip bound beyond f32. For an MCF output, quant takes
- * MCF's family names as the CLI does (q8 q4 k6 k4 k3 k2 int8 int4: mcf_q8 ...). *meta (freed
+ * quant_clip), an unknown method, a clip bound beyond f32. quant takes the names the CLI
+ * does (tbx_quant_from_name: for an MCF output, q8 q4 k6 k4 k3 k2 int8 int4). *meta (freed
  * by the caller, NULL when none) holds the map of `meta` (a tagged ("map", [...]) or None).
  * Returns -1 with an exception set. */
 static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
@@ -1369,17 +1369,12 @@ static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
     if (fill_write_options(w, &co->write, digest_bytes, options) < 0) return -1;
     if (dtype_from(c->cast, "cast", &co->cast_to) != TBX_OK) return -1;
     const tbx_format fmt = co->write.format ? co->write.format : tbx_format_from_path(dst);
-    if (c->quant != Py_None && fmt == TBX_FORMAT_MCF) {
+    if (c->quant != Py_None) {
+        /* the names tbx convert --quant takes: the library's (a format's own types without
+         * its prefix: MCF's q8 .. int4) */
         const char *s = PyUnicode_AsUTF8(c->quant);
         if (!s) return -1;
-        static const char *const fam[] = {"q8", "q4", "k6", "k4", "k3", "k2", "int8", "int4",
-                                          NULL};
-        for (int k = 0; fam[k]; k++)
-            if (strcasecmp(s, fam[k]) == 0) {
-                char name[16];
-                snprintf(name, sizeof name, "mcf_%s", fam[k]);
-                co->quant_to = tbx_dtype_from_name(name);
-            }
+        co->quant_to = tbx_quant_from_name(fmt, s);
     }
     if (co->quant_to == TBX_DT_INVALID && dtype_from(c->quant, "quant", &co->quant_to) != TBX_OK)
         return -1;

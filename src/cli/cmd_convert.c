@@ -32,9 +32,8 @@ static const cli_option convert_options[] = {
     {"drop-sections", 0, NULL, "lossy: drop sections the target cannot store"},
     {"cast", 0, "DTYPE", "lossy: convert every float tensor to DTYPE (f32, f16, bf16, f64), "
                          "quantized ones decoded first"},
-    {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to a ggml type (q8_0, q4_k, ...) or, "
-                         "for MCF, to q8 q4 k6 k4 k3 k2 int8 int4 (int8/int4: mantle's runtime "
-                         "cannot load them)"},
+    {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to TYPE (each format's types are "
+                         "listed below; MCF's int8/int4: mantle's runtime cannot load them)"},
     {"quant-method", 0, "METHOD", "MCF --quant: best (default, lower error) or mantle (mantle's "
                                   "quantizer byte for byte)"},
     {"quant-clip", 0, "MIN,MAX", "MCF --quant: clamp every tensor to [MIN, MAX] (default: each "
@@ -267,8 +266,28 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *out) {
     return 0;
 }
 
-/* `tbx convert --help`: one line per writable format, from the driver table, then the options
- * of its own each format declares (tbx_format_option_at). */
+/* The quantization types `fmt` stores (tbx_dtype_quantizable, tbx_format_writes_dtype), as
+ * --quant takes them (a format's own dtypes without its "<format>_" prefix), space-separated
+ * into buf. Returns how many. */
+static size_t quant_types(tbx_format fmt, char *buf, size_t cap) {
+    const char *fname = tbx_format_name(fmt);
+    size_t fl = strlen(fname), n = 0, at = 0;
+    buf[0] = 0;
+    for (int v = 1; v < TBX_DT_COUNT_; v++) {
+        tbx_dtype dt = (tbx_dtype)v;
+        if (!tbx_dtype_quantizable(dt) || !tbx_format_writes_dtype(fmt, dt)) continue;
+        const char *name = tbx_dtype_get(dt)->name;
+        if (strncmp(name, fname, fl) == 0 && name[fl] == '_') name += fl + 1;
+        int k = snprintf(buf + at, cap - at, "%s%s", at ? " " : "", name);
+        if (k < 0 || (size_t)k >= cap - at) break;
+        at += (size_t)k;
+        n++;
+    }
+    return n;
+}
+
+/* `tbx convert --help`: one line per writable format, from the driver table, then the types
+ * each can be quantized to and the options of its own each declares (tbx_format_option_at). */
 void cli_convert_help_formats(FILE *fp) {
     fprintf(fp, "Formats:\n");
     int any = 0;
@@ -281,6 +300,27 @@ void cli_convert_help_formats(FILE *fp) {
         if (*c.aliases) fprintf(fp, "  (--to also accepts: %s)", c.aliases);
         fputc('\n', fp);
         any |= tbx_format_option_at(tbx_format_at(i), 0) != NULL;
+    }
+    fprintf(fp, "Quantization types (--quant TYPE):\n");
+    for (size_t i = 0; i < tbx_format_count(); i++) {
+        char types[1024];
+        if (!quant_types(tbx_format_at(i), types, sizeof types)) continue;
+        /* wrapped under the format's name */
+        const char *p = types;
+        fprintf(fp, "  %-12s", tbx_format_name(tbx_format_at(i)));
+        size_t col = 15;
+        while (*p) {
+            size_t w = strcspn(p, " ");
+            if (col > 15 && col + 1 + w > 96) {
+                fprintf(fp, "\n  %-12s", "");
+                col = 15;
+            }
+            fprintf(fp, " %.*s", (int)w, p);
+            col += 1 + w;
+            p += w;
+            while (*p == ' ') p++;
+        }
+        fputc('\n', fp);
     }
     if (!any) return;
     fprintf(fp, "Options of a format's own (-O KEY=VALUE):\n");
@@ -504,33 +544,25 @@ static int convert_run(const cli_args *a) {
     }
     const char *quant = cli_value(a, "quant");
     const char *qmethod = cli_value(a, "quant-method");
-    if (quant && fmt == TBX_FORMAT_MCF) {
-        static const char *const mtypes[] = {"q8", "q4", "k6", "k4", "k3", "k2", "int8", "int4",
-                                             NULL};
-        opt.quant_to = TBX_DT_INVALID;
-        for (int k = 0; mtypes[k]; k++) {
-            char name[16];
-            snprintf(name, sizeof name, "mcf_%s", mtypes[k]);
-            if (strcasecmp(quant, mtypes[k]) == 0 || strcasecmp(quant, name) == 0)
-                opt.quant_to = tbx_dtype_from_name(name);
+    if (quant) {
+        /* the types come from the library's quantizers and the format's row: a type the
+         * format stores, or (for a format that stores none) any, for the library to refuse */
+        char types[1024];
+        size_t ntypes = quant_types(fmt, types, sizeof types);
+        opt.quant_to = tbx_quant_from_name(fmt, quant);
+        if (opt.quant_to == TBX_DT_INVALID ||
+            (ntypes && !tbx_format_writes_dtype(fmt, opt.quant_to))) {
+            if (ntypes)
+                return cli_usage_error(a, "--quant: '%s' is not a type %s files are quantized "
+                                          "to (%s)", quant, tbx_format_name(fmt), types);
+            return cli_usage_error(a, "--quant: '%s' is not a quantization type (tbx convert "
+                                      "--help lists each format's)", quant);
         }
-        if (opt.quant_to == TBX_DT_INVALID)
-            return cli_usage_error(a, "--quant: '%s' is not one of MCF's q8, q4, k6, k4, k3, k2, "
-                                      "int8, int4", quant);
+    }
+    if (quant && fmt == TBX_FORMAT_MCF) {
         if (qmethod && strcmp(qmethod, "mantle") == 0) opt.flags |= TBX_CONVERT_QUANT_MANTLE;
         else if (qmethod && strcmp(qmethod, "best") != 0)
             return cli_usage_error(a, "--quant-method: '%s' is not best or mantle", qmethod);
-    } else if (quant) {
-        static const char *const qtypes[] = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k",
-                                             "q3_k", "q4_k", "q5_k", "q6_k", NULL};
-        opt.quant_to = TBX_DT_INVALID;
-        for (int k = 0; qtypes[k]; k++)
-            if (strcasecmp(quant, qtypes[k]) == 0) opt.quant_to = tbx_dtype_from_name(qtypes[k]);
-        if (opt.quant_to == TBX_DT_INVALID)
-            return cli_usage_error(a, "--quant: '%s' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, "
-                                      "q2_k, q3_k, q4_k, q5_k, q6_k%s", quant,
-                                   fmt == TBX_FORMAT_MCF ? "" : " (MCF outputs: q8, q4, k6, k4, "
-                                                                "k3, k2, int8, int4)");
     }
     const char *qclip = cli_value(a, "quant-clip");
     if (qclip) {

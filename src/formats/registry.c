@@ -123,6 +123,25 @@ tbx_status tbx_format_caps_get(tbx_format format, tbx_format_caps *caps) {
     return TBX_OK;
 }
 
+int tbx_dtype_quantizable(tbx_dtype dtype) {
+    return tbx_dtype_get(dtype) && tbx_quantizable(dtype) ? 1 : 0;
+}
+
+tbx_dtype tbx_quant_from_name(tbx_format format, const char *name) {
+    if (!name || !*name) return TBX_DT_INVALID;
+    tbx_dtype dt = tbx_dtype_from_name(name);
+    if (dt != TBX_DT_INVALID && tbx_dtype_quantizable(dt)) return dt;
+    const tbx_driver *d = format == TBX_FORMAT_UNKNOWN ? NULL : tbx_driver_for(format);
+    size_t pl = d ? strlen(d->name) : 0;
+    for (size_t k = 0; d && k < d->ndtypes; k++) {
+        const char *n = d->dtypes[k].name;
+        if (n && strncasecmp(n, d->name, pl) == 0 && n[pl] == '_' &&
+            strcasecmp(n + pl + 1, name) == 0 && tbx_dtype_quantizable(d->dtypes[k].dtype))
+            return d->dtypes[k].dtype;
+    }
+    return TBX_DT_INVALID;
+}
+
 const tbx_format_option *tbx_format_option_at(tbx_format format, size_t i) {
     const tbx_driver *d = format == TBX_FORMAT_UNKNOWN ? NULL : tbx_driver_for(format);
     if (!d || !d->w_layout || !d->w_options) return NULL;

@@ -383,6 +383,40 @@ def test_convert_format_options(tbx, tmp_path):
     assert r.rc == 2 and b"not true or false" in r.err, r.describe()
 
 
+def test_convert_quant_types_come_from_the_library(tbx, tmp_path):
+    """--help lists, per format, the types --quant takes (from the library's quantizers and the
+    formats' rows, a format's own types without its prefix); each one listed converts, and an
+    unknown one is a usage error listing the same types."""
+    text = run(tbx, "convert", "--help").out.decode()
+    block = text.split("Quantization types (--quant TYPE):\n", 1)[1].split("\nOptions", 1)[0]
+    types, fmt = {}, None
+    for line in block.splitlines():
+        if line[2:3] != " ":
+            fmt = line.split()[0]
+            types[fmt] = line.split()[1:]
+        else:
+            types[fmt] += line.split()
+    assert set(types) == {"gguf", "mcf"}, block
+    # the ggml block types gguf-py can quantize to are among them (tensorbox's own reference)
+    for t in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"):
+        assert t in types["gguf"], types
+    assert types["mcf"] == ["int8", "int4", "q8", "q4", "k6", "k4", "k3", "k2"], types
+    src = tmp_path / "w.safetensors"
+    rng = np.random.default_rng(3)
+    stn.save_file({"w": rng.standard_normal((4, 256)).astype(np.float32)}, str(src))
+    for fmt, ts in types.items():
+        for t in ts:
+            out = tmp_path / f"o-{t}.{fmt}"
+            r = run(tbx, "convert", src, out, "--quant", t)
+            assert r.rc == 0, r.describe()
+            got = info_json(tbx, out)["tensors"][0]["dtype"]
+            assert got in (t, f"{fmt}_{t}"), (t, got)
+    r = run(tbx, "convert", src, tmp_path / "x.gguf", "--quant", "q8")
+    assert r.rc == 2 and " ".join(types["gguf"]).encode() in r.err, r.describe()
+    r = run(tbx, "convert", src, tmp_path / "x.mcf", "--quant", "q4_k")
+    assert r.rc == 2 and " ".join(types["mcf"]).encode() in r.err, r.describe()
+
+
 def test_convert_output_into_missing_directory(tbx, sample, tmp_path):
     r = run(tbx, "convert", sample, tmp_path / "no" / "such" / "dir" / "o.safetensors")
     assert_clean_exit(r)

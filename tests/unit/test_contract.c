@@ -9,7 +9,10 @@
  *   - versioned structs: a caller passing a shorter struct_size (built against an older header)
  *     gets only its fields written; a shorter tbx_limits keeps the defaults of the fields it
  *     lacks; tbx_read_batch walks an array of shorter requests with their own stride;
- *   - tbx_validate on an open handle: the open's problems plus the data pass.
+ *   - tbx_validate on an open handle: the open's problems plus the data pass;
+ *   - the quantization types (tbx_dtype_quantizable, the list --quant and Python's quant= are
+ *     made from) are exactly those tbx_convert quantizes to, each written by some format;
+ *     tbx_quant_from_name resolves a format's own short names.
  * Files are written under $TMPDIR (default /tmp).
  */
 #include "tbx_test.h"
@@ -585,6 +588,94 @@ TBX_TEST(encoding_names) {
     CHECK_STR(tbx_encoding_name(TBX_ENC_ZSTD), "zstd");
     CHECK_STR(tbx_encoding_name((tbx_encoding)77), "unknown");
     CHECK_STR(tbx_encoding_name((tbx_encoding)-1), "unknown");
+}
+
+/* A safetensors file with one f32 tensor [2, 256] of varied values. */
+static char *float_file(void) {
+    char *path = temp_path("q", ".safetensors");
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    tbx_writer *w = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_writer_open(&w, path, &wo, &e));
+    static const uint64_t shape[2] = {2, 256};
+    float data[512];
+    for (int i = 0; i < 512; i++) data[i] = (float)((i * 37) % 101 - 50) / 16.0f;
+    tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+    d.name = "w";
+    d.dtype = TBX_DT_F32;
+    d.ndim = 2;
+    d.shape = shape;
+    d.has_data = 1;
+    CHECK_OK(tbx_writer_add_tensor(w, &d, NULL, &e));
+    CHECK_OK(tbx_writer_write_tensor(w, 0, data, sizeof data, &e));
+    CHECK_OK(tbx_writer_finish(w, &e));
+    return path;
+}
+
+TBX_TEST(quantization_types_are_what_convert_quantizes_to) {
+    char *src = float_file();
+    tbx_file *in = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_open_path(&in, src, NULL, &e));
+    int quantizable = 0;
+    for (int v = 1; in && v < TBX_DT_COUNT_; v++) {
+        tbx_dtype dt = (tbx_dtype)v;
+        const tbx_dtype_info *di = tbx_dtype_get(dt);
+        if (!di) {
+            CHECK_EQ(tbx_dtype_quantizable(dt), 0);
+            continue;
+        }
+        /* the first format that stores it */
+        tbx_format fmt = TBX_FORMAT_UNKNOWN;
+        for (size_t i = 0; i < tbx_format_count() && fmt == TBX_FORMAT_UNKNOWN; i++)
+            if (tbx_format_writes_dtype(tbx_format_at(i), dt)) fmt = tbx_format_at(i);
+        int q = tbx_dtype_quantizable(dt);
+        quantizable += q;
+        if (q) CHECK(fmt != TBX_FORMAT_UNKNOWN); /* a quantization type some format stores */
+        if (fmt == TBX_FORMAT_UNKNOWN || !(di->flags & (TBX_DTF_BLOCK | TBX_DTF_SHAPED)))
+            continue; /* plain types are cast targets, never quantization types */
+        tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
+        CHECK_OK(tbx_format_caps_get(fmt, &c));
+        char *out = temp_path("qo", c.extensions);
+        tbx_convert_options co;
+        tbx_convert_options_init(&co);
+        co.write.format = fmt;
+        co.flags = TBX_CONVERT_DROP_META;
+        co.quant_to = dt;
+        memset(&e, 0, sizeof e);
+        tbx_status st = tbx_convert(in, out, &co, &e);
+        if (q != (st == TBX_OK))
+            fprintf(stderr, "%s -> %s: quantizable %d, tbx_convert says %s: %s\n", di->name,
+                    c.name, q, tbx_status_name(st), e.message);
+        CHECK_EQ(q, st == TBX_OK);
+        if (st == TBX_OK) { /* and the output holds that type */
+            tbx_file *f = NULL;
+            CHECK_OK(tbx_open_path(&f, out, NULL, &e));
+            tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+            if (f) CHECK_OK(tbx_tensor_info_get(f, 0, &ti));
+            CHECK_EQ(ti.dtype, dt);
+            tbx_close(f);
+        }
+        unlink(out);
+        free(out);
+    }
+    CHECK(quantizable >= 10);
+    tbx_close(in);
+    unlink(src);
+    free(src);
+    /* names: the dtype's own (any case), a format's own types without its prefix */
+    CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_GGUF, "Q4_K"), TBX_DT_Q4_K);
+    CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_SAFETENSORS, "q8_0"), TBX_DT_Q8_0);
+    CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_MCF, "q4"), TBX_DT_MCF_Q4);
+    CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_MCF, "INT8"), TBX_DT_MCF_INT8);
+    CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_MCF, "mcf_k2"), TBX_DT_MCF_K2);
+    CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_GGUF, "mcf_k2"), TBX_DT_MCF_K2);
+    CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_GGUF, "q4"), TBX_DT_INVALID);
+    CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_MCF, "f16"), TBX_DT_INVALID); /* a cast target */
+    CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_MCF, "iq2_xxs"), TBX_DT_INVALID); /* no quantizer */
+    CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_MCF, ""), TBX_DT_INVALID);
+    CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_MCF, NULL), TBX_DT_INVALID);
 }
 
 TBX_TEST_MAIN()
