@@ -200,8 +200,8 @@ typedef enum tbx_format {
     TBX_FORMAT_EMBD_LEGACY = 7   /* the layout cpp_embedder loads (its converter's; no extension) */
 } tbx_format;
 
-/* Lower-case name of a format with a driver in this library ("safetensors", "gguf",
- * "ztensor", "oinf", "mcf", "embd", "embd-legacy"); "unknown" for any other value. */
+/* Lower-case name of a format with a driver in this library (its row's: "safetensors",
+ * "gguf", "ztensor", ...; tbx_format_at lists them); "unknown" for any other value. */
 TBX_API const char *tbx_format_name(tbx_format format);
 /* Parses a format name (as printed by tbx_format_name, or an alias such as "zt");
  * TBX_FORMAT_UNKNOWN if no driver has that name. */
@@ -211,8 +211,8 @@ TBX_API tbx_format tbx_format_from_name(const char *name);
  * size of the file. Returns TBX_FORMAT_UNKNOWN when nothing matches. */
 TBX_API tbx_format tbx_detect_format(const void *head, size_t len, uint64_t file_size);
 /* Guesses the format from a path's extension (each format's tbx_format_caps.extensions, e.g.
- * .safetensors, .gguf, .zt, .oinf, .weights; case-insensitive); TBX_FORMAT_UNKNOWN if no driver claims
- * the extension. Used only for writing. */
+ * .safetensors, .gguf, .zt; case-insensitive); TBX_FORMAT_UNKNOWN if no driver claims the
+ * extension. Used only for writing. */
 TBX_API tbx_format tbx_format_from_path(const char *path);
 
 /* What a format's driver can do (tbx_format_caps.flags) */
