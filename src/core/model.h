@@ -362,11 +362,46 @@ uint64_t tbx_writer_opt_u64(const tbx_writer *w, const char *key, uint64_t dflt)
 const char *tbx_writer_opt_str(const tbx_writer *w, const char *key, const char *dflt);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Format drivers (src/formats/<fmt>.c). Registered in src/core/registry.c.                    */
+/* Format drivers (src/formats/<fmt>/). Registered in src/formats/registry.c.                  */
 /* ------------------------------------------------------------------------------------------ */
 /* The contract: everything core knows about a format comes from its row below; a format is
- * its driver files (reader, writer, common helpers, <fmt>_driver.c holding the row) plus one
- * entry in tbx_drivers[] (src/core/registry.c). */
+ * its folder src/formats/<fmt>/ (reader, writer, common helpers, <fmt>_driver.c holding the
+ * row) plus one entry in tbx_drivers[] (src/formats/registry.c). Core holds every driver to
+ * its row: the versions it reads and writes (tbx_file_open_done_, tbx_writer_create_), the
+ * metadata types and dtypes its writer takes (meta_types, w_dtype_ok), its write options
+ * (w_options). The members, by what they are for (required: every row has them; the others
+ * are NULL / 0 when the format has no use for them, with the drivers using each today):
+ *
+ *   identity        format, name, aliases, extensions              required (aliases optional)
+ *   capabilities    caps (the flags hooks cannot imply), read_versions, write_versions,
+ *                   write_version, meta_types, w_dtype_ok          required for a writer
+ *   own dtypes      dtypes, ndtypes, dtype_nbytes                   dtypes whose size follows
+ *                   from the whole shape (TBX_DTF_SHAPED): MCF's families
+ *   reading         probe, open, close                              required for a reader
+ *   sets            claims_path, open_path                          a model named by a path that
+ *                   is not one of its files (a directory, an index): safetensors
+ *   component bytes read_component (encoded or transformed components: zTensor zstd, EMBD and
+ *                   MCF checks, big-endian GGUF via tbx_component.xform), read_component_range
+ *                   (encoded range reads: zTensor), raw_pending + check_component (a check a
+ *                   raw component still owes: zTensor digests, EMBD CRCs, MCF scales),
+ *                   read_batch (a batch served in one pass: EMBD's data CRC), read_f32 (values
+ *                   core cannot decode: MCF's families, zTensor sparse/grouped)
+ *   description     describe_key, describe                          the format's own member of
+ *                   the info document: EMBD (header, vocabulary), MCF (section directory)
+ *   validation      validate                                        deep checks after open
+ *   writing         w_layout (required for a writer), w_check_meta, w_check_tensor,
+ *                   w_check_section (sections), w_check_quant (quantization descriptions:
+ *                   OINF v2, zTensor, MCF), w_data, w_tensor_done, w_finish, w_free
+ *   write options   w_options (the format's own options: MCF's dedup), w_check_options (the
+ *                   format's ranges of the generic ones at open: zTensor's zstd level)
+ *   writer extras   w_add_sizevar (size variables: OINF), w_dtype_in_check (a writer that
+ *                   leaves tensors out by name sees an unstorable dtype first: EMBD's
+ *                   Hugging Face buffers)
+ *
+ * Not in the row, on purpose: what the common model holds (size variables are tables of
+ * tbx_file filled by the reader: tbx_file_add_sizevar; a component's transformation is its
+ * own flag, tbx_component.xform), and what a front end renders (tbx_file_describe builds the
+ * info document from the model plus `describe`; the CLI and Python know no format). */
 struct tbx_driver {
     /* Identity, read by the registry (tbx_format_name/_from_name/_from_path, tbx_format_caps_get).
      * A format value without a driver is "unknown" everywhere. */
