@@ -996,7 +996,8 @@ typedef struct tbx_writer tbx_writer;
 typedef struct tbx_format_option {
     const char *key;         /* e.g. "dedup" */
     tbx_value_type type;     /* TBX_V_BOOL; TBX_V_U64: an integer (of any integer value type)
-                              * in [min, max]; TBX_V_STRING: one of `choices` */
+                              * in [min, max]; TBX_V_F64: a finite number (of any integer or
+                              * float value type); TBX_V_STRING: one of `choices` */
     uint64_t min, max;       /* TBX_V_U64 */
     const char *choices;     /* TBX_V_STRING: the values, space-separated */
     const char *help;        /* one line for people, with the default */

@@ -9,6 +9,7 @@
 #include "access.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 
 static const char *wmeta_key_of(const void *ctx, uint64_t i, size_t *len) {
@@ -131,6 +132,16 @@ static tbx_status check_options(const tbx_driver *drv, const tbx_value *opts, tb
                                o->key, tbx_value_type_name(t));
             }
             break;
+        case TBX_V_F64: {
+            double d = 0;
+            if ((!tbx_value_type_is_int(t) && !tbx_value_type_is_float(t)) ||
+                tbx_value_get_f64(v, &d) != TBX_OK || !isfinite(d))
+                return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
+                               "%s write option \"%s\" is a finite number, not a%s %s",
+                               drv->name, o->key, tbx_value_type_is_float(t) ? " non-finite" : "",
+                               tbx_value_type_name(t));
+            break;
+        }
         case TBX_V_STRING:
             s = t == TBX_V_STRING ? tbx_value_get_str(v, &sl) : NULL;
             if (!s || !choice_ok(o->choices, s, sl)) {

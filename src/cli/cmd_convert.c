@@ -332,6 +332,8 @@ void cli_convert_help_formats(FILE *fp) {
                 snprintf(what, sizeof what, "%s=true|false", o->key);
             else if (o->type == TBX_V_U64)
                 snprintf(what, sizeof what, "%s=%" PRIu64 "..%" PRIu64, o->key, o->min, o->max);
+            else if (o->type == TBX_V_F64)
+                snprintf(what, sizeof what, "%s=NUMBER", o->key);
             else
                 snprintf(what, sizeof what, "%s=%s", o->key, o->choices ? o->choices : "");
             for (char *p = what + strlen(o->key); *p; p++)
@@ -373,6 +375,11 @@ static int option_map(const cli_args *a, tbx_format fmt, tbx_value **out) {
             uint64_t n;
             if (parse_uint(val, UINT64_MAX, &n) == 0) v = tbx_value_new_uint(TBX_V_U64, n);
             else why = "not a non-negative integer";
+        } else if (o && o->type == TBX_V_F64) {
+            char *end = NULL;
+            double d = *val ? strtod(val, &end) : 0;
+            if (*val && !*end) v = tbx_value_new_float(TBX_V_F64, d);
+            else why = "not a number";
         } else {
             v = tbx_value_new_string(val, strlen(val));
         }

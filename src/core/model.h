@@ -359,6 +359,7 @@ const tbx_dtype_info *tbx_writer_dtype(const tbx_writer *w, tbx_dtype dtype);
  * open against the row's w_options: of the declared type and range), `dflt` when not given. */
 bool tbx_writer_opt_bool(const tbx_writer *w, const char *key, bool dflt);
 uint64_t tbx_writer_opt_u64(const tbx_writer *w, const char *key, uint64_t dflt);
+double tbx_writer_opt_f64(const tbx_writer *w, const char *key, double dflt);
 const char *tbx_writer_opt_str(const tbx_writer *w, const char *key, const char *dflt);
 
 /* ------------------------------------------------------------------------------------------ */

@@ -49,6 +49,12 @@ uint64_t tbx_writer_opt_u64(const tbx_writer *w, const char *key, uint64_t dflt)
     return v && tbx_value_get_u64(v, &u) == TBX_OK ? u : dflt;
 }
 
+double tbx_writer_opt_f64(const tbx_writer *w, const char *key, double dflt) {
+    double d;
+    const tbx_value *v = opt_value(w, key);
+    return v && tbx_value_get_f64(v, &d) == TBX_OK ? d : dflt;
+}
+
 const char *tbx_writer_opt_str(const tbx_writer *w, const char *key, const char *dflt) {
     const char *s = tbx_value_get_str(opt_value(w, key), NULL);
     return s ? s : dflt;

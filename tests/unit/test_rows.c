@@ -25,6 +25,7 @@
 
 #include "api.h"
 
+#include <math.h>
 #include <unistd.h>
 
 static char *temp_path(const char *tag, const char *ext) {
@@ -430,6 +431,68 @@ TBX_TEST(mcf_dedup_option) {
     CHECK_EQ(mcf_pair(yes, TBX_WRITE_NO_DEDUP, off), TBX_E_INVALID_ARG); /* they disagree */
     tbx_value_free(no);
     tbx_value_free(yes);
+}
+
+/* Every kind of option a row can declare, checked by core at the writer's open: a test row
+ * (the safetensors driver with a table of its own). */
+static const tbx_format_option test_options[] = {
+    {"flag", TBX_V_BOOL, 0, 0, NULL, "a bool"},
+    {"level", TBX_V_U64, 1, 9, NULL, "an integer in 1..9"},
+    {"ratio", TBX_V_F64, 0, 0, NULL, "a finite number"},
+    {"mode", TBX_V_STRING, 0, 0, "fast best", "one of fast, best"},
+    {NULL, TBX_V_NULL, 0, 0, NULL, NULL},
+};
+
+static tbx_status create_with(const tbx_driver *drv, const char *key, tbx_value *v,
+                              tbx_error *e, double *ratio_seen) {
+    char *path = temp_path("kinds", ".safetensors");
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    tbx_value *m = one_option(key, v);
+    wo.options = m;
+    tbx_writer *w = NULL;
+    memset(e, 0, sizeof *e);
+    tbx_status st = tbx_writer_create_(&w, drv, path, &wo, 0, NULL, e);
+    tbx_value_free(m); /* the writer has its copy */
+    if (w && ratio_seen) *ratio_seen = tbx_writer_opt_f64(w, "ratio", -1);
+    tbx_writer_abort(w);
+    free(path);
+    return st;
+}
+
+TBX_TEST(option_kinds_checked_by_core) {
+    tbx_driver drv = tbx_driver_safetensors;
+    drv.w_options = test_options;
+    tbx_error e;
+    double seen = 0;
+    CHECK_OK(create_with(&drv, "flag", tbx_value_new_bool(0), &e, NULL));
+    CHECK_EQ(create_with(&drv, "flag", tbx_value_new_string("true", 4), &e, NULL),
+             TBX_E_INVALID_ARG);
+    CHECK_STR(e.field, "options.flag");
+    CHECK_OK(create_with(&drv, "level", tbx_value_new_int(TBX_V_I32, 9), &e, NULL));
+    CHECK_EQ(create_with(&drv, "level", tbx_value_new_uint(TBX_V_U8, 10), &e, NULL),
+             TBX_E_INVALID_ARG);
+    CHECK(strstr(e.message, "10, outside 1..9") != NULL);
+    CHECK_EQ(create_with(&drv, "level", tbx_value_new_int(TBX_V_I64, -1), &e, NULL),
+             TBX_E_INVALID_ARG);
+    CHECK(strstr(e.message, "-1, outside 1..9") != NULL);
+    CHECK_EQ(create_with(&drv, "level", tbx_value_new_float(TBX_V_F64, 3), &e, NULL),
+             TBX_E_INVALID_ARG);
+    CHECK_OK(create_with(&drv, "ratio", tbx_value_new_float(TBX_V_F32, 0.5), &e, &seen));
+    CHECK(seen == 0.5);
+    CHECK_OK(create_with(&drv, "ratio", tbx_value_new_int(TBX_V_I64, -2), &e, &seen));
+    CHECK(seen == -2.0);
+    CHECK_EQ(create_with(&drv, "ratio", tbx_value_new_float(TBX_V_F64, INFINITY), &e, NULL),
+             TBX_E_INVALID_ARG);
+    CHECK_STR(e.field, "options.ratio");
+    CHECK_OK(create_with(&drv, "mode", tbx_value_new_string("best", 4), &e, NULL));
+    CHECK_EQ(create_with(&drv, "mode", tbx_value_new_string("bes", 3), &e, NULL),
+             TBX_E_INVALID_ARG);
+    CHECK(strstr(e.message, "not one of fast best") != NULL);
+    CHECK_EQ(create_with(&drv, "mode", tbx_value_new_uint(TBX_V_U8, 1), &e, NULL),
+             TBX_E_INVALID_ARG);
+    CHECK_EQ(create_with(&drv, "other", tbx_value_new_bool(1), &e, NULL), TBX_E_INVALID_ARG);
+    CHECK(strstr(e.message, "theirs: flag, level, ratio, mode") != NULL);
 }
 
 TBX_TEST_MAIN()
