@@ -1,5 +1,7 @@
 /*
- * gguf.c - the GGUF driver (the container of ggml / llama.cpp; PyPI `gguf`).
+ * gguf.c - the GGUF reader (the container of ggml / llama.cpp; PyPI `gguf`): probe, open of one
+ * file or of a split set, big-endian tensor reads, validation. The other files of the driver are
+ * listed in gguf_int.h.
  *
  * A GGUF file is a fixed header, a list of typed key/value pairs, a list of tensor infos, zero
  * padding up to the data alignment, and the tensor data. Every integer is little-endian, or
@@ -28,13 +30,23 @@
  * one raw component "data" at its absolute offset. Recoverable problems (a bool that is not 0/1,
  * a general.alignment of the wrong type, a misaligned or overlapping tensor, non-zero padding in
  * validate) go through tbx_file_problem. Big-endian files are served through a second driver
- * table whose read_component swaps tensor elements back to little-endian; little-endian files
- * keep zero-copy access. tbx_gguf_lint (tensorbox/gguf.h) adds ggml's own, stricter loader rules.
+ * table whose read_component (gguf_read_be) swaps tensor elements back to little-endian;
+ * little-endian files keep zero-copy access. The layout found (gguf_state: where each metadata
+ * entry and tensor info is) serves validation here and ggml's loader rules (gguf_lint.c).
  *
- * Writing produces GGUF v3 little-endian, byte-identical to gguf-py's GGUFWriter for the same
- * content: keys and tensor infos in insertion order, tensors packed in order, every tensor
- * (the last one too) padded with zeros to the alignment, the data start aligned even when there
- * are no tensors. docs/formats/gguf.md lists every rule, decision and error.
+ * A split set (llama.cpp's gguf-split) is opened from its first file, by path:
+ *
+ *   {stem}-00001-of-{N:05}.gguf   split.no = 0, split.count = N, split.tensors.count = T; its
+ *                                 metadata is the handle's; the first tensors
+ *   {stem}-0000K-of-{N:05}.gguf   split.no = K - 1, split.count = N, split.tensors.count = T;
+ *                                 the next tensors (T in all)
+ *
+ * Shards 2..N are opened through the handle's provider and parsed by the same code (their
+ * split.* keys checked, their metadata not added); each tensor's component names its shard as
+ * its source.
+ *
+ * Writing (gguf_write.c) produces GGUF v3 little-endian, byte-identical to gguf-py's GGUFWriter
+ * for the same content. docs/formats/gguf.md lists every rule, decision and error.
  */
 #include "gguf_int.h"
 
@@ -42,7 +54,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-
 
 /* What the blocks of a ggml type carry (tbx_quant_info of GGUF tensors): nominal code bits,
  * elements per scale, elements per super-block (0: the block stands alone), the dtype of the
@@ -284,7 +295,7 @@ static tbx_status rd_array(gguf_reader *r, uint32_t level, const gguf_key_path *
     }
     st = rd_len(r, &n, fld, err);
     if (st != TBX_OK) return st;
-    size_t es = gv_size(et);
+    size_t es = gguf_value_size(et);
     uint64_t lenw = r->v1 ? 4 : 8;
     uint64_t min = es ? es : et == GV_STRING ? lenw : 4 + lenw;
     uint64_t need = 0;
@@ -293,13 +304,13 @@ static tbx_status rd_array(gguf_reader *r, uint32_t level, const gguf_key_path *
         r->c.pos + need > f->limits.max_header_bytes) {
         path_fmt(p, sizeof p, path);
         return rd_room(r, need, ovf, at, fld, err, "metadata %s: array of %" PRIu64 " %s elements",
-                       p, n, gv_name(et));
+                       p, n, gguf_value_name(et));
     }
     if (n > f->limits.max_array_len) {
         path_fmt(p, sizeof p, path);
         return tbx_err(err, TBX_E_LIMIT, at, fld,
                        "metadata %s: array of %" PRIu64 " %s elements exceeds max_array_len = "
-                       "%" PRIu64, p, n, gv_name(et), f->limits.max_array_len);
+                       "%" PRIu64, p, n, gguf_value_name(et), f->limits.max_array_len);
     }
 
     /* Every array becomes a value, and an empty one costs ~170 bytes from 12 in the file (an
@@ -312,7 +323,7 @@ static tbx_status rd_array(gguf_reader *r, uint32_t level, const gguf_key_path *
                                  at, fld, err);
     if (st != TBX_OK) return st;
     if (es) {
-        tbx_value *v = tbx_val_packed_array(&f->al, gv_tbx[et], (size_t)n);
+        tbx_value *v = tbx_val_packed_array(&f->al, gguf_value_tbx[et], (size_t)n);
         if (!v) return tbx_err_nomem(err, "GGUF array");
         uint8_t *d = v->v.a.packed;
         uint64_t data_at = r->c.pos;
@@ -375,7 +386,7 @@ static tbx_status rd_array(gguf_reader *r, uint32_t level, const gguf_key_path *
     }
     tbx_value *v = tbx_val_new(&f->al, TBX_V_ARRAY);
     if (!v) return tbx_err_nomem(err, "GGUF array");
-    v->elem = gv_tbx[et];
+    v->elem = gguf_value_tbx[et];
     if (n) {
         v->v.a.items = tbx_calloc(&f->al, (size_t)n, sizeof(tbx_value *));
         if (!v->v.a.items) { tbx_val_free(v); return tbx_err_nomem(err, "GGUF array"); }
@@ -439,14 +450,14 @@ static tbx_status rd_value(gguf_reader *r, uint32_t gt, uint32_t level, const gg
     uint16_t b16 = 0;
     uint32_t b32 = 0;
     uint64_t b64 = 0;
-    switch (gv_size(gt)) {
+    switch (gguf_value_size(gt)) {
     case 1: st = tbx_cur_u8(&r->c, &b8, fld, err); break;
     case 2: st = tbx_cur_u16(&r->c, &b16, fld, err); break;
     case 4: st = tbx_cur_u32(&r->c, &b32, fld, err); break;
     default: st = tbx_cur_u64(&r->c, &b64, fld, err); break;
     }
     if (st != TBX_OK) return st;
-    tbx_value *v = tbx_val_new(&f->al, gv_tbx[gt]);
+    tbx_value *v = tbx_val_new(&f->al, gguf_value_tbx[gt]);
     if (!v) return tbx_err_nomem(err, "GGUF value");
     switch (gt) {
     case GV_U8: v->v.u = b8; break;
@@ -764,7 +775,7 @@ static tbx_status gp_kv(gguf_reader *r, gguf_state *s, gguf_split_info *sp, uint
         if (gt != GV_U32) {
             st = tbx_file_problem(f, err, TBX_E_FORMAT, type_at, vf,
                                   "general.alignment must be a u32, got %s (using the "
-                                  "default %u)", gv_name(gt), G_DEFAULT_ALIGNMENT);
+                                  "default %u)", gguf_value_name(gt), G_DEFAULT_ALIGNMENT);
         } else if (!tbx_is_pow2(v->v.u)) {
             st = tbx_err(err, TBX_E_FORMAT, type_at + 4, vf,
                          "general.alignment = %" PRIu64 " is not a non-zero power of two",
@@ -1035,7 +1046,7 @@ tbx_status gguf_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, t->name,
                        "tensor \"%s\": big-endian %s data cannot be converted to little-endian "
                        "(its block mixes byte and word access)", t->name,
-                       gt ? gt->name : dt_name(t->dtype));
+                       gt ? gt->name : gguf_dtype_name(t->dtype));
     if (k->nbytes > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, k->offset, t->name, "too large");
     const tbx_source *src = tbx_file_source(f, k->src);
     if (!src) return tbx_err(err, TBX_E_STATE, k->offset, t->name, "tensor \"%s\": no source", t->name);

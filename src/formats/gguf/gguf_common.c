@@ -1,20 +1,40 @@
 /*
- * gguf_common.c - what every half of the GGUF driver shares: the metadata value types and the
- * ggml type table.
+ * gguf_common.c - the GGUF wire rules every half of the driver shares: the metadata value types
+ * and the ggml type table (with its public lookups, tensorbox/gguf.h).
+ *
+ * A metadata entry (v2, v3; v1 stores every length and count marked u64 as a u32; big-endian
+ * files store every field byte-swapped):
+ *
+ *   +----------------+-----------+-------------+---------------------------------------+
+ *   | u64 key length | key bytes | u32 type id | value                                 |
+ *   +----------------+-----------+-------------+---------------------------------------+
+ *   type id  value                               type id  value
+ *   0 u8     1 byte                              7 bool   1 byte, 0 or 1
+ *   1 i8     1 byte                              8 string u64 length + bytes (no NUL)
+ *   2 u16    2 bytes                             9 array  u32 element type id + u64 count +
+ *   3 i16    2 bytes                                      count values without their type id
+ *   4 u32    4 bytes                                      (arrays may hold arrays)
+ *   5 i32    4 bytes                             10 u64   8 bytes
+ *   6 f32    4 bytes (IEEE binary32)             11 i64   8 bytes
+ *                                                12 f64   8 bytes (IEEE binary64)
+ *
+ * A tensor's ggml type id names its element or block type (gguf_types: ggml's name, the dtype,
+ * and how a block's multi-byte fields are swapped in a big-endian file). Ids that ggml removed
+ * (Q4_2, the Q4_0_4_4 repacks, ...) keep their names and have no dtype.
  */
 #include "gguf_int.h"
 
-static const char *const gv_names[GV_COUNT] = {
+static const char *const gguf_value_names[GV_COUNT] = {
     "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64",
 };
 
-const tbx_value_type gv_tbx[GV_COUNT] = {
+const tbx_value_type gguf_value_tbx[GV_COUNT] = {
     TBX_V_U8, TBX_V_I8, TBX_V_U16, TBX_V_I16, TBX_V_U32, TBX_V_I32, TBX_V_F32,
     TBX_V_BOOL, TBX_V_STRING, TBX_V_ARRAY, TBX_V_U64, TBX_V_I64, TBX_V_F64,
 };
 
 /* Byte size of a fixed-size GGUF value type, 0 for string/array. */
-size_t gv_size(uint32_t t) {
+size_t gguf_value_size(uint32_t t) {
     switch (t) {
     case GV_U8: case GV_I8: case GV_BOOL: return 1;
     case GV_U16: case GV_I16: return 2;
@@ -24,7 +44,27 @@ size_t gv_size(uint32_t t) {
     }
 }
 
-const char *gv_name(uint32_t t) { return t < GV_COUNT ? gv_names[t] : "?"; }
+const char *gguf_value_name(uint32_t t) { return t < GV_COUNT ? gguf_value_names[t] : "?"; }
+
+/* GGUF value type of a tbx value type, -1 when GGUF has none. */
+int gguf_value_type_of(tbx_value_type t) {
+    switch (t) {
+    case TBX_V_U8: return GV_U8;
+    case TBX_V_I8: return GV_I8;
+    case TBX_V_U16: return GV_U16;
+    case TBX_V_I16: return GV_I16;
+    case TBX_V_U32: return GV_U32;
+    case TBX_V_I32: return GV_I32;
+    case TBX_V_F32: return GV_F32;
+    case TBX_V_BOOL: return GV_BOOL;
+    case TBX_V_STRING: return GV_STRING;
+    case TBX_V_ARRAY: return GV_ARRAY;
+    case TBX_V_U64: return GV_U64;
+    case TBX_V_I64: return GV_I64;
+    case TBX_V_F64: return GV_F64;
+    default: return -1;
+    }
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* ggml types                                                                                  */
@@ -91,7 +131,7 @@ int32_t tbx_gguf_dtype_type(tbx_dtype dt) {
 
 const char *tbx_gguf_type_name(uint32_t t) { return t <= TBX_GGUF_TYPE_MAX ? gguf_types[t].name : NULL; }
 
-const char *dt_name(tbx_dtype dt) {
+const char *gguf_dtype_name(tbx_dtype dt) {
     const tbx_dtype_info *di = tbx_dtype_core_get(dt);
     return di ? di->name : "(invalid)";
 }

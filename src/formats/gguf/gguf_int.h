@@ -1,7 +1,17 @@
 /*
- * gguf_int.h - the GGUF driver's private header: gguf_common.c (defined there, used by every
- * half), gguf.c (reading, validation), gguf_lint.c (ggml's loader rules), gguf_write.c
- * (writing) and gguf_driver.c (the tables). Nothing here is used outside src/formats/gguf/.
+ * gguf_int.h - the GGUF driver's private header, shared by the files of src/formats/gguf/:
+ *
+ *   gguf_common.c   the wire rules every half shares: metadata value types (ids, names, sizes,
+ *                   tbx value types), the ggml type table (ids, names, dtypes, big-endian
+ *                   layouts) and its public lookups (tbx_gguf_type_dtype, ...)
+ *   gguf.c          the reader: probe, open (one file or a split set), big-endian reads,
+ *                   validation; it fills gguf_state, the layout every other half reads
+ *   gguf_lint.c     tbx_gguf_lint: ggml's loader rules, checked on an open handle's gguf_state
+ *   gguf_write.c    the writer (GGUF v3, or v2, little-endian; byte for byte gguf-py's)
+ *   gguf_driver.c   the two driver tables (little- and big-endian files): the one file that
+ *                   names the reader's and the writer's hooks together
+ *
+ * The reader and the writer never call each other. Nothing here is used outside the folder.
  */
 #ifndef TBX_GGUF_INT_H
 #define TBX_GGUF_INT_H
@@ -20,16 +30,21 @@
 #define G_HOST_BE 0
 #endif
 
-/* GGUF metadata value types */
+/* GGUF metadata value types: the ids of the wire format (gguf_common.c). */
 enum {
     GV_U8 = 0, GV_I8 = 1, GV_U16 = 2, GV_I16 = 3, GV_U32 = 4, GV_I32 = 5, GV_F32 = 6,
     GV_BOOL = 7, GV_STRING = 8, GV_ARRAY = 9, GV_U64 = 10, GV_I64 = 11, GV_F64 = 12,
     GV_COUNT = 13
 };
 
-extern const tbx_value_type gv_tbx[GV_COUNT];
-size_t gv_size(uint32_t t);
-const char *gv_name(uint32_t t);
+/* The tbx value type of each GGUF value type. */
+extern const tbx_value_type gguf_value_tbx[GV_COUNT];
+/* Byte size of a fixed-size GGUF value type, 0 for string/array (and unknown ids). */
+size_t gguf_value_size(uint32_t t);
+/* The name of a GGUF value type for messages ("u32", "string"), "?" for an unknown id. */
+const char *gguf_value_name(uint32_t t);
+/* The GGUF value type of a tbx value type, -1 when GGUF has none. */
+int gguf_value_type_of(tbx_value_type t);
 
 /* Big-endian block layouts: the multi-byte fields of one block that are byte-swapped in a
  * big-endian file ({offset, width, count} runs). `be` 0: no swap needed (all bytes), 1: swap the
@@ -44,12 +59,18 @@ typedef struct gguf_type_info {
     gguf_swap_run runs[2];
 } gguf_type_info;
 
+/* The ggml types by id (0..TBX_GGUF_TYPE_MAX; removed ids have dt TBX_DT_INVALID). */
 extern const gguf_type_info gguf_types[TBX_GGUF_TYPE_MAX + 1];
-const char *dt_name(tbx_dtype dt);
+/* A dtype's name for messages ("(invalid)" for none). */
+const char *gguf_dtype_name(tbx_dtype dt);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Driver state of an open file                                                                */
 /* ------------------------------------------------------------------------------------------ */
+/* What the reader (gguf.c) records of each file it parses, for validation, the lint and the
+ * big-endian reads: where every tensor info and metadata entry is, the alignment, the data
+ * start. f->drv_state of a GGUF handle (tag G_STATE_TAG); a split set's further shards hang
+ * off the first shard's state. */
 typedef struct gguf_tensor_info {
     uint64_t info_off;   /* byte offset of the tensor info */
     uint64_t ne_off;     /* byte offset of ne[0] */
@@ -85,21 +106,22 @@ typedef struct gguf_state {
     const tbx_quant_info *quant_of[TBX_GGUF_TYPE_MAX + 1];
 } gguf_state;
 
-extern const tbx_driver tbx_driver_gguf; /* also declared in internal.h once registered */
+/* gguf_driver.c: the driver of little-endian files (the registry's row) and the one gguf_open
+ * switches a big-endian file to (tbx_driver_for never returns it). */
+extern const tbx_driver tbx_driver_gguf;
 extern const tbx_driver gguf_driver_be;
 
 /* gguf.c: the reader's hooks */
 bool gguf_probe(const uint8_t *head, size_t len, uint64_t file_size);
 tbx_status gguf_open(tbx_file *f, tbx_error *err);
 void gguf_close(tbx_file *f);
-tbx_status gguf_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
-                            tbx_error *err);
+tbx_status gguf_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf, tbx_error *err);
 tbx_status gguf_validate(tbx_file *f, tbx_error *err);
 
 /* gguf_write.c: the writer's hooks */
 bool gguf_w_dtype_ok(tbx_dtype dt);
-tbx_status gguf_w_check_meta(tbx_writer *w, const char *key, size_t key_len,
-                                 const tbx_value *v, tbx_error *err);
+tbx_status gguf_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const tbx_value *v,
+                             tbx_error *err);
 tbx_status gguf_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
 tbx_status gguf_w_layout(tbx_writer *w, tbx_error *err);
 tbx_status gguf_w_finish(tbx_writer *w, tbx_error *err);

@@ -1,14 +1,27 @@
 /*
- * gguf_lint.c - tbx_gguf_lint: the extra rules of ggml's own loader.
+ * gguf_lint.c - tbx_gguf_lint (tensorbox/gguf.h; `tbx validate --ggml`): the rules of ggml's own
+ * loader (ggml/src/gguf.cpp) and of llama.cpp's model loader that tensorbox's reader does not
+ * impose, checked on a handle the GGUF driver opened. Nothing is read from the file again: the
+ * rules run over the model and the layout the reader recorded (gguf_state, gguf_int.h), for
+ * the first file and for every further shard of a split set:
+ *
+ *   header    little-endian GGUF v2 or v3 only (ggml reads neither v1 nor big-endian files)
+ *   metadata  no array whose elements are arrays
+ *   vocab     tokenizer.ggml.tokens, when present, has as many tokens as token_embd.weight
+ *             and output.weight (when present) have rows, ne[1] (llama.cpp's check_tensor_dims)
+ *   tensors   names shorter than 64 bytes; every ne[i] and the element count below 2^63 (ggml
+ *             reads them as int64); offsets packed in info order, each tensor's size rounded
+ *             up to the alignment: offset_0 = 0, offset_i = offset_(i-1) + padded size_(i-1)
+ *
+ * A general.alignment that is not a u32 and n_dims > 4 are problems of every validation
+ * (gguf.c), not repeated here. Each violation goes to the caller's callback as a tbx_error
+ * with the field and the byte offset the reader recorded.
  */
 #include "gguf_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 
-/* ------------------------------------------------------------------------------------------ */
-/* ggml lint                                                                                   */
-/* ------------------------------------------------------------------------------------------ */
 typedef struct gguf_lint_ctx {
     tbx_problem_fn cb;
     void *ud;

@@ -1,33 +1,27 @@
 /*
- * gguf_write.c - the GGUF writer.
+ * gguf_write.c - the GGUF writer: GGUF v3 (v2 when asked) little-endian, byte-identical to
+ * gguf-py's GGUFWriter for the same content.
+ *
+ *   "GGUF" u32 version u64 n_tensors u64 n_kv
+ *   n_kv x      { u64 key length, key, u32 value type, value }   in insertion order; a
+ *               general.alignment u32 entry added at the end when the alignment option is not
+ *               the default 32 and the caller gave none
+ *   n_tensors x { u64 name length, name, u32 n_dims, u64 ne[n_dims] (ne[0] = the last
+ *               dimension), u32 ggml type, u64 offset }                  in declaration order
+ *   zeros to the alignment (also when there are no tensors)                   = data start
+ *   tensor 0, zeros to the alignment, tensor 1, zeros, ..., the last tensor, zeros
+ *
+ * w_check_meta / w_check_tensor refuse what GGUF cannot store (value types without a GGUF type,
+ * arrays without one element type, dtypes without a ggml type, last dimensions that are not a
+ * whole number of blocks); w_layout encodes the header to the output in ~1 MiB pieces (never
+ * whole) and places each tensor at data start + offset; the tensor bytes stream in through the
+ * common writer; w_finish writes the zero padding after every tensor. The value encoding is
+ * the wire format of gguf_common.c.
  */
 #include "gguf_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
-
-/* ------------------------------------------------------------------------------------------ */
-/* Writing                                                                                     */
-/* ------------------------------------------------------------------------------------------ */
-/* GGUF value type of a tbx value type, -1 when GGUF has none. */
-static int gv_of(tbx_value_type t) {
-    switch (t) {
-    case TBX_V_U8: return GV_U8;
-    case TBX_V_I8: return GV_I8;
-    case TBX_V_U16: return GV_U16;
-    case TBX_V_I16: return GV_I16;
-    case TBX_V_U32: return GV_U32;
-    case TBX_V_I32: return GV_I32;
-    case TBX_V_F32: return GV_F32;
-    case TBX_V_BOOL: return GV_BOOL;
-    case TBX_V_STRING: return GV_STRING;
-    case TBX_V_ARRAY: return GV_ARRAY;
-    case TBX_V_U64: return GV_U64;
-    case TBX_V_I64: return GV_I64;
-    case TBX_V_F64: return GV_F64;
-    default: return -1;
-    }
-}
 
 static tbx_status w_version(const tbx_writer *w, tbx_error *err) {
     uint32_t v = w->opt.version;
@@ -121,7 +115,7 @@ tbx_status gguf_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
     if (!gguf_w_dtype_ok(t->dtype))
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
                        "tensor \"%s\": dtype %s has no ggml type (GGUF stores f32, f16, bf16, "
-                       "f64, i8..i64 and the ggml block types)", q, dt_name(t->dtype));
+                       "f64, i8..i64 and the ggml block types)", q, gguf_dtype_name(t->dtype));
     if (t->ndim > 64)
         return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "tensor.shape",
                        "tensor \"%s\": %" PRIu32 " dimensions; readers allow 64", q, t->ndim);
@@ -213,7 +207,7 @@ static void gb_value(gguf_out_buf *b, const tbx_value *v) {
     case TBX_V_STRING: gb_str(b, v->v.s.p, v->v.s.n); break;
     case TBX_V_ARRAY: {
         tbx_value_type et = arr_elem(v);
-        gb_u32(b, (uint32_t)gv_of(et));
+        gb_u32(b, (uint32_t)gguf_value_type_of(et));
         gb_u64(b, v->v.a.n);
         if (v->v.a.packed) {
             size_t es = tbx_value_scalar_size(v->elem);
@@ -259,7 +253,7 @@ tbx_status gguf_w_layout(tbx_writer *w, tbx_error *err) {
     for (size_t i = 0; i < w->nmeta && !b.oom; i++) {
         const tbx_meta_entry *m = &w->meta[i];
         gb_str(&b, m->key, m->key_len);
-        gb_u32(&b, (uint32_t)gv_of(m->value->type));
+        gb_u32(&b, (uint32_t)gguf_value_type_of(m->value->type));
         gb_value(&b, m->value);
     }
     if (add_meta) {
