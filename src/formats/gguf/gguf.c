@@ -32,7 +32,8 @@
  * validate) go through tbx_file_problem. Big-endian files are served through a second driver
  * table whose read_component (gguf_read_be) swaps tensor elements back to little-endian;
  * little-endian files keep zero-copy access. The layout found (gguf_state: where each metadata
- * entry and tensor info is) serves validation here and ggml's loader rules (gguf_lint.c).
+ * entry and tensor info is) serves validation here, ggml's loader rules (gguf_lint.c) and the
+ * file tools' in-place edit (tbx_gguf_kv_span_, gguf_edit.h).
  *
  * A split set (llama.cpp's gguf-split) is opened from its first file, by path:
  *
@@ -903,7 +904,10 @@ static tbx_status gguf_parse(tbx_file *f, gguf_state *s, const tbx_source *src, 
     st = gp_header(&r, s, sp, size, err);
     if (st == TBX_OK) st = gp_counts(&r, &nt, &nkv, err);
     for (uint64_t i = 0; st == TBX_OK && i < nkv; i++) st = gp_kv(&r, s, sp, i, err);
-    if (st == TBX_OK) st = gp_check_split(sp, err);
+    if (st == TBX_OK) {
+        s->kvs_end = r.c.pos;
+        st = gp_check_split(sp, err);
+    }
     for (uint64_t i = 0; st == TBX_OK && i < nt; i++)
         st = rd_tensor_info(&r, i, &ne_buf, &ne_cap, err);
     if (st == TBX_OK) {

@@ -23,6 +23,9 @@
  * (Q4_2, the Q4_0_4_4 repacks, ...) keep their names and have no dtype.
  */
 #include "gguf_int.h"
+#include "gguf_edit.h"
+
+#include <inttypes.h>
 
 static const char *const gguf_value_names[GV_COUNT] = {
     "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64",
@@ -64,6 +67,71 @@ int gguf_value_type_of(tbx_value_type t) {
     case TBX_V_F64: return GV_F64;
     default: return -1;
     }
+}
+
+size_t gguf_scalar_bytes(const tbx_value *v, uint8_t out[8]) {
+    int t = gguf_value_type_of(v->type);
+    size_t n = t >= 0 ? gguf_value_size((uint32_t)t) : 0;
+    uint64_t bits;
+    switch (v->type) {
+    case TBX_V_BOOL: bits = v->v.u != 0; break;
+    case TBX_V_I8: case TBX_V_I16: case TBX_V_I32: case TBX_V_I64: bits = (uint64_t)v->v.i; break;
+    case TBX_V_F32: { float x = (float)v->v.f; uint32_t u; memcpy(&u, &x, 4); bits = u; break; }
+    case TBX_V_F64: memcpy(&bits, &v->v.f, 8); break;
+    default: bits = v->v.u; break; /* the unsigned types (n = 0 for the rest) */
+    }
+    for (size_t k = 0; k < n; k++) out[k] = (uint8_t)(bits >> (8 * k));
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* What the file tools ask (gguf_edit.h)                                                       */
+/* ------------------------------------------------------------------------------------------ */
+/* The driver state of a handle the GGUF driver opened, or NULL. */
+static const gguf_state *state_of(const tbx_file *f) {
+    if (!f || !f->drv || f->drv->format != TBX_FORMAT_GGUF || !f->drv_state) return NULL;
+    const gguf_state *s = f->drv_state;
+    return s->tag == G_STATE_TAG ? s : NULL;
+}
+
+bool tbx_gguf_big_endian_(const tbx_file *f) {
+    const gguf_state *s = state_of(f);
+    return s && s->be;
+}
+
+tbx_status tbx_gguf_kv_span_(const tbx_file *f, uint64_t i, uint64_t *type_at, uint64_t *end,
+                             tbx_error *err) {
+    const gguf_state *s = state_of(f);
+    if (!s || i >= s->nkv || i >= f->nmeta)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "metadata",
+                       "metadata entry %" PRIu64 " is not an entry of a file the GGUF driver "
+                       "opened", i);
+    /* the key: its length (u32 in v1, else u64), then its bytes */
+    *type_at = s->kv_off[i] + (s->version == 1 ? 4 : 8) + f->meta[i].key_len;
+    *end = i + 1 < s->nkv ? s->kv_off[i + 1] : s->kvs_end;
+    return TBX_OK;
+}
+
+size_t tbx_gguf_kv_value_bytes_(const tbx_value *v, uint8_t *dst, size_t cap) {
+    uint8_t b[8];
+    size_t n = gguf_scalar_bytes(v, b), need;
+    if (n) {
+        need = 4 + n;
+    } else if (v->type == TBX_V_STRING) {
+        if (v->v.s.n > SIZE_MAX - 12) return 0;
+        need = 12 + v->v.s.n;
+    } else {
+        return 0;
+    }
+    if (!dst || cap < need) return need;
+    tbx_st32(dst, (uint32_t)gguf_value_type_of(v->type));
+    if (n) {
+        memcpy(dst + 4, b, n);
+    } else {
+        tbx_st64(dst + 4, v->v.s.n);
+        memcpy(dst + 12, v->v.s.p, v->v.s.n);
+    }
+    return need;
 }
 
 /* ------------------------------------------------------------------------------------------ */

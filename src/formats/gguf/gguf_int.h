@@ -46,6 +46,10 @@ const char *gguf_value_name(uint32_t t);
 /* The GGUF value type of a tbx value type, -1 when GGUF has none. */
 int gguf_value_type_of(tbx_value_type t);
 
+/* The bytes of a scalar value as GGUF stores it after its type id (little-endian; a bool as 0 or
+ * 1) into out: their count, 0 when v is not a scalar GGUF has (the writer, the in-place edit). */
+size_t gguf_scalar_bytes(const tbx_value *v, uint8_t out[8]);
+
 /* Big-endian block layouts: the multi-byte fields of one block that are byte-swapped in a
  * big-endian file ({offset, width, count} runs). `be` 0: no swap needed (all bytes), 1: swap the
  * runs, 2: layout ambiguous on big-endian hosts (read as TBX_E_UNSUPPORTED). Plain types swap
@@ -97,6 +101,7 @@ typedef struct gguf_state {
     uint64_t data_start;
     gguf_tensor_info *ti; size_t nti, cap_ti;
     uint64_t *kv_off; size_t nkv, cap_kv; /* byte offset of each KV, in metadata order */
+    uint64_t kvs_end;     /* end of the last KV (= the first tensor info) */
     uint32_t src;         /* the file's source: 0 f->src, k f->extra_src[k-1] (split sets) */
     /* Split set (first shard's state only): the states of shards 2..N, shards[k] for source
      * k + 1, and the count of the set. */

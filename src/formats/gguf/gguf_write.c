@@ -192,18 +192,13 @@ static void gb_packed(gguf_out_buf *b, tbx_value_type t, const uint8_t *p) {
 
 /* A value without its type tag. */
 static void gb_value(gguf_out_buf *b, const tbx_value *v) {
+    uint8_t sc[8];
+    size_t n = gguf_scalar_bytes(v, sc);
+    if (n) {
+        gb_put(b, sc, n);
+        return;
+    }
     switch (v->type) {
-    case TBX_V_BOOL: gb_u8(b, (uint8_t)(v->v.u != 0)); break;
-    case TBX_V_U8: gb_u8(b, (uint8_t)v->v.u); break;
-    case TBX_V_I8: gb_u8(b, (uint8_t)v->v.i); break;
-    case TBX_V_U16: gb_u16(b, (uint16_t)v->v.u); break;
-    case TBX_V_I16: gb_u16(b, (uint16_t)v->v.i); break;
-    case TBX_V_U32: gb_u32(b, (uint32_t)v->v.u); break;
-    case TBX_V_I32: gb_u32(b, (uint32_t)v->v.i); break;
-    case TBX_V_U64: gb_u64(b, v->v.u); break;
-    case TBX_V_I64: gb_u64(b, (uint64_t)v->v.i); break;
-    case TBX_V_F32: { float x = (float)v->v.f; uint32_t u; memcpy(&u, &x, 4); gb_u32(b, u); break; }
-    case TBX_V_F64: { uint64_t u; memcpy(&u, &v->v.f, 8); gb_u64(b, u); break; }
     case TBX_V_STRING: gb_str(b, v->v.s.p, v->v.s.n); break;
     case TBX_V_ARRAY: {
         tbx_value_type et = arr_elem(v);
