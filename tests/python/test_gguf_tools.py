@@ -410,6 +410,29 @@ def test_gguf_set_in_place_bytes_match_gguf_py(tbx, tmp_path, key, arg, method, 
     assert not diff, f"{len(diff)} bytes differ from gguf-py's file, the first at {diff[0]}"
 
 
+def test_gguf_set_in_place_reads_no_more_than_the_header(tbx, tmp_path):
+    """The in-place edit writes where the reader found the value: bytes after the header (here
+    a sparse tail of a 0-tensor file reaching past max_header_bytes, 1 GiB) are neither read
+    nor a reason to refuse (the old second walker read up to the first tensor or the end)."""
+    def gstr(b):
+        return struct.pack("<Q", len(b)) + b
+    head = (b"GGUF" + struct.pack("<IQQ", 3, 0, 2) + gstr(b"general.architecture")
+            + struct.pack("<I", 8) + gstr(b"llama") + gstr(b"x.u32") + struct.pack("<II", 4, 5))
+    head += b"\0" * (-len(head) % 32)
+    p = tmp_path / "tail.gguf"
+    with open(p, "wb") as f:
+        f.write(head)
+        f.truncate((1 << 30) + 4096)
+    r = run(tbx, "gguf", "set", p, "x.u32=7")
+    assert r.rc == 0 and "in place" in r.out.decode(), r.describe()
+    with open(p, "rb") as f:
+        got = f.read(len(head) + 64)
+    i = head.index(gstr(b"x.u32")) + len(gstr(b"x.u32")) + 4  # the value after its type id
+    want = head[:i] + struct.pack("<I", 7) + head[i + 4:]
+    assert got == want + b"\0" * 64
+    assert p.stat().st_size == (1 << 30) + 4096
+
+
 def test_gguf_set_alignment_relayouts(tbx, edit_model):
     before, tbefore = fields_of(edit_model), tensors_of(edit_model)
     r = run(tbx, "gguf", "set", edit_model, "general.alignment=64", "--type", "u32")
