@@ -40,8 +40,6 @@ static bool key_is(const char *k, size_t n, const char *z) {
     return n == strlen(z) && memcmp(k, z, n) == 0;
 }
 
-static bool is_split_key(const char *k, size_t n) { return n >= 6 && memcmp(k, "split.", 6) == 0; }
-
 /* Opens a little-endian GGUF file (pread); only that file, never the split set it starts. */
 static tbx_status open_gguf(tbx_file **out, const char *path, tbx_error *err) {
     tbx_open_options oo;
@@ -263,21 +261,21 @@ tbx_status tbx_gguf_del_meta(const char *path, const char *key, size_t key_len, 
 /* Split and merge                                                                             */
 /* ------------------------------------------------------------------------------------------ */
 static char *shard_name(const char *stem, uint32_t no, uint32_t count) {
-    size_t n = strlen(stem) + 32;
+    size_t sl = strlen(stem), n = tbx_gguf_shard_name_(NULL, 0, stem, sl, no, count) + 1;
     char *p = malloc(n);
-    if (p) snprintf(p, n, "%s-%05" PRIu32 "-of-%05" PRIu32 ".gguf", stem, no, count);
+    if (p) tbx_gguf_shard_name_(p, n, stem, sl, no, count);
     return p;
 }
 
 static tbx_status add_split_keys(tbx_writer *w, uint32_t no, uint32_t count, uint64_t ntensors,
                                  tbx_error *err) {
-    tbx_value *v[3] = {tbx_value_new_uint(TBX_V_U16, no), tbx_value_new_uint(TBX_V_U16, count),
-                       tbx_value_new_int(TBX_V_I32, (int64_t)ntensors)};
-    static const char *const keys[3] = {"split.no", "split.count", "split.tensors.count"};
+    const tbx_gguf_split_key *sk = tbx_gguf_split_keys_; /* u16, u16, i32 */
+    tbx_value *v[3] = {tbx_value_new_uint(sk[0].type, no), tbx_value_new_uint(sk[1].type, count),
+                       tbx_value_new_int(sk[2].type, (int64_t)ntensors)};
     tbx_status st = TBX_OK;
     for (int k = 0; k < 3; k++) {
         if (st == TBX_OK && !v[k]) st = tbx_err_nomem(err, "split keys");
-        if (st == TBX_OK) st = tbx_writer_add_meta(w, keys[k], strlen(keys[k]), v[k], err);
+        if (st == TBX_OK) st = tbx_writer_add_meta(w, sk[k].key, strlen(sk[k].key), v[k], err);
     }
     for (int k = 0; k < 3; k++) tbx_value_free(v[k]);
     return st;
@@ -315,7 +313,7 @@ tbx_status tbx_gguf_split(const char *path, uint64_t max_bytes, const char *out_
         cur = padded > UINT64_MAX - cur ? UINT64_MAX : cur + padded;
     }
     first[n] = in->ntensors;
-    if (n > 65535) {
+    if (n > TBX_GGUF_SPLIT_MAX) {
         free(first);
         tbx_close(in);
         return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "split.count",
@@ -338,7 +336,7 @@ tbx_status tbx_gguf_split(const char *path, uint64_t max_bytes, const char *out_
         if (st != TBX_OK) break;
         for (size_t i = 0; s == 0 && st == TBX_OK && i < in->nmeta; i++) {
             const tbx_meta_entry *m = &in->meta[i];
-            if (!is_split_key(m->key, m->key_len))
+            if (!tbx_gguf_is_split_key_(m->key, m->key_len))
                 st = tbx_writer_add_meta(w, m->key, m->key_len, m->value, err);
         }
         if (st == TBX_OK) st = add_split_keys(w, s, n, in->ntensors, err);
@@ -379,21 +377,17 @@ tbx_status tbx_gguf_merge(const char *first_shard, const char *out_path, uint32_
     if (!first_shard || !out_path)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "merge", "NULL argument");
     /* "{stem}-00001-of-NNNNN.gguf" */
-    size_t len = strlen(first_shard);
-    const char *sfx = len >= 20 ? first_shard + len - 20 : NULL;
-    unsigned count = 0;
-    char tail[8] = "";
-    if (!sfx || strncmp(sfx, "-00001-of-", 10) != 0 ||
-        sscanf(sfx + 10, "%5u%7s", &count, tail) != 2 || strcmp(tail, ".gguf") != 0 ||
-        count == 0 || count > 65535)
+    size_t len = strlen(first_shard), stem_len = 0;
+    unsigned count = tbx_gguf_shard1_count_(first_shard, len, &stem_len);
+    if (count == 0 || count > TBX_GGUF_SPLIT_MAX)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "merge",
                        "%s: the first shard is named STEM-00001-of-NNNNN.gguf", first_shard);
     tbx_status st = check_out(out_path, flags, err); /* before opening any shard */
     if (st != TBX_OK) return st;
-    char *stem = malloc(len - 20 + 1);
+    char *stem = malloc(stem_len + 1);
     if (stem) {
-        memcpy(stem, first_shard, len - 20);
-        stem[len - 20] = 0;
+        memcpy(stem, first_shard, stem_len);
+        stem[stem_len] = 0;
     }
     tbx_file **in = calloc(count, sizeof *in);
     uint8_t *buf = malloc(GT_CHUNK);
@@ -404,9 +398,10 @@ tbx_status tbx_gguf_merge(const char *first_shard, const char *out_path, uint32_
         if (!name) { st = tbx_err_nomem(err, "shard name"); break; }
         st = open_gguf(&in[s], name, err);
         uint64_t no = 0, cnt = 0, tc = 0;
-        if (st == TBX_OK) st = shard_u64(in[s], name, "split.no", &no, err);
-        if (st == TBX_OK) st = shard_u64(in[s], name, "split.count", &cnt, err);
-        if (st == TBX_OK) st = shard_u64(in[s], name, "split.tensors.count", &tc, err);
+        const tbx_gguf_split_key *sk = tbx_gguf_split_keys_;
+        if (st == TBX_OK) st = shard_u64(in[s], name, sk[0].key, &no, err);
+        if (st == TBX_OK) st = shard_u64(in[s], name, sk[1].key, &cnt, err);
+        if (st == TBX_OK) st = shard_u64(in[s], name, sk[2].key, &tc, err);
         if (st == TBX_OK && (no != s || cnt != count || (s > 0 && tc != declared)))
             st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "split.no",
                          "%s: split.no %" PRIu64 ", split.count %" PRIu64
@@ -427,7 +422,7 @@ tbx_status tbx_gguf_merge(const char *first_shard, const char *out_path, uint32_
         st = writer_for(&w, out_path, flags & TBX_WRITE_OVERWRITE, 3, file_alignment(in[0]), err);
     for (size_t i = 0; st == TBX_OK && i < in[0]->nmeta; i++) {
         const tbx_meta_entry *m = &in[0]->meta[i];
-        if (!is_split_key(m->key, m->key_len))
+        if (!tbx_gguf_is_split_key_(m->key, m->key_len))
             st = tbx_writer_add_meta(w, m->key, m->key_len, m->value, err);
     }
     for (unsigned s = 0; st == TBX_OK && s < count; s++)

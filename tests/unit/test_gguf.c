@@ -357,6 +357,38 @@ TBX_TEST(kv_value_bytes_as_specified) {
     tbx_value_free(nd);
 }
 
+/* Split-set names, as llama.cpp's gguf-split spells them: "{stem}-{k:05}-of-{n:05}.gguf". */
+TBX_TEST(split_set_names) {
+    char buf[64];
+    CHECK_EQ(tbx_gguf_shard_name_(NULL, 0, "dir/m", 5, 2, 3), 25);
+    CHECK_EQ(tbx_gguf_shard_name_(buf, sizeof buf, "dir/mXYZ", 5, 2, 3), 25);
+    CHECK_STR(buf, "dir/m-00002-of-00003.gguf");
+    CHECK_EQ(tbx_gguf_shard_name_(buf, 8, "m", 1, 65535, 65535), 21); /* truncated, NUL-ended */
+    CHECK_STR(buf, "m-65535");
+    static const struct { const char *name; uint32_t n; size_t stem; } cases[] = {
+        {"m-00001-of-00003.gguf", 3, 1},       {"-00001-of-00003.gguf", 3, 0},
+        {"a/b.c-00001-of-99999.gguf", 99999, 5}, {"m-00001-of-00001.gguf", 1, 1},
+        {"m-00002-of-00003.gguf", 0, 0},       {"m-00001-of-0003.gguf", 0, 0},
+        {"m-00001-of-000003.gguf", 0, 0},      {"m-00001-of- 0003.gguf", 0, 0},
+        {"m-00001-of-+0003.gguf", 0, 0},       {"m-00001-of-00003.GGUF", 0, 0},
+        {"m-00001-of-00000.gguf", 0, 0},       {"m-00001-of-00003.gguf.bak", 0, 0},
+        {".gguf", 0, 0},                       {"", 0, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        size_t stem = 777;
+        uint32_t n = tbx_gguf_shard1_count_(cases[k].name, strlen(cases[k].name), &stem);
+        CHECK_EQ(n, cases[k].n);
+        CHECK_EQ(stem, n ? cases[k].stem : 777);
+    }
+    CHECK(tbx_gguf_is_split_key_("split.no", 8));
+    CHECK(tbx_gguf_is_split_key_("split.anything", 14));
+    CHECK(!tbx_gguf_is_split_key_("split", 5));
+    CHECK(!tbx_gguf_is_split_key_("splitx.no", 9));
+    CHECK_STR(tbx_gguf_split_keys_[0].key, "split.no");
+    CHECK_STR(tbx_gguf_split_keys_[1].key, "split.count");
+    CHECK_STR(tbx_gguf_split_keys_[2].key, "split.tensors.count");
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Writer -> reader                                                                            */
 /* ------------------------------------------------------------------------------------------ */

@@ -655,11 +655,10 @@ typedef struct gguf_split_info {
     int64_t val[3];
 } gguf_split_info;
 
-static const char *const gguf_split_keys[3] = {"split.no", "split.count", "split.tensors.count"};
-
 static void gguf_split_note(gguf_split_info *sp, const char *key, size_t klen, const tbx_value *v) {
     for (int k = 0; k < 3; k++) {
-        if (klen != strlen(gguf_split_keys[k]) || memcmp(key, gguf_split_keys[k], klen) != 0) continue;
+        const char *sk = tbx_gguf_split_keys_[k].key;
+        if (klen != strlen(sk) || memcmp(key, sk, klen) != 0) continue;
         int64_t x;
         if (v && tbx_value_get_i64(v, &x) == TBX_OK) {
             sp->has[k] = true;
@@ -806,8 +805,9 @@ static tbx_status gp_check_split(const gguf_split_info *sp, tbx_error *err) {
         if (sp->has[j] && sp->val[j] == sp->want[j]) continue;
         char got[32] = "missing";
         if (sp->has[j]) snprintf(got, sizeof got, "%" PRId64, sp->val[j]);
-        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, gguf_split_keys[j],
-                       "%s is %s, expected %" PRId64, gguf_split_keys[j], got, sp->want[j]);
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, tbx_gguf_split_keys_[j].key,
+                       "%s is %s, expected %" PRId64, tbx_gguf_split_keys_[j].key, got,
+                       sp->want[j]);
     }
     return TBX_OK;
 }
@@ -945,14 +945,12 @@ static tbx_status shard_err(tbx_error *err, const tbx_error *e, uint32_t k, uint
 static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_info *sp, tbx_error *err) {
     const tbx_provider *prov = f->prov;
     if (!prov || !prov->entry || !f->path || (f->flags & TBX_OPEN_SINGLE_FILE_) || !sp->has[0] ||
-        !sp->has[1] || sp->val[0] != 0 || sp->val[1] <= 1 || sp->val[1] > 65535)
+        !sp->has[1] || sp->val[0] != 0 || sp->val[1] <= 1 || sp->val[1] > TBX_GGUF_SPLIT_MAX)
         return TBX_OK;
     const uint32_t n = (uint32_t)sp->val[1];
-    char sfx[40];
-    snprintf(sfx, sizeof sfx, "-00001-of-%05" PRIu32 ".gguf", n);
     const char *entry = prov->entry;
-    size_t len = strlen(entry), sl = strlen(sfx);
-    if (len < sl || strcmp(entry + len - sl, sfx) != 0) return TBX_OK;
+    size_t len = strlen(entry), stem_len = 0;
+    if (tbx_gguf_shard1_count_(entry, len, &stem_len) != n) return TBX_OK;
     if (!sp->has[2] || sp->val[2] < 0)
         return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "split.tensors.count",
                        "split set: shard 1 of %" PRIu32 " '%s' has no valid split.tensors.count",
@@ -986,8 +984,7 @@ static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_inf
     const bool use_mmap = (f->flags & TBX_OPEN_MMAP) != 0;
     for (uint32_t k = 2; k <= n && st == TBX_OK; k++) {
         tbx_error e;
-        snprintf(name, name_cap, "%.*s-%05" PRIu32 "-of-%05" PRIu32 ".gguf", (int)(len - sl),
-                 entry, k, n);
+        tbx_gguf_shard_name_(name, name_cap, entry, stem_len, k, n);
         tbx_source *xs = &f->extra_src[k - 2];
         if (f->part_names) f->part_names[k - 1] = tbx_provider_show_dup(prov, name, &f->al);
         st = tbx_provider_open(prov, name, use_mmap, xs, &e);

@@ -26,6 +26,7 @@
 #include "gguf_edit.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 
 static const char *const gguf_value_names[GV_COUNT] = {
     "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64",
@@ -132,6 +133,40 @@ size_t tbx_gguf_kv_value_bytes_(const tbx_value *v, uint8_t *dst, size_t cap) {
         memcpy(dst + 12, v->v.s.p, v->v.s.n);
     }
     return need;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Split sets                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+const tbx_gguf_split_key tbx_gguf_split_keys_[3] = {
+    {"split.no", TBX_V_U16}, {"split.count", TBX_V_U16}, {"split.tensors.count", TBX_V_I32},
+};
+
+bool tbx_gguf_is_split_key_(const char *key, size_t len) {
+    return len >= 6 && memcmp(key, "split.", 6) == 0;
+}
+
+size_t tbx_gguf_shard_name_(char *dst, size_t cap, const char *stem, size_t stem_len, uint32_t k,
+                            uint32_t n) {
+    int r = snprintf(dst, cap, "%.*s-%05" PRIu32 "-of-%05" PRIu32 ".gguf", (int)stem_len, stem, k,
+                     n);
+    return r < 0 ? 0 : (size_t)r;
+}
+
+uint32_t tbx_gguf_shard1_count_(const char *name, size_t len, size_t *stem_len) {
+    static const char first[] = "-00001-of-", ext[] = ".gguf";
+    const size_t fl = sizeof first - 1, el = sizeof ext - 1, sl = fl + 5 + el;
+    if (len < sl) return 0;
+    const char *p = name + len - sl;
+    if (memcmp(p, first, fl) != 0 || memcmp(p + fl + 5, ext, el) != 0) return 0;
+    uint32_t n = 0;
+    for (size_t i = 0; i < 5; i++) {
+        char c = p[fl + i];
+        if (c < '0' || c > '9') return 0;
+        n = n * 10 + (uint32_t)(c - '0');
+    }
+    if (n && stem_len) *stem_len = len - sl;
+    return n;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -19,6 +19,7 @@
 #include "io.h"
 #define TBX_EXPERIMENTAL 1 /* the GGUF extras: experimental public API */
 #include "tensorbox/gguf.h"
+#include "gguf_edit.h" /* what the folder offers the file tools (split sets: the reader's too) */
 
 #define G_DEFAULT_ALIGNMENT 32u
 #define G_MAX_NEST 256u   /* hard cap on array nesting, whatever limits.max_depth says */
