@@ -1,5 +1,20 @@
 /*
- * batch.c - many components at once (tbx_read_batch).
+ * batch.c - many components at once: tbx_read_batch, and the scheduler validation's pass over
+ * the data runs on too (validate.c).
+ *
+ * The scheduler (tbx_batch_drive_) keeps a window of jobs in flight: a ring of 2 x threads jobs,
+ * each one component to read into the caller's buffer (or, with no buffer, to decode and verify
+ * only), run on a worker pool (tbx_pool, core.h). Jobs are filled in index order by the
+ * caller's `fill` and their results taken in the same order by its `done`, on the calling
+ * thread, so results, errors and problem reports come out in the same order whatever the thread
+ * count, and memory stays bounded by the window whatever the number of requests. One thread (no
+ * pool) when the source is a read callback, which may not be reentrant. While workers run, a
+ * problem callback of the handle is called under a lock (f->problem_lock).
+ *
+ * A driver may take a whole batch itself (its read_batch hook: EMBD reads its data region in
+ * file order and checks its CRC over those very bytes); otherwise each job reads through
+ * tbx_comp_read_into_ (read.c): raw bytes from the source, encoded ones through the driver's
+ * read_component, which must allow distinct components to be read on several threads at once.
  */
 #include "access_int.h"
 
@@ -7,15 +22,12 @@
 #include <pthread.h>
 #include <stdio.h>
 
-/* ------------------------------------------------------------------------------------------ */
-/* Many components at once: a window of jobs on worker threads, results taken in order          */
-/* ------------------------------------------------------------------------------------------ */
 static void batch_run(tbx_task *task) {
-    batch_job *j = (batch_job *)task;
+    tbx_batch_job *j = (tbx_batch_job *)task;
     tbx_file *f = j->f;
     const tbx_tensor *t = j->t;
     if (j->buf) {
-        j->st = read_comp_into(f, t, j->c, j->buf, &j->err);
+        j->st = tbx_comp_read_into_(f, t, j->c, j->buf, &j->err);
         return;
     }
     if (f->drv->check_component) {
@@ -35,23 +47,23 @@ static void batch_run(tbx_task *task) {
         j->st = tbx_err_nomem(&j->err, t->name);
         return;
     }
-    j->st = read_comp_into(f, t, j->c, buf, &j->err);
+    j->st = tbx_comp_read_into_(f, t, j->c, buf, &j->err);
     tbx_free(&f->al, buf, (size_t)k->nbytes);
 }
 
 /* Worker threads for a batch on f: `threads`, else the handle's, else the default. */
-int batch_threads(const tbx_file *f, uint32_t threads) {
+int tbx_batch_threads_(const tbx_file *f, uint32_t threads) {
     if (f->src.kind == TBX_SRC_CALLBACK) return 1; /* the caller's callback may not be reentrant */
     if (!threads) threads = f->threads;
     if (!threads) return tbx_threads_default();
     return threads > TBX_POOL_MAX ? TBX_POOL_MAX : (int)threads;
 }
 
-tbx_status batch_drive(tbx_file *f, int nth, size_t n, batch_fill_fn fill,
-                              batch_done_fn done, void *ctx, tbx_error *err) {
+tbx_status tbx_batch_drive_(tbx_file *f, int nth, size_t n, tbx_batch_fill_fn fill,
+                            tbx_batch_done_fn done, void *ctx, tbx_error *err) {
     tbx_pool *pool = nth > 1 && n > 1 ? tbx_pool_start(&f->al, nth) : NULL;
     const size_t win = pool ? 2 * (size_t)tbx_pool_threads(pool) : 1;
-    batch_job *ring = tbx_calloc(&f->al, win, sizeof *ring);
+    tbx_batch_job *ring = tbx_calloc(&f->al, win, sizeof *ring);
     if (!ring) {
         tbx_pool_stop(pool);
         return tbx_err_nomem(err, "batch jobs");
@@ -67,7 +79,7 @@ tbx_status batch_drive(tbx_file *f, int nth, size_t n, batch_fill_fn fill,
     size_t next = 0;
     for (;;) {
         while (sub - fin < win && next < n) {
-            batch_job *j = &ring[sub % win];
+            tbx_batch_job *j = &ring[sub % win];
             memset(j, 0, sizeof *j);
             j->task.run = batch_run;
             j->f = f;
@@ -78,7 +90,7 @@ tbx_status batch_drive(tbx_file *f, int nth, size_t n, batch_fill_fn fill,
             }
         }
         if (fin == sub) break;
-        batch_job *j = &ring[fin++ % win];
+        tbx_batch_job *j = &ring[fin++ % win];
         tbx_pool_wait(pool, &j->task, true);
         done(ctx, j);
     }
@@ -95,7 +107,7 @@ typedef struct read_batch_ctx {
     tbx_read_req *reqs;
 } read_batch_ctx;
 
-static bool read_batch_fill(void *ctx, size_t idx, batch_job *j) {
+static bool read_batch_fill(void *ctx, size_t idx, tbx_batch_job *j) {
     tbx_read_req *r = &((read_batch_ctx *)ctx)->reqs[idx];
     tbx_file *f = j->f;
     size_t needed = 0;
@@ -114,7 +126,7 @@ static bool read_batch_fill(void *ctx, size_t idx, batch_job *j) {
     return true;
 }
 
-static void read_batch_done(void *ctx, batch_job *j) {
+static void read_batch_done(void *ctx, tbx_batch_job *j) {
     tbx_read_req *r = &((read_batch_ctx *)ctx)->reqs[j->idx];
     r->status = j->st;
     if (j->st != TBX_OK) r->error = j->err;
@@ -122,7 +134,7 @@ static void read_batch_done(void *ctx, batch_job *j) {
 
 tbx_status tbx_read_batch(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t threads,
                           tbx_error *err) {
-    if (!f) return bad_index(err, f, 0);
+    if (!f) return tbx_bad_index_(err, f, 0);
     if (n && !reqs)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs", "NULL request array");
     if (n == 0) return TBX_OK;
@@ -161,8 +173,8 @@ tbx_status tbx_read_batch(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t th
     tbx_status st = TBX_OK;
     if (f->drv->read_batch) st = f->drv->read_batch(f, work, n, threads, &handled, err);
     if (!handled)
-        st = batch_drive(f, batch_threads(f, threads), n, read_batch_fill, read_batch_done, &ctx,
-                         err);
+        st = tbx_batch_drive_(f, tbx_batch_threads_(f, threads), n, read_batch_fill,
+                              read_batch_done, &ctx, err);
     tbx_status first = TBX_OK;
     if (st == TBX_OK)
         for (size_t i = 0; i < n; i++)

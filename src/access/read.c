@@ -1,10 +1,13 @@
 /*
- * file.c - the common model of an open file and the public reading API.
+ * read.c - an open file's handle and the public reading API: tbx_component_read, tbx_tensor_read
+ * (whole, range, map, f32), sections.
  *
- * tbx_open_* pick a source (pread, mmap, memory or callback), detect the format from the first
- * bytes, and hand the handle to the format driver, which fills metadata, tensors and sections
- * through tbx_file_add_* (model.c, the layer below drivers). Reads of tensor bytes then go
- * through the source, or through the driver when data is encoded.
+ * The façade's tbx_open_* (src/api/open.c) pick a source (pread, mmap, memory or callback),
+ * detect the format from the first bytes, and hand the handle made here (tbx_file_new_) to the
+ * format driver, which fills metadata, tensors and sections through tbx_file_add_* (src/core,
+ * the layer below drivers); tbx_file_open_done_ ends the open. Reads of tensor bytes then go
+ * through the source, or through the driver when data is encoded or a check is pending. Many
+ * components at once: batch.c; validation: validate.c.
  */
 #include "access_int.h"
 #include "plain.h"
@@ -111,7 +114,7 @@ tbx_status tbx_file_open_done_(tbx_file *f, tbx_status st, tbx_file **out, tbx_e
 }
 
 
-tbx_status bad_index(tbx_error *err, const tbx_file *f, uint64_t i) {
+tbx_status tbx_bad_index_(tbx_error *err, const tbx_file *f, uint64_t i) {
     if (!f) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "file", "NULL file handle");
     return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
                    "tensor index %llu out of range (file has %llu tensors)",
@@ -128,7 +131,7 @@ bool tbx_comp_served_raw(const tbx_file *f, const tbx_component *k) {
 }
 
 /* Must a read of component c go through the driver's read_component? */
-bool via_driver(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
+bool tbx_comp_via_driver_(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
     return f->drv->read_component && (!tbx_comp_served_raw(f, &t->comp[c]) || raw_pending(f, t, c));
 }
 
@@ -144,10 +147,10 @@ static tbx_status run_pending_check(tbx_file *f, const tbx_tensor *t, uint32_t c
 
 /* Reads component c fully into buf (exactly comp->nbytes bytes): raw bytes straight from the
  * source, encoded ones (and raw ones with a pending check) through the driver. */
-tbx_status read_comp_into(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
-                                 tbx_error *err) {
+tbx_status tbx_comp_read_into_(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                               tbx_error *err) {
     const tbx_component *k = &t->comp[c];
-    if (via_driver(f, t, c)) return f->drv->read_component(f, t, c, buf, err);
+    if (tbx_comp_via_driver_(f, t, c)) return f->drv->read_component(f, t, c, buf, err);
     if (k->encoding != TBX_ENC_RAW)
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "component.encoding",
                        "tensor \"%s\": encoded component cannot be read by this driver", t->name);
@@ -159,7 +162,7 @@ tbx_status read_comp_into(tbx_file *f, const tbx_tensor *t, uint32_t c, void *bu
 
 tbx_status tbx_component_read(tbx_file *f, uint64_t i, uint32_t c, void *buf, size_t cap,
                               size_t *needed, tbx_error *err) {
-    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!f || i >= f->ntensors) return tbx_bad_index_(err, f, i);
     const tbx_tensor *t = &f->tensors[i];
     if (c >= t->ncomp)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "component",
@@ -173,7 +176,7 @@ tbx_status tbx_component_read(tbx_file *f, uint64_t i, uint32_t c, void *buf, si
         return tbx_err(err, TBX_E_BUFFER_TOO_SMALL, TBX_NO_OFFSET, "buffer",
                        "tensor \"%s\" needs a buffer of %llu bytes, got %zu", t->name,
                        (unsigned long long)n, buf ? cap : 0);
-    return read_comp_into(f, t, c, buf, err);
+    return tbx_comp_read_into_(f, t, c, buf, err);
 }
 
 static tbx_status need_dense(tbx_error *err, const tbx_tensor *t) {
@@ -188,7 +191,7 @@ static tbx_status need_dense(tbx_error *err, const tbx_tensor *t) {
 
 tbx_status tbx_tensor_read(tbx_file *f, uint64_t i, void *buf, size_t cap, size_t *needed,
                            tbx_error *err) {
-    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!f || i >= f->ntensors) return tbx_bad_index_(err, f, i);
     tbx_status st = need_dense(err, &f->tensors[i]);
     if (st != TBX_OK) return st;
     return tbx_component_read(f, i, 0, buf, cap, needed, err);
@@ -216,7 +219,7 @@ static tbx_status read_comp_range(tbx_file *f, const tbx_tensor *t, uint32_t c, 
 
 tbx_status tbx_component_read_range(tbx_file *f, uint64_t i, uint32_t c, uint64_t pos,
                                     void *buf, size_t len, tbx_error *err) {
-    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!f || i >= f->ntensors) return tbx_bad_index_(err, f, i);
     const tbx_tensor *t = &f->tensors[i];
     if (c >= t->ncomp)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "component",
@@ -234,7 +237,7 @@ tbx_status tbx_component_read_range(tbx_file *f, uint64_t i, uint32_t c, uint64_
 
 tbx_status tbx_tensor_read_range(tbx_file *f, uint64_t i, uint64_t pos, void *buf, size_t len,
                                  tbx_error *err) {
-    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!f || i >= f->ntensors) return tbx_bad_index_(err, f, i);
     const tbx_tensor *t = &f->tensors[i];
     tbx_status st = need_dense(err, t);
     if (st != TBX_OK) return st;
@@ -248,7 +251,7 @@ tbx_status tbx_tensor_read_range(tbx_file *f, uint64_t i, uint64_t pos, void *bu
 }
 
 tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len, tbx_error *err) {
-    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!f || i >= f->ntensors) return tbx_bad_index_(err, f, i);
     const tbx_tensor *t = &f->tensors[i];
     tbx_status st = need_dense(err, t);
     if (st != TBX_OK) return st;
@@ -357,7 +360,7 @@ static tbx_status read_f32_dense(tbx_file *f, const tbx_tensor *t, const tbx_dty
 
 tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
                                float *out, tbx_error *err) {
-    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!f || i >= f->ntensors) return tbx_bad_index_(err, f, i);
     if (!out && count) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "out", "NULL output");
     const tbx_tensor *t = &f->tensors[i];
     const bool dense = t->ncomp <= 1 && t->layout == TBX_LAYOUT_DENSE;
@@ -428,7 +431,7 @@ static tbx_status read_f32_dense(tbx_file *f, const tbx_tensor *t, const tbx_dty
         whole_len = (size_t)k->nbytes;
         whole = tbx_malloc(&f->al, whole_len);
         if (!whole) return tbx_err_nomem(err, "tensor buffer");
-        st = read_comp_into(f, t, 0, whole, err);
+        st = tbx_comp_read_into_(f, t, 0, whole, err);
         if (st != TBX_OK) { tbx_free(&f->al, whole, whole_len); return st; }
     }
 

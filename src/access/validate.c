@@ -1,11 +1,18 @@
 /*
- * validate.c - tbx_validate.
+ * validate.c - tbx_validate: everything the open did not check, reported as problems.
+ *
+ * The open parsed and checked every field the model needs; validation adds what costs a pass
+ * over the data. First every component that is encoded or has a pending check (a digest) goes
+ * through the driver, on worker threads (the batch scheduler, batch.c): decoded once to prove
+ * that it decodes to its declared size, its digest verified. Then the driver's own deep checks
+ * (its validate hook: padding, index rules, value ranges). Last, the sources must still hold
+ * the bytes they held at open: a file that shrank during the pass is not the file checked.
+ *
+ * Problems come back in file order whatever the thread count: during the pass the handle's
+ * on_problem is pointed at a collector, so the drivers' reports and the jobs' errors land in
+ * one list; the problems the open reported count too, and come first.
  */
 #include "access_int.h"
-
-/* ------------------------------------------------------------------------------------------ */
-/* Validation                                                                                  */
-/* ------------------------------------------------------------------------------------------ */
 
 typedef struct validate_ctx {
     tbx_problem_fn cb;
@@ -32,12 +39,12 @@ typedef struct check_ctx {
 } check_ctx;
 
 /* Jobs are filled in index order: each takes the next component that needs the driver. */
-static bool check_fill(void *ctx, size_t idx, batch_job *j) {
+static bool check_fill(void *ctx, size_t idx, tbx_batch_job *j) {
     check_ctx *x = ctx;
     (void)idx;
     for (; x->i < x->f->ntensors; x->i++, x->c = 0)
         for (; x->c < x->f->tensors[x->i].ncomp; x->c++)
-            if (via_driver(x->f, &x->f->tensors[x->i], x->c)) {
+            if (tbx_comp_via_driver_(x->f, &x->f->tensors[x->i], x->c)) {
                 j->t = &x->f->tensors[x->i];
                 j->c = x->c++;
                 return true;
@@ -45,7 +52,7 @@ static bool check_fill(void *ctx, size_t idx, batch_job *j) {
     return false;
 }
 
-static void check_done(void *ctx, batch_job *j) {
+static void check_done(void *ctx, tbx_batch_job *j) {
     check_ctx *x = ctx;
     if (j->st != TBX_OK) x->report(x->ud, &j->err);
 }
@@ -54,12 +61,14 @@ static tbx_status check_components(tbx_file *f, tbx_error *err, tbx_problem_fn r
                                    void *ud) {
     size_t n = 0;
     for (size_t i = 0; i < f->ntensors; i++)
-        for (uint32_t c = 0; c < f->tensors[i].ncomp; c++) n += via_driver(f, &f->tensors[i], c);
+        for (uint32_t c = 0; c < f->tensors[i].ncomp; c++)
+            n += tbx_comp_via_driver_(f, &f->tensors[i], c);
     if (n == 0) return TBX_OK;
     check_ctx x = {f, 0, 0, report, ud};
     tbx_problem_fn saved = f->on_problem;
     f->on_problem = NULL;
-    tbx_status st = batch_drive(f, batch_threads(f, 0), n, check_fill, check_done, &x, err);
+    tbx_status st =
+        tbx_batch_drive_(f, tbx_batch_threads_(f, 0), n, check_fill, check_done, &x, err);
     f->on_problem = saved;
     return st;
 }
