@@ -1,5 +1,16 @@
 /*
- * copy.c - tbx_out_copy_fd.
+ * copy.c - tbx_out_copy_fd: bytes that pass unchanged from an input file into an atomic output
+ * (output.c), the tensor bytes of a conversion that changes only the container.
+ *
+ * The bytes are copied by the kernel (copy_file_range: they never enter this process, and a
+ * file system that shares extents shares them), 32 MiB per call, when the two offsets are
+ * congruent modulo 64 KiB. Otherwise in 1 MiB pieces through a buffer (pread + pwrite; from
+ * 16 MiB on a second thread reads the next pieces while this one writes): the kernel's copy
+ * between offsets that are not congruent is slower than the two copies through a buffer that
+ * stays in cache (1.06 GiB on ext4: 0.42 s against 0.27 s congruent, and 0.34-0.43 s pipelined
+ * with the writeback included), and extents can be shared only between congruent offsets
+ * anyway. Also through the buffer when the kernel cannot copy between the two files. Either way
+ * the bytes written feed the output's early writeback (tbx_out_wb_note_) like any other.
  */
 #define _GNU_SOURCE
 #define _FILE_OFFSET_BITS 64
@@ -9,15 +20,10 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <sys/types.h>
 #include <unistd.h>
 
-/* ------------------------------------------------------------------------------------------ */
-/* Copying bytes of another file (tensor bytes that pass unchanged)                            */
-/* ------------------------------------------------------------------------------------------ */
 int tbx_out_no_copy_range_;
-_Atomic unsigned long tbx_out_syncs_;
 
 #define COPY_BOUNCE ((size_t)1 << 20)
 #define COPY_PIECE ((size_t)32 << 20)     /* per copy_file_range call */
@@ -156,7 +162,7 @@ static tbx_status copy_pipelined(tbx_out *o, uint64_t pos, int in_fd, uint64_t i
                            err);
             break;
         }
-        st = write_all(o, pos + p, cp.buf[s], cp.n[s], err);
+        st = tbx_out_write_all_(o, pos + p, cp.buf[s], cp.n[s], err);
         pthread_mutex_lock(&cp.mu);
         cp.state[s] = 0;
         pthread_cond_broadcast(&cp.cv);
@@ -188,7 +194,7 @@ static tbx_status copy_bounce(tbx_out *o, uint64_t pos, int in_fd, uint64_t in_o
         size_t n = left < (uint64_t)cap ? (size_t)left : cap, got;
         const int e = read_full(in_fd, buf, n, in_off, &got);
         if (e) return read_fail(o, pos + got, in_off + got, left - got, e, err);
-        st = write_all(o, pos, buf, n, err);
+        st = tbx_out_write_all_(o, pos, buf, n, err);
         pos += n;
         in_off += n;
         left -= n;
@@ -198,9 +204,9 @@ static tbx_status copy_bounce(tbx_out *o, uint64_t pos, int in_fd, uint64_t in_o
 
 tbx_status tbx_out_copy_fd(tbx_out *o, uint64_t off, int in_fd, uint64_t in_off, uint64_t len,
                            tbx_error *err) {
-    if (!o || !o->tmp_path || o->fd < 0) return not_open(err);
+    if (!o || !o->tmp_path || o->fd < 0) return tbx_out_not_open_(err);
     uint64_t end, in_end;
-    tbx_status st = check_range(off, len, &end, err);
+    tbx_status st = tbx_out_check_range_(off, len, &end, err);
     if (st != TBX_OK) return st;
     if (!tbx_add_u64(in_off, len, &in_end) || in_end > (uint64_t)INT64_MAX)
         return tbx_err(err, TBX_E_OVERFLOW, in_off, "input",
@@ -226,7 +232,7 @@ tbx_status tbx_out_copy_fd(tbx_out *o, uint64_t off, int in_fd, uint64_t in_off,
             return copy_err(o, pos, in_off, left, strerror(errno), err);
         }
         if (r == 0) return read_fail(o, pos, in_off, left, -1, err);
-        wb_note(o, pos, (uint64_t)r);
+        tbx_out_wb_note_(o, pos, (uint64_t)r);
         pos += (uint64_t)r;
         in_off += (uint64_t)r;
         left -= (uint64_t)r;

@@ -1,25 +1,50 @@
 /*
- * edit.c - the destination of a write and the lock of a file being edited.
+ * edit.c - which file a write replaces, and the locks that keep writers and edits of one file
+ * from losing each other's work: the destination rules of tbx_out_open (tbx_out_claim_), the
+ * lock of a file edited in place or rewritten (tbx_edit_lock: the GGUF editing tools), and the
+ * table of the files this process holds locked.
+ *
+ * The destination rules, the same for every writer:
+ *  - A symbolic link is followed (the whole chain, once, at open): the file it points to is
+ *    replaced and the link stays. A dangling link counts as an existing output: it needs
+ *    overwrite, which then creates the file the link points to.
+ *  - Only a regular file is ever replaced: a directory, FIFO, socket or device is refused with
+ *    or without overwrite. Never a file open for reading through this library (checked at open
+ *    and again just before the rename), except the file an edit replaces (TBX_OUT_EDIT).
+ *  - An existing destination is locked (flock LOCK_EX on the file itself) from the check
+ *    through the rename, so two writers replacing the same file, or a writer and an edit
+ *    (tbx_edit_lock), take turns; a writer that gets the lock on a file that has meanwhile been
+ *    replaced starts over on the new one. Readers never lock.
+ *
+ * An edit (tbx_edit_lock) takes that same lock first, on the file the name refers to once the
+ * lock is held (read-write when permitted), and keeps it while the caller parses the file and
+ * writes it in place through the descriptor, or replaces it through a writer opened with
+ * TBX_OUT_EDIT. The rules of TBX_OUT_EDIT (tbx_out_claim_, and tbx_out_commit in output.c):
+ * the destination must still exist; it may be an open input (the edited file usually is); no
+ * second lock is taken (the edit holds it: this process refuses to lock a file twice, as two
+ * flock locks of one process would wait for each other); the replacement keeps the edited
+ * file's permission bits; it is renamed over the destination as an overwrite would be.
  */
 #define _GNU_SOURCE
 #define _FILE_OFFSET_BITS 64
 #include "output_int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define MAX_LINK_HOPS 40
+#define LOCK_RETRIES 1000
 
 /* ------------------------------------------------------------------------------------------ */
 /* The destination: symbolic links, kind, lock                                                 */
 /* ------------------------------------------------------------------------------------------ */
 /* Follows `path` through symbolic links (its last component, as often as it is one): *final
  * gets the name of the file to write (allocated), *via_link whether a link was followed. */
-tbx_status resolve_final(const tbx_alloc *al, const char *path, char **final,
+tbx_status tbx_out_resolve_(const tbx_alloc *al, const char *path, char **final,
                                 bool *via_link, tbx_error *err) {
     *final = NULL;
     *via_link = false;
@@ -45,7 +70,7 @@ tbx_status resolve_final(const tbx_alloc *al, const char *path, char **final,
         if (st == TBX_OK) {
             buf[n] = '\0';
             /* a relative target is relative to the link's directory */
-            size_t dlen = buf[0] == '/' ? 0 : (size_t)(base_of(cur) - cur);
+            size_t dlen = buf[0] == '/' ? 0 : (size_t)(tbx_path_base_(cur) - cur);
             next = (char *)tbx_malloc(al, dlen + (size_t)n + 1);
             if (!next) {
                 st = tbx_err_nomem(err, "output path");
@@ -72,7 +97,7 @@ static const char *kind_name(mode_t m) {
 }
 
 /* Only regular files are ever replaced or edited. */
-tbx_status check_kind(const char *path, const struct stat *sb, tbx_error *err) {
+static tbx_status check_kind(const char *path, const struct stat *sb, tbx_error *err) {
     if (S_ISREG(sb->st_mode)) return TBX_OK;
     return tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
                    "output %s is %s: only a regular file is ever replaced", path,
@@ -108,7 +133,7 @@ static bool held_add(uint64_t dev, uint64_t ino) {
     return ok;
 }
 
-void held_remove(uint64_t dev, uint64_t ino) {
+void tbx_out_held_remove_(uint64_t dev, uint64_t ino) {
     pthread_mutex_lock(&held_lock);
     for (size_t i = 0; i < held_n; i++) {
         if (held[i].dev == dev && held[i].ino == ino) {
@@ -123,7 +148,7 @@ void held_remove(uint64_t dev, uint64_t ino) {
  * it), then makes sure the name still refers to the locked file: a writer that held the lock
  * may have renamed a new file over it, and then it starts over on that one. *fd gets -1 when
  * nothing exists at `path`. want_write: open read-write when permitted (*writable says). */
-tbx_status lock_existing(const char *path, bool want_write, int *fd_out,
+static tbx_status lock_existing(const char *path, bool want_write, int *fd_out,
                                 struct stat *sb_out, bool *writable, tbx_error *err) {
     *fd_out = -1;
     if (writable) *writable = false;
@@ -174,35 +199,51 @@ tbx_status lock_existing(const char *path, bool want_write, int *fd_out,
                    "%s kept being replaced while waiting for its lock", path);
 }
 
-/* Removes the temporary files of dead writers of `final`: ".<base>.tbx-tmp.XXXXXX" files of
- * this user on which LOCK_EX can be taken at once (a live writer holds it on its own file). */
-void remove_stale_temps(const tbx_alloc *al, const char *final) {
-    char *dir = dir_of(al, final);
-    if (!dir) return;
-    const char *base = base_of(final);
-    size_t blen = strlen(base);
-    DIR *d = opendir(dir);
-    tbx_free(al, dir, strlen(dir) + 1);
-    if (!d) return;
-    int dfd = dirfd(d);
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        const char *n = de->d_name;
-        if (n[0] != '.' || strncmp(n + 1, base, blen) != 0 ||
-            strncmp(n + 1 + blen, TMP_TAG, TMP_TAG_LEN) != 0)
-            continue;
-        const char *x = n + 1 + blen + TMP_TAG_LEN;
-        if (strlen(x) != TMP_SUFFIX_LEN || strspn(x, alphabet) != TMP_SUFFIX_LEN) continue;
-        int fd = openat(dfd, n, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-        if (fd < 0) continue;
-        struct stat fs, ls;
-        if (fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) && fs.st_uid == geteuid() &&
-            flock(fd, LOCK_EX | LOCK_NB) == 0 && fstatat(dfd, n, &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
-            same_inode(&fs, &ls))
-            (void)unlinkat(dfd, n, 0);
-        close(fd);
+/* The destination rules of tbx_out_open (see the top): `final` is `path` with its symbolic
+ * links followed (via_link: there were some). Sets o's lock_fd, existed, dev, ino and mode from
+ * o->flags and what is at `final`. On failure the caller aborts o, which releases a lock taken
+ * here. */
+tbx_status tbx_out_claim_(tbx_out *o, const char *path, const char *final, bool via_link,
+                          tbx_error *err) {
+    const bool edit = (o->flags & TBX_OUT_EDIT) != 0;
+    const bool overwrite = edit || (o->flags & TBX_OUT_OVERWRITE);
+    struct stat sb;
+    if (lstat(final, &sb) != 0) {
+        if (errno != ENOENT)
+            return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "cannot stat %s: %s", final,
+                           strerror(errno));
+        if (edit)
+            return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "%s no longer exists", final);
+        if (via_link && !overwrite)
+            return tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
+                           "output %s is a dangling symbolic link to %s (overwrite not requested; "
+                           "with it, %s is created and the link kept)", path, final, final);
+        return TBX_OK;
     }
-    closedir(d);
+    tbx_status st = check_kind(final, &sb, err);
+    if (st != TBX_OK) return st;
+    if (!edit && tbx_inputs_contains((uint64_t)sb.st_dev, (uint64_t)sb.st_ino))
+        return tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
+                       "refusing to overwrite input file %s", final);
+    if (!overwrite)
+        return tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
+                       "output file %s exists (overwrite not requested)", final);
+    if (!edit) { /* an edit's caller holds the lock already (tbx_edit_lock) */
+        st = lock_existing(final, false, &o->lock_fd, &sb, NULL, err);
+        if (st != TBX_OK) return st;
+        o->dev = (uint64_t)sb.st_dev; /* what abort unlocks */
+        o->ino = (uint64_t)sb.st_ino;
+        if (o->lock_fd >= 0 && tbx_inputs_contains((uint64_t)sb.st_dev, (uint64_t)sb.st_ino))
+            return tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
+                           "refusing to overwrite input file %s", final);
+    }
+    if (edit || o->lock_fd >= 0) {
+        o->existed = true;
+        o->dev = (uint64_t)sb.st_dev;
+        o->ino = (uint64_t)sb.st_ino;
+        o->mode = (unsigned)(sb.st_mode & 07777);
+    }
+    return TBX_OK;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -216,7 +257,7 @@ tbx_status tbx_edit_lock(tbx_edit *e, const tbx_alloc *al, const char *path, tbx
     if (!path || !*path)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "path is NULL or empty");
     bool via_link;
-    tbx_status st = resolve_final(al, path, &e->path, &via_link, err);
+    tbx_status st = tbx_out_resolve_(al, path, &e->path, &via_link, err);
     if (st != TBX_OK) return st;
     struct stat sb;
     if (lstat(e->path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
@@ -238,14 +279,14 @@ tbx_status tbx_edit_lock(tbx_edit *e, const tbx_alloc *al, const char *path, tbx
     }
     e->dev = (uint64_t)sb.st_dev;
     e->ino = (uint64_t)sb.st_ino;
-    remove_stale_temps(al, e->path);
+    tbx_out_remove_stale_(al, e->path);
     return TBX_OK;
 }
 
 void tbx_edit_unlock(tbx_edit *e) {
     if (!e) return;
     if (e->fd >= 0) {
-        held_remove(e->dev, e->ino);
+        tbx_out_held_remove_(e->dev, e->ino);
         close(e->fd);
     }
     if (e->path) tbx_free(e->al, e->path, strlen(e->path) + 1);

@@ -1,5 +1,5 @@
 /*
- * output.c - the atomic file writer behind every tbx_writer, and the lock of a file being edited.
+ * output.c - the atomic file writer behind every tbx_writer: temporary file, writes, commit.
  *
  * Bytes go to a temporary file ".<name>.tbx-tmp.XXXXXX" created in the destination's directory,
  * so the final rename() is atomic: readers see either the old file or the complete new one, and
@@ -14,27 +14,10 @@
  * left to do (1.06 GiB on ext4 here: fsync 0.39 s -> ~1 ms, the whole write 0.84 s -> 0.63 s;
  * docs/formats/gguf.md, Speed).
  *
- * Bytes that pass unchanged from an input file (tbx_out_copy_fd) are copied by the kernel
- * (copy_file_range: they never enter this process, and a file system that shares extents
- * shares them), 32 MiB per call, when the two offsets are congruent modulo 64 KiB. Otherwise
- * in 1 MiB pieces through a buffer (pread + pwrite; from 16 MiB on a second thread reads the
- * next pieces while this one writes): the kernel's copy between offsets that are not congruent
- * is slower than the two copies through a buffer that stays in cache (1.06 GiB on ext4: 0.42 s
- * against 0.27 s congruent, and 0.34-0.43 s pipelined with the writeback included), and
- * extents can be shared only between congruent offsets anyway. Also through the buffer when
- * the kernel cannot copy between the two files.
- *
- * The destination rules, the same for every writer:
- *  - A symbolic link is followed (the whole chain, once, at open): the file it points to is
- *    replaced and the link stays. A dangling link counts as an existing output: it needs
- *    overwrite, which then creates the file the link points to.
- *  - Only a regular file is ever replaced: a directory, FIFO, socket or device is refused with
- *    or without overwrite. Never a file open for reading through this library (checked at open
- *    and again just before the rename), except the file an edit replaces (TBX_OUT_EDIT).
- *  - An existing destination is locked (flock LOCK_EX on the file itself) from the check
- *    through the rename, so two writers replacing the same file, or a writer and an edit
- *    (tbx_edit_lock), take turns; a writer that gets the lock on a file that has meanwhile been
- *    replaced starts over on the new one. Readers never lock.
+ * Where the bytes go is decided at open by the destination rules (edit.c: symbolic links,
+ * regular files only, never an input, overwrite, the lock of an existing destination and the
+ * rules of TBX_OUT_EDIT); bytes that pass unchanged from an input file are copied by
+ * tbx_out_copy_fd (copy.c).
  *
  * Temporary files: each live one is entered in a fixed table that tbx_remove_temp_files()
  * (async-signal-safe) walks, so a signal handler can remove them, and each is flocked by its
@@ -50,7 +33,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/file.h>
@@ -62,6 +44,9 @@
 #define ZERO_CHUNK ((size_t)64 * 1024)
 #define WRITE_CHUNK ((size_t)1 << 30)
 #define TMP_ATTEMPTS 256
+#define TMP_TAG ".tbx-tmp."
+#define TMP_TAG_LEN 9
+#define TMP_SUFFIX_LEN 6
 
 static const uint8_t zero_bytes[ZERO_CHUNK];
 static atomic_uint_fast64_t tmp_counter;
@@ -113,24 +98,24 @@ static void out_reset(tbx_out *o) {
 }
 
 /* Splits path into directory (without trailing slash; "." when none) and base name. */
-char *dir_of(const tbx_alloc *al, const char *path) {
+static char *dir_of(const tbx_alloc *al, const char *path) {
     const char *slash = strrchr(path, '/');
     if (!slash) return tbx_memdup0(al, ".", 1);
     if (slash == path) return tbx_memdup0(al, "/", 1);
     return tbx_memdup0(al, path, (size_t)(slash - path));
 }
 
-const char *base_of(const char *path) {
+const char *tbx_path_base_(const char *path) {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
 }
 
 static bool names_a_file(const char *path) {
-    const char *base = base_of(path);
+    const char *base = tbx_path_base_(path);
     return *base && strcmp(base, ".") != 0 && strcmp(base, "..") != 0;
 }
 
-const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
 /* Six characters from [A-Za-z0-9] that differ between calls, processes and runs. */
 static void random_suffix(char out[TMP_SUFFIX_LEN + 1]) {
@@ -146,7 +131,36 @@ static void random_suffix(char out[TMP_SUFFIX_LEN + 1]) {
     out[TMP_SUFFIX_LEN] = '\0';
 }
 
-
+/* Removes the temporary files of dead writers of `final`: ".<base>.tbx-tmp.XXXXXX" files of
+ * this user on which LOCK_EX can be taken at once (a live writer holds it on its own file). */
+void tbx_out_remove_stale_(const tbx_alloc *al, const char *final) {
+    char *dir = dir_of(al, final);
+    if (!dir) return;
+    const char *base = tbx_path_base_(final);
+    size_t blen = strlen(base);
+    DIR *d = opendir(dir);
+    tbx_free(al, dir, strlen(dir) + 1);
+    if (!d) return;
+    int dfd = dirfd(d);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const char *n = de->d_name;
+        if (n[0] != '.' || strncmp(n + 1, base, blen) != 0 ||
+            strncmp(n + 1 + blen, TMP_TAG, TMP_TAG_LEN) != 0)
+            continue;
+        const char *x = n + 1 + blen + TMP_TAG_LEN;
+        if (strlen(x) != TMP_SUFFIX_LEN || strspn(x, alphabet) != TMP_SUFFIX_LEN) continue;
+        int fd = openat(dfd, n, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat fs, ls;
+        if (fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) && fs.st_uid == geteuid() &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0 && fstatat(dfd, n, &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
+            same_inode(&fs, &ls))
+            (void)unlinkat(dfd, n, 0);
+        close(fd);
+    }
+    closedir(d);
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Opening                                                                                     */
@@ -164,7 +178,7 @@ tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, unsig
                        "output path %s does not name a file", path);
     bool via_link;
     char *final;
-    tbx_status st = resolve_final(al, path, &final, &via_link, err);
+    tbx_status st = tbx_out_resolve_(al, path, &final, &via_link, err);
     if (st != TBX_OK) return st;
     o->path = final;
     if (!names_a_file(final)) {
@@ -172,60 +186,12 @@ tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, unsig
                      "output %s leads to %s, which does not name a file", path, final);
         goto fail;
     }
-    bool edit = (flags & TBX_OUT_EDIT) != 0, overwrite = edit || (flags & TBX_OUT_OVERWRITE);
-
-    struct stat sb;
-    if (lstat(final, &sb) != 0) {
-        if (errno != ENOENT) {
-            st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "cannot stat %s: %s", final,
-                         strerror(errno));
-            goto fail;
-        }
-        if (edit) {
-            st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "%s no longer exists", final);
-            goto fail;
-        }
-        if (via_link && !overwrite) {
-            st = tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
-                         "output %s is a dangling symbolic link to %s (overwrite not requested; "
-                         "with it, %s is created and the link kept)", path, final, final);
-            goto fail;
-        }
-    } else {
-        st = check_kind(final, &sb, err);
-        if (st != TBX_OK) goto fail;
-        if (!edit && tbx_inputs_contains((uint64_t)sb.st_dev, (uint64_t)sb.st_ino)) {
-            st = tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
-                         "refusing to overwrite input file %s", final);
-            goto fail;
-        }
-        if (!overwrite) {
-            st = tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
-                         "output file %s exists (overwrite not requested)", final);
-            goto fail;
-        }
-        if (!edit) { /* an edit's caller holds the lock already (tbx_edit_lock) */
-            st = lock_existing(final, false, &o->lock_fd, &sb, NULL, err);
-            if (st != TBX_OK) goto fail;
-            o->dev = (uint64_t)sb.st_dev; /* what abort unlocks */
-            o->ino = (uint64_t)sb.st_ino;
-            if (o->lock_fd >= 0 && tbx_inputs_contains((uint64_t)sb.st_dev, (uint64_t)sb.st_ino)) {
-                st = tbx_err(err, TBX_E_EXISTS, TBX_NO_OFFSET, "path",
-                             "refusing to overwrite input file %s", final);
-                goto fail;
-            }
-        }
-        if (edit || o->lock_fd >= 0) {
-            o->existed = true;
-            o->dev = (uint64_t)sb.st_dev;
-            o->ino = (uint64_t)sb.st_ino;
-            o->mode = (unsigned)(sb.st_mode & 07777);
-        }
-    }
-    remove_stale_temps(al, final);
+    st = tbx_out_claim_(o, path, final, via_link, err);
+    if (st != TBX_OK) goto fail;
+    tbx_out_remove_stale_(al, final);
 
     /* "<dir>/.<base>.tbx-tmp.XXXXXX" */
-    const char *base = base_of(final);
+    const char *base = tbx_path_base_(final);
     size_t dlen = (size_t)(base - final), blen = strlen(base);
     size_t tlen = dlen + 1 + blen + TMP_TAG_LEN + TMP_SUFFIX_LEN;
     o->tmp_path = (char *)tbx_malloc(al, tlen + 1);
@@ -273,7 +239,7 @@ tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, unsig
     o->fd = fd;
     o->slot = tmp_register(o->tmp_path);
     /* an edit keeps the permission bits of the file it replaces */
-    if (edit) (void)fchmod(fd, (mode_t)o->mode);
+    if (flags & TBX_OUT_EDIT) (void)fchmod(fd, (mode_t)o->mode);
     return TBX_OK;
 
 fail:
@@ -281,11 +247,12 @@ fail:
     return st;
 }
 
-tbx_status not_open(tbx_error *err) {
+tbx_status tbx_out_not_open_(tbx_error *err) {
     return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "output", "output file is not open");
 }
 
 int (*tbx_out_fault_hook_)(void);
+_Atomic unsigned long tbx_out_syncs_;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Early writeback                                                                             */
@@ -303,7 +270,7 @@ static void wb_start(tbx_out *o) {
 }
 
 /* Bytes [pos, pos + n) were written. */
-void wb_note(tbx_out *o, uint64_t pos, uint64_t n) {
+void tbx_out_wb_note_(tbx_out *o, uint64_t pos, uint64_t n) {
     if (o->flags & TBX_OUT_NO_SYNC) return;
     if (o->wb_hi != pos || o->wb_hi == o->wb_lo) { /* not adjacent to the current run */
         if (o->wb_hi - o->wb_lo >= WB_MIN) wb_start(o);
@@ -313,7 +280,7 @@ void wb_note(tbx_out *o, uint64_t pos, uint64_t n) {
     if (o->wb_hi - o->wb_lo >= WB_KICK) wb_start(o);
 }
 
-tbx_status write_all(tbx_out *o, uint64_t off, const void *data, size_t len,
+tbx_status tbx_out_write_all_(tbx_out *o, uint64_t off, const void *data, size_t len,
                             tbx_error *err) {
     const uint8_t *p = (const uint8_t *)data;
     uint64_t pos = off;
@@ -338,7 +305,7 @@ tbx_status write_all(tbx_out *o, uint64_t off, const void *data, size_t len,
             if (err) err->offset = pos;
             return TBX_E_IO;
         }
-        wb_note(o, pos, (uint64_t)w);
+        tbx_out_wb_note_(o, pos, (uint64_t)w);
         p += (size_t)w;
         pos += (uint64_t)w;
         left -= (size_t)w;
@@ -347,7 +314,7 @@ tbx_status write_all(tbx_out *o, uint64_t off, const void *data, size_t len,
 }
 
 /* [off, off + len) must end at a representable file offset. */
-tbx_status check_range(uint64_t off, uint64_t len, uint64_t *end, tbx_error *err) {
+tbx_status tbx_out_check_range_(uint64_t off, uint64_t len, uint64_t *end, tbx_error *err) {
     if (!tbx_add_u64(off, len, end) || *end > (uint64_t)INT64_MAX) {
         tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "output",
                 "output: %" PRIu64 " bytes at byte %" PRIu64 " pass the largest file offset", len,
@@ -359,29 +326,29 @@ tbx_status check_range(uint64_t off, uint64_t len, uint64_t *end, tbx_error *err
 }
 
 tbx_status tbx_out_pwrite(tbx_out *o, uint64_t off, const void *data, size_t len, tbx_error *err) {
-    if (!o || !o->tmp_path || o->fd < 0) return not_open(err);
+    if (!o || !o->tmp_path || o->fd < 0) return tbx_out_not_open_(err);
     uint64_t end;
-    tbx_status st = check_range(off, (uint64_t)len, &end, err);
+    tbx_status st = tbx_out_check_range_(off, (uint64_t)len, &end, err);
     if (st != TBX_OK) return st;
     if (len == 0) return TBX_OK;
     if (!data)
         return tbx_err(err, TBX_E_INVALID_ARG, off, "output", "output: NULL data for %zu bytes", len);
-    st = write_all(o, off, data, len, err);
+    st = tbx_out_write_all_(o, off, data, len, err);
     if (st != TBX_OK) return st;
     if (end > o->size) o->size = end;
     return TBX_OK;
 }
 
 tbx_status tbx_out_zero(tbx_out *o, uint64_t off, uint64_t n, tbx_error *err) {
-    if (!o || !o->tmp_path || o->fd < 0) return not_open(err);
+    if (!o || !o->tmp_path || o->fd < 0) return tbx_out_not_open_(err);
     uint64_t end;
-    tbx_status st = check_range(off, n, &end, err);
+    tbx_status st = tbx_out_check_range_(off, n, &end, err);
     if (st != TBX_OK) return st;
     uint64_t pos = off;
     while (pos < end) {
         uint64_t left = end - pos;
         size_t chunk = left < (uint64_t)ZERO_CHUNK ? (size_t)left : ZERO_CHUNK;
-        st = write_all(o, pos, zero_bytes, chunk, err);
+        st = tbx_out_write_all_(o, pos, zero_bytes, chunk, err);
         if (st != TBX_OK) return st;
         pos += chunk;
     }
@@ -390,9 +357,9 @@ tbx_status tbx_out_zero(tbx_out *o, uint64_t off, uint64_t n, tbx_error *err) {
 }
 
 tbx_status tbx_out_pread(tbx_out *o, uint64_t off, void *buf, size_t len, tbx_error *err) {
-    if (!o || !o->tmp_path || o->fd < 0) return not_open(err);
+    if (!o || !o->tmp_path || o->fd < 0) return tbx_out_not_open_(err);
     uint64_t end;
-    tbx_status st = check_range(off, (uint64_t)len, &end, err);
+    tbx_status st = tbx_out_check_range_(off, (uint64_t)len, &end, err);
     if (st != TBX_OK) return st;
     if (end > o->size)
         return tbx_err(err, TBX_E_STATE, off, "output",
@@ -451,7 +418,7 @@ static int rename_into_place(const tbx_out *o) {
 }
 
 tbx_status tbx_out_commit(tbx_out *o, uint64_t size, tbx_error *err) {
-    if (!o || !o->tmp_path || o->fd < 0) return not_open(err);
+    if (!o || !o->tmp_path || o->fd < 0) return tbx_out_not_open_(err);
     tbx_status st;
     if (size > (uint64_t)INT64_MAX) {
         st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "output",
@@ -536,7 +503,7 @@ void tbx_out_abort(tbx_out *o) {
         }
         if (o->fd >= 0) close(o->fd);
         if (o->lock_fd >= 0) {
-            held_remove(o->dev, o->ino);
+            tbx_out_held_remove_(o->dev, o->ino);
             close(o->lock_fd);
         }
         tbx_free(o->al, o->path, strlen(o->path) + 1);
