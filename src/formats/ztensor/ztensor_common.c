@@ -49,6 +49,17 @@ const char *const zt_role_names[ZT_NROLES] = {
     "data", "values", "indices", "indptr", "coords", "packed_weight", "scales", "zeros",
 };
 
+/* Components of each layout, in model order. */
+const int zt_layout_roles[4][3] = {
+    {ZT_R_DATA, -1, -1},
+    {ZT_R_VALUES, ZT_R_INDICES, ZT_R_INDPTR},
+    {ZT_R_VALUES, ZT_R_COORDS, -1},
+    {ZT_R_PACKED, ZT_R_SCALES, ZT_R_ZEROS},
+};
+const uint32_t zt_layout_ncomp[4] = {1, 3, 2, 3};
+const char *const zt_layout_names[4] = {"dense", "sparse_csr", "sparse_coo",
+                                               "quantized_group"};
+
 /* ------------------------------------------------------------------------------------------ */
 /* Digests                                                                                     */
 /* ------------------------------------------------------------------------------------------ */

@@ -18,6 +18,7 @@
 
 #include "io.h"
 
+#include <pthread.h>
 #include <zstd.h> /* the stable API only; ztensor_common.c alone uses the advanced one */
 
 #define ZT_MAGIC "ZTEN1000"
@@ -197,6 +198,164 @@ int zt_key_cmp(const char *a, size_t an, const char *b, size_t bn);
 tbx_status zt_check_value(const tbx_value *v, uint32_t depth, const char *what, tbx_error *err);
 /* Encodes a value (checked with zt_check_value first). Maps get canonical key order. */
 tbx_status zt_put_value(zt_buf *b, const tbx_value *v, tbx_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* The reader's shared state (ztensor_*.c)                                                      */
+/* ------------------------------------------------------------------------------------------ */
+/* Components of each layout, in model order (ztensor_common.c). */
+extern const int zt_layout_roles[4][3];
+extern const uint32_t zt_layout_ncomp[4];
+extern const char *const zt_layout_names[4];
+
+static inline bool dt_is_int(tbx_dtype dt) {
+    return dt == TBX_DT_I8 || dt == TBX_DT_I16 || dt == TBX_DT_I32 || dt == TBX_DT_I64 ||
+           dt == TBX_DT_U8 || dt == TBX_DT_U16 || dt == TBX_DT_U32 || dt == TBX_DT_U64;
+}
+static inline bool dt_is_signed(tbx_dtype dt) {
+    return dt == TBX_DT_I8 || dt == TBX_DT_I16 || dt == TBX_DT_I32 || dt == TBX_DT_I64;
+}
+static inline bool dt_is_real_float(tbx_dtype dt) {
+    return dt == TBX_DT_F64 || dt == TBX_DT_F32 || dt == TBX_DT_F16 || dt == TBX_DT_BF16 ||
+           dt == TBX_DT_F8_E4M3 || dt == TBX_DT_F8_E5M2;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Per-file and per-tensor driver data                                                         */
+/* ------------------------------------------------------------------------------------------ */
+enum { ZT_V_UNCHECKED = 0, ZT_V_OK, ZT_V_BAD, ZT_V_SKIP };
+
+typedef struct zt_tdrv {
+    uint64_t nnz;            /* sparse: stored entries */
+    uint64_t rows, cols;     /* csr / quantized_group */
+    uint32_t qbits, qper;    /* quantized_group: bits per code, codes per word */
+    uint64_t qgroup, qgpr;   /* group size, groups per row */
+    uint8_t vstate[3];       /* digest verification state per component */
+} zt_tdrv;
+
+/* Verification state of component c: components are read on several threads at once
+ * (tbx_read_batch), each touching only its own state byte, atomically. */
+static inline uint8_t vget(const zt_tdrv *d, uint32_t c) {
+    return __atomic_load_n(&d->vstate[c], __ATOMIC_ACQUIRE);
+}
+static inline void vset(zt_tdrv *d, uint32_t c, uint8_t v) {
+    __atomic_store_n(&d->vstate[c], v, __ATOMIC_RELEASE);
+}
+
+typedef struct zt_span {
+    uint64_t off, end;
+    size_t ti;
+    uint32_t ci;
+} zt_span;
+
+struct zt_es;
+
+typedef struct zt_state {
+    uint64_t manifest_off, manifest_size;
+    zt_span *spans;          /* non-empty components sorted by offset */
+    size_t nspans, cap_spans;
+    /* Decoding cursors kept between reads (ZT_NPARK streams, allocated on first use): a range
+     * or f32 read that starts where an earlier one ended continues its stream instead of
+     * decoding the component again from its first byte. Used only by the calling thread's
+     * reads (tbx_tensor_read_range / read_f32), never by tbx_read_batch's workers. */
+    struct zt_es *park;
+    uint64_t clock;          /* use stamps for least-recently-used eviction */
+    /* Decoder memory budget (zt_budget_take): the windows of the whole-component decoders
+     * running at once (tbx_read_batch / validation workers, whole reads) sum to at most `cap`;
+     * the parked streams' windows are kept under `cap` too, by eviction (zt_park_evict). */
+    pthread_mutex_t bmu;
+    pthread_cond_t bcv;
+    bool binit;
+    uint64_t bused, bcap;
+} zt_state;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Component reader: the decoded bytes of one component, in chunks, never past k->nbytes       */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct zt_rd {
+    tbx_file *f;
+    const tbx_tensor *t;
+    uint32_t c;
+    const tbx_component *k;
+    uint64_t in_off, in_end;  /* stored bytes not yet handed to the decoder */
+    uint64_t produced;        /* decoded bytes delivered */
+    uint64_t bound;           /* decoded bytes allowed */
+    ZSTD_DCtx *dctx;
+    uint8_t *in;
+    size_t in_cap;
+    ZSTD_inBuffer zin;
+    bool frame_done;
+    zt_hash *h;               /* when set, every stored byte is hashed */
+    unsigned wlog;            /* the decoder's windowLogMax */
+    uint64_t cost;            /* window bytes the current frame makes zstd allocate */
+    bool admit;               /* cost taken from the handle's budget (else: a stream's) */
+} zt_rd;
+
+unsigned zt_wmax(const tbx_file *f);
+tbx_status zt_rd_open(zt_rd *r, tbx_file *f, const tbx_tensor *t, uint32_t c, zt_hash *h,
+                             uint64_t bound, bool admit, tbx_error *err);
+void zt_rd_close(zt_rd *r);
+tbx_status zt_rd_read(zt_rd *r, void *out, size_t cap, size_t *got, tbx_error *err);
+tbx_status zt_rd_finish(zt_rd *r, tbx_error *err);
+tbx_status zt_rd_full(zt_rd *r, uint8_t *out, uint64_t n, tbx_error *err);
+
+#define ZT_CHUNK ((size_t)64 * 1024)
+#define ZT_NPARK 6           /* parked streams per handle (CSR uses 5, quantized_group 3) */
+
+enum { ZT_ES_INT = 0, ZT_ES_F32, ZT_ES_BYTES };
+
+typedef struct zt_es {
+    zt_rd rd;
+    bool open;
+    int mode;             /* ZT_ES_INT, ZT_ES_F32 (values decoded to fbuf), ZT_ES_BYTES */
+    tbx_dtype dt;
+    uint32_t esize;       /* bytes per element (1 for byte streams) */
+    uint64_t total;       /* elements (bytes) in the component */
+    uint64_t left;        /* elements not yet returned */
+    uint8_t *buf;         /* ZT_CHUNK bytes */
+    float *fbuf;          /* ZT_CHUNK / esize floats when decoding values */
+    size_t len, pos;      /* elements in buf, next element */
+    bool finished;        /* the end of the data was checked */
+    uint32_t lane;        /* when parked: key (t, c, mode, lane); two lanes read one component */
+    uint64_t stamp;       /* when parked: last use */
+} zt_es;
+
+void zt_what(char *dst, size_t cap, const tbx_tensor *t, uint32_t c);
+int zt_digest_parse(const char *s, zt_digest *d);
+void zt_es_close(zt_es *s);
+tbx_status zt_es_open(zt_es *s, tbx_file *f, const tbx_tensor *t, uint32_t c, bool f32,
+                             tbx_error *err);
+tbx_status zt_es_skip(zt_es *s, uint64_t n, tbx_error *err);
+tbx_status zt_es_get(zt_es *s, tbx_file *f, const tbx_tensor *t, uint32_t c, int mode,
+                            uint32_t lane, uint64_t at, tbx_error *err);
+void zt_es_put(tbx_file *f, zt_es *s);
+void zt_park_free(tbx_file *f);
+tbx_status zt_es_int(zt_es *s, uint64_t *u, bool *neg, tbx_error *err);
+tbx_status zt_es_f32(zt_es *s, float *v, tbx_error *err);
+tbx_status zt_es_word(zt_es *s, uint64_t *u, tbx_error *err);
+
+typedef struct zt_parsed_comp {
+    bool present;
+    const zt_dtype *dt;
+    uint64_t offset, length;
+    tbx_encoding enc;
+    char *digest;          /* owned (file allocator), NUL-terminated */
+    uint64_t at;           /* file offset of the component's map */
+} zt_parsed_comp;
+
+typedef struct zt_parse_ctx {
+    tbx_file *f;
+    zt_state *s;
+    zt_cbor c;
+    uint64_t *shape;
+    size_t shape_cap;
+    bool have_version, have_objects;
+    uint32_t version_major;
+} zt_parse_ctx;
+
+tbx_status parse_root(zt_parse_ctx *pc, tbx_error *err);
+tbx_status build_object(zt_parse_ctx *pc, const zt_str *name, uint64_t name_off,
+                               uint32_t ndim, int layout, zt_parsed_comp *pcs, unsigned role_mask,
+                               tbx_value **attrs, uint64_t obj_off, tbx_error *err);
 
 /* Reader hooks (ztensor.c), listed in tbx_driver_ztensor (ztensor_driver.c). */
 bool zt_probe(const uint8_t *head, size_t len, uint64_t file_size);
