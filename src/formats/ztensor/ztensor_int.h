@@ -16,10 +16,7 @@
 #ifndef TBX_ZTENSOR_INT_H
 #define TBX_ZTENSOR_INT_H
 
-#include "io.h"
-
-#include <pthread.h>
-#include <zstd.h> /* the stable API only; ztensor_common.c alone uses the advanced one */
+#include "zstream.h" /* io.h, and zstd streaming (src/io/zstream.c) */
 
 #define ZT_MAGIC "ZTEN1000"
 #define ZT_MAGIC_V01 "ZTEN0001"                 /* legacy v0.1: recognised, not supported */
@@ -76,27 +73,6 @@ void zt_hash_final(zt_hash *h, zt_digest *out);
 void zt_hash_free(zt_hash *h);
 /* The manifest spelling of a digest (crc32c upper-case hex, sha256 lower-case). cap >= 72. */
 void zt_digest_str(const zt_digest *d, char *dst, size_t cap);
-
-/* zstd allocation through a tbx_alloc (opaque = the tbx_alloc *); zt_dctx_new/zt_cctx_new use it. */
-void *zt_zalloc(void *opaque, size_t size);
-void zt_zfree(void *opaque, void *addr);
-/* zstd contexts whose memory comes from `al` (zt_zalloc/zt_zfree) when libzstd offers its
- * advanced API (ZSTD_customMem, ZSTD_create?Ctx_advanced, ZSTD_getFrameProgression: "static
- * linking only", so CMake checks that the libzstd found exports them and then defines
- * TBX_HAVE_ZSTD_ADVANCED). Without it they come from ZSTD_createDCtx/CCtx: zstd's own state
- * (window, tables) then bypasses the caller's tbx_allocator and its counting. NULL when out of
- * memory. Free with ZSTD_freeDCtx/CCtx. */
-ZSTD_DCtx *zt_dctx_new(const tbx_alloc *al);
-ZSTD_CCtx *zt_cctx_new(const tbx_alloc *al);
-/* Bytes the compressor has produced and consumed in its current frame (ZSTD_getFrameProgression,
- * advanced API too); false (both 0) when libzstd does not offer it. */
-bool zt_cctx_progress(ZSTD_CCtx *cctx, uint64_t *produced, uint64_t *consumed);
-/* The decoding buffer a zstd frame starting with the n bytes at p will allocate (its window,
- * ZSTD_getFrameHeader + ZSTD_decodingBufferSize_min, advanced API): 0 for a skippable frame,
- * a window over max_window (the decoder refuses it) or a header the decoder will reject.
- * Without the advanced API *cost is max_window (every frame is assumed to use the largest
- * window, so decoders under a shared budget run one at a time) and false is returned. */
-bool zt_frame_window_cost(const void *p, size_t n, uint64_t max_window, uint64_t *cost);
 
 /* ------------------------------------------------------------------------------------------ */
 /* CBOR pull decoder (ztensor_cbor.c)                                                          */
@@ -259,44 +235,16 @@ typedef struct zt_state {
      * reads (tbx_tensor_read_range / read_f32), never by tbx_read_batch's workers. */
     struct zt_es *park;
     uint64_t clock;          /* use stamps for least-recently-used eviction */
-    /* Decoder memory budget (zt_budget_take): the windows of the whole-component decoders
-     * running at once (tbx_read_batch / validation workers, whole reads) sum to at most `cap`;
-     * the parked streams' windows are kept under `cap` too, by eviction (zt_park_evict). */
-    pthread_mutex_t bmu;
-    pthread_cond_t bcv;
-    bool binit;
-    uint64_t bused, bcap;
+    /* Decoder memory budget (tbx_zbudget_take): the windows of the whole-component decoders
+     * running at once (tbx_read_batch / validation workers, whole reads) sum to at most its
+     * cap; the parked streams' windows are kept under the cap too, by eviction (zt_park_evict). */
+    tbx_zbudget budget;
 } zt_state;
 
-/* ------------------------------------------------------------------------------------------ */
-/* Component reader: the decoded bytes of one component, in chunks, never past k->nbytes       */
-/* ------------------------------------------------------------------------------------------ */
-typedef struct zt_rd {
-    tbx_file *f;
-    const tbx_tensor *t;
-    uint32_t c;
-    const tbx_component *k;
-    uint64_t in_off, in_end;  /* stored bytes not yet handed to the decoder */
-    uint64_t produced;        /* decoded bytes delivered */
-    uint64_t bound;           /* decoded bytes allowed */
-    ZSTD_DCtx *dctx;
-    uint8_t *in;
-    size_t in_cap;
-    ZSTD_inBuffer zin;
-    bool frame_done;
-    zt_hash *h;               /* when set, every stored byte is hashed */
-    unsigned wlog;            /* the decoder's windowLogMax */
-    uint64_t cost;            /* window bytes the current frame makes zstd allocate */
-    bool admit;               /* cost taken from the handle's budget (else: a stream's) */
-} zt_rd;
-
-unsigned zt_wmax(const tbx_file *f);
-tbx_status zt_rd_open(zt_rd *r, tbx_file *f, const tbx_tensor *t, uint32_t c, zt_hash *h,
-                             uint64_t bound, bool admit, tbx_error *err);
-void zt_rd_close(zt_rd *r);
-tbx_status zt_rd_read(zt_rd *r, void *out, size_t cap, size_t *got, tbx_error *err);
-tbx_status zt_rd_finish(zt_rd *r, tbx_error *err);
-tbx_status zt_rd_full(zt_rd *r, uint8_t *out, uint64_t n, tbx_error *err);
+/* A decoding cursor over the stored bytes of component c of t (src/io/zstream.c), hashing them
+ * into h when set; admit: its window comes from the handle's budget. */
+tbx_status zt_rd_open(tbx_zstream *r, tbx_file *f, const tbx_tensor *t, uint32_t c, zt_hash *h,
+                      uint64_t bound, bool admit, tbx_error *err);
 
 #define ZT_CHUNK ((size_t)64 * 1024)
 #define ZT_NPARK 6           /* parked streams per handle (CSR uses 5, quantized_group 3) */
@@ -304,7 +252,10 @@ tbx_status zt_rd_full(zt_rd *r, uint8_t *out, uint64_t n, tbx_error *err);
 enum { ZT_ES_INT = 0, ZT_ES_F32, ZT_ES_BYTES };
 
 typedef struct zt_es {
-    zt_rd rd;
+    tbx_zstream rd;
+    tbx_file *f;
+    const tbx_tensor *t;
+    uint32_t c;
     bool open;
     int mode;             /* ZT_ES_INT, ZT_ES_F32 (values decoded to fbuf), ZT_ES_BYTES */
     tbx_dtype dt;

@@ -31,17 +31,17 @@ static const tbx_value *attr_get(const tbx_value *attrs, const char *key) {
  * `values`, counted in bounded chunks (never more than bound bytes). */
 static tbx_status count_decoded(tbx_file *f, const tbx_tensor *t, uint32_t c, uint64_t bound,
                                 uint64_t *out, tbx_error *err) {
-    zt_rd r;
+    tbx_zstream r;
     tbx_status st = zt_rd_open(&r, f, t, c, NULL, bound, true, err);
     if (st != TBX_OK) return st;
     uint8_t *buf = tbx_malloc(&f->al, ZT_CHUNK);
-    if (!buf) { zt_rd_close(&r); return tbx_err_nomem(err, "decode buffer"); }
+    if (!buf) { tbx_zstream_close(&r); return tbx_err_nomem(err, "decode buffer"); }
     for (;;) {
         size_t got = 0;
-        st = zt_rd_read(&r, buf, ZT_CHUNK, &got, err);
+        st = tbx_zstream_read(&r, buf, ZT_CHUNK, &got, err);
         if (st != TBX_OK || got < ZT_CHUNK) break;
     }
-    if (st == TBX_OK && r.produced == bound) st = zt_rd_finish(&r, err);
+    if (st == TBX_OK && r.produced == bound) st = tbx_zstream_finish(&r, err);
     else if (st == TBX_OK && !r.frame_done) {
         char w[128];
         zt_what(w, sizeof w, t, c);
@@ -50,7 +50,7 @@ static tbx_status count_decoded(tbx_file *f, const tbx_tensor *t, uint32_t c, ui
     }
     *out = r.produced;
     tbx_free(&f->al, buf, ZT_CHUNK);
-    zt_rd_close(&r);
+    tbx_zstream_close(&r);
     return st;
 }
 

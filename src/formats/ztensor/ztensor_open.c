@@ -80,10 +80,7 @@ void zt_close(tbx_file *f) {
     zt_park_free(f);
     zt_state *s = f->drv_state;
     if (s) {
-        if (s->binit) {
-            pthread_cond_destroy(&s->bcv);
-            pthread_mutex_destroy(&s->bmu);
-        }
+        tbx_zbudget_free(&s->budget);
         tbx_free(&f->al, s->spans, s->cap_spans * sizeof *s->spans);
         tbx_free(&f->al, s, sizeof *s);
     }
@@ -141,13 +138,9 @@ tbx_status zt_open(tbx_file *f, tbx_error *err) {
     if (!s) return tbx_err_nomem(err, "zTensor state");
     memset(s, 0, sizeof *s);
     f->drv_state = s;
-    if (pthread_mutex_init(&s->bmu, NULL) != 0) return tbx_err_nomem(err, "decoder budget");
-    if (pthread_cond_init(&s->bcv, NULL) != 0) {
-        pthread_mutex_destroy(&s->bmu);
-        return tbx_err_nomem(err, "decoder budget");
-    }
-    s->binit = true;
-    s->bcap = (uint64_t)1 << zt_wmax(f);
+    st = tbx_zbudget_init(&s->budget, (uint64_t)1 << tbx_zstd_wlog_max(f->limits.max_decode_window),
+                          err);
+    if (st != TBX_OK) return st;
     s->manifest_off = moff;
     s->manifest_size = msize;
     f->drv_state = s;

@@ -66,14 +66,48 @@ static bool zt_digest_eq(const zt_digest *a, const zt_digest *b) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Decoding cursors over components (src/io/zstream.c)                                         */
+/* ------------------------------------------------------------------------------------------ */
+/* The subject of a cursor's messages: `component "name"/role`. */
+static void zt_comp_subject(const void *ctx, uint32_t c, char *dst, size_t cap) {
+    char w[128];
+    zt_what(w, sizeof w, ctx, c);
+    snprintf(dst, cap, "component %s", w);
+}
+
+static void zt_hash_cb(void *ud, const void *p, size_t n) { zt_hash_update(ud, p, n); }
+
+tbx_status zt_rd_open(tbx_zstream *r, tbx_file *f, const tbx_tensor *t, uint32_t c, zt_hash *h,
+                      uint64_t bound, bool admit, tbx_error *err) {
+    const tbx_component *k = &t->comp[c];
+    zt_state *zs = f->drv_state;
+    tbx_zsrc in = {
+        .src = &f->src,
+        .al = &f->al,
+        .offset = k->offset,
+        .stored = k->stored_bytes, /* inside the file: checked at open */
+        .zstd = k->encoding == TBX_ENC_ZSTD,
+        .max_window = f->limits.max_decode_window,
+        .budget = zs ? &zs->budget : NULL,
+        .read_field = t->name,
+        .field = "component",
+        .zfield = "component.zstd",
+        .name = zt_comp_subject,
+        .ctx = t,
+        .part = c,
+    };
+    return tbx_zstream_open(r, &in, bound, admit, h ? zt_hash_cb : NULL, h, err);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Element streams over a component (bounded chunks), for validation and f32 decoding, and     */
 /* byte streams for range reads. A stream reads its component once from the first byte to the  */
-/* last; reaching the end checks that the zstd data ends there too (zt_rd_finish).             */
+/* last; reaching the end checks that the zstd data ends there too (tbx_zstream_finish).             */
 /* ------------------------------------------------------------------------------------------ */
 void zt_es_close(zt_es *s) {
     if (!s->open) return;
-    tbx_file *f = s->rd.f;
-    zt_rd_close(&s->rd);
+    tbx_file *f = s->f;
+    tbx_zstream_close(&s->rd);
     tbx_free(&f->al, s->buf, ZT_CHUNK);
     if (s->fbuf) tbx_free(&f->al, s->fbuf, (ZT_CHUNK / s->esize) * sizeof(float));
     s->open = false;
@@ -98,6 +132,9 @@ static tbx_status zt_es_open_mode(zt_es *s, tbx_file *f, const tbx_tensor *t, ui
     s->left = s->total;
     tbx_status st = zt_rd_open(&s->rd, f, t, c, NULL, k->nbytes, false, err);
     if (st != TBX_OK) return st;
+    s->f = f;
+    s->t = t;
+    s->c = c;
     s->open = true;
     s->buf = tbx_malloc(&f->al, ZT_CHUNK);
     const bool f32 = mode == ZT_ES_F32;
@@ -119,13 +156,13 @@ tbx_status zt_es_open(zt_es *s, tbx_file *f, const tbx_tensor *t, uint32_t c, bo
 static tbx_status zt_es_at_end(zt_es *s, tbx_error *err) {
     if (s->finished || s->rd.produced < s->rd.bound) return TBX_OK;
     s->finished = true;
-    return zt_rd_finish(&s->rd, err);
+    return tbx_zstream_finish(&s->rd, err);
 }
 
 static tbx_status zt_es_fill(zt_es *s, tbx_error *err) {
     uint64_t want = s->left * s->esize;
     size_t cap = want < ZT_CHUNK ? (size_t)want : ZT_CHUNK;
-    tbx_status st = zt_rd_full(&s->rd, s->buf, cap, err);
+    tbx_status st = tbx_zstream_full(&s->rd, s->buf, cap, err);
     if (st == TBX_OK) st = zt_es_at_end(s, err);
     if (st != TBX_OK) return st;
     s->len = cap / s->esize;
@@ -134,10 +171,10 @@ static tbx_status zt_es_fill(zt_es *s, tbx_error *err) {
         st = tbx_decode_f32_info(tbx_dtype_core_get(s->dt), s->dt, s->buf, cap, s->len, s->fbuf);
         if (st != TBX_OK) {
             char w[128];
-            zt_what(w, sizeof w, s->rd.t, s->rd.c);
+            zt_what(w, sizeof w, s->t, s->c);
             const tbx_dtype_info *di = tbx_dtype_core_get(s->dt);
             return tbx_err(err, st == TBX_E_UNSUPPORTED ? TBX_E_UNSUPPORTED : st,
-                           s->rd.k->offset, "component.dtype",
+                           s->t->comp[s->c].offset, "component.dtype",
                            "component %s: %s values cannot be decoded to f32", w,
                            di ? di->name : "?");
         }
@@ -155,9 +192,7 @@ tbx_status zt_es_skip(zt_es *s, uint64_t n, tbx_error *err) {
     s->pos = s->len;
     if (!s->rd.dctx) { /* raw: seek (the buffer no longer holds the elements before us) */
         s->len = s->pos = 0;
-        uint64_t bytes = n * s->esize;
-        s->rd.in_off += bytes;
-        s->rd.produced += bytes;
+        tbx_zstream_skip_raw(&s->rd, n * s->esize);
         s->left -= n;
         return TBX_OK;
     }
@@ -183,7 +218,7 @@ static tbx_status zt_es_bytes(zt_es *s, uint8_t *out, uint64_t n, tbx_error *err
     n -= take;
     if (n == 0) return TBX_OK;
     s->len = s->pos = 0; /* read past the buffer: it no longer holds the bytes before us */
-    tbx_status st = zt_rd_full(&s->rd, out + take, n, err);
+    tbx_status st = tbx_zstream_full(&s->rd, out + take, n, err);
     if (st == TBX_OK) st = zt_es_at_end(s, err);
     if (st == TBX_OK) s->left -= n;
     return st;
@@ -204,7 +239,7 @@ static void zt_park_evict(zt_state *zs, uint64_t need) {
             sum += zs->park[k].rd.cost;
             if (lru < 0 || zs->park[k].stamp < zs->park[lru].stamp) lru = k;
         }
-        if (lru < 0 || sum <= zs->bcap) return;
+        if (lru < 0 || sum <= zs->budget.cap) return;
         zt_es_close(&zs->park[lru]);
     }
 }
@@ -219,7 +254,7 @@ tbx_status zt_es_get(zt_es *s, tbx_file *f, const tbx_tensor *t, uint32_t c, int
     s->open = false;
     for (int k = 0; zs->park && k < ZT_NPARK; k++) {
         zt_es *p = &zs->park[k];
-        if (!p->open || p->rd.t != t || p->rd.c != c || p->mode != mode || p->lane != lane)
+        if (!p->open || p->t != t || p->c != c || p->mode != mode || p->lane != lane)
             continue;
         uint64_t cur = p->total - p->left;
         if (cur > at && cur - at <= p->pos) { /* rewind inside the buffer */
@@ -378,11 +413,11 @@ tbx_status zt_decode_component(tbx_file *f, const tbx_tensor *t, uint32_t c, voi
         st = chunk ? hash_stored(f, k, &h, chunk, err) : tbx_err_nomem(err, "digest buffer");
         if (chunk) tbx_free(&f->al, chunk, ZT_CHUNK);
     } else {
-        zt_rd r;
+        tbx_zstream r;
         st = zt_rd_open(&r, f, t, c, verify ? &h : NULL, k->nbytes, true, err);
-        if (st == TBX_OK) st = zt_rd_full(&r, buf, k->nbytes, err);
-        if (st == TBX_OK) st = zt_rd_finish(&r, err);
-        zt_rd_close(&r);
+        if (st == TBX_OK) st = tbx_zstream_full(&r, buf, k->nbytes, err);
+        if (st == TBX_OK) st = tbx_zstream_finish(&r, err);
+        tbx_zstream_close(&r);
     }
     if (st == TBX_OK && verify) {
         zt_digest got;
