@@ -1,7 +1,8 @@
 /*
- * ztensor_common.c - what the zTensor reader (ztensor.c) and writer (ztensor_write.c) share
- * besides the CBOR codec (ztensor_cbor.c): the dtype names, the component role names, the
- * digests (CRC-32C, SHA-256) and zstd's allocation through a tbx_alloc. It calls neither.
+ * ztensor_common.c - what the zTensor reader (ztensor_open.c and the files it lists) and writer
+ * (ztensor_write.c) share besides the CBOR codec (ztensor_cbor.c): the dtype names, the component
+ * role and layout names, the digests (CRC-32C, SHA-256). It calls neither. (zstd's contexts
+ * through a tbx_alloc are src/io/zstream.c's.)
  */
 #include "ztensor_int.h"
 

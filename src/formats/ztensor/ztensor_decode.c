@@ -1,5 +1,24 @@
 /*
- * ztensor_decode.c - f32 decoding of sparse and quantized_group tensors.
+ * ztensor_decode.c - elements [first, first + count) of a sparse or quantized_group tensor as
+ * f32 (the driver's read_f32 hook behind tbx_tensor_read_f32): sparse tensors densified (zeros,
+ * then every stored entry added at its flat index: duplicates sum), quantized groups
+ * dequantized. The components are read through element streams (ztensor_read.c):
+ *
+ *   sparse_csr (rows x cols)     indptr  [0, p1, p2, ..., nnz]   row r's entries: [p_r, p_r+1)
+ *                                indices [c0, c1, ...]  (nnz)    column of each entry
+ *                                values  [v0, v1, ...]  (nnz)
+ *   sparse_coo (ndim, nnz)       coords  [d0 of every entry | d1 of every entry | ...]
+ *                                values  [v0, v1, ...]  (nnz)
+ *   quantized_group              packed_weight: words of N codes, code k at bits
+ *                                [k*bits, k*bits + bits), LSB first, codes continuous in
+ *                                row-major order; scales, zeros: one per group of group_size
+ *                                elements of a row; value = ((float)code - zero) * scale
+ *
+ * CSR and quantized_group reads use parked streams, so that a tensor read chunk after chunk
+ * decodes each component once (a CSR row cut by the end of a chunk is read on a second lane).
+ * An index outside its row or dimension, or an indptr that is not monotonic, is an error naming
+ * the component; the element streams bypass the digest check, so pending digests are verified
+ * first.
  */
 #include "ztensor_int.h"
 
@@ -8,9 +27,6 @@
 
 #include "split.h"
 
-/* ------------------------------------------------------------------------------------------ */
-/* f32 decoding of every layout                                                                */
-/* ------------------------------------------------------------------------------------------ */
 static tbx_status entry_error(tbx_error *err, const tbx_tensor *t, uint32_t c, const char *fmt,
                               uint64_t a, uint64_t b) {
     char w[128], msg[160];

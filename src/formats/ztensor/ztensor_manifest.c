@@ -1,14 +1,31 @@
 /*
- * ztensor_manifest.c - parsing the zTensor manifest.
+ * ztensor_manifest.c - the zTensor manifest: one CBOR map read by the pull decoder
+ * (ztensor_cbor.c) straight into the model, no tree built. Its bytes sit just before the footer
+ * (ztensor_open.c reads them whole, within the limits, and hands them here):
+ *
+ *   ... blobs | manifest (N bytes of CBOR)                          | u64 N (LE) | ZTEN1000
+ *             | A3                              map of 3 (or indefinite BF ... FF)
+ *             |   67 "version"    65 "1.1.0"    text, required (its major number is kept)
+ *             |   6A "attributes" A? {...}      map, optional: global metadata
+ *             |   67 "objects"    A? {          map, required: name -> object
+ *             |     name: A? { "shape": 8? [...], "format": text, "attributes": map,
+ *             |                "components": A? { role: A? { "dtype", "offset", "length",
+ *             |                                              "encoding", "digest" } } } }
+ *
+ * Every map may be definite or indefinite; keys are text and unique in their map (a repeat is
+ * TBX_E_DUPLICATE naming it); unknown keys are skipped (still checked to be well formed); a
+ * definite count is checked against max_tensors (objects), max_metadata_entries (attributes),
+ * max_ndim (shape) before anything is sized by it. Missing required keys are named as the field
+ * (docs/formats/ztensor.md, "Errors"). Global attributes become metadata entries; each object's
+ * map is collected (shape, format, attributes, its components by role) and handed to
+ * zt_build_object (ztensor_object.c), which checks it and adds the tensor. Bytes after the map
+ * inside the manifest are an error.
  */
 #include "ztensor_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 
-/* ------------------------------------------------------------------------------------------ */
-/* Manifest parsing                                                                            */
-/* ------------------------------------------------------------------------------------------ */
 
 /* Set of the keys of one map, for duplicate detection. */
 typedef struct zt_keyset {
@@ -323,13 +340,14 @@ static tbx_status parse_object(zt_parse_ctx *pc, zt_str *name, uint64_t name_off
                          "tensor \"%s\" has no \"%s\"", tq, missing);
     }
     if (st == TBX_OK)
-        st = build_object(pc, name, name_off, ndim, layout, pcs, role_mask, &attrs, mev->off, err);
+        st = zt_build_object(pc, name, name_off, ndim, layout, pcs, role_mask, &attrs, mev->off,
+                             err);
     parsed_comps_free(pc, pcs);
     tbx_val_free(attrs);
     return st;
 }
 
-tbx_status parse_root(zt_parse_ctx *pc, tbx_error *err) {
+tbx_status zt_parse_root(zt_parse_ctx *pc, tbx_error *err) {
     zt_cbor *c = &pc->c;
     tbx_file *f = pc->f;
     zt_ev ev;

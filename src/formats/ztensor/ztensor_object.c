@@ -1,5 +1,27 @@
 /*
- * ztensor_object.c - one manifest object becomes one tensor.
+ * ztensor_object.c - one manifest object becomes one tensor of the model (zt_build_object, called
+ * by the manifest parser with the object's shape, format, attributes and components by role).
+ *
+ * The layouts and what each component holds (elements; the decoded size is elements x dtype
+ * size, and a raw component's `length` must be exactly that):
+ *
+ *   dense            data                                prod(shape)
+ *   sparse_csr       values | indices | indptr           nnz | nnz | rows + 1     (2-D only)
+ *   sparse_coo       values | coords                     nnz | ndim x nnz
+ *   quantized_group  packed_weight | scales | zeros      ceil(prod(shape) / N) | G | G
+ *                    (N codes of `bits` bits per word, G = rows x ceil(cols / group_size))
+ *
+ * In order: the role set is exactly the layout's and each dtype fits its role (indices integer,
+ * scales real float, ...); the element count fits 64 bits; sparse shape rules and nnz from the
+ * first raw component (values: length / size; indices or coords: length / bytes per entry; CSR
+ * indptr: its last element, one small read); quantized_group's attributes (bits 1..64,
+ * group_size >= 1, packing "<N>_per_<word dtype>"); placement (64-aligned, after the 8-byte
+ * header, before the manifest, within max_tensor_bytes); when every component of a sparse
+ * tensor is compressed, nnz is the decoded size of `values`, counted in bounded chunks; then the
+ * components' sizes (limits, raw lengths) and their stored ranges for the overlap check at the
+ * end of the open. A quantized_group tensor also gets its common quantization description
+ * (tbx_tensor_quant_get), and an object's attributes become the metadata entry
+ * "ztensor.attributes.<name>". docs/formats/ztensor.md, "Layouts", has every rule.
  */
 #include "ztensor_int.h"
 
@@ -92,7 +114,7 @@ static tbx_status zt_describe_qgroup(tbx_file *f, tbx_tensor *t, const zt_tdrv *
     return TBX_OK;
 }
 
-/* One manifest object on its way to the model (build_object and its steps). */
+/* One manifest object on its way to the model (zt_build_object and its steps). */
 typedef struct zt_obj {
     zt_parse_ctx *pc;
     const zt_str *name;
@@ -429,7 +451,7 @@ static tbx_status obj_add_attributes(zt_obj *o, tbx_value **attrs, tbx_error *er
 }
 
 /* One object of the manifest (its map parsed into pcs / attrs) becomes a tensor of the model. */
-tbx_status build_object(zt_parse_ctx *pc, const zt_str *name, uint64_t name_off,
+tbx_status zt_build_object(zt_parse_ctx *pc, const zt_str *name, uint64_t name_off,
                                uint32_t ndim, int layout, zt_parsed_comp *pcs, unsigned role_mask,
                                tbx_value **attrs, uint64_t obj_off, tbx_error *err) {
     tbx_file *f = pc->f;

@@ -1,6 +1,8 @@
 /*
- * ztensor.c - the zTensor v1.1 reader (pie-project/ztensor, PyPI `ztensor==1.1.1`); the driver
- * table is in ztensor_driver.c, the writer in ztensor_write.c (see ztensor_int.h).
+ * ztensor_open.c - the zTensor v1.1 file (pie-project/ztensor, PyPI `ztensor==1.1.1`) and its
+ * opening: probe, open (footer, manifest bounds, then the manifest parsed into the model), close.
+ * The rest of the reader and the writer are listed in ztensor_int.h; the driver table is in
+ * ztensor_driver.c.
  *
  * A zTensor file is an 8-byte magic, then component blobs (the stored bytes of tensors), each
  * at a 64-aligned offset with zero padding between them, then a CBOR manifest describing
@@ -34,16 +36,20 @@
  * decoded size must be exactly what the layout implies. Digests ("crc32c:0x%08X",
  * "sha256:<hex>") cover the stored bytes.
  *
- * Opening checks both magics, caps the manifest (1 GiB, max_header_bytes, the bytes between
- * header and footer), parses the CBOR with a pull decoder (ztensor_cbor.c) straight into the
- * model, and checks every component: known dtype, 64-aligned offset, inside [64, M), no overlap
- * with another component, raw length == decoded size, limits. nnz of a sparse tensor comes from
- * its first raw component (or, when all are compressed, from the decoded size of `values`).
- * Validation adds: digests, zero padding between blobs, sparse index rules, bool values 0/1.
- * Reading decodes zstd with the exact output bound (a "bomb" stops at the declared size), in
- * bounded memory: whole reads straight into the caller's buffer, range and f32 reads through
- * decoding cursors kept between calls (parked streams), so that reading a component chunk after
- * chunk decodes it once.
+ * Opening (here) checks both magics, caps the manifest (1 GiB, max_header_bytes, the bytes
+ * between header and footer), parses the CBOR with a pull decoder (ztensor_cbor.c) straight into
+ * the model (ztensor_manifest.c), and checks every component (ztensor_object.c): known dtype,
+ * 64-aligned offset, inside [64, M), raw length == decoded size, limits; then that no two
+ * components overlap, and (with TBX_OPEN_VERIFY_DIGESTS) that every digest is one it can verify.
+ * nnz of a sparse tensor comes from its first raw component (or, when all are compressed, from
+ * the decoded size of `values`).
+ * Validation adds (ztensor_validate.c): digests, zero padding between blobs, sparse index
+ * rules, bool values 0/1.
+ * Reading (ztensor_read.c, ztensor_decode.c) decodes zstd with the exact output bound (a "bomb"
+ * stops at the declared size; the decoding cursor is src/io/zstream.c), in bounded memory:
+ * whole reads straight into the caller's buffer, range and f32 reads through decoding cursors
+ * kept between calls (parked streams), so that reading a component chunk after chunk decodes it
+ * once.
  * Writing lives in ztensor_write.c.
  */
 #include "ztensor_int.h"
@@ -164,7 +170,7 @@ tbx_status zt_open(tbx_file *f, tbx_error *err) {
     pc.c.al = &f->al;
     pc.c.node_budget = msize / 8 > 1000000 ? msize / 8 : 1000000;
     pc.c.f = f;
-    st = parse_root(&pc, err);
+    st = zt_parse_root(&pc, err);
     tbx_free(&f->al, pc.shape, pc.shape_cap * sizeof *pc.shape);
     tbx_free(&f->al, buf, (size_t)msize);
     if (st != TBX_OK) return st;

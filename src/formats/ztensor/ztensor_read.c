@@ -1,5 +1,26 @@
 /*
- * ztensor_read.c - reading zTensor components: digests, whole reads, element streams.
+ * ztensor_read.c - reading zTensor components: digests, whole reads, element and range streams.
+ *
+ * Digests cover the stored bytes (compressed ones as stored) and are spelled in the manifest:
+ *
+ *   "crc32c:0x" 1-8 hex digits ("0X" too)   CRC-32C (Castagnoli)
+ *   "sha256:" 64 hex digits                 SHA-256
+ *   (hex digits of either case) another algorithm is unknown, not verified; with verification
+ *   on, it and a malformed known one are problems reported at open
+ *
+ * With TBX_OPEN_VERIFY_DIGESTS each component's digest is verified the first time its bytes are
+ * read, whichever way (its state byte in zt_tdrv: unchecked, ok, bad, skipped); until then the
+ * core routes even raw components through the driver (zt_raw_pending), and a component known
+ * bad keeps failing unless a problem callback took the report.
+ *
+ * Whole reads (zt_decode_component: tbx_component_read, tbx_read_batch's workers, validation)
+ * pass the stored bytes through one decoding cursor (src/io/zstream.c) straight into the
+ * caller's buffer, hashing them on the way, the cursor's window taken from the handle's budget.
+ * Range and f32 reads go through element streams: a cursor plus a 64 KiB buffer, yielding
+ * integers, f32 values or bytes; such a stream is parked after a read (ZT_NPARK per handle,
+ * least recently used evicted, their windows kept under the budget's cap) so that the next read
+ * that starts at or after its position continues it: a component read chunk after chunk is
+ * decoded once.
  */
 #include "ztensor_int.h"
 
@@ -102,7 +123,7 @@ tbx_status zt_rd_open(tbx_zstream *r, tbx_file *f, const tbx_tensor *t, uint32_t
 /* ------------------------------------------------------------------------------------------ */
 /* Element streams over a component (bounded chunks), for validation and f32 decoding, and     */
 /* byte streams for range reads. A stream reads its component once from the first byte to the  */
-/* last; reaching the end checks that the zstd data ends there too (tbx_zstream_finish).             */
+/* last; reaching the end checks that the zstd data ends there too (tbx_zstream_finish).      */
 /* ------------------------------------------------------------------------------------------ */
 void zt_es_close(zt_es *s) {
     if (!s->open) return;

@@ -1,14 +1,27 @@
 /*
- * ztensor_validate.c - zt_validate.
+ * ztensor_validate.c - what tbx_validate adds for zTensor (zt_validate, after the core's pass
+ * that decoded every compressed component and verified the digests on worker threads):
+ *
+ *   - digests not verified yet;
+ *   - padding: every byte between the 8-byte magic, the components and the manifest is zero
+ *
+ *       0      8                                        manifest_off
+ *       |magic | 00 .. 00 | blob | 00 .. | blob | 00 .. | manifest ...
+ *
+ *   - sparse_csr: indptr[0] == 0, non-decreasing, at most nnz, indptr[rows] == nnz; every
+ *     indices[k] in [0, cols) (its row named);
+ *   - sparse_coo: every coordinate k of dimension d in [0, shape[d]);
+ *   - dense bool tensors: every byte 0x00 or 0x01.
+ *
+ * Each finding is a problem (tbx_file_problem) naming the field and offset; indices are walked
+ * through element streams in bounded memory. A decoding failure met during a walk ends it
+ * quietly (the core's pass reports it already); I/O and memory errors are returned.
  */
 #include "ztensor_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 
-/* ------------------------------------------------------------------------------------------ */
-/* Validation                                                                                  */
-/* ------------------------------------------------------------------------------------------ */
 /* Digests not verified yet (tbx_validate's pass over the data normally did them all). */
 static tbx_status validate_digests(tbx_file *f, tbx_error *err) {
     for (size_t i = 0; i < f->ntensors; i++) {
