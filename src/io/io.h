@@ -178,6 +178,9 @@ void tbx_out_abort(tbx_out *o);
 /* Fault-injection hook for tests (tests/unit/test_faults.c), NULL otherwise: called before every
  * write of tensor/header bytes; a non-zero return fails that write with that errno. */
 extern int (*tbx_out_fault_hook_)(void);
+/* Test hook (tests/unit/test_io.c), NULL otherwise: called the moment a temporary file has been
+ * created, where a signal that arrived during its creation is handled (as open() returns). */
+extern void (*tbx_out_created_hook_)(void);
 /* fsync calls made by commits (the file's and the directory's), for tests of TBX_OUT_NO_SYNC. */
 extern _Atomic unsigned long tbx_out_syncs_;
 /* The same for reads of path sources (tests/unit/test_faults.c): called before every pread of

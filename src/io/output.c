@@ -53,41 +53,62 @@ static atomic_uint_fast64_t tmp_counter;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Table of live temporary files, for tbx_remove_temp_files (async-signal-safe: it only reads  */
-/* lock-free atomics and fixed buffers, and calls unlink).                                     */
+/* lock-free atomics and fixed buffers, and calls open, flock, unlink and close).              */
 /* ------------------------------------------------------------------------------------------ */
 #define TMP_SLOTS 32
 #define TMP_SLOT_LEN 4096
 
-enum { SLOT_FREE = 0, SLOT_BUSY = 1, SLOT_LIVE = 2 };
+/* A slot's name is written while it is BUSY and read by the handler only while it is CREATING
+ * (the file of that name is being created: it may not exist yet, or already be ours) or LIVE
+ * (the file is ours). A signal that arrives while open() creates the file is handled as open()
+ * returns, before the writer could note anything: hence CREATING, set before the attempt. */
+enum { SLOT_FREE = 0, SLOT_BUSY = 1, SLOT_LIVE = 2, SLOT_CREATING = 3 };
 
 static struct {
     atomic_int state;
     char path[TMP_SLOT_LEN];
 } tmp_slots[TMP_SLOTS];
 
-/* Enters a temporary file's name; -1 when the table is full or the name too long (the file is
- * then only removed by the writer itself or as a stale file later). */
-static int tmp_register(const char *path) {
-    size_t n = strlen(path);
-    if (n >= TMP_SLOT_LEN) return -1;
+/* A free slot, BUSY; -1 when the table is full or the name too long (the file is then only
+ * removed by the writer itself or as a stale file later). */
+static int tmp_slot_take(size_t name_len) {
+    if (name_len >= TMP_SLOT_LEN) return -1;
     for (int i = 0; i < TMP_SLOTS; i++) {
         int expect = SLOT_FREE;
-        if (atomic_compare_exchange_strong(&tmp_slots[i].state, &expect, SLOT_BUSY)) {
-            memcpy(tmp_slots[i].path, path, n + 1);
-            atomic_store(&tmp_slots[i].state, SLOT_LIVE);
-            return i;
-        }
+        if (atomic_compare_exchange_strong(&tmp_slots[i].state, &expect, SLOT_BUSY)) return i;
     }
     return -1;
 }
 
-static void tmp_unregister(int slot) {
-    if (slot >= 0 && slot < TMP_SLOTS) atomic_store(&tmp_slots[slot].state, SLOT_FREE);
+static void tmp_slot_set(int slot, int state) {
+    if (slot >= 0 && slot < TMP_SLOTS) atomic_store(&tmp_slots[slot].state, state);
+}
+
+/* The name the next attempt creates (the slot BUSY: that of an earlier attempt is not ours). */
+static void tmp_slot_creating(int slot, const char *path) {
+    if (slot < 0 || slot >= TMP_SLOTS) return;
+    memcpy(tmp_slots[slot].path, path, strlen(path) + 1); /* < TMP_SLOT_LEN: tmp_slot_take */
+    atomic_store(&tmp_slots[slot].state, SLOT_CREATING);
+}
+
+static void tmp_unregister(int slot) { tmp_slot_set(slot, SLOT_FREE); }
+
+/* The file a writer is creating under `path`: removed when nobody holds its lock (the writer
+ * has not locked it yet: it is ours); a live writer of another process that holds the name
+ * holds its lock (and this process's creation then fails with EEXIST). */
+static void remove_if_unlocked(const char *path) {
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) (void)unlink(path);
+    close(fd);
 }
 
 void tbx_remove_temp_files(void) {
-    for (int i = 0; i < TMP_SLOTS; i++)
-        if (atomic_load(&tmp_slots[i].state) == SLOT_LIVE) (void)unlink(tmp_slots[i].path);
+    for (int i = 0; i < TMP_SLOTS; i++) {
+        const int s = atomic_load(&tmp_slots[i].state);
+        if (s == SLOT_LIVE) (void)unlink(tmp_slots[i].path);
+        else if (s == SLOT_CREATING) remove_if_unlocked(tmp_slots[i].path);
+    }
 }
 
 static void out_reset(tbx_out *o) {
@@ -207,25 +228,35 @@ tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, unsig
 
     int fd = -1;
     int e = 0;
+    /* Its slot in the table of temporary files names each attempt before it creates the file
+     * (CREATING), and the file once it is ours (LIVE): a signal at any point finds it. */
+    o->slot = tmp_slot_take(tlen);
     for (int attempt = 0; attempt < TMP_ATTEMPTS; attempt++) {
         random_suffix(xs);
+        tmp_slot_creating(o->slot, o->tmp_path);
         fd = open(o->tmp_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd >= 0 && tbx_out_created_hook_) tbx_out_created_hook_();
         if (fd < 0) {
             e = errno;
+            tmp_slot_set(o->slot, SLOT_BUSY); /* the name is not ours */
             if (e != EEXIST && e != EINTR) break;
             continue;
         }
+        tmp_slot_set(o->slot, SLOT_LIVE);
         /* Held while the file lives: it is what tells a later writer that this file is not
          * stale. A writer that found it unlocked in the instant before may have removed it. */
         while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
         }
         struct stat a, b;
         if (fstat(fd, &a) == 0 && lstat(o->tmp_path, &b) == 0 && same_inode(&a, &b)) break;
+        tmp_slot_set(o->slot, SLOT_BUSY); /* the name is no longer our file's */
         close(fd);
         fd = -1;
         e = EEXIST;
     }
     if (fd < 0) {
+        tmp_unregister(o->slot);
+        o->slot = -1;
         char *dir = dir_of(al, final);
         st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path",
                      "cannot create a temporary file in %s: %s", dir ? dir : final,
@@ -237,7 +268,6 @@ tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, unsig
         goto fail;
     }
     o->fd = fd;
-    o->slot = tmp_register(o->tmp_path);
     /* an edit keeps the permission bits of the file it replaces */
     if (flags & TBX_OUT_EDIT) (void)fchmod(fd, (mode_t)o->mode);
     return TBX_OK;
@@ -252,6 +282,7 @@ tbx_status tbx_out_not_open_(tbx_error *err) {
 }
 
 int (*tbx_out_fault_hook_)(void);
+void (*tbx_out_created_hook_)(void);
 _Atomic unsigned long tbx_out_syncs_;
 
 /* ------------------------------------------------------------------------------------------ */
