@@ -1,6 +1,9 @@
 /*
  * gguf_common.c - the GGUF wire rules every half of the driver shares: the metadata value types
- * and the ggml type table (with its public lookups, tensorbox/gguf.h).
+ * and the encoding of a scalar value (the writer, the in-place edit), the ggml type table (with
+ * its public lookups, tensorbox/gguf.h), llama.cpp's split-set names and keys; and what the
+ * file tools of the façade ask the driver (gguf_edit.h: where an entry's value lies in an open
+ * file, a value's bytes, the split-set names).
  *
  * A metadata entry (v2, v3; v1 stores every length and count marked u64 as a u32; big-endian
  * files store every field byte-swapped):
@@ -73,13 +76,14 @@ int gguf_value_type_of(tbx_value_type t) {
 size_t gguf_scalar_bytes(const tbx_value *v, uint8_t out[8]) {
     int t = gguf_value_type_of(v->type);
     size_t n = t >= 0 ? gguf_value_size((uint32_t)t) : 0;
+    if (n == 0) return 0; /* a string, an array, or no GGUF type */
     uint64_t bits;
     switch (v->type) {
     case TBX_V_BOOL: bits = v->v.u != 0; break;
     case TBX_V_I8: case TBX_V_I16: case TBX_V_I32: case TBX_V_I64: bits = (uint64_t)v->v.i; break;
     case TBX_V_F32: { float x = (float)v->v.f; uint32_t u; memcpy(&u, &x, 4); bits = u; break; }
     case TBX_V_F64: memcpy(&bits, &v->v.f, 8); break;
-    default: bits = v->v.u; break; /* the unsigned types (n = 0 for the rest) */
+    default: bits = v->v.u; break; /* the unsigned types */
     }
     for (size_t k = 0; k < n; k++) out[k] = (uint8_t)(bits >> (8 * k));
     return n;

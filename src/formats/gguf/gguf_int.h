@@ -2,8 +2,9 @@
  * gguf_int.h - the GGUF driver's private header, shared by the files of src/formats/gguf/:
  *
  *   gguf_common.c   the wire rules every half shares: metadata value types (ids, names, sizes,
- *                   tbx value types), the ggml type table (ids, names, dtypes, big-endian
- *                   layouts) and its public lookups (tbx_gguf_type_dtype, ...)
+ *                   tbx value types) and scalar encoding, the ggml type table (ids, names,
+ *                   dtypes, big-endian layouts) and its public lookups (tbx_gguf_type_dtype,
+ *                   ...), split-set names; and the answers to the file tools (gguf_edit.h)
  *   gguf.c          the reader: probe, open (one file or a split set), big-endian reads,
  *                   validation; it fills gguf_state, the layout every other half reads
  *   gguf_lint.c     tbx_gguf_lint: ggml's loader rules, checked on an open handle's gguf_state
@@ -11,7 +12,8 @@
  *   gguf_driver.c   the two driver tables (little- and big-endian files): the one file that
  *                   names the reader's and the writer's hooks together
  *
- * The reader and the writer never call each other. Nothing here is used outside the folder.
+ * The reader and the writer never call each other. Nothing here is used outside the folder;
+ * gguf_edit.h (included below) is what the façade's file tools (src/api/gguf_tools.c) may ask.
  */
 #ifndef TBX_GGUF_INT_H
 #define TBX_GGUF_INT_H
