@@ -241,8 +241,13 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
                 (s->heads == 0 || s->rows % ((uint64_t)2 * s->heads) != 0))
                 return bad_plan(err, name, "its rows do not split into heads of an even size");
             const uint64_t W = s->xform == TBX_XF_TRANSPOSE ? s->rows : s->cols;
+            const tbx_dtype_info *si = tbx_file_dtype(in, it->dtype);
+            if (s->xform == TBX_XF_TRANSPOSE && (!si || si->block_size > 1))
+                return bad_plan(err, name, "a transpose takes values stored one by one, not "
+                                "blocks");
+            if (reorder && (it->ncomp != 1 || it->layout != TBX_LAYOUT_DENSE))
+                return bad_plan(err, name, "a reordered source must be one dense component");
             if (t->enc == TBX_PENC_STORED) {
-                const tbx_dtype_info *si = tbx_file_dtype(in, it->dtype);
                 if (it->dtype != (tbx_dtype)t->dtype)
                     return bad_plan(err, name, "stored bytes keep their dtype");
                 if (s->xform == TBX_XF_SCALE || s->xform == TBX_XF_ADD)
