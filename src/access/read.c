@@ -1,12 +1,15 @@
 /*
- * file.c - the common model of an open file and the public reading API.
+ * read.c - an open file's handle and the public reading API: tbx_component_read, tbx_tensor_read
+ * (whole, range, map, f32), sections.
  *
- * tbx_open_* pick a source (pread, mmap, memory or callback), detect the format from the first
- * bytes, and hand the handle to the format driver, which fills metadata, tensors and sections
- * through tbx_file_add_* (model.c, the layer below drivers). Reads of tensor bytes then go
- * through the source, or through the driver when data is encoded.
+ * The façade's tbx_open_* (src/api/open.c) pick a source (pread, mmap, memory or callback),
+ * detect the format from the first bytes, and hand the handle made here (tbx_file_new_) to the
+ * format driver, which fills metadata, tensors and sections through tbx_file_add_* (src/core,
+ * the layer below drivers); tbx_file_open_done_ ends the open. Reads of tensor bytes then go
+ * through the source, or through the driver when data is encoded or a check is pending. Many
+ * components at once: batch.c; validation: validate.c.
  */
-#include "access.h"
+#include "access_int.h"
 #include "plain.h"
 #include "split.h"
 
@@ -47,6 +50,7 @@ void tbx_close(tbx_file *f) {
     tbx_free(&al, f->extra_src, f->nextra_src * sizeof *f->extra_src);
     if (f->path) tbx_free(&al, f->path, strlen(f->path) + 1);
     tbx_source_close(&f->src);
+    tbx_provider_free(f->prov); /* after its sources */
     tbx_free(&al, f, sizeof *f);
 }
 
@@ -111,7 +115,7 @@ tbx_status tbx_file_open_done_(tbx_file *f, tbx_status st, tbx_file **out, tbx_e
 }
 
 
-static tbx_status bad_index(tbx_error *err, const tbx_file *f, uint64_t i) {
+tbx_status tbx_bad_index_(tbx_error *err, const tbx_file *f, uint64_t i) {
     if (!f) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "file", "NULL file handle");
     return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor",
                    "tensor index %llu out of range (file has %llu tensors)",
@@ -128,7 +132,7 @@ bool tbx_comp_served_raw(const tbx_file *f, const tbx_component *k) {
 }
 
 /* Must a read of component c go through the driver's read_component? */
-static bool via_driver(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
+bool tbx_comp_via_driver_(const tbx_file *f, const tbx_tensor *t, uint32_t c) {
     return f->drv->read_component && (!tbx_comp_served_raw(f, &t->comp[c]) || raw_pending(f, t, c));
 }
 
@@ -144,10 +148,10 @@ static tbx_status run_pending_check(tbx_file *f, const tbx_tensor *t, uint32_t c
 
 /* Reads component c fully into buf (exactly comp->nbytes bytes): raw bytes straight from the
  * source, encoded ones (and raw ones with a pending check) through the driver. */
-static tbx_status read_comp_into(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
-                                 tbx_error *err) {
+tbx_status tbx_comp_read_into_(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+                               tbx_error *err) {
     const tbx_component *k = &t->comp[c];
-    if (via_driver(f, t, c)) return f->drv->read_component(f, t, c, buf, err);
+    if (tbx_comp_via_driver_(f, t, c)) return f->drv->read_component(f, t, c, buf, err);
     if (k->encoding != TBX_ENC_RAW)
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, "component.encoding",
                        "tensor \"%s\": encoded component cannot be read by this driver", t->name);
@@ -159,7 +163,7 @@ static tbx_status read_comp_into(tbx_file *f, const tbx_tensor *t, uint32_t c, v
 
 tbx_status tbx_component_read(tbx_file *f, uint64_t i, uint32_t c, void *buf, size_t cap,
                               size_t *needed, tbx_error *err) {
-    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!f || i >= f->ntensors) return tbx_bad_index_(err, f, i);
     const tbx_tensor *t = &f->tensors[i];
     if (c >= t->ncomp)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "component",
@@ -173,7 +177,7 @@ tbx_status tbx_component_read(tbx_file *f, uint64_t i, uint32_t c, void *buf, si
         return tbx_err(err, TBX_E_BUFFER_TOO_SMALL, TBX_NO_OFFSET, "buffer",
                        "tensor \"%s\" needs a buffer of %llu bytes, got %zu", t->name,
                        (unsigned long long)n, buf ? cap : 0);
-    return read_comp_into(f, t, c, buf, err);
+    return tbx_comp_read_into_(f, t, c, buf, err);
 }
 
 static tbx_status need_dense(tbx_error *err, const tbx_tensor *t) {
@@ -188,7 +192,7 @@ static tbx_status need_dense(tbx_error *err, const tbx_tensor *t) {
 
 tbx_status tbx_tensor_read(tbx_file *f, uint64_t i, void *buf, size_t cap, size_t *needed,
                            tbx_error *err) {
-    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!f || i >= f->ntensors) return tbx_bad_index_(err, f, i);
     tbx_status st = need_dense(err, &f->tensors[i]);
     if (st != TBX_OK) return st;
     return tbx_component_read(f, i, 0, buf, cap, needed, err);
@@ -216,7 +220,7 @@ static tbx_status read_comp_range(tbx_file *f, const tbx_tensor *t, uint32_t c, 
 
 tbx_status tbx_component_read_range(tbx_file *f, uint64_t i, uint32_t c, uint64_t pos,
                                     void *buf, size_t len, tbx_error *err) {
-    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!f || i >= f->ntensors) return tbx_bad_index_(err, f, i);
     const tbx_tensor *t = &f->tensors[i];
     if (c >= t->ncomp)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "component",
@@ -234,7 +238,7 @@ tbx_status tbx_component_read_range(tbx_file *f, uint64_t i, uint32_t c, uint64_
 
 tbx_status tbx_tensor_read_range(tbx_file *f, uint64_t i, uint64_t pos, void *buf, size_t len,
                                  tbx_error *err) {
-    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!f || i >= f->ntensors) return tbx_bad_index_(err, f, i);
     const tbx_tensor *t = &f->tensors[i];
     tbx_status st = need_dense(err, t);
     if (st != TBX_OK) return st;
@@ -248,7 +252,7 @@ tbx_status tbx_tensor_read_range(tbx_file *f, uint64_t i, uint64_t pos, void *bu
 }
 
 tbx_status tbx_tensor_map(tbx_file *f, uint64_t i, const void **ptr, size_t *len, tbx_error *err) {
-    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!f || i >= f->ntensors) return tbx_bad_index_(err, f, i);
     const tbx_tensor *t = &f->tensors[i];
     tbx_status st = need_dense(err, t);
     if (st != TBX_OK) return st;
@@ -357,7 +361,7 @@ static tbx_status read_f32_dense(tbx_file *f, const tbx_tensor *t, const tbx_dty
 
 tbx_status tbx_tensor_read_f32(tbx_file *f, uint64_t i, uint64_t first, uint64_t count,
                                float *out, tbx_error *err) {
-    if (!f || i >= f->ntensors) return bad_index(err, f, i);
+    if (!f || i >= f->ntensors) return tbx_bad_index_(err, f, i);
     if (!out && count) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "out", "NULL output");
     const tbx_tensor *t = &f->tensors[i];
     const bool dense = t->ncomp <= 1 && t->layout == TBX_LAYOUT_DENSE;
@@ -428,7 +432,7 @@ static tbx_status read_f32_dense(tbx_file *f, const tbx_tensor *t, const tbx_dty
         whole_len = (size_t)k->nbytes;
         whole = tbx_malloc(&f->al, whole_len);
         if (!whole) return tbx_err_nomem(err, "tensor buffer");
-        st = read_comp_into(f, t, 0, whole, err);
+        st = tbx_comp_read_into_(f, t, 0, whole, err);
         if (st != TBX_OK) { tbx_free(&f->al, whole, whole_len); return st; }
     }
 
@@ -542,292 +546,6 @@ tbx_status tbx_section_load_(tbx_file *f, uint64_t i, void **buf, size_t *len, t
     *buf = p;
     *len = (size_t)s->size;
     return TBX_OK;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* Many components at once: a window of jobs on worker threads, results taken in order          */
-/* ------------------------------------------------------------------------------------------ */
-typedef struct batch_job {
-    tbx_task task;           /* first member: the pool sees only this */
-    tbx_file *f;
-    const tbx_tensor *t;
-    uint32_t c;
-    void *buf;               /* NULL: check only (decode and verify, keep nothing) */
-    size_t idx;              /* the caller's index */
-    tbx_status st;
-    tbx_error err;
-} batch_job;
-
-static void batch_run(tbx_task *task) {
-    batch_job *j = (batch_job *)task;
-    tbx_file *f = j->f;
-    const tbx_tensor *t = j->t;
-    if (j->buf) {
-        j->st = read_comp_into(f, t, j->c, j->buf, &j->err);
-        return;
-    }
-    if (f->drv->check_component) {
-        j->st = f->drv->check_component(f, t, j->c, &j->err);
-        return;
-    }
-    /* No bounded-memory check: read it whole into a buffer (bounded by max_tensor_bytes). */
-    const tbx_component *k = &t->comp[j->c];
-    if (k->nbytes > SIZE_MAX || k->nbytes > f->limits.max_tensor_bytes) {
-        j->st = tbx_err(&j->err, TBX_E_LIMIT, k->offset, t->name,
-                        "tensor \"%s\": %llu decoded bytes exceed max_tensor_bytes", t->name,
-                        (unsigned long long)k->nbytes);
-        return;
-    }
-    void *buf = tbx_malloc(&f->al, (size_t)k->nbytes);
-    if (!buf) {
-        j->st = tbx_err_nomem(&j->err, t->name);
-        return;
-    }
-    j->st = read_comp_into(f, t, j->c, buf, &j->err);
-    tbx_free(&f->al, buf, (size_t)k->nbytes);
-}
-
-/* Worker threads for a batch on f: `threads`, else the handle's, else the default. */
-static int batch_threads(const tbx_file *f, uint32_t threads) {
-    if (f->src.kind == TBX_SRC_CALLBACK) return 1; /* the caller's callback may not be reentrant */
-    if (!threads) threads = f->threads;
-    if (!threads) return tbx_threads_default();
-    return threads > TBX_POOL_MAX ? TBX_POOL_MAX : (int)threads;
-}
-
-/* fill: set up the job for index idx (false: nothing to run for it); done: take its result.
- * done runs on the calling thread in index order, whatever the thread count. */
-typedef bool (*batch_fill_fn)(void *ctx, size_t idx, batch_job *j);
-typedef void (*batch_done_fn)(void *ctx, batch_job *j);
-
-static tbx_status batch_drive(tbx_file *f, int nth, size_t n, batch_fill_fn fill,
-                              batch_done_fn done, void *ctx, tbx_error *err) {
-    tbx_pool *pool = nth > 1 && n > 1 ? tbx_pool_start(&f->al, nth) : NULL;
-    const size_t win = pool ? 2 * (size_t)tbx_pool_threads(pool) : 1;
-    batch_job *ring = tbx_calloc(&f->al, win, sizeof *ring);
-    if (!ring) {
-        tbx_pool_stop(pool);
-        return tbx_err_nomem(err, "batch jobs");
-    }
-    pthread_mutex_t mu;
-    bool locked = pool && f->on_problem && pthread_mutex_init(&mu, NULL) == 0;
-    if (pool && f->on_problem && !locked) { /* no lock: report problems from one thread */
-        tbx_pool_stop(pool);
-        pool = NULL;
-    }
-    if (locked) f->problem_lock = &mu;
-    uint64_t sub = 0, fin = 0;
-    size_t next = 0;
-    for (;;) {
-        while (sub - fin < win && next < n) {
-            batch_job *j = &ring[sub % win];
-            memset(j, 0, sizeof *j);
-            j->task.run = batch_run;
-            j->f = f;
-            j->idx = next;
-            if (fill(ctx, next++, j)) {
-                tbx_pool_submit(pool, &j->task);
-                sub++;
-            }
-        }
-        if (fin == sub) break;
-        batch_job *j = &ring[fin++ % win];
-        tbx_pool_wait(pool, &j->task, true);
-        done(ctx, j);
-    }
-    tbx_pool_stop(pool);
-    if (locked) {
-        f->problem_lock = NULL;
-        pthread_mutex_destroy(&mu);
-    }
-    tbx_free(&f->al, ring, win * sizeof *ring);
-    return TBX_OK;
-}
-
-typedef struct read_batch_ctx {
-    tbx_read_req *reqs;
-} read_batch_ctx;
-
-static bool read_batch_fill(void *ctx, size_t idx, batch_job *j) {
-    tbx_read_req *r = &((read_batch_ctx *)ctx)->reqs[idx];
-    tbx_file *f = j->f;
-    size_t needed = 0;
-    /* the checks of tbx_component_read (index, size, buffer), without reading */
-    r->status = tbx_component_read(f, r->tensor, r->component, NULL, 0, &needed, &r->error);
-    if (r->status == TBX_E_BUFFER_TOO_SMALL && r->buf && r->cap >= needed) r->status = TBX_OK;
-    else if (r->status == TBX_E_BUFFER_TOO_SMALL)
-        tbx_err(&r->error, TBX_E_BUFFER_TOO_SMALL, TBX_NO_OFFSET, "buffer",
-                "tensor \"%s\" component %u needs a buffer of %zu bytes, got %zu",
-                f->tensors[r->tensor].name, r->component, needed, r->buf ? r->cap : 0);
-    if (r->status != TBX_OK) return false;
-    memset(&r->error, 0, sizeof r->error);
-    j->t = &f->tensors[r->tensor];
-    j->c = r->component;
-    j->buf = r->buf;
-    return true;
-}
-
-static void read_batch_done(void *ctx, batch_job *j) {
-    tbx_read_req *r = &((read_batch_ctx *)ctx)->reqs[j->idx];
-    r->status = j->st;
-    if (j->st != TBX_OK) r->error = j->err;
-}
-
-tbx_status tbx_read_batch(tbx_file *f, tbx_read_req *reqs, size_t n, uint32_t threads,
-                          tbx_error *err) {
-    if (!f) return bad_index(err, f, 0);
-    if (n && !reqs)
-        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs", "NULL request array");
-    if (n == 0) return TBX_OK;
-    /* The caller's elements are struct_size bytes apart (an older caller's may be shorter than
-     * ours): work on full copies, hand back the prefix each element has. */
-    uint32_t ss = reqs[0].struct_size;
-    size_t stride = ss ? ss : sizeof(tbx_read_req), have = tbx_struct_bytes(ss, sizeof(tbx_read_req));
-    if (stride < sizeof ss)
-        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs.struct_size",
-                       "struct_size %" PRIu32 " is too small", ss);
-    uint8_t *base = (uint8_t *)reqs;
-    tbx_read_req *work = (ss == 0 || ss == sizeof(tbx_read_req)) ? reqs : NULL;
-    if (!work) {
-        work = tbx_calloc(&f->al, n, sizeof *work);
-        if (!work) return tbx_err_nomem(err, "read requests");
-        for (size_t i = 0; i < n; i++) {
-            uint32_t si;
-            memcpy(&si, base + i * stride, sizeof si);
-            if (si != ss) {
-                tbx_free(&f->al, work, n * sizeof *work);
-                return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs.struct_size",
-                               "request %zu has struct_size %" PRIu32 ", request 0 has %" PRIu32
-                               " (one array, one struct_size)", i, si, ss);
-            }
-            memcpy(&work[i], base + i * stride, have);
-        }
-    } else {
-        for (size_t i = 1; i < n; i++)
-            if (reqs[i].struct_size != ss)
-                return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reqs.struct_size",
-                               "request %zu has struct_size %" PRIu32 ", request 0 has %" PRIu32
-                               " (one array, one struct_size)", i, reqs[i].struct_size, ss);
-    }
-    read_batch_ctx ctx = {work};
-    bool handled = false;
-    tbx_status st = TBX_OK;
-    if (f->drv->read_batch) st = f->drv->read_batch(f, work, n, threads, &handled, err);
-    if (!handled)
-        st = batch_drive(f, batch_threads(f, threads), n, read_batch_fill, read_batch_done, &ctx,
-                         err);
-    tbx_status first = TBX_OK;
-    if (st == TBX_OK)
-        for (size_t i = 0; i < n; i++)
-            if (work[i].status != TBX_OK) {
-                if (err) *err = work[i].error;
-                first = work[i].status;
-                break;
-            }
-    if (work != reqs) {
-        for (size_t i = 0; i < n; i++) memcpy(base + i * stride, &work[i], have);
-        tbx_free(&f->al, work, n * sizeof *work);
-    }
-    return st != TBX_OK ? st : first;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* Validation                                                                                  */
-/* ------------------------------------------------------------------------------------------ */
-
-typedef struct validate_ctx {
-    tbx_problem_fn cb;
-    void *ud;
-    uint64_t n;
-    tbx_status first;
-} validate_ctx;
-
-static void collect_problem(void *ud, const tbx_error *e) {
-    validate_ctx *v = ud;
-    if (v->n++ == 0) v->first = e->code;
-    if (v->cb) v->cb(v->ud, e);
-}
-
-/* Validation's pass over the data: every component that is encoded or has a pending check is
- * decoded/verified (check_component or a whole read), on worker threads. Problems go to
- * `report` in file order: during the pass on_problem is off, so they come back as errors. */
-typedef struct check_ctx {
-    tbx_file *f;
-    size_t i;                /* the next component to consider: tensor i, component c */
-    uint32_t c;
-    tbx_problem_fn report;
-    void *ud;
-} check_ctx;
-
-/* Jobs are filled in index order: each takes the next component that needs the driver. */
-static bool check_fill(void *ctx, size_t idx, batch_job *j) {
-    check_ctx *x = ctx;
-    (void)idx;
-    for (; x->i < x->f->ntensors; x->i++, x->c = 0)
-        for (; x->c < x->f->tensors[x->i].ncomp; x->c++)
-            if (via_driver(x->f, &x->f->tensors[x->i], x->c)) {
-                j->t = &x->f->tensors[x->i];
-                j->c = x->c++;
-                return true;
-            }
-    return false;
-}
-
-static void check_done(void *ctx, batch_job *j) {
-    check_ctx *x = ctx;
-    if (j->st != TBX_OK) x->report(x->ud, &j->err);
-}
-
-static tbx_status check_components(tbx_file *f, tbx_error *err, tbx_problem_fn report,
-                                   void *ud) {
-    size_t n = 0;
-    for (size_t i = 0; i < f->ntensors; i++)
-        for (uint32_t c = 0; c < f->tensors[i].ncomp; c++) n += via_driver(f, &f->tensors[i], c);
-    if (n == 0) return TBX_OK;
-    check_ctx x = {f, 0, 0, report, ud};
-    tbx_problem_fn saved = f->on_problem;
-    f->on_problem = NULL;
-    tbx_status st = batch_drive(f, batch_threads(f, 0), n, check_fill, check_done, &x, err);
-    f->on_problem = saved;
-    return st;
-}
-
-/* The pass after open: encoded components are decoded once (to prove they decode to their
- * declared size) and digests verified, on worker threads; then the driver's deep checks.
- * Problems go to v (in file order), also those the driver reports through on_problem. */
-static void validate_pass(tbx_file *f, validate_ctx *v) {
-    tbx_problem_fn saved = f->on_problem;
-    void *saved_ud = f->problem_ud;
-    f->on_problem = collect_problem;
-    f->problem_ud = v;
-    tbx_error e;
-    tbx_status st = check_components(f, &e, collect_problem, v);
-    if (st != TBX_OK) collect_problem(v, &e);
-    if (f->drv->validate) {
-        st = f->drv->validate(f, &e);
-        if (st != TBX_OK) collect_problem(v, &e);
-    }
-    /* a file that shrank during the pass is not the file that was checked */
-    if ((st = tbx_file_check_sources(f, &e)) != TBX_OK) collect_problem(v, &e);
-    f->on_problem = saved;
-    f->problem_ud = saved_ud;
-}
-
-tbx_status tbx_validate(tbx_file *f, tbx_problem_fn cb, void *ud, uint64_t *nproblems) {
-    if (!f) {
-        if (nproblems) *nproblems = 0;
-        return TBX_E_INVALID_ARG;
-    }
-    /* the problems the open reported (to the open's on_problem) count, and come first */
-    uint64_t at_open = f->nproblems;
-    tbx_status first_at_open = f->first_problem;
-    validate_ctx v = { cb, ud, 0, TBX_OK };
-    validate_pass(f, &v);
-    f->nproblems = at_open; /* a second call counts its own pass again, not this one */
-    f->first_problem = first_at_open;
-    if (nproblems) *nproblems = at_open + v.n;
-    if (at_open) return first_at_open;
-    return v.n ? v.first : TBX_OK;
 }
 
 

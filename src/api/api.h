@@ -21,6 +21,15 @@ tbx_status tbx_validate_callback_(tbx_read_at_fn read_at, void *read_ud, uint64_
                                   const tbx_open_options *opt, tbx_problem_fn cb, void *ud,
                                   uint64_t *nproblems);
 
+/* tbx_open_path for the path of a provider (src/io/provider.h): a set a driver claims, else the
+ * provider's file of that path (prov->ops->open with name NULL), detected by its first bytes.
+ * The handle takes the provider (freed by tbx_close, or here when the open fails). How a
+ * non-local provider (issue 24: HTTP range requests, S3, hf://) plugs in: it fills the same
+ * record and operations, and no driver changes. Internal for now (tests/unit/test_provider.c
+ * opens an in-memory provider through it). */
+tbx_status tbx_open_provider_(tbx_file **out, tbx_provider *prov, const tbx_open_options *opt,
+                              tbx_error *err);
+
 /* tbx_writer_open with internal flags (TBX_WRITE_EDIT_). */
 tbx_status tbx_writer_open_(tbx_writer **out, const char *path, const tbx_write_options *opt,
                             uint32_t internal_flags, tbx_error *err);

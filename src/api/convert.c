@@ -13,7 +13,6 @@
 #include "models.h"
 
 #include <stdio.h>
-#include <sys/stat.h>
 
 void tbx_convert_options_init(tbx_convert_options *opt) {
     if (!opt) return;
@@ -24,24 +23,11 @@ void tbx_convert_options_init(tbx_convert_options *opt) {
 
 /* An input opened from a model directory (a Hugging Face directory, or the index of a sharded
  * set, read as one file): the writer learns the directory's base name as Go's filepath.Base
- * gives it (trailing slashes dropped; "" -> "."), which MCF's writer uses as mantle's pack does. */
+ * gives it (trailing slashes dropped; "" -> "."), which MCF's writer uses as mantle's pack does.
+ * The provider of the input's path computed it when the input was opened (src/io/provider.h). */
 static tbx_status set_source_dir(const tbx_file *in, tbx_writer *w, tbx_error *err) {
-    if (!in->path || !in->part_names) return TBX_OK;
-    const char *p = in->path;
-    size_t n = strlen(p);
-    struct stat sb;
-    if (stat(p, &sb) != 0) return TBX_OK;
-    if (!S_ISDIR(sb.st_mode)) { /* an index: its directory */
-        while (n && p[n - 1] != '/') n--;
-        while (n > 1 && p[n - 1] == '/') n--;
-        if (n == 0) return tbx_writer_set_source_dir_(w, ".", 1, err);
-    }
-    while (n > 1 && p[n - 1] == '/') n--;
-    if (n == 0) return tbx_writer_set_source_dir_(w, ".", 1, err);
-    if (n == 1 && p[0] == '/') return tbx_writer_set_source_dir_(w, "/", 1, err);
-    size_t a = n;
-    while (a && p[a - 1] != '/') a--;
-    return tbx_writer_set_source_dir_(w, p + a, n - a, err);
+    if (!in->prov || !in->part_names || !in->prov->base) return TBX_OK;
+    return tbx_writer_set_source_dir_(w, in->prov->base, in->prov->base_len, err);
 }
 
 /* What quant_to may be: every dtype an encoder quantizes to, from the encoders' table

@@ -1,17 +1,19 @@
 /*
  * open.c - opening a file, a set of files, a buffer or a read callback (tbx_open_*), and the
- * validation of a whole file (tbx_validate_path): the façade's use of the registry. A path that
- * a driver claims as a set (a directory, an index file) goes to that driver's open_path; any
- * other input is detected by its first bytes (tbx_detect_format, never the extension, which is
- * only a hint when no magic matches) and opened by its driver. The handle itself, its reads
- * and the validation pass are src/access/.
+ * validation of a whole file (tbx_validate_path): the façade's use of the registry. A path is
+ * handed to a provider (src/io/provider.h: the local directory, for now the only one), which
+ * the handle keeps: a path that a driver claims as a set (a directory, an index file) goes to
+ * that driver's open_path, which opens its files through the provider; any other input is the
+ * provider's file of that path, detected by its first bytes (tbx_detect_format, never the
+ * extension, which is only a hint when no magic matches) and opened by its driver (a GGUF split
+ * set's shard 1 opens its siblings through the provider too). The handle itself, its reads and
+ * the validation pass are src/access/.
  */
 #include "api.h"
 
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <sys/stat.h>
 
 /* Detects the format (unless forced) and runs the driver. Closes f on failure. `hint` is the
  * format a path's extension names: it is used only when no magic matches, so that a damaged file
@@ -44,17 +46,36 @@ static tbx_status finish_open(tbx_file *f, tbx_format hint, tbx_file **out, tbx_
     return tbx_file_open_done_(f, f->drv->open(f, err), out, err);
 }
 
-/* The driver claiming `path` as a set of files (a directory, an index file), NULL when none
- * does: only the forced format's driver when the options name one. */
-static const tbx_driver *set_driver(const char *path, tbx_format forced) {
-    struct stat sb;
-    bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+/* The driver claiming the provider's path as a set of files (a directory, an index file), NULL
+ * when none does: only the forced format's driver when the options name one. */
+static const tbx_driver *set_driver(const tbx_provider *p, tbx_format forced) {
     for (size_t i = 0; tbx_drivers[i]; i++) {
         const tbx_driver *d = tbx_drivers[i];
         if (forced != TBX_FORMAT_UNKNOWN && d->format != forced) continue;
-        if (d->claims_path && d->open_path && d->claims_path(path, is_dir)) return d;
+        if (d->claims_path && d->open_path && d->claims_path(p)) return d;
     }
     return NULL;
+}
+
+/* Opens the path of f->prov into f (closed on failure): a set a driver claims goes to its
+ * open_path, anything else is the provider's file of that path, detected by its first bytes. */
+static tbx_status open_from_provider(tbx_file *f, tbx_file **out, tbx_error *err) {
+    const char *path = f->prov->path;
+    const tbx_driver *sd = set_driver(f->prov, f->format);
+    if (sd) {
+        /* a set of files: the driver opens its sources through f->prov (core only routes) */
+        f->path = tbx_memdup0(&f->al, path, strlen(path));
+        if (!f->path) { tbx_close(f); return tbx_err_nomem(err, "path"); }
+        f->format = sd->format;
+        f->drv = sd;
+        return tbx_file_open_done_(f, sd->open_path(f, err), out, err);
+    }
+    tbx_status st = tbx_provider_open(f->prov, NULL, (f->flags & TBX_OPEN_MMAP) != 0, &f->src,
+                                      err);
+    if (st != TBX_OK) { tbx_close(f); return st; }
+    f->path = tbx_memdup0(&f->al, path, strlen(path));
+    if (!f->path) { tbx_close(f); return tbx_err_nomem(err, "path"); }
+    return finish_open(f, tbx_format_from_path(path), out, err);
 }
 
 tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_options *opt,
@@ -64,20 +85,29 @@ tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_option
     tbx_file *f;
     tbx_status st = tbx_file_new_(&f, opt, err);
     if (st != TBX_OK) return st;
-    const tbx_driver *sd = *path ? set_driver(path, f->format) : NULL;
-    if (sd) {
-        /* a set of files: the driver opens its sources itself (core only routes the path) */
-        f->path = tbx_memdup0(&f->al, path, strlen(path));
-        if (!f->path) { tbx_close(f); return tbx_err_nomem(err, "path"); }
-        f->format = sd->format;
-        f->drv = sd;
-        return tbx_file_open_done_(f, sd->open_path(f, err), out, err);
+    if (!*path) { /* the source's own error for an empty path */
+        st = tbx_source_open_path(&f->src, path, false, err);
+        tbx_close(f);
+        return st;
     }
-    st = tbx_source_open_path(&f->src, path, (f->flags & TBX_OPEN_MMAP) != 0, err);
+    /* the files of the path: the local directory's (the only provider so far) */
+    st = tbx_provider_local(&f->prov, &f->al, path, err);
     if (st != TBX_OK) { tbx_close(f); return st; }
-    f->path = tbx_memdup0(&f->al, path, strlen(path));
-    if (!f->path) { tbx_close(f); return tbx_err_nomem(err, "path"); }
-    return finish_open(f, tbx_format_from_path(path), out, err);
+    return open_from_provider(f, out, err);
+}
+
+tbx_status tbx_open_provider_(tbx_file **out, tbx_provider *prov, const tbx_open_options *opt,
+                              tbx_error *err) {
+    if (!out || !prov || !prov->ops || !prov->path || !*prov->path) {
+        tbx_provider_free(prov);
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "NULL argument");
+    }
+    *out = NULL;
+    tbx_file *f;
+    tbx_status st = tbx_file_new_(&f, opt, err);
+    if (st != TBX_OK) { tbx_provider_free(prov); return st; }
+    f->prov = prov;
+    return open_from_provider(f, out, err);
 }
 
 tbx_status tbx_open_memory(tbx_file **out, const void *data, size_t size,

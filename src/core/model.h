@@ -15,6 +15,11 @@
 /* ------------------------------------------------------------------------------------------ */
 typedef enum tbx_source_kind { TBX_SRC_FD, TBX_SRC_MMAP, TBX_SRC_MEMORY, TBX_SRC_CALLBACK } tbx_source_kind;
 
+/* Where the files of a set come from (src/io/provider.h): a handle opened by path keeps the
+ * provider that found its file, and drivers open sibling files (shards, side files, split
+ * parts) only through it. */
+typedef struct tbx_provider tbx_provider;
+
 typedef struct tbx_source {
     tbx_source_kind kind;
     uint64_t size;
@@ -119,6 +124,8 @@ struct tbx_file {
     uint32_t flags;               /* TBX_OPEN_* */
     tbx_source src;
     char *path;                   /* copy of the path given to tbx_open_path, NULL otherwise */
+    tbx_provider *prov;           /* where the path's set lives (src/io/provider.h), owned by
+                                     the handle; NULL for memory and callback opens */
     tbx_source *extra_src;        /* further sources owned by the handle (e.g. the other shards */
     size_t nextra_src;            /* of a GGUF split set), closed by tbx_close */
     char **part_names;            /* NULL, or 1 + nextra_src names of f->src and the extra
@@ -378,13 +385,16 @@ struct tbx_driver {
     tbx_status (*open)(tbx_file *f, tbx_error *err);
     /* Optional: a model kept as several files and named by a path that is not itself a file of
      * the format: a directory, or a set's index file (the safetensors driver: a Hugging Face
-     * model directory, `*.safetensors.index.json`). claims_path looks only at the name and, for
-     * a directory (is_dir), at the names of its entries: is this the driver's set? tbx_open_path
-     * asks every driver (in registry order, only the forced one when the options name a format)
-     * before it opens anything; the first that claims the path gets open_path, with f->path set
-     * and f->src not opened: the driver opens f->src (the file whose byte offsets its errors
-     * name, e.g. the index) and any extra sources itself, then fills f as open does. */
-    bool (*claims_path)(const char *path, bool is_dir);
+     * model directory, `*.safetensors.index.json`). claims_path looks only at what the provider
+     * of the path says (is_dir, the entry's name, the names it lists; never the file system
+     * itself): is this the driver's set? The façade (tbx_open_path, tbx_open_provider_) asks
+     * every driver (in registry order, only the forced one when the options name a format)
+     * before it opens anything; the first that claims the path gets open_path, with f->path
+     * and f->prov set and f->src not opened: the driver opens f->src (the file whose byte
+     * offsets its errors name, e.g. the index) and any extra sources itself through f->prov
+     * (src/io/provider.h), then fills f as open does. A driver whose files name their siblings
+     * (a GGUF split set) opens them through f->prov from open. */
+    bool (*claims_path)(const tbx_provider *p);
     tbx_status (*open_path)(tbx_file *f, tbx_error *err);
     /* Optional: read the decoded bytes of an encoded component (buf has exactly comp->nbytes
      * bytes), and of a raw one while raw_pending says it still has a check to pass. Raw

@@ -14,8 +14,8 @@
 #define _GNU_SOURCE
 #include "core.h"
 
-#include <fcntl.h>
 #include <pthread.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,12 +64,10 @@ static uint64_t process_seed;
 static pthread_once_t seed_once = PTHREAD_ONCE_INIT;
 
 static void seed_init(void) {
+    /* the kernel's random bytes (getrandom: no file is opened, the library opens files only in
+     * src/io); without them the time and an address still vary from run to run */
     uint64_t s = 0;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        if (read(fd, &s, sizeof s) != (ssize_t)sizeof s) s = 0;
-        close(fd);
-    }
+    if (getrandom(&s, sizeof s, GRND_NONBLOCK) != (ssize_t)sizeof s) s = 0;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t mix[4] = {s, (uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec, (uint64_t)(uintptr_t)&ts};

@@ -1,13 +1,15 @@
 /*
  * io.h - where a file's bytes come from and go to (src/io/): sources (pread, guarded mappings,
- * memory, read callbacks), the one bounds-checked cursor every driver parses through, and the
- * atomic output (temporary file + rename) with the locks of edited files. Sees core.h and the
- * records of model.h.
+ * memory, read callbacks), the providers that find and open the files of a set by name
+ * (provider.h), the one bounds-checked cursor every driver parses through, and the atomic
+ * output (temporary file + rename) with the locks of edited files. Sees core.h and the records
+ * of model.h. Only this layer looks files up or opens them by name (ctest layers.files).
  */
 #ifndef TBX_IO_H
 #define TBX_IO_H
 
 #include "model.h"
+#include "provider.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Sources (src/io/source.c, src/io/mapguard.c)                                                */
@@ -157,13 +159,13 @@ tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, unsig
                         tbx_error *err);
 /* Writes len bytes at off (positional; unwritten gaps read as zero). */
 tbx_status tbx_out_pwrite(tbx_out *o, uint64_t off, const void *data, size_t len, tbx_error *err);
-/* Writes at off the len bytes of file descriptor in_fd that start at in_off (tensor bytes that
- * pass unchanged): copy_file_range when off and in_off are congruent modulo 64 KiB (the bytes
- * never enter this process; a file system that shares extents shares them); otherwise, or when
- * the kernel or the file systems cannot (ENOSYS, EXDEV, EINVAL, EOPNOTSUPP, ...) or
- * tbx_out_no_copy_range_ is set (tests), through 1 MiB pieces (pread + pwrite; from 16 MiB on, a
- * second thread reads the next pieces while this one writes). An input that
- * ends early is TBX_E_TRUNCATED; tbx_out_fault_hook_ is called before every piece. */
+/* (src/io/copy.c) Writes at off the len bytes of file descriptor in_fd that start at in_off
+ * (tensor bytes that pass unchanged): copy_file_range when off and in_off are congruent modulo
+ * 64 KiB (the bytes never enter this process; a file system that shares extents shares them);
+ * otherwise, or when the kernel or the file systems cannot (ENOSYS, EXDEV, EINVAL, EOPNOTSUPP,
+ * ...) or tbx_out_no_copy_range_ is set (tests), through 1 MiB pieces (pread + pwrite; from
+ * 16 MiB on, a second thread reads the next pieces while this one writes). An input that ends
+ * early is TBX_E_TRUNCATED; tbx_out_fault_hook_ is called before every piece. */
 tbx_status tbx_out_copy_fd(tbx_out *o, uint64_t off, int in_fd, uint64_t in_off, uint64_t len,
                            tbx_error *err);
 extern int tbx_out_no_copy_range_;
@@ -178,17 +180,21 @@ void tbx_out_abort(tbx_out *o);
 /* Fault-injection hook for tests (tests/unit/test_faults.c), NULL otherwise: called before every
  * write of tensor/header bytes; a non-zero return fails that write with that errno. */
 extern int (*tbx_out_fault_hook_)(void);
+/* Test hook (tests/unit/test_io.c), NULL otherwise: called the moment a temporary file has been
+ * created, where a signal that arrived during its creation is handled (as open() returns). */
+extern void (*tbx_out_created_hook_)(void);
 /* fsync calls made by commits (the file's and the directory's), for tests of TBX_OUT_NO_SYNC. */
 extern _Atomic unsigned long tbx_out_syncs_;
 /* The same for reads of path sources (tests/unit/test_faults.c): called before every pread of
  * tbx_source_read; a non-zero return fails that read with that errno. NULL otherwise. */
 extern int (*tbx_src_fault_hook_)(void);
 
-/* The lock of a file edited in place or rewritten (the GGUF editing tools): `path` resolved
- * through symbolic links, opened (read-write when permitted), flocked LOCK_EX and checked to be
- * the file the name refers to once the lock is held. Parse the file only after taking it (and
- * check that the parsed file is (dev, ino)); write in place through `fd`; replace it through a
- * writer opened on `path` with TBX_OUT_EDIT (TBX_WRITE_EDIT_) before unlocking. */
+/* (src/io/edit.c) The lock of a file edited in place or rewritten (the GGUF editing tools):
+ * `path` resolved through symbolic links, opened (read-write when permitted), flocked LOCK_EX
+ * and checked to be the file the name refers to once the lock is held. Parse the file only
+ * after taking it (and check that the parsed file is (dev, ino)); write in place through `fd`;
+ * replace it through a writer opened on `path` with TBX_OUT_EDIT (TBX_WRITE_EDIT_) before
+ * unlocking. */
 typedef struct tbx_edit {
     int fd;
     bool writable;   /* fd is open read-write */

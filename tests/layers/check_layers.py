@@ -15,6 +15,13 @@
         For every layer, a probe source including the private header of each layer it does not
         see must fail to compile with that layer's include directories, and one including its
         own header must compile: a wrong-way include cannot build.
+
+    check_layers.py files build/layers.json
+        Only the io layer (src/io: sources, the providers of sets, the atomic output and the
+        edit locks) finds, examines or opens files by name: no other object may call open, stat,
+        opendir, readdir, realpath, fopen or their kin (nm: undefined libc symbols, the 64-bit,
+        fortified and old glibc wrappers included). A driver opens the sibling files of a set
+        through its provider (src/io/provider.h), never by path.
 """
 from __future__ import annotations
 
@@ -158,11 +165,53 @@ def check_includes(path):
     return 1 if bad else 0
 
 
+# Calls that find, examine or open a file by its name (or read a directory). The libc symbol an
+# object refers to may be the plain name, its 64-bit twin, a fortified wrapper (__open_2) or an
+# old glibc wrapper (__xstat); "@..." versions are stripped first.
+FILE_CALLS = set("""
+    open open64 __open_2 __open64_2 openat openat64 __openat_2 __openat64_2 creat creat64
+    fopen fopen64 freopen freopen64 open_by_handle_at name_to_handle_at
+    stat stat64 lstat lstat64 fstatat fstatat64 statx __xstat __xstat64 __lxstat __lxstat64
+    __fxstatat __fxstatat64 access faccessat eaccess euidaccess
+    opendir fdopendir readdir readdir64 readdir_r readdir64_r scandir scandir64 scandirat
+    glob glob64 nftw nftw64 ftw ftw64 fts_open
+    realpath __realpath_chk canonicalize_file_name readlink readlinkat __readlink_chk
+    __readlinkat_chk
+""".split())
+FILE_LAYERS = {"io"}
+
+
+def check_files(path):
+    _, layers, _ = load(path)
+    bad = []
+    nobj = 0
+    for name, l in layers.items():
+        if not l["objects"]:
+            print(f"layer {name}: no objects (build the library first)")
+            return 1
+        if name in FILE_LAYERS:
+            continue
+        for o in l["objects"]:
+            nobj += 1
+            _, u = symbols(o)
+            for s in sorted(u):
+                if s.split("@")[0] in FILE_CALLS:
+                    bad.append(f"{os.path.basename(o)[:-2]} ({name}) calls {s.split('@')[0]}: "
+                               f"only {', '.join(sorted(FILE_LAYERS))} opens or examines files "
+                               "by name (a set's files: its provider, src/io/provider.h)")
+    print(f"{nobj} objects outside {', '.join(sorted(FILE_LAYERS))} checked: none opens, "
+          "examines or lists files by name" if not bad else "")
+    for b in bad:
+        print("FILE ACCESS:", b)
+    return 1 if bad else 0
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("calls", "includes"):
+    checks = {"calls": check_calls, "includes": check_includes, "files": check_files}
+    if len(sys.argv) != 3 or sys.argv[1] not in checks:
         print(__doc__)
         return 2
-    return check_calls(sys.argv[2]) if sys.argv[1] == "calls" else check_includes(sys.argv[2])
+    return checks[sys.argv[1]](sys.argv[2])
 
 
 if __name__ == "__main__":

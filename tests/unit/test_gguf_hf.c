@@ -25,7 +25,7 @@
 static char g_dir[512];
 static char g_out[600], g_out2[600];
 
-/* src/io/output.c: set, the writer copies unchanged bytes through a buffer (pread + pwrite)
+/* src/io/copy.c: set, the writer copies unchanged bytes through a buffer (pread + pwrite)
  * instead of copy_file_range */
 extern int tbx_out_no_copy_range_;
 

@@ -846,6 +846,40 @@ TBX_TEST(output_temp_cleanup) {
     remove_tree(dir);
 }
 
+/* A signal that arrives while the temporary file is being created is handled as open() returns,
+ * before tbx_out_open has done anything else: tbx_remove_temp_files called by its handler then
+ * must still find the file (tbx_out_created_hook_ calls it at exactly that point). tbx_out_open
+ * goes on with a new temporary file, as the signal handler would not have returned. */
+static char g_created_dir[512];
+static int g_created_left = -1;
+static void remove_at_creation(void) {
+    tbx_out_created_hook_ = NULL; /* once */
+    tbx_remove_temp_files();
+    g_created_left = count_prefix(g_created_dir, ".c.bin.tbx-tmp.");
+}
+
+TBX_TEST(output_temp_removed_by_signal_during_creation) {
+    char path[600];
+    make_tmpdir(g_created_dir, sizeof g_created_dir);
+    join(path, sizeof path, g_created_dir, "c.bin");
+    tbx_out o;
+    tbx_error e;
+    g_created_left = -1;
+    tbx_out_created_hook_ = remove_at_creation;
+    tbx_status st = tbx_out_open(&o, NULL, path, false, &e);
+    tbx_out_created_hook_ = NULL;
+    CHECK_EQ(g_created_left, 0); /* the handler's call removed the file being created */
+    CHECK_OK(st);
+    if (st == TBX_OK) {
+        CHECK_EQ(count_prefix(g_created_dir, ".c.bin.tbx-tmp."), 1); /* the next name */
+        CHECK_OK(tbx_out_pwrite(&o, 0, "ok", 2, &e));
+        CHECK_OK(tbx_out_commit(&o, 2, &e));
+    }
+    CHECK_EQ(count_prefix(g_created_dir, ".c.bin.tbx-tmp."), 0);
+    CHECK(access(path, F_OK) == 0);
+    remove_tree(g_created_dir);
+}
+
 /* flock locks belong to open file descriptions: a second writer of a file this process holds
  * locked would wait for itself forever; it fails at once instead. */
 TBX_TEST(output_same_file_twice_in_one_process) {

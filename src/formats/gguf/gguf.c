@@ -1085,17 +1085,21 @@ static tbx_status shard_err(tbx_error *err, const tbx_error *e, uint32_t k, uint
 }
 
 /* After the first file parsed: when it is shard 1 of a split set opened by a path named
- * "{stem}-00001-of-{N:05}.gguf", opens shards 2..N, parses each with the same code and adds
- * their tensors (component src = shard index - 1). Otherwise the file stands alone. */
+ * "{stem}-00001-of-{N:05}.gguf", opens shards 2..N through the handle's provider (the siblings
+ * "{stem}-0000K-of-{N:05}.gguf" of the file the path names, src/io/provider.h), parses each with
+ * the same code and adds their tensors (component src = shard index - 1). Otherwise the file
+ * stands alone. */
 static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_info *sp, tbx_error *err) {
-    if (!f->path || (f->flags & TBX_OPEN_SINGLE_FILE_) || !sp->has[0] || !sp->has[1] ||
-        sp->val[0] != 0 || sp->val[1] <= 1 || sp->val[1] > 65535)
+    const tbx_provider *prov = f->prov;
+    if (!prov || !prov->entry || !f->path || (f->flags & TBX_OPEN_SINGLE_FILE_) || !sp->has[0] ||
+        !sp->has[1] || sp->val[0] != 0 || sp->val[1] <= 1 || sp->val[1] > 65535)
         return TBX_OK;
     const uint32_t n = (uint32_t)sp->val[1];
     char sfx[40];
     snprintf(sfx, sizeof sfx, "-00001-of-%05" PRIu32 ".gguf", n);
-    size_t len = strlen(f->path), sl = strlen(sfx);
-    if (len < sl || strcmp(f->path + len - sl, sfx) != 0) return TBX_OK;
+    const char *entry = prov->entry;
+    size_t len = strlen(entry), sl = strlen(sfx);
+    if (len < sl || strcmp(entry + len - sl, sfx) != 0) return TBX_OK;
     if (!sp->has[2] || sp->val[2] < 0)
         return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "split.tensors.count",
                        "split set: shard 1 of %" PRIu32 " '%s' has no valid split.tensors.count",
@@ -1104,8 +1108,10 @@ static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_inf
 
     f->extra_src = tbx_calloc(&f->al, n - 1, sizeof *f->extra_src);
     s->shards = tbx_calloc(&f->al, n - 1, sizeof *s->shards);
-    size_t name_cap = len + 16;
-    char *name = tbx_malloc(&f->al, name_cap);
+    /* one buffer: the sibling's name in the set, then its name as messages show it (made only
+     * for a message) */
+    size_t name_cap = len + 16, show_cap = tbx_provider_show(prov, entry, NULL, 0) + 16;
+    char *name = tbx_malloc(&f->al, name_cap + show_cap), *shown = name ? name + name_cap : NULL;
     tbx_status st = TBX_OK;
     if (!f->extra_src || !s->shards || !name) {
         /* keep the frees consistent with gguf_close / tbx_close */
@@ -1113,7 +1119,7 @@ static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_inf
         tbx_free(&f->al, s->shards, (n - 1) * sizeof *s->shards);
         f->extra_src = NULL;
         s->shards = NULL;
-        tbx_free(&f->al, name, name_cap);
+        tbx_free(&f->al, name, name_cap + show_cap);
         return tbx_err_nomem(err, "GGUF split set");
     }
     /* From here tbx_close / gguf_close own both arrays; unopened entries close as no-ops. */
@@ -1123,19 +1129,24 @@ static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_inf
     for (size_t i = 0; i < n - 1; i++) f->extra_src[i].fd = -1;
     /* the shards' names (tbx_file_part_path); a failed allocation only leaves them unnamed */
     f->part_names = tbx_calloc(&f->al, n, sizeof *f->part_names);
-    if (f->part_names) f->part_names[0] = tbx_memdup0(&f->al, f->path, len);
+    if (f->part_names) f->part_names[0] = tbx_memdup0(&f->al, f->path, strlen(f->path));
     const bool use_mmap = (f->flags & TBX_OPEN_MMAP) != 0;
     for (uint32_t k = 2; k <= n && st == TBX_OK; k++) {
         tbx_error e;
         snprintf(name, name_cap, "%.*s-%05" PRIu32 "-of-%05" PRIu32 ".gguf", (int)(len - sl),
-                 f->path, k, n);
+                 entry, k, n);
         tbx_source *xs = &f->extra_src[k - 2];
-        if (f->part_names) f->part_names[k - 1] = tbx_memdup0(&f->al, name, strlen(name));
-        st = tbx_source_open_path(xs, name, use_mmap, &e);
+        if (f->part_names) f->part_names[k - 1] = tbx_provider_show_dup(prov, name, &f->al);
+        st = tbx_provider_open(prov, name, use_mmap, xs, &e);
+        if (st == TBX_E_NOMEM) { /* an allocation failure, never a missing shard */
+            if (err) *err = e;
+            break;
+        }
         if (st != TBX_OK) {
+            tbx_provider_show(prov, name, shown, show_cap);
             st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "split",
                          "split set: shard %" PRIu32 " of %" PRIu32 " '%s' cannot be opened: %s",
-                         k, n, name, e.message);
+                         k, n, shown, e.message);
             break;
         }
         gguf_state *ss = &s->shards[k - 2];
@@ -1147,18 +1158,19 @@ static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_inf
         ssp.want[1] = (int64_t)n;
         ssp.want[2] = (int64_t)total;
         st = gguf_parse(f, ss, xs, &ssp, &e);
-        if (st != TBX_OK) { st = shard_err(err, &e, k, n, name); break; }
+        if (st != TBX_OK || ss->be != s->be) tbx_provider_show(prov, name, shown, show_cap);
+        if (st != TBX_OK) { st = shard_err(err, &e, k, n, shown); break; }
         if (ss->be != s->be)
             st = tbx_err(err, TBX_E_FORMAT, 4, "version",
                          "split set: shard %" PRIu32 " of %" PRIu32 " '%s' is %s-endian, shard 1 "
-                         "is %s-endian", k, n, name, ss->be ? "big" : "little",
+                         "is %s-endian", k, n, shown, ss->be ? "big" : "little",
                          s->be ? "big" : "little");
     }
     if (st == TBX_OK && f->ntensors != total)
         st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "split.tensors.count",
                      "split set '%s': the %" PRIu32 " shards hold %zu tensors, "
                      "split.tensors.count says %" PRIu64, f->path, n, f->ntensors, total);
-    tbx_free(&f->al, name, name_cap);
+    tbx_free(&f->al, name, name_cap + show_cap);
     return st;
 }
 

@@ -42,7 +42,7 @@ tbx_status st_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
 tbx_status st_w_layout(tbx_writer *w, tbx_error *err);
 
 /* The set hooks of the driver row (safetensors_set.c). */
-bool st_claims_path(const char *path, bool is_dir);
+bool st_claims_path(const tbx_provider *p);
 tbx_status st_open_path(tbx_file *f, tbx_error *err);
 
 #endif /* TBX_SAFETENSORS_INT_H */

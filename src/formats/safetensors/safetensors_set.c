@@ -35,21 +35,23 @@
  * open source, read when asked for, never loaded at open (what reads one whole checks
  * tbx_limits.max_side_file_bytes and names the file when it is over). Shard headers are parsed one at a time, so opening a set costs
  * what opening its shards one after the other costs, plus the map (about 40 bytes a tensor).
+ *
+ * Every name is listed, examined and opened through the handle's provider (f->prov,
+ * src/io/provider.h: the local directory, or any other store of files): this file never looks
+ * at the file system itself, and "DIR" in the messages is the provider's name for the set's
+ * directory.
  */
 #define _GNU_SOURCE
 #define _FILE_OFFSET_BITS 64
 #include "io.h"
 #include "safetensors_int.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #define HF_INDEX_SUFFIX ".safetensors.index.json"
 #define HF_ST_SUFFIX ".safetensors"
@@ -57,6 +59,7 @@
 #define HF_INDEX_MEMBER_MAX ((size_t)1 << 20) /* top-level members other than weight_map */
 #define HF_SIDE_MAX_FILES 256
 #define HF_MAX_SHARDS 65535
+#define HF_DIR_MAX_ENTRIES 100000 /* names listed in one directory */
 
 static bool ends_with(const char *s, size_t n, const char *sfx) {
     size_t k = strlen(sfx);
@@ -506,9 +509,9 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* The directory                                                                                */
+/* The directory (every name found and opened through the handle's provider, f->prov)           */
 /* ------------------------------------------------------------------------------------------ */
-/* "DIR/NAME" (DIR may be "" for the current directory), made with f->al; NULL on OOM. */
+/* "DIR/NAME" (a relative name one level down), made with f->al; NULL on OOM. */
 static char *hf_join(tbx_file *f, const char *dir, const char *name) {
     size_t dl = strlen(dir), nl = strlen(name);
     bool slash = dl && dir[dl - 1] != '/';
@@ -535,22 +538,11 @@ static bool hf_side_name(const char *name) {
            ends_with(name, n, ".tiktoken");
 }
 
-typedef struct hf_list {
-    char **items;
-    size_t n, cap;
-} hf_list;
-
-static void hf_list_free(tbx_file *f, hf_list *l) {
-    for (size_t i = 0; i < l->n; i++) hf_strfree(f, l->items[i]);
-    tbx_free(&f->al, l->items, l->cap * sizeof *l->items);
-    memset(l, 0, sizeof *l);
-}
-
-static bool hf_list_push(tbx_file *f, hf_list *l, const char *a, const char *b) {
-    if (!tbx_grow(&f->al, (void **)&l->items, &l->cap, l->n + 1, sizeof *l->items)) return false;
-    char *p = b ? hf_join(f, a, b) : tbx_memdup0(&f->al, a, strlen(a));
+static bool hf_list_push(tbx_file *f, tbx_namelist *l, const char *name) {
+    if (!tbx_grow(&f->al, (void **)&l->names, &l->cap, l->n + 1, sizeof *l->names)) return false;
+    char *p = tbx_memdup0(&f->al, name, strlen(name));
     if (!p) return false;
-    l->items[l->n++] = p;
+    l->names[l->n++] = p;
     return true;
 }
 
@@ -558,108 +550,88 @@ static int hf_strcmp(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The names of the directory's entries (no "." or ".."), sorted. */
-static tbx_status hf_readdir(tbx_file *f, const char *dir, hf_list *out, tbx_error *err) {
-    memset(out, 0, sizeof *out);
-    DIR *d = opendir(*dir ? dir : ".");
-    if (!d)
-        return tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "cannot list directory %s: %s", dir,
-                       strerror(errno));
-    struct dirent *de;
-    tbx_status st = TBX_OK;
-    errno = 0;
-    while ((de = readdir(d)) != NULL) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        if (!hf_list_push(f, out, de->d_name, NULL)) { st = tbx_err_nomem(err, "directory list"); break; }
-        if (out->n > 100000) {
-            st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "path",
-                         "directory %s has more than 100000 entries", dir);
-            break;
-        }
-    }
-    closedir(d);
-    if (st != TBX_OK) { hf_list_free(f, out); return st; }
-    if (out->n) qsort(out->items, out->n, sizeof *out->items, hf_strcmp);
+/* The names of directory `sub` of the set (NULL: the set's directory), sorted; at most
+ * HF_DIR_MAX_ENTRIES (TBX_E_LIMIT naming the directory). */
+static tbx_status hf_readdir(tbx_file *f, const char *sub, tbx_namelist *out, tbx_error *err) {
+    return tbx_provider_list(f->prov, sub, HF_DIR_MAX_ENTRIES, &f->al, out, err);
+}
+
+/* What NAME of the set is (links followed): *kind 0 regular, 1 directory, -1 neither or
+ * missing. TBX_E_NOMEM (named `what`) when the provider could not allocate: every caller fails
+ * then, since an entry skipped for want of memory would drop a side file or the model from
+ * the open; any other error of the provider is passed on. */
+static tbx_status hf_kind(tbx_file *f, const char *name, const char *what, int *kind,
+                          tbx_error *err) {
+    tbx_entry_kind k;
+    tbx_status st = tbx_provider_kind(f->prov, name, &k, NULL, err);
+    if (st == TBX_E_NOMEM) return tbx_err_nomem(err, what);
+    if (st != TBX_OK) return st;
+    *kind = k == TBX_ENTRY_FILE ? 0 : k == TBX_ENTRY_DIR ? 1 : -1;
     return TBX_OK;
 }
 
-/* stat() of DIR/NAME (following links): 0 regular, 1 directory, -1 neither or missing,
- * HF_KIND_NOMEM when the path could not be allocated (every caller fails with TBX_E_NOMEM: an
- * entry skipped for want of memory would drop a side file or the model from the open). */
-#define HF_KIND_NOMEM (-2)
-static int hf_kind(tbx_file *f, const char *dir, const char *name, uint64_t *size) {
-    char *p = hf_join(f, dir, name);
-    if (!p) return HF_KIND_NOMEM;
-    struct stat sb;
-    int r = stat(p, &sb);
-    hf_strfree(f, p);
-    if (r != 0) return -1;
-    if (size) *size = (uint64_t)sb.st_size;
-    return S_ISREG(sb.st_mode) ? 0 : S_ISDIR(sb.st_mode) ? 1 : -1;
-}
-
-/* The side files of DIR: regular files (links followed) of a side kind (hf_side_name), at
- * depth 0 or 1 (in a subdirectory that is not hidden), other than `skip` (the index read);
- * relative paths, sorted. Every one is listed whatever its size (nothing is read here; a reader
- * of a whole side file checks tbx_limits.max_side_file_bytes, tbx_section_load_). More than
- * HF_SIDE_MAX_FILES: TBX_E_LIMIT. */
-static tbx_status hf_side_files(tbx_file *f, const char *dir, const hf_list *top,
-                                const char *skip, hf_list *out, tbx_error *err) {
+/* The side files of the set's directory: regular files (links followed) of a side kind
+ * (hf_side_name), at depth 0 or 1 (in a subdirectory that is not hidden), other than `skip`
+ * (the index read); relative paths, sorted. Every one is listed whatever its size (nothing is
+ * read here; a reader of a whole side file checks tbx_limits.max_side_file_bytes,
+ * tbx_section_load_). More than HF_SIDE_MAX_FILES: TBX_E_LIMIT. */
+static tbx_status hf_side_files(tbx_file *f, const tbx_namelist *top, const char *skip,
+                                tbx_namelist *out, tbx_error *err) {
     memset(out, 0, sizeof *out);
     tbx_status st = TBX_OK;
     for (size_t i = 0; i < top->n && st == TBX_OK; i++) {
-        const char *name = top->items[i];
-        int kind = hf_kind(f, dir, name, NULL);
-        if (kind == HF_KIND_NOMEM) {
-            st = tbx_err_nomem(err, "side files");
-        } else if (kind == 0) {
+        const char *name = top->names[i];
+        int kind = -1;
+        st = hf_kind(f, name, "side files", &kind, err);
+        if (st != TBX_OK) break;
+        if (kind == 0) {
             if (!hf_side_name(name) || (skip && !strcmp(name, skip))) continue;
-            if (!hf_list_push(f, out, name, NULL)) st = tbx_err_nomem(err, "side files");
+            if (!hf_list_push(f, out, name)) st = tbx_err_nomem(err, "side files");
         } else if (kind == 1 && name[0] != '.') {
-            char *sub = hf_join(f, dir, name);
-            if (!sub) { st = tbx_err_nomem(err, "side files"); break; }
-            hf_list sl;
-            st = hf_readdir(f, sub, &sl, err);
+            tbx_namelist sl;
+            st = hf_readdir(f, name, &sl, err);
             for (size_t k = 0; k < sl.n && st == TBX_OK; k++) {
-                if (!hf_side_name(sl.items[k])) continue;
-                const int sk = hf_kind(f, sub, sl.items[k], NULL);
-                if (sk == HF_KIND_NOMEM) { st = tbx_err_nomem(err, "side files"); break; }
-                if (sk != 0) continue;
-                char *rel = hf_join(f, name, sl.items[k]);
-                if (!rel || !hf_list_push(f, out, rel, NULL)) st = tbx_err_nomem(err, "side files");
+                if (!hf_side_name(sl.names[k])) continue;
+                char *rel = hf_join(f, name, sl.names[k]);
+                if (!rel) { st = tbx_err_nomem(err, "side files"); break; }
+                int sk = -1;
+                st = hf_kind(f, rel, "side files", &sk, err);
+                if (st == TBX_OK && sk == 0 && !hf_list_push(f, out, rel))
+                    st = tbx_err_nomem(err, "side files");
                 hf_strfree(f, rel);
             }
-            hf_list_free(f, &sl);
-            hf_strfree(f, sub);
+            tbx_namelist_free(&f->al, &sl);
         }
         if (st == TBX_OK && out->n > HF_SIDE_MAX_FILES)
             st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "path",
                          "directory %s has more than %d side files (*.json, *.txt, *.model, "
-                         "*.jinja, *.tiktoken at depth <= 1)", dir, HF_SIDE_MAX_FILES);
+                         "*.jinja, *.tiktoken at depth <= 1)", f->prov->dir, HF_SIDE_MAX_FILES);
     }
-    if (st != TBX_OK) { hf_list_free(f, out); return st; }
-    if (out->n) qsort(out->items, out->n, sizeof *out->items, hf_strcmp);
+    if (st != TBX_OK) { tbx_namelist_free(&f->al, out); return st; }
+    if (out->n) qsort(out->names, out->n, sizeof *out->names, hf_strcmp);
     return TBX_OK;
 }
 
-bool st_claims_path(const char *path, bool is_dir) {
-    if (is_dir) return true; /* a directory is a Hugging Face model directory or nothing */
-    return ends_with(path, strlen(path), HF_INDEX_SUFFIX);
+bool st_claims_path(const tbx_provider *p) {
+    if (p->is_dir) return true; /* a directory is a Hugging Face model directory or nothing */
+    return p->entry && ends_with(p->entry, strlen(p->entry), HF_INDEX_SUFFIX);
 }
 
-/* The model file of directory `dir` (see the rules at the top); *is_index says which kind. */
-static tbx_status hf_choose(tbx_file *f, const char *dir, const hf_list *top, const char **main,
+/* The model file of the set's directory (see the rules at the top); *is_index says which kind. */
+static tbx_status hf_choose(tbx_file *f, const tbx_namelist *top, const char **main,
                             bool *is_index, tbx_error *err) {
+    const char *dir = f->prov->dir;
     const char *idx1 = NULL, *st1 = NULL;
     size_t nidx = 0, nst = 0;
     bool have_mi = false, have_ms = false;
     for (size_t i = 0; i < top->n; i++) {
-        const char *name = top->items[i];
+        const char *name = top->names[i];
         size_t n = strlen(name);
         bool isidx = ends_with(name, n, HF_INDEX_SUFFIX), isst = ends_with(name, n, HF_ST_SUFFIX);
         if ((!isidx && !isst) || name[0] == '.') continue;
-        const int kind = hf_kind(f, dir, name, NULL);
-        if (kind == HF_KIND_NOMEM) return tbx_err_nomem(err, "directory entry");
+        int kind = -1;
+        tbx_status st = hf_kind(f, name, "directory entry", &kind, err);
+        if (st != TBX_OK) return st;
         if (kind != 0) continue;
         if (isidx) { nidx++; if (!idx1) idx1 = name; if (!strcmp(name, "model" HF_INDEX_SUFFIX)) have_mi = true; }
         if (isst) { nst++; if (!st1) st1 = name; if (!strcmp(name, "model" HF_ST_SUFFIX)) have_ms = true; }
@@ -703,7 +675,7 @@ static bool hf_series(const char *s, size_t len, size_t *plen, unsigned long *k,
 
 /* A file of the mapped shards' "P-0000K-of-0000N.safetensors" series lying in the directory
  * without any tensor mapped to it. */
-static tbx_status hf_check_unmapped(st_set *s, const char *dir, tbx_error *err) {
+static tbx_status hf_check_unmapped(st_set *s, tbx_error *err) {
     tbx_file *f = s->f;
     if (s->shards.n == 0) return TBX_OK;
     size_t plen0 = 0, kw0 = 0;
@@ -734,9 +706,10 @@ static tbx_status hf_check_unmapped(st_set *s, const char *dir, tbx_error *err) 
         name[first_len] = 0;
         size_t idx;
         if (hf_keys_find(&s->shards, name, first_len, &idx)) continue;
-        const int kind = hf_kind(f, dir, name, NULL);
-        if (kind == HF_KIND_NOMEM)
-            st = hf_nomem(s, err, "shard name");
+        int kind = -1;
+        st = hf_kind(f, name, "shard name", &kind, err);
+        if (st != TBX_OK)
+            s->index_error = true;
         else if (kind == 0)
             st = hf_ierr(s, err, TBX_E_FORMAT, s->map_at, "weight_map",
                          "shard file \"%s\" lies in the directory, but weight_map maps no tensor "
@@ -753,7 +726,7 @@ static tbx_status hf_shard_err(tbx_error *err, const tbx_error *e, const char *n
     return st;
 }
 
-static tbx_status hf_open_sharded(st_set *s, const char *dir, tbx_error *err) {
+static tbx_status hf_open_sharded(st_set *s, tbx_error *err) {
     tbx_file *f = s->f;
     size_t ns = s->shards.n;
     tbx_status st = TBX_OK;
@@ -787,18 +760,18 @@ static tbx_status hf_open_sharded(st_set *s, const char *dir, tbx_error *err) {
         char q[300];
         tbx_quote_bytes(q, sizeof q, sn, hf_klen(&s->shards, id), 200);
         f->part_names[r + 1] = tbx_memdup0(&f->al, sn, hf_klen(&s->shards, id));
-        char *p = hf_join(f, dir, sn);
-        if (!f->part_names[r + 1] || !p) { hf_strfree(f, p); st = hf_nomem(s, err, "shard name"); break; }
-        struct stat sb;
-        if (stat(p, &sb) != 0 && errno == ENOENT) {
-            hf_strfree(f, p);
+        if (!f->part_names[r + 1]) { st = hf_nomem(s, err, "shard name"); break; }
+        tbx_entry_kind kind;
+        st = tbx_provider_kind(f->prov, sn, &kind, NULL, err);
+        if (st == TBX_E_NOMEM) st = hf_nomem(s, err, "shard name");
+        if (st != TBX_OK) { s->index_error = true; break; }
+        if (kind == TBX_ENTRY_MISSING) {
             st = hf_ierr(s, err, TBX_E_NOT_FOUND, s->shard_at[id], "weight_map",
                          "weight_map names shard \"%s\", which does not exist", q);
             break;
         }
         tbx_error e;
-        st = tbx_source_open_path(&f->extra_src[r], p, use_mmap, &e);
-        hf_strfree(f, p);
+        st = tbx_provider_open(f->prov, sn, use_mmap, &f->extra_src[r], &e);
         if (st != TBX_OK) {
             st = hf_ierr(s, err, st, s->shard_at[id], "weight_map",
                          "shard \"%s\" cannot be opened: %s", q, e.message);
@@ -825,20 +798,18 @@ static tbx_status hf_open_sharded(st_set *s, const char *dir, tbx_error *err) {
                      hf_key(&s->shards, e->shard));
         goto done;
     }
-    st = hf_check_unmapped(s, dir, err);
+    st = hf_check_unmapped(s, err);
 done:
     tbx_free(&f->al, order, (ns ? ns : 1) * sizeof *order);
     return st;
 }
 
 tbx_status st_open_path(tbx_file *f, tbx_error *err) {
-    const char *path = f->path;
-    struct stat sb;
-    bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-    char *dir = NULL, *mainp = NULL;
-    const char *main = NULL;
+    const tbx_provider *prov = f->prov;
+    const bool is_dir = prov->is_dir;
+    const char *main = is_dir ? NULL : prov->entry;
     bool is_index = true;
-    hf_list top = {0}, side = {0};
+    tbx_namelist top = {0}, side = {0};
     st_set s;
     memset(&s, 0, sizeof s);
     s.f = f;
@@ -846,31 +817,22 @@ tbx_status st_open_path(tbx_file *f, tbx_error *err) {
     hf_keys_init(&s.shards, &f->al);
     tbx_status st;
 
-    if (is_dir) {
-        dir = tbx_memdup0(&f->al, path, strlen(path));
-    } else {
-        const char *slash = strrchr(path, '/');
-        dir = slash ? tbx_memdup0(&f->al, path, (size_t)(slash - path + (slash == path)))
-                    : tbx_memdup0(&f->al, "", 0);
-        main = slash ? slash + 1 : path;
-    }
-    if (!dir) { st = tbx_err_nomem(err, "path"); goto done; }
-    st = hf_readdir(f, dir, &top, err);
+    st = hf_readdir(f, NULL, &top, err);
     if (st != TBX_OK) goto done;
     if (is_dir) {
-        st = hf_choose(f, dir, &top, &main, &is_index, err);
+        st = hf_choose(f, &top, &main, &is_index, err);
         if (st != TBX_OK) goto done;
     }
     s.index_name = main;
-    mainp = hf_join(f, dir, main);
-    if (!mainp) { st = tbx_err_nomem(err, "path"); goto done; }
-    st = tbx_source_open_path(&f->src, mainp, (f->flags & TBX_OPEN_MMAP) != 0, err);
+    /* the model file: the one chosen in the directory, or the path given itself */
+    st = tbx_provider_open(prov, is_dir ? main : NULL, (f->flags & TBX_OPEN_MMAP) != 0, &f->src,
+                           err);
     if (st != TBX_OK) goto done;
     if (is_index) {
         st = hf_parse_index(&s, err);
         if (st != TBX_OK) goto done;
     }
-    st = hf_side_files(f, dir, &top, main, &side, err);
+    st = hf_side_files(f, &top, main, &side, err);
     if (st != TBX_OK) goto done;
 
     /* every source and its name: [0] main, [1..ns] shards, then the side files */
@@ -890,33 +852,29 @@ tbx_status st_open_path(tbx_file *f, tbx_error *err) {
     f->part_names[0] = tbx_memdup0(&f->al, main, strlen(main));
     if (!f->part_names[0]) { st = tbx_err_nomem(err, "set sources"); goto done; }
 
-    if (is_index) st = hf_open_sharded(&s, dir, err);
+    if (is_index) st = hf_open_sharded(&s, err);
     else st = st_open_source(f, &f->src, 0, NULL, err);
     if (st != TBX_OK) goto done;
 
     for (size_t i = 0; i < side.n; i++) {
         size_t k = ns + i;
-        char *p = hf_join(f, dir, side.items[i]);
-        f->part_names[k + 1] = tbx_memdup0(&f->al, side.items[i], strlen(side.items[i]));
-        if (!p || !f->part_names[k + 1]) { hf_strfree(f, p); st = tbx_err_nomem(err, "side file"); break; }
-        st = tbx_source_open_path(&f->extra_src[k], p, false, err);
-        hf_strfree(f, p);
+        f->part_names[k + 1] = tbx_memdup0(&f->al, side.names[i], strlen(side.names[i]));
+        if (!f->part_names[k + 1]) { st = tbx_err_nomem(err, "side file"); break; }
+        st = tbx_provider_open(prov, side.names[i], false, &f->extra_src[k], err);
         if (st != TBX_OK) break;
-        st = tbx_file_add_section_in(f, side.items[i], 0, (uint32_t)(k + 1), 0,
+        st = tbx_file_add_section_in(f, side.names[i], 0, (uint32_t)(k + 1), 0,
                                      f->extra_src[k].size, err);
         if (st != TBX_OK) break;
     }
     f->version = 0;
 done:
     tbx_file_uncharge(f, s.charged); /* the index's tables are freed (the sources stay, small) */
-    hf_list_free(f, &top);
-    hf_list_free(f, &side);
+    tbx_namelist_free(&f->al, &top);
+    tbx_namelist_free(&f->al, &side);
     hf_keys_free(&s.names);
     hf_keys_free(&s.shards);
     tbx_free(&f->al, s.ents, s.ents_cap * sizeof *s.ents);
     tbx_free(&f->al, s.shard_at, s.shard_at_cap * sizeof *s.shard_at);
     tbx_free(&f->al, s.shard_src, (s.shards.n ? s.shards.n : 1) * sizeof *s.shard_src);
-    hf_strfree(f, mainp);
-    hf_strfree(f, dir);
     return st;
 }

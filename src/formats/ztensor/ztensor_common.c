@@ -1,13 +1,9 @@
 /*
- * ztensor_common.c - what the zTensor reader (ztensor.c) and writer (ztensor_write.c) share
- * besides the CBOR codec (ztensor_cbor.c): the dtype names, the component role names, the
- * digests (CRC-32C, SHA-256) and zstd's allocation through a tbx_alloc. It calls neither.
+ * ztensor_common.c - what the zTensor reader (ztensor_open.c and the files it lists) and writer
+ * (ztensor_write.c) share besides the CBOR codec (ztensor_cbor.c): the dtype names, the component
+ * role and layout names, the digests (CRC-32C, SHA-256). It calls neither. (zstd's contexts
+ * through a tbx_alloc are src/io/zstream.c's.)
  */
-/* The advanced zstd API (custom allocator), when the libzstd we link exports it (CMake check). It
- * must be requested before the first #include <zstd.h> (ztensor_int.h includes it). */
-#ifdef TBX_HAVE_ZSTD_ADVANCED
-#define ZSTD_STATIC_LINKING_ONLY
-#endif
 #include "ztensor_int.h"
 
 #include "crc32c.h"
@@ -48,6 +44,17 @@ const zt_dtype *zt_dtype_by_tbx(tbx_dtype dt) {
 const char *const zt_role_names[ZT_NROLES] = {
     "data", "values", "indices", "indptr", "coords", "packed_weight", "scales", "zeros",
 };
+
+/* Components of each layout, in model order. */
+const int zt_layout_roles[4][3] = {
+    {ZT_R_DATA, -1, -1},
+    {ZT_R_VALUES, ZT_R_INDICES, ZT_R_INDPTR},
+    {ZT_R_VALUES, ZT_R_COORDS, -1},
+    {ZT_R_PACKED, ZT_R_SCALES, ZT_R_ZEROS},
+};
+const uint32_t zt_layout_ncomp[4] = {1, 3, 2, 3};
+const char *const zt_layout_names[4] = {"dense", "sparse_csr", "sparse_coo",
+                                               "quantized_group"};
 
 /* ------------------------------------------------------------------------------------------ */
 /* Digests                                                                                     */
@@ -98,76 +105,4 @@ void zt_hash_final(zt_hash *h, zt_digest *out) {
 void zt_hash_free(zt_hash *h) {
     if (h->md) EVP_MD_CTX_free(h->md);
     h->md = NULL;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* zstd through the handle's allocator (zstd's free() gets no size: keep it in a header)       */
-/* ------------------------------------------------------------------------------------------ */
-#define ZT_ZHDR 16u
-
-void *zt_zalloc(void *opaque, size_t size) {
-    const tbx_alloc *al = opaque;
-    if (size > SIZE_MAX - ZT_ZHDR) return NULL;
-    uint8_t *p = tbx_malloc(al, size + ZT_ZHDR);
-    if (!p) return NULL;
-    memcpy(p, &size, sizeof size);
-    return p + ZT_ZHDR;
-}
-
-void zt_zfree(void *opaque, void *addr) {
-    if (!addr) return;
-    uint8_t *p = (uint8_t *)addr - ZT_ZHDR;
-    size_t size;
-    memcpy(&size, p, sizeof size);
-    tbx_free(opaque, p, size + ZT_ZHDR);
-}
-
-ZSTD_DCtx *zt_dctx_new(const tbx_alloc *al) {
-#ifdef TBX_HAVE_ZSTD_ADVANCED
-    ZSTD_customMem cm = {zt_zalloc, zt_zfree, (void *)al};
-    return ZSTD_createDCtx_advanced(cm);
-#else
-    (void)al; /* zstd allocates with malloc (see ztensor_int.h) */
-    return ZSTD_createDCtx();
-#endif
-}
-
-ZSTD_CCtx *zt_cctx_new(const tbx_alloc *al) {
-#ifdef TBX_HAVE_ZSTD_ADVANCED
-    ZSTD_customMem cm = {zt_zalloc, zt_zfree, (void *)al};
-    return ZSTD_createCCtx_advanced(cm);
-#else
-    (void)al;
-    return ZSTD_createCCtx();
-#endif
-}
-
-bool zt_cctx_progress(ZSTD_CCtx *cctx, uint64_t *produced, uint64_t *consumed) {
-#ifdef TBX_HAVE_ZSTD_ADVANCED
-    ZSTD_frameProgression fp = ZSTD_getFrameProgression(cctx);
-    *produced = fp.produced;
-    *consumed = fp.consumed;
-    return true;
-#else
-    (void)cctx;
-    *produced = *consumed = 0;
-    return false;
-#endif
-}
-
-bool zt_frame_window_cost(const void *p, size_t n, uint64_t max_window, uint64_t *cost) {
-    *cost = 0;
-#ifdef TBX_HAVE_ZSTD_ADVANCED
-    ZSTD_frameHeader h;
-    if (ZSTD_getFrameHeader(&h, p, n) != 0 || h.frameType != ZSTD_frame) return true;
-    if (h.windowSize > max_window) return true; /* the decoder refuses it */
-    size_t b = ZSTD_decodingBufferSize_min(h.windowSize, h.frameContentSize);
-    if (!ZSTD_isError(b)) *cost = b;
-    return true;
-#else
-    (void)p;
-    (void)n;
-    *cost = max_window; /* unknown: assume the largest window the decoder accepts */
-    return false;
-#endif
 }

@@ -1,6 +1,7 @@
 /*
  * ztensor_driver.c - the zTensor driver table: the one place that names both the reader hooks
- * (ztensor.c) and the writer hooks (ztensor_write.c). The registry (src/core/registry.c) lists it.
+ * (ztensor_open.c, ztensor_read.c, ztensor_decode.c, ztensor_validate.c) and the writer hooks
+ * (ztensor_write.c). The registry (src/formats/registry.c) lists it.
  */
 #include "ztensor_int.h"
 

@@ -1,24 +1,30 @@
 /*
- * ztensor_int.h - private declarations shared by the zTensor driver's modules:
+ * ztensor_int.h - private declarations shared by the zTensor driver's files:
  *
- *   ztensor_common.c dtype and role names, digests, zstd allocation (reader and writer);
- *   ztensor_cbor.c   the CBOR pull decoder (libcbor's streaming decoder behind it), the builder
- *                    of metadata values and the canonical CBOR encoder (reader and writer);
- *   ztensor.c        opening (manifest -> model), reading, validation, f32 decoding of sparse
- *                    and quantized_group tensors;
- *   ztensor_write.c  the writer hooks and the sparse / quantized_group writer extras;
- *   ztensor_driver.c the driver table, the one file that names both reader and writer hooks.
+ *   ztensor_common.c   dtype, role and layout names, digests (reader and writer);
+ *   ztensor_cbor.c     the CBOR pull decoder (libcbor's streaming decoder behind it), the builder
+ *                      of metadata values and the canonical CBOR encoder (reader and writer);
+ *   ztensor_open.c     the file layout (the format description), probe, open, close;
+ *   ztensor_manifest.c the manifest's CBOR map, parsed straight into the model;
+ *   ztensor_object.c   one manifest object -> one tensor: layout rules, element counts,
+ *                      placement of components, nnz of sparse tensors;
+ *   ztensor_read.c     digests verified, whole component reads, element streams and the
+ *                      parked streams behind range reads;
+ *   ztensor_decode.c   f32 decoding of sparse_csr, sparse_coo and quantized_group tensors;
+ *   ztensor_validate.c what validation adds: digests, padding, sparse index rules, booleans;
+ *   ztensor_write.c    the writer hooks and the sparse / quantized_group writer extras;
+ *   ztensor_driver.c   the driver table, the one file that names both reader and writer hooks.
  *
- * Reader and writer call only down into ztensor_common.c and ztensor_cbor.c, never each other.
+ * zstd streams (decoding cursors, the window budget, compressors) come from src/io/zstream.h.
+ * Reader and writer call only down into ztensor_common.c, ztensor_cbor.c and io, never each
+ * other.
  *
- * See ztensor.c for the format description and docs/formats/ztensor.md for every decision.
+ * See ztensor_open.c for the format description and docs/formats/ztensor.md for every decision.
  */
 #ifndef TBX_ZTENSOR_INT_H
 #define TBX_ZTENSOR_INT_H
 
-#include "io.h"
-
-#include <zstd.h> /* the stable API only; ztensor_common.c alone uses the advanced one */
+#include "zstream.h" /* io.h, and zstd streaming (src/io/zstream.c) */
 
 #define ZT_MAGIC "ZTEN1000"
 #define ZT_MAGIC_V01 "ZTEN0001"                 /* legacy v0.1: recognised, not supported */
@@ -53,7 +59,7 @@ enum {
 extern const char *const zt_role_names[ZT_NROLES];
 
 /* ------------------------------------------------------------------------------------------ */
-/* Digests (ztensor.c): "crc32c:0x%08X" and "sha256:<64 lower-case hex>" over stored bytes     */
+/* Digests (ztensor_common.c): "crc32c:0x%08X" and "sha256:<64 lower-case hex>", stored bytes */
 /* ------------------------------------------------------------------------------------------ */
 enum { ZT_H_NONE = 0, ZT_H_CRC32C, ZT_H_SHA256 };
 
@@ -75,27 +81,6 @@ void zt_hash_final(zt_hash *h, zt_digest *out);
 void zt_hash_free(zt_hash *h);
 /* The manifest spelling of a digest (crc32c upper-case hex, sha256 lower-case). cap >= 72. */
 void zt_digest_str(const zt_digest *d, char *dst, size_t cap);
-
-/* zstd allocation through a tbx_alloc (opaque = the tbx_alloc *); zt_dctx_new/zt_cctx_new use it. */
-void *zt_zalloc(void *opaque, size_t size);
-void zt_zfree(void *opaque, void *addr);
-/* zstd contexts whose memory comes from `al` (zt_zalloc/zt_zfree) when libzstd offers its
- * advanced API (ZSTD_customMem, ZSTD_create?Ctx_advanced, ZSTD_getFrameProgression: "static
- * linking only", so CMake checks that the libzstd found exports them and then defines
- * TBX_HAVE_ZSTD_ADVANCED). Without it they come from ZSTD_createDCtx/CCtx: zstd's own state
- * (window, tables) then bypasses the caller's tbx_allocator and its counting. NULL when out of
- * memory. Free with ZSTD_freeDCtx/CCtx. */
-ZSTD_DCtx *zt_dctx_new(const tbx_alloc *al);
-ZSTD_CCtx *zt_cctx_new(const tbx_alloc *al);
-/* Bytes the compressor has produced and consumed in its current frame (ZSTD_getFrameProgression,
- * advanced API too); false (both 0) when libzstd does not offer it. */
-bool zt_cctx_progress(ZSTD_CCtx *cctx, uint64_t *produced, uint64_t *consumed);
-/* The decoding buffer a zstd frame starting with the n bytes at p will allocate (its window,
- * ZSTD_getFrameHeader + ZSTD_decodingBufferSize_min, advanced API): 0 for a skippable frame,
- * a window over max_window (the decoder refuses it) or a header the decoder will reject.
- * Without the advanced API *cost is max_window (every frame is assumed to use the largest
- * window, so decoders under a shared budget run one at a time) and false is returned. */
-bool zt_frame_window_cost(const void *p, size_t n, uint64_t max_window, uint64_t *cost);
 
 /* ------------------------------------------------------------------------------------------ */
 /* CBOR pull decoder (ztensor_cbor.c)                                                          */
@@ -198,7 +183,163 @@ tbx_status zt_check_value(const tbx_value *v, uint32_t depth, const char *what, 
 /* Encodes a value (checked with zt_check_value first). Maps get canonical key order. */
 tbx_status zt_put_value(zt_buf *b, const tbx_value *v, tbx_error *err);
 
-/* Reader hooks (ztensor.c), listed in tbx_driver_ztensor (ztensor_driver.c). */
+/* ------------------------------------------------------------------------------------------ */
+/* The reader (ztensor_open.c, ztensor_manifest.c, ztensor_object.c, ztensor_read.c,           */
+/* ztensor_decode.c, ztensor_validate.c)                                                       */
+/* ------------------------------------------------------------------------------------------ */
+/* Components of each layout, in model order (ztensor_common.c): dense data; sparse_csr values,
+ * indices, indptr; sparse_coo values, coords; quantized_group packed_weight, scales, zeros. */
+extern const int zt_layout_roles[4][3];
+extern const uint32_t zt_layout_ncomp[4];
+extern const char *const zt_layout_names[4];
+
+static inline bool dt_is_int(tbx_dtype dt) {
+    return dt == TBX_DT_I8 || dt == TBX_DT_I16 || dt == TBX_DT_I32 || dt == TBX_DT_I64 ||
+           dt == TBX_DT_U8 || dt == TBX_DT_U16 || dt == TBX_DT_U32 || dt == TBX_DT_U64;
+}
+static inline bool dt_is_signed(tbx_dtype dt) {
+    return dt == TBX_DT_I8 || dt == TBX_DT_I16 || dt == TBX_DT_I32 || dt == TBX_DT_I64;
+}
+static inline bool dt_is_real_float(tbx_dtype dt) {
+    return dt == TBX_DT_F64 || dt == TBX_DT_F32 || dt == TBX_DT_F16 || dt == TBX_DT_BF16 ||
+           dt == TBX_DT_F8_E4M3 || dt == TBX_DT_F8_E5M2;
+}
+
+/* Per-tensor driver data (tbx_tensor.drv), filled by ztensor_object.c. */
+enum { ZT_V_UNCHECKED = 0, ZT_V_OK, ZT_V_BAD, ZT_V_SKIP };
+
+typedef struct zt_tdrv {
+    uint64_t nnz;            /* sparse: stored entries */
+    uint64_t rows, cols;     /* csr / quantized_group */
+    uint32_t qbits, qper;    /* quantized_group: bits per code, codes per word */
+    uint64_t qgroup, qgpr;   /* group size, groups per row */
+    uint8_t vstate[3];       /* digest verification state per component */
+} zt_tdrv;
+
+/* Verification state of component c: components are read on several threads at once
+ * (tbx_read_batch), each touching only its own state byte, atomically. */
+static inline uint8_t vget(const zt_tdrv *d, uint32_t c) {
+    return __atomic_load_n(&d->vstate[c], __ATOMIC_ACQUIRE);
+}
+static inline void vset(zt_tdrv *d, uint32_t c, uint8_t v) {
+    __atomic_store_n(&d->vstate[c], v, __ATOMIC_RELEASE);
+}
+
+/* The stored bytes of one component (the overlap check at open, the padding check). */
+typedef struct zt_span {
+    uint64_t off, end;
+    size_t ti;
+    uint32_t ci;
+} zt_span;
+
+struct zt_es;
+
+/* Per-file driver data (tbx_file.drv_state), made by zt_open. */
+typedef struct zt_state {
+    uint64_t manifest_off, manifest_size;
+    zt_span *spans;          /* non-empty components sorted by offset */
+    size_t nspans, cap_spans;
+    /* Decoding cursors kept between reads (ZT_NPARK streams, allocated on first use): a range
+     * or f32 read that starts where an earlier one ended continues its stream instead of
+     * decoding the component again from its first byte. Used only by the calling thread's
+     * reads (tbx_tensor_read_range / read_f32), never by tbx_read_batch's workers. */
+    struct zt_es *park;
+    uint64_t clock;          /* use stamps for least-recently-used eviction */
+    /* Decoder memory budget (tbx_zbudget_take): the windows of the whole-component decoders
+     * running at once (tbx_read_batch / validation workers, whole reads) sum to at most its
+     * cap; the parked streams' windows are kept under the cap too, by eviction (zt_park_evict). */
+    tbx_zbudget budget;
+} zt_state;
+
+/* ztensor_manifest.c: the manifest parsed straight into the model (zt_open's parse_ctx). */
+typedef struct zt_parsed_comp {
+    bool present;
+    const zt_dtype *dt;
+    uint64_t offset, length;
+    tbx_encoding enc;
+    char *digest;          /* owned (file allocator), NUL-terminated */
+    uint64_t at;           /* file offset of the component's map */
+} zt_parsed_comp;
+
+typedef struct zt_parse_ctx {
+    tbx_file *f;
+    zt_state *s;
+    zt_cbor c;
+    uint64_t *shape;
+    size_t shape_cap;
+    bool have_version, have_objects;
+    uint32_t version_major;
+} zt_parse_ctx;
+
+/* The manifest map: version, attributes (metadata) and every object (zt_build_object). */
+tbx_status zt_parse_root(zt_parse_ctx *pc, tbx_error *err);
+
+/* ztensor_object.c: one object of the manifest (its map parsed into pcs by role, and its
+ * attributes, taken) becomes a tensor of the model, with its layout's rules checked. */
+tbx_status zt_build_object(zt_parse_ctx *pc, const zt_str *name, uint64_t name_off,
+                           uint32_t ndim, int layout, zt_parsed_comp *pcs, unsigned role_mask,
+                           tbx_value **attrs, uint64_t obj_off, tbx_error *err);
+
+/* ztensor_read.c: components */
+/* `"name"/role` for messages (dst of 128 bytes holds any). */
+void zt_what(char *dst, size_t cap, const tbx_tensor *t, uint32_t c);
+/* A manifest digest string: 1 parsed; 0 unknown algorithm; -1 known algorithm, malformed. */
+int zt_digest_parse(const char *s, zt_digest *d);
+/* A decoding cursor over the stored bytes of component c of t (src/io/zstream.c), hashing them
+ * into h when set; admit: its window comes from the handle's budget (else the caller's). */
+tbx_status zt_rd_open(tbx_zstream *r, tbx_file *f, const tbx_tensor *t, uint32_t c, zt_hash *h,
+                      uint64_t bound, bool admit, tbx_error *err);
+
+/* ztensor_read.c: element streams over one component, in bounded chunks (ZT_CHUNK bytes), read
+ * once from the first byte to the last; reaching the end checks that the zstd data ends there
+ * too. Parked streams (zt_es_get / zt_es_put) outlive a read, so the next read continues. */
+#define ZT_CHUNK ((size_t)64 * 1024)
+#define ZT_NPARK 6           /* parked streams per handle (CSR uses 5, quantized_group 3) */
+
+enum { ZT_ES_INT = 0, ZT_ES_F32, ZT_ES_BYTES };
+
+typedef struct zt_es {
+    tbx_zstream rd;
+    tbx_file *f;
+    const tbx_tensor *t;
+    uint32_t c;           /* component c of t */
+    bool open;
+    int mode;             /* ZT_ES_INT, ZT_ES_F32 (values decoded to fbuf), ZT_ES_BYTES */
+    tbx_dtype dt;
+    uint32_t esize;       /* bytes per element (1 for byte streams) */
+    uint64_t total;       /* elements (bytes) in the component */
+    uint64_t left;        /* elements not yet returned */
+    uint8_t *buf;         /* ZT_CHUNK bytes */
+    float *fbuf;          /* ZT_CHUNK / esize floats when decoding values */
+    size_t len, pos;      /* elements in buf, next element */
+    bool finished;        /* the end of the data was checked */
+    uint32_t lane;        /* when parked: key (t, c, mode, lane); two lanes read one component */
+    uint64_t stamp;       /* when parked: last use */
+} zt_es;
+
+/* A new stream (not parked) of integers, or of values decoded to f32. */
+tbx_status zt_es_open(zt_es *s, tbx_file *f, const tbx_tensor *t, uint32_t c, bool f32,
+                      tbx_error *err);
+void zt_es_close(zt_es *s);
+/* Skips n elements. */
+tbx_status zt_es_skip(zt_es *s, uint64_t n, tbx_error *err);
+/* A stream of `mode` over component c positioned at element `at`: a parked one of the same
+ * (t, c, mode, lane) when it can get there, else a new one. Park it again with zt_es_put after a
+ * successful read, else close it. */
+tbx_status zt_es_get(zt_es *s, tbx_file *f, const tbx_tensor *t, uint32_t c, int mode,
+                     uint32_t lane, uint64_t at, tbx_error *err);
+void zt_es_put(tbx_file *f, zt_es *s);
+/* Closes every parked stream (zt_close). */
+void zt_park_free(tbx_file *f);
+/* The next element: as an integer (*neg for negative values of signed dtypes), as f32 (F32
+ * streams), as the raw word (quantized_group packed words). */
+tbx_status zt_es_int(zt_es *s, uint64_t *u, bool *neg, tbx_error *err);
+tbx_status zt_es_f32(zt_es *s, float *v, tbx_error *err);
+tbx_status zt_es_word(zt_es *s, uint64_t *u, tbx_error *err);
+
+/* Reader hooks, listed in tbx_driver_ztensor (ztensor_driver.c): zt_probe, zt_open, zt_close
+ * (ztensor_open.c); zt_decode_component, zt_check_component, zt_raw_pending, zt_read_range
+ * (ztensor_read.c); zt_read_f32_hook (ztensor_decode.c); zt_validate (ztensor_validate.c). */
 bool zt_probe(const uint8_t *head, size_t len, uint64_t file_size);
 tbx_status zt_open(tbx_file *f, tbx_error *err);
 void zt_close(tbx_file *f);

@@ -185,7 +185,7 @@ static tbx_status wbegin(tbx_writer *w, zt_wstate **out, tbx_error *err) {
     *out = s;
     if (s->begun) return TBX_OK;
     if (s->level > 0) {
-        s->cctx = zt_cctx_new(&w->al); /* zstd allocates through the writer */
+        s->cctx = tbx_zstd_cctx_new(&w->al); /* zstd allocates through the writer */
         if (!s->cctx) return tbx_err_nomem(err, "zstd compressor");
         int nth = w->opt.threads ? (int)w->opt.threads : tbx_threads_default();
         s->buffer_limit = w->opt.buffer_limit ? w->opt.buffer_limit : (uint64_t)1 << 30;
@@ -200,7 +200,7 @@ static tbx_status wbegin(tbx_writer *w, zt_wstate **out, tbx_error *err) {
             j->al = &w->al;
             j->level = s->level;
             j->digest = s->digest;
-            j->cctx = zt_cctx_new(&w->al);
+            j->cctx = tbx_zstd_cctx_new(&w->al);
             if (!j->cctx) return tbx_err_nomem(err, "zstd compressor");
         }
     }
@@ -596,7 +596,7 @@ static tbx_status zs_drain(tbx_writer *w, zt_wstate *s, tbx_error *err) {
     if (s->zs_mode == ZS_BOTH) {
         /* the rest of the frame is at most the rest of the input plus block headers */
         uint64_t produced, consumed;
-        bool known = zt_cctx_progress(s->cctx, &produced, &consumed);
+        bool known = tbx_zstd_cctx_progress(s->cctx, &produced, &consumed);
         uint64_t made = produced > s->zs_out ? produced : s->zs_out;
         uint64_t rest = consumed < s->zs_n ? s->zs_n - consumed : 0;
         if (known && made + rest + rest / 64 + 4096 <= keep) {
