@@ -275,12 +275,11 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
 /* ------------------------------------------------------------------------------------------ */
 /* Declaring                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
-/* The first source's input tensor of output tensor k (SIZE_MAX: generated). */
-static uint64_t first_input(const tbx_plan *p, const tbx_file *in, size_t k) {
+/* The first source's input tensor of output tensor k (UINT64_MAX: generated). */
+static uint64_t first_input(const tbx_plan *p, size_t k) {
     const tbx_plan_tensor *t = &p->t[k];
     if (t->flags & TBX_PT_WHOLE) return t->src;
     if ((t->flags & TBX_PT_GEN) || !t->nsrc) return UINT64_MAX;
-    (void)in;
     return p->srcs[t->src].tensor;
 }
 
@@ -893,7 +892,7 @@ static void warn_text(const tbx_convert_report *r, char *buf, size_t cap) {
  * fails the conversion. */
 static tbx_status report(eng *e, size_t k, uint64_t nvalues, const tbx_value_check *c) {
     const tbx_plan_tensor *t = &e->p->t[k];
-    const uint64_t src = first_input(e->p, e->in, k);
+    const uint64_t src = first_input(e->p, k);
     char why[200] = "";
     tbx_convert_report r;
     memset(&r, 0, sizeof r);
@@ -982,7 +981,7 @@ static tbx_status write_tensor(eng *e, size_t k) {
         e->payload = NULL;
         nvalues = nelems;
         if (st == TBX_OK && e->o->on_quant)
-            e->o->on_quant(e->o->ud, e->p->report_input_index ? first_input(e->p, e->in, k) : k,
+            e->o->on_quant(e->o->ud, e->p->report_input_index ? first_input(e->p, k) : k,
                            nvalues, sse);
     } else {
         st = run_jobs(e, &chk, &sse);

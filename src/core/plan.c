@@ -5,6 +5,10 @@
  */
 #include "plan.h"
 
+/* a plain conversion holds one of these per tensor: keep it small */
+_Static_assert(sizeof(void *) != 8 || sizeof(tbx_plan_tensor) == 48,
+               "tbx_plan_tensor is 48 bytes on 64-bit targets");
+
 struct tbx_plan_block {
     struct tbx_plan_block *next;
     size_t size; /* bytes of the block, this header included */
