@@ -93,6 +93,7 @@ typedef struct eslot {
     const uint8_t *in;       /* IN_RAW / IN_MAP: stored bytes (runs of `run` values, `stride`
                               * values apart; J_TBAND from the mapping: one run per view row) */
     uint64_t nruns, run, stride;
+    bool direct;             /* f32 stored bytes read straight into f: nothing to decode */
     uint8_t *raw; size_t raw_cap;
     float *f, *g; size_t f_cap, g_cap;
     uint8_t *out; size_t out_cap;
@@ -427,7 +428,7 @@ static void job_run(tbx_task *task) {
     }
     /* the values as f32 in f */
     float *x = sl->f;
-    if (src->in == IN_RAW || src->in == IN_MAP) {
+    if ((src->in == IN_RAW || src->in == IN_MAP) && !sl->direct) {
         const size_t rb = (size_t)(sl->run * src->esz);
         for (uint64_t r = 0; r < sl->nruns && sl->st == TBX_OK; r++)
             sl->st = tbx_decode_f32_info(src->di, src->dt, sl->in + r * sl->stride * src->esz, rb,
@@ -614,7 +615,11 @@ static tbx_status fill(eng *e, eslot *sl) {
      * encoded bytes */
     const bool contiguous = sl->kind == J_SPAN || sl->kind == J_PBLOCK || sl->kind == J_PPIECE;
     const bool mapped = es->in == IN_MAP && (contiguous || sl->kind == J_TBAND);
-    if ((es->in == IN_RAW || (es->in == IN_MAP && !mapped)) &&
+    /* little-endian f32 stored bytes are the values: read into f, not decoded */
+    sl->direct = !stored && es->dt == TBX_DT_F32 && es->esz == 4 && !mapped &&
+                 (es->in == IN_RAW || es->in == IN_MAP) &&
+                 __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+    if ((es->in == IN_RAW || (es->in == IN_MAP && !mapped)) && !sl->direct &&
         !ensure(al, (void **)&sl->raw, &sl->raw_cap, (size_t)(n * es->esz)))
         return tbx_err_nomem(e->err, "conversion buffer");
     if (!stored && !ensure(al, (void **)&sl->f, &sl->f_cap, (size_t)n * sizeof(float)))
@@ -627,7 +632,7 @@ static tbx_status fill(eng *e, eslot *sl) {
     else if (!stored && !payload) bytes_of(e->toi, n, &ob);
     if (ob && !ensure(al, (void **)&sl->out, &sl->out_cap, (size_t)ob))
         return tbx_err_nomem(e->err, "conversion buffer");
-    uint8_t *raw = sl->raw;
+    uint8_t *raw = sl->direct ? (uint8_t *)sl->f : sl->raw;
     float *f = sl->f;
     sl->nruns = 1;
     sl->run = n;
