@@ -1,16 +1,19 @@
 /*
  * gguf_tools.c - GGUF file tools built on the common model and the writer: metadata editing
  * (tbx_gguf_set_meta, tbx_gguf_del_meta), splitting into shards (tbx_gguf_split) and merging a
- * shard set (tbx_gguf_merge). Declared in tensorbox.h ("GGUF helpers").
+ * shard set (tbx_gguf_merge). Declared in tensorbox/gguf.h ("GGUF file tools"). The wire rules
+ * are the GGUF driver's: this file asks it through src/formats/gguf/gguf_edit.h.
  *
  * Tensor bytes always go through unchanged: they are copied in bounded chunks with
  * tbx_tensor_read_range into a GGUF writer, which lays them out in the same order and with the
  * same alignment (general.alignment is copied, or passed as the alignment option).
  *
  * The only in-place edit is a metadata value whose serialised bytes (type tag + value) have the
- * same length as the old ones, in a v2/v3 file, for any key but general.alignment: the value is
- * located by walking the header (key, type, value, ...) and overwritten with pwrite. Anything
- * else rewrites the file through a writer whose temporary file is renamed over <path>.
+ * same length as the old ones, in a v2/v3 file, for any key but general.alignment: the driver
+ * says where the old bytes are (tbx_gguf_kv_span_: as its reader found them when the locked file
+ * was opened) and what the new ones are (tbx_gguf_kv_value_bytes_), which pwrite puts in their
+ * place. Anything else rewrites the file through a writer whose temporary file is renamed over
+ * <path>.
  *
  * Every edit first takes the file's lock (tbx_edit_lock: symbolic links resolved, LOCK_EX, the
  * name checked to still be the locked file), then parses the file and writes in place through
@@ -21,6 +24,7 @@
 #include "api.h"
 #define TBX_EXPERIMENTAL 1 /* the GGUF extras: experimental public API */
 #include "tensorbox/gguf.h"
+#include "gguf_edit.h" /* the GGUF driver's answers: where a value lies, its bytes */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,22 +36,9 @@
 
 #define GT_CHUNK ((size_t)4 << 20)
 
-/* GGUF value type ids (the file format's numbering). */
-enum {
-    GT_U8 = 0, GT_I8 = 1, GT_U16 = 2, GT_I16 = 3, GT_U32 = 4, GT_I32 = 5, GT_F32 = 6,
-    GT_BOOL = 7, GT_STRING = 8, GT_ARRAY = 9, GT_U64 = 10, GT_I64 = 11, GT_F64 = 12
-};
-
-static size_t gt_size(uint32_t t) {
-    static const uint8_t sz[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-    return t < 13 ? sz[t] : 0;
-}
-
 static bool key_is(const char *k, size_t n, const char *z) {
     return n == strlen(z) && memcmp(k, z, n) == 0;
 }
-
-static bool is_split_key(const char *k, size_t n) { return n >= 6 && memcmp(k, "split.", 6) == 0; }
 
 /* Opens a little-endian GGUF file (pread); only that file, never the split set it starts. */
 static tbx_status open_gguf(tbx_file **out, const char *path, tbx_error *err) {
@@ -58,14 +49,10 @@ static tbx_status open_gguf(tbx_file **out, const char *path, tbx_error *err) {
     tbx_file *f = NULL;
     tbx_status st = tbx_open_path(&f, path, &oo, err);
     if (st != TBX_OK) return st;
-    uint8_t head[8];
-    st = tbx_source_read(&f->src, 0, head, sizeof head, "header", err);
-    if (st == TBX_OK && (tbx_ld32(head + 4) & 0xFFFFu) == 0)
-        st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "version",
-                     "%s: big-endian GGUF files cannot be edited, split or merged", path);
-    if (st != TBX_OK) {
+    if (tbx_gguf_big_endian_(f)) {
         tbx_close(f);
-        return st;
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "version",
+                       "%s: big-endian GGUF files cannot be edited, split or merged", path);
     }
     *out = f;
     return TBX_OK;
@@ -145,104 +132,6 @@ static uint32_t file_alignment(const tbx_file *f) {
 /* ------------------------------------------------------------------------------------------ */
 /* Metadata editing                                                                            */
 /* ------------------------------------------------------------------------------------------ */
-typedef struct gbytes { uint8_t b[64]; size_t n; } gbytes;
-
-/* Serialises a scalar value with its type tag into b (strings: only the length check matters,
- * the caller writes the bytes). Returns false for values not handled here. */
-static bool scalar_bytes(const tbx_value *v, gbytes *b) {
-    uint32_t tag;
-    uint64_t bits = 0;
-    switch (v->type) {
-    case TBX_V_BOOL: tag = GT_BOOL; bits = v->v.u != 0; break;
-    case TBX_V_U8: tag = GT_U8; bits = v->v.u; break;
-    case TBX_V_U16: tag = GT_U16; bits = v->v.u; break;
-    case TBX_V_U32: tag = GT_U32; bits = v->v.u; break;
-    case TBX_V_U64: tag = GT_U64; bits = v->v.u; break;
-    case TBX_V_I8: tag = GT_I8; bits = (uint64_t)v->v.i; break;
-    case TBX_V_I16: tag = GT_I16; bits = (uint64_t)v->v.i; break;
-    case TBX_V_I32: tag = GT_I32; bits = (uint64_t)v->v.i; break;
-    case TBX_V_I64: tag = GT_I64; bits = (uint64_t)v->v.i; break;
-    case TBX_V_F32: { float x = (float)v->v.f; uint32_t u; memcpy(&u, &x, 4); tag = GT_F32; bits = u; break; }
-    case TBX_V_F64: memcpy(&bits, &v->v.f, 8); tag = GT_F64; break;
-    default: return false;
-    }
-    tbx_st32(b->b, tag);
-    size_t sz = gt_size(tag);
-    for (size_t k = 0; k < sz; k++) b->b[4 + k] = (uint8_t)(bits >> (8 * k));
-    b->n = 4 + sz;
-    return true;
-}
-
-/* Skips one value of type t at *pos in hdr[0, n); false when it runs past n. */
-static bool skip_value(const uint8_t *hdr, uint64_t n, uint64_t *pos, uint32_t t, int depth) {
-    uint64_t p = *pos;
-    if (depth > 64) return false;
-    if (t == GT_STRING) {
-        if (n - p < 8) return false;
-        uint64_t len = tbx_ld64(hdr + p);
-        if (len > n - p - 8) return false;
-        p += 8 + len;
-    } else if (t == GT_ARRAY) {
-        if (n - p < 12) return false;
-        uint32_t et = tbx_ld32(hdr + p);
-        uint64_t cnt = tbx_ld64(hdr + p + 4);
-        p += 12;
-        size_t es = gt_size(et);
-        if (es) {
-            uint64_t bytes;
-            if (!tbx_mul_u64(cnt, es, &bytes) || bytes > n - p) return false;
-            p += bytes;
-        } else if (et == GT_STRING || et == GT_ARRAY) {
-            for (uint64_t k = 0; k < cnt; k++)
-                if (!skip_value(hdr, n, &p, et, depth + 1)) return false;
-        } else {
-            return false;
-        }
-    } else {
-        size_t es = gt_size(t);
-        if (!es || n - p < es) return false;
-        p += es;
-    }
-    *pos = p;
-    return true;
-}
-
-/* Locates metadata entry `idx` of a v2/v3 file: *tag_off = offset of its type tag, *end = end
- * of its value. */
-static tbx_status locate_kv(tbx_file *f, uint64_t idx, uint64_t *tag_off, uint64_t *end,
-                            tbx_error *err) {
-    uint64_t hend = f->src.size;
-    for (size_t i = 0; i < f->ntensors; i++)
-        if (f->tensors[i].ncomp && f->tensors[i].comp[0].offset < hend)
-            hend = f->tensors[i].comp[0].offset;
-    if (hend > SIZE_MAX || hend > f->limits.max_header_bytes)
-        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "header", "GGUF header too large to edit");
-    uint8_t *hdr = tbx_malloc(&f->al, (size_t)hend);
-    if (!hdr) return tbx_err_nomem(err, "GGUF header");
-    tbx_status st = tbx_source_read(&f->src, 0, hdr, (size_t)hend, "header", err);
-    uint64_t pos = 24;
-    for (uint64_t i = 0; st == TBX_OK && i <= idx; i++) {
-        if (hend - pos < 12 || tbx_ld64(hdr + pos) > hend - pos - 12) {
-            st = tbx_err(err, TBX_E_FORMAT, pos, "metadata", "cannot walk the GGUF header");
-            break;
-        }
-        pos += 8 + tbx_ld64(hdr + pos);
-        uint32_t t = tbx_ld32(hdr + pos);
-        uint64_t start = pos;
-        pos += 4;
-        if (!skip_value(hdr, hend, &pos, t, 0)) {
-            st = tbx_err(err, TBX_E_FORMAT, start, "metadata", "cannot walk the GGUF header");
-            break;
-        }
-        if (i == idx) {
-            *tag_off = start;
-            *end = pos;
-        }
-    }
-    tbx_free(&f->al, hdr, (size_t)hend);
-    return st;
-}
-
 /* Writes in place through the locked descriptor. */
 static tbx_status pwrite_all(const tbx_edit *lk, const char *path, uint64_t off, const void *data,
                              size_t len, tbx_error *err) {
@@ -317,28 +206,20 @@ tbx_status tbx_gguf_set_meta(const char *path, const char *key, size_t key_len,
         if (f->meta[i].key_len == key_len && memcmp(f->meta[i].key, key, key_len) == 0) idx = i;
     if (idx != UINT64_MAX && (f->version == 2 || f->version == 3) &&
         !key_is(key, key_len, "general.alignment")) {
-        uint64_t tag_off = 0, end = 0;
-        st = locate_kv(f, idx, &tag_off, &end, err);
+        uint64_t type_at = 0, end = 0;
+        st = tbx_gguf_kv_span_(f, idx, &type_at, &end, err);
         if (st != TBX_OK) { tbx_close(f); tbx_edit_unlock(&lk); return st; }
-        gbytes b;
-        bool fixed = scalar_bytes(value, &b);
-        bool is_str = value->type == TBX_V_STRING;
-        uint64_t new_len = fixed ? b.n : is_str ? 12 + (uint64_t)value->v.s.n : 0;
-        if ((fixed || is_str) && new_len == end - tag_off) {
+        /* the new value's bytes (a scalar or a string), when they are exactly as many */
+        size_t new_len = tbx_gguf_kv_value_bytes_(value, NULL, 0);
+        if (new_len && new_len == end - type_at) {
             tbx_close(f);
-            if (fixed) {
-                st = pwrite_all(&lk, path, tag_off, b.b, b.n, err);
+            uint8_t *p = malloc(new_len);
+            if (!p) {
+                st = tbx_err_nomem(err, "metadata value");
             } else {
-                uint8_t *p = malloc((size_t)new_len);
-                if (!p) {
-                    st = tbx_err_nomem(err, "metadata value");
-                } else {
-                    tbx_st32(p, GT_STRING);
-                    tbx_st64(p + 4, value->v.s.n);
-                    memcpy(p + 12, value->v.s.p, value->v.s.n);
-                    st = pwrite_all(&lk, path, tag_off, p, (size_t)new_len, err);
-                    free(p);
-                }
+                tbx_gguf_kv_value_bytes_(value, p, new_len);
+                st = pwrite_all(&lk, path, type_at, p, new_len, err);
+                free(p);
             }
             tbx_edit_unlock(&lk);
             if (st == TBX_OK && in_place) *in_place = 1;
@@ -380,21 +261,21 @@ tbx_status tbx_gguf_del_meta(const char *path, const char *key, size_t key_len, 
 /* Split and merge                                                                             */
 /* ------------------------------------------------------------------------------------------ */
 static char *shard_name(const char *stem, uint32_t no, uint32_t count) {
-    size_t n = strlen(stem) + 32;
+    size_t sl = strlen(stem), n = tbx_gguf_shard_name_(NULL, 0, stem, sl, no, count) + 1;
     char *p = malloc(n);
-    if (p) snprintf(p, n, "%s-%05" PRIu32 "-of-%05" PRIu32 ".gguf", stem, no, count);
+    if (p) tbx_gguf_shard_name_(p, n, stem, sl, no, count);
     return p;
 }
 
 static tbx_status add_split_keys(tbx_writer *w, uint32_t no, uint32_t count, uint64_t ntensors,
                                  tbx_error *err) {
-    tbx_value *v[3] = {tbx_value_new_uint(TBX_V_U16, no), tbx_value_new_uint(TBX_V_U16, count),
-                       tbx_value_new_int(TBX_V_I32, (int64_t)ntensors)};
-    static const char *const keys[3] = {"split.no", "split.count", "split.tensors.count"};
+    const tbx_gguf_split_key *sk = tbx_gguf_split_keys_; /* u16, u16, i32 */
+    tbx_value *v[3] = {tbx_value_new_uint(sk[0].type, no), tbx_value_new_uint(sk[1].type, count),
+                       tbx_value_new_int(sk[2].type, (int64_t)ntensors)};
     tbx_status st = TBX_OK;
     for (int k = 0; k < 3; k++) {
         if (st == TBX_OK && !v[k]) st = tbx_err_nomem(err, "split keys");
-        if (st == TBX_OK) st = tbx_writer_add_meta(w, keys[k], strlen(keys[k]), v[k], err);
+        if (st == TBX_OK) st = tbx_writer_add_meta(w, sk[k].key, strlen(sk[k].key), v[k], err);
     }
     for (int k = 0; k < 3; k++) tbx_value_free(v[k]);
     return st;
@@ -432,7 +313,7 @@ tbx_status tbx_gguf_split(const char *path, uint64_t max_bytes, const char *out_
         cur = padded > UINT64_MAX - cur ? UINT64_MAX : cur + padded;
     }
     first[n] = in->ntensors;
-    if (n > 65535) {
+    if (n > TBX_GGUF_SPLIT_MAX) {
         free(first);
         tbx_close(in);
         return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "split.count",
@@ -455,7 +336,7 @@ tbx_status tbx_gguf_split(const char *path, uint64_t max_bytes, const char *out_
         if (st != TBX_OK) break;
         for (size_t i = 0; s == 0 && st == TBX_OK && i < in->nmeta; i++) {
             const tbx_meta_entry *m = &in->meta[i];
-            if (!is_split_key(m->key, m->key_len))
+            if (!tbx_gguf_is_split_key_(m->key, m->key_len))
                 st = tbx_writer_add_meta(w, m->key, m->key_len, m->value, err);
         }
         if (st == TBX_OK) st = add_split_keys(w, s, n, in->ntensors, err);
@@ -496,21 +377,17 @@ tbx_status tbx_gguf_merge(const char *first_shard, const char *out_path, uint32_
     if (!first_shard || !out_path)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "merge", "NULL argument");
     /* "{stem}-00001-of-NNNNN.gguf" */
-    size_t len = strlen(first_shard);
-    const char *sfx = len >= 20 ? first_shard + len - 20 : NULL;
-    unsigned count = 0;
-    char tail[8] = "";
-    if (!sfx || strncmp(sfx, "-00001-of-", 10) != 0 ||
-        sscanf(sfx + 10, "%5u%7s", &count, tail) != 2 || strcmp(tail, ".gguf") != 0 ||
-        count == 0 || count > 65535)
+    size_t len = strlen(first_shard), stem_len = 0;
+    unsigned count = tbx_gguf_shard1_count_(first_shard, len, &stem_len);
+    if (count == 0 || count > TBX_GGUF_SPLIT_MAX)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "merge",
                        "%s: the first shard is named STEM-00001-of-NNNNN.gguf", first_shard);
     tbx_status st = check_out(out_path, flags, err); /* before opening any shard */
     if (st != TBX_OK) return st;
-    char *stem = malloc(len - 20 + 1);
+    char *stem = malloc(stem_len + 1);
     if (stem) {
-        memcpy(stem, first_shard, len - 20);
-        stem[len - 20] = 0;
+        memcpy(stem, first_shard, stem_len);
+        stem[stem_len] = 0;
     }
     tbx_file **in = calloc(count, sizeof *in);
     uint8_t *buf = malloc(GT_CHUNK);
@@ -521,9 +398,10 @@ tbx_status tbx_gguf_merge(const char *first_shard, const char *out_path, uint32_
         if (!name) { st = tbx_err_nomem(err, "shard name"); break; }
         st = open_gguf(&in[s], name, err);
         uint64_t no = 0, cnt = 0, tc = 0;
-        if (st == TBX_OK) st = shard_u64(in[s], name, "split.no", &no, err);
-        if (st == TBX_OK) st = shard_u64(in[s], name, "split.count", &cnt, err);
-        if (st == TBX_OK) st = shard_u64(in[s], name, "split.tensors.count", &tc, err);
+        const tbx_gguf_split_key *sk = tbx_gguf_split_keys_;
+        if (st == TBX_OK) st = shard_u64(in[s], name, sk[0].key, &no, err);
+        if (st == TBX_OK) st = shard_u64(in[s], name, sk[1].key, &cnt, err);
+        if (st == TBX_OK) st = shard_u64(in[s], name, sk[2].key, &tc, err);
         if (st == TBX_OK && (no != s || cnt != count || (s > 0 && tc != declared)))
             st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "split.no",
                          "%s: split.no %" PRIu64 ", split.count %" PRIu64
@@ -544,7 +422,7 @@ tbx_status tbx_gguf_merge(const char *first_shard, const char *out_path, uint32_
         st = writer_for(&w, out_path, flags & TBX_WRITE_OVERWRITE, 3, file_alignment(in[0]), err);
     for (size_t i = 0; st == TBX_OK && i < in[0]->nmeta; i++) {
         const tbx_meta_entry *m = &in[0]->meta[i];
-        if (!is_split_key(m->key, m->key_len))
+        if (!tbx_gguf_is_split_key_(m->key, m->key_len))
             st = tbx_writer_add_meta(w, m->key, m->key_len, m->value, err);
     }
     for (unsigned s = 0; st == TBX_OK && s < count; s++)

@@ -1,7 +1,8 @@
 /*
- * meta.c - convenience lookups over a file's metadata: typed getters, GGUF-style "{arch}" key
- * templates and string-array elements (tokenizer vocabularies). Everything here is a thin layer
- * over tbx_meta_find() and the value getters.
+ * meta.c - convenience lookups over a file's metadata, the same for every format: typed getters
+ * and string-array elements (tokenizer vocabularies). Everything here is a thin layer over
+ * tbx_meta_find() and the value getters. llama.cpp's "{arch}" key templates
+ * (tbx_meta_find_arch) are the models layer's (src/models/llama_keys.c).
  */
 #include "model.h"
 
@@ -27,29 +28,6 @@ const char *tbx_meta_get_str(const tbx_file *f, const char *key, size_t *len) {
         return NULL;
     }
     return tbx_value_get_str(v, len);
-}
-
-const tbx_value *tbx_meta_find_arch(const tbx_file *f, const char *tmpl) {
-    static const char token[] = "{arch}";
-    const size_t tl = sizeof token - 1;
-    if (!f || !tmpl) return NULL;
-    if (!strstr(tmpl, token)) return tbx_meta_find(f, tmpl);
-    size_t alen;
-    const char *arch = tbx_meta_get_str(f, "general.architecture", &alen);
-    if (!arch || memchr(arch, 0, alen)) return NULL;
-    char key[1024];
-    size_t n = 0;
-    for (const char *p = tmpl; *p;) {
-        const char *piece = p;
-        size_t plen;
-        if (strncmp(p, token, tl) == 0) { piece = arch; plen = alen; p += tl; }
-        else { plen = 1; p++; }
-        if (plen >= sizeof key - n) return NULL;
-        memcpy(key + n, piece, plen);
-        n += plen;
-    }
-    key[n] = 0;
-    return tbx_meta_find(f, key);
 }
 
 const char *tbx_meta_array_str(const tbx_file *f, const char *key, uint64_t i, size_t *len) {

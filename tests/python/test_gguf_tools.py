@@ -342,6 +342,97 @@ def test_gguf_set(tbx, edit_model, kv, vt, val, inplace, extra):
     assert not list(edit_model.parent.glob("*.tbx-*")), "temporary file left behind"
 
 
+# Entries of every kind, so that an edited value sits after nested arrays, arrays of strings and
+# packed arrays, and the last entry is a scalar (its end is the first tensor info's start).
+INPLACE_BASE = [
+    ("e.u8", "add_uint8", 3), ("e.nested", "add_array", [[1, 2], [3, 4, 5]]),
+    ("e.i8", "add_int8", -3), ("e.strs", "add_array", ["a", "bb", "", "dddd"]),
+    ("e.u16", "add_uint16", 300), ("e.i16", "add_int16", -300), ("e.name", "add_string", "abcdef"),
+    ("e.ints", "add_array", list(range(40))), ("e.u32", "add_uint32", 70000),
+    ("e.i32", "add_int32", -70000), ("e.f32", "add_float32", 0.5), ("e.flag", "add_bool", True),
+    ("e.empty", "add_string", ""), ("e.u64", "add_uint64", 1 << 40),
+    ("e.i64", "add_int64", -(1 << 40)), ("e.f64", "add_float64", 0.25),
+]
+
+
+def _inplace_gguf(path: Path, changed: dict):
+    """The base entries (with `changed` {key: (method, value)} instead), written by gguf-py."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((4, 32)).astype(np.float32)
+    b = np.arange(10, dtype=np.int32)
+
+    def fill(w):
+        for key, method, val in INPLACE_BASE:
+            method, val = changed.get(key, (method, val))
+            if method == "add_string" and val == "":  # add_string skips empty strings
+                w.add_key_value(key, val, VT.STRING)
+            else:
+                getattr(w, method)(key, val)
+        w.add_tensor("a", a)
+        w.add_tensor("b", b)
+
+    arch = changed.get("general.architecture", (None, "test"))[1]  # gguf-py writes it first
+    return write_gguf(path, fill, arch=arch)
+
+
+@pytest.mark.parametrize("key,arg,method,val", [
+    ("general.architecture", "general.architecture=abcd", "add_string", "abcd"),  # the first
+    ("e.u8", "e.u8=200", "add_uint8", 200),
+    ("e.i8", "e.i8=-100", "add_int8", -100),
+    ("e.u16", "e.u16=65535", "add_uint16", 65535),
+    ("e.i16", "e.i16=12", "add_int16", 12),
+    ("e.name", "e.name=zyxwvu", "add_string", "zyxwvu"),
+    ("e.u32", "e.u32=4000000000", "add_uint32", 4000000000),
+    ("e.i32", "e.i32=-2", "add_int32", -2),
+    ("e.f32", "e.f32=-2.75", "add_float32", -2.75),
+    ("e.flag", "e.flag=false", "add_bool", False),
+    ("e.empty", "e.empty=", "add_string", ""),
+    ("e.u64", "e.u64=18446744073709551615", "add_uint64", (1 << 64) - 1),
+    ("e.i64", "e.i64=-1", "add_int64", -1),
+    ("e.f64", "e.f64=0.1", "add_float64", 0.1),                                 # the last
+    ("e.u32", "e.u32=-5 --type i32", "add_int32", -5),     # same size, another type id
+    ("e.f64", "e.f64=-9 --type i64", "add_int64", -9),     # the last, another type id
+    ("e.i16", "e.i16=7 --type u16", "add_uint16", 7),
+])
+def test_gguf_set_in_place_bytes_match_gguf_py(tbx, tmp_path, key, arg, method, val):
+    """An in-place edit anywhere in the header leaves exactly the bytes gguf-py writes for the
+    same entries with the new value (derived from the reference writer, not from tbx)."""
+    path = _inplace_gguf(tmp_path / "inplace.gguf", {})
+    want = _inplace_gguf(tmp_path / "want.gguf", {key: (method, val)}).read_bytes()
+    kv, *extra = arg.split(" ", 1)
+    r = run(tbx, "gguf", "set", path, kv, *(extra[0].split() if extra else []))
+    assert_clean_exit(r)
+    assert r.rc == 0, r.describe()
+    assert "in place" in r.out.decode(), r.describe()
+    got = path.read_bytes()
+    assert len(got) == len(want)
+    diff = [i for i in range(len(got)) if got[i] != want[i]]
+    assert not diff, f"{len(diff)} bytes differ from gguf-py's file, the first at {diff[0]}"
+
+
+def test_gguf_set_in_place_reads_no_more_than_the_header(tbx, tmp_path):
+    """The in-place edit writes where the reader found the value: bytes after the header (here
+    a sparse tail of a 0-tensor file reaching past max_header_bytes, 1 GiB) are neither read
+    nor a reason to refuse (the old second walker read up to the first tensor or the end)."""
+    def gstr(b):
+        return struct.pack("<Q", len(b)) + b
+    head = (b"GGUF" + struct.pack("<IQQ", 3, 0, 2) + gstr(b"general.architecture")
+            + struct.pack("<I", 8) + gstr(b"llama") + gstr(b"x.u32") + struct.pack("<II", 4, 5))
+    head += b"\0" * (-len(head) % 32)
+    p = tmp_path / "tail.gguf"
+    with open(p, "wb") as f:
+        f.write(head)
+        f.truncate((1 << 30) + 4096)
+    r = run(tbx, "gguf", "set", p, "x.u32=7")
+    assert r.rc == 0 and "in place" in r.out.decode(), r.describe()
+    with open(p, "rb") as f:
+        got = f.read(len(head) + 64)
+    i = head.index(gstr(b"x.u32")) + len(gstr(b"x.u32")) + 4  # the value after its type id
+    want = head[:i] + struct.pack("<I", 7) + head[i + 4:]
+    assert got == want + b"\0" * 64
+    assert p.stat().st_size == (1 << 30) + 4096
+
+
 def test_gguf_set_alignment_relayouts(tbx, edit_model):
     before, tbefore = fields_of(edit_model), tensors_of(edit_model)
     r = run(tbx, "gguf", "set", edit_model, "general.alignment=64", "--type", "u32")

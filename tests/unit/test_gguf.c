@@ -12,6 +12,7 @@
 #include "api.h"
 #define TBX_EXPERIMENTAL 1
 #include "tensorbox/gguf.h"
+#include "gguf_edit.h" /* what the file tools ask the driver */
 
 #include <stdarg.h>
 #include <unistd.h>
@@ -223,6 +224,169 @@ TBX_TEST(detect_by_magic) {
     CHECK_EQ(tbx_file_format(f), TBX_FORMAT_GGUF);
     tbx_close(f);
     bb_free(&b);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* What the file tools ask (gguf_edit.h)                                                       */
+/* ------------------------------------------------------------------------------------------ */
+/* Where each entry's type id and the end of its value are, as the builder put them, in every
+ * version and byte order: after a string, arrays of strings and arrays inside an array, and for
+ * the last entry (whose end is the first tensor info). */
+TBX_TEST(kv_span_as_built) {
+    static const struct { int be, v1; uint32_t version; } forms[] = {
+        {0, 1, 1}, {0, 0, 2}, {0, 0, 3}, {1, 0, 3}, {1, 1, 1},
+    };
+    for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) {
+        bb b = {0};
+        b.be = forms[k].be;
+        b.v1 = forms[k].v1;
+        uint64_t type_at[4], end[4];
+        hdr(&b, forms[k].version, 1, 4);
+        bb_str(&b, "general.architecture");
+        type_at[0] = b.n;
+        bb_u32(&b, 8);
+        bb_str(&b, "llama");
+        end[0] = b.n;
+        bb_str(&b, "x.nested");
+        type_at[1] = b.n;
+        bb_u32(&b, 9); /* an array of 2 arrays: of strings, of u32 */
+        bb_u32(&b, 9);
+        bb_len(&b, 2);
+        bb_u32(&b, 8);
+        bb_len(&b, 2);
+        bb_str(&b, "a");
+        bb_str(&b, "bc");
+        bb_u32(&b, 4);
+        bb_len(&b, 1);
+        bb_u32(&b, 7);
+        end[1] = b.n;
+        bb_str(&b, "x.u16");
+        type_at[2] = b.n;
+        bb_u32(&b, 2);
+        bb_u16(&b, 9);
+        end[2] = b.n;
+        bb_str(&b, "x.last");
+        type_at[3] = b.n;
+        bb_u32(&b, 10);
+        bb_u64(&b, 1);
+        end[3] = b.n;
+        ti1(&b, "w", 4, 0, 0);
+        bb_pad(&b, 32);
+        bb_zero(&b, 16);
+        tbx_file *f = NULL;
+        tbx_error e;
+        tbx_status st = open_mem(&f, &b, NULL, NULL, &e);
+        CHECK_OK(st);
+        if (st != TBX_OK) { bb_free(&b); continue; }
+        CHECK_EQ(tbx_file_version(f), forms[k].version);
+        CHECK_EQ(tbx_gguf_big_endian_(f), forms[k].be != 0);
+        for (uint64_t i = 0; i < 4; i++) {
+            uint64_t at = 0, e2 = 0;
+            CHECK_OK(tbx_gguf_kv_span_(f, i, &at, &e2, &e));
+            CHECK_EQ(at, type_at[i]);
+            CHECK_EQ(e2, end[i]);
+        }
+        uint64_t at, e2;
+        CHECK_EQ(tbx_gguf_kv_span_(f, 4, &at, &e2, &e), TBX_E_INVALID_ARG);
+        tbx_close(f);
+        bb_free(&b);
+    }
+    /* not a handle of the GGUF driver */
+    static const uint8_t st_file[] = {2, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
+    tbx_file *f = NULL;
+    tbx_error e;
+    tbx_open_options o;
+    tbx_open_options_init(&o);
+    o.format = TBX_FORMAT_SAFETENSORS;
+    CHECK_OK(tbx_open_memory(&f, st_file, sizeof st_file, &o, &e));
+    uint64_t at, e2;
+    CHECK_EQ(tbx_gguf_kv_span_(f, 0, &at, &e2, &e), TBX_E_INVALID_ARG);
+    CHECK(!tbx_gguf_big_endian_(f));
+    tbx_close(f);
+    CHECK_EQ(tbx_gguf_kv_span_(NULL, 0, &at, &e2, &e), TBX_E_INVALID_ARG);
+    CHECK(!tbx_gguf_big_endian_(NULL));
+}
+
+/* The bytes of a value after its key, as the specification spells them: u32 type id, then the
+ * value little-endian (a string: u64 length + bytes); 0 for kinds an in-place edit never takes. */
+TBX_TEST(kv_value_bytes_as_specified) {
+    static const struct { tbx_value_type t; uint64_t u; int64_t i; double f; size_t n;
+                          uint8_t want[16]; } cases[] = {
+        {TBX_V_U8, 200, 0, 0, 5, {0, 0, 0, 0, 0xc8}},
+        {TBX_V_I8, 0, -2, 0, 5, {1, 0, 0, 0, 0xfe}},
+        {TBX_V_U16, 0x1234, 0, 0, 6, {2, 0, 0, 0, 0x34, 0x12}},
+        {TBX_V_I16, 0, -2, 0, 6, {3, 0, 0, 0, 0xfe, 0xff}},
+        {TBX_V_U32, 0xdeadbeef, 0, 0, 8, {4, 0, 0, 0, 0xef, 0xbe, 0xad, 0xde}},
+        {TBX_V_I32, 0, -3, 0, 8, {5, 0, 0, 0, 0xfd, 0xff, 0xff, 0xff}},
+        {TBX_V_F32, 0, 0, 1.5, 8, {6, 0, 0, 0, 0, 0, 0xc0, 0x3f}},
+        {TBX_V_BOOL, 1, 0, 0, 5, {7, 0, 0, 0, 1}},
+        {TBX_V_U64, 0x0102030405060708ull, 0, 0, 12, {10, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1}},
+        {TBX_V_I64, 0, -2, 0, 12, {11, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+        {TBX_V_F64, 0, 0, -2.0, 12, {12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xc0}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tbx_value_type t = cases[k].t;
+        tbx_value *v = t == TBX_V_BOOL ? tbx_value_new_bool((int)cases[k].u)
+                       : t == TBX_V_F32 || t == TBX_V_F64 ? tbx_value_new_float(t, cases[k].f)
+                       : t == TBX_V_I8 || t == TBX_V_I16 || t == TBX_V_I32 || t == TBX_V_I64
+                           ? tbx_value_new_int(t, cases[k].i)
+                           : tbx_value_new_uint(t, cases[k].u);
+        CHECK(v != NULL);
+        if (!v) continue;
+        uint8_t got[16];
+        memset(got, 0xAA, sizeof got);
+        CHECK_EQ(tbx_gguf_kv_value_bytes_(v, NULL, 0), cases[k].n);      /* size query */
+        CHECK_EQ(tbx_gguf_kv_value_bytes_(v, got, cases[k].n - 1), cases[k].n);
+        CHECK_EQ(got[0], 0xAA);                                         /* nothing written */
+        CHECK_EQ(tbx_gguf_kv_value_bytes_(v, got, sizeof got), cases[k].n);
+        CHECK(memcmp(got, cases[k].want, cases[k].n) == 0);
+        CHECK_EQ(got[cases[k].n], 0xAA);
+        tbx_value_free(v);
+    }
+    tbx_value *s = tbx_value_new_string("ab", 2);
+    uint8_t got[16];
+    static const uint8_t want[14] = {8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 'a', 'b'};
+    CHECK_EQ(tbx_gguf_kv_value_bytes_(s, got, sizeof got), 14);
+    CHECK(memcmp(got, want, 14) == 0);
+    tbx_value_free(s);
+    tbx_value *a = tbx_value_new_array(TBX_V_U8); /* an array: never in place */
+    tbx_value *nd = tbx_value_new_float(TBX_V_F16, 1.0); /* no GGUF type */
+    CHECK_EQ(tbx_gguf_kv_value_bytes_(a, got, sizeof got), 0);
+    CHECK_EQ(tbx_gguf_kv_value_bytes_(nd, got, sizeof got), 0);
+    tbx_value_free(a);
+    tbx_value_free(nd);
+}
+
+/* Split-set names, as llama.cpp's gguf-split spells them: "{stem}-{k:05}-of-{n:05}.gguf". */
+TBX_TEST(split_set_names) {
+    char buf[64];
+    CHECK_EQ(tbx_gguf_shard_name_(NULL, 0, "dir/m", 5, 2, 3), 25);
+    CHECK_EQ(tbx_gguf_shard_name_(buf, sizeof buf, "dir/mXYZ", 5, 2, 3), 25);
+    CHECK_STR(buf, "dir/m-00002-of-00003.gguf");
+    CHECK_EQ(tbx_gguf_shard_name_(buf, 8, "m", 1, 65535, 65535), 21); /* truncated, NUL-ended */
+    CHECK_STR(buf, "m-65535");
+    static const struct { const char *name; uint32_t n; size_t stem; } cases[] = {
+        {"m-00001-of-00003.gguf", 3, 1},       {"-00001-of-00003.gguf", 3, 0},
+        {"a/b.c-00001-of-99999.gguf", 99999, 5}, {"m-00001-of-00001.gguf", 1, 1},
+        {"m-00002-of-00003.gguf", 0, 0},       {"m-00001-of-0003.gguf", 0, 0},
+        {"m-00001-of-000003.gguf", 0, 0},      {"m-00001-of- 0003.gguf", 0, 0},
+        {"m-00001-of-+0003.gguf", 0, 0},       {"m-00001-of-00003.GGUF", 0, 0},
+        {"m-00001-of-00000.gguf", 0, 0},       {"m-00001-of-00003.gguf.bak", 0, 0},
+        {".gguf", 0, 0},                       {"", 0, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        size_t stem = 777;
+        uint32_t n = tbx_gguf_shard1_count_(cases[k].name, strlen(cases[k].name), &stem);
+        CHECK_EQ(n, cases[k].n);
+        CHECK_EQ(stem, n ? cases[k].stem : 777);
+    }
+    CHECK(tbx_gguf_is_split_key_("split.no", 8));
+    CHECK(tbx_gguf_is_split_key_("split.anything", 14));
+    CHECK(!tbx_gguf_is_split_key_("split", 5));
+    CHECK(!tbx_gguf_is_split_key_("splitx.no", 9));
+    CHECK_STR(tbx_gguf_split_keys_[0].key, "split.no");
+    CHECK_STR(tbx_gguf_split_keys_[1].key, "split.count");
+    CHECK_STR(tbx_gguf_split_keys_[2].key, "split.tensors.count");
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -1,5 +1,7 @@
 /*
- * gguf.c - the GGUF driver (the container of ggml / llama.cpp; PyPI `gguf`).
+ * gguf.c - the GGUF reader (the container of ggml / llama.cpp; PyPI `gguf`): probe, open of one
+ * file or of a split set, big-endian tensor reads, validation. The other files of the driver are
+ * listed in gguf_int.h.
  *
  * A GGUF file is a fixed header, a list of typed key/value pairs, a list of tensor infos, zero
  * padding up to the data alignment, and the tensor data. Every integer is little-endian, or
@@ -28,181 +30,31 @@
  * one raw component "data" at its absolute offset. Recoverable problems (a bool that is not 0/1,
  * a general.alignment of the wrong type, a misaligned or overlapping tensor, non-zero padding in
  * validate) go through tbx_file_problem. Big-endian files are served through a second driver
- * table whose read_component swaps tensor elements back to little-endian; little-endian files
- * keep zero-copy access. tbx_gguf_lint (tensorbox/gguf.h) adds ggml's own, stricter loader rules.
+ * table whose read_component (gguf_read_be) swaps tensor elements back to little-endian;
+ * little-endian files keep zero-copy access. The layout found (gguf_state: where each metadata
+ * entry and tensor info is) serves validation here, ggml's loader rules (gguf_lint.c) and the
+ * file tools' in-place edit (tbx_gguf_kv_span_, gguf_edit.h).
  *
- * Writing produces GGUF v3 little-endian, byte-identical to gguf-py's GGUFWriter for the same
- * content: keys and tensor infos in insertion order, tensors packed in order, every tensor
- * (the last one too) padded with zeros to the alignment, the data start aligned even when there
- * are no tensors. docs/formats/gguf.md lists every rule, decision and error.
+ * A split set (llama.cpp's gguf-split) is opened from its first file, by path:
+ *
+ *   {stem}-00001-of-{N:05}.gguf   split.no = 0, split.count = N, split.tensors.count = T; its
+ *                                 metadata is the handle's; the first tensors
+ *   {stem}-0000K-of-{N:05}.gguf   split.no = K - 1, split.count = N, split.tensors.count = T;
+ *                                 the next tensors (T in all)
+ *
+ * Shards 2..N are opened through the handle's provider and parsed by the same code (their
+ * split.* keys checked, their metadata not added); each tensor's component names its shard as
+ * its source.
+ *
+ * Writing (gguf_write.c) produces GGUF v3 little-endian, byte-identical to gguf-py's GGUFWriter
+ * for the same content. docs/formats/gguf.md lists every rule, decision and error.
  */
-#include "io.h"
-#define TBX_EXPERIMENTAL 1 /* the GGUF extras: experimental public API */
-#include "tensorbox/gguf.h"
+#include "gguf_int.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-#define G_DEFAULT_ALIGNMENT 32u
-#define G_MAX_NEST 256u   /* hard cap on array nesting, whatever limits.max_depth says */
-#define G_CHUNK ((size_t)64 * 1024)
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define G_HOST_BE 1
-#else
-#define G_HOST_BE 0
-#endif
-
-/* GGUF metadata value types */
-enum {
-    GV_U8 = 0, GV_I8 = 1, GV_U16 = 2, GV_I16 = 3, GV_U32 = 4, GV_I32 = 5, GV_F32 = 6,
-    GV_BOOL = 7, GV_STRING = 8, GV_ARRAY = 9, GV_U64 = 10, GV_I64 = 11, GV_F64 = 12,
-    GV_COUNT = 13
-};
-
-static const char *const gv_names[GV_COUNT] = {
-    "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64",
-};
-
-static const tbx_value_type gv_tbx[GV_COUNT] = {
-    TBX_V_U8, TBX_V_I8, TBX_V_U16, TBX_V_I16, TBX_V_U32, TBX_V_I32, TBX_V_F32,
-    TBX_V_BOOL, TBX_V_STRING, TBX_V_ARRAY, TBX_V_U64, TBX_V_I64, TBX_V_F64,
-};
-
-/* Byte size of a fixed-size GGUF value type, 0 for string/array. */
-static size_t gv_size(uint32_t t) {
-    switch (t) {
-    case GV_U8: case GV_I8: case GV_BOOL: return 1;
-    case GV_U16: case GV_I16: return 2;
-    case GV_U32: case GV_I32: case GV_F32: return 4;
-    case GV_U64: case GV_I64: case GV_F64: return 8;
-    default: return 0;
-    }
-}
-
-static const char *gv_name(uint32_t t) { return t < GV_COUNT ? gv_names[t] : "?"; }
-
-/* ------------------------------------------------------------------------------------------ */
-/* ggml types                                                                                  */
-/* ------------------------------------------------------------------------------------------ */
-/* Big-endian block layouts: the multi-byte fields of one block that are byte-swapped in a
- * big-endian file ({offset, width, count} runs). `be` 0: no swap needed (all bytes), 1: swap the
- * runs, 2: layout ambiguous on big-endian hosts (read as TBX_E_UNSUPPORTED). Plain types swap
- * every element (width = element size). */
-typedef struct gguf_swap_run { uint16_t off; uint8_t width, count; } gguf_swap_run;
-
-typedef struct gguf_type_info {
-    const char *name;   /* ggml's name */
-    tbx_dtype dt;       /* TBX_DT_INVALID: removed */
-    uint8_t be;         /* 0 nothing to swap, 1 swap runs, 2 unsupported */
-    gguf_swap_run runs[2];
-} gguf_type_info;
-
-#define GT(nm, d, be, ...) { nm, TBX_DT_##d, be, { __VA_ARGS__ } }
-static const gguf_type_info gguf_types[TBX_GGUF_TYPE_MAX + 1] = {
-    [0] = GT("F32", F32, 1, {0, 4, 1}),
-    [1] = GT("F16", F16, 1, {0, 2, 1}),
-    [2] = GT("Q4_0", Q4_0, 1, {0, 2, 1}),
-    [3] = GT("Q4_1", Q4_1, 1, {0, 2, 2}),
-    [4] = GT("Q4_2", INVALID, 0, {0, 0, 0}),
-    [5] = GT("Q4_3", INVALID, 0, {0, 0, 0}),
-    [6] = GT("Q5_0", Q5_0, 1, {0, 2, 1}, {2, 4, 1}),
-    [7] = GT("Q5_1", Q5_1, 1, {0, 2, 2}, {4, 4, 1}),
-    [8] = GT("Q8_0", Q8_0, 1, {0, 2, 1}),
-    [9] = GT("Q8_1", Q8_1, 1, {0, 2, 2}),
-    [10] = GT("Q2_K", Q2_K, 1, {80, 2, 2}),
-    [11] = GT("Q3_K", Q3_K, 1, {108, 2, 1}),
-    [12] = GT("Q4_K", Q4_K, 1, {0, 2, 2}),
-    [13] = GT("Q5_K", Q5_K, 1, {0, 2, 2}),
-    [14] = GT("Q6_K", Q6_K, 1, {208, 2, 1}),
-    [15] = GT("Q8_K", Q8_K, 1, {0, 4, 1}, {4 + 256, 2, 16}),
-    [16] = GT("IQ2_XXS", IQ2_XXS, 2, {0, 0, 0}),
-    [17] = GT("IQ2_XS", IQ2_XS, 1, {0, 2, 33}),
-    [18] = GT("IQ3_XXS", IQ3_XXS, 2, {0, 0, 0}),
-    [19] = GT("IQ1_S", IQ1_S, 1, {0, 2, 1}, {34, 2, 8}),
-    [20] = GT("IQ4_NL", IQ4_NL, 1, {0, 2, 1}),
-    [21] = GT("IQ3_S", IQ3_S, 1, {0, 2, 1}),
-    [22] = GT("IQ2_S", IQ2_S, 1, {0, 2, 1}),
-    [23] = GT("IQ4_XS", IQ4_XS, 1, {0, 2, 2}),
-    [24] = GT("I8", I8, 0, {0, 0, 0}),
-    [25] = GT("I16", I16, 1, {0, 2, 1}),
-    [26] = GT("I32", I32, 1, {0, 4, 1}),
-    [27] = GT("I64", I64, 1, {0, 8, 1}),
-    [28] = GT("F64", F64, 1, {0, 8, 1}),
-    [29] = GT("IQ1_M", IQ1_M, 2, {0, 0, 0}),
-    [30] = GT("BF16", BF16, 1, {0, 2, 1}),
-    [31] = GT("Q4_0_4_4", INVALID, 0, {0, 0, 0}),
-    [32] = GT("Q4_0_4_8", INVALID, 0, {0, 0, 0}),
-    [33] = GT("Q4_0_8_8", INVALID, 0, {0, 0, 0}),
-    [34] = GT("TQ1_0", TQ1_0, 1, {52, 2, 1}),
-    [35] = GT("TQ2_0", TQ2_0, 1, {64, 2, 1}),
-    [36] = GT("IQ4_NL_4_4", INVALID, 0, {0, 0, 0}),
-    [37] = GT("IQ4_NL_4_8", INVALID, 0, {0, 0, 0}),
-    [38] = GT("IQ4_NL_8_8", INVALID, 0, {0, 0, 0}),
-    [39] = GT("MXFP4", MXFP4, 0, {0, 0, 0}),
-    [40] = GT("NVFP4", NVFP4, 0, {0, 0, 0}),
-    [41] = GT("Q1_0", Q1_0, 1, {0, 2, 1}),
-    [42] = GT("Q2_0", Q2_0, 1, {0, 2, 1}),
-};
-#undef GT
-
-tbx_dtype tbx_gguf_type_dtype(uint32_t t) {
-    return t <= TBX_GGUF_TYPE_MAX ? gguf_types[t].dt : TBX_DT_INVALID;
-}
-
-int32_t tbx_gguf_dtype_type(tbx_dtype dt) {
-    if (dt == TBX_DT_INVALID) return -1;
-    for (uint32_t t = 0; t <= TBX_GGUF_TYPE_MAX; t++)
-        if (gguf_types[t].dt == dt) return (int32_t)t;
-    return -1;
-}
-
-const char *tbx_gguf_type_name(uint32_t t) { return t <= TBX_GGUF_TYPE_MAX ? gguf_types[t].name : NULL; }
-
-static const char *dt_name(tbx_dtype dt) {
-    const tbx_dtype_info *di = tbx_dtype_core_get(dt);
-    return di ? di->name : "(invalid)";
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* Driver state of an open file                                                                */
-/* ------------------------------------------------------------------------------------------ */
-typedef struct gguf_tensor_info {
-    uint64_t info_off;   /* byte offset of the tensor info */
-    uint64_t ne_off;     /* byte offset of ne[0] */
-    uint64_t off_off;    /* byte offset of the offset field */
-    uint64_t rel;        /* offset relative to the data start */
-    uint64_t size;       /* stored bytes */
-    uint64_t max_ne;     /* largest ne[i] (lint: ggml reads ne as int64) */
-    uint64_t nelems;
-    uint32_t type;       /* ggml type id */
-    uint32_t n_dims;
-    size_t index;        /* tensor index in f->tensors (file order) */
-} gguf_tensor_info;
-
-#define G_STATE_TAG 0x46554747u /* "GGUF" */
-
-typedef struct gguf_state {
-    uint32_t tag;
-    uint32_t version;
-    bool be;
-    uint64_t alignment;
-    int32_t align_type;   /* GGUF type of general.alignment, -1 when absent */
-    uint64_t align_off;   /* byte offset of its KV */
-    uint64_t infos_end;
-    uint64_t data_start;
-    gguf_tensor_info *ti; size_t nti, cap_ti;
-    uint64_t *kv_off; size_t nkv, cap_kv; /* byte offset of each KV, in metadata order */
-    uint32_t src;         /* the file's source: 0 f->src, k f->extra_src[k-1] (split sets) */
-    /* Split set (first shard's state only): the states of shards 2..N, shards[k] for source
-     * k + 1, and the count of the set. */
-    struct gguf_state *shards; size_t nshards;
-    uint32_t split_count; /* N of the split set, 0 when the file stands alone */
-    /* the quantization description of each block type met so far (shared by its tensors) */
-    const tbx_quant_info *quant_of[TBX_GGUF_TYPE_MAX + 1];
-} gguf_state;
 
 /* What the blocks of a ggml type carry (tbx_quant_info of GGUF tensors): nominal code bits,
  * elements per scale, elements per super-block (0: the block stands alone), the dtype of the
@@ -292,7 +144,7 @@ static void gguf_state_free_parts(tbx_file *f, gguf_state *s) {
     tbx_free(&f->al, s->kv_off, s->cap_kv * sizeof *s->kv_off);
 }
 
-static void gguf_close(tbx_file *f) {
+void gguf_close(tbx_file *f) {
     gguf_state *s = f->drv_state;
     if (!s) return;
     for (size_t k = 0; k < s->nshards; k++) gguf_state_free_parts(f, &s->shards[k]);
@@ -305,7 +157,7 @@ static void gguf_close(tbx_file *f) {
 /* ------------------------------------------------------------------------------------------ */
 /* Probe                                                                                       */
 /* ------------------------------------------------------------------------------------------ */
-static bool gguf_probe(const uint8_t *head, size_t len, uint64_t file_size) {
+bool gguf_probe(const uint8_t *head, size_t len, uint64_t file_size) {
     (void)file_size;
     return len >= 4 && memcmp(head, "GGUF", 4) == 0;
 }
@@ -444,7 +296,7 @@ static tbx_status rd_array(gguf_reader *r, uint32_t level, const gguf_key_path *
     }
     st = rd_len(r, &n, fld, err);
     if (st != TBX_OK) return st;
-    size_t es = gv_size(et);
+    size_t es = gguf_value_size(et);
     uint64_t lenw = r->v1 ? 4 : 8;
     uint64_t min = es ? es : et == GV_STRING ? lenw : 4 + lenw;
     uint64_t need = 0;
@@ -453,13 +305,13 @@ static tbx_status rd_array(gguf_reader *r, uint32_t level, const gguf_key_path *
         r->c.pos + need > f->limits.max_header_bytes) {
         path_fmt(p, sizeof p, path);
         return rd_room(r, need, ovf, at, fld, err, "metadata %s: array of %" PRIu64 " %s elements",
-                       p, n, gv_name(et));
+                       p, n, gguf_value_name(et));
     }
     if (n > f->limits.max_array_len) {
         path_fmt(p, sizeof p, path);
         return tbx_err(err, TBX_E_LIMIT, at, fld,
                        "metadata %s: array of %" PRIu64 " %s elements exceeds max_array_len = "
-                       "%" PRIu64, p, n, gv_name(et), f->limits.max_array_len);
+                       "%" PRIu64, p, n, gguf_value_name(et), f->limits.max_array_len);
     }
 
     /* Every array becomes a value, and an empty one costs ~170 bytes from 12 in the file (an
@@ -472,7 +324,7 @@ static tbx_status rd_array(gguf_reader *r, uint32_t level, const gguf_key_path *
                                  at, fld, err);
     if (st != TBX_OK) return st;
     if (es) {
-        tbx_value *v = tbx_val_packed_array(&f->al, gv_tbx[et], (size_t)n);
+        tbx_value *v = tbx_val_packed_array(&f->al, gguf_value_tbx[et], (size_t)n);
         if (!v) return tbx_err_nomem(err, "GGUF array");
         uint8_t *d = v->v.a.packed;
         uint64_t data_at = r->c.pos;
@@ -535,7 +387,7 @@ static tbx_status rd_array(gguf_reader *r, uint32_t level, const gguf_key_path *
     }
     tbx_value *v = tbx_val_new(&f->al, TBX_V_ARRAY);
     if (!v) return tbx_err_nomem(err, "GGUF array");
-    v->elem = gv_tbx[et];
+    v->elem = gguf_value_tbx[et];
     if (n) {
         v->v.a.items = tbx_calloc(&f->al, (size_t)n, sizeof(tbx_value *));
         if (!v->v.a.items) { tbx_val_free(v); return tbx_err_nomem(err, "GGUF array"); }
@@ -599,14 +451,14 @@ static tbx_status rd_value(gguf_reader *r, uint32_t gt, uint32_t level, const gg
     uint16_t b16 = 0;
     uint32_t b32 = 0;
     uint64_t b64 = 0;
-    switch (gv_size(gt)) {
+    switch (gguf_value_size(gt)) {
     case 1: st = tbx_cur_u8(&r->c, &b8, fld, err); break;
     case 2: st = tbx_cur_u16(&r->c, &b16, fld, err); break;
     case 4: st = tbx_cur_u32(&r->c, &b32, fld, err); break;
     default: st = tbx_cur_u64(&r->c, &b64, fld, err); break;
     }
     if (st != TBX_OK) return st;
-    tbx_value *v = tbx_val_new(&f->al, gv_tbx[gt]);
+    tbx_value *v = tbx_val_new(&f->al, gguf_value_tbx[gt]);
     if (!v) return tbx_err_nomem(err, "GGUF value");
     switch (gt) {
     case GV_U8: v->v.u = b8; break;
@@ -794,8 +646,6 @@ static const gguf_tensor_info **sorted_infos(tbx_file *f, const gguf_state *s) {
     return v;
 }
 
-extern const tbx_driver tbx_driver_gguf; /* also declared in internal.h once registered */
-static const tbx_driver gguf_driver_be;
 
 /* The split.* keys of one file, as read (split.no, split.count, split.tensors.count). */
 typedef struct gguf_split_info {
@@ -805,11 +655,10 @@ typedef struct gguf_split_info {
     int64_t val[3];
 } gguf_split_info;
 
-static const char *const gguf_split_keys[3] = {"split.no", "split.count", "split.tensors.count"};
-
 static void gguf_split_note(gguf_split_info *sp, const char *key, size_t klen, const tbx_value *v) {
     for (int k = 0; k < 3; k++) {
-        if (klen != strlen(gguf_split_keys[k]) || memcmp(key, gguf_split_keys[k], klen) != 0) continue;
+        const char *sk = tbx_gguf_split_keys_[k].key;
+        if (klen != strlen(sk) || memcmp(key, sk, klen) != 0) continue;
         int64_t x;
         if (v && tbx_value_get_i64(v, &x) == TBX_OK) {
             sp->has[k] = true;
@@ -926,7 +775,7 @@ static tbx_status gp_kv(gguf_reader *r, gguf_state *s, gguf_split_info *sp, uint
         if (gt != GV_U32) {
             st = tbx_file_problem(f, err, TBX_E_FORMAT, type_at, vf,
                                   "general.alignment must be a u32, got %s (using the "
-                                  "default %u)", gv_name(gt), G_DEFAULT_ALIGNMENT);
+                                  "default %u)", gguf_value_name(gt), G_DEFAULT_ALIGNMENT);
         } else if (!tbx_is_pow2(v->v.u)) {
             st = tbx_err(err, TBX_E_FORMAT, type_at + 4, vf,
                          "general.alignment = %" PRIu64 " is not a non-zero power of two",
@@ -956,8 +805,9 @@ static tbx_status gp_check_split(const gguf_split_info *sp, tbx_error *err) {
         if (sp->has[j] && sp->val[j] == sp->want[j]) continue;
         char got[32] = "missing";
         if (sp->has[j]) snprintf(got, sizeof got, "%" PRId64, sp->val[j]);
-        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, gguf_split_keys[j],
-                       "%s is %s, expected %" PRId64, gguf_split_keys[j], got, sp->want[j]);
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, tbx_gguf_split_keys_[j].key,
+                       "%s is %s, expected %" PRId64, tbx_gguf_split_keys_[j].key, got,
+                       sp->want[j]);
     }
     return TBX_OK;
 }
@@ -1054,7 +904,10 @@ static tbx_status gguf_parse(tbx_file *f, gguf_state *s, const tbx_source *src, 
     st = gp_header(&r, s, sp, size, err);
     if (st == TBX_OK) st = gp_counts(&r, &nt, &nkv, err);
     for (uint64_t i = 0; st == TBX_OK && i < nkv; i++) st = gp_kv(&r, s, sp, i, err);
-    if (st == TBX_OK) st = gp_check_split(sp, err);
+    if (st == TBX_OK) {
+        s->kvs_end = r.c.pos;
+        st = gp_check_split(sp, err);
+    }
     for (uint64_t i = 0; st == TBX_OK && i < nt; i++)
         st = rd_tensor_info(&r, i, &ne_buf, &ne_cap, err);
     if (st == TBX_OK) {
@@ -1092,14 +945,12 @@ static tbx_status shard_err(tbx_error *err, const tbx_error *e, uint32_t k, uint
 static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_info *sp, tbx_error *err) {
     const tbx_provider *prov = f->prov;
     if (!prov || !prov->entry || !f->path || (f->flags & TBX_OPEN_SINGLE_FILE_) || !sp->has[0] ||
-        !sp->has[1] || sp->val[0] != 0 || sp->val[1] <= 1 || sp->val[1] > 65535)
+        !sp->has[1] || sp->val[0] != 0 || sp->val[1] <= 1 || sp->val[1] > TBX_GGUF_SPLIT_MAX)
         return TBX_OK;
     const uint32_t n = (uint32_t)sp->val[1];
-    char sfx[40];
-    snprintf(sfx, sizeof sfx, "-00001-of-%05" PRIu32 ".gguf", n);
     const char *entry = prov->entry;
-    size_t len = strlen(entry), sl = strlen(sfx);
-    if (len < sl || strcmp(entry + len - sl, sfx) != 0) return TBX_OK;
+    size_t len = strlen(entry), stem_len = 0;
+    if (tbx_gguf_shard1_count_(entry, len, &stem_len) != n) return TBX_OK;
     if (!sp->has[2] || sp->val[2] < 0)
         return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "split.tensors.count",
                        "split set: shard 1 of %" PRIu32 " '%s' has no valid split.tensors.count",
@@ -1133,8 +984,7 @@ static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_inf
     const bool use_mmap = (f->flags & TBX_OPEN_MMAP) != 0;
     for (uint32_t k = 2; k <= n && st == TBX_OK; k++) {
         tbx_error e;
-        snprintf(name, name_cap, "%.*s-%05" PRIu32 "-of-%05" PRIu32 ".gguf", (int)(len - sl),
-                 entry, k, n);
+        tbx_gguf_shard_name_(name, name_cap, entry, stem_len, k, n);
         tbx_source *xs = &f->extra_src[k - 2];
         if (f->part_names) f->part_names[k - 1] = tbx_provider_show_dup(prov, name, &f->al);
         st = tbx_provider_open(prov, name, use_mmap, xs, &e);
@@ -1174,7 +1024,7 @@ static tbx_status gguf_open_set(tbx_file *f, gguf_state *s, const gguf_split_inf
     return st;
 }
 
-static tbx_status gguf_open(tbx_file *f, tbx_error *err) {
+tbx_status gguf_open(tbx_file *f, tbx_error *err) {
     gguf_state *s = tbx_malloc(&f->al, sizeof *s);
     if (!s) return tbx_err_nomem(err, "GGUF state");
     gguf_state_init(s, 0);
@@ -1188,7 +1038,7 @@ static tbx_status gguf_open(tbx_file *f, tbx_error *err) {
 }
 
 /* Big-endian files: tensor data back to little-endian. */
-static tbx_status gguf_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
+tbx_status gguf_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, void *buf,
                             tbx_error *err) {
     const tbx_component *k = &t->comp[c];
     int32_t id = tbx_gguf_dtype_type(t->dtype);
@@ -1197,7 +1047,7 @@ static tbx_status gguf_read_be(tbx_file *f, const tbx_tensor *t, uint32_t c, voi
         return tbx_err(err, TBX_E_UNSUPPORTED, k->offset, t->name,
                        "tensor \"%s\": big-endian %s data cannot be converted to little-endian "
                        "(its block mixes byte and word access)", t->name,
-                       gt ? gt->name : dt_name(t->dtype));
+                       gt ? gt->name : gguf_dtype_name(t->dtype));
     if (k->nbytes > SIZE_MAX) return tbx_err(err, TBX_E_OVERFLOW, k->offset, t->name, "too large");
     const tbx_source *src = tbx_file_source(f, k->src);
     if (!src) return tbx_err(err, TBX_E_STATE, k->offset, t->name, "tensor \"%s\": no source", t->name);
@@ -1292,7 +1142,7 @@ static tbx_status validate_file(tbx_file *f, const gguf_state *s, uint8_t *buf, 
     return st;
 }
 
-static tbx_status gguf_validate(tbx_file *f, tbx_error *err) {
+tbx_status gguf_validate(tbx_file *f, tbx_error *err) {
     gguf_state *s = f->drv_state;
     if (!s) return TBX_OK;
     uint8_t *buf = tbx_malloc(&f->al, G_CHUNK);
@@ -1307,471 +1157,3 @@ static tbx_status gguf_validate(tbx_file *f, tbx_error *err) {
     tbx_free(&f->al, buf, G_CHUNK);
     return st;
 }
-
-/* ------------------------------------------------------------------------------------------ */
-/* ggml lint                                                                                   */
-/* ------------------------------------------------------------------------------------------ */
-typedef struct gguf_lint_ctx {
-    tbx_problem_fn cb;
-    void *ud;
-    tbx_status first;
-} gguf_lint_ctx;
-
-static void lint(gguf_lint_ctx *l, tbx_status code, uint64_t off, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void lint(gguf_lint_ctx *l, tbx_status code, uint64_t off, const char *field, const char *fmt, ...) {
-    tbx_error e;
-    va_list ap;
-    va_start(ap, fmt);
-    tbx_verr(&e, code, off, field, fmt, ap);
-    va_end(ap);
-    if (l->first == TBX_OK) l->first = code;
-    if (l->cb) l->cb(l->ud, &e);
-}
-
-static bool has_nested_array(const tbx_value *v) {
-    if (!v || v->type != TBX_V_ARRAY) return false;
-    if (v->elem == TBX_V_ARRAY) return true;
-    if (v->v.a.items)
-        for (size_t i = 0; i < v->v.a.n; i++)
-            if (v->v.a.items[i] && v->v.a.items[i]->type == TBX_V_ARRAY) return true;
-    return false;
-}
-
-/* The ggml rules of one file of the handle (the first, or one shard of a split set; `shard` is
- * "" or " (shard K of N)"): its header, then its tensors. */
-static void lint_head(gguf_lint_ctx *l, const gguf_state *s, const char *shard) {
-    if (s->be || s->version < 2)
-        lint(l, TBX_E_BAD_VERSION, 4, "version",
-             "ggml reads only little-endian GGUF v2 and v3; this file%s is %s-endian v%" PRIu32,
-             shard, s->be ? "big" : "little", s->version);
-    /* a general.alignment that is not a u32 is reported by every validation, not again here */
-}
-
-static void lint_tensors(gguf_lint_ctx *l, tbx_file *f, const gguf_state *s, const char *shard) {
-    uint64_t expect = 0;
-    for (size_t i = 0; i < s->nti; i++) {
-        const gguf_tensor_info *ti = &s->ti[i];
-        const tbx_tensor *t = &f->tensors[ti->index];
-        char q[96], fld[64];
-        tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
-        /* n_dims > 4 is reported by every validation (the GGUF specification's cap), not
-         * again here */
-        if (t->name_len >= 64) {
-            snprintf(fld, sizeof fld, "tensor[%zu].name", i);
-            lint(l, TBX_E_LIMIT, ti->info_off, fld,
-                 "tensor \"%s\"%s: name of %zu bytes, ggml allows at most 63", q, shard,
-                 (size_t)t->name_len);
-        }
-        if (ti->max_ne > (uint64_t)INT64_MAX || ti->nelems > (uint64_t)INT64_MAX) {
-            snprintf(fld, sizeof fld, "tensor[%zu].ne", i);
-            lint(l, TBX_E_OVERFLOW, ti->ne_off, fld,
-                 "tensor \"%s\"%s: ne or the element count reaches 2^63, ggml reads them as "
-                 "int64", q, shard);
-        }
-        if (ti->rel != expect) {
-            snprintf(fld, sizeof fld, "tensor[%zu].offset", i);
-            lint(l, TBX_E_RANGE, ti->off_off, fld,
-                 "tensor \"%s\"%s: offset %" PRIu64 ", ggml expects %" PRIu64 " (tensors packed "
-                 "in info order, each padded to the alignment %" PRIu64 ")", q, shard, ti->rel,
-                 expect, s->alignment);
-        }
-        uint64_t padded;
-        if (!tbx_align_up_u64(ti->size, s->alignment, &padded) ||
-            !tbx_add_u64(expect, padded, &expect))
-            expect = UINT64_MAX;
-    }
-}
-
-/* llama.cpp's loader takes the vocabulary's size from tokenizer.ggml.tokens and then requires
- * token_embd.weight (and output.weight, when present) to be [embedding_length, that many]
- * exactly (llama_model_loader::check_tensor_dims): a token count that differs from their rows
- * (ne[1]) makes it refuse the file. */
-static void lint_vocab(gguf_lint_ctx *l, tbx_file *f, const gguf_state *s) {
-    static const char TOKENS[] = "tokenizer.ggml.tokens";
-    for (size_t i = 0; i < f->nmeta; i++) {
-        if (f->meta[i].key_len != sizeof TOKENS - 1 ||
-            memcmp(f->meta[i].key, TOKENS, sizeof TOKENS - 1) != 0)
-            continue;
-        const tbx_value *v = f->meta[i].value;
-        if (!v || v->type != TBX_V_ARRAY) return;
-        const uint64_t ntok = tbx_value_len(v);
-        static const char *const EMB[2] = {"token_embd.weight", "output.weight"};
-        for (int k = 0; k < 2; k++) {
-            uint64_t ti;
-            if (tbx_tensor_find(f, EMB[k], &ti) != TBX_OK) continue;
-            const tbx_tensor *t = &f->tensors[ti];
-            const uint64_t rows = t->ndim >= 2 ? t->shape[t->ndim - 2] : 1;
-            if (rows != ntok)
-                lint(l, TBX_E_FORMAT, i < s->nkv ? s->kv_off[i] : TBX_NO_OFFSET, TOKENS,
-                     "%s has %" PRIu64 " tokens but tensor \"%s\" has %" PRIu64 " rows (ne[1]):"
-                     " llama.cpp loads one token per row and refuses the file", TOKENS, ntok,
-                     EMB[k], rows);
-        }
-        return;
-    }
-}
-
-tbx_status tbx_gguf_lint(tbx_file *f, tbx_problem_fn cb, void *ud) {
-    if (!f || !f->drv || f->drv->format != TBX_FORMAT_GGUF || !f->drv_state)
-        return TBX_E_INVALID_ARG;
-    const gguf_state *s = f->drv_state;
-    if (s->tag != G_STATE_TAG) return TBX_E_INVALID_ARG;
-    gguf_lint_ctx l = { cb, ud, TBX_OK };
-    char shard[48] = "";
-    if (s->split_count > 1) snprintf(shard, sizeof shard, " (shard 1 of %" PRIu32 ")", s->split_count);
-    lint_head(&l, s, shard);
-    for (size_t i = 0; i < f->nmeta; i++) {
-        if (!has_nested_array(f->meta[i].value)) continue;
-        char q[96];
-        tbx_quote_bytes(q, sizeof q, f->meta[i].key, f->meta[i].key_len, 64);
-        lint(&l, TBX_E_UNSUPPORTED, i < s->nkv ? s->kv_off[i] : TBX_NO_OFFSET, "metadata",
-             "metadata \"%s\": ggml rejects arrays of arrays", q);
-    }
-    lint_vocab(&l, f, s);
-    lint_tensors(&l, f, s, shard);
-    for (size_t k = 0; k < s->nshards; k++) {
-        snprintf(shard, sizeof shard, " (shard %zu of %" PRIu32 ")", k + 2, s->split_count);
-        lint_head(&l, &s->shards[k], shard);
-        lint_tensors(&l, f, &s->shards[k], shard);
-    }
-    return l.first;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* Writing                                                                                     */
-/* ------------------------------------------------------------------------------------------ */
-/* GGUF value type of a tbx value type, -1 when GGUF has none. */
-static int gv_of(tbx_value_type t) {
-    switch (t) {
-    case TBX_V_U8: return GV_U8;
-    case TBX_V_I8: return GV_I8;
-    case TBX_V_U16: return GV_U16;
-    case TBX_V_I16: return GV_I16;
-    case TBX_V_U32: return GV_U32;
-    case TBX_V_I32: return GV_I32;
-    case TBX_V_F32: return GV_F32;
-    case TBX_V_BOOL: return GV_BOOL;
-    case TBX_V_STRING: return GV_STRING;
-    case TBX_V_ARRAY: return GV_ARRAY;
-    case TBX_V_U64: return GV_U64;
-    case TBX_V_I64: return GV_I64;
-    case TBX_V_F64: return GV_F64;
-    default: return -1;
-    }
-}
-
-static tbx_status w_version(const tbx_writer *w, tbx_error *err) {
-    uint32_t v = w->opt.version;
-    if (v == 0 || v == 2 || v == 3) return TBX_OK;
-    return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "version",
-                   "tensorbox writes GGUF version 3 (or 2), not %" PRIu32, v);
-}
-
-/* GGUF element type of an array value (checked by w_check_value first). */
-static tbx_value_type arr_elem(const tbx_value *v) {
-    if (v->elem != TBX_V_NULL || v->v.a.packed || v->v.a.soff || v->v.a.n == 0) return v->elem;
-    return v->v.a.items[0]->type;
-}
-
-static tbx_status w_check_value(const char *q, const tbx_value *v, uint32_t level, tbx_error *err) {
-    if (!v) return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "metadata",
-                           "metadata \"%s\": NULL value", q);
-    if (!tbx_driver_meta_ok(&tbx_driver_gguf, v->type))
-        return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
-                       "metadata \"%s\": GGUF cannot store a %s value (it has bool, u8..u64, "
-                       "i8..i64, f32, f64, string and arrays)", q, tbx_value_type_name(v->type));
-    if (v->type != TBX_V_ARRAY) return TBX_OK;
-    if (level > G_MAX_NEST || level > 32)
-        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "metadata",
-                       "metadata \"%s\": arrays nested %" PRIu32 " deep; readers allow 32", q,
-                       level);
-    tbx_value_type et = v->elem;
-    if (et == TBX_V_NULL && !v->v.a.packed) {
-        if (v->v.a.n == 0)
-            return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
-                           "metadata \"%s\": an empty array without an element type cannot be "
-                           "stored in GGUF (arrays declare their element type)", q);
-        et = v->v.a.items[0] ? v->v.a.items[0]->type : TBX_V_NULL;
-    }
-    if (!tbx_driver_meta_ok(&tbx_driver_gguf, et))
-        return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
-                       "metadata \"%s\": GGUF cannot store an array of %s (it has bool, "
-                       "u8..u64, i8..i64, f32, f64, string and arrays)", q,
-                       tbx_value_type_name(et));
-    if (v->v.a.packed || v->v.a.soff) return TBX_OK;
-    for (size_t i = 0; i < v->v.a.n; i++) {
-        const tbx_value *it = v->v.a.items[i];
-        if (!it || it->type != et)
-            return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
-                           "metadata \"%s\": array element %zu is a %s, the array holds %s; GGUF "
-                           "arrays have one element type", q, i,
-                           it ? tbx_value_type_name(it->type) : "NULL", tbx_value_type_name(et));
-        tbx_status st = w_check_value(q, it, level + 1, err);
-        if (st != TBX_OK) return st;
-    }
-    return TBX_OK;
-}
-
-static bool gguf_w_dtype_ok(tbx_dtype dt);
-
-static tbx_status gguf_w_check_meta(tbx_writer *w, const char *key, size_t key_len,
-                                 const tbx_value *v, tbx_error *err) {
-    char q[96];
-    tbx_quote_bytes(q, sizeof q, key, key_len, 64);
-    tbx_status st = w_version(w, err);
-    if (st != TBX_OK) return st;
-    if (key_len == 0)
-        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "metadata.key",
-                       "GGUF metadata keys cannot be empty");
-    st = w_check_value(q, v, 1, err);
-    if (st != TBX_OK) return st;
-    if (key_len == 17 && memcmp(key, "general.alignment", 17) == 0) {
-        if (v->type != TBX_V_U32)
-            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "metadata",
-                           "general.alignment must be a u32 in GGUF, got %s",
-                           tbx_value_type_name(v->type));
-        if (!tbx_is_pow2(v->v.u))
-            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "metadata",
-                           "general.alignment = %" PRIu64 " is not a non-zero power of two",
-                           v->v.u);
-        if (w->opt.alignment && w->opt.alignment != v->v.u)
-            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "alignment",
-                           "the alignment option (%" PRIu32 ") and general.alignment (%" PRIu64
-                           ") disagree", w->opt.alignment, v->v.u);
-    }
-    return TBX_OK;
-}
-
-static tbx_status gguf_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
-    char q[96];
-    tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
-    tbx_status st = w_version(w, err);
-    if (st != TBX_OK) return st;
-    if (!t->has_data)
-        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
-                       "tensor \"%s\": GGUF cannot store a tensor without data", q);
-    if (!gguf_w_dtype_ok(t->dtype))
-        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor.dtype",
-                       "tensor \"%s\": dtype %s has no ggml type (GGUF stores f32, f16, bf16, "
-                       "f64, i8..i64 and the ggml block types)", q, dt_name(t->dtype));
-    if (t->ndim > 64)
-        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "tensor.shape",
-                       "tensor \"%s\": %" PRIu32 " dimensions; readers allow 64", q, t->ndim);
-    const tbx_dtype_info *di = tbx_dtype_core_get(t->dtype); /* a ggml type: a core dtype */
-    uint64_t ne0 = t->ndim ? t->shape[t->ndim - 1] : 1;
-    if (ne0 % di->block_size)
-        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor.shape",
-                       "tensor \"%s\": the last dimension %" PRIu64 " is not a multiple of the "
-                       "%s block size %" PRIu32, q, ne0, di->name, di->block_size);
-    uint64_t nbytes;
-    st = tbx_dtype_info_nbytes_shape(di, t->shape, t->ndim, &nbytes);
-    if (st != TBX_OK)
-        return tbx_err(err, st, TBX_NO_OFFSET, "tensor.shape",
-                       "tensor \"%s\": cannot size %s data of this shape", q, di->name);
-    t->nbytes = nbytes;
-    return TBX_OK;
-}
-
-/* The header is written to the output in pieces of about GGUF_OUT_FLUSH bytes as it is encoded (the
- * header of a million tensors or of millions of strings is never held whole). */
-#define GGUF_OUT_FLUSH ((size_t)1 << 20)
-
-typedef struct gguf_out_buf {
-    const tbx_alloc *al;
-    uint8_t *p;
-    size_t n, cap;
-    bool oom;        /* stop: out of memory, or a write failed (wst) */
-    tbx_out *out;    /* flushed to out at `base` once GGUF_OUT_FLUSH bytes are held */
-    uint64_t base;   /* file offset of p[0] */
-    tbx_status wst;
-    tbx_error *err;
-} gguf_out_buf;
-
-static void gb_flush(gguf_out_buf *b) {
-    if (b->oom || b->n == 0) return;
-    tbx_status st = tbx_out_pwrite(b->out, b->base, b->p, b->n, b->err);
-    if (st != TBX_OK) { b->oom = true; b->wst = st; return; }
-    b->base += b->n;
-    b->n = 0;
-}
-
-static void gb_put(gguf_out_buf *b, const void *s, size_t n) {
-    if (b->oom || n == 0) return;
-    if (b->n >= GGUF_OUT_FLUSH) gb_flush(b);
-    if (b->oom) return;
-    if (n > SIZE_MAX - b->n) { b->oom = true; return; }
-    size_t need = b->n + n;
-    if (need > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-        uint8_t *p = tbx_realloc(b->al, b->p, b->cap, cap);
-        if (!p) { b->oom = true; return; }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-}
-static void gb_u8(gguf_out_buf *b, uint8_t v) { gb_put(b, &v, 1); }
-static void gb_u16(gguf_out_buf *b, uint16_t v) { uint8_t t[2]; tbx_st16(t, v); gb_put(b, t, 2); }
-static void gb_u32(gguf_out_buf *b, uint32_t v) { uint8_t t[4]; tbx_st32(t, v); gb_put(b, t, 4); }
-static void gb_u64(gguf_out_buf *b, uint64_t v) { uint8_t t[8]; tbx_st64(t, v); gb_put(b, t, 8); }
-static void gb_str(gguf_out_buf *b, const char *s, size_t n) { gb_u64(b, n); gb_put(b, s, n); }
-
-/* One packed native-endian element of value type t, written little-endian. */
-static void gb_packed(gguf_out_buf *b, tbx_value_type t, const uint8_t *p) {
-    switch (tbx_value_scalar_size(t)) {
-    case 1: gb_u8(b, t == TBX_V_BOOL ? (uint8_t)(p[0] != 0) : p[0]); break;
-    case 2: { uint16_t x; memcpy(&x, p, 2); gb_u16(b, x); break; }
-    case 4: { uint32_t x; memcpy(&x, p, 4); gb_u32(b, x); break; }
-    default: { uint64_t x; memcpy(&x, p, 8); gb_u64(b, x); break; }
-    }
-}
-
-/* A value without its type tag. */
-static void gb_value(gguf_out_buf *b, const tbx_value *v) {
-    switch (v->type) {
-    case TBX_V_BOOL: gb_u8(b, (uint8_t)(v->v.u != 0)); break;
-    case TBX_V_U8: gb_u8(b, (uint8_t)v->v.u); break;
-    case TBX_V_I8: gb_u8(b, (uint8_t)v->v.i); break;
-    case TBX_V_U16: gb_u16(b, (uint16_t)v->v.u); break;
-    case TBX_V_I16: gb_u16(b, (uint16_t)v->v.i); break;
-    case TBX_V_U32: gb_u32(b, (uint32_t)v->v.u); break;
-    case TBX_V_I32: gb_u32(b, (uint32_t)v->v.i); break;
-    case TBX_V_U64: gb_u64(b, v->v.u); break;
-    case TBX_V_I64: gb_u64(b, (uint64_t)v->v.i); break;
-    case TBX_V_F32: { float x = (float)v->v.f; uint32_t u; memcpy(&u, &x, 4); gb_u32(b, u); break; }
-    case TBX_V_F64: { uint64_t u; memcpy(&u, &v->v.f, 8); gb_u64(b, u); break; }
-    case TBX_V_STRING: gb_str(b, v->v.s.p, v->v.s.n); break;
-    case TBX_V_ARRAY: {
-        tbx_value_type et = arr_elem(v);
-        gb_u32(b, (uint32_t)gv_of(et));
-        gb_u64(b, v->v.a.n);
-        if (v->v.a.packed) {
-            size_t es = tbx_value_scalar_size(v->elem);
-            const uint8_t *p = v->v.a.packed;
-            for (size_t i = 0; i < v->v.a.n && !b->oom; i++) gb_packed(b, v->elem, p + i * es);
-        } else if (v->v.a.soff) {
-            for (size_t i = 0; i < v->v.a.n && !b->oom; i++) {
-                size_t len;
-                const char *sp = tbx_value_str_at(v, i, &len);
-                gb_str(b, sp, len);
-            }
-        } else {
-            for (size_t i = 0; i < v->v.a.n && !b->oom; i++) gb_value(b, v->v.a.items[i]);
-        }
-        break;
-    }
-    default: break; /* refused by w_check_value */
-    }
-}
-
-static tbx_status gguf_w_layout(tbx_writer *w, tbx_error *err) {
-    tbx_status st = w_version(w, err);
-    if (st != TBX_OK) return st;
-    uint64_t align = w->opt.alignment ? w->opt.alignment : G_DEFAULT_ALIGNMENT;
-    bool have_meta = false;
-    for (size_t i = 0; i < w->nmeta; i++) {
-        const tbx_meta_entry *m = &w->meta[i];
-        char q[96];
-        tbx_quote_bytes(q, sizeof q, m->key, m->key_len, 64);
-        st = gguf_w_check_meta(w, m->key, m->key_len, m->value, err);
-        if (st != TBX_OK) return st;
-        if (m->key_len == 17 && memcmp(m->key, "general.alignment", 17) == 0) {
-            have_meta = true;
-            align = m->value->v.u;
-        }
-    }
-    bool add_meta = !have_meta && align != G_DEFAULT_ALIGNMENT;
-    gguf_out_buf b = { &w->al, NULL, 0, 0, false, &w->out, 0, TBX_OK, err };
-    gb_put(&b, "GGUF", 4);
-    gb_u32(&b, w->opt.version ? w->opt.version : 3);
-    gb_u64(&b, w->ntensors);
-    gb_u64(&b, w->nmeta + (add_meta ? 1 : 0));
-    for (size_t i = 0; i < w->nmeta && !b.oom; i++) {
-        const tbx_meta_entry *m = &w->meta[i];
-        gb_str(&b, m->key, m->key_len);
-        gb_u32(&b, (uint32_t)gv_of(m->value->type));
-        gb_value(&b, m->value);
-    }
-    if (add_meta) {
-        gb_str(&b, "general.alignment", 17);
-        gb_u32(&b, GV_U32);
-        gb_u32(&b, (uint32_t)align);
-    }
-    uint64_t rel = 0;
-    for (size_t i = 0; i < w->ntensors && !b.oom; i++) {
-        tbx_wtensor *t = &w->tensors[i];
-        gb_str(&b, t->name, t->name_len);
-        gb_u32(&b, t->ndim);
-        for (uint32_t d = 0; d < t->ndim; d++) gb_u64(&b, t->shape[t->ndim - 1 - d]);
-        gb_u32(&b, (uint32_t)tbx_gguf_dtype_type(t->dtype));
-        gb_u64(&b, rel);
-        t->offset = rel; /* relative for now */
-        uint64_t padded;
-        if (!tbx_align_up_u64(t->nbytes, align, &padded) || !tbx_add_u64(rel, padded, &rel)) {
-            tbx_free(&w->al, b.p, b.cap);
-            return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor",
-                           "the data section size overflows 64 bits");
-        }
-    }
-    while (!b.oom && (b.base + b.n) % align) gb_u8(&b, 0);
-    gb_flush(&b);
-    tbx_free(&w->al, b.p, b.cap);
-    if (b.oom) return b.wst != TBX_OK ? b.wst : tbx_err_nomem(err, "GGUF header");
-    uint64_t data_start = b.base, end;
-    if (!tbx_add_u64(data_start, rel, &end))
-        return tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "file size overflows 64 bits");
-    for (size_t i = 0; i < w->ntensors; i++) w->tensors[i].offset += data_start;
-    w->end = end;
-    return TBX_OK;
-}
-
-/* Zero padding after every tensor up to the next one (the last: up to the file end). */
-static tbx_status gguf_w_finish(tbx_writer *w, tbx_error *err) {
-    for (size_t i = 0; i < w->ntensors; i++) {
-        const tbx_wtensor *t = &w->tensors[i];
-        uint64_t next = i + 1 < w->ntensors ? w->tensors[i + 1].offset : w->end;
-        uint64_t e = t->offset + t->nbytes;
-        if (next > e) {
-            tbx_status st = tbx_out_zero(&w->out, e, next - e, err);
-            if (st != TBX_OK) return st;
-        }
-    }
-    return TBX_OK;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-
-static bool gguf_w_dtype_ok(tbx_dtype dt) { return tbx_gguf_dtype_type(dt) >= 0; }
-
-#define GGUF_META_TYPES                                                                            \
-    (TBX_VBIT(TBX_V_BOOL) | TBX_VBIT(TBX_V_U8) | TBX_VBIT(TBX_V_I8) | TBX_VBIT(TBX_V_U16) |     \
-     TBX_VBIT(TBX_V_I16) | TBX_VBIT(TBX_V_U32) | TBX_VBIT(TBX_V_I32) | TBX_VBIT(TBX_V_U64) |    \
-     TBX_VBIT(TBX_V_I64) | TBX_VBIT(TBX_V_F32) | TBX_VBIT(TBX_V_F64) | TBX_VBIT(TBX_V_STRING) | \
-     TBX_VBIT(TBX_V_ARRAY))
-
-/* Every hook and capability but the reading of component bytes, shared by the little- and
- * big-endian tables (NULL hooks: zero-initialised). */
-#define GGUF_DRIVER_COMMON                                                                      \
-    .format = TBX_FORMAT_GGUF, .name = "gguf", .extensions = ".gguf",                         \
-    .read_versions = 0xEu,  /* 1, 2, 3 */                                                     \
-    .write_versions = 0xCu, /* 2, 3 */                                                        \
-    .write_version = 3, .caps = TBX_FCAP_ALIGNMENT,                                            \
-    .meta_types = GGUF_META_TYPES, .w_dtype_ok = gguf_w_dtype_ok,                              \
-    .probe = gguf_probe, .open = gguf_open, .validate = gguf_validate, .close = gguf_close,   \
-    .w_check_meta = gguf_w_check_meta, .w_check_tensor = gguf_w_check_tensor,                \
-    .w_layout = gguf_w_layout, .w_finish = gguf_w_finish
-
-const tbx_driver tbx_driver_gguf = {
-    GGUF_DRIVER_COMMON,
-};
-
-/* Big-endian files: the same driver with element swapping on every read. gguf_open switches an
- * open handle to this table; tbx_driver_for() never returns it. */
-static const tbx_driver gguf_driver_be = {
-    GGUF_DRIVER_COMMON,
-    .read_component = gguf_read_be,
-    .read_transforms_raw = true,
-};
