@@ -1225,7 +1225,10 @@ typedef struct tbx_convert_options {
 TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
 
 /* Writes every metadata entry, section and tensor of `in` to a new file at `out_path`, streaming
- * tensor bytes in bounded chunks. Lossless unless an option allows a lossy step: a dtype or
+ * tensor bytes in bounded chunks (values decoded and encoded on worker threads: TBX_THREADS,
+ * else the online CPUs, at most 8; the bytes never depend on it). The output format is
+ * opt->write.format, else the one out_path's extension names. Lossless unless an option allows
+ * a lossy step: a dtype or
  * metadata type the target cannot store fails with TBX_E_LOSSY / TBX_E_UNSUPPORTED naming it.
  * The output is checked first (tbx_writer_check): one that cannot be created fails before any
  * work. What becomes of each tensor is decided before anything is written, and reported once

@@ -1,9 +1,9 @@
 /*
  * pool.c - a small fixed pool of worker threads running caller-owned tasks in FIFO order.
  *
- * Used wherever independent pieces of work can overlap: quantizing chunks (convert.c), decoding
- * and verifying components (tbx_read_batch, tbx_validate), compressing tensors (the zTensor
- * writer). Tasks live in the caller's memory (no allocation per task); the caller submits them
+ * Used wherever independent pieces of work can overlap: the conversion engine's jobs
+ * (src/convert/engine.c), decoding and verifying components (tbx_read_batch, tbx_validate),
+ * compressing tensors (the zTensor writer). Tasks live in the caller's memory (no allocation per task); the caller submits them
  * and later waits for each one, usually in submission order, so results are consumed in a
  * deterministic order whatever the thread count. Without workers (one thread asked for, or
  * threads could not be started) a task runs inside tbx_pool_submit: the same code path, serial.

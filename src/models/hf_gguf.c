@@ -1,5 +1,7 @@
 /*
- * gguf_hf.c - a Hugging Face model (safetensors + side files) to a GGUF file that llama.cpp runs.
+ * hf_gguf.c - a Hugging Face model (safetensors + side files) to a GGUF file that llama.cpp runs:
+ * its metadata and vocabulary, and the plan of its tensors (models.h). It writes no tensor
+ * byte: the engine (src/convert/engine.c) carries the plan out.
  *
  * Input: a tbx_file whose tensors carry Hugging Face names ("model.layers.0.self_attn.q_proj.
  * weight") and whose sections are the model directory's side files, named by relative path:
@@ -12,10 +14,12 @@
  *   {arch}.*              hyper-parameters read from config.json (table per architecture)
  *   tokenizer.ggml.*      model, tokens, scores, token types, merges, special token ids,
  *                         add_* flags
- *   tensors               renamed to llama.cpp's names (blk.N.attn_q.weight, ...), the rows of
- *                         llama-family q/k projections reordered for llama.cpp's rotary layout,
- *                         1-D tensors in f32, 2-D ones as asked (kept, cast, or quantized with
- *                         the fallback rules of llama-quantize for rows a block type cannot take)
+ *   tensors               (the plan) renamed to llama.cpp's names (blk.N.attn_q.weight, ...),
+ *                         the rows of llama-family q/k projections reordered for llama.cpp's
+ *                         rotary layout (TBX_XF_PERMUTE_HEADS), 1-D tensors in f32, 2-D ones as
+ *                         asked (kept, cast, or quantized with the fallback rules of
+ *                         llama-quantize for rows a block type cannot take), rope_freqs
+ *                         generated for llama3 rope scaling
  *
  * The reference for every key, tensor name and rule is llama.cpp itself: the constants shipped
  * in gguf-py (gguf.constants, gguf.tensor_mapping) and the behaviour of convert_hf_to_gguf.py and
@@ -29,17 +33,15 @@
  * of the vocabulary, merges or added tokens): the token arrays are built from it directly, one
  * offsets array and one blob each (tbx_val_str_array), the text is freed once they are, and they
  * are lent to the writer rather than copied. The other JSON files (config.json,
- * tokenizer_config.json, ...) are small and parsed into jansson trees. Tensor data is streamed in
- * chunks of whole rows (at most ~4 MiB of f32 at a time), so a conversion holds the tokenizer's
- * arrays plus a few MiB whatever the model size.
+ * tokenizer_config.json, ...) are small and parsed into jansson trees. The engine streams the
+ * tensor data in bounded jobs, so a conversion holds the tokenizer's arrays plus a few MiB
+ * whatever the model size.
  */
-#include "access.h"
+#include "models.h"
 #include "ggml.h"
-#include "check.h"
+#include "encode.h"
 #include "spm.h"
 #include "hf_tokenizer.h"
-#define TBX_EXPERIMENTAL 1
-#include "tensorbox/gguf.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -47,7 +49,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define HF_CHUNK_F32 ((uint64_t)1 << 20)  /* f32 values per streamed chunk (4 MiB) */
 #define HF_NAME_MAX 128
 #define HF_VOCAB_MAX ((uint64_t)1 << 22) /* tokens of a tokenizer.model / llama vocabulary */
 
@@ -173,6 +174,7 @@ typedef struct hf_out {
     int xform;
     long layer;                 /* the "blk.N" of the name, -1 for none */
     uint64_t rows, cols;        /* [rows, cols]; 1-D: one row */
+    uint64_t shape[2];          /* the plan's shape: {rows, cols} (1-D: shape + 1) */
     uint8_t action, why;        /* tbx_convert_action and HF_WHY_*, for the report */
 } hf_out;
 
@@ -185,7 +187,8 @@ enum { HPV_EMBD, HPV_LAYERS, HPV_FF, HPV_CTX, HPV_N };
 
 #define HF_LENT_MAX 8 /* large values lent to the writer (tokens, scores, types, merges) */
 
-typedef struct hf {
+typedef struct tbx_hf_gguf hf;
+struct tbx_hf_gguf {
     tbx_file *in;
     tbx_error *err;
     const tbx_alloc *al;
@@ -212,9 +215,8 @@ typedef struct hf {
     /* llama3 rope scaling: rope_freqs.weight is generated (head_dim / 2 factors) */
     bool rope_llama3;
     double rope_theta, rope_factor, rope_low, rope_high, rope_orig_ctx;
-    tbx_pool *workers; /* quantizing threads (NULL: the calling thread quantizes) */
-    tbx_value_check chk; /* what the values of the tensor being written became */
-} hf;
+    tbx_plan plan;     /* the tensors, for the engine (names and shapes are h->out's) */
+};
 
 static const char *embd_name(hf *h);
 
@@ -1484,8 +1486,62 @@ static tbx_status check_hparams(hf *h) {
     return TBX_OK;
 }
 
-/* The output tensors declared to the writer (rope_freqs last, when llama3 rope scaling asks). */
-static tbx_status declare_tensors(hf *h) {
+/* ------------------------------------------------------------------------------------------ */
+/* The plan of the tensors (carried out by the engine, src/convert/engine.c)                    */
+/* ------------------------------------------------------------------------------------------ */
+/* rope_freqs.weight of llama3 rope scaling, values [first, first + n): per rotary frequency
+ * f_i = theta^(-2i/d), with wavelength w = 2 pi / f_i: 1 when w < ctx / high_freq_factor,
+ * `factor` when w > ctx / low_freq_factor, else 1 / ((1 - s) / factor + s) with
+ * s = (ctx / w - low) / (high - low) (ctx: original_max_position_embeddings). */
+static tbx_status rope_freqs(const tbx_plan *p, size_t k, uint64_t first, uint64_t n,
+                             float *out, tbx_error *err) {
+    const hf *h = p->ud;
+    (void)k;
+    (void)err;
+    const double hi_w = h->rope_orig_ctx / h->rope_high, lo_w = h->rope_orig_ctx / h->rope_low;
+    for (uint64_t i = first; i < first + n; i++) {
+        const float f = 1.0f / powf((float)h->rope_theta, (float)(2 * i) / (float)h->head_dim);
+        const double w = 2 * 3.14159265358979323846 / (double)f;
+        double r;
+        if (w < hi_w) r = 1.0;
+        else if (w > lo_w) r = h->rope_factor;
+        else {
+            const double sm = (h->rope_orig_ctx / w - h->rope_low) / (h->rope_high - h->rope_low);
+            r = 1.0 / ((1.0 - sm) / h->rope_factor + sm);
+        }
+        out[i - first] = (float)r;
+    }
+    return TBX_OK;
+}
+
+/* The reason phrase of output tensor k (tbx_convert_report.reason). */
+static void hf_reason(const tbx_plan *p, const tbx_file *in, size_t k, char *buf, size_t cap) {
+    const hf *h = p->ud;
+    const hf_out *o = &h->out[k];
+    (void)in;
+    const tbx_dtype_info *qi = tbx_dtype_get(h->quant);
+    buf[0] = 0;
+    switch (o->why) {
+    case HF_WHY_REQUESTED: snprintf(buf, cap, "requested type"); break;
+    case HF_WHY_FALLBACK:
+        snprintf(buf, cap, "rows of %llu values are not a multiple of %s's block of %llu%s",
+                 (unsigned long long)o->cols, qi ? qi->name : "?",
+                 (unsigned long long)(qi ? qi->block_size : 0),
+                 o->dtype == TBX_DT_F16 ? ", nor of its fallback's: f16" : "");
+        break;
+    case HF_WHY_F32:
+        snprintf(buf, cap, "1-D, norm, or position/token-type embedding: f32 for llama.cpp");
+        break;
+    case HF_WHY_F64: snprintf(buf, cap, "f64 is written as f32 for llama.cpp"); break;
+    case HF_WHY_GENERATED: snprintf(buf, cap, "generated (llama3 rope scaling)"); break;
+    default: break;
+    }
+}
+
+/* The output tensors as a plan (rope_freqs last, when llama3 rope scaling asks): each its
+ * input tensor whole, llama's q/k rows reordered by heads, its stored bytes when its dtype
+ * stays, else encoded to its dtype (f32, a cast, a ggml block type). */
+static tbx_status build_plan(hf *h) {
     if (h->rope_llama3) { /* llama.cpp divides each rotary frequency by its factor */
         hf_out *o = &h->out[h->nout++];
         o->src = UINT64_MAX;
@@ -1496,223 +1552,47 @@ static tbx_status declare_tensors(hf *h) {
         o->rows = 1;
         o->cols = h->head_dim / 2;
     }
-    for (size_t i = 0; i < h->nout; i++) {
-        const uint64_t shape[2] = {h->out[i].rows, h->out[i].cols};
+    tbx_plan *p = &h->plan;
+    tbx_status st = tbx_plan_reserve(p, h->nout, h->nout, h->err);
+    p->ud = h;
+    p->reason = hf_reason;
+    p->generate = rope_freqs;
+    for (size_t i = 0; st == TBX_OK && i < h->nout; i++) {
+        hf_out *o = &h->out[i];
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        if (h->out[i].src == UINT64_MAX) ti.ndim = 1;
-        else tbx_tensor_info_get(h->in, h->out[i].src, &ti);
-        tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
-        d.name = h->out[i].name;
-        d.name_len = strlen(h->out[i].name);
-        d.dtype = h->out[i].dtype;
-        d.ndim = ti.ndim;
-        d.shape = ti.ndim == 2 ? shape : shape + 1;
-        d.has_data = 1;
-        tbx_status st = tbx_writer_add_tensor(h->w, &d, NULL, h->err);
-        if (st != TBX_OK) return st;
-    }
-    return TBX_OK;
-}
-
-
-/* ------------------------------------------------------------------------------------------ */
-/* Tensor data                                                                                 */
-/* ------------------------------------------------------------------------------------------ */
-/* Source row of output row r (llama's q/k reordering: per head, the rows [0, d/2) and
- * [d/2, d) are interleaved: out row 2j+i of a head is in row i*d/2+j). */
-static uint64_t src_row(const hf_out *o, uint64_t r, uint64_t nh) {
-    if (o->xform == XF_NONE) return r;
-    const uint64_t d = o->rows / nh, half = d / 2;
-    const uint64_t head = r / d, w = r % d, j = w / 2, i = w % 2;
-    return head * d + i * half + j;
-}
-
-/* rope_freqs.weight of llama3 rope scaling: per rotary frequency f_i = theta^(-2i/d), with
- * wavelength w = 2 pi / f_i: 1 when w < ctx / high_freq_factor, `factor` when
- * w > ctx / low_freq_factor, else 1 / ((1 - s) / factor + s) with
- * s = (ctx / w - low) / (high - low) (ctx: original_max_position_embeddings). */
-static tbx_status write_rope_freqs(hf *h, size_t k, float *fbuf) {
-    const uint64_t n = h->head_dim / 2;
-    const double hi_w = h->rope_orig_ctx / h->rope_high, lo_w = h->rope_orig_ctx / h->rope_low;
-    for (uint64_t i = 0; i < n; i++) {
-        const float f = 1.0f / powf((float)h->rope_theta, (float)(2 * i) / (float)h->head_dim);
-        const double w = 2 * 3.14159265358979323846 / (double)f;
-        double r;
-        if (w < hi_w) r = 1.0;
-        else if (w > lo_w) r = h->rope_factor;
-        else {
-            const double sm = (h->rope_orig_ctx / w - h->rope_low) / (h->rope_high - h->rope_low);
-            r = 1.0 / ((1.0 - sm) / h->rope_factor + sm);
+        if (o->src == UINT64_MAX) ti.ndim = 1;
+        else tbx_tensor_info_get(h->in, o->src, &ti);
+        o->shape[0] = o->rows;
+        o->shape[1] = o->cols;
+        tbx_plan_tensor t;
+        memset(&t, 0, sizeof t);
+        t.name = o->name;
+        t.name_len = (uint32_t)strlen(o->name);
+        t.dtype = (uint16_t)o->dtype;
+        t.ndim = (uint16_t)ti.ndim;
+        t.shape = ti.ndim == 2 ? o->shape : o->shape + 1;
+        t.action = o->action;
+        t.why = o->why;
+        if (o->src == UINT64_MAX) {
+            t.flags = TBX_PT_GEN;
+            t.enc = TBX_PENC_ENCODE;
+            st = tbx_plan_add(p, &t, NULL, h->err);
+            continue;
         }
-        fbuf[i] = (float)r;
-    }
-    return tbx_writer_write_tensor(h->w, k, fbuf, (size_t)n * 4, h->err);
-}
-
-/* Rows [0, nr) of a block that starts at a head boundary (r0 a multiple of the head's rows),
- * in llama.cpp's order: out row r is row src_row(r0 + r) - r0 of `in`. */
-static void permute_rows(const hf_out *o, uint64_t nh, uint64_t r0, uint64_t nr, uint64_t rowb,
-                         const uint8_t *in, uint8_t *out) {
-    for (uint64_t r = 0; r < nr; r++)
-        memcpy(out + r * rowb, in + (src_row(o, r0 + r, nh) - r0) * rowb, (size_t)rowb);
-}
-
-/* A run of whole blocks of one chunk, quantized by a worker. */
-typedef struct hf_qpart {
-    tbx_task task; /* first member: the pool sees only this */
-    tbx_quant_fn fn;
-    const float *x;
-    uint8_t *y;
-    uint64_t nb;
-} hf_qpart;
-
-static void hf_qpart_run(tbx_task *t) {
-    hf_qpart *q = (hf_qpart *)t;
-    q->fn(q->x, q->y, q->nb);
-}
-
-/* Quantizes the nb blocks of x into y, split over the workers in runs of whole blocks (at
- * least 64 blocks each). Every block is quantized on its own, so the bytes do not depend on
- * the split or the thread count. */
-static void quant_blocks(hf *h, tbx_quant_fn fn, const tbx_dtype_info *di, const float *x,
-                         uint8_t *y, uint64_t nb) {
-    uint64_t parts = (uint64_t)tbx_pool_threads(h->workers);
-    if (parts > nb / 64) parts = nb / 64;
-    if (parts <= 1) {
-        fn(x, y, nb);
-        return;
-    }
-    hf_qpart q[TBX_POOL_MAX];
-    for (uint64_t p = 0; p < parts; p++) {
-        const uint64_t b0 = nb * p / parts, b1 = nb * (p + 1) / parts;
-        q[p].task.run = hf_qpart_run;
-        q[p].fn = fn;
-        q[p].x = x + b0 * di->block_size;
-        q[p].y = y + b0 * di->block_bytes;
-        q[p].nb = b1 - b0;
-        tbx_pool_submit(h->workers, &q[p].task);
-    }
-    for (uint64_t p = 0; p < parts; p++) tbx_pool_wait(h->workers, &q[p].task, true);
-}
-
-/* Tensor k's data. Bytes kept as stored (same dtype, no reordering) are copied from the input
- * file by the kernel (tbx_writer_copy_range_), else through obuf. Reordered tensors are read
- * in blocks of whole heads (one read of many rows, reordered in memory) when a head fits in a
- * chunk, else row by row. fbuf holds HF_CHUNK_F32 + 64 Ki floats, obuf twice its bytes. */
-static tbx_status write_data(hf *h, size_t k, float *fbuf, uint8_t *obuf) {
-    const hf_out *o = &h->out[k];
-    if (o->src == UINT64_MAX) return write_rope_freqs(h, k, fbuf);
-    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-    tbx_tensor_info_get(h->in, o->src, &ti);
-    const tbx_dtype_info *si = tbx_dtype_get(ti.dtype), *di = tbx_dtype_get(o->dtype);
-    const uint64_t nh = o->xform == XF_PERMUTE_Q ? h->n_head : h->n_head_kv;
-    const uint64_t esz = si->bits / 8, rowb = o->cols * esz;
-    tbx_status st = TBX_OK;
-    if (ti.dtype == o->dtype && o->xform == XF_NONE) /* stored bytes as they are */
-        return tbx_writer_copy_range_(h->in, o->src, 0, o->rows * rowb, h->w, k, obuf,
-                                       (size_t)HF_CHUNK_F32 * 4, h->err);
-    /* rows per chunk: HF_CHUNK_F32 values, or as many stored bytes when only reordering */
-    uint64_t per = ti.dtype == o->dtype ? HF_CHUNK_F32 * 4 / rowb : HF_CHUNK_F32 / o->cols;
-    const uint64_t d = o->xform != XF_NONE ? o->rows / nh : 0; /* rows of a head */
-    const bool blocks = d > 0 && per >= d;
-    if (blocks) per -= per % d;
-    if (per == 0) per = 1;
-    tbx_quant_fn quant = (di->flags & TBX_DTF_BLOCK) ? tbx_ggml_quant_for(o->dtype) : NULL;
-    if ((di->flags & TBX_DTF_BLOCK) && !quant)
-        return hf_fail(h, TBX_E_UNSUPPORTED, "quant", "no quantizer for %s", di->name);
-    for (uint64_t r0 = 0; st == TBX_OK && r0 < o->rows; r0 += per) {
-        const uint64_t nr = o->rows - r0 < per ? o->rows - r0 : per;
-        const uint64_t n = nr * o->cols;
-        size_t outn;
-        if (ti.dtype == o->dtype) { /* reordering only: raw rows */
-            if (blocks) {
-                st = tbx_tensor_read_range(h->in, o->src, r0 * rowb, fbuf, (size_t)(nr * rowb),
-                                           h->err);
-                if (st == TBX_OK) permute_rows(o, nh, r0, nr, rowb, (const uint8_t *)fbuf, obuf);
-            } else {
-                for (uint64_t r = 0; st == TBX_OK && r < nr; r++)
-                    st = tbx_tensor_read_range(h->in, o->src, src_row(o, r0 + r, nh) * rowb,
-                                               obuf + r * rowb, (size_t)rowb, h->err);
-            }
-            outn = (size_t)(nr * rowb);
-        } else {
-            if (o->xform == XF_NONE) {
-                st = tbx_tensor_read_f32(h->in, o->src, r0 * o->cols, n, fbuf, h->err);
-            } else if (blocks) { /* obuf is free until the values are encoded */
-                st = tbx_tensor_read_f32(h->in, o->src, r0 * o->cols, n, (float *)(void *)obuf,
-                                         h->err);
-                if (st == TBX_OK)
-                    permute_rows(o, nh, r0, nr, o->cols * 4, obuf, (uint8_t *)fbuf);
-            } else {
-                for (uint64_t r = 0; st == TBX_OK && r < nr; r++)
-                    st = tbx_tensor_read_f32(h->in, o->src, src_row(o, r0 + r, nh) * o->cols,
-                                             o->cols, fbuf + r * o->cols, h->err);
-            }
-            if (st != TBX_OK) break;
-            if (quant) {
-                quant_blocks(h, quant, di, fbuf, obuf, n / di->block_size);
-                outn = (size_t)(n / di->block_size * di->block_bytes);
-                tbx_value_check_out(&h->chk, o->dtype, fbuf, obuf, n);
-            } else if (o->dtype != TBX_DT_F64 && tbx_encode_float(o->dtype, fbuf, n, obuf)) {
-                outn = (size_t)(n * (di->bits / 8)); /* f32, f16, bf16: obuf holds 8 bytes a value */
-                tbx_value_check_out(&h->chk, o->dtype, fbuf, obuf, n);
-            } else {
-                return hf_fail(h, TBX_E_UNSUPPORTED, "cast", "cannot write %s", di->name);
-            }
+        t.enc = ti.dtype == o->dtype ? TBX_PENC_STORED : TBX_PENC_ENCODE;
+        tbx_plan_src s;
+        memset(&s, 0, sizeof s);
+        s.tensor = o->src;
+        s.rows = o->rows;
+        s.cols = o->cols;
+        if (o->xform != XF_NONE) {
+            s.xform = TBX_XF_PERMUTE_HEADS;
+            s.heads = (uint32_t)(o->xform == XF_PERMUTE_Q ? h->n_head : h->n_head_kv);
         }
-        if (st == TBX_OK) st = tbx_writer_write_tensor(h->w, k, obuf, outn, h->err);
+        st = tbx_plan_add(p, &t, NULL, h->err);
+        if (st == TBX_OK) st = tbx_plan_add_src(p, &s, h->err);
     }
     return st;
-}
-
-/* Reports output tensor k (tbx_gguf_hf_options.on_tensor): its dtypes, why, and what its
- * values became (h->chk); under TBX_CONVERT_STRICT a warning fails the conversion. */
-static tbx_status hf_report(hf *h, size_t k, const tbx_gguf_hf_options *opt) {
-    const hf_out *o = &h->out[k];
-    tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-    if (o->src != UINT64_MAX) tbx_tensor_info_get(h->in, o->src, &ti);
-    char why[160] = "";
-    const tbx_dtype_info *qi = tbx_dtype_get(h->quant);
-    switch (o->why) {
-    case HF_WHY_REQUESTED: snprintf(why, sizeof why, "requested type"); break;
-    case HF_WHY_FALLBACK:
-        snprintf(why, sizeof why, "rows of %llu values are not a multiple of %s's block of %llu%s",
-                 (unsigned long long)o->cols, qi ? qi->name : "?",
-                 (unsigned long long)(qi ? qi->block_size : 0),
-                 o->dtype == TBX_DT_F16 ? ", nor of its fallback's: f16" : "");
-        break;
-    case HF_WHY_F32:
-        snprintf(why, sizeof why, "1-D, norm, or position/token-type embedding: f32 for llama.cpp");
-        break;
-    case HF_WHY_F64: snprintf(why, sizeof why, "f64 is written as f32 for llama.cpp"); break;
-    case HF_WHY_GENERATED: snprintf(why, sizeof why, "generated (llama3 rope scaling)"); break;
-    default: break;
-    }
-    tbx_convert_report r;
-    memset(&r, 0, sizeof r);
-    r.struct_size = sizeof r;
-    r.tensor = k;
-    r.name = o->name;
-    r.from = o->src == UINT64_MAX ? TBX_DT_F32 : ti.dtype;
-    r.to = o->dtype;
-    r.action = (tbx_convert_action)o->action;
-    r.reason = why;
-    r.nvalues = o->src == UINT64_MAX || ti.dtype == o->dtype ? 0 : o->rows * o->cols;
-    r.nonfinite = h->chk.nonfinite;
-    r.beyond = h->chk.beyond;
-    r.range = (double)tbx_quant_range(o->dtype);
-    r.max_abs = (double)h->chk.max_abs;
-    if (r.nonfinite) r.warnings |= TBX_CONVERT_WARN_NONFINITE;
-    if (r.beyond) r.warnings |= TBX_CONVERT_WARN_RANGE;
-    if (opt->on_tensor) opt->on_tensor(opt->progress_ud, &r);
-    if (r.warnings && (opt->flags & TBX_CONVERT_STRICT))
-        return hf_fail(h, TBX_E_LOSSY, o->name, "tensor \"%s\" (%s): %llu finite values beyond "
-                       "its range (+-%g), %llu came out as Inf or NaN; refused under --strict "
-                       "(TBX_CONVERT_STRICT)", o->name,
-                       tbx_dtype_get(o->dtype) ? tbx_dtype_get(o->dtype)->name : "?",
-                       (unsigned long long)r.beyond, r.range,
-                       (unsigned long long)r.nonfinite);
-    return TBX_OK;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1731,59 +1611,71 @@ void tbx_gguf_hf_options_init(tbx_gguf_hf_options *opt) {
     tbx_write_options_init(&opt->write);
 }
 
-tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_hf_options *opt,
-                            tbx_error *err) {
-    tbx_error local;
-    if (!err) err = &local;
-    if (!in || !out_path)
-        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "convert", "NULL argument");
-    tbx_gguf_hf_options o;
-    tbx_gguf_hf_options_init(&o);
-    if (opt) {
-        size_t n = tbx_struct_bytes(opt->struct_size, sizeof o);
-        memcpy(&o, opt, n);
-    }
-    o.write.format = TBX_FORMAT_GGUF;
-    /* the output can be written before the model's JSON files are parsed */
-    tbx_status cst = tbx_writer_check(out_path, &o.write, err);
-    if (cst != TBX_OK) return cst;
-    if (o.cast_to != TBX_DT_INVALID && o.cast_to != TBX_DT_F32 && o.cast_to != TBX_DT_F16 &&
-        o.cast_to != TBX_DT_BF16)
+void tbx_hf_gguf_free(tbx_hf_gguf *h) {
+    if (!h) return;
+    tbx_plan_free(&h->plan);
+    tbx_free(h->al, h->out, h->out ? ((size_t)tbx_tensor_count(h->in) + 1) * sizeof *h->out : 0);
+    for (size_t i = 0; i < h->nlent; i++) tbx_val_free(h->lent[i]);
+    drop_tokenizer(h);
+    json_decref(h->cfg);
+    json_decref(h->tokcfg);
+    json_decref(h->modules);
+    json_decref(h->pool);
+    tbx_free(h->al, h, sizeof *h);
+}
+
+tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_hf_gguf **out,
+                               tbx_error *err) {
+    *out = NULL;
+    if (o->cast_to != TBX_DT_INVALID && o->cast_to != TBX_DT_F32 && o->cast_to != TBX_DT_F16 &&
+        o->cast_to != TBX_DT_BF16)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast", "casting to %s is not "
                        "supported for llama.cpp (f32, f16, bf16)",
-                       tbx_dtype_get(o.cast_to) ? tbx_dtype_get(o.cast_to)->name : "?");
-    if (o.quant_to != TBX_DT_INVALID) {
-        const tbx_dtype_info *qi = tbx_dtype_get(o.quant_to);
-        if (!qi || !(qi->flags & TBX_DTF_BLOCK) || !tbx_ggml_quant_for(o.quant_to))
+                       tbx_dtype_get(o->cast_to) ? tbx_dtype_get(o->cast_to)->name : "?");
+    if (o->quant_to != TBX_DT_INVALID) {
+        const tbx_dtype_info *qi = tbx_dtype_get(o->quant_to);
+        const tbx_encoder *qe = tbx_encoder_for(o->quant_to);
+        if (!qe || qe->kind != TBX_ENC_BLOCK)
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant", "quantizing to %s is "
                            "not supported", qi ? qi->name : "?");
     }
-    hf h;
-    memset(&h, 0, sizeof h);
-    h.in = in;
-    h.err = err;
-    h.al = &in->al;
-    h.quant = o.quant_to;
-    h.cast = o.cast_to;
-    float *fbuf = NULL;
-    uint8_t *obuf = NULL;
-    tbx_status st = load_json(&h, "config.json", true, &h.cfg);
-    if (st == TBX_OK) st = load_tokenizer(&h);
-    if (st == TBX_OK) st = load_json(&h, "tokenizer_config.json", false, &h.tokcfg);
-    if (st == TBX_OK) st = pick_arch(&h);
-    if (st == TBX_OK) st = plan_tensors(&h);
-    if (st == TBX_OK) st = check_vocab_rows(&h);
-    if (st == TBX_OK) st = tbx_writer_open(&h.w, out_path, &o.write, err);
-    if (st == TBX_OK) st = put_str(&h, "general.architecture", h.a->name);
-    if (st == TBX_OK) {
-        const char *nm = jstr(h.cfg, "_name_or_path");
-        if (nm && strrchr(nm, '/')) nm = strrchr(nm, '/') + 1;
-        if (nm && *nm) st = put_str(&h, "general.name", nm);
+    hf *h = tbx_calloc(&in->al, 1, sizeof *h);
+    if (!h) return tbx_err_nomem(err, "conversion state");
+    h->in = in;
+    h->err = err;
+    h->al = &in->al;
+    h->quant = o->quant_to;
+    h->cast = o->cast_to;
+    tbx_plan_init(&h->plan, &in->al);
+    tbx_status st = load_json(h, "config.json", true, &h->cfg);
+    if (st == TBX_OK) st = load_tokenizer(h);
+    if (st == TBX_OK) st = load_json(h, "tokenizer_config.json", false, &h->tokcfg);
+    if (st == TBX_OK) st = pick_arch(h);
+    if (st == TBX_OK) st = plan_tensors(h);
+    if (st == TBX_OK) st = check_vocab_rows(h);
+    if (st != TBX_OK) {
+        tbx_hf_gguf_free(h);
+        return st;
     }
-    if (st == TBX_OK) st = write_hparams(&h);
-    if (st == TBX_OK) st = check_hparams(&h);
+    *out = h;
+    return TBX_OK;
+}
+
+tbx_status tbx_hf_gguf_write(tbx_hf_gguf *h, tbx_writer *w, tbx_plan **plan, tbx_error *err) {
+    tbx_file *in = h->in;
+    h->w = w;
+    h->err = err;
+    *plan = NULL;
+    tbx_status st = put_str(h, "general.architecture", h->a->name);
     if (st == TBX_OK) {
-        tbx_dtype bulk = h.quant != TBX_DT_INVALID ? h.quant : h.cast;
+        const char *nm = jstr(h->cfg, "_name_or_path");
+        if (nm && strrchr(nm, '/')) nm = strrchr(nm, '/') + 1;
+        if (nm && *nm) st = put_str(h, "general.name", nm);
+    }
+    if (st == TBX_OK) st = write_hparams(h);
+    if (st == TBX_OK) st = check_hparams(h);
+    if (st == TBX_OK) {
+        tbx_dtype bulk = h->quant != TBX_DT_INVALID ? h->quant : h->cast;
         if (bulk == TBX_DT_INVALID) { /* the dtype of the first 2-D float tensor */
             for (uint64_t i = 0; i < tbx_tensor_count(in) && bulk == TBX_DT_INVALID; i++) {
                 tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
@@ -1794,55 +1686,12 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
             }
             if (bulk == TBX_DT_F64) bulk = TBX_DT_F32;
         }
-        st = put_u32(&h, "general.file_type", tbx_llama_ftype(bulk));
+        st = put_u32(h, "general.file_type", tbx_llama_ftype(bulk));
     }
-    if (st == TBX_OK) st = put_u32(&h, "general.quantization_version", 2);
-    if (st == TBX_OK) st = write_tokenizer(&h);
-    drop_tokenizer(&h); /* its arrays are built: the text is no longer needed */
-    if (st == TBX_OK) st = declare_tensors(&h);
-    if (st == TBX_OK && h.quant != TBX_DT_INVALID)
-        h.workers = tbx_pool_start(h.al, tbx_threads_default());
-    if (st == TBX_OK) {
-        fbuf = tbx_malloc(h.al, (size_t)HF_CHUNK_F32 * sizeof(float) + 64 * 1024 * sizeof(float));
-        obuf = tbx_malloc(h.al, (size_t)HF_CHUNK_F32 * 8 + 64 * 1024 * 8);
-        if (!fbuf || !obuf) st = tbx_err_nomem(err, "convert buffer");
-    }
-    uint64_t done = 0, total = 0;
-    for (size_t k = 0; st == TBX_OK && k < h.nout; k++) {
-        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        if (h.out[k].src != UINT64_MAX && tbx_tensor_info_get(in, h.out[k].src, &ti) == TBX_OK)
-            total += ti.nbytes;
-    }
-    for (size_t k = 0; st == TBX_OK && k < h.nout; k++) {
-        /* a row longer than a chunk gets buffers of its own size */
-        if (h.out[k].cols > HF_CHUNK_F32 + 64 * 1024) {
-            st = hf_fail(&h, TBX_E_LIMIT, h.out[k].name, "tensor \"%s\": rows of %llu values "
-                         "(at most %llu)", h.out[k].name, (unsigned long long)h.out[k].cols,
-                         (unsigned long long)(HF_CHUNK_F32 + 64 * 1024));
-            break;
-        }
-        memset(&h.chk, 0, sizeof h.chk);
-        st = write_data(&h, k, fbuf, obuf);
-        if (st == TBX_OK) st = hf_report(&h, k, &o);
-        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        if (h.out[k].src != UINT64_MAX && tbx_tensor_info_get(in, h.out[k].src, &ti) == TBX_OK)
-            done += ti.nbytes;
-        if (st == TBX_OK && o.progress) o.progress(o.progress_ud, done, total);
-    }
-    tbx_pool_stop(h.workers);
-    tbx_free(h.al, fbuf, fbuf ? (size_t)HF_CHUNK_F32 * sizeof(float) + 64 * 1024 * sizeof(float) : 0);
-    tbx_free(h.al, obuf, obuf ? (size_t)HF_CHUNK_F32 * 8 + 64 * 1024 * 8 : 0);
-    if (st == TBX_OK) st = tbx_file_check_sources(in, err); /* as tbx_convert's */
-    if (h.w) {
-        if (st != TBX_OK) tbx_writer_abort(h.w);
-        else st = tbx_writer_finish(h.w, err);
-    }
-    tbx_free(h.al, h.out, h.out ? ((size_t)tbx_tensor_count(in) + 1) * sizeof *h.out : 0);
-    for (size_t i = 0; i < h.nlent; i++) tbx_val_free(h.lent[i]);
-    drop_tokenizer(&h);
-    json_decref(h.cfg);
-    json_decref(h.tokcfg);
-    json_decref(h.modules);
-    json_decref(h.pool);
+    if (st == TBX_OK) st = put_u32(h, "general.quantization_version", 2);
+    if (st == TBX_OK) st = write_tokenizer(h);
+    drop_tokenizer(h); /* its arrays are built: the text is no longer needed */
+    if (st == TBX_OK) st = build_plan(h);
+    if (st == TBX_OK) *plan = &h->plan;
     return st;
 }

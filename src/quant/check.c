@@ -84,3 +84,24 @@ void tbx_value_check_out(tbx_value_check *c, tbx_dtype to, const float *x, const
         p += nb;
     }
 }
+
+double tbx_value_check_clip(tbx_value_check *c, const float *x, const float *y, uint64_t n,
+                            float lo, float hi, float range) {
+    double e = 0;
+    uint64_t nonfinite = 0, beyond = 0;
+    float m = 0;
+    for (uint64_t k = 0; k < n; k++) {
+        if (!isfinite(x[k])) continue; /* non-finite inputs have no error to speak of */
+        /* the value asked for: clipped to the range (a clipped value is no overflow) */
+        const float a = fabsf(x[k] < lo ? lo : x[k] > hi ? hi : x[k]);
+        if (a > m) m = a;
+        if (a > range) beyond++;
+        if (!isfinite(y[k])) { e = INFINITY; nonfinite++; continue; } /* non-finite decoded */
+        const double d = (double)y[k] - (double)x[k];
+        e += d * d;
+    }
+    c->nonfinite += nonfinite;
+    c->beyond += beyond;
+    if (m > c->max_abs) c->max_abs = m;
+    return e;
+}

@@ -185,7 +185,7 @@ static void mantle_k_row(const tbx_mcfq_layout *L, const float *x, float lo, flo
 
 /* Does mantle's f16 conversion of scale s give Inf (s >= 65536)? Such a block has no finite
  * scale: both methods then write mantle's block, whose values decode to Inf/NaN (what the
- * reference gives; the conversion reports them, see convert_mcfq.c). */
+ * reference gives; the conversion reports them, see src/convert/engine.c). */
 static bool f16_overflows(float s) { return (tbx_mcfq_f16_trunc(s) & 0x7FFFu) == 0x7C00u; }
 
 /* Nearest f16 of a non-negative finite scale, capped at the largest finite f16. */

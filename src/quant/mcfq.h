@@ -120,7 +120,8 @@ void tbx_mcfi_dequant(const tbx_mcfi_layout *L, float scale, float zero, const u
  * family's per-block sub-scales inside the payload; int8/int4: one f32 scale per tensor). The
  * caller sets method, domain, clip range and zero points. TBX_E_INVALID_ARG for another dtype,
  * TBX_E_OVERFLOW when the layout does not fit in 64 bits. The reader (src/formats/mcf.c) and
- * the quantizing conversion (src/api/convert.c) describe MCF tensors through this one rule. */
+ * the quantizing conversion (the encoders of encode.c) describe MCF tensors through this one
+ * rule. */
 tbx_status tbx_mcfq_describe(tbx_dtype dt, uint64_t rows, uint64_t cols, tbx_quant_info *q);
 
 #endif

@@ -6,7 +6,7 @@
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "tbx_test.h"
 
-#include "convert_mcfq.h"
+#include "api.h"
 #include "ggml.h"
 #include "mcfq.h"
 
@@ -335,7 +335,7 @@ TBX_TEST(int_family) {
     CHECK(fabsf(y[1] + 1.0f) < 1e-5f && fabsf(y[2] - 1.55f) < 1e-5f);
 }
 
-/* ---- the conversion step (convert_mcfq.c) ---------------------------------------------------- */
+/* ---- the conversion (tbx_convert to MCF: the engine's payload encoders) ------------------- */
 /* A one-tensor safetensors file, written byte by byte. */
 static void st_write(const char *path, const char *dtype, uint64_t rows, uint64_t cols,
                      const void *data, size_t nbytes) {
@@ -353,26 +353,69 @@ static void st_write(const char *path, const char *dtype, uint64_t rows, uint64_
     fclose(f);
 }
 
-typedef struct sinkbuf { uint8_t *p; size_t len, cap; int calls; } sinkbuf;
-static tbx_status sink(void *ud, const void *data, size_t len, tbx_error *err) {
-    (void)err;
-    sinkbuf *b = ud;
-    if (b->len + len > b->cap) return TBX_E_RANGE;
-    memcpy(b->p + b->len, data, len);
-    b->len += len;
-    b->calls++;
-    return TBX_OK;
+/* MCF's raw int family after the q / k kinds (the loop below runs over all eight) */
+#define KIND_INT8 ((unsigned)TBX_MCFQ_KIND_COUNT)
+#define KIND_INT4 ((unsigned)TBX_MCFQ_KIND_COUNT + 1)
+
+typedef struct qrec { uint64_t nvalues; double sse; int calls; } qrec;
+static void on_quant(void *ud, uint64_t tensor, uint64_t nvalues, double sse) {
+    qrec *r = ud;
+    (void)tensor;
+    r->nvalues = nvalues;
+    r->sse = sse;
+    r->calls++;
 }
 
-static void convert_once(const char *path, tbx_mcfq_request *rq, const char *threads, sinkbuf *b) {
+/* Converts the one-tensor file `path` to MCF family `kind` (clip given: lo..hi, else the
+ * scan's), with `threads` threads, through tbx_convert (the engine); *payload gets the
+ * tensor's stored bytes (malloc), *lo / *hi the clip range its QuantInfo records. */
+static void convert_once(const char *path, unsigned kind, int method, bool clip, float clo,
+                         float chi, const char *threads, uint8_t **payload, size_t *len,
+                         qrec *r, double *lo, double *hi) {
+    char out[600];
+    tbx_test_tmppath(out, sizeof out, "mcfq_conv_%d.mcf", (int)getpid());
     setenv("TBX_THREADS", threads, 1);
     tbx_file *f = NULL;
     tbx_error err;
+    *payload = NULL;
+    *len = 0;
+    memset(r, 0, sizeof *r);
     CHECK_OK(tbx_open_path(&f, path, NULL, &err));
-    b->len = 0;
-    if (f) CHECK_OK(tbx_mcfq_convert_tensor(f, 0, rq, sink, b, &err));
+    if (f) {
+        tbx_convert_options o;
+        tbx_convert_options_init(&o);
+        o.write.flags = TBX_WRITE_OVERWRITE | TBX_WRITE_NO_SYNC;
+        o.quant_to = kind < TBX_MCFQ_KIND_COUNT ? (tbx_dtype)(TBX_DT_MCF_Q8 + kind)
+                     : kind == KIND_INT8 ? TBX_DT_MCF_INT8 : TBX_DT_MCF_INT4;
+        if (method) o.flags |= TBX_CONVERT_QUANT_MANTLE;
+        if (clip) {
+            o.flags |= TBX_CONVERT_QUANT_CLIP;
+            o.quant_clip_min = clo;
+            o.quant_clip_max = chi;
+        }
+        o.on_quant = on_quant;
+        o.progress_ud = r;
+        CHECK_OK(tbx_convert(f, out, &o, &err));
+    }
     tbx_close(f);
     unsetenv("TBX_THREADS");
+    tbx_file *g = NULL;
+    CHECK_OK(tbx_open_path(&g, out, NULL, &err));
+    if (!g) return;
+    uint64_t i = 0;
+    CHECK_OK(tbx_tensor_find(g, "w", &i));
+    tbx_tensor_read(g, i, NULL, 0, len, &err); /* the size */
+    *payload = malloc(*len + 1);
+    CHECK_OK(tbx_tensor_read(g, i, *payload, *len, NULL, &err));
+    tbx_quant_info q;
+    memset(&q, 0, sizeof q);
+    q.struct_size = sizeof q;
+    CHECK_OK(tbx_tensor_quant_get(g, i, &q));
+    CHECK(q.has_clip);
+    *lo = q.clip_min;
+    *hi = q.clip_max;
+    tbx_close(g);
+    remove(out);
 }
 
 /* The payload equals the kernels' output on the whole tensor with clip +-max|finite value|,
@@ -395,9 +438,9 @@ TBX_TEST(convert_tensor_threads) {
     st_write(p32, "F32", rows, cols, x, nv * 4);
     for (size_t i = 0; i < nv; i++) h[i] = tbx_f32_to_f16(x[i]);
     st_write(p16, "F16", rows, cols, h, nv * 2);
-    for (unsigned kind = 0; kind <= TBX_MCFQ_INT4; kind++) {
+    for (unsigned kind = 0; kind <= KIND_INT4; kind++) {
         for (int m = 0; m < 2; m++) {
-            if (kind >= TBX_MCFQ_INT8 && m) continue;
+            if (kind >= KIND_INT8 && m) continue;
             /* expected: the kernels on the whole tensor */
             uint64_t total;
             tbx_mcfq_layout L;
@@ -406,7 +449,7 @@ TBX_TEST(convert_tensor_threads) {
                 CHECK_OK(tbx_mcfq_layout_get((tbx_mcfq_kind)kind, rows, cols, &L));
                 total = L.total;
             } else {
-                CHECK_OK(tbx_mcfi_layout_get(kind == TBX_MCFQ_INT8 ? 8 : 4, false, nv, &I));
+                CHECK_OK(tbx_mcfi_layout_get(kind == KIND_INT8 ? 8 : 4, false, nv, &I));
                 total = I.total;
             }
             uint8_t *want = calloc(1, (size_t)total);
@@ -425,26 +468,29 @@ TBX_TEST(convert_tensor_threads) {
             }
             for (size_t i = 0; i < nv; i++)
                 if (isfinite(x[i])) wsse += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
-            sinkbuf b = { malloc((size_t)total + 1), 0, (size_t)total, 0 };
-            double sse1 = -1;
+            double sse1 = -1, lo, hi;
+            uint8_t *got = NULL;
+            size_t len = 0;
+            qrec r;
             for (int th = 0; th < 3; th++) {
-                tbx_mcfq_request rq = { kind, (tbx_mcfq_method)m, false, 0, 0, 0, 0, {0, 0, 0} };
-                convert_once(p32, &rq, th == 0 ? "1" : th == 1 ? "2" : "4", &b);
-                CHECK_EQ(b.len, total);
-                CHECK(rq.clip_lo == -amax && rq.clip_hi == amax);
-                CHECK_EQ(rq.nvalues, nv);
-                CHECK(b.len == total && memcmp(b.p, want, (size_t)total) == 0);
-                if (th == 0) sse1 = rq.sse;
-                CHECK(rq.sse == sse1); /* bit-identical sum for any thread count */
+                convert_once(p32, kind, m, false, 0, 0, th == 0 ? "1" : th == 1 ? "2" : "4",
+                             &got, &len, &r, &lo, &hi);
+                CHECK_EQ(len, total);
+                CHECK(lo == -amax && hi == amax);
+                CHECK_EQ(r.calls, 1);
+                CHECK_EQ(r.nvalues, nv);
+                CHECK(got && len == total && memcmp(got, want, (size_t)total) == 0);
+                if (th == 0) sse1 = r.sse;
+                CHECK(r.sse == sse1); /* bit-identical sum for any thread count */
                 /* the sum is the error of the decoded payload (order of summation differs) */
-                CHECK(fabs(rq.sse - wsse) <= 1e-9 * wsse + 1e-30);
+                CHECK(fabs(r.sse - wsse) <= 1e-9 * wsse + 1e-30);
+                free(got);
             }
             /* f16 input: the decoded values are what gets quantized */
-            tbx_mcfq_request rq = { kind, (tbx_mcfq_method)m, true, -0.1f, 0.1f, 0, 0, {0, 0, 0} };
-            convert_once(p16, &rq, "3", &b);
-            CHECK_EQ(b.len, total);
-            CHECK(rq.clip_lo == -0.1f && rq.clip_hi == 0.1f); /* a given range is kept */
-            free(b.p);
+            convert_once(p16, kind, m, true, -0.1f, 0.1f, "3", &got, &len, &r, &lo, &hi);
+            CHECK_EQ(len, total);
+            CHECK(lo == -0.1f && hi == 0.1f); /* a given range is kept */
+            free(got);
             free(want);
         }
     }

@@ -1,0 +1,229 @@
+/*
+ * convert.c - the conversions of the public API (tbx_convert, tbx_gguf_from_hf): the options
+ * checked, the output checked before any work (tbx_writer_check), the output format decided
+ * once (the options', else the path's extension) and passed down as decided, the plan chosen
+ * (a Hugging Face model to GGUF: src/models' plan and metadata; anything else: the plain plan
+ * of src/convert/plain.c with the input's metadata, size variables and sections), the writer
+ * opened here and handed down, the engine run (src/convert/engine.c), and the writer finished
+ * (or aborted: nothing is left behind) once the input is known to be whole.
+ */
+#include "api.h"
+#include "convert.h"
+#include "encode.h"
+#include "models.h"
+
+#include <stdio.h>
+
+void tbx_convert_options_init(tbx_convert_options *opt) {
+    if (!opt) return;
+    memset(opt, 0, sizeof *opt);
+    opt->struct_size = sizeof *opt;
+    tbx_write_options_init(&opt->write);
+}
+
+/* An input opened from a model directory (a Hugging Face directory, or the index of a sharded
+ * set, read as one file): the writer learns the directory's base name as Go's filepath.Base
+ * gives it (trailing slashes dropped; "" -> "."), which MCF's writer uses as mantle's pack does.
+ * The provider of the input's path computed it when the input was opened (src/io/provider.h). */
+static tbx_status set_source_dir(const tbx_file *in, tbx_writer *w, tbx_error *err) {
+    if (!in->prov || !in->part_names || !in->prov->base) return TBX_OK;
+    return tbx_writer_set_source_dir_(w, in->prov->base, in->prov->base_len, err);
+}
+
+/* What quant_to may be: every dtype an encoder quantizes to, from the encoders' table
+ * ("q8_0, q4_0, ...; MCF: mcf_q8, ..."). */
+static void quant_list(char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int kind = TBX_ENC_BLOCK; kind <= TBX_ENC_PAYLOAD; kind++) {
+        bool first = true;
+        for (size_t i = 0; tbx_encoder_at(i); i++) {
+            const tbx_encoder *e = tbx_encoder_at(i);
+            const tbx_dtype_info *di = tbx_dtype_get(e->dtype);
+            if (e->kind != kind || !di || tbx_encoder_for(e->dtype) != e) continue;
+            const char *sep = first ? (kind == TBX_ENC_PAYLOAD ? "; MCF: " : "") : ", ";
+            int k = snprintf(buf + n, cap - n, "%s%s", sep, di->name);
+            if (k < 0 || (size_t)k >= cap - n) return;
+            n += (size_t)k;
+            first = false;
+        }
+    }
+}
+
+/* The engine's options from a conversion's. */
+static void engine_opts(tbx_engine_opts *eo, tbx_progress_fn progress, void *ud,
+                        tbx_convert_report_fn on_tensor, uint32_t flags) {
+    memset(eo, 0, sizeof *eo);
+    eo->progress = progress;
+    eo->ud = ud;
+    eo->on_tensor = on_tensor;
+    eo->strict = (flags & TBX_CONVERT_STRICT) != 0;
+}
+
+/* Ends a writing conversion: an input that shrank before the output is committed fails it,
+ * however its bytes were read (every read checks its own bytes; this also covers a shrink
+ * that cut only bytes already read); then the writer is finished, or aborted on any error. */
+static tbx_status conclude(tbx_file *in, tbx_writer *w, tbx_status st, tbx_error *err) {
+    if (st == TBX_OK) st = tbx_file_check_sources(in, err);
+    if (st != TBX_OK) tbx_writer_abort(w);
+    else st = tbx_writer_finish(w, err);
+    return st;
+}
+
+/* A Hugging Face model to GGUF, the output already checked: src/models' metadata and plan. */
+static tbx_status gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_hf_options *o,
+                               tbx_error *err) {
+    tbx_hf_gguf *h = NULL;
+    tbx_status st = tbx_hf_gguf_prepare(in, o, &h, err);
+    if (st != TBX_OK) return st;
+    tbx_writer *w = NULL;
+    st = tbx_writer_open(&w, out_path, &o->write, err);
+    tbx_plan *plan = NULL;
+    if (st == TBX_OK) st = tbx_hf_gguf_write(h, w, &plan, err);
+    if (st == TBX_OK) {
+        tbx_engine_opts eo;
+        engine_opts(&eo, o->progress, o->progress_ud, o->on_tensor, o->flags);
+        st = tbx_engine_run(in, plan, w, &eo, err);
+    }
+    if (w) st = conclude(in, w, st, err);
+    tbx_hf_gguf_free(h); /* after the writer: it borrowed the vocabulary and the plan */
+    return st;
+}
+
+tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_hf_options *opt,
+                            tbx_error *err) {
+    tbx_error local;
+    if (!err) err = &local;
+    if (!in || !out_path)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "convert", "NULL argument");
+    tbx_gguf_hf_options o;
+    tbx_gguf_hf_options_init(&o);
+    if (opt) {
+        size_t n = tbx_struct_bytes(opt->struct_size, sizeof o);
+        memcpy(&o, opt, n);
+    }
+    o.write.format = TBX_FORMAT_GGUF;
+    /* the output can be written before the model's JSON files are parsed */
+    tbx_status st = tbx_writer_check(out_path, &o.write, err);
+    if (st != TBX_OK) return st;
+    return gguf_from_hf(in, out_path, &o, err);
+}
+
+tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
+                       tbx_error *err) {
+    if (!in || !out_path)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "convert", "NULL argument");
+    tbx_convert_options o;
+    tbx_convert_options_init(&o);
+    if (opt) {
+        /* callers built against an older, shorter struct leave the newer fields at defaults */
+        size_t n = tbx_struct_bytes(opt->struct_size, sizeof o);
+        memcpy(&o, opt, n);
+        o.struct_size = sizeof o;
+    }
+    tbx_error local;
+    if (!err) err = &local;
+    if (o.cast_to != TBX_DT_INVALID && o.cast_to != TBX_DT_F32 && o.cast_to != TBX_DT_F16 &&
+        o.cast_to != TBX_DT_BF16 && o.cast_to != TBX_DT_F64)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast",
+                       "casting to %s is not supported (f32, f16, bf16, f64)",
+                       tbx_dtype_get(o.cast_to) ? tbx_dtype_get(o.cast_to)->name : "?");
+
+    if (o.meta && tbx_value_type_of(o.meta) != TBX_V_MAP)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "meta",
+                       "extra metadata must be a map value, not %s",
+                       tbx_value_type_name(tbx_value_type_of(o.meta)));
+
+    /* quant_to: a dtype an encoder quantizes to (a ggml block type, an MCF family) */
+    const tbx_encoder *qe = o.quant_to != TBX_DT_INVALID ? tbx_encoder_for(o.quant_to) : NULL;
+    if (o.quant_to != TBX_DT_INVALID && (!qe || qe->kind == TBX_ENC_FLOAT)) {
+        const tbx_dtype_info *qi = tbx_dtype_get(o.quant_to);
+        char list[400];
+        quant_list(list, sizeof list);
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                       "quantizing to %s is not supported (%s)", qi ? qi->name : "?", list);
+    }
+    const bool clips = qe && qe->clip;
+    if ((o.flags & TBX_CONVERT_QUANT_CLIP) && (!clips || !(o.quant_clip_min <= o.quant_clip_max)))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_clip",
+                       !clips ? "a clip range applies to MCF quantization only"
+                              : "clip range [%g, %g]: min must not exceed max",
+                       (double)o.quant_clip_min, (double)o.quant_clip_max);
+    /* the output format, decided once: the writer and the plan take it as given */
+    if (!o.write.format) o.write.format = tbx_format_from_path(out_path);
+    /* the output can be written (its directory exists, ...) before any work is done */
+    tbx_status st = tbx_writer_check(out_path, &o.write, err);
+    if (st != TBX_OK) return st;
+
+    /* tensors the input lists but cannot read: refused before anything is written, naming the
+     * first, unless leaving them out is allowed */
+    size_t nbad = 0;
+    for (size_t i = 0; i < in->ntensors; i++) nbad += in->tensors[i].unreadable != 0;
+    if (nbad && !(o.flags & TBX_CONVERT_DROP_UNREADABLE)) {
+        const tbx_tensor *t = in->tensors;
+        while (!t->unreadable) t++;
+        st = in->drv->check_component ? in->drv->check_component(in, t, 0, err) : TBX_OK;
+        if (st == TBX_OK)
+            st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tensor",
+                         "tensor \"%s\": its values cannot be read", t->name);
+        char hint[96];
+        if (nbad > 1)
+            snprintf(hint, sizeof hint, "and %zu more like it; leave them out with "
+                     "--drop-unreadable", nbad - 1);
+        else
+            snprintf(hint, sizeof hint, "leave it out with --drop-unreadable");
+        tbx_convert_hint(err, hint);
+        return st;
+    }
+    /* a Hugging Face model (its config.json is a section) to GGUF: written for llama.cpp */
+    const tbx_format to_fmt = o.write.format;
+    if (to_fmt == TBX_FORMAT_GGUF && !(o.flags & TBX_CONVERT_RAW) && tbx_gguf_hf_applies(in)) {
+        if (nbad)
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
+                           "%zu tensors cannot be read, and leaving tensors out is not applied "
+                           "to a Hugging Face -> GGUF conversion (convert with --raw)", nbad);
+        if (o.meta && tbx_value_len(o.meta))
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "meta",
+                           "extra metadata is not applied to a Hugging Face -> GGUF conversion "
+                           "(set it afterwards with tbx gguf set)");
+        /* its tensors are floats: TBX_CONVERT_DEQUANTIZE / _REQUANTIZE have nothing to do */
+        tbx_gguf_hf_options ho;
+        tbx_gguf_hf_options_init(&ho);
+        ho.write = o.write;
+        ho.quant_to = o.quant_to;
+        ho.cast_to = o.cast_to;
+        ho.progress = o.progress;
+        ho.progress_ud = o.progress_ud;
+        ho.on_tensor = o.on_tensor;
+        ho.flags = o.flags & TBX_CONVERT_STRICT;
+        return gguf_from_hf(in, out_path, &ho, err);
+    }
+
+    /* what each tensor becomes, decided before anything is written */
+    tbx_plan plan;
+    tbx_plan_init(&plan, &in->al);
+    bool changed = false;
+    st = tbx_plan_plain(in, &o, to_fmt, &plan, &changed, err);
+    tbx_writer *w = NULL;
+    if (st == TBX_OK) st = tbx_writer_open(&w, out_path, &o.write, err);
+    if (st != TBX_OK) {
+        tbx_plan_free(&plan);
+        return st;
+    }
+    tbx_kept_values kept = { NULL, 0, 0 };
+    const uint32_t ftype = changed ? tbx_plan_plain_ftype(&plan, in, &o) : 0;
+    st = set_source_dir(in, w, err);
+    if (st == TBX_OK) st = tbx_convert_copy_meta(in, w, &o, changed ? &ftype : NULL, &kept, err);
+    if (st == TBX_OK) st = tbx_convert_copy_sizevars(in, w, &o, err);
+    if (st == TBX_OK) st = tbx_convert_copy_sections(in, w, &o, err);
+    if (st == TBX_OK) {
+        tbx_engine_opts eo;
+        engine_opts(&eo, o.progress, o.progress_ud, o.on_tensor, o.flags);
+        eo.on_quant = o.on_quant;
+        st = tbx_engine_run(in, &plan, w, &eo, err);
+    }
+    st = conclude(in, w, st, err);
+    tbx_plan_free(&plan);
+    tbx_convert_kept_free(in, &kept);
+    return st;
+}

@@ -1,0 +1,75 @@
+/*
+ * convert.h - the conversion layer (src/convert/): the engine that carries out any plan
+ * (engine.c), the plain conversion's plan (plain.c: what tbx_convert does to each tensor) and
+ * the copy of metadata, size variables and sections through the writer API (meta.c). It sees
+ * everything below the façade but the façade itself: the façade (src/api/convert.c) decides
+ * which plan, opens the writer and hands it down.
+ */
+#ifndef TBX_CONVERT_H
+#define TBX_CONVERT_H
+
+#include "access.h"
+#include "plan.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* The engine (engine.c)                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct tbx_engine_opts {
+    tbx_progress_fn progress;          /* input bytes done / total; may be NULL */
+    void *ud;                          /* for progress, on_tensor and on_quant */
+    tbx_convert_report_fn on_tensor;   /* each output tensor once written; may be NULL */
+    /* each tensor of an encoder that reports its error (MCF families): values, sum of the
+     * squared errors (in f64, in a fixed order: the same for any thread count) */
+    void (*on_quant)(void *ud, uint64_t tensor, uint64_t nvalues, double sse);
+    bool strict;                       /* a tensor with value warnings fails (TBX_E_LOSSY) */
+    int threads;                       /* 0: tbx_threads_default() */
+    uint64_t chunk;                    /* values of a job (tests: small ones); 0: the default */
+} tbx_engine_opts;
+
+/* Carries plan `p` out into `w`, a writer whose metadata and sections are added and whose
+ * tensors are not: checks the plan against `in` (TBX_E_INVALID_ARG naming what is wrong),
+ * declares every tensor (the writer borrows their names, shapes and descriptions: the plan and
+ * `in` must outlive it), then streams each one's values: stored bytes that pass unchanged by
+ * the kernel or in 4 MiB range reads; anything else in runs of about 2 MiB of values read on
+ * the calling thread and decoded, transformed and encoded on worker threads (the pool of
+ * o->threads), written in order, so the bytes do not depend on the thread count; an MCF
+ * family's payload built whole in memory (within in->limits.max_tensor_bytes) and written when
+ * complete. Reports each tensor after its bytes (o->on_tensor; o->strict: warnings fail).
+ * The writer is neither finished nor aborted here. */
+tbx_status tbx_engine_run(tbx_file *in, tbx_plan *p, tbx_writer *w, const tbx_engine_opts *o,
+                          tbx_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* The plain conversion (plain.c, meta.c)                                                      */
+/* ------------------------------------------------------------------------------------------ */
+/* Options already checked by the façade (tbx_convert: cast_to a float dtype, quant_to one an
+ * encoder writes, the clip range only for an encoder that takes one); `to_fmt` the output
+ * format. Fills *p (initialised by the caller) with one tensor per readable input tensor, in
+ * order: kept, cast, quantized (with llama-quantize's fallback), dequantized or requantized as
+ * the options say (tbx_convert_options in tensorbox.h), and *changed whether any tensor is not
+ * kept. The one refusal made here: a tensor quantized to another type than quant_to without
+ * TBX_CONVERT_REQUANTIZE or _DEQUANTIZE (TBX_E_LOSSY naming it). */
+tbx_status tbx_plan_plain(tbx_file *in, const tbx_convert_options *o, tbx_format to_fmt,
+                          tbx_plan *p, bool *changed, tbx_error *err);
+/* llama.cpp's general.file_type of the output of plain plan p (see plain.c). */
+uint32_t tbx_plan_plain_ftype(const tbx_plan *p, const tbx_file *in, const tbx_convert_options *o);
+
+/* Values made during a conversion (stringified metadata, a rewritten file type), lent to the
+ * writer and freed after it finished or aborted (tbx_convert_kept_free). */
+typedef struct tbx_kept_values { tbx_value **v; size_t n, cap; } tbx_kept_values;
+void tbx_convert_kept_free(tbx_file *in, tbx_kept_values *k);
+/* The input's metadata into w (lent: the input outlives the writer), then the caller's own
+ * (o->meta); refused entries are stringified or dropped when the options allow it, else the
+ * error names them and the option that helps. ftype (not NULL): general.file_type is written
+ * with this value. */
+tbx_status tbx_convert_copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
+                                 const uint32_t *ftype, tbx_kept_values *kept, tbx_error *err);
+/* Size variables (OINF) and sections, refused ones dropped only when the options allow it. */
+tbx_status tbx_convert_copy_sizevars(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
+                                     tbx_error *err);
+tbx_status tbx_convert_copy_sections(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
+                                     tbx_error *err);
+/* Appends " (hint)" to err's message. */
+void tbx_convert_hint(tbx_error *err, const char *hint);
+
+#endif /* TBX_CONVERT_H */
