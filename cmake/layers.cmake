@@ -14,7 +14,18 @@
 #   models    what a model is to a runtime -> plans     core io quant access formats
 #   convert   the engine that carries out plans         core io quant access formats models
 #   api       the façade                                everything
-set(TBX_FORMATS safetensors gguf ztensor oinf mcf embd)
+# The format folders: every directory under src/formats/ is one driver's layer (fmt_<folder>),
+# found here, so a new format is its folder plus its row in src/formats/registry.h.
+file(GLOB _tbx_fmt_dirs LIST_DIRECTORIES true CONFIGURE_DEPENDS
+     "${CMAKE_CURRENT_LIST_DIR}/../src/formats/*")
+set(TBX_FORMATS "")
+foreach(_d IN LISTS _tbx_fmt_dirs)
+  if(IS_DIRECTORY "${_d}")
+    get_filename_component(_f "${_d}" NAME)
+    list(APPEND TBX_FORMATS ${_f})
+  endif()
+endforeach()
+list(SORT TBX_FORMATS)
 
 set(TBX_LAYER_core_DIRS src/core)
 set(TBX_LAYER_core_SEES "")

@@ -198,6 +198,9 @@ typedef enum tbx_format {
     TBX_FORMAT_MCF = 5,          /* mantle's Model Container Format (docs/formats/mcf.md) */
     TBX_FORMAT_EMBD = 6,         /* EMBD .weights (cpp_embedder's specification) */
     TBX_FORMAT_EMBD_LEGACY = 7   /* the layout cpp_embedder loads (its converter's; no extension) */
+    /* A format added later may have no name in this list: its value is its driver's own (each
+     * value one format's, never reused), listed by tbx_format_at and tbx_format_count, named
+     * and found by tbx_format_name / tbx_format_from_name / tbx_format_from_path like these. */
 } tbx_format;
 
 /* Lower-case name of a format with a driver in this library (its row's: "safetensors",
@@ -674,10 +677,12 @@ TBX_API const char *tbx_layout_name(tbx_layout layout);
 typedef enum tbx_encoding {
     TBX_ENC_RAW = 0,
     TBX_ENC_ZSTD = 1
+    /* A format may store components in an encoding of its own, not named in this list: its
+     * value is its driver's (each value one encoding's), named by tbx_encoding_name. */
 } tbx_encoding;
 
-/* Lower-case name of an encoding ("raw", "zstd"), as `tbx info` prints it; "unknown" for any
- * other value (an encoding a newer library added). Static storage. */
+/* Lower-case name of an encoding ("raw", "zstd", or one a format declares), as `tbx info`
+ * prints it; "unknown" for any other value. Static storage. */
 TBX_API const char *tbx_encoding_name(tbx_encoding encoding);
 
 typedef struct tbx_tensor_info {

@@ -249,6 +249,10 @@ tbx_status tbx_dtype_core_nbytes_shape(tbx_dtype dt, const uint64_t *shape, uint
                                        uint64_t *out);
 /* tbx_dtype_get / tbx_dtype_nbytes_shape over an explicit driver list. */
 const tbx_dtype_info *tbx_dtype_get_in(const tbx_driver *const *drivers, tbx_dtype dtype);
+/* The name of an encoding: the core's (raw, zstd), else the one a driver of `drivers`
+ * (NULL-terminated) declares in its row (tbx_driver.encodings); "unknown" otherwise. The
+ * registry's tbx_encoding_name passes every row; a handle's description passes its own. */
+const char *tbx_encoding_name_in(const tbx_driver *const *drivers, tbx_encoding encoding);
 tbx_status tbx_dtype_nbytes_shape_in(const tbx_driver *const *drivers, tbx_dtype dtype,
                                      const uint64_t *shape, uint32_t ndim, uint64_t *out);
 

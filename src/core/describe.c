@@ -452,7 +452,8 @@ static tbx_value *tensor_obj(tbx_describer *d, uint64_t i) {
             tbx_desc_u64(d, cm, "offset", ci.offset);
             tbx_desc_u64(d, cm, "stored_bytes", ci.stored_bytes);
             tbx_desc_u64(d, cm, "nbytes", ci.nbytes);
-            tbx_desc_str(d, cm, "encoding", tbx_encoding_name(ci.encoding));
+            const tbx_driver *const own[] = {f->drv, NULL}; /* its row's encodings */
+            tbx_desc_str(d, cm, "encoding", tbx_encoding_name_in(own, ci.encoding));
             if (ci.digest) tbx_desc_str(d, cm, "digest", ci.digest);
             tbx_desc_push(d, comps, cm);
         }

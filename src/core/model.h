@@ -363,11 +363,19 @@ double tbx_writer_opt_f64(const tbx_writer *w, const char *key, double dflt);
 const char *tbx_writer_opt_str(const tbx_writer *w, const char *key, const char *dflt);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Format drivers (src/formats/<fmt>/). Registered in src/formats/registry.c.                  */
+/* Format drivers (src/formats/<fmt>/). Registered in src/formats/registry.h.                  */
 /* ------------------------------------------------------------------------------------------ */
+/* An encoding a format declares (tbx_driver.encodings): its value and lower-case name. */
+typedef struct tbx_encoding_entry {
+    tbx_encoding encoding;
+    const char *name;
+} tbx_encoding_entry;
+
 /* The contract: everything core knows about a format comes from its row below; a format is
  * its folder src/formats/<fmt>/ (reader, writer, common helpers, <fmt>_driver.c holding the
- * row) plus one entry in tbx_drivers[] (src/formats/registry.c). Core holds every driver to
+ * row) plus its name in TBX_REGISTRY_ROWS (src/formats/registry.h); the build finds the
+ * folder by itself (cmake/layers.cmake). Its format value (and any encoding value of its own)
+ * needs no name in tensorbox.h: the row gives it, each value one row's. Core holds every driver to
  * its row: the versions it reads and writes (tbx_file_open_done_, tbx_writer_create_), the
  * metadata types and dtypes its writer takes (meta_types, w_dtype_ok), its write options
  * (w_options). The members, by what they are for (required: every row has them; the others
@@ -389,6 +397,8 @@ const char *tbx_writer_opt_str(const tbx_writer *w, const char *key, const char 
  *                   core cannot decode: MCF's families, zTensor sparse/grouped)
  *   description     describe_key, describe                          the format's own member of
  *                   the info document: EMBD (header, vocabulary), MCF (section directory)
+ *   own encodings   encodings                                       component encodings beside
+ *                   raw and zstd, named by the row
  *   validation      validate                                        deep checks after open
  *   writing         w_layout (required for a writer), w_check_meta, w_check_tensor,
  *                   w_check_section (sections), w_check_quant (quantization descriptions:
@@ -510,6 +520,13 @@ struct tbx_driver {
      * the member out. NULL: the format adds nothing to the common description. */
     const char *describe_key;
     tbx_status (*describe)(const tbx_file *f, tbx_describer *d, tbx_error *err);
+    /* Optional: the encodings of the format's own that its reader sets on components
+     * (tbx_component.encoding) beside the core's raw and zstd, each a value no other row
+     * declares (test_contract), with the name tbx_encoding_name and the description give it;
+     * terminated by an entry whose name is NULL. A component in such an encoding is read only
+     * through read_component (and read_component_range, check_component when present), never
+     * served from the source. NULL: none (npz: "deflate"). */
+    const tbx_encoding_entry *encodings;
     /* Optional: deep checks run by tbx_validate after open (every problem via
      * tbx_file_problem). */
     tbx_status (*validate)(tbx_file *f, tbx_error *err);

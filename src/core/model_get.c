@@ -142,11 +142,14 @@ const char *tbx_layout_name(tbx_layout layout) {
     return "unknown";
 }
 
-const char *tbx_encoding_name(tbx_encoding encoding) {
+const char *tbx_encoding_name_in(const tbx_driver *const *drivers, tbx_encoding encoding) {
     switch (encoding) {
     case TBX_ENC_RAW: return "raw";
     case TBX_ENC_ZSTD: return "zstd";
     }
+    for (size_t i = 0; drivers && drivers[i]; i++)
+        for (const tbx_encoding_entry *e = drivers[i]->encodings; e && e->name; e++)
+            if (e->encoding == encoding) return e->name;
     return "unknown";
 }
 

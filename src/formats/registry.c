@@ -5,26 +5,18 @@
  * tbx_dtype_from_name, tbx_dtype_nbytes[_shape]: the core table below them is
  * dtype.c), version queries. No format knowledge lives here: only the rows.
  *
- * Adding a format: its folder src/formats/<fmt>/ defines `const tbx_driver tbx_driver_<fmt>`
- * (the contract is struct tbx_driver in src/core/model.h); declare it and list it in
- * tbx_drivers[] below: this is the one place that names every driver. Probe order matters only
- * for formats whose magic is weak (safetensors has none): strong magics come first.
+ * Adding a format: its folder src/formats/<fmt>/ defines `const tbx_driver tbx_driver_<row>`
+ * (the contract is struct tbx_driver in src/core/model.h) and its row name goes into
+ * TBX_REGISTRY_ROWS (registry.h): the one place that names every driver, in probe order.
  */
 #include "registry.h"
 #include "plain.h" /* tbx_decode_f32_info */
 
 #include <strings.h>
 
-const tbx_driver *const tbx_drivers[] = {
-    &tbx_driver_gguf,
-    &tbx_driver_oinf,
-    &tbx_driver_mcf,
-    &tbx_driver_ztensor,
-    &tbx_driver_embd,        /* before embd-legacy: both start with "EMBD" 01 00 00 00 */
-    &tbx_driver_embd_legacy,
-    &tbx_driver_safetensors, /* weakest probe (no magic): keep last */
-    NULL,
-};
+#define ROW_(row) &tbx_driver_##row,
+const tbx_driver *const tbx_drivers[] = {TBX_REGISTRY_ROWS(ROW_) NULL};
+#undef ROW_
 
 const tbx_driver *tbx_driver_for(tbx_format format) {
     for (size_t i = 0; tbx_drivers[i]; i++)
@@ -184,6 +176,10 @@ tbx_status tbx_dtype_nbytes_shape(tbx_dtype dtype, const uint64_t *shape, uint32
     return tbx_dtype_nbytes_shape_in(tbx_drivers, dtype, shape, ndim, out);
 }
 
+
+const char *tbx_encoding_name(tbx_encoding encoding) {
+    return tbx_encoding_name_in(tbx_drivers, encoding);
+}
 
 const char *tbx_version(void) { return TBX_VERSION_STRING; }
 int tbx_version_number(void) { return TBX_VERSION_NUMBER; }

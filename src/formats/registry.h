@@ -9,14 +9,18 @@
 
 #include "model.h"
 
-/* The rows, each defined in its format's folder. */
-extern const tbx_driver tbx_driver_safetensors;
-extern const tbx_driver tbx_driver_gguf;
-extern const tbx_driver tbx_driver_oinf;
-extern const tbx_driver tbx_driver_mcf;
-extern const tbx_driver tbx_driver_ztensor;
-extern const tbx_driver tbx_driver_embd;
-extern const tbx_driver tbx_driver_embd_legacy;
+/* The rows, in probe order, each `const tbx_driver tbx_driver_<row>` defined in its format's
+ * folder: adding a format is its folder plus its name here (the one list of drivers; the build
+ * finds the folder by itself, cmake/layers.cmake). Probe order matters only for formats whose
+ * magic is weak (safetensors has none): strong magics come first; embd before embd_legacy (both
+ * start with "EMBD" 01 00 00 00); safetensors, the weakest probe, last. */
+#define TBX_REGISTRY_ROWS(X)                                                                   \
+    X(gguf) X(oinf) X(mcf) X(ztensor) X(embd) X(embd_legacy)                                   \
+    X(safetensors)
+
+#define TBX_REGISTRY_EXTERN_(row) extern const tbx_driver tbx_driver_##row;
+TBX_REGISTRY_ROWS(TBX_REGISTRY_EXTERN_)
+#undef TBX_REGISTRY_EXTERN_
 
 /* All drivers, in probe order; NULL-terminated. */
 extern const tbx_driver *const tbx_drivers[];

@@ -17,6 +17,7 @@
  */
 #include "tbx_test.h"
 #include "tensorbox.h"
+#include "api.h" /* the rows (tbx_drivers), tbx_encoding_name_in */
 
 #include <stddef.h>
 #include <stdio.h>
@@ -588,6 +589,24 @@ TBX_TEST(encoding_names) {
     CHECK_STR(tbx_encoding_name(TBX_ENC_ZSTD), "zstd");
     CHECK_STR(tbx_encoding_name((tbx_encoding)77), "unknown");
     CHECK_STR(tbx_encoding_name((tbx_encoding)-1), "unknown");
+    /* encodings the rows declare: each value one row's, neither raw nor zstd, named by it */
+    for (size_t i = 0; tbx_drivers[i]; i++)
+        for (const tbx_encoding_entry *e = tbx_drivers[i]->encodings; e && e->name; e++) {
+            CHECK(e->encoding != TBX_ENC_RAW && e->encoding != TBX_ENC_ZSTD && e->name[0]);
+            CHECK_STR(tbx_encoding_name(e->encoding), e->name);
+            for (size_t j = 0; tbx_drivers[j]; j++)
+                for (const tbx_encoding_entry *o = tbx_drivers[j]->encodings; o && o->name; o++)
+                    if (o != e) CHECK(o->encoding != e->encoding && strcmp(o->name, e->name));
+        }
+    /* the lookup over a list of rows: a row's own encoding, and only in the lists holding it */
+    static const tbx_encoding_entry encs[] = {{(tbx_encoding)40, "test-enc"}, {0, NULL}};
+    tbx_driver row = {.format = (tbx_format)90, .name = "test", .encodings = encs};
+    const tbx_driver *const with[] = {&row, NULL}, *const without[] = {NULL};
+    CHECK_STR(tbx_encoding_name_in(with, (tbx_encoding)40), "test-enc");
+    CHECK_STR(tbx_encoding_name_in(with, TBX_ENC_ZSTD), "zstd");
+    CHECK_STR(tbx_encoding_name_in(with, (tbx_encoding)41), "unknown");
+    CHECK_STR(tbx_encoding_name_in(without, (tbx_encoding)40), "unknown");
+    CHECK_STR(tbx_encoding_name((tbx_encoding)40), "unknown"); /* not a registered row's */
 }
 
 /* A safetensors file with one f32 tensor [2, 256] of varied values. */
