@@ -11,6 +11,8 @@
 #   TBX_DEP_PC_MODULES   pkg-config modules that were found (for Requires.private)
 #   TBX_DEP_PLAIN_LIBS   -l flags of dependencies found without pkg-config (Libs.private)
 #   TBX_DEP_MISSING      names of dependencies that were not found
+#   TBX_DEP_TARGETS      every dependency's target (tensorbox_dep::<name>, then Threads and
+#                        libm): the library's link line, so a dependency is one _tbx_dep line
 include_guard(DIRECTORY)
 
 if(NOT DEFINED TBX_DEPS_REQUIRED)
@@ -23,9 +25,11 @@ find_package(PkgConfig QUIET)
 set(TBX_DEP_PC_MODULES "")
 set(TBX_DEP_PLAIN_LIBS "")
 set(TBX_DEP_MISSING "")
+set(TBX_DEP_TARGETS "")
 
 # _tbx_dep(<name> <pkg-config module> <fallback library name or "">)
 macro(_tbx_dep name module fallback)
+  list(APPEND TBX_DEP_TARGETS tensorbox_dep::${name})
   if(NOT TARGET tensorbox_dep::${name})
     set(_tbx_found OFF)
     if(PKG_CONFIG_FOUND)
@@ -69,6 +73,7 @@ _tbx_dep(crypto  libcrypto  "")
 if(NOT TARGET Threads::Threads)
   list(APPEND TBX_DEP_MISSING Threads)
 endif()
+list(APPEND TBX_DEP_TARGETS Threads::Threads m)
 
 if(TBX_DEP_MISSING AND TBX_DEPS_REQUIRED)
   if(NOT PKG_CONFIG_FOUND)
