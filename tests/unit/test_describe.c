@@ -141,8 +141,10 @@ static const char *get_str(const tbx_value *m, const char *key) {
 /* Files                                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 /* A file of `format` with `ntensors` f32 tensors [2, 32] "tNNNNNN" and two metadata entries
- * (when the format stores strings); sizevars for OINF. */
-static char *write_file(tbx_format format, const char *ext, uint64_t ntensors) {
+ * (when the format stores strings); sizevars for OINF. A format that holds one array (.npy)
+ * refuses the second tensor naming "tensors": the file then has the tensors it took, and
+ * *held (when not NULL) says how many. */
+static char *write_file_n(tbx_format format, const char *ext, uint64_t ntensors, uint64_t *held) {
     char *path = temp_path("f", ext);
     tbx_write_options wo;
     tbx_write_options_init(&wo);
@@ -177,14 +179,24 @@ static char *write_file(tbx_format format, const char *ext, uint64_t ntensors) {
         d.ndim = 2;
         d.shape = shape;
         d.has_data = 1;
-        CHECK_OK(tbx_writer_add_tensor(w, &d, NULL, &e));
+        tbx_status st = tbx_writer_add_tensor(w, &d, NULL, &e);
+        if (held && i > 0 && st == TBX_E_UNSUPPORTED && strcmp(e.field, "tensors") == 0) {
+            ntensors = i;
+            break;
+        }
+        CHECK_OK(st);
     }
+    if (held) *held = ntensors;
     for (uint64_t i = 0; i < ntensors; i++)
         CHECK_OK(tbx_writer_write_tensor(w, i, data, sizeof data, &e));
     tbx_status st = tbx_writer_finish(w, &e);
     if (st != TBX_OK) fprintf(stderr, "%s: %s\n", ext, e.message);
     CHECK_OK(st);
     return path;
+}
+
+static char *write_file(tbx_format format, const char *ext, uint64_t ntensors) {
+    return write_file_n(format, ext, ntensors, NULL);
 }
 
 static tbx_file *open_path(const char *path, const tbx_open_options *o) {
@@ -278,7 +290,8 @@ TBX_TEST(every_format_and_its_own_member) {
         tbx_format_caps c = TBX_FORMAT_CAPS_INIT;
         CHECK_OK(tbx_format_caps_get(fmt, &c));
         if (!(c.flags & TBX_FCAP_WRITE)) continue;
-        char *path = write_file(fmt, c.extensions, 2);
+        uint64_t held = 0;
+        char *path = write_file_n(fmt, c.extensions, 2, &held);
         tbx_open_options o;
         tbx_open_options_init(&o);
         o.format = fmt;
@@ -309,7 +322,8 @@ TBX_TEST(every_format_and_its_own_member) {
             last = pos;
         }
         CHECK(key_index(&r, "metadata") >= 0 && key_index(&r, "tensors") >= 0);
-        CHECK_EQ(r.items[key_index(&r, "tensors")], 2);
+        CHECK(held >= 1);
+        CHECK_EQ(r.items[key_index(&r, "tensors")], held);
         if (fmt == TBX_FORMAT_MCF) {
             /* the directory, one item per entry, as tensorbox/mcf.h lists it */
             CHECK(own >= 0);
