@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -483,14 +484,16 @@ int main(int argc, char **argv) {
 """
 
 
-def _pkg_libs():
-    mods = ["libzstd", "jansson", "libcbor", "libdeflate", "libcrypto"]
-    try:
-        out = subprocess.run(["pkg-config", "--libs", *mods], capture_output=True, text=True,
-                             check=True).stdout.split()
-    except Exception:
-        out = ["-lzstd", "-ljansson", "-lcbor", "-ldeflate", "-lcrypto"]
-    return out + ["-lpthread", "-lm"]
+def _pkg_libs(build: Path):
+    """The static library's link line as the build states it (its tensorbox.pc: the
+    dependency list of cmake/tensorboxDependencies.cmake), as python/setup.py links it."""
+    pc = (build / "tensorbox.pc.in").read_text()
+    req = re.search(r"^Requires\.private:(.*)$", pc, re.M)
+    libs = re.search(r"^Libs\.private:(.*)$", pc, re.M)
+    mods = req.group(1).split() if req else []
+    out = subprocess.run(["pkg-config", "--libs", *mods], capture_output=True, text=True,
+                         check=True).stdout.split() if mods else []
+    return out + (libs.group(1).split() if libs else []) + ["-lpthread", "-lm"]
 
 
 @pytest.fixture(scope="module")
@@ -509,7 +512,7 @@ def sparse_writer(tmp_path_factory):
     exe = d / "zt_sparse_writer"
     # the sanitizer library needs the sanitizer runtime: link the plain build only
     cmd = [cc, "-std=c11", "-O1", f"-I{REPO / 'include'}",
-           str(src), str(lib), "-o", str(exe), *_pkg_libs()]
+           str(src), str(lib), "-o", str(exe), *_pkg_libs(build)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         pytest.fail("building the helper failed:\n" + " ".join(cmd) + "\n" + p.stderr,
