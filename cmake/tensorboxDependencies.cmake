@@ -69,6 +69,8 @@ _tbx_dep(cbor    libcbor    "")
 # and in the docs if EMBD does not land.
 _tbx_dep(deflate libdeflate libdeflate)
 _tbx_dep(crypto  libcrypto  "")
+# libzip: the .npz driver reads and writes its zip archives through it (docs/formats/npy.md).
+_tbx_dep(zip     libzip     "")
 
 if(NOT TARGET Threads::Threads)
   list(APPEND TBX_DEP_MISSING Threads)

@@ -21,7 +21,7 @@ for arg in "$@"; do
 done
 
 DEB_PKGS=(cmake ninja-build pkg-config clang libclang-rt-14-dev
-          libzstd-dev libjansson-dev libcbor-dev libdeflate-dev libssl-dev zlib1g-dev
+          libzstd-dev libjansson-dev libcbor-dev libdeflate-dev libssl-dev zlib1g-dev libzip-dev
           python3-venv time binutils g++)
 missing=()
 for p in "${DEB_PKGS[@]}"; do

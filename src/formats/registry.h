@@ -15,7 +15,7 @@
  * magic is weak (safetensors has none): strong magics come first; embd before embd_legacy (both
  * start with "EMBD" 01 00 00 00); safetensors, the weakest probe, last. */
 #define TBX_REGISTRY_ROWS(X)                                                                   \
-    X(gguf) X(oinf) X(mcf) X(ztensor) X(embd) X(embd_legacy)                                   \
+    X(gguf) X(oinf) X(mcf) X(ztensor) X(embd) X(embd_legacy) X(npy) X(npz)                    \
     X(safetensors)
 
 #define TBX_REGISTRY_EXTERN_(row) extern const tbx_driver tbx_driver_##row;
