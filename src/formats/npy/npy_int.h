@@ -1,8 +1,10 @@
 /*
  * npy_int.h - private interface of the NumPy driver (src/formats/npy/): the .npy reader (npy.c,
  * which also holds the read hooks both rows share), the .npz reader (npz.c, the zip archive
- * through libzip), the writers (npy_write.c, npz_write.c), what both halves share
- * (npy_common.c: the dtype table) and the rows (npy_driver.c).
+ * through libzip), what both readers share (npy_header.c: the header parser, the reader
+ * state), the writers (npy_write.c, npz_write.c), what readers and writers share
+ * (npy_common.c: the dtype table) and the rows (npy_driver.c). Calls run one way: npy.c ->
+ * npz.c -> npy_header.c -> npy_common.c; npz_write.c -> npy_write.c -> npy_common.c.
  *
  * A .npy file is one array:
  *
@@ -50,7 +52,7 @@ const npy_dtype *npy_dtype_of_kind(char kind, unsigned size);
 const npy_dtype *npy_dtype_of(tbx_dtype dt);
 bool npy_w_dtype_ok(tbx_dtype dt);
 
-/* ---- npy.c: the header parser and the read hooks both rows share -------------------------- */
+/* ---- npy_header.c: the header parser and the reader state (both readers) -------------------- */
 typedef struct npy_hdr {
     uint8_t major, minor;
     uint64_t data_off;            /* bytes from the magic to the array data */
@@ -99,6 +101,10 @@ typedef struct npy_state {
     struct npz_zip *zip; /* NULL for .npy files and archives without deflated members */
 } npy_state;
 
+/* Allocates f->drv_state with room for n records (charged to the budget at `offset`). */
+tbx_status npy_state_new(tbx_file *f, size_t n, uint64_t offset, tbx_error *err);
+
+/* ---- npy.c: the .npy reader and the read hooks both rows share ----------------------------- */
 bool npy_probe(const uint8_t *head, size_t len, uint64_t file_size);
 tbx_status npy_open(tbx_file *f, tbx_error *err);
 void npy_close(tbx_file *f);
@@ -108,8 +114,6 @@ tbx_status npy_read_component_range(tbx_file *f, const tbx_tensor *t, uint32_t c
                                     void *buf, size_t len, tbx_error *err);
 bool npy_raw_pending(const tbx_file *f, const tbx_tensor *t, uint32_t c);
 tbx_status npy_check_component(tbx_file *f, const tbx_tensor *t, uint32_t c, tbx_error *err);
-/* Allocates f->drv_state with room for n records (charged to the budget at `offset`). */
-tbx_status npy_state_new(tbx_file *f, size_t n, uint64_t offset, tbx_error *err);
 
 /* ---- npz.c -------------------------------------------------------------------------------- */
 bool npz_probe(const uint8_t *head, size_t len, uint64_t file_size);
