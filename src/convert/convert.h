@@ -42,9 +42,15 @@ tbx_status tbx_engine_run(tbx_file *in, tbx_plan *p, tbx_writer *w, const tbx_en
 /* ------------------------------------------------------------------------------------------ */
 /* The plain conversion (plain.c, meta.c)                                                      */
 /* ------------------------------------------------------------------------------------------ */
+/* The options a plain plan applies only with quant_to one of MCF's families (MCF's write
+ * options quant_method, quant_clip_min, quant_clip_max: mcfq.h): any of them given with no
+ * such quant_to is refused (TBX_E_INVALID_ARG naming "options.KEY"), never applied to nothing.
+ * Needs no input: the façade calls it before any work; tbx_plan_plain calls it again. */
+tbx_status tbx_plan_plain_check(const tbx_convert_options *o, tbx_error *err);
 /* Options already checked by the façade (tbx_convert: cast_to a float dtype, quant_to one an
- * encoder writes, the clip range only for an encoder that takes one); `to_fmt` the output
- * format. Fills *p (initialised by the caller) with one tensor per readable input tensor, in
+ * encoder writes; the write options by the writer's open: tbx_writer_check) ; `to_fmt` the
+ * output format. MCF's quantization method and clip range come from the write options
+ * (tbx_plan_plain_check). Fills *p (initialised by the caller) with one tensor per readable input tensor, in
  * order: kept, cast, quantized (with llama-quantize's fallback), dequantized or requantized as
  * the options say (tbx_convert_options in tensorbox.h), and *changed whether any tensor is not
  * kept. The one refusal made here: a tensor quantized to another type than quant_to without

@@ -67,6 +67,12 @@ typedef struct tbx_out {
  * refuses every flag but TBX_WRITE_OVERWRITE): the destination is the file of a tbx_edit_lock
  * held by the caller (TBX_OUT_EDIT). */
 #define TBX_WRITE_EDIT_ 0x80000000u
+/* Internal write flag (tbx_writer_open_, kept in the writer's opt.flags): the writer belongs to a
+ * conversion that quantizes to the format's own families and applies the format's
+ * quantization options (tbx_convert with quant_to an MCF family: MCF's quant_method and
+ * quant_clip_min / quant_clip_max). Without it a writer refuses those options at layout: it
+ * stores the tensors it is given and quantizes nothing. */
+#define TBX_WRITE_QUANTIZING_ 0x40000000u
 
 /* ------------------------------------------------------------------------------------------ */
 /* The common model of an open file (src/api/file.c)                                          */

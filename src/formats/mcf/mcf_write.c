@@ -37,6 +37,7 @@
  */
 #include "mcf_int.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -460,14 +461,71 @@ void mcf_w_free(tbx_writer *w) { mw_state_free(w); }
 const tbx_format_option mcf_w_options[] = {
     {"dedup", TBX_V_BOOL, 0, 0, NULL,
      "store equal tensors (dtype, shape, bytes) once, as mantle's pack --dedup (default true)"},
+    /* applied by the conversion that quantizes to MCF's families (mcfq.h) */
+    {TBX_MCFQ_OPT_METHOD, TBX_V_STRING, 0, 0, "best mantle",
+     "with --quant to an MCF family: best (default: nearest f16 scales, searched sub-scales, "
+     "a lower error) or mantle (mantle's quantize, byte for byte)"},
+    {TBX_MCFQ_OPT_CLIP_MIN, TBX_V_F64, 0, 0, NULL,
+     "with --quant to an MCF family, and quant_clip_max: clamp every tensor to [MIN, MAX] "
+     "(mantle quantize's --min-clip; default: each tensor's -max|value|)"},
+    {TBX_MCFQ_OPT_CLIP_MAX, TBX_V_F64, 0, 0, NULL,
+     "with --quant to an MCF family, and quant_clip_min: the top of the clip range "
+     "(mantle quantize's --max-clip; default: each tensor's +max|value|)"},
     {NULL, TBX_V_NULL, 0, 0, NULL, NULL},
 };
+
+/* Whether the caller gave option `key` (core checked its type at open). */
+static bool mw_opt_given(const tbx_writer *w, const char *key) {
+    return tbx_writer_opt_str(w, key, NULL) != NULL || !isnan(tbx_writer_opt_f64(w, key, NAN));
+}
 
 tbx_status mcf_w_check_options(tbx_writer *w, tbx_error *err) {
     if ((w->opt.flags & TBX_WRITE_NO_DEDUP) && tbx_writer_opt_bool(w, "dedup", false))
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "options.dedup",
                        "the write option dedup=true and the flag TBX_WRITE_NO_DEDUP disagree");
+    /* the clip range: both bounds or neither, each an f32, min <= max */
+    const bool has_lo = mw_opt_given(w, TBX_MCFQ_OPT_CLIP_MIN);
+    const bool has_hi = mw_opt_given(w, TBX_MCFQ_OPT_CLIP_MAX);
+    if (has_lo != has_hi)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET,
+                       has_lo ? "options." TBX_MCFQ_OPT_CLIP_MAX : "options." TBX_MCFQ_OPT_CLIP_MIN,
+                       "MCF write option %s is given without %s: a clip range needs both bounds",
+                       has_lo ? TBX_MCFQ_OPT_CLIP_MIN : TBX_MCFQ_OPT_CLIP_MAX,
+                       has_lo ? TBX_MCFQ_OPT_CLIP_MAX : TBX_MCFQ_OPT_CLIP_MIN);
+    if (has_lo) {
+        const double lo = tbx_writer_opt_f64(w, TBX_MCFQ_OPT_CLIP_MIN, 0);
+        const double hi = tbx_writer_opt_f64(w, TBX_MCFQ_OPT_CLIP_MAX, 0);
+        const double big = lo > FLT_MAX || lo < -FLT_MAX ? lo : hi;
+        if (lo > FLT_MAX || lo < -FLT_MAX || hi > FLT_MAX || hi < -FLT_MAX)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET,
+                           big == lo ? "options." TBX_MCFQ_OPT_CLIP_MIN
+                                     : "options." TBX_MCFQ_OPT_CLIP_MAX,
+                           "MCF write option %s is %g, beyond the range of f32 (the clip range "
+                           "is recorded as two f32)",
+                           big == lo ? TBX_MCFQ_OPT_CLIP_MIN : TBX_MCFQ_OPT_CLIP_MAX, big);
+        if (!((float)lo <= (float)hi))
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET,
+                           "options." TBX_MCFQ_OPT_CLIP_MIN,
+                           "MCF clip range [%g, %g]: %s must not exceed %s", lo, hi,
+                           TBX_MCFQ_OPT_CLIP_MIN, TBX_MCFQ_OPT_CLIP_MAX);
+    }
     return TBX_OK;
+}
+
+/* The quantization options are the conversion's (TBX_WRITE_QUANTIZING_): a writer given them
+ * otherwise stores the tensors it is given and would apply them to nothing. */
+static tbx_status mw_check_quant_opts(const tbx_writer *w, tbx_error *err) {
+    if (w->opt.flags & TBX_WRITE_QUANTIZING_) return TBX_OK;
+    const char *key = mw_opt_given(w, TBX_MCFQ_OPT_METHOD)     ? TBX_MCFQ_OPT_METHOD
+                      : mw_opt_given(w, TBX_MCFQ_OPT_CLIP_MIN) ? TBX_MCFQ_OPT_CLIP_MIN
+                                                                : NULL;
+    if (!key) return TBX_OK;
+    char field[48];
+    snprintf(field, sizeof field, "options.%s", key);
+    return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
+                   "MCF write option %s applies to a conversion quantizing to one of MCF's "
+                   "families (tbx_convert with quant_to, tbx convert --quant); this writer "
+                   "quantizes nothing: it stores the tensors it is given", key);
 }
 
 static uint64_t al8(uint64_t x) { return (x + 7) & ~(uint64_t)7; }
@@ -526,6 +584,8 @@ static int mw_seckey_cmp(const void *a, const void *b) {
 }
 
 tbx_status mcf_w_layout(tbx_writer *w, tbx_error *err) {
+    tbx_status qst = mw_check_quant_opts(w, err);
+    if (qst != TBX_OK) return qst;
     if (w->ntensors > UINT32_MAX)
         return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "tensors", "more than 2^32-1 tensors");
     mw_state *s = tbx_calloc(&w->al, 1, sizeof *s);
