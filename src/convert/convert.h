@@ -1,7 +1,7 @@
 /*
  * convert.h - the conversion layer (src/convert/): the engine that carries out any plan
- * (engine.c), the plain conversion's plan (plain.c: what tbx_convert does to each tensor) and
- * the copy of metadata, size variables and sections through the writer API (meta.c). It sees
+ * (engine.c), the plain conversion's plan (plain.c: what it does to each tensor) and the
+ * copy of metadata, size variables and sections through the writer API (meta.c). It sees
  * everything below the façade but the façade itself: the façade (src/api/convert.c) decides
  * which plan, opens the writer and hands it down.
  */
@@ -47,12 +47,12 @@ tbx_status tbx_engine_run(tbx_file *in, tbx_plan *p, tbx_writer *w, const tbx_en
  * such quant_to is refused (TBX_E_INVALID_ARG naming "options.KEY"), never applied to nothing.
  * Needs no input: the façade calls it before any work; tbx_plan_plain calls it again. */
 tbx_status tbx_plan_plain_check(const tbx_convert_options *o, tbx_error *err);
-/* Options already checked by the façade (tbx_convert: cast_to a float dtype, quant_to one an
- * encoder writes; the write options by the writer's open: tbx_writer_check) ; `to_fmt` the
- * output format. MCF's quantization method and clip range come from the write options
- * (tbx_plan_plain_check). Fills *p (initialised by the caller) with one tensor per readable input tensor, in
- * order: kept, cast, quantized (with llama-quantize's fallback), dequantized or requantized as
- * the options say (tbx_convert_options in tensorbox.h), and *changed whether any tensor is not
+/* Options already checked by the façade (cast_to a float dtype, quant_to one an encoder
+ * writes; the write options by the writer's open, in the façade's check of the output);
+ * `to_fmt` the output format. MCF's quantization method and clip range come from the write
+ * options (tbx_plan_plain_check). Fills *p (initialised by the caller) with one tensor per
+ * readable input tensor, in order: kept, cast, quantized (with llama-quantize's fallback),
+ * dequantized or requantized as the options say (tbx_convert_options in tensorbox.h), and *changed whether any tensor is not
  * kept. The one refusal made here: a tensor quantized to another type than quant_to without
  * TBX_CONVERT_REQUANTIZE or _DEQUANTIZE (TBX_E_LOSSY naming it). */
 tbx_status tbx_plan_plain(tbx_file *in, const tbx_convert_options *o, tbx_format to_fmt,
