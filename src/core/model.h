@@ -409,8 +409,10 @@ const char *tbx_writer_opt_str(const tbx_writer *w, const char *key, const char 
  *   writing         w_layout (required for a writer), w_check_meta, w_check_tensor,
  *                   w_check_section (sections), w_check_quant (quantization descriptions:
  *                   OINF v2, zTensor, MCF), w_data, w_tensor_done, w_finish, w_free
- *   write options   w_options (the format's own options: MCF's dedup), w_check_options (the
- *                   format's ranges of the generic ones at open: zTensor's zstd level)
+ *   write options   w_options (the format's own options: MCF's dedup, and quant_method /
+ *                   quant_clip_min / quant_clip_max, which its conversion applies),
+ *                   w_check_options (the format's ranges of the generic ones at open:
+ *                   zTensor's zstd level; options that go together: MCF's clip range)
  *   writer extras   w_add_sizevar (size variables: OINF), w_dtype_in_check (a writer that
  *                   leaves tensors out by name sees an unstorable dtype first: EMBD's
  *                   Hugging Face buffers)
