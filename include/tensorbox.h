@@ -1135,7 +1135,8 @@ TBX_API void tbx_remove_temp_files(void);
 #define TBX_CONVERT_DROP_UNREADABLE 0x80u
 /* quant_to set: a quantized tensor it applies to (2-D) that is of another type is decoded and
  * its values quantized again (llama-quantize's --allow-requantize: the errors add up). Without
- * it such a tensor fails the conversion (TBX_E_LOSSY naming it and its type). */
+ * it such a tensor fails the conversion (TBX_E_LOSSY naming it and its type). Without quant_to
+ * it would apply to nothing: refused (TBX_E_INVALID_ARG). */
 #define TBX_CONVERT_REQUANTIZE     0x100u
 /* A tensor whose converted values carry a warning (tbx_convert_report.warnings: values beyond
  * the output type's range, Inf/NaN made of finite inputs) fails the conversion with

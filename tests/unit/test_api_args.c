@@ -133,6 +133,15 @@ TBX_TEST(writer_refuses_unknown_flags) {
         CHECK_EQ(tbx_convert(f, path, &co, &err), TBX_E_INVALID_ARG);
         CHECK(access(path, F_OK) != 0);
     }
+    /* a requantization with nothing to quantize to would be a silent no-op: refused */
+    co.flags = TBX_CONVERT_REQUANTIZE;
+    CHECK_EQ(tbx_convert_check(path, &co, &err), TBX_E_INVALID_ARG);
+    CHECK(strstr(err.message, "quant_to") != NULL);
+    CHECK_EQ(tbx_convert(f, path, &co, &err), TBX_E_INVALID_ARG);
+    CHECK(access(path, F_OK) != 0);
+    co.quant_to = TBX_DT_Q8_0; /* with one it is fine */
+    CHECK_OK(tbx_convert_check(path, &co, &err));
+    co.quant_to = TBX_DT_INVALID;
     co.flags = 0;
     CHECK_EQ(tbx_convert_check(NULL, &co, &err), TBX_E_INVALID_ARG);
     CHECK_OK(tbx_convert_check(path, NULL, &err));
