@@ -1119,7 +1119,8 @@ static bool always_f32(const char *gname, uint32_t ndim) {
     if (ndim <= 1) return true;
     if (n >= 12 && strcmp(gname + n - 12, "_norm.weight") == 0) return true;
     if (n < 7 || strcmp(gname + n - 7, ".weight") != 0) return true;
-    if (n >= 19 && strcmp(gname + n - 19, ".ffn_gate_inp.weight") == 0) return true;
+    static const char router[] = ".ffn_gate_inp.weight";
+    if (n >= sizeof router - 1 && strcmp(gname + n - (sizeof router - 1), router) == 0) return true;
     return strcmp(gname, "position_embd.weight") == 0 || strcmp(gname, "token_types.weight") == 0;
 }
 

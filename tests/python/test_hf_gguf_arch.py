@@ -1,0 +1,309 @@
+"""The Hugging Face -> GGUF architecture table (src/models/arch_llama_cpp.c) and the map
+entries that are more than one tensor to one:
+
+(a) the supported list has one source: `tbx convert --help`, the unsupported-architecture
+    error and tensorbox.hf_architectures() each list exactly the rows of the table, read here
+    from the C source itself (not from tensorbox's output);
+(b) mixtral (a row whose experts are several HF tensors stacked into one GGUF tensor,
+    written as llama.cpp's "llama"): a tiny random checkpoint built here (numpy +
+    safetensors), converted; every key is one gguf.constants defines, every tensor name the
+    one gguf.tensor_mapping gives the merged HF name (as convert_hf_to_gguf.py names it), the
+    stacked and permuted values equal what numpy derives from the HF tensors by llama.cpp's
+    converter's rules (torch.stack of the experts, LlamaModel.permute of q/k), the router is
+    f32 under --cast f16, and llama.cpp's logits equal a numpy Mixtral forward;
+(c) qwen2's yarn rope scaling (convert_hf_to_gguf.py's Qwen2Model writes it): gguf.constants'
+    keys, and llama.cpp loads the file;
+(d) broken MoE checkpoints (an expert missing, a count that contradicts config.json) are errors
+    naming what is wrong.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, assert_clean_exit, need, run
+from test_hf_gguf import check_names_and_keys, convert, make_decoder, read_gguf
+
+np = need("numpy")
+stn = need("safetensors.numpy")
+gguf = need("gguf")
+tokenizers = need("tokenizers")
+llama_cpp = need("llama_cpp")
+
+TABLE = REPO / "src" / "models" / "arch_llama_cpp.c"
+
+
+def table_rows() -> list[tuple[str, str]]:
+    """(model_type, general.architecture) of every row of ARCHES[] in the C source."""
+    src = TABLE.read_text()
+    body = re.search(r"static const hf_arch ARCHES\[\] = \{(.*?)\n\};", src, re.S)
+    assert body, "ARCHES[] not found in " + str(TABLE)
+    rows = re.findall(r'^\s*\{"([A-Za-z0-9_]+)", "([A-Za-z0-9_]+)",', body.group(1), re.M)
+    assert len(rows) >= 3, rows
+    return rows
+
+
+# ------------------------------------------------------------------------------------------
+# (a) one supported list
+# ------------------------------------------------------------------------------------------
+def test_supported_list_is_the_table(tbx, tmp_path):
+    rows = table_rows()
+    # tbx convert --help: "  bert llama mixtral (-> llama) qwen2"
+    r = run(tbx, "convert", "--help")
+    assert r.rc == 0, r.describe()
+    lines = r.out.decode().splitlines()
+    k = next(i for i, l in enumerate(lines) if l.startswith("Hugging Face architectures"))
+    want = " ".join(mt if mt == a else f"{mt} (-> {a})" for mt, a in rows)
+    assert lines[k + 1].strip() == want, (lines[k + 1], want)
+    # the error for an architecture outside the table
+    d = tmp_path / "m"
+    make_decoder(d, "llama", 3)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["model_type"] = "not_a_row"
+    (d / "config.json").write_text(json.dumps(cfg))
+    r = run(tbx, "convert", d, tmp_path / "x.gguf")
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    m = re.search(r"\(supported: ([^;]*);", r.err.decode())
+    assert m, r.describe()
+    assert m.group(1).split(", ") == [mt for mt, _ in rows]
+    # Python
+    tensorbox = need("tensorbox")
+    assert tensorbox.hf_architectures() == rows
+
+
+# ------------------------------------------------------------------------------------------
+# (b) mixtral: experts stacked
+# ------------------------------------------------------------------------------------------
+N_EXP, TOP_K, FF_EXP = 4, 2, 96
+
+
+def make_mixtral(d: Path, seed: int):
+    """make_decoder's llama with each MLP replaced by Mixtral's sparse MoE block."""
+    W, cfg = make_decoder(d, "llama", seed)
+    cfg.update({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+                "num_local_experts": N_EXP, "num_experts_per_tok": TOP_K,
+                "intermediate_size": FF_EXP})
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+    rng = np.random.default_rng(seed + 100)
+    g = lambda *s, sc=0.08: (rng.standard_normal(s) * sc).astype(np.float32)
+    E = cfg["hidden_size"]
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        for n in ("gate_proj", "up_proj", "down_proj"):
+            del W[p + "mlp." + n + ".weight"]
+        W[p + "block_sparse_moe.gate.weight"] = g(N_EXP, E, sc=0.5)
+        for x in range(N_EXP):
+            q = p + f"block_sparse_moe.experts.{x}."
+            W[q + "w1.weight"] = g(FF_EXP, E)
+            W[q + "w2.weight"] = g(E, FF_EXP)
+            W[q + "w3.weight"] = g(FF_EXP, E)
+    # experts written in a shuffled order: the stack follows the expert numbers, not the file
+    names = sorted(W, key=lambda n: (rng.random(), n))
+    stn.save_file({n: W[n] for n in names}, str(d / "model.safetensors"),
+                  metadata={"format": "pt"})
+    return W, cfg
+
+
+def permute(w, n_head):
+    """convert_hf_to_gguf.py's LlamaModel.permute (n_head: the heads of this projection)."""
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def mixtral_logits(W, cfg, ids):
+    """HF Mixtral forward in float64: llama's attention, then per token the router's softmax,
+    its top-k experts weighted by their renormalised probabilities."""
+    L, E = cfg["num_hidden_layers"], cfg["hidden_size"]
+    f = lambda k: W[k].astype(np.float64)
+    eps = cfg["rms_norm_eps"]
+    rms = lambda x, w: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+    def moe(h, p):
+        logits = h @ f(p + "block_sparse_moe.gate.weight").T
+        pr = np.exp(logits - logits.max(-1, keepdims=True))
+        pr /= pr.sum(-1, keepdims=True)
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            top = np.argsort(-pr[t])[:TOP_K]
+            w = pr[t, top] / pr[t, top].sum()
+            for x, wx in zip(top, w):
+                q = p + f"block_sparse_moe.experts.{x}."
+                a = h[t] @ f(q + "w1.weight").T
+                b = h[t] @ f(q + "w3.weight").T
+                out[t] += wx * ((a / (1 + np.exp(-a)) * b) @ f(q + "w2.weight").T)
+        return out
+
+    # attention as test_hf_gguf.decoder_logits computes it (HF rotate-half rope)
+    H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    D = E // H
+    n = len(ids)
+    pos = np.arange(n, dtype=np.float64)
+    inv = cfg["rope_theta"] ** (-np.arange(0, D, 2, dtype=np.float64) / D)
+    ang = pos[:, None] * inv[None, :]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+
+    def rope(x):
+        x1, x2 = x[..., :D // 2], x[..., D // 2:]
+        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+
+    x = f("model.embed_tokens.weight")[np.asarray(ids)]
+    mask = np.triu(np.full((n, n), -np.inf), 1)
+    for l in range(L):
+        p = f"model.layers.{l}."
+        h = rms(x, f(p + "input_layernorm.weight"))
+        q = rope((h @ f(p + "self_attn.q_proj.weight").T).reshape(n, H, D))
+        k = rope((h @ f(p + "self_attn.k_proj.weight").T).reshape(n, KV, D))
+        v = (h @ f(p + "self_attn.v_proj.weight").T).reshape(n, KV, D)
+        k = np.repeat(k, H // KV, axis=1)
+        v = np.repeat(v, H // KV, axis=1)
+        a = np.einsum("qhd,khd->hqk", q, k) / math.sqrt(D) + mask
+        a = np.exp(a - a.max(-1, keepdims=True))
+        a /= a.sum(-1, keepdims=True)
+        o = np.einsum("hqk,khd->qhd", a, v).reshape(n, H * D)
+        x = x + o @ f(p + "self_attn.o_proj.weight").T
+        x = x + moe(rms(x, f(p + "post_attention_layernorm.weight")), p)
+    return rms(x, f("model.norm.weight")) @ f("lm_head.weight").T
+
+
+def merged_hf_names(W) -> list[str]:
+    """The HF names convert_hf_to_gguf.py maps after stacking: experts.{x}.wN -> experts.wN."""
+    out = set()
+    for n in W:
+        out.add(re.sub(r"\.experts\.\d+\.", ".experts.", n))
+    return sorted(out)
+
+
+def test_mixtral_experts_stacked_in_llama_cpp(tbx, tmp_path):
+    d = tmp_path / "mixtral"
+    W, cfg = make_mixtral(d, 11)
+    out = tmp_path / "mixtral.gguf"
+    convert(tbx, d, out)
+    L = cfg["num_hidden_layers"]
+    r, fields = check_names_and_keys(out, merged_hf_names(W), gguf.MODEL_ARCH.LLAMA, L)
+    K = gguf.Keys.LLM
+    assert fields[K.EXPERT_COUNT.format(arch="llama")].contents() == N_EXP
+    assert fields[K.EXPERT_USED_COUNT.format(arch="llama")].contents() == TOP_K
+    assert fields[K.FEED_FORWARD_LENGTH.format(arch="llama")].contents() == FF_EXP
+    T = {t.name: t for t in r.tensors}
+    H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    for l in range(L):
+        p = f"model.layers.{l}."
+        for w, role in (("w1", "ffn_gate_exps"), ("w2", "ffn_down_exps"), ("w3", "ffn_up_exps")):
+            want = np.stack([W[p + f"block_sparse_moe.experts.{x}.{w}.weight"]
+                             for x in range(N_EXP)])
+            t = T[f"blk.{l}.{role}.weight"]
+            assert [int(v) for v in t.shape] == list(reversed(want.shape)), (role, t.shape)
+            got = np.asarray(t.data).reshape(want.shape)
+            assert np.array_equal(got, want), role
+        got = np.asarray(T[f"blk.{l}.attn_q.weight"].data).reshape(H * 32, -1)
+        assert np.array_equal(got, permute(W[p + "self_attn.q_proj.weight"], H))
+        got = np.asarray(T[f"blk.{l}.attn_k.weight"].data).reshape(KV * 32, -1)
+        assert np.array_equal(got, permute(W[p + "self_attn.k_proj.weight"], KV))
+        assert np.array_equal(np.asarray(T[f"blk.{l}.ffn_gate_inp.weight"].data),
+                              W[p + "block_sparse_moe.gate.weight"])
+    # llama.cpp runs it: its logits are the numpy Mixtral's
+    tok = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
+    ids = [0] + tok.encode("the cat sat on the log and llama runs; 12345 dogs don't!").ids
+    ref = mixtral_logits(W, cfg, ids)
+    llm = llama_cpp.Llama(model_path=str(out), n_ctx=64, logits_all=True, verbose=False,
+                          type_k=0, type_v=0)
+    llm.eval(ids)
+    got = np.asarray(llm.scores[:len(ids)], dtype=np.float64)
+    assert np.isfinite(got).all()
+    diff = float(np.abs(got - ref).max())
+    print(f"mixtral: {len(ids)} tokens, max |logit diff| {diff:.3g} "
+          f"(logits up to {np.abs(ref).max():.3g})")
+    assert diff <= 1e-3, diff
+    # --cast f16: the stacks are cast, the router stays f32 (llama.cpp's converter and
+    # llama-quantize keep ffn_gate_inp in f32)
+    out16 = tmp_path / "mixtral16.gguf"
+    convert(tbx, d, out16, "--cast", "f16")
+    Q = gguf.GGMLQuantizationType
+    types = {t.name: t.tensor_type for t in read_gguf(out16)[0].tensors}
+    assert types["blk.0.ffn_gate_inp.weight"] == Q.F32
+    assert types["blk.0.ffn_up_exps.weight"] == Q.F16
+    assert types["blk.0.attn_norm.weight"] == Q.F32
+
+
+# ------------------------------------------------------------------------------------------
+# (c) qwen2 with yarn
+# ------------------------------------------------------------------------------------------
+def test_qwen2_yarn_rope_scaling(tbx, tmp_path):
+    rs = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    W, cfg = make_decoder(tmp_path / "q", "qwen2", 5, rs)
+    out = tmp_path / "q.gguf"
+    convert(tbx, tmp_path / "q", out)
+    _, fields = check_names_and_keys(out, list(W), gguf.MODEL_ARCH.QWEN2, 2)
+    R = gguf.Keys.Rope
+    assert fields[R.SCALING_TYPE.format(arch="qwen2")].contents() == "yarn"
+    assert fields[R.SCALING_FACTOR.format(arch="qwen2")].contents() == 4.0
+    assert fields[R.SCALING_ORIG_CTX_LEN.format(arch="qwen2")].contents() == 64
+    llm = llama_cpp.Llama(model_path=str(out), n_ctx=64, logits_all=True, verbose=False)
+    llm.eval([0, 5, 7, 9])
+    assert np.isfinite(np.asarray(llm.scores[:4])).all()
+    # a yarn without its original context is refused (llama.cpp's converter needs it)
+    cfg["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+    (tmp_path / "q" / "config.json").write_text(json.dumps(cfg))
+    r = run(tbx, "convert", tmp_path / "q", tmp_path / "y.gguf")
+    assert r.rc == 1 and "original_max_position_embeddings" in r.err.decode(), r.describe()
+
+
+# ------------------------------------------------------------------------------------------
+# (d) broken MoE checkpoints
+# ------------------------------------------------------------------------------------------
+def _drop(name):
+    def apply(d):
+        W = stn.load_file(str(d / "model.safetensors"))
+        del W[name]
+        stn.save_file(W, str(d / "model.safetensors"))
+    return apply
+
+
+def _cfg(**kv):
+    def apply(d):
+        c = json.loads((d / "config.json").read_text())
+        (d / "config.json").write_text(json.dumps({**c, **kv}))
+    return apply
+
+
+def _reshape(name, rows):
+    def apply(d):
+        W = stn.load_file(str(d / "model.safetensors"))
+        W[name] = np.zeros((rows, W[name].shape[1]), np.float32)
+        stn.save_file(W, str(d / "model.safetensors"))
+    return apply
+
+
+MOE_BROKEN = [
+    ("expert_missing", _drop("model.layers.1.block_sparse_moe.experts.1.w3.weight"),
+     ("blk.1.ffn_up_exps.weight", "no expert 1")),
+    ("expert_count", _cfg(num_local_experts=3), ("num_local_experts = 3", "gate.weight has 4 rows")),
+    # the last expert of layer 1 gone from all three stacks: the router still has 4 rows
+    ("expert_last_missing", lambda d: [_drop(f"model.layers.1.block_sparse_moe.experts.3.{w}"
+                                             ".weight")(d) for w in ("w1", "w2", "w3")],
+     ("num_local_experts = 4", "has 3 experts")),
+    ("expert_shape", _reshape("model.layers.0.block_sparse_moe.experts.2.w1.weight", 95),
+     ("experts.2.w1.weight", "differs", "experts.0.w1.weight")),
+    ("no_experts_per_tok", lambda d: (d / "config.json").write_text(json.dumps(
+        {k: v for k, v in json.loads((d / "config.json").read_text()).items()
+         if k != "num_experts_per_tok"})), ("num_experts_per_tok",)),
+]
+
+
+@pytest.mark.parametrize("case,mutate,needles", MOE_BROKEN, ids=[c[0] for c in MOE_BROKEN])
+def test_broken_moe(tbx_asan, tmp_path, case, mutate, needles):
+    d = tmp_path / "m"
+    make_mixtral(d, 3)
+    mutate(d)
+    out = tmp_path / "out.gguf"
+    r = run(tbx_asan, "convert", d, out)
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    for n in needles:
+        assert n in r.err.decode(), r.describe()
+    assert not out.exists()
