@@ -5,18 +5,20 @@
  *
  * Input: a tbx_file whose tensors carry Hugging Face names ("model.layers.0.self_attn.q_proj.
  * weight") and whose sections are the model directory's side files, named by relative path:
- * config.json (required), tokenizer.json (or, for llama, SentencePiece's tokenizer.model, read
- * by gguf_hf_spm.c, and added_tokens.json), tokenizer_config.json, modules.json and the pooling
+ * config.json (required), tokenizer.json (or, for a row taking SentencePiece, its
+ * tokenizer.model, read by spm.c, and added_tokens.json), tokenizer_config.json, modules.json and the pooling
  * config a sentence-transformers model names there (1_Pooling/config.json). Output: a GGUF file
  * with what llama.cpp's loader expects of the architecture:
  *
  *   general.architecture, general.name, general.file_type, general.quantization_version
- *   {arch}.*              hyper-parameters read from config.json (table per architecture)
+ *   {arch}.*              hyper-parameters read from config.json (the architecture's row)
  *   tokenizer.ggml.*      model, tokens, scores, token types, merges, special token ids,
  *                         add_* flags
  *   tensors               (the plan) renamed to llama.cpp's names (blk.N.attn_q.weight, ...),
- *                         the rows of llama-family q/k projections reordered for llama.cpp's
- *                         rotary layout (TBX_XF_PERMUTE_HEADS), 1-D tensors in f32, 2-D ones as
+ *                         fused tensors split into row ranges, MoE experts stacked, each with
+ *                         the row's transform (the rows of llama-family q/k projections
+ *                         reordered for llama.cpp's rotary layout: TBX_XF_PERMUTE_HEADS; a
+ *                         scale; an added constant), 1-D tensors in f32, 2-D and 3-D ones as
  *                         asked (kept, cast, or quantized with the fallback rules of
  *                         llama-quantize for rows a block type cannot take), rope_freqs
  *                         generated for llama3 rope scaling
@@ -24,9 +26,9 @@
  * The reference for every key, tensor name and rule is llama.cpp itself: the constants shipped
  * in gguf-py (gguf.constants, gguf.tensor_mapping) and the behaviour of convert_hf_to_gguf.py and
  * llama-quantize; tests/python/test_hf_gguf.py checks the output against gguf-py and loads it in
- * llama.cpp. Adding an architecture is one hf_arch entry (hyper-parameters, tensor patterns,
- * tensors to skip, flags); an architecture without an entry fails with TBX_E_UNSUPPORTED naming
- * it.
+ * llama.cpp. The architectures are the rows of arch_llama_cpp.c (arch.h: hyper-parameters,
+ * tensor-name map, tokenizer kinds, rope_scaling variants, flags); a model_type without a row
+ * fails with TBX_E_UNSUPPORTED naming it and listing the rows.
  *
  * Memory: the side files are read whole (each at most tbx_limits.max_side_file_bytes,
  * tbx_section_load_). tokenizer.json is checked and walked in its text (hf_tokenizer.c: no tree
