@@ -115,12 +115,50 @@ static const hf_tmap TM_MIXTRAL[] = {
      HF_XF_NONE, 0.0f, NULL},
     {NULL, NULL, 0, 0, 0.0f, NULL},
 };
+/* Baichuan (7B): llama with q, k and v fused in one W_pack [3 x hidden, hidden]; convert_hf_to_gguf
+ * .py's BaichuanModel cuts it into thirds and reorders the q and k rows as llama's (its
+ * _reverse_hf_permute_part). Here the parts' rows come from the head counts (q: heads x head
+ * size, k and v: kv heads x head size), which are the thirds when there is no GQA. Its
+ * hyper-parameters: llama's, context from model_max_length when max_position_embeddings is
+ * absent, head_count_kv always written (the head count without num_key_value_heads). */
+static const hf_hparam HP_BAICHUAN[] = {
+    {"context_length", HP_U32, {"max_position_embeddings", "model_max_length"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads", "num_attention_heads"}, true},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+static const hf_part PARTS_W_PACK[] = {
+    {"blk.#.attn_q", HD_Q, HF_XF_PERMUTE_Q, 0.0f},
+    {"blk.#.attn_k", HD_K, HF_XF_PERMUTE_K, 0.0f},
+    {"blk.#.attn_v", HD_K, HF_XF_NONE, 0.0f},
+    {NULL, 0, 0, 0.0f},
+};
+static const hf_tmap TM_BAICHUAN[] = {
+    ONE("model.embed_tokens", "token_embd"),
+    ONE("model.norm", "output_norm"),
+    ONE("lm_head", "output"),
+    ONE("model.layers.#.input_layernorm", "blk.#.attn_norm"),
+    {"model.layers.#.self_attn.W_pack", NULL, HF_MAP_SPLIT, HF_XF_NONE, 0.0f, PARTS_W_PACK},
+    ONE("model.layers.#.self_attn.o_proj", "blk.#.attn_output"),
+    ONE("model.layers.#.post_attention_layernorm", "blk.#.ffn_norm"),
+    TM_DENSE_FFN,
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+
 static const char *const SKIP_DECODER[] = {"model.layers.#.self_attn.rotary_emb.inv_freq", NULL};
 
-/* Rows, in the order the supported list shows them. rope: convert_hf_to_gguf.py's LlamaModel
+/* Rows, in the order the supported list shows them. rope: convert_hf_to_gguf.py's BaichuanModel
+ * writes linear scaling's keys; its LlamaModel
  * (llama, and mixtral, which it converts as "llama") writes linear scaling's keys and llama3's
  * rope_freqs; its Qwen2Model writes yarn's keys; tensorbox also takes linear for qwen2. */
 static const hf_arch ARCHES[] = {
+    {"baichuan", "baichuan", {NULL}, HP_BAICHUAN, TM_BAICHUAN, SKIP_DECODER, ARCH_ROPE_DIM,
+     TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
     {"bert", "bert", {"bert."}, HP_BERT, TM_BERT, SKIP_BERT,
      ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT, TBX_HF_TOK_WORDPIECE, 0},
     {"llama", "llama", {NULL}, HP_LLAMA, TM_LLAMA, SKIP_DECODER,

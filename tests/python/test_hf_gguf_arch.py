@@ -307,3 +307,94 @@ def test_broken_moe(tbx_asan, tmp_path, case, mutate, needles):
     for n in needles:
         assert n in r.err.decode(), r.describe()
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------
+# (e) baichuan: one fused W_pack split into q, k, v (q and k reordered by heads)
+# ------------------------------------------------------------------------------------------
+def make_baichuan(d: Path, seed: int, proto: bytes):
+    """Baichuan-7B's shape in small: llama with W_pack = [q; k; v], no GQA, a SentencePiece
+    tokenizer.model, and 32 layers (llama.cpp runs a baichuan of 32 layers as its 7B: rotary;
+    40 is its 13B, ALiBi; another count it refuses to run)."""
+    from test_hf_gguf_spm import BOS, EOS, TOKCFG
+    spm = need("sentencepiece")
+    d.mkdir()
+    (d / "tokenizer.model").write_bytes(proto)
+    (d / "tokenizer_config.json").write_text(json.dumps(TOKCFG))
+    V = spm.SentencePieceProcessor(model_proto=proto).get_piece_size()
+    H, D, L, FF = 4, 16, 32, 96
+    E = H * D
+    cfg = {"architectures": ["BaichuanForCausalLM"], "model_type": "baichuan",
+           "hidden_size": E, "intermediate_size": FF, "num_hidden_layers": L,
+           "num_attention_heads": H, "max_position_embeddings": 256, "rms_norm_eps": 1e-6,
+           "vocab_size": V, "bos_token_id": BOS, "eos_token_id": EOS,
+           "tie_word_embeddings": False, "torch_dtype": "float32"}
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+    rng = np.random.default_rng(seed)
+    g = lambda *s, sc=0.08: (rng.standard_normal(s) * sc).astype(np.float32)
+    W = {"model.embed_tokens.weight": g(V, E, sc=0.5), "model.norm.weight": 1 + g(E, sc=0.1),
+         "lm_head.weight": g(V, E, sc=0.2)}
+    for l in range(L):
+        p = f"model.layers.{l}."
+        W[p + "input_layernorm.weight"] = 1 + g(E, sc=0.1)
+        W[p + "post_attention_layernorm.weight"] = 1 + g(E, sc=0.1)
+        W[p + "self_attn.W_pack.weight"] = g(3 * E, E, sc=0.15)
+        W[p + "self_attn.o_proj.weight"] = g(E, E)
+        W[p + "mlp.gate_proj.weight"] = g(FF, E)
+        W[p + "mlp.up_proj.weight"] = g(FF, E)
+        W[p + "mlp.down_proj.weight"] = g(E, FF)
+    stn.save_file(W, str(d / "model.safetensors"), metadata={"format": "pt"})
+    return W, cfg
+
+
+def unpacked(W, cfg):
+    """W with each W_pack cut into HF's q_proj, k_proj, v_proj (its thirds, as Baichuan's
+    modelling code does: proj.unflatten(-1, (3, hidden)))."""
+    E = cfg["hidden_size"]
+    out = {}
+    for n, a in W.items():
+        if n.endswith(".W_pack.weight"):
+            p = n[:-len("W_pack.weight")]
+            for k, part in enumerate(("q_proj", "k_proj", "v_proj")):
+                out[p + part + ".weight"] = a[k * E:(k + 1) * E]
+        else:
+            out[n] = a
+    return out
+
+
+def test_baichuan_w_pack_split_in_llama_cpp(tbx, tmp_path):
+    from test_hf_gguf import decoder_logits
+    from test_hf_gguf_spm import train_spm
+    spm = need("sentencepiece")
+    proto = train_spm()
+    d = tmp_path / "baichuan"
+    W, cfg = make_baichuan(d, 21, proto)
+    out = tmp_path / "baichuan.gguf"
+    convert(tbx, d, out)
+    U = unpacked(W, cfg)
+    L, H = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+    # the names convert_hf_to_gguf.py gives the parts (q_proj, k_proj, v_proj -> attn_q/k/v)
+    r, fields = check_names_and_keys(out, list(U), gguf.MODEL_ARCH.BAICHUAN, L)
+    assert fields["baichuan.attention.head_count_kv"].contents() == H
+    assert fields["baichuan.rope.dimension_count"].contents() == cfg["hidden_size"] // H
+    assert fields["tokenizer.ggml.model"].contents() == "llama"
+    T = {t.name: t for t in r.tensors}
+    for l in (0, L - 1):
+        p = f"model.layers.{l}.self_attn."
+        for part, role, perm in (("q_proj", "attn_q", True), ("k_proj", "attn_k", True),
+                                 ("v_proj", "attn_v", False)):
+            want = permute(U[p + part + ".weight"], H) if perm else U[p + part + ".weight"]
+            got = np.asarray(T[f"blk.{l}.{role}.weight"].data).reshape(want.shape)
+            assert np.array_equal(got, want), (l, role)
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    ids = [1] + sp.encode("the cat sat on the log and llama runs")
+    ref = decoder_logits(U, {**cfg, "num_key_value_heads": H, "rope_theta": 10000.0}, ids)
+    llm = llama_cpp.Llama(model_path=str(out), n_ctx=64, logits_all=True, verbose=False,
+                          type_k=0, type_v=0)
+    llm.eval(ids)
+    got = np.asarray(llm.scores[:len(ids)], dtype=np.float64)
+    assert np.isfinite(got).all()
+    diff = float(np.abs(got - ref).max())
+    print(f"baichuan: {len(ids)} tokens, max |logit diff| {diff:.3g} "
+          f"(logits up to {np.abs(ref).max():.3g})")
+    assert diff <= 1e-3, diff
