@@ -326,10 +326,8 @@ void cli_convert_help_formats(FILE *fp) {
         }
         fputc('\n', fp);
     }
-    help_hf_archs(fp);
-    if (!any) return;
-    fprintf(fp, "Options of a format's own (-O KEY=VALUE):\n");
-    for (size_t i = 0; i < tbx_format_count(); i++) {
+    if (any) fprintf(fp, "Options of a format's own (-O KEY=VALUE):\n");
+    for (size_t i = 0; any && i < tbx_format_count(); i++) {
         const tbx_format_option *o;
         for (size_t k = 0; (o = tbx_format_option_at(tbx_format_at(i), k)) != NULL; k++) {
             char what[160];
@@ -347,6 +345,7 @@ void cli_convert_help_formats(FILE *fp) {
                     "", o->help);
         }
     }
+    help_hf_archs(fp);
 }
 
 /* `tbx convert --help`: the Hugging Face architectures a model directory converts from, to a
