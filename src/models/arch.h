@@ -56,7 +56,9 @@ enum {
     HD_Q,       /* num_attention_heads x head size */
     HD_K,       /* num_key_value_heads x head size */
     HD_F,       /* feed_forward_length */
-    HD_X        /* expert_count */
+    HD_X,       /* expert_count */
+    HD_FX,      /* expert_feed_forward_length, else feed_forward_length */
+    HD_FS       /* expert_shared_feed_forward_length, else feed_forward_length */
 };
 
 /* A part of an HF_MAP_SPLIT entry: its GGUF name ('#': layer), its row count, its transform. */
@@ -83,6 +85,8 @@ typedef struct hf_tmap {
 #define ARCH_NONCAUSAL    0x04u /* {arch}.attention.causal = false */
 #define ARCH_POOLING      0x08u /* {arch}.pooling_type from the sentence-transformers config */
 #define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
+#define ARCH_SPACE_PREFIX 0x20u /* tokenizer.ggml.add_space_prefix from tokenizer_config's
+                                   add_prefix_space (convert_hf_to_gguf.py's LlamaModel) */
 
 /* Tokenizer kinds a row takes (hf_arch.tokenizers) */
 #define TBX_HF_TOK_WORDPIECE 0x01u /* tokenizer.json WordPiece -> llama.cpp "bert" */

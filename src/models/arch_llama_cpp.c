@@ -150,10 +150,44 @@ static const hf_tmap TM_BAICHUAN[] = {
     {NULL, NULL, 0, 0, 0.0f, NULL},
 };
 
+/* Qwen2-MoE (convert_hf_to_gguf.py's Qwen2MoeModel): qwen2's attention, a router over
+ * num_experts experts of moe_intermediate_size stacked per layer, and a shared expert of
+ * shared_expert_intermediate_size with its own sigmoid gate ([1, hidden]) */
+static const hf_hparam HP_QWEN2MOE[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, false},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {"expert_count", HP_U32, {"num_experts"}, true},
+    {"expert_used_count", HP_U32, {"num_experts_per_tok"}, true},
+    {"expert_feed_forward_length", HP_U32, {"moe_intermediate_size"}, false},
+    {"expert_shared_feed_forward_length", HP_U32, {"shared_expert_intermediate_size"}, false},
+    {NULL, HP_U32, {NULL}, false},
+};
+static const hf_tmap TM_QWEN2MOE[] = {
+    TM_DECODER_ATTN(HF_XF_NONE, HF_XF_NONE),
+    ONE("model.layers.#.mlp.gate", "blk.#.ffn_gate_inp"),
+    {"model.layers.#.mlp.experts.@.gate_proj", "blk.#.ffn_gate_exps", HF_MAP_STACK, HF_XF_NONE,
+     0.0f, NULL},
+    {"model.layers.#.mlp.experts.@.up_proj", "blk.#.ffn_up_exps", HF_MAP_STACK, HF_XF_NONE, 0.0f,
+     NULL},
+    {"model.layers.#.mlp.experts.@.down_proj", "blk.#.ffn_down_exps", HF_MAP_STACK, HF_XF_NONE,
+     0.0f, NULL},
+    ONE("model.layers.#.mlp.shared_expert.gate_proj", "blk.#.ffn_gate_shexp"),
+    ONE("model.layers.#.mlp.shared_expert.up_proj", "blk.#.ffn_up_shexp"),
+    ONE("model.layers.#.mlp.shared_expert.down_proj", "blk.#.ffn_down_shexp"),
+    ONE("model.layers.#.mlp.shared_expert_gate", "blk.#.ffn_gate_inp_shexp"),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+
 static const char *const SKIP_DECODER[] = {"model.layers.#.self_attn.rotary_emb.inv_freq", NULL};
 
 /* Rows, in the order the supported list shows them. rope: convert_hf_to_gguf.py's BaichuanModel
- * writes linear scaling's keys; its LlamaModel
+ * writes linear scaling's keys; its Qwen2MoeModel yarn's; its LlamaModel
  * (llama, and mixtral, which it converts as "llama") writes linear scaling's keys and llama3's
  * rope_freqs; its Qwen2Model writes yarn's keys; tensorbox also takes linear for qwen2. */
 static const hf_arch ARCHES[] = {
@@ -162,13 +196,15 @@ static const hf_arch ARCHES[] = {
     {"bert", "bert", {"bert."}, HP_BERT, TM_BERT, SKIP_BERT,
      ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT, TBX_HF_TOK_WORDPIECE, 0},
     {"llama", "llama", {NULL}, HP_LLAMA, TM_LLAMA, SKIP_DECODER,
-     ARCH_VOCAB_SIZE | ARCH_ROPE_DIM, TBX_HF_TOK_SPM | TBX_HF_TOK_BPE,
+     ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_SPACE_PREFIX, TBX_HF_TOK_SPM | TBX_HF_TOK_BPE,
      TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_LLAMA3},
     {"mixtral", "llama", {NULL}, HP_MIXTRAL, TM_MIXTRAL, SKIP_DECODER,
-     ARCH_VOCAB_SIZE | ARCH_ROPE_DIM, TBX_HF_TOK_SPM | TBX_HF_TOK_BPE,
+     ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_SPACE_PREFIX, TBX_HF_TOK_SPM | TBX_HF_TOK_BPE,
      TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_LLAMA3},
     {"qwen2", "qwen2", {NULL}, HP_LLAMA, TM_QWEN2, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
      TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
+    {"qwen2_moe", "qwen2moe", {NULL}, HP_QWEN2MOE, TM_QWEN2MOE, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
+     TBX_HF_ROPE_YARN},
 };
 
 size_t tbx_hf_arch_count_(void) { return sizeof ARCHES / sizeof ARCHES[0]; }

@@ -88,7 +88,7 @@ enum { HF_WHY_NONE, HF_WHY_REQUESTED, HF_WHY_FALLBACK, HF_WHY_F32, HF_WHY_F64, H
 
 /* Hyper-parameters checked against the tensors: each one's value and the config.json field
  * that gave it (NULL when config.json has none). */
-enum { HPV_EMBD, HPV_LAYERS, HPV_FF, HPV_CTX, HPV_EXPERTS, HPV_N };
+enum { HPV_EMBD, HPV_LAYERS, HPV_FF, HPV_CTX, HPV_EXPERTS, HPV_FF_EXP, HPV_FF_SHEXP, HPV_N };
 
 #define HF_LENT_MAX 8 /* large values lent to the writer (tokens, scores, types, merges) */
 
@@ -308,7 +308,9 @@ static tbx_status write_hparams(hf *h) {
                                which, v);
             static const char *const HPV_KEYS[HPV_N] = {"embedding_length", "block_count",
                                                         "feed_forward_length", "context_length",
-                                                        "expert_count"};
+                                                        "expert_count",
+                                                        "expert_feed_forward_length",
+                                                        "expert_shared_feed_forward_length"};
             for (int k = 0; k < HPV_N; k++)
                 if (strcmp(p->key, HPV_KEYS[k]) == 0) {
                     h->hpv[k] = (uint64_t)v;
@@ -615,7 +617,7 @@ static tbx_status write_tokenizer(hf *h) {
         /* LlamaModel.set_vocab: tokenizer_config's add_prefix_space, whatever the vocabulary */
         json_t *ap = h->tokcfg ? json_object_get(h->tokcfg, "add_prefix_space") : NULL;
         tbx_status st;
-        if (json_is_boolean(ap) &&
+        if ((h->a->flags & ARCH_SPACE_PREFIX) && json_is_boolean(ap) &&
             (st = put(h, "tokenizer.ggml.add_space_prefix",
                       tbx_value_new_bool(json_is_true(ap)))) != TBX_OK)
             return st;
@@ -1346,8 +1348,11 @@ static const hf_shape SHAPES[] = {
     {"ffn_up", HD_F, HD_E, HD_F},           {"ffn_gate", HD_F, HD_E, HD_F},
     {"ffn_down", HD_E, HD_F, HD_E},
     /* MoE: the router, and each expert of a stack (its [rows, cols]; the count: HD_X) */
-    {"ffn_gate_inp", HD_X, HD_E, HD_ONE},   {"ffn_gate_exps", HD_F, HD_E, HD_ONE},
-    {"ffn_up_exps", HD_F, HD_E, HD_ONE},    {"ffn_down_exps", HD_E, HD_F, HD_ONE},
+    {"ffn_gate_inp", HD_X, HD_E, HD_ONE},   {"ffn_gate_exps", HD_FX, HD_E, HD_ONE},
+    {"ffn_up_exps", HD_FX, HD_E, HD_ONE},   {"ffn_down_exps", HD_E, HD_FX, HD_ONE},
+    /* a shared expert and its gate (one row) */
+    {"ffn_gate_shexp", HD_FS, HD_E, HD_ONE}, {"ffn_up_shexp", HD_FS, HD_E, HD_ONE},
+    {"ffn_down_shexp", HD_E, HD_FS, HD_ONE}, {"ffn_gate_inp_shexp", HD_ONE, HD_E, HD_ONE},
 };
 
 typedef struct hf_dim {
@@ -1367,6 +1372,13 @@ static hf_dim dim_of(hf *h, int sym, uint64_t tt) {
     case HD_TT: d.v = d.fv = tt; d.field = tt ? "type_vocab_size" : NULL; break;
     case HD_F: d.v = d.fv = h->hpv[HPV_FF]; d.field = h->hpv_cfg[HPV_FF]; break;
     case HD_X: d.v = d.fv = h->hpv[HPV_EXPERTS]; d.field = h->hpv_cfg[HPV_EXPERTS]; break;
+    case HD_FX: case HD_FS: {
+        const int k = sym == HD_FX ? HPV_FF_EXP : HPV_FF_SHEXP;
+        const int use = h->hpv_cfg[k] ? k : HPV_FF;
+        d.v = d.fv = h->hpv[use];
+        d.field = h->hpv_cfg[use];
+        break;
+    }
     case HD_Q: case HD_K:
         d.fv = sym == HD_Q ? h->n_head : h->n_head_kv;
         d.field = sym == HD_Q ? "num_attention_heads" : "num_key_value_heads";

@@ -115,30 +115,13 @@ def permute(w, n_head):
             .swapaxes(1, 2).reshape(w.shape))
 
 
-def mixtral_logits(W, cfg, ids):
-    """HF Mixtral forward in float64: llama's attention, then per token the router's softmax,
-    its top-k experts weighted by their renormalised probabilities."""
-    L, E = cfg["num_hidden_layers"], cfg["hidden_size"]
+def decoder_with_ffn(W, cfg, ids, ffn):
+    """An HF llama-style decoder in float64 (rotate-half rope, GQA, q/k/v biases when W has
+    them) whose feed-forward block is ffn(h, "model.layers.N.") on the normed hidden states."""
     f = lambda k: W[k].astype(np.float64)
     eps = cfg["rms_norm_eps"]
     rms = lambda x, w: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
-
-    def moe(h, p):
-        logits = h @ f(p + "block_sparse_moe.gate.weight").T
-        pr = np.exp(logits - logits.max(-1, keepdims=True))
-        pr /= pr.sum(-1, keepdims=True)
-        out = np.zeros_like(h)
-        for t in range(h.shape[0]):
-            top = np.argsort(-pr[t])[:TOP_K]
-            w = pr[t, top] / pr[t, top].sum()
-            for x, wx in zip(top, w):
-                q = p + f"block_sparse_moe.experts.{x}."
-                a = h[t] @ f(q + "w1.weight").T
-                b = h[t] @ f(q + "w3.weight").T
-                out[t] += wx * ((a / (1 + np.exp(-a)) * b) @ f(q + "w2.weight").T)
-        return out
-
-    # attention as test_hf_gguf.decoder_logits computes it (HF rotate-half rope)
+    L, E = cfg["num_hidden_layers"], cfg["hidden_size"]
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     D = E // H
     n = len(ids)
@@ -151,23 +134,61 @@ def mixtral_logits(W, cfg, ids):
         x1, x2 = x[..., :D // 2], x[..., D // 2:]
         return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
 
+    def lin(x, p):
+        y = x @ f(p + ".weight").T
+        return y + f(p + ".bias") if p + ".bias" in W else y
+
     x = f("model.embed_tokens.weight")[np.asarray(ids)]
     mask = np.triu(np.full((n, n), -np.inf), 1)
     for l in range(L):
         p = f"model.layers.{l}."
         h = rms(x, f(p + "input_layernorm.weight"))
-        q = rope((h @ f(p + "self_attn.q_proj.weight").T).reshape(n, H, D))
-        k = rope((h @ f(p + "self_attn.k_proj.weight").T).reshape(n, KV, D))
-        v = (h @ f(p + "self_attn.v_proj.weight").T).reshape(n, KV, D)
+        q = rope(lin(h, p + "self_attn.q_proj").reshape(n, H, D))
+        k = rope(lin(h, p + "self_attn.k_proj").reshape(n, KV, D))
+        v = lin(h, p + "self_attn.v_proj").reshape(n, KV, D)
         k = np.repeat(k, H // KV, axis=1)
         v = np.repeat(v, H // KV, axis=1)
         a = np.einsum("qhd,khd->hqk", q, k) / math.sqrt(D) + mask
         a = np.exp(a - a.max(-1, keepdims=True))
         a /= a.sum(-1, keepdims=True)
         o = np.einsum("hqk,khd->qhd", a, v).reshape(n, H * D)
-        x = x + o @ f(p + "self_attn.o_proj.weight").T
-        x = x + moe(rms(x, f(p + "post_attention_layernorm.weight")), p)
+        x = x + lin(o, p + "self_attn.o_proj")
+        x = x + ffn(rms(x, f(p + "post_attention_layernorm.weight")), p)
     return rms(x, f("model.norm.weight")) @ f("lm_head.weight").T
+
+
+def moe_ffn(W, router, expert, n_used, renorm, shared=None):
+    """A sparse MoE block: softmax over the router's logits, the n_used most probable experts
+    (their probabilities renormalised to sum 1 when `renorm`: Mixtral; else as they are:
+    Qwen2-MoE), each a SiLU-gated MLP (gate, up, down names from expert(p, x)); plus, when
+    `shared` names them, a shared expert scaled by the sigmoid of its own gate."""
+    f = lambda k: W[k].astype(np.float64)
+    mlp = lambda h, g, u, d: ((lambda a: a / (1 + np.exp(-a)))(h @ f(g).T) * (h @ f(u).T)) @ f(d).T
+
+    def ffn(h, p):
+        logits = h @ f(p + router).T
+        pr = np.exp(logits - logits.max(-1, keepdims=True))
+        pr /= pr.sum(-1, keepdims=True)
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            top = np.argsort(-pr[t])[:n_used]
+            w = pr[t, top] / pr[t, top].sum() if renorm else pr[t, top]
+            for x, wx in zip(top, w):
+                out[t] += wx * mlp(h[t], *expert(p, x))
+        if shared:
+            g, u, d, sg = (p + s for s in shared)
+            out += (1 / (1 + np.exp(-(h @ f(sg).T)))) * mlp(h, g, u, d)
+        return out
+    return ffn
+
+
+def mixtral_logits(W, cfg, ids):
+    """HF Mixtral forward in float64."""
+    e = "block_sparse_moe.experts."
+    return decoder_with_ffn(W, cfg, ids, moe_ffn(
+        W, "block_sparse_moe.gate.weight",
+        lambda p, x: (p + f"{e}{x}.w1.weight", p + f"{e}{x}.w3.weight", p + f"{e}{x}.w2.weight"),
+        TOP_K, True))
 
 
 def merged_hf_names(W) -> list[str]:
@@ -398,3 +419,84 @@ def test_baichuan_w_pack_split_in_llama_cpp(tbx, tmp_path):
     print(f"baichuan: {len(ids)} tokens, max |logit diff| {diff:.3g} "
           f"(logits up to {np.abs(ref).max():.3g})")
     assert diff <= 1e-3, diff
+
+
+# ------------------------------------------------------------------------------------------
+# (f) qwen2_moe: experts of their own size stacked, a shared expert with its gate
+# ------------------------------------------------------------------------------------------
+Q_EXP, Q_TOP, Q_FF_EXP, Q_FF_SH = 4, 2, 48, 80
+
+
+def make_qwen2_moe(d: Path, seed: int):
+    """make_decoder's qwen2 (q/k/v biases) with each MLP replaced by Qwen2-MoE's block."""
+    W, cfg = make_decoder(d, "qwen2", seed)
+    cfg.update({"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe",
+                "num_experts": Q_EXP, "num_experts_per_tok": Q_TOP,
+                "moe_intermediate_size": Q_FF_EXP, "shared_expert_intermediate_size": Q_FF_SH,
+                "norm_topk_prob": False})
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+    rng = np.random.default_rng(seed + 200)
+    g = lambda *s, sc=0.08: (rng.standard_normal(s) * sc).astype(np.float32)
+    E = cfg["hidden_size"]
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}.mlp."
+        for n in ("gate_proj", "up_proj", "down_proj"):
+            del W[p + n + ".weight"]
+        W[p + "gate.weight"] = g(Q_EXP, E, sc=0.5)
+        for x in range(Q_EXP):
+            W[p + f"experts.{x}.gate_proj.weight"] = g(Q_FF_EXP, E)
+            W[p + f"experts.{x}.up_proj.weight"] = g(Q_FF_EXP, E)
+            W[p + f"experts.{x}.down_proj.weight"] = g(E, Q_FF_EXP)
+        W[p + "shared_expert.gate_proj.weight"] = g(Q_FF_SH, E)
+        W[p + "shared_expert.up_proj.weight"] = g(Q_FF_SH, E)
+        W[p + "shared_expert.down_proj.weight"] = g(E, Q_FF_SH)
+        W[p + "shared_expert_gate.weight"] = g(1, E, sc=0.3)
+    stn.save_file(W, str(d / "model.safetensors"), metadata={"format": "pt"})
+    return W, cfg
+
+
+def test_qwen2_moe_in_llama_cpp(tbx, tmp_path):
+    d = tmp_path / "qmoe"
+    W, cfg = make_qwen2_moe(d, 17)
+    out = tmp_path / "qmoe.gguf"
+    convert(tbx, d, out)
+    L = cfg["num_hidden_layers"]
+    r, fields = check_names_and_keys(out, merged_hf_names(W), gguf.MODEL_ARCH.QWEN2MOE, L)
+    K = gguf.Keys.LLM
+    for key, want in ((K.EXPERT_COUNT, Q_EXP), (K.EXPERT_USED_COUNT, Q_TOP),
+                      (K.EXPERT_FEED_FORWARD_LENGTH, Q_FF_EXP),
+                      (K.EXPERT_SHARED_FEED_FORWARD_LENGTH, Q_FF_SH),
+                      (K.FEED_FORWARD_LENGTH, cfg["intermediate_size"])):
+        assert fields[key.format(arch="qwen2moe")].contents() == want, key
+    T = {t.name: t for t in r.tensors}
+    for l in range(L):
+        p = f"model.layers.{l}.mlp."
+        for w, role in (("gate_proj", "ffn_gate_exps"), ("down_proj", "ffn_down_exps"),
+                        ("up_proj", "ffn_up_exps")):
+            want = np.stack([W[p + f"experts.{x}.{w}.weight"] for x in range(Q_EXP)])
+            got = np.asarray(T[f"blk.{l}.{role}.weight"].data).reshape(want.shape)
+            assert np.array_equal(got, want), role
+    tok = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
+    ids = [0] + tok.encode("the cat sat on the log and llama runs; 12345 dogs don't!").ids
+    ref = decoder_with_ffn(W, cfg, ids, moe_ffn(
+        W, "mlp.gate.weight",
+        lambda p, x: tuple(p + f"mlp.experts.{x}.{n}_proj.weight" for n in ("gate", "up", "down")),
+        Q_TOP, False, shared=("mlp.shared_expert.gate_proj.weight",
+                              "mlp.shared_expert.up_proj.weight",
+                              "mlp.shared_expert.down_proj.weight",
+                              "mlp.shared_expert_gate.weight")))
+    llm = llama_cpp.Llama(model_path=str(out), n_ctx=64, logits_all=True, verbose=False,
+                          type_k=0, type_v=0)
+    llm.eval(ids)
+    got = np.asarray(llm.scores[:len(ids)], dtype=np.float64)
+    assert np.isfinite(got).all()
+    diff = float(np.abs(got - ref).max())
+    print(f"qwen2_moe: {len(ids)} tokens, max |logit diff| {diff:.3g} "
+          f"(logits up to {np.abs(ref).max():.3g})")
+    assert diff <= 1e-3, diff
+    # the experts' rows are moe_intermediate_size, not intermediate_size: a config that says
+    # otherwise is named
+    c = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**c, "moe_intermediate_size": 40}))
+    r = run(tbx, "convert", d, tmp_path / "bad.gguf")
+    assert r.rc == 1 and "moe_intermediate_size = 40" in r.err.decode(), r.describe()
