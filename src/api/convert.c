@@ -4,7 +4,8 @@
  * once (the options', else the path's extension) and passed down as decided, the plan chosen
  * (a Hugging Face model to GGUF: src/models' plan and metadata; a Hugging Face
  * sentence-transformers directory to EMBD: the plain plan renamed by src/models, which also
- * gives the vocabulary section and metadata in EMBD's terms; anything else: the plain plan of
+ * gives the vocabulary section and metadata in EMBD's terms; to MCF, the plain plan with
+ * ModelInfo from config.json given as metadata by src/models; anything else: the plain plan of
  * src/convert/plain.c with the input's metadata, size variables and sections), the writer
  * opened here and handed down, the engine run (src/convert/engine.c), and the writer finished
  * (or aborted: nothing is left behind) once the input is known to be whole.
@@ -228,6 +229,8 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     if (st == TBX_OK)
         st = tbx_convert_copy_sections_but(in, w, &o, he ? tbx_hf_embd_consumes : NULL, err);
     if (st == TBX_OK && he) st = tbx_hf_embd_write(he, w, &plan, err);
+    /* a Hugging Face config.json to MCF: ModelInfo as metadata in MCF's terms (src/models) */
+    if (st == TBX_OK && tbx_hf_mcf_applies(in, to_fmt)) st = tbx_hf_mcf_write(in, w, err);
     if (st == TBX_OK) {
         tbx_engine_opts eo;
         engine_opts(&eo, o.progress, o.progress_ud, o.on_tensor, o.flags);

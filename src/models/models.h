@@ -26,6 +26,11 @@
  *   tbx_hf_embd_write    adds EMBD's required metadata keys the writer lacks (after the
  *                        caller's metadata) and the section "vocab" to w;
  *   tbx_hf_embd_free     accepts NULL.
+ *
+ * A Hugging Face config.json to MCF's ModelInfo (hf_mcf.c; chosen by tbx_convert for an MCF
+ * output whose input has config.json as a section): tbx_hf_mcf_write adds the ModelInfo fields
+ * and extras as metadata in MCF's terms ("mcf.arch", ..., "hf.model_type", ...) to w, after the
+ * input's and the caller's metadata, unless that already holds a ModelInfo field.
  */
 #ifndef TBX_MODELS_H
 #define TBX_MODELS_H
@@ -50,5 +55,8 @@ tbx_status tbx_hf_embd_prepare(tbx_file *in, tbx_format to, tbx_hf_embd **out, t
 tbx_status tbx_hf_embd_plan(tbx_hf_embd *h, tbx_plan *p, tbx_error *err);
 tbx_status tbx_hf_embd_write(tbx_hf_embd *h, tbx_writer *w, const tbx_plan *p, tbx_error *err);
 void tbx_hf_embd_free(tbx_hf_embd *h);
+
+bool tbx_hf_mcf_applies(const tbx_file *in, tbx_format to);
+tbx_status tbx_hf_mcf_write(tbx_file *in, tbx_writer *w, tbx_error *err);
 
 #endif /* TBX_MODELS_H */
