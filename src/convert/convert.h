@@ -1,7 +1,7 @@
 /*
  * convert.h - the conversion layer (src/convert/): the engine that carries out any plan
- * (engine.c), the plain conversion's plan (plain.c: what tbx_convert does to each tensor) and
- * the copy of metadata, size variables and sections through the writer API (meta.c). It sees
+ * (engine.c), the plain conversion's plan (plain.c: what it does to each tensor) and the
+ * copy of metadata, size variables and sections through the writer API (meta.c). It sees
  * everything below the façade but the façade itself: the façade (src/api/convert.c) decides
  * which plan, opens the writer and hands it down.
  */
@@ -42,7 +42,7 @@ tbx_status tbx_engine_run(tbx_file *in, tbx_plan *p, tbx_writer *w, const tbx_en
 /* ------------------------------------------------------------------------------------------ */
 /* The plain conversion (plain.c, meta.c)                                                      */
 /* ------------------------------------------------------------------------------------------ */
-/* Options already checked by the façade (tbx_convert: cast_to a float dtype, quant_to one an
+/* Options already checked by the façade (cast_to a float dtype, quant_to one an
  * encoder writes, the clip range only for an encoder that takes one); `to_fmt` the output
  * format. Fills *p (initialised by the caller) with one tensor per readable input tensor, in
  * order: kept, cast, quantized (with llama-quantize's fallback), dequantized or requantized as

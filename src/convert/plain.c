@@ -1,5 +1,5 @@
 /*
- * plain.c - the plan of a plain conversion (tbx_convert): every readable input tensor becomes
+ * plain.c - the plan of a plain conversion: every readable input tensor becomes
  * one output tensor of the same name and shape, its dtype and step decided here once, before
  * anything is written (kept, cast, quantized, fallback, dequantized, requantized; the reason is
  * made for the report when the tensor is written). The engine (engine.c) carries it out.
@@ -71,7 +71,7 @@ static tbx_status decide(const tbx_file *in, size_t i, const tbx_convert_options
     const bool quant = o->quant_to != TBX_DT_INVALID, cast = o->cast_to != TBX_DT_INVALID;
     /* a GGUF output is a model for llama.cpp: it computes 1-D tensors (norms, biases) in f32
      * and cannot multiply by an f16/bf16 vector, so casts apply to 2+ dimensions, as in
-     * llama.cpp's own tools and tbx_gguf_from_hf */
+     * llama.cpp's own tools and the Hugging Face -> GGUF import */
     const bool keep_1d = to_fmt == TBX_FORMAT_GGUF && t->ndim < 2;
     const int shape_why = quant ? quant_shape(t, payload) : WHY_NONE;
     p->to = (uint16_t)t->dtype;

@@ -432,6 +432,63 @@ void tbx_file_model_free(tbx_file *f) {
     tbx_names_free(&f->tensor_names);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Quantization descriptions the handle owns (their contents: quant.c)                        */
+/* ------------------------------------------------------------------------------------------ */
+void tbx_quant_rec_free(const tbx_alloc *al, tbx_quant_rec *r) {
+    for (int k = 0; k < 2; k++)
+        if (r->values[k]) tbx_free(al, r->values[k], r->values_len[k]);
+    tbx_val_free((tbx_value *)r->info.params);
+    tbx_free(al, r, sizeof *r);
+}
+
+tbx_status tbx_file_charge_quant(tbx_file *f, uint64_t offset, const char *field,
+                                 tbx_error *err) {
+    /* the record, its slot, the params MAP and up to four small params (arrays, key, value) */
+    const uint64_t param = 3 * (sizeof(void *) + TBX_HEAP_OVERHEAD) + 16 + TBX_HEAP_OVERHEAD +
+                           sizeof(tbx_value) + TBX_HEAP_OVERHEAD;
+    return tbx_file_charge(f, sizeof(tbx_quant_rec) + TBX_HEAP_OVERHEAD + sizeof(void *) +
+                                  sizeof(tbx_value) + TBX_HEAP_OVERHEAD + 4 * param,
+                           offset, field, err);
+}
+
+tbx_quant_info *tbx_file_quant_new(tbx_file *f) {
+    if (!tbx_grow(&f->al, (void **)&f->quants, &f->cap_quants, f->nquants + 1,
+                  sizeof *f->quants))
+        return NULL;
+    tbx_quant_rec *r = tbx_calloc(&f->al, 1, sizeof *r);
+    if (!r) return NULL;
+    tbx_value *params = tbx_val_new(&f->al, TBX_V_MAP);
+    if (!params) { tbx_free(&f->al, r, sizeof *r); return NULL; }
+    r->info.struct_size = (uint32_t)sizeof r->info;
+    r->info.scale.component = -1;
+    r->info.zero.component = -1;
+    r->info.params = params;
+    f->quants[f->nquants++] = r;
+    return &r->info;
+}
+
+void *tbx_file_quant_values(tbx_file *f, tbx_quant_info *q, tbx_quant_param *p, size_t nbytes) {
+    tbx_quant_rec *r = (tbx_quant_rec *)q;
+    int k = p == &q->zero;
+    if (r->values[k]) return NULL;
+    void *v = tbx_malloc(&f->al, nbytes);
+    if (!v) return NULL;
+    r->values[k] = v;
+    r->values_len[k] = nbytes;
+    p->values = v;
+    return v;
+}
+
+void tbx_file_quant_free(tbx_file *f) {
+    for (size_t i = 0; i < f->nquants; i++) {
+        tbx_quant_rec_free(&f->al, f->quants[i]);
+    }
+    tbx_free(&f->al, f->quants, f->cap_quants * sizeof *f->quants);
+    f->quants = NULL;
+    f->nquants = f->cap_quants = 0;
+}
+
 void tbx_comp_set_raw(tbx_tensor *t, tbx_dtype dtype, uint64_t offset, uint64_t nbytes) {
     tbx_component *k = &t->comp[0];
     k->name = "data";

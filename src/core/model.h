@@ -242,6 +242,16 @@ tbx_status tbx_file_problem(tbx_file *f, tbx_error *err, tbx_status code, uint64
                             const char *field, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
+/* A quantization description as this library keeps it: the public struct first (a
+ * tbx_quant_info * of a record is a tbx_quant_rec *), the values its scale/zero members point
+ * to when the record owns them, and (in info.params) the params MAP. */
+typedef struct tbx_quant_rec {
+    tbx_quant_info info;     /* first member: a tbx_quant_info * is a tbx_quant_rec * */
+    void *values[2];         /* scale, zero values (NULL when none) */
+    size_t values_len[2];
+} tbx_quant_rec;
+/* Frees a record and what it owns, with the allocator that made it. */
+void tbx_quant_rec_free(const tbx_alloc *al, tbx_quant_rec *r);
 /* Quantization descriptions (src/core/quant.c). Drivers describe a quantized tensor with a
  * tbx_quant_info made here and attach it (t->quant = q); tbx_close frees them all.
  * tbx_file_quant_new: a zeroed description owned by f (struct_size set, scale/zero components

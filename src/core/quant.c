@@ -2,56 +2,14 @@
  * quant.c - the common description of quantized tensors (tbx_quant_info): storage owned by the
  * handle, the helpers drivers fill it with, and the public accessor tbx_tensor_quant_get.
  *
- * A description is a tbx_quant_rec: the public struct, the values its scale/zero members point
- * to (OINF keeps them in its header) and the params MAP. The handle keeps a list of records
- * (f->quants) and frees them in tbx_close; tensors point at them (t->quant), possibly several
- * tensors at one record (GGUF: one per block type).
+ * A description is a tbx_quant_rec (model.h): the public struct, the values its scale/zero
+ * members point to (OINF keeps them in its header) and the params MAP. The handle's records
+ * (f->quants) are made, charged and freed with the handle's other lists in model.c; tensors
+ * point at them (t->quant), possibly several tensors at one record (GGUF: one per block type).
+ * This file fills them (params), names their enums, checks a description handed to a writer and
+ * copies one out of a handle.
  */
 #include "model.h"
-
-typedef struct tbx_quant_rec {
-    tbx_quant_info info;     /* first member: a tbx_quant_info * is a tbx_quant_rec * */
-    void *values[2];         /* scale, zero values (NULL when none) */
-    size_t values_len[2];
-} tbx_quant_rec;
-
-tbx_status tbx_file_charge_quant(tbx_file *f, uint64_t offset, const char *field,
-                                 tbx_error *err) {
-    /* the record, its slot, the params MAP and up to four small params (arrays, key, value) */
-    const uint64_t param = 3 * (sizeof(void *) + TBX_HEAP_OVERHEAD) + 16 + TBX_HEAP_OVERHEAD +
-                           sizeof(tbx_value) + TBX_HEAP_OVERHEAD;
-    return tbx_file_charge(f, sizeof(tbx_quant_rec) + TBX_HEAP_OVERHEAD + sizeof(void *) +
-                                  sizeof(tbx_value) + TBX_HEAP_OVERHEAD + 4 * param,
-                           offset, field, err);
-}
-
-tbx_quant_info *tbx_file_quant_new(tbx_file *f) {
-    if (!tbx_grow(&f->al, (void **)&f->quants, &f->cap_quants, f->nquants + 1,
-                  sizeof *f->quants))
-        return NULL;
-    tbx_quant_rec *r = tbx_calloc(&f->al, 1, sizeof *r);
-    if (!r) return NULL;
-    tbx_value *params = tbx_val_new(&f->al, TBX_V_MAP);
-    if (!params) { tbx_free(&f->al, r, sizeof *r); return NULL; }
-    r->info.struct_size = (uint32_t)sizeof r->info;
-    r->info.scale.component = -1;
-    r->info.zero.component = -1;
-    r->info.params = params;
-    f->quants[f->nquants++] = r;
-    return &r->info;
-}
-
-void *tbx_file_quant_values(tbx_file *f, tbx_quant_info *q, tbx_quant_param *p, size_t nbytes) {
-    tbx_quant_rec *r = (tbx_quant_rec *)q;
-    int k = p == &q->zero;
-    if (r->values[k]) return NULL;
-    void *v = tbx_malloc(&f->al, nbytes);
-    if (!v) return NULL;
-    r->values[k] = v;
-    r->values_len[k] = nbytes;
-    p->values = v;
-    return v;
-}
 
 /* Appends (key, v) to the params MAP. The three arrays are replaced together, each allocated
  * with exactly one more entry, and only once all allocations succeeded, so that a failed
@@ -101,19 +59,6 @@ tbx_status tbx_quant_put_u32(tbx_file *f, tbx_quant_info *q, const char *key, ui
     tbx_value *x = tbx_val_new(&f->al, TBX_V_U32);
     if (x) x->v.u = v;
     return tbx_quant_put(q, key, x);
-}
-
-void tbx_file_quant_free(tbx_file *f) {
-    for (size_t i = 0; i < f->nquants; i++) {
-        tbx_quant_rec *r = f->quants[i];
-        for (int k = 0; k < 2; k++)
-            if (r->values[k]) tbx_free(&f->al, r->values[k], r->values_len[k]);
-        tbx_val_free((tbx_value *)r->info.params);
-        tbx_free(&f->al, r, sizeof *r);
-    }
-    tbx_free(&f->al, f->quants, f->cap_quants * sizeof *f->quants);
-    f->quants = NULL;
-    f->nquants = f->cap_quants = 0;
 }
 
 const char *tbx_quant_method_name(tbx_quant_method m) {
@@ -255,10 +200,5 @@ tbx_quant_info *tbx_quant_clone(const tbx_alloc *al, const tbx_quant_info *q) {
 }
 
 void tbx_quant_clone_free(const tbx_alloc *al, tbx_quant_info *q) {
-    if (!q) return;
-    tbx_quant_rec *r = (tbx_quant_rec *)q;
-    for (int k = 0; k < 2; k++)
-        if (r->values[k]) tbx_free(al, r->values[k], r->values_len[k]);
-    tbx_val_free((tbx_value *)r->info.params);
-    tbx_free(al, r, sizeof *r);
+    if (q) tbx_quant_rec_free(al, (tbx_quant_rec *)q);
 }

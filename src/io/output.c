@@ -44,12 +44,8 @@
 #define ZERO_CHUNK ((size_t)64 * 1024)
 #define WRITE_CHUNK ((size_t)1 << 30)
 #define TMP_ATTEMPTS 256
-#define TMP_TAG ".tbx-tmp."
-#define TMP_TAG_LEN 9
-#define TMP_SUFFIX_LEN 6
 
 static const uint8_t zero_bytes[ZERO_CHUNK];
-static atomic_uint_fast64_t tmp_counter;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Table of live temporary files, for tbx_remove_temp_files (async-signal-safe: it only reads  */
@@ -118,69 +114,9 @@ static void out_reset(tbx_out *o) {
     o->slot = -1;
 }
 
-/* Splits path into directory (without trailing slash; "." when none) and base name. */
-static char *dir_of(const tbx_alloc *al, const char *path) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) return tbx_memdup0(al, ".", 1);
-    if (slash == path) return tbx_memdup0(al, "/", 1);
-    return tbx_memdup0(al, path, (size_t)(slash - path));
-}
-
-const char *tbx_path_base_(const char *path) {
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
 static bool names_a_file(const char *path) {
     const char *base = tbx_path_base_(path);
     return *base && strcmp(base, ".") != 0 && strcmp(base, "..") != 0;
-}
-
-static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-
-/* Six characters from [A-Za-z0-9] that differ between calls, processes and runs. */
-static void random_suffix(char out[TMP_SUFFIX_LEN + 1]) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t mix[4] = {(uint64_t)atomic_fetch_add(&tmp_counter, 1), (uint64_t)getpid(),
-                       (uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec};
-    uint64_t h = tbx_hash_bytes(mix, sizeof mix);
-    for (int i = 0; i < TMP_SUFFIX_LEN; i++) {
-        out[i] = alphabet[h % 62];
-        h /= 62;
-    }
-    out[TMP_SUFFIX_LEN] = '\0';
-}
-
-/* Removes the temporary files of dead writers of `final`: ".<base>.tbx-tmp.XXXXXX" files of
- * this user on which LOCK_EX can be taken at once (a live writer holds it on its own file). */
-void tbx_out_remove_stale_(const tbx_alloc *al, const char *final) {
-    char *dir = dir_of(al, final);
-    if (!dir) return;
-    const char *base = tbx_path_base_(final);
-    size_t blen = strlen(base);
-    DIR *d = opendir(dir);
-    tbx_free(al, dir, strlen(dir) + 1);
-    if (!d) return;
-    int dfd = dirfd(d);
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        const char *n = de->d_name;
-        if (n[0] != '.' || strncmp(n + 1, base, blen) != 0 ||
-            strncmp(n + 1 + blen, TMP_TAG, TMP_TAG_LEN) != 0)
-            continue;
-        const char *x = n + 1 + blen + TMP_TAG_LEN;
-        if (strlen(x) != TMP_SUFFIX_LEN || strspn(x, alphabet) != TMP_SUFFIX_LEN) continue;
-        int fd = openat(dfd, n, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-        if (fd < 0) continue;
-        struct stat fs, ls;
-        if (fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) && fs.st_uid == geteuid() &&
-            flock(fd, LOCK_EX | LOCK_NB) == 0 && fstatat(dfd, n, &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
-            same_inode(&fs, &ls))
-            (void)unlinkat(dfd, n, 0);
-        close(fd);
-    }
-    closedir(d);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -232,7 +168,7 @@ tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, unsig
      * (CREATING), and the file once it is ours (LIVE): a signal at any point finds it. */
     o->slot = tmp_slot_take(tlen);
     for (int attempt = 0; attempt < TMP_ATTEMPTS; attempt++) {
-        random_suffix(xs);
+        tbx_out_tmp_suffix_(xs);
         tmp_slot_creating(o->slot, o->tmp_path);
         fd = open(o->tmp_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (fd >= 0 && tbx_out_created_hook_) tbx_out_created_hook_();
@@ -257,7 +193,7 @@ tbx_status tbx_out_open(tbx_out *o, const tbx_alloc *al, const char *path, unsig
     if (fd < 0) {
         tmp_unregister(o->slot);
         o->slot = -1;
-        char *dir = dir_of(al, final);
+        char *dir = tbx_path_dir_(al, final);
         st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path",
                      "cannot create a temporary file in %s: %s", dir ? dir : final,
                      strerror(e ? e : EEXIST));
@@ -414,7 +350,7 @@ tbx_status tbx_out_pread(tbx_out *o, uint64_t off, void *buf, size_t len, tbx_er
 
 /* Best effort: make the rename durable. Some file systems cannot fsync a directory. */
 static void sync_dir(const tbx_alloc *al, const char *path) {
-    char *dir = dir_of(al, path);
+    char *dir = tbx_path_dir_(al, path);
     if (!dir) return;
     int dfd = open(dir, O_RDONLY | O_CLOEXEC | O_DIRECTORY);
     if (dfd >= 0) {

@@ -1,20 +1,13 @@
 /* check.h - what a lossy conversion step did to the values: the range each target dtype can
- * hold and the count of values it could not (check.c). Shared by the conversion paths
+ * hold (range.h) and the count of values it could not (check.c). Shared by the conversion paths
  * (the conversion engine, src/convert/engine.c), which reports the counts per tensor
  * (tbx_convert_options.on_tensor). */
 #ifndef TBX_QUANT_CHECK_H
 #define TBX_QUANT_CHECK_H
 
-#include "tensorbox.h"
+#include "range.h"
 
 #include <stdint.h>
-
-/* The largest magnitude a value of a quantized dtype can decode to when every scale it stores
- * is finite: f16's largest finite value (65504) times the largest |code| (times the largest
- * sub-scale) the type encodes; the types whose scale is not an f16 (mxfp4's power of two, MCF
- * int8/int4's f32) and non-quantized dtypes: INFINITY. A finite value beyond it cannot be
- * represented: its block's scale overflows the scale's type. */
-float tbx_quant_range(tbx_dtype dt);
 
 /* Counters of one tensor's converted values. */
 typedef struct tbx_value_check {

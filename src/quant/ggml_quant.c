@@ -25,7 +25,7 @@
  *    operations lane by lane in the same order, so every CPU path writes the same bytes.
  */
 #include "ggml.h"
-#include "check.h"
+#include "range.h"
 #include "core.h"
 
 #include <float.h>
