@@ -509,7 +509,8 @@ tbx_status tbx_hf_embd_plan(tbx_hf_embd *h, tbx_plan *p, tbx_error *err) {
     qsort(keys, kept, sizeof *keys, he_key_cmp);
     size_t a = SIZE_MAX, b = SIZE_MAX;
     for (size_t j = 1; j < kept; j++)
-        if (keys[j].len == keys[j - 1].len && !memcmp(keys[j].name, keys[j - 1].name, keys[j].len) &&
+        if (keys[j].len == keys[j - 1].len &&
+            !memcmp(keys[j].name, keys[j - 1].name, keys[j].len) &&
             (a == SIZE_MAX || keys[j - 1].k < a)) {
             a = keys[j - 1].k;
             b = keys[j].k;

@@ -5,12 +5,12 @@
  * produces and the MCF writer takes ("mcf.arch", ...). The MCF writer knows only its container:
  * it stores config.json as a section and never reads it.
  *
- * tbx_convert (src/api/convert.c) calls tbx_hf_mcf_write for an MCF output whose input has a
- * config.json section, after the input's and the caller's metadata are in the writer. When
+ * The conversion façade (src/api/convert.c) calls tbx_hf_mcf_write for an MCF output whose input
+ * has a config.json section, after the input's and the caller's metadata are in the writer. When
  * that metadata already holds a ModelInfo field (mcf.arch ... mcf.rope_scale, mcf.model_name,
- * mcf.base_model: an MCF file converted, or --meta), nothing is added, as pack's ModelInfo then
- * comes from it. Otherwise config.json (jansson, integers as reals as Go decodes them, NUL
- * allowed; not a JSON object: nothing added) gives
+ * mcf.base_model: an MCF file converted, or --meta), nothing is added, as ModelInfo then comes
+ * from it. Otherwise config.json (jansson, integers as reals as Go decodes them, NUL allowed; not
+ * a JSON object: nothing added) gives
  *   mcf.arch             model_type containing (ASCII case-insensitively) "llama" 1,
  *                        "mistral" 2, "qwen" 3, "gemma" 4, "smollm3" 6, else 0;
  *   mcf.vocab_size, mcf.hidden_size, mcf.layer_count, mcf.head_count, mcf.head_count_kv,

@@ -14,7 +14,7 @@
  *   tbx_hf_gguf_free     after the writer is finished or aborted (it borrows h's values).
  *
  * A Hugging Face sentence-transformers directory to EMBD, either layout (hf_embd.c; chosen by
- * tbx_convert for an .weights / embd-legacy output):
+ * the conversion façade for an .weights / embd-legacy output):
  *   tbx_hf_embd_applies  the output is EMBD or embd-legacy and the input has config.json,
  *                        tokenizer.json or vocab.txt as sections (and no "vocab" of its own);
  *   tbx_hf_embd_consumes the sections the import reads or consumes (not to be copied);
@@ -27,8 +27,8 @@
  *                        caller's metadata) and the section "vocab" to w;
  *   tbx_hf_embd_free     accepts NULL.
  *
- * A Hugging Face config.json to MCF's ModelInfo (hf_mcf.c; chosen by tbx_convert for an MCF
- * output whose input has config.json as a section): tbx_hf_mcf_write adds the ModelInfo fields
+ * A Hugging Face config.json to MCF's ModelInfo (hf_mcf.c; chosen by the conversion façade for an
+ * MCF output whose input has config.json as a section): tbx_hf_mcf_write adds the ModelInfo fields
  * and extras as metadata in MCF's terms ("mcf.arch", ..., "hf.model_type", ...) to w, after the
  * input's and the caller's metadata, unless that already holds a ModelInfo field.
  */

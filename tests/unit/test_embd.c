@@ -302,7 +302,7 @@ TBX_TEST(hugging_face_sections) {
     CHECK_OK(open_embd_writer(&w, out, &e));
     if (!w) return;
     CHECK_EQ(tbx_writer_add_section(w, "config.json", 0, cfg, strlen(cfg), &e), TBX_E_LOSSY);
-    CHECK(strstr(e.message, "tbx_convert imports them") != NULL);
+    CHECK(strstr(e.message, "a conversion of the directory imports them") != NULL);
     CHECK_EQ(tbx_writer_add_section(w, "tokenizer.json", 0, tok, strlen(tok), &e), TBX_E_LOSSY);
     CHECK_EQ(tbx_writer_add_section(w, "README.md", 0, "x", 1, &e), TBX_E_LOSSY);
     tbx_writer_abort(w);

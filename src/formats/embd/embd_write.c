@@ -24,7 +24,7 @@
  *
  * This writer knows its container only: a Hugging Face directory is imported by src/models
  * (hf_embd.c: tensor names, the vocabulary as the section "vocab", the metadata from
- * config.json), which tbx_convert chooses. The files of such a directory handed over as
+ * config.json), which the conversion façade chooses. The files of such a directory handed over as
  * sections (config.json, tokenizer.json, vocab.txt, ...) are refused with TBX_E_LOSSY naming the
  * import, as any other section EMBD has no place for (docs/formats/embd.md).
  */
@@ -121,8 +121,9 @@ tbx_status em_w_check_section(tbx_writer *w, const char *name, uint32_t type, si
         if (strcmp(name, ew_hf_files[i]) == 0)
             return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "section",
                            "section \"%s\": the EMBD writer does not read a Hugging Face "
-                           "directory's files; tbx_convert imports them (names, vocabulary, "
-                           "metadata: give the vocabulary as the section \"vocab\")", q);
+                           "directory's files; a conversion of the directory imports them "
+                           "(names, vocabulary, metadata); give the vocabulary as the section "
+                           "\"vocab\"", q);
     return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "section",
                    "section \"%s\": EMBD stores a vocabulary (\"vocab\") and no other section", q);
 }

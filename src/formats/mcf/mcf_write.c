@@ -27,7 +27,7 @@
  * after a removed duplicate move down, and the index, QuantInfo, directory and header follow.
  *
  * ModelInfo comes from the metadata "mcf.<field>" (what the reader produces, and what
- * src/models/hf_mcf.c gives tbx_convert from a Hugging Face config.json as pack fills it: arch,
+ * src/models/hf_mcf.c gives a conversion from a Hugging Face config.json as pack fills it: arch,
  * sizes, rope_theta, extras hf.model_type, hf.rope_scaling, hf.config_json_present). Every other
  * metadata entry becomes a KV extra (u32, f32, string). The writer stores a config.json section
  * and does not read it: a caller of tbx_writer gives ModelInfo as metadata.
@@ -300,7 +300,7 @@ static tbx_status mw_model_info(tbx_writer *w, mw_state *s, tbx_error *err) {
                                                   : mw_f32_bits(e->value->v.f);
         }
     }
-    /* a Hugging Face model's config.json is not read here: tbx_convert gives ModelInfo as the
+    /* a Hugging Face model's config.json is not read here: the conversion gives ModelInfo as the
      * metadata above (src/models/hf_mcf.c, as mantle's pack fills it) */
     if (!have_fields && nkv == 0 && !mw_pack(w)) { /* nothing to say: no ModelInfo */
         tbx_free(&w->al, kv, cap * sizeof *kv);
