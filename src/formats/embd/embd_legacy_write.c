@@ -226,7 +226,7 @@ static void elw_names(tbx_writer *w, elw_state *s) {
     }
 }
 
-/* The sorted index of the written names; TBX_E_DUPLICATE when two renamed names meet. */
+/* The sorted index of the written names (the writer's, unique: the check is a guard). */
 static tbx_status elw_index(tbx_writer *w, const elw_state *s, elw_key *keys, tbx_error *err) {
     for (size_t i = 0; i < w->ntensors; i++)
         keys[i] = (elw_key){s->t[i].name, s->t[i].name_len, 0, i};
