@@ -81,7 +81,8 @@ struct tbx_hf_embd {
     bool legacy;     /* the legacy layout */
     bool hf;         /* config.json given: names mapped */
     bool has_vocab;
-    he_vocab v;
+    he_vocab v;      /* the tokens, until the section is made */
+    uint32_t count;  /* their number */
     json_t *cfg, *pool;
     uint8_t *sec;    /* the "vocab" section's bytes */
     size_t sec_len;
@@ -401,6 +402,7 @@ static tbx_status he_vocab_section(tbx_hf_embd *h, const char *what, tbx_error *
     for (unsigned k = 0; !h->legacy && k < 5; k++, pos += 4) tbx_st32(p + pos, special[k]);
     h->sec = p;
     h->sec_len = (size_t)len;
+    h->count = v->count;
     return TBX_OK;
 }
 
@@ -426,6 +428,7 @@ tbx_status tbx_hf_embd_prepare(tbx_file *in, tbx_format to, tbx_hf_embd **out, t
     h->has_vocab = st == TBX_OK && buf;
     if (buf) tbx_free(h->al, buf, n ? n : 1);
     if (st == TBX_OK && h->has_vocab) st = he_vocab_section(h, what, err);
+    he_vocab_free(h->al, &h->v); /* the section holds the tokens now */
     /* the settings of the metadata of a model file (EMBD, with a vocabulary) */
     if (st == TBX_OK && h->has_vocab && !h->legacy) st = he_json(h, "config.json", &h->cfg, err);
     if (st == TBX_OK && h->has_vocab && !h->legacy)
@@ -579,7 +582,7 @@ static bool he_value(const tbx_hf_embd *h, const tbx_plan *p, const char *key, c
                      size_t cap) {
     json_t *cfg = h->cfg, *pool = h->pool;
     if (!strcmp(key, "vocab_size")) {
-        snprintf(val, cap, "%" PRIu32, h->v.count);
+        snprintf(val, cap, "%" PRIu32, h->count);
         return true;
     }
     if (!strcmp(key, "embedding_dim"))
@@ -637,5 +640,9 @@ tbx_status tbx_hf_embd_write(tbx_hf_embd *h, tbx_writer *w, const tbx_plan *p, t
     if (st == TBX_OK)
         st = tbx_writer_add_section(w, "vocab", h->legacy ? HE_VOCAB_TOKENS : HE_VOCAB_SPEC,
                                     h->sec, h->sec_len, err);
+    /* the writer holds its copy */
+    tbx_free(h->al, h->sec, h->sec_len ? h->sec_len : 1);
+    h->sec = NULL;
+    h->sec_len = 0;
     return st;
 }
