@@ -1745,6 +1745,22 @@ static PyObject *mod_formats(PyObject *m, PyObject *Py_UNUSED(ignored)) {
     return list;
 }
 
+/* [(model_type, architecture)]: the Hugging Face architectures tbx_gguf_from_hf converts (the
+ * library's architecture table, tbx_gguf_hf_arch_at). */
+static PyObject *mod_hf_architectures(PyObject *m, PyObject *Py_UNUSED(ignored)) {
+    (void)m;
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+    for (size_t i = 0; i < tbx_gguf_hf_arch_count(); i++) {
+        const char *arch = NULL, *mt = tbx_gguf_hf_arch_at(i, &arch);
+        if (append_new(list, Py_BuildValue("(ss)", mt, arch ? arch : "")) < 0) {
+            Py_DECREF(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
 static PyObject *mod_format_from_path(PyObject *m, PyObject *arg) {
     (void)m;
     PyObject *b = NULL;
@@ -1784,6 +1800,8 @@ static PyMethodDef mod_methods[] = {
     {"nbytes", mod_nbytes, METH_VARARGS, "nbytes(dtype, shape): stored bytes"},
     {"formats", mod_formats, METH_NOARGS, "[(name, extensions, aliases, writable)]"},
     {"format_from_path", mod_format_from_path, METH_O, "format name from an extension, or None"},
+    {"hf_architectures", mod_hf_architectures, METH_NOARGS,
+     "[(model_type, architecture)] of the Hugging Face -> GGUF architecture table"},
     {"_set_array_hook", mod_set_hooks, METH_O, "internal"},
     {"library_version", mod_version, METH_NOARGS, "version of libtensorbox"},
     {NULL, NULL, 0, NULL},

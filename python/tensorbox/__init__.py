@@ -70,7 +70,8 @@ except ImportError:  # pragma: no cover - exercised by the fresh-venv test
 
 __all__ = [
     "safe_open", "load_file", "load", "info", "validate", "save_file", "convert", "Problem",
-    "formats", "check_input", "ConvertReport", "ConversionWarning", "Error", "FormatError",
+    "formats", "hf_architectures", "check_input", "ConvertReport", "ConversionWarning", "Error",
+    "FormatError",
     "LimitError", "UnsupportedError", "NotFoundError", "ChecksumError", "ExistsError",
     "LossyError", "IOError", "InvalidArgumentError", "OutOfMemoryError", "StateError",
 ]
@@ -537,6 +538,13 @@ def validate(path, ggml=False, threads=0):
 def formats():
     """[(name, extensions, aliases, writable)] for every format of the library."""
     return _tb.formats()
+
+
+def hf_architectures():
+    """[(model_type, architecture)]: the Hugging Face architectures a model directory converts
+    from to a GGUF file for llama.cpp (``convert(dir, "x.gguf")``), as config.json's model_type
+    and the general.architecture written (the library's architecture table)."""
+    return _tb.hf_architectures()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,8 @@
  */
 #define _GNU_SOURCE
 #include "cli.h"
+#define TBX_EXPERIMENTAL /* tbx_gguf_hf_arch_*: the Hugging Face architectures */
+#include <tensorbox/gguf.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -288,6 +290,8 @@ static size_t quant_types(tbx_format fmt, char *buf, size_t cap) {
 
 /* `tbx convert --help`: one line per writable format, from the driver table, then the types
  * each can be quantized to and the options of its own each declares (tbx_format_option_at). */
+static void help_hf_archs(FILE *fp);
+
 void cli_convert_help_formats(FILE *fp) {
     fprintf(fp, "Formats:\n");
     int any = 0;
@@ -322,9 +326,8 @@ void cli_convert_help_formats(FILE *fp) {
         }
         fputc('\n', fp);
     }
-    if (!any) return;
-    fprintf(fp, "Options of a format's own (-O KEY=VALUE):\n");
-    for (size_t i = 0; i < tbx_format_count(); i++) {
+    if (any) fprintf(fp, "Options of a format's own (-O KEY=VALUE):\n");
+    for (size_t i = 0; any && i < tbx_format_count(); i++) {
         const tbx_format_option *o;
         for (size_t k = 0; (o = tbx_format_option_at(tbx_format_at(i), k)) != NULL; k++) {
             char what[160];
@@ -342,6 +345,19 @@ void cli_convert_help_formats(FILE *fp) {
                     "", o->help);
         }
     }
+    help_hf_archs(fp);
+}
+
+/* `tbx convert --help`: the Hugging Face architectures a model directory converts from, to a
+ * GGUF file for llama.cpp (the library's architecture table). */
+static void help_hf_archs(FILE *fp) {
+    fprintf(fp, "Hugging Face architectures (config.json model_type -> GGUF general.architecture):\n ");
+    for (size_t i = 0; i < tbx_gguf_hf_arch_count(); i++) {
+        const char *arch = NULL, *mt = tbx_gguf_hf_arch_at(i, &arch);
+        fprintf(fp, " %s", mt);
+        if (arch && strcmp(arch, mt) != 0) fprintf(fp, " (-> %s)", arch);
+    }
+    fputc('\n', fp);
 }
 
 /* --option KEY=VALUE of OUT's format `fmt`: the value as the format declares the option
@@ -747,7 +763,8 @@ const cli_command cli_cmd_convert = {
     "scale, as mantle pack --quant-embed writes them) stops the conversion naming it, unless\n"
     "--drop-unreadable leaves such tensors out (they are named on stderr).\n"
     "IN a Hugging Face model directory (config.json, tokenizer.json, safetensors) and OUT a\n"
-    "GGUF file: written for llama.cpp (architecture keys, tokenizer, tensor names; 1-D tensors\n"
+    "GGUF file: written for llama.cpp (architecture keys, tokenizer, tensor names: the\n"
+    "architectures listed below; 1-D tensors\n"
     "in f32; --cast and --quant apply to the 2-D weights); --raw copies the tensors as they are.\n"
     "--meta KEY=VALUE (repeatable) sets a metadata entry of OUT, replacing the input's entry of\n"
     "that key: a string, or typed with KEY:TYPE=VALUE (u8 u16 u32 u64 i8 i16 i32 i64 f32 f64\n"
