@@ -1175,8 +1175,9 @@ typedef struct tbx_convert_report {
     uint32_t struct_size;      /* sizeof(tbx_convert_report) of the library: fields past a
                                 * caller's own struct are newer ones */
     uint64_t tensor;           /* its index in the input (in the output too, unless tensors
-                                * were left out: TBX_CONVERT_DROP_UNREADABLE; Hugging Face ->
-                                * GGUF: the output's, see tensorbox/gguf.h) */
+                                * were left out: TBX_CONVERT_DROP_UNREADABLE, a Hugging Face
+                                * directory's buffers to EMBD; Hugging Face -> GGUF: the
+                                * output's, see tensorbox/gguf.h) */
     const char *name;          /* its name (NUL-terminated; the output's) */
     tbx_dtype from, to;        /* its dtype in the input, in the output */
     tbx_convert_action action;

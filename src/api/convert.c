@@ -2,8 +2,11 @@
  * convert.c - the conversions of the public API (tbx_convert, tbx_gguf_from_hf): the options
  * checked, the output checked before any work (tbx_writer_check), the output format decided
  * once (the options', else the path's extension) and passed down as decided, the plan chosen
- * (a Hugging Face model to GGUF: src/models' plan and metadata; anything else: the plain plan
- * of src/convert/plain.c with the input's metadata, size variables and sections), the writer
+ * (a Hugging Face model to GGUF: src/models' plan and metadata; a Hugging Face
+ * sentence-transformers directory to EMBD: the plain plan renamed by src/models, which also
+ * gives the vocabulary section and metadata in EMBD's terms; to MCF, the plain plan with
+ * ModelInfo from config.json given as metadata by src/models; anything else: the plain plan of
+ * src/convert/plain.c with the input's metadata, size variables and sections), the writer
  * opened here and handed down, the engine run (src/convert/engine.c), and the writer finished
  * (or aborted: nothing is left behind) once the input is known to be whole.
  */
@@ -246,26 +249,38 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         return gguf_from_hf(in, out_path, &ho, err);
     }
 
-    /* what each tensor becomes, decided before anything is written */
+    /* what each tensor becomes, decided before anything is written; a Hugging Face
+     * sentence-transformers directory to EMBD: the plain plan with src/models' names, its
+     * vocabulary and metadata in EMBD's terms */
     tbx_plan plan;
     tbx_plan_init(&plan, &in->al);
     bool changed = false;
+    tbx_hf_embd *he = NULL;
     st = tbx_plan_plain(in, &o, to_fmt, &plan, &changed, err);
+    const uint32_t ftype = st == TBX_OK && changed ? tbx_plan_plain_ftype(&plan, in, &o) : 0;
+    if (st == TBX_OK && tbx_hf_embd_applies(in, to_fmt)) {
+        st = tbx_hf_embd_prepare(in, to_fmt, &he, err);
+        if (st == TBX_OK) st = tbx_hf_embd_plan(he, &plan, err);
+    }
     tbx_writer *w = NULL;
     /* a writer given MCF's quantization options applies them only inside a conversion that
      * quantizes to one of MCF's families (TBX_WRITE_QUANTIZING_) */
     const uint32_t wflags = qe && qe->kind == TBX_ENC_PAYLOAD ? TBX_WRITE_QUANTIZING_ : 0;
     if (st == TBX_OK) st = tbx_writer_open_(&w, out_path, &o.write, wflags, err);
     if (st != TBX_OK) {
+        tbx_hf_embd_free(he);
         tbx_plan_free(&plan);
         return st;
     }
     tbx_kept_values kept = { NULL, 0, 0 };
-    const uint32_t ftype = changed ? tbx_plan_plain_ftype(&plan, in, &o) : 0;
     st = set_source_dir(in, w, err);
     if (st == TBX_OK) st = tbx_convert_copy_meta(in, w, &o, changed ? &ftype : NULL, &kept, err);
     if (st == TBX_OK) st = tbx_convert_copy_sizevars(in, w, &o, err);
-    if (st == TBX_OK) st = tbx_convert_copy_sections(in, w, &o, err);
+    if (st == TBX_OK)
+        st = tbx_convert_copy_sections_but(in, w, &o, he ? tbx_hf_embd_consumes : NULL, err);
+    if (st == TBX_OK && he) st = tbx_hf_embd_write(he, w, &plan, err);
+    /* a Hugging Face config.json to MCF: ModelInfo as metadata in MCF's terms (src/models) */
+    if (st == TBX_OK && tbx_hf_mcf_applies(in, to_fmt)) st = tbx_hf_mcf_write(in, w, err);
     if (st == TBX_OK) {
         tbx_engine_opts eo;
         engine_opts(&eo, o.progress, o.progress_ud, o.on_tensor, o.flags);
@@ -273,6 +288,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         st = tbx_engine_run(in, &plan, w, &eo, err);
     }
     st = conclude(in, w, st, err);
+    tbx_hf_embd_free(he);
     tbx_plan_free(&plan);
     tbx_convert_kept_free(in, &kept);
     return st;

@@ -75,6 +75,11 @@ tbx_status tbx_convert_copy_sizevars(tbx_file *in, tbx_writer *w, const tbx_conv
                                      tbx_error *err);
 tbx_status tbx_convert_copy_sections(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
                                      tbx_error *err);
+/* The same, leaving out the sections `skip` says another part of the conversion consumed (a
+ * model import: tbx_hf_embd_consumes). */
+tbx_status tbx_convert_copy_sections_but(tbx_file *in, tbx_writer *w,
+                                         const tbx_convert_options *o,
+                                         bool (*skip)(const char *name), tbx_error *err);
 /* Appends " (hint)" to err's message. */
 void tbx_convert_hint(tbx_error *err, const char *hint);
 
