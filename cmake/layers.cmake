@@ -41,9 +41,6 @@ foreach(_f IN LISTS TBX_FORMATS)
   set(TBX_LAYER_fmt_${_f}_SEES core io quant)
   list(APPEND TBX_FORMAT_LAYERS fmt_${_f})
 endforeach()
-# TEMPORARY (issue 20, until EMBD's Hugging Face vocabulary import moves into src/models): the
-# EMBD writer reads tokenizer.json through the models layer's walker.
-set(TBX_LAYER_fmt_embd_EXTRA_INCLUDES src/models)
 set(TBX_LAYER_formats_DIRS src/formats)
 set(TBX_LAYER_formats_SEES core quant ${TBX_FORMAT_LAYERS})
 set(TBX_LAYER_models_DIRS src/models)
@@ -56,6 +53,7 @@ set(TBX_LAYER_api_SEES core io quant access ${TBX_FORMAT_LAYERS} formats models 
 set(TBX_LAYERS core io quant access ${TBX_FORMAT_LAYERS} formats models convert api)
 
 # Calls that still run against the table, each "layer:symbol" (the check names them as
-# temporary; anything else fails it): the EMBD writer's use of the models layer's tokenizer.json
-# walker, until EMBD's Hugging Face vocabulary import moves into src/models.
-set(TBX_LAYER_TEMP_ALLOW "fmt_embd:tbx_tokj_*")
+# temporary; anything else fails it): none left (issue 20 removed the last, the EMBD writer's
+# use of the models layer's tokenizer.json walker: the Hugging Face -> EMBD import is
+# src/models/hf_embd.c).
+set(TBX_LAYER_TEMP_ALLOW "")

@@ -1129,13 +1129,10 @@ TBX_API void tbx_remove_temp_files(void);
 /* dequantize every quantized tensor: written as f32 (cast_to when set), without its
  * quantization (see tbx_convert) */
 #define TBX_CONVERT_DEQUANTIZE     0x08u
-/* MCF targets (quant_to an MCF family): quantize as mantle's `quantize` does, byte for byte
- * (truncated f16 scales, codes against the unrounded scale), instead of the default method
- * (nearest f16 scales, codes against the stored scale, sub-scales searched: lower error) */
-#define TBX_CONVERT_QUANT_MANTLE   0x10u
-/* MCF targets: clamp to [quant_clip_min, quant_clip_max] (recorded in QuantInfo) instead of
- * each tensor's own +-max|value| (mantle quantize's --min-clip / --max-clip) */
-#define TBX_CONVERT_QUANT_CLIP     0x20u
+/* 0x10u and 0x20u were TBX_CONVERT_QUANT_MANTLE and TBX_CONVERT_QUANT_CLIP: MCF's quantization
+ * method and clip range are now MCF's write options quant_method and quant_clip_min /
+ * quant_clip_max (tbx_write_options.options; see tbx_convert). tbx_convert refuses both bits
+ * (TBX_E_INVALID_ARG naming those options); they are not reused. */
 #define TBX_CONVERT_RAW            0x40u /* GGUF target: copy a Hugging Face model as it is (no
                                           * llama.cpp architecture, tokenizer, names) */
 /* leave out the tensors the input lists but cannot read (TBX_TENSOR_UNREADABLE); without it
@@ -1143,12 +1140,14 @@ TBX_API void tbx_remove_temp_files(void);
 #define TBX_CONVERT_DROP_UNREADABLE 0x80u
 /* quant_to set: a quantized tensor it applies to (2-D) that is of another type is decoded and
  * its values quantized again (llama-quantize's --allow-requantize: the errors add up). Without
- * it such a tensor fails the conversion (TBX_E_LOSSY naming it and its type). */
+ * it such a tensor fails the conversion (TBX_E_LOSSY naming it and its type). Without quant_to
+ * it would apply to nothing: refused (TBX_E_INVALID_ARG). */
 #define TBX_CONVERT_REQUANTIZE     0x100u
 /* A tensor whose converted values carry a warning (tbx_convert_report.warnings: values beyond
  * the output type's range, Inf/NaN made of finite inputs) fails the conversion with
  * TBX_E_LOSSY naming it, instead of being written with the warning. */
 #define TBX_CONVERT_STRICT         0x200u
+/* Any other bit in tbx_convert_options.flags is refused with TBX_E_INVALID_ARG. */
 
 typedef void (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
 
@@ -1181,8 +1180,9 @@ typedef struct tbx_convert_report {
     uint32_t struct_size;      /* sizeof(tbx_convert_report) of the library: fields past a
                                 * caller's own struct are newer ones */
     uint64_t tensor;           /* its index in the input (in the output too, unless tensors
-                                * were left out: TBX_CONVERT_DROP_UNREADABLE; Hugging Face ->
-                                * GGUF: the output's, see tensorbox/gguf.h) */
+                                * were left out: TBX_CONVERT_DROP_UNREADABLE, a Hugging Face
+                                * directory's buffers to EMBD; Hugging Face -> GGUF: the
+                                * output's, see tensorbox/gguf.h) */
     const char *name;          /* its name (NUL-terminated; the output's) */
     tbx_dtype from, to;        /* its dtype in the input, in the output */
     tbx_convert_action action;
@@ -1212,7 +1212,9 @@ typedef struct tbx_convert_options {
      * payload and the input values (finite ones; summed in f64, the same for any thread
      * count). RMSE = sqrt(sse / nvalues). */
     void (*on_quant)(void *ud, uint64_t tensor, uint64_t nvalues, double sse);
-    float quant_clip_min, quant_clip_max; /* with TBX_CONVERT_QUANT_CLIP (min <= max) */
+    /* Reserved, must be 0 (TBX_E_INVALID_ARG otherwise): once quant_clip_min / quant_clip_max,
+     * now MCF's write options quant_clip_min / quant_clip_max (write.options). */
+    float reserved1[2];
     /* Metadata to set on the output (tbx convert --meta), or NULL: a MAP value (borrowed for the
      * call) whose entries are added after the input's, typed as they are; an input entry with
      * the same key is left out (the given value replaces it). The writer checks each as it
@@ -1229,15 +1231,25 @@ typedef struct tbx_convert_options {
 
 TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
 
+/* Checks, before any input is opened, what tbx_convert would refuse of `opt` and `out_path`
+ * without looking at the input: the flags (an unknown or former bit), reserved fields, cast_to,
+ * quant_to, meta, write options that apply to a quant_to not asked for (MCF's quant_method,
+ * quant_clip_min / quant_clip_max without quant_to one of MCF's families), then
+ * tbx_writer_check (the output's destination, the format's write options and their ranges).
+ * The status and message are tbx_convert's. tbx_convert calls it first; `tbx convert` and the
+ * Python package call it before they open the input. */
+TBX_API tbx_status tbx_convert_check(const char *out_path, const tbx_convert_options *opt,
+                                     tbx_error *err);
+
 /* Writes every metadata entry, section and tensor of `in` to a new file at `out_path`, streaming
  * tensor bytes in bounded chunks (values decoded and encoded on worker threads: TBX_THREADS,
  * else the online CPUs, at most 8; the bytes never depend on it). The output format is
  * opt->write.format, else the one out_path's extension names. Lossless unless an option allows
  * a lossy step: a dtype or
  * metadata type the target cannot store fails with TBX_E_LOSSY / TBX_E_UNSUPPORTED naming it.
- * The output is checked first (tbx_writer_check): one that cannot be created fails before any
- * work. What becomes of each tensor is decided before anything is written, and reported once
- * its bytes are written (on_tensor: tbx_convert_report).
+ * The options and the output are checked first (tbx_convert_check): an output that cannot be
+ * created fails before any work. What becomes of each tensor is decided before anything is
+ * written, and reported once its bytes are written (on_tensor: tbx_convert_report).
  *
  * cast_to (explicit, lossy): f32, f16, bf16 or f64. Every float tensor is converted to it (an
  * integer tensor is kept), a quantized one decoded to f32 and then converted. A GGUF output
@@ -1259,12 +1271,19 @@ TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
  * quant_to may also be one of MCF's families (TBX_DT_MCF_Q8 .. _K2, _INT8, _INT4; the target
  * must be MCF): every dense 2-D f32/f16/bf16/f64 tensor with non-zero dimensions is quantized
  * (any row length: the last block of a row is padded), with the clip range [-m, m], m the
- * largest |value| among its finite values, or [quant_clip_min, quant_clip_max] for every tensor
- * with TBX_CONVERT_QUANT_CLIP (recorded in the file's QuantInfo, weights domain);
+ * largest |value| among its finite values, or one range for every tensor given as MCF's write
+ * options quant_clip_min and quant_clip_max (write.options: finite numbers within f32's range,
+ * both or neither, min <= max; recorded in the file's QuantInfo, weights domain);
  * int8/int4 use one f32 scale m / 127 (m / 7): files tensorbox reads, but mantle's runtime
- * does not load ("unsupported dtype 16/17"; q8 .. k2 load). q/k use the default method unless
- * TBX_CONVERT_QUANT_MANTLE asks for mantle's. Deterministic, the same bytes for any thread
- * count; on_quant reports each tensor's error. NaN inputs count as 0 in the default method.
+ * does not load ("unsupported dtype 16/17"; q8 .. k2 load). q/k use the method MCF's write
+ * option quant_method names: "best" (the default: nearest f16 scales, codes against the stored
+ * scale, sub-scales searched: a lower error) or "mantle" (mantle's `quantize` byte for byte:
+ * truncated f16 scales, codes against the unrounded scale); int8/int4 have one method (either
+ * name gives the same bytes). Those options given without quant_to one of MCF's families are
+ * refused (TBX_E_INVALID_ARG naming "options.KEY"), as is an MCF writer opened with them by
+ * tbx_writer_open (it quantizes nothing: refused when its layout is made). Deterministic, the
+ * same bytes for any thread count; on_quant reports each tensor's error. NaN inputs count as 0
+ * in the default method.
  *
  * Values a quantized type cannot represent (beyond 65504 times its largest code and sub-scale:
  * no finite f16 scale reaches them) get what the reference quantizer gives them: ggml's

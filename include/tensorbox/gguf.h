@@ -125,21 +125,32 @@ TBX_API void tbx_gguf_hf_options_init(tbx_gguf_hf_options *opt);
 /* Writes the Hugging Face model `in` as a GGUF file llama.cpp loads. `in` holds the model's
  * tensors under their Hugging Face names and its side files as sections named by relative path
  * (tbx_open_path of a model directory): config.json (required; its model_type picks the
- * architecture: bert, llama, qwen2, else TBX_E_UNSUPPORTED naming it), tokenizer.json
- * (WordPiece or BPE; for llama also a SentencePiece tokenizer.model, read first, or a
- * byte_fallback BPE tokenizer.json, both written as llama.cpp's "llama" vocabulary),
+ * architecture, one of tbx_gguf_hf_arch_at's, else TBX_E_UNSUPPORTED naming it and listing
+ * them), tokenizer.json (WordPiece or BPE, as the architecture takes; for llama-family rows also
+ * a SentencePiece tokenizer.model, read first, or a byte_fallback BPE tokenizer.json, both
+ * written as llama.cpp's "llama" vocabulary),
  * tokenizer_config.json, added_tokens.json, modules.json and the sentence-transformers pooling
  * config. Written: general.architecture/name/file_type/quantization_version, the architecture's
  * hyper-parameters under "{arch}.", the vocabulary under "tokenizer.ggml.", and every tensor
  * under llama.cpp's name (a tensor the architecture table does not know: TBX_E_UNSUPPORTED;
  * pooler and position-id tensors are dropped as convert_hf_to_gguf.py drops them), llama's q/k
- * projection rows reordered for llama.cpp's rotary layout (llama3 rope scaling: the
- * rope_freqs.weight tensor is generated; linear scaling: its keys). 1-D tensors are f32;
+ * projection rows reordered for llama.cpp's rotary layout, MoE experts stacked into one
+ * tensor per layer and role (mixtral: ffn_*_exps), the rope_scaling types the architecture
+ * accepts (llama3: the rope_freqs.weight tensor is generated; linear, yarn: their keys). 1-D
+ * tensors and MoE routers are f32;
  * 2-D ones quantized to quant_to (rows it cannot take get llama-quantize's fallback type,
  * position and token-type embeddings stay f32), else cast to cast_to, else kept. Streams the
  * tensors in chunks of whole rows. */
 TBX_API tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path,
                                     const tbx_gguf_hf_options *opt, tbx_error *err);
+/* The Hugging Face architectures tbx_gguf_from_hf converts: the rows of its architecture table
+ * (src/models/arch_llama_cpp.c), in the table's order. tbx_gguf_hf_arch_at(i, &arch) returns
+ * row i's config.json model_type ("bert", "llama", ...) and sets *arch (may be NULL) to the
+ * general.architecture it is written as (mixtral: "llama"); NULL when i >= the count. The
+ * strings are static. `tbx convert --help`, the unsupported-architecture error and Python's
+ * tensorbox.hf_architectures() list these. */
+TBX_API size_t tbx_gguf_hf_arch_count(void);
+TBX_API const char *tbx_gguf_hf_arch_at(size_t i, const char **arch);
 /* 1 when `in` carries a config.json section (tbx_convert to GGUF then calls tbx_gguf_from_hf
  * unless TBX_CONVERT_RAW is set), else 0. */
 TBX_API int tbx_gguf_hf_applies(const tbx_file *in);

@@ -1350,17 +1350,14 @@ typedef struct copts {
 } copts;
 #define COPTS_INIT {Py_None, Py_None, Py_None, Py_None, Py_None, 0, 0, 0, 0, 0, 0, 0}
 
-static int is_mcf_family(tbx_dtype dt) {
-    return dt >= TBX_DT_MCF_INT8 && dt <= TBX_DT_MCF_K2;
-}
-
 /* Fills co from the writer and conversion keywords for output `dst`, refusing before any work
- * what `tbx convert` refuses as a usage error: requantize without quant, quant_method or
- * quant_clip without an MCF quant (the library would ignore quant_method; it refuses
- * quant_clip), an unknown method, a clip bound beyond f32. quant takes the names the CLI
- * does (tbx_quant_from_name: for an MCF output, q8 q4 k6 k4 k3 k2 int8 int4). *meta (freed
- * by the caller, NULL when none) holds the map of `meta` (a tagged ("map", [...]) or None).
- * Returns -1 with an exception set. */
+ * what `tbx convert` refuses as a usage error: requantize without quant, a quant_method that
+ * is not a str, a quant_clip that is not (min, max); the rest is the library's
+ * (tbx_convert_check: quant_method / quant_clip are MCF's write options). quant takes the
+ * names the CLI does (tbx_quant_from_name: for an MCF output, q8 q4 k6 k4 k3 k2 int8 int4).
+ * *meta (freed by the caller, NULL when none) holds the map of `meta` (a tagged
+ * ("map", [...]) or None); *options the write options, with those two added. Returns -1 with
+ * an exception set. */
 static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
                                 tbx_convert_options *co, PyObject **digest_bytes,
                                 tbx_value **meta, tbx_value **options) {
@@ -1392,54 +1389,59 @@ static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
         }
         co->flags |= TBX_CONVERT_REQUANTIZE;
     }
-    const int mcfq = is_mcf_family(co->quant_to);
-    if (c->quant_method != Py_None) {
-        const char *s = PyUnicode_Check(c->quant_method) ? PyUnicode_AsUTF8(c->quant_method)
-                                                         : NULL;
-        if (!s) {
-            if (!PyErr_Occurred())
-                raise_arg("quant_method", "quant_method must be 'best' or 'mantle', not a %s",
-                          Py_TYPE(c->quant_method)->tp_name);
+    /* quant_method= and quant_clip=(min, max): spellings of MCF's write options quant_method,
+     * quant_clip_min and quant_clip_max, added to `options` (the library checks them, and that
+     * quant= asks for one of MCF's families: tbx_convert_check) */
+    if (c->quant_method != Py_None || c->quant_clip != Py_None) {
+        const char *ms = NULL;
+        double lo = 0, hi = 0;
+        if (c->quant_method != Py_None) {
+            ms = PyUnicode_Check(c->quant_method) ? PyUnicode_AsUTF8(c->quant_method) : NULL;
+            if (!ms) {
+                if (!PyErr_Occurred())
+                    raise_arg("quant_method", "quant_method must be 'best' or 'mantle', not a %s",
+                              Py_TYPE(c->quant_method)->tp_name);
+                return -1;
+            }
+        }
+        if (c->quant_clip != Py_None) {
+            if (!PyTuple_Check(c->quant_clip) || PyTuple_GET_SIZE(c->quant_clip) != 2) {
+                raise_arg("quant_clip", "quant_clip must be (min, max)");
+                return -1;
+            }
+            lo = PyFloat_AsDouble(PyTuple_GET_ITEM(c->quant_clip, 0));
+            if (lo == -1.0 && PyErr_Occurred()) return -1;
+            hi = PyFloat_AsDouble(PyTuple_GET_ITEM(c->quant_clip, 1));
+            if (hi == -1.0 && PyErr_Occurred()) return -1;
+        }
+        if (!*options && !(*options = tbx_value_new_map())) {
+            PyErr_NoMemory();
             return -1;
         }
-        if (strcmp(s, "mantle") != 0 && strcmp(s, "best") != 0) {
-            raise_arg("quant_method", "quant_method '%.100s' is not 'best' or 'mantle'", s);
-            return -1;
+        co->write.options = *options;
+        struct { const char *key; tbx_value *v; int given; } add[3] = {
+            {"quant_method", ms ? tbx_value_new_string(ms, strlen(ms)) : NULL, ms != NULL},
+            {"quant_clip_min", c->quant_clip != Py_None ? tbx_value_new_float(TBX_V_F64, lo) : NULL,
+             c->quant_clip != Py_None},
+            {"quant_clip_max", c->quant_clip != Py_None ? tbx_value_new_float(TBX_V_F64, hi) : NULL,
+             c->quant_clip != Py_None},
+        };
+        int rc = 0;
+        for (int i = 0; i < 3; i++) {
+            if (!add[i].given) continue;
+            tbx_status st = rc == 0 ? tbx_value_map_put(*options, add[i].key, strlen(add[i].key),
+                                                        add[i].v)
+                                    : (tbx_value_free(add[i].v), TBX_OK);
+            if (rc == 0 && st == TBX_E_DUPLICATE) {
+                raise_arg(add[i].key, "%s is given twice: as %s= and in options",
+                          add[i].key, i == 0 ? "quant_method" : "quant_clip");
+                rc = -1;
+            } else if (rc == 0 && st != TBX_OK) {
+                PyErr_NoMemory();
+                rc = -1;
+            }
         }
-        if (!mcfq) {
-            raise_arg("quant_method", "quant_method applies to quant= with one of MCF's "
-                                      "families (q8 q4 k6 k4 k3 k2 int8 int4) and an MCF output");
-            return -1;
-        }
-        if (strcmp(s, "mantle") == 0) co->flags |= TBX_CONVERT_QUANT_MANTLE;
-    }
-    if (c->quant_clip != Py_None) {
-        double lo, hi;
-        if (!PyTuple_Check(c->quant_clip) || PyTuple_GET_SIZE(c->quant_clip) != 2) {
-            raise_arg("quant_clip", "quant_clip must be (min, max)");
-            return -1;
-        }
-        lo = PyFloat_AsDouble(PyTuple_GET_ITEM(c->quant_clip, 0));
-        if (lo == -1.0 && PyErr_Occurred()) return -1;
-        hi = PyFloat_AsDouble(PyTuple_GET_ITEM(c->quant_clip, 1));
-        if (hi == -1.0 && PyErr_Occurred()) return -1;
-        if (!mcfq) {
-            raise_arg("quant_clip", "quant_clip applies to quant= with one of MCF's families "
-                                    "(q8 q4 k6 k4 k3 k2 int8 int4) and an MCF output");
-            return -1;
-        }
-        const float flo = (float)lo, fhi = (float)hi;
-        if ((isfinite(lo) && !isfinite(flo)) || (isfinite(hi) && !isfinite(fhi))) {
-            raise_arg("quant_clip", "quant_clip (%g, %g): beyond the range of f32", lo, hi);
-            return -1;
-        }
-        if (!(flo <= fhi)) { /* the library refuses it too, but only once the input is open */
-            raise_arg("quant_clip", "quant_clip (%g, %g): min must not exceed max", lo, hi);
-            return -1;
-        }
-        co->flags |= TBX_CONVERT_QUANT_CLIP;
-        co->quant_clip_min = flo;
-        co->quant_clip_max = fhi;
+        if (rc < 0) return -1;
     }
     if (c->meta != Py_None) {
         *meta = tagged_to_value(c->meta, 0);
@@ -1615,8 +1617,9 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     err_clear(&err);
     tbx_status st;
     Py_BEGIN_ALLOW_THREADS
-    /* dst can be written before src (a model directory, maybe) is opened */
-    st = tbx_writer_check(dst, &co.write, &err);
+    /* the options, and that dst can be written, before src (a model directory, maybe) is
+     * opened */
+    st = tbx_convert_check(dst, &co, &err);
     if (st == TBX_OK) st = tbx_open_path(&f, src, &oo, &err);
     if (st == TBX_OK) {
         st = tbx_convert(f, dst, &co, &err);
@@ -1641,7 +1644,7 @@ done:
     return result;
 }
 
-/* check_output(path, format=None, force=False, **conversion options): tbx_writer_check,
+/* check_output(path, format=None, force=False, **conversion options): tbx_convert_check,
  * raising like write(), after checking the conversion options as convert() does (so that
  * save_file refuses them before it gathers and writes any tensor) */
 static PyObject *mod_check_output(PyObject *m, PyObject *args, PyObject *kw) {
@@ -1666,7 +1669,7 @@ static PyObject *mod_check_output(PyObject *m, PyObject *args, PyObject *kw) {
     if (fill_convert_options(&w, &c, path, &co, &digest_bytes, &meta, &options) == 0) {
         tbx_status st;
         Py_BEGIN_ALLOW_THREADS
-        st = tbx_writer_check(path, &co.write, &err);
+        st = tbx_convert_check(path, &co, &err);
         Py_END_ALLOW_THREADS
         if (st != TBX_OK) raise_tbx(st, &err);
         else result = Py_NewRef(Py_None);
@@ -1745,6 +1748,22 @@ static PyObject *mod_formats(PyObject *m, PyObject *Py_UNUSED(ignored)) {
     return list;
 }
 
+/* [(model_type, architecture)]: the Hugging Face architectures tbx_gguf_from_hf converts (the
+ * library's architecture table, tbx_gguf_hf_arch_at). */
+static PyObject *mod_hf_architectures(PyObject *m, PyObject *Py_UNUSED(ignored)) {
+    (void)m;
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+    for (size_t i = 0; i < tbx_gguf_hf_arch_count(); i++) {
+        const char *arch = NULL, *mt = tbx_gguf_hf_arch_at(i, &arch);
+        if (append_new(list, Py_BuildValue("(ss)", mt, arch ? arch : "")) < 0) {
+            Py_DECREF(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
 static PyObject *mod_format_from_path(PyObject *m, PyObject *arg) {
     (void)m;
     PyObject *b = NULL;
@@ -1784,6 +1803,8 @@ static PyMethodDef mod_methods[] = {
     {"nbytes", mod_nbytes, METH_VARARGS, "nbytes(dtype, shape): stored bytes"},
     {"formats", mod_formats, METH_NOARGS, "[(name, extensions, aliases, writable)]"},
     {"format_from_path", mod_format_from_path, METH_O, "format name from an extension, or None"},
+    {"hf_architectures", mod_hf_architectures, METH_NOARGS,
+     "[(model_type, architecture)] of the Hugging Face -> GGUF architecture table"},
     {"_set_array_hook", mod_set_hooks, METH_O, "internal"},
     {"library_version", mod_version, METH_NOARGS, "version of libtensorbox"},
     {NULL, NULL, 0, NULL},

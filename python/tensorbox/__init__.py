@@ -70,7 +70,8 @@ except ImportError:  # pragma: no cover - exercised by the fresh-venv test
 
 __all__ = [
     "safe_open", "load_file", "load", "info", "validate", "save_file", "convert", "Problem",
-    "formats", "check_input", "ConvertReport", "ConversionWarning", "Error", "FormatError",
+    "formats", "hf_architectures", "check_input", "ConvertReport", "ConversionWarning", "Error",
+    "FormatError",
     "LimitError", "UnsupportedError", "NotFoundError", "ChecksumError", "ExistsError",
     "LossyError", "IOError", "InvalidArgumentError", "OutOfMemoryError", "StateError",
 ]
@@ -539,6 +540,13 @@ def formats():
     return _tb.formats()
 
 
+def hf_architectures():
+    """[(model_type, architecture)]: the Hugging Face architectures a model directory converts
+    from to a GGUF file for llama.cpp (``convert(dir, "x.gguf")``), as config.json's model_type
+    and the general.architecture written (the library's architecture table)."""
+    return _tb.hf_architectures()
+
+
 # ---------------------------------------------------------------------------------------------
 # Writing
 # ---------------------------------------------------------------------------------------------
@@ -745,7 +753,8 @@ def save_file(tensors, path, metadata=None, format=None, *, force=False, alignme
     writer refuses a key it does not have or a value of another type, naming the key, before
     anything is written), and the explicitly lossy ``cast`` (dtype name), ``quant``
     (ggml type, e.g. "q4_k"; for an MCF output one of q8 q4 k6 k4 k3 k2 int8 int4, with
-    ``quant_method`` "best" or "mantle" and ``quant_clip=(min, max)``), ``stringify_meta``,
+    ``quant_method`` "best" or "mantle" and ``quant_clip=(min, max)``: spellings of MCF's write
+    options quant_method, quant_clip_min and quant_clip_max), ``stringify_meta``,
     ``drop_meta``, ``drop_sections``, and ``strict`` (a tensor whose values its type cannot
     keep raises :class:`LossyError` instead of a :class:`ConversionWarning`). ``dequantize`` and
     ``requantize`` are accepted as by :func:`convert`; arrays are never quantized, so they have
@@ -800,15 +809,17 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
     ``requantize`` (with ``quant``: a tensor quantized to another type is decoded and quantized
     again; without it such a tensor raises LossyError), ``strict`` (a tensor whose values its
     type cannot keep raises LossyError instead of a :class:`ConversionWarning`),
-    ``quant_method``/``quant_clip`` (MCF quantization), ``meta={key: value}`` (metadata set on
+    ``quant_method``/``quant_clip`` (MCF quantization: MCF's write options ``quant_method``,
+    ``quant_clip_min``/``quant_clip_max``, which ``options`` may give instead), ``meta={key:
+    value}`` (metadata set on
     the output, replacing the input's entry of that key; typed as ``--meta KEY:TYPE=VALUE``:
     int -> i64, float -> f64, str, bool, numpy scalars their own type, lists, dicts and numpy
     arrays as in save_file) and ``drop_unreadable`` (tensors the input lists but cannot read,
     which ``info()`` marks ``"unreadable"``, are left out instead of raising FormatError).
     Lossless unless a lossy option is given: what the target cannot store raises LossyError or
     UnsupportedError naming it. Options that do not go together (``requantize`` without
-    ``quant``, ``quant_method`` or ``quant_clip`` without an MCF ``quant``) raise
-    InvalidArgumentError before any work. Values beyond a type's range, or made Inf/NaN,
+    ``quant``, ``quant_method`` or ``quant_clip`` without an MCF ``quant``: field
+    ``options.quant_method`` ...) raise InvalidArgumentError before any work. Values beyond a type's range, or made Inf/NaN,
     are reported as :class:`ConversionWarning` (``warnings.warn``) naming the tensor, as ``tbx
     convert`` prints them."""
     return _convert(os.fspath(src), os.fspath(dst), format=format, force=force,

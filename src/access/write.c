@@ -208,6 +208,7 @@ tbx_status tbx_writer_create_(tbx_writer **out, const tbx_driver *drv, const cha
      * check nothing themselves */
     w->opt.version = o.version ? o.version : drv->write_version;
     w->opt.options = NULL; /* the caller's value: a copy is kept (w->options) */
+    w->opt.flags |= internal_flags & TBX_WRITE_QUANTIZING_; /* for the driver's layout */
     w->format = drv->format;
     w->known = known;
     w->drv = drv;

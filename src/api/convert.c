@@ -2,8 +2,11 @@
  * convert.c - the conversions of the public API (tbx_convert, tbx_gguf_from_hf): the options
  * checked, the output checked before any work (tbx_writer_check), the output format decided
  * once (the options', else the path's extension) and passed down as decided, the plan chosen
- * (a Hugging Face model to GGUF: src/models' plan and metadata; anything else: the plain plan
- * of src/convert/plain.c with the input's metadata, size variables and sections), the writer
+ * (a Hugging Face model to GGUF: src/models' plan and metadata; a Hugging Face
+ * sentence-transformers directory to EMBD: the plain plan renamed by src/models, which also
+ * gives the vocabulary section and metadata in EMBD's terms; to MCF, the plain plan with
+ * ModelInfo from config.json given as metadata by src/models; anything else: the plain plan of
+ * src/convert/plain.c with the input's metadata, size variables and sections), the writer
  * opened here and handed down, the engine run (src/convert/engine.c), and the writer finished
  * (or aborted: nothing is left behind) once the input is known to be whole.
  */
@@ -109,51 +112,98 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
     return gguf_from_hf(in, out_path, &o, err);
 }
 
-tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
-                       tbx_error *err) {
-    if (!in || !out_path)
-        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "convert", "NULL argument");
-    tbx_convert_options o;
-    tbx_convert_options_init(&o);
+/* The conversion flags of this release; 0x10 and 0x20 were TBX_CONVERT_QUANT_MANTLE and
+ * TBX_CONVERT_QUANT_CLIP (now MCF's write options): refused, never reused. */
+#define KNOWN_FLAGS                                                                            \
+    (TBX_CONVERT_STRINGIFY_META | TBX_CONVERT_DROP_META | TBX_CONVERT_DROP_SECTIONS |          \
+     TBX_CONVERT_DEQUANTIZE | TBX_CONVERT_RAW | TBX_CONVERT_DROP_UNREADABLE |                  \
+     TBX_CONVERT_REQUANTIZE | TBX_CONVERT_STRICT)
+#define FORMER_QUANT_FLAGS 0x30u
+
+/* A caller's options as this library's struct (a shorter, older struct: the rest defaults). */
+static void convert_opts_copy(tbx_convert_options *o, const tbx_convert_options *opt) {
+    tbx_convert_options_init(o);
     if (opt) {
         /* callers built against an older, shorter struct leave the newer fields at defaults */
-        size_t n = tbx_struct_bytes(opt->struct_size, sizeof o);
-        memcpy(&o, opt, n);
-        o.struct_size = sizeof o;
+        size_t n = tbx_struct_bytes(opt->struct_size, sizeof *o);
+        memcpy(o, opt, n);
+        o->struct_size = sizeof *o;
     }
-    tbx_error local;
-    if (!err) err = &local;
-    if (o.cast_to != TBX_DT_INVALID && o.cast_to != TBX_DT_F32 && o.cast_to != TBX_DT_F16 &&
-        o.cast_to != TBX_DT_BF16 && o.cast_to != TBX_DT_F64)
+}
+
+/* Everything tbx_convert refuses of its options and output without looking at the input
+ * (tbx_convert_check); o->write.format is decided here (the options', else the path's). */
+static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tbx_error *err) {
+    if (o->flags & FORMER_QUANT_FLAGS)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "flags",
+                       "conversion flag 0x%x is no longer a flag: MCF's quantization method and "
+                       "clip range are its write options quant_method and quant_clip_min / "
+                       "quant_clip_max (tbx_write_options.options)",
+                       (unsigned)(o->flags & FORMER_QUANT_FLAGS));
+    if (o->flags & ~(uint32_t)KNOWN_FLAGS)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "flags",
+                       "unknown conversion flags 0x%x", (unsigned)(o->flags & ~KNOWN_FLAGS));
+    if (o->reserved1[0] != 0.0f || o->reserved1[1] != 0.0f)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "reserved1",
+                       "tbx_convert_options.reserved1 is not zero (%g, %g): MCF's clip range is "
+                       "its write options quant_clip_min / quant_clip_max "
+                       "(tbx_write_options.options)",
+                       (double)o->reserved1[0], (double)o->reserved1[1]);
+    if (o->cast_to != TBX_DT_INVALID && o->cast_to != TBX_DT_F32 && o->cast_to != TBX_DT_F16 &&
+        o->cast_to != TBX_DT_BF16 && o->cast_to != TBX_DT_F64)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast",
                        "casting to %s is not supported (f32, f16, bf16, f64)",
-                       tbx_dtype_get(o.cast_to) ? tbx_dtype_get(o.cast_to)->name : "?");
+                       tbx_dtype_get(o->cast_to) ? tbx_dtype_get(o->cast_to)->name : "?");
 
-    if (o.meta && tbx_value_type_of(o.meta) != TBX_V_MAP)
+    if (o->meta && tbx_value_type_of(o->meta) != TBX_V_MAP)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "meta",
                        "extra metadata must be a map value, not %s",
-                       tbx_value_type_name(tbx_value_type_of(o.meta)));
+                       tbx_value_type_name(tbx_value_type_of(o->meta)));
 
     /* quant_to: a dtype an encoder quantizes to (a ggml block type, an MCF family) */
-    const tbx_encoder *qe = o.quant_to != TBX_DT_INVALID ? tbx_encoder_for(o.quant_to) : NULL;
-    if (o.quant_to != TBX_DT_INVALID && (!qe || qe->kind == TBX_ENC_FLOAT)) {
-        const tbx_dtype_info *qi = tbx_dtype_get(o.quant_to);
+    const tbx_encoder *qe = o->quant_to != TBX_DT_INVALID ? tbx_encoder_for(o->quant_to) : NULL;
+    if (o->quant_to != TBX_DT_INVALID && (!qe || qe->kind == TBX_ENC_FLOAT)) {
+        const tbx_dtype_info *qi = tbx_dtype_get(o->quant_to);
         char list[400];
         quant_list(list, sizeof list);
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
                        "quantizing to %s is not supported (%s)", qi ? qi->name : "?", list);
     }
-    const bool clips = qe && qe->clip;
-    if ((o.flags & TBX_CONVERT_QUANT_CLIP) && (!clips || !(o.quant_clip_min <= o.quant_clip_max)))
-        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_clip",
-                       !clips ? "a clip range applies to MCF quantization only"
-                              : "clip range [%g, %g]: min must not exceed max",
-                       (double)o.quant_clip_min, (double)o.quant_clip_max);
-    /* the output format, decided once: the writer and the plan take it as given */
-    if (!o.write.format) o.write.format = tbx_format_from_path(out_path);
-    /* the output can be written (its directory exists, ...) before any work is done */
-    tbx_status st = tbx_writer_check(out_path, &o.write, err);
+    /* a step asked of a quantization that is not asked for: refused, never a no-op */
+    if ((o->flags & TBX_CONVERT_REQUANTIZE) && o->quant_to == TBX_DT_INVALID)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "flags",
+                       "TBX_CONVERT_REQUANTIZE (--requantize) applies to quant_to, the type to "
+                       "quantize already-quantized tensors to again, and none is asked for");
+    /* MCF's quantization options without an MCF family to apply them to */
+    tbx_status st = tbx_plan_plain_check(o, err);
     if (st != TBX_OK) return st;
+    /* the output format, decided once: the writer and the plan take it as given */
+    if (!o->write.format) o->write.format = tbx_format_from_path(out_path);
+    /* the output can be written (its directory exists, ...) and the write options are the
+     * format's, before any work is done */
+    return tbx_writer_check(out_path, &o->write, err);
+}
+
+tbx_status tbx_convert_check(const char *out_path, const tbx_convert_options *opt,
+                             tbx_error *err) {
+    if (!out_path)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "convert", "NULL argument");
+    tbx_convert_options o;
+    convert_opts_copy(&o, opt);
+    return convert_check(&o, out_path, err);
+}
+
+tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
+                       tbx_error *err) {
+    if (!in || !out_path)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "convert", "NULL argument");
+    tbx_convert_options o;
+    convert_opts_copy(&o, opt);
+    tbx_error local;
+    if (!err) err = &local;
+    tbx_status st = convert_check(&o, out_path, err);
+    if (st != TBX_OK) return st;
+    const tbx_encoder *qe = o.quant_to != TBX_DT_INVALID ? tbx_encoder_for(o.quant_to) : NULL;
 
     /* tensors the input lists but cannot read: refused before anything is written, naming the
      * first, unless leaving them out is allowed */
@@ -199,23 +249,38 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         return gguf_from_hf(in, out_path, &ho, err);
     }
 
-    /* what each tensor becomes, decided before anything is written */
+    /* what each tensor becomes, decided before anything is written; a Hugging Face
+     * sentence-transformers directory to EMBD: the plain plan with src/models' names, its
+     * vocabulary and metadata in EMBD's terms */
     tbx_plan plan;
     tbx_plan_init(&plan, &in->al);
     bool changed = false;
+    tbx_hf_embd *he = NULL;
     st = tbx_plan_plain(in, &o, to_fmt, &plan, &changed, err);
+    const uint32_t ftype = st == TBX_OK && changed ? tbx_plan_plain_ftype(&plan, in, &o) : 0;
+    if (st == TBX_OK && tbx_hf_embd_applies(in, to_fmt)) {
+        st = tbx_hf_embd_prepare(in, to_fmt, &he, err);
+        if (st == TBX_OK) st = tbx_hf_embd_plan(he, &plan, err);
+    }
     tbx_writer *w = NULL;
-    if (st == TBX_OK) st = tbx_writer_open(&w, out_path, &o.write, err);
+    /* a writer given MCF's quantization options applies them only inside a conversion that
+     * quantizes to one of MCF's families (TBX_WRITE_QUANTIZING_) */
+    const uint32_t wflags = qe && qe->kind == TBX_ENC_PAYLOAD ? TBX_WRITE_QUANTIZING_ : 0;
+    if (st == TBX_OK) st = tbx_writer_open_(&w, out_path, &o.write, wflags, err);
     if (st != TBX_OK) {
+        tbx_hf_embd_free(he);
         tbx_plan_free(&plan);
         return st;
     }
     tbx_kept_values kept = { NULL, 0, 0 };
-    const uint32_t ftype = changed ? tbx_plan_plain_ftype(&plan, in, &o) : 0;
     st = set_source_dir(in, w, err);
     if (st == TBX_OK) st = tbx_convert_copy_meta(in, w, &o, changed ? &ftype : NULL, &kept, err);
     if (st == TBX_OK) st = tbx_convert_copy_sizevars(in, w, &o, err);
-    if (st == TBX_OK) st = tbx_convert_copy_sections(in, w, &o, err);
+    if (st == TBX_OK)
+        st = tbx_convert_copy_sections_but(in, w, &o, he ? tbx_hf_embd_consumes : NULL, err);
+    if (st == TBX_OK && he) st = tbx_hf_embd_write(he, w, &plan, err);
+    /* a Hugging Face config.json to MCF: ModelInfo as metadata in MCF's terms (src/models) */
+    if (st == TBX_OK && tbx_hf_mcf_applies(in, to_fmt)) st = tbx_hf_mcf_write(in, w, err);
     if (st == TBX_OK) {
         tbx_engine_opts eo;
         engine_opts(&eo, o.progress, o.progress_ud, o.on_tensor, o.flags);
@@ -223,6 +288,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         st = tbx_engine_run(in, &plan, w, &eo, err);
     }
     st = conclude(in, w, st, err);
+    tbx_hf_embd_free(he);
     tbx_plan_free(&plan);
     tbx_convert_kept_free(in, &kept);
     return st;

@@ -13,6 +13,8 @@
  */
 #define _GNU_SOURCE
 #include "cli.h"
+#define TBX_EXPERIMENTAL /* tbx_gguf_hf_arch_*: the Hugging Face architectures */
+#include <tensorbox/gguf.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -35,9 +37,10 @@ static const cli_option convert_options[] = {
     {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to TYPE (each format's types are "
                          "listed below; MCF's int8/int4: mantle's runtime cannot load them)"},
     {"quant-method", 0, "METHOD", "MCF --quant: best (default, lower error) or mantle (mantle's "
-                                  "quantizer byte for byte)"},
+                                  "quantizer byte for byte); -O quant_method=METHOD"},
     {"quant-clip", 0, "MIN,MAX", "MCF --quant: clamp every tensor to [MIN, MAX] (default: each "
-                                 "tensor's +-max|value|)"},
+                                 "tensor's +-max|value|); -O quant_clip_min=MIN -O "
+                                 "quant_clip_max=MAX"},
     {"verbose", 'v', NULL, "one line per tensor: what became of it and why (with --quant to "
                            "MCF also its error)"},
     {"dequantize", 0, NULL, "lossy: write every quantized tensor dequantized, as f32 (or the "
@@ -288,6 +291,8 @@ static size_t quant_types(tbx_format fmt, char *buf, size_t cap) {
 
 /* `tbx convert --help`: one line per writable format, from the driver table, then the types
  * each can be quantized to and the options of its own each declares (tbx_format_option_at). */
+static void help_hf_archs(FILE *fp);
+
 void cli_convert_help_formats(FILE *fp) {
     fprintf(fp, "Formats:\n");
     int any = 0;
@@ -322,9 +327,8 @@ void cli_convert_help_formats(FILE *fp) {
         }
         fputc('\n', fp);
     }
-    if (!any) return;
-    fprintf(fp, "Options of a format's own (-O KEY=VALUE):\n");
-    for (size_t i = 0; i < tbx_format_count(); i++) {
+    if (any) fprintf(fp, "Options of a format's own (-O KEY=VALUE):\n");
+    for (size_t i = 0; any && i < tbx_format_count(); i++) {
         const tbx_format_option *o;
         for (size_t k = 0; (o = tbx_format_option_at(tbx_format_at(i), k)) != NULL; k++) {
             char what[160];
@@ -342,6 +346,19 @@ void cli_convert_help_formats(FILE *fp) {
                     "", o->help);
         }
     }
+    help_hf_archs(fp);
+}
+
+/* `tbx convert --help`: the Hugging Face architectures a model directory converts from, to a
+ * GGUF file for llama.cpp (the library's architecture table). */
+static void help_hf_archs(FILE *fp) {
+    fprintf(fp, "Hugging Face architectures (config.json model_type -> GGUF general.architecture):\n ");
+    for (size_t i = 0; i < tbx_gguf_hf_arch_count(); i++) {
+        const char *arch = NULL, *mt = tbx_gguf_hf_arch_at(i, &arch);
+        fprintf(fp, " %s", mt);
+        if (arch && strcmp(arch, mt) != 0) fprintf(fp, " (-> %s)", arch);
+    }
+    fputc('\n', fp);
 }
 
 /* --option KEY=VALUE of OUT's format `fmt`: the value as the format declares the option
@@ -349,6 +366,41 @@ void cli_convert_help_formats(FILE *fp) {
  * the writer to refuse naming it. Every --option as one MAP (*out NULL when none). */
 static int option_map(const cli_args *a, tbx_format fmt, tbx_value **out) {
     *out = NULL;
+    /* --quant-method M and --quant-clip MIN,MAX: spellings of MCF's write options
+     * quant_method=M, quant_clip_min=MIN and quant_clip_max=MAX (the library checks them:
+     * their values, and that --quant asks for one of MCF's families) */
+    const char *qm = cli_value(a, "quant-method"), *qc = cli_value(a, "quant-clip");
+    if (qm || qc) *out = tbx_value_new_map();
+    if ((qm || qc) && !*out) {
+        cli_error("out of memory");
+        return CLI_FAIL;
+    }
+    if (qm && tbx_value_map_put(*out, "quant_method", 12,
+                                tbx_value_new_string(qm, strlen(qm))) != TBX_OK) {
+        tbx_value_free(*out);
+        *out = NULL;
+        cli_error("out of memory");
+        return CLI_FAIL;
+    }
+    if (qc) {
+        char *e1 = NULL, *e2 = NULL;
+        double lo = strtod(qc, &e1);
+        double hi = e1 && *e1 == ',' ? strtod(e1 + 1, &e2) : 0.0;
+        if (e1 == qc || *e1 != ',' || !e2 || e2 == e1 + 1 || *e2) {
+            tbx_value_free(*out);
+            *out = NULL;
+            return cli_usage_error(a, "--quant-clip: '%s' is not MIN,MAX", qc);
+        }
+        if (tbx_value_map_put(*out, "quant_clip_min", 14,
+                              tbx_value_new_float(TBX_V_F64, lo)) != TBX_OK ||
+            tbx_value_map_put(*out, "quant_clip_max", 14,
+                              tbx_value_new_float(TBX_V_F64, hi)) != TBX_OK) {
+            tbx_value_free(*out);
+            *out = NULL;
+            cli_error("out of memory");
+            return CLI_FAIL;
+        }
+    }
     const char *kv;
     for (int k = 0; (kv = cli_value_at(a, "option", k)) != NULL; k++) {
         const char *eq = strchr(kv, '=');
@@ -396,7 +448,11 @@ static int option_map(const cli_args *a, tbx_format fmt, tbx_value **out) {
             tbx_value_free(*out);
             *out = NULL;
             if (st == TBX_E_DUPLICATE)
-                return cli_usage_error(a, "--option %.*s given twice", (int)kl, kv);
+                return cli_usage_error(a, "--option %.*s given twice%s", (int)kl, kv,
+                                       (qm && kl == 12 && !memcmp(kv, "quant_method", 12)) ||
+                                       (qc && kl == 14 && !memcmp(kv, "quant_clip_m", 12))
+                                           ? " (--quant-method / --quant-clip spell it too)"
+                                           : "");
             cli_error("out of memory");
             return CLI_FAIL;
         }
@@ -550,7 +606,6 @@ static int convert_run(const cli_args *a) {
             return cli_usage_error(a, "--cast: unknown dtype '%s'", cast);
     }
     const char *quant = cli_value(a, "quant");
-    const char *qmethod = cli_value(a, "quant-method");
     if (quant) {
         /* the types come from the library's quantizers and the format's row: a type the
          * format stores, or (for a format that stores none) any, for the library to refuse */
@@ -566,27 +621,6 @@ static int convert_run(const cli_args *a) {
                                       "--help lists each format's)", quant);
         }
     }
-    if (quant && fmt == TBX_FORMAT_MCF) {
-        if (qmethod && strcmp(qmethod, "mantle") == 0) opt.flags |= TBX_CONVERT_QUANT_MANTLE;
-        else if (qmethod && strcmp(qmethod, "best") != 0)
-            return cli_usage_error(a, "--quant-method: '%s' is not best or mantle", qmethod);
-    }
-    const char *qclip = cli_value(a, "quant-clip");
-    if (qclip) {
-        char *e1 = NULL, *e2 = NULL;
-        errno = 0;
-        float lo = strtof(qclip, &e1);
-        float hi = e1 && *e1 == ',' ? strtof(e1 + 1, &e2) : 0.0f;
-        if (!quant || fmt != TBX_FORMAT_MCF)
-            return cli_usage_error(a, "--quant-clip applies to --quant with an MCF output");
-        if (errno || e1 == qclip || *e1 != ',' || !e2 || e2 == e1 + 1 || *e2 || !(lo <= hi))
-            return cli_usage_error(a, "--quant-clip: '%s' is not MIN,MAX with MIN <= MAX", qclip);
-        opt.flags |= TBX_CONVERT_QUANT_CLIP;
-        opt.quant_clip_min = lo;
-        opt.quant_clip_max = hi;
-    }
-    if (qmethod && (!quant || fmt != TBX_FORMAT_MCF))
-        return cli_usage_error(a, "--quant-method applies to --quant with an MCF output");
     if (cli_flag(a, "requantize") && !quant)
         return cli_usage_error(a, "--requantize applies to --quant (the type to quantize to)");
     uint64_t n;
@@ -642,14 +676,27 @@ static int convert_run(const cli_args *a) {
      * opened: a model directory's index, tokenizer and shards take time and memory */
     tbx_error cerr;
     memset(&cerr, 0, sizeof cerr);
-    tbx_status cst = same_file(in, out) ? TBX_OK : tbx_writer_check(out, &opt.write, &cerr);
+    tbx_status cst = same_file(in, out) ? TBX_OK : tbx_convert_check(out, &opt, &cerr);
     if (cst != TBX_OK) {
         tbx_value_free(meta);
         tbx_value_free(options);
         cli_report(NULL, cst, &cerr);
         if (cst == TBX_E_EXISTS && !cli_flag(a, "force") && cli_force_would_help(out))
             fprintf(stderr, "tbx: use --force to replace %s\n", out);
-        return CLI_FAIL;
+        /* options that do not go together, or a value a format's option does not take: the
+         * command line's mistake, found before IN is read */
+        return cst == TBX_E_INVALID_ARG ? CLI_USAGE : CLI_FAIL;
+    }
+    /* the method named in the summary: the write option's value (best when not given) */
+    char qmethod[16] = "best";
+    for (uint64_t i = 0, no = tbx_value_len(options); i < no; i++) {
+        size_t kl = 0, vl = 0;
+        const char *k = tbx_value_key_at(options, i, &kl);
+        const char *v = tbx_value_get_str(tbx_value_at(options, i), &vl);
+        if (k && v && kl == 12 && !memcmp(k, "quant_method", 12) && vl < sizeof qmethod) {
+            memcpy(qmethod, v, vl);
+            qmethod[vl] = 0;
+        }
     }
     tbx_file *f = cli_open(a, in);
     if (!f) {
@@ -705,7 +752,7 @@ static int convert_run(const cli_args *a) {
         const tbx_dtype_info *qi = tbx_dtype_get(opt.quant_to);
         fprintf(stderr, "quantized %" PRIu64 " tensors (%" PRIu64 " values) to %s, method %s: RMSE %.6g\n",
                 cu.rep.tensors, cu.rep.values, qi ? qi->name + 4 : "?",
-                opt.flags & TBX_CONVERT_QUANT_MANTLE ? "mantle" : "best",
+                qmethod,
                 cu.rep.values ? sqrt(cu.rep.sse / (double)cu.rep.values) : 0.0);
     }
     return CLI_OK;
@@ -735,7 +782,9 @@ const cli_command cli_cmd_convert = {
     "For an MCF output TYPE is one of MCF's families q8 q4 k6 k4 k3 k2 int8 int4 (any row\n"
     "length); --quant-method best (default: nearest f16 scales, searched sub-scales, a lower\n"
     "error) or mantle (mantle's quantize, byte for byte); --quant-clip MIN,MAX clamps every\n"
-    "tensor to one range (mantle's --min-clip/--max-clip). The RMSE of the quantized tensors is\n"
+    "tensor to one range (mantle's --min-clip/--max-clip). Both spell MCF's write options\n"
+    "(-O quant_method=M, -O quant_clip_min=MIN -O quant_clip_max=MAX), refused without an MCF\n"
+    "--quant (they would apply to nothing). The RMSE of the quantized tensors is\n"
     "printed on stderr when done (each tensor's with -v). int8 and int4 are read by tensorbox\n"
     "only: mantle's runtime refuses them (\"unsupported dtype 16/17\"); q8 .. k2 load in mantle.\n"
     "A quantized tensor (ggml block type, OINF v2 parameters, zTensor quantized_group, MCF\n"
@@ -747,7 +796,8 @@ const cli_command cli_cmd_convert = {
     "scale, as mantle pack --quant-embed writes them) stops the conversion naming it, unless\n"
     "--drop-unreadable leaves such tensors out (they are named on stderr).\n"
     "IN a Hugging Face model directory (config.json, tokenizer.json, safetensors) and OUT a\n"
-    "GGUF file: written for llama.cpp (architecture keys, tokenizer, tensor names; 1-D tensors\n"
+    "GGUF file: written for llama.cpp (architecture keys, tokenizer, tensor names: the\n"
+    "architectures listed below; 1-D tensors\n"
     "in f32; --cast and --quant apply to the 2-D weights); --raw copies the tensors as they are.\n"
     "--meta KEY=VALUE (repeatable) sets a metadata entry of OUT, replacing the input's entry of\n"
     "that key: a string, or typed with KEY:TYPE=VALUE (u8 u16 u32 u64 i8 i16 i32 i64 f32 f64\n"

@@ -42,11 +42,17 @@ tbx_status tbx_engine_run(tbx_file *in, tbx_plan *p, tbx_writer *w, const tbx_en
 /* ------------------------------------------------------------------------------------------ */
 /* The plain conversion (plain.c, meta.c)                                                      */
 /* ------------------------------------------------------------------------------------------ */
-/* Options already checked by the façade (cast_to a float dtype, quant_to one an
- * encoder writes, the clip range only for an encoder that takes one); `to_fmt` the output
- * format. Fills *p (initialised by the caller) with one tensor per readable input tensor, in
- * order: kept, cast, quantized (with llama-quantize's fallback), dequantized or requantized as
- * the options say (tbx_convert_options in tensorbox.h), and *changed whether any tensor is not
+/* The options a plain plan applies only with quant_to one of MCF's families (MCF's write
+ * options quant_method, quant_clip_min, quant_clip_max: mcfq.h): any of them given with no
+ * such quant_to is refused (TBX_E_INVALID_ARG naming "options.KEY"), never applied to nothing.
+ * Needs no input: the façade calls it before any work; tbx_plan_plain calls it again. */
+tbx_status tbx_plan_plain_check(const tbx_convert_options *o, tbx_error *err);
+/* Options already checked by the façade (cast_to a float dtype, quant_to one an encoder
+ * writes; the write options by the writer's open, in the façade's check of the output);
+ * `to_fmt` the output format. MCF's quantization method and clip range come from the write
+ * options (tbx_plan_plain_check). Fills *p (initialised by the caller) with one tensor per
+ * readable input tensor, in order: kept, cast, quantized (with llama-quantize's fallback),
+ * dequantized or requantized as the options say (tbx_convert_options in tensorbox.h), and *changed whether any tensor is not
  * kept. The one refusal made here: a tensor quantized to another type than quant_to without
  * TBX_CONVERT_REQUANTIZE or _DEQUANTIZE (TBX_E_LOSSY naming it). */
 tbx_status tbx_plan_plain(tbx_file *in, const tbx_convert_options *o, tbx_format to_fmt,
@@ -69,6 +75,11 @@ tbx_status tbx_convert_copy_sizevars(tbx_file *in, tbx_writer *w, const tbx_conv
                                      tbx_error *err);
 tbx_status tbx_convert_copy_sections(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
                                      tbx_error *err);
+/* The same, leaving out the sections `skip` says another part of the conversion consumed (a
+ * model import: tbx_hf_embd_consumes). */
+tbx_status tbx_convert_copy_sections_but(tbx_file *in, tbx_writer *w,
+                                         const tbx_convert_options *o,
+                                         bool (*skip)(const char *name), tbx_error *err);
 /* Appends " (hint)" to err's message. */
 void tbx_convert_hint(tbx_error *err, const char *hint);
 

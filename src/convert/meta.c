@@ -296,8 +296,15 @@ tbx_status tbx_convert_copy_sizevars(tbx_file *in, tbx_writer *w, const tbx_conv
 
 tbx_status tbx_convert_copy_sections(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
                                      tbx_error *err) {
+    return tbx_convert_copy_sections_but(in, w, o, NULL, err);
+}
+
+tbx_status tbx_convert_copy_sections_but(tbx_file *in, tbx_writer *w,
+                                         const tbx_convert_options *o,
+                                         bool (*skip)(const char *name), tbx_error *err) {
     for (size_t i = 0; i < in->nsections; i++) {
         const tbx_section *s = &in->sections[i];
+        if (skip && skip(s->name)) continue;
         /* the writer's answer first (a section it refuses is dropped or named unread), then
          * the bytes, read whole within the one side-file limit (max_side_file_bytes) */
         tbx_status st = tbx_writer_check_section_(w, s->name, s->type,

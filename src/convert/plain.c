@@ -174,6 +174,43 @@ static void why_text(const tbx_tensor *t, const tplan *p, tbx_dtype quant_to, ch
     }
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* MCF's quantization options: write options of the target's row (mcfq.h: quant_method,       */
+/* quant_clip_min / quant_clip_max), checked by core and the row at the writer's open, applied */
+/* here to the tensors quantized to one of MCF's families.                                    */
+/* ------------------------------------------------------------------------------------------ */
+/* Option `key` of the conversion's write options, NULL when not given. */
+static const tbx_value *wopt(const tbx_convert_options *o, const char *key) {
+    const tbx_value *m = o->write.options;
+    const size_t kl = strlen(key);
+    if (tbx_value_type_of(m) != TBX_V_MAP) return NULL;
+    for (uint64_t i = 0, n = tbx_value_len(m); i < n; i++) {
+        size_t len = 0;
+        const char *k = tbx_value_key_at(m, i, &len);
+        if (k && len == kl && memcmp(k, key, kl) == 0) return tbx_value_at(m, i);
+    }
+    return NULL;
+}
+
+tbx_status tbx_plan_plain_check(const tbx_convert_options *o, tbx_error *err) {
+    static const char *const keys[] = {TBX_MCFQ_OPT_METHOD, TBX_MCFQ_OPT_CLIP_MIN,
+                                       TBX_MCFQ_OPT_CLIP_MAX};
+    const tbx_encoder *qe = o->quant_to != TBX_DT_INVALID ? tbx_encoder_for(o->quant_to) : NULL;
+    if (qe && qe->kind == TBX_ENC_PAYLOAD) return TBX_OK;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (!wopt(o, keys[i])) continue;
+        const tbx_dtype_info *qi = tbx_dtype_get(o->quant_to);
+        char field[48];
+        snprintf(field, sizeof field, "options.%s", keys[i]);
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
+                       "the write option %s applies to quantizing to one of MCF's families "
+                       "(quant_to mcf_q8 .. mcf_int4, tbx convert --quant with an MCF output), "
+                       "and %s%s is asked for: it would apply to nothing", keys[i],
+                       qi ? "quantizing to " : "no quantization", qi ? qi->name : "");
+    }
+    return TBX_OK;
+}
+
 /* The plan's data for its reason hook. */
 typedef struct plain_ud {
     tbx_dtype quant_to;
@@ -194,6 +231,8 @@ static void plain_reason(const tbx_plan *p, const tbx_file *in, size_t k, char *
 tbx_status tbx_plan_plain(tbx_file *in, const tbx_convert_options *o, tbx_format to_fmt,
                           tbx_plan *p, bool *changed, tbx_error *err) {
     *changed = false;
+    tbx_status cst = tbx_plan_plain_check(o, err);
+    if (cst != TBX_OK) return cst;
     const tbx_encoder *qe = o->quant_to != TBX_DT_INVALID ? tbx_encoder_for(o->quant_to) : NULL;
     const bool payload = qe && qe->kind == TBX_ENC_PAYLOAD;
     size_t nbad = 0;
@@ -210,13 +249,24 @@ tbx_status tbx_plan_plain(tbx_file *in, const tbx_convert_options *o, tbx_format
     p->names = nbad ? NULL : &in->tensor_names;
     /* an MCF family: the clip range asked for, shared by every tensor quantized to it */
     tbx_quant_info *clip = NULL;
-    if (payload && (o->flags & TBX_CONVERT_QUANT_CLIP)) {
-        if (!(clip = tbx_plan_alloc(p, sizeof *clip))) return tbx_err_nomem(err, "conversion plan");
+    const tbx_value *clip_lo = wopt(o, TBX_MCFQ_OPT_CLIP_MIN);
+    const tbx_value *clip_hi = wopt(o, TBX_MCFQ_OPT_CLIP_MAX);
+    double lo = 0, hi = 0;
+    if (payload && (clip_lo || clip_hi)) {
+        /* (the writer's open checked them: both, finite f32 bounds, min <= max) */
+        if (tbx_value_get_f64(clip_lo, &lo) != TBX_OK || tbx_value_get_f64(clip_hi, &hi) != TBX_OK)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET,
+                           "options." TBX_MCFQ_OPT_CLIP_MIN, "a clip range needs two numbers, "
+                           "%s and %s", TBX_MCFQ_OPT_CLIP_MIN, TBX_MCFQ_OPT_CLIP_MAX);
+        if (!(clip = tbx_plan_alloc(p, sizeof *clip)))
+            return tbx_err_nomem(err, "conversion plan");
         clip->struct_size = sizeof *clip;
         clip->has_clip = 1;
-        clip->clip_min = o->quant_clip_min;
-        clip->clip_max = o->quant_clip_max;
+        clip->clip_min = (float)lo;
+        clip->clip_max = (float)hi;
     }
+    const char *method = tbx_value_get_str(wopt(o, TBX_MCFQ_OPT_METHOD), NULL);
+    const bool mantle = method && strcmp(method, "mantle") == 0;
     for (size_t i = 0; i < in->ntensors; i++) {
         const tbx_tensor *t = &in->tensors[i];
         if (t->unreadable) continue; /* left out (TBX_CONVERT_DROP_UNREADABLE) */
@@ -242,7 +292,7 @@ tbx_status tbx_plan_plain(tbx_file *in, const tbx_convert_options *o, tbx_format
             if (payload && d.to == (uint16_t)o->quant_to) {
                 pt.quant = clip;
                 if (!clip) pt.flags |= TBX_PT_CLIP_SCAN;
-                if (o->flags & TBX_CONVERT_QUANT_MANTLE) pt.flags |= TBX_PT_MANTLE;
+                if (mantle) pt.flags |= TBX_PT_MANTLE;
             }
         }
         st = tbx_plan_add(p, &pt, NULL, err);

@@ -67,6 +67,12 @@ typedef struct tbx_out {
  * refuses every flag but TBX_WRITE_OVERWRITE): the destination is the file of a tbx_edit_lock
  * held by the caller (TBX_OUT_EDIT). */
 #define TBX_WRITE_EDIT_ 0x80000000u
+/* Internal write flag (tbx_writer_open_, kept in the writer's opt.flags): the writer belongs to a
+ * conversion that quantizes to the format's own families and applies the format's
+ * quantization options (tbx_convert with quant_to an MCF family: MCF's quant_method and
+ * quant_clip_min / quant_clip_max). Without it a writer refuses those options at layout: it
+ * stores the tensors it is given and quantizes nothing. */
+#define TBX_WRITE_QUANTIZING_ 0x40000000u
 
 /* ------------------------------------------------------------------------------------------ */
 /* The common model of an open file (src/api/file.c)                                          */
@@ -413,8 +419,10 @@ typedef struct tbx_encoding_entry {
  *   writing         w_layout (required for a writer), w_check_meta, w_check_tensor,
  *                   w_check_section (sections), w_check_quant (quantization descriptions:
  *                   OINF v2, zTensor, MCF), w_data, w_tensor_done, w_finish, w_free
- *   write options   w_options (the format's own options: MCF's dedup), w_check_options (the
- *                   format's ranges of the generic ones at open: zTensor's zstd level)
+ *   write options   w_options (the format's own options: MCF's dedup, and quant_method /
+ *                   quant_clip_min / quant_clip_max, which its conversion applies),
+ *                   w_check_options (the format's ranges of the generic ones at open:
+ *                   zTensor's zstd level; options that go together: MCF's clip range)
  *   writer extras   w_add_sizevar (size variables: OINF), w_dtype_in_check (a writer that
  *                   leaves tensors out by name sees an unstorable dtype first: EMBD's
  *                   Hugging Face buffers)

@@ -5,18 +5,20 @@
  *
  * Input: a tbx_file whose tensors carry Hugging Face names ("model.layers.0.self_attn.q_proj.
  * weight") and whose sections are the model directory's side files, named by relative path:
- * config.json (required), tokenizer.json (or, for llama, SentencePiece's tokenizer.model, read
- * by gguf_hf_spm.c, and added_tokens.json), tokenizer_config.json, modules.json and the pooling
+ * config.json (required), tokenizer.json (or, for a row taking SentencePiece, its
+ * tokenizer.model, read by spm.c, and added_tokens.json), tokenizer_config.json, modules.json and the pooling
  * config a sentence-transformers model names there (1_Pooling/config.json). Output: a GGUF file
  * with what llama.cpp's loader expects of the architecture:
  *
  *   general.architecture, general.name, general.file_type, general.quantization_version
- *   {arch}.*              hyper-parameters read from config.json (table per architecture)
+ *   {arch}.*              hyper-parameters read from config.json (the architecture's row)
  *   tokenizer.ggml.*      model, tokens, scores, token types, merges, special token ids,
  *                         add_* flags
  *   tensors               (the plan) renamed to llama.cpp's names (blk.N.attn_q.weight, ...),
- *                         the rows of llama-family q/k projections reordered for llama.cpp's
- *                         rotary layout (TBX_XF_PERMUTE_HEADS), 1-D tensors in f32, 2-D ones as
+ *                         fused tensors split into row ranges, MoE experts stacked, each with
+ *                         the row's transform (the rows of llama-family q/k projections
+ *                         reordered for llama.cpp's rotary layout: TBX_XF_PERMUTE_HEADS; a
+ *                         scale; an added constant), 1-D tensors in f32, 2-D and 3-D ones as
  *                         asked (kept, cast, or quantized with the fallback rules of
  *                         llama-quantize for rows a block type cannot take), rope_freqs
  *                         generated for llama3 rope scaling
@@ -24,9 +26,9 @@
  * The reference for every key, tensor name and rule is llama.cpp itself: the constants shipped
  * in gguf-py (gguf.constants, gguf.tensor_mapping) and the behaviour of convert_hf_to_gguf.py and
  * llama-quantize; tests/python/test_hf_gguf.py checks the output against gguf-py and loads it in
- * llama.cpp. Adding an architecture is one hf_arch entry (hyper-parameters, tensor patterns,
- * tensors to skip, flags); an architecture without an entry fails with TBX_E_UNSUPPORTED naming
- * it.
+ * llama.cpp. The architectures are the rows of arch_llama_cpp.c (arch.h: hyper-parameters,
+ * tensor-name map, tokenizer kinds, rope_scaling variants, flags); a model_type without a row
+ * fails with TBX_E_UNSUPPORTED naming it and listing the rows.
  *
  * Memory: the side files are read whole (each at most tbx_limits.max_side_file_bytes,
  * tbx_section_load_). tokenizer.json is checked and walked in its text (hf_tokenizer.c: no tree
@@ -42,6 +44,7 @@
 #include "encode.h"
 #include "spm.h"
 #include "hf_tokenizer.h"
+#include "arch.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -58,123 +61,25 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5
 enum { POOL_NONE = 0, POOL_MEAN = 1, POOL_CLS = 2, POOL_LAST = 3 };
 
 /* ------------------------------------------------------------------------------------------ */
-/* Architecture tables                                                                         */
-/* ------------------------------------------------------------------------------------------ */
-typedef enum { HP_U32, HP_F32 } hp_kind;
-
-typedef struct hf_hparam {
-    const char *key;        /* after "{arch}." */
-    hp_kind kind;
-    const char *cfg[4];     /* config.json names, the first present one wins */
-    bool required;
-} hf_hparam;
-
-enum { XF_NONE = 0, XF_PERMUTE_Q = 1, XF_PERMUTE_K = 2 };
-
-/* A tensor pattern: HF name (without the .weight/.bias suffix; '#' stands for the layer number)
- * -> llama.cpp name ('#' likewise), and the layout change the weight needs. */
-typedef struct hf_tmap {
-    const char *hf, *gguf;
-    int xform;
-} hf_tmap;
-
-#define ARCH_VOCAB_SIZE   0x01u /* {arch}.vocab_size from config vocab_size */
-#define ARCH_ROPE_DIM     0x02u /* {arch}.rope.dimension_count = head_dim (or hidden/heads) */
-#define ARCH_NONCAUSAL    0x04u /* {arch}.attention.causal = false */
-#define ARCH_POOLING      0x08u /* {arch}.pooling_type from the sentence-transformers config */
-#define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
-#define ARCH_ROPE_SCALING 0x20u /* rope_scaling: linear keys; llama3 factors (rope_freqs) */
-
-typedef struct hf_arch {
-    const char *name;               /* general.architecture */
-    const char *model_types[4];     /* config.json model_type values */
-    const char *prefixes[3];        /* dropped from HF names before matching */
-    const hf_hparam *hp;
-    const hf_tmap *tmap;
-    const char *const *skip;        /* HF names not converted ('#': layer, trailing '*': prefix) */
-    unsigned flags;
-} hf_arch;
-
-static const hf_hparam HP_BERT[] = {
-    {"context_length", HP_U32, {"max_position_embeddings"}, true},
-    {"embedding_length", HP_U32, {"hidden_size"}, true},
-    {"block_count", HP_U32, {"num_hidden_layers"}, true},
-    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
-    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
-    {"attention.layer_norm_epsilon", HP_F32, {"layer_norm_eps"}, true},
-    {NULL, HP_U32, {NULL}, false},
-};
-
-static const hf_tmap TM_BERT[] = {
-    {"embeddings.word_embeddings", "token_embd", XF_NONE},
-    {"embeddings.position_embeddings", "position_embd", XF_NONE},
-    {"embeddings.token_type_embeddings", "token_types", XF_NONE},
-    {"embeddings.LayerNorm", "token_embd_norm", XF_NONE},
-    {"encoder.layer.#.attention.self.query", "blk.#.attn_q", XF_NONE},
-    {"encoder.layer.#.attention.self.key", "blk.#.attn_k", XF_NONE},
-    {"encoder.layer.#.attention.self.value", "blk.#.attn_v", XF_NONE},
-    {"encoder.layer.#.attention.output.dense", "blk.#.attn_output", XF_NONE},
-    {"encoder.layer.#.attention.output.LayerNorm", "blk.#.attn_output_norm", XF_NONE},
-    {"encoder.layer.#.intermediate.dense", "blk.#.ffn_up", XF_NONE},
-    {"encoder.layer.#.output.dense", "blk.#.ffn_down", XF_NONE},
-    {"encoder.layer.#.output.LayerNorm", "blk.#.layer_output_norm", XF_NONE},
-    {NULL, NULL, 0},
-};
-static const char *const SKIP_BERT[] = {"embeddings.position_ids", "pooler.*", "cls.*", NULL};
-
-static const hf_hparam HP_LLAMA[] = {
-    {"context_length", HP_U32, {"max_position_embeddings"}, true},
-    {"embedding_length", HP_U32, {"hidden_size"}, true},
-    {"block_count", HP_U32, {"num_hidden_layers"}, true},
-    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
-    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
-    {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, false},
-    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
-    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
-    {NULL, HP_U32, {NULL}, false},
-};
-
-#define TM_DECODER(QX, KX)                                                                     \
-    {"model.embed_tokens", "token_embd", XF_NONE},                                             \
-    {"model.norm", "output_norm", XF_NONE},                                                    \
-    {"lm_head", "output", XF_NONE},                                                            \
-    {"model.layers.#.input_layernorm", "blk.#.attn_norm", XF_NONE},                            \
-    {"model.layers.#.self_attn.q_proj", "blk.#.attn_q", QX},                                   \
-    {"model.layers.#.self_attn.k_proj", "blk.#.attn_k", KX},                                   \
-    {"model.layers.#.self_attn.v_proj", "blk.#.attn_v", XF_NONE},                              \
-    {"model.layers.#.self_attn.o_proj", "blk.#.attn_output", XF_NONE},                         \
-    {"model.layers.#.post_attention_layernorm", "blk.#.ffn_norm", XF_NONE},                    \
-    {"model.layers.#.mlp.gate_proj", "blk.#.ffn_gate", XF_NONE},                               \
-    {"model.layers.#.mlp.up_proj", "blk.#.ffn_up", XF_NONE},                                   \
-    {"model.layers.#.mlp.down_proj", "blk.#.ffn_down", XF_NONE},                               \
-    {NULL, NULL, 0}
-
-/* llama.cpp applies llama's rotary embedding to interleaved pairs; HF's checkpoints are laid
- * out for the rotate-half form, so q/k rows are reordered (XF_PERMUTE_*). qwen2 uses the
- * rotate-half (NEOX) form in llama.cpp too: no reordering. */
-static const hf_tmap TM_LLAMA[] = {TM_DECODER(XF_PERMUTE_Q, XF_PERMUTE_K)};
-static const hf_tmap TM_QWEN2[] = {TM_DECODER(XF_NONE, XF_NONE)};
-static const char *const SKIP_DECODER[] = {"model.layers.#.self_attn.rotary_emb.inv_freq", NULL};
-
-static const hf_arch ARCHES[] = {
-    {"bert", {"bert"}, {"bert."}, HP_BERT, TM_BERT, SKIP_BERT,
-     ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT},
-    {"llama", {"llama"}, {NULL}, HP_LLAMA, TM_LLAMA, SKIP_DECODER,
-     ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_ROPE_SCALING},
-    {"qwen2", {"qwen2"}, {NULL}, HP_LLAMA, TM_QWEN2, SKIP_DECODER, ARCH_ROPE_SCALING},
-};
-
-/* ------------------------------------------------------------------------------------------ */
 /* The conversion state                                                                        */
 /* ------------------------------------------------------------------------------------------ */
+#define HF_EXPERTS_MAX 4096 /* experts of one stacked tensor */
+
 typedef struct hf_out {
-    uint64_t src;               /* input tensor index; UINT64_MAX: generated (rope_freqs) */
+    uint64_t src;               /* input tensor index (a stack: expert 0's, once complete);
+                                   UINT64_MAX: generated (rope_freqs) */
     char name[HF_NAME_MAX];
     tbx_dtype dtype;
-    int xform;
+    int xform;                  /* HF_XF_* of every source */
+    float k;                    /* HF_XF_SCALE, HF_XF_ADD */
     long layer;                 /* the "blk.N" of the name, -1 for none */
-    uint64_t rows, cols;        /* [rows, cols]; 1-D: one row */
-    uint64_t shape[2];          /* the plan's shape: {rows, cols} (1-D: shape + 1) */
+    uint64_t rows, cols;        /* a source's [rows, cols] view; 1-D: one row */
+    uint64_t first;             /* a split part: its first value in the input tensor */
+    const hf_part *part;        /* a split part (rows resolved from the hyper-parameters) */
+    uint64_t *exps;             /* a stack: input tensor of expert e (UINT64_MAX: none yet) */
+    uint32_t nexp, cap_exp;     /* a stack: experts (highest number + 1), room in exps */
+    uint32_t ndim;              /* the output's dimensions (1, 2; a stack: 3) */
+    uint64_t shape[3];          /* the plan's shape ([experts,] [rows,] cols) */
     uint8_t action, why;        /* tbx_convert_action and HF_WHY_*, for the report */
 } hf_out;
 
@@ -183,7 +88,7 @@ enum { HF_WHY_NONE, HF_WHY_REQUESTED, HF_WHY_FALLBACK, HF_WHY_F32, HF_WHY_F64, H
 
 /* Hyper-parameters checked against the tensors: each one's value and the config.json field
  * that gave it (NULL when config.json has none). */
-enum { HPV_EMBD, HPV_LAYERS, HPV_FF, HPV_CTX, HPV_N };
+enum { HPV_EMBD, HPV_LAYERS, HPV_FF, HPV_CTX, HPV_EXPERTS, HPV_FF_EXP, HPV_FF_SHEXP, HPV_N };
 
 #define HF_LENT_MAX 8 /* large values lent to the writer (tokens, scores, types, merges) */
 
@@ -205,7 +110,7 @@ struct tbx_hf_gguf {
     const hf_arch *a;
     tbx_writer *w;
     hf_out *out;
-    size_t nout;
+    size_t nout, cap_out;
     uint64_t n_head, n_head_kv, n_vocab, head_dim;
     uint64_t hpv[HPV_N];        /* HPV_*: from config.json */
     const char *hpv_cfg[HPV_N];
@@ -362,7 +267,7 @@ static tbx_status put_str(hf *h, const char *key, const char *s) {
 }
 static tbx_status put_arch(hf *h, const char *suffix, tbx_value *v) {
     char key[160];
-    snprintf(key, sizeof key, "%s.%s", h->a->name, suffix);
+    snprintf(key, sizeof key, "%s.%s", h->a->arch, suffix);
     return put(h, key, v);
 }
 
@@ -371,17 +276,17 @@ static tbx_status put_arch(hf *h, const char *suffix, tbx_value *v) {
 /* ------------------------------------------------------------------------------------------ */
 static tbx_status pick_arch(hf *h) {
     const char *mt = jstr(h->cfg, "model_type");
-    for (size_t i = 0; mt && i < sizeof ARCHES / sizeof ARCHES[0]; i++)
-        for (int k = 0; k < 4 && ARCHES[i].model_types[k]; k++)
-            if (strcmp(mt, ARCHES[i].model_types[k]) == 0) { h->a = &ARCHES[i]; return TBX_OK; }
+    if ((h->a = tbx_hf_arch_find_(mt)) != NULL) return TBX_OK;
+    char list[256];
+    tbx_hf_arch_list_(0, list, sizeof list);
     json_t *archs = json_object_get(h->cfg, "architectures");
     const char *cls = json_is_array(archs) && json_array_size(archs) > 0 &&
                               json_is_string(json_array_get(archs, 0))
                           ? json_string_value(json_array_get(archs, 0)) : NULL;
     return hf_fail(h, TBX_E_UNSUPPORTED, "model_type",
                    "config.json: architecture model_type \"%s\"%s%s%s is not supported for GGUF "
-                   "(supported: bert, llama, qwen2; --raw writes the tensors as they are)",
-                   mt ? mt : "(missing)", cls ? " (" : "", cls ? cls : "", cls ? ")" : "");
+                   "(supported: %s; --raw writes the tensors as they are)",
+                   mt ? mt : "(missing)", cls ? " (" : "", cls ? cls : "", cls ? ")" : "", list);
 }
 
 static tbx_status write_hparams(hf *h) {
@@ -394,7 +299,7 @@ static tbx_status write_hparams(hf *h) {
         if (r == 0) {
             if (p->required)
                 return hf_fail(h, TBX_E_NOT_FOUND, p->cfg[0], "config.json has no %s (needed for "
-                               "%s.%s)", p->cfg[0], h->a->name, p->key);
+                               "%s.%s)", p->cfg[0], h->a->arch, p->key);
             continue;
         }
         if (p->kind == HP_U32) {
@@ -402,7 +307,10 @@ static tbx_status write_hparams(hf *h) {
                 return hf_fail(h, TBX_E_FORMAT, which, "config.json: %s = %g is not a count",
                                which, v);
             static const char *const HPV_KEYS[HPV_N] = {"embedding_length", "block_count",
-                                                        "feed_forward_length", "context_length"};
+                                                        "feed_forward_length", "context_length",
+                                                        "expert_count",
+                                                        "expert_feed_forward_length",
+                                                        "expert_shared_feed_forward_length"};
             for (int k = 0; k < HPV_N; k++)
                 if (strcmp(p->key, HPV_KEYS[k]) == 0) {
                     h->hpv[k] = (uint64_t)v;
@@ -439,7 +347,7 @@ static tbx_status write_hparams(hf *h) {
             return st;
     }
     if (st != TBX_OK) return st;
-    if (h->a->flags & ARCH_ROPE_SCALING) {
+    if (h->a->rope) { /* the rope_scaling types the row accepts */
         /* transformers names it rope_scaling (rope_parameters since v5) */
         json_t *rs = json_object_get(h->cfg, "rope_parameters");
         if (!rs || json_is_null(rs)) rs = json_object_get(h->cfg, "rope_scaling");
@@ -450,12 +358,30 @@ static tbx_status write_hparams(hf *h) {
                            "an object");
         if (!t || strcmp(t, "default") == 0) {
             /* no scaling */
-        } else if (strcmp(t, "linear") == 0 && json_is_number(jf)) {
+        } else if (strcmp(t, "linear") == 0 && (h->a->rope & TBX_HF_ROPE_LINEAR) &&
+                   json_is_number(jf)) {
             if ((st = put_arch(h, "rope.scaling.type", tbx_value_new_string("linear", 6))) != TBX_OK ||
                 (st = put_arch(h, "rope.scaling.factor",
                                tbx_value_new_float(TBX_V_F32, json_number_value(jf)))) != TBX_OK)
                 return st;
-        } else if (strcmp(t, "llama3") == 0 && strcmp(h->a->name, "llama") == 0) {
+        } else if (strcmp(t, "yarn") == 0 && (h->a->rope & TBX_HF_ROPE_YARN) &&
+                   json_is_number(jf)) {
+            /* as convert_hf_to_gguf.py's Qwen2Model: the factor and the original context */
+            uint64_t octx = 0;
+            json_t *v = json_object_get(rs, "original_max_position_embeddings");
+            double dv = json_is_number(v) ? json_number_value(v) : -1;
+            if (!(json_number_value(jf) > 0) || !(dv > 0) || dv > 4294967295.0 ||
+                dv != (double)(uint64_t)dv)
+                return hf_fail(h, TBX_E_FORMAT, "rope_scaling", "config.json: yarn rope_scaling "
+                               "needs factor > 0 and original_max_position_embeddings, a count");
+            octx = (uint64_t)dv;
+            if ((st = put_arch(h, "rope.scaling.type", tbx_value_new_string("yarn", 4))) != TBX_OK ||
+                (st = put_arch(h, "rope.scaling.factor",
+                               tbx_value_new_float(TBX_V_F32, json_number_value(jf)))) != TBX_OK ||
+                (st = put_arch(h, "rope.scaling.original_context_length",
+                               tbx_value_new_uint(TBX_V_U32, octx))) != TBX_OK)
+                return st;
+        } else if (strcmp(t, "llama3") == 0 && (h->a->rope & TBX_HF_ROPE_LLAMA3)) {
             /* defaults as convert_hf_to_gguf.py's */
             json_t *v;
             h->rope_llama3 = true;
@@ -477,10 +403,12 @@ static tbx_status write_hparams(hf *h) {
                                "low_freq_factor > 0, original_max_position_embeddings > 0 and "
                                "an even head size");
         } else {
+            char acc[64];
+            tbx_hf_rope_names_(h->a->rope, acc, sizeof acc);
             return hf_fail(h, TBX_E_UNSUPPORTED, "rope_scaling",
-                           "config.json: rope_scaling type \"%s\" is not supported for %s yet "
-                           "(linear%s)", t, h->a->name,
-                           strcmp(h->a->name, "llama") == 0 ? ", llama3" : "");
+                           "config.json: rope_scaling type \"%s\"%s is not supported for %s yet "
+                           "(accepted: %s)", t, json_is_number(jf) ? "" : " without a factor",
+                           h->a->model_type, acc);
         }
     }
     /* the vocabulary is the token embedding's rows (check_vocab_rows) */
@@ -683,12 +611,13 @@ static const char *bpe_pre_name(hf *h) {
 static tbx_status write_llama_vocab(hf *h, bool from_spm);
 
 static tbx_status write_tokenizer(hf *h) {
-    bool is_llama = strcmp(h->a->name, "llama") == 0;
-    if (is_llama) {
+    char spm_rows[128];
+    tbx_hf_arch_list_(TBX_HF_TOK_SPM, spm_rows, sizeof spm_rows);
+    if (h->a->tokenizers & TBX_HF_TOK_SPM) {
         /* LlamaModel.set_vocab: tokenizer_config's add_prefix_space, whatever the vocabulary */
         json_t *ap = h->tokcfg ? json_object_get(h->tokcfg, "add_prefix_space") : NULL;
         tbx_status st;
-        if (json_is_boolean(ap) &&
+        if ((h->a->flags & ARCH_SPACE_PREFIX) && json_is_boolean(ap) &&
             (st = put(h, "tokenizer.ggml.add_space_prefix",
                       tbx_value_new_bool(json_is_true(ap)))) != TBX_OK)
             return st;
@@ -703,8 +632,8 @@ static tbx_status write_tokenizer(hf *h) {
     if (!h->tok) {
         if (find_section(h->in, "tokenizer.model") >= 0)
             return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.model", "a SentencePiece tokenizer."
-                           "model is supported for llama-family models (llama), not for %s",
-                           h->a->name);
+                           "model is supported for llama-family models (%s), not for %s",
+                           spm_rows, h->a->model_type);
         return hf_fail(h, TBX_E_NOT_FOUND, "tokenizer.json", "the model has no tokenizer.json "
                        "(llama.cpp needs the vocabulary; --raw writes the tensors only)");
     }
@@ -726,10 +655,10 @@ static tbx_status write_tokenizer(hf *h) {
     if (bpe && json_is_true(json_object_get(model, "byte_fallback")))
         return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: a SentencePiece "
                        "BPE (byte_fallback) vocabulary is supported for llama-family models "
-                       "(llama), not for %s", h->a->name);
-    if (wpm != (strcmp(h->a->name, "bert") == 0))
+                       "(%s), not for %s", spm_rows, h->a->model_type);
+    if (!(h->a->tokenizers & (wpm ? TBX_HF_TOK_WORDPIECE : TBX_HF_TOK_BPE)))
         return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.json", "tokenizer.json: a %s tokenizer "
-                       "for a %s model is not supported", mtype, h->a->name);
+                       "for a %s model is not supported", mtype, h->a->model_type);
     /* vocabulary size: the token embedding's rows (check_vocab_rows), every id the tokenizer
      * uses below it; ids without a token are padded. The vocabulary and the added tokens are
      * walked in the text (hf_tokenizer.c), twice: to check every id, then to place each token
@@ -1185,74 +1114,17 @@ done:
 /* ------------------------------------------------------------------------------------------ */
 /* Tensor names and types                                                                      */
 /* ------------------------------------------------------------------------------------------ */
-/* Does `name` match pattern `pat` ('#': a decimal number, stored in *layer; trailing '*': any
- * rest)? */
-static bool pmatch(const char *pat, const char *name, size_t nlen, long *layer) {
-    size_t i = 0;
-    for (; *pat; pat++) {
-        if (*pat == '*' && pat[1] == 0) return true;
-        if (*pat == '#') {
-            if (i >= nlen || name[i] < '0' || name[i] > '9') return false;
-            long v = 0;
-            while (i < nlen && name[i] >= '0' && name[i] <= '9' && v < 100000000)
-                v = v * 10 + (name[i++] - '0');
-            *layer = v;
-            continue;
-        }
-        if (i >= nlen || name[i] != *pat) return false;
-        i++;
-    }
-    return i == nlen;
-}
-
-/* Maps HF tensor name `name` to llama.cpp's: 1 mapped (*xform and *layer set: the pattern's
- * layer number, -1 for none), 0 skipped, -1 unknown. */
-static int map_name(const hf_arch *a, const char *name, char *out, size_t cap, int *xform,
-                    long *out_layer) {
-    size_t nlen = strlen(name);
-    for (int p = 0; p < 3 && a->prefixes[p]; p++) {
-        size_t pl = strlen(a->prefixes[p]);
-        if (nlen > pl && memcmp(name, a->prefixes[p], pl) == 0) { name += pl; nlen -= pl; break; }
-    }
-    long layer = -1;
-    for (const char *const *s = a->skip; *s; s++)
-        if (pmatch(*s, name, nlen, &layer)) return 0;
-    const char *suffix = "";
-    size_t base = nlen;
-    if (nlen > 7 && strcmp(name + nlen - 7, ".weight") == 0) { suffix = ".weight"; base = nlen - 7; }
-    else if (nlen > 5 && strcmp(name + nlen - 5, ".bias") == 0) { suffix = ".bias"; base = nlen - 5; }
-    else if (nlen > 6 && strcmp(name + nlen - 6, ".gamma") == 0) { suffix = ".weight"; base = nlen - 6; }
-    else if (nlen > 5 && strcmp(name + nlen - 5, ".beta") == 0) { suffix = ".bias"; base = nlen - 5; }
-    for (const hf_tmap *m = a->tmap; m->hf; m++) {
-        layer = -1;
-        if (!pmatch(m->hf, name, base, &layer)) continue;
-        char tmp[HF_NAME_MAX];
-        size_t n = 0;
-        for (const char *g = m->gguf; *g && n + 12 < sizeof tmp; g++) {
-            if (*g == '#') n += (size_t)snprintf(tmp + n, sizeof tmp - n, "%ld", layer);
-            else tmp[n++] = *g;
-        }
-        tmp[n] = 0;
-        size_t sl = strlen(suffix);
-        if (n + sl + 1 > cap) return -1;
-        memcpy(out, tmp, n);
-        memcpy(out + n, suffix, sl + 1);
-        *xform = strcmp(suffix, ".weight") == 0 ? m->xform : XF_NONE;
-        if (m->xform != XF_NONE && strcmp(suffix, ".bias") == 0) *xform = m->xform;
-        *out_layer = strchr(m->gguf, '#') ? layer : -1;
-        return 1;
-    }
-    return -1;
-}
-
 /* Tensors llama.cpp wants in f32 whatever the file type (convert_hf_to_gguf.py and
- * llama-quantize agree): 1-D tensors, norms, anything but a .weight (biases), and the position
- * and token-type embeddings, which are added to f32 activations. */
+ * llama-quantize agree): 1-D tensors, norms, anything but a .weight (biases), the position
+ * and token-type embeddings, which are added to f32 activations, and a MoE router
+ * (ffn_gate_inp). */
 static bool always_f32(const char *gname, uint32_t ndim) {
     size_t n = strlen(gname);
     if (ndim <= 1) return true;
     if (n >= 12 && strcmp(gname + n - 12, "_norm.weight") == 0) return true;
     if (n < 7 || strcmp(gname + n - 7, ".weight") != 0) return true;
+    static const char router[] = ".ffn_gate_inp.weight";
+    if (n >= sizeof router - 1 && strcmp(gname + n - (sizeof router - 1), router) == 0) return true;
     return strcmp(gname, "position_embd.weight") == 0 || strcmp(gname, "token_types.weight") == 0;
 }
 
@@ -1268,22 +1140,97 @@ static const char *embd_name(hf *h) {
     return h->embd < h->nout ? hf_name_of(h, &h->out[h->embd]) : "token_embd.weight";
 }
 
-/* Every input tensor's llama.cpp name, layer and shape (h->out; nothing written yet). */
+/* A new zeroed output at h->out[h->nout] (not counted yet), or NULL (out of memory). */
+static hf_out *new_out(hf *h) {
+    if (h->nout == h->cap_out) {
+        size_t nc = h->cap_out ? 2 * h->cap_out : 16;
+        hf_out *no = nc > SIZE_MAX / sizeof *no ? NULL
+                   : tbx_realloc(h->al, h->out, h->cap_out * sizeof *no, nc * sizeof *no);
+        if (!no) return NULL;
+        memset(no + h->cap_out, 0, (nc - h->cap_out) * sizeof *no);
+        h->out = no;
+        h->cap_out = nc;
+    }
+    return &h->out[h->nout];
+}
+
+/* The dtype of output o (a 2-D or 3-D weight, or f32) from its input dtype `in_dt`: f32 for
+ * what llama.cpp computes in f32 (1-D tensors, norms, biases, position and token-type
+ * embeddings, routers); else quantized (with fallback), cast, or kept (f64: f32). */
+static void choose_dtype(hf *h, hf_out *o, tbx_dtype in_dt) {
+    if (always_f32(o->name, o->ndim)) {
+        o->dtype = TBX_DT_F32;
+        o->why = HF_WHY_F32;
+    } else if (h->quant != TBX_DT_INVALID) {
+        o->dtype = tbx_ggml_quant_fallback(h->quant, o->cols);
+        o->why = o->dtype == h->quant ? HF_WHY_REQUESTED : HF_WHY_FALLBACK;
+        o->action = o->dtype == h->quant ? TBX_CONVERT_QUANTIZED : TBX_CONVERT_FALLBACK;
+    } else if (h->cast != TBX_DT_INVALID) {
+        o->dtype = h->cast;
+        o->why = HF_WHY_REQUESTED;
+    } else {
+        o->dtype = in_dt == TBX_DT_F64 ? TBX_DT_F32 : in_dt;
+        o->why = in_dt == TBX_DT_F64 ? HF_WHY_F64 : HF_WHY_NONE;
+    }
+    if (o->action == TBX_CONVERT_KEPT && o->dtype != in_dt) o->action = TBX_CONVERT_CAST;
+    if (o->action == TBX_CONVERT_FALLBACK && o->dtype == in_dt) o->action = TBX_CONVERT_KEPT;
+}
+
+/* Expert `x` of stack o is input tensor i (ti): the experts share dtype and shape, each number
+ * once. */
+static tbx_status stack_add(hf *h, hf_out *o, long x, uint64_t i, const tbx_tensor_info *ti) {
+    if (x < 0 || x >= HF_EXPERTS_MAX)
+        return hf_fail(h, TBX_E_LIMIT, ti->name, "tensor \"%s\": expert %ld (at most %d experts)",
+                       ti->name, x, HF_EXPERTS_MAX);
+    if ((uint32_t)x >= o->cap_exp) {
+        uint32_t nc = o->cap_exp ? o->cap_exp : 8;
+        while (nc <= (uint32_t)x) nc *= 2;
+        uint64_t *ne = tbx_realloc(h->al, o->exps, o->cap_exp * sizeof *ne, nc * sizeof *ne);
+        if (!ne) return tbx_err_nomem(h->err, "experts");
+        for (uint32_t k = o->cap_exp; k < nc; k++) ne[k] = UINT64_MAX;
+        o->exps = ne;
+        o->cap_exp = nc;
+    }
+    if (o->exps[x] != UINT64_MAX)
+        return hf_fail(h, TBX_E_FORMAT, ti->name, "tensor \"%s\": expert %ld of %s twice",
+                       ti->name, x, o->name);
+    const uint64_t rows = ti->ndim == 2 ? ti->shape[0] : 1;
+    const uint64_t cols = ti->ndim == 2 ? ti->shape[1] : ti->shape[0];
+    if (o->nexp == 0) {
+        o->rows = rows;
+        o->cols = cols;
+    } else {
+        tbx_tensor_info t0 = TBX_TENSOR_INFO_INIT;
+        uint64_t any = UINT64_MAX;
+        for (uint32_t k = 0; k < o->cap_exp && any == UINT64_MAX; k++) any = o->exps[k];
+        tbx_tensor_info_get(h->in, any, &t0);
+        if (rows != o->rows || cols != o->cols || ti->dtype != t0.dtype || ti->ndim != t0.ndim)
+            return hf_fail(h, TBX_E_FORMAT, ti->name, "tensor \"%s\" differs from %s in shape or "
+                           "dtype: the experts of %s are stacked into one tensor", ti->name,
+                           t0.name, o->name);
+    }
+    o->exps[x] = i;
+    if ((uint32_t)x + 1 > o->nexp) o->nexp = (uint32_t)x + 1;
+    return TBX_OK;
+}
+
+/* Every input tensor's llama.cpp name(s), layer and shape (h->out; nothing written yet): one
+ * output per HF_MAP_ONE tensor, one per part of an HF_MAP_SPLIT one (its rows resolved once
+ * the hyper-parameters are read: resolve_splits), and one per stack of HF_MAP_STACK ones,
+ * placed where its first expert comes. */
 static tbx_status plan_tensors(hf *h) {
     uint64_t n = tbx_tensor_count(h->in);
-    h->out = tbx_calloc(h->al, (size_t)n + 1, sizeof *h->out); /* + rope_freqs */
-    if (!h->out) return tbx_err_nomem(h->err, "tensor plan");
     h->embd = SIZE_MAX;
     for (uint64_t i = 0; i < n; i++) {
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         tbx_status st = tbx_tensor_info_get(h->in, i, &ti);
         if (st != TBX_OK) return hf_fail(h, st, "tensor", "tensor %llu: no info", (unsigned long long)i);
-        hf_out *o = &h->out[h->nout];
-        int r = map_name(h->a, ti.name, o->name, sizeof o->name, &o->xform, &o->layer);
+        hf_match mt;
+        int r = tbx_hf_map_(h->a, ti.name, &mt);
         if (r == 0) continue;
         if (r < 0)
             return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\" has no llama.cpp name "
-                           "in the %s architecture table", ti.name, h->a->name);
+                           "in the %s architecture table", ti.name, h->a->model_type);
         if (ti.dtype != TBX_DT_F32 && ti.dtype != TBX_DT_F16 && ti.dtype != TBX_DT_BF16 &&
             ti.dtype != TBX_DT_F64)
             return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": dtype %s (float "
@@ -1292,29 +1239,67 @@ static tbx_status plan_tensors(hf *h) {
         if (ti.ndim == 0 || ti.ndim > 2)
             return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": %u dimensions (1 or 2)",
                            ti.name, ti.ndim);
-        o->src = i;
-        o->rows = ti.ndim == 2 ? ti.shape[0] : 1;
-        o->cols = ti.ndim == 2 ? ti.shape[1] : ti.shape[0];
-        if (strcmp(o->name, "token_embd.weight") == 0) h->embd = h->nout;
-        /* dtype: f32 for what llama.cpp computes in f32 (1-D tensors, norms, biases, position
-         * and token-type embeddings); else quantized (with fallback), cast, or kept (f64: f32) */
-        if (always_f32(o->name, ti.ndim)) {
-            o->dtype = TBX_DT_F32;
-            o->why = HF_WHY_F32;
-        } else if (h->quant != TBX_DT_INVALID) {
-            o->dtype = tbx_ggml_quant_fallback(h->quant, o->cols);
-            o->why = o->dtype == h->quant ? HF_WHY_REQUESTED : HF_WHY_FALLBACK;
-            o->action = o->dtype == h->quant ? TBX_CONVERT_QUANTIZED : TBX_CONVERT_FALLBACK;
-        } else if (h->cast != TBX_DT_INVALID) {
-            o->dtype = h->cast;
-            o->why = HF_WHY_REQUESTED;
-        } else {
-            o->dtype = ti.dtype == TBX_DT_F64 ? TBX_DT_F32 : ti.dtype;
-            o->why = ti.dtype == TBX_DT_F64 ? HF_WHY_F64 : HF_WHY_NONE;
+        const hf_tmap *m = mt.m;
+        const uint64_t rows = ti.ndim == 2 ? ti.shape[0] : 1;
+        const uint64_t cols = ti.ndim == 2 ? ti.shape[1] : ti.shape[0];
+        char name[HF_NAME_MAX];
+        if (m->kind == HF_MAP_STACK) {
+            if (!tbx_hf_gguf_name_(m->gguf, mt.layer, mt.suffix, name, sizeof name))
+                return hf_fail(h, TBX_E_LIMIT, ti.name, "tensor \"%s\": name too long", ti.name);
+            hf_out *o = NULL;
+            for (size_t k = 0; k < h->nout && !o; k++)
+                if (h->out[k].exps && strcmp(h->out[k].name, name) == 0) o = &h->out[k];
+            if (!o) {
+                if (!(o = new_out(h))) return tbx_err_nomem(h->err, "tensor plan");
+                memcpy(o->name, name, strlen(name) + 1);
+                o->src = UINT64_MAX;
+                o->xform = m->xform;
+                o->k = m->k;
+                o->layer = strchr(m->gguf, '#') ? mt.layer : -1;
+                o->ndim = ti.ndim + 1;
+                if ((st = stack_add(h, o, mt.expert, i, &ti)) != TBX_OK) {
+                    tbx_free(h->al, o->exps, o->cap_exp * sizeof *o->exps);
+                    memset(o, 0, sizeof *o);
+                    return st;
+                }
+                choose_dtype(h, o, ti.dtype);
+                h->nout++;
+            } else if ((st = stack_add(h, o, mt.expert, i, &ti)) != TBX_OK) {
+                return st;
+            }
+            continue;
         }
-        if (o->action == TBX_CONVERT_KEPT && o->dtype != ti.dtype) o->action = TBX_CONVERT_CAST;
-        if (o->action == TBX_CONVERT_FALLBACK && o->dtype == ti.dtype) o->action = TBX_CONVERT_KEPT;
-        h->nout++;
+        const hf_part one = {m->gguf, 0, m->xform, m->k};
+        const hf_part *parts = m->kind == HF_MAP_SPLIT ? m->parts : &one;
+        for (const hf_part *pt = parts; pt->gguf; pt++) {
+            if (!tbx_hf_gguf_name_(pt->gguf, mt.layer, mt.suffix, name, sizeof name))
+                return hf_fail(h, TBX_E_LIMIT, ti.name, "tensor \"%s\": name too long", ti.name);
+            hf_out *o = new_out(h);
+            if (!o) return tbx_err_nomem(h->err, "tensor plan");
+            memcpy(o->name, name, strlen(name) + 1);
+            o->src = i;
+            o->xform = pt->xform;
+            o->k = pt->k;
+            o->layer = strchr(pt->gguf, '#') ? mt.layer : -1;
+            o->rows = rows;
+            o->cols = cols;
+            o->ndim = ti.ndim;
+            if (m->kind == HF_MAP_SPLIT) o->part = pt;
+            if (strcmp(o->name, "token_embd.weight") == 0) h->embd = h->nout;
+            choose_dtype(h, o, ti.dtype);
+            h->nout++;
+            if (m->kind != HF_MAP_SPLIT) break;
+        }
+    }
+    /* every stack holds its experts 0 .. n-1 */
+    for (size_t k = 0; k < h->nout; k++) {
+        hf_out *o = &h->out[k];
+        if (!o->exps) continue;
+        for (uint32_t x = 0; x < o->nexp; x++)
+            if (o->exps[x] == UINT64_MAX)
+                return hf_fail(h, TBX_E_FORMAT, o->name, "%s: the model has experts up to %u "
+                               "but no expert %u", o->name, o->nexp - 1, x);
+        o->src = o->exps[0];
     }
     return TBX_OK;
 }
@@ -1348,7 +1333,6 @@ static tbx_status check_vocab_rows(hf *h) {
 
 /* What llama.cpp's loader expects of each tensor, in terms of the hyper-parameters: symbols
  * for [rows, cols] of a .weight (rows 1: 1-D) and the length of its .bias. */
-enum { HD_ONE = 0, HD_E, HD_V, HD_CTX, HD_TT, HD_Q, HD_K, HD_F };
 typedef struct hf_shape {
     const char *base;       /* llama.cpp name without "blk.N." and the suffix */
     uint8_t rows, cols, bias;
@@ -1363,6 +1347,12 @@ static const hf_shape SHAPES[] = {
     {"attn_v", HD_K, HD_E, HD_K},           {"attn_output", HD_E, HD_Q, HD_E},
     {"ffn_up", HD_F, HD_E, HD_F},           {"ffn_gate", HD_F, HD_E, HD_F},
     {"ffn_down", HD_E, HD_F, HD_E},
+    /* MoE: the router, and each expert of a stack (its [rows, cols]; the count: HD_X) */
+    {"ffn_gate_inp", HD_X, HD_E, HD_ONE},   {"ffn_gate_exps", HD_FX, HD_E, HD_ONE},
+    {"ffn_up_exps", HD_FX, HD_E, HD_ONE},   {"ffn_down_exps", HD_E, HD_FX, HD_ONE},
+    /* a shared expert and its gate (one row) */
+    {"ffn_gate_shexp", HD_FS, HD_E, HD_ONE}, {"ffn_up_shexp", HD_FS, HD_E, HD_ONE},
+    {"ffn_down_shexp", HD_E, HD_FS, HD_ONE}, {"ffn_gate_inp_shexp", HD_ONE, HD_E, HD_ONE},
 };
 
 typedef struct hf_dim {
@@ -1381,6 +1371,14 @@ static hf_dim dim_of(hf *h, int sym, uint64_t tt) {
     case HD_CTX: d.v = d.fv = h->hpv[HPV_CTX]; d.field = h->hpv_cfg[HPV_CTX]; break;
     case HD_TT: d.v = d.fv = tt; d.field = tt ? "type_vocab_size" : NULL; break;
     case HD_F: d.v = d.fv = h->hpv[HPV_FF]; d.field = h->hpv_cfg[HPV_FF]; break;
+    case HD_X: d.v = d.fv = h->hpv[HPV_EXPERTS]; d.field = h->hpv_cfg[HPV_EXPERTS]; break;
+    case HD_FX: case HD_FS: {
+        const int k = sym == HD_FX ? HPV_FF_EXP : HPV_FF_SHEXP;
+        const int use = h->hpv_cfg[k] ? k : HPV_FF;
+        d.v = d.fv = h->hpv[use];
+        d.field = h->hpv_cfg[use];
+        break;
+    }
     case HD_Q: case HD_K:
         d.fv = sym == HD_Q ? h->n_head : h->n_head_kv;
         d.field = sym == HD_Q ? "num_attention_heads" : "num_key_value_heads";
@@ -1406,6 +1404,46 @@ static tbx_status dim_mismatch(hf *h, const hf_out *o, const hf_dim *d, uint64_t
     return hf_fail(h, TBX_E_FORMAT, d->field, "config.json: %s = %llu contradicts the tensors: %s "
                    "has %llu %s", d->field, (unsigned long long)d->fv, hn,
                    (unsigned long long)have, what);
+}
+
+/* The rows of each split part (hf_part.rows: a symbol of the hyper-parameters): a run of its
+ * input's rows after the previous part's (a 1-D input: of its values), the parts covering the
+ * input exactly. */
+static tbx_status resolve_splits(hf *h) {
+    for (size_t i = 0; i < h->nout;) {
+        const hf_out *o = &h->out[i];
+        if (!o->part) { i++; continue; }
+        const bool one_d = o->ndim == 1;
+        const uint64_t total = one_d ? o->cols : o->rows, cols = o->cols, src = o->src;
+        uint64_t at = 0;
+        size_t j = i;
+        for (; j < h->nout && h->out[j].part && h->out[j].src == src; j++) {
+            hf_out *p = &h->out[j];
+            const uint64_t len = dim_of(h, p->part->rows, 0).v;
+            if (len == 0 || len > total - at)
+                break;
+            p->first = one_d ? at : at * cols; /* at < total: within the tensor */
+            if (one_d) p->cols = len;
+            else p->rows = len;
+            at += len;
+        }
+        if (at != total || (j < h->nout && h->out[j].part && h->out[j].src == src)) {
+            char parts[160];
+            size_t n = 0;
+            parts[0] = 0;
+            for (const hf_part *pt = o->part; pt->gguf && n + 1 < sizeof parts; pt++) {
+                int w = snprintf(parts + n, sizeof parts - n, "%s%s %llu", n ? ", " : "",
+                                 pt->gguf, (unsigned long long)dim_of(h, pt->rows, 0).v);
+                if (w > 0) n = n + (size_t)w < sizeof parts ? n + (size_t)w : sizeof parts - 1;
+            }
+            return hf_fail(h, TBX_E_FORMAT, hf_name_of(h, o), "tensor \"%s\": %llu %s do not "
+                           "split into its parts as config.json gives them (%s)",
+                           hf_name_of(h, o), (unsigned long long)total,
+                           one_d ? "values" : "rows", parts);
+        }
+        i = j;
+    }
+    return TBX_OK;
 }
 
 /* Every hyper-parameter llama.cpp will check against the tensors, checked here first, so that
@@ -1467,6 +1505,9 @@ static tbx_status check_hparams(hf *h) {
                                (unsigned long long)o->rows, (unsigned long long)o->cols);
             if (dc.field && o->cols != dc.v)
                 return dim_mismatch(h, o, &dc, o->cols, rs == HD_ONE ? "values" : "columns");
+            hf_dim dx = dim_of(h, HD_X, tt);
+            if (o->exps && dx.field && o->nexp != dx.v)
+                return dim_mismatch(h, o, &dx, o->nexp, "experts");
         }
     }
     if (h->n_head % h->n_head_kv)
@@ -1476,8 +1517,8 @@ static tbx_status check_hparams(hf *h) {
     /* llama's rotary reordering pairs the rows of each head */
     for (size_t i = 0; i < h->nout; i++) {
         const hf_out *o = &h->out[i];
-        if (o->xform == XF_NONE) continue;
-        uint64_t nh = o->xform == XF_PERMUTE_Q ? h->n_head : h->n_head_kv;
+        if (o->xform != HF_XF_PERMUTE_Q && o->xform != HF_XF_PERMUTE_K) continue;
+        uint64_t nh = o->xform == HF_XF_PERMUTE_Q ? h->n_head : h->n_head_kv;
         if (o->rows % (2 * nh) != 0)
             return hf_fail(h, TBX_E_FORMAT, hf_name_of(h, o), "tensor \"%s\": %llu rows do not "
                            "split into %llu heads of an even size", hf_name_of(h, o),
@@ -1543,7 +1584,9 @@ static void hf_reason(const tbx_plan *p, const tbx_file *in, size_t k, char *buf
  * stays, else encoded to its dtype (f32, a cast, a ggml block type). */
 static tbx_status build_plan(hf *h) {
     if (h->rope_llama3) { /* llama.cpp divides each rotary frequency by its factor */
-        hf_out *o = &h->out[h->nout++];
+        hf_out *o = new_out(h);
+        if (!o) return tbx_err_nomem(h->err, "tensor plan");
+        h->nout++;
         o->src = UINT64_MAX;
         memcpy(o->name, "rope_freqs.weight", sizeof "rope_freqs.weight");
         o->dtype = TBX_DT_F32;
@@ -1551,26 +1594,30 @@ static tbx_status build_plan(hf *h) {
         o->why = HF_WHY_GENERATED;
         o->rows = 1;
         o->cols = h->head_dim / 2;
+        o->ndim = 1;
     }
+    size_t nsrcs = 0;
+    for (size_t i = 0; i < h->nout; i++) nsrcs += h->out[i].exps ? h->out[i].nexp : 1;
     tbx_plan *p = &h->plan;
-    tbx_status st = tbx_plan_reserve(p, h->nout, h->nout, h->err);
+    tbx_status st = tbx_plan_reserve(p, h->nout, nsrcs, h->err);
     p->ud = h;
     p->reason = hf_reason;
     p->generate = rope_freqs;
     for (size_t i = 0; st == TBX_OK && i < h->nout; i++) {
         hf_out *o = &h->out[i];
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        if (o->src == UINT64_MAX) ti.ndim = 1;
-        else tbx_tensor_info_get(h->in, o->src, &ti);
-        o->shape[0] = o->rows;
-        o->shape[1] = o->cols;
+        if (o->src != UINT64_MAX) tbx_tensor_info_get(h->in, o->src, &ti);
+        uint32_t d = 0;
+        if (o->exps) o->shape[d++] = o->nexp;
+        if (o->ndim == d + 2) o->shape[d++] = o->rows;
+        o->shape[d++] = o->cols;
         tbx_plan_tensor t;
         memset(&t, 0, sizeof t);
         t.name = o->name;
         t.name_len = (uint32_t)strlen(o->name);
         t.dtype = (uint16_t)o->dtype;
-        t.ndim = (uint16_t)ti.ndim;
-        t.shape = ti.ndim == 2 ? o->shape : o->shape + 1;
+        t.ndim = (uint16_t)o->ndim;
+        t.shape = o->shape;
         t.action = o->action;
         t.why = o->why;
         if (o->src == UINT64_MAX) {
@@ -1579,18 +1626,30 @@ static tbx_status build_plan(hf *h) {
             st = tbx_plan_add(p, &t, NULL, h->err);
             continue;
         }
-        t.enc = ti.dtype == o->dtype ? TBX_PENC_STORED : TBX_PENC_ENCODE;
+        /* stored bytes when the dtype stays and no value changes (scale, add) */
+        t.enc = ti.dtype == o->dtype && o->xform != HF_XF_SCALE && o->xform != HF_XF_ADD
+                    ? TBX_PENC_STORED : TBX_PENC_ENCODE;
         tbx_plan_src s;
         memset(&s, 0, sizeof s);
-        s.tensor = o->src;
+        s.first = o->first;
         s.rows = o->rows;
         s.cols = o->cols;
-        if (o->xform != XF_NONE) {
+        s.k = o->k;
+        switch (o->xform) {
+        case HF_XF_PERMUTE_Q: case HF_XF_PERMUTE_K:
             s.xform = TBX_XF_PERMUTE_HEADS;
-            s.heads = (uint32_t)(o->xform == XF_PERMUTE_Q ? h->n_head : h->n_head_kv);
+            s.heads = (uint32_t)(o->xform == HF_XF_PERMUTE_Q ? h->n_head : h->n_head_kv);
+            break;
+        case HF_XF_SCALE: s.xform = TBX_XF_SCALE; break;
+        case HF_XF_ADD: s.xform = TBX_XF_ADD; break;
+        default: break;
         }
         st = tbx_plan_add(p, &t, NULL, h->err);
-        if (st == TBX_OK) st = tbx_plan_add_src(p, &s, h->err);
+        /* a stack: its experts in order, each a whole input tensor */
+        for (uint32_t x = 0, n = o->exps ? o->nexp : 1; st == TBX_OK && x < n; x++) {
+            s.tensor = o->exps ? o->exps[x] : o->src;
+            st = tbx_plan_add_src(p, &s, h->err);
+        }
     }
     return st;
 }
@@ -1614,7 +1673,9 @@ void tbx_gguf_hf_options_init(tbx_gguf_hf_options *opt) {
 void tbx_hf_gguf_free(tbx_hf_gguf *h) {
     if (!h) return;
     tbx_plan_free(&h->plan);
-    tbx_free(h->al, h->out, h->out ? ((size_t)tbx_tensor_count(h->in) + 1) * sizeof *h->out : 0);
+    for (size_t i = 0; i < h->nout; i++)
+        tbx_free(h->al, h->out[i].exps, h->out[i].cap_exp * sizeof *h->out[i].exps);
+    tbx_free(h->al, h->out, h->cap_out * sizeof *h->out);
     for (size_t i = 0; i < h->nlent; i++) tbx_val_free(h->lent[i]);
     drop_tokenizer(h);
     json_decref(h->cfg);
@@ -1666,13 +1727,14 @@ tbx_status tbx_hf_gguf_write(tbx_hf_gguf *h, tbx_writer *w, tbx_plan **plan, tbx
     h->w = w;
     h->err = err;
     *plan = NULL;
-    tbx_status st = put_str(h, "general.architecture", h->a->name);
+    tbx_status st = put_str(h, "general.architecture", h->a->arch);
     if (st == TBX_OK) {
         const char *nm = jstr(h->cfg, "_name_or_path");
         if (nm && strrchr(nm, '/')) nm = strrchr(nm, '/') + 1;
         if (nm && *nm) st = put_str(h, "general.name", nm);
     }
     if (st == TBX_OK) st = write_hparams(h);
+    if (st == TBX_OK) st = resolve_splits(h);
     if (st == TBX_OK) st = check_hparams(h);
     if (st == TBX_OK) {
         tbx_dtype bulk = h->quant != TBX_DT_INVALID ? h->quant : h->cast;

@@ -1,7 +1,7 @@
 /*
  * hf_tokenizer.h - a Hugging Face tokenizer.json read without a tree of its large members
- * (internal; src/formats/hf_tokenizer.c). One reader shared by the Hugging Face -> GGUF
- * conversion (hf_gguf.c) and the EMBD writer's vocabulary (embd_write.c).
+ * (internal; src/models/hf_tokenizer.c). One reader shared by the Hugging Face -> GGUF
+ * conversion (hf_gguf.c) and the Hugging Face -> EMBD import's vocabulary (hf_embd.c).
  *
  * tbx_tokj_read checks the whole text as jansson with JSON_REJECT_DUPLICATES would (syntax,
  * UTF-8, escapes, no \u0000, 64-bit integers, finite reals, duplicate keys in every object,

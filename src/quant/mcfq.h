@@ -61,6 +61,16 @@ typedef enum tbx_mcfq_method {
     TBX_MCFQ_METHOD_MANTLE = 1  /* mantle's quantizer byte for byte */
 } tbx_mcfq_method;
 
+/* The write options of MCF's row that choose how a conversion quantizes to MCF's families
+ * (tbx_convert with quant_to one of them): the method (a choice "best" / "mantle", q / k
+ * families; int8 / int4 have one method, the same bytes under either name) and one clip range
+ * for every tensor (two finite numbers, both or neither, min <= max, each within f32's range)
+ * instead of each tensor's own +-max|value|. The MCF row declares them (mcf_write.c), core
+ * checks them at the writer's open, and the plain plan (src/convert/plain.c) reads them. */
+#define TBX_MCFQ_OPT_METHOD   "quant_method"
+#define TBX_MCFQ_OPT_CLIP_MIN "quant_clip_min"
+#define TBX_MCFQ_OPT_CLIP_MAX "quant_clip_max"
+
 /* Quantizes n rows (n*cols floats, values clamped to [clip_lo, clip_hi] first) into the
  * regions at the same row positions as tbx_mcfq_dequant_rows reads them. Deterministic;
  * rows are independent, so callers may split work across threads by rows. */

@@ -286,6 +286,19 @@ def test_square_legacy_input_cannot_tell_its_orientation(tbx, tmp_path):
     q = "encoder.layer.0.attention.self.query.weight"
     src = np.frombuffer(dict((n, raw) for n, s, raw in tensors)[q], "<f4").reshape(4, 4)
     assert got[q][1] == src.T.tobytes()
+    # and from a Hugging Face directory with a vocabulary (src/models' import hands it over as a
+    # model's token list, not as a legacy file's vocabulary): PyTorch's [out, in], transposed
+    d = tmp_path / "sq-hf"
+    d.mkdir()
+    stn.save_file({"bert." + n: np.frombuffer(raw, "<f4").reshape(s) for n, s, raw in tensors},
+                  str(d / "model.safetensors"))
+    (d / "config.json").write_text(json.dumps(dict(CONFIG, hidden_size=4, intermediate_size=4,
+                                                   num_hidden_layers=1)))
+    (d / "vocab.txt").write_bytes(b"[PAD]\na\n")
+    convert(tbx, d, tmp_path / "o2.bin")
+    got_t, got_v = parse((tmp_path / "o2.bin").read_bytes())
+    assert dict((n, raw) for n, s, raw in got_t)[q] == src.T.tobytes()
+    assert got_v == ["[PAD]", "a"]
 
 
 def test_bert_extras_follow_the_table_and_vocab_lines_as_python_reads_them(tbx, tmp_path):

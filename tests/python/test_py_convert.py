@@ -371,6 +371,17 @@ def test_quant_method_mantle_is_mantles_file(tbx, tmp_path, kind):
     tensorbox.convert(src, out, quant=kind, quant_method="mantle", quant_clip=(-0.5, 0.75),
                       force=True)
     assert out.read_bytes() == (MCF / f"quant_{kind}_clip.mcf").read_bytes()
+    # the keywords spell MCF's write options: given as options (tbx convert -O), the same
+    # files (mantle's own)
+    opt = tmp_path / "opt.mcf"
+    tensorbox.convert(src, opt, quant=kind, options={"quant_method": "mantle"})
+    assert opt.read_bytes() == (MCF / f"quant_{kind}.mcf").read_bytes()
+    tensorbox.convert(src, opt, quant=kind, force=True, options={
+        "quant_method": "mantle", "quant_clip_min": -0.5, "quant_clip_max": 0.75})
+    assert opt.read_bytes() == (MCF / f"quant_{kind}_clip.mcf").read_bytes()
+    cli(tbx, src, ref, "--force", "--quant", kind, "-O", "quant_method=mantle",
+        "-O", "quant_clip_min=-0.5", "-O", "quant_clip_max=0.75")
+    assert ref.read_bytes() == (MCF / f"quant_{kind}_clip.mcf").read_bytes()
     # the default method is another one (and the CLI's)
     best = tmp_path / "best.mcf"
     reports = tensorbox.convert(src, best, quant=kind, quant_method="best")
@@ -491,17 +502,36 @@ REFUSED = [
     # (keywords, output name, the keyword named, the same request to tbx convert)
     (dict(requantize=True), "o.gguf", "requantize", ["--requantize"]),
     (dict(requantize=True, cast="f16"), "o.gguf", "requantize", ["--requantize", "--cast", "f16"]),
-    (dict(quant="q8_0", quant_method="mantle"), "o.gguf", "quant_method",
+    # quant_method= / quant_clip= spell MCF's write options: the library names the option
+    (dict(quant="q8_0", quant_method="mantle"), "o.gguf", "options.quant_method",
      ["--quant", "q8_0", "--quant-method", "mantle"]),
-    (dict(quant="k4", quant_method="fast"), "o.mcf", "quant_method",
+    (dict(quant="k4", quant_method="fast"), "o.mcf", "options.quant_method",
      ["--quant", "k4", "--quant-method", "fast"]),
-    (dict(quant_method="best"), "o.mcf", "quant_method", ["--quant-method", "best"]),
-    (dict(quant="q8_0", quant_clip=(-1, 1)), "o.gguf", "quant_clip",
+    (dict(quant_method="best"), "o.mcf", "options.quant_method", ["--quant-method", "best"]),
+    (dict(quant="q8_0", quant_clip=(-1, 1)), "o.gguf", "options.quant_clip_min",
      ["--quant", "q8_0", "--quant-clip", "-1,1"]),
-    (dict(quant="k4", quant_clip=(1, -1)), "o.mcf", "quant_clip",
+    (dict(quant="k4", quant_clip=(1, -1)), "o.mcf", "options.quant_clip_min",
      ["--quant", "k4", "--quant-clip", "1,-1"]),
     (dict(quant="k4", quant_clip=(0, 1, 2)), "o.mcf", "quant_clip",
      ["--quant", "k4", "--quant-clip", "0,1,2"]),
+    # the options themselves (tbx convert -O): the same rules
+    (dict(options={"quant_method": "mantle"}), "o.mcf", "options.quant_method",
+     ["-O", "quant_method=mantle"]),
+    (dict(quant="q8_0", options={"quant_clip_min": -1.0, "quant_clip_max": 1.0}), "o.mcf",
+     "options.quant_clip_min", ["--quant", "q8_0", "-O", "quant_clip_min=-1",
+                                "-O", "quant_clip_max=1"]),
+    (dict(quant="k4", options={"quant_clip_min": -1.0}), "o.mcf", "options.quant_clip_max",
+     ["--quant", "k4", "-O", "quant_clip_min=-1"]),
+    (dict(quant="k4", options={"quant_clip_max": 1.0}), "o.mcf", "options.quant_clip_min",
+     ["--quant", "k4", "-O", "quant_clip_max=1"]),
+    (dict(quant="k4", options={"quant_clip_min": -1e39, "quant_clip_max": 1.0}), "o.mcf",
+     "options.quant_clip_min", ["--quant", "k4", "-O", "quant_clip_min=-1e39",
+                                "-O", "quant_clip_max=1"]),
+    (dict(quant="k4", options={"quant_clip_min": 0.0, "quant_clip_max": float("inf")}), "o.mcf",
+     "options.quant_clip_max", ["--quant", "k4", "-O", "quant_clip_min=0",
+                                "-O", "quant_clip_max=inf"]),
+    (dict(quant="k4", quant_method="best", options={"quant_method": "best"}), "o.mcf",
+     "quant_method", ["--quant", "k4", "--quant-method", "best", "-O", "quant_method=best"]),
 ]
 
 

@@ -119,6 +119,33 @@ TBX_TEST(writer_refuses_unknown_flags) {
     co.write.flags = 0x80000000u;
     CHECK_EQ(tbx_convert(f, path, &co, &err), TBX_E_INVALID_ARG);
     CHECK(access(path, F_OK) != 0);
+    co.write.flags = 0x40000000u; /* TBX_WRITE_QUANTIZING_ is internal too */
+    CHECK_EQ(tbx_convert(f, path, &co, &err), TBX_E_INVALID_ARG);
+    CHECK(access(path, F_OK) != 0);
+    co.write.flags = 0;
+    /* conversion flags: 0x10 / 0x20 (once QUANT_MANTLE / QUANT_CLIP, now MCF's write options)
+     * and every bit above TBX_CONVERT_STRICT are refused, by tbx_convert_check too */
+    for (unsigned bit = 4; bit < 32; bit++) {
+        if (bit >= 6 && bit <= 9) continue; /* RAW, DROP_UNREADABLE, REQUANTIZE, STRICT */
+        co.flags = 1u << bit;
+        CHECK_EQ(tbx_convert_check(path, &co, &err), TBX_E_INVALID_ARG);
+        CHECK_STR(err.field, "flags");
+        CHECK_EQ(tbx_convert(f, path, &co, &err), TBX_E_INVALID_ARG);
+        CHECK(access(path, F_OK) != 0);
+    }
+    /* a requantization with nothing to quantize to would be a silent no-op: refused */
+    co.flags = TBX_CONVERT_REQUANTIZE;
+    CHECK_EQ(tbx_convert_check(path, &co, &err), TBX_E_INVALID_ARG);
+    CHECK(strstr(err.message, "quant_to") != NULL);
+    CHECK_EQ(tbx_convert(f, path, &co, &err), TBX_E_INVALID_ARG);
+    CHECK(access(path, F_OK) != 0);
+    co.quant_to = TBX_DT_Q8_0; /* with one it is fine */
+    CHECK_OK(tbx_convert_check(path, &co, &err));
+    co.quant_to = TBX_DT_INVALID;
+    co.flags = 0;
+    CHECK_EQ(tbx_convert_check(NULL, &co, &err), TBX_E_INVALID_ARG);
+    CHECK_OK(tbx_convert_check(path, NULL, &err));
+    CHECK(access(path, F_OK) != 0); /* a check leaves nothing behind */
     tbx_close(f);
     rmdir(dir);
 }

@@ -261,8 +261,30 @@ TBX_TEST(missing_required_metadata_refused) {
     CHECK(stat(out, &sb) != 0); /* nothing left behind */
 }
 
-/* A small Hugging Face model through sections: names mapped, buffers left out, vocabulary from
- * tokenizer.json (an added token included), metadata from config.json and the pooling config. */
+static int write_text(const char *dir, const char *rel, const char *text) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    FILE *f = fopen(p, "wb");
+    if (!f) return -1;
+    size_t n = fwrite(text, 1, strlen(text), f);
+    return fclose(f) == 0 && n == strlen(text) ? 0 : -1;
+}
+
+static void remove_tree(const char *dir) {
+    static const char *const rel[] = {"config.json", "1_Pooling/config.json", "tokenizer.json",
+                                      "model.safetensors", "1_Pooling", NULL};
+    char p[700];
+    for (size_t i = 0; rel[i]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, rel[i]);
+        remove(p);
+    }
+    rmdir(dir);
+}
+
+/* A small Hugging Face model directory converted by tbx_convert (src/models' import): names
+ * mapped, buffers and tensors outside EMBD's table left out, vocabulary from tokenizer.json (an
+ * added token included), metadata from config.json and the pooling config. The writer itself
+ * refuses the directory's files handed over as sections, naming the import. */
 TBX_TEST(hugging_face_sections) {
     static const char cfg[] =
         "{\"_name_or_path\": \"tiny/hf\", \"hidden_size\": 4, \"num_hidden_layers\": 1, "
@@ -272,16 +294,34 @@ TBX_TEST(hugging_face_sections) {
         "{\"added_tokens\": [{\"id\": 6, \"content\": \"<extra>\"}, {\"id\": 0, \"content\": "
         "\"[PAD]\"}], \"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": 1, \"[CLS]\": 2, "
         "\"[PAD]\": 0, \"[SEP]\": 3, \"[MASK]\": 4, \"##\\u00e9t\\u00e9\": 5}}}";
-    char out[512];
-    tbx_test_tmppath(out, sizeof out, "embd_hf_%d.weights", (int)getpid());
+    char dir[512], out[600], st_path[700], sub[600];
     tbx_writer *w = NULL;
     tbx_error e;
+    /* the writer alone: a Hugging Face file is no section of EMBD's */
+    tbx_test_tmppath(out, sizeof out, "embd_hf_%d.weights", (int)getpid());
     CHECK_OK(open_embd_writer(&w, out, &e));
     if (!w) return;
-    CHECK_OK(tbx_writer_add_section(w, "config.json", 0, cfg, strlen(cfg), &e));
-    CHECK_OK(tbx_writer_add_section(w, "1_Pooling/config.json", 0, pool, strlen(pool), &e));
-    CHECK_OK(tbx_writer_add_section(w, "tokenizer.json", 0, tok, strlen(tok), &e));
+    CHECK_EQ(tbx_writer_add_section(w, "config.json", 0, cfg, strlen(cfg), &e), TBX_E_LOSSY);
+    CHECK(strstr(e.message, "a conversion of the directory imports them") != NULL);
+    CHECK_EQ(tbx_writer_add_section(w, "tokenizer.json", 0, tok, strlen(tok), &e), TBX_E_LOSSY);
     CHECK_EQ(tbx_writer_add_section(w, "README.md", 0, "x", 1, &e), TBX_E_LOSSY);
+    tbx_writer_abort(w);
+    w = NULL;
+    /* the directory, its model.safetensors written by tensorbox's safetensors writer */
+    tbx_test_tmppath(dir, sizeof dir, "embd_hfdir_%d", (int)getpid());
+    remove_tree(dir);
+    CHECK(mkdir(dir, 0755) == 0);
+    snprintf(sub, sizeof sub, "%s/1_Pooling", dir);
+    CHECK(mkdir(sub, 0755) == 0);
+    CHECK(write_text(dir, "config.json", cfg) == 0);
+    CHECK(write_text(dir, "1_Pooling/config.json", pool) == 0);
+    CHECK(write_text(dir, "tokenizer.json", tok) == 0);
+    snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.format = TBX_FORMAT_SAFETENSORS;
+    CHECK_OK(tbx_writer_open(&w, st_path, &wo, &e));
+    if (!w) { remove_tree(dir); return; }
     struct { const char *name; tbx_dtype dt; uint64_t shape[2]; uint32_t ndim; } t[] = {
         {"bert.embeddings.word_embeddings.weight", TBX_DT_F32, {7, 4}, 2},
         {"embeddings.position_ids", TBX_DT_I64, {1, 9}, 2},
@@ -305,7 +345,16 @@ TBX_TEST(hugging_face_sections) {
                    (t[i].dt == TBX_DT_I64 ? 8 : 4);
         CHECK_OK(tbx_writer_write_tensor(w, i, vals, n, &e));
     }
-    tbx_status st = tbx_writer_finish(w, &e);
+    CHECK_OK(tbx_writer_finish(w, &e));
+    tbx_file *in = open_file(dir, 0);
+    CHECK(in != NULL);
+    if (!in) { remove_tree(dir); return; }
+    tbx_convert_options co;
+    tbx_convert_options_init(&co);
+    co.write.flags = TBX_WRITE_OVERWRITE;
+    tbx_status st = tbx_convert(in, out, &co, &e);
+    tbx_close(in);
+    remove_tree(dir);
     CHECK_OK(st);
     if (st != TBX_OK) { fprintf(stderr, "%s\n", e.message); return; }
     CHECK_EQ(count_problems(out), 0);
@@ -366,7 +415,7 @@ TBX_TEST(writer_refusals) {
     tbx_value *v = tbx_value_new_uint(TBX_V_U32, 5);
     CHECK_EQ(tbx_writer_add_meta(w, "n", 1, v, &e), TBX_E_LOSSY);
     tbx_value_free(v);
-    CHECK_EQ(tbx_writer_add_section(w, "vocab", 3, "x", 1, &e), TBX_E_UNSUPPORTED);
+    CHECK_EQ(tbx_writer_add_section(w, "vocab", 4, "x", 1, &e), TBX_E_UNSUPPORTED);
     CHECK_OK(tbx_writer_add_section(w, "vocab", 1, "bad!", 4, &e)); /* parsed at layout */
     CHECK_EQ(tbx_writer_finish(w, &e), TBX_E_TRUNCATED);
     struct stat sb;

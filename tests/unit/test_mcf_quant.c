@@ -387,15 +387,22 @@ static void convert_once(const char *path, unsigned kind, int method, bool clip,
         o.write.flags = TBX_WRITE_OVERWRITE | TBX_WRITE_NO_SYNC;
         o.quant_to = kind < TBX_MCFQ_KIND_COUNT ? (tbx_dtype)(TBX_DT_MCF_Q8 + kind)
                      : kind == KIND_INT8 ? TBX_DT_MCF_INT8 : TBX_DT_MCF_INT4;
-        if (method) o.flags |= TBX_CONVERT_QUANT_MANTLE;
+        /* the method and clip range: MCF's write options */
+        tbx_value *opts = tbx_value_new_map();
+        if (method)
+            CHECK_OK(tbx_value_map_put(opts, "quant_method", 12,
+                                       tbx_value_new_string("mantle", 6)));
         if (clip) {
-            o.flags |= TBX_CONVERT_QUANT_CLIP;
-            o.quant_clip_min = clo;
-            o.quant_clip_max = chi;
+            CHECK_OK(tbx_value_map_put(opts, "quant_clip_min", 14,
+                                       tbx_value_new_float(TBX_V_F32, clo)));
+            CHECK_OK(tbx_value_map_put(opts, "quant_clip_max", 14,
+                                       tbx_value_new_float(TBX_V_F32, chi)));
         }
+        o.write.options = opts;
         o.on_quant = on_quant;
         o.progress_ud = r;
         CHECK_OK(tbx_convert(f, out, &o, &err));
+        tbx_value_free(opts);
     }
     tbx_close(f);
     unsetenv("TBX_THREADS");
@@ -499,6 +506,141 @@ TBX_TEST(convert_tensor_threads) {
     free(x);
     free(y);
     free(h);
+}
+
+/* ---- MCF's quantization options: write options of MCF's row, read by the conversion ------- */
+/* A map of the options given (NULL method / lo / hi: not given). */
+static tbx_value *qopts(const char *method, const double *lo, const double *hi) {
+    tbx_value *m = tbx_value_new_map();
+    if (method) CHECK_OK(tbx_value_map_put(m, "quant_method", 12,
+                                           tbx_value_new_string(method, strlen(method))));
+    if (lo) CHECK_OK(tbx_value_map_put(m, "quant_clip_min", 14,
+                                       tbx_value_new_float(TBX_V_F64, *lo)));
+    if (hi) CHECK_OK(tbx_value_map_put(m, "quant_clip_max", 14,
+                                       tbx_value_new_float(TBX_V_F64, *hi)));
+    return m;
+}
+
+/* tbx_convert_check (in NULL) or tbx_convert of `in` to `out` with quant_to `qt`, options `m`
+ * and conversion flags `flags`; a refusal leaves no output. */
+static tbx_status conv_with(tbx_file *in, const char *out, tbx_dtype qt, const tbx_value *m,
+                            uint32_t flags, tbx_error *e) {
+    tbx_convert_options o;
+    tbx_convert_options_init(&o);
+    o.write.flags = TBX_WRITE_OVERWRITE | TBX_WRITE_NO_SYNC;
+    o.quant_to = qt;
+    o.flags = flags;
+    o.write.options = m;
+    memset(e, 0, sizeof *e);
+    remove(out);
+    tbx_status st = in ? tbx_convert(in, out, &o, e) : tbx_convert_check(out, &o, e);
+    if (st != TBX_OK) CHECK(access(out, F_OK) != 0);
+    return st;
+}
+
+TBX_TEST(quant_options_checked) {
+    char src[512], out[512];
+    tbx_test_tmppath(src, sizeof src, "mcfq_opt_%d.safetensors", (int)getpid());
+    tbx_test_tmppath(out, sizeof out, "mcfq_opt_%d.mcf", (int)getpid());
+    float x[4 * 64];
+    for (size_t i = 0; i < 4 * 64; i++) x[i] = 0.1f * gauss();
+    st_write(src, "F32", 4, 64, x, sizeof x);
+    tbx_file *f = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_open_path(&f, src, NULL, &e));
+    const double m1 = -1, p1 = 1, big = 1e39, zero = 0;
+    struct {
+        const char *method;
+        const double *lo, *hi;
+        tbx_dtype qt;
+        const char *field; /* NULL: accepted */
+    } cases[] = {
+        /* the pair: both bounds or neither, each within f32, min <= max (the row's check) */
+        {NULL, &m1, NULL, TBX_DT_MCF_K4, "options.quant_clip_max"},
+        {NULL, NULL, &p1, TBX_DT_MCF_K4, "options.quant_clip_min"},
+        {NULL, &p1, &m1, TBX_DT_MCF_K4, "options.quant_clip_min"},
+        {NULL, &big, &p1, TBX_DT_MCF_K4, "options.quant_clip_min"},
+        {NULL, &zero, &big, TBX_DT_MCF_K4, "options.quant_clip_max"},
+        /* the method: one of the row's choices (core's check) */
+        {"fast", NULL, NULL, TBX_DT_MCF_K4, "options.quant_method"},
+        /* nothing to apply them to: no quant_to, or one that is not an MCF family */
+        {"mantle", NULL, NULL, TBX_DT_INVALID, "options.quant_method"},
+        {"best", NULL, NULL, TBX_DT_INVALID, "options.quant_method"},
+        {NULL, &m1, &p1, TBX_DT_INVALID, "options.quant_clip_min"},
+        {"mantle", NULL, NULL, TBX_DT_Q8_0, "options.quant_method"},
+        /* accepted */
+        {"mantle", &m1, &p1, TBX_DT_MCF_K4, NULL},
+        {"best", &p1, &p1, TBX_DT_MCF_INT8, NULL},
+        {NULL, NULL, NULL, TBX_DT_INVALID, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tbx_value *m = qopts(cases[i].method, cases[i].lo, cases[i].hi);
+        for (int with_input = 0; with_input < 2; with_input++) {
+            tbx_status st = conv_with(with_input ? f : NULL, out, cases[i].qt, m, 0, &e);
+            if (!cases[i].field) {
+                CHECK_OK(st);
+                continue;
+            }
+            CHECK_EQ(st, TBX_E_INVALID_ARG);
+            CHECK_STR(e.field, cases[i].field);
+        }
+        tbx_value_free(m);
+    }
+    /* the former flags and fields: refused, naming the options that replace them */
+    for (uint32_t bit = 0x10; bit <= 0x20; bit <<= 1) {
+        CHECK_EQ(conv_with(f, out, TBX_DT_MCF_K4, NULL, bit, &e), TBX_E_INVALID_ARG);
+        CHECK_STR(e.field, "flags");
+        CHECK(strstr(e.message, "quant_method") && strstr(e.message, "quant_clip_min"));
+    }
+    CHECK_EQ(conv_with(f, out, TBX_DT_INVALID, NULL, 0x400, &e), TBX_E_INVALID_ARG);
+    CHECK_STR(e.field, "flags");
+    tbx_convert_options o;
+    tbx_convert_options_init(&o);
+    o.quant_to = TBX_DT_MCF_K4;
+    o.reserved1[1] = 1.0f;
+    CHECK_EQ(tbx_convert_check(out, &o, &e), TBX_E_INVALID_ARG);
+    CHECK_STR(e.field, "reserved1");
+    CHECK(strstr(e.message, "quant_clip_max") != NULL);
+    CHECK_EQ(tbx_convert(f, out, &o, &e), TBX_E_INVALID_ARG);
+    CHECK(access(out, F_OK) != 0);
+    tbx_close(f);
+    /* a writer opened by tbx_writer_open quantizes nothing: given the method or the clip
+     * range, its layout refuses them (no file); without them the same tensor is written */
+    for (int k = 0; k < 3; k++) {
+        tbx_value *m = k == 0 ? qopts("mantle", NULL, NULL)
+                       : k == 1 ? qopts(NULL, &m1, &p1) : NULL;
+        tbx_write_options wo;
+        tbx_write_options_init(&wo);
+        wo.flags = TBX_WRITE_OVERWRITE | TBX_WRITE_NO_SYNC;
+        wo.options = m;
+        remove(out);
+        tbx_writer *w = NULL;
+        CHECK_OK(tbx_writer_open(&w, out, &wo, &e));
+        CHECK_OK(tbx_writer_check(out, &wo, &e)); /* the values are fine */
+        tbx_tensor_desc d = TBX_TENSOR_DESC_INIT;
+        const uint64_t shape[2] = {4, 64};
+        d.name = "w";
+        d.dtype = TBX_DT_F32;
+        d.ndim = 2;
+        d.shape = shape;
+        d.has_data = 1;
+        uint64_t idx = 0;
+        CHECK_OK(tbx_writer_add_tensor(w, &d, &idx, &e));
+        tbx_status st = tbx_writer_write_tensor(w, idx, x, sizeof x, &e);
+        if (st == TBX_OK) st = tbx_writer_finish(w, &e);
+        else tbx_writer_abort(w);
+        if (k == 2) {
+            CHECK_OK(st);
+            CHECK(access(out, F_OK) == 0);
+        } else {
+            CHECK_EQ(st, TBX_E_INVALID_ARG);
+            CHECK_STR(e.field, k == 0 ? "options.quant_method" : "options.quant_clip_min");
+            CHECK(access(out, F_OK) != 0);
+        }
+        tbx_value_free(m);
+    }
+    remove(out);
+    remove(src);
 }
 
 TBX_TEST_MAIN()

@@ -343,13 +343,33 @@ TBX_TEST(write_options_checked_at_open) {
                 good = tbx_value_new_uint(TBX_V_U64, o->min);
                 bad = tbx_value_new_string("1", 1);
                 if (o->max < UINT64_MAX) out_of_range = tbx_value_new_uint(TBX_V_U64, o->max + 1);
+            } else if (o->type == TBX_V_F64) {
+                good = tbx_value_new_float(TBX_V_F64, 0.5);
+                bad = tbx_value_new_string("1", 1);
+                out_of_range = tbx_value_new_float(TBX_V_F64, INFINITY);
             } else {
                 CHECK_EQ(o->type, TBX_V_STRING);
                 size_t n = strcspn(o->choices, " ");
                 good = tbx_value_new_string(o->choices, n);
                 bad = tbx_value_new_string("\x01no-such-choice", 15);
             }
+            /* the format's number options go in pairs (MCF's clip range): a number is given
+             * with every other number option of its format at the same good value, so a row's
+             * rule for them together (w_check_options) holds */
+            tbx_value *partners = tbx_value_new_map();
+            for (size_t j = 0; o->type == TBX_V_F64 && tbx_format_option_at(fmt, j); j++) {
+                const tbx_format_option *p = tbx_format_option_at(fmt, j);
+                if (p != o && p->type == TBX_V_F64)
+                    CHECK_OK(tbx_value_map_put(partners, p->key, strlen(p->key),
+                                               tbx_value_new_float(TBX_V_F64, 0.5)));
+            }
             tbx_value *gm = one_option(o->key, good);
+            for (uint64_t j = 0; j < tbx_value_len(partners); j++) {
+                size_t kl = 0;
+                const char *k = tbx_value_key_at(partners, j, &kl);
+                CHECK_OK(tbx_value_map_put(gm, k, kl, tbx_value_new_float(TBX_V_F64, 0.5)));
+            }
+            tbx_value_free(partners);
             CHECK_OK(open_with(fmt, gm, &e));
             tbx_value_free(gm);
             tbx_value *bm = one_option(o->key, bad);

@@ -34,6 +34,9 @@
 /* Section types of the "vocab" section (tbx_section_info.type). */
 #define EM_VOCAB_SPEC 1u   /* the spec's vocabulary section, byte for byte */
 #define EM_VOCAB_LEGACY 2u /* the legacy layout's vocabulary: u32 count, (u32 len, bytes)... */
+#define EM_VOCAB_TOKENS 3u /* a model's token list in the legacy encoding (src/models' Hugging
+                              Face import for the legacy layout): read as type 2, but not the
+                              vocabulary of a legacy file (whose weights may be [in, out]) */
 
 /* The spec's dtype codes (index) -> core dtypes; EM_NDTYPES entries. */
 #define EM_NDTYPES 9u
@@ -126,9 +129,8 @@ tbx_status em_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len
 tbx_status em_w_finish(tbx_writer *w, tbx_error *err);
 void em_w_free(tbx_writer *w);
 /* What the two writers share (embd_write.c): the section handed over by that name, or NULL; the
- * vocabulary given as sections ("vocab" of type 1 or 2, else tokenizer.json, else vocab.txt),
- * *has false when none. legacy: for the legacy layout (the five special tokens not required,
- * vocab.txt split into lines as Python's text mode does); else for EMBD (the special tokens
+ * vocabulary given as the section "vocab" (type 1, 2 or 3), *has false when none. legacy: for
+ * the legacy layout (the five special tokens not required); else for EMBD (the special tokens
  * required). */
 const tbx_wsection *em_w_section(const tbx_writer *w, const char *name);
 tbx_status em_w_vocab(tbx_writer *w, bool legacy, em_vocab *v, bool *has, tbx_error *err);

@@ -13,9 +13,9 @@
  * No alignment, no metadata, no checksums: every byte is determined by the tensors and the
  * vocabulary, so a model the converter accepts comes out as the converter's very bytes.
  *
- * A BERT model (a tensor "embeddings.word_embeddings.weight", after the Hugging Face renaming
- * the EMBD writer applies when config.json is given: "bert." prefix, LayerNorm gamma/beta) is
- * written as the converter writes it:
+ * A BERT model (a tensor "embeddings.word_embeddings.weight"; a Hugging Face directory's names,
+ * "bert." prefix and LayerNorm gamma/beta, are mapped by src/models' import before they reach
+ * this writer) is written as the converter writes it:
  *   - the converter's tensors in its order: the five embedding tensors, then per layer 0..L-1
  *     the sixteen tensors of encoder.layer.N (every one must be there: TBX_E_FORMAT naming the
  *     missing ones). The converter writes exactly six layers; this writer writes every layer
@@ -35,8 +35,9 @@
  *
  * Vocabulary: the "vocab" section (type 1, an EMBD one: its special ids must be those of the
  * tokens [PAD]... that a legacy reader looks up by text, else TBX_E_LOSSY; type 2, a legacy
- * one, copied), else tokenizer.json (model.vocab + added_tokens), else vocab.txt split into
- * lines as Python's text mode splits them (what the converter reads); none: vocab_count 0.
+ * one, copied; type 3, a model's token list, as src/models' Hugging Face import makes it from
+ * tokenizer.json or vocab.txt, copied); none: vocab_count 0. The files of a Hugging Face
+ * directory handed over as sections are refused (TBX_E_LOSSY), as by the EMBD writer.
  * The origin's loader refuses more than 100,000 tokens and names or tokens above 1 MiB: so
  * does this writer (TBX_E_LIMIT). Metadata has no place (TBX_E_LOSSY: tbx convert
  * --drop-meta); tensors must be f32 (--cast f32), of 1 to 4 dimensions of 1 to 2^32-1 (the
@@ -88,7 +89,7 @@ static const char *const elw_skip[] = {
 };
 
 typedef struct elw_tensor {
-    const char *name;  /* the name written (the writer's, or a renamed copy in names) */
+    const char *name;  /* the name written (the writer's) */
     uint32_t name_len;
     bool skip;         /* a BERT model's pooler / buffers: not written */
     bool transpose;    /* written as [cols, rows] */
@@ -100,8 +101,6 @@ typedef struct elw_state {
     uint32_t tag;
     elw_tensor *t;
     size_t nt;
-    char *names;       /* renamed names (Hugging Face), NUL-separated */
-    size_t names_cap;
 } elw_state;
 
 void eml_w_free(tbx_writer *w) {
@@ -110,7 +109,6 @@ void eml_w_free(tbx_writer *w) {
     for (size_t i = 0; s->t && i < s->nt; i++)
         if (s->t[i].buf) tbx_free(&w->al, s->t[i].buf, (size_t)w->tensors[i].nbytes);
     if (s->t) tbx_free(&w->al, s->t, s->nt * sizeof *s->t);
-    if (s->names) tbx_free(&w->al, s->names, s->names_cap);
     tbx_free(&w->al, s, sizeof *s);
     w->drv_state = NULL;
 }
@@ -128,27 +126,6 @@ tbx_status eml_w_check_meta(tbx_writer *w, const char *key, size_t key_len, cons
     tbx_quote_bytes(q, sizeof q, key, key_len, 64);
     return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "metadata",
                    "metadata \"%s\": the legacy EMBD layout has no metadata", q);
-}
-
-/* The name tensor t is written under: Hugging Face renaming when config.json was given (into
- * buf, cap bytes), else its own. false when the renamed name does not fit. */
-static bool elw_name(const tbx_writer *w, const char *n, size_t nl, char *buf, size_t cap,
-                     const char **out, size_t *out_len) {
-    if (!em_w_section(w, "config.json")) { *out = n; *out_len = nl; return true; }
-    if (nl >= 5 && memcmp(n, "bert.", 5) == 0) { n += 5; nl -= 5; }
-    if (nl + 1 > cap) return false;
-    memcpy(buf, n, nl);
-    buf[nl] = 0;
-    /* LayerNorm.gamma / .beta (older checkpoints) */
-    if (nl >= 15 && memcmp(buf + nl - 15, "LayerNorm.gamma", 15) == 0) {
-        memcpy(buf + nl - 5, "weight", 7);
-        nl += 1;
-    } else if (nl >= 14 && memcmp(buf + nl - 14, "LayerNorm.beta", 14) == 0) {
-        memcpy(buf + nl - 4, "bias", 5);
-    }
-    *out = buf;
-    *out_len = nl;
-    return true;
 }
 
 static bool elw_skipped_name(const char *n, size_t nl) {
@@ -193,13 +170,10 @@ static tbx_status elw_check(const tbx_wtensor *t, tbx_error *err) {
 }
 
 tbx_status eml_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
+    (void)w;
     /* a BERT model's pooler and buffers (embeddings.position_ids, an i64) are left out whatever
      * their dtype; whether the model is one is known at layout, which checks them then */
-    char buf[512];
-    const char *n;
-    size_t nl;
-    if (elw_name(w, t->name, t->name_len, buf, sizeof buf, &n, &nl) && elw_skipped_name(n, nl))
-        return TBX_OK;
+    if (elw_skipped_name(t->name, t->name_len)) return TBX_OK;
     return elw_check(t, err);
 }
 
@@ -244,31 +218,15 @@ static int64_t elw_layer_of(const char *n, size_t nl) {
     return -1;
 }
 
-/* Written names; Hugging Face renaming into s->names. */
-static tbx_status elw_names(tbx_writer *w, elw_state *s, tbx_error *err) {
-    const bool hf = em_w_section(w, "config.json") != NULL;
-    if (hf) {
-        for (size_t i = 0; i < w->ntensors; i++) s->names_cap += w->tensors[i].name_len + 2;
-        s->names = tbx_malloc(&w->al, s->names_cap ? s->names_cap : 1);
-        if (!s->names) return tbx_err_nomem(err, "tensor names");
-        if (!s->names_cap) s->names_cap = 1;
-    }
-    size_t used = 0;
+/* Written names: the writer's own. */
+static void elw_names(tbx_writer *w, elw_state *s) {
     for (size_t i = 0; i < w->ntensors; i++) {
-        const tbx_wtensor *wt = &w->tensors[i];
-        const char *n;
-        size_t nl;
-        if (!elw_name(w, wt->name, wt->name_len, hf ? s->names + used : NULL,
-                      hf ? s->names_cap - used : 0, &n, &nl))
-            return tbx_err(err, TBX_E_STATE, TBX_NO_OFFSET, "tensor.name", "renaming overflow");
-        s->t[i].name = n;
-        s->t[i].name_len = (uint32_t)nl;
-        if (hf) used += nl + 1;
+        s->t[i].name = w->tensors[i].name;
+        s->t[i].name_len = w->tensors[i].name_len;
     }
-    return TBX_OK;
 }
 
-/* The sorted index of the written names; TBX_E_DUPLICATE when two renamed names meet. */
+/* The sorted index of the written names (the writer's, unique: the check is a guard). */
 static tbx_status elw_index(tbx_writer *w, const elw_state *s, elw_key *keys, tbx_error *err) {
     for (size_t i = 0; i < w->ntensors; i++)
         keys[i] = (elw_key){s->t[i].name, s->t[i].name_len, 0, i};
@@ -424,7 +382,8 @@ tbx_status eml_w_layout(tbx_writer *w, tbx_error *err) {
     }
     size_t n = 0;
     elw_key *keys = tbx_calloc(&w->al, s->nt, sizeof *keys);
-    tbx_status st = keys ? elw_names(w, s, err) : tbx_err_nomem(err, "EMBD legacy name index");
+    tbx_status st = keys ? TBX_OK : tbx_err_nomem(err, "EMBD legacy name index");
+    if (st == TBX_OK) elw_names(w, s);
     if (st == TBX_OK) st = elw_index(w, s, keys, err);
     if (st == TBX_OK && elw_find(keys, w->ntensors, elw_embed[0]) >= 0) {
         st = elw_bert(w, s, keys, order, &n, err);

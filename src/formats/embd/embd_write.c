@@ -12,27 +12,26 @@
  * tbx_convert can stringify or drop them when asked), keys and values UTF-8 of at most 65535
  * bytes, written in the order given.
  *
- * Vocabulary: a section "vocab" of type 1 (the spec's section, checked and copied) or 2 (the
- * legacy layout's, converted: its special ids found by token text), or the files of a Hugging
- * Face model directory handed over as sections (tokenizer.json, else vocab.txt). When a file has
- * a vocabulary it is a model file and the required metadata keys are completed: from the
- * caller's metadata first, then config.json / 1_Pooling/config.json, then the tensors and the
- * vocabulary; created_at from SOURCE_DATE_EPOCH (else 1970-01-01T00:00:00Z, so that the bytes
- * stay deterministic). A key that none of them gives (model_name, model_version,
- * num_attention_heads without config.json) fails the write with TBX_E_FORMAT naming it.
+ * Vocabulary: a section "vocab" of type 1 (the spec's section, checked and copied), 2 (the
+ * legacy layout's, converted: its special ids found by token text) or 3 (a model's token list in
+ * the legacy encoding, as src/models' Hugging Face import makes it for the legacy layout: taken
+ * as type 2). When a file has a vocabulary it is a model file and the required metadata keys are
+ * completed after the caller's: from the tensors and the vocabulary (vocab_size, embedding_dim /
+ * hidden_size from embeddings.word_embeddings.weight, num_layers from the encoder.layer.N names,
+ * intermediate_size, max_position_emb) and created_at from SOURCE_DATE_EPOCH (else
+ * 1970-01-01T00:00:00Z, so that the bytes stay deterministic). A key none of them gives
+ * (model_name, model_version, num_attention_heads) fails the write with TBX_E_FORMAT naming it.
  *
- * Hugging Face mode (a section "config.json" was given): tensor names lose a "bert." prefix and
- * LayerNorm gamma/beta become weight/bias; tensors outside the spec's table (embeddings.*,
- * encoder.layer.N.*, pooler.dense.*), such as embeddings.position_ids, are left out (their
- * bytes are accepted and dropped). The other files of the directory the writer knows are
- * consumed; unknown sections are refused with TBX_E_LOSSY (tbx convert --drop-sections).
+ * This writer knows its container only: a Hugging Face directory is imported by src/models
+ * (hf_embd.c: tensor names, the vocabulary as the section "vocab", the metadata from
+ * config.json), which the conversion façade chooses. The files of such a directory handed over as
+ * sections (config.json, tokenizer.json, vocab.txt, ...) are refused with TBX_E_LOSSY naming the
+ * import, as any other section EMBD has no place for (docs/formats/embd.md).
  */
 #define _POSIX_C_SOURCE 200809L /* gmtime_r */
 #include "embd_int.h"
-#include "hf_tokenizer.h"
 
 #include <inttypes.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -44,7 +43,6 @@ typedef struct ew_tensor {
     const char *name;   /* the name written (may point into the writer's tensor name) */
     size_t name_len;
     uint64_t rel;       /* offset from tensor_data_offset */
-    bool drop;          /* Hugging Face mode: not written */
 } ew_tensor;
 
 typedef struct ew_state {
@@ -96,7 +94,8 @@ tbx_status em_w_check_meta(tbx_writer *w, const char *key, size_t key_len, const
     return TBX_OK;
 }
 
-/* Files of a Hugging Face sentence-transformers directory the writer consumes. */
+/* Files of a Hugging Face sentence-transformers directory: refused with a message naming the
+ * import (src/models/hf_embd.c) that reads them. */
 static const char *const ew_hf_files[] = {
     "config.json", "tokenizer.json", "vocab.txt", "tokenizer_config.json",
     "special_tokens_map.json", "modules.json", "1_Pooling/config.json",
@@ -107,40 +106,34 @@ tbx_status em_w_check_section(tbx_writer *w, const char *name, uint32_t type, si
                               tbx_error *err) {
     (void)w;
     if (strcmp(name, "vocab") == 0) {
-        if (type != EM_VOCAB_SPEC && type != EM_VOCAB_LEGACY)
+        if (type != EM_VOCAB_SPEC && type != EM_VOCAB_LEGACY && type != EM_VOCAB_TOKENS)
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "section",
                            "section \"vocab\" of type %" PRIu32 ": EMBD takes type 1 (an EMBD "
-                           "vocabulary) or 2 (a legacy one)", type);
+                           "vocabulary), 2 (a legacy one) or 3 (a token list)", type);
         if (len > UINT32_MAX)
             return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "section",
                            "section \"vocab\" of %zu bytes exceeds 4 GiB", len);
         return TBX_OK;
     }
-    for (size_t i = 0; ew_hf_files[i]; i++)
-        if (strcmp(name, ew_hf_files[i]) == 0) return TBX_OK;
     char q[96];
     tbx_quote_bytes(q, sizeof q, name, strlen(name), 64);
+    for (size_t i = 0; ew_hf_files[i]; i++)
+        if (strcmp(name, ew_hf_files[i]) == 0)
+            return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "section",
+                           "section \"%s\": the EMBD writer does not read a Hugging Face "
+                           "directory's files; a conversion of the directory imports them "
+                           "(names, vocabulary, metadata); give the vocabulary as the section "
+                           "\"vocab\"", q);
     return tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, "section",
-                   "section \"%s\": EMBD stores a vocabulary (\"vocab\") and takes the files of a "
-                   "Hugging Face model directory it knows, not this one", q);
+                   "section \"%s\": EMBD stores a vocabulary (\"vocab\") and no other section", q);
 }
 
 #define ew_section em_w_section
-static bool ew_hf_name(const char *n, size_t nl, char *buf, size_t cap, size_t *out_len);
 
 tbx_status em_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
     char q[96];
     size_t bad = 0;
     tbx_quote_bytes(q, sizeof q, t->name, t->name_len, 64);
-    /* Hugging Face mode (config.json given first, as tbx_convert adds sections before tensors):
-     * a tensor the spec leaves out (embeddings.position_ids, an i64 buffer) is accepted and
-     * dropped whatever its dtype */
-    if (ew_section(w, "config.json")) {
-        char buf[512];
-        size_t ol;
-        if (t->name_len < sizeof buf - 16 && !ew_hf_name(t->name, t->name_len, buf, sizeof buf, &ol))
-            return TBX_OK;
-    }
     if (!t->has_data)
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
                        "tensor \"%s\": EMBD cannot store a tensor without data", q);
@@ -170,269 +163,12 @@ tbx_status em_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Hugging Face directory: JSON sections, vocabulary, tensor names                             */
+/* Sections                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 const tbx_wsection *em_w_section(const tbx_writer *w, const char *name) {
     for (size_t i = 0; i < w->nsections; i++)
         if (strcmp(w->sections[i].name, name) == 0) return &w->sections[i];
     return NULL;
-}
-
-static tbx_status ew_json(const tbx_wsection *sec, json_t **out, tbx_error *err) {
-    json_error_t je;
-    *out = json_loadb((const char *)sec->data, sec->len, JSON_REJECT_DUPLICATES, &je);
-    if (!*out || !json_is_object(*out)) {
-        if (*out) json_decref(*out);
-        *out = NULL;
-        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, sec->name,
-                       "section \"%s\" is not a JSON object: %s (line %d)", sec->name,
-                       je.text, je.line);
-    }
-    return TBX_OK;
-}
-
-/* The tokens a vocabulary is built from: token i's bytes (valid until the next call), NULL when
- * memory runs out. */
-typedef const char *(*ew_token_fn)(void *ctx, size_t i, size_t *len);
-
-/* Builds a vocabulary from n tokens. need_special: the five special tokens must be there (an
- * EMBD vocabulary stores their ids); else has_special tells. */
-static tbx_status ew_vocab_from(const tbx_alloc *al, ew_token_fn get, void *ctx, size_t n,
-                                const char *what, bool need_special, em_vocab *v,
-                                tbx_error *err) {
-    memset(v, 0, sizeof *v);
-    if (n > UINT32_MAX / 2)
-        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, what, "%zu tokens are too many", n);
-    uint64_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t len;
-        const char *tok = get(ctx, i, &len);
-        if (!tok) return tbx_err_nomem(err, "vocabulary");
-        if (len > UINT16_MAX)
-            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, what,
-                           "token %zu has %zu bytes; EMBD tokens take at most 65535", i, len);
-        size_t bad;
-        if (!tbx_utf8_valid(tok, len, &bad))
-            return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, what,
-                           "token %zu is not valid UTF-8", i);
-        total += len;
-    }
-    if (total > UINT32_MAX)
-        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, what, "the tokens exceed 4 GiB");
-    v->count = (uint32_t)n;
-    v->off = tbx_calloc(al, n + 1, sizeof *v->off);
-    v->blob_len = (size_t)total;
-    v->blob = tbx_malloc(al, total ? (size_t)total : 1);
-    if (!v->off || !v->blob) { em_vocab_free(al, v); return tbx_err_nomem(err, "vocabulary"); }
-    size_t pos = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t len;
-        const char *tok = get(ctx, i, &len);
-        if (!tok) { em_vocab_free(al, v); return tbx_err_nomem(err, "vocabulary"); }
-        memcpy(v->blob + pos, tok, len);
-        pos += len;
-        v->off[i + 1] = (uint32_t)pos;
-    }
-    v->has_special = true;
-    for (unsigned k = 0; k < 5; k++)
-        if (!em_vocab_find(v, em_special_tokens[k], &v->special[k])) {
-            v->has_special = false;
-            if (!need_special) continue;
-            em_vocab_free(al, v);
-            return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, what,
-                           "the vocabulary has no token \"%s\" (EMBD stores the ids of [PAD], "
-                           "[UNK], [CLS], [SEP] and [MASK])", em_special_tokens[k]);
-        }
-    return TBX_OK;
-}
-
-/* tokenizer.json's tokens by id: at[id] is the offset of the token's string in the text. */
-typedef struct ew_tj_tokens {
-    const tbx_tokj *t;
-    const uint32_t *at;
-    tbx_tokj_buf buf;
-} ew_tj_tokens;
-
-static const char *ew_tj_token(void *ctx, size_t i, size_t *len) {
-    ew_tj_tokens *x = ctx;
-    return tbx_tokj_str(x->t, x->at[i], &x->buf, len);
-}
-
-/* tokenizer.json: model.vocab (token -> id) plus added_tokens, ids 0..n-1 exactly. Walked in
- * the text (hf_tokenizer.c, no tree): a token is kept as the offset of its string until the
- * vocabulary is built. */
-static tbx_status ew_vocab_tokenizer(tbx_writer *w, const tbx_wsection *sec, bool need_special,
-                                     em_vocab *v, tbx_error *err) {
-    tbx_tokj t;
-    tbx_status st = tbx_tokj_read(&t, &w->al, (const char *)sec->data, sec->len, "tokenizer.json",
-                                  err);
-    if (st != TBX_OK) return st;
-    size_t vocab = t.vocab;
-    if (tbx_tokj_kind(&t, vocab) != '{') {
-        tbx_tokj_free(&t);
-        return tbx_err(err, TBX_E_FORMAT, vocab == TBX_TOKJ_NONE ? TBX_NO_OFFSET : vocab,
-                       "tokenizer.json", "tokenizer.json has no object model.vocab (a WordPiece "
-                       "vocabulary)");
-    }
-    size_t added = tbx_tokj_kind(&t, t.added) == '[' ? t.added : TBX_TOKJ_NONE;
-    size_t n = tbx_tokj_count(&t, vocab) + tbx_tokj_count(&t, added);
-    size_t nn = n ? n : 1;
-    uint32_t *at = tbx_calloc(&w->al, nn, sizeof *at);   /* 0: no token (never a string) */
-    ew_tj_tokens tt = {&t, at, {&w->al, NULL, 0}};
-    tbx_tokj_buf b2 = {&w->al, NULL, 0};
-    size_t maxid = 0, have = 0, it, key, val;
-    char q[96];
-    const char *s;
-    size_t len;
-    if (!at) { st = tbx_err_nomem(err, "vocabulary"); goto out; }
-    it = vocab;
-    while (tbx_tokj_next(&t, &it, &key, &val)) {
-        int64_t id;
-        if (!tbx_tokj_int(&t, val, &id)) id = -1;
-        if (id < 0 || (uint64_t)id >= n || at[id]) {
-            s = tbx_tokj_str(&t, key, &tt.buf, &len);
-            tbx_quote_bytes(q, sizeof q, s ? s : "", s ? len : 0, 64);
-            st = tbx_err(err, TBX_E_FORMAT, val, "tokenizer.json",
-                         "model.vocab[\"%s\"]: id %" PRId64 " is not a free id below %zu", q,
-                         id, n);
-            goto out;
-        }
-        at[id] = (uint32_t)key;
-        have++;
-        if ((size_t)id > maxid) maxid = (size_t)id;
-    }
-    it = added;
-    for (size_t i = 0; tbx_tokj_next(&t, &it, &key, &val); i++) {
-        size_t cat = tbx_tokj_get(&t, val, "content");
-        int64_t id;
-        if (!tbx_tokj_int(&t, tbx_tokj_get(&t, val, "id"), &id)) id = -1;
-        if (id < 0 || (uint64_t)id >= n || tbx_tokj_kind(&t, cat) != '"') {
-            st = tbx_err(err, TBX_E_FORMAT, val, "tokenizer.json",
-                         "added_tokens[%zu] has no usable id and content", i);
-            goto out;
-        }
-        if (at[id]) {
-            size_t cl;
-            const char *c = tbx_tokj_str(&t, cat, &b2, &cl);
-            s = tbx_tokj_str(&t, at[id], &tt.buf, &len);
-            if (!c || !s) { st = tbx_err_nomem(err, "vocabulary"); goto out; }
-            if (len != cl || memcmp(s, c, cl) != 0) {
-                tbx_quote_bytes(q, sizeof q, s, len, 64);
-                st = tbx_err(err, TBX_E_FORMAT, val, "tokenizer.json",
-                             "added_tokens[%zu]: id %" PRId64 " is \"%s\" in model.vocab", i, id,
-                             q);
-                goto out;
-            }
-            continue;
-        }
-        at[id] = (uint32_t)cat;
-        have++;
-        if ((size_t)id > maxid) maxid = (size_t)id;
-    }
-    if (have == 0 || maxid + 1 != have) {
-        st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "tokenizer.json",
-                     "the vocabulary ids are not 0..%zu without gaps (%zu tokens, largest id %zu)",
-                     have ? have - 1 : 0, have, maxid);
-        goto out;
-    }
-    st = ew_vocab_from(&w->al, ew_tj_token, &tt, have, "tokenizer.json", need_special, v, err);
-out:
-    if (at) tbx_free(&w->al, at, nn * sizeof *at);
-    tbx_tokj_buf_free(&tt.buf);
-    tbx_tokj_buf_free(&b2);
-    tbx_tokj_free(&t);
-    return st;
-}
-
-/* The end of the line starting at p (before its terminator) and the start of the next one.
- * py_lines: a line ends at "\n", "\r\n" or a lone "\r", as Python's text mode reads it
- * (universal newlines: what cpp_embedder's converter and transformers' vocab loader see);
- * else at "\n", a "\r" before it dropped. */
-static const char *ew_line(const char *p, const char *end, bool py_lines, const char **next) {
-    if (!py_lines) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *e = nl ? nl : end;
-        *next = nl ? nl + 1 : end;
-        return e > p && e[-1] == '\r' ? e - 1 : e;
-    }
-    const char *e = p;
-    while (e < end && *e != '\n' && *e != '\r') e++;
-    *next = e == end ? end : e + (*e == '\r' && e + 1 < end && e[1] == '\n' ? 2 : 1);
-    return e;
-}
-
-typedef struct ew_txt_tokens {
-    const char *const *tok;
-    const size_t *len;
-} ew_txt_tokens;
-
-static const char *ew_txt_token(void *ctx, size_t i, size_t *len) {
-    const ew_txt_tokens *x = ctx;
-    *len = x->len[i];
-    return x->tok[i];
-}
-
-/* vocab.txt: one token per line, the id is the line number (ew_line's rule of lines). */
-static tbx_status ew_vocab_txt(tbx_writer *w, const tbx_wsection *sec, bool py_lines,
-                               bool need_special, em_vocab *v, tbx_error *err) {
-    size_t n = 0;
-    const char *p = (const char *)sec->data, *end = p + sec->len, *next;
-    for (const char *q = p; q < end; q = next, n++) ew_line(q, end, py_lines, &next);
-    size_t nn = n ? n : 1;
-    const char **tok = tbx_calloc(&w->al, nn, sizeof *tok);
-    size_t *len = tbx_calloc(&w->al, nn, sizeof *len);
-    if (!tok || !len) {
-        if (tok) tbx_free(&w->al, (void *)tok, nn * sizeof *tok);
-        if (len) tbx_free(&w->al, len, nn * sizeof *len);
-        return tbx_err_nomem(err, "vocabulary");
-    }
-    size_t i = 0;
-    for (; p < end; p = next, i++) {
-        const char *e = ew_line(p, end, py_lines, &next);
-        tok[i] = p;
-        len[i] = (size_t)(e - p);
-    }
-    ew_txt_tokens x = {tok, len};
-    tbx_status st = ew_vocab_from(&w->al, ew_txt_token, &x, i, "vocab.txt", need_special, v, err);
-    tbx_free(&w->al, (void *)tok, nn * sizeof *tok);
-    tbx_free(&w->al, len, nn * sizeof *len);
-    return st;
-}
-
-/* The name a Hugging Face tensor gets in EMBD (into buf), or false when the spec leaves it out. */
-static bool ew_hf_name(const char *n, size_t nl, char *buf, size_t cap, size_t *out_len) {
-    if (nl >= 5 && memcmp(n, "bert.", 5) == 0) { n += 5; nl -= 5; }
-    if (nl + 8 >= cap) return false;
-    memcpy(buf, n, nl);
-    buf[nl] = 0;
-    /* LayerNorm.gamma / .beta (older checkpoints) */
-    char *g = strstr(buf, "LayerNorm.gamma");
-    if (g && g[15] == 0) { strcpy(g + 10, "weight"); }
-    char *b = strstr(buf, "LayerNorm.beta");
-    if (b && b[14] == 0) { strcpy(b + 10, "bias"); }
-    *out_len = strlen(buf);
-    static const char *const top[] = {
-        "embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
-        "embeddings.token_type_embeddings.weight", "embeddings.LayerNorm.weight",
-        "embeddings.LayerNorm.bias", "pooler.dense.weight", "pooler.dense.bias", NULL};
-    for (size_t i = 0; top[i]; i++)
-        if (strcmp(buf, top[i]) == 0) return true;
-    static const char *const layer[] = {
-        "attention.self.query.weight", "attention.self.query.bias",
-        "attention.self.key.weight", "attention.self.key.bias",
-        "attention.self.value.weight", "attention.self.value.bias",
-        "attention.output.dense.weight", "attention.output.dense.bias",
-        "attention.output.LayerNorm.weight", "attention.output.LayerNorm.bias",
-        "intermediate.dense.weight", "intermediate.dense.bias", "output.dense.weight",
-        "output.dense.bias", "output.LayerNorm.weight", "output.LayerNorm.bias", NULL};
-    if (strncmp(buf, "encoder.layer.", 14) != 0) return false;
-    const char *d = buf + 14;
-    size_t k = 0;
-    while (d[k] >= '0' && d[k] <= '9') k++;
-    if (k == 0 || k > 6 || d[k] != '.' || (k > 1 && d[0] == '0')) return false;
-    for (size_t i = 0; layer[i]; i++)
-        if (strcmp(d + k + 1, layer[i]) == 0) return true;
-    return false;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -500,21 +236,12 @@ static bool ew_add_extra(const tbx_alloc *al, ew_state *s, const char *key, cons
     return true;
 }
 
-/* An integer of a JSON object as text, or false. */
-static bool ew_json_int(json_t *o, const char *k, char *buf, size_t cap) {
-    json_t *v = o ? json_object_get(o, k) : NULL;
-    if (!json_is_integer(v) || json_integer_value(v) < 0) return false;
-    snprintf(buf, cap, "%" PRId64, (int64_t)json_integer_value(v));
-    return true;
-}
-
-/* A tensor's dimension by (written) name, or false. */
-static bool ew_tensor_dim(const tbx_writer *w, const ew_state *s, const char *name, unsigned d,
-                          char *buf, size_t cap) {
+/* A tensor's dimension by name, or false. */
+static bool ew_tensor_dim(const tbx_writer *w, const char *name, unsigned d, char *buf,
+                          size_t cap) {
     size_t nl = strlen(name);
     for (size_t i = 0; i < w->ntensors; i++) {
-        if (s->t[i].drop || s->t[i].name_len != nl || memcmp(s->t[i].name, name, nl) != 0)
-            continue;
+        if (w->tensors[i].name_len != nl || memcmp(w->tensors[i].name, name, nl) != 0) continue;
         if (w->tensors[i].ndim <= d) return false;
         snprintf(buf, cap, "%" PRIu64, w->tensors[i].shape[d]);
         return true;
@@ -522,14 +249,10 @@ static bool ew_tensor_dim(const tbx_writer *w, const ew_state *s, const char *na
     return false;
 }
 
-/* Completes the required metadata of a model file (ew_state.extra). */
+/* Completes the required metadata of a model file (ew_state.extra) from what the file holds:
+ * the vocabulary, the tensors of EMBD's table, SOURCE_DATE_EPOCH. */
 static tbx_status ew_required(tbx_writer *w, ew_state *s, const em_vocab *v, tbx_error *err) {
-    json_t *cfg = NULL, *pool = NULL;
     tbx_status st = TBX_OK;
-    const tbx_wsection *sc = ew_section(w, "config.json");
-    const tbx_wsection *sp = ew_section(w, "1_Pooling/config.json");
-    if (sc && (st = ew_json(sc, &cfg, err)) != TBX_OK) return st;
-    if (sp && (st = ew_json(sp, &pool, err)) != TBX_OK) { json_decref(cfg); return st; }
     char missing[256] = "";  /* every key that cannot be had, for one message */
     size_t nmissing = 0;
     for (size_t k = 0; em_required_keys[k] && st == TBX_OK; k++) {
@@ -540,43 +263,21 @@ static tbx_status ew_required(tbx_writer *w, ew_state *s, const em_vocab *v, tbx
         if (!strcmp(key, "vocab_size")) {
             snprintf(val, sizeof val, "%" PRIu32, v->count);
             ok = true;
-        } else if (!strcmp(key, "embedding_dim")) {
-            ok = ew_json_int(pool, "word_embedding_dimension", val, sizeof val) ||
-                 ew_json_int(cfg, "hidden_size", val, sizeof val) ||
-                 ew_tensor_dim(w, s, "embeddings.word_embeddings.weight", 1, val, sizeof val);
-        } else if (!strcmp(key, "hidden_size")) {
-            ok = ew_json_int(cfg, "hidden_size", val, sizeof val) ||
-                 ew_tensor_dim(w, s, "embeddings.word_embeddings.weight", 1, val, sizeof val);
+        } else if (!strcmp(key, "embedding_dim") || !strcmp(key, "hidden_size")) {
+            ok = ew_tensor_dim(w, "embeddings.word_embeddings.weight", 1, val, sizeof val);
         } else if (!strcmp(key, "num_layers")) {
-            ok = ew_json_int(cfg, "num_hidden_layers", val, sizeof val);
-            if (!ok) {
-                uint64_t layers = 0;
-                for (size_t i = 0; i < w->ntensors; i++) {
-                    const ew_tensor *t = &s->t[i];
-                    if (t->drop || t->name_len < 15 || strncmp(t->name, "encoder.layer.", 14))
-                        continue;
-                    uint64_t L = strtoull(t->name + 14, NULL, 10);
-                    if (L + 1 > layers) layers = L + 1;
-                }
-                if (layers) { snprintf(val, sizeof val, "%" PRIu64, layers); ok = true; }
+            uint64_t layers = 0;
+            for (size_t i = 0; i < w->ntensors; i++) {
+                const tbx_wtensor *t = &w->tensors[i];
+                if (t->name_len < 15 || strncmp(t->name, "encoder.layer.", 14)) continue;
+                uint64_t L = strtoull(t->name + 14, NULL, 10);
+                if (L + 1 > layers) layers = L + 1;
             }
-        } else if (!strcmp(key, "num_attention_heads")) {
-            ok = ew_json_int(cfg, "num_attention_heads", val, sizeof val);
+            if (layers) { snprintf(val, sizeof val, "%" PRIu64, layers); ok = true; }
         } else if (!strcmp(key, "intermediate_size")) {
-            ok = ew_json_int(cfg, "intermediate_size", val, sizeof val) ||
-                 ew_tensor_dim(w, s, "encoder.layer.0.intermediate.dense.bias", 0, val,
-                               sizeof val);
+            ok = ew_tensor_dim(w, "encoder.layer.0.intermediate.dense.bias", 0, val, sizeof val);
         } else if (!strcmp(key, "max_position_emb")) {
-            ok = ew_json_int(cfg, "max_position_embeddings", val, sizeof val) ||
-                 ew_tensor_dim(w, s, "embeddings.position_embeddings.weight", 0, val, sizeof val);
-        } else if (!strcmp(key, "model_name")) {
-            json_t *n = cfg ? json_object_get(cfg, "_name_or_path") : NULL;
-            if (json_is_string(n) && json_string_length(n) > 0 && json_string_length(n) < 128) {
-                snprintf(val, sizeof val, "%s", json_string_value(n));
-                ok = true;
-            }
-        } else if (!strcmp(key, "model_version")) {
-            if (cfg) { snprintf(val, sizeof val, "1.0.0"); ok = true; }
+            ok = ew_tensor_dim(w, "embeddings.position_embeddings.weight", 0, val, sizeof val);
         } else if (!strcmp(key, "created_at")) {
             const char *e = getenv("SOURCE_DATE_EPOCH");
             char *endp = NULL;
@@ -601,11 +302,9 @@ static tbx_status ew_required(tbx_writer *w, ew_state *s, const em_vocab *v, tbx
         st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "metadata",
                      "required metadata key%s %s %s missing and cannot be derived (an EMBD file "
                      "with a vocabulary is a model file; give %s as metadata, e.g. tbx convert "
-                     "--meta KEY=VALUE%s)", nmissing > 1 ? "s" : "", missing,
-                     nmissing > 1 ? "are" : "is", nmissing > 1 ? "them" : "it",
-                     cfg ? "" : ", or convert a Hugging Face directory with config.json");
-    json_decref(cfg);
-    json_decref(pool);
+                     "--meta KEY=VALUE; tbx convert reads them from a Hugging Face directory's "
+                     "config.json)", nmissing > 1 ? "s" : "", missing,
+                     nmissing > 1 ? "are" : "is", nmissing > 1 ? "them" : "it");
     return st;
 }
 
@@ -613,8 +312,6 @@ tbx_status em_w_vocab(tbx_writer *w, bool legacy, em_vocab *v, bool *has, tbx_er
     *has = false;
     memset(v, 0, sizeof *v);
     const tbx_wsection *sv = ew_section(w, "vocab");
-    const tbx_wsection *tj = ew_section(w, "tokenizer.json");
-    const tbx_wsection *vt = ew_section(w, "vocab.txt");
     tbx_status st = TBX_OK;
     if (sv && sv->type == EM_VOCAB_SPEC) {
         st = em_vocab_parse(&w->al, sv->data, sv->len, 0, v, err);
@@ -626,10 +323,6 @@ tbx_status em_w_vocab(tbx_writer *w, bool legacy, em_vocab *v, bool *has, tbx_er
                          "the legacy vocabulary lacks one of [PAD], [UNK], [CLS], [SEP], [MASK], "
                          "whose ids an EMBD vocabulary stores");
         }
-    } else if (tj) {
-        st = ew_vocab_tokenizer(w, tj, !legacy, v, err);
-    } else if (vt) {
-        st = ew_vocab_txt(w, vt, legacy, !legacy, v, err);
     } else {
         return TBX_OK;
     }
@@ -645,40 +338,11 @@ tbx_status em_w_layout(tbx_writer *w, tbx_error *err) {
     s->nt = w->ntensors ? w->ntensors : 1;
     s->t = tbx_calloc(&w->al, s->nt, sizeof *s->t);
     if (!s->t) return tbx_err_nomem(err, "EMBD tensor table");
-    const bool hf = ew_section(w, "config.json") != NULL;
-    /* names (Hugging Face mapping), duplicates after mapping */
-    char *names_buf = NULL;
-    size_t names_cap = 0, names_len = 0;
-    tbx_status st = TBX_OK;
-    if (hf) {
-        for (size_t i = 0; i < w->ntensors; i++) names_cap += w->tensors[i].name_len + 8;
-        names_buf = tbx_malloc(&w->al, names_cap ? names_cap : 1);
-        if (!names_buf) return tbx_err_nomem(err, "tensor names");
-    }
     for (size_t i = 0; i < w->ntensors; i++) {
-        ew_tensor *t = &s->t[i];
-        const tbx_wtensor *wt = &w->tensors[i];
-        if (!hf) { t->name = wt->name; t->name_len = wt->name_len; continue; }
-        size_t ol = 0;
-        if (!ew_hf_name(wt->name, wt->name_len, names_buf + names_len, names_cap - names_len, &ol)) {
-            t->drop = true;
-            continue;
-        }
-        t->name = names_buf + names_len;
-        t->name_len = ol;
-        names_len += ol + 1;
+        s->t[i].name = w->tensors[i].name;
+        s->t[i].name_len = w->tensors[i].name_len;
     }
-    if (hf) {
-        /* the writer's tensor names are unique; after mapping two could meet */
-        for (size_t i = 0; i < w->ntensors && st == TBX_OK; i++)
-            for (size_t j = i + 1; j < w->ntensors && st == TBX_OK && !s->t[i].drop; j++)
-                if (!s->t[j].drop && s->t[j].name_len == s->t[i].name_len &&
-                    memcmp(s->t[j].name, s->t[i].name, s->t[i].name_len) == 0)
-                    st = tbx_err(err, TBX_E_DUPLICATE, TBX_NO_OFFSET, "tensor.name",
-                                 "tensors \"%s\" and \"%s\" both map to \"%.*s\"",
-                                 w->tensors[i].name, w->tensors[j].name, (int)s->t[i].name_len,
-                                 s->t[i].name);
-    }
+    tbx_status st = TBX_OK;
     em_vocab v;
     bool has_vocab = false;
     if (st == TBX_OK) st = em_w_vocab(w, false, &v, &has_vocab, err);
@@ -693,14 +357,12 @@ tbx_status em_w_layout(tbx_writer *w, tbx_error *err) {
         p += kl + vl + 2;
     }
     if (has_vocab) vs = EM_VOCAB_HEAD + 2 * (uint64_t)v.count + v.blob_len + EM_SPECIAL_SIZE;
-    for (size_t i = 0; i < w->ntensors; i++)
-        if (!s->t[i].drop) { names += s->t[i].name_len; n++; }
+    for (size_t i = 0; i < w->ntensors; i++) { names += s->t[i].name_len; n++; }
     uint64_t mo = EM_HEADER_SIZE, vo = has_vocab ? ew_align(mo + ms, 8) : 0;
     uint64_t to = ew_align(has_vocab ? vo + vs : mo + ms, 8);
     uint64_t tdo = ew_align(to + n * EM_DESC_SIZE + names, EM_TENSOR_ALIGN);
     uint64_t rel = 0, tds = 0;
     for (size_t i = 0; i < w->ntensors && st == TBX_OK; i++) {
-        if (s->t[i].drop) continue;
         rel = ew_align(rel, EM_TENSOR_ALIGN);
         s->t[i].rel = rel;
         w->tensors[i].offset = tdo + rel;
@@ -718,7 +380,6 @@ tbx_status em_w_layout(tbx_writer *w, tbx_error *err) {
         st = tbx_err(err, TBX_E_OVERFLOW, TBX_NO_OFFSET, "tensor", "file size overflows");
     if (st != TBX_OK) {
         if (has_vocab) em_vocab_free(&w->al, &v);
-        tbx_free(&w->al, names_buf, names_cap ? names_cap : 1);
         return st;
     }
 
@@ -787,7 +448,6 @@ tbx_status em_w_layout(tbx_writer *w, tbx_error *err) {
     for (size_t i = 0; i < w->ntensors; i++) {
         const ew_tensor *t = &s->t[i];
         const tbx_wtensor *wt = &w->tensors[i];
-        if (t->drop) continue;
         uint8_t d[EM_DESC_SIZE] = {0};
         tbx_st32(d, em_fnv1a(t->name, t->name_len));
         d[4] = (uint8_t)em_code_of_dtype((tbx_dtype)wt->dtype);
@@ -797,14 +457,12 @@ tbx_status em_w_layout(tbx_writer *w, tbx_error *err) {
         tbx_st64(d + 24, t->rel);
         ew_put(&e, d, sizeof d);
     }
-    for (size_t i = 0; i < w->ntensors; i++)
-        if (!s->t[i].drop) ew_put(&e, s->t[i].name, s->t[i].name_len);
+    for (size_t i = 0; i < w->ntensors; i++) ew_put(&e, s->t[i].name, s->t[i].name_len);
     ew_zero_to(&e, tdo);
     ew_flush(&e);
     tbx_free(&w->al, e.buf, EW_BUF);
-    /* the mapped names were needed for the index only */
+    /* the names (the writer's) were needed for the index only */
     for (size_t i = 0; i < w->ntensors; i++) s->t[i].name = NULL;
-    tbx_free(&w->al, names_buf, names_cap ? names_cap : 1);
     if (e.st != TBX_OK) return e.st;
     s->tdo = tdo;
     s->data_end = tdo + tds;
@@ -831,8 +489,6 @@ static void ew_crc_zeros(ew_state *s, uint64_t n) {
 tbx_status em_w_data(tbx_writer *w, tbx_wtensor *t, const void *data, size_t len,
                      tbx_error *err) {
     ew_state *s = w->drv_state;
-    size_t i = (size_t)(t - w->tensors);
-    if (s->t[i].drop) return TBX_OK;
     uint64_t pos = t->offset + w->cur_written;
     if (s->in_order) {
         if (pos < s->next) {

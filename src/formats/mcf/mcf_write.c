@@ -26,10 +26,11 @@
  * found (a hash per tensor, then a byte comparison of the candidates read back), the payloads
  * after a removed duplicate move down, and the index, QuantInfo, directory and header follow.
  *
- * ModelInfo comes from the metadata "mcf.<field>" (what the reader produces) when there is any;
- * otherwise from a config.json section as pack fills it (arch from model_type, vocab/hidden/
- * layers/heads/kv heads/context, rope_theta, extras hf.model_type, hf.rope_scaling,
- * hf.config_json_present). Every other metadata entry becomes a KV extra (u32, f32, string).
+ * ModelInfo comes from the metadata "mcf.<field>" (what the reader produces, and what
+ * src/models/hf_mcf.c gives a conversion from a Hugging Face config.json as pack fills it: arch,
+ * sizes, rope_theta, extras hf.model_type, hf.rope_scaling, hf.config_json_present). Every other
+ * metadata entry becomes a KV extra (u32, f32, string). The writer stores a config.json section
+ * and does not read it: a caller of tbx_writer gives ModelInfo as metadata.
  * QuantInfo records are made from the dtype (block 32 / super 256) with the domain and clip range
  * of the tensor's quantization description when it has one (tbx_writer_add_quant_tensor: the
  * quantizer's range, or the record of an MCF file converted), else the weights domain and
@@ -37,8 +38,8 @@
  */
 #include "mcf_int.h"
 
+#include <float.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,25 +264,6 @@ static uint32_t mw_f32_bits(double d) {
     return u;
 }
 
-/* pack's readU32: a JSON number in [0, 2^32-1] truncated, else 0. */
-static uint32_t cfg_u32(json_t *o, const char *k) {
-    json_t *v = json_object_get(o, k);
-    if (!v || !json_is_number(v)) return 0;
-    double d = json_number_value(v);
-    if (!(d >= 0) || d > 4294967295.0) return 0;
-    return (uint32_t)d;
-}
-
-static bool contains_ci(const char *s, const char *sub) {
-    size_t n = strlen(sub);
-    for (; *s; s++) {
-        size_t i = 0;
-        while (i < n && s[i] && (char)((s[i] >= 'A' && s[i] <= 'Z') ? s[i] + 32 : s[i]) == sub[i]) i++;
-        if (i == n) return true;
-    }
-    return false;
-}
-
 static tbx_status mw_model_info(tbx_writer *w, mw_state *s, tbx_error *err) {
     uint8_t fx[MCF_MI_FIXED];
     memset(fx, 0, sizeof fx);
@@ -319,64 +301,9 @@ static tbx_status mw_model_info(tbx_writer *w, mw_state *s, tbx_error *err) {
                                                   : mw_f32_bits(e->value->v.f);
         }
     }
-    /* no ModelInfo metadata: fill it from config.json as mantle's pack does */
-    json_t *cfg = NULL;
-    if (!have_fields)
-        for (size_t i = 0; i < w->nsections && !cfg; i++)
-            if (strcmp(w->sections[i].name, "config.json") == 0) {
-                cfg = json_loadb((const char *)w->sections[i].data, w->sections[i].len,
-                                 JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, NULL);
-                if (cfg && !json_is_object(cfg)) { json_decref(cfg); cfg = NULL; }
-            }
-    if (cfg) {
-        static const char *const ext[3] = {"hf.model_type", "hf.rope_scaling",
-                                           "hf.config_json_present"};
-        json_t *mt = json_object_get(cfg, "model_type");
-        uint32_t arch = 0;
-        if (json_is_string(mt)) {
-            const char *m = json_string_value(mt);
-            arch = contains_ci(m, "llama") ? 1 : contains_ci(m, "mistral") ? 2
-                 : contains_ci(m, "qwen") ? 3 : contains_ci(m, "gemma") ? 4
-                 : contains_ci(m, "smollm3") ? 6 : 0;
-        }
-        tbx_st32(fx + 8, arch);
-        tbx_st32(fx + 16, cfg_u32(cfg, "vocab_size"));
-        tbx_st32(fx + 20, cfg_u32(cfg, "hidden_size"));
-        tbx_st32(fx + 24, cfg_u32(cfg, "num_hidden_layers"));
-        tbx_st32(fx + 28, cfg_u32(cfg, "num_attention_heads"));
-        tbx_st32(fx + 32, cfg_u32(cfg, "num_key_value_heads"));
-        tbx_st32(fx + 36, cfg_u32(cfg, "max_position_embeddings"));
-        json_t *th = json_object_get(cfg, "rope_theta");
-        if (th && json_is_number(th)) {
-            double d = json_number_value(th);
-            if (isfinite(d) && fabs(d) <= 3.4028234663852886e38) tbx_st32(fx + 48, mw_f32_bits(d));
-        }
-        json_t *rs = json_object_get(cfg, "rope_scaling");
-        /* config-derived extras, unless the metadata has the same key */
-        for (int k = 0; k < 3; k++) {
-            bool have = false;
-            for (size_t i = 0; i < nkv; i++)
-                if (mw_is(kv[i].key, kv[i].klen, ext[k])) have = true;
-            if (have) continue;
-            mw_kv x = {ext[k], strlen(ext[k]), 0, 0, NULL, 0, false};
-            if (k == 0) {
-                if (!json_is_string(mt)) continue;
-                x.type = MCF_KV_STRING;
-                x.s = json_string_value(mt);
-                x.slen = json_string_length(mt);
-            } else if (k == 1) {
-                if (!json_is_object(rs) || json_object_size(rs) == 0) continue;
-                x.type = MCF_KV_STRING;
-                x.s = "present";
-                x.slen = 7;
-            } else {
-                x.type = MCF_KV_U32;
-                x.bits = 1;
-            }
-            kv[nkv++] = x;
-        }
-    }
-    if (!have_fields && !cfg && nkv == 0 && !mw_pack(w)) { /* nothing to say: no ModelInfo */
+    /* a Hugging Face model's config.json is not read here: the conversion gives ModelInfo as the
+     * metadata above (src/models/hf_mcf.c, as mantle's pack fills it) */
+    if (!have_fields && nkv == 0 && !mw_pack(w)) { /* nothing to say: no ModelInfo */
         tbx_free(&w->al, kv, cap * sizeof *kv);
         return TBX_OK;
     }
@@ -400,7 +327,6 @@ static tbx_status mw_model_info(tbx_writer *w, mw_state *s, tbx_error *err) {
         else voff = mb_word(&b, kv[i].bits);
         tbx_st64(e + 16, voff);
     }
-    if (cfg) json_decref(cfg);
     mb_align8(&b);
     tbx_st32(fx + 72, (uint32_t)nkv);
     tbx_st64(fx + 80, b.n);
@@ -460,14 +386,71 @@ void mcf_w_free(tbx_writer *w) { mw_state_free(w); }
 const tbx_format_option mcf_w_options[] = {
     {"dedup", TBX_V_BOOL, 0, 0, NULL,
      "store equal tensors (dtype, shape, bytes) once, as mantle's pack --dedup (default true)"},
+    /* applied by the conversion that quantizes to MCF's families (mcfq.h) */
+    {TBX_MCFQ_OPT_METHOD, TBX_V_STRING, 0, 0, "best mantle",
+     "with --quant to an MCF family: best (default: nearest f16 scales, searched sub-scales, "
+     "a lower error) or mantle (mantle's quantize, byte for byte)"},
+    {TBX_MCFQ_OPT_CLIP_MIN, TBX_V_F64, 0, 0, NULL,
+     "with --quant to an MCF family, and quant_clip_max: clamp every tensor to [MIN, MAX] "
+     "(mantle quantize's --min-clip; default: each tensor's -max|value|)"},
+    {TBX_MCFQ_OPT_CLIP_MAX, TBX_V_F64, 0, 0, NULL,
+     "with --quant to an MCF family, and quant_clip_min: the top of the clip range "
+     "(mantle quantize's --max-clip; default: each tensor's +max|value|)"},
     {NULL, TBX_V_NULL, 0, 0, NULL, NULL},
 };
+
+/* Whether the caller gave option `key` (core checked its type at open). */
+static bool mw_opt_given(const tbx_writer *w, const char *key) {
+    return tbx_writer_opt_str(w, key, NULL) != NULL || !isnan(tbx_writer_opt_f64(w, key, NAN));
+}
 
 tbx_status mcf_w_check_options(tbx_writer *w, tbx_error *err) {
     if ((w->opt.flags & TBX_WRITE_NO_DEDUP) && tbx_writer_opt_bool(w, "dedup", false))
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "options.dedup",
                        "the write option dedup=true and the flag TBX_WRITE_NO_DEDUP disagree");
+    /* the clip range: both bounds or neither, each an f32, min <= max */
+    const bool has_lo = mw_opt_given(w, TBX_MCFQ_OPT_CLIP_MIN);
+    const bool has_hi = mw_opt_given(w, TBX_MCFQ_OPT_CLIP_MAX);
+    if (has_lo != has_hi)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET,
+                       has_lo ? "options." TBX_MCFQ_OPT_CLIP_MAX : "options." TBX_MCFQ_OPT_CLIP_MIN,
+                       "MCF write option %s is given without %s: a clip range needs both bounds",
+                       has_lo ? TBX_MCFQ_OPT_CLIP_MIN : TBX_MCFQ_OPT_CLIP_MAX,
+                       has_lo ? TBX_MCFQ_OPT_CLIP_MAX : TBX_MCFQ_OPT_CLIP_MIN);
+    if (has_lo) {
+        const double lo = tbx_writer_opt_f64(w, TBX_MCFQ_OPT_CLIP_MIN, 0);
+        const double hi = tbx_writer_opt_f64(w, TBX_MCFQ_OPT_CLIP_MAX, 0);
+        const double big = lo > FLT_MAX || lo < -FLT_MAX ? lo : hi;
+        if (lo > FLT_MAX || lo < -FLT_MAX || hi > FLT_MAX || hi < -FLT_MAX)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET,
+                           big == lo ? "options." TBX_MCFQ_OPT_CLIP_MIN
+                                     : "options." TBX_MCFQ_OPT_CLIP_MAX,
+                           "MCF write option %s is %g, beyond the range of f32 (the clip range "
+                           "is recorded as two f32)",
+                           big == lo ? TBX_MCFQ_OPT_CLIP_MIN : TBX_MCFQ_OPT_CLIP_MAX, big);
+        if (!((float)lo <= (float)hi))
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET,
+                           "options." TBX_MCFQ_OPT_CLIP_MIN,
+                           "MCF clip range [%g, %g]: %s must not exceed %s", lo, hi,
+                           TBX_MCFQ_OPT_CLIP_MIN, TBX_MCFQ_OPT_CLIP_MAX);
+    }
     return TBX_OK;
+}
+
+/* The quantization options are the conversion's (TBX_WRITE_QUANTIZING_): a writer given them
+ * otherwise stores the tensors it is given and would apply them to nothing. */
+static tbx_status mw_check_quant_opts(const tbx_writer *w, tbx_error *err) {
+    if (w->opt.flags & TBX_WRITE_QUANTIZING_) return TBX_OK;
+    const char *key = mw_opt_given(w, TBX_MCFQ_OPT_METHOD)     ? TBX_MCFQ_OPT_METHOD
+                      : mw_opt_given(w, TBX_MCFQ_OPT_CLIP_MIN) ? TBX_MCFQ_OPT_CLIP_MIN
+                                                                : NULL;
+    if (!key) return TBX_OK;
+    char field[48];
+    snprintf(field, sizeof field, "options.%s", key);
+    return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
+                   "MCF write option %s applies to a conversion quantizing to one of MCF's "
+                   "families (tbx_convert with quant_to, tbx convert --quant); this writer "
+                   "quantizes nothing: it stores the tensors it is given", key);
 }
 
 static uint64_t al8(uint64_t x) { return (x + 7) & ~(uint64_t)7; }
@@ -526,6 +509,8 @@ static int mw_seckey_cmp(const void *a, const void *b) {
 }
 
 tbx_status mcf_w_layout(tbx_writer *w, tbx_error *err) {
+    tbx_status qst = mw_check_quant_opts(w, err);
+    if (qst != TBX_OK) return qst;
     if (w->ntensors > UINT32_MAX)
         return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "tensors", "more than 2^32-1 tensors");
     mw_state *s = tbx_calloc(&w->al, 1, sizeof *s);

@@ -1,0 +1,141 @@
+/*
+ * arch.h - what a Hugging Face architecture is to llama.cpp: the rows of the architecture table
+ * (arch_llama_cpp.c) and the tensor-name map that reads them. The conversion (hf_gguf.c) takes
+ * a row and turns it into metadata and a plan (plan.h); the rows themselves are plain data and
+ * this file writes nothing.
+ *
+ * A row (hf_arch) holds
+ *   - its names: config.json's model_type (the row's name, what users see in the supported
+ *     list) and the general.architecture it is written as (mixtral is llama.cpp's "llama");
+ *   - hyper-parameters: {arch}.KEY from the first config.json field present (hf_hparam);
+ *   - the tensor-name map (hf_tmap), each entry one of
+ *       HF_MAP_ONE    one HF tensor -> one GGUF tensor, with a transform (llama's q/k rows by
+ *                     heads, a scale, an added constant);
+ *       HF_MAP_SPLIT  one HF tensor -> several GGUF tensors, each a run of its rows (a fused
+ *                     qkv or gate_up: the parts' row counts come from the hyper-parameters,
+ *                     hf_part), each part with its own transform;
+ *       HF_MAP_STACK  several HF tensors -> one GGUF tensor: '@' in the HF pattern is the
+ *                     expert number, the experts 0..n-1 of a layer stacked as [n, rows, cols]
+ *                     (MoE: ffn_*_exps);
+ *     and the HF names left out (skip) and prefixes dropped before matching;
+ *   - the tokenizer kinds it takes (TBX_HF_TOK_*: a row field, not a name test), the rope
+ *     scaling variants it accepts (TBX_HF_ROPE_*: what llama.cpp's converter accepts for it),
+ *     and flags for keys some architectures have (ARCH_*).
+ */
+#ifndef TBX_MODELS_ARCH_H
+#define TBX_MODELS_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { HP_U32, HP_F32 } hp_kind;
+
+typedef struct hf_hparam {
+    const char *key;        /* after "{arch}." */
+    hp_kind kind;
+    const char *cfg[4];     /* config.json names, the first present one wins */
+    bool required;
+} hf_hparam;
+
+/* Transforms of a map entry or part (the plan's TBX_XF_* with what they need resolved at
+ * conversion time: the head count of q or k). */
+enum { HF_XF_NONE = 0, HF_XF_PERMUTE_Q = 1, HF_XF_PERMUTE_K = 2, HF_XF_SCALE = 3, HF_XF_ADD = 4 };
+
+/* Map entry kinds */
+enum { HF_MAP_ONE = 0, HF_MAP_SPLIT = 1, HF_MAP_STACK = 2 };
+
+/* Dimension symbols, resolved from the hyper-parameters: the rows of a split part, and the
+ * [rows, cols] llama.cpp's loader expects of a tensor (hf_gguf.c's shape check). */
+enum {
+    HD_ONE = 0, /* 1 */
+    HD_E,       /* embedding_length */
+    HD_V,       /* the vocabulary: the token embedding's rows */
+    HD_CTX,     /* context_length */
+    HD_TT,      /* token types */
+    HD_Q,       /* num_attention_heads x head size */
+    HD_K,       /* num_key_value_heads x head size */
+    HD_F,       /* feed_forward_length */
+    HD_X,       /* expert_count */
+    HD_FX,      /* expert_feed_forward_length, else feed_forward_length */
+    HD_FS       /* expert_shared_feed_forward_length, else feed_forward_length */
+};
+
+/* A part of an HF_MAP_SPLIT entry: its GGUF name ('#': layer), its row count, its transform. */
+typedef struct hf_part {
+    const char *gguf;
+    uint8_t rows;           /* HD_* */
+    uint8_t xform;          /* HF_XF_* */
+    float k;                /* HF_XF_SCALE, HF_XF_ADD */
+} hf_part;
+
+/* A tensor pattern: HF name without the .weight/.bias suffix ('#': the layer number, '@': the
+ * expert number of HF_MAP_STACK) -> llama.cpp name ('#' likewise; NULL for HF_MAP_SPLIT, whose
+ * parts name their outputs). */
+typedef struct hf_tmap {
+    const char *hf, *gguf;
+    uint8_t kind;           /* HF_MAP_* */
+    uint8_t xform;          /* HF_XF_* (HF_MAP_ONE, HF_MAP_STACK: every source) */
+    float k;
+    const hf_part *parts;   /* HF_MAP_SPLIT: the parts in row order, ended by {NULL} */
+} hf_tmap;
+
+#define ARCH_VOCAB_SIZE   0x01u /* {arch}.vocab_size from config vocab_size */
+#define ARCH_ROPE_DIM     0x02u /* {arch}.rope.dimension_count = head_dim (or hidden/heads) */
+#define ARCH_NONCAUSAL    0x04u /* {arch}.attention.causal = false */
+#define ARCH_POOLING      0x08u /* {arch}.pooling_type from the sentence-transformers config */
+#define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
+#define ARCH_SPACE_PREFIX 0x20u /* tokenizer.ggml.add_space_prefix from tokenizer_config's
+                                   add_prefix_space (convert_hf_to_gguf.py's LlamaModel) */
+
+/* Tokenizer kinds a row takes (hf_arch.tokenizers) */
+#define TBX_HF_TOK_WORDPIECE 0x01u /* tokenizer.json WordPiece -> llama.cpp "bert" */
+#define TBX_HF_TOK_BPE       0x02u /* tokenizer.json byte-level BPE -> "gpt2" */
+#define TBX_HF_TOK_SPM       0x04u /* tokenizer.model, or a byte_fallback BPE tokenizer.json
+                                      -> "llama" (tried first) */
+
+/* rope_scaling types a row accepts (hf_arch.rope) */
+#define TBX_HF_ROPE_LINEAR 0x01u /* {arch}.rope.scaling.type/factor */
+#define TBX_HF_ROPE_LLAMA3 0x02u /* rope_freqs.weight generated */
+#define TBX_HF_ROPE_YARN   0x04u /* {arch}.rope.scaling.type/factor/original_context_length */
+
+typedef struct hf_arch {
+    const char *model_type;         /* config.json model_type: the row's name */
+    const char *arch;               /* general.architecture (llama.cpp's name) */
+    const char *prefixes[3];        /* dropped from HF names before matching */
+    const hf_hparam *hp;
+    const hf_tmap *tmap;
+    const char *const *skip;        /* HF names not converted ('#': layer, trailing '*': prefix) */
+    unsigned flags;                 /* ARCH_* */
+    unsigned tokenizers;            /* TBX_HF_TOK_* */
+    unsigned rope;                  /* TBX_HF_ROPE_* */
+} hf_arch;
+
+/* The table (arch_llama_cpp.c): n rows; the row whose model_type is `mt`, or NULL. */
+size_t tbx_hf_arch_count_(void);
+const hf_arch *tbx_hf_arch_at_(size_t i);
+const hf_arch *tbx_hf_arch_find_(const char *mt);
+/* Tests only (tests/unit/test_hf_arch.c): a row outside the table, found by its model_type
+ * when no row of the table has it (listed nowhere); NULL in the library. */
+extern const hf_arch *tbx_hf_arch_test_;
+/* The rope_scaling type names of a TBX_HF_ROPE_* mask, ", "-separated, into buf. */
+void tbx_hf_rope_names_(unsigned mask, char *buf, size_t cap);
+/* The model_types of the rows whose tokenizers include `tok` (or every row: tok 0),
+ * ", "-separated, into buf. */
+void tbx_hf_arch_list_(unsigned tok, char *buf, size_t cap);
+
+/* What an HF tensor name is in row a (tbx_hf_map_): the entry, the layer ('#', -1 none), the
+ * expert ('@', -1 none) and the suffix (".weight" or ".bias"; HF's .gamma/.beta read as
+ * those). */
+typedef struct hf_match {
+    const hf_tmap *m;
+    long layer, expert;
+    const char *suffix;
+} hf_match;
+/* 1 mapped (*out set), 0 a name the row leaves out, -1 unknown. */
+int tbx_hf_map_(const hf_arch *a, const char *name, hf_match *out);
+/* The llama.cpp name of template `gguf` ('#': layer) with `suffix`, into out (cap bytes):
+ * false when it does not fit. */
+bool tbx_hf_gguf_name_(const char *gguf, long layer, const char *suffix, char *out, size_t cap);
+
+#endif /* TBX_MODELS_ARCH_H */

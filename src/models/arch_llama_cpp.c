@@ -1,0 +1,258 @@
+/*
+ * arch_llama_cpp.c - the architecture table: each Hugging Face architecture tensorbox writes
+ * for llama.cpp, as one row (arch.h). Adding an architecture that llama.cpp runs is a row here
+ * (and, when it needs a hyper-parameter, tokenizer or shape the conversion does not know yet,
+ * that piece in hf_gguf.c); every list of supported architectures (tbx convert --help, the
+ * unsupported-architecture error, tbx_gguf_hf_arch_at, Python's hf_architectures()) is read
+ * from this table.
+ *
+ * The reference for each row is llama.cpp: its converter convert_hf_to_gguf.py (which HF names
+ * become which tensors, the rope_scaling types it writes for the model class, the vocabulary
+ * it picks) and the constants of gguf-py (gguf.constants, gguf.tensor_mapping), which
+ * tests/python/test_hf_gguf.py checks every output against.
+ */
+#include "models.h" /* tbx_gguf_hf_arch_* (tensorbox/gguf.h) */
+#include "arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const hf_hparam HP_BERT[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.layer_norm_epsilon", HP_F32, {"layer_norm_eps"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+
+#define ONE(HF, GG) {HF, GG, HF_MAP_ONE, HF_XF_NONE, 0.0f, NULL}
+
+static const hf_tmap TM_BERT[] = {
+    ONE("embeddings.word_embeddings", "token_embd"),
+    ONE("embeddings.position_embeddings", "position_embd"),
+    ONE("embeddings.token_type_embeddings", "token_types"),
+    ONE("embeddings.LayerNorm", "token_embd_norm"),
+    ONE("encoder.layer.#.attention.self.query", "blk.#.attn_q"),
+    ONE("encoder.layer.#.attention.self.key", "blk.#.attn_k"),
+    ONE("encoder.layer.#.attention.self.value", "blk.#.attn_v"),
+    ONE("encoder.layer.#.attention.output.dense", "blk.#.attn_output"),
+    ONE("encoder.layer.#.attention.output.LayerNorm", "blk.#.attn_output_norm"),
+    ONE("encoder.layer.#.intermediate.dense", "blk.#.ffn_up"),
+    ONE("encoder.layer.#.output.dense", "blk.#.ffn_down"),
+    ONE("encoder.layer.#.output.LayerNorm", "blk.#.layer_output_norm"),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+static const char *const SKIP_BERT[] = {"embeddings.position_ids", "pooler.*", "cls.*", NULL};
+
+static const hf_hparam HP_LLAMA[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, false},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+
+/* Mixtral: llama's, and the experts (convert_hf_to_gguf.py's TextModel writes expert_count and
+ * expert_used_count from these fields) */
+static const hf_hparam HP_MIXTRAL[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, false},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {"expert_count", HP_U32, {"num_local_experts"}, true},
+    {"expert_used_count", HP_U32, {"num_experts_per_tok"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+
+#define TM_DECODER_ATTN(QX, KX)                                                                \
+    ONE("model.embed_tokens", "token_embd"),                                                   \
+    ONE("model.norm", "output_norm"),                                                          \
+    ONE("lm_head", "output"),                                                                  \
+    ONE("model.layers.#.input_layernorm", "blk.#.attn_norm"),                                  \
+    {"model.layers.#.self_attn.q_proj", "blk.#.attn_q", HF_MAP_ONE, QX, 0.0f, NULL},           \
+    {"model.layers.#.self_attn.k_proj", "blk.#.attn_k", HF_MAP_ONE, KX, 0.0f, NULL},           \
+    ONE("model.layers.#.self_attn.v_proj", "blk.#.attn_v"),                                    \
+    ONE("model.layers.#.self_attn.o_proj", "blk.#.attn_output"),                               \
+    ONE("model.layers.#.post_attention_layernorm", "blk.#.ffn_norm")
+
+#define TM_DENSE_FFN                                                                           \
+    ONE("model.layers.#.mlp.gate_proj", "blk.#.ffn_gate"),                                     \
+    ONE("model.layers.#.mlp.up_proj", "blk.#.ffn_up"),                                         \
+    ONE("model.layers.#.mlp.down_proj", "blk.#.ffn_down")
+
+/* llama.cpp applies llama's rotary embedding to interleaved pairs; HF's checkpoints are laid
+ * out for the rotate-half form, so q/k rows are reordered (HF_XF_PERMUTE_*). qwen2 uses the
+ * rotate-half (NEOX) form in llama.cpp too: no reordering. */
+static const hf_tmap TM_LLAMA[] = {
+    TM_DECODER_ATTN(HF_XF_PERMUTE_Q, HF_XF_PERMUTE_K), TM_DENSE_FFN,
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+static const hf_tmap TM_QWEN2[] = {
+    TM_DECODER_ATTN(HF_XF_NONE, HF_XF_NONE), TM_DENSE_FFN,
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+/* Mixtral's sparse MoE block: the router, and experts 0..n-1 of w1 (gate), w2 (down), w3 (up)
+ * each stacked into one [n_expert, rows, cols] tensor, as convert_hf_to_gguf.py's LlamaModel
+ * stacks them */
+static const hf_tmap TM_MIXTRAL[] = {
+    TM_DECODER_ATTN(HF_XF_PERMUTE_Q, HF_XF_PERMUTE_K),
+    ONE("model.layers.#.block_sparse_moe.gate", "blk.#.ffn_gate_inp"),
+    {"model.layers.#.block_sparse_moe.experts.@.w1", "blk.#.ffn_gate_exps", HF_MAP_STACK,
+     HF_XF_NONE, 0.0f, NULL},
+    {"model.layers.#.block_sparse_moe.experts.@.w2", "blk.#.ffn_down_exps", HF_MAP_STACK,
+     HF_XF_NONE, 0.0f, NULL},
+    {"model.layers.#.block_sparse_moe.experts.@.w3", "blk.#.ffn_up_exps", HF_MAP_STACK,
+     HF_XF_NONE, 0.0f, NULL},
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+/* Baichuan (7B): llama with q, k and v fused in one W_pack [3 x hidden, hidden]; convert_hf_to_gguf
+ * .py's BaichuanModel cuts it into thirds and reorders the q and k rows as llama's (its
+ * _reverse_hf_permute_part). Here the parts' rows come from the head counts (q: heads x head
+ * size, k and v: kv heads x head size), which are the thirds when there is no GQA. Its
+ * hyper-parameters: llama's, context from model_max_length when max_position_embeddings is
+ * absent, head_count_kv always written (the head count without num_key_value_heads). */
+static const hf_hparam HP_BAICHUAN[] = {
+    {"context_length", HP_U32, {"max_position_embeddings", "model_max_length"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads", "num_attention_heads"}, true},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+static const hf_part PARTS_W_PACK[] = {
+    {"blk.#.attn_q", HD_Q, HF_XF_PERMUTE_Q, 0.0f},
+    {"blk.#.attn_k", HD_K, HF_XF_PERMUTE_K, 0.0f},
+    {"blk.#.attn_v", HD_K, HF_XF_NONE, 0.0f},
+    {NULL, 0, 0, 0.0f},
+};
+static const hf_tmap TM_BAICHUAN[] = {
+    ONE("model.embed_tokens", "token_embd"),
+    ONE("model.norm", "output_norm"),
+    ONE("lm_head", "output"),
+    ONE("model.layers.#.input_layernorm", "blk.#.attn_norm"),
+    {"model.layers.#.self_attn.W_pack", NULL, HF_MAP_SPLIT, HF_XF_NONE, 0.0f, PARTS_W_PACK},
+    ONE("model.layers.#.self_attn.o_proj", "blk.#.attn_output"),
+    ONE("model.layers.#.post_attention_layernorm", "blk.#.ffn_norm"),
+    TM_DENSE_FFN,
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+
+/* Qwen2-MoE (convert_hf_to_gguf.py's Qwen2MoeModel): qwen2's attention, a router over
+ * num_experts experts of moe_intermediate_size stacked per layer, and a shared expert of
+ * shared_expert_intermediate_size with its own sigmoid gate ([1, hidden]) */
+static const hf_hparam HP_QWEN2MOE[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, false},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {"expert_count", HP_U32, {"num_experts"}, true},
+    {"expert_used_count", HP_U32, {"num_experts_per_tok"}, true},
+    {"expert_feed_forward_length", HP_U32, {"moe_intermediate_size"}, false},
+    {"expert_shared_feed_forward_length", HP_U32, {"shared_expert_intermediate_size"}, false},
+    {NULL, HP_U32, {NULL}, false},
+};
+static const hf_tmap TM_QWEN2MOE[] = {
+    TM_DECODER_ATTN(HF_XF_NONE, HF_XF_NONE),
+    ONE("model.layers.#.mlp.gate", "blk.#.ffn_gate_inp"),
+    {"model.layers.#.mlp.experts.@.gate_proj", "blk.#.ffn_gate_exps", HF_MAP_STACK, HF_XF_NONE,
+     0.0f, NULL},
+    {"model.layers.#.mlp.experts.@.up_proj", "blk.#.ffn_up_exps", HF_MAP_STACK, HF_XF_NONE, 0.0f,
+     NULL},
+    {"model.layers.#.mlp.experts.@.down_proj", "blk.#.ffn_down_exps", HF_MAP_STACK, HF_XF_NONE,
+     0.0f, NULL},
+    ONE("model.layers.#.mlp.shared_expert.gate_proj", "blk.#.ffn_gate_shexp"),
+    ONE("model.layers.#.mlp.shared_expert.up_proj", "blk.#.ffn_up_shexp"),
+    ONE("model.layers.#.mlp.shared_expert.down_proj", "blk.#.ffn_down_shexp"),
+    ONE("model.layers.#.mlp.shared_expert_gate", "blk.#.ffn_gate_inp_shexp"),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+
+static const char *const SKIP_DECODER[] = {"model.layers.#.self_attn.rotary_emb.inv_freq", NULL};
+
+/* Rows, in the order the supported list shows them. rope: convert_hf_to_gguf.py's BaichuanModel
+ * writes linear scaling's keys; its Qwen2MoeModel yarn's; its LlamaModel
+ * (llama, and mixtral, which it converts as "llama") writes linear scaling's keys and llama3's
+ * rope_freqs; its Qwen2Model writes yarn's keys; tensorbox also takes linear for qwen2. */
+static const hf_arch ARCHES[] = {
+    {"baichuan", "baichuan", {NULL}, HP_BAICHUAN, TM_BAICHUAN, SKIP_DECODER, ARCH_ROPE_DIM,
+     TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
+    {"bert", "bert", {"bert."}, HP_BERT, TM_BERT, SKIP_BERT,
+     ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT, TBX_HF_TOK_WORDPIECE, 0},
+    {"llama", "llama", {NULL}, HP_LLAMA, TM_LLAMA, SKIP_DECODER,
+     ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_SPACE_PREFIX, TBX_HF_TOK_SPM | TBX_HF_TOK_BPE,
+     TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_LLAMA3},
+    {"mixtral", "llama", {NULL}, HP_MIXTRAL, TM_MIXTRAL, SKIP_DECODER,
+     ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_SPACE_PREFIX, TBX_HF_TOK_SPM | TBX_HF_TOK_BPE,
+     TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_LLAMA3},
+    {"qwen2", "qwen2", {NULL}, HP_LLAMA, TM_QWEN2, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
+     TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
+    {"qwen2_moe", "qwen2moe", {NULL}, HP_QWEN2MOE, TM_QWEN2MOE, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
+     TBX_HF_ROPE_YARN},
+};
+
+size_t tbx_hf_arch_count_(void) { return sizeof ARCHES / sizeof ARCHES[0]; }
+
+const hf_arch *tbx_hf_arch_at_(size_t i) {
+    return i < sizeof ARCHES / sizeof ARCHES[0] ? &ARCHES[i] : NULL;
+}
+
+const hf_arch *tbx_hf_arch_test_ = NULL;
+
+const hf_arch *tbx_hf_arch_find_(const char *mt) {
+    for (size_t i = 0; mt && i < sizeof ARCHES / sizeof ARCHES[0]; i++)
+        if (strcmp(mt, ARCHES[i].model_type) == 0) return &ARCHES[i];
+    if (mt && tbx_hf_arch_test_ && strcmp(mt, tbx_hf_arch_test_->model_type) == 0)
+        return tbx_hf_arch_test_;
+    return NULL;
+}
+
+static void append(char *buf, size_t cap, size_t *n, const char *s) {
+    int w = snprintf(buf + *n, cap - *n, "%s%s", *n ? ", " : "", s);
+    if (w > 0) *n = *n + (size_t)w < cap ? *n + (size_t)w : cap - 1;
+}
+
+void tbx_hf_rope_names_(unsigned mask, char *buf, size_t cap) {
+    static const struct { unsigned bit; const char *name; } R[] = {
+        {TBX_HF_ROPE_LINEAR, "linear"}, {TBX_HF_ROPE_LLAMA3, "llama3"}, {TBX_HF_ROPE_YARN, "yarn"},
+    };
+    size_t n = 0;
+    if (!cap) return;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof R / sizeof R[0]; i++)
+        if (mask & R[i].bit) append(buf, cap, &n, R[i].name);
+    if (!n) snprintf(buf, cap, "none");
+}
+
+void tbx_hf_arch_list_(unsigned tok, char *buf, size_t cap) {
+    size_t n = 0;
+    if (!cap) return;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)
+        if (!tok || (ARCHES[i].tokenizers & tok)) append(buf, cap, &n, ARCHES[i].model_type);
+}
+
+/* The public list (tensorbox/gguf.h) */
+size_t tbx_gguf_hf_arch_count(void) { return sizeof ARCHES / sizeof ARCHES[0]; }
+
+const char *tbx_gguf_hf_arch_at(size_t i, const char **arch) {
+    const hf_arch *a = tbx_hf_arch_at_(i);
+    if (arch) *arch = a ? a->arch : NULL;
+    return a ? a->model_type : NULL;
+}
