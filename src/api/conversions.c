@@ -1,5 +1,5 @@
 /*
- * convert.c - the conversions of the public API (tbx_convert, tbx_gguf_from_hf): the options
+ * conversions.c - the conversions of the public API (tbx_convert, tbx_gguf_from_hf): the options
  * checked, the output checked before any work (tbx_writer_check), the output format decided
  * once (the options', else the path's extension) and passed down as decided, the plan chosen
  * (a Hugging Face model to GGUF: src/models' plan and metadata; a Hugging Face
