@@ -343,6 +343,9 @@ TBX_API int tbx_format_writes_dtype(tbx_format format, tbx_dtype dtype);
  * block type this library has a quantizer for, or one of MCF's families), else 0. Walk the
  * values 1 .. TBX_DT_COUNT_ - 1 for the list (with tbx_format_writes_dtype: a format's). */
 TBX_API int tbx_dtype_quantizable(tbx_dtype dtype);
+/* 1 when tbx_convert can cast float tensors to `dtype` (tbx_convert_options.cast_to: a float
+ * dtype the library encodes value by value), else 0. Walk 1 .. TBX_DT_COUNT_ - 1 for the list. */
+TBX_API int tbx_dtype_castable(tbx_dtype dtype);
 /* The quantization type `name` stands for with an output of `format`: a quantizable dtype of
  * that name (case-insensitive), or one of the format's own dtypes named without the
  * "<format>_" prefix of its name (MCF: "q4" is mcf_q4). TBX_DT_INVALID when it names none (a
@@ -1203,7 +1206,8 @@ typedef struct tbx_convert_options {
     uint32_t struct_size;            /* sizeof(tbx_convert_options) */
     tbx_write_options write;         /* output format and writer options */
     uint32_t flags;                  /* TBX_CONVERT_* (each one is an explicitly lossy step) */
-    tbx_dtype cast_to;               /* TBX_DT_INVALID: keep dtypes (lossless) */
+    tbx_dtype cast_to;               /* TBX_DT_INVALID: keep dtypes (lossless); else a dtype
+                                        tbx_dtype_castable accepts */
     tbx_progress_fn progress;        /* may be NULL */
     void *progress_ud;
     tbx_dtype quant_to; /* TBX_DT_INVALID: none; else quantize eligible 2-D float tensors (lossy, explicit) */
@@ -1251,8 +1255,9 @@ TBX_API tbx_status tbx_convert_check(const char *out_path, const tbx_convert_opt
  * created fails before any work. What becomes of each tensor is decided before anything is
  * written, and reported once its bytes are written (on_tensor: tbx_convert_report).
  *
- * cast_to (explicit, lossy): f32, f16, bf16 or f64. Every float tensor is converted to it (an
- * integer tensor is kept), a quantized one decoded to f32 and then converted. A GGUF output
+ * cast_to (explicit, lossy): a dtype tbx_dtype_castable accepts (f32, f16, bf16, f64). Every
+ * float tensor is converted to it (an integer tensor is kept), a quantized one decoded to f32
+ * and then converted. A GGUF output
  * keeps 1-D tensors as they are (llama.cpp computes norms and biases in f32; llama.cpp's own
  * MOSTLY_F16 does the same).
  *

@@ -32,8 +32,8 @@ static const cli_option convert_options[] = {
     {"stringify-meta", 0, NULL, "lossy: store metadata the target cannot type as strings"},
     {"drop-meta", 0, NULL, "lossy: drop metadata the target cannot store"},
     {"drop-sections", 0, NULL, "lossy: drop sections the target cannot store"},
-    {"cast", 0, "DTYPE", "lossy: convert every float tensor to DTYPE (f32, f16, bf16, f64), "
-                         "quantized ones decoded first"},
+    {"cast", 0, "DTYPE", "lossy: convert every float tensor to DTYPE (the cast types are "
+                         "listed below), quantized ones decoded first"},
     {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to TYPE (each format's types are "
                          "listed below; MCF's int8/int4: mantle's runtime cannot load them)"},
     {"quant-method", 0, "METHOD", "MCF --quant: best (default, lower error) or mantle (mantle's "
@@ -306,6 +306,10 @@ void cli_convert_help_formats(FILE *fp) {
         fputc('\n', fp);
         any |= tbx_format_option_at(tbx_format_at(i), 0) != NULL;
     }
+    fprintf(fp, "Cast types (--cast DTYPE):\n ");
+    for (int v = 1; v < TBX_DT_COUNT_; v++)
+        if (tbx_dtype_castable((tbx_dtype)v)) fprintf(fp, " %s", tbx_dtype_get((tbx_dtype)v)->name);
+    fputc('\n', fp);
     fprintf(fp, "Quantization types (--quant TYPE):\n");
     for (size_t i = 0; i < tbx_format_count(); i++) {
         char types[1024];

@@ -2,7 +2,7 @@
  * convert.h - the conversion layer (src/convert/): the engine that carries out any plan
  * (engine.c), the plain conversion's plan (plain.c: what it does to each tensor) and the
  * copy of metadata, size variables and sections through the writer API (meta.c). It sees
- * everything below the façade but the façade itself: the façade (src/api/convert.c) decides
+ * everything below the façade but the façade itself: the façade (src/api/conversions.c) decides
  * which plan, opens the writer and hands it down.
  */
 #ifndef TBX_CONVERT_H

@@ -3,7 +3,7 @@
  * values come from, what is done to them on the way and how they are stored, decided before
  * anything is written. The plain conversion (src/convert/plain.c) and the Hugging Face ->
  * GGUF one (src/models/hf_gguf.c) build plans; the engine (src/convert/engine.c) carries any
- * plan out into an open writer; the façade (src/api/convert.c) chooses the plan, opens the
+ * plan out into an open writer; the façade (src/api/conversions.c) chooses the plan, opens the
  * writer and runs the engine. The plan lives in core, below both its makers and the engine,
  * because it is plain data about a conversion, as the model is data about a file: it names
  * input tensors by index and dtypes by value and calls nothing.

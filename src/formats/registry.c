@@ -11,6 +11,7 @@
  */
 #include "registry.h"
 #include "plain.h" /* tbx_decode_f32_info */
+#include "encode.h" /* tbx_quantizable, tbx_castable: the encoders' table */
 
 #include <strings.h>
 
@@ -117,6 +118,10 @@ tbx_status tbx_format_caps_get(tbx_format format, tbx_format_caps *caps) {
 
 int tbx_dtype_quantizable(tbx_dtype dtype) {
     return tbx_dtype_get(dtype) && tbx_quantizable(dtype) ? 1 : 0;
+}
+
+int tbx_dtype_castable(tbx_dtype dtype) {
+    return tbx_dtype_get(dtype) && tbx_castable(dtype) ? 1 : 0;
 }
 
 tbx_dtype tbx_quant_from_name(tbx_format format, const char *name) {

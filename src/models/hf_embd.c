@@ -28,7 +28,7 @@
  *     1_Pooling/config.json first, then the plan's tensors and the vocabulary. created_at (the
  *     last required key) and any key nothing here gives are left to the writer (which sets
  *     created_at from SOURCE_DATE_EPOCH and names a key still missing).
- * Nothing here writes bytes of the output: the façade (src/api/convert.c) adds the metadata
+ * Nothing here writes bytes of the output: the façade (src/api/conversions.c) adds the metadata
  * and the section through the writer API and runs the engine on the plan.
  */
 #include "hf_tokenizer.h"

@@ -5,7 +5,7 @@
  * produces and the MCF writer takes ("mcf.arch", ...). The MCF writer knows only its container:
  * it stores config.json as a section and never reads it.
  *
- * The conversion façade (src/api/convert.c) calls tbx_hf_mcf_write for an MCF output whose input
+ * The conversion façade (src/api/conversions.c) calls tbx_hf_mcf_write for an MCF output whose input
  * has a config.json section, after the input's and the caller's metadata are in the writer. When
  * that metadata already holds a ModelInfo field (mcf.arch ... mcf.rope_scale, mcf.model_name,
  * mcf.base_model: an MCF file converted, or --meta), nothing is added, as ModelInfo then comes

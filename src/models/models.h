@@ -1,7 +1,7 @@
 /*
  * models.h - what a model is to a runtime (src/models/): conversions that know an
  * architecture produce metadata and a plan of tensors (plan.h), never tensor bytes; the
- * engine (src/convert/engine.c) carries the plan out and the façade (src/api/convert.c) opens
+ * engine (src/convert/engine.c) carries the plan out and the façade (src/api/conversions.c) opens
  * and finishes the writer.
  *
  * A Hugging Face model to llama.cpp's GGUF (hf_gguf.c; the public entry is tbx_gguf_from_hf

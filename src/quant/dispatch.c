@@ -118,12 +118,3 @@ void tbx_mcfq_dequant_rows(const tbx_mcfq_layout *L, const uint8_t *scales, cons
     tbx_mcfq_rows_fn f = tbx_mcfq_dequant_simd_for(L->kind);
     (f ? f : tbx_mcfq_dequant_rows_ref)(L, scales, sub, codes, n, out);
 }
-
-/* ---- the quantization targets ------------------------------------------------------------- */
-bool tbx_quantizable(tbx_dtype dt) {
-    if (tbx_ggml_quant_scalar_for(dt)) return true;
-    /* MCF's families: the q / k kinds of tbx_mcfq_quantize_rows, and int8 / int4
-     * (tbx_mcfi_quantize) */
-    return (dt >= TBX_DT_MCF_Q8 && dt < TBX_DT_MCF_Q8 + TBX_MCFQ_KIND_COUNT) ||
-           dt == TBX_DT_MCF_INT8 || dt == TBX_DT_MCF_INT4;
-}

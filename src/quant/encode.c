@@ -124,3 +124,13 @@ const tbx_encoder *tbx_encoder_for(tbx_dtype dt) {
 }
 
 const tbx_encoder *tbx_encoder_at(size_t i) { return i < NENC ? &ENCODERS[i] : NULL; }
+
+bool tbx_quantizable(tbx_dtype dt) {
+    const tbx_encoder *e = tbx_encoder_for(dt);
+    return e && e->kind != TBX_ENC_FLOAT;
+}
+
+bool tbx_castable(tbx_dtype dt) {
+    const tbx_encoder *e = tbx_encoder_for(dt);
+    return e && e->kind == TBX_ENC_FLOAT;
+}

@@ -64,6 +64,10 @@ struct tbx_encoder {
 const tbx_encoder *tbx_encoder_for(tbx_dtype dt);
 /* The table in order (for lists of what can be asked for); NULL past its end. */
 const tbx_encoder *tbx_encoder_at(size_t i);
+/* What a conversion can be asked for, from the table: a quantization target (a BLOCK or
+ * PAYLOAD encoder: tbx_dtype_quantizable) or a cast target (a FLOAT one: tbx_dtype_castable). */
+bool tbx_quantizable(tbx_dtype dt);
+bool tbx_castable(tbx_dtype dt);
 /* Rows of a PAYLOAD run: about 2^18 values of whole rows, an even number of values (int4's
  * codes share bytes). Fixed by the shape, so the runs (and the error sums taken per run) do
  * not depend on the thread count. */

@@ -30,12 +30,6 @@ void tbx_unpack_bits(int8_t *dst, const uint8_t *src, uint64_t n, unsigned bits,
 typedef void (*tbx_dequant_fn)(const void *src, float *dst, uint64_t nblocks);
 /* The dequantizer registered for a block dtype, or NULL (src/quant/registry.c). */
 tbx_dequant_fn tbx_dequant_for(tbx_dtype dt);
-/* Can values be quantized to dt with this library's quantizers: a ggml block type with a
- * quantizer (ggml_quant.c), or one of MCF's families (mcf_quant.c: q8 .. k2, int8, int4)?
- * The one list of quantization targets (src/quant/dispatch.c): tbx_dtype_quantizable, the
- * CLI's --quant and Python's quant= are made from it. */
-bool tbx_quantizable(tbx_dtype dt);
-
 /* n little-endian f16 values at src (any alignment) to f32, the bits of tbx_f16_to_f32 for
  * every input: the scalar loop, or the AVX2 kernel (decode_simd_avx2.c) when dispatch.c finds
  * AVX2. tbx_f16_row_for() returns the one for this CPU. */

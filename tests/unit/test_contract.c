@@ -12,7 +12,9 @@
  *   - tbx_validate on an open handle: the open's problems plus the data pass;
  *   - the quantization types (tbx_dtype_quantizable, the list --quant and Python's quant= are
  *     made from) are exactly those tbx_convert quantizes to, each written by some format;
- *     tbx_quant_from_name resolves a format's own short names.
+ *     tbx_quant_from_name resolves a format's own short names;
+ *   - the cast types (tbx_dtype_castable, the list of tbx convert --help) are exactly the
+ *     dtypes tbx_convert casts a float tensor to, and the output holds that dtype.
  * Files are written under $TMPDIR (default /tmp).
  */
 #include "tbx_test.h"
@@ -695,6 +697,53 @@ TBX_TEST(quantization_types_are_what_convert_quantizes_to) {
     CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_MCF, "iq2_xxs"), TBX_DT_INVALID); /* no quantizer */
     CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_MCF, ""), TBX_DT_INVALID);
     CHECK_EQ(tbx_quant_from_name(TBX_FORMAT_MCF, NULL), TBX_DT_INVALID);
+}
+
+TBX_TEST(cast_types_are_what_convert_casts_to) {
+    char *src = float_file();
+    tbx_file *in = NULL;
+    tbx_error e;
+    CHECK_OK(tbx_open_path(&in, src, NULL, &e));
+    int castable = 0;
+    for (int v = 1; in && v < TBX_DT_COUNT_; v++) {
+        tbx_dtype dt = (tbx_dtype)v;
+        const tbx_dtype_info *di = tbx_dtype_get(dt);
+        int c = tbx_dtype_castable(dt);
+        if (!di) {
+            CHECK_EQ(c, 0);
+            continue;
+        }
+        castable += c;
+        /* safetensors stores every plain dtype: a cast it refuses is the library's refusal */
+        char *out = temp_path("co", ".safetensors");
+        tbx_convert_options co;
+        tbx_convert_options_init(&co);
+        co.cast_to = dt;
+        memset(&e, 0, sizeof e);
+        tbx_status st = tbx_convert(in, out, &co, &e);
+        if (c != (st == TBX_OK))
+            fprintf(stderr, "cast to %s: castable %d, tbx_convert says %s: %s\n", di->name, c,
+                    tbx_status_name(st), e.message);
+        CHECK_EQ(c, st == TBX_OK);
+        if (st == TBX_OK) { /* and the output holds that dtype */
+            tbx_file *f = NULL;
+            CHECK_OK(tbx_open_path(&f, out, NULL, &e));
+            tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+            if (f) CHECK_OK(tbx_tensor_info_get(f, 0, &ti));
+            CHECK_EQ(ti.dtype, dt);
+            tbx_close(f);
+        } else if (c == 0 && (di->flags & TBX_DTF_BLOCK) == 0 && dt != TBX_DT_F32) {
+            /* the refusal names the cast and lists what can be asked for */
+            CHECK(strstr(e.message, di->name) != NULL);
+            CHECK(strstr(e.message, "bf16") != NULL);
+        }
+        unlink(out);
+        free(out);
+    }
+    CHECK(castable >= 4);
+    tbx_close(in);
+    unlink(src);
+    free(src);
 }
 
 TBX_TEST_MAIN()

@@ -1,5 +1,5 @@
 /*
- * convert.c - the conversions of the public API (tbx_convert, tbx_gguf_from_hf): the options
+ * conversions.c - the conversions of the public API (tbx_convert, tbx_gguf_from_hf): the options
  * checked, the output checked before any work (tbx_writer_check), the output format decided
  * once (the options', else the path's extension) and passed down as decided, the plan chosen
  * (a Hugging Face model to GGUF: src/models' plan and metadata; a Hugging Face
@@ -33,12 +33,12 @@ static tbx_status set_source_dir(const tbx_file *in, tbx_writer *w, tbx_error *e
     return tbx_writer_set_source_dir_(w, in->prov->base, in->prov->base_len, err);
 }
 
-/* What quant_to may be: every dtype an encoder quantizes to, from the encoders' table
- * ("q8_0, q4_0, ...; MCF: mcf_q8, ..."). */
-static void quant_list(char *buf, size_t cap) {
+/* What quant_to (kinds BLOCK .. PAYLOAD) or cast_to (FLOAT) may be, from the encoders' table
+ * ("q8_0, q4_0, ...; MCF: mcf_q8, ..."; "f32, f64, f16, bf16"). */
+static void encoder_list(int first_kind, int last_kind, char *buf, size_t cap) {
     size_t n = 0;
     buf[0] = 0;
-    for (int kind = TBX_ENC_BLOCK; kind <= TBX_ENC_PAYLOAD; kind++) {
+    for (int kind = first_kind; kind <= last_kind; kind++) {
         bool first = true;
         for (size_t i = 0; tbx_encoder_at(i); i++) {
             const tbx_encoder *e = tbx_encoder_at(i);
@@ -149,11 +149,13 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
                        "its write options quant_clip_min / quant_clip_max "
                        "(tbx_write_options.options)",
                        (double)o->reserved1[0], (double)o->reserved1[1]);
-    if (o->cast_to != TBX_DT_INVALID && o->cast_to != TBX_DT_F32 && o->cast_to != TBX_DT_F16 &&
-        o->cast_to != TBX_DT_BF16 && o->cast_to != TBX_DT_F64)
+    if (o->cast_to != TBX_DT_INVALID && !tbx_castable(o->cast_to)) {
+        char list[100];
+        encoder_list(TBX_ENC_FLOAT, TBX_ENC_FLOAT, list, sizeof list);
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "cast",
-                       "casting to %s is not supported (f32, f16, bf16, f64)",
-                       tbx_dtype_get(o->cast_to) ? tbx_dtype_get(o->cast_to)->name : "?");
+                       "casting to %s is not supported (%s)",
+                       tbx_dtype_get(o->cast_to) ? tbx_dtype_get(o->cast_to)->name : "?", list);
+    }
 
     if (o->meta && tbx_value_type_of(o->meta) != TBX_V_MAP)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "meta",
@@ -165,7 +167,7 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
     if (o->quant_to != TBX_DT_INVALID && (!qe || qe->kind == TBX_ENC_FLOAT)) {
         const tbx_dtype_info *qi = tbx_dtype_get(o->quant_to);
         char list[400];
-        quant_list(list, sizeof list);
+        encoder_list(TBX_ENC_BLOCK, TBX_ENC_PAYLOAD, list, sizeof list);
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
                        "quantizing to %s is not supported (%s)", qi ? qi->name : "?", list);
     }
