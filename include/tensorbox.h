@@ -1136,8 +1136,12 @@ TBX_API void tbx_remove_temp_files(void);
  * method and clip range are now MCF's write options quant_method and quant_clip_min /
  * quant_clip_max (tbx_write_options.options; see tbx_convert). tbx_convert refuses both bits
  * (TBX_E_INVALID_ARG naming those options); they are not reused. */
-#define TBX_CONVERT_RAW            0x40u /* GGUF target: copy a Hugging Face model as it is (no
-                                          * llama.cpp architecture, tokenizer, names) */
+/* a Hugging Face model to GGUF, EMBD or MCF: leave out the model import (no llama.cpp
+ * architecture, tokenizer and names; no EMBD names, vocabulary and header values; no MCF
+ * ModelInfo from config.json): tensors, metadata and sections as they are, each target then
+ * storing or refusing them as any input's. Refused (TBX_E_INVALID_ARG, field "raw") by a
+ * conversion that has no import to leave out. */
+#define TBX_CONVERT_RAW            0x40u
 /* leave out the tensors the input lists but cannot read (TBX_TENSOR_UNREADABLE); without it
  * such a tensor fails the conversion, naming it, before anything is written */
 #define TBX_CONVERT_DROP_UNREADABLE 0x80u

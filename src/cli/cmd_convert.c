@@ -51,7 +51,8 @@ static const cli_option convert_options[] = {
                         "range, or Inf/NaN made of finite values) stops it instead of a warning"},
     {"drop-unreadable", 0, NULL, "lossy: leave out tensors the input lists but cannot read (MCF "
                                  "int8/int4 codes without their scale)"},
-    {"raw", 0, NULL, "GGUF from a Hugging Face model: tensors as they are, no llama.cpp layout"},
+    {"raw", 0, NULL, "a Hugging Face model to GGUF, EMBD or MCF: no model import (tensors, "
+                     "metadata and sections as they are)"},
     {"alignment", 0, "N", "tensor data alignment in bytes (default: the format's)"},
     {"no-dedup", 0, NULL, "store every tensor's own bytes (formats that share identical "
                           "payloads: MCF)"},

@@ -420,6 +420,40 @@ def test_convert_quant_types_come_from_the_library(tbx, tmp_path):
     assert r.rc == 2 and " ".join(types["mcf"]).encode() in r.err, r.describe()
 
 
+def test_convert_raw_leaves_out_the_model_import(tbx, sample, tmp_path):
+    """--raw leaves out the Hugging Face import for every target that has one (GGUF, EMBD,
+    MCF: it was honoured for GGUF only and ignored without a word for the others), and a
+    conversion without an import to leave out refuses it instead of saying nothing."""
+    hf = REPO / "examples" / "tiny-embedder"
+    # no import to leave out: a plain file, or a target without an import
+    for src, ext in ((sample, "gguf"), (sample, "mcf"), (hf, "zt"), (hf, "safetensors")):
+        out = tmp_path / f"x.{ext}"
+        r = run(tbx, "convert", src, out, "--raw")
+        assert_clean_exit(r)
+        assert r.rc in (1, 2) and b"--raw" in r.err and b"has none" in r.err, r.describe()
+        assert not out.exists()
+    # MCF: ModelInfo comes from config.json without --raw, and not with it
+    got = {}
+    for flag in ((), ("--raw",)):
+        out = tmp_path / f"m{len(flag)}.mcf"
+        r = run(tbx, "convert", hf, out, "--drop-sections", *flag)
+        assert_clean_exit(r)
+        assert r.rc == 0, r.describe()
+        got[flag] = info_json(tbx, out)
+    cfg = json.loads((hf / "config.json").read_text())
+    want = {"mcf.vocab_size": cfg["vocab_size"], "mcf.hidden_size": cfg["hidden_size"],
+            "mcf.layer_count": cfg["num_hidden_layers"]}
+    imported, raw = got[()]["metadata"], got[("--raw",)]["metadata"]
+    assert {k: imported.get(k) for k in want} == want, imported
+    assert all(raw.get(k) in (None, 0) for k in want), raw
+    # EMBD: the import gives the vocabulary and the names; without it the writer is handed
+    # the directory's files and refuses them, naming them
+    r = run(tbx, "convert", hf, tmp_path / "e.weights", "--raw")
+    assert_clean_exit(r)
+    assert r.rc == 1 and b"config.json" in r.err, r.describe()
+    assert not (tmp_path / "e.weights").exists()
+
+
 def test_convert_output_into_missing_directory(tbx, sample, tmp_path):
     r = run(tbx, "convert", sample, tmp_path / "no" / "such" / "dir" / "o.safetensors")
     assert_clean_exit(r)
