@@ -6,7 +6,7 @@
  */
 #include "convert.h"
 #include "encode.h"
-#include "ggml.h"
+#include "models.h" /* llama.cpp's quantization rules */
 
 #include <stdio.h>
 

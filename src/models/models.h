@@ -59,4 +59,15 @@ void tbx_hf_embd_free(tbx_hf_embd *h);
 bool tbx_hf_mcf_applies(const tbx_file *in, tbx_format to);
 tbx_status tbx_hf_mcf_write(tbx_file *in, tbx_writer *w, tbx_error *err);
 
+/* llama.cpp's quantization rules (llama_quant.c), used by every conversion that writes a GGUF
+ * for it (the plain plan in src/convert too). */
+/* The type a row of `cols` values gets when `want` (a ggml block type) does not fit it, by
+ * llama-quantize's rules (llama_quant.c): `want` itself when cols is a multiple of its block
+ * size, else the demoted type, else TBX_DT_F16; TBX_DT_INVALID when `want` is no block type. */
+tbx_dtype tbx_ggml_quant_fallback(tbx_dtype want, uint64_t cols);
+/* llama.cpp's general.file_type value (LLAMA_FTYPE) of a model whose bulk type is `bulk`
+ * (llama_quant.c): f32 0, f16 1, q4_0 2, q4_1 3, q8_0 7, ..., bf16 32; a type llama.cpp has
+ * no file type for: 1024 (LLAMA_FTYPE_GUESSED). */
+uint32_t tbx_llama_ftype(tbx_dtype bulk);
+
 #endif /* TBX_MODELS_H */

@@ -78,14 +78,6 @@ tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt);
 /* ggml's reference quantizer algorithm (quantize_row_*_ref, no importance matrix) for q2_K,
  * q3_K, q4_K, q5_K, q6_K; for the other quantizable types the same as tbx_ggml_quant_for. */
 tbx_quant_fn tbx_ggml_quant_ref_for(tbx_dtype dt);
-/* The type a row of `cols` values gets when `want` (a ggml block type) does not fit it, by
- * llama-quantize's rules (ggml_fallback.c): `want` itself when cols is a multiple of its block
- * size, else the demoted type, else TBX_DT_F16; TBX_DT_INVALID when `want` is no block type. */
-tbx_dtype tbx_ggml_quant_fallback(tbx_dtype want, uint64_t cols);
-/* llama.cpp's general.file_type value (LLAMA_FTYPE) of a model whose bulk type is `bulk`
- * (ggml_fallback.c): f32 0, f16 1, q4_0 2, q4_1 3, q8_0 7, ..., bf16 32; a type llama.cpp has
- * no file type for: 1024 (LLAMA_FTYPE_GUESSED). */
-uint32_t tbx_llama_ftype(tbx_dtype bulk);
 
 /* ---- lane kernels of the K-quant encoder (internal to this module) -------------------------
  * Eight sub-blocks are processed side by side: xt[8*i + j] is value i of sub-block j ("lane"

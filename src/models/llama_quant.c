@@ -1,5 +1,7 @@
 /*
- * ggml_fallback.c - the block type a row can take when the requested one does not fit.
+ * llama_quant.c - llama.cpp's quantization rules as a model file for it records them: the
+ * block type a row can take when the requested one does not fit, and the general.file_type of
+ * a model by its bulk type (llama-quantize's presets belong here too).
  *
  * A ggml block type quantizes each row in whole blocks (32 values for q4_0..q8_0, 256 for the
  * k-quants), so a row whose length is not a multiple of the block size cannot take it.
@@ -9,8 +11,7 @@
  * follows the same rules (tbx convert --quant, the Hugging Face to GGUF conversion), so a
  * model quantized here gets the types a llama.cpp user expects.
  */
-#include "ggml.h"
-#include "core.h" /* tbx_dtype_core_get */
+#include "models.h"
 
 tbx_dtype tbx_ggml_quant_fallback(tbx_dtype want, uint64_t cols) {
     const tbx_dtype_info *qi = tbx_dtype_core_get(want);
