@@ -1202,6 +1202,11 @@ typedef struct tbx_convert_report {
     uint64_t beyond;           /* finite inputs of magnitude above `range` */
     double range;              /* the largest magnitude `to` represents (INFINITY: no bound) */
     double max_abs;            /* the largest finite |input| among the nvalues */
+    /* A ggml K type quantized with tensorbox's own search (GGUF's write option
+     * quant_method=search): the RMSE of what was written, and of ggml's reference algorithm
+     * (ggml_quantize_chunk's bytes, the default) on the same values, sqrt(sum over the finite
+     * inputs of (decoded - input)^2 / nvalues). NAN otherwise (nothing measured). */
+    double rmse, rmse_ggml;
 } tbx_convert_report;
 
 typedef void (*tbx_convert_report_fn)(void *ud, const tbx_convert_report *r);
@@ -1275,7 +1280,15 @@ TBX_API tbx_status tbx_convert_check(const char *out_path, const tbx_convert_opt
  * (or unchanged). The target format must store the block types (GGUF does). A 2-D tensor
  * already quantized to another type fails the conversion (TBX_E_LOSSY naming it and its type,
  * before the output is created) unless TBX_CONVERT_REQUANTIZE (decoded and quantized again) or
- * TBX_CONVERT_DEQUANTIZE; one of the requested type is kept as it is.
+ * TBX_CONVERT_DEQUANTIZE; one of the requested type is kept as it is. Every ggml type gets the
+ * bytes llama.cpp's ggml_quantize_chunk gives the same rows (no importance matrix; q2_K .. q6_K
+ * through a built-in copy of ggml's reference algorithm). GGUF's write option quant_method
+ * (write.options; "ggml", the default, or "search") asks with "search" for tensorbox's own
+ * K-quant encoder instead (q2_K .. q6_K: other bytes, a lower error; slower, since each tensor
+ * is encoded with ggml's algorithm too to measure it): the tensor's report then carries the RMSE
+ * of both (tbx_convert_report.rmse, rmse_ggml). "search" with another quant_to, or quant_method
+ * without quant_to, is refused (TBX_E_INVALID_ARG naming "options.quant_method"). The Hugging
+ * Face -> GGUF conversion (tbx_gguf_from_hf) applies it too.
  *
  * quant_to may also be one of MCF's families (TBX_DT_MCF_Q8 .. _K2, _INT8, _INT4; the target
  * must be MCF): every dense 2-D f32/f16/bf16/f64 tensor with non-zero dimensions is quantized

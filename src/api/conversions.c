@@ -80,7 +80,9 @@ static tbx_status gguf_from_hf(tbx_file *in, const char *out_path, const tbx_ggu
     tbx_status st = tbx_hf_gguf_prepare(in, o, &h, err);
     if (st != TBX_OK) return st;
     tbx_writer *w = NULL;
-    st = tbx_writer_open(&w, out_path, &o->write, err);
+    /* GGUF's quant_method applies to the conversion's quant_to (TBX_WRITE_QUANTIZING_) */
+    st = tbx_writer_open_(&w, out_path, &o->write,
+                          o->quant_to != TBX_DT_INVALID ? TBX_WRITE_QUANTIZING_ : 0, err);
     tbx_plan *plan = NULL;
     if (st == TBX_OK) st = tbx_hf_gguf_write(h, w, &plan, err);
     if (st == TBX_OK) {
@@ -274,9 +276,9 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         if (st == TBX_OK) st = tbx_hf_embd_plan(he, &plan, err);
     }
     tbx_writer *w = NULL;
-    /* a writer given MCF's quantization options applies them only inside a conversion that
-     * quantizes to one of MCF's families (TBX_WRITE_QUANTIZING_) */
-    const uint32_t wflags = qe && qe->kind == TBX_ENC_PAYLOAD ? TBX_WRITE_QUANTIZING_ : 0;
+    /* a writer given quantization options (MCF's, GGUF's quant_method) applies them only inside
+     * a conversion that quantizes (TBX_WRITE_QUANTIZING_) */
+    const uint32_t wflags = qe && qe->kind != TBX_ENC_FLOAT ? TBX_WRITE_QUANTIZING_ : 0;
     if (st == TBX_OK) st = tbx_writer_open_(&w, out_path, &o.write, wflags, err);
     if (st != TBX_OK) {
         tbx_hf_embd_free(he);

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -37,12 +38,15 @@ static const cli_option convert_options[] = {
     {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to TYPE (each format's types are "
                          "listed below; MCF's int8/int4: mantle's runtime cannot load them)"},
     {"quant-method", 0, "METHOD", "MCF --quant: best (default, lower error) or mantle (mantle's "
-                                  "quantizer byte for byte); -O quant_method=METHOD"},
+                                  "quantizer byte for byte); GGUF --quant: ggml (default, "
+                                  "ggml's bytes) or search (q2_k .. q6_k: tensorbox's own, "
+                                  "lower error, printed next to ggml's); -O quant_method="
+                                  "METHOD"},
     {"quant-clip", 0, "MIN,MAX", "MCF --quant: clamp every tensor to [MIN, MAX] (default: each "
                                  "tensor's +-max|value|); -O quant_clip_min=MIN -O "
                                  "quant_clip_max=MAX"},
     {"verbose", 'v', NULL, "one line per tensor: what became of it and why (with --quant to "
-                           "MCF also its error)"},
+                           "MCF, or --quant-method search, also its error)"},
     {"dequantize", 0, NULL, "lossy: write every quantized tensor dequantized, as f32 (or the "
                             "--cast dtype)"},
     {"requantize", 0, NULL, "lossy: with --quant, decode tensors quantized to another type and "
@@ -70,14 +74,32 @@ static const cli_option convert_options[] = {
 };
 
 /* ------------------------------------------------------------------------------------------ */
-/* Quantization report (MCF targets): RMSE of the tensors quantized, per tensor with -v        */
+/* Quantization report (MCF targets; a ggml K type with --quant-method search, its error next */
+/* to ggml's reference on the same values): RMSE of the tensors quantized, per tensor with -v  */
 /* ------------------------------------------------------------------------------------------ */
 typedef struct qreport {
     tbx_file *f;
     int verbose;
     uint64_t tensors, values;
     double sse;
+    /* --quant-method search (tbx_convert_report.rmse / rmse_ggml) */
+    uint64_t searched, svalues;
+    double ssse, ssse_ref;
 } qreport;
+
+static void qreport_search(qreport *r, const tbx_convert_report *t) {
+    if (t->struct_size < offsetof(tbx_convert_report, rmse_ggml) + sizeof t->rmse_ggml ||
+        isnan(t->rmse) || !t->nvalues)
+        return;
+    const double n = (double)t->nvalues;
+    r->searched++;
+    r->svalues += t->nvalues;
+    r->ssse += t->rmse * t->rmse * n;
+    r->ssse_ref += t->rmse_ggml * t->rmse_ggml * n;
+    if (r->verbose)
+        fprintf(stderr, "quantized %s: %" PRIu64 " values, RMSE %.6g (ggml's reference on the "
+                "same values: %.6g)\n", t->name, t->nvalues, t->rmse, t->rmse_ggml);
+}
 
 static void qreport_tensor(qreport *r, uint64_t i, uint64_t n, double sse) {
     r->tensors++;
@@ -228,6 +250,7 @@ typedef struct convert_ud {
 
 static void on_tensor(void *ud, const tbx_convert_report *r) {
     summary_tensor(&((convert_ud *)ud)->sum, r);
+    qreport_search(&((convert_ud *)ud)->rep, r);
 }
 
 static void on_quant(void *ud, uint64_t tensor, uint64_t nvalues, double sse) {
@@ -371,9 +394,9 @@ static void help_hf_archs(FILE *fp) {
  * the writer to refuse naming it. Every --option as one MAP (*out NULL when none). */
 static int option_map(const cli_args *a, tbx_format fmt, tbx_value **out) {
     *out = NULL;
-    /* --quant-method M and --quant-clip MIN,MAX: spellings of MCF's write options
-     * quant_method=M, quant_clip_min=MIN and quant_clip_max=MAX (the library checks them:
-     * their values, and that --quant asks for one of MCF's families) */
+    /* --quant-method M and --quant-clip MIN,MAX: spellings of the write options quant_method=M
+     * (MCF's and GGUF's), quant_clip_min=MIN and quant_clip_max=MAX (MCF's); the library checks
+     * them: their values, and that --quant asks for a type they apply to */
     const char *qm = cli_value(a, "quant-method"), *qc = cli_value(a, "quant-clip");
     if (qm || qc) *out = tbx_value_new_map();
     if ((qm || qc) && !*out) {
@@ -760,13 +783,21 @@ static int convert_run(const cli_args *a) {
                 qmethod,
                 cu.rep.values ? sqrt(cu.rep.sse / (double)cu.rep.values) : 0.0);
     }
+    if (cu.rep.searched) {
+        const tbx_dtype_info *qi = tbx_dtype_get(opt.quant_to);
+        const double nv = (double)cu.rep.svalues;
+        fprintf(stderr, "quantized %" PRIu64 " tensors (%" PRIu64 " values) to %s, method "
+                "search: RMSE %.6g; ggml's reference (method ggml, the default) on the same "
+                "values: RMSE %.6g\n", cu.rep.searched, cu.rep.svalues, qi ? qi->name : "?",
+                sqrt(cu.rep.ssse / nv), sqrt(cu.rep.ssse_ref / nv));
+    }
     return CLI_OK;
 }
 
 const cli_command cli_cmd_convert = {
     "convert",
     "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]"
-    " [--quant-method best|mantle] [--quant-clip MIN,MAX] [-v] [--dequantize] [--requantize]"
+    " [--quant-method best|mantle|ggml|search] [--quant-clip MIN,MAX] [-v] [--dequantize] [--requantize]"
     " [--strict] [--drop-unreadable] [--raw] [--no-dedup] [--no-sync]"
     " [--meta KEY[:TYPE]=VALUE]... [-O KEY=VALUE]...",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
@@ -778,8 +809,13 @@ const cli_command cli_cmd_convert = {
     "dangling one needs --force). --force replaces only a regular file.\n"
     "--quant TYPE quantizes every dense 2-D f32/f16/bf16/f64 tensor; for ggml types, rows the\n"
     "type cannot take get llama-quantize's fallback (q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0,\n"
-    "q2_k/q3_k -> q4_0, else f16). A tensor already quantized to another type stops the\n"
-    "conversion unless --requantize (decoded and quantized again) or --dequantize.\n"
+    "q2_k/q3_k -> q4_0, else f16). Every ggml type gets the bytes ggml_quantize_chunk gives the\n"
+    "same rows (llama-quantize without an importance matrix); --quant-method search (GGUF's\n"
+    "-O quant_method=search, q2_k .. q6_k only) uses tensorbox's own scale search instead: other\n"
+    "bytes, a lower error, slower; its RMSE and that of ggml's algorithm on the same values are\n"
+    "printed on stderr (each tensor's with -v).\n"
+    "A tensor already quantized to another type stops the conversion unless --requantize\n"
+    "(decoded and quantized again) or --dequantize.\n"
     "After --quant, --cast, --dequantize or --requantize, stderr gets what was done to the\n"
     "tensors, by type and reason (-v: tensor by tensor), as the conversion did it. A tensor\n"
     "holding values its type cannot represent (beyond the range of its f16 scales: they get\n"

@@ -103,6 +103,7 @@ typedef struct eslot {
     size_t res_len;
     tbx_value_check chk;
     double sse;
+    double sse_ref;          /* TBX_PT_SEARCH: ggml's reference on the same values */
 } eslot;
 
 struct eng {
@@ -130,6 +131,8 @@ struct eng {
     const tbx_dtype_info *toi; /* the output dtype in the core table (FLOAT / BLOCK) */
     bool check;              /* count what the values became */
     uint64_t out_cols;       /* its row length (the last dimension; 1-D: all) */
+    bool search;             /* TBX_PT_SEARCH: the encoder's search, errors measured */
+    double sse_ref;          /* ... ggml's reference's squared error, summed over the jobs */
     tbx_enc_payload pay;
     uint8_t *payload;
 };
@@ -216,6 +219,8 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
         const uint64_t ounit = enc && enc->kind == TBX_ENC_BLOCK && oi ? oi->block_size : 1;
         if (enc && enc->kind == TBX_ENC_PAYLOAD && ndim != 2)
             return bad_plan(err, name, "an MCF family's payload is a 2-D tensor");
+        if ((t->flags & TBX_PT_SEARCH) && !(enc && enc->search))
+            return bad_plan(err, name, "a search goes with an encoder that has one");
         if (t->flags & TBX_PT_GEN) {
             if (t->nsrc || !p->generate || t->enc != TBX_PENC_ENCODE)
                 return bad_plan(err, name, "a generated tensor has no sources, a generator and "
@@ -410,6 +415,7 @@ static void job_run(tbx_task *task) {
     sl->res = NULL;
     sl->res_len = 0;
     sl->sse = 0;
+    sl->sse_ref = 0;
     memset(&sl->chk, 0, sizeof sl->chk);
     const uint64_t n = sl->n;
     if (e->penc == TBX_PENC_STORED) { /* stored bytes, reordered */
@@ -457,7 +463,13 @@ static void job_run(tbx_task *task) {
     }
     uint64_t nb = 0;
     bytes_of(e->toi, n, &nb);
-    e->enc->encode(e->enc, x, n, sl->out);
+    if (e->search) { /* tensorbox's search, its error and ggml's on the same values */
+        e->enc->search(e->enc, x, n, sl->out);
+        sl->sse = tbx_encoder_block_sse(e->enc, x, n, sl->out);
+        sl->sse_ref = tbx_encoder_block_sse(e->enc, x, n, NULL);
+    } else {
+        e->enc->encode(e->enc, x, n, sl->out);
+    }
     if (check) tbx_value_check_out(&sl->chk, e->to, x, sl->out, n);
     sl->res = sl->out;
     sl->res_len = (size_t)nb;
@@ -709,6 +721,7 @@ static tbx_status finish_job(eng *e, eslot *sl, tbx_value_check *chk, double *ss
     chk->beyond += sl->chk.beyond;
     if (sl->chk.max_abs > chk->max_abs) chk->max_abs = sl->chk.max_abs;
     *sse += sl->sse; /* in job order: the same sum whatever the thread count */
+    e->sse_ref += sl->sse_ref;
     if (!sl->res_len) return TBX_OK;
     return tbx_writer_write_tensor(e->w, e->wi, sl->res, sl->res_len, e->err);
 }
@@ -895,7 +908,8 @@ static void warn_text(const tbx_convert_report *r, char *buf, size_t cap) {
 
 /* Reports tensor k (o->on_tensor) once its bytes are written; under o->strict a warning
  * fails the conversion. */
-static tbx_status report(eng *e, size_t k, uint64_t nvalues, const tbx_value_check *c) {
+static tbx_status report(eng *e, size_t k, uint64_t nvalues, const tbx_value_check *c,
+                         double sse) {
     const tbx_plan_tensor *t = &e->p->t[k];
     const uint64_t src = first_input(e->p, k);
     char why[200] = "";
@@ -914,6 +928,11 @@ static tbx_status report(eng *e, size_t k, uint64_t nvalues, const tbx_value_che
     r.beyond = c->beyond;
     r.range = (double)tbx_quant_range(r.to);
     r.max_abs = (double)c->max_abs;
+    r.rmse = r.rmse_ggml = NAN;
+    if ((t->flags & TBX_PT_SEARCH) && nvalues) {
+        r.rmse = sqrt(sse / (double)nvalues);
+        r.rmse_ggml = sqrt(e->sse_ref / (double)nvalues);
+    }
     if (c->nonfinite) r.warnings |= TBX_CONVERT_WARN_NONFINITE;
     if (c->beyond) r.warnings |= TBX_CONVERT_WARN_RANGE;
     if (e->o->on_tensor) e->o->on_tensor(e->o->ud, &r);
@@ -931,7 +950,7 @@ static tbx_status write_tensor(eng *e, size_t k) {
     const tbx_plan_tensor *t = &e->p->t[k];
     tbx_value_check chk;
     memset(&chk, 0, sizeof chk);
-    if (!has_data(e->p, e->in, k)) return report(e, k, 0, &chk); /* nothing to write */
+    if (!has_data(e->p, e->in, k)) return report(e, k, 0, &chk, 0); /* nothing to write */
     e->k = k;
     e->name = tbx_plan_name(e->p, e->in, k, NULL);
     e->penc = t->enc;
@@ -939,6 +958,9 @@ static tbx_status write_tensor(eng *e, size_t k) {
     e->enc = t->enc == TBX_PENC_ENCODE ? tbx_encoder_for(e->to) : NULL;
     e->toi = tbx_dtype_core_get(e->to);
     e->check = t->enc == TBX_PENC_ENCODE && !(t->flags & TBX_PT_GEN);
+    e->search = e->enc && e->enc->kind == TBX_ENC_BLOCK && e->enc->search &&
+                (t->flags & TBX_PT_SEARCH);
+    e->sse_ref = 0;
     uint32_t ndim;
     const uint64_t *shape = tbx_plan_shape(e->p, e->in, k, &ndim);
     e->out_cols = ndim ? shape[ndim - 1] : 1;
@@ -992,7 +1014,7 @@ static tbx_status write_tensor(eng *e, size_t k) {
         st = run_jobs(e, &chk, &sse);
         if (e->check) nvalues = nelems;
     }
-    if (st == TBX_OK) st = report(e, k, nvalues, &chk);
+    if (st == TBX_OK) st = report(e, k, nvalues, &chk, sse);
     return st;
 }
 

@@ -6,6 +6,7 @@
  */
 #include "convert.h"
 #include "encode.h"
+#include "ggml.h" /* TBX_GGML_OPT_METHOD */
 #include "models.h" /* llama.cpp's quantization rules */
 
 #include <stdio.h>
@@ -175,9 +176,9 @@ static void why_text(const tbx_tensor *t, const tplan *p, tbx_dtype quant_to, ch
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* MCF's quantization options: write options of the target's row (mcfq.h: quant_method,       */
-/* quant_clip_min / quant_clip_max), checked by core and the row at the writer's open, applied */
-/* here to the tensors quantized to one of MCF's families.                                    */
+/* The quantization options: write options of the target's row (MCF, mcfq.h: quant_method,  */
+/* quant_clip_min / quant_clip_max; GGUF, ggml.h: quant_method), checked by core and the row  */
+/* at the writer's open, applied here to the tensors quantized to quant_to.                   */
 /* ------------------------------------------------------------------------------------------ */
 /* Option `key` of the conversion's write options, NULL when not given. */
 static const tbx_value *wopt(const tbx_convert_options *o, const char *key) {
@@ -192,20 +193,45 @@ static const tbx_value *wopt(const tbx_convert_options *o, const char *key) {
     return NULL;
 }
 
+/* Whether write option quant_method asks for tensorbox's own K-quant search (a ggml block type;
+ * the row validated the value). */
+static bool want_search(const tbx_convert_options *o) {
+    const char *m = tbx_value_get_str(wopt(o, TBX_GGML_OPT_METHOD), NULL);
+    return m && strcmp(m, TBX_GGML_METHOD_SEARCH) == 0;
+}
+
 tbx_status tbx_plan_plain_check(const tbx_convert_options *o, tbx_error *err) {
     static const char *const keys[] = {TBX_MCFQ_OPT_METHOD, TBX_MCFQ_OPT_CLIP_MIN,
                                        TBX_MCFQ_OPT_CLIP_MAX};
     const tbx_encoder *qe = o->quant_to != TBX_DT_INVALID ? tbx_encoder_for(o->quant_to) : NULL;
     if (qe && qe->kind == TBX_ENC_PAYLOAD) return TBX_OK;
+    const tbx_dtype_info *qi = tbx_dtype_get(o->quant_to);
+    /* a ggml block type takes quant_method (GGUF's: ggml | search); search needs a type that
+     * has a search of its own (q2_K .. q6_K), else it would be ggml's bytes under another name */
+    const char *m = tbx_value_get_str(wopt(o, TBX_GGML_OPT_METHOD), NULL);
+    if (qe && qe->kind == TBX_ENC_BLOCK && wopt(o, TBX_GGML_OPT_METHOD) &&
+        (!m || (strcmp(m, TBX_GGML_METHOD_GGML) && strcmp(m, TBX_GGML_METHOD_SEARCH))))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "options." TBX_GGML_OPT_METHOD,
+                       "the write option " TBX_GGML_OPT_METHOD " of a ggml block type (%s) is "
+                       TBX_GGML_METHOD_GGML " or " TBX_GGML_METHOD_SEARCH " (best and mantle are "
+                       "MCF's families' methods)", qi ? qi->name : "?");
+    if (qe && qe->kind == TBX_ENC_BLOCK && want_search(o) && !qe->search)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "options." TBX_GGML_OPT_METHOD,
+                       "the write option " TBX_GGML_OPT_METHOD "=" TBX_GGML_METHOD_SEARCH
+                       " applies to q2_k .. q6_k (tensorbox's own scale search), and %s is "
+                       "asked for: its only quantizer is ggml's algorithm", qi ? qi->name : "?");
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         if (!wopt(o, keys[i])) continue;
-        const tbx_dtype_info *qi = tbx_dtype_get(o->quant_to);
+        if (i == 0 && qe && qe->kind == TBX_ENC_BLOCK) continue;
         char field[48];
         snprintf(field, sizeof field, "options.%s", keys[i]);
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
-                       "the write option %s applies to quantizing to one of MCF's families "
-                       "(quant_to mcf_q8 .. mcf_int4, tbx convert --quant with an MCF output), "
+                       "the write option %s applies to quantizing to %s, "
                        "and %s%s is asked for: it would apply to nothing", keys[i],
+                       i == 0 ? "a ggml block type (GGUF: ggml | search) or one of MCF's "
+                                "families (best | mantle)"
+                              : "one of MCF's families (quant_to mcf_q8 .. mcf_int4, tbx "
+                                "convert --quant with an MCF output)",
                        qi ? "quantizing to " : "no quantization", qi ? qi->name : "");
     }
     return TBX_OK;
@@ -267,6 +293,7 @@ tbx_status tbx_plan_plain(tbx_file *in, const tbx_convert_options *o, tbx_format
     }
     const char *method = tbx_value_get_str(wopt(o, TBX_MCFQ_OPT_METHOD), NULL);
     const bool mantle = method && strcmp(method, "mantle") == 0;
+    const bool search = qe && qe->kind == TBX_ENC_BLOCK && qe->search && want_search(o);
     for (size_t i = 0; i < in->ntensors; i++) {
         const tbx_tensor *t = &in->tensors[i];
         if (t->unreadable) continue; /* left out (TBX_CONVERT_DROP_UNREADABLE) */
@@ -294,6 +321,8 @@ tbx_status tbx_plan_plain(tbx_file *in, const tbx_convert_options *o, tbx_format
                 if (!clip) pt.flags |= TBX_PT_CLIP_SCAN;
                 if (mantle) pt.flags |= TBX_PT_MANTLE;
             }
+            /* the search applies to the tensors quant_to's rows fit (not to a fallback type) */
+            if (search && d.to == (uint16_t)o->quant_to) pt.flags |= TBX_PT_SEARCH;
         }
         st = tbx_plan_add(p, &pt, NULL, err);
         if (st != TBX_OK) return st;

@@ -72,6 +72,9 @@ enum {
                                   engine scans the values first (+-max |finite value|, mantle's
                                   default); else `quant` holds the range (has_clip) */
 #define TBX_PT_MANTLE    0x08u /* an MCF family: mantle's own method (else tensorbox's best) */
+#define TBX_PT_SEARCH    0x10u /* a ggml K type: tensorbox's own search (encoder's `search`;
+                                  else ggml's bytes), its error and the reference's on the same
+                                  values measured for the report */
 
 typedef struct tbx_plan_tensor {
     /* 48 bytes: a plain conversion of a million tensors holds a million of these */

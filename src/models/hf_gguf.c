@@ -117,6 +117,7 @@ struct tbx_hf_gguf {
     const char *head_dim_cfg;   /* "head_dim" when config.json gives it, else NULL */
     size_t embd;                /* h->out index of token_embd.weight (SIZE_MAX: none) */
     tbx_dtype quant, cast;
+    bool search;  /* GGUF's write option quant_method=search: quant's own K-quant search */
     /* llama3 rope scaling: rope_freqs.weight is generated (head_dim / 2 factors) */
     bool rope_llama3;
     double rope_theta, rope_factor, rope_low, rope_high, rope_orig_ctx;
@@ -1644,6 +1645,9 @@ static tbx_status build_plan(hf *h) {
         case HF_XF_ADD: s.xform = TBX_XF_ADD; break;
         default: break;
         }
+        /* tensorbox's own search for the tensors quantized to the type asked for */
+        if (h->search && t.enc == TBX_PENC_ENCODE && o->dtype == h->quant)
+            t.flags |= TBX_PT_SEARCH;
         st = tbx_plan_add(p, &t, NULL, h->err);
         /* a stack: its experts in order, each a whole input tensor */
         for (uint32_t x = 0, n = o->exps ? o->nexp : 1; st == TBX_OK && x < n; x++) {
@@ -1700,8 +1704,30 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant", "quantizing to %s is "
                            "not supported", qi ? qi->name : "?");
     }
+    /* GGUF's write option quant_method (the row checks its value at the writer's open):
+     * search applies to a quant_to that has one (q2_K .. q6_K) */
+    bool search = false;
+    const tbx_value *wo = o->write.options;
+    for (uint64_t i = 0, n = tbx_value_type_of(wo) == TBX_V_MAP ? tbx_value_len(wo) : 0; i < n;
+         i++) {
+        size_t kl = 0;
+        const char *k = tbx_value_key_at(wo, i, &kl);
+        if (!k || kl != strlen(TBX_GGML_OPT_METHOD) || memcmp(k, TBX_GGML_OPT_METHOD, kl)) continue;
+        const char *m = tbx_value_get_str(tbx_value_at(wo, i), NULL);
+        search = m && strcmp(m, TBX_GGML_METHOD_SEARCH) == 0;
+        const tbx_encoder *qe =
+            o->quant_to != TBX_DT_INVALID ? tbx_encoder_for(o->quant_to) : NULL;
+        const tbx_dtype_info *qi = tbx_dtype_get(o->quant_to);
+        if (search && !(qe && qe->search))
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET,
+                           "options." TBX_GGML_OPT_METHOD, "the write option "
+                           TBX_GGML_OPT_METHOD "=" TBX_GGML_METHOD_SEARCH " applies to q2_k .. "
+                           "q6_k (tensorbox's own scale search), and %s%s is asked for",
+                           qi ? "quantizing to " : "no quantization", qi ? qi->name : "");
+    }
     hf *h = tbx_calloc(&in->al, 1, sizeof *h);
     if (!h) return tbx_err_nomem(err, "conversion state");
+    h->search = search;
     h->in = in;
     h->err = err;
     h->al = &in->al;

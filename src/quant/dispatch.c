@@ -106,6 +106,19 @@ tbx_quant_fn tbx_ggml_quant_for(tbx_dtype dt) {
     return f ? f : tbx_ggml_quant_scalar_for(dt);
 }
 
+static bool k_type(tbx_dtype dt) {
+    return dt == TBX_DT_Q2_K || dt == TBX_DT_Q3_K || dt == TBX_DT_Q4_K || dt == TBX_DT_Q5_K ||
+           dt == TBX_DT_Q6_K;
+}
+
+tbx_quant_fn tbx_ggml_quant_default_for(tbx_dtype dt) {
+    return k_type(dt) ? tbx_ggml_quant_ref_for(dt) : tbx_ggml_quant_for(dt);
+}
+
+tbx_quant_fn tbx_ggml_quant_search_for(tbx_dtype dt) {
+    return k_type(dt) ? tbx_ggml_quant_for(dt) : NULL;
+}
+
 /* ---- MCF q / k row decoders (mcfq.h) ------------------------------------------------------- */
 tbx_mcfq_rows_fn tbx_mcfq_dequant_simd_for(tbx_mcfq_kind kind) {
     if (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) return tbx_mcfq_dequant_avx2_for(kind);

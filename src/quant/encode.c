@@ -13,11 +13,44 @@ static void enc_float(const tbx_encoder *e, const float *x, uint64_t n, void *ou
     tbx_encode_float(e->dtype, x, n, out);
 }
 
-/* ---- ggml block types: the best quantizer of this CPU (dispatch.c) ------------------------- */
+/* ---- ggml block types: ggml's bytes (dispatch.c), or tensorbox's K-quant search ------------ */
 static void enc_block(const tbx_encoder *e, const float *x, uint64_t n, void *out) {
     const tbx_dtype_info *di = tbx_dtype_core_get(e->dtype);
-    tbx_quant_fn q = tbx_ggml_quant_for(e->dtype);
+    tbx_quant_fn q = tbx_ggml_quant_default_for(e->dtype);
     if (di && q && di->block_size) q(x, out, n / di->block_size);
+}
+
+static void enc_search(const tbx_encoder *e, const float *x, uint64_t n, void *out) {
+    const tbx_dtype_info *di = tbx_dtype_core_get(e->dtype);
+    tbx_quant_fn q = tbx_ggml_quant_search_for(e->dtype);
+    if (di && q && di->block_size) q(x, out, n / di->block_size);
+}
+
+double tbx_encoder_block_sse(const tbx_encoder *e, const float *x, uint64_t n,
+                             const void *bytes) {
+    const tbx_dtype_info *di = tbx_dtype_core_get(e->dtype);
+    tbx_dequant_fn dq = tbx_ggml_dequant_for(e->dtype);
+    tbx_quant_fn q = tbx_ggml_quant_default_for(e->dtype);
+    enum { MAXB = 256 };
+    if (!di || !dq || !q || !di->block_size || di->block_size > MAXB ||
+        di->block_bytes > 4 * MAXB)
+        return 0;
+    float y[MAXB];
+    uint8_t blk[4 * MAXB];
+    double sse = 0;
+    const uint64_t bs = di->block_size;
+    for (uint64_t b = 0; b < n / bs; b++) {
+        const float *xb = x + b * bs;
+        const uint8_t *eb = bytes ? (const uint8_t *)bytes + b * di->block_bytes : blk;
+        if (!bytes) q(xb, blk, 1);
+        dq(eb, y, 1);
+        for (uint64_t i = 0; i < bs; i++)
+            if (isfinite(xb[i])) {
+                const double d = (double)y[i] - (double)xb[i];
+                sse += d * d;
+            }
+    }
+    return sse;
 }
 
 /* ---- MCF families ------------------------------------------------------------------------- */
@@ -98,15 +131,16 @@ uint64_t tbx_encoder_payload_rows(uint64_t cols) {
 }
 
 /* ---- the table ---------------------------------------------------------------------------- */
-#define FLOAT(dt) {dt, TBX_ENC_FLOAT, false, enc_float, NULL, NULL, NULL, NULL}
-#define BLOCK(dt) {dt, TBX_ENC_BLOCK, false, enc_block, NULL, NULL, NULL, NULL}
-#define MCF(dt) {dt, TBX_ENC_PAYLOAD, true, NULL, mcf_begin, mcf_head, mcf_rows, mcf_describe}
+#define FLOAT(dt) {dt, TBX_ENC_FLOAT, false, enc_float, NULL, NULL, NULL, NULL, NULL}
+#define BLOCK(dt) {dt, TBX_ENC_BLOCK, false, enc_block, NULL, NULL, NULL, NULL, NULL}
+#define KBLOCK(dt) {dt, TBX_ENC_BLOCK, false, enc_block, NULL, NULL, NULL, NULL, enc_search}
+#define MCF(dt) {dt, TBX_ENC_PAYLOAD, true, NULL, mcf_begin, mcf_head, mcf_rows, mcf_describe, NULL}
 
 static const tbx_encoder ENCODERS[] = {
     FLOAT(TBX_DT_F32), FLOAT(TBX_DT_F16), FLOAT(TBX_DT_BF16), FLOAT(TBX_DT_F64),
     BLOCK(TBX_DT_Q8_0), BLOCK(TBX_DT_Q4_0), BLOCK(TBX_DT_Q4_1), BLOCK(TBX_DT_Q5_0),
-    BLOCK(TBX_DT_Q5_1), BLOCK(TBX_DT_Q2_K), BLOCK(TBX_DT_Q3_K), BLOCK(TBX_DT_Q4_K),
-    BLOCK(TBX_DT_Q5_K), BLOCK(TBX_DT_Q6_K), BLOCK(TBX_DT_TQ1_0), BLOCK(TBX_DT_TQ2_0),
+    BLOCK(TBX_DT_Q5_1), KBLOCK(TBX_DT_Q2_K), KBLOCK(TBX_DT_Q3_K), KBLOCK(TBX_DT_Q4_K),
+    KBLOCK(TBX_DT_Q5_K), KBLOCK(TBX_DT_Q6_K), BLOCK(TBX_DT_TQ1_0), BLOCK(TBX_DT_TQ2_0),
     BLOCK(TBX_DT_MXFP4),
     MCF(TBX_DT_MCF_Q8), MCF(TBX_DT_MCF_Q4), MCF(TBX_DT_MCF_K6), MCF(TBX_DT_MCF_K4),
     MCF(TBX_DT_MCF_K3), MCF(TBX_DT_MCF_K2), MCF(TBX_DT_MCF_INT8), MCF(TBX_DT_MCF_INT4),

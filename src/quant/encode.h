@@ -4,7 +4,9 @@
  * a quantizer by hand:
  *   TBX_ENC_FLOAT    f32, f64, f16, bf16: value by value (tbx_encode_float)
  *   TBX_ENC_BLOCK    the ggml block types with a quantizer (q8_0 .. q6_K, tq1_0, tq2_0,
- *                    mxfp4): runs of whole blocks, each block on its own (ggml.h)
+ *                    mxfp4): runs of whole blocks, each block on its own (ggml.h); by default
+ *                    ggml_quantize_chunk's bytes; q2_K .. q6_K also have tensorbox's own
+ *                    search (`search`, asked for by GGUF's write option quant_method=search)
  *   TBX_ENC_PAYLOAD  MCF's families (q8 q4 k6 k4 k3 k2: mcfq.h; int8 int4): one payload per
  *                    [rows, cols] tensor whose regions are stored one after the other (scales,
  *                    then codes), filled a run of whole rows at a time and written when
@@ -58,6 +60,9 @@ struct tbx_encoder {
      * (everything the format records: method, code dtype, scales, domain, clip) */
     tbx_status (*describe)(const tbx_encoder *e, uint64_t rows, uint64_t cols, float clip_lo,
                            float clip_hi, tbx_quant_info *q);
+    /* BLOCK q2_K .. q6_K: tensorbox's own search (a lower error than `encode`, ggml's
+     * algorithm; other bytes), as `encode`; NULL for the other types */
+    void (*search)(const tbx_encoder *e, const float *x, uint64_t n, void *out);
 };
 
 /* The encoder writing dtype `dt`, NULL when nothing encodes it. */
@@ -68,6 +73,11 @@ const tbx_encoder *tbx_encoder_at(size_t i);
  * PAYLOAD encoder: tbx_dtype_quantizable) or a cast target (a FLOAT one: tbx_dtype_castable). */
 bool tbx_quantizable(tbx_dtype dt);
 bool tbx_castable(tbx_dtype dt);
+/* BLOCK: the sum (in f64) of the squared differences between the finite values of x (n, whole
+ * blocks) and what `bytes` (their encoding in e's dtype) decode to; with bytes NULL, of the
+ * encoding `encode` (ggml's algorithm) gives them, made block by block here. */
+double tbx_encoder_block_sse(const tbx_encoder *e, const float *x, uint64_t n,
+                             const void *bytes);
 /* Rows of a PAYLOAD run: about 2^18 values of whole rows, an even number of values (int4's
  * codes share bytes). Fixed by the shape, so the runs (and the error sums taken per run) do
  * not depend on the thread count. */

@@ -15,14 +15,16 @@
  * Quantizers (tbx_quant_fn) encode nblocks * block_size floats into nblocks blocks.
  *   - q8_0, q4_0, q4_1, q5_0, q5_1, tq1_0, tq2_0, mxfp4: the same bytes as gguf-py's
  *     gguf.quants.quantize (= ggml's quantize_row_*_ref) for finite inputs.
- *   - q2_K .. q6_K: tensorbox's own encoder (least-squares search, super-block refit, local
- *     search on the quantized sub-scales; see ggml_quant.c). On every test distribution its
- *     reconstruction RMSE is below that of ggml's reference algorithm, which is provided too
- *     (tbx_ggml_quant_ref_for) as the baseline (written from ggml's quantize_row_*_ref; the
- *     same bytes as ggml_quantize_chunk of llama.cpp's libggml, tests/python/
- *     test_quant_overflow.py). A super-block holding a value the type cannot represent
- *     (beyond tbx_quant_range, check.h) or Inf/NaN gets the reference's bytes: the values
- *     ggml itself gives it.
+ *   - q2_K .. q6_K: two quantizers. ggml's reference algorithm (tbx_ggml_quant_ref_for,
+ *     written from ggml's quantize_row_*_ref: the same bytes as ggml_quantize_chunk of
+ *     llama.cpp's libggml without an importance matrix, tests/python/
+ *     test_ggml_quant_identical.py), the default of every conversion (tbx_ggml_quant_default_for);
+ *     and tensorbox's own encoder (least-squares search, super-block refit, local search on the
+ *     quantized sub-scales; see ggml_quant.c; tbx_ggml_quant_for / tbx_ggml_quant_search_for),
+ *     asked for explicitly (GGUF's write option quant_method=search): on every test
+ *     distribution its reconstruction RMSE is below the reference's. A super-block holding a
+ *     value the type cannot represent (beyond tbx_quant_range, check.h) or Inf/NaN gets the
+ *     reference's bytes from it too: the values ggml itself gives it.
  *   Every quantizer is deterministic: the same input gives the same bytes on every CPU path.
  *   Other non-finite inputs give unspecified (but defined, crash-free) blocks.
  */
@@ -42,6 +44,14 @@
 #endif
 
 typedef void (*tbx_quant_fn)(const float *src, void *dst, uint64_t nblocks);
+
+/* The write option (GGUF's row, gguf_write.c) choosing the quantizer of a conversion to a ggml
+ * block type: "ggml" (the default: ggml_quantize_chunk's bytes) or "search" (q2_K .. q6_K:
+ * tensorbox's own search; its error and the reference's reported per tensor). Applied by the
+ * conversion's plans (src/convert/plain.c, src/models/hf_gguf.c). */
+#define TBX_GGML_OPT_METHOD    "quant_method"
+#define TBX_GGML_METHOD_GGML   "ggml"
+#define TBX_GGML_METHOD_SEARCH "search"
 
 /* Instruction sets a kernel may use (bit mask). */
 #define TBX_GGML_ISA_AVX2 0x1u    /* avx2 */
@@ -78,6 +88,13 @@ tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt);
 /* ggml's reference quantizer algorithm (quantize_row_*_ref, no importance matrix) for q2_K,
  * q3_K, q4_K, q5_K, q6_K; for the other quantizable types the same as tbx_ggml_quant_for. */
 tbx_quant_fn tbx_ggml_quant_ref_for(tbx_dtype dt);
+/* The quantizer a conversion uses by default: ggml_quantize_chunk's bytes for every type (q2_K
+ * .. q6_K: the reference algorithm, scalar; the others: tbx_ggml_quant_for, the same bytes as
+ * ggml's), or NULL when the type has none. */
+tbx_quant_fn tbx_ggml_quant_default_for(tbx_dtype dt);
+/* tensorbox's own K-quant search (q2_K .. q6_K: tbx_ggml_quant_for, SIMD when the CPU has it),
+ * NULL for every other type (their only quantizer is ggml's algorithm). */
+tbx_quant_fn tbx_ggml_quant_search_for(tbx_dtype dt);
 
 /* ---- lane kernels of the K-quant encoder (internal to this module) -------------------------
  * Eight sub-blocks are processed side by side: xt[8*i + j] is value i of sub-block j ("lane"

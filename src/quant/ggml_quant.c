@@ -78,6 +78,13 @@ static void q_q8_0(const float *x, void *dst, uint64_t nb) {
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         tbx_st16(b, f2h(d));
+        /* a block so small (max |x| below ~3.7e-37) that 1/d overflows: ggml's x * id is +-Inf
+         * or NaN, which its float -> int8 conversion turns into 0 on x86 (ggml_quantize_chunk's
+         * bytes, tests/python/test_ggml_quant_identical.py); the f16 d is 0 anyway */
+        if (isinf(id)) {
+            memset(b + 2, 0, 32);
+            continue;
+        }
         for (int j = 0; j < 32; j++) b[2 + j] = (uint8_t)(int8_t)round_clamp(x[j] * id, -128, 127);
     }
 }
@@ -188,7 +195,9 @@ static void q_tq1_0(const float *x, void *dst, uint64_t nb) {
     uint8_t *b = (uint8_t *)dst;
     for (uint64_t i = 0; i < nb; i++, b += 54) {
         const float d = absmax(x, 256);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        /* 1/d overflowing (max |x| below ~2.9e-39): ggml's lroundf(+-Inf) + 1 is 1 on x86, the
+         * zero trit, for every value (ggml_quantize_chunk's bytes) */
+        const float id = d != 0.0f && !isinf(1.0f / d) ? 1.0f / d : 0.0f;
         tbx_st16(b + 52, f2h(d));
         /* bytes 0..31: 5 trits each from x[m + 32n]; bytes 32..47: from x[160 + m + 16n];
          * qh 0..3: 4 trits each from x[240 + j + 4m]; first trit most significant, then the
@@ -217,7 +226,9 @@ static void q_tq2_0(const float *x, void *dst, uint64_t nb) {
     uint8_t *b = (uint8_t *)dst;
     for (uint64_t i = 0; i < nb; i++, x += 256, b += 66) {
         const float d = absmax(x, 256);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        /* 1/d overflowing (max |x| below ~2.9e-39): ggml's lroundf(+-Inf) + 1 is 1 on x86, the
+         * zero trit, for every value (ggml_quantize_chunk's bytes) */
+        const float id = d != 0.0f && !isinf(1.0f / d) ? 1.0f / d : 0.0f;
         tbx_st16(b + 64, f2h(d));
         for (int j = 0; j < 64; j += 32)
             for (int m = 0; m < 32; m++) {
@@ -251,7 +262,9 @@ static void q_mxfp4(const float *x, void *dst, uint64_t nb) {
         uint8_t e = 0;
         if (amax > 0.0f) {
             const float l2 = floorf(log2f(amax)) - 2.0f + 127.0f;
-            e = (uint8_t)(l2 <= 0.0f ? 0 : l2 >= 255.0f ? 255 : (int)l2);
+            /* l2 in -24..253; below 0 (max |x| < 2^-125) ggml's float -> uint8 conversion
+             * wraps on x86 (ggml_quantize_chunk's bytes): the same modulo 256 */
+            e = (uint8_t)(int)l2;
         }
         const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
         float d;

@@ -10,6 +10,7 @@
 #include "core.h"
 
 #include <float.h>
+#include <math.h>
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(TBX_GGML_NO_SIMD)
@@ -812,6 +813,7 @@ AVX2 static void qa_q8_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         if (q_has_nan(&v)) { scalar(x, b, 1); continue; }
         const float d = q_absmax(&v) / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        if (isinf(id)) { scalar(x, b, 1); continue; } /* 1/d overflows: the scalar's case */
         tbx_st16(b, tbx_f32_to_f16(d));
         const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];

@@ -4,9 +4,10 @@ A finite 3.4e38 quantized with `tbx convert --quant` decoded as 0.0 from MCF q8 
 GGUF q4_0, with exit 0 and no word. Now:
 
 * the values are the reference quantizer's: ggml's own `ggml_quantize_chunk` (libggml-base of
-  llama.cpp in .venv, through ctypes) for the GGUF types: every byte for q4_0 q4_1 q5_0 q5_1
-  q8_0, and for the K types every super-block the type cannot represent (tensorbox's own K
-  encoder keeps the others); mantle's own `quantize` for MCF (tests/data/mcf-overflow, made by
+  llama.cpp in .venv, through ctypes) for the GGUF types: every byte, the K types too (issue
+  21: ggml's bytes are the default; tensorbox's own K search is --quant-method search, and
+  test_search_keeps_ggmls_unrepresentable_blocks checks it gives ggml's bytes to the
+  super-blocks the type cannot represent); mantle's own `quantize` for MCF (tests/data/mcf-overflow, made by
   mantle: its files byte for byte with --quant-method mantle, and the blocks without a finite
   f16 scale bit for bit with the default method);
 * the tensor gets a warning naming it, with the number of values beyond the type's range and of
@@ -138,23 +139,16 @@ def test_ggml_types_give_ggmls_values_and_warn(tbx, ggml, tmp_path, qtype):
     assert len(got) == len(ref)
     rb = len(ref) // len(a)  # bytes per row (one super-block for the K types)
     rng_t = type_range(qtype)
-    ref_vals = dequant(qtype, ref, a.shape)
-    unrepresentable = 0
+    # ggml's bytes for every row, the K types too (issue 21: ggml_quantize_chunk's bytes are
+    # the default; where the type cannot represent a row ggml stores an Inf/NaN or zero scale)
     for i, row in enumerate(a):
-        beyond = bool(np.any(np.abs(row) > rng_t))
-        if qtype in LEGACY or beyond:
-            # ggml's bytes: the legacy encoders always, the K encoder where the type cannot
-            # represent the row (ggml then stores an Inf/NaN or zero scale)
-            assert got[i * rb:(i + 1) * rb] == ref[i * rb:(i + 1) * rb], (qtype, i, row.max())
-            unrepresentable += beyond
-        else:  # tensorbox's own K encoder: finite output within the type's range
-            assert np.isfinite(dequant(qtype, got[i * rb:(i + 1) * rb], (1, 256))).all(), i
+        assert got[i * rb:(i + 1) * rb] == ref[i * rb:(i + 1) * rb], (qtype, i, row.max())
+    unrepresentable = sum(bool(np.any(np.abs(row) > rng_t)) for row in a)
     assert unrepresentable > 0
     # the warning names the tensor and counts what ggml's values show
-    got_vals = dequant(qtype, got, a.shape)
+    ref_vals = dequant(qtype, ref, a.shape)
     want_beyond = int(np.sum(np.abs(a) > rng_t))
-    want_nonfinite = int(np.sum(~np.isfinite(got_vals)))
-    assert want_nonfinite == int(np.sum(~np.isfinite(ref_vals))) or qtype in KQUANTS
+    want_nonfinite = int(np.sum(~np.isfinite(ref_vals)))
     w = warnings_of(r.err)
     assert w.get("w") == (want_beyond, want_nonfinite), r.describe()
     # --strict: the same tensor stops the conversion; nothing is written
@@ -164,6 +158,34 @@ def test_ggml_types_give_ggmls_values_and_warn(tbx, ggml, tmp_path, qtype):
     assert r.rc == 1 and b'"w"' in r.err and b"--strict" in r.err, r.describe()
     assert not out2.exists()
     assert not list(tmp_path.glob(".*tbx-tmp*"))
+
+
+@pytest.mark.parametrize("qtype", KQUANTS)
+def test_search_keeps_ggmls_unrepresentable_blocks(tbx, ggml, tmp_path, qtype):
+    """--quant-method search: tensorbox's own K encoder for the rows the type can represent
+    (finite output), ggml's bytes for the super-blocks it cannot; the same warning."""
+    a = edge_rows()
+    src = tmp_path / "edge.safetensors"
+    stn.save_file({"w": a}, str(src))
+    out = tmp_path / "edge.gguf"
+    r = run(tbx, "convert", src, out, "--quant", qtype, "--quant-method", "search")
+    assert_clean_exit(r)
+    assert r.rc == 0, r.describe()
+    got = gguf_tensor_bytes(out, "w")
+    ref = ggml(qtype, a)
+    rb = len(ref) // len(a)
+    rng_t = type_range(qtype)
+    unrepresentable = 0
+    for i, row in enumerate(a):
+        if np.any(np.abs(row) > rng_t):
+            assert got[i * rb:(i + 1) * rb] == ref[i * rb:(i + 1) * rb], (qtype, i, row.max())
+            unrepresentable += 1
+        else:
+            assert np.isfinite(dequant(qtype, got[i * rb:(i + 1) * rb], (1, 256))).all(), i
+    assert unrepresentable > 0
+    want_beyond = int(np.sum(np.abs(a) > rng_t))
+    want_nonfinite = int(np.sum(~np.isfinite(dequant(qtype, got, a.shape))))
+    assert warnings_of(r.err).get("w") == (want_beyond, want_nonfinite), r.describe()
 
 
 def test_finite_values_within_range_give_no_warning(tbx, ggml, tmp_path):

@@ -22,7 +22,8 @@
     .probe = gguf_probe, .open = gguf_open, .read_component = gguf_read_be,                   \
     .validate = gguf_validate, .close = gguf_close,                                            \
     .w_check_meta = gguf_w_check_meta, .w_check_tensor = gguf_w_check_tensor,                \
-    .w_layout = gguf_w_layout, .w_finish = gguf_w_finish
+    .w_layout = gguf_w_layout, .w_finish = gguf_w_finish,                                      \
+    .w_options = gguf_w_options
 
 const tbx_driver tbx_driver_gguf = {
     GGUF_DRIVER_COMMON,

@@ -131,6 +131,9 @@ tbx_status gguf_w_check_meta(tbx_writer *w, const char *key, size_t key_len, con
                              tbx_error *err);
 tbx_status gguf_w_check_tensor(tbx_writer *w, tbx_wtensor *t, tbx_error *err);
 tbx_status gguf_w_layout(tbx_writer *w, tbx_error *err);
+/* The row's write options: quant_method (ggml.h), applied by a conversion quantizing to a
+ * ggml block type and refused by any other writer at layout. */
+extern const tbx_format_option gguf_w_options[];
 tbx_status gguf_w_finish(tbx_writer *w, tbx_error *err);
 
 #endif /* TBX_GGUF_INT_H */

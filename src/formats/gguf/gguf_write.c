@@ -19,6 +19,7 @@
  * the wire format of gguf_common.c.
  */
 #include "gguf_int.h"
+#include "ggml.h" /* TBX_GGML_OPT_METHOD */
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -215,8 +216,26 @@ static void gb_value(gguf_out_buf *b, const tbx_value *v) {
     }
 }
 
+const tbx_format_option gguf_w_options[] = {
+    /* applied by the conversion that quantizes to a ggml block type (src/convert/plain.c,
+     * src/models/hf_gguf.c) */
+    {TBX_GGML_OPT_METHOD, TBX_V_STRING, 0, 0, TBX_GGML_METHOD_GGML " " TBX_GGML_METHOD_SEARCH,
+     "with --quant to a ggml block type: ggml (default: ggml_quantize_chunk's bytes) or search "
+     "(q2_k .. q6_k: tensorbox's own scale search, a lower error, its RMSE and ggml's reported "
+     "per tensor)"},
+    {NULL, TBX_V_NULL, 0, 0, NULL, NULL},
+};
+
 tbx_status gguf_w_layout(tbx_writer *w, tbx_error *err) {
     tbx_status st;
+    /* the quantization method is the conversion's: a writer that quantizes nothing refuses it */
+    if (!(w->opt.flags & TBX_WRITE_QUANTIZING_) &&
+        tbx_writer_opt_str(w, TBX_GGML_OPT_METHOD, NULL))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "options." TBX_GGML_OPT_METHOD,
+                       "GGUF write option " TBX_GGML_OPT_METHOD " applies to a conversion "
+                       "quantizing to a ggml block type (tbx_convert with quant_to, tbx convert "
+                       "--quant); this writer quantizes nothing: it stores the tensors it is "
+                       "given");
     uint64_t align = w->opt.alignment ? w->opt.alignment : G_DEFAULT_ALIGNMENT;
     bool have_meta = false;
     for (size_t i = 0; i < w->nmeta; i++) {
