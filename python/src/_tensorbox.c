@@ -1399,7 +1399,8 @@ static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
             ms = PyUnicode_Check(c->quant_method) ? PyUnicode_AsUTF8(c->quant_method) : NULL;
             if (!ms) {
                 if (!PyErr_Occurred())
-                    raise_arg("quant_method", "quant_method must be 'best' or 'mantle', not a %s",
+                    raise_arg("quant_method", "quant_method must be a string (MCF: 'best' or "
+                              "'mantle'; GGUF: 'ggml' or 'search'), not a %s",
                               Py_TYPE(c->quant_method)->tp_name);
                 return -1;
             }
@@ -1456,8 +1457,11 @@ static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
 typedef struct rep_entry {
     tbx_convert_report r; /* name, reason: NULL here; offsets into the text below */
     size_t name_off, name_len, reason_off, reason_len;
-    int has_rmse;         /* quantized to an MCF family: on_quant's error */
+    int has_rmse;         /* quantized to an MCF family: on_quant's error; a ggml K type with
+                           * quant_method=search: the report's rmse */
     double rmse;
+    int has_rmse_ggml;    /* quant_method=search: ggml's reference on the same values */
+    double rmse_ggml;
 } rep_entry;
 
 typedef struct rep_list {
@@ -1513,6 +1517,11 @@ static void on_tensor_report(void *ud, const tbx_convert_report *r) {
         e->has_rmse = 1;
         e->rmse = l->q_nvalues ? sqrt(l->q_sse / (double)l->q_nvalues) : 0.0;
     }
+    if (sz >= offsetof(tbx_convert_report, rmse_ggml) + sizeof r->rmse_ggml && !isnan(r->rmse)) {
+        e->has_rmse = e->has_rmse_ggml = 1;
+        e->rmse = r->rmse;
+        e->rmse_ggml = r->rmse_ggml;
+    }
     l->has_q = 0;
     if (rep_text(l, r->name, &e->name_off, &e->name_len) < 0 ||
         rep_text(l, r->reason, &e->reason_off, &e->reason_len) < 0) {
@@ -1550,14 +1559,16 @@ static const char *action_name(tbx_convert_action a) {
 }
 
 /* [(index, name, in_dtype, out_dtype, action, reason, nvalues, beyond, nonfinite, range,
- *   max_abs, rmse or None)] of the collected reports (with the GIL). */
+ *   max_abs, rmse or None, rmse_ggml or None)] of the collected reports (with the GIL). */
 static PyObject *rep_to_list(const rep_list *l) {
     PyObject *list = PyList_New(0);
     if (!list) return NULL;
     for (size_t k = 0; k < l->n; k++) {
         const rep_entry *e = &l->v[k];
         PyObject *rmse = e->has_rmse ? PyFloat_FromDouble(e->rmse) : Py_NewRef(Py_None);
-        PyObject *t = Py_BuildValue("(KNssNNKKKddN)", (unsigned long long)e->r.tensor,
+        PyObject *rmse_g = e->has_rmse_ggml ? PyFloat_FromDouble(e->rmse_ggml)
+                                            : Py_NewRef(Py_None);
+        PyObject *t = Py_BuildValue("(KNssNNKKKddNN)", (unsigned long long)e->r.tensor,
                                     str_from(l->text + e->name_off, e->name_len),
                                     dtype_name(e->r.from), dtype_name(e->r.to),
                                     PyUnicode_FromString(action_name(e->r.action)),
@@ -1565,7 +1576,7 @@ static PyObject *rep_to_list(const rep_list *l) {
                                     (unsigned long long)e->r.nvalues,
                                     (unsigned long long)e->r.beyond,
                                     (unsigned long long)e->r.nonfinite, e->r.range,
-                                    e->r.max_abs, rmse);
+                                    e->r.max_abs, rmse, rmse_g);
         if (append_new(list, t) < 0) {
             Py_DECREF(list);
             return NULL;

@@ -644,7 +644,8 @@ def _c_order(a):
 
 
 class ConvertReport(namedtuple("ConvertReport", "index name in_dtype out_dtype action reason "
-                                               "nvalues beyond nonfinite range max_abs rmse")):
+                                               "nvalues beyond nonfinite range max_abs rmse "
+                                               "rmse_ggml", defaults=(None,))):
     """What a conversion did with one output tensor, as the library reported it while
     converting (``tbx_convert_report``; never read back from the output).
 
@@ -658,7 +659,10 @@ class ConvertReport(namedtuple("ConvertReport", "index name in_dtype out_dtype a
     ``range``), ``nonfinite`` (finite values that came out Inf or NaN), ``max_abs`` (the
     largest finite |value| among them) and ``rmse`` (for a tensor quantized to one of MCF's
     families: the root mean square difference between its decoded payload and its finite
-    input values, what ``tbx convert -v`` prints; None for every other tensor)."""
+    input values, what ``tbx convert -v`` prints; for a tensor quantized to a ggml K type with
+    GGUF's ``quant_method="search"``: that of tensorbox's own search, which was written; None
+    for every other tensor) and ``rmse_ggml`` (with ``quant_method="search"``: the RMSE of
+    ggml's reference algorithm, the default, on the same values; else None)."""
     __slots__ = ()
 
     @property
@@ -810,7 +814,9 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
     again; without it such a tensor raises LossyError), ``strict`` (a tensor whose values its
     type cannot keep raises LossyError instead of a :class:`ConversionWarning`),
     ``quant_method``/``quant_clip`` (MCF quantization: MCF's write options ``quant_method``,
-    ``quant_clip_min``/``quant_clip_max``, which ``options`` may give instead), ``meta={key:
+    ``quant_clip_min``/``quant_clip_max``, which ``options`` may give instead; GGUF:
+    ``quant_method`` "ggml", the default, ggml_quantize_chunk's bytes, or "search", tensorbox's
+    own K-quant search, reported with ``rmse`` and ``rmse_ggml``), ``meta={key:
     value}`` (metadata set on
     the output, replacing the input's entry of that key; typed as ``--meta KEY:TYPE=VALUE``:
     int -> i64, float -> f64, str, bool, numpy scalars their own type, lists, dicts and numpy

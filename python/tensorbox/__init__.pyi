@@ -91,7 +91,10 @@ class ConvertReport(NamedTuple):
     nonfinite: int       # finite values that came out Inf or NaN
     range: float         # inf: no bound
     max_abs: float       # the largest finite |value| among the nvalues
-    rmse: Optional[float]  # quantized to an MCF family: RMSE of its decoded payload; else None
+    rmse: Optional[float]  # quantized to an MCF family, or a ggml K type with quant_method
+                           # "search": RMSE of what was written; else None
+    rmse_ggml: Optional[float] = None  # quant_method "search": RMSE of ggml's reference on the
+                                       # same values; else None
     @property
     def warning(self) -> Optional[str]: ...
     def describe(self) -> str: ...

@@ -416,6 +416,39 @@ def test_mcf_reports_carry_the_rmse(tbx, mixed, tmp_path, method):
         assert rep.rmse > 0
 
 
+def test_ggml_search_reports_both_errors(tbx, tmp_path):
+    """GGUF's quant_method: "ggml" (default) gives the CLI's default file; "search" (options= or
+    quant_method=) gives the CLI's --quant-method search file, and each q4_K tensor reports the
+    RMSE of what was written and of ggml's default bytes on the same values, both computed here
+    from the two files with gguf-py."""
+    rng = np.random.default_rng(7)
+    src = tmp_path / "in.safetensors"
+    W = {"a": (rng.standard_normal((8, 512)) * 0.1).astype(np.float32),
+         "b": rng.standard_normal((4, 256)).astype(np.float32),
+         "c": rng.standard_normal((4, 96)).astype(np.float32)}  # falls back to q5_0
+    stn.save_file(W, str(src))
+    dflt, srch = tmp_path / "g.gguf", tmp_path / "s.gguf"
+    rg = tensorbox.convert(src, dflt, quant="q4_k")
+    rs = tensorbox.convert(src, srch, quant="q4_k", options={"quant_method": "search"})
+    assert all(r.rmse is None and r.rmse_ggml is None for r in rg)
+    cli(tbx, src, tmp_path / "cli.gguf", "--quant", "q4_k", "--quant-method", "search")
+    assert (tmp_path / "cli.gguf").read_bytes() == srch.read_bytes() != dflt.read_bytes()
+    tensorbox.convert(src, tmp_path / "k.gguf", quant="q4_k", quant_method="search")
+    assert (tmp_path / "k.gguf").read_bytes() == srch.read_bytes()
+    tg, ts = gguf_tensors(dflt), gguf_tensors(srch)
+    for r in rs:
+        if r.name == "c":
+            assert r.out_dtype == "q5_0" and r.rmse is None and r.rmse_ggml is None, r
+            continue
+        x = W[r.name].astype(np.float64)
+        err = lambda t: float(np.sqrt(np.mean((gguf.quants.dequantize(
+            np.frombuffer(raw(t), np.uint8), Q.Q4_K).reshape(x.shape).astype(np.float64) - x) ** 2)))
+        assert r.rmse == pytest.approx(err(ts[r.name]), rel=1e-6), r
+        assert r.rmse_ggml == pytest.approx(err(tg[r.name]), rel=1e-6), r
+    with pytest.raises(tensorbox.InvalidArgumentError, match="quant_method"):
+        tensorbox.convert(src, tmp_path / "x.gguf", quant="q4_0", quant_method="search")
+
+
 def test_save_file_quant_method(tmp_path):
     """save_file takes the MCF options too: the same file as converting what it wrote."""
     rng = np.random.default_rng(31)
