@@ -262,9 +262,10 @@ static void q_mxfp4(const float *x, void *dst, uint64_t nb) {
         uint8_t e = 0;
         if (amax > 0.0f) {
             const float l2 = floorf(log2f(amax)) - 2.0f + 127.0f;
-            /* l2 in -24..253; below 0 (max |x| < 2^-125) ggml's float -> uint8 conversion
-             * wraps on x86 (ggml_quantize_chunk's bytes): the same modulo 256 */
-            e = (uint8_t)(int)l2;
+            /* finite amax: l2 in -24..253; below 0 (max |x| < 2^-125) ggml's float -> uint8
+             * conversion wraps on x86 (ggml_quantize_chunk's bytes): the same modulo 256. An
+             * Inf amax (unspecified input) keeps 255. */
+            e = l2 < 255.0f ? (uint8_t)(int)l2 : 255;
         }
         const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
         float d;

@@ -357,7 +357,8 @@ def test_convert_format_options(tbx, tmp_path):
     r = run(tbx, "convert", "--help")
     text = r.out.decode()
     block = text.split("Options of a format's own (-O KEY=VALUE):\n", 1)[1]
-    assert block.startswith("  mcf          dedup=true|false\n"), block
+    assert "\n  mcf          dedup=true|false\n" in block, block
+    assert block.startswith("  gguf         quant_method=ggml|search\n"), block
     a = np.arange(64, dtype=np.float32).reshape(4, 16)
     src = tmp_path / "two.safetensors"
     stn.save_file({"a": a, "b": a.copy()}, str(src))

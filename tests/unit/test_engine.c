@@ -541,6 +541,7 @@ TBX_TEST(split_join_stack_and_generate) {
 /* ------------------------------------------------------------------------------------------ */
 enum { ER = 6, EC = 512 };
 static tbx_dtype g_enc_dt;
+static bool g_enc_search; /* TBX_PT_SEARCH: the encoder's own search (q2_K .. q6_K) */
 static float g_clip = 2.0f;
 
 static void plan_encoder(tbx_plan *p, const tbx_file *in) {
@@ -555,12 +556,14 @@ static void plan_encoder(tbx_plan *p, const tbx_file *in) {
         clip->clip_min = -g_clip;
         clip->clip_max = g_clip;
     }
-    add_out(p, "w", g_enc_dt, 2, sh, TBX_PENC_ENCODE, 0);
+    add_out(p, "w", g_enc_dt, 2, sh, TBX_PENC_ENCODE, g_enc_search ? TBX_PT_SEARCH : 0);
     p->t[p->n - 1].quant = clip;
     add_src(p, "x", 0, ER, EC, TBX_XF_NONE, 0, 0);
 }
 
-/* The bytes the encoder of dt must give for x (n values of [ER, EC]): its kernel, called here. */
+/* The bytes the encoder of dt must give for x (n values of [ER, EC]): its kernel, called here
+ * (a ggml block type: ggml's algorithm, tbx_ggml_quant_ref_for; with g_enc_search, tensorbox's
+ * own K search, whose scalar kernel gives the same bytes as the SIMD one). */
 static size_t expected(tbx_dtype dt, const float *x, uint8_t *out) {
     const uint64_t n = ER * EC;
     const tbx_encoder *enc = tbx_encoder_for(dt);
@@ -575,7 +578,8 @@ static size_t expected(tbx_dtype dt, const float *x, uint8_t *out) {
     }
     if (enc->kind == TBX_ENC_BLOCK) {
         const tbx_dtype_info *di = tbx_dtype_core_get(dt);
-        tbx_ggml_quant_scalar_for(dt)(x, out, n / di->block_size);
+        (g_enc_search ? tbx_ggml_quant_scalar_for(dt) : tbx_ggml_quant_ref_for(dt))(
+            x, out, n / di->block_size);
         return (size_t)(n / di->block_size * di->block_bytes);
     }
     if (dt == TBX_DT_MCF_INT8 || dt == TBX_DT_MCF_INT4) {
@@ -615,22 +619,26 @@ TBX_TEST(every_encoder_of_the_table_gives_its_kernel_bytes) {
         tmp(out, sizeof out, fmt == TBX_FORMAT_SAFETENSORS ? "enc-out.safetensors"
                              : fmt == TBX_FORMAT_GGUF      ? "enc-out.gguf"
                                                            : "enc-out.mcf");
-        const size_t wn = expected(enc->dtype, x, want);
-        for (int c = 0; c < 2; c++) {
-            run_opts ro = {0};
-            ro.fmt = fmt;
-            ro.chunk = c ? 1024 : 0; /* several jobs (whole blocks of every type) */
-            tbx_error e;
-            CHECK_OK(run(in, out, plan_encoder, &ro, &e));
-            size_t gn = 0;
-            uint8_t *got = read_bytes(out, "w", &gn);
-            const bool same = got && gn == wn && memcmp(got, want, wn) == 0;
-            CHECK(same);
-            if (!same)
-                fprintf(stderr, "%s: %zu bytes, want %zu\n", tbx_dtype_get(enc->dtype)->name, gn,
-                        wn);
-            free(got);
+        for (int srch = 0; srch < (enc->search ? 2 : 1); srch++) {
+            g_enc_search = srch != 0;
+            const size_t wn = expected(enc->dtype, x, want);
+            for (int c = 0; c < 2; c++) {
+                run_opts ro = {0};
+                ro.fmt = fmt;
+                ro.chunk = c ? 1024 : 0; /* several jobs (whole blocks of every type) */
+                tbx_error e;
+                CHECK_OK(run(in, out, plan_encoder, &ro, &e));
+                size_t gn = 0;
+                uint8_t *got = read_bytes(out, "w", &gn);
+                const bool same = got && gn == wn && memcmp(got, want, wn) == 0;
+                CHECK(same);
+                if (!same)
+                    fprintf(stderr, "%s%s: %zu bytes, want %zu\n",
+                            tbx_dtype_get(enc->dtype)->name, srch ? " (search)" : "", gn, wn);
+                free(got);
+            }
         }
+        g_enc_search = false;
         n++;
     }
     CHECK(n >= 4 + 13 + 8); /* floats, ggml block types, MCF families */
