@@ -4,12 +4,17 @@
  * 1. q8_0, q4_0, q4_1, q5_0, q5_1, tq1_0, tq2_0, mxfp4: the arithmetic of ggml's
  *    quantize_row_*_ref (which gguf-py's numpy code reproduces), so the bytes are identical to
  *    gguf.quants.quantize for finite input. Conversions to integers clamp first, so non-finite
- *    input is defined behaviour (its bytes are unspecified). q8_0, q4_0, q4_1, q5_0 and q5_1
- *    have AVX2 versions (ggml_simd_avx2.c) that write the same bytes for every input.
+ *    input is defined behaviour (its bytes are unspecified); where ggml's own conversion of a
+ *    finite input's Inf or negative intermediate gives x86's result (blocks of tiny values:
+ *    q8_0, tq1_0, tq2_0, mxfp4), that result is written (ggml_quantize_chunk's bytes). q8_0,
+ *    q4_0, q4_1, q5_0 and q5_1 have AVX2 versions (ggml_simd_avx2.c) that write the same bytes
+ *    for every input.
  * 2. ggml's reference K-quant algorithm (quantize_row_q{2..6}_K_ref, no importance weights),
- *    re-implemented here as the baseline tensorbox's encoder is measured against (tests and
- *    bench) and for users who want ggml's choices; tbx_ggml_quant_ref_for.
- * 3. tensorbox's K-quant encoder (the default, tbx_ggml_quant_for). Per super-block:
+ *    re-implemented here: the default of every conversion (tbx_ggml_quant_ref_for, through
+ *    tbx_ggml_quant_default_for), the same bytes as ggml_quantize_chunk, and the baseline
+ *    tensorbox's encoder is measured against.
+ * 3. tensorbox's K-quant encoder (asked for explicitly: GGUF's write option
+ *    quant_method=search; tbx_ggml_quant_for / tbx_ggml_quant_search_for). Per super-block:
  *      a. per sub-block, least-squares fits (scale, and offset <= 0 for q2_K/q4_K/q5_K) for a
  *         few candidate level assignments plus one Lloyd step (affine), keeping the smallest
  *         squared error: the reconstruction error itself is minimised, unweighted;
