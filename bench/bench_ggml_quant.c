@@ -1,34 +1,92 @@
 /*
- * bench_ggml_quant.c - throughput of the ggml block kernels (src/quant/ggml*.c).
+ * bench_ggml_quant.c - tensorbox's ggml block kernels (src/quant/ggml*.c) beside ggml's own,
+ * loaded at run time from llama.cpp's libggml-base.so (as llama-cpp-python ships it).
  *
- *   bench_ggml_quant [--mb N] [--reps R] [--only TYPE[,TYPE...]] [--no-dequant] [--no-quant]
- *                    [--wall] [--best]
+ *   bench_ggml_quant [--ggml-lib PATH] [--mb N] [--qmb N] [--reps R] [--threads T]
+ *                    [--only TYPE[,TYPE...]] [--no-dequant] [--no-quant] [--random] [--wall]
+ *                    [--best]
  *
- * Dequantizers: GB/s of f32 output written, per path (scalar, avx2, avx512 when the CPU has
- * them). Quantizers: GB/s of f32 input read, for tensorbox's encoder (best path and scalar) and,
- * for the K types, ggml's reference algorithm; plus the RMSE of both relative to the data's RMS
- * (N(0,1) data). Every figure is the median of R runs (default 7) over N MiB of f32 (default 32),
- * timed by the thread's CPU time (--wall: wall-clock time; --best: the fastest run instead of
- * the median). Single-threaded.
+ * The peer is ggml itself, never a port of it: libggml-base.so is opened with dlopen (path from
+ * --ggml-lib, else the environment variable TBX_GGML_LIB; bench/run_all.sh finds it in .venv).
+ * Without it the program says so and exits with status 2: it never skips the peer.
+ *
+ * Dequantization, for every ggml block type tensorbox decodes: tensorbox's dispatched kernel
+ * beside ggml's type_traits.to_float, one thread, N MiB of f32 written (default 64). The blocks
+ * are tensorbox's quantization of N(0,1) data where tensorbox quantizes the type, else ggml's
+ * (ggml_quantize_chunk; uniform importance matrix for the types that need one), else random
+ * bytes (--random: random bytes for every type). The two outputs must be bit-identical: any
+ * difference is reported and makes the exit status 1.
+ *
+ * Quantization, for every ggml block type tensorbox encodes: tensorbox's dispatched quantizer
+ * beside ggml_quantize_chunk (no importance matrix), the same N(0,1) rows of 4096 values
+ * (default 16 MiB of f32), on one thread and on T threads (default: every online CPU), each
+ * thread taking a contiguous range of rows (as llama-quantize splits work). For the K types
+ * tensorbox's port of ggml's reference algorithm (tbx_ggml_quant_ref_for) is shown too, labelled
+ * as such, with whether its bytes equal ggml's. Per type: whether tensorbox's bytes equal
+ * ggml's (reported, not a failure: tensorbox's K-quant encoder is its own), and the RMSE of
+ * each, relative to the data's RMS.
+ *
+ * Every figure is the median of R runs (default 7; --best: the fastest). One-thread runs are
+ * timed by the thread's CPU time (on a shared machine wall time also counts waiting for a CPU;
+ * --wall: wall-clock time); the multi-threaded runs by wall-clock time. "%memcpy" is the kernel's
+ * speed as a fraction of memcpy of the same number of f32 bytes (the output of a dequantizer,
+ * the input of a quantizer), timed the same way.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 
 #include "ggml.h"
 #include "tensorbox.h"
+#define TBX_EXPERIMENTAL
+#include <tensorbox/gguf.h>
 
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
-/* CPU time of this thread: on a busy shared machine wall time also counts the time spent
- * waiting for a CPU. --wall switches to wall-clock time. */
+/* ---- the part of ggml's C ABI this program calls (ggml.h of llama.cpp, declared here so the
+ * build does not need ggml's headers) ---------------------------------------------------------- */
+typedef void (*g_to_float_fn)(const void *x, float *y, int64_t k);
+typedef void (*g_from_float_fn)(const float *x, void *y, int64_t k);
+struct g_type_traits { /* struct ggml_type_traits */
+    const char *type_name;
+    int64_t blck_size;
+    int64_t blck_size_interleave;
+    size_t type_size;
+    bool is_quantized;
+    g_to_float_fn to_float;
+    g_from_float_fn from_float_ref;
+};
+static const struct g_type_traits *(*g_get_type_traits)(int type);
+static size_t (*g_quantize_chunk)(int type, const float *src, void *dst, int64_t start,
+                                  int64_t nrows, int64_t n_per_row, const float *imatrix);
+static bool (*g_quantize_requires_imatrix)(int type);
+static int64_t (*g_blck_size)(int type);
+static size_t (*g_type_size)(int type);
+
+static void *load_sym(void *h, const char *lib, const char *name) {
+    void *p = dlsym(h, name);
+    if (!p) {
+        fprintf(stderr, "bench_ggml_quant: %s has no symbol %s\n", lib, name);
+        exit(2);
+    }
+    return p;
+}
+
+/* ---- timing ------------------------------------------------------------------------------- */
 static int use_wall;
-static double now(void) {
+static double clock_s(int wall) {
     struct timespec ts;
-    clock_gettime(use_wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID, &ts);
+    clock_gettime(wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -36,20 +94,15 @@ static int cmp_d(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
-
-static double median(double *v, int n) {
+static int use_best;
+/* The median (or with --best the smallest) of n times. */
+static double summarize(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_d);
+    if (use_best) return v[0];
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
-/* --best: report the fastest run instead of the median (for a machine shared with other work) */
-static int use_best;
-static double summarize(double *v, int n) {
-    if (!use_best) return median(v, n);
-    double m = v[0];
-    for (int i = 1; i < n; i++) m = v[i] > m ? v[i] : m;
-    return m;
-}
 
+/* ---- data --------------------------------------------------------------------------------- */
 static uint64_t rs = 0x243F6A8885A308D3ull;
 static uint64_t rnd64(void) {
     rs ^= rs >> 12;
@@ -67,9 +120,10 @@ static double gauss(void) {
 static void *xmalloc(size_t n) {
     void *p = malloc(n);
     if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
+        fprintf(stderr, "bench_ggml_quant: out of memory (%zu bytes)\n", n);
+        exit(2);
     }
+    memset(p, 0, n); /* page in before anything is timed */
     return p;
 }
 
@@ -79,146 +133,375 @@ static int selected(const char *only, const char *name) {
     for (const char *p = only; *p;) {
         const char *e = strchr(p, ',');
         const size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0) return 1;
+        if (len == n && strncasecmp(p, name, n) == 0) return 1;
         if (!e) break;
         p = e + 1;
     }
     return 0;
 }
 
-/* Median GB/s of f(src, dst, nblocks) for `bytes` bytes moved. */
-typedef void (*kern)(const void *, void *, uint64_t);
-static double time_dequant(tbx_dequant_fn f, const void *src, float *dst, uint64_t nb,
-                           double bytes, int reps) {
-    double r[64];
-    f(src, dst, nb); /* warm up: page in */
-    for (int i = 0; i < reps; i++) {
-        const double t0 = now();
-        f(src, dst, nb);
-        r[i] = bytes / (now() - t0) / 1e9;
+/* ---- the kernels being timed, as one call shape ------------------------------------------- */
+enum { K_TBX_DQ, K_GGML_DQ, K_TBX_Q, K_GGML_Q, K_MEMCPY };
+#define ROW 4096 /* values per row for the quantizers (a multiple of every block size) */
+typedef struct job {
+    int kind;
+    int gtype;                /* ggml type id */
+    tbx_dequant_fn tdq;
+    tbx_quant_fn tq;
+    g_to_float_fn gdq;
+    const float *x;           /* f32 input (quantizers) */
+    float *y;                 /* f32 output (dequantizers) */
+    const void *qin;          /* blocks in (dequantizers) */
+    void *qout;               /* blocks out (quantizers) */
+    uint64_t row0, nrows;     /* quantizers: rows [row0, row0+nrows) of ROW values */
+    uint64_t nvals;           /* dequantizers, memcpy: values */
+    uint32_t bsize, bbytes;   /* block size and bytes */
+} job;
+
+static void run_job(const job *j) {
+    switch (j->kind) {
+    case K_TBX_DQ: j->tdq(j->qin, j->y, j->nvals / j->bsize); break;
+    case K_GGML_DQ: j->gdq(j->qin, j->y, (int64_t)j->nvals); break;
+    case K_MEMCPY: memcpy(j->y, j->x, j->nvals * 4); break;
+    case K_TBX_Q: {
+        const uint64_t bpr = ROW / j->bsize; /* blocks per row */
+        j->tq(j->x + j->row0 * ROW, (uint8_t *)j->qout + j->row0 * bpr * j->bbytes,
+              j->nrows * bpr);
+        break;
     }
-    return summarize(r, reps);
+    case K_GGML_Q:
+        g_quantize_chunk(j->gtype, j->x, j->qout, (int64_t)(j->row0 * ROW), (int64_t)j->nrows,
+                         ROW, NULL);
+        break;
+    }
 }
-static double time_quant(tbx_quant_fn f, const float *src, void *dst, uint64_t nb, double bytes,
-                         int reps) {
+static void *thread_main(void *arg) {
+    run_job(arg);
+    return NULL;
+}
+
+/* Median seconds of `reps` runs of j: on one thread (nthreads <= 1, CPU time unless --wall), or
+ * split into nthreads contiguous row ranges (quantizers only; wall time). */
+static double time_job(const job *j, int reps, int nthreads) {
     double r[64];
-    f(src, dst, nb);
-    for (int i = 0; i < reps; i++) {
-        const double t0 = now();
-        f(src, dst, nb);
-        r[i] = bytes / (now() - t0) / 1e9;
+    if (nthreads <= 1) {
+        run_job(j); /* warm up (and ggml_quantize_init) */
+        for (int i = 0; i < reps; i++) {
+            const double t0 = clock_s(use_wall);
+            run_job(j);
+            r[i] = clock_s(use_wall) - t0;
+        }
+        return summarize(r, reps);
+    }
+    job parts[64];
+    pthread_t th[64];
+    for (int t = 0; t < nthreads; t++) {
+        parts[t] = *j;
+        parts[t].row0 = j->row0 + j->nrows * (uint64_t)t / (uint64_t)nthreads;
+        parts[t].nrows = j->row0 + j->nrows * (uint64_t)(t + 1) / (uint64_t)nthreads - parts[t].row0;
+    }
+    for (int i = -1; i < reps; i++) { /* i = -1: warm up */
+        const double t0 = clock_s(1);
+        for (int t = 0; t < nthreads; t++)
+            if (pthread_create(&th[t], NULL, thread_main, &parts[t]) != 0) {
+                fprintf(stderr, "bench_ggml_quant: pthread_create failed\n");
+                exit(2);
+            }
+        for (int t = 0; t < nthreads; t++) pthread_join(th[t], NULL);
+        if (i >= 0) r[i] = clock_s(1) - t0;
     }
     return summarize(r, reps);
 }
 
-static double rel_rmse(tbx_dtype dt, const float *x, const void *blk, float *y, uint64_t nb) {
+/* 1 when ggml_quantize_chunk of this libggml encodes `gtype` (with this importance matrix of
+ * ROW weights, or none). It aborts on a type its switch lacks, so the question is asked in a
+ * child process (quietly: no backtrace, output to /dev/null). */
+static int ggml_can_quantize(int gtype, const float *x, void *buf, const float *imatrix) {
+    if (!imatrix && g_quantize_requires_imatrix(gtype)) return 0;
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t pid = fork();
+    if (pid < 0) return 0;
+    if (pid == 0) {
+        setenv("GGML_NO_BACKTRACE", "1", 1);
+        const int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        const size_t n = g_quantize_chunk(gtype, x, buf, 0, 1, ROW, imatrix);
+        _exit(n == (size_t)(ROW / g_blck_size(gtype)) * g_type_size(gtype) ? 0 : 1);
+    }
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid) return 0;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* RMSE of the decoded blocks relative to the RMS of x (decoded by tensorbox's scalar kernel,
+ * which the dequantization section checks bit for bit against ggml's). */
+static double rel_rmse(tbx_dtype dt, const float *x, const void *blk, float *y, uint64_t nvals) {
     const tbx_dtype_info *in = tbx_dtype_get(dt);
-    tbx_ggml_dequant_scalar_for(dt)(blk, y, nb);
+    tbx_ggml_dequant_scalar_for(dt)(blk, y, nvals / in->block_size);
     double e = 0, s = 0;
-    for (uint64_t i = 0; i < nb * in->block_size; i++) {
+    for (uint64_t i = 0; i < nvals; i++) {
         e += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
         s += (double)x[i] * x[i];
     }
     return sqrt(e / s);
 }
 
+static const char *fmt(char *buf, size_t n, const char *f, double v) {
+    if (v > 0) snprintf(buf, n, f, v);
+    else snprintf(buf, n, "-");
+    return buf;
+}
+
 int main(int argc, char **argv) {
-    double mb = 32;
-    int reps = 7, do_dq = 1, do_q = 1;
-    const char *only = NULL;
+    double mb = 64, qmb = 16;
+    int reps = 7, do_dq = 1, do_q = 1, random_blocks = 0, nthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    const char *only = NULL, *lib = getenv("TBX_GGML_LIB");
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--mb") && i + 1 < argc) mb = atof(argv[++i]);
+        if (!strcmp(argv[i], "--ggml-lib") && i + 1 < argc) lib = argv[++i];
+        else if (!strcmp(argv[i], "--mb") && i + 1 < argc) mb = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--qmb") && i + 1 < argc) qmb = atof(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) nthreads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--no-dequant")) do_dq = 0;
         else if (!strcmp(argv[i], "--no-quant")) do_q = 0;
         else if (!strcmp(argv[i], "--wall")) use_wall = 1;
         else if (!strcmp(argv[i], "--best")) use_best = 1;
+        else if (!strcmp(argv[i], "--random")) random_blocks = 1;
         else {
-            fprintf(stderr, "usage: %s [--mb N] [--reps R] [--only t1,t2] [--no-dequant] [--no-quant] [--wall] [--best]\n",
+            fprintf(stderr,
+                    "usage: %s [--ggml-lib PATH] [--mb N] [--qmb N] [--reps R] [--threads T] "
+                    "[--only t1,t2] [--no-dequant] [--no-quant] [--random] [--wall] [--best]\n",
                     argv[0]);
             return 2;
         }
     }
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > 64) nthreads = 64;
+    if (!(mb > 0 && mb <= 4096) || !(qmb > 0 && qmb <= 4096)) {
+        fprintf(stderr, "bench_ggml_quant: --mb and --qmb must be in (0, 4096]\n");
+        return 2;
+    }
+
+    if (!lib || !*lib) {
+        fprintf(stderr, "bench_ggml_quant: no ggml library to compare with: give --ggml-lib PATH "
+                        "or TBX_GGML_LIB=PATH (llama-cpp-python's llama_cpp/lib/libggml-base.so)\n");
+        return 2;
+    }
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "bench_ggml_quant: cannot load the ggml peer %s: %s\n", lib, dlerror());
+        return 2;
+    }
+    g_get_type_traits = (const struct g_type_traits *(*)(int))load_sym(h, lib, "ggml_get_type_traits");
+    g_quantize_chunk = (size_t(*)(int, const float *, void *, int64_t, int64_t, int64_t,
+                                  const float *))load_sym(h, lib, "ggml_quantize_chunk");
+    g_quantize_requires_imatrix = (bool (*)(int))load_sym(h, lib, "ggml_quantize_requires_imatrix");
+    g_blck_size = (int64_t(*)(int))load_sym(h, lib, "ggml_blck_size");
+    g_type_size = (size_t(*)(int))load_sym(h, lib, "ggml_type_size");
+
     const unsigned isa = tbx_ggml_cpu_isa();
-    printf("bench_ggml_quant: %.0f MiB of f32 per kernel, %s of %d runs (%s time), cpu:%s%s\n",
-           mb, use_best ? "best" : "median", reps, use_wall ? "wall" : "cpu",
-           isa & TBX_GGML_ISA_AVX2 ? " avx2" : "",
-           isa & TBX_GGML_ISA_AVX512 ? " avx512" : "");
+    double load[3] = {0, 0, 0};
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (la) {
+        if (fscanf(la, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
+        fclose(la);
+    }
+    printf("bench_ggml_quant: peer %s\n"
+           "  %s of %d runs; 1 thread: %s time; %d threads: wall time; cpu:%s%s; %ld online "
+           "CPUs, load average %.2f %.2f %.2f\n",
+           lib, use_best ? "best" : "median", reps, use_wall ? "wall" : "cpu", nthreads,
+           isa & TBX_GGML_ISA_AVX2 ? " avx2" : "", isa & TBX_GGML_ISA_AVX512 ? " avx512" : "",
+           sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2]);
 
-    const uint64_t nvals = ((uint64_t)(mb * 1048576.0 / 4) / 256) * 256;
-    float *x = xmalloc(nvals * 4), *y = xmalloc(nvals * 4);
-    uint8_t *blk = xmalloc(nvals * 2 + 4096); /* >= bytes of any block type for nvals */
-    for (uint64_t i = 0; i < nvals; i++) x[i] = (float)gauss();
+    /* the larger of the two sizes, in whole rows */
+    const double big = mb > qmb ? mb : qmb;
+    const uint64_t nvals_max = ((uint64_t)(big * 1048576.0 / 4) / ROW) * ROW;
+    const uint64_t dq_vals = ((uint64_t)(mb * 1048576.0 / 4) / ROW) * ROW;
+    const uint64_t q_vals = ((uint64_t)(qmb * 1048576.0 / 4) / ROW) * ROW;
+    if (dq_vals == 0 || q_vals == 0) {
+        fprintf(stderr, "bench_ggml_quant: --mb/--qmb below one row of %d values\n", ROW);
+        return 2;
+    }
+    float *x = xmalloc(nvals_max * 4), *y = xmalloc(nvals_max * 4), *y2 = xmalloc(nvals_max * 4);
+    /* blocks: at most 2 bytes per value for every ggml block type (q8_1: 36 bytes / 32) */
+    uint8_t *blk = xmalloc(nvals_max * 2), *blk2 = xmalloc(nvals_max * 2);
+    for (uint64_t i = 0; i < nvals_max; i++) x[i] = (float)gauss();
+    float imat[ROW];
+    for (int i = 0; i < ROW; i++) imat[i] = 1.0f;
 
-    static const tbx_dtype all[] = {
-        TBX_DT_Q4_0, TBX_DT_Q4_1, TBX_DT_Q5_0, TBX_DT_Q5_1, TBX_DT_Q8_0, TBX_DT_Q8_1,
-        TBX_DT_Q2_K, TBX_DT_Q3_K, TBX_DT_Q4_K, TBX_DT_Q5_K, TBX_DT_Q6_K, TBX_DT_Q8_K,
-        TBX_DT_IQ2_XXS, TBX_DT_IQ2_XS, TBX_DT_IQ2_S, TBX_DT_IQ3_XXS, TBX_DT_IQ3_S, TBX_DT_IQ1_S,
-        TBX_DT_IQ1_M, TBX_DT_IQ4_NL, TBX_DT_IQ4_XS, TBX_DT_TQ1_0, TBX_DT_TQ2_0, TBX_DT_MXFP4,
-        TBX_DT_NVFP4, TBX_DT_Q1_0, TBX_DT_Q2_0,
-    };
-    const size_t ntypes = sizeof all / sizeof *all;
+    /* every ggml block type tensorbox knows, by ggml type id */
+    int gids[128];
+    tbx_dtype dts[128];
+    int ntypes = 0;
+    for (uint32_t id = 0; id < 128; id++) {
+        const tbx_dtype dt = tbx_gguf_type_dtype(id);
+        const tbx_dtype_info *in = tbx_dtype_get(dt);
+        if (!in || !(in->flags & TBX_DTF_BLOCK) || !selected(only, in->name)) continue;
+        gids[ntypes] = (int)id;
+        dts[ntypes++] = dt;
+    }
+    int failed = 0;
 
     if (do_dq) {
-        printf("\ndequantize (GB/s of f32 written)\n%-8s %8s %8s %8s %8s\n", "type", "scalar",
-               "avx2", "avx512", "speedup");
-        for (size_t t = 0; t < ntypes; t++) {
-            const tbx_dtype_info *in = tbx_dtype_get(all[t]);
-            if (!in || !selected(only, in->name)) continue;
-            const uint64_t nb = nvals / in->block_size;
-            /* random blocks with ordinary scales: quantize where possible, else random bytes */
-            for (uint64_t i = 0; i < nb * in->block_bytes; i++) blk[i] = (uint8_t)rnd64();
-            tbx_quant_fn q = tbx_ggml_quant_for(all[t]);
+        job mc = {.kind = K_MEMCPY, .x = x, .y = y, .nvals = dq_vals};
+        const double tmc = time_job(&mc, reps, 1);
+        printf("\ndequantize, 1 thread: GB/s of f32 written (%.0f MiB); memcpy %.2f GB/s\n"
+               "%-8s %9s %9s %9s %8s %8s  %s\n",
+               (double)dq_vals * 4 / 1048576.0, (double)dq_vals * 4 / tmc / 1e9, "type",
+               "tensorbox", "ggml", "tbx/ggml", "tbx%mc", "ggml%mc", "bits");
+        for (int t = 0; t < ntypes; t++) {
+            const tbx_dtype dt = dts[t];
+            const tbx_dtype_info *in = tbx_dtype_get(dt);
+            const tbx_dequant_fn tdq = tbx_ggml_dequant_for(dt);
+            if (!tdq) continue;
+            const struct g_type_traits *tr = g_get_type_traits(gids[t]);
+            const uint64_t nb = dq_vals / in->block_size;
+            if (!tr || tr->blck_size != in->block_size || tr->type_size != in->block_bytes) {
+                printf("%-8s ggml's type %d has another block layout (%lld values in %zu bytes)\n",
+                       in->name, gids[t], tr ? (long long)tr->blck_size : 0LL,
+                       tr ? tr->type_size : (size_t)0);
+                failed = 1;
+                continue;
+            }
+            /* the blocks: tensorbox's quantization, else ggml's, else random bytes */
+            const char *src = "tbx-quantized";
+            tbx_quant_fn q = tbx_ggml_quant_for(dt);
+            if (random_blocks) goto random;
             if (q) q(x, blk, nb);
-            const double bytes = (double)nb * in->block_size * 4;
-            const double s = time_dequant(tbx_ggml_dequant_scalar_for(all[t]), blk, y, nb, bytes, reps);
-            double a2 = 0, a5 = 0;
-            tbx_dequant_fn f2 = tbx_ggml_dequant_avx2_for(all[t]), f5 = tbx_ggml_dequant_avx512_for(all[t]);
-            if (f2 && (isa & TBX_GGML_ISA_AVX2)) a2 = time_dequant(f2, blk, y, nb, bytes, reps);
-            if (f5 && (isa & TBX_GGML_ISA_AVX512)) a5 = time_dequant(f5, blk, y, nb, bytes, reps);
-            const double best = a5 > a2 ? a5 : a2;
-            char c2[16] = "-", c5[16] = "-", sp[16] = "-";
-            if (a2 > 0) snprintf(c2, sizeof c2, "%.2f", a2);
-            if (a5 > 0) snprintf(c5, sizeof c5, "%.2f", a5);
-            if (best > 0) snprintf(sp, sizeof sp, "%.2fx", best / s);
-            printf("%-8s %8.2f %8s %8s %8s\n", in->name, s, c2, c5, sp);
+            else if (ggml_can_quantize(gids[t], x, blk, imat)) {
+                /* ggml's i-quant encoders are slow: encode up to 256 rows and repeat them (the
+                 * types that need an importance matrix get uniform weights) */
+                const uint64_t rows = dq_vals / ROW, qr = rows < 256 ? rows : 256;
+                const size_t rowb = (size_t)(ROW / in->block_size) * in->block_bytes;
+                g_quantize_chunk(gids[t], x, blk, 0, (int64_t)qr, ROW, imat);
+                for (uint64_t r = qr; r < rows; r++) memcpy(blk + r * rowb, blk + (r % qr) * rowb, rowb);
+                src = "ggml-quantized";
+            } else {
+            random:
+                for (uint64_t i = 0; i < nb * in->block_bytes; i++) blk[i] = (uint8_t)rnd64();
+                src = "random bytes";
+            }
+            job jt = {.kind = K_TBX_DQ, .tdq = tdq, .qin = blk, .y = y, .nvals = dq_vals,
+                      .bsize = in->block_size, .bbytes = in->block_bytes};
+            const double tt = time_job(&jt, reps, 1);
+            double tg = 0;
+            const char *bits;
+            if (tr->to_float) {
+                job jg = jt;
+                jg.kind = K_GGML_DQ;
+                jg.gdq = tr->to_float;
+                jg.y = y2;
+                tg = time_job(&jg, reps, 1);
+                if (memcmp(y, y2, dq_vals * 4) == 0) bits = "identical";
+                else {
+                    uint64_t nd = 0, nnan = 0;
+                    for (uint64_t i = 0; i < dq_vals; i++)
+                        if (memcmp(&y[i], &y2[i], 4) != 0) {
+                            nd++;
+                            nnan += isnan(y[i]) && isnan(y2[i]);
+                        }
+                    static char diff[96];
+                    snprintf(diff, sizeof diff, "DIFFER (%llu values, %llu of them NaN on both sides)",
+                             (unsigned long long)nd, (unsigned long long)nnan);
+                    bits = diff;
+                    failed = 1;
+                }
+            } else {
+                bits = "ggml has no to_float";
+            }
+            char b1[32], b2[32], b3[32], b4[32], b5[32];
+            printf("%-8s %9s %9s %9s %8s %8s  %s, %s\n", in->name,
+                   fmt(b1, 32, "%.2f", (double)dq_vals * 4 / tt / 1e9),
+                   fmt(b2, 32, "%.2f", tg > 0 ? (double)dq_vals * 4 / tg / 1e9 : 0),
+                   fmt(b3, 32, "%.2fx", tg > 0 ? tg / tt : 0), fmt(b4, 32, "%.0f%%", 100 * tmc / tt),
+                   fmt(b5, 32, "%.0f%%", tg > 0 ? 100 * tmc / tg : 0), bits, src);
         }
     }
 
     if (do_q) {
-        printf("\nquantize (GB/s of f32 read; rmse relative to rms, N(0,1) data)\n"
-               "%-8s %9s %9s %9s %10s %10s\n",
-               "type", "tensorbox", "scalar", "ggml-ref", "rmse", "rmse-ref");
-        for (size_t t = 0; t < ntypes; t++) {
-            const tbx_dtype_info *in = tbx_dtype_get(all[t]);
-            tbx_quant_fn qb = tbx_ggml_quant_for(all[t]);
-            if (!in || !qb || !selected(only, in->name)) continue;
-            const uint64_t nb = nvals / in->block_size;
-            const double bytes = (double)nvals * 4;
-            tbx_quant_fn qs = tbx_ggml_quant_scalar_for(all[t]), qr = tbx_ggml_quant_ref_for(all[t]);
-            const int is_k = qr != qb && qr != qs;
-            const double gb = time_quant(qb, x, blk, nb, bytes, reps);
-            const double e = rel_rmse(all[t], x, blk, y, nb);
-            const double gs = qs != qb ? time_quant(qs, x, blk, nb, bytes, reps) : gb;
-            double gr = 0, er = 0;
-            if (is_k) {
-                /* the reference encoder is slow: time it on a slice */
-                const uint64_t nbr = nb / 8 ? nb / 8 : nb;
-                gr = time_quant(qr, x, blk, nbr, (double)nbr * in->block_size * 4, reps < 3 ? reps : 3);
-                qr(x, blk, nb);
-                er = rel_rmse(all[t], x, blk, y, nb);
+        const uint64_t nrows = q_vals / ROW;
+        job mc = {.kind = K_MEMCPY, .x = x, .y = y, .nvals = q_vals};
+        const double tmc = time_job(&mc, reps, 1);
+        const double gb = (double)q_vals * 4 / 1e9;
+        printf("\nquantize: GB/s of f32 read (%.0f MiB, rows of %d, N(0,1) data); memcpy %.2f GB/s\n"
+               "  ggml = ggml_quantize_chunk (no imatrix); port = tensorbox's port of ggml's "
+               "reference K-quant encoder; rmse relative to rms\n"
+               "%-6s %9s %8s %8s %7s %7s | %8s %8s %8s | %-10s %8s %8s | %7s %-4s\n",
+               (double)q_vals * 4 / 1048576.0, ROW, gb / tmc, "type", "tbx 1T", "ggml 1T",
+               "tbx/ggml", "tbx%mc", "ggml%mc", "tbx", "ggml", "tbx/ggml", "bytes", "rmse-tbx",
+               "rmse-ggml", "port 1T", "port");
+        char nt[16];
+        snprintf(nt, sizeof nt, "%dT", nthreads);
+        printf("%-6s %9s %8s %8s %7s %7s | %8s %8s %8s | %-10s %8s %8s | %7s %-4s\n", "", "", "",
+               "", "", "", nt, nt, nt, "", "", "", "", "=ggml");
+        for (int t = 0; t < ntypes; t++) {
+            const tbx_dtype dt = dts[t];
+            const tbx_dtype_info *in = tbx_dtype_get(dt);
+            const tbx_quant_fn tq = tbx_ggml_quant_for(dt);
+            if (!tq) continue;
+            job jt = {.kind = K_TBX_Q, .tq = tq, .x = x, .qout = blk, .row0 = 0, .nrows = nrows,
+                      .bsize = in->block_size, .bbytes = in->block_bytes, .gtype = gids[t]};
+            const double tt1 = time_job(&jt, reps, 1);
+            const double ttn = nthreads > 1 ? time_job(&jt, reps, nthreads) : tt1;
+            const uint64_t qbytes = q_vals / in->block_size * in->block_bytes;
+            const double et = rel_rmse(dt, x, blk, y, q_vals);
+            char b[12][32];
+            if (!ggml_can_quantize(gids[t], x, blk2, NULL)) {
+                printf("%-6s %9.3f %8s %8s %7s %7s | %8.3f %8s %8s | %-10s %8.5f %8s |  ggml_quantize_chunk cannot encode it\n",
+                       in->name, gb / tt1, "-", "-", fmt(b[0], 32, "%.0f%%", 100 * tmc / tt1), "-",
+                       gb / ttn, "-", "-", "-", et, "-");
+                continue;
             }
-            if (is_k)
-                printf("%-8s %9.3f %9.3f %9.3f %10.5f %10.5f\n", in->name, gb, gs, gr, e, er);
-            else
-                printf("%-8s %9.3f %9.3f %9s %10.5f %10s\n", in->name, gb, gs, "-", e, "-");
+            job jg = jt;
+            jg.kind = K_GGML_Q;
+            jg.qout = blk2;
+            const double tg1 = time_job(&jg, reps, 1);
+            const double tgn = nthreads > 1 ? time_job(&jg, reps, nthreads) : tg1;
+            char same[32];
+            if (memcmp(blk, blk2, qbytes) == 0) snprintf(same, sizeof same, "identical");
+            else {
+                uint64_t nd = 0;
+                for (uint64_t i = 0; i < q_vals / in->block_size; i++)
+                    nd += memcmp(blk + i * in->block_bytes, blk2 + i * in->block_bytes,
+                                 in->block_bytes) != 0;
+                snprintf(same, sizeof same, "%.1f%% diff",
+                         100.0 * (double)nd / (double)(q_vals / in->block_size));
+            }
+            const double eg = rel_rmse(dt, x, blk2, y, q_vals);
+            /* tensorbox's port of ggml's reference encoder, where it is a different function */
+            const tbx_quant_fn tr = tbx_ggml_quant_ref_for(dt);
+            double tp = 0;
+            const char *peq = "";
+            if (tr && tr != tq && tr != tbx_ggml_quant_scalar_for(dt)) {
+                job jp = jt;
+                jp.tq = tr;
+                tp = time_job(&jp, reps, 1);
+                peq = memcmp(blk, blk2, qbytes) == 0 ? "yes" : "NO";
+            }
+            printf("%-6s %9.3f %8.3f %8s %7s %7s | %8.3f %8.3f %8s | %-10s %8.5f %8.5f | %7s %-4s\n",
+                   in->name, gb / tt1, gb / tg1, fmt(b[0], 32, "%.2fx", tg1 / tt1),
+                   fmt(b[1], 32, "%.0f%%", 100 * tmc / tt1), fmt(b[2], 32, "%.0f%%", 100 * tmc / tg1),
+                   gb / ttn, gb / tgn, fmt(b[3], 32, "%.2fx", tgn / ttn), same, et, eg,
+                   fmt(b[4], 32, "%.3f", tp > 0 ? gb / tp : 0), peq);
         }
     }
     free(x);
     free(y);
+    free(y2);
     free(blk);
+    free(blk2);
+    dlclose(h);
+    if (failed) {
+        fprintf(stderr, "bench_ggml_quant: tensorbox's dequantized values differ from ggml's "
+                        "(see above)\n");
+        return 1;
+    }
     return 0;
 }

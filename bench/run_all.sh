@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs every benchmark of bench/ (builds nothing: build first with cmake): safetensors, GGUF,
+# the ggml block kernels (against ggml's own libggml-base, loaded by bench_ggml_quant),
 # zTensor, OINF, MCF, each against its reference implementation, medians and ratios.
 #
 #   bench/run_all.sh [extra args for the bench scripts, e.g. --reps 5]
@@ -7,6 +8,9 @@
 # Environment: TBX_BENCH_READ  the bench_read binary (default: build/bench/bench_read, or
 #                              build/bench_read when that is where the build put it)
 #              PYTHON          the Python with the peers installed (default: .venv/bin/python)
+#              TBX_BENCH_BIN   the folder of the C bench programs (default: that of bench_read)
+#              TBX_GGML_LIB    ggml's libggml-base.so, the peer of bench_ggml_quant (default: the
+#                              one llama-cpp-python installed for $PYTHON; missing: an error)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -34,6 +38,22 @@ echo "== safetensors: tensorbox vs safetensors vs plain read =="
 echo
 echo "== gguf: header parse, dequantization, quantization vs gguf-py =="
 "$PYTHON" bench/bench_gguf.py "$@"
+
+echo
+echo "== ggml block kernels: tensorbox vs ggml's own (libggml-base), dequantize and quantize =="
+TBX_BENCH_BIN=${TBX_BENCH_BIN:-$(dirname "$TBX_BENCH_READ")}
+if [ -z "${TBX_GGML_LIB:-}" ]; then
+  # llama_cpp's folder without importing it (find_spec does not run the package)
+  TBX_GGML_LIB=$("$PYTHON" -c 'import importlib.util, os
+s = importlib.util.find_spec("llama_cpp")
+print(os.path.join(os.path.dirname(s.origin), "lib", "libggml-base.so") if s else "")')
+fi
+if [ -z "$TBX_GGML_LIB" ] || [ ! -f "$TBX_GGML_LIB" ]; then
+  echo "run_all.sh: ggml's libggml-base.so not found (llama-cpp-python in $PYTHON, or set" \
+       "TBX_GGML_LIB): bench_ggml_quant has no peer" >&2
+  exit 1
+fi
+"$TBX_BENCH_BIN/bench_ggml_quant" --ggml-lib "$TBX_GGML_LIB"
 
 echo
 echo "== ztensor: read/write raw, zstd, digests vs ztensor 1.1.1 =="
