@@ -4,7 +4,9 @@
  * Dequantizers (tbx_dequant_fn, see plain.h) decode `nblocks` consecutive blocks of
  * tbx_dtype_info.block_bytes bytes each into nblocks * block_size floats. `src` needs no
  * alignment. The scalar kernels (ggml_dequant.c) compute in f32 in the order of ggml's reference
- * dequantizers, so they give the same bits as ggml and gguf-py. The SIMD kernels
+ * dequantizers, so they give the same bits as ggml and gguf-py (except the payload bits of a
+ * NaN both decode from a NaN scale: iq2_*, iq3_*, q1_0 on random blocks; bench_ggml_quant
+ * --random shows them). The SIMD kernels
  * (ggml_simd_avx2.c, ggml_simd_avx512.c) perform the same IEEE operations in the same order and
  * give the same bits as the scalar kernels (checked by tests/unit/test_ggml_quant.c).
  *
