@@ -7,6 +7,7 @@
  * target does not even enable it), so their results are bit-identical.
  */
 #include "ggml.h"
+#include "ggml_tables.h"
 #include "core.h"
 
 #include <float.h>
@@ -256,6 +257,140 @@ AVX2 static void dq_q6_K(const void *src, float *y, uint64_t nb) {
     }
 }
 
+/* ---- ternary and 2-bit types: tq2_0, tq1_0, q2_0 ------------------------------------------ */
+/* The scalar kernels compute (float)(level) * d with an integer level in -1..2; here the levels
+ * are built as int8 lanes and go through st16_i8 (cvt, then the same single multiply). */
+
+/* tq2_0: 64 bytes of 2-bit fields + f16 d; element 128h + 32l + m is bits 2l of byte 32h + m. */
+AVX2 static void dq_tq2_0(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    for (uint64_t i = 0; i < nb; i++, b += 66) {
+        const __m256 d = _mm256_set1_ps(h2f(b + 64));
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(b + 32 * h));
+            for (int l = 0; l < 4; l++, y += 32) {
+                const __m128i c = _mm_cvtsi32_si128(2 * l);
+                const __m256i v = _mm256_sub_epi8(_mm256_and_si256(_mm256_srl_epi16(q, c), m3), one);
+                st16_i8(y, _mm256_castsi256_si128(v), d);
+                st16_i8(y + 16, _mm256_extracti128_si256(v, 1), d);
+            }
+        }
+    }
+}
+
+/* tq1_0 digit of bytes q (already multiplied by 3^n mod 256): ((q * 3) >> 8) - 1, which is
+ * -1 + (q >= 86) + (q >= 171); unsigned compares through the sign-flipped signed ones. */
+AVX2 static inline __m256i tq1_level256(__m256i q) {
+    const __m256i x = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));
+    const __m256i c1 = _mm256_cmpgt_epi8(x, _mm256_set1_epi8((char)(85 ^ 0x80)));
+    const __m256i c2 = _mm256_cmpgt_epi8(x, _mm256_set1_epi8((char)(170 ^ 0x80)));
+    return _mm256_sub_epi8(_mm256_sub_epi8(_mm256_set1_epi8(-1), c1), c2);
+}
+AVX2 static inline __m128i tq1_level128(__m128i q) {
+    const __m128i x = _mm_xor_si128(q, _mm_set1_epi8((char)0x80));
+    const __m128i c1 = _mm_cmpgt_epi8(x, _mm_set1_epi8((char)(85 ^ 0x80)));
+    const __m128i c2 = _mm_cmpgt_epi8(x, _mm_set1_epi8((char)(170 ^ 0x80)));
+    return _mm_sub_epi8(_mm_sub_epi8(_mm_set1_epi8(-1), c1), c2);
+}
+/* q * 3 mod 256, byte-wise */
+AVX2 static inline __m256i mul3_256(__m256i q) { return _mm256_add_epi8(q, _mm256_add_epi8(q, q)); }
+AVX2 static inline __m128i mul3_128(__m128i q) { return _mm_add_epi8(q, _mm_add_epi8(q, q)); }
+
+AVX2 static void dq_tq1_0(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    for (uint64_t i = 0; i < nb; i++, b += 54) {
+        const __m256 d = _mm256_set1_ps(h2f(b + 52));
+        __m256i q = _mm256_loadu_si256((const __m256i *)b); /* qs[0..31], times 3^n */
+        for (int n = 0; n < 5; n++, y += 32, q = mul3_256(q)) {
+            const __m256i v = tq1_level256(q);
+            st16_i8(y, _mm256_castsi256_si128(v), d);
+            st16_i8(y + 16, _mm256_extracti128_si256(v, 1), d);
+        }
+        __m128i r = _mm_loadu_si128((const __m128i *)(b + 32)); /* qs[32..47] */
+        for (int n = 0; n < 5; n++, y += 16, r = mul3_128(r)) st16_i8(y, tq1_level128(r), d);
+        /* qh[0..3] times 1, 3, 9, 27: dword n of the vector holds the four bytes times 3^n */
+        const __m128i h0 = _mm_set1_epi32((int)tbx_ld32(b + 48));
+        const __m128i h1 = mul3_128(h0), h2 = mul3_128(h1), h3 = mul3_128(h2);
+        const __m128i h = _mm_blend_epi32(_mm_blend_epi32(_mm_blend_epi32(h0, h1, 2), h2, 4), h3, 8);
+        st16_i8(y, tq1_level128(h), d);
+        y += 16;
+    }
+}
+
+/* q2_0: f16 d + 16 bytes; element j is bits 2(j%4) of byte j/4. */
+AVX2 static void dq_q2_0(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m128i m3 = _mm_set1_epi8(3), one = _mm_set1_epi8(1);
+    for (uint64_t i = 0; i < nb; i++, b += 18, y += 64) {
+        const __m256 d = _mm256_set1_ps(h2f(b));
+        const __m128i q = _mm_loadu_si128((const __m128i *)(b + 2));
+        /* a_l[k] = field l of byte k, minus 1 */
+        const __m128i a0 = _mm_sub_epi8(_mm_and_si128(q, m3), one);
+        const __m128i a1 = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 2), m3), one);
+        const __m128i a2 = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m3), one);
+        const __m128i a3 = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 6), m3), one);
+        /* interleave to element order 4k + l */
+        const __m128i lo01 = _mm_unpacklo_epi8(a0, a1), hi01 = _mm_unpackhi_epi8(a0, a1);
+        const __m128i lo23 = _mm_unpacklo_epi8(a2, a3), hi23 = _mm_unpackhi_epi8(a2, a3);
+        st16_i8(y, _mm_unpacklo_epi16(lo01, lo23), d);
+        st16_i8(y + 16, _mm_unpackhi_epi16(lo01, lo23), d);
+        st16_i8(y + 32, _mm_unpacklo_epi16(hi01, hi23), d);
+        st16_i8(y + 48, _mm_unpackhi_epi16(hi01, hi23), d);
+    }
+}
+
+/* ---- iq1_s, iq1_m: y = dl * ((float)grid + delta), as the scalar kernels --------------------- */
+/* +-delta without a branch (the sign is random data): the sign bit of neg (bit 31) xored in */
+AVX2 static inline __m256 iq1_delta(__m256 pdelta, uint32_t neg) {
+    return _mm256_xor_ps(pdelta, _mm256_castsi256_ps(_mm256_set1_epi32((int)(neg & 0x80000000u))));
+}
+/* 8 outputs from one grid entry (8 int8 in {-1, 0, 1}) */
+AVX2 static inline void st8_iq1(float *y, const uint64_t *g, __m256 dl, __m256 delta) {
+    const __m128i q = _mm_loadl_epi64((const __m128i *)g);
+    const __m256 t = _mm256_add_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), delta);
+    _mm256_storeu_ps(y, _mm256_mul_ps(dl, t));
+}
+
+AVX2 static void dq_iq1_s(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256 pdelta = _mm256_set1_ps(TBX_IQ1S_DELTA);
+    for (uint64_t i = 0; i < nb; i++, b += 50) {
+        const float d = h2f(b);
+        const uint8_t *qs = b + 2;
+        for (int ib = 0; ib < 8; ib++, qs += 4, y += 32) {
+            const unsigned qh = tbx_ld16(b + 34 + 2 * ib);
+            const __m256 dl = _mm256_set1_ps(d * (float)(2 * ((qh >> 12) & 7) + 1));
+            const __m256 delta = iq1_delta(pdelta, (uint32_t)qh << 16);
+            for (int l = 0; l < 4; l++)
+                st8_iq1(y + 8 * l, &tbx_iq1s_grid[qs[l] | (((qh >> (3 * l)) & 7) << 8)], dl, delta);
+        }
+    }
+}
+
+AVX2 static void dq_iq1_m(const void *src, float *y, uint64_t nb) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256 pdelta = _mm256_set1_ps(TBX_IQ1S_DELTA);
+    for (uint64_t i = 0; i < nb; i++, b += 56) {
+        const uint8_t *qs = b, *qh = b + 32;
+        unsigned sc[4];
+        for (int k = 0; k < 4; k++) sc[k] = tbx_ld16(b + 48 + 2 * k);
+        const uint16_t dbits = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
+                                          ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+        const float d = tbx_f16_to_f32(dbits);
+        for (int ib = 0; ib < 8; ib++, qs += 4, qh += 2, y += 32) {
+            const unsigned s = sc[ib / 2] >> (6 * (ib % 2));
+            const __m256 dl1 = _mm256_set1_ps(d * (float)(2 * (s & 7) + 1));
+            const __m256 dl2 = _mm256_set1_ps(d * (float)(2 * ((s >> 3) & 7) + 1));
+            for (int l = 0; l < 4; l++) {
+                const unsigned hb = l % 2 ? (unsigned)qh[l / 2] >> 4 : qh[l / 2] & 15u;
+                st8_iq1(y + 8 * l, &tbx_iq1s_grid[qs[l] | ((hb & 7) << 8)], l < 2 ? dl1 : dl2,
+                        iq1_delta(pdelta, (uint32_t)hb << 28));
+            }
+        }
+    }
+}
+
 /* The byte shifts above use 16-bit lane shifts followed by masks that drop every bit crossing
  * a byte boundary, so they act as per-byte shifts. */
 
@@ -272,6 +407,11 @@ tbx_dequant_fn tbx_ggml_dequant_avx2_for(tbx_dtype dt) {
     case TBX_DT_IQ4_NL: return dq_iq4_nl;
     case TBX_DT_IQ4_XS: return dq_iq4_xs;
     case TBX_DT_Q8_K: return dq_q8_K;
+    case TBX_DT_TQ2_0: return dq_tq2_0;
+    case TBX_DT_TQ1_0: return dq_tq1_0;
+    case TBX_DT_Q2_0: return dq_q2_0;
+    case TBX_DT_IQ1_S: return dq_iq1_s;
+    case TBX_DT_IQ1_M: return dq_iq1_m;
     default: return NULL;
     }
 }

@@ -402,7 +402,10 @@ static const uint16_t kSpecialHalves[] = {0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00
 static int scale_offsets(tbx_dtype dt, int *off) {
     switch (dt) {
     case TBX_DT_Q8_0: case TBX_DT_Q4_0: case TBX_DT_Q5_0: case TBX_DT_IQ4_NL: case TBX_DT_IQ4_XS:
+    case TBX_DT_Q2_0: case TBX_DT_IQ1_S:
         off[0] = 0; return 1;
+    case TBX_DT_TQ2_0: off[0] = 64; return 1;
+    case TBX_DT_TQ1_0: off[0] = 52; return 1;
     case TBX_DT_Q4_K: case TBX_DT_Q5_K: case TBX_DT_Q4_1: case TBX_DT_Q5_1:
         off[0] = 0; off[1] = 2; return 2;
     case TBX_DT_Q6_K: off[0] = 208; return 1;
@@ -430,6 +433,14 @@ static void random_blocks(tbx_dtype dt, uint8_t *b, size_t nblocks) {
                 h = (uint16_t)((rnd32() & 0x8000) | ((1 + rnd32() % 20) << 10) | (rnd32() & 0x3FF));
             put16(p + off[k], h);
         }
+        if (dt == TBX_DT_IQ1_M && mode != 3 && mode != 4) {
+            /* the f16 super-scale: nibble k of it is the top nibble of scale word k (b + 48) */
+            const uint16_t h = mode == 0 ? kSpecialHalves[rnd32() % (sizeof kSpecialHalves /
+                                                                     sizeof *kSpecialHalves)]
+                                         : (uint16_t)rnd32();
+            for (int k = 0; k < 4; k++) p[48 + 2 * k + 1] = (uint8_t)((p[48 + 2 * k + 1] & 0x0F) |
+                                                                      (((h >> (4 * k)) & 15) << 4));
+        }
         if (dt == TBX_DT_Q8_K) { /* f32 scale */
             static const uint32_t sp[] = {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u,
                                           0x7FC00001u, 0xFF800123u, 0x00000001u, 0x007FFFFFu,
@@ -444,7 +455,9 @@ static void random_blocks(tbx_dtype dt, uint8_t *b, size_t nblocks) {
 TBX_TEST(simd_dequant_matches_scalar) {
     static const tbx_dtype types[] = {TBX_DT_Q8_0, TBX_DT_Q4_0, TBX_DT_Q4_K, TBX_DT_Q5_K,
                                       TBX_DT_Q6_K, TBX_DT_Q4_1, TBX_DT_Q5_0, TBX_DT_Q5_1,
-                                      TBX_DT_IQ4_NL, TBX_DT_IQ4_XS, TBX_DT_Q8_K};
+                                      TBX_DT_IQ4_NL, TBX_DT_IQ4_XS, TBX_DT_Q8_K,
+                                      TBX_DT_TQ2_0, TBX_DT_TQ1_0, TBX_DT_Q2_0,
+                                      TBX_DT_IQ1_S, TBX_DT_IQ1_M};
     const unsigned isa = tbx_ggml_cpu_isa();
     int ran = 0;
     rng_seed(42);
