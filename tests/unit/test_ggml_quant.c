@@ -474,6 +474,9 @@ TBX_TEST(simd_dequant_matches_scalar) {
             {TBX_GGML_ISA_AVX2, tbx_ggml_dequant_avx2_for(dt), "avx2"},
             {TBX_GGML_ISA_AVX512, tbx_ggml_dequant_avx512_for(dt), "avx512"},
         };
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(TBX_GGML_NO_SIMD)
+        CHECK(paths[0].f != NULL); /* every type of this list has an AVX2 kernel */
+#endif
         for (int p = 0; p < 2; p++) {
             if (!paths[p].f) continue;
             if (!(isa & paths[p].bit)) {
