@@ -375,6 +375,12 @@ const tbx_source *tbx_file_source(const tbx_file *f, uint32_t src) {
     return (size_t)src <= f->nextra_src ? &f->extra_src[src - 1] : NULL;
 }
 
+int64_t tbx_file_find_section(const tbx_file *f, const char *name) {
+    for (size_t i = 0; f && name && i < f->nsections; i++)
+        if (f->sections[i].name && strcmp(f->sections[i].name, name) == 0) return (int64_t)i;
+    return -1;
+}
+
 tbx_status tbx_file_problem(tbx_file *f, tbx_error *err, tbx_status code, uint64_t offset,
                             const char *field, const char *fmt, ...) {
     tbx_error e;

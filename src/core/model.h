@@ -217,6 +217,8 @@ tbx_status tbx_file_add_section_in(tbx_file *f, const char *name, uint32_t type,
 /* The source a component's or a section's `src` names (0: f->src, k: f->extra_src[k-1]); NULL
  * when out of range. Tensor and section bytes are read through it. */
 const tbx_source *tbx_file_source(const tbx_file *f, uint32_t src);
+/* The index of the section named `name` (the first, exact bytes), -1 when f has none. */
+int64_t tbx_file_find_section(const tbx_file *f, const char *name);
 /* Are component k's decoded bytes its stored bytes, served straight from the source (range
  * reads, maps)? Raw encoding, unless the driver transforms them (k->xform: big-endian GGUF). */
 bool tbx_comp_served_raw(const tbx_file *f, const tbx_component *k);

@@ -88,18 +88,13 @@ struct tbx_hf_embd {
     size_t sec_len;
 };
 
-static int64_t he_find(const tbx_file *in, const char *name) {
-    for (size_t i = 0; i < in->nsections; i++)
-        if (in->sections[i].name && strcmp(in->sections[i].name, name) == 0) return (int64_t)i;
-    return -1;
-}
-
 bool tbx_hf_embd_applies(const tbx_file *in, tbx_format to) {
     if (!in || (to != TBX_FORMAT_EMBD && to != TBX_FORMAT_EMBD_LEGACY)) return false;
     /* an input with its own vocabulary section (an EMBD file) is not a Hugging Face directory */
-    if (he_find(in, "vocab") >= 0) return false;
-    return he_find(in, "config.json") >= 0 || he_find(in, "tokenizer.json") >= 0 ||
-           he_find(in, "vocab.txt") >= 0;
+    if (tbx_file_find_section(in, "vocab") >= 0) return false;
+    return tbx_file_find_section(in, "config.json") >= 0 ||
+           tbx_file_find_section(in, "tokenizer.json") >= 0 ||
+           tbx_file_find_section(in, "vocab.txt") >= 0;
 }
 
 bool tbx_hf_embd_consumes(const char *section) {
@@ -128,7 +123,7 @@ static tbx_status he_load(tbx_hf_embd *h, const char *name, void **buf, size_t *
                           tbx_error *err) {
     *buf = NULL;
     *n = 0;
-    int64_t i = he_find(h->in, name);
+    int64_t i = tbx_file_find_section(h->in, name);
     if (i < 0) return TBX_OK;
     return tbx_section_load_(h->in, (uint64_t)i, buf, n, err);
 }
@@ -413,7 +408,7 @@ tbx_status tbx_hf_embd_prepare(tbx_file *in, tbx_format to, tbx_hf_embd **out, t
     h->al = &in->al;
     h->in = in;
     h->legacy = to == TBX_FORMAT_EMBD_LEGACY;
-    h->hf = he_find(in, "config.json") >= 0;
+    h->hf = tbx_file_find_section(in, "config.json") >= 0;
     void *buf = NULL;
     size_t n = 0;
     const char *what = "tokenizer.json";

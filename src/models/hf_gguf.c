@@ -136,20 +136,10 @@ static tbx_status hf_fail(hf *h, tbx_status code, const char *field, const char 
     return st;
 }
 
-/* Index of the section named `name`, or -1. */
-static int64_t find_section(const tbx_file *f, const char *name) {
-    for (uint64_t i = 0, n = tbx_section_count(f); i < n; i++) {
-        tbx_section_info si = TBX_SECTION_INFO_INIT;
-        if (tbx_section_info_get(f, i, &si) == TBX_OK && si.name && strcmp(si.name, name) == 0)
-            return (int64_t)i;
-    }
-    return -1;
-}
-
 /* Parses section `name` as JSON into *out (NULL when the section is absent and !required). */
 static tbx_status load_json(hf *h, const char *name, bool required, json_t **out) {
     *out = NULL;
-    int64_t i = find_section(h->in, name);
+    int64_t i = tbx_file_find_section(h->in, name);
     if (i < 0) {
         if (!required) return TBX_OK;
         return hf_fail(h, TBX_E_NOT_FOUND, name, "the model has no %s (a Hugging Face model "
@@ -174,7 +164,7 @@ static tbx_status load_json(hf *h, const char *name, bool required, json_t **out
 /* Reads tokenizer.json when the model has one (hf_tokenizer.c: checked whole, its vocabulary,
  * merges and added tokens left as text to walk). */
 static tbx_status load_tokenizer(hf *h) {
-    int64_t i = find_section(h->in, "tokenizer.json");
+    int64_t i = tbx_file_find_section(h->in, "tokenizer.json");
     if (i < 0) return TBX_OK;
     void *buf = NULL;
     size_t n = 0;
@@ -424,7 +414,7 @@ static tbx_status write_hparams(hf *h) {
         if ((st = put_arch(h, "attention.causal", tbx_value_new_bool(0))) != TBX_OK) return st;
     if (h->a->flags & ARCH_POOLING) {
         /* sentence-transformers: modules.json (a JSON array) names the Pooling module's folder */
-        int64_t mi = find_section(h->in, "modules.json");
+        int64_t mi = tbx_file_find_section(h->in, "modules.json");
         const char *ppath = NULL;
         json_t *arr = NULL;
         if (mi >= 0) {
@@ -624,14 +614,15 @@ static tbx_status write_tokenizer(hf *h) {
             return st;
         /* then, as llama.cpp's converter: tokenizer.model first, else a SentencePiece BPE
          * tokenizer.json (byte_fallback), else the byte-level BPE path below */
-        if (find_section(h->in, "tokenizer.model") >= 0) return write_llama_vocab(h, true);
+        if (tbx_file_find_section(h->in, "tokenizer.model") >= 0)
+            return write_llama_vocab(h, true);
         json_t *m = h->tok ? json_object_get(h->tok, "model") : NULL;
         const char *mt = jstr(m, "type");
         if (mt && strcmp(mt, "BPE") == 0 && json_is_true(json_object_get(m, "byte_fallback")))
             return write_llama_vocab(h, false);
     }
     if (!h->tok) {
-        if (find_section(h->in, "tokenizer.model") >= 0)
+        if (tbx_file_find_section(h->in, "tokenizer.model") >= 0)
             return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.model", "a SentencePiece tokenizer."
                            "model is supported for llama-family models (%s), not for %s",
                            spm_rows, h->a->model_type);
@@ -902,7 +893,7 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
     int64_t id;
     tbx_tokj_buf b = {h->al, NULL, 0};
     if (from_spm) {
-        int64_t i = find_section(h->in, "tokenizer.model");
+        int64_t i = tbx_file_find_section(h->in, "tokenizer.model");
         void *raw = NULL;
         if ((st = tbx_section_load_(h->in, (uint64_t)i, &raw, &blen, h->err)) != TBX_OK)
             return st;
@@ -1660,7 +1651,7 @@ static tbx_status build_plan(hf *h) {
 
 /* ------------------------------------------------------------------------------------------ */
 int tbx_gguf_hf_applies(const tbx_file *in) {
-    return in && find_section((tbx_file *)in, "config.json") >= 0;
+    return in && tbx_file_find_section(in, "config.json") >= 0;
 }
 
 tbx_dtype tbx_gguf_quant_fallback(tbx_dtype want, uint64_t cols) {

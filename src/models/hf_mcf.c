@@ -37,10 +37,7 @@ static const char *const hm_fields[] = {
 };
 
 bool tbx_hf_mcf_applies(const tbx_file *in, tbx_format to) {
-    if (!in || to != TBX_FORMAT_MCF) return false;
-    for (size_t i = 0; i < in->nsections; i++)
-        if (in->sections[i].name && strcmp(in->sections[i].name, "config.json") == 0) return true;
-    return false;
+    return in && to == TBX_FORMAT_MCF && tbx_file_find_section(in, "config.json") >= 0;
 }
 
 static bool hm_has_meta(const tbx_writer *w, const char *key) {
@@ -81,12 +78,11 @@ static tbx_status hm_add(tbx_writer *w, const char *key, tbx_value *v, tbx_error
 tbx_status tbx_hf_mcf_write(tbx_file *in, tbx_writer *w, tbx_error *err) {
     for (size_t k = 0; hm_fields[k]; k++)
         if (hm_has_meta(w, hm_fields[k])) return TBX_OK;
-    size_t sec = 0;
-    while (sec < in->nsections && strcmp(in->sections[sec].name, "config.json") != 0) sec++;
-    if (sec == in->nsections) return TBX_OK;
+    const int64_t sec = tbx_file_find_section(in, "config.json");
+    if (sec < 0) return TBX_OK;
     void *buf = NULL;
     size_t n = 0;
-    tbx_status st = tbx_section_load_(in, sec, &buf, &n, err);
+    tbx_status st = tbx_section_load_(in, (uint64_t)sec, &buf, &n, err);
     if (st != TBX_OK) return st;
     json_t *cfg = json_loadb(buf, n, JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, NULL);
     tbx_free(&in->al, buf, n ? n : 1);
