@@ -234,13 +234,15 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
      * say something was done that was not) */
     const tbx_format to_fmt = o.write.format;
     const bool raw = (o.flags & TBX_CONVERT_RAW) != 0;
-    if (raw && !(to_fmt == TBX_FORMAT_GGUF && tbx_gguf_hf_applies(in)) &&
-        !tbx_hf_embd_applies(in, to_fmt) && !tbx_hf_mcf_applies(in, to_fmt))
+    const bool hf_gguf = to_fmt == TBX_FORMAT_GGUF && tbx_gguf_hf_applies(in);
+    const bool hf_embd = tbx_hf_embd_applies(in, to_fmt);
+    const bool hf_mcf = tbx_hf_mcf_applies(in, to_fmt);
+    if (raw && !hf_gguf && !hf_embd && !hf_mcf)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "raw",
                        "--raw leaves out the import of a Hugging Face model, and this conversion "
                        "has none (a Hugging Face model directory to GGUF, EMBD or MCF)");
     /* a Hugging Face model (its config.json is a section) to GGUF: written for llama.cpp */
-    if (to_fmt == TBX_FORMAT_GGUF && !raw && tbx_gguf_hf_applies(in)) {
+    if (hf_gguf && !raw) {
         if (nbad)
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
                            "%zu tensors cannot be read, and leaving tensors out is not applied "
@@ -271,7 +273,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     tbx_hf_embd *he = NULL;
     st = tbx_plan_plain(in, &o, to_fmt, &plan, &changed, err);
     const uint32_t ftype = st == TBX_OK && changed ? tbx_plan_plain_ftype(&plan, in, &o) : 0;
-    if (st == TBX_OK && !raw && tbx_hf_embd_applies(in, to_fmt)) {
+    if (st == TBX_OK && hf_embd && !raw) {
         st = tbx_hf_embd_prepare(in, to_fmt, &he, err);
         if (st == TBX_OK) st = tbx_hf_embd_plan(he, &plan, err);
     }
@@ -293,7 +295,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         st = tbx_convert_copy_sections_but(in, w, &o, he ? tbx_hf_embd_consumes : NULL, err);
     if (st == TBX_OK && he) st = tbx_hf_embd_write(he, w, &plan, err);
     /* a Hugging Face config.json to MCF: ModelInfo as metadata in MCF's terms (src/models) */
-    if (st == TBX_OK && !raw && tbx_hf_mcf_applies(in, to_fmt)) st = tbx_hf_mcf_write(in, w, err);
+    if (st == TBX_OK && hf_mcf && !raw) st = tbx_hf_mcf_write(in, w, err);
     if (st == TBX_OK) {
         tbx_engine_opts eo;
         engine_opts(&eo, o.progress, o.progress_ud, o.on_tensor, o.flags);
