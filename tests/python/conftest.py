@@ -117,6 +117,22 @@ def assert_clean_exit(r: Result):
     assert_no_sanitizer(r)
 
 
+def help_formats(tbx):
+    """(name, extensions) of the 'Formats:' block of `tbx convert --help`: every format tbx
+    writes (the registry's rows), so tests that walk them need no list of their own."""
+    r = run(tbx, "convert", "--help")
+    assert r.rc == 0, r.describe()
+    text = r.out.decode()
+    assert "Formats:" in text, r.describe()
+    rows = []
+    for line in text.split("Formats:", 1)[1].splitlines()[1:]:
+        if not line.startswith("  "):
+            break
+        name, ext = line.split()[:2]
+        rows.append((name, ext))
+    return rows
+
+
 def info_json(binary: str, path) -> dict:
     r = run(binary, "info", path, "--json")
     assert r.rc == 0, "tbx info --json failed\n" + r.describe()

@@ -29,24 +29,10 @@ from pathlib import Path
 import pytest
 
 import ampgen
+from conftest import help_formats
 from test_memory_bounds import run_measured
 
 MIB = 1024 * 1024
-
-
-def writable(tbx) -> list[str]:
-    """Every format tbx writes, as `tbx convert --help` lists them (the registry's rows), so a
-    new format is covered without an edit here."""
-    p = subprocess.run([tbx, "convert", "--help"], capture_output=True)
-    lines = p.stdout.decode().splitlines()
-    start = lines.index("Formats:") + 1
-    out = []
-    for line in lines[start:]:
-        if not line.startswith("  "):
-            break
-        out.append(line.split()[0])
-    assert "safetensors" in out and "gguf" in out, lines[:20]
-    return out
 
 
 def size_of(p: Path) -> int:
@@ -142,7 +128,7 @@ def test_edge_file_opens_and_every_command_stays_bounded(tbx, tmp_path, kind):
         check_bounds(tbx, path, ["cat", str(path), tensor], tmp_path)
         check_bounds(tbx, path, ["cat", str(path), tensor, "--as", "f32"], tmp_path)
     converted = 0
-    for fmt in writable(tbx):
+    for fmt in (name for name, _ in help_formats(tbx)):
         out = tmp_path / f"out.{fmt}"
         # a target may refuse what it cannot store (a u8 tensor in GGUF, ...): exit 1, bounded
         rc, err = check_bounds(tbx, path, convert_args(path, out, fmt), tmp_path, ok=(0, 1))

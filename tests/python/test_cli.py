@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import REPO, assert_clean_exit, info_json, need, run, st_build
+from conftest import REPO, assert_clean_exit, help_formats, info_json, need, run, st_build
 
 np = need("numpy")
 stn = need("safetensors.numpy")
@@ -291,21 +291,6 @@ def test_convert_unknown_target_format(tbx, sample, tmp_path):
     assert not (tmp_path / "o.safetensors").exists()
 
 
-def _help_formats(tbx):
-    """(name, extensions) of the 'Formats:' block of `tbx convert --help`."""
-    r = run(tbx, "convert", "--help")
-    assert r.rc == 0, r.describe()
-    text = r.out.decode()
-    assert "Formats:" in text, r.describe()
-    rows = []
-    for line in text.split("Formats:", 1)[1].splitlines()[1:]:
-        if not line.startswith("  "):
-            break
-        name, ext = line.split()[:2]
-        rows.append((name, ext))
-    return rows
-
-
 def test_convert_help_lists_only_writable_targets(tbx, sample, tmp_path):
     # Every target `tbx convert --help` offers is one it can write: converting to it by name and
     # by its extension both give a file `tbx validate` accepts. embd-legacy has no extension of
@@ -313,7 +298,7 @@ def test_convert_help_lists_only_writable_targets(tbx, sample, tmp_path):
     # is offered by name only, and its line says so.
     src = tmp_path / "f32.safetensors"
     stn.save_file({"w": np.arange(8, dtype=np.float32).reshape(2, 4)}, str(src))
-    rows = _help_formats(tbx)
+    rows = help_formats(tbx)
     names = [n for n, _ in rows]
     # the formats this test knows are offered; any other row with a writer is offered too and
     # held to the same checks below (the list comes from the registry, not from this test)
