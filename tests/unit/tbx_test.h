@@ -24,6 +24,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tensorbox.h" /* tbx_test_convert_gguf */
+
 typedef void (*tbx_test_fn)(void);
 struct tbx_test_case { const char *name; tbx_test_fn fn; };
 #ifndef TBX_TEST_MAX
@@ -151,5 +153,30 @@ static inline void tbx_fa_free(void *ud, void *p, size_t n) {
     tbx_fail_al *a = (tbx_fail_al *)ud;
     if (p) a->live -= (long long)n;
     free(p);
+}
+
+/* Opens `in` (with allocator `al` when not NULL; *armed, when not NULL, is set once the open is
+ * done, so a failing allocator fails the conversion's allocations only) and converts it to a
+ * GGUF at `out` (overwritten) with tbx_convert's `flags` and `quant` (TBX_DT_INVALID: none). */
+static inline tbx_status tbx_test_convert_gguf(const tbx_allocator *al, int *armed,
+                                               const char *in, const char *out, uint32_t flags,
+                                               tbx_dtype quant, tbx_error *e) {
+    tbx_open_options oo;
+    tbx_open_options_init(&oo);
+    oo.allocator = al;
+    tbx_file *f = NULL;
+    tbx_status st = tbx_open_path(&f, in, &oo, e);
+    if (st != TBX_OK) return st;
+    if (armed) *armed = 1;
+    tbx_convert_options co;
+    tbx_convert_options_init(&co);
+    co.write.format = TBX_FORMAT_GGUF;
+    co.write.flags = TBX_WRITE_OVERWRITE;
+    co.flags = flags;
+    co.quant_to = quant;
+    st = tbx_convert(f, out, &co, e);
+    if (armed) *armed = 0;
+    tbx_close(f);
+    return st;
 }
 #endif

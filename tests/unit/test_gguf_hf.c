@@ -148,28 +148,10 @@ TBX_TEST(quant_fallback_follows_llama_quantize) {
     CHECK_EQ(tbx_gguf_quant_fallback(TBX_DT_F32, 256), TBX_DT_INVALID);
 }
 
-/* Opens the directory (with allocator `al` when not NULL; *armed, when not NULL, is set once
- * the open is done, so a failing allocator fails the conversion's allocations only) and
- * converts it to GGUF at g_out. */
+/* The directory converted to GGUF at g_out (tbx_test_convert_gguf). */
 static tbx_status convert_dir_armed(const tbx_allocator *al, int *armed, uint32_t flags,
                                     tbx_dtype quant, tbx_error *e) {
-    tbx_open_options oo;
-    tbx_open_options_init(&oo);
-    oo.allocator = al;
-    tbx_file *f = NULL;
-    tbx_status st = tbx_open_path(&f, g_dir, &oo, e);
-    if (st != TBX_OK) return st;
-    if (armed) *armed = 1;
-    tbx_convert_options co;
-    tbx_convert_options_init(&co);
-    co.write.format = TBX_FORMAT_GGUF;
-    co.write.flags = TBX_WRITE_OVERWRITE;
-    co.flags = flags;
-    co.quant_to = quant;
-    st = tbx_convert(f, g_out, &co, e);
-    if (armed) *armed = 0;
-    tbx_close(f);
-    return st;
+    return tbx_test_convert_gguf(al, armed, g_dir, g_out, flags, quant, e);
 }
 
 static tbx_status convert_dir(const tbx_allocator *al, uint32_t flags, tbx_dtype quant,

@@ -177,21 +177,7 @@ static void new_model(const char *leave_out, uint64_t qkv_rows) {
 }
 
 static tbx_status convert_armed(const tbx_allocator *al, int *armed, tbx_error *e) {
-    tbx_open_options oo;
-    tbx_open_options_init(&oo);
-    oo.allocator = al;
-    tbx_file *f = NULL;
-    tbx_status st = tbx_open_path(&f, g_dir, &oo, e);
-    if (st != TBX_OK) return st;
-    if (armed) *armed = 1;
-    tbx_convert_options co;
-    tbx_convert_options_init(&co);
-    co.write.format = TBX_FORMAT_GGUF;
-    co.write.flags = TBX_WRITE_OVERWRITE;
-    st = tbx_convert(f, g_out, &co, e);
-    if (armed) *armed = 0;
-    tbx_close(f);
-    return st;
+    return tbx_test_convert_gguf(al, armed, g_dir, g_out, 0, TBX_DT_INVALID, e);
 }
 
 /* llama.cpp's rotary order of a [heads x d, cols] projection (convert_hf_to_gguf.py's
