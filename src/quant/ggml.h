@@ -98,6 +98,23 @@ tbx_quant_fn tbx_ggml_quant_default_for(tbx_dtype dt);
  * NULL for every other type (their only quantizer is ggml's algorithm). */
 tbx_quant_fn tbx_ggml_quant_search_for(tbx_dtype dt);
 
+/* ---- ggml_quantize_chunk's contract: whole rows, an optional importance matrix ------------
+ * Some of ggml's quantizers are not block-local: with an importance matrix (llama-imatrix's
+ * per-column weights) q4_0 .. q5_1 and q2_K .. q6_K weight each value by qw[column] and by a
+ * statistic of its row, and the IQ types always do. A row quantizer encodes `nrows` rows of
+ * `n_per_row` values each (a multiple of the block size) into nrows * n_per_row / block_size
+ * blocks, with qw the importance of the n_per_row columns (NULL: no importance matrix), and
+ * gives the bytes of ggml_quantize_chunk(type, src, dst, 0, nrows, n_per_row, qw) of
+ * llama.cpp's libggml (ggml-quants.c, quantize_<type>). Types whose ggml quantizer ignores
+ * the matrix (q8_0, tq1_0, tq2_0, mxfp4) ignore it here too. (ggml_rows.c: the table.) */
+typedef void (*tbx_quant_rows_fn)(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                                  const float *qw);
+/* The row quantizer of a ggml block type, or NULL when this build has none. */
+tbx_quant_rows_fn tbx_ggml_quant_rows_for(tbx_dtype dt);
+/* 1 when ggml refuses to quantize the type without an importance matrix
+ * (ggml_quantize_requires_imatrix: iq2_xxs, iq2_xs, iq1_s), else 0. */
+bool tbx_ggml_quant_requires_imatrix(tbx_dtype dt);
+
 /* ---- lane kernels of the K-quant encoder (internal to this module) -------------------------
  * Eight sub-blocks are processed side by side: xt[8*i + j] is value i of sub-block j ("lane"
  * j), n values per sub-block. Each lane accumulates its sums in increasing i, so the scalar
