@@ -14,10 +14,11 @@ static void enc_float(const tbx_encoder *e, const float *x, uint64_t n, void *ou
 }
 
 /* ---- ggml block types: ggml's bytes (dispatch.c), or tensorbox's K-quant search ------------ */
+/* Without an importance matrix every ggml quantizer is block-local, so a run of whole blocks is
+ * one "row" of the row quantizer (ggml_rows.c). */
 static void enc_block(const tbx_encoder *e, const float *x, uint64_t n, void *out) {
-    const tbx_dtype_info *di = tbx_dtype_core_get(e->dtype);
-    tbx_quant_fn q = tbx_ggml_quant_default_for(e->dtype);
-    if (di && q && di->block_size) q(x, out, n / di->block_size);
+    tbx_quant_rows_fn q = tbx_ggml_quant_rows_for(e->dtype);
+    if (q && n) q(x, out, 1, (int64_t)n, NULL);
 }
 
 static void enc_search(const tbx_encoder *e, const float *x, uint64_t n, void *out) {
@@ -30,7 +31,7 @@ double tbx_encoder_block_sse(const tbx_encoder *e, const float *x, uint64_t n,
                              const void *bytes) {
     const tbx_dtype_info *di = tbx_dtype_core_get(e->dtype);
     tbx_dequant_fn dq = tbx_ggml_dequant_for(e->dtype);
-    tbx_quant_fn q = tbx_ggml_quant_default_for(e->dtype);
+    tbx_quant_rows_fn q = tbx_ggml_quant_rows_for(e->dtype);
     enum { MAXB = 256 };
     if (!di || !dq || !q || !di->block_size || di->block_size > MAXB ||
         di->block_bytes > 4 * MAXB)
@@ -42,7 +43,7 @@ double tbx_encoder_block_sse(const tbx_encoder *e, const float *x, uint64_t n,
     for (uint64_t b = 0; b < n / bs; b++) {
         const float *xb = x + b * bs;
         const uint8_t *eb = bytes ? (const uint8_t *)bytes + b * di->block_bytes : blk;
-        if (!bytes) q(xb, blk, 1);
+        if (!bytes) q(xb, blk, 1, (int64_t)bs, NULL);
         dq(eb, y, 1);
         for (uint64_t i = 0; i < bs; i++)
             if (isfinite(xb[i])) {
@@ -151,7 +152,7 @@ const tbx_encoder *tbx_encoder_for(tbx_dtype dt) {
     for (size_t i = 0; i < NENC; i++)
         if (ENCODERS[i].dtype == dt) {
             /* a block type needs its quantizer in this build */
-            if (ENCODERS[i].kind == TBX_ENC_BLOCK && !tbx_ggml_quant_for(dt)) return NULL;
+            if (ENCODERS[i].kind == TBX_ENC_BLOCK && !tbx_ggml_quant_rows_for(dt)) return NULL;
             return &ENCODERS[i];
         }
     return NULL;
