@@ -15,7 +15,17 @@
 #include "encode.h"
 #include "models.h"
 
+#include <math.h>
 #include <stdio.h>
+
+const char *tbx_quant_preset_at(size_t i, uint32_t *ftype, tbx_dtype *deflt, int *alias) {
+    const tbx_lq_preset *p = tbx_lq_preset_at(i);
+    if (!p) return NULL;
+    if (ftype) *ftype = p->ftype;
+    if (deflt) *deflt = p->deflt;
+    if (alias) *alias = p->alias;
+    return p->name;
+}
 
 void tbx_convert_options_init(tbx_convert_options *opt) {
     if (!opt) return;
@@ -178,8 +188,47 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "flags",
                        "TBX_CONVERT_REQUANTIZE (--requantize) applies to quant_to, the type to "
                        "quantize already-quantized tensors to again, and none is asked for");
+    /* llama-quantize's presets and the options that refine one */
+    if (o->quant_preset) {
+        if (!tbx_lq_preset_find(o->quant_preset))
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_preset",
+                           "'%s' is not one of llama-quantize's types (tbx convert --help "
+                           "lists them)", o->quant_preset);
+        if (o->quant_to != TBX_DT_INVALID)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_preset",
+                           "quant_preset (%s) and quant_to are two answers to one question: "
+                           "give one", o->quant_preset);
+        if (o->cast_to != TBX_DT_INVALID)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_preset",
+                           "a llama-quantize preset (%s) decides every tensor's type: cast_to "
+                           "would contradict it", o->quant_preset);
+    } else if (o->preset_flags || o->output_tensor_type != TBX_DT_INVALID ||
+               o->token_embedding_type != TBX_DT_INVALID || o->n_tensor_types) {
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_preset",
+                       "--pure, --dry-run, --tensor-type, --output-tensor-type and "
+                       "--token-embedding-type refine a llama-quantize preset (--quant "
+                       "Q4_K_M, ...), and none is asked for");
+    }
+    if (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_DRY_RUN))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "preset_flags",
+                       "unknown preset flags 0x%x", (unsigned)o->preset_flags);
+    if (o->n_tensor_types && !o->tensor_types)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor_types",
+                       "n_tensor_types is %zu and tensor_types NULL", o->n_tensor_types);
+    static const char *const tfield[2] = {"output_tensor_type", "token_embedding_type"};
+    const tbx_dtype tt[2] = {o->output_tensor_type, o->token_embedding_type};
+    for (int i = 0; i < 2; i++) {
+        const tbx_dtype_info *di = tbx_dtype_get(tt[i]);
+        if (tt[i] != TBX_DT_INVALID &&
+            (!di || !(tt[i] == TBX_DT_F32 || tt[i] == TBX_DT_F16 || tt[i] == TBX_DT_BF16 ||
+                      (tt[i] >= TBX_DT_Q4_0 && tt[i] <= TBX_DT_Q2_0))))
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, tfield[i],
+                           "%s: %s is not a ggml type", tfield[i], di ? di->name : "(none)");
+    }
+    tbx_status st = tbx_preset_rules_check(o, NULL, err);
+    if (st != TBX_OK) return st;
     /* MCF's quantization options without an MCF family to apply them to */
-    tbx_status st = tbx_plan_plain_check(o, err);
+    st = tbx_plan_plain_check(o, err);
     if (st != TBX_OK) return st;
     /* the output format, decided once: the writer and the plan take it as given */
     if (!o->write.format) o->write.format = tbx_format_from_path(out_path);
@@ -241,7 +290,35 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "raw",
                        "--raw leaves out the import of a Hugging Face model, and this conversion "
                        "has none (a Hugging Face model directory to GGUF, EMBD or MCF)");
+    /* a llama-quantize preset without a model to apply its mix to: a preset that names a
+     * type quantizes every 2-D float tensor to it (quant_to), a mix is refused */
+    if (o.quant_preset && !(hf_gguf && !raw) && !tbx_preset_applies(in, &o, to_fmt)) {
+        const tbx_lq_preset *pr = tbx_lq_preset_find(o.quant_preset);
+        const tbx_dtype_info *di = tbx_dtype_get(pr->deflt);
+        const bool names_type = di && (di->flags & TBX_DTF_BLOCK) &&
+                                (pr->alias || tbx_dtype_from_name(pr->name) == pr->deflt);
+        if (!names_type || o.preset_flags || o.output_tensor_type != TBX_DT_INVALID ||
+            o.token_embedding_type != TBX_DT_INVALID || o.n_tensor_types)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_preset",
+                           "%s is llama-quantize's choice of types for a llama.cpp model, and "
+                           "this %s: name a type (--quant %s gives every 2-D float tensor that "
+                           "type)", pr->name,
+                           to_fmt != TBX_FORMAT_GGUF ? "output is not a GGUF"
+                                                     : "input names no general.architecture",
+                           di && (di->flags & TBX_DTF_BLOCK) ? di->name : "q8_0");
+        o.quant_to = pr->deflt;
+        o.quant_preset = NULL;
+        qe = tbx_encoder_for(o.quant_to);
+        if (!qe || qe->kind == TBX_ENC_FLOAT)
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                           "quantizing to %s is not supported yet", di->name);
+    }
     /* a Hugging Face model (its config.json is a section) to GGUF: written for llama.cpp */
+    if (hf_gguf && !raw && o.quant_preset)
+        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant_preset",
+                       "a llama-quantize preset (%s) straight from a Hugging Face directory is "
+                       "not done yet: convert it to GGUF first, then apply the preset",
+                       o.quant_preset);
     if (hf_gguf && !raw) {
         if (nbad)
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
@@ -271,8 +348,36 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     tbx_plan_init(&plan, &in->al);
     bool changed = false;
     tbx_hf_embd *he = NULL;
-    st = tbx_plan_plain(in, &o, to_fmt, &plan, &changed, err);
-    const uint32_t ftype = st == TBX_OK && changed ? tbx_plan_plain_ftype(&plan, in, &o) : 0;
+    const bool preset = tbx_preset_applies(in, &o, to_fmt);
+    uint32_t ftype = 0;
+    if (preset) {
+        st = tbx_plan_preset(in, &o, &plan, &ftype, err);
+        changed = true;
+        if (st == TBX_OK && (o.preset_flags & TBX_PRESET_DRY_RUN)) {
+            /* the plan, reported; nothing is written */
+            for (size_t k = 0; k < plan.n && o.on_tensor; k++) {
+                const tbx_plan_tensor *t = &plan.t[k];
+                char why[200] = "";
+                tbx_convert_report r;
+                memset(&r, 0, sizeof r);
+                r.struct_size = sizeof r;
+                r.tensor = t->src;
+                r.name = in->tensors[t->src].name;
+                r.from = in->tensors[t->src].dtype;
+                r.to = (tbx_dtype)t->dtype;
+                r.action = (tbx_convert_action)t->action;
+                if (plan.reason) plan.reason(&plan, in, k, why, sizeof why);
+                r.reason = why;
+                r.rmse = r.rmse_ggml = NAN;
+                o.on_tensor(o.progress_ud, &r);
+            }
+            tbx_plan_free(&plan);
+            return TBX_OK;
+        }
+    } else {
+        st = tbx_plan_plain(in, &o, to_fmt, &plan, &changed, err);
+        ftype = st == TBX_OK && changed ? tbx_plan_plain_ftype(&plan, in, &o) : 0;
+    }
     if (st == TBX_OK && hf_embd && !raw) {
         st = tbx_hf_embd_prepare(in, to_fmt, &he, err);
         if (st == TBX_OK) st = tbx_hf_embd_plan(he, &plan, err);
@@ -280,7 +385,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     tbx_writer *w = NULL;
     /* a writer given quantization options (MCF's, GGUF's quant_method) applies them only inside
      * a conversion that quantizes (TBX_WRITE_QUANTIZING_) */
-    const uint32_t wflags = qe && qe->kind != TBX_ENC_FLOAT ? TBX_WRITE_QUANTIZING_ : 0;
+    const uint32_t wflags = preset || (qe && qe->kind != TBX_ENC_FLOAT) ? TBX_WRITE_QUANTIZING_ : 0;
     if (st == TBX_OK) st = tbx_writer_open_(&w, out_path, &o.write, wflags, err);
     if (st != TBX_OK) {
         tbx_hf_embd_free(he);
@@ -289,7 +394,9 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     }
     tbx_kept_values kept = { NULL, 0, 0 };
     st = set_source_dir(in, w, err);
-    if (st == TBX_OK) st = tbx_convert_copy_meta(in, w, &o, changed ? &ftype : NULL, &kept, err);
+    if (st == TBX_OK)
+        st = preset ? tbx_convert_copy_meta_llama(in, w, &o, ftype, &kept, err)
+                    : tbx_convert_copy_meta(in, w, &o, changed ? &ftype : NULL, &kept, err);
     if (st == TBX_OK) st = tbx_convert_copy_sizevars(in, w, &o, err);
     if (st == TBX_OK)
         st = tbx_convert_copy_sections_but(in, w, &o, he ? tbx_hf_embd_consumes : NULL, err);

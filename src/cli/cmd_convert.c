@@ -36,7 +36,18 @@ static const cli_option convert_options[] = {
     {"cast", 0, "DTYPE", "lossy: convert every float tensor to DTYPE (the cast types are "
                          "listed below), quantized ones decoded first"},
     {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to TYPE (each format's types are "
-                         "listed below; MCF's int8/int4: mantle's runtime cannot load them)"},
+                         "listed below; MCF's int8/int4: mantle's runtime cannot load them); "
+                         "to GGUF, also one of llama-quantize's presets (listed below): for a "
+                         "GGUF model naming its architecture, the file llama-quantize writes"},
+    {"pure", 0, NULL, "with a preset: every quantized tensor gets the preset's default type "
+                      "(llama-quantize --pure)"},
+    {"tensor-type", 0, "PATTERN=TYPE...", "with a preset: tensors whose name the regular "
+                                          "expression matches get TYPE (repeatable; the first "
+                                          "match wins; llama-quantize --tensor-type)"},
+    {"output-tensor-type", 0, "TYPE", "with a preset: the type of output.weight"},
+    {"token-embedding-type", 0, "TYPE", "with a preset: the type of token_embd.weight"},
+    {"dry-run", 0, NULL, "with a preset: print every tensor's type and the sizes, write "
+                         "nothing"},
     {"quant-method", 0, "METHOD", "MCF --quant: best (default, lower error) or mantle (mantle's "
                                   "quantizer byte for byte); GGUF --quant: ggml (default, "
                                   "ggml's bytes) or search (q2_k .. q6_k: tensorbox's own, "
@@ -355,6 +366,20 @@ void cli_convert_help_formats(FILE *fp) {
         }
         fputc('\n', fp);
     }
+    fprintf(fp, "llama-quantize's presets (--quant PRESET, a GGUF output; case-insensitive):\n ");
+    size_t col = 1;
+    const char *pn;
+    for (size_t i = 0; (pn = tbx_quant_preset_at(i, NULL, NULL, NULL)) != NULL; i++) {
+        if (col + 1 + strlen(pn) > 96) {
+            fprintf(fp, "\n ");
+            col = 1;
+        }
+        col += (size_t)fprintf(fp, " %s", pn);
+    }
+    fprintf(fp, "\n  A GGUF model naming its general.architecture gets llama-quantize's type for "
+                "each tensor\n  and its file, byte for byte (Q3_K, Q4_K, Q5_K are the _M mixes; "
+                "COPY copies). Any other\n  input: a preset naming a type (Q8_0, Q4_K, ...) "
+                "quantizes every 2-D float tensor to it.\n");
     if (any) fprintf(fp, "Options of a format's own (-O KEY=VALUE):\n");
     for (size_t i = 0; any && i < tbx_format_count(); i++) {
         const tbx_format_option *o;
@@ -634,7 +659,48 @@ static int convert_run(const cli_args *a) {
             return cli_usage_error(a, "--cast: unknown dtype '%s'", cast);
     }
     const char *quant = cli_value(a, "quant");
-    if (quant) {
+    /* a GGUF output: llama-quantize's preset names first (Q4_K_M, ..., and Q4_0 or Q4_K, which
+     * the library reads as the type itself for an input that is no llama.cpp model) */
+    const char *preset_name = NULL;
+    for (size_t i = 0; quant && fmt == TBX_FORMAT_GGUF && !preset_name; i++) {
+        const char *pn = tbx_quant_preset_at(i, NULL, NULL, NULL);
+        if (!pn) break;
+        if (strcasecmp(pn, quant) == 0) preset_name = pn;
+    }
+    tbx_tensor_type_rule rules[64];
+    size_t nrules = 0;
+    const char *tt;
+    for (int k = 0; (tt = cli_value_at(a, "tensor-type", k)) != NULL; k++) {
+        const char *eq = strrchr(tt, '=');
+        if (!eq || eq == tt || !eq[1])
+            return cli_usage_error(a, "--tensor-type: expected PATTERN=TYPE, got '%s'", tt);
+        if (nrules == sizeof rules / sizeof rules[0])
+            return cli_usage_error(a, "--tensor-type: at most %zu rules",
+                                   sizeof rules / sizeof rules[0]);
+        tbx_dtype t = tbx_dtype_from_name(eq + 1);
+        if (t == TBX_DT_INVALID)
+            return cli_usage_error(a, "--tensor-type: unknown type '%s'", eq + 1);
+        char *pat = strndup(tt, (size_t)(eq - tt));
+        if (!pat) return cli_usage_error(a, "out of memory");
+        rules[nrules].pattern = pat; /* (freed at exit) */
+        rules[nrules++].type = t;
+    }
+    const char *ott = cli_value(a, "output-tensor-type"), *tet = cli_value(a, "token-embedding-type");
+    if (ott && (opt.output_tensor_type = tbx_dtype_from_name(ott)) == TBX_DT_INVALID)
+        return cli_usage_error(a, "--output-tensor-type: unknown type '%s'", ott);
+    if (tet && (opt.token_embedding_type = tbx_dtype_from_name(tet)) == TBX_DT_INVALID)
+        return cli_usage_error(a, "--token-embedding-type: unknown type '%s'", tet);
+    if (cli_flag(a, "pure")) opt.preset_flags |= TBX_PRESET_PURE;
+    if (cli_flag(a, "dry-run")) opt.preset_flags |= TBX_PRESET_DRY_RUN;
+    if ((nrules || ott || tet || opt.preset_flags) && !preset_name)
+        return cli_usage_error(a, "--pure, --dry-run, --tensor-type, --output-tensor-type and "
+                                  "--token-embedding-type refine a llama-quantize preset of a "
+                                  "GGUF output (--quant Q4_K_M, ...)");
+    opt.tensor_types = nrules ? rules : NULL;
+    opt.n_tensor_types = nrules;
+    if (preset_name) {
+        opt.quant_preset = preset_name;
+    } else if (quant) {
         /* the types come from the library's quantizers and the format's row: a type the
          * format stores, or (for a format that stores none) any, for the library to refuse */
         char types[1024];
