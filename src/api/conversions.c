@@ -184,7 +184,7 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
                        "quantizing to %s is not supported (%s)", qi ? qi->name : "?", list);
     }
     /* a step asked of a quantization that is not asked for: refused, never a no-op */
-    if ((o->flags & TBX_CONVERT_REQUANTIZE) && o->quant_to == TBX_DT_INVALID)
+    if ((o->flags & TBX_CONVERT_REQUANTIZE) && o->quant_to == TBX_DT_INVALID && !o->quant_preset)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "flags",
                        "TBX_CONVERT_REQUANTIZE (--requantize) applies to quant_to, the type to "
                        "quantize already-quantized tensors to again, and none is asked for");

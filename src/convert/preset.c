@@ -322,6 +322,16 @@ tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan 
     p->ud = ud;
     p->reason = preset_reason;
     p->report_input_index = true;
+    /* llama.cpp refuses a type that needs an importance matrix before anything else */
+    for (size_t k = 0; k < n && !(o->preset_flags & TBX_PRESET_DRY_RUN); k++) {
+        if (!ch[k].requires_imatrix || ch[k].why == TBX_LQ_KEPT) continue;
+        const tbx_dtype_info *to = tbx_dtype_get(ch[k].type);
+        st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, lt[k].name,
+                     "tensor \"%s\": %s gives it %s, which needs an importance matrix "
+                     "(llama.cpp refuses to quantize it without one)", lt[k].name, pr->name,
+                     to ? to->name : "?");
+        goto done;
+    }
     st = tbx_plan_reserve(p, n, 0, err);
     for (size_t k = 0; st == TBX_OK && k < n; k++) {
         const tbx_tensor *t = &in->tensors[order[k]];
@@ -348,13 +358,6 @@ tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan 
             pt.quant = t->quant;
         } else {
             const tbx_dtype_info *from = tbx_dtype_get(t->dtype), *to = tbx_dtype_get(c->type);
-            if (c->requires_imatrix && !(o->preset_flags & TBX_PRESET_DRY_RUN)) {
-                st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, t->name,
-                             "tensor \"%s\": %s %s needs an importance matrix (llama.cpp "
-                             "refuses to quantize it without one)", t->name, pr->name,
-                             to ? to->name : "?");
-                break;
-            }
             if (t->quant && !(o->flags & TBX_CONVERT_REQUANTIZE)) {
                 st = tbx_err(err, TBX_E_LOSSY, TBX_NO_OFFSET, t->name,
                              "tensor \"%s\" is already quantized (%s): %s gives it %s, which "
