@@ -118,6 +118,15 @@ typedef struct tbx_gguf_hf_options {
      * output's (llama.cpp's names; some input tensors are dropped, rope_freqs may be added). */
     tbx_convert_report_fn on_tensor;
     uint32_t flags;            /* TBX_CONVERT_STRICT: a tensor with warnings fails the conversion */
+    /* llama-quantize's preset and its refinements, as tbx_convert_options' fields of the same
+     * names (tensorbox.h; quant_to and cast_to TBX_DT_INVALID with a preset): each tensor gets
+     * the type llama_model_quantize gives it in the f32 GGUF of the same directory, and
+     * general.file_type the preset's. TBX_PRESET_DRY_RUN is refused here. */
+    const char *quant_preset;
+    uint32_t preset_flags;
+    tbx_dtype output_tensor_type, token_embedding_type;
+    const struct tbx_tensor_type_rule *tensor_types;
+    size_t n_tensor_types;
 } tbx_gguf_hf_options;
 
 TBX_API void tbx_gguf_hf_options_init(tbx_gguf_hf_options *opt);

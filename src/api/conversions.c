@@ -92,7 +92,8 @@ static tbx_status gguf_from_hf(tbx_file *in, const char *out_path, const tbx_ggu
     tbx_writer *w = NULL;
     /* GGUF's quant_method applies to the conversion's quant_to (TBX_WRITE_QUANTIZING_) */
     st = tbx_writer_open_(&w, out_path, &o->write,
-                          o->quant_to != TBX_DT_INVALID ? TBX_WRITE_QUANTIZING_ : 0, err);
+                          o->quant_to != TBX_DT_INVALID || o->quant_preset
+                              ? TBX_WRITE_QUANTIZING_ : 0, err);
     tbx_plan *plan = NULL;
     if (st == TBX_OK) st = tbx_hf_gguf_write(h, w, &plan, err);
     if (st == TBX_OK) {
@@ -225,7 +226,7 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
             return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, tfield[i],
                            "%s: %s is not a ggml type", tfield[i], di ? di->name : "(none)");
     }
-    tbx_status st = tbx_preset_rules_check(o, NULL, err);
+    tbx_status st = tbx_lq_rules_compile(o->tensor_types, o->n_tensor_types, NULL, err);
     if (st != TBX_OK) return st;
     /* MCF's quantization options without an MCF family to apply them to */
     st = tbx_plan_plain_check(o, err);
@@ -314,11 +315,6 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                            "quantizing to %s is not supported yet", di->name);
     }
     /* a Hugging Face model (its config.json is a section) to GGUF: written for llama.cpp */
-    if (hf_gguf && !raw && o.quant_preset)
-        return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant_preset",
-                       "a llama-quantize preset (%s) straight from a Hugging Face directory is "
-                       "not done yet: convert it to GGUF first, then apply the preset",
-                       o.quant_preset);
     if (hf_gguf && !raw) {
         if (nbad)
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
@@ -338,6 +334,12 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         ho.progress_ud = o.progress_ud;
         ho.on_tensor = o.on_tensor;
         ho.flags = o.flags & TBX_CONVERT_STRICT;
+        ho.quant_preset = o.quant_preset;
+        ho.preset_flags = o.preset_flags;
+        ho.output_tensor_type = o.output_tensor_type;
+        ho.token_embedding_type = o.token_embedding_type;
+        ho.tensor_types = o.tensor_types;
+        ho.n_tensor_types = o.n_tensor_types;
         return gguf_from_hf(in, out_path, &ho, err);
     }
 

@@ -66,11 +66,6 @@ uint32_t tbx_plan_plain_ftype(const tbx_plan *p, const tbx_file *in, const tbx_c
 /* Whether the preset plan applies: o->quant_preset, a GGUF output, and an input naming its
  * general.architecture. */
 bool tbx_preset_applies(const tbx_file *in, const tbx_convert_options *o, tbx_format to_fmt);
-/* Checks (and compiles, *out not NULL: freed with tbx_preset_rules_free) o's --tensor-type
- * rules: a pattern, a ggml type, a valid expression (TBX_E_INVALID_ARG naming
- * "tensor_types[i]"). */
-tbx_status tbx_preset_rules_check(const tbx_convert_options *o, void **out, tbx_error *err);
-void tbx_preset_rules_free(void *rules);
 /* The plan of o->quant_preset over `in` (llama_model_quantize's tensors, types and order) and
  * the general.file_type it writes. Refusals: an already-quantized tensor given another type
  * without TBX_CONVERT_REQUANTIZE (TBX_E_LOSSY), a type needing an importance matrix or one

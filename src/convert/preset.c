@@ -10,134 +10,8 @@
 #include "encode.h"
 #include "models.h"
 
-#include <ctype.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-/* A type llama-quantize's --tensor-type takes and tensorbox writes to GGUF: f32, f16, bf16 or
- * a ggml block type. */
-static bool ggml_target(tbx_dtype dt) {
-    const tbx_dtype_info *di = tbx_dtype_get(dt);
-    if (!di) return false;
-    return dt == TBX_DT_F32 || dt == TBX_DT_F16 || dt == TBX_DT_BF16 ||
-           (dt >= TBX_DT_Q4_0 && dt <= TBX_DT_Q2_0 && (di->flags & TBX_DTF_BLOCK));
-}
-
-/* The compiled --tensor-type rules. */
-typedef struct rules {
-    regex_t *re;
-    size_t n;
-    tbx_dtype *types;
-} rules;
-
-static bool rule_match(void *ud, size_t r, const char *name) {
-    const rules *rs = ud;
-    return regexec(&rs->re[r], name, 0, NULL, 0) == 0;
-}
-
-static void rules_free(rules *rs) {
-    for (size_t i = 0; i < rs->n; i++) regfree(&rs->re[i]);
-    free(rs->re);
-    free(rs->types);
-    memset(rs, 0, sizeof *rs);
-}
-
-/* The pattern as POSIX extended syntax: lower-cased (llama-quantize lower-cases it), with the
- * ECMAScript classes \d \w \s (and \D \W \S) written out. NULL when out of memory. */
-static char *ere_of(const char *pat) {
-    const size_t n = strlen(pat);
-    char *o = malloc(n * 12 + 1);
-    if (!o) return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char c = pat[i];
-        if (c == '\\' && i + 1 < n && strchr("dwsDWS", pat[i + 1])) {
-            const char *cls = NULL;
-            switch (pat[i + 1]) {
-            case 'd': cls = "[0-9]"; break;
-            case 'D': cls = "[^0-9]"; break;
-            case 'w': cls = "[a-z0-9_]"; break;
-            case 'W': cls = "[^a-z0-9_]"; break;
-            case 's': cls = "[[:space:]]"; break;
-            default: cls = "[^[:space:]]"; break;
-            }
-            memcpy(o + k, cls, strlen(cls));
-            k += strlen(cls);
-            i++;
-            continue;
-        }
-        if (c == '\\' && i + 1 < n) { /* an escape: kept with its character */
-            o[k++] = c;
-            o[k++] = pat[++i];
-            continue;
-        }
-        o[k++] = (char)tolower((unsigned char)c);
-    }
-    o[k] = 0;
-    return o;
-}
-
-tbx_status tbx_preset_rules_check(const tbx_convert_options *o, void **out, tbx_error *err) {
-    rules *rs = calloc(1, sizeof *rs);
-    if (!rs) return tbx_err_nomem(err, "tensor type rules");
-    if (o->n_tensor_types) {
-        rs->re = calloc(o->n_tensor_types, sizeof *rs->re);
-        rs->types = calloc(o->n_tensor_types, sizeof *rs->types);
-        if (!rs->re || !rs->types) {
-            rules_free(rs);
-            free(rs);
-            return tbx_err_nomem(err, "tensor type rules");
-        }
-    }
-    for (size_t i = 0; i < o->n_tensor_types; i++) {
-        const tbx_tensor_type_rule *r = &o->tensor_types[i];
-        const tbx_dtype_info *di = tbx_dtype_get(r->type);
-        char field[48];
-        snprintf(field, sizeof field, "tensor_types[%zu]", i);
-        tbx_status st = TBX_OK;
-        if (!r->pattern || !*r->pattern)
-            st = tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
-                         "--tensor-type rule %zu has no pattern (PATTERN=TYPE)", i + 1);
-        else if (!ggml_target(r->type))
-            st = tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
-                         "--tensor-type %s: %s is not a ggml type", r->pattern,
-                         di ? di->name : "(none)");
-        char *ere = st == TBX_OK ? ere_of(r->pattern) : NULL;
-        if (st == TBX_OK && !ere) st = tbx_err_nomem(err, "tensor type rules");
-        if (st == TBX_OK) {
-            const int rc = regcomp(&rs->re[i], ere, REG_EXTENDED | REG_NOSUB);
-            if (rc != 0) {
-                char msg[128];
-                regerror(rc, &rs->re[i], msg, sizeof msg);
-                st = tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
-                             "--tensor-type %s: the pattern is not a regular expression (%s)",
-                             r->pattern, msg);
-            } else {
-                rs->n = i + 1;
-                rs->types[i] = r->type;
-            }
-        }
-        free(ere);
-        if (st != TBX_OK) {
-            rules_free(rs);
-            free(rs);
-            return st;
-        }
-    }
-    if (out) *out = rs;
-    else {
-        rules_free(rs);
-        free(rs);
-    }
-    return TBX_OK;
-}
-
-void tbx_preset_rules_free(void *r) {
-    if (!r) return;
-    rules_free(r);
-    free(r);
-}
 
 bool tbx_preset_applies(const tbx_file *in, const tbx_convert_options *o, tbx_format to_fmt) {
     if (!o->quant_preset || to_fmt != TBX_FORMAT_GGUF) return false;
@@ -260,16 +134,11 @@ tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan 
     m.n_head = meta_u32(in, "{arch}.attention.head_count", 0);
     m.n_head_kv = meta_u32(in, "{arch}.attention.head_count_kv", m.n_head);
     m.n_expert = meta_u32(in, "{arch}.expert_count", 0);
-    m.is_70b = (!strcmp(archbuf, "llama") && m.n_layer == 80 && m.n_head != m.n_head_kv &&
-                m.n_expert != 8) ||
-               ((!strcmp(archbuf, "qwen2") || !strcmp(archbuf, "deci") ||
-                 !strcmp(archbuf, "olmo")) && m.n_layer == 80) ||
-               (!strcmp(archbuf, "jais2") && m.n_layer == 68);
+    tbx_lq_model_finish(&m);
 
-    void *rv = NULL;
-    tbx_status st = tbx_preset_rules_check(o, &rv, err);
+    tbx_lq_rules *rs = NULL;
+    tbx_status st = tbx_lq_rules_compile(o->tensor_types, o->n_tensor_types, &rs, err);
     if (st != TBX_OK) return st;
-    rules *rs = rv;
     tbx_lq_params lp;
     memset(&lp, 0, sizeof lp);
     lp.ftype = pr->ftype;
@@ -280,10 +149,7 @@ tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan 
     lp.quantize_output = true;
     lp.output_type = o->output_tensor_type;
     lp.token_embd_type = o->token_embedding_type;
-    lp.nrules = rs->n;
-    lp.rule_types = rs->types;
-    lp.rule_match = rule_match;
-    lp.rule_ud = rs;
+    tbx_lq_rules_use(rs, &lp);
 
     size_t *order = tbx_plan_alloc(p, (n ? n : 1) * sizeof *order);
     tbx_lq_tensor *lt = tbx_plan_alloc(p, (n ? n : 1) * sizeof *lt);
@@ -391,6 +257,6 @@ tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan 
             *ftype = pr->ftype;
     }
 done:
-    tbx_preset_rules_free(rs);
+    tbx_lq_rules_free(rs);
     return st;
 }

@@ -27,6 +27,7 @@
 #include "models.h"
 
 #include <ctype.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -491,4 +492,150 @@ int tbx_lq_name_cmp(const char *a, const char *b) {
     if (sscanf(b, "blk.%d.", &lb) != 1) lb = -1;
     if (la != lb) return la < lb ? -1 : 1;
     return strcmp(a, b);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* --tensor-type rules                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+/* A type llama-quantize's --tensor-type takes and tensorbox writes to GGUF: f32, f16, bf16 or
+ * a ggml block type. */
+static bool ggml_target(tbx_dtype dt) {
+    const tbx_dtype_info *di = tbx_dtype_get(dt);
+    if (!di) return false;
+    return dt == TBX_DT_F32 || dt == TBX_DT_F16 || dt == TBX_DT_BF16 ||
+           (dt >= TBX_DT_Q4_0 && dt <= TBX_DT_Q2_0 && (di->flags & TBX_DTF_BLOCK));
+}
+
+/* The compiled --tensor-type rules. */
+struct tbx_lq_rules {
+    regex_t *re;
+    size_t n;
+    tbx_dtype *types;
+};
+typedef struct tbx_lq_rules rules;
+
+static bool rule_match(void *ud, size_t r, const char *name) {
+    const rules *rs = ud;
+    return regexec(&rs->re[r], name, 0, NULL, 0) == 0;
+}
+
+static void rules_free(rules *rs) {
+    for (size_t i = 0; i < rs->n; i++) regfree(&rs->re[i]);
+    free(rs->re);
+    free(rs->types);
+    memset(rs, 0, sizeof *rs);
+}
+
+/* The pattern as POSIX extended syntax: lower-cased (llama-quantize lower-cases it), with the
+ * ECMAScript classes \d \w \s (and \D \W \S) written out. NULL when out of memory. */
+static char *ere_of(const char *pat) {
+    const size_t n = strlen(pat);
+    char *o = malloc(n * 12 + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char c = pat[i];
+        if (c == '\\' && i + 1 < n && strchr("dwsDWS", pat[i + 1])) {
+            const char *cls = NULL;
+            switch (pat[i + 1]) {
+            case 'd': cls = "[0-9]"; break;
+            case 'D': cls = "[^0-9]"; break;
+            case 'w': cls = "[a-z0-9_]"; break;
+            case 'W': cls = "[^a-z0-9_]"; break;
+            case 's': cls = "[[:space:]]"; break;
+            default: cls = "[^[:space:]]"; break;
+            }
+            memcpy(o + k, cls, strlen(cls));
+            k += strlen(cls);
+            i++;
+            continue;
+        }
+        if (c == '\\' && i + 1 < n) { /* an escape: kept with its character */
+            o[k++] = c;
+            o[k++] = pat[++i];
+            continue;
+        }
+        o[k++] = (char)tolower((unsigned char)c);
+    }
+    o[k] = 0;
+    return o;
+}
+
+tbx_status tbx_lq_rules_compile(const tbx_tensor_type_rule *tr, size_t ntr, tbx_lq_rules **out,
+                                tbx_error *err) {
+    rules *rs = calloc(1, sizeof *rs);
+    if (!rs) return tbx_err_nomem(err, "tensor type rules");
+    if (ntr) {
+        rs->re = calloc(ntr, sizeof *rs->re);
+        rs->types = calloc(ntr, sizeof *rs->types);
+        if (!rs->re || !rs->types) {
+            rules_free(rs);
+            free(rs);
+            return tbx_err_nomem(err, "tensor type rules");
+        }
+    }
+    for (size_t i = 0; i < ntr; i++) {
+        const tbx_tensor_type_rule *r = &tr[i];
+        const tbx_dtype_info *di = tbx_dtype_get(r->type);
+        char field[48];
+        snprintf(field, sizeof field, "tensor_types[%zu]", i);
+        tbx_status st = TBX_OK;
+        if (!r->pattern || !*r->pattern)
+            st = tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
+                         "--tensor-type rule %zu has no pattern (PATTERN=TYPE)", i + 1);
+        else if (!ggml_target(r->type))
+            st = tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
+                         "--tensor-type %s: %s is not a ggml type", r->pattern,
+                         di ? di->name : "(none)");
+        char *ere = st == TBX_OK ? ere_of(r->pattern) : NULL;
+        if (st == TBX_OK && !ere) st = tbx_err_nomem(err, "tensor type rules");
+        if (st == TBX_OK) {
+            const int rc = regcomp(&rs->re[i], ere, REG_EXTENDED | REG_NOSUB);
+            if (rc != 0) {
+                char msg[128];
+                regerror(rc, &rs->re[i], msg, sizeof msg);
+                st = tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, field,
+                             "--tensor-type %s: the pattern is not a regular expression (%s)",
+                             r->pattern, msg);
+            } else {
+                rs->n = i + 1;
+                rs->types[i] = r->type;
+            }
+        }
+        free(ere);
+        if (st != TBX_OK) {
+            rules_free(rs);
+            free(rs);
+            return st;
+        }
+    }
+    if (out) *out = rs;
+    else {
+        rules_free(rs);
+        free(rs);
+    }
+    return TBX_OK;
+}
+
+void tbx_lq_rules_free(tbx_lq_rules *r) {
+    if (!r) return;
+    rules_free(r);
+    free(r);
+}
+
+void tbx_lq_rules_use(tbx_lq_rules *r, tbx_lq_params *p) {
+    p->nrules = r ? r->n : 0;
+    p->rule_types = r ? r->types : NULL;
+    p->rule_match = rule_match;
+    p->rule_ud = r;
+}
+
+
+void tbx_lq_model_finish(tbx_lq_model *m) {
+    const char *a = m->arch ? m->arch : "";
+    m->is_70b = (!strcmp(a, "llama") && m->n_layer == 80 && m->n_head != m->n_head_kv &&
+                 m->n_expert != 8) ||
+                ((!strcmp(a, "qwen2") || !strcmp(a, "deci") || !strcmp(a, "olmo")) &&
+                 m->n_layer == 80) ||
+                (!strcmp(a, "jais2") && m->n_layer == 68);
 }

@@ -91,6 +91,11 @@ typedef struct tbx_lq_model {
     bool is_70b;         /* llama.cpp's LLM_TYPE_70B (llama, 80 layers, grouped-query) */
 } tbx_lq_model;
 
+/* Sets m->is_70b from the other facts (llama.cpp's LLM_TYPE_70B of the architectures whose mix
+ * it changes: llama with 80 layers and grouped-query attention, qwen2, deci, olmo with 80,
+ * jais2 with 68). */
+void tbx_lq_model_finish(tbx_lq_model *m);
+
 /* What is asked (llama_model_quantize_params' counterparts). rule_match(ud, r, name): whether
  * --tensor-type rule r matches the tensor name (first match wins); its type rule_types[r]. */
 typedef struct tbx_lq_params {
@@ -129,6 +134,15 @@ bool tbx_lq_quantizable(const tbx_lq_model *m, const tbx_lq_params *p, const tbx
  * rows no type or fallback fits (TBX_E_FORMAT / TBX_E_UNSUPPORTED naming the tensor). */
 tbx_status tbx_lq_types(const tbx_lq_model *m, const tbx_lq_params *p, const tbx_lq_tensor *t,
                         size_t n, tbx_lq_choice *out, tbx_error *err);
+/* --tensor-type rules compiled (POSIX extended expressions: the pattern lower-cased, \d \w \s
+ * written out; each type f32, f16, bf16 or a ggml block type): TBX_E_INVALID_ARG naming
+ * "tensor_types[i]" for a missing pattern, another type or an invalid expression. out NULL:
+ * only checked. tbx_lq_rules_use points p's rule fields at them (r may be NULL: none). */
+typedef struct tbx_lq_rules tbx_lq_rules;
+tbx_status tbx_lq_rules_compile(const tbx_tensor_type_rule *tr, size_t ntr, tbx_lq_rules **out,
+                                tbx_error *err);
+void tbx_lq_rules_use(tbx_lq_rules *r, tbx_lq_params *p);
+void tbx_lq_rules_free(tbx_lq_rules *r);
 /* llama.cpp's order of tensor names (blk.N by N, the others first; then the name). */
 int tbx_lq_name_cmp(const char *a, const char *b);
 

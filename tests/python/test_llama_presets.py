@@ -90,6 +90,7 @@ def models(tmp_path_factory, tbx, minilm_dir):
         r = run(tbx, "convert", src, p, timeout=300)
         assert r.rc == 0, r.describe()
         out[name] = p
+        out[name + "-hf"] = src
     return out
 
 
@@ -131,10 +132,11 @@ def gguf_writable_types(tbx) -> set[str]:
     return set(m.group(1).lower().split())
 
 
-def check_same(tbx, src: Path, tmp_path: Path, preset: str, tbx_args=(), **params):
-    """Runs llama_model_quantize and tbx with the same request; returns None when both wrote
-    the same bytes, else fails; skips (naming the type) when tbx cannot quantize to a type the
-    preset needs."""
+def check_same(tbx, src: Path, tmp_path: Path, preset: str, tbx_args=(), tbx_src=None,
+               **params):
+    """Runs llama_model_quantize on `src` and tbx on `tbx_src` (default: the same file) with the
+    same request; returns when both wrote the same bytes, else fails; skips (naming the type)
+    when tbx cannot quantize to a type the preset needs."""
     want = tmp_path / f"ref-{preset}.gguf"
     got = tmp_path / f"tbx-{preset}.gguf"
     try:
@@ -142,7 +144,7 @@ def check_same(tbx, src: Path, tmp_path: Path, preset: str, tbx_args=(), **param
         ref_err = None
     except RuntimeError as e:
         ref_err = str(e)
-    r = tbx_quant(tbx, src, got, preset, *tbx_args)
+    r = tbx_quant(tbx, tbx_src or src, got, preset, *tbx_args)
     assert_clean_exit(r)
     if ref_err is not None:
         # llama.cpp refuses it (an importance matrix needed, ...): so does tbx, with no output
@@ -165,6 +167,14 @@ def check_same(tbx, src: Path, tmp_path: Path, preset: str, tbx_args=(), **param
 @pytest.mark.parametrize("model", ["llama", "qwen2", "minilm"])
 def test_preset_file_equals_llama_quantize(tbx, models, tmp_path, model, preset):
     check_same(tbx, models[model], tmp_path, preset)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("model", ["llama", "qwen2", "minilm"])
+def test_preset_from_hf_directory_in_one_pass(tbx, models, tmp_path, model, preset):
+    """`tbx convert DIR out.gguf --quant PRESET` writes the file llama_model_quantize writes
+    from tbx's own f32 GGUF of DIR (same tensors, types, order and metadata)."""
+    check_same(tbx, models[model], tmp_path, preset, tbx_src=models[model + "-hf"])
 
 
 def test_types_differ_by_layer_and_role(models, tmp_path):
