@@ -274,3 +274,51 @@ def test_no_architecture(tbx, tmp_path):
     assert gguf_types(a)["w"] == "Q4_K"
     r = run(tbx, "convert", src, tmp_path / "c.gguf", "--quant", "Q4_K_M")
     assert r.rc != 0 and "general.architecture" in r.text, r.describe()
+
+
+def test_python_convert_preset(tbx, models, tmp_path):
+    """tensorbox.convert(..., quant="Q4_K_M", ...) writes llama_model_quantize's file, and
+    reports each tensor's type; dry_run=True writes nothing and reports the same types."""
+    tensorbox = need("tensorbox")
+    want = tmp_path / "ref.gguf"
+    ref.quantize(models["llama"], want, "Q4_K_M",
+                 tensor_types=[("ffn_up", "q8_0")], output_tensor_type="q5_k")
+    got = tmp_path / "py.gguf"
+    reps = tensorbox.convert(models["llama"], got, quant="q4_k_m",
+                             tensor_types={"ffn_up": "q8_0"}, output_tensor_type="q5_k")
+    assert got.read_bytes() == want.read_bytes(), explain(got, want)
+    types = gguf_types(want)
+    assert {r.name: r.out_dtype.lower() for r in reps} == {k: v.lower() for k, v in types.items()}
+    dry = tmp_path / "dry.gguf"
+    reps2 = tensorbox.convert(models["llama"], dry, quant="Q4_K_M", dry_run=True,
+                              tensor_types=[("ffn_up", "q8_0")], output_tensor_type="q5_k")
+    assert not dry.exists()
+    assert [(r.name, r.out_dtype) for r in reps2] == [(r.name, r.out_dtype) for r in reps]
+    # a preset straight from the Hugging Face directory, in one pass
+    hf = tmp_path / "hf.gguf"
+    tensorbox.convert(models["llama-hf"], hf, quant="Q4_K_M", tensor_types={"ffn_up": "q8_0"},
+                      output_tensor_type="q5_k")
+    assert hf.read_bytes() == want.read_bytes(), explain(hf, want)
+    with pytest.raises(tensorbox.InvalidArgumentError):
+        tensorbox.convert(models["llama"], tmp_path / "x.gguf", quant="q8_0", pure=True,
+                          format="safetensors")
+
+
+def test_llama_cpp_runs_tbx_q4_k_m(tbx, models, tmp_path):
+    """llama.cpp loads tbx's Q4_K_M of the tiny llama (from the directory in one pass) and
+    gives the logits it gives for llama_model_quantize's Q4_K_M of the same model."""
+    llama_cpp = need("llama_cpp")
+    mine, theirs = tmp_path / "tbx.gguf", tmp_path / "ref.gguf"
+    r = tbx_quant(tbx, models["llama-hf"], mine, "Q4_K_M")
+    assert r.rc == 0, r.describe()
+    ref.quantize(models["llama"], theirs, "Q4_K_M")
+    ids = [0, 5, 17, 42, 99, 3, 250, 7]
+    logits = []
+    for p in (mine, theirs):
+        llm = llama_cpp.Llama(model_path=str(p), n_ctx=32, logits_all=True, verbose=False,
+                              type_k=0, type_v=0, n_threads=1)
+        llm.eval(ids)
+        logits.append(np.asarray(llm.scores[:len(ids)], dtype=np.float32).copy())
+        del llm
+    assert np.isfinite(logits[0]).all() and np.abs(logits[0]).max() > 0
+    assert np.array_equal(logits[0], logits[1])
