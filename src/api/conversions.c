@@ -189,6 +189,28 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "flags",
                        "TBX_CONVERT_REQUANTIZE (--requantize) applies to quant_to, the type to "
                        "quantize already-quantized tensors to again, and none is asked for");
+    /* quant_method=search asks for tensorbox's own encoder of one type: a preset name that
+     * names a type (Q4_K, Q6_K, ...) is read as that type, never as llama.cpp's mix */
+    if (o->quant_preset && o->quant_to == TBX_DT_INVALID) {
+        const tbx_lq_preset *pr = tbx_lq_preset_find(o->quant_preset);
+        const tbx_value *wo = o->write.options;
+        bool search = false;
+        for (uint64_t i = 0, n = tbx_value_type_of(wo) == TBX_V_MAP ? tbx_value_len(wo) : 0;
+             i < n; i++) {
+            size_t kl = 0;
+            const char *k = tbx_value_key_at(wo, i, &kl);
+            const char *v = tbx_value_get_str(tbx_value_at(wo, i), NULL);
+            search |= k && kl == 12 && !memcmp(k, "quant_method", 12) && v && !strcmp(v, "search");
+        }
+        const tbx_dtype_info *di = pr ? tbx_dtype_get(pr->deflt) : NULL;
+        if (search && di && (di->flags & TBX_DTF_BLOCK) &&
+            (pr->alias || tbx_dtype_from_name(pr->name) == pr->deflt) && !o->preset_flags &&
+            o->output_tensor_type == TBX_DT_INVALID && o->token_embedding_type == TBX_DT_INVALID &&
+            !o->n_tensor_types) {
+            o->quant_to = pr->deflt;
+            o->quant_preset = NULL;
+        }
+    }
     /* llama-quantize's presets and the options that refine one */
     if (o->quant_preset) {
         if (!tbx_lq_preset_find(o->quant_preset))
@@ -228,8 +250,15 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
     }
     tbx_status st = tbx_lq_rules_compile(o->tensor_types, o->n_tensor_types, NULL, err);
     if (st != TBX_OK) return st;
-    /* MCF's quantization options without an MCF family to apply them to */
-    st = tbx_plan_plain_check(o, err);
+    /* MCF's quantization options without an MCF family to apply them to (a preset: as its
+     * default type, which it means for an input without a model) */
+    tbx_convert_options po = *o;
+    if (o->quant_preset && po.quant_to == TBX_DT_INVALID) {
+        const tbx_lq_preset *pr = tbx_lq_preset_find(o->quant_preset);
+        const tbx_dtype_info *di = tbx_dtype_get(pr->deflt);
+        if (di && (di->flags & TBX_DTF_BLOCK) && tbx_encoder_for(pr->deflt)) po.quant_to = pr->deflt;
+    }
+    st = tbx_plan_plain_check(&po, err);
     if (st != TBX_OK) return st;
     /* the output format, decided once: the writer and the plan take it as given */
     if (!o->write.format) o->write.format = tbx_format_from_path(out_path);

@@ -257,11 +257,30 @@ typedef struct convert_ud {
     progress prog;
     qreport rep;
     summary sum;
+    /* --dry-run: one line per tensor, and the sizes before and after */
+    int dry_run;
+    uint64_t size_in, size_out, nelems;
 } convert_ud;
 
 static void on_tensor(void *ud, const tbx_convert_report *r) {
-    summary_tensor(&((convert_ud *)ud)->sum, r);
-    qreport_search(&((convert_ud *)ud)->rep, r);
+    convert_ud *cu = ud;
+    if (cu->dry_run) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        uint64_t out = 0;
+        if (cu->rep.f && tbx_tensor_info_get(cu->rep.f, r->tensor, &ti) == TBX_OK) {
+            if (r->to == r->from || tbx_dtype_nbytes(r->to, ti.nelems, &out) != TBX_OK)
+                out = ti.nbytes;
+            cu->size_in += ti.nbytes;
+            cu->size_out += out;
+            cu->nelems += ti.nelems;
+        }
+        printf("%-40s %-8s -> %-8s %10.3f MiB -> %10.3f MiB  %s\n", r->name, dtname(r->from),
+               dtname(r->to), (double)ti.nbytes / 1048576.0, (double)out / 1048576.0,
+               r->reason);
+        return;
+    }
+    summary_tensor(&cu->sum, r);
+    qreport_search(&cu->rep, r);
 }
 
 static void on_quant(void *ud, uint64_t tensor, uint64_t nvalues, double sse) {
@@ -327,6 +346,7 @@ static size_t quant_types(tbx_format fmt, char *buf, size_t cap) {
 /* `tbx convert --help`: one line per writable format, from the driver table, then the types
  * each can be quantized to and the options of its own each declares (tbx_format_option_at). */
 static void help_hf_archs(FILE *fp);
+static void help_presets(FILE *fp);
 
 void cli_convert_help_formats(FILE *fp) {
     fprintf(fp, "Formats:\n");
@@ -366,20 +386,6 @@ void cli_convert_help_formats(FILE *fp) {
         }
         fputc('\n', fp);
     }
-    fprintf(fp, "llama-quantize's presets (--quant PRESET, a GGUF output; case-insensitive):\n ");
-    size_t col = 1;
-    const char *pn;
-    for (size_t i = 0; (pn = tbx_quant_preset_at(i, NULL, NULL, NULL)) != NULL; i++) {
-        if (col + 1 + strlen(pn) > 96) {
-            fprintf(fp, "\n ");
-            col = 1;
-        }
-        col += (size_t)fprintf(fp, " %s", pn);
-    }
-    fprintf(fp, "\n  A GGUF model naming its general.architecture gets llama-quantize's type for "
-                "each tensor\n  and its file, byte for byte (Q3_K, Q4_K, Q5_K are the _M mixes; "
-                "COPY copies). Any other\n  input: a preset naming a type (Q8_0, Q4_K, ...) "
-                "quantizes every 2-D float tensor to it.\n");
     if (any) fprintf(fp, "Options of a format's own (-O KEY=VALUE):\n");
     for (size_t i = 0; any && i < tbx_format_count(); i++) {
         const tbx_format_option *o;
@@ -400,6 +406,25 @@ void cli_convert_help_formats(FILE *fp) {
         }
     }
     help_hf_archs(fp);
+    help_presets(fp);
+}
+
+/* `tbx convert --help`: llama-quantize's presets (the library's table). */
+static void help_presets(FILE *fp) {
+    fprintf(fp, "llama-quantize's presets (--quant PRESET, a GGUF output; case-insensitive):\n ");
+    size_t col = 1;
+    const char *pn;
+    for (size_t i = 0; (pn = tbx_quant_preset_at(i, NULL, NULL, NULL)) != NULL; i++) {
+        if (col + 1 + strlen(pn) > 96) {
+            fprintf(fp, "\n ");
+            col = 1;
+        }
+        col += (size_t)fprintf(fp, " %s", pn);
+    }
+    fprintf(fp, "\n  A GGUF model naming its general.architecture gets llama-quantize's type for "
+                "each tensor\n  and its file, byte for byte (Q3_K, Q4_K, Q5_K are the _M mixes; "
+                "COPY copies). Any other\n  input: a preset naming a type (Q8_0, Q4_K, ...) "
+                "quantizes every 2-D float tensor to it.\n");
 }
 
 /* `tbx convert --help`: the Hugging Face architectures a model directory converts from, to a
@@ -662,10 +687,15 @@ static int convert_run(const cli_args *a) {
     /* a GGUF output: llama-quantize's preset names first (Q4_K_M, ..., and Q4_0 or Q4_K, which
      * the library reads as the type itself for an input that is no llama.cpp model) */
     const char *preset_name = NULL;
+    tbx_dtype preset_type = TBX_DT_INVALID; /* its default type, for the reports below */
     for (size_t i = 0; quant && fmt == TBX_FORMAT_GGUF && !preset_name; i++) {
-        const char *pn = tbx_quant_preset_at(i, NULL, NULL, NULL);
+        tbx_dtype dt = TBX_DT_INVALID;
+        const char *pn = tbx_quant_preset_at(i, NULL, &dt, NULL);
         if (!pn) break;
-        if (strcasecmp(pn, quant) == 0) preset_name = pn;
+        if (strcasecmp(pn, quant) == 0) {
+            preset_name = pn;
+            preset_type = dt;
+        }
     }
     tbx_tensor_type_rule rules[64];
     size_t nrules = 0;
@@ -750,6 +780,7 @@ static int convert_run(const cli_args *a) {
         opt.progress = on_progress;
     }
     cu.rep.verbose = cli_flag(a, "verbose");
+    cu.dry_run = (opt.preset_flags & TBX_PRESET_DRY_RUN) != 0;
     cu.sum.verbose = cli_flag(a, "verbose");
     cu.sum.strict = cli_flag(a, "strict");
     if (fmt == TBX_FORMAT_MCF && quant) opt.on_quant = on_quant;
@@ -838,8 +869,15 @@ static int convert_run(const cli_args *a) {
                             "--dequantize, --requantize\n");
         return CLI_FAIL;
     }
+    if (cu.dry_run) {
+        const double n = cu.nelems ? (double)cu.nelems : 1.0;
+        printf("dry run: model size %.2f MiB (%.2f BPW), quantized size %.2f MiB (%.2f BPW); "
+               "nothing written\n", (double)cu.size_in / 1048576.0, (double)cu.size_in * 8 / n,
+               (double)cu.size_out / 1048576.0, (double)cu.size_out * 8 / n);
+        return CLI_OK;
+    }
     /* what became of the tensors, as the conversion reported it (never read back from OUT) */
-    if (opt.quant_to != TBX_DT_INVALID || opt.cast_to != TBX_DT_INVALID ||
+    if (opt.quant_to != TBX_DT_INVALID || opt.cast_to != TBX_DT_INVALID || opt.quant_preset ||
         (opt.flags & (TBX_CONVERT_DEQUANTIZE | TBX_CONVERT_REQUANTIZE)) || cu.sum.warned)
         summary_print(&cu.sum);
     if (opt.on_quant && cu.rep.tensors) {
@@ -850,7 +888,8 @@ static int convert_run(const cli_args *a) {
                 cu.rep.values ? sqrt(cu.rep.sse / (double)cu.rep.values) : 0.0);
     }
     if (cu.rep.searched) {
-        const tbx_dtype_info *qi = tbx_dtype_get(opt.quant_to);
+        const tbx_dtype_info *qi =
+            tbx_dtype_get(opt.quant_to != TBX_DT_INVALID ? opt.quant_to : preset_type);
         const double nv = (double)cu.rep.svalues;
         fprintf(stderr, "quantized %" PRIu64 " tensors (%" PRIu64 " values) to %s, method "
                 "search: RMSE %.6g; ggml's reference (method ggml, the default) on the same "

@@ -42,8 +42,8 @@ static void preset_reason(const tbx_plan *p, const tbx_file *in, size_t k, char 
     buf[0] = 0;
     switch (pt->why) {
     case PW_PRESET:
-        snprintf(buf, cap, "%s %s", u->preset->name,
-                 u->o->preset_flags & TBX_PRESET_PURE ? "(pure)" : "mix");
+        snprintf(buf, cap, "llama-quantize %s%s", u->preset->name,
+                 u->o->preset_flags & TBX_PRESET_PURE ? " --pure" : "");
         break;
     case PW_OPTION:
         snprintf(buf, cap, "%s", !strcmp(t->name, "output.weight") ? "--output-tensor-type"
@@ -55,7 +55,8 @@ static void preset_reason(const tbx_plan *p, const tbx_file *in, size_t k, char 
         break;
     case PW_FALLBACK: {
         const tbx_dtype_info *wi = tbx_dtype_get(c->wanted);
-        snprintf(buf, cap, "%s: rows of %llu values are not a multiple of %s's block of %llu",
+        snprintf(buf, cap, "llama-quantize %s: rows of %llu values are not a multiple of "
+                 "%s's block of %llu",
                  u->preset->name, (unsigned long long)t->shape[t->ndim - 1],
                  wi ? wi->name : "?", (unsigned long long)(wi ? wi->block_size : 0));
         break;
@@ -122,6 +123,19 @@ tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan 
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, in->tensors[i].name,
                            "tensor \"%s\" cannot be read, and a llama-quantize preset writes "
                            "every tensor of the model", in->tensors[i].name);
+    /* GGUF's quant_method=search would write other bytes than llama.cpp's */
+    const tbx_value *wo = o->write.options;
+    for (uint64_t i = 0, nw = tbx_value_type_of(wo) == TBX_V_MAP ? tbx_value_len(wo) : 0; i < nw;
+         i++) {
+        size_t kl = 0;
+        const char *k = tbx_value_key_at(wo, i, &kl);
+        const char *v = tbx_value_get_str(tbx_value_at(wo, i), NULL);
+        if (k && kl == 12 && !memcmp(k, "quant_method", 12) && v && !strcmp(v, "search"))
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "options.quant_method",
+                           "a llama-quantize preset (%s) writes llama.cpp's bytes: "
+                           "quant_method=search applies to --quant TYPE of a file that is no "
+                           "llama.cpp model", pr->name);
+    }
     size_t arch_len = 0;
     const char *arch = tbx_meta_get_str(in, "general.architecture", &arch_len);
     tbx_lq_model m;

@@ -1559,7 +1559,9 @@ static void hf_reason(const tbx_plan *p, const tbx_file *in, size_t k, char *buf
     buf[0] = 0;
     switch (o->why) {
     case HF_WHY_REQUESTED:
-        if (h->preset) snprintf(buf, cap, "%s", h->preset->name);
+        if (h->preset)
+            snprintf(buf, cap, "llama-quantize %s%s", h->preset->name,
+                     (h->o->preset_flags & TBX_PRESET_PURE) ? " --pure" : "");
         else snprintf(buf, cap, "requested type");
         break;
     case HF_WHY_FALLBACK:

@@ -237,11 +237,17 @@ def test_dry_run(tbx, models, tmp_path):
             want[m.group(1)] = (m.group(3) or m.group(2)).lower()
     assert len(want) == len(gguf_types(models["llama"])), log[-2000:]
     out = tmp_path / "dry.gguf"
-    r = tbx_quant(tbx, models["llama"], out, "Q4_K_M", "--dry-run", "-v")
+    r = tbx_quant(tbx, models["llama"], out, "Q4_K_M", "--dry-run")
     assert r.rc == 0, r.describe()
     assert not out.exists()
-    got = dict(re.findall(r"^tbx: (\S+): (\S+) ", r.text, re.M))
+    got = dict(re.findall(r"^(\S+)\s+\S+\s+->\s+(\S+)\s", r.text, re.M))
     assert {k: v.lower() for k, v in got.items()} == want
+    # the sizes llama.cpp's dry run prints (MiB, 2 decimals)
+    sizes = re.search(r"model size\s*=\s*([\d.]+) MiB.*quant size\s*=\s*([\d.]+) MiB", log,
+                      re.S)
+    mine = re.search(r"model size ([\d.]+) MiB .* quantized size ([\d.]+) MiB", r.text)
+    assert sizes and mine, (log[-500:], r.text[-500:])
+    assert mine.groups() == sizes.groups()
 
 
 @pytest.mark.parametrize("args,needle", [
