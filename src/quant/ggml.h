@@ -14,7 +14,16 @@
  * (ggml_simd_*.c) never call the scalar files; dispatch.c alone reads cpuid and picks, and is
  * the only file that knows both.
  *
- * Quantizers (tbx_quant_fn) encode nblocks * block_size floats into nblocks blocks.
+ * What is quantizable, and with which bytes: every type below has a row quantizer
+ * (tbx_ggml_quant_rows_for, the contract of ggml_quantize_chunk, see below) giving the bytes of
+ * ggml_quantize_chunk of llama.cpp's libggml for finite input, without and with an importance
+ * matrix (tests/unit/test_ggml_rows_vs_ggml.c compares them all with libggml):
+ *   q8_0, tq1_0, tq2_0, mxfp4, nvfp4, q1_0, q2_0: block-local; ggml ignores the importance
+ *     matrix, so do they (ggml_rows.c, ggml_lowbit.c);
+ *   q4_0, q4_1, q5_0, q5_1, q2_K .. q6_K: without a matrix ggml's reference quantizers (the
+ *     block quantizers below); with one ggml's weighted algorithms (ggml_quant_w.c);
+ *   iq4_nl, iq4_xs: ggml's algorithm, weighted by x^2 without a matrix (ggml_iq4.c).
+ * Block quantizers (tbx_quant_fn) encode nblocks * block_size floats into nblocks blocks.
  *   - q8_0, q4_0, q4_1, q5_0, q5_1, tq1_0, tq2_0, mxfp4: the same bytes as gguf-py's
  *     gguf.quants.quantize (= ggml's quantize_row_*_ref) for finite inputs.
  *   - q2_K .. q6_K: two quantizers. ggml's reference algorithm (tbx_ggml_quant_ref_for,
@@ -35,7 +44,9 @@
 
 #include "plain.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Bit-exactness needs every multiply and add rounded on its own: no fused multiply-add. Every
  * file of this module includes this header first. (gcc contracts only outside ISO C mode.) */
@@ -106,7 +117,8 @@ tbx_quant_fn tbx_ggml_quant_search_for(tbx_dtype dt);
  * blocks, with qw the importance of the n_per_row columns (NULL: no importance matrix), and
  * gives the bytes of ggml_quantize_chunk(type, src, dst, 0, nrows, n_per_row, qw) of
  * llama.cpp's libggml (ggml-quants.c, quantize_<type>). Types whose ggml quantizer ignores
- * the matrix (q8_0, tq1_0, tq2_0, mxfp4) ignore it here too. (ggml_rows.c: the table.) */
+ * the matrix (q8_0, tq1_0, tq2_0, mxfp4, nvfp4, q1_0, q2_0) ignore it here too. (ggml_rows.c:
+ * the table.) */
 typedef void (*tbx_quant_rows_fn)(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                                   const float *qw);
 /* The row quantizer of a ggml block type, or NULL when this build has none. */
@@ -114,6 +126,76 @@ tbx_quant_rows_fn tbx_ggml_quant_rows_for(tbx_dtype dt);
 /* 1 when ggml refuses to quantize the type without an importance matrix
  * (ggml_quantize_requires_imatrix: iq2_xxs, iq2_xs, iq1_s), else 0. */
 bool tbx_ggml_quant_requires_imatrix(tbx_dtype dt);
+
+/* Row quantizers with ggml's importance-matrix algorithms (ggml_quant_w.c): with qw, ggml's
+ * quantize_row_<type>_impl (each value weighted by qw[column] * sqrt(sigma2 + x^2), sigma2 the
+ * mean square of the row for q4_0 .. q5_1, twice that of the super-block for q3_K .. q5_K,
+ * q6_K by qw alone); without, the block quantizer's bytes (tbx_ggml_quant_default_for). */
+void tbx_gq_rows_q4_0(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q4_1(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q5_0(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q5_1(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q2_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q3_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q4_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q5_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q6_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+/* Row quantizers of iq4_nl and iq4_xs (ggml_iq4.c: ggml's quantize_iq4_nl / quantize_iq4_xs,
+ * weighted by qw[column] * sqrt(sigma2 + x^2) with an importance matrix, by x^2 without) and of
+ * nvfp4, q1_0, q2_0 (ggml_lowbit.c: ggml's reference quantizers; qw unused, as in ggml). */
+void tbx_gq_rows_iq4_nl(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_iq4_xs(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_nvfp4(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q1_0(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q2_0(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+
+/* ---- helpers shared by the quantizer files (internal to this module) ---------------------- */
+/* Round to nearest (ties to even) through the float adder, as ggml's nearest_int (which asserts
+ * |f| <= 4194303 in debug builds only). Beyond that, and for Inf/NaN, the result is the low
+ * mantissa bits of the sum, as in a release build of ggml: defined behaviour (IEEE addition, a
+ * bit copy, an int subtraction that cannot overflow), and callers clamp it. Not clamping the
+ * argument keeps the blocks of values beyond a type's range identical to ggml's. */
+static inline int tbx_gq_nearest(float f) {
+    const float v = f + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &v, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+/* The index of the E2M1 value (kvalues_mxfp4: twice the FP4 values, signed) nearest to x / e,
+ * the first on ties: mxfp4 and nvfp4. */
+static inline int tbx_gq_best_mxfp4(float x, float e) {
+    static const int8_t kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    int best = 0;
+    float best_err = fabsf((float)kv[0] * e - x);
+    for (int i = 1; i < 16; i++) {
+        const float err = fabsf((float)kv[i] * e - x);
+        if (err < best_err) {
+            best = i;
+            best_err = err;
+        }
+    }
+    return best;
+}
+/* 32 levels 0..31 to q5_0/q5_1's high-bit word (qh_dst, little-endian) and 16 nibble bytes. */
+static inline void tbx_gq_pack_q5(uint8_t *qh_dst, uint8_t *qs, const int *q) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((q[j] & 15) | ((q[j + 16] & 15) << 4));
+        qh |= (uint32_t)((q[j] >> 4) & 1) << j;
+        qh |= (uint32_t)((q[j + 16] >> 4) & 1) << (j + 16);
+    }
+    tbx_st32(qh_dst, qh);
+}
+/* K-quant block packing (ggml_quant.c): q4_K/q5_K's 12 scale bytes from eight 6-bit scales and
+ * mins (ls, lm: the low 8 bits are used, as ggml's uint8 arithmetic does); q4_K's and q5_K's
+ * levels (0..15 / 0..31); q6_K's ql/qh from levels 0..63; a whole q3_K block but d from sixteen
+ * scales 0..63 and levels 0..7; q2_K's level bytes from levels 0..3. */
+void tbx_gq_pack_q4k_scales(uint8_t *s, const int *ls, const int *lm);
+void tbx_gq_pack_q4k_levels(uint8_t *q, const uint8_t *L);
+void tbx_gq_pack_q5k_levels(uint8_t *qh, uint8_t *ql, const uint8_t *L);
+void tbx_gq_pack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L);
+void tbx_gq_pack_q3k(uint8_t *blk, const int *ls, const uint8_t *L);
+void tbx_gq_pack_q2k_levels(uint8_t *qs, const uint8_t *L);
 
 /* ---- lane kernels of the K-quant encoder (internal to this module) -------------------------
  * Eight sub-blocks are processed side by side: xt[8*i + j] is value i of sub-block j ("lane"
