@@ -698,6 +698,7 @@ static int convert_run(const cli_args *a) {
         }
     }
     tbx_tensor_type_rule rules[64];
+    static char patterns[64][256]; /* the PATTERN part of each rule */
     size_t nrules = 0;
     const char *tt;
     for (int k = 0; (tt = cli_value_at(a, "tensor-type", k)) != NULL; k++) {
@@ -710,9 +711,12 @@ static int convert_run(const cli_args *a) {
         tbx_dtype t = tbx_dtype_from_name(eq + 1);
         if (t == TBX_DT_INVALID)
             return cli_usage_error(a, "--tensor-type: unknown type '%s'", eq + 1);
-        char *pat = strndup(tt, (size_t)(eq - tt));
-        if (!pat) return cli_usage_error(a, "out of memory");
-        rules[nrules].pattern = pat; /* (freed at exit) */
+        if ((size_t)(eq - tt) >= sizeof patterns[0])
+            return cli_usage_error(a, "--tensor-type: a pattern of at most %zu bytes",
+                                   sizeof patterns[0] - 1);
+        memcpy(patterns[nrules], tt, (size_t)(eq - tt));
+        patterns[nrules][eq - tt] = 0;
+        rules[nrules].pattern = patterns[nrules];
         rules[nrules++].type = t;
     }
     const char *ott = cli_value(a, "output-tensor-type"), *tet = cli_value(a, "token-embedding-type");
