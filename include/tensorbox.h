@@ -1287,6 +1287,11 @@ typedef struct tbx_tensor_type_rule {
 /* tbx_convert_options.preset_flags */
 #define TBX_PRESET_PURE    0x1u /* every quantized tensor gets the preset's default type
                                    (llama-quantize --pure), fallback and overrides apply */
+#define TBX_PRESET_KEEP_SPLIT 0x4u /* a GGUF split set in: as many files out (llama-quantize
+                                   --keep-split): OUT without ".gguf", "-0000I-of-0000N.gguf"
+                                   appended; each shard's tensors in the input's order (the
+                                   mix's counters follow it), the first shard with the
+                                   metadata, the others with the split keys only */
 #define TBX_PRESET_DRY_RUN 0x2u /* decide every tensor and report it (on_tensor: action,
                                    dtypes, reason; nvalues 0), write nothing: no output file */
 

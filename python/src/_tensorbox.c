@@ -1655,20 +1655,20 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"src", "dst", "format", "force", "alignment", "compress", "digest",
                              "format_version", "threads", CONVERT_KW, "pure", "dry_run",
                              "output_tensor_type", "token_embedding_type", "tensor_types",
-                             NULL};
+                             "keep_split", NULL};
     PyObject *srcobj = NULL, *dstobj = NULL;
     wopts w = WOPTS_INIT;
     copts c = COPTS_INIT;
-    int pure = 0, dry_run = 0;
+    int pure = 0, dry_run = 0, keep_split = 0;
     PyObject *ott = Py_None, *tet = Py_None, *tts = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOOppOOO", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOOppOOOp", kwlist,
                                      PyUnicode_FSConverter, &srcobj, PyUnicode_FSConverter,
                                      &dstobj, &w.format, &w.force, &w.alignment, &w.compress,
                                      &w.digest, &w.version, &w.threads, &c.cast, &c.quant,
                                      &c.stringify, &c.drop_meta, &c.drop_sections, &w.sync,
                                      &c.drop_unreadable, &c.dequantize, &c.requantize, &c.strict,
                                      &c.quant_method, &c.quant_clip, &c.meta, &w.options, &pure,
-                                     &dry_run, &ott, &tet, &tts))
+                                     &dry_run, &ott, &tet, &tts, &keep_split))
         return NULL;
     PyObject *result = NULL, *digest_bytes = NULL;
     tbx_value *meta = NULL, *options = NULL;
@@ -1681,6 +1681,7 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     /* llama-quantize's refinements of a preset (the library refuses them without one) */
     if (pure) co.preset_flags |= TBX_PRESET_PURE;
     if (dry_run) co.preset_flags |= TBX_PRESET_DRY_RUN;
+    if (keep_split) co.preset_flags |= TBX_PRESET_KEEP_SPLIT;
     if (ott != Py_None && ggml_type_arg(ott, "output_tensor_type", &co.output_tensor_type) < 0)
         goto done;
     if (tet != Py_None &&

@@ -805,7 +805,8 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
             drop_meta=False, drop_sections=False, sync=True, drop_unreadable=False,
             dequantize=False, requantize=False, strict=False, quant_method=None,
             quant_clip=None, meta=None, options=None, pure=False, dry_run=False,
-            output_tensor_type=None, token_embedding_type=None, tensor_types=None):
+            output_tensor_type=None, token_embedding_type=None, tensor_types=None,
+            keep_split=False):
     """Converts a file to another format (``tbx convert``) and returns what became of each
     tensor: a list of :class:`ConvertReport`, one per output tensor in order.
 
@@ -816,7 +817,8 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
     ``token_embedding_type`` (type names), ``tensor_types`` (``{pattern: type}`` or
     ``[(pattern, type), ...]``: llama-quantize's ``--tensor-type``, first match wins) and
     ``dry_run=True`` (the reports of what each tensor would become; nothing is written; GGUF
-    input).
+    input) and ``keep_split=True`` (a GGUF split set in: as many files out, ``dst`` without
+    ``.gguf`` + ``-0000I-of-0000N.gguf``).
 
     Same options as save_file, plus those of ``tbx convert``: ``dequantize`` (every quantized
     tensor written dequantized, as f32 or the ``cast`` dtype, GGUF -> GGUF too),
@@ -847,4 +849,5 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
                     quant_method=quant_method, quant_clip=_clip(quant_clip),
                     meta=_meta_map(meta), options=_meta_map(options, "options"), pure=pure,
                     dry_run=dry_run, output_tensor_type=output_tensor_type,
-                    token_embedding_type=token_embedding_type, tensor_types=tensor_types)
+                    token_embedding_type=token_embedding_type, tensor_types=tensor_types,
+                    keep_split=keep_split)

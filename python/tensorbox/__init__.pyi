@@ -127,5 +127,5 @@ def convert(src: _Path, dst: _Path, format: Optional[str] = None, *, force: bool
             options: Optional[Mapping[str, Any]] = None, pure: bool = False,
             dry_run: bool = False, output_tensor_type: Optional[str] = None,
             token_embedding_type: Optional[str] = None,
-            tensor_types: Optional[Union[Mapping[str, str], Sequence[tuple[str, str]]]] = None
-            ) -> list[ConvertReport]: ...
+            tensor_types: Optional[Union[Mapping[str, str], Sequence[tuple[str, str]]]] = None,
+            keep_split: bool = False) -> list[ConvertReport]: ...

@@ -232,7 +232,7 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
                        "--token-embedding-type refine a llama-quantize preset (--quant "
                        "Q4_K_M, ...), and none is asked for");
     }
-    if (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_DRY_RUN))
+    if (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_DRY_RUN | TBX_PRESET_KEEP_SPLIT))
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "preset_flags",
                        "unknown preset flags 0x%x", (unsigned)o->preset_flags);
     if (o->n_tensor_types && !o->tensor_types)
@@ -265,6 +265,75 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
     /* the output can be written (its directory exists, ...) and the write options are the
      * format's, before any work is done */
     return tbx_writer_check(out_path, &o->write, err);
+}
+
+/* llama-quantize --keep-split: the preset's plan (sorted by shard, tbx_plan_preset) written
+ * as one file per input shard, OUT's stem + "-%05d-of-%05d.gguf": shard 0 with the metadata,
+ * the others with the split keys only (split.no u16, split.count u16, split.tensors.count
+ * i32, after the rest, as llama.cpp sets them). Each file is finished before the next. */
+static tbx_status keep_split(tbx_file *in, const char *out_path, const tbx_convert_options *o,
+                             tbx_plan *plan, uint32_t ftype, tbx_error *err) {
+    uint32_t nsplit = 1;
+    for (size_t k = 0; k < plan->n; k++) {
+        const tbx_tensor *t = &in->tensors[plan->t[k].src];
+        if (t->ncomp && t->comp[0].src + 1 > nsplit) nsplit = t->comp[0].src + 1;
+    }
+    if (nsplit > 65535 || plan->n > INT32_MAX)
+        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "split.count",
+                       "%u shards or %zu tensors do not fit GGUF's split keys", nsplit, plan->n);
+    size_t len = strlen(out_path);
+    if (len >= 5 && !strcmp(out_path + len - 5, ".gguf")) len -= 5;
+    tbx_plan_tensor *all = plan->t;
+    const size_t nall = plan->n;
+    size_t first = 0;
+    tbx_status st = TBX_OK;
+    for (uint32_t s = 0; st == TBX_OK && s < nsplit; s++) {
+        size_t end = first;
+        while (end < nall && in->tensors[all[end].src].ncomp &&
+               in->tensors[all[end].src].comp[0].src == s)
+            end++;
+        char path[4096];
+        if (len + 24 >= sizeof path)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "output path too long");
+        snprintf(path, sizeof path, "%.*s-%05u-of-%05u.gguf", (int)len, out_path, s + 1, nsplit);
+        tbx_writer *w = NULL;
+        tbx_kept_values kept = {NULL, 0, 0};
+        st = tbx_writer_check(path, &o->write, err);
+        if (st == TBX_OK) st = tbx_writer_open_(&w, path, &o->write, TBX_WRITE_QUANTIZING_, err);
+        if (st != TBX_OK) return st;
+        if (s == 0) st = tbx_convert_copy_meta_llama(in, w, o, ftype, &kept, err);
+        if (st == TBX_OK && nsplit > 1) {
+            tbx_value *v[3] = {tbx_val_new(&in->al, TBX_V_U16), tbx_val_new(&in->al, TBX_V_U16),
+                               tbx_val_new(&in->al, TBX_V_I32)};
+            static const char *const keys[3] = {"split.no", "split.count", "split.tensors.count"};
+            if (v[0]) v[0]->v.u = s;
+            if (v[1]) v[1]->v.u = nsplit;
+            if (v[2]) v[2]->v.i = (int64_t)nall;
+            for (int i = 0; i < 3; i++) {
+                if (st == TBX_OK && !v[i]) st = tbx_err_nomem(err, "split keys");
+                if (st == TBX_OK)
+                    st = tbx_writer_add_meta(w, keys[i], strlen(keys[i]), v[i], err);
+            }
+            for (int i = 0; i < 3; i++) tbx_val_free(v[i]);
+        }
+        /* the shard's tensors: a window of the plan (the reason hook knows its base) */
+        tbx_plan_preset_window(plan, first);
+        plan->t = all + first;
+        plan->n = end - first;
+        if (st == TBX_OK) {
+            tbx_engine_opts eo;
+            engine_opts(&eo, o->progress, o->progress_ud, o->on_tensor, o->flags);
+            eo.on_quant = o->on_quant;
+            st = tbx_engine_run(in, plan, w, &eo, err);
+        }
+        plan->t = all;
+        plan->n = nall;
+        tbx_plan_preset_window(plan, 0);
+        st = conclude(in, w, st, err);
+        tbx_convert_kept_free(in, &kept);
+        first = end;
+    }
+    return st;
 }
 
 tbx_status tbx_convert_check(const char *out_path, const tbx_convert_options *opt,
@@ -412,6 +481,11 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     if (st == TBX_OK && hf_embd && !raw) {
         st = tbx_hf_embd_prepare(in, to_fmt, &he, err);
         if (st == TBX_OK) st = tbx_hf_embd_plan(he, &plan, err);
+    }
+    if (st == TBX_OK && preset && (o.preset_flags & TBX_PRESET_KEEP_SPLIT)) {
+        st = keep_split(in, out_path, &o, &plan, ftype, err);
+        tbx_plan_free(&plan);
+        return st;
     }
     tbx_writer *w = NULL;
     /* a writer given quantization options (MCF's, GGUF's quant_method) applies them only inside

@@ -48,6 +48,8 @@ static const cli_option convert_options[] = {
     {"token-embedding-type", 0, "TYPE", "with a preset: the type of token_embd.weight"},
     {"dry-run", 0, NULL, "with a preset: print every tensor's type and the sizes, write "
                          "nothing"},
+    {"keep-split", 0, NULL, "with a preset and a GGUF split set in: as many files out, "
+                            "OUT-0000I-of-0000N.gguf (llama-quantize --keep-split)"},
     {"quant-method", 0, "METHOD", "MCF --quant: best (default, lower error) or mantle (mantle's "
                                   "quantizer byte for byte); GGUF --quant: ggml (default, "
                                   "ggml's bytes) or search (q2_k .. q6_k: tensorbox's own, "
@@ -726,9 +728,11 @@ static int convert_run(const cli_args *a) {
         return cli_usage_error(a, "--token-embedding-type: unknown type '%s'", tet);
     if (cli_flag(a, "pure")) opt.preset_flags |= TBX_PRESET_PURE;
     if (cli_flag(a, "dry-run")) opt.preset_flags |= TBX_PRESET_DRY_RUN;
+    if (cli_flag(a, "keep-split")) opt.preset_flags |= TBX_PRESET_KEEP_SPLIT;
     if ((nrules || ott || tet || opt.preset_flags) && !preset_name)
-        return cli_usage_error(a, "--pure, --dry-run, --tensor-type, --output-tensor-type and "
-                                  "--token-embedding-type refine a llama-quantize preset of a "
+        return cli_usage_error(a, "--pure, --dry-run, --keep-split, --tensor-type, "
+                                  "--output-tensor-type and --token-embedding-type refine a "
+                                  "llama-quantize preset of a "
                                   "GGUF output (--quant Q4_K_M, ...)");
     opt.tensor_types = nrules ? rules : NULL;
     opt.n_tensor_types = nrules;

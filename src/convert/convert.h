@@ -72,6 +72,9 @@ bool tbx_preset_applies(const tbx_file *in, const tbx_convert_options *o, tbx_fo
  * tensorbox has no quantizer for (TBX_E_UNSUPPORTED), each naming the tensor. */
 tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan *p,
                            uint32_t *ftype, tbx_error *err);
+/* --keep-split runs the engine on a window of a preset plan (its tensors from `first`): the
+ * reason hook's index base. */
+void tbx_plan_preset_window(tbx_plan *p, size_t first);
 
 /* Values made during a conversion (stringified metadata, a rewritten file type), lent to the
  * writer and freed after it finished or aborted (tbx_convert_kept_free). */

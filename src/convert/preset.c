@@ -29,14 +29,19 @@ typedef struct preset_ud {
     const tbx_lq_preset *preset;
     const tbx_convert_options *o;
     tbx_lq_choice *choice; /* per plan tensor */
+    size_t base;           /* --keep-split: the plan's window starts there */
 } preset_ud;
+
+void tbx_plan_preset_window(tbx_plan *p, size_t first) {
+    if (p->ud) ((preset_ud *)p->ud)->base = first;
+}
 
 static void preset_reason(const tbx_plan *p, const tbx_file *in, size_t k, char *buf,
                           size_t cap) {
     const preset_ud *u = p->ud;
     const tbx_plan_tensor *pt = &p->t[k];
     const tbx_tensor *t = &in->tensors[pt->src];
-    const tbx_lq_choice *c = &u->choice[k];
+    const tbx_lq_choice *c = &u->choice[u->base + k];
     const tbx_dtype_info *di = tbx_dtype_get((tbx_dtype)pt->dtype);
     const char *to = di ? di->name : "?";
     buf[0] = 0;
@@ -71,6 +76,15 @@ static void preset_reason(const tbx_plan *p, const tbx_file *in, size_t k, char 
 }
 
 static const tbx_file *sort_in; /* qsort has no context argument in C11 */
+/* --keep-split: by shard, then by offset in it (the input's order) */
+static int by_shard(const void *a, const void *b) {
+    const tbx_tensor *x = &sort_in->tensors[*(const size_t *)a];
+    const tbx_tensor *y = &sort_in->tensors[*(const size_t *)b];
+    const uint32_t sx = x->ncomp ? x->comp[0].src : 0, sy = y->ncomp ? y->comp[0].src : 0;
+    if (sx != sy) return sx < sy ? -1 : 1;
+    const uint64_t ox = x->ncomp ? x->comp[0].offset : 0, oy = y->ncomp ? y->comp[0].offset : 0;
+    return ox < oy ? -1 : ox > oy;
+}
 static int by_llama_order(const void *a, const void *b) {
     const size_t ia = *(const size_t *)a, ib = *(const size_t *)b;
     const int c = tbx_lq_name_cmp(sort_in->tensors[ia].name, sort_in->tensors[ib].name);
@@ -175,7 +189,8 @@ tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan 
     }
     for (size_t i = 0; i < n; i++) order[i] = i;
     sort_in = in;
-    qsort(order, n, sizeof *order, by_llama_order);
+    qsort(order, n, sizeof *order,
+          (o->preset_flags & TBX_PRESET_KEEP_SPLIT) ? by_shard : by_llama_order);
     for (size_t k = 0; k < n; k++) {
         const tbx_tensor *t = &in->tensors[order[k]];
         tbx_lq_tensor *x = &lt[k];

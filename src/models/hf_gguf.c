@@ -1836,9 +1836,9 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
         if (!h->preset || o->quant_to != TBX_DT_INVALID || o->cast_to != TBX_DT_INVALID ||
             (o->preset_flags & ~(uint32_t)TBX_PRESET_PURE)) {
             const char *why = !h->preset ? "'%s' is not one of llama-quantize's types"
-                              : (o->preset_flags & TBX_PRESET_DRY_RUN)
-                                  ? "%s: --dry-run applies to a GGUF input (convert the "
-                                    "directory to GGUF first)"
+                              : (o->preset_flags & ~(uint32_t)TBX_PRESET_PURE)
+                                  ? "%s: --dry-run and --keep-split apply to a GGUF input "
+                                    "(convert the directory to GGUF first)"
                                   : "%s: a preset decides every tensor's type, with no "
                                     "quant_to or cast_to";
             tbx_free(&in->al, h, sizeof *h);

@@ -328,3 +328,33 @@ def test_llama_cpp_runs_tbx_q4_k_m(tbx, models, tmp_path):
         del llm
     assert np.isfinite(logits[0]).all() and np.abs(logits[0]).max() > 0
     assert np.array_equal(logits[0], logits[1])
+
+
+@pytest.mark.parametrize("preset", ["Q4_K_M", "Q3_K_M", "Q8_0"])
+def test_split_set(tbx, models, tmp_path, preset):
+    """A GGUF split set (3 shards, `tbx gguf split`): quantized into one file, and with
+    --keep-split (llama_model_quantize's keep_split) into 3 files, each the same bytes as
+    llama.cpp's; an unsplit input with --keep-split gives one shard named -00001-of-00001."""
+    r = run(tbx, "gguf", "split", models["llama"], tmp_path / "m", "--max-size", "7M")
+    assert r.rc == 0, r.describe()
+    first = tmp_path / "m-00001-of-00003.gguf"
+    assert first.exists() and (tmp_path / "m-00003-of-00003.gguf").exists(), r.describe()
+    check_same(tbx, first, tmp_path, preset)
+    ref.quantize(first, tmp_path / "ref", preset, keep_split=True)
+    r = tbx_quant(tbx, first, tmp_path / "mine.gguf", preset, "--keep-split")
+    assert r.rc == 0, r.describe()
+    for i in (1, 2, 3):
+        a = tmp_path / f"mine-{i:05d}-of-00003.gguf"
+        b = tmp_path / f"ref-{i:05d}-of-00003.gguf"
+        assert a.read_bytes() == b.read_bytes(), explain(a, b)
+    assert not (tmp_path / "mine.gguf").exists()
+    tensorbox = need("tensorbox")  # the same from Python
+    tensorbox.convert(first, tmp_path / "py.gguf", quant=preset, keep_split=True)
+    for i in (1, 2, 3):
+        assert (tmp_path / f"py-{i:05d}-of-00003.gguf").read_bytes() == \
+            (tmp_path / f"ref-{i:05d}-of-00003.gguf").read_bytes()
+    ref.quantize(models["llama"], tmp_path / "one", preset, keep_split=True)
+    r = tbx_quant(tbx, models["llama"], tmp_path / "single.gguf", preset, "--keep-split")
+    assert r.rc == 0, r.describe()
+    assert (tmp_path / "single-00001-of-00001.gguf").read_bytes() == \
+        (tmp_path / "one-00001-of-00001.gguf").read_bytes()
