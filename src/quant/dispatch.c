@@ -2,8 +2,8 @@
  * dispatch.c - run-time choice of the ggml kernels, the one place that reads cpuid.
  *
  * The scalar kernels (ggml_dequant.c, ggml_quant.c) are the reference and never dispatch; the
- * SIMD kernels (ggml_simd_avx2.c, ggml_simd_avx512.c) are compiled with function-level target
- * attributes and never call back into the scalar files. This file sits above both: it asks the
+ * SIMD kernels (ggml_simd_avx2.c, ggml_simd_avx2_dq.c, ggml_simd_avx512.c) are compiled with
+ * function-level target attributes and never call back into the scalar files. This file sits above both: it asks the
  * CPU once what it has and hands out the best kernel of each type, wrapping the SIMD
  * quantizers with their scalar fallback and the K-quant encoder with the AVX2 lane kernels.
  * It also picks the SIMD row decoder of MCF's q / k payloads (mcf_simd_avx2.c) and of f16
@@ -49,6 +49,7 @@ tbx_dequant_fn tbx_ggml_dequant_for(tbx_dtype dt) {
     tbx_dequant_fn f = NULL;
     if (isa & TBX_GGML_ISA_AVX512) f = tbx_ggml_dequant_avx512_for(dt);
     if (!f && (isa & TBX_GGML_ISA_AVX2)) f = tbx_ggml_dequant_avx2_for(dt);
+    if (!f && (isa & TBX_GGML_ISA_AVX2)) f = tbx_ggml_dequant_avx2_dq_for(dt);
     return f ? f : tbx_ggml_dequant_scalar_for(dt);
 }
 

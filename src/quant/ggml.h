@@ -72,6 +72,10 @@ tbx_dequant_fn tbx_ggml_dequant_scalar_for(tbx_dtype dt);
  * call them only when tbx_ggml_cpu_isa() has the bit. */
 tbx_dequant_fn tbx_ggml_dequant_avx2_for(tbx_dtype dt);
 tbx_dequant_fn tbx_ggml_dequant_avx512_for(tbx_dtype dt);
+/* The AVX2 kernels of ggml_simd_avx2_dq.c, for the types tbx_ggml_dequant_avx2_for has none of
+ * (q8_1, q2_K, q3_K, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, mxfp4, nvfp4, q1_0), or NULL. The two
+ * lists are disjoint; dispatch.c asks ggml_simd_avx2.c first. */
+tbx_dequant_fn tbx_ggml_dequant_avx2_dq_for(tbx_dtype dt);
 
 /* Best quantizer for this CPU, or NULL when the type has none. */
 tbx_quant_fn tbx_ggml_quant_for(tbx_dtype dt);

@@ -337,9 +337,12 @@ static void dq_nvfp4(const void *src, float *y, uint64_t nb) {
 static void dq_q1_0(const void *src, float *y, uint64_t nb) {
     const uint8_t *b = (const uint8_t *)src;
     for (uint64_t i = 0; i < nb; i++, b += 18, y += 128) {
-        const float d = h2f(b); /* bit set: d, clear: -d (the sign bit flipped, as ggml's -d) */
+        /* bit set: d, clear: -d (the sign bit flipped, as ggml's -d). ggml's f16 conversion ends
+         * in a multiply, which quiets a signalling NaN: d is quieted the same way. */
+        const float d = h2f(b);
         uint32_t du;
         memcpy(&du, &d, 4);
+        if ((du & 0x7FFFFFFFu) > 0x7F800000u) du |= 0x00400000u;
         for (int k = 0; k < 16; k++) {
             const unsigned q = b[2 + k];
             for (int j = 0; j < 8; j++) {
