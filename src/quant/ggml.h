@@ -4,11 +4,16 @@
  * Dequantizers (tbx_dequant_fn, see plain.h) decode `nblocks` consecutive blocks of
  * tbx_dtype_info.block_bytes bytes each into nblocks * block_size floats. `src` needs no
  * alignment. The scalar kernels (ggml_dequant.c) compute in f32 in the order of ggml's reference
- * dequantizers, so they give the same bits as ggml and gguf-py (except the payload bits of a
- * NaN both decode from a NaN scale: iq2_*, iq3_*, q1_0 on random blocks; bench_ggml_quant
- * --random shows them). The SIMD kernels
- * (ggml_simd_avx2.c, ggml_simd_avx512.c) perform the same IEEE operations in the same order and
- * give the same bits as the scalar kernels (checked by tests/unit/test_ggml_quant.c).
+ * dequantizers, so they give the same bits as ggml's to_float for every block, NaN/Inf scales
+ * included (tests/python/test_ggml_dequant_identical.py; bench_ggml_quant --random): q1_0 quiets
+ * a signalling-NaN scale as ggml's f16 conversion does, and the codebook types iq2_xxs, iq2_xs,
+ * iq2_s, iq3_xxs, iq3_s negate the product db * grid as ggml's compiled code does, so a NaN
+ * output's sign follows the sign flag; gguf-py keeps the NaN's sign there (the only bits in
+ * which tensorbox and gguf-py differ). The SIMD kernels (ggml_simd_avx2.c,
+ * ggml_simd_avx2_dq.c, ggml_simd_avx512.c) perform the same IEEE operations in the same order
+ * and give the same bits as the scalar kernels (checked by tests/unit/test_ggml_quant.c).
+ * Every type has an AVX2 kernel; the dispatched ones run at memory speed (64 MiB of output,
+ * one thread: bench_ggml_quant --no-quant).
  *
  * Layers: the scalar files (ggml_dequant.c, ggml_quant.c) never dispatch; the SIMD files
  * (ggml_simd_*.c) never call the scalar files; dispatch.c alone reads cpuid and picks, and is

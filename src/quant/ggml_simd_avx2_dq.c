@@ -10,8 +10,9 @@
  * fused multiply-add), so the bits are the same, NaN payloads and signs included.
  *
  * Techniques: the codebook types read one grid entry per 8 outputs straight into a widening
- * load (vpmovzxbd) and apply the 8 signs with one xor against a row of kSignMask (the sign bit
- * of each f32 lane for every sign byte) before the multiply, as the scalar kernel's sgn_grid;
+ * load (vpmovzxbd), multiply, and apply the 8 signs with one xor against a row of kSignMask (the
+ * sign bit of each f32 lane for every sign byte), as the scalar kernel's neg_if (ggml's negated
+ * product);
  * the K types build all sixteen sub-block scales of a super-block with 8-lane multiplies and
  * decode 32 outputs per shift of a 32-byte code vector; mxfp4 / nvfp4 look their E2M1 levels
  * up with vpshufb; q1_0 selects +-d per bit with the same sign-mask rows.
@@ -133,17 +134,17 @@ AVX2 static void dq_q3_K(const void *src, float *y, uint64_t nb) {
     }
 }
 
-/* ---- codebook types: y = db * (grid value with the sign bit of its sign flag) ------------- */
+/* ---- codebook types: y = db * grid, its sign bit flipped where the sign flag is set -------- */
 /* 8 outputs from 8 unsigned grid bytes at g */
 AVX2 static inline void st8_grid8(float *y, const void *g, unsigned signs, __m256 db) {
     const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)g)));
-    _mm256_storeu_ps(y, _mm256_mul_ps(db, _mm256_xor_ps(v, sign_mask(signs))));
+    _mm256_storeu_ps(y, _mm256_xor_ps(_mm256_mul_ps(db, v), sign_mask(signs)));
 }
 /* 8 outputs from two 4-byte grid entries */
 AVX2 static inline void st8_grid4(float *y, uint32_t g1, uint32_t g2, unsigned signs, __m256 db) {
     const __m128i g = _mm_unpacklo_epi32(_mm_cvtsi32_si128((int)g1), _mm_cvtsi32_si128((int)g2));
     const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(g));
-    _mm256_storeu_ps(y, _mm256_mul_ps(db, _mm256_xor_ps(v, sign_mask(signs))));
+    _mm256_storeu_ps(y, _mm256_xor_ps(_mm256_mul_ps(db, v), sign_mask(signs)));
 }
 
 AVX2 static void dq_iq2_xxs(const void *src, float *y, uint64_t nb) {
