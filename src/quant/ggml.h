@@ -62,7 +62,7 @@ typedef void (*tbx_quant_fn)(const float *src, void *dst, uint64_t nblocks);
 
 /* Instruction sets a kernel may use (bit mask). */
 #define TBX_GGML_ISA_AVX2 0x1u    /* avx2 */
-#define TBX_GGML_ISA_AVX512 0x2u  /* avx512f + avx512bw + avx512vl */
+#define TBX_GGML_ISA_AVX512 0x2u  /* avx512f + avx512bw + avx512vl (+ f16c) */
 
 /* The ISAs this CPU supports and this build has kernels for (none when built for another
  * architecture or with -DTBX_GGML_NO_SIMD). */
