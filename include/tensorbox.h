@@ -1253,16 +1253,17 @@ typedef struct tbx_convert_options {
      * Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q2_K_S, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K, IQ2_XXS,
      * IQ2_XS, IQ2_S, IQ2_M, IQ3_XXS, IQ3_XS, IQ3_S, IQ3_M, IQ1_S, IQ1_M, IQ4_NL, IQ4_XS, TQ1_0,
      * TQ2_0, Q1_0, Q2_0, MXFP4_MOE, F16, BF16, F32, COPY; aliases Q3_K, Q4_K, Q5_K for the _M
-     * mixes), with quant_to TBX_DT_INVALID. For a GGUF input that names a general.architecture
-     * and a GGUF output, or a Hugging Face directory to GGUF, each tensor gets the type
-     * llama.cpp's llama_model_quantize gives it under that preset (its mix by tensor role and
+     * mixes), with quant_to TBX_DT_INVALID. For a GGUF input whose general.architecture is
+     * one llama.cpp knows (llama, qwen2, bert, ...) and a GGUF output, or a Hugging Face
+     * directory to GGUF, each tensor gets the type llama.cpp's llama_model_quantize gives it
+     * under that preset (its mix by tensor role and
      * layer position, the fallback for rows a type's block does not divide, 1-D tensors, norms
      * and the like kept), and the output is the file llama_model_quantize writes: tensors in
      * its order (blk.N by N, then by name), metadata in the input's order with
      * general.quantization_version and general.file_type (the preset's) last, split keys
      * dropped. A tensor already quantized to another type needs TBX_CONVERT_REQUANTIZE; a type
      * llama.cpp refuses without an importance matrix (IQ1/IQ2 types, IQ3_XXS, Q2_K of Q2_K_S)
-     * fails with TBX_E_UNSUPPORTED. Any other input (no architecture): a preset that names a
+     * fails with TBX_E_UNSUPPORTED. Any other input (no such architecture): a preset naming a
      * type (Q8_0, Q4_K, ... its default type) quantizes every 2-D float tensor to it as
      * quant_to does; a mix (Q4_K_M, ...) is refused (TBX_E_INVALID_ARG). */
     const char *quant_preset;

@@ -403,7 +403,8 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                            "this %s: name a type (--quant %s gives every 2-D float tensor that "
                            "type)", pr->name,
                            to_fmt != TBX_FORMAT_GGUF ? "output is not a GGUF"
-                                                     : "input names no general.architecture",
+                                                     : "input names no general.architecture "
+                                                       "llama.cpp knows",
                            di && (di->flags & TBX_DTF_BLOCK) ? di->name : "q8_0");
         o.quant_to = pr->deflt;
         o.quant_preset = NULL;

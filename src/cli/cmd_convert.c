@@ -38,7 +38,8 @@ static const cli_option convert_options[] = {
     {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to TYPE (each format's types are "
                          "listed below; MCF's int8/int4: mantle's runtime cannot load them); "
                          "to GGUF, also one of llama-quantize's presets (listed below): for a "
-                         "GGUF model naming its architecture, the file llama-quantize writes"},
+                         "GGUF model of an architecture llama.cpp knows (or a Hugging Face "
+                         "directory), the file llama-quantize writes"},
     {"pure", 0, NULL, "with a preset: every quantized tensor gets the preset's default type "
                       "(llama-quantize --pure)"},
     {"tensor-type", 0, "PATTERN=TYPE...", "with a preset: tensors whose name the regular "
@@ -423,10 +424,11 @@ static void help_presets(FILE *fp) {
         }
         col += (size_t)fprintf(fp, " %s", pn);
     }
-    fprintf(fp, "\n  A GGUF model naming its general.architecture gets llama-quantize's type for "
-                "each tensor\n  and its file, byte for byte (Q3_K, Q4_K, Q5_K are the _M mixes; "
-                "COPY copies). Any other\n  input: a preset naming a type (Q8_0, Q4_K, ...) "
-                "quantizes every 2-D float tensor to it.\n");
+    fprintf(fp, "\n  A GGUF model of an architecture llama.cpp knows (or a Hugging Face "
+                "directory) gets\n  llama-quantize's type for each tensor and its file, byte "
+                "for byte (Q3_K, Q4_K, Q5_K\n  are the _M mixes; COPY copies). Any other input: "
+                "a preset naming a type (Q8_0,\n  Q4_K, ...) quantizes every 2-D float tensor "
+                "to it.\n");
 }
 
 /* `tbx convert --help`: the Hugging Face architectures a model directory converts from, to a

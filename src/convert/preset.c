@@ -17,7 +17,7 @@ bool tbx_preset_applies(const tbx_file *in, const tbx_convert_options *o, tbx_fo
     if (!o->quant_preset || to_fmt != TBX_FORMAT_GGUF) return false;
     size_t len = 0;
     const char *arch = tbx_meta_get_str(in, "general.architecture", &len);
-    return arch && len > 0;
+    return tbx_lq_arch_known(arch, len);
 }
 
 /* ------------------------------------------------------------------------------------------ */

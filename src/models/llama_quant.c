@@ -639,3 +639,46 @@ void tbx_lq_model_finish(tbx_lq_model *m) {
                  m->n_layer == 80) ||
                 (!strcmp(a, "jais2") && m->n_layer == 68);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* llama.cpp's architectures                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+/* The general.architecture values llama.cpp's loader knows (its LLM_ARCH names, in the release
+ * tested against; the vision encoder "clip" left out), sorted for bsearch. A file naming one of
+ * them is a model llama-quantize's presets apply to. */
+static const char *const llama_archs[] = {
+    "afmoe", "apertus", "arcee", "arctic", "arwkv7", "baichuan", "bailingmoe", "bailingmoe2",
+    "bailingmoe3", "bert", "bitnet", "bloom", "chameleon", "chatglm", "codeshell", "cogvlm",
+    "cohere2", "cohere2moe", "command-r", "dbrx", "deci", "deepseek", "deepseek2",
+    "deepseek2-ocr", "deepseek32", "deepseek4", "dflash", "dots1", "dots3note", "dream",
+    "eagle3", "ernie4_5", "ernie4_5-moe", "eurobert", "exaone", "exaone-moe", "exaone4",
+    "falcon", "falcon-h1", "gemma", "gemma-embedding", "gemma2", "gemma3", "gemma3n", "gemma4",
+    "gemma4-assistant", "glm-dsa", "glm4", "glm4moe", "glm5-next", "gpt-oss", "gpt2", "gptj",
+    "gptneox", "granite", "granite_swa", "granitehybrid", "granitemoe", "graniteswitch", "grok",
+    "grovemoe", "hrm_text", "hunyuan-dense", "hunyuan-moe", "hunyuan_vl", "hy_v3", "hy_v4",
+    "internlm2", "jais", "jais2", "jamba", "jina-bert-v2", "jina-bert-v3", "kimi-k3",
+    "kimi-linear", "laguna", "lfm2", "lfm2moe", "llada", "llada-moe", "llama", "llama-embed",
+    "llama4", "maincoder", "mamba", "mamba2", "maple", "mellum", "mimo2", "minicpm", "minicpm3",
+    "minimax-01", "minimax-m2", "minimax-m3", "mistral3", "mistral4", "modern-bert", "mpt",
+    "muse-glimmer", "nanbeige", "nemotron", "nemotron_h", "nemotron_h_moe", "neo-bert",
+    "nomic-bert", "nomic-bert-moe", "olmo", "olmo2", "olmoe", "openelm", "orion", "paddleocr",
+    "pangu-embedded", "phi2", "phi3", "phimoe", "plamo", "plamo2", "plamo3", "plm", "pockettts",
+    "qwen", "qwen2", "qwen2moe", "qwen2vl", "qwen3", "qwen35", "qwen35moe", "qwen3moe",
+    "qwen3next", "qwen3tts", "qwen3vl", "qwen3vlmoe", "qwen4exp", "refact", "rnd1", "rwkv6",
+    "rwkv6qwen2", "rwkv7", "seed_oss", "smallthinker", "smollm3", "spark2_5", "stablelm",
+    "starcoder", "starcoder2", "step35", "t5", "t5encoder", "talkie", "wavtokenizer-dec",
+    "xverse",
+};
+
+static int arch_cmp(const void *k, const void *e) {
+    return strcmp((const char *)k, *(const char *const *)e);
+}
+
+bool tbx_lq_arch_known(const char *arch, size_t len) {
+    char buf[64];
+    if (!arch || len == 0 || len >= sizeof buf || memchr(arch, 0, len)) return false;
+    memcpy(buf, arch, len);
+    buf[len] = 0;
+    return bsearch(buf, llama_archs, sizeof llama_archs / sizeof llama_archs[0],
+                   sizeof llama_archs[0], arch_cmp) != NULL;
+}

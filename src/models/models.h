@@ -143,6 +143,8 @@ tbx_status tbx_lq_rules_compile(const tbx_tensor_type_rule *tr, size_t ntr, tbx_
                                 tbx_error *err);
 void tbx_lq_rules_use(tbx_lq_rules *r, tbx_lq_params *p);
 void tbx_lq_rules_free(tbx_lq_rules *r);
+/* Whether general.architecture `arch` (len bytes) is one llama.cpp's loader knows. */
+bool tbx_lq_arch_known(const char *arch, size_t len);
 /* llama.cpp's order of tensor names (blk.N by N, the others first; then the name). */
 int tbx_lq_name_cmp(const char *a, const char *b);
 

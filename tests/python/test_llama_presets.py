@@ -280,6 +280,14 @@ def test_no_architecture(tbx, tmp_path):
     assert gguf_types(a)["w"] == "Q4_K"
     r = run(tbx, "convert", src, tmp_path / "c.gguf", "--quant", "Q4_K_M")
     assert r.rc != 0 and "general.architecture" in r.text, r.describe()
+    # an architecture llama.cpp does not know is no llama.cpp model either
+    t = tmp_path / "t.gguf"
+    assert run(tbx, "convert", src, t, "--meta", "general.architecture=notallama").rc == 0
+    d = tmp_path / "d.gguf"
+    assert run(tbx, "convert", t, d, "--quant", "Q4_K").rc == 0
+    assert gguf_types(d)["w"] == "Q4_K"
+    r = run(tbx, "convert", t, tmp_path / "e.gguf", "--quant", "Q4_K_M")
+    assert r.rc != 0 and "llama.cpp knows" in r.text, r.describe()
 
 
 def test_python_convert_preset(tbx, models, tmp_path):
