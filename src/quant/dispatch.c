@@ -5,7 +5,8 @@
  * SIMD kernels (ggml_simd_avx2.c, ggml_simd_avx512.c) are compiled with function-level target
  * attributes and never call back into the scalar files. This file sits above both: it asks the
  * CPU once what it has and hands out the best kernel of each type, wrapping the SIMD
- * quantizers with their scalar fallback and the K-quant encoder with the AVX2 lane kernels.
+ * quantizers with their scalar fallback (the AVX2 kernels of ggml's reference K-quant algorithm
+ * with the scalar reference) and the K-quant encoder with the AVX2 lane kernels.
  * It also picks the SIMD row decoder of MCF's q / k payloads (mcf_simd_avx2.c) and of f16
  * (decode_simd_avx2.c).
  */
@@ -111,8 +112,34 @@ static bool k_type(tbx_dtype dt) {
            dt == TBX_DT_Q6_K;
 }
 
+/* The AVX2 kernels of ggml's reference K-quant algorithm with the scalar reference bound in as
+ * their fallback (super-blocks holding NaN or Inf). */
+#define KREF_AVX2(name, DT)                                                                        \
+    static void name(const float *x, void *d, uint64_t nb) {                                      \
+        tbx_ggml_quant_kref_avx2_for(DT)(x, d, nb, tbx_ggml_quant_ref_for(DT));                    \
+    }
+KREF_AVX2(qr_q2_K_avx2, TBX_DT_Q2_K)
+KREF_AVX2(qr_q3_K_avx2, TBX_DT_Q3_K)
+KREF_AVX2(qr_q4_K_avx2, TBX_DT_Q4_K)
+KREF_AVX2(qr_q5_K_avx2, TBX_DT_Q5_K)
+KREF_AVX2(qr_q6_K_avx2, TBX_DT_Q6_K)
+
+static tbx_quant_fn kref_avx2(tbx_dtype dt) {
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !tbx_ggml_quant_kref_avx2_for(dt)) return NULL;
+    switch (dt) {
+    case TBX_DT_Q2_K: return qr_q2_K_avx2;
+    case TBX_DT_Q3_K: return qr_q3_K_avx2;
+    case TBX_DT_Q4_K: return qr_q4_K_avx2;
+    case TBX_DT_Q5_K: return qr_q5_K_avx2;
+    case TBX_DT_Q6_K: return qr_q6_K_avx2;
+    default: return NULL;
+    }
+}
+
 tbx_quant_fn tbx_ggml_quant_default_for(tbx_dtype dt) {
-    return k_type(dt) ? tbx_ggml_quant_ref_for(dt) : tbx_ggml_quant_for(dt);
+    if (!k_type(dt)) return tbx_ggml_quant_for(dt);
+    const tbx_quant_fn f = kref_avx2(dt);
+    return f ? f : tbx_ggml_quant_ref_for(dt);
 }
 
 tbx_quant_fn tbx_ggml_quant_search_for(tbx_dtype dt) {

@@ -20,7 +20,8 @@
  *   - q2_K .. q6_K: two quantizers. ggml's reference algorithm (tbx_ggml_quant_ref_for,
  *     written from ggml's quantize_row_*_ref: the same bytes as ggml_quantize_chunk of
  *     llama.cpp's libggml without an importance matrix, tests/python/
- *     test_ggml_quant_identical.py), the default of every conversion (tbx_ggml_quant_default_for);
+ *     test_ggml_quant_identical.py), the default of every conversion (tbx_ggml_quant_default_for,
+ *     on AVX2 CPUs its AVX2 kernels tbx_ggml_quant_kref_avx2_for: the same bytes);
  *     and tensorbox's own encoder (least-squares search, super-block refit, local search on the
  *     quantized sub-scales; see ggml_quant.c; tbx_ggml_quant_for / tbx_ggml_quant_search_for),
  *     asked for explicitly (GGUF's write option quant_method=search): on every test
@@ -88,11 +89,19 @@ typedef void (*tbx_quant_fb_fn)(const float *src, void *dst, uint64_t nblocks,
  * tbx_ggml_quant_avx2_for), or NULL for other types or builds without them. */
 tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt);
 /* ggml's reference quantizer algorithm (quantize_row_*_ref, no importance matrix) for q2_K,
- * q3_K, q4_K, q5_K, q6_K; for the other quantizable types the same as tbx_ggml_quant_for. */
+ * q3_K, q4_K, q5_K, q6_K, scalar (ggml_quant.c: the reference every SIMD variant is tested
+ * against, and their fallback); for the other quantizable types the same as
+ * tbx_ggml_quant_for. */
 tbx_quant_fn tbx_ggml_quant_ref_for(tbx_dtype dt);
+/* The AVX2 kernels of the same algorithm for q2_K .. q6_K (ggml_simd_avx2_kref.c: the
+ * sub-blocks of a super-block as vector lanes, each lane the scalar's operations in the
+ * scalar's order), the same bytes as tbx_ggml_quant_ref_for for every input: a super-block
+ * holding a NaN or an infinity goes to `fallback` (dispatch.c passes the scalar reference). NULL
+ * for other types or builds without them; does not check the CPU. */
+tbx_quant_fb_fn tbx_ggml_quant_kref_avx2_for(tbx_dtype dt);
 /* The quantizer a conversion uses by default: ggml_quantize_chunk's bytes for every type (q2_K
- * .. q6_K: the reference algorithm, scalar; the others: tbx_ggml_quant_for, the same bytes as
- * ggml's), or NULL when the type has none. */
+ * .. q6_K: the reference algorithm, its AVX2 kernels when the CPU has AVX2, else scalar; the
+ * others: tbx_ggml_quant_for, the same bytes as ggml's), or NULL when the type has none. */
 tbx_quant_fn tbx_ggml_quant_default_for(tbx_dtype dt);
 /* tensorbox's own K-quant search (q2_K .. q6_K: tbx_ggml_quant_for, SIMD when the CPU has it),
  * NULL for every other type (their only quantizer is ggml's algorithm). */

@@ -30,6 +30,7 @@
  *    operations lane by lane in the same order, so every CPU path writes the same bytes.
  */
 #include "ggml.h"
+#include "kpack.h"
 #include "range.h"
 #include "core.h"
 
@@ -282,117 +283,8 @@ static void q_mxfp4(const float *x, void *dst, uint64_t nb) {
 }
 
 /* ========================================================================================== */
-/* Block packing shared by both K-quant encoders                                               */
-/* ========================================================================================== */
-static void pack_q4k_scales(uint8_t *s, const int *ls, const int *lm) {
-    memset(s, 0, 12);
-    for (int j = 0; j < 8; j++) {
-        if (j < 4) {
-            s[j] = (uint8_t)ls[j];
-            s[j + 4] = (uint8_t)lm[j];
-        } else {
-            s[j + 4] = (uint8_t)((ls[j] & 15) | ((lm[j] & 15) << 4));
-            s[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
-            s[j] |= (uint8_t)((lm[j] >> 4) << 6);
-        }
-    }
-}
-
-static void pack_q4k_levels(uint8_t *q, const uint8_t *L) {
-    for (int j = 0; j < 256; j += 64, q += 32)
-        for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
-}
-
-static void pack_q5k_levels(uint8_t *qh, uint8_t *ql, const uint8_t *L) {
-    memset(qh, 0, 32);
-    uint8_t m1 = 1, m2 = 2;
-    for (int n = 0; n < 256; n += 64, ql += 32) {
-        for (int j = 0; j < 32; j++) {
-            int l1 = L[n + j], l2 = L[n + j + 32];
-            if (l1 > 15) {
-                l1 -= 16;
-                qh[j] |= m1;
-            }
-            if (l2 > 15) {
-                l2 -= 16;
-                qh[j] |= m2;
-            }
-            ql[j] = (uint8_t)(l1 | (l2 << 4));
-        }
-        m1 = (uint8_t)(m1 << 2);
-        m2 = (uint8_t)(m2 << 2);
-    }
-}
-
-/* L: levels 0..63 (value + 32). */
-static void pack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L) {
-    for (int j = 0; j < 256; j += 128, ql += 64, qh += 32) {
-        for (int l = 0; l < 32; l++) {
-            const uint8_t q1 = L[j + l] & 15, q2 = L[j + l + 32] & 15;
-            const uint8_t q3 = L[j + l + 64] & 15, q4 = L[j + l + 96] & 15;
-            ql[l] = (uint8_t)(q1 | (q3 << 4));
-            ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
-            qh[l] = (uint8_t)((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
-                              ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
-        }
-    }
-}
-
-/* ls: sixteen 6-bit scales + 32 (0..63); L: levels 0..7 (value + 4). */
-static void pack_q3k(uint8_t *blk, const int *ls, const uint8_t *Lin) {
-    uint8_t *hmask = blk, *qs = blk + 32, *sc = blk + 96;
-    uint8_t L[256];
-    memcpy(L, Lin, 256);
-    memset(sc, 0, 12);
-    for (int j = 0; j < 16; j++) {
-        const int l = ls[j];
-        if (j < 8)
-            sc[j] = (uint8_t)(l & 15);
-        else
-            sc[j - 8] |= (uint8_t)((l & 15) << 4);
-        sc[j % 4 + 8] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
-    }
-    memset(hmask, 0, 32);
-    int m = 0;
-    uint8_t hm = 1;
-    for (int j = 0; j < 256; j++) {
-        if (L[j] > 3) {
-            hmask[m] |= hm;
-            L[j] -= 4;
-        }
-        if (++m == 32) {
-            m = 0;
-            hm = (uint8_t)(hm << 1);
-        }
-    }
-    for (int j = 0; j < 256; j += 128)
-        for (int l = 0; l < 32; l++)
-            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
-                                      (L[j + l + 96] << 6));
-}
-
-static void pack_q2k_levels(uint8_t *qs, const uint8_t *L) {
-    for (int j = 0; j < 256; j += 128)
-        for (int l = 0; l < 32; l++)
-            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
-                                      (L[j + l + 96] << 6));
-}
-
-/* ========================================================================================== */
 /* 2. ggml's reference K-quant algorithm (baseline)                                           */
 /* ========================================================================================== */
-/* Round to nearest (ties to even) through the float adder, as ggml's nearest_int (which asserts
- * |f| <= 4194303 in debug builds only). Beyond that, and for Inf/NaN, the result is the low
- * mantissa bits of the sum, as in a release build of ggml: defined behaviour (IEEE addition, a
- * bit copy, an int subtraction that cannot overflow), and callers clamp it. Not clamping the
- * argument keeps the blocks of values beyond a type's range identical to ggml's. */
-static inline int ref_nearest(float f) {
-    const float v = f + 12582912.0f;
-    int32_t i;
-    memcpy(&i, &v, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
 #define REF_EPS 1e-15f
 
 /* Affine fit of n values to levels 0..nmax (ggml make_qkx2_quants). Returns the scale; *mout
@@ -414,7 +306,7 @@ static float ref_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *
     }
     float iscale = (float)nmax / (mx - mn), scale = 1 / iscale, best = 0;
     for (int i = 0; i < n; i++) {
-        const int l = ref_nearest(iscale * (x[i] - mn));
+        const int l = tbx_kref_nearest(iscale * (x[i] - mn));
         L[i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
         float diff = scale * L[i] + mn - x[i];
         diff = use_mad ? fabsf(diff) : diff * diff;
@@ -424,7 +316,7 @@ static float ref_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *
         iscale = (rmin + rdelta * is + nmax) / (mx - mn);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < n; i++) {
-            int l = ref_nearest(iscale * (x[i] - mn));
+            int l = tbx_kref_nearest(iscale * (x[i] - mn));
             l = l < 0 ? 0 : l > nmax ? nmax : l;
             Laux[i] = (uint8_t)l;
             sum_l += w[i] * l;
@@ -474,7 +366,7 @@ static float ref_qx(int n, int nmax, const float *x, int8_t *L) {
     }
     float iscale = -nmax / max, sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = ref_nearest(iscale * x[i]);
+        int l = tbx_kref_nearest(iscale * x[i]);
         l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
         L[i] = (int8_t)(l + nmax);
         const float w = x[i] * x[i];
@@ -487,7 +379,7 @@ static float ref_qx(int n, int nmax, const float *x, int8_t *L) {
         iscale = -(nmax + 0.1f * is) / max;
         sumlx = suml2 = 0;
         for (int i = 0; i < n; i++) {
-            int l = ref_nearest(iscale * x[i]);
+            int l = tbx_kref_nearest(iscale * x[i]);
             l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
             const float w = x[i] * x[i];
             sumlx += w * x[i] * l;
@@ -495,7 +387,7 @@ static float ref_qx(int n, int nmax, const float *x, int8_t *L) {
         }
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; i++) {
-                int l = ref_nearest(iscale * x[i]);
+                int l = tbx_kref_nearest(iscale * x[i]);
                 l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
                 L[i] = (int8_t)(nmax + l);
             }
@@ -523,7 +415,7 @@ static float ref_q3(int n, int nmax, const float *x, int8_t *L) {
     const float iscale = -nmax / max;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = ref_nearest(iscale * x[i]);
+        int l = tbx_kref_nearest(iscale * x[i]);
         l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
         L[i] = (int8_t)l;
         const float w = x[i] * x[i];
@@ -537,7 +429,7 @@ static float ref_q3(int n, int nmax, const float *x, int8_t *L) {
             float slx = sumlx - w * x[i] * L[i];
             if (slx > 0) {
                 float sl2 = suml2 - w * L[i] * L[i];
-                int nl = ref_nearest(x[i] * sl2 / slx);
+                int nl = tbx_kref_nearest(x[i] * sl2 / slx);
                 nl = nl < -nmax ? -nmax : nl > nmax - 1 ? nmax - 1 : nl;
                 if (nl != L[i]) {
                     slx += w * x[i] * nl;
@@ -571,7 +463,7 @@ static void ref_q2_K(const float *x, void *dst, uint64_t nb) {
         uint8_t *sc = blk;
         if (max_scale > 0) {
             const float iscale = 15.0f / max_scale;
-            for (int j = 0; j < 16; j++) sc[j] = (uint8_t)ref_nearest(iscale * scales[j]);
+            for (int j = 0; j < 16; j++) sc[j] = (uint8_t)tbx_kref_nearest(iscale * scales[j]);
             tbx_st16(blk + 80, f2h(max_scale / 15.0f));
         } else {
             memset(sc, 0, 16);
@@ -580,7 +472,7 @@ static void ref_q2_K(const float *x, void *dst, uint64_t nb) {
         if (max_min > 0) {
             const float iscale = 15.0f / max_min;
             for (int j = 0; j < 16; j++)
-                sc[j] |= (uint8_t)((unsigned)ref_nearest(iscale * mins[j]) << 4);
+                sc[j] |= (uint8_t)((unsigned)tbx_kref_nearest(iscale * mins[j]) << 4);
             tbx_st16(blk + 82, f2h(max_min / 15.0f));
         } else {
             tbx_st16(blk + 82, f2h(0.0f));
@@ -591,11 +483,11 @@ static void ref_q2_K(const float *x, void *dst, uint64_t nb) {
             if (!d) continue;
             const float m = dm * (sc[j] >> 4);
             for (int ii = 0; ii < 16; ii++) {
-                int l = ref_nearest((x[16 * j + ii] + m) / d);
+                int l = tbx_kref_nearest((x[16 * j + ii] + m) / d);
                 L[16 * j + ii] = (uint8_t)(l < 0 ? 0 : l > 3 ? 3 : l);
             }
         }
-        pack_q2k_levels(blk + 16, L);
+        tbx_kpack_q2k_levels(blk + 16, L);
     }
 }
 
@@ -618,7 +510,7 @@ static void ref_q3_K(const float *x, void *dst, uint64_t nb) {
         if (max_scale != 0.0f) {
             const float iscale = -32.0f / max_scale;
             for (int j = 0; j < 16; j++) {
-                int l = (int8_t)ref_nearest(iscale * scales[j]);
+                int l = (int8_t)tbx_kref_nearest(iscale * scales[j]);
                 ls[j] = (l < -32 ? -32 : l > 31 ? 31 : l) + 32;
             }
             d = 1 / iscale;
@@ -633,11 +525,11 @@ static void ref_q3_K(const float *x, void *dst, uint64_t nb) {
             const float dl = dd * (float)(ls[j] - 32);
             if (!dl) continue;
             for (int ii = 0; ii < 16; ii++) {
-                int l = ref_nearest(x[16 * j + ii] / dl);
+                int l = tbx_kref_nearest(x[16 * j + ii] / dl);
                 Lu[16 * j + ii] = (uint8_t)((l < -4 ? -4 : l > 3 ? 3 : l) + 4);
             }
         }
-        pack_q3k(blk, ls, Lu);
+        tbx_kpack_q3k(blk, ls, Lu);
     }
 }
 
@@ -662,12 +554,12 @@ static void ref_q45_K(const float *x, void *dst, uint64_t nb, int nmax) {
         const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
         const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
         for (int j = 0; j < 8; j++) {
-            const uint8_t a = (uint8_t)ref_nearest(inv_scale * scales[j]);
-            const uint8_t c = (uint8_t)ref_nearest(inv_min * mins[j]);
+            const uint8_t a = (uint8_t)tbx_kref_nearest(inv_scale * scales[j]);
+            const uint8_t c = (uint8_t)tbx_kref_nearest(inv_min * mins[j]);
             ls[j] = a > 63 ? 63 : a;
             lm[j] = c > 63 ? 63 : c;
         }
-        pack_q4k_scales(blk + 4, ls, lm);
+        tbx_kpack_q4k_scales(blk + 4, ls, lm);
         tbx_st16(blk, f2h(max_scale / 63.0f));
         tbx_st16(blk + 2, f2h(max_min / 63.0f));
         const float dd = h2f_bits(tbx_ld16(blk)), dm = h2f_bits(tbx_ld16(blk + 2));
@@ -676,14 +568,14 @@ static void ref_q45_K(const float *x, void *dst, uint64_t nb, int nmax) {
             if (!d) continue;
             const float m = dm * (float)lm[j];
             for (int ii = 0; ii < 32; ii++) {
-                const int l = ref_nearest((x[32 * j + ii] + m) / d);
+                const int l = tbx_kref_nearest((x[32 * j + ii] + m) / d);
                 L[32 * j + ii] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
             }
         }
         if (is5)
-            pack_q5k_levels(blk + 16, blk + 48, L);
+            tbx_kpack_q5k_levels(blk + 16, blk + 48, L);
         else
-            pack_q4k_levels(blk + 16, L);
+            tbx_kpack_q4k_levels(blk + 16, L);
     }
 }
 static void ref_q4_K(const float *x, void *dst, uint64_t nb) { ref_q45_K(x, dst, nb, 15); }
@@ -711,7 +603,7 @@ static void ref_q6_K(const float *x, void *dst, uint64_t nb) {
         tbx_st16(blk + 208, f2h(1 / iscale));
         int8_t *sc = (int8_t *)(blk + 192);
         for (int ib = 0; ib < 16; ib++) {
-            const int l = ref_nearest(iscale * scales[ib]);
+            const int l = tbx_kref_nearest(iscale * scales[ib]);
             sc[ib] = (int8_t)(l > 127 ? 127 : l < -128 ? -128 : l);
         }
         const float dd = h2f_bits(tbx_ld16(blk + 208));
@@ -721,11 +613,11 @@ static void ref_q6_K(const float *x, void *dst, uint64_t nb) {
             const float d = dd * (float)sc[j];
             if (!d) continue;
             for (int ii = 0; ii < 16; ii++) {
-                int l = ref_nearest(x[16 * j + ii] / d);
+                int l = tbx_kref_nearest(x[16 * j + ii] / d);
                 Lu[16 * j + ii] = (uint8_t)((l < -32 ? -32 : l > 31 ? 31 : l) + 32);
             }
         }
-        pack_q6k(blk, blk + 128, Lu);
+        tbx_kpack_q6k(blk, blk + 128, Lu);
     }
 }
 
@@ -1188,8 +1080,8 @@ static void kq_q4_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         kq_affine_block(ops, &cfg_q4, x, &dh, &mh, ls, lm, L);
         tbx_st16(blk, dh);
         tbx_st16(blk + 2, mh);
-        pack_q4k_scales(blk + 4, ls, lm);
-        pack_q4k_levels(blk + 16, L);
+        tbx_kpack_q4k_scales(blk + 4, ls, lm);
+        tbx_kpack_q4k_levels(blk + 16, L);
     }
 }
 
@@ -1202,8 +1094,8 @@ static void kq_q5_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         kq_affine_block(ops, &cfg_q5, x, &dh, &mh, ls, lm, L);
         tbx_st16(blk, dh);
         tbx_st16(blk + 2, mh);
-        pack_q4k_scales(blk + 4, ls, lm);
-        pack_q5k_levels(blk + 16, blk + 48, L);
+        tbx_kpack_q4k_scales(blk + 4, ls, lm);
+        tbx_kpack_q5k_levels(blk + 16, blk + 48, L);
     }
 }
 
@@ -1215,7 +1107,7 @@ static void kq_q2_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         uint16_t dh, mh;
         kq_affine_block(ops, &cfg_q2, x, &dh, &mh, ls, lm, L);
         for (int j = 0; j < 16; j++) blk[j] = (uint8_t)(ls[j] | (lm[j] << 4));
-        pack_q2k_levels(blk + 16, L);
+        tbx_kpack_q2k_levels(blk + 16, L);
         tbx_st16(blk + 80, dh);
         tbx_st16(blk + 82, mh);
     }
@@ -1292,7 +1184,7 @@ static void kq_q6_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         if (kq_unrepresentable(x, TBX_DT_Q6_K)) { ref_q6_K(x, blk, 1); continue; }
         uint16_t dh;
         kq_symm_block(ops, 32, 128, kDeltaQ6, (int)(sizeof kDeltaQ6 / sizeof(float)), x, &dh, ls, L);
-        pack_q6k(blk, blk + 128, L);
+        tbx_kpack_q6k(blk, blk + 128, L);
         for (int j = 0; j < 16; j++) blk[192 + j] = (uint8_t)(int8_t)ls[j];
         tbx_st16(blk + 208, dh);
     }
@@ -1306,7 +1198,7 @@ static void kq_q3_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         uint16_t dh;
         kq_symm_block(ops, 4, 32, kDeltaQ3, (int)(sizeof kDeltaQ3 / sizeof(float)), x, &dh, ls, L);
         for (int j = 0; j < 16; j++) ls[j] += 32;
-        pack_q3k(blk, ls, L);
+        tbx_kpack_q3k(blk, ls, L);
         tbx_st16(blk + 108, dh);
     }
 }

@@ -8,7 +8,9 @@
  *    (a kernel the CPU cannot run is reported and skipped, its presence still checked);
  *  - quantizers: gguf-py's bytes for q8_0/q4_0/q4_1/q5_0/q5_1/tq1_0/tq2_0/mxfp4, identical bytes
  *    on every CPU path, round-trip error bounds, and the K-quant encoder's RMSE against ggml's
- *    reference algorithm on several distributions (never worse).
+ *    reference algorithm on several distributions (never worse);
+ *  - the AVX2 kernels of ggml's reference K-quant algorithm against the scalar reference, byte
+ *    for byte, on edge-case and random super-blocks (NaN/Inf ones through the fallback only).
  */
 #include "tbx_test.h"
 
@@ -743,6 +745,167 @@ TBX_TEST(legacy_quant_avx2_matches_scalar_bytes) {
         free(c);
     }
     free(buf);
+}
+
+/* One super-block of 256 values for the AVX2 kernels of ggml's reference K-quant algorithm:
+ * ordinary data at many scales, and the edge cases of every step (flat and zero sub-blocks,
+ * signed zeros, ties of the largest |x|, rounding ties, f16 overflow/underflow of the scales,
+ * subnormals, values beyond the type's range, NaN/Inf). */
+#define KREF_NMODES 26
+static void kref_edge_block(float *p, int mode) {
+    const double scale = pow(10.0, rndu() * 8 - 4);
+    for (int i = 0; i < 256; i++) p[i] = (float)(gauss() * scale);
+    switch (mode) {
+    case 0: break;                                                         /* random, any scale */
+    case 1: memset(p, 0, 1024); break;                                     /* zeros */
+    case 2: for (int i = 0; i < 256; i++) p[i] = (rnd32() & 1) ? 0.0f : -0.0f; break;
+    case 3: for (int i = 0; i < 256; i++) p[i] = 3.25f; break;             /* constant > 0 */
+    case 4: for (int i = 0; i < 256; i++) p[i] = -0.75f; break;            /* constant < 0 */
+    case 5: memset(p, 0, 1024); p[rnd32() % 256] = (float)(gauss() * scale); break; /* one value */
+    case 6: p[rnd32() % 256] = (float)(scale * 1000.0); break;             /* single outlier */
+    case 7: for (int i = 0; i < 256; i++) p[i] = (float)(i - 128) * 0.01f; break; /* ramp */
+    case 8: for (int i = 0; i < 256; i++) p[i] = (float)(255 - i) * 1e-3f; break; /* ramp >= 0 */
+    case 9: for (int i = 0; i < 256; i++) p[i] *= 1e6f; break;             /* f16 overflow */
+    case 10: for (int i = 0; i < 256; i++) p[i] = (float)(gauss() * 1e30); break; /* huge */
+    case 11: for (int i = 0; i < 256; i++) p[i] = (float)(gauss() * 1e-9); break; /* f16 underflow */
+    case 12: for (int i = 0; i < 256; i++) p[i] = (float)(gauss() * 1e-30); break;
+    case 13: for (int i = 0; i < 256; i++) p[i] = (float)(gauss() * 1e-40); break; /* subnormal */
+    case 14: for (int i = 0; i < 256; i++) p[i] = (float)((int)(rnd32() % 7) - 3) * 1e-45f; break;
+    case 15: /* sub-blocks of 16 at scales 10^-6 .. 10^6, some zero, some constant */
+        for (int j = 0; j < 16; j++) {
+            const int kind = (int)(rnd32() % 4);
+            const double s = pow(10.0, rndu() * 12 - 6);
+            for (int i = 0; i < 16; i++)
+                p[16 * j + i] = kind == 0 ? 0.0f : kind == 1 ? (float)s : (float)(gauss() * s);
+        }
+        break;
+    case 16: /* integer grid: rounding ties for many candidates */
+        for (int i = 0; i < 256; i++) p[i] = (float)((int)(rnd32() % 17) - 8) * 0.5f;
+        break;
+    case 17: /* several values of the largest magnitude, both signs */
+        for (int i = 0; i < 256; i++) p[i] = (float)((int)(rnd32() % 9) - 4);
+        break;
+    case 18: for (int i = 0; i < 256; i++) p[i] = fabsf(p[i]) + (float)scale * 5.0f; break;
+    case 19: for (int i = 0; i < 256; i++) p[i] = -fabsf(p[i]) - (float)scale; break;
+    case 20: for (int i = 0; i < 256; i++) if (rnd32() % 4) p[i] = 0.0f; break; /* sparse */
+    case 21: p[rnd32() % 256] = NAN; break;
+    case 22: p[rnd32() % 256] = (rnd32() & 1) ? INFINITY : -INFINITY; break;
+    case 23: for (int i = 0; i < 256; i++) p[i] = NAN; break;
+    case 24: for (int i = 0; i < 256; i++) p[i] = (rnd32() & 1) ? FLT_MAX : -FLT_MAX; break;
+    default: /* sub-blocks of 32 alternating tiny and large */
+        for (int j = 0; j < 8; j++)
+            for (int i = 0; i < 32; i++) p[32 * j + i] = (float)(gauss() * (j & 1 ? 1e4 : 1e-4));
+        break;
+    }
+}
+
+/* The fallback handed to the AVX2 kernels in the test: the scalar reference, counting the
+ * super-blocks it is given. */
+static tbx_quant_fn kref_fb_ref;
+static uint64_t kref_fb_blocks;
+static void kref_counting_fallback(const float *x, void *dst, uint64_t nb) {
+    kref_fb_blocks += nb;
+    kref_fb_ref(x, dst, nb);
+}
+
+TBX_TEST(kref_avx2_matches_scalar_reference) {
+    static const tbx_dtype kt[] = {TBX_DT_Q2_K, TBX_DT_Q3_K, TBX_DT_Q4_K, TBX_DT_Q5_K, TBX_DT_Q6_K};
+    const int have_avx2 = (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) != 0;
+    for (size_t t = 0; t < sizeof kt / sizeof *kt; t++)
+        CHECK((tbx_ggml_quant_kref_avx2_for(kt[t]) != NULL) == (tbx_ggml_quant_avx2_for(kt[t]) != NULL));
+    CHECK(tbx_ggml_quant_kref_avx2_for(TBX_DT_Q8_0) == NULL);
+    if (!have_avx2 || !tbx_ggml_quant_kref_avx2_for(TBX_DT_Q4_K)) {
+        printf("no AVX2 kernels on this CPU or build: skipped\n");
+        return;
+    }
+    rng_seed(2121);
+    const size_t nb = KREF_NMODES * 60 + 3;
+    float *buf = xmalloc((nb * 256 + 1) * 4);
+    float *x = buf + 1; /* misaligned for 32-byte loads */
+    size_t nonfinite = 0;
+    for (size_t k = 0; k < nb; k++) {
+        kref_edge_block(x + 256 * k, (int)(k % KREF_NMODES));
+        int bad = 0;
+        for (int i = 0; i < 256; i++) bad |= !isfinite(x[256 * k + i]);
+        nonfinite += (size_t)bad;
+    }
+    for (size_t t = 0; t < sizeof kt / sizeof *kt; t++) {
+        const tbx_dtype dt = kt[t];
+        const size_t bb = info(dt)->block_bytes;
+        const tbx_quant_fn ref = tbx_ggml_quant_ref_for(dt), def = tbx_ggml_quant_default_for(dt);
+        const tbx_quant_fb_fn kr = tbx_ggml_quant_kref_avx2_for(dt);
+        CHECK(ref != NULL && def != NULL && kr != NULL);
+        if (!ref || !def || !kr) continue;
+        uint8_t *a = xmalloc(nb * bb + 1), *c = xmalloc(nb * bb + 1), *d = xmalloc(nb * bb);
+        memset(a, 0x11, nb * bb + 1);
+        memset(c, 0x33, nb * bb + 1);
+        memset(d, 0x55, nb * bb);
+        ref(x, a, nb);
+        kref_fb_ref = ref;
+        kref_fb_blocks = 0;
+        kr(x, c + 1, nb, kref_counting_fallback); /* misaligned output */
+        size_t bad = 0;
+        for (size_t k = 0; k < nb; k++)
+            if (memcmp(a + k * bb, c + 1 + k * bb, bb) != 0 && bad++ < 3)
+                fprintf(stderr, "%s: reference and avx2 differ at super-block %zu (mode %zu)\n",
+                        info(dt)->name, k, k % KREF_NMODES);
+        CHECK_EQ(bad, 0);
+        /* the SIMD kernel encodes every finite super-block itself */
+        CHECK_EQ(kref_fb_blocks, nonfinite);
+        /* a conversion's default quantizer is this kernel's bytes */
+        def(x, d, nb);
+        CHECK(memcmp(a, d, nb * bb) == 0);
+        /* block counts 0..3 leave the bytes after them alone */
+        for (uint64_t n = 0; n < 4; n++) {
+            memset(c, 0x5A, 4 * bb);
+            kr(x, c, n, ref);
+            CHECK(memcmp(c, a, (size_t)n * bb) == 0);
+            CHECK(c[n * bb] == 0x5A);
+        }
+        free(a);
+        free(c);
+        free(d);
+    }
+    free(buf);
+}
+
+/* Random data at random per-sub-block scales: the AVX2 reference kernels against the scalar
+ * one on many super-blocks (the lanes of a super-block take different branches). */
+TBX_TEST(kref_avx2_matches_scalar_reference_random) {
+    static const tbx_dtype kt[] = {TBX_DT_Q2_K, TBX_DT_Q3_K, TBX_DT_Q4_K, TBX_DT_Q5_K, TBX_DT_Q6_K};
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !tbx_ggml_quant_kref_avx2_for(TBX_DT_Q4_K)) {
+        printf("no AVX2 kernels on this CPU or build: skipped\n");
+        return;
+    }
+    rng_seed(777);
+    const size_t nb = 3000;
+    float *x = xmalloc(nb * 256 * 4);
+    for (size_t k = 0; k < nb; k++) {
+        const int dist = (int)(k % NDIST);
+        fill(x + 256 * k, 256, dist);
+        for (int j = 0; j < 16; j++) {
+            const float s = (float)pow(10.0, rndu() * 4 - 2);
+            for (int i = 0; i < 16; i++) x[256 * k + 16 * j + i] *= s;
+        }
+    }
+    for (size_t t = 0; t < sizeof kt / sizeof *kt; t++) {
+        const tbx_dtype dt = kt[t];
+        const size_t bb = info(dt)->block_bytes;
+        const tbx_quant_fn ref = tbx_ggml_quant_ref_for(dt);
+        const tbx_quant_fb_fn kr = tbx_ggml_quant_kref_avx2_for(dt);
+        uint8_t *a = xmalloc(nb * bb), *c = xmalloc(nb * bb);
+        ref(x, a, nb);
+        kr(x, c, nb, ref);
+        size_t bad = 0;
+        for (size_t k = 0; k < nb; k++)
+            if (memcmp(a + k * bb, c + k * bb, bb) != 0 && bad++ < 3)
+                fprintf(stderr, "%s: reference and avx2 differ at super-block %zu\n",
+                        info(dt)->name, k);
+        CHECK_EQ(bad, 0);
+        free(a);
+        free(c);
+    }
+    free(x);
 }
 
 TBX_TEST(kquant_rmse_not_worse_than_ggml_reference) {
