@@ -224,55 +224,73 @@ AVX2 static void kr_qx(const float *xt, int n, int nmax, float *scale_out, uint8
     }
 }
 
-/* make_q3_quants (weights x^2, greedy refinement of one level at a time, up to 5 passes) of 8
- * sub-blocks of n values, levels -nmax..nmax-1. A lane whose pass changed nothing would change
- * nothing in a further pass (the same state gives the same decisions), so the passes run while
- * any lane changes. Out: scale[8], Lt = level + nmax (0 for a lane whose largest |x| is below
- * KR_EPS: scale 0). */
-AVX2 static void kr_q3(const float *xt, int n, int nmax, float *scale_out, uint8_t *Lt) {
+/* make_q3_quants (weights x^2, greedy refinement of one level at a time, up to 5 passes) of
+ * `ng` groups of 8 sub-blocks of n values (group g at xt + 8*n*g), levels -nmax..nmax-1. The
+ * refinement is a chain of dependent divisions per lane, so the groups run interleaved. A lane
+ * whose pass changed nothing would change nothing in a further pass (the same state gives the
+ * same decisions), so the passes run while any lane changes. Out: scale[8*g + j], Lt (per
+ * group) = level + nmax (0 for a lane whose largest |x| is below KR_EPS: scale 0). */
+#define KR_Q3_MAXG 4
+AVX2 static inline __attribute__((always_inline)) void
+kr_q3(const float *xt, int ng, int n, int nmax, float *scale_out, uint8_t *Lt) {
     const __m256 zero = _mm256_setzero_ps();
     const __m256i ilo = _mm256_set1_epi32(-nmax), ihi = _mm256_set1_epi32(nmax - 1);
-    __m256 amax, max, L[KR_MAXN];
-    kr_signed_amax(xt, n, &amax, &max);
-    const __m256 tiny = _mm256_cmp_ps(amax, _mm256_set1_ps(KR_EPS), _CMP_LT_OQ);
-    const __m256 iscale = _mm256_div_ps(_mm256_set1_ps((float)-nmax), max);
-    __m256 slx = zero, sl2 = zero;
-    for (int i = 0; i < n; i++) {
-        const __m256 x = _mm256_loadu_ps(xt + 8 * i), w = _mm256_mul_ps(x, x);
-        L[i] = _mm256_cvtepi32_ps(kr_clamp(kr_nearest(_mm256_mul_ps(iscale, x)), ilo, ihi));
-        slx = _mm256_add_ps(slx, _mm256_mul_ps(_mm256_mul_ps(w, x), L[i]));
-        sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(w, L[i]), L[i]));
+    __m256 L[KR_Q3_MAXG][KR_MAXN], slx[KR_Q3_MAXG], sl2[KR_Q3_MAXG], tiny[KR_Q3_MAXG];
+    for (int g = 0; g < ng; g++) {
+        const float *xg = xt + 8 * n * g;
+        __m256 amax, max;
+        kr_signed_amax(xg, n, &amax, &max);
+        tiny[g] = _mm256_cmp_ps(amax, _mm256_set1_ps(KR_EPS), _CMP_LT_OQ);
+        const __m256 iscale = _mm256_div_ps(_mm256_set1_ps((float)-nmax), max);
+        __m256 a = zero, b = zero;
+        for (int i = 0; i < n; i++) {
+            const __m256 x = _mm256_loadu_ps(xg + 8 * i), w = _mm256_mul_ps(x, x);
+            const __m256 l = _mm256_cvtepi32_ps(kr_clamp(kr_nearest(_mm256_mul_ps(iscale, x)), ilo, ihi));
+            L[g][i] = l;
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_mul_ps(w, x), l));
+            b = _mm256_add_ps(b, _mm256_mul_ps(_mm256_mul_ps(w, l), l));
+        }
+        slx[g] = a;
+        sl2[g] = b;
     }
     for (int itry = 0; itry < 5; itry++) {
         __m256 changed = zero;
         for (int i = 0; i < n; i++) {
-            const __m256 x = _mm256_loadu_ps(xt + 8 * i), w = _mm256_mul_ps(x, x);
-            const __m256 wx = _mm256_mul_ps(w, x);
-            const __m256 s1 = _mm256_sub_ps(slx, _mm256_mul_ps(wx, L[i]));
-            const __m256 s2 = _mm256_sub_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(w, L[i]), L[i]));
-            const __m256 nl = _mm256_cvtepi32_ps(
-                kr_clamp(kr_nearest(_mm256_div_ps(_mm256_mul_ps(x, s2), s1)), ilo, ihi));
-            const __m256 c = _mm256_and_ps(_mm256_cmp_ps(s1, zero, _CMP_GT_OQ),
-                                           _mm256_cmp_ps(nl, L[i], _CMP_NEQ_OQ));
-            const __m256 s1n = _mm256_add_ps(s1, _mm256_mul_ps(wx, nl));
-            const __m256 s2n = _mm256_add_ps(s2, _mm256_mul_ps(_mm256_mul_ps(w, nl), nl));
-            const __m256 gain = _mm256_cmp_ps(_mm256_mul_ps(_mm256_mul_ps(s1n, s1n), sl2),
-                                              _mm256_mul_ps(_mm256_mul_ps(slx, slx), s2n), _CMP_GT_OQ);
-            const __m256 take =
-                _mm256_and_ps(c, _mm256_and_ps(_mm256_cmp_ps(s2n, zero, _CMP_GT_OQ), gain));
-            L[i] = _mm256_blendv_ps(L[i], nl, take);
-            slx = _mm256_blendv_ps(slx, s1n, take);
-            sl2 = _mm256_blendv_ps(sl2, s2n, take);
-            changed = _mm256_or_ps(changed, take);
+            for (int g = 0; g < ng; g++) {
+                const __m256 x = _mm256_loadu_ps(xt + 8 * n * g + 8 * i), w = _mm256_mul_ps(x, x);
+                const __m256 wx = _mm256_mul_ps(w, x), l = L[g][i];
+                const __m256 s1 = _mm256_sub_ps(slx[g], _mm256_mul_ps(wx, l));
+                const __m256 s2 = _mm256_sub_ps(sl2[g], _mm256_mul_ps(_mm256_mul_ps(w, l), l));
+                const __m256 nl = _mm256_cvtepi32_ps(
+                    kr_clamp(kr_nearest(_mm256_div_ps(_mm256_mul_ps(x, s2), s1)), ilo, ihi));
+                const __m256 c = _mm256_and_ps(_mm256_cmp_ps(s1, zero, _CMP_GT_OQ),
+                                               _mm256_cmp_ps(nl, l, _CMP_NEQ_OQ));
+                const __m256 s1n = _mm256_add_ps(s1, _mm256_mul_ps(wx, nl));
+                const __m256 s2n = _mm256_add_ps(s2, _mm256_mul_ps(_mm256_mul_ps(w, nl), nl));
+                const __m256 gain =
+                    _mm256_cmp_ps(_mm256_mul_ps(_mm256_mul_ps(s1n, s1n), sl2[g]),
+                                  _mm256_mul_ps(_mm256_mul_ps(slx[g], slx[g]), s2n), _CMP_GT_OQ);
+                const __m256 take =
+                    _mm256_and_ps(c, _mm256_and_ps(_mm256_cmp_ps(s2n, zero, _CMP_GT_OQ), gain));
+                L[g][i] = _mm256_blendv_ps(l, nl, take);
+                slx[g] = _mm256_blendv_ps(slx[g], s1n, take);
+                sl2[g] = _mm256_blendv_ps(sl2[g], s2n, take);
+                changed = _mm256_or_ps(changed, take);
+            }
         }
         if (!_mm256_movemask_ps(changed)) break;
     }
-    const __m256 scale = _mm256_and_ps(_mm256_cmp_ps(sl2, zero, _CMP_GT_OQ), _mm256_div_ps(slx, sl2));
-    _mm256_storeu_ps(scale_out, _mm256_andnot_ps(tiny, scale));
-    const __m256i keep = _mm256_castps_si256(_mm256_andnot_ps(tiny, _mm256_castsi256_ps(_mm256_set1_epi32(-1))));
     const __m256i off = _mm256_set1_epi32(nmax);
-    for (int i = 0; i < n; i++)
-        kr_store8(Lt + 8 * i, _mm256_and_si256(_mm256_add_epi32(_mm256_cvtps_epi32(L[i]), off), keep));
+    for (int g = 0; g < ng; g++) {
+        const __m256 scale = _mm256_and_ps(_mm256_cmp_ps(sl2[g], zero, _CMP_GT_OQ),
+                                           _mm256_div_ps(slx[g], sl2[g]));
+        _mm256_storeu_ps(scale_out + 8 * g, _mm256_andnot_ps(tiny[g], scale));
+        const __m256i keep = _mm256_castps_si256(
+            _mm256_andnot_ps(tiny[g], _mm256_castsi256_ps(_mm256_set1_epi32(-1))));
+        for (int i = 0; i < n; i++)
+            kr_store8(Lt + 8 * n * g + 8 * i,
+                      _mm256_and_si256(_mm256_add_epi32(_mm256_cvtps_epi32(L[g][i]), off), keep));
+    }
 }
 
 /* ---- final levels for the quantized scales: lanes with d != 0 only ------------------------ */
@@ -300,6 +318,67 @@ AVX2 static void kr_levels_symm(const float *xt, int n, const float *d, int nmax
         const __m256 x = _mm256_loadu_ps(xt + 8 * i);
         const __m256i l = _mm256_add_epi32(kr_clamp(kr_nearest(_mm256_div_ps(x, vd)), ilo, ihi), off);
         kr_store8(Lt + 8 * i, _mm256_blendv_epi8(kr_load8(Lt + 8 * i), l, u));
+    }
+}
+
+/* ---- the level bytes of the block layouts (kpack.h's, 32 levels at a time) ---------------- */
+/* v >> s in each byte, as 0/1 of bit `bit` */
+AVX2 static inline __m256i kr_bit(__m256i v, int bit) {
+    return _mm256_and_si256(_mm256_srli_epi16(v, bit), _mm256_set1_epi8(1));
+}
+AVX2 static inline __m256i kr_ld32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+AVX2 static inline void kr_st32(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
+/* four runs of 32 levels (two bits each) into one 32-byte run: a | b << 2 | c << 4 | d << 6 */
+AVX2 static inline __m256i kr_crumbs(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    return _mm256_or_si256(
+        _mm256_or_si256(_mm256_and_si256(a, m3), _mm256_slli_epi16(_mm256_and_si256(b, m3), 2)),
+        _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(c, m3), 4),
+                        _mm256_slli_epi16(_mm256_and_si256(d, m3), 6)));
+}
+/* bit `bit` of the 8 runs of 32 levels as bit k of byte l (q3_K's hmask, q5_K's qh) */
+AVX2 static inline __m256i kr_highbits(const uint8_t *L, int bit) {
+    __m256i h = _mm256_setzero_si256();
+    for (int k = 0; k < 8; k++) h = _mm256_or_si256(h, _mm256_slli_epi16(kr_bit(kr_ld32(L + 32 * k), bit), k));
+    return h;
+}
+/* two runs of 32 levels (four bits each): a | b << 4 */
+AVX2 static inline __m256i kr_nibbles(__m256i a, __m256i b) {
+    const __m256i m15 = _mm256_set1_epi8(15);
+    return _mm256_or_si256(_mm256_and_si256(a, m15), _mm256_slli_epi16(_mm256_and_si256(b, m15), 4));
+}
+/* q2_K: levels 0..3 (tbx_kpack_q2k_levels) */
+AVX2 static void kr_pack_q2k(uint8_t *qs, const uint8_t *L) {
+    for (int h = 0; h < 2; h++, L += 128)
+        kr_st32(qs + 32 * h, kr_crumbs(kr_ld32(L), kr_ld32(L + 32), kr_ld32(L + 64), kr_ld32(L + 96)));
+}
+/* q3_K: levels 0..7 (tbx_kpack_q3k): bit 2 to hmask, bits 0..1 to qs */
+AVX2 static void kr_pack_q3k(uint8_t *blk, const int *ls, const uint8_t *L) {
+    kr_st32(blk, kr_highbits(L, 2));
+    kr_pack_q2k(blk + 32, L);
+    tbx_kpack_q3k_scales(blk + 96, ls);
+}
+/* q4_K: levels 0..15 (tbx_kpack_q4k_levels) */
+AVX2 static void kr_pack_q4k(uint8_t *q, const uint8_t *L) {
+    for (int c = 0; c < 4; c++) kr_st32(q + 32 * c, kr_nibbles(kr_ld32(L + 64 * c), kr_ld32(L + 64 * c + 32)));
+}
+/* q5_K: levels 0..31 (tbx_kpack_q5k_levels): bit 4 to qh, bits 0..3 to ql */
+AVX2 static void kr_pack_q5k(uint8_t *qh, uint8_t *ql, const uint8_t *L) {
+    kr_st32(qh, kr_highbits(L, 4));
+    kr_pack_q4k(ql, L);
+}
+/* q6_K: levels 0..63 (tbx_kpack_q6k) */
+AVX2 static void kr_pack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; h++, L += 128, ql += 64, qh += 32) {
+        const __m256i a = kr_ld32(L), b = kr_ld32(L + 32), c = kr_ld32(L + 64), d = kr_ld32(L + 96);
+        kr_st32(ql, kr_nibbles(a, c));
+        kr_st32(ql + 32, kr_nibbles(b, d));
+        const __m256i ha = _mm256_and_si256(_mm256_srli_epi16(a, 4), m3);
+        const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(b, 4), m3);
+        const __m256i hc = _mm256_and_si256(_mm256_srli_epi16(c, 4), m3);
+        const __m256i hd = _mm256_and_si256(_mm256_srli_epi16(d, 4), m3);
+        kr_st32(qh, kr_crumbs(ha, hb, hc, hd));
     }
 }
 
@@ -343,9 +422,9 @@ AVX2 static void kr_q45_K(const float *x, void *dst, uint64_t nb, tbx_quant_fn f
         kr_levels_affine(xt, 32, d, m, nmax, Lt);
         ops->untranspose(Lt, 32, 1, 0, L);
         if (is5)
-            tbx_kpack_q5k_levels(blk + 16, blk + 48, L);
+            kr_pack_q5k(blk + 16, blk + 48, L);
         else
-            tbx_kpack_q4k_levels(blk + 16, L);
+            kr_pack_q4k(blk + 16, L);
     }
 }
 AVX2 static void kr_q4_K(const float *x, void *dst, uint64_t nb, tbx_quant_fn fallback) {
@@ -398,7 +477,7 @@ AVX2 static void kr_q2_K(const float *x, void *dst, uint64_t nb, tbx_quant_fn fa
         for (int g = 0; g < 2; g++)
             kr_levels_affine(xt + 128 * g, 16, d + 8 * g, m + 8 * g, 3, Lt + 128 * g);
         ops->untranspose(Lt, 16, 2, 0, L);
-        tbx_kpack_q2k_levels(blk + 16, L);
+        kr_pack_q2k(blk + 16, L);
     }
 }
 
@@ -438,49 +517,67 @@ AVX2 static void kr_q6_K(const float *x, void *dst, uint64_t nb, tbx_quant_fn fa
         for (int j = 0; j < 16; j++) d[j] = dd * (float)sc[j];
         for (int g = 0; g < 2; g++) kr_levels_symm(xt + 128 * g, 16, d + 8 * g, 32, Lt + 128 * g);
         ops->untranspose(Lt, 16, 2, 0, L);
-        tbx_kpack_q6k(blk, blk + 128, L);
+        kr_pack_q6k(blk, blk + 128, L);
     }
 }
 
+/* The steps of q3_K after the fits, for one super-block (xt: its two groups, Lt their levels). */
+AVX2 static void kr_q3_K_finish(const float *xt, const float *scales, uint8_t *Lt, uint8_t *blk) {
+    const tbx_kq_ops *ops = tbx_kq_ops_avx2();
+    uint8_t L[256];
+    float d[16];
+    int ls[16];
+    float max_scale = 0, amax = 0;
+    for (int j = 0; j < 16; j++) {
+        const float s = fabsf(scales[j]);
+        if (s > amax) {
+            amax = s;
+            max_scale = scales[j];
+        }
+    }
+    float dv = 0.0f;
+    if (max_scale != 0.0f) {
+        const float iscale = -32.0f / max_scale;
+        for (int j = 0; j < 16; j++) {
+            const int l = (int8_t)tbx_kref_nearest(iscale * scales[j]);
+            ls[j] = (l < -32 ? -32 : l > 31 ? 31 : l) + 32;
+        }
+        dv = 1 / iscale;
+    } else {
+        for (int j = 0; j < 16; j++) ls[j] = 0;
+    }
+    tbx_st16(blk + 108, tbx_f32_to_f16(dv));
+    const float dd = tbx_f16_to_f32(tbx_ld16(blk + 108));
+    for (int j = 0; j < 16; j++) d[j] = dd * (float)(ls[j] - 32);
+    for (int g = 0; g < 2; g++) kr_levels_symm(xt + 128 * g, 16, d + 8 * g, 4, Lt + 128 * g);
+    ops->untranspose(Lt, 16, 2, 0, L);
+    kr_pack_q3k(blk, ls, L);
+}
+
+/* Two super-blocks at a time (four groups: the refinement's dependent divisions of four
+ * independent chains overlap), one when a pair is not available or not all finite. */
 AVX2 static void kr_q3_K(const float *x, void *dst, uint64_t nb, tbx_quant_fn fallback) {
     const tbx_kq_ops *ops = tbx_kq_ops_avx2();
-    uint8_t *blk = (uint8_t *)dst, Lt[256], L[256];
-    float xt[256], scales[16], d[16];
-    int ls[16];
-    for (uint64_t i = 0; i < nb; i++, x += 256, blk += 110) {
-        if (!kr_finite(x)) {
+    uint8_t *blk = (uint8_t *)dst, Lt[512];
+    float xt[512], scales[32];
+    uint64_t i = 0;
+    while (i < nb) {
+        const int fa = kr_finite(x);
+        if (!fa) {
             fallback(x, blk, 1);
+            i++, x += 256, blk += 110;
             continue;
         }
-        for (int g = 0; g < 2; g++) {
-            ops->transpose(x + 128 * g, 16, xt + 128 * g);
-            kr_q3(xt + 128 * g, 16, 4, scales + 8 * g, Lt + 128 * g);
-        }
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < 16; j++) {
-            const float s = fabsf(scales[j]);
-            if (s > amax) {
-                amax = s;
-                max_scale = scales[j];
-            }
-        }
-        float dv = 0.0f;
-        if (max_scale != 0.0f) {
-            const float iscale = -32.0f / max_scale;
-            for (int j = 0; j < 16; j++) {
-                const int l = (int8_t)tbx_kref_nearest(iscale * scales[j]);
-                ls[j] = (l < -32 ? -32 : l > 31 ? 31 : l) + 32;
-            }
-            dv = 1 / iscale;
-        } else {
-            for (int j = 0; j < 16; j++) ls[j] = 0;
-        }
-        tbx_st16(blk + 108, tbx_f32_to_f16(dv));
-        const float dd = tbx_f16_to_f32(tbx_ld16(blk + 108));
-        for (int j = 0; j < 16; j++) d[j] = dd * (float)(ls[j] - 32);
-        for (int g = 0; g < 2; g++) kr_levels_symm(xt + 128 * g, 16, d + 8 * g, 4, Lt + 128 * g);
-        ops->untranspose(Lt, 16, 2, 0, L);
-        tbx_kpack_q3k(blk, ls, L);
+        const int pair = i + 1 < nb && kr_finite(x + 256);
+        const int nblk = pair ? 2 : 1;
+        for (int g = 0; g < 2 * nblk; g++) ops->transpose(x + 128 * g, 16, xt + 128 * g);
+        if (pair)
+            kr_q3(xt, 4, 16, 4, scales, Lt);
+        else
+            kr_q3(xt, 2, 16, 4, scales, Lt);
+        for (int k = 0; k < nblk; k++)
+            kr_q3_K_finish(xt + 256 * k, scales + 16 * k, Lt + 256 * k, blk + 110 * k);
+        i += (uint64_t)nblk, x += 256 * nblk, blk += 110 * nblk;
     }
 }
 

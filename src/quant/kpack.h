@@ -78,10 +78,8 @@ static inline void tbx_kpack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L) {
 }
 
 /* ls: sixteen 6-bit scales + 32 (0..63); L: levels 0..7 (value + 4). */
-static inline void tbx_kpack_q3k(uint8_t *blk, const int *ls, const uint8_t *Lin) {
-    uint8_t *hmask = blk, *qs = blk + 32, *sc = blk + 96;
-    uint8_t L[256];
-    memcpy(L, Lin, 256);
+/* the 12 scale bytes of q3_K */
+static inline void tbx_kpack_q3k_scales(uint8_t *sc, const int *ls) {
     memset(sc, 0, 12);
     for (int j = 0; j < 16; j++) {
         const int l = ls[j];
@@ -91,6 +89,13 @@ static inline void tbx_kpack_q3k(uint8_t *blk, const int *ls, const uint8_t *Lin
             sc[j - 8] |= (uint8_t)((l & 15) << 4);
         sc[j % 4 + 8] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
     }
+}
+
+static inline void tbx_kpack_q3k(uint8_t *blk, const int *ls, const uint8_t *Lin) {
+    uint8_t *hmask = blk, *qs = blk + 32;
+    uint8_t L[256];
+    memcpy(L, Lin, 256);
+    tbx_kpack_q3k_scales(blk + 96, ls);
     memset(hmask, 0, 32);
     int m = 0;
     uint8_t hm = 1;
