@@ -67,6 +67,9 @@ LEGACY_AVX2(qd_q4_0_avx2, TBX_DT_Q4_0)
 LEGACY_AVX2(qd_q4_1_avx2, TBX_DT_Q4_1)
 LEGACY_AVX2(qd_q5_0_avx2, TBX_DT_Q5_0)
 LEGACY_AVX2(qd_q5_1_avx2, TBX_DT_Q5_1)
+LEGACY_AVX2(qd_mxfp4_avx2, TBX_DT_MXFP4)
+LEGACY_AVX2(qd_tq1_0_avx2, TBX_DT_TQ1_0)
+LEGACY_AVX2(qd_tq2_0_avx2, TBX_DT_TQ2_0)
 
 /* The K-quant encoder on the AVX2 lane kernels. */
 #define KQ_AVX2(name, DT)                                                                          \
@@ -87,6 +90,9 @@ tbx_quant_fn tbx_ggml_quant_avx2_for(tbx_dtype dt) {
         case TBX_DT_Q4_1: return qd_q4_1_avx2;
         case TBX_DT_Q5_0: return qd_q5_0_avx2;
         case TBX_DT_Q5_1: return qd_q5_1_avx2;
+        case TBX_DT_MXFP4: return qd_mxfp4_avx2;
+        case TBX_DT_TQ1_0: return qd_tq1_0_avx2;
+        case TBX_DT_TQ2_0: return qd_tq2_0_avx2;
         default: return NULL;
         }
     }

@@ -85,8 +85,8 @@ tbx_quant_fn tbx_ggml_quant_avx2_for(tbx_dtype dt);
  * up scalar kernels themselves: dispatch.c passes them in. */
 typedef void (*tbx_quant_fb_fn)(const float *src, void *dst, uint64_t nblocks,
                                 tbx_quant_fn fallback);
-/* The AVX2 kernels of q8_0, q4_0, q4_1, q5_0, q5_1 (ggml_simd_avx2.c; wrapped by
- * tbx_ggml_quant_avx2_for), or NULL for other types or builds without them. */
+/* The AVX2 kernels of q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4, tq1_0, tq2_0 (ggml_simd_avx2.c;
+ * wrapped by tbx_ggml_quant_avx2_for), or NULL for other types or builds without them. */
 tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt);
 /* ggml's reference quantizer algorithm (quantize_row_*_ref, no importance matrix) for q2_K,
  * q3_K, q4_K, q5_K, q6_K, scalar (ggml_quant.c: the reference every SIMD variant is tested

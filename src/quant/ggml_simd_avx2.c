@@ -1067,6 +1067,141 @@ AVX2 static void qa_q5_1(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
     }
 }
 
+/* mxfp4: the exponent of the block as q_mxfp4 computes it (from the same max |x|, order-free
+ * without NaN), then for 8 values at a time the first of the 16 codes of smallest
+ * |code * d - x| (best_mxfp4: the same products and differences, strict comparisons in code
+ * order). */
+AVX2 static void qa_mxfp4(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
+    static const float kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    uint8_t *b = (uint8_t *)dst;
+    for (uint64_t i = 0; i < nb; i++, x += 32, b += 17) {
+        const q_blk v = q_load(x);
+        if (q_has_nan(&v)) { scalar(x, b, 1); continue; }
+        const float amax = q_absmax(&v);
+        uint8_t e = 0;
+        if (amax > 0.0f) {
+            const float l2 = floorf(log2f(amax)) - 2.0f + 127.0f;
+            e = l2 < 255.0f ? (uint8_t)(int)l2 : 255;
+        }
+        const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+        float d;
+        memcpy(&d, &bits, 4);
+        b[0] = e;
+        const __m256 vd = _mm256_set1_ps(d);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) {
+            __m256 best = q_abs(_mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(kv[0]), vd), v.v[k]));
+            __m256i bi = _mm256_setzero_si256();
+            for (int c = 1; c < 16; c++) {
+                const __m256 err = q_abs(_mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(kv[c]), vd), v.v[k]));
+                const __m256 lt = _mm256_cmp_ps(err, best, _CMP_LT_OQ);
+                best = _mm256_blendv_ps(best, err, lt);
+                bi = _mm256_blendv_epi8(bi, _mm256_set1_epi32(c), _mm256_castps_si256(lt));
+            }
+            q[k] = bi;
+        }
+        _mm_storeu_si128((__m128i *)(b + 1), q_nibbles(q_pack32(q[0], q[1], q[2], q[3])));
+    }
+}
+
+/* tq2_0 and tq1_0: trit(x * id) of ggml_quant.c (round_clamp(v, -1, 1) + 1, NaN -> 0) is
+ * (v >= 0.5) + (v > -0.5); d = max |x| of the super-block (order-free without NaN). */
+AVX2 static inline __m256i q_trits(__m256 v) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 t = _mm256_add_ps(_mm256_and_ps(_mm256_cmp_ps(v, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one),
+                                   _mm256_and_ps(_mm256_cmp_ps(v, _mm256_set1_ps(-0.5f), _CMP_GT_OQ), one));
+    return _mm256_cvttps_epi32(t);
+}
+/* 256 values: NaN-free (else 0) and their max |x| */
+AVX2 static inline int q_absmax256(const float *x, float *amax) {
+    __m256 m = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+    for (int k = 0; k < 256; k += 8) {
+        const __m256 a = _mm256_loadu_ps(x + k);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+        m = _mm256_max_ps(m, q_abs(a));
+    }
+    *amax = q_hmax(m);
+    return _mm256_movemask_ps(nan) == 0;
+}
+/* trits of x[0..31] * id as 32 bytes in element order */
+AVX2 static inline __m256i q_trits32(const float *x, __m256 id) {
+    __m256i t[4];
+    for (int k = 0; k < 4; k++) t[k] = q_trits(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), id));
+    return q_pack32(t[0], t[1], t[2], t[3]);
+}
+
+AVX2 static void qa_tq2_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
+    uint8_t *b = (uint8_t *)dst;
+    for (uint64_t i = 0; i < nb; i++, x += 256, b += 66) {
+        float d;
+        if (!q_absmax256(x, &d)) { scalar(x, b, 1); continue; }
+        const float id = d != 0.0f && !isinf(1.0f / d) ? 1.0f / d : 0.0f;
+        tbx_st16(b + 64, tbx_f32_to_f16(d));
+        const __m256 vid = _mm256_set1_ps(id);
+        for (int j = 0; j < 64; j += 32) {
+            __m256i q = _mm256_setzero_si256();
+            for (int n = 0; n < 4; n++)
+                q = _mm256_or_si256(q, _mm256_slli_epi16(q_trits32(x + 4 * j + 32 * n, vid), 2 * n));
+            _mm256_storeu_si256((__m256i *)(b + j), q);
+        }
+    }
+}
+
+/* 32 int32 lanes (values in 0..255) to 32 bytes in element order */
+AVX2 static inline __m256i q_packu32(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
+    const __m256i p01 = _mm256_packs_epi32(i0, i1), p23 = _mm256_packs_epi32(i2, i3);
+    const __m256i p = _mm256_packus_epi16(p01, p23);
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+/* tq1_0: 5 (or 4) trits per byte, first most significant, scaled to ceil(q * 256 / 243) */
+AVX2 static inline __m256i q_tq1_bytes(__m256i q) { /* q: 8 int32 lanes in 0..242 */
+    const __m256 n = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_slli_epi32(q, 8), _mm256_set1_epi32(242)));
+    return _mm256_cvttps_epi32(_mm256_div_ps(n, _mm256_set1_ps(243.0f))); /* exact: n < 2^16 */
+}
+AVX2 static inline __m256i q_trits8(const float *x, __m256 id) {
+    return q_trits(_mm256_mul_ps(_mm256_loadu_ps(x), id));
+}
+AVX2 static void qa_tq1_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
+    uint8_t *b = (uint8_t *)dst;
+    const __m256i three = _mm256_set1_epi32(3);
+    for (uint64_t i = 0; i < nb; i++, x += 256, b += 54) {
+        float d;
+        if (!q_absmax256(x, &d)) { scalar(x, b, 1); continue; }
+        const float id = d != 0.0f && !isinf(1.0f / d) ? 1.0f / d : 0.0f;
+        tbx_st16(b + 52, tbx_f32_to_f16(d));
+        const __m256 vid = _mm256_set1_ps(id);
+        /* bytes 0..31 from x[m + 32n], 32..47 from x[160 + m + 16n], n = 0..4 */
+        __m256i r[6];
+        for (int k = 0; k < 6; k++) {
+            const float *base = k < 4 ? x + 8 * k : x + 160 + 8 * (k - 4);
+            const int stride = k < 4 ? 32 : 16;
+            __m256i q = _mm256_setzero_si256();
+            for (int n = 0; n < 5; n++)
+                q = _mm256_add_epi32(_mm256_mullo_epi32(q, three), q_trits8(base + stride * n, vid));
+            r[k] = q_tq1_bytes(q);
+        }
+        _mm256_storeu_si256((__m256i *)b, q_packu32(r[0], r[1], r[2], r[3]));
+        const __m128i lo = _mm_packus_epi16(_mm_packs_epi32(_mm256_castsi256_si128(r[4]), _mm256_extracti128_si256(r[4], 1)),
+                                      _mm_packs_epi32(_mm256_castsi256_si128(r[5]), _mm256_extracti128_si256(r[5], 1)));
+        _mm_storeu_si128((__m128i *)(b + 32), lo);
+        /* qh 0..3: 4 trits each from x[240 + j + 4m], times 3 */
+        __m128i q4 = _mm_setzero_si128();
+        for (int m = 0; m < 4; m++) {
+            const __m128 xv = _mm_loadu_ps(x + 240 + 4 * m);
+            const __m128 vv = _mm_mul_ps(xv, _mm256_castps256_ps128(vid));
+            const __m128 one = _mm_set1_ps(1.0f);
+            const __m128 t = _mm_add_ps(_mm_and_ps(_mm_cmpge_ps(vv, _mm_set1_ps(0.5f)), one),
+                                        _mm_and_ps(_mm_cmpgt_ps(vv, _mm_set1_ps(-0.5f)), one));
+            q4 = _mm_add_epi32(_mm_mullo_epi32(q4, _mm_set1_epi32(3)), _mm_cvttps_epi32(t));
+        }
+        q4 = _mm_mullo_epi32(q4, _mm_set1_epi32(3));
+        const __m128i h = _mm256_castsi256_si128(
+            q_tq1_bytes(_mm256_inserti128_si256(_mm256_setzero_si256(), q4, 0)));
+        const __m128i h8 = _mm_packus_epi16(_mm_packs_epi32(h, h), _mm_setzero_si128());
+        tbx_st32(b + 48, (uint32_t)_mm_cvtsi128_si32(h8));
+    }
+}
+
 tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
     switch (dt) {
     case TBX_DT_Q8_0: return qa_q8_0;
@@ -1074,6 +1209,9 @@ tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
     case TBX_DT_Q4_1: return qa_q4_1;
     case TBX_DT_Q5_0: return qa_q5_0;
     case TBX_DT_Q5_1: return qa_q5_1;
+    case TBX_DT_MXFP4: return qa_mxfp4;
+    case TBX_DT_TQ1_0: return qa_tq1_0;
+    case TBX_DT_TQ2_0: return qa_tq2_0;
     default: return NULL;
     }
 }

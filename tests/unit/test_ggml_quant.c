@@ -704,7 +704,8 @@ static void legacy_edge_block(float *p, int mode) {
 }
 
 TBX_TEST(legacy_quant_avx2_matches_scalar_bytes) {
-    static const tbx_dtype lt[] = {TBX_DT_Q8_0, TBX_DT_Q4_0, TBX_DT_Q4_1, TBX_DT_Q5_0, TBX_DT_Q5_1};
+    static const tbx_dtype lt[] = {TBX_DT_Q8_0, TBX_DT_Q4_0, TBX_DT_Q4_1, TBX_DT_Q5_0, TBX_DT_Q5_1,
+                                   TBX_DT_MXFP4};
     if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2)) {
         printf("no AVX2 on this CPU: skipped\n");
         return;
@@ -906,6 +907,47 @@ TBX_TEST(kref_avx2_matches_scalar_reference_random) {
         free(c);
     }
     free(x);
+}
+
+/* tq1_0 and tq2_0 (256-value blocks): the AVX2 quantizers against the scalar ones on the edge
+ * super-blocks above (NaN ones through the fallback). */
+TBX_TEST(tq_quant_avx2_matches_scalar_bytes) {
+    static const tbx_dtype tt[] = {TBX_DT_TQ1_0, TBX_DT_TQ2_0};
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !tbx_ggml_quant_legacy_avx2_for(TBX_DT_TQ1_0)) {
+        printf("no AVX2 kernels on this CPU or build: skipped\n");
+        return;
+    }
+    rng_seed(5150);
+    const size_t nb = KREF_NMODES * 40 + 1;
+    float *buf = xmalloc((nb * 256 + 1) * 4);
+    float *x = buf + 1;
+    for (size_t k = 0; k < nb; k++) {
+        kref_edge_block(x + 256 * k, (int)(k % KREF_NMODES));
+        if (k % 7 == 3) /* exact rounding ties of x * id: +-0.5 after scaling by 1/4 */
+            for (int i = 0; i < 256; i++) x[256 * k + i] = (float)((int)(rnd32() % 17) - 8) * 0.5f;
+    }
+    for (size_t t = 0; t < sizeof tt / sizeof *tt; t++) {
+        const tbx_dtype dt = tt[t];
+        const size_t bb = info(dt)->block_bytes;
+        tbx_quant_fn qs = tbx_ggml_quant_scalar_for(dt), qa = tbx_ggml_quant_avx2_for(dt);
+        CHECK(qs != NULL && qa != NULL);
+        CHECK(tbx_ggml_quant_for(dt) == qa);
+        if (!qs || !qa) continue;
+        uint8_t *a = xmalloc(nb * bb), *c = xmalloc(nb * bb + 1);
+        memset(a, 0x11, nb * bb);
+        memset(c, 0x33, nb * bb + 1);
+        qs(x, a, nb);
+        qa(x, c + 1, nb);
+        size_t bad = 0;
+        for (size_t k = 0; k < nb; k++)
+            if (memcmp(a + k * bb, c + 1 + k * bb, bb) != 0 && bad++ < 3)
+                fprintf(stderr, "%s: scalar and avx2 differ at block %zu (mode %zu)\n",
+                        info(dt)->name, k, k % KREF_NMODES);
+        CHECK_EQ(bad, 0);
+        free(a);
+        free(c);
+    }
+    free(buf);
 }
 
 TBX_TEST(kquant_rmse_not_worse_than_ggml_reference) {
