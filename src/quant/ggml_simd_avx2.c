@@ -881,6 +881,18 @@ const tbx_kq_ops *tbx_kq_ops_avx2(void) { return &kq_ops; }
  * scalar loops let a NaN reset or skip the running value) and for ties between +0 and -0 (the
  * scalar loops keep the first); such blocks go to the scalar kernel, one block at a time. */
 
+/* tbx_f32_to_f16 with the common case inline: a value that rounds to a normal half (|f| in
+ * [2^-14, 65520)) is rebiased and rounded to nearest even on its bits; the rest (zeros,
+ * subnormal halves, overflow, Inf, NaN) through the library conversion. The same bits. */
+static inline uint16_t q_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const uint32_t a = u & 0x7FFFFFFFu;
+    if (a >= 0x38800000u && a < 0x477FF000u)
+        return (uint16_t)(((u >> 16) & 0x8000u) | ((a - 0x38000000u + 0x0FFFu + ((a >> 13) & 1u)) >> 13));
+    return tbx_f32_to_f16(f);
+}
+
 /* fabs of 8 values (clears the sign bit, as fabsf) */
 AVX2 static inline __m256 q_abs(__m256 v) {
     return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
@@ -954,7 +966,7 @@ AVX2 static void qa_q8_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         const float d = q_absmax(&v) / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         if (isinf(id)) { scalar(x, b, 1); continue; } /* 1/d overflows: the scalar's case */
-        tbx_st16(b, tbx_f32_to_f16(d));
+        tbx_st16(b, q_f16(d));
         const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
         for (int k = 0; k < 4; k++)
@@ -1005,7 +1017,7 @@ AVX2 static void qa_q4_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         if (q_has_nan(&v)) { scalar(x, b, 1); continue; }
         const float d = q_signed_absmax(x, &v) / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        tbx_st16(b, tbx_f32_to_f16(d));
+        tbx_st16(b, q_f16(d));
         _mm_storeu_si128((__m128i *)(b + 2), q_nibbles(q_levels(&v, id, 0.0f, 8.5f, 15.0f, 0)));
     }
 }
@@ -1017,7 +1029,7 @@ AVX2 static void qa_q5_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         if (q_has_nan(&v)) { scalar(x, b, 1); continue; }
         const float d = q_signed_absmax(x, &v) / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        tbx_st16(b, tbx_f32_to_f16(d));
+        tbx_st16(b, q_f16(d));
         const __m256i q = q_levels(&v, id, 0.0f, 16.5f, 31.0f, 0);
         tbx_st32(b + 2, q_bit4(q));
         _mm_storeu_si128((__m128i *)(b + 6), q_nibbles(q));
@@ -1045,8 +1057,8 @@ AVX2 static void qa_q4_1(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         if (q_has_nan(&v) || !q_min_max(&v, &mn, &mx)) { scalar(x, b, 1); continue; }
         const float d = (mx - mn) / 15.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        tbx_st16(b, tbx_f32_to_f16(d));
-        tbx_st16(b + 2, tbx_f32_to_f16(mn));
+        tbx_st16(b, q_f16(d));
+        tbx_st16(b + 2, q_f16(mn));
         _mm_storeu_si128((__m128i *)(b + 4), q_nibbles(q_levels(&v, id, mn, 0.5f, 15.0f, 1)));
     }
 }
@@ -1059,8 +1071,8 @@ AVX2 static void qa_q5_1(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         if (q_has_nan(&v) || !q_min_max(&v, &mn, &mx)) { scalar(x, b, 1); continue; }
         const float d = (mx - mn) / 31.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        tbx_st16(b, tbx_f32_to_f16(d));
-        tbx_st16(b + 2, tbx_f32_to_f16(mn));
+        tbx_st16(b, q_f16(d));
+        tbx_st16(b + 2, q_f16(mn));
         const __m256i q = q_levels(&v, id, mn, 0.5f, 31.0f, 1);
         tbx_st32(b + 4, q_bit4(q));
         _mm_storeu_si128((__m128i *)(b + 8), q_nibbles(q));
@@ -1136,7 +1148,7 @@ AVX2 static void qa_tq2_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn s
         float d;
         if (!q_absmax256(x, &d)) { scalar(x, b, 1); continue; }
         const float id = d != 0.0f && !isinf(1.0f / d) ? 1.0f / d : 0.0f;
-        tbx_st16(b + 64, tbx_f32_to_f16(d));
+        tbx_st16(b + 64, q_f16(d));
         const __m256 vid = _mm256_set1_ps(id);
         for (int j = 0; j < 64; j += 32) {
             __m256i q = _mm256_setzero_si256();
@@ -1168,7 +1180,7 @@ AVX2 static void qa_tq1_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn s
         float d;
         if (!q_absmax256(x, &d)) { scalar(x, b, 1); continue; }
         const float id = d != 0.0f && !isinf(1.0f / d) ? 1.0f / d : 0.0f;
-        tbx_st16(b + 52, tbx_f32_to_f16(d));
+        tbx_st16(b + 52, q_f16(d));
         const __m256 vid = _mm256_set1_ps(id);
         /* bytes 0..31 from x[m + 32n], 32..47 from x[160 + m + 16n], n = 0..4 */
         __m256i r[6];
