@@ -6,12 +6,13 @@
  *    gguf.quants.quantize for finite input. Conversions to integers clamp first, so non-finite
  *    input is defined behaviour (its bytes are unspecified); where ggml's own conversion of a
  *    finite input's Inf or negative intermediate gives x86's result (blocks of tiny values:
- *    q8_0, tq1_0, tq2_0, mxfp4), that result is written (ggml_quantize_chunk's bytes). q8_0,
- *    q4_0, q4_1, q5_0 and q5_1 have AVX2 versions (ggml_simd_avx2.c) that write the same bytes
- *    for every input.
+ *    every legacy type, tq1_0, tq2_0, mxfp4), that result is written (ggml_quantize_chunk's
+ *    bytes). q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4, tq1_0 and tq2_0 have AVX2 versions
+ *    (ggml_simd_avx2.c) that write the same bytes for every input.
  * 2. ggml's reference K-quant algorithm (quantize_row_q{2..6}_K_ref, no importance weights),
  *    re-implemented here: the default of every conversion (tbx_ggml_quant_ref_for, through
- *    tbx_ggml_quant_default_for), the same bytes as ggml_quantize_chunk, and the baseline
+ *    tbx_ggml_quant_default_for, which takes its AVX2 kernels, ggml_simd_avx2_kref.c, when the
+ *    CPU has AVX2: the same bytes), the same bytes as ggml_quantize_chunk, and the baseline
  *    tensorbox's encoder is measured against.
  * 3. tensorbox's K-quant encoder (asked for explicitly: GGUF's write option
  *    quant_method=search; tbx_ggml_quant_for / tbx_ggml_quant_search_for). Per super-block:
@@ -30,7 +31,6 @@
  *    operations lane by lane in the same order, so every CPU path writes the same bytes.
  */
 #include "ggml.h"
-#include "kpack.h"
 #include "range.h"
 #include "core.h"
 
@@ -123,6 +123,10 @@ static void q_q4_0(const float *x, void *dst, uint64_t nb) {
         const float d = signed_absmax(x, 32) / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         tbx_st16(b, f2h(d));
+        if (isinf(id)) { /* as q8_0: ggml's levels are its conversions of Inf/NaN, 0 on x86 */
+            memset(b + 2, 0, 16);
+            continue;
+        }
         for (int j = 0; j < 16; j++) {
             const int q0 = trunc_clamp(x[j] * id + 8.5f, 0, 15);
             const int q1 = trunc_clamp(x[j + 16] * id + 8.5f, 0, 15);
@@ -140,22 +144,16 @@ static void q_q4_1(const float *x, void *dst, uint64_t nb) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         tbx_st16(b, f2h(d));
         tbx_st16(b + 2, f2h(mn));
+        if (isinf(id)) {
+            memset(b + 4, 0, 16);
+            continue;
+        }
         for (int j = 0; j < 16; j++) {
             const int q0 = trunc_clamp((x[j] - mn) * id + 0.5f, 0, 15);
             const int q1 = trunc_clamp((x[j + 16] - mn) * id + 0.5f, 0, 15);
             b[4 + j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
-}
-
-static inline void pack_q5(uint8_t *qh_dst, uint8_t *qs, const int *q) {
-    uint32_t qh = 0;
-    for (int j = 0; j < 16; j++) {
-        qs[j] = (uint8_t)((q[j] & 15) | ((q[j + 16] & 15) << 4));
-        qh |= (uint32_t)((q[j] >> 4) & 1) << j;
-        qh |= (uint32_t)((q[j + 16] >> 4) & 1) << (j + 16);
-    }
-    tbx_st32(qh_dst, qh);
 }
 
 static void q_q5_0(const float *x, void *dst, uint64_t nb) {
@@ -165,8 +163,12 @@ static void q_q5_0(const float *x, void *dst, uint64_t nb) {
         const float d = signed_absmax(x, 32) / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         tbx_st16(b, f2h(d));
+        if (isinf(id)) {
+            memset(b + 2, 0, 20);
+            continue;
+        }
         for (int j = 0; j < 32; j++) q[j] = trunc_clamp(x[j] * id + 16.5f, 0, 31);
-        pack_q5(b + 2, b + 6, q);
+        tbx_gq_pack_q5(b + 2, b + 6, q);
     }
 }
 
@@ -180,8 +182,12 @@ static void q_q5_1(const float *x, void *dst, uint64_t nb) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         tbx_st16(b, f2h(d));
         tbx_st16(b + 2, f2h(mn));
+        if (isinf(id)) {
+            memset(b + 4, 0, 20);
+            continue;
+        }
         for (int j = 0; j < 32; j++) q[j] = trunc_clamp((x[j] - mn) * id + 0.5f, 0, 31);
-        pack_q5(b + 4, b + 8, q);
+        tbx_gq_pack_q5(b + 4, b + 8, q);
     }
 }
 
@@ -245,21 +251,6 @@ static void q_tq2_0(const float *x, void *dst, uint64_t nb) {
     }
 }
 
-static const int8_t kv_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-static inline int best_mxfp4(float x, float e) {
-    int best = 0;
-    float best_err = fabsf((float)kv_mxfp4[0] * e - x);
-    for (int i = 1; i < 16; i++) {
-        const float err = fabsf((float)kv_mxfp4[i] * e - x);
-        if (err < best_err) {
-            best = i;
-            best_err = err;
-        }
-    }
-    return best;
-}
-
 static void q_mxfp4(const float *x, void *dst, uint64_t nb) {
     uint8_t *b = (uint8_t *)dst;
     for (uint64_t i = 0; i < nb; i++, x += 32, b += 17) {
@@ -278,7 +269,8 @@ static void q_mxfp4(const float *x, void *dst, uint64_t nb) {
         memcpy(&d, &bits, 4);
         b[0] = e;
         for (int j = 0; j < 16; j++)
-            b[1 + j] = (uint8_t)(best_mxfp4(x[j], d) | (best_mxfp4(x[j + 16], d) << 4));
+            b[1 + j] = (uint8_t)(tbx_gq_best_mxfp4(x[j], d) |
+                                 (tbx_gq_best_mxfp4(x[j + 16], d) << 4));
     }
 }
 
@@ -306,7 +298,7 @@ static float ref_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *
     }
     float iscale = (float)nmax / (mx - mn), scale = 1 / iscale, best = 0;
     for (int i = 0; i < n; i++) {
-        const int l = tbx_kref_nearest(iscale * (x[i] - mn));
+        const int l = tbx_gq_nearest(iscale * (x[i] - mn));
         L[i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
         float diff = scale * L[i] + mn - x[i];
         diff = use_mad ? fabsf(diff) : diff * diff;
@@ -316,7 +308,7 @@ static float ref_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *
         iscale = (rmin + rdelta * is + nmax) / (mx - mn);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < n; i++) {
-            int l = tbx_kref_nearest(iscale * (x[i] - mn));
+            int l = tbx_gq_nearest(iscale * (x[i] - mn));
             l = l < 0 ? 0 : l > nmax ? nmax : l;
             Laux[i] = (uint8_t)l;
             sum_l += w[i] * l;
@@ -366,7 +358,7 @@ static float ref_qx(int n, int nmax, const float *x, int8_t *L) {
     }
     float iscale = -nmax / max, sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = tbx_kref_nearest(iscale * x[i]);
+        int l = tbx_gq_nearest(iscale * x[i]);
         l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
         L[i] = (int8_t)(l + nmax);
         const float w = x[i] * x[i];
@@ -379,7 +371,7 @@ static float ref_qx(int n, int nmax, const float *x, int8_t *L) {
         iscale = -(nmax + 0.1f * is) / max;
         sumlx = suml2 = 0;
         for (int i = 0; i < n; i++) {
-            int l = tbx_kref_nearest(iscale * x[i]);
+            int l = tbx_gq_nearest(iscale * x[i]);
             l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
             const float w = x[i] * x[i];
             sumlx += w * x[i] * l;
@@ -387,7 +379,7 @@ static float ref_qx(int n, int nmax, const float *x, int8_t *L) {
         }
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; i++) {
-                int l = tbx_kref_nearest(iscale * x[i]);
+                int l = tbx_gq_nearest(iscale * x[i]);
                 l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
                 L[i] = (int8_t)(nmax + l);
             }
@@ -415,7 +407,7 @@ static float ref_q3(int n, int nmax, const float *x, int8_t *L) {
     const float iscale = -nmax / max;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = tbx_kref_nearest(iscale * x[i]);
+        int l = tbx_gq_nearest(iscale * x[i]);
         l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
         L[i] = (int8_t)l;
         const float w = x[i] * x[i];
@@ -429,7 +421,7 @@ static float ref_q3(int n, int nmax, const float *x, int8_t *L) {
             float slx = sumlx - w * x[i] * L[i];
             if (slx > 0) {
                 float sl2 = suml2 - w * L[i] * L[i];
-                int nl = tbx_kref_nearest(x[i] * sl2 / slx);
+                int nl = tbx_gq_nearest(x[i] * sl2 / slx);
                 nl = nl < -nmax ? -nmax : nl > nmax - 1 ? nmax - 1 : nl;
                 if (nl != L[i]) {
                     slx += w * x[i] * nl;
@@ -463,7 +455,7 @@ static void ref_q2_K(const float *x, void *dst, uint64_t nb) {
         uint8_t *sc = blk;
         if (max_scale > 0) {
             const float iscale = 15.0f / max_scale;
-            for (int j = 0; j < 16; j++) sc[j] = (uint8_t)tbx_kref_nearest(iscale * scales[j]);
+            for (int j = 0; j < 16; j++) sc[j] = (uint8_t)tbx_gq_nearest(iscale * scales[j]);
             tbx_st16(blk + 80, f2h(max_scale / 15.0f));
         } else {
             memset(sc, 0, 16);
@@ -472,7 +464,7 @@ static void ref_q2_K(const float *x, void *dst, uint64_t nb) {
         if (max_min > 0) {
             const float iscale = 15.0f / max_min;
             for (int j = 0; j < 16; j++)
-                sc[j] |= (uint8_t)((unsigned)tbx_kref_nearest(iscale * mins[j]) << 4);
+                sc[j] |= (uint8_t)((unsigned)tbx_gq_nearest(iscale * mins[j]) << 4);
             tbx_st16(blk + 82, f2h(max_min / 15.0f));
         } else {
             tbx_st16(blk + 82, f2h(0.0f));
@@ -483,11 +475,11 @@ static void ref_q2_K(const float *x, void *dst, uint64_t nb) {
             if (!d) continue;
             const float m = dm * (sc[j] >> 4);
             for (int ii = 0; ii < 16; ii++) {
-                int l = tbx_kref_nearest((x[16 * j + ii] + m) / d);
+                int l = tbx_gq_nearest((x[16 * j + ii] + m) / d);
                 L[16 * j + ii] = (uint8_t)(l < 0 ? 0 : l > 3 ? 3 : l);
             }
         }
-        tbx_kpack_q2k_levels(blk + 16, L);
+        tbx_gq_pack_q2k_levels(blk + 16, L);
     }
 }
 
@@ -510,7 +502,7 @@ static void ref_q3_K(const float *x, void *dst, uint64_t nb) {
         if (max_scale != 0.0f) {
             const float iscale = -32.0f / max_scale;
             for (int j = 0; j < 16; j++) {
-                int l = (int8_t)tbx_kref_nearest(iscale * scales[j]);
+                int l = (int8_t)tbx_gq_nearest(iscale * scales[j]);
                 ls[j] = (l < -32 ? -32 : l > 31 ? 31 : l) + 32;
             }
             d = 1 / iscale;
@@ -525,11 +517,11 @@ static void ref_q3_K(const float *x, void *dst, uint64_t nb) {
             const float dl = dd * (float)(ls[j] - 32);
             if (!dl) continue;
             for (int ii = 0; ii < 16; ii++) {
-                int l = tbx_kref_nearest(x[16 * j + ii] / dl);
+                int l = tbx_gq_nearest(x[16 * j + ii] / dl);
                 Lu[16 * j + ii] = (uint8_t)((l < -4 ? -4 : l > 3 ? 3 : l) + 4);
             }
         }
-        tbx_kpack_q3k(blk, ls, Lu);
+        tbx_gq_pack_q3k(blk, ls, Lu);
     }
 }
 
@@ -554,12 +546,12 @@ static void ref_q45_K(const float *x, void *dst, uint64_t nb, int nmax) {
         const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
         const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
         for (int j = 0; j < 8; j++) {
-            const uint8_t a = (uint8_t)tbx_kref_nearest(inv_scale * scales[j]);
-            const uint8_t c = (uint8_t)tbx_kref_nearest(inv_min * mins[j]);
+            const uint8_t a = (uint8_t)tbx_gq_nearest(inv_scale * scales[j]);
+            const uint8_t c = (uint8_t)tbx_gq_nearest(inv_min * mins[j]);
             ls[j] = a > 63 ? 63 : a;
             lm[j] = c > 63 ? 63 : c;
         }
-        tbx_kpack_q4k_scales(blk + 4, ls, lm);
+        tbx_gq_pack_q4k_scales(blk + 4, ls, lm);
         tbx_st16(blk, f2h(max_scale / 63.0f));
         tbx_st16(blk + 2, f2h(max_min / 63.0f));
         const float dd = h2f_bits(tbx_ld16(blk)), dm = h2f_bits(tbx_ld16(blk + 2));
@@ -568,14 +560,14 @@ static void ref_q45_K(const float *x, void *dst, uint64_t nb, int nmax) {
             if (!d) continue;
             const float m = dm * (float)lm[j];
             for (int ii = 0; ii < 32; ii++) {
-                const int l = tbx_kref_nearest((x[32 * j + ii] + m) / d);
+                const int l = tbx_gq_nearest((x[32 * j + ii] + m) / d);
                 L[32 * j + ii] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
             }
         }
         if (is5)
-            tbx_kpack_q5k_levels(blk + 16, blk + 48, L);
+            tbx_gq_pack_q5k_levels(blk + 16, blk + 48, L);
         else
-            tbx_kpack_q4k_levels(blk + 16, L);
+            tbx_gq_pack_q4k_levels(blk + 16, L);
     }
 }
 static void ref_q4_K(const float *x, void *dst, uint64_t nb) { ref_q45_K(x, dst, nb, 15); }
@@ -603,7 +595,7 @@ static void ref_q6_K(const float *x, void *dst, uint64_t nb) {
         tbx_st16(blk + 208, f2h(1 / iscale));
         int8_t *sc = (int8_t *)(blk + 192);
         for (int ib = 0; ib < 16; ib++) {
-            const int l = tbx_kref_nearest(iscale * scales[ib]);
+            const int l = tbx_gq_nearest(iscale * scales[ib]);
             sc[ib] = (int8_t)(l > 127 ? 127 : l < -128 ? -128 : l);
         }
         const float dd = h2f_bits(tbx_ld16(blk + 208));
@@ -613,11 +605,11 @@ static void ref_q6_K(const float *x, void *dst, uint64_t nb) {
             const float d = dd * (float)sc[j];
             if (!d) continue;
             for (int ii = 0; ii < 16; ii++) {
-                int l = tbx_kref_nearest(x[16 * j + ii] / d);
+                int l = tbx_gq_nearest(x[16 * j + ii] / d);
                 Lu[16 * j + ii] = (uint8_t)((l < -32 ? -32 : l > 31 ? 31 : l) + 32);
             }
         }
-        tbx_kpack_q6k(blk, blk + 128, Lu);
+        tbx_gq_pack_q6k(blk, blk + 128, Lu);
     }
 }
 
@@ -1080,8 +1072,8 @@ static void kq_q4_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         kq_affine_block(ops, &cfg_q4, x, &dh, &mh, ls, lm, L);
         tbx_st16(blk, dh);
         tbx_st16(blk + 2, mh);
-        tbx_kpack_q4k_scales(blk + 4, ls, lm);
-        tbx_kpack_q4k_levels(blk + 16, L);
+        tbx_gq_pack_q4k_scales(blk + 4, ls, lm);
+        tbx_gq_pack_q4k_levels(blk + 16, L);
     }
 }
 
@@ -1094,8 +1086,8 @@ static void kq_q5_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         kq_affine_block(ops, &cfg_q5, x, &dh, &mh, ls, lm, L);
         tbx_st16(blk, dh);
         tbx_st16(blk + 2, mh);
-        tbx_kpack_q4k_scales(blk + 4, ls, lm);
-        tbx_kpack_q5k_levels(blk + 16, blk + 48, L);
+        tbx_gq_pack_q4k_scales(blk + 4, ls, lm);
+        tbx_gq_pack_q5k_levels(blk + 16, blk + 48, L);
     }
 }
 
@@ -1107,7 +1099,7 @@ static void kq_q2_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         uint16_t dh, mh;
         kq_affine_block(ops, &cfg_q2, x, &dh, &mh, ls, lm, L);
         for (int j = 0; j < 16; j++) blk[j] = (uint8_t)(ls[j] | (lm[j] << 4));
-        tbx_kpack_q2k_levels(blk + 16, L);
+        tbx_gq_pack_q2k_levels(blk + 16, L);
         tbx_st16(blk + 80, dh);
         tbx_st16(blk + 82, mh);
     }
@@ -1184,7 +1176,7 @@ static void kq_q6_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         if (kq_unrepresentable(x, TBX_DT_Q6_K)) { ref_q6_K(x, blk, 1); continue; }
         uint16_t dh;
         kq_symm_block(ops, 32, 128, kDeltaQ6, (int)(sizeof kDeltaQ6 / sizeof(float)), x, &dh, ls, L);
-        tbx_kpack_q6k(blk, blk + 128, L);
+        tbx_gq_pack_q6k(blk, blk + 128, L);
         for (int j = 0; j < 16; j++) blk[192 + j] = (uint8_t)(int8_t)ls[j];
         tbx_st16(blk + 208, dh);
     }
@@ -1198,7 +1190,7 @@ static void kq_q3_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         uint16_t dh;
         kq_symm_block(ops, 4, 32, kDeltaQ3, (int)(sizeof kDeltaQ3 / sizeof(float)), x, &dh, ls, L);
         for (int j = 0; j < 16; j++) ls[j] += 32;
-        tbx_kpack_q3k(blk, ls, L);
+        tbx_gq_pack_q3k(blk, ls, L);
         tbx_st16(blk + 108, dh);
     }
 }

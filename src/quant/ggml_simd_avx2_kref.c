@@ -16,7 +16,7 @@
  * (tests/unit/test_ggml_quant.c), hence to ggml's. The per-super-block steps between the fits
  * and the final levels (largest sub-block scale, quantized sub-scales, f16 scales) are a few
  * scalar operations written as ggml_quant.c's reference writes them; the block layouts come
- * from kpack.h.
+ * from kpack.h (through ggml.h).
  *
  * A super-block holding a NaN or an infinity goes to the scalar reference (the fallback
  * dispatch.c passes in): NaN payloads through the rounding are the one thing a different
@@ -24,7 +24,6 @@
  * range included, is encoded here.
  */
 #include "ggml.h"
-#include "kpack.h"
 #include "core.h"
 
 #include <math.h>
@@ -41,7 +40,7 @@
 
 AVX2 static inline __m256 kr_abs(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
-/* tbx_kref_nearest of 8 lanes: the same addition and the same bits of its sum */
+/* tbx_gq_nearest of 8 lanes: the same addition and the same bits of its sum */
 AVX2 static inline __m256i kr_nearest(__m256 f) {
     const __m256 v = _mm256_add_ps(f, _mm256_set1_ps(12582912.0f));
     return _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x007fffff)),
@@ -347,27 +346,27 @@ AVX2 static inline __m256i kr_nibbles(__m256i a, __m256i b) {
     const __m256i m15 = _mm256_set1_epi8(15);
     return _mm256_or_si256(_mm256_and_si256(a, m15), _mm256_slli_epi16(_mm256_and_si256(b, m15), 4));
 }
-/* q2_K: levels 0..3 (tbx_kpack_q2k_levels) */
+/* q2_K: levels 0..3 (tbx_gq_pack_q2k_levels) */
 AVX2 static void kr_pack_q2k(uint8_t *qs, const uint8_t *L) {
     for (int h = 0; h < 2; h++, L += 128)
         kr_st32(qs + 32 * h, kr_crumbs(kr_ld32(L), kr_ld32(L + 32), kr_ld32(L + 64), kr_ld32(L + 96)));
 }
-/* q3_K: levels 0..7 (tbx_kpack_q3k): bit 2 to hmask, bits 0..1 to qs */
+/* q3_K: levels 0..7 (tbx_gq_pack_q3k): bit 2 to hmask, bits 0..1 to qs */
 AVX2 static void kr_pack_q3k(uint8_t *blk, const int *ls, const uint8_t *L) {
     kr_st32(blk, kr_highbits(L, 2));
     kr_pack_q2k(blk + 32, L);
-    tbx_kpack_q3k_scales(blk + 96, ls);
+    tbx_gq_pack_q3k_scales(blk + 96, ls);
 }
-/* q4_K: levels 0..15 (tbx_kpack_q4k_levels) */
+/* q4_K: levels 0..15 (tbx_gq_pack_q4k_levels) */
 AVX2 static void kr_pack_q4k(uint8_t *q, const uint8_t *L) {
     for (int c = 0; c < 4; c++) kr_st32(q + 32 * c, kr_nibbles(kr_ld32(L + 64 * c), kr_ld32(L + 64 * c + 32)));
 }
-/* q5_K: levels 0..31 (tbx_kpack_q5k_levels): bit 4 to qh, bits 0..3 to ql */
+/* q5_K: levels 0..31 (tbx_gq_pack_q5k_levels): bit 4 to qh, bits 0..3 to ql */
 AVX2 static void kr_pack_q5k(uint8_t *qh, uint8_t *ql, const uint8_t *L) {
     kr_st32(qh, kr_highbits(L, 4));
     kr_pack_q4k(ql, L);
 }
-/* q6_K: levels 0..63 (tbx_kpack_q6k) */
+/* q6_K: levels 0..63 (tbx_gq_pack_q6k) */
 AVX2 static void kr_pack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L) {
     const __m256i m3 = _mm256_set1_epi8(3);
     for (int h = 0; h < 2; h++, L += 128, ql += 64, qh += 32) {
@@ -406,12 +405,12 @@ AVX2 static void kr_q45_K(const float *x, void *dst, uint64_t nb, tbx_quant_fn f
         const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
         const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
         for (int j = 0; j < 8; j++) {
-            const uint8_t a = (uint8_t)tbx_kref_nearest(inv_scale * scales[j]);
-            const uint8_t c = (uint8_t)tbx_kref_nearest(inv_min * mins[j]);
+            const uint8_t a = (uint8_t)tbx_gq_nearest(inv_scale * scales[j]);
+            const uint8_t c = (uint8_t)tbx_gq_nearest(inv_min * mins[j]);
             ls[j] = a > 63 ? 63 : a;
             lm[j] = c > 63 ? 63 : c;
         }
-        tbx_kpack_q4k_scales(blk + 4, ls, lm);
+        tbx_gq_pack_q4k_scales(blk + 4, ls, lm);
         tbx_st16(blk, tbx_f32_to_f16(max_scale / 63.0f));
         tbx_st16(blk + 2, tbx_f32_to_f16(max_min / 63.0f));
         const float dd = tbx_f16_to_f32(tbx_ld16(blk)), dm = tbx_f16_to_f32(tbx_ld16(blk + 2));
@@ -455,7 +454,7 @@ AVX2 static void kr_q2_K(const float *x, void *dst, uint64_t nb, tbx_quant_fn fa
         uint8_t *sc = blk;
         if (max_scale > 0) {
             const float iscale = 15.0f / max_scale;
-            for (int j = 0; j < 16; j++) sc[j] = (uint8_t)tbx_kref_nearest(iscale * scales[j]);
+            for (int j = 0; j < 16; j++) sc[j] = (uint8_t)tbx_gq_nearest(iscale * scales[j]);
             tbx_st16(blk + 80, tbx_f32_to_f16(max_scale / 15.0f));
         } else {
             memset(sc, 0, 16);
@@ -464,7 +463,7 @@ AVX2 static void kr_q2_K(const float *x, void *dst, uint64_t nb, tbx_quant_fn fa
         if (max_min > 0) {
             const float iscale = 15.0f / max_min;
             for (int j = 0; j < 16; j++)
-                sc[j] |= (uint8_t)((unsigned)tbx_kref_nearest(iscale * mins[j]) << 4);
+                sc[j] |= (uint8_t)((unsigned)tbx_gq_nearest(iscale * mins[j]) << 4);
             tbx_st16(blk + 82, tbx_f32_to_f16(max_min / 15.0f));
         } else {
             tbx_st16(blk + 82, tbx_f32_to_f16(0.0f));
@@ -510,7 +509,7 @@ AVX2 static void kr_q6_K(const float *x, void *dst, uint64_t nb, tbx_quant_fn fa
         tbx_st16(blk + 208, tbx_f32_to_f16(1 / iscale));
         int8_t *sc = (int8_t *)(blk + 192);
         for (int j = 0; j < 16; j++) {
-            const int l = tbx_kref_nearest(iscale * scales[j]);
+            const int l = tbx_gq_nearest(iscale * scales[j]);
             sc[j] = (int8_t)(l > 127 ? 127 : l < -128 ? -128 : l);
         }
         const float dd = tbx_f16_to_f32(tbx_ld16(blk + 208));
@@ -539,7 +538,7 @@ AVX2 static void kr_q3_K_finish(const float *xt, const float *scales, uint8_t *L
     if (max_scale != 0.0f) {
         const float iscale = -32.0f / max_scale;
         for (int j = 0; j < 16; j++) {
-            const int l = (int8_t)tbx_kref_nearest(iscale * scales[j]);
+            const int l = (int8_t)tbx_gq_nearest(iscale * scales[j]);
             ls[j] = (l < -32 ? -32 : l > 31 ? 31 : l) + 32;
         }
         dv = 1 / iscale;

@@ -1,9 +1,12 @@
 /*
- * kpack.h - the parts of the K-quant block layouts (q2_K .. q6_K) every K-quant quantizer shares:
- * packing levels and sub-block scales into ggml's block bytes, and ggml's rounding of a float to
- * an integer. Included by ggml_quant.c (the scalar reference and tensorbox's search encoder) and
- * ggml_simd_avx2_kref.c (the AVX2 kernels of the reference algorithm), so both write the same
- * bytes from the same levels. Header-only (static inline): no layer calls another through it.
+ * kpack.h - the K-quant block layouts (q2_K .. q6_K) every K-quant quantizer shares: levels and
+ * sub-block scales into ggml's block bytes. q4_K/q5_K's 12 scale bytes from eight 6-bit scales
+ * and mins (ls, lm: the low 8 bits are used, as ggml's uint8 arithmetic does); q4_K's and q5_K's
+ * levels (0..15 / 0..31); q6_K's ql/qh from levels 0..63; a whole q3_K block but d from sixteen
+ * scales 0..63 and levels 0..7 (and its scale bytes alone); q2_K's level bytes from levels 0..3.
+ * Header-only (static inline, included by ggml.h) so the scalar quantizers (ggml_quant.c,
+ * ggml_quant_w.c) and the SIMD ones (ggml_simd_avx2_kref.c, which packs the level bytes 32 at a
+ * time and checks them against these) share them without a SIMD file calling a scalar one.
  */
 #ifndef TBX_QUANT_KPACK_H
 #define TBX_QUANT_KPACK_H
@@ -11,19 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Round to nearest (ties to even) through the float adder, as ggml's nearest_int (which asserts
- * |f| <= 4194303 in debug builds only). Beyond that, and for Inf/NaN, the result is the low
- * mantissa bits of the sum, as in a release build of ggml: defined behaviour (IEEE addition, a
- * bit copy, an int subtraction that cannot overflow), and callers clamp it. Not clamping the
- * argument keeps the blocks of values beyond a type's range identical to ggml's. */
-static inline int tbx_kref_nearest(float f) {
-    const float v = f + 12582912.0f;
-    int32_t i;
-    memcpy(&i, &v, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
-static inline void tbx_kpack_q4k_scales(uint8_t *s, const int *ls, const int *lm) {
+static inline void tbx_gq_pack_q4k_scales(uint8_t *s, const int *ls, const int *lm) {
     memset(s, 0, 12);
     for (int j = 0; j < 8; j++) {
         if (j < 4) {
@@ -37,12 +28,12 @@ static inline void tbx_kpack_q4k_scales(uint8_t *s, const int *ls, const int *lm
     }
 }
 
-static inline void tbx_kpack_q4k_levels(uint8_t *q, const uint8_t *L) {
+static inline void tbx_gq_pack_q4k_levels(uint8_t *q, const uint8_t *L) {
     for (int j = 0; j < 256; j += 64, q += 32)
         for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
 }
 
-static inline void tbx_kpack_q5k_levels(uint8_t *qh, uint8_t *ql, const uint8_t *L) {
+static inline void tbx_gq_pack_q5k_levels(uint8_t *qh, uint8_t *ql, const uint8_t *L) {
     memset(qh, 0, 32);
     uint8_t m1 = 1, m2 = 2;
     for (int n = 0; n < 256; n += 64, ql += 32) {
@@ -64,7 +55,7 @@ static inline void tbx_kpack_q5k_levels(uint8_t *qh, uint8_t *ql, const uint8_t 
 }
 
 /* L: levels 0..63 (value + 32). */
-static inline void tbx_kpack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L) {
+static inline void tbx_gq_pack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L) {
     for (int j = 0; j < 256; j += 128, ql += 64, qh += 32) {
         for (int l = 0; l < 32; l++) {
             const uint8_t q1 = L[j + l] & 15, q2 = L[j + l + 32] & 15;
@@ -77,9 +68,8 @@ static inline void tbx_kpack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L) {
     }
 }
 
-/* ls: sixteen 6-bit scales + 32 (0..63); L: levels 0..7 (value + 4). */
-/* the 12 scale bytes of q3_K */
-static inline void tbx_kpack_q3k_scales(uint8_t *sc, const int *ls) {
+/* the 12 scale bytes of q3_K from sixteen 6-bit scales + 32 (0..63) */
+static inline void tbx_gq_pack_q3k_scales(uint8_t *sc, const int *ls) {
     memset(sc, 0, 12);
     for (int j = 0; j < 16; j++) {
         const int l = ls[j];
@@ -91,11 +81,12 @@ static inline void tbx_kpack_q3k_scales(uint8_t *sc, const int *ls) {
     }
 }
 
-static inline void tbx_kpack_q3k(uint8_t *blk, const int *ls, const uint8_t *Lin) {
+/* ls: sixteen 6-bit scales + 32 (0..63); L: levels 0..7 (value + 4). */
+static inline void tbx_gq_pack_q3k(uint8_t *blk, const int *ls, const uint8_t *Lin) {
     uint8_t *hmask = blk, *qs = blk + 32;
     uint8_t L[256];
     memcpy(L, Lin, 256);
-    tbx_kpack_q3k_scales(blk + 96, ls);
+    tbx_gq_pack_q3k_scales(blk + 96, ls);
     memset(hmask, 0, 32);
     int m = 0;
     uint8_t hm = 1;
@@ -115,7 +106,7 @@ static inline void tbx_kpack_q3k(uint8_t *blk, const int *ls, const uint8_t *Lin
                                       (L[j + l + 96] << 6));
 }
 
-static inline void tbx_kpack_q2k_levels(uint8_t *qs, const uint8_t *L) {
+static inline void tbx_gq_pack_q2k_levels(uint8_t *qs, const uint8_t *L) {
     for (int j = 0; j < 256; j += 128)
         for (int l = 0; l < 32; l++)
             qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
