@@ -70,6 +70,13 @@ LEGACY_AVX2(qd_q5_1_avx2, TBX_DT_Q5_1)
 LEGACY_AVX2(qd_mxfp4_avx2, TBX_DT_MXFP4)
 LEGACY_AVX2(qd_tq1_0_avx2, TBX_DT_TQ1_0)
 LEGACY_AVX2(qd_tq2_0_avx2, TBX_DT_TQ2_0)
+/* q1_0 and q2_0 fall back on ggml_lowbit.c's scalar quantizers */
+static void qd_q1_0_avx2(const float *x, void *d, uint64_t nb) {
+    tbx_ggml_quant_legacy_avx2_for(TBX_DT_Q1_0)(x, d, nb, tbx_gq_q1_0_blocks);
+}
+static void qd_q2_0_avx2(const float *x, void *d, uint64_t nb) {
+    tbx_ggml_quant_legacy_avx2_for(TBX_DT_Q2_0)(x, d, nb, tbx_gq_q2_0_blocks);
+}
 
 /* The K-quant encoder on the AVX2 lane kernels. */
 #define KQ_AVX2(name, DT)                                                                          \
@@ -143,6 +150,9 @@ static tbx_quant_fn kref_avx2(tbx_dtype dt) {
 }
 
 tbx_quant_fn tbx_ggml_quant_default_for(tbx_dtype dt) {
+    const int avx2 = (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) && tbx_ggml_quant_legacy_avx2_for(dt);
+    if (dt == TBX_DT_Q1_0) return avx2 ? qd_q1_0_avx2 : tbx_gq_q1_0_blocks;
+    if (dt == TBX_DT_Q2_0) return avx2 ? qd_q2_0_avx2 : tbx_gq_q2_0_blocks;
     if (!k_type(dt)) return tbx_ggml_quant_for(dt);
     const tbx_quant_fn f = kref_avx2(dt);
     return f ? f : tbx_ggml_quant_ref_for(dt);

@@ -97,7 +97,9 @@ tbx_quant_fn tbx_ggml_quant_avx2_for(tbx_dtype dt);
 typedef void (*tbx_quant_fb_fn)(const float *src, void *dst, uint64_t nblocks,
                                 tbx_quant_fn fallback);
 /* The AVX2 kernels of q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4, tq1_0, tq2_0 (ggml_simd_avx2.c;
- * wrapped by tbx_ggml_quant_avx2_for), or NULL for other types or builds without them. */
+ * wrapped by tbx_ggml_quant_avx2_for), and of q1_0, q2_0 (wrapped by
+ * tbx_ggml_quant_default_for, with tbx_gq_q1_0_blocks / tbx_gq_q2_0_blocks as their fallback),
+ * or NULL for other types or builds without them. */
 tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt);
 /* ggml's reference quantizer algorithm (quantize_row_*_ref, no importance matrix) for q2_K,
  * q3_K, q4_K, q5_K, q6_K, scalar (ggml_quant.c: the reference every SIMD variant is tested
@@ -111,9 +113,13 @@ tbx_quant_fn tbx_ggml_quant_ref_for(tbx_dtype dt);
  * for other types or builds without them; does not check the CPU. */
 tbx_quant_fb_fn tbx_ggml_quant_kref_avx2_for(tbx_dtype dt);
 /* The quantizer a conversion uses by default: ggml_quantize_chunk's bytes for every type (q2_K
- * .. q6_K: the reference algorithm, its AVX2 kernels when the CPU has AVX2, else scalar; the
- * others: tbx_ggml_quant_for, the same bytes as ggml's), or NULL when the type has none. */
+ * .. q6_K: the reference algorithm, its AVX2 kernels when the CPU has AVX2, else scalar; q1_0,
+ * q2_0: ggml_lowbit.c's, AVX2 when the CPU has it; the others: tbx_ggml_quant_for, the same
+ * bytes as ggml's), or NULL when the type has no block quantizer (see the row quantizers). */
 tbx_quant_fn tbx_ggml_quant_default_for(tbx_dtype dt);
+/* ggml's reference quantizers of q1_0 and q2_0 (ggml_lowbit.c), scalar. */
+void tbx_gq_q1_0_blocks(const float *x, void *dst, uint64_t nb);
+void tbx_gq_q2_0_blocks(const float *x, void *dst, uint64_t nb);
 /* tensorbox's own K-quant search (q2_K .. q6_K: tbx_ggml_quant_for, SIMD when the CPU has it),
  * NULL for every other type (their only quantizer is ggml's algorithm). */
 tbx_quant_fn tbx_ggml_quant_search_for(tbx_dtype dt);

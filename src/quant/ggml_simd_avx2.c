@@ -1218,6 +1218,67 @@ AVX2 static void qa_tq1_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn s
     }
 }
 
+/* q1_0 (ggml_lowbit.c): d = (sum of |x| in order) / 128, one bit per value set when x >= 0.
+ * The sum is one chain of 128 additions per block, so eight blocks run as the lanes of a vector
+ * (transposed, the same additions in the same order); the bits are movemasks. Groups holding a
+ * NaN (whose payload the sum would carry) and the last blocks short of eight go to the scalar
+ * kernel. */
+AVX2 static void qa_q1_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
+    uint8_t *b = (uint8_t *)dst;
+    float xt[1024], d[8];
+    const __m256 zero = _mm256_setzero_ps();
+    uint64_t i = 0;
+    for (; i + 8 <= nb; i += 8, x += 1024, b += 144) {
+        transpose(x, 128, xt);
+        __m256 acc = zero, nan = zero;
+        for (int j = 0; j < 128; j++) {
+            const __m256 v = _mm256_loadu_ps(xt + 8 * j);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            acc = _mm256_add_ps(acc, q_abs(v));
+        }
+        if (_mm256_movemask_ps(nan)) { scalar(x, b, 8); continue; }
+        _mm256_storeu_ps(d, _mm256_div_ps(acc, _mm256_set1_ps(128.0f)));
+        for (int k = 0; k < 8; k++) {
+            uint8_t *bk = b + 18 * k;
+            tbx_st16(bk, q_f16(d[k]));
+            for (int m = 0; m < 16; m++)
+                bk[2 + m] = (uint8_t)_mm256_movemask_ps(
+                    _mm256_cmp_ps(_mm256_loadu_ps(x + 128 * k + 8 * m), zero, _CMP_GE_OQ));
+        }
+    }
+    if (i < nb) scalar(x, b, nb - i);
+}
+
+/* q2_0 (ggml_lowbit.c): d = max |x| (order-free without NaN), codes round(x / d) + 1. With a
+ * finite 1/d, |x * (1/d)| < 1.5, so the code is (v >= 0.5) + (v > -0.5) (q_trits). A block with
+ * a NaN or an infinite 1/d goes to the scalar kernel. */
+AVX2 static void qa_q2_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
+    uint8_t *b = (uint8_t *)dst;
+    const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    for (uint64_t i = 0; i < nb; i++, x += 64, b += 18) {
+        __m256 v[8], m = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+        for (int k = 0; k < 8; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[k], v[k], _CMP_UNORD_Q));
+            m = _mm256_max_ps(m, q_abs(v[k]));
+        }
+        if (_mm256_movemask_ps(nan)) { scalar(x, b, 1); continue; }
+        const float amax = q_hmax(m);
+        const float id = amax > 0.0f ? 1.0f / amax : 0.0f;
+        if (isinf(id)) { scalar(x, b, 1); continue; }
+        tbx_st16(b, q_f16(amax));
+        const __m256 vid = _mm256_set1_ps(id);
+        for (int k = 0; k < 8; k++) {
+            /* four codes per byte, the first in the low bits: shift, then OR each half */
+            __m256i q = _mm256_sllv_epi32(q_trits(_mm256_mul_ps(v[k], vid)), shifts);
+            q = _mm256_or_si256(q, _mm256_srli_si256(q, 8));
+            q = _mm256_or_si256(q, _mm256_srli_si256(q, 4));
+            b[2 + 2 * k] = (uint8_t)_mm256_extract_epi32(q, 0);
+            b[3 + 2 * k] = (uint8_t)_mm256_extract_epi32(q, 4);
+        }
+    }
+}
+
 tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
     switch (dt) {
     case TBX_DT_Q8_0: return qa_q8_0;
@@ -1228,6 +1289,8 @@ tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
     case TBX_DT_MXFP4: return qa_mxfp4;
     case TBX_DT_TQ1_0: return qa_tq1_0;
     case TBX_DT_TQ2_0: return qa_tq2_0;
+    case TBX_DT_Q1_0: return qa_q1_0;
+    case TBX_DT_Q2_0: return qa_q2_0;
     default: return NULL;
     }
 }

@@ -950,6 +950,53 @@ TBX_TEST(tq_quant_avx2_matches_scalar_bytes) {
     free(buf);
 }
 
+/* q1_0 and q2_0 (ggml_lowbit.c's scalar quantizers) against their AVX2 kernels: the edge
+ * super-blocks above cut into blocks (q1_0 runs groups of eight blocks: counts that are not a
+ * multiple of eight leave a tail for the scalar kernel), misaligned, and the default quantizer
+ * (what the row quantizers run) gives the same bytes. */
+TBX_TEST(lowbit_quant_avx2_matches_scalar_bytes) {
+    static const tbx_dtype lt[] = {TBX_DT_Q1_0, TBX_DT_Q2_0};
+    static const tbx_quant_fn sc[] = {tbx_gq_q1_0_blocks, tbx_gq_q2_0_blocks};
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !tbx_ggml_quant_legacy_avx2_for(TBX_DT_Q1_0)) {
+        printf("no AVX2 kernels on this CPU or build: skipped\n");
+        return;
+    }
+    rng_seed(6061);
+    const size_t n256 = KREF_NMODES * 12 + 5;
+    float *buf = xmalloc((n256 * 256 + 1) * 4);
+    float *x = buf + 1;
+    for (size_t k = 0; k < n256; k++) kref_edge_block(x + 256 * k, (int)(k % KREF_NMODES));
+    for (size_t t = 0; t < sizeof lt / sizeof *lt; t++) {
+        const tbx_dtype dt = lt[t];
+        const size_t bs = info(dt)->block_size, bb = info(dt)->block_bytes;
+        const tbx_quant_fb_fn qa = tbx_ggml_quant_legacy_avx2_for(dt);
+        const tbx_quant_fn def = tbx_ggml_quant_default_for(dt);
+        CHECK(qa != NULL && def != NULL);
+        if (!qa || !def) continue;
+        for (size_t cut = 0; cut < 3; cut++) {
+            const size_t nb = n256 * 256 / bs - cut * 3; /* odd tails for q1_0's groups */
+            uint8_t *a = xmalloc(nb * bb), *c = xmalloc(nb * bb + 1), *d = xmalloc(nb * bb);
+            memset(a, 0x11, nb * bb);
+            memset(c, 0x33, nb * bb + 1);
+            memset(d, 0x55, nb * bb);
+            sc[t](x, a, nb);
+            qa(x, c + 1, nb, sc[t]);
+            def(x, d, nb);
+            size_t bad = 0;
+            for (size_t k = 0; k < nb; k++)
+                if (memcmp(a + k * bb, c + 1 + k * bb, bb) != 0 && bad++ < 3)
+                    fprintf(stderr, "%s: scalar and avx2 differ at block %zu of %zu\n",
+                            info(dt)->name, k, nb);
+            CHECK_EQ(bad, 0);
+            CHECK(memcmp(a, d, nb * bb) == 0);
+            free(a);
+            free(c);
+            free(d);
+        }
+    }
+    free(buf);
+}
+
 TBX_TEST(kquant_rmse_not_worse_than_ggml_reference) {
     static const tbx_dtype kt[] = {TBX_DT_Q2_K, TBX_DT_Q3_K, TBX_DT_Q4_K, TBX_DT_Q5_K, TBX_DT_Q6_K};
     const size_t nblocks = 512;
