@@ -162,6 +162,18 @@ tbx_quant_fn tbx_ggml_quant_search_for(tbx_dtype dt) {
     return k_type(dt) ? tbx_ggml_quant_for(dt) : NULL;
 }
 
+/* ---- iq4_nl / iq4_xs row quantizers on the best kernels ----------------------------------- */
+static const tbx_iq4_ops *iq4_ops(void) {
+    const tbx_iq4_ops *o = (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) ? tbx_iq4_ops_avx2() : NULL;
+    return o ? o : tbx_iq4_ops_scalar();
+}
+void tbx_gq_rows_iq4_nl(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw) {
+    tbx_gq_rows_iq4_nl_with(iq4_ops(), x, dst, nrows, n, qw);
+}
+void tbx_gq_rows_iq4_xs(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw) {
+    tbx_gq_rows_iq4_xs_with(iq4_ops(), x, dst, nrows, n, qw);
+}
+
 /* ---- MCF q / k row decoders (mcfq.h) ------------------------------------------------------- */
 tbx_mcfq_rows_fn tbx_mcfq_dequant_simd_for(tbx_mcfq_kind kind) {
     if (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) return tbx_mcfq_dequant_avx2_for(kind);

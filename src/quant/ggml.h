@@ -160,6 +160,23 @@ void tbx_gq_rows_q6_K(const float *x, void *dst, int64_t nrows, int64_t n, const
  * nvfp4, q1_0, q2_0 (ggml_lowbit.c: ggml's reference quantizers; qw unused, as in ggml). */
 void tbx_gq_rows_iq4_nl(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 void tbx_gq_rows_iq4_xs(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+/* The kernels of the iq4 quantizers, over 8 consecutive groups of 32 values (an iq4_xs
+ * super-block, or 8 iq4_nl blocks): scales8 gives ggml's searched scale of each group for the
+ * weights w (false: the kernel hands the groups back, non-finite x or w; nothing written);
+ * indices8 gives L[32k + j], the index of the iq4 level nearest to id[k] * x[32k + j]. The
+ * scalar ones (ggml_iq4.c) are the reference; the AVX2 ones (ggml_simd_avx2.c) give the same
+ * results. tbx_gq_rows_iq4_*_with run the row quantizers on given kernels (dispatch.c passes the
+ * best; the bytes do not depend on them). */
+typedef struct tbx_iq4_ops {
+    bool (*scales8)(const float *x, const float *w, float *scales);
+    void (*indices8)(const float *x, const float *id, uint8_t *L);
+} tbx_iq4_ops;
+const tbx_iq4_ops *tbx_iq4_ops_scalar(void);
+const tbx_iq4_ops *tbx_iq4_ops_avx2(void); /* NULL without them; does not check the CPU */
+void tbx_gq_rows_iq4_nl_with(const tbx_iq4_ops *ops, const float *x, void *dst, int64_t nrows,
+                             int64_t n, const float *qw);
+void tbx_gq_rows_iq4_xs_with(const tbx_iq4_ops *ops, const float *x, void *dst, int64_t nrows,
+                             int64_t n, const float *qw);
 void tbx_gq_rows_nvfp4(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 void tbx_gq_rows_q1_0(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 void tbx_gq_rows_q2_0(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);

@@ -1279,6 +1279,93 @@ AVX2 static void qa_q2_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
     }
 }
 
+/* ---- iq4_nl / iq4_xs kernels (tbx_iq4_ops, ggml.h; the scalar ones in ggml_iq4.c) -------- */
+static const float kIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                               1,    13,   25,  38,  53,  69,  89,  113};
+/* kIq4[i] of 8 indices 0..15 */
+AVX2 static inline __m256 iq4_level(__m256i i) {
+    const __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kIq4), i);
+    const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kIq4 + 8), i);
+    return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_cmpgt_epi32(i, _mm256_set1_epi32(7))));
+}
+/* nl_index of ggml_iq4.c for 8 values: 0 at or below the first level, 15 at or above the last
+ * (and for NaN, where the scalar bisection ends), else lo = the last level <= x and the nearer of
+ * lo and lo + 1 by the same two subtractions (lo on x - v[lo] < v[lo+1] - x). */
+AVX2 static inline __m256i iq4_index(__m256 x) {
+    __m256i lo = _mm256_setzero_si256();
+    for (int k = 1; k < 15; k++)
+        lo = _mm256_sub_epi32(lo, _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_set1_ps(kIq4[k]), _CMP_GE_OQ)));
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256 d1 = _mm256_sub_ps(x, iq4_level(lo));
+    const __m256 d2 = _mm256_sub_ps(iq4_level(_mm256_add_epi32(lo, one)), x);
+    __m256i idx = _mm256_add_epi32(lo, _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(d1, d2, _CMP_LT_OQ)), one));
+    idx = _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(x, _mm256_set1_ps(kIq4[0]), _CMP_LE_OQ)), idx);
+    const __m256 top = _mm256_or_ps(_mm256_cmp_ps(x, _mm256_set1_ps(kIq4[15]), _CMP_GE_OQ),
+                                    _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    return _mm256_blendv_epi8(idx, _mm256_set1_epi32(15), _mm256_castps_si256(top));
+}
+
+/* block_scale of ggml_iq4.c with the 8 groups as lanes (transposed: each lane sums its values in
+ * order, as the scalar does): the largest |x| (first one), d = -max / -127, then the weighted
+ * least-squares scale for the levels at 1/d and at the 15 trial scales (k - 127) / max. */
+AVX2 static bool iq4_scales8(const float *x, const float *w, float *scales) {
+    float xt[256], wt[256];
+    transpose(x, 32, xt);
+    transpose(w, 32, wt);
+    const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(INFINITY);
+    __m256 bad = zero, amax = zero, max = zero;
+    for (int j = 0; j < 32; j++) {
+        const __m256 v = _mm256_loadu_ps(xt + 8 * j), av = q_abs(v);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(av, inf, _CMP_NLT_UQ));
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(q_abs(_mm256_loadu_ps(wt + 8 * j)), inf, _CMP_NLT_UQ));
+        const __m256 gt = _mm256_cmp_ps(av, amax, _CMP_GT_OQ);
+        amax = _mm256_blendv_ps(amax, av, gt);
+        max = _mm256_blendv_ps(max, v, gt);
+    }
+    if (_mm256_movemask_ps(bad)) return false;
+    const __m256 tiny = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
+    const __m256 d0 = _mm256_div_ps(_mm256_xor_ps(max, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(kIq4[0]));
+    __m256 id = _mm256_div_ps(_mm256_set1_ps(1.0f), d0), d = zero, best = zero;
+    for (int itry = -8; itry <= 7; itry++) {
+        if (itry > -8) id = _mm256_div_ps(_mm256_set1_ps((float)(itry - 127)), max);
+        __m256 sqx = zero, sq2 = zero;
+        for (int j = 0; j < 32; j++) {
+            const __m256 v = _mm256_loadu_ps(xt + 8 * j), wj = _mm256_loadu_ps(wt + 8 * j);
+            const __m256 q = iq4_level(iq4_index(_mm256_mul_ps(id, v)));
+            const __m256 wq = _mm256_mul_ps(wj, q);
+            sqx = _mm256_add_ps(sqx, _mm256_mul_ps(wq, v));
+            sq2 = _mm256_add_ps(sq2, _mm256_mul_ps(wq, q));
+        }
+        const __m256 pos = _mm256_cmp_ps(sq2, zero, _CMP_GT_OQ);
+        if (itry == -8) { /* the first candidate: d = sumq2 > 0 ? sumqx / sumq2 : 0 */
+            d = _mm256_and_ps(pos, _mm256_div_ps(sqx, sq2));
+            best = _mm256_mul_ps(d, sqx);
+            continue;
+        }
+        const __m256 ok = _mm256_and_ps(pos, _mm256_cmp_ps(_mm256_mul_ps(sqx, sqx),
+                                                           _mm256_mul_ps(best, sq2), _CMP_GT_OQ));
+        if (!_mm256_movemask_ps(ok)) continue;
+        const __m256 dn = _mm256_div_ps(sqx, sq2);
+        d = _mm256_blendv_ps(d, dn, ok);
+        best = _mm256_blendv_ps(best, _mm256_mul_ps(dn, sqx), ok);
+    }
+    _mm256_storeu_ps(scales, _mm256_andnot_ps(tiny, d));
+    return true;
+}
+
+/* L[32k + j] = nl_index(id[k] * x[32k + j]) */
+AVX2 static void iq4_indices8(const float *x, const float *id, uint8_t *L) {
+    for (int k = 0; k < 8; k++) {
+        const __m256 vid = _mm256_set1_ps(id[k]);
+        __m256i q[4];
+        for (int m = 0; m < 4; m++) q[m] = iq4_index(_mm256_mul_ps(vid, _mm256_loadu_ps(x + 32 * k + 8 * m)));
+        _mm256_storeu_si256((__m256i *)(L + 32 * k), q_packu32(q[0], q[1], q[2], q[3]));
+    }
+}
+
+static const tbx_iq4_ops iq4_ops_avx2 = {iq4_scales8, iq4_indices8};
+const tbx_iq4_ops *tbx_iq4_ops_avx2(void) { return &iq4_ops_avx2; }
+
 tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
     switch (dt) {
     case TBX_DT_Q8_0: return qa_q8_0;
@@ -1308,5 +1395,7 @@ tbx_dequant_fn tbx_ggml_dequant_avx2_for(tbx_dtype dt) {
 }
 
 const tbx_kq_ops *tbx_kq_ops_avx2(void) { return NULL; }
+
+const tbx_iq4_ops *tbx_iq4_ops_avx2(void) { return NULL; }
 
 #endif

@@ -997,6 +997,78 @@ TBX_TEST(lowbit_quant_avx2_matches_scalar_bytes) {
     free(buf);
 }
 
+/* iq4_nl / iq4_xs: the row quantizers on the AVX2 kernels against the scalar kernels, byte for
+ * byte, on the edge super-blocks above, without and with importance matrices (random positive,
+ * holding zeros, huge), row lengths whose iq4_nl block count is not a multiple of the kernels'
+ * eight; and the index kernel alone on special values (levels, midpoints, NaN, Inf). */
+TBX_TEST(iq4_avx2_kernels_match_scalar) {
+    const tbx_iq4_ops *sc = tbx_iq4_ops_scalar(), *av = tbx_iq4_ops_avx2();
+    CHECK(sc != NULL);
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !av) {
+        printf("no AVX2 kernels on this CPU or build: skipped\n");
+        return;
+    }
+    rng_seed(4444);
+    const int64_t rowlen[] = {256, 32 * 11, 4096};
+    const size_t n256 = KREF_NMODES * 6 + 1;
+    float *x = xmalloc(n256 * 256 * 4), *qw = xmalloc(4096 * 4);
+    for (size_t k = 0; k < n256; k++) kref_edge_block(x + 256 * k, (int)(k % KREF_NMODES));
+    for (int mode = 0; mode < 4; mode++) {
+        for (int i = 0; i < 4096; i++)
+            qw[i] = mode == 1 ? (float)(0.05 + rndu() * 4) : mode == 2 ? (rnd32() % 3 ? 1.0f : 0.0f)
+                                                                      : (float)(rndu() * 1e30);
+        for (size_t r = 0; r < sizeof rowlen / sizeof *rowlen; r++) {
+            const int64_t n = rowlen[r];
+            for (int t = 0; t < 2; t++) {
+                if (t == 1 && n % 256) continue;
+                const int64_t nrows = (int64_t)(n256 * 256) / n;
+                const size_t bytes = (size_t)(nrows * n) / (t ? 256 : 32) * (t ? 136 : 18);
+                uint8_t *a = xmalloc(bytes), *c = xmalloc(bytes);
+                memset(a, 0x11, bytes);
+                memset(c, 0x33, bytes);
+                const float *w = mode ? qw : NULL;
+                if (t) {
+                    tbx_gq_rows_iq4_xs_with(sc, x, a, nrows, n, w);
+                    tbx_gq_rows_iq4_xs_with(av, x, c, nrows, n, w);
+                } else {
+                    tbx_gq_rows_iq4_nl_with(sc, x, a, nrows, n, w);
+                    tbx_gq_rows_iq4_nl_with(av, x, c, nrows, n, w);
+                }
+                if (memcmp(a, c, bytes) != 0)
+                    fprintf(stderr, "%s: scalar and avx2 kernels differ (row %lld, matrix mode %d)\n",
+                            t ? "iq4_xs" : "iq4_nl", (long long)n, mode);
+                CHECK(memcmp(a, c, bytes) == 0);
+                free(a);
+                free(c);
+            }
+        }
+    }
+    /* indices of special values: every level, the midpoints between neighbours and one ulp
+     * either side, beyond both ends, +-0, NaN, +-Inf */
+    static const float lv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    float v[256];
+    int nv = 0;
+    for (int k = 0; k < 16 && nv < 240; k++) {
+        v[nv++] = lv[k];
+        if (k < 15) {
+            const float mid = (lv[k] + lv[k + 1]) / 2;
+            v[nv++] = mid;
+            v[nv++] = nextafterf(mid, -1e9f);
+            v[nv++] = nextafterf(mid, 1e9f);
+        }
+    }
+    const float sp[] = {-1e9f, 1e9f, 0.0f, -0.0f, NAN, INFINITY, -INFINITY, -127.5f, 113.5f};
+    for (size_t k = 0; k < sizeof sp / sizeof *sp; k++) v[nv++] = sp[k];
+    while (nv < 256) v[nv++] = (float)(gauss() * 80);
+    const float one[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    uint8_t La[256], Lc[256];
+    sc->indices8(v, one, La);
+    av->indices8(v, one, Lc);
+    CHECK(memcmp(La, Lc, 256) == 0);
+    free(x);
+    free(qw);
+}
+
 TBX_TEST(kquant_rmse_not_worse_than_ggml_reference) {
     static const tbx_dtype kt[] = {TBX_DT_Q2_K, TBX_DT_Q3_K, TBX_DT_Q4_K, TBX_DT_Q5_K, TBX_DT_Q6_K};
     const size_t nblocks = 512;
