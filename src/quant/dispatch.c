@@ -189,6 +189,19 @@ void tbx_gq_rows_iq4_xs(const float *x, void *dst, int64_t nrows, int64_t n, con
     tbx_gq_rows_iq4_xs_with(iq4_ops(), x, dst, nrows, n, qw);
 }
 
+/* ---- weighted q4_0 / q5_0 / q3_K / q6_K rows on the best symmetric-fit kernel ------------- */
+static tbx_wq_symm8_fn wq_symm8(void) {
+    return (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) ? tbx_wq_symm8_avx2() : NULL;
+}
+#define WQ_ROWS(name)                                                                               \
+    void name(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw) {            \
+        name##_with(wq_symm8(), x, dst, nrows, n, qw);                                             \
+    }
+WQ_ROWS(tbx_gq_rows_q4_0)
+WQ_ROWS(tbx_gq_rows_q5_0)
+WQ_ROWS(tbx_gq_rows_q3_K)
+WQ_ROWS(tbx_gq_rows_q6_K)
+
 /* ---- MCF q / k row decoders (mcfq.h) ------------------------------------------------------- */
 tbx_mcfq_rows_fn tbx_mcfq_dequant_simd_for(tbx_mcfq_kind kind) {
     if (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) return tbx_mcfq_dequant_avx2_for(kind);

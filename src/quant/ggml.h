@@ -164,6 +164,25 @@ void tbx_gq_rows_q3_K(const float *x, void *dst, int64_t nrows, int64_t n, const
 void tbx_gq_rows_q4_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 void tbx_gq_rows_q5_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 void tbx_gq_rows_q6_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+/* The weighted symmetric fit of ggml_quant_w.c (make_qx_quants with weights: 19 trial scales,
+ * levels -nmax..nmax-1) over 8 consecutive groups of n (16 or 32) values x + n*k with weights
+ * w + n*k: scales[k] and L[n*k + i] = level + nmax (0 and all-zero levels for a group whose
+ * max |x| is below 1e-15); false (nothing written) when the kernel hands the groups back
+ * (non-finite x or w). The AVX2 kernel (ggml_simd_avx2.c) or NULL; ggml_quant_w.c's scalar fit
+ * is the reference and runs when it is NULL or refuses. The weighted row quantizers of q4_0,
+ * q5_0, q3_K and q6_K take it (tbx_gq_rows_*_with); dispatch.c defines tbx_gq_rows_q4_0 etc.
+ * with the best one (the bytes do not depend on it). */
+typedef bool (*tbx_wq_symm8_fn)(const float *x, const float *w, int n, int nmax, float *scales,
+                                uint8_t *L);
+tbx_wq_symm8_fn tbx_wq_symm8_avx2(void); /* does not check the CPU */
+void tbx_gq_rows_q4_0_with(tbx_wq_symm8_fn symm8, const float *x, void *dst, int64_t nrows,
+                           int64_t n, const float *qw);
+void tbx_gq_rows_q5_0_with(tbx_wq_symm8_fn symm8, const float *x, void *dst, int64_t nrows,
+                           int64_t n, const float *qw);
+void tbx_gq_rows_q3_K_with(tbx_wq_symm8_fn symm8, const float *x, void *dst, int64_t nrows,
+                           int64_t n, const float *qw);
+void tbx_gq_rows_q6_K_with(tbx_wq_symm8_fn symm8, const float *x, void *dst, int64_t nrows,
+                           int64_t n, const float *qw);
 /* Row quantizers of iq4_nl and iq4_xs (ggml_iq4.c: ggml's quantize_iq4_nl / quantize_iq4_xs,
  * weighted by qw[column] * sqrt(sigma2 + x^2) with an importance matrix, by x^2 without) and of
  * nvfp4, q1_0, q2_0 (ggml_lowbit.c: ggml's reference quantizers; qw unused, as in ggml). */

@@ -1366,6 +1366,76 @@ AVX2 static void iq4_indices8(const float *x, const float *id, uint8_t *L) {
 static const tbx_iq4_ops iq4_ops_avx2 = {iq4_scales8, iq4_indices8};
 const tbx_iq4_ops *tbx_iq4_ops_avx2(void) { return &iq4_ops_avx2; }
 
+/* ---- the weighted symmetric fit of ggml_quant_w.c (tbx_wq_symm8_fn, ggml.h) --------------- */
+/* tbx_gq_nearest of 8 lanes (the same addition, the same bits of the sum), clamped */
+AVX2 static inline __m256i wq_nearest(__m256 f, __m256i lo, __m256i hi) {
+    const __m256 v = _mm256_add_ps(f, _mm256_set1_ps(12582912.0f));
+    const __m256i l = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x007fffff)),
+                                       _mm256_set1_epi32(0x00400000));
+    return _mm256_max_epi32(_mm256_min_epi32(l, hi), lo);
+}
+/* fit_symm with the 8 groups as lanes (transposed: each lane sums in the scalar's order); the
+ * kept candidate's levels recomputed from its inverse scale at the end. */
+AVX2 static bool wq_symm8(const float *x, const float *w, int n, int nmax, float *scales, uint8_t *L) {
+    if (n > 32 || n % 8) return false;
+    float xt[256], wt[256];
+    uint8_t Lt[256];
+    transpose(x, n, xt);
+    transpose(w, n, wt);
+    const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(INFINITY);
+    const __m256i ilo = _mm256_set1_epi32(-nmax), ihi = _mm256_set1_epi32(nmax - 1);
+    __m256 bad = zero, amax = zero, max = zero;
+    for (int i = 0; i < n; i++) {
+        const __m256 v = _mm256_loadu_ps(xt + 8 * i), av = q_abs(v);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(av, inf, _CMP_NLT_UQ));
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(q_abs(_mm256_loadu_ps(wt + 8 * i)), inf, _CMP_NLT_UQ));
+        const __m256 gt = _mm256_cmp_ps(av, amax, _CMP_GT_OQ);
+        amax = _mm256_blendv_ps(amax, av, gt);
+        max = _mm256_blendv_ps(max, v, gt);
+    }
+    if (_mm256_movemask_ps(bad)) return false;
+    const __m256 tiny = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
+    __m256 bis = _mm256_div_ps(_mm256_set1_ps((float)-nmax), max), scale = zero, best = zero;
+    for (int is = -10; is <= 9; is++) {
+        if (is == 0) continue;
+        const __m256 isc = is == -10 ? bis
+                                     : _mm256_div_ps(_mm256_set1_ps(-((float)nmax + 0.1f * (float)is)), max);
+        __m256 slx = zero, sl2 = zero;
+        for (int i = 0; i < n; i++) {
+            const __m256 v = _mm256_loadu_ps(xt + 8 * i), wi = _mm256_loadu_ps(wt + 8 * i);
+            const __m256 lf = _mm256_cvtepi32_ps(wq_nearest(_mm256_mul_ps(isc, v), ilo, ihi));
+            slx = _mm256_add_ps(slx, _mm256_mul_ps(_mm256_mul_ps(wi, v), lf));
+            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(wi, lf), lf));
+        }
+        if (is == -10) { /* the first candidate: scale = suml2 != 0 ? sumlx / suml2 : 0 */
+            scale = _mm256_and_ps(_mm256_cmp_ps(sl2, zero, _CMP_NEQ_UQ), _mm256_div_ps(slx, sl2));
+            best = _mm256_mul_ps(scale, slx);
+            continue;
+        }
+        const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(sl2, zero, _CMP_GT_OQ),
+                                        _mm256_cmp_ps(_mm256_mul_ps(slx, slx),
+                                                      _mm256_mul_ps(best, sl2), _CMP_GT_OQ));
+        if (!_mm256_movemask_ps(ok)) continue;
+        const __m256 sn = _mm256_div_ps(slx, sl2);
+        bis = _mm256_blendv_ps(bis, isc, ok);
+        scale = _mm256_blendv_ps(scale, sn, ok);
+        best = _mm256_blendv_ps(best, _mm256_mul_ps(sn, slx), ok);
+    }
+    _mm256_storeu_ps(scales, _mm256_andnot_ps(tiny, scale));
+    const __m256i keep = _mm256_castps_si256(_mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_GE_OQ));
+    const __m256i off = _mm256_set1_epi32(nmax);
+    for (int i = 0; i < n; i++) {
+        const __m256i l = wq_nearest(_mm256_mul_ps(bis, _mm256_loadu_ps(xt + 8 * i)), ilo, ihi);
+        const __m256i b = _mm256_and_si256(_mm256_add_epi32(l, off), keep);
+        const __m256i p = _mm256_packus_epi16(_mm256_packs_epi32(b, b), _mm256_packs_epi32(b, b));
+        _mm_storel_epi64((__m128i *)(Lt + 8 * i), _mm_unpacklo_epi32(_mm256_castsi256_si128(p),
+                                                                     _mm256_extracti128_si256(p, 1)));
+    }
+    untranspose(Lt, n, 1, 0, L);
+    return true;
+}
+tbx_wq_symm8_fn tbx_wq_symm8_avx2(void) { return wq_symm8; }
+
 tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
     switch (dt) {
     case TBX_DT_Q8_0: return qa_q8_0;
@@ -1397,5 +1467,7 @@ tbx_dequant_fn tbx_ggml_dequant_avx2_for(tbx_dtype dt) {
 const tbx_kq_ops *tbx_kq_ops_avx2(void) { return NULL; }
 
 const tbx_iq4_ops *tbx_iq4_ops_avx2(void) { return NULL; }
+
+tbx_wq_symm8_fn tbx_wq_symm8_avx2(void) { return NULL; }
 
 #endif
