@@ -136,8 +136,9 @@ static tbx_status hf_fail(hf *h, tbx_status code, const char *field, const char 
     return st;
 }
 
-/* Parses section `name` as JSON into *out (NULL when the section is absent and !required). */
-static tbx_status load_json(hf *h, const char *name, bool required, json_t **out) {
+/* Parses section `name` as JSON into *out (NULL when the section is absent and !required).
+ * `flags`: jansson's decoding flags beside JSON_REJECT_DUPLICATES. */
+static tbx_status load_json(hf *h, const char *name, bool required, size_t flags, json_t **out) {
     *out = NULL;
     int64_t i = tbx_file_find_section(h->in, name);
     if (i < 0) {
@@ -150,7 +151,7 @@ static tbx_status load_json(hf *h, const char *name, bool required, json_t **out
     tbx_status st = tbx_section_load_(h->in, (uint64_t)i, &buf, &n, h->err);
     if (st != TBX_OK) return st;
     json_error_t je;
-    *out = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
+    *out = json_loadb(buf, n, JSON_REJECT_DUPLICATES | flags, &je);
     tbx_free(h->al, buf, n ? n : 1);
     if (!*out || !json_is_object(*out)) {
         json_decref(*out);
@@ -191,10 +192,21 @@ static const char *jstr(json_t *o, const char *key) {
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
+/* config.json's field `name`; rope_theta, which transformers 5 writes inside rope_parameters
+ * (not at the top level), is also looked for there. */
+static json_t *cfg_field(hf *h, const char *name) {
+    json_t *j = json_object_get(h->cfg, name);
+    if (!j && strcmp(name, "rope_theta") == 0) {
+        json_t *rp = json_object_get(h->cfg, "rope_parameters");
+        if (json_is_object(rp)) j = json_object_get(rp, name);
+    }
+    return j;
+}
+
 /* The first of the config names present: 1 and *v (integer or real), 0 when none is. */
 static int cfg_number(hf *h, const char *const *names, double *v, const char **which) {
     for (int k = 0; k < 4 && names[k]; k++) {
-        json_t *j = json_object_get(h->cfg, names[k]);
+        json_t *j = cfg_field(h, names[k]);
         if (json_is_number(j)) {
             *v = json_number_value(j);
             if (which) *which = names[k];
@@ -443,7 +455,7 @@ static tbx_status write_hparams(hf *h) {
         if (ppath) {
             char pname[512];
             snprintf(pname, sizeof pname, "%s%sconfig.json", ppath, *ppath ? "/" : "");
-            if ((st = load_json(h, pname, true, &h->pool)) != TBX_OK) return st;
+            if ((st = load_json(h, pname, true, 0, &h->pool)) != TBX_OK) return st;
             int mode = -1;
             const char *pm = jstr(h->pool, "pooling_mode");
             if (json_is_true(json_object_get(h->pool, "pooling_mode_mean_tokens"))) mode = POOL_MEAN;
@@ -959,7 +971,7 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
                                                : TT_NORMAL;
         }
         /* added_tokens.json {"text": id}: user-defined, score -1000 */
-        if ((st = load_json(h, "added_tokens.json", false, &at)) != TBX_OK) goto done;
+        if ((st = load_json(h, "added_tokens.json", false, 0, &at)) != TBX_OK) goto done;
         const char *key;
         json_t *val;
         json_object_foreach(at, key, val) {
@@ -1725,9 +1737,13 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
     h->quant = o->quant_to;
     h->cast = o->cast_to;
     tbx_plan_init(&h->plan, &in->al);
-    tbx_status st = load_json(h, "config.json", true, &h->cfg);
+    tbx_status st = load_json(h, "config.json", true, 0, &h->cfg);
     if (st == TBX_OK) st = load_tokenizer(h);
-    if (st == TBX_OK) st = load_json(h, "tokenizer_config.json", false, &h->tokcfg);
+    /* tokenizer_config.json: transformers writes model_max_length 1e30 as an integer
+     * (1000000000000000019884624838656) when a tokenizer has no limit, beyond jansson's
+     * integers; nothing read from this file is an integer, so its numbers are decoded as reals */
+    if (st == TBX_OK)
+        st = load_json(h, "tokenizer_config.json", false, JSON_DECODE_INT_AS_REAL, &h->tokcfg);
     if (st == TBX_OK) st = pick_arch(h);
     if (st == TBX_OK) st = plan_tensors(h);
     if (st == TBX_OK) st = check_vocab_rows(h);
