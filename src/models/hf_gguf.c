@@ -1120,8 +1120,9 @@ done:
 /* ------------------------------------------------------------------------------------------ */
 /* Tensors llama.cpp wants in f32 whatever the file type (convert_hf_to_gguf.py and
  * llama-quantize agree): 1-D tensors, norms, anything but a .weight (biases), the position
- * and token-type embeddings, which are added to f32 activations, and a MoE router
- * (ffn_gate_inp). */
+ * and token-type embeddings, which are added to f32 activations, a MoE router (ffn_gate_inp)
+ * and the sigmoid gate of a shared expert (ffn_gate_inp_shexp, Qwen2-MoE's [1, hidden]): the
+ * tensors convert_hf_to_gguf.py's ModelBase keeps in f32 for every --outtype. */
 static bool always_f32(const char *gname, uint32_t ndim) {
     size_t n = strlen(gname);
     if (ndim <= 1) return true;
@@ -1129,6 +1130,10 @@ static bool always_f32(const char *gname, uint32_t ndim) {
     if (n < 7 || strcmp(gname + n - 7, ".weight") != 0) return true;
     static const char router[] = ".ffn_gate_inp.weight";
     if (n >= sizeof router - 1 && strcmp(gname + n - (sizeof router - 1), router) == 0) return true;
+    static const char shexp_gate[] = ".ffn_gate_inp_shexp.weight";
+    if (n >= sizeof shexp_gate - 1 &&
+        strcmp(gname + n - (sizeof shexp_gate - 1), shexp_gate) == 0)
+        return true;
     return strcmp(gname, "position_embd.weight") == 0 || strcmp(gname, "token_types.weight") == 0;
 }
 

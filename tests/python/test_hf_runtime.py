@@ -9,7 +9,9 @@ and a tokenizer of that family:
          `tokenizers` (a few hundred merges) behind Llama 3's split regex, with Llama 3's
          special tokens and the post-processor that adds <|begin_of_text|>;
   qwen2  the same with Qwen2's split regex, its NFC normalizer and its chat special tokens,
-         tied input/output embeddings as the small Qwen2.5 models have.
+         tied input/output embeddings as the small Qwen2.5 models have;
+  mixtral, qwen2_moe  the MoE rows (4 experts, 2 used; Qwen2-MoE's shared expert), with their
+         dense sibling's tokenizer.
 Then:
 (a) tbx converts the directory (f32, f16, q8_0); llama.cpp (llama_cpp) loads the GGUF and its
     logits for a few prompts equal transformers' on the original directory (f32 with an f32 KV
@@ -166,7 +168,20 @@ FAMILIES = {
     "llama": ("LlamaConfig", "LlamaForCausalLM", gguf.MODEL_ARCH.LLAMA, 1),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", gguf.MODEL_ARCH.QWEN2, 2),
     "bert": ("BertConfig", "BertModel", gguf.MODEL_ARCH.BERT, 3),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", gguf.MODEL_ARCH.LLAMA, 4),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM", gguf.MODEL_ARCH.QWEN2MOE, 5),
 }
+DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"]
+# the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
+# Mixtral has Llama 2's SentencePiece, which tests/python/test_hf_gguf_spm.py covers; here the
+# rows' tensors are the point)
+TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama",
+          "qwen2_moe": "qwen2"}
+# the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
+MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
+           "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+                         "shared_expert_intermediate_size": 96, "decoder_sparse_step": 1,
+                         "norm_topk_prob": False}}
 
 
 def build(d: Path, family: str, minilm_dir: Path) -> dict:
@@ -180,8 +195,8 @@ def build(d: Path, family: str, minilm_dir: Path) -> dict:
             intermediate_size=128, max_position_embeddings=128, initializer_range=0.1,
             layer_norm_eps=1e-12)
     else:
-        V = train_bpe(d, family)
-        sp = SPECIALS[family]
+        V = train_bpe(d, TOKFAM[family])
+        sp = SPECIALS[TOKFAM[family]]
         tj = json.loads((d / "tokenizer.json").read_text())
         ids = {t["content"]: t["id"] for t in tj["added_tokens"]}
         cfg = getattr(transformers, cfg_cls)(
@@ -190,15 +205,21 @@ def build(d: Path, family: str, minilm_dir: Path) -> dict:
             rms_norm_eps=1e-6, initializer_range=0.1,
             # not llama.cpp's default 10000: Llama 3's and Qwen2.5's values (transformers 5
             # writes it inside rope_parameters)
-            rope_theta=500000.0 if family == "llama" else 1000000.0,
+            rope_theta=500000.0 if TOKFAM[family] == "llama" else 1000000.0,
             tie_word_embeddings=(family == "qwen2"),
-            bos_token_id=ids[sp[0]], eos_token_id=ids[sp[1] if family == "llama" else sp[0]])
+            bos_token_id=ids[sp[0]],
+            eos_token_id=ids[sp[1] if TOKFAM[family] == "llama" else sp[0]],
+            **MOE_CFG.get(family, {}))
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(cfg).to(torch.float32).eval()
     with torch.no_grad():  # norms and biases away from their 1 / 0 initial values
         for name, p in model.named_parameters():
             if p.dim() == 1:
                 p.add_(torch.randn_like(p) * 0.1)
+            # MoE routers: decisive top-k choices, so q8_0's rounding of the hidden states
+            # does not swap an expert (a swap is a jump of the logits, not an error of the file)
+            if name.endswith("block_sparse_moe.gate.weight") or name.endswith("mlp.gate.weight"):
+                p.mul_(20.0)
     model.save_pretrained(str(d), safe_serialization=True)
     return {"dir": d, "vocab": V}
 
@@ -234,13 +255,21 @@ PROMPTS = ["the cat sat on the mat", "Hello World! 12345 café 日本語 🦙",
 # per block): the bounds are relative to the largest logit.
 VARIANTS = {"f32": ((), 1e-3, 0.9999), "f16": (("--cast", "f16"), 2e-2, 0.999),
             "q8_0": (("--quant", "q8_0"), 6e-2, 0.99)}
+# q8_0 in an MoE: ggml's q8_0 matmul rounds the activations to 8 bits too, and a rounded hidden
+# state can change the experts the router picks for a token (a jump of the logits; measured
+# 0.11-0.19 x max|logit| here, the dense rows 0.03). The expert stacking is checked by the f32
+# and f16 files at the bars above, and the q8_0 tensors equal those of llama.cpp's own
+# converter byte for byte (test_same_gguf_as_convert_hf_to_gguf); a wrong stacking is O(1).
+MOE_Q8_BOUND = 0.25
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-@pytest.mark.parametrize("family", ["llama", "qwen2"])
+@pytest.mark.parametrize("family", DECODERS)
 def test_decoder_logits_equal_transformers(tbx, tiny, tmp_path, family, variant):
     m = tiny(family)
     args, bound, _ = VARIANTS[variant]
+    if variant == "q8_0" and family in MOE_CFG:
+        bound = MOE_Q8_BOUND
     out = tmp_path / f"{family}-{variant}.gguf"
     convert(tbx, m["dir"], out, *args)
     tok = hf_tokenizer(m["dir"])
@@ -396,7 +425,7 @@ def _value(f):
 # (kind, key) -> (families, reason); kind "llama.cpp only", "tbx only" or "value". The test
 # asserts the differences are exactly these (a fixed one must leave this table). No tensor
 # difference is expected: names, shapes, types and bytes are equal.
-_ALL = ("llama", "qwen2", "bert")
+_ALL = tuple(FAMILIES)
 EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ("llama.cpp only", "general.name"): (
         _ALL, "gguf-py's Metadata names a model without a model card after its directory "
@@ -432,11 +461,11 @@ EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
 
 
 @pytest.mark.parametrize("outtype", ["f32", "f16", "q8_0"])
-@pytest.mark.parametrize("family", ["llama", "qwen2", "bert"])
+@pytest.mark.parametrize("family", list(FAMILIES))
 def test_same_gguf_as_convert_hf_to_gguf(tbx, tiny, tmp_path, family, outtype):
     m = tiny(family)
     ref_path, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
-    llama_convert(m["dir"], ref_path, family, outtype)
+    llama_convert(m["dir"], ref_path, TOKFAM[family], outtype)
     args = {"f32": (), "f16": ("--cast", "f16"), "q8_0": ("--quant", "q8_0")}[outtype]
     convert(tbx, m["dir"], out, *args)
     rr, rf = read_gguf(ref_path)
@@ -453,7 +482,8 @@ def test_same_gguf_as_convert_hf_to_gguf(tbx, tiny, tmp_path, family, outtype):
             diffs.add(("value", k))
             text.append(f"differs: {k}: llama.cpp {str(_value(rf[k]))[:80]} "
                         f"({rf[k].types}) vs tbx {str(_value(tf[k]))[:80]} ({tf[k].types})")
-    expected = {d for d, (fams, _) in EXPECTED_KEY_DIFFS.items() if family in fams}
+    expected = {d for d, (fams, _) in EXPECTED_KEY_DIFFS.items()
+                if family in fams or TOKFAM[family] in fams}
     rt = {t.name: t for t in rr.tensors}
     tt = {t.name: t for t in tr.tensors}
     assert rt, "llama.cpp's file has no tensor"
