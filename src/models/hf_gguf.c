@@ -477,6 +477,42 @@ static tbx_status write_hparams(hf *h) {
 /* ------------------------------------------------------------------------------------------ */
 /* Tokenizer (tokenizer.json: WordPiece -> llama.cpp "bert", BPE -> "gpt2")                     */
 /* ------------------------------------------------------------------------------------------ */
+/* The flags of tokenizer.json's normalizer llama.cpp takes (gguf-py's SpecialVocab reads them
+ * the same way): a Lowercase or StripAccents step sets its flag; a BertNormalizer's lowercase
+ * and strip_accents members, when booleans, set theirs (strip_accents null: llama.cpp follows
+ * lowercase, as BertNormalizer does); a Sequence's steps in order, a later one winning. */
+static void normalizer_flags(json_t *n, int *lower, int *strip, int depth) {
+    const char *ty = jstr(n, "type");
+    if (!ty || depth > 8) return;
+    if (strcmp(ty, "Lowercase") == 0) {
+        *lower = 1;
+    } else if (strcmp(ty, "StripAccents") == 0) {
+        *strip = 1;
+    } else if (strcmp(ty, "BertNormalizer") == 0) {
+        json_t *l = json_object_get(n, "lowercase"), *s = json_object_get(n, "strip_accents");
+        if (json_is_boolean(l)) *lower = json_is_true(l);
+        if (json_is_boolean(s)) *strip = json_is_true(s);
+    } else if (strcmp(ty, "Sequence") == 0) {
+        json_t *steps = json_object_get(n, "normalizers");
+        for (size_t i = 0; i < json_array_size(steps); i++)
+            normalizer_flags(json_array_get(steps, i), lower, strip, depth + 1);
+    }
+}
+
+/* tokenizer.ggml.normalizer.lowercase / .strip_accents from the normalizer's flags (-1: the
+ * tokenizer does not say; nothing written, llama.cpp's defaults hold). A cased WordPiece
+ * (BertNormalizer lowercase false) needs it: llama.cpp lowercases by default. */
+static tbx_status put_normalizer(hf *h) {
+    int lower = -1, strip = -1;
+    json_t *n = h->tok ? json_object_get(h->tok, "normalizer") : NULL;
+    if (n) normalizer_flags(n, &lower, &strip, 0);
+    tbx_status st = TBX_OK;
+    if (lower >= 0)
+        st = put(h, "tokenizer.ggml.normalizer.lowercase", tbx_value_new_bool(lower == 1));
+    if (st == TBX_OK && strip >= 0)
+        st = put(h, "tokenizer.ggml.normalizer.strip_accents", tbx_value_new_bool(strip == 1));
+    return st;
+}
 /* Content of special token `typ` in tokenizer_config.json (a string or {"content": ...}). */
 static const char *tokcfg_token(hf *h, const char *typ) {
     char key[32];
@@ -753,6 +789,7 @@ static tbx_status write_tokenizer(hf *h) {
     tbx_free(h->al, tok_at, (size_t)nv * sizeof *tok_at);
     tok_at = NULL;
     if ((st = put_str(h, "tokenizer.ggml.model", wpm ? "bert" : "gpt2")) != TBX_OK) goto done;
+    if ((st = put_normalizer(h)) != TBX_OK) goto done;
     if ((st = put_str(h, "tokenizer.ggml.pre", bpe ? bpe_pre_name(h) : PRE_DEFAULT)) != TBX_OK)
         goto done;
     st = put_lent(h, "tokenizer.ggml.tokens", &list);

@@ -153,11 +153,19 @@ def train_bpe(d: Path, family: str) -> int:
     return tok.get_vocab_size()
 
 
-def minilm_tokenizer(d: Path, minilm_dir: Path) -> int:
+def minilm_tokenizer(d: Path, minilm_dir: Path, cased: bool = False) -> int:
     for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         if (minilm_dir / f).is_file():
             (d / f).write_bytes((minilm_dir / f).read_bytes())
-    return len(json.loads((minilm_dir / "tokenizer.json").read_text())["model"]["vocab"])
+    tj = json.loads((d / "tokenizer.json").read_text())
+    if cased:
+        assert tj["normalizer"]["type"] == "BertNormalizer", tj["normalizer"]
+        tj["normalizer"]["lowercase"] = False
+        (d / "tokenizer.json").write_text(json.dumps(tj))
+        tc = json.loads((d / "tokenizer_config.json").read_text())
+        tc["do_lower_case"] = False
+        (d / "tokenizer_config.json").write_text(json.dumps(tc))
+    return len(tj["model"]["vocab"])
 
 
 # ------------------------------------------------------------------------------------------
@@ -170,13 +178,16 @@ FAMILIES = {
     "bert": ("BertConfig", "BertModel", gguf.MODEL_ARCH.BERT, 3),
     "mixtral": ("MixtralConfig", "MixtralForCausalLM", gguf.MODEL_ARCH.LLAMA, 4),
     "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM", gguf.MODEL_ARCH.QWEN2MOE, 5),
+    # MiniLM's vocabulary behind a cased BertNormalizer (lowercase false, as bert-base-cased):
+    # llama.cpp lowercases unless the GGUF says tokenizer.ggml.normalizer.lowercase = false
+    "bert_cased": ("BertConfig", "BertModel", gguf.MODEL_ARCH.BERT, 6),
 }
 DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"]
 # the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
 # Mixtral has Llama 2's SentencePiece, which tests/python/test_hf_gguf_spm.py covers; here the
 # rows' tensors are the point)
 TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama",
-          "qwen2_moe": "qwen2"}
+          "qwen2_moe": "qwen2", "bert_cased": "bert"}
 # the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
 MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
            "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
@@ -188,8 +199,8 @@ def build(d: Path, family: str, minilm_dir: Path) -> dict:
     """Writes the tiny model of `family` into d (save_pretrained) and returns its facts."""
     cfg_cls, model_cls, _, seed = FAMILIES[family]
     d.mkdir(parents=True)
-    if family == "bert":
-        V = minilm_tokenizer(d, minilm_dir)
+    if TOKFAM[family] == "bert":
+        V = minilm_tokenizer(d, minilm_dir, cased=(family == "bert_cased"))
         cfg = getattr(transformers, cfg_cls)(
             vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=128, max_position_embeddings=128, initializer_range=0.1,
@@ -363,9 +374,9 @@ def _token_diffs(tbx, tiny, tmp_path, family, strings):
 
 @pytest.mark.parametrize("category", ["ascii", "accents", "cjk", "emoji", "whitespace",
                                       "special"])
-@pytest.mark.parametrize("family", ["llama", "qwen2", "bert"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased"])
 def test_token_ids_equal_transformers(tbx, tiny, tmp_path, family, category):
-    strings = [s for s in sample_strings(family)[category] if not _limited(family, s)]
+    strings = [s for s in sample_strings(TOKFAM[family])[category] if not _limited(family, s)]
     assert len(strings) >= 25
     bad = _token_diffs(tbx, tiny, tmp_path, family, strings)
     assert not bad, f"{len(bad)}/{len(strings)} differ, first: {bad[:3]}"
@@ -387,9 +398,11 @@ def test_token_ids_llama_cpp_limits(tbx, tiny, tmp_path, request, limit):
 # convert_hf_to_gguf.py names a BPE pre-tokenizer by hashing the token ids of one text
 # (get_vocab_base_pre): only the real vocabularies it lists are recognised. The vocabularies
 # trained here have the Llama 3 / Qwen2 shape but not their ids, so the converter is told the
-# name it gives the real ones ("llama-bpe", "qwen2": what tbx writes too); nothing else of it
-# is changed.
-CONVERTER_PRE = {"llama": "llama-bpe", "qwen2": "qwen2"}
+# name it gives the real ones ("llama-bpe", "qwen2": what tbx writes too); the cased variant of
+# MiniLM's WordPiece gets the name its uncased original hashes to (llama.cpp reads the name only
+# for BPE vocabularies). Nothing else of the converter is changed.
+CONVERTER_PRE = {"llama": "llama-bpe", "qwen2": "qwen2", "mixtral": "llama-bpe",
+                 "qwen2_moe": "qwen2", "bert_cased": "jina-v2-en"}
 
 _WRAPPER = r"""
 import runpy, sys
@@ -448,10 +461,6 @@ EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
                     "vocabulary is the same (test (b): no BOS, as transformers)"),
     ("llama.cpp only", "tokenizer.ggml.add_eos_token"): (
         ("qwen2",), "as add_bos_token"),
-    ("llama.cpp only", "tokenizer.ggml.normalizer.lowercase"): (
-        ("bert",), "gguf-py copies BertNormalizer's lowercase; tbx does not write it yet: "
-                   "llama.cpp's default (lowercase) is right for uncased models like this "
-                   "one (test (b)), wrong for a cased BERT"),
     ("value", "tokenizer.ggml.pre"): (
         ("bert",), "the converter names every vocabulary by hashing its ids on one text, "
                    "which for this WordPiece vocabulary matches \"jina-v2-en\"; tbx writes "
@@ -465,7 +474,7 @@ EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
 def test_same_gguf_as_convert_hf_to_gguf(tbx, tiny, tmp_path, family, outtype):
     m = tiny(family)
     ref_path, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
-    llama_convert(m["dir"], ref_path, TOKFAM[family], outtype)
+    llama_convert(m["dir"], ref_path, family, outtype)
     args = {"f32": (), "f16": ("--cast", "f16"), "q8_0": ("--quant", "q8_0")}[outtype]
     convert(tbx, m["dir"], out, *args)
     rr, rf = read_gguf(ref_path)
