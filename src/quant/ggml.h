@@ -111,6 +111,19 @@ typedef void (*tbx_quant_rows_fn)(const float *src, void *dst, int64_t nrows, in
                                   const float *qw);
 /* The row quantizer of a ggml block type, or NULL when this build has none. */
 tbx_quant_rows_fn tbx_ggml_quant_rows_for(tbx_dtype dt);
+/* The codebook types (ggml_iq_grid.c): iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m.
+ * Their ggml quantizers are never block-local: each 256-value super-block is weighted by its
+ * own mean square, and qw (when given) by column. ggml_quantize_chunk refuses iq2_xxs, iq2_xs
+ * and iq1_s without an importance matrix (callers refuse first: tbx_ggml_quant_requires_imatrix);
+ * given qw NULL these weight every column 1 (defined bytes, not ggml's). The lattice tables
+ * they search are built once on first use (thread-safe, static storage, never freed). */
+void tbx_iq_rows_iq2_xxs(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_iq_rows_iq2_xs(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_iq_rows_iq2_s(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_iq_rows_iq3_xxs(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_iq_rows_iq3_s(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_iq_rows_iq1_s(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_iq_rows_iq1_m(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 /* 1 when ggml refuses to quantize the type without an importance matrix
  * (ggml_quantize_requires_imatrix: iq2_xxs, iq2_xs, iq1_s), else 0. */
 bool tbx_ggml_quant_requires_imatrix(tbx_dtype dt);

@@ -47,6 +47,13 @@ tbx_quant_rows_fn tbx_ggml_quant_rows_for(tbx_dtype dt) {
     case TBX_DT_TQ1_0: return rq_tq1_0;
     case TBX_DT_TQ2_0: return rq_tq2_0;
     case TBX_DT_MXFP4: return rq_mxfp4;
+    case TBX_DT_IQ2_XXS: return tbx_iq_rows_iq2_xxs;
+    case TBX_DT_IQ2_XS: return tbx_iq_rows_iq2_xs;
+    case TBX_DT_IQ2_S: return tbx_iq_rows_iq2_s;
+    case TBX_DT_IQ3_XXS: return tbx_iq_rows_iq3_xxs;
+    case TBX_DT_IQ3_S: return tbx_iq_rows_iq3_s;
+    case TBX_DT_IQ1_S: return tbx_iq_rows_iq1_s;
+    case TBX_DT_IQ1_M: return tbx_iq_rows_iq1_m;
     default: return NULL;
     }
 }
