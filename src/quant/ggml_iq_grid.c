@@ -432,7 +432,9 @@ static float sumsq256(const float *x) {
 }
 
 /* The 4-bit sub-block scale of s under 1/d. */
-static inline int scale4(float id, float s) { return iq_clamp(iq_nearest(0.5f * (id * s - 1)), 15); }
+static inline int scale4(float id, float s) {
+    return iq_clamp(iq_nearest(0.5f * (id * s - 1)), 15);
+}
 
 /* ---- iq2_xxs: 66 bytes: d, then per 32 values 4 entry bytes and 4x7 sign bits + 4-bit scale -- */
 static void iq2xxs_block(const iq_lattice *g, const float *xbl, const float *qwb, uint8_t *y) {
@@ -541,9 +543,9 @@ static void iq2xs_s_block(const iq_lattice *g, bool is_s, const float *xbl, cons
         for (int i = 0; i < 32; i++) tbx_st16(y + 2 + 2 * i, q2[i]);
 }
 
-/* ---- iq3_xxs: 98 bytes: d, 64 entry bytes, per 32 values 4x7 sign bits + 4-bit scale ---------- */
+/* ---- iq3_xxs: 98 bytes: d, 64 entry bytes, per 32 values 4x7 sign bits + 4-bit scale ------ */
 /* ---- iq3_s: 110 bytes: d, 64 entry low bytes, 8 bytes of high bits, 32 sign bytes, 8 4-bit
- *      scales ----------------------------------------------------------------------------------- */
+ *      scales ------------------------------------------------------------------------------- */
 static void iq3_block(const iq_lattice *g, bool is_s, const float *xbl, const float *qwb,
                       uint8_t *y) {
     const grid_search s = {g, 32, 8, is_s ? 9 : 15, 0.2f, !is_s,
@@ -702,7 +704,7 @@ static float iq1_refit(const iq_lattice *g, int ngroups, const float *xb, const 
 }
 
 /* ---- iq1_s: 50 bytes: d, 32 entry low bytes, per 32 values a u16 (4x3 high bits, 3-bit scale,
- *      shift sign) ------------------------------------------------------------------------------ */
+ *      shift sign) -------------------------------------------------------------------------- */
 static void iq1s_block(const iq_lattice *g, const float *xbl, const float *qwb, uint8_t *y) {
     float scales[8], w[32], sumx[33], sumw[33];
     int8_t L[32], shifts[8];

@@ -51,7 +51,8 @@ static int load_ggml(void) {
     } else {
         const char *root = getenv("TBX_SOURCE_DIR");
         char pat[2048];
-        snprintf(pat, sizeof pat, "%s/.venv/lib/python3*/site-packages/llama_cpp/lib/libggml-base.so",
+        snprintf(pat, sizeof pat,
+                 "%s/.venv/lib/python3*/site-packages/llama_cpp/lib/libggml-base.so",
                  root ? root : ".");
         glob_t g;
         if (glob(pat, 0, NULL, &g) != 0 || g.gl_pathc == 0) {
