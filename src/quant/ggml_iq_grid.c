@@ -71,6 +71,7 @@ typedef struct iq_lattice {
     int npoints;
     size_t nb_cap;
     int8_t *pos;          /* [ngrid][dim]: 2l+1 */
+    uint8_t *lev;         /* [ngrid][dim]: l */
     int32_t *map;         /* [npoints] */
     uint16_t *nb;         /* [nb_cap] */
     pthread_once_t once;
@@ -85,6 +86,8 @@ enum {
 };
 static int8_t pos_2x256[256 * 8], pos_2x512[512 * 8], pos_2x1024[1024 * 8], pos_1x2048[2048 * 8];
 static int8_t pos_3x256[256 * 4], pos_3x512[512 * 4];
+static uint8_t pos_2x256_l[256 * 8], pos_2x512_l[512 * 8], pos_2x1024_l[1024 * 8];
+static uint8_t pos_1x2048_l[2048 * 8], pos_3x256_l[256 * 4], pos_3x512_l[512 * 4];
 static int32_t map_2x256[PTS_8D], map_2x512[PTS_8D], map_2x1024[PTS_8D], map_1x2048[PTS_8D];
 static int32_t map_3x256[PTS_4D], map_3x512[PTS_4D];
 static uint16_t nb_2x256[NB_2X256], nb_2x512[NB_2X512], nb_2x1024[NB_2X1024];
@@ -118,7 +121,7 @@ static void lev_3x256(iq_lattice *g) { lev_u32(g, tbx_iq3xxs_grid, V_IQ3XXS, 8);
 static void lev_3x512(iq_lattice *g) { lev_u32(g, tbx_iq3s_grid, V_IQ3S, 8); }
 
 #define LATTICE(dim, nlev, ngrid, nwant, npts, cap, P, M, N, LEV)                                 \
-    {dim, nlev, ngrid, nwant, npts, cap, P, M, N, PTHREAD_ONCE_INIT, LEV}
+    {dim, nlev, ngrid, nwant, npts, cap, P, P##_l, M, N, PTHREAD_ONCE_INIT, LEV}
 /* iq2_xxs, iq2_xs, iq2_s, iq1_s/iq1_m, iq3_xxs, iq3_s (ggml's nwant: 2, 2, 1, 3, 2, 3) */
 static iq_lattice L_IQ2XXS = LATTICE(8, 3, 256, 2, PTS_8D, NB_2X256, pos_2x256, map_2x256,
                                      nb_2x256, lev_2x256);
@@ -136,6 +139,7 @@ static iq_lattice L_IQ3S = LATTICE(4, 8, 512, 3, PTS_4D, NB_3X512, pos_3x512, ma
 static void lattice_build(iq_lattice *g) {
     g->levels(g);
     const int dim = g->dim;
+    for (int k = 0; k < g->ngrid * dim; k++) g->lev[k] = (uint8_t)((g->pos[k] - 1) / 2);
     for (int p = 0; p < g->npoints; p++) g->map[p] = -1;
     for (int k = 0; k < g->ngrid; k++) {
         int idx = 0;
@@ -201,26 +205,45 @@ static inline const uint16_t *lat_neighbours(const iq_lattice *g, int32_t m) {
     return g->nb + (-(int64_t)m - 1);
 }
 static inline void lat_levels(const iq_lattice *g, int k, int8_t *l) {
-    for (int j = 0; j < g->dim; j++) l[j] = (int8_t)((g->pos[g->dim * k + j] - 1) / 2);
+    for (int j = 0; j < g->dim; j++) l[j] = (int8_t)g->lev[g->dim * k + j];
 }
 
-/* The neighbour closest to scale*q in weighted distance (first on ties); its levels into l. */
+/* The neighbour closest to scale*q in weighted distance (first on ties); its levels into l.
+ * The terms w*(scale*q - x)^2 depend only on the coordinate and its level: computed once per
+ * (coordinate, level), each neighbour's distance is the same sum in the same order. */
 static int best_neighbour(const iq_lattice *g, const uint16_t *nb, const float *xval,
                           const float *w, float scale, int8_t *l) {
-    const int dim = g->dim;
+    const int dim = g->dim, nlev = g->nlev;
     float best = FLT_MAX;
     int gi = -1;
-    for (int j = 1; j <= nb[0]; j++) {
-        const int8_t *pg = g->pos + dim * nb[j];
-        float d2 = 0;
-        for (int i = 0; i < dim; i++) {
-            const float q = pg[i];
-            const float diff = scale * q - xval[i];
-            d2 += w[i] * diff * diff;
+    if (nb[0] <= nlev) { /* few neighbours (iq3's lattices): the terms as they come */
+        for (int j = 1; j <= nb[0]; j++) {
+            const uint8_t *lg = g->lev + dim * nb[j];
+            float d2 = 0;
+            for (int i = 0; i < dim; i++) {
+                const float diff = scale * (float)(2 * lg[i] + 1) - xval[i];
+                d2 += w[i] * diff * diff;
+            }
+            if (d2 < best) {
+                best = d2;
+                gi = nb[j];
+            }
         }
-        if (d2 < best) {
-            best = d2;
-            gi = nb[j];
+    } else {
+        float t[8][8];
+        for (int i = 0; i < dim; i++)
+            for (int v = 0; v < nlev; v++) {
+                const float diff = scale * (float)(2 * v + 1) - xval[i];
+                t[i][v] = w[i] * diff * diff;
+            }
+        for (int j = 1; j <= nb[0]; j++) {
+            const uint8_t *lg = g->lev + dim * nb[j];
+            float d2 = 0;
+            for (int i = 0; i < dim; i++) d2 += t[i][lg[i]];
+            if (d2 < best) {
+                best = d2;
+                gi = nb[j];
+            }
         }
     }
     if (gi < 0) gi = nb[0] ? nb[1] : 0; /* NaN: ggml aborts */
@@ -633,16 +656,18 @@ static void sort_cols(const float *x, int n, int *idx) {
  * into l. */
 static int iq1_neighbour(const iq_lattice *g, const uint16_t *nb, const float *xb, const float *w,
                          float scale, const float *xg, int8_t *l) {
+    float t[8][3]; /* as in best_neighbour */
+    for (int i = 0; i < 8; i++)
+        for (int v = 0; v < 3; v++) {
+            const float diff = scale * xg[v] - xb[i];
+            t[i][v] = w[i] * diff * diff;
+        }
     float best = FLT_MAX;
     int gi = -1;
     for (int j = 1; j <= nb[0]; j++) {
-        const int8_t *pg = g->pos + 8 * nb[j];
+        const uint8_t *lg = g->lev + 8 * nb[j];
         float d2 = 0;
-        for (int i = 0; i < 8; i++) {
-            const float q = xg[(pg[i] - 1) / 2];
-            const float diff = scale * q - xb[i];
-            d2 += w[i] * diff * diff;
-        }
+        for (int i = 0; i < 8; i++) d2 += t[i][lg[i]];
         if (d2 < best) {
             best = d2;
             gi = nb[j];
