@@ -1,16 +1,14 @@
 /*
- * test_ggml_iq_grid.c - the row quantizers of ggml's codebook types (src/quant/ggml_iq_grid.c:
- * iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m) against ggml itself: llama.cpp's
- * libggml-base.so, opened with dlopen ($TBX_GGML_LIB, else the llama_cpp package of the
- * source tree's .venv). Every row must be ggml_quantize_chunk's bytes, with a random importance
- * matrix, with one holding zeros (single columns, whole sub-blocks) and, for the types ggml
- * quantizes without one, without: random rows and edge rows (zeros, signed zeros, constants,
- * ties, huge and tiny magnitudes, subnormals, single outliers, ramps) of 256, 512 and 768
- * values, many rows per call. A missing peer is a failure, never a skip.
- *
- * The lattice tables are built on first use: the first test uses every type from several
- * threads at once and must give the bytes one thread gives (TBX_TEST_LABEL_THREADS: also run
- * under ThreadSanitizer).
+ * test_ggml_iq_grid.c - what the row quantizers of ggml's codebook types (src/quant/
+ * ggml_iq_grid.c: iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m) promise beyond ggml's
+ * bytes (which tests/unit/test_ggml_rows_vs_ggml.c checks for every row quantizer):
+ *   - the lattice tables are built on first use: the first test uses every type from several
+ *     threads at once and must give the bytes one thread gives (TBX_TEST_LABEL_THREADS: also
+ *     run under ThreadSanitizer);
+ *   - tbx_ggml_quant_requires_imatrix is ggml's ggml_quantize_requires_imatrix (llama.cpp's
+ *     libggml-base.so, dlopen: $TBX_GGML_LIB, else the llama_cpp package of the source tree's
+ *     .venv; a missing peer is a failure, never a skip);
+ *   - given no importance matrix, the types ggml refuses without one weight every column 1.
  */
 #include "tbx_test.h" /* TBX_TEST_LABEL_THREADS: ctest label "threads", run under TSan too */
 #include "ggml.h"
@@ -20,10 +18,6 @@
 #include <math.h>
 #include <pthread.h>
 
-typedef size_t (*g_chunk_fn)(int type, const float *src, void *dst, int64_t start, int64_t nrows,
-                             int64_t n_per_row, const float *imatrix);
-static g_chunk_fn g_chunk;
-static void (*g_init)(int type);
 static bool (*g_requires)(int type);
 
 /* ggml type id, tensorbox dtype, block bytes */
@@ -67,11 +61,9 @@ static int load_ggml(void) {
         fprintf(stderr, "cannot load the ggml peer %s: %s\n", path, dlerror());
         return 0;
     }
-    *(void **)&g_chunk = dlsym(h, "ggml_quantize_chunk");
-    *(void **)&g_init = dlsym(h, "ggml_quantize_init");
     *(void **)&g_requires = dlsym(h, "ggml_quantize_requires_imatrix");
-    if (!g_chunk || !g_init || !g_requires) {
-        fprintf(stderr, "%s lacks ggml_quantize_chunk / _init / _requires_imatrix\n", path);
+    if (!g_requires) {
+        fprintf(stderr, "%s lacks ggml_quantize_requires_imatrix\n", path);
         return 0;
     }
     state = 1;
@@ -202,51 +194,6 @@ TBX_TEST(the_types_ggml_refuses_without_imatrix_are_tensorboxs) {
         CHECK(tbx_ggml_quant_rows_for(T[t].dt) != NULL);
     }
     CHECK(!tbx_ggml_quant_requires_imatrix(TBX_DT_Q4_K));
-}
-
-/* Every row of every length, imatrix mode and type: ggml_quantize_chunk's bytes. */
-TBX_TEST(rows_are_ggml_quantize_chunks) {
-    CHECK(load_ggml());
-    if (!load_ggml()) return;
-    static const int lens[] = {256, 512, 768};
-    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-        const int n = lens[li];
-        int nrows;
-        float *x = make_rows(n, 12, &nrows);
-        float *qw = malloc(sizeof(float) * (size_t)n);
-        CHECK(x && qw);
-        if (!x || !qw) return;
-        for (size_t t = 0; t < NT; t++) {
-            g_init(T[t].gid);
-            const size_t rb = (size_t)(n / 256) * T[t].bytes, nb = rb * (size_t)nrows;
-            uint8_t *a = malloc(nb), *b = malloc(nb);
-            for (int mode = 0; mode < 4; mode++) {
-                if (mode == 0 && g_requires(T[t].gid)) continue;
-                for (int i = 0; i < n; i++)
-                    qw[i] = mode == 1 ? (float)U() * 2
-                          : mode == 2 ? (i % 5 == 0 ? 0.f : (float)U())
-                                      : ((i / 32) % 3 == 1 ? 0.f : (float)(U() * U() * 100));
-                const float *w = mode ? qw : NULL;
-                memset(a, 0xAA, nb);
-                memset(b, 0x55, nb);
-                g_chunk(T[t].gid, x, a, 0, nrows, n, w);
-                tbx_ggml_quant_rows_for(T[t].dt)(x, b, nrows, n, w);
-                int bad = 0;
-                for (int r = 0; r < nrows; r++)
-                    if (memcmp(a + (size_t)r * rb, b + (size_t)r * rb, rb) != 0) {
-                        if (bad++ < 3)
-                            fprintf(stderr, "%s: %d values, imatrix mode %d: row %d differs "
-                                            "from ggml_quantize_chunk's\n",
-                                    T[t].name, n, mode, r);
-                    }
-                CHECK_EQ(bad, 0);
-            }
-            free(a);
-            free(b);
-        }
-        free(x);
-        free(qw);
-    }
 }
 
 /* The types ggml refuses without an importance matrix weight every column 1 given NULL. */
