@@ -38,7 +38,7 @@
  *     reference's bytes from it too: the values ggml itself gives it.
  *   - iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m (ggml_iq_grid.c): row quantizers
  *     only (tbx_ggml_quant_rows_for, below), ggml_quantize_chunk's bytes with and without an
- *     importance matrix (tests/unit/test_ggml_iq_grid.c).
+ *     importance matrix (tests/unit/test_ggml_rows_vs_ggml.c).
  *   Every quantizer is deterministic: the same input gives the same bytes on every CPU path.
  *   Other non-finite inputs give unspecified (but defined, crash-free) blocks.
  */
