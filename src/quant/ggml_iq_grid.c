@@ -36,7 +36,7 @@
  * tbx_ggml_quant_requires_imatrix first); given qw NULL they weight every column 1.
  *
  * The lattice maps and neighbour lists are built on first use (pthread_once, one per lattice)
- * into static storage of fixed size (about 1.6 MB for all six lattices) and never freed.
+ * into static storage of fixed size (about 1.7 MB for all six lattices) and never freed.
  */
 #include "ggml.h"
 #include "ggml_tables.h"
