@@ -124,4 +124,5 @@ def convert(src: _Path, dst: _Path, format: Optional[str] = None, *, force: bool
             strict: bool = False, quant_method: Optional[_QuantMethod] = None,
             quant_clip: Optional[tuple[float, float]] = None,
             meta: Optional[Mapping[str, Any]] = None,
-            options: Optional[Mapping[str, Any]] = None) -> list[ConvertReport]: ...
+            options: Optional[Mapping[str, Any]] = None,
+            imatrix: Optional[_Path] = None) -> list[ConvertReport]: ...
