@@ -287,6 +287,8 @@ def test_gguf_input_too(tbx, ggml, model, tmp_path, qtype):
     if bad:
         xfail_unweighted(qtype)
     assert not bad, bad
+    if qtype in NOT_WEIGHTED_YET:
+        pytest.fail(f"{qtype} is weighted now: take it out of NOT_WEIGHTED_YET")
 
 
 @pytest.mark.parametrize("form", ["gguf", "dat"])
