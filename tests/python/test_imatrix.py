@@ -368,3 +368,109 @@ def test_refusals(tbx, model, tmp_path):
     (tmp_path / "cut.dat").write_bytes(raw[:50])
     r = run(tbx, "convert", src, out, "--quant", "q8_0", "--imatrix", tmp_path / "cut.dat")
     assert r.rc != 0 and re.search(rb"at byte \d+", r.err), r.describe()
+
+
+# ---- against llama_model_quantize itself ---------------------------------------------------------
+def llama_quantize_with_imatrix(src: Path, dst: Path, ftype: int, imatrix: Path) -> None:
+    """llama-quantize's main as a library call: load_imatrix's vectors as params.imatrix (a
+    NULL-terminated array of llama_model_imatrix_data) and the quantize.imatrix.* kv_overrides
+    quantize.cpp sets (the file name and dataset cut to 127 bytes, the counts as INT)."""
+    llama_cpp = need("llama_cpp")
+    vec = load_like_quantize(imatrix)
+    raw = imatrix.read_bytes()
+    if raw[:4] == b"GGUF":
+        r = gguf.GGUFReader(str(imatrix))
+        datasets = list(r.fields["imatrix.datasets"].contents())
+        chunks = int(r.fields["imatrix.chunk_count"].contents())
+    else:  # the trailer after the entries (this test's files always have one)
+        p = 4
+        for _ in range(struct.unpack_from("<i", raw)[0]):
+            (ln,) = struct.unpack_from("<i", raw, p)
+            p += 4 + ln
+            p += 8 + 4 * struct.unpack_from("<ii", raw, p)[1]
+        (chunks,) = struct.unpack_from("<i", raw, p)
+        (dl,) = struct.unpack_from("<i", raw, p + 4)
+        datasets = [raw[p + 8:p + 8 + dl].decode()] if dl > 0 else []
+    keep = {k: np.ascontiguousarray(v, np.float32) for k, v in vec.items()}
+    names = {k: k.encode() for k in keep}
+    arr = (llama_cpp.llama_model_imatrix_data * (len(keep) + 1))()
+    for i, k in enumerate(keep):
+        arr[i].name = names[k]
+        arr[i].data = keep[k].ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        arr[i].size = keep[k].size
+    kvs = []
+
+    def kv(key, tag, **val):
+        o = llama_cpp.llama_model_kv_override()
+        o.key = key.encode()
+        o.tag = tag
+        for f, v in val.items():
+            setattr(o.value, f, v)
+        kvs.append(o)
+    STR, INT = llama_cpp.LLAMA_KV_OVERRIDE_TYPE_STR, llama_cpp.LLAMA_KV_OVERRIDE_TYPE_INT
+    kv("quantize.imatrix.file", STR, val_str=str(imatrix).encode()[:127])
+    if datasets:
+        kv("quantize.imatrix.dataset", STR, val_str=datasets[0].encode()[:127])
+    kv("quantize.imatrix.entries_count", INT, val_i64=len(keep))
+    if chunks > 0:
+        kv("quantize.imatrix.chunks_count", INT, val_i64=chunks)
+    ko = (llama_cpp.llama_model_kv_override * (len(kvs) + 1))(*kvs)
+    p = llama_cpp.llama_model_quantize_default_params()
+    p.ftype = ftype
+    p.nthread = 1
+    p.imatrix = ctypes.cast(arr, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
+    p.kv_overrides = ctypes.cast(ko, ctypes.POINTER(llama_cpp.llama_model_kv_override))
+    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(p))
+    assert rc == 0 and dst.is_file(), f"llama_model_quantize({src} -> {dst}) failed: {rc}"
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tbx, tmp_path_factory):
+    """test_hf_gguf's tiny llama, converted to an f32 GGUF by tbx (the input both quantize)."""
+    from test_hf_gguf import make_decoder
+    d = tmp_path_factory.mktemp("llama")
+    make_decoder(d / "llama", "llama", 5)
+    f32 = d / "f32.gguf"
+    r = run(tbx, "convert", d / "llama", f32)
+    assert r.rc == 0, r.describe()
+    W = {t.name: np.asarray(t.data) for t in gguf.GGUFReader(str(f32)).tensors}
+    rng = np.random.default_rng(3)
+    st = {n: ((rng.random(a.shape[1]) * 50).astype(np.float32), 300)
+          for n, a in W.items() if a.ndim == 2 and n != "blk.1.ffn_up.weight"}
+    st["blk.9.not_in_the_model.weight"] = (np.ones(64, np.float32), 5)
+    write_imatrix_gguf(d / "m.gguf", st)
+    write_imatrix_dat(d / "m.dat", st)
+    return d, f32
+
+
+def all_fields(path) -> dict:
+    r = gguf.GGUFReader(str(path))
+    return {k: (tuple(f.types), f.contents()) for k, f in r.fields.items()
+            if not k.startswith("GGUF.")}
+
+
+@pytest.mark.parametrize("form", ["gguf", "dat"])
+def test_q8_0_tensors_and_keys_are_llama_model_quantizes(tbx, tiny_llama, tmp_path, form):
+    d, f32 = tiny_llama
+    m = d / f"m.{form}"
+    ref = tmp_path / "llama.gguf"
+    llama_quantize_with_imatrix(f32, ref, int(gguf.LlamaFileType.MOSTLY_Q8_0), m)
+    out = tmp_path / "tbx.gguf"
+    r = run(tbx, "convert", f32, out, "--quant", "q8_0", "--imatrix", m)
+    assert_clean_exit(r)
+    assert r.rc == 0, r.describe()
+    a, b = gguf_tensors(ref), gguf_tensors(out)
+    # the same tensors (llama.cpp writes them in its own order: a plain --quant keeps the
+    # input's; the presets' plan has llama.cpp's order)
+    assert sorted(a) == sorted(b)
+    for name in a:
+        assert a[name] == b[name], name
+    fa, fb = all_fields(ref), all_fields(out)
+    imx = [k for k in fa if k.startswith("quantize.imatrix.")]
+    assert len(imx) == 4, imx
+    for k in imx:
+        assert fb.get(k) == fa[k], (k, fb.get(k), fa[k])
+    assert [k for k in fb if k.startswith("quantize.")] == imx  # same keys, same order
+    assert set(fa) == set(fb), set(fa) ^ set(fb)
+    for k in fa:
+        assert fa[k] == fb[k], (k, fa[k], fb[k])
