@@ -9,6 +9,7 @@
 #include "imatrix.h"
 
 #include <math.h>
+#include <unistd.h>
 
 /* A .dat built field by field. */
 typedef struct dat { uint8_t b[4096]; size_t n; } dat;
@@ -238,6 +239,103 @@ TBX_TEST(every_failed_allocation_is_reported_without_a_leak) {
         tbx_imatrix_free(&m);
     }
     CHECK(clean);
+}
+
+/* ---- the GGUF form: written here with tensorbox's GGUF writer, read back ---------------- */
+static tbx_status put_meta(tbx_writer *w, const char *key, tbx_value *v, tbx_error *e) {
+    tbx_status st = tbx_writer_add_meta(w, key, strlen(key), v, e);
+    tbx_value_free(v);
+    return st;
+}
+
+/* An imatrix GGUF: weight "b.w" of 2 experts x 3 columns (counts 2.4 -> 2 and 0), weight "a.w"
+ * of 4 columns (count 4), an unrelated tensor; the three keys unless `drop` names one. */
+static tbx_status write_gguf(const char *path, const char *drop, tbx_dtype counts_dt,
+                             tbx_error *e) {
+    tbx_write_options wo;
+    tbx_write_options_init(&wo);
+    wo.flags = TBX_WRITE_OVERWRITE;
+    wo.format = TBX_FORMAT_GGUF;
+    tbx_writer *w = NULL;
+    tbx_status st = tbx_writer_open(&w, path, &wo, e);
+    if (st != TBX_OK) return st;
+    tbx_value *ds = tbx_value_new_array(TBX_V_STRING);
+    tbx_value_array_push(ds, tbx_value_new_string("first.txt", 9));
+    tbx_value_array_push(ds, tbx_value_new_string("second.txt", 10));
+    st = put_meta(w, "general.type", tbx_value_new_string("imatrix", 7), e);
+    if (st == TBX_OK && strcmp(drop, "imatrix.datasets")) st = put_meta(w, "imatrix.datasets", ds, e);
+    else tbx_value_free(ds);
+    if (st == TBX_OK && strcmp(drop, "imatrix.chunk_count"))
+        st = put_meta(w, "imatrix.chunk_count", tbx_value_new_uint(TBX_V_U32, 12), e);
+    if (st == TBX_OK && strcmp(drop, "imatrix.chunk_size"))
+        st = put_meta(w, "imatrix.chunk_size", tbx_value_new_uint(TBX_V_U32, 512), e);
+    const float a_s[4] = {4, 8, 2, 1}, a_c[1] = {4};
+    const float b_s[6] = {1, 2, 3, 4, 5, 6}, b_c[2] = {2.4f, 0};
+    const float x[2] = {7, 7};
+    const uint16_t b_c16[2] = {0x4000, 0};
+    struct { const char *name; uint32_t nd; uint64_t shape[2]; const void *d; size_t n; tbx_dtype dt; } t[] = {
+        {"a.w.in_sum2", 2, {1, 4}, a_s, 16, TBX_DT_F32},
+        {"a.w.counts", 2, {1, 1}, a_c, 4, TBX_DT_F32},
+        {"b.w.in_sum2", 2, {2, 3}, b_s, 24, TBX_DT_F32},
+        {"b.w.counts", 2, {2, 1}, counts_dt == TBX_DT_F32 ? (const void *)b_c : (const void *)b_c16,
+         counts_dt == TBX_DT_F32 ? 8 : 4, counts_dt},
+        {"unrelated", 1, {2, 0}, x, 8, TBX_DT_F32},
+    };
+    for (size_t i = 0; st == TBX_OK && i < 5; i++) {
+        tbx_tensor_desc d = {sizeof(tbx_tensor_desc), t[i].name, 0, t[i].dt, t[i].nd, t[i].shape, 1};
+        uint64_t idx;
+        st = tbx_writer_add_tensor(w, &d, &idx, e);
+    }
+    for (size_t i = 0; st == TBX_OK && i < 5; i++)
+        st = tbx_writer_write_tensor(w, i, t[i].d, t[i].n, e);
+    if (st == TBX_OK) return tbx_writer_finish(w, e);
+    tbx_writer_abort(w);
+    return st;
+}
+
+static tbx_status read_gguf(const char *path, tbx_imatrix *m, tbx_error *e) {
+    tbx_file *f = NULL;
+    tbx_status st = tbx_open_path(&f, path, NULL, e);
+    if (st == TBX_OK) st = tbx_imatrix_read_gguf(f, m, e);
+    tbx_close(f);
+    return st;
+}
+
+TBX_TEST(gguf_form_gives_sums_over_rounded_counts_per_expert) {
+    char path[512];
+    tbx_test_tmppath(path, sizeof path, "imatrix-%d.gguf", (int)getpid());
+    tbx_error e;
+    CHECK_OK(write_gguf(path, "", TBX_DT_F32, &e));
+    tbx_imatrix m;
+    CHECK_OK(read_gguf(path, &m, &e));
+    CHECK_EQ(m.n, 2);
+    CHECK(!m.legacy);
+    CHECK_EQ(m.chunk_count, 12);
+    CHECK_EQ(m.ndatasets, 2);
+    if (m.ndatasets == 2) {
+        CHECK_STR(m.datasets[0], "first.txt");
+        CHECK_STR(m.datasets[1], "second.txt");
+    }
+    const tbx_imatrix_entry *a = tbx_imatrix_find(&m, "a.w", 3), *b = tbx_imatrix_find(&m, "b.w", 3);
+    CHECK(a && b && !tbx_imatrix_find(&m, "unrelated", 9));
+    if (a) CHECK(a->n == 4 && a->v[0] == 1.0f && a->v[1] == 2.0f && a->v[2] == 0.5f &&
+                 a->v[3] == 0.25f);
+    /* expert 0: count 2.4 rounds to 2; expert 1: count 0 gives 1s */
+    if (b) CHECK(b->n == 6 && b->v[0] == 0.5f && b->v[1] == 1.0f && b->v[2] == 1.5f &&
+                 b->v[3] == 1.0f && b->v[4] == 1.0f && b->v[5] == 1.0f);
+    tbx_imatrix_free(&m);
+    /* what llama-quantize refuses: a key missing, counts not f32 */
+    const char *keys[] = {"imatrix.datasets", "imatrix.chunk_count", "imatrix.chunk_size"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(write_gguf(path, keys[i], TBX_DT_F32, &e));
+        CHECK_EQ(read_gguf(path, &m, &e), TBX_E_FORMAT);
+        CHECK_STR(e.field, keys[i]);
+        CHECK_EQ(m.n, 0);
+    }
+    CHECK_OK(write_gguf(path, "", TBX_DT_F16, &e));
+    CHECK_EQ(read_gguf(path, &m, &e), TBX_E_FORMAT);
+    CHECK_STR(e.field, "b.w.counts");
+    unlink(path);
 }
 
 TBX_TEST_MAIN()
