@@ -56,9 +56,11 @@ fi
 # backend, portable (no -march=native), without BLAS/OpenMP; only when asked for (--llama: make
 # test) and missing or its pin changed (make demo runs it only when it is already built).
 # Its source distribution (llama.cpp vendored) is downloaded once into .venv/llama-cpp-src/; the
-# build uses it, and llama.cpp's own sources of that release stay there (vendor/llama.cpp/src)
-# for the tests that check tensorbox against llama.cpp's rules (tests/python/test_hf_gguf.py
-# reads src/llama-vocab.cpp); the archive itself is removed.
+# build uses it, and the parts of llama.cpp of that release the tests check tensorbox against
+# stay there (vendor/llama.cpp/): src/ (llama.cpp's rules: test_hf_gguf.py reads
+# src/llama-vocab.cpp), convert_hf_to_gguf.py with its conversion/ package and gguf-py/ (its own
+# converter and constants), ggml/src/ggml-quants.c and tools/quantize, tools/imatrix (the
+# quantizers, presets and importance-matrix formats); the archive itself is removed.
 [ "$WANT_LLAMA" -eq 1 ] || exit 0
 LLAMA_REQ=python/requirements-llama.txt
 LLAMA_PIN=$(sed -n 's/^llama-cpp-python==//p' "$LLAMA_REQ")
@@ -71,7 +73,8 @@ import importlib.metadata, sys
 import llama_cpp  # noqa: F401  (the compiled library loads)
 sys.exit(importlib.metadata.version("llama-cpp-python") != sys.argv[1])
 PYEOF
-if [ "$llama_built" = 0 ] || [ ! -f "$LLAMA_VENDOR/src/llama-vocab.cpp" ]; then
+if [ "$llama_built" = 0 ] || [ ! -f "$LLAMA_VENDOR/src/llama-vocab.cpp" ] ||
+   [ ! -f "$LLAMA_VENDOR/convert_hf_to_gguf.py" ] || [ ! -f "$LLAMA_VENDOR/tools/quantize/quantize.cpp" ]; then
   if [ ! -f "$LLAMA_SDIST" ]; then
     echo "bootstrap: downloading the llama-cpp-python $LLAMA_PIN source distribution" >&2
     mkdir -p "$LLAMA_SRC"
@@ -79,8 +82,10 @@ if [ "$llama_built" = 0 ] || [ ! -f "$LLAMA_VENDOR/src/llama-vocab.cpp" ]; then
       --no-binary :all: -d "$LLAMA_SRC" "llama-cpp-python==$LLAMA_PIN"
   fi
   rm -rf "$LLAMA_SRC/llama_cpp_python-$LLAMA_PIN"
-  tar -xzf "$LLAMA_SDIST" -C "$LLAMA_SRC" "llama_cpp_python-$LLAMA_PIN/vendor/llama.cpp/src" \
-    "llama_cpp_python-$LLAMA_PIN/vendor/llama.cpp/LICENSE"
+  LV=llama_cpp_python-$LLAMA_PIN/vendor/llama.cpp
+  tar -xzf "$LLAMA_SDIST" -C "$LLAMA_SRC" "$LV/src" "$LV/LICENSE" "$LV/include" \
+    "$LV/convert_hf_to_gguf.py" "$LV/conversion" "$LV/gguf-py" "$LV/ggml/src/ggml-quants.c" \
+    "$LV/ggml/src/ggml-common.h" "$LV/tools/quantize" "$LV/tools/imatrix"
 fi
 if [ "$llama_built" = 0 ]; then
   echo "bootstrap: building llama-cpp-python $LLAMA_PIN from source (slow, once)" >&2

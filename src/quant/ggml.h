@@ -35,7 +35,9 @@
 
 #include "plain.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Bit-exactness needs every multiply and add rounded on its own: no fused multiply-add. Every
  * file of this module includes this header first. (gcc contracts only outside ISO C mode.) */
@@ -114,6 +116,68 @@ tbx_quant_rows_fn tbx_ggml_quant_rows_for(tbx_dtype dt);
 /* 1 when ggml refuses to quantize the type without an importance matrix
  * (ggml_quantize_requires_imatrix: iq2_xxs, iq2_xs, iq1_s), else 0. */
 bool tbx_ggml_quant_requires_imatrix(tbx_dtype dt);
+
+/* Row quantizers with ggml's importance-matrix algorithms (ggml_quant_w.c): with qw, ggml's
+ * quantize_row_<type>_impl (each value weighted by qw[column] * sqrt(sigma2 + x^2), sigma2 the
+ * mean square of the row for q4_0 .. q5_1, twice that of the super-block for q3_K .. q5_K,
+ * q6_K by qw alone); without, the block quantizer's bytes (tbx_ggml_quant_default_for). */
+void tbx_gq_rows_q4_0(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q4_1(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q5_0(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q5_1(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q2_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q3_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q4_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q5_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q6_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+
+/* ---- helpers shared by the quantizer files (internal to this module) ---------------------- */
+/* Round to nearest (ties to even) through the float adder, as ggml's nearest_int (which asserts
+ * |f| <= 4194303 in debug builds only). Beyond that, and for Inf/NaN, the result is the low
+ * mantissa bits of the sum, as in a release build of ggml: defined behaviour (IEEE addition, a
+ * bit copy, an int subtraction that cannot overflow), and callers clamp it. Not clamping the
+ * argument keeps the blocks of values beyond a type's range identical to ggml's. */
+static inline int tbx_gq_nearest(float f) {
+    const float v = f + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &v, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+/* The index of the E2M1 value (kvalues_mxfp4: twice the FP4 values, signed) nearest to x / e,
+ * the first on ties: mxfp4 and nvfp4. */
+static inline int tbx_gq_best_mxfp4(float x, float e) {
+    static const int8_t kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    int best = 0;
+    float best_err = fabsf((float)kv[0] * e - x);
+    for (int i = 1; i < 16; i++) {
+        const float err = fabsf((float)kv[i] * e - x);
+        if (err < best_err) {
+            best = i;
+            best_err = err;
+        }
+    }
+    return best;
+}
+/* 32 levels 0..31 to q5_0/q5_1's high-bit word (qh_dst, little-endian) and 16 nibble bytes. */
+static inline void tbx_gq_pack_q5(uint8_t *qh_dst, uint8_t *qs, const int *q) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((q[j] & 15) | ((q[j + 16] & 15) << 4));
+        qh |= (uint32_t)((q[j] >> 4) & 1) << j;
+        qh |= (uint32_t)((q[j + 16] >> 4) & 1) << (j + 16);
+    }
+    tbx_st32(qh_dst, qh);
+}
+/* K-quant block packing (ggml_quant.c): q4_K/q5_K's 12 scale bytes from eight 6-bit scales and
+ * mins (ls, lm: the low 8 bits are used, as ggml's uint8 arithmetic does); q4_K's and q5_K's
+ * levels (0..15 / 0..31); q6_K's ql/qh from levels 0..63; a whole q3_K block but d from sixteen
+ * scales 0..63 and levels 0..7; q2_K's level bytes from levels 0..3. */
+void tbx_gq_pack_q4k_scales(uint8_t *s, const int *ls, const int *lm);
+void tbx_gq_pack_q4k_levels(uint8_t *q, const uint8_t *L);
+void tbx_gq_pack_q5k_levels(uint8_t *qh, uint8_t *ql, const uint8_t *L);
+void tbx_gq_pack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L);
+void tbx_gq_pack_q3k(uint8_t *blk, const int *ls, const uint8_t *L);
+void tbx_gq_pack_q2k_levels(uint8_t *qs, const uint8_t *L);
 
 /* ---- lane kernels of the K-quant encoder (internal to this module) -------------------------
  * Eight sub-blocks are processed side by side: xt[8*i + j] is value i of sub-block j ("lane"

@@ -6,9 +6,9 @@
  *    gguf.quants.quantize for finite input. Conversions to integers clamp first, so non-finite
  *    input is defined behaviour (its bytes are unspecified); where ggml's own conversion of a
  *    finite input's Inf or negative intermediate gives x86's result (blocks of tiny values:
- *    q8_0, tq1_0, tq2_0, mxfp4), that result is written (ggml_quantize_chunk's bytes). q8_0,
- *    q4_0, q4_1, q5_0 and q5_1 have AVX2 versions (ggml_simd_avx2.c) that write the same bytes
- *    for every input.
+ *    every legacy type, tq1_0, tq2_0, mxfp4), that result is written (ggml_quantize_chunk's
+ *    bytes). q8_0, q4_0, q4_1, q5_0 and q5_1 have AVX2 versions (ggml_simd_avx2.c) that write
+ *    the same bytes for every input.
  * 2. ggml's reference K-quant algorithm (quantize_row_q{2..6}_K_ref, no importance weights),
  *    re-implemented here: the default of every conversion (tbx_ggml_quant_ref_for, through
  *    tbx_ggml_quant_default_for), the same bytes as ggml_quantize_chunk, and the baseline
@@ -122,6 +122,10 @@ static void q_q4_0(const float *x, void *dst, uint64_t nb) {
         const float d = signed_absmax(x, 32) / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         tbx_st16(b, f2h(d));
+        if (isinf(id)) { /* as q8_0: ggml's levels are its conversions of Inf/NaN, 0 on x86 */
+            memset(b + 2, 0, 16);
+            continue;
+        }
         for (int j = 0; j < 16; j++) {
             const int q0 = trunc_clamp(x[j] * id + 8.5f, 0, 15);
             const int q1 = trunc_clamp(x[j + 16] * id + 8.5f, 0, 15);
@@ -139,22 +143,16 @@ static void q_q4_1(const float *x, void *dst, uint64_t nb) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         tbx_st16(b, f2h(d));
         tbx_st16(b + 2, f2h(mn));
+        if (isinf(id)) {
+            memset(b + 4, 0, 16);
+            continue;
+        }
         for (int j = 0; j < 16; j++) {
             const int q0 = trunc_clamp((x[j] - mn) * id + 0.5f, 0, 15);
             const int q1 = trunc_clamp((x[j + 16] - mn) * id + 0.5f, 0, 15);
             b[4 + j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
-}
-
-static inline void pack_q5(uint8_t *qh_dst, uint8_t *qs, const int *q) {
-    uint32_t qh = 0;
-    for (int j = 0; j < 16; j++) {
-        qs[j] = (uint8_t)((q[j] & 15) | ((q[j + 16] & 15) << 4));
-        qh |= (uint32_t)((q[j] >> 4) & 1) << j;
-        qh |= (uint32_t)((q[j + 16] >> 4) & 1) << (j + 16);
-    }
-    tbx_st32(qh_dst, qh);
 }
 
 static void q_q5_0(const float *x, void *dst, uint64_t nb) {
@@ -164,8 +162,12 @@ static void q_q5_0(const float *x, void *dst, uint64_t nb) {
         const float d = signed_absmax(x, 32) / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         tbx_st16(b, f2h(d));
+        if (isinf(id)) {
+            memset(b + 2, 0, 20);
+            continue;
+        }
         for (int j = 0; j < 32; j++) q[j] = trunc_clamp(x[j] * id + 16.5f, 0, 31);
-        pack_q5(b + 2, b + 6, q);
+        tbx_gq_pack_q5(b + 2, b + 6, q);
     }
 }
 
@@ -179,8 +181,12 @@ static void q_q5_1(const float *x, void *dst, uint64_t nb) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         tbx_st16(b, f2h(d));
         tbx_st16(b + 2, f2h(mn));
+        if (isinf(id)) {
+            memset(b + 4, 0, 20);
+            continue;
+        }
         for (int j = 0; j < 32; j++) q[j] = trunc_clamp((x[j] - mn) * id + 0.5f, 0, 31);
-        pack_q5(b + 4, b + 8, q);
+        tbx_gq_pack_q5(b + 4, b + 8, q);
     }
 }
 
@@ -244,21 +250,6 @@ static void q_tq2_0(const float *x, void *dst, uint64_t nb) {
     }
 }
 
-static const int8_t kv_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-static inline int best_mxfp4(float x, float e) {
-    int best = 0;
-    float best_err = fabsf((float)kv_mxfp4[0] * e - x);
-    for (int i = 1; i < 16; i++) {
-        const float err = fabsf((float)kv_mxfp4[i] * e - x);
-        if (err < best_err) {
-            best = i;
-            best_err = err;
-        }
-    }
-    return best;
-}
-
 static void q_mxfp4(const float *x, void *dst, uint64_t nb) {
     uint8_t *b = (uint8_t *)dst;
     for (uint64_t i = 0; i < nb; i++, x += 32, b += 17) {
@@ -277,14 +268,15 @@ static void q_mxfp4(const float *x, void *dst, uint64_t nb) {
         memcpy(&d, &bits, 4);
         b[0] = e;
         for (int j = 0; j < 16; j++)
-            b[1 + j] = (uint8_t)(best_mxfp4(x[j], d) | (best_mxfp4(x[j + 16], d) << 4));
+            b[1 + j] = (uint8_t)(tbx_gq_best_mxfp4(x[j], d) |
+                                 (tbx_gq_best_mxfp4(x[j + 16], d) << 4));
     }
 }
 
 /* ========================================================================================== */
 /* Block packing shared by both K-quant encoders                                               */
 /* ========================================================================================== */
-static void pack_q4k_scales(uint8_t *s, const int *ls, const int *lm) {
+void tbx_gq_pack_q4k_scales(uint8_t *s, const int *ls, const int *lm) {
     memset(s, 0, 12);
     for (int j = 0; j < 8; j++) {
         if (j < 4) {
@@ -298,12 +290,12 @@ static void pack_q4k_scales(uint8_t *s, const int *ls, const int *lm) {
     }
 }
 
-static void pack_q4k_levels(uint8_t *q, const uint8_t *L) {
+void tbx_gq_pack_q4k_levels(uint8_t *q, const uint8_t *L) {
     for (int j = 0; j < 256; j += 64, q += 32)
         for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
 }
 
-static void pack_q5k_levels(uint8_t *qh, uint8_t *ql, const uint8_t *L) {
+void tbx_gq_pack_q5k_levels(uint8_t *qh, uint8_t *ql, const uint8_t *L) {
     memset(qh, 0, 32);
     uint8_t m1 = 1, m2 = 2;
     for (int n = 0; n < 256; n += 64, ql += 32) {
@@ -325,7 +317,7 @@ static void pack_q5k_levels(uint8_t *qh, uint8_t *ql, const uint8_t *L) {
 }
 
 /* L: levels 0..63 (value + 32). */
-static void pack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L) {
+void tbx_gq_pack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L) {
     for (int j = 0; j < 256; j += 128, ql += 64, qh += 32) {
         for (int l = 0; l < 32; l++) {
             const uint8_t q1 = L[j + l] & 15, q2 = L[j + l + 32] & 15;
@@ -339,7 +331,7 @@ static void pack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L) {
 }
 
 /* ls: sixteen 6-bit scales + 32 (0..63); L: levels 0..7 (value + 4). */
-static void pack_q3k(uint8_t *blk, const int *ls, const uint8_t *Lin) {
+void tbx_gq_pack_q3k(uint8_t *blk, const int *ls, const uint8_t *Lin) {
     uint8_t *hmask = blk, *qs = blk + 32, *sc = blk + 96;
     uint8_t L[256];
     memcpy(L, Lin, 256);
@@ -371,7 +363,7 @@ static void pack_q3k(uint8_t *blk, const int *ls, const uint8_t *Lin) {
                                       (L[j + l + 96] << 6));
 }
 
-static void pack_q2k_levels(uint8_t *qs, const uint8_t *L) {
+void tbx_gq_pack_q2k_levels(uint8_t *qs, const uint8_t *L) {
     for (int j = 0; j < 256; j += 128)
         for (int l = 0; l < 32; l++)
             qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
@@ -381,18 +373,6 @@ static void pack_q2k_levels(uint8_t *qs, const uint8_t *L) {
 /* ========================================================================================== */
 /* 2. ggml's reference K-quant algorithm (baseline)                                           */
 /* ========================================================================================== */
-/* Round to nearest (ties to even) through the float adder, as ggml's nearest_int (which asserts
- * |f| <= 4194303 in debug builds only). Beyond that, and for Inf/NaN, the result is the low
- * mantissa bits of the sum, as in a release build of ggml: defined behaviour (IEEE addition, a
- * bit copy, an int subtraction that cannot overflow), and callers clamp it. Not clamping the
- * argument keeps the blocks of values beyond a type's range identical to ggml's. */
-static inline int ref_nearest(float f) {
-    const float v = f + 12582912.0f;
-    int32_t i;
-    memcpy(&i, &v, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
 #define REF_EPS 1e-15f
 
 /* Affine fit of n values to levels 0..nmax (ggml make_qkx2_quants). Returns the scale; *mout
@@ -414,7 +394,7 @@ static float ref_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *
     }
     float iscale = (float)nmax / (mx - mn), scale = 1 / iscale, best = 0;
     for (int i = 0; i < n; i++) {
-        const int l = ref_nearest(iscale * (x[i] - mn));
+        const int l = tbx_gq_nearest(iscale * (x[i] - mn));
         L[i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
         float diff = scale * L[i] + mn - x[i];
         diff = use_mad ? fabsf(diff) : diff * diff;
@@ -424,7 +404,7 @@ static float ref_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *
         iscale = (rmin + rdelta * is + nmax) / (mx - mn);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < n; i++) {
-            int l = ref_nearest(iscale * (x[i] - mn));
+            int l = tbx_gq_nearest(iscale * (x[i] - mn));
             l = l < 0 ? 0 : l > nmax ? nmax : l;
             Laux[i] = (uint8_t)l;
             sum_l += w[i] * l;
@@ -474,7 +454,7 @@ static float ref_qx(int n, int nmax, const float *x, int8_t *L) {
     }
     float iscale = -nmax / max, sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = ref_nearest(iscale * x[i]);
+        int l = tbx_gq_nearest(iscale * x[i]);
         l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
         L[i] = (int8_t)(l + nmax);
         const float w = x[i] * x[i];
@@ -487,7 +467,7 @@ static float ref_qx(int n, int nmax, const float *x, int8_t *L) {
         iscale = -(nmax + 0.1f * is) / max;
         sumlx = suml2 = 0;
         for (int i = 0; i < n; i++) {
-            int l = ref_nearest(iscale * x[i]);
+            int l = tbx_gq_nearest(iscale * x[i]);
             l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
             const float w = x[i] * x[i];
             sumlx += w * x[i] * l;
@@ -495,7 +475,7 @@ static float ref_qx(int n, int nmax, const float *x, int8_t *L) {
         }
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; i++) {
-                int l = ref_nearest(iscale * x[i]);
+                int l = tbx_gq_nearest(iscale * x[i]);
                 l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
                 L[i] = (int8_t)(nmax + l);
             }
@@ -523,7 +503,7 @@ static float ref_q3(int n, int nmax, const float *x, int8_t *L) {
     const float iscale = -nmax / max;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = ref_nearest(iscale * x[i]);
+        int l = tbx_gq_nearest(iscale * x[i]);
         l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
         L[i] = (int8_t)l;
         const float w = x[i] * x[i];
@@ -537,7 +517,7 @@ static float ref_q3(int n, int nmax, const float *x, int8_t *L) {
             float slx = sumlx - w * x[i] * L[i];
             if (slx > 0) {
                 float sl2 = suml2 - w * L[i] * L[i];
-                int nl = ref_nearest(x[i] * sl2 / slx);
+                int nl = tbx_gq_nearest(x[i] * sl2 / slx);
                 nl = nl < -nmax ? -nmax : nl > nmax - 1 ? nmax - 1 : nl;
                 if (nl != L[i]) {
                     slx += w * x[i] * nl;
@@ -571,7 +551,7 @@ static void ref_q2_K(const float *x, void *dst, uint64_t nb) {
         uint8_t *sc = blk;
         if (max_scale > 0) {
             const float iscale = 15.0f / max_scale;
-            for (int j = 0; j < 16; j++) sc[j] = (uint8_t)ref_nearest(iscale * scales[j]);
+            for (int j = 0; j < 16; j++) sc[j] = (uint8_t)tbx_gq_nearest(iscale * scales[j]);
             tbx_st16(blk + 80, f2h(max_scale / 15.0f));
         } else {
             memset(sc, 0, 16);
@@ -580,7 +560,7 @@ static void ref_q2_K(const float *x, void *dst, uint64_t nb) {
         if (max_min > 0) {
             const float iscale = 15.0f / max_min;
             for (int j = 0; j < 16; j++)
-                sc[j] |= (uint8_t)((unsigned)ref_nearest(iscale * mins[j]) << 4);
+                sc[j] |= (uint8_t)((unsigned)tbx_gq_nearest(iscale * mins[j]) << 4);
             tbx_st16(blk + 82, f2h(max_min / 15.0f));
         } else {
             tbx_st16(blk + 82, f2h(0.0f));
@@ -591,11 +571,11 @@ static void ref_q2_K(const float *x, void *dst, uint64_t nb) {
             if (!d) continue;
             const float m = dm * (sc[j] >> 4);
             for (int ii = 0; ii < 16; ii++) {
-                int l = ref_nearest((x[16 * j + ii] + m) / d);
+                int l = tbx_gq_nearest((x[16 * j + ii] + m) / d);
                 L[16 * j + ii] = (uint8_t)(l < 0 ? 0 : l > 3 ? 3 : l);
             }
         }
-        pack_q2k_levels(blk + 16, L);
+        tbx_gq_pack_q2k_levels(blk + 16, L);
     }
 }
 
@@ -618,7 +598,7 @@ static void ref_q3_K(const float *x, void *dst, uint64_t nb) {
         if (max_scale != 0.0f) {
             const float iscale = -32.0f / max_scale;
             for (int j = 0; j < 16; j++) {
-                int l = (int8_t)ref_nearest(iscale * scales[j]);
+                int l = (int8_t)tbx_gq_nearest(iscale * scales[j]);
                 ls[j] = (l < -32 ? -32 : l > 31 ? 31 : l) + 32;
             }
             d = 1 / iscale;
@@ -633,11 +613,11 @@ static void ref_q3_K(const float *x, void *dst, uint64_t nb) {
             const float dl = dd * (float)(ls[j] - 32);
             if (!dl) continue;
             for (int ii = 0; ii < 16; ii++) {
-                int l = ref_nearest(x[16 * j + ii] / dl);
+                int l = tbx_gq_nearest(x[16 * j + ii] / dl);
                 Lu[16 * j + ii] = (uint8_t)((l < -4 ? -4 : l > 3 ? 3 : l) + 4);
             }
         }
-        pack_q3k(blk, ls, Lu);
+        tbx_gq_pack_q3k(blk, ls, Lu);
     }
 }
 
@@ -662,12 +642,12 @@ static void ref_q45_K(const float *x, void *dst, uint64_t nb, int nmax) {
         const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
         const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
         for (int j = 0; j < 8; j++) {
-            const uint8_t a = (uint8_t)ref_nearest(inv_scale * scales[j]);
-            const uint8_t c = (uint8_t)ref_nearest(inv_min * mins[j]);
+            const uint8_t a = (uint8_t)tbx_gq_nearest(inv_scale * scales[j]);
+            const uint8_t c = (uint8_t)tbx_gq_nearest(inv_min * mins[j]);
             ls[j] = a > 63 ? 63 : a;
             lm[j] = c > 63 ? 63 : c;
         }
-        pack_q4k_scales(blk + 4, ls, lm);
+        tbx_gq_pack_q4k_scales(blk + 4, ls, lm);
         tbx_st16(blk, f2h(max_scale / 63.0f));
         tbx_st16(blk + 2, f2h(max_min / 63.0f));
         const float dd = h2f_bits(tbx_ld16(blk)), dm = h2f_bits(tbx_ld16(blk + 2));
@@ -676,14 +656,14 @@ static void ref_q45_K(const float *x, void *dst, uint64_t nb, int nmax) {
             if (!d) continue;
             const float m = dm * (float)lm[j];
             for (int ii = 0; ii < 32; ii++) {
-                const int l = ref_nearest((x[32 * j + ii] + m) / d);
+                const int l = tbx_gq_nearest((x[32 * j + ii] + m) / d);
                 L[32 * j + ii] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
             }
         }
         if (is5)
-            pack_q5k_levels(blk + 16, blk + 48, L);
+            tbx_gq_pack_q5k_levels(blk + 16, blk + 48, L);
         else
-            pack_q4k_levels(blk + 16, L);
+            tbx_gq_pack_q4k_levels(blk + 16, L);
     }
 }
 static void ref_q4_K(const float *x, void *dst, uint64_t nb) { ref_q45_K(x, dst, nb, 15); }
@@ -711,7 +691,7 @@ static void ref_q6_K(const float *x, void *dst, uint64_t nb) {
         tbx_st16(blk + 208, f2h(1 / iscale));
         int8_t *sc = (int8_t *)(blk + 192);
         for (int ib = 0; ib < 16; ib++) {
-            const int l = ref_nearest(iscale * scales[ib]);
+            const int l = tbx_gq_nearest(iscale * scales[ib]);
             sc[ib] = (int8_t)(l > 127 ? 127 : l < -128 ? -128 : l);
         }
         const float dd = h2f_bits(tbx_ld16(blk + 208));
@@ -721,11 +701,11 @@ static void ref_q6_K(const float *x, void *dst, uint64_t nb) {
             const float d = dd * (float)sc[j];
             if (!d) continue;
             for (int ii = 0; ii < 16; ii++) {
-                int l = ref_nearest(x[16 * j + ii] / d);
+                int l = tbx_gq_nearest(x[16 * j + ii] / d);
                 Lu[16 * j + ii] = (uint8_t)((l < -32 ? -32 : l > 31 ? 31 : l) + 32);
             }
         }
-        pack_q6k(blk, blk + 128, Lu);
+        tbx_gq_pack_q6k(blk, blk + 128, Lu);
     }
 }
 
@@ -1188,8 +1168,8 @@ static void kq_q4_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         kq_affine_block(ops, &cfg_q4, x, &dh, &mh, ls, lm, L);
         tbx_st16(blk, dh);
         tbx_st16(blk + 2, mh);
-        pack_q4k_scales(blk + 4, ls, lm);
-        pack_q4k_levels(blk + 16, L);
+        tbx_gq_pack_q4k_scales(blk + 4, ls, lm);
+        tbx_gq_pack_q4k_levels(blk + 16, L);
     }
 }
 
@@ -1202,8 +1182,8 @@ static void kq_q5_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         kq_affine_block(ops, &cfg_q5, x, &dh, &mh, ls, lm, L);
         tbx_st16(blk, dh);
         tbx_st16(blk + 2, mh);
-        pack_q4k_scales(blk + 4, ls, lm);
-        pack_q5k_levels(blk + 16, blk + 48, L);
+        tbx_gq_pack_q4k_scales(blk + 4, ls, lm);
+        tbx_gq_pack_q5k_levels(blk + 16, blk + 48, L);
     }
 }
 
@@ -1215,7 +1195,7 @@ static void kq_q2_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         uint16_t dh, mh;
         kq_affine_block(ops, &cfg_q2, x, &dh, &mh, ls, lm, L);
         for (int j = 0; j < 16; j++) blk[j] = (uint8_t)(ls[j] | (lm[j] << 4));
-        pack_q2k_levels(blk + 16, L);
+        tbx_gq_pack_q2k_levels(blk + 16, L);
         tbx_st16(blk + 80, dh);
         tbx_st16(blk + 82, mh);
     }
@@ -1292,7 +1272,7 @@ static void kq_q6_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         if (kq_unrepresentable(x, TBX_DT_Q6_K)) { ref_q6_K(x, blk, 1); continue; }
         uint16_t dh;
         kq_symm_block(ops, 32, 128, kDeltaQ6, (int)(sizeof kDeltaQ6 / sizeof(float)), x, &dh, ls, L);
-        pack_q6k(blk, blk + 128, L);
+        tbx_gq_pack_q6k(blk, blk + 128, L);
         for (int j = 0; j < 16; j++) blk[192 + j] = (uint8_t)(int8_t)ls[j];
         tbx_st16(blk + 208, dh);
     }
@@ -1306,7 +1286,7 @@ static void kq_q3_K(const tbx_kq_ops *ops, const float *x, void *dst, uint64_t n
         uint16_t dh;
         kq_symm_block(ops, 4, 32, kDeltaQ3, (int)(sizeof kDeltaQ3 / sizeof(float)), x, &dh, ls, L);
         for (int j = 0; j < 16; j++) ls[j] += 32;
-        pack_q3k(blk, ls, L);
+        tbx_gq_pack_q3k(blk, ls, L);
         tbx_st16(blk + 108, dh);
     }
 }

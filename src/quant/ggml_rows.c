@@ -19,15 +19,6 @@
         tbx_ggml_quant_default_for(DT)(x, d, (uint64_t)nrows * ((uint64_t)n / di->block_size));  \
     }
 BLOCKWISE(rq_q8_0, TBX_DT_Q8_0)
-BLOCKWISE(rq_q4_0, TBX_DT_Q4_0)
-BLOCKWISE(rq_q4_1, TBX_DT_Q4_1)
-BLOCKWISE(rq_q5_0, TBX_DT_Q5_0)
-BLOCKWISE(rq_q5_1, TBX_DT_Q5_1)
-BLOCKWISE(rq_q2_K, TBX_DT_Q2_K)
-BLOCKWISE(rq_q3_K, TBX_DT_Q3_K)
-BLOCKWISE(rq_q4_K, TBX_DT_Q4_K)
-BLOCKWISE(rq_q5_K, TBX_DT_Q5_K)
-BLOCKWISE(rq_q6_K, TBX_DT_Q6_K)
 BLOCKWISE(rq_tq1_0, TBX_DT_TQ1_0)
 BLOCKWISE(rq_tq2_0, TBX_DT_TQ2_0)
 BLOCKWISE(rq_mxfp4, TBX_DT_MXFP4)
@@ -35,15 +26,15 @@ BLOCKWISE(rq_mxfp4, TBX_DT_MXFP4)
 tbx_quant_rows_fn tbx_ggml_quant_rows_for(tbx_dtype dt) {
     switch (dt) {
     case TBX_DT_Q8_0: return rq_q8_0;
-    case TBX_DT_Q4_0: return rq_q4_0;
-    case TBX_DT_Q4_1: return rq_q4_1;
-    case TBX_DT_Q5_0: return rq_q5_0;
-    case TBX_DT_Q5_1: return rq_q5_1;
-    case TBX_DT_Q2_K: return rq_q2_K;
-    case TBX_DT_Q3_K: return rq_q3_K;
-    case TBX_DT_Q4_K: return rq_q4_K;
-    case TBX_DT_Q5_K: return rq_q5_K;
-    case TBX_DT_Q6_K: return rq_q6_K;
+    case TBX_DT_Q4_0: return tbx_gq_rows_q4_0;
+    case TBX_DT_Q4_1: return tbx_gq_rows_q4_1;
+    case TBX_DT_Q5_0: return tbx_gq_rows_q5_0;
+    case TBX_DT_Q5_1: return tbx_gq_rows_q5_1;
+    case TBX_DT_Q2_K: return tbx_gq_rows_q2_K;
+    case TBX_DT_Q3_K: return tbx_gq_rows_q3_K;
+    case TBX_DT_Q4_K: return tbx_gq_rows_q4_K;
+    case TBX_DT_Q5_K: return tbx_gq_rows_q5_K;
+    case TBX_DT_Q6_K: return tbx_gq_rows_q6_K;
     case TBX_DT_TQ1_0: return rq_tq1_0;
     case TBX_DT_TQ2_0: return rq_tq2_0;
     case TBX_DT_MXFP4: return rq_mxfp4;

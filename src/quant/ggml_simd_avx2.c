@@ -1005,6 +1005,7 @@ AVX2 static void qa_q4_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         if (q_has_nan(&v)) { scalar(x, b, 1); continue; }
         const float d = q_signed_absmax(x, &v) / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        if (isinf(id)) { scalar(x, b, 1); continue; }
         tbx_st16(b, tbx_f32_to_f16(d));
         _mm_storeu_si128((__m128i *)(b + 2), q_nibbles(q_levels(&v, id, 0.0f, 8.5f, 15.0f, 0)));
     }
@@ -1017,6 +1018,7 @@ AVX2 static void qa_q5_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         if (q_has_nan(&v)) { scalar(x, b, 1); continue; }
         const float d = q_signed_absmax(x, &v) / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        if (isinf(id)) { scalar(x, b, 1); continue; }
         tbx_st16(b, tbx_f32_to_f16(d));
         const __m256i q = q_levels(&v, id, 0.0f, 16.5f, 31.0f, 0);
         tbx_st32(b + 2, q_bit4(q));
@@ -1045,6 +1047,7 @@ AVX2 static void qa_q4_1(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         if (q_has_nan(&v) || !q_min_max(&v, &mn, &mx)) { scalar(x, b, 1); continue; }
         const float d = (mx - mn) / 15.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        if (isinf(id)) { scalar(x, b, 1); continue; }
         tbx_st16(b, tbx_f32_to_f16(d));
         tbx_st16(b + 2, tbx_f32_to_f16(mn));
         _mm_storeu_si128((__m128i *)(b + 4), q_nibbles(q_levels(&v, id, mn, 0.5f, 15.0f, 1)));
@@ -1059,6 +1062,7 @@ AVX2 static void qa_q5_1(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         if (q_has_nan(&v) || !q_min_max(&v, &mn, &mx)) { scalar(x, b, 1); continue; }
         const float d = (mx - mn) / 31.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        if (isinf(id)) { scalar(x, b, 1); continue; }
         tbx_st16(b, tbx_f32_to_f16(d));
         tbx_st16(b + 2, tbx_f32_to_f16(mn));
         const __m256i q = q_levels(&v, id, mn, 0.5f, 31.0f, 1);
