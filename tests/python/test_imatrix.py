@@ -14,10 +14,8 @@ call llama_model_quantize makes per tensor; and the metadata is checked against
 llama_model_quantize of libllama.so itself (params.imatrix + the kv_overrides quantize.cpp
 sets).
 
-Until the weighted row quantizers land (q4_0 .. q5_1 and q2_K .. q6_K with a matrix, another
-helper's work), tensorbox's kernels ignore the matrix for those types: their identity cases are
-strict xfails (an XPASS fails, so the list below must shrink when they land). q8_0, tq1_0,
-tq2_0 and mxfp4 ignore the matrix in ggml too and must pass now.
+q4_0 .. q5_1 and q2_K .. q6_K weight by the matrix (tensorbox's weighted row quantizers,
+src/quant/ggml_quant_w.c); q8_0, tq1_0, tq2_0 and mxfp4 ignore it, in ggml too.
 A missing llama_cpp / gguf / numpy is a failure, never a skip.
 """
 from __future__ import annotations
@@ -49,9 +47,6 @@ def gguf_quant_types() -> list[str]:
 
 
 TYPES = gguf_quant_types()
-# ggml's quantizers that weight by the matrix and whose tensorbox row quantizer does not yet
-# (src/quant/ggml_rows.c: BLOCKWISE rows). Shrinks when the weighted kernels land.
-NOT_WEIGHTED_YET = {"q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"}
 
 
 def lib_dir() -> Path:
@@ -237,11 +232,6 @@ def check_identity(ggml, out: Path, W: dict, vec: dict, qtype: str) -> list[str]
     return bad
 
 
-def xfail_unweighted(qtype: str):
-    if qtype in NOT_WEIGHTED_YET:
-        pytest.xfail(f"{qtype}: tensorbox's row quantizer does not weight by the matrix yet")
-
-
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     d = tmp_path_factory.mktemp("imatrix")
@@ -275,11 +265,7 @@ def test_every_tensor_is_ggml_quantize_chunk_with_its_vector(tbx, ggml, model, t
     if qtype not in ("q8_0", "tq1_0", "tq2_0", "mxfp4"):
         assert ggml(qtype, a, vec["blk.0.attn_q.weight"]) != ggml(qtype, a), qtype
     bad = check_identity(ggml, out, W, vec, qtype)
-    if bad:
-        xfail_unweighted(qtype)
     assert not bad, f"{qtype} ({form}): {bad} differ from ggml_quantize_chunk with the matrix"
-    if qtype in NOT_WEIGHTED_YET:
-        pytest.fail(f"{qtype} is weighted now: take it out of NOT_WEIGHTED_YET")
 
 
 @pytest.mark.parametrize("qtype", ["q8_0", "q4_k"])
@@ -291,11 +277,7 @@ def test_gguf_input_too(tbx, ggml, model, tmp_path, qtype):
     assert_clean_exit(r)
     assert r.rc == 0, r.describe()
     bad = check_identity(ggml, out, W, vec, qtype)
-    if bad:
-        xfail_unweighted(qtype)
     assert not bad, bad
-    if qtype in NOT_WEIGHTED_YET:
-        pytest.fail(f"{qtype} is weighted now: take it out of NOT_WEIGHTED_YET")
 
 
 @pytest.mark.parametrize("form", ["gguf", "dat"])
@@ -490,7 +472,7 @@ def test_hf_moe_in_one_pass_each_expert_takes_its_slice(tbx, ggml, tmp_path, qty
     quantized expert by expert with their own run of the vector (one expert never seen: 1s in
     the GGUF form, as llama-quantize reads it), the 2-D ones with theirs. The rows are the f32
     values of the same conversion without quantization (test_hf_gguf_arch holds them to
-    llama.cpp's converter)."""
+    llama.cpp's converter). q4_0 weights by the matrix: a wrong slice changes its bytes."""
     from test_hf_gguf_arch import make_mixtral
     d = tmp_path / "mixtral"
     make_mixtral(d, 4)
@@ -533,8 +515,27 @@ def test_hf_moe_in_one_pass_each_expert_takes_its_slice(tbx, ggml, tmp_path, qty
                         for e in range(mats.shape[0]))
         if b != want:
             bad.append(n)
-    if bad:
-        xfail_unweighted(qtype)
     assert not bad, bad
-    if qtype in NOT_WEIGHTED_YET:
-        pytest.fail(f"{qtype} is weighted now: take it out of NOT_WEIGHTED_YET")
+
+
+@pytest.mark.parametrize("form", ["gguf", "dat"])
+def test_q4_0_weighted_tensors_are_llama_model_quantizes(tbx, tiny_llama, tmp_path, form):
+    """llama.cpp's Q4_0 preset with the matrix: every tensor it quantizes to q4_0 (it gives a
+    few others other types: its preset rules, another helper's work) has the bytes tbx's
+    --quant q4_0 --imatrix gives it; and the keys are the same."""
+    d, f32 = tiny_llama
+    m = d / f"m.{form}"
+    ref = tmp_path / "llama.gguf"
+    llama_quantize_with_imatrix(f32, ref, int(gguf.LlamaFileType.MOSTLY_Q4_0), m)
+    out = tmp_path / "tbx.gguf"
+    r = run(tbx, "convert", f32, out, "--quant", "q4_0", "--imatrix", m)
+    assert r.rc == 0, r.describe()
+    a, b = gguf_tensors(ref), gguf_tensors(out)
+    assert sorted(a) == sorted(b)
+    same = [n for n in a if a[n][0] == Q.Q4_0]
+    assert len(same) >= 10, same
+    for n in same:
+        assert a[n] == b[n], n
+    fa, fb = all_fields(ref), all_fields(out)
+    for k in [k for k in fa if k.startswith("quantize.imatrix.")]:
+        assert fb.get(k) == fa[k], k
