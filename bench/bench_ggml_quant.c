@@ -2,9 +2,9 @@
  * bench_ggml_quant.c - tensorbox's ggml block kernels (src/quant/ggml*.c) beside ggml's own,
  * loaded at run time from llama.cpp's libggml-base.so (as llama-cpp-python ships it).
  *
- *   bench_ggml_quant [--ggml-lib PATH] [--mb N] [--qmb N] [--reps R] [--threads T]
- *                    [--only TYPE[,TYPE...]] [--no-dequant] [--no-quant] [--random] [--wall]
- *                    [--best]
+ *   bench_ggml_quant [--ggml-lib PATH] [--mb N] [--qmb N] [--imb N] [--reps R] [--threads T]
+ *                    [--only TYPE[,TYPE...]] [--no-dequant] [--no-quant] [--no-imatrix]
+ *                    [--random] [--wall] [--best]
  *
  * The peer is ggml itself, never a port of it: libggml-base.so is opened with dlopen (path from
  * --ggml-lib, else the environment variable TBX_GGML_LIB; bench/run_all.sh finds it in .venv).
@@ -25,6 +25,13 @@
  * as such, with whether its bytes equal ggml's. Per type: whether tensorbox's bytes equal
  * ggml's (reported, not a failure: tensorbox's K-quant encoder is its own), and the RMSE of
  * each, relative to the data's RMS.
+ *
+ * Quantization with an importance matrix (unless --no-imatrix): every type with a row
+ * quantizer (tbx_ggml_quant_rows_for) beside ggml_quantize_chunk given the same random positive
+ * matrix, N MiB of the same rows (--imb, default 4), one thread; whether the bytes are identical
+ * (ggml's weighted algorithms are tensorbox's row quantizers' contract) and the RMSE of each.
+ * The quantization section times the row quantizer for the types without a block quantizer
+ * (iq4_nl, iq4_xs, nvfp4, q1_0, q2_0).
  *
  * Every figure is the median of R runs (default 7; --best: the fastest). One-thread runs are
  * timed by the thread's CPU time (on a shared machine wall time also counts waiting for a CPU;
@@ -141,13 +148,15 @@ static int selected(const char *only, const char *name) {
 }
 
 /* ---- the kernels being timed, as one call shape ------------------------------------------- */
-enum { K_TBX_DQ, K_GGML_DQ, K_TBX_Q, K_GGML_Q, K_MEMCPY };
+enum { K_TBX_DQ, K_GGML_DQ, K_TBX_Q, K_TBX_ROWS, K_GGML_Q, K_MEMCPY };
 #define ROW 4096 /* values per row for the quantizers (a multiple of every block size) */
 typedef struct job {
     int kind;
     int gtype;                /* ggml type id */
     tbx_dequant_fn tdq;
     tbx_quant_fn tq;
+    tbx_quant_rows_fn trows;  /* K_TBX_ROWS: the row quantizer (ggml_quantize_chunk's contract) */
+    const float *qw;          /* K_TBX_ROWS, K_GGML_Q: importance matrix of ROW columns, or NULL */
     g_to_float_fn gdq;
     const float *x;           /* f32 input (quantizers) */
     float *y;                 /* f32 output (dequantizers) */
@@ -169,9 +178,15 @@ static void run_job(const job *j) {
               j->nrows * bpr);
         break;
     }
+    case K_TBX_ROWS: {
+        const uint64_t bpr = ROW / j->bsize;
+        j->trows(j->x + j->row0 * ROW, (uint8_t *)j->qout + j->row0 * bpr * j->bbytes,
+                 (int64_t)j->nrows, ROW, j->qw);
+        break;
+    }
     case K_GGML_Q:
         g_quantize_chunk(j->gtype, j->x, j->qout, (int64_t)(j->row0 * ROW), (int64_t)j->nrows,
-                         ROW, NULL);
+                         ROW, j->qw);
         break;
     }
 }
@@ -257,8 +272,8 @@ static const char *fmt(char *buf, size_t n, const char *f, double v) {
 }
 
 int main(int argc, char **argv) {
-    double mb = 64, qmb = 16;
-    int reps = 7, do_dq = 1, do_q = 1, random_blocks = 0, nthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    double mb = 64, qmb = 16, imb = 4;
+    int reps = 7, do_dq = 1, do_q = 1, do_imat = 1, random_blocks = 0, nthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     const char *only = NULL, *lib = getenv("TBX_GGML_LIB");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ggml-lib") && i + 1 < argc) lib = argv[++i];
@@ -269,13 +284,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--no-dequant")) do_dq = 0;
         else if (!strcmp(argv[i], "--no-quant")) do_q = 0;
+        else if (!strcmp(argv[i], "--no-imatrix")) do_imat = 0;
+        else if (!strcmp(argv[i], "--imb") && i + 1 < argc) imb = atof(argv[++i]);
         else if (!strcmp(argv[i], "--wall")) use_wall = 1;
         else if (!strcmp(argv[i], "--best")) use_best = 1;
         else if (!strcmp(argv[i], "--random")) random_blocks = 1;
         else {
             fprintf(stderr,
-                    "usage: %s [--ggml-lib PATH] [--mb N] [--qmb N] [--reps R] [--threads T] "
-                    "[--only t1,t2] [--no-dequant] [--no-quant] [--random] [--wall] [--best]\n",
+                    "usage: %s [--ggml-lib PATH] [--mb N] [--qmb N] [--imb N] [--reps R] "
+                    "[--threads T] [--only t1,t2] [--no-dequant] [--no-quant] [--no-imatrix] "
+                    "[--random] [--wall] [--best]\n",
                     argv[0]);
             return 2;
         }
@@ -284,8 +302,9 @@ int main(int argc, char **argv) {
     if (reps > 64) reps = 64;
     if (nthreads < 1) nthreads = 1;
     if (nthreads > 64) nthreads = 64;
-    if (!(mb > 0 && mb <= 4096) || !(qmb > 0 && qmb <= 4096)) {
-        fprintf(stderr, "bench_ggml_quant: --mb and --qmb must be in (0, 4096]\n");
+    if (!(mb > 0 && mb <= 4096) || !(qmb > 0 && qmb <= 4096) || !(imb > 0 && imb <= qmb)) {
+        fprintf(stderr, "bench_ggml_quant: --mb and --qmb must be in (0, 4096], --imb in "
+                        "(0, --qmb]\n");
         return 2;
     }
 
@@ -444,10 +463,13 @@ int main(int argc, char **argv) {
         for (int t = 0; t < ntypes; t++) {
             const tbx_dtype dt = dts[t];
             const tbx_dtype_info *in = tbx_dtype_get(dt);
+            /* the dispatched block quantizer, else the row quantizer (types without one) */
             const tbx_quant_fn tq = tbx_ggml_quant_for(dt);
-            if (!tq) continue;
-            job jt = {.kind = K_TBX_Q, .tq = tq, .x = x, .qout = blk, .row0 = 0, .nrows = nrows,
-                      .bsize = in->block_size, .bbytes = in->block_bytes, .gtype = gids[t]};
+            const tbx_quant_rows_fn trows = tbx_ggml_quant_rows_for(dt);
+            if (!tq && !trows) continue;
+            job jt = {.kind = tq ? K_TBX_Q : K_TBX_ROWS, .tq = tq, .trows = trows, .x = x,
+                      .qout = blk, .row0 = 0, .nrows = nrows, .bsize = in->block_size,
+                      .bbytes = in->block_bytes, .gtype = gids[t]};
             const double tt1 = time_job(&jt, reps, 1);
             const double ttn = nthreads > 1 ? time_job(&jt, reps, nthreads) : tt1;
             const uint64_t qbytes = q_vals / in->block_size * in->block_bytes;
@@ -490,6 +512,45 @@ int main(int argc, char **argv) {
                    fmt(b[1], 32, "%.0f%%", 100 * tmc / tt1), fmt(b[2], 32, "%.0f%%", 100 * tmc / tg1),
                    gb / ttn, gb / tgn, fmt(b[3], 32, "%.2fx", tgn / ttn), same, et, eg,
                    fmt(b[4], 32, "%.3f", tp > 0 ? gb / tp : 0), peq);
+        }
+    }
+    if (do_q && do_imat) {
+        /* rows with a random positive importance matrix (as llama-imatrix's mean squared
+         * activations): the row quantizer beside ggml_quantize_chunk given the same matrix */
+        const uint64_t ivals = ((uint64_t)(imb * 1048576.0 / 4) / ROW) * ROW;
+        const uint64_t nrows = ivals / ROW ? ivals / ROW : 1;
+        const double gb = (double)(nrows * ROW) * 4 / 1e9;
+        float qw[ROW];
+        for (int i = 0; i < ROW; i++) qw[i] = (float)(0.05 + rndu() * rndu() * 4.0);
+        printf("\nquantize with an importance matrix (random positive, %d columns): GB/s of f32 "
+               "read (%.0f MiB, rows of %d, N(0,1) data), 1 thread\n"
+               "  tbx = tbx_ggml_quant_rows_for(type)(..., qw), ggml = ggml_quantize_chunk(..., "
+               "qw)\n%-6s %9s %8s %8s | %-10s %8s %8s\n",
+               ROW, (double)(nrows * ROW) * 4 / 1048576.0, ROW, "type", "tbx 1T", "ggml 1T",
+               "tbx/ggml", "bytes", "rmse-tbx", "rmse-ggml");
+        for (int t = 0; t < ntypes; t++) {
+            const tbx_dtype dt = dts[t];
+            const tbx_dtype_info *in = tbx_dtype_get(dt);
+            const tbx_quant_rows_fn trows = tbx_ggml_quant_rows_for(dt);
+            if (!trows || !ggml_can_quantize(gids[t], x, blk2, qw)) continue;
+            job jt = {.kind = K_TBX_ROWS, .trows = trows, .qw = qw, .x = x, .qout = blk,
+                      .row0 = 0, .nrows = nrows, .bsize = in->block_size,
+                      .bbytes = in->block_bytes, .gtype = gids[t]};
+            job jg = jt;
+            jg.kind = K_GGML_Q;
+            jg.qout = blk2;
+            const double tt = time_job(&jt, reps, 1), tg = time_job(&jg, reps, 1);
+            const uint64_t nb = nrows * ROW / in->block_size;
+            uint64_t nd = 0;
+            for (uint64_t i = 0; i < nb; i++)
+                nd += memcmp(blk + i * in->block_bytes, blk2 + i * in->block_bytes,
+                             in->block_bytes) != 0;
+            char same[32], b0[32];
+            if (nd == 0) snprintf(same, sizeof same, "identical");
+            else snprintf(same, sizeof same, "%.1f%% diff", 100.0 * (double)nd / (double)nb);
+            printf("%-6s %9.3f %8.3f %8s | %-10s %8.5f %8.5f\n", in->name, gb / tt, gb / tg,
+                   fmt(b0, 32, "%.2fx", tg / tt), same, rel_rmse(dt, x, blk, y, nrows * ROW),
+                   rel_rmse(dt, x, blk2, y, nrows * ROW));
         }
     }
     free(x);

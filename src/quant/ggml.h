@@ -14,7 +14,16 @@
  * (ggml_simd_*.c) never call the scalar files; dispatch.c alone reads cpuid and picks, and is
  * the only file that knows both.
  *
- * Quantizers (tbx_quant_fn) encode nblocks * block_size floats into nblocks blocks.
+ * What is quantizable, and with which bytes: every type below has a row quantizer
+ * (tbx_ggml_quant_rows_for, the contract of ggml_quantize_chunk, see below) giving the bytes of
+ * ggml_quantize_chunk of llama.cpp's libggml for finite input, without and with an importance
+ * matrix (tests/unit/test_ggml_rows_vs_ggml.c compares them all with libggml):
+ *   q8_0, tq1_0, tq2_0, mxfp4, nvfp4, q1_0, q2_0: block-local; ggml ignores the importance
+ *     matrix, so do they (ggml_rows.c, ggml_lowbit.c);
+ *   q4_0, q4_1, q5_0, q5_1, q2_K .. q6_K: without a matrix ggml's reference quantizers (the
+ *     block quantizers below); with one ggml's weighted algorithms (ggml_quant_w.c);
+ *   iq4_nl, iq4_xs: ggml's algorithm, weighted by x^2 without a matrix (ggml_iq4.c).
+ * Block quantizers (tbx_quant_fn) encode nblocks * block_size floats into nblocks blocks.
  *   - q8_0, q4_0, q4_1, q5_0, q5_1, tq1_0, tq2_0, mxfp4: the same bytes as gguf-py's
  *     gguf.quants.quantize (= ggml's quantize_row_*_ref) for finite inputs.
  *   - q2_K .. q6_K: two quantizers. ggml's reference algorithm (tbx_ggml_quant_ref_for,
@@ -108,7 +117,8 @@ tbx_quant_fn tbx_ggml_quant_search_for(tbx_dtype dt);
  * blocks, with qw the importance of the n_per_row columns (NULL: no importance matrix), and
  * gives the bytes of ggml_quantize_chunk(type, src, dst, 0, nrows, n_per_row, qw) of
  * llama.cpp's libggml (ggml-quants.c, quantize_<type>). Types whose ggml quantizer ignores
- * the matrix (q8_0, tq1_0, tq2_0, mxfp4) ignore it here too. (ggml_rows.c: the table.) */
+ * the matrix (q8_0, tq1_0, tq2_0, mxfp4, nvfp4, q1_0, q2_0) ignore it here too. (ggml_rows.c:
+ * the table.) */
 typedef void (*tbx_quant_rows_fn)(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                                   const float *qw);
 /* The row quantizer of a ggml block type, or NULL when this build has none. */
@@ -130,6 +140,14 @@ void tbx_gq_rows_q3_K(const float *x, void *dst, int64_t nrows, int64_t n, const
 void tbx_gq_rows_q4_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 void tbx_gq_rows_q5_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 void tbx_gq_rows_q6_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+/* Row quantizers of iq4_nl and iq4_xs (ggml_iq4.c: ggml's quantize_iq4_nl / quantize_iq4_xs,
+ * weighted by qw[column] * sqrt(sigma2 + x^2) with an importance matrix, by x^2 without) and of
+ * nvfp4, q1_0, q2_0 (ggml_lowbit.c: ggml's reference quantizers; qw unused, as in ggml). */
+void tbx_gq_rows_iq4_nl(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_iq4_xs(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_nvfp4(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q1_0(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_gq_rows_q2_0(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 
 /* ---- helpers shared by the quantizer files (internal to this module) ---------------------- */
 /* Round to nearest (ties to even) through the float adder, as ggml's nearest_int (which asserts

@@ -38,6 +38,11 @@ tbx_quant_rows_fn tbx_ggml_quant_rows_for(tbx_dtype dt) {
     case TBX_DT_TQ1_0: return rq_tq1_0;
     case TBX_DT_TQ2_0: return rq_tq2_0;
     case TBX_DT_MXFP4: return rq_mxfp4;
+    case TBX_DT_IQ4_NL: return tbx_gq_rows_iq4_nl;
+    case TBX_DT_IQ4_XS: return tbx_gq_rows_iq4_xs;
+    case TBX_DT_NVFP4: return tbx_gq_rows_nvfp4;
+    case TBX_DT_Q1_0: return tbx_gq_rows_q1_0;
+    case TBX_DT_Q2_0: return tbx_gq_rows_q2_0;
     default: return NULL;
     }
 }

@@ -562,8 +562,9 @@ static void plan_encoder(tbx_plan *p, const tbx_file *in) {
 }
 
 /* The bytes the encoder of dt must give for x (n values of [ER, EC]): its kernel, called here
- * (a ggml block type: ggml's algorithm, tbx_ggml_quant_ref_for; with g_enc_search, tensorbox's
- * own K search, whose scalar kernel gives the same bytes as the SIMD one). */
+ * (a ggml block type: ggml's algorithm, tbx_ggml_quant_ref_for, or the row quantizer of the
+ * types without a block quantizer; with g_enc_search, tensorbox's own K search, whose scalar
+ * kernel gives the same bytes as the SIMD one). */
 static size_t expected(tbx_dtype dt, const float *x, uint8_t *out) {
     const uint64_t n = ER * EC;
     const tbx_encoder *enc = tbx_encoder_for(dt);
@@ -578,8 +579,14 @@ static size_t expected(tbx_dtype dt, const float *x, uint8_t *out) {
     }
     if (enc->kind == TBX_ENC_BLOCK) {
         const tbx_dtype_info *di = tbx_dtype_core_get(dt);
-        (g_enc_search ? tbx_ggml_quant_scalar_for(dt) : tbx_ggml_quant_ref_for(dt))(
-            x, out, n / di->block_size);
+        /* the types without a block quantizer of their own (iq4_nl, nvfp4, ...): the row
+         * quantizer, all values as one row (no importance matrix: block-local) */
+        const tbx_quant_fn q =
+            g_enc_search ? tbx_ggml_quant_scalar_for(dt) : tbx_ggml_quant_ref_for(dt);
+        if (q)
+            q(x, out, n / di->block_size);
+        else
+            tbx_ggml_quant_rows_for(dt)(x, out, 1, (int64_t)n, NULL);
         return (size_t)(n / di->block_size * di->block_bytes);
     }
     if (dt == TBX_DT_MCF_INT8 || dt == TBX_DT_MCF_INT4) {
