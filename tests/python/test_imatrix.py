@@ -14,8 +14,9 @@ call llama_model_quantize makes per tensor; and the metadata is checked against
 llama_model_quantize of libllama.so itself (params.imatrix + the kv_overrides quantize.cpp
 sets).
 
-q4_0 .. q5_1 and q2_K .. q6_K weight by the matrix (tensorbox's weighted row quantizers,
-src/quant/ggml_quant_w.c); q8_0, tq1_0, tq2_0 and mxfp4 ignore it, in ggml too.
+Every type `tbx convert --help` lists for GGUF is checked; those whose ggml quantizer weights by
+the matrix (all but q8_0, tq1_0, tq2_0 and mxfp4, which ignore it in ggml too) are first shown
+to give other bytes with the matrix than without, so the identity can fail.
 A missing llama_cpp / gguf / numpy is a failure, never a skip.
 """
 from __future__ import annotations
