@@ -340,6 +340,10 @@ def test_refusals(tbx, model, tmp_path):
     r = run(tbx, "convert", src, out, "--quant", "q8_0", "--imatrix", tmp_path / "nan.dat")
     assert r.rc != 0, r.describe()
     assert b"blk.0.ffn_down.weight" in r.err and b"finite" in r.err, r.describe()
+    # tensorbox's own K search uses no matrix: refused rather than ignoring it
+    r = run(tbx, "convert", src, out, "--quant", "q4_k", "--quant-method", "search",
+            "--imatrix", d / "m.gguf")
+    assert r.rc != 0 and b"quant_method" in r.err and not out.exists(), r.describe()
     # no quantization to apply it to: a usage error before any work
     r = run(tbx, "convert", src, out, "--imatrix", d / "m.gguf")
     assert r.rc == 2, r.describe()
