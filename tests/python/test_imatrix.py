@@ -15,8 +15,8 @@ llama_model_quantize of libllama.so itself (params.imatrix + the kv_overrides qu
 sets).
 
 Every type `tbx convert --help` lists for GGUF is checked; those whose ggml quantizer weights by
-the matrix (all but q8_0, tq1_0, tq2_0 and mxfp4, which ignore it in ggml too) are first shown
-to give other bytes with the matrix than without, so the identity can fail.
+the matrix (all but IGNORE_THE_MATRIX, which ignore it in ggml too: checked) are first shown to
+give other bytes with the matrix than without, so the identity can fail.
 A missing llama_cpp / gguf / numpy is a failure, never a skip.
 """
 from __future__ import annotations
@@ -29,7 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_clean_exit, need, run, tbx_path
+from conftest import assert_clean_exit, need, run
+from test_ggml_quant_identical import ggml_lib, ggml_type, gguf_quant_types
+from test_ggml_quant_identical import gguf_tensors as gguf_tensors_any
 
 np = need("numpy")
 stn = need("safetensors.numpy")
@@ -38,16 +40,9 @@ gguf = need("gguf")
 Q = gguf.GGMLQuantizationType
 
 
-def gguf_quant_types() -> list[str]:
-    r = run(tbx_path(), "convert", "--help")
-    text = (r.out + r.err).decode()
-    sec = text.split("Quantization types", 1)[1]
-    m = re.search(r"^\s+gguf\s+(.+)$", sec, re.M)
-    assert m, text
-    return m.group(1).split()
-
-
-TYPES = gguf_quant_types()
+TYPES = gguf_quant_types()  # every type tbx convert --help lists for gguf
+# the types whose ggml quantizer does not look at the matrix (checked against ggml below)
+IGNORE_THE_MATRIX = {"q8_0", "tq1_0", "tq2_0", "mxfp4", "nvfp4", "q1_0", "q2_0"}
 
 
 def lib_dir() -> Path:
@@ -59,20 +54,14 @@ def lib_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def ggml():
-    """ggml_quantize_chunk(type, rows, ..., imatrix) of libggml-base through ctypes."""
-    lib = ctypes.CDLL(str(lib_dir() / "libggml-base.so"))
-    lib.ggml_quantize_chunk.restype = ctypes.c_size_t
-    lib.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                        ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                                        ctypes.c_void_p]
-    lib.ggml_row_size.restype = ctypes.c_size_t
-    lib.ggml_row_size.argtypes = [ctypes.c_int, ctypes.c_int64]
-    lib.ggml_quantize_init.argtypes = [ctypes.c_int]
+    """ggml_quantize_chunk(type, rows, ..., imatrix) of libggml-base through ctypes (type ids
+    from ggml_type_name: the gguf-py in .venv may predate the newest types)."""
+    lib = ggml_lib()
 
     def quantize(name: str, a, qw=None) -> bytes:
         a = np.ascontiguousarray(a, np.float32)
         rows, cols = a.shape
-        t = int(Q[name.upper()])
+        t = ggml_type(name)
         lib.ggml_quantize_init(t)
         dst = np.zeros(lib.ggml_row_size(t, cols) * rows, np.uint8)
         w = None
@@ -219,13 +208,13 @@ def write_f32_gguf(path: Path, W: dict) -> None:
 def check_identity(ggml, out: Path, W: dict, vec: dict, qtype: str) -> list[str]:
     """Every 2-D tensor of `out` is ggml_quantize_chunk of its rows with its vector (none for
     a weight the matrix lacks); returns the names that differ."""
-    got = gguf_tensors(out)
+    got = gguf_tensors_any(out)
     bad = []
     for name, a in W.items():
         if a.ndim != 2:
             continue
         t, b = got[name]
-        assert t == Q[qtype.upper()], (name, t)
+        assert int(t) == ggml_type(qtype), (name, t)
         want = ggml(qtype, a, vec.get(name))
         assert len(b) == len(want), name
         if b != want:
@@ -263,8 +252,8 @@ def test_every_tensor_is_ggml_quantize_chunk_with_its_vector(tbx, ggml, model, t
     assert re.search(r"blk\.0\.attn_q\.weight.*with its importance matrix", r.err.decode())
     # the matrix changes ggml's bytes for the weighting types (so the check below can fail)
     a = W["blk.0.attn_q.weight"]
-    if qtype not in ("q8_0", "tq1_0", "tq2_0", "mxfp4"):
-        assert ggml(qtype, a, vec["blk.0.attn_q.weight"]) != ggml(qtype, a), qtype
+    weighted = ggml(qtype, a, vec["blk.0.attn_q.weight"]) != ggml(qtype, a)
+    assert weighted == (qtype not in IGNORE_THE_MATRIX), qtype
     bad = check_identity(ggml, out, W, vec, qtype)
     assert not bad, f"{qtype} ({form}): {bad} differ from ggml_quantize_chunk with the matrix"
 
