@@ -2,8 +2,8 @@
  * dispatch.c - run-time choice of the ggml kernels, the one place that reads cpuid.
  *
  * The scalar kernels (ggml_dequant.c, ggml_quant.c) are the reference and never dispatch; the
- * SIMD kernels (ggml_simd_avx2.c, ggml_simd_avx512.c) are compiled with function-level target
- * attributes and never call back into the scalar files. This file sits above both: it asks the
+ * SIMD kernels (ggml_simd_avx2.c, ggml_simd_avx2_dq.c, ggml_simd_avx512.c) are compiled with
+ * function-level target attributes and never call back into the scalar files. This file sits above both: it asks the
  * CPU once what it has and hands out the best kernel of each type, wrapping the SIMD
  * quantizers with their scalar fallback and the K-quant encoder with the AVX2 lane kernels.
  * It also picks the SIMD row decoder of MCF's q / k payloads (mcf_simd_avx2.c) and of f16
@@ -14,17 +14,31 @@
 #include "plain.h"
 
 #include <stddef.h>
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(TBX_GGML_NO_SIMD)
+#include <cpuid.h>
+#endif
 
 unsigned tbx_ggml_cpu_isa(void) {
+    /* asked once (cpuid traps to the hypervisor in a VM): bit 31 marks the cached answer, the
+     * same for every thread (a benign race) */
+    static unsigned cached;
+    const unsigned c0 = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (c0) return c0 & ~0x80000000u;
     unsigned isa = 0;
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(TBX_GGML_NO_SIMD)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2")) isa |= TBX_GGML_ISA_AVX2;
+    /* F16C (CPUID.1:ECX bit 29) for the scale conversions of the AVX-512 kernels: every CPU
+     * with AVX-512 has it, asked all the same (__builtin_cpu_supports does not know it). */
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))
+        __builtin_cpu_supports("avx512vl") && f16c)
         isa |= TBX_GGML_ISA_AVX512;
 #endif
+    __atomic_store_n(&cached, isa | 0x80000000u, __ATOMIC_RELAXED);
     return isa;
 }
 
@@ -49,6 +63,7 @@ tbx_dequant_fn tbx_ggml_dequant_for(tbx_dtype dt) {
     tbx_dequant_fn f = NULL;
     if (isa & TBX_GGML_ISA_AVX512) f = tbx_ggml_dequant_avx512_for(dt);
     if (!f && (isa & TBX_GGML_ISA_AVX2)) f = tbx_ggml_dequant_avx2_for(dt);
+    if (!f && (isa & TBX_GGML_ISA_AVX2)) f = tbx_ggml_dequant_avx2_dq_for(dt);
     return f ? f : tbx_ggml_dequant_scalar_for(dt);
 }
 

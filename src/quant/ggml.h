@@ -4,11 +4,16 @@
  * Dequantizers (tbx_dequant_fn, see plain.h) decode `nblocks` consecutive blocks of
  * tbx_dtype_info.block_bytes bytes each into nblocks * block_size floats. `src` needs no
  * alignment. The scalar kernels (ggml_dequant.c) compute in f32 in the order of ggml's reference
- * dequantizers, so they give the same bits as ggml and gguf-py (except the payload bits of a
- * NaN both decode from a NaN scale: iq2_*, iq3_*, q1_0 on random blocks; bench_ggml_quant
- * --random shows them). The SIMD kernels
- * (ggml_simd_avx2.c, ggml_simd_avx512.c) perform the same IEEE operations in the same order and
- * give the same bits as the scalar kernels (checked by tests/unit/test_ggml_quant.c).
+ * dequantizers, so they give the same bits as ggml's to_float for every block, NaN/Inf scales
+ * included (tests/python/test_ggml_dequant_identical.py; bench_ggml_quant --random): q1_0 quiets
+ * a signalling-NaN scale as ggml's f16 conversion does, and the codebook types iq2_xxs, iq2_xs,
+ * iq2_s, iq3_xxs, iq3_s negate the product db * grid as ggml's compiled code does, so a NaN
+ * output's sign follows the sign flag; gguf-py keeps the NaN's sign there (the only bits in
+ * which tensorbox and gguf-py differ). The SIMD kernels (ggml_simd_avx2.c,
+ * ggml_simd_avx2_dq.c, ggml_simd_avx512.c) perform the same IEEE operations in the same order
+ * and give the same bits as the scalar kernels (checked by tests/unit/test_ggml_quant.c).
+ * Every type has an AVX2 kernel; the dispatched ones run at memory speed (64 MiB of output,
+ * one thread: bench_ggml_quant --no-quant).
  *
  * Layers: the scalar files (ggml_dequant.c, ggml_quant.c) never dispatch; the SIMD files
  * (ggml_simd_*.c) never call the scalar files; dispatch.c alone reads cpuid and picks, and is
@@ -68,7 +73,7 @@ typedef void (*tbx_quant_fn)(const float *src, void *dst, uint64_t nblocks);
 
 /* Instruction sets a kernel may use (bit mask). */
 #define TBX_GGML_ISA_AVX2 0x1u    /* avx2 */
-#define TBX_GGML_ISA_AVX512 0x2u  /* avx512f + avx512bw + avx512vl */
+#define TBX_GGML_ISA_AVX512 0x2u  /* avx512f + avx512bw + avx512vl (+ f16c) */
 
 /* The ISAs this CPU supports and this build has kernels for (none when built for another
  * architecture or with -DTBX_GGML_NO_SIMD). */
@@ -83,6 +88,10 @@ tbx_dequant_fn tbx_ggml_dequant_scalar_for(tbx_dtype dt);
  * call them only when tbx_ggml_cpu_isa() has the bit. */
 tbx_dequant_fn tbx_ggml_dequant_avx2_for(tbx_dtype dt);
 tbx_dequant_fn tbx_ggml_dequant_avx512_for(tbx_dtype dt);
+/* The AVX2 kernels of ggml_simd_avx2_dq.c, for the types tbx_ggml_dequant_avx2_for has none of
+ * (q8_1, q2_K, q3_K, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, mxfp4, nvfp4, q1_0), or NULL. The two
+ * lists are disjoint; dispatch.c asks ggml_simd_avx2.c first. */
+tbx_dequant_fn tbx_ggml_dequant_avx2_dq_for(tbx_dtype dt);
 
 /* Best quantizer for this CPU, or NULL when the type has none. */
 tbx_quant_fn tbx_ggml_quant_for(tbx_dtype dt);

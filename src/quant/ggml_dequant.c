@@ -3,7 +3,8 @@
  *
  * Every kernel evaluates, in f32, the formula of ggml's reference dequantizer in the same
  * order (e.g. q4_K: (d*sc)*q - dmin*m, q6_K: (d*sc)*q), so the results are bit-identical to
- * ggml's and gguf-py's, including for NaN/Inf/subnormal scales. Block layouts and formulas:
+ * ggml's, including for NaN/Inf/subnormal scales, and to gguf-py's except the sign of a NaN
+ * output of the codebook types (see neg_if). Block layouts and formulas:
  * ../shared/specs/NOTES.md (GGUF section) and docs of ggml-common.h.
  */
 #include "ggml.h"
@@ -337,9 +338,12 @@ static void dq_nvfp4(const void *src, float *y, uint64_t nb) {
 static void dq_q1_0(const void *src, float *y, uint64_t nb) {
     const uint8_t *b = (const uint8_t *)src;
     for (uint64_t i = 0; i < nb; i++, b += 18, y += 128) {
-        const float d = h2f(b); /* bit set: d, clear: -d (the sign bit flipped, as ggml's -d) */
+        /* bit set: d, clear: -d (the sign bit flipped, as ggml's -d). ggml's f16 conversion ends
+         * in a multiply, which quiets a signalling NaN: d is quieted the same way. */
+        const float d = h2f(b);
         uint32_t du;
         memcpy(&du, &d, 4);
+        if ((du & 0x7FFFFFFFu) > 0x7F800000u) du |= 0x00400000u;
         for (int k = 0; k < 16; k++) {
             const unsigned q = b[2 + k];
             for (int j = 0; j < 8; j++) {
@@ -359,16 +363,16 @@ static void dq_q2_0(const void *src, float *y, uint64_t nb) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Codebook (iq) types. ggml writes y = db * grid * (neg ? -1 : 1); multiplying db by the     */
-/* signed grid value instead gives the same bits (grid values are non-zero integers; negation */
-/* is exact and a NaN db propagates unchanged either way) without relying on how a compiler    */
-/* treats a multiplication by -1.                                                              */
+/* Codebook (iq) types. ggml writes y = db * grid * (neg ? -1 : 1), which its compiler turns  */
+/* into a negation of the product db * grid: the sign bit of the product flipped. That is     */
+/* what neg_if does, so a NaN db gives ggml's NaN, its sign flipped where the sign flag is     */
+/* set (gguf-py multiplies by -1.0 instead, which keeps a NaN's sign: the only bits in which  */
+/* the two differ, and tests/unit/test_ggml_quant.c allows exactly that against gguf-py).     */
 /* ------------------------------------------------------------------------------------------ */
-static inline float sgn_grid(uint8_t g, uint8_t signs, int j) {
-    /* branch-free negation: flip the sign bit of the (exact) float value */
-    const float f = (float)g;
+/* p with its sign bit flipped when bit j of signs is set */
+static inline float neg_if(float p, uint8_t signs, int j) {
     uint32_t u;
-    memcpy(&u, &f, 4);
+    memcpy(&u, &p, 4);
     u ^= (uint32_t)((signs >> j) & 1u) << 31;
     float r;
     memcpy(&r, &u, 4);
@@ -386,7 +390,7 @@ static void dq_iq2_xxs(const void *src, float *y, uint64_t nb) {
             for (int l = 0; l < 4; l++, y += 8) {
                 const uint64_t g = tbx_iq2xxs_grid[q[l]];
                 const uint8_t signs = tbx_ksigns_iq2xs[(aux >> (7 * l)) & 127];
-                for (int j = 0; j < 8; j++) y[j] = db * sgn_grid(grid8(g, j), signs, j);
+                for (int j = 0; j < 8; j++) y[j] = neg_if(db * (float)grid8(g, j), signs, j);
             }
         }
     }
@@ -405,7 +409,7 @@ static void dq_iq2_xs(const void *src, float *y, uint64_t nb) {
                 const unsigned q = tbx_ld16(b + 2 + 2 * (4 * ib + l));
                 const uint64_t g = tbx_iq2xs_grid[q & 511];
                 const uint8_t signs = tbx_ksigns_iq2xs[q >> 9];
-                for (int j = 0; j < 8; j++) y[j] = db[l / 2] * sgn_grid(grid8(g, j), signs, j);
+                for (int j = 0; j < 8; j++) y[j] = neg_if(db[l / 2] * (float)grid8(g, j), signs, j);
             }
         }
     }
@@ -422,7 +426,7 @@ static void dq_iq2_s(const void *src, float *y, uint64_t nb) {
             db[1] = d * (0.5f + (float)(scales[ib] >> 4)) * 0.25f;
             for (int l = 0; l < 4; l++, y += 8) {
                 const uint64_t g = tbx_iq2s_grid[qs[l] | (((unsigned)qh[ib] << (8 - 2 * l)) & 0x300)];
-                for (int j = 0; j < 8; j++) y[j] = db[l / 2] * sgn_grid(grid8(g, j), signs[l], j);
+                for (int j = 0; j < 8; j++) y[j] = neg_if(db[l / 2] * (float)grid8(g, j), signs[l], j);
             }
         }
     }
@@ -440,8 +444,8 @@ static void dq_iq3_xxs(const void *src, float *y, uint64_t nb) {
                 const uint8_t signs = tbx_ksigns_iq2xs[(aux >> (7 * l)) & 127];
                 const uint32_t g1 = tbx_iq3xxs_grid[qs[2 * l]], g2 = tbx_iq3xxs_grid[qs[2 * l + 1]];
                 for (int j = 0; j < 4; j++) {
-                    y[j] = db * sgn_grid(grid4(g1, j), signs, j);
-                    y[j + 4] = db * sgn_grid(grid4(g2, j), signs, j + 4);
+                    y[j] = neg_if(db * (float)grid4(g1, j), signs, j);
+                    y[j + 4] = neg_if(db * (float)grid4(g2, j), signs, j + 4);
                 }
             }
         }
@@ -461,8 +465,8 @@ static void dq_iq3_s(const void *src, float *y, uint64_t nb) {
                 const uint32_t g1 = tbx_iq3s_grid[qs[2 * l] | ((h << (8 - 2 * l)) & 256)];
                 const uint32_t g2 = tbx_iq3s_grid[qs[2 * l + 1] | ((h << (7 - 2 * l)) & 256)];
                 for (int j = 0; j < 4; j++) {
-                    y[j] = db * sgn_grid(grid4(g1, j), signs[l], j);
-                    y[j + 4] = db * sgn_grid(grid4(g2, j), signs[l], j + 4);
+                    y[j] = neg_if(db * (float)grid4(g1, j), signs[l], j);
+                    y[j + 4] = neg_if(db * (float)grid4(g2, j), signs[l], j + 4);
                 }
             }
         }
