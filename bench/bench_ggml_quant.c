@@ -20,11 +20,12 @@
  * Quantization, for every ggml block type tensorbox encodes: tensorbox's dispatched quantizer
  * beside ggml_quantize_chunk (no importance matrix), the same N(0,1) rows of 4096 values
  * (default 16 MiB of f32), on one thread and on T threads (default: every online CPU), each
- * thread taking a contiguous range of rows (as llama-quantize splits work). For the K types
- * tensorbox's port of ggml's reference algorithm (tbx_ggml_quant_ref_for) is shown too, labelled
- * as such, with whether its bytes equal ggml's. Per type: whether tensorbox's bytes equal
- * ggml's (reported, not a failure: tensorbox's K-quant encoder is its own), and the RMSE of
- * each, relative to the data's RMS.
+ * thread taking a contiguous range of rows (as llama-quantize splits work). tensorbox's
+ * quantizer is the one conversions use by default (tbx_ggml_quant_default_for: ggml's
+ * algorithm, its bytes); for the K types tensorbox's own search encoder (quant_method=search,
+ * tbx_ggml_quant_search_for) is timed too on one thread, with its RMSE. Per type: whether
+ * tensorbox's bytes equal ggml's (they should for every type), and the RMSE of each, relative
+ * to the data's RMS.
  *
  * Quantization with an importance matrix (unless --no-imatrix): every type with a row
  * quantizer (tbx_ggml_quant_rows_for) beside ggml_quantize_chunk given the same random positive
@@ -450,21 +451,23 @@ int main(int argc, char **argv) {
         const double tmc = time_job(&mc, reps, 1);
         const double gb = (double)q_vals * 4 / 1e9;
         printf("\nquantize: GB/s of f32 read (%.0f MiB, rows of %d, N(0,1) data); memcpy %.2f GB/s\n"
-               "  ggml = ggml_quantize_chunk (no imatrix); port = tensorbox's port of ggml's "
-               "reference K-quant encoder; rmse relative to rms\n"
-               "%-6s %9s %8s %8s %7s %7s | %8s %8s %8s | %-10s %8s %8s | %7s %-4s\n",
+               "  tbx = tensorbox's default quantizer (ggml's algorithm); ggml = ggml_quantize_chunk "
+               "(no imatrix); search = tensorbox's K-quant search (quant_method=search); rmse "
+               "relative to rms\n"
+               "%-6s %9s %8s %8s %7s %7s | %8s %8s %8s | %-10s %8s %8s | %8s %8s\n",
                (double)q_vals * 4 / 1048576.0, ROW, gb / tmc, "type", "tbx 1T", "ggml 1T",
                "tbx/ggml", "tbx%mc", "ggml%mc", "tbx", "ggml", "tbx/ggml", "bytes", "rmse-tbx",
-               "rmse-ggml", "port 1T", "port");
+               "rmse-ggml", "search1T", "rmse-srch");
         char nt[16];
         snprintf(nt, sizeof nt, "%dT", nthreads);
-        printf("%-6s %9s %8s %8s %7s %7s | %8s %8s %8s | %-10s %8s %8s | %7s %-4s\n", "", "", "",
-               "", "", "", nt, nt, nt, "", "", "", "", "=ggml");
+        printf("%-6s %9s %8s %8s %7s %7s | %8s %8s %8s | %-10s %8s %8s | %8s %8s\n", "", "", "",
+               "", "", "", nt, nt, nt, "", "", "", "", "");
         for (int t = 0; t < ntypes; t++) {
             const tbx_dtype dt = dts[t];
             const tbx_dtype_info *in = tbx_dtype_get(dt);
-            /* the dispatched block quantizer, else the row quantizer (types without one) */
-            const tbx_quant_fn tq = tbx_ggml_quant_for(dt);
+            /* the default block quantizer of a conversion, else the row quantizer (types
+             * without one) */
+            const tbx_quant_fn tq = tbx_ggml_quant_default_for(dt);
             const tbx_quant_rows_fn trows = tbx_ggml_quant_rows_for(dt);
             if (!tq && !trows) continue;
             job jt = {.kind = tq ? K_TBX_Q : K_TBX_ROWS, .tq = tq, .trows = trows, .x = x,
@@ -497,21 +500,20 @@ int main(int argc, char **argv) {
                          100.0 * (double)nd / (double)(q_vals / in->block_size));
             }
             const double eg = rel_rmse(dt, x, blk2, y, q_vals);
-            /* tensorbox's port of ggml's reference encoder, where it is a different function */
-            const tbx_quant_fn tr = tbx_ggml_quant_ref_for(dt);
-            double tp = 0;
-            const char *peq = "";
-            if (tr && tr != tq && tr != tbx_ggml_quant_scalar_for(dt)) {
+            /* tensorbox's own K-quant search, asked for with quant_method=search */
+            const tbx_quant_fn tr = tbx_ggml_quant_search_for(dt);
+            double tp = 0, ep = 0;
+            if (tr) {
                 job jp = jt;
                 jp.tq = tr;
                 tp = time_job(&jp, reps, 1);
-                peq = memcmp(blk, blk2, qbytes) == 0 ? "yes" : "NO";
+                ep = rel_rmse(dt, x, blk, y, q_vals);
             }
-            printf("%-6s %9.3f %8.3f %8s %7s %7s | %8.3f %8.3f %8s | %-10s %8.5f %8.5f | %7s %-4s\n",
+            printf("%-6s %9.3f %8.3f %8s %7s %7s | %8.3f %8.3f %8s | %-10s %8.5f %8.5f | %8s %8s\n",
                    in->name, gb / tt1, gb / tg1, fmt(b[0], 32, "%.2fx", tg1 / tt1),
                    fmt(b[1], 32, "%.0f%%", 100 * tmc / tt1), fmt(b[2], 32, "%.0f%%", 100 * tmc / tg1),
                    gb / ttn, gb / tgn, fmt(b[3], 32, "%.2fx", tgn / ttn), same, et, eg,
-                   fmt(b[4], 32, "%.3f", tp > 0 ? gb / tp : 0), peq);
+                   fmt(b[4], 32, "%.3f", tp > 0 ? gb / tp : 0), fmt(b[5], 32, "%.5f", ep));
         }
     }
     if (do_q && do_imat) {

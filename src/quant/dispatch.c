@@ -5,7 +5,8 @@
  * SIMD kernels (ggml_simd_avx2.c, ggml_simd_avx2_dq.c, ggml_simd_avx512.c) are compiled with
  * function-level target attributes and never call back into the scalar files. This file sits above both: it asks the
  * CPU once what it has and hands out the best kernel of each type, wrapping the SIMD
- * quantizers with their scalar fallback and the K-quant encoder with the AVX2 lane kernels.
+ * quantizers with their scalar fallback (the AVX2 kernels of ggml's reference K-quant algorithm
+ * with the scalar reference) and the K-quant encoder with the AVX2 lane kernels.
  * It also picks the SIMD row decoder of MCF's q / k payloads (mcf_simd_avx2.c) and of f16
  * (decode_simd_avx2.c).
  */
@@ -81,6 +82,16 @@ LEGACY_AVX2(qd_q4_0_avx2, TBX_DT_Q4_0)
 LEGACY_AVX2(qd_q4_1_avx2, TBX_DT_Q4_1)
 LEGACY_AVX2(qd_q5_0_avx2, TBX_DT_Q5_0)
 LEGACY_AVX2(qd_q5_1_avx2, TBX_DT_Q5_1)
+LEGACY_AVX2(qd_mxfp4_avx2, TBX_DT_MXFP4)
+LEGACY_AVX2(qd_tq1_0_avx2, TBX_DT_TQ1_0)
+LEGACY_AVX2(qd_tq2_0_avx2, TBX_DT_TQ2_0)
+/* q1_0 and q2_0 fall back on ggml_lowbit.c's scalar quantizers */
+static void qd_q1_0_avx2(const float *x, void *d, uint64_t nb) {
+    tbx_ggml_quant_legacy_avx2_for(TBX_DT_Q1_0)(x, d, nb, tbx_gq_q1_0_blocks);
+}
+static void qd_q2_0_avx2(const float *x, void *d, uint64_t nb) {
+    tbx_ggml_quant_legacy_avx2_for(TBX_DT_Q2_0)(x, d, nb, tbx_gq_q2_0_blocks);
+}
 
 /* The K-quant encoder on the AVX2 lane kernels. */
 #define KQ_AVX2(name, DT)                                                                          \
@@ -101,6 +112,9 @@ tbx_quant_fn tbx_ggml_quant_avx2_for(tbx_dtype dt) {
         case TBX_DT_Q4_1: return qd_q4_1_avx2;
         case TBX_DT_Q5_0: return qd_q5_0_avx2;
         case TBX_DT_Q5_1: return qd_q5_1_avx2;
+        case TBX_DT_MXFP4: return qd_mxfp4_avx2;
+        case TBX_DT_TQ1_0: return qd_tq1_0_avx2;
+        case TBX_DT_TQ2_0: return qd_tq2_0_avx2;
         default: return NULL;
         }
     }
@@ -126,13 +140,67 @@ static bool k_type(tbx_dtype dt) {
            dt == TBX_DT_Q6_K;
 }
 
+/* The AVX2 kernels of ggml's reference K-quant algorithm with the scalar reference bound in as
+ * their fallback (super-blocks holding NaN or Inf). */
+#define KREF_AVX2(name, DT)                                                                        \
+    static void name(const float *x, void *d, uint64_t nb) {                                      \
+        tbx_ggml_quant_kref_avx2_for(DT)(x, d, nb, tbx_ggml_quant_ref_for(DT));                    \
+    }
+KREF_AVX2(qr_q2_K_avx2, TBX_DT_Q2_K)
+KREF_AVX2(qr_q3_K_avx2, TBX_DT_Q3_K)
+KREF_AVX2(qr_q4_K_avx2, TBX_DT_Q4_K)
+KREF_AVX2(qr_q5_K_avx2, TBX_DT_Q5_K)
+KREF_AVX2(qr_q6_K_avx2, TBX_DT_Q6_K)
+
+static tbx_quant_fn kref_avx2(tbx_dtype dt) {
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !tbx_ggml_quant_kref_avx2_for(dt)) return NULL;
+    switch (dt) {
+    case TBX_DT_Q2_K: return qr_q2_K_avx2;
+    case TBX_DT_Q3_K: return qr_q3_K_avx2;
+    case TBX_DT_Q4_K: return qr_q4_K_avx2;
+    case TBX_DT_Q5_K: return qr_q5_K_avx2;
+    case TBX_DT_Q6_K: return qr_q6_K_avx2;
+    default: return NULL;
+    }
+}
+
 tbx_quant_fn tbx_ggml_quant_default_for(tbx_dtype dt) {
-    return k_type(dt) ? tbx_ggml_quant_ref_for(dt) : tbx_ggml_quant_for(dt);
+    const int avx2 = (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) && tbx_ggml_quant_legacy_avx2_for(dt);
+    if (dt == TBX_DT_Q1_0) return avx2 ? qd_q1_0_avx2 : tbx_gq_q1_0_blocks;
+    if (dt == TBX_DT_Q2_0) return avx2 ? qd_q2_0_avx2 : tbx_gq_q2_0_blocks;
+    if (!k_type(dt)) return tbx_ggml_quant_for(dt);
+    const tbx_quant_fn f = kref_avx2(dt);
+    return f ? f : tbx_ggml_quant_ref_for(dt);
 }
 
 tbx_quant_fn tbx_ggml_quant_search_for(tbx_dtype dt) {
     return k_type(dt) ? tbx_ggml_quant_for(dt) : NULL;
 }
+
+/* ---- iq4_nl / iq4_xs row quantizers on the best kernels ----------------------------------- */
+static const tbx_iq4_ops *iq4_ops(void) {
+    const tbx_iq4_ops *o = (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) ? tbx_iq4_ops_avx2() : NULL;
+    return o ? o : tbx_iq4_ops_scalar();
+}
+void tbx_gq_rows_iq4_nl(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw) {
+    tbx_gq_rows_iq4_nl_with(iq4_ops(), x, dst, nrows, n, qw);
+}
+void tbx_gq_rows_iq4_xs(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw) {
+    tbx_gq_rows_iq4_xs_with(iq4_ops(), x, dst, nrows, n, qw);
+}
+
+/* ---- weighted q4_0 / q5_0 / q3_K / q6_K rows on the best symmetric-fit kernel ------------- */
+static tbx_wq_symm8_fn wq_symm8(void) {
+    return (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) ? tbx_wq_symm8_avx2() : NULL;
+}
+#define WQ_ROWS(name)                                                                               \
+    void name(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw) {            \
+        name##_with(wq_symm8(), x, dst, nrows, n, qw);                                             \
+    }
+WQ_ROWS(tbx_gq_rows_q4_0)
+WQ_ROWS(tbx_gq_rows_q5_0)
+WQ_ROWS(tbx_gq_rows_q3_K)
+WQ_ROWS(tbx_gq_rows_q6_K)
 
 /* ---- MCF q / k row decoders (mcfq.h) ------------------------------------------------------- */
 tbx_mcfq_rows_fn tbx_mcfq_dequant_simd_for(tbx_mcfq_kind kind) {

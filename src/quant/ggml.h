@@ -34,7 +34,8 @@
  *   - q2_K .. q6_K: two quantizers. ggml's reference algorithm (tbx_ggml_quant_ref_for,
  *     written from ggml's quantize_row_*_ref: the same bytes as ggml_quantize_chunk of
  *     llama.cpp's libggml without an importance matrix, tests/python/
- *     test_ggml_quant_identical.py), the default of every conversion (tbx_ggml_quant_default_for);
+ *     test_ggml_quant_identical.py), the default of every conversion (tbx_ggml_quant_default_for,
+ *     on AVX2 CPUs its AVX2 kernels tbx_ggml_quant_kref_avx2_for: the same bytes);
  *     and tensorbox's own encoder (least-squares search, super-block refit, local search on the
  *     quantized sub-scales; see ggml_quant.c; tbx_ggml_quant_for / tbx_ggml_quant_search_for),
  *     asked for explicitly (GGUF's write option quant_method=search): on every test
@@ -104,16 +105,30 @@ tbx_quant_fn tbx_ggml_quant_avx2_for(tbx_dtype dt);
  * up scalar kernels themselves: dispatch.c passes them in. */
 typedef void (*tbx_quant_fb_fn)(const float *src, void *dst, uint64_t nblocks,
                                 tbx_quant_fn fallback);
-/* The AVX2 kernels of q8_0, q4_0, q4_1, q5_0, q5_1 (ggml_simd_avx2.c; wrapped by
- * tbx_ggml_quant_avx2_for), or NULL for other types or builds without them. */
+/* The AVX2 kernels of q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4, tq1_0, tq2_0 (ggml_simd_avx2.c;
+ * wrapped by tbx_ggml_quant_avx2_for), and of q1_0, q2_0 (wrapped by
+ * tbx_ggml_quant_default_for, with tbx_gq_q1_0_blocks / tbx_gq_q2_0_blocks as their fallback),
+ * or NULL for other types or builds without them. */
 tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt);
 /* ggml's reference quantizer algorithm (quantize_row_*_ref, no importance matrix) for q2_K,
- * q3_K, q4_K, q5_K, q6_K; for the other quantizable types the same as tbx_ggml_quant_for. */
+ * q3_K, q4_K, q5_K, q6_K, scalar (ggml_quant.c: the reference every SIMD variant is tested
+ * against, and their fallback); for the other quantizable types the same as
+ * tbx_ggml_quant_for. */
 tbx_quant_fn tbx_ggml_quant_ref_for(tbx_dtype dt);
+/* The AVX2 kernels of the same algorithm for q2_K .. q6_K (ggml_simd_avx2_kref.c: the
+ * sub-blocks of a super-block as vector lanes, each lane the scalar's operations in the
+ * scalar's order), the same bytes as tbx_ggml_quant_ref_for for every input: a super-block
+ * holding a NaN or an infinity goes to `fallback` (dispatch.c passes the scalar reference). NULL
+ * for other types or builds without them; does not check the CPU. */
+tbx_quant_fb_fn tbx_ggml_quant_kref_avx2_for(tbx_dtype dt);
 /* The quantizer a conversion uses by default: ggml_quantize_chunk's bytes for every type (q2_K
- * .. q6_K: the reference algorithm, scalar; the others: tbx_ggml_quant_for, the same bytes as
- * ggml's), or NULL when the type has none. */
+ * .. q6_K: the reference algorithm, its AVX2 kernels when the CPU has AVX2, else scalar; q1_0,
+ * q2_0: ggml_lowbit.c's, AVX2 when the CPU has it; the others: tbx_ggml_quant_for, the same
+ * bytes as ggml's), or NULL when the type has no block quantizer (see the row quantizers). */
 tbx_quant_fn tbx_ggml_quant_default_for(tbx_dtype dt);
+/* ggml's reference quantizers of q1_0 and q2_0 (ggml_lowbit.c), scalar. */
+void tbx_gq_q1_0_blocks(const float *x, void *dst, uint64_t nb);
+void tbx_gq_q2_0_blocks(const float *x, void *dst, uint64_t nb);
 /* tensorbox's own K-quant search (q2_K .. q6_K: tbx_ggml_quant_for, SIMD when the CPU has it),
  * NULL for every other type (their only quantizer is ggml's algorithm). */
 tbx_quant_fn tbx_ggml_quant_search_for(tbx_dtype dt);
@@ -149,11 +164,47 @@ void tbx_gq_rows_q3_K(const float *x, void *dst, int64_t nrows, int64_t n, const
 void tbx_gq_rows_q4_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 void tbx_gq_rows_q5_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 void tbx_gq_rows_q6_K(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+/* The weighted symmetric fit of ggml_quant_w.c (make_qx_quants with weights: 19 trial scales,
+ * levels -nmax..nmax-1) over 8 consecutive groups of n (16 or 32) values x + n*k with weights
+ * w + n*k: scales[k] and L[n*k + i] = level + nmax (0 and all-zero levels for a group whose
+ * max |x| is below 1e-15); false (nothing written) when the kernel hands the groups back
+ * (non-finite x or w). The AVX2 kernel (ggml_simd_avx2.c) or NULL; ggml_quant_w.c's scalar fit
+ * is the reference and runs when it is NULL or refuses. The weighted row quantizers of q4_0,
+ * q5_0, q3_K and q6_K take it (tbx_gq_rows_*_with); dispatch.c defines tbx_gq_rows_q4_0 etc.
+ * with the best one (the bytes do not depend on it). */
+typedef bool (*tbx_wq_symm8_fn)(const float *x, const float *w, int n, int nmax, float *scales,
+                                uint8_t *L);
+tbx_wq_symm8_fn tbx_wq_symm8_avx2(void); /* does not check the CPU */
+void tbx_gq_rows_q4_0_with(tbx_wq_symm8_fn symm8, const float *x, void *dst, int64_t nrows,
+                           int64_t n, const float *qw);
+void tbx_gq_rows_q5_0_with(tbx_wq_symm8_fn symm8, const float *x, void *dst, int64_t nrows,
+                           int64_t n, const float *qw);
+void tbx_gq_rows_q3_K_with(tbx_wq_symm8_fn symm8, const float *x, void *dst, int64_t nrows,
+                           int64_t n, const float *qw);
+void tbx_gq_rows_q6_K_with(tbx_wq_symm8_fn symm8, const float *x, void *dst, int64_t nrows,
+                           int64_t n, const float *qw);
 /* Row quantizers of iq4_nl and iq4_xs (ggml_iq4.c: ggml's quantize_iq4_nl / quantize_iq4_xs,
  * weighted by qw[column] * sqrt(sigma2 + x^2) with an importance matrix, by x^2 without) and of
  * nvfp4, q1_0, q2_0 (ggml_lowbit.c: ggml's reference quantizers; qw unused, as in ggml). */
 void tbx_gq_rows_iq4_nl(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 void tbx_gq_rows_iq4_xs(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+/* The kernels of the iq4 quantizers, over 8 consecutive groups of 32 values (an iq4_xs
+ * super-block, or 8 iq4_nl blocks): scales8 gives ggml's searched scale of each group for the
+ * weights w (false: the kernel hands the groups back, non-finite x or w; nothing written);
+ * indices8 gives L[32k + j], the index of the iq4 level nearest to id[k] * x[32k + j]. The
+ * scalar ones (ggml_iq4.c) are the reference; the AVX2 ones (ggml_simd_avx2.c) give the same
+ * results. tbx_gq_rows_iq4_*_with run the row quantizers on given kernels (dispatch.c passes the
+ * best; the bytes do not depend on them). */
+typedef struct tbx_iq4_ops {
+    bool (*scales8)(const float *x, const float *w, float *scales);
+    void (*indices8)(const float *x, const float *id, uint8_t *L);
+} tbx_iq4_ops;
+const tbx_iq4_ops *tbx_iq4_ops_scalar(void);
+const tbx_iq4_ops *tbx_iq4_ops_avx2(void); /* NULL without them; does not check the CPU */
+void tbx_gq_rows_iq4_nl_with(const tbx_iq4_ops *ops, const float *x, void *dst, int64_t nrows,
+                             int64_t n, const float *qw);
+void tbx_gq_rows_iq4_xs_with(const tbx_iq4_ops *ops, const float *x, void *dst, int64_t nrows,
+                             int64_t n, const float *qw);
 void tbx_gq_rows_nvfp4(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 void tbx_gq_rows_q1_0(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 void tbx_gq_rows_q2_0(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
@@ -195,16 +246,8 @@ static inline void tbx_gq_pack_q5(uint8_t *qh_dst, uint8_t *qs, const int *q) {
     }
     tbx_st32(qh_dst, qh);
 }
-/* K-quant block packing (ggml_quant.c): q4_K/q5_K's 12 scale bytes from eight 6-bit scales and
- * mins (ls, lm: the low 8 bits are used, as ggml's uint8 arithmetic does); q4_K's and q5_K's
- * levels (0..15 / 0..31); q6_K's ql/qh from levels 0..63; a whole q3_K block but d from sixteen
- * scales 0..63 and levels 0..7; q2_K's level bytes from levels 0..3. */
-void tbx_gq_pack_q4k_scales(uint8_t *s, const int *ls, const int *lm);
-void tbx_gq_pack_q4k_levels(uint8_t *q, const uint8_t *L);
-void tbx_gq_pack_q5k_levels(uint8_t *qh, uint8_t *ql, const uint8_t *L);
-void tbx_gq_pack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L);
-void tbx_gq_pack_q3k(uint8_t *blk, const int *ls, const uint8_t *L);
-void tbx_gq_pack_q2k_levels(uint8_t *qs, const uint8_t *L);
+/* K-quant block packing (tbx_gq_pack_*: static inline, shared by the scalar and SIMD files). */
+#include "kpack.h"
 
 /* ---- lane kernels of the K-quant encoder (internal to this module) -------------------------
  * Eight sub-blocks are processed side by side: xt[8*i + j] is value i of sub-block j ("lane"

@@ -14,7 +14,10 @@
  *   - iq4_nl: indices again for the chosen scale as stored; iq4_xs: the sub-scales quantized
  *     against the super-scale (-max/32), the indices for each quantized sub-scale.
  * Same float operations in the same order as ggml (no fused multiply-add: ggml.h); checked by
- * tests/unit/test_ggml_rows_vs_ggml.c against llama.cpp's libggml.
+ * tests/unit/test_ggml_rows_vs_ggml.c against llama.cpp's libggml. The per-value work (the scale
+ * search and the final indices) runs on kernels over 8 groups of 32 values (tbx_iq4_ops in
+ * ggml.h): the scalar ones below, the AVX2 ones in ggml_simd_avx2.c (the same bytes); dispatch.c
+ * defines tbx_gq_rows_iq4_nl / _xs with the best of them.
  */
 #include "ggml.h"
 #include "ggml_tables.h"
@@ -78,69 +81,115 @@ static float block_scale(const float *xb, const float *w, uint8_t *Lb) {
     return d;
 }
 
-/* One block of n = 32 (iq4_nl) or 256 (iq4_xs) values; qw: the block's importance or NULL. */
-static void iq4_block(int n, const float *x, uint8_t *blk, const float *qw) {
-    float sigma2 = 0, w[32], scales[8];
-    uint8_t L[256];
+/* ---- the scalar kernels (the reference of the SIMD ones, and their fallback) ------------- */
+static bool scales8_scalar(const float *x, const float *w, float *scales) {
+    uint8_t Lb[32];
+    for (int k = 0; k < 8; k++) scales[k] = block_scale(x + 32 * k, w + 32 * k, Lb);
+    return true;
+}
+static void indices8_scalar(const float *x, const float *id, uint8_t *L) {
+    for (int k = 0; k < 8; k++)
+        for (int j = 0; j < 32; j++) L[32 * k + j] = (uint8_t)nl_index(id[k] * x[32 * k + j]);
+}
+static const tbx_iq4_ops iq4_ops_scalar = {scales8_scalar, indices8_scalar};
+const tbx_iq4_ops *tbx_iq4_ops_scalar(void) { return &iq4_ops_scalar; }
+
+/* 2 * the mean square of n values, as ggml sums it */
+static float iq4_sigma2(const float *x, int n) {
+    float sigma2 = 0;
     for (int j = 0; j < n; j++) sigma2 += x[j] * x[j];
-    sigma2 *= 2.0f / (float)n;
-    const int nsub = n / 32;
+    return sigma2 * (2.0f / (float)n);
+}
+/* the weights of 32 values; qwb: their importance or NULL */
+static void iq4_weights(const float *xb, const float *qwb, float sigma2, float *w) {
+    for (int j = 0; j < 32; j++) w[j] = qwb ? qwb[j] * sqrtf(sigma2 + xb[j] * xb[j]) : xb[j] * xb[j];
+}
+/* the scales of 8 groups of 32: the kernel's, or the scalar one's when it hands them back */
+static void iq4_scales8(const tbx_iq4_ops *ops, const float *x, const float *w, float *scales) {
+    if (!ops->scales8(x, w, scales)) scales8_scalar(x, w, scales);
+}
+/* q4 bytes of 32 indices */
+static void iq4_pack(uint8_t *q4, const uint8_t *L) {
+    for (int j = 0; j < 16; j++) q4[j] = (uint8_t)(L[j] | (L[16 + j] << 4));
+}
+
+/* One iq4_xs super-block of 256 values; qw: its importance or NULL. */
+static void iq4_xs_block(const tbx_iq4_ops *ops, const float *x, uint8_t *blk, const float *qw) {
+    float w[256], scales[8], idl[8];
+    uint8_t L[256];
+    const float sigma2 = iq4_sigma2(x, 256);
+    for (int ib = 0; ib < 8; ib++) iq4_weights(x + 32 * ib, qw ? qw + 32 * ib : NULL, sigma2, w + 32 * ib);
+    iq4_scales8(ops, x, w, scales);
     float max_scale = 0, amax_scale = 0;
-    for (int ib = 0; ib < nsub; ib++) {
-        const float *xb = x + 32 * ib;
-        for (int j = 0; j < 32; j++)
-            w[j] = qw ? qw[32 * ib + j] * sqrtf(sigma2 + xb[j] * xb[j]) : xb[j] * xb[j];
-        scales[ib] = block_scale(xb, w, L + 32 * ib);
+    for (int ib = 0; ib < 8; ib++) {
         const float a = fabsf(scales[ib]);
         if (a > amax_scale) {
             amax_scale = a;
             max_scale = scales[ib];
         }
     }
-    uint8_t *q4;
-    if (nsub > 1) { /* iq4_xs: d, scales_h (u16), scales_l[4], qs[128] */
-        const float d = -max_scale / 32;
-        tbx_st16(blk, tbx_f32_to_f16(d));
-        const float id = d != 0.0f ? 1 / d : 0.0f;
-        uint16_t sh = 0;
-        uint8_t *sl = blk + 4;
-        for (int ib = 0; ib < nsub; ib++) {
-            int l = tbx_gq_nearest(id * scales[ib]);
-            l = l < -32 ? -32 : l > 31 ? 31 : l;
-            const float dl = d * (float)l, idl = dl != 0.0f ? 1 / dl : 0.0f;
-            for (int j = 0; j < 32; j++) L[32 * ib + j] = (uint8_t)nl_index(idl * x[32 * ib + j]);
-            l += 32;
-            if (ib % 2 == 0)
-                sl[ib / 2] = (uint8_t)(l & 15);
-            else
-                sl[ib / 2] |= (uint8_t)((l & 15) << 4);
-            sh |= (uint16_t)((l >> 4) << (2 * (ib % 8)));
-        }
-        tbx_st16(blk + 2, sh);
-        q4 = blk + 8;
-    } else { /* iq4_nl: d, qs[16] */
-        tbx_st16(blk, tbx_f32_to_f16(scales[0]));
-        const float id = scales[0] != 0.0f ? 1 / scales[0] : 0.0f;
-        for (int j = 0; j < 32; j++) L[j] = (uint8_t)nl_index(id * x[j]);
-        q4 = blk + 2;
+    /* d, scales_h (u16), scales_l[4], qs[128] */
+    const float d = -max_scale / 32;
+    tbx_st16(blk, tbx_f32_to_f16(d));
+    const float id = d != 0.0f ? 1 / d : 0.0f;
+    uint16_t sh = 0;
+    uint8_t *sl = blk + 4;
+    for (int ib = 0; ib < 8; ib++) {
+        int l = tbx_gq_nearest(id * scales[ib]);
+        l = l < -32 ? -32 : l > 31 ? 31 : l;
+        const float dl = d * (float)l;
+        idl[ib] = dl != 0.0f ? 1 / dl : 0.0f;
+        l += 32;
+        if (ib % 2 == 0)
+            sl[ib / 2] = (uint8_t)(l & 15);
+        else
+            sl[ib / 2] |= (uint8_t)((l & 15) << 4);
+        sh |= (uint16_t)((l >> 4) << (2 * (ib % 8)));
     }
-    for (int i = 0; i < nsub; i++)
-        for (int j = 0; j < 16; j++)
-            q4[16 * i + j] = (uint8_t)(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
+    tbx_st16(blk + 2, sh);
+    ops->indices8(x, idl, L);
+    for (int ib = 0; ib < 8; ib++) iq4_pack(blk + 8 + 16 * ib, L + 32 * ib);
 }
 
-static void iq4_rows(int n_block, size_t bb, const float *x, void *dst, int64_t nrows,
-                     int64_t n, const float *qw) {
+/* k (1..8) consecutive iq4_nl blocks of 32 values (a group of 8 for the kernels; fewer are
+ * padded with zeros, whose results are not written); qw: their importance or NULL. */
+static void iq4_nl_blocks(const tbx_iq4_ops *ops, const float *x, uint8_t *blk, const float *qw,
+                          int k) {
+    float xp[256], w[256], scales[8], id[8];
+    uint8_t L[256];
+    if (k < 8) {
+        memset(xp, 0, sizeof xp);
+        memcpy(xp, x, (size_t)k * 32 * sizeof(float));
+        x = xp;
+    }
+    for (int b = 0; b < 8; b++) iq4_weights(x + 32 * b, qw && b < k ? qw + 32 * b : NULL,
+                                            iq4_sigma2(x + 32 * b, 32), w + 32 * b);
+    iq4_scales8(ops, x, w, scales);
+    for (int b = 0; b < 8; b++) id[b] = scales[b] != 0.0f ? 1 / scales[b] : 0.0f;
+    ops->indices8(x, id, L);
+    for (int b = 0; b < k; b++, blk += 18) {
+        tbx_st16(blk, tbx_f32_to_f16(scales[b]));
+        iq4_pack(blk + 2, L + 32 * b);
+    }
+}
+
+void tbx_gq_rows_iq4_nl_with(const tbx_iq4_ops *ops, const float *x, void *dst, int64_t nrows,
+                             int64_t n, const float *qw) {
+    uint8_t *blk = (uint8_t *)dst;
+    const int64_t nb = n / 32;
+    for (int64_t r = 0; r < nrows; r++)
+        for (int64_t i = 0; i < nb; i += 8) {
+            const int k = nb - i < 8 ? (int)(nb - i) : 8;
+            iq4_nl_blocks(ops, x, blk, qw ? qw + 32 * i : NULL, k);
+            x += 32 * k;
+            blk += 18 * k;
+        }
+}
+
+void tbx_gq_rows_iq4_xs_with(const tbx_iq4_ops *ops, const float *x, void *dst, int64_t nrows,
+                             int64_t n, const float *qw) {
     uint8_t *blk = (uint8_t *)dst;
     for (int64_t r = 0; r < nrows; r++)
-        for (int64_t i = 0; i < n / n_block; i++, x += n_block, blk += bb)
-            iq4_block(n_block, x, blk, qw ? qw + i * n_block : NULL);
-}
-
-void tbx_gq_rows_iq4_nl(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw) {
-    iq4_rows(32, 18, x, dst, nrows, n, qw);
-}
-
-void tbx_gq_rows_iq4_xs(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw) {
-    iq4_rows(256, 136, x, dst, nrows, n, qw);
+        for (int64_t i = 0; i < n / 256; i++, x += 256, blk += 136)
+            iq4_xs_block(ops, x, blk, qw ? qw + 256 * i : NULL);
 }

@@ -9,7 +9,9 @@
  *          indices, the nearest level to x (the first on ties).
  *   q1_0   128 values: f16 d = mean |x|, one bit per value, set when x >= 0.
  *   q2_0   64 values: f16 d = max |x|, 2-bit codes round(x / d) + 1 clamped to 0..3.
- * Checked by tests/unit/test_ggml_rows_vs_ggml.c against llama.cpp's libggml.
+ * Checked by tests/unit/test_ggml_rows_vs_ggml.c against llama.cpp's libggml. q1_0 and q2_0 have
+ * AVX2 kernels (ggml_simd_avx2.c, the same bytes), which the row quantizers take through
+ * tbx_ggml_quant_default_for.
  */
 #include "ggml.h"
 
@@ -64,7 +66,8 @@ static void nvfp4_blocks(const float *x, uint8_t *b, uint64_t nb) {
 }
 
 /* ---- q1_0 ---------------------------------------------------------------------------------- */
-static void q1_0_blocks(const float *x, uint8_t *b, uint64_t nb) {
+void tbx_gq_q1_0_blocks(const float *x, void *dst, uint64_t nb) {
+    uint8_t *b = (uint8_t *)dst;
     for (uint64_t i = 0; i < nb; i++, x += 128, b += 18) {
         float sum_abs = 0.0f;
         for (int j = 0; j < 128; j++) sum_abs += fabsf(x[j]);
@@ -83,7 +86,8 @@ static inline int32_t x86_f2i(float r) {
     return (int32_t)r;
 }
 
-static void q2_0_blocks(const float *x, uint8_t *b, uint64_t nb) {
+void tbx_gq_q2_0_blocks(const float *x, void *dst, uint64_t nb) {
+    uint8_t *b = (uint8_t *)dst;
     for (uint64_t i = 0; i < nb; i++, x += 64, b += 18) {
         float amax = 0.0f;
         for (int j = 0; j < 64; j++) {
@@ -108,5 +112,6 @@ static void q2_0_blocks(const float *x, uint8_t *b, uint64_t nb) {
         blocks(x, (uint8_t *)dst, (uint64_t)nrows * ((uint64_t)n / (bs)));                      \
     }
 LOWBIT_ROWS(tbx_gq_rows_nvfp4, nvfp4_blocks, 64)
-LOWBIT_ROWS(tbx_gq_rows_q1_0, q1_0_blocks, 128)
-LOWBIT_ROWS(tbx_gq_rows_q2_0, q2_0_blocks, 64)
+/* q1_0, q2_0: the block quantizer dispatch.c picks (AVX2 when the CPU has it, the same bytes) */
+LOWBIT_ROWS(tbx_gq_rows_q1_0, tbx_ggml_quant_default_for(TBX_DT_Q1_0), 128)
+LOWBIT_ROWS(tbx_gq_rows_q2_0, tbx_ggml_quant_default_for(TBX_DT_Q2_0), 64)

@@ -7,11 +7,12 @@
  *    input is defined behaviour (its bytes are unspecified); where ggml's own conversion of a
  *    finite input's Inf or negative intermediate gives x86's result (blocks of tiny values:
  *    every legacy type, tq1_0, tq2_0, mxfp4), that result is written (ggml_quantize_chunk's
- *    bytes). q8_0, q4_0, q4_1, q5_0 and q5_1 have AVX2 versions (ggml_simd_avx2.c) that write
- *    the same bytes for every input.
+ *    bytes). q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4, tq1_0 and tq2_0 have AVX2 versions
+ *    (ggml_simd_avx2.c) that write the same bytes for every input.
  * 2. ggml's reference K-quant algorithm (quantize_row_q{2..6}_K_ref, no importance weights),
  *    re-implemented here: the default of every conversion (tbx_ggml_quant_ref_for, through
- *    tbx_ggml_quant_default_for), the same bytes as ggml_quantize_chunk, and the baseline
+ *    tbx_ggml_quant_default_for, which takes its AVX2 kernels, ggml_simd_avx2_kref.c, when the
+ *    CPU has AVX2: the same bytes), the same bytes as ggml_quantize_chunk, and the baseline
  *    tensorbox's encoder is measured against.
  * 3. tensorbox's K-quant encoder (asked for explicitly: GGUF's write option
  *    quant_method=search; tbx_ggml_quant_for / tbx_ggml_quant_search_for). Per super-block:
@@ -271,103 +272,6 @@ static void q_mxfp4(const float *x, void *dst, uint64_t nb) {
             b[1 + j] = (uint8_t)(tbx_gq_best_mxfp4(x[j], d) |
                                  (tbx_gq_best_mxfp4(x[j + 16], d) << 4));
     }
-}
-
-/* ========================================================================================== */
-/* Block packing shared by both K-quant encoders                                               */
-/* ========================================================================================== */
-void tbx_gq_pack_q4k_scales(uint8_t *s, const int *ls, const int *lm) {
-    memset(s, 0, 12);
-    for (int j = 0; j < 8; j++) {
-        if (j < 4) {
-            s[j] = (uint8_t)ls[j];
-            s[j + 4] = (uint8_t)lm[j];
-        } else {
-            s[j + 4] = (uint8_t)((ls[j] & 15) | ((lm[j] & 15) << 4));
-            s[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
-            s[j] |= (uint8_t)((lm[j] >> 4) << 6);
-        }
-    }
-}
-
-void tbx_gq_pack_q4k_levels(uint8_t *q, const uint8_t *L) {
-    for (int j = 0; j < 256; j += 64, q += 32)
-        for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
-}
-
-void tbx_gq_pack_q5k_levels(uint8_t *qh, uint8_t *ql, const uint8_t *L) {
-    memset(qh, 0, 32);
-    uint8_t m1 = 1, m2 = 2;
-    for (int n = 0; n < 256; n += 64, ql += 32) {
-        for (int j = 0; j < 32; j++) {
-            int l1 = L[n + j], l2 = L[n + j + 32];
-            if (l1 > 15) {
-                l1 -= 16;
-                qh[j] |= m1;
-            }
-            if (l2 > 15) {
-                l2 -= 16;
-                qh[j] |= m2;
-            }
-            ql[j] = (uint8_t)(l1 | (l2 << 4));
-        }
-        m1 = (uint8_t)(m1 << 2);
-        m2 = (uint8_t)(m2 << 2);
-    }
-}
-
-/* L: levels 0..63 (value + 32). */
-void tbx_gq_pack_q6k(uint8_t *ql, uint8_t *qh, const uint8_t *L) {
-    for (int j = 0; j < 256; j += 128, ql += 64, qh += 32) {
-        for (int l = 0; l < 32; l++) {
-            const uint8_t q1 = L[j + l] & 15, q2 = L[j + l + 32] & 15;
-            const uint8_t q3 = L[j + l + 64] & 15, q4 = L[j + l + 96] & 15;
-            ql[l] = (uint8_t)(q1 | (q3 << 4));
-            ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
-            qh[l] = (uint8_t)((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
-                              ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
-        }
-    }
-}
-
-/* ls: sixteen 6-bit scales + 32 (0..63); L: levels 0..7 (value + 4). */
-void tbx_gq_pack_q3k(uint8_t *blk, const int *ls, const uint8_t *Lin) {
-    uint8_t *hmask = blk, *qs = blk + 32, *sc = blk + 96;
-    uint8_t L[256];
-    memcpy(L, Lin, 256);
-    memset(sc, 0, 12);
-    for (int j = 0; j < 16; j++) {
-        const int l = ls[j];
-        if (j < 8)
-            sc[j] = (uint8_t)(l & 15);
-        else
-            sc[j - 8] |= (uint8_t)((l & 15) << 4);
-        sc[j % 4 + 8] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
-    }
-    memset(hmask, 0, 32);
-    int m = 0;
-    uint8_t hm = 1;
-    for (int j = 0; j < 256; j++) {
-        if (L[j] > 3) {
-            hmask[m] |= hm;
-            L[j] -= 4;
-        }
-        if (++m == 32) {
-            m = 0;
-            hm = (uint8_t)(hm << 1);
-        }
-    }
-    for (int j = 0; j < 256; j += 128)
-        for (int l = 0; l < 32; l++)
-            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
-                                      (L[j + l + 96] << 6));
-}
-
-void tbx_gq_pack_q2k_levels(uint8_t *qs, const uint8_t *L) {
-    for (int j = 0; j < 256; j += 128)
-        for (int l = 0; l < 32; l++)
-            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
-                                      (L[j + l + 96] << 6));
 }
 
 /* ========================================================================================== */

@@ -19,7 +19,9 @@
  *     sub-blocks' total weight; q3_K's sub-block scales by fit_symm, q6_K's as the reference.
  * Every operation is the single-precision one ggml performs, in ggml's order (no fused
  * multiply-add: ggml.h), so the bytes are equal; tests/unit/test_ggml_rows_vs_ggml.c checks
- * them against ggml_quantize_chunk of llama.cpp's libggml.
+ * them against ggml_quantize_chunk of llama.cpp's libggml. fit_symm runs eight groups at a time
+ * on a kernel when one is given (tbx_wq_symm8_fn: the AVX2 one of ggml_simd_avx2.c, the same
+ * results; dispatch.c defines the rows of q4_0, q5_0, q3_K and q6_K with it).
  */
 #include "ggml.h"
 
@@ -74,6 +76,14 @@ static float fit_symm(int n, int nmax, const float *x, int8_t *L, const float *w
         }
     }
     return scale;
+}
+
+/* fit_symm of 8 consecutive groups of n values (x + n*k, weights w + n*k): the kernel's when
+ * given (tbx_wq_symm8_fn, ggml.h) and it takes them, else one group at a time here. */
+static void fit_symm8(tbx_wq_symm8_fn symm8, int n, int nmax, const float *x, const float *w,
+                      int8_t *L, float *scales) {
+    if (symm8 && symm8(x, w, n, nmax, scales, (uint8_t *)L)) return;
+    for (int k = 0; k < 8; k++) scales[k] = fit_symm(n, nmax, x + n * k, L + n * k, w + n * k);
 }
 
 /* Affine levels 0..nmax, y = scale * l - mn: 37 trial inverse scales
@@ -211,22 +221,34 @@ static void weights_of(const float *x, const float *qw, float sigma2, int n, flo
     for (int j = 0; j < n; j++) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
 }
 
-/* One row of q4_0 / q5_0 (nmax 8 / 16). */
-static void row_q40_q50(const float *x, uint8_t *b, int64_t n, const float *qw, int nmax) {
+/* One row of q4_0 / q5_0 (nmax 8 / 16): eight blocks at a time through fit_symm8, the rest one
+ * by one. */
+static void row_q40_q50(tbx_wq_symm8_fn symm8, const float *x, uint8_t *b, int64_t n,
+                        const float *qw, int nmax) {
     const float sigma2 = row_sigma2(x, n);
     const size_t bb = nmax == 8 ? 18 : 22;
-    float w[32];
-    int8_t L[32];
+    float w[256], scales[8];
+    int8_t L[256];
     int q[32];
-    for (int64_t ib = 0; ib < n / 32; ib++, x += 32, qw += 32, b += bb) {
-        weights_of(x, qw, sigma2, 32, w);
-        tbx_st16(b, f2h(fit_symm(32, nmax, x, L, w)));
-        if (nmax == 8) {
-            for (int j = 0; j < 16; j++) b[2 + j] = (uint8_t)(L[j] | (L[j + 16] << 4));
-        } else {
-            for (int j = 0; j < 32; j++) q[j] = L[j];
-            tbx_gq_pack_q5(b + 2, b + 6, q);
+    const int64_t nb = n / 32;
+    for (int64_t ib = 0; ib < nb;) {
+        const int k = nb - ib >= 8 ? 8 : 1;
+        for (int g = 0; g < k; g++) weights_of(x + 32 * g, qw + 32 * g, sigma2, 32, w + 32 * g);
+        if (k == 8)
+            fit_symm8(symm8, 32, nmax, x, w, L, scales);
+        else
+            scales[0] = fit_symm(32, nmax, x, L, w);
+        for (int g = 0; g < k; g++, b += bb) {
+            const int8_t *Lg = L + 32 * g;
+            tbx_st16(b, f2h(scales[g]));
+            if (nmax == 8) {
+                for (int j = 0; j < 16; j++) b[2 + j] = (uint8_t)(Lg[j] | (Lg[j + 16] << 4));
+            } else {
+                for (int j = 0; j < 32; j++) q[j] = Lg[j];
+                tbx_gq_pack_q5(b + 2, b + 6, q);
+            }
         }
+        ib += k, x += 32 * k, qw += 32 * k;
     }
 }
 
@@ -284,17 +306,18 @@ static void sb_q2_K(const float *x, uint8_t *blk, const float *qw) {
     tbx_gq_pack_q2k_levels(blk + 16, L);
 }
 
-static void sb_q3_K(const float *x, uint8_t *blk, const float *qw) {
+static void sb_q3_K(tbx_wq_symm8_fn symm8, const float *x, uint8_t *blk, const float *qw) {
     int8_t L[QK_K], Ls[16];
-    float w[16], sw[16], scales[16];
+    float w[QK_K], sw[16], scales[16];
     const float sigma2 = 2 * sumsq256(x) / QK_K;
     for (int j = 0; j < 16; j++) {
-        weights_of(x + 16 * j, qw + 16 * j, sigma2, 16, w);
+        weights_of(x + 16 * j, qw + 16 * j, sigma2, 16, w + 16 * j);
         float s = 0;
-        for (int l = 0; l < 16; l++) s += w[l];
+        for (int l = 0; l < 16; l++) s += w[16 * j + l];
         sw[j] = s;
-        scales[j] = fit_symm(16, 4, x + 16 * j, L + 16 * j, w);
     }
+    for (int g = 0; g < 2; g++)
+        fit_symm8(symm8, 16, 4, x + 128 * g, w + 128 * g, L + 128 * g, scales + 8 * g);
     int ls[16];
     tbx_st16(blk + 108, f2h(fit_symm(16, 32, scales, Ls, sw)));
     for (int j = 0; j < 16; j++) ls[j] = Ls[j];
@@ -349,11 +372,12 @@ static void sb_q45_K(const float *x, uint8_t *blk, const float *qw, int nmax) {
         tbx_gq_pack_q4k_levels(blk + 16, L);
 }
 
-static void sb_q6_K(const float *x, uint8_t *blk, const float *qw) {
+static void sb_q6_K(tbx_wq_symm8_fn symm8, const float *x, uint8_t *blk, const float *qw) {
     int8_t L[QK_K];
     float scales[16], max_scale = 0, max_abs = 0;
+    for (int g = 0; g < 2; g++)
+        fit_symm8(symm8, 16, 32, x + 128 * g, qw + 128 * g, L + 128 * g, scales + 8 * g);
     for (int ib = 0; ib < 16; ib++) {
-        scales[ib] = fit_symm(16, 32, x + 16 * ib, L + 16 * ib, qw + 16 * ib);
         const float a = fabsf(scales[ib]);
         if (a > max_abs) {
             max_abs = a;
@@ -400,8 +424,17 @@ static bool unweighted(tbx_dtype dt, const float *x, void *dst, int64_t nrows, i
         for (int64_t r = 0; r < nrows; r++, x += n, b += (size_t)(n / 32) * (bb))               \
             rowfn(x, b, n, qw, nmax);                                                            \
     }
-LEGACY_ROWS(tbx_gq_rows_q4_0, TBX_DT_Q4_0, row_q40_q50, 8, 18)
-LEGACY_ROWS(tbx_gq_rows_q5_0, TBX_DT_Q5_0, row_q40_q50, 16, 22)
+/* q4_0 / q5_0 on the given fit_symm kernel (dispatch.c defines tbx_gq_rows_q4_0 / _q5_0) */
+#define SYMM_ROWS(name, DT, nmax, bb)                                                            \
+    void name(tbx_wq_symm8_fn symm8, const float *x, void *dst, int64_t nrows, int64_t n,      \
+              const float *qw) {                                                                 \
+        if (unweighted(DT, x, dst, nrows, n, qw)) return;                                        \
+        uint8_t *b = (uint8_t *)dst;                                                             \
+        for (int64_t r = 0; r < nrows; r++, x += n, b += (size_t)(n / 32) * (bb))               \
+            row_q40_q50(symm8, x, b, n, qw, nmax);                                               \
+    }
+SYMM_ROWS(tbx_gq_rows_q4_0_with, TBX_DT_Q4_0, 8, 18)
+SYMM_ROWS(tbx_gq_rows_q5_0_with, TBX_DT_Q5_0, 16, 22)
 LEGACY_ROWS(tbx_gq_rows_q4_1, TBX_DT_Q4_1, row_q41_q51, 15, 20)
 LEGACY_ROWS(tbx_gq_rows_q5_1, TBX_DT_Q5_1, row_q41_q51, 31, 24)
 
@@ -417,7 +450,17 @@ LEGACY_ROWS(tbx_gq_rows_q5_1, TBX_DT_Q5_1, row_q41_q51, 31, 24)
             }                                                                                    \
     }
 K_ROWS(tbx_gq_rows_q2_K, TBX_DT_Q2_K, 84, sb_q2_K(x, blk, w))
-K_ROWS(tbx_gq_rows_q3_K, TBX_DT_Q3_K, 110, sb_q3_K(x, blk, w))
+/* q3_K / q6_K on the given fit_symm kernel (dispatch.c defines tbx_gq_rows_q3_K / _q6_K) */
+#define K_ROWS_SYMM(name, DT, bb, sb)                                                            \
+    void name(tbx_wq_symm8_fn symm8, const float *x, void *dst, int64_t nrows, int64_t n,      \
+              const float *qw) {                                                                 \
+        if (unweighted(DT, x, dst, nrows, n, qw)) return;                                        \
+        uint8_t *blk = (uint8_t *)dst;                                                           \
+        for (int64_t r = 0; r < nrows; r++)                                                      \
+            for (int64_t i = 0; i < n / QK_K; i++, x += QK_K, blk += (bb))                      \
+                sb(symm8, x, blk, qw + i * QK_K);                                                \
+    }
+K_ROWS_SYMM(tbx_gq_rows_q3_K_with, TBX_DT_Q3_K, 110, sb_q3_K)
+K_ROWS_SYMM(tbx_gq_rows_q6_K_with, TBX_DT_Q6_K, 210, sb_q6_K)
 K_ROWS(tbx_gq_rows_q4_K, TBX_DT_Q4_K, 144, sb_q45_K(x, blk, w, 15))
 K_ROWS(tbx_gq_rows_q5_K, TBX_DT_Q5_K, 176, sb_q45_K(x, blk, w, 31))
-K_ROWS(tbx_gq_rows_q6_K, TBX_DT_Q6_K, 210, sb_q6_K(x, blk, w))

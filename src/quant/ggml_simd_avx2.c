@@ -881,6 +881,18 @@ const tbx_kq_ops *tbx_kq_ops_avx2(void) { return &kq_ops; }
  * scalar loops let a NaN reset or skip the running value) and for ties between +0 and -0 (the
  * scalar loops keep the first); such blocks go to the scalar kernel, one block at a time. */
 
+/* tbx_f32_to_f16 with the common case inline: a value that rounds to a normal half (|f| in
+ * [2^-14, 65520)) is rebiased and rounded to nearest even on its bits; the rest (zeros,
+ * subnormal halves, overflow, Inf, NaN) through the library conversion. The same bits. */
+static inline uint16_t q_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const uint32_t a = u & 0x7FFFFFFFu;
+    if (a >= 0x38800000u && a < 0x477FF000u)
+        return (uint16_t)(((u >> 16) & 0x8000u) | ((a - 0x38000000u + 0x0FFFu + ((a >> 13) & 1u)) >> 13));
+    return tbx_f32_to_f16(f);
+}
+
 /* fabs of 8 values (clears the sign bit, as fabsf) */
 AVX2 static inline __m256 q_abs(__m256 v) {
     return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
@@ -954,7 +966,7 @@ AVX2 static void qa_q8_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         const float d = q_absmax(&v) / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         if (isinf(id)) { scalar(x, b, 1); continue; } /* 1/d overflows: the scalar's case */
-        tbx_st16(b, tbx_f32_to_f16(d));
+        tbx_st16(b, q_f16(d));
         const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
         for (int k = 0; k < 4; k++)
@@ -1006,7 +1018,7 @@ AVX2 static void qa_q4_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         const float d = q_signed_absmax(x, &v) / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         if (isinf(id)) { scalar(x, b, 1); continue; }
-        tbx_st16(b, tbx_f32_to_f16(d));
+        tbx_st16(b, q_f16(d));
         _mm_storeu_si128((__m128i *)(b + 2), q_nibbles(q_levels(&v, id, 0.0f, 8.5f, 15.0f, 0)));
     }
 }
@@ -1019,7 +1031,7 @@ AVX2 static void qa_q5_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         const float d = q_signed_absmax(x, &v) / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         if (isinf(id)) { scalar(x, b, 1); continue; }
-        tbx_st16(b, tbx_f32_to_f16(d));
+        tbx_st16(b, q_f16(d));
         const __m256i q = q_levels(&v, id, 0.0f, 16.5f, 31.0f, 0);
         tbx_st32(b + 2, q_bit4(q));
         _mm_storeu_si128((__m128i *)(b + 6), q_nibbles(q));
@@ -1048,8 +1060,8 @@ AVX2 static void qa_q4_1(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         const float d = (mx - mn) / 15.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         if (isinf(id)) { scalar(x, b, 1); continue; }
-        tbx_st16(b, tbx_f32_to_f16(d));
-        tbx_st16(b + 2, tbx_f32_to_f16(mn));
+        tbx_st16(b, q_f16(d));
+        tbx_st16(b + 2, q_f16(mn));
         _mm_storeu_si128((__m128i *)(b + 4), q_nibbles(q_levels(&v, id, mn, 0.5f, 15.0f, 1)));
     }
 }
@@ -1063,13 +1075,370 @@ AVX2 static void qa_q5_1(const float *x, void *dst, uint64_t nb, tbx_quant_fn sc
         const float d = (mx - mn) / 31.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         if (isinf(id)) { scalar(x, b, 1); continue; }
-        tbx_st16(b, tbx_f32_to_f16(d));
-        tbx_st16(b + 2, tbx_f32_to_f16(mn));
+        tbx_st16(b, q_f16(d));
+        tbx_st16(b + 2, q_f16(mn));
         const __m256i q = q_levels(&v, id, mn, 0.5f, 31.0f, 1);
         tbx_st32(b + 4, q_bit4(q));
         _mm_storeu_si128((__m128i *)(b + 8), q_nibbles(q));
     }
 }
+
+/* mxfp4: the exponent of the block as q_mxfp4 computes it (from the same max |x|, order-free
+ * without NaN), then for 8 values at a time the first of the 16 codes of smallest
+ * |code * d - x| (best_mxfp4: the same products and differences, strict comparisons in code
+ * order). */
+AVX2 static void qa_mxfp4(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
+    static const float kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    uint8_t *b = (uint8_t *)dst;
+    for (uint64_t i = 0; i < nb; i++, x += 32, b += 17) {
+        const q_blk v = q_load(x);
+        if (q_has_nan(&v)) { scalar(x, b, 1); continue; }
+        const float amax = q_absmax(&v);
+        uint8_t e = 0;
+        if (amax > 0.0f) {
+            const float l2 = floorf(log2f(amax)) - 2.0f + 127.0f;
+            e = l2 < 255.0f ? (uint8_t)(int)l2 : 255;
+        }
+        const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+        float d;
+        memcpy(&d, &bits, 4);
+        b[0] = e;
+        const __m256 vd = _mm256_set1_ps(d);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) {
+            __m256 best = q_abs(_mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(kv[0]), vd), v.v[k]));
+            __m256i bi = _mm256_setzero_si256();
+            for (int c = 1; c < 16; c++) {
+                const __m256 err = q_abs(_mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(kv[c]), vd), v.v[k]));
+                const __m256 lt = _mm256_cmp_ps(err, best, _CMP_LT_OQ);
+                best = _mm256_blendv_ps(best, err, lt);
+                bi = _mm256_blendv_epi8(bi, _mm256_set1_epi32(c), _mm256_castps_si256(lt));
+            }
+            q[k] = bi;
+        }
+        _mm_storeu_si128((__m128i *)(b + 1), q_nibbles(q_pack32(q[0], q[1], q[2], q[3])));
+    }
+}
+
+/* tq2_0 and tq1_0: trit(x * id) of ggml_quant.c (round_clamp(v, -1, 1) + 1, NaN -> 0) is
+ * (v >= 0.5) + (v > -0.5); d = max |x| of the super-block (order-free without NaN). */
+AVX2 static inline __m256i q_trits(__m256 v) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 t = _mm256_add_ps(_mm256_and_ps(_mm256_cmp_ps(v, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one),
+                                   _mm256_and_ps(_mm256_cmp_ps(v, _mm256_set1_ps(-0.5f), _CMP_GT_OQ), one));
+    return _mm256_cvttps_epi32(t);
+}
+/* 256 values: NaN-free (else 0) and their max |x| */
+AVX2 static inline int q_absmax256(const float *x, float *amax) {
+    __m256 m = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+    for (int k = 0; k < 256; k += 8) {
+        const __m256 a = _mm256_loadu_ps(x + k);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+        m = _mm256_max_ps(m, q_abs(a));
+    }
+    *amax = q_hmax(m);
+    return _mm256_movemask_ps(nan) == 0;
+}
+/* trits of x[0..31] * id as 32 bytes in element order */
+AVX2 static inline __m256i q_trits32(const float *x, __m256 id) {
+    __m256i t[4];
+    for (int k = 0; k < 4; k++) t[k] = q_trits(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), id));
+    return q_pack32(t[0], t[1], t[2], t[3]);
+}
+
+AVX2 static void qa_tq2_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
+    uint8_t *b = (uint8_t *)dst;
+    for (uint64_t i = 0; i < nb; i++, x += 256, b += 66) {
+        float d;
+        if (!q_absmax256(x, &d)) { scalar(x, b, 1); continue; }
+        const float id = d != 0.0f && !isinf(1.0f / d) ? 1.0f / d : 0.0f;
+        tbx_st16(b + 64, q_f16(d));
+        const __m256 vid = _mm256_set1_ps(id);
+        for (int j = 0; j < 64; j += 32) {
+            __m256i q = _mm256_setzero_si256();
+            for (int n = 0; n < 4; n++)
+                q = _mm256_or_si256(q, _mm256_slli_epi16(q_trits32(x + 4 * j + 32 * n, vid), 2 * n));
+            _mm256_storeu_si256((__m256i *)(b + j), q);
+        }
+    }
+}
+
+/* 32 int32 lanes (values in 0..255) to 32 bytes in element order */
+AVX2 static inline __m256i q_packu32(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
+    const __m256i p01 = _mm256_packs_epi32(i0, i1), p23 = _mm256_packs_epi32(i2, i3);
+    const __m256i p = _mm256_packus_epi16(p01, p23);
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+/* tq1_0: 5 (or 4) trits per byte, first most significant, scaled to ceil(q * 256 / 243) */
+AVX2 static inline __m256i q_tq1_bytes(__m256i q) { /* q: 8 int32 lanes in 0..242 */
+    const __m256 n = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_slli_epi32(q, 8), _mm256_set1_epi32(242)));
+    return _mm256_cvttps_epi32(_mm256_div_ps(n, _mm256_set1_ps(243.0f))); /* exact: n < 2^16 */
+}
+AVX2 static inline __m256i q_trits8(const float *x, __m256 id) {
+    return q_trits(_mm256_mul_ps(_mm256_loadu_ps(x), id));
+}
+AVX2 static void qa_tq1_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
+    uint8_t *b = (uint8_t *)dst;
+    const __m256i three = _mm256_set1_epi32(3);
+    for (uint64_t i = 0; i < nb; i++, x += 256, b += 54) {
+        float d;
+        if (!q_absmax256(x, &d)) { scalar(x, b, 1); continue; }
+        const float id = d != 0.0f && !isinf(1.0f / d) ? 1.0f / d : 0.0f;
+        tbx_st16(b + 52, q_f16(d));
+        const __m256 vid = _mm256_set1_ps(id);
+        /* bytes 0..31 from x[m + 32n], 32..47 from x[160 + m + 16n], n = 0..4 */
+        __m256i r[6];
+        for (int k = 0; k < 6; k++) {
+            const float *base = k < 4 ? x + 8 * k : x + 160 + 8 * (k - 4);
+            const int stride = k < 4 ? 32 : 16;
+            __m256i q = _mm256_setzero_si256();
+            for (int n = 0; n < 5; n++)
+                q = _mm256_add_epi32(_mm256_mullo_epi32(q, three), q_trits8(base + stride * n, vid));
+            r[k] = q_tq1_bytes(q);
+        }
+        _mm256_storeu_si256((__m256i *)b, q_packu32(r[0], r[1], r[2], r[3]));
+        const __m128i lo = _mm_packus_epi16(_mm_packs_epi32(_mm256_castsi256_si128(r[4]), _mm256_extracti128_si256(r[4], 1)),
+                                      _mm_packs_epi32(_mm256_castsi256_si128(r[5]), _mm256_extracti128_si256(r[5], 1)));
+        _mm_storeu_si128((__m128i *)(b + 32), lo);
+        /* qh 0..3: 4 trits each from x[240 + j + 4m], times 3 */
+        __m128i q4 = _mm_setzero_si128();
+        for (int m = 0; m < 4; m++) {
+            const __m128 xv = _mm_loadu_ps(x + 240 + 4 * m);
+            const __m128 vv = _mm_mul_ps(xv, _mm256_castps256_ps128(vid));
+            const __m128 one = _mm_set1_ps(1.0f);
+            const __m128 t = _mm_add_ps(_mm_and_ps(_mm_cmpge_ps(vv, _mm_set1_ps(0.5f)), one),
+                                        _mm_and_ps(_mm_cmpgt_ps(vv, _mm_set1_ps(-0.5f)), one));
+            q4 = _mm_add_epi32(_mm_mullo_epi32(q4, _mm_set1_epi32(3)), _mm_cvttps_epi32(t));
+        }
+        q4 = _mm_mullo_epi32(q4, _mm_set1_epi32(3));
+        const __m128i h = _mm256_castsi256_si128(
+            q_tq1_bytes(_mm256_inserti128_si256(_mm256_setzero_si256(), q4, 0)));
+        const __m128i h8 = _mm_packus_epi16(_mm_packs_epi32(h, h), _mm_setzero_si128());
+        tbx_st32(b + 48, (uint32_t)_mm_cvtsi128_si32(h8));
+    }
+}
+
+/* q1_0 (ggml_lowbit.c): d = (sum of |x| in order) / 128, one bit per value set when x >= 0.
+ * The sum is one chain of 128 additions per block, so eight blocks run as the lanes of a vector
+ * (transposed, the same additions in the same order); the bits are movemasks. Groups holding a
+ * NaN (whose payload the sum would carry) and the last blocks short of eight go to the scalar
+ * kernel. */
+AVX2 static void qa_q1_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
+    uint8_t *b = (uint8_t *)dst;
+    float xt[1024], d[8];
+    const __m256 zero = _mm256_setzero_ps();
+    uint64_t i = 0;
+    for (; i + 8 <= nb; i += 8, x += 1024, b += 144) {
+        transpose(x, 128, xt);
+        __m256 acc = zero, nan = zero;
+        for (int j = 0; j < 128; j++) {
+            const __m256 v = _mm256_loadu_ps(xt + 8 * j);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            acc = _mm256_add_ps(acc, q_abs(v));
+        }
+        if (_mm256_movemask_ps(nan)) { scalar(x, b, 8); continue; }
+        _mm256_storeu_ps(d, _mm256_div_ps(acc, _mm256_set1_ps(128.0f)));
+        for (int k = 0; k < 8; k++) {
+            uint8_t *bk = b + 18 * k;
+            tbx_st16(bk, q_f16(d[k]));
+            for (int m = 0; m < 16; m++)
+                bk[2 + m] = (uint8_t)_mm256_movemask_ps(
+                    _mm256_cmp_ps(_mm256_loadu_ps(x + 128 * k + 8 * m), zero, _CMP_GE_OQ));
+        }
+    }
+    if (i < nb) scalar(x, b, nb - i);
+}
+
+/* q2_0 (ggml_lowbit.c): d = max |x| (order-free without NaN), codes round(x / d) + 1. With a
+ * finite 1/d, |x * (1/d)| < 1.5, so the code is (v >= 0.5) + (v > -0.5) (q_trits). A block with
+ * a NaN or an infinite 1/d goes to the scalar kernel. */
+AVX2 static void qa_q2_0(const float *x, void *dst, uint64_t nb, tbx_quant_fn scalar) {
+    uint8_t *b = (uint8_t *)dst;
+    const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    for (uint64_t i = 0; i < nb; i++, x += 64, b += 18) {
+        __m256 v[8], m = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+        for (int k = 0; k < 8; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[k], v[k], _CMP_UNORD_Q));
+            m = _mm256_max_ps(m, q_abs(v[k]));
+        }
+        if (_mm256_movemask_ps(nan)) { scalar(x, b, 1); continue; }
+        const float amax = q_hmax(m);
+        const float id = amax > 0.0f ? 1.0f / amax : 0.0f;
+        if (isinf(id)) { scalar(x, b, 1); continue; }
+        tbx_st16(b, q_f16(amax));
+        const __m256 vid = _mm256_set1_ps(id);
+        for (int k = 0; k < 8; k++) {
+            /* four codes per byte, the first in the low bits: shift, then OR each half */
+            __m256i q = _mm256_sllv_epi32(q_trits(_mm256_mul_ps(v[k], vid)), shifts);
+            q = _mm256_or_si256(q, _mm256_srli_si256(q, 8));
+            q = _mm256_or_si256(q, _mm256_srli_si256(q, 4));
+            b[2 + 2 * k] = (uint8_t)_mm256_extract_epi32(q, 0);
+            b[3 + 2 * k] = (uint8_t)_mm256_extract_epi32(q, 4);
+        }
+    }
+}
+
+/* ---- iq4_nl / iq4_xs kernels (tbx_iq4_ops, ggml.h; the scalar ones in ggml_iq4.c) -------- */
+static const float kIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                               1,    13,   25,  38,  53,  69,  89,  113};
+/* kIq4[i] of 8 indices 0..15 */
+AVX2 static inline __m256 iq4_level(__m256i i) {
+    const __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kIq4), i);
+    const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kIq4 + 8), i);
+    return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_cmpgt_epi32(i, _mm256_set1_epi32(7))));
+}
+/* nl_index of ggml_iq4.c for 8 values: 0 at or below the first level, 15 at or above the last
+ * (and for NaN, where the scalar bisection ends), else lo = the last level <= x and the nearer of
+ * lo and lo + 1 by the same two subtractions (lo on x - v[lo] < v[lo+1] - x). */
+AVX2 static inline __m256i iq4_index(__m256 x) {
+    __m256i lo = _mm256_setzero_si256();
+    for (int k = 1; k < 15; k++)
+        lo = _mm256_sub_epi32(lo, _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_set1_ps(kIq4[k]), _CMP_GE_OQ)));
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256 d1 = _mm256_sub_ps(x, iq4_level(lo));
+    const __m256 d2 = _mm256_sub_ps(iq4_level(_mm256_add_epi32(lo, one)), x);
+    __m256i idx = _mm256_add_epi32(lo, _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(d1, d2, _CMP_LT_OQ)), one));
+    idx = _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(x, _mm256_set1_ps(kIq4[0]), _CMP_LE_OQ)), idx);
+    const __m256 top = _mm256_or_ps(_mm256_cmp_ps(x, _mm256_set1_ps(kIq4[15]), _CMP_GE_OQ),
+                                    _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    return _mm256_blendv_epi8(idx, _mm256_set1_epi32(15), _mm256_castps_si256(top));
+}
+
+/* block_scale of ggml_iq4.c with the 8 groups as lanes (transposed: each lane sums its values in
+ * order, as the scalar does): the largest |x| (first one), d = -max / -127, then the weighted
+ * least-squares scale for the levels at 1/d and at the 15 trial scales (k - 127) / max. */
+AVX2 static bool iq4_scales8(const float *x, const float *w, float *scales) {
+    float xt[256], wt[256];
+    transpose(x, 32, xt);
+    transpose(w, 32, wt);
+    const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(INFINITY);
+    __m256 bad = zero, amax = zero, max = zero;
+    for (int j = 0; j < 32; j++) {
+        const __m256 v = _mm256_loadu_ps(xt + 8 * j), av = q_abs(v);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(av, inf, _CMP_NLT_UQ));
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(q_abs(_mm256_loadu_ps(wt + 8 * j)), inf, _CMP_NLT_UQ));
+        const __m256 gt = _mm256_cmp_ps(av, amax, _CMP_GT_OQ);
+        amax = _mm256_blendv_ps(amax, av, gt);
+        max = _mm256_blendv_ps(max, v, gt);
+    }
+    if (_mm256_movemask_ps(bad)) return false;
+    const __m256 tiny = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
+    const __m256 d0 = _mm256_div_ps(_mm256_xor_ps(max, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(kIq4[0]));
+    __m256 id = _mm256_div_ps(_mm256_set1_ps(1.0f), d0), d = zero, best = zero;
+    for (int itry = -8; itry <= 7; itry++) {
+        if (itry > -8) id = _mm256_div_ps(_mm256_set1_ps((float)(itry - 127)), max);
+        __m256 sqx = zero, sq2 = zero;
+        for (int j = 0; j < 32; j++) {
+            const __m256 v = _mm256_loadu_ps(xt + 8 * j), wj = _mm256_loadu_ps(wt + 8 * j);
+            const __m256 q = iq4_level(iq4_index(_mm256_mul_ps(id, v)));
+            const __m256 wq = _mm256_mul_ps(wj, q);
+            sqx = _mm256_add_ps(sqx, _mm256_mul_ps(wq, v));
+            sq2 = _mm256_add_ps(sq2, _mm256_mul_ps(wq, q));
+        }
+        const __m256 pos = _mm256_cmp_ps(sq2, zero, _CMP_GT_OQ);
+        if (itry == -8) { /* the first candidate: d = sumq2 > 0 ? sumqx / sumq2 : 0 */
+            d = _mm256_and_ps(pos, _mm256_div_ps(sqx, sq2));
+            best = _mm256_mul_ps(d, sqx);
+            continue;
+        }
+        const __m256 ok = _mm256_and_ps(pos, _mm256_cmp_ps(_mm256_mul_ps(sqx, sqx),
+                                                           _mm256_mul_ps(best, sq2), _CMP_GT_OQ));
+        if (!_mm256_movemask_ps(ok)) continue;
+        const __m256 dn = _mm256_div_ps(sqx, sq2);
+        d = _mm256_blendv_ps(d, dn, ok);
+        best = _mm256_blendv_ps(best, _mm256_mul_ps(dn, sqx), ok);
+    }
+    _mm256_storeu_ps(scales, _mm256_andnot_ps(tiny, d));
+    return true;
+}
+
+/* L[32k + j] = nl_index(id[k] * x[32k + j]) */
+AVX2 static void iq4_indices8(const float *x, const float *id, uint8_t *L) {
+    for (int k = 0; k < 8; k++) {
+        const __m256 vid = _mm256_set1_ps(id[k]);
+        __m256i q[4];
+        for (int m = 0; m < 4; m++) q[m] = iq4_index(_mm256_mul_ps(vid, _mm256_loadu_ps(x + 32 * k + 8 * m)));
+        _mm256_storeu_si256((__m256i *)(L + 32 * k), q_packu32(q[0], q[1], q[2], q[3]));
+    }
+}
+
+static const tbx_iq4_ops iq4_ops_avx2 = {iq4_scales8, iq4_indices8};
+const tbx_iq4_ops *tbx_iq4_ops_avx2(void) { return &iq4_ops_avx2; }
+
+/* ---- the weighted symmetric fit of ggml_quant_w.c (tbx_wq_symm8_fn, ggml.h) --------------- */
+/* tbx_gq_nearest of 8 lanes (the same addition, the same bits of the sum), clamped */
+AVX2 static inline __m256i wq_nearest(__m256 f, __m256i lo, __m256i hi) {
+    const __m256 v = _mm256_add_ps(f, _mm256_set1_ps(12582912.0f));
+    const __m256i l = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x007fffff)),
+                                       _mm256_set1_epi32(0x00400000));
+    return _mm256_max_epi32(_mm256_min_epi32(l, hi), lo);
+}
+/* fit_symm with the 8 groups as lanes (transposed: each lane sums in the scalar's order); the
+ * kept candidate's levels recomputed from its inverse scale at the end. */
+AVX2 static bool wq_symm8(const float *x, const float *w, int n, int nmax, float *scales, uint8_t *L) {
+    if (n > 32 || n % 8) return false;
+    float xt[256], wt[256];
+    uint8_t Lt[256];
+    transpose(x, n, xt);
+    transpose(w, n, wt);
+    const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(INFINITY);
+    const __m256i ilo = _mm256_set1_epi32(-nmax), ihi = _mm256_set1_epi32(nmax - 1);
+    __m256 bad = zero, amax = zero, max = zero;
+    for (int i = 0; i < n; i++) {
+        const __m256 v = _mm256_loadu_ps(xt + 8 * i), av = q_abs(v);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(av, inf, _CMP_NLT_UQ));
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(q_abs(_mm256_loadu_ps(wt + 8 * i)), inf, _CMP_NLT_UQ));
+        const __m256 gt = _mm256_cmp_ps(av, amax, _CMP_GT_OQ);
+        amax = _mm256_blendv_ps(amax, av, gt);
+        max = _mm256_blendv_ps(max, v, gt);
+    }
+    if (_mm256_movemask_ps(bad)) return false;
+    const __m256 tiny = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
+    __m256 bis = _mm256_div_ps(_mm256_set1_ps((float)-nmax), max), scale = zero, best = zero;
+    for (int is = -10; is <= 9; is++) {
+        if (is == 0) continue;
+        const __m256 isc = is == -10 ? bis
+                                     : _mm256_div_ps(_mm256_set1_ps(-((float)nmax + 0.1f * (float)is)), max);
+        __m256 slx = zero, sl2 = zero;
+        for (int i = 0; i < n; i++) {
+            const __m256 v = _mm256_loadu_ps(xt + 8 * i), wi = _mm256_loadu_ps(wt + 8 * i);
+            const __m256 lf = _mm256_cvtepi32_ps(wq_nearest(_mm256_mul_ps(isc, v), ilo, ihi));
+            slx = _mm256_add_ps(slx, _mm256_mul_ps(_mm256_mul_ps(wi, v), lf));
+            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(wi, lf), lf));
+        }
+        if (is == -10) { /* the first candidate: scale = suml2 != 0 ? sumlx / suml2 : 0 */
+            scale = _mm256_and_ps(_mm256_cmp_ps(sl2, zero, _CMP_NEQ_UQ), _mm256_div_ps(slx, sl2));
+            best = _mm256_mul_ps(scale, slx);
+            continue;
+        }
+        const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(sl2, zero, _CMP_GT_OQ),
+                                        _mm256_cmp_ps(_mm256_mul_ps(slx, slx),
+                                                      _mm256_mul_ps(best, sl2), _CMP_GT_OQ));
+        if (!_mm256_movemask_ps(ok)) continue;
+        const __m256 sn = _mm256_div_ps(slx, sl2);
+        bis = _mm256_blendv_ps(bis, isc, ok);
+        scale = _mm256_blendv_ps(scale, sn, ok);
+        best = _mm256_blendv_ps(best, _mm256_mul_ps(sn, slx), ok);
+    }
+    _mm256_storeu_ps(scales, _mm256_andnot_ps(tiny, scale));
+    const __m256i keep = _mm256_castps_si256(_mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_GE_OQ));
+    const __m256i off = _mm256_set1_epi32(nmax);
+    for (int i = 0; i < n; i++) {
+        const __m256i l = wq_nearest(_mm256_mul_ps(bis, _mm256_loadu_ps(xt + 8 * i)), ilo, ihi);
+        const __m256i b = _mm256_and_si256(_mm256_add_epi32(l, off), keep);
+        const __m256i p = _mm256_packus_epi16(_mm256_packs_epi32(b, b), _mm256_packs_epi32(b, b));
+        _mm_storel_epi64((__m128i *)(Lt + 8 * i), _mm_unpacklo_epi32(_mm256_castsi256_si128(p),
+                                                                     _mm256_extracti128_si256(p, 1)));
+    }
+    untranspose(Lt, n, 1, 0, L);
+    /* the compiler left the upper halves dirty across the call above; SSE code after a return
+     * with dirty upper halves ran 3-6x slower here (ggml's and tensorbox's scalar quantizers
+     * timed after this kernel) */
+    _mm256_zeroupper();
+    return true;
+}
+tbx_wq_symm8_fn tbx_wq_symm8_avx2(void) { return wq_symm8; }
 
 tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
     switch (dt) {
@@ -1078,6 +1447,11 @@ tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
     case TBX_DT_Q4_1: return qa_q4_1;
     case TBX_DT_Q5_0: return qa_q5_0;
     case TBX_DT_Q5_1: return qa_q5_1;
+    case TBX_DT_MXFP4: return qa_mxfp4;
+    case TBX_DT_TQ1_0: return qa_tq1_0;
+    case TBX_DT_TQ2_0: return qa_tq2_0;
+    case TBX_DT_Q1_0: return qa_q1_0;
+    case TBX_DT_Q2_0: return qa_q2_0;
     default: return NULL;
     }
 }
@@ -1095,5 +1469,9 @@ tbx_dequant_fn tbx_ggml_dequant_avx2_for(tbx_dtype dt) {
 }
 
 const tbx_kq_ops *tbx_kq_ops_avx2(void) { return NULL; }
+
+const tbx_iq4_ops *tbx_iq4_ops_avx2(void) { return NULL; }
+
+tbx_wq_symm8_fn tbx_wq_symm8_avx2(void) { return NULL; }
 
 #endif

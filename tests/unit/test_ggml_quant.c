@@ -8,7 +8,9 @@
  *    (a kernel the CPU cannot run is reported and skipped, its presence still checked);
  *  - quantizers: gguf-py's bytes for q8_0/q4_0/q4_1/q5_0/q5_1/tq1_0/tq2_0/mxfp4, identical bytes
  *    on every CPU path, round-trip error bounds, and the K-quant encoder's RMSE against ggml's
- *    reference algorithm on several distributions (never worse).
+ *    reference algorithm on several distributions (never worse);
+ *  - the AVX2 kernels of ggml's reference K-quant algorithm against the scalar reference, byte
+ *    for byte, on edge-case and random super-blocks (NaN/Inf ones through the fallback only).
  */
 #include "tbx_test.h"
 
@@ -732,7 +734,8 @@ static void legacy_edge_block(float *p, int mode) {
 }
 
 TBX_TEST(legacy_quant_avx2_matches_scalar_bytes) {
-    static const tbx_dtype lt[] = {TBX_DT_Q8_0, TBX_DT_Q4_0, TBX_DT_Q4_1, TBX_DT_Q5_0, TBX_DT_Q5_1};
+    static const tbx_dtype lt[] = {TBX_DT_Q8_0, TBX_DT_Q4_0, TBX_DT_Q4_1, TBX_DT_Q5_0, TBX_DT_Q5_1,
+                                   TBX_DT_MXFP4};
     if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2)) {
         printf("no AVX2 on this CPU: skipped\n");
         return;
@@ -773,6 +776,432 @@ TBX_TEST(legacy_quant_avx2_matches_scalar_bytes) {
         free(c);
     }
     free(buf);
+}
+
+/* One super-block of 256 values for the AVX2 kernels of ggml's reference K-quant algorithm:
+ * ordinary data at many scales, and the edge cases of every step (flat and zero sub-blocks,
+ * signed zeros, ties of the largest |x|, rounding ties, f16 overflow/underflow of the scales,
+ * subnormals, values beyond the type's range, NaN/Inf). */
+#define KREF_NMODES 26
+static void kref_edge_block(float *p, int mode) {
+    const double scale = pow(10.0, rndu() * 8 - 4);
+    for (int i = 0; i < 256; i++) p[i] = (float)(gauss() * scale);
+    switch (mode) {
+    case 0: break;                                                         /* random, any scale */
+    case 1: memset(p, 0, 1024); break;                                     /* zeros */
+    case 2: for (int i = 0; i < 256; i++) p[i] = (rnd32() & 1) ? 0.0f : -0.0f; break;
+    case 3: for (int i = 0; i < 256; i++) p[i] = 3.25f; break;             /* constant > 0 */
+    case 4: for (int i = 0; i < 256; i++) p[i] = -0.75f; break;            /* constant < 0 */
+    case 5: memset(p, 0, 1024); p[rnd32() % 256] = (float)(gauss() * scale); break; /* one value */
+    case 6: p[rnd32() % 256] = (float)(scale * 1000.0); break;             /* single outlier */
+    case 7: for (int i = 0; i < 256; i++) p[i] = (float)(i - 128) * 0.01f; break; /* ramp */
+    case 8: for (int i = 0; i < 256; i++) p[i] = (float)(255 - i) * 1e-3f; break; /* ramp >= 0 */
+    case 9: for (int i = 0; i < 256; i++) p[i] *= 1e6f; break;             /* f16 overflow */
+    case 10: for (int i = 0; i < 256; i++) p[i] = (float)(gauss() * 1e30); break; /* huge */
+    case 11: for (int i = 0; i < 256; i++) p[i] = (float)(gauss() * 1e-9); break; /* f16 underflow */
+    case 12: for (int i = 0; i < 256; i++) p[i] = (float)(gauss() * 1e-30); break;
+    case 13: for (int i = 0; i < 256; i++) p[i] = (float)(gauss() * 1e-40); break; /* subnormal */
+    case 14: for (int i = 0; i < 256; i++) p[i] = (float)((int)(rnd32() % 7) - 3) * 1e-45f; break;
+    case 15: /* sub-blocks of 16 at scales 10^-6 .. 10^6, some zero, some constant */
+        for (int j = 0; j < 16; j++) {
+            const int kind = (int)(rnd32() % 4);
+            const double s = pow(10.0, rndu() * 12 - 6);
+            for (int i = 0; i < 16; i++)
+                p[16 * j + i] = kind == 0 ? 0.0f : kind == 1 ? (float)s : (float)(gauss() * s);
+        }
+        break;
+    case 16: /* integer grid: rounding ties for many candidates */
+        for (int i = 0; i < 256; i++) p[i] = (float)((int)(rnd32() % 17) - 8) * 0.5f;
+        break;
+    case 17: /* several values of the largest magnitude, both signs */
+        for (int i = 0; i < 256; i++) p[i] = (float)((int)(rnd32() % 9) - 4);
+        break;
+    case 18: for (int i = 0; i < 256; i++) p[i] = fabsf(p[i]) + (float)scale * 5.0f; break;
+    case 19: for (int i = 0; i < 256; i++) p[i] = -fabsf(p[i]) - (float)scale; break;
+    case 20: for (int i = 0; i < 256; i++) if (rnd32() % 4) p[i] = 0.0f; break; /* sparse */
+    case 21: p[rnd32() % 256] = NAN; break;
+    case 22: p[rnd32() % 256] = (rnd32() & 1) ? INFINITY : -INFINITY; break;
+    case 23: for (int i = 0; i < 256; i++) p[i] = NAN; break;
+    case 24: for (int i = 0; i < 256; i++) p[i] = (rnd32() & 1) ? FLT_MAX : -FLT_MAX; break;
+    default: /* sub-blocks of 32 alternating tiny and large */
+        for (int j = 0; j < 8; j++)
+            for (int i = 0; i < 32; i++) p[32 * j + i] = (float)(gauss() * (j & 1 ? 1e4 : 1e-4));
+        break;
+    }
+}
+
+/* The fallback handed to the AVX2 kernels in the test: the scalar reference, counting the
+ * super-blocks it is given. */
+static tbx_quant_fn kref_fb_ref;
+static uint64_t kref_fb_blocks;
+static void kref_counting_fallback(const float *x, void *dst, uint64_t nb) {
+    kref_fb_blocks += nb;
+    kref_fb_ref(x, dst, nb);
+}
+
+TBX_TEST(kref_avx2_matches_scalar_reference) {
+    static const tbx_dtype kt[] = {TBX_DT_Q2_K, TBX_DT_Q3_K, TBX_DT_Q4_K, TBX_DT_Q5_K, TBX_DT_Q6_K};
+    const int have_avx2 = (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) != 0;
+    for (size_t t = 0; t < sizeof kt / sizeof *kt; t++)
+        CHECK((tbx_ggml_quant_kref_avx2_for(kt[t]) != NULL) == (tbx_ggml_quant_avx2_for(kt[t]) != NULL));
+    CHECK(tbx_ggml_quant_kref_avx2_for(TBX_DT_Q8_0) == NULL);
+    if (!have_avx2 || !tbx_ggml_quant_kref_avx2_for(TBX_DT_Q4_K)) {
+        printf("no AVX2 kernels on this CPU or build: skipped\n");
+        return;
+    }
+    rng_seed(2121);
+    const size_t nb = KREF_NMODES * 60 + 3;
+    float *buf = xmalloc((nb * 256 + 1) * 4);
+    float *x = buf + 1; /* misaligned for 32-byte loads */
+    size_t nonfinite = 0;
+    for (size_t k = 0; k < nb; k++) {
+        kref_edge_block(x + 256 * k, (int)(k % KREF_NMODES));
+        int bad = 0;
+        for (int i = 0; i < 256; i++) bad |= !isfinite(x[256 * k + i]);
+        nonfinite += (size_t)bad;
+    }
+    for (size_t t = 0; t < sizeof kt / sizeof *kt; t++) {
+        const tbx_dtype dt = kt[t];
+        const size_t bb = info(dt)->block_bytes;
+        const tbx_quant_fn ref = tbx_ggml_quant_ref_for(dt), def = tbx_ggml_quant_default_for(dt);
+        const tbx_quant_fb_fn kr = tbx_ggml_quant_kref_avx2_for(dt);
+        CHECK(ref != NULL && def != NULL && kr != NULL);
+        if (!ref || !def || !kr) continue;
+        uint8_t *a = xmalloc(nb * bb + 1), *c = xmalloc(nb * bb + 1), *d = xmalloc(nb * bb);
+        memset(a, 0x11, nb * bb + 1);
+        memset(c, 0x33, nb * bb + 1);
+        memset(d, 0x55, nb * bb);
+        ref(x, a, nb);
+        kref_fb_ref = ref;
+        kref_fb_blocks = 0;
+        kr(x, c + 1, nb, kref_counting_fallback); /* misaligned output */
+        size_t bad = 0;
+        for (size_t k = 0; k < nb; k++)
+            if (memcmp(a + k * bb, c + 1 + k * bb, bb) != 0 && bad++ < 3)
+                fprintf(stderr, "%s: reference and avx2 differ at super-block %zu (mode %zu)\n",
+                        info(dt)->name, k, k % KREF_NMODES);
+        CHECK_EQ(bad, 0);
+        /* the SIMD kernel encodes every finite super-block itself */
+        CHECK_EQ(kref_fb_blocks, nonfinite);
+        /* a conversion's default quantizer is this kernel's bytes */
+        def(x, d, nb);
+        CHECK(memcmp(a, d, nb * bb) == 0);
+        /* block counts 0..3 leave the bytes after them alone */
+        for (uint64_t n = 0; n < 4; n++) {
+            memset(c, 0x5A, 4 * bb);
+            kr(x, c, n, ref);
+            CHECK(memcmp(c, a, (size_t)n * bb) == 0);
+            CHECK(c[n * bb] == 0x5A);
+        }
+        free(a);
+        free(c);
+        free(d);
+    }
+    free(buf);
+}
+
+/* Random data at random per-sub-block scales: the AVX2 reference kernels against the scalar
+ * one on many super-blocks (the lanes of a super-block take different branches). */
+TBX_TEST(kref_avx2_matches_scalar_reference_random) {
+    static const tbx_dtype kt[] = {TBX_DT_Q2_K, TBX_DT_Q3_K, TBX_DT_Q4_K, TBX_DT_Q5_K, TBX_DT_Q6_K};
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !tbx_ggml_quant_kref_avx2_for(TBX_DT_Q4_K)) {
+        printf("no AVX2 kernels on this CPU or build: skipped\n");
+        return;
+    }
+    rng_seed(777);
+    const size_t nb = 3000;
+    float *x = xmalloc(nb * 256 * 4);
+    for (size_t k = 0; k < nb; k++) {
+        const int dist = (int)(k % NDIST);
+        fill(x + 256 * k, 256, dist);
+        for (int j = 0; j < 16; j++) {
+            const float s = (float)pow(10.0, rndu() * 4 - 2);
+            for (int i = 0; i < 16; i++) x[256 * k + 16 * j + i] *= s;
+        }
+    }
+    for (size_t t = 0; t < sizeof kt / sizeof *kt; t++) {
+        const tbx_dtype dt = kt[t];
+        const size_t bb = info(dt)->block_bytes;
+        const tbx_quant_fn ref = tbx_ggml_quant_ref_for(dt);
+        const tbx_quant_fb_fn kr = tbx_ggml_quant_kref_avx2_for(dt);
+        uint8_t *a = xmalloc(nb * bb), *c = xmalloc(nb * bb);
+        ref(x, a, nb);
+        kr(x, c, nb, ref);
+        size_t bad = 0;
+        for (size_t k = 0; k < nb; k++)
+            if (memcmp(a + k * bb, c + k * bb, bb) != 0 && bad++ < 3)
+                fprintf(stderr, "%s: reference and avx2 differ at super-block %zu\n",
+                        info(dt)->name, k);
+        CHECK_EQ(bad, 0);
+        free(a);
+        free(c);
+    }
+    free(x);
+}
+
+/* tq1_0 and tq2_0 (256-value blocks): the AVX2 quantizers against the scalar ones on the edge
+ * super-blocks above (NaN ones through the fallback). */
+TBX_TEST(tq_quant_avx2_matches_scalar_bytes) {
+    static const tbx_dtype tt[] = {TBX_DT_TQ1_0, TBX_DT_TQ2_0};
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !tbx_ggml_quant_legacy_avx2_for(TBX_DT_TQ1_0)) {
+        printf("no AVX2 kernels on this CPU or build: skipped\n");
+        return;
+    }
+    rng_seed(5150);
+    const size_t nb = KREF_NMODES * 40 + 1;
+    float *buf = xmalloc((nb * 256 + 1) * 4);
+    float *x = buf + 1;
+    for (size_t k = 0; k < nb; k++) {
+        kref_edge_block(x + 256 * k, (int)(k % KREF_NMODES));
+        if (k % 7 == 3) /* exact rounding ties of x * id: +-0.5 after scaling by 1/4 */
+            for (int i = 0; i < 256; i++) x[256 * k + i] = (float)((int)(rnd32() % 17) - 8) * 0.5f;
+    }
+    for (size_t t = 0; t < sizeof tt / sizeof *tt; t++) {
+        const tbx_dtype dt = tt[t];
+        const size_t bb = info(dt)->block_bytes;
+        tbx_quant_fn qs = tbx_ggml_quant_scalar_for(dt), qa = tbx_ggml_quant_avx2_for(dt);
+        CHECK(qs != NULL && qa != NULL);
+        CHECK(tbx_ggml_quant_for(dt) == qa);
+        if (!qs || !qa) continue;
+        uint8_t *a = xmalloc(nb * bb), *c = xmalloc(nb * bb + 1);
+        memset(a, 0x11, nb * bb);
+        memset(c, 0x33, nb * bb + 1);
+        qs(x, a, nb);
+        qa(x, c + 1, nb);
+        size_t bad = 0;
+        for (size_t k = 0; k < nb; k++)
+            if (memcmp(a + k * bb, c + 1 + k * bb, bb) != 0 && bad++ < 3)
+                fprintf(stderr, "%s: scalar and avx2 differ at block %zu (mode %zu)\n",
+                        info(dt)->name, k, k % KREF_NMODES);
+        CHECK_EQ(bad, 0);
+        free(a);
+        free(c);
+    }
+    free(buf);
+}
+
+/* q1_0 and q2_0 (ggml_lowbit.c's scalar quantizers) against their AVX2 kernels: the edge
+ * super-blocks above cut into blocks (q1_0 runs groups of eight blocks: counts that are not a
+ * multiple of eight leave a tail for the scalar kernel), misaligned, and the default quantizer
+ * (what the row quantizers run) gives the same bytes. */
+TBX_TEST(lowbit_quant_avx2_matches_scalar_bytes) {
+    static const tbx_dtype lt[] = {TBX_DT_Q1_0, TBX_DT_Q2_0};
+    static const tbx_quant_fn sc[] = {tbx_gq_q1_0_blocks, tbx_gq_q2_0_blocks};
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !tbx_ggml_quant_legacy_avx2_for(TBX_DT_Q1_0)) {
+        printf("no AVX2 kernels on this CPU or build: skipped\n");
+        return;
+    }
+    rng_seed(6061);
+    const size_t n256 = KREF_NMODES * 12 + 5;
+    float *buf = xmalloc((n256 * 256 + 1) * 4);
+    float *x = buf + 1;
+    for (size_t k = 0; k < n256; k++) kref_edge_block(x + 256 * k, (int)(k % KREF_NMODES));
+    for (size_t t = 0; t < sizeof lt / sizeof *lt; t++) {
+        const tbx_dtype dt = lt[t];
+        const size_t bs = info(dt)->block_size, bb = info(dt)->block_bytes;
+        const tbx_quant_fb_fn qa = tbx_ggml_quant_legacy_avx2_for(dt);
+        const tbx_quant_fn def = tbx_ggml_quant_default_for(dt);
+        CHECK(qa != NULL && def != NULL);
+        if (!qa || !def) continue;
+        for (size_t cut = 0; cut < 3; cut++) {
+            const size_t nb = n256 * 256 / bs - cut * 3; /* odd tails for q1_0's groups */
+            uint8_t *a = xmalloc(nb * bb), *c = xmalloc(nb * bb + 1), *d = xmalloc(nb * bb);
+            memset(a, 0x11, nb * bb);
+            memset(c, 0x33, nb * bb + 1);
+            memset(d, 0x55, nb * bb);
+            sc[t](x, a, nb);
+            qa(x, c + 1, nb, sc[t]);
+            def(x, d, nb);
+            size_t bad = 0;
+            for (size_t k = 0; k < nb; k++)
+                if (memcmp(a + k * bb, c + 1 + k * bb, bb) != 0 && bad++ < 3)
+                    fprintf(stderr, "%s: scalar and avx2 differ at block %zu of %zu\n",
+                            info(dt)->name, k, nb);
+            CHECK_EQ(bad, 0);
+            CHECK(memcmp(a, d, nb * bb) == 0);
+            free(a);
+            free(c);
+            free(d);
+        }
+    }
+    free(buf);
+}
+
+/* iq4_nl / iq4_xs: the row quantizers on the AVX2 kernels against the scalar kernels, byte for
+ * byte, on the edge super-blocks above, without and with importance matrices (random positive,
+ * holding zeros, huge), row lengths whose iq4_nl block count is not a multiple of the kernels'
+ * eight; and the index kernel alone on special values (levels, midpoints, NaN, Inf). */
+TBX_TEST(iq4_avx2_kernels_match_scalar) {
+    const tbx_iq4_ops *sc = tbx_iq4_ops_scalar(), *av = tbx_iq4_ops_avx2();
+    CHECK(sc != NULL);
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !av) {
+        printf("no AVX2 kernels on this CPU or build: skipped\n");
+        return;
+    }
+    rng_seed(4444);
+    const int64_t rowlen[] = {256, 32 * 11, 4096};
+    const size_t n256 = KREF_NMODES * 6 + 1;
+    float *x = xmalloc(n256 * 256 * 4), *qw = xmalloc(4096 * 4);
+    for (size_t k = 0; k < n256; k++) kref_edge_block(x + 256 * k, (int)(k % KREF_NMODES));
+    for (int mode = 0; mode < 4; mode++) {
+        for (int i = 0; i < 4096; i++)
+            qw[i] = mode == 1 ? (float)(0.05 + rndu() * 4) : mode == 2 ? (rnd32() % 3 ? 1.0f : 0.0f)
+                                                                      : (float)(rndu() * 1e30);
+        for (size_t r = 0; r < sizeof rowlen / sizeof *rowlen; r++) {
+            const int64_t n = rowlen[r];
+            for (int t = 0; t < 2; t++) {
+                if (t == 1 && n % 256) continue;
+                const int64_t nrows = (int64_t)(n256 * 256) / n;
+                const size_t bytes = (size_t)(nrows * n) / (t ? 256 : 32) * (t ? 136 : 18);
+                uint8_t *a = xmalloc(bytes), *c = xmalloc(bytes);
+                memset(a, 0x11, bytes);
+                memset(c, 0x33, bytes);
+                const float *w = mode ? qw : NULL;
+                if (t) {
+                    tbx_gq_rows_iq4_xs_with(sc, x, a, nrows, n, w);
+                    tbx_gq_rows_iq4_xs_with(av, x, c, nrows, n, w);
+                } else {
+                    tbx_gq_rows_iq4_nl_with(sc, x, a, nrows, n, w);
+                    tbx_gq_rows_iq4_nl_with(av, x, c, nrows, n, w);
+                }
+                if (memcmp(a, c, bytes) != 0)
+                    fprintf(stderr, "%s: scalar and avx2 kernels differ (row %lld, matrix mode %d)\n",
+                            t ? "iq4_xs" : "iq4_nl", (long long)n, mode);
+                CHECK(memcmp(a, c, bytes) == 0);
+                free(a);
+                free(c);
+            }
+        }
+    }
+    /* indices of special values: every level, the midpoints between neighbours and one ulp
+     * either side, beyond both ends, +-0, NaN, +-Inf */
+    static const float lv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    float v[256];
+    int nv = 0;
+    for (int k = 0; k < 16 && nv < 240; k++) {
+        v[nv++] = lv[k];
+        if (k < 15) {
+            const float mid = (lv[k] + lv[k + 1]) / 2;
+            v[nv++] = mid;
+            v[nv++] = nextafterf(mid, -1e9f);
+            v[nv++] = nextafterf(mid, 1e9f);
+        }
+    }
+    const float sp[] = {-1e9f, 1e9f, 0.0f, -0.0f, NAN, INFINITY, -INFINITY, -127.5f, 113.5f};
+    for (size_t k = 0; k < sizeof sp / sizeof *sp; k++) v[nv++] = sp[k];
+    while (nv < 256) v[nv++] = (float)(gauss() * 80);
+    const float one[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    uint8_t La[256], Lc[256];
+    sc->indices8(v, one, La);
+    av->indices8(v, one, Lc);
+    CHECK(memcmp(La, Lc, 256) == 0);
+    free(x);
+    free(qw);
+}
+
+/* The weighted q4_0, q5_0, q3_K, q6_K rows on the AVX2 symmetric-fit kernel against the scalar
+ * fit (a NULL kernel), byte for byte: the edge super-blocks above, importance matrices random,
+ * holding zeros, huge (weights overflow: the kernel hands the groups back), rows whose q4_0
+ * block count leaves blocks outside the groups of eight. */
+TBX_TEST(weighted_symm_avx2_matches_scalar) {
+    const tbx_wq_symm8_fn av = tbx_wq_symm8_avx2();
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !av) {
+        printf("no AVX2 kernels on this CPU or build: skipped\n");
+        return;
+    }
+    typedef void (*with_fn)(tbx_wq_symm8_fn, const float *, void *, int64_t, int64_t, const float *);
+    static const with_fn fns[] = {tbx_gq_rows_q4_0_with, tbx_gq_rows_q5_0_with, tbx_gq_rows_q3_K_with,
+                                  tbx_gq_rows_q6_K_with};
+    static const tbx_dtype dts[] = {TBX_DT_Q4_0, TBX_DT_Q5_0, TBX_DT_Q3_K, TBX_DT_Q6_K};
+    rng_seed(8088);
+    const int64_t rowlen[] = {256, 32 * 13, 4096};
+    const size_t n256 = KREF_NMODES * 8;
+    float *x = xmalloc(n256 * 256 * 4), *qw = xmalloc(4096 * 4);
+    for (size_t k = 0; k < n256; k++) kref_edge_block(x + 256 * k, (int)(k % KREF_NMODES));
+    for (int mode = 0; mode < 3; mode++) {
+        for (int i = 0; i < 4096; i++)
+            qw[i] = mode == 0 ? (float)(0.05 + rndu() * 4) : mode == 1 ? (rnd32() % 3 ? 1.0f : 0.0f)
+                                                                      : (float)(rndu() * 1e30);
+        for (size_t t = 0; t < sizeof fns / sizeof *fns; t++)
+            for (size_t r = 0; r < sizeof rowlen / sizeof *rowlen; r++) {
+                const int64_t n = rowlen[r];
+                const size_t bs = info(dts[t])->block_size, bb = info(dts[t])->block_bytes;
+                if (n % (int64_t)bs) continue;
+                const int64_t nrows = (int64_t)(n256 * 256) / n;
+                const size_t bytes = (size_t)(nrows * n) / bs * bb;
+                uint8_t *a = xmalloc(bytes), *c = xmalloc(bytes);
+                memset(a, 0x11, bytes);
+                memset(c, 0x33, bytes);
+                fns[t](NULL, x, a, nrows, n, qw);
+                fns[t](av, x, c, nrows, n, qw);
+                if (memcmp(a, c, bytes) != 0)
+                    fprintf(stderr, "%s: scalar and avx2 fits differ (row %lld, matrix mode %d)\n",
+                            info(dts[t])->name, (long long)n, mode);
+                CHECK(memcmp(a, c, bytes) == 0);
+                free(a);
+                free(c);
+            }
+    }
+    free(x);
+    free(qw);
+}
+
+/* Every AVX2 quantizer kernel returns with the upper halves of the vector registers clean
+ * (XINUSE bit 2 of XGETBV(1) clear): SSE code running after a return with dirty upper halves
+ * was measured 3-6x slower on this machine (ggml's and tensorbox's scalar quantizers). */
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+static int xinuse_supported(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return 0; /* OSXSAVE */
+    if (__get_cpuid_max(0, NULL) < 0xD) return 0;
+    __cpuid_count(0xD, 1, a, b, c, d);
+    return (a & 4u) != 0; /* XGETBV with ECX = 1 */
+}
+static unsigned ymm_upper_dirty(void) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
+    (void)hi;
+    return lo & 4u;
+}
+#else
+static int xinuse_supported(void) { return 0; }
+static unsigned ymm_upper_dirty(void) { return 0; }
+#endif
+
+TBX_TEST(avx2_quantizers_return_with_clean_upper_state) {
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !tbx_ggml_quant_kref_avx2_for(TBX_DT_Q4_K) ||
+        !xinuse_supported()) {
+        printf("no AVX2 kernels or no XGETBV(1) on this CPU: skipped\n");
+        return;
+    }
+    rng_seed(31337);
+    float *x = xmalloc(4096 * 4), *w = xmalloc(4096 * 4);
+    uint8_t *o = xmalloc(4096 * 2);
+    for (int i = 0; i < 4096; i++) {
+        x[i] = (float)gauss();
+        w[i] = (float)(0.1 + rndu());
+    }
+    static const tbx_dtype all[] = {TBX_DT_Q8_0,  TBX_DT_Q4_0, TBX_DT_Q4_1, TBX_DT_Q5_0, TBX_DT_Q5_1,
+                                    TBX_DT_MXFP4, TBX_DT_TQ1_0, TBX_DT_TQ2_0, TBX_DT_Q1_0, TBX_DT_Q2_0,
+                                    TBX_DT_Q2_K,  TBX_DT_Q3_K, TBX_DT_Q4_K, TBX_DT_Q5_K, TBX_DT_Q6_K,
+                                    TBX_DT_IQ4_NL, TBX_DT_IQ4_XS};
+    for (size_t t = 0; t < sizeof all / sizeof *all; t++) {
+        const tbx_dtype dt = all[t];
+        const tbx_quant_rows_fn rows = tbx_ggml_quant_rows_for(dt);
+        CHECK(rows != NULL);
+        if (!rows) continue;
+        for (int weighted = 0; weighted < 2; weighted++) {
+            rows(x, o, 1, 4096, weighted ? w : NULL);
+            const unsigned dirty = ymm_upper_dirty();
+            if (dirty) fprintf(stderr, "%s%s: returns with dirty upper halves\n", info(dt)->name,
+                               weighted ? " (importance matrix)" : "");
+            CHECK_EQ(dirty, 0);
+        }
+    }
+    free(x);
+    free(w);
+    free(o);
 }
 
 TBX_TEST(kquant_rmse_not_worse_than_ggml_reference) {
