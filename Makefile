@@ -16,7 +16,8 @@
 #   make seeds      regenerate fuzz/corpus/ with fuzz/make_*seeds.py
 #   make clean      remove the build directories
 #   make bootstrap  install missing Debian packages and the Python peers (idempotent, quick);
-#                   llama.cpp (slow, once) is built by `make test` (scripts/bootstrap.sh --llama)
+#                   llama.cpp (slow, once) and torch + transformers (~2.8 GB, once) are installed by
+#                   `make test` (scripts/bootstrap.sh --llama --torch), never by `make demo`
 SHELL := /bin/bash
 
 BUILD      ?= build

@@ -10,8 +10,8 @@
  *     and an offset inside the input;
  *   - what it reads is what jansson's tree holds: model.vocab member by member (key, integer or
  *     not, value), model.merges and added_tokens element by element (strings, integers,
- *     `true`, members looked up by name), and the settings it decodes (pre_tokenizer,
- *     post_processor, the model's other members) equal to jansson's;
+ *     `true`, members looked up by name), and the settings it decodes (normalizer,
+ *     pre_tokenizer, post_processor, the model's other members) equal to jansson's;
  *   - every block it allocates is freed with its size (a checking allocator).
  * Seeds: fuzz/make_tokjson_seeds.py.
  *
@@ -187,8 +187,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (added) { same_scalar(&t, t.added, added, &b); same_members(&t, t.added, added, &b); }
     /* the settings */
     FZ_CHECK(t.small != NULL, "settings object");
-    static const char *const top[] = {"pre_tokenizer", "post_processor"};
-    for (size_t k = 0; k < 2; k++) {
+    static const char *const top[] = {"normalizer", "pre_tokenizer", "post_processor"};
+    for (size_t k = 0; k < 3; k++) {
         json_t *a = json_object_get(ref, top[k]), *c = json_object_get(t.small, top[k]);
         FZ_CHECK((a == NULL) == (c == NULL) && (!a || json_equal(a, c)), "a setting as jansson's");
     }

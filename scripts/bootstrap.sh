@@ -8,15 +8,22 @@
 #   scripts/bootstrap.sh --llama         also llama.cpp (llama-cpp-python, compiled from source
 #                                        once, ~8 minutes on two idle cores, then cached in
 #                                        .venv): `make test` (scripts/test.sh) asks for it
+#   scripts/bootstrap.sh --torch         also PyPI torch (CPU use of the default wheel, with its
+#                                        nvidia-* dependencies: ~2.8 GB, once, cached in .venv)
+#                                        and transformers, pinned in python/requirements-torch.txt:
+#                                        the reference runtime of tests/python/test_hf_runtime.py
+#                                        and what llama.cpp's convert_hf_to_gguf.py runs on;
+#                                        `make test` asks for it, `make demo` never does
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-WANT_PEERS=1 WANT_LLAMA=0
+WANT_PEERS=1 WANT_LLAMA=0 WANT_TORCH=0
 for arg in "$@"; do
   case $arg in
     --system-only) WANT_PEERS=0 ;;
     --llama) WANT_LLAMA=1 ;;
-    *) echo "bootstrap: unknown argument '$arg' (--system-only, --llama)" >&2; exit 2 ;;
+    --torch) WANT_TORCH=1 ;;
+    *) echo "bootstrap: unknown argument '$arg' (--system-only, --llama, --torch)" >&2; exit 2 ;;
   esac
 done
 
@@ -50,6 +57,29 @@ if [ ! -f "$STAMP" ] || ! cmp -s "$REQ" "$STAMP"; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
     -r python/requirements-nodeps.txt
   cp "$REQ" "$STAMP"
+fi
+
+# torch and transformers (only with --torch: make test): installed when one of the pins of
+# python/requirements-torch.txt is missing, at another version, or does not import; otherwise
+# nothing is asked of PyPI. torch comes from PyPI (its default wheel, CUDA libraries included,
+# used here on the CPU): download.pytorch.org's CPU-only index is not one of the registries
+# this project may assume.
+if [ "$WANT_TORCH" -eq 1 ]; then
+  TORCH_REQ=python/requirements-torch.txt
+  if ! .venv/bin/python - "$TORCH_REQ" >/dev/null 2>&1 <<'PYEOF'
+import importlib, importlib.metadata, re, sys
+for line in open(sys.argv[1]):
+    m = re.match(r"^([A-Za-z0-9_.-]+)==(\S+)", line)
+    if m:
+        if importlib.metadata.version(m.group(1)) != m.group(2):
+            sys.exit(1)
+for mod in ("torch", "transformers", "tokenizers"):
+    importlib.import_module(mod)
+PYEOF
+  then
+    echo "bootstrap: installing torch and transformers from $TORCH_REQ (~2.8 GB, once)" >&2
+    .venv/bin/python -m pip install -q --disable-pip-version-check -r "$TORCH_REQ"
+  fi
 fi
 
 # llama.cpp (PyPI llama-cpp-python) for the Hugging Face -> GGUF tests: compiled from source, CPU

@@ -3,7 +3,8 @@
 # failed (unless it needs that step's output); a summary with timings closes the run, and the
 # exit status is non-zero when any step failed.
 #
-#   1. bootstrap          scripts/bootstrap.sh --llama (Debian packages, .venv, llama.cpp)
+#   1. bootstrap          scripts/bootstrap.sh --llama --torch (Debian packages, .venv, llama.cpp,
+#                         torch + transformers)
 #   2. build              build/ : RelWithDebInfo, -Werror, default compiler
 #   3. ctest build        unit tests + fuzz corpus/crasher replays
 #   4. asan build         build-asan/ : clang, ASan + UBSan, Debug
@@ -88,7 +89,7 @@ pypkg_step() {
 
 T0=$(now)
 
-run "bootstrap" "" scripts/bootstrap.sh --llama  # llama.cpp too: built once, cached in .venv
+run "bootstrap" "" scripts/bootstrap.sh --llama --torch  # llama.cpp, torch: once, cached in .venv
 run "build" "FAILED:|error:" "$MAKE" --no-print-directory build
 
 # After a failed build the tests whose programs were built still run (ctest reports the others

@@ -136,8 +136,9 @@ static tbx_status hf_fail(hf *h, tbx_status code, const char *field, const char 
     return st;
 }
 
-/* Parses section `name` as JSON into *out (NULL when the section is absent and !required). */
-static tbx_status load_json(hf *h, const char *name, bool required, json_t **out) {
+/* Parses section `name` as JSON into *out (NULL when the section is absent and !required).
+ * `flags`: jansson's decoding flags beside JSON_REJECT_DUPLICATES. */
+static tbx_status load_json(hf *h, const char *name, bool required, size_t flags, json_t **out) {
     *out = NULL;
     int64_t i = tbx_file_find_section(h->in, name);
     if (i < 0) {
@@ -150,7 +151,7 @@ static tbx_status load_json(hf *h, const char *name, bool required, json_t **out
     tbx_status st = tbx_section_load_(h->in, (uint64_t)i, &buf, &n, h->err);
     if (st != TBX_OK) return st;
     json_error_t je;
-    *out = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
+    *out = json_loadb(buf, n, JSON_REJECT_DUPLICATES | flags, &je);
     tbx_free(h->al, buf, n ? n : 1);
     if (!*out || !json_is_object(*out)) {
         json_decref(*out);
@@ -191,10 +192,21 @@ static const char *jstr(json_t *o, const char *key) {
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
+/* config.json's field `name`; rope_theta, which transformers 5 writes inside rope_parameters
+ * (not at the top level), is also looked for there. */
+static json_t *cfg_field(hf *h, const char *name) {
+    json_t *j = json_object_get(h->cfg, name);
+    if (!j && strcmp(name, "rope_theta") == 0) {
+        json_t *rp = json_object_get(h->cfg, "rope_parameters");
+        if (json_is_object(rp)) j = json_object_get(rp, name);
+    }
+    return j;
+}
+
 /* The first of the config names present: 1 and *v (integer or real), 0 when none is. */
 static int cfg_number(hf *h, const char *const *names, double *v, const char **which) {
     for (int k = 0; k < 4 && names[k]; k++) {
-        json_t *j = json_object_get(h->cfg, names[k]);
+        json_t *j = cfg_field(h, names[k]);
         if (json_is_number(j)) {
             *v = json_number_value(j);
             if (which) *which = names[k];
@@ -443,7 +455,7 @@ static tbx_status write_hparams(hf *h) {
         if (ppath) {
             char pname[512];
             snprintf(pname, sizeof pname, "%s%sconfig.json", ppath, *ppath ? "/" : "");
-            if ((st = load_json(h, pname, true, &h->pool)) != TBX_OK) return st;
+            if ((st = load_json(h, pname, true, 0, &h->pool)) != TBX_OK) return st;
             int mode = -1;
             const char *pm = jstr(h->pool, "pooling_mode");
             if (json_is_true(json_object_get(h->pool, "pooling_mode_mean_tokens"))) mode = POOL_MEAN;
@@ -465,6 +477,42 @@ static tbx_status write_hparams(hf *h) {
 /* ------------------------------------------------------------------------------------------ */
 /* Tokenizer (tokenizer.json: WordPiece -> llama.cpp "bert", BPE -> "gpt2")                     */
 /* ------------------------------------------------------------------------------------------ */
+/* The flags of tokenizer.json's normalizer llama.cpp takes (gguf-py's SpecialVocab reads them
+ * the same way): a Lowercase or StripAccents step sets its flag; a BertNormalizer's lowercase
+ * and strip_accents members, when booleans, set theirs (strip_accents null: llama.cpp follows
+ * lowercase, as BertNormalizer does); a Sequence's steps in order, a later one winning. */
+static void normalizer_flags(json_t *n, int *lower, int *strip, int depth) {
+    const char *ty = jstr(n, "type");
+    if (!ty || depth > 8) return;
+    if (strcmp(ty, "Lowercase") == 0) {
+        *lower = 1;
+    } else if (strcmp(ty, "StripAccents") == 0) {
+        *strip = 1;
+    } else if (strcmp(ty, "BertNormalizer") == 0) {
+        json_t *l = json_object_get(n, "lowercase"), *s = json_object_get(n, "strip_accents");
+        if (json_is_boolean(l)) *lower = json_is_true(l);
+        if (json_is_boolean(s)) *strip = json_is_true(s);
+    } else if (strcmp(ty, "Sequence") == 0) {
+        json_t *steps = json_object_get(n, "normalizers");
+        for (size_t i = 0; i < json_array_size(steps); i++)
+            normalizer_flags(json_array_get(steps, i), lower, strip, depth + 1);
+    }
+}
+
+/* tokenizer.ggml.normalizer.lowercase / .strip_accents from the normalizer's flags (-1: the
+ * tokenizer does not say; nothing written, llama.cpp's defaults hold). A cased WordPiece
+ * (BertNormalizer lowercase false) needs it: llama.cpp lowercases by default. */
+static tbx_status put_normalizer(hf *h) {
+    int lower = -1, strip = -1;
+    json_t *n = h->tok ? json_object_get(h->tok, "normalizer") : NULL;
+    if (n) normalizer_flags(n, &lower, &strip, 0);
+    tbx_status st = TBX_OK;
+    if (lower >= 0)
+        st = put(h, "tokenizer.ggml.normalizer.lowercase", tbx_value_new_bool(lower == 1));
+    if (st == TBX_OK && strip >= 0)
+        st = put(h, "tokenizer.ggml.normalizer.strip_accents", tbx_value_new_bool(strip == 1));
+    return st;
+}
 /* Content of special token `typ` in tokenizer_config.json (a string or {"content": ...}). */
 static const char *tokcfg_token(hf *h, const char *typ) {
     char key[32];
@@ -741,6 +789,7 @@ static tbx_status write_tokenizer(hf *h) {
     tbx_free(h->al, tok_at, (size_t)nv * sizeof *tok_at);
     tok_at = NULL;
     if ((st = put_str(h, "tokenizer.ggml.model", wpm ? "bert" : "gpt2")) != TBX_OK) goto done;
+    if ((st = put_normalizer(h)) != TBX_OK) goto done;
     if ((st = put_str(h, "tokenizer.ggml.pre", bpe ? bpe_pre_name(h) : PRE_DEFAULT)) != TBX_OK)
         goto done;
     st = put_lent(h, "tokenizer.ggml.tokens", &list);
@@ -959,7 +1008,7 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
                                                : TT_NORMAL;
         }
         /* added_tokens.json {"text": id}: user-defined, score -1000 */
-        if ((st = load_json(h, "added_tokens.json", false, &at)) != TBX_OK) goto done;
+        if ((st = load_json(h, "added_tokens.json", false, 0, &at)) != TBX_OK) goto done;
         const char *key;
         json_t *val;
         json_object_foreach(at, key, val) {
@@ -1108,8 +1157,9 @@ done:
 /* ------------------------------------------------------------------------------------------ */
 /* Tensors llama.cpp wants in f32 whatever the file type (convert_hf_to_gguf.py and
  * llama-quantize agree): 1-D tensors, norms, anything but a .weight (biases), the position
- * and token-type embeddings, which are added to f32 activations, and a MoE router
- * (ffn_gate_inp). */
+ * and token-type embeddings, which are added to f32 activations, a MoE router (ffn_gate_inp)
+ * and the sigmoid gate of a shared expert (ffn_gate_inp_shexp, Qwen2-MoE's [1, hidden]): the
+ * tensors convert_hf_to_gguf.py's ModelBase keeps in f32 for every --outtype. */
 static bool always_f32(const char *gname, uint32_t ndim) {
     size_t n = strlen(gname);
     if (ndim <= 1) return true;
@@ -1117,6 +1167,10 @@ static bool always_f32(const char *gname, uint32_t ndim) {
     if (n < 7 || strcmp(gname + n - 7, ".weight") != 0) return true;
     static const char router[] = ".ffn_gate_inp.weight";
     if (n >= sizeof router - 1 && strcmp(gname + n - (sizeof router - 1), router) == 0) return true;
+    static const char shexp_gate[] = ".ffn_gate_inp_shexp.weight";
+    if (n >= sizeof shexp_gate - 1 &&
+        strcmp(gname + n - (sizeof shexp_gate - 1), shexp_gate) == 0)
+        return true;
     return strcmp(gname, "position_embd.weight") == 0 || strcmp(gname, "token_types.weight") == 0;
 }
 
@@ -1725,9 +1779,13 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
     h->quant = o->quant_to;
     h->cast = o->cast_to;
     tbx_plan_init(&h->plan, &in->al);
-    tbx_status st = load_json(h, "config.json", true, &h->cfg);
+    tbx_status st = load_json(h, "config.json", true, 0, &h->cfg);
     if (st == TBX_OK) st = load_tokenizer(h);
-    if (st == TBX_OK) st = load_json(h, "tokenizer_config.json", false, &h->tokcfg);
+    /* tokenizer_config.json: transformers writes model_max_length 1e30 as an integer
+     * (1000000000000000019884624838656) when a tokenizer has no limit, beyond jansson's
+     * integers; nothing read from this file is an integer, so its numbers are decoded as reals */
+    if (st == TBX_OK)
+        st = load_json(h, "tokenizer_config.json", false, JSON_DECODE_INT_AS_REAL, &h->tokcfg);
     if (st == TBX_OK) st = pick_arch(h);
     if (st == TBX_OK) st = plan_tensors(h);
     if (st == TBX_OK) st = check_vocab_rows(h);

@@ -829,7 +829,7 @@ static tbx_status tj_small(tbx_tokj *t, json_t *obj, size_t key, size_t val, con
     size_t end = tj_skip(t->p, t->n, val);
     if (end - val > TBX_TOKJ_SMALL_MAX - *used)
         return tbx_err(err, TBX_E_LIMIT, val, t->name, "%s: %s is %zu bytes of JSON; the "
-                       "settings read as a whole (pre_tokenizer, post_processor, the model's "
+                       "settings read as a whole (normalizer, pre_tokenizer, post_processor, the model's "
                        "members but vocab and merges) may take %zu bytes in all", t->name,
                        where, end - val, TBX_TOKJ_SMALL_MAX);
     *used += end - val;
@@ -889,9 +889,11 @@ tbx_status tbx_tokj_read(tbx_tokj *t, const tbx_alloc *al, const char *text, siz
     while (st == TBX_OK && tbx_tokj_next(t, &it, &key, &val)) {
         if (tj_key_is(t, key, "added_tokens")) {
             t->added = val;
-        } else if (tj_key_is(t, key, "pre_tokenizer") || tj_key_is(t, key, "post_processor")) {
+        } else if (tj_key_is(t, key, "pre_tokenizer") || tj_key_is(t, key, "post_processor") ||
+                   tj_key_is(t, key, "normalizer")) {
             st = tj_small(t, t->small, key, val, tj_key_is(t, key, "pre_tokenizer")
-                          ? "pre_tokenizer" : "post_processor", &used, err);
+                          ? "pre_tokenizer" : tj_key_is(t, key, "normalizer") ? "normalizer"
+                          : "post_processor", &used, err);
         } else if (tj_key_is(t, key, "model") && text[val] == '{') {
             if (!model && (!(model = json_object()) ||
                            json_object_set_new(t->small, "model", model) != 0)) {

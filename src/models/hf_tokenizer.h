@@ -11,7 +11,8 @@
  * text) and decodes the few small members the converters read as settings into one jansson
  * object, `small`:
  *
- *   {"pre_tokenizer": ..., "post_processor": ..., "model": {every member but vocab, merges}}
+ *   {"normalizer": ..., "pre_tokenizer": ..., "post_processor": ...,
+ *    "model": {every member but vocab, merges}}
  *
  * (present members only; at most TBX_TOKJ_SMALL_MAX bytes of their text in all). The large
  * members stay text: callers walk them element by element with tbx_tokj_next and decode each

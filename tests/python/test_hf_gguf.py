@@ -57,14 +57,28 @@ def read_gguf(path):
     return r, fields
 
 
+def _vendor_keys():
+    """gguf.constants.Keys of the gguf-py in llama.cpp's own sources (the release llama_cpp is
+    built from, kept by scripts/bootstrap.sh): newer than PyPI gguf's when llama.cpp added keys
+    (tokenizer.ggml.normalizer.*). constants.py needs only the standard library."""
+    import importlib.util
+    f = llama_cpp_source() / "gguf-py" / "gguf" / "constants.py"
+    spec = importlib.util.spec_from_file_location("_llama_cpp_gguf_constants", f)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.Keys
+
+
 def all_known_keys(arch: str) -> set[str]:
-    """Every key string gguf.constants.Keys defines, with {arch} filled in."""
+    """Every key string gguf.constants.Keys defines (PyPI gguf's and llama.cpp's own
+    gguf-py's), with {arch} filled in."""
     out = set()
-    for group in vars(gguf.Keys).values():
-        if isinstance(group, type):
-            for v in vars(group).values():
-                if isinstance(v, str) and "." in v:
-                    out.add(v.replace("{arch}", arch))
+    for keys in (gguf.Keys, _vendor_keys()):
+        for group in vars(keys).values():
+            if isinstance(group, type):
+                for v in vars(group).values():
+                    if isinstance(v, str) and "." in v:
+                        out.add(v.replace("{arch}", arch))
     return out
 
 

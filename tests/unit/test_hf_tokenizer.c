@@ -125,7 +125,10 @@ TBX_TEST(reads_vocab_merges_added_and_settings) {
     json_t *pt = json_object_get(t.small, "pre_tokenizer");
     CHECK_STR(json_string_value(json_object_get(pt, "type")), "ByteLevel");
     CHECK(json_is_null(json_object_get(t.small, "post_processor")));
-    CHECK(json_object_get(t.small, "normalizer") == NULL);
+    json_t *nz = json_object_get(t.small, "normalizer"); /* read: its lowercase flags */
+    CHECK_STR(json_string_value(json_object_get(nz, "type")), "NFC");
+    CHECK_EQ(json_array_size(json_object_get(nz, "list")), 6);
+    CHECK(json_object_get(t.small, "decoder") == NULL);
     json_t *m = json_object_get(t.small, "model");
     CHECK_STR(json_string_value(json_object_get(m, "type")), "BPE");
     CHECK(json_is_false(json_object_get(m, "byte_fallback")));
@@ -205,13 +208,13 @@ TBX_TEST(a_key_twice_is_refused_where_it_is) {
     strcat(big, "\"\\u007433\": 99}}}");
     snprintf(msg, sizeof msg, "duplicate key \"t33\" (first at byte %zu)", first);
     FAILS(big, TBX_E_DUPLICATE, off(big, "\"\\u007433\""), msg, "(in model.vocab)");
-    char esc[2048] = "{\"normalizer\": {\"rules\": {";
+    char esc[2048] = "{\"decoder\": {\"rules\": {";
     for (int i = 0; i < 40; i++)
         snprintf(esc + strlen(esc), sizeof esc - strlen(esc), "\"\\u00e9%d\": %d, ", i, i);
     first = off(esc, "\"\\u00e97\"");
     strcat(esc, "\"\xc3\xa9" "7\": 0}}}");
     snprintf(msg, sizeof msg, "duplicate key \"\\xc3\\xa97\" (first at byte %zu)", first);
-    FAILS(esc, TBX_E_DUPLICATE, off(esc, "\"\xc3\xa9" "7\""), msg, "(in normalizer.rules)");
+    FAILS(esc, TBX_E_DUPLICATE, off(esc, "\"\xc3\xa9" "7\""), msg, "(in decoder.rules)");
     const char *top = "{\"model\": {}, \"x\": 1, \"model\": {}}";
     FAILS(top, TBX_E_DUPLICATE, off_last(top, "\"model\""), "duplicate key \"model\" (first at "
           "byte 1)", "(in the top-level object)");
@@ -404,12 +407,13 @@ TBX_TEST(integers_within_64_bits_and_reals_within_a_double) {
 }
 
 TBX_TEST(the_settings_read_as_a_tree_are_bounded) {
-    /* a pre_tokenizer of more than 1 MiB of JSON is refused; the same bytes in a member no
-     * converter reads (normalizer) are checked and left as text */
+    /* a pre_tokenizer or normalizer of more than 1 MiB of JSON is refused; the same bytes in
+     * a member no converter reads (decoder) are checked and left as text */
+    static const char *const MEMBER[] = {"pre_tokenizer", "normalizer", "decoder"};
     size_t big = TBX_TOKJ_SMALL_MAX + 10;
     char *s = malloc(big + 64);
-    for (int which = 0; which < 2; which++) {
-        size_t n = (size_t)sprintf(s, "{\"%s\": \"", which ? "normalizer" : "pre_tokenizer");
+    for (int which = 0; which < 3; which++) {
+        size_t n = (size_t)sprintf(s, "{\"%s\": \"", MEMBER[which]);
         size_t at = n - 1;
         memset(s + n, 'x', big);
         n += big;
@@ -417,12 +421,14 @@ TBX_TEST(the_settings_read_as_a_tree_are_bounded) {
         tbx_tokj t;
         tbx_error e;
         tbx_status st = rd(&t, s, n, &e);
-        if (which) {
+        if (which == 2) {
             CHECK_OK(st);
         } else {
+            char want[64];
+            snprintf(want, sizeof want, "%s is 1048588 bytes of JSON", MEMBER[which]);
             CHECK_EQ(st, TBX_E_LIMIT);
             CHECK_EQ(e.offset, at);
-            CHECK(strstr(e.message, "pre_tokenizer is 1048588 bytes of JSON") != NULL);
+            CHECK(strstr(e.message, want) != NULL);
         }
         tbx_tokj_free(&t);
     }
