@@ -552,3 +552,66 @@ def test_q4_0_weighted_tensors_are_llama_model_quantizes(tbx, tiny_llama, tmp_pa
     fa, fb = all_fields(ref), all_fields(out)
     for k in [k for k in fa if k.startswith("quantize.imatrix.")]:
         assert fb.get(k) == fa[k], k
+
+
+# ---- presets with an importance matrix: llama-quantize's whole file ----------------------------
+# Presets whose rules read has_imatrix (Q4_0's first ffn_down layers, IQ3_XXS's attn_v, the IQ4
+# mixes' first layers), whose types weight by the matrix (K, legacy, IQ), and ones that need it.
+IM_PRESETS = ["Q4_K_M", "Q4_0", "Q2_K_S", "IQ3_XXS", "IQ3_M", "IQ4_XS", "IQ2_XXS", "IQ1_M"]
+
+
+@pytest.mark.parametrize("form", ["gguf", "dat"])
+@pytest.mark.parametrize("preset", IM_PRESETS)
+def test_preset_with_imatrix_is_llama_model_quantizes_file(tbx, tiny_llama, tmp_path, preset,
+                                                          form):
+    """`tbx convert f32.gguf out.gguf --quant PRESET --imatrix M` writes the file
+    llama_model_quantize writes with params.imatrix and quantize.cpp's kv_overrides, byte for
+    byte; where llama.cpp refuses (a very low-bit type for a tensor the matrix has no entry
+    for: the fixture leaves blk.1.ffn_up.weight out), tbx refuses too and writes nothing."""
+    d, f32 = tiny_llama
+    m = d / f"m.{form}"
+    ref = tmp_path / "llama.gguf"
+    from llama_quantize_ref import FTYPES
+    try:
+        llama_quantize_with_imatrix(f32, ref, FTYPES[preset], m)
+        refused = None
+    except AssertionError as e:
+        refused = str(e)
+    out = tmp_path / "tbx.gguf"
+    r = run(tbx, "convert", f32, out, "--quant", preset, "--imatrix", m)
+    assert_clean_exit(r)
+    if refused:
+        assert r.rc != 0 and not out.exists(), f"llama.cpp refused {preset}: {r.describe()}"
+        assert b"importance matrix" in r.err, r.describe()
+        return
+    assert r.rc == 0, r.describe()
+    a, b = out.read_bytes(), ref.read_bytes()
+    if a != b:
+        ta, tb = gguf_tensors(out), gguf_tensors(ref)
+        diff = [n for n in tb if ta.get(n) != tb[n]]
+        fa, fb = all_fields(out), all_fields(ref)
+        keys = [k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k)]
+        pytest.fail(f"{preset}: tbx's file differs from llama_model_quantize's; tensors: {diff}, "
+                    f"keys: {keys}, key order: {list(fa) == list(fb)}")
+
+
+@pytest.mark.parametrize("preset", ["Q4_0", "IQ3_XXS", "Q4_K_M"])
+def test_preset_with_imatrix_from_hf_directory_in_one_pass(tbx, tiny_llama, tmp_path, preset):
+    """The same from the Hugging Face directory in one pass: the file llama_model_quantize
+    writes from tbx's f32 GGUF of it with the same matrix (the rules see the matrix too:
+    Q4_0's first ffn_down layers, IQ3_XXS's attn_v)."""
+    d, f32 = tiny_llama
+    m = d / "m.gguf"
+    ref = tmp_path / "llama.gguf"
+    from llama_quantize_ref import FTYPES
+    llama_quantize_with_imatrix(f32, ref, FTYPES[preset], m)
+    out = tmp_path / "tbx.gguf"
+    r = run(tbx, "convert", d / "llama", out, "--quant", preset, "--imatrix", m)
+    assert_clean_exit(r)
+    assert r.rc == 0, r.describe()
+    ta, tb = gguf_tensors(out), gguf_tensors(ref)
+    assert list(ta) == list(tb)
+    assert [n for n in tb if ta[n] != tb[n]] == []
+    fa, fb = all_fields(out), all_fields(ref)
+    assert [k for k in fa if k.startswith("quantize.")] == \
+        [k for k in fb if k.startswith("quantize.")]
