@@ -1263,9 +1263,10 @@ typedef struct tbx_convert_options {
      * general.quantization_version and general.file_type (the preset's) last, split keys
      * dropped. A tensor already quantized to another type needs TBX_CONVERT_REQUANTIZE; a type
      * llama.cpp refuses without an importance matrix (IQ1/IQ2 types, IQ3_XXS, Q2_K of Q2_K_S)
-     * fails with TBX_E_UNSUPPORTED. Any other input (no such architecture): a preset naming a
-     * type (Q8_0, Q4_K, ... its default type) quantizes every 2-D float tensor to it as
-     * quant_to does; a mix (Q4_K_M, ...) is refused (TBX_E_INVALID_ARG). */
+     * fails with TBX_E_UNSUPPORTED. Any other input (no such architecture): a name that spells a
+     * ggml type (Q8_0, Q4_K, IQ2_S, ...: that type, not the preset's bulk type) quantizes every
+     * 2-D float tensor to it as quant_to does (iq2_xxs, iq2_xs, iq1_s only with `imatrix`); a
+     * mix (Q4_K_M, ...) is refused (TBX_E_INVALID_ARG). */
     const char *quant_preset;
     uint32_t preset_flags;          /* TBX_PRESET_* */
     tbx_dtype output_tensor_type;   /* TBX_DT_INVALID: the preset's; else output.weight's type */

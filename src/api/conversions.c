@@ -512,10 +512,13 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     /* a llama-quantize preset without a model to apply its mix to: a preset that names a
      * type quantizes every 2-D float tensor to it (quant_to), a mix is refused */
     if (o.quant_preset && !(hf_gguf && !raw) && !tbx_preset_applies(in, &o, to_fmt)) {
+        /* the type the name spells (IQ2_S: iq2_s, whose preset's bulk type is iq2_xs; the
+         * aliases Q3_K/Q4_K/Q5_K), when it spells one */
         const tbx_lq_preset *pr = tbx_lq_preset_find(o.quant_preset);
-        const tbx_dtype_info *di = tbx_dtype_get(pr->deflt);
-        const bool names_type = di && (di->flags & TBX_DTF_BLOCK) &&
-                                (pr->alias || tbx_dtype_from_name(pr->name) == pr->deflt);
+        const tbx_dtype named = tbx_dtype_from_name(pr->name);
+        const tbx_dtype_info *di = tbx_dtype_get(named);
+        const bool names_type = di && (di->flags & TBX_DTF_BLOCK);
+        const tbx_dtype_info *bulk = tbx_dtype_get(pr->deflt);
         if (!names_type || o.preset_flags || o.output_tensor_type != TBX_DT_INVALID ||
             o.token_embedding_type != TBX_DT_INVALID || o.n_tensor_types)
             return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_preset",
@@ -525,13 +528,16 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                            to_fmt != TBX_FORMAT_GGUF ? "output is not a GGUF"
                                                      : "input names no general.architecture "
                                                        "llama.cpp knows",
-                           di && (di->flags & TBX_DTF_BLOCK) ? di->name : "q8_0");
-        o.quant_to = pr->deflt;
+                           names_type ? di->name : bulk && (bulk->flags & TBX_DTF_BLOCK)
+                                                       ? bulk->name : "q8_0");
+        o.quant_to = named;
         o.quant_preset = NULL;
         qe = tbx_encoder_for(o.quant_to);
         if (!qe || qe->kind == TBX_ENC_FLOAT)
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
                            "quantizing to %s is not supported yet", di->name);
+        /* now a plain type: ggml's refusal without an importance matrix applies to it */
+        if (!o.imatrix && (st = imatrix_check(o.quant_to, err)) != TBX_OK) return st;
     }
     /* a Hugging Face model (its config.json is a section) to GGUF: written for llama.cpp */
     if (hf_gguf && !raw) {

@@ -282,7 +282,10 @@ def test_gguf_input_too(tbx, ggml, model, tmp_path, qtype):
     d, W, st = model
     vec = load_like_quantize(d / "m.gguf")
     out = tmp_path / "out.gguf"
-    r = run(tbx, "convert", d / "in.gguf", out, "--quant", qtype, "--imatrix", d / "m.gguf")
+    # a GGUF of a llama.cpp architecture: --quant is llama-quantize's preset, --pure gives
+    # every tensor its type (the presets' mixes are test_preset_with_imatrix_*'s)
+    r = run(tbx, "convert", d / "in.gguf", out, "--quant", qtype, "--pure", "--imatrix",
+            d / "m.gguf")
     assert_clean_exit(r)
     assert r.rc == 0, r.describe()
     bad = check_identity(ggml, out, W, vec, qtype)
@@ -508,7 +511,7 @@ def test_hf_moe_in_one_pass_each_expert_takes_its_slice(tbx, ggml, tmp_path, qty
     (write_imatrix_gguf if form == "gguf" else write_imatrix_dat)(m, st)
     vec = load_like_quantize(m)
     out = tmp_path / "q.gguf"
-    r = run(tbx, "convert", d, out, "--quant", qtype, "--imatrix", m)
+    r = run(tbx, "convert", d, out, "--quant", qtype, "--pure", "--imatrix", m)
     assert_clean_exit(r)
     assert r.rc == 0, r.describe()
     got = gguf_tensors(out)
