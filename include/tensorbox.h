@@ -351,6 +351,12 @@ TBX_API int tbx_dtype_castable(tbx_dtype dtype);
  * "<format>_" prefix of its name (MCF: "q4" is mcf_q4). TBX_DT_INVALID when it names none (a
  * type the format cannot store is still returned: tbx_convert refuses it, naming it). */
 TBX_API tbx_dtype tbx_quant_from_name(tbx_format format, const char *name);
+/* llama-quantize's preset i (tbx_convert_options.quant_preset: its type name, "Q4_K_M", ...;
+ * NULL past the last): *ftype its llama_ftype (general.file_type), *deflt its default type
+ * (TBX_DT_INVALID for COPY), *alias 1 when the name spells another preset (Q4_K: Q4_K_M).
+ * Any out pointer may be NULL. */
+TBX_API const char *tbx_quant_preset_at(size_t i, uint32_t *ftype, tbx_dtype *deflt,
+                                        int *alias);
 
 /* Scalar conversions (round to nearest even; NaN stays NaN; Inf and subnormals handled). */
 TBX_API float tbx_f16_to_f32(uint16_t h);
@@ -1240,7 +1246,55 @@ typedef struct tbx_convert_options {
      * from the step that decided and converted the tensor, never from reading the output back.
      * Under TBX_CONVERT_STRICT a tensor with warnings is reported, then fails the conversion. */
     tbx_convert_report_fn on_tensor;
+
+    /* ---- llama-quantize's presets and per-tensor rules (issue 21; tbx convert --quant
+     * PRESET, --pure, --tensor-type, --output-tensor-type, --token-embedding-type, --dry-run)
+     * ---- quant_preset: NULL, or one of llama-quantize's type names (case-insensitive: Q4_0,
+     * Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q2_K_S, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K, IQ2_XXS,
+     * IQ2_XS, IQ2_S, IQ2_M, IQ3_XXS, IQ3_XS, IQ3_S, IQ3_M, IQ1_S, IQ1_M, IQ4_NL, IQ4_XS, TQ1_0,
+     * TQ2_0, Q1_0, Q2_0, MXFP4_MOE, F16, BF16, F32, COPY; aliases Q3_K, Q4_K, Q5_K for the _M
+     * mixes), with quant_to TBX_DT_INVALID. For a GGUF input whose general.architecture is
+     * one llama.cpp knows (llama, qwen2, bert, ...) and a GGUF output, or a Hugging Face
+     * directory to GGUF, each tensor gets the type llama.cpp's llama_model_quantize gives it
+     * under that preset (its mix by tensor role and
+     * layer position, the fallback for rows a type's block does not divide, 1-D tensors, norms
+     * and the like kept), and the output is the file llama_model_quantize writes: tensors in
+     * its order (blk.N by N, then by name), metadata in the input's order with
+     * general.quantization_version and general.file_type (the preset's) last, split keys
+     * dropped. A tensor already quantized to another type needs TBX_CONVERT_REQUANTIZE; a type
+     * llama.cpp refuses without an importance matrix (IQ1/IQ2 types, IQ3_XXS, Q2_K of Q2_K_S)
+     * fails with TBX_E_UNSUPPORTED. Any other input (no such architecture): a preset naming a
+     * type (Q8_0, Q4_K, ... its default type) quantizes every 2-D float tensor to it as
+     * quant_to does; a mix (Q4_K_M, ...) is refused (TBX_E_INVALID_ARG). */
+    const char *quant_preset;
+    uint32_t preset_flags;          /* TBX_PRESET_* */
+    tbx_dtype output_tensor_type;   /* TBX_DT_INVALID: the preset's; else output.weight's type */
+    tbx_dtype token_embedding_type; /* TBX_DT_INVALID: the preset's; else token_embd.weight's */
+    /* --tensor-type PATTERN=TYPE rules (n_tensor_types of them; first match wins): a tensor
+     * whose name the pattern matches anywhere (llama-quantize's std::regex_search, ECMAScript;
+     * tensorbox compiles it as a POSIX extended expression with \d \w \s understood, and
+     * lower-cases it as llama-quantize does) gets TYPE instead of the mix's, with the
+     * fallback. Only with quant_preset. */
+    const struct tbx_tensor_type_rule *tensor_types;
+    size_t n_tensor_types;
 } tbx_convert_options;
+
+/* A --tensor-type rule (tbx_convert_options.tensor_types). */
+typedef struct tbx_tensor_type_rule {
+    const char *pattern;
+    tbx_dtype type;
+} tbx_tensor_type_rule;
+
+/* tbx_convert_options.preset_flags */
+#define TBX_PRESET_PURE    0x1u /* every quantized tensor gets the preset's default type
+                                   (llama-quantize --pure), fallback and overrides apply */
+#define TBX_PRESET_KEEP_SPLIT 0x4u /* a GGUF split set in: as many files out (llama-quantize
+                                   --keep-split): OUT without ".gguf", "-0000I-of-0000N.gguf"
+                                   appended; each shard's tensors in the input's order (the
+                                   mix's counters follow it), the first shard with the
+                                   metadata, the others with the split keys only */
+#define TBX_PRESET_DRY_RUN 0x2u /* decide every tensor and report it (on_tensor: action,
+                                   dtypes, reason; nvalues 0), write nothing: no output file */
 
 TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
 

@@ -118,6 +118,15 @@ typedef struct tbx_gguf_hf_options {
      * output's (llama.cpp's names; some input tensors are dropped, rope_freqs may be added). */
     tbx_convert_report_fn on_tensor;
     uint32_t flags;            /* TBX_CONVERT_STRICT: a tensor with warnings fails the conversion */
+    /* llama-quantize's preset and its refinements, as tbx_convert_options' fields of the same
+     * names (tensorbox.h; quant_to and cast_to TBX_DT_INVALID with a preset): each tensor gets
+     * the type llama_model_quantize gives it in the f32 GGUF of the same directory, and
+     * general.file_type the preset's. TBX_PRESET_DRY_RUN is refused here. */
+    const char *quant_preset;
+    uint32_t preset_flags;
+    tbx_dtype output_tensor_type, token_embedding_type;
+    const struct tbx_tensor_type_rule *tensor_types;
+    size_t n_tensor_types;
 } tbx_gguf_hf_options;
 
 TBX_API void tbx_gguf_hf_options_init(tbx_gguf_hf_options *opt);
@@ -155,9 +164,11 @@ TBX_API const char *tbx_gguf_hf_arch_at(size_t i, const char **arch);
  * unless TBX_CONVERT_RAW is set), else 0. */
 TBX_API int tbx_gguf_hf_applies(const tbx_file *in);
 /* The ggml type a row of `cols` values gets when `want` is asked (llama-quantize's fallback):
- * `want` when cols is a multiple of its block size; else q2_K/q3_K/tq1_0/tq2_0 -> q4_0,
- * q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0 (a 32-block type stays itself), and TBX_DT_F16 when
- * that does not fit either. TBX_DT_INVALID when `want` is not a block type. */
+ * `want` when cols is a multiple of its block size; else the IQ types (iq1_s, iq1_m, iq2_*,
+ * iq3_*, iq4_xs) -> iq4_nl, q2_K/q3_K/tq1_0/tq2_0/q2_0 -> q4_0, q4_K -> q5_0, q5_K -> q5_1,
+ * q6_K -> q8_0 (a 32-block type stays itself), and TBX_DT_F16 when that does not fit either
+ * (also for a type of a block larger than 32 llama.cpp has no fallback for, which
+ * llama-quantize refuses). TBX_DT_INVALID when `want` is not a block type. */
 TBX_API tbx_dtype tbx_gguf_quant_fallback(tbx_dtype want, uint64_t cols);
 
 #ifdef __cplusplus

@@ -1371,9 +1371,18 @@ static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
          * its prefix: MCF's q8 .. int4) */
         const char *s = PyUnicode_AsUTF8(c->quant);
         if (!s) return -1;
-        co->quant_to = tbx_quant_from_name(fmt, s);
+        /* a GGUF output: llama-quantize's presets first (as tbx convert --quant) */
+        const char *pn;
+        for (size_t i = 0; fmt == TBX_FORMAT_GGUF &&
+                           (pn = tbx_quant_preset_at(i, NULL, NULL, NULL)) != NULL; i++)
+            if (strcasecmp(pn, s) == 0) {
+                co->quant_preset = pn;
+                break;
+            }
+        if (!co->quant_preset) co->quant_to = tbx_quant_from_name(fmt, s);
     }
-    if (co->quant_to == TBX_DT_INVALID && dtype_from(c->quant, "quant", &co->quant_to) != TBX_OK)
+    if (co->quant_to == TBX_DT_INVALID && !co->quant_preset &&
+        dtype_from(c->quant, "quant", &co->quant_to) != TBX_OK)
         return -1;
     if (c->stringify) co->flags |= TBX_CONVERT_STRINGIFY_META;
     if (c->drop_meta) co->flags |= TBX_CONVERT_DROP_META;
@@ -1382,7 +1391,7 @@ static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
     if (c->dequantize) co->flags |= TBX_CONVERT_DEQUANTIZE;
     if (c->strict) co->flags |= TBX_CONVERT_STRICT;
     if (c->requantize) {
-        if (co->quant_to == TBX_DT_INVALID) {
+        if (co->quant_to == TBX_DT_INVALID && !co->quant_preset) {
             raise_arg("requantize", "requantize=True applies to quant= (the type to quantize "
                                     "already-quantized tensors to again)");
             return -1;
@@ -1595,28 +1604,91 @@ static PyObject *rep_to_list(const rep_list *l) {
  *   -> [report tuple] (rep_to_list), one per output tensor in order.
  * The whole conversion runs with the GIL released; the reports are collected in C meanwhile
  * and made Python objects once it returns. */
+/* A type name of a preset's refinement (output_tensor_type=, tensor_types=): 0, or -1 with
+ * InvalidArgumentError naming `what`. */
+static int ggml_type_arg(PyObject *o, const char *what, tbx_dtype *out) {
+    const char *s = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
+    *out = s ? tbx_dtype_from_name(s) : TBX_DT_INVALID;
+    if (*out != TBX_DT_INVALID) return 0;
+    if (!PyErr_Occurred()) raise_arg(what, "%s: not a type name (%R)", what, o);
+    return -1;
+}
+
+/* tensor_types= ({pattern: type} or [(pattern, type), ...]) as rules (PyMem; the patterns
+ * borrowed from `obj`, alive for the call). -1 with an exception set. */
+static int tensor_type_rules(PyObject *obj, tbx_tensor_type_rule **out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    if (obj == Py_None) return 0;
+    PyObject *items = PyDict_Check(obj) ? PyDict_Items(obj) : PySequence_List(obj);
+    if (!items) return -1;
+    const Py_ssize_t k = PyList_GET_SIZE(items);
+    tbx_tensor_type_rule *r = PyMem_Calloc(k ? (size_t)k : 1, sizeof *r);
+    if (!r) {
+        Py_DECREF(items);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *it = PyList_GET_ITEM(items, i);
+        PyObject *pat = PyTuple_Check(it) && PyTuple_GET_SIZE(it) == 2 ? PyTuple_GET_ITEM(it, 0)
+                                                                      : NULL;
+        r[i].pattern = pat && PyUnicode_Check(pat) ? PyUnicode_AsUTF8(pat) : NULL;
+        if (!r[i].pattern || ggml_type_arg(PyTuple_GET_ITEM(it, 1), "tensor_types",
+                                           &r[i].type) < 0) {
+            if (!PyErr_Occurred())
+                raise_arg("tensor_types", "tensor_types: each rule is (pattern, type), got %R",
+                          it);
+            PyMem_Free(r);
+            Py_DECREF(items);
+            return -1;
+        }
+    }
+    Py_DECREF(items); /* (the patterns' strings are held by `obj`'s items) */
+    *out = r;
+    *n = (size_t)k;
+    return 0;
+}
+
 static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     (void)m;
     static char *kwlist[] = {"src", "dst", "format", "force", "alignment", "compress", "digest",
-                             "format_version", "threads", CONVERT_KW, NULL};
+                             "format_version", "threads", CONVERT_KW, "pure", "dry_run",
+                             "output_tensor_type", "token_embedding_type", "tensor_types",
+                             "keep_split", NULL};
     PyObject *srcobj = NULL, *dstobj = NULL;
     wopts w = WOPTS_INIT;
     copts c = COPTS_INIT;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOO", kwlist,
+    int pure = 0, dry_run = 0, keep_split = 0;
+    PyObject *ott = Py_None, *tet = Py_None, *tts = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOOppOOOp", kwlist,
                                      PyUnicode_FSConverter, &srcobj, PyUnicode_FSConverter,
                                      &dstobj, &w.format, &w.force, &w.alignment, &w.compress,
                                      &w.digest, &w.version, &w.threads, &c.cast, &c.quant,
                                      &c.stringify, &c.drop_meta, &c.drop_sections, &w.sync,
                                      &c.drop_unreadable, &c.dequantize, &c.requantize, &c.strict,
-                                     &c.quant_method, &c.quant_clip, &c.meta, &w.options))
+                                     &c.quant_method, &c.quant_clip, &c.meta, &w.options, &pure,
+                                     &dry_run, &ott, &tet, &tts, &keep_split))
         return NULL;
     PyObject *result = NULL, *digest_bytes = NULL;
     tbx_value *meta = NULL, *options = NULL;
+    tbx_tensor_type_rule *rules = NULL;
     rep_list reps;
     memset(&reps, 0, sizeof reps);
     const char *src = PyBytes_AS_STRING(srcobj), *dst = PyBytes_AS_STRING(dstobj);
     tbx_convert_options co;
     if (fill_convert_options(&w, &c, dst, &co, &digest_bytes, &meta, &options) < 0) goto done;
+    /* llama-quantize's refinements of a preset (the library refuses them without one) */
+    if (pure) co.preset_flags |= TBX_PRESET_PURE;
+    if (dry_run) co.preset_flags |= TBX_PRESET_DRY_RUN;
+    if (keep_split) co.preset_flags |= TBX_PRESET_KEEP_SPLIT;
+    if (ott != Py_None && ggml_type_arg(ott, "output_tensor_type", &co.output_tensor_type) < 0)
+        goto done;
+    if (tet != Py_None &&
+        ggml_type_arg(tet, "token_embedding_type", &co.token_embedding_type) < 0)
+        goto done;
+    if (tensor_type_rules(tts, &rules, &co.n_tensor_types) < 0) goto done;
+    co.tensor_types = rules;
     co.on_tensor = on_tensor_report;
     co.on_quant = on_quant_report;
     co.progress_ud = &reps;
@@ -1646,6 +1718,7 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     }
     result = rep_to_list(&reps);
 done:
+    PyMem_Free(rules);
     rep_free(&reps);
     tbx_value_free(meta);
     tbx_value_free(options);

@@ -804,9 +804,21 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
             format_version=0, threads=0, cast=None, quant=None, stringify_meta=False,
             drop_meta=False, drop_sections=False, sync=True, drop_unreadable=False,
             dequantize=False, requantize=False, strict=False, quant_method=None,
-            quant_clip=None, meta=None, options=None):
+            quant_clip=None, meta=None, options=None, pure=False, dry_run=False,
+            output_tensor_type=None, token_embedding_type=None, tensor_types=None,
+            keep_split=False):
     """Converts a file to another format (``tbx convert``) and returns what became of each
     tensor: a list of :class:`ConvertReport`, one per output tensor in order.
+
+    For a GGUF output ``quant`` may name one of llama-quantize's presets (``"Q4_K_M"``,
+    ``"Q5_K_S"``, ``"IQ4_XS"``, ..., ``"COPY"``; case-insensitive): a GGUF model naming its
+    architecture, or a Hugging Face model directory, gets llama.cpp's type for each tensor and
+    the file llama-quantize writes; refined by ``pure=True``, ``output_tensor_type``,
+    ``token_embedding_type`` (type names), ``tensor_types`` (``{pattern: type}`` or
+    ``[(pattern, type), ...]``: llama-quantize's ``--tensor-type``, first match wins) and
+    ``dry_run=True`` (the reports of what each tensor would become; nothing is written; GGUF
+    input) and ``keep_split=True`` (a GGUF split set in: as many files out, ``dst`` without
+    ``.gguf`` + ``-0000I-of-0000N.gguf``).
 
     Same options as save_file, plus those of ``tbx convert``: ``dequantize`` (every quantized
     tensor written dequantized, as f32 or the ``cast`` dtype, GGUF -> GGUF too),
@@ -835,4 +847,7 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
                     drop_sections=drop_sections, sync=sync, drop_unreadable=drop_unreadable,
                     dequantize=dequantize, requantize=requantize, strict=strict,
                     quant_method=quant_method, quant_clip=_clip(quant_clip),
-                    meta=_meta_map(meta), options=_meta_map(options, "options"))
+                    meta=_meta_map(meta), options=_meta_map(options, "options"), pure=pure,
+                    dry_run=dry_run, output_tensor_type=output_tensor_type,
+                    token_embedding_type=token_embedding_type, tensor_types=tensor_types,
+                    keep_split=keep_split)

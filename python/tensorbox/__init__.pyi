@@ -124,4 +124,8 @@ def convert(src: _Path, dst: _Path, format: Optional[str] = None, *, force: bool
             strict: bool = False, quant_method: Optional[_QuantMethod] = None,
             quant_clip: Optional[tuple[float, float]] = None,
             meta: Optional[Mapping[str, Any]] = None,
-            options: Optional[Mapping[str, Any]] = None) -> list[ConvertReport]: ...
+            options: Optional[Mapping[str, Any]] = None, pure: bool = False,
+            dry_run: bool = False, output_tensor_type: Optional[str] = None,
+            token_embedding_type: Optional[str] = None,
+            tensor_types: Optional[Union[Mapping[str, str], Sequence[tuple[str, str]]]] = None,
+            keep_split: bool = False) -> list[ConvertReport]: ...

@@ -15,7 +15,17 @@
 #include "encode.h"
 #include "models.h"
 
+#include <math.h>
 #include <stdio.h>
+
+const char *tbx_quant_preset_at(size_t i, uint32_t *ftype, tbx_dtype *deflt, int *alias) {
+    const tbx_lq_preset *p = tbx_lq_preset_at(i);
+    if (!p) return NULL;
+    if (ftype) *ftype = p->ftype;
+    if (deflt) *deflt = p->deflt;
+    if (alias) *alias = p->alias;
+    return p->name;
+}
 
 void tbx_convert_options_init(tbx_convert_options *opt) {
     if (!opt) return;
@@ -82,7 +92,8 @@ static tbx_status gguf_from_hf(tbx_file *in, const char *out_path, const tbx_ggu
     tbx_writer *w = NULL;
     /* GGUF's quant_method applies to the conversion's quant_to (TBX_WRITE_QUANTIZING_) */
     st = tbx_writer_open_(&w, out_path, &o->write,
-                          o->quant_to != TBX_DT_INVALID ? TBX_WRITE_QUANTIZING_ : 0, err);
+                          o->quant_to != TBX_DT_INVALID || o->quant_preset
+                              ? TBX_WRITE_QUANTIZING_ : 0, err);
     tbx_plan *plan = NULL;
     if (st == TBX_OK) st = tbx_hf_gguf_write(h, w, &plan, err);
     if (st == TBX_OK) {
@@ -174,18 +185,155 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
                        "quantizing to %s is not supported (%s)", qi ? qi->name : "?", list);
     }
     /* a step asked of a quantization that is not asked for: refused, never a no-op */
-    if ((o->flags & TBX_CONVERT_REQUANTIZE) && o->quant_to == TBX_DT_INVALID)
+    if ((o->flags & TBX_CONVERT_REQUANTIZE) && o->quant_to == TBX_DT_INVALID && !o->quant_preset)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "flags",
                        "TBX_CONVERT_REQUANTIZE (--requantize) applies to quant_to, the type to "
                        "quantize already-quantized tensors to again, and none is asked for");
-    /* MCF's quantization options without an MCF family to apply them to */
-    tbx_status st = tbx_plan_plain_check(o, err);
+    /* quant_method=search asks for tensorbox's own encoder of one type: a preset name that
+     * names a type (Q4_K, Q6_K, ...) is read as that type, never as llama.cpp's mix */
+    if (o->quant_preset && o->quant_to == TBX_DT_INVALID) {
+        const tbx_lq_preset *pr = tbx_lq_preset_find(o->quant_preset);
+        const tbx_value *wo = o->write.options;
+        bool search = false;
+        for (uint64_t i = 0, n = tbx_value_type_of(wo) == TBX_V_MAP ? tbx_value_len(wo) : 0;
+             i < n; i++) {
+            size_t kl = 0;
+            const char *k = tbx_value_key_at(wo, i, &kl);
+            const char *v = tbx_value_get_str(tbx_value_at(wo, i), NULL);
+            search |= k && kl == 12 && !memcmp(k, "quant_method", 12) && v && !strcmp(v, "search");
+        }
+        const tbx_dtype_info *di = pr ? tbx_dtype_get(pr->deflt) : NULL;
+        if (search && di && (di->flags & TBX_DTF_BLOCK) &&
+            (pr->alias || tbx_dtype_from_name(pr->name) == pr->deflt) && !o->preset_flags &&
+            o->output_tensor_type == TBX_DT_INVALID && o->token_embedding_type == TBX_DT_INVALID &&
+            !o->n_tensor_types) {
+            o->quant_to = pr->deflt;
+            o->quant_preset = NULL;
+        }
+    }
+    /* llama-quantize's presets and the options that refine one */
+    if (o->quant_preset) {
+        if (!tbx_lq_preset_find(o->quant_preset))
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_preset",
+                           "'%s' is not one of llama-quantize's types (tbx convert --help "
+                           "lists them)", o->quant_preset);
+        if (o->quant_to != TBX_DT_INVALID)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_preset",
+                           "quant_preset (%s) and quant_to are two answers to one question: "
+                           "give one", o->quant_preset);
+        if (o->cast_to != TBX_DT_INVALID)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_preset",
+                           "a llama-quantize preset (%s) decides every tensor's type: cast_to "
+                           "would contradict it", o->quant_preset);
+    } else if (o->preset_flags || o->output_tensor_type != TBX_DT_INVALID ||
+               o->token_embedding_type != TBX_DT_INVALID || o->n_tensor_types) {
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_preset",
+                       "--pure, --dry-run, --tensor-type, --output-tensor-type and "
+                       "--token-embedding-type refine a llama-quantize preset (--quant "
+                       "Q4_K_M, ...), and none is asked for");
+    }
+    if (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_DRY_RUN | TBX_PRESET_KEEP_SPLIT))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "preset_flags",
+                       "unknown preset flags 0x%x", (unsigned)o->preset_flags);
+    if (o->n_tensor_types && !o->tensor_types)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "tensor_types",
+                       "n_tensor_types is %zu and tensor_types NULL", o->n_tensor_types);
+    static const char *const tfield[2] = {"output_tensor_type", "token_embedding_type"};
+    const tbx_dtype tt[2] = {o->output_tensor_type, o->token_embedding_type};
+    for (int i = 0; i < 2; i++) {
+        const tbx_dtype_info *di = tbx_dtype_get(tt[i]);
+        if (tt[i] != TBX_DT_INVALID &&
+            (!di || !(tt[i] == TBX_DT_F32 || tt[i] == TBX_DT_F16 || tt[i] == TBX_DT_BF16 ||
+                      (tt[i] >= TBX_DT_Q4_0 && tt[i] <= TBX_DT_Q2_0))))
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, tfield[i],
+                           "%s: %s is not a ggml type", tfield[i], di ? di->name : "(none)");
+    }
+    tbx_status st = tbx_lq_rules_compile(o->tensor_types, o->n_tensor_types, NULL, err);
+    if (st != TBX_OK) return st;
+    /* MCF's quantization options without an MCF family to apply them to (a preset: as its
+     * default type, which it means for an input without a model) */
+    tbx_convert_options po = *o;
+    if (o->quant_preset && po.quant_to == TBX_DT_INVALID) {
+        const tbx_lq_preset *pr = tbx_lq_preset_find(o->quant_preset);
+        const tbx_dtype_info *di = tbx_dtype_get(pr->deflt);
+        if (di && (di->flags & TBX_DTF_BLOCK) && tbx_encoder_for(pr->deflt)) po.quant_to = pr->deflt;
+    }
+    st = tbx_plan_plain_check(&po, err);
     if (st != TBX_OK) return st;
     /* the output format, decided once: the writer and the plan take it as given */
     if (!o->write.format) o->write.format = tbx_format_from_path(out_path);
     /* the output can be written (its directory exists, ...) and the write options are the
      * format's, before any work is done */
     return tbx_writer_check(out_path, &o->write, err);
+}
+
+/* llama-quantize --keep-split: the preset's plan (sorted by shard, tbx_plan_preset) written
+ * as one file per input shard, OUT's stem + "-%05d-of-%05d.gguf": shard 0 with the metadata,
+ * the others with the split keys only (split.no u16, split.count u16, split.tensors.count
+ * i32, after the rest, as llama.cpp sets them). Each file is finished before the next. */
+static tbx_status keep_split(tbx_file *in, const char *out_path, const tbx_convert_options *o,
+                             tbx_plan *plan, uint32_t ftype, tbx_error *err) {
+    uint32_t nsplit = 1;
+    for (size_t k = 0; k < plan->n; k++) {
+        const tbx_tensor *t = &in->tensors[plan->t[k].src];
+        if (t->ncomp && t->comp[0].src + 1 > nsplit) nsplit = t->comp[0].src + 1;
+    }
+    if (nsplit > 65535 || plan->n > INT32_MAX)
+        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "split.count",
+                       "%u shards or %zu tensors do not fit GGUF's split keys", nsplit, plan->n);
+    size_t len = strlen(out_path);
+    if (len >= 5 && !strcmp(out_path + len - 5, ".gguf")) len -= 5;
+    tbx_plan_tensor *all = plan->t;
+    const size_t nall = plan->n;
+    size_t first = 0;
+    tbx_status st = TBX_OK;
+    for (uint32_t s = 0; st == TBX_OK && s < nsplit; s++) {
+        size_t end = first;
+        while (end < nall && in->tensors[all[end].src].ncomp &&
+               in->tensors[all[end].src].comp[0].src == s)
+            end++;
+        char path[4096];
+        if (len + 24 >= sizeof path)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "output path too long");
+        snprintf(path, sizeof path, "%.*s-%05u-of-%05u.gguf", (int)len, out_path, s + 1, nsplit);
+        tbx_writer *w = NULL;
+        tbx_kept_values kept = {NULL, 0, 0};
+        st = tbx_writer_check(path, &o->write, err);
+        if (st == TBX_OK) st = tbx_writer_open_(&w, path, &o->write, TBX_WRITE_QUANTIZING_, err);
+        if (st != TBX_OK) return st;
+        if (s == 0) st = tbx_convert_copy_meta_llama(in, w, o, ftype, &kept, err);
+        if (st == TBX_OK && nsplit > 1) {
+            tbx_value *v[3] = {tbx_val_new(&in->al, TBX_V_U16), tbx_val_new(&in->al, TBX_V_U16),
+                               tbx_val_new(&in->al, TBX_V_I32)};
+            static const char *const keys[3] = {"split.no", "split.count", "split.tensors.count"};
+            if (v[0]) v[0]->v.u = s;
+            if (v[1]) v[1]->v.u = nsplit;
+            if (v[2]) v[2]->v.i = (int64_t)nall;
+            for (int i = 0; i < 3; i++) {
+                if (st == TBX_OK && !v[i]) st = tbx_err_nomem(err, "split keys");
+                if (st == TBX_OK)
+                    st = tbx_writer_add_meta(w, keys[i], strlen(keys[i]), v[i], err);
+            }
+            for (int i = 0; i < 3; i++) tbx_val_free(v[i]);
+        }
+        /* the shard's tensors: a window of the plan (the reason hook knows its base) */
+        tbx_plan_preset_window(plan, first);
+        plan->t = all + first;
+        plan->n = end - first;
+        if (st == TBX_OK) {
+            tbx_engine_opts eo;
+            engine_opts(&eo, o->progress, o->progress_ud, o->on_tensor, o->flags);
+            eo.on_quant = o->on_quant;
+            st = tbx_engine_run(in, plan, w, &eo, err);
+        }
+        plan->t = all;
+        plan->n = nall;
+        tbx_plan_preset_window(plan, 0);
+        st = conclude(in, w, st, err);
+        tbx_convert_kept_free(in, &kept);
+        first = end;
+    }
+    return st;
 }
 
 tbx_status tbx_convert_check(const char *out_path, const tbx_convert_options *opt,
@@ -241,6 +389,30 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "raw",
                        "--raw leaves out the import of a Hugging Face model, and this conversion "
                        "has none (a Hugging Face model directory to GGUF, EMBD or MCF)");
+    /* a llama-quantize preset without a model to apply its mix to: a preset that names a
+     * type quantizes every 2-D float tensor to it (quant_to), a mix is refused */
+    if (o.quant_preset && !(hf_gguf && !raw) && !tbx_preset_applies(in, &o, to_fmt)) {
+        const tbx_lq_preset *pr = tbx_lq_preset_find(o.quant_preset);
+        const tbx_dtype_info *di = tbx_dtype_get(pr->deflt);
+        const bool names_type = di && (di->flags & TBX_DTF_BLOCK) &&
+                                (pr->alias || tbx_dtype_from_name(pr->name) == pr->deflt);
+        if (!names_type || o.preset_flags || o.output_tensor_type != TBX_DT_INVALID ||
+            o.token_embedding_type != TBX_DT_INVALID || o.n_tensor_types)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_preset",
+                           "%s is llama-quantize's choice of types for a llama.cpp model, and "
+                           "this %s: name a type (--quant %s gives every 2-D float tensor that "
+                           "type)", pr->name,
+                           to_fmt != TBX_FORMAT_GGUF ? "output is not a GGUF"
+                                                     : "input names no general.architecture "
+                                                       "llama.cpp knows",
+                           di && (di->flags & TBX_DTF_BLOCK) ? di->name : "q8_0");
+        o.quant_to = pr->deflt;
+        o.quant_preset = NULL;
+        qe = tbx_encoder_for(o.quant_to);
+        if (!qe || qe->kind == TBX_ENC_FLOAT)
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                           "quantizing to %s is not supported yet", di->name);
+    }
     /* a Hugging Face model (its config.json is a section) to GGUF: written for llama.cpp */
     if (hf_gguf && !raw) {
         if (nbad)
@@ -261,6 +433,12 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         ho.progress_ud = o.progress_ud;
         ho.on_tensor = o.on_tensor;
         ho.flags = o.flags & TBX_CONVERT_STRICT;
+        ho.quant_preset = o.quant_preset;
+        ho.preset_flags = o.preset_flags;
+        ho.output_tensor_type = o.output_tensor_type;
+        ho.token_embedding_type = o.token_embedding_type;
+        ho.tensor_types = o.tensor_types;
+        ho.n_tensor_types = o.n_tensor_types;
         return gguf_from_hf(in, out_path, &ho, err);
     }
 
@@ -271,16 +449,49 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     tbx_plan_init(&plan, &in->al);
     bool changed = false;
     tbx_hf_embd *he = NULL;
-    st = tbx_plan_plain(in, &o, to_fmt, &plan, &changed, err);
-    const uint32_t ftype = st == TBX_OK && changed ? tbx_plan_plain_ftype(&plan, in, &o) : 0;
+    const bool preset = tbx_preset_applies(in, &o, to_fmt);
+    uint32_t ftype = 0;
+    if (preset) {
+        st = tbx_plan_preset(in, &o, &plan, &ftype, err);
+        changed = true;
+        if (st == TBX_OK && (o.preset_flags & TBX_PRESET_DRY_RUN)) {
+            /* the plan, reported; nothing is written */
+            for (size_t k = 0; k < plan.n && o.on_tensor; k++) {
+                const tbx_plan_tensor *t = &plan.t[k];
+                char why[200] = "";
+                tbx_convert_report r;
+                memset(&r, 0, sizeof r);
+                r.struct_size = sizeof r;
+                r.tensor = t->src;
+                r.name = in->tensors[t->src].name;
+                r.from = in->tensors[t->src].dtype;
+                r.to = (tbx_dtype)t->dtype;
+                r.action = (tbx_convert_action)t->action;
+                if (plan.reason) plan.reason(&plan, in, k, why, sizeof why);
+                r.reason = why;
+                r.rmse = r.rmse_ggml = NAN;
+                o.on_tensor(o.progress_ud, &r);
+            }
+            tbx_plan_free(&plan);
+            return TBX_OK;
+        }
+    } else {
+        st = tbx_plan_plain(in, &o, to_fmt, &plan, &changed, err);
+        ftype = st == TBX_OK && changed ? tbx_plan_plain_ftype(&plan, in, &o) : 0;
+    }
     if (st == TBX_OK && hf_embd && !raw) {
         st = tbx_hf_embd_prepare(in, to_fmt, &he, err);
         if (st == TBX_OK) st = tbx_hf_embd_plan(he, &plan, err);
     }
+    if (st == TBX_OK && preset && (o.preset_flags & TBX_PRESET_KEEP_SPLIT)) {
+        st = keep_split(in, out_path, &o, &plan, ftype, err);
+        tbx_plan_free(&plan);
+        return st;
+    }
     tbx_writer *w = NULL;
     /* a writer given quantization options (MCF's, GGUF's quant_method) applies them only inside
      * a conversion that quantizes (TBX_WRITE_QUANTIZING_) */
-    const uint32_t wflags = qe && qe->kind != TBX_ENC_FLOAT ? TBX_WRITE_QUANTIZING_ : 0;
+    const uint32_t wflags = preset || (qe && qe->kind != TBX_ENC_FLOAT) ? TBX_WRITE_QUANTIZING_ : 0;
     if (st == TBX_OK) st = tbx_writer_open_(&w, out_path, &o.write, wflags, err);
     if (st != TBX_OK) {
         tbx_hf_embd_free(he);
@@ -289,7 +500,9 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     }
     tbx_kept_values kept = { NULL, 0, 0 };
     st = set_source_dir(in, w, err);
-    if (st == TBX_OK) st = tbx_convert_copy_meta(in, w, &o, changed ? &ftype : NULL, &kept, err);
+    if (st == TBX_OK)
+        st = preset ? tbx_convert_copy_meta_llama(in, w, &o, ftype, &kept, err)
+                    : tbx_convert_copy_meta(in, w, &o, changed ? &ftype : NULL, &kept, err);
     if (st == TBX_OK) st = tbx_convert_copy_sizevars(in, w, &o, err);
     if (st == TBX_OK)
         st = tbx_convert_copy_sections_but(in, w, &o, he ? tbx_hf_embd_consumes : NULL, err);

@@ -36,7 +36,21 @@ static const cli_option convert_options[] = {
     {"cast", 0, "DTYPE", "lossy: convert every float tensor to DTYPE (the cast types are "
                          "listed below), quantized ones decoded first"},
     {"quant", 0, "TYPE", "lossy: quantize 2-D float tensors to TYPE (each format's types are "
-                         "listed below; MCF's int8/int4: mantle's runtime cannot load them)"},
+                         "listed below; MCF's int8/int4: mantle's runtime cannot load them); "
+                         "to GGUF, also one of llama-quantize's presets (listed below): for a "
+                         "GGUF model of an architecture llama.cpp knows (or a Hugging Face "
+                         "directory), the file llama-quantize writes"},
+    {"pure", 0, NULL, "with a preset: every quantized tensor gets the preset's default type "
+                      "(llama-quantize --pure)"},
+    {"tensor-type", 0, "PATTERN=TYPE...", "with a preset: tensors whose name the regular "
+                                          "expression matches get TYPE (repeatable; the first "
+                                          "match wins; llama-quantize --tensor-type)"},
+    {"output-tensor-type", 0, "TYPE", "with a preset: the type of output.weight"},
+    {"token-embedding-type", 0, "TYPE", "with a preset: the type of token_embd.weight"},
+    {"dry-run", 0, NULL, "with a preset: print every tensor's type and the sizes, write "
+                         "nothing"},
+    {"keep-split", 0, NULL, "with a preset and a GGUF split set in: as many files out, "
+                            "OUT-0000I-of-0000N.gguf (llama-quantize --keep-split)"},
     {"quant-method", 0, "METHOD", "MCF --quant: best (default, lower error) or mantle (mantle's "
                                   "quantizer byte for byte); GGUF --quant: ggml (default, "
                                   "ggml's bytes) or search (q2_k .. q6_k: tensorbox's own, "
@@ -246,11 +260,30 @@ typedef struct convert_ud {
     progress prog;
     qreport rep;
     summary sum;
+    /* --dry-run: one line per tensor, and the sizes before and after */
+    int dry_run;
+    uint64_t size_in, size_out, nelems;
 } convert_ud;
 
 static void on_tensor(void *ud, const tbx_convert_report *r) {
-    summary_tensor(&((convert_ud *)ud)->sum, r);
-    qreport_search(&((convert_ud *)ud)->rep, r);
+    convert_ud *cu = ud;
+    if (cu->dry_run) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        uint64_t out = 0;
+        if (cu->rep.f && tbx_tensor_info_get(cu->rep.f, r->tensor, &ti) == TBX_OK) {
+            if (r->to == r->from || tbx_dtype_nbytes(r->to, ti.nelems, &out) != TBX_OK)
+                out = ti.nbytes;
+            cu->size_in += ti.nbytes;
+            cu->size_out += out;
+            cu->nelems += ti.nelems;
+        }
+        printf("%-40s %-8s -> %-8s %10.3f MiB -> %10.3f MiB  %s\n", r->name, dtname(r->from),
+               dtname(r->to), (double)ti.nbytes / 1048576.0, (double)out / 1048576.0,
+               r->reason);
+        return;
+    }
+    summary_tensor(&cu->sum, r);
+    qreport_search(&cu->rep, r);
 }
 
 static void on_quant(void *ud, uint64_t tensor, uint64_t nvalues, double sse) {
@@ -316,6 +349,7 @@ static size_t quant_types(tbx_format fmt, char *buf, size_t cap) {
 /* `tbx convert --help`: one line per writable format, from the driver table, then the types
  * each can be quantized to and the options of its own each declares (tbx_format_option_at). */
 static void help_hf_archs(FILE *fp);
+static void help_presets(FILE *fp);
 
 void cli_convert_help_formats(FILE *fp) {
     fprintf(fp, "Formats:\n");
@@ -375,6 +409,26 @@ void cli_convert_help_formats(FILE *fp) {
         }
     }
     help_hf_archs(fp);
+    help_presets(fp);
+}
+
+/* `tbx convert --help`: llama-quantize's presets (the library's table). */
+static void help_presets(FILE *fp) {
+    fprintf(fp, "llama-quantize's presets (--quant PRESET, a GGUF output; case-insensitive):\n ");
+    size_t col = 1;
+    const char *pn;
+    for (size_t i = 0; (pn = tbx_quant_preset_at(i, NULL, NULL, NULL)) != NULL; i++) {
+        if (col + 1 + strlen(pn) > 96) {
+            fprintf(fp, "\n ");
+            col = 1;
+        }
+        col += (size_t)fprintf(fp, " %s", pn);
+    }
+    fprintf(fp, "\n  A GGUF model of an architecture llama.cpp knows (or a Hugging Face "
+                "directory) gets\n  llama-quantize's type for each tensor and its file, byte "
+                "for byte (Q3_K, Q4_K, Q5_K\n  are the _M mixes; COPY copies). Any other input: "
+                "a preset naming a type (Q8_0,\n  Q4_K, ...) quantizes every 2-D float tensor "
+                "to it.\n");
 }
 
 /* `tbx convert --help`: the Hugging Face architectures a model directory converts from, to a
@@ -634,7 +688,59 @@ static int convert_run(const cli_args *a) {
             return cli_usage_error(a, "--cast: unknown dtype '%s'", cast);
     }
     const char *quant = cli_value(a, "quant");
-    if (quant) {
+    /* a GGUF output: llama-quantize's preset names first (Q4_K_M, ..., and Q4_0 or Q4_K, which
+     * the library reads as the type itself for an input that is no llama.cpp model) */
+    const char *preset_name = NULL;
+    tbx_dtype preset_type = TBX_DT_INVALID; /* its default type, for the reports below */
+    for (size_t i = 0; quant && fmt == TBX_FORMAT_GGUF && !preset_name; i++) {
+        tbx_dtype dt = TBX_DT_INVALID;
+        const char *pn = tbx_quant_preset_at(i, NULL, &dt, NULL);
+        if (!pn) break;
+        if (strcasecmp(pn, quant) == 0) {
+            preset_name = pn;
+            preset_type = dt;
+        }
+    }
+    tbx_tensor_type_rule rules[64];
+    static char patterns[64][256]; /* the PATTERN part of each rule */
+    size_t nrules = 0;
+    const char *tt;
+    for (int k = 0; (tt = cli_value_at(a, "tensor-type", k)) != NULL; k++) {
+        const char *eq = strrchr(tt, '=');
+        if (!eq || eq == tt || !eq[1])
+            return cli_usage_error(a, "--tensor-type: expected PATTERN=TYPE, got '%s'", tt);
+        if (nrules == sizeof rules / sizeof rules[0])
+            return cli_usage_error(a, "--tensor-type: at most %zu rules",
+                                   sizeof rules / sizeof rules[0]);
+        tbx_dtype t = tbx_dtype_from_name(eq + 1);
+        if (t == TBX_DT_INVALID)
+            return cli_usage_error(a, "--tensor-type: unknown type '%s'", eq + 1);
+        if ((size_t)(eq - tt) >= sizeof patterns[0])
+            return cli_usage_error(a, "--tensor-type: a pattern of at most %zu bytes",
+                                   sizeof patterns[0] - 1);
+        memcpy(patterns[nrules], tt, (size_t)(eq - tt));
+        patterns[nrules][eq - tt] = 0;
+        rules[nrules].pattern = patterns[nrules];
+        rules[nrules++].type = t;
+    }
+    const char *ott = cli_value(a, "output-tensor-type"), *tet = cli_value(a, "token-embedding-type");
+    if (ott && (opt.output_tensor_type = tbx_dtype_from_name(ott)) == TBX_DT_INVALID)
+        return cli_usage_error(a, "--output-tensor-type: unknown type '%s'", ott);
+    if (tet && (opt.token_embedding_type = tbx_dtype_from_name(tet)) == TBX_DT_INVALID)
+        return cli_usage_error(a, "--token-embedding-type: unknown type '%s'", tet);
+    if (cli_flag(a, "pure")) opt.preset_flags |= TBX_PRESET_PURE;
+    if (cli_flag(a, "dry-run")) opt.preset_flags |= TBX_PRESET_DRY_RUN;
+    if (cli_flag(a, "keep-split")) opt.preset_flags |= TBX_PRESET_KEEP_SPLIT;
+    if ((nrules || ott || tet || opt.preset_flags) && !preset_name)
+        return cli_usage_error(a, "--pure, --dry-run, --keep-split, --tensor-type, "
+                                  "--output-tensor-type and --token-embedding-type refine a "
+                                  "llama-quantize preset of a "
+                                  "GGUF output (--quant Q4_K_M, ...)");
+    opt.tensor_types = nrules ? rules : NULL;
+    opt.n_tensor_types = nrules;
+    if (preset_name) {
+        opt.quant_preset = preset_name;
+    } else if (quant) {
         /* the types come from the library's quantizers and the format's row: a type the
          * format stores, or (for a format that stores none) any, for the library to refuse */
         char types[1024];
@@ -684,6 +790,7 @@ static int convert_run(const cli_args *a) {
         opt.progress = on_progress;
     }
     cu.rep.verbose = cli_flag(a, "verbose");
+    cu.dry_run = (opt.preset_flags & TBX_PRESET_DRY_RUN) != 0;
     cu.sum.verbose = cli_flag(a, "verbose");
     cu.sum.strict = cli_flag(a, "strict");
     if (fmt == TBX_FORMAT_MCF && quant) opt.on_quant = on_quant;
@@ -772,8 +879,15 @@ static int convert_run(const cli_args *a) {
                             "--dequantize, --requantize\n");
         return CLI_FAIL;
     }
+    if (cu.dry_run) {
+        const double n = cu.nelems ? (double)cu.nelems : 1.0;
+        printf("dry run: model size %.2f MiB (%.2f BPW), quantized size %.2f MiB (%.2f BPW); "
+               "nothing written\n", (double)cu.size_in / 1048576.0, (double)cu.size_in * 8 / n,
+               (double)cu.size_out / 1048576.0, (double)cu.size_out * 8 / n);
+        return CLI_OK;
+    }
     /* what became of the tensors, as the conversion reported it (never read back from OUT) */
-    if (opt.quant_to != TBX_DT_INVALID || opt.cast_to != TBX_DT_INVALID ||
+    if (opt.quant_to != TBX_DT_INVALID || opt.cast_to != TBX_DT_INVALID || opt.quant_preset ||
         (opt.flags & (TBX_CONVERT_DEQUANTIZE | TBX_CONVERT_REQUANTIZE)) || cu.sum.warned)
         summary_print(&cu.sum);
     if (opt.on_quant && cu.rep.tensors) {
@@ -784,7 +898,8 @@ static int convert_run(const cli_args *a) {
                 cu.rep.values ? sqrt(cu.rep.sse / (double)cu.rep.values) : 0.0);
     }
     if (cu.rep.searched) {
-        const tbx_dtype_info *qi = tbx_dtype_get(opt.quant_to);
+        const tbx_dtype_info *qi =
+            tbx_dtype_get(opt.quant_to != TBX_DT_INVALID ? opt.quant_to : preset_type);
         const double nv = (double)cu.rep.svalues;
         fprintf(stderr, "quantized %" PRIu64 " tensors (%" PRIu64 " values) to %s, method "
                 "search: RMSE %.6g; ggml's reference (method ggml, the default) on the same "

@@ -60,6 +60,22 @@ tbx_status tbx_plan_plain(tbx_file *in, const tbx_convert_options *o, tbx_format
 /* llama.cpp's general.file_type of the output of plain plan p (see plain.c). */
 uint32_t tbx_plan_plain_ftype(const tbx_plan *p, const tbx_file *in, const tbx_convert_options *o);
 
+/* ------------------------------------------------------------------------------------------ */
+/* llama-quantize's presets (preset.c)                                                         */
+/* ------------------------------------------------------------------------------------------ */
+/* Whether the preset plan applies: o->quant_preset, a GGUF output, and an input naming its
+ * general.architecture. */
+bool tbx_preset_applies(const tbx_file *in, const tbx_convert_options *o, tbx_format to_fmt);
+/* The plan of o->quant_preset over `in` (llama_model_quantize's tensors, types and order) and
+ * the general.file_type it writes. Refusals: an already-quantized tensor given another type
+ * without TBX_CONVERT_REQUANTIZE (TBX_E_LOSSY), a type needing an importance matrix or one
+ * tensorbox has no quantizer for (TBX_E_UNSUPPORTED), each naming the tensor. */
+tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan *p,
+                           uint32_t *ftype, tbx_error *err);
+/* --keep-split runs the engine on a window of a preset plan (its tensors from `first`): the
+ * reason hook's index base. */
+void tbx_plan_preset_window(tbx_plan *p, size_t first);
+
 /* Values made during a conversion (stringified metadata, a rewritten file type), lent to the
  * writer and freed after it finished or aborted (tbx_convert_kept_free). */
 typedef struct tbx_kept_values { tbx_value **v; size_t n, cap; } tbx_kept_values;
@@ -70,6 +86,11 @@ void tbx_convert_kept_free(tbx_file *in, tbx_kept_values *k);
  * with this value. */
 tbx_status tbx_convert_copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
                                  const uint32_t *ftype, tbx_kept_values *kept, tbx_error *err);
+/* The same in llama_model_quantize's order: the input's entries without general.file_type,
+ * general.quantization_version and the split keys, then general.quantization_version (2) and
+ * general.file_type (ftype), then the caller's own (o->meta). */
+tbx_status tbx_convert_copy_meta_llama(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
+                                       uint32_t ftype, tbx_kept_values *kept, tbx_error *err);
 /* Size variables (OINF) and sections, refused ones dropped only when the options allow it. */
 tbx_status tbx_convert_copy_sizevars(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
                                      tbx_error *err);

@@ -225,11 +225,37 @@ static bool keep_value(tbx_file *in, tbx_kept_values *kept, tbx_value *v) {
 /* The input's metadata, lent to the writer. ftype: when not NULL (the conversion changes
  * tensors), the input's general.file_type is written with this value (a u32, as llama.cpp and
  * gguf-py write it) so that it describes the output. */
+/* Keys llama_model_quantize moves to the end (rewritten) or leaves out (a split set's). */
+static bool llama_moved(const tbx_meta_entry *e) {
+    static const char *const keys[] = {FILE_TYPE_KEY, "general.quantization_version",
+                                       "split.no", "split.count", "split.tensors.count"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (e->key_len == strlen(keys[i]) && memcmp(e->key, keys[i], e->key_len) == 0)
+            return true;
+    return false;
+}
+
+static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
+                            const uint32_t *ftype, tbx_kept_values *kept, bool llama,
+                            tbx_error *err);
+
 tbx_status tbx_convert_copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
                                  const uint32_t *ftype, tbx_kept_values *kept, tbx_error *err) {
+    return copy_meta(in, w, o, ftype, kept, false, err);
+}
+
+tbx_status tbx_convert_copy_meta_llama(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
+                                       uint32_t ftype, tbx_kept_values *kept, tbx_error *err) {
+    return copy_meta(in, w, o, &ftype, kept, true, err);
+}
+
+static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
+                            const uint32_t *ftype, tbx_kept_values *kept, bool llama,
+                            tbx_error *err) {
     for (size_t i = 0; i < in->nmeta; i++) {
         const tbx_meta_entry *e = &in->meta[i];
         if (given_meta(o->meta, e->key, e->key_len)) continue; /* replaced by the caller's */
+        if (llama && llama_moved(e)) continue;
         const tbx_value *val = e->value;
         if (ftype && e->key_len == sizeof FILE_TYPE_KEY - 1 &&
             memcmp(e->key, FILE_TYPE_KEY, e->key_len) == 0) {
@@ -268,6 +294,17 @@ tbx_status tbx_convert_copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_
                                       : "leave it out with --drop-meta; stringifying cannot "
                                         "help: its text form is refused too");
             return st;
+        }
+    }
+    if (llama) { /* llama.cpp's GGML_QNT_VERSION, then the file type */
+        static const char *const keys[] = {"general.quantization_version", FILE_TYPE_KEY};
+        for (int k = 0; k < 2; k++) {
+            if (given_meta(o->meta, keys[k], strlen(keys[k]))) continue;
+            tbx_value *v = tbx_val_new(&in->al, TBX_V_U32);
+            if (v) v->v.u = k == 0 ? 2u : *ftype;
+            if (!keep_value(in, kept, v)) return tbx_err_nomem(err, "metadata value");
+            tbx_status st = tbx_writer_add_meta_borrowed_(w, keys[k], strlen(keys[k]), v, err);
+            if (st != TBX_OK) return st;
         }
     }
     return add_given_meta(w, o->meta, err);

@@ -81,6 +81,7 @@ typedef struct hf_out {
     uint32_t ndim;              /* the output's dimensions (1, 2; a stack: 3) */
     uint64_t shape[3];          /* the plan's shape ([experts,] [rows,] cols) */
     uint8_t action, why;        /* tbx_convert_action and HF_WHY_*, for the report */
+    tbx_dtype wanted;           /* a preset's type (HF_WHY_FALLBACK: the one its rows missed) */
 } hf_out;
 
 /* Why a tensor got its dtype (tbx_convert_report.reason) */
@@ -117,6 +118,8 @@ struct tbx_hf_gguf {
     const char *head_dim_cfg;   /* "head_dim" when config.json gives it, else NULL */
     size_t embd;                /* h->out index of token_embd.weight (SIZE_MAX: none) */
     tbx_dtype quant, cast;
+    const tbx_gguf_hf_options *o; /* the caller's (quant_preset and its refinements) */
+    const tbx_lq_preset *preset;  /* NULL: none */
     bool search;  /* GGUF's write option quant_method=search: quant's own K-quant search */
     /* llama3 rope scaling: rope_freqs.weight is generated (head_dim / 2 factors) */
     bool rope_llama3;
@@ -1606,10 +1609,15 @@ static void hf_reason(const tbx_plan *p, const tbx_file *in, size_t k, char *buf
     const hf *h = p->ud;
     const hf_out *o = &h->out[k];
     (void)in;
-    const tbx_dtype_info *qi = tbx_dtype_get(h->quant);
+    const tbx_dtype_info *qi = tbx_dtype_get(h->preset ? o->wanted : h->quant);
     buf[0] = 0;
     switch (o->why) {
-    case HF_WHY_REQUESTED: snprintf(buf, cap, "requested type"); break;
+    case HF_WHY_REQUESTED:
+        if (h->preset)
+            snprintf(buf, cap, "llama-quantize %s%s", h->preset->name,
+                     (h->o->preset_flags & TBX_PRESET_PURE) ? " --pure" : "");
+        else snprintf(buf, cap, "requested type");
+        break;
     case HF_WHY_FALLBACK:
         snprintf(buf, cap, "rows of %llu values are not a multiple of %s's block of %llu%s",
                  (unsigned long long)o->cols, qi ? qi->name : "?",
@@ -1623,6 +1631,10 @@ static void hf_reason(const tbx_plan *p, const tbx_file *in, size_t k, char *buf
     case HF_WHY_GENERATED: snprintf(buf, cap, "generated (llama3 rope scaling)"); break;
     default: break;
     }
+}
+
+static int by_llama_out(const void *a, const void *b) {
+    return tbx_lq_name_cmp(((const hf_out *)a)->name, ((const hf_out *)b)->name);
 }
 
 /* The output tensors as a plan (rope_freqs last, when llama3 rope scaling asks): each its
@@ -1641,6 +1653,12 @@ static tbx_status build_plan(hf *h) {
         o->rows = 1;
         o->cols = h->head_dim / 2;
         o->ndim = 1;
+    }
+    if (h->preset) { /* llama_model_quantize's order: its loader's (blk.N by N, then name) */
+        qsort(h->out, h->nout, sizeof *h->out, by_llama_out);
+        h->embd = SIZE_MAX;
+        for (size_t i = 0; i < h->nout; i++)
+            if (!strcmp(h->out[i].name, "token_embd.weight")) h->embd = i;
     }
     size_t nsrcs = 0;
     for (size_t i = 0; i < h->nout; i++) nsrcs += h->out[i].exps ? h->out[i].nexp : 1;
@@ -1700,6 +1718,94 @@ static tbx_status build_plan(hf *h) {
             st = tbx_plan_add_src(p, &s, h->err);
         }
     }
+    return st;
+}
+
+/* llama-quantize's preset (h->preset): each output tensor gets the type llama_model_quantize
+ * gives it in the f32 GGUF tensorbox writes of the same directory (the dtypes chosen so far are
+ * that file's), decided in llama.cpp's order of names. */
+static const hf *sort_h;
+static int by_llama_name(const void *a, const void *b) {
+    return tbx_lq_name_cmp(sort_h->out[*(const size_t *)a].name,
+                           sort_h->out[*(const size_t *)b].name);
+}
+
+static tbx_status apply_preset(hf *h) {
+    if (!h->preset) return TBX_OK;
+    const tbx_gguf_hf_options *o = h->o;
+    const size_t n = h->nout;
+    tbx_lq_model m;
+    memset(&m, 0, sizeof m);
+    m.arch = h->a->arch;
+    m.n_layer = (uint32_t)h->hpv[HPV_LAYERS];
+    m.n_head = (uint32_t)h->n_head;
+    m.n_head_kv = (uint32_t)h->n_head_kv;
+    m.n_expert = (uint32_t)h->hpv[HPV_EXPERTS];
+    tbx_lq_model_finish(&m);
+    tbx_lq_rules *rs = NULL;
+    tbx_status st = tbx_lq_rules_compile(o->tensor_types, o->n_tensor_types, &rs, h->err);
+    if (st != TBX_OK) return st;
+    tbx_lq_params lp;
+    memset(&lp, 0, sizeof lp);
+    lp.ftype = h->preset->ftype;
+    lp.deflt = h->preset->deflt;
+    lp.only_copy = h->preset->deflt == TBX_DT_INVALID;
+    lp.pure = (o->preset_flags & TBX_PRESET_PURE) != 0;
+    lp.quantize_output = true;
+    lp.output_type = o->output_tensor_type;
+    lp.token_embd_type = o->token_embedding_type;
+    tbx_lq_rules_use(rs, &lp);
+    const size_t cap = n ? n : 1;
+    size_t *order = tbx_calloc(h->al, cap, sizeof *order);
+    tbx_lq_tensor *lt = tbx_calloc(h->al, cap, sizeof *lt);
+    tbx_lq_choice *ch = tbx_calloc(h->al, cap, sizeof *ch);
+    if (!order || !lt || !ch) st = tbx_err_nomem(h->err, "tensor plan");
+    for (size_t i = 0; st == TBX_OK && i < n; i++) order[i] = i;
+    if (st == TBX_OK) {
+        sort_h = h;
+        qsort(order, n, sizeof *order, by_llama_name);
+    }
+    for (size_t k = 0; st == TBX_OK && k < n; k++) {
+        const hf_out *x = &h->out[order[k]];
+        tbx_lq_tensor *t = &lt[k];
+        t->name = x->name;
+        t->type = x->dtype;
+        t->ne[0] = (int64_t)x->cols;
+        t->ne[1] = x->ndim >= 2 ? (int64_t)x->rows : 1;
+        t->ne[2] = x->exps ? (int64_t)x->nexp : 1;
+        t->ne[3] = 1;
+        t->ndim = t->ne[2] != 1 ? 3 : t->ne[1] != 1 ? 2 : 1;
+    }
+    if (st == TBX_OK) st = tbx_lq_types(&m, &lp, lt, n, ch, h->err);
+    for (size_t k = 0; st == TBX_OK && k < n; k++) {
+        if (!ch[k].requires_imatrix || ch[k].why == TBX_LQ_KEPT) continue;
+        const tbx_dtype_info *to = tbx_dtype_get(ch[k].type);
+        st = hf_fail(h, TBX_E_UNSUPPORTED, lt[k].name, "tensor \"%s\": %s gives it %s, which "
+                     "needs an importance matrix (llama.cpp refuses to quantize it without one)",
+                     lt[k].name, h->preset->name, to ? to->name : "?");
+    }
+    for (size_t k = 0; st == TBX_OK && k < n; k++) {
+        hf_out *x = &h->out[order[k]];
+        const tbx_lq_choice *c = &ch[k];
+        if (c->type == x->dtype) continue;
+        const tbx_encoder *e = tbx_encoder_for(c->type);
+        const tbx_dtype_info *to = tbx_dtype_get(c->type);
+        if (!e || e->kind == TBX_ENC_PAYLOAD) {
+            st = hf_fail(h, TBX_E_UNSUPPORTED, x->name, "tensor \"%s\": %s gives it %s, which "
+                         "tensorbox cannot quantize to yet", x->name, h->preset->name,
+                         to ? to->name : "?");
+            break;
+        }
+        x->dtype = c->type;
+        x->action = c->why == TBX_LQ_FALLBACK ? TBX_CONVERT_FALLBACK
+                    : e->kind == TBX_ENC_FLOAT ? TBX_CONVERT_CAST : TBX_CONVERT_QUANTIZED;
+        x->why = c->why == TBX_LQ_FALLBACK ? HF_WHY_FALLBACK : HF_WHY_REQUESTED;
+        x->wanted = c->why == TBX_LQ_FALLBACK ? c->wanted : c->type;
+    }
+    tbx_free(h->al, order, cap * sizeof *order);
+    tbx_free(h->al, lt, cap * sizeof *lt);
+    tbx_free(h->al, ch, cap * sizeof *ch);
+    tbx_lq_rules_free(rs);
     return st;
 }
 
@@ -1778,6 +1884,22 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
     h->al = &in->al;
     h->quant = o->quant_to;
     h->cast = o->cast_to;
+    h->o = o;
+    if (o->quant_preset) {
+        h->preset = tbx_lq_preset_find(o->quant_preset);
+        if (!h->preset || o->quant_to != TBX_DT_INVALID || o->cast_to != TBX_DT_INVALID ||
+            (o->preset_flags & ~(uint32_t)TBX_PRESET_PURE)) {
+            const char *why = !h->preset ? "'%s' is not one of llama-quantize's types"
+                              : (o->preset_flags & ~(uint32_t)TBX_PRESET_PURE)
+                                  ? "%s: --dry-run and --keep-split apply to a GGUF input "
+                                    "(convert the directory to GGUF first)"
+                                  : "%s: a preset decides every tensor's type, with no "
+                                    "quant_to or cast_to";
+            tbx_free(&in->al, h, sizeof *h);
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_preset", why,
+                           o->quant_preset);
+        }
+    }
     tbx_plan_init(&h->plan, &in->al);
     tbx_status st = load_json(h, "config.json", true, 0, &h->cfg);
     if (st == TBX_OK) st = load_tokenizer(h);
@@ -1811,7 +1933,12 @@ tbx_status tbx_hf_gguf_write(tbx_hf_gguf *h, tbx_writer *w, tbx_plan **plan, tbx
     if (st == TBX_OK) st = write_hparams(h);
     if (st == TBX_OK) st = resolve_splits(h);
     if (st == TBX_OK) st = check_hparams(h);
-    if (st == TBX_OK) {
+    if (st == TBX_OK) st = apply_preset(h);
+    /* general.file_type: a preset's; else that of the bulk dtype (COPY too: the f32 GGUF's) */
+    uint32_t ftype = 0;
+    if (st == TBX_OK && h->preset && h->preset->deflt != TBX_DT_INVALID) {
+        ftype = h->preset->ftype;
+    } else if (st == TBX_OK) {
         tbx_dtype bulk = h->quant != TBX_DT_INVALID ? h->quant : h->cast;
         if (bulk == TBX_DT_INVALID) { /* the dtype of the first 2-D float tensor */
             for (uint64_t i = 0; i < tbx_tensor_count(in) && bulk == TBX_DT_INVALID; i++) {
@@ -1823,10 +1950,14 @@ tbx_status tbx_hf_gguf_write(tbx_hf_gguf *h, tbx_writer *w, tbx_plan **plan, tbx
             }
             if (bulk == TBX_DT_F64) bulk = TBX_DT_F32;
         }
-        st = put_u32(h, "general.file_type", tbx_llama_ftype(bulk));
+        ftype = tbx_llama_ftype(bulk);
     }
-    if (st == TBX_OK) st = put_u32(h, "general.quantization_version", 2);
+    /* a preset writes them last, as llama_model_quantize does */
+    if (st == TBX_OK && !h->preset) st = put_u32(h, "general.file_type", ftype);
+    if (st == TBX_OK && !h->preset) st = put_u32(h, "general.quantization_version", 2);
     if (st == TBX_OK) st = write_tokenizer(h);
+    if (st == TBX_OK && h->preset) st = put_u32(h, "general.quantization_version", 2);
+    if (st == TBX_OK && h->preset) st = put_u32(h, "general.file_type", ftype);
     drop_tokenizer(h); /* its arrays are built: the text is no longer needed */
     if (st == TBX_OK) st = build_plan(h);
     if (st == TBX_OK) *plan = &h->plan;

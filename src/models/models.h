@@ -63,11 +63,89 @@ tbx_status tbx_hf_mcf_write(tbx_file *in, tbx_writer *w, tbx_error *err);
  * for it (the plain plan in src/convert too). */
 /* The type a row of `cols` values gets when `want` (a ggml block type) does not fit it, by
  * llama-quantize's rules (llama_quant.c): `want` itself when cols is a multiple of its block
- * size, else the demoted type, else TBX_DT_F16; TBX_DT_INVALID when `want` is no block type. */
+ * size, else the demoted type (IQ types -> iq4_nl, q2_K/q3_K/tq*_0/q2_0 -> q4_0, q4_K -> q5_0,
+ * q5_K -> q5_1, q6_K -> q8_0), else TBX_DT_F16; TBX_DT_INVALID when `want` is no block type. */
 tbx_dtype tbx_ggml_quant_fallback(tbx_dtype want, uint64_t cols);
 /* llama.cpp's general.file_type value (LLAMA_FTYPE) of a model whose bulk type is `bulk`
  * (llama_quant.c): f32 0, f16 1, q4_0 2, q4_1 3, q8_0 7, ..., bf16 32; a type llama.cpp has
  * no file type for: 1024 (LLAMA_FTYPE_GUESSED). */
 uint32_t tbx_llama_ftype(tbx_dtype bulk);
+
+/* llama-quantize's presets (tools/quantize/quantize.cpp's type names): its llama_ftype (what
+ * general.file_type records) and default type; alias: the name is another's spelling (Q4_K is
+ * Q4_K_M); COPY has no default type (deflt TBX_DT_INVALID: nothing is quantized). */
+typedef struct tbx_lq_preset {
+    const char *name;
+    uint32_t ftype;
+    tbx_dtype deflt;
+    int alias;
+} tbx_lq_preset;
+/* The preset named `name` (case-insensitive), NULL when none; the i-th (NULL past the end). */
+const tbx_lq_preset *tbx_lq_preset_find(const char *name);
+const tbx_lq_preset *tbx_lq_preset_at(size_t i);
+
+/* The model facts the mix depends on ({arch}.block_count, head counts, expert_count). */
+typedef struct tbx_lq_model {
+    const char *arch;    /* general.architecture */
+    uint32_t n_layer, n_head, n_head_kv, n_expert;
+    bool is_70b;         /* llama.cpp's LLM_TYPE_70B (llama, 80 layers, grouped-query) */
+} tbx_lq_model;
+
+/* Sets m->is_70b from the other facts (llama.cpp's LLM_TYPE_70B of the architectures whose mix
+ * it changes: llama with 80 layers and grouped-query attention, qwen2, deci, olmo with 80,
+ * jais2 with 68). */
+void tbx_lq_model_finish(tbx_lq_model *m);
+
+/* What is asked (llama_model_quantize_params' counterparts). rule_match(ud, r, name): whether
+ * --tensor-type rule r matches the tensor name (first match wins); its type rule_types[r]. */
+typedef struct tbx_lq_params {
+    uint32_t ftype;
+    tbx_dtype deflt;
+    bool only_copy, pure, has_imatrix, quantize_output;
+    tbx_dtype output_type, token_embd_type; /* TBX_DT_INVALID: the mix's */
+    size_t nrules;
+    const tbx_dtype *rule_types;
+    bool (*rule_match)(void *ud, size_t rule, const char *name);
+    void *rule_ud;
+} tbx_lq_params;
+
+/* A tensor as llama.cpp sees it: ne in ggml's order (ne[0] the row length), ndim without
+ * trailing 1s (ggml_n_dims), its stored type. */
+typedef struct tbx_lq_tensor {
+    const char *name;
+    uint32_t ndim;
+    int64_t ne[4];
+    tbx_dtype type;
+} tbx_lq_tensor;
+
+enum { TBX_LQ_KEPT = 0, TBX_LQ_PRESET, TBX_LQ_OPTION, TBX_LQ_RULE, TBX_LQ_FALLBACK };
+typedef struct tbx_lq_choice {
+    tbx_dtype type;        /* its output type (its own when kept) */
+    tbx_dtype wanted;      /* TBX_LQ_FALLBACK: the type its rows did not fit */
+    uint32_t rule;         /* TBX_LQ_RULE: the rule's index */
+    uint8_t why;           /* TBX_LQ_* */
+    bool requires_imatrix; /* llama.cpp refuses this type without an importance matrix */
+} tbx_lq_choice;
+
+/* Whether llama.cpp would quantize tensor t at all (2+ dims, a "weight", not a norm, ...). */
+bool tbx_lq_quantizable(const tbx_lq_model *m, const tbx_lq_params *p, const tbx_lq_tensor *t);
+/* The type of each of the n tensors (given in llama.cpp's order, tbx_lq_name_cmp) under the
+ * preset: out[i] for t[i]. Errors: an expert model's FFN tensor without a valid layer number,
+ * rows no type or fallback fits (TBX_E_FORMAT / TBX_E_UNSUPPORTED naming the tensor). */
+tbx_status tbx_lq_types(const tbx_lq_model *m, const tbx_lq_params *p, const tbx_lq_tensor *t,
+                        size_t n, tbx_lq_choice *out, tbx_error *err);
+/* --tensor-type rules compiled (POSIX extended expressions: the pattern lower-cased, \d \w \s
+ * written out; each type f32, f16, bf16 or a ggml block type): TBX_E_INVALID_ARG naming
+ * "tensor_types[i]" for a missing pattern, another type or an invalid expression. out NULL:
+ * only checked. tbx_lq_rules_use points p's rule fields at them (r may be NULL: none). */
+typedef struct tbx_lq_rules tbx_lq_rules;
+tbx_status tbx_lq_rules_compile(const tbx_tensor_type_rule *tr, size_t ntr, tbx_lq_rules **out,
+                                tbx_error *err);
+void tbx_lq_rules_use(tbx_lq_rules *r, tbx_lq_params *p);
+void tbx_lq_rules_free(tbx_lq_rules *r);
+/* Whether general.architecture `arch` (len bytes) is one llama.cpp's loader knows. */
+bool tbx_lq_arch_known(const char *arch, size_t len);
+/* llama.cpp's order of tensor names (blk.N by N, the others first; then the name). */
+int tbx_lq_name_cmp(const char *a, const char *b);
 
 #endif /* TBX_MODELS_H */

@@ -144,7 +144,9 @@ def test_requantize_is_llama_cpps_requantization(tbx, q41, tmp_path):
         per_type[ty] += n
     assert per_type == types, (lines, types)
     requant = sum(1 for t in src.values() if t.tensor_type == Q.Q4_1)
-    assert ("q8_0", requant, "requantized from q4_1: requested type") in lines, lines
+    # (a llama.cpp model: --quant q8_0 is llama-quantize's Q8_0 preset, whose file it writes)
+    assert ("q8_0", requant, "requantized from q4_1: llama-quantize Q8_0") in lines, lines
+    assert out.read_bytes() == ref.read_bytes()
     assert ("q8_0", 1, "kept: already q8_0") in lines, lines
     assert not any("fallback" in w for _, _, w in lines), lines
     # llama.cpp runs it, and gives the logits of its own requantized file
