@@ -32,7 +32,7 @@
  * matrix, N MiB of the same rows (--imb, default 4), one thread; whether the bytes are identical
  * (ggml's weighted algorithms are tensorbox's row quantizers' contract) and the RMSE of each.
  * The quantization section times the row quantizer for the types without a block quantizer
- * (iq4_nl, iq4_xs, nvfp4, q1_0, q2_0).
+ * (iq4_nl, iq4_xs, nvfp4, q1_0, q2_0 and the codebook types iq2_xxs .. iq1_m).
  *
  * Every figure is the median of R runs (default 7; --best: the fastest). One-thread runs are
  * timed by the thread's CPU time (on a shared machine wall time also counts waiting for a CPU;

@@ -1325,7 +1325,10 @@ TBX_API tbx_status tbx_convert_check(const char *out_path, const tbx_convert_opt
  * MOSTLY_F16 does the same).
  *
  * quant_to (explicit, lossy): a ggml block type with a quantizer (q8_0, q4_0, q4_1, q5_0, q5_1,
- * q2_k .. q6_k, tq1_0, tq2_0, mxfp4; else TBX_E_UNSUPPORTED). A tensor is quantized when it is
+ * q2_k .. q6_k, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4, nvfp4, q1_0, q2_0, iq2_s, iq3_xxs, iq3_s,
+ * iq1_m; else TBX_E_UNSUPPORTED;
+ * iq2_xxs, iq2_xs and iq1_s, which ggml quantizes only with an importance matrix, are refused
+ * with TBX_E_UNSUPPORTED before anything is written). A tensor is quantized when it is
  * dense, 2-D ([rows, cols] row-major) and of dtype f32, f16, bf16 or f64; its rows are decoded
  * to f32 and quantized row by row, streamed in chunks of whole rows. When cols is not a multiple
  * of the type's block size the tensor gets llama-quantize's fallback type instead (q4_K -> q5_0,

@@ -13,6 +13,7 @@
 #include "api.h"
 #include "convert.h"
 #include "encode.h"
+#include "ggml.h"
 #include "models.h"
 
 #include <math.h>
@@ -61,6 +62,17 @@ static void encoder_list(int first_kind, int last_kind, char *buf, size_t cap) {
             first = false;
         }
     }
+}
+
+/* ggml refuses to quantize iq2_xxs, iq2_xs and iq1_s without an importance matrix
+ * (ggml_quantize_requires_imatrix), and so does a conversion: before anything is written. */
+static tbx_status imatrix_check(tbx_dtype quant_to, tbx_error *err) {
+    if (quant_to == TBX_DT_INVALID || !tbx_ggml_quant_requires_imatrix(quant_to)) return TBX_OK;
+    const tbx_dtype_info *qi = tbx_dtype_get(quant_to);
+    return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
+                   "quantizing to %s needs an importance matrix (llama.cpp: llama-quantize "
+                   "--imatrix), and this conversion has none",
+                   qi ? qi->name : "?");
 }
 
 /* The engine's options from a conversion's. */
@@ -119,8 +131,10 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
         memcpy(&o, opt, n);
     }
     o.write.format = TBX_FORMAT_GGUF;
+    tbx_status st = imatrix_check(o.quant_to, err);
+    if (st != TBX_OK) return st;
     /* the output can be written before the model's JSON files are parsed */
-    tbx_status st = tbx_writer_check(out_path, &o.write, err);
+    st = tbx_writer_check(out_path, &o.write, err);
     if (st != TBX_OK) return st;
     return gguf_from_hf(in, out_path, &o, err);
 }
@@ -184,6 +198,8 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
                        "quantizing to %s is not supported (%s)", qi ? qi->name : "?", list);
     }
+    tbx_status ist = imatrix_check(o->quant_to, err);
+    if (ist != TBX_OK) return ist;
     /* a step asked of a quantization that is not asked for: refused, never a no-op */
     if ((o->flags & TBX_CONVERT_REQUANTIZE) && o->quant_to == TBX_DT_INVALID && !o->quant_preset)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "flags",

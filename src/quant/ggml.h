@@ -42,6 +42,9 @@
  *     distribution its reconstruction RMSE is below the reference's. A super-block holding a
  *     value the type cannot represent (beyond tbx_quant_range, check.h) or Inf/NaN gets the
  *     reference's bytes from it too: the values ggml itself gives it.
+ *   - iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m (ggml_iq_grid.c): row quantizers
+ *     only (tbx_ggml_quant_rows_for, below), ggml_quantize_chunk's bytes with and without an
+ *     importance matrix (tests/unit/test_ggml_rows_vs_ggml.c).
  *   Every quantizer is deterministic: the same input gives the same bytes on every CPU path.
  *   Other non-finite inputs give unspecified (but defined, crash-free) blocks.
  */
@@ -147,6 +150,20 @@ typedef void (*tbx_quant_rows_fn)(const float *src, void *dst, int64_t nrows, in
                                   const float *qw);
 /* The row quantizer of a ggml block type, or NULL when this build has none. */
 tbx_quant_rows_fn tbx_ggml_quant_rows_for(tbx_dtype dt);
+/* The codebook types (ggml_iq_grid.c): iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m,
+ * the entries of tbx_ggml_quant_rows_for. Each 256-value block is weighted by its own mean
+ * square (so without qw they are block-local) and, when qw is given, by column.
+ * ggml_quantize_chunk refuses iq2_xxs, iq2_xs and iq1_s without an importance matrix (callers
+ * refuse first: tbx_ggml_quant_requires_imatrix); given qw NULL these weight every column 1
+ * (defined bytes, not ggml's). The lattice tables they search are built once on first use
+ * (thread-safe, static storage, never freed). */
+void tbx_iq_rows_iq2_xxs(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_iq_rows_iq2_xs(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_iq_rows_iq2_s(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_iq_rows_iq3_xxs(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_iq_rows_iq3_s(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_iq_rows_iq1_s(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
+void tbx_iq_rows_iq1_m(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw);
 /* 1 when ggml refuses to quantize the type without an importance matrix
  * (ggml_quantize_requires_imatrix: iq2_xxs, iq2_xs, iq1_s), else 0. */
 bool tbx_ggml_quant_requires_imatrix(tbx_dtype dt);

@@ -43,6 +43,13 @@ tbx_quant_rows_fn tbx_ggml_quant_rows_for(tbx_dtype dt) {
     case TBX_DT_NVFP4: return tbx_gq_rows_nvfp4;
     case TBX_DT_Q1_0: return tbx_gq_rows_q1_0;
     case TBX_DT_Q2_0: return tbx_gq_rows_q2_0;
+    case TBX_DT_IQ2_XXS: return tbx_iq_rows_iq2_xxs;
+    case TBX_DT_IQ2_XS: return tbx_iq_rows_iq2_xs;
+    case TBX_DT_IQ2_S: return tbx_iq_rows_iq2_s;
+    case TBX_DT_IQ3_XXS: return tbx_iq_rows_iq3_xxs;
+    case TBX_DT_IQ3_S: return tbx_iq_rows_iq3_s;
+    case TBX_DT_IQ1_S: return tbx_iq_rows_iq1_s;
+    case TBX_DT_IQ1_M: return tbx_iq_rows_iq1_m;
     default: return NULL;
     }
 }

@@ -2,7 +2,9 @@
 
 `tbx convert in.safetensors out.gguf --quant TYPE` must write, for every type `tbx convert
 --help` lists for gguf, the bytes llama.cpp's libggml (`ggml_quantize_chunk`, no importance
-matrix: what llama-quantize writes without --imatrix) gives the same rows, byte for byte: random
+matrix: what llama-quantize writes without --imatrix) gives the same rows, byte for byte (the
+types ggml refuses without an importance matrix, ggml_quantize_requires_imatrix: iq2_xxs,
+iq2_xs, iq1_s, are refused by tbx too, before anything is written): random
 rows and edge rows (zeros, signed zeros, constants, huge and tiny magnitudes, subnormals, single
 outliers, ramps), rows of one block and of several (32, 64, 256, 512, 768, 1024 values). The
 expected bytes come from libggml-base.so of the llama.cpp build in .venv through ctypes; the
@@ -46,7 +48,7 @@ def gguf_quant_types() -> list[str]:
         else:
             types[fmt] += line.split()
     assert "gguf" in types, text
-    assert len(types["gguf"]) >= 18, types  # the 18 of today at least: none lost silently
+    assert len(types["gguf"]) >= 25, types  # the 25 of today at least: none lost silently
     return types["gguf"]
 
 
@@ -77,6 +79,8 @@ def ggml_lib():
     lib.ggml_row_size.restype = ctypes.c_size_t
     lib.ggml_row_size.argtypes = [ctypes.c_int, ctypes.c_int64]
     lib.ggml_quantize_init.argtypes = [ctypes.c_int]
+    lib.ggml_quantize_requires_imatrix.restype = ctypes.c_bool
+    lib.ggml_quantize_requires_imatrix.argtypes = [ctypes.c_int]
     lib.ggml_blck_size.restype = ctypes.c_int64
     lib.ggml_blck_size.argtypes = [ctypes.c_int]
     lib.ggml_type_name.restype = ctypes.c_char_p
@@ -110,6 +114,8 @@ def ggml():
         n = lib.ggml_quantize_chunk(t, a.ctypes.data, dst.ctypes.data, 0, rows, cols, None)
         assert n == dst.size
         return dst.tobytes()
+    quantize.requires_imatrix = lambda name: bool(lib.ggml_quantize_requires_imatrix(
+        ggml_type(name)))
     return quantize
 
 
@@ -229,6 +235,14 @@ def test_tbx_bytes_are_ggml_quantize_chunks(tbx, ggml, tmp_path, qtype):
     out = tmp_path / "out.gguf"
     r = run(tbx, "convert", src, out, "--quant", qtype)
     assert_clean_exit(r)
+    if ggml.requires_imatrix(qtype):
+        # ggml_quantize_chunk refuses it without an importance matrix: so does tbx, before
+        # writing anything, naming the type and what it needs
+        assert r.rc != 0, r.describe()
+        assert f"quantizing to {qtype} needs an importance matrix".encode() in r.err, r.describe()
+        assert b"--imatrix" in r.err, r.describe()
+        assert not out.exists()
+        return
     assert r.rc == 0, r.describe()
     got = gguf_tensors(out)
     for name, a in W.items():
