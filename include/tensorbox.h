@@ -1277,6 +1277,30 @@ typedef struct tbx_convert_options {
      * fallback. Only with quant_preset. */
     const struct tbx_tensor_type_rule *tensor_types;
     size_t n_tensor_types;
+
+    /* ---- importance matrix (llama-quantize's --imatrix) ---------------------------------- */
+    /* NULL, or the path of an importance matrix as llama.cpp's llama-imatrix writes it, either
+     * form: GGUF (NAME.in_sum2 + NAME.counts tensors, imatrix.* keys) or the legacy .dat
+     * (docs/formats/imatrix.md). Only with quant_to a ggml block type (else TBX_E_INVALID_ARG,
+     * "imatrix"). Read with the input's limits and allocator before anything is written; each
+     * tensor's vector is what llama-quantize computes from the file (GGUF: sums / counts per
+     * expert, 1 where a count is 0; .dat: values / ncall); a non-finite value, a file of no
+     * entry or a malformed one fails the conversion (TBX_E_FORMAT / _TRUNCATED / _LIMIT naming
+     * the field and byte offset, "importance matrix PATH" appended). Each tensor quantized to a
+     * ggml block type is quantized in whole rows with the vector of its output name
+     * (ggml_quantize_chunk(type, rows, ..., vector) of llama.cpp's libggml, experts of a 3-D
+     * tensor with their own slice): its length must be the tensor's columns times its experts,
+     * else TBX_E_INVALID_ARG naming the tensor and both sizes (token_embd.weight and
+     * per_layer_token_embd.weight: quantized without it, as llama-quantize does). A tensor the
+     * matrix has no entry for is quantized without one (its report's reason says "without an
+     * importance matrix"), unless its type needs one (TBX_E_UNSUPPORTED naming it). GGUF's
+     * quant_method=search with a matrix is refused (the search uses none). The output records,
+     * after the input's metadata and as llama-quantize does, quantize.imatrix.file (the path as
+     * given, at most 127 bytes), quantize.imatrix.dataset (the first dataset, when the file
+     * names one), quantize.imatrix.entries_count (u32) and quantize.imatrix.chunks_count (u32,
+     * when positive); a key given in `meta` keeps the caller's value. Applies to the Hugging
+     * Face -> GGUF conversion made by tbx_convert too. */
+    const char *imatrix;
 } tbx_convert_options;
 
 /* A --tensor-type rule (tbx_convert_options.tensor_types). */

@@ -1347,8 +1347,10 @@ static PyObject *raise_arg(const char *field, const char *fmt, ...) {
 typedef struct copts {
     PyObject *cast, *quant, *quant_method, *quant_clip, *meta;
     int stringify, drop_meta, drop_sections, drop_unreadable, dequantize, requantize, strict;
+    PyObject *imatrix;   /* None or a path */
+    PyObject *imatrix_b; /* its bytes (fill_convert_options; the caller drops the reference) */
 } copts;
-#define COPTS_INIT {Py_None, Py_None, Py_None, Py_None, Py_None, 0, 0, 0, 0, 0, 0, 0}
+#define COPTS_INIT {Py_None, Py_None, Py_None, Py_None, Py_None, 0, 0, 0, 0, 0, 0, 0, Py_None, NULL}
 
 /* Fills co from the writer and conversion keywords for output `dst`, refusing before any work
  * what `tbx convert` refuses as a usage error: requantize without quant, a quant_method that
@@ -1358,7 +1360,7 @@ typedef struct copts {
  * *meta (freed by the caller, NULL when none) holds the map of `meta` (a tagged
  * ("map", [...]) or None); *options the write options, with those two added. Returns -1 with
  * an exception set. */
-static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
+static int fill_convert_options(const wopts *w, copts *c, const char *dst,
                                 tbx_convert_options *co, PyObject **digest_bytes,
                                 tbx_value **meta, tbx_value **options) {
     tbx_convert_options_init(co);
@@ -1384,6 +1386,11 @@ static int fill_convert_options(const wopts *w, const copts *c, const char *dst,
     if (co->quant_to == TBX_DT_INVALID && !co->quant_preset &&
         dtype_from(c->quant, "quant", &co->quant_to) != TBX_OK)
         return -1;
+    /* imatrix=PATH: the importance matrix (tbx_convert_options.imatrix) */
+    if (c->imatrix != Py_None) {
+        if (!PyUnicode_FSConverter(c->imatrix, &c->imatrix_b)) return -1;
+        co->imatrix = PyBytes_AS_STRING(c->imatrix_b);
+    }
     if (c->stringify) co->flags |= TBX_CONVERT_STRINGIFY_META;
     if (c->drop_meta) co->flags |= TBX_CONVERT_DROP_META;
     if (c->drop_sections) co->flags |= TBX_CONVERT_DROP_SECTIONS;
@@ -1596,7 +1603,8 @@ static PyObject *rep_to_list(const rep_list *l) {
 
 #define CONVERT_KW                                                                             \
     "cast", "quant", "stringify_meta", "drop_meta", "drop_sections", "sync", "drop_unreadable", \
-        "dequantize", "requantize", "strict", "quant_method", "quant_clip", "meta", "options"
+        "dequantize", "requantize", "strict", "quant_method", "quant_clip", "meta", "options", \
+        "imatrix"
 
 /* convert(src, dst, format, force, alignment, compress, digest, format_version, threads,
  *         cast, quant, stringify_meta, drop_meta, drop_sections, sync, drop_unreadable,
@@ -1661,14 +1669,15 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     copts c = COPTS_INIT;
     int pure = 0, dry_run = 0, keep_split = 0;
     PyObject *ott = Py_None, *tet = Py_None, *tts = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOOppOOOp", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOOOppOOOp", kwlist,
                                      PyUnicode_FSConverter, &srcobj, PyUnicode_FSConverter,
                                      &dstobj, &w.format, &w.force, &w.alignment, &w.compress,
                                      &w.digest, &w.version, &w.threads, &c.cast, &c.quant,
                                      &c.stringify, &c.drop_meta, &c.drop_sections, &w.sync,
                                      &c.drop_unreadable, &c.dequantize, &c.requantize, &c.strict,
-                                     &c.quant_method, &c.quant_clip, &c.meta, &w.options, &pure,
-                                     &dry_run, &ott, &tet, &tts, &keep_split))
+                                     &c.quant_method, &c.quant_clip, &c.meta, &w.options,
+                                     &c.imatrix, &pure, &dry_run, &ott, &tet, &tts,
+                                     &keep_split))
         return NULL;
     PyObject *result = NULL, *digest_bytes = NULL;
     tbx_value *meta = NULL, *options = NULL;
@@ -1720,6 +1729,7 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
 done:
     PyMem_Free(rules);
     rep_free(&reps);
+    Py_XDECREF(c.imatrix_b);
     tbx_value_free(meta);
     tbx_value_free(options);
     Py_XDECREF(digest_bytes);
@@ -1737,12 +1747,12 @@ static PyObject *mod_check_output(PyObject *m, PyObject *args, PyObject *kw) {
     PyObject *pathobj = NULL;
     wopts w = WOPTS_INIT;
     copts c = COPTS_INIT;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|OpOOppppppppOOOO", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|OpOOppppppppOOOOO", kwlist,
                                      PyUnicode_FSConverter, &pathobj, &w.format, &w.force,
                                      &c.cast, &c.quant, &c.stringify, &c.drop_meta,
                                      &c.drop_sections, &w.sync, &c.drop_unreadable,
                                      &c.dequantize, &c.requantize, &c.strict, &c.quant_method,
-                                     &c.quant_clip, &c.meta, &w.options))
+                                     &c.quant_clip, &c.meta, &w.options, &c.imatrix))
         return NULL;
     PyObject *result = NULL, *digest_bytes = NULL;
     tbx_value *meta = NULL, *options = NULL;
@@ -1758,6 +1768,7 @@ static PyObject *mod_check_output(PyObject *m, PyObject *args, PyObject *kw) {
         if (st != TBX_OK) raise_tbx(st, &err);
         else result = Py_NewRef(Py_None);
     }
+    Py_XDECREF(c.imatrix_b);
     tbx_value_free(meta);
     tbx_value_free(options);
     Py_XDECREF(digest_bytes);

@@ -804,9 +804,9 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
             format_version=0, threads=0, cast=None, quant=None, stringify_meta=False,
             drop_meta=False, drop_sections=False, sync=True, drop_unreadable=False,
             dequantize=False, requantize=False, strict=False, quant_method=None,
-            quant_clip=None, meta=None, options=None, pure=False, dry_run=False,
-            output_tensor_type=None, token_embedding_type=None, tensor_types=None,
-            keep_split=False):
+            quant_clip=None, meta=None, options=None, imatrix=None, pure=False,
+            dry_run=False, output_tensor_type=None, token_embedding_type=None,
+            tensor_types=None, keep_split=False):
     """Converts a file to another format (``tbx convert``) and returns what became of each
     tensor: a list of :class:`ConvertReport`, one per output tensor in order.
 
@@ -828,7 +828,10 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
     ``quant_method``/``quant_clip`` (MCF quantization: MCF's write options ``quant_method``,
     ``quant_clip_min``/``quant_clip_max``, which ``options`` may give instead; GGUF:
     ``quant_method`` "ggml", the default, ggml_quantize_chunk's bytes, or "search", tensorbox's
-    own K-quant search, reported with ``rmse`` and ``rmse_ggml``), ``meta={key:
+    own K-quant search, reported with ``rmse`` and ``rmse_ggml``), ``imatrix=PATH`` (with a ggml
+    ``quant``: an importance matrix as llama-imatrix writes it, GGUF or legacy .dat, applied
+    per tensor as ``llama-quantize --imatrix`` does, its ``quantize.imatrix.*`` keys recorded;
+    ``tbx convert --imatrix``), ``meta={key:
     value}`` (metadata set on
     the output, replacing the input's entry of that key; typed as ``--meta KEY:TYPE=VALUE``:
     int -> i64, float -> f64, str, bool, numpy scalars their own type, lists, dicts and numpy
@@ -847,7 +850,8 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
                     drop_sections=drop_sections, sync=sync, drop_unreadable=drop_unreadable,
                     dequantize=dequantize, requantize=requantize, strict=strict,
                     quant_method=quant_method, quant_clip=_clip(quant_clip),
-                    meta=_meta_map(meta), options=_meta_map(options, "options"), pure=pure,
+                    meta=_meta_map(meta), options=_meta_map(options, "options"),
+                    imatrix=None if imatrix is None else os.fspath(imatrix), pure=pure,
                     dry_run=dry_run, output_tensor_type=output_tensor_type,
                     token_embedding_type=token_embedding_type, tensor_types=tensor_types,
                     keep_split=keep_split)

@@ -15,6 +15,7 @@
 #include "encode.h"
 #include "ggml.h"
 #include "models.h"
+#include "imatrix.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -95,9 +96,93 @@ static tbx_status conclude(tbx_file *in, tbx_writer *w, tbx_status st, tbx_error
     return st;
 }
 
+/* ---- importance matrices (tbx_convert_options.imatrix) ------------------------------------ */
+/* Reads the file at `path` in either of llama-imatrix's forms: GGUF (its magic) through the
+ * GGUF reader, else the legacy .dat; with the input's limits and allocator. A matrix of no
+ * entry is refused (it would apply to nothing). */
+static tbx_status imatrix_load(const tbx_file *in, const char *path, tbx_imatrix *m,
+                               tbx_error *err) {
+    tbx_source src;
+    tbx_status st = tbx_source_open_path(&src, path, false, err);
+    if (st != TBX_OK) return st;
+    uint8_t magic[4] = {0};
+    const bool gguf = src.size >= 4 && tbx_source_read(&src, 0, magic, 4, "magic", err) == TBX_OK &&
+                      memcmp(magic, "GGUF", 4) == 0;
+    if (!gguf) {
+        st = tbx_imatrix_read_dat(&src, &in->al, &in->limits, m, err);
+        tbx_source_close(&src);
+    } else {
+        tbx_source_close(&src);
+        tbx_open_options oo;
+        tbx_open_options_init(&oo);
+        oo.format = TBX_FORMAT_GGUF;
+        oo.limits = &in->limits;
+        oo.allocator = &in->al.a;
+        tbx_file *f = NULL;
+        st = tbx_open_path(&f, path, &oo, err);
+        if (st == TBX_OK) st = tbx_imatrix_read_gguf(f, m, err);
+        tbx_close(f);
+    }
+    if (st == TBX_OK && m->n == 0) {
+        tbx_imatrix_free(m);
+        st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "imatrix", "the importance matrix has no "
+                     "entry (no NAME.in_sum2 / NAME.counts pair)");
+    }
+    if (st != TBX_OK) {
+        char hint[300];
+        snprintf(hint, sizeof hint, "importance matrix %s", path);
+        tbx_convert_hint(err, hint);
+    }
+    return st;
+}
+
+/* Up to 127 bytes of s (llama-quantize's key values are 128-byte buffers), cut before a UTF-8
+ * continuation byte. */
+static tbx_value *key_str(const char *s) {
+    size_t n = strlen(s);
+    if (n > 127) {
+        n = 127;
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
+    }
+    return tbx_value_new_string(s, n);
+}
+
+/* The quantize.imatrix.* entries llama-quantize records (tools/quantize: the file as given, the
+ * first dataset, the number of entries, the chunk count when positive) into map `mv`, leaving
+ * a key the map already has (the caller's own) as it is. */
+static tbx_status imatrix_keys(const tbx_imatrix *m, const char *path, tbx_value *mv,
+                               tbx_error *err) {
+    struct { const char *key; tbx_value *v; } kv[4] = {
+        {"quantize.imatrix.file", key_str(path)},
+        {"quantize.imatrix.dataset", m->ndatasets ? key_str(m->datasets[0]) : NULL},
+        {"quantize.imatrix.entries_count", tbx_value_new_uint(TBX_V_U32, (uint32_t)m->n)},
+        {"quantize.imatrix.chunks_count",
+         m->chunk_count > 0 ? tbx_value_new_uint(TBX_V_U32, (uint64_t)m->chunk_count) : NULL}};
+    tbx_status st = TBX_OK;
+    for (int i = 0; i < 4; i++) {
+        const bool want = i == 0 || i == 2 || (i == 1 && m->ndatasets) ||
+                          (i == 3 && m->chunk_count > 0);
+        if (st == TBX_OK && want && !kv[i].v) st = tbx_err_nomem(err, "metadata");
+        bool have = false;
+        for (uint64_t j = 0; st == TBX_OK && kv[i].v && j < tbx_value_len(mv); j++) {
+            size_t kl;
+            const char *k = tbx_value_key_at(mv, j, &kl);
+            have |= k && kl == strlen(kv[i].key) && memcmp(k, kv[i].key, kl) == 0;
+        }
+        if (st == TBX_OK && kv[i].v && !have) {
+            st = tbx_value_map_put(mv, kv[i].key, strlen(kv[i].key), kv[i].v);
+            kv[i].v = NULL;
+        }
+        tbx_value_free(kv[i].v);
+    }
+    if (st != TBX_OK && st != TBX_E_NOMEM) st = tbx_err(err, st, TBX_NO_OFFSET, "meta",
+                                                        "importance matrix metadata");
+    return st;
+}
+
 /* A Hugging Face model to GGUF, the output already checked: src/models' metadata and plan. */
 static tbx_status gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_hf_options *o,
-                               tbx_error *err) {
+                               const tbx_imatrix *im, const char *im_path, tbx_error *err) {
     tbx_hf_gguf *h = NULL;
     tbx_status st = tbx_hf_gguf_prepare(in, o, &h, err);
     if (st != TBX_OK) return st;
@@ -108,6 +193,18 @@ static tbx_status gguf_from_hf(tbx_file *in, const char *out_path, const tbx_ggu
                               ? TBX_WRITE_QUANTIZING_ : 0, err);
     tbx_plan *plan = NULL;
     if (st == TBX_OK) st = tbx_hf_gguf_write(h, w, &plan, err);
+    if (st == TBX_OK && im) {
+        /* after the model's metadata, as llama-quantize adds its keys last */
+        tbx_value *mv = tbx_value_new_map();
+        st = mv ? imatrix_keys(im, im_path, mv, err) : tbx_err_nomem(err, "metadata");
+        for (uint64_t j = 0; st == TBX_OK && j < tbx_value_len(mv); j++) {
+            size_t kl;
+            const char *key = tbx_value_key_at(mv, j, &kl);
+            st = tbx_writer_add_meta(w, key, kl, tbx_value_at(mv, j), err);
+        }
+        tbx_value_free(mv);
+        if (st == TBX_OK) st = tbx_imatrix_attach(im, plan, in, err);
+    }
     if (st == TBX_OK) {
         tbx_engine_opts eo;
         engine_opts(&eo, o->progress, o->progress_ud, o->on_tensor, o->flags);
@@ -136,7 +233,7 @@ tbx_status tbx_gguf_from_hf(tbx_file *in, const char *out_path, const tbx_gguf_h
     /* the output can be written before the model's JSON files are parsed */
     st = tbx_writer_check(out_path, &o.write, err);
     if (st != TBX_OK) return st;
-    return gguf_from_hf(in, out_path, &o, err);
+    return gguf_from_hf(in, out_path, &o, NULL, NULL, err);
 }
 
 /* The conversion flags of this release; 0x10 and 0x20 were TBX_CONVERT_QUANT_MANTLE and
@@ -198,13 +295,20 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
         return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "quant",
                        "quantizing to %s is not supported (%s)", qi ? qi->name : "?", list);
     }
-    tbx_status ist = imatrix_check(o->quant_to, err);
+    /* (with a matrix, each tensor of such a type without an entry is refused when attached) */
+    tbx_status ist = o->imatrix ? TBX_OK : imatrix_check(o->quant_to, err);
     if (ist != TBX_OK) return ist;
     /* a step asked of a quantization that is not asked for: refused, never a no-op */
     if ((o->flags & TBX_CONVERT_REQUANTIZE) && o->quant_to == TBX_DT_INVALID && !o->quant_preset)
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "flags",
                        "TBX_CONVERT_REQUANTIZE (--requantize) applies to quant_to, the type to "
                        "quantize already-quantized tensors to again, and none is asked for");
+    /* an importance matrix weights the quantization to a ggml block type, and nothing else */
+    if (o->imatrix && !o->quant_preset && !(qe && qe->kind == TBX_ENC_BLOCK))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "imatrix",
+                       "an importance matrix (--imatrix) applies to quantizing to a ggml block "
+                       "type (quant_to) or a llama-quantize preset (quant_preset), and none is "
+                       "asked for");
     /* quant_method=search asks for tensorbox's own encoder of one type: a preset name that
      * names a type (Q4_K, Q6_K, ...) is read as that type, never as llama.cpp's mix */
     if (o->quant_preset && o->quant_to == TBX_DT_INVALID) {
@@ -455,7 +559,33 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         ho.token_embedding_type = o.token_embedding_type;
         ho.tensor_types = o.tensor_types;
         ho.n_tensor_types = o.n_tensor_types;
-        return gguf_from_hf(in, out_path, &ho, err);
+        if (!o.imatrix) return gguf_from_hf(in, out_path, &ho, NULL, NULL, err);
+        ho.preset_flags |= TBX_PRESET_HAS_IMATRIX_;
+        tbx_imatrix im;
+        st = imatrix_load(in, o.imatrix, &im, err);
+        if (st == TBX_OK) st = gguf_from_hf(in, out_path, &ho, &im, o.imatrix, err);
+        tbx_imatrix_free(&im);
+        return st;
+    }
+
+    /* the importance matrix, read before anything is written; its keys join the caller's
+     * metadata (after the input's, as llama-quantize adds them) */
+    tbx_imatrix im;
+    tbx_imatrix_init(&im, &in->al);
+    tbx_value *meta = NULL;
+    if (o.imatrix) {
+        st = imatrix_load(in, o.imatrix, &im, err);
+        if (st == TBX_OK) {
+            meta = o.meta ? tbx_value_clone(o.meta) : tbx_value_new_map();
+            st = meta ? imatrix_keys(&im, o.imatrix, meta, err)
+                      : tbx_err_nomem(err, "metadata");
+        }
+        if (st != TBX_OK) {
+            tbx_value_free(meta);
+            tbx_imatrix_free(&im);
+            return st;
+        }
+        o.meta = meta;
     }
 
     /* what each tensor becomes, decided before anything is written; a Hugging Face
@@ -499,6 +629,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         st = tbx_hf_embd_prepare(in, to_fmt, &he, err);
         if (st == TBX_OK) st = tbx_hf_embd_plan(he, &plan, err);
     }
+    if (st == TBX_OK && o.imatrix) st = tbx_imatrix_attach(&im, &plan, in, err);
     if (st == TBX_OK && preset && (o.preset_flags & TBX_PRESET_KEEP_SPLIT)) {
         st = keep_split(in, out_path, &o, &plan, ftype, err);
         tbx_plan_free(&plan);
@@ -512,6 +643,8 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     if (st != TBX_OK) {
         tbx_hf_embd_free(he);
         tbx_plan_free(&plan);
+        tbx_value_free(meta);
+        tbx_imatrix_free(&im);
         return st;
     }
     tbx_kept_values kept = { NULL, 0, 0 };
@@ -535,5 +668,7 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     tbx_hf_embd_free(he);
     tbx_plan_free(&plan);
     tbx_convert_kept_free(in, &kept);
+    tbx_value_free(meta); /* after the writer, which may have borrowed its entries */
+    tbx_imatrix_free(&im);
     return st;
 }

@@ -59,6 +59,8 @@ static const cli_option convert_options[] = {
     {"quant-clip", 0, "MIN,MAX", "MCF --quant: clamp every tensor to [MIN, MAX] (default: each "
                                  "tensor's +-max|value|); -O quant_clip_min=MIN -O "
                                  "quant_clip_max=MAX"},
+    {"imatrix", 0, "FILE", "GGUF --quant: weight the quantization by an importance matrix "
+                           "(llama-imatrix's GGUF or legacy .dat), as llama-quantize --imatrix"},
     {"verbose", 'v', NULL, "one line per tensor: what became of it and why (with --quant to "
                            "MCF, or --quant-method search, also its error)"},
     {"dequantize", 0, NULL, "lossy: write every quantized tensor dequantized, as f32 (or the "
@@ -757,6 +759,9 @@ static int convert_run(const cli_args *a) {
     }
     if (cli_flag(a, "requantize") && !quant)
         return cli_usage_error(a, "--requantize applies to --quant (the type to quantize to)");
+    opt.imatrix = cli_value(a, "imatrix");
+    if (opt.imatrix && !quant)
+        return cli_usage_error(a, "--imatrix applies to --quant (a ggml type to quantize to)");
     uint64_t n;
     const char *s;
     if ((s = cli_value(a, "alignment")) != NULL) {
@@ -912,7 +917,8 @@ static int convert_run(const cli_args *a) {
 const cli_command cli_cmd_convert = {
     "convert",
     "IN OUT [--to FORMAT] [--force] [--stringify-meta] [--drop-meta] [--cast DTYPE] [--quant TYPE]"
-    " [--quant-method best|mantle|ggml|search] [--quant-clip MIN,MAX] [-v] [--dequantize] [--requantize]"
+    " [--quant-method best|mantle|ggml|search] [--quant-clip MIN,MAX] [--imatrix FILE] [-v]"
+    " [--dequantize] [--requantize]"
     " [--strict] [--drop-unreadable] [--raw] [--no-dedup] [--no-sync]"
     " [--meta KEY[:TYPE]=VALUE]... [-O KEY=VALUE]...",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
@@ -929,6 +935,12 @@ const cli_command cli_cmd_convert = {
     "-O quant_method=search, q2_k .. q6_k only) uses tensorbox's own scale search instead: other\n"
     "bytes, a lower error, slower; its RMSE and that of ggml's algorithm on the same values are\n"
     "printed on stderr (each tensor's with -v).\n"
+    "--imatrix FILE (GGUF --quant to a ggml type) weights the quantization by an importance\n"
+    "matrix as llama-imatrix writes it (GGUF, or the legacy .dat): each tensor's rows are\n"
+    "quantized with the vector of its name, as llama-quantize --imatrix does (the same bytes as\n"
+    "ggml_quantize_chunk given that vector); a tensor the matrix has no entry for is quantized\n"
+    "without one (said on stderr), a vector of another length stops the conversion, and the\n"
+    "output records quantize.imatrix.file, .dataset, .entries_count and .chunks_count.\n"
     "A tensor already quantized to another type stops the conversion unless --requantize\n"
     "(decoded and quantized again) or --dequantize.\n"
     "After --quant, --cast, --dequantize or --requantize, stderr gets what was done to the\n"

@@ -36,6 +36,7 @@
  */
 #include "convert.h"
 #include "encode.h"
+#include "ggml.h"
 #include "check.h"
 #include "plain.h"
 
@@ -132,6 +133,11 @@ struct eng {
     bool check;              /* count what the values became */
     uint64_t out_cols;       /* its row length (the last dimension; 1-D: all) */
     bool search;             /* TBX_PT_SEARCH: the encoder's search, errors measured */
+    /* An importance matrix's vector for the tensor (plan->qw), NULL: none. Jobs then hold
+     * whole rows, handed to the row quantizer with the vector of their expert (`rpe` rows
+     * each). */
+    const float *qw;
+    uint64_t rpe;
     double sse_ref;          /* ... ggml's reference's squared error, summed over the jobs */
     tbx_enc_payload pay;
     uint8_t *payload;
@@ -221,6 +227,10 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
             return bad_plan(err, name, "an MCF family's payload is a 2-D tensor");
         if ((t->flags & TBX_PT_SEARCH) && !(enc && enc->search))
             return bad_plan(err, name, "a search goes with an encoder that has one");
+        const bool qw = p->qw && p->qw[k];
+        if (qw && (!enc || enc->kind != TBX_ENC_BLOCK || !tbx_ggml_quant_rows_for(enc->dtype) ||
+                   (t->flags & (TBX_PT_SEARCH | TBX_PT_GEN)) || ndim < 2))
+            return bad_plan(err, name, "an importance matrix goes with a ggml block type's rows");
         if (t->flags & TBX_PT_GEN) {
             if (t->nsrc || !p->generate || t->enc != TBX_PENC_ENCODE)
                 return bad_plan(err, name, "a generated tensor has no sources, a generator and "
@@ -270,8 +280,11 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
             } else if (enc->kind == TBX_ENC_PAYLOAD) {
                 if (count % cols || (reorder && W != cols))
                     return bad_plan(err, name, "an MCF payload takes whole rows of a source");
-            } else if (ounit > 1 && (count % ounit || (reorder && W % ounit)))
+            } else if (ounit > 1 && (count % ounit || (reorder && W % ounit))) {
                 return bad_plan(err, name, "a block type takes whole blocks of a source");
+            }
+            if (qw && (count % cols || (reorder && W != cols)))
+                return bad_plan(err, name, "an importance matrix takes whole rows of a source");
         }
         if (sum != nelems) return bad_plan(err, name, "its sources do not hold its values");
     }
@@ -467,6 +480,17 @@ static void job_run(tbx_task *task) {
         e->enc->search(e->enc, x, n, sl->out);
         sl->sse = tbx_encoder_block_sse(e->enc, x, n, sl->out);
         sl->sse_ref = tbx_encoder_block_sse(e->enc, x, n, NULL);
+    } else if (e->qw) { /* whole rows, each run within one expert, with its vector */
+        const tbx_quant_rows_fn q = tbx_ggml_quant_rows_for(e->to);
+        const uint64_t C = e->out_cols, nrows = n / C;
+        const size_t rowb = (size_t)(nb / (nrows ? nrows : 1));
+        for (uint64_t r = 0, g = sl->out0 / C; r < nrows;) {
+            const uint64_t ex = (g + r) / e->rpe;
+            uint64_t run = e->rpe - (g + r) % e->rpe;
+            if (run > nrows - r) run = nrows - r;
+            q(x + r * C, sl->out + r * rowb, (int64_t)run, (int64_t)C, e->qw + ex * C);
+            r += run;
+        }
     } else {
         e->enc->encode(e->enc, x, n, sl->out);
     }
@@ -513,6 +537,7 @@ static tbx_status source_setup(eng *e, const tbx_plan_src *s, uint64_t out0, esr
     /* the cut: units of the encoder and of the source's decoding */
     uint64_t unit = 1;
     if (!stored && e->enc->kind == TBX_ENC_BLOCK && e->toi) unit = e->toi->block_size;
+    if (e->qw) unit = e->out_cols; /* whole rows (a multiple of the block: check_plan) */
     if (es->in == IN_F32 && it) {
         const tbx_dtype_info *si = tbx_file_dtype(e->in, it->dtype);
         if (si && si->block_size > 1) unit = lcm64(unit, si->block_size);
@@ -922,6 +947,13 @@ static tbx_status report(eng *e, size_t k, uint64_t nvalues, const tbx_value_che
     r.to = (tbx_dtype)t->dtype;
     r.action = (tbx_convert_action)t->action;
     if (e->p->reason) e->p->reason(e->p, e->in, k, why, sizeof why);
+    if (e->p->qw_why && e->p->qw_why[k] != TBX_QW_NONE) {
+        static const char *const qw_text[] = {
+            "", "with its importance matrix", "without an importance matrix (none for it)",
+            "without an importance matrix (its entry has another size)"};
+        const size_t n = strlen(why);
+        snprintf(why + n, sizeof why - n, "%s%s", n ? ", " : "", qw_text[e->p->qw_why[k] & 3]);
+    }
     r.reason = why;
     r.nvalues = nvalues;
     r.nonfinite = c->nonfinite;
@@ -966,6 +998,9 @@ static tbx_status write_tensor(eng *e, size_t k) {
     e->out_cols = ndim ? shape[ndim - 1] : 1;
     uint64_t nelems = 1;
     for (uint32_t d = 0; d < ndim; d++) nelems *= shape[d];
+    e->qw = e->enc && e->p->qw ? e->p->qw[k] : NULL;
+    e->rpe = ndim == 3 ? shape[1] : (e->out_cols ? nelems / e->out_cols : 1);
+    if (!e->rpe) e->rpe = 1;
     tbx_status st = TBX_OK;
     double sse = 0;
     uint64_t nvalues = 0;

@@ -173,7 +173,7 @@ tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan 
     lp.deflt = pr->deflt;
     lp.only_copy = pr->deflt == TBX_DT_INVALID;
     lp.pure = (o->preset_flags & TBX_PRESET_PURE) != 0;
-    lp.has_imatrix = false; /* importance matrices: another part of issue 21 */
+    lp.has_imatrix = o->imatrix != NULL;
     lp.quantize_output = true;
     lp.output_type = o->output_tensor_type;
     lp.token_embd_type = o->token_embedding_type;

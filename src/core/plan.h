@@ -97,6 +97,15 @@ typedef struct tbx_plan_tensor {
     uint8_t flags;             /* TBX_PT_* */
 } tbx_plan_tensor;
 
+/* tbx_plan.qw_why */
+enum {
+    TBX_QW_NONE = 0,     /* not quantized to a ggml block type: nothing to apply */
+    TBX_QW_USED = 1,     /* quantized with its vector */
+    TBX_QW_MISSING = 2,  /* the matrix has no entry of its name: quantized without */
+    TBX_QW_MISMATCH = 3  /* token embeddings whose entry has another size: quantized without,
+                            as llama-quantize does */
+};
+
 typedef struct tbx_plan tbx_plan;
 struct tbx_plan {
     tbx_alloc al;                /* the plan's memory (the input handle's allocator) */
@@ -118,6 +127,13 @@ struct tbx_plan {
     void (*reason)(const tbx_plan *p, const tbx_file *in, size_t k, char *buf, size_t cap);
     tbx_status (*generate)(const tbx_plan *p, size_t k, uint64_t first, uint64_t n, float *out,
                            tbx_error *err);
+    /* An importance matrix applied to the plan (src/models/imatrix.c, tbx_imatrix_attach), or
+     * NULL: for tensor k, qw[k] the vector its rows are quantized with, cols values per expert
+     * (a 3-D [experts, rows, cols] tensor: expert e's rows take the e-th run), borrowed from
+     * the matrix, which outlives the engine; NULL: quantized without one, qw_why[k] says why
+     * (TBX_QW_*). The engine then hands whole rows to the row quantizer (ggml.h). */
+    const float **qw;
+    uint8_t *qw_why;
     /* memory the plan owns (names, shapes, descriptions): blocks freed with it */
     struct tbx_plan_block *blocks;
 };

@@ -1751,6 +1751,7 @@ static tbx_status apply_preset(hf *h) {
     lp.deflt = h->preset->deflt;
     lp.only_copy = h->preset->deflt == TBX_DT_INVALID;
     lp.pure = (o->preset_flags & TBX_PRESET_PURE) != 0;
+    lp.has_imatrix = (o->preset_flags & TBX_PRESET_HAS_IMATRIX_) != 0;
     lp.quantize_output = true;
     lp.output_type = o->output_tensor_type;
     lp.token_embd_type = o->token_embedding_type;
@@ -1888,9 +1889,10 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
     if (o->quant_preset) {
         h->preset = tbx_lq_preset_find(o->quant_preset);
         if (!h->preset || o->quant_to != TBX_DT_INVALID || o->cast_to != TBX_DT_INVALID ||
-            (o->preset_flags & ~(uint32_t)TBX_PRESET_PURE)) {
+            (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_HAS_IMATRIX_))) {
             const char *why = !h->preset ? "'%s' is not one of llama-quantize's types"
-                              : (o->preset_flags & ~(uint32_t)TBX_PRESET_PURE)
+                              : (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE |
+                                                               TBX_PRESET_HAS_IMATRIX_))
                                   ? "%s: --dry-run and --keep-split apply to a GGUF input "
                                     "(convert the directory to GGUF first)"
                                   : "%s: a preset decides every tensor's type, with no "

@@ -109,6 +109,11 @@ typedef struct tbx_lq_params {
     void *rule_ud;
 } tbx_lq_params;
 
+/* tbx_gguf_hf_options.preset_flags, inside the library only (tbx_convert sets it): the
+ * conversion quantizes with an importance matrix, so llama-quantize's rules read has_imatrix
+ * true. Not a public TBX_PRESET_* flag: the public tbx_gguf_from_hf takes no matrix. */
+#define TBX_PRESET_HAS_IMATRIX_ 0x80000000u
+
 /* A tensor as llama.cpp sees it: ne in ggml's order (ne[0] the row length), ndim without
  * trailing 1s (ggml_n_dims), its stored type. */
 typedef struct tbx_lq_tensor {

@@ -6,8 +6,8 @@ The models: tiny llama and qwen2 decoders made large enough for the layer rules 
 layers, grouped-query attention with n_gqa 4 and 2, rows of 256 and of 384 values: a multiple
 and not a multiple of the K-quants' 256) and the real all-MiniLM-L6-v2 (bert: token types,
 position embeddings, rows of 384 and 1536), each converted to an f32 GGUF by tbx. Every preset
-of quantize.cpp is run by both; a preset needing a type tensorbox cannot quantize yet is a skip
-that names the type (never a pass), and one llama.cpp refuses (an IQ1/IQ2 mix without an
+of quantize.cpp is run by both (tensorbox quantizes every ggml type: a refusal llama.cpp does not
+make is a failure, never a skip), and one llama.cpp refuses (an IQ1/IQ2 mix without an
 importance matrix) must be refused by tbx too. The options (--pure, --tensor-type,
 --output-tensor-type, --token-embedding-type, --dry-run, --requantize) are checked against
 llama_model_quantize with the same parameters.
@@ -124,19 +124,11 @@ def tbx_quant(tbx, src, dst, preset, *args):
     return run(tbx, "convert", src, dst, "--force", "--quant", preset, *args, timeout=300)
 
 
-def gguf_writable_types(tbx) -> set[str]:
-    from conftest import help_formats
-    r = run(tbx, "convert", "--help")
-    m = re.search(r"^\s+gguf\s+(.+(?:\n\s{15,}.+)*)$", r.text, re.M)
-    assert m, r.text
-    return set(m.group(1).lower().split())
-
-
 def check_same(tbx, src: Path, tmp_path: Path, preset: str, tbx_args=(), tbx_src=None,
                **params):
     """Runs llama_model_quantize on `src` and tbx on `tbx_src` (default: the same file) with the
-    same request; returns when both wrote the same bytes, else fails; skips (naming the type)
-    when tbx cannot quantize to a type the preset needs."""
+    same request; returns when both wrote the same bytes, else fails (never skips: tensorbox
+    quantizes every ggml type)."""
     want = tmp_path / f"ref-{preset}.gguf"
     got = tmp_path / f"tbx-{preset}.gguf"
     try:
@@ -152,11 +144,7 @@ def check_same(tbx, src: Path, tmp_path: Path, preset: str, tbx_args=(), tbx_src
         assert not got.exists()
         assert "importance matrix" in r.text or "no fallback" in r.text, r.text
         return
-    if r.rc != 0:
-        m = re.search(r"gives it (\S+), which tensorbox cannot quantize to yet", r.text)
-        if m:
-            assert m.group(1).lower() not in gguf_writable_types(tbx), r.text
-            pytest.skip(f"{preset} needs {m.group(1)}, which tbx cannot quantize to yet")
+    if r.rc != 0:  # every ggml type has a quantizer: a refusal llama.cpp does not make fails
         pytest.fail(f"tbx refused {preset}: {r.describe()}")
     a, b = got.read_bytes(), want.read_bytes()
     assert a == b, f"{preset}: tbx's file differs from llama_model_quantize's:\n" + \
