@@ -2,6 +2,7 @@
 """Hugging Face model directory -> llama.cpp GGUF: wall time, CPU time and peak RSS of `tbx convert`.
 
     .venv/bin/python bench/bench_hf_gguf.py [--reps 3] [--layers 10] [--tbx build/tbx]
+                                            [--only f16,q4_k_m]
     BENCH_DIR=/path     where the files go (default: a temporary directory, removed after)
 
 The model is a synthetic llama-family directory of realistic shapes (TinyLlama-1.1B's: hidden
@@ -16,14 +17,28 @@ tokenizer (tokenizers) and the config.json a llama checkpoint carries.
             reordered, tokenizer and keys written; durable: writeback started every 32 MiB,
             fsync before the rename), and the same with --no-sync (no fsync, no early
             writeback: what cp does)
-  q4_K      `tbx convert DIR out.gguf --quant q4_k --force` (one run: CPU-bound)
+  Q4_K_M    the whole model quantized as llama.cpp users do, beside llama.cpp's own code:
+            tbx        `tbx convert DIR out.gguf --quant Q4_K_M --force` (one pass)
+            llama.cpp  (1) its converter, `convert_hf_to_gguf.py DIR --outfile F16.gguf
+                       --outtype f16` (the copy bootstrap keeps in .venv/llama-cpp-src/,
+                       TBX_LLAMA_CPP_SRC overrides; run by .venv's python, which has torch; the
+                       synthetic tokenizer is not one the converter knows by its hash, so it is
+                       told the pre-tokenizer name "llama-bpe", as tests/python/test_hf_runtime.py
+                       does; nothing else is changed), then (2) llama_model_quantize(F16.gguf,
+                       out.gguf, ftype Q4_K_M, nthread = all cores) of libllama in .venv
+                       (llama_cpp's ctypes bindings), each a process of its own
+            wall time, CPU time and peak RSS of each step and of the two, medians of --reps
+            interleaved runs (sync, untimed, before each); ratio = llama.cpp / tbx; and whether
+            the two outputs hold the same tensors (name, type, bytes; gguf-py).
+            A missing peer (llama_cpp, torch, the converter) is an error, never a skip.
 Page cache warm (one untimed cp first), `sync` (untimed) before every timed run so that no
 run pays for the previous one's dirty pages, and every run writes a new file (the previous
 copy or output removed untimed: replacing a 1 GiB file costs its eviction, ~0.1 s of system
 time); medians of interleaved repetitions for cp and f16; peak RSS and CPU time (user +
 system, medians) from GNU time: on a shared machine the CPU time varies less than the wall
 time. Targets (issue 13): f16 within 1.5x of cp, peak RSS <= 256 MiB; printed for each
-pair of like durability (tbx --no-sync / cp, tbx / cp + sync) and for tbx / cp.
+pair of like durability (tbx --no-sync / cp, tbx / cp + sync) and for tbx / cp. Issue 21: tbx's
+Q4_K_M peak RSS <= 256 MiB.
 """
 from __future__ import annotations
 
@@ -42,6 +57,29 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 E, H, KV, FF, V = 2048, 32, 4, 5632, 32000
+LLAMA_FTYPE_MOSTLY_Q4_K_M = 15  # llama_ftype (include/llama.h)
+
+# llama.cpp's converter, told the BPE pre-tokenizer's name (see the docstring)
+CONVERT = r"""
+import runpy, sys
+vendor, pre = sys.argv[1], sys.argv[2]
+sys.path[:0] = [vendor, vendor + "/gguf-py"]
+import conversion.base as base
+base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
+sys.argv = [vendor + "/convert_hf_to_gguf.py"] + sys.argv[3:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+# llama_model_quantize of libllama (llama_cpp's ctypes bindings): SRC DST FTYPE NTHREAD
+QUANTIZE = r"""
+import ctypes, sys
+from llama_cpp import llama_cpp as L
+L.llama_backend_init()
+p = L.llama_model_quantize_default_params()
+p.ftype, p.nthread = int(sys.argv[3]), int(sys.argv[4])
+rc = L.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), ctypes.byref(p))
+sys.exit(f"llama_model_quantize failed ({rc})" if rc else 0)
+"""
 
 
 def shapes(layers: int):
@@ -117,12 +155,153 @@ def timed(argv, key: str | None = None) -> tuple[float, int]:
     return dt, int(rss)
 
 
+def llama_cpp_peers() -> Path:
+    """llama.cpp's sources kept by bootstrap (the release llama_cpp in .venv is built from);
+    exits with a message when any peer of the Q4_K_M row is missing."""
+    import importlib.util
+    import re
+    missing = [m for m in ("llama_cpp", "torch", "transformers", "gguf")
+               if importlib.util.find_spec(m) is None]
+    if missing:
+        sys.exit(f"bench_hf_gguf: the Q4_K_M row needs {', '.join(missing)} in the python "
+                 f"that runs it ({sys.executable}): run it with .venv/bin/python "
+                 f"(scripts/bootstrap.sh --llama installs them)")
+    pin = re.search(r"llama-cpp-python==(\S+)",
+                    (REPO / "python" / "requirements-llama.txt").read_text()).group(1)
+    v = Path(os.environ.get("TBX_LLAMA_CPP_SRC") or
+             REPO / ".venv" / "llama-cpp-src" / f"llama_cpp_python-{pin}" / "vendor" / "llama.cpp")
+    for f in ("convert_hf_to_gguf.py", "gguf-py/gguf/__init__.py", "conversion/base.py"):
+        if not (v / f).is_file():
+            sys.exit(f"bench_hf_gguf: llama.cpp's converter is not complete at {v} (no {f}; "
+                     f"scripts/bootstrap.sh --llama keeps it from the llama-cpp-python {pin} "
+                     f"source distribution; TBX_LLAMA_CPP_SRC names another copy)")
+    return v
+
+
+def same_tensors(a: Path, b: Path) -> str:
+    """'' when the two GGUFs hold the same tensors (names, types, shapes, bytes; order
+    ignored), else the first differences."""
+    import numpy as np
+    import gguf
+    ra, rb = gguf.GGUFReader(str(a)), gguf.GGUFReader(str(b))
+    ta = {t.name: t for t in ra.tensors}
+    tb = {t.name: t for t in rb.tensors}
+    diff = [f"only in {a.name}: {n}" for n in sorted(ta.keys() - tb.keys())]
+    diff += [f"only in {b.name}: {n}" for n in sorted(tb.keys() - ta.keys())]
+    for n in sorted(ta.keys() & tb.keys()):
+        x, y = ta[n], tb[n]
+        if x.tensor_type != y.tensor_type or list(x.shape) != list(y.shape):
+            diff.append(f"{n}: {x.tensor_type.name}{list(x.shape)} vs "
+                        f"{y.tensor_type.name}{list(y.shape)}")
+        elif not np.array_equal(np.asarray(x.data).view(np.uint8).ravel(),
+                                np.asarray(y.data).view(np.uint8).ravel()):
+            diff.append(f"{n} ({x.tensor_type.name}): bytes differ")
+    return "; ".join(diff[:8]) + (f" ... ({len(diff)} in all)" if len(diff) > 8 else "")
+
+
+def q4_k_m(a, d: Path, tmp: Path):
+    """The whole-model Q4_K_M row: tbx in one pass beside llama.cpp's two steps."""
+    vendor = llama_cpp_peers()
+    ncpu = os.cpu_count() or 1
+    out_t, f16, out_l = tmp / "tbx.Q4_K_M.gguf", tmp / "llama.f16.gguf", tmp / "llama.Q4_K_M.gguf"
+    py = sys.executable
+    runs = {"tbx": [], "convert": [], "quantize": []}  # (wall, rss KiB) per rep
+    for _ in range(a.reps):
+        for p in (out_t, f16, out_l):
+            p.unlink(missing_ok=True)
+        subprocess.run(["sync"])
+        runs["tbx"].append(timed([a.tbx, "convert", d, out_t, "--quant", "Q4_K_M", "--force"],
+                                 "q:tbx"))
+        subprocess.run(["sync"])
+        runs["convert"].append(timed([py, "-c", CONVERT, vendor, "llama-bpe", d, "--outfile",
+                                      f16, "--outtype", "f16"], "q:convert"))
+        subprocess.run(["sync"])
+        runs["quantize"].append(timed([py, "-c", QUANTIZE, f16, out_l,
+                                       str(LLAMA_FTYPE_MOSTLY_Q4_K_M), str(ncpu)], "q:quantize"))
+    med = lambda xs: statistics.median(xs)  # noqa: E731
+    wall = {k: med([w for w, _ in v]) for k, v in runs.items()}
+    rss = {k: max(r for _, r in v) for k, v in runs.items()}
+    cpu = {k: med(CPU[f"q:{k}"]) for k in runs}
+    two = [c[0] + q[0] for c, q in zip(runs["convert"], runs["quantize"])]
+    two_cpu = [c + q for c, q in zip(CPU["q:convert"], CPU["q:quantize"])]
+    wall["llama.cpp"], cpu["llama.cpp"] = med(two), med(two_cpu)
+    rss["llama.cpp"] = max(rss["convert"], rss["quantize"])
+    print(f"Q4_K_M, whole model ({a.reps} reps, medians; nthread {ncpu}; "
+          f"llama.cpp: {vendor.parent.parent.name}):")
+    for k, label in (("tbx", "tbx convert --quant Q4_K_M"),
+                     ("convert", "llama.cpp (1) convert_hf_to_gguf f16"),
+                     ("quantize", "llama.cpp (2) llama_model_quantize"),
+                     ("llama.cpp", "llama.cpp (1) + (2)")):
+        print(f"  {label:<38} {wall[k]:7.2f} s  CPU {cpu[k]:7.2f} s  "
+              f"peak RSS {rss[k] / 1024:7.1f} MiB")
+    print(f"  ratio llama.cpp / tbx: wall {wall['llama.cpp'] / wall['tbx']:.2f}x, "
+          f"CPU {cpu['llama.cpp'] / cpu['tbx']:.2f}x; tbx peak RSS "
+          f"{'<=' if rss['tbx'] <= 256 * 1024 else '>'} 256 MiB "
+          f"({'met' if rss['tbx'] <= 256 * 1024 else 'NOT met'})")
+    print(f"  output: tbx {out_t.stat().st_size} bytes, llama.cpp {out_l.stat().st_size} bytes")
+    diff = same_tensors(out_t, out_l)
+    print("  tensors (name, type, shape, bytes): " +
+          ("identical to llama.cpp's" if not diff else f"DIFFER from llama.cpp's: {diff}"))
+    for p in (out_t, f16, out_l):
+        p.unlink(missing_ok=True)
+    return rss["tbx"] <= 256 * 1024 and not diff
+
+
+def f16_part(a, d: Path, src: Path, tmp: Path, nbytes: int):
+    """cp, tbx f16 and tbx f16 --no-sync: issue 13's row."""
+    copy, out = tmp / "copy.safetensors", tmp / "out.gguf"
+    shutil.copyfile(src, copy)  # warm the page cache
+    cp_t, cps_t, f16_t, f16_rss, f16n_t = [], [], [], [], []
+    for _ in range(a.reps):
+        copy.unlink()
+        subprocess.run(["sync"])
+        cp_t.append(timed(["cp", src, copy])[0])
+        copy.unlink()
+        subprocess.run(["sync"])
+        cps_t.append(timed(["sh", "-c", f"cp '{src}' '{copy}' && sync '{copy}'"])[0])
+        out.unlink(missing_ok=True)  # as for cp: a new file, not the eviction of an old one
+        subprocess.run(["sync"])
+        t, rss = timed([a.tbx, "convert", d, out, "--force"])
+        f16_t.append(t)
+        f16_rss.append(rss)
+        out.unlink()
+        subprocess.run(["sync"])
+        t, rss = timed([a.tbx, "convert", d, out, "--force", "--no-sync"], "no-sync")
+        f16n_t.append(t)
+        f16_rss.append(rss)
+    cpu = {k: statistics.median(v) for k, v in CPU.items()}
+    copy.unlink()
+    out.unlink(missing_ok=True)
+    cp_m, cps_m = statistics.median(cp_t), statistics.median(cps_t)
+    f16_m, f16n_m = statistics.median(f16_t), statistics.median(f16n_t)
+    cpu_cp, cpu_cps = cpu[f"cp {src}"], cpu["sh -c"]
+    cpu_f16 = cpu[f"{a.tbx} convert"]
+    print(f"cp              {cp_m:7.2f} s  {nbytes / cp_m / 1e9:6.2f} GB/s  CPU {cpu_cp:5.2f} s")
+    print(f"cp + sync       {cps_m:7.2f} s  {nbytes / cps_m / 1e9:6.2f} GB/s  CPU {cpu_cps:5.2f} s")
+    print(f"tbx f16         {f16_m:7.2f} s  {nbytes / f16_m / 1e9:6.2f} GB/s  CPU {cpu_f16:5.2f} s  "
+          f"peak RSS {max(f16_rss) / 1024:6.1f} MiB  ratio to cp {f16_m / cp_m:.2f}x, "
+          f"to cp + sync {f16_m / cps_m:.2f}x (target <= 1.5x)")
+    print(f"tbx f16 no-sync {f16n_m:7.2f} s  {nbytes / f16n_m / 1e9:6.2f} GB/s  "
+          f"CPU {cpu['no-sync']:5.2f} s  ratio to cp {f16n_m / cp_m:.2f}x (target <= 1.5x)")
+    rss_ok = max(f16_rss) <= 256 * 1024
+    ok = lambda x: "met" if x else "NOT met"
+    print(f"targets: peak RSS {ok(rss_ok)}; f16 within 1.5x: --no-sync of cp "
+          f"{ok(f16n_m <= 1.5 * cp_m)}, durable of cp + sync {ok(f16_m <= 1.5 * cps_m)}, "
+          f"durable of cp {ok(f16_m <= 1.5 * cp_m)}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--layers", type=int, default=10)
     ap.add_argument("--tbx", default=os.environ.get("TBX", str(REPO / "build" / "tbx")))
+    ap.add_argument("--only", default="f16,q4_k_m", help="f16 (tbx beside cp), q4_k_m")
     a = ap.parse_args()
+    only = set(a.only.split(","))
+    if only - {"f16", "q4_k_m"}:
+        sys.exit(f"--only: unknown part {', '.join(sorted(only - {'f16', 'q4_k_m'}))}")
+    if "q4_k_m" in only:
+        llama_cpp_peers()  # before building the model
     base = os.environ.get("BENCH_DIR")
     tmp = Path(base) if base else Path(tempfile.mkdtemp(prefix="bench_hf_gguf_"))
     try:
@@ -131,52 +310,18 @@ def main():
         src = d / "model.safetensors"
         print(f"model: llama-family, {a.layers} layers, {nbytes / 2**30:.2f} GiB f16 "
               f"({src.stat().st_size} bytes)")
-        copy, out = tmp / "copy.safetensors", tmp / "out.gguf"
-        shutil.copyfile(src, copy)  # warm the page cache
-        cp_t, cps_t, f16_t, f16_rss, f16n_t = [], [], [], [], []
-        for _ in range(a.reps):
-            copy.unlink()
-            subprocess.run(["sync"])
-            cp_t.append(timed(["cp", src, copy])[0])
-            copy.unlink()
-            subprocess.run(["sync"])
-            cps_t.append(timed(["sh", "-c", f"cp '{src}' '{copy}' && sync '{copy}'"])[0])
-            out.unlink(missing_ok=True)  # as for cp: a new file, not the eviction of an old one
-            subprocess.run(["sync"])
-            t, rss = timed([a.tbx, "convert", d, out, "--force"])
-            f16_t.append(t)
-            f16_rss.append(rss)
-            out.unlink()
-            subprocess.run(["sync"])
-            t, rss = timed([a.tbx, "convert", d, out, "--force", "--no-sync"], "no-sync")
-            f16n_t.append(t)
-            f16_rss.append(rss)
-        cpu = {k: statistics.median(v) for k, v in CPU.items()}  # before the q4_K run
-        copy.unlink()
-        out.unlink(missing_ok=True)
-        subprocess.run(["sync"])
-        q_t, q_rss = timed([a.tbx, "convert", d, out, "--quant", "q4_k", "--force"])
-        cp_m, cps_m = statistics.median(cp_t), statistics.median(cps_t)
-        f16_m, f16n_m = statistics.median(f16_t), statistics.median(f16n_t)
-        cpu_cp, cpu_cps = cpu[f"cp {src}"], cpu["sh -c"]
-        cpu_f16 = cpu[f"{a.tbx} convert"]
-        print(f"cp              {cp_m:7.2f} s  {nbytes / cp_m / 1e9:6.2f} GB/s  CPU {cpu_cp:5.2f} s")
-        print(f"cp + sync       {cps_m:7.2f} s  {nbytes / cps_m / 1e9:6.2f} GB/s  CPU {cpu_cps:5.2f} s")
-        print(f"tbx f16         {f16_m:7.2f} s  {nbytes / f16_m / 1e9:6.2f} GB/s  CPU {cpu_f16:5.2f} s  "
-              f"peak RSS {max(f16_rss) / 1024:6.1f} MiB  ratio to cp {f16_m / cp_m:.2f}x, "
-              f"to cp + sync {f16_m / cps_m:.2f}x (target <= 1.5x)")
-        print(f"tbx f16 no-sync {f16n_m:7.2f} s  {nbytes / f16n_m / 1e9:6.2f} GB/s  "
-              f"CPU {cpu['no-sync']:5.2f} s  ratio to cp {f16n_m / cp_m:.2f}x (target <= 1.5x)")
-        print(f"tbx q4_K        {q_t:7.2f} s  {nbytes / q_t / 1e9:6.2f} GB/s  "
-              f"peak RSS {q_rss / 1024:6.1f} MiB  (one run)")
-        rss_ok = max(f16_rss) <= 256 * 1024 and q_rss <= 256 * 1024
-        ok = lambda x: "met" if x else "NOT met"
-        print(f"targets: peak RSS {ok(rss_ok)}; f16 within 1.5x: --no-sync of cp "
-              f"{ok(f16n_m <= 1.5 * cp_m)}, durable of cp + sync {ok(f16_m <= 1.5 * cps_m)}, "
-              f"durable of cp {ok(f16_m <= 1.5 * cp_m)}")
+        ok = True
+        if "f16" in only:
+            f16_part(a, d, src, tmp, nbytes)
+        if "q4_k_m" in only:
+            shutil.copyfile(src, tmp / "warm")  # the page cache warm
+            (tmp / "warm").unlink()
+            ok = q4_k_m(a, d, tmp)
     finally:
         if not base:
             shutil.rmtree(tmp, ignore_errors=True)
+    if not ok:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
