@@ -202,6 +202,20 @@ WQ_ROWS(tbx_gq_rows_q5_0)
 WQ_ROWS(tbx_gq_rows_q3_K)
 WQ_ROWS(tbx_gq_rows_q6_K)
 
+/* ---- weighted q4_1 / q5_1 / q2_K / q4_K / q5_K rows on the best affine-fit kernel --------- */
+static tbx_wq_aff8_fn wq_aff8(void) {
+    return (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) ? tbx_wq_aff8_avx2() : NULL;
+}
+#define WQ_AFF_ROWS(name)                                                                           \
+    void name(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw) {            \
+        name##_with(wq_aff8(), x, dst, nrows, n, qw);                                              \
+    }
+WQ_AFF_ROWS(tbx_gq_rows_q4_1)
+WQ_AFF_ROWS(tbx_gq_rows_q5_1)
+WQ_AFF_ROWS(tbx_gq_rows_q2_K)
+WQ_AFF_ROWS(tbx_gq_rows_q4_K)
+WQ_AFF_ROWS(tbx_gq_rows_q5_K)
+
 /* ---- MCF q / k row decoders (mcfq.h) ------------------------------------------------------- */
 tbx_mcfq_rows_fn tbx_mcfq_dequant_simd_for(tbx_mcfq_kind kind) {
     if (tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) return tbx_mcfq_dequant_avx2_for(kind);

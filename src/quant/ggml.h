@@ -26,7 +26,9 @@
  *   q8_0, tq1_0, tq2_0, mxfp4, nvfp4, q1_0, q2_0: block-local; ggml ignores the importance
  *     matrix, so do they (ggml_rows.c, ggml_lowbit.c);
  *   q4_0, q4_1, q5_0, q5_1, q2_K .. q6_K: without a matrix ggml's reference quantizers (the
- *     block quantizers below); with one ggml's weighted algorithms (ggml_quant_w.c);
+ *     block quantizers below); with one ggml's weighted algorithms (ggml_quant_w.c; their
+ *     symmetric and affine fits run eight groups at a time on AVX2 kernels on AVX2 CPUs:
+ *     tbx_wq_symm8_fn, tbx_wq_aff8_fn below, the same bytes);
  *   iq4_nl, iq4_xs: ggml's algorithm, weighted by x^2 without a matrix (ggml_iq4.c).
  * Block quantizers (tbx_quant_fn) encode nblocks * block_size floats into nblocks blocks.
  *   - q8_0, q4_0, q4_1, q5_0, q5_1, tq1_0, tq2_0, mxfp4: the same bytes as gguf-py's
@@ -199,6 +201,27 @@ void tbx_gq_rows_q5_0_with(tbx_wq_symm8_fn symm8, const float *x, void *dst, int
 void tbx_gq_rows_q3_K_with(tbx_wq_symm8_fn symm8, const float *x, void *dst, int64_t nrows,
                            int64_t n, const float *qw);
 void tbx_gq_rows_q6_K_with(tbx_wq_symm8_fn symm8, const float *x, void *dst, int64_t nrows,
+                           int64_t n, const float *qw);
+/* The weighted affine fit of ggml_quant_w.c (fit_affine: ggml's make_qkx3-like search, 37 trial
+ * inverse scales, weighted least squares, levels 0..nmax) over 8 consecutive groups of n (16 or
+ * 32) values x + n*k with weights w + n*k: scales[k], mins[k] (the offset, y = scale*l - min) and
+ * L[n*k + i]; false (nothing written) when the kernel hands the groups back (non-finite x or w).
+ * The AVX2 kernel (ggml_simd_avx2.c) or NULL; ggml_quant_w.c's scalar fit is the reference and
+ * runs when it is NULL or refuses. The weighted row quantizers of q4_1, q5_1, q2_K, q4_K and
+ * q5_K take it (tbx_gq_rows_*_with); dispatch.c defines tbx_gq_rows_q4_1 etc. with the best one
+ * (the bytes do not depend on it). */
+typedef bool (*tbx_wq_aff8_fn)(const float *x, const float *w, int n, int nmax, float *scales,
+                               float *mins, uint8_t *L);
+tbx_wq_aff8_fn tbx_wq_aff8_avx2(void); /* does not check the CPU */
+void tbx_gq_rows_q4_1_with(tbx_wq_aff8_fn aff8, const float *x, void *dst, int64_t nrows,
+                           int64_t n, const float *qw);
+void tbx_gq_rows_q5_1_with(tbx_wq_aff8_fn aff8, const float *x, void *dst, int64_t nrows,
+                           int64_t n, const float *qw);
+void tbx_gq_rows_q2_K_with(tbx_wq_aff8_fn aff8, const float *x, void *dst, int64_t nrows,
+                           int64_t n, const float *qw);
+void tbx_gq_rows_q4_K_with(tbx_wq_aff8_fn aff8, const float *x, void *dst, int64_t nrows,
+                           int64_t n, const float *qw);
+void tbx_gq_rows_q5_K_with(tbx_wq_aff8_fn aff8, const float *x, void *dst, int64_t nrows,
                            int64_t n, const float *qw);
 /* Row quantizers of iq4_nl and iq4_xs (ggml_iq4.c: ggml's quantize_iq4_nl / quantize_iq4_xs,
  * weighted by qw[column] * sqrt(sigma2 + x^2) with an importance matrix, by x^2 without) and of

@@ -19,9 +19,10 @@
  *     sub-blocks' total weight; q3_K's sub-block scales by fit_symm, q6_K's as the reference.
  * Every operation is the single-precision one ggml performs, in ggml's order (no fused
  * multiply-add: ggml.h), so the bytes are equal; tests/unit/test_ggml_rows_vs_ggml.c checks
- * them against ggml_quantize_chunk of llama.cpp's libggml. fit_symm runs eight groups at a time
- * on a kernel when one is given (tbx_wq_symm8_fn: the AVX2 one of ggml_simd_avx2.c, the same
- * results; dispatch.c defines the rows of q4_0, q5_0, q3_K and q6_K with it).
+ * them against ggml_quantize_chunk of llama.cpp's libggml. fit_symm and fit_affine run eight
+ * groups at a time on a kernel when one is given (tbx_wq_symm8_fn / tbx_wq_aff8_fn: the AVX2
+ * ones of ggml_simd_avx2.c, the same results; dispatch.c defines the rows of q4_0, q5_0, q3_K,
+ * q6_K with the first and of q4_1, q5_1, q2_K, q4_K, q5_K with the second).
  */
 #include "ggml.h"
 
@@ -145,6 +146,16 @@ static float fit_affine(int n, int nmax, const float *x, const float *w, uint8_t
     return scale;
 }
 
+/* fit_affine of 8 consecutive groups of n values (x + n*k, weights w + n*k): the kernel's when
+ * given (tbx_wq_aff8_fn, ggml.h) and it takes them, else one group at a time here. */
+static void fit_aff8(tbx_wq_aff8_fn aff8, int n, int nmax, const float *x, const float *w,
+                     uint8_t *L, float *scales, float *mins) {
+    if (aff8 && aff8(x, w, n, nmax, scales, mins, L)) return;
+    uint8_t Laux[32];
+    for (int k = 0; k < 8; k++)
+        scales[k] = fit_affine(n, nmax, x + n * k, w + n * k, L + n * k, &mins[k], Laux);
+}
+
 /* Levels 0..nmax of n non-negative values (sub-block scales or mins) with weights w. L keeps
  * ggml's uint8 storage of each level (a negative level, possible only for a negative input,
  * wraps the way ggml's does). Returns the super-scale. */
@@ -252,24 +263,35 @@ static void row_q40_q50(tbx_wq_symm8_fn symm8, const float *x, uint8_t *b, int64
     }
 }
 
-/* One row of q4_1 / q5_1 (nmax 15 / 31). */
-static void row_q41_q51(const float *x, uint8_t *b, int64_t n, const float *qw, int nmax) {
+/* One row of q4_1 / q5_1 (nmax 15 / 31): eight blocks at a time through fit_aff8, the rest one
+ * by one. */
+static void row_q41_q51(tbx_wq_aff8_fn aff8, const float *x, uint8_t *b, int64_t n,
+                        const float *qw, int nmax) {
     const float sigma2 = row_sigma2(x, n);
     const size_t bb = nmax == 15 ? 20 : 24;
-    float w[32], mn;
-    uint8_t L[32], Laux[32];
+    float w[256], scales[8], mins[8];
+    uint8_t L[256], Laux[32];
     int q[32];
-    for (int64_t ib = 0; ib < n / 32; ib++, x += 32, qw += 32, b += bb) {
-        weights_of(x, qw, sigma2, 32, w);
-        const float d = fit_affine(32, nmax, x, w, L, &mn, Laux);
-        tbx_st16(b, f2h(d));
-        tbx_st16(b + 2, f2h(-mn));
-        if (nmax == 15) {
-            for (int j = 0; j < 16; j++) b[4 + j] = (uint8_t)(L[j] | (L[j + 16] << 4));
-        } else {
-            for (int j = 0; j < 32; j++) q[j] = L[j];
-            tbx_gq_pack_q5(b + 4, b + 8, q);
+    const int64_t nb = n / 32;
+    for (int64_t ib = 0; ib < nb;) {
+        const int k = nb - ib >= 8 ? 8 : 1;
+        for (int g = 0; g < k; g++) weights_of(x + 32 * g, qw + 32 * g, sigma2, 32, w + 32 * g);
+        if (k == 8)
+            fit_aff8(aff8, 32, nmax, x, w, L, scales, mins);
+        else
+            scales[0] = fit_affine(32, nmax, x, w, L, &mins[0], Laux);
+        for (int g = 0; g < k; g++, b += bb) {
+            const uint8_t *Lg = L + 32 * g;
+            tbx_st16(b, f2h(scales[g]));
+            tbx_st16(b + 2, f2h(-mins[g]));
+            if (nmax == 15) {
+                for (int j = 0; j < 16; j++) b[4 + j] = (uint8_t)(Lg[j] | (Lg[j + 16] << 4));
+            } else {
+                for (int j = 0; j < 32; j++) q[j] = Lg[j];
+                tbx_gq_pack_q5(b + 4, b + 8, q);
+            }
         }
+        ib += k, x += 32 * k, qw += 32 * k;
     }
 }
 
@@ -280,16 +302,17 @@ static float sumsq256(const float *x) {
     return s;
 }
 
-static void sb_q2_K(const float *x, uint8_t *blk, const float *qw) {
-    uint8_t L[QK_K], Laux[16], Ls[16], Lm[16];
-    float w[16], sw[16], scales[16], mins[16];
+static void sb_q2_K(tbx_wq_aff8_fn aff8, const float *x, uint8_t *blk, const float *qw) {
+    uint8_t L[QK_K], Ls[16], Lm[16];
+    float w[QK_K], sw[16], scales[16], mins[16];
     const float sigma2 = sumsq256(x) / QK_K;
     for (int j = 0; j < 16; j++) {
-        weights_of(x + 16 * j, qw + 16 * j, sigma2, 16, w);
+        weights_of(x + 16 * j, qw + 16 * j, sigma2, 16, w + 16 * j);
         sw[j] = 0;
-        for (int l = 0; l < 16; l++) sw[j] += w[l];
-        scales[j] = fit_affine(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], Laux);
+        for (int l = 0; l < 16; l++) sw[j] += w[16 * j + l];
     }
+    for (int g = 0; g < 2; g++)
+        fit_aff8(aff8, 16, 3, x + 128 * g, w + 128 * g, L + 128 * g, scales + 8 * g, mins + 8 * g);
     const float dm = fit_pos(16, 15, scales, Ls, sw), mm = fit_pos(16, 15, mins, Lm, sw);
     tbx_st16(blk + 80, f2h(dm));
     tbx_st16(blk + 82, f2h(mm));
@@ -334,17 +357,18 @@ static void sb_q3_K(tbx_wq_symm8_fn symm8, const float *x, uint8_t *blk, const f
 }
 
 /* q4_K (nmax 15) and q5_K (nmax 31). */
-static void sb_q45_K(const float *x, uint8_t *blk, const float *qw, int nmax) {
-    uint8_t L[QK_K], Laux[32], Ls[8], Lm[8];
-    float w[32], sw[8], scales[8], mins[8];
+static void sb_q45_K(tbx_wq_aff8_fn aff8, const float *x, uint8_t *blk, const float *qw,
+                     int nmax) {
+    uint8_t L[QK_K], Ls[8], Lm[8];
+    float w[QK_K], sw[8], scales[8], mins[8];
     const float sigma2 = 2 * sumsq256(x) / QK_K;
     for (int j = 0; j < 8; j++) {
-        weights_of(x + 32 * j, qw + 32 * j, sigma2, 32, w);
+        weights_of(x + 32 * j, qw + 32 * j, sigma2, 32, w + 32 * j);
         float s = 0;
-        for (int l = 0; l < 32; l++) s += w[l];
+        for (int l = 0; l < 32; l++) s += w[32 * j + l];
         sw[j] = s;
-        scales[j] = fit_affine(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], Laux);
     }
+    fit_aff8(aff8, 32, nmax, x, w, L, scales, mins);
     const float d_block = fit_pos(8, 63, scales, Ls, sw), m_block = fit_pos(8, 63, mins, Lm, sw);
     int ls[8], lm[8];
     for (int j = 0; j < 8; j++) {
@@ -417,12 +441,14 @@ static bool unweighted(tbx_dtype dt, const float *x, void *dst, int64_t nrows, i
     return true;
 }
 
-#define LEGACY_ROWS(name, DT, rowfn, nmax, bb)                                                   \
-    void name(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw) {           \
+/* q4_1 / q5_1 on the given fit_affine kernel (dispatch.c defines tbx_gq_rows_q4_1 / _q5_1) */
+#define AFF_ROWS(name, DT, nmax, bb)                                                             \
+    void name(tbx_wq_aff8_fn aff8, const float *x, void *dst, int64_t nrows, int64_t n,        \
+              const float *qw) {                                                                 \
         if (unweighted(DT, x, dst, nrows, n, qw)) return;                                        \
         uint8_t *b = (uint8_t *)dst;                                                             \
         for (int64_t r = 0; r < nrows; r++, x += n, b += (size_t)(n / 32) * (bb))               \
-            rowfn(x, b, n, qw, nmax);                                                            \
+            row_q41_q51(aff8, x, b, n, qw, nmax);                                                \
     }
 /* q4_0 / q5_0 on the given fit_symm kernel (dispatch.c defines tbx_gq_rows_q4_0 / _q5_0) */
 #define SYMM_ROWS(name, DT, nmax, bb)                                                            \
@@ -435,12 +461,14 @@ static bool unweighted(tbx_dtype dt, const float *x, void *dst, int64_t nrows, i
     }
 SYMM_ROWS(tbx_gq_rows_q4_0_with, TBX_DT_Q4_0, 8, 18)
 SYMM_ROWS(tbx_gq_rows_q5_0_with, TBX_DT_Q5_0, 16, 22)
-LEGACY_ROWS(tbx_gq_rows_q4_1, TBX_DT_Q4_1, row_q41_q51, 15, 20)
-LEGACY_ROWS(tbx_gq_rows_q5_1, TBX_DT_Q5_1, row_q41_q51, 31, 24)
+AFF_ROWS(tbx_gq_rows_q4_1_with, TBX_DT_Q4_1, 15, 20)
+AFF_ROWS(tbx_gq_rows_q5_1_with, TBX_DT_Q5_1, 31, 24)
 
-/* K types: super-block by super-block; qw[column] restarts with every row. */
+/* K types: super-block by super-block; qw[column] restarts with every row. q2_K / q4_K / q5_K
+ * on the given fit_affine kernel (dispatch.c defines tbx_gq_rows_q2_K etc.). */
 #define K_ROWS(name, DT, bb, call)                                                               \
-    void name(const float *x, void *dst, int64_t nrows, int64_t n, const float *qw) {           \
+    void name(tbx_wq_aff8_fn aff8, const float *x, void *dst, int64_t nrows, int64_t n,        \
+              const float *qw) {                                                                 \
         if (unweighted(DT, x, dst, nrows, n, qw)) return;                                        \
         uint8_t *blk = (uint8_t *)dst;                                                           \
         for (int64_t r = 0; r < nrows; r++)                                                      \
@@ -449,7 +477,7 @@ LEGACY_ROWS(tbx_gq_rows_q5_1, TBX_DT_Q5_1, row_q41_q51, 31, 24)
                 call;                                                                            \
             }                                                                                    \
     }
-K_ROWS(tbx_gq_rows_q2_K, TBX_DT_Q2_K, 84, sb_q2_K(x, blk, w))
+K_ROWS(tbx_gq_rows_q2_K_with, TBX_DT_Q2_K, 84, sb_q2_K(aff8, x, blk, w))
 /* q3_K / q6_K on the given fit_symm kernel (dispatch.c defines tbx_gq_rows_q3_K / _q6_K) */
 #define K_ROWS_SYMM(name, DT, bb, sb)                                                            \
     void name(tbx_wq_symm8_fn symm8, const float *x, void *dst, int64_t nrows, int64_t n,      \
@@ -462,5 +490,5 @@ K_ROWS(tbx_gq_rows_q2_K, TBX_DT_Q2_K, 84, sb_q2_K(x, blk, w))
     }
 K_ROWS_SYMM(tbx_gq_rows_q3_K_with, TBX_DT_Q3_K, 110, sb_q3_K)
 K_ROWS_SYMM(tbx_gq_rows_q6_K_with, TBX_DT_Q6_K, 210, sb_q6_K)
-K_ROWS(tbx_gq_rows_q4_K, TBX_DT_Q4_K, 144, sb_q45_K(x, blk, w, 15))
-K_ROWS(tbx_gq_rows_q5_K, TBX_DT_Q5_K, 176, sb_q45_K(x, blk, w, 31))
+K_ROWS(tbx_gq_rows_q4_K_with, TBX_DT_Q4_K, 144, sb_q45_K(aff8, x, blk, w, 15))
+K_ROWS(tbx_gq_rows_q5_K_with, TBX_DT_Q5_K, 176, sb_q45_K(aff8, x, blk, w, 31))

@@ -1440,6 +1440,95 @@ AVX2 static bool wq_symm8(const float *x, const float *w, int n, int nmax, float
 }
 tbx_wq_symm8_fn tbx_wq_symm8_avx2(void) { return wq_symm8; }
 
+/* ---- the weighted affine fit of ggml_quant_w.c (tbx_wq_aff8_fn, ggml.h) ------------------- */
+/* fit_affine with the 8 groups as lanes (transposed: each lane sums in the scalar's order). A
+ * lane's min moves with every kept candidate, as the scalar's does; the kept candidate's inverse
+ * scale and the min its levels were taken from give the final levels at the end. */
+AVX2 static bool wq_aff8(const float *x, const float *w, int n, int nmax, float *scales, float *mins,
+                         uint8_t *L) {
+    if (n > 32 || n % 8) return false;
+    float xt[256], wt[256];
+    __m256 lv[32];
+    uint8_t Lt[256];
+    transpose(x, n, xt);
+    transpose(w, n, wt);
+    const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(INFINITY);
+    const __m256i ilo = _mm256_setzero_si256(), ihi = _mm256_set1_epi32(nmax);
+    __m256 v = _mm256_loadu_ps(xt), wi = _mm256_loadu_ps(wt);
+    __m256 bad = _mm256_or_ps(_mm256_cmp_ps(q_abs(v), inf, _CMP_NLT_UQ), _mm256_cmp_ps(q_abs(wi), inf, _CMP_NLT_UQ));
+    __m256 min = v, max = v, sw = wi, sx = _mm256_mul_ps(wi, v);
+    for (int i = 1; i < n; i++) {
+        v = _mm256_loadu_ps(xt + 8 * i);
+        wi = _mm256_loadu_ps(wt + 8 * i);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(q_abs(v), inf, _CMP_NLT_UQ));
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(q_abs(wi), inf, _CMP_NLT_UQ));
+        min = _mm256_min_ps(v, min);
+        max = _mm256_max_ps(v, max);
+        sw = _mm256_add_ps(sw, wi);
+        sx = _mm256_add_ps(sx, _mm256_mul_ps(wi, v));
+    }
+    if (_mm256_movemask_ps(bad)) return false;
+    min = _mm256_blendv_ps(min, zero, _mm256_cmp_ps(min, zero, _CMP_GT_OQ));
+    const __m256 flat = _mm256_cmp_ps(max, min, _CMP_LE_OQ);
+    __m256 bis = _mm256_div_ps(_mm256_set1_ps((float)nmax), _mm256_sub_ps(max, min));
+    __m256 scale = _mm256_div_ps(_mm256_set1_ps(1.0f), bis), best = zero, bmin = min;
+    for (int i = 0; i < n; i++) {
+        v = _mm256_loadu_ps(xt + 8 * i);
+        const __m256 lf = _mm256_cvtepi32_ps(wq_nearest(_mm256_mul_ps(bis, _mm256_sub_ps(v, min)), ilo, ihi));
+        const __m256 diff = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(scale, lf), min), v);
+        best = _mm256_add_ps(best, _mm256_mul_ps(_mm256_loadu_ps(wt + 8 * i), _mm256_mul_ps(diff, diff)));
+    }
+    for (int is = 0; is <= 36; is++) {
+        const __m256 isc = _mm256_div_ps(_mm256_set1_ps(-0.9f + 0.05f * (float)is + (float)nmax),
+                                         _mm256_sub_ps(max, min));
+        __m256 sl = zero, sl2 = zero, sxl = zero;
+        for (int i = 0; i < n; i++) {
+            v = _mm256_loadu_ps(xt + 8 * i);
+            wi = _mm256_loadu_ps(wt + 8 * i);
+            const __m256 lf = _mm256_cvtepi32_ps(wq_nearest(_mm256_mul_ps(isc, _mm256_sub_ps(v, min)), ilo, ihi));
+            lv[i] = lf;
+            const __m256 wl = _mm256_mul_ps(wi, lf);
+            sl = _mm256_add_ps(sl, wl);
+            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(wl, lf));
+            sxl = _mm256_add_ps(sxl, _mm256_mul_ps(wl, v));
+        }
+        const __m256 D = _mm256_sub_ps(_mm256_mul_ps(sw, sl2), _mm256_mul_ps(sl, sl));
+        const __m256 dpos = _mm256_andnot_ps(flat, _mm256_cmp_ps(D, zero, _CMP_GT_OQ));
+        if (!_mm256_movemask_ps(dpos)) continue;
+        __m256 ts = _mm256_div_ps(_mm256_sub_ps(_mm256_mul_ps(sw, sxl), _mm256_mul_ps(sx, sl)), D);
+        __m256 tm = _mm256_div_ps(_mm256_sub_ps(_mm256_mul_ps(sl2, sx), _mm256_mul_ps(sl, sxl)), D);
+        const __m256 mpos = _mm256_cmp_ps(tm, zero, _CMP_GT_OQ);
+        tm = _mm256_blendv_ps(tm, zero, mpos);
+        ts = _mm256_blendv_ps(ts, _mm256_div_ps(sxl, sl2), mpos);
+        __m256 err = zero;
+        for (int i = 0; i < n; i++) {
+            const __m256 diff = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(ts, lv[i]), tm), _mm256_loadu_ps(xt + 8 * i));
+            err = _mm256_add_ps(err, _mm256_mul_ps(_mm256_loadu_ps(wt + 8 * i), _mm256_mul_ps(diff, diff)));
+        }
+        const __m256 ok = _mm256_and_ps(dpos, _mm256_cmp_ps(err, best, _CMP_LT_OQ));
+        if (!_mm256_movemask_ps(ok)) continue;
+        bis = _mm256_blendv_ps(bis, isc, ok);
+        bmin = _mm256_blendv_ps(bmin, min, ok);
+        best = _mm256_blendv_ps(best, err, ok);
+        scale = _mm256_blendv_ps(scale, ts, ok);
+        min = _mm256_blendv_ps(min, tm, ok);
+    }
+    _mm256_storeu_ps(scales, _mm256_andnot_ps(flat, scale));
+    _mm256_storeu_ps(mins, _mm256_xor_ps(min, _mm256_set1_ps(-0.0f)));
+    const __m256i keep = _mm256_castps_si256(_mm256_xor_ps(flat, _mm256_castsi256_ps(_mm256_set1_epi32(-1))));
+    for (int i = 0; i < n; i++) {
+        const __m256 t = _mm256_sub_ps(_mm256_loadu_ps(xt + 8 * i), bmin);
+        const __m256i b = _mm256_and_si256(wq_nearest(_mm256_mul_ps(bis, t), ilo, ihi), keep);
+        const __m256i p = _mm256_packus_epi16(_mm256_packs_epi32(b, b), _mm256_packs_epi32(b, b));
+        _mm_storel_epi64((__m128i *)(Lt + 8 * i), _mm_unpacklo_epi32(_mm256_castsi256_si128(p),
+                                                                     _mm256_extracti128_si256(p, 1)));
+    }
+    untranspose(Lt, n, 1, 0, L);
+    _mm256_zeroupper(); /* see wq_symm8 */
+    return true;
+}
+tbx_wq_aff8_fn tbx_wq_aff8_avx2(void) { return wq_aff8; }
+
 tbx_quant_fb_fn tbx_ggml_quant_legacy_avx2_for(tbx_dtype dt) {
     switch (dt) {
     case TBX_DT_Q8_0: return qa_q8_0;
@@ -1473,5 +1562,7 @@ const tbx_kq_ops *tbx_kq_ops_avx2(void) { return NULL; }
 const tbx_iq4_ops *tbx_iq4_ops_avx2(void) { return NULL; }
 
 tbx_wq_symm8_fn tbx_wq_symm8_avx2(void) { return NULL; }
+
+tbx_wq_aff8_fn tbx_wq_aff8_avx2(void) { return NULL; }
 
 #endif
