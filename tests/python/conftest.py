@@ -12,7 +12,9 @@ clear message, never a skip: a skipped interop test would look like a pass.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import importlib.util
 import json
 import os
 import struct
@@ -308,3 +310,38 @@ def hf_shard_dir(src: Path, dst: Path, nshards: int = 3, prefix: str = "model",
     name = index_name or f"{prefix}.safetensors.index.json"
     (dst / name).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
     return index
+
+
+_GGML = None
+
+
+def ggml_base_lib():
+    """libggml-base of the llama.cpp build in .venv (llama_cpp/lib) through ctypes, with the
+    signatures the tests call (ggml_quantize_chunk, ggml_row_size, ggml_quantize_init,
+    ggml_quantize_requires_imatrix, ggml_blck_size, ggml_type_name); a missing library is a
+    failure, never a skip. Loaded once."""
+    global _GGML
+    if _GGML is not None:
+        return _GGML
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.fail("llama_cpp (llama-cpp-python) is not installed in .venv", pytrace=False)
+    lib_path = Path(list(spec.submodule_search_locations)[0]) / "lib" / "libggml-base.so"
+    if not lib_path.is_file():
+        pytest.fail(f"no libggml-base.so at {lib_path}", pytrace=False)
+    lib = ctypes.CDLL(str(lib_path))
+    lib.ggml_quantize_chunk.restype = ctypes.c_size_t
+    lib.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                        ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                        ctypes.c_void_p]
+    lib.ggml_row_size.restype = ctypes.c_size_t
+    lib.ggml_row_size.argtypes = [ctypes.c_int, ctypes.c_int64]
+    lib.ggml_quantize_init.argtypes = [ctypes.c_int]
+    lib.ggml_quantize_requires_imatrix.restype = ctypes.c_bool
+    lib.ggml_quantize_requires_imatrix.argtypes = [ctypes.c_int]
+    lib.ggml_blck_size.restype = ctypes.c_int64
+    lib.ggml_blck_size.argtypes = [ctypes.c_int]
+    lib.ggml_type_name.restype = ctypes.c_char_p
+    lib.ggml_type_name.argtypes = [ctypes.c_int]
+    _GGML = lib
+    return lib

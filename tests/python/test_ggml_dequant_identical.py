@@ -12,13 +12,12 @@ ggml decodes and tbx does not, is a failure, never a skip.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import struct
 from pathlib import Path
 
 import pytest
 
-from conftest import assert_clean_exit, need, run
+from conftest import assert_clean_exit, ggml_base_lib, need, run
 
 np = need("numpy")
 
@@ -48,13 +47,7 @@ TO_FLOAT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int
 @pytest.fixture(scope="module")
 def ggml_types():
     """[(id, name, block_size, block_bytes, to_float)] of every type libggml-base decodes."""
-    spec = importlib.util.find_spec("llama_cpp")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.fail("llama_cpp (llama-cpp-python) is not installed in .venv", pytrace=False)
-    lib_path = Path(list(spec.submodule_search_locations)[0]) / "lib" / "libggml-base.so"
-    if not lib_path.is_file():
-        pytest.fail(f"no libggml-base.so at {lib_path}", pytrace=False)
-    lib = ctypes.CDLL(str(lib_path))
+    lib = ggml_base_lib()
     lib.ggml_get_type_traits.restype = ctypes.POINTER(TypeTraits)
     lib.ggml_get_type_traits.argtypes = [ctypes.c_int]
     assert lib.ggml_get_type_traits(GGML_TYPE_COUNT - 1).contents.type_name == b"q2_0"

@@ -18,15 +18,13 @@ A missing llama_cpp / gguf / numpy is a failure, never a skip.
 """
 from __future__ import annotations
 
-import ctypes
-import importlib.util
 import re
 import struct
 from pathlib import Path
 
 import pytest
 
-from conftest import assert_clean_exit, need, run, tbx_path
+from conftest import assert_clean_exit, ggml_base_lib, need, run, tbx_path
 
 np = need("numpy")
 stn = need("safetensors.numpy")
@@ -56,37 +54,9 @@ TYPES = gguf_quant_types()
 K_TYPES = [t for t in TYPES if t.endswith("_k")]
 
 
-_LIB = None
-
-
 def ggml_lib():
-    """libggml-base of the llama.cpp build in .venv (llama_cpp/lib), through ctypes; a missing
-    library is a failure."""
-    global _LIB
-    if _LIB is not None:
-        return _LIB
-    spec = importlib.util.find_spec("llama_cpp")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.fail("llama_cpp (llama-cpp-python) is not installed in .venv", pytrace=False)
-    lib_path = Path(list(spec.submodule_search_locations)[0]) / "lib" / "libggml-base.so"
-    if not lib_path.is_file():
-        pytest.fail(f"no libggml-base.so at {lib_path}", pytrace=False)
-    lib = ctypes.CDLL(str(lib_path))
-    lib.ggml_quantize_chunk.restype = ctypes.c_size_t
-    lib.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                        ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                                        ctypes.c_void_p]
-    lib.ggml_row_size.restype = ctypes.c_size_t
-    lib.ggml_row_size.argtypes = [ctypes.c_int, ctypes.c_int64]
-    lib.ggml_quantize_init.argtypes = [ctypes.c_int]
-    lib.ggml_quantize_requires_imatrix.restype = ctypes.c_bool
-    lib.ggml_quantize_requires_imatrix.argtypes = [ctypes.c_int]
-    lib.ggml_blck_size.restype = ctypes.c_int64
-    lib.ggml_blck_size.argtypes = [ctypes.c_int]
-    lib.ggml_type_name.restype = ctypes.c_char_p
-    lib.ggml_type_name.argtypes = [ctypes.c_int]
-    _LIB = lib
-    return lib
+    """libggml-base of the llama.cpp build in .venv (conftest.ggml_base_lib)."""
+    return ggml_base_lib()
 
 
 def ggml_type(name: str) -> int:

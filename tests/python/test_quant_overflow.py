@@ -20,14 +20,12 @@ A missing llama_cpp / gguf / numpy is a failure, never a skip.
 """
 from __future__ import annotations
 
-import ctypes
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 
-from conftest import assert_clean_exit, need, run
+from conftest import assert_clean_exit, ggml_base_lib, need, run
 
 np = need("numpy")
 stn = need("safetensors.numpy")
@@ -58,19 +56,7 @@ def type_range(t: str) -> float:
 @pytest.fixture(scope="module")
 def ggml():
     """libggml-base of the llama.cpp build in .venv (llama_cpp/lib), through ctypes."""
-    spec = importlib.util.find_spec("llama_cpp")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.fail("llama_cpp (llama-cpp-python) is not installed in .venv", pytrace=False)
-    lib_path = Path(list(spec.submodule_search_locations)[0]) / "lib" / "libggml-base.so"
-    if not lib_path.is_file():
-        pytest.fail(f"no libggml-base.so at {lib_path}", pytrace=False)
-    lib = ctypes.CDLL(str(lib_path))
-    lib.ggml_quantize_chunk.restype = ctypes.c_size_t
-    lib.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                        ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                                        ctypes.c_void_p]
-    lib.ggml_row_size.restype = ctypes.c_size_t
-    lib.ggml_row_size.argtypes = [ctypes.c_int, ctypes.c_int64]
+    lib = ggml_base_lib()
 
     def quantize(name: str, a) -> bytes:
         a = np.ascontiguousarray(a, np.float32)
