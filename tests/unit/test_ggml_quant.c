@@ -1103,17 +1103,15 @@ TBX_TEST(iq4_avx2_kernels_match_scalar) {
  * fit (a NULL kernel), byte for byte: the edge super-blocks above, importance matrices random,
  * holding zeros, huge (weights overflow: the kernel hands the groups back), rows whose q4_0
  * block count leaves blocks outside the groups of eight. */
-TBX_TEST(weighted_symm_avx2_matches_scalar) {
-    const tbx_wq_symm8_fn av = tbx_wq_symm8_avx2();
-    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !av) {
-        printf("no AVX2 kernels on this CPU or build: skipped\n");
-        return;
-    }
-    typedef void (*with_fn)(tbx_wq_symm8_fn, const float *, void *, int64_t, int64_t, const float *);
-    static const with_fn fns[] = {tbx_gq_rows_q4_0_with, tbx_gq_rows_q5_0_with, tbx_gq_rows_q3_K_with,
-                                  tbx_gq_rows_q6_K_with};
-    static const tbx_dtype dts[] = {TBX_DT_Q4_0, TBX_DT_Q5_0, TBX_DT_Q3_K, TBX_DT_Q6_K};
-    rng_seed(8088);
+/* The weighted row quantizers of `dts` on the scalar fit and on the AVX2 kernel (run(t, simd,
+ * ...): type t's rows function with the kernel or NULL) give the same bytes: the edge
+ * super-blocks in rows of 256, 416 and 4096 values, under a random matrix, one holding zeros
+ * and a huge one. */
+typedef void (*wq_run_fn)(size_t t, bool simd, const float *x, void *dst, int64_t nrows,
+                          int64_t n, const float *qw);
+static void check_weighted_kernel(const char *what, const tbx_dtype *dts, size_t ntypes,
+                                  unsigned seed, wq_run_fn run) {
+    rng_seed(seed);
     const int64_t rowlen[] = {256, 32 * 13, 4096};
     const size_t n256 = KREF_NMODES * 8;
     float *x = xmalloc(n256 * 256 * 4), *qw = xmalloc(4096 * 4);
@@ -1122,7 +1120,7 @@ TBX_TEST(weighted_symm_avx2_matches_scalar) {
         for (int i = 0; i < 4096; i++)
             qw[i] = mode == 0 ? (float)(0.05 + rndu() * 4) : mode == 1 ? (rnd32() % 3 ? 1.0f : 0.0f)
                                                                       : (float)(rndu() * 1e30);
-        for (size_t t = 0; t < sizeof fns / sizeof *fns; t++)
+        for (size_t t = 0; t < ntypes; t++)
             for (size_t r = 0; r < sizeof rowlen / sizeof *rowlen; r++) {
                 const int64_t n = rowlen[r];
                 const size_t bs = info(dts[t])->block_size, bb = info(dts[t])->block_bytes;
@@ -1132,11 +1130,11 @@ TBX_TEST(weighted_symm_avx2_matches_scalar) {
                 uint8_t *a = xmalloc(bytes), *c = xmalloc(bytes);
                 memset(a, 0x11, bytes);
                 memset(c, 0x33, bytes);
-                fns[t](NULL, x, a, nrows, n, qw);
-                fns[t](av, x, c, nrows, n, qw);
+                run(t, false, x, a, nrows, n, qw);
+                run(t, true, x, c, nrows, n, qw);
                 if (memcmp(a, c, bytes) != 0)
-                    fprintf(stderr, "%s: scalar and avx2 fits differ (row %lld, matrix mode %d)\n",
-                            info(dts[t])->name, (long long)n, mode);
+                    fprintf(stderr, "%s: scalar and avx2 %s differ (row %lld, matrix mode %d)\n",
+                            info(dts[t])->name, what, (long long)n, mode);
                 CHECK(memcmp(a, c, bytes) == 0);
                 free(a);
                 free(c);
@@ -1146,47 +1144,38 @@ TBX_TEST(weighted_symm_avx2_matches_scalar) {
     free(qw);
 }
 
-TBX_TEST(weighted_affine_avx2_matches_scalar) {
-    const tbx_wq_aff8_fn av = tbx_wq_aff8_avx2();
-    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !av) {
+static void run_symm(size_t t, bool simd, const float *x, void *dst, int64_t nrows, int64_t n,
+                     const float *qw) {
+    typedef void (*with_fn)(tbx_wq_symm8_fn, const float *, void *, int64_t, int64_t, const float *);
+    static const with_fn fns[] = {tbx_gq_rows_q4_0_with, tbx_gq_rows_q5_0_with, tbx_gq_rows_q3_K_with,
+                                  tbx_gq_rows_q6_K_with};
+    fns[t](simd ? tbx_wq_symm8_avx2() : NULL, x, dst, nrows, n, qw);
+}
+
+TBX_TEST(weighted_symm_avx2_matches_scalar) {
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !tbx_wq_symm8_avx2()) {
         printf("no AVX2 kernels on this CPU or build: skipped\n");
         return;
     }
+    static const tbx_dtype dts[] = {TBX_DT_Q4_0, TBX_DT_Q5_0, TBX_DT_Q3_K, TBX_DT_Q6_K};
+    check_weighted_kernel("fits", dts, sizeof dts / sizeof *dts, 8088, run_symm);
+}
+
+static void run_affine(size_t t, bool simd, const float *x, void *dst, int64_t nrows, int64_t n,
+                       const float *qw) {
     typedef void (*with_fn)(tbx_wq_aff8_fn, const float *, void *, int64_t, int64_t, const float *);
     static const with_fn fns[] = {tbx_gq_rows_q4_1_with, tbx_gq_rows_q5_1_with, tbx_gq_rows_q2_K_with,
                                   tbx_gq_rows_q4_K_with, tbx_gq_rows_q5_K_with};
-    static const tbx_dtype dts[] = {TBX_DT_Q4_1, TBX_DT_Q5_1, TBX_DT_Q2_K, TBX_DT_Q4_K, TBX_DT_Q5_K};
-    rng_seed(9099);
-    const int64_t rowlen[] = {256, 32 * 13, 4096};
-    const size_t n256 = KREF_NMODES * 8;
-    float *x = xmalloc(n256 * 256 * 4), *qw = xmalloc(4096 * 4);
-    for (size_t k = 0; k < n256; k++) kref_edge_block(x + 256 * k, (int)(k % KREF_NMODES));
-    for (int mode = 0; mode < 3; mode++) {
-        for (int i = 0; i < 4096; i++)
-            qw[i] = mode == 0 ? (float)(0.05 + rndu() * 4) : mode == 1 ? (rnd32() % 3 ? 1.0f : 0.0f)
-                                                                      : (float)(rndu() * 1e30);
-        for (size_t t = 0; t < sizeof fns / sizeof *fns; t++)
-            for (size_t r = 0; r < sizeof rowlen / sizeof *rowlen; r++) {
-                const int64_t n = rowlen[r];
-                const size_t bs = info(dts[t])->block_size, bb = info(dts[t])->block_bytes;
-                if (n % (int64_t)bs) continue;
-                const int64_t nrows = (int64_t)(n256 * 256) / n;
-                const size_t bytes = (size_t)(nrows * n) / bs * bb;
-                uint8_t *a = xmalloc(bytes), *c = xmalloc(bytes);
-                memset(a, 0x11, bytes);
-                memset(c, 0x33, bytes);
-                fns[t](NULL, x, a, nrows, n, qw);
-                fns[t](av, x, c, nrows, n, qw);
-                if (memcmp(a, c, bytes) != 0)
-                    fprintf(stderr, "%s: scalar and avx2 affine fits differ (row %lld, matrix mode %d)\n",
-                            info(dts[t])->name, (long long)n, mode);
-                CHECK(memcmp(a, c, bytes) == 0);
-                free(a);
-                free(c);
-            }
+    fns[t](simd ? tbx_wq_aff8_avx2() : NULL, x, dst, nrows, n, qw);
+}
+
+TBX_TEST(weighted_affine_avx2_matches_scalar) {
+    if (!(tbx_ggml_cpu_isa() & TBX_GGML_ISA_AVX2) || !tbx_wq_aff8_avx2()) {
+        printf("no AVX2 kernels on this CPU or build: skipped\n");
+        return;
     }
-    free(x);
-    free(qw);
+    static const tbx_dtype dts[] = {TBX_DT_Q4_1, TBX_DT_Q5_1, TBX_DT_Q2_K, TBX_DT_Q4_K, TBX_DT_Q5_K};
+    check_weighted_kernel("affine fits", dts, sizeof dts / sizeof *dts, 9099, run_affine);
 }
 
 /* Every AVX2 quantizer kernel returns with the upper halves of the vector registers clean
