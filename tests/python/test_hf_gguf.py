@@ -402,27 +402,30 @@ def make_gpt2_tokenizer(d: Path) -> int:
 
 
 def make_decoder(d: Path, model_type: str, seed: int, rope_scaling: dict | None = None,
-                 tokenizer=None, extra_rows: int = 0):
+                 tokenizer=None, extra_rows: int = 0, *, L: int = 2, H: int = 4, KV: int = 2,
+                 E: int = 128, FF: int = 192, tie: bool = False):
     """`tokenizer(d)` writes the tokenizer files and returns the vocabulary size (default: a
     byte-level BPE, make_tokenizer); the embedding and lm_head get `extra_rows` rows more than
-    the tokenizer has tokens (config.json's vocab_size says so, as for a padded vocabulary)."""
+    the tokenizer has tokens (config.json's vocab_size says so, as for a padded vocabulary).
+    L layers of E wide, H heads (KV for keys/values), FF feed-forward; tie: no lm_head."""
     d.mkdir()
     V = (tokenizer(d) if tokenizer else make_tokenizer(d, model_type)) + extra_rows
-    H, KV, D, L, FF, E = 4, 2, 32, 2, 192, 128
+    D = E // H
     cfg = {"architectures": ["LlamaForCausalLM" if model_type == "llama" else
                              "Qwen2ForCausalLM"],
            "model_type": model_type, "hidden_size": E, "intermediate_size": FF,
            "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": KV,
            "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-           "vocab_size": V, "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 1,
+           "vocab_size": V, "tie_word_embeddings": tie, "bos_token_id": 0, "eos_token_id": 1,
            "torch_dtype": "float32"}
     if rope_scaling:
         cfg["rope_scaling"] = rope_scaling
     (d / "config.json").write_text(json.dumps(cfg, indent=2))
     rng = np.random.default_rng(seed)
     g = lambda *s, sc=0.08: (rng.standard_normal(s) * sc).astype(np.float32)
-    W = {"model.embed_tokens.weight": g(V, E, sc=0.5), "model.norm.weight": 1 + g(E, sc=0.1),
-         "lm_head.weight": g(V, E, sc=0.2)}
+    W = {"model.embed_tokens.weight": g(V, E, sc=0.5), "model.norm.weight": 1 + g(E, sc=0.1)}
+    if not tie:
+        W["lm_head.weight"] = g(V, E, sc=0.2)
     for l in range(L):
         p = f"model.layers.{l}."
         W[p + "input_layernorm.weight"] = 1 + g(E, sc=0.1)

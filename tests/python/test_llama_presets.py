@@ -14,7 +14,6 @@ llama_model_quantize with the same parameters.
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -38,41 +37,9 @@ PRESETS = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q2_K_S", "Q3_K_S", "
 def make_model(d: Path, model_type: str, seed: int, L: int, H: int, KV: int, E: int, FF: int,
                tie: bool = False):
     """A Hugging Face llama / qwen2 directory with random weights and the BPE tokenizer of
-    test_hf_gguf (make_tokenizer)."""
-    from test_hf_gguf import make_tokenizer
-    d.mkdir()
-    V = make_tokenizer(d, model_type)
-    D = E // H
-    cfg = {"architectures": ["LlamaForCausalLM" if model_type == "llama" else
-                             "Qwen2ForCausalLM"],
-           "model_type": model_type, "hidden_size": E, "intermediate_size": FF,
-           "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": KV,
-           "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-           "vocab_size": V, "tie_word_embeddings": tie, "bos_token_id": 0, "eos_token_id": 1,
-           "torch_dtype": "float32"}
-    (d / "config.json").write_text(json.dumps(cfg, indent=2))
-    rng = np.random.default_rng(seed)
-    g = lambda *s, sc=0.08: (rng.standard_normal(s) * sc).astype(np.float32)
-    W = {"model.embed_tokens.weight": g(V, E, sc=0.5), "model.norm.weight": 1 + g(E, sc=0.1)}
-    if not tie:
-        W["lm_head.weight"] = g(V, E, sc=0.2)
-    for l in range(L):
-        p = f"model.layers.{l}."
-        W[p + "input_layernorm.weight"] = 1 + g(E, sc=0.1)
-        W[p + "post_attention_layernorm.weight"] = 1 + g(E, sc=0.1)
-        W[p + "self_attn.q_proj.weight"] = g(H * D, E)
-        W[p + "self_attn.k_proj.weight"] = g(KV * D, E)
-        W[p + "self_attn.v_proj.weight"] = g(KV * D, E)
-        W[p + "self_attn.o_proj.weight"] = g(E, H * D)
-        W[p + "mlp.gate_proj.weight"] = g(FF, E)
-        W[p + "mlp.up_proj.weight"] = g(FF, E)
-        W[p + "mlp.down_proj.weight"] = g(E, FF)
-        if model_type == "qwen2":
-            W[p + "self_attn.q_proj.bias"] = g(H * D, sc=0.05)
-            W[p + "self_attn.k_proj.bias"] = g(KV * D, sc=0.05)
-            W[p + "self_attn.v_proj.bias"] = g(KV * D, sc=0.05)
-    stn.save_file(W, str(d / "model.safetensors"), metadata={"format": "pt"})
-    return W, cfg
+    test_hf_gguf (its make_decoder, at these sizes)."""
+    from test_hf_gguf import make_decoder
+    return make_decoder(d, model_type, seed, L=L, H=H, KV=KV, E=E, FF=FF, tie=tie)
 
 
 @pytest.fixture(scope="module")
