@@ -481,7 +481,8 @@ static tbx_status write_config(tbx_hf_back *h) {
         json_object_set_new(c, "tie_word_embeddings", json_boolean(!has_tensor(h, "output.weight")));
     for (size_t k = 0; k < sizeof SPECIAL / sizeof SPECIAL[0]; k++) {
         uint64_t id;
-        if (k != 0 && k != 1 && k != 4) continue; /* bos, eos, pad */
+        /* a decoder's bos and eos (the padding token is the tokenizer's: tokenizer_config) */
+        if (k > 1 || (h->a->flags & ARCH_NONCAUSAL)) continue;
         if (!special_id(h, SPECIAL[k].key, &id)) continue;
         char key[32];
         snprintf(key, sizeof key, "%s_token_id", SPECIAL[k].name);
@@ -495,7 +496,6 @@ static tbx_status write_config(tbx_hf_back *h) {
     uint64_t id;
     if (special_id(h, "bos_token_id", &id)) json_object_set_new(g, "bos_token_id", json_integer((json_int_t)id));
     if (special_id(h, "eos_token_id", &id)) json_object_set_new(g, "eos_token_id", json_integer((json_int_t)id));
-    if (special_id(h, "padding_token_id", &id)) json_object_set_new(g, "pad_token_id", json_integer((json_int_t)id));
     return add_file(h, "generation_config.json", g);
 }
 
