@@ -384,3 +384,64 @@ def test_directory_rules_and_atomicity(tbx, src, tmp_path):
     assert r.rc != 0
     assert not (tmp_path / "out").exists()
     assert not [p for p in tmp_path.iterdir() if ".tbx-" in p.name], list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------------------------------
+# every ggml block type, decoded into the safetensors (--weights-only)
+# ------------------------------------------------------------------------------------------
+def test_every_ggml_type_into_safetensors(tbx, tmp_path):
+    """Every type libggml decodes: random blocks (test_ggml_dequant_identical's, edge scales
+    included) as [2, n] tensors of a GGUF; `--weights-only --dtype f32` writes ggml's to_float
+    bits of every value, and the default dtype (bf16: every tensor is quantized) torch's
+    rounding of them to bfloat16."""
+    from test_ggml_dequant_identical import TypeTraits, TO_FLOAT, GGML_TYPE_COUNT, blocks_for, \
+        gguf_bytes
+    from conftest import ggml_base_lib
+    import ctypes
+    import struct
+    lib = ggml_base_lib()
+    lib.ggml_get_type_traits.restype = ctypes.POINTER(TypeTraits)
+    lib.ggml_get_type_traits.argtypes = [ctypes.c_int]
+    rng = np.random.default_rng(23)
+    tensors, want = [], {}
+    for t in range(GGML_TYPE_COUNT):
+        tt = lib.ggml_get_type_traits(t).contents
+        if not (tt.is_quantized and tt.to_float and tt.blck_size > 0 and tt.type_size > 0):
+            continue
+        name, bs, bb = tt.type_name.decode(), tt.blck_size, tt.type_size
+        nblocks = 2 * max(2, 512 // bs)
+        blk = np.ascontiguousarray(blocks_for(name, nblocks, bb, rng))
+        y = np.zeros(nblocks * bs, np.float32)
+        TO_FLOAT(tt.to_float)(blk.ctypes.data, y.ctypes.data, nblocks * bs)
+        tensors.append((f"t_{name}", t, nblocks * bs, blk.tobytes()))
+        want[f"t_{name}"] = y.reshape(2, -1)
+    assert len(want) >= 25, sorted(want)
+    # gguf_bytes writes 1-D tensors: make them [2, n] (the second dimension first in GGUF)
+    blob = gguf_bytes(tensors)
+    for name, _, n, _ in tensors:
+        nm = name.encode()
+        old = struct.pack("<Q", len(nm)) + nm + struct.pack("<IQ", 1, n)
+        new = struct.pack("<Q", len(nm)) + nm + struct.pack("<IQQ", 2, n // 2, 2)
+        assert blob.count(old) == 1
+        blob = blob.replace(old, new)
+    # the tensor infos grew by 8 bytes each: realign the data section
+    head_end = blob.index(tensors[-1][0].encode()) + len(tensors[-1][0]) + 4 + 16 + 4 + 8
+    data = gguf_bytes(tensors)
+    data = data[len(data) - sum(len(r) + (-len(r) % 32) for *_, r in tensors):]
+    head = blob[:head_end]
+    g = tmp_path / "types.gguf"
+    g.write_bytes(head + b"\0" * (-len(head) % 32) + data)
+    out = back(tbx, g, tmp_path / "f32", "--weights-only", "--dtype", "f32")
+    got = safetensors.torch.load_file(str(out / "model.safetensors"))
+    assert set(got) == set(want)
+    for k, y in want.items():
+        assert tuple(got[k].shape) == y.shape, k
+        assert np.array_equal(got[k].numpy().view("<u4"), y.view("<u4")), k
+    outb = back(tbx, g, tmp_path / "bf16", "--weights-only")
+    gotb = safetensors.torch.load_file(str(outb / "model.safetensors"))
+    for k, y in want.items():
+        assert gotb[k].dtype == torch.bfloat16, k
+        fin = np.isfinite(y)
+        w = torch.from_numpy(y.copy()).to(torch.bfloat16)
+        assert torch.equal(gotb[k][torch.from_numpy(fin)], w[torch.from_numpy(fin)]), k
+        assert not torch.isfinite(gotb[k][torch.from_numpy(~fin)].float()).any(), k
