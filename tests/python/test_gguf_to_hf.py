@@ -376,14 +376,22 @@ def test_directory_rules_and_atomicity(tbx, src, tmp_path):
     empty.mkdir()
     back(tbx, g, empty)
     assert (empty / "config.json").is_file()
-    # a file that ends early fails while the tensors are written: nothing is left behind
-    cut = tmp_path / "cut.gguf"
-    data = g.read_bytes()
-    cut.write_bytes(data[:len(data) - 4096])
-    r = run(tbx, "convert", str(cut), str(tmp_path / "out") + "/")
-    assert r.rc != 0
+    # a write that fails while the tensors are written (the file size limit, RLIMIT_FSIZE,
+    # below the safetensors' size; SIGXFSZ ignored, so the write fails with EFBIG): nothing
+    # is left behind, neither the directory nor its temporary one
+    import resource
+    import signal
+    import subprocess
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+    assert g.stat().st_size > 4 * 64 * 1024
+    p = subprocess.run([tbx, "convert", str(g), str(tmp_path / "out") + "/"],
+                       capture_output=True, text=True, preexec_fn=limit, timeout=600)
+    assert p.returncode == 1 and "File too large" in p.stderr, p.stderr
     assert not (tmp_path / "out").exists()
-    assert not [p for p in tmp_path.iterdir() if ".tbx-" in p.name], list(tmp_path.iterdir())
+    assert not [q for q in tmp_path.iterdir() if ".tbx-" in q.name], list(tmp_path.iterdir())
 
 
 # ------------------------------------------------------------------------------------------
