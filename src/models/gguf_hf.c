@@ -589,9 +589,10 @@ static json_t *template_pp(tbx_hf_back *h, const tbx_value *toks, int64_t first,
         json_object_set_new(o, kind, in);                                                      \
         json_array_append_new(arr, o);                                                         \
     } while (0)
-    size_t n;
+    size_t n = 0;
     const char *fs = first >= 0 ? tbx_value_str_at(toks, (uint64_t)first, &n) : NULL;
     size_t fn = n;
+    n = 0;
     const char *ls = last >= 0 ? tbx_value_str_at(toks, (uint64_t)last, &n) : NULL;
     size_t ln = n;
     if (fs) PIECE(single, "SpecialToken", jstrn(fs, fn), 0);
