@@ -627,6 +627,112 @@ static bool meta_bool(const tbx_value *v, bool dflt) {
     return dflt;
 }
 
+/* llama.cpp's "llama" vocabulary (SentencePiece BPE, byte fallback) as the tokenizer.json
+ * transformers' converter makes of a SentencePiece model: every token in the vocabulary; as
+ * merges, every split of a normal token into two tokens, by the merged token's score (the
+ * highest first: llama.cpp merges the best-scoring pair first), then the parts' ids; " " as
+ * U+2581 and, with tokenizer.ggml.add_space_prefix (llama.cpp's default), one prepended;
+ * byte fallback to the <0xNN> tokens; a BOS (add_bos_token, llama.cpp's default) / EOS added. */
+typedef struct spm_merge { float score; int64_t a, b; } spm_merge;
+
+static int by_merge(const void *x, const void *y) {
+    const spm_merge *p = x, *q = y;
+    if (p->score != q->score) return p->score > q->score ? -1 : 1;
+    if (p->a != q->a) return p->a < q->a ? -1 : 1;
+    return (p->b > q->b) - (p->b < q->b);
+}
+
+static tbx_status spm_model(tbx_hf_back *h, json_t *root, json_t *mdl, json_t *vocab,
+                            const tbx_value *toks, const tbx_value *types, bool has_bos,
+                            uint64_t bos, bool has_eos, uint64_t eos) {
+    const tbx_value *scores = meta(h, "tokenizer.ggml.scores");
+    const uint64_t nt = tbx_value_len(toks);
+    if (!scores || tbx_value_len(scores) != nt)
+        return fail(h, TBX_E_FORMAT, "tokenizer.ggml.scores", "a llama vocabulary needs one "
+                    "score per token (tokenizer.ggml.scores)");
+    size_t n = 0, cap = 0;
+    spm_merge *m = NULL;
+    tbx_status st = TBX_OK;
+    for (uint64_t i = 0; st == TBX_OK && i < nt; i++) {
+        int64_t ty = TT_NORMAL;
+        if (types && !arr_int(types, i, &ty)) ty = TT_NORMAL;
+        if (ty != TT_NORMAL) continue;
+        size_t len;
+        const char *s = tbx_value_str_at(toks, i, &len);
+        tbx_value tmp;
+        const tbx_value *sv = tbx_val_packed_get(scores, (size_t)i, &tmp) ? &tmp
+                                                                         : tbx_value_at(scores, i);
+        double sc = 0;
+        if (!s || !sv || tbx_value_get_f64(sv, &sc) != TBX_OK)
+            return fail(h, TBX_E_FORMAT, "tokenizer.ggml.scores", "token %llu has no score",
+                        (unsigned long long)i);
+        for (size_t k = 1; k < len; k++) {
+            if (((unsigned char)s[k] & 0xC0) == 0x80) continue; /* inside a character */
+            json_t *ja = json_object_getn(vocab, s, k), *jb = json_object_getn(vocab, s + k, len - k);
+            if (!ja || !jb) continue;
+            if (n == cap) {
+                size_t nc = cap ? 2 * cap : 1024;
+                spm_merge *nm = tbx_realloc(h->al, m, cap * sizeof *m, nc * sizeof *m);
+                if (!nm) { st = tbx_err_nomem(h->err, "merges"); break; }
+                m = nm;
+                cap = nc;
+            }
+            m[n++] = (spm_merge){(float)sc, (int64_t)json_integer_value(ja),
+                                 (int64_t)json_integer_value(jb)};
+        }
+    }
+    if (st == TBX_OK && n) qsort(m, n, sizeof *m, by_merge);
+    json_t *ml = json_array();
+    for (size_t i = 0; st == TBX_OK && i < n; i++) {
+        size_t la, lb;
+        const char *a = tbx_value_str_at(toks, (uint64_t)m[i].a, &la);
+        const char *b = tbx_value_str_at(toks, (uint64_t)m[i].b, &lb);
+        json_t *pr = json_array();
+        json_array_append_new(pr, jstrn(a, la));
+        json_array_append_new(pr, jstrn(b, lb));
+        json_array_append_new(ml, pr);
+    }
+    tbx_free(h->al, m, cap * sizeof *m);
+    if (st != TBX_OK) {
+        json_decref(ml);
+        return st;
+    }
+    json_t *seq = json_array();
+    if (meta_bool(meta(h, "tokenizer.ggml.add_space_prefix"), true))
+        json_array_append_new(seq, json_pack("{s:s,s:s}", "type", "Prepend", "prepend",
+                                             "\xe2\x96\x81"));
+    json_array_append_new(seq, json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern",
+                                         "String", " ", "content", "\xe2\x96\x81"));
+    json_object_set_new(root, "normalizer", json_pack("{s:s,s:o}", "type", "Sequence",
+                                                      "normalizers", seq));
+    json_object_set_new(root, "pre_tokenizer", jnull());
+    const bool add_bos = has_bos && meta_bool(meta(h, "tokenizer.ggml.add_bos_token"), true);
+    const bool add_eos = has_eos && meta_bool(meta(h, "tokenizer.ggml.add_eos_token"), false);
+    json_object_set_new(root, "post_processor",
+                        template_pp(h, toks, add_bos ? (int64_t)bos : -1,
+                                    add_eos ? (int64_t)eos : -1));
+    json_object_set_new(root, "decoder", json_pack(
+        "{s:s,s:[{s:s,s:{s:s},s:s},{s:s},{s:s},{s:s,s:s,s:i,s:i}]}", "type", "Sequence",
+        "decoders", "type", "Replace", "pattern", "String", "\xe2\x96\x81", "content", " ",
+        "type", "ByteFallback", "type", "Fuse", "type", "Strip", "content", " ", "start", 1,
+        "stop", 0));
+    uint64_t unk = 0;
+    size_t ul = 0;
+    const char *us = special_id(h, "unknown_token_id", &unk) ? tbx_value_str_at(toks, unk, &ul)
+                                                             : NULL;
+    json_object_set_new(mdl, "type", jstr0("BPE"));
+    json_object_set_new(mdl, "dropout", jnull());
+    json_object_set_new(mdl, "unk_token", us ? jstrn(us, ul) : jnull());
+    json_object_set_new(mdl, "continuing_subword_prefix", jnull());
+    json_object_set_new(mdl, "end_of_word_suffix", jnull());
+    json_object_set_new(mdl, "fuse_unk", json_true());
+    json_object_set_new(mdl, "byte_fallback", json_true());
+    json_object_set_new(mdl, "ignore_merges", json_false());
+    json_object_set_new(mdl, "vocab", vocab);
+    json_object_set_new(mdl, "merges", ml);
+    return TBX_OK;
+}
+
 static tbx_status write_tokenizer(tbx_hf_back *h) {
     const char *model = meta_str(meta(h, "tokenizer.ggml.model"));
     const tbx_value *toks = meta(h, "tokenizer.ggml.tokens");
@@ -636,12 +742,14 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
                     "(tokenizer.ggml.model and .tokens; --weights-only writes the tensors "
                     "only)");
     const bool bpe = !strcmp(model, "gpt2"), wpm = !strcmp(model, "bert");
+    const bool spm = !strcmp(model, "llama");
     const char *pre = meta_str(meta(h, "tokenizer.ggml.pre"));
     const char *regex = NULL;
-    if (!bpe && !wpm)
+    if (!bpe && !wpm && !spm)
         return fail(h, TBX_E_UNSUPPORTED, "tokenizer.ggml.model", "vocabulary type \"%s\" "
                     "cannot be written as a tokenizer.json yet (gpt2: byte-level BPE, bert: "
-                    "WordPiece; --weights-only writes the tensors only)", model);
+                    "WordPiece, llama: SentencePiece BPE; --weights-only writes the tensors "
+                    "only)", model);
     if (bpe && (!pre || (strcmp(pre, "gpt-2") != 0 && !(regex = tbx_hf_bpe_pre_regex_(pre)))))
         return fail(h, TBX_E_UNSUPPORTED, "tokenizer.ggml.pre", "pre-tokenizer \"%s\" has no "
                     "tokenizer.json form in tensorbox yet (llama-bpe, qwen2, gpt-2; "
@@ -676,12 +784,12 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
                 kn = n + 2;
             }
         }
-        if (ty == TT_CONTROL || ty == TT_USER) {
-            json_t *a = added_token((int64_t)i, s, n, ty == TT_CONTROL);
+        if (ty == TT_CONTROL || ty == TT_USER || (spm && ty == TT_UNKNOWN)) {
+            json_t *a = added_token((int64_t)i, s, n, ty != TT_USER);
             if (!a) { st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.tokens", "token %llu is not "
                                 "UTF-8", (unsigned long long)i); break; }
             json_array_append_new(added, a);
-            if (!wpm) continue; /* a BPE's added tokens live outside the model's vocabulary */
+            if (bpe) continue; /* a byte-level BPE's added tokens live outside its vocabulary */
         }
         char *kz = tbx_memdup0(h->al, k, kn);
         if (!kz) { st = tbx_err_nomem(h->err, "tokenizer.json"); break; }
@@ -732,6 +840,8 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
         json_object_set_new(mdl, "continuing_subword_prefix", jstr0("##"));
         json_object_set_new(mdl, "max_input_chars_per_word", json_integer(100));
         json_object_set_new(mdl, "vocab", vocab);
+    } else if (spm) {
+        st = spm_model(h, root, mdl, vocab, toks, types, has_bos, bos, has_eos, eos);
     } else {
         /* qwen2's pre-tokenizer belongs to a tokenizer that composes (NFC) first */
         json_object_set_new(root, "normalizer", pre && !strcmp(pre, "qwen2")
@@ -807,6 +917,7 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
     json_t *tc = json_object();
     json_object_set_new(tc, "tokenizer_class",
                         jstr0(wpm ? "BertTokenizer" : "PreTrainedTokenizerFast"));
+    if (spm) json_object_set_new(tc, "legacy", json_true());
     for (size_t k = 0; k < sizeof SPECIAL / sizeof SPECIAL[0]; k++) {
         uint64_t id;
         size_t n;

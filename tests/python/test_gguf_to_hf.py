@@ -453,3 +453,31 @@ def test_every_ggml_type_into_safetensors(tbx, tmp_path):
         w = torch.from_numpy(y.copy()).to(torch.bfloat16)
         assert torch.equal(gotb[k][torch.from_numpy(fin)], w[torch.from_numpy(fin)]), k
         assert not torch.isfinite(gotb[k][torch.from_numpy(~fin)].float()).any(), k
+
+
+# ------------------------------------------------------------------------------------------
+# llama.cpp's "llama" (SentencePiece) vocabulary
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("as_json", [False, True], ids=["tokenizer.model", "tokenizer.json"])
+def test_spm_llama_tokenizer_back(tbx, tmp_path, as_json):
+    """test_hf_gguf_spm.py's tiny llama with a SentencePiece BPE trained by PyPI sentencepiece
+    (byte fallback), from its tokenizer.model or its tokenizer.json export, to GGUF and back:
+    the rebuilt tokenizer.json gives sentencepiece's own ids (with the BOS) in PyPI
+    tokenizers, byte fallback and merge priorities included; the tensors are the original's."""
+    import test_hf_gguf_spm as S
+    proto = S.train_spm()
+    sp = S.spm.SentencePieceProcessor(model_proto=proto)
+    d = tmp_path / "m"
+    S.make_spm_llama(d, 5, proto, as_json)
+    g = tmp_path / "m.gguf"
+    convert(tbx, d, g)
+    out = back(tbx, g, tmp_path / "back")
+    tb = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
+    texts = S.SPM_TEXTS + S.shuffled_texts()
+    assert any(sp.id_to_piece(i).startswith("<0x") for t in texts for i in sp.encode(t))
+    for t in texts:
+        assert tb.encode(t).ids == [S.BOS] + sp.encode(t), t
+    orig, got = orig_tensors(d), load_dir(out)
+    assert set(got) == set(orig)
+    for k, v in orig.items():
+        assert same_bits(got[k], v), k
