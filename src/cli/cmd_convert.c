@@ -1025,7 +1025,9 @@ const cli_command cli_cmd_convert = {
     " [--quant-method best|mantle|ggml|search] [--quant-clip MIN,MAX] [--imatrix FILE] [-v]"
     " [--dequantize] [--requantize]"
     " [--strict] [--drop-unreadable] [--raw] [--no-dedup] [--no-sync]"
-    " [--meta KEY[:TYPE]=VALUE]... [-O KEY=VALUE]...",
+    " [--meta KEY[:TYPE]=VALUE]... [-O KEY=VALUE]...\n"
+    "       tbx convert MODEL.gguf OUT/ [--dtype f32|f16|bf16] [--max-shard-size SIZE]"
+    " [--weights-only] [-v]",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
     "the conversion with an error naming it, and each lossy step needs its own option.\n"
@@ -1033,6 +1035,11 @@ const cli_command cli_cmd_convert = {
     "then written to a temporary file and renamed into place; the input is never replaced.\n"
     "A symbolic link OUT is followed: the file it points to is written and the link kept (a\n"
     "dangling one needs --force). --force replaces only a regular file.\n"
+    "OUT/ (a trailing slash, or an existing directory): a llama.cpp GGUF written back as a\n"
+    "Hugging Face model directory (config.json, tokenizer files, safetensors with the Hugging\n"
+    "Face names, every ggml type decoded to --dtype; shards above --max-shard-size), from the\n"
+    "same architecture table as the way in; OUT must be absent or empty and is written whole\n"
+    "or not at all. --weights-only: only the safetensors, under the GGUF's names.\n"
     "--quant TYPE quantizes every dense 2-D f32/f16/bf16/f64 tensor; for ggml types, rows the\n"
     "type cannot take get llama-quantize's fallback (q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0,\n"
     "q2_k/q3_k -> q4_0, else f16). Every ggml type gets the bytes ggml_quantize_chunk gives the\n"
