@@ -570,7 +570,6 @@ static tbx_status map_run(dctx *c, dmap *m, uint64_t i, uint64_t j, uint64_t a0,
     if (st != TBX_OK) return st;
     dpair *p = &c->pairs[k];
     p->nsrc++;
-    if (what && !p->xf[0]) snprintf(p->xf, sizeof p->xf, "%s", what);
     const uint64_t n = rows * cols;
     if (b0 + n > c->f[1]->tensors[j].nelems) {
         not_comparable(p, "%s: %llu values from the Hugging Face side, %llu in the GGUF tensor",
@@ -599,9 +598,11 @@ static tbx_status map_run(dctx *c, dmap *m, uint64_t i, uint64_t j, uint64_t a0,
         }
         s.d = rows / heads;
     }
-    if (!p->xf[0] && s.xf != XF_NONE)
-        snprintf(p->xf, sizeof p->xf, "%s", s.xf == XF_PERMUTE ? (x == HF_XF_PERMUTE_Q
-                 ? "permute q" : "permute k") : s.xf == XF_SCALE ? "scale" : "add");
+    const char *xn = s.xf == XF_PERMUTE ? (x == HF_XF_PERMUTE_Q ? "permute q" : "permute k")
+                     : s.xf == XF_SCALE ? "scale" : s.xf == XF_ADD ? "add" : NULL;
+    if (!p->xf[0] && (what || xn))
+        snprintf(p->xf, sizeof p->xf, "%s%s%s", what ? what : "", what && xn ? ", " : "",
+                 xn ? xn : "");
     const char *w = undecodable(c->f[0], i);
     if (!w) w = undecodable(c->f[1], j);
     if (w && p->comparable) {
