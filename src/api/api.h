@@ -40,6 +40,9 @@ tbx_status tbx_writer_open_(tbx_writer **out, const char *path, const tbx_write_
  * rmse, nmse, cosine} (NaN when undefined); llama's q/k row order (plan.h
  * TBX_XF_PERMUTE_HEADS) of rows x cols values in heads of d rows, in to out. */
 void tbx_diff_sums_(const float *a, const float *b, uint64_t n, double out[9]);
+/* Its fast path (every value finite; 0 otherwise, out unusable): simd 0 the scalar lanes,
+ * else the AVX2 kernel when the CPU has it (the same bits). */
+int tbx_diff_sums_finite_(const float *a, const float *b, uint64_t n, double out[9], int simd);
 void tbx_diff_metrics_(const double s[9], double m[4]);
 void tbx_diff_permute_(const float *in, float *out, uint64_t rows, uint64_t cols, uint64_t d);
 
