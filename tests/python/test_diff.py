@@ -303,6 +303,17 @@ def test_errors_exit_2(tbx, models, tmp_path):
     assert r.rc == 2 and r.out == b""
     r = run(tbx, "diff", models["f16"], models["q8_0"], "--map", "sideways")
     assert r.rc == 2
+    # opened, but --map auto cannot pair them: a model_type without a name map
+    odd = tmp_path / "odd"
+    shutil.copytree(models["dir"], odd)
+    cfg = json.loads((odd / "config.json").read_text())
+    cfg["model_type"] = "no_such_arch"
+    (odd / "config.json").write_text(json.dumps(cfg))
+    r = run(tbx, "diff", odd, models["f32"])
+    assert_clean_exit(r)
+    assert r.rc == 2 and b"no_such_arch" in r.err and r.out == b"", r.describe()
+    r, doc = tbx_diff(tbx, odd, models["f32"], "--map", "none")  # by name it works
+    assert r.rc == 1 and doc["map"] == "none"
     tensorbox = need("tensorbox")
     with pytest.raises(tensorbox.Error):
         tensorbox.diff(models["f16"], cut)
