@@ -353,12 +353,15 @@ static const char *undecodable(const tbx_file *f, uint64_t t) {
     return NULL;
 }
 
-/* Stored bytes read on the calling thread and decoded by a worker? (dense, one raw component,
- * a core dtype with a decoder, whole bytes per value or blocks, no parameters held apart) */
+/* Stored bytes read on the calling thread and decoded by a worker? (dense, one component
+ * served raw from the file (not compressed, not byte-swapped), a core dtype with a decoder,
+ * whole bytes per value or blocks, no parameters held apart) */
 static bool raw_path(const tbx_file *f, uint64_t t, const tbx_dtype_info **di) {
     const tbx_tensor *x = &f->tensors[t];
     *di = tbx_dtype_core_get(x->dtype);
-    if (x->ncomp != 1 || x->layout != TBX_LAYOUT_DENSE || x->unreadable || !*di) return false;
+    if (x->ncomp != 1 || x->layout != TBX_LAYOUT_DENSE || x->unreadable || !*di ||
+        !tbx_comp_served_raw(f, &x->comp[0]))
+        return false;
     if (x->quant && x->quant->method == TBX_QUANT_LINEAR) return false;
     const tbx_dtype_info *e = *di;
     if (e->flags & TBX_DTF_BLOCK) return e->block_size > 1 && tbx_dequant_for(x->dtype) != NULL;

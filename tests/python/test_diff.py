@@ -330,3 +330,32 @@ def test_asan(tbx_asan, models, tmp_path):
     r = run(tbx_asan, "diff", models["f16"], cut)
     assert_clean_exit(r)
     assert r.rc == 2
+
+
+def test_formats_big_endian_and_compressed(tbx, tmp_path):
+    """The same values in a big-endian GGUF (byte-swapped by the reader), a zstd-compressed
+    zTensor and a safetensors file: identical tensors (the values are read through each
+    format's own decoding)."""
+    x = (np.arange(4096, dtype=np.float32) - 2048) / 7
+
+    def fill(w):
+        w.add_uint32("k", 3)
+        w.add_tensor("t", x.reshape(64, 64))
+        w.add_tensor("h", x.astype(np.float16))
+
+    le = write_gguf(tmp_path / "le.gguf", fill)
+    be = write_gguf(tmp_path / "be.gguf", fill, endianess=gguf.GGUFEndian.BIG)
+    r, doc = tbx_diff(tbx, le, be)
+    assert r.rc == 0 and doc["identical"] is True and doc["summary"]["tensors_compared"] == 2
+    zt = tmp_path / "c.zt"
+    st = tmp_path / "c.safetensors"
+    for out, args in ((zt, ["--compress", "3"]), (st, [])):
+        r = run(tbx, "convert", le, out, *args, "--drop-meta")
+        assert r.rc == 0, r.describe()
+    for other in (zt, st):
+        r, doc = tbx_diff(tbx, be, other)
+        cmp = doc["tensors"]["compared"]
+        assert [t["identical"] for t in cmp] == [True, True], r.describe()
+        assert r.rc == (0 if doc["identical"] else 1)
+        r, doc = tbx_diff(tbx, be, other, "--tolerance", "0")
+        assert r.rc == 0 and doc["within_tolerance"] is True
