@@ -359,3 +359,22 @@ def test_formats_big_endian_and_compressed(tbx, tmp_path):
         assert r.rc == (0 if doc["identical"] else 1)
         r, doc = tbx_diff(tbx, be, other, "--tolerance", "0")
         assert r.rc == 0 and doc["within_tolerance"] is True
+
+
+@pytest.mark.parametrize("kind", ["llama", "mixtral"])
+def test_map_auto_against_llama_cpp_converter(tbx, models, tmp_path, kind):
+    """The name map read back against llama.cpp's own convert_hf_to_gguf.py (f32): the HF
+    directory and the converter's GGUF are identical, every HF tensor paired."""
+    from test_hf_runtime import llama_convert  # torch, transformers: the converter's needs
+    if kind == "llama":
+        d = models["dir"]
+    else:
+        build_arch(kind, tmp_path / kind)
+        d = tmp_path / kind
+    out = tmp_path / f"{kind}-llama-cpp.gguf"
+    llama_convert(d, out, kind, "f32")
+    r, doc = tbx_diff(tbx, d, out)
+    assert r.rc == 0, r.describe()
+    assert doc["identical"] is True and doc["tensors"]["not_compared"] == []
+    n_hf = len(stn.load_file(str(d / "model.safetensors")))
+    assert sum(t.get("sources", 1) for t in doc["tensors"]["compared"]) == n_hf
