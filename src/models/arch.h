@@ -87,12 +87,20 @@ typedef struct hf_tmap {
 #define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
 #define ARCH_SPACE_PREFIX 0x20u /* tokenizer.ggml.add_space_prefix from tokenizer_config's
                                    add_prefix_space (convert_hf_to_gguf.py's LlamaModel) */
+#define ARCH_ADD_SEP      0x80u /* tokenizer.ggml.add_sep_token from the post-processor's pair
+                                   template, as gguf-py's SpecialVocab parses it */
+#define ARCH_POS_OFFSET   0x40u /* RoBERTa's positions start at pad_token_id + 1: the first
+                                   pad_token_id + 1 rows of position_embd are dropped and
+                                   context_length is max_position_embeddings less them
+                                   (convert_hf_to_gguf.py's XLMRobertaModel) */
 
 /* Tokenizer kinds a row takes (hf_arch.tokenizers) */
 #define TBX_HF_TOK_WORDPIECE 0x01u /* tokenizer.json WordPiece -> llama.cpp "bert" */
 #define TBX_HF_TOK_BPE       0x02u /* tokenizer.json byte-level BPE -> "gpt2" */
 #define TBX_HF_TOK_SPM       0x04u /* tokenizer.model, or a byte_fallback BPE tokenizer.json
                                       -> "llama" (tried first) */
+#define TBX_HF_TOK_UGM       0x08u /* a SentencePiece Unigram sentencepiece.bpe.model (XLM-R's,
+                                      fairseq ids) -> llama.cpp "t5" (its UGM tokenizer) */
 
 /* rope_scaling types a row accepts (hf_arch.rope) */
 #define TBX_HF_ROPE_LINEAR 0x01u /* {arch}.rope.scaling.type/factor */

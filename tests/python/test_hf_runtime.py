@@ -11,7 +11,12 @@ and a tokenizer of that family:
   qwen2  the same with Qwen2's split regex, its NFC normalizer and its chat special tokens,
          tied input/output embeddings as the small Qwen2.5 models have;
   mixtral, qwen2_moe  the MoE rows (4 experts, 2 used; Qwen2-MoE's shared expert), with their
-         dense sibling's tokenizer.
+         dense sibling's tokenizer;
+  xlm-roberta  (bge-m3, multilingual-e5) no XLM-R vocabulary ships in a PyPI package: a
+         SentencePiece Unigram model trained here with PyPI `sentencepiece` (its nmt_nfkc
+         precompiled charsmap included), laid out as XLM-R's directories are: the model as
+         sentencepiece.bpe.model beside the tokenizer.json transformers converts it to (fairseq
+         ids: <s> <pad> </s> <unk>, the pieces shifted by one, <mask> last).
 Then:
 (a) tbx converts the directory (f32, f16, q8_0); llama.cpp (llama_cpp) loads the GGUF and its
     logits for a few prompts equal transformers' on the original directory (f32 with an f32 KV
@@ -58,6 +63,7 @@ SPECIALS = {
     "llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
               "<|end_header_id|>", "<|eot_id|>"],
     "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+    "xlm-roberta": ["<s>", "</s>", "<pad>", "<unk>", "<mask>"],
 }
 
 WORDS = ["the", "cat", "sat", "on", "mat", "model", "tensor", "llama", "runs", "quickly",
@@ -181,13 +187,15 @@ FAMILIES = {
     # MiniLM's vocabulary behind a cased BertNormalizer (lowercase false, as bert-base-cased):
     # llama.cpp lowercases unless the GGUF says tokenizer.ggml.normalizer.lowercase = false
     "bert_cased": ("BertConfig", "BertModel", gguf.MODEL_ARCH.BERT, 6),
+    # encoders (issue 22): BERT bodies with other tokenizers and layouts
+    "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaModel", gguf.MODEL_ARCH.BERT, 7),
 }
 DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"]
 # the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
 # Mixtral has Llama 2's SentencePiece, which tests/python/test_hf_gguf_spm.py covers; here the
 # rows' tensors are the point)
 TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama",
-          "qwen2_moe": "qwen2", "bert_cased": "bert"}
+          "qwen2_moe": "qwen2", "bert_cased": "bert", "xlm-roberta": "xlm-roberta"}
 # the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
 MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
            "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
@@ -195,11 +203,55 @@ MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
                          "norm_topk_prob": False}}
 
 
+# --- encoders (issue 22): xlm-roberta --------------------------------------------------------
+def train_unigram_xlmr(d: Path) -> int:
+    """XLM-R's tokenizer files with a vocabulary trained here: a SentencePiece Unigram model
+    (PyPI sentencepiece's trainer: <unk> <s> </s> as pieces 0..2, the nmt_nfkc charsmap) saved
+    as sentencepiece.bpe.model, and the tokenizer.json transformers' XLMRobertaTokenizer makes
+    of it (its own slow-to-fast conversion, which reads the model with protobuf). Returns the
+    vocabulary size (the pieces + <pad> and <mask>, as XLM-R's 250002)."""
+    import io
+    spm = need("sentencepiece")
+    need("google.protobuf")  # transformers' and llama.cpp's readers of a .model file
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(_corpus()), model_writer=buf, model_type="unigram",
+        vocab_size=600, hard_vocab_limit=False, character_coverage=1.0, minloglevel=3,
+        num_threads=1)
+    (d / "sentencepiece.bpe.model").write_bytes(buf.getvalue())
+    (d / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "XLMRobertaTokenizer"}))
+    tok = transformers.AutoTokenizer.from_pretrained(str(d))
+    tok.save_pretrained(str(d))
+    tj = json.loads((d / "tokenizer.json").read_text())
+    assert tj["model"]["type"] == "Unigram" and tj["normalizer"]["type"] == "Precompiled", \
+        (tj["model"]["type"], tj["normalizer"])
+    n = len(tj["model"]["vocab"])
+    assert n == spm.SentencePieceProcessor(model_proto=buf.getvalue()).vocab_size() + 2, n
+    return n
+
+
+def xlmr_config(d: Path):
+    V = train_unigram_xlmr(d)
+    # as XLM-R's: positions numbered from pad_token_id + 1 = 2 (max_position_embeddings 514 for
+    # 512 tokens), one token type
+    return transformers.XLMRobertaConfig(
+        vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, max_position_embeddings=130, type_vocab_size=1,
+        pad_token_id=1, bos_token_id=0, eos_token_id=2, initializer_range=0.1,
+        layer_norm_eps=1e-5)
+
+
+ENC_CFG = {"xlm-roberta": xlmr_config}
+ENCODERS = list(ENC_CFG)
+
+
 def build(d: Path, family: str, minilm_dir: Path) -> dict:
     """Writes the tiny model of `family` into d (save_pretrained) and returns its facts."""
     cfg_cls, model_cls, _, seed = FAMILIES[family]
     d.mkdir(parents=True)
-    if TOKFAM[family] == "bert":
+    if family in ENC_CFG:
+        cfg = ENC_CFG[family](d)
+    elif TOKFAM[family] == "bert":
         V = minilm_tokenizer(d, minilm_dir, cased=(family == "bert_cased"))
         cfg = getattr(transformers, cfg_cls)(
             vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -232,7 +284,7 @@ def build(d: Path, family: str, minilm_dir: Path) -> dict:
             if name.endswith("block_sparse_moe.gate.weight") or name.endswith("mlp.gate.weight"):
                 p.mul_(20.0)
     model.save_pretrained(str(d), safe_serialization=True)
-    return {"dir": d, "vocab": V}
+    return {"dir": d, "vocab": cfg.vocab_size}
 
 
 @pytest.fixture(scope="module")
@@ -303,13 +355,14 @@ def test_decoder_logits_equal_transformers(tbx, tiny, tmp_path, family, variant)
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_bert_embeddings_equal_transformers(tbx, tiny, tmp_path, variant):
-    m = tiny("bert")
+@pytest.mark.parametrize("family", ["bert"] + ENCODERS)
+def test_encoder_embeddings_equal_transformers(tbx, tiny, tmp_path, family, variant):
+    m = tiny(family)
     args, _, min_cos = VARIANTS[variant]
-    out = tmp_path / f"bert-{variant}.gguf"
+    out = tmp_path / f"{family}-{variant}.gguf"
     convert(tbx, m["dir"], out, *args)
     tok = hf_tokenizer(m["dir"])
-    model = hf_model(m["dir"], "bert")
+    model = hf_model(m["dir"], family)
     llm = llama_cpp.Llama(model_path=str(out), embedding=True, verbose=False, n_threads=1,
                           n_ctx=128, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE)
     worst = 1.0
@@ -322,7 +375,7 @@ def test_bert_embeddings_equal_transformers(tbx, tiny, tmp_path, variant):
         cos = (got * ref).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(ref, axis=-1)
         worst = min(worst, float(cos.min()))
         assert cos.min() >= min_cos, (p, cos)
-    print(f"bert {variant}: min token cosine {worst:.6f}")
+    print(f"{family} {variant}: min token cosine {worst:.6f}")
 
 
 # ------------------------------------------------------------------------------------------
@@ -349,6 +402,12 @@ LLAMA_CPP_TOKENIZER_LIMITS = {
     "bert-hangul": ("bert", lambda s: any("\uac00" <= c <= "\ud7a3" for c in s),
                     "NFD decomposes Hangul syllables into jamo (unicodedata, BertNormalizer); "
                     "llama.cpp's unicode_cpts_normalize_nfd has no Hangul decomposition"),
+    # encoders (issue 22)
+    "xlm-roberta-mask": ("xlm-roberta", lambda s: "<mask>" in s,
+                         "convert_hf_to_gguf.py's _xlmroberta_set_vocab realigns the pieces of "
+                         "sentencepiece.bpe.model to the fairseq ids and leaves the last id, "
+                         "transformers' <mask>, an unused \"[PAD<n>]\" token (tbx writes the same "
+                         "vocabulary, test (c)): llama.cpp splits \"<mask>\" as text"),
 }
 
 
@@ -374,7 +433,7 @@ def _token_diffs(tbx, tiny, tmp_path, family, strings):
 
 @pytest.mark.parametrize("category", ["ascii", "accents", "cjk", "emoji", "whitespace",
                                       "special"])
-@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased"] + ENCODERS)
 def test_token_ids_equal_transformers(tbx, tiny, tmp_path, family, category):
     strings = [s for s in sample_strings(TOKFAM[family])[category] if not _limited(family, s)]
     assert len(strings) >= 25
