@@ -186,6 +186,33 @@ static const hf_tmap TM_QWEN2MOE[] = {
 
 static const char *const SKIP_DECODER[] = {"model.layers.#.self_attn.rotary_emb.inv_freq", NULL};
 
+/* ModernBERT (convert_hf_to_gguf.py's ModernBertModel, llama.cpp's "modern-bert"): "model."
+ * dropped; q, k and v stay fused (attn_qkv) and Wi keeps its GLU halves (ffn_up: 2 x
+ * feed_forward_length rows), as llama.cpp's loader takes them; no biases, layer 0 without
+ * attn_norm. Its norm epsilon is norm_eps (llama.cpp reads attention.layer_norm_epsilon). */
+static const hf_hparam HP_MODERNBERT[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.layer_norm_epsilon", HP_F32, {"norm_eps", "layer_norm_eps"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+static const hf_tmap TM_MODERNBERT[] = {
+    ONE("embeddings.tok_embeddings", "token_embd"),
+    ONE("embeddings.norm", "token_embd_norm"),
+    ONE("final_norm", "output_norm"),
+    ONE("layers.#.attn_norm", "blk.#.attn_norm"),
+    ONE("layers.#.attn.Wqkv", "blk.#.attn_qkv"),
+    ONE("layers.#.attn.Wo", "blk.#.attn_output"),
+    ONE("layers.#.mlp_norm", "blk.#.ffn_norm"),
+    ONE("layers.#.mlp.Wi", "blk.#.ffn_up"),
+    ONE("layers.#.mlp.Wo", "blk.#.ffn_down"),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+static const char *const SKIP_MODERNBERT[] = {NULL};
+
 /* Rows, in the order the supported list shows them. rope: convert_hf_to_gguf.py's BaichuanModel
  * writes linear scaling's keys; its Qwen2MoeModel yarn's; its LlamaModel
  * (llama, and mixtral, which it converts as "llama") writes linear scaling's keys and llama3's
@@ -212,6 +239,9 @@ static const hf_arch ARCHES[] = {
     {"xlm-roberta", "bert", {"roberta."}, HP_BERT, TM_BERT, SKIP_BERT,
      ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT | ARCH_POS_OFFSET | ARCH_ADD_SEP,
      TBX_HF_TOK_UGM, 0},
+    {"modernbert", "modern-bert", {"model."}, HP_MODERNBERT, TM_MODERNBERT, SKIP_MODERNBERT,
+     ARCH_NONCAUSAL | ARCH_POOLING | ARCH_VOCAB_SIZE | ARCH_SWA | ARCH_HIDDEN_ACT | ARCH_PRE_ARCH |
+     ARCH_ADD_SEP | ARCH_CLS_POOLING | ARCH_ROPE_NONE | ARCH_FFN_UP_GLU, TBX_HF_TOK_BPE, 0},
 };
 
 size_t tbx_hf_arch_count_(void) { return sizeof ARCHES / sizeof ARCHES[0]; }

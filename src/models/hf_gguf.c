@@ -296,6 +296,38 @@ static tbx_status pick_arch(hf *h) {
                    mt ? mt : "(missing)", cls ? " (" : "", cls ? cls : "", cls ? ")" : "", list);
 }
 
+/* A rope_theta of rope_parameters' `kind` (transformers 5: full_attention, sliding_attention),
+ * else config.json's `flat` field (older configs: global_rope_theta, local_rope_theta). */
+static json_t *rope_theta_of(hf *h, const char *kind, const char *flat) {
+    json_t *rp = json_object_get(json_object_get(h->cfg, "rope_parameters"), kind);
+    json_t *v = json_is_object(rp) ? json_object_get(rp, "rope_theta") : NULL;
+    return json_is_number(v) ? v : json_object_get(h->cfg, flat);
+}
+
+/* ARCH_SWA: local attention every layer but every global_attn_every_n_layers-th (ModernBERT),
+ * as convert_hf_to_gguf.py's ModernBertModel and TextModel write it. */
+static tbx_status write_swa(hf *h) {
+    uint64_t win = 0, every = 0;
+    tbx_status st = cfg_u64(h, "local_attention", true, &win);
+    if (st == TBX_OK) st = put_arch(h, "attention.sliding_window", tbx_value_new_uint(TBX_V_U32, win));
+    if (st == TBX_OK && (st = cfg_u64(h, "global_attn_every_n_layers", false, &every)) == TBX_OK)
+        st = put_arch(h, "attention.sliding_window_pattern", tbx_value_new_uint(TBX_V_U32, every));
+    if (st == TBX_E_NOT_FOUND) st = TBX_OK;
+    json_t *g = rope_theta_of(h, "full_attention", "global_rope_theta");
+    json_t *l = rope_theta_of(h, "sliding_attention", "local_rope_theta");
+    if (st == TBX_OK && g && !json_is_number(g))
+        st = hf_fail(h, TBX_E_FORMAT, "rope_theta", "config.json: the global rope_theta is not a "
+                     "number");
+    if (st == TBX_OK && l && !json_is_number(l))
+        st = hf_fail(h, TBX_E_FORMAT, "rope_theta", "config.json: the local rope_theta is not a "
+                     "number");
+    if (st == TBX_OK && g)
+        st = put_arch(h, "rope.freq_base", tbx_value_new_float(TBX_V_F32, json_number_value(g)));
+    if (st == TBX_OK && l)
+        st = put_arch(h, "rope.freq_base_swa", tbx_value_new_float(TBX_V_F32, json_number_value(l)));
+    return st;
+}
+
 static tbx_status write_hparams(hf *h) {
     tbx_status st = TBX_OK;
     if (h->a->flags & ARCH_POS_OFFSET) {
@@ -444,6 +476,28 @@ static tbx_status write_hparams(hf *h) {
             return st;
     if (h->a->flags & ARCH_NONCAUSAL)
         if ((st = put_arch(h, "attention.causal", tbx_value_new_bool(0))) != TBX_OK) return st;
+    if ((h->a->flags & ARCH_SWA) && (st = write_swa(h)) != TBX_OK) return st;
+    if (h->a->flags & ARCH_ROPE_NONE)
+        if ((st = put_arch(h, "rope.scaling.type", tbx_value_new_string("none", 4))) != TBX_OK)
+            return st;
+    if (h->a->flags & ARCH_HIDDEN_ACT) {
+        const char *act = jstr(h->cfg, "hidden_activation");
+        if (act && (st = put_arch(h, "hidden_activation",
+                                  tbx_value_new_string(act, strlen(act)))) != TBX_OK)
+            return st;
+    }
+    if (h->a->flags & ARCH_CLS_POOLING) {
+        const char *cp = jstr(h->cfg, "classifier_pooling");
+        if (cp) {
+            int mode = !strcmp(cp, "cls") ? POOL_CLS : !strcmp(cp, "mean") ? POOL_MEAN : -1;
+            if (mode < 0)
+                return hf_fail(h, TBX_E_UNSUPPORTED, "classifier_pooling", "config.json: "
+                               "classifier_pooling \"%s\" is not supported (cls, mean)", cp);
+            if ((st = put_arch(h, "classifier.pooling_type",
+                               tbx_value_new_uint(TBX_V_U32, (uint64_t)mode))) != TBX_OK)
+                return st;
+        }
+    }
     if (h->a->flags & ARCH_POOLING) {
         /* sentence-transformers: modules.json (a JSON array) names the Pooling module's folder */
         int64_t mi = tbx_file_find_section(h->in, "modules.json");
@@ -850,8 +904,9 @@ static tbx_status write_tokenizer(hf *h) {
     tok_at = NULL;
     if ((st = put_str(h, "tokenizer.ggml.model", wpm ? "bert" : "gpt2")) != TBX_OK) goto done;
     if ((st = put_normalizer(h)) != TBX_OK) goto done;
-    if ((st = put_str(h, "tokenizer.ggml.pre", bpe ? bpe_pre_name(h) : PRE_DEFAULT)) != TBX_OK)
-        goto done;
+    const char *pre = bpe ? bpe_pre_name(h) : PRE_DEFAULT;
+    if ((h->a->flags & ARCH_PRE_ARCH) && !strcmp(pre, PRE_GPT2)) pre = h->a->arch;
+    if ((st = put_str(h, "tokenizer.ggml.pre", pre)) != TBX_OK) goto done;
     st = put_lent(h, "tokenizer.ggml.tokens", &list);
     if (st == TBX_OK && (h->a->flags & ARCH_TT_COUNT)) {
         /* type_vocab_size (check_hparams compared it with token_types' rows), else those
@@ -1586,6 +1641,7 @@ static hf_dim dim_of(hf *h, int sym, uint64_t tt) {
     case HD_CTX: d.v = d.fv = h->hpv[HPV_CTX]; d.field = h->hpv_cfg[HPV_CTX]; break;
     case HD_TT: d.v = d.fv = tt; d.field = tt ? "type_vocab_size" : NULL; break;
     case HD_F: d.v = d.fv = h->hpv[HPV_FF]; d.field = h->hpv_cfg[HPV_FF]; break;
+    case HD_F2: d.v = 2 * h->hpv[HPV_FF]; d.fv = h->hpv[HPV_FF]; d.field = h->hpv_cfg[HPV_FF]; break;
     case HD_X: d.v = d.fv = h->hpv[HPV_EXPERTS]; d.field = h->hpv_cfg[HPV_EXPERTS]; break;
     case HD_FX: case HD_FS: {
         const int k = sym == HD_FX ? HPV_FF_EXP : HPV_FF_SHEXP;
@@ -1726,7 +1782,11 @@ static tbx_status check_hparams(hf *h) {
                                "token embedding %s has %llu: llama.cpp takes one vocabulary for "
                                "both", hf_name_of(h, o), (unsigned long long)o->rows,
                                embd_name(h), (unsigned long long)h->n_vocab);
-            const int rs = bias ? HD_ONE : r->rows, cs = bias ? r->bias : r->cols;
+            int rs = bias ? HD_ONE : r->rows, cs = bias ? r->bias : r->cols;
+            if ((h->a->flags & ARCH_FFN_UP_GLU) && !strcmp(r->base, "ffn_up")) {
+                if (rs == HD_F) rs = HD_F2;
+                if (cs == HD_F) cs = HD_F2;
+            }
             hf_dim dr = dim_of(h, rs, tt), dc = dim_of(h, cs, tt);
             if (dr.field && o->rows != dr.v) return dim_mismatch(h, o, &dr, o->rows, "rows");
             if (rs == HD_ONE && o->rows != 1)

@@ -16,7 +16,11 @@ and a tokenizer of that family:
          SentencePiece Unigram model trained here with PyPI `sentencepiece` (its nmt_nfkc
          precompiled charsmap included), laid out as XLM-R's directories are: the model as
          sentencepiece.bpe.model beside the tokenizer.json transformers converts it to (fairseq
-         ids: <s> <pad> </s> <unk>, the pieces shifted by one, <mask> last).
+         ids: <s> <pad> </s> <unk>, the pieces shifted by one, <mask> last);
+  modernbert  no ModernBERT tokenizer ships in a PyPI package: a byte-level BPE trained here
+         in its shape (GPT-2's ByteLevel split, [CLS] $A [SEP] from the post-processor, its five
+         bracketed special tokens); 3 layers, every third global and the others local
+         (sliding window 16, shorter than the longer prompts), GeGLU.
 Then:
 (a) tbx converts the directory (f32, f16, q8_0); llama.cpp (llama_cpp) loads the GGUF and its
     logits for a few prompts equal transformers' on the original directory (f32 with an f32 KV
@@ -64,6 +68,7 @@ SPECIALS = {
               "<|end_header_id|>", "<|eot_id|>"],
     "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
     "xlm-roberta": ["<s>", "</s>", "<pad>", "<unk>", "<mask>"],
+    "modernbert": ["[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"],
 }
 
 WORDS = ["the", "cat", "sat", "on", "mat", "model", "tensor", "llama", "runs", "quickly",
@@ -189,13 +194,15 @@ FAMILIES = {
     "bert_cased": ("BertConfig", "BertModel", gguf.MODEL_ARCH.BERT, 6),
     # encoders (issue 22): BERT bodies with other tokenizers and layouts
     "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaModel", gguf.MODEL_ARCH.BERT, 7),
+    "modernbert": ("ModernBertConfig", "ModernBertModel", gguf.MODEL_ARCH.MODERN_BERT, 8),
 }
 DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"]
 # the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
 # Mixtral has Llama 2's SentencePiece, which tests/python/test_hf_gguf_spm.py covers; here the
 # rows' tensors are the point)
 TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama",
-          "qwen2_moe": "qwen2", "bert_cased": "bert", "xlm-roberta": "xlm-roberta"}
+          "qwen2_moe": "qwen2", "bert_cased": "bert", "xlm-roberta": "xlm-roberta",
+          "modernbert": "modernbert"}
 # the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
 MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
            "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
@@ -241,7 +248,33 @@ def xlmr_config(d: Path):
         layer_norm_eps=1e-5)
 
 
-ENC_CFG = {"xlm-roberta": xlmr_config}
+def modernbert_config(d: Path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True,
+                                                 use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(_corpus(), trainers.BpeTrainer(
+        vocab_size=256 + 400, special_tokens=[], show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    cls, sep, pad, mask, unk = SPECIALS["modernbert"]
+    tok.add_special_tokens([unk, cls, sep, pad, mask])
+    ids = {t: tok.token_to_id(t) for t in SPECIALS["modernbert"]}
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+        special_tokens=[(cls, ids[cls]), (sep, ids[sep])])
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, cls_token=cls, sep_token=sep, pad_token=pad, mask_token=mask,
+        unk_token=unk).save_pretrained(str(d))
+    return transformers.ModernBertConfig(
+        vocab_size=tok.get_vocab_size(), hidden_size=64, num_hidden_layers=3,
+        num_attention_heads=4, intermediate_size=96, max_position_embeddings=128,
+        local_attention=16, global_attn_every_n_layers=3, norm_eps=1e-5,
+        initializer_range=0.1, pad_token_id=ids[pad], bos_token_id=ids[cls],
+        eos_token_id=ids[sep], cls_token_id=ids[cls], sep_token_id=ids[sep])
+
+
+ENC_CFG = {"xlm-roberta": xlmr_config, "modernbert": modernbert_config}
 ENCODERS = list(ENC_CFG)
 
 
@@ -461,7 +494,9 @@ def test_token_ids_llama_cpp_limits(tbx, tiny, tmp_path, request, limit):
 # MiniLM's WordPiece gets the name its uncased original hashes to (llama.cpp reads the name only
 # for BPE vocabularies). Nothing else of the converter is changed.
 CONVERTER_PRE = {"llama": "llama-bpe", "qwen2": "qwen2", "mixtral": "llama-bpe",
-                 "qwen2_moe": "qwen2", "bert_cased": "jina-v2-en"}
+                 "qwen2_moe": "qwen2", "bert_cased": "jina-v2-en",
+                 # encoders (issue 22): the name the real answerdotai/ModernBERT-base hashes to
+                 "modernbert": "modern-bert"}
 
 _WRAPPER = r"""
 import runpy, sys
@@ -525,6 +560,16 @@ EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
                    "which for this WordPiece vocabulary matches \"jina-v2-en\"; tbx writes "
                    "\"default\"; llama.cpp reads tokenizer.ggml.pre only for BPE "
                    "vocabularies, so both files tokenize as WordPiece"),
+    # encoders (issue 22)
+    ("llama.cpp only", "modern-bert.attention.layer_norm_rms_epsilon"): (
+        ("modernbert",), "the converter's TextModel writes ModernBERT's norm_eps under "
+                         "layer_norm_rms_epsilon (find_hparam([\"rms_norm_eps\", \"norm_eps\"])), "
+                         "but llama.cpp's modern-bert loader requires layer_norm_epsilon and "
+                         "refuses that file (test_modernbert_converter_file_refused); tbx "
+                         "writes norm_eps as layer_norm_epsilon, the key llama.cpp reads "
+                         "(ModernBERT's norms are LayerNorms without bias, not RMS norms)"),
+    ("tbx only", "modern-bert.attention.layer_norm_epsilon"): (
+        ("modernbert",), "as the entry above"),
 }
 
 
@@ -571,3 +616,17 @@ def test_same_gguf_as_convert_hf_to_gguf(tbx, tiny, tmp_path, family, outtype):
     assert diffs == expected, ("unexpected: " + str(sorted(diffs - expected)) +
                                "; expected but gone: " + str(sorted(expected - diffs)) +
                                "\n" + "\n".join(text))
+
+
+def test_modernbert_converter_file_refused(tiny, tmp_path):
+    """The reason of ModernBERT's epsilon entries in EXPECTED_KEY_DIFFS: llama.cpp refuses the
+    file its own converter writes of the tiny model (no attention.layer_norm_epsilon). The day
+    it loads, this fails and those entries must be looked at again."""
+    m = tiny("modernbert")
+    ref = tmp_path / "llama-cpp.gguf"
+    llama_convert(m["dir"], ref, "modernbert", "f32")
+    _, rf = read_gguf(ref)
+    assert "modern-bert.attention.layer_norm_epsilon" not in rf
+    assert "modern-bert.attention.layer_norm_rms_epsilon" in rf
+    with pytest.raises(ValueError, match="Failed to load model"):
+        llama_cpp.Llama(model_path=str(ref), embedding=True, verbose=False, n_ctx=64)
