@@ -213,6 +213,36 @@ static const hf_tmap TM_MODERNBERT[] = {
 };
 static const char *const SKIP_MODERNBERT[] = {NULL};
 
+/* Nomic BERT (nomic-embed-text v1, v1.5; convert_hf_to_gguf.py's NomicBertModel, llama.cpp's
+ * "nomic-bert"; its modeling code is not in transformers): BERT's post-norm body without
+ * position embeddings (rotary, NEOX order: no reordering) and without biases, q, k and v fused
+ * (attn_qkv, kept as llama.cpp loads it), SwiGLU with fc11 the up and fc12 the gate
+ * projection. Its config names are GPT-2's (n_embd, n_layer, ...); the context is the trained
+ * one (max_trained_positions, as the converter turns n_positions 8192 into 2048). */
+static const hf_hparam HP_NOMIC_BERT[] = {
+    {"context_length", HP_U32, {"max_trained_positions", "n_positions"}, true},
+    {"embedding_length", HP_U32, {"n_embd"}, true},
+    {"block_count", HP_U32, {"n_layer"}, true},
+    {"feed_forward_length", HP_U32, {"n_inner"}, true},
+    {"attention.head_count", HP_U32, {"n_head"}, true},
+    {"rope.freq_base", HP_F32, {"rotary_emb_base"}, false},
+    {"attention.layer_norm_epsilon", HP_F32, {"layer_norm_epsilon"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+static const hf_tmap TM_NOMIC_BERT[] = {
+    ONE("embeddings.word_embeddings", "token_embd"),
+    ONE("embeddings.token_type_embeddings", "token_types"),
+    ONE("emb_ln", "token_embd_norm"),
+    ONE("encoder.layers.#.attn.Wqkv", "blk.#.attn_qkv"),
+    ONE("encoder.layers.#.attn.out_proj", "blk.#.attn_output"),
+    ONE("encoder.layers.#.norm1", "blk.#.attn_output_norm"),
+    ONE("encoder.layers.#.mlp.fc11", "blk.#.ffn_up"),
+    ONE("encoder.layers.#.mlp.fc12", "blk.#.ffn_gate"),
+    ONE("encoder.layers.#.mlp.fc2", "blk.#.ffn_down"),
+    ONE("encoder.layers.#.norm2", "blk.#.layer_output_norm"),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+
 /* Rows, in the order the supported list shows them. rope: convert_hf_to_gguf.py's BaichuanModel
  * writes linear scaling's keys; its Qwen2MoeModel yarn's; its LlamaModel
  * (llama, and mixtral, which it converts as "llama") writes linear scaling's keys and llama3's
@@ -242,6 +272,8 @@ static const hf_arch ARCHES[] = {
     {"modernbert", "modern-bert", {"model."}, HP_MODERNBERT, TM_MODERNBERT, SKIP_MODERNBERT,
      ARCH_NONCAUSAL | ARCH_POOLING | ARCH_VOCAB_SIZE | ARCH_SWA | ARCH_HIDDEN_ACT | ARCH_PRE_ARCH |
      ARCH_ADD_SEP | ARCH_CLS_POOLING | ARCH_ROPE_NONE | ARCH_FFN_UP_GLU, TBX_HF_TOK_BPE, 0},
+    {"nomic_bert", "nomic-bert", {NULL}, HP_NOMIC_BERT, TM_NOMIC_BERT, SKIP_BERT,
+     ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT, TBX_HF_TOK_WORDPIECE, 0},
 };
 
 size_t tbx_hf_arch_count_(void) { return sizeof ARCHES / sizeof ARCHES[0]; }

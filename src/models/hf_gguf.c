@@ -89,7 +89,8 @@ enum { HF_WHY_NONE, HF_WHY_REQUESTED, HF_WHY_FALLBACK, HF_WHY_F32, HF_WHY_F64, H
 
 /* Hyper-parameters checked against the tensors: each one's value and the config.json field
  * that gave it (NULL when config.json has none). */
-enum { HPV_EMBD, HPV_LAYERS, HPV_FF, HPV_CTX, HPV_EXPERTS, HPV_FF_EXP, HPV_FF_SHEXP, HPV_N };
+enum { HPV_EMBD, HPV_LAYERS, HPV_FF, HPV_CTX, HPV_EXPERTS, HPV_FF_EXP, HPV_FF_SHEXP, HPV_HEADS,
+       HPV_N };
 
 #define HF_LENT_MAX 8 /* large values lent to the writer (tokens, scores, types, merges) */
 
@@ -365,7 +366,8 @@ static tbx_status write_hparams(hf *h) {
                                                         "feed_forward_length", "context_length",
                                                         "expert_count",
                                                         "expert_feed_forward_length",
-                                                        "expert_shared_feed_forward_length"};
+                                                        "expert_shared_feed_forward_length",
+                                                        "attention.head_count"};
             for (int k = 0; k < HPV_N; k++)
                 if (strcmp(p->key, HPV_KEYS[k]) == 0) {
                     h->hpv[k] = (uint64_t)v;
@@ -378,8 +380,11 @@ static tbx_status write_hparams(hf *h) {
     }
     if (st != TBX_OK) return st;
     uint64_t hidden = 0;
-    if ((st = cfg_u64(h, "hidden_size", true, &hidden)) != TBX_OK) return st;
-    if ((st = cfg_u64(h, "num_attention_heads", true, &h->n_head)) != TBX_OK) return st;
+    /* the row's own config names when it has them (nomic_bert's n_embd, n_head) */
+    if (h->hpv_cfg[HPV_EMBD]) hidden = h->hpv[HPV_EMBD];
+    else if ((st = cfg_u64(h, "hidden_size", true, &hidden)) != TBX_OK) return st;
+    if (h->hpv_cfg[HPV_HEADS]) h->n_head = h->hpv[HPV_HEADS];
+    else if ((st = cfg_u64(h, "num_attention_heads", true, &h->n_head)) != TBX_OK) return st;
     if (h->n_head == 0) return hf_fail(h, TBX_E_FORMAT, "num_attention_heads",
                                        "config.json: num_attention_heads is 0");
     h->n_head_kv = h->n_head;

@@ -20,7 +20,13 @@ and a tokenizer of that family:
   modernbert  no ModernBERT tokenizer ships in a PyPI package: a byte-level BPE trained here
          in its shape (GPT-2's ByteLevel split, [CLS] $A [SEP] from the post-processor, its five
          bracketed special tokens); 3 layers, every third global and the others local
-         (sliding window 16, shorter than the longer prompts), GeGLU.
+         (sliding window 16, shorter than the longer prompts), GeGLU;
+  nomic_bert  its modeling code is not in transformers: the test writes its config.json (the
+         fields of nomic-embed-text-v1.5's) and random safetensors weights itself, with MiniLM's
+         WordPiece (nomic-embed-text's tokenizer is bert-base-uncased's, the same vocabulary),
+         and its reference is a numpy forward pass written here from the published
+         architecture (nomic_bert_forward); 30528 rows of embedding for 30522 tokens, as the
+         real model pads them.
 Then:
 (a) tbx converts the directory (f32, f16, q8_0); llama.cpp (llama_cpp) loads the GGUF and its
     logits for a few prompts equal transformers' on the original directory (f32 with an f32 KV
@@ -195,6 +201,7 @@ FAMILIES = {
     # encoders (issue 22): BERT bodies with other tokenizers and layouts
     "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaModel", gguf.MODEL_ARCH.BERT, 7),
     "modernbert": ("ModernBertConfig", "ModernBertModel", gguf.MODEL_ARCH.MODERN_BERT, 8),
+    "nomic_bert": (None, None, gguf.MODEL_ARCH.NOMIC_BERT, 9),
 }
 DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"]
 # the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
@@ -202,7 +209,7 @@ DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"]
 # rows' tensors are the point)
 TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama",
           "qwen2_moe": "qwen2", "bert_cased": "bert", "xlm-roberta": "xlm-roberta",
-          "modernbert": "modernbert"}
+          "modernbert": "modernbert", "nomic_bert": "bert"}
 # the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
 MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
            "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
@@ -275,13 +282,113 @@ def modernbert_config(d: Path):
 
 
 ENC_CFG = {"xlm-roberta": xlmr_config, "modernbert": modernbert_config}
-ENCODERS = list(ENC_CFG)
+
+# nomic-embed-text-v1.5's config, the sizes made tiny (convert_hf_to_gguf.py's NomicBertModel
+# asserts every one of these fields)
+NOMIC_CFG = {
+    "architectures": ["NomicBertModel"], "model_type": "nomic_bert",
+    "activation_function": "swiglu", "causal": False, "prenorm": False,
+    "n_embd": 64, "n_head": 4, "n_layer": 2, "n_inner": 128,
+    "n_positions": 8192, "max_trained_positions": 2048, "layer_norm_epsilon": 1e-12,
+    "type_vocab_size": 2, "rotary_emb_base": 1000, "rotary_emb_fraction": 1.0,
+    "rotary_emb_interleaved": False, "rotary_emb_scale_base": None,
+    "qkv_proj_bias": False, "mlp_fc1_bias": False, "mlp_fc2_bias": False,
+    "pad_token_id": 0, "use_rms_norm": False,
+    # transformers 5 has a NomicBertConfig (hidden_size, ...), which convert_hf_to_gguf.py's
+    # AutoConfig reads before the checkpoint's own n_embd names, its defaults in place of the
+    # fields a nomic-embed-text config.json lacks: the real v1.5's sizes are those defaults, so
+    # it converts right; a tiny model states both names with the same values
+    "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+    "intermediate_size": 128, "layer_norm_eps": 1e-12,
+}
+
+
+def build_nomic_bert(d: Path, minilm_dir: Path) -> dict:
+    """config.json, model.safetensors (random f32 weights, fixed seed) and MiniLM's WordPiece
+    files: what a nomic-embed-text directory holds, at a tiny size."""
+    from safetensors.numpy import save_file
+    V = minilm_tokenizer(d, minilm_dir) + 6  # nomic pads 30522 tokens to 30528 rows
+    c = dict(NOMIC_CFG, vocab_size=V)
+    E, F, L = c["n_embd"], c["n_inner"], c["n_layer"]
+    rng = np.random.default_rng(FAMILIES["nomic_bert"][3])
+
+    def mat(r, k):
+        return (rng.standard_normal((r, k)) * 0.1).astype(np.float32)
+
+    def norm(n):
+        return (1 + rng.standard_normal(n) * 0.1).astype(np.float32)
+
+    w = {"embeddings.word_embeddings.weight": mat(V, E),
+         "embeddings.token_type_embeddings.weight": mat(c["type_vocab_size"], E),
+         "emb_ln.weight": norm(E), "emb_ln.bias": norm(E) - 1}
+    for i in range(L):
+        p = f"encoder.layers.{i}."
+        w.update({p + "attn.Wqkv.weight": mat(3 * E, E), p + "attn.out_proj.weight": mat(E, E),
+                  p + "mlp.fc11.weight": mat(F, E), p + "mlp.fc12.weight": mat(F, E),
+                  p + "mlp.fc2.weight": mat(E, F),
+                  p + "norm1.weight": norm(E), p + "norm1.bias": norm(E) - 1,
+                  p + "norm2.weight": norm(E), p + "norm2.bias": norm(E) - 1})
+    save_file(w, str(d / "model.safetensors"), metadata={"format": "pt"})
+    (d / "config.json").write_text(json.dumps(c, indent=1))
+    return {"dir": d, "vocab": V}
+
+
+def nomic_bert_forward(d: Path, ids: list[int]) -> np.ndarray:
+    """The last hidden state of NomicBertModel (contrastors' nomic_bert, prenorm false), from
+    the weights in d, in float64: token + token-type-0 embeddings, LayerNorm; each layer
+    bidirectional attention of the fused Wqkv with rotary positions (rotate-half, base
+    rotary_emb_base, the whole head), out_proj, residual, LayerNorm (norm1); SwiGLU
+    fc2(fc11(x) * silu(fc12(x))), residual, LayerNorm (norm2)."""
+    from safetensors.numpy import load_file
+    c = json.loads((d / "config.json").read_text())
+    W = {k: v.astype(np.float64) for k, v in load_file(str(d / "model.safetensors")).items()}
+    E, H, eps = c["n_embd"], c["n_head"], c["layer_norm_epsilon"]
+    Dh, T = E // H, len(ids)
+
+    def ln(x, name):
+        m = x.mean(-1, keepdims=True)
+        v = ((x - m) ** 2).mean(-1, keepdims=True)
+        return (x - m) / np.sqrt(v + eps) * W[name + ".weight"] + W[name + ".bias"]
+
+    inv = c["rotary_emb_base"] ** (-np.arange(0, Dh, 2) / Dh)   # [Dh/2]
+    ang = np.arange(T)[:, None] * inv[None, :]                  # [T, Dh/2]
+    cos = np.concatenate([np.cos(ang)] * 2, -1)[:, None, :]     # [T, 1, Dh]
+    sin = np.concatenate([np.sin(ang)] * 2, -1)[:, None, :]
+
+    def rope(x):  # x [T, H, Dh]
+        x1, x2 = x[..., :Dh // 2], x[..., Dh // 2:]
+        return x * cos + np.concatenate([-x2, x1], -1) * sin
+
+    x = W["embeddings.word_embeddings.weight"][ids] + W["embeddings.token_type_embeddings.weight"][0]
+    x = ln(x, "emb_ln")
+    for i in range(c["n_layer"]):
+        p = f"encoder.layers.{i}."
+        q, k, v = np.split(x @ W[p + "attn.Wqkv.weight"].T, 3, -1)
+        q, k, v = (t.reshape(T, H, Dh) for t in (q, k, v))
+        q, k = rope(q), rope(k)
+        s = np.einsum("thd,shd->hts", q, k) / np.sqrt(Dh)
+        a = np.exp(s - s.max(-1, keepdims=True))
+        a /= a.sum(-1, keepdims=True)
+        o = np.einsum("hts,shd->thd", a, v).reshape(T, E) @ W[p + "attn.out_proj.weight"].T
+        x = ln(x + o, p + "norm1")
+        up, gate = x @ W[p + "mlp.fc11.weight"].T, x @ W[p + "mlp.fc12.weight"].T
+        y = (up * gate / (1 + np.exp(-gate))) @ W[p + "mlp.fc2.weight"].T
+        x = ln(x + y, p + "norm2")
+    return x
+
+
+# families built without transformers' classes, and their references
+OWN_BUILD = {"nomic_bert": build_nomic_bert}
+OWN_FORWARD = {"nomic_bert": nomic_bert_forward}
+ENCODERS = list(ENC_CFG) + list(OWN_BUILD)
 
 
 def build(d: Path, family: str, minilm_dir: Path) -> dict:
     """Writes the tiny model of `family` into d (save_pretrained) and returns its facts."""
     cfg_cls, model_cls, _, seed = FAMILIES[family]
     d.mkdir(parents=True)
+    if family in OWN_BUILD:
+        return OWN_BUILD[family](d, minilm_dir)
     if family in ENC_CFG:
         cfg = ENC_CFG[family](d)
     elif TOKFAM[family] == "bert":
@@ -395,14 +502,17 @@ def test_encoder_embeddings_equal_transformers(tbx, tiny, tmp_path, family, vari
     out = tmp_path / f"{family}-{variant}.gguf"
     convert(tbx, m["dir"], out, *args)
     tok = hf_tokenizer(m["dir"])
-    model = hf_model(m["dir"], family)
+    model = hf_model(m["dir"], family) if family not in OWN_FORWARD else None
     llm = llama_cpp.Llama(model_path=str(out), embedding=True, verbose=False, n_threads=1,
                           n_ctx=128, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE)
     worst = 1.0
     for p in PROMPTS:
         ids = tok(p)["input_ids"]
-        with torch.no_grad():
-            ref = model(torch.tensor([ids])).last_hidden_state[0].double().numpy()
+        if model is None:
+            ref = OWN_FORWARD[family](m["dir"], ids)
+        else:
+            with torch.no_grad():
+                ref = model(torch.tensor([ids])).last_hidden_state[0].double().numpy()
         got = np.asarray(llm.embed(p, normalize=False), dtype=np.float64)
         assert got.shape == ref.shape, (p, got.shape, ref.shape)
         cos = (got * ref).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(ref, axis=-1)
@@ -444,9 +554,13 @@ LLAMA_CPP_TOKENIZER_LIMITS = {
 }
 
 
+# a family whose tokenizer is another's (the same files) has its limits
+LIMITS_OF = {"nomic_bert": "bert"}
+
+
 def _limited(family, s):
     return [k for k, (f, pred, _) in LLAMA_CPP_TOKENIZER_LIMITS.items()
-            if f == family and pred(s)]
+            if f == LIMITS_OF.get(family, family) and pred(s)]
 
 
 def _token_diffs(tbx, tiny, tmp_path, family, strings):
@@ -570,6 +684,13 @@ EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
                          "(ModernBERT's norms are LayerNorms without bias, not RMS norms)"),
     ("tbx only", "modern-bert.attention.layer_norm_epsilon"): (
         ("modernbert",), "as the entry above"),
+    ("llama.cpp only", "nomic-bert.attention.key_length"): (
+        ("nomic_bert",), "transformers 5's NomicBertConfig (read by the converter's AutoConfig) "
+                         "derives head_dim = hidden_size / heads and the converter writes it; "
+                         "tbx writes key_length only when config.json states head_dim, and "
+                         "llama.cpp derives the same value (embedding_length / head_count)"),
+    ("llama.cpp only", "nomic-bert.attention.value_length"): (
+        ("nomic_bert",), "as key_length"),
 }
 
 
