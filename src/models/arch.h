@@ -90,10 +90,10 @@ typedef struct hf_tmap {
                                    add_prefix_space (convert_hf_to_gguf.py's LlamaModel) */
 #define ARCH_ADD_SEP      0x80u /* tokenizer.ggml.add_sep_token from the post-processor's pair
                                    template, as gguf-py's SpecialVocab parses it */
-#define ARCH_PRE_ARCH     0x100u /* a GPT-2-style BPE tokenizer (a lone ByteLevel with its
-                                   regex) has tokenizer.ggml.pre = the architecture's name, as
-                                   llama.cpp's converter names ModernBERT's ("modern-bert": the
-                                   GPT-2 split, and the lstrip of [MASK]) */
+#define ARCH_PRE_MODERN_BERT 0x100u /* a GPT-2-style BPE tokenizer (a lone ByteLevel with its
+                                      regex) has tokenizer.ggml.pre "modern-bert", as llama.cpp's
+                                      converter names ModernBERT's (the GPT-2 split, and the
+                                      lstrip of [MASK]) */
 #define ARCH_SWA          0x200u /* {arch}.attention.sliding_window from local_attention,
                                    sliding_window_pattern from global_attn_every_n_layers,
                                    rope.freq_base / freq_base_swa from rope_parameters'

@@ -734,6 +734,7 @@ static tbx_status write_special(hf *h) {
  * of llama.cpp's own src/llama-vocab.cpp accepts. */
 #define PRE_DEFAULT "default"
 #define PRE_GPT2 "gpt-2"
+#define PRE_MODERN_BERT "modern-bert"
 static const struct { const char *regex, *pre; } BPE_PRE[] = {
     {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
      "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "llama-bpe"},
@@ -909,9 +910,12 @@ static tbx_status write_tokenizer(hf *h) {
     tok_at = NULL;
     if ((st = put_str(h, "tokenizer.ggml.model", wpm ? "bert" : "gpt2")) != TBX_OK) goto done;
     if ((st = put_normalizer(h)) != TBX_OK) goto done;
-    const char *pre = bpe ? bpe_pre_name(h) : PRE_DEFAULT;
-    if ((h->a->flags & ARCH_PRE_ARCH) && !strcmp(pre, PRE_GPT2)) pre = h->a->arch;
-    if ((st = put_str(h, "tokenizer.ggml.pre", pre)) != TBX_OK) goto done;
+    /* ModernBERT's GPT-2-style BPE is llama.cpp's "modern-bert" (ARCH_PRE_MODERN_BERT) */
+    const bool modern = (h->a->flags & ARCH_PRE_MODERN_BERT) && bpe &&
+                        !strcmp(bpe_pre_name(h), PRE_GPT2);
+    if ((st = put_str(h, "tokenizer.ggml.pre",
+                      modern ? PRE_MODERN_BERT : bpe ? bpe_pre_name(h) : PRE_DEFAULT)) != TBX_OK)
+        goto done;
     st = put_lent(h, "tokenizer.ggml.tokens", &list);
     if (st == TBX_OK && (h->a->flags & ARCH_TT_COUNT)) {
         /* type_vocab_size (check_hparams compared it with token_types' rows), else those
@@ -1293,7 +1297,7 @@ static tbx_status write_ugm_vocab(hf *h) {
     tbx_value *list = NULL, *scores = NULL, *types = NULL, *cmap = NULL;
     tbx_status st = tbx_section_load_(h->in, (uint64_t)si, &raw, &blen, h->err);
     if (st != TBX_OK) return st;
-    st = tbx_spm_parse(raw, blen, h->al, HF_VOCAB_MAX, &sv, h->err);
+    st = tbx_spm_parse_specs(raw, blen, h->al, HF_VOCAB_MAX, &sv, h->err);
     if (st != TBX_OK && st != TBX_E_NOMEM) {
         char msg[sizeof h->err->message];
         snprintf(msg, sizeof msg, UGM_FILE ": %.280s", h->err->message);
@@ -1351,9 +1355,9 @@ static tbx_status write_ugm_vocab(hf *h) {
     tbx_val_str_array_done(list);
     uint64_t ntt = 1; /* hparams.get("type_vocab_size", 1) */
     if ((st = cfg_u64(h, "type_vocab_size", false, &ntt)) == TBX_E_NOT_FOUND) st = TBX_OK;
-    if (st == TBX_OK) st = put_str(h, "tokenizer.ggml.model", "t5");
-    if (st == TBX_OK) st = put_str(h, "tokenizer.ggml.pre", PRE_DEFAULT);
-    if (st == TBX_OK) st = put_lent(h, "tokenizer.ggml.tokens", &list);
+    if (st == TBX_OK && (st = put_str(h, "tokenizer.ggml.model", "t5")) == TBX_OK &&
+        (st = put_str(h, "tokenizer.ggml.pre", PRE_DEFAULT)) == TBX_OK)
+        st = put_lent(h, "tokenizer.ggml.tokens", &list);
     if (st == TBX_OK) st = put_lent(h, "tokenizer.ggml.scores", &scores);
     if (st == TBX_OK) st = put_lent(h, "tokenizer.ggml.token_type", &types);
     if (st == TBX_OK)

@@ -231,8 +231,9 @@ static tbx_status next_field(tbx_cursor *c, const tbx_source *src, uint64_t *off
     return rd_len(c, len, "pieces", err);
 }
 
-tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint64_t max_pieces,
-                         tbx_spm_vocab *out, tbx_error *err) {
+static tbx_status spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al,
+                            uint64_t max_pieces, bool specs, tbx_spm_vocab *out,
+                            tbx_error *err) {
     out->pieces = NULL;
     out->n = out->cap = 0;
     out->model_type = TBX_SPM_UNIGRAM;
@@ -249,7 +250,7 @@ tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint
     while (st == TBX_OK && c.pos < c.end) {
         uint64_t off, len;
         bool piece;
-        st = next_field(&c, &src, &off, &len, &piece, out, err);
+        st = next_field(&c, &src, &off, &len, &piece, specs ? out : NULL, err);
         if (st != TBX_OK || !piece) continue;
         if (++count > max_pieces) {
             st = tbx_err(err, TBX_E_LIMIT, off, "pieces", "more than %llu "
@@ -282,6 +283,16 @@ tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint
     tbx_cursor_free(&c);
     if (st != TBX_OK) tbx_spm_free(out, al);
     return st;
+}
+
+tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint64_t max_pieces,
+                         tbx_spm_vocab *out, tbx_error *err) {
+    return spm_parse(buf, n, al, max_pieces, false, out, err);
+}
+
+tbx_status tbx_spm_parse_specs(const uint8_t *buf, size_t n, const tbx_alloc *al,
+                               uint64_t max_pieces, tbx_spm_vocab *out, tbx_error *err) {
+    return spm_parse(buf, n, al, max_pieces, true, out, err);
 }
 
 void tbx_spm_free(tbx_spm_vocab *v, const tbx_alloc *al) {

@@ -49,6 +49,12 @@ typedef struct tbx_spm_vocab {
  * UTF-8, an unknown type, a non-finite score, no pieces at all), TBX_E_LIMIT, TBX_E_NOMEM. */
 tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint64_t max_pieces,
                          tbx_spm_vocab *out, tbx_error *err);
+/* The same, also reading the trainer spec's model_type and the normalizer spec's fields into
+ * *out (a spec whose fields are malformed is TBX_E_FORMAT / TBX_E_TRUNCATED naming
+ * "trainer_spec" / "normalizer_spec..."); tbx_spm_parse skips the specs (model_type etc. keep
+ * their defaults). */
+tbx_status tbx_spm_parse_specs(const uint8_t *buf, size_t n, const tbx_alloc *al,
+                               uint64_t max_pieces, tbx_spm_vocab *out, tbx_error *err);
 void tbx_spm_free(tbx_spm_vocab *v, const tbx_alloc *al);
 
 #endif
