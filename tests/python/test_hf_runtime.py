@@ -30,8 +30,9 @@ and a tokenizer of that family:
 Then:
 (a) tbx converts the directory (f32, f16, q8_0); llama.cpp (llama_cpp) loads the GGUF and its
     logits for a few prompts equal transformers' on the original directory (f32 with an f32 KV
-    cache: max |diff| <= 1e-3; f16 and q8_0 within the bounds below); bert: every token's
-    embedding (pooling none) has cosine >= 0.9999 with transformers' last hidden state;
+    cache: max |diff| <= 1e-3; f16 and q8_0 within the bounds below); bert and the encoders:
+    every token's embedding (pooling none) has cosine >= 0.9999 (f16 0.999, q8_0 0.99) with
+    transformers' last hidden state (nomic_bert: with nomic_bert_forward's);
 (b) llama.cpp's tokenizer reading the GGUF gives the token ids of transformers' tokenizer
     (AutoTokenizer on the directory) on a few hundred strings: ASCII, accents (composed and
     decomposed), CJK, emoji, whitespace runs, the family's special tokens;
