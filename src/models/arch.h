@@ -87,6 +87,14 @@ typedef struct hf_tmap {
 #define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
 #define ARCH_SPACE_PREFIX 0x20u /* tokenizer.ggml.add_space_prefix from tokenizer_config's
                                    add_prefix_space (convert_hf_to_gguf.py's LlamaModel) */
+/* Gemma's (issue 22; high bits, clear of the other rows' flags) */
+#define ARCH_NO_SPACE_PREFIX 0x10000u /* tokenizer.ggml.add_space_prefix = false whatever the
+                                         tokenizer says (convert_hf_to_gguf.py's Gemma*Model) */
+#define ARCH_GEMMA_EOT       0x20000u /* the fixed <end_of_turn> id GemmaModel.set_vocab
+                                         writes (hf_gguf.c) */
+#define ARCH_TEXT_CONFIG     0x40000u /* a multimodal config.json: its text_config's fields
+                                         over the top level's (TextModel's merge); the text
+                                         tensors only */
 
 /* Tokenizer kinds a row takes (hf_arch.tokenizers) */
 #define TBX_HF_TOK_WORDPIECE 0x01u /* tokenizer.json WordPiece -> llama.cpp "bert" */

@@ -195,13 +195,30 @@ static const char *jstr(json_t *o, const char *key) {
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
+/* config.json's member `name`: for a row reading a multimodal config (ARCH_TEXT_CONFIG), its
+ * text_config's member first, then the top level's (convert_hf_to_gguf.py's TextModel merges
+ * text_config over the top level). */
+static json_t *cfg_get(hf *h, const char *name) {
+    json_t *tc = h->a && (h->a->flags & ARCH_TEXT_CONFIG) ? json_object_get(h->cfg, "text_config")
+                                                          : NULL;
+    json_t *j = json_is_object(tc) ? json_object_get(tc, name) : NULL;
+    return j ? j : json_object_get(h->cfg, name);
+}
+
 /* config.json's field `name`; rope_theta, which transformers 5 writes inside rope_parameters
- * (not at the top level), is also looked for there. */
+ * (not at the top level), is also looked for there, and in its full_attention member (the
+ * global layers of Gemma 3, whose local layers' rope_theta, rope_local_base_freq before
+ * transformers 5, is its sliding_attention member's). */
 static json_t *cfg_field(hf *h, const char *name) {
-    json_t *j = json_object_get(h->cfg, name);
-    if (!j && strcmp(name, "rope_theta") == 0) {
-        json_t *rp = json_object_get(h->cfg, "rope_parameters");
-        if (json_is_object(rp)) j = json_object_get(rp, name);
+    json_t *j = cfg_get(h, name);
+    const bool global = strcmp(name, "rope_theta") == 0;
+    if (!j && (global || strcmp(name, "rope_local_base_freq") == 0)) {
+        json_t *rp = cfg_get(h, "rope_parameters");
+        if (json_is_object(rp) && global) j = json_object_get(rp, name);
+        json_t *sub = json_is_object(rp) && !j
+                          ? json_object_get(rp, global ? "full_attention" : "sliding_attention")
+                          : NULL;
+        if (json_is_object(sub)) j = json_object_get(sub, "rope_theta");
     }
     return j;
 }
@@ -355,8 +372,11 @@ static tbx_status write_hparams(hf *h) {
     if (st != TBX_OK) return st;
     if (h->a->rope) { /* the rope_scaling types the row accepts */
         /* transformers names it rope_scaling (rope_parameters since v5) */
-        json_t *rs = json_object_get(h->cfg, "rope_parameters");
-        if (!rs || json_is_null(rs)) rs = json_object_get(h->cfg, "rope_scaling");
+        json_t *rs = cfg_get(h, "rope_parameters");
+        if (!rs || json_is_null(rs)) rs = cfg_get(h, "rope_scaling");
+        /* per attention kind (Gemma 3): the global layers' is the one llama.cpp scales */
+        if (json_is_object(rs) && json_is_object(json_object_get(rs, "full_attention")))
+            rs = json_object_get(rs, "full_attention");
         const char *t = rs ? (jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type")) : NULL;
         json_t *jf = rs ? json_object_get(rs, "factor") : NULL;
         if (rs && !json_is_null(rs) && !json_is_object(rs))
@@ -399,7 +419,7 @@ static tbx_status write_hparams(hf *h) {
             v = json_object_get(rs, "original_max_position_embeddings");
             h->rope_orig_ctx = json_is_number(v) ? json_number_value(v) : 8192.0;
             v = json_object_get(rs, "rope_theta");
-            if (!json_is_number(v)) v = json_object_get(h->cfg, "rope_theta");
+            if (!json_is_number(v)) v = cfg_get(h, "rope_theta");
             h->rope_theta = json_is_number(v) ? json_number_value(v) : 10000.0;
             if (!(h->rope_factor > 0) || !(h->rope_high > h->rope_low) || !(h->rope_low > 0) ||
                 !(h->rope_orig_ctx > 0) || !(h->rope_theta > 0) || h->head_dim < 2 ||
@@ -567,6 +587,14 @@ static void template_ends(hf *h, const char **first, const char **last) {
     }
 }
 
+/* convert_hf_to_gguf.py's GemmaModel.set_vocab sets fixed ids for CodeGemma's fill-in-the-middle
+ * tokens and for <end_of_turn> (107 in Gemma's vocabulary) whatever the vocabulary; of these,
+ * gguf-py's writer has a key for <end_of_turn> only (tokenizer.ggml.eot_token_id: the others'
+ * names changed and are skipped), which is written here when the vocabulary has that id. */
+static tbx_status put_gemma_eot(hf *h) {
+    return 107 < h->n_vocab ? put_u32(h, "tokenizer.ggml.eot_token_id", 107) : TBX_OK;
+}
+
 static tbx_status write_special(hf *h) {
     static const struct { const char *typ, *key; } SP[] = {
         {"bos", "tokenizer.ggml.bos_token_id"},   {"eos", "tokenizer.ggml.eos_token_id"},
@@ -607,6 +635,7 @@ static tbx_status write_special(hf *h) {
     if (json_is_boolean(ae)) { has_eos = true; add_eos = json_is_true(ae); }
     if (st == TBX_OK && has_bos) st = put(h, "tokenizer.ggml.add_bos_token", tbx_value_new_bool(add_bos));
     if (st == TBX_OK && has_eos) st = put(h, "tokenizer.ggml.add_eos_token", tbx_value_new_bool(add_eos));
+    if (st == TBX_OK && (h->a->flags & ARCH_GEMMA_EOT)) st = put_gemma_eot(h);
     return st;
 }
 
@@ -659,6 +688,10 @@ static tbx_status write_tokenizer(hf *h) {
         /* LlamaModel.set_vocab: tokenizer_config's add_prefix_space, whatever the vocabulary */
         json_t *ap = h->tokcfg ? json_object_get(h->tokcfg, "add_prefix_space") : NULL;
         tbx_status st;
+        /* Gemma*Model.set_vocab: no space prefix, whatever the tokenizer says */
+        if ((h->a->flags & ARCH_NO_SPACE_PREFIX) &&
+            (st = put(h, "tokenizer.ggml.add_space_prefix", tbx_value_new_bool(0))) != TBX_OK)
+            return st;
         if ((h->a->flags & ARCH_SPACE_PREFIX) && json_is_boolean(ap) &&
             (st = put(h, "tokenizer.ggml.add_space_prefix",
                       tbx_value_new_bool(json_is_true(ap)))) != TBX_OK)

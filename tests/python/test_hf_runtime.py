@@ -12,6 +12,13 @@ and a tokenizer of that family:
          tied input/output embeddings as the small Qwen2.5 models have;
   mixtral, qwen2_moe  the MoE rows (4 experts, 2 used; Qwen2-MoE's shared expert), with their
          dense sibling's tokenizer.
+  gemma, gemma2, gemma3  no Gemma tokenizer.model ships in a PyPI package: a SentencePiece BPE
+         trained here with PyPI `sentencepiece` in Gemma's layout (<pad> <eos> <bos> <unk> <mask>
+         [@BOS@] <unused0..99> <start_of_turn> <end_of_turn>, byte fallback, no dummy prefix,
+         whitespace kept, digits split), transformers' own GemmaTokenizer built from its pieces
+         and merges; gemma2 with logit soft-capping and a sliding window shorter than the
+         prompts, gemma3 (Gemma3ForCausalLM) with q/k norms, five local layers then a global one
+         and linear rope scaling of the global layers; head_dim 24 (not hidden / heads).
 Then:
 (a) tbx converts the directory (f32, f16, q8_0); llama.cpp (llama_cpp) loads the GGUF and its
     logits for a few prompts equal transformers' on the original directory (f32 with an f32 KV
@@ -58,6 +65,7 @@ SPECIALS = {
     "llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
               "<|end_header_id|>", "<|eot_id|>"],
     "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+    "gemma_spm": ["<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<pad>", "<unused7>"],
 }
 
 WORDS = ["the", "cat", "sat", "on", "mat", "model", "tensor", "llama", "runs", "quickly",
@@ -153,6 +161,85 @@ def train_bpe(d: Path, family: str) -> int:
     return tok.get_vocab_size()
 
 
+# ---- Gemma's tokenizer (issue 22) -------------------------------------------------------
+# Gemma's tokenizer.model layout: ids 0-3 <pad> <eos> <bos> <unk>, then user-defined pieces
+# <mask> [@BOS@] <unused0..99>, so that <start_of_turn> is 106 and <end_of_turn> 107 as in
+# Gemma's own vocabulary (convert_hf_to_gguf.py's GemmaModel writes eot = 107)
+GEMMA_USER = ["<mask>", "[@BOS@]"] + [f"<unused{i}>" for i in range(100)] + \
+    ["<start_of_turn>", "<end_of_turn>"]
+
+
+def train_gemma_spm(d: Path) -> int:
+    """A SentencePiece BPE model trained here with Gemma's settings (byte fallback, identity
+    normalization, no dummy prefix, whitespace kept, digits split) and Gemma's special pieces,
+    saved as tokenizer.model; beside it transformers' own GemmaTokenizer (a tokenizers BPE with
+    byte fallback) built from the model's pieces and merges, saved with save_pretrained, its
+    tokenizer_config.json given the added_tokens_decoder transformers 4 wrote (Gemma's files on
+    the Hub have it; llama.cpp's converter reads the added tokens' types there). Returns the
+    vocabulary size."""
+    import io
+    spm = need("sentencepiece")
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(_corpus()), model_writer=out, model_type="bpe", vocab_size=1200,
+        byte_fallback=True, normalization_rule_name="identity", remove_extra_whitespaces=False,
+        add_dummy_prefix=False, allow_whitespace_only_pieces=True, split_digits=True,
+        character_coverage=1.0, hard_vocab_limit=False, pad_id=0, eos_id=1, bos_id=2, unk_id=3,
+        pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>", unk_piece="<unk>",
+        user_defined_symbols=GEMMA_USER, minloglevel=2)
+    proto = out.getvalue()
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    assert sp.piece_to_id("<start_of_turn>") == 106 and sp.piece_to_id("<end_of_turn>") == 107
+    n = sp.get_piece_size()
+    vocab = {sp.id_to_piece(i): i for i in range(n)}
+    merges = []  # every split of a learned piece into two pieces, in the pieces' order
+    for piece, pid in vocab.items():
+        if sp.is_control(pid) or sp.is_unknown(pid) or sp.is_byte(pid) or piece in GEMMA_USER:
+            continue
+        for k in range(1, len(piece)):
+            a, b = piece[:k], piece[k:]
+            if a in vocab and b in vocab:
+                merges.append((pid, vocab[a], vocab[b], a, b))
+    merges.sort()
+    tok = transformers.GemmaTokenizer(vocab=vocab, merges=[(a, b) for *_, a, b in merges],
+                                      add_bos_token=True)
+    tok.add_special_tokens({"additional_special_tokens": GEMMA_USER[1:]})
+    tok.save_pretrained(str(d))
+    (d / "tokenizer.model").write_bytes(proto)
+    tj = json.loads((d / "tokenizer.json").read_text())
+    tc = json.loads((d / "tokenizer_config.json").read_text())
+    tc["added_tokens_decoder"] = {str(t["id"]): {k: v for k, v in t.items() if k != "id"}
+                                  for t in tj["added_tokens"]}
+    (d / "tokenizer_config.json").write_text(json.dumps(tc))
+    return n
+
+
+# the tiny Gemma models: head_dim 24 (Gemma 7B's head size is not hidden / heads either);
+# query_pre_attn_scalar = head_dim, which llama.cpp uses for every size but 27B
+GEMMA_CFG = {
+    "gemma": {"num_hidden_layers": 2},
+    # soft-capping small enough to bend these logits; a window shorter than the prompts
+    "gemma2": {"num_hidden_layers": 2, "attn_logit_softcapping": 4.0,
+               "final_logit_softcapping": 8.0, "sliding_window": 4, "query_pre_attn_scalar": 24},
+    # six layers: llama.cpp's pattern (five local, one global), linear rope scaling of the
+    # global layers (Gemma 3 4B and up have factor 8), local rope_theta 10000
+    "gemma3": {"num_hidden_layers": 6, "sliding_window": 4, "query_pre_attn_scalar": 24,
+               "rope_parameters": {
+                   "full_attention": {"rope_type": "linear", "factor": 2.0,
+                                      "rope_theta": 1000000.0},
+                   "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
+}
+
+
+def gemma_config(family: str, V: int):
+    return getattr(transformers, FAMILIES[family][0])(
+        vocab_size=V, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=24, max_position_embeddings=256, rms_norm_eps=1e-6,
+        initializer_range=0.1, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+        **GEMMA_CFG[family])
+# ---- end of Gemma's tokenizer --------------------------------------------------------------
+
+
 def minilm_tokenizer(d: Path, minilm_dir: Path, cased: bool = False) -> int:
     for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         if (minilm_dir / f).is_file():
@@ -181,13 +268,18 @@ FAMILIES = {
     # MiniLM's vocabulary behind a cased BertNormalizer (lowercase false, as bert-base-cased):
     # llama.cpp lowercases unless the GGUF says tokenizer.ggml.normalizer.lowercase = false
     "bert_cased": ("BertConfig", "BertModel", gguf.MODEL_ARCH.BERT, 6),
+    # Gemma (issue 22)
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", gguf.MODEL_ARCH.GEMMA, 7),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", gguf.MODEL_ARCH.GEMMA2, 8),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", gguf.MODEL_ARCH.GEMMA3, 9),
 }
-DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"]
+DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"] + ["gemma", "gemma2", "gemma3"]
 # the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
 # Mixtral has Llama 2's SentencePiece, which tests/python/test_hf_gguf_spm.py covers; here the
 # rows' tensors are the point)
 TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama",
-          "qwen2_moe": "qwen2", "bert_cased": "bert"}
+          "qwen2_moe": "qwen2", "bert_cased": "bert",
+          "gemma": "gemma_spm", "gemma2": "gemma_spm", "gemma3": "gemma_spm"}
 # the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
 MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
            "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
@@ -205,6 +297,9 @@ def build(d: Path, family: str, minilm_dir: Path) -> dict:
             vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=128, max_position_embeddings=128, initializer_range=0.1,
             layer_norm_eps=1e-12)
+    elif TOKFAM[family] == "gemma_spm":
+        V = train_gemma_spm(d)
+        cfg = gemma_config(family, V)
     else:
         V = train_bpe(d, TOKFAM[family])
         sp = SPECIALS[TOKFAM[family]]
@@ -253,7 +348,9 @@ def hf_tokenizer(d: Path):
 
 def hf_model(d: Path, family: str):
     cls = getattr(transformers, FAMILIES[family][1])
-    return cls.from_pretrained(str(d), dtype=torch.float32).eval()
+    # Gemma 2's attention soft-capping: transformers' eager attention (its sdpa path has none)
+    kw = {"attn_implementation": "eager"} if TOKFAM[family] == "gemma_spm" else {}
+    return cls.from_pretrained(str(d), dtype=torch.float32, **kw).eval()
 
 
 # ------------------------------------------------------------------------------------------
@@ -274,6 +371,31 @@ VARIANTS = {"f32": ((), 1e-3, 0.9999), "f16": (("--cast", "f16"), 2e-2, 0.999),
 MOE_Q8_BOUND = 0.25
 
 
+# Gemma's feed-forward is GELU (tanh form). llama.cpp's CPU backend computes it from a table of
+# f16 values (ggml/src/ggml-cpu/vec.h: GGML_GELU_FP16, ggml_vec_gelu_f32 / ggml_vec_geglu_f32:
+# the input rounded to f16, the table's f16 GELU of it): ~1e-3 on these logits (measured
+# 0.9e-3 .. 1.7e-3 in f32), a property of the runtime, not of the file. For these families the
+# f32 bar is checked against transformers with that same GELU put in its MLPs (then 1e-6 ..
+# 6e-4), and transformers unchanged must stay within GELU_F16_PLAIN_BOUND.
+GELU_F16 = ("gemma", "gemma2", "gemma3")
+GELU_F16_PLAIN_BOUND = 4e-3
+
+
+def ggml_gelu_f16(model):
+    """model with every MLP activation replaced by ggml's f16-table GELU (vec.h)."""
+    class GeluF16(torch.nn.Module):
+        def forward(self, x):
+            t = torch.nn.functional.gelu(x.half().float(), approximate="tanh").half().float()
+            return torch.where(x <= -10, torch.zeros_like(x), torch.where(x >= 10, x, t))
+    n = 0
+    for mod in list(model.modules()):
+        if hasattr(mod, "act_fn"):
+            mod.act_fn = GeluF16()
+            n += 1
+    assert n, "no MLP activation found"
+    return model
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("family", DECODERS)
 def test_decoder_logits_equal_transformers(tbx, tiny, tmp_path, family, variant):
@@ -285,6 +407,9 @@ def test_decoder_logits_equal_transformers(tbx, tiny, tmp_path, family, variant)
     convert(tbx, m["dir"], out, *args)
     tok = hf_tokenizer(m["dir"])
     model = hf_model(m["dir"], family)
+    plain = None
+    if family in GELU_F16 and variant == "f32":
+        plain, model = model, ggml_gelu_f16(hf_model(m["dir"], family))
     llm = llama_cpp.Llama(model_path=str(out), n_ctx=128, logits_all=True, verbose=False,
                           type_k=0, type_v=0, n_threads=1, n_batch=128)
     worst = 0.0
@@ -299,6 +424,11 @@ def test_decoder_logits_equal_transformers(tbx, tiny, tmp_path, family, variant)
         scale = 1.0 if variant == "f32" else float(np.abs(ref).max())
         worst = max(worst, diff / scale)
         assert diff <= bound * scale, (p, diff, float(np.abs(ref).max()))
+        if plain is not None:
+            with torch.no_grad():
+                ref0 = plain(torch.tensor([ids])).logits[0].double().numpy()
+            d0 = float(np.abs(got - ref0).max())
+            assert d0 <= GELU_F16_PLAIN_BOUND, (p, "vs transformers' own GELU", d0)
     print(f"{family} {variant}: max |logit diff| {worst:.3g}{'' if variant == 'f32' else ' x max|logit|'}")
 
 
@@ -374,7 +504,7 @@ def _token_diffs(tbx, tiny, tmp_path, family, strings):
 
 @pytest.mark.parametrize("category", ["ascii", "accents", "cjk", "emoji", "whitespace",
                                       "special"])
-@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased", "gemma"])
 def test_token_ids_equal_transformers(tbx, tiny, tmp_path, family, category):
     strings = [s for s in sample_strings(TOKFAM[family])[category] if not _limited(family, s)]
     assert len(strings) >= 25
@@ -451,7 +581,7 @@ EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
         _ALL, "gguf-py writes \"model\" (vs \"adapter\"); informational, llama.cpp reads it "
               "only for LoRA adapters; tbx does not write it yet"),
     ("llama.cpp only", "tokenizer.ggml.add_sep_token"): (
-        ("llama", "bert"), "gguf-py's parse of the post-processor's pair template writes False "
+        ("llama", "bert", "gemma_spm"), "gguf-py's parse of the post-processor's pair template writes False "
                            "(no separator between A and B that is not also the last token); "
                            "tbx writes no add_sep; the single-text ids of tbx's file equal "
                            "transformers' (test (b))"),
@@ -461,6 +591,12 @@ EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
                     "vocabulary is the same (test (b): no BOS, as transformers)"),
     ("llama.cpp only", "tokenizer.ggml.add_eos_token"): (
         ("qwen2",), "as add_bos_token"),
+    # Gemma (issue 22)
+    ("tbx only", "gemma.rope.freq_base"): (
+        ("gemma",), "convert_hf_to_gguf.py's GemmaModel writes no rope.freq_base (llama.cpp's "
+                    "default 10000 is Gemma's rope_theta); tbx writes config.json's rope_theta, "
+                    "so that another value is not lost"),
+    ("tbx only", "gemma2.rope.freq_base"): (("gemma2",), "as gemma.rope.freq_base (Gemma2Model)"),
     ("value", "tokenizer.ggml.pre"): (
         ("bert",), "the converter names every vocabulary by hashing its ids on one text, "
                    "which for this WordPiece vocabulary matches \"jina-v2-en\"; tbx writes "
