@@ -232,11 +232,22 @@ GEMMA_CFG = {
 
 
 def gemma_config(family: str, V: int):
-    return getattr(transformers, FAMILIES[family][0])(
+    text = "gemma3" if family == "gemma3_mm" else family
+    cfg = getattr(transformers, FAMILIES[text][0])(
         vocab_size=V, hidden_size=64, intermediate_size=128, num_attention_heads=4,
         num_key_value_heads=2, head_dim=24, max_position_embeddings=256, rms_norm_eps=1e-6,
         initializer_range=0.1, pad_token_id=0, eos_token_id=1, bos_token_id=2,
-        **GEMMA_CFG[family])
+        **GEMMA_CFG[text])
+    if family != "gemma3_mm":
+        return cfg
+    # Gemma3ForConditionalGeneration: gemma3's language model with a tiny SigLIP tower (32x32
+    # images of 8x8 patches pooled to 4 tokens); convert_hf_to_gguf.py converts its language
+    # model (Gemma3Model is registered for the class), tbx the same
+    vision = transformers.SiglipVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        image_size=32, patch_size=8)
+    return transformers.Gemma3Config(text_config=cfg, vision_config=vision,
+                                     mm_tokens_per_image=4, initializer_range=0.1)
 # ---- end of Gemma's tokenizer --------------------------------------------------------------
 
 
@@ -272,14 +283,16 @@ FAMILIES = {
     "gemma": ("GemmaConfig", "GemmaForCausalLM", gguf.MODEL_ARCH.GEMMA, 7),
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", gguf.MODEL_ARCH.GEMMA2, 8),
     "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", gguf.MODEL_ARCH.GEMMA3, 9),
+    "gemma3_mm": ("Gemma3Config", "Gemma3ForConditionalGeneration", gguf.MODEL_ARCH.GEMMA3, 10),
 }
-DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"] + ["gemma", "gemma2", "gemma3"]
+DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"] + ["gemma", "gemma2", "gemma3", "gemma3_mm"]
 # the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
 # Mixtral has Llama 2's SentencePiece, which tests/python/test_hf_gguf_spm.py covers; here the
 # rows' tensors are the point)
 TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama",
           "qwen2_moe": "qwen2", "bert_cased": "bert",
-          "gemma": "gemma_spm", "gemma2": "gemma_spm", "gemma3": "gemma_spm"}
+          "gemma": "gemma_spm", "gemma2": "gemma_spm", "gemma3": "gemma_spm",
+          "gemma3_mm": "gemma_spm"}
 # the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
 MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
            "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
@@ -377,7 +390,7 @@ MOE_Q8_BOUND = 0.25
 # 0.9e-3 .. 1.7e-3 in f32), a property of the runtime, not of the file. For these families the
 # f32 bar is checked against transformers with that same GELU put in its MLPs (then 1e-6 ..
 # 6e-4), and transformers unchanged must stay within GELU_F16_PLAIN_BOUND.
-GELU_F16 = ("gemma", "gemma2", "gemma3")
+GELU_F16 = ("gemma", "gemma2", "gemma3", "gemma3_mm")
 GELU_F16_PLAIN_BOUND = 4e-3
 
 
