@@ -312,6 +312,58 @@ static tbx_status pick_arch(hf *h) {
                    mt ? mt : "(missing)", cls ? " (" : "", cls ? cls : "", cls ? ")" : "", list);
 }
 
+/* Gemma 2 and 3 in llama.cpp (src/models/gemma2.cpp, gemma3.cpp): their local (sliding-window)
+ * layers are a fixed pattern, every `pattern`-th layer global (the last of each run), and the
+ * queries are scaled by 1/sqrt(head size), or 1/sqrt(hidden / heads) for the 27B model (known
+ * by its layer count); convert_hf_to_gguf.py writes neither. A config.json that says otherwise
+ * (layer_types, sliding_window_pattern, query_pre_attn_scalar; a Gemma 3
+ * attn_logit_softcapping, which the converter refuses) would give a file llama.cpp runs
+ * wrongly: TBX_E_UNSUPPORTED naming the field. */
+static tbx_status check_gemma_attention(hf *h) {
+    static const struct { const char *arch; unsigned pattern; uint64_t layers_27b; } G[] = {
+        {"gemma2", 2, 46}, {"gemma3", 6, 62},
+    };
+    size_t g = 0;
+    while (g < sizeof G / sizeof G[0] && strcmp(h->a->arch, G[g].arch) != 0) g++;
+    if (g == sizeof G / sizeof G[0]) return TBX_OK;
+    const unsigned n = G[g].pattern;
+    json_t *sc = cfg_get(h, "attn_logit_softcapping");
+    if (n == 6 && sc && !json_is_null(sc))
+        return hf_fail(h, TBX_E_UNSUPPORTED, "attn_logit_softcapping", "config.json: "
+                       "attn_logit_softcapping is set, which llama.cpp's gemma3 does not apply");
+    json_t *sw = cfg_get(h, "sliding_window");
+    if (sw && !json_is_null(sw)) {
+        json_t *swp = cfg_get(h, "sliding_window_pattern");
+        if (json_is_number(swp) && json_number_value(swp) != (double)n)
+            return hf_fail(h, TBX_E_UNSUPPORTED, "sliding_window_pattern", "config.json: "
+                           "sliding_window_pattern = %g, llama.cpp's %s has every %u-th layer "
+                           "global", json_number_value(swp), h->a->arch, n);
+        json_t *lt = cfg_get(h, "layer_types");
+        for (size_t i = 0; json_is_array(lt) && i < json_array_size(lt); i++) {
+            const char *t = json_string_value(json_array_get(lt, i));
+            const char *want = i % n < n - 1 ? "sliding_attention" : "full_attention";
+            if (!t || strcmp(t, want) != 0)
+                return hf_fail(h, TBX_E_UNSUPPORTED, "layer_types", "config.json: layer_types[%zu]"
+                               " = \"%s\", llama.cpp's %s makes that layer %s (every %u-th "
+                               "layer global)", i, t ? t : "(not a string)", h->a->arch, want,
+                               n);
+        }
+    }
+    double q;
+    const char *qn[2] = {"query_pre_attn_scalar", NULL};
+    int r = cfg_number(h, qn, &q, NULL);
+    if (r < 0) return h->err->code;
+    uint64_t hidden = h->hpv[HPV_EMBD];
+    const bool big = h->hpv[HPV_LAYERS] == G[g].layers_27b;
+    const double want = big ? (double)(hidden / h->n_head) : (double)h->head_dim;
+    if (r > 0 && q != want)
+        return hf_fail(h, TBX_E_UNSUPPORTED, "query_pre_attn_scalar", "config.json: "
+                       "query_pre_attn_scalar = %g, llama.cpp's %s scales queries by 1/sqrt(%g) "
+                       "(%s)", q, h->a->arch, want, big ? "hidden_size / num_attention_heads, "
+                       "its 27B model" : "the head size");
+    return TBX_OK;
+}
+
 static tbx_status write_hparams(hf *h) {
     tbx_status st = TBX_OK;
     for (const hf_hparam *p = h->a->hp; st == TBX_OK && p->key; p++) {
@@ -437,6 +489,7 @@ static tbx_status write_hparams(hf *h) {
                            h->a->model_type, acc);
         }
     }
+    if ((st = check_gemma_attention(h)) != TBX_OK) return st;
     /* the vocabulary is the token embedding's rows (check_vocab_rows) */
     if ((h->a->flags & ARCH_VOCAB_SIZE) &&
         (st = put_arch(h, "vocab_size", tbx_value_new_uint(TBX_V_U32, h->n_vocab))) != TBX_OK)

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, need
+from conftest import REPO, assert_clean_exit, need, run
 from test_hf_gguf import PRE_REGEX, convert, llama_cpp_source, read_gguf
 
 np = need("numpy")
@@ -466,6 +466,43 @@ def test_bert_embeddings_equal_transformers(tbx, tiny, tmp_path, variant):
         worst = min(worst, float(cos.min()))
         assert cos.min() >= min_cos, (p, cos)
     print(f"bert {variant}: min token cosine {worst:.6f}")
+
+
+# Gemma 2 / 3 configs llama.cpp would run wrongly (its fixed local/global layer pattern and
+# query scale, src/models/gemma2.cpp and gemma3.cpp; a Gemma 3 attention soft-capping, which
+# convert_hf_to_gguf.py refuses): tbx refuses them, naming the field (hf_gguf.c's
+# check_gemma_attention). Each case changes one field of a tiny model that converts.
+GEMMA_REFUSED = {
+    "gemma2-layer_types": ("gemma2", [], "layer_types",
+                           ["full_attention", "sliding_attention"], "layer_types[0]"),
+    "gemma3-layer_types": ("gemma3", [], "layer_types", ["sliding_attention"] * 4 +
+                           ["full_attention"] * 2, "layer_types[4]"),
+    "gemma3-pattern": ("gemma3", [], "sliding_window_pattern", 4, "sliding_window_pattern = 4"),
+    "gemma3-qscale": ("gemma3", [], "query_pre_attn_scalar", 32, "query_pre_attn_scalar = 32"),
+    "gemma2-qscale": ("gemma2", [], "query_pre_attn_scalar", 16, "query_pre_attn_scalar = 16"),
+    "gemma3-softcap": ("gemma3", [], "attn_logit_softcapping", 50.0, "attn_logit_softcapping"),
+    "gemma3_mm-qscale": ("gemma3_mm", ["text_config"], "query_pre_attn_scalar", 64,
+                         "query_pre_attn_scalar = 64"),
+}
+
+
+@pytest.mark.parametrize("case", list(GEMMA_REFUSED))
+def test_gemma_configs_llama_cpp_cannot_run_are_refused(tbx, tiny, tmp_path, case):
+    import shutil
+    family, path, key, value, said = GEMMA_REFUSED[case]
+    src = tmp_path / "model"
+    shutil.copytree(tiny(family)["dir"], src)
+    cfg = json.loads((src / "config.json").read_text())
+    node = cfg
+    for k in path:
+        node = node[k]
+    node[key] = value
+    (src / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "out.gguf"
+    r = run(tbx, "convert", src, out, "--force", timeout=600)
+    assert_clean_exit(r)
+    assert r.rc != 0 and not out.exists(), r.describe()
+    assert said in r.text and "llama.cpp" in r.text, r.describe()
 
 
 # ------------------------------------------------------------------------------------------
