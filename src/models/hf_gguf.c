@@ -648,6 +648,122 @@ static tbx_status put_gemma_eot(hf *h) {
     return 107 < h->n_vocab ? put_u32(h, "tokenizer.ggml.eot_token_id", 107) : TBX_OK;
 }
 
+/* ---- chat templates (issue 22) ---------------------------------------------------------- */
+/* A side file's text as a JSON string (NULL with *st set: absent is TBX_OK, else the error). */
+static json_t *section_text(hf *h, const char *name, tbx_status *st) {
+    *st = TBX_OK;
+    int64_t i = tbx_file_find_section(h->in, name);
+    if (i < 0) return NULL;
+    void *buf = NULL;
+    size_t n = 0, bad = 0;
+    if ((*st = tbx_section_load_(h->in, (uint64_t)i, &buf, &n, h->err)) != TBX_OK) return NULL;
+    json_t *j = NULL;
+    if (!tbx_utf8_valid(buf, n, &bad))
+        *st = tbx_err(h->err, TBX_E_FORMAT, (uint64_t)bad, name, "%s: not UTF-8 text (byte "
+                      "%zu)", name, bad);
+    else if (!(j = json_stringn(buf, n)))
+        *st = tbx_err_nomem(h->err, name);
+    tbx_free(h->al, buf, n ? n : 1);
+    return j;
+}
+
+/* Named templates (an array of {"name", "template"}) as gguf-py's GGUFWriter.add_chat_template
+ * writes them: a name's characters other than letters and digits become '_'; "default" is
+ * tokenizer.chat_template, every other one tokenizer.chat_template.NAME, their names listed in
+ * tokenizer.chat_templates; entries without a name or a template are left out. */
+static tbx_status put_chat_templates(hf *h, json_t *list) {
+    const size_t n = json_array_size(list);
+    tbx_value *names = tbx_val_str_array(h->al, n ? n : 1, 64 * (uint64_t)(n ? n : 1));
+    if (!names) return tbx_err_nomem(h->err, "tokenizer.chat_templates");
+    size_t nn = 0;
+    const char *deflt = NULL;
+    tbx_status st = TBX_OK;
+    for (size_t i = 0; st == TBX_OK && i < n; i++) {
+        json_t *e = json_array_get(list, i);
+        const char *nm = jstr(e, "name"), *tpl = jstr(e, "template");
+        if (!nm || !*nm || !tpl) continue;
+        char clean[64], key[96];
+        size_t k = 0;
+        for (; nm[k] && k + 1 < sizeof clean; k++)
+            clean[k] = isalnum((unsigned char)nm[k]) && !((unsigned char)nm[k] & 0x80) ? nm[k] : '_';
+        clean[k] = 0;
+        if (nm[k]) {
+            st = hf_fail(h, TBX_E_LIMIT, "chat_template", "chat template name \"%.40s...\" is "
+                         "longer than %zu bytes", nm, sizeof clean - 1);
+            break;
+        }
+        if (!strcmp(clean, "default")) { deflt = tpl; continue; }
+        snprintf(key, sizeof key, "tokenizer.chat_template.%s", clean);
+        char *d = tbx_val_str_array_add(names, k);
+        if (!d) { st = tbx_err_nomem(h->err, "tokenizer.chat_templates"); break; }
+        memcpy(d, clean, k);
+        nn++;
+        st = put_str(h, key, tpl);
+    }
+    if (st == TBX_OK && nn) {
+        tbx_val_str_array_done(names);
+        st = put(h, "tokenizer.chat_templates", names);
+        names = NULL;
+    }
+    tbx_val_free(names);
+    if (st == TBX_OK && deflt) st = put_str(h, "tokenizer.chat_template", deflt);
+    return st;
+}
+
+/* tokenizer.chat_template, as gguf-py's SpecialVocab finds it (only beside a non-empty
+ * tokenizer_config.json): tokenizer_config.json's chat_template (a string, or named templates;
+ * null: none); else chat_template.jinja (with additional_chat_templates/NAME.jinja: named
+ * templates, the first one "default"), else chat_template.json's chat_template. */
+static tbx_status put_chat_template(hf *h) {
+    if (!h->tokcfg || json_object_size(h->tokcfg) == 0) return TBX_OK;
+    json_t *ct = json_object_get(h->tokcfg, "chat_template"), *own = NULL, *file = NULL;
+    tbx_status st = TBX_OK;
+    if (!ct) {
+        if ((own = section_text(h, "chat_template.jinja", &st)) != NULL) {
+            json_t *list = json_array();
+            json_t *d = json_pack("{s:s,s:O}", "name", "default", "template", own);
+            if (!list || !d || json_array_append_new(list, d)) {
+                json_decref(list);
+                json_decref(own);
+                return tbx_err_nomem(h->err, "chat_template");
+            }
+            static const char dir[] = "additional_chat_templates/";
+            for (uint64_t i = 0; st == TBX_OK && i < tbx_section_count(h->in); i++) {
+                tbx_section_info si = TBX_SECTION_INFO_INIT;
+                if (tbx_section_info_get(h->in, i, &si) != TBX_OK || !si.name) continue;
+                size_t nl = strlen(si.name);
+                if (nl <= sizeof dir - 1 + 6 || memcmp(si.name, dir, sizeof dir - 1) ||
+                    strcmp(si.name + nl - 6, ".jinja") || strchr(si.name + sizeof dir - 1, '/'))
+                    continue;
+                char stem[128];
+                snprintf(stem, sizeof stem, "%.*s", (int)(nl - (sizeof dir - 1) - 6),
+                         si.name + sizeof dir - 1);
+                json_t *t = section_text(h, si.name, &st);
+                if (!t) break;
+                json_t *e = json_pack("{s:s,s:o}", "name", stem, "template", t);
+                if (!e || json_array_append_new(list, e)) st = tbx_err_nomem(h->err, si.name);
+            }
+            if (json_array_size(list) > 1) {
+                json_decref(own);
+                own = list;
+            } else {
+                json_decref(list);
+            }
+        } else if (st == TBX_OK && (st = load_json(h, "chat_template.json", false, 0, &file)) ==
+                                       TBX_OK && file) {
+            ct = json_object_get(file, "chat_template");
+        }
+        if (own) ct = own;
+    }
+    if (st == TBX_OK && json_is_string(ct)) st = put_str(h, "tokenizer.chat_template",
+                                                         json_string_value(ct));
+    else if (st == TBX_OK && json_is_array(ct)) st = put_chat_templates(h, ct);
+    json_decref(own);
+    json_decref(file);
+    return st;
+}
+/* ---- end of chat templates --------------------------------------------------------------- */
+
 static tbx_status write_special(hf *h) {
     static const struct { const char *typ, *key; } SP[] = {
         {"bos", "tokenizer.ggml.bos_token_id"},   {"eos", "tokenizer.ggml.eos_token_id"},
@@ -689,6 +805,7 @@ static tbx_status write_special(hf *h) {
     if (st == TBX_OK && has_bos) st = put(h, "tokenizer.ggml.add_bos_token", tbx_value_new_bool(add_bos));
     if (st == TBX_OK && has_eos) st = put(h, "tokenizer.ggml.add_eos_token", tbx_value_new_bool(add_eos));
     if (st == TBX_OK && (h->a->flags & ARCH_GEMMA_EOT)) st = put_gemma_eot(h);
+    if (st == TBX_OK) st = put_chat_template(h);
     return st;
 }
 

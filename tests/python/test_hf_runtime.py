@@ -169,7 +169,16 @@ GEMMA_USER = ["<mask>", "[@BOS@]"] + [f"<unused{i}>" for i in range(100)] + \
     ["<start_of_turn>", "<end_of_turn>"]
 
 
-def train_gemma_spm(d: Path) -> int:
+# a chat template in Gemma's turn format (written here): transformers 5 saves it as
+# chat_template.jinja; the gemma2 model has it in tokenizer_config.json instead, where
+# transformers 4 wrote it (both are read by gguf-py's SpecialVocab, and by tbx)
+GEMMA_CHAT = ("{{ bos_token }}{% for m in messages %}<start_of_turn>"
+              "{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
+              "{{ m['content'] | trim }}<end_of_turn>\n{% endfor %}"
+              "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+
+
+def train_gemma_spm(d: Path, family: str = "gemma") -> int:
     """A SentencePiece BPE model trained here with Gemma's settings (byte fallback, identity
     normalization, no dummy prefix, whitespace kept, digits split) and Gemma's special pieces,
     saved as tokenizer.model; beside it transformers' own GemmaTokenizer (a tokenizers BPE with
@@ -204,12 +213,17 @@ def train_gemma_spm(d: Path) -> int:
     tok = transformers.GemmaTokenizer(vocab=vocab, merges=[(a, b) for *_, a, b in merges],
                                       add_bos_token=True)
     tok.add_special_tokens({"additional_special_tokens": GEMMA_USER[1:]})
+    tok.chat_template = GEMMA_CHAT
     tok.save_pretrained(str(d))
     (d / "tokenizer.model").write_bytes(proto)
     tj = json.loads((d / "tokenizer.json").read_text())
     tc = json.loads((d / "tokenizer_config.json").read_text())
     tc["added_tokens_decoder"] = {str(t["id"]): {k: v for k, v in t.items() if k != "id"}
                                   for t in tj["added_tokens"]}
+    assert (d / "chat_template.jinja").read_text() == GEMMA_CHAT and "chat_template" not in tc
+    if family == "gemma2":
+        tc["chat_template"] = GEMMA_CHAT
+        (d / "chat_template.jinja").unlink()
     (d / "tokenizer_config.json").write_text(json.dumps(tc))
     return n
 
@@ -311,7 +325,7 @@ def build(d: Path, family: str, minilm_dir: Path) -> dict:
             intermediate_size=128, max_position_embeddings=128, initializer_range=0.1,
             layer_norm_eps=1e-12)
     elif TOKFAM[family] == "gemma_spm":
-        V = train_gemma_spm(d)
+        V = train_gemma_spm(d, family)
         cfg = gemma_config(family, V)
     else:
         V = train_bpe(d, TOKFAM[family])
@@ -503,6 +517,48 @@ def test_gemma_configs_llama_cpp_cannot_run_are_refused(tbx, tiny, tmp_path, cas
     assert_clean_exit(r)
     assert r.rc != 0 and not out.exists(), r.describe()
     assert said in r.text and "llama.cpp" in r.text, r.describe()
+
+
+# tokenizer.chat_template as gguf-py's SpecialVocab and GGUFWriter.add_chat_template write it
+# (test (c) compares the whole files for the first two forms): chat_template.jinja (gemma),
+# tokenizer_config.json's string (gemma2), its named templates (a copy of gemma's directory:
+# "default" is tokenizer.chat_template, the others tokenizer.chat_template.NAME with the name's
+# other characters as '_', listed in tokenizer.chat_templates), and additional_chat_templates/
+# NAME.jinja beside chat_template.jinja; llama.cpp reads the template from tbx's file.
+CHAT_FORMS = {
+    "jinja": ("gemma", None),
+    "tokenizer_config": ("gemma2", None),
+    "named": ("gemma", [{"name": "default", "template": "D{{ x }}"},
+                        {"name": "tool use", "template": "T"}, {"name": "rag", "template": "R"}]),
+    "additional": ("gemma", "additional"),
+}
+
+
+@pytest.mark.parametrize("form", list(CHAT_FORMS))
+def test_gemma_chat_template(tbx, tiny, tmp_path, form):
+    import shutil
+    family, change = CHAT_FORMS[form]
+    src = tmp_path / "model"
+    shutil.copytree(tiny(family)["dir"], src)
+    want = {"tokenizer.chat_template": GEMMA_CHAT}
+    if isinstance(change, list):
+        tc = json.loads((src / "tokenizer_config.json").read_text())
+        tc["chat_template"] = change
+        (src / "tokenizer_config.json").write_text(json.dumps(tc))
+        want = {"tokenizer.chat_template": "D{{ x }}", "tokenizer.chat_template.tool_use": "T",
+                "tokenizer.chat_template.rag": "R", "tokenizer.chat_templates": ["tool_use", "rag"]}
+    elif change == "additional":
+        (src / "additional_chat_templates").mkdir()
+        (src / "additional_chat_templates" / "tool-use.jinja").write_text("TU")
+        want = {"tokenizer.chat_template": GEMMA_CHAT, "tokenizer.chat_template.tool_use": "TU",
+                "tokenizer.chat_templates": ["tool_use"]}
+    out = tmp_path / "out.gguf"
+    convert(tbx, src, out)
+    _, f = read_gguf(out)
+    got = {k: _value(v) for k, v in f.items() if k.startswith("tokenizer.chat_template")}
+    assert got == want
+    llm = llama_cpp.Llama(model_path=str(out), vocab_only=True, verbose=False)
+    assert llm.metadata.get("tokenizer.chat_template") == want["tokenizer.chat_template"]
 
 
 # ------------------------------------------------------------------------------------------
