@@ -109,6 +109,14 @@ typedef struct hf_tmap {
                                    pad_token_id + 1 rows of position_embd are dropped and
                                    context_length is max_position_embeddings less them
                                    (convert_hf_to_gguf.py's XLMRobertaModel) */
+/* Gemma's (issue 22; high bits, clear of the other rows' flags) */
+#define ARCH_NO_SPACE_PREFIX 0x10000u /* tokenizer.ggml.add_space_prefix = false whatever the
+                                         tokenizer says (convert_hf_to_gguf.py's Gemma*Model) */
+#define ARCH_GEMMA_EOT       0x20000u /* the fixed <end_of_turn> id GemmaModel.set_vocab
+                                         writes (hf_gguf.c) */
+#define ARCH_TEXT_CONFIG     0x40000u /* a multimodal config.json: its text_config's fields
+                                         over the top level's (TextModel's merge); the text
+                                         tensors only */
 
 /* Tokenizer kinds a row takes (hf_arch.tokenizers) */
 #define TBX_HF_TOK_WORDPIECE 0x01u /* tokenizer.json WordPiece -> llama.cpp "bert" */
