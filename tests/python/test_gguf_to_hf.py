@@ -481,3 +481,18 @@ def test_spm_llama_tokenizer_back(tbx, tmp_path, as_json):
     assert set(got) == set(orig)
     for k, v in orig.items():
         assert same_bits(got[k], v), k
+
+
+def test_rows_not_proven_yet_are_refused(tbx, tiny, tmp_path):
+    """A row whose conversion has steps the way back does not undo or check (Gemma's: its
+    config.json and its norms' +1 are not proven against transformers yet) is refused before
+    anything is written, naming the row; --weights-only still writes its tensors."""
+    d = tiny("gemma")["dir"]
+    g = tmp_path / "g.gguf"
+    convert(tbx, d, g)
+    r = run(tbx, "convert", str(g), str(tmp_path / "out") + "/")
+    assert r.rc == 1 and "row gemma" in r.text and "--weights-only" in r.text, r.describe()
+    assert not (tmp_path / "out").exists()
+    out = back(tbx, g, tmp_path / "w", "--weights-only")
+    names = set(safetensors.torch.load_file(str(out / "model.safetensors")))
+    assert {t.name for t in gguf.GGUFReader(str(g)).tensors} == names
