@@ -29,6 +29,7 @@ done
 
 DEB_PKGS=(cmake ninja-build pkg-config clang libclang-rt-14-dev
           libzstd-dev libjansson-dev libcbor-dev libdeflate-dev libssl-dev zlib1g-dev libzip-dev
+          libcurl4-openssl-dev nginx-light
           python3-venv time binutils g++)
 missing=()
 for p in "${DEB_PKGS[@]}"; do
