@@ -23,6 +23,10 @@ void tbx_source_close(tbx_source *s);
  * a mapping's check fails), TBX_E_IO on a read error. */
 tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t len,
                            const char *field, tbx_error *err);
+/* Tells the source that the reads that follow go on through [off, off+len) (the component of
+ * a tensor read in parts): a remote source fetches ahead inside it (never past it); nothing
+ * for the other kinds. */
+void tbx_source_hint(const tbx_source *s, uint64_t off, uint64_t len);
 /* Pointer to [off, off+len) when the source is mapped/in memory, else NULL. The bytes of a
  * mapped file read as zeros once the file has shrunk below them (src/io/mapguard.c): after
  * reading them and before using or handing on anything computed from them, call
@@ -129,6 +133,9 @@ tbx_status tbx_remote_open(tbx_source *s, const tbx_alloc *al, const char *url, 
 tbx_status tbx_remote_read(tbx_remote *r, uint64_t off, void *buf, size_t len, const char *field,
                            tbx_error *err);
 void tbx_remote_close(tbx_remote *r);
+/* The reads that follow go through [off, off+len) (a tensor read in chunks): large ones may
+ * fetch ahead inside it, never past it. */
+void tbx_remote_hint(tbx_remote *r, uint64_t off, uint64_t len);
 /* One HEAD request (redirects followed): *exists false for 404/410 (and 403 when missing ->
  * forbidden is how S3 answers without list rights, when `forbidden_missing`), *size from its
  * Content-Length. Other failures are errors. */

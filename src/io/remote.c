@@ -14,7 +14,10 @@
  * last request ended (sequential reads, as a header parse makes), the read-ahead doubling from
  * AHEAD_MIN up to AHEAD_MAX each time and falling back to AHEAD_MIN on a jump. Larger reads
  * go straight into the caller's buffer, in ranges of `part` bytes of which up to `conc` are in
- * flight at once (curl multi). Failed requests (connection refused or reset, time-outs, a body
+ * flight at once (curl multi); when the reader said that its reads go on through an extent
+ * (tbx_source_hint: the tensor being read in chunks), a large read at its start, or after the
+ * previous one, fetches up to WIN_MAX bytes of that extent in those parallel ranges into a
+ * window that serves the next reads. Nothing past the extent is fetched. Failed requests (connection refused or reset, time-outs, a body
  * cut short, HTTP 408/429/5xx) are retried `retries` times, the pause doubling from 250 ms
  * (8 s at most); a resumed request asks only for the bytes still missing.
  *
@@ -49,6 +52,7 @@
 #define AHEAD_MAX (16 * MIB)
 #define DIRECT_MIN (2 * MIB)
 #define NSEG 4
+#define WIN_MAX (64 * MIB)
 #define MAX_CONC 64
 #define TAG_MAX 192
 
@@ -145,6 +149,8 @@ struct tbx_remote {
     pthread_mutex_t lock;      /* the cache and `easy` */
     CURL *easy;
     rm_seg seg[NSEG];
+    rm_seg win;                /* the window of a large read that goes on (tbx_remote_hint) */
+    uint64_t hint_a, hint_b;   /* the extent the reads under way go through */
     uint64_t clock, seq_end;
     size_t ahead;
     pthread_mutex_t big;       /* multi and parts (large reads) */
@@ -441,18 +447,22 @@ static tbx_status request_error(const xfer *x, CURLcode rc, const char *shown, i
                                 const char *field, tbx_error *err) {
     char tries[48] = "";
     if (attempts > 1) snprintf(tries, sizeof tries, " (after %d attempts)", attempts);
-    const char *what = field ? field : "data";
+    /* the open's errors name the file only; a read's the field too */
+    char head[1024];
+    if (!field || !strcmp(field, "path")) snprintf(head, sizeof head, "%s", shown);
+    else snprintf(head, sizeof head, "%s: %s", field, shown);
+    const char *what = head;
     if (x->bad && x->why[0])
-        return tbx_err_at(err, x->bad, x->off, field, "%s: %s: %s%s", what, shown, x->why, tries);
+        return tbx_err_at(err, x->bad, x->off, field, "%s: %s%s", what, x->why, tries);
     if (x->status >= 300 && (rc == CURLE_OK || rc == CURLE_WRITE_ERROR))
-        return tbx_err_at(err, TBX_E_IO, x->off, field, "%s: %s: HTTP %ld%s%s%s%s", what, shown,
+        return tbx_err_at(err, TBX_E_IO, x->off, field, "%s: HTTP %ld%s%s%s%s", what,
                           x->status, status_text(x->status), x->range[0] ? " for bytes " : "",
                           x->range, tries);
     if (rc == CURLE_OK)
         return tbx_err_at(err, TBX_E_IO, x->off, field,
-                          "%s: %s: the body ended after %zu of %zu bytes%s", what, shown, x->got,
+                          "%s: the body ended after %zu of %zu bytes%s", what, x->got,
                           x->len, tries);
-    return tbx_err_at(err, TBX_E_IO, x->off, field, "%s: %s: %s%s%s%s%s", what, shown,
+    return tbx_err_at(err, TBX_E_IO, x->off, field, "%s: %s%s%s%s%s", what,
                       curl_easy_strerror(rc), x->range[0] ? " (bytes " : "", x->range,
                       x->range[0] ? ")" : "", tries);
 }
@@ -608,6 +618,7 @@ static void remote_free(tbx_remote *r) {
         fprintf(stderr, "tbx: %s: %" PRIu64 " requests, %" PRIu64 " bytes received\n", r->shown,
                 (uint64_t)atomic_load(&r->nreq), (uint64_t)atomic_load(&r->nbytes));
     for (int i = 0; i < NSEG; i++) tbx_free(&al, r->seg[i].p, r->seg[i].cap);
+    tbx_free(&al, r->win.p, r->win.cap);
     for (int i = 0; i < MAX_CONC; i++)
         if (r->parts[i]) curl_easy_cleanup(r->parts[i]);
     if (r->multi) curl_multi_cleanup(r->multi);
@@ -687,6 +698,21 @@ tbx_status tbx_remote_open(tbx_source *s, const tbx_alloc *al, const char *url, 
     return TBX_OK;
 }
 
+/* fetch of exactly len bytes through the handle of the cache (r->lock held). */
+static tbx_status fetch_all(tbx_remote *r, uint8_t *dst, uint64_t off, size_t len,
+                            const char *field, tbx_error *err) {
+    size_t got = 0;
+    return fetch(r, r->easy, dst, off, len, false, &got, field, err);
+}
+
+void tbx_remote_hint(tbx_remote *r, uint64_t off, uint64_t len) {
+    if (!r) return;
+    pthread_mutex_lock(&r->lock);
+    r->hint_a = off;
+    r->hint_b = off + len < r->size ? off + len : r->size;
+    pthread_mutex_unlock(&r->lock);
+}
+
 /* Copies what the cache holds of [off, off+len) from its start; returns the bytes copied. */
 static size_t cache_take(tbx_remote *r, uint64_t off, uint8_t *dst, size_t len) {
     for (int i = 0; i < NSEG; i++) {
@@ -705,11 +731,54 @@ tbx_status tbx_remote_read(tbx_remote *r, uint64_t off, void *buf, size_t len, c
                            tbx_error *err) {
     uint8_t *dst = buf;
     if (len >= DIRECT_MIN) {
-        if (len >= 2 * r->conf.part && r->conf.conc > 1)
-            return read_parallel(r, dst, off, len, field, err);
         pthread_mutex_lock(&r->lock);
-        size_t got = 0;
-        tbx_status st = fetch(r, r->easy, dst, off, len, false, &got, field, err);
+        rm_seg *w = &r->win;
+        tbx_status st = TBX_OK;
+        if (w->len && off >= w->off && off + len <= w->off + w->len) {
+            memcpy(dst, w->p + (off - w->off), len);
+            r->seq_end = off + len;
+            pthread_mutex_unlock(&r->lock);
+            return TBX_OK;
+        }
+        /* a read that the extent hinted goes on past: a window of up to WIN_MAX bytes of it,
+         * fetched in parallel ranges, serves this read and the next ones */
+        uint64_t want = len;
+        if (off >= r->hint_a && off + len < r->hint_b && (off == r->hint_a || off == r->seq_end)) {
+            want = r->hint_b - off;
+            if (want > WIN_MAX) want = WIN_MAX > len ? WIN_MAX : len;
+        }
+        if (want > len) {
+            if (w->cap < want) {
+                tbx_free(&r->al, w->p, w->cap);
+                w->cap = w->len = 0;
+                w->p = tbx_malloc(&r->al, (size_t)want);
+                if (!w->p) st = tbx_err_nomem(err, "remote read window");
+                else w->cap = (size_t)want;
+            }
+            if (st == TBX_OK) {
+                w->len = 0;
+                w->off = off;
+                st = r->conf.conc > 1 && want >= 2 * r->conf.part
+                         ? read_parallel(r, w->p, off, (size_t)want, field, err)
+                         : fetch_all(r, w->p, off, (size_t)want, field, err);
+                if (st == TBX_OK) {
+                    w->len = (size_t)want;
+                    memcpy(dst, w->p, len);
+                    r->seq_end = off + len;
+                }
+            }
+            pthread_mutex_unlock(&r->lock);
+            return st;
+        }
+        pthread_mutex_unlock(&r->lock);
+        if (len >= 2 * r->conf.part && r->conf.conc > 1)
+            st = read_parallel(r, dst, off, len, field, err);
+        else {
+            pthread_mutex_lock(&r->lock);
+            st = fetch_all(r, dst, off, len, field, err);
+            pthread_mutex_unlock(&r->lock);
+        }
+        pthread_mutex_lock(&r->lock);
         r->seq_end = off + len;
         pthread_mutex_unlock(&r->lock);
         return st;

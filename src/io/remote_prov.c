@@ -17,8 +17,8 @@
  *                                       followed), HF_TOKEN as a bearer token to the Hub's host
  *
  * A URL ending in '/' (and hf:// without FILE) names a directory. A web server or a bucket
- * cannot be listed here: the listing of an http(s) or s3 set is the file given, or, for a
- * directory, which of a fixed list of Hugging Face names exist (one HEAD each:
+ * cannot be listed here: the listing of an http(s) or s3 set is the file given and which of a
+ * fixed list of Hugging Face names exist beside it (one HEAD each:
  * model.safetensors.index.json, model.safetensors, config.json, ...); shards named by an index
  * and GGUF split parts are opened by name. The Hub lists a repository: one request to
  * HF_ENDPOINT/api/models/ORG/REPO/tree/REV?recursive=true answers every kind and list.
@@ -351,11 +351,10 @@ static tbx_status rp_list(const tbx_provider *p, const char *dir, size_t max,
         return st;
     }
     if (dir) return TBX_OK; /* a subdirectory of a web server: nothing known */
-    if (!p->is_dir) {
-        return push_name(al, out, p->entry, strlen(p->entry)) ? TBX_OK
-                                                              : tbx_err_nomem(err, "directory list");
-    }
+    if (!p->is_dir && !push_name(al, out, p->entry, strlen(p->entry)))
+        return tbx_err_nomem(err, "directory list");
     for (size_t i = 0; probe_names[i] && st == TBX_OK; i++) {
+        if (p->entry && !strcmp(p->entry, probe_names[i])) continue;
         tbx_entry_kind k;
         uint64_t sz;
         st = rp_kind(p, probe_names[i], &k, &sz, err);
@@ -536,8 +535,15 @@ tbx_status tbx_provider_remote(tbx_provider **out, const tbx_alloc *al, const ch
         if (!dl) dl = ul;
         rp->main_url = rp_fmt(rp, "%s", url);
         rp->base_url = rp_fmt(rp, "%.*s%s", (int)dl, url, dl == ul ? "/" : "");
-        path = rp_fmt(rp, "%.*s%s", (int)ul, url, *q ? "?..." : "");
-        prefix = rp->base_url;
+        /* as messages show it: without user info (user:password@) and query */
+        const char *at = NULL;
+        for (const char *c = host; c < pth; c++)
+            if (*c == '@') at = c;
+        const char *vis = at ? at + 1 : host;
+        int sl = (int)(host - url);
+        path = rp_fmt(rp, "%.*s%.*s%s", sl, url, (int)(url + ul - vis), vis, *q ? "?..." : "");
+        prefix = rp_fmt(rp, "%.*s%.*s%s", sl, url, (int)(url + dl - vis), vis,
+                        dl == ul ? "/" : "");
         loc = dl <= ul ? url + dl : "";
         if (*q && !p->is_dir) {
             /* the entry is the last path segment; members share no query */
@@ -563,8 +569,13 @@ tbx_status tbx_provider_remote(tbx_provider **out, const tbx_alloc *al, const ch
         p->entry = sl ? sl + 1 : loc;
         if (!*p->entry) p->is_dir = true, p->entry = NULL;
     }
-    /* the directory's base name */
-    {
+    /* the directory's base name: a repository's own name at its root */
+    if (rp->scheme == RS_HF && !*rp->tree_dir) {
+        const char *s1 = strchr(url + 5, '/') + 1;
+        size_t n = strcspn(s1, "@/");
+        p->base = s1;
+        p->base_len = n;
+    } else {
         size_t e = strlen(dir);
         size_t a = e;
         while (a && dir[a - 1] != '/') a--;

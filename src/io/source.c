@@ -343,6 +343,10 @@ tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t 
     return tbx_err(err, TBX_E_STATE, off, field, "%s: unknown source kind %d", f, (int)s->kind);
 }
 
+void tbx_source_hint(const tbx_source *s, uint64_t off, uint64_t len) {
+    if (s && s->kind == TBX_SRC_REMOTE) tbx_remote_hint(s->remote, off, len);
+}
+
 const uint8_t *tbx_source_ptr(const tbx_source *s, uint64_t off, uint64_t len) {
     if (!s || !s->base) return NULL;
     if (s->kind != TBX_SRC_MMAP && s->kind != TBX_SRC_MEMORY) return NULL;

@@ -1,0 +1,325 @@
+"""Remote sources (src/io/remote.c, remote_prov.c) against real servers on 127.0.0.1.
+
+nginx (Debian) serves a temporary root over HTTP and HTTPS (a certificate made here with
+openssl) with the Hub's URL layout and the failure cases; gofakes3 (built from the Go module
+proxy by scripts/bootstrap.sh) is the S3-compatible store. The files are written by the
+reference writers (gguf-py, safetensors); what tbx prints for a URL is compared with those
+writers' arrays and with what it prints for the local file, and what it transferred is
+counted from nginx's access log.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import need, run  # noqa: E402
+from remote_servers import S3, Nginx, free_port  # noqa: E402
+
+MIB = 1 << 20
+
+
+def header_bytes_gguf(path: Path) -> int:
+    gguf = need("gguf")
+    return int(gguf.GGUFReader(str(path)).data_offset)
+
+
+def header_bytes_st(path: Path) -> int:
+    with open(path, "rb") as f:
+        return 8 + int.from_bytes(f.read(8), "little")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The files served, with the arrays they hold."""
+    np = need("numpy")
+    gguf = need("gguf")
+    st = need("safetensors.numpy")
+    root = tmp_path_factory.mktemp("www")
+    rng = np.random.default_rng(24)
+    arrays = {
+        "small": rng.standard_normal(1000, dtype=np.float32),
+        "mid": rng.standard_normal((1024, 1024), dtype=np.float32),         # 4 MiB: one range
+        "big": rng.standard_normal((5, 1024, 1024), dtype=np.float32),      # 20 MiB: parallel
+    }
+    w = gguf.GGUFWriter(str(root / "m.gguf"), "llama")
+    w.add_token_list([f"tok{i:06d}".encode() for i in range(60000)])         # ~1 MB header
+    for k, a in arrays.items():
+        w.add_tensor(k, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    st.save_file(arrays, str(root / "m.safetensors"), metadata={"what": "remote test"})
+    # a sharded Hugging Face set: index + 2 shards, as transformers lays it out
+    hf = root / "hfset"
+    hf.mkdir()
+    shards = {"model-00001-of-00002.safetensors": {"small": arrays["small"], "mid": arrays["mid"]},
+              "model-00002-of-00002.safetensors": {"big": arrays["big"]}}
+    wm = {}
+    for name, ts in shards.items():
+        st.save_file(ts, str(hf / name), metadata={"format": "pt"})
+        wm.update({t: name for t in ts})
+    total = sum(a.nbytes for a in arrays.values())
+    (hf / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": wm}, indent=2))
+    (hf / "config.json").write_text(json.dumps({"model_type": "test", "hidden_size": 1024}))
+    # the Hub's layout: resolve -> 302 -> /cdn/ORG/REPO/REV/FILE; the tree listing as a file
+    cdn = root / "cdn" / "org" / "repo" / "main"
+    shutil.copytree(hf, cdn)
+    tree = [{"type": "file", "path": p.name, "size": p.stat().st_size} for p in sorted(hf.iterdir())]
+    tree.append({"type": "directory", "path": "sub", "size": 0})
+    api = root / "api" / "models" / "org" / "repo" / "tree"
+    api.mkdir(parents=True)
+    (api / "main").write_text(json.dumps(tree))
+    (root / "norange").mkdir()
+    shutil.copy(root / "m.safetensors", root / "norange" / "m.safetensors")
+    return {"root": root, "arrays": arrays}
+
+
+@pytest.fixture(scope="module")
+def web(data, tmp_path_factory):
+    n = Nginx(tmp_path_factory.mktemp("nginx"), data["root"]).start()
+    yield n
+    n.stop()
+
+
+def tbx_run(binary, *args, env=None, timeout=120):
+    e = dict(os.environ)
+    e.setdefault("TBX_HTTP_RETRIES", "1")
+    if env:
+        e.update(env)
+    p = subprocess.run([binary, *map(str, args)], capture_output=True, env=e, timeout=timeout)
+    return p
+
+
+def info(binary, target, env=None):
+    p = tbx_run(binary, "info", "--json", target, env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+# ------------------------------------------------------------------------------------------
+# Reading little more than what is asked
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name,header", [("m.gguf", header_bytes_gguf),
+                                         ("m.safetensors", header_bytes_st)])
+def test_info_transfers_little_more_than_the_header(tbx_asan, web, data, name, header):
+    local = data["root"] / name
+    mark = web.mark()
+    remote = info(tbx_asan, f"{web.url}/{name}")
+    reqs = web.requests(mark)
+    assert remote == info(tbx_asan, local)
+    sent = sum(r["bytes"] for r in reqs)
+    h = header(local)
+    assert all(r["status"] == 206 for r in reqs), reqs
+    assert len(reqs) <= 4, reqs
+    assert sent <= 2 * h + MIB, (sent, h)
+    assert sent < local.stat().st_size // 4
+
+
+@pytest.mark.parametrize("tensor", ["small", "mid", "big"])
+def test_cat_transfers_little_more_than_the_tensor(tbx_asan, web, data, tensor):
+    want = data["arrays"][tensor].tobytes()
+    local = data["root"] / "m.gguf"
+    mark = web.mark()
+    p = tbx_run(tbx_asan, "cat", f"{web.url}/m.gguf", tensor)
+    reqs = web.requests(mark)
+    assert p.returncode == 0, p.stderr.decode()
+    assert p.stdout == want
+    sent = sum(r["bytes"] for r in reqs)
+    assert sent <= header_bytes_gguf(local) * 2 + len(want) + 2 * MIB, (sent, reqs)
+    if tensor == "big":  # parallel ranges of 8 MiB: 8 + 8 + 4 MiB
+        ranges = [r for r in reqs if r["range"] != "bytes=0-65535"]
+        assert sum(1 for r in ranges if r["bytes"] >= 4 * MIB) == 3, reqs
+
+
+def test_convert_from_url_equals_local(tbx, web, data, tmp_path):
+    for src, out, extra in (("m.safetensors", "a.gguf", ()),
+                            ("m.gguf", "b.gguf", ("--quant", "q8_0"))):
+        p1 = tbx_run(tbx, "convert", f"{web.url}/{src}", tmp_path / ("r-" + out), *extra)
+        p2 = tbx_run(tbx, "convert", data["root"] / src, tmp_path / ("l-" + out), *extra)
+        assert p1.returncode == 0 and p2.returncode == 0, (p1.stderr, p2.stderr)
+        assert (tmp_path / ("r-" + out)).read_bytes() == (tmp_path / ("l-" + out)).read_bytes()
+
+
+def test_sharded_index_over_http(tbx_asan, web, data):
+    url = f"{web.url}/hfset/model.safetensors.index.json"
+    d = info(tbx_asan, url)
+    assert d == info(tbx_asan, data["root"] / "hfset" / "model.safetensors.index.json")
+    assert sorted(t["name"] for t in d["tensors"]) == ["big", "mid", "small"]
+    p = tbx_run(tbx_asan, "cat", url, "big")
+    assert p.returncode == 0 and p.stdout == data["arrays"]["big"].tobytes()
+
+
+def test_http_directory_found_through_its_index(tbx_asan, web, data):
+    d = info(tbx_asan, f"{web.url}/hfset/")
+    assert d == info(tbx_asan, data["root"] / "hfset")
+
+
+def test_hf_repository_and_file(tbx_asan, web, data, tmp_path):
+    env = {"HF_ENDPOINT": web.url, "HF_TOKEN": "hf_secret_token_24"}
+    mark = web.mark()
+    d = info(tbx_asan, "hf://org/repo", env=env)
+    reqs = web.requests(mark)
+    assert d == info(tbx_asan, data["root"] / "hfset")
+    uris = [r["uri"] for r in reqs]
+    assert "/api/models/org/repo/tree/main" in uris
+    assert any(u.startswith("/org/repo/resolve/main/") for u in uris)       # the Hub's URL
+    assert any(u.startswith("/cdn/org/repo/main/") for u in uris)           # its redirect
+    p = tbx_run(tbx_asan, "cat", "hf://org/repo@main/model-00002-of-00002.safetensors", "big",
+                env=env)
+    assert p.returncode == 0 and p.stdout == data["arrays"]["big"].tobytes()
+    # a conversion of the repository equals the conversion of the local directory
+    p1 = tbx_run(tbx_asan, "convert", "hf://org/repo", tmp_path / "r.mcf", env=env)
+    local = tmp_path / "repo"  # MCF records the directory's name: the repository's
+    shutil.copytree(data["root"] / "hfset", local)
+    p2 = tbx_run(tbx_asan, "convert", local, tmp_path / "l.mcf")
+    assert p1.returncode == 0 and p2.returncode == 0, (p1.stderr, p2.stderr)
+    assert (tmp_path / "r.mcf").read_bytes() == (tmp_path / "l.mcf").read_bytes()
+    # a missing revision: the tree's 404, named, and the token never shown
+    p = tbx_run(tbx_asan, "info", "--verbose", "hf://org/repo@nope", env=env)
+    assert p.returncode != 0
+    assert b"HTTP 404" in p.stderr
+    assert b"hf_secret_token_24" not in p.stderr + p.stdout
+
+
+def test_https_verified_with_the_ca_bundle(tbx_asan, web, data, tmp_path):
+    url = f"{web.tls_url}/m.safetensors"
+    p = tbx_run(tbx_asan, "info", url)
+    assert p.returncode != 0
+    assert b"certificate" in p.stderr.lower(), p.stderr
+    d = info(tbx_asan, url, env={"TBX_HTTP_CA_BUNDLE": str(web.cert)})
+    assert d == info(tbx_asan, data["root"] / "m.safetensors")
+
+
+def test_verbose_prints_every_request(tbx, web):
+    mark = web.mark()
+    p = tbx_run(tbx, "cat", "--verbose", f"{web.url}/m.gguf", "big")
+    reqs = web.requests(mark)
+    lines = [ln for ln in p.stderr.decode().splitlines() if ln.startswith("tbx: GET ")]
+    assert p.returncode == 0
+    assert len(lines) == len(reqs)
+    total = [ln for ln in p.stderr.decode().splitlines() if "requests," in ln]
+    assert total and f"{len(reqs)} requests" in total[0]
+
+
+# ------------------------------------------------------------------------------------------
+# Failures: a clear error, never wrong bytes
+# ------------------------------------------------------------------------------------------
+class ShortBody(threading.Thread):
+    """A server that promises every range asked for and sends half of it, then closes."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+
+    def run(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with c:
+                req = b""
+                while b"\r\n\r\n" not in req:
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    req += chunk
+                a, b = 0, 65535
+                for line in req.decode("latin-1").split("\r\n"):
+                    if line.lower().startswith("range: bytes="):
+                        a, b = (int(x) for x in line.split("=", 1)[1].split("-"))
+                n = b - a + 1
+                c.sendall(f"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {a}-{b}/1000000"
+                          f"\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n".encode()
+                          + b"G" * (n // 2))
+
+
+def test_failures_are_clear_errors(tbx_asan, web, data):
+    short = ShortBody()
+    short.start()
+    dead = free_port()
+    cases = [
+        (f"{web.url}/norange/m.safetensors", {}, b"ignored the range request"),
+        (f"{web.url}/nope.gguf", {}, b"HTTP 404 Not Found"),
+        (f"{web.url}/forbidden/m.gguf", {}, b"HTTP 403"),
+        (f"http://127.0.0.1:{dead}/m.gguf", {}, b"after 2 attempts"),
+        (f"{web.url}/loop/m.gguf", {}, b"redirects"),
+        (f"{web.url}/slow/m.gguf", {"TBX_HTTP_TIMEOUT": "1", "TBX_HTTP_RETRIES": "0"},
+         b"Timeout"),
+        (f"http://127.0.0.1:{short.port}/m.gguf", {}, b"partial"),
+        (f"http://user:pw_24_secret@127.0.0.1:{web.port}/nope.gguf", {}, b"HTTP 404"),
+    ]
+    for url, env, words in cases:
+        t = time.monotonic()
+        p = tbx_run(tbx_asan, "info", url, env=env, timeout=60)
+        assert p.returncode != 0, url
+        assert p.stdout == b"", url
+        assert words.lower() in p.stderr.lower(), (url, p.stderr)
+        assert b"pw_24_secret" not in p.stderr, p.stderr
+        assert time.monotonic() - t < 20, url
+    short.sock.close()
+
+
+def test_a_file_changed_mid_read_fails(web, data, tmp_path):
+    """Python package: a URL opens like a path; a file replaced after the open is an error."""
+    tensorbox = need("tensorbox")
+    src = data["root"] / "m.gguf"
+    target = data["root"] / "changing.gguf"
+    shutil.copy(src, target)
+    url = f"{web.url}/changing.gguf"
+    assert tensorbox.info(url) == tensorbox.info(str(src))
+    with tensorbox.safe_open(url) as f:
+        assert f.get_tensor("mid").tobytes() == data["arrays"]["mid"].tobytes()
+        st = target.stat()
+        os.utime(target, (st.st_atime, st.st_mtime + 10))    # nginx's ETag is mtime-size
+        with pytest.raises(Exception) as ei:
+            f.get_tensor("big")
+        assert "changed while it was read" in str(ei.value), str(ei.value)
+    target.unlink()
+
+
+# ------------------------------------------------------------------------------------------
+# S3
+# ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    s = S3(tmp_path_factory.mktemp("s3")).start()
+    yield s
+    s.stop()
+
+
+def test_s3_signed_reads(tbx_asan, s3, data, tmp_path):
+    user, secret = "AKIDTEST24", "s3-secret-24"
+    s3.put("models", "dir/m.safetensors", (data["root"] / "m.safetensors").read_bytes(),
+           user, secret)
+    env = {"AWS_ENDPOINT_URL": s3.url, "AWS_ACCESS_KEY_ID": user,
+           "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": "us-east-1"}
+    d = info(tbx_asan, "s3://models/dir/m.safetensors", env=env)
+    assert d == info(tbx_asan, data["root"] / "m.safetensors")
+    p = tbx_run(tbx_asan, "cat", "s3://models/dir/m.safetensors", "big", env=env)
+    assert p.returncode == 0 and p.stdout == data["arrays"]["big"].tobytes()
+    # credentials from a profile file instead of the environment
+    cred = tmp_path / "credentials"
+    cred.write_text(f"[default]\naws_access_key_id = other\n[p24]\naws_access_key_id = {user}\n"
+                    f"aws_secret_access_key = {secret}\n")
+    env2 = {"AWS_ENDPOINT_URL": s3.url, "AWS_SHARED_CREDENTIALS_FILE": str(cred),
+            "AWS_PROFILE": "p24", "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}
+    assert info(tbx_asan, "s3://models/dir/m.safetensors", env=env2) == d
+    p = tbx_run(tbx_asan, "info", "--verbose", "s3://models/dir/missing.gguf", env=env)
+    assert p.returncode != 0 and b"HTTP 404" in p.stderr, p.stderr
+    assert secret.encode() not in p.stderr
