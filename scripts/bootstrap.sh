@@ -60,6 +60,22 @@ if [ ! -f "$STAMP" ] || ! cmp -s "$REQ" "$STAMP"; then
   cp "$REQ" "$STAMP"
 fi
 
+# gofakes3, an S3-compatible object store for tests/python/test_remote.py: built once from the Go
+# module proxy into .cache/s3/ (ignored by git; its code is never part of this repository), and
+# again when its pin changes.
+GOFAKES3_PIN=v1.2.0
+if [ ! -x .cache/s3/gofakes3 ] || [ "$(cat .cache/s3/.pin 2>/dev/null)" != "$GOFAKES3_PIN" ]; then
+  GO=$(command -v go || echo /usr/local/go/bin/go)
+  if [ -x "$GO" ]; then
+    echo "bootstrap: building gofakes3 $GOFAKES3_PIN into .cache/s3" >&2
+    mkdir -p .cache/s3
+    GOBIN="$PWD/.cache/s3" nice "$GO" install "github.com/johannesboyne/gofakes3/cmd/gofakes3@$GOFAKES3_PIN" &&
+      echo "$GOFAKES3_PIN" > .cache/s3/.pin
+  else
+    echo "bootstrap: no Go toolchain: gofakes3 not built (tests/python/test_remote.py's S3 test fails)" >&2
+  fi
+fi
+
 # torch and transformers (only with --torch: make test): installed when one of the pins of
 # python/requirements-torch.txt is missing, at another version, or does not import; otherwise
 # nothing is asked of PyPI. torch comes from PyPI (its default wheel, CUDA libraries included,

@@ -13,6 +13,7 @@ Nothing here is a mock of tensorbox: these are the servers the library talks to.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -183,3 +184,53 @@ class S3:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+
+def make_files(root: Path, need) -> dict:
+    """Writes the files the remote tests serve into `root` with the reference writers (gguf-py,
+    safetensors): m.gguf (a 60,000-token vocabulary: a ~1 MB header), m.safetensors, a sharded
+    Hugging Face set hfset/ (index + 2 shards + config.json), its copy in the Hub's layout
+    (cdn/org/repo/main/ and the tree listing api/models/org/repo/tree/main), and norange/.
+    Returns the arrays they hold. `need` imports a module or fails the test."""
+    np = need("numpy")
+    gguf = need("gguf")
+    st = need("safetensors.numpy")
+    rng = np.random.default_rng(24)
+    arrays = {
+        "small": rng.standard_normal(1000, dtype=np.float32),
+        "mid": rng.standard_normal((1024, 1024), dtype=np.float32),         # 4 MiB: one range
+        "big": rng.standard_normal((5, 1024, 1024), dtype=np.float32),      # 20 MiB: parallel
+    }
+    w = gguf.GGUFWriter(str(root / "m.gguf"), "llama")
+    w.add_token_list([f"tok{i:06d}".encode() for i in range(60000)])         # ~1 MB header
+    for k, a in arrays.items():
+        w.add_tensor(k, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    st.save_file(arrays, str(root / "m.safetensors"), metadata={"what": "remote test"})
+    # a sharded Hugging Face set: index + 2 shards, as transformers lays it out
+    hf = root / "hfset"
+    hf.mkdir()
+    shards = {"model-00001-of-00002.safetensors": {"small": arrays["small"], "mid": arrays["mid"]},
+              "model-00002-of-00002.safetensors": {"big": arrays["big"]}}
+    wm = {}
+    for name, ts in shards.items():
+        st.save_file(ts, str(hf / name), metadata={"format": "pt"})
+        wm.update({t: name for t in ts})
+    total = sum(a.nbytes for a in arrays.values())
+    (hf / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": wm}, indent=2))
+    (hf / "config.json").write_text(json.dumps({"model_type": "test", "hidden_size": 1024}))
+    # the Hub's layout: resolve -> 302 -> /cdn/ORG/REPO/REV/FILE; the tree listing as a file
+    cdn = root / "cdn" / "org" / "repo" / "main"
+    shutil.copytree(hf, cdn)
+    tree = [{"type": "file", "path": p.name, "size": p.stat().st_size} for p in sorted(hf.iterdir())]
+    tree.append({"type": "directory", "path": "sub", "size": 0})
+    api = root / "api" / "models" / "org" / "repo" / "tree"
+    api.mkdir(parents=True)
+    (api / "main").write_text(json.dumps(tree))
+    (root / "norange").mkdir()
+    shutil.copy(root / "m.safetensors", root / "norange" / "m.safetensors")
+    return arrays

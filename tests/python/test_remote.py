@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import need, run  # noqa: E402
-from remote_servers import S3, Nginx, free_port  # noqa: E402
+from remote_servers import S3, Nginx, free_port, make_files  # noqa: E402
 
 MIB = 1 << 20
 
@@ -41,49 +41,8 @@ def header_bytes_st(path: Path) -> int:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """The files served, with the arrays they hold."""
-    np = need("numpy")
-    gguf = need("gguf")
-    st = need("safetensors.numpy")
     root = tmp_path_factory.mktemp("www")
-    rng = np.random.default_rng(24)
-    arrays = {
-        "small": rng.standard_normal(1000, dtype=np.float32),
-        "mid": rng.standard_normal((1024, 1024), dtype=np.float32),         # 4 MiB: one range
-        "big": rng.standard_normal((5, 1024, 1024), dtype=np.float32),      # 20 MiB: parallel
-    }
-    w = gguf.GGUFWriter(str(root / "m.gguf"), "llama")
-    w.add_token_list([f"tok{i:06d}".encode() for i in range(60000)])         # ~1 MB header
-    for k, a in arrays.items():
-        w.add_tensor(k, a)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    st.save_file(arrays, str(root / "m.safetensors"), metadata={"what": "remote test"})
-    # a sharded Hugging Face set: index + 2 shards, as transformers lays it out
-    hf = root / "hfset"
-    hf.mkdir()
-    shards = {"model-00001-of-00002.safetensors": {"small": arrays["small"], "mid": arrays["mid"]},
-              "model-00002-of-00002.safetensors": {"big": arrays["big"]}}
-    wm = {}
-    for name, ts in shards.items():
-        st.save_file(ts, str(hf / name), metadata={"format": "pt"})
-        wm.update({t: name for t in ts})
-    total = sum(a.nbytes for a in arrays.values())
-    (hf / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": wm}, indent=2))
-    (hf / "config.json").write_text(json.dumps({"model_type": "test", "hidden_size": 1024}))
-    # the Hub's layout: resolve -> 302 -> /cdn/ORG/REPO/REV/FILE; the tree listing as a file
-    cdn = root / "cdn" / "org" / "repo" / "main"
-    shutil.copytree(hf, cdn)
-    tree = [{"type": "file", "path": p.name, "size": p.stat().st_size} for p in sorted(hf.iterdir())]
-    tree.append({"type": "directory", "path": "sub", "size": 0})
-    api = root / "api" / "models" / "org" / "repo" / "tree"
-    api.mkdir(parents=True)
-    (api / "main").write_text(json.dumps(tree))
-    (root / "norange").mkdir()
-    shutil.copy(root / "m.safetensors", root / "norange" / "m.safetensors")
-    return {"root": root, "arrays": arrays}
+    return {"root": root, "arrays": make_files(root, need)}
 
 
 @pytest.fixture(scope="module")
@@ -273,24 +232,6 @@ def test_failures_are_clear_errors(tbx_asan, web, data):
         assert b"pw_24_secret" not in p.stderr, p.stderr
         assert time.monotonic() - t < 20, url
     short.sock.close()
-
-
-def test_a_file_changed_mid_read_fails(web, data, tmp_path):
-    """Python package: a URL opens like a path; a file replaced after the open is an error."""
-    tensorbox = need("tensorbox")
-    src = data["root"] / "m.gguf"
-    target = data["root"] / "changing.gguf"
-    shutil.copy(src, target)
-    url = f"{web.url}/changing.gguf"
-    assert tensorbox.info(url) == tensorbox.info(str(src))
-    with tensorbox.safe_open(url) as f:
-        assert f.get_tensor("mid").tobytes() == data["arrays"]["mid"].tobytes()
-        st = target.stat()
-        os.utime(target, (st.st_atime, st.st_mtime + 10))    # nginx's ETag is mtime-size
-        with pytest.raises(Exception) as ei:
-            f.get_tensor("big")
-        assert "changed while it was read" in str(ei.value), str(ei.value)
-    target.unlink()
 
 
 # ------------------------------------------------------------------------------------------
