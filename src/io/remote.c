@@ -364,6 +364,7 @@ static void setup_common(CURL *h, const rm_conf *c, const char *bearer, const ch
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
     if (c->ca) curl_easy_setopt(h, CURLOPT_CAINFO, c->ca);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "tensorbox");
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024); /* fewer, larger callbacks */
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, NULL); /* bytes as stored: ranges index them */
     if (bearer) {
         curl_easy_setopt(h, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
@@ -560,7 +561,7 @@ static tbx_status read_parallel(tbx_remote *r, uint8_t *dst, uint64_t off, size_
         }
         int still = 0;
         CURLMcode mc = curl_multi_perform(r->multi, &still);
-        if (mc == CURLM_OK) mc = curl_multi_poll(r->multi, NULL, 0, 1000, NULL);
+        if (mc == CURLM_OK) mc = curl_multi_poll(r->multi, NULL, 0, 100, NULL);
         if (mc != CURLM_OK) {
             st = tbx_err(err, TBX_E_IO, off, field, "%s: %s: %s", field ? field : "data",
                          r->shown, curl_multi_strerror(mc));
