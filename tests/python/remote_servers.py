@@ -48,8 +48,11 @@ def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 15.
 class Nginx:
     """nginx serving `root` on http://127.0.0.1:port and https://localhost:tls_port."""
 
-    def __init__(self, workdir: Path, root: Path):
+    def __init__(self, workdir: Path, root: Path, s3_upstream: int | None = None):
         self.workdir = Path(workdir)
+        self.s3_upstream = s3_upstream  # a port: s3_port proxies to it, logging Authorization
+        self.s3_port = free_port() if s3_upstream else None
+        self.s3_log = self.workdir / "s3.log"
         self.root = Path(root)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.root.mkdir(parents=True, exist_ok=True)
@@ -101,8 +104,30 @@ http {{
     location /api/ {{ default_type application/json; }}
     location ~ ^/([^/]+)/([^/]+)/resolve/([^/]+)/(.*)$ {{ return 302 /cdn/$1/$2/$3/$4; }}
   }}
+{self._s3_proxy()}
 }}
 """
+
+    def _s3_proxy(self) -> str:
+        if not self.s3_upstream:
+            return ""
+        return f"""
+  log_format tbxauth '$request_method $uri $status $bytes_sent "$http_authorization"';
+  server {{
+    listen 127.0.0.1:{self.s3_port};
+    access_log {self.s3_log} tbxauth;
+    location / {{
+      proxy_pass http://127.0.0.1:{self.s3_upstream};
+      proxy_set_header Host $http_host;
+      proxy_buffering off;
+    }}
+  }}"""
+
+    def s3_auth_lines(self) -> list[str]:
+        """The Authorization header of every request the S3 proxy passed on."""
+        time.sleep(0.05)
+        return [ln.split('"')[1]
+                for ln in self.s3_log.read_text().splitlines()] if self.s3_log.exists() else []
 
     def start(self) -> "Nginx":
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",

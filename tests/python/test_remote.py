@@ -238,9 +238,15 @@ def test_failures_are_clear_errors(tbx_asan, web, data):
 # S3
 # ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory):
+def s3(tmp_path_factory, data):
+    """gofakes3, and nginx in front of it logging the Authorization header of each request
+    (gofakes3 does not check signatures: the log shows what tensorbox signed with)."""
     s = S3(tmp_path_factory.mktemp("s3")).start()
+    front = Nginx(tmp_path_factory.mktemp("s3front"), data["root"], s3_upstream=s.port).start()
+    s.front = f"http://127.0.0.1:{front.s3_port}"
+    s.auth = front.s3_auth_lines
     yield s
+    front.stop()
     s.stop()
 
 
@@ -248,19 +254,29 @@ def test_s3_signed_reads(tbx_asan, s3, data, tmp_path):
     user, secret = "AKIDTEST24", "s3-secret-24"
     s3.put("models", "dir/m.safetensors", (data["root"] / "m.safetensors").read_bytes(),
            user, secret)
-    env = {"AWS_ENDPOINT_URL": s3.url, "AWS_ACCESS_KEY_ID": user,
+    env = {"AWS_ENDPOINT_URL": s3.front, "AWS_ACCESS_KEY_ID": user,
            "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": "us-east-1"}
+    n0 = len(s3.auth())
     d = info(tbx_asan, "s3://models/dir/m.safetensors", env=env)
     assert d == info(tbx_asan, data["root"] / "m.safetensors")
+    auth = s3.auth()[n0:]
+    assert auth and all(a.startswith(f"AWS4-HMAC-SHA256 Credential={user}/") and
+                        "/us-east-1/s3/aws4_request" in a for a in auth), auth
+    assert not any(secret in a for a in auth)
     p = tbx_run(tbx_asan, "cat", "s3://models/dir/m.safetensors", "big", env=env)
     assert p.returncode == 0 and p.stdout == data["arrays"]["big"].tobytes()
     # credentials from a profile file instead of the environment
     cred = tmp_path / "credentials"
     cred.write_text(f"[default]\naws_access_key_id = other\n[p24]\naws_access_key_id = {user}\n"
                     f"aws_secret_access_key = {secret}\n")
-    env2 = {"AWS_ENDPOINT_URL": s3.url, "AWS_SHARED_CREDENTIALS_FILE": str(cred),
-            "AWS_PROFILE": "p24", "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}
+    env2 = {"AWS_ENDPOINT_URL": s3.front, "AWS_SHARED_CREDENTIALS_FILE": str(cred),
+            "AWS_PROFILE": "p24", "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "",
+            "AWS_REGION": "eu-west-3"}
+    n0 = len(s3.auth())
     assert info(tbx_asan, "s3://models/dir/m.safetensors", env=env2) == d
+    auth = s3.auth()[n0:]
+    assert auth and all(a.startswith(f"AWS4-HMAC-SHA256 Credential={user}/") and
+                        "/eu-west-3/s3/aws4_request" in a for a in auth), auth
     p = tbx_run(tbx_asan, "info", "--verbose", "s3://models/dir/missing.gguf", env=env)
     assert p.returncode != 0 and b"HTTP 404" in p.stderr, p.stderr
     assert secret.encode() not in p.stderr
