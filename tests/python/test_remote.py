@@ -120,6 +120,25 @@ def test_sharded_index_over_http(tbx_asan, web, data):
     assert p.returncode == 0 and p.stdout == data["arrays"]["big"].tobytes()
 
 
+def test_gguf_split_set_over_http(tbx, tbx_asan, web, data):
+    (data["root"] / "split").mkdir(exist_ok=True)
+    p = tbx_run(tbx, "gguf", "split", data["root"] / "m.gguf", data["root"] / "split" / "m",
+                "--max-size", "8MiB", "--force")
+    assert p.returncode == 0, p.stderr
+    first = sorted((data["root"] / "split").glob("m-00001-of-*.gguf"))
+    assert len(first) == 1 and not first[0].name.endswith("-of-00001.gguf"), first
+    url = f"{web.url}/split/{first[0].name}"
+    d, local = info(tbx_asan, url), info(tbx_asan, first[0])
+    base = f"{web.url}/split/"
+    assert [f["path"] for f in d.pop("files")] == \
+        [base + Path(f["path"]).name for f in local.pop("files")]
+    assert d == local
+    assert sorted(t["name"] for t in d["tensors"]) == ["big", "mid", "small"]
+    for name in ("small", "big"):
+        p = tbx_run(tbx_asan, "cat", url, name)
+        assert p.returncode == 0 and p.stdout == data["arrays"][name].tobytes(), p.stderr
+
+
 def test_http_directory_found_through_its_index(tbx_asan, web, data):
     d = info(tbx_asan, f"{web.url}/hfset/")
     assert d == info(tbx_asan, data["root"] / "hfset")
