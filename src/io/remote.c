@@ -175,6 +175,7 @@ typedef struct xfer {
     uint64_t clen;
     char etag[TAG_MAX], lastmod[TAG_MAX];
     bool checked;
+    bool discard;         /* the answer's body is not the file's (an empty file's 416) */
     tbx_status bad;       /* a callback refused the answer: why */
     char why[512];
     char range[64];
@@ -312,7 +313,10 @@ static void check_answer(xfer *x) {
                  "): it cannot be read in parts", x->off, x->off + x->len - 1);
         return;
     }
-    if (x->probe && x->status == 416 && x->cr_star && x->cr_total == 0) { /* an empty file */
+    /* bytes 0-N can only be unsatisfiable for an empty file (the store may not say so with
+     * "Content-Range: bytes *\/0": gofakes3 does not) */
+    if (x->probe && x->status == 416 && (!x->cr_star || x->cr_total == 0)) {
+        x->discard = true;
         x->len = 0;
         r->size = 0;
         memcpy(r->etag, x->etag, TAG_MAX);
@@ -327,6 +331,7 @@ static size_t on_body(char *b, size_t sz, size_t nm, void *ud) {
     size_t n = sz * nm;
     if (!x->checked) check_answer(x);
     if (x->bad) return 0;
+    if (x->discard) return n;
     if (x->whole) {
         if (x->doc->n + n > x->max) {
             x->bad = TBX_E_LIMIT;
@@ -501,6 +506,15 @@ static tbx_status fetch(tbx_remote *r, CURL *h, uint8_t *dst, uint64_t off, size
             return TBX_OK;
         }
         if (x.probe && x.checked && !x.bad) { len = x.len; probe = false; }
+        if (r->eff && x.bad && (x.status == 401 || x.status == 403 || x.status == 404 ||
+                                x.status == 410)) {
+            /* where the first answer's redirects led is refused now (a signed CDN address
+             * that expired): ask the URL itself again, once */
+            str_free(&r->al, r->eff);
+            r->eff = NULL;
+            attempt--;
+            continue;
+        }
         if (!retryable(rc, &x) || attempt >= r->conf.retries) {
             *got = done;
             return request_error(&x, rc, r->shown, attempt + 1, field, err);

@@ -191,6 +191,20 @@ def test_verbose_prints_every_request(tbx, web):
     assert total and f"{len(reqs)} requests" in total[0]
 
 
+def test_tiny_and_empty_files_read_as_locally(tbx_asan, web, data):
+    """A file shorter than the open's first range (206 with its own end) and an empty one (416
+    for every range) give the driver's own message, as the local file does."""
+    for name, blob in (("empty.gguf", b""), ("tiny.gguf", b"GGUF"), ("half.safetensors",
+                                                                       (data["root"] / "m.safetensors").read_bytes()[:40000])):
+        f = data["root"] / name
+        f.write_bytes(blob)
+        pr = tbx_run(tbx_asan, "info", f"{web.url}/{name}")
+        pl = tbx_run(tbx_asan, "info", f)
+        assert pr.returncode == pl.returncode != 0
+        assert pr.stderr.replace(f"{web.url}/".encode(), b"") == \
+            pl.stderr.replace(f"{data['root']}/".encode(), b""), (pr.stderr, pl.stderr)
+
+
 # ------------------------------------------------------------------------------------------
 # Failures: a clear error, never wrong bytes
 # ------------------------------------------------------------------------------------------
@@ -296,6 +310,14 @@ def test_s3_signed_reads(tbx_asan, s3, data, tmp_path):
     auth = s3.auth()[n0:]
     assert auth and all(a.startswith(f"AWS4-HMAC-SHA256 Credential={user}/") and
                         "/eu-west-3/s3/aws4_request" in a for a in auth), auth
+    # an empty object: the store's answer to a range of it (S3: 416) is an empty file
+    s3.put("models", "dir/empty.gguf", b"", user, secret)
+    (tmp_path / "empty.gguf").write_bytes(b"")
+    pr = tbx_run(tbx_asan, "info", "s3://models/dir/empty.gguf", env=env)
+    pl = tbx_run(tbx_asan, "info", tmp_path / "empty.gguf")
+    assert pr.returncode == pl.returncode != 0
+    assert pr.stderr.replace(b"s3://models/dir/", b"") == \
+        pl.stderr.replace(f"{tmp_path}/".encode(), b""), (pr.stderr, pl.stderr)
     p = tbx_run(tbx_asan, "info", "--verbose", "s3://models/dir/missing.gguf", env=env)
     assert p.returncode != 0 and b"HTTP 404" in p.stderr, p.stderr
     assert secret.encode() not in p.stderr
