@@ -84,7 +84,7 @@ pid {w}/nginx.pid;
 error_log {w}/error.log;
 events {{ worker_connections 256; }}
 http {{
-  log_format tbx '$request_method $uri $status $bytes_sent "$http_range"';
+  log_format tbx '$request_method $uri $status $bytes_sent "$http_range" "$http_authorization"';
   access_log {self.log} tbx;
   {temps}
   default_type application/octet-stream;
@@ -157,15 +157,18 @@ http {{
         return self.log.stat().st_size if self.log.exists() else 0
 
     def requests(self, since: int = 0) -> list[dict]:
-        """Every logged request after `since`: method, uri, status, bytes (sent, headers too)."""
+        """Every logged request after `since`: method, uri, status, bytes (sent, headers too),
+        range, auth (the Authorization header)."""
         time.sleep(0.05)  # nginx writes a line when the request ends
         out = []
         with open(self.log, "rb") as f:
             f.seek(since)
             for line in f.read().decode().splitlines():
-                parts = line.split(" ", 4)
+                head, rng, _, auth, _ = line.split('"')
+                parts = head.split()
                 out.append({"method": parts[0], "uri": parts[1], "status": int(parts[2]),
-                            "bytes": int(parts[3]), "range": parts[4].strip('"')})
+                            "bytes": int(parts[3]), "range": rng,
+                            "auth": "" if auth == "-" else auth})
         return out
 
 

@@ -154,6 +154,8 @@ def test_hf_repository_and_file(tbx_asan, web, data, tmp_path):
     assert "/api/models/org/repo/tree/main" in uris
     assert any(u.startswith("/org/repo/resolve/main/") for u in uris)       # the Hub's URL
     assert any(u.startswith("/cdn/org/repo/main/") for u in uris)           # its redirect
+    hub = [r for r in reqs if not r["uri"].startswith("/cdn/")]
+    assert hub and all(r["auth"] == "Bearer hf_secret_token_24" for r in hub), hub
     p = tbx_run(tbx_asan, "cat", "hf://org/repo@main/model-00002-of-00002.safetensors", "big",
                 env=env)
     assert p.returncode == 0 and p.stdout == data["arrays"]["big"].tobytes()
