@@ -573,9 +573,8 @@ static tbx_status read_parallel(tbx_remote *r, uint8_t *dst, uint64_t off, size_
             next++;
             running++;
         }
-        int still = 0;
+        int still = 0, done_now = 0;
         CURLMcode mc = curl_multi_perform(r->multi, &still);
-        if (mc == CURLM_OK) mc = curl_multi_poll(r->multi, NULL, 0, 100, NULL);
         if (mc != CURLM_OK) {
             st = tbx_err(err, TBX_E_IO, off, field, "%s: %s: %s", field ? field : "data",
                          r->shown, curl_multi_strerror(mc));
@@ -598,12 +597,23 @@ static tbx_status read_parallel(tbx_remote *r, uint8_t *dst, uint64_t off, size_
             curl_multi_remove_handle(r->multi, m->easy_handle);
             free_slots[nfree++] = sl;
             running--;
+            done_now++;
             if (rc == CURLE_OK && !x->bad && x->got == x->len) continue;
             if (!retryable(rc, x)) {
                 if (st == TBX_OK) st = request_error(x, rc, r->shown, 1, field, err);
                 next = nparts; /* start nothing more */
             } else {
                 redo[pi] = true;
+            }
+        }
+        /* wait for the sockets only when nothing ended: a slot freed is refilled at once (a
+         * wait here, with the finished transfer not yet read, stalled every round) */
+        if (!done_now && running > 0) {
+            mc = curl_multi_poll(r->multi, NULL, 0, 100, NULL);
+            if (mc != CURLM_OK) {
+                st = tbx_err(err, TBX_E_IO, off, field, "%s: %s: %s", field ? field : "data",
+                             r->shown, curl_multi_strerror(mc));
+                break;
             }
         }
     }
