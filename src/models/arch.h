@@ -29,7 +29,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { HP_U32, HP_F32 } hp_kind;
+/* HP_F32_NZ: an f32 written only when config.json's value is not 0 (convert_hf_to_gguf.py's
+ * `if value := hparams.get(...)`: granite's multipliers) */
+typedef enum { HP_U32, HP_F32, HP_F32_NZ } hp_kind;
 
 typedef struct hf_hparam {
     const char *key;        /* after "{arch}." */
@@ -87,6 +89,9 @@ typedef struct hf_tmap {
 #define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
 #define ARCH_SPACE_PREFIX 0x20u /* tokenizer.ggml.add_space_prefix from tokenizer_config's
                                    add_prefix_space (convert_hf_to_gguf.py's LlamaModel) */
+#define ARCH_NO_HEAD_DIM  0x40u /* config.json's head_dim ignored: the head size is hidden /
+                                   heads and no attention.key_length is written
+                                   (convert_hf_to_gguf.py's GraniteModel drops head_dim) */
 
 /* Tokenizer kinds a row takes (hf_arch.tokenizers) */
 #define TBX_HF_TOK_WORDPIECE 0x01u /* tokenizer.json WordPiece -> llama.cpp "bert" */

@@ -302,6 +302,7 @@ static tbx_status write_hparams(hf *h) {
         const char *which = NULL;
         int r = cfg_number(h, p->cfg, &v, &which);
         if (r < 0) return h->err->code;
+        if (r == 1 && p->kind == HP_F32_NZ && v == 0) r = 0;
         if (r == 0) {
             if (p->required)
                 return hf_fail(h, TBX_E_NOT_FOUND, p->cfg[0], "config.json has no %s (needed for "
@@ -339,7 +340,8 @@ static tbx_status write_hparams(hf *h) {
     if (h->n_head_kv == 0) return hf_fail(h, TBX_E_FORMAT, "num_key_value_heads",
                                           "config.json: num_key_value_heads is 0");
     st = TBX_OK;
-    if ((st = cfg_u64(h, "head_dim", false, &h->head_dim)) == TBX_E_NOT_FOUND) {
+    if ((h->a->flags & ARCH_NO_HEAD_DIM) ||
+        (st = cfg_u64(h, "head_dim", false, &h->head_dim)) == TBX_E_NOT_FOUND) {
         h->head_dim = hidden / h->n_head;
         st = TBX_OK;
     } else if (st == TBX_OK) {

@@ -11,7 +11,14 @@ and a tokenizer of that family:
   qwen2  the same with Qwen2's split regex, its NFC normalizer and its chat special tokens,
          tied input/output embeddings as the small Qwen2.5 models have;
   mixtral, qwen2_moe  the MoE rows (4 experts, 2 used; Qwen2-MoE's shared expert), with their
-         dense sibling's tokenizer.
+         dense sibling's tokenizer;
+  qwen3, qwen3_moe  Qwen2's tokenizer (Qwen3 has Qwen2's split regex and pre-tokenizer name);
+         a head_dim (32) that is not hidden_size / heads (16), as the real Qwen3 models have;
+         Qwen3-MoE without a shared expert, norm_topk_prob true as the released models;
+  olmo2, granite, mistral  Llama 3's tokenizer shape (no OLMo 2, Granite or Mistral vocabulary
+         ships in a PyPI package; OLMo 2's own has the same split regex, cl100k's, which
+         llama.cpp's "dbrx" and "llama-bpe" both split with); granite with multipliers away
+         from 1 (Granite 3's), mistral with a head_dim (32) that is not hidden_size / heads.
 Then:
 (a) tbx converts the directory (f32, f16, q8_0); llama.cpp (llama_cpp) loads the GGUF and its
     logits for a few prompts equal transformers' on the original directory (f32 with an f32 KV
@@ -181,22 +188,41 @@ FAMILIES = {
     # MiniLM's vocabulary behind a cased BertNormalizer (lowercase false, as bert-base-cased):
     # llama.cpp lowercases unless the GGUF says tokenizer.ggml.normalizer.lowercase = false
     "bert_cased": ("BertConfig", "BertModel", gguf.MODEL_ARCH.BERT, 6),
+    # issue 22's qwen3 / qwen3_moe / olmo2 / granite / mistral rows
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", gguf.MODEL_ARCH.QWEN3, 7),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", gguf.MODEL_ARCH.QWEN3MOE, 8),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", gguf.MODEL_ARCH.OLMO2, 9),
+    "granite": ("GraniteConfig", "GraniteForCausalLM", gguf.MODEL_ARCH.GRANITE, 10),
+    "mistral": ("MistralConfig", "MistralForCausalLM", gguf.MODEL_ARCH.LLAMA, 11),
 }
 DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"]
+DECODERS += ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]  # issue 22's rows
 # the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
 # Mixtral has Llama 2's SentencePiece, which tests/python/test_hf_gguf_spm.py covers; here the
 # rows' tensors are the point)
 TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama",
-          "qwen2_moe": "qwen2", "bert_cased": "bert"}
+          "qwen2_moe": "qwen2", "bert_cased": "bert",
+          "qwen3": "qwen2", "qwen3_moe": "qwen2", "olmo2": "llama", "granite": "llama",
+          "mistral": "llama"}
 # the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
 MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
            "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
                          "shared_expert_intermediate_size": 96, "decoder_sparse_step": 1,
-                         "norm_topk_prob": False}}
+                         "norm_topk_prob": False},
+           "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+                         "decoder_sparse_step": 1, "mlp_only_layers": [],
+                         "norm_topk_prob": True}}
+# what else a family's config sets (issue 22's rows): head sizes that are not hidden / heads;
+# Granite 3's multipliers (granite-3.x-2b's values)
+EXTRA_CFG = {"qwen3": {"head_dim": 32}, "qwen3_moe": {"head_dim": 32},
+             "mistral": {"head_dim": 32},
+             "granite": {"embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+                         "attention_multiplier": 0.015625, "logits_scaling": 8.0}}
 
 
-def build(d: Path, family: str, minilm_dir: Path) -> dict:
-    """Writes the tiny model of `family` into d (save_pretrained) and returns its facts."""
+def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> dict:
+    """Writes the tiny model of `family` into d (save_pretrained) and returns its facts.
+    `size`: config fields that replace the tiny sizes (hidden_size, ...)."""
     cfg_cls, model_cls, _, seed = FAMILIES[family]
     d.mkdir(parents=True)
     if TOKFAM[family] == "bert":
@@ -217,10 +243,10 @@ def build(d: Path, family: str, minilm_dir: Path) -> dict:
             # not llama.cpp's default 10000: Llama 3's and Qwen2.5's values (transformers 5
             # writes it inside rope_parameters)
             rope_theta=500000.0 if TOKFAM[family] == "llama" else 1000000.0,
-            tie_word_embeddings=(family == "qwen2"),
+            tie_word_embeddings=(family in ("qwen2", "qwen3")),
             bos_token_id=ids[sp[0]],
             eos_token_id=ids[sp[1] if TOKFAM[family] == "llama" else sp[0]],
-            **MOE_CFG.get(family, {}))
+            **{**MOE_CFG.get(family, {}), **EXTRA_CFG.get(family, {}), **(size or {})})
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(cfg).to(torch.float32).eval()
     with torch.no_grad():  # norms and biases away from their 1 / 0 initial values
@@ -349,6 +375,9 @@ LLAMA_CPP_TOKENIZER_LIMITS = {
     "bert-hangul": ("bert", lambda s: any("\uac00" <= c <= "\ud7a3" for c in s),
                     "NFD decomposes Hangul syllables into jamo (unicodedata, BertNormalizer); "
                     "llama.cpp's unicode_cpts_normalize_nfd has no Hangul decomposition"),
+    # issue 22: Qwen3 has Qwen2's tokenizer.json, NFC normalizer included
+    "qwen3-no-nfc": ("qwen3", lambda s: unicodedata.normalize("NFC", s) != s,
+                     "as qwen2-no-nfc: Qwen3's tokenizer.json NFC-normalizes, llama.cpp does not"),
 }
 
 
@@ -374,7 +403,8 @@ def _token_diffs(tbx, tiny, tmp_path, family, strings):
 
 @pytest.mark.parametrize("category", ["ascii", "accents", "cjk", "emoji", "whitespace",
                                       "special"])
-@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased", "qwen3", "olmo2",
+                                    "granite", "mistral"])
 def test_token_ids_equal_transformers(tbx, tiny, tmp_path, family, category):
     strings = [s for s in sample_strings(TOKFAM[family])[category] if not _limited(family, s)]
     assert len(strings) >= 25
@@ -386,7 +416,7 @@ def test_token_ids_equal_transformers(tbx, tiny, tmp_path, family, category):
 def test_token_ids_llama_cpp_limits(tbx, tiny, tmp_path, request, limit):
     family, pred, why = LLAMA_CPP_TOKENIZER_LIMITS[limit]
     request.node.add_marker(pytest.mark.xfail(reason=why, strict=True))
-    strings = [s for c in sample_strings(family).values() for s in c if pred(s)]
+    strings = [s for c in sample_strings(TOKFAM[family]).values() for s in c if pred(s)]
     assert strings, limit
     bad = _token_diffs(tbx, tiny, tmp_path, family, strings)
     assert not bad, f"{len(bad)}/{len(strings)} differ, first: {bad[:3]}"
@@ -402,7 +432,9 @@ def test_token_ids_llama_cpp_limits(tbx, tiny, tmp_path, request, limit):
 # MiniLM's WordPiece gets the name its uncased original hashes to (llama.cpp reads the name only
 # for BPE vocabularies). Nothing else of the converter is changed.
 CONVERTER_PRE = {"llama": "llama-bpe", "qwen2": "qwen2", "mixtral": "llama-bpe",
-                 "qwen2_moe": "qwen2", "bert_cased": "jina-v2-en"}
+                 "qwen2_moe": "qwen2", "bert_cased": "jina-v2-en",
+                 "qwen3": "qwen2", "qwen3_moe": "qwen2", "olmo2": "llama-bpe",
+                 "granite": "llama-bpe", "mistral": "llama-bpe"}
 
 _WRAPPER = r"""
 import runpy, sys
