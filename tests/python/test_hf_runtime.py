@@ -236,7 +236,7 @@ def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> d
         sp = SPECIALS[TOKFAM[family]]
         tj = json.loads((d / "tokenizer.json").read_text())
         ids = {t["content"]: t["id"] for t in tj["added_tokens"]}
-        cfg = getattr(transformers, cfg_cls)(
+        kw = dict(
             vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
             rms_norm_eps=1e-6, initializer_range=0.1,
@@ -245,8 +245,11 @@ def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> d
             rope_theta=500000.0 if TOKFAM[family] == "llama" else 1000000.0,
             tie_word_embeddings=(family in ("qwen2", "qwen3")),
             bos_token_id=ids[sp[0]],
-            eos_token_id=ids[sp[1] if TOKFAM[family] == "llama" else sp[0]],
-            **{**MOE_CFG.get(family, {}), **EXTRA_CFG.get(family, {}), **(size or {})})
+            eos_token_id=ids[sp[1] if TOKFAM[family] == "llama" else sp[0]])
+        kw.update(MOE_CFG.get(family, {}))
+        kw.update(EXTRA_CFG.get(family, {}))
+        kw.update(size or {})
+        cfg = getattr(transformers, cfg_cls)(**kw)
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(cfg).to(torch.float32).eval()
     with torch.no_grad():  # norms and biases away from their 1 / 0 initial values
@@ -544,3 +547,51 @@ def test_same_gguf_as_convert_hf_to_gguf(tbx, tiny, tmp_path, family, outtype):
     assert diffs == expected, ("unexpected: " + str(sorted(diffs - expected)) +
                                "; expected but gone: " + str(sorted(expected - diffs)) +
                                "\n" + "\n".join(text))
+
+
+# ------------------------------------------------------------------------------------------
+# (d) issue 22's rows under llama-quantize's presets
+# ------------------------------------------------------------------------------------------
+# llama-quantize's rules depend on the architecture only through the tensors' names and the
+# hyper-parameters (experts, grouped-query heads, layers): each new row's model, at sizes where
+# the K-quants apply (rows of 256; Qwen3-MoE's experts of 256; 4 layers for the layer rules),
+# converted by tbx to f32 and quantized by llama.cpp's llama_model_quantize (llama_quantize_ref)
+# and by tbx: the same bytes; and tbx straight from the Hugging Face directory: the same bytes.
+PRESET_FAMILIES = ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]
+PRESET_SIZE = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
+               "num_attention_heads": 4, "num_key_value_heads": 1}
+PRESET_EXTRA = {"qwen3": {"head_dim": 64}, "qwen3_moe": {"head_dim": 64,
+                                                          "moe_intermediate_size": 256},
+                "mistral": {"head_dim": 64}}
+
+
+@pytest.fixture(scope="module")
+def preset_models(tmp_path_factory, minilm_dir, tbx):
+    made = {}
+
+    def get(family):
+        if family not in made:
+            d = tmp_path_factory.mktemp("presets") / family
+            build(d, family, minilm_dir, {**PRESET_SIZE, **PRESET_EXTRA.get(family, {})})
+            f32 = d.parent / f"{family}-f32.gguf"
+            convert(tbx, d, f32)
+            made[family] = (d, f32)
+        return made[family]
+    return get
+
+
+@pytest.mark.parametrize("preset", ["Q4_K_M", "Q3_K_S", "Q5_K_M", "Q2_K"])
+@pytest.mark.parametrize("family", PRESET_FAMILIES)
+def test_preset_equals_llama_quantize(tbx, preset_models, tmp_path, family, preset):
+    import llama_quantize_ref as ref
+    d, f32 = preset_models(family)
+    want = tmp_path / "llama-quantize.gguf"
+    ref.quantize(f32, want, preset)
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(want)).tensors}
+    # the rules did something: more than one quantized type (output, attn_v, ffn_down)
+    assert len(set(types.values()) - {"F32"}) >= 2, types
+    for src, out in ((f32, tmp_path / "tbx.gguf"), (d, tmp_path / "tbx-hf.gguf")):
+        convert(tbx, src, out, "--quant", preset)
+        got = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(out)).tensors}
+        assert got == types, {k: (got.get(k), v) for k, v in types.items() if got.get(k) != v}
+        assert out.read_bytes() == want.read_bytes(), f"{src.name}: bytes differ"
