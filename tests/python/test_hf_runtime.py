@@ -595,3 +595,36 @@ def test_preset_equals_llama_quantize(tbx, preset_models, tmp_path, family, pres
         got = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(out)).tensors}
         assert got == types, {k: (got.get(k), v) for k, v in types.items() if got.get(k) != v}
         assert out.read_bytes() == want.read_bytes(), f"{src.name}: bytes differ"
+
+
+# ------------------------------------------------------------------------------------------
+# (e) Granite's config quirks, as convert_hf_to_gguf.py's GraniteModel reads them
+# ------------------------------------------------------------------------------------------
+# GraniteModel drops a config.json head_dim (the head size stays hidden_size / heads: no
+# attention.key_length, rope.dimension_count from the division) and writes each multiplier only
+# when it is not 0 (`if value := hparams.get(...)`). The tiny granite directory with a head_dim
+# of 32 (its heads are 16) and residual_multiplier 0 in config.json: llama.cpp's converter and
+# tbx write the same keys and tensors (the files' other differences: EXPECTED_KEY_DIFFS).
+def test_granite_config_quirks_as_convert_hf_to_gguf(tbx, tiny, tmp_path):
+    import shutil
+    d = tmp_path / "granite"
+    shutil.copytree(tiny("granite")["dir"], d)
+    cfg = json.loads((d / "config.json").read_text())
+    assert "head_dim" not in cfg and cfg["residual_multiplier"] != 0, cfg
+    cfg.update(head_dim=32, residual_multiplier=0.0)
+    (d / "config.json").write_text(json.dumps(cfg))
+    ref_path, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
+    llama_convert(d, ref_path, "granite", "f32")
+    convert(tbx, d, out)
+    rr, rf = read_gguf(ref_path)
+    tr, tf = read_gguf(out)
+    expected = {k for (kind, k), (fams, _) in EXPECTED_KEY_DIFFS.items()
+                if kind == "llama.cpp only" and ("granite" in fams or "llama" in fams)}
+    assert set(rf) - set(tf) == expected and set(tf) <= set(rf), \
+        (sorted(set(rf) - set(tf)), sorted(set(tf) - set(rf)))
+    for k in ("granite.rope.dimension_count", "granite.attention.scale"):
+        assert tf[k].contents() == rf[k].contents(), k
+    for k in ("granite.attention.key_length", "granite.residual_scale"):
+        assert k not in rf and k not in tf, k
+    assert [(t.name, list(t.shape)) for t in rr.tensors] == \
+        [(t.name, list(t.shape)) for t in tr.tensors]
