@@ -92,6 +92,9 @@ typedef struct hf_tmap {
 #define ARCH_NO_HEAD_DIM  0x40u /* config.json's head_dim ignored: the head size is hidden /
                                    heads and no attention.key_length is written
                                    (convert_hf_to_gguf.py's GraniteModel drops head_dim) */
+#define ARCH_NORM_TOPK    0x80u /* config.json's norm_topk_prob must be true: llama.cpp's
+                                   graph always renormalizes the chosen experts' weights
+                                   (qwen3moe), so a model that does not is refused */
 
 /* Tokenizer kinds a row takes (hf_arch.tokenizers) */
 #define TBX_HF_TOK_WORDPIECE 0x01u /* tokenizer.json WordPiece -> llama.cpp "bert" */

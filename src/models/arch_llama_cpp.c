@@ -201,7 +201,8 @@ static const hf_tmap TM_QWEN3[] = {
  * (config num_experts; transformers 5 writes num_local_experts: TextModel's find_hparam order)
  * of moe_intermediate_size stacked per layer, no shared expert. llama.cpp's qwen3moe graph
  * always renormalizes the top-k weights (norm_topk_prob true, as the released models have;
- * the converter writes no key for it). */
+ * the converter writes no key for it and converts a false one all the same, to a file whose
+ * logits differ): tensorbox refuses norm_topk_prob false (ARCH_NORM_TOPK). */
 static const hf_hparam HP_QWEN3MOE[] = {
     {"context_length", HP_U32, {"max_position_embeddings"}, true},
     {"embedding_length", HP_U32, {"hidden_size"}, true},
@@ -294,8 +295,8 @@ static const hf_arch ARCHES[] = {
      * (MistralForCausalLM is convert_hf_to_gguf.py's LlamaModel) are llama's. */
     {"qwen3", "qwen3", {NULL}, HP_LLAMA, TM_QWEN3, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
      TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
-    {"qwen3_moe", "qwen3moe", {NULL}, HP_QWEN3MOE, TM_QWEN3MOE, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
-     TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
+    {"qwen3_moe", "qwen3moe", {NULL}, HP_QWEN3MOE, TM_QWEN3MOE, SKIP_DECODER, ARCH_NORM_TOPK,
+     TBX_HF_TOK_BPE, TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
     {"olmo2", "olmo2", {NULL}, HP_LLAMA, TM_OLMO2, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
      TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
     {"granite", "granite", {NULL}, HP_GRANITE, TM_LLAMA, SKIP_DECODER,

@@ -427,6 +427,15 @@ static tbx_status write_hparams(hf *h) {
         if ((st = put_arch(h, "rope.dimension_count",
                            tbx_value_new_uint(TBX_V_U32, h->head_dim))) != TBX_OK)
             return st;
+    if (h->a->flags & ARCH_NORM_TOPK) {
+        json_t *j = json_object_get(h->cfg, "norm_topk_prob");
+        if (!json_is_true(j))
+            return hf_fail(h, TBX_E_UNSUPPORTED, "norm_topk_prob", "config.json: norm_topk_prob "
+                           "is %s: llama.cpp's %s always renormalizes the weights of the experts "
+                           "it picks (norm_topk_prob true), so it would not compute this model",
+                           j ? (json_is_false(j) ? "false" : "not a boolean") : "absent "
+                           "(transformers: false)", h->a->arch);
+    }
     if (h->a->flags & ARCH_NONCAUSAL)
         if ((st = put_arch(h, "attention.causal", tbx_value_new_bool(0))) != TBX_OK) return st;
     if (h->a->flags & ARCH_POOLING) {

@@ -628,3 +628,42 @@ def test_granite_config_quirks_as_convert_hf_to_gguf(tbx, tiny, tmp_path):
         assert k not in rf and k not in tf, k
     assert [(t.name, list(t.shape)) for t in rr.tensors] == \
         [(t.name, list(t.shape)) for t in tr.tensors]
+
+
+# ------------------------------------------------------------------------------------------
+# (f) Qwen3-MoE without norm_topk_prob: refused, because llama.cpp would not compute it
+# ------------------------------------------------------------------------------------------
+# llama.cpp's qwen3moe graph renormalizes the chosen experts' weights whatever the model says;
+# its converter writes such a file all the same. The tiny Qwen3-MoE with norm_topk_prob false:
+# tbx refuses it naming the field, and the file of llama.cpp's own converter, run by llama.cpp,
+# is measurably off transformers (the day it is not, llama.cpp honours the flag and the refusal
+# must go).
+def test_qwen3_moe_without_norm_topk_prob_is_refused(tbx, tiny, tmp_path):
+    import shutil
+    from conftest import run
+    d = tmp_path / "qwen3_moe"
+    shutil.copytree(tiny("qwen3_moe")["dir"], d)
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["norm_topk_prob"] is True, cfg
+    cfg["norm_topk_prob"] = False
+    (d / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "tbx.gguf"
+    r = run(tbx, "convert", d, out, timeout=300)
+    assert r.rc != 0 and not out.exists(), r.describe()
+    assert "norm_topk_prob" in r.text and "qwen3moe" in r.text, r.text
+    ref_path = tmp_path / "llama-cpp.gguf"
+    llama_convert(d, ref_path, "qwen3_moe", "f32")
+    tok = hf_tokenizer(d)
+    model = transformers.Qwen3MoeForCausalLM.from_pretrained(str(d), dtype=torch.float32).eval()
+    llm = llama_cpp.Llama(model_path=str(ref_path), n_ctx=128, logits_all=True, verbose=False,
+                          type_k=0, type_v=0, n_threads=1, n_batch=128)
+    worst = 0.0
+    for p in PROMPTS:
+        ids = tok(p)["input_ids"]
+        with torch.no_grad():
+            ref = model(torch.tensor([ids])).logits[0].double().numpy()
+        llm.reset()
+        llm.eval(ids)
+        worst = max(worst, float(np.abs(np.asarray(llm.scores[:len(ids)]) - ref).max()))
+    print(f"qwen3_moe norm_topk_prob false, llama.cpp's own file: max |logit diff| {worst:.3g}")
+    assert worst > 1e-2, worst
