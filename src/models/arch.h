@@ -36,7 +36,10 @@ typedef enum { HP_U32, HP_F32, HP_F32_NZ } hp_kind;
 typedef struct hf_hparam {
     const char *key;        /* after "{arch}." */
     hp_kind kind;
-    const char *cfg[4];     /* config.json names, the first present one wins */
+    const char *cfg[4];     /* config.json names, the first present one wins; a last entry
+                               "=VALUE" is the value when none is present (transformers'
+                               config class default, which convert_hf_to_gguf.py reads: it
+                               loads config.json through AutoConfig) */
     bool required;
 } hf_hparam;
 

@@ -248,10 +248,10 @@ static const hf_tmap TM_OLMO2[] = {
     {NULL, NULL, 0, 0, 0.0f, NULL},
 };
 /* Granite (GraniteModel, a LlamaModel: llama's tensors and q/k reordering) and its multipliers,
- * each written when config.json gives a non-zero one, under gguf-py's names: the embeddings
- * scaled by embedding_multiplier, each residual branch by residual_multiplier, the attention
- * scores by attention_multiplier (instead of 1/sqrt(head size)), the logits divided by
- * logits_scaling. */
+ * each written when not 0 under gguf-py's names (1 when config.json has none: GraniteConfig's
+ * default, which the converter reads): the embeddings scaled by embedding_multiplier, each
+ * residual branch by residual_multiplier, the attention scores by attention_multiplier
+ * (instead of 1/sqrt(head size)), the logits divided by logits_scaling. */
 static const hf_hparam HP_GRANITE[] = {
     {"context_length", HP_U32, {"max_position_embeddings"}, true},
     {"embedding_length", HP_U32, {"hidden_size"}, true},
@@ -261,10 +261,12 @@ static const hf_hparam HP_GRANITE[] = {
     {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, false},
     {"rope.freq_base", HP_F32, {"rope_theta"}, false},
     {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
-    {"attention.scale", HP_F32_NZ, {"attention_multiplier"}, false},
-    {"embedding_scale", HP_F32_NZ, {"embedding_multiplier"}, false},
-    {"residual_scale", HP_F32_NZ, {"residual_multiplier"}, false},
-    {"logit_scale", HP_F32_NZ, {"logits_scaling"}, false},
+    {"attention.scale", HP_F32_NZ, {"attention_multiplier", "=1"}, false},
+    {"embedding_scale", HP_F32_NZ, {"embedding_multiplier", "=1"}, false},
+    {"residual_scale", HP_F32_NZ, {"residual_multiplier", "=1"}, false},
+    /* llama.cpp's granite loader requires logit_scale: a logits_scaling of 0, which the
+     * converter leaves out, would give a file it does not load, so it is refused here */
+    {"logit_scale", HP_F32_NZ, {"logits_scaling", "=1"}, true},
     {NULL, HP_U32, {NULL}, false},
 };
 /* ---- end of issue 22's qwen3 / qwen3_moe / olmo2 / granite / mistral block ------------------ */

@@ -209,6 +209,11 @@ static json_t *cfg_field(hf *h, const char *name) {
 /* The first of the config names present: 1 and *v (integer or real), 0 when none is. */
 static int cfg_number(hf *h, const char *const *names, double *v, const char **which) {
     for (int k = 0; k < 4 && names[k]; k++) {
+        if (names[k][0] == '=') { /* a row's default (arch.h): after the names, none present */
+            *v = strtod(names[k] + 1, NULL);
+            if (which) *which = names[0];
+            return 1;
+        }
         json_t *j = cfg_field(h, names[k]);
         if (json_is_number(j)) {
             *v = json_number_value(j);
@@ -302,7 +307,13 @@ static tbx_status write_hparams(hf *h) {
         const char *which = NULL;
         int r = cfg_number(h, p->cfg, &v, &which);
         if (r < 0) return h->err->code;
-        if (r == 1 && p->kind == HP_F32_NZ && v == 0) r = 0;
+        if (r == 1 && p->kind == HP_F32_NZ && v == 0) {
+            if (p->required)
+                return hf_fail(h, TBX_E_FORMAT, which, "config.json: %s is 0 (%s.%s, which "
+                               "llama.cpp needs, is written only when not 0)", which,
+                               h->a->arch, p->key);
+            r = 0;
+        }
         if (r == 0) {
             if (p->required)
                 return hf_fail(h, TBX_E_NOT_FOUND, p->cfg[0], "config.json has no %s (needed for "

@@ -602,9 +602,11 @@ def test_preset_equals_llama_quantize(tbx, preset_models, tmp_path, family, pres
 # ------------------------------------------------------------------------------------------
 # GraniteModel drops a config.json head_dim (the head size stays hidden_size / heads: no
 # attention.key_length, rope.dimension_count from the division) and writes each multiplier only
-# when it is not 0 (`if value := hparams.get(...)`). The tiny granite directory with a head_dim
-# of 32 (its heads are 16) and residual_multiplier 0 in config.json: llama.cpp's converter and
-# tbx write the same keys and tensors (the files' other differences: EXPECTED_KEY_DIFFS).
+# when it is not 0 (`if value := hparams.get(...)`), reading config.json through transformers'
+# AutoConfig (a multiplier config.json lacks is GraniteConfig's default, 1). The tiny granite
+# directory with a head_dim of 32 (its heads are 16), residual_multiplier 0 and no
+# attention_multiplier in config.json: llama.cpp's converter and tbx write the same keys and
+# tensors (the files' other differences: EXPECTED_KEY_DIFFS).
 def test_granite_config_quirks_as_convert_hf_to_gguf(tbx, tiny, tmp_path):
     import shutil
     d = tmp_path / "granite"
@@ -612,6 +614,7 @@ def test_granite_config_quirks_as_convert_hf_to_gguf(tbx, tiny, tmp_path):
     cfg = json.loads((d / "config.json").read_text())
     assert "head_dim" not in cfg and cfg["residual_multiplier"] != 0, cfg
     cfg.update(head_dim=32, residual_multiplier=0.0)
+    del cfg["attention_multiplier"]
     (d / "config.json").write_text(json.dumps(cfg))
     ref_path, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
     llama_convert(d, ref_path, "granite", "f32")
@@ -622,8 +625,10 @@ def test_granite_config_quirks_as_convert_hf_to_gguf(tbx, tiny, tmp_path):
                 if kind == "llama.cpp only" and ("granite" in fams or "llama" in fams)}
     assert set(rf) - set(tf) == expected and set(tf) <= set(rf), \
         (sorted(set(rf) - set(tf)), sorted(set(tf) - set(rf)))
-    for k in ("granite.rope.dimension_count", "granite.attention.scale"):
+    for k in ("granite.rope.dimension_count", "granite.attention.scale",
+              "granite.embedding_scale", "granite.logit_scale"):
         assert tf[k].contents() == rf[k].contents(), k
+    assert tf["granite.attention.scale"].contents() == 1.0
     for k in ("granite.attention.key_length", "granite.residual_scale"):
         assert k not in rf and k not in tf, k
     assert [(t.name, list(t.shape)) for t in rr.tensors] == \
@@ -667,3 +672,26 @@ def test_qwen3_moe_without_norm_topk_prob_is_refused(tbx, tiny, tmp_path):
         worst = max(worst, float(np.abs(np.asarray(llm.scores[:len(ids)]) - ref).max()))
     print(f"qwen3_moe norm_topk_prob false, llama.cpp's own file: max |logit diff| {worst:.3g}")
     assert worst > 1e-2, worst
+
+
+# llama.cpp's granite loader requires granite.logit_scale, which the converter writes only from
+# a non-zero logits_scaling: with 0 its file does not load; tbx refuses the directory, naming
+# the field.
+@pytest.mark.parametrize("value", [0.0, 0])
+def test_granite_zero_logits_scaling_is_refused(tbx, tiny, tmp_path, value):
+    import shutil
+    from conftest import run
+    d = tmp_path / "granite"
+    shutil.copytree(tiny("granite")["dir"], d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["logits_scaling"] = value
+    (d / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "tbx.gguf"
+    r = run(tbx, "convert", d, out, timeout=300)
+    assert r.rc != 0 and not out.exists(), r.describe()
+    assert "logits_scaling" in r.text and "granite.logit_scale" in r.text, r.text
+    ref_path = tmp_path / "llama-cpp.gguf"
+    llama_convert(d, ref_path, "granite", "f32")
+    assert "granite.logit_scale" not in read_gguf(ref_path)[1]
+    with pytest.raises(ValueError, match="Failed to load model"):
+        llama_cpp.Llama(model_path=str(ref_path), verbose=False, n_threads=1)
