@@ -31,6 +31,13 @@ Then:
     venv's torch) converts the same directory; its file and tbx's have the same keys and values,
     tensor names, shapes and types (gguf-py), except the differences listed in
     EXPECTED_KEY_DIFFS, each explained and asserted to be exactly as listed.
+(d) issue 22's rows (qwen3, qwen3_moe, olmo2, granite, mistral) at sizes where the K-quants
+    apply: llama-quantize's presets written by tbx (from its f32 GGUF and from the directory)
+    equal llama_model_quantize's files byte for byte;
+(e) Granite's config quirks (head_dim ignored, multipliers 1 when absent and left out when 0)
+    as convert_hf_to_gguf.py reads them;
+(f) what llama.cpp would not compute is refused: Qwen3-MoE with norm_topk_prob false, Granite
+    with logits_scaling 0 (each checked against llama.cpp on its own converter's file).
 torch, transformers, tokenizers, gguf or llama_cpp missing is a failure, not a skip
 (scripts/bootstrap.sh --torch installs them: make test).
 """
