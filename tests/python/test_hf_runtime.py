@@ -12,13 +12,6 @@ and a tokenizer of that family:
          tied input/output embeddings as the small Qwen2.5 models have;
   mixtral, qwen2_moe  the MoE rows (4 experts, 2 used; Qwen2-MoE's shared expert), with their
          dense sibling's tokenizer;
-  qwen3, qwen3_moe  Qwen2's tokenizer (Qwen3 has Qwen2's split regex and pre-tokenizer name);
-         a head_dim (32) that is not hidden_size / heads (16), as the real Qwen3 models have;
-         Qwen3-MoE without a shared expert, norm_topk_prob true as the released models;
-  olmo2, granite, mistral  Llama 3's tokenizer shape (no OLMo 2, Granite or Mistral vocabulary
-         ships in a PyPI package; OLMo 2's own has the same split regex, cl100k's, which
-         llama.cpp's "dbrx" and "llama-bpe" both split with); granite with multipliers away
-         from 1 (Granite 3's), mistral with a head_dim (32) that is not hidden_size / heads;
   gemma, gemma2, gemma3  no Gemma tokenizer.model ships in a PyPI package: a SentencePiece BPE
          trained here with PyPI `sentencepiece` in Gemma's layout (<pad> <eos> <bos> <unk> <mask>
          [@BOS@] <unused0..99> <start_of_turn> <end_of_turn>, byte fallback, no dummy prefix,
@@ -40,7 +33,14 @@ and a tokenizer of that family:
          WordPiece (nomic-embed-text's tokenizer is bert-base-uncased's, the same vocabulary),
          and its reference is a numpy forward pass written here from the published
          architecture (nomic_bert_forward); 30528 rows of embedding for 30522 tokens, as the
-         real model pads them.
+         real model pads them;
+  qwen3, qwen3_moe  Qwen2's tokenizer (Qwen3 has Qwen2's split regex and pre-tokenizer name);
+         a head_dim (32) that is not hidden_size / heads (16), as the real Qwen3 models have;
+         Qwen3-MoE without a shared expert, norm_topk_prob true as the released models;
+  olmo2, granite, mistral  Llama 3's tokenizer shape (no OLMo 2, Granite or Mistral vocabulary
+         ships in a PyPI package; OLMo 2's own has the same split regex, cl100k's, which
+         llama.cpp's "dbrx" and "llama-bpe" both split with); granite with multipliers away
+         from 1 (Granite 3's), mistral with a head_dim (32) that is not hidden_size / heads.
 Then:
 (a) tbx converts the directory (f32, f16, q8_0); llama.cpp (llama_cpp) loads the GGUF and its
     logits for a few prompts equal transformers' on the original directory (f32 with an f32 KV
@@ -367,6 +367,7 @@ EXTRA_CFG = {"qwen3": {"head_dim": 32}, "qwen3_moe": {"head_dim": 32},
              "mistral": {"head_dim": 32},
              "granite": {"embedding_multiplier": 12.0, "residual_multiplier": 0.22,
                          "attention_multiplier": 0.015625, "logits_scaling": 8.0}}
+
 
 
 # --- encoders (issue 22): xlm-roberta --------------------------------------------------------
@@ -700,9 +701,6 @@ def test_encoder_embeddings_equal_transformers(tbx, tiny, tmp_path, family, vari
     llm = llama_cpp.Llama(model_path=str(out), embedding=True, verbose=False, n_threads=1,
                           n_ctx=128, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE)
     worst = 1.0
-    # issue 22: Qwen3 has Qwen2's tokenizer.json, NFC normalizer included
-    "qwen3-no-nfc": ("qwen3", lambda s: unicodedata.normalize("NFC", s) != s,
-                     "as qwen2-no-nfc: Qwen3's tokenizer.json NFC-normalizes, llama.cpp does not"),
     for p in PROMPTS:
         ids = tok(p)["input_ids"]
         if model is None:
@@ -827,6 +825,9 @@ LLAMA_CPP_TOKENIZER_LIMITS = {
                          "sentencepiece.bpe.model to the fairseq ids and leaves the last id, "
                          "transformers' <mask>, an unused \"[PAD<n>]\" token (tbx writes the same "
                          "vocabulary, test (c)): llama.cpp splits \"<mask>\" as text"),
+    # issue 22: Qwen3 has Qwen2's tokenizer.json, NFC normalizer included
+    "qwen3-no-nfc": ("qwen3", lambda s: unicodedata.normalize("NFC", s) != s,
+                     "as qwen2-no-nfc: Qwen3's tokenizer.json NFC-normalizes, llama.cpp does not"),
 }
 
 
@@ -997,6 +998,45 @@ def test_same_gguf_as_convert_hf_to_gguf(tbx, tiny, tmp_path, family, outtype):
         elif k not in rf:
             diffs.add(("tbx only", k))
             text.append(f"only in tbx's: {k} = {str(_value(tf[k]))[:80]}")
+        elif _value(rf[k]) != _value(tf[k]) or rf[k].types != tf[k].types:
+            diffs.add(("value", k))
+            text.append(f"differs: {k}: llama.cpp {str(_value(rf[k]))[:80]} "
+                        f"({rf[k].types}) vs tbx {str(_value(tf[k]))[:80]} ({tf[k].types})")
+    expected = {d for d, (fams, _) in EXPECTED_KEY_DIFFS.items()
+                if family in fams or TOKFAM[family] in fams}
+    rt = {t.name: t for t in rr.tensors}
+    tt = {t.name: t for t in tr.tensors}
+    assert rt, "llama.cpp's file has no tensor"
+    for n in sorted(set(rt) | set(tt)):
+        if n not in tt or n not in rt:
+            text.append(f"tensor only in {'tbx' if n in tt else 'llama.cpp'}'s: {n}")
+            diffs.add(("tensor", n))
+            continue
+        a, b = rt[n], tt[n]
+        if list(a.shape) != list(b.shape) or a.tensor_type != b.tensor_type:
+            text.append(f"tensor {n}: llama.cpp {list(a.shape)} {a.tensor_type.name} vs "
+                        f"tbx {list(b.shape)} {b.tensor_type.name}")
+            diffs.add(("tensor", n))
+        elif a.data.tobytes() != b.data.tobytes():
+            text.append(f"tensor {n}: bytes differ")
+            diffs.add(("tensor", n))
+    assert diffs == expected, ("unexpected: " + str(sorted(diffs - expected)) +
+                               "; expected but gone: " + str(sorted(expected - diffs)) +
+                               "\n" + "\n".join(text))
+
+
+def test_modernbert_converter_file_refused(tiny, tmp_path):
+    """The reason of ModernBERT's epsilon entries in EXPECTED_KEY_DIFFS: llama.cpp refuses the
+    file its own converter writes of the tiny model (no attention.layer_norm_epsilon). The day
+    it loads, this fails and those entries must be looked at again."""
+    m = tiny("modernbert")
+    ref = tmp_path / "llama-cpp.gguf"
+    llama_convert(m["dir"], ref, "modernbert", "f32")
+    _, rf = read_gguf(ref)
+    assert "modern-bert.attention.layer_norm_epsilon" not in rf
+    assert "modern-bert.attention.layer_norm_rms_epsilon" in rf
+    with pytest.raises(ValueError, match="Failed to load model"):
+        llama_cpp.Llama(model_path=str(ref), embedding=True, verbose=False, n_ctx=64)
 
 
 # ------------------------------------------------------------------------------------------
@@ -1145,42 +1185,3 @@ def test_granite_zero_logits_scaling_is_refused(tbx, tiny, tmp_path, value):
     assert "granite.logit_scale" not in read_gguf(ref_path)[1]
     with pytest.raises(ValueError, match="Failed to load model"):
         llama_cpp.Llama(model_path=str(ref_path), verbose=False, n_threads=1)
-        elif _value(rf[k]) != _value(tf[k]) or rf[k].types != tf[k].types:
-            diffs.add(("value", k))
-            text.append(f"differs: {k}: llama.cpp {str(_value(rf[k]))[:80]} "
-                        f"({rf[k].types}) vs tbx {str(_value(tf[k]))[:80]} ({tf[k].types})")
-    expected = {d for d, (fams, _) in EXPECTED_KEY_DIFFS.items()
-                if family in fams or TOKFAM[family] in fams}
-    rt = {t.name: t for t in rr.tensors}
-    tt = {t.name: t for t in tr.tensors}
-    assert rt, "llama.cpp's file has no tensor"
-    for n in sorted(set(rt) | set(tt)):
-        if n not in tt or n not in rt:
-            text.append(f"tensor only in {'tbx' if n in tt else 'llama.cpp'}'s: {n}")
-            diffs.add(("tensor", n))
-            continue
-        a, b = rt[n], tt[n]
-        if list(a.shape) != list(b.shape) or a.tensor_type != b.tensor_type:
-            text.append(f"tensor {n}: llama.cpp {list(a.shape)} {a.tensor_type.name} vs "
-                        f"tbx {list(b.shape)} {b.tensor_type.name}")
-            diffs.add(("tensor", n))
-        elif a.data.tobytes() != b.data.tobytes():
-            text.append(f"tensor {n}: bytes differ")
-            diffs.add(("tensor", n))
-    assert diffs == expected, ("unexpected: " + str(sorted(diffs - expected)) +
-                               "; expected but gone: " + str(sorted(expected - diffs)) +
-                               "\n" + "\n".join(text))
-
-
-def test_modernbert_converter_file_refused(tiny, tmp_path):
-    """The reason of ModernBERT's epsilon entries in EXPECTED_KEY_DIFFS: llama.cpp refuses the
-    file its own converter writes of the tiny model (no attention.layer_norm_epsilon). The day
-    it loads, this fails and those entries must be looked at again."""
-    m = tiny("modernbert")
-    ref = tmp_path / "llama-cpp.gguf"
-    llama_convert(m["dir"], ref, "modernbert", "f32")
-    _, rf = read_gguf(ref)
-    assert "modern-bert.attention.layer_norm_epsilon" not in rf
-    assert "modern-bert.attention.layer_norm_rms_epsilon" in rf
-    with pytest.raises(ValueError, match="Failed to load model"):
-        llama_cpp.Llama(model_path=str(ref), embedding=True, verbose=False, n_ctx=64)
