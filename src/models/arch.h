@@ -29,12 +29,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { HP_U32, HP_F32 } hp_kind;
+/* HP_F32_NZ: an f32 written only when config.json's value is not 0 (convert_hf_to_gguf.py's
+ * `if value := hparams.get(...)`: granite's multipliers) */
+typedef enum { HP_U32, HP_F32, HP_F32_NZ } hp_kind;
 
 typedef struct hf_hparam {
     const char *key;        /* after "{arch}." */
     hp_kind kind;
-    const char *cfg[4];     /* config.json names, the first present one wins */
+    const char *cfg[4];     /* config.json names, the first present one wins; a last entry
+                               "=VALUE" is the value when none is present (transformers'
+                               config class default, which convert_hf_to_gguf.py reads: it
+                               loads config.json through AutoConfig) */
     bool required;
 } hf_hparam;
 
@@ -88,6 +93,12 @@ typedef struct hf_tmap {
 #define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
 #define ARCH_SPACE_PREFIX 0x20u /* tokenizer.ggml.add_space_prefix from tokenizer_config's
                                    add_prefix_space (convert_hf_to_gguf.py's LlamaModel) */
+#define ARCH_NO_HEAD_DIM  0x4000u /* config.json's head_dim ignored: the head size is hidden /
+                                   heads and no attention.key_length is written
+                                   (convert_hf_to_gguf.py's GraniteModel drops head_dim) */
+#define ARCH_NORM_TOPK    0x8000u /* config.json's norm_topk_prob must be true: llama.cpp's
+                                   graph always renormalizes the chosen experts' weights
+                                   (qwen3moe), so a model that does not is refused */
 #define ARCH_ADD_SEP      0x80u /* tokenizer.ggml.add_sep_token from the post-processor's pair
                                    template, as gguf-py's SpecialVocab parses it */
 #define ARCH_PRE_MODERN_BERT 0x100u /* a GPT-2-style BPE tokenizer (a lone ByteLevel with its

@@ -17,6 +17,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Every ARCH_* flag is its own bit: rows are added side by side, and two flags sharing a bit
+ * would turn one row's quirk on for another (their sum equals their union only then). */
+_Static_assert((ARCH_VOCAB_SIZE + ARCH_ROPE_DIM + ARCH_NONCAUSAL + ARCH_POOLING + ARCH_TT_COUNT
+                + ARCH_SPACE_PREFIX + ARCH_NO_HEAD_DIM + ARCH_NORM_TOPK +
+                ARCH_ADD_SEP + ARCH_PRE_MODERN_BERT + ARCH_SWA + ARCH_HIDDEN_ACT
+                + ARCH_CLS_POOLING + ARCH_ROPE_NONE + ARCH_FFN_UP_GLU +
+                ARCH_POS_OFFSET + ARCH_NO_SPACE_PREFIX + ARCH_GEMMA_EOT +
+                ARCH_TEXT_CONFIG) ==
+               (ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT
+                | ARCH_SPACE_PREFIX | ARCH_NO_HEAD_DIM | ARCH_NORM_TOPK |
+                ARCH_ADD_SEP | ARCH_PRE_MODERN_BERT | ARCH_SWA | ARCH_HIDDEN_ACT
+                | ARCH_CLS_POOLING | ARCH_ROPE_NONE | ARCH_FFN_UP_GLU |
+                ARCH_POS_OFFSET | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT |
+                ARCH_TEXT_CONFIG),
+               "two ARCH_* flags share a bit (arch.h)");
+
 static const hf_hparam HP_BERT[] = {
     {"context_length", HP_U32, {"max_position_embeddings"}, true},
     {"embedding_length", HP_U32, {"hidden_size"}, true},
@@ -183,6 +199,93 @@ static const hf_tmap TM_QWEN2MOE[] = {
     ONE("model.layers.#.mlp.shared_expert_gate", "blk.#.ffn_gate_inp_shexp"),
     {NULL, NULL, 0, 0, 0.0f, NULL},
 };
+
+/* ---- issue 22: qwen3, qwen3_moe, olmo2, granite (and mistral, a llama row) ----------------- */
+/* Qwen3 (convert_hf_to_gguf.py's Qwen3Model, a Qwen2Model): qwen2's tensors, and an RMS norm of
+ * each head of q and of k before the rotary embedding (self_attn.q_norm / k_norm: [head_dim],
+ * gguf-py's ATTN_Q_NORM / ATTN_K_NORM); config.json's head_dim (not hidden / heads in the real
+ * models) becomes attention.key_length / value_length as for every row. */
+#define TM_QK_NORM                                                                             \
+    ONE("model.layers.#.self_attn.q_norm", "blk.#.attn_q_norm"),                               \
+    ONE("model.layers.#.self_attn.k_norm", "blk.#.attn_k_norm")
+
+static const hf_tmap TM_QWEN3[] = {
+    TM_DECODER_ATTN(HF_XF_NONE, HF_XF_NONE), TM_QK_NORM, TM_DENSE_FFN,
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+/* Qwen3-MoE (Qwen3MoeModel, a Qwen2MoeModel): qwen3's attention, a router over the experts
+ * (config num_experts; transformers 5 writes num_local_experts: TextModel's find_hparam order)
+ * of moe_intermediate_size stacked per layer, no shared expert. llama.cpp's qwen3moe graph
+ * always renormalizes the top-k weights (norm_topk_prob true, as the released models have;
+ * the converter writes no key for it and converts a false one all the same, to a file whose
+ * logits differ): tensorbox refuses norm_topk_prob false (ARCH_NORM_TOPK). */
+static const hf_hparam HP_QWEN3MOE[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, false},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {"expert_count", HP_U32, {"num_local_experts", "num_experts"}, true},
+    {"expert_used_count", HP_U32, {"num_experts_per_tok"}, true},
+    {"expert_feed_forward_length", HP_U32, {"moe_intermediate_size"}, false},
+    {NULL, HP_U32, {NULL}, false},
+};
+static const hf_tmap TM_QWEN3MOE[] = {
+    TM_DECODER_ATTN(HF_XF_NONE, HF_XF_NONE), TM_QK_NORM,
+    ONE("model.layers.#.mlp.gate", "blk.#.ffn_gate_inp"),
+    {"model.layers.#.mlp.experts.@.gate_proj", "blk.#.ffn_gate_exps", HF_MAP_STACK, HF_XF_NONE,
+     0.0f, NULL},
+    {"model.layers.#.mlp.experts.@.up_proj", "blk.#.ffn_up_exps", HF_MAP_STACK, HF_XF_NONE, 0.0f,
+     NULL},
+    {"model.layers.#.mlp.experts.@.down_proj", "blk.#.ffn_down_exps", HF_MAP_STACK, HF_XF_NONE,
+     0.0f, NULL},
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+/* OLMo 2 (Olmo2Model, a TextModel; llama.cpp's olmo2 uses the rotate-half rope: no reordering):
+ * no norm before attention or feed-forward but one after each (post_attention_layernorm is
+ * gguf-py's ATTN_POST_NORM, blk.N.post_attention_norm, for olmo2; post_feedforward_layernorm
+ * FFN_POST_NORM, blk.N.post_ffw_norm), and RMS norms
+ * of the whole q and k projections (q_norm [heads x head size], k_norm [kv heads x head size]) */
+static const hf_tmap TM_OLMO2[] = {
+    ONE("model.embed_tokens", "token_embd"),
+    ONE("model.norm", "output_norm"),
+    ONE("lm_head", "output"),
+    ONE("model.layers.#.self_attn.q_proj", "blk.#.attn_q"),
+    ONE("model.layers.#.self_attn.k_proj", "blk.#.attn_k"),
+    ONE("model.layers.#.self_attn.v_proj", "blk.#.attn_v"),
+    ONE("model.layers.#.self_attn.o_proj", "blk.#.attn_output"),
+    TM_QK_NORM,
+    ONE("model.layers.#.post_attention_layernorm", "blk.#.post_attention_norm"),
+    ONE("model.layers.#.post_feedforward_layernorm", "blk.#.post_ffw_norm"),
+    TM_DENSE_FFN,
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+/* Granite (GraniteModel, a LlamaModel: llama's tensors and q/k reordering) and its multipliers,
+ * each written when not 0 under gguf-py's names (1 when config.json has none: GraniteConfig's
+ * default, which the converter reads): the embeddings scaled by embedding_multiplier, each
+ * residual branch by residual_multiplier, the attention scores by attention_multiplier
+ * (instead of 1/sqrt(head size)), the logits divided by logits_scaling. */
+static const hf_hparam HP_GRANITE[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, false},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {"attention.scale", HP_F32_NZ, {"attention_multiplier", "=1"}, false},
+    {"embedding_scale", HP_F32_NZ, {"embedding_multiplier", "=1"}, false},
+    {"residual_scale", HP_F32_NZ, {"residual_multiplier", "=1"}, false},
+    /* llama.cpp's granite loader requires logit_scale: a logits_scaling of 0, which the
+     * converter leaves out, would give a file it does not load, so it is refused here */
+    {"logit_scale", HP_F32_NZ, {"logits_scaling", "=1"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+/* ---- end of issue 22's qwen3 / qwen3_moe / olmo2 / granite / mistral block ------------------ */
 
 static const char *const SKIP_DECODER[] = {"model.layers.#.self_attn.rotary_emb.inv_freq", NULL};
 
@@ -368,6 +471,21 @@ static const hf_arch ARCHES[] = {
      TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
     {"qwen2_moe", "qwen2moe", {NULL}, HP_QWEN2MOE, TM_QWEN2MOE, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
      TBX_HF_ROPE_YARN},
+    /* issue 22: qwen3, qwen3_moe, olmo2, granite, mistral. rope: TextModel (Qwen3Model,
+     * Qwen3MoeModel, Olmo2Model) writes linear's and yarn's keys; GraniteModel and mistral
+     * (MistralForCausalLM is convert_hf_to_gguf.py's LlamaModel) are llama's. */
+    {"qwen3", "qwen3", {NULL}, HP_LLAMA, TM_QWEN3, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
+     TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
+    {"qwen3_moe", "qwen3moe", {NULL}, HP_QWEN3MOE, TM_QWEN3MOE, SKIP_DECODER, ARCH_NORM_TOPK,
+     TBX_HF_TOK_BPE, TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
+    {"olmo2", "olmo2", {NULL}, HP_LLAMA, TM_OLMO2, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
+     TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
+    {"granite", "granite", {NULL}, HP_GRANITE, TM_LLAMA, SKIP_DECODER,
+     ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_SPACE_PREFIX | ARCH_NO_HEAD_DIM,
+     TBX_HF_TOK_SPM | TBX_HF_TOK_BPE, TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_LLAMA3},
+    {"mistral", "llama", {NULL}, HP_LLAMA, TM_LLAMA, SKIP_DECODER,
+     ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_SPACE_PREFIX, TBX_HF_TOK_SPM | TBX_HF_TOK_BPE,
+     TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_LLAMA3},
     /* Gemma (issue 22): tokenizer.model as GemmaModel.set_vocab (a byte_fallback tokenizer.json
      * otherwise); Gemma3Model writes linear rope scaling (of the global layers) */
     {"gemma", "gemma", {NULL}, HP_GEMMA, TM_GEMMA, SKIP_GEMMA,

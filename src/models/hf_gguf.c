@@ -228,6 +228,11 @@ static json_t *cfg_field(hf *h, const char *name) {
 /* The first of the config names present: 1 and *v (integer or real), 0 when none is. */
 static int cfg_number(hf *h, const char *const *names, double *v, const char **which) {
     for (int k = 0; k < 4 && names[k]; k++) {
+        if (names[k][0] == '=') { /* a row's default (arch.h): after the names, none present */
+            *v = strtod(names[k] + 1, NULL);
+            if (which) *which = names[0];
+            return 1;
+        }
         json_t *j = cfg_field(h, names[k]);
         if (json_is_number(j)) {
             *v = json_number_value(j);
@@ -414,6 +419,13 @@ static tbx_status write_hparams(hf *h) {
         const char *which = NULL;
         int r = cfg_number(h, p->cfg, &v, &which);
         if (r < 0) return h->err->code;
+        if (r == 1 && p->kind == HP_F32_NZ && v == 0) {
+            if (p->required)
+                return hf_fail(h, TBX_E_FORMAT, which, "config.json: %s is 0 (%s.%s, which "
+                               "llama.cpp needs, is written only when not 0)", which,
+                               h->a->arch, p->key);
+            r = 0;
+        }
         if (r == 0) {
             if (p->required)
                 return hf_fail(h, TBX_E_NOT_FOUND, p->cfg[0], "config.json has no %s (needed for "
@@ -462,7 +474,8 @@ static tbx_status write_hparams(hf *h) {
     if (h->n_head_kv == 0) return hf_fail(h, TBX_E_FORMAT, "num_key_value_heads",
                                           "config.json: num_key_value_heads is 0");
     st = TBX_OK;
-    if ((st = cfg_u64(h, "head_dim", false, &h->head_dim)) == TBX_E_NOT_FOUND) {
+    if ((h->a->flags & ARCH_NO_HEAD_DIM) ||
+        (st = cfg_u64(h, "head_dim", false, &h->head_dim)) == TBX_E_NOT_FOUND) {
         h->head_dim = hidden / h->n_head;
         st = TBX_OK;
     } else if (st == TBX_OK) {
@@ -552,6 +565,15 @@ static tbx_status write_hparams(hf *h) {
         if ((st = put_arch(h, "rope.dimension_count",
                            tbx_value_new_uint(TBX_V_U32, h->head_dim))) != TBX_OK)
             return st;
+    if (h->a->flags & ARCH_NORM_TOPK) {
+        json_t *j = json_object_get(h->cfg, "norm_topk_prob");
+        if (!json_is_true(j))
+            return hf_fail(h, TBX_E_UNSUPPORTED, "norm_topk_prob", "config.json: norm_topk_prob "
+                           "is %s: llama.cpp's %s always renormalizes the weights of the experts "
+                           "it picks (norm_topk_prob true), so it would not compute this model",
+                           j ? (json_is_false(j) ? "false" : "not a boolean") : "absent "
+                           "(transformers: false)", h->a->arch);
+    }
     if (h->a->flags & ARCH_NONCAUSAL)
         if ((st = put_arch(h, "attention.causal", tbx_value_new_bool(0))) != TBX_OK) return st;
     if ((h->a->flags & ARCH_SWA) && (st = write_swa(h)) != TBX_OK) return st;

@@ -33,7 +33,14 @@ and a tokenizer of that family:
          WordPiece (nomic-embed-text's tokenizer is bert-base-uncased's, the same vocabulary),
          and its reference is a numpy forward pass written here from the published
          architecture (nomic_bert_forward); 30528 rows of embedding for 30522 tokens, as the
-         real model pads them.
+         real model pads them;
+  qwen3, qwen3_moe  Qwen2's tokenizer (Qwen3 has Qwen2's split regex and pre-tokenizer name);
+         a head_dim (32) that is not hidden_size / heads (16), as the real Qwen3 models have;
+         Qwen3-MoE without a shared expert, norm_topk_prob true as the released models;
+  olmo2, granite, mistral  Llama 3's tokenizer shape (no OLMo 2, Granite or Mistral vocabulary
+         ships in a PyPI package; OLMo 2's own has the same split regex, cl100k's, which
+         llama.cpp's "dbrx" and "llama-bpe" both split with); granite with multipliers away
+         from 1 (Granite 3's), mistral with a head_dim (32) that is not hidden_size / heads.
 Then:
 (a) tbx converts the directory (f32, f16, q8_0); llama.cpp (llama_cpp) loads the GGUF and its
     logits for a few prompts equal transformers' on the original directory (f32 with an f32 KV
@@ -47,6 +54,13 @@ Then:
     venv's torch) converts the same directory; its file and tbx's have the same keys and values,
     tensor names, shapes and types (gguf-py), except the differences listed in
     EXPECTED_KEY_DIFFS, each explained and asserted to be exactly as listed.
+(d) issue 22's rows (qwen3, qwen3_moe, olmo2, granite, mistral) at sizes where the K-quants
+    apply: llama-quantize's presets written by tbx (from its f32 GGUF and from the directory)
+    equal llama_model_quantize's files byte for byte;
+(e) Granite's config quirks (head_dim ignored, multipliers 1 when absent and left out when 0)
+    as convert_hf_to_gguf.py reads them;
+(f) what llama.cpp would not compute is refused: Qwen3-MoE with norm_topk_prob false, Granite
+    with logits_scaling 0 (each checked against llama.cpp on its own converter's file).
 torch, transformers, tokenizers, gguf or llama_cpp missing is a failure, not a skip
 (scripts/bootstrap.sh --torch installs them: make test).
 """
@@ -320,8 +334,15 @@ FAMILIES = {
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", gguf.MODEL_ARCH.GEMMA2, 8),
     "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", gguf.MODEL_ARCH.GEMMA3, 9),
     "gemma3_mm": ("Gemma3Config", "Gemma3ForConditionalGeneration", gguf.MODEL_ARCH.GEMMA3, 10),
+    # issue 22's qwen3 / qwen3_moe / olmo2 / granite / mistral rows
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", gguf.MODEL_ARCH.QWEN3, 7),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", gguf.MODEL_ARCH.QWEN3MOE, 8),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", gguf.MODEL_ARCH.OLMO2, 9),
+    "granite": ("GraniteConfig", "GraniteForCausalLM", gguf.MODEL_ARCH.GRANITE, 10),
+    "mistral": ("MistralConfig", "MistralForCausalLM", gguf.MODEL_ARCH.LLAMA, 11),
 }
 DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"] + ["gemma", "gemma2", "gemma3", "gemma3_mm"]
+DECODERS += ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]  # issue 22's rows
 # the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
 # Mixtral has Llama 2's SentencePiece, which tests/python/test_hf_gguf_spm.py covers; here the
 # rows' tensors are the point)
@@ -329,12 +350,24 @@ TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama"
           "qwen2_moe": "qwen2", "bert_cased": "bert", "xlm-roberta": "xlm-roberta",
           "modernbert": "modernbert", "nomic_bert": "bert",
           "gemma": "gemma_spm", "gemma2": "gemma_spm", "gemma3": "gemma_spm",
-          "gemma3_mm": "gemma_spm"}
+          "gemma3_mm": "gemma_spm",
+          "qwen3": "qwen2", "qwen3_moe": "qwen2", "olmo2": "llama", "granite": "llama",
+          "mistral": "llama"}
 # the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
 MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
            "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
                          "shared_expert_intermediate_size": 96, "decoder_sparse_step": 1,
-                         "norm_topk_prob": False}}
+                         "norm_topk_prob": False},
+           "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+                         "decoder_sparse_step": 1, "mlp_only_layers": [],
+                         "norm_topk_prob": True}}
+# what else a family's config sets (issue 22's rows): head sizes that are not hidden / heads;
+# Granite 3's multipliers (granite-3.x-2b's values)
+EXTRA_CFG = {"qwen3": {"head_dim": 32}, "qwen3_moe": {"head_dim": 32},
+             "mistral": {"head_dim": 32},
+             "granite": {"embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+                         "attention_multiplier": 0.015625, "logits_scaling": 8.0}}
+
 
 
 # --- encoders (issue 22): xlm-roberta --------------------------------------------------------
@@ -503,8 +536,9 @@ OWN_FORWARD = {"nomic_bert": nomic_bert_forward}
 ENCODERS = list(ENC_CFG) + list(OWN_BUILD)
 
 
-def build(d: Path, family: str, minilm_dir: Path) -> dict:
-    """Writes the tiny model of `family` into d (save_pretrained) and returns its facts."""
+def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> dict:
+    """Writes the tiny model of `family` into d (save_pretrained) and returns its facts.
+    `size`: config fields that replace the tiny sizes (hidden_size, ...)."""
     cfg_cls, model_cls, _, seed = FAMILIES[family]
     d.mkdir(parents=True)
     if family in OWN_BUILD:
@@ -525,17 +559,20 @@ def build(d: Path, family: str, minilm_dir: Path) -> dict:
         sp = SPECIALS[TOKFAM[family]]
         tj = json.loads((d / "tokenizer.json").read_text())
         ids = {t["content"]: t["id"] for t in tj["added_tokens"]}
-        cfg = getattr(transformers, cfg_cls)(
+        kw = dict(
             vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
             rms_norm_eps=1e-6, initializer_range=0.1,
             # not llama.cpp's default 10000: Llama 3's and Qwen2.5's values (transformers 5
             # writes it inside rope_parameters)
             rope_theta=500000.0 if TOKFAM[family] == "llama" else 1000000.0,
-            tie_word_embeddings=(family == "qwen2"),
+            tie_word_embeddings=(family in ("qwen2", "qwen3")),
             bos_token_id=ids[sp[0]],
-            eos_token_id=ids[sp[1] if TOKFAM[family] == "llama" else sp[0]],
-            **MOE_CFG.get(family, {}))
+            eos_token_id=ids[sp[1] if TOKFAM[family] == "llama" else sp[0]])
+        kw.update(MOE_CFG.get(family, {}))
+        kw.update(EXTRA_CFG.get(family, {}))
+        kw.update(size or {})
+        cfg = getattr(transformers, cfg_cls)(**kw)
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(cfg).to(torch.float32).eval()
     with torch.no_grad():  # norms and biases away from their 1 / 0 initial values
@@ -788,6 +825,9 @@ LLAMA_CPP_TOKENIZER_LIMITS = {
                          "sentencepiece.bpe.model to the fairseq ids and leaves the last id, "
                          "transformers' <mask>, an unused \"[PAD<n>]\" token (tbx writes the same "
                          "vocabulary, test (c)): llama.cpp splits \"<mask>\" as text"),
+    # issue 22: Qwen3 has Qwen2's tokenizer.json, NFC normalizer included
+    "qwen3-no-nfc": ("qwen3", lambda s: unicodedata.normalize("NFC", s) != s,
+                     "as qwen2-no-nfc: Qwen3's tokenizer.json NFC-normalizes, llama.cpp does not"),
 }
 
 
@@ -817,7 +857,8 @@ def _token_diffs(tbx, tiny, tmp_path, family, strings):
 
 @pytest.mark.parametrize("category", ["ascii", "accents", "cjk", "emoji", "whitespace",
                                       "special"])
-@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased", "gemma"] + ENCODERS)
+@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased", "gemma", "qwen3",
+                                    "olmo2", "granite", "mistral"] + ENCODERS)
 def test_token_ids_equal_transformers(tbx, tiny, tmp_path, family, category):
     strings = [s for s in sample_strings(TOKFAM[family])[category] if not _limited(family, s)]
     assert len(strings) >= 25
@@ -829,7 +870,7 @@ def test_token_ids_equal_transformers(tbx, tiny, tmp_path, family, category):
 def test_token_ids_llama_cpp_limits(tbx, tiny, tmp_path, request, limit):
     family, pred, why = LLAMA_CPP_TOKENIZER_LIMITS[limit]
     request.node.add_marker(pytest.mark.xfail(reason=why, strict=True))
-    strings = [s for c in sample_strings(family).values() for s in c if pred(s)]
+    strings = [s for c in sample_strings(TOKFAM[family]).values() for s in c if pred(s)]
     assert strings, limit
     bad = _token_diffs(tbx, tiny, tmp_path, family, strings)
     assert not bad, f"{len(bad)}/{len(strings)} differ, first: {bad[:3]}"
@@ -846,6 +887,8 @@ def test_token_ids_llama_cpp_limits(tbx, tiny, tmp_path, request, limit):
 # for BPE vocabularies). Nothing else of the converter is changed.
 CONVERTER_PRE = {"llama": "llama-bpe", "qwen2": "qwen2", "mixtral": "llama-bpe",
                  "qwen2_moe": "qwen2", "bert_cased": "jina-v2-en",
+                 "qwen3": "qwen2", "qwen3_moe": "qwen2", "olmo2": "llama-bpe",
+                 "granite": "llama-bpe", "mistral": "llama-bpe",
                  # encoders (issue 22): the name the real answerdotai/ModernBERT-base hashes to
                  "modernbert": "modern-bert"}
 
@@ -994,3 +1037,151 @@ def test_modernbert_converter_file_refused(tiny, tmp_path):
     assert "modern-bert.attention.layer_norm_rms_epsilon" in rf
     with pytest.raises(ValueError, match="Failed to load model"):
         llama_cpp.Llama(model_path=str(ref), embedding=True, verbose=False, n_ctx=64)
+
+
+# ------------------------------------------------------------------------------------------
+# (d) issue 22's rows under llama-quantize's presets
+# ------------------------------------------------------------------------------------------
+# llama-quantize's rules depend on the architecture only through the tensors' names and the
+# hyper-parameters (experts, grouped-query heads, layers): each new row's model, at sizes where
+# the K-quants apply (rows of 256; Qwen3-MoE's experts of 256; 4 layers for the layer rules),
+# converted by tbx to f32 and quantized by llama.cpp's llama_model_quantize (llama_quantize_ref)
+# and by tbx: the same bytes; and tbx straight from the Hugging Face directory: the same bytes.
+PRESET_FAMILIES = ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]
+PRESET_SIZE = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
+               "num_attention_heads": 4, "num_key_value_heads": 1}
+PRESET_EXTRA = {"qwen3": {"head_dim": 64}, "qwen3_moe": {"head_dim": 64,
+                                                          "moe_intermediate_size": 256},
+                "mistral": {"head_dim": 64}}
+
+
+@pytest.fixture(scope="module")
+def preset_models(tmp_path_factory, minilm_dir, tbx):
+    made = {}
+
+    def get(family):
+        if family not in made:
+            d = tmp_path_factory.mktemp("presets") / family
+            build(d, family, minilm_dir, {**PRESET_SIZE, **PRESET_EXTRA.get(family, {})})
+            f32 = d.parent / f"{family}-f32.gguf"
+            convert(tbx, d, f32)
+            made[family] = (d, f32)
+        return made[family]
+    return get
+
+
+@pytest.mark.parametrize("preset", ["Q4_K_M", "Q3_K_S", "Q5_K_M", "Q2_K"])
+@pytest.mark.parametrize("family", PRESET_FAMILIES)
+def test_preset_equals_llama_quantize(tbx, preset_models, tmp_path, family, preset):
+    import llama_quantize_ref as ref
+    d, f32 = preset_models(family)
+    want = tmp_path / "llama-quantize.gguf"
+    ref.quantize(f32, want, preset)
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(want)).tensors}
+    # the rules did something: more than one quantized type (output, attn_v, ffn_down)
+    assert len(set(types.values()) - {"F32"}) >= 2, types
+    for src, out in ((f32, tmp_path / "tbx.gguf"), (d, tmp_path / "tbx-hf.gguf")):
+        convert(tbx, src, out, "--quant", preset)
+        got = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(out)).tensors}
+        assert got == types, {k: (got.get(k), v) for k, v in types.items() if got.get(k) != v}
+        assert out.read_bytes() == want.read_bytes(), f"{src.name}: bytes differ"
+
+
+# ------------------------------------------------------------------------------------------
+# (e) Granite's config quirks, as convert_hf_to_gguf.py's GraniteModel reads them
+# ------------------------------------------------------------------------------------------
+# GraniteModel drops a config.json head_dim (the head size stays hidden_size / heads: no
+# attention.key_length, rope.dimension_count from the division) and writes each multiplier only
+# when it is not 0 (`if value := hparams.get(...)`), reading config.json through transformers'
+# AutoConfig (a multiplier config.json lacks is GraniteConfig's default, 1). The tiny granite
+# directory with a head_dim of 32 (its heads are 16), residual_multiplier 0 and no
+# attention_multiplier in config.json: llama.cpp's converter and tbx write the same keys and
+# tensors (the files' other differences: EXPECTED_KEY_DIFFS).
+def test_granite_config_quirks_as_convert_hf_to_gguf(tbx, tiny, tmp_path):
+    import shutil
+    d = tmp_path / "granite"
+    shutil.copytree(tiny("granite")["dir"], d)
+    cfg = json.loads((d / "config.json").read_text())
+    assert "head_dim" not in cfg and cfg["residual_multiplier"] != 0, cfg
+    cfg.update(head_dim=32, residual_multiplier=0.0)
+    del cfg["attention_multiplier"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    ref_path, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
+    llama_convert(d, ref_path, "granite", "f32")
+    convert(tbx, d, out)
+    rr, rf = read_gguf(ref_path)
+    tr, tf = read_gguf(out)
+    expected = {k for (kind, k), (fams, _) in EXPECTED_KEY_DIFFS.items()
+                if kind == "llama.cpp only" and ("granite" in fams or "llama" in fams)}
+    assert set(rf) - set(tf) == expected and set(tf) <= set(rf), \
+        (sorted(set(rf) - set(tf)), sorted(set(tf) - set(rf)))
+    for k in ("granite.rope.dimension_count", "granite.attention.scale",
+              "granite.embedding_scale", "granite.logit_scale"):
+        assert tf[k].contents() == rf[k].contents(), k
+    assert tf["granite.attention.scale"].contents() == 1.0
+    for k in ("granite.attention.key_length", "granite.residual_scale"):
+        assert k not in rf and k not in tf, k
+    assert [(t.name, list(t.shape)) for t in rr.tensors] == \
+        [(t.name, list(t.shape)) for t in tr.tensors]
+
+
+# ------------------------------------------------------------------------------------------
+# (f) Qwen3-MoE without norm_topk_prob: refused, because llama.cpp would not compute it
+# ------------------------------------------------------------------------------------------
+# llama.cpp's qwen3moe graph renormalizes the chosen experts' weights whatever the model says;
+# its converter writes such a file all the same. The tiny Qwen3-MoE with norm_topk_prob false:
+# tbx refuses it naming the field, and the file of llama.cpp's own converter, run by llama.cpp,
+# is measurably off transformers (the day it is not, llama.cpp honours the flag and the refusal
+# must go).
+def test_qwen3_moe_without_norm_topk_prob_is_refused(tbx, tiny, tmp_path):
+    import shutil
+    from conftest import run
+    d = tmp_path / "qwen3_moe"
+    shutil.copytree(tiny("qwen3_moe")["dir"], d)
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["norm_topk_prob"] is True, cfg
+    cfg["norm_topk_prob"] = False
+    (d / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "tbx.gguf"
+    r = run(tbx, "convert", d, out, timeout=300)
+    assert r.rc != 0 and not out.exists(), r.describe()
+    assert "norm_topk_prob" in r.text and "qwen3moe" in r.text, r.text
+    ref_path = tmp_path / "llama-cpp.gguf"
+    llama_convert(d, ref_path, "qwen3_moe", "f32")
+    tok = hf_tokenizer(d)
+    model = transformers.Qwen3MoeForCausalLM.from_pretrained(str(d), dtype=torch.float32).eval()
+    llm = llama_cpp.Llama(model_path=str(ref_path), n_ctx=128, logits_all=True, verbose=False,
+                          type_k=0, type_v=0, n_threads=1, n_batch=128)
+    worst = 0.0
+    for p in PROMPTS:
+        ids = tok(p)["input_ids"]
+        with torch.no_grad():
+            ref = model(torch.tensor([ids])).logits[0].double().numpy()
+        llm.reset()
+        llm.eval(ids)
+        worst = max(worst, float(np.abs(np.asarray(llm.scores[:len(ids)]) - ref).max()))
+    print(f"qwen3_moe norm_topk_prob false, llama.cpp's own file: max |logit diff| {worst:.3g}")
+    assert worst > 1e-2, worst
+
+
+# llama.cpp's granite loader requires granite.logit_scale, which the converter writes only from
+# a non-zero logits_scaling: with 0 its file does not load; tbx refuses the directory, naming
+# the field.
+@pytest.mark.parametrize("value", [0.0, 0])
+def test_granite_zero_logits_scaling_is_refused(tbx, tiny, tmp_path, value):
+    import shutil
+    from conftest import run
+    d = tmp_path / "granite"
+    shutil.copytree(tiny("granite")["dir"], d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["logits_scaling"] = value
+    (d / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "tbx.gguf"
+    r = run(tbx, "convert", d, out, timeout=300)
+    assert r.rc != 0 and not out.exists(), r.describe()
+    assert "logits_scaling" in r.text and "granite.logit_scale" in r.text, r.text
+    ref_path = tmp_path / "llama-cpp.gguf"
+    llama_convert(d, ref_path, "granite", "f32")
+    assert "granite.logit_scale" not in read_gguf(ref_path)[1]
+    with pytest.raises(ValueError, match="Failed to load model"):
+        llama_cpp.Llama(model_path=str(ref_path), verbose=False, n_threads=1)
