@@ -584,7 +584,7 @@ def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> d
             if name.endswith("block_sparse_moe.gate.weight") or name.endswith("mlp.gate.weight"):
                 p.mul_(20.0)
     model.save_pretrained(str(d), safe_serialization=True)
-    return {"dir": d, "vocab": cfg.vocab_size}
+    return {"dir": d, "vocab": cfg.get_text_config().vocab_size}  # gemma3_mm: text_config
 
 
 @pytest.fixture(scope="module")
