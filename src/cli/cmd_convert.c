@@ -964,7 +964,7 @@ static int convert_run(const cli_args *a) {
         if (st != TBX_OK || !(ti.flags & TBX_TENSOR_UNREADABLE)) continue;
         fputs(left_out++ ? ", " : "tbx: left out unreadable tensors (tbx validate IN says why): ",
               stderr);
-        json_write_escaped(stderr, ti.name, ti.name_len);
+        jout_write_escaped(stderr, ti.name, ti.name_len);
     }
     if (left_out) fputc('\n', stderr);
     tbx_close(f);
