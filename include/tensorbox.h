@@ -1213,6 +1213,10 @@ typedef struct tbx_convert_report {
      * (ggml_quantize_chunk's bytes, the default) on the same values, sqrt(sum over the finite
      * inputs of (decoded - input)^2 / nvalues). NAN otherwise (nothing measured). */
     double rmse, rmse_ggml;
+    /* A dry run (TBX_PRESET_DRY_RUN: nothing is written): the bytes of the tensor's values in
+     * the input (its sources') and in the output's dtype (an MCF family: its whole payload).
+     * 0 in a conversion that writes. */
+    uint64_t size_in, size_out;
 } tbx_convert_report;
 
 typedef void (*tbx_convert_report_fn)(void *ud, const tbx_convert_report *r);

@@ -39,7 +39,8 @@ static const cli_option convert_options[] = {
                          "listed below; MCF's int8/int4: mantle's runtime cannot load them); "
                          "to GGUF, also one of llama-quantize's presets (listed below): for a "
                          "GGUF model of an architecture llama.cpp knows (or a Hugging Face "
-                         "directory), the file llama-quantize writes"},
+                         "directory), the file llama-quantize writes; to MCF from a Hugging "
+                         "Face directory, llama-quantize's choice in MCF's families"},
     {"pure", 0, NULL, "with a preset: every quantized tensor gets the preset's default type "
                       "(llama-quantize --pure)"},
     {"tensor-type", 0, "PATTERN=TYPE...", "with a preset: tensors whose name the regular "
@@ -270,17 +271,14 @@ typedef struct convert_ud {
 static void on_tensor(void *ud, const tbx_convert_report *r) {
     convert_ud *cu = ud;
     if (cu->dry_run) {
-        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        uint64_t out = 0;
-        if (cu->rep.f && tbx_tensor_info_get(cu->rep.f, r->tensor, &ti) == TBX_OK) {
-            if (r->to == r->from || tbx_dtype_nbytes(r->to, ti.nelems, &out) != TBX_OK)
-                out = ti.nbytes;
-            cu->size_in += ti.nbytes;
-            cu->size_out += out;
-            cu->nelems += ti.nelems;
-        }
+        /* the sizes the library reports (the input's tensor, the output's dtype) */
+        cu->size_in += r->size_in;
+        cu->size_out += r->size_out;
+        const tbx_dtype_info *fi = tbx_dtype_get(r->from);
+        if (fi && fi->block_size && fi->block_bytes)
+            cu->nelems += r->size_in / fi->block_bytes * fi->block_size;
         printf("%-40s %-8s -> %-8s %10.3f MiB -> %10.3f MiB  %s\n", r->name, dtname(r->from),
-               dtname(r->to), (double)ti.nbytes / 1048576.0, (double)out / 1048576.0,
+               dtname(r->to), (double)r->size_in / 1048576.0, (double)r->size_out / 1048576.0,
                r->reason);
         return;
     }
@@ -430,7 +428,9 @@ static void help_presets(FILE *fp) {
                 "directory) gets\n  llama-quantize's type for each tensor and its file, byte "
                 "for byte (Q3_K, Q4_K, Q5_K\n  are the _M mixes; COPY copies). Any other input: "
                 "a preset naming a type (Q8_0,\n  Q4_K, ...) quantizes every 2-D float tensor "
-                "to it.\n");
+                "to it.\n  To MCF from a Hugging Face directory: each tensor gets MCF's "
+                "family of llama.cpp's\n  type (q8_0 q8, q4_0 q4, q6_K k6, q4_K k4, q3_K k3, "
+                "q2_K k2; f32/f16/bf16 kept\n  or cast); a tensor of any other type is refused.\n");
 }
 
 /* `tbx convert --help`: the Hugging Face architectures a model directory converts from, to a
@@ -694,7 +694,10 @@ static int convert_run(const cli_args *a) {
      * the library reads as the type itself for an input that is no llama.cpp model) */
     const char *preset_name = NULL;
     tbx_dtype preset_type = TBX_DT_INVALID; /* its default type, for the reports below */
-    for (size_t i = 0; quant && fmt == TBX_FORMAT_GGUF && !preset_name; i++) {
+    /* (an MCF output: a preset maps llama.cpp's choice to MCF's families; its own names, q8
+     * .. k2, int8, int4, are no preset's) */
+    for (size_t i = 0; quant && (fmt == TBX_FORMAT_GGUF || fmt == TBX_FORMAT_MCF) &&
+                       !preset_name; i++) {
         tbx_dtype dt = TBX_DT_INVALID;
         const char *pn = tbx_quant_preset_at(i, NULL, &dt, NULL);
         if (!pn) break;
@@ -897,8 +900,11 @@ static int convert_run(const cli_args *a) {
         summary_print(&cu.sum);
     if (opt.on_quant && cu.rep.tensors) {
         const tbx_dtype_info *qi = tbx_dtype_get(opt.quant_to);
+        char fams[64];
+        if (!qi && opt.quant_preset) /* a preset to MCF: several families */
+            snprintf(fams, sizeof fams, "MCF's families (%s)", opt.quant_preset);
         fprintf(stderr, "quantized %" PRIu64 " tensors (%" PRIu64 " values) to %s, method %s: RMSE %.6g\n",
-                cu.rep.tensors, cu.rep.values, qi ? qi->name + 4 : "?",
+                cu.rep.tensors, cu.rep.values, qi ? qi->name + 4 : opt.quant_preset ? fams : "?",
                 qmethod,
                 cu.rep.values ? sqrt(cu.rep.sse / (double)cu.rep.values) : 0.0);
     }

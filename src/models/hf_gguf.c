@@ -243,6 +243,7 @@ static tbx_status cfg_u64(hf *h, const char *name, bool required, uint64_t *out)
 /* ------------------------------------------------------------------------------------------ */
 /* Adds `v` under `key` (the writer copies it; the caller keeps v). */
 static tbx_status put_copy(hf *h, const char *key, const tbx_value *v) {
+    if (!h->w) return TBX_OK; /* tbx_hf_gguf_types: the checks without a writer */
     return tbx_writer_add_meta(h->w, key, strlen(key), v, h->err);
 }
 /* Adds `v` (may be NULL: out of memory) under `key` and frees it. */
@@ -256,6 +257,11 @@ static tbx_status put(hf *h, const char *key, tbx_value *v) {
  * holds a pointer to it, and h frees it after the writer (*v is NULL afterwards). */
 static tbx_status put_lent(hf *h, const char *key, tbx_value **v) {
     if (!*v) return tbx_err_nomem(h->err, key);
+    if (!h->w) { /* tbx_hf_gguf_types: nothing is written */
+        tbx_val_free(*v);
+        *v = NULL;
+        return TBX_OK;
+    }
     if (h->nlent == HF_LENT_MAX) {
         tbx_val_free(*v);
         *v = NULL;
@@ -1919,6 +1925,29 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
     }
     *out = h;
     return TBX_OK;
+}
+
+tbx_status tbx_hf_gguf_types(tbx_hf_gguf *h, tbx_error *err) {
+    h->w = NULL;
+    h->err = err;
+    tbx_status st = write_hparams(h); /* (no writer: it sets the hyper-parameters only) */
+    if (st == TBX_OK) st = resolve_splits(h);
+    if (st == TBX_OK) st = check_hparams(h);
+    if (st == TBX_OK) st = apply_preset(h);
+    return st;
+}
+
+size_t tbx_hf_gguf_out_count(const tbx_hf_gguf *h) { return h->nout; }
+
+void tbx_hf_gguf_out_get(const tbx_hf_gguf *h, size_t k, tbx_hf_gguf_out *o) {
+    const hf_out *x = &h->out[k];
+    o->name = x->name;
+    o->type = x->dtype;
+    o->wanted = x->why == HF_WHY_FALLBACK ? x->wanted : x->dtype;
+    o->fallback = x->why == HF_WHY_FALLBACK;
+    o->by_preset = x->why == HF_WHY_REQUESTED || x->why == HF_WHY_FALLBACK;
+    o->nsrc = x->src == UINT64_MAX ? 0 : x->exps ? x->nexp : 1;
+    o->src = x->exps ? x->exps : &x->src;
 }
 
 tbx_status tbx_hf_gguf_write(tbx_hf_gguf *h, tbx_writer *w, tbx_plan **plan, tbx_error *err) {

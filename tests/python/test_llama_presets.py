@@ -205,6 +205,39 @@ def test_dry_run(tbx, models, tmp_path):
     assert mine.groups() == sizes.groups()
 
 
+DRY_LINE = re.compile(r"^(\S+)\s+(\S+)\s+->\s+(\S+)\s+([\d.]+) MiB ->\s+([\d.]+) MiB", re.M)
+
+
+@pytest.mark.parametrize("preset", ["Q4_K_M", "Q2_K", "IQ4_XS", "Q8_0"])
+@pytest.mark.parametrize("model", ["llama", "qwen2"])
+def test_dry_run_from_hf_directory(tbx, models, tmp_path, model, preset):
+    """--dry-run from a Hugging Face directory: the plan of the GGUF the one-pass conversion
+    writes, nothing written; every tensor's type and output size are the real output's (the
+    file tbx then writes, which test_preset_from_hf_directory_in_one_pass proves is
+    llama_model_quantize's), and the totals are llama.cpp's own dry run of the f32 GGUF."""
+    out = tmp_path / "dry.gguf"
+    r = tbx_quant(tbx, models[model + "-hf"], out, preset, "--dry-run")
+    assert r.rc == 0, r.describe()
+    assert not out.exists()
+    plan = {m[0]: m for m in DRY_LINE.findall(r.text)}
+    real = tmp_path / "real.gguf"
+    assert tbx_quant(tbx, models[model + "-hf"], real, preset).rc == 0
+    rd = gguf.GGUFReader(str(real))
+    assert sorted(plan) == sorted(t.name for t in rd.tensors), r.text[-2000:]
+    src = {t.name: t for t in gguf.GGUFReader(str(models[model])).tensors}
+    for t in rd.tensors:
+        name, frm, to, mib_in, mib_out = plan[t.name]
+        assert to.lower() == t.tensor_type.name.lower(), (t.name, to, t.tensor_type.name)
+        assert float(mib_out) == round(t.n_bytes / 1048576, 3), (t.name, mib_out, t.n_bytes)
+        assert float(mib_in) == round(src[t.name].n_bytes / 1048576, 3), (t.name, mib_in)
+    log = ref.quantize(models[model], tmp_path / "none.gguf", preset, dry_run=True)
+    sizes = re.search(r"model size\s*=\s*([\d.]+) MiB.*quant size\s*=\s*([\d.]+) MiB", log,
+                      re.S)
+    mine = re.search(r"model size ([\d.]+) MiB .* quantized size ([\d.]+) MiB", r.text)
+    assert sizes and mine, (log[-500:], r.text[-500:])
+    assert mine.groups() == sizes.groups()
+
+
 @pytest.mark.parametrize("args,needle", [
     (("--quant", "Q4_K_M", "--tensor-type", "attn_v"), "PATTERN=TYPE"),
     (("--quant", "Q4_K_M", "--tensor-type", "(attn=q8_0"), "regular expression"),
