@@ -1270,7 +1270,11 @@ typedef struct tbx_convert_options {
      * fails with TBX_E_UNSUPPORTED. Any other input (no such architecture): a name that spells a
      * ggml type (Q8_0, Q4_K, IQ2_S, ...: that type, not the preset's bulk type) quantizes every
      * 2-D float tensor to it as quant_to does (iq2_xxs, iq2_xs, iq1_s only with `imatrix`); a
-     * mix (Q4_K_M, ...) is refused (TBX_E_INVALID_ARG). */
+     * mix (Q4_K_M, ...) is refused (TBX_E_INVALID_ARG). A Hugging Face directory to MCF: each
+     * tensor stored in MCF's family of the type llama.cpp gives it (q8_0 mcf_q8, q4_0 mcf_q4,
+     * q6_K/q4_K/q3_K/q2_K mcf_k6/_k4/_k3/_k2, the preset's own type where llama.cpp falls back;
+     * f32/f16/bf16 kept or cast), a type without one refused (TBX_E_UNSUPPORTED naming the
+     * tensor); docs/formats/mcf.md. */
     const char *quant_preset;
     uint32_t preset_flags;          /* TBX_PRESET_* */
     tbx_dtype output_tensor_type;   /* TBX_DT_INVALID: the preset's; else output.weight's type */
