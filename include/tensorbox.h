@@ -1327,7 +1327,10 @@ typedef struct tbx_tensor_type_rule {
                                    mix's counters follow it), the first shard with the
                                    metadata, the others with the split keys only */
 #define TBX_PRESET_DRY_RUN 0x2u /* decide every tensor and report it (on_tensor: action,
-                                   dtypes, reason; nvalues 0), write nothing: no output file */
+                                   dtypes, reason, size_in / size_out), write nothing: no
+                                   output file */
+#define TBX_PRESET_LEAVE_OUTPUT 0x8u /* output.weight keeps its type (llama-quantize
+                                   --leave-output-tensor) */
 
 TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
 

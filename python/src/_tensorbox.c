@@ -1373,9 +1373,9 @@ static int fill_convert_options(const wopts *w, copts *c, const char *dst,
          * its prefix: MCF's q8 .. int4) */
         const char *s = PyUnicode_AsUTF8(c->quant);
         if (!s) return -1;
-        /* a GGUF output: llama-quantize's presets first (as tbx convert --quant) */
+        /* a GGUF (or MCF) output: llama-quantize's presets first (as tbx convert --quant) */
         const char *pn;
-        for (size_t i = 0; fmt == TBX_FORMAT_GGUF &&
+        for (size_t i = 0; (fmt == TBX_FORMAT_GGUF || fmt == TBX_FORMAT_MCF) &&
                            (pn = tbx_quant_preset_at(i, NULL, NULL, NULL)) != NULL; i++)
             if (strcasecmp(pn, s) == 0) {
                 co->quant_preset = pn;
@@ -1663,13 +1663,13 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"src", "dst", "format", "force", "alignment", "compress", "digest",
                              "format_version", "threads", CONVERT_KW, "pure", "dry_run",
                              "output_tensor_type", "token_embedding_type", "tensor_types",
-                             "keep_split", NULL};
+                             "keep_split", "leave_output_tensor", NULL};
     PyObject *srcobj = NULL, *dstobj = NULL;
     wopts w = WOPTS_INIT;
     copts c = COPTS_INIT;
-    int pure = 0, dry_run = 0, keep_split = 0;
+    int pure = 0, dry_run = 0, keep_split = 0, leave_output = 0;
     PyObject *ott = Py_None, *tet = Py_None, *tts = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOOOppOOOp", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOOOppOOOpp", kwlist,
                                      PyUnicode_FSConverter, &srcobj, PyUnicode_FSConverter,
                                      &dstobj, &w.format, &w.force, &w.alignment, &w.compress,
                                      &w.digest, &w.version, &w.threads, &c.cast, &c.quant,
@@ -1677,7 +1677,7 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
                                      &c.drop_unreadable, &c.dequantize, &c.requantize, &c.strict,
                                      &c.quant_method, &c.quant_clip, &c.meta, &w.options,
                                      &c.imatrix, &pure, &dry_run, &ott, &tet, &tts,
-                                     &keep_split))
+                                     &keep_split, &leave_output))
         return NULL;
     PyObject *result = NULL, *digest_bytes = NULL;
     tbx_value *meta = NULL, *options = NULL;
@@ -1691,6 +1691,7 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     if (pure) co.preset_flags |= TBX_PRESET_PURE;
     if (dry_run) co.preset_flags |= TBX_PRESET_DRY_RUN;
     if (keep_split) co.preset_flags |= TBX_PRESET_KEEP_SPLIT;
+    if (leave_output) co.preset_flags |= TBX_PRESET_LEAVE_OUTPUT;
     if (ott != Py_None && ggml_type_arg(ott, "output_tensor_type", &co.output_tensor_type) < 0)
         goto done;
     if (tet != Py_None &&

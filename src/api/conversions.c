@@ -352,7 +352,8 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
                        "--token-embedding-type refine a llama-quantize preset (--quant "
                        "Q4_K_M, ...), and none is asked for");
     }
-    if (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_DRY_RUN | TBX_PRESET_KEEP_SPLIT))
+    if (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_DRY_RUN | TBX_PRESET_KEEP_SPLIT |
+                                      TBX_PRESET_LEAVE_OUTPUT))
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "preset_flags",
                        "unknown preset flags 0x%x", (unsigned)o->preset_flags);
     if (o->n_tensor_types && !o->tensor_types)
@@ -400,7 +401,7 @@ static tbx_status preset_mcf_plan(tbx_file *in, const tbx_convert_options *o, tb
     tbx_gguf_hf_options ho;
     tbx_gguf_hf_options_init(&ho);
     ho.quant_preset = o->quant_preset;
-    ho.preset_flags = o->preset_flags & TBX_PRESET_PURE;
+    ho.preset_flags = o->preset_flags & (TBX_PRESET_PURE | TBX_PRESET_LEAVE_OUTPUT);
     ho.output_tensor_type = o->output_tensor_type;
     ho.token_embedding_type = o->token_embedding_type;
     ho.tensor_types = o->tensor_types;

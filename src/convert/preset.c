@@ -174,7 +174,7 @@ tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan 
     lp.only_copy = pr->deflt == TBX_DT_INVALID;
     lp.pure = (o->preset_flags & TBX_PRESET_PURE) != 0;
     lp.has_imatrix = o->imatrix != NULL;
-    lp.quantize_output = true;
+    lp.quantize_output = !(o->preset_flags & TBX_PRESET_LEAVE_OUTPUT);
     lp.output_type = o->output_tensor_type;
     lp.token_embd_type = o->token_embedding_type;
     tbx_lq_rules_use(rs, &lp);

@@ -1681,13 +1681,16 @@ static tbx_status build_plan(hf *h) {
         if (o->exps) o->shape[d++] = o->nexp;
         if (o->ndim == d + 2) o->shape[d++] = o->rows;
         o->shape[d++] = o->cols;
+        uint32_t skip = 0; /* a preset's file counts dimensions as ggml does: no outer 1s (Qwen2-MoE's
+                              [1, n_embd] ffn_gate_inp_shexp is 1-D in llama_model_quantize's) */
+        while (h->preset && d - skip > 1 && o->shape[skip] == 1) skip++;
         tbx_plan_tensor t;
         memset(&t, 0, sizeof t);
         t.name = o->name;
         t.name_len = (uint32_t)strlen(o->name);
         t.dtype = (uint16_t)o->dtype;
-        t.ndim = (uint16_t)o->ndim;
-        t.shape = o->shape;
+        t.ndim = (uint16_t)(d - skip);
+        t.shape = o->shape + skip;
         t.action = o->action;
         t.why = o->why;
         if (o->src == UINT64_MAX) {
@@ -1758,7 +1761,7 @@ static tbx_status apply_preset(hf *h) {
     lp.only_copy = h->preset->deflt == TBX_DT_INVALID;
     lp.pure = (o->preset_flags & TBX_PRESET_PURE) != 0;
     lp.has_imatrix = (o->preset_flags & TBX_PRESET_HAS_IMATRIX_) != 0;
-    lp.quantize_output = true;
+    lp.quantize_output = !(o->preset_flags & TBX_PRESET_LEAVE_OUTPUT);
     lp.output_type = o->output_tensor_type;
     lp.token_embd_type = o->token_embedding_type;
     tbx_lq_rules_use(rs, &lp);
@@ -1895,10 +1898,12 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
     if (o->quant_preset) {
         h->preset = tbx_lq_preset_find(o->quant_preset);
         if (!h->preset || o->quant_to != TBX_DT_INVALID || o->cast_to != TBX_DT_INVALID ||
-            (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_HAS_IMATRIX_))) {
+            (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_HAS_IMATRIX_ |
+                                         TBX_PRESET_LEAVE_OUTPUT))) {
             const char *why = !h->preset ? "'%s' is not one of llama-quantize's types"
                               : (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE |
-                                                               TBX_PRESET_HAS_IMATRIX_))
+                                                               TBX_PRESET_HAS_IMATRIX_ |
+                                                               TBX_PRESET_LEAVE_OUTPUT))
                                   ? "%s: --dry-run and --keep-split apply to a GGUF input "
                                     "(convert the directory to GGUF first)"
                                   : "%s: a preset decides every tensor's type, with no "

@@ -310,3 +310,18 @@ def test_mantle_runs_the_preset(tbx, mantle, models, tmp_path, preset):
         assert e <= 1e-3, f"{preset} {what}: mantle's values {e:.3g} from the decoded MCF's"
         assert far >= 5e-3, \
             f"{preset} {what}: the original weights give nearly the same ({far:.3g})"
+
+
+def test_python_convert_same_file(tbx, models, tmp_path):
+    """tensorbox.convert(DIR, out.mcf, quant=PRESET) writes the CLI's file (and
+    leave_output_tensor=True its --leave-output-tensor file, where output.weight stays f32)."""
+    tensorbox = need("tensorbox")
+    hf, _ = models["llama"]
+    for extra, args in (({}, ()), ({"leave_output_tensor": True}, ("--leave-output-tensor",))):
+        a, b = tmp_path / "py.mcf", tmp_path / "cli.mcf"
+        tensorbox.convert(hf, a, quant="Q4_K_M", force=True, **extra)
+        r = run(tbx, "convert", hf, b, "--force", "--quant", "Q4_K_M", *args)
+        assert r.rc == 0, r.describe()
+        assert a.read_bytes() == b.read_bytes(), extra
+        out = mcf_tensors(a.read_bytes())["lm_head.weight"][0]
+        assert out == ("f32" if extra else "mcf_k6"), (extra, out)
