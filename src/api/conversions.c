@@ -409,6 +409,10 @@ static tbx_status preset_mcf_plan(tbx_file *in, const tbx_convert_options *o, tb
     tbx_hf_gguf *h = NULL;
     tbx_status st = tbx_hf_gguf_prepare(in, &ho, &h, err);
     if (st == TBX_OK) st = tbx_hf_gguf_types(h, err);
+    if (st != TBX_OK)
+        tbx_convert_hint(err, "a preset to MCF applies llama.cpp's choice to a Hugging Face "
+                              "model that converts to GGUF; MCF's own types are q8 q4 k6 k4 "
+                              "k3 k2 int8 int4");
     const size_t n = in->ntensors ? in->ntensors : 1;
     tbx_preset_mcf_in *c = st == TBX_OK ? tbx_plan_alloc(plan, n * sizeof *c) : NULL;
     if (st == TBX_OK && !c) st = tbx_err_nomem(err, "conversion plan");

@@ -762,10 +762,12 @@ static int convert_run(const cli_args *a) {
      * the library reads as the type itself for an input that is no llama.cpp model) */
     const char *preset_name = NULL;
     tbx_dtype preset_type = TBX_DT_INVALID; /* its default type, for the reports below */
-    /* (an MCF output: a preset maps llama.cpp's choice to MCF's families; its own names, q8
-     * .. k2, int8, int4, are no preset's) */
-    for (size_t i = 0; quant && (fmt == TBX_FORMAT_GGUF || fmt == TBX_FORMAT_MCF) &&
-                       !preset_name; i++) {
+    /* (an MCF output from a directory, a Hugging Face model: a preset maps llama.cpp's choice
+     * to MCF's families; MCF's own names, q8 .. k2, int8, int4, are no preset's, and from a
+     * file a ggml type's name stays the type MCF does not store) */
+    struct stat ist;
+    const int mcf_preset = fmt == TBX_FORMAT_MCF && stat(in, &ist) == 0 && S_ISDIR(ist.st_mode);
+    for (size_t i = 0; quant && (fmt == TBX_FORMAT_GGUF || mcf_preset) && !preset_name; i++) {
         tbx_dtype dt = TBX_DT_INVALID;
         const char *pn = tbx_quant_preset_at(i, NULL, &dt, NULL);
         if (!pn) break;
