@@ -29,12 +29,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { HP_U32, HP_F32 } hp_kind;
+/* HP_F32_NZ: an f32 written only when config.json's value is not 0 (convert_hf_to_gguf.py's
+ * `if value := hparams.get(...)`: granite's multipliers) */
+typedef enum { HP_U32, HP_F32, HP_F32_NZ } hp_kind;
 
 typedef struct hf_hparam {
     const char *key;        /* after "{arch}." */
     hp_kind kind;
-    const char *cfg[4];     /* config.json names, the first present one wins */
+    const char *cfg[4];     /* config.json names, the first present one wins; a last entry
+                               "=VALUE" is the value when none is present (transformers'
+                               config class default, which convert_hf_to_gguf.py reads: it
+                               loads config.json through AutoConfig) */
     bool required;
 } hf_hparam;
 
@@ -58,7 +63,8 @@ enum {
     HD_F,       /* feed_forward_length */
     HD_X,       /* expert_count */
     HD_FX,      /* expert_feed_forward_length, else feed_forward_length */
-    HD_FS       /* expert_shared_feed_forward_length, else feed_forward_length */
+    HD_FS,      /* expert_shared_feed_forward_length, else feed_forward_length */
+    HD_F2       /* 2 x feed_forward_length (ARCH_FFN_UP_GLU's ffn_up) */
 };
 
 /* A part of an HF_MAP_SPLIT entry: its GGUF name ('#': layer), its row count, its transform. */
@@ -87,12 +93,49 @@ typedef struct hf_tmap {
 #define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
 #define ARCH_SPACE_PREFIX 0x20u /* tokenizer.ggml.add_space_prefix from tokenizer_config's
                                    add_prefix_space (convert_hf_to_gguf.py's LlamaModel) */
+#define ARCH_NO_HEAD_DIM  0x4000u /* config.json's head_dim ignored: the head size is hidden /
+                                   heads and no attention.key_length is written
+                                   (convert_hf_to_gguf.py's GraniteModel drops head_dim) */
+#define ARCH_NORM_TOPK    0x8000u /* config.json's norm_topk_prob must be true: llama.cpp's
+                                   graph always renormalizes the chosen experts' weights
+                                   (qwen3moe), so a model that does not is refused */
+#define ARCH_ADD_SEP      0x80u /* tokenizer.ggml.add_sep_token from the post-processor's pair
+                                   template, as gguf-py's SpecialVocab parses it */
+#define ARCH_PRE_MODERN_BERT 0x100u /* a GPT-2-style BPE tokenizer (a lone ByteLevel with its
+                                      regex) has tokenizer.ggml.pre "modern-bert", as llama.cpp's
+                                      converter names ModernBERT's (the GPT-2 split, and the
+                                      lstrip of [MASK]) */
+#define ARCH_SWA          0x200u /* {arch}.attention.sliding_window from local_attention,
+                                   sliding_window_pattern from global_attn_every_n_layers,
+                                   rope.freq_base / freq_base_swa from rope_parameters'
+                                   full_attention / sliding_attention rope_theta (ModernBERT) */
+#define ARCH_HIDDEN_ACT   0x400u /* {arch}.hidden_act from hidden_activation (ModernBERT's
+                                   GeGLU or SwiGLU) */
+#define ARCH_CLS_POOLING  0x800u /* {arch}.classifier.pooling_type from classifier_pooling
+                                   (cls, mean) */
+#define ARCH_ROPE_NONE    0x1000u /* {arch}.rope.scaling.type = "none" */
+#define ARCH_FFN_UP_GLU   0x2000u /* ffn_up holds a GLU's two halves: 2 x feed_forward_length
+                                   rows (ModernBERT's Wi) */
+#define ARCH_POS_OFFSET   0x40u /* RoBERTa's positions start at pad_token_id + 1: the first
+                                   pad_token_id + 1 rows of position_embd are dropped and
+                                   context_length is max_position_embeddings less them
+                                   (convert_hf_to_gguf.py's XLMRobertaModel) */
+/* Gemma's (issue 22; high bits, clear of the other rows' flags) */
+#define ARCH_NO_SPACE_PREFIX 0x10000u /* tokenizer.ggml.add_space_prefix = false whatever the
+                                         tokenizer says (convert_hf_to_gguf.py's Gemma*Model) */
+#define ARCH_GEMMA_EOT       0x20000u /* the fixed <end_of_turn> id GemmaModel.set_vocab
+                                         writes (hf_gguf.c) */
+#define ARCH_TEXT_CONFIG     0x40000u /* a multimodal config.json: its text_config's fields
+                                         over the top level's (TextModel's merge); the text
+                                         tensors only */
 
 /* Tokenizer kinds a row takes (hf_arch.tokenizers) */
 #define TBX_HF_TOK_WORDPIECE 0x01u /* tokenizer.json WordPiece -> llama.cpp "bert" */
 #define TBX_HF_TOK_BPE       0x02u /* tokenizer.json byte-level BPE -> "gpt2" */
 #define TBX_HF_TOK_SPM       0x04u /* tokenizer.model, or a byte_fallback BPE tokenizer.json
                                       -> "llama" (tried first) */
+#define TBX_HF_TOK_UGM       0x08u /* a SentencePiece Unigram sentencepiece.bpe.model (XLM-R's,
+                                      fairseq ids) -> llama.cpp "t5" (its UGM tokenizer) */
 
 /* rope_scaling types a row accepts (hf_arch.rope) */
 #define TBX_HF_ROPE_LINEAR 0x01u /* {arch}.rope.scaling.type/factor */
