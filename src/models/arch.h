@@ -118,6 +118,9 @@ const hf_arch *tbx_hf_arch_find_(const char *mt);
 /* Tests only (tests/unit/test_hf_arch.c): a row outside the table, found by its model_type
  * when no row of the table has it (listed nowhere); NULL in the library. */
 extern const hf_arch *tbx_hf_arch_test_;
+/* The row whose model_type is nearest to `mt` (edit distance, ASCII case folded; ties: the
+ * first in table order), for the unsupported-architecture error; NULL for a NULL or empty mt. */
+const hf_arch *tbx_hf_arch_nearest_(const char *mt);
 /* The rope_scaling type names of a TBX_HF_ROPE_* mask, ", "-separated, into buf. */
 void tbx_hf_rope_names_(unsigned mask, char *buf, size_t cap);
 /* The model_types of the rows whose tokenizers include `tok` (or every row: tok 0),

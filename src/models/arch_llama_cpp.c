@@ -14,6 +14,7 @@
 #include "models.h" /* tbx_gguf_hf_arch_* (tensorbox/gguf.h) */
 #include "arch.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -238,6 +239,39 @@ void tbx_hf_rope_names_(unsigned mask, char *buf, size_t cap) {
     for (size_t i = 0; i < sizeof R / sizeof R[0]; i++)
         if (mask & R[i].bit) append(buf, cap, &n, R[i].name);
     if (!n) snprintf(buf, cap, "none");
+}
+
+/* Levenshtein distance between a and b, ASCII case folded; both are bounded by the caller
+ * (model_type strings of config.json, cut at HF_NEAR_MAX bytes). */
+#define HF_NEAR_MAX 64
+static size_t edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > HF_NEAR_MAX) la = HF_NEAR_MAX;
+    if (lb > HF_NEAR_MAX) lb = HF_NEAR_MAX;
+    size_t prev[HF_NEAR_MAX + 1], cur[HF_NEAR_MAX + 1];
+    for (size_t j = 0; j <= lb; j++) prev[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            const int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+            size_t best = prev[j - 1] + (ca != cb);
+            if (prev[j] + 1 < best) best = prev[j] + 1;
+            if (cur[j - 1] + 1 < best) best = cur[j - 1] + 1;
+            cur[j] = best;
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof *prev);
+    }
+    return prev[lb];
+}
+
+const hf_arch *tbx_hf_arch_nearest_(const char *mt) {
+    const hf_arch *best = NULL;
+    size_t bd = (size_t)-1;
+    for (size_t i = 0; mt && *mt && i < sizeof ARCHES / sizeof ARCHES[0]; i++) {
+        size_t d = edit_distance(mt, ARCHES[i].model_type);
+        if (d < bd) { bd = d; best = &ARCHES[i]; }
+    }
+    return best;
 }
 
 void tbx_hf_arch_list_(unsigned tok, char *buf, size_t cap) {

@@ -28,7 +28,8 @@
  * llama-quantize; tests/python/test_hf_gguf.py checks the output against gguf-py and loads it in
  * llama.cpp. The architectures are the rows of arch_llama_cpp.c (arch.h: hyper-parameters,
  * tensor-name map, tokenizer kinds, rope_scaling variants, flags); a model_type without a row
- * fails with TBX_E_UNSUPPORTED naming it and listing the rows.
+ * fails with TBX_E_UNSUPPORTED naming it, the row nearest to it (edit distance on model_type)
+ * and the rows.
  *
  * Memory: the side files are read whole (each at most tbx_limits.max_side_file_bytes,
  * tbx_section_load_). tokenizer.json is checked and walked in its text (hf_tokenizer.c: no tree
@@ -289,10 +290,13 @@ static tbx_status pick_arch(hf *h) {
     const char *cls = json_is_array(archs) && json_array_size(archs) > 0 &&
                               json_is_string(json_array_get(archs, 0))
                           ? json_string_value(json_array_get(archs, 0)) : NULL;
+    const hf_arch *near = tbx_hf_arch_nearest_(mt);
     return hf_fail(h, TBX_E_UNSUPPORTED, "model_type",
-                   "config.json: architecture model_type \"%s\"%s%s%s is not supported for GGUF "
-                   "(supported: %s; --raw writes the tensors as they are)",
-                   mt ? mt : "(missing)", cls ? " (" : "", cls ? cls : "", cls ? ")" : "", list);
+                   "config.json: architecture model_type \"%s\"%s%s%s is not supported for GGUF"
+                   "%s%s%s (supported: %s; --raw writes the tensors as they are)",
+                   mt ? mt : "(missing)", cls ? " (" : "", cls ? cls : "", cls ? ")" : "",
+                   near ? "; the nearest supported one is \"" : "", near ? near->model_type : "",
+                   near ? "\"" : "", list);
 }
 
 static tbx_status write_hparams(hf *h) {
@@ -650,7 +654,7 @@ static const char *bpe_pre_name(hf *h) {
     return PRE_DEFAULT;
 }
 
-static tbx_status write_llama_vocab(hf *h, bool from_spm);
+static tbx_status write_llama_vocab(hf *h, uint8_t *spm, size_t spm_len);
 
 static tbx_status write_tokenizer(hf *h) {
     char spm_rows[128];
@@ -664,13 +668,28 @@ static tbx_status write_tokenizer(hf *h) {
                       tbx_value_new_bool(json_is_true(ap)))) != TBX_OK)
             return st;
         /* then, as llama.cpp's converter: tokenizer.model first, else a SentencePiece BPE
-         * tokenizer.json (byte_fallback), else the byte-level BPE path below */
-        if (tbx_file_find_section(h->in, "tokenizer.model") >= 0)
-            return write_llama_vocab(h, true);
+         * tokenizer.json (byte_fallback), else the byte-level BPE path below. A tokenizer.model
+         * that is tiktoken's text (Llama 3 repositories that copy original/tokenizer.model
+         * beside tokenizer.json) is no SentencePiece model: tokenizer.json holds the same
+         * vocabulary, and is read instead (llama.cpp's converter stops at SentencePiece's
+         * parse error there) */
+        int64_t mi = tbx_file_find_section(h->in, "tokenizer.model");
+        if (mi >= 0) {
+            void *raw = NULL;
+            size_t rl = 0;
+            if ((st = tbx_section_load_(h->in, (uint64_t)mi, &raw, &rl, h->err)) != TBX_OK)
+                return st;
+            if (!tbx_spm_is_tiktoken(raw, rl)) return write_llama_vocab(h, raw, rl);
+            tbx_free(h->al, raw, rl ? rl : 1);
+            if (!h->tok)
+                return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.model", "tokenizer.model is a "
+                               "tiktoken BPE file, not a SentencePiece model, and the model has no "
+                               "tokenizer.json (the vocabulary tensorbox reads for it)");
+        }
         json_t *m = h->tok ? json_object_get(h->tok, "model") : NULL;
         const char *mt = jstr(m, "type");
         if (mt && strcmp(mt, "BPE") == 0 && json_is_true(json_object_get(m, "byte_fallback")))
-            return write_llama_vocab(h, false);
+            return write_llama_vocab(h, NULL, 0);
     }
     if (!h->tok) {
         if (tbx_file_find_section(h->in, "tokenizer.model") >= 0)
@@ -931,10 +950,13 @@ static tbx_status spm_err(hf *h, tbx_status st) {
     return st;
 }
 
-static tbx_status write_llama_vocab(hf *h, bool from_spm) {
+/* The "llama" vocabulary from the spm_len bytes of tokenizer.model at spm (freed here), or
+ * from tokenizer.json when spm is NULL. */
+static tbx_status write_llama_vocab(hf *h, uint8_t *spm, size_t spm_len) {
     tbx_status st = TBX_OK;
-    uint8_t *buf = NULL;
-    size_t blen = 0;
+    const bool from_spm = spm != NULL;
+    uint8_t *buf = spm;
+    size_t blen = spm_len;
     tbx_spm_vocab sv = {NULL, 0, 0};
     lv_tok *tk = NULL;
     tbx_value *scores = NULL, *types = NULL, *list = NULL;
@@ -945,15 +967,8 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
     int64_t id;
     tbx_tokj_buf b = {h->al, NULL, 0};
     if (from_spm) {
-        int64_t i = tbx_file_find_section(h->in, "tokenizer.model");
-        void *raw = NULL;
-        if ((st = tbx_section_load_(h->in, (uint64_t)i, &raw, &blen, h->err)) != TBX_OK)
-            return st;
-        buf = raw;
-        {
-            st = tbx_spm_parse(buf, blen, h->al, HF_VOCAB_MAX, &sv, h->err);
-            if (st != TBX_OK && st != TBX_E_NOMEM) st = spm_err(h, st);
-        }
+        st = tbx_spm_parse(buf, blen, h->al, HF_VOCAB_MAX, &sv, h->err);
+        if (st != TBX_OK && st != TBX_E_NOMEM) st = spm_err(h, st);
         ntok = sv.n;
     } else {
         /* tokenizer.json: model.vocab holds ids 0..n-1; added tokens past them follow in
