@@ -477,6 +477,12 @@ def test_same_gguf_as_convert_hf_to_gguf(tbx, tiny, tmp_path, family, outtype):
     llama_convert(m["dir"], ref_path, family, outtype)
     args = {"f32": (), "f16": ("--cast", "f16"), "q8_0": ("--quant", "q8_0")}[outtype]
     convert(tbx, m["dir"], out, *args)
+    assert_same_as_llama_cpp(ref_path, out, family)
+
+
+def assert_same_as_llama_cpp(ref_path: Path, out: Path, family: str):
+    """llama.cpp's file at ref_path and tbx's at out: the same keys, values, tensor names,
+    shapes, types and bytes, but for the differences EXPECTED_KEY_DIFFS lists for family."""
     rr, rf = read_gguf(ref_path)
     tr, tf = read_gguf(out)
     diffs, text = set(), []
@@ -512,3 +518,59 @@ def test_same_gguf_as_convert_hf_to_gguf(tbx, tiny, tmp_path, family, outtype):
     assert diffs == expected, ("unexpected: " + str(sorted(diffs - expected)) +
                                "; expected but gone: " + str(sorted(expected - diffs)) +
                                "\n" + "\n".join(text))
+
+
+# ------------------------------------------------------------------------------------------
+# A Llama 3 directory with tiktoken's tokenizer.model beside tokenizer.json
+# ------------------------------------------------------------------------------------------
+def _tiktoken_file(tokenizer_json: Path) -> bytes:
+    """tiktoken's BPE file of a byte-level BPE tokenizer.json: each base token's bytes
+    (GPT-2's byte-to-unicode table reversed) in base64, a space, its rank (= id), one a line;
+    the added tokens are not in it (as Llama 3's original/tokenizer.model)."""
+    import base64
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + \
+        list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    dec = {chr(c): b for b, c in zip(bs, cs)}
+    vocab = json.loads(tokenizer_json.read_text())["model"]["vocab"]
+    lines = [base64.b64encode(bytes(dec[c] for c in t)).decode() + f" {i}"
+             for t, i in sorted(vocab.items(), key=lambda kv: kv[1])]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_llama3_tiktoken_tokenizer_model_falls_back(tbx, tiny, tmp_path):
+    """A Llama 3 repository that keeps original/tokenizer.model (tiktoken's text, not a
+    SentencePiece model) at its top beside tokenizer.json: tbx reads tokenizer.json, and its
+    file equals llama.cpp's converter's on the same directory without the tokenizer.model (with
+    it, that converter stops: SentencePiece cannot parse the file); llama.cpp tokenizes it as
+    transformers does."""
+    m = tiny("llama")
+    d = tmp_path / "llama3-tiktoken"
+    import shutil
+    shutil.copytree(m["dir"], d)
+    tk = _tiktoken_file(d / "tokenizer.json")
+    assert tk.count(b"\n") > 256 and tk[:1] != b"\x0a"
+    (d / "tokenizer.model").write_bytes(tk)
+    # llama.cpp's own converter refuses this directory
+    p = subprocess.run([sys.executable, "-c", _WRAPPER, str(llama_cpp_source()), "llama-bpe",
+                        str(d), "--outfile", str(tmp_path / "refused.gguf"), "--outtype", "f32"],
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode != 0 and "sentencepiece" in (p.stdout + p.stderr).lower(), \
+        (p.returncode, p.stderr[-2000:])
+    ref, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
+    llama_convert(m["dir"], ref, "llama", "f32")
+    convert(tbx, d, out)
+    assert_same_as_llama_cpp(ref, out, "llama")
+    tok = hf_tokenizer(d)
+    llm = llama_cpp.Llama(model_path=str(out), vocab_only=True, verbose=False)
+    strings = [s for c in sample_strings("llama").values() for s in c]
+    bad = [(s, tok(s)["input_ids"], llm.tokenize(s.encode(), add_bos=True, special=True))
+           for s in strings]
+    bad = [b for b in bad if b[1] != b[2]]
+    assert len(strings) > 200 and not bad, f"{len(bad)}/{len(strings)} differ: {bad[:3]}"
