@@ -1826,6 +1826,181 @@ static tbx_status apply_preset(hf *h) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Chat templates (gguf-py's SpecialVocab, as llama.cpp's converter writes them)               */
+/* ------------------------------------------------------------------------------------------ */
+#define HF_TEMPLATES_MAX 64 /* named chat templates */
+
+/* Section `name` as text (valid UTF-8) into *text, *len its length (freed by the caller:
+ * tbx_free(al, text, *cap ? *cap : 1)), its line ends read as Python's text files read them
+ * (gguf-py opens the .jinja files so: "\r\n" and a lone "\r" become "\n"). */
+static tbx_status load_text(hf *h, int64_t i, const char *name, char **text, size_t *len,
+                            size_t *cap) {
+    void *buf = NULL;
+    tbx_status st = tbx_section_load_(h->in, (uint64_t)i, &buf, cap, h->err);
+    if (st != TBX_OK) return st;
+    size_t bad = 0;
+    if (!tbx_utf8_valid(buf, *cap, &bad)) {
+        tbx_free(h->al, buf, *cap ? *cap : 1);
+        return tbx_err(h->err, TBX_E_FORMAT, bad, name, "%s: not UTF-8 text (byte %zu)", name,
+                       bad);
+    }
+    char *t = buf;
+    size_t o = 0;
+    for (size_t k = 0; k < *cap; k++) {
+        if (t[k] == '\r') {
+            t[o++] = '\n';
+            if (k + 1 < *cap && t[k + 1] == '\n') k++;
+        } else {
+            t[o++] = t[k];
+        }
+    }
+    *text = t;
+    *len = o;
+    return TBX_OK;
+}
+
+/* A template's name as gguf-py keys it: every character (code point) that is not an ASCII
+ * letter or digit becomes '_'. False when it does not fit in cap. */
+static bool template_key_name(const char *s, size_t n, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if ((c & 0xC0) == 0x80) continue; /* a continuation byte: its code point is written */
+        if (o + 1 >= cap) return false;
+        out[o++] = isalnum(c) && c < 0x80 ? (char)c : '_';
+    }
+    out[o] = 0;
+    return true;
+}
+
+/* tokenizer.chat_template (and tokenizer.chat_template.NAME + tokenizer.chat_templates) as
+ * gguf-py's SpecialVocab writes them, which llama.cpp's converter uses: only when
+ * tokenizer_config.json is a non-empty object; its chat_template member when it has one (a
+ * string; a list of {"name", "template"}; null or another type: none), else
+ * chat_template.jinja (with additional_chat_templates/NAME.jinja: the list [default, NAME...]),
+ * else chat_template.json's chat_template. Of a list, the entry named "default" is
+ * tokenizer.chat_template (the last one, if several), every other named one
+ * tokenizer.chat_template.NAME, their names (in list order; gguf-py's order is a Python set's)
+ * tokenizer.chat_templates; entries without a name or a template are left out. */
+static tbx_status put_chat_template(hf *h) {
+    if (!h->tokcfg || json_object_size(h->tokcfg) == 0) return TBX_OK;
+    tbx_status st = TBX_OK;
+    json_t *ct = json_object_get(h->tokcfg, "chat_template"), *own = NULL;
+    const char *from = "tokenizer_config.json";
+    if (!ct) {
+        int64_t ji = tbx_file_find_section(h->in, "chat_template.jinja");
+        if (ji >= 0) {
+            from = "chat_template.jinja";
+            char *text = NULL;
+            size_t len = 0, cap = 0;
+            if ((st = load_text(h, ji, from, &text, &len, &cap)) != TBX_OK) return st;
+            json_t *def = json_stringn_nocheck(text, len);
+            tbx_free(h->al, text, cap ? cap : 1);
+            if (!def) return tbx_err_nomem(h->err, from);
+            static const char dir[] = "additional_chat_templates/", ext[] = ".jinja";
+            const size_t dl = sizeof dir - 1, el = sizeof ext - 1;
+            for (uint64_t i = 0, n = tbx_section_count(h->in); st == TBX_OK && i < n; i++) {
+                tbx_section_info si = TBX_SECTION_INFO_INIT;
+                if (tbx_section_info_get(h->in, i, &si) != TBX_OK || !si.name) continue;
+                const size_t nl = strlen(si.name);
+                if (nl <= dl + el || memcmp(si.name, dir, dl) != 0 ||
+                    strcmp(si.name + nl - el, ext) != 0 || memchr(si.name + dl, '/', nl - dl))
+                    continue;
+                if (!own) {
+                    own = json_array();
+                    json_t *d0 = json_pack("{s:s,s:O}", "name", "default", "template", def);
+                    if (!own || !d0 || json_array_append_new(own, d0)) {
+                        json_decref(d0);
+                        st = tbx_err_nomem(h->err, from);
+                        break;
+                    }
+                }
+                char *text2 = NULL;
+                size_t len2 = 0, cap2 = 0;
+                if ((st = load_text(h, (int64_t)i, si.name, &text2, &len2, &cap2)) != TBX_OK)
+                    break;
+                json_t *e = json_pack("{s:s%,s:s%}", "name", si.name + dl, nl - dl - el,
+                                      "template", text2, len2);
+                tbx_free(h->al, text2, cap2 ? cap2 : 1);
+                if (!e || json_array_append_new(own, e)) {
+                    json_decref(e);
+                    st = tbx_err_nomem(h->err, from);
+                }
+            }
+            if (st == TBX_OK && !own) own = json_incref(def);
+            json_decref(def);
+            if (st != TBX_OK) {
+                json_decref(own);
+                return st;
+            }
+        } else if (tbx_file_find_section(h->in, "chat_template.json") >= 0) {
+            from = "chat_template.json";
+            json_t *cj = NULL;
+            if ((st = load_json(h, from, true, 0, &cj)) != TBX_OK) return st;
+            own = json_incref(json_object_get(cj, "chat_template"));
+            json_decref(cj);
+        }
+        ct = own;
+    }
+    if (json_is_string(ct)) {
+        st = put(h, "tokenizer.chat_template",
+                 tbx_value_new_string(json_string_value(ct), json_string_length(ct)));
+    } else if (json_is_array(ct)) {
+        const size_t n = json_array_size(ct);
+        json_t *deflt = NULL;
+        char names[HF_TEMPLATES_MAX][128];
+        size_t nn = 0, blob = 0;
+        for (size_t i = 0; st == TBX_OK && i < n; i++) {
+            json_t *e = json_array_get(ct, i), *jn = json_object_get(e, "name"),
+                   *jt = json_object_get(e, "template");
+            if (!json_is_object(e) || (jn && !json_is_string(jn) && !json_is_null(jn)) ||
+                (jt && !json_is_string(jt) && !json_is_null(jt))) {
+                st = hf_fail(h, TBX_E_FORMAT, from, "%s: chat_template[%zu] is not {\"name\": "
+                             "string, \"template\": string}", from, i);
+                break;
+            }
+            if (!json_is_string(jn) || json_string_length(jn) == 0 || !json_is_string(jt))
+                continue;
+            char nm[128];
+            if (!template_key_name(json_string_value(jn), json_string_length(jn), nm, sizeof nm)) {
+                st = hf_fail(h, TBX_E_LIMIT, from, "%s: chat_template[%zu]'s name is longer "
+                             "than %zu characters", from, i, sizeof nm - 1);
+                break;
+            }
+            if (strcmp(nm, "default") == 0) { deflt = jt; continue; }
+            for (size_t k = 0; k < nn && st == TBX_OK; k++)
+                if (strcmp(names[k], nm) == 0)
+                    st = hf_fail(h, TBX_E_FORMAT, from, "%s: two chat templates named \"%s\"",
+                                 from, nm);
+            if (st == TBX_OK && nn == HF_TEMPLATES_MAX)
+                st = hf_fail(h, TBX_E_LIMIT, from, "%s: more than %d named chat templates", from,
+                             HF_TEMPLATES_MAX);
+            if (st != TBX_OK) break;
+            memcpy(names[nn++], nm, strlen(nm) + 1);
+            blob += strlen(nm);
+            char key[160];
+            snprintf(key, sizeof key, "tokenizer.chat_template.%s", nm);
+            st = put(h, key, tbx_value_new_string(json_string_value(jt), json_string_length(jt)));
+        }
+        if (st == TBX_OK && nn) {
+            tbx_value *arr = tbx_val_str_array(h->al, nn, blob);
+            for (size_t k = 0; arr && k < nn; k++) {
+                char *d = tbx_val_str_array_add(arr, strlen(names[k]));
+                if (!d) { tbx_val_free(arr); arr = NULL; break; }
+                memcpy(d, names[k], strlen(names[k]));
+            }
+            if (arr) tbx_val_str_array_done(arr);
+            st = put(h, "tokenizer.chat_templates", arr);
+        }
+        if (st == TBX_OK && deflt)
+            st = put(h, "tokenizer.chat_template",
+                     tbx_value_new_string(json_string_value(deflt), json_string_length(deflt)));
+    }
+    json_decref(own);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 int tbx_gguf_hf_applies(const tbx_file *in) {
     return in && tbx_file_find_section(in, "config.json") >= 0;
 }
@@ -1973,6 +2148,7 @@ tbx_status tbx_hf_gguf_write(tbx_hf_gguf *h, tbx_writer *w, tbx_plan **plan, tbx
     if (st == TBX_OK && !h->preset) st = put_u32(h, "general.file_type", ftype);
     if (st == TBX_OK && !h->preset) st = put_u32(h, "general.quantization_version", 2);
     if (st == TBX_OK) st = write_tokenizer(h);
+    if (st == TBX_OK) st = put_chat_template(h);
     if (st == TBX_OK && h->preset) st = put_u32(h, "general.quantization_version", 2);
     if (st == TBX_OK && h->preset) st = put_u32(h, "general.file_type", ftype);
     drop_tokenizer(h); /* its arrays are built: the text is no longer needed */

@@ -574,3 +574,86 @@ def test_llama3_tiktoken_tokenizer_model_falls_back(tbx, tiny, tmp_path):
            for s in strings]
     bad = [b for b in bad if b[1] != b[2]]
     assert len(strings) > 200 and not bad, f"{len(bad)}/{len(strings)} differ: {bad[:3]}"
+
+
+# ------------------------------------------------------------------------------------------
+# tokenizer.chat_template (gguf-py's SpecialVocab, which llama.cpp's converter uses)
+# ------------------------------------------------------------------------------------------
+TPL_A = "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n" \
+        "{{ m['content'] }}<|eot_id|>{% endfor %}"
+TPL_B = "{{ bos_token }}{% for m in messages %}{{ m['content'] | trim }} — café 🦙\n{% endfor %}"
+TPL_C = "{# tool use #}{% for t in tools %}{{ t | tojson }}{% endfor %}"
+# case -> (files to write: relative path -> text or JSON value for tokenizer_config.json's
+# chat_template (key "@cfg"; "@none": the key is removed), the expected GGUF keys)
+_CHAT_CASES = {
+    "config_string": ({"@cfg": TPL_A}, {"tokenizer.chat_template": TPL_A}),
+    "config_list": ({"@cfg": [{"name": "default", "template": TPL_A},
+                              {"name": "tool use", "template": TPL_C},
+                              {"name": "", "template": TPL_B}]},
+                    {"tokenizer.chat_template": TPL_A, "tokenizer.chat_template.tool_use": TPL_C,
+                     "tokenizer.chat_templates": ["tool_use"]}),
+    "config_list_two_named": ({"@cfg": [{"name": "rag", "template": TPL_B},
+                                        {"name": "tool_use", "template": TPL_C}]},
+                              {"tokenizer.chat_template.rag": TPL_B,
+                               "tokenizer.chat_template.tool_use": TPL_C,
+                               "tokenizer.chat_templates": ["rag", "tool_use"]}),
+    "jinja_crlf": ({"@cfg": "@none", "chat_template.jinja": TPL_B.replace("\n", "\r\n") + "\r"},
+                   {"tokenizer.chat_template": TPL_B + "\n"}),
+    "jinja_additional": ({"@cfg": "@none", "chat_template.jinja": TPL_A,
+                          "additional_chat_templates/tool_use.jinja": TPL_C},
+                         {"tokenizer.chat_template": TPL_A,
+                          "tokenizer.chat_template.tool_use": TPL_C,
+                          "tokenizer.chat_templates": ["tool_use"]}),
+    "json": ({"@cfg": "@none", "chat_template.json": json.dumps({"chat_template": TPL_B})},
+             {"tokenizer.chat_template": TPL_B}),
+    "config_wins": ({"@cfg": TPL_C, "chat_template.jinja": TPL_A},
+                    {"tokenizer.chat_template": TPL_C}),
+    "config_null": ({"@cfg": None, "chat_template.jinja": TPL_A}, {}),
+}
+
+
+@pytest.mark.parametrize("case", list(_CHAT_CASES))
+def test_chat_template_as_llama_cpp(tbx, tiny, tmp_path, case):
+    """Each place a chat template comes from (tokenizer_config.json's chat_template as a string,
+    as a list of named templates, or null; chat_template.jinja, with CRLF line ends, with
+    additional_chat_templates/; chat_template.json): tbx writes the keys expected here (from
+    the files written), llama.cpp's converter writes the same (its tokenizer.chat_templates, a
+    Python set, compared as a set), the rest of the two files is as test (c) says, and
+    llama.cpp's llama_model_chat_template reads the default and the named templates back."""
+    import shutil
+    files, want = _CHAT_CASES[case]
+    m = tiny("llama")
+    d = tmp_path / "m"
+    shutil.copytree(m["dir"], d)
+    tc = json.loads((d / "tokenizer_config.json").read_text())
+    assert "chat_template" not in tc and not (d / "chat_template.jinja").exists()
+    for rel, text in files.items():
+        if rel == "@cfg":
+            if text != "@none":
+                tc["chat_template"] = text
+            (d / "tokenizer_config.json").write_text(json.dumps(tc))
+            continue
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_bytes(text.encode("utf-8"))
+    ref, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
+    llama_convert(d, ref, "llama", "f32")
+    convert(tbx, d, out)
+    _, rf = read_gguf(ref)
+    _, tf = read_gguf(out)
+    got = {k: _value(f) for k, f in tf.items() if k.startswith("tokenizer.chat_template")}
+    assert got == want, (case, got)
+    ref_chat = {k: _value(f) for k, f in rf.items() if k.startswith("tokenizer.chat_template")}
+    if "tokenizer.chat_templates" in ref_chat:
+        assert sorted(ref_chat["tokenizer.chat_templates"]) == sorted(want["tokenizer.chat_templates"])
+        ref_chat["tokenizer.chat_templates"] = got["tokenizer.chat_templates"]
+    assert ref_chat == want, (case, ref_chat)
+    if len(want.get("tokenizer.chat_templates", [])) <= 1:
+        assert_same_as_llama_cpp(ref, out, "llama")
+    llm = llama_cpp.Llama(model_path=str(out), vocab_only=True, verbose=False)
+    for key, text in want.items():
+        if key == "tokenizer.chat_templates":
+            continue
+        name = key[len("tokenizer.chat_template."):].encode() if key.count(".") == 2 else None
+        assert llama_cpp.llama_model_chat_template(llm.model, name).decode() == text, key
+    if "tokenizer.chat_template" not in want:
+        assert llama_cpp.llama_model_chat_template(llm.model, None) is None
