@@ -35,8 +35,11 @@ typedef struct hf_hparam {
     const char *key;        /* after "{arch}." */
     hp_kind kind;
     const char *cfg[4];     /* config.json names, the first present one wins */
-    bool required;
+    uint8_t required;       /* false, true, or HP_OR_ZERO */
 } hf_hparam;
+/* hf_hparam.required: written as 0 when config.json has none of the names (or null), as
+ * llama.cpp's converter does for some keys (phi3's attention.sliding_window) */
+#define HP_OR_ZERO 2
 
 /* Transforms of a map entry or part (the plan's TBX_XF_* with what they need resolved at
  * conversion time: the head count of q or k). */
@@ -58,7 +61,9 @@ enum {
     HD_F,       /* feed_forward_length */
     HD_X,       /* expert_count */
     HD_FX,      /* expert_feed_forward_length, else feed_forward_length */
-    HD_FS       /* expert_shared_feed_forward_length, else feed_forward_length */
+    HD_FS,      /* expert_shared_feed_forward_length, else feed_forward_length */
+    HD_QKV,     /* HD_Q + 2 x HD_K: a fused q, k and v kept whole (attn_qkv) */
+    HD_F2       /* 2 x feed_forward_length: gate and up kept whole (ARCH_FUSED_UP's ffn_up) */
 };
 
 /* A part of an HF_MAP_SPLIT entry: its GGUF name ('#': layer), its row count, its transform. */
@@ -87,6 +92,14 @@ typedef struct hf_tmap {
 #define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
 #define ARCH_SPACE_PREFIX 0x20u /* tokenizer.ggml.add_space_prefix from tokenizer_config's
                                    add_prefix_space (convert_hf_to_gguf.py's LlamaModel) */
+#define ARCH_ROPE_PARTIAL 0x40u /* with ARCH_ROPE_DIM: rope.dimension_count =
+                                   int(partial_rotary_factor x hidden_size) / heads (factor 1
+                                   when absent; Phi3MiniModel) */
+#define ARCH_FUSED_UP     0x80u /* ffn_up holds gate and up: 2 x feed_forward_length rows */
+#define ARCH_SPM_ADDED    0x100u /* SentencePiece vocabulary as Phi3MiniModel.set_vocab: the
+                                   added tokens of tokenizer_config's added_tokens_decoder and
+                                   of tokenizer.json are control when special, else
+                                   user-defined (no look-special test, no U+2581 -> space) */
 
 /* Tokenizer kinds a row takes (hf_arch.tokenizers) */
 #define TBX_HF_TOK_WORDPIECE 0x01u /* tokenizer.json WordPiece -> llama.cpp "bert" */
@@ -98,6 +111,9 @@ typedef struct hf_tmap {
 #define TBX_HF_ROPE_LINEAR 0x01u /* {arch}.rope.scaling.type/factor */
 #define TBX_HF_ROPE_LLAMA3 0x02u /* rope_freqs.weight generated */
 #define TBX_HF_ROPE_YARN   0x04u /* {arch}.rope.scaling.type/factor/original_context_length */
+#define TBX_HF_ROPE_LONGROPE 0x08u /* "longrope" (or "su") with long_factor/short_factor:
+                                      rope_factors_long/short.weight generated and
+                                      rope.scaling.attn_factor (Phi3MiniModel) */
 
 typedef struct hf_arch {
     const char *model_type;         /* config.json model_type: the row's name */

@@ -187,6 +187,37 @@ static const hf_tmap TM_QWEN2MOE[] = {
 
 static const char *const SKIP_DECODER[] = {"model.layers.#.self_attn.rotary_emb.inv_freq", NULL};
 
+/* Phi-3 (convert_hf_to_gguf.py's Phi3MiniModel): q, k and v fused in qkv_proj and gate and up
+ * in gate_up_proj, both kept whole (llama.cpp's phi3 graph splits them: attn_qkv, ffn_up of
+ * 2 x feed_forward_length rows); the rotary embedding in NEOX form (no reordering). Its
+ * hyper-parameters are the converter's own list (no vocab_size): head_count_kv always,
+ * original_max_position_embeddings required, sliding_window 0 when absent. */
+static const hf_hparam HP_PHI3[] = {
+    {"context_length", HP_U32, {"n_positions", "max_position_embeddings"}, true},
+    {"rope.scaling.original_context_length", HP_U32, {"original_max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size", "n_embd"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads", "n_head"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads", "n_head_kv"}, true},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, true},
+    {"attention.sliding_window", HP_U32, {"sliding_window"}, HP_OR_ZERO},
+    {NULL, HP_U32, {NULL}, false},
+};
+static const hf_tmap TM_PHI3[] = {
+    ONE("model.embed_tokens", "token_embd"),
+    ONE("model.norm", "output_norm"),
+    ONE("lm_head", "output"),
+    ONE("model.layers.#.input_layernorm", "blk.#.attn_norm"),
+    ONE("model.layers.#.self_attn.qkv_proj", "blk.#.attn_qkv"),
+    ONE("model.layers.#.self_attn.o_proj", "blk.#.attn_output"),
+    ONE("model.layers.#.post_attention_layernorm", "blk.#.ffn_norm"),
+    ONE("model.layers.#.mlp.gate_up_proj", "blk.#.ffn_up"),
+    ONE("model.layers.#.mlp.down_proj", "blk.#.ffn_down"),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+
 /* Rows, in the order the supported list shows them. rope: convert_hf_to_gguf.py's BaichuanModel
  * writes linear scaling's keys; its Qwen2MoeModel yarn's; its LlamaModel
  * (llama, and mixtral, which it converts as "llama") writes linear scaling's keys and llama3's
@@ -206,6 +237,11 @@ static const hf_arch ARCHES[] = {
      TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
     {"qwen2_moe", "qwen2moe", {NULL}, HP_QWEN2MOE, TM_QWEN2MOE, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
      TBX_HF_ROPE_YARN},
+    /* Phi3MiniModel: tokenizer.model (its own added-token rules), a GPT-2 BPE for Phi-4;
+     * longrope's factors */
+    {"phi3", "phi3", {NULL}, HP_PHI3, TM_PHI3, SKIP_DECODER,
+     ARCH_ROPE_DIM | ARCH_ROPE_PARTIAL | ARCH_FUSED_UP | ARCH_SPM_ADDED,
+     TBX_HF_TOK_SPM | TBX_HF_TOK_BPE, TBX_HF_ROPE_LONGROPE},
 };
 
 size_t tbx_hf_arch_count_(void) { return sizeof ARCHES / sizeof ARCHES[0]; }
@@ -232,6 +268,7 @@ static void append(char *buf, size_t cap, size_t *n, const char *s) {
 void tbx_hf_rope_names_(unsigned mask, char *buf, size_t cap) {
     static const struct { unsigned bit; const char *name; } R[] = {
         {TBX_HF_ROPE_LINEAR, "linear"}, {TBX_HF_ROPE_LLAMA3, "llama3"}, {TBX_HF_ROPE_YARN, "yarn"},
+        {TBX_HF_ROPE_LONGROPE, "longrope"},
     };
     size_t n = 0;
     if (!cap) return;

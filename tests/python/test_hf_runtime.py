@@ -11,7 +11,11 @@ and a tokenizer of that family:
   qwen2  the same with Qwen2's split regex, its NFC normalizer and its chat special tokens,
          tied input/output embeddings as the small Qwen2.5 models have;
   mixtral, qwen2_moe  the MoE rows (4 experts, 2 used; Qwen2-MoE's shared expert), with their
-         dense sibling's tokenizer.
+         dense sibling's tokenizer;
+  phi3   Phi-3's shape: a SentencePiece tokenizer.model (no Phi tokenizer ships in a PyPI
+         package: a BPE trained here with PyPI `sentencepiece`, exported to tokenizer.json as
+         test_hf_gguf_spm.py does) with Phi-3's chat tokens added past it; fused qkv_proj and
+         gate_up_proj; phi3_longrope the same with longrope rope scaling (long/short factors).
 Then:
 (a) tbx converts the directory (f32, f16, q8_0); llama.cpp (llama_cpp) loads the GGUF and its
     logits for a few prompts equal transformers' on the original directory (f32 with an f32 KV
@@ -58,6 +62,8 @@ SPECIALS = {
     "llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
               "<|end_header_id|>", "<|eot_id|>"],
     "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+    # Phi-3: SentencePiece's own <s>, </s>, then its chat tokens (added past the pieces)
+    "phi3": ["<s>", "</s>", "<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>"],
 }
 
 WORDS = ["the", "cat", "sat", "on", "mat", "model", "tensor", "llama", "runs", "quickly",
@@ -181,13 +187,15 @@ FAMILIES = {
     # MiniLM's vocabulary behind a cased BertNormalizer (lowercase false, as bert-base-cased):
     # llama.cpp lowercases unless the GGUF says tokenizer.ggml.normalizer.lowercase = false
     "bert_cased": ("BertConfig", "BertModel", gguf.MODEL_ARCH.BERT, 6),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", gguf.MODEL_ARCH.PHI3, 7),
+    "phi3_longrope": ("Phi3Config", "Phi3ForCausalLM", gguf.MODEL_ARCH.PHI3, 8),
 }
-DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"]
+DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe", "phi3", "phi3_longrope"]
 # the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
 # Mixtral has Llama 2's SentencePiece, which tests/python/test_hf_gguf_spm.py covers; here the
 # rows' tensors are the point)
 TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama",
-          "qwen2_moe": "qwen2", "bert_cased": "bert"}
+          "qwen2_moe": "qwen2", "bert_cased": "bert", "phi3": "phi3", "phi3_longrope": "phi3"}
 # the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
 MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
            "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
@@ -195,11 +203,65 @@ MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
                          "norm_topk_prob": False}}
 
 
+def phi3_tokenizer(d: Path) -> int:
+    """Phi-3's tokenizer files: tokenizer.model (a SentencePiece BPE trained here, Llama 2's
+    settings), its tokenizer.json export, Phi-3's chat tokens added past the pieces (all
+    special but one, <|placeholder1|>, as a user-defined token), in tokenizer.json's
+    added_tokens and tokenizer_config.json's added_tokens_decoder as Phi-3's files have them
+    (but <|placeholder1|> only in the former).
+    Returns the vocabulary size (pieces + added)."""
+    from test_hf_gguf_spm import export_tokenizer_json, train_spm
+    proto = train_spm()
+    tj = export_tokenizer_json(proto)
+    n = len(tj["model"]["vocab"])
+    added = [(c, True) for c in SPECIALS["phi3"][2:]] + [("<|placeholder1|>", False)]
+    # rstrip as Phi-3's tokenizer.json: on </s> and the chat tokens, not on <|endoftext|>
+    for t in tj["added_tokens"]:
+        t["rstrip"] = t["content"] == "</s>"
+    for k, (c, special) in enumerate(added):
+        tj["added_tokens"].append({"id": n + k, "content": c, "single_word": False,
+                                   "lstrip": False, "rstrip": c != "<|endoftext|>",
+                                   "normalized": False, "special": special})
+    (d / "tokenizer.model").write_bytes(proto)
+    (d / "tokenizer.json").write_text(json.dumps(tj))
+    # added_tokens_decoder without <|placeholder1|>: llama.cpp's Phi-3 vocabulary takes
+    # tokenizer.json's added tokens too
+    dec = {str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip",
+                                              "single_word", "special")}
+           for t in tj["added_tokens"] if t["content"] != "<|placeholder1|>"}
+    (d / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "<|endoftext|>",
+        "unk_token": "<unk>", "pad_token": "<|endoftext|>", "add_bos_token": True,
+        "add_eos_token": False, "legacy": False, "added_tokens_decoder": dec,
+        "model_max_length": 4096}))
+    return n + len(added)
+
+
 def build(d: Path, family: str, minilm_dir: Path) -> dict:
     """Writes the tiny model of `family` into d (save_pretrained) and returns its facts."""
     cfg_cls, model_cls, _, seed = FAMILIES[family]
     d.mkdir(parents=True)
-    if TOKFAM[family] == "bert":
+    if TOKFAM[family] == "phi3":
+        V = phi3_tokenizer(d)
+        rope = {}
+        if family == "phi3_longrope":  # factors != 1, so a file without them differs
+            rng = random.Random(seed)
+            half = 64 // 4 // 2
+            rope = {"rope_parameters": {
+                "rope_type": "longrope", "rope_theta": 10000.0,
+                "long_factor": [1.0 + 3 * rng.random() for _ in range(half)],
+                "short_factor": [1.0 + rng.random() for _ in range(half)],
+                "original_max_position_embeddings": 256}}
+        cfg = transformers.Phi3Config(
+            vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
+            # longrope: llama.cpp takes the short factors while its context (n_ctx 128,
+            # padded to 256) is within the original one, transformers while the sequence is
+            max_position_embeddings=1024 if rope else 256,
+            original_max_position_embeddings=256, initializer_range=0.1,
+            bos_token_id=1, eos_token_id=V - len(SPECIALS["phi3"]) + 1, pad_token_id=None,
+            tie_word_embeddings=False, **rope)
+    elif TOKFAM[family] == "bert":
         V = minilm_tokenizer(d, minilm_dir, cased=(family == "bert_cased"))
         cfg = getattr(transformers, cfg_cls)(
             vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -232,6 +294,13 @@ def build(d: Path, family: str, minilm_dir: Path) -> dict:
             if name.endswith("block_sparse_moe.gate.weight") or name.endswith("mlp.gate.weight"):
                 p.mul_(20.0)
     model.save_pretrained(str(d), safe_serialization=True)
+    if TOKFAM[family] == "phi3":
+        # as Phi-3's config.json: llama.cpp's tokenizer gives Phi-3's special tokens their
+        # rstrip (as tokenizer.json's) only when general.name, which tbx takes from here,
+        # says "phi-3" or "phi3"
+        c = json.loads((d / "config.json").read_text())
+        c["_name_or_path"] = "Phi-3-mini-4k-instruct"
+        (d / "config.json").write_text(json.dumps(c, indent=2))
     return {"dir": d, "vocab": V}
 
 
@@ -374,7 +443,7 @@ def _token_diffs(tbx, tiny, tmp_path, family, strings):
 
 @pytest.mark.parametrize("category", ["ascii", "accents", "cjk", "emoji", "whitespace",
                                       "special"])
-@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased", "phi3"])
 def test_token_ids_equal_transformers(tbx, tiny, tmp_path, family, category):
     strings = [s for s in sample_strings(TOKFAM[family])[category] if not _limited(family, s)]
     assert len(strings) >= 25
@@ -439,11 +508,24 @@ def _value(f):
 # asserts the differences are exactly these (a fixed one must leave this table). No tensor
 # difference is expected: names, shapes, types and bytes are equal.
 _ALL = tuple(FAMILIES)
+# the families whose config.json names the model (_name_or_path, as Phi-3's): tbx writes it as
+# general.name
+_NAMED = tuple(f for f in FAMILIES if TOKFAM[f] == "phi3")
 EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ("llama.cpp only", "general.name"): (
-        _ALL, "gguf-py's Metadata names a model without a model card after its directory "
+        tuple(f for f in _ALL if f not in _NAMED), "gguf-py's Metadata names a model without a model card after its directory "
               "(\"llama\" -> \"Llama\"); tbx writes general.name only when the model states "
               "one; llama.cpp does not need it"),
+    ("value", "general.name"): (
+        _NAMED, "config.json's _name_or_path (\"Phi-3-mini-4k-instruct\"): tbx writes it as "
+                "it is, gguf-py's Metadata prettifies it (\"Phi 3 Mini 4k Instruct\"). "
+                "llama.cpp gives Phi-3's special tokens the rstrip of its tokenizer.json only "
+                "when general.name holds \"phi-3\" or \"phi3\": tbx's does (test (b)), the "
+                "prettified one does not (test_phi3_rstrip_needs_the_name)"),
+    ("llama.cpp only", "general.basename"): (
+        _NAMED, "gguf-py's Metadata splits the name into basename, finetune and size label "
+                "(\"Phi-3\", \"4k-instruct\"); informational, tbx does not write them"),
+    ("llama.cpp only", "general.finetune"): (_NAMED, "as general.basename"),
     ("llama.cpp only", "general.size_label"): (
         _ALL, "gguf-py's parameter-count label (\"159K\"), informational; tbx does not write "
               "it yet"),
@@ -451,7 +533,7 @@ EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
         _ALL, "gguf-py writes \"model\" (vs \"adapter\"); informational, llama.cpp reads it "
               "only for LoRA adapters; tbx does not write it yet"),
     ("llama.cpp only", "tokenizer.ggml.add_sep_token"): (
-        ("llama", "bert"), "gguf-py's parse of the post-processor's pair template writes False "
+        ("llama", "bert", "phi3"), "gguf-py's parse of the post-processor's pair template writes False "
                            "(no separator between A and B that is not also the last token); "
                            "tbx writes no add_sep; the single-text ids of tbx's file equal "
                            "transformers' (test (b))"),
@@ -518,6 +600,53 @@ def assert_same_as_llama_cpp(ref_path: Path, out: Path, family: str):
     assert diffs == expected, ("unexpected: " + str(sorted(diffs - expected)) +
                                "; expected but gone: " + str(sorted(expected - diffs)) +
                                "\n" + "\n".join(text))
+
+
+# ------------------------------------------------------------------------------------------
+# Phi-3: longrope's long factors; the special tokens' rstrip
+# ------------------------------------------------------------------------------------------
+def test_phi3_longrope_long_factors(tbx, tiny, tmp_path):
+    """Past the original context both runtimes take longrope's long factors (transformers when
+    the sequence is longer than original_max_position_embeddings, llama.cpp when its context
+    is): a 300-token prompt with n_ctx 1024 gives transformers' logits (f32, <= 1e-3)."""
+    m = tiny("phi3_longrope")
+    out = tmp_path / "phi3-longrope.gguf"
+    convert(tbx, m["dir"], out)
+    tok = hf_tokenizer(m["dir"])
+    model = hf_model(m["dir"], "phi3_longrope")
+    ids = tok(" ".join(s for c in sample_strings("phi3").values() for s in c))["input_ids"][:300]
+    assert len(ids) == 300 > model.config.original_max_position_embeddings
+    with torch.no_grad():
+        ref = model(torch.tensor([ids])).logits[0].double().numpy()
+        short = hf_model(m["dir"], "phi3_longrope")(torch.tensor([ids[:200]])).logits[0]
+    llm = llama_cpp.Llama(model_path=str(out), n_ctx=1024, logits_all=True, verbose=False,
+                          type_k=0, type_v=0, n_threads=1, n_batch=512)
+    llm.eval(ids)
+    got = np.asarray(llm.scores[:len(ids)], dtype=np.float64)
+    diff = float(np.abs(got - ref).max())
+    # the long factors matter: the first 200 positions differ from a short (<= 256) run's
+    assert float(np.abs(ref[:200] - short.double().numpy()).max()) > 1e-2
+    assert diff <= 1e-3, diff
+    print(f"phi3_longrope long factors: max |logit diff| {diff:.3g}")
+
+
+def test_phi3_rstrip_needs_the_name(tbx, tiny, tmp_path):
+    """llama.cpp strips the whitespace after Phi-3's special tokens (as tokenizer.json's rstrip
+    says) only when general.name holds "phi-3"/"phi3": tbx's file (the name of config.json's
+    _name_or_path) tokenizes "<|end|> world" as transformers does, llama.cpp's converter's
+    (gguf-py's prettified "Phi 3 Mini 4k Instruct") does not."""
+    m = tiny("phi3")
+    ref, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
+    llama_convert(m["dir"], ref, "phi3", "f32")
+    convert(tbx, m["dir"], out)
+    text = "<|end|> world <|user|>  hi"
+    want = hf_tokenizer(m["dir"])(text)["input_ids"]
+    ids = {}
+    for k, f in (("tbx", out), ("llama.cpp", ref)):
+        llm = llama_cpp.Llama(model_path=str(f), vocab_only=True, verbose=False)
+        ids[k] = llm.tokenize(text.encode(), add_bos=True, special=True)
+    assert ids["tbx"] == want, (ids, want)
+    assert ids["llama.cpp"] != want, (ids, want)
 
 
 # ------------------------------------------------------------------------------------------
