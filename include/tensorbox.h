@@ -1424,6 +1424,56 @@ TBX_API tbx_status tbx_convert_check(const char *out_path, const tbx_convert_opt
 TBX_API tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_options *opt,
                                tbx_error *err);
 
+/* ---------------------------------------------------------------------------------------------
+ * Comparing two models (tbx diff)
+ * ------------------------------------------------------------------------------------------- */
+#define TBX_DIFF_MAP_NONE 0u /* tensors pair by name */
+/* a Hugging Face directory against a GGUF file (either order) pairs through the architecture's
+ * HF -> GGUF name map with its layout changes undone; any other two inputs pair by name */
+#define TBX_DIFF_MAP_AUTO 1u
+
+typedef struct tbx_diff_options {
+    uint32_t struct_size;   /* sizeof(tbx_diff_options) */
+    uint32_t map;           /* TBX_DIFF_MAP_* (default AUTO) */
+    /* Tolerances (negative: not given, the default). With either given, the verdict is about
+     * tensors only: every compared tensor identical or meeting every bound given (nmse <=
+     * tol_nmse, max_abs <= tol_max_abs), none added, removed or not comparable. */
+    double tol_nmse;
+    double tol_max_abs;
+    uint32_t threads;       /* 0: env TBX_THREADS, else the online CPUs (at most 8); 1: none */
+} tbx_diff_options;
+
+TBX_API void tbx_diff_options_init(tbx_diff_options *opt);
+
+/* Compares two open models of any formats and returns the report as a MAP value (*report, to
+ * free with tbx_value_free; `tbx diff --json` prints it, Python's tensorbox.diff returns it):
+ *   a, b                {path, format, tensors, metadata, sections} of each input
+ *   map                 "none", "hf-gguf" or "gguf-hf" (A is the GGUF); architecture (mapped)
+ *   metadata            {compared, added [{key, type, value}], removed [...], changed [{key,
+ *                       a_type, b_type, a, b, first_difference (arrays)}]}: scalars and strings
+ *                       up to 256 bytes as they are, longer values described ("<array<string>
+ *                       [32000]>"); not compared across a mapped pair (compared false)
+ *   sections            {added, removed, changed}: names (not with a mapped pair)
+ *   tensors             {added, removed: [{name, dtype, shape}], skipped (mapped: HF names the
+ *                       conversion leaves out), compared: [{name, a_name / b_name (mapped: the
+ *                       HF name), sources, transform, a_dtype, b_dtype, a_shape, b_shape,
+ *                       elements, identical, max_abs, rmse, nmse, cosine, nonfinite,
+ *                       nonfinite_mismatch, within_tolerance}] sorted by nmse, worst first,
+ *                       not_compared: [{name, why}] (values counts differ, undecodable dtype)}
+ *   layers              per layer number found in the names (null: the others, last):
+ *                       {layer, tensors, identical, elements, max_abs, rmse, nmse, cosine, worst}
+ *   tolerance, summary  the bounds; counts and the metrics over every compared value
+ *   identical, within_tolerance (null without tolerance), differs (the verdict)
+ * Values are decoded to f32 (quantized ones dequantized) and compared in double, with A as the
+ * reference, over the pairs of finite values: max_abs = max |b - a|, rmse = sqrt(sum (b-a)^2 /
+ * n), nmse = sum (b-a)^2 / sum a^2, cosine = sum ab / sqrt(sum a^2 sum b^2) (null when
+ * undefined). Streamed in jobs of 2^18 values on `threads` workers in bounded memory; the
+ * report does not depend on the thread count. Errors: what reading either input gives (a
+ * malformed tensor, a file that shrank), --map auto with a model_type without a name map
+ * (TBX_E_UNSUPPORTED) or a GGUF without the head counts it needs (TBX_E_NOT_FOUND). */
+TBX_API tbx_status tbx_diff(tbx_file *a, tbx_file *b, const tbx_diff_options *opt,
+                            tbx_value **report, tbx_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -90,6 +90,9 @@ class build_ext_cmake(build_ext):
         for ext in self.extensions:
             ext.include_dirs.append(str(ROOT / "include"))
             ext.extra_objects = [str(lib)]
+            # build_ext rebuilds only what is older than its inputs: the archive and the
+            # public headers are inputs too, or a changed library would not be relinked
+            ext.depends = [str(lib)] + sorted(str(h) for h in (ROOT / "include").rglob("*.h"))
             ext.extra_link_args = flags
         super().run()
 

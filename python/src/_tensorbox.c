@@ -1879,6 +1879,51 @@ static PyObject *mod_set_hooks(PyObject *m, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* diff(a, b, map="auto", nmse=-1.0, max_abs=-1.0, threads=0) -> the tbx_diff document */
+static PyObject *mod_diff(PyObject *m, PyObject *args, PyObject *kw) {
+    (void)m;
+    static char *kwlist[] = {"a", "b", "map", "nmse", "max_abs", "threads", NULL};
+    PyObject *pa = NULL, *pb = NULL;
+    const char *map = "auto";
+    double nmse = -1, max_abs = -1;
+    unsigned int threads = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|sddI", kwlist, PyUnicode_FSConverter, &pa,
+                                     PyUnicode_FSConverter, &pb, &map, &nmse, &max_abs, &threads))
+        return NULL;
+    tbx_diff_options o;
+    tbx_diff_options_init(&o);
+    if (!strcmp(map, "none")) o.map = TBX_DIFF_MAP_NONE;
+    else if (strcmp(map, "auto")) {
+        Py_DECREF(pa);
+        Py_DECREF(pb);
+        return raise_simple(TBX_E_INVALID_ARG, "map: '%s' (auto or none)", map);
+    }
+    o.tol_nmse = nmse;
+    o.tol_max_abs = max_abs;
+    o.threads = threads;
+    tbx_open_options opt;
+    tbx_open_options_init(&opt);
+    tbx_file *fa = NULL, *fb = NULL;
+    tbx_value *doc = NULL;
+    tbx_error err;
+    err_clear(&err);
+    tbx_status st;
+    const char *sa = PyBytes_AS_STRING(pa), *sb = PyBytes_AS_STRING(pb);
+    Py_BEGIN_ALLOW_THREADS
+    st = tbx_open_path(&fa, sa, &opt, &err);
+    if (st == TBX_OK) st = tbx_open_path(&fb, sb, &opt, &err);
+    if (st == TBX_OK) st = tbx_diff(fa, fb, &o, &doc, &err);
+    tbx_close(fa);
+    tbx_close(fb);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(pa);
+    Py_DECREF(pb);
+    if (st != TBX_OK) return raise_tbx(st, &err);
+    PyObject *r = value_to_py(doc, 0);
+    tbx_value_free(doc);
+    return r;
+}
+
 static PyObject *mod_version(PyObject *m, PyObject *Py_UNUSED(ignored)) {
     (void)m;
     return PyUnicode_FromString(tbx_version());
@@ -1900,6 +1945,8 @@ static PyMethodDef mod_methods[] = {
     {"format_from_path", mod_format_from_path, METH_O, "format name from an extension, or None"},
     {"hf_architectures", mod_hf_architectures, METH_NOARGS,
      "[(model_type, architecture)] of the Hugging Face -> GGUF architecture table"},
+    {"diff", (PyCFunction)(void (*)(void))mod_diff, METH_VARARGS | METH_KEYWORDS,
+     "diff(a, b, map='auto', nmse=-1.0, max_abs=-1.0, threads=0): the tbx_diff document"},
     {"_set_array_hook", mod_set_hooks, METH_O, "internal"},
     {"library_version", mod_version, METH_NOARGS, "version of libtensorbox"},
     {NULL, NULL, 0, NULL},

@@ -40,6 +40,7 @@ Errors are :class:`Error` and its subclasses (:class:`FormatError`, :class:`Limi
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
 import warnings
@@ -70,7 +71,7 @@ except ImportError:  # pragma: no cover - exercised by the fresh-venv test
 
 __all__ = [
     "safe_open", "load_file", "load", "info", "validate", "save_file", "convert", "Problem",
-    "formats", "hf_architectures", "check_input", "ConvertReport", "ConversionWarning", "Error",
+    "formats", "hf_architectures", "check_input", "diff", "ConvertReport", "ConversionWarning", "Error",
     "FormatError",
     "LimitError", "UnsupportedError", "NotFoundError", "ChecksumError", "ExistsError",
     "LossyError", "IOError", "InvalidArgumentError", "OutOfMemoryError", "StateError",
@@ -533,6 +534,25 @@ def validate(path, ggml=False, threads=0):
     offset, message); empty when the file is valid. ``ggml=True`` adds ggml's loader rules
     for GGUF files."""
     return [Problem(*p) for p in _tb.validate(os.fspath(path), ggml=ggml, threads=threads)]
+
+
+def diff(a, b, map="auto", tolerance=None, max_abs=None, threads=0):
+    """What differs between two models of any formats (``tbx diff A B --json``; the library's
+    tbx_diff): a dict with a, b, map, metadata (added / removed / changed), sections, tensors
+    (added, removed, compared: per tensor dtypes, shapes, max_abs, rmse, nmse, cosine of the
+    values decoded to f32 with A as the reference, sorted by nmse, worst first; not_compared),
+    layers (per layer number), tolerance, summary, identical, within_tolerance, differs.
+    ``map="auto"`` pairs a Hugging Face directory with a GGUF file through the architecture's
+    name map (llama's q/k order, splits and stacks undone); ``"none"`` pairs by name.
+    ``tolerance`` bounds the nmse, ``max_abs`` the largest difference of each tensor (then
+    ``within_tolerance`` and ``differs`` judge the tensors only). Raises the library's error
+    for an input that cannot be opened or read."""
+    for nm, v in (("tolerance", tolerance), ("max_abs", max_abs)):
+        if v is not None and not (float(v) >= 0 and math.isfinite(float(v))):
+            raise ValueError(f"{nm}: {v!r} is not a finite number >= 0")
+    return _tb.diff(os.fspath(a), os.fspath(b), map=map,
+                    nmse=-1.0 if tolerance is None else float(tolerance),
+                    max_abs=-1.0 if max_abs is None else float(max_abs), threads=int(threads))
 
 
 def formats():

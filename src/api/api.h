@@ -34,4 +34,16 @@ tbx_status tbx_open_provider_(tbx_file **out, tbx_provider *prov, const tbx_open
 tbx_status tbx_writer_open_(tbx_writer **out, const char *path, const tbx_write_options *opt,
                             uint32_t internal_flags, tbx_error *err);
 
+/* tbx_diff's arithmetic (diff.c), for tests/unit/test_diff.c: the sums of n value pairs (a the
+ * reference) as out = {n, equal, nonfinite, nonfinite mismatches, sum (b-a)^2, sum a^2, sum b^2,
+ * sum ab, max |b-a|} (finite pairs only in the sums); the metrics of such sums as m = {max_abs,
+ * rmse, nmse, cosine} (NaN when undefined); llama's q/k row order (plan.h
+ * TBX_XF_PERMUTE_HEADS) of rows x cols values in heads of d rows, in to out. */
+void tbx_diff_sums_(const float *a, const float *b, uint64_t n, double out[9]);
+/* Its fast path (every value finite; 0 otherwise, out unusable): simd 0 the scalar lanes,
+ * else the AVX2 kernel when the CPU has it (the same bits). */
+int tbx_diff_sums_finite_(const float *a, const float *b, uint64_t n, double out[9], int simd);
+void tbx_diff_metrics_(const double s[9], double m[4]);
+void tbx_diff_permute_(const float *in, float *out, uint64_t rows, uint64_t cols, uint64_t d);
+
 #endif /* TBX_API_H */

@@ -71,6 +71,7 @@ extern const cli_command cli_cmd_convert;
 /* The writable formats and their extensions, from the driver table (`tbx convert --help`). */
 void cli_convert_help_formats(FILE *fp);
 extern const cli_command cli_cmd_gguf;
+extern const cli_command cli_cmd_diff;
 
 /* `tbx info --stats` (stats.c): the values view of an open file (size variables, typed metadata,
  * per-tensor preview, statistics and histogram) on stdout. Returns CLI_OK, or CLI_FAIL when a

@@ -27,6 +27,7 @@ static const cli_command *const commands[] = {
     &cli_cmd_validate,
     &cli_cmd_cat,
     &cli_cmd_convert,
+    &cli_cmd_diff,
     &cli_cmd_gguf,
     &cli_cmd_help,
     NULL,
