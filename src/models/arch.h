@@ -62,8 +62,8 @@ enum {
     HD_X,       /* expert_count */
     HD_FX,      /* expert_feed_forward_length, else feed_forward_length */
     HD_FS,      /* expert_shared_feed_forward_length, else feed_forward_length */
-    HD_QKV,     /* HD_Q + 2 x HD_K: a fused q, k and v kept whole (attn_qkv) */
-    HD_F2       /* 2 x feed_forward_length: gate and up kept whole (ARCH_FUSED_UP's ffn_up) */
+    HD_F2,      /* 2 x feed_forward_length (ARCH_FFN_UP_GLU's ffn_up) */
+    HD_QKV      /* HD_Q + 2 x HD_K: a fused q, k and v kept whole (attn_qkv) */
 };
 
 /* A part of an HF_MAP_SPLIT entry: its GGUF name ('#': layer), its row count, its transform. */
@@ -92,11 +92,31 @@ typedef struct hf_tmap {
 #define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
 #define ARCH_SPACE_PREFIX 0x20u /* tokenizer.ggml.add_space_prefix from tokenizer_config's
                                    add_prefix_space (convert_hf_to_gguf.py's LlamaModel) */
-#define ARCH_ROPE_PARTIAL 0x40u /* with ARCH_ROPE_DIM: rope.dimension_count =
+#define ARCH_ADD_SEP      0x80u /* tokenizer.ggml.add_sep_token from the post-processor's pair
+                                   template, as gguf-py's SpecialVocab parses it */
+#define ARCH_PRE_MODERN_BERT 0x100u /* a GPT-2-style BPE tokenizer (a lone ByteLevel with its
+                                      regex) has tokenizer.ggml.pre "modern-bert", as llama.cpp's
+                                      converter names ModernBERT's (the GPT-2 split, and the
+                                      lstrip of [MASK]) */
+#define ARCH_SWA          0x200u /* {arch}.attention.sliding_window from local_attention,
+                                   sliding_window_pattern from global_attn_every_n_layers,
+                                   rope.freq_base / freq_base_swa from rope_parameters'
+                                   full_attention / sliding_attention rope_theta (ModernBERT) */
+#define ARCH_HIDDEN_ACT   0x400u /* {arch}.hidden_act from hidden_activation (ModernBERT's
+                                   GeGLU or SwiGLU) */
+#define ARCH_CLS_POOLING  0x800u /* {arch}.classifier.pooling_type from classifier_pooling
+                                   (cls, mean) */
+#define ARCH_ROPE_NONE    0x1000u /* {arch}.rope.scaling.type = "none" */
+#define ARCH_FFN_UP_GLU   0x2000u /* ffn_up holds a GLU's two halves: 2 x feed_forward_length
+                                   rows (ModernBERT's Wi) */
+#define ARCH_POS_OFFSET   0x40u /* RoBERTa's positions start at pad_token_id + 1: the first
+                                   pad_token_id + 1 rows of position_embd are dropped and
+                                   context_length is max_position_embeddings less them
+                                   (convert_hf_to_gguf.py's XLMRobertaModel) */
+#define ARCH_ROPE_PARTIAL 0x4000u /* with ARCH_ROPE_DIM: rope.dimension_count =
                                    int(partial_rotary_factor x hidden_size) / heads (factor 1
                                    when absent; Phi3MiniModel) */
-#define ARCH_FUSED_UP     0x80u /* ffn_up holds gate and up: 2 x feed_forward_length rows */
-#define ARCH_SPM_ADDED    0x100u /* SentencePiece vocabulary as Phi3MiniModel.set_vocab: the
+#define ARCH_SPM_ADDED    0x8000u /* SentencePiece vocabulary as Phi3MiniModel.set_vocab: the
                                    added tokens of tokenizer_config's added_tokens_decoder and
                                    of tokenizer.json are control when special, else
                                    user-defined (no look-special test, no U+2581 -> space) */
@@ -106,6 +126,8 @@ typedef struct hf_tmap {
 #define TBX_HF_TOK_BPE       0x02u /* tokenizer.json byte-level BPE -> "gpt2" */
 #define TBX_HF_TOK_SPM       0x04u /* tokenizer.model, or a byte_fallback BPE tokenizer.json
                                       -> "llama" (tried first) */
+#define TBX_HF_TOK_UGM       0x08u /* a SentencePiece Unigram sentencepiece.bpe.model (XLM-R's,
+                                      fairseq ids) -> llama.cpp "t5" (its UGM tokenizer) */
 
 /* rope_scaling types a row accepts (hf_arch.rope) */
 #define TBX_HF_ROPE_LINEAR 0x01u /* {arch}.rope.scaling.type/factor */

@@ -187,6 +187,63 @@ static const hf_tmap TM_QWEN2MOE[] = {
 
 static const char *const SKIP_DECODER[] = {"model.layers.#.self_attn.rotary_emb.inv_freq", NULL};
 
+/* ModernBERT (convert_hf_to_gguf.py's ModernBertModel, llama.cpp's "modern-bert"): "model."
+ * dropped; q, k and v stay fused (attn_qkv) and Wi keeps its GLU halves (ffn_up: 2 x
+ * feed_forward_length rows), as llama.cpp's loader takes them; no biases, layer 0 without
+ * attn_norm. Its norm epsilon is norm_eps (llama.cpp reads attention.layer_norm_epsilon). */
+static const hf_hparam HP_MODERNBERT[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.layer_norm_epsilon", HP_F32, {"norm_eps", "layer_norm_eps"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+static const hf_tmap TM_MODERNBERT[] = {
+    ONE("embeddings.tok_embeddings", "token_embd"),
+    ONE("embeddings.norm", "token_embd_norm"),
+    ONE("final_norm", "output_norm"),
+    ONE("layers.#.attn_norm", "blk.#.attn_norm"),
+    ONE("layers.#.attn.Wqkv", "blk.#.attn_qkv"),
+    ONE("layers.#.attn.Wo", "blk.#.attn_output"),
+    ONE("layers.#.mlp_norm", "blk.#.ffn_norm"),
+    ONE("layers.#.mlp.Wi", "blk.#.ffn_up"),
+    ONE("layers.#.mlp.Wo", "blk.#.ffn_down"),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+static const char *const SKIP_MODERNBERT[] = {NULL};
+
+/* Nomic BERT (nomic-embed-text v1, v1.5; convert_hf_to_gguf.py's NomicBertModel, llama.cpp's
+ * "nomic-bert"; its modeling code is not in transformers): BERT's post-norm body without
+ * position embeddings (rotary, NEOX order: no reordering) and without biases, q, k and v fused
+ * (attn_qkv, kept as llama.cpp loads it), SwiGLU with fc11 the up and fc12 the gate
+ * projection. Its config names are GPT-2's (n_embd, n_layer, ...); the context is the trained
+ * one (max_trained_positions, as the converter turns n_positions 8192 into 2048). */
+static const hf_hparam HP_NOMIC_BERT[] = {
+    {"context_length", HP_U32, {"max_trained_positions", "n_positions"}, true},
+    {"embedding_length", HP_U32, {"n_embd"}, true},
+    {"block_count", HP_U32, {"n_layer"}, true},
+    {"feed_forward_length", HP_U32, {"n_inner"}, true},
+    {"attention.head_count", HP_U32, {"n_head"}, true},
+    {"rope.freq_base", HP_F32, {"rotary_emb_base"}, false},
+    {"attention.layer_norm_epsilon", HP_F32, {"layer_norm_epsilon"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+static const hf_tmap TM_NOMIC_BERT[] = {
+    ONE("embeddings.word_embeddings", "token_embd"),
+    ONE("embeddings.token_type_embeddings", "token_types"),
+    ONE("emb_ln", "token_embd_norm"),
+    ONE("encoder.layers.#.attn.Wqkv", "blk.#.attn_qkv"),
+    ONE("encoder.layers.#.attn.out_proj", "blk.#.attn_output"),
+    ONE("encoder.layers.#.norm1", "blk.#.attn_output_norm"),
+    ONE("encoder.layers.#.mlp.fc11", "blk.#.ffn_up"),
+    ONE("encoder.layers.#.mlp.fc12", "blk.#.ffn_gate"),
+    ONE("encoder.layers.#.mlp.fc2", "blk.#.ffn_down"),
+    ONE("encoder.layers.#.norm2", "blk.#.layer_output_norm"),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+
 /* Phi-3 (convert_hf_to_gguf.py's Phi3MiniModel): q, k and v fused in qkv_proj and gate and up
  * in gate_up_proj, both kept whole (llama.cpp's phi3 graph splits them: attn_qkv, ffn_up of
  * 2 x feed_forward_length rows); the rotary embedding in NEOX form (no reordering). Its
@@ -237,10 +294,23 @@ static const hf_arch ARCHES[] = {
      TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
     {"qwen2_moe", "qwen2moe", {NULL}, HP_QWEN2MOE, TM_QWEN2MOE, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
      TBX_HF_ROPE_YARN},
+    /* XLM-RoBERTa (bge-m3, multilingual-e5; convert_hf_to_gguf.py's XLMRobertaModel): BERT's
+     * body and names ("roberta." dropped, as its filter_tensors), positions from
+     * pad_token_id + 1 (ARCH_POS_OFFSET), the Unigram sentencepiece.bpe.model as llama.cpp's
+     * "t5" vocabulary */
+    {"xlm-roberta", "bert", {"roberta."}, HP_BERT, TM_BERT, SKIP_BERT,
+     ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT | ARCH_POS_OFFSET | ARCH_ADD_SEP,
+     TBX_HF_TOK_UGM, 0},
+    {"modernbert", "modern-bert", {"model."}, HP_MODERNBERT, TM_MODERNBERT, SKIP_MODERNBERT,
+     ARCH_NONCAUSAL | ARCH_POOLING | ARCH_VOCAB_SIZE | ARCH_SWA | ARCH_HIDDEN_ACT |
+     ARCH_PRE_MODERN_BERT | ARCH_ADD_SEP | ARCH_CLS_POOLING | ARCH_ROPE_NONE | ARCH_FFN_UP_GLU,
+     TBX_HF_TOK_BPE, 0},
+    {"nomic_bert", "nomic-bert", {NULL}, HP_NOMIC_BERT, TM_NOMIC_BERT, SKIP_BERT,
+     ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT, TBX_HF_TOK_WORDPIECE, 0},
     /* Phi3MiniModel: tokenizer.model (its own added-token rules), a GPT-2 BPE for Phi-4;
      * longrope's factors */
     {"phi3", "phi3", {NULL}, HP_PHI3, TM_PHI3, SKIP_DECODER,
-     ARCH_ROPE_DIM | ARCH_ROPE_PARTIAL | ARCH_FUSED_UP | ARCH_SPM_ADDED,
+     ARCH_ROPE_DIM | ARCH_ROPE_PARTIAL | ARCH_FFN_UP_GLU | ARCH_SPM_ADDED,
      TBX_HF_TOK_SPM | TBX_HF_TOK_BPE, TBX_HF_ROPE_LONGROPE},
 };
 

@@ -94,7 +94,8 @@ enum { HF_WHY_NONE, HF_WHY_REQUESTED, HF_WHY_FALLBACK, HF_WHY_F32, HF_WHY_F64, H
 
 /* Hyper-parameters checked against the tensors: each one's value and the config.json field
  * that gave it (NULL when config.json has none). */
-enum { HPV_EMBD, HPV_LAYERS, HPV_FF, HPV_CTX, HPV_EXPERTS, HPV_FF_EXP, HPV_FF_SHEXP, HPV_N };
+enum { HPV_EMBD, HPV_LAYERS, HPV_FF, HPV_CTX, HPV_EXPERTS, HPV_FF_EXP, HPV_FF_SHEXP, HPV_HEADS,
+       HPV_N };
 
 #define HF_LENT_MAX 8 /* large values lent to the writer (tokens, scores, types, merges) */
 
@@ -118,6 +119,7 @@ struct tbx_hf_gguf {
     hf_out *out;
     size_t nout, cap_out;
     uint64_t n_head, n_head_kv, n_vocab, head_dim;
+    uint64_t pos_off;           /* ARCH_POS_OFFSET: position_embd rows dropped (pad_token_id+1) */
     uint64_t hpv[HPV_N];        /* HPV_*: from config.json */
     const char *hpv_cfg[HPV_N];
     const char *head_dim_cfg;   /* "head_dim" when config.json gives it, else NULL */
@@ -366,8 +368,49 @@ static tbx_status rope_longrope(hf *h, json_t *rs, uint64_t hidden) {
     return TBX_OK;
 }
 
+/* A rope_theta of rope_parameters' `kind` (transformers 5: full_attention, sliding_attention),
+ * else config.json's `flat` field (older configs: global_rope_theta, local_rope_theta). */
+static json_t *rope_theta_of(hf *h, const char *kind, const char *flat) {
+    json_t *rp = json_object_get(json_object_get(h->cfg, "rope_parameters"), kind);
+    json_t *v = json_is_object(rp) ? json_object_get(rp, "rope_theta") : NULL;
+    return json_is_number(v) ? v : json_object_get(h->cfg, flat);
+}
+
+/* ARCH_SWA: local attention every layer but every global_attn_every_n_layers-th (ModernBERT),
+ * as convert_hf_to_gguf.py's ModernBertModel and TextModel write it. */
+static tbx_status write_swa(hf *h) {
+    uint64_t win = 0, every = 0;
+    tbx_status st = cfg_u64(h, "local_attention", true, &win);
+    if (st == TBX_OK) st = put_arch(h, "attention.sliding_window", tbx_value_new_uint(TBX_V_U32, win));
+    if (st == TBX_OK && (st = cfg_u64(h, "global_attn_every_n_layers", false, &every)) == TBX_OK)
+        st = put_arch(h, "attention.sliding_window_pattern", tbx_value_new_uint(TBX_V_U32, every));
+    if (st == TBX_E_NOT_FOUND) st = TBX_OK;
+    json_t *g = rope_theta_of(h, "full_attention", "global_rope_theta");
+    json_t *l = rope_theta_of(h, "sliding_attention", "local_rope_theta");
+    if (st == TBX_OK && g && !json_is_number(g))
+        st = hf_fail(h, TBX_E_FORMAT, "rope_theta", "config.json: the global rope_theta is not a "
+                     "number");
+    if (st == TBX_OK && l && !json_is_number(l))
+        st = hf_fail(h, TBX_E_FORMAT, "rope_theta", "config.json: the local rope_theta is not a "
+                     "number");
+    if (st == TBX_OK && g)
+        st = put_arch(h, "rope.freq_base", tbx_value_new_float(TBX_V_F32, json_number_value(g)));
+    if (st == TBX_OK && l)
+        st = put_arch(h, "rope.freq_base_swa", tbx_value_new_float(TBX_V_F32, json_number_value(l)));
+    return st;
+}
+
 static tbx_status write_hparams(hf *h) {
     tbx_status st = TBX_OK;
+    if (h->a->flags & ARCH_POS_OFFSET) {
+        /* RoBERTa numbers positions from pad_token_id + 1 (as convert_hf_to_gguf.py's
+         * _xlmroberta_tokenizer_init: none without a pad_token_id) */
+        uint64_t pad = 0;
+        st = cfg_u64(h, "pad_token_id", false, &pad);
+        if (st == TBX_OK) h->pos_off = pad + 1;
+        else if (st != TBX_E_NOT_FOUND) return st;
+        st = TBX_OK;
+    }
     for (const hf_hparam *p = h->a->hp; st == TBX_OK && p->key; p++) {
         double v;
         const char *which = NULL;
@@ -385,11 +428,19 @@ static tbx_status write_hparams(hf *h) {
             if (v < 0 || v > 4294967295.0 || v != (double)(uint64_t)v)
                 return hf_fail(h, TBX_E_FORMAT, which, "config.json: %s = %g is not a count",
                                which, v);
+            if (h->pos_off && strcmp(p->key, "context_length") == 0) {
+                if (v <= (double)h->pos_off)
+                    return hf_fail(h, TBX_E_FORMAT, which, "config.json: %s = %g leaves no "
+                                   "position after the first pad_token_id + 1 = %llu", which, v,
+                                   (unsigned long long)h->pos_off);
+                v -= (double)h->pos_off;
+            }
             static const char *const HPV_KEYS[HPV_N] = {"embedding_length", "block_count",
                                                         "feed_forward_length", "context_length",
                                                         "expert_count",
                                                         "expert_feed_forward_length",
-                                                        "expert_shared_feed_forward_length"};
+                                                        "expert_shared_feed_forward_length",
+                                                        "attention.head_count"};
             for (int k = 0; k < HPV_N; k++)
                 if (strcmp(p->key, HPV_KEYS[k]) == 0) {
                     h->hpv[k] = (uint64_t)v;
@@ -402,8 +453,11 @@ static tbx_status write_hparams(hf *h) {
     }
     if (st != TBX_OK) return st;
     uint64_t hidden = 0;
-    if ((st = cfg_u64(h, "hidden_size", true, &hidden)) != TBX_OK) return st;
-    if ((st = cfg_u64(h, "num_attention_heads", true, &h->n_head)) != TBX_OK) return st;
+    /* the row's own config names when it has them (nomic_bert's n_embd, n_head) */
+    if (h->hpv_cfg[HPV_EMBD]) hidden = h->hpv[HPV_EMBD];
+    else if ((st = cfg_u64(h, "hidden_size", true, &hidden)) != TBX_OK) return st;
+    if (h->hpv_cfg[HPV_HEADS]) h->n_head = h->hpv[HPV_HEADS];
+    else if ((st = cfg_u64(h, "num_attention_heads", true, &h->n_head)) != TBX_OK) return st;
     if (h->n_head == 0) return hf_fail(h, TBX_E_FORMAT, "num_attention_heads",
                                        "config.json: num_attention_heads is 0");
     h->n_head_kv = h->n_head;
@@ -503,6 +557,28 @@ static tbx_status write_hparams(hf *h) {
             return st;
     if (h->a->flags & ARCH_NONCAUSAL)
         if ((st = put_arch(h, "attention.causal", tbx_value_new_bool(0))) != TBX_OK) return st;
+    if ((h->a->flags & ARCH_SWA) && (st = write_swa(h)) != TBX_OK) return st;
+    if (h->a->flags & ARCH_ROPE_NONE)
+        if ((st = put_arch(h, "rope.scaling.type", tbx_value_new_string("none", 4))) != TBX_OK)
+            return st;
+    if (h->a->flags & ARCH_HIDDEN_ACT) {
+        const char *act = jstr(h->cfg, "hidden_activation");
+        if (act && (st = put_arch(h, "hidden_activation",
+                                  tbx_value_new_string(act, strlen(act)))) != TBX_OK)
+            return st;
+    }
+    if (h->a->flags & ARCH_CLS_POOLING) {
+        const char *cp = jstr(h->cfg, "classifier_pooling");
+        if (cp) {
+            int mode = !strcmp(cp, "cls") ? POOL_CLS : !strcmp(cp, "mean") ? POOL_MEAN : -1;
+            if (mode < 0)
+                return hf_fail(h, TBX_E_UNSUPPORTED, "classifier_pooling", "config.json: "
+                               "classifier_pooling \"%s\" is not supported (cls, mean)", cp);
+            if ((st = put_arch(h, "classifier.pooling_type",
+                               tbx_value_new_uint(TBX_V_U32, (uint64_t)mode))) != TBX_OK)
+                return st;
+        }
+    }
     if (h->a->flags & ARCH_POOLING) {
         /* sentence-transformers: modules.json (a JSON array) names the Pooling module's folder */
         int64_t mi = tbx_file_find_section(h->in, "modules.json");
@@ -643,6 +719,40 @@ static void template_ends(hf *h, const char **first, const char **last) {
     }
 }
 
+/* Whether the post-processor's pair template puts a separator between A and B, as gguf-py's
+ * SpecialVocab reads it (1 / 0; -1: no template of that shape): the pair less the single
+ * template's first and last special tokens must be A ... B; a separator is its first middle
+ * special token when the single template has no last one, or its second, being sep or eos. */
+static int pair_add_sep(hf *h, const char *first, const char *last, const char *sep,
+                        const char *eos) {
+    json_t *pp = json_object_get(h->tok, "post_processor");
+    json_t *procs = json_object_get(pp, "processors");
+    size_t n = json_is_array(procs) ? json_array_size(procs) : 1;
+    int r = -1;
+    for (size_t k = 0; json_is_object(pp) && k < n; k++) {
+        json_t *p = json_is_array(procs) ? json_array_get(procs, k) : pp;
+        const char *ty = jstr(p, "type");
+        if (!ty || strcmp(ty, "TemplateProcessing") != 0) continue;
+        json_t *pair = json_object_get(p, "pair");
+        size_t a = 0, b = json_array_size(pair);
+        if (b == 0) continue;
+#define SPECIAL_ID(i) jstr(json_object_get(json_array_get(pair, (i)), "SpecialToken"), "id")
+#define SEQUENCE_ID(i) jstr(json_object_get(json_array_get(pair, (i)), "Sequence"), "id")
+        const char *s0 = SPECIAL_ID(a), *s1 = SPECIAL_ID(b - 1);
+        if (first && s0 && !strcmp(s0, first)) a++;
+        if (last && b > a && s1 && !strcmp(s1, last)) b--;
+        const char *sa = b > a ? SEQUENCE_ID(a) : NULL, *sb = b > a ? SEQUENCE_ID(b - 1) : NULL;
+        if (b - a < 3 || !sa || strcmp(sa, "A") || !sb || strcmp(sb, "B")) continue;
+        const char *m0 = SPECIAL_ID(a + 1), *m1 = b - a == 4 ? SPECIAL_ID(a + 2) : NULL;
+#undef SPECIAL_ID
+#undef SEQUENCE_ID
+        bool is0 = m0 && ((sep && !strcmp(m0, sep)) || (eos && !strcmp(m0, eos)));
+        bool is1 = m1 && ((sep && !strcmp(m1, sep)) || (eos && !strcmp(m1, eos)));
+        r = (is0 && !last) || is1;
+    }
+    return r;
+}
+
 static tbx_status write_special(hf *h) {
     static const struct { const char *typ, *key; } SP[] = {
         {"bos", "tokenizer.ggml.bos_token_id"},   {"eos", "tokenizer.ggml.eos_token_id"},
@@ -683,6 +793,9 @@ static tbx_status write_special(hf *h) {
     if (json_is_boolean(ae)) { has_eos = true; add_eos = json_is_true(ae); }
     if (st == TBX_OK && has_bos) st = put(h, "tokenizer.ggml.add_bos_token", tbx_value_new_bool(add_bos));
     if (st == TBX_OK && has_eos) st = put(h, "tokenizer.ggml.add_eos_token", tbx_value_new_bool(add_eos));
+    int sep_flag = (h->a->flags & ARCH_ADD_SEP) ? pair_add_sep(h, first, last, sep, eos) : -1;
+    if (st == TBX_OK && sep_flag >= 0)
+        st = put(h, "tokenizer.ggml.add_sep_token", tbx_value_new_bool(sep_flag == 1));
     return st;
 }
 
@@ -697,6 +810,7 @@ static tbx_status write_special(hf *h) {
  * of llama.cpp's own src/llama-vocab.cpp accepts. */
 #define PRE_DEFAULT "default"
 #define PRE_GPT2 "gpt-2"
+#define PRE_MODERN_BERT "modern-bert"
 static const struct { const char *regex, *pre; } BPE_PRE[] = {
     {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
      "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "llama-bpe"},
@@ -728,7 +842,10 @@ static const char *bpe_pre_name(hf *h) {
 
 static tbx_status write_llama_vocab(hf *h, uint8_t *spm, size_t spm_len);
 
+static tbx_status write_ugm_vocab(hf *h);
+
 static tbx_status write_tokenizer(hf *h) {
+    if (h->a->tokenizers & TBX_HF_TOK_UGM) return write_ugm_vocab(h);
     char spm_rows[128];
     tbx_hf_arch_list_(TBX_HF_TOK_SPM, spm_rows, sizeof spm_rows);
     if (h->a->tokenizers & TBX_HF_TOK_SPM) {
@@ -884,7 +1001,11 @@ static tbx_status write_tokenizer(hf *h) {
     tok_at = NULL;
     if ((st = put_str(h, "tokenizer.ggml.model", wpm ? "bert" : "gpt2")) != TBX_OK) goto done;
     if ((st = put_normalizer(h)) != TBX_OK) goto done;
-    if ((st = put_str(h, "tokenizer.ggml.pre", bpe ? bpe_pre_name(h) : PRE_DEFAULT)) != TBX_OK)
+    /* ModernBERT's GPT-2-style BPE is llama.cpp's "modern-bert" (ARCH_PRE_MODERN_BERT) */
+    const bool modern = (h->a->flags & ARCH_PRE_MODERN_BERT) && bpe &&
+                        !strcmp(bpe_pre_name(h), PRE_GPT2);
+    if ((st = put_str(h, "tokenizer.ggml.pre",
+                      modern ? PRE_MODERN_BERT : bpe ? bpe_pre_name(h) : PRE_DEFAULT)) != TBX_OK)
         goto done;
     st = put_lent(h, "tokenizer.ggml.tokens", &list);
     if (st == TBX_OK && (h->a->flags & ARCH_TT_COUNT)) {
@@ -1029,7 +1150,7 @@ static tbx_status write_llama_vocab(hf *h, uint8_t *spm, size_t spm_len) {
     const bool from_spm = spm != NULL;
     uint8_t *buf = spm;
     size_t blen = spm_len;
-    tbx_spm_vocab sv = {NULL, 0, 0};
+    tbx_spm_vocab sv = {0};
     lv_tok *tk = NULL;
     tbx_value *scores = NULL, *types = NULL, *list = NULL;
     uint64_t nv = 0, ntok = 0;   /* nv: vocabulary size written; ntok: tokens of the source */
@@ -1262,6 +1383,115 @@ done:
     tbx_free(h->al, tk, tk ? (size_t)nv * sizeof *tk : 0);
     tbx_spm_free(&sv, h->al);
     tbx_free(h->al, buf, buf ? (blen ? blen : 1) : 0);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tokenizer: llama.cpp's "t5" (Unigram) vocabulary from XLM-RoBERTa's sentencepiece.bpe.model  */
+/* ------------------------------------------------------------------------------------------ */
+/* As convert_hf_to_gguf.py's _xlmroberta_set_vocab: the pieces of a Unigram model with their
+ * scores and types, realigned to the fairseq ids transformers gives them (<s>, <pad>, </s>,
+ * <unk> at 0..3, piece p >= 3 at id p + 1; the ids past the pieces "[PAD<i>]", unused), the
+ * normalizer's add_dummy_prefix, remove_extra_whitespaces and precompiled_charsmap, then the
+ * special tokens of tokenizer.json / tokenizer_config.json. */
+#define UGM_FILE "sentencepiece.bpe.model"
+static tbx_status write_ugm_vocab(hf *h) {
+    int64_t si = tbx_file_find_section(h->in, UGM_FILE);
+    if (si < 0)
+        return hf_fail(h, TBX_E_UNSUPPORTED, UGM_FILE, "%s: the model has no %s (a Unigram "
+                       "tokenizer.json without it is not supported yet)", h->a->model_type,
+                       UGM_FILE);
+    void *raw = NULL;
+    size_t blen = 0;
+    tbx_spm_vocab sv = {0};
+    tbx_value *list = NULL, *scores = NULL, *types = NULL, *cmap = NULL;
+    tbx_status st = tbx_section_load_(h->in, (uint64_t)si, &raw, &blen, h->err);
+    if (st != TBX_OK) return st;
+    st = tbx_spm_parse_specs(raw, blen, h->al, HF_VOCAB_MAX, &sv, h->err);
+    if (st != TBX_OK && st != TBX_E_NOMEM) {
+        char msg[sizeof h->err->message];
+        snprintf(msg, sizeof msg, UGM_FILE ": %.280s", h->err->message);
+        memcpy(h->err->message, msg, sizeof msg);
+    }
+    const uint64_t nv = h->n_vocab;
+    if (st == TBX_OK && sv.model_type != TBX_SPM_UNIGRAM)
+        st = hf_fail(h, TBX_E_UNSUPPORTED, UGM_FILE, UGM_FILE ": model type %d, not a Unigram "
+                     "model (1)", sv.model_type);
+    /* the vocabulary is max(vocab_size, pieces) in the converter; llama.cpp's loader needs it
+     * to be the embedding's rows */
+    if (st == TBX_OK && (sv.n > nv || sv.n < 4))
+        st = hf_fail(h, TBX_E_FORMAT, UGM_FILE, UGM_FILE " has %zu pieces but the token "
+                     "embedding (%s) has %llu rows (4 .. rows pieces)", sv.n, embd_name(h),
+                     (unsigned long long)nv);
+    if (st != TBX_OK) goto done;
+    scores = tbx_val_packed_array(h->al, TBX_V_F32, (size_t)nv);
+    types = tbx_val_packed_array(h->al, TBX_V_I32, (size_t)nv);
+    uint64_t blob = 0;
+    for (size_t i = 0; i < sv.n; i++) blob += sv.pieces[i].len;
+    list = tbx_val_str_array(h->al, (size_t)nv, blob + 24 * nv);
+    if (!scores || !types || !list) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+    float *sc = (float *)scores->v.a.packed;
+    int32_t *tt = (int32_t *)types->v.a.packed;
+    static const char *const HEAD[4] = {"<s>", "<pad>", "</s>", "<unk>"};
+    for (uint64_t id = 0; id < nv; id++) {
+        const char *s;
+        size_t len;
+        char pad[40];
+        if (id < 4) {
+            s = HEAD[id];
+            len = strlen(s);
+            sc[id] = 0.0f;
+            tt[id] = id == 3 ? TT_UNKNOWN : TT_CONTROL;
+        } else if (id - 1 < sv.n) { /* piece id - 1 */
+            const tbx_spm_piece *p = &sv.pieces[id - 1];
+            s = p->text;
+            len = p->len;
+            sc[id] = p->score;
+            tt[id] = p->type == TBX_SPM_UNKNOWN   ? TT_UNKNOWN
+                   : p->type == TBX_SPM_CONTROL ? TT_CONTROL
+                   : p->type == TBX_SPM_UNUSED  ? TT_UNUSED
+                   : p->type == TBX_SPM_BYTE    ? TT_BYTE
+                                                : TT_NORMAL;
+        } else { /* the converter's padding, shifted by one as the pieces are */
+            len = (size_t)snprintf(pad, sizeof pad, "[PAD%llu]", (unsigned long long)(id - 1));
+            s = pad;
+            sc[id] = -10000.0f;
+            tt[id] = TT_UNUSED;
+        }
+        char *d = tbx_val_str_array_add(list, len);
+        if (!d) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+        memcpy(d, s, len);
+    }
+    tbx_val_str_array_done(list);
+    uint64_t ntt = 1; /* hparams.get("type_vocab_size", 1) */
+    if ((st = cfg_u64(h, "type_vocab_size", false, &ntt)) == TBX_E_NOT_FOUND) st = TBX_OK;
+    if (st == TBX_OK && (st = put_str(h, "tokenizer.ggml.model", "t5")) == TBX_OK &&
+        (st = put_str(h, "tokenizer.ggml.pre", PRE_DEFAULT)) == TBX_OK)
+        st = put_lent(h, "tokenizer.ggml.tokens", &list);
+    if (st == TBX_OK) st = put_lent(h, "tokenizer.ggml.scores", &scores);
+    if (st == TBX_OK) st = put_lent(h, "tokenizer.ggml.token_type", &types);
+    if (st == TBX_OK)
+        st = put(h, "tokenizer.ggml.add_space_prefix", tbx_value_new_bool(sv.add_dummy_prefix));
+    if (st == TBX_OK) st = put_u32(h, "tokenizer.ggml.token_type_count", ntt);
+    if (st == TBX_OK)
+        st = put(h, "tokenizer.ggml.remove_extra_whitespaces",
+                 tbx_value_new_bool(sv.remove_extra_ws));
+    if (st == TBX_OK && sv.charsmap_len) {
+        if (!(cmap = tbx_val_packed_array(h->al, TBX_V_U8, sv.charsmap_len)))
+            st = tbx_err_nomem(h->err, "precompiled_charsmap");
+        else {
+            memcpy(cmap->v.a.packed, sv.charsmap, sv.charsmap_len);
+            st = put_lent(h, "tokenizer.ggml.precompiled_charsmap", &cmap);
+        }
+    }
+    if (st == TBX_OK) st = write_special(h);
+done:
+    tbx_val_free(list);
+    tbx_val_free(scores);
+    tbx_val_free(types);
+    tbx_val_free(cmap);
+    tbx_spm_free(&sv, h->al);
+    tbx_free(h->al, raw, blen ? blen : 1);
     return st;
 }
 
@@ -1531,6 +1761,7 @@ static hf_dim dim_of(hf *h, int sym, uint64_t tt) {
     case HD_CTX: d.v = d.fv = h->hpv[HPV_CTX]; d.field = h->hpv_cfg[HPV_CTX]; break;
     case HD_TT: d.v = d.fv = tt; d.field = tt ? "type_vocab_size" : NULL; break;
     case HD_F: d.v = d.fv = h->hpv[HPV_FF]; d.field = h->hpv_cfg[HPV_FF]; break;
+    case HD_F2: d.v = 2 * h->hpv[HPV_FF]; d.fv = h->hpv[HPV_FF]; d.field = h->hpv_cfg[HPV_FF]; break;
     case HD_X: d.v = d.fv = h->hpv[HPV_EXPERTS]; d.field = h->hpv_cfg[HPV_EXPERTS]; break;
     case HD_FX: case HD_FS: {
         const int k = sym == HD_FX ? HPV_FF_EXP : HPV_FF_SHEXP;
@@ -1539,7 +1770,6 @@ static hf_dim dim_of(hf *h, int sym, uint64_t tt) {
         d.field = h->hpv_cfg[use];
         break;
     }
-    case HD_F2: d.fv = h->hpv[HPV_FF]; d.v = 2 * d.fv; d.field = h->hpv_cfg[HPV_FF]; break;
     case HD_QKV:
         d.fv = h->n_head_kv;
         d.field = "num_key_value_heads";
@@ -1571,6 +1801,21 @@ static tbx_status dim_mismatch(hf *h, const hf_out *o, const hf_dim *d, uint64_t
     return hf_fail(h, TBX_E_FORMAT, d->field, "config.json: %s = %llu contradicts the tensors: %s "
                    "has %llu %s", d->field, (unsigned long long)d->fv, hn,
                    (unsigned long long)have, what);
+}
+
+/* ARCH_POS_OFFSET: position_embd keeps its rows from pad_token_id + 1 on (h->pos_off). */
+static tbx_status offset_positions(hf *h) {
+    for (size_t i = 0; h->pos_off && i < h->nout; i++) {
+        hf_out *o = &h->out[i];
+        if (strcmp(o->name, "position_embd.weight") != 0) continue;
+        if (o->ndim != 2 || o->rows <= h->pos_off)
+            return hf_fail(h, TBX_E_FORMAT, hf_name_of(h, o), "%s: %llu rows, but positions "
+                           "start at pad_token_id + 1 = %llu", hf_name_of(h, o),
+                           (unsigned long long)o->rows, (unsigned long long)h->pos_off);
+        o->first = h->pos_off * o->cols;
+        o->rows -= h->pos_off;
+    }
+    return TBX_OK;
 }
 
 /* The rows of each split part (hf_part.rows: a symbol of the hyper-parameters): a run of its
@@ -1664,10 +1909,9 @@ static tbx_status check_hparams(hf *h) {
                                "both", hf_name_of(h, o), (unsigned long long)o->rows,
                                embd_name(h), (unsigned long long)h->n_vocab);
             int rs = bias ? HD_ONE : r->rows, cs = bias ? r->bias : r->cols;
-            /* ARCH_FUSED_UP: ffn_up is gate and up, twice the rows */
-            if ((h->a->flags & ARCH_FUSED_UP) && !strcmp(r->base, "ffn_up")) {
-                if (bias) cs = HD_F2;
-                else rs = HD_F2;
+            if ((h->a->flags & ARCH_FFN_UP_GLU) && !strcmp(r->base, "ffn_up")) {
+                if (rs == HD_F) rs = HD_F2;
+                if (cs == HD_F) cs = HD_F2;
             }
             hf_dim dr = dim_of(h, rs, tt), dc = dim_of(h, cs, tt);
             if (dr.field && o->rows != dr.v) return dim_mismatch(h, o, &dr, o->rows, "rows");
@@ -2251,6 +2495,7 @@ tbx_status tbx_hf_gguf_write(tbx_hf_gguf *h, tbx_writer *w, tbx_plan **plan, tbx
     }
     if (st == TBX_OK) st = write_hparams(h);
     if (st == TBX_OK) st = resolve_splits(h);
+    if (st == TBX_OK) st = offset_positions(h);
     if (st == TBX_OK) st = check_hparams(h);
     if (st == TBX_OK) st = apply_preset(h);
     /* general.file_type: a preset's; else that of the bulk dtype (COPY too: the f32 GGUF's) */

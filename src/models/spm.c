@@ -7,8 +7,12 @@
  * never used by SentencePiece, so they are refused. A varint is 1..10 bytes of 7 bits each,
  * low group first, the high bit set on every byte but the last.
  *
- *   ModelProto     { 1: repeated SentencePiece (wire type 2), 2..5: specs (skipped) }
+ *   ModelProto     { 1: repeated SentencePiece (wire type 2), 2: TrainerSpec, 3: NormalizerSpec,
+ *                    4, 5: (skipped) }
  *   SentencePiece  { 1: piece (bytes, UTF-8), 2: score (float, wire type 5), 3: type (varint) }
+ *   TrainerSpec    { 3: model_type (varint), others skipped }
+ *   NormalizerSpec { 2: precompiled_charsmap (bytes), 3: add_dummy_prefix, 4:
+ *                    remove_extra_whitespaces (bool varints), others skipped }
  *
  *   tokenizer.model  [0a len [0a len "piece"][15 f32 score][18 type]] [0a len [...]] ... [12 ...]
  *
@@ -148,27 +152,94 @@ static tbx_status rd_piece(tbx_cursor *c, const tbx_source *src, size_t idx, tbx
     return TBX_OK;
 }
 
+/* A boolean or enum varint of a spec (wire type 0). */
+static tbx_status rd_spec_varint(tbx_cursor *c, unsigned wt, uint64_t off, const char *fld,
+                                 uint64_t *v, tbx_error *err) {
+    if (wt != 0) return wrong_wt(err, off, fld, wt, 0);
+    return rd_varint(c, v, fld, err);
+}
+
+/* The trainer spec (num 2) or normalizer spec (num 3) spanning [c->pos, c->end): the fields
+ * tbx_spm_vocab keeps, the others skipped. */
+static tbx_status rd_spec(tbx_cursor *c, const tbx_source *src, uint32_t spec,
+                          tbx_spm_vocab *out, tbx_error *err) {
+    const char *sfld = spec == 2 ? "trainer_spec" : "normalizer_spec";
+    while (c->pos < c->end) {
+        uint64_t off = c->pos, v;
+        uint32_t num;
+        unsigned wt;
+        tbx_status st = rd_tag(c, &num, &wt, sfld, err);
+        if (st != TBX_OK) return st;
+        if (spec == 2 && num == 3) {
+            if ((st = rd_spec_varint(c, wt, off, "trainer_spec.model_type", &v, err)) != TBX_OK)
+                return st;
+            if (v < TBX_SPM_UNIGRAM || v > TBX_SPM_CHAR)
+                return tbx_err(err, TBX_E_FORMAT, off, "trainer_spec.model_type",
+                               "trainer_spec.model_type: %llu (1..4: unigram, bpe, word, char)",
+                               (unsigned long long)v);
+            out->model_type = (int)v;
+        } else if (spec == 3 && (num == 3 || num == 4)) {
+            const char *f = num == 3 ? "normalizer_spec.add_dummy_prefix"
+                                     : "normalizer_spec.remove_extra_whitespaces";
+            if ((st = rd_spec_varint(c, wt, off, f, &v, err)) != TBX_OK) return st;
+            if (num == 3) out->add_dummy_prefix = v != 0;
+            else out->remove_extra_ws = v != 0;
+        } else if (spec == 3 && num == 2) {
+            const char *f = "normalizer_spec.precompiled_charsmap";
+            uint64_t len;
+            if (wt != 2) return wrong_wt(err, off, f, wt, 2);
+            if ((st = rd_len(c, &len, f, err)) != TBX_OK) return st;
+            const uint8_t *b = len ? tbx_source_ptr(src, c->pos, len) : NULL;
+            if (len && !b)
+                return tbx_err(err, TBX_E_TRUNCATED, c->pos, f, "%s: %llu bytes past the end", f,
+                               (unsigned long long)len);
+            out->charsmap = b;
+            out->charsmap_len = (size_t)len;
+            if ((st = tbx_cur_skip(c, len, f, err)) != TBX_OK) return st;
+        } else if ((st = skip_value(c, wt, off, sfld, err)) != TBX_OK) {
+            return st;
+        }
+    }
+    return TBX_OK;
+}
+
 /* The next top-level field of the model: a piece (field 1, length-delimited) gets *piece set,
- * its byte offset in *off and its length in *len, the cursor then at its first byte; any other
- * field is skipped. */
-static tbx_status next_field(tbx_cursor *c, uint64_t *off, uint64_t *len, bool *piece,
-                             tbx_error *err) {
+ * its byte offset in *off and its length in *len, the cursor then at its first byte; the
+ * trainer and normalizer specs are read into *specs when it is not NULL (else skipped), any
+ * other field skipped. */
+static tbx_status next_field(tbx_cursor *c, const tbx_source *src, uint64_t *off, uint64_t *len,
+                             bool *piece, tbx_spm_vocab *specs, tbx_error *err) {
     uint32_t num;
     unsigned wt;
     *off = c->pos;
     *piece = false;
     tbx_status st = rd_tag(c, &num, &wt, SPM_FIELD, err);
     if (st != TBX_OK) return st;
+    if (specs && (num == 2 || num == 3) && wt == 2) {
+        uint64_t sl;
+        if ((st = rd_len(c, &sl, num == 2 ? "trainer_spec" : "normalizer_spec", err)) != TBX_OK)
+            return st;
+        uint64_t outer = c->end;
+        c->end = c->pos + sl; /* rd_len checked that sl bytes remain */
+        st = rd_spec(c, src, num, specs, err);
+        c->end = outer;
+        return st;
+    }
     if (num != 1) return skip_value(c, wt, *off, SPM_FIELD, err);
     if (wt != 2) return wrong_wt(err, *off, "pieces", wt, 2);
     *piece = true;
     return rd_len(c, len, "pieces", err);
 }
 
-tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint64_t max_pieces,
-                         tbx_spm_vocab *out, tbx_error *err) {
+static tbx_status spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al,
+                            uint64_t max_pieces, bool specs, tbx_spm_vocab *out,
+                            tbx_error *err) {
     out->pieces = NULL;
     out->n = out->cap = 0;
+    out->model_type = TBX_SPM_UNIGRAM;
+    out->add_dummy_prefix = out->remove_extra_ws = true;
+    out->charsmap = NULL;
+    out->charsmap_len = 0;
     tbx_source src;
     tbx_source_open_memory(&src, buf, n);
     tbx_cursor c;
@@ -179,7 +250,7 @@ tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint
     while (st == TBX_OK && c.pos < c.end) {
         uint64_t off, len;
         bool piece;
-        st = next_field(&c, &off, &len, &piece, err);
+        st = next_field(&c, &src, &off, &len, &piece, specs ? out : NULL, err);
         if (st != TBX_OK || !piece) continue;
         if (++count > max_pieces) {
             st = tbx_err(err, TBX_E_LIMIT, off, "pieces", "more than %llu "
@@ -201,7 +272,7 @@ tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint
     while (st == TBX_OK && c.pos < c.end) {
         uint64_t off, len;
         bool piece;
-        st = next_field(&c, &off, &len, &piece, err);
+        st = next_field(&c, &src, &off, &len, &piece, NULL, err);
         if (st != TBX_OK || !piece) continue;
         uint64_t outer = c.end;
         c.end = c.pos + len; /* rd_len checked that len bytes remain */
@@ -212,6 +283,16 @@ tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint
     tbx_cursor_free(&c);
     if (st != TBX_OK) tbx_spm_free(out, al);
     return st;
+}
+
+tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint64_t max_pieces,
+                         tbx_spm_vocab *out, tbx_error *err) {
+    return spm_parse(buf, n, al, max_pieces, false, out, err);
+}
+
+tbx_status tbx_spm_parse_specs(const uint8_t *buf, size_t n, const tbx_alloc *al,
+                               uint64_t max_pieces, tbx_spm_vocab *out, tbx_error *err) {
+    return spm_parse(buf, n, al, max_pieces, true, out, err);
 }
 
 void tbx_spm_free(tbx_spm_vocab *v, const tbx_alloc *al) {

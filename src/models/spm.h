@@ -2,9 +2,11 @@
  * gguf_hf_spm.h - the vocabulary of a SentencePiece tokenizer.model (internal).
  *
  * A tokenizer.model is a serialized protobuf message (SentencePiece's ModelProto). Only its
- * repeated field 1 matters for llama.cpp: the pieces, each a message {1: piece (bytes),
- * 2: score (float, fixed32), 3: type (enum varint; NORMAL = 1 when absent)}. Every other field
- * (trainer and normalizer specs, self-test data) is skipped by its wire type. See
+ * repeated field 1 matters for llama.cpp's "llama" vocabulary: the pieces, each a message
+ * {1: piece (bytes), 2: score (float, fixed32), 3: type (enum varint; NORMAL = 1 when absent)};
+ * its Unigram ("t5") vocabulary also takes the trainer spec's model type (field 2: {3: varint})
+ * and the normalizer spec (field 3: {2: precompiled_charsmap bytes, 3: add_dummy_prefix,
+ * 4: remove_extra_whitespaces}). Every other field is skipped by its wire type. See
  * gguf_hf_spm.c for the reader and docs/formats/gguf.md for why it is hand-written.
  */
 #ifndef TBX_GGUF_HF_SPM_H
@@ -24,10 +26,20 @@ typedef struct tbx_spm_piece {
     int type;         /* TBX_SPM_* */
 } tbx_spm_piece;
 
+/* SentencePiece model types (TrainerSpec.model_type) */
+enum { TBX_SPM_UNIGRAM = 1, TBX_SPM_BPE = 2, TBX_SPM_WORD = 3, TBX_SPM_CHAR = 4 };
+
 typedef struct tbx_spm_vocab {
     tbx_spm_piece *pieces;
     size_t n;
     size_t cap; /* entries allocated */
+    /* trainer_spec.model_type (TBX_SPM_UNIGRAM when absent, protobuf's default) */
+    int model_type;
+    /* normalizer_spec: add_dummy_prefix and remove_extra_whitespaces (true when absent), the
+     * precompiled_charsmap's bytes (pointing into the caller's buffer; NULL, 0 when absent) */
+    bool add_dummy_prefix, remove_extra_ws;
+    const uint8_t *charsmap;
+    size_t charsmap_len;
 } tbx_spm_vocab;
 
 /* Parses the `n` bytes at `buf` (a tokenizer.model) into *out (pieces in id order, pointing into
@@ -37,6 +49,12 @@ typedef struct tbx_spm_vocab {
  * UTF-8, an unknown type, a non-finite score, no pieces at all), TBX_E_LIMIT, TBX_E_NOMEM. */
 tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint64_t max_pieces,
                          tbx_spm_vocab *out, tbx_error *err);
+/* The same, also reading the trainer spec's model_type and the normalizer spec's fields into
+ * *out (a spec whose fields are malformed is TBX_E_FORMAT / TBX_E_TRUNCATED naming
+ * "trainer_spec" / "normalizer_spec..."); tbx_spm_parse skips the specs (model_type etc. keep
+ * their defaults). */
+tbx_status tbx_spm_parse_specs(const uint8_t *buf, size_t n, const tbx_alloc *al,
+                               uint64_t max_pieces, tbx_spm_vocab *out, tbx_error *err);
 void tbx_spm_free(tbx_spm_vocab *v, const tbx_alloc *al);
 
 /* Is the `n` bytes at `buf` a tiktoken BPE file (what Llama 3's and gpt-oss's repositories may

@@ -42,7 +42,7 @@ def table_rows() -> list[tuple[str, str]]:
     src = TABLE.read_text()
     body = re.search(r"static const hf_arch ARCHES\[\] = \{(.*?)\n\};", src, re.S)
     assert body, "ARCHES[] not found in " + str(TABLE)
-    rows = re.findall(r'^\s*\{"([A-Za-z0-9_]+)", "([A-Za-z0-9_]+)",', body.group(1), re.M)
+    rows = re.findall(r'^\s*\{"([A-Za-z0-9_-]+)", "([A-Za-z0-9_-]+)",', body.group(1), re.M)
     assert len(rows) >= 3, rows
     return rows
 

@@ -364,4 +364,62 @@ TBX_TEST(spm_every_allocation_failure_is_clean) {
     CHECK(clean);
 }
 
+/* ---- the specs of a Unigram model (tbx_spm_parse_specs, xlm-roberta's sentencepiece.bpe.model)
+ * ModelProto {
+ *   pieces { piece: "a" }                                               @0
+ *   trainer_spec { 1: "x" (skipped), model_type (3): 2 BPE }            @5
+ *   normalizer_spec { 1: "n" (skipped), precompiled_charsmap (2):
+ *                     01 02 03, add_dummy_prefix (3): 0,
+ *                     remove_extra_whitespaces (4): 1 }                 @12
+ * } */
+static const uint8_t SPECS[] = {
+    0x0a, 0x03, 0x0a, 0x01, 'a',
+    0x12, 0x05, 0x0a, 0x01, 'x', 0x18, 0x02,
+    0x1a, 0x0c, 0x0a, 0x01, 'n', 0x12, 0x03, 1, 2, 3, 0x18, 0x00, 0x20, 0x01,
+};
+
+TBX_TEST(spm_specs_read_when_asked) {
+    CHECK_EQ(sizeof SPECS, 26);
+    tbx_spm_vocab v;
+    tbx_error e;
+    tbx_alloc_init(&g_al, NULL);
+    memset(&e, 0, sizeof e);
+    CHECK_OK(tbx_spm_parse_specs(SPECS, sizeof SPECS, &g_al, 10, &v, &e));
+    CHECK_EQ(v.n, 1);
+    CHECK_EQ(v.model_type, TBX_SPM_BPE);
+    CHECK_EQ(v.add_dummy_prefix, 0);
+    CHECK_EQ(v.remove_extra_ws, 1);
+    CHECK_EQ(v.charsmap_len, 3);
+    CHECK(v.charsmap == SPECS + 19);
+    tbx_spm_free(&v, &g_al);
+    /* tbx_spm_parse leaves them at protobuf's defaults */
+    CHECK_OK(parse(SPECS, sizeof SPECS, 10, &v, &e));
+    CHECK_EQ(v.model_type, TBX_SPM_UNIGRAM);
+    CHECK_EQ(v.add_dummy_prefix, 1);
+    CHECK_EQ(v.remove_extra_ws, 1);
+    CHECK_EQ(v.charsmap_len, 0);
+    tbx_spm_free(&v, &g_al);
+    /* hostile specs, each failing with its field and offset */
+    static const struct { const char *name; uint8_t b[12]; size_t n; tbx_status st;
+                          const char *field; uint64_t off; } BAD[] = {
+        {"model_type 9", {0x12, 0x02, 0x18, 0x09}, 4, TBX_E_FORMAT, "trainer_spec.model_type", 2},
+        {"model_type as bytes", {0x12, 0x03, 0x1a, 0x01, 0x00}, 5, TBX_E_FORMAT,
+         "trainer_spec.model_type", 2},
+        {"charsmap past spec", {0x1a, 0x03, 0x12, 0x05, 0x00, 0x00}, 6, TBX_E_TRUNCATED,
+         "normalizer_spec.precompiled_charsmap", 4},
+        {"spec past end", {0x1a, 0x07, 0x18, 0x00}, 4, TBX_E_TRUNCATED, "normalizer_spec", 2},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        memset(&e, 0, sizeof e);
+        tbx_status st = tbx_spm_parse_specs(BAD[i].b, BAD[i].n, &g_al, 10, &v, &e);
+        if (st != BAD[i].st || strcmp(e.field, BAD[i].field) || e.offset != BAD[i].off)
+            fprintf(stderr, "case \"%s\": status %d field \"%s\" offset %llu (%s)\n", BAD[i].name,
+                    (int)st, e.field, (unsigned long long)e.offset, e.message);
+        CHECK_EQ(st, BAD[i].st);
+        CHECK_STR(e.field, BAD[i].field);
+        CHECK_EQ(e.offset, BAD[i].off);
+        tbx_spm_free(&v, &g_al);
+    }
+}
+
 TBX_TEST_MAIN()
