@@ -71,6 +71,8 @@ _tbx_dep(deflate libdeflate libdeflate)
 _tbx_dep(crypto  libcrypto  "")
 # libzip: the .npz driver reads and writes its zip archives through it (docs/formats/npy.md).
 _tbx_dep(zip     libzip     "")
+# libcurl: remote sources (http://, https://, s3://, hf://: src/io/remote.c, docs/remote.md).
+_tbx_dep(curl    libcurl    "")
 
 if(NOT TARGET Threads::Threads)
   list(APPEND TBX_DEP_MISSING Threads)

@@ -584,7 +584,13 @@ TBX_API void tbx_open_options_init(tbx_open_options *opt);
  *     offset; a shard's errors name the shard and the offset in it. One shard opened by its own
  *     path is just that file. Rules: docs/formats/safetensors.md, "Directories and sharded sets".
  * Opening a set costs about what opening its files one after the other costs; the handle keeps
- * one descriptor per file. */
+ * one descriptor per file.
+ * A path that starts with http://, https://, s3:// or hf:// is a URL: the file (or the set:
+ * a directory URL ending in '/', hf://ORG/REPO, an index, shard 1 of a GGUF split set) is read
+ * through HTTP range requests, never downloaded whole, with the same rules and messages;
+ * settings and credentials come from the environment (docs/remote.md). TBX_OPEN_MMAP is
+ * ignored for a URL. A file that changes on the server while it is read fails with TBX_E_IO;
+ * a server that ignores range requests with TBX_E_UNSUPPORTED. */
 TBX_API tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_options *opt,
                                  tbx_error *err);
 /* Opens a memory buffer. The buffer is not copied and must outlive the handle. */

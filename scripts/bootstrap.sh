@@ -29,6 +29,7 @@ done
 
 DEB_PKGS=(cmake ninja-build pkg-config clang libclang-rt-14-dev
           libzstd-dev libjansson-dev libcbor-dev libdeflate-dev libssl-dev zlib1g-dev libzip-dev
+          libcurl4-openssl-dev nginx-light
           python3-venv time binutils g++)
 missing=()
 for p in "${DEB_PKGS[@]}"; do
@@ -57,6 +58,22 @@ if [ ! -f "$STAMP" ] || ! cmp -s "$REQ" "$STAMP"; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
     -r python/requirements-nodeps.txt
   cp "$REQ" "$STAMP"
+fi
+
+# gofakes3, an S3-compatible object store for tests/python/test_remote.py: built once from the Go
+# module proxy into .cache/s3/ (ignored by git; its code is never part of this repository), and
+# again when its pin changes.
+GOFAKES3_PIN=v1.2.0
+if [ ! -x .cache/s3/gofakes3 ] || [ "$(cat .cache/s3/.pin 2>/dev/null)" != "$GOFAKES3_PIN" ]; then
+  GO=$(command -v go || echo /usr/local/go/bin/go)
+  if [ -x "$GO" ]; then
+    echo "bootstrap: building gofakes3 $GOFAKES3_PIN into .cache/s3" >&2
+    mkdir -p .cache/s3
+    GOBIN="$PWD/.cache/s3" nice "$GO" install "github.com/johannesboyne/gofakes3/cmd/gofakes3@$GOFAKES3_PIN" &&
+      echo "$GOFAKES3_PIN" > .cache/s3/.pin
+  else
+    echo "bootstrap: no Go toolchain: gofakes3 not built (tests/python/test_remote.py's S3 test fails)" >&2
+  fi
 fi
 
 # torch and transformers (only with --torch: make test): installed when one of the pins of

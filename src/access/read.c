@@ -227,6 +227,7 @@ static tbx_status read_comp_range(tbx_file *f, const tbx_tensor *t, uint32_t c, 
     const tbx_source *src = comp_source(f, t, k, err);
     if (!src) return TBX_E_STATE;
     if ((st = run_pending_check(f, t, c, err)) != TBX_OK) return st;
+    if (len < k->nbytes) tbx_source_hint(src, k->offset, k->nbytes); /* read in parts */
     return tbx_source_read(src, k->offset + pos, buf, len, t->name, err);
 }
 

@@ -90,8 +90,9 @@ tbx_status tbx_open_path(tbx_file **out, const char *path, const tbx_open_option
         tbx_close(f);
         return st;
     }
-    /* the files of the path: the local directory's (the only provider so far) */
-    st = tbx_provider_local(&f->prov, &f->al, path, err);
+    /* the files of the path: a remote store's for a URL, else the local directory's */
+    if (tbx_remote_is_url(path)) st = tbx_provider_remote(&f->prov, &f->al, path, err);
+    else st = tbx_provider_local(&f->prov, &f->al, path, err);
     if (st != TBX_OK) { tbx_close(f); return st; }
     return open_from_provider(f, out, err);
 }

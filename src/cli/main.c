@@ -164,6 +164,8 @@ static int run_command(const cli_command *cmd, const char *path, int argc, char 
     } else if (cmd->max_args >= 0 && a.npos > cmd->max_args) {
         rc = cli_usage_error(&a, "unexpected argument '%s'", a.pos[cmd->max_args]);
     } else {
+        /* the library's remote sources print their requests when this is set (src/io/remote.c) */
+        if (cli_flag(&a, "verbose")) setenv("TBX_HTTP_VERBOSE", "1", 1);
         rc = cmd->run(&a);
     }
     free(a.pos);

@@ -63,9 +63,28 @@ static int mentions_path(const char *msg, const char *path) {
     return 0;
 }
 
+/* A URL as messages show it: without user info ("user:secret@") and without its query (a
+ * signed URL's query is a credential), as the library names it; other paths as they are. */
+static const char *shown_path(const char *path, char *buf, size_t cap) {
+    const char *sep = strstr(path, "://");
+    if (!sep || cap < 8) return path;
+    const char *host = sep + 3;
+    size_t hl = strcspn(host, "/?#");
+    const char *at = NULL;
+    for (size_t i = 0; i < hl; i++)
+        if (host[i] == '@') at = host + i;
+    const char *rest = at ? at + 1 : host;
+    size_t keep = strcspn(rest, "?#");
+    snprintf(buf, cap, "%.*s%.*s%s", (int)(host - path), path, (int)keep, rest,
+             rest[keep] ? "?..." : "");
+    return buf;
+}
+
 void cli_report(const char *path, tbx_status status, const tbx_error *err) {
     const char *msg = (err && err->message[0]) ? err->message : tbx_strerror(status);
     if (!msg) msg = "unknown error";
+    char shown[4096];
+    if (path) path = shown_path(path, shown, sizeof shown);
     if (path && !mentions_path(msg, path))
         cli_error("%s: %s", path, msg);
     else

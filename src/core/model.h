@@ -13,7 +13,10 @@
 /* ------------------------------------------------------------------------------------------ */
 /* Where bytes live: the records src/io/ works on (io.h has the functions).                    */
 /* ------------------------------------------------------------------------------------------ */
-typedef enum tbx_source_kind { TBX_SRC_FD, TBX_SRC_MMAP, TBX_SRC_MEMORY, TBX_SRC_CALLBACK } tbx_source_kind;
+typedef enum tbx_source_kind { TBX_SRC_FD, TBX_SRC_MMAP, TBX_SRC_MEMORY, TBX_SRC_CALLBACK,
+                               TBX_SRC_REMOTE } tbx_source_kind;
+/* A remote file read through HTTP range requests (src/io/remote.c), owned by its source. */
+typedef struct tbx_remote tbx_remote;
 
 /* Where the files of a set come from (src/io/provider.h): a handle opened by path keeps the
  * provider that found its file, and drivers open sibling files (shards, side files, split
@@ -34,6 +37,7 @@ typedef struct tbx_source {
     const _Atomic size_t *valid; /* that slot's valid length (tbx_source_fast_ok), else NULL */
     tbx_read_at_fn cb;        /* TBX_SRC_CALLBACK */
     void *cb_ud;
+    tbx_remote *remote;       /* TBX_SRC_REMOTE: closed by tbx_source_close */
     uint64_t dev, ino;        /* path sources: identity, for "never overwrite an input" */
     bool registered;          /* in the open-inputs registry */
 } tbx_source;

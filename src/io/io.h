@@ -23,6 +23,10 @@ void tbx_source_close(tbx_source *s);
  * a mapping's check fails), TBX_E_IO on a read error. */
 tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t len,
                            const char *field, tbx_error *err);
+/* Tells the source that the reads that follow go on through [off, off+len) (the component of
+ * a tensor read in parts): a remote source fetches ahead inside it (never past it); nothing
+ * for the other kinds. */
+void tbx_source_hint(const tbx_source *s, uint64_t off, uint64_t len);
 /* Pointer to [off, off+len) when the source is mapped/in memory, else NULL. The bytes of a
  * mapped file read as zeros once the file has shrunk below them (src/io/mapguard.c): after
  * reading them and before using or handing on anything computed from them, call
@@ -104,6 +108,50 @@ const _Atomic size_t *tbx_mapguard_valid_ptr(int slot);
 uint64_t tbx_mapguard_repairs_(void);
 
 
+
+/* ------------------------------------------------------------------------------------------ */
+/* Remote files (src/io/remote.c): HTTP(S) range requests through libcurl                     */
+/* ------------------------------------------------------------------------------------------ */
+/* True when `path` is a URL of a remote provider: http://, https://, s3://, hf://. */
+bool tbx_remote_is_url(const char *path);
+/* How requests are authenticated (every member may be NULL): an OAuth bearer token (sent to
+ * the URL's own host only, never after a redirect to another), AWS SigV4 ("aws:amz:REGION:s3"
+ * with "KEY:SECRET"), and an extra header line (the session token). Copied at open. */
+typedef struct tbx_remote_auth {
+    const char *bearer;
+    const char *sigv4, *userpwd, *header;
+} tbx_remote_auth;
+/* Opens `url` as a TBX_SRC_REMOTE source: one range request learns its size, ETag and
+ * Last-Modified (and keeps its first bytes); `shown` is how messages name it (never a secret;
+ * NULL: the URL without user info and query). A server answering 200 to a range request of
+ * a larger file fails (TBX_E_UNSUPPORTED): nothing is read whole behind the caller's back. */
+tbx_status tbx_remote_open(tbx_source *s, const tbx_alloc *al, const char *url, const char *shown,
+                           const tbx_remote_auth *auth, tbx_error *err);
+/* Reads exactly len bytes at off (thread-safe): from the block cache, else by range requests
+ * (a growing read-ahead for sequential small reads; parallel ranges for large ones). A file
+ * that changed since the open (ETag, Last-Modified, size) fails with TBX_E_IO naming it. */
+tbx_status tbx_remote_read(tbx_remote *r, uint64_t off, void *buf, size_t len, const char *field,
+                           tbx_error *err);
+void tbx_remote_close(tbx_remote *r);
+/* The reads that follow go through [off, off+len) (a tensor read in chunks): large ones may
+ * fetch ahead inside it, never past it. */
+void tbx_remote_hint(tbx_remote *r, uint64_t off, uint64_t len);
+/* One HEAD request (redirects followed): *exists false for 404/410 (and 403 when missing ->
+ * forbidden is how S3 answers without list rights, when `forbidden_missing`), *size from its
+ * Content-Length. Other failures are errors. */
+tbx_status tbx_remote_head(const tbx_alloc *al, const char *url, const char *shown,
+                           const tbx_remote_auth *auth, bool forbidden_missing, bool *exists,
+                           uint64_t *size, tbx_error *err);
+/* One GET of a small document (at most `max` bytes: more is TBX_E_LIMIT), made with `al`
+ * (free *len + 1 bytes; NUL-terminated). */
+tbx_status tbx_remote_get(const tbx_alloc *al, const char *url, const char *shown,
+                          const tbx_remote_auth *auth, size_t max, char **body, size_t *len,
+                          tbx_error *err);
+/* A provider for a URL (tbx_remote_is_url): http(s) and s3 directories need an index (their
+ * listings are the names given and probed); hf:// lists the repository through the Hub's
+ * tree API (src/io/remote_prov.c). */
+tbx_status tbx_provider_remote(tbx_provider **out, const tbx_alloc *al, const char *url,
+                               tbx_error *err);
 
 /* Registry of input files open through tbx_open_path (dev, ino), so that writers never
  * replace one (src/io/source.c). Thread-safe. */

@@ -242,6 +242,7 @@ void tbx_source_open_callback(tbx_source *s, tbx_read_at_fn fn, void *ud, uint64
 
 void tbx_source_close(tbx_source *s) {
     if (!s) return;
+    if (s->kind == TBX_SRC_REMOTE) tbx_remote_close(s->remote);
     /* Only a successfully opened path source owns a descriptor: a zeroed struct (fd 0) or a
      * memory/callback source closes nothing. */
     if (s->registered) {
@@ -295,6 +296,11 @@ tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t 
         memcpy(buf, s->base + off, len);
         return TBX_OK;
 
+    case TBX_SRC_REMOTE:
+        if (!s->remote)
+            return tbx_err(err, TBX_E_STATE, off, field, "%s: remote source is not open", f);
+        return tbx_remote_read(s->remote, off, buf, len, f, err);
+
     case TBX_SRC_CALLBACK: {
         if (!s->cb)
             return tbx_err(err, TBX_E_STATE, off, field, "%s: callback source without callback", f);
@@ -335,6 +341,10 @@ tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t 
     }
     }
     return tbx_err(err, TBX_E_STATE, off, field, "%s: unknown source kind %d", f, (int)s->kind);
+}
+
+void tbx_source_hint(const tbx_source *s, uint64_t off, uint64_t len) {
+    if (s && s->kind == TBX_SRC_REMOTE) tbx_remote_hint(s->remote, off, len);
 }
 
 const uint8_t *tbx_source_ptr(const tbx_source *s, uint64_t off, uint64_t len) {

@@ -29,17 +29,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { HP_U32, HP_F32 } hp_kind;
+/* HP_F32_NZ: an f32 written only when config.json's value is not 0 (convert_hf_to_gguf.py's
+ * `if value := hparams.get(...)`: granite's multipliers) */
+typedef enum { HP_U32, HP_F32, HP_F32_NZ } hp_kind;
 
 typedef struct hf_hparam {
     const char *key;        /* after "{arch}." */
     hp_kind kind;
-    const char *cfg[4];     /* config.json names, the first present one wins */
-    uint8_t required;       /* false, true, or HP_OR_ZERO */
+    const char *cfg[4];     /* config.json names, the first present one wins; a last entry
+                               "=VALUE" is the value when none is present (transformers'
+                               config class default, which convert_hf_to_gguf.py reads: it
+                               loads config.json through AutoConfig) */
+    bool required;
 } hf_hparam;
-/* hf_hparam.required: written as 0 when config.json has none of the names (or null), as
- * llama.cpp's converter does for some keys (phi3's attention.sliding_window) */
-#define HP_OR_ZERO 2
 
 /* Transforms of a map entry or part (the plan's TBX_XF_* with what they need resolved at
  * conversion time: the head count of q or k). */
@@ -92,6 +94,12 @@ typedef struct hf_tmap {
 #define ARCH_TT_COUNT     0x10u /* tokenizer.ggml.token_type_count from type_vocab_size */
 #define ARCH_SPACE_PREFIX 0x20u /* tokenizer.ggml.add_space_prefix from tokenizer_config's
                                    add_prefix_space (convert_hf_to_gguf.py's LlamaModel) */
+#define ARCH_NO_HEAD_DIM  0x4000u /* config.json's head_dim ignored: the head size is hidden /
+                                   heads and no attention.key_length is written
+                                   (convert_hf_to_gguf.py's GraniteModel drops head_dim) */
+#define ARCH_NORM_TOPK    0x8000u /* config.json's norm_topk_prob must be true: llama.cpp's
+                                   graph always renormalizes the chosen experts' weights
+                                   (qwen3moe), so a model that does not is refused */
 #define ARCH_ADD_SEP      0x80u /* tokenizer.ggml.add_sep_token from the post-processor's pair
                                    template, as gguf-py's SpecialVocab parses it */
 #define ARCH_PRE_MODERN_BERT 0x100u /* a GPT-2-style BPE tokenizer (a lone ByteLevel with its
@@ -113,13 +121,21 @@ typedef struct hf_tmap {
                                    pad_token_id + 1 rows of position_embd are dropped and
                                    context_length is max_position_embeddings less them
                                    (convert_hf_to_gguf.py's XLMRobertaModel) */
-#define ARCH_ROPE_PARTIAL 0x4000u /* with ARCH_ROPE_DIM: rope.dimension_count =
+#define ARCH_ROPE_PARTIAL 0x80000u /* with ARCH_ROPE_DIM: rope.dimension_count =
                                    int(partial_rotary_factor x hidden_size) / heads (factor 1
                                    when absent; Phi3MiniModel) */
-#define ARCH_SPM_ADDED    0x8000u /* SentencePiece vocabulary as Phi3MiniModel.set_vocab: the
+#define ARCH_SPM_ADDED    0x100000u /* SentencePiece vocabulary as Phi3MiniModel.set_vocab: the
                                    added tokens of tokenizer_config's added_tokens_decoder and
                                    of tokenizer.json are control when special, else
                                    user-defined (no look-special test, no U+2581 -> space) */
+/* Gemma's (issue 22; high bits, clear of the other rows' flags) */
+#define ARCH_NO_SPACE_PREFIX 0x10000u /* tokenizer.ggml.add_space_prefix = false whatever the
+                                         tokenizer says (convert_hf_to_gguf.py's Gemma*Model) */
+#define ARCH_GEMMA_EOT       0x20000u /* the fixed <end_of_turn> id GemmaModel.set_vocab
+                                         writes (hf_gguf.c) */
+#define ARCH_TEXT_CONFIG     0x40000u /* a multimodal config.json: its text_config's fields
+                                         over the top level's (TextModel's merge); the text
+                                         tensors only */
 
 /* Tokenizer kinds a row takes (hf_arch.tokenizers) */
 #define TBX_HF_TOK_WORDPIECE 0x01u /* tokenizer.json WordPiece -> llama.cpp "bert" */

@@ -18,6 +18,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Every ARCH_* flag is its own bit: rows are added side by side, and two flags sharing a bit
+ * would turn one row's quirk on for another (their sum equals their union only then). */
+_Static_assert((ARCH_VOCAB_SIZE + ARCH_ROPE_DIM + ARCH_NONCAUSAL + ARCH_POOLING + ARCH_TT_COUNT
+                + ARCH_SPACE_PREFIX + ARCH_NO_HEAD_DIM + ARCH_NORM_TOPK +
+                ARCH_ADD_SEP + ARCH_PRE_MODERN_BERT + ARCH_SWA + ARCH_HIDDEN_ACT
+                + ARCH_CLS_POOLING + ARCH_ROPE_NONE + ARCH_FFN_UP_GLU +
+                ARCH_POS_OFFSET + ARCH_NO_SPACE_PREFIX + ARCH_GEMMA_EOT +
+                ARCH_TEXT_CONFIG) ==
+               (ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT
+                | ARCH_SPACE_PREFIX | ARCH_NO_HEAD_DIM | ARCH_NORM_TOPK |
+                ARCH_ADD_SEP | ARCH_PRE_MODERN_BERT | ARCH_SWA | ARCH_HIDDEN_ACT
+                | ARCH_CLS_POOLING | ARCH_ROPE_NONE | ARCH_FFN_UP_GLU |
+                ARCH_POS_OFFSET | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT |
+                ARCH_TEXT_CONFIG),
+               "two ARCH_* flags share a bit (arch.h)");
+
 static const hf_hparam HP_BERT[] = {
     {"context_length", HP_U32, {"max_position_embeddings"}, true},
     {"embedding_length", HP_U32, {"hidden_size"}, true},
@@ -185,6 +201,93 @@ static const hf_tmap TM_QWEN2MOE[] = {
     {NULL, NULL, 0, 0, 0.0f, NULL},
 };
 
+/* ---- issue 22: qwen3, qwen3_moe, olmo2, granite (and mistral, a llama row) ----------------- */
+/* Qwen3 (convert_hf_to_gguf.py's Qwen3Model, a Qwen2Model): qwen2's tensors, and an RMS norm of
+ * each head of q and of k before the rotary embedding (self_attn.q_norm / k_norm: [head_dim],
+ * gguf-py's ATTN_Q_NORM / ATTN_K_NORM); config.json's head_dim (not hidden / heads in the real
+ * models) becomes attention.key_length / value_length as for every row. */
+#define TM_QK_NORM                                                                             \
+    ONE("model.layers.#.self_attn.q_norm", "blk.#.attn_q_norm"),                               \
+    ONE("model.layers.#.self_attn.k_norm", "blk.#.attn_k_norm")
+
+static const hf_tmap TM_QWEN3[] = {
+    TM_DECODER_ATTN(HF_XF_NONE, HF_XF_NONE), TM_QK_NORM, TM_DENSE_FFN,
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+/* Qwen3-MoE (Qwen3MoeModel, a Qwen2MoeModel): qwen3's attention, a router over the experts
+ * (config num_experts; transformers 5 writes num_local_experts: TextModel's find_hparam order)
+ * of moe_intermediate_size stacked per layer, no shared expert. llama.cpp's qwen3moe graph
+ * always renormalizes the top-k weights (norm_topk_prob true, as the released models have;
+ * the converter writes no key for it and converts a false one all the same, to a file whose
+ * logits differ): tensorbox refuses norm_topk_prob false (ARCH_NORM_TOPK). */
+static const hf_hparam HP_QWEN3MOE[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, false},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {"expert_count", HP_U32, {"num_local_experts", "num_experts"}, true},
+    {"expert_used_count", HP_U32, {"num_experts_per_tok"}, true},
+    {"expert_feed_forward_length", HP_U32, {"moe_intermediate_size"}, false},
+    {NULL, HP_U32, {NULL}, false},
+};
+static const hf_tmap TM_QWEN3MOE[] = {
+    TM_DECODER_ATTN(HF_XF_NONE, HF_XF_NONE), TM_QK_NORM,
+    ONE("model.layers.#.mlp.gate", "blk.#.ffn_gate_inp"),
+    {"model.layers.#.mlp.experts.@.gate_proj", "blk.#.ffn_gate_exps", HF_MAP_STACK, HF_XF_NONE,
+     0.0f, NULL},
+    {"model.layers.#.mlp.experts.@.up_proj", "blk.#.ffn_up_exps", HF_MAP_STACK, HF_XF_NONE, 0.0f,
+     NULL},
+    {"model.layers.#.mlp.experts.@.down_proj", "blk.#.ffn_down_exps", HF_MAP_STACK, HF_XF_NONE,
+     0.0f, NULL},
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+/* OLMo 2 (Olmo2Model, a TextModel; llama.cpp's olmo2 uses the rotate-half rope: no reordering):
+ * no norm before attention or feed-forward but one after each (post_attention_layernorm is
+ * gguf-py's ATTN_POST_NORM, blk.N.post_attention_norm, for olmo2; post_feedforward_layernorm
+ * FFN_POST_NORM, blk.N.post_ffw_norm), and RMS norms
+ * of the whole q and k projections (q_norm [heads x head size], k_norm [kv heads x head size]) */
+static const hf_tmap TM_OLMO2[] = {
+    ONE("model.embed_tokens", "token_embd"),
+    ONE("model.norm", "output_norm"),
+    ONE("lm_head", "output"),
+    ONE("model.layers.#.self_attn.q_proj", "blk.#.attn_q"),
+    ONE("model.layers.#.self_attn.k_proj", "blk.#.attn_k"),
+    ONE("model.layers.#.self_attn.v_proj", "blk.#.attn_v"),
+    ONE("model.layers.#.self_attn.o_proj", "blk.#.attn_output"),
+    TM_QK_NORM,
+    ONE("model.layers.#.post_attention_layernorm", "blk.#.post_attention_norm"),
+    ONE("model.layers.#.post_feedforward_layernorm", "blk.#.post_ffw_norm"),
+    TM_DENSE_FFN,
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+/* Granite (GraniteModel, a LlamaModel: llama's tensors and q/k reordering) and its multipliers,
+ * each written when not 0 under gguf-py's names (1 when config.json has none: GraniteConfig's
+ * default, which the converter reads): the embeddings scaled by embedding_multiplier, each
+ * residual branch by residual_multiplier, the attention scores by attention_multiplier
+ * (instead of 1/sqrt(head size)), the logits divided by logits_scaling. */
+static const hf_hparam HP_GRANITE[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, false},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {"attention.scale", HP_F32_NZ, {"attention_multiplier", "=1"}, false},
+    {"embedding_scale", HP_F32_NZ, {"embedding_multiplier", "=1"}, false},
+    {"residual_scale", HP_F32_NZ, {"residual_multiplier", "=1"}, false},
+    /* llama.cpp's granite loader requires logit_scale: a logits_scaling of 0, which the
+     * converter leaves out, would give a file it does not load, so it is refused here */
+    {"logit_scale", HP_F32_NZ, {"logits_scaling", "=1"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+/* ---- end of issue 22's qwen3 / qwen3_moe / olmo2 / granite / mistral block ------------------ */
+
 static const char *const SKIP_DECODER[] = {"model.layers.#.self_attn.rotary_emb.inv_freq", NULL};
 
 /* ModernBERT (convert_hf_to_gguf.py's ModernBertModel, llama.cpp's "modern-bert"): "model."
@@ -244,6 +347,112 @@ static const hf_tmap TM_NOMIC_BERT[] = {
     {NULL, NULL, 0, 0, 0.0f, NULL},
 };
 
+/* ---- Gemma (issue 22): convert_hf_to_gguf.py's GemmaModel, Gemma2Model, Gemma3Model ------ */
+/* Gemma's RMSNorm multiplies by (1 + w): llama.cpp's converter adds 1 to every tensor whose
+ * name ends in "norm.weight" (HF_XF_ADD 1), and llama.cpp's runtime scales the embeddings by
+ * sqrt(hidden_size) itself. q/k rows are not reordered (llama.cpp's gemma rope is NEOX). The
+ * converter writes head_count_kv always (the head count without num_key_value_heads); GemmaModel
+ * and Gemma2Model write no rope.freq_base (llama.cpp's default 10000 is Gemma's rope_theta):
+ * tensorbox writes config.json's rope_theta so that another value is not lost. */
+static const hf_hparam HP_GEMMA[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads", "num_attention_heads"}, true},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+/* Gemma 2: logit soft-capping of the attention scores and of the output, the sliding window of
+ * its local layers (llama.cpp: every other layer, the first one local) */
+static const hf_hparam HP_GEMMA2[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads", "num_attention_heads"}, true},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {"attn_logit_softcapping", HP_F32, {"attn_logit_softcapping"}, true},
+    {"final_logit_softcapping", HP_F32, {"final_logit_softcapping"}, true},
+    {"attention.sliding_window", HP_U32, {"sliding_window"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+/* Gemma 3 (TextModel's keys and Gemma3Model's): rope_theta of the global layers
+ * (rope_parameters.full_attention in transformers 5) and of the local ones (freq_base_swa:
+ * rope_local_base_freq, or rope_parameters.sliding_attention; hf_gguf.c's cfg_field), no
+ * attention soft-capping, an optional final one, the sliding window (llama.cpp: five local
+ * layers, then a global one) */
+static const hf_hparam HP_GEMMA3[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, true},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"rope.freq_base_swa", HP_F32, {"rope_local_base_freq"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {"final_logit_softcapping", HP_F32, {"final_logit_softcapping"}, false},
+    {"attention.sliding_window", HP_U32, {"sliding_window"}, false},
+    {NULL, HP_U32, {NULL}, false},
+};
+
+#define NORM1(HF, GG) {HF, GG, HF_MAP_ONE, HF_XF_ADD, 1.0f, NULL}
+#define TM_GEMMA_COMMON(P)                                                                     \
+    ONE(P "embed_tokens", "token_embd"),                                                       \
+    NORM1(P "norm", "output_norm"),                                                            \
+    NORM1(P "layers.#.input_layernorm", "blk.#.attn_norm"),                                    \
+    ONE(P "layers.#.self_attn.q_proj", "blk.#.attn_q"),                                        \
+    ONE(P "layers.#.self_attn.k_proj", "blk.#.attn_k"),                                        \
+    ONE(P "layers.#.self_attn.v_proj", "blk.#.attn_v"),                                        \
+    ONE(P "layers.#.self_attn.o_proj", "blk.#.attn_output"),                                   \
+    ONE(P "layers.#.mlp.gate_proj", "blk.#.ffn_gate"),                                         \
+    ONE(P "layers.#.mlp.up_proj", "blk.#.ffn_up"),                                             \
+    ONE(P "layers.#.mlp.down_proj", "blk.#.ffn_down")
+/* Gemma 2 and 3: a norm after attention and one before and after the feed-forward */
+#define TM_GEMMA2_NORMS(P)                                                                     \
+    NORM1(P "layers.#.post_attention_layernorm", "blk.#.post_attention_norm"),                 \
+    NORM1(P "layers.#.pre_feedforward_layernorm", "blk.#.ffn_norm"),                           \
+    NORM1(P "layers.#.post_feedforward_layernorm", "blk.#.post_ffw_norm")
+/* Gemma 3: and q/k norms */
+#define TM_GEMMA3(P)                                                                           \
+    TM_GEMMA_COMMON(P), TM_GEMMA2_NORMS(P),                                                    \
+    NORM1(P "layers.#.self_attn.q_norm", "blk.#.attn_q_norm"),                                 \
+    NORM1(P "layers.#.self_attn.k_norm", "blk.#.attn_k_norm")
+
+static const hf_tmap TM_GEMMA[] = {
+    TM_GEMMA_COMMON("model."),
+    NORM1("model.layers.#.post_attention_layernorm", "blk.#.ffn_norm"),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+static const hf_tmap TM_GEMMA2[] = {
+    TM_GEMMA_COMMON("model."), TM_GEMMA2_NORMS("model."),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+static const hf_tmap TM_GEMMA3_TEXT[] = {
+    TM_GEMMA3("model."), ONE("lm_head", "output"),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+/* Gemma3ForConditionalGeneration: the language model's tensors under model.language_model.
+ * (transformers 5) or language_model.model. (4.x; its lm_head under language_model.), which
+ * the row's prefixes drop, as TextModel drops "language_model."; the vision tower and the
+ * projector are left out, as convert_hf_to_gguf.py leaves them out of the text model (its
+ * --mmproj writes them to a separate file, which tensorbox does not) */
+static const hf_tmap TM_GEMMA3_MM[] = {
+    TM_GEMMA3(""), ONE("lm_head", "output"),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+/* GemmaModel and Gemma2Model leave lm_head out (the output is the tied embedding) */
+static const char *const SKIP_GEMMA[] = {"model.layers.#.self_attn.rotary_emb.inv_freq",
+                                         "lm_head.weight", NULL};
+static const char *const SKIP_GEMMA3_MM[] = {"model.vision_tower.*", "model.multi_modal_projector.*",
+                                             "vision_tower.*", "multi_modal_projector.*", NULL};
+/* ---- end of Gemma ------------------------------------------------------------------------ */
+
 /* Phi-3 (convert_hf_to_gguf.py's Phi3MiniModel): q, k and v fused in qkv_proj and gate and up
  * in gate_up_proj, both kept whole (llama.cpp's phi3 graph splits them: attn_qkv, ffn_up of
  * 2 x feed_forward_length rows); the rotary embedding in NEOX form (no reordering). Its
@@ -259,7 +468,7 @@ static const hf_hparam HP_PHI3[] = {
     {"attention.head_count_kv", HP_U32, {"num_key_value_heads", "n_head_kv"}, true},
     {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
     {"rope.freq_base", HP_F32, {"rope_theta"}, true},
-    {"attention.sliding_window", HP_U32, {"sliding_window"}, HP_OR_ZERO},
+    {"attention.sliding_window", HP_U32, {"sliding_window", "=0"}, false},
     {NULL, HP_U32, {NULL}, false},
 };
 static const hf_tmap TM_PHI3[] = {
@@ -294,6 +503,32 @@ static const hf_arch ARCHES[] = {
      TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
     {"qwen2_moe", "qwen2moe", {NULL}, HP_QWEN2MOE, TM_QWEN2MOE, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
      TBX_HF_ROPE_YARN},
+    /* issue 22: qwen3, qwen3_moe, olmo2, granite, mistral. rope: TextModel (Qwen3Model,
+     * Qwen3MoeModel, Olmo2Model) writes linear's and yarn's keys; GraniteModel and mistral
+     * (MistralForCausalLM is convert_hf_to_gguf.py's LlamaModel) are llama's. */
+    {"qwen3", "qwen3", {NULL}, HP_LLAMA, TM_QWEN3, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
+     TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
+    {"qwen3_moe", "qwen3moe", {NULL}, HP_QWEN3MOE, TM_QWEN3MOE, SKIP_DECODER, ARCH_NORM_TOPK,
+     TBX_HF_TOK_BPE, TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
+    {"olmo2", "olmo2", {NULL}, HP_LLAMA, TM_OLMO2, SKIP_DECODER, 0, TBX_HF_TOK_BPE,
+     TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
+    {"granite", "granite", {NULL}, HP_GRANITE, TM_LLAMA, SKIP_DECODER,
+     ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_SPACE_PREFIX | ARCH_NO_HEAD_DIM,
+     TBX_HF_TOK_SPM | TBX_HF_TOK_BPE, TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_LLAMA3},
+    {"mistral", "llama", {NULL}, HP_LLAMA, TM_LLAMA, SKIP_DECODER,
+     ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_SPACE_PREFIX, TBX_HF_TOK_SPM | TBX_HF_TOK_BPE,
+     TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_LLAMA3},
+    /* Gemma (issue 22): tokenizer.model as GemmaModel.set_vocab (a byte_fallback tokenizer.json
+     * otherwise); Gemma3Model writes linear rope scaling (of the global layers) */
+    {"gemma", "gemma", {NULL}, HP_GEMMA, TM_GEMMA, SKIP_GEMMA,
+     ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT, TBX_HF_TOK_SPM, 0},
+    {"gemma2", "gemma2", {NULL}, HP_GEMMA2, TM_GEMMA2, SKIP_GEMMA, ARCH_NO_SPACE_PREFIX,
+     TBX_HF_TOK_SPM, 0},
+    {"gemma3_text", "gemma3", {NULL}, HP_GEMMA3, TM_GEMMA3_TEXT, SKIP_DECODER,
+     ARCH_NO_SPACE_PREFIX, TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
+    {"gemma3", "gemma3", {"model.language_model.", "language_model.model.", "language_model."},
+     HP_GEMMA3, TM_GEMMA3_MM, SKIP_GEMMA3_MM, ARCH_NO_SPACE_PREFIX | ARCH_TEXT_CONFIG,
+     TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
     /* XLM-RoBERTa (bge-m3, multilingual-e5; convert_hf_to_gguf.py's XLMRobertaModel): BERT's
      * body and names ("roberta." dropped, as its filter_tensors), positions from
      * pad_token_id + 1 (ARCH_POS_OFFSET), the Unigram sentencepiece.bpe.model as llama.cpp's

@@ -206,20 +206,38 @@ static const char *jstr(json_t *o, const char *key) {
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
+/* config.json's member `name`: for a row reading a multimodal config (ARCH_TEXT_CONFIG), its
+ * text_config's member first, then the top level's (convert_hf_to_gguf.py's TextModel merges
+ * text_config over the top level). */
+static json_t *cfg_get(hf *h, const char *name) {
+    json_t *tc = h->a && (h->a->flags & ARCH_TEXT_CONFIG) ? json_object_get(h->cfg, "text_config")
+                                                          : NULL;
+    json_t *j = json_is_object(tc) ? json_object_get(tc, name) : NULL;
+    return j ? j : json_object_get(h->cfg, name);
+}
+
 /* config.json's field `name`; rope_theta, which transformers 5 writes inside rope_parameters
- * (not at the top level), is also looked for there, and so are partial_rotary_factor and
- * original_max_position_embeddings (there or in rope_scaling: convert_hf_to_gguf.py's
- * rope_parameters mirrors the top-level ones into them, so either place gives the value). */
+ * (not at the top level), is also looked for there, and in its full_attention member (the
+ * global layers of Gemma 3, whose local layers' rope_theta, rope_local_base_freq before
+ * transformers 5, is its sliding_attention member's); partial_rotary_factor and
+ * original_max_position_embeddings are also looked for in rope_parameters or rope_scaling
+ * (convert_hf_to_gguf.py's rope_parameters mirrors the top-level ones into them, so either
+ * place gives the value). */
 static json_t *cfg_field(hf *h, const char *name) {
-    json_t *j = json_object_get(h->cfg, name);
-    if (!j && strcmp(name, "rope_theta") == 0) {
-        json_t *rp = json_object_get(h->cfg, "rope_parameters");
-        if (json_is_object(rp)) j = json_object_get(rp, name);
+    json_t *j = cfg_get(h, name);
+    const bool global = strcmp(name, "rope_theta") == 0;
+    if (!j && (global || strcmp(name, "rope_local_base_freq") == 0)) {
+        json_t *rp = cfg_get(h, "rope_parameters");
+        if (json_is_object(rp) && global) j = json_object_get(rp, name);
+        json_t *sub = json_is_object(rp) && !j
+                          ? json_object_get(rp, global ? "full_attention" : "sliding_attention")
+                          : NULL;
+        if (json_is_object(sub)) j = json_object_get(sub, "rope_theta");
     }
     if (!j && (strcmp(name, "partial_rotary_factor") == 0 ||
                strcmp(name, "original_max_position_embeddings") == 0)) {
-        json_t *rp = json_object_get(h->cfg, "rope_parameters");
-        if (!json_is_object(rp)) rp = json_object_get(h->cfg, "rope_scaling");
+        json_t *rp = cfg_get(h, "rope_parameters");
+        if (!json_is_object(rp)) rp = cfg_get(h, "rope_scaling");
         if (json_is_object(rp)) j = json_object_get(rp, name);
     }
     return j;
@@ -228,6 +246,11 @@ static json_t *cfg_field(hf *h, const char *name) {
 /* The first of the config names present: 1 and *v (integer or real), 0 when none is. */
 static int cfg_number(hf *h, const char *const *names, double *v, const char **which) {
     for (int k = 0; k < 4 && names[k]; k++) {
+        if (names[k][0] == '=') { /* a row's default (arch.h): after the names, none present */
+            *v = strtod(names[k] + 1, NULL);
+            if (which) *which = names[0];
+            return 1;
+        }
         json_t *j = cfg_field(h, names[k]);
         if (json_is_number(j)) {
             *v = json_number_value(j);
@@ -400,6 +423,58 @@ static tbx_status write_swa(hf *h) {
     return st;
 }
 
+/* Gemma 2 and 3 in llama.cpp (src/models/gemma2.cpp, gemma3.cpp): their local (sliding-window)
+ * layers are a fixed pattern, every `pattern`-th layer global (the last of each run), and the
+ * queries are scaled by 1/sqrt(head size), or 1/sqrt(hidden / heads) for the 27B model (known
+ * by its layer count); convert_hf_to_gguf.py writes neither. A config.json that says otherwise
+ * (layer_types, sliding_window_pattern, query_pre_attn_scalar; a Gemma 3
+ * attn_logit_softcapping, which the converter refuses) would give a file llama.cpp runs
+ * wrongly: TBX_E_UNSUPPORTED naming the field. */
+static tbx_status check_gemma_attention(hf *h) {
+    static const struct { const char *arch; unsigned pattern; uint64_t layers_27b; } G[] = {
+        {"gemma2", 2, 46}, {"gemma3", 6, 62},
+    };
+    size_t g = 0;
+    while (g < sizeof G / sizeof G[0] && strcmp(h->a->arch, G[g].arch) != 0) g++;
+    if (g == sizeof G / sizeof G[0]) return TBX_OK;
+    const unsigned n = G[g].pattern;
+    json_t *sc = cfg_get(h, "attn_logit_softcapping");
+    if (n == 6 && sc && !json_is_null(sc))
+        return hf_fail(h, TBX_E_UNSUPPORTED, "attn_logit_softcapping", "config.json: "
+                       "attn_logit_softcapping is set, which llama.cpp's gemma3 does not apply");
+    json_t *sw = cfg_get(h, "sliding_window");
+    if (sw && !json_is_null(sw)) {
+        json_t *swp = cfg_get(h, "sliding_window_pattern");
+        if (json_is_number(swp) && json_number_value(swp) != (double)n)
+            return hf_fail(h, TBX_E_UNSUPPORTED, "sliding_window_pattern", "config.json: "
+                           "sliding_window_pattern = %g, llama.cpp's %s has every %u-th layer "
+                           "global", json_number_value(swp), h->a->arch, n);
+        json_t *lt = cfg_get(h, "layer_types");
+        for (size_t i = 0; json_is_array(lt) && i < json_array_size(lt); i++) {
+            const char *t = json_string_value(json_array_get(lt, i));
+            const char *want = i % n < n - 1 ? "sliding_attention" : "full_attention";
+            if (!t || strcmp(t, want) != 0)
+                return hf_fail(h, TBX_E_UNSUPPORTED, "layer_types", "config.json: layer_types[%zu]"
+                               " = \"%s\", llama.cpp's %s makes that layer %s (every %u-th "
+                               "layer global)", i, t ? t : "(not a string)", h->a->arch, want,
+                               n);
+        }
+    }
+    double q;
+    const char *qn[2] = {"query_pre_attn_scalar", NULL};
+    int r = cfg_number(h, qn, &q, NULL);
+    if (r < 0) return h->err->code;
+    uint64_t hidden = h->hpv[HPV_EMBD];
+    const bool big = h->hpv[HPV_LAYERS] == G[g].layers_27b;
+    const double want = big ? (double)(hidden / h->n_head) : (double)h->head_dim;
+    if (r > 0 && q != want)
+        return hf_fail(h, TBX_E_UNSUPPORTED, "query_pre_attn_scalar", "config.json: "
+                       "query_pre_attn_scalar = %g, llama.cpp's %s scales queries by 1/sqrt(%g) "
+                       "(%s)", q, h->a->arch, want, big ? "hidden_size / num_attention_heads, "
+                       "its 27B model" : "the head size");
+    return TBX_OK;
+}
+
 static tbx_status write_hparams(hf *h) {
     tbx_status st = TBX_OK;
     if (h->a->flags & ARCH_POS_OFFSET) {
@@ -416,9 +491,14 @@ static tbx_status write_hparams(hf *h) {
         const char *which = NULL;
         int r = cfg_number(h, p->cfg, &v, &which);
         if (r < 0) return h->err->code;
-        if (r == 0 && p->required == HP_OR_ZERO) {
-            v = 0;
-        } else if (r == 0) {
+        if (r == 1 && p->kind == HP_F32_NZ && v == 0) {
+            if (p->required)
+                return hf_fail(h, TBX_E_FORMAT, which, "config.json: %s is 0 (%s.%s, which "
+                               "llama.cpp needs, is written only when not 0)", which,
+                               h->a->arch, p->key);
+            r = 0;
+        }
+        if (r == 0) {
             if (p->required)
                 return hf_fail(h, TBX_E_NOT_FOUND, p->cfg[0], "config.json has no %s (needed for "
                                "%s.%s)", p->cfg[0], h->a->arch, p->key);
@@ -466,7 +546,8 @@ static tbx_status write_hparams(hf *h) {
     if (h->n_head_kv == 0) return hf_fail(h, TBX_E_FORMAT, "num_key_value_heads",
                                           "config.json: num_key_value_heads is 0");
     st = TBX_OK;
-    if ((st = cfg_u64(h, "head_dim", false, &h->head_dim)) == TBX_E_NOT_FOUND) {
+    if ((h->a->flags & ARCH_NO_HEAD_DIM) ||
+        (st = cfg_u64(h, "head_dim", false, &h->head_dim)) == TBX_E_NOT_FOUND) {
         h->head_dim = hidden / h->n_head;
         st = TBX_OK;
     } else if (st == TBX_OK) {
@@ -482,8 +563,11 @@ static tbx_status write_hparams(hf *h) {
     if (st != TBX_OK) return st;
     if (h->a->rope) { /* the rope_scaling types the row accepts */
         /* transformers names it rope_scaling (rope_parameters since v5) */
-        json_t *rs = json_object_get(h->cfg, "rope_parameters");
-        if (!rs || json_is_null(rs)) rs = json_object_get(h->cfg, "rope_scaling");
+        json_t *rs = cfg_get(h, "rope_parameters");
+        if (!rs || json_is_null(rs)) rs = cfg_get(h, "rope_scaling");
+        /* per attention kind (Gemma 3): the global layers' is the one llama.cpp scales */
+        if (json_is_object(rs) && json_is_object(json_object_get(rs, "full_attention")))
+            rs = json_object_get(rs, "full_attention");
         const char *t = rs ? (jstr(rs, "rope_type") ? jstr(rs, "rope_type") : jstr(rs, "type")) : NULL;
         json_t *jf = rs ? json_object_get(rs, "factor") : NULL;
         if (rs && !json_is_null(rs) && !json_is_object(rs))
@@ -529,7 +613,7 @@ static tbx_status write_hparams(hf *h) {
             v = json_object_get(rs, "original_max_position_embeddings");
             h->rope_orig_ctx = json_is_number(v) ? json_number_value(v) : 8192.0;
             v = json_object_get(rs, "rope_theta");
-            if (!json_is_number(v)) v = json_object_get(h->cfg, "rope_theta");
+            if (!json_is_number(v)) v = cfg_get(h, "rope_theta");
             h->rope_theta = json_is_number(v) ? json_number_value(v) : 10000.0;
             if (!(h->rope_factor > 0) || !(h->rope_high > h->rope_low) || !(h->rope_low > 0) ||
                 !(h->rope_orig_ctx > 0) || !(h->rope_theta > 0) || h->head_dim < 2 ||
@@ -547,6 +631,7 @@ static tbx_status write_hparams(hf *h) {
                            h->a->model_type, acc);
         }
     }
+    if ((st = check_gemma_attention(h)) != TBX_OK) return st;
     /* the vocabulary is the token embedding's rows (check_vocab_rows) */
     if ((h->a->flags & ARCH_VOCAB_SIZE) &&
         (st = put_arch(h, "vocab_size", tbx_value_new_uint(TBX_V_U32, h->n_vocab))) != TBX_OK)
@@ -555,6 +640,15 @@ static tbx_status write_hparams(hf *h) {
         if ((st = put_arch(h, "rope.dimension_count",
                            tbx_value_new_uint(TBX_V_U32, rope_dims(h, hidden)))) != TBX_OK)
             return st;
+    if (h->a->flags & ARCH_NORM_TOPK) {
+        json_t *j = json_object_get(h->cfg, "norm_topk_prob");
+        if (!json_is_true(j))
+            return hf_fail(h, TBX_E_UNSUPPORTED, "norm_topk_prob", "config.json: norm_topk_prob "
+                           "is %s: llama.cpp's %s always renormalizes the weights of the experts "
+                           "it picks (norm_topk_prob true), so it would not compute this model",
+                           j ? (json_is_false(j) ? "false" : "not a boolean") : "absent "
+                           "(transformers: false)", h->a->arch);
+    }
     if (h->a->flags & ARCH_NONCAUSAL)
         if ((st = put_arch(h, "attention.causal", tbx_value_new_bool(0))) != TBX_OK) return st;
     if ((h->a->flags & ARCH_SWA) && (st = write_swa(h)) != TBX_OK) return st;
@@ -753,6 +847,143 @@ static int pair_add_sep(hf *h, const char *first, const char *last, const char *
     return r;
 }
 
+/* convert_hf_to_gguf.py's GemmaModel.set_vocab sets fixed ids for CodeGemma's fill-in-the-middle
+ * tokens and for <end_of_turn> (107 in Gemma's vocabulary) whatever the vocabulary; of these,
+ * gguf-py's writer has a key for <end_of_turn> only (tokenizer.ggml.eot_token_id: the others'
+ * names changed and are skipped), which is written here when the vocabulary has that id. */
+static tbx_status put_gemma_eot(hf *h) {
+    return 107 < h->n_vocab ? put_u32(h, "tokenizer.ggml.eot_token_id", 107) : TBX_OK;
+}
+
+/* ---- chat templates (issue 22) ---------------------------------------------------------- */
+/* A side file's text as a JSON string (NULL with *st set: absent is TBX_OK, else the error). */
+static json_t *section_text(hf *h, const char *name, tbx_status *st) {
+    *st = TBX_OK;
+    int64_t i = tbx_file_find_section(h->in, name);
+    if (i < 0) return NULL;
+    void *buf = NULL;
+    size_t n = 0, bad = 0;
+    if ((*st = tbx_section_load_(h->in, (uint64_t)i, &buf, &n, h->err)) != TBX_OK) return NULL;
+    json_t *j = NULL;
+    if (!tbx_utf8_valid(buf, n, &bad)) {
+        *st = tbx_err(h->err, TBX_E_FORMAT, (uint64_t)bad, name, "%s: not UTF-8 text (byte "
+                      "%zu)", name, bad);
+    } else {
+        /* line ends as Python's text mode reads them (gguf-py opens the .jinja files so):
+         * "\r\n" and a lone "\r" become "\n" */
+        char *t = buf;
+        size_t o = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (t[k] == '\r') {
+                t[o++] = '\n';
+                if (k + 1 < n && t[k + 1] == '\n') k++;
+            } else {
+                t[o++] = t[k];
+            }
+        }
+        if (!(j = json_stringn(buf, o))) *st = tbx_err_nomem(h->err, name);
+    }
+    tbx_free(h->al, buf, n ? n : 1);
+    return j;
+}
+
+/* Named templates (an array of {"name", "template"}) as gguf-py's GGUFWriter.add_chat_template
+ * writes them: a name's characters other than letters and digits become '_'; "default" is
+ * tokenizer.chat_template, every other one tokenizer.chat_template.NAME, their names listed in
+ * tokenizer.chat_templates; entries without a name or a template are left out. */
+static tbx_status put_chat_templates(hf *h, json_t *list) {
+    const size_t n = json_array_size(list);
+    tbx_value *names = tbx_val_str_array(h->al, n ? n : 1, 64 * (uint64_t)(n ? n : 1));
+    if (!names) return tbx_err_nomem(h->err, "tokenizer.chat_templates");
+    size_t nn = 0;
+    const char *deflt = NULL;
+    tbx_status st = TBX_OK;
+    for (size_t i = 0; st == TBX_OK && i < n; i++) {
+        json_t *e = json_array_get(list, i);
+        const char *nm = jstr(e, "name"), *tpl = jstr(e, "template");
+        if (!nm || !*nm || !tpl) continue;
+        char clean[64], key[96];
+        size_t k = 0;
+        for (; nm[k] && k + 1 < sizeof clean; k++)
+            clean[k] = isalnum((unsigned char)nm[k]) && !((unsigned char)nm[k] & 0x80) ? nm[k] : '_';
+        clean[k] = 0;
+        if (nm[k]) {
+            st = hf_fail(h, TBX_E_LIMIT, "chat_template", "chat template name \"%.40s...\" is "
+                         "longer than %zu bytes", nm, sizeof clean - 1);
+            break;
+        }
+        if (!strcmp(clean, "default")) { deflt = tpl; continue; }
+        snprintf(key, sizeof key, "tokenizer.chat_template.%s", clean);
+        char *d = tbx_val_str_array_add(names, k);
+        if (!d) { st = tbx_err_nomem(h->err, "tokenizer.chat_templates"); break; }
+        memcpy(d, clean, k);
+        nn++;
+        st = put_str(h, key, tpl);
+    }
+    if (st == TBX_OK && nn) {
+        tbx_val_str_array_done(names);
+        st = put(h, "tokenizer.chat_templates", names);
+        names = NULL;
+    }
+    tbx_val_free(names);
+    if (st == TBX_OK && deflt) st = put_str(h, "tokenizer.chat_template", deflt);
+    return st;
+}
+
+/* tokenizer.chat_template, as gguf-py's SpecialVocab finds it (only beside a non-empty
+ * tokenizer_config.json): tokenizer_config.json's chat_template (a string, or named templates;
+ * null: none); else chat_template.jinja (with additional_chat_templates/NAME.jinja: named
+ * templates, the first one "default"), else chat_template.json's chat_template. */
+static tbx_status put_chat_template(hf *h) {
+    if (!h->tokcfg || json_object_size(h->tokcfg) == 0) return TBX_OK;
+    json_t *ct = json_object_get(h->tokcfg, "chat_template"), *own = NULL, *file = NULL;
+    tbx_status st = TBX_OK;
+    if (!ct) {
+        if ((own = section_text(h, "chat_template.jinja", &st)) != NULL) {
+            json_t *list = json_array();
+            json_t *d = json_pack("{s:s,s:O}", "name", "default", "template", own);
+            if (!list || !d || json_array_append_new(list, d)) {
+                json_decref(list);
+                json_decref(own);
+                return tbx_err_nomem(h->err, "chat_template");
+            }
+            static const char dir[] = "additional_chat_templates/";
+            for (uint64_t i = 0; st == TBX_OK && i < tbx_section_count(h->in); i++) {
+                tbx_section_info si = TBX_SECTION_INFO_INIT;
+                if (tbx_section_info_get(h->in, i, &si) != TBX_OK || !si.name) continue;
+                size_t nl = strlen(si.name);
+                if (nl <= sizeof dir - 1 + 6 || memcmp(si.name, dir, sizeof dir - 1) ||
+                    strcmp(si.name + nl - 6, ".jinja") || strchr(si.name + sizeof dir - 1, '/'))
+                    continue;
+                char stem[128];
+                snprintf(stem, sizeof stem, "%.*s", (int)(nl - (sizeof dir - 1) - 6),
+                         si.name + sizeof dir - 1);
+                json_t *t = section_text(h, si.name, &st);
+                if (!t) break;
+                json_t *e = json_pack("{s:s,s:o}", "name", stem, "template", t);
+                if (!e || json_array_append_new(list, e)) st = tbx_err_nomem(h->err, si.name);
+            }
+            if (json_array_size(list) > 1) {
+                json_decref(own);
+                own = list;
+            } else {
+                json_decref(list);
+            }
+        } else if (st == TBX_OK && (st = load_json(h, "chat_template.json", false, 0, &file)) ==
+                                       TBX_OK && file) {
+            ct = json_object_get(file, "chat_template");
+        }
+        if (own) ct = own;
+    }
+    if (st == TBX_OK && json_is_string(ct)) st = put_str(h, "tokenizer.chat_template",
+                                                         json_string_value(ct));
+    else if (st == TBX_OK && json_is_array(ct)) st = put_chat_templates(h, ct);
+    json_decref(own);
+    json_decref(file);
+    return st;
+}
+/* ---- end of chat templates --------------------------------------------------------------- */
+
 static tbx_status write_special(hf *h) {
     static const struct { const char *typ, *key; } SP[] = {
         {"bos", "tokenizer.ggml.bos_token_id"},   {"eos", "tokenizer.ggml.eos_token_id"},
@@ -793,6 +1024,8 @@ static tbx_status write_special(hf *h) {
     if (json_is_boolean(ae)) { has_eos = true; add_eos = json_is_true(ae); }
     if (st == TBX_OK && has_bos) st = put(h, "tokenizer.ggml.add_bos_token", tbx_value_new_bool(add_bos));
     if (st == TBX_OK && has_eos) st = put(h, "tokenizer.ggml.add_eos_token", tbx_value_new_bool(add_eos));
+    if (st == TBX_OK && (h->a->flags & ARCH_GEMMA_EOT)) st = put_gemma_eot(h);
+    if (st == TBX_OK) st = put_chat_template(h);
     int sep_flag = (h->a->flags & ARCH_ADD_SEP) ? pair_add_sep(h, first, last, sep, eos) : -1;
     if (st == TBX_OK && sep_flag >= 0)
         st = put(h, "tokenizer.ggml.add_sep_token", tbx_value_new_bool(sep_flag == 1));
@@ -852,6 +1085,10 @@ static tbx_status write_tokenizer(hf *h) {
         /* LlamaModel.set_vocab: tokenizer_config's add_prefix_space, whatever the vocabulary */
         json_t *ap = h->tokcfg ? json_object_get(h->tokcfg, "add_prefix_space") : NULL;
         tbx_status st;
+        /* Gemma*Model.set_vocab: no space prefix, whatever the tokenizer says */
+        if ((h->a->flags & ARCH_NO_SPACE_PREFIX) &&
+            (st = put(h, "tokenizer.ggml.add_space_prefix", tbx_value_new_bool(0))) != TBX_OK)
+            return st;
         if ((h->a->flags & ARCH_SPACE_PREFIX) && json_is_boolean(ap) &&
             (st = put(h, "tokenizer.ggml.add_space_prefix",
                       tbx_value_new_bool(json_is_true(ap)))) != TBX_OK)
@@ -2195,181 +2432,6 @@ static tbx_status apply_preset(hf *h) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Chat templates (gguf-py's SpecialVocab, as llama.cpp's converter writes them)               */
-/* ------------------------------------------------------------------------------------------ */
-#define HF_TEMPLATES_MAX 64 /* named chat templates */
-
-/* Section `name` as text (valid UTF-8) into *text, *len its length (freed by the caller:
- * tbx_free(al, text, *cap ? *cap : 1)), its line ends read as Python's text files read them
- * (gguf-py opens the .jinja files so: "\r\n" and a lone "\r" become "\n"). */
-static tbx_status load_text(hf *h, int64_t i, const char *name, char **text, size_t *len,
-                            size_t *cap) {
-    void *buf = NULL;
-    tbx_status st = tbx_section_load_(h->in, (uint64_t)i, &buf, cap, h->err);
-    if (st != TBX_OK) return st;
-    size_t bad = 0;
-    if (!tbx_utf8_valid(buf, *cap, &bad)) {
-        tbx_free(h->al, buf, *cap ? *cap : 1);
-        return tbx_err(h->err, TBX_E_FORMAT, bad, name, "%s: not UTF-8 text (byte %zu)", name,
-                       bad);
-    }
-    char *t = buf;
-    size_t o = 0;
-    for (size_t k = 0; k < *cap; k++) {
-        if (t[k] == '\r') {
-            t[o++] = '\n';
-            if (k + 1 < *cap && t[k + 1] == '\n') k++;
-        } else {
-            t[o++] = t[k];
-        }
-    }
-    *text = t;
-    *len = o;
-    return TBX_OK;
-}
-
-/* A template's name as gguf-py keys it: every character (code point) that is not an ASCII
- * letter or digit becomes '_'. False when it does not fit in cap. */
-static bool template_key_name(const char *s, size_t n, char *out, size_t cap) {
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char c = (unsigned char)s[i];
-        if ((c & 0xC0) == 0x80) continue; /* a continuation byte: its code point is written */
-        if (o + 1 >= cap) return false;
-        out[o++] = isalnum(c) && c < 0x80 ? (char)c : '_';
-    }
-    out[o] = 0;
-    return true;
-}
-
-/* tokenizer.chat_template (and tokenizer.chat_template.NAME + tokenizer.chat_templates) as
- * gguf-py's SpecialVocab writes them, which llama.cpp's converter uses: only when
- * tokenizer_config.json is a non-empty object; its chat_template member when it has one (a
- * string; a list of {"name", "template"}; null or another type: none), else
- * chat_template.jinja (with additional_chat_templates/NAME.jinja: the list [default, NAME...]),
- * else chat_template.json's chat_template. Of a list, the entry named "default" is
- * tokenizer.chat_template (the last one, if several), every other named one
- * tokenizer.chat_template.NAME, their names (in list order; gguf-py's order is a Python set's)
- * tokenizer.chat_templates; entries without a name or a template are left out. */
-static tbx_status put_chat_template(hf *h) {
-    if (!h->tokcfg || json_object_size(h->tokcfg) == 0) return TBX_OK;
-    tbx_status st = TBX_OK;
-    json_t *ct = json_object_get(h->tokcfg, "chat_template"), *own = NULL;
-    const char *from = "tokenizer_config.json";
-    if (!ct) {
-        int64_t ji = tbx_file_find_section(h->in, "chat_template.jinja");
-        if (ji >= 0) {
-            from = "chat_template.jinja";
-            char *text = NULL;
-            size_t len = 0, cap = 0;
-            if ((st = load_text(h, ji, from, &text, &len, &cap)) != TBX_OK) return st;
-            json_t *def = json_stringn_nocheck(text, len);
-            tbx_free(h->al, text, cap ? cap : 1);
-            if (!def) return tbx_err_nomem(h->err, from);
-            static const char dir[] = "additional_chat_templates/", ext[] = ".jinja";
-            const size_t dl = sizeof dir - 1, el = sizeof ext - 1;
-            for (uint64_t i = 0, n = tbx_section_count(h->in); st == TBX_OK && i < n; i++) {
-                tbx_section_info si = TBX_SECTION_INFO_INIT;
-                if (tbx_section_info_get(h->in, i, &si) != TBX_OK || !si.name) continue;
-                const size_t nl = strlen(si.name);
-                if (nl <= dl + el || memcmp(si.name, dir, dl) != 0 ||
-                    strcmp(si.name + nl - el, ext) != 0 || memchr(si.name + dl, '/', nl - dl))
-                    continue;
-                if (!own) {
-                    own = json_array();
-                    json_t *d0 = json_pack("{s:s,s:O}", "name", "default", "template", def);
-                    if (!own || !d0 || json_array_append_new(own, d0)) {
-                        json_decref(d0);
-                        st = tbx_err_nomem(h->err, from);
-                        break;
-                    }
-                }
-                char *text2 = NULL;
-                size_t len2 = 0, cap2 = 0;
-                if ((st = load_text(h, (int64_t)i, si.name, &text2, &len2, &cap2)) != TBX_OK)
-                    break;
-                json_t *e = json_pack("{s:s%,s:s%}", "name", si.name + dl, nl - dl - el,
-                                      "template", text2, len2);
-                tbx_free(h->al, text2, cap2 ? cap2 : 1);
-                if (!e || json_array_append_new(own, e)) {
-                    json_decref(e);
-                    st = tbx_err_nomem(h->err, from);
-                }
-            }
-            if (st == TBX_OK && !own) own = json_incref(def);
-            json_decref(def);
-            if (st != TBX_OK) {
-                json_decref(own);
-                return st;
-            }
-        } else if (tbx_file_find_section(h->in, "chat_template.json") >= 0) {
-            from = "chat_template.json";
-            json_t *cj = NULL;
-            if ((st = load_json(h, from, true, 0, &cj)) != TBX_OK) return st;
-            own = json_incref(json_object_get(cj, "chat_template"));
-            json_decref(cj);
-        }
-        ct = own;
-    }
-    if (json_is_string(ct)) {
-        st = put(h, "tokenizer.chat_template",
-                 tbx_value_new_string(json_string_value(ct), json_string_length(ct)));
-    } else if (json_is_array(ct)) {
-        const size_t n = json_array_size(ct);
-        json_t *deflt = NULL;
-        char names[HF_TEMPLATES_MAX][128];
-        size_t nn = 0, blob = 0;
-        for (size_t i = 0; st == TBX_OK && i < n; i++) {
-            json_t *e = json_array_get(ct, i), *jn = json_object_get(e, "name"),
-                   *jt = json_object_get(e, "template");
-            if (!json_is_object(e) || (jn && !json_is_string(jn) && !json_is_null(jn)) ||
-                (jt && !json_is_string(jt) && !json_is_null(jt))) {
-                st = hf_fail(h, TBX_E_FORMAT, from, "%s: chat_template[%zu] is not {\"name\": "
-                             "string, \"template\": string}", from, i);
-                break;
-            }
-            if (!json_is_string(jn) || json_string_length(jn) == 0 || !json_is_string(jt))
-                continue;
-            char nm[128];
-            if (!template_key_name(json_string_value(jn), json_string_length(jn), nm, sizeof nm)) {
-                st = hf_fail(h, TBX_E_LIMIT, from, "%s: chat_template[%zu]'s name is longer "
-                             "than %zu characters", from, i, sizeof nm - 1);
-                break;
-            }
-            if (strcmp(nm, "default") == 0) { deflt = jt; continue; }
-            for (size_t k = 0; k < nn && st == TBX_OK; k++)
-                if (strcmp(names[k], nm) == 0)
-                    st = hf_fail(h, TBX_E_FORMAT, from, "%s: two chat templates named \"%s\"",
-                                 from, nm);
-            if (st == TBX_OK && nn == HF_TEMPLATES_MAX)
-                st = hf_fail(h, TBX_E_LIMIT, from, "%s: more than %d named chat templates", from,
-                             HF_TEMPLATES_MAX);
-            if (st != TBX_OK) break;
-            memcpy(names[nn++], nm, strlen(nm) + 1);
-            blob += strlen(nm);
-            char key[160];
-            snprintf(key, sizeof key, "tokenizer.chat_template.%s", nm);
-            st = put(h, key, tbx_value_new_string(json_string_value(jt), json_string_length(jt)));
-        }
-        if (st == TBX_OK && nn) {
-            tbx_value *arr = tbx_val_str_array(h->al, nn, blob);
-            for (size_t k = 0; arr && k < nn; k++) {
-                char *d = tbx_val_str_array_add(arr, strlen(names[k]));
-                if (!d) { tbx_val_free(arr); arr = NULL; break; }
-                memcpy(d, names[k], strlen(names[k]));
-            }
-            if (arr) tbx_val_str_array_done(arr);
-            st = put(h, "tokenizer.chat_templates", arr);
-        }
-        if (st == TBX_OK && deflt)
-            st = put(h, "tokenizer.chat_template",
-                     tbx_value_new_string(json_string_value(deflt), json_string_length(deflt)));
-    }
-    json_decref(own);
-    return st;
-}
-
-/* ------------------------------------------------------------------------------------------ */
 int tbx_gguf_hf_applies(const tbx_file *in) {
     return in && tbx_file_find_section(in, "config.json") >= 0;
 }
@@ -2520,7 +2582,6 @@ tbx_status tbx_hf_gguf_write(tbx_hf_gguf *h, tbx_writer *w, tbx_plan **plan, tbx
     if (st == TBX_OK && !h->preset) st = put_u32(h, "general.file_type", ftype);
     if (st == TBX_OK && !h->preset) st = put_u32(h, "general.quantization_version", 2);
     if (st == TBX_OK) st = write_tokenizer(h);
-    if (st == TBX_OK) st = put_chat_template(h);
     if (st == TBX_OK && h->preset) st = put_u32(h, "general.quantization_version", 2);
     if (st == TBX_OK && h->preset) st = put_u32(h, "general.file_type", ftype);
     drop_tokenizer(h); /* its arrays are built: the text is no longer needed */

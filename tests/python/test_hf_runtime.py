@@ -12,6 +12,13 @@ and a tokenizer of that family:
          tied input/output embeddings as the small Qwen2.5 models have;
   mixtral, qwen2_moe  the MoE rows (4 experts, 2 used; Qwen2-MoE's shared expert), with their
          dense sibling's tokenizer;
+  gemma, gemma2, gemma3  no Gemma tokenizer.model ships in a PyPI package: a SentencePiece BPE
+         trained here with PyPI `sentencepiece` in Gemma's layout (<pad> <eos> <bos> <unk> <mask>
+         [@BOS@] <unused0..99> <start_of_turn> <end_of_turn>, byte fallback, no dummy prefix,
+         whitespace kept, digits split), transformers' own GemmaTokenizer built from its pieces
+         and merges; gemma2 with logit soft-capping and a sliding window shorter than the
+         prompts, gemma3 (Gemma3ForCausalLM) with q/k norms, five local layers then a global one
+         and linear rope scaling of the global layers; head_dim 24 (not hidden / heads).
   xlm-roberta  (bge-m3, multilingual-e5) no XLM-R vocabulary ships in a PyPI package: a
          SentencePiece Unigram model trained here with PyPI `sentencepiece` (its nmt_nfkc
          precompiled charsmap included), laid out as XLM-R's directories are: the model as
@@ -26,7 +33,14 @@ and a tokenizer of that family:
          WordPiece (nomic-embed-text's tokenizer is bert-base-uncased's, the same vocabulary),
          and its reference is a numpy forward pass written here from the published
          architecture (nomic_bert_forward); 30528 rows of embedding for 30522 tokens, as the
-         real model pads them.
+         real model pads them;
+  qwen3, qwen3_moe  Qwen2's tokenizer (Qwen3 has Qwen2's split regex and pre-tokenizer name);
+         a head_dim (32) that is not hidden_size / heads (16), as the real Qwen3 models have;
+         Qwen3-MoE without a shared expert, norm_topk_prob true as the released models;
+  olmo2, granite, mistral  Llama 3's tokenizer shape (no OLMo 2, Granite or Mistral vocabulary
+         ships in a PyPI package; OLMo 2's own has the same split regex, cl100k's, which
+         llama.cpp's "dbrx" and "llama-bpe" both split with); granite with multipliers away
+         from 1 (Granite 3's), mistral with a head_dim (32) that is not hidden_size / heads;
   phi3   Phi-3's shape: a SentencePiece tokenizer.model (no Phi tokenizer ships in a PyPI
          package: a BPE trained here with PyPI `sentencepiece`, exported to tokenizer.json as
          test_hf_gguf_spm.py does) with Phi-3's chat tokens added past it; fused qkv_proj and
@@ -44,6 +58,13 @@ Then:
     venv's torch) converts the same directory; its file and tbx's have the same keys and values,
     tensor names, shapes and types (gguf-py), except the differences listed in
     EXPECTED_KEY_DIFFS, each explained and asserted to be exactly as listed.
+(d) issue 22's rows (qwen3, qwen3_moe, olmo2, granite, mistral) at sizes where the K-quants
+    apply: llama-quantize's presets written by tbx (from its f32 GGUF and from the directory)
+    equal llama_model_quantize's files byte for byte;
+(e) Granite's config quirks (head_dim ignored, multipliers 1 when absent and left out when 0)
+    as convert_hf_to_gguf.py reads them;
+(f) what llama.cpp would not compute is refused: Qwen3-MoE with norm_topk_prob false, Granite
+    with logits_scaling 0 (each checked against llama.cpp on its own converter's file).
 torch, transformers, tokenizers, gguf or llama_cpp missing is a failure, not a skip
 (scripts/bootstrap.sh --torch installs them: make test).
 """
@@ -59,7 +80,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, need
+from conftest import REPO, assert_clean_exit, need, run
 from test_hf_gguf import PRE_REGEX, convert, llama_cpp_source, read_gguf
 
 np = need("numpy")
@@ -78,6 +99,7 @@ SPECIALS = {
     "llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
               "<|end_header_id|>", "<|eot_id|>"],
     "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+    "gemma_spm": ["<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<pad>", "<unused7>"],
     "xlm-roberta": ["<s>", "</s>", "<pad>", "<unk>", "<mask>"],
     "modernbert": ["[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"],
     # Phi-3: SentencePiece's own <s>, </s>, then its chat tokens (added past the pieces)
@@ -177,6 +199,110 @@ def train_bpe(d: Path, family: str) -> int:
     return tok.get_vocab_size()
 
 
+# ---- Gemma's tokenizer (issue 22) -------------------------------------------------------
+# Gemma's tokenizer.model layout: ids 0-3 <pad> <eos> <bos> <unk>, then user-defined pieces
+# <mask> [@BOS@] <unused0..99>, so that <start_of_turn> is 106 and <end_of_turn> 107 as in
+# Gemma's own vocabulary (convert_hf_to_gguf.py's GemmaModel writes eot = 107)
+GEMMA_USER = ["<mask>", "[@BOS@]"] + [f"<unused{i}>" for i in range(100)] + \
+    ["<start_of_turn>", "<end_of_turn>"]
+
+
+# a chat template in Gemma's turn format (written here): transformers 5 saves it as
+# chat_template.jinja; the gemma2 model has it in tokenizer_config.json instead, where
+# transformers 4 wrote it (both are read by gguf-py's SpecialVocab, and by tbx)
+GEMMA_CHAT = ("{{ bos_token }}{% for m in messages %}<start_of_turn>"
+              "{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
+              "{{ m['content'] | trim }}<end_of_turn>\n{% endfor %}"
+              "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+
+
+def train_gemma_spm(d: Path, family: str = "gemma") -> int:
+    """A SentencePiece BPE model trained here with Gemma's settings (byte fallback, identity
+    normalization, no dummy prefix, whitespace kept, digits split) and Gemma's special pieces,
+    saved as tokenizer.model; beside it transformers' own GemmaTokenizer (a tokenizers BPE with
+    byte fallback) built from the model's pieces and merges, saved with save_pretrained, its
+    tokenizer_config.json given the added_tokens_decoder transformers 4 wrote (Gemma's files on
+    the Hub have it; llama.cpp's converter reads the added tokens' types there). Returns the
+    vocabulary size."""
+    import io
+    spm = need("sentencepiece")
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(_corpus()), model_writer=out, model_type="bpe", vocab_size=1200,
+        byte_fallback=True, normalization_rule_name="identity", remove_extra_whitespaces=False,
+        add_dummy_prefix=False, allow_whitespace_only_pieces=True, split_digits=True,
+        character_coverage=1.0, hard_vocab_limit=False, pad_id=0, eos_id=1, bos_id=2, unk_id=3,
+        pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>", unk_piece="<unk>",
+        user_defined_symbols=GEMMA_USER, minloglevel=2)
+    proto = out.getvalue()
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    assert sp.piece_to_id("<start_of_turn>") == 106 and sp.piece_to_id("<end_of_turn>") == 107
+    n = sp.get_piece_size()
+    vocab = {sp.id_to_piece(i): i for i in range(n)}
+    merges = []  # every split of a learned piece into two pieces, in the pieces' order
+    for piece, pid in vocab.items():
+        if sp.is_control(pid) or sp.is_unknown(pid) or sp.is_byte(pid) or piece in GEMMA_USER:
+            continue
+        for k in range(1, len(piece)):
+            a, b = piece[:k], piece[k:]
+            if a in vocab and b in vocab:
+                merges.append((pid, vocab[a], vocab[b], a, b))
+    merges.sort()
+    tok = transformers.GemmaTokenizer(vocab=vocab, merges=[(a, b) for *_, a, b in merges],
+                                      add_bos_token=True)
+    tok.add_special_tokens({"additional_special_tokens": GEMMA_USER[1:]})
+    tok.chat_template = GEMMA_CHAT
+    tok.save_pretrained(str(d))
+    (d / "tokenizer.model").write_bytes(proto)
+    tj = json.loads((d / "tokenizer.json").read_text())
+    tc = json.loads((d / "tokenizer_config.json").read_text())
+    tc["added_tokens_decoder"] = {str(t["id"]): {k: v for k, v in t.items() if k != "id"}
+                                  for t in tj["added_tokens"]}
+    assert (d / "chat_template.jinja").read_text() == GEMMA_CHAT and "chat_template" not in tc
+    if family == "gemma2":
+        tc["chat_template"] = GEMMA_CHAT
+        (d / "chat_template.jinja").unlink()
+    (d / "tokenizer_config.json").write_text(json.dumps(tc))
+    return n
+
+
+# the tiny Gemma models: head_dim 24 (Gemma 7B's head size is not hidden / heads either);
+# query_pre_attn_scalar = head_dim, which llama.cpp uses for every size but 27B
+GEMMA_CFG = {
+    "gemma": {"num_hidden_layers": 2},
+    # soft-capping small enough to bend these logits; a window shorter than the prompts
+    "gemma2": {"num_hidden_layers": 2, "attn_logit_softcapping": 4.0,
+               "final_logit_softcapping": 8.0, "sliding_window": 4, "query_pre_attn_scalar": 24},
+    # six layers: llama.cpp's pattern (five local, one global), linear rope scaling of the
+    # global layers (Gemma 3 4B and up have factor 8), local rope_theta 10000
+    "gemma3": {"num_hidden_layers": 6, "sliding_window": 4, "query_pre_attn_scalar": 24,
+               "rope_parameters": {
+                   "full_attention": {"rope_type": "linear", "factor": 2.0,
+                                      "rope_theta": 1000000.0},
+                   "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
+}
+
+
+def gemma_config(family: str, V: int):
+    text = "gemma3" if family == "gemma3_mm" else family
+    cfg = getattr(transformers, FAMILIES[text][0])(
+        vocab_size=V, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=24, max_position_embeddings=256, rms_norm_eps=1e-6,
+        initializer_range=0.1, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+        **GEMMA_CFG[text])
+    if family != "gemma3_mm":
+        return cfg
+    # Gemma3ForConditionalGeneration: gemma3's language model with a tiny SigLIP tower (32x32
+    # images of 8x8 patches pooled to 4 tokens); convert_hf_to_gguf.py converts its language
+    # model (Gemma3Model is registered for the class), tbx the same
+    vision = transformers.SiglipVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        image_size=32, patch_size=8)
+    return transformers.Gemma3Config(text_config=cfg, vision_config=vision,
+                                     mm_tokens_per_image=4, initializer_range=0.1)
+# ---- end of Gemma's tokenizer --------------------------------------------------------------
+
+
 def minilm_tokenizer(d: Path, minilm_dir: Path, cased: bool = False) -> int:
     for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         if (minilm_dir / f).is_file():
@@ -209,22 +335,49 @@ FAMILIES = {
     "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaModel", gguf.MODEL_ARCH.BERT, 7),
     "modernbert": ("ModernBertConfig", "ModernBertModel", gguf.MODEL_ARCH.MODERN_BERT, 8),
     "nomic_bert": (None, None, gguf.MODEL_ARCH.NOMIC_BERT, 9),
+    # Gemma (issue 22; the seeds are torch's, each family's model is its own)
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", gguf.MODEL_ARCH.GEMMA, 7),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", gguf.MODEL_ARCH.GEMMA2, 8),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", gguf.MODEL_ARCH.GEMMA3, 9),
+    "gemma3_mm": ("Gemma3Config", "Gemma3ForConditionalGeneration", gguf.MODEL_ARCH.GEMMA3, 10),
+    # issue 22's qwen3 / qwen3_moe / olmo2 / granite / mistral rows
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", gguf.MODEL_ARCH.QWEN3, 7),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", gguf.MODEL_ARCH.QWEN3MOE, 8),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", gguf.MODEL_ARCH.OLMO2, 9),
+    "granite": ("GraniteConfig", "GraniteForCausalLM", gguf.MODEL_ARCH.GRANITE, 10),
+    "mistral": ("MistralConfig", "MistralForCausalLM", gguf.MODEL_ARCH.LLAMA, 11),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", gguf.MODEL_ARCH.PHI3, 10),
     "phi3_longrope": ("Phi3Config", "Phi3ForCausalLM", gguf.MODEL_ARCH.PHI3, 11),
 }
-DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe", "phi3", "phi3_longrope"]
+DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"] + ["gemma", "gemma2", "gemma3", "gemma3_mm"]
+DECODERS += ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]  # issue 22's rows
+DECODERS += ["phi3", "phi3_longrope"]
 # the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
 # Mixtral has Llama 2's SentencePiece, which tests/python/test_hf_gguf_spm.py covers; here the
 # rows' tensors are the point)
 TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama",
           "qwen2_moe": "qwen2", "bert_cased": "bert", "xlm-roberta": "xlm-roberta",
           "modernbert": "modernbert", "nomic_bert": "bert",
+          "gemma": "gemma_spm", "gemma2": "gemma_spm", "gemma3": "gemma_spm",
+          "gemma3_mm": "gemma_spm",
+          "qwen3": "qwen2", "qwen3_moe": "qwen2", "olmo2": "llama", "granite": "llama",
+          "mistral": "llama",
           "phi3": "phi3", "phi3_longrope": "phi3"}
 # the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
 MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
            "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
                          "shared_expert_intermediate_size": 96, "decoder_sparse_step": 1,
-                         "norm_topk_prob": False}}
+                         "norm_topk_prob": False},
+           "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+                         "decoder_sparse_step": 1, "mlp_only_layers": [],
+                         "norm_topk_prob": True}}
+# what else a family's config sets (issue 22's rows): head sizes that are not hidden / heads;
+# Granite 3's multipliers (granite-3.x-2b's values)
+EXTRA_CFG = {"qwen3": {"head_dim": 32}, "qwen3_moe": {"head_dim": 32},
+             "mistral": {"head_dim": 32},
+             "granite": {"embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+                         "attention_multiplier": 0.015625, "logits_scaling": 8.0}}
+
 
 
 # --- encoders (issue 22): xlm-roberta --------------------------------------------------------
@@ -391,6 +544,8 @@ def nomic_bert_forward(d: Path, ids: list[int]) -> np.ndarray:
 OWN_BUILD = {"nomic_bert": build_nomic_bert}
 OWN_FORWARD = {"nomic_bert": nomic_bert_forward}
 ENCODERS = list(ENC_CFG) + list(OWN_BUILD)
+
+
 def phi3_tokenizer(d: Path) -> int:
     """Phi-3's tokenizer files: tokenizer.model (a SentencePiece BPE trained here, Llama 2's
     settings), its tokenizer.json export, Phi-3's chat tokens added past the pieces (all
@@ -425,8 +580,9 @@ def phi3_tokenizer(d: Path) -> int:
     return n + len(added)
 
 
-def build(d: Path, family: str, minilm_dir: Path) -> dict:
-    """Writes the tiny model of `family` into d (save_pretrained) and returns its facts."""
+def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> dict:
+    """Writes the tiny model of `family` into d (save_pretrained) and returns its facts.
+    `size`: config fields that replace the tiny sizes (hidden_size, ...)."""
     cfg_cls, model_cls, _, seed = FAMILIES[family]
     d.mkdir(parents=True)
     if family in OWN_BUILD:
@@ -459,22 +615,28 @@ def build(d: Path, family: str, minilm_dir: Path) -> dict:
             vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=128, max_position_embeddings=128, initializer_range=0.1,
             layer_norm_eps=1e-12)
+    elif TOKFAM[family] == "gemma_spm":
+        V = train_gemma_spm(d, family)
+        cfg = gemma_config(family, V)
     else:
         V = train_bpe(d, TOKFAM[family])
         sp = SPECIALS[TOKFAM[family]]
         tj = json.loads((d / "tokenizer.json").read_text())
         ids = {t["content"]: t["id"] for t in tj["added_tokens"]}
-        cfg = getattr(transformers, cfg_cls)(
+        kw = dict(
             vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
             rms_norm_eps=1e-6, initializer_range=0.1,
             # not llama.cpp's default 10000: Llama 3's and Qwen2.5's values (transformers 5
             # writes it inside rope_parameters)
             rope_theta=500000.0 if TOKFAM[family] == "llama" else 1000000.0,
-            tie_word_embeddings=(family == "qwen2"),
+            tie_word_embeddings=(family in ("qwen2", "qwen3")),
             bos_token_id=ids[sp[0]],
-            eos_token_id=ids[sp[1] if TOKFAM[family] == "llama" else sp[0]],
-            **MOE_CFG.get(family, {}))
+            eos_token_id=ids[sp[1] if TOKFAM[family] == "llama" else sp[0]])
+        kw.update(MOE_CFG.get(family, {}))
+        kw.update(EXTRA_CFG.get(family, {}))
+        kw.update(size or {})
+        cfg = getattr(transformers, cfg_cls)(**kw)
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(cfg).to(torch.float32).eval()
     with torch.no_grad():  # norms and biases away from their 1 / 0 initial values
@@ -514,7 +676,9 @@ def hf_tokenizer(d: Path):
 
 def hf_model(d: Path, family: str):
     cls = getattr(transformers, FAMILIES[family][1])
-    return cls.from_pretrained(str(d), dtype=torch.float32).eval()
+    # Gemma 2's attention soft-capping: transformers' eager attention (its sdpa path has none)
+    kw = {"attn_implementation": "eager"} if TOKFAM[family] == "gemma_spm" else {}
+    return cls.from_pretrained(str(d), dtype=torch.float32, **kw).eval()
 
 
 # ------------------------------------------------------------------------------------------
@@ -535,6 +699,31 @@ VARIANTS = {"f32": ((), 1e-3, 0.9999), "f16": (("--cast", "f16"), 2e-2, 0.999),
 MOE_Q8_BOUND = 0.25
 
 
+# Gemma's feed-forward is GELU (tanh form). llama.cpp's CPU backend computes it from a table of
+# f16 values (ggml/src/ggml-cpu/vec.h: GGML_GELU_FP16, ggml_vec_gelu_f32 / ggml_vec_geglu_f32:
+# the input rounded to f16, the table's f16 GELU of it): ~1e-3 on these logits (measured
+# 0.9e-3 .. 1.7e-3 in f32), a property of the runtime, not of the file. For these families the
+# f32 bar is checked against transformers with that same GELU put in its MLPs (then 1e-6 ..
+# 6e-4), and transformers unchanged must stay within GELU_F16_PLAIN_BOUND.
+GELU_F16 = ("gemma", "gemma2", "gemma3", "gemma3_mm")
+GELU_F16_PLAIN_BOUND = 4e-3
+
+
+def ggml_gelu_f16(model):
+    """model with every MLP activation replaced by ggml's f16-table GELU (vec.h)."""
+    class GeluF16(torch.nn.Module):
+        def forward(self, x):
+            t = torch.nn.functional.gelu(x.half().float(), approximate="tanh").half().float()
+            return torch.where(x <= -10, torch.zeros_like(x), torch.where(x >= 10, x, t))
+    n = 0
+    for mod in list(model.modules()):
+        if hasattr(mod, "act_fn"):
+            mod.act_fn = GeluF16()
+            n += 1
+    assert n, "no MLP activation found"
+    return model
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("family", DECODERS)
 def test_decoder_logits_equal_transformers(tbx, tiny, tmp_path, family, variant):
@@ -546,6 +735,9 @@ def test_decoder_logits_equal_transformers(tbx, tiny, tmp_path, family, variant)
     convert(tbx, m["dir"], out, *args)
     tok = hf_tokenizer(m["dir"])
     model = hf_model(m["dir"], family)
+    plain = None
+    if family in GELU_F16 and variant == "f32":
+        plain, model = model, ggml_gelu_f16(hf_model(m["dir"], family))
     llm = llama_cpp.Llama(model_path=str(out), n_ctx=128, logits_all=True, verbose=False,
                           type_k=0, type_v=0, n_threads=1, n_batch=128)
     worst = 0.0
@@ -560,6 +752,11 @@ def test_decoder_logits_equal_transformers(tbx, tiny, tmp_path, family, variant)
         scale = 1.0 if variant == "f32" else float(np.abs(ref).max())
         worst = max(worst, diff / scale)
         assert diff <= bound * scale, (p, diff, float(np.abs(ref).max()))
+        if plain is not None:
+            with torch.no_grad():
+                ref0 = plain(torch.tensor([ids])).logits[0].double().numpy()
+            d0 = float(np.abs(got - ref0).max())
+            assert d0 <= GELU_F16_PLAIN_BOUND, (p, "vs transformers' own GELU", d0)
     print(f"{family} {variant}: max |logit diff| {worst:.3g}{'' if variant == 'f32' else ' x max|logit|'}")
 
 
@@ -588,6 +785,85 @@ def test_encoder_embeddings_equal_transformers(tbx, tiny, tmp_path, family, vari
         worst = min(worst, float(cos.min()))
         assert cos.min() >= min_cos, (p, cos)
     print(f"{family} {variant}: min token cosine {worst:.6f}")
+
+
+# Gemma 2 / 3 configs llama.cpp would run wrongly (its fixed local/global layer pattern and
+# query scale, src/models/gemma2.cpp and gemma3.cpp; a Gemma 3 attention soft-capping, which
+# convert_hf_to_gguf.py refuses): tbx refuses them, naming the field (hf_gguf.c's
+# check_gemma_attention). Each case changes one field of a tiny model that converts.
+GEMMA_REFUSED = {
+    "gemma2-layer_types": ("gemma2", [], "layer_types",
+                           ["full_attention", "sliding_attention"], "layer_types[0]"),
+    "gemma3-layer_types": ("gemma3", [], "layer_types", ["sliding_attention"] * 4 +
+                           ["full_attention"] * 2, "layer_types[4]"),
+    "gemma3-pattern": ("gemma3", [], "sliding_window_pattern", 4, "sliding_window_pattern = 4"),
+    "gemma3-qscale": ("gemma3", [], "query_pre_attn_scalar", 32, "query_pre_attn_scalar = 32"),
+    "gemma2-qscale": ("gemma2", [], "query_pre_attn_scalar", 16, "query_pre_attn_scalar = 16"),
+    "gemma3-softcap": ("gemma3", [], "attn_logit_softcapping", 50.0, "attn_logit_softcapping"),
+    "gemma3_mm-qscale": ("gemma3_mm", ["text_config"], "query_pre_attn_scalar", 64,
+                         "query_pre_attn_scalar = 64"),
+}
+
+
+@pytest.mark.parametrize("case", list(GEMMA_REFUSED))
+def test_gemma_configs_llama_cpp_cannot_run_are_refused(tbx, tiny, tmp_path, case):
+    import shutil
+    family, path, key, value, said = GEMMA_REFUSED[case]
+    src = tmp_path / "model"
+    shutil.copytree(tiny(family)["dir"], src)
+    cfg = json.loads((src / "config.json").read_text())
+    node = cfg
+    for k in path:
+        node = node[k]
+    node[key] = value
+    (src / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "out.gguf"
+    r = run(tbx, "convert", src, out, "--force", timeout=600)
+    assert_clean_exit(r)
+    assert r.rc != 0 and not out.exists(), r.describe()
+    assert said in r.text and "llama.cpp" in r.text, r.describe()
+
+
+# tokenizer.chat_template as gguf-py's SpecialVocab and GGUFWriter.add_chat_template write it
+# (test (c) compares the whole files for the first two forms): chat_template.jinja (gemma),
+# tokenizer_config.json's string (gemma2), its named templates (a copy of gemma's directory:
+# "default" is tokenizer.chat_template, the others tokenizer.chat_template.NAME with the name's
+# other characters as '_', listed in tokenizer.chat_templates), and additional_chat_templates/
+# NAME.jinja beside chat_template.jinja; llama.cpp reads the template from tbx's file.
+CHAT_FORMS = {
+    "jinja": ("gemma", None),
+    "tokenizer_config": ("gemma2", None),
+    "named": ("gemma", [{"name": "default", "template": "D{{ x }}"},
+                        {"name": "tool use", "template": "T"}, {"name": "rag", "template": "R"}]),
+    "additional": ("gemma", "additional"),
+}
+
+
+@pytest.mark.parametrize("form", list(CHAT_FORMS))
+def test_gemma_chat_template(tbx, tiny, tmp_path, form):
+    import shutil
+    family, change = CHAT_FORMS[form]
+    src = tmp_path / "model"
+    shutil.copytree(tiny(family)["dir"], src)
+    want = {"tokenizer.chat_template": GEMMA_CHAT}
+    if isinstance(change, list):
+        tc = json.loads((src / "tokenizer_config.json").read_text())
+        tc["chat_template"] = change
+        (src / "tokenizer_config.json").write_text(json.dumps(tc))
+        want = {"tokenizer.chat_template": "D{{ x }}", "tokenizer.chat_template.tool_use": "T",
+                "tokenizer.chat_template.rag": "R", "tokenizer.chat_templates": ["tool_use", "rag"]}
+    elif change == "additional":
+        (src / "additional_chat_templates").mkdir()
+        (src / "additional_chat_templates" / "tool-use.jinja").write_text("TU")
+        want = {"tokenizer.chat_template": GEMMA_CHAT, "tokenizer.chat_template.tool_use": "TU",
+                "tokenizer.chat_templates": ["tool_use"]}
+    out = tmp_path / "out.gguf"
+    convert(tbx, src, out)
+    _, f = read_gguf(out)
+    got = {k: _value(v) for k, v in f.items() if k.startswith("tokenizer.chat_template")}
+    assert got == want
+    llm = llama_cpp.Llama(model_path=str(out), vocab_only=True, verbose=False)
+    assert llm.metadata.get("tokenizer.chat_template") == want["tokenizer.chat_template"]
 
 
 # ------------------------------------------------------------------------------------------
@@ -620,6 +896,9 @@ LLAMA_CPP_TOKENIZER_LIMITS = {
                          "sentencepiece.bpe.model to the fairseq ids and leaves the last id, "
                          "transformers' <mask>, an unused \"[PAD<n>]\" token (tbx writes the same "
                          "vocabulary, test (c)): llama.cpp splits \"<mask>\" as text"),
+    # issue 22: Qwen3 has Qwen2's tokenizer.json, NFC normalizer included
+    "qwen3-no-nfc": ("qwen3", lambda s: unicodedata.normalize("NFC", s) != s,
+                     "as qwen2-no-nfc: Qwen3's tokenizer.json NFC-normalizes, llama.cpp does not"),
 }
 
 
@@ -649,7 +928,8 @@ def _token_diffs(tbx, tiny, tmp_path, family, strings):
 
 @pytest.mark.parametrize("category", ["ascii", "accents", "cjk", "emoji", "whitespace",
                                       "special"])
-@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased", "phi3"] + ENCODERS)
+@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased", "gemma", "qwen3",
+                                    "olmo2", "granite", "mistral", "phi3"] + ENCODERS)
 def test_token_ids_equal_transformers(tbx, tiny, tmp_path, family, category):
     strings = [s for s in sample_strings(TOKFAM[family])[category] if not _limited(family, s)]
     assert len(strings) >= 25
@@ -661,7 +941,7 @@ def test_token_ids_equal_transformers(tbx, tiny, tmp_path, family, category):
 def test_token_ids_llama_cpp_limits(tbx, tiny, tmp_path, request, limit):
     family, pred, why = LLAMA_CPP_TOKENIZER_LIMITS[limit]
     request.node.add_marker(pytest.mark.xfail(reason=why, strict=True))
-    strings = [s for c in sample_strings(family).values() for s in c if pred(s)]
+    strings = [s for c in sample_strings(TOKFAM[family]).values() for s in c if pred(s)]
     assert strings, limit
     bad = _token_diffs(tbx, tiny, tmp_path, family, strings)
     assert not bad, f"{len(bad)}/{len(strings)} differ, first: {bad[:3]}"
@@ -678,6 +958,8 @@ def test_token_ids_llama_cpp_limits(tbx, tiny, tmp_path, request, limit):
 # for BPE vocabularies). Nothing else of the converter is changed.
 CONVERTER_PRE = {"llama": "llama-bpe", "qwen2": "qwen2", "mixtral": "llama-bpe",
                  "qwen2_moe": "qwen2", "bert_cased": "jina-v2-en",
+                 "qwen3": "qwen2", "qwen3_moe": "qwen2", "olmo2": "llama-bpe",
+                 "granite": "llama-bpe", "mistral": "llama-bpe",
                  # encoders (issue 22): the name the real answerdotai/ModernBERT-base hashes to
                  "modernbert": "modern-bert"}
 
@@ -742,7 +1024,7 @@ EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
         _ALL, "gguf-py writes \"model\" (vs \"adapter\"); informational, llama.cpp reads it "
               "only for LoRA adapters; tbx does not write it yet"),
     ("llama.cpp only", "tokenizer.ggml.add_sep_token"): (
-        ("llama", "bert", "phi3"), "gguf-py's parse of the post-processor's pair template writes False "
+        ("llama", "bert", "gemma_spm", "phi3"), "gguf-py's parse of the post-processor's pair template writes False "
                            "(no separator between A and B that is not also the last token); "
                            "tbx writes no add_sep; the single-text ids of tbx's file equal "
                            "transformers' (test (b))"),
@@ -752,6 +1034,12 @@ EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
                     "vocabulary is the same (test (b): no BOS, as transformers)"),
     ("llama.cpp only", "tokenizer.ggml.add_eos_token"): (
         ("qwen2",), "as add_bos_token"),
+    # Gemma (issue 22)
+    ("tbx only", "gemma.rope.freq_base"): (
+        ("gemma",), "convert_hf_to_gguf.py's GemmaModel writes no rope.freq_base (llama.cpp's "
+                    "default 10000 is Gemma's rope_theta); tbx writes config.json's rope_theta, "
+                    "so that another value is not lost"),
+    ("tbx only", "gemma2.rope.freq_base"): (("gemma2",), "as gemma.rope.freq_base (Gemma2Model)"),
     ("value", "tokenizer.ggml.pre"): (
         ("bert",), "the converter names every vocabulary by hashing its ids on one text, "
                    "which for this WordPiece vocabulary matches \"jina-v2-en\"; tbx writes "
@@ -843,6 +1131,153 @@ def test_modernbert_converter_file_refused(tiny, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
+# (d) issue 22's rows under llama-quantize's presets
+# ------------------------------------------------------------------------------------------
+# llama-quantize's rules depend on the architecture only through the tensors' names and the
+# hyper-parameters (experts, grouped-query heads, layers): each new row's model, at sizes where
+# the K-quants apply (rows of 256; Qwen3-MoE's experts of 256; 4 layers for the layer rules),
+# converted by tbx to f32 and quantized by llama.cpp's llama_model_quantize (llama_quantize_ref)
+# and by tbx: the same bytes; and tbx straight from the Hugging Face directory: the same bytes.
+PRESET_FAMILIES = ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]
+PRESET_SIZE = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
+               "num_attention_heads": 4, "num_key_value_heads": 1}
+PRESET_EXTRA = {"qwen3": {"head_dim": 64}, "qwen3_moe": {"head_dim": 64,
+                                                          "moe_intermediate_size": 256},
+                "mistral": {"head_dim": 64}}
+
+
+@pytest.fixture(scope="module")
+def preset_models(tmp_path_factory, minilm_dir, tbx):
+    made = {}
+
+    def get(family):
+        if family not in made:
+            d = tmp_path_factory.mktemp("presets") / family
+            build(d, family, minilm_dir, {**PRESET_SIZE, **PRESET_EXTRA.get(family, {})})
+            f32 = d.parent / f"{family}-f32.gguf"
+            convert(tbx, d, f32)
+            made[family] = (d, f32)
+        return made[family]
+    return get
+
+
+@pytest.mark.parametrize("preset", ["Q4_K_M", "Q3_K_S", "Q5_K_M", "Q2_K"])
+@pytest.mark.parametrize("family", PRESET_FAMILIES)
+def test_preset_equals_llama_quantize(tbx, preset_models, tmp_path, family, preset):
+    import llama_quantize_ref as ref
+    d, f32 = preset_models(family)
+    want = tmp_path / "llama-quantize.gguf"
+    ref.quantize(f32, want, preset)
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(want)).tensors}
+    # the rules did something: more than one quantized type (output, attn_v, ffn_down)
+    assert len(set(types.values()) - {"F32"}) >= 2, types
+    for src, out in ((f32, tmp_path / "tbx.gguf"), (d, tmp_path / "tbx-hf.gguf")):
+        convert(tbx, src, out, "--quant", preset)
+        got = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(out)).tensors}
+        assert got == types, {k: (got.get(k), v) for k, v in types.items() if got.get(k) != v}
+        assert out.read_bytes() == want.read_bytes(), f"{src.name}: bytes differ"
+
+
+# ------------------------------------------------------------------------------------------
+# (e) Granite's config quirks, as convert_hf_to_gguf.py's GraniteModel reads them
+# ------------------------------------------------------------------------------------------
+# GraniteModel drops a config.json head_dim (the head size stays hidden_size / heads: no
+# attention.key_length, rope.dimension_count from the division) and writes each multiplier only
+# when it is not 0 (`if value := hparams.get(...)`), reading config.json through transformers'
+# AutoConfig (a multiplier config.json lacks is GraniteConfig's default, 1). The tiny granite
+# directory with a head_dim of 32 (its heads are 16), residual_multiplier 0 and no
+# attention_multiplier in config.json: llama.cpp's converter and tbx write the same keys and
+# tensors (the files' other differences: EXPECTED_KEY_DIFFS).
+def test_granite_config_quirks_as_convert_hf_to_gguf(tbx, tiny, tmp_path):
+    import shutil
+    d = tmp_path / "granite"
+    shutil.copytree(tiny("granite")["dir"], d)
+    cfg = json.loads((d / "config.json").read_text())
+    assert "head_dim" not in cfg and cfg["residual_multiplier"] != 0, cfg
+    cfg.update(head_dim=32, residual_multiplier=0.0)
+    del cfg["attention_multiplier"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    ref_path, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
+    llama_convert(d, ref_path, "granite", "f32")
+    convert(tbx, d, out)
+    rr, rf = read_gguf(ref_path)
+    tr, tf = read_gguf(out)
+    expected = {k for (kind, k), (fams, _) in EXPECTED_KEY_DIFFS.items()
+                if kind == "llama.cpp only" and ("granite" in fams or "llama" in fams)}
+    assert set(rf) - set(tf) == expected and set(tf) <= set(rf), \
+        (sorted(set(rf) - set(tf)), sorted(set(tf) - set(rf)))
+    for k in ("granite.rope.dimension_count", "granite.attention.scale",
+              "granite.embedding_scale", "granite.logit_scale"):
+        assert tf[k].contents() == rf[k].contents(), k
+    assert tf["granite.attention.scale"].contents() == 1.0
+    for k in ("granite.attention.key_length", "granite.residual_scale"):
+        assert k not in rf and k not in tf, k
+    assert [(t.name, list(t.shape)) for t in rr.tensors] == \
+        [(t.name, list(t.shape)) for t in tr.tensors]
+
+
+# ------------------------------------------------------------------------------------------
+# (f) Qwen3-MoE without norm_topk_prob: refused, because llama.cpp would not compute it
+# ------------------------------------------------------------------------------------------
+# llama.cpp's qwen3moe graph renormalizes the chosen experts' weights whatever the model says;
+# its converter writes such a file all the same. The tiny Qwen3-MoE with norm_topk_prob false:
+# tbx refuses it naming the field, and the file of llama.cpp's own converter, run by llama.cpp,
+# is measurably off transformers (the day it is not, llama.cpp honours the flag and the refusal
+# must go).
+def test_qwen3_moe_without_norm_topk_prob_is_refused(tbx, tiny, tmp_path):
+    import shutil
+    from conftest import run
+    d = tmp_path / "qwen3_moe"
+    shutil.copytree(tiny("qwen3_moe")["dir"], d)
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["norm_topk_prob"] is True, cfg
+    cfg["norm_topk_prob"] = False
+    (d / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "tbx.gguf"
+    r = run(tbx, "convert", d, out, timeout=300)
+    assert r.rc != 0 and not out.exists(), r.describe()
+    assert "norm_topk_prob" in r.text and "qwen3moe" in r.text, r.text
+    ref_path = tmp_path / "llama-cpp.gguf"
+    llama_convert(d, ref_path, "qwen3_moe", "f32")
+    tok = hf_tokenizer(d)
+    model = transformers.Qwen3MoeForCausalLM.from_pretrained(str(d), dtype=torch.float32).eval()
+    llm = llama_cpp.Llama(model_path=str(ref_path), n_ctx=128, logits_all=True, verbose=False,
+                          type_k=0, type_v=0, n_threads=1, n_batch=128)
+    worst = 0.0
+    for p in PROMPTS:
+        ids = tok(p)["input_ids"]
+        with torch.no_grad():
+            ref = model(torch.tensor([ids])).logits[0].double().numpy()
+        llm.reset()
+        llm.eval(ids)
+        worst = max(worst, float(np.abs(np.asarray(llm.scores[:len(ids)]) - ref).max()))
+    print(f"qwen3_moe norm_topk_prob false, llama.cpp's own file: max |logit diff| {worst:.3g}")
+    assert worst > 1e-2, worst
+
+
+# llama.cpp's granite loader requires granite.logit_scale, which the converter writes only from
+# a non-zero logits_scaling: with 0 its file does not load; tbx refuses the directory, naming
+# the field.
+@pytest.mark.parametrize("value", [0.0, 0])
+def test_granite_zero_logits_scaling_is_refused(tbx, tiny, tmp_path, value):
+    import shutil
+    from conftest import run
+    d = tmp_path / "granite"
+    shutil.copytree(tiny("granite")["dir"], d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["logits_scaling"] = value
+    (d / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "tbx.gguf"
+    r = run(tbx, "convert", d, out, timeout=300)
+    assert r.rc != 0 and not out.exists(), r.describe()
+    assert "logits_scaling" in r.text and "granite.logit_scale" in r.text, r.text
+    ref_path = tmp_path / "llama-cpp.gguf"
+    llama_convert(d, ref_path, "granite", "f32")
+    assert "granite.logit_scale" not in read_gguf(ref_path)[1]
+    with pytest.raises(ValueError, match="Failed to load model"):
+        llama_cpp.Llama(model_path=str(ref_path), verbose=False, n_threads=1)
+
+
 # Phi-3: longrope's long factors; the special tokens' rstrip
 # ------------------------------------------------------------------------------------------
 def test_phi3_longrope_long_factors(tbx, tiny, tmp_path):

@@ -367,4 +367,49 @@ TBX_TEST(public_list_is_the_table) {
     CHECK(tbx_hf_arch_find_("tbx_test_fused") == NULL);
 }
 
+/* Gemma 3's multimodal row (issue 22): the language model's names in both layouts
+ * (transformers 5's model.language_model., 4.x's language_model.model. and language_model.
+ * lm_head) read as convert_hf_to_gguf.py's TextModel reads them (it drops "language_model."),
+ * norms shifted by 1, the vision tower and the projector left out (0), anything else unknown. */
+TBX_TEST(gemma3_multimodal_names) {
+    const hf_arch *a = tbx_hf_arch_find_("gemma3");
+    CHECK(a != NULL);
+    if (!a) return;
+    CHECK_STR(a->arch, "gemma3");
+    static const struct { const char *hf, *gguf; int xform; } OK[] = {
+        {"model.language_model.layers.3.self_attn.q_norm.weight", "blk.3.attn_q_norm.weight",
+         HF_XF_ADD},
+        {"language_model.model.layers.0.post_feedforward_layernorm.weight",
+         "blk.0.post_ffw_norm.weight", HF_XF_ADD},
+        {"model.language_model.layers.12.pre_feedforward_layernorm.weight", "blk.12.ffn_norm.weight",
+         HF_XF_ADD},
+        {"language_model.model.embed_tokens.weight", "token_embd.weight", HF_XF_NONE},
+        {"model.language_model.norm.weight", "output_norm.weight", HF_XF_ADD},
+        {"language_model.lm_head.weight", "output.weight", HF_XF_NONE},
+        {"lm_head.weight", "output.weight", HF_XF_NONE},
+        {"language_model.model.layers.1.mlp.down_proj.weight", "blk.1.ffn_down.weight",
+         HF_XF_NONE},
+    };
+    for (size_t i = 0; i < sizeof OK / sizeof OK[0]; i++) {
+        hf_match m;
+        char name[128] = "";
+        CHECK_EQ(tbx_hf_map_(a, OK[i].hf, &m), 1);
+        if (tbx_hf_map_(a, OK[i].hf, &m) != 1) continue;
+        CHECK(tbx_hf_gguf_name_(m.m->gguf, m.layer, m.suffix, name, sizeof name));
+        CHECK_STR(name, OK[i].gguf);
+        CHECK_EQ(m.m->xform, OK[i].xform);
+        if (OK[i].xform == HF_XF_ADD) CHECK(m.m->k == 1.0f);
+    }
+    hf_match m;
+    CHECK_EQ(tbx_hf_map_(a, "vision_tower.vision_model.embeddings.patch_embedding.weight", &m), 0);
+    CHECK_EQ(tbx_hf_map_(a, "model.vision_tower.vision_model.post_layernorm.weight", &m), 0);
+    CHECK_EQ(tbx_hf_map_(a, "multi_modal_projector.mm_input_projection_weight", &m), 0);
+    CHECK_EQ(tbx_hf_map_(a, "model.multi_modal_projector.mm_soft_emb_norm.weight", &m), 0);
+    CHECK_EQ(tbx_hf_map_(a, "model.language_model.layers.0.self_attn.qkv.weight", &m), -1);
+    /* the text row does not take the multimodal layout */
+    const hf_arch *t = tbx_hf_arch_find_("gemma3_text");
+    CHECK(t != NULL && t->arch && strcmp(t->arch, "gemma3") == 0);
+    if (t) CHECK_EQ(tbx_hf_map_(t, "model.language_model.norm.weight", &m), -1);
+}
+
 TBX_TEST_MAIN()
