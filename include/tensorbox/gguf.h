@@ -172,6 +172,52 @@ TBX_API int tbx_gguf_hf_applies(const tbx_file *in);
  * llama-quantize refuses). TBX_DT_INVALID when `want` is not a block type. */
 TBX_API tbx_dtype tbx_gguf_quant_fallback(tbx_dtype want, uint64_t cols);
 
+/* ------------------------------------------------------------------------------------------ */
+/* GGUF -> Hugging Face model directory (tbx_hf_from_gguf)                                    */
+/* ------------------------------------------------------------------------------------------ */
+#define TBX_HF_WEIGHTS_ONLY 0x1u /* only the safetensors, every tensor under its GGUF name */
+
+typedef struct tbx_hf_from_gguf_options {
+    uint32_t struct_size;      /* sizeof(tbx_hf_from_gguf_options) (_init) */
+    /* every tensor's dtype: TBX_DT_F32, _F16 or _BF16; TBX_DT_INVALID: the dtype most values
+     * of the file's unquantized tensors of 2 or more dimensions have, bf16 when all are
+     * quantized */
+    tbx_dtype dtype;
+    /* shards above this many bytes of tensor data (a larger tensor gets a shard of its own);
+     * 0: 50 GB, transformers 5's save_pretrained default */
+    uint64_t max_shard_size;
+    uint32_t flags;            /* TBX_HF_WEIGHTS_ONLY */
+    uint32_t write_flags;      /* TBX_WRITE_NO_SYNC */
+    tbx_progress_fn progress;  /* may be NULL */
+    void *progress_ud;
+    tbx_convert_report_fn on_tensor; /* each output tensor once written (HF names); may be NULL */
+} tbx_hf_from_gguf_options;
+
+TBX_API void tbx_hf_from_gguf_options_init(tbx_hf_from_gguf_options *opt);
+/* The directory `out_dir` can be written: absent, or an empty directory, in a directory that
+ * exists (TBX_E_EXISTS / TBX_E_IO otherwise); nothing is created. */
+TBX_API tbx_status tbx_hf_from_gguf_check(const char *out_dir, tbx_error *err);
+/* Writes the llama.cpp model `in` (a GGUF file or set) as a Hugging Face model directory:
+ * config.json (architectures, model_type, the hyper-parameters of its architecture row read
+ * back from {arch}.*, vocab_size, head_dim, rope_scaling, tie_word_embeddings, the special
+ * token ids, torch_dtype), generation_config.json (decoders), tokenizer.json rebuilt from
+ * tokenizer.ggml.* (llama.cpp's "gpt2" vocabulary: byte-level BPE with its merges and the
+ * pre-tokenizer tokenizer.ggml.pre names, llama-bpe, qwen2 or gpt-2; "bert": WordPiece),
+ * tokenizer_config.json (special tokens, chat_template), for a pooling sentence-transformers
+ * model modules.json, 1_Pooling/config.json and sentence_bert_config.json; the tensors under
+ * their Hugging Face names with llama.cpp's layout changes undone (llama's q/k row order, fused
+ * tensors joined, stacked experts split), each decoded from its type (any ggml block type) and
+ * written as opt->dtype, in model.safetensors or shards model-0000I-of-0000N.safetensors with
+ * model.safetensors.index.json. The architecture is the row of tensorbox's table
+ * (tbx_gguf_hf_arch_at) whose general.architecture the file names and whose name map takes
+ * every tensor; anything it cannot map back (architecture, tensor, vocabulary type,
+ * pre-tokenizer, llama3's rope_freqs) fails with TBX_E_UNSUPPORTED naming it, before anything
+ * is written. TBX_HF_WEIGHTS_ONLY writes only the safetensors, every tensor under its own name.
+ * The directory is written whole or not at all (a temporary directory renamed at the end);
+ * the input is never written. */
+TBX_API tbx_status tbx_hf_from_gguf(tbx_file *in, const char *out_dir,
+                                    const tbx_hf_from_gguf_options *opt, tbx_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -34,7 +34,7 @@ typedef struct cli_option {
 } cli_option;
 
 /* Most options one command can have (its own plus the common ones). */
-#define CLI_MAX_OPTIONS 32
+#define CLI_MAX_OPTIONS 48
 /* Most values of repeatable options (e.g. --meta) on one command line. */
 #define CLI_MAX_REPEATS 256
 

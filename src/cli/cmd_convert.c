@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,14 @@ static const cli_option convert_options[] = {
                                  "int8/int4 codes without their scale)"},
     {"raw", 0, NULL, "a Hugging Face model to GGUF, EMBD or MCF: no model import (tensors, "
                      "metadata and sections as they are)"},
+    {"dtype", 0, "DTYPE", "a GGUF to a Hugging Face directory (OUT/): f32, f16 or bf16 for every "
+                          "tensor (default: the GGUF's unquantized tensors' dtype, bf16 when "
+                          "all are quantized)"},
+    {"max-shard-size", 0, "SIZE", "a GGUF to a Hugging Face directory: shards above SIZE bytes "
+                                  "(5GB, 500MB, 2GiB, or bytes; default 50GB as transformers' "
+                                  "save_pretrained)"},
+    {"weights-only", 0, NULL, "a GGUF to a Hugging Face directory: only the safetensors, every "
+                              "tensor under its GGUF name"},
     {"alignment", 0, "N", "tensor data alignment in bytes (default: the format's)"},
     {"no-dedup", 0, NULL, "store every tensor's own bytes (formats that share identical "
                           "payloads: MCF)"},
@@ -647,8 +656,104 @@ static int meta_map(const cli_args *a, tbx_value **out) {
     return CLI_OK;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* A GGUF to a Hugging Face model directory (OUT ends with '/' or is a directory)              */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct hfd_count { uint64_t tensors; int verbose; } hfd_count;
+
+static void hfd_on_tensor(void *ud, const tbx_convert_report *r) {
+    hfd_count *c = ud;
+    c->tensors++;
+    if (c->verbose) {
+        printf("%s: ", r->name);
+        describe(stdout, r->action, r->from, r->to, r->reason);
+        fputc('\n', stdout);
+    }
+}
+
+/* "5GB", "500MB", "2GiB", "123" -> bytes (transformers' units: KB/MB/GB powers of 10, KiB/MiB/
+ * GiB powers of 2); false when it is none. */
+static bool parse_size(const char *s, uint64_t *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v > 0)) return false;
+    static const struct { const char *u; double m; } U[] = {
+        {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+        {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+    };
+    for (size_t i = 0; i < sizeof U / sizeof U[0]; i++)
+        if (strcmp(end, U[i].u) == 0) {
+            double b = v * U[i].m;
+            if (b >= 1.8e19 || b < 1) return false;
+            *out = (uint64_t)b;
+            return true;
+        }
+    return false;
+}
+
+static int hf_dir_run(const cli_args *a, const char *in, const char *out) {
+    tbx_hf_from_gguf_options o;
+    tbx_hf_from_gguf_options_init(&o);
+    const char *dt = cli_value(a, "dtype");
+    if (dt) {
+        o.dtype = tbx_dtype_from_name(dt);
+        if (o.dtype != TBX_DT_F32 && o.dtype != TBX_DT_F16 && o.dtype != TBX_DT_BF16)
+            return cli_usage_error(a, "--dtype: '%s' is not f32, f16 or bf16", dt);
+    }
+    const char *ms = cli_value(a, "max-shard-size");
+    if (ms && !parse_size(ms, &o.max_shard_size))
+        return cli_usage_error(a, "--max-shard-size: '%s' is not a size (5GB, 500MB, 2GiB, "
+                                  "bytes)", ms);
+    if (cli_flag(a, "weights-only")) o.flags |= TBX_HF_WEIGHTS_ONLY;
+    if (cli_flag(a, "no-sync")) o.write_flags |= TBX_WRITE_NO_SYNC;
+    static const char *const other[] = {"cast", "quant", "dequantize", "requantize", "raw",
+                                        "stringify-meta", "drop-meta", "drop-sections",
+                                        "imatrix", "pure", "keep-split", "dry-run", "meta",
+                                        "option", "alignment", "compress", "digest",
+                                        "format-version", "quant-method", "quant-clip",
+                                        "tensor-type", "output-tensor-type",
+                                        "token-embedding-type", "no-dedup", "drop-unreadable",
+                                        "force", "strict"};
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+        if (cli_flag(a, other[i]))
+            return cli_usage_error(a, "--%s does not apply to a Hugging Face directory output "
+                                      "(--dtype, --max-shard-size, --weights-only, -v do)",
+                                   other[i]);
+    tbx_error err;
+    memset(&err, 0, sizeof err);
+    tbx_status st = tbx_hf_from_gguf_check(out, &err);
+    if (st != TBX_OK) {
+        cli_report(NULL, st, &err);
+        return CLI_FAIL;
+    }
+    tbx_file *f = cli_open(a, in);
+    if (!f) return CLI_FAIL;
+    hfd_count c = {0, cli_flag(a, "verbose")};
+    o.on_tensor = hfd_on_tensor;
+    o.progress_ud = &c;
+    st = tbx_hf_from_gguf(f, out, &o, &err);
+    tbx_close(f);
+    if (st != TBX_OK) {
+        cli_report(NULL, st, &err);
+        return CLI_FAIL;
+    }
+    fprintf(stderr, "wrote %" PRIu64 " tensors to %s\n", c.tensors, out);
+    return CLI_OK;
+}
+
+/* OUT names a directory: a trailing slash, or an existing directory. */
+static bool is_dir_target(const char *out) {
+    size_t n = strlen(out);
+    struct stat st;
+    return (n && out[n - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
 static int convert_run(const cli_args *a) {
     const char *in = a->pos[0], *out = a->pos[1];
+    if (!cli_value(a, "to") && is_dir_target(out)) return hf_dir_run(a, in, out);
+    if (cli_value(a, "dtype") || cli_value(a, "max-shard-size") || cli_flag(a, "weights-only"))
+        return cli_usage_error(a, "--dtype, --max-shard-size and --weights-only apply to a "
+                                  "Hugging Face directory output (OUT/, a trailing slash)");
     tbx_convert_options opt;
     tbx_convert_options_init(&opt);
     char formats[128];
@@ -920,7 +1025,9 @@ const cli_command cli_cmd_convert = {
     " [--quant-method best|mantle|ggml|search] [--quant-clip MIN,MAX] [--imatrix FILE] [-v]"
     " [--dequantize] [--requantize]"
     " [--strict] [--drop-unreadable] [--raw] [--no-dedup] [--no-sync]"
-    " [--meta KEY[:TYPE]=VALUE]... [-O KEY=VALUE]...",
+    " [--meta KEY[:TYPE]=VALUE]... [-O KEY=VALUE]...\n"
+    "       tbx convert MODEL.gguf OUT/ [--dtype f32|f16|bf16] [--max-shard-size SIZE]"
+    " [--weights-only] [-v]",
     "Write the metadata, sections and tensors of a file to a new file in a given format",
     "Lossless by default: metadata, a section or a dtype the target format cannot store stops\n"
     "the conversion with an error naming it, and each lossy step needs its own option.\n"
@@ -928,6 +1035,11 @@ const cli_command cli_cmd_convert = {
     "then written to a temporary file and renamed into place; the input is never replaced.\n"
     "A symbolic link OUT is followed: the file it points to is written and the link kept (a\n"
     "dangling one needs --force). --force replaces only a regular file.\n"
+    "OUT/ (a trailing slash, or an existing directory): a llama.cpp GGUF written back as a\n"
+    "Hugging Face model directory (config.json, tokenizer files, safetensors with the Hugging\n"
+    "Face names, every ggml type decoded to --dtype; shards above --max-shard-size), from the\n"
+    "same architecture table as the way in; OUT must be absent or empty and is written whole\n"
+    "or not at all. --weights-only: only the safetensors, under the GGUF's names.\n"
     "--quant TYPE quantizes every dense 2-D f32/f16/bf16/f64 tensor; for ggml types, rows the\n"
     "type cannot take get llama-quantize's fallback (q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0,\n"
     "q2_k/q3_k -> q4_0, else f16). Every ggml type gets the bytes ggml_quantize_chunk gives the\n"

@@ -166,11 +166,13 @@ static uint64_t lcm64(uint64_t a, uint64_t b) {
     return a / gcd64(a, b) * b;
 }
 
-/* Output row r of a head permutation comes from view row src_row(r). */
+/* Output row r of a head permutation comes from view row perm_row(r): llama's order
+ * (TBX_XF_PERMUTE_HEADS) or its inverse (TBX_XF_UNPERMUTE_HEADS). */
 static uint64_t perm_row(const tbx_plan_src *s, uint64_t r) {
     const uint64_t d = s->rows / s->heads, half = d / 2;
-    const uint64_t head = r / d, w = r % d, j = w / 2, i = w % 2;
-    return head * d + i * half + j;
+    const uint64_t head = r / d, w = r % d;
+    if (s->xform == TBX_XF_UNPERMUTE_HEADS) return head * d + 2 * (w % half) + w / half;
+    return head * d + (w % 2) * half + w / 2;
 }
 
 /* (Re)sizes a slot buffer to at least `need` bytes (the old contents are not kept). */
@@ -251,9 +253,11 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
                 end > it->nelems || !tbx_add_u64(sum, count, &sum))
                 return bad_plan(err, name, "a source lies beyond its input tensor");
             if (it->unreadable) return bad_plan(err, name, "a source cannot be read");
-            const bool reorder = s->xform == TBX_XF_PERMUTE_HEADS || s->xform == TBX_XF_TRANSPOSE;
-            if (s->xform > TBX_XF_ADD) return bad_plan(err, name, "unknown transform");
-            if (s->xform == TBX_XF_PERMUTE_HEADS &&
+            const bool heads = s->xform == TBX_XF_PERMUTE_HEADS ||
+                               s->xform == TBX_XF_UNPERMUTE_HEADS;
+            const bool reorder = heads || s->xform == TBX_XF_TRANSPOSE;
+            if (s->xform > TBX_XF_UNPERMUTE_HEADS) return bad_plan(err, name, "unknown transform");
+            if (heads &&
                 (s->heads == 0 || s->rows % ((uint64_t)2 * s->heads) != 0))
                 return bad_plan(err, name, "its rows do not split into heads of an even size");
             const uint64_t W = s->xform == TBX_XF_TRANSPOSE ? s->rows : s->cols;
@@ -548,7 +552,7 @@ static tbx_status source_setup(eng *e, const tbx_plan_src *s, uint64_t out0, esr
     const bool payload = !stored && e->enc->kind == TBX_ENC_PAYLOAD;
     const uint64_t prow = payload ? tbx_encoder_payload_rows(e->out_cols) : 0;
     switch (s->xform) {
-    case TBX_XF_PERMUTE_HEADS: {
+    case TBX_XF_PERMUTE_HEADS: case TBX_XF_UNPERMUTE_HEADS: {
         const uint64_t d = s->rows / s->heads;
         if (payload) {
             es->kind = J_PROWS;

@@ -43,14 +43,17 @@ typedef enum tbx_xform {
     TBX_XF_PERMUTE_HEADS = 1,
     TBX_XF_TRANSPOSE = 2, /* the [rows, cols] view is written as [cols, rows] */
     TBX_XF_SCALE = 3,     /* each value times k (computed in f32) */
-    TBX_XF_ADD = 4        /* each value plus k (Gemma's norms: + 1) */
+    TBX_XF_ADD = 4,       /* each value plus k (Gemma's norms: + 1) */
+    /* the inverse of TBX_XF_PERMUTE_HEADS (GGUF -> Hugging Face): output row h*d + i*d/2 + j
+     * is input row h*d + 2j + i */
+    TBX_XF_UNPERMUTE_HEADS = 5
 } tbx_xform;
 
 typedef struct tbx_plan_src {
     uint64_t tensor;     /* the input tensor */
     uint64_t first;      /* the first of its values (row-major index) the view starts at */
     uint64_t rows, cols; /* the view: rows x cols consecutive values from `first` */
-    uint32_t heads;      /* TBX_XF_PERMUTE_HEADS */
+    uint32_t heads;      /* TBX_XF_PERMUTE_HEADS, TBX_XF_UNPERMUTE_HEADS */
     uint8_t xform;       /* tbx_xform */
     float k;             /* TBX_XF_SCALE, TBX_XF_ADD */
 } tbx_plan_src;

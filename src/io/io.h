@@ -237,6 +237,36 @@ extern _Atomic unsigned long tbx_out_syncs_;
  * tbx_source_read; a non-zero return fails that read with that errno. NULL otherwise. */
 extern int (*tbx_src_fault_hook_)(void);
 
+/* ------------------------------------------------------------------------------------------ */
+/* (src/io/outdir.c) An output directory written whole: files go into a temporary directory   */
+/* "<parent>/.<base>.tbx-dir.XXXXXX"; the commit renames it to the destination, which must be  */
+/* absent or an empty directory (anything else: TBX_E_EXISTS, never merged into).             */
+/* ------------------------------------------------------------------------------------------ */
+typedef struct tbx_outdir {
+    const tbx_alloc *al;
+    char *final;     /* the destination, without trailing slashes */
+    char *tmp;       /* the temporary directory (NULL once committed or aborted) */
+    size_t tmp_cap;
+    unsigned flags;  /* TBX_OUT_NO_SYNC */
+} tbx_outdir;
+/* The destination can be written (absent or an empty directory; its parent exists). */
+tbx_status tbx_outdir_check(const char *path, tbx_error *err);
+tbx_status tbx_outdir_open(tbx_outdir *d, const tbx_alloc *al, const char *path, unsigned flags,
+                           tbx_error *err);
+/* The temporary directory's path of `rel` into out (cap bytes). */
+tbx_status tbx_outdir_path(const tbx_outdir *d, const char *rel, char *out, size_t cap,
+                           tbx_error *err);
+/* A subdirectory `rel` of the output. */
+tbx_status tbx_outdir_mkdir(tbx_outdir *d, const char *rel, tbx_error *err);
+/* File `rel` of the output with these n bytes (temp file + rename inside the directory). */
+tbx_status tbx_outdir_write(tbx_outdir *d, const char *rel, const void *data, size_t n,
+                            tbx_error *err);
+/* Renames the temporary directory to the destination (checked again) and frees. */
+tbx_status tbx_outdir_commit(tbx_outdir *d, tbx_error *err);
+/* Removes the temporary directory and what it holds (when not committed) and frees; accepts a
+ * zeroed struct. */
+void tbx_outdir_abort(tbx_outdir *d);
+
 /* (src/io/edit.c) The lock of a file edited in place or rewritten (the GGUF editing tools):
  * `path` resolved through symbolic links, opened (read-write when permitted), flocked LOCK_EX
  * and checked to be the file the name refers to once the lock is held. Parse the file only

@@ -195,4 +195,19 @@ int tbx_hf_map_(const hf_arch *a, const char *name, hf_match *out);
  * false when it does not fit. */
 bool tbx_hf_gguf_name_(const char *gguf, long layer, const char *suffix, char *out, size_t cap);
 
+/* The way back (GGUF -> Hugging Face, gguf_hf.c): what a llama.cpp tensor name is in row a:
+ * the entry whose gguf template (or, HF_MAP_SPLIT, whose part's) matches, the part (-1: not a
+ * split), the layer ('#', -1 none) and the suffix (".weight", ".bias" or ""). 1 found, -1 not. */
+typedef struct hf_unmatch {
+    const hf_tmap *m;
+    int part;
+    long layer;
+    const char *suffix;
+} hf_unmatch;
+int tbx_hf_unmap_(const hf_arch *a, const char *name, hf_unmatch *out);
+/* Template `tpl` ('#': layer, '@': expert) with `suffix`, into out (cap bytes): false when it
+ * does not fit. */
+bool tbx_hf_fill_name_(const char *tpl, long layer, long expert, const char *suffix, char *out,
+                       size_t cap);
+
 #endif /* TBX_MODELS_ARCH_H */

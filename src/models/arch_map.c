@@ -75,3 +75,47 @@ bool tbx_hf_gguf_name_(const char *gguf, long layer, const char *suffix, char *o
     memcpy(out + n, suffix, sl + 1);
     return true;
 }
+
+/* ---- the way back: llama.cpp names -> entries (GGUF -> Hugging Face) ---------------------- */
+int tbx_hf_unmap_(const hf_arch *a, const char *name, hf_unmatch *out) {
+    size_t nlen = strlen(name), base = nlen;
+    const char *suffix = "";
+    if (nlen > 7 && strcmp(name + nlen - 7, ".weight") == 0) { suffix = ".weight"; base = nlen - 7; }
+    else if (nlen > 5 && strcmp(name + nlen - 5, ".bias") == 0) { suffix = ".bias"; base = nlen - 5; }
+    for (const hf_tmap *m = a->tmap; m->hf; m++) {
+        long layer = -1, expert = -1;
+        if (m->kind != HF_MAP_SPLIT) {
+            if (!m->gguf || !pmatch(m->gguf, name, base, &layer, &expert)) continue;
+            *out = (hf_unmatch){m, -1, layer, suffix};
+            return 1;
+        }
+        for (int p = 0; m->parts && m->parts[p].gguf; p++) {
+            layer = expert = -1;
+            if (!pmatch(m->parts[p].gguf, name, base, &layer, &expert)) continue;
+            *out = (hf_unmatch){m, p, layer, suffix};
+            return 1;
+        }
+    }
+    return -1;
+}
+
+bool tbx_hf_fill_name_(const char *tpl, long layer, long expert, const char *suffix, char *out,
+                       size_t cap) {
+    size_t n = 0;
+    for (const char *g = tpl; *g; g++) {
+        if (*g == '#' || *g == '@') {
+            char num[24];
+            int w = snprintf(num, sizeof num, "%ld", *g == '#' ? layer : expert);
+            if (w < 0 || n + (size_t)w >= cap) return false;
+            memcpy(out + n, num, (size_t)w);
+            n += (size_t)w;
+        } else {
+            if (n + 1 >= cap) return false;
+            out[n++] = *g;
+        }
+    }
+    size_t sl = strlen(suffix);
+    if (n + sl + 1 > cap) return false;
+    memcpy(out + n, suffix, sl + 1);
+    return true;
+}

@@ -1051,6 +1051,12 @@ static const struct { const char *regex, *pre; } BPE_PRE[] = {
      "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "qwen2"},
 };
 
+const char *tbx_hf_bpe_pre_regex_(const char *pre) {
+    for (size_t i = 0; pre && i < sizeof BPE_PRE / sizeof BPE_PRE[0]; i++)
+        if (strcmp(pre, BPE_PRE[i].pre) == 0) return BPE_PRE[i].regex;
+    return NULL;
+}
+
 static const char *bpe_pre_name(hf *h) {
     json_t *pt = json_object_get(h->tok, "pre_tokenizer");
     const char *ty = jstr(pt, "type");

@@ -86,4 +86,8 @@ bool tbx_tokj_true(const tbx_tokj *t, size_t at);
  * the next call with the same buffer. */
 const char *tbx_tokj_str(const tbx_tokj *t, size_t at, tbx_tokj_buf *b, size_t *len);
 
+/* The split regex of llama.cpp's pre-tokenizer type `pre` ("llama-bpe", "qwen2": the
+ * tokenizer.json regexes tensorbox recognises, hf_gguf.c), NULL for another name. */
+const char *tbx_hf_bpe_pre_regex_(const char *pre);
+
 #endif /* TBX_HF_TOKENIZER_H */

@@ -153,4 +153,18 @@ bool tbx_lq_arch_known(const char *arch, size_t len);
 /* llama.cpp's order of tensor names (blk.N by N, the others first; then the name). */
 int tbx_lq_name_cmp(const char *a, const char *b);
 
+/* GGUF -> Hugging Face directory (gguf_hf.c): the plan (HF names, one dtype; weights_only:
+ * the GGUF names) and the JSON files (config.json, generation_config.json, tokenizer.json,
+ * tokenizer_config.json, sentence-transformers files), made from the architecture table's
+ * rows read backwards; dtype TBX_DT_INVALID: the file's own (tbx_hf_back_dtype). *out is set
+ * even on failure (free it). */
+typedef struct tbx_hf_back tbx_hf_back;
+tbx_status tbx_hf_back_prepare(tbx_file *in, tbx_dtype dtype, bool weights_only,
+                               tbx_hf_back **out, tbx_error *err);
+tbx_plan *tbx_hf_back_plan(tbx_hf_back *h);
+tbx_dtype tbx_hf_back_dtype(const tbx_hf_back *h);
+/* File i (its name relative to the directory, "1_Pooling/config.json"), NULL past the last. */
+const char *tbx_hf_back_file(const tbx_hf_back *h, size_t i, const char **data, size_t *n);
+void tbx_hf_back_free(tbx_hf_back *h);
+
 #endif /* TBX_MODELS_H */

@@ -319,6 +319,56 @@ TBX_TEST(permute_heads_moves_the_rows_llama_cpp_expects) {
     }
 }
 
+static void plan_unperm(tbx_plan *p, const tbx_file *in) {
+    (void)in;
+    const uint64_t sh[2] = {PR, PC};
+    add_out(p, "stored", TBX_DT_F32, 2, sh, TBX_PENC_STORED, 0);
+    add_src(p, "w", 0, PR, PC, TBX_XF_UNPERMUTE_HEADS, PH, 0);
+    add_out(p, "cast", TBX_DT_F16, 2, sh, TBX_PENC_ENCODE, 0);
+    add_src(p, "w", 0, PR, PC, TBX_XF_UNPERMUTE_HEADS, PH, 0);
+    add_out(p, "from16", TBX_DT_F32, 2, sh, TBX_PENC_ENCODE, 0);
+    add_src(p, "h", 0, PR, PC, TBX_XF_UNPERMUTE_HEADS, PH, 0);
+    add_out(p, "stored16", TBX_DT_F16, 2, sh, TBX_PENC_STORED, 0);
+    add_src(p, "h", 0, PR, PC, TBX_XF_UNPERMUTE_HEADS, PH, 0);
+}
+
+/* The way back (GGUF -> Hugging Face): output row r is input row inv[r], where llama's order
+ * moved input row llama_row(q) to q, i.e. inv[llama_row(q)] = q: the output with llama's
+ * order applied again is the input, for every job kind. */
+TBX_TEST(unpermute_heads_undoes_llama_cpp_order) {
+    char in[600], out[600];
+    tmp(in, sizeof in, "unperm.safetensors");
+    tmp(out, sizeof out, "unperm-out.safetensors");
+    write_input(in, PERM_IN, 2);
+    uint64_t inv[PR];
+    for (uint64_t r = 0; r < PR; r++) inv[llama_row(r)] = r;
+    static const uint64_t chunks[] = {4, 30, 200, 0};
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+        run_opts ro = {0};
+        ro.chunk = chunks[c];
+        tbx_error e;
+        CHECK_OK(run(in, out, plan_unperm, &ro, &e));
+        static const char *const names[] = {"stored", "cast", "from16", "stored16"};
+        for (int k = 0; k < 4; k++) {
+            uint64_t n = 0;
+            float *v = read_f32(out, names[k], &n);
+            CHECK(v != NULL && n == PR * PC);
+            int same = 1;
+            /* llama's order applied to the output: output row llama_row(r) sits at r */
+            for (uint64_t r = 0; v && r < PR; r++)
+                for (uint64_t col = 0; col < PC; col++) {
+                    const uint64_t i = inv[r] * PC + col;
+                    const float want = k < 2 ? v_small(i) : v_other(i);
+                    same &= v[r * PC + col] == want;
+                }
+            CHECK(same);
+            if (!same) fprintf(stderr, "chunk %llu, %s differs\n", (unsigned long long)chunks[c],
+                               names[k]);
+            free(v);
+        }
+    }
+}
+
 /* transposes at odd sizes: [rows, cols] views */
 static const struct { uint64_t r, c; } TSZ[] = {{67, 131}, {1, 5}, {130, 1}, {65, 64}, {3, 200}};
 #define NTSZ (sizeof TSZ / sizeof TSZ[0])

@@ -1,0 +1,1038 @@
+/*
+ * gguf_hf.c - the way back: a GGUF model written for llama.cpp as a Hugging Face model
+ * directory. Everything is read from the architecture table's rows (arch.h) backwards:
+ *   - the row: general.architecture is a row's `arch`; of the rows that share it (llama,
+ *     mixtral), the first whose name map takes every tensor of the file;
+ *   - tensors: each llama.cpp name found in the row's map (tbx_hf_unmap_), its HF name the
+ *     entry's template; HF_MAP_ONE gets its transform undone (llama's q/k row order:
+ *     TBX_XF_UNPERMUTE_HEADS; a scale: 1/k; an added constant: -k); HF_MAP_SPLIT's parts are
+ *     joined back into the fused tensor (the plan's sources in part order); HF_MAP_STACK's
+ *     [experts, rows, cols] tensor becomes one tensor per expert (a run of its values each);
+ *     every tensor written in one dtype (f32, f16, bf16), decoded from any ggml type;
+ *   - config.json: {arch}.KEY of each hf_hparam as its first config.json name, the
+ *     vocabulary size, head_dim, rope scaling, tied embeddings, the special token ids, dtype;
+ *   - the tokenizer: tokenizer.json rebuilt from tokenizer.ggml.* (a byte-level BPE with its
+ *     merges and the pre-tokenizer tokenizer.ggml.pre names, as llama.cpp runs it; a WordPiece
+ *     for llama.cpp's "bert" vocabulary), tokenizer_config.json with the special tokens and the
+ *     chat template; a sentence-transformers model's modules.json and pooling config.
+ * What cannot be mapped back (an architecture without a row, a tensor the row does not know,
+ * a vocabulary type or pre-tokenizer without an inverse, llama3's generated rope_freqs) is an
+ * error naming it; the weights-only plan writes every tensor under its GGUF name instead.
+ * Nothing is written here: the façade (src/api/hf_back.c) writes the files and runs the plan.
+ */
+#include "models.h"
+#include "hf_tokenizer.h"
+#include "arch.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The CLI defines functions named json_string and json_null of its own (src/cli/json.c) that
+ * would take the place of jansson's in a call from here: strings go through json_stringn,
+ * null through json_pack. */
+static json_t *jstr0(const char *s) { return json_stringn(s, strlen(s)); }
+static __attribute__((unused)) json_t *jnull(void) { return json_pack("n"); }
+
+/* llama.cpp's token types (gguf.constants.TokenType) */
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+/* llama.cpp's pooling types */
+enum { POOL_NONE = 0, POOL_MEAN = 1, POOL_CLS = 2, POOL_LAST = 3 };
+
+#define BACK_FILES_MAX 8
+#define BACK_NAME_MAX 160
+
+struct tbx_hf_back {
+    tbx_file *in;
+    tbx_error *err;
+    const tbx_alloc *al;
+    const hf_arch *a;
+    const char *arch;
+    tbx_dtype dtype;
+    bool weights_only;
+    uint64_t n_head, n_head_kv, n_embd, n_vocab;
+    tbx_plan plan;
+    struct { char name[64]; char *data; size_t n; } files[BACK_FILES_MAX];
+    size_t nfiles;
+};
+
+static tbx_status fail(tbx_hf_back *h, tbx_status code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static tbx_status fail(tbx_hf_back *h, tbx_status code, const char *field, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return tbx_err(h->err, code, TBX_NO_OFFSET, field, "%s", msg);
+}
+
+/* ---- metadata --------------------------------------------------------------------------- */
+static const tbx_value *meta(tbx_hf_back *h, const char *key) { return tbx_meta_find(h->in, key); }
+
+static const tbx_value *arch_meta(tbx_hf_back *h, const char *key) {
+    char k[200];
+    snprintf(k, sizeof k, "%s.%s", h->arch, key);
+    return meta(h, k);
+}
+
+static bool meta_u64(const tbx_value *v, uint64_t *out) {
+    return v && tbx_value_type_is_int(tbx_value_type_of(v)) && tbx_value_get_u64(v, out) == TBX_OK;
+}
+
+static bool meta_f64(const tbx_value *v, double *out) {
+    return v && (tbx_value_type_is_int(tbx_value_type_of(v)) ||
+                 tbx_value_type_is_float(tbx_value_type_of(v))) &&
+           tbx_value_get_f64(v, out) == TBX_OK;
+}
+
+static const char *meta_str(const tbx_value *v) {
+    size_t n;
+    return v && tbx_value_type_of(v) == TBX_V_STRING ? tbx_value_get_str(v, &n) : NULL;
+}
+
+/* Element i of an integer array (packed or not). */
+static bool arr_int(const tbx_value *a, uint64_t i, int64_t *out) {
+    tbx_value tmp;
+    const tbx_value *e = tbx_val_packed_get(a, (size_t)i, &tmp) ? &tmp : tbx_value_at(a, i);
+    return e && tbx_value_get_i64(e, out) == TBX_OK;
+}
+
+/* A float of the file (f32 in GGUF) as the double whose shortest decimal gives the same f32:
+ * 1e-06, not 9.99999997e-07, so config.json reads as the original did. */
+static double short_f32(double v) {
+    float f = (float)v;
+    char buf[40];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+        double d = strtod(buf, NULL);
+        if ((float)d == f) return d;
+    }
+    return (double)f;
+}
+
+/* ---- JSON helpers ----------------------------------------------------------------------- */
+static tbx_status add_file(tbx_hf_back *h, const char *name, json_t *j) {
+    if (!j) return tbx_err_nomem(h->err, name);
+    char *s = json_dumps(j, JSON_INDENT(2));
+    json_decref(j);
+    if (!s) return tbx_err_nomem(h->err, name);
+    if (h->nfiles >= BACK_FILES_MAX) {
+        free(s);
+        return fail(h, TBX_E_LIMIT, name, "too many files");
+    }
+    size_t n = strlen(s);
+    char *d = tbx_malloc(h->al, n + 2);
+    if (!d) {
+        free(s);
+        return tbx_err_nomem(h->err, name);
+    }
+    memcpy(d, s, n);
+    d[n++] = '\n';
+    d[n] = 0;
+    free(s);
+    snprintf(h->files[h->nfiles].name, sizeof h->files[h->nfiles].name, "%s", name);
+    h->files[h->nfiles].data = d;
+    h->files[h->nfiles].n = n;
+    h->nfiles++;
+    return TBX_OK;
+}
+
+/* json_stringn, NULL for bytes that are not UTF-8 */
+static json_t *jstrn(const char *s, size_t n) { return json_stringn(s, n); }
+
+/* ---- the row ---------------------------------------------------------------------------- */
+/* Does row a's map take every tensor of the file? (*bad: the first it does not) */
+static bool row_takes_all(tbx_hf_back *h, const hf_arch *a, const char **bad) {
+    for (uint64_t i = 0; i < h->in->ntensors; i++) {
+        hf_unmatch u;
+        if (tbx_hf_unmap_(a, h->in->tensors[i].name, &u) < 0) {
+            *bad = h->in->tensors[i].name;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The row's steps the way back knows how to undo or that change nothing it writes; a row
+ * with another (positions dropped, a multimodal config, keys read from other config fields)
+ * is refused, naming them, rather than written as a directory that is not the model. */
+#define BACK_FLAGS (ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_NONCAUSAL | ARCH_POOLING |           \
+                    ARCH_TT_COUNT | ARCH_SPACE_PREFIX | ARCH_ADD_SEP)
+static tbx_status check_row_flags(tbx_hf_back *h) {
+    static const struct { unsigned bit; const char *what; } F[] = {
+        {ARCH_POS_OFFSET, "position rows dropped (RoBERTa's pad offset)"},
+        {ARCH_TEXT_CONFIG, "a multimodal config.json's text_config"},
+        {ARCH_SWA, "sliding-window keys"},
+        {ARCH_HIDDEN_ACT, "hidden_act from hidden_activation"},
+        {ARCH_CLS_POOLING, "classifier pooling"},
+        {ARCH_ROPE_NONE, "rope scaling none"},
+        {ARCH_FFN_UP_GLU, "a GLU's halves in ffn_up"},
+        {ARCH_PRE_MODERN_BERT, "the modern-bert pre-tokenizer"},
+        /* Gemma's rows: tokenizer settings only, but the rows' config.json (rope_parameters by
+         * layer type, softcapping, Gemma3's class) and the +1 of their norms (not bit-exact
+         * back in f32) are not proven against transformers yet */
+        {ARCH_NO_SPACE_PREFIX, "Gemma's rows, not proven yet"},
+        {ARCH_GEMMA_EOT, "Gemma's <end_of_turn>"},
+    };
+    const unsigned extra = h->a->flags & ~(unsigned)BACK_FLAGS;
+    if (!extra) return TBX_OK;
+    char what[256] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof F / sizeof F[0]; i++)
+        if (extra & F[i].bit) {
+            int w = snprintf(what + n, sizeof what - n, "%s%s", n ? ", " : "", F[i].what);
+            if (w > 0 && n + (size_t)w < sizeof what) n += (size_t)w;
+        }
+    return fail(h, TBX_E_UNSUPPORTED, "general.architecture", "architecture \"%s\" (row %s) "
+                "cannot be written back as a Hugging Face model yet: its conversion has steps "
+                "the way back does not undo or check (%s; flags 0x%x; --weights-only writes the "
+                "tensors under their GGUF names)", h->arch, h->a->model_type, n ? what : "?",
+                extra);
+}
+
+static tbx_status pick_row(tbx_hf_back *h) {
+    const char *bad = NULL;
+    for (size_t i = 0; tbx_hf_arch_at_(i); i++) {
+        const hf_arch *a = tbx_hf_arch_at_(i);
+        if (strcmp(a->arch, h->arch) != 0) continue;
+        const char *b = NULL;
+        if (row_takes_all(h, a, &b)) {
+            h->a = a;
+            return check_row_flags(h);
+        }
+        if (!bad) bad = b;
+    }
+    char list[256];
+    tbx_hf_arch_list_(0, list, sizeof list);
+    if (bad) {
+        if (strcmp(bad, "rope_freqs.weight") == 0)
+            return fail(h, TBX_E_UNSUPPORTED, "rope_freqs.weight", "tensor \"rope_freqs.weight\" "
+                        "(llama3 rope scaling's per-frequency factors) cannot be mapped back to "
+                        "config.json's rope_scaling yet (--weights-only writes the tensors under "
+                        "their GGUF names)");
+        return fail(h, TBX_E_UNSUPPORTED, bad, "tensor \"%s\" of architecture \"%s\" has no "
+                    "Hugging Face name in tensorbox's architecture table (--weights-only writes "
+                    "the tensors under their GGUF names)", bad, h->arch);
+    }
+    return fail(h, TBX_E_UNSUPPORTED, "general.architecture", "architecture \"%s\" cannot be "
+                "written as a Hugging Face model (the architecture table has: %s; "
+                "--weights-only writes the tensors under their GGUF names)", h->arch, list);
+}
+
+/* ---- the plan ---------------------------------------------------------------------------- */
+static const char *store_name(tbx_hf_back *h, const char *s) {
+    size_t n = strlen(s);
+    char *d = tbx_plan_alloc(&h->plan, n + 1);
+    if (d) memcpy(d, s, n + 1);
+    return d;
+}
+
+/* Adds output tensor `name` of `ndim` dims `shape` (copied) with its sources. */
+static tbx_status add_out(tbx_hf_back *h, const char *name, uint32_t ndim, const uint64_t *shape,
+                          const tbx_plan_src *srcs, uint32_t nsrc) {
+    const char *nm = store_name(h, name);
+    uint64_t *sh = tbx_plan_alloc(&h->plan, (ndim ? ndim : 1) * sizeof *sh);
+    if (!nm || !sh) return tbx_err_nomem(h->err, "tensor plan");
+    memcpy(sh, shape, ndim * sizeof *sh);
+    bool stored = true, quantized = false;
+    for (uint32_t j = 0; j < nsrc; j++) {
+        const tbx_tensor *t = &h->in->tensors[srcs[j].tensor];
+        const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+        quantized |= di && (di->flags & TBX_DTF_BLOCK);
+        stored &= t->dtype == h->dtype && srcs[j].xform != TBX_XF_SCALE &&
+                  srcs[j].xform != TBX_XF_ADD;
+    }
+    tbx_plan_tensor pt;
+    memset(&pt, 0, sizeof pt);
+    pt.name = nm;
+    pt.name_len = (uint32_t)strlen(nm);
+    pt.shape = sh;
+    pt.ndim = (uint16_t)ndim;
+    pt.dtype = (uint16_t)h->dtype;
+    pt.enc = stored ? TBX_PENC_STORED : TBX_PENC_ENCODE;
+    pt.action = stored ? TBX_CONVERT_KEPT : quantized ? TBX_CONVERT_DEQUANTIZED : TBX_CONVERT_CAST;
+    tbx_status st = tbx_plan_add(&h->plan, &pt, NULL, h->err);
+    for (uint32_t j = 0; st == TBX_OK && j < nsrc; j++) st = tbx_plan_add_src(&h->plan, &srcs[j], h->err);
+    return st;
+}
+
+/* A source: the whole of input tensor i as [rows, cols] (cols its last dimension). */
+static tbx_plan_src whole_src(const tbx_tensor *t, uint64_t i) {
+    tbx_plan_src s;
+    memset(&s, 0, sizeof s);
+    s.tensor = i;
+    s.cols = t->ndim ? t->shape[t->ndim - 1] : 1;
+    s.rows = s.cols ? t->nelems / s.cols : 0;
+    return s;
+}
+
+/* The inverse of a row's transform, onto source s. */
+static tbx_status undo_xform(tbx_hf_back *h, int xform, float k, const char *name,
+                             tbx_plan_src *s) {
+    switch (xform) {
+    case HF_XF_NONE: return TBX_OK;
+    case HF_XF_PERMUTE_Q: case HF_XF_PERMUTE_K: {
+        const uint64_t heads = xform == HF_XF_PERMUTE_Q ? h->n_head : h->n_head_kv;
+        if (!heads || s->rows % (2 * heads))
+            return fail(h, TBX_E_FORMAT, name, "tensor \"%s\": %llu rows do not split into %llu "
+                        "heads of an even size (%s.attention.head_count%s)", name,
+                        (unsigned long long)s->rows, (unsigned long long)heads, h->arch,
+                        xform == HF_XF_PERMUTE_K ? "_kv" : "");
+        s->xform = TBX_XF_UNPERMUTE_HEADS;
+        s->heads = (uint32_t)heads;
+        return TBX_OK;
+    }
+    case HF_XF_SCALE:
+        if (k == 0.0f) return fail(h, TBX_E_FORMAT, name, "a scale of 0 cannot be undone");
+        s->xform = TBX_XF_SCALE;
+        s->k = 1.0f / k;
+        return TBX_OK;
+    case HF_XF_ADD:
+        s->xform = TBX_XF_ADD;
+        s->k = -k;
+        return TBX_OK;
+    default:
+        return fail(h, TBX_E_UNSUPPORTED, name, "tensor \"%s\": transform %d has no inverse",
+                    name, xform);
+    }
+}
+
+static tbx_status plan_weights_only(tbx_hf_back *h) {
+    tbx_status st = TBX_OK;
+    for (uint64_t i = 0; st == TBX_OK && i < h->in->ntensors; i++) {
+        const tbx_tensor *t = &h->in->tensors[i];
+        tbx_plan_src s = whole_src(t, i);
+        st = add_out(h, t->name, t->ndim, t->shape, &s, 1);
+    }
+    return st;
+}
+
+static tbx_status plan_tensors(tbx_hf_back *h) {
+    tbx_status st = TBX_OK;
+    char name[BACK_NAME_MAX];
+    for (uint64_t i = 0; st == TBX_OK && i < h->in->ntensors; i++) {
+        const tbx_tensor *t = &h->in->tensors[i];
+        hf_unmatch u;
+        if (tbx_hf_unmap_(h->a, t->name, &u) < 0)
+            return fail(h, TBX_E_UNSUPPORTED, t->name, "tensor \"%s\" has no Hugging Face name "
+                        "in row %s", t->name, h->a->model_type);
+        const hf_tmap *m = u.m;
+        if (m->kind == HF_MAP_ONE) {
+            if (!tbx_hf_fill_name_(m->hf, u.layer, -1, u.suffix, name, sizeof name))
+                return fail(h, TBX_E_LIMIT, t->name, "name too long");
+            tbx_plan_src s = whole_src(t, i);
+            if (t->ndim >= 2 && (st = undo_xform(h, m->xform, m->k, t->name, &s)) != TBX_OK)
+                return st;
+            if (t->ndim < 2 && (m->xform == HF_XF_SCALE || m->xform == HF_XF_ADD) &&
+                (st = undo_xform(h, m->xform, m->k, t->name, &s)) != TBX_OK)
+                return st;
+            st = add_out(h, name, t->ndim, t->shape, &s, 1);
+        } else if (m->kind == HF_MAP_STACK) {
+            if (t->ndim != 3)
+                return fail(h, TBX_E_FORMAT, t->name, "tensor \"%s\": experts stacked as %u "
+                            "dimensions, not [experts, rows, cols]", t->name, t->ndim);
+            const uint64_t per = t->shape[1] * t->shape[2];
+            for (uint64_t e = 0; st == TBX_OK && e < t->shape[0]; e++) {
+                if (!tbx_hf_fill_name_(m->hf, u.layer, (long)e, u.suffix, name, sizeof name))
+                    return fail(h, TBX_E_LIMIT, t->name, "name too long");
+                tbx_plan_src s;
+                memset(&s, 0, sizeof s);
+                s.tensor = i;
+                s.first = e * per;
+                s.rows = t->shape[1];
+                s.cols = t->shape[2];
+                if ((st = undo_xform(h, m->xform, m->k, t->name, &s)) != TBX_OK) return st;
+                st = add_out(h, name, 2, t->shape + 1, &s, 1);
+            }
+        } else { /* HF_MAP_SPLIT: joined when its first part comes */
+            if (u.part != 0) {
+                char first[BACK_NAME_MAX];
+                uint64_t fi;
+                if (!tbx_hf_fill_name_(m->parts[0].gguf, u.layer, -1, u.suffix, first,
+                                       sizeof first) ||
+                    tbx_tensor_find(h->in, first, &fi) != TBX_OK)
+                    return fail(h, TBX_E_FORMAT, t->name, "tensor \"%s\" is a part of a fused "
+                                "tensor whose first part %s is missing", t->name, first);
+                continue;
+            }
+            if (!tbx_hf_fill_name_(m->hf, u.layer, -1, u.suffix, name, sizeof name))
+                return fail(h, TBX_E_LIMIT, t->name, "name too long");
+            tbx_plan_src srcs[8];
+            uint32_t ns = 0;
+            uint64_t rows = 0, cols = t->ndim ? t->shape[t->ndim - 1] : 1;
+            for (int p = 0; m->parts[p].gguf; p++) {
+                char pn[BACK_NAME_MAX];
+                uint64_t pi;
+                if (ns >= 8 || !tbx_hf_fill_name_(m->parts[p].gguf, u.layer, -1, u.suffix, pn,
+                                                  sizeof pn))
+                    return fail(h, TBX_E_LIMIT, t->name, "too many parts");
+                if (tbx_tensor_find(h->in, pn, &pi) != TBX_OK)
+                    return fail(h, TBX_E_FORMAT, pn, "fused tensor %s: its part %s is missing",
+                                name, pn);
+                const tbx_tensor *pt = &h->in->tensors[pi];
+                tbx_plan_src s = whole_src(pt, pi);
+                if (pt->ndim != t->ndim || s.cols != cols)
+                    return fail(h, TBX_E_FORMAT, pn, "fused tensor %s: part %s has another "
+                                "width than %s", name, pn, t->name);
+                if (pt->ndim >= 2 &&
+                    (st = undo_xform(h, m->parts[p].xform, m->parts[p].k, pn, &s)) != TBX_OK)
+                    return st;
+                rows += s.rows;
+                srcs[ns++] = s;
+            }
+            uint64_t shape[2] = {rows, cols};
+            if (t->ndim < 2) shape[1] = rows * cols; /* a fused bias: the parts' values */
+            st = t->ndim >= 2 ? add_out(h, name, 2, shape, srcs, ns)
+                              : add_out(h, name, 1, shape + 1, srcs, ns);
+        }
+    }
+    return st;
+}
+
+/* The default dtype: the one most values of the file's unquantized 2-D (and larger) float
+ * tensors have; bf16 when every such tensor is quantized. */
+static tbx_dtype default_dtype(const tbx_file *in) {
+    uint64_t n[3] = {0, 0, 0};
+    const tbx_dtype dts[3] = {TBX_DT_F32, TBX_DT_F16, TBX_DT_BF16};
+    for (uint64_t i = 0; i < in->ntensors; i++) {
+        const tbx_tensor *t = &in->tensors[i];
+        if (t->ndim < 2) continue;
+        for (int k = 0; k < 3; k++)
+            if (t->dtype == dts[k]) n[k] += t->nelems;
+    }
+    int best = 2;
+    if (n[0] > n[best] || (n[0] == n[best] && n[0])) best = 0;
+    if (n[1] > n[best]) best = 1;
+    if (!n[0] && !n[1] && !n[2]) best = 2;
+    return dts[best];
+}
+
+static const char *torch_dtype(tbx_dtype d) {
+    return d == TBX_DT_F32 ? "float32" : d == TBX_DT_F16 ? "float16" : "bfloat16";
+}
+
+/* ---- config.json, generation_config.json ------------------------------------------------ */
+static void camel(const char *mt, char *out, size_t cap) {
+    size_t n = 0;
+    bool up = true;
+    for (const char *c = mt; *c && n + 1 < cap; c++) {
+        if (*c == '_' || *c == '-') { up = true; continue; }
+        out[n++] = up && *c >= 'a' && *c <= 'z' ? (char)(*c - 32) : *c;
+        up = false;
+    }
+    out[n] = 0;
+}
+
+static bool has_tensor(tbx_hf_back *h, const char *name) {
+    uint64_t i;
+    return tbx_tensor_find(h->in, name, &i) == TBX_OK;
+}
+
+/* the special tokens llama.cpp keeps: GGUF key suffix, config/tokenizer_config name */
+static const struct { const char *key, *name; } SPECIAL[] = {
+    {"bos_token_id", "bos"}, {"eos_token_id", "eos"}, {"unknown_token_id", "unk"},
+    {"seperator_token_id", "sep"}, {"padding_token_id", "pad"}, {"cls_token_id", "cls"},
+    {"mask_token_id", "mask"},
+};
+
+static bool special_id(tbx_hf_back *h, const char *key, uint64_t *id) {
+    char k[80];
+    snprintf(k, sizeof k, "tokenizer.ggml.%s", key);
+    return meta_u64(meta(h, k), id) && *id < h->n_vocab;
+}
+
+static tbx_status write_config(tbx_hf_back *h) {
+    json_t *c = json_object();
+    if (!c) return tbx_err_nomem(h->err, "config.json");
+    /* architectures[0]: transformers' class, the model_type in CamelCase + ForCausalLM (an
+     * encoder: Model): qwen2_moe -> Qwen2MoeForCausalLM, bert -> BertModel */
+    char cls[96];
+    camel(h->a->model_type, cls, sizeof cls - 12);
+    strcat(cls, (h->a->flags & ARCH_NONCAUSAL) ? "Model" : "ForCausalLM");
+    json_t *archs = json_array();
+    json_array_append_new(archs, jstr0(cls));
+    json_object_set_new(c, "architectures", archs);
+    json_object_set_new(c, "model_type", jstr0(h->a->model_type));
+    for (const hf_hparam *p = h->a->hp; p->key; p++) {
+        const tbx_value *v = arch_meta(h, p->key);
+        if (!v) {
+            if (p->required) {
+                json_decref(c);
+                return fail(h, TBX_E_NOT_FOUND, p->key, "the file has no %s.%s (config.json's "
+                            "%s)", h->arch, p->key, p->cfg[0]);
+            }
+            continue;
+        }
+        if (json_object_get(c, p->cfg[0])) continue;
+        uint64_t u;
+        double f;
+        if (p->kind == HP_U32 && meta_u64(v, &u)) json_object_set_new(c, p->cfg[0], json_integer((json_int_t)u));
+        else if (p->kind == HP_F32 && meta_f64(v, &f)) json_object_set_new(c, p->cfg[0], json_real(short_f32(f)));
+        else {
+            json_decref(c);
+            return fail(h, TBX_E_FORMAT, p->key, "%s.%s is not a %s", h->arch, p->key,
+                        p->kind == HP_U32 ? "count" : "number");
+        }
+    }
+    json_object_set_new(c, "vocab_size", json_integer((json_int_t)h->n_vocab));
+    /* the head size, when it is not hidden / heads */
+    uint64_t hd = 0;
+    if (meta_u64(arch_meta(h, "attention.key_length"), &hd) ||
+        (meta_u64(arch_meta(h, "rope.dimension_count"), &hd) && h->n_head &&
+         hd != h->n_embd / h->n_head))
+        json_object_set_new(c, "head_dim", json_integer((json_int_t)hd));
+    if ((h->a->flags & ARCH_TT_COUNT)) {
+        uint64_t n;
+        if (meta_u64(meta(h, "tokenizer.ggml.token_type_count"), &n))
+            json_object_set_new(c, "type_vocab_size", json_integer((json_int_t)n));
+    }
+    /* rope scaling */
+    const char *rt = meta_str(arch_meta(h, "rope.scaling.type"));
+    if (rt && strcmp(rt, "none") != 0) {
+        double f = 0;
+        uint64_t octx = 0;
+        unsigned bit = !strcmp(rt, "linear") ? TBX_HF_ROPE_LINEAR : !strcmp(rt, "yarn")
+                                                                    ? TBX_HF_ROPE_YARN : 0;
+        if (!bit || !(h->a->rope & bit) || !meta_f64(arch_meta(h, "rope.scaling.factor"), &f)) {
+            json_decref(c);
+            return fail(h, TBX_E_UNSUPPORTED, "rope.scaling.type", "%s.rope.scaling.type \"%s\" "
+                        "cannot be written back for %s", h->arch, rt, h->a->model_type);
+        }
+        json_t *rs = json_object();
+        json_object_set_new(rs, "rope_type", jstr0(rt));
+        json_object_set_new(rs, "factor", json_real(short_f32(f)));
+        if (bit == TBX_HF_ROPE_YARN &&
+            meta_u64(arch_meta(h, "rope.scaling.original_context_length"), &octx))
+            json_object_set_new(rs, "original_max_position_embeddings",
+                                json_integer((json_int_t)octx));
+        json_object_set_new(c, "rope_scaling", rs);
+    }
+    /* tied embeddings: a row that maps lm_head, a file without output.weight */
+    bool maps_output = false;
+    for (const hf_tmap *m = h->a->tmap; m->hf; m++)
+        maps_output |= m->gguf && !strcmp(m->gguf, "output");
+    if (maps_output)
+        json_object_set_new(c, "tie_word_embeddings", json_boolean(!has_tensor(h, "output.weight")));
+    for (size_t k = 0; k < sizeof SPECIAL / sizeof SPECIAL[0]; k++) {
+        uint64_t id;
+        /* a decoder's bos and eos (the padding token is the tokenizer's: tokenizer_config) */
+        if (k > 1 || (h->a->flags & ARCH_NONCAUSAL)) continue;
+        if (!special_id(h, SPECIAL[k].key, &id)) continue;
+        char key[32];
+        snprintf(key, sizeof key, "%s_token_id", SPECIAL[k].name);
+        json_object_set_new(c, key, json_integer((json_int_t)id));
+    }
+    json_object_set_new(c, "torch_dtype", jstr0(torch_dtype(h->dtype)));
+    tbx_status st = add_file(h, "config.json", c);
+    if (st != TBX_OK || (h->a->flags & ARCH_NONCAUSAL)) return st;
+    json_t *g = json_object();
+    if (!g) return tbx_err_nomem(h->err, "generation_config.json");
+    uint64_t id;
+    if (special_id(h, "bos_token_id", &id)) json_object_set_new(g, "bos_token_id", json_integer((json_int_t)id));
+    if (special_id(h, "eos_token_id", &id)) json_object_set_new(g, "eos_token_id", json_integer((json_int_t)id));
+    return add_file(h, "generation_config.json", g);
+}
+
+/* ---- sentence-transformers -------------------------------------------------------------- */
+static tbx_status write_pooling(tbx_hf_back *h) {
+    uint64_t pt;
+    if (!(h->a->flags & ARCH_POOLING) || !meta_u64(arch_meta(h, "pooling_type"), &pt) ||
+        pt == POOL_NONE)
+        return TBX_OK;
+    if (pt != POOL_MEAN && pt != POOL_CLS && pt != POOL_LAST)
+        return fail(h, TBX_E_UNSUPPORTED, "pooling_type", "%s.pooling_type %llu has no "
+                    "sentence-transformers pooling mode", h->arch, (unsigned long long)pt);
+    json_t *mods = json_array();
+    json_t *m0 = json_object(), *m1 = json_object();
+    json_object_set_new(m0, "idx", json_integer(0));
+    json_object_set_new(m0, "name", jstr0("0"));
+    json_object_set_new(m0, "path", jstr0(""));
+    json_object_set_new(m0, "type", jstr0("sentence_transformers.models.Transformer"));
+    json_object_set_new(m1, "idx", json_integer(1));
+    json_object_set_new(m1, "name", jstr0("1"));
+    json_object_set_new(m1, "path", jstr0("1_Pooling"));
+    json_object_set_new(m1, "type", jstr0("sentence_transformers.models.Pooling"));
+    json_array_append_new(mods, m0);
+    json_array_append_new(mods, m1);
+    tbx_status st = add_file(h, "modules.json", mods);
+    if (st != TBX_OK) return st;
+    json_t *p = json_object();
+    json_object_set_new(p, "word_embedding_dimension", json_integer((json_int_t)h->n_embd));
+    json_object_set_new(p, "pooling_mode_cls_token", json_boolean(pt == POOL_CLS));
+    json_object_set_new(p, "pooling_mode_mean_tokens", json_boolean(pt == POOL_MEAN));
+    json_object_set_new(p, "pooling_mode_max_tokens", json_false());
+    json_object_set_new(p, "pooling_mode_mean_sqrt_len_tokens", json_false());
+    json_object_set_new(p, "pooling_mode_weightedmean_tokens", json_false());
+    json_object_set_new(p, "pooling_mode_lasttoken", json_boolean(pt == POOL_LAST));
+    json_object_set_new(p, "include_prompt", json_true());
+    if ((st = add_file(h, "1_Pooling/config.json", p)) != TBX_OK) return st;
+    json_t *sb = json_object();
+    uint64_t ctx = 0;
+    if (meta_u64(arch_meta(h, "context_length"), &ctx))
+        json_object_set_new(sb, "max_seq_length", json_integer((json_int_t)ctx));
+    json_object_set_new(sb, "do_lower_case", json_false());
+    return add_file(h, "sentence_bert_config.json", sb);
+}
+
+/* ---- tokenizer ---------------------------------------------------------------------------- */
+static json_t *added_token(int64_t id, const char *s, size_t n, bool special) {
+    json_t *t = json_object();
+    json_t *cs = jstrn(s, n);
+    if (!t || !cs) {
+        json_decref(t);
+        json_decref(cs);
+        return NULL;
+    }
+    json_object_set_new(t, "id", json_integer(id));
+    json_object_set_new(t, "content", cs);
+    json_object_set_new(t, "single_word", json_false());
+    json_object_set_new(t, "lstrip", json_false());
+    json_object_set_new(t, "rstrip", json_false());
+    json_object_set_new(t, "normalized", json_boolean(!special));
+    json_object_set_new(t, "special", json_boolean(special));
+    return t;
+}
+
+/* A template post-processor: [first] $A [last] (pair: [first] $A [last] $B:1 [last]:1, the
+ * BERT form; without a last token: [first] $A [first]:1 $B:1). */
+static json_t *template_pp(tbx_hf_back *h, const tbx_value *toks, int64_t first, int64_t last) {
+    json_t *single = json_array(), *pair = json_array(), *sp = json_object();
+    json_t *pp = json_object();
+    int64_t ids[2] = {first, last};
+    for (int k = 0; k < 2; k++) {
+        if (ids[k] < 0) continue;
+        size_t n;
+        const char *s = tbx_value_str_at(toks, (uint64_t)ids[k], &n);
+        json_t *e = json_object();
+        json_t *ia = json_array(), *ta = json_array();
+        json_array_append_new(ia, json_integer(ids[k]));
+        json_array_append_new(ta, jstrn(s, n));
+        json_object_set_new(e, "id", jstrn(s, n));
+        json_object_set_new(e, "ids", ia);
+        json_object_set_new(e, "tokens", ta);
+        char key[4096];
+        snprintf(key, sizeof key, "%.*s", (int)(n < 4000 ? n : 4000), s);
+        json_object_set_new(sp, key, e);
+    }
+    (void)h;
+#define PIECE(arr, kind, idval, type)                                                          \
+    do {                                                                                       \
+        json_t *o = json_object(), *in = json_object();                                        \
+        json_object_set_new(in, "id", idval);                                                  \
+        json_object_set_new(in, "type_id", json_integer(type));                                \
+        json_object_set_new(o, kind, in);                                                      \
+        json_array_append_new(arr, o);                                                         \
+    } while (0)
+    size_t n = 0;
+    const char *fs = first >= 0 ? tbx_value_str_at(toks, (uint64_t)first, &n) : NULL;
+    size_t fn = n;
+    n = 0;
+    const char *ls = last >= 0 ? tbx_value_str_at(toks, (uint64_t)last, &n) : NULL;
+    size_t ln = n;
+    if (fs) PIECE(single, "SpecialToken", jstrn(fs, fn), 0);
+    PIECE(single, "Sequence", jstr0("A"), 0);
+    if (ls) PIECE(single, "SpecialToken", jstrn(ls, ln), 0);
+    if (fs) PIECE(pair, "SpecialToken", jstrn(fs, fn), 0);
+    PIECE(pair, "Sequence", jstr0("A"), 0);
+    if (ls) PIECE(pair, "SpecialToken", jstrn(ls, ln), 0);
+    if (fs && !ls) PIECE(pair, "SpecialToken", jstrn(fs, fn), 1);
+    PIECE(pair, "Sequence", jstr0("B"), 1);
+    if (ls) PIECE(pair, "SpecialToken", jstrn(ls, ln), 1);
+#undef PIECE
+    json_object_set_new(pp, "type", jstr0("TemplateProcessing"));
+    json_object_set_new(pp, "single", single);
+    json_object_set_new(pp, "pair", pair);
+    json_object_set_new(pp, "special_tokens", sp);
+    return pp;
+}
+
+static json_t *bytelevel(bool prefix, bool trim, bool regex) {
+    json_t *b = json_object();
+    json_object_set_new(b, "type", jstr0("ByteLevel"));
+    json_object_set_new(b, "add_prefix_space", json_boolean(prefix));
+    json_object_set_new(b, "trim_offsets", json_boolean(trim));
+    json_object_set_new(b, "use_regex", json_boolean(regex));
+    return b;
+}
+
+static bool meta_bool(const tbx_value *v, bool dflt) {
+    uint64_t u;
+    if (v && tbx_value_type_of(v) == TBX_V_BOOL && tbx_value_get_u64(v, &u) == TBX_OK) return u != 0;
+    return dflt;
+}
+
+/* llama.cpp's "llama" vocabulary (SentencePiece BPE, byte fallback) as the tokenizer.json
+ * transformers' converter makes of a SentencePiece model: every token in the vocabulary; as
+ * merges, every split of a normal token into two tokens, by the merged token's score (the
+ * highest first: llama.cpp merges the best-scoring pair first), then the parts' ids; " " as
+ * U+2581 and, with tokenizer.ggml.add_space_prefix (llama.cpp's default), one prepended;
+ * byte fallback to the <0xNN> tokens; a BOS (add_bos_token, llama.cpp's default) / EOS added. */
+typedef struct spm_merge { float score; int64_t a, b; } spm_merge;
+
+static int by_merge(const void *x, const void *y) {
+    const spm_merge *p = x, *q = y;
+    if (p->score != q->score) return p->score > q->score ? -1 : 1;
+    if (p->a != q->a) return p->a < q->a ? -1 : 1;
+    return (p->b > q->b) - (p->b < q->b);
+}
+
+static tbx_status spm_model(tbx_hf_back *h, json_t *root, json_t *mdl, json_t *vocab,
+                            const tbx_value *toks, const tbx_value *types, bool has_bos,
+                            uint64_t bos, bool has_eos, uint64_t eos) {
+    const tbx_value *scores = meta(h, "tokenizer.ggml.scores");
+    const uint64_t nt = tbx_value_len(toks);
+    if (!scores || tbx_value_len(scores) != nt)
+        return fail(h, TBX_E_FORMAT, "tokenizer.ggml.scores", "a llama vocabulary needs one "
+                    "score per token (tokenizer.ggml.scores)");
+    size_t n = 0, cap = 0;
+    spm_merge *m = NULL;
+    tbx_status st = TBX_OK;
+    for (uint64_t i = 0; st == TBX_OK && i < nt; i++) {
+        int64_t ty = TT_NORMAL;
+        if (types && !arr_int(types, i, &ty)) ty = TT_NORMAL;
+        if (ty != TT_NORMAL) continue;
+        size_t len;
+        const char *s = tbx_value_str_at(toks, i, &len);
+        tbx_value tmp;
+        const tbx_value *sv = tbx_val_packed_get(scores, (size_t)i, &tmp) ? &tmp
+                                                                         : tbx_value_at(scores, i);
+        double sc = 0;
+        if (!s || !sv || tbx_value_get_f64(sv, &sc) != TBX_OK)
+            return fail(h, TBX_E_FORMAT, "tokenizer.ggml.scores", "token %llu has no score",
+                        (unsigned long long)i);
+        for (size_t k = 1; k < len; k++) {
+            if (((unsigned char)s[k] & 0xC0) == 0x80) continue; /* inside a character */
+            json_t *ja = json_object_getn(vocab, s, k), *jb = json_object_getn(vocab, s + k, len - k);
+            if (!ja || !jb) continue;
+            if (n == cap) {
+                size_t nc = cap ? 2 * cap : 1024;
+                spm_merge *nm = tbx_realloc(h->al, m, cap * sizeof *m, nc * sizeof *m);
+                if (!nm) { st = tbx_err_nomem(h->err, "merges"); break; }
+                m = nm;
+                cap = nc;
+            }
+            m[n++] = (spm_merge){(float)sc, (int64_t)json_integer_value(ja),
+                                 (int64_t)json_integer_value(jb)};
+        }
+    }
+    if (st == TBX_OK && n) qsort(m, n, sizeof *m, by_merge);
+    json_t *ml = json_array();
+    for (size_t i = 0; st == TBX_OK && i < n; i++) {
+        size_t la, lb;
+        const char *a = tbx_value_str_at(toks, (uint64_t)m[i].a, &la);
+        const char *b = tbx_value_str_at(toks, (uint64_t)m[i].b, &lb);
+        json_t *pr = json_array();
+        json_array_append_new(pr, jstrn(a, la));
+        json_array_append_new(pr, jstrn(b, lb));
+        json_array_append_new(ml, pr);
+    }
+    tbx_free(h->al, m, cap * sizeof *m);
+    if (st != TBX_OK) {
+        json_decref(ml);
+        return st;
+    }
+    json_t *seq = json_array();
+    if (meta_bool(meta(h, "tokenizer.ggml.add_space_prefix"), true))
+        json_array_append_new(seq, json_pack("{s:s,s:s}", "type", "Prepend", "prepend",
+                                             "\xe2\x96\x81"));
+    json_array_append_new(seq, json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern",
+                                         "String", " ", "content", "\xe2\x96\x81"));
+    json_object_set_new(root, "normalizer", json_pack("{s:s,s:o}", "type", "Sequence",
+                                                      "normalizers", seq));
+    json_object_set_new(root, "pre_tokenizer", jnull());
+    const bool add_bos = has_bos && meta_bool(meta(h, "tokenizer.ggml.add_bos_token"), true);
+    const bool add_eos = has_eos && meta_bool(meta(h, "tokenizer.ggml.add_eos_token"), false);
+    json_object_set_new(root, "post_processor",
+                        template_pp(h, toks, add_bos ? (int64_t)bos : -1,
+                                    add_eos ? (int64_t)eos : -1));
+    json_object_set_new(root, "decoder", json_pack(
+        "{s:s,s:[{s:s,s:{s:s},s:s},{s:s},{s:s},{s:s,s:s,s:i,s:i}]}", "type", "Sequence",
+        "decoders", "type", "Replace", "pattern", "String", "\xe2\x96\x81", "content", " ",
+        "type", "ByteFallback", "type", "Fuse", "type", "Strip", "content", " ", "start", 1,
+        "stop", 0));
+    uint64_t unk = 0;
+    size_t ul = 0;
+    const char *us = special_id(h, "unknown_token_id", &unk) ? tbx_value_str_at(toks, unk, &ul)
+                                                             : NULL;
+    json_object_set_new(mdl, "type", jstr0("BPE"));
+    json_object_set_new(mdl, "dropout", jnull());
+    json_object_set_new(mdl, "unk_token", us ? jstrn(us, ul) : jnull());
+    json_object_set_new(mdl, "continuing_subword_prefix", jnull());
+    json_object_set_new(mdl, "end_of_word_suffix", jnull());
+    json_object_set_new(mdl, "fuse_unk", json_true());
+    json_object_set_new(mdl, "byte_fallback", json_true());
+    json_object_set_new(mdl, "ignore_merges", json_false());
+    json_object_set_new(mdl, "vocab", vocab);
+    json_object_set_new(mdl, "merges", ml);
+    return TBX_OK;
+}
+
+static tbx_status write_tokenizer(tbx_hf_back *h) {
+    const char *model = meta_str(meta(h, "tokenizer.ggml.model"));
+    const tbx_value *toks = meta(h, "tokenizer.ggml.tokens");
+    const tbx_value *types = meta(h, "tokenizer.ggml.token_type");
+    if (!model || !toks || tbx_value_type_of(toks) != TBX_V_ARRAY)
+        return fail(h, TBX_E_NOT_FOUND, "tokenizer.ggml.model", "the file has no vocabulary "
+                    "(tokenizer.ggml.model and .tokens; --weights-only writes the tensors "
+                    "only)");
+    const bool bpe = !strcmp(model, "gpt2"), wpm = !strcmp(model, "bert");
+    const bool spm = !strcmp(model, "llama");
+    const char *pre = meta_str(meta(h, "tokenizer.ggml.pre"));
+    const char *regex = NULL;
+    if (!bpe && !wpm && !spm)
+        return fail(h, TBX_E_UNSUPPORTED, "tokenizer.ggml.model", "vocabulary type \"%s\" "
+                    "cannot be written as a tokenizer.json yet (gpt2: byte-level BPE, bert: "
+                    "WordPiece, llama: SentencePiece BPE; --weights-only writes the tensors "
+                    "only)", model);
+    if (bpe && (!pre || (strcmp(pre, "gpt-2") != 0 && !(regex = tbx_hf_bpe_pre_regex_(pre)))))
+        return fail(h, TBX_E_UNSUPPORTED, "tokenizer.ggml.pre", "pre-tokenizer \"%s\" has no "
+                    "tokenizer.json form in tensorbox yet (llama-bpe, qwen2, gpt-2; "
+                    "--weights-only writes the tensors only)", pre ? pre : "(none)");
+    const uint64_t nt = tbx_value_len(toks);
+    json_t *root = json_object(), *added = json_array(), *vocab = json_object();
+    json_t *mdl = json_object();
+    if (!root || !added || !vocab || !mdl) {
+        json_decref(root); json_decref(added); json_decref(vocab); json_decref(mdl);
+        return tbx_err_nomem(h->err, "tokenizer.json");
+    }
+    tbx_status st = TBX_OK;
+    for (uint64_t i = 0; st == TBX_OK && i < nt; i++) {
+        size_t n;
+        const char *s = tbx_value_str_at(toks, i, &n);
+        int64_t ty = TT_NORMAL;
+        if (types && !arr_int(types, i, &ty)) ty = TT_NORMAL;
+        if (!s) { st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.tokens", "token %llu is not a "
+                            "string", (unsigned long long)i); break; }
+        if (ty == TT_UNUSED) continue;
+        char key[1024];
+        const char *k = s;
+        size_t kn = n;
+        if (wpm && ty != TT_CONTROL) {
+            /* llama.cpp's WordPiece vocabulary: U+2581 marks a word start, a continuation has
+             * no mark ("##" in tokenizer.json) */
+            if (n >= 3 && !memcmp(s, "\xe2\x96\x81", 3)) { k = s + 3; kn = n - 3; }
+            else if (n + 3 <= sizeof key) {
+                memcpy(key, "##", 2);
+                memcpy(key + 2, s, n);
+                k = key;
+                kn = n + 2;
+            }
+        }
+        if (ty == TT_CONTROL || ty == TT_USER || (spm && ty == TT_UNKNOWN)) {
+            json_t *a = added_token((int64_t)i, s, n, ty != TT_USER);
+            if (!a) { st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.tokens", "token %llu is not "
+                                "UTF-8", (unsigned long long)i); break; }
+            json_array_append_new(added, a);
+            if (bpe) continue; /* a byte-level BPE's added tokens live outside its vocabulary */
+        }
+        char *kz = tbx_memdup0(h->al, k, kn);
+        if (!kz) { st = tbx_err_nomem(h->err, "tokenizer.json"); break; }
+        if (strlen(kz) != kn || json_object_set_new(vocab, kz, json_integer((json_int_t)i)) != 0)
+            st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.tokens", "token %llu cannot be a "
+                      "tokenizer.json key (NUL or not UTF-8)", (unsigned long long)i);
+        tbx_free(h->al, kz, kn + 1);
+    }
+    if (st != TBX_OK) {
+        json_decref(root); json_decref(added); json_decref(vocab); json_decref(mdl);
+        return st;
+    }
+    uint64_t bos = 0, eos = 0, cls = 0, sep = 0;
+    const bool has_bos = special_id(h, "bos_token_id", &bos);
+    const bool has_eos = special_id(h, "eos_token_id", &eos);
+    json_object_set_new(root, "version", jstr0("1.0"));
+    json_object_set_new(root, "truncation", jnull());
+    json_object_set_new(root, "padding", jnull());
+    json_object_set_new(root, "added_tokens", added);
+    if (wpm) {
+        json_t *nz = json_object();
+        json_object_set_new(nz, "type", jstr0("BertNormalizer"));
+        json_object_set_new(nz, "clean_text", json_true());
+        json_object_set_new(nz, "handle_chinese_chars", json_true());
+        const tbx_value *sa = meta(h, "tokenizer.ggml.normalizer.strip_accents");
+        json_object_set_new(nz, "strip_accents", sa ? json_boolean(meta_bool(sa, false)) : jnull());
+        json_object_set_new(nz, "lowercase",
+                            json_boolean(meta_bool(meta(h, "tokenizer.ggml.normalizer.lowercase"), true)));
+        json_object_set_new(root, "normalizer", nz);
+        json_t *pt = json_object();
+        json_object_set_new(pt, "type", jstr0("BertPreTokenizer"));
+        json_object_set_new(root, "pre_tokenizer", pt);
+        const bool hc = special_id(h, "cls_token_id", &cls) || (cls = bos, has_bos);
+        const bool hs = special_id(h, "seperator_token_id", &sep) || (sep = eos, has_eos);
+        json_object_set_new(root, "post_processor",
+                            template_pp(h, toks, hc ? (int64_t)cls : -1, hs ? (int64_t)sep : -1));
+        json_t *dec = json_object();
+        json_object_set_new(dec, "type", jstr0("WordPiece"));
+        json_object_set_new(dec, "prefix", jstr0("##"));
+        json_object_set_new(dec, "cleanup", json_true());
+        json_object_set_new(root, "decoder", dec);
+        uint64_t unk = 0;
+        size_t un = 0;
+        const char *us = special_id(h, "unknown_token_id", &unk) ? tbx_value_str_at(toks, unk, &un)
+                                                                 : NULL;
+        json_object_set_new(mdl, "type", jstr0("WordPiece"));
+        json_object_set_new(mdl, "unk_token", us ? jstrn(us, un) : jstr0("[UNK]"));
+        json_object_set_new(mdl, "continuing_subword_prefix", jstr0("##"));
+        json_object_set_new(mdl, "max_input_chars_per_word", json_integer(100));
+        json_object_set_new(mdl, "vocab", vocab);
+    } else if (spm) {
+        st = spm_model(h, root, mdl, vocab, toks, types, has_bos, bos, has_eos, eos);
+    } else {
+        /* qwen2's pre-tokenizer belongs to a tokenizer that composes (NFC) first */
+        json_object_set_new(root, "normalizer", pre && !strcmp(pre, "qwen2")
+                                                   ? json_pack("{s:s}", "type", "NFC") : jnull());
+        if (regex) {
+            json_t *seq = json_array(), *split = json_object(), *pat = json_object();
+            json_object_set_new(pat, "Regex", jstr0(regex));
+            json_object_set_new(split, "type", jstr0("Split"));
+            json_object_set_new(split, "pattern", pat);
+            json_object_set_new(split, "behavior", jstr0("Isolated"));
+            json_object_set_new(split, "invert", json_false());
+            json_array_append_new(seq, split);
+            json_array_append_new(seq, bytelevel(false, false, false));
+            json_t *pt = json_object();
+            json_object_set_new(pt, "type", jstr0("Sequence"));
+            json_object_set_new(pt, "pretokenizers", seq);
+            json_object_set_new(root, "pre_tokenizer", pt);
+        } else {
+            json_object_set_new(root, "pre_tokenizer", bytelevel(false, true, true));
+        }
+        /* BOS / EOS as llama.cpp adds them: the file's flags, else its defaults (llama-bpe
+         * adds a BOS) */
+        const bool add_bos = has_bos && meta_bool(meta(h, "tokenizer.ggml.add_bos_token"),
+                                                  pre && !strcmp(pre, "llama-bpe"));
+        const bool add_eos = has_eos && meta_bool(meta(h, "tokenizer.ggml.add_eos_token"), false);
+        if (add_bos || add_eos)
+            json_object_set_new(root, "post_processor",
+                                template_pp(h, toks, add_bos ? (int64_t)bos : -1,
+                                            add_eos ? (int64_t)eos : -1));
+        else
+            json_object_set_new(root, "post_processor", bytelevel(false, false, false));
+        json_object_set_new(root, "decoder", bytelevel(true, true, true));
+        json_object_set_new(mdl, "type", jstr0("BPE"));
+        json_object_set_new(mdl, "dropout", jnull());
+        json_object_set_new(mdl, "unk_token", jnull());
+        json_object_set_new(mdl, "continuing_subword_prefix", jnull());
+        json_object_set_new(mdl, "end_of_word_suffix", jnull());
+        json_object_set_new(mdl, "fuse_unk", json_false());
+        json_object_set_new(mdl, "byte_fallback", json_false());
+        /* llama.cpp takes a whole word in the vocabulary before merging for llama-bpe */
+        json_object_set_new(mdl, "ignore_merges", json_boolean(pre && !strcmp(pre, "llama-bpe")));
+        json_object_set_new(mdl, "vocab", vocab);
+        const tbx_value *merges = meta(h, "tokenizer.ggml.merges");
+        json_t *ml = json_array();
+        for (uint64_t i = 0; st == TBX_OK && i < tbx_value_len(merges); i++) {
+            size_t n;
+            const char *s = tbx_value_str_at(merges, i, &n);
+            const char *sp = s ? memchr(s, ' ', n) : NULL;
+            json_t *a = sp ? jstrn(s, (size_t)(sp - s)) : NULL;
+            json_t *b = sp ? jstrn(sp + 1, n - (size_t)(sp - s) - 1) : NULL;
+            if (!a || !b) {
+                json_decref(a);
+                json_decref(b);
+                st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.merges", "merge %llu is not \"a b\" "
+                          "of UTF-8", (unsigned long long)i);
+                break;
+            }
+            json_t *pr = json_array();
+            json_array_append_new(pr, a);
+            json_array_append_new(pr, b);
+            json_array_append_new(ml, pr);
+        }
+        json_object_set_new(mdl, "merges", ml);
+    }
+    json_object_set_new(root, "model", mdl);
+    if (st != TBX_OK) {
+        json_decref(root);
+        return st;
+    }
+    if ((st = add_file(h, "tokenizer.json", root)) != TBX_OK) return st;
+
+    /* tokenizer_config.json */
+    json_t *tc = json_object();
+    json_object_set_new(tc, "tokenizer_class",
+                        jstr0(wpm ? "BertTokenizer" : "PreTrainedTokenizerFast"));
+    if (spm) json_object_set_new(tc, "legacy", json_true());
+    for (size_t k = 0; k < sizeof SPECIAL / sizeof SPECIAL[0]; k++) {
+        uint64_t id;
+        size_t n;
+        const char *s;
+        if (!special_id(h, SPECIAL[k].key, &id) || !(s = tbx_value_str_at(toks, id, &n))) continue;
+        char key[32];
+        snprintf(key, sizeof key, "%s_token", SPECIAL[k].name);
+        json_t *v = jstrn(s, n);
+        if (v) json_object_set_new(tc, key, v);
+    }
+    if (wpm)
+        json_object_set_new(tc, "do_lower_case",
+                            json_boolean(meta_bool(meta(h, "tokenizer.ggml.normalizer.lowercase"), true)));
+    uint64_t ctx;
+    if (meta_u64(arch_meta(h, "context_length"), &ctx))
+        json_object_set_new(tc, "model_max_length", json_integer((json_int_t)ctx));
+    json_object_set_new(tc, "clean_up_tokenization_spaces", json_boolean(wpm));
+    const char *tmpl = meta_str(meta(h, "tokenizer.chat_template"));
+    if (tmpl) json_object_set_new(tc, "chat_template", jstr0(tmpl));
+    return add_file(h, "tokenizer_config.json", tc);
+}
+
+/* ---- entry points -------------------------------------------------------------------------- */
+tbx_status tbx_hf_back_prepare(tbx_file *in, tbx_dtype dtype, bool weights_only,
+                               tbx_hf_back **out, tbx_error *err) {
+    *out = NULL;
+    tbx_hf_back *h = tbx_calloc(&in->al, 1, sizeof *h);
+    if (!h) return tbx_err_nomem(err, "conversion");
+    h->in = in;
+    h->err = err;
+    h->al = &in->al;
+    h->weights_only = weights_only;
+    h->dtype = dtype != TBX_DT_INVALID ? dtype : default_dtype(in);
+    tbx_plan_init(&h->plan, &in->al);
+    *out = h;
+    if (h->dtype != TBX_DT_F32 && h->dtype != TBX_DT_F16 && h->dtype != TBX_DT_BF16)
+        return fail(h, TBX_E_INVALID_ARG, "dtype", "a Hugging Face directory is written as f32, "
+                    "f16 or bf16");
+    for (uint64_t i = 0; i < in->ntensors; i++)
+        if (in->tensors[i].unreadable)
+            return fail(h, TBX_E_FORMAT, in->tensors[i].name, "tensor \"%s\": its values cannot "
+                        "be read", in->tensors[i].name);
+    if (weights_only) return plan_weights_only(h);
+    h->arch = meta_str(meta(h, "general.architecture"));
+    if (!h->arch)
+        return fail(h, TBX_E_NOT_FOUND, "general.architecture", "the file names no "
+                    "general.architecture (not a llama.cpp model; --weights-only writes the "
+                    "tensors under their own names)");
+    tbx_status st = pick_row(h);
+    if (st != TBX_OK) return st;
+    meta_u64(arch_meta(h, "attention.head_count"), &h->n_head);
+    h->n_head_kv = h->n_head;
+    meta_u64(arch_meta(h, "attention.head_count_kv"), &h->n_head_kv);
+    meta_u64(arch_meta(h, "embedding_length"), &h->n_embd);
+    uint64_t ei;
+    if (tbx_tensor_find(in, "token_embd.weight", &ei) == TBX_OK && in->tensors[ei].ndim == 2)
+        h->n_vocab = in->tensors[ei].shape[0];
+    else if (!meta_u64(arch_meta(h, "vocab_size"), &h->n_vocab))
+        h->n_vocab = tbx_value_len(meta(h, "tokenizer.ggml.tokens"));
+    if ((st = plan_tensors(h)) != TBX_OK) return st;
+    if ((st = write_config(h)) != TBX_OK) return st;
+    if ((st = write_tokenizer(h)) != TBX_OK) return st;
+    return write_pooling(h);
+}
+
+tbx_plan *tbx_hf_back_plan(tbx_hf_back *h) { return &h->plan; }
+tbx_dtype tbx_hf_back_dtype(const tbx_hf_back *h) { return h->dtype; }
+
+const char *tbx_hf_back_file(const tbx_hf_back *h, size_t i, const char **data, size_t *n) {
+    if (i >= h->nfiles) return NULL;
+    *data = h->files[i].data;
+    *n = h->files[i].n;
+    return h->files[i].name;
+}
+
+void tbx_hf_back_free(tbx_hf_back *h) {
+    if (!h) return;
+    for (size_t i = 0; i < h->nfiles; i++) tbx_free(h->al, h->files[i].data, h->files[i].n + 1);
+    tbx_plan_free(&h->plan);
+    tbx_free(h->al, h, sizeof *h);
+}
