@@ -333,11 +333,11 @@ static tbx_status pick_arch(hf *h) {
                           ? json_string_value(json_array_get(archs, 0)) : NULL;
     const hf_arch *near = tbx_hf_arch_nearest_(mt);
     return hf_fail(h, TBX_E_UNSUPPORTED, "model_type",
-                   "config.json: architecture model_type \"%s\"%s%s%s is not supported for GGUF"
-                   "%s%s%s (supported: %s; --raw writes the tensors as they are)",
+                   "config.json: model_type \"%s\"%s%s%s is not supported for GGUF (%s%s%s"
+                   "supported: %s; --raw: the tensors as they are)",
                    mt ? mt : "(missing)", cls ? " (" : "", cls ? cls : "", cls ? ")" : "",
-                   near ? "; the nearest supported one is \"" : "", near ? near->model_type : "",
-                   near ? "\"" : "", list);
+                   near ? "nearest: \"" : "", near ? near->model_type : "", near ? "\"; " : "",
+                   list);
 }
 
 /* rope.dimension_count: the head size; ARCH_ROPE_PARTIAL: int(partial_rotary_factor x
