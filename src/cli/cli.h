@@ -94,6 +94,8 @@ const char *cli_value(const cli_args *a, const char *name);
 /* The k-th value (from 0) of a repeatable option `name` (one whose arg placeholder ends in
  * "...", e.g. "KEY=VALUE..."), or NULL past the last one. */
 const char *cli_value_at(const cli_args *a, const char *name, int k);
+/* The index of long option `name` of the command (a->rep_opt's numbering), -1 when none. */
+int cli_option_index(const cli_args *a, const char *name);
 
 /* Prints the help of a command (usage, options, details) to `fp`. */
 void cli_print_command_help(FILE *fp, const cli_command *cmd, const char *path);
@@ -141,6 +143,9 @@ char *cli_format_size(char buf[32], uint64_t bytes);
 /* ------------------------------------------------------------------------------------------ */
 /* JSON emitter (json.c)                                                                       */
 /* ------------------------------------------------------------------------------------------ */
+/* Its functions are jout_*, not json_*: the library links jansson, whose json_string and
+ * json_null an executable's own functions of those names would interpose on (the dynamic
+ * linker binds the library's calls to the executable's symbols). */
 typedef struct json_out {
     FILE *fp;
     int depth;       /* containers open */
@@ -150,41 +155,41 @@ typedef struct json_out {
     int human;       /* human text: non-finite floats bare (nan), not quoted */
 } json_out;
 
-void json_init(json_out *j, FILE *fp, int pretty);
-void json_begin_object(json_out *j);
-void json_end_object(json_out *j);
-void json_begin_array(json_out *j);
-void json_end_array(json_out *j);
+void jout_init(json_out *j, FILE *fp, int pretty);
+void jout_begin_object(json_out *j);
+void jout_end_object(json_out *j);
+void jout_begin_array(json_out *j);
+void jout_end_array(json_out *j);
 /* Object key: bytes escaped like strings. */
-void json_key(json_out *j, const char *key, size_t len);
-void json_keyz(json_out *j, const char *key);
-void json_string(json_out *j, const char *s, size_t len);
-void json_stringz(json_out *j, const char *s);
-void json_u64(json_out *j, uint64_t v);
-void json_i64(json_out *j, int64_t v);
-void json_bool(json_out *j, int v);
-void json_null(json_out *j);
+void jout_key(json_out *j, const char *key, size_t len);
+void jout_keyz(json_out *j, const char *key);
+void jout_string(json_out *j, const char *s, size_t len);
+void jout_stringz(json_out *j, const char *s);
+void jout_u64(json_out *j, uint64_t v);
+void jout_i64(json_out *j, int64_t v);
+void jout_bool(json_out *j, int v);
+void jout_null(json_out *j);
 /* A float of precision `kind` (see cli_format_float); non-finite values as strings in JSON. */
-void json_float(json_out *j, double v, tbx_value_type kind);
+void jout_float(json_out *j, double v, tbx_value_type kind);
 /* Lowercase hex string of bytes. */
-void json_hex(json_out *j, const void *data, size_t len);
+void jout_hex(json_out *j, const void *data, size_t len);
 /* A preformatted value (as a member: separators are written). */
-void json_raw_value(json_out *j, const char *text);
+void jout_raw_value(json_out *j, const char *text);
 /* Text written right after the previous output, no separator ("..." after a cut string). */
-void json_append(json_out *j, const char *text);
+void jout_append(json_out *j, const char *text);
 /* Ends the document with a newline. */
-void json_finish(json_out *j);
+void jout_finish(json_out *j);
 
 /* Writes the escaped body of a string (no quotes): valid UTF-8 as is, '"' and '\\' escaped,
  * control characters (0x00-0x1f, 0x7f) as \u00XX, each byte of invalid UTF-8 0xNN as \udcNN. */
-void json_write_escaped(FILE *fp, const char *s, size_t len);
+void jout_write_escaped(FILE *fp, const char *s, size_t len);
 /* Columns the escaped body of `s` takes (one per character, six per \u escape). */
-size_t json_escaped_width(const char *s, size_t len);
+size_t jout_escaped_width(const char *s, size_t len);
 /* The same, counted only until it reaches `cap` (a column that wide needs no more): a table of
  * long names costs the widths of its columns, not of its names. */
-size_t json_escaped_width_upto(const char *s, size_t len, size_t cap);
+size_t jout_escaped_width_upto(const char *s, size_t len, size_t cap);
 /* The longest prefix of s[0, len) not longer than `max` that does not split a UTF-8 sequence. */
-size_t json_utf8_cut(const char *s, size_t len, size_t max);
+size_t jout_utf8_cut(const char *s, size_t len, size_t max);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Metadata values (value.c)                                                                   */

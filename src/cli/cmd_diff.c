@@ -72,7 +72,7 @@ static void num(char *b, size_t cap, double v) {
 
 static void print_value(const tbx_value *v) {
     json_out j;
-    json_init(&j, stdout, 0);
+    jout_init(&j, stdout, 0);
     j.human = 1;
     cli_value_style st = {0, 8, 120};
     cli_emit_value(&j, v, &st);
@@ -91,7 +91,7 @@ static void print_shape(const tbx_value *s) {
 static void print_file(const char *label, const tbx_value *f) {
     printf("%s: ", label);
     const char *p = gets(f, "path");
-    json_write_escaped(stdout, p, strlen(p));
+    jout_write_escaped(stdout, p, strlen(p));
     printf(" (%s, %" PRIu64 " tensors)\n", gets(f, "format"), getu(f, "tensors"));
 }
 
@@ -102,12 +102,12 @@ static void print_names(const tbx_value *list, char mark) {
         if (tbx_value_type_of(x) == TBX_V_STRING) {
             size_t l = 0;
             const char *s = tbx_value_get_str(x, &l);
-            json_write_escaped(stdout, s, l);
+            jout_write_escaped(stdout, s, l);
             fputc('\n', stdout);
             continue;
         }
         const char *s = gets(x, "name");
-        json_write_escaped(stdout, s, strlen(s));
+        jout_write_escaped(stdout, s, strlen(s));
         if (get(x, "dtype")) {
             printf("  %s ", gets(x, "dtype"));
             print_shape(get(x, "shape"));
@@ -131,7 +131,7 @@ static void print_human(const tbx_value *d) {
             const tbx_value *x = tbx_value_at(ch, i);
             const char *k = gets(x, "key");
             fputs("  ~ ", stdout);
-            json_write_escaped(stdout, k, strlen(k));
+            jout_write_escaped(stdout, k, strlen(k));
             printf(": %s ", gets(x, "a_type"));
             print_value(get(x, "a"));
             printf(" -> %s ", gets(x, "b_type"));
@@ -146,7 +146,7 @@ static void print_human(const tbx_value *d) {
                 const tbx_value *x = tbx_value_at(l, i);
                 const char *k = gets(x, "key");
                 printf("  %c ", pass ? '-' : '+');
-                json_write_escaped(stdout, k, strlen(k));
+                jout_write_escaped(stdout, k, strlen(k));
                 printf(": %s ", gets(x, "type"));
                 print_value(get(x, "value"));
                 fputc('\n', stdout);
@@ -319,9 +319,9 @@ static int diff_run(const cli_args *a) {
     }
     if (cli_flag(a, "json")) {
         json_out j;
-        json_init(&j, stdout, 3); /* one line per tensor, layer, metadata change */
+        jout_init(&j, stdout, 3); /* one line per tensor, layer, metadata change */
         cli_emit_value(&j, doc, NULL);
-        json_finish(&j);
+        jout_finish(&j);
     } else {
         print_human(doc);
     }

@@ -113,21 +113,21 @@ static tbx_status json_piece(void *ud, const tbx_describe_part *p) {
     json_out *j = ud;
     switch (p->event) {
     case TBX_DESCRIBE_MEMBER:
-        json_key(j, p->key, p->key_len);
+        jout_key(j, p->key, p->key_len);
         cli_emit_value(j, p->value, NULL);
         break;
     case TBX_DESCRIBE_BEGIN:
-        json_key(j, p->key, p->key_len);
-        if (p->container == TBX_V_MAP) json_begin_object(j);
-        else json_begin_array(j);
+        jout_key(j, p->key, p->key_len);
+        if (p->container == TBX_V_MAP) jout_begin_object(j);
+        else jout_begin_array(j);
         break;
     case TBX_DESCRIBE_ITEM:
-        if (p->container == TBX_V_MAP) json_key(j, p->key ? p->key : "", p->key_len);
+        if (p->container == TBX_V_MAP) jout_key(j, p->key ? p->key : "", p->key_len);
         cli_emit_value(j, p->value, NULL);
         break;
     case TBX_DESCRIBE_END:
-        if (p->container == TBX_V_MAP) json_end_object(j);
-        else json_end_array(j);
+        if (p->container == TBX_V_MAP) jout_end_object(j);
+        else jout_end_array(j);
         break;
     }
     return ferror(j->fp) ? TBX_E_IO : TBX_OK;
@@ -135,8 +135,8 @@ static tbx_status json_piece(void *ud, const tbx_describe_part *p) {
 
 static int info_json(tbx_file *f, const char *path, int typed) {
     json_out j;
-    json_init(&j, stdout, 2);
-    json_begin_object(&j);
+    jout_init(&j, stdout, 2);
+    jout_begin_object(&j);
     tbx_error err;
     memset(&err, 0, sizeof err);
     tbx_status st = tbx_file_describe(f, typed ? TBX_DESCRIBE_TYPES : 0, json_piece, &j, &err);
@@ -144,8 +144,8 @@ static int info_json(tbx_file *f, const char *path, int typed) {
         if (!ferror(stdout)) cli_report(path, st, &err);
         return CLI_FAIL;
     }
-    json_end_object(&j);
-    json_finish(&j);
+    jout_end_object(&j);
+    jout_finish(&j);
     return CLI_OK;
 }
 
@@ -298,7 +298,7 @@ static void storage_note(const tview *t, char *buf, size_t cap) {
 /* A value written for people (cut lists and strings, bare non-finite floats). */
 static void human_value(FILE *fp, const tbx_value *v) {
     json_out j;
-    json_init(&j, fp, 0);
+    jout_init(&j, fp, 0);
     j.human = 1;
     cli_value_style st = {0, INFO_MAX_ITEMS, INFO_MAX_BYTES};
     cli_emit_value(&j, v, &st);
@@ -310,7 +310,7 @@ static size_t cell_width(const tbx_value *v) {
     size_t n = 0;
     const char *s = tbx_value_get_str(v, &n);
     if (s && tbx_value_type_of(v) == TBX_V_STRING)
-        return json_escaped_width_upto(s, n, INFO_NAME_COL_MAX);
+        return jout_escaped_width_upto(s, n, INFO_NAME_COL_MAX);
     char tmp[96];
     FILE *m = fmemopen(tmp, sizeof tmp, "w");
     if (!m) return 8;
@@ -325,8 +325,8 @@ static void print_cell(FILE *fp, const tbx_value *v, size_t width, int last) {
     size_t n = 0;
     const char *s = tbx_value_get_str(v, &n);
     if (s && tbx_value_type_of(v) == TBX_V_STRING) {
-        json_write_escaped(fp, s, n);
-        if (!last) print_pad(fp, json_escaped_width(s, n), width);
+        jout_write_escaped(fp, s, n);
+        if (!last) print_pad(fp, jout_escaped_width(s, n), width);
         return;
     }
     print_pad(fp, cell_width(v), width);
@@ -341,7 +341,7 @@ static void print_tree(FILE *fp, const tbx_value *v, int level) {
         const char *k = tbx_value_key_at(v, i, &kl);
         const tbx_value *x = tbx_value_at(v, i);
         for (int l = 0; l < level; l++) fputs("  ", fp);
-        json_write_escaped(fp, k ? k : "", k ? kl : 0);
+        jout_write_escaped(fp, k ? k : "", k ? kl : 0);
         fputc(':', fp);
         if (tbx_value_type_of(x) == TBX_V_MAP) {
             fputc('\n', fp);
@@ -356,9 +356,9 @@ static void print_tree(FILE *fp, const tbx_value *v, int level) {
 
 /* "key:" padded to the column of the summary's values. */
 static void print_label(FILE *fp, const char *key, size_t len) {
-    json_write_escaped(fp, key, len);
+    jout_write_escaped(fp, key, len);
     fputc(':', fp);
-    size_t w = json_escaped_width(key, len) + 1;
+    size_t w = jout_escaped_width(key, len) + 1;
     print_pad(fp, w, 10);
     fputc(' ', fp);
 }
@@ -391,7 +391,7 @@ static void human_tensor(human *h, const tbx_value *t) {
     storage_note(&tv, note, sizeof note);
     if (!h->print) {
         h->ntensors++;
-        size_t w = json_escaped_width_upto(name, nlen, INFO_NAME_COL_MAX);
+        size_t w = jout_escaped_width_upto(name, nlen, INFO_NAME_COL_MAX);
         if (w > h->wname) h->wname = w;
         if (dlen > h->wdtype) h->wdtype = dlen;
         if (sl > h->wshape) h->wshape = sl;
@@ -403,8 +403,8 @@ static void human_tensor(human *h, const tbx_value *t) {
         return;
     }
     fputs("  ", fp);
-    json_write_escaped(fp, name, nlen);
-    print_pad(fp, json_escaped_width_upto(name, nlen, h->wname), h->wname);
+    jout_write_escaped(fp, name, nlen);
+    print_pad(fp, jout_escaped_width_upto(name, nlen, h->wname), h->wname);
     fprintf(fp, "  %-*s  ", (int)h->wdtype, dtype);
     fputs(shape, fp);
     print_pad(fp, sl, h->wshape);
@@ -526,16 +526,16 @@ static void human_item(human *h, const tbx_describe_part *p) {
         const char *pp = tbx_value_get_str(get(v, "path"), &pl);
         uint64_t psize = get_u64(v, "size");
         if (!h->print) {
-            size_t w = pp ? json_escaped_width(pp, pl) : 10;
+            size_t w = pp ? jout_escaped_width(pp, pl) : 10;
             if (w > h->wpart) h->wpart = w;
             h->parts_bytes += psize;
             h->nparts++;
             return;
         }
         fputs("  ", fp);
-        if (pp) json_write_escaped(fp, pp, pl);
+        if (pp) jout_write_escaped(fp, pp, pl);
         else fputs("(unnamed)", fp);
-        print_pad(fp, pp ? json_escaped_width(pp, pl) : 9, h->wpart);
+        print_pad(fp, pp ? jout_escaped_width(pp, pl) : 9, h->wpart);
         fprintf(fp, "  %12" PRIu64 "\n", psize);
         break;
     }
@@ -545,7 +545,7 @@ static void human_item(human *h, const tbx_describe_part *p) {
             return;
         }
         fputs("  ", fp);
-        json_write_escaped(fp, p->key, p->key_len);
+        jout_write_escaped(fp, p->key, p->key_len);
         fprintf(fp, " := %" PRIu64 "\n", u64_of(v));
         break;
     case IN_METADATA:
@@ -554,7 +554,7 @@ static void human_item(human *h, const tbx_describe_part *p) {
             return;
         }
         fputs("  ", fp);
-        json_write_escaped(fp, p->key, p->key_len);
+        jout_write_escaped(fp, p->key, p->key_len);
         fputs(" (", fp);
         if (v) cli_describe_type(fp, v);
         else fputs("?", fp);
@@ -567,14 +567,14 @@ static void human_item(human *h, const tbx_describe_part *p) {
         size_t nl = 0;
         const char *name = get_str(v, "name", &nl);
         if (!h->print) {
-            size_t w = json_escaped_width(name, nl);
+            size_t w = jout_escaped_width(name, nl);
             if (w > h->wsec) h->wsec = w;
             h->nsections++;
             return;
         }
         fputs("  ", fp);
-        json_write_escaped(fp, name, nl);
-        print_pad(fp, json_escaped_width(name, nl), h->wsec);
+        jout_write_escaped(fp, name, nl);
+        print_pad(fp, jout_escaped_width(name, nl), h->wsec);
         fprintf(fp, "  %10" PRIu64 "  %12" PRIu64 "  %12" PRIu64 "\n", get_u64(v, "type"),
                 get_u64(v, "offset"), get_u64(v, "size"));
         break;
@@ -593,7 +593,7 @@ static tbx_status human_piece(void *ud, const tbx_describe_part *p) {
             size_t n = 0;
             const char *s = tbx_value_get_str(p->value, &n);
             fputs("format:    ", fp);
-            json_write_escaped(fp, s ? s : "", s ? n : 0);
+            jout_write_escaped(fp, s ? s : "", s ? n : 0);
             fputc('\n', fp);
         } else if (key_is(p, "version")) {
             char sz[32];
@@ -602,7 +602,7 @@ static tbx_status human_piece(void *ud, const tbx_describe_part *p) {
             if (h->size >= 1024) fprintf(fp, " (%s)", cli_format_size(sz, h->size));
             fputc('\n', fp);
         } else if (tbx_value_type_of(p->value) == TBX_V_MAP) { /* a format's member, whole */
-            json_write_escaped(fp, p->key, p->key_len);
+            jout_write_escaped(fp, p->key, p->key_len);
             fputs(":\n", fp);
             print_tree(fp, p->value, 1);
         } else {
@@ -639,7 +639,7 @@ static int info_human(tbx_file *f, const char *path) {
     tbx_status st = tbx_file_describe(f, 0, human_piece, &h, &err);
     if (st == TBX_OK) {
         fputs("file:      ", stdout);
-        json_write_escaped(stdout, path, strlen(path));
+        jout_write_escaped(stdout, path, strlen(path));
         fputc('\n', stdout);
         h.print = 1;
         st = tbx_file_describe(f, 0, human_piece, &h, &err);

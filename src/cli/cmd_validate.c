@@ -50,23 +50,23 @@ static void put_one_line(const char *s, size_t n) {
 /* --json: {"file", "code" (TBX_E_*), "field", "offset" (null: none), "message"} on one line. */
 static void print_problem_json(const validate_ctx *c, const tbx_error *p) {
     json_out j;
-    json_init(&j, stdout, 0);
-    json_begin_object(&j);
-    json_keyz(&j, "file");
-    json_stringz(&j, c->path);
-    json_keyz(&j, "code");
-    json_stringz(&j, tbx_status_name(p->code));
-    json_keyz(&j, "field");
-    json_string(&j, p->field, strnlen(p->field, sizeof p->field));
-    json_keyz(&j, "offset");
-    if (p->offset == TBX_NO_OFFSET) json_null(&j);
-    else json_u64(&j, p->offset);
-    json_keyz(&j, "message");
+    jout_init(&j, stdout, 0);
+    jout_begin_object(&j);
+    jout_keyz(&j, "file");
+    jout_stringz(&j, c->path);
+    jout_keyz(&j, "code");
+    jout_stringz(&j, tbx_status_name(p->code));
+    jout_keyz(&j, "field");
+    jout_string(&j, p->field, strnlen(p->field, sizeof p->field));
+    jout_keyz(&j, "offset");
+    if (p->offset == TBX_NO_OFFSET) jout_null(&j);
+    else jout_u64(&j, p->offset);
+    jout_keyz(&j, "message");
     size_t mlen = strnlen(p->message, sizeof p->message);
-    if (mlen) json_string(&j, p->message, mlen);
-    else json_stringz(&j, tbx_strerror(p->code));
-    json_end_object(&j);
-    json_finish(&j);
+    if (mlen) jout_string(&j, p->message, mlen);
+    else jout_stringz(&j, tbx_strerror(p->code));
+    jout_end_object(&j);
+    jout_finish(&j);
 }
 
 static void print_problem(validate_ctx *c, const tbx_error *p) {
@@ -155,20 +155,20 @@ static int validate_one(const cli_args *a, const char *path, int quiet) {
     if (cli_flag(a, "ggml") && ggml_lint(f, &ctx) > 0) rc = CLI_FAIL;
     if (rc == CLI_OK && !quiet && ctx.json) {
         json_out j;
-        json_init(&j, stdout, 0);
-        json_begin_object(&j);
-        json_keyz(&j, "file");
-        json_stringz(&j, path);
-        json_keyz(&j, "valid");
-        json_bool(&j, 1);
-        json_keyz(&j, "format");
-        json_stringz(&j, tbx_format_name(tbx_file_format(f)));
-        json_keyz(&j, "version");
-        json_u64(&j, tbx_file_version(f));
-        json_keyz(&j, "tensors");
-        json_u64(&j, tbx_tensor_count(f));
-        json_end_object(&j);
-        json_finish(&j);
+        jout_init(&j, stdout, 0);
+        jout_begin_object(&j);
+        jout_keyz(&j, "file");
+        jout_stringz(&j, path);
+        jout_keyz(&j, "valid");
+        jout_bool(&j, 1);
+        jout_keyz(&j, "format");
+        jout_stringz(&j, tbx_format_name(tbx_file_format(f)));
+        jout_keyz(&j, "version");
+        jout_u64(&j, tbx_file_version(f));
+        jout_keyz(&j, "tensors");
+        jout_u64(&j, tbx_tensor_count(f));
+        jout_end_object(&j);
+        jout_finish(&j);
     } else if (rc == CLI_OK && !quiet) {
         printf("%s: valid (%s v%" PRIu32 ", %" PRIu64 " tensors)\n", path,
                tbx_format_name(tbx_file_format(f)), tbx_file_version(f), tbx_tensor_count(f));

@@ -17,7 +17,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-void json_init(json_out *j, FILE *fp, int pretty) {
+void jout_init(json_out *j, FILE *fp, int pretty) {
     memset(j, 0, sizeof *j);
     j->fp = fp;
     j->pretty = pretty;
@@ -66,10 +66,10 @@ static void end(json_out *j, char close) {
     value_end(j);
 }
 
-void json_begin_object(json_out *j) { begin(j, '{'); }
-void json_end_object(json_out *j) { end(j, '}'); }
-void json_begin_array(json_out *j) { begin(j, '['); }
-void json_end_array(json_out *j) { end(j, ']'); }
+void jout_begin_object(json_out *j) { begin(j, '{'); }
+void jout_end_object(json_out *j) { end(j, '}'); }
+void jout_begin_array(json_out *j) { begin(j, '['); }
+void jout_end_array(json_out *j) { end(j, ']'); }
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 when the byte at s does not start one.
  * Rejects overlong forms, surrogates (U+D800..U+DFFF) and values above U+10FFFF. */
@@ -98,7 +98,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n) {
     return need;
 }
 
-void json_write_escaped(FILE *fp, const char *str, size_t len) {
+void jout_write_escaped(FILE *fp, const char *str, size_t len) {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0, run = 0; /* s[run, i) is pending plain text */
@@ -128,11 +128,11 @@ void json_write_escaped(FILE *fp, const char *str, size_t len) {
     if (i > run) fwrite(s + run, 1, i - run, fp);
 }
 
-size_t json_escaped_width(const char *str, size_t len) {
-    return json_escaped_width_upto(str, len, SIZE_MAX);
+size_t jout_escaped_width(const char *str, size_t len) {
+    return jout_escaped_width_upto(str, len, SIZE_MAX);
 }
 
-size_t json_escaped_width_upto(const char *str, size_t len, size_t cap) {
+size_t jout_escaped_width_upto(const char *str, size_t len, size_t cap) {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0, w = 0;
     while (i < len && w < cap) {
@@ -154,7 +154,7 @@ size_t json_escaped_width_upto(const char *str, size_t len, size_t cap) {
     return w;
 }
 
-size_t json_utf8_cut(const char *str, size_t len, size_t max) {
+size_t jout_utf8_cut(const char *str, size_t len, size_t max) {
     const unsigned char *s = (const unsigned char *)str;
     if (len <= max) return len;
     size_t i = 0;
@@ -167,43 +167,43 @@ size_t json_utf8_cut(const char *str, size_t len, size_t max) {
     return i;
 }
 
-void json_key(json_out *j, const char *key, size_t len) {
+void jout_key(json_out *j, const char *key, size_t len) {
     member_start(j);
     fputc('"', j->fp);
-    json_write_escaped(j->fp, key, len);
+    jout_write_escaped(j->fp, key, len);
     fputs("\": ", j->fp);
     j->after_key = 1;
 }
 
-void json_keyz(json_out *j, const char *key) { json_key(j, key, strlen(key)); }
+void jout_keyz(json_out *j, const char *key) { jout_key(j, key, strlen(key)); }
 
-void json_string(json_out *j, const char *s, size_t len) {
+void jout_string(json_out *j, const char *s, size_t len) {
     value_start(j);
     fputc('"', j->fp);
-    json_write_escaped(j->fp, s, len);
+    jout_write_escaped(j->fp, s, len);
     fputc('"', j->fp);
     value_end(j);
 }
 
-void json_stringz(json_out *j, const char *s) { json_string(j, s, strlen(s)); }
+void jout_stringz(json_out *j, const char *s) { jout_string(j, s, strlen(s)); }
 
-void json_u64(json_out *j, uint64_t v) {
+void jout_u64(json_out *j, uint64_t v) {
     value_start(j);
     fprintf(j->fp, "%" PRIu64, v);
     value_end(j);
 }
 
-void json_i64(json_out *j, int64_t v) {
+void jout_i64(json_out *j, int64_t v) {
     value_start(j);
     fprintf(j->fp, "%" PRId64, v);
     value_end(j);
 }
 
-void json_bool(json_out *j, int v) { json_raw_value(j, v ? "true" : "false"); }
+void jout_bool(json_out *j, int v) { jout_raw_value(j, v ? "true" : "false"); }
 
-void json_null(json_out *j) { json_raw_value(j, "null"); }
+void jout_null(json_out *j) { jout_raw_value(j, "null"); }
 
-void json_float(json_out *j, double v, tbx_value_type kind) {
+void jout_float(json_out *j, double v, tbx_value_type kind) {
     char buf[CLI_FLOAT_BUF];
     cli_format_float(buf, v, kind);
     value_start(j);
@@ -218,7 +218,7 @@ void json_float(json_out *j, double v, tbx_value_type kind) {
     value_end(j);
 }
 
-void json_hex(json_out *j, const void *data, size_t len) {
+void jout_hex(json_out *j, const void *data, size_t len) {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)data;
     char chunk[512];
@@ -238,12 +238,12 @@ void json_hex(json_out *j, const void *data, size_t len) {
     value_end(j);
 }
 
-void json_raw_value(json_out *j, const char *text) {
+void jout_raw_value(json_out *j, const char *text) {
     value_start(j);
     fputs(text, j->fp);
     value_end(j);
 }
 
-void json_append(json_out *j, const char *text) { fputs(text, j->fp); }
+void jout_append(json_out *j, const char *text) { fputs(text, j->fp); }
 
-void json_finish(json_out *j) { fputc('\n', j->fp); }
+void jout_finish(json_out *j) { fputc('\n', j->fp); }

@@ -148,7 +148,7 @@ static void meta_ndarray(FILE *fp, const tbx_value *v) {
 }
 
 static void meta_line(FILE *fp, const char *key, size_t klen, const tbx_value *v) {
-    json_write_escaped(fp, key, klen);
+    jout_write_escaped(fp, key, klen);
     fputs(": ", fp);
     tbx_value_type t = tbx_value_type_of(v);
     char b[48];
@@ -176,9 +176,9 @@ static void meta_line(FILE *fp, const char *key, size_t klen, const tbx_value *v
     case TBX_V_STRING: {
         size_t n = 0;
         const char *s = tbx_value_get_str(v, &n);
-        size_t shown = json_utf8_cut(s ? s : "", s ? n : 0, 256);
+        size_t shown = jout_utf8_cut(s ? s : "", s ? n : 0, 256);
         fputs("str = \"", fp);
-        json_write_escaped(fp, s ? s : "", shown);
+        jout_write_escaped(fp, s ? s : "", shown);
         fputs(shown < n ? "\"...\n" : "\"\n", fp);
         return;
     }
@@ -198,7 +198,7 @@ static void meta_line(FILE *fp, const char *key, size_t klen, const tbx_value *v
         cli_value_style st = {0, 16, 256};
         cli_describe_type(fp, v);
         fputs(" = ", fp);
-        json_init(&j, fp, 0);
+        jout_init(&j, fp, 0);
         j.human = 1;
         cli_emit_value(&j, v, &st);
         fputc('\n', fp);
@@ -484,7 +484,7 @@ static void feed_hist(void *ctx, const float *x, uint64_t n) { hist_add(ctx, x, 
 static int tensor_stats(FILE *fp, tbx_file *f, uint64_t i, const char *path, float *buf) {
     tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
     if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) return CLI_FAIL;
-    json_write_escaped(fp, ti.name, ti.name_len);
+    jout_write_escaped(fp, ti.name, ti.name_len);
     fprintf(fp, ": %s", cli_dtype_name(ti.dtype));
     /* the values shown are tbx_tensor_read_f32's: reals for a linearly quantized tensor (OINF
      * v2), whatever the dtype of its stored codes */
@@ -601,7 +601,7 @@ int cli_info_stats(tbx_file *f, const char *path) {
     FILE *fp = stdout;
     uint64_t nt = tbx_tensor_count(f), nmeta = tbx_meta_count(f);
     fputs("# ", fp);
-    json_write_escaped(fp, path, strlen(path));
+    jout_write_escaped(fp, path, strlen(path));
     fprintf(fp, ": %s v%" PRIu32 ", %" PRIu64 " bytes, %" PRIu64 " metadata entr%s, %" PRIu64
             " tensor%s\n\n", tbx_format_name(tbx_file_format(f)), tbx_file_version(f),
             tbx_file_size(f), nmeta, nmeta == 1 ? "y" : "ies", nt, nt == 1 ? "" : "s");
@@ -611,7 +611,7 @@ int cli_info_stats(tbx_file *f, const char *path) {
         size_t len = 0;
         uint64_t value = 0;
         if (tbx_sizevar_get(f, k, &name, &len, &value) != TBX_OK) continue;
-        json_write_escaped(fp, name, len);
+        jout_write_escaped(fp, name, len);
         fprintf(fp, " := %" PRIu64 "\n", value);
     }
     if (nsv) fputc('\n', fp);

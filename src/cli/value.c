@@ -36,35 +36,35 @@ static size_t scalar_size(tbx_value_type t) {
 /* One packed scalar of value type t at p. */
 static void emit_packed_scalar(json_out *j, tbx_value_type t, const unsigned char *p) {
     switch (t) {
-    case TBX_V_BOOL: json_bool(j, p[0] != 0); break;
-    case TBX_V_U8: json_u64(j, p[0]); break;
-    case TBX_V_I8: json_i64(j, (int8_t)p[0]); break;
-    case TBX_V_U16: json_u64(j, ld16(p)); break;
-    case TBX_V_I16: json_i64(j, (int16_t)ld16(p)); break;
-    case TBX_V_U32: json_u64(j, ld32(p)); break;
-    case TBX_V_I32: json_i64(j, (int32_t)ld32(p)); break;
-    case TBX_V_U64: json_u64(j, ld64(p)); break;
-    case TBX_V_I64: json_i64(j, (int64_t)ld64(p)); break;
-    case TBX_V_F16: json_float(j, tbx_f16_to_f32(ld16(p)), TBX_V_F16); break;
-    case TBX_V_BF16: json_float(j, tbx_bf16_to_f32(ld16(p)), TBX_V_BF16); break;
+    case TBX_V_BOOL: jout_bool(j, p[0] != 0); break;
+    case TBX_V_U8: jout_u64(j, p[0]); break;
+    case TBX_V_I8: jout_i64(j, (int8_t)p[0]); break;
+    case TBX_V_U16: jout_u64(j, ld16(p)); break;
+    case TBX_V_I16: jout_i64(j, (int16_t)ld16(p)); break;
+    case TBX_V_U32: jout_u64(j, ld32(p)); break;
+    case TBX_V_I32: jout_i64(j, (int32_t)ld32(p)); break;
+    case TBX_V_U64: jout_u64(j, ld64(p)); break;
+    case TBX_V_I64: jout_i64(j, (int64_t)ld64(p)); break;
+    case TBX_V_F16: jout_float(j, tbx_f16_to_f32(ld16(p)), TBX_V_F16); break;
+    case TBX_V_BF16: jout_float(j, tbx_bf16_to_f32(ld16(p)), TBX_V_BF16); break;
     case TBX_V_F32: {
         float f;
         memcpy(&f, p, 4);
-        json_float(j, f, TBX_V_F32);
+        jout_float(j, f, TBX_V_F32);
         break;
     }
     case TBX_V_F64: {
         double d;
         memcpy(&d, p, 8);
-        json_float(j, d, TBX_V_F64);
+        jout_float(j, d, TBX_V_F64);
         break;
     }
-    default: json_null(j); break;
+    default: jout_null(j); break;
     }
 }
 
 /* "..." as the last list member when a list was cut. */
-static void emit_cut_marker(json_out *j) { json_raw_value(j, "..."); }
+static void emit_cut_marker(json_out *j) { jout_raw_value(j, "..."); }
 
 /* Items of a list to show: all, or the style's limit in human output. */
 static uint64_t shown_items(const json_out *j, const cli_value_style *st, uint64_t n) {
@@ -88,9 +88,9 @@ static void emit_nd_elem(json_out *j, nd_ctx *c, uint64_t idx) {
     if (c->dec) {
         float f = c->dec[idx];
         if (c->dec_int)
-            json_i64(j, (int64_t)f);
+            jout_i64(j, (int64_t)f);
         else
-            json_float(j, f, TBX_V_F32);
+            jout_float(j, f, TBX_V_F32);
         return;
     }
     const unsigned char *p = c->data + idx * c->esize;
@@ -101,19 +101,19 @@ static void emit_nd_elem(json_out *j, nd_ctx *c, uint64_t idx) {
     case TBX_DT_BF16: emit_packed_scalar(j, TBX_V_BF16, p); break;
     case TBX_DT_F8_E4M3: case TBX_DT_F8_E5M2: case TBX_DT_F8_E4M3FNUZ:
     case TBX_DT_F8_E5M2FNUZ: case TBX_DT_F8_E8M0:
-        json_float(j, tbx_f8_to_f32(c->dtype, p[0]), TBX_V_F32);
+        jout_float(j, tbx_f8_to_f32(c->dtype, p[0]), TBX_V_F32);
         break;
     case TBX_DT_C64:
-        json_begin_array(j);
+        jout_begin_array(j);
         emit_packed_scalar(j, TBX_V_F32, p);
         emit_packed_scalar(j, TBX_V_F32, p + 4);
-        json_end_array(j);
+        jout_end_array(j);
         break;
     case TBX_DT_C128:
-        json_begin_array(j);
+        jout_begin_array(j);
         emit_packed_scalar(j, TBX_V_F64, p);
         emit_packed_scalar(j, TBX_V_F64, p + 8);
-        json_end_array(j);
+        jout_end_array(j);
         break;
     case TBX_DT_I8: emit_packed_scalar(j, TBX_V_I8, p); break;
     case TBX_DT_I16: emit_packed_scalar(j, TBX_V_I16, p); break;
@@ -124,7 +124,7 @@ static void emit_nd_elem(json_out *j, nd_ctx *c, uint64_t idx) {
     case TBX_DT_U32: emit_packed_scalar(j, TBX_V_U32, p); break;
     case TBX_DT_U64: emit_packed_scalar(j, TBX_V_U64, p); break;
     case TBX_DT_BOOL: emit_packed_scalar(j, TBX_V_BOOL, p); break;
-    default: json_null(j); break;
+    default: jout_null(j); break;
     }
 }
 
@@ -140,11 +140,11 @@ static void emit_nd_dim(json_out *j, nd_ctx *c, const uint64_t *shape, uint32_t 
     uint64_t n = shape[dim];
     uint64_t sub = n ? stride / n : 0;
     uint64_t show = shown_items(j, st, n);
-    json_begin_array(j);
+    jout_begin_array(j);
     for (uint64_t k = 0; k < show && !ferror(j->fp); k++)
         emit_nd_dim(j, c, shape, ndim, dim + 1, base + k * sub, sub, st);
     if (show < n) emit_cut_marker(j);
-    json_end_array(j);
+    jout_end_array(j);
 }
 
 static void emit_ndarray(json_out *j, const tbx_value *v, const cli_value_style *st) {
@@ -154,13 +154,13 @@ static void emit_ndarray(json_out *j, const tbx_value *v, const cli_value_style 
     size_t nbytes = 0;
     const void *data = tbx_value_data(v, &nbytes);
     if (tbx_value_ndarray(v, &dt, &ndim, &shape) != TBX_OK || (ndim > 0 && !shape)) {
-        json_null(j);
+        jout_null(j);
         return;
     }
     uint64_t count = 1;
     for (uint32_t d = 0; d < ndim; d++) {
         if (shape[d] != 0 && count > UINT64_MAX / shape[d]) {
-            json_hex(j, data, data ? nbytes : 0);
+            jout_hex(j, data, data ? nbytes : 0);
             return;
         }
         count *= shape[d];
@@ -188,12 +188,12 @@ static void emit_ndarray(json_out *j, const tbx_value *v, const cli_value_style 
             c.dec_int = (in->flags & TBX_DTF_INT) != 0;
         } else if (count > 0) {
             free(dec);
-            json_hex(j, data, data ? nbytes : 0);
+            jout_hex(j, data, data ? nbytes : 0);
             return;
         }
     }
     if (count == 0 && ndim == 0) { /* cannot happen (a scalar has one element); be safe */
-        json_null(j);
+        jout_null(j);
     } else if (count == 0) {
         /* empty: nested lists down to the zero dimension */
         emit_nd_dim(j, &c, shape, ndim, 0, 0, 0, st);
@@ -207,16 +207,16 @@ static void emit_ndarray(json_out *j, const tbx_value *v, const cli_value_style 
 
 static void emit_string_bytes(json_out *j, const char *s, size_t len, const cli_value_style *st) {
     size_t shown = len;
-    if (j->human && st->max_bytes) shown = json_utf8_cut(s, len, st->max_bytes);
-    json_string(j, s, shown);
-    if (shown < len) json_append(j, "...");
+    if (j->human && st->max_bytes) shown = jout_utf8_cut(s, len, st->max_bytes);
+    jout_string(j, s, shown);
+    if (shown < len) jout_append(j, "...");
 }
 
 static void emit_string_value(json_out *j, const tbx_value *v, const cli_value_style *st) {
     size_t len = 0;
     const char *s = tbx_value_get_str(v, &len);
     if (!s) {
-        json_null(j);
+        jout_null(j);
         return;
     }
     emit_string_bytes(j, s, len, st);
@@ -226,13 +226,13 @@ static void emit_bytes_value(json_out *j, const tbx_value *v, const cli_value_st
     size_t len = 0;
     const char *s = tbx_value_get_str(v, &len);
     if (!s) {
-        json_hex(j, "", 0);
+        jout_hex(j, "", 0);
         return;
     }
     size_t shown = len;
     if (j->human && st->max_bytes && len > st->max_bytes) shown = st->max_bytes;
-    json_hex(j, s, shown);
-    if (shown < len) json_append(j, "...");
+    jout_hex(j, s, shown);
+    if (shown < len) jout_append(j, "...");
 }
 
 static void emit_array(json_out *j, const tbx_value *v, const cli_value_style *st) {
@@ -243,7 +243,7 @@ static void emit_array(json_out *j, const tbx_value *v, const cli_value_style *s
     size_t nbytes = 0;
     const unsigned char *packed = es ? (const unsigned char *)tbx_value_data(v, &nbytes) : NULL;
     if (packed && (n > nbytes / es)) packed = NULL; /* inconsistent: use tbx_value_at */
-    json_begin_array(j);
+    jout_begin_array(j);
     for (uint64_t i = 0; i < show && !ferror(j->fp); i++) {
         if (packed) {
             emit_packed_scalar(j, et, packed + i * es);
@@ -254,23 +254,23 @@ static void emit_array(json_out *j, const tbx_value *v, const cli_value_style *s
             if (s)
                 emit_string_bytes(j, s, len, st);
             else
-                json_null(j);
+                jout_null(j);
         } else {
             const tbx_value *item = tbx_value_at(v, i);
             if (item)
                 cli_emit_value(j, item, st);
             else
-                json_null(j);
+                jout_null(j);
         }
     }
     if (show < n) emit_cut_marker(j);
-    json_end_array(j);
+    jout_end_array(j);
 }
 
 static void emit_map(json_out *j, const tbx_value *v, const cli_value_style *st) {
     uint64_t n = tbx_value_len(v);
     uint64_t show = shown_items(j, st, n);
-    json_begin_object(j);
+    jout_begin_object(j);
     for (uint64_t i = 0; i < show && !ferror(j->fp); i++) {
         size_t klen = 0;
         const char *k = tbx_value_key_at(v, i, &klen);
@@ -279,17 +279,17 @@ static void emit_map(json_out *j, const tbx_value *v, const cli_value_style *st)
             k = "";
             klen = 0;
         }
-        json_key(j, k, klen);
+        jout_key(j, k, klen);
         if (item)
             cli_emit_value(j, item, st);
         else
-            json_null(j);
+            jout_null(j);
     }
     if (show < n) {
         /* a cut object (human text only): mark it like a list */
-        json_append(j, j->need_comma ? ", ..." : "...");
+        jout_append(j, j->need_comma ? ", ..." : "...");
     }
-    json_end_object(j);
+    jout_end_object(j);
 }
 
 static void emit_bitset(json_out *j, const tbx_value *v, const cli_value_style *st) {
@@ -299,41 +299,41 @@ static void emit_bitset(json_out *j, const tbx_value *v, const cli_value_style *
     if (!bits) nbytes = 0;
     if (n > (uint64_t)nbytes * 8) n = (uint64_t)nbytes * 8;
     uint64_t show = shown_items(j, st, n);
-    json_begin_array(j);
+    jout_begin_array(j);
     for (uint64_t i = 0; i < show && !ferror(j->fp); i++)
-        json_u64(j, (bits[i / 8] >> (i % 8)) & 1u);
+        jout_u64(j, (bits[i / 8] >> (i % 8)) & 1u);
     if (show < n) emit_cut_marker(j);
-    json_end_array(j);
+    jout_end_array(j);
 }
 
 static void emit_plain(json_out *j, const tbx_value *v, const cli_value_style *st) {
     tbx_value_type t = tbx_value_type_of(v);
     switch (t) {
     case TBX_V_NULL:
-        json_null(j);
+        jout_null(j);
         break;
     case TBX_V_BOOL: {
         uint64_t u = 0;
         tbx_value_get_u64(v, &u);
-        json_bool(j, u != 0);
+        jout_bool(j, u != 0);
         break;
     }
     case TBX_V_U8: case TBX_V_U16: case TBX_V_U32: case TBX_V_U64: {
         uint64_t u = 0;
         tbx_value_get_u64(v, &u);
-        json_u64(j, u);
+        jout_u64(j, u);
         break;
     }
     case TBX_V_I8: case TBX_V_I16: case TBX_V_I32: case TBX_V_I64: {
         int64_t i = 0;
         tbx_value_get_i64(v, &i);
-        json_i64(j, i);
+        jout_i64(j, i);
         break;
     }
     case TBX_V_F16: case TBX_V_BF16: case TBX_V_F32: case TBX_V_F64: {
         double d = 0;
         tbx_value_get_f64(v, &d);
-        json_float(j, d, t);
+        jout_float(j, d, t);
         break;
     }
     case TBX_V_STRING: emit_string_value(j, v, st); break;
@@ -342,7 +342,7 @@ static void emit_plain(json_out *j, const tbx_value *v, const cli_value_style *s
     case TBX_V_MAP: emit_map(j, v, st); break;
     case TBX_V_NDARRAY: emit_ndarray(j, v, st); break;
     case TBX_V_BITSET: emit_bitset(j, v, st); break;
-    default: json_null(j); break;
+    default: jout_null(j); break;
     }
 }
 
@@ -350,7 +350,7 @@ void cli_emit_value(json_out *j, const tbx_value *v, const cli_value_style *st) 
     static const cli_value_style plain_style = {0, 0, 0};
     if (!st) st = &plain_style;
     if (!v) {
-        json_null(j);
+        jout_null(j);
         return;
     }
     if (!st->typed) {
@@ -361,28 +361,28 @@ void cli_emit_value(json_out *j, const tbx_value *v, const cli_value_style *st) 
     cli_value_style inner = *st;
     inner.typed = 0;
     tbx_value_type t = tbx_value_type_of(v);
-    json_begin_object(j);
-    json_keyz(j, "type");
-    json_stringz(j, tbx_value_type_name(t));
+    jout_begin_object(j);
+    jout_keyz(j, "type");
+    jout_stringz(j, tbx_value_type_name(t));
     if (t == TBX_V_ARRAY) {
-        json_keyz(j, "elem");
-        json_stringz(j, tbx_value_type_name(tbx_value_elem_type(v)));
+        jout_keyz(j, "elem");
+        jout_stringz(j, tbx_value_type_name(tbx_value_elem_type(v)));
     } else if (t == TBX_V_NDARRAY) {
         tbx_dtype dt = TBX_DT_INVALID;
         uint32_t ndim = 0;
         const uint64_t *shape = NULL;
         if (tbx_value_ndarray(v, &dt, &ndim, &shape) == TBX_OK) {
-            json_keyz(j, "dtype");
-            json_stringz(j, cli_dtype_name(dt));
-            json_keyz(j, "shape");
-            json_begin_array(j);
-            for (uint32_t d = 0; d < ndim && shape; d++) json_u64(j, shape[d]);
-            json_end_array(j);
+            jout_keyz(j, "dtype");
+            jout_stringz(j, cli_dtype_name(dt));
+            jout_keyz(j, "shape");
+            jout_begin_array(j);
+            for (uint32_t d = 0; d < ndim && shape; d++) jout_u64(j, shape[d]);
+            jout_end_array(j);
         }
     }
-    json_keyz(j, "value");
+    jout_keyz(j, "value");
     emit_plain(j, v, &inner);
-    json_end_object(j);
+    jout_end_object(j);
 }
 
 void cli_describe_type(FILE *fp, const tbx_value *v) {

@@ -655,7 +655,7 @@ def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> d
         c = json.loads((d / "config.json").read_text())
         c["_name_or_path"] = "Phi-3-mini-4k-instruct"
         (d / "config.json").write_text(json.dumps(c, indent=2))
-    return {"dir": d, "vocab": cfg.vocab_size}
+    return {"dir": d, "vocab": cfg.get_text_config().vocab_size}  # gemma3_mm: text_config
 
 
 @pytest.fixture(scope="module")
