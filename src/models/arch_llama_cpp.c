@@ -18,22 +18,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Every ARCH_* flag is its own bit: rows are added side by side, and two flags sharing a bit
- * would turn one row's quirk on for another (their sum equals their union only then). */
-_Static_assert((ARCH_VOCAB_SIZE + ARCH_ROPE_DIM + ARCH_NONCAUSAL + ARCH_POOLING + ARCH_TT_COUNT
-                + ARCH_SPACE_PREFIX + ARCH_NO_HEAD_DIM + ARCH_NORM_TOPK +
-                ARCH_ADD_SEP + ARCH_PRE_MODERN_BERT + ARCH_SWA + ARCH_HIDDEN_ACT
-                + ARCH_CLS_POOLING + ARCH_ROPE_NONE + ARCH_FFN_UP_GLU +
-                ARCH_POS_OFFSET + ARCH_NO_SPACE_PREFIX + ARCH_GEMMA_EOT +
-                ARCH_TEXT_CONFIG) ==
-               (ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT
-                | ARCH_SPACE_PREFIX | ARCH_NO_HEAD_DIM | ARCH_NORM_TOPK |
-                ARCH_ADD_SEP | ARCH_PRE_MODERN_BERT | ARCH_SWA | ARCH_HIDDEN_ACT
-                | ARCH_CLS_POOLING | ARCH_ROPE_NONE | ARCH_FFN_UP_GLU |
-                ARCH_POS_OFFSET | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT |
-                ARCH_TEXT_CONFIG),
-               "two ARCH_* flags share a bit (arch.h)");
-
 static const hf_hparam HP_BERT[] = {
     {"context_length", HP_U32, {"max_position_embeddings"}, true},
     {"embedding_length", HP_U32, {"hidden_size"}, true},
