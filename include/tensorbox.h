@@ -1458,6 +1458,11 @@ typedef struct tbx_diff_options {
     double tol_nmse;
     double tol_max_abs;
     uint32_t threads;       /* 0: env TBX_THREADS, else the online CPUs (at most 8); 1: none */
+    /* Called (may be NULL; with progress_ud) as the tensors' bytes are read: done and total
+     * count the stored bytes of both sides' compared tensors (tbx_progress_fn; non-zero
+     * cancels with TBX_E_CANCELLED and no report). */
+    tbx_progress_fn progress;
+    void *progress_ud;
 } tbx_diff_options;
 
 TBX_API void tbx_diff_options_init(tbx_diff_options *opt);

@@ -6,7 +6,9 @@
  *    the last call says done == total;
  *  - a tensor of many jobs gets calls inside it (done strictly between two tensors' ends);
  *  - a non-zero return cancels: TBX_E_CANCELLED, no output file and no temporary file left
- *    (also when it cancels at the very end, and an existing output is left as it was).
+ *    (also when it cancels at the very end, and an existing output is left as it was);
+ *  - tbx_diff_options.progress: the same order and end, total = both sides' bytes; a
+ *    non-zero return: TBX_E_CANCELLED and no report.
  *
  * The input is a safetensors file written here; the expected totals are the byte counts of
  * the tensors written (rows * cols * 4).
@@ -203,6 +205,52 @@ TBX_TEST(progress_cancel_keeps_existing_output) {
     }
     CHECK_STR(buf, "old contents");
     unlink(out);
+}
+
+static tbx_status diff_self(calls *c, tbx_value **rep, tbx_error *e) {
+    char in[700];
+    make_input(in, sizeof in);
+    tbx_file *a = NULL, *b = NULL;
+    if (tbx_open_path(&a, in, NULL, e) != TBX_OK || tbx_open_path(&b, in, NULL, e) != TBX_OK)
+        abort();
+    tbx_diff_options o;
+    tbx_diff_options_init(&o);
+    o.progress = on_progress;
+    o.progress_ud = c;
+    tbx_status st = tbx_diff(a, b, &o, rep, e);
+    tbx_close(a);
+    tbx_close(b);
+    return st;
+}
+
+TBX_TEST(progress_diff) {
+    calls c;
+    memset(&c, 0, sizeof c);
+    tbx_value *rep = NULL;
+    tbx_error e;
+    CHECK_OK(diff_self(&c, &rep, &e));
+    CHECK(rep != NULL);
+    tbx_value_free(rep);
+    CHECK(c.n >= 3); /* big is 8 MiB of values: several jobs */
+    CHECK_EQ(c.bad_order, 0);
+    CHECK_EQ(c.total_changed, 0);
+    CHECK_EQ(c.first_total, 2 * IN_BYTES);
+    CHECK_EQ(c.last_done, 2 * IN_BYTES);
+    CHECK_EQ(c.last_total, 2 * IN_BYTES);
+}
+
+TBX_TEST(progress_diff_cancel) {
+    for (int at = 1; at <= 2; at++) {
+        calls c;
+        memset(&c, 0, sizeof c);
+        c.cancel_at = at == 1 ? 1 : 0;
+        c.cancel_when_done = at == 2;
+        tbx_value *rep = NULL;
+        tbx_error e;
+        CHECK_EQ(diff_self(&c, &rep, &e), TBX_E_CANCELLED);
+        CHECK(rep == NULL);
+        tbx_value_free(rep);
+    }
 }
 
 TBX_TEST_MAIN()
