@@ -162,3 +162,16 @@ def test_python_progress_not_callable(tmp_path):
     with pytest.raises(TypeError, match="progress"):
         tb.convert(src, dst, progress=42)
     assert not dst.exists()
+
+
+def test_diff_bar_on_a_terminal_only(tbx, tmp_path):
+    src = tmp_path / "in.safetensors"
+    total = make_input(src)
+    rc, _, term = run_pty([tbx, "diff", str(src), str(src)])
+    assert rc == 0, term
+    last = term.decode().rstrip("\r\n").split("\r\x1b[K")[-1]
+    m = re.search(r"comparing +100\.0%  (\S+ \S+) / (\S+ \S+)  \S+ \S+/s  ETA 0:00", last)
+    assert m and m.group(1) == m.group(2) == human(2 * total), repr(last)
+    r = subprocess.run([tbx, "diff", str(src), str(src)], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0 and b"\r" not in r.stderr and b"ETA" not in r.stderr, r.stderr
