@@ -68,7 +68,7 @@ def test_supported_list_is_the_table(tbx, tmp_path):
     r = run(tbx, "convert", d, tmp_path / "x.gguf")
     assert_clean_exit(r)
     assert r.rc == 1, r.describe()
-    m = re.search(r"\(supported: ([^;]*);", r.err.decode())
+    m = re.search(r"[(;] ?supported: ([^;]*);", r.err.decode())
     assert m, r.describe()
     assert m.group(1).split(", ") == [mt for mt, _ in rows]
     # Python
