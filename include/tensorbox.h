@@ -169,7 +169,8 @@ typedef enum tbx_status {
     TBX_E_STATE = 16,           /* call not valid in the object's current state */
     TBX_E_EXISTS = 17,          /* output exists (no TBX_WRITE_OVERWRITE) or is an input */
     TBX_E_LOSSY = 18,           /* the step would lose data and was not explicitly allowed */
-    TBX_E_PADDING = 19          /* padding bytes are not zero */
+    TBX_E_PADDING = 19,         /* padding bytes are not zero */
+    TBX_E_CANCELLED = 20        /* a progress callback asked to stop (tbx_progress_fn) */
 } tbx_status;
 
 #define TBX_NO_OFFSET UINT64_MAX
@@ -1168,7 +1169,17 @@ TBX_API void tbx_remove_temp_files(void);
 #define TBX_CONVERT_STRICT         0x200u
 /* Any other bit in tbx_convert_options.flags is refused with TBX_E_INVALID_ARG. */
 
-typedef void (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
+/* Progress of a long operation (tbx_convert_options.progress, tbx_diff_options.progress), with
+ * its options' progress_ud. done_bytes and total_bytes count INPUT bytes (the stored bytes of
+ * the input tensors the operation reads; total_bytes is planned before the first is read and
+ * does not change during the call). Calls come on the calling thread, in order, done_bytes
+ * never decreasing; the last call of an operation that succeeds has done_bytes ==
+ * total_bytes (0 of 0 when there is nothing to read). They come at the granularity of the
+ * work (a tensor, a job of a few MiB, a 64 MiB copy piece): throttling a display is the
+ * callback's business. Returning 0 goes on; any other value cancels: the operation stops at
+ * once and fails with TBX_E_CANCELLED, and a conversion leaves no output file (its temporary
+ * file is removed; an existing output is left as it was). */
+typedef int (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
 
 /* What tbx_convert did with one tensor (tbx_convert_report.action). */
 typedef enum tbx_convert_action {
@@ -1458,6 +1469,11 @@ typedef struct tbx_diff_options {
     double tol_nmse;
     double tol_max_abs;
     uint32_t threads;       /* 0: env TBX_THREADS, else the online CPUs (at most 8); 1: none */
+    /* Called (may be NULL; with progress_ud) as the tensors' bytes are read: done and total
+     * count the stored bytes of both sides' compared tensors (tbx_progress_fn; non-zero
+     * cancels with TBX_E_CANCELLED and no report). */
+    tbx_progress_fn progress;
+    void *progress_ud;
 } tbx_diff_options;
 
 TBX_API void tbx_diff_options_init(tbx_diff_options *opt);

@@ -1496,6 +1496,9 @@ typedef struct rep_list {
     int has_q;
     uint64_t q_tensor, q_nvalues;
     double q_sse;
+    /* progress=: the callable (borrowed), and what it raised (owned; the call fails with it) */
+    PyObject *progress;
+    PyObject *exc_type, *exc_value, *exc_tb;
 } rep_list;
 
 static int rep_text(rep_list *l, const char *s, size_t *off, size_t *len) {
@@ -1514,6 +1517,26 @@ static int rep_text(rep_list *l, const char *s, size_t *off, size_t *len) {
     *len = n;
     l->tlen += n;
     return 0;
+}
+
+/* tbx_convert_options.progress with progress=: called with the GIL released, on the calling
+ * thread (the library's calls come at job granularity, a few MiB each, so taking the GIL costs
+ * nothing measurable). The callable gets (done, total); what it raises is kept and cancels
+ * the conversion (non-zero: TBX_E_CANCELLED, no output), then is raised by convert(). */
+static int on_progress_py(void *ud, uint64_t done, uint64_t total) {
+    rep_list *l = (rep_list *)ud;
+    if (!l->progress || l->exc_type) return l->exc_type != NULL;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *r = PyObject_CallFunction(l->progress, "KK", (unsigned long long)done,
+                                        (unsigned long long)total);
+    int cancel = 0;
+    if (!r) {
+        PyErr_Fetch(&l->exc_type, &l->exc_value, &l->exc_tb);
+        cancel = 1;
+    }
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+    return cancel;
 }
 
 /* tbx_convert_options.on_tensor: called with the GIL released, once per tensor, in order. */
@@ -1562,6 +1585,9 @@ static void on_quant_report(void *ud, uint64_t tensor, uint64_t nvalues, double 
 }
 
 static void rep_free(rep_list *l) {
+    Py_XDECREF(l->exc_type);
+    Py_XDECREF(l->exc_value);
+    Py_XDECREF(l->exc_tb);
     PyMem_RawFree(l->v);
     PyMem_RawFree(l->text);
     memset(l, 0, sizeof *l);
@@ -1668,13 +1694,13 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"src", "dst", "format", "force", "alignment", "compress", "digest",
                              "format_version", "threads", CONVERT_KW, "pure", "dry_run",
                              "output_tensor_type", "token_embedding_type", "tensor_types",
-                             "keep_split", "leave_output_tensor", NULL};
+                             "keep_split", "leave_output_tensor", "progress", NULL};
     PyObject *srcobj = NULL, *dstobj = NULL;
     wopts w = WOPTS_INIT;
     copts c = COPTS_INIT;
     int pure = 0, dry_run = 0, keep_split = 0, leave_output = 0;
-    PyObject *ott = Py_None, *tet = Py_None, *tts = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOOOppOOOpp", kwlist,
+    PyObject *ott = Py_None, *tet = Py_None, *tts = Py_None, *prog = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOOOppOOOppO", kwlist,
                                      PyUnicode_FSConverter, &srcobj, PyUnicode_FSConverter,
                                      &dstobj, &w.format, &w.force, &w.alignment, &w.compress,
                                      &w.digest, &w.version, &w.threads, &c.cast, &c.quant,
@@ -1682,8 +1708,14 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
                                      &c.drop_unreadable, &c.dequantize, &c.requantize, &c.strict,
                                      &c.quant_method, &c.quant_clip, &c.meta, &w.options,
                                      &c.imatrix, &pure, &dry_run, &ott, &tet, &tts,
-                                     &keep_split, &leave_output))
+                                     &keep_split, &leave_output, &prog))
         return NULL;
+    if (prog != Py_None && !PyCallable_Check(prog)) {
+        Py_DECREF(srcobj);
+        Py_DECREF(dstobj);
+        PyErr_Format(PyExc_TypeError, "progress: a callable (done, total) or None, got %R", prog);
+        return NULL;
+    }
     PyObject *result = NULL, *digest_bytes = NULL;
     tbx_value *meta = NULL, *options = NULL;
     tbx_tensor_type_rule *rules = NULL;
@@ -1707,6 +1739,10 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     co.on_tensor = on_tensor_report;
     co.on_quant = on_quant_report;
     co.progress_ud = &reps;
+    if (prog != Py_None) {
+        reps.progress = prog;
+        co.progress = on_progress_py;
+    }
     tbx_open_options oo;
     tbx_open_options_init(&oo);
     oo.flags |= TBX_OPEN_MMAP;
@@ -1724,6 +1760,12 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
         tbx_close(f);
     }
     Py_END_ALLOW_THREADS
+    if (reps.exc_type) {
+        /* progress= raised: the conversion was cancelled (no output); raise what it raised */
+        PyErr_Restore(reps.exc_type, reps.exc_value, reps.exc_tb);
+        reps.exc_type = reps.exc_value = reps.exc_tb = NULL;
+        goto done;
+    }
     if (st != TBX_OK) { raise_tbx(st, &err); goto done; }
     if (reps.nomem) {
         /* the file is written, but what was done to it cannot be told: not a success */

@@ -826,9 +826,16 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
             dequantize=False, requantize=False, strict=False, quant_method=None,
             quant_clip=None, meta=None, options=None, imatrix=None, pure=False,
             dry_run=False, output_tensor_type=None, token_embedding_type=None,
-            tensor_types=None, keep_split=False, leave_output_tensor=False):
+            tensor_types=None, keep_split=False, leave_output_tensor=False, progress=None):
     """Converts a file to another format (``tbx convert``) and returns what became of each
     tensor: a list of :class:`ConvertReport`, one per output tensor in order.
+
+    ``progress``: None, or a callable ``progress(done, total)`` called during the conversion
+    (from the calling thread, at the granularity of the work: a tensor or a job of a few MiB)
+    with the input bytes done and the total planned; ``done`` never decreases and the last call
+    of a conversion that succeeds has ``done == total``. An exception raised by it cancels the
+    conversion (nothing is written; an existing ``dst`` is left as it was) and propagates out of
+    ``convert``.
 
     For a GGUF output ``quant`` may name one of llama-quantize's presets (``"Q4_K_M"``,
     ``"Q5_K_S"``, ``"IQ4_XS"``, ..., ``"COPY"``; case-insensitive): a GGUF model naming its
@@ -876,4 +883,5 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
                     imatrix=None if imatrix is None else os.fspath(imatrix), pure=pure,
                     dry_run=dry_run, output_tensor_type=output_tensor_type,
                     token_embedding_type=token_embedding_type, tensor_types=tensor_types,
-                    keep_split=keep_split, leave_output_tensor=leave_output_tensor)
+                    keep_split=keep_split, leave_output_tensor=leave_output_tensor,
+                    progress=progress)

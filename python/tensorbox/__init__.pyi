@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Literal, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Literal, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -133,4 +133,5 @@ def convert(src: _Path, dst: _Path, format: Optional[str] = None, *, force: bool
             token_embedding_type: Optional[str] = None,
             tensor_types: Optional[Union[Mapping[str, str], Sequence[tuple[str, str]]]] = None,
             keep_split: bool = False,
-            leave_output_tensor: bool = False) -> list[ConvertReport]: ...
+            leave_output_tensor: bool = False,
+            progress: Optional[Callable[[int, int], object]] = None) -> list[ConvertReport]: ...

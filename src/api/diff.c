@@ -45,6 +45,7 @@
 #include "arch.h"
 #include "plain.h"
 
+#include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -288,7 +289,32 @@ struct dctx {
     size_t nsegs, cap_segs;
     bool swapped;         /* mapped with the user's A a GGUF: the HF side (B) is in f[0] */
     bool oom;
+    uint64_t done, total; /* progress: stored bytes of both sides read / to read */
 };
+
+/* The stored bytes of both sides behind n values of segment s (progress). */
+static uint64_t seg_bytes(dctx *c, const dseg *s, uint64_t n) {
+    double b = 0;
+    const uint64_t t[2] = {(uint64_t)s->ta, (uint64_t)s->tb};
+    for (int k = 0; k < 2; k++) {
+        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+        if (tbx_tensor_info_get(c->f[k], t[k], &ti) == TBX_OK && ti.nelems)
+            b += (double)ti.nbytes * (double)n / (double)ti.nelems;
+    }
+    return (uint64_t)b;
+}
+
+/* Reports progress; a non-zero return of the callback cancels. */
+static tbx_status diff_tick(dctx *c, uint64_t done) {
+    if (!c->o->progress) return TBX_OK;
+    if (done > c->total) done = c->total;
+    if (done < c->done) done = c->done;
+    c->done = done;
+    if (c->o->progress(c->o->progress_ud, done, c->total) != 0)
+        return tbx_err(c->err, TBX_E_CANCELLED, TBX_NO_OFFSET, "progress", "cancelled by the "
+                       "progress callback at %" PRIu64 " of %" PRIu64 " bytes", done, c->total);
+    return TBX_OK;
+}
 
 static tbx_status grow(dctx *c, void **p, size_t *cap, size_t n, size_t sz) {
     if (n < *cap) return TBX_OK;
@@ -477,9 +503,14 @@ static tbx_status run_jobs(dctx *c) {
     }
     tbx_status st = TBX_OK;
     size_t job = 0;
+    uint64_t read_bytes = 0;
+    for (size_t si = 0; c->o->progress && si < c->nsegs; si++)
+        if (c->pairs[c->segs[si].pair].comparable) c->total += seg_bytes(c, &c->segs[si],
+                                                                          c->segs[si].n);
     for (size_t si = 0; si < c->nsegs && st == TBX_OK; si++) {
         const dseg *s = &c->segs[si];
         if (!c->pairs[s->pair].comparable) continue;
+        const uint64_t before = read_bytes;
         uint64_t unit = lcm64(block_of(c->f[0], s->ta), block_of(c->f[1], s->tb));
         if (s->xf == XF_PERMUTE) unit = lcm64(unit, s->d * s->cols);
         uint64_t per = DF_CHUNK > unit ? DF_CHUNK - DF_CHUNK % unit : unit;
@@ -505,10 +536,14 @@ static tbx_status run_jobs(dctx *c) {
                 break;
             }
             if ((st = job_read(c, sl, 0)) != TBX_OK || (st = job_read(c, sl, 1)) != TBX_OK) break;
+            if (c->o->progress &&
+                (st = diff_tick(c, before + seg_bytes(c, s, off + sl->n))) != TBX_OK)
+                break;
             sl->task.run = job_run;
             sl->busy = true;
             tbx_pool_submit(pool, &sl->task);
         }
+        if (c->o->progress) read_bytes = before + seg_bytes(c, s, s->n);
     }
     /* the jobs still in flight, oldest first */
     for (size_t k = 0; k < ns; k++) {
@@ -527,6 +562,13 @@ static tbx_status run_jobs(dctx *c) {
     free(slots);
     if (st == TBX_OK) st = tbx_file_check_sources(c->f[0], c->err);
     if (st == TBX_OK) st = tbx_file_check_sources(c->f[1], c->err);
+    /* the last call says done == total */
+    if (st == TBX_OK && c->o->progress) {
+        c->done = c->total;
+        if (c->o->progress(c->o->progress_ud, c->total, c->total) != 0)
+            st = tbx_err(c->err, TBX_E_CANCELLED, TBX_NO_OFFSET, "progress", "cancelled by "
+                         "the progress callback at the end");
+    }
     return st;
 }
 

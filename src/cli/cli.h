@@ -137,6 +137,20 @@ const char *cli_dtype_name(tbx_dtype dt);
  * otherwise ("1e+16", "2.5e-07"); non-finite values give "nan", "inf", "-inf". Returns buf. */
 #define CLI_FLOAT_BUF 40
 char *cli_format_float(char buf[CLI_FLOAT_BUF], double v, tbx_value_type kind);
+/* The progress bar of a long command (progress.c): on stderr, only when it is a terminal and
+ * --quiet was not given. cli_progress_init says whether it will show; cli_progress_cb is a
+ * tbx_progress_fn whose ud points to the cli_progress (it never cancels); cli_progress_end
+ * completes the line (ok) or erases it. */
+typedef struct cli_progress {
+    const char *label;
+    double start, last;
+    uint64_t total;
+    int active, shown, complete;
+} cli_progress;
+int cli_progress_init(cli_progress *p, const cli_args *a, const char *label);
+int cli_progress_cb(void *ud, uint64_t done, uint64_t total);
+void cli_progress_end(cli_progress *p, int ok);
+
 /* "1.5 KiB", "3.2 GiB": a rounded size for human output. */
 char *cli_format_size(char buf[32], uint64_t bytes);
 

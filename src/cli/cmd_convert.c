@@ -148,31 +148,6 @@ static void qreport_tensor(qreport *r, uint64_t i, uint64_t n, double sse) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Progress line                                                                               */
-/* ------------------------------------------------------------------------------------------ */
-typedef struct progress {
-    double start, last;
-    int shown;    /* a progress line is on the screen */
-    int complete; /* it shows 100% */
-} progress;
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void progress_line(progress *p, uint64_t done, uint64_t total, double t) {
-    double pct = total ? 100.0 * (double)done / (double)total : 100.0;
-    double secs = t - p->start;
-    double mbs = secs > 0 ? (double)done / 1e6 / secs : 0.0;
-    fprintf(stderr, "\r\033[Kconverting: %5.1f%%  %.1f MB/s", pct, mbs);
-    fflush(stderr);
-    p->shown = 1;
-    p->complete = done >= total;
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* What the conversion did, from the library's report of each tensor (on_tensor): warnings     */
 /* when they come, one line per tensor with -v, and a summary by type when done.              */
 /* ------------------------------------------------------------------------------------------ */
@@ -278,7 +253,7 @@ static void summary_print(const summary *sm) {
 
 /* What the library's callbacks get (progress_ud): progress first (on_progress casts to it). */
 typedef struct convert_ud {
-    progress prog;
+    cli_progress prog;
     qreport rep;
     summary sum;
     /* --dry-run: one line per tensor, and the sizes before and after */
@@ -306,14 +281,6 @@ static void on_tensor(void *ud, const tbx_convert_report *r) {
 
 static void on_quant(void *ud, uint64_t tensor, uint64_t nvalues, double sse) {
     qreport_tensor(&((convert_ud *)ud)->rep, tensor, nvalues, sse);
-}
-
-static void on_progress(void *ud, uint64_t done, uint64_t total) {
-    progress *p = (progress *)ud;
-    double t = now_seconds();
-    if (done < total && t - p->last < 0.1) return; /* at most ten updates a second */
-    p->last = t;
-    progress_line(p, done, total, t);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -668,7 +635,7 @@ static int meta_map(const cli_args *a, tbx_value **out) {
 /* ------------------------------------------------------------------------------------------ */
 /* A GGUF to a Hugging Face model directory (OUT ends with '/' or is a directory)              */
 /* ------------------------------------------------------------------------------------------ */
-typedef struct hfd_count { uint64_t tensors; int verbose; } hfd_count;
+typedef struct hfd_count { cli_progress prog; uint64_t tensors; int verbose; } hfd_count;
 
 static void hfd_on_tensor(void *ud, const tbx_convert_report *r) {
     hfd_count *c = ud;
@@ -738,10 +705,14 @@ static int hf_dir_run(const cli_args *a, const char *in, const char *out) {
     }
     tbx_file *f = cli_open(a, in);
     if (!f) return CLI_FAIL;
-    hfd_count c = {0, cli_flag(a, "verbose")};
+    hfd_count c;
+    memset(&c, 0, sizeof c);
+    c.verbose = cli_flag(a, "verbose");
     o.on_tensor = hfd_on_tensor;
     o.progress_ud = &c;
+    if (cli_progress_init(&c.prog, a, "converting")) o.progress = cli_progress_cb;
     st = tbx_hf_from_gguf(f, out, &o, &err);
+    cli_progress_end(&c.prog, st == TBX_OK);
     tbx_close(f);
     if (st != TBX_OK) {
         cli_report(NULL, st, &err);
@@ -992,12 +963,7 @@ static int convert_run(const cli_args *a) {
 
     convert_ud cu;
     memset(&cu, 0, sizeof cu);
-    progress *pp = &cu.prog;
     opt.progress_ud = &cu;
-    if (isatty(STDERR_FILENO)) {
-        pp->start = pp->last = now_seconds();
-        opt.progress = on_progress;
-    }
     cu.rep.verbose = cli_flag(a, "verbose");
     cu.dry_run = (opt.preset_flags & TBX_PRESET_DRY_RUN) != 0;
     cu.sum.verbose = cli_flag(a, "verbose");
@@ -1053,16 +1019,17 @@ static int convert_run(const cli_args *a) {
         return CLI_FAIL;
     }
     cu.rep.f = f;
+    /* the bar's clock starts when the work does (after the open) */
+    if (cli_progress_init(&cu.prog, a, "converting") && !cu.dry_run) opt.progress = cli_progress_cb;
     tbx_error err;
     memset(&err, 0, sizeof err);
     tbx_status st = tbx_convert(f, out, &opt, &err);
     tbx_value_free(meta);
     tbx_value_free(options);
-    uint64_t total = 0, left_out = 0;
+    uint64_t left_out = 0;
     for (uint64_t i = 0, nt = tbx_tensor_count(f); i < nt; i++) {
         tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
         if (tbx_tensor_info_get(f, i, &ti) != TBX_OK) continue;
-        total += ti.nbytes;
         /* the lossy step taken, said once: which tensors were left out */
         if (st != TBX_OK || !(ti.flags & TBX_TENSOR_UNREADABLE)) continue;
         fputs(left_out++ ? ", " : "tbx: left out unreadable tensors (tbx validate IN says why): ",
@@ -1072,14 +1039,7 @@ static int convert_run(const cli_args *a) {
     if (left_out) fputc('\n', stderr);
     tbx_close(f);
 
-    if (pp->shown) {
-        if (st == TBX_OK) {
-            if (!pp->complete) progress_line(pp, total, total, now_seconds());
-            fputc('\n', stderr);
-        } else {
-            fputs("\r\033[K", stderr);
-        }
-    }
+    cli_progress_end(&cu.prog, st == TBX_OK);
     if (st != TBX_OK) {
         cli_report(NULL, st, &err);
         if (st == TBX_E_EXISTS && !same_file(in, out) && !cli_flag(a, "force") &&

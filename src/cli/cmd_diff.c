@@ -310,7 +310,13 @@ static int diff_run(const cli_args *a) {
     tbx_value *doc = NULL;
     tbx_error err;
     memset(&err, 0, sizeof err);
+    cli_progress prog;
+    if (cli_progress_init(&prog, a, "comparing")) {
+        o.progress = cli_progress_cb;
+        o.progress_ud = &prog;
+    }
     tbx_status st = tbx_diff(fa, fb, &o, &doc, &err);
+    cli_progress_end(&prog, st == TBX_OK);
     tbx_close(fa);
     tbx_close(fb);
     if (st != TBX_OK) {

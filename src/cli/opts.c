@@ -3,7 +3,7 @@
  *
  * Options are long ("--json", "--cast f16", "--cast=f16"), some with a one-letter alias ("-q");
  * they may appear before, between or after the positional arguments; "--" ends the options.
- * Every command also accepts the common options below (--mmap, --help, --verbose).
+ * Every command also accepts the common options below (--mmap, --help, --verbose, --quiet).
  *
  * This file is the bottom of the CLI: it calls nothing else of it (util.c and the commands
  * call cli_flag/cli_value; main.c calls cli_parse_args and cli_print_command_help).
@@ -18,6 +18,7 @@ static const cli_option common_options[] = {
     {"help", 'h', NULL, "show this help"},
     {"verbose", 0, NULL, "print every request made to a remote store (URL, range, status, "
                          "bytes, time) and its totals on stderr"},
+    {"quiet", 0, NULL, "no progress bar (it shows only when stderr is a terminal)"},
     {NULL, 0, NULL, NULL},
 };
 

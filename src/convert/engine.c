@@ -122,6 +122,9 @@ struct eng {
     uint8_t *cbuf;           /* the copy path's buffer (COPY_BUF) */
     float *scan;             /* the clip scan's buffer (SCAN_VALUES) */
     uint64_t done, total;    /* progress: input bytes */
+    uint64_t cur_in;         /* progress: the input bytes of the tensor being written */
+    uint64_t last_said;      /* progress: the last `done` reported (never goes back) */
+    bool said;               /* progress: the callback was called */
     /* the tensor being written */
     size_t k;
     uint64_t wi;
@@ -757,6 +760,21 @@ static tbx_status finish_job(eng *e, eslot *sl, tbx_value_check *chk, double *ss
 
 /* The jobs of tensor e->k through the ring of slots: read on this thread, run on the workers,
  * written in order. */
+/* Reports progress (the caller's callback, when there is one): `done` input bytes of e->total,
+ * never less than the last value said. A non-zero return cancels the conversion. */
+static tbx_status tick(eng *e, uint64_t done) {
+    if (!e->o->progress) return TBX_OK;
+    if (done > e->total) done = e->total;
+    if (done < e->last_said) done = e->last_said;
+    e->last_said = done;
+    e->said = true;
+    if (e->o->progress(e->o->ud, done, e->total) != 0)
+        return tbx_err(e->err, TBX_E_CANCELLED, TBX_NO_OFFSET, "progress",
+                       "cancelled by the progress callback at %" PRIu64 " of %" PRIu64
+                       " input bytes; nothing was written", done, e->total);
+    return TBX_OK;
+}
+
 static tbx_status run_jobs(eng *e, tbx_value_check *chk, double *sse) {
     const tbx_plan_tensor *t = &e->p->t[e->k];
     uint32_t ndim;
@@ -779,7 +797,7 @@ static tbx_status run_jobs(eng *e, tbx_value_check *chk, double *sse) {
     uint64_t pos = 0, out0 = 0;
     esrc es;
     bool have = false;
-    uint64_t next_read = 0, next_write = 0;
+    uint64_t next_read = 0, next_write = 0, vdone = 0;
     bool more = true;
     while (st == TBX_OK) {
         if (more && next_read - next_write < S) {
@@ -826,6 +844,9 @@ static tbx_status run_jobs(eng *e, tbx_value_check *chk, double *sse) {
         tbx_pool_wait(pool, &sl->task, true);
         st = finish_job(e, sl, chk, sse);
         next_write++;
+        vdone += sl->n;
+        if (st == TBX_OK && nelems)
+            st = tick(e, e->done + (uint64_t)((double)e->cur_in * (double)vdone / (double)nelems));
     }
     tbx_pool_drain(pool);
     return st;
@@ -881,8 +902,7 @@ static tbx_status copy_stored(eng *e, const tbx_plan_src *s, bool whole) {
                 if (st == TBX_OK) st = tbx_writer_write_tensor(e->w, e->wi, e->cbuf, (size_t)n,
                                                                e->err);
             }
-            if (st == TBX_OK && e->o->progress)
-                e->o->progress(e->o->ud, e->done + q + n, e->total);
+            if (st == TBX_OK) st = tick(e, e->done + q + n);
         }
         return st;
     }
@@ -1083,10 +1103,17 @@ tbx_status tbx_engine_run(tbx_file *in, tbx_plan *p, tbx_writer *w, const tbx_en
         if (has_data(p, in, k)) e.total += input_bytes(&e, k);
     for (size_t k = 0; st == TBX_OK && k < p->n; k++) {
         e.wi = k;
+        e.cur_in = has_data(p, in, k) ? input_bytes(&e, k) : 0;
         st = write_tensor(&e, k);
-        if (!has_data(p, in, k)) continue;
-        e.done += input_bytes(&e, k);
-        if (st == TBX_OK && o->progress) o->progress(o->ud, e.done, e.total);
+        e.done += e.cur_in;
+        if (st == TBX_OK) st = tick(&e, e.done);
+    }
+    /* the last call says done == total (a plan of no data: 0 of 0), once */
+    if (st == TBX_OK && o->progress && (!e.said || e.last_said != e.total)) {
+        e.last_said = e.total;
+        if (o->progress(o->ud, e.total, e.total) != 0)
+            st = tbx_err(err, TBX_E_CANCELLED, TBX_NO_OFFSET, "progress", "cancelled by the "
+                         "progress callback at the end; nothing was written");
     }
     tbx_pool_stop(e.pool);
     for (int s = 0; s < SLOTS_MAX; s++) {

@@ -111,6 +111,7 @@ static const struct {
     [TBX_E_EXISTS] = {"TBX_E_EXISTS", "already exists"},
     [TBX_E_LOSSY] = {"TBX_E_LOSSY", "lossy"},
     [TBX_E_PADDING] = {"TBX_E_PADDING", "non-zero padding"},
+    [TBX_E_CANCELLED] = {"TBX_E_CANCELLED", "cancelled"},
 };
 
 #define STATUS_COUNT (sizeof status_table / sizeof status_table[0])

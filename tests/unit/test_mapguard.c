@@ -544,9 +544,10 @@ typedef struct late_cut {
     int done;
 } late_cut;
 
-static void cut_when_done(void *ud, uint64_t done, uint64_t total) {
+static int cut_when_done(void *ud, uint64_t done, uint64_t total) {
     late_cut *lc = ud;
     if (done == total && !lc->done++) CHECK_EQ(truncate(lc->path, (off_t)lc->cut), 0);
+    return 0;
 }
 
 static void late_shrink(bool mapped) {

@@ -164,9 +164,9 @@ TBX_TEST(status_names_and_strings) {
         "TBX_E_BAD_MAGIC", "TBX_E_BAD_VERSION", "TBX_E_FORMAT", "TBX_E_LIMIT", "TBX_E_OVERFLOW",
         "TBX_E_DUPLICATE", "TBX_E_RANGE", "TBX_E_UNSUPPORTED", "TBX_E_NOT_FOUND",
         "TBX_E_CHECKSUM", "TBX_E_BUFFER_TOO_SMALL", "TBX_E_STATE", "TBX_E_EXISTS",
-        "TBX_E_LOSSY", "TBX_E_PADDING"};
+        "TBX_E_LOSSY", "TBX_E_PADDING", "TBX_E_CANCELLED"};
     const int n = (int)(sizeof names / sizeof names[0]);
-    CHECK_EQ(n, TBX_E_PADDING + 1);
+    CHECK_EQ(n, TBX_E_CANCELLED + 1);
     for (int i = 0; i < n; i++) {
         CHECK_STR(tbx_status_name((tbx_status)i), names[i]);
         const char *s = tbx_strerror((tbx_status)i);
@@ -178,10 +178,10 @@ TBX_TEST(status_names_and_strings) {
     CHECK_STR(tbx_strerror(TBX_OK), "ok");
     CHECK_STR(tbx_strerror(TBX_E_TRUNCATED), "truncated");
     CHECK_STR(tbx_strerror(TBX_E_BAD_MAGIC), "bad magic");
-    CHECK_STR(tbx_status_name((tbx_status)20), "TBX_E_UNKNOWN");
+    CHECK_STR(tbx_status_name((tbx_status)21), "TBX_E_UNKNOWN");
     CHECK_STR(tbx_status_name((tbx_status)-1), "TBX_E_UNKNOWN");
     CHECK_STR(tbx_status_name((tbx_status)100000), "TBX_E_UNKNOWN");
-    CHECK_STR(tbx_strerror((tbx_status)20), "unknown error");
+    CHECK_STR(tbx_strerror((tbx_status)21), "unknown error");
     CHECK_STR(tbx_strerror((tbx_status)-7), "unknown error");
 }
 

@@ -1,0 +1,177 @@
+"""Progress (issue 24): `tbx convert`'s bar on a terminal, none elsewhere, and Python's
+progress= callable on tensorbox.convert.
+
+The input is a safetensors file written here by PyPI `safetensors` (numpy); every expected
+figure comes from the arrays written (their byte counts), never from tensorbox's output.
+`tbx` runs under a real pseudo-terminal (python's pty module) for the terminal case.
+"""
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+
+import pytest
+
+from conftest import need
+
+np = need("numpy")
+stn = need("safetensors.numpy")
+
+ROWS, COLS = 2048, 2048  # "big": 16 MiB of f32, 8 jobs of the engine (2^19 values each)
+
+
+def make_input(path):
+    big = (np.arange(ROWS * COLS, dtype=np.float32) % 61 - 30).reshape(ROWS, COLS) / 8
+    small = np.linspace(-1, 1, 3 * 64, dtype=np.float32).reshape(3, 64)
+    stn.save_file({"big": big, "small": small}, str(path))
+    return big.nbytes + small.nbytes
+
+
+def human(n):
+    """The size as the bar prints it: B, then one decimal of KiB, MiB, ..."""
+    if n < 1024:
+        return f"{n} B"
+    x, u = float(n), 0
+    units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    while x >= 1024 and u < 4:
+        x /= 1024
+        u += 1
+    return f"{x:.1f} {units[u]}"
+
+
+def run_pty(argv, timeout=120):
+    """Runs argv with stderr on a pseudo-terminal; returns (returncode, stdout, terminal bytes)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    got = b""
+    while True:
+        r, _, _ = select.select([master], [], [], timeout)
+        if not r:
+            p.kill()
+            raise AssertionError("no output from the terminal in time")
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed its side
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(master)
+    out = p.stdout.read()
+    p.wait(timeout)
+    return p.returncode, out, got
+
+
+def test_bar_on_a_terminal(tbx, tmp_path):
+    src, dst = tmp_path / "in.safetensors", tmp_path / "out.gguf"
+    total = make_input(src)
+    rc, _, term = run_pty([tbx, "convert", str(src), str(dst), "--quant", "q8_0"])
+    assert rc == 0, term
+    text = term.decode()
+    assert "\r\x1b[K" in text  # redrawn in place
+    last = text.rstrip("\r\n").split("\r\x1b[K")[-1]
+    # the final line: 100%, the bytes done of the total, a throughput and the time left
+    m = re.search(r"converting +100\.0%  (\S+ \S+) / (\S+ \S+)  (\S+ \S+)/s  ETA (\S+)", last)
+    assert m, repr(last)
+    assert m.group(1) == m.group(2) == human(total)
+    assert m.group(3)[0].isdigit()
+    assert m.group(4) == "0:00"
+    assert text.endswith("\n") or "\n" in text  # the line is finished, not left hanging
+    assert dst.exists()
+
+
+def test_no_bar_without_a_terminal(tbx, tmp_path):
+    src, dst = tmp_path / "in.safetensors", tmp_path / "out.gguf"
+    make_input(src)
+    r = subprocess.run([tbx, "convert", str(src), str(dst), "--quant", "q8_0"],
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert b"\r" not in r.stderr and b"\x1b" not in r.stderr and b"ETA" not in r.stderr
+    assert b"converting" not in r.stderr
+
+
+def test_quiet_on_a_terminal(tbx, tmp_path):
+    src, dst = tmp_path / "in.safetensors", tmp_path / "out.gguf"
+    make_input(src)
+    rc, _, term = run_pty([tbx, "convert", str(src), str(dst), "--quant", "q8_0", "--quiet"])
+    assert rc == 0, term
+    assert b"\r" not in term.replace(b"\r\n", b"\n") and b"ETA" not in term, term
+
+
+# ---- Python: progress= --------------------------------------------------------------------
+tb = need("tensorbox")
+
+
+def test_python_progress_calls(tmp_path):
+    src, dst = tmp_path / "in.safetensors", tmp_path / "out.gguf"
+    total = make_input(src)
+    calls = []
+    tb.convert(src, dst, quant="q8_0", progress=lambda d, t: calls.append((d, t)))
+    assert len(calls) >= 3  # the jobs of "big", then its end, then "small"
+    assert all(t == total for _, t in calls)
+    done = [d for d, _ in calls]
+    assert done == sorted(done)
+    assert calls[-1] == (total, total)
+    assert any(0 < d < ROWS * COLS * 4 for d in done)  # inside "big"
+
+
+class Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("at", [1, 3])
+def test_python_progress_exception_cancels(tmp_path, at):
+    src, dst = tmp_path / "in.safetensors", tmp_path / "out.gguf"
+    make_input(src)
+    n = [0]
+
+    def cb(done, total):
+        n[0] += 1
+        if n[0] == at:
+            raise Stop(f"stop at {done} of {total}")
+
+    with pytest.raises(Stop, match="stop at"):
+        tb.convert(src, dst, quant="q8_0", progress=cb)
+    assert n[0] == at  # no call after the one that raised
+    assert not dst.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.safetensors"]
+
+
+def test_python_progress_exception_keeps_existing_output(tmp_path):
+    src, dst = tmp_path / "in.safetensors", tmp_path / "out.gguf"
+    make_input(src)
+    dst.write_bytes(b"old contents")
+
+    def cb(done, total):
+        if done == total:
+            raise Stop("at the end")
+
+    with pytest.raises(Stop):
+        tb.convert(src, dst, quant="q8_0", progress=cb, force=True)
+    assert dst.read_bytes() == b"old contents"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.safetensors", "out.gguf"]
+
+
+def test_python_progress_not_callable(tmp_path):
+    src, dst = tmp_path / "in.safetensors", tmp_path / "out.gguf"
+    make_input(src)
+    with pytest.raises(TypeError, match="progress"):
+        tb.convert(src, dst, progress=42)
+    assert not dst.exists()
+
+
+def test_diff_bar_on_a_terminal_only(tbx, tmp_path):
+    src = tmp_path / "in.safetensors"
+    total = make_input(src)
+    rc, _, term = run_pty([tbx, "diff", str(src), str(src)])
+    assert rc == 0, term
+    last = term.decode().rstrip("\r\n").split("\r\x1b[K")[-1]
+    m = re.search(r"comparing +100\.0%  (\S+ \S+) / (\S+ \S+)  \S+ \S+/s  ETA 0:00", last)
+    assert m and m.group(1) == m.group(2) == human(2 * total), repr(last)
+    r = subprocess.run([tbx, "diff", str(src), str(src)], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0 and b"\r" not in r.stderr and b"ETA" not in r.stderr, r.stderr
