@@ -2,8 +2,25 @@
 """Hugging Face model directory -> llama.cpp GGUF: wall time, CPU time and peak RSS of `tbx convert`.
 
     .venv/bin/python bench/bench_hf_gguf.py [--reps 3] [--layers 10] [--tbx build/tbx]
-                                            [--only f16,q4_k_m]
+                                            [--only f16,q4_k_m,peers]
+                                            [--models llama,qwen3_moe] [--outtypes f16,q8_0]
+                                            [--cache .cache/bench]
     BENCH_DIR=/path     where the files go (default: a temporary directory, removed after)
+
+peers (issue 22): for each of --models (llama: a decoder, 1.06 GiB; qwen3_moe: an MoE, 1.16 GiB;
+mixtral, 1.17 GiB, on request), a directory built ONCE into --cache (named by a hash of its
+sizes; delete it to rebuild) from the transformers config class: its config.json, and bf16
+random tensors under the names and shapes the model class saves (the model built on the meta
+device, its state_dict mapped back to the checkpoint's names as save_pretrained does; no weight
+is materialized), plus the small BPE tokenizer below. Then, --reps interleaved runs (sync,
+untimed, before each; every output a new file) of
+  cat       `cat *.safetensors > F` (the floor: the bytes read and written once)
+  tbx       `tbx convert DIR out.gguf --cast f16 | --quant q8_0 --force` (durable: fsync)
+  llama.cpp `convert_hf_to_gguf.py DIR --outfile out.gguf --outtype f16 | q8_0` (.venv's python
+            and torch, told the pre-tokenizer name as below; no fsync)
+printing medians of wall and CPU time, the largest peak RSS (GNU time), floor / it, the ratio
+tbx / llama.cpp, whether tbx's peak RSS <= 256 MiB, and whether the last run's two outputs hold
+the same tensors (name, type, shape, bytes; gguf-py). Exit status 1 when either fails.
 
 The model is a synthetic llama-family directory of realistic shapes (TinyLlama-1.1B's: hidden
 2048, 32 heads of 64 with 4 key/value heads, feed-forward 5632, vocabulary 32000), --layers
