@@ -2,8 +2,25 @@
 """Hugging Face model directory -> llama.cpp GGUF: wall time, CPU time and peak RSS of `tbx convert`.
 
     .venv/bin/python bench/bench_hf_gguf.py [--reps 3] [--layers 10] [--tbx build/tbx]
-                                            [--only f16,q4_k_m]
+                                            [--only f16,q4_k_m,peers]
+                                            [--models llama,qwen3_moe] [--outtypes f16,q8_0]
+                                            [--cache .cache/bench]
     BENCH_DIR=/path     where the files go (default: a temporary directory, removed after)
+
+peers (issue 22): for each of --models (llama: a decoder, 1.06 GiB; qwen3_moe: an MoE, 1.16 GiB;
+mixtral, 1.17 GiB, on request), a directory built ONCE into --cache (named by a hash of its
+sizes; delete it to rebuild) from the transformers config class: its config.json, and bf16
+random tensors under the names and shapes the model class saves (the model built on the meta
+device, its state_dict mapped back to the checkpoint's names as save_pretrained does; no weight
+is materialized), plus the small BPE tokenizer below. Then, --reps interleaved runs (sync,
+untimed, before each; every output a new file) of
+  cat       `cat *.safetensors > F` (the floor: the bytes read and written once)
+  tbx       `tbx convert DIR out.gguf --cast f16 | --quant q8_0 --force` (durable: fsync)
+  llama.cpp `convert_hf_to_gguf.py DIR --outfile out.gguf --outtype f16 | q8_0` (.venv's python
+            and torch, told the pre-tokenizer name as below; no fsync)
+printing medians of wall and CPU time, the largest peak RSS (GNU time), floor / it, the ratio
+tbx / llama.cpp, whether tbx's peak RSS <= 256 MiB, and whether the last run's two outputs hold
+the same tensors (name, type, shape, bytes; gguf-py). Exit status 1 when either fails.
 
 The model is a synthetic llama-family directory of realistic shapes (TinyLlama-1.1B's: hidden
 2048, 32 heads of 64 with 4 key/value heads, feed-forward 5632, vocabulary 32000), --layers
@@ -290,38 +307,203 @@ def f16_part(a, d: Path, src: Path, tmp: Path, nbytes: int):
           f"durable of cp {ok(f16_m <= 1.5 * cp_m)}")
 
 
+# ---- the peers part (issue 22): a decoder and an MoE beside convert_hf_to_gguf.py ------------
+
+# family -> (the pre-tokenizer name llama.cpp's converter is told, the config's sizes). Each gives
+# >= 1 GiB of bf16 safetensors: llama 1.06 GiB (TinyLlama-1.1B's widths, 10 layers), qwen3_moe
+# 1.15 GiB (32 experts of 512, top 4 renormalized as Qwen3-30B-A3B, 10 layers), mixtral 1.17 GiB (8 experts of 1536, 14 layers).
+PEER_MODELS = {
+    "llama": ("llama-bpe", dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=10,
+                                num_attention_heads=32, num_key_value_heads=4)),
+    "qwen3_moe": ("qwen2", dict(hidden_size=1024, intermediate_size=3072,
+                                moe_intermediate_size=512, num_experts=32, num_experts_per_tok=4,
+                                num_hidden_layers=10, num_attention_heads=16,
+                                num_key_value_heads=4, head_dim=128,
+                                norm_topk_prob=True)),
+    "mixtral": ("llama-bpe", dict(hidden_size=1024, intermediate_size=1536, num_local_experts=8,
+                                  num_experts_per_tok=2, num_hidden_layers=14,
+                                  num_attention_heads=16, num_key_value_heads=4)),
+}
+# outtype -> tbx's options (convert_hf_to_gguf.py takes --outtype OUTTYPE)
+OUTTYPES = {"f16": ("--cast", "f16"), "q8_0": ("--quant", "q8_0")}
+MODEL_FORMAT = 2  # bump when build_hf writes different files for the same sizes
+
+
+def write_tokenizer(d: Path):
+    """A small byte-level BPE tokenizer (300 entries; the config's vocabulary pads it)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(["a synthetic model for a conversion benchmark"] * 4,
+                            trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "</s>"],
+                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.save(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<s>", "eos_token": "</s>"}))
+
+
+def write_bf16_safetensors(path: Path, tensors):
+    """Streams a safetensors file of bf16 tensors [(name, shape)], filled from one repeated
+    block of N(0, 0.02) values."""
+    import numpy as np
+    hdr, off = {"__metadata__": {"format": "pt"}}, 0
+    for name, shape in tensors:
+        n = 2
+        for x in shape:
+            n *= x
+        hdr[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [off, off + n]}
+        off += n
+    hb = json.dumps(hdr, separators=(",", ":")).encode()
+    hb += b" " * (-len(hb) % 8)
+    f32 = (np.random.default_rng(0).standard_normal(8 << 20) * 0.02).astype(np.float32)
+    block = (f32.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)) + hb)
+        for name, _ in tensors:
+            n = hdr[name]["data_offsets"][1] - hdr[name]["data_offsets"][0]
+            while n > 0:
+                k = min(n, len(block))
+                f.write(block[:k])
+                n -= k
+    return off
+
+
+def build_hf(cache: Path, fam: str) -> Path:
+    """The model directory of FAM, built once under CACHE (named by a hash of its sizes): the
+    transformers config class's config.json, and the tensors its model class saves (names and
+    shapes from the model built on the meta device, mapped back to the checkpoint's names as
+    save_pretrained does), bf16, random."""
+    import hashlib
+    spec = dict(PEER_MODELS[fam][1], vocab_size=V, max_position_embeddings=4096,
+                tie_word_embeddings=False)
+    tag = hashlib.sha256(json.dumps([MODEL_FORMAT, fam, spec], sort_keys=True).encode())
+    d = cache / f"{fam}-{tag.hexdigest()[:12]}"
+    if (d / "model.safetensors").is_file():
+        return d
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.core_model_loading import revert_weight_conversion
+    cfg = AutoConfig.for_model(fam, **spec)
+    cfg.dtype = torch.bfloat16
+    with torch.device("meta"):
+        m = AutoModelForCausalLM.from_config(cfg)
+    sd = revert_weight_conversion(m, m.state_dict())
+    cfg.architectures = [type(m).__name__]  # as save_pretrained of the model writes it
+    work = d.with_name(d.name + ".part")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    cfg.save_pretrained(work)
+    write_tokenizer(work)
+    write_bf16_safetensors(work / "model.safetensors",
+                           [(n, tuple(t.shape)) for n, t in sorted(sd.items())])
+    os.replace(work, d)  # complete or absent
+    return d
+
+
+def peers(a, fam: str, outtypes, tmp: Path) -> bool:
+    """FAM's directory to each outtype by tbx and by convert_hf_to_gguf.py, beside `cat` of its
+    safetensors; True when tbx's peak RSS <= 256 MiB and its tensors equal llama.cpp's."""
+    vendor = llama_cpp_peers()
+    d = build_hf(Path(a.cache), fam)
+    st = sorted(d.glob("*.safetensors"))
+    nbytes = sum(p.stat().st_size for p in st)
+    subprocess.run(["cat", *st], stdout=subprocess.DEVNULL)  # the page cache warm
+    cat_out = tmp / f"{fam}.cat"
+    out = {(who, ot): tmp / f"{fam}.{who}.{ot}.gguf" for who in ("tbx", "llama.cpp")
+           for ot in outtypes}
+    runs = {k: [] for k in [("cat", "")] + list(out)}
+    for _ in range(a.reps):
+        cat_out.unlink(missing_ok=True)
+        subprocess.run(["sync"])
+        runs[("cat", "")].append(timed(["sh", "-c", 'f=$1; shift; cat "$@" > "$f"', "sh",
+                                        cat_out, *st], f"{fam}:cat:"))
+        for ot in outtypes:
+            for who in ("tbx", "llama.cpp"):
+                o = out[(who, ot)]
+                o.unlink(missing_ok=True)
+                subprocess.run(["sync"])
+                argv = ([a.tbx, "convert", d, o, *OUTTYPES[ot], "--force"] if who == "tbx" else
+                        [sys.executable, "-c", CONVERT, vendor, PEER_MODELS[fam][0], d,
+                         "--outfile", o, "--outtype", ot])
+                runs[(who, ot)].append(timed(argv, f"{fam}:{who}:{ot}"))
+    cat_out.unlink(missing_ok=True)
+    med = statistics.median
+    wall = {k: med([w for w, _ in v]) for k, v in runs.items()}
+    rss = {k: max(r for _, r in v) for k, v in runs.items()}
+    cpu = {k: med(CPU[f"{fam}:{k[0]}:{k[1]}"]) for k in runs}
+    print(f"{fam}: {d.name}, {nbytes / 2**30:.2f} GiB of bf16 safetensors ({a.reps} reps, "
+          f"medians; peak RSS the largest; llama.cpp: {vendor.parent.parent.name})")
+    c = ("cat", "")
+    print(f"  {'cat (the floor)':<24} {wall[c]:7.2f} s  CPU {cpu[c]:6.2f} s  "
+          f"{nbytes / wall[c] / 1e9:5.2f} GB/s")
+    ok = True
+    for ot in outtypes:
+        t, l = ("tbx", ot), ("llama.cpp", ot)
+        for k in (t, l):
+            print(f"  {k[0] + ' ' + ot:<24} {wall[k]:7.2f} s  CPU {cpu[k]:6.2f} s  "
+                  f"{nbytes / wall[k] / 1e9:5.2f} GB/s  peak RSS {rss[k] / 1024:7.1f} MiB  "
+                  f"{out[k].stat().st_size} bytes  (floor / it: {wall[c] / wall[k]:.2f})")
+        rss_ok = rss[t] <= 256 * 1024
+        diff = same_tensors(out[t], out[l])
+        print(f"  {ot}: ratio tbx / llama.cpp: wall {wall[t] / wall[l]:.3f}, CPU "
+              f"{cpu[t] / cpu[l]:.3f}, peak RSS {rss[t] / rss[l]:.3f}; tbx peak RSS "
+              f"{'<=' if rss_ok else '>'} 256 MiB ({'met' if rss_ok else 'NOT met'}); tensors "
+              f"(name, type, shape, bytes): " +
+              ("identical to llama.cpp's" if not diff else f"DIFFER from llama.cpp's: {diff}"))
+        ok = ok and rss_ok and not diff
+    for o in out.values():
+        o.unlink(missing_ok=True)
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--layers", type=int, default=10)
     ap.add_argument("--tbx", default=os.environ.get("TBX", str(REPO / "build" / "tbx")))
-    ap.add_argument("--only", default="f16,q4_k_m", help="f16 (tbx beside cp), q4_k_m")
+    ap.add_argument("--only", default="f16,q4_k_m,peers",
+                    help="f16 (tbx beside cp), q4_k_m, peers (f16 and q8_0 of --models beside "
+                         "convert_hf_to_gguf.py)")
+    ap.add_argument("--models", default="llama,qwen3_moe",
+                    help=f"the families of the peers part, of {', '.join(PEER_MODELS)}")
+    ap.add_argument("--outtypes", default="f16,q8_0", help="the peers part's outtypes")
+    ap.add_argument("--cache", default=str(REPO / ".cache" / "bench"),
+                    help="where the peers part's models are built once and kept")
     a = ap.parse_args()
+    parts = {"f16", "q4_k_m", "peers"}
     only = set(a.only.split(","))
-    if only - {"f16", "q4_k_m"}:
-        sys.exit(f"--only: unknown part {', '.join(sorted(only - {'f16', 'q4_k_m'}))}")
-    if "q4_k_m" in only:
+    if only - parts:
+        sys.exit(f"--only: unknown part {', '.join(sorted(only - parts))}")
+    models, outtypes = a.models.split(","), a.outtypes.split(",")
+    if set(models) - set(PEER_MODELS) or set(outtypes) - set(OUTTYPES):
+        sys.exit(f"--models: one of {', '.join(PEER_MODELS)}; --outtypes: of "
+                 f"{', '.join(OUTTYPES)}")
+    if "q4_k_m" in only or "peers" in only:
         llama_cpp_peers()  # before building the model
     base = os.environ.get("BENCH_DIR")
     tmp = Path(base) if base else Path(tempfile.mkdtemp(prefix="bench_hf_gguf_"))
+    ok = True
     try:
+        if "peers" in only:
+            for fam in models:
+                ok = peers(a, fam, outtypes, tmp) and ok
+        if only <= {"peers"}:
+            return
         d = tmp / "model"
         nbytes = write_model(d, a.layers)
         src = d / "model.safetensors"
         print(f"model: llama-family, {a.layers} layers, {nbytes / 2**30:.2f} GiB f16 "
               f"({src.stat().st_size} bytes)")
-        ok = True
         if "f16" in only:
             f16_part(a, d, src, tmp, nbytes)
         if "q4_k_m" in only:
             shutil.copyfile(src, tmp / "warm")  # the page cache warm
             (tmp / "warm").unlink()
-            ok = q4_k_m(a, d, tmp)
+            ok = q4_k_m(a, d, tmp) and ok
     finally:
         if not base:
             shutil.rmtree(tmp, ignore_errors=True)
-    if not ok:
-        sys.exit(1)
+        if not ok:
+            sys.exit(1)
 
 
 if __name__ == "__main__":
