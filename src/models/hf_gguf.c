@@ -267,6 +267,7 @@ static tbx_status cfg_u64(hf *h, const char *name, bool required, uint64_t *out)
 /* ------------------------------------------------------------------------------------------ */
 /* Adds `v` under `key` (the writer copies it; the caller keeps v). */
 static tbx_status put_copy(hf *h, const char *key, const tbx_value *v) {
+    if (!h->w) return TBX_OK; /* tbx_hf_gguf_types: the checks without a writer */
     return tbx_writer_add_meta(h->w, key, strlen(key), v, h->err);
 }
 /* Adds `v` (may be NULL: out of memory) under `key` and frees it. */
@@ -280,6 +281,11 @@ static tbx_status put(hf *h, const char *key, tbx_value *v) {
  * holds a pointer to it, and h frees it after the writer (*v is NULL afterwards). */
 static tbx_status put_lent(hf *h, const char *key, tbx_value **v) {
     if (!*v) return tbx_err_nomem(h->err, key);
+    if (!h->w) { /* tbx_hf_gguf_types: nothing is written */
+        tbx_val_free(*v);
+        *v = NULL;
+        return TBX_OK;
+    }
     if (h->nlent == HF_LENT_MAX) {
         tbx_val_free(*v);
         *v = NULL;
@@ -2156,13 +2162,16 @@ static tbx_status build_plan(hf *h) {
         if (o->exps) o->shape[d++] = o->nexp;
         if (o->ndim == d + 2) o->shape[d++] = o->rows;
         o->shape[d++] = o->cols;
+        uint32_t skip = 0; /* a preset's file counts dimensions as ggml does: no outer 1s (Qwen2-MoE's
+                              [1, n_embd] ffn_gate_inp_shexp is 1-D in llama_model_quantize's) */
+        while (h->preset && d - skip > 1 && o->shape[skip] == 1) skip++;
         tbx_plan_tensor t;
         memset(&t, 0, sizeof t);
         t.name = o->name;
         t.name_len = (uint32_t)strlen(o->name);
         t.dtype = (uint16_t)o->dtype;
-        t.ndim = (uint16_t)o->ndim;
-        t.shape = o->shape;
+        t.ndim = (uint16_t)(d - skip);
+        t.shape = o->shape + skip;
         t.action = o->action;
         t.why = o->why;
         if (o->src == UINT64_MAX) {
@@ -2233,7 +2242,7 @@ static tbx_status apply_preset(hf *h) {
     lp.only_copy = h->preset->deflt == TBX_DT_INVALID;
     lp.pure = (o->preset_flags & TBX_PRESET_PURE) != 0;
     lp.has_imatrix = (o->preset_flags & TBX_PRESET_HAS_IMATRIX_) != 0;
-    lp.quantize_output = true;
+    lp.quantize_output = !(o->preset_flags & TBX_PRESET_LEAVE_OUTPUT);
     lp.output_type = o->output_tensor_type;
     lp.token_embd_type = o->token_embedding_type;
     tbx_lq_rules_use(rs, &lp);
@@ -2370,10 +2379,12 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
     if (o->quant_preset) {
         h->preset = tbx_lq_preset_find(o->quant_preset);
         if (!h->preset || o->quant_to != TBX_DT_INVALID || o->cast_to != TBX_DT_INVALID ||
-            (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_HAS_IMATRIX_))) {
+            (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_HAS_IMATRIX_ |
+                                         TBX_PRESET_LEAVE_OUTPUT))) {
             const char *why = !h->preset ? "'%s' is not one of llama-quantize's types"
                               : (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE |
-                                                               TBX_PRESET_HAS_IMATRIX_))
+                                                               TBX_PRESET_HAS_IMATRIX_ |
+                                                               TBX_PRESET_LEAVE_OUTPUT))
                                   ? "%s: --dry-run and --keep-split apply to a GGUF input "
                                     "(convert the directory to GGUF first)"
                                   : "%s: a preset decides every tensor's type, with no "
@@ -2400,6 +2411,29 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
     }
     *out = h;
     return TBX_OK;
+}
+
+tbx_status tbx_hf_gguf_types(tbx_hf_gguf *h, tbx_error *err) {
+    h->w = NULL;
+    h->err = err;
+    tbx_status st = write_hparams(h); /* (no writer: it sets the hyper-parameters only) */
+    if (st == TBX_OK) st = resolve_splits(h);
+    if (st == TBX_OK) st = check_hparams(h);
+    if (st == TBX_OK) st = apply_preset(h);
+    return st;
+}
+
+size_t tbx_hf_gguf_out_count(const tbx_hf_gguf *h) { return h->nout; }
+
+void tbx_hf_gguf_out_get(const tbx_hf_gguf *h, size_t k, tbx_hf_gguf_out *o) {
+    const hf_out *x = &h->out[k];
+    o->name = x->name;
+    o->type = x->dtype;
+    o->wanted = x->why == HF_WHY_FALLBACK ? x->wanted : x->dtype;
+    o->fallback = x->why == HF_WHY_FALLBACK;
+    o->by_preset = x->why == HF_WHY_REQUESTED || x->why == HF_WHY_FALLBACK;
+    o->nsrc = x->src == UINT64_MAX ? 0 : x->exps ? x->nexp : 1;
+    o->src = x->exps ? x->exps : &x->src;
 }
 
 tbx_status tbx_hf_gguf_write(tbx_hf_gguf *h, tbx_writer *w, tbx_plan **plan, tbx_error *err) {
