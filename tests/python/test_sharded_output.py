@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-from conftest import run, need
+from conftest import assert_clean_exit, run, need
 
 np = need("numpy")
 stn = need("safetensors.numpy")
@@ -34,6 +34,7 @@ from test_hf_gguf import make_decoder  # noqa: E402  (the tiny llama of test_hf_
 
 def tbx_ok(tbx, *args):
     r = run(tbx, *args)
+    assert_clean_exit(r)
     assert r.rc == 0, r.describe()
     return r
 
@@ -191,12 +192,14 @@ def test_failure_leaves_no_shard(tbx, tmp_path):
     for out in ("model.safetensors", "model.gguf"):
         r = run(tbx, "convert", src, tmp_path / out, "--max-shard-size", "1000",
                 "--cast", "f16", "--strict")
+        assert_clean_exit(r)
         assert r.rc != 0, r.describe()
         assert sorted(p.name for p in tmp_path.iterdir()) == ["in.safetensors"], out
     # an existing shard is refused (no --force) and nothing is written
     second = list(hub_split(sd, "model", 1000, file_order(src)).filename_to_tensors)[1]
     (tmp_path / second).write_bytes(b"keep")
     r = run(tbx, "convert", src, tmp_path / "model.safetensors", "--max-shard-size", "1000")
+    assert_clean_exit(r)
     assert r.rc != 0 and "exists" in r.text, r.describe()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.safetensors", second]
     assert (tmp_path / second).read_bytes() == b"keep"
