@@ -176,6 +176,8 @@ static tbx_status check_row_flags(tbx_hf_back *h) {
          * back in f32) are not proven against transformers yet */
         {ARCH_NO_SPACE_PREFIX, "Gemma's rows, not proven yet"},
         {ARCH_GEMMA_EOT, "Gemma's <end_of_turn>"},
+        {ARCH_ROPE_PARTIAL, "rope dimensions from partial_rotary_factor"},
+        {ARCH_SPM_ADDED, "Phi-3's added-token rules"},
     };
     const unsigned extra = h->a->flags & ~(unsigned)BACK_FLAGS;
     if (!extra) return TBX_OK;

@@ -9,14 +9,17 @@ The expected types come from llama.cpp itself: llama_model_quantize (llama_quant
 tbx's f32 GGUF of the same directory, its output's types and its log's fallback lines, carried
 to the Hugging Face names by llama.cpp's naming (HF_TO_GGUF below, written from
 convert_hf_to_gguf's tensor map, not from tensorbox). The values: mantle's runtime (`mantle trace`,
-the Go reference of MCF; TBX_MANTLE = its binary, built from github.com/samcharles93/mantle
-803be32 as tests/data/mcf/README.md says) loads the file and its last-token logits equal a float64
-numpy forward of the model whose weights are the MCF payloads decoded by numpy (test_mcf_quant's
-independent decoder), and its logits of the unquantized MCF equal the forward of the original
-weights to the same tolerance.
+the Go reference of MCF, github.com/samcharles93/mantle 803be32 as tests/data/mcf/README.md says)
+loaded each preset's file, and every layer's outputs of its trace equal a float64 numpy forward of
+the model whose weights are the MCF payloads decoded by numpy (test_mcf_quant's independent
+decoder). mantle never runs in CI: its runs are recorded in tests/data/mcf/presets/ (record.py
+there, run by hand with TBX_MANTLE = a mantle binary) with the sha256 of the file it ran, which
+tbx must write again byte for byte; with TBX_MANTLE set the test reruns mantle and its trace must
+be the recorded one.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_clean_exit, need, run
+from conftest import REPO, assert_clean_exit, need, run
 import llama_quantize_ref as ref
 
 np = need("numpy")
@@ -88,13 +91,17 @@ def decoded(t) -> np.ndarray:
     return model_decode(np, payload, KIND[dt], *shape)
 
 
+# the llama model (its seed and sizes: tests/data/mcf/presets/ recorded mantle on its files)
+LLAMA = dict(seed=21, L=8, H=8, KV=2, E=256, FF=384)
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory, tbx):
     """name -> (HF directory, tbx's f32 GGUF of it)."""
     d = tmp_path_factory.mktemp("mcfpresets")
     out = {}
     # 8 layers (the layer rules), n_gqa 4, rows of 256 and 384 (llama.cpp's fallbacks)
-    make_model(d / "llama-hf", "llama", 21, L=8, H=8, KV=2, E=256, FF=384)
+    make_model(d / "llama-hf", "llama", **LLAMA)
     # tied embeddings, biases, n_gqa 2
     make_model(d / "qwen2-hf", "qwen2", 22, L=4, H=4, KV=2, E=256, FF=512, tie=True)
     for name in ("llama", "qwen2"):
@@ -191,24 +198,6 @@ def test_preset_types_are_llama_cpps_in_mcf_families(tbx, models, tmp_path, mode
     assert got == want
 
 
-@pytest.fixture(scope="module")
-def mantle():
-    p = os.environ.get("TBX_MANTLE")
-    if not p or not os.access(p, os.X_OK):
-        pytest.skip("mantle's runtime is not available: TBX_MANTLE=path of a mantle binary "
-                    "(github.com/samcharles93/mantle 803be32, tests/data/mcf/README.md)")
-    return p
-
-
-def mantle_logits(mantle: str, mcf: Path, tmp_path: Path):
-    out = tmp_path / (mcf.stem + ".trace.json")
-    r = run(mantle, "trace", "-m", mcf, "--prompt", "hello world", "--no-template",
-            "--out", out, timeout=300)
-    assert r.rc == 0 and out.exists(), r.describe()
-    t = json.loads(out.read_text())
-    return t["token_ids"], np.array(t["last_token_logits"], dtype=np.float64)
-
-
 def int8_blocks(x):
     """mantle's activations for a quantized matrix (quantizeVecBlocksInto, AVX2 CPUs): each row
     in blocks of 32, scale = max|v| / 127 (f32), codes Go's math.Round(v * (1 / scale)) within
@@ -225,15 +214,19 @@ def int8_blocks(x):
     return (q * scale).reshape(n, -1)[:, :c]
 
 
-def layer_outputs(cfg: dict, W: dict, quantized: set, trace: dict):
+def layer_outputs(cfg: dict, W: dict, quantized: set, trace: dict | None = None,
+                  token_ids=None):
     """Each layer's attention and FFN outputs (and the logits of the last position) computed in
-    float64 from mantle's own inputs to that layer (the trace's hidden states: each layer checked
-    on its own, so one activation code that rounds the other way in f32 does not spread), with
-    the weights W (a matrix in `quantized` multiplied by mantle's int8 activation blocks). The
-    rotary embedding is transformers' rotate-half (test_hf_gguf.decoder_logits' convention)."""
+    float64 with the weights W (a matrix in `quantized` multiplied by mantle's int8 activation
+    blocks). Given mantle's `trace`, each layer starts from mantle's own inputs to that layer (the
+    trace's hidden states: each layer checked on its own, so one activation code that rounds the
+    other way in f32 does not spread); given only `token_ids`, the forward runs on its own from
+    the embedding rows (chained: its own outputs feed the next layer). The rotary embedding is
+    transformers' rotate-half (test_hf_gguf.decoder_logits' convention)."""
     H, KV, E = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
     D, eps, L = E // H, cfg["rms_norm_eps"], cfg["num_hidden_layers"]
-    n = len(trace["token_ids"])
+    ids = trace["token_ids"] if trace is not None else list(token_ids)
+    n = len(ids)
     rms = lambda x, w: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
     inv = cfg["rope_theta"] ** (-np.arange(0, D, 2, dtype=np.float64) / D)
     ang = np.arange(n, dtype=np.float64)[:, None] * inv[None, :]
@@ -250,9 +243,11 @@ def layer_outputs(cfg: dict, W: dict, quantized: set, trace: dict):
 
     mask = np.triu(np.full((n, n), -np.inf), 1)
     out = []
+    x = W["model.embed_tokens.weight"][ids]
     for l in range(L):
         p = f"model.layers.{l}."
-        x = np.array(trace["hidden_states"][l], dtype=np.float64)
+        if trace is not None:
+            x = np.array(trace["hidden_states"][l], dtype=np.float64)
         h = rms(x, W[p + "input_layernorm.weight"])
         q = rope(lin(h, p + "self_attn.q_proj").reshape(n, H, D))
         k = np.repeat(rope(lin(h, p + "self_attn.k_proj").reshape(n, KV, D)), H // KV, 1)
@@ -261,16 +256,20 @@ def layer_outputs(cfg: dict, W: dict, quantized: set, trace: dict):
         a = np.exp(a - a.max(-1, keepdims=True))
         a /= a.sum(-1, keepdims=True)
         att = lin(np.einsum("hqk,khd->qhd", a, v).reshape(n, H * D), p + "self_attn.o_proj")
-        x2 = x + np.array(trace["attention_outputs"][l], dtype=np.float64)
+        x2 = x + (np.array(trace["attention_outputs"][l], dtype=np.float64)
+                  if trace and "attention_outputs" in trace else att)
         h = rms(x2, W[p + "post_attention_layernorm.weight"])
         g = lin(h, p + "mlp.gate_proj")
         ffn = lin(g / (1 + np.exp(-g)) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
-        out += [(f"layer {l} attention", att, trace["attention_outputs"][l]),
-                (f"layer {l} ffn", ffn, trace["ffn_outputs"][l])]
+        out += [(f"layer {l} attention", att, trace and trace.get("attention_outputs", [None] * L)[l]),
+                (f"layer {l} ffn", ffn, trace and trace.get("ffn_outputs", [None] * L)[l])]
+        x = x2 + ffn
     head = "lm_head.weight" if "lm_head.weight" in W else "model.embed_tokens.weight"
-    x = rms(np.array(trace["hidden_states"][L][-1:], dtype=np.float64), W["model.norm.weight"])
+    if trace is not None:
+        x = np.array(trace["hidden_states"][L], dtype=np.float64)
+    x = rms(x[-1:], W["model.norm.weight"])
     out.append(("logits", (int8_blocks(x) if head in quantized else x) @ W[head].T,
-                [trace["last_token_logits"]]))
+                trace and [trace.get("last_token_logits")]))
     return out
 
 
@@ -279,37 +278,129 @@ def rel_rms(a, b) -> float:
     return float(np.sqrt(((a - b) ** 2).mean() / (b ** 2).mean()))
 
 
-@pytest.mark.parametrize("preset", ["Q4_K_M", "Q8_0", "Q4_0", "Q2_K", "Q3_K_S", "Q6_K"])
-def test_mantle_runs_the_preset(tbx, mantle, models, tmp_path, preset):
-    """mantle loads the preset's MCF and computes with the values its payloads decode to: every
-    layer's outputs are the float64 forward's with the numpy-decoded weights to 1e-3 (relative
-    RMS), and at least 5e-3 from the forward with the original weights (so the check tells the
-    quantized model from the original). mantle's runtime knows no qwen2 ("unsupported
-    model_type"): the llama model only."""
+# mantle's runs, recorded: tests/data/mcf/presets/ (record.py there runs mantle on tbx's files)
+MANTLE_PRESETS = ["Q4_K_M", "Q8_0", "Q4_0", "Q2_K", "Q3_K_S", "Q6_K"]
+MANTLE_PROMPT = "h"  # BOS + one token: two positions (the attention weighs two keys)
+RECORDED = REPO / "tests" / "data" / "mcf" / "presets"
+SKETCH_K = 16
+
+
+def sketch(v) -> list:
+    """A few numbers standing for a vector: its RMS and SKETCH_K fixed Gaussian projections
+    (numpy's legacy RandomState, whose stream is frozen), each rounded to 7 significant digits;
+    ||sketch(a) - sketch(b)|| / ||sketch(b)|| estimates rel_rms(a, b)."""
+    v = np.asarray(v, dtype=np.float64).ravel()
+    p = np.random.RandomState(2111).standard_normal((SKETCH_K, v.size))
+    return [float(f"{x:.7g}") for x in [math.sqrt((v * v).mean()), *(p @ v)]]
+
+
+def sketch_rel(a: list, b: list) -> float:
+    a, b = np.array(a[1:]), np.array(b[1:])
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def f32_bytes(x) -> bytes:
+    return np.asarray(x, dtype=np.float32).astype("<f4").tobytes()
+
+
+def mantle_trace(mantle: str, mcf: Path, tmp: Path) -> dict:
+    out = tmp / (mcf.stem + ".trace.json")
+    r = run(mantle, "trace", "-m", mcf, "--prompt", MANTLE_PROMPT, "--no-template", "--out", out,
+            timeout=300)
+    assert r.rc == 0 and out.exists(), r.describe()
+    return json.loads(out.read_text())
+
+
+def trace_record(tr: dict) -> tuple[dict, bytes]:
+    """mantle's trace -> (its record, the hidden states' f32 bytes): the token ids, the sha256
+    of every value of the trace as f32 (hidden states, attention and FFN outputs, logits), the
+    hidden states in full (the inputs of each layer, float32 as mantle computed them: the
+    forward must start from these exact values, an activation code that rounds the other way
+    spreads) and a sketch of each layer's outputs and of the logits."""
+    hidden = f32_bytes(tr["hidden_states"])
+    allv = hidden + b"".join(f32_bytes(tr[k]) for k in ("attention_outputs", "ffn_outputs",
+                                                        "last_token_logits"))
+    outs = {}
+    for l, (a, f) in enumerate(zip(tr["attention_outputs"], tr["ffn_outputs"])):
+        outs[f"layer {l} attention"] = sketch(a)
+        outs[f"layer {l} ffn"] = sketch(f)
+    outs["logits"] = sketch([tr["last_token_logits"]])
+    return ({"token_ids": tr["token_ids"], "hidden_shape": list(np.shape(tr["hidden_states"])),
+             "hidden_sha256": hashlib.sha256(hidden).hexdigest(),
+             "trace_f32_sha256": hashlib.sha256(allv).hexdigest(), "outputs": outs}, hidden)
+
+
+def recorded() -> dict:
+    p = RECORDED / "mantle.json"
+    assert p.is_file(), f"mantle's recorded runs missing: {p}"
+    return json.loads(p.read_text())
+
+
+@pytest.mark.parametrize("preset", MANTLE_PRESETS)
+def test_mantle_runs_the_preset(tbx, models, tmp_path, preset):
+    """mantle loads the preset's MCF and computes with the values its payloads decode to, from
+    mantle's run recorded in tests/data/mcf/presets/ (its README says how): (a) tbx writes
+    exactly the file mantle ran (sha256), so mantle's verdict is this file's; (b) every layer's
+    outputs in mantle's trace are the float64 forward's with the numpy-decoded weights, from
+    mantle's inputs to that layer, to 1e-3 (relative RMS, estimated from the recorded sketches),
+    and at least 5e-3 from the forward with the original weights (so the check tells the
+    quantized model from the original); (c) with TBX_MANTLE = a mantle binary (commit 803be32),
+    mantle runs again here: its trace must be the recorded one, value for value, and its full
+    outputs pass (b) too. mantle's runtime knows no qwen2 ("unsupported model_type"): the llama
+    model only."""
     hf, _ = models["llama"]
     stn = need("safetensors.numpy")
+    rec = recorded()["presets"][preset]
     out = tmp_path / "quant.mcf"
     r = run(tbx, "convert", hf, out, "--quant", preset, timeout=300)
     assert r.rc == 0, r.describe()
-    trace = tmp_path / "trace.json"
-    r = run(mantle, "trace", "-m", out, "--prompt", "hello world", "--no-template", "--out",
-            trace, timeout=300)
-    assert r.rc == 0 and trace.exists(), r.describe()
-    tr = json.loads(trace.read_text())
+    blob = out.read_bytes()
+    assert hashlib.sha256(blob).hexdigest() == rec["mcf_sha256"], \
+        f"{preset}: tbx's file is not the one mantle ran ({len(blob)} bytes, recorded " \
+        f"{rec['mcf_size']})"
+    assert rec["mantle_rc"] == 0
+    hidden = (RECORDED / rec["hidden_file"]).read_bytes()
+    assert hashlib.sha256(hidden).hexdigest() == rec["hidden_sha256"], rec["hidden_file"]
+    L = json.loads((hf / "config.json").read_text())["num_hidden_layers"]
+    tr = {"token_ids": rec["token_ids"],
+          "hidden_states": np.frombuffer(hidden, "<f4").reshape(rec["hidden_shape"]).tolist()}
+    assert len(tr["hidden_states"]) == L + 1 and len(tr["token_ids"]) == 2
     cfg = json.loads((hf / "config.json").read_text())
-    tensors = mcf_tensors(out.read_bytes())
+    tensors = mcf_tensors(blob)
     quantized = {n for n, t in tensors.items() if t[0] in KIND}
     assert quantized, f"{preset}: nothing quantized"
     dec = {n: decoded(t).astype(np.float64) for n, t in tensors.items()}
     orig = {n: v.astype(np.float64) for n, v in stn.load_file(str(hf / "model.safetensors")).items()}
-    for (what, want, got), (_, other, _) in zip(layer_outputs(cfg, dec, quantized, tr),
-                                                layer_outputs(cfg, orig, set(), tr)):
-        # (1e-7 typically; up to a few 1e-4 where one of mantle's f32 activation codes rounds
-        # to the other side of .5 than the float64 forward's)
-        e, far = rel_rms(got, want), rel_rms(other, want)
-        assert e <= 1e-3, f"{preset} {what}: mantle's values {e:.3g} from the decoded MCF's"
-        assert far >= 5e-3, \
-            f"{preset} {what}: the original weights give nearly the same ({far:.3g})"
+
+    def check(tr, outputs):
+        want = layer_outputs(cfg, dec, quantized, tr)
+        other = layer_outputs(cfg, orig, set(), tr)
+        assert [w[0] for w in want] == list(outputs)
+        for (what, w, _), (_, o, _) in zip(want, other):
+            # (1e-7 typically; up to a few 1e-4 where one of mantle's f32 activation codes
+            # rounds to the other side of .5 than the float64 forward's)
+            got, sw = outputs[what], sketch(w)
+            e, far = sketch_rel(got, sw), sketch_rel(sketch(o), sw)
+            assert e <= 1e-3, f"{preset} {what}: mantle's values {e:.3g} from the decoded MCF's"
+            assert far >= 5e-3, \
+                f"{preset} {what}: the original weights give nearly the same ({far:.3g})"
+
+    # (the recorded trace keeps mantle's attention outputs as sketches only: the FFN's input is
+    # the layer's input plus the forward's own attention output, mantle's to ~1e-7)
+    check(tr, rec["outputs"])
+    mantle = os.environ.get("TBX_MANTLE")
+    if mantle:
+        live = mantle_trace(mantle, out, tmp_path)
+        got, hid = trace_record(live)
+        assert got == {k: rec[k] for k in got}, f"{preset}: mantle's trace is not the recorded one"
+        assert hid == hidden
+        # and the full outputs, each layer from mantle's own inputs (attention included)
+        for (what, want, g), (_, other, _) in zip(layer_outputs(cfg, dec, quantized, live),
+                                                  layer_outputs(cfg, orig, set(), live)):
+            e, far = rel_rms(g, want), rel_rms(other, want)
+            assert e <= 1e-3, f"{preset} {what}: mantle's values {e:.3g} from the decoded MCF's"
+            assert far >= 5e-3, \
+                f"{preset} {what}: the original weights give nearly the same ({far:.3g})"
 
 
 def test_python_convert_same_file(tbx, models, tmp_path):
