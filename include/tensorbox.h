@@ -1327,6 +1327,27 @@ typedef struct tbx_convert_options {
      * when positive); a key given in `meta` keeps the caller's value. Applies to the Hugging
      * Face -> GGUF conversion made by tbx_convert too. */
     const char *imatrix;
+
+    /* ---- sharded output (tbx convert --max-shard-size; issue 24) ------------------------- */
+    /* 0: one output file. Else the output is cut into files of at most this many tensor bytes
+     * (a tensor larger than that alone in its file), as the format's own tools lay them out:
+     *   - safetensors: as huggingface_hub's split_torch_state_dict_into_shards packs a state
+     *     dict (tensors in order; one larger than the limit goes alone into a shard of its own
+     *     at once; the shard being filled is closed when the next tensor would take it past the
+     *     limit; sizes are the output's tensor bytes). One shard: OUT itself, as without the
+     *     option. More: STEM-0000I-of-0000N.safetensors beside OUT (STEM: OUT without
+     *     ".safetensors") and OUT.index.json = {"metadata": {"total_size": bytes},
+     *     "weight_map": {tensor: shard file}} (keys sorted); each shard has the metadata.
+     *   - GGUF: a split set as llama.cpp's gguf-split --split-max-size writes one (consecutive
+     *     tensors, a new file when the next tensor, padded to 32 bytes, would pass the limit):
+     *     STEM-0000I-of-0000N.gguf, the first with the metadata, each with split.no (u16),
+     *     split.count (u16) and split.tensors.count (i32) last; one file: STEM-00001-of-00001.gguf
+     *     as gguf-split names it. llama.cpp loads the set from the first file.
+     * Every file is written under a temporary name first and all are renamed into place only
+     * when all were written (the index, or GGUF's first file, last): a failure leaves none.
+     * Other formats, TBX_PRESET_KEEP_SPLIT and the Hugging Face -> GGUF conversion:
+     * TBX_E_INVALID_ARG / TBX_E_UNSUPPORTED. */
+    uint64_t max_shard_size;
 } tbx_convert_options;
 
 /* A --tensor-type rule (tbx_convert_options.tensor_types). */

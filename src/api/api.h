@@ -11,6 +11,7 @@
 
 #include "access.h"
 #include "registry.h"
+#include "plan.h"
 
 /* tbx_validate_path for a file in memory or behind a read callback (same contract; the open
  * options' allocator, limits, format and threads apply). Internal for now: the fuzz targets and
@@ -45,5 +46,24 @@ void tbx_diff_sums_(const float *a, const float *b, uint64_t n, double out[9]);
 int tbx_diff_sums_finite_(const float *a, const float *b, uint64_t n, double out[9], int simd);
 void tbx_diff_metrics_(const double s[9], double m[4]);
 void tbx_diff_permute_(const float *in, float *out, uint64_t rows, uint64_t cols, uint64_t d);
+
+/* (shards.c) The shards of a sharded output: the plan's tensors packed by the rule of the
+ * format's tool into shards of at most `max` bytes of output tensors (a larger tensor alone):
+ * TBX_SHARD_HUB as huggingface_hub's split_torch_state_dict_into_shards (a tensor above the
+ * limit becomes a shard at once, before the one being filled), TBX_SHARD_GGUF as llama.cpp's
+ * gguf-split --split-max-size (consecutive; sizes padded to 32 bytes). The plan's tensors (and
+ * its importance-matrix vectors) are put in shard order, stably, so shard s is the window
+ * [start[s], start[s + 1]); names is cleared when that moved any. Free with tbx_shards_free. */
+typedef enum tbx_shard_rule { TBX_SHARD_HUB, TBX_SHARD_GGUF } tbx_shard_rule;
+typedef struct tbx_shards {
+    size_t *start;          /* n + 1 entries */
+    size_t n;               /* shards (at least 1) */
+    size_t cap_;
+    uint64_t total_bytes;   /* the output tensors' bytes (unpadded) */
+    uint64_t total_values;  /* their elements */
+} tbx_shards;
+tbx_status tbx_shards_pack(tbx_plan *p, const tbx_file *in, uint64_t max, tbx_shard_rule rule,
+                           tbx_shards *out, tbx_error *err);
+void tbx_shards_free(tbx_plan *p, tbx_shards *s);
 
 #endif /* TBX_API_H */

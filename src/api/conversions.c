@@ -17,6 +17,7 @@
 #include "models.h"
 #include "imatrix.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -386,6 +387,16 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
     }
     st = tbx_plan_plain_check(&po, err);
     if (st != TBX_OK) return st;
+    if (o->max_shard_size && o->write.format != TBX_FORMAT_SAFETENSORS &&
+        o->write.format != TBX_FORMAT_GGUF)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "max_shard_size",
+                       "a sharded output (--max-shard-size) is written as safetensors shards "
+                       "with their index or as a GGUF split set, not as %s",
+                       tbx_format_name(o->write.format));
+    if (o->max_shard_size && (o->preset_flags & TBX_PRESET_KEEP_SPLIT))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "max_shard_size",
+                       "--keep-split keeps the input's shards and --max-shard-size makes new "
+                       "ones: give one");
     /* the output can be written (its directory exists, ...) and the write options are the
      * format's, before any work is done */
     return tbx_writer_check(out_path, &o->write, err);
@@ -575,6 +586,162 @@ static tbx_status keep_split(tbx_file *in, const char *out_path, const tbx_conve
     return st;
 }
 
+/* ---- sharded output (tbx_convert_options.max_shard_size) ----------------------------------- */
+/* The name of shard s of nsh: OUT's stem (without the format's extension) + "-%05zu-of-%05zu"
+ * + the extension; a one-shard safetensors output is OUT itself (huggingface_hub). */
+static tbx_status shard_name(const char *out, bool gguf, size_t s, size_t nsh, char *buf,
+                             size_t cap, tbx_error *err) {
+    const char *ext = gguf ? ".gguf" : ".safetensors";
+    size_t len = strlen(out);
+    const size_t el = strlen(ext);
+    if (len > el && !strcmp(out + len - el, ext)) len -= el;
+    const int r = !gguf && nsh == 1 ? snprintf(buf, cap, "%s", out)
+                                    : snprintf(buf, cap, "%.*s-%05zu-of-%05zu%s", (int)len, out,
+                                               s + 1, nsh, ext);
+    if (r < 0 || (size_t)r >= cap)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "output path too long");
+    return TBX_OK;
+}
+
+/* split.no, split.count, split.tensors.count as llama.cpp's gguf-split sets them. */
+static tbx_status put_split_keys(tbx_value *m, size_t s, size_t nsh, size_t ntensors,
+                                 tbx_error *err) {
+    static const char *const keys[3] = {"split.no", "split.count", "split.tensors.count"};
+    tbx_value *v[3] = {tbx_value_new_uint(TBX_V_U16, s), tbx_value_new_uint(TBX_V_U16, nsh),
+                       tbx_value_new_int(TBX_V_I32, (int64_t)ntensors)};
+    tbx_status st = TBX_OK;
+    for (int i = 0; i < 3; i++) {
+        if (st == TBX_OK && !v[i]) st = tbx_err_nomem(err, "split keys");
+        if (st != TBX_OK) {
+            tbx_value_free(v[i]);
+            continue;
+        }
+        st = tbx_value_map_put(m, keys[i], strlen(keys[i]), v[i]);
+        if (st != TBX_OK)
+            st = tbx_err(err, st, TBX_NO_OFFSET, "meta", "%s is the split set's own key: it "
+                         "cannot be given as metadata of a split GGUF output", keys[i]);
+    }
+    return st;
+}
+
+/* The plan written as shards (tbx_shards_pack), each a writer of its own under a temporary name
+ * of the output set, renamed into place together when every one (and the index) was written. */
+static tbx_status write_sharded(tbx_file *in, const char *out_path, const tbx_convert_options *o,
+                                tbx_plan *plan, bool preset, uint32_t ftype, bool changed,
+                                uint32_t wflags, tbx_error *err) {
+    const bool gguf = o->write.format == TBX_FORMAT_GGUF;
+    tbx_shards sh;
+    tbx_status st = tbx_shards_pack(plan, in, o->max_shard_size,
+                                    gguf ? TBX_SHARD_GGUF : TBX_SHARD_HUB, &sh, err);
+    if (st != TBX_OK) return st;
+    if (gguf && (sh.n > 65535 || plan->n > INT32_MAX))
+        st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "split.count", "%zu shards of %zu tensors "
+                     "do not fit GGUF's split keys (u16, i32)", sh.n, plan->n);
+    char path[4096];
+    /* every destination can be written, before anything is */
+    for (size_t s = 0; st == TBX_OK && s < sh.n; s++) {
+        st = shard_name(out_path, gguf, s, sh.n, path, sizeof path, err);
+        if (st == TBX_OK) st = tbx_writer_check(path, &o->write, err);
+    }
+    tbx_outset set;
+    tbx_outset_init(&set, &in->al,
+                    ((o->write.flags & TBX_WRITE_NO_SYNC) ? TBX_OUT_NO_SYNC : 0) |
+                        ((o->write.flags & TBX_WRITE_OVERWRITE) ? TBX_OUT_OVERWRITE : 0));
+    json_t *wm = !gguf && sh.n > 1 ? json_object() : NULL;
+    tbx_plan_tensor *all = plan->t;
+    const float **qw = plan->qw;
+    uint8_t *qw_why = plan->qw_why;
+    const size_t nall = plan->n;
+    for (size_t s = 0; st == TBX_OK && s < sh.n; s++) {
+        const size_t first = sh.start[s], end = sh.start[s + 1];
+        const char *tmp = NULL;
+        st = shard_name(out_path, gguf, s, sh.n, path, sizeof path, err);
+        if (st == TBX_OK) st = tbx_outset_add(&set, path, &tmp, err);
+        tbx_writer *w = NULL;
+        if (st == TBX_OK) st = tbx_writer_open_(&w, tmp, &o->write, wflags, err);
+        if (st != TBX_OK) break;
+        tbx_kept_values kept = {NULL, 0, 0};
+        tbx_value *m = NULL;
+        if (gguf) {
+            /* the first file: the metadata, the split keys last; the others: the split keys */
+            m = s == 0 && o->meta ? tbx_value_clone(o->meta) : tbx_value_new_map();
+            st = m ? put_split_keys(m, s, sh.n, nall, err) : tbx_err_nomem(err, "metadata");
+            tbx_convert_options o1 = *o;
+            o1.meta = m;
+            if (st == TBX_OK && s == 0)
+                st = preset ? tbx_convert_copy_meta_llama(in, w, &o1, ftype, &kept, err)
+                            : tbx_convert_copy_meta(in, w, &o1, changed ? &ftype : NULL, &kept,
+                                                    err);
+            else if (st == TBX_OK)
+                for (uint64_t i = 0; st == TBX_OK && i < tbx_value_len(m); i++) {
+                    size_t kl = 0;
+                    const char *k = tbx_value_key_at(m, i, &kl);
+                    st = tbx_writer_add_meta(w, k, kl, tbx_value_at(m, i), err);
+                }
+        } else {
+            /* each shard has the metadata, as save_pretrained gives each its own */
+            st = set_source_dir(in, w, err);
+            if (st == TBX_OK)
+                st = tbx_convert_copy_meta(in, w, o, changed ? &ftype : NULL, &kept, err);
+        }
+        if (st == TBX_OK && (s == 0 || !gguf)) st = tbx_convert_copy_sizevars(in, w, o, err);
+        if (st == TBX_OK && s == 0) st = tbx_convert_copy_sections_but(in, w, o, NULL, err);
+        /* the shard's tensors: a window of the plan */
+        if (preset) tbx_plan_preset_window(plan, first);
+        plan->t = all + first;
+        plan->n = end - first;
+        if (qw) plan->qw = qw + first;
+        if (qw_why) plan->qw_why = qw_why + first;
+        if (st == TBX_OK) {
+            tbx_engine_opts eo;
+            engine_opts(&eo, o->progress, o->progress_ud, o->on_tensor, o->flags);
+            eo.on_quant = o->on_quant;
+            st = tbx_engine_run(in, plan, w, &eo, err);
+        }
+        plan->t = all;
+        plan->n = nall;
+        plan->qw = qw;
+        plan->qw_why = qw_why;
+        if (preset) tbx_plan_preset_window(plan, 0);
+        st = conclude(in, w, st, err);
+        tbx_convert_kept_free(in, &kept);
+        tbx_value_free(m);
+        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        for (size_t k = first; st == TBX_OK && wm && k < end; k++) {
+            size_t nl = 0;
+            const char *nm = tbx_plan_name(plan, in, k, &nl);
+            char *key = tbx_memdup0(&in->al, nm, nl);
+            if (!key || json_object_set_new(wm, key, json_stringn(base, strlen(base))) != 0)
+                st = tbx_err_nomem(err, "index");
+            if (key) tbx_free(&in->al, key, nl + 1);
+        }
+    }
+    if (st == TBX_OK && wm) {
+        /* transformers' save_pretrained: total_parameters and huggingface_hub's total_size */
+        json_t *idx = json_pack("{s:{s:I,s:I},s:O}", "metadata", "total_parameters",
+                                (json_int_t)sh.total_values, "total_size",
+                                (json_int_t)sh.total_bytes, "weight_map", wm);
+        char *txt = idx ? json_dumps(idx, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+        json_decref(idx);
+        if (!txt) st = tbx_err_nomem(err, "index");
+        else {
+            const size_t tl = strlen(txt);
+            txt[tl] = '\n'; /* json_dumps's NUL becomes the last line's end */
+            const int r = snprintf(path, sizeof path, "%s.index.json", out_path);
+            st = r < 0 || (size_t)r >= sizeof path
+                     ? tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "path", "output path too long")
+                     : tbx_outset_write(&set, path, txt, tl + 1, err);
+            free(txt);
+        }
+    }
+    json_decref(wm);
+    /* the claim renamed last: the index, or the split set's first file */
+    if (st == TBX_OK) st = tbx_outset_commit(&set, gguf ? 0 : set.n - 1, err);
+    tbx_outset_abort(&set);
+    tbx_shards_free(plan, &sh);
+    return st;
+}
+
 tbx_status tbx_convert_check(const char *out_path, const tbx_convert_options *opt,
                              tbx_error *err) {
     if (!out_path)
@@ -671,6 +838,10 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     }
     /* a Hugging Face model (its config.json is a section) to GGUF: written for llama.cpp */
     if (hf_gguf && !raw) {
+        if (o.max_shard_size)
+            return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "max_shard_size",
+                           "a Hugging Face model is converted to one GGUF file; split it "
+                           "afterwards (tbx convert OUT.gguf SPLIT.gguf --max-shard-size SIZE)");
         if (nbad)
             return tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, "tensor",
                            "%zu tensors cannot be read, and leaving tensors out is not applied "
@@ -772,6 +943,14 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         if (st == TBX_OK) st = tbx_hf_embd_plan(he, &plan, err);
     }
     if (st == TBX_OK && o.imatrix) st = tbx_imatrix_attach(&im, &plan, in, err);
+    if (st == TBX_OK && o.max_shard_size) {
+        const uint32_t sflags = preset || (qe && qe->kind != TBX_ENC_FLOAT) ? TBX_WRITE_QUANTIZING_ : 0;
+        st = write_sharded(in, out_path, &o, &plan, preset, ftype, changed, sflags, err);
+        tbx_plan_free(&plan);
+        tbx_value_free(meta);
+        tbx_imatrix_free(&im);
+        return st;
+    }
     if (st == TBX_OK && preset && (o.preset_flags & TBX_PRESET_KEEP_SPLIT)) {
         st = keep_split(in, out_path, &o, &plan, ftype, err);
         tbx_plan_free(&plan);

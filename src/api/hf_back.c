@@ -2,7 +2,9 @@
  * hf_back.c - tbx_hf_from_gguf, the façade of GGUF -> Hugging Face directory: the output
  * directory checked before any work, src/models' plan and JSON files (gguf_hf.c), the
  * directory opened as a temporary one (src/io/outdir.c), the JSON files written, the plan cut
- * into shards of at most max_shard_size bytes (each shard one safetensors writer and one run
+ * into shards of at most max_shard_size bytes as huggingface_hub cuts a state dict
+ * (tbx_shards_pack, shards.c, shared with tbx_convert's --max-shard-size; each shard one
+ * safetensors writer and one run
  * of the engine over its window of the plan), the index written when there is more than one,
  * and the directory renamed into place only when everything succeeded (else removed).
  */
@@ -30,16 +32,6 @@ void tbx_hf_from_gguf_options_init(tbx_hf_from_gguf_options *opt) {
 
 tbx_status tbx_hf_from_gguf_check(const char *out_dir, tbx_error *err) {
     return tbx_outdir_check(out_dir, err);
-}
-
-/* The bytes of plan tensor k in its dtype. */
-static uint64_t plan_bytes(const tbx_plan *p, const tbx_file *in, size_t k) {
-    uint32_t nd = 0;
-    const uint64_t *sh = tbx_plan_shape(p, in, k, &nd);
-    uint64_t n = 1;
-    for (uint32_t d = 0; d < nd; d++) n *= sh[d];
-    const tbx_dtype_info *di = tbx_dtype_get((tbx_dtype)p->t[k].dtype);
-    return n * (di ? di->bits / 8 : 4);
 }
 
 static tbx_status write_shard(tbx_file *in, tbx_outdir *od, const char *fname, tbx_plan *p,
@@ -107,24 +99,16 @@ tbx_status tbx_hf_from_gguf(tbx_file *in, const char *out_dir, const tbx_hf_from
         return st;
     }
     tbx_plan *p = tbx_hf_back_plan(h);
-    /* the shards: consecutive tensors while they fit (a larger tensor alone) */
-    size_t nsh = 0;
-    uint64_t cur = 0, total = 0;
-    size_t *start = tbx_calloc(&in->al, p->n + 1, sizeof *start);
-    if (!start) {
+    /* the shards as huggingface_hub packs a state dict (shards.c; the plan put in their order) */
+    tbx_shards sh;
+    st = tbx_shards_pack(p, in, maxsh, TBX_SHARD_HUB, &sh, err);
+    if (st != TBX_OK) {
         tbx_hf_back_free(h);
-        return tbx_err_nomem(err, "shards");
+        return st;
     }
-    for (size_t k = 0; k < p->n; k++) {
-        const uint64_t b = plan_bytes(p, in, k);
-        total += b;
-        if (nsh == 0 || (cur && cur + b > maxsh)) {
-            start[nsh++] = k;
-            cur = 0;
-        }
-        cur += b;
-    }
-    start[nsh] = p->n;
+    const size_t nsh = sh.n;
+    const size_t *start = sh.start;
+    const uint64_t total = sh.total_bytes;
     tbx_outdir od;
     st = tbx_outdir_open(&od, &in->al, out_dir,
                          (o.write_flags & TBX_WRITE_NO_SYNC) ? TBX_OUT_NO_SYNC : 0, err);
@@ -140,11 +124,11 @@ tbx_status tbx_hf_from_gguf(tbx_file *in, const char *out_dir, const tbx_hf_from
         if (st == TBX_OK) st = tbx_outdir_write(&od, fname, data, n, err);
     }
     json_t *wm = nsh > 1 ? json_object() : NULL;
-    for (size_t s = 0; st == TBX_OK && s < (nsh ? nsh : 1); s++) {
+    for (size_t s = 0; st == TBX_OK && s < nsh; s++) {
         char sf[64];
         if (nsh > 1) snprintf(sf, sizeof sf, "model-%05zu-of-%05zu.safetensors", s + 1, nsh);
         else snprintf(sf, sizeof sf, "model.safetensors");
-        const size_t a = nsh ? start[s] : 0, b = nsh ? start[s + 1] : 0;
+        const size_t a = start[s], b = start[s + 1];
         st = write_shard(in, &od, sf, p, a, b, &o, err);
         for (size_t k = a; st == TBX_OK && wm && k < b; k++) {
             size_t nl;
@@ -171,7 +155,7 @@ tbx_status tbx_hf_from_gguf(tbx_file *in, const char *out_dir, const tbx_hf_from
     json_decref(wm);
     if (st == TBX_OK) st = tbx_outdir_commit(&od, err);
     tbx_outdir_abort(&od);
-    tbx_free(&in->al, start, (p->n + 1) * sizeof *start);
+    tbx_shards_free(p, &sh);
     tbx_hf_back_free(h);
     return st;
 }

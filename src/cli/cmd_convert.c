@@ -87,8 +87,11 @@ static const cli_option convert_options[] = {
     {"dtype", 0, "DTYPE", "a GGUF to a Hugging Face directory (OUT/): f32, f16 or bf16 for every "
                           "tensor (default: the GGUF's unquantized tensors' dtype, bf16 when "
                           "all are quantized)"},
-    {"max-shard-size", 0, "SIZE", "a GGUF to a Hugging Face directory: shards above SIZE bytes "
-                                  "(5GB, 500MB, 2GiB, or bytes; default 50GB as transformers' "
+    {"max-shard-size", 0, "SIZE", "shards of at most SIZE bytes of tensors (5GB, 500MB, 2GiB, "
+                                  "or bytes): a safetensors OUT as Hugging Face shards them "
+                                  "(STEM-0000I-of-0000N.safetensors + OUT.index.json), a GGUF "
+                                  "OUT as a split set llama.cpp loads (STEM-0000I-of-0000N.gguf),"
+                                  " a Hugging Face directory OUT/ (default 50GB as transformers' "
                                   "save_pretrained)"},
     {"weights-only", 0, NULL, "a GGUF to a Hugging Face directory: only the safetensors, every "
                               "tensor under its GGUF name"},
@@ -791,11 +794,15 @@ static int override_kv(const cli_args *a, tbx_value **map) {
 static int convert_run(const cli_args *a) {
     const char *in = a->pos[0], *out = a->pos[1];
     if (!cli_value(a, "to") && is_dir_target(out)) return hf_dir_run(a, in, out);
-    if (cli_value(a, "dtype") || cli_value(a, "max-shard-size") || cli_flag(a, "weights-only"))
-        return cli_usage_error(a, "--dtype, --max-shard-size and --weights-only apply to a "
-                                  "Hugging Face directory output (OUT/, a trailing slash)");
+    if (cli_value(a, "dtype") || cli_flag(a, "weights-only"))
+        return cli_usage_error(a, "--dtype and --weights-only apply to a Hugging Face directory "
+                                  "output (OUT/, a trailing slash)");
     tbx_convert_options opt;
     tbx_convert_options_init(&opt);
+    const char *msz = cli_value(a, "max-shard-size");
+    if (msz && !parse_size(msz, &opt.max_shard_size))
+        return cli_usage_error(a, "--max-shard-size: '%s' is not a size (5GB, 500MB, 2GiB, "
+                                  "bytes)", msz);
     char formats[128];
     list_formats(formats, sizeof formats);
 
@@ -1091,7 +1098,7 @@ const cli_command cli_cmd_convert = {
     " [--quant-method best|mantle|ggml|search] [--quant-clip MIN,MAX] [--imatrix FILE] [-v]"
     " [--dequantize] [--requantize]"
     " [--strict] [--drop-unreadable] [--raw] [--no-dedup] [--no-sync]"
-    " [--meta KEY[:TYPE]=VALUE]... [-O KEY=VALUE]...\n"
+    " [--meta KEY[:TYPE]=VALUE]... [-O KEY=VALUE]... [--max-shard-size SIZE]\n"
     "       tbx convert MODEL.gguf OUT/ [--dtype f32|f16|bf16] [--max-shard-size SIZE]"
     " [--weights-only] [-v]",
     "Write the metadata, sections and tensors of a file to a new file in a given format",

@@ -267,6 +267,30 @@ tbx_status tbx_outdir_commit(tbx_outdir *d, tbx_error *err);
  * zeroed struct. */
 void tbx_outdir_abort(tbx_outdir *d);
 
+/* ------------------------------------------------------------------------------------------ */
+/* (src/io/outset.c) A set of files written whole (shards and their index, a GGUF split set):  */
+/* each under "<dir>/.<base>.tbx-set.XXXXXX" until the commit renames them all, the claim last.*/
+/* ------------------------------------------------------------------------------------------ */
+typedef struct tbx_outset_entry { char *dst, *tmp; bool renamed; } tbx_outset_entry;
+typedef struct tbx_outset {
+    const tbx_alloc *al;
+    tbx_outset_entry *e;
+    size_t n, cap;
+    unsigned flags; /* TBX_OUT_NO_SYNC, TBX_OUT_OVERWRITE */
+} tbx_outset;
+void tbx_outset_init(tbx_outset *s, const tbx_alloc *al, unsigned flags);
+/* A file of the set: *tmp (owned by the set) is where to write it (with the atomic writer). */
+tbx_status tbx_outset_add(tbx_outset *s, const char *dst, const char **tmp, tbx_error *err);
+/* A small file of the set with these n bytes. */
+tbx_status tbx_outset_write(tbx_outset *s, const char *dst, const void *data, size_t n,
+                            tbx_error *err);
+/* (tbx_outset_add: an existing dst is TBX_E_EXISTS unless flags has TBX_OUT_OVERWRITE.)
+ * Renames every file to its name, entry `claim` last, and frees; on failure the set stays for
+ * tbx_outset_abort to remove (renamed files included). */
+tbx_status tbx_outset_commit(tbx_outset *s, size_t claim, tbx_error *err);
+/* Removes every file of the set (temporary or renamed) and frees; accepts a zeroed struct. */
+void tbx_outset_abort(tbx_outset *s);
+
 /* (src/io/edit.c) The lock of a file edited in place or rewritten (the GGUF editing tools):
  * `path` resolved through symbolic links, opened (read-write when permitted), flocked LOCK_EX
  * and checked to be the file the name refers to once the lock is held. Parse the file only
