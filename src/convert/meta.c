@@ -249,6 +249,17 @@ tbx_status tbx_convert_copy_meta_llama(tbx_file *in, tbx_writer *w, const tbx_co
     return copy_meta(in, w, o, &ftype, kept, true, err);
 }
 
+/* A GGUF split set's keys (split.no, split.count, split.tensors.count) describe the input's
+ * files, not the model: a single output that kept them would claim to be part 1 of N (llama.cpp
+ * then looks for the other parts), and a sharded output writes its own. */
+static bool split_layout(const tbx_meta_entry *e) {
+    static const char *const keys[] = {"split.no", "split.count", "split.tensors.count"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (e->key_len == strlen(keys[i]) && memcmp(e->key, keys[i], e->key_len) == 0)
+            return true;
+    return false;
+}
+
 static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_options *o,
                             const uint32_t *ftype, tbx_kept_values *kept, bool llama,
                             tbx_error *err) {
@@ -256,6 +267,7 @@ static tbx_status copy_meta(tbx_file *in, tbx_writer *w, const tbx_convert_optio
         const tbx_meta_entry *e = &in->meta[i];
         if (given_meta(o->meta, e->key, e->key_len)) continue; /* replaced by the caller's */
         if (llama && llama_moved(e)) continue;
+        if (split_layout(e)) continue;
         const tbx_value *val = e->value;
         if (ftype && e->key_len == sizeof FILE_TYPE_KEY - 1 &&
             memcmp(e->key, FILE_TYPE_KEY, e->key_len) == 0) {

@@ -180,6 +180,26 @@ def test_gguf_split_set_loads_in_llama_cpp(tbx, tmp_path):
     diff = float(np.abs(logits[0] - logits[1]).max())
     print(f"{n} parts; max |logit diff| split vs single {diff:.3g}")
     assert diff == 0.0, diff
+    # and back: the set joined into one file (and into safetensors) carries none of the set's
+    # split.* keys, which describe its files: a single GGUF with split.count N would send
+    # llama.cpp looking for N - 1 other parts
+    joined = tmp_path / "joined.gguf"
+    tbx_ok(tbx, "convert", parts[0], joined)
+    jr = gguf.GGUFReader(str(joined))
+    jkv = {f.name: f.contents() for f in jr.fields.values() if not f.name.startswith("GGUF.")}
+    assert jkv == single_kv
+    assert [(t.name, bytes(np.asarray(t.data).tobytes())) for t in jr.tensors] == \
+        [(t.name, bytes(np.asarray(t.data).tobytes())) for t in sr.tensors]
+    llm = llama_cpp.Llama(model_path=str(joined), n_ctx=32, logits_all=True, verbose=False,
+                          type_k=0, type_v=0)
+    llm.eval(ids)
+    assert np.array_equal(np.asarray(llm.scores[:len(ids)], dtype=np.float64), logits[0])
+    del llm
+    st = tmp_path / "joined.safetensors"
+    tbx_ok(tbx, "convert", parts[0], st, "--stringify-meta")
+    with open(st, "rb") as fh:
+        head = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
+    assert not [k for k in head.get("__metadata__", {}) if k.startswith("split.")], head
 
 
 def test_failure_leaves_no_shard(tbx, tmp_path):
