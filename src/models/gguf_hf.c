@@ -160,7 +160,8 @@ static bool row_takes_all(tbx_hf_back *h, const hf_arch *a, const char **bad) {
  * with another (positions dropped, a multimodal config, keys read from other config fields)
  * is refused, naming them, rather than written as a directory that is not the model. */
 #define BACK_FLAGS (ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_NONCAUSAL | ARCH_POOLING |           \
-                    ARCH_TT_COUNT | ARCH_SPACE_PREFIX | ARCH_ADD_SEP)
+                    ARCH_TT_COUNT | ARCH_SPACE_PREFIX | ARCH_ADD_SEP | ARCH_NO_HEAD_DIM |       \
+                    ARCH_NORM_TOPK)
 static tbx_status check_row_flags(tbx_hf_back *h) {
     static const struct { unsigned bit; const char *what; } F[] = {
         {ARCH_POS_OFFSET, "position rows dropped (RoBERTa's pad offset)"},
@@ -458,6 +459,15 @@ static tbx_status write_config(tbx_hf_back *h) {
     json_object_set_new(c, "model_type", jstr0(h->a->model_type));
     for (const hf_hparam *p = h->a->hp; p->key; p++) {
         const tbx_value *v = arch_meta(h, p->key);
+        if (!v && p->kind == HP_F32_NZ && !strcmp(p->key, "attention.scale") && h->n_head) {
+            /* a multiplier the converter left out (0 in config.json): llama.cpp's graph then
+             * scales the attention scores by 1/sqrt(head size), which transformers does
+             * when told so (its own 0 would zero the scores) */
+            uint64_t hd = h->n_embd / h->n_head;
+            if (!(h->a->flags & ARCH_NO_HEAD_DIM)) meta_u64(arch_meta(h, "attention.key_length"), &hd);
+            if (hd) json_object_set_new(c, p->cfg[0], json_real(short_f32(1.0 / sqrt((double)hd))));
+            continue;
+        }
         if (!v) {
             if (p->required) {
                 json_decref(c);
@@ -470,7 +480,8 @@ static tbx_status write_config(tbx_hf_back *h) {
         uint64_t u;
         double f;
         if (p->kind == HP_U32 && meta_u64(v, &u)) json_object_set_new(c, p->cfg[0], json_integer((json_int_t)u));
-        else if (p->kind == HP_F32 && meta_f64(v, &f)) json_object_set_new(c, p->cfg[0], json_real(short_f32(f)));
+        else if ((p->kind == HP_F32 || p->kind == HP_F32_NZ) && meta_f64(v, &f))
+            json_object_set_new(c, p->cfg[0], json_real(short_f32(f)));
         else {
             json_decref(c);
             return fail(h, TBX_E_FORMAT, p->key, "%s.%s is not a %s", h->arch, p->key,
@@ -525,6 +536,9 @@ static tbx_status write_config(tbx_hf_back *h) {
         snprintf(key, sizeof key, "%s_token_id", SPECIAL[k].name);
         json_object_set_new(c, key, json_integer((json_int_t)id));
     }
+    /* a row that converts only renormalized experts (qwen3_moe): the GGUF came from a
+     * config.json whose norm_topk_prob was true, and llama.cpp's graph renormalizes */
+    if (h->a->flags & ARCH_NORM_TOPK) json_object_set_new(c, "norm_topk_prob", json_true());
     json_object_set_new(c, "torch_dtype", jstr0(torch_dtype(h->dtype)));
     tbx_status st = add_file(h, "config.json", c);
     if (st != TBX_OK || (h->a->flags & ARCH_NONCAUSAL)) return st;
@@ -960,6 +974,11 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
         size_t n;
         const char *s;
         if (!special_id(h, SPECIAL[k].key, &id) || !(s = tbx_value_str_at(toks, id, &n))) continue;
+        /* an id of an ordinary token is config.json's (gguf-py's SpecialVocab reads
+         * pad_token_id there: Olmo2Config's default 1 names '"'), not a token the tokenizer
+         * treats as special: left out of tokenizer_config */
+        int64_t ty = TT_NORMAL;
+        if (types && arr_int(types, id, &ty) && ty == TT_NORMAL && !wpm) continue;
         char key[32];
         snprintf(key, sizeof key, "%s_token", SPECIAL[k].name);
         json_t *v = jstrn(s, n);

@@ -48,6 +48,11 @@ import llama_cpp  # noqa: E402
 torch.set_num_threads(1)
 
 DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"]
+DECODERS += ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]  # issue 22's rows, back
+# A GGUF of a Mistral model is llama.cpp's "llama" (convert_hf_to_gguf.py's LlamaModel writes
+# nothing that tells them apart): it comes back as a Llama model, whose forward pass on
+# Mistral's weights and hyper-parameters is Mistral's (no sliding window in llama.cpp either)
+BACK_AS = {"mistral": ("llama", ["LlamaForCausalLM"])}
 
 # Config fields a GGUF does not carry, by family, each with its reason; AutoConfig of the
 # back-converted directory equals the original's on every other field.
@@ -69,6 +74,21 @@ NOT_CARRIED = {
                   "mlp_only_layers": "not carried (none here)"},
     "mixtral": {},
     "llama": {},
+    # issue 22's rows
+    "qwen3": {"max_window_layers": "as qwen2", "layer_types": "as qwen2"},
+    "qwen3_moe": {"max_window_layers": "as qwen2", "layer_types": "as qwen2",
+                  "decoder_sparse_step": "as qwen2_moe (1 here)",
+                  "mlp_only_layers": "as qwen2_moe (none here)"},
+    "olmo2": {},
+    "granite": {},
+    "mistral": {"model_type": "a Mistral GGUF is llama.cpp's llama (BACK_AS)",
+                "architectures": "as model_type",
+                "sliding_window": "MistralConfig's; llama.cpp's llama has no sliding window "
+                                  "and the GGUF does not carry it",
+                "layer_types": "MistralConfig's, from sliding_window",
+                "attention_bias": "LlamaConfig's (false: Mistral has no biases)",
+                "mlp_bias": "LlamaConfig's (false: Mistral has no biases)",
+                "pretraining_tp": "LlamaConfig's (1: no effect)"},
     "bert": {"gradient_checkpointing": "a training setting",
              "architectures": "the original names BertModel as sentence-transformers saves it; "
                               "the back-converted directory says BertModel too",
@@ -161,7 +181,8 @@ def test_round_trip(tbx, src, tmp_path, family, gtype):
     allowed.update(NOT_CARRIED.get(family, {}))
     differ = {k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k)}
     assert differ <= set(allowed), {k: (ca.get(k), cb.get(k)) for k in differ - set(allowed)}
-    assert cb["model_type"] == ca["model_type"] and cb["architectures"] == ca["architectures"]
+    want_mt, want_arch = BACK_AS.get(family, (ca["model_type"], ca["architectures"]))
+    assert cb["model_type"] == want_mt and cb["architectures"] == want_arch
     assert json.loads((out / "config.json").read_text())["torch_dtype"] == \
         {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[gtype]
     # (c) the tokenizer: the same ids in PyPI tokenizers
@@ -209,6 +230,8 @@ def test_transformers_same_outputs(tbx, src, tmp_path, family):
     tok_b = transformers.AutoTokenizer.from_pretrained(str(out))
     cls = "BertModel" if family == "bert" else FAMILIES[family][1]
     ma = getattr(transformers, cls).from_pretrained(str(d), dtype=torch.float32).eval()
+    if family in BACK_AS:
+        cls = BACK_AS[family][1][0]
     mb = getattr(transformers, cls).from_pretrained(str(out), dtype=torch.float32).eval()
     for p in PROMPTS:
         ids = tok_a(p)["input_ids"]
@@ -282,7 +305,8 @@ def test_quantized_to_bf16(tbx, src, tmp_path, quant):
 # ------------------------------------------------------------------------------------------
 # (f) a GGUF of llama.cpp's own converter
 # ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("family", ["llama", "qwen2", "bert"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "qwen3", "qwen3_moe", "olmo2",
+                                    "granite", "mistral"])
 def test_llama_cpp_converter_gguf_back(tbx, src, tmp_path, family):
     d = src(family)
     g = tmp_path / "lc.gguf"
