@@ -156,12 +156,14 @@ static bool row_takes_all(tbx_hf_back *h, const hf_arch *a, const char **bad) {
     return true;
 }
 
-/* The row's steps the way back knows how to undo or that change nothing it writes; a row
+/* The row's steps the way back knows how to undo or that change nothing it writes (Gemma's:
+ * tokenizer settings; the +1 of its norms is undone by the map's HF_XF_ADD, exactly on the
+ * GGUF's values: g - 1 is exact in f32 for g in [0.5, 2], Sterbenz); a row
  * with another (positions dropped, a multimodal config, keys read from other config fields)
  * is refused, naming them, rather than written as a directory that is not the model. */
 #define BACK_FLAGS (ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_NONCAUSAL | ARCH_POOLING |           \
                     ARCH_TT_COUNT | ARCH_SPACE_PREFIX | ARCH_ADD_SEP | ARCH_NO_HEAD_DIM |       \
-                    ARCH_NORM_TOPK)
+                    ARCH_NORM_TOPK | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT)
 static tbx_status check_row_flags(tbx_hf_back *h) {
     static const struct { unsigned bit; const char *what; } F[] = {
         {ARCH_POS_OFFSET, "position rows dropped (RoBERTa's pad offset)"},
@@ -172,12 +174,22 @@ static tbx_status check_row_flags(tbx_hf_back *h) {
         {ARCH_ROPE_NONE, "rope scaling none"},
         {ARCH_FFN_UP_GLU, "a GLU's halves in ffn_up"},
         {ARCH_PRE_MODERN_BERT, "the modern-bert pre-tokenizer"},
-        /* Gemma's rows: tokenizer settings only, but the rows' config.json (rope_parameters by
-         * layer type, softcapping, Gemma3's class) and the +1 of their norms (not bit-exact
-         * back in f32) are not proven against transformers yet */
-        {ARCH_NO_SPACE_PREFIX, "Gemma's rows, not proven yet"},
-        {ARCH_GEMMA_EOT, "Gemma's <end_of_turn>"},
     };
+    /* rows whose flags the way back takes but whose config.json it does not write whole yet:
+     * Gemma 2 / 3's query_pre_attn_scalar (llama.cpp scales q by 1/sqrt(head size), or
+     * 1/sqrt(hidden / heads) for the 27B models: transformers' default 256 gives other
+     * logits), Gemma 3's class name (Gemma3ForCausalLM) */
+    static const struct { const char *row, *why; } ROWS[] = {
+        {"gemma2", "query_pre_attn_scalar (llama.cpp's attention scale) not written back yet"},
+        {"gemma3_text", "query_pre_attn_scalar (llama.cpp's attention scale) and the "
+                        "Gemma3ForCausalLM class not written back yet"},
+    };
+    for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++)
+        if (!strcmp(h->a->model_type, ROWS[i].row))
+            return fail(h, TBX_E_UNSUPPORTED, "general.architecture", "architecture \"%s\" (row "
+                        "%s) cannot be written back as a Hugging Face model yet: %s "
+                        "(--weights-only writes the tensors under their GGUF names)", h->arch,
+                        h->a->model_type, ROWS[i].why);
     const unsigned extra = h->a->flags & ~(unsigned)BACK_FLAGS;
     if (!extra) return TBX_OK;
     char what[256] = "";

@@ -53,6 +53,19 @@ DECODERS += ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]  # issue 22's 
 # nothing that tells them apart): it comes back as a Llama model, whose forward pass on
 # Mistral's weights and hyper-parameters is Mistral's (no sliding window in llama.cpp either)
 BACK_AS = {"mistral": ("llama", ["LlamaForCausalLM"])}
+DECODERS += ["gemma"]
+# Gemma's RMS norms scale by 1 + w: the GGUF holds fl32(w + 1) (llama.cpp's converter adds 1),
+# which is not w's bits back (w + 1 rounds to 2^-23 away from 1); the way back subtracts 1,
+# exact in f32 on the GGUF's value, so a norm weight comes back as fl32(fl32(w + 1) - 1),
+# computed here by torch from the original (transformers computes 1 + w in f32 too: same logits)
+PLUS1 = {"gemma": ("layernorm.weight", "model.norm.weight")}
+
+
+def plus1(family: str, name: str, v):
+    if family in PLUS1 and name.endswith(PLUS1[family]):
+        one = torch.tensor(1.0, dtype=torch.float32)
+        return (v.to(torch.float32) + one) - one
+    return v
 
 # Config fields a GGUF does not carry, by family, each with its reason; AutoConfig of the
 # back-converted directory equals the original's on every other field.
@@ -81,6 +94,7 @@ NOT_CARRIED = {
                   "mlp_only_layers": "as qwen2_moe (none here)"},
     "olmo2": {},
     "granite": {},
+    "gemma": {},
     "mistral": {"model_type": "a Mistral GGUF is llama.cpp's llama (BACK_AS)",
                 "architectures": "as model_type",
                 "sliding_window": "MistralConfig's; llama.cpp's llama has no sliding window "
@@ -163,6 +177,7 @@ def test_round_trip(tbx, src, tmp_path, family, gtype):
     got = load_dir(out)
     assert set(got) == set(orig), sorted(set(got) ^ set(orig))
     dt = TORCH_DT[gtype]
+    orig = {k: plus1(family, k, v) for k, v in orig.items()}
     for k, v in orig.items():
         want = v.to(dt)  # f32: itself
         assert same_bits(got[k], want), (k, got[k].dtype, want.dtype)
@@ -507,15 +522,21 @@ def test_spm_llama_tokenizer_back(tbx, tmp_path, as_json):
         assert same_bits(got[k], v), k
 
 
-def test_rows_not_proven_yet_are_refused(tbx, tiny, tmp_path):
-    """A row whose conversion has steps the way back does not undo or check (Gemma's: its
-    config.json and its norms' +1 are not proven against transformers yet) is refused before
-    anything is written, naming the row; --weights-only still writes its tensors."""
-    d = tiny("gemma")["dir"]
+@pytest.mark.parametrize("family, why", [("gemma2", "query_pre_attn_scalar"),
+                                         ("gemma3", "query_pre_attn_scalar"),
+                                         ("gemma3_mm", "query_pre_attn_scalar")])
+def test_rows_not_proven_yet_are_refused(tbx, tiny, tmp_path, family, why):
+    """A row whose conversion has steps the way back does not undo or write (Gemma 2 / 3's
+    attention scale; a multimodal Gemma 3's GGUF holds the text model only, which is the
+    gemma3_text row's) is refused before anything is written, naming the row and the reason;
+    --weights-only still writes its tensors."""
+    d = tiny(family)["dir"]
     g = tmp_path / "g.gguf"
     convert(tbx, d, g)
     r = run(tbx, "convert", str(g), str(tmp_path / "out") + "/")
-    assert r.rc == 1 and "row gemma" in r.text and "--weights-only" in r.text, r.describe()
+    row = {"gemma3": "gemma3_text", "gemma3_mm": "gemma3_text"}.get(family, family)
+    assert r.rc == 1 and f"row {row})" in r.text and why in r.text and "--weights-only" in \
+        r.text, r.describe()
     assert not (tmp_path / "out").exists()
     out = back(tbx, g, tmp_path / "w", "--weights-only")
     names = set(safetensors.torch.load_file(str(out / "model.safetensors")))
