@@ -1219,6 +1219,10 @@ typedef struct tbx_convert_report {
      * (ggml_quantize_chunk's bytes, the default) on the same values, sqrt(sum over the finite
      * inputs of (decoded - input)^2 / nvalues). NAN otherwise (nothing measured). */
     double rmse, rmse_ggml;
+    /* A dry run (TBX_PRESET_DRY_RUN: nothing is written): the bytes of the tensor's values in
+     * the input (its sources') and in the output's dtype (an MCF family: its whole payload).
+     * 0 in a conversion that writes. */
+    uint64_t size_in, size_out;
 } tbx_convert_report;
 
 typedef void (*tbx_convert_report_fn)(void *ud, const tbx_convert_report *r);
@@ -1272,7 +1276,11 @@ typedef struct tbx_convert_options {
      * fails with TBX_E_UNSUPPORTED. Any other input (no such architecture): a name that spells a
      * ggml type (Q8_0, Q4_K, IQ2_S, ...: that type, not the preset's bulk type) quantizes every
      * 2-D float tensor to it as quant_to does (iq2_xxs, iq2_xs, iq1_s only with `imatrix`); a
-     * mix (Q4_K_M, ...) is refused (TBX_E_INVALID_ARG). */
+     * mix (Q4_K_M, ...) is refused (TBX_E_INVALID_ARG). A Hugging Face directory to MCF: each
+     * tensor stored in MCF's family of the type llama.cpp gives it (q8_0 mcf_q8, q4_0 mcf_q4,
+     * q6_K/q4_K/q3_K/q2_K mcf_k6/_k4/_k3/_k2, the preset's own type where llama.cpp falls back;
+     * f32/f16/bf16 kept or cast), a type without one refused (TBX_E_UNSUPPORTED naming the
+     * tensor); docs/formats/mcf.md. */
     const char *quant_preset;
     uint32_t preset_flags;          /* TBX_PRESET_* */
     tbx_dtype output_tensor_type;   /* TBX_DT_INVALID: the preset's; else output.weight's type */
@@ -1325,7 +1333,10 @@ typedef struct tbx_tensor_type_rule {
                                    mix's counters follow it), the first shard with the
                                    metadata, the others with the split keys only */
 #define TBX_PRESET_DRY_RUN 0x2u /* decide every tensor and report it (on_tensor: action,
-                                   dtypes, reason; nvalues 0), write nothing: no output file */
+                                   dtypes, reason, size_in / size_out), write nothing: no
+                                   output file */
+#define TBX_PRESET_LEAVE_OUTPUT 0x8u /* output.weight keeps its type (llama-quantize
+                                   --leave-output-tensor) */
 
 TBX_API void tbx_convert_options_init(tbx_convert_options *opt);
 

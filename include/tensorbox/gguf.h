@@ -134,10 +134,11 @@ TBX_API void tbx_gguf_hf_options_init(tbx_gguf_hf_options *opt);
 /* Writes the Hugging Face model `in` as a GGUF file llama.cpp loads. `in` holds the model's
  * tensors under their Hugging Face names and its side files as sections named by relative path
  * (tbx_open_path of a model directory): config.json (required; its model_type picks the
- * architecture, one of tbx_gguf_hf_arch_at's, else TBX_E_UNSUPPORTED naming it and listing
- * them), tokenizer.json (WordPiece or BPE, as the architecture takes; for llama-family rows also
- * a SentencePiece tokenizer.model, read first, or a byte_fallback BPE tokenizer.json, both
- * written as llama.cpp's "llama" vocabulary),
+ * architecture, one of tbx_gguf_hf_arch_at's, else TBX_E_UNSUPPORTED naming it, the nearest
+ * of them and listing them), tokenizer.json (WordPiece or BPE, as the architecture takes; for
+ * llama-family rows also a SentencePiece tokenizer.model, read first, or a byte_fallback BPE
+ * tokenizer.json, both written as llama.cpp's "llama" vocabulary; a tiktoken tokenizer.model
+ * beside tokenizer.json is passed over for tokenizer.json),
  * tokenizer_config.json, added_tokens.json, modules.json and the sentence-transformers pooling
  * config. Written: general.architecture/name/file_type/quantization_version, the architecture's
  * hyper-parameters under "{arch}.", the vocabulary under "tokenizer.ggml.", and every tensor

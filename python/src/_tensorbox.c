@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "tensorbox.h"
 #define TBX_EXPERIMENTAL
@@ -1360,7 +1361,7 @@ typedef struct copts {
  * *meta (freed by the caller, NULL when none) holds the map of `meta` (a tagged
  * ("map", [...]) or None); *options the write options, with those two added. Returns -1 with
  * an exception set. */
-static int fill_convert_options(const wopts *w, copts *c, const char *dst,
+static int fill_convert_options(const wopts *w, copts *c, const char *src, const char *dst,
                                 tbx_convert_options *co, PyObject **digest_bytes,
                                 tbx_value **meta, tbx_value **options) {
     tbx_convert_options_init(co);
@@ -1373,9 +1374,13 @@ static int fill_convert_options(const wopts *w, copts *c, const char *dst,
          * its prefix: MCF's q8 .. int4) */
         const char *s = PyUnicode_AsUTF8(c->quant);
         if (!s) return -1;
-        /* a GGUF output: llama-quantize's presets first (as tbx convert --quant) */
+        /* a GGUF output (or an MCF one from a directory, a Hugging Face model): llama-quantize's
+         * presets first (as tbx convert --quant) */
+        struct stat ist;
+        const int mcf_preset = fmt == TBX_FORMAT_MCF && src && stat(src, &ist) == 0 &&
+                               S_ISDIR(ist.st_mode);
         const char *pn;
-        for (size_t i = 0; fmt == TBX_FORMAT_GGUF &&
+        for (size_t i = 0; (fmt == TBX_FORMAT_GGUF || mcf_preset) &&
                            (pn = tbx_quant_preset_at(i, NULL, NULL, NULL)) != NULL; i++)
             if (strcasecmp(pn, s) == 0) {
                 co->quant_preset = pn;
@@ -1663,13 +1668,13 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"src", "dst", "format", "force", "alignment", "compress", "digest",
                              "format_version", "threads", CONVERT_KW, "pure", "dry_run",
                              "output_tensor_type", "token_embedding_type", "tensor_types",
-                             "keep_split", NULL};
+                             "keep_split", "leave_output_tensor", NULL};
     PyObject *srcobj = NULL, *dstobj = NULL;
     wopts w = WOPTS_INIT;
     copts c = COPTS_INIT;
-    int pure = 0, dry_run = 0, keep_split = 0;
+    int pure = 0, dry_run = 0, keep_split = 0, leave_output = 0;
     PyObject *ott = Py_None, *tet = Py_None, *tts = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOOOppOOOp", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOOOppOOOpp", kwlist,
                                      PyUnicode_FSConverter, &srcobj, PyUnicode_FSConverter,
                                      &dstobj, &w.format, &w.force, &w.alignment, &w.compress,
                                      &w.digest, &w.version, &w.threads, &c.cast, &c.quant,
@@ -1677,7 +1682,7 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
                                      &c.drop_unreadable, &c.dequantize, &c.requantize, &c.strict,
                                      &c.quant_method, &c.quant_clip, &c.meta, &w.options,
                                      &c.imatrix, &pure, &dry_run, &ott, &tet, &tts,
-                                     &keep_split))
+                                     &keep_split, &leave_output))
         return NULL;
     PyObject *result = NULL, *digest_bytes = NULL;
     tbx_value *meta = NULL, *options = NULL;
@@ -1686,11 +1691,12 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     memset(&reps, 0, sizeof reps);
     const char *src = PyBytes_AS_STRING(srcobj), *dst = PyBytes_AS_STRING(dstobj);
     tbx_convert_options co;
-    if (fill_convert_options(&w, &c, dst, &co, &digest_bytes, &meta, &options) < 0) goto done;
+    if (fill_convert_options(&w, &c, src, dst, &co, &digest_bytes, &meta, &options) < 0) goto done;
     /* llama-quantize's refinements of a preset (the library refuses them without one) */
     if (pure) co.preset_flags |= TBX_PRESET_PURE;
     if (dry_run) co.preset_flags |= TBX_PRESET_DRY_RUN;
     if (keep_split) co.preset_flags |= TBX_PRESET_KEEP_SPLIT;
+    if (leave_output) co.preset_flags |= TBX_PRESET_LEAVE_OUTPUT;
     if (ott != Py_None && ggml_type_arg(ott, "output_tensor_type", &co.output_tensor_type) < 0)
         goto done;
     if (tet != Py_None &&
@@ -1824,7 +1830,7 @@ static PyObject *mod_check_output(PyObject *m, PyObject *args, PyObject *kw) {
     tbx_error err;
     err_clear(&err);
     const char *path = PyBytes_AS_STRING(pathobj);
-    if (fill_convert_options(&w, &c, path, &co, &digest_bytes, &meta, &options) == 0) {
+    if (fill_convert_options(&w, &c, NULL, path, &co, &digest_bytes, &meta, &options) == 0) {
         tbx_status st;
         Py_BEGIN_ALLOW_THREADS
         st = tbx_convert_check(path, &co, &err);

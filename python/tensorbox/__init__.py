@@ -865,8 +865,8 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
             dequantize=False, requantize=False, strict=False, quant_method=None,
             quant_clip=None, meta=None, options=None, imatrix=None, pure=False,
             dry_run=False, output_tensor_type=None, token_embedding_type=None,
-            tensor_types=None, keep_split=False, dtype=None, max_shard_size=None,
-            weights_only=False):
+            tensor_types=None, keep_split=False, leave_output_tensor=False, dtype=None,
+            max_shard_size=None, weights_only=False):
     """Converts a file to another format (``tbx convert``) and returns what became of each
     tensor: a list of :class:`ConvertReport`, one per output tensor in order.
 
@@ -887,9 +887,11 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
     the file llama-quantize writes; refined by ``pure=True``, ``output_tensor_type``,
     ``token_embedding_type`` (type names), ``tensor_types`` (``{pattern: type}`` or
     ``[(pattern, type), ...]``: llama-quantize's ``--tensor-type``, first match wins) and
-    ``dry_run=True`` (the reports of what each tensor would become; nothing is written; GGUF
-    input) and ``keep_split=True`` (a GGUF split set in: as many files out, ``dst`` without
-    ``.gguf`` + ``-0000I-of-0000N.gguf``).
+    ``dry_run=True`` (the reports of what each tensor would become; nothing is written),
+    ``keep_split=True`` (a GGUF split set in: as many files out, ``dst`` without
+    ``.gguf`` + ``-0000I-of-0000N.gguf``) and ``leave_output_tensor=True`` (output.weight keeps
+    its type). An MCF ``dst`` from a Hugging Face directory: llama.cpp's choice in MCF's
+    families (docs/formats/mcf.md).
 
     Same options as save_file, plus those of ``tbx convert``: ``dequantize`` (every quantized
     tensor written dequantized, as f32 or the ``cast`` dtype, GGUF -> GGUF too),
@@ -923,7 +925,8 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
             strict=strict, quant_method=quant_method, quant_clip=quant_clip, meta=meta,
             options=options, imatrix=imatrix, pure=pure, dry_run=dry_run,
             output_tensor_type=output_tensor_type, token_embedding_type=token_embedding_type,
-            tensor_types=tensor_types, keep_split=keep_split).items() if v}
+            tensor_types=tensor_types, keep_split=keep_split,
+            leave_output_tensor=leave_output_tensor).items() if v}
         if given:
             raise InvalidArgumentError(
                 f"{', '.join(sorted(given))}: not for a Hugging Face directory output to a Hugging Face "
@@ -946,4 +949,4 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
                     imatrix=None if imatrix is None else os.fspath(imatrix), pure=pure,
                     dry_run=dry_run, output_tensor_type=output_tensor_type,
                     token_embedding_type=token_embedding_type, tensor_types=tensor_types,
-                    keep_split=keep_split)
+                    keep_split=keep_split, leave_output_tensor=leave_output_tensor)

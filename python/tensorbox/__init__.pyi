@@ -132,6 +132,7 @@ def convert(src: _Path, dst: _Path, format: Optional[str] = None, *, force: bool
             dry_run: bool = False, output_tensor_type: Optional[str] = None,
             token_embedding_type: Optional[str] = None,
             tensor_types: Optional[Union[Mapping[str, str], Sequence[tuple[str, str]]]] = None,
-            keep_split: bool = False, dtype: Optional[str] = None,
+            keep_split: bool = False,
+            leave_output_tensor: bool = False, dtype: Optional[str] = None,
             max_shard_size: Optional[Union[int, str]] = None,
             weights_only: bool = False) -> list[ConvertReport]: ...

@@ -352,7 +352,8 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
                        "--token-embedding-type refine a llama-quantize preset (--quant "
                        "Q4_K_M, ...), and none is asked for");
     }
-    if (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_DRY_RUN | TBX_PRESET_KEEP_SPLIT))
+    if (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_DRY_RUN | TBX_PRESET_KEEP_SPLIT |
+                                      TBX_PRESET_LEAVE_OUTPUT))
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "preset_flags",
                        "unknown preset flags 0x%x", (unsigned)o->preset_flags);
     if (o->n_tensor_types && !o->tensor_types)
@@ -372,19 +373,137 @@ static tbx_status convert_check(tbx_convert_options *o, const char *out_path, tb
     if (st != TBX_OK) return st;
     /* MCF's quantization options without an MCF family to apply them to (a preset: as its
      * default type, which it means for an input without a model) */
+    /* the output format, decided once: the writer and the plan take it as given */
+    if (!o->write.format) o->write.format = tbx_format_from_path(out_path);
     tbx_convert_options po = *o;
     if (o->quant_preset && po.quant_to == TBX_DT_INVALID) {
         const tbx_lq_preset *pr = tbx_lq_preset_find(o->quant_preset);
         const tbx_dtype_info *di = tbx_dtype_get(pr->deflt);
-        if (di && (di->flags & TBX_DTF_BLOCK) && tbx_encoder_for(pr->deflt)) po.quant_to = pr->deflt;
+        if (o->write.format == TBX_FORMAT_MCF) /* MCF's families: its options apply */
+            po.quant_to = TBX_DT_MCF_K4;
+        else if (di && (di->flags & TBX_DTF_BLOCK) && tbx_encoder_for(pr->deflt))
+            po.quant_to = pr->deflt;
     }
     st = tbx_plan_plain_check(&po, err);
     if (st != TBX_OK) return st;
-    /* the output format, decided once: the writer and the plan take it as given */
-    if (!o->write.format) o->write.format = tbx_format_from_path(out_path);
     /* the output can be written (its directory exists, ...) and the write options are the
      * format's, before any work is done */
     return tbx_writer_check(out_path, &o->write, err);
+}
+
+/* A llama-quantize preset from a Hugging Face directory to MCF: the types the preset gives the
+ * tensors of the GGUF this directory makes (src/models' import, nothing written), carried back
+ * to the input tensors they come from, then MCF's family of each (src/convert/preset.c). An
+ * expert stack's type goes to each expert's tensor; a tensor split into several GGUF tensors
+ * (a fused qkv) takes their type when they agree, and is refused otherwise. */
+static tbx_status preset_mcf_plan(tbx_file *in, const tbx_convert_options *o, tbx_plan *plan,
+                                  tbx_error *err) {
+    tbx_gguf_hf_options ho;
+    tbx_gguf_hf_options_init(&ho);
+    ho.quant_preset = o->quant_preset;
+    ho.preset_flags = o->preset_flags & (TBX_PRESET_PURE | TBX_PRESET_LEAVE_OUTPUT);
+    ho.output_tensor_type = o->output_tensor_type;
+    ho.token_embedding_type = o->token_embedding_type;
+    ho.tensor_types = o->tensor_types;
+    ho.n_tensor_types = o->n_tensor_types;
+    tbx_hf_gguf *h = NULL;
+    tbx_status st = tbx_hf_gguf_prepare(in, &ho, &h, err);
+    if (st == TBX_OK) st = tbx_hf_gguf_types(h, err);
+    if (st != TBX_OK)
+        tbx_convert_hint(err, "a preset to MCF applies llama.cpp's choice to a Hugging Face "
+                              "model that converts to GGUF; MCF's own types are q8 q4 k6 k4 "
+                              "k3 k2 int8 int4");
+    const size_t n = in->ntensors ? in->ntensors : 1;
+    tbx_preset_mcf_in *c = st == TBX_OK ? tbx_plan_alloc(plan, n * sizeof *c) : NULL;
+    if (st == TBX_OK && !c) st = tbx_err_nomem(err, "conversion plan");
+    for (size_t k = 0, nout = st == TBX_OK ? tbx_hf_gguf_out_count(h) : 0; st == TBX_OK && k < nout;
+         k++) {
+        tbx_hf_gguf_out g;
+        tbx_hf_gguf_out_get(h, k, &g);
+        const size_t len = strlen(g.name) + 1;
+        char *name = g.nsrc ? tbx_plan_alloc(plan, len) : NULL;
+        if (g.nsrc && !name) st = tbx_err_nomem(err, "conversion plan");
+        for (uint32_t j = 0; st == TBX_OK && j < g.nsrc; j++) {
+            const uint64_t i = g.src[j];
+            if (i >= in->ntensors) continue;
+            tbx_preset_mcf_in *x = &c[i];
+            if (x->gguf && (x->wanted != g.wanted || x->by_preset != g.by_preset)) {
+                const tbx_dtype_info *a = tbx_dtype_get(x->wanted), *b = tbx_dtype_get(g.wanted);
+                st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, in->tensors[i].name,
+                             "tensor \"%s\" becomes %s (%s) and %s (%s) in llama.cpp's model: "
+                             "one MCF tensor cannot take both types", in->tensors[i].name,
+                             x->gguf, a ? a->name : "?", g.name, b ? b->name : "?");
+                break;
+            }
+            if (!x->gguf) {
+                memcpy(name, g.name, len);
+                x->gguf = name;
+                x->type = g.type;
+                x->wanted = g.wanted;
+                x->by_preset = g.by_preset;
+            }
+        }
+    }
+    tbx_hf_gguf_free(h);
+    if (st == TBX_OK) st = tbx_plan_preset_mcf(in, o, c, plan, err);
+    return st;
+}
+
+/* The bytes of n values of dtype dt as output tensor k of plan p stores them (an MCF family:
+ * its payload for the tensor's [rows, cols]); 0 when not known. */
+static uint64_t planned_bytes(const tbx_plan *p, const tbx_file *in, size_t k, tbx_dtype dt) {
+    uint32_t nd = 0;
+    const uint64_t *shape = tbx_plan_shape(p, in, k, &nd);
+    uint64_t n = 1, out = 0;
+    for (uint32_t d = 0; d < nd; d++)
+        if (__builtin_mul_overflow(n, shape[d], &n)) return 0;
+    const tbx_encoder *e = tbx_encoder_for(dt);
+    if (e && e->kind == TBX_ENC_PAYLOAD) {
+        tbx_enc_payload ep;
+        memset(&ep, 0, sizeof ep);
+        if (nd != 2 || e->begin(e, shape[0], shape[1], 0, -1.0f, 1.0f, &ep) != TBX_OK) return 0;
+        return ep.total;
+    }
+    return tbx_dtype_nbytes(dt, n, &out) == TBX_OK ? out : 0;
+}
+
+/* The plan of a preset, reported and not carried out (--dry-run): each output tensor with its
+ * type, the reason, and its size in the input and in the output. */
+static void dry_run_report(const tbx_file *in, const tbx_plan *plan, const tbx_convert_options *o) {
+    for (size_t k = 0; k < plan->n && o->on_tensor; k++) {
+        const tbx_plan_tensor *t = &plan->t[k];
+        char why[200] = "";
+        tbx_convert_report r;
+        memset(&r, 0, sizeof r);
+        r.struct_size = sizeof r;
+        r.tensor = k;
+        r.name = tbx_plan_name(plan, in, k, NULL);
+        r.from = TBX_DT_F32; /* a generated tensor's values */
+        for (uint32_t j = 0; j < (t->flags & TBX_PT_WHOLE ? 1u : t->nsrc); j++) {
+            tbx_plan_src tmp;
+            const tbx_plan_src *s = tbx_plan_src_at(plan, in, k, j, &tmp);
+            const tbx_tensor *x = &in->tensors[s->tensor];
+            uint64_t n = 0, b = 0;
+            if (j == 0) r.from = x->dtype;
+            if (j == 0 && plan->report_input_index) r.tensor = s->tensor;
+            if (t->flags & TBX_PT_WHOLE) {
+                tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
+                if (tbx_tensor_info_get((tbx_file *)in, s->tensor, &ti) == TBX_OK)
+                    r.size_in += ti.nbytes;
+            } else if (!__builtin_mul_overflow(s->rows, s->cols, &n) &&
+                       tbx_dtype_nbytes(x->dtype, n, &b) == TBX_OK) {
+                r.size_in += b;
+            }
+        }
+        r.to = (tbx_dtype)t->dtype;
+        r.size_out = t->enc == TBX_PENC_STORED && r.to == r.from && (t->flags & TBX_PT_WHOLE)
+                         ? r.size_in : planned_bytes(plan, in, k, r.to);
+        r.action = (tbx_convert_action)t->action;
+        if (plan->reason) plan->reason(plan, in, k, why, sizeof why);
+        r.reason = why;
+        r.rmse = r.rmse_ggml = NAN;
+        o->on_tensor(o->progress_ud, &r);
+    }
 }
 
 /* llama-quantize --keep-split: the preset's plan (sorted by shard, tbx_plan_preset) written
@@ -511,7 +630,18 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
                        "has none (a Hugging Face model directory to GGUF, EMBD or MCF)");
     /* a llama-quantize preset without a model to apply its mix to: a preset that names a
      * type quantizes every 2-D float tensor to it (quant_to), a mix is refused */
-    if (o.quant_preset && !(hf_gguf && !raw) && !tbx_preset_applies(in, &o, to_fmt)) {
+    /* a preset from a Hugging Face model to MCF: llama.cpp's choice, in MCF's families */
+    const bool preset_mcf = o.quant_preset && hf_mcf && !raw;
+    if (preset_mcf && o.imatrix)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "imatrix",
+                       "an importance matrix weights ggml's quantizers, and MCF's families "
+                       "(the output of %s here) take none", o.quant_preset);
+    if (preset_mcf && (o.preset_flags & TBX_PRESET_KEEP_SPLIT))
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "preset_flags",
+                       "--keep-split writes one GGUF per input GGUF shard, and this output is "
+                       "one MCF file");
+    if (o.quant_preset && !(hf_gguf && !raw) && !preset_mcf &&
+        !tbx_preset_applies(in, &o, to_fmt)) {
         /* the type the name spells (IQ2_S: iq2_s, whose preset's bulk type is iq2_xs; the
          * aliases Q3_K/Q4_K/Q5_K), when it spells one */
         const tbx_lq_preset *pr = tbx_lq_preset_find(o.quant_preset);
@@ -565,6 +695,19 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         ho.token_embedding_type = o.token_embedding_type;
         ho.tensor_types = o.tensor_types;
         ho.n_tensor_types = o.n_tensor_types;
+        if (o.preset_flags & TBX_PRESET_DRY_RUN) {
+            /* the plan of the GGUF the directory makes, with the preset's types, reported;
+             * nothing is written (no writer: the metadata goes nowhere) */
+            ho.preset_flags &= ~(uint32_t)TBX_PRESET_DRY_RUN;
+            if (o.imatrix) ho.preset_flags |= TBX_PRESET_HAS_IMATRIX_;
+            tbx_hf_gguf *h = NULL;
+            tbx_plan *hp = NULL;
+            st = tbx_hf_gguf_prepare(in, &ho, &h, err);
+            if (st == TBX_OK) st = tbx_hf_gguf_write(h, NULL, &hp, err);
+            if (st == TBX_OK) dry_run_report(in, hp, &o);
+            tbx_hf_gguf_free(h);
+            return st;
+        }
         if (!o.imatrix) return gguf_from_hf(in, out_path, &ho, NULL, NULL, err);
         ho.preset_flags |= TBX_PRESET_HAS_IMATRIX_;
         tbx_imatrix im;
@@ -608,22 +751,15 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
         changed = true;
         if (st == TBX_OK && (o.preset_flags & TBX_PRESET_DRY_RUN)) {
             /* the plan, reported; nothing is written */
-            for (size_t k = 0; k < plan.n && o.on_tensor; k++) {
-                const tbx_plan_tensor *t = &plan.t[k];
-                char why[200] = "";
-                tbx_convert_report r;
-                memset(&r, 0, sizeof r);
-                r.struct_size = sizeof r;
-                r.tensor = t->src;
-                r.name = in->tensors[t->src].name;
-                r.from = in->tensors[t->src].dtype;
-                r.to = (tbx_dtype)t->dtype;
-                r.action = (tbx_convert_action)t->action;
-                if (plan.reason) plan.reason(&plan, in, k, why, sizeof why);
-                r.reason = why;
-                r.rmse = r.rmse_ggml = NAN;
-                o.on_tensor(o.progress_ud, &r);
-            }
+            dry_run_report(in, &plan, &o);
+            tbx_plan_free(&plan);
+            return TBX_OK;
+        }
+    } else if (preset_mcf) {
+        st = preset_mcf_plan(in, &o, &plan, err);
+        changed = true;
+        if (st == TBX_OK && (o.preset_flags & TBX_PRESET_DRY_RUN)) {
+            dry_run_report(in, &plan, &o);
             tbx_plan_free(&plan);
             return TBX_OK;
         }
@@ -644,7 +780,8 @@ tbx_status tbx_convert(tbx_file *in, const char *out_path, const tbx_convert_opt
     tbx_writer *w = NULL;
     /* a writer given quantization options (MCF's, GGUF's quant_method) applies them only inside
      * a conversion that quantizes (TBX_WRITE_QUANTIZING_) */
-    const uint32_t wflags = preset || (qe && qe->kind != TBX_ENC_FLOAT) ? TBX_WRITE_QUANTIZING_ : 0;
+    const uint32_t wflags = preset || preset_mcf || (qe && qe->kind != TBX_ENC_FLOAT)
+                                ? TBX_WRITE_QUANTIZING_ : 0;
     if (st == TBX_OK) st = tbx_writer_open_(&w, out_path, &o.write, wflags, err);
     if (st != TBX_OK) {
         tbx_hf_embd_free(he);

@@ -94,6 +94,8 @@ const char *cli_value(const cli_args *a, const char *name);
 /* The k-th value (from 0) of a repeatable option `name` (one whose arg placeholder ends in
  * "...", e.g. "KEY=VALUE..."), or NULL past the last one. */
 const char *cli_value_at(const cli_args *a, const char *name, int k);
+/* The index of long option `name` of the command (a->rep_opt's numbering), -1 when none. */
+int cli_option_index(const cli_args *a, const char *name);
 
 /* Prints the help of a command (usage, options, details) to `fp`. */
 void cli_print_command_help(FILE *fp, const cli_command *cmd, const char *path);

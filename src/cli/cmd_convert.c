@@ -40,7 +40,8 @@ static const cli_option convert_options[] = {
                          "listed below; MCF's int8/int4: mantle's runtime cannot load them); "
                          "to GGUF, also one of llama-quantize's presets (listed below): for a "
                          "GGUF model of an architecture llama.cpp knows (or a Hugging Face "
-                         "directory), the file llama-quantize writes"},
+                         "directory), the file llama-quantize writes; to MCF from a Hugging "
+                         "Face directory, llama-quantize's choice in MCF's families"},
     {"pure", 0, NULL, "with a preset: every quantized tensor gets the preset's default type "
                       "(llama-quantize --pure)"},
     {"tensor-type", 0, "PATTERN=TYPE...", "with a preset: tensors whose name the regular "
@@ -52,6 +53,15 @@ static const cli_option convert_options[] = {
                          "nothing"},
     {"keep-split", 0, NULL, "with a preset and a GGUF split set in: as many files out, "
                             "OUT-0000I-of-0000N.gguf (llama-quantize --keep-split)"},
+    {"tensor-type-file", 0, "FILE...", "with a preset: --tensor-type rules read from FILE, "
+                                       "PATTERN=TYPE separated by white space "
+                                       "(llama-quantize --tensor-type-file)"},
+    {"leave-output-tensor", 0, NULL, "with a preset: output.weight keeps its type "
+                                     "(llama-quantize --leave-output-tensor)"},
+    {"override-kv", 0, "KEY=TYPE:VALUE...", "with a preset: set metadata KEY of the output as "
+                                            "llama-quantize --override-kv does (TYPE int: a "
+                                            "u32 of |VALUE|, float: f32, bool: true|false, "
+                                            "str: at most 127 bytes)"},
     {"quant-method", 0, "METHOD", "MCF --quant: best (default, lower error) or mantle (mantle's "
                                   "quantizer byte for byte); GGUF --quant: ggml (default, "
                                   "ggml's bytes) or search (q2_k .. q6_k: tensorbox's own, "
@@ -279,17 +289,14 @@ typedef struct convert_ud {
 static void on_tensor(void *ud, const tbx_convert_report *r) {
     convert_ud *cu = ud;
     if (cu->dry_run) {
-        tbx_tensor_info ti = TBX_TENSOR_INFO_INIT;
-        uint64_t out = 0;
-        if (cu->rep.f && tbx_tensor_info_get(cu->rep.f, r->tensor, &ti) == TBX_OK) {
-            if (r->to == r->from || tbx_dtype_nbytes(r->to, ti.nelems, &out) != TBX_OK)
-                out = ti.nbytes;
-            cu->size_in += ti.nbytes;
-            cu->size_out += out;
-            cu->nelems += ti.nelems;
-        }
+        /* the sizes the library reports (the input's tensor, the output's dtype) */
+        cu->size_in += r->size_in;
+        cu->size_out += r->size_out;
+        const tbx_dtype_info *fi = tbx_dtype_get(r->from);
+        if (fi && fi->block_size && fi->block_bytes)
+            cu->nelems += r->size_in / fi->block_bytes * fi->block_size;
         printf("%-40s %-8s -> %-8s %10.3f MiB -> %10.3f MiB  %s\n", r->name, dtname(r->from),
-               dtname(r->to), (double)ti.nbytes / 1048576.0, (double)out / 1048576.0,
+               dtname(r->to), (double)r->size_in / 1048576.0, (double)r->size_out / 1048576.0,
                r->reason);
         return;
     }
@@ -439,7 +446,9 @@ static void help_presets(FILE *fp) {
                 "directory) gets\n  llama-quantize's type for each tensor and its file, byte "
                 "for byte (Q3_K, Q4_K, Q5_K\n  are the _M mixes; COPY copies). Any other input: "
                 "a preset naming a type (Q8_0,\n  Q4_K, ...) quantizes every 2-D float tensor "
-                "to it.\n");
+                "to it.\n  To MCF from a Hugging Face directory: each tensor gets MCF's "
+                "family of llama.cpp's\n  type (q8_0 q8, q4_0 q4, q6_K k6, q4_K k4, q3_K k3, "
+                "q2_K k2; f32/f16/bf16 kept\n  or cast); a tensor of any other type is refused.\n");
 }
 
 /* `tbx convert --help`: the Hugging Face architectures a model directory converts from, to a
@@ -713,7 +722,8 @@ static int hf_dir_run(const cli_args *a, const char *in, const char *out) {
                                         "format-version", "quant-method", "quant-clip",
                                         "tensor-type", "output-tensor-type",
                                         "token-embedding-type", "no-dedup", "drop-unreadable",
-                                        "force", "strict"};
+                                        "force", "strict", "leave-output-tensor",
+                                        "tensor-type-file", "override-kv"};
     for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
         if (cli_flag(a, other[i]))
             return cli_usage_error(a, "--%s does not apply to a Hugging Face directory output "
@@ -746,6 +756,65 @@ static bool is_dir_target(const char *out) {
     size_t n = strlen(out);
     struct stat st;
     return (n && out[n - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+/* --override-kv KEY=TYPE:VALUE (llama-quantize's, common's string_parse_kv_override): into the
+ * --meta map, after its entries, as llama_model_quantize sets them (int: u32 of |VALUE| as atol
+ * reads it; float: f32 of atof; bool: true | false; str: at most 127 bytes). The keys its
+ * loader reads as the rules' hyper-parameters are refused: tensorbox applies an override to the
+ * output's metadata only. */
+static int override_kv(const cli_args *a, tbx_value **map) {
+    static const char *const hparams[] = {".block_count", ".attention.head_count",
+                                          ".attention.head_count_kv", ".expert_count"};
+    const char *kv;
+    for (int k = 0; (kv = cli_value_at(a, "override-kv", k)) != NULL; k++) {
+        const char *eq = strchr(kv, '=');
+        if (!eq || eq == kv || eq - kv >= 128)
+            return cli_usage_error(a, "--override-kv: expected KEY=TYPE:VALUE (a key of at most "
+                                      "127 bytes), got '%s'", kv);
+        const size_t kl = (size_t)(eq - kv);
+        for (size_t h = 0; h < sizeof hparams / sizeof hparams[0]; h++) {
+            const size_t hl = strlen(hparams[h]);
+            if (kl > hl && !memcmp(kv + kl - hl, hparams[h], hl))
+                return cli_usage_error(a, "--override-kv %.*s: llama.cpp reads this key as a "
+                                          "hyper-parameter of its quantization rules; tensorbox "
+                                          "overrides the output's metadata only", (int)kl, kv);
+        }
+        const char *v = eq + 1;
+        tbx_value *val = NULL;
+        if (!strncmp(v, "int:", 4)) {
+            long long n = strtoll(v + 4, NULL, 10);
+            val = tbx_value_new_uint(TBX_V_U32, (uint32_t)(n < 0 ? -(unsigned long long)n
+                                                                 : (unsigned long long)n));
+        } else if (!strncmp(v, "float:", 6)) {
+            val = tbx_value_new_float(TBX_V_F32, (float)strtod(v + 6, NULL));
+        } else if (!strncmp(v, "bool:", 5)) {
+            if (strcmp(v + 5, "true") && strcmp(v + 5, "false"))
+                return cli_usage_error(a, "--override-kv %s: a bool is true or false", kv);
+            val = tbx_value_new_bool(!strcmp(v + 5, "true"));
+        } else if (!strncmp(v, "str:", 4)) {
+            if (strlen(v + 4) > 127)
+                return cli_usage_error(a, "--override-kv %.*s: a string of at most 127 bytes",
+                                       (int)kl, kv);
+            val = tbx_value_new_string(v + 4, strlen(v + 4));
+        } else {
+            return cli_usage_error(a, "--override-kv %s: TYPE is int, float, bool or str", kv);
+        }
+        if (!*map && !(*map = tbx_value_new_map())) {
+            tbx_value_free(val);
+            cli_error("out of memory");
+            return CLI_FAIL;
+        }
+        tbx_status st = val ? tbx_value_map_put(*map, kv, kl, val) : TBX_E_NOMEM;
+        if (st == TBX_E_DUPLICATE)
+            return cli_usage_error(a, "--override-kv: key '%.*s' given twice (or also by --meta)",
+                                   (int)kl, kv);
+        if (st != TBX_OK) {
+            cli_error("out of memory");
+            return CLI_FAIL;
+        }
+    }
+    return CLI_OK;
 }
 
 static int convert_run(const cli_args *a) {
@@ -799,7 +868,12 @@ static int convert_run(const cli_args *a) {
      * the library reads as the type itself for an input that is no llama.cpp model) */
     const char *preset_name = NULL;
     tbx_dtype preset_type = TBX_DT_INVALID; /* its default type, for the reports below */
-    for (size_t i = 0; quant && fmt == TBX_FORMAT_GGUF && !preset_name; i++) {
+    /* (an MCF output from a directory, a Hugging Face model: a preset maps llama.cpp's choice
+     * to MCF's families; MCF's own names, q8 .. k2, int8, int4, are no preset's, and from a
+     * file a ggml type's name stays the type MCF does not store) */
+    struct stat ist;
+    const int mcf_preset = fmt == TBX_FORMAT_MCF && stat(in, &ist) == 0 && S_ISDIR(ist.st_mode);
+    for (size_t i = 0; quant && (fmt == TBX_FORMAT_GGUF || mcf_preset) && !preset_name; i++) {
         tbx_dtype dt = TBX_DT_INVALID;
         const char *pn = tbx_quant_preset_at(i, NULL, &dt, NULL);
         if (!pn) break;
@@ -808,27 +882,50 @@ static int convert_run(const cli_args *a) {
             preset_type = dt;
         }
     }
+    /* --tensor-type and --tensor-type-file rules, in command-line order (llama-quantize's) */
     tbx_tensor_type_rule rules[64];
     static char patterns[64][256]; /* the PATTERN part of each rule */
     size_t nrules = 0;
-    const char *tt;
-    for (int k = 0; (tt = cli_value_at(a, "tensor-type", k)) != NULL; k++) {
-        const char *eq = strrchr(tt, '=');
-        if (!eq || eq == tt || !eq[1])
-            return cli_usage_error(a, "--tensor-type: expected PATTERN=TYPE, got '%s'", tt);
-        if (nrules == sizeof rules / sizeof rules[0])
-            return cli_usage_error(a, "--tensor-type: at most %zu rules",
-                                   sizeof rules / sizeof rules[0]);
-        tbx_dtype t = tbx_dtype_from_name(eq + 1);
-        if (t == TBX_DT_INVALID)
-            return cli_usage_error(a, "--tensor-type: unknown type '%s'", eq + 1);
-        if ((size_t)(eq - tt) >= sizeof patterns[0])
-            return cli_usage_error(a, "--tensor-type: a pattern of at most %zu bytes",
-                                   sizeof patterns[0] - 1);
-        memcpy(patterns[nrules], tt, (size_t)(eq - tt));
-        patterns[nrules][eq - tt] = 0;
-        rules[nrules].pattern = patterns[nrules];
-        rules[nrules++].type = t;
+    const int tt_opt = cli_option_index(a, "tensor-type");
+    const int tf_opt = cli_option_index(a, "tensor-type-file");
+    for (int r = 0; r < a->nrep; r++) {
+        if (a->rep_opt[r] != tt_opt && a->rep_opt[r] != tf_opt) continue;
+        const int file = a->rep_opt[r] == tf_opt;
+        const char *what = file ? "--tensor-type-file" : "--tensor-type";
+        static char text[65536]; /* one file at a time: its words are copied into patterns */
+        char *words = NULL, *save = NULL;
+        const char *tt = a->rep_val[r];
+        if (file) {
+            FILE *fp = fopen(tt, "rb");
+            if (!fp) return cli_usage_error(a, "--tensor-type-file: cannot open '%s': %s", tt,
+                                            strerror(errno));
+            size_t n = fread(text, 1, sizeof text - 1, fp);
+            const int more = n == sizeof text - 1 && fgetc(fp) != EOF;
+            fclose(fp);
+            if (more) return cli_usage_error(a, "--tensor-type-file: '%s' is longer than %zu "
+                                                "bytes", tt, sizeof text - 1);
+            text[n] = 0;
+            words = text;
+            tt = strtok_r(words, " \t\n\r\v\f", &save);
+        }
+        for (; tt; tt = file ? strtok_r(NULL, " \t\n\r\v\f", &save) : NULL) {
+            const char *eq = strrchr(tt, '=');
+            if (!eq || eq == tt || !eq[1])
+                return cli_usage_error(a, "%s: expected PATTERN=TYPE, got '%s'", what, tt);
+            if (nrules == sizeof rules / sizeof rules[0])
+                return cli_usage_error(a, "%s: at most %zu rules", what,
+                                       sizeof rules / sizeof rules[0]);
+            tbx_dtype t = tbx_dtype_from_name(eq + 1);
+            if (t == TBX_DT_INVALID)
+                return cli_usage_error(a, "%s: unknown type '%s'", what, eq + 1);
+            if ((size_t)(eq - tt) >= sizeof patterns[0])
+                return cli_usage_error(a, "%s: a pattern of at most %zu bytes", what,
+                                       sizeof patterns[0] - 1);
+            memcpy(patterns[nrules], tt, (size_t)(eq - tt));
+            patterns[nrules][eq - tt] = 0;
+            rules[nrules].pattern = patterns[nrules];
+            rules[nrules++].type = t;
+        }
     }
     const char *ott = cli_value(a, "output-tensor-type"), *tet = cli_value(a, "token-embedding-type");
     if (ott && (opt.output_tensor_type = tbx_dtype_from_name(ott)) == TBX_DT_INVALID)
@@ -838,11 +935,13 @@ static int convert_run(const cli_args *a) {
     if (cli_flag(a, "pure")) opt.preset_flags |= TBX_PRESET_PURE;
     if (cli_flag(a, "dry-run")) opt.preset_flags |= TBX_PRESET_DRY_RUN;
     if (cli_flag(a, "keep-split")) opt.preset_flags |= TBX_PRESET_KEEP_SPLIT;
-    if ((nrules || ott || tet || opt.preset_flags) && !preset_name)
+    if (cli_flag(a, "leave-output-tensor")) opt.preset_flags |= TBX_PRESET_LEAVE_OUTPUT;
+    if ((nrules || ott || tet || opt.preset_flags || cli_value(a, "override-kv")) && !preset_name)
         return cli_usage_error(a, "--pure, --dry-run, --keep-split, --tensor-type, "
-                                  "--output-tensor-type and --token-embedding-type refine a "
-                                  "llama-quantize preset of a "
-                                  "GGUF output (--quant Q4_K_M, ...)");
+                                  "--tensor-type-file, --output-tensor-type, "
+                                  "--token-embedding-type, --leave-output-tensor and "
+                                  "--override-kv refine a llama-quantize preset (--quant "
+                                  "Q4_K_M, ...)");
     opt.tensor_types = nrules ? rules : NULL;
     opt.n_tensor_types = nrules;
     if (preset_name) {
@@ -908,7 +1007,11 @@ static int convert_run(const cli_args *a) {
 
     tbx_value *meta = NULL, *options = NULL;
     int mrc = meta_map(a, &meta);
-    if (mrc != CLI_OK) return mrc;
+    if (mrc == CLI_OK) mrc = override_kv(a, &meta);
+    if (mrc != CLI_OK) {
+        tbx_value_free(meta);
+        return mrc;
+    }
     opt.meta = meta;
     mrc = option_map(a, fmt, &options);
     if (mrc != CLI_OK) {
@@ -1002,8 +1105,11 @@ static int convert_run(const cli_args *a) {
         summary_print(&cu.sum);
     if (opt.on_quant && cu.rep.tensors) {
         const tbx_dtype_info *qi = tbx_dtype_get(opt.quant_to);
+        char fams[64];
+        if (!qi && opt.quant_preset) /* a preset to MCF: several families */
+            snprintf(fams, sizeof fams, "MCF's families (%s)", opt.quant_preset);
         fprintf(stderr, "quantized %" PRIu64 " tensors (%" PRIu64 " values) to %s, method %s: RMSE %.6g\n",
-                cu.rep.tensors, cu.rep.values, qi ? qi->name + 4 : "?",
+                cu.rep.tensors, cu.rep.values, qi ? qi->name + 4 : opt.quant_preset ? fams : "?",
                 qmethod,
                 cu.rep.values ? sqrt(cu.rep.sse / (double)cu.rep.values) : 0.0);
     }

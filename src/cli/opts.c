@@ -61,6 +61,10 @@ const char *cli_value(const cli_args *a, const char *name) {
     return (i >= 0 && i < CLI_MAX_OPTIONS) ? a->val[i] : NULL;
 }
 
+int cli_option_index(const cli_args *a, const char *name) {
+    return find_long(a->cmd, name, strlen(name));
+}
+
 const char *cli_value_at(const cli_args *a, const char *name, int k) {
     int i = find_long(a->cmd, name, strlen(name));
     for (int r = 0; i >= 0 && r < a->nrep; r++)

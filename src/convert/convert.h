@@ -75,6 +75,23 @@ tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan 
 /* --keep-split runs the engine on a window of a preset plan (its tensors from `first`): the
  * reason hook's index base. */
 void tbx_plan_preset_window(tbx_plan *p, size_t first);
+/* A preset to MCF: input tensor i becomes GGUF tensor c[i].gguf (NULL: none, the tensor is
+ * kept as it is) of llama.cpp's type c[i].type (c[i].wanted before llama.cpp's fallback for
+ * rows its block does not divide); c lives in the plan's memory (tbx_plan_alloc). */
+typedef struct tbx_preset_mcf_in {
+    const char *gguf;
+    tbx_dtype type, wanted;
+    bool by_preset; /* the preset chose the type (else the GGUF's unquantized own) */
+} tbx_preset_mcf_in;
+/* MCF's dtype for llama.cpp's type t: f32/f16/bf16 themselves, q8_0 mcf_q8, q4_0 mcf_q4, q6_K
+ * mcf_k6, q4_K mcf_k4, q3_K mcf_k3, q2_K mcf_k2; TBX_DT_INVALID: MCF has no family for it. */
+tbx_dtype tbx_preset_mcf_family(tbx_dtype t);
+/* The plan of a preset to MCF: every readable input tensor, in the input's order, stored as
+ * MCF's family for the type c gives it (MCF's quantizer, o's method and clip range), cast to
+ * f16/bf16/f32 when the preset says so, else kept; refused (TBX_E_UNSUPPORTED naming the
+ * tensor, its GGUF name and llama.cpp's type) where MCF has no family. */
+tbx_status tbx_plan_preset_mcf(tbx_file *in, const tbx_convert_options *o,
+                               const tbx_preset_mcf_in *c, tbx_plan *p, tbx_error *err);
 
 /* Values made during a conversion (stringified metadata, a rewritten file type), lent to the
  * writer and freed after it finished or aborted (tbx_convert_kept_free). */

@@ -174,7 +174,7 @@ tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan 
     lp.only_copy = pr->deflt == TBX_DT_INVALID;
     lp.pure = (o->preset_flags & TBX_PRESET_PURE) != 0;
     lp.has_imatrix = o->imatrix != NULL;
-    lp.quantize_output = true;
+    lp.quantize_output = !(o->preset_flags & TBX_PRESET_LEAVE_OUTPUT);
     lp.output_type = o->output_tensor_type;
     lp.token_embd_type = o->token_embedding_type;
     tbx_lq_rules_use(rs, &lp);
@@ -287,5 +287,178 @@ tbx_status tbx_plan_preset(tbx_file *in, const tbx_convert_options *o, tbx_plan 
     }
 done:
     tbx_lq_rules_free(rs);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A preset to MCF                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+/* MCF's families are symmetric (codes times a scale, no minimum), with blocks of 32 values
+ * (k: super-blocks of 256 with a u6 sub-scale per block). A ggml type maps to the family of its
+ * code width and scale structure: q8_0 and q4_0 are the q family's geometry (a f16 scale per 32
+ * signed codes), the symmetric K-quants q6_K / q3_K and the affine q4_K / q2_K the k family of
+ * their width. Types of another width (q5_*), affine 32-blocks (q4_1, q5_1) and the codebook,
+ * ternary and FP4 types have none: refused, never replaced by a family of other bits. */
+tbx_dtype tbx_preset_mcf_family(tbx_dtype t) {
+    switch (t) {
+    case TBX_DT_F32: case TBX_DT_F16: case TBX_DT_BF16: return t;
+    case TBX_DT_Q8_0: return TBX_DT_MCF_Q8;
+    case TBX_DT_Q4_0: return TBX_DT_MCF_Q4;
+    case TBX_DT_Q6_K: return TBX_DT_MCF_K6;
+    case TBX_DT_Q4_K: return TBX_DT_MCF_K4;
+    case TBX_DT_Q3_K: return TBX_DT_MCF_K3;
+    case TBX_DT_Q2_K: return TBX_DT_MCF_K2;
+    default: return TBX_DT_INVALID;
+    }
+}
+
+enum { PM_KEPT_NO_GGUF = 1, PM_KEPT, PM_FAMILY, PM_CAST };
+
+typedef struct preset_mcf_ud {
+    const tbx_lq_preset *preset;
+    const tbx_preset_mcf_in *c; /* per input tensor */
+} preset_mcf_ud;
+
+static void preset_mcf_reason(const tbx_plan *p, const tbx_file *in, size_t k, char *buf,
+                              size_t cap) {
+    const preset_mcf_ud *u = p->ud;
+    const tbx_plan_tensor *pt = &p->t[k];
+    const tbx_preset_mcf_in *c = &u->c[pt->src];
+    (void)in;
+    const tbx_dtype_info *want = tbx_dtype_get(c->wanted), *got = tbx_dtype_get(c->type);
+    const tbx_dtype_info *to = tbx_dtype_get((tbx_dtype)pt->dtype);
+    buf[0] = 0;
+    switch (pt->why) {
+    case PM_KEPT_NO_GGUF:
+        snprintf(buf, cap, "not a tensor of llama.cpp's model: kept");
+        break;
+    case PM_KEPT:
+        snprintf(buf, cap, "llama-quantize %s leaves %s %s", u->preset->name, c->gguf,
+                 got ? got->name : "?");
+        break;
+    case PM_FAMILY: case PM_CAST:
+        if (c->type != c->wanted)
+            snprintf(buf, cap, "llama-quantize %s gives %s %s (llama.cpp's fallback %s: MCF "
+                     "pads a partial block): MCF %s", u->preset->name, c->gguf,
+                     want ? want->name : "?", got ? got->name : "?", to ? to->name : "?");
+        else
+            snprintf(buf, cap, "llama-quantize %s gives %s %s: MCF %s", u->preset->name,
+                     c->gguf, want ? want->name : "?", to ? to->name : "?");
+        break;
+    default: break;
+    }
+}
+
+static const tbx_value *preset_wopt(const tbx_convert_options *o, const char *key) {
+    const tbx_value *m = o->write.options;
+    const size_t kl = strlen(key);
+    for (uint64_t i = 0, n = tbx_value_type_of(m) == TBX_V_MAP ? tbx_value_len(m) : 0; i < n;
+         i++) {
+        size_t len = 0;
+        const char *k = tbx_value_key_at(m, i, &len);
+        if (k && len == kl && !memcmp(k, key, kl)) return tbx_value_at(m, i);
+    }
+    return NULL;
+}
+
+tbx_status tbx_plan_preset_mcf(tbx_file *in, const tbx_convert_options *o,
+                               const tbx_preset_mcf_in *c, tbx_plan *p, tbx_error *err) {
+    const tbx_lq_preset *pr = tbx_lq_preset_find(o->quant_preset);
+    if (!pr)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "quant_preset",
+                       "'%s' is not one of llama-quantize's types", o->quant_preset);
+    /* MCF's clip range and method, as a plain conversion to one of its families takes them */
+    tbx_quant_info *clip = NULL;
+    const tbx_value *lo_v = preset_wopt(o, TBX_MCFQ_OPT_CLIP_MIN);
+    const tbx_value *hi_v = preset_wopt(o, TBX_MCFQ_OPT_CLIP_MAX);
+    if (lo_v || hi_v) {
+        double lo = 0, hi = 0;
+        if (tbx_value_get_f64(lo_v, &lo) != TBX_OK || tbx_value_get_f64(hi_v, &hi) != TBX_OK)
+            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET,
+                           "options." TBX_MCFQ_OPT_CLIP_MIN, "a clip range needs two numbers, "
+                           "%s and %s", TBX_MCFQ_OPT_CLIP_MIN, TBX_MCFQ_OPT_CLIP_MAX);
+        if (!(clip = tbx_plan_alloc(p, sizeof *clip)))
+            return tbx_err_nomem(err, "conversion plan");
+        clip->struct_size = sizeof *clip;
+        clip->has_clip = 1;
+        clip->clip_min = (float)lo;
+        clip->clip_max = (float)hi;
+    }
+    const char *method = tbx_value_get_str(preset_wopt(o, TBX_MCFQ_OPT_METHOD), NULL);
+    const bool mantle = method && !strcmp(method, "mantle");
+    preset_mcf_ud *ud = tbx_plan_alloc(p, sizeof *ud);
+    if (!ud) return tbx_err_nomem(err, "conversion plan");
+    ud->preset = pr;
+    ud->c = c;
+    p->ud = ud;
+    p->reason = preset_mcf_reason;
+    p->report_input_index = true;
+    size_t nbad = 0;
+    for (size_t i = 0; i < in->ntensors; i++) nbad += in->tensors[i].unreadable != 0;
+    p->names = nbad ? NULL : &in->tensor_names;
+    tbx_status st = tbx_plan_reserve(p, in->ntensors - nbad, 0, err);
+    for (size_t i = 0; st == TBX_OK && i < in->ntensors; i++) {
+        const tbx_tensor *t = &in->tensors[i];
+        if (t->unreadable) continue;
+        tbx_plan_tensor pt;
+        memset(&pt, 0, sizeof pt);
+        pt.src = i;
+        pt.flags = TBX_PT_WHOLE;
+        pt.dtype = (uint16_t)t->dtype;
+        pt.action = TBX_CONVERT_KEPT;
+        pt.enc = t->quant || (t->ncomp <= 1 && t->layout == TBX_LAYOUT_DENSE) ? TBX_PENC_STORED
+                                                                               : TBX_PENC_REFUSE;
+        pt.quant = t->quant;
+        pt.why = c[i].gguf ? PM_KEPT : PM_KEPT_NO_GGUF;
+        if (c[i].gguf && c[i].by_preset) {
+            /* MCF pads a partial block: the preset's own type, not ggml's fallback of it */
+            const tbx_dtype fam = tbx_preset_mcf_family(c[i].wanted);
+            const tbx_dtype_info *wi = tbx_dtype_get(c[i].wanted);
+            const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
+            if (fam == TBX_DT_INVALID) {
+                st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, t->name,
+                             "tensor \"%s\" (llama.cpp's %s): llama-quantize %s gives it %s, "
+                             "and MCF has no family for it (MCF stores f32, f16, bf16 and "
+                             "q8_0 as q8, q4_0 as q4, q6_K as k6, q4_K as k4, q3_K as k3, q2_K "
+                             "as k2; write a GGUF, or pick a preset of those types)", t->name,
+                             c[i].gguf, pr->name, wi ? wi->name : "?");
+                break;
+            }
+            if (t->quant || !di || !(di->flags & TBX_DTF_FLOAT) || (di->flags & TBX_DTF_COMPLEX)) {
+                st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, t->name,
+                             "tensor \"%s\" is %s: a preset to MCF quantizes float tensors",
+                             t->name, di ? di->name : "?");
+                break;
+            }
+            if (fam != t->dtype) {
+                const tbx_encoder *e = tbx_encoder_for(fam);
+                if (!e) {
+                    st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, t->name,
+                                 "tensor \"%s\": no encoder of %s", t->name, wi->name);
+                    break;
+                }
+                pt.dtype = (uint16_t)fam;
+                pt.enc = TBX_PENC_ENCODE;
+                pt.quant = NULL;
+                if (e->kind == TBX_ENC_PAYLOAD) {
+                    if (t->ndim != 2) {
+                        st = tbx_err(err, TBX_E_UNSUPPORTED, TBX_NO_OFFSET, t->name,
+                                     "tensor \"%s\" has %u dimensions, and MCF's quantized "
+                                     "families 2", t->name, t->ndim);
+                        break;
+                    }
+                    pt.action = TBX_CONVERT_QUANTIZED;
+                    pt.why = PM_FAMILY;
+                    pt.quant = clip;
+                    if (!clip) pt.flags |= TBX_PT_CLIP_SCAN;
+                    if (mantle) pt.flags |= TBX_PT_MANTLE;
+                } else {
+                    pt.action = TBX_CONVERT_CAST;
+                    pt.why = PM_CAST;
+                }
+            }
+        }
+        st = tbx_plan_add(p, &pt, NULL, err);
+    }
     return st;
 }

@@ -64,7 +64,8 @@ enum {
     HD_X,       /* expert_count */
     HD_FX,      /* expert_feed_forward_length, else feed_forward_length */
     HD_FS,      /* expert_shared_feed_forward_length, else feed_forward_length */
-    HD_F2       /* 2 x feed_forward_length (ARCH_FFN_UP_GLU's ffn_up) */
+    HD_F2,      /* 2 x feed_forward_length (ARCH_FFN_UP_GLU's ffn_up) */
+    HD_QKV      /* HD_Q + 2 x HD_K: a fused q, k and v kept whole (attn_qkv) */
 };
 
 /* A part of an HF_MAP_SPLIT entry: its GGUF name ('#': layer), its row count, its transform. */
@@ -120,6 +121,13 @@ typedef struct hf_tmap {
                                    pad_token_id + 1 rows of position_embd are dropped and
                                    context_length is max_position_embeddings less them
                                    (convert_hf_to_gguf.py's XLMRobertaModel) */
+#define ARCH_ROPE_PARTIAL 0x80000u /* with ARCH_ROPE_DIM: rope.dimension_count =
+                                   int(partial_rotary_factor x hidden_size) / heads (factor 1
+                                   when absent; Phi3MiniModel) */
+#define ARCH_SPM_ADDED    0x100000u /* SentencePiece vocabulary as Phi3MiniModel.set_vocab: the
+                                   added tokens of tokenizer_config's added_tokens_decoder and
+                                   of tokenizer.json are control when special, else
+                                   user-defined (no look-special test, no U+2581 -> space) */
 /* Gemma's (issue 22; high bits, clear of the other rows' flags) */
 #define ARCH_NO_SPACE_PREFIX 0x10000u /* tokenizer.ggml.add_space_prefix = false whatever the
                                          tokenizer says (convert_hf_to_gguf.py's Gemma*Model) */
@@ -141,6 +149,9 @@ typedef struct hf_tmap {
 #define TBX_HF_ROPE_LINEAR 0x01u /* {arch}.rope.scaling.type/factor */
 #define TBX_HF_ROPE_LLAMA3 0x02u /* rope_freqs.weight generated */
 #define TBX_HF_ROPE_YARN   0x04u /* {arch}.rope.scaling.type/factor/original_context_length */
+#define TBX_HF_ROPE_LONGROPE 0x08u /* "longrope" (or "su") with long_factor/short_factor:
+                                      rope_factors_long/short.weight generated and
+                                      rope.scaling.attn_factor (Phi3MiniModel) */
 
 typedef struct hf_arch {
     const char *model_type;         /* config.json model_type: the row's name */
@@ -161,6 +172,9 @@ const hf_arch *tbx_hf_arch_find_(const char *mt);
 /* Tests only (tests/unit/test_hf_arch.c): a row outside the table, found by its model_type
  * when no row of the table has it (listed nowhere); NULL in the library. */
 extern const hf_arch *tbx_hf_arch_test_;
+/* The row whose model_type is nearest to `mt` (edit distance, ASCII case folded; ties: the
+ * first in table order), for the unsupported-architecture error; NULL for a NULL or empty mt. */
+const hf_arch *tbx_hf_arch_nearest_(const char *mt);
 /* The rope_scaling type names of a TBX_HF_ROPE_* mask, ", "-separated, into buf. */
 void tbx_hf_rope_names_(unsigned mask, char *buf, size_t cap);
 /* The model_types of the rows whose tokenizers include `tok` (or every row: tok 0),

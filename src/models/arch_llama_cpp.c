@@ -14,24 +14,9 @@
 #include "models.h" /* tbx_gguf_hf_arch_* (tensorbox/gguf.h) */
 #include "arch.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
-
-/* Every ARCH_* flag is its own bit: rows are added side by side, and two flags sharing a bit
- * would turn one row's quirk on for another (their sum equals their union only then). */
-_Static_assert((ARCH_VOCAB_SIZE + ARCH_ROPE_DIM + ARCH_NONCAUSAL + ARCH_POOLING + ARCH_TT_COUNT
-                + ARCH_SPACE_PREFIX + ARCH_NO_HEAD_DIM + ARCH_NORM_TOPK +
-                ARCH_ADD_SEP + ARCH_PRE_MODERN_BERT + ARCH_SWA + ARCH_HIDDEN_ACT
-                + ARCH_CLS_POOLING + ARCH_ROPE_NONE + ARCH_FFN_UP_GLU +
-                ARCH_POS_OFFSET + ARCH_NO_SPACE_PREFIX + ARCH_GEMMA_EOT +
-                ARCH_TEXT_CONFIG) ==
-               (ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT
-                | ARCH_SPACE_PREFIX | ARCH_NO_HEAD_DIM | ARCH_NORM_TOPK |
-                ARCH_ADD_SEP | ARCH_PRE_MODERN_BERT | ARCH_SWA | ARCH_HIDDEN_ACT
-                | ARCH_CLS_POOLING | ARCH_ROPE_NONE | ARCH_FFN_UP_GLU |
-                ARCH_POS_OFFSET | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT |
-                ARCH_TEXT_CONFIG),
-               "two ARCH_* flags share a bit (arch.h)");
 
 static const hf_hparam HP_BERT[] = {
     {"context_length", HP_U32, {"max_position_embeddings"}, true},
@@ -452,6 +437,37 @@ static const char *const SKIP_GEMMA3_MM[] = {"model.vision_tower.*", "model.mult
                                              "vision_tower.*", "multi_modal_projector.*", NULL};
 /* ---- end of Gemma ------------------------------------------------------------------------ */
 
+/* Phi-3 (convert_hf_to_gguf.py's Phi3MiniModel): q, k and v fused in qkv_proj and gate and up
+ * in gate_up_proj, both kept whole (llama.cpp's phi3 graph splits them: attn_qkv, ffn_up of
+ * 2 x feed_forward_length rows); the rotary embedding in NEOX form (no reordering). Its
+ * hyper-parameters are the converter's own list (no vocab_size): head_count_kv always,
+ * original_max_position_embeddings required, sliding_window 0 when absent. */
+static const hf_hparam HP_PHI3[] = {
+    {"context_length", HP_U32, {"n_positions", "max_position_embeddings"}, true},
+    {"rope.scaling.original_context_length", HP_U32, {"original_max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size", "n_embd"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads", "n_head"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads", "n_head_kv"}, true},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, true},
+    {"attention.sliding_window", HP_U32, {"sliding_window", "=0"}, false},
+    {NULL, HP_U32, {NULL}, false},
+};
+static const hf_tmap TM_PHI3[] = {
+    ONE("model.embed_tokens", "token_embd"),
+    ONE("model.norm", "output_norm"),
+    ONE("lm_head", "output"),
+    ONE("model.layers.#.input_layernorm", "blk.#.attn_norm"),
+    ONE("model.layers.#.self_attn.qkv_proj", "blk.#.attn_qkv"),
+    ONE("model.layers.#.self_attn.o_proj", "blk.#.attn_output"),
+    ONE("model.layers.#.post_attention_layernorm", "blk.#.ffn_norm"),
+    ONE("model.layers.#.mlp.gate_up_proj", "blk.#.ffn_up"),
+    ONE("model.layers.#.mlp.down_proj", "blk.#.ffn_down"),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+
 /* Rows, in the order the supported list shows them. rope: convert_hf_to_gguf.py's BaichuanModel
  * writes linear scaling's keys; its Qwen2MoeModel yarn's; its LlamaModel
  * (llama, and mixtral, which it converts as "llama") writes linear scaling's keys and llama3's
@@ -510,6 +526,11 @@ static const hf_arch ARCHES[] = {
      TBX_HF_TOK_BPE, 0},
     {"nomic_bert", "nomic-bert", {NULL}, HP_NOMIC_BERT, TM_NOMIC_BERT, SKIP_BERT,
      ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT, TBX_HF_TOK_WORDPIECE, 0},
+    /* Phi3MiniModel: tokenizer.model (its own added-token rules), a GPT-2 BPE for Phi-4;
+     * longrope's factors */
+    {"phi3", "phi3", {NULL}, HP_PHI3, TM_PHI3, SKIP_DECODER,
+     ARCH_ROPE_DIM | ARCH_ROPE_PARTIAL | ARCH_FFN_UP_GLU | ARCH_SPM_ADDED,
+     TBX_HF_TOK_SPM | TBX_HF_TOK_BPE, TBX_HF_ROPE_LONGROPE},
 };
 
 size_t tbx_hf_arch_count_(void) { return sizeof ARCHES / sizeof ARCHES[0]; }
@@ -536,6 +557,7 @@ static void append(char *buf, size_t cap, size_t *n, const char *s) {
 void tbx_hf_rope_names_(unsigned mask, char *buf, size_t cap) {
     static const struct { unsigned bit; const char *name; } R[] = {
         {TBX_HF_ROPE_LINEAR, "linear"}, {TBX_HF_ROPE_LLAMA3, "llama3"}, {TBX_HF_ROPE_YARN, "yarn"},
+        {TBX_HF_ROPE_LONGROPE, "longrope"},
     };
     size_t n = 0;
     if (!cap) return;
@@ -543,6 +565,39 @@ void tbx_hf_rope_names_(unsigned mask, char *buf, size_t cap) {
     for (size_t i = 0; i < sizeof R / sizeof R[0]; i++)
         if (mask & R[i].bit) append(buf, cap, &n, R[i].name);
     if (!n) snprintf(buf, cap, "none");
+}
+
+/* Levenshtein distance between a and b, ASCII case folded; both are bounded by the caller
+ * (model_type strings of config.json, cut at HF_NEAR_MAX bytes). */
+#define HF_NEAR_MAX 64
+static size_t edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > HF_NEAR_MAX) la = HF_NEAR_MAX;
+    if (lb > HF_NEAR_MAX) lb = HF_NEAR_MAX;
+    size_t prev[HF_NEAR_MAX + 1], cur[HF_NEAR_MAX + 1];
+    for (size_t j = 0; j <= lb; j++) prev[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            const int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+            size_t best = prev[j - 1] + (ca != cb);
+            if (prev[j] + 1 < best) best = prev[j] + 1;
+            if (cur[j - 1] + 1 < best) best = cur[j - 1] + 1;
+            cur[j] = best;
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof *prev);
+    }
+    return prev[lb];
+}
+
+const hf_arch *tbx_hf_arch_nearest_(const char *mt) {
+    const hf_arch *best = NULL;
+    size_t bd = (size_t)-1;
+    for (size_t i = 0; mt && *mt && i < sizeof ARCHES / sizeof ARCHES[0]; i++) {
+        size_t d = edit_distance(mt, ARCHES[i].model_type);
+        if (d < bd) { bd = d; best = &ARCHES[i]; }
+    }
+    return best;
 }
 
 void tbx_hf_arch_list_(unsigned tok, char *buf, size_t cap) {

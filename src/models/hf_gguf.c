@@ -28,7 +28,8 @@
  * llama-quantize; tests/python/test_hf_gguf.py checks the output against gguf-py and loads it in
  * llama.cpp. The architectures are the rows of arch_llama_cpp.c (arch.h: hyper-parameters,
  * tensor-name map, tokenizer kinds, rope_scaling variants, flags); a model_type without a row
- * fails with TBX_E_UNSUPPORTED naming it and listing the rows.
+ * fails with TBX_E_UNSUPPORTED naming it, the row nearest to it (edit distance on model_type)
+ * and the rows.
  *
  * Memory: the side files are read whole (each at most tbx_limits.max_side_file_bytes,
  * tbx_section_load_). tokenizer.json is checked and walked in its text (hf_tokenizer.c: no tree
@@ -81,8 +82,12 @@ typedef struct hf_out {
     uint32_t ndim;              /* the output's dimensions (1, 2; a stack: 3) */
     uint64_t shape[3];          /* the plan's shape ([experts,] [rows,] cols) */
     uint8_t action, why;        /* tbx_convert_action and HF_WHY_*, for the report */
+    uint8_t gen;                /* src UINT64_MAX: what it is (HF_GEN_*) */
     tbx_dtype wanted;           /* a preset's type (HF_WHY_FALLBACK: the one its rows missed) */
 } hf_out;
+
+/* Generated tensors (hf_out.gen) */
+enum { HF_GEN_NONE, HF_GEN_ROPE_FREQS, HF_GEN_ROPE_LONG, HF_GEN_ROPE_SHORT };
 
 /* Why a tensor got its dtype (tbx_convert_report.reason) */
 enum { HF_WHY_NONE, HF_WHY_REQUESTED, HF_WHY_FALLBACK, HF_WHY_F32, HF_WHY_F64, HF_WHY_GENERATED };
@@ -125,6 +130,10 @@ struct tbx_hf_gguf {
     bool search;  /* GGUF's write option quant_method=search: quant's own K-quant search */
     /* llama3 rope scaling: rope_freqs.weight is generated (head_dim / 2 factors) */
     bool rope_llama3;
+    /* longrope: rope_factors_long/short.weight generated from config.json's long_factor and
+     * short_factor (rope_nfac values each; NULL: none) */
+    float *rope_long, *rope_short;
+    size_t rope_nfac;
     double rope_theta, rope_factor, rope_low, rope_high, rope_orig_ctx;
     tbx_plan plan;     /* the tensors, for the engine (names and shapes are h->out's) */
 };
@@ -210,7 +219,10 @@ static json_t *cfg_get(hf *h, const char *name) {
 /* config.json's field `name`; rope_theta, which transformers 5 writes inside rope_parameters
  * (not at the top level), is also looked for there, and in its full_attention member (the
  * global layers of Gemma 3, whose local layers' rope_theta, rope_local_base_freq before
- * transformers 5, is its sliding_attention member's). */
+ * transformers 5, is its sliding_attention member's); partial_rotary_factor and
+ * original_max_position_embeddings are also looked for in rope_parameters or rope_scaling
+ * (convert_hf_to_gguf.py's rope_parameters mirrors the top-level ones into them, so either
+ * place gives the value). */
 static json_t *cfg_field(hf *h, const char *name) {
     json_t *j = cfg_get(h, name);
     const bool global = strcmp(name, "rope_theta") == 0;
@@ -221,6 +233,12 @@ static json_t *cfg_field(hf *h, const char *name) {
                           ? json_object_get(rp, global ? "full_attention" : "sliding_attention")
                           : NULL;
         if (json_is_object(sub)) j = json_object_get(sub, "rope_theta");
+    }
+    if (!j && (strcmp(name, "partial_rotary_factor") == 0 ||
+               strcmp(name, "original_max_position_embeddings") == 0)) {
+        json_t *rp = cfg_get(h, "rope_parameters");
+        if (!json_is_object(rp)) rp = cfg_get(h, "rope_scaling");
+        if (json_is_object(rp)) j = json_object_get(rp, name);
     }
     return j;
 }
@@ -267,6 +285,7 @@ static tbx_status cfg_u64(hf *h, const char *name, bool required, uint64_t *out)
 /* ------------------------------------------------------------------------------------------ */
 /* Adds `v` under `key` (the writer copies it; the caller keeps v). */
 static tbx_status put_copy(hf *h, const char *key, const tbx_value *v) {
+    if (!h->w) return TBX_OK; /* tbx_hf_gguf_types: the checks without a writer */
     return tbx_writer_add_meta(h->w, key, strlen(key), v, h->err);
 }
 /* Adds `v` (may be NULL: out of memory) under `key` and frees it. */
@@ -280,6 +299,11 @@ static tbx_status put(hf *h, const char *key, tbx_value *v) {
  * holds a pointer to it, and h frees it after the writer (*v is NULL afterwards). */
 static tbx_status put_lent(hf *h, const char *key, tbx_value **v) {
     if (!*v) return tbx_err_nomem(h->err, key);
+    if (!h->w) { /* tbx_hf_gguf_types: nothing is written */
+        tbx_val_free(*v);
+        *v = NULL;
+        return TBX_OK;
+    }
     if (h->nlent == HF_LENT_MAX) {
         tbx_val_free(*v);
         *v = NULL;
@@ -313,10 +337,64 @@ static tbx_status pick_arch(hf *h) {
     const char *cls = json_is_array(archs) && json_array_size(archs) > 0 &&
                               json_is_string(json_array_get(archs, 0))
                           ? json_string_value(json_array_get(archs, 0)) : NULL;
+    const hf_arch *near = tbx_hf_arch_nearest_(mt);
     return hf_fail(h, TBX_E_UNSUPPORTED, "model_type",
-                   "config.json: architecture model_type \"%s\"%s%s%s is not supported for GGUF "
-                   "(supported: %s; --raw writes the tensors as they are)",
-                   mt ? mt : "(missing)", cls ? " (" : "", cls ? cls : "", cls ? ")" : "", list);
+                   "config.json: model_type \"%s\"%s%s%s is not supported for GGUF (%s%s%s"
+                   "supported: %s; --raw: the tensors as they are)",
+                   mt ? mt : "(missing)", cls ? " (" : "", cls ? cls : "", cls ? ")" : "",
+                   near ? "nearest: \"" : "", near ? near->model_type : "", near ? "\"; " : "",
+                   list);
+}
+
+/* rope.dimension_count: the head size; ARCH_ROPE_PARTIAL: int(partial_rotary_factor x
+ * hidden_size) / heads, as Phi3MiniModel (partial_rotary_factor in [0, 1], checked here). */
+static uint64_t rope_dims(hf *h, uint64_t hidden) {
+    if (!(h->a->flags & ARCH_ROPE_PARTIAL)) return h->head_dim;
+    json_t *j = cfg_field(h, "partial_rotary_factor");
+    double f = json_is_number(j) ? json_number_value(j) : 1.0;
+    if (!(f >= 0.0 && f <= 1.0)) f = 1.0;
+    return (uint64_t)(f * (double)hidden) / h->n_head;
+}
+
+/* longrope ("su") rope scaling as Phi3MiniModel writes it: when rope_scaling has long_factor,
+ * rope.scaling.attn_factor (sqrt(1 + ln(s) / ln(original context)) for s = context /
+ * original context > 1, else 1) and the factors, long_factor and short_factor of
+ * rope.dimension_count / 2 values each, as rope_factors_long/short.weight. */
+static tbx_status rope_longrope(hf *h, json_t *rs, uint64_t hidden) {
+    json_t *lf = json_object_get(rs, "long_factor"), *sf = json_object_get(rs, "short_factor");
+    if (!lf || json_is_null(lf) || (json_is_array(lf) && json_array_size(lf) == 0))
+        return TBX_OK; /* the converter writes nothing without long factors */
+    const size_t want = (size_t)(rope_dims(h, hidden) / 2);
+    if (!json_is_array(lf) || !json_is_array(sf) || json_array_size(lf) != want ||
+        json_array_size(sf) != want)
+        return hf_fail(h, TBX_E_FORMAT, "rope_scaling", "config.json: longrope rope_scaling needs "
+                       "long_factor and short_factor of %zu numbers each (rope.dimension_count "
+                       "/ 2)", want);
+    double ctx = 0, orig = 0;
+    const char *cn[3] = {"n_positions", "max_position_embeddings", NULL};
+    const char *on[2] = {"original_max_position_embeddings", NULL};
+    if (cfg_number(h, cn, &ctx, NULL) != 1 || cfg_number(h, on, &orig, NULL) != 1 ||
+        !(orig > 1) || !(ctx > 0))
+        return hf_fail(h, TBX_E_FORMAT, "original_max_position_embeddings", "config.json: "
+                       "longrope rope_scaling needs max_position_embeddings and "
+                       "original_max_position_embeddings > 1");
+    const double scale = ctx / orig;
+    const double attn = scale > 1.0 ? sqrt(1.0 + log(scale) / log(orig)) : 1.0;
+    tbx_status st = put_arch(h, "rope.scaling.attn_factor", tbx_value_new_float(TBX_V_F32, attn));
+    if (st != TBX_OK) return st;
+    h->rope_long = tbx_calloc(h->al, want ? want : 1, sizeof *h->rope_long);
+    h->rope_short = tbx_calloc(h->al, want ? want : 1, sizeof *h->rope_short);
+    if (!h->rope_long || !h->rope_short) return tbx_err_nomem(h->err, "rope factors");
+    h->rope_nfac = want;
+    for (size_t i = 0; i < want; i++) {
+        json_t *a = json_array_get(lf, i), *b = json_array_get(sf, i);
+        if (!json_is_number(a) || !json_is_number(b))
+            return hf_fail(h, TBX_E_FORMAT, "rope_scaling", "config.json: longrope factor %zu "
+                           "is not a number", i);
+        h->rope_long[i] = (float)json_number_value(a);
+        h->rope_short[i] = (float)json_number_value(b);
+    }
+    return TBX_OK;
 }
 
 /* A rope_theta of rope_parameters' `kind` (transformers 5: full_attention, sliding_attention),
@@ -526,6 +604,9 @@ static tbx_status write_hparams(hf *h) {
                 (st = put_arch(h, "rope.scaling.original_context_length",
                                tbx_value_new_uint(TBX_V_U32, octx))) != TBX_OK)
                 return st;
+        } else if ((strcmp(t, "longrope") == 0 || strcmp(t, "su") == 0) &&
+                   (h->a->rope & TBX_HF_ROPE_LONGROPE)) {
+            if ((st = rope_longrope(h, rs, hidden)) != TBX_OK) return st;
         } else if (strcmp(t, "llama3") == 0 && (h->a->rope & TBX_HF_ROPE_LLAMA3)) {
             /* defaults as convert_hf_to_gguf.py's */
             json_t *v;
@@ -563,7 +644,7 @@ static tbx_status write_hparams(hf *h) {
         return st;
     if (h->a->flags & ARCH_ROPE_DIM)
         if ((st = put_arch(h, "rope.dimension_count",
-                           tbx_value_new_uint(TBX_V_U32, h->head_dim))) != TBX_OK)
+                           tbx_value_new_uint(TBX_V_U32, rope_dims(h, hidden)))) != TBX_OK)
             return st;
     if (h->a->flags & ARCH_NORM_TOPK) {
         json_t *j = json_object_get(h->cfg, "norm_topk_prob");
@@ -790,11 +871,24 @@ static json_t *section_text(hf *h, const char *name, tbx_status *st) {
     size_t n = 0, bad = 0;
     if ((*st = tbx_section_load_(h->in, (uint64_t)i, &buf, &n, h->err)) != TBX_OK) return NULL;
     json_t *j = NULL;
-    if (!tbx_utf8_valid(buf, n, &bad))
+    if (!tbx_utf8_valid(buf, n, &bad)) {
         *st = tbx_err(h->err, TBX_E_FORMAT, (uint64_t)bad, name, "%s: not UTF-8 text (byte "
                       "%zu)", name, bad);
-    else if (!(j = json_stringn(buf, n)))
-        *st = tbx_err_nomem(h->err, name);
+    } else {
+        /* line ends as Python's text mode reads them (gguf-py opens the .jinja files so):
+         * "\r\n" and a lone "\r" become "\n" */
+        char *t = buf;
+        size_t o = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (t[k] == '\r') {
+                t[o++] = '\n';
+                if (k + 1 < n && t[k + 1] == '\n') k++;
+            } else {
+                t[o++] = t[k];
+            }
+        }
+        if (!(j = json_stringn(buf, o))) *st = tbx_err_nomem(h->err, name);
+    }
     tbx_free(h->al, buf, n ? n : 1);
     return j;
 }
@@ -991,7 +1085,7 @@ static const char *bpe_pre_name(hf *h) {
     return PRE_DEFAULT;
 }
 
-static tbx_status write_llama_vocab(hf *h, bool from_spm);
+static tbx_status write_llama_vocab(hf *h, uint8_t *spm, size_t spm_len);
 
 static tbx_status write_ugm_vocab(hf *h);
 
@@ -1012,13 +1106,28 @@ static tbx_status write_tokenizer(hf *h) {
                       tbx_value_new_bool(json_is_true(ap)))) != TBX_OK)
             return st;
         /* then, as llama.cpp's converter: tokenizer.model first, else a SentencePiece BPE
-         * tokenizer.json (byte_fallback), else the byte-level BPE path below */
-        if (tbx_file_find_section(h->in, "tokenizer.model") >= 0)
-            return write_llama_vocab(h, true);
+         * tokenizer.json (byte_fallback), else the byte-level BPE path below. A tokenizer.model
+         * that is tiktoken's text (Llama 3 repositories that copy original/tokenizer.model
+         * beside tokenizer.json) is no SentencePiece model: tokenizer.json holds the same
+         * vocabulary, and is read instead (llama.cpp's converter stops at SentencePiece's
+         * parse error there) */
+        int64_t mi = tbx_file_find_section(h->in, "tokenizer.model");
+        if (mi >= 0) {
+            void *raw = NULL;
+            size_t rl = 0;
+            if ((st = tbx_section_load_(h->in, (uint64_t)mi, &raw, &rl, h->err)) != TBX_OK)
+                return st;
+            if (!tbx_spm_is_tiktoken(raw, rl)) return write_llama_vocab(h, raw, rl);
+            tbx_free(h->al, raw, rl ? rl : 1);
+            if (!h->tok)
+                return hf_fail(h, TBX_E_UNSUPPORTED, "tokenizer.model", "tokenizer.model is a "
+                               "tiktoken BPE file, not a SentencePiece model, and the model has no "
+                               "tokenizer.json (the vocabulary tensorbox reads for it)");
+        }
         json_t *m = h->tok ? json_object_get(h->tok, "model") : NULL;
         const char *mt = jstr(m, "type");
         if (mt && strcmp(mt, "BPE") == 0 && json_is_true(json_object_get(m, "byte_fallback")))
-            return write_llama_vocab(h, false);
+            return write_llama_vocab(h, NULL, 0);
     }
     if (!h->tok) {
         if (tbx_file_find_section(h->in, "tokenizer.model") >= 0)
@@ -1283,10 +1392,13 @@ static tbx_status spm_err(hf *h, tbx_status st) {
     return st;
 }
 
-static tbx_status write_llama_vocab(hf *h, bool from_spm) {
+/* The "llama" vocabulary from the spm_len bytes of tokenizer.model at spm (freed here), or
+ * from tokenizer.json when spm is NULL. */
+static tbx_status write_llama_vocab(hf *h, uint8_t *spm, size_t spm_len) {
     tbx_status st = TBX_OK;
-    uint8_t *buf = NULL;
-    size_t blen = 0;
+    const bool from_spm = spm != NULL;
+    uint8_t *buf = spm;
+    size_t blen = spm_len;
     tbx_spm_vocab sv = {0};
     lv_tok *tk = NULL;
     tbx_value *scores = NULL, *types = NULL, *list = NULL;
@@ -1297,15 +1409,8 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
     int64_t id;
     tbx_tokj_buf b = {h->al, NULL, 0};
     if (from_spm) {
-        int64_t i = tbx_file_find_section(h->in, "tokenizer.model");
-        void *raw = NULL;
-        if ((st = tbx_section_load_(h->in, (uint64_t)i, &raw, &blen, h->err)) != TBX_OK)
-            return st;
-        buf = raw;
-        {
-            st = tbx_spm_parse(buf, blen, h->al, HF_VOCAB_MAX, &sv, h->err);
-            if (st != TBX_OK && st != TBX_E_NOMEM) st = spm_err(h, st);
-        }
+        st = tbx_spm_parse(buf, blen, h->al, HF_VOCAB_MAX, &sv, h->err);
+        if (st != TBX_OK && st != TBX_E_NOMEM) st = spm_err(h, st);
         ntok = sv.n;
     } else {
         /* tokenizer.json: model.vocab holds ids 0..n-1; added tokens past them follow in
@@ -1390,10 +1495,33 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
                 goto done;
             }
             if (did >= nv) continue;
-            bool ctl = json_is_true(json_object_get(val, "special")) || looks_special(c);
-            if ((st = lv_set(h, &tk[did], c, strlen(c), !ctl)) != TBX_OK) goto done;
+            /* ARCH_SPM_ADDED (Phi3MiniModel): the special flag alone, the text as it is */
+            const bool phi = (h->a->flags & ARCH_SPM_ADDED) != 0;
+            bool ctl = json_is_true(json_object_get(val, "special")) || (!phi && looks_special(c));
+            if ((st = lv_set(h, &tk[did], c, strlen(c), !ctl && !phi)) != TBX_OK) goto done;
             sc[did] = -1000.0f;
             tt[did] = ctl ? TT_CONTROL : TT_USER;
+        }
+        /* ARCH_SPM_ADDED: then tokenizer.json's added tokens, the same way (ids past the
+         * vocabulary left out) */
+        it = (h->a->flags & ARCH_SPM_ADDED) && h->tok && tbx_tokj_kind(t, t->added) == '['
+                 ? t->added : TBX_TOKJ_NONE;
+        size_t tkey, tval;
+        for (size_t k = 0; tbx_tokj_next(t, &it, &tkey, &tval); k++) {
+            size_t cat = tbx_tokj_get(t, tval, "content");
+            if (!tbx_tokj_int(t, tbx_tokj_get(t, tval, "id"), &id) || id < 0 ||
+                tbx_tokj_kind(t, cat) != '"') {
+                st = tbx_err(h->err, TBX_E_FORMAT, tval, "tokenizer.json", "tokenizer.json: "
+                             "added token %zu has no valid id/content", k);
+                goto done;
+            }
+            if ((uint64_t)id >= nv) continue;
+            tk[id].s = NULL;
+            tk[id].len = 0;
+            tk[id].spaces = 0;
+            tk[id].at = (uint32_t)cat;
+            sc[id] = -1000.0f;
+            tt[id] = tbx_tokj_true(t, tbx_tokj_get(t, tval, "special")) ? TT_CONTROL : TT_USER;
         }
     } else {
         /* gguf-py's LlamaHfVocab: base tokens typed byte (<0xHH>), control (a special token)
@@ -1456,7 +1584,7 @@ static tbx_status write_llama_vocab(hf *h, bool from_spm) {
         for (uint64_t i = 0; i < ntok; i++) sc[i] = -(float)i;
     }
     /* the strings (those of tokenizer.json: strings of its text, each used once) */
-    uint64_t blob = from_spm ? 0 : (uint64_t)t->n;
+    uint64_t blob = !from_spm || ((h->a->flags & ARCH_SPM_ADDED) && h->tok) ? (uint64_t)t->n : 0;
     for (uint64_t i = 0; i < nv; i++) blob += (tk[i].s ? tk[i].len : 0) + 24;
     list = tbx_val_str_array(h->al, (size_t)nv, blob);
     if (!list) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
@@ -1854,6 +1982,7 @@ static const hf_shape SHAPES[] = {
     {"attn_norm", HD_ONE, HD_E, HD_E},      {"ffn_norm", HD_ONE, HD_E, HD_E},
     {"attn_output_norm", HD_ONE, HD_E, HD_E}, {"layer_output_norm", HD_ONE, HD_E, HD_E},
     {"attn_q", HD_Q, HD_E, HD_Q},           {"attn_k", HD_K, HD_E, HD_K},
+    {"attn_qkv", HD_QKV, HD_E, HD_QKV},
     {"attn_v", HD_K, HD_E, HD_K},           {"attn_output", HD_E, HD_Q, HD_E},
     {"ffn_up", HD_F, HD_E, HD_F},           {"ffn_gate", HD_F, HD_E, HD_F},
     {"ffn_down", HD_E, HD_F, HD_E},
@@ -1890,6 +2019,12 @@ static hf_dim dim_of(hf *h, int sym, uint64_t tt) {
         d.field = h->hpv_cfg[use];
         break;
     }
+    case HD_QKV:
+        d.fv = h->n_head_kv;
+        d.field = "num_key_value_heads";
+        d.heads = true;
+        d.v = (h->n_head + 2 * h->n_head_kv) * h->head_dim;
+        break;
     case HD_Q: case HD_K:
         d.fv = sym == HD_Q ? h->n_head : h->n_head_kv;
         d.field = sym == HD_Q ? "num_attention_heads" : "num_key_value_heads";
@@ -2067,8 +2202,13 @@ static tbx_status check_hparams(hf *h) {
 static tbx_status rope_freqs(const tbx_plan *p, size_t k, uint64_t first, uint64_t n,
                              float *out, tbx_error *err) {
     const hf *h = p->ud;
-    (void)k;
     (void)err;
+    const uint8_t gen = h->out[k].gen;
+    if (gen == HF_GEN_ROPE_LONG || gen == HF_GEN_ROPE_SHORT) { /* longrope's factors */
+        memcpy(out, (gen == HF_GEN_ROPE_LONG ? h->rope_long : h->rope_short) + first,
+               (size_t)n * sizeof *out);
+        return TBX_OK;
+    }
     const double hi_w = h->rope_orig_ctx / h->rope_high, lo_w = h->rope_orig_ctx / h->rope_low;
     for (uint64_t i = first; i < first + n; i++) {
         const float f = 1.0f / powf((float)h->rope_theta, (float)(2 * i) / (float)h->head_dim);
@@ -2109,7 +2249,10 @@ static void hf_reason(const tbx_plan *p, const tbx_file *in, size_t k, char *buf
         snprintf(buf, cap, "1-D, norm, or position/token-type embedding: f32 for llama.cpp");
         break;
     case HF_WHY_F64: snprintf(buf, cap, "f64 is written as f32 for llama.cpp"); break;
-    case HF_WHY_GENERATED: snprintf(buf, cap, "generated (llama3 rope scaling)"); break;
+    case HF_WHY_GENERATED:
+        snprintf(buf, cap, "generated (%s rope scaling)",
+                 o->gen == HF_GEN_ROPE_FREQS ? "llama3" : "longrope");
+        break;
     default: break;
     }
 }
@@ -2122,17 +2265,26 @@ static int by_llama_out(const void *a, const void *b) {
  * input tensor whole, llama's q/k rows reordered by heads, its stored bytes when its dtype
  * stays, else encoded to its dtype (f32, a cast, a ggml block type). */
 static tbx_status build_plan(hf *h) {
-    if (h->rope_llama3) { /* llama.cpp divides each rotary frequency by its factor */
+    static const struct { uint8_t gen; const char *name; } GEN[] = {
+        {HF_GEN_ROPE_FREQS, "rope_freqs.weight"},
+        {HF_GEN_ROPE_LONG, "rope_factors_long.weight"},
+        {HF_GEN_ROPE_SHORT, "rope_factors_short.weight"},
+    };
+    for (size_t g = 0; g < sizeof GEN / sizeof GEN[0]; g++) {
+        /* llama3: llama.cpp divides each rotary frequency by its factor; longrope: its long
+         * and short factors */
+        if (GEN[g].gen == HF_GEN_ROPE_FREQS ? !h->rope_llama3 : !h->rope_long) continue;
         hf_out *o = new_out(h);
         if (!o) return tbx_err_nomem(h->err, "tensor plan");
         h->nout++;
         o->src = UINT64_MAX;
-        memcpy(o->name, "rope_freqs.weight", sizeof "rope_freqs.weight");
+        o->gen = GEN[g].gen;
+        memcpy(o->name, GEN[g].name, strlen(GEN[g].name) + 1);
         o->dtype = TBX_DT_F32;
         o->layer = -1;
         o->why = HF_WHY_GENERATED;
         o->rows = 1;
-        o->cols = h->head_dim / 2;
+        o->cols = GEN[g].gen == HF_GEN_ROPE_FREQS ? h->head_dim / 2 : h->rope_nfac;
         o->ndim = 1;
     }
     if (h->preset) { /* llama_model_quantize's order: its loader's (blk.N by N, then name) */
@@ -2156,13 +2308,16 @@ static tbx_status build_plan(hf *h) {
         if (o->exps) o->shape[d++] = o->nexp;
         if (o->ndim == d + 2) o->shape[d++] = o->rows;
         o->shape[d++] = o->cols;
+        uint32_t skip = 0; /* a preset's file counts dimensions as ggml does: no outer 1s (Qwen2-MoE's
+                              [1, n_embd] ffn_gate_inp_shexp is 1-D in llama_model_quantize's) */
+        while (h->preset && d - skip > 1 && o->shape[skip] == 1) skip++;
         tbx_plan_tensor t;
         memset(&t, 0, sizeof t);
         t.name = o->name;
         t.name_len = (uint32_t)strlen(o->name);
         t.dtype = (uint16_t)o->dtype;
-        t.ndim = (uint16_t)o->ndim;
-        t.shape = o->shape;
+        t.ndim = (uint16_t)(d - skip);
+        t.shape = o->shape + skip;
         t.action = o->action;
         t.why = o->why;
         if (o->src == UINT64_MAX) {
@@ -2233,7 +2388,7 @@ static tbx_status apply_preset(hf *h) {
     lp.only_copy = h->preset->deflt == TBX_DT_INVALID;
     lp.pure = (o->preset_flags & TBX_PRESET_PURE) != 0;
     lp.has_imatrix = (o->preset_flags & TBX_PRESET_HAS_IMATRIX_) != 0;
-    lp.quantize_output = true;
+    lp.quantize_output = !(o->preset_flags & TBX_PRESET_LEAVE_OUTPUT);
     lp.output_type = o->output_tensor_type;
     lp.token_embd_type = o->token_embedding_type;
     tbx_lq_rules_use(rs, &lp);
@@ -2319,6 +2474,8 @@ void tbx_hf_gguf_free(tbx_hf_gguf *h) {
     json_decref(h->tokcfg);
     json_decref(h->modules);
     json_decref(h->pool);
+    tbx_free(h->al, h->rope_long, h->rope_long ? (h->rope_nfac ? h->rope_nfac : 1) * sizeof(float) : 0);
+    tbx_free(h->al, h->rope_short, h->rope_short ? (h->rope_nfac ? h->rope_nfac : 1) * sizeof(float) : 0);
     tbx_free(h->al, h, sizeof *h);
 }
 
@@ -2370,10 +2527,12 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
     if (o->quant_preset) {
         h->preset = tbx_lq_preset_find(o->quant_preset);
         if (!h->preset || o->quant_to != TBX_DT_INVALID || o->cast_to != TBX_DT_INVALID ||
-            (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_HAS_IMATRIX_))) {
+            (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE | TBX_PRESET_HAS_IMATRIX_ |
+                                         TBX_PRESET_LEAVE_OUTPUT))) {
             const char *why = !h->preset ? "'%s' is not one of llama-quantize's types"
                               : (o->preset_flags & ~(uint32_t)(TBX_PRESET_PURE |
-                                                               TBX_PRESET_HAS_IMATRIX_))
+                                                               TBX_PRESET_HAS_IMATRIX_ |
+                                                               TBX_PRESET_LEAVE_OUTPUT))
                                   ? "%s: --dry-run and --keep-split apply to a GGUF input "
                                     "(convert the directory to GGUF first)"
                                   : "%s: a preset decides every tensor's type, with no "
@@ -2400,6 +2559,29 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
     }
     *out = h;
     return TBX_OK;
+}
+
+tbx_status tbx_hf_gguf_types(tbx_hf_gguf *h, tbx_error *err) {
+    h->w = NULL;
+    h->err = err;
+    tbx_status st = write_hparams(h); /* (no writer: it sets the hyper-parameters only) */
+    if (st == TBX_OK) st = resolve_splits(h);
+    if (st == TBX_OK) st = check_hparams(h);
+    if (st == TBX_OK) st = apply_preset(h);
+    return st;
+}
+
+size_t tbx_hf_gguf_out_count(const tbx_hf_gguf *h) { return h->nout; }
+
+void tbx_hf_gguf_out_get(const tbx_hf_gguf *h, size_t k, tbx_hf_gguf_out *o) {
+    const hf_out *x = &h->out[k];
+    o->name = x->name;
+    o->type = x->dtype;
+    o->wanted = x->why == HF_WHY_FALLBACK ? x->wanted : x->dtype;
+    o->fallback = x->why == HF_WHY_FALLBACK;
+    o->by_preset = x->why == HF_WHY_REQUESTED || x->why == HF_WHY_FALLBACK;
+    o->nsrc = x->src == UINT64_MAX ? 0 : x->exps ? x->nexp : 1;
+    o->src = x->exps ? x->exps : &x->src;
 }
 
 tbx_status tbx_hf_gguf_write(tbx_hf_gguf *h, tbx_writer *w, tbx_plan **plan, tbx_error *err) {

@@ -46,6 +46,22 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
                                tbx_error *err);
 tbx_status tbx_hf_gguf_write(tbx_hf_gguf *h, tbx_writer *w, tbx_plan **plan, tbx_error *err);
 void tbx_hf_gguf_free(tbx_hf_gguf *h);
+/* For a model import that is not a GGUF (a preset to MCF): after prepare, the checks write
+ * makes and the preset's choice of each GGUF tensor's type, with nothing written (no writer);
+ * then each GGUF tensor, k < tbx_hf_gguf_out_count (in llama.cpp's order): its name, type (wanted: the preset's type
+ * before llama.cpp's fallback for rows its block does not divide), and its input tensors (an
+ * expert stack: one per expert; none: generated). Valid until tbx_hf_gguf_free. */
+tbx_status tbx_hf_gguf_types(tbx_hf_gguf *h, tbx_error *err);
+typedef struct tbx_hf_gguf_out {
+    const char *name;
+    tbx_dtype type, wanted;
+    bool fallback;  /* type is llama.cpp's fallback of wanted */
+    bool by_preset; /* the preset gave it its type (else: the GGUF's own, unquantized) */
+    uint32_t nsrc;
+    const uint64_t *src;
+} tbx_hf_gguf_out;
+size_t tbx_hf_gguf_out_count(const tbx_hf_gguf *h);
+void tbx_hf_gguf_out_get(const tbx_hf_gguf *h, size_t k, tbx_hf_gguf_out *o);
 
 typedef struct tbx_hf_embd tbx_hf_embd;
 

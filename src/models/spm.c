@@ -301,3 +301,28 @@ void tbx_spm_free(tbx_spm_vocab *v, const tbx_alloc *al) {
     v->pieces = NULL;
     v->n = v->cap = 0;
 }
+
+static bool is_b64(uint8_t c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           c == '+' || c == '/' || c == '=';
+}
+
+bool tbx_spm_is_tiktoken(const uint8_t *buf, size_t n) {
+    const size_t lim = n < 4096 ? n : 4096;
+    size_t i = 0, lines = 0;
+    while (i < lim) {
+        size_t b = 0, d = 0;
+        while (i < lim && is_b64(buf[i])) { i++; b++; }
+        if (i == lim) break;              /* a line cut by the 4 KiB window */
+        if (!b || buf[i] != ' ') return false;
+        i++;
+        while (i < lim && buf[i] >= '0' && buf[i] <= '9') { i++; d++; }
+        if (i == lim) break;
+        if (!d) return false;
+        if (buf[i] == '\r' && i + 1 < lim) i++;
+        if (buf[i] != '\n') return false;
+        i++;
+        lines++;
+    }
+    return lines > 0;
+}

@@ -57,4 +57,11 @@ tbx_status tbx_spm_parse_specs(const uint8_t *buf, size_t n, const tbx_alloc *al
                                uint64_t max_pieces, tbx_spm_vocab *out, tbx_error *err);
 void tbx_spm_free(tbx_spm_vocab *v, const tbx_alloc *al);
 
+/* Is the `n` bytes at `buf` a tiktoken BPE file (what Llama 3's and gpt-oss's repositories may
+ * ship as tokenizer.model: text lines "<base64 token> <rank>") rather than a SentencePiece
+ * ModelProto? True when the first 4 KiB hold at least one complete line and every complete line
+ * there is one or more base64 characters, one space and one or more decimal digits; a ModelProto starts with a
+ * field tag byte (0x0a) that is not base64, so the two never both match. */
+bool tbx_spm_is_tiktoken(const uint8_t *buf, size_t n);
+
 #endif

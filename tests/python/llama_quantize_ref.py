@@ -49,9 +49,12 @@ def ggml_type_id(name: str) -> int:
     return int(gguf.GGMLQuantizationType[name.upper()])
 
 
+KV_TAGS = {"int": 0, "float": 1, "bool": 2, "str": 3}  # LLAMA_KV_OVERRIDE_TYPE_*
+
+
 def quantize(src: Path, dst: Path, preset: str, *, nthread: int = 1, tensor_types=(),
              output_tensor_type: str | None = None, token_embedding_type: str | None = None,
-             **params) -> str:
+             kv_overrides=(), **params) -> str:
     L = _lib()
     p = L.llama_model_quantize_default_params()
     p.nthread = nthread
@@ -76,10 +79,26 @@ def quantize(src: Path, dst: Path, preset: str, *, nthread: int = 1, tensor_type
         arr[len(tensor_types)].pattern = None
         arr[len(tensor_types)].type = 43  # GGML_TYPE_COUNT
         p.tt_overrides = ctypes.cast(arr, type(p.tt_overrides))
+    kvs = None
+    if kv_overrides:  # (key, "int" | "float" | "bool" | "str", value), as --override-kv
+        kvs = (L.llama_model_kv_override * (len(kv_overrides) + 1))()
+        for i, (key, tag, val) in enumerate(kv_overrides):
+            kvs[i].key = key.encode()
+            kvs[i].tag = KV_TAGS[tag]
+            if tag == "int":
+                kvs[i].value.val_i64 = val
+            elif tag == "float":
+                kvs[i].value.val_f64 = val
+            elif tag == "bool":
+                kvs[i].value.val_bool = val
+            else:
+                kvs[i].value.val_str = val.encode()
+        kvs[len(kv_overrides)].key = b""
+        p.kv_overrides = ctypes.cast(kvs, type(p.kv_overrides))
     _LOG.clear()
     rc = L.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(p))
     log = "".join(_LOG)
-    del keep
+    del keep, kvs
     if rc != 0:
         raise RuntimeError(f"llama_model_quantize failed ({rc}):\n{log[-3000:]}")
     return log

@@ -265,6 +265,52 @@ def test_unsupported_architecture_named(tbx, minilm_dir, tmp_path):
     assert not (tmp_path / "x.gguf").exists()
 
 
+def _levenshtein(a: str, b: str) -> int:
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j - 1] + (ca != cb), prev[j] + 1, cur[j - 1] + 1))
+        prev = cur
+    return prev[-1]
+
+
+def _help_rows(tbx) -> list[str]:
+    """The model_types `tbx convert --help` lists (the architecture table's rows, in order)."""
+    r = run(tbx, "convert", "--help")
+    assert r.rc == 0, r.describe()
+    line = r.text.split("general.architecture):", 1)[1].strip().splitlines()[0]
+    rows = re.sub(r"\(-> [^)]*\)", "", line).split()
+    assert len(rows) >= 6 and "llama" in rows, line
+    return rows
+
+
+@pytest.mark.parametrize("model_type", ["gpt_neox", "Qwen9", "mistral_x", "phi4", "lama",
+                                        "bert2", "t5"])
+def test_unsupported_architecture_nearest(tbx, minilm_dir, tmp_path, model_type):
+    """An architecture tbx cannot convert: one error naming it and the supported row whose
+    model_type is nearest (Levenshtein distance, case folded, the first row on a tie), the
+    expected row computed here over the rows `tbx convert --help` lists."""
+    rows = _help_rows(tbx)
+    if model_type.lower() in rows:
+        pytest.fail(f"{model_type} became a row: pick another unsupported name")
+    dist = [_levenshtein(model_type.lower(), r.lower()) for r in rows]
+    want = rows[dist.index(min(dist))]
+    d = tmp_path / "m"
+    shutil.copytree(minilm_dir, d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["model_type"] = model_type
+    cfg["architectures"] = ["SomethingForCausalLM"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    r = run(tbx, "convert", d, tmp_path / "x.gguf")
+    assert_clean_exit(r)
+    assert r.rc == 1, r.describe()
+    assert f'model_type "{model_type}"' in r.text and "not supported" in r.text, r.text
+    assert f'nearest: "{want}"' in r.text, (want, r.text)
+    assert r.text.count("nearest") == 1, r.text
+    assert not (tmp_path / "x.gguf").exists()
+
+
 # ------------------------------------------------------------------------------------------
 # (d) llama.cpp's own names: every tokenizer.ggml.pre / .model tensorbox writes is accepted
 # ------------------------------------------------------------------------------------------

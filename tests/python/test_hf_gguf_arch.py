@@ -50,6 +50,24 @@ def table_rows() -> list[tuple[str, str]]:
 # ------------------------------------------------------------------------------------------
 # (a) one supported list
 # ------------------------------------------------------------------------------------------
+def test_row_flags_are_distinct_bits():
+    """Every flag family of arch.h (ARCH_*, TBX_HF_TOK_*, TBX_HF_ROPE_*) is a set of distinct
+    single bits: rows are added side by side, and a flag sharing another's bit would switch one
+    row's quirk on for another (two merges once gave ARCH_NO_HEAD_DIM ARCH_POS_OFFSET's bit).
+    Read from the header, so a new flag is checked without being listed here."""
+    text = (REPO / "src" / "models" / "arch.h").read_text()
+    for family in ("ARCH_", "TBX_HF_TOK_", "TBX_HF_ROPE_"):
+        flags = {n: int(v, 16) for n, v in
+                 re.findall(r"^#define (" + family + r"\w+)\s+(0x[0-9a-fA-F]+)u", text, re.M)
+                 if not n.startswith("ARCH_H")}
+        assert len(flags) >= 3, (family, flags)
+        seen: dict[int, str] = {}
+        for name, v in flags.items():
+            assert v and v & (v - 1) == 0, f"{name} = {v:#x} is not a single bit"
+            assert v not in seen, f"{name} and {seen[v]} share the bit {v:#x}"
+            seen[v] = name
+
+
 def test_supported_list_is_the_table(tbx, tmp_path):
     rows = table_rows()
     # tbx convert --help: "  bert llama mixtral (-> llama) qwen2"
@@ -68,7 +86,7 @@ def test_supported_list_is_the_table(tbx, tmp_path):
     r = run(tbx, "convert", d, tmp_path / "x.gguf")
     assert_clean_exit(r)
     assert r.rc == 1, r.describe()
-    m = re.search(r"\(supported: ([^;]*);", r.err.decode())
+    m = re.search(r"[(;] ?supported: ([^;]*);", r.err.decode())
     assert m, r.describe()
     assert m.group(1).split(", ") == [mt for mt, _ in rows]
     # Python

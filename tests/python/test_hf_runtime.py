@@ -40,7 +40,11 @@ and a tokenizer of that family:
   olmo2, granite, mistral  Llama 3's tokenizer shape (no OLMo 2, Granite or Mistral vocabulary
          ships in a PyPI package; OLMo 2's own has the same split regex, cl100k's, which
          llama.cpp's "dbrx" and "llama-bpe" both split with); granite with multipliers away
-         from 1 (Granite 3's), mistral with a head_dim (32) that is not hidden_size / heads.
+         from 1 (Granite 3's), mistral with a head_dim (32) that is not hidden_size / heads;
+  phi3   Phi-3's shape: a SentencePiece tokenizer.model (no Phi tokenizer ships in a PyPI
+         package: a BPE trained here with PyPI `sentencepiece`, exported to tokenizer.json as
+         test_hf_gguf_spm.py does) with Phi-3's chat tokens added past it; fused qkv_proj and
+         gate_up_proj; phi3_longrope the same with longrope rope scaling (long/short factors).
 Then:
 (a) tbx converts the directory (f32, f16, q8_0); llama.cpp (llama_cpp) loads the GGUF and its
     logits for a few prompts equal transformers' on the original directory (f32 with an f32 KV
@@ -98,6 +102,8 @@ SPECIALS = {
     "gemma_spm": ["<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<pad>", "<unused7>"],
     "xlm-roberta": ["<s>", "</s>", "<pad>", "<unk>", "<mask>"],
     "modernbert": ["[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"],
+    # Phi-3: SentencePiece's own <s>, </s>, then its chat tokens (added past the pieces)
+    "phi3": ["<s>", "</s>", "<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>"],
 }
 
 WORDS = ["the", "cat", "sat", "on", "mat", "model", "tensor", "llama", "runs", "quickly",
@@ -340,9 +346,12 @@ FAMILIES = {
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", gguf.MODEL_ARCH.OLMO2, 9),
     "granite": ("GraniteConfig", "GraniteForCausalLM", gguf.MODEL_ARCH.GRANITE, 10),
     "mistral": ("MistralConfig", "MistralForCausalLM", gguf.MODEL_ARCH.LLAMA, 11),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", gguf.MODEL_ARCH.PHI3, 10),
+    "phi3_longrope": ("Phi3Config", "Phi3ForCausalLM", gguf.MODEL_ARCH.PHI3, 11),
 }
 DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"] + ["gemma", "gemma2", "gemma3", "gemma3_mm"]
 DECODERS += ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]  # issue 22's rows
+DECODERS += ["phi3", "phi3_longrope"]
 # the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
 # Mixtral has Llama 2's SentencePiece, which tests/python/test_hf_gguf_spm.py covers; here the
 # rows' tensors are the point)
@@ -352,7 +361,8 @@ TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama"
           "gemma": "gemma_spm", "gemma2": "gemma_spm", "gemma3": "gemma_spm",
           "gemma3_mm": "gemma_spm",
           "qwen3": "qwen2", "qwen3_moe": "qwen2", "olmo2": "llama", "granite": "llama",
-          "mistral": "llama"}
+          "mistral": "llama",
+          "phi3": "phi3", "phi3_longrope": "phi3"}
 # the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
 MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
            "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
@@ -536,6 +546,40 @@ OWN_FORWARD = {"nomic_bert": nomic_bert_forward}
 ENCODERS = list(ENC_CFG) + list(OWN_BUILD)
 
 
+def phi3_tokenizer(d: Path) -> int:
+    """Phi-3's tokenizer files: tokenizer.model (a SentencePiece BPE trained here, Llama 2's
+    settings), its tokenizer.json export, Phi-3's chat tokens added past the pieces (all
+    special but one, <|placeholder1|>, as a user-defined token), in tokenizer.json's
+    added_tokens and tokenizer_config.json's added_tokens_decoder as Phi-3's files have them
+    (but <|placeholder1|> only in the former).
+    Returns the vocabulary size (pieces + added)."""
+    from test_hf_gguf_spm import export_tokenizer_json, train_spm
+    proto = train_spm()
+    tj = export_tokenizer_json(proto)
+    n = len(tj["model"]["vocab"])
+    added = [(c, True) for c in SPECIALS["phi3"][2:]] + [("<|placeholder1|>", False)]
+    # rstrip as Phi-3's tokenizer.json: on </s> and the chat tokens, not on <|endoftext|>
+    for t in tj["added_tokens"]:
+        t["rstrip"] = t["content"] == "</s>"
+    for k, (c, special) in enumerate(added):
+        tj["added_tokens"].append({"id": n + k, "content": c, "single_word": False,
+                                   "lstrip": False, "rstrip": c != "<|endoftext|>",
+                                   "normalized": False, "special": special})
+    (d / "tokenizer.model").write_bytes(proto)
+    (d / "tokenizer.json").write_text(json.dumps(tj))
+    # added_tokens_decoder without <|placeholder1|>: llama.cpp's Phi-3 vocabulary takes
+    # tokenizer.json's added tokens too
+    dec = {str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip",
+                                              "single_word", "special")}
+           for t in tj["added_tokens"] if t["content"] != "<|placeholder1|>"}
+    (d / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "<|endoftext|>",
+        "unk_token": "<unk>", "pad_token": "<|endoftext|>", "add_bos_token": True,
+        "add_eos_token": False, "legacy": False, "added_tokens_decoder": dec,
+        "model_max_length": 4096}))
+    return n + len(added)
+
+
 def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> dict:
     """Writes the tiny model of `family` into d (save_pretrained) and returns its facts.
     `size`: config fields that replace the tiny sizes (hidden_size, ...)."""
@@ -545,6 +589,26 @@ def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> d
         return OWN_BUILD[family](d, minilm_dir)
     if family in ENC_CFG:
         cfg = ENC_CFG[family](d)
+    elif TOKFAM[family] == "phi3":
+        V = phi3_tokenizer(d)
+        rope = {}
+        if family == "phi3_longrope":  # factors != 1, so a file without them differs
+            rng = random.Random(seed)
+            half = 64 // 4 // 2
+            rope = {"rope_parameters": {
+                "rope_type": "longrope", "rope_theta": 10000.0,
+                "long_factor": [1.0 + 3 * rng.random() for _ in range(half)],
+                "short_factor": [1.0 + rng.random() for _ in range(half)],
+                "original_max_position_embeddings": 256}}
+        cfg = transformers.Phi3Config(
+            vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
+            # longrope: llama.cpp takes the short factors while its context (n_ctx 128,
+            # padded to 256) is within the original one, transformers while the sequence is
+            max_position_embeddings=1024 if rope else 256,
+            original_max_position_embeddings=256, initializer_range=0.1,
+            bos_token_id=1, eos_token_id=V - len(SPECIALS["phi3"]) + 1, pad_token_id=None,
+            tie_word_embeddings=False, **rope)
     elif TOKFAM[family] == "bert":
         V = minilm_tokenizer(d, minilm_dir, cased=(family == "bert_cased"))
         cfg = getattr(transformers, cfg_cls)(
@@ -584,6 +648,13 @@ def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> d
             if name.endswith("block_sparse_moe.gate.weight") or name.endswith("mlp.gate.weight"):
                 p.mul_(20.0)
     model.save_pretrained(str(d), safe_serialization=True)
+    if TOKFAM[family] == "phi3":
+        # as Phi-3's config.json: llama.cpp's tokenizer gives Phi-3's special tokens their
+        # rstrip (as tokenizer.json's) only when general.name, which tbx takes from here,
+        # says "phi-3" or "phi3"
+        c = json.loads((d / "config.json").read_text())
+        c["_name_or_path"] = "Phi-3-mini-4k-instruct"
+        (d / "config.json").write_text(json.dumps(c, indent=2))
     return {"dir": d, "vocab": cfg.get_text_config().vocab_size}  # gemma3_mm: text_config
 
 
@@ -858,7 +929,7 @@ def _token_diffs(tbx, tiny, tmp_path, family, strings):
 @pytest.mark.parametrize("category", ["ascii", "accents", "cjk", "emoji", "whitespace",
                                       "special"])
 @pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased", "gemma", "qwen3",
-                                    "olmo2", "granite", "mistral"] + ENCODERS)
+                                    "olmo2", "granite", "mistral", "phi3"] + ENCODERS)
 def test_token_ids_equal_transformers(tbx, tiny, tmp_path, family, category):
     strings = [s for s in sample_strings(TOKFAM[family])[category] if not _limited(family, s)]
     assert len(strings) >= 25
@@ -927,11 +998,25 @@ def _value(f):
 # asserts the differences are exactly these (a fixed one must leave this table). No tensor
 # difference is expected: names, shapes, types and bytes are equal.
 _ALL = tuple(FAMILIES)
+# the families whose config.json names the model (_name_or_path, as Phi-3's): tbx writes it as
+# general.name
+_NAMED = tuple(f for f in FAMILIES if TOKFAM[f] == "phi3")
 EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ("llama.cpp only", "general.name"): (
-        _ALL, "gguf-py's Metadata names a model without a model card after its directory "
-              "(\"llama\" -> \"Llama\"); tbx writes general.name only when the model states "
-              "one; llama.cpp does not need it"),
+        tuple(f for f in _ALL if f not in _NAMED),
+        "gguf-py's Metadata names a model without a model card after its directory "
+        "(\"llama\" -> \"Llama\"); tbx writes general.name only when the model states "
+        "one; llama.cpp does not need it"),
+    ("value", "general.name"): (
+        _NAMED, "config.json's _name_or_path (\"Phi-3-mini-4k-instruct\"): tbx writes it as "
+                "it is, gguf-py's Metadata prettifies it (\"Phi 3 Mini 4k Instruct\"). "
+                "llama.cpp gives Phi-3's special tokens the rstrip of its tokenizer.json only "
+                "when general.name holds \"phi-3\" or \"phi3\": tbx's does (test (b)), the "
+                "prettified one does not (test_phi3_rstrip_needs_the_name)"),
+    ("llama.cpp only", "general.basename"): (
+        _NAMED, "gguf-py's Metadata splits the name into basename, finetune and size label "
+                "(\"Phi-3\", \"4k-instruct\"); informational, tbx does not write them"),
+    ("llama.cpp only", "general.finetune"): (_NAMED, "as general.basename"),
     ("llama.cpp only", "general.size_label"): (
         _ALL, "gguf-py's parameter-count label (\"159K\"), informational; tbx does not write "
               "it yet"),
@@ -939,7 +1024,7 @@ EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
         _ALL, "gguf-py writes \"model\" (vs \"adapter\"); informational, llama.cpp reads it "
               "only for LoRA adapters; tbx does not write it yet"),
     ("llama.cpp only", "tokenizer.ggml.add_sep_token"): (
-        ("llama", "bert", "gemma_spm"), "gguf-py's parse of the post-processor's pair template writes False "
+        ("llama", "bert", "gemma_spm", "phi3"), "gguf-py's parse of the post-processor's pair template writes False "
                            "(no separator between A and B that is not also the last token); "
                            "tbx writes no add_sep; the single-text ids of tbx's file equal "
                            "transformers' (test (b))"),
@@ -988,6 +1073,12 @@ def test_same_gguf_as_convert_hf_to_gguf(tbx, tiny, tmp_path, family, outtype):
     llama_convert(m["dir"], ref_path, family, outtype)
     args = {"f32": (), "f16": ("--cast", "f16"), "q8_0": ("--quant", "q8_0")}[outtype]
     convert(tbx, m["dir"], out, *args)
+    assert_same_as_llama_cpp(ref_path, out, family)
+
+
+def assert_same_as_llama_cpp(ref_path: Path, out: Path, family: str):
+    """llama.cpp's file at ref_path and tbx's at out: the same keys, values, tensor names,
+    shapes, types and bytes, but for the differences EXPECTED_KEY_DIFFS lists for family."""
     rr, rf = read_gguf(ref_path)
     tr, tf = read_gguf(out)
     diffs, text = set(), []
@@ -1185,3 +1276,188 @@ def test_granite_zero_logits_scaling_is_refused(tbx, tiny, tmp_path, value):
     assert "granite.logit_scale" not in read_gguf(ref_path)[1]
     with pytest.raises(ValueError, match="Failed to load model"):
         llama_cpp.Llama(model_path=str(ref_path), verbose=False, n_threads=1)
+
+
+# Phi-3: longrope's long factors; the special tokens' rstrip
+# ------------------------------------------------------------------------------------------
+def test_phi3_longrope_long_factors(tbx, tiny, tmp_path):
+    """Past the original context both runtimes take longrope's long factors (transformers when
+    the sequence is longer than original_max_position_embeddings, llama.cpp when its context
+    is): a 300-token prompt with n_ctx 1024 gives transformers' logits (f32, <= 1e-3)."""
+    m = tiny("phi3_longrope")
+    out = tmp_path / "phi3-longrope.gguf"
+    convert(tbx, m["dir"], out)
+    tok = hf_tokenizer(m["dir"])
+    model = hf_model(m["dir"], "phi3_longrope")
+    ids = tok(" ".join(s for c in sample_strings("phi3").values() for s in c))["input_ids"][:300]
+    assert len(ids) == 300 > model.config.original_max_position_embeddings
+    with torch.no_grad():
+        ref = model(torch.tensor([ids])).logits[0].double().numpy()
+        short = hf_model(m["dir"], "phi3_longrope")(torch.tensor([ids[:200]])).logits[0]
+    llm = llama_cpp.Llama(model_path=str(out), n_ctx=1024, logits_all=True, verbose=False,
+                          type_k=0, type_v=0, n_threads=1, n_batch=512)
+    llm.eval(ids)
+    got = np.asarray(llm.scores[:len(ids)], dtype=np.float64)
+    diff = float(np.abs(got - ref).max())
+    # the long factors matter: the first 200 positions differ from a short (<= 256) run's
+    assert float(np.abs(ref[:200] - short.double().numpy()).max()) > 1e-2
+    assert diff <= 1e-3, diff
+    print(f"phi3_longrope long factors: max |logit diff| {diff:.3g}")
+
+
+def test_phi3_rstrip_needs_the_name(tbx, tiny, tmp_path):
+    """llama.cpp strips the whitespace after Phi-3's special tokens (as tokenizer.json's rstrip
+    says) only when general.name holds "phi-3"/"phi3": tbx's file (the name of config.json's
+    _name_or_path) tokenizes "<|end|> world" as transformers does, llama.cpp's converter's
+    (gguf-py's prettified "Phi 3 Mini 4k Instruct") does not."""
+    m = tiny("phi3")
+    ref, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
+    llama_convert(m["dir"], ref, "phi3", "f32")
+    convert(tbx, m["dir"], out)
+    text = "<|end|> world <|user|>  hi"
+    want = hf_tokenizer(m["dir"])(text)["input_ids"]
+    ids = {}
+    for k, f in (("tbx", out), ("llama.cpp", ref)):
+        llm = llama_cpp.Llama(model_path=str(f), vocab_only=True, verbose=False)
+        ids[k] = llm.tokenize(text.encode(), add_bos=True, special=True)
+    assert ids["tbx"] == want, (ids, want)
+    assert ids["llama.cpp"] != want, (ids, want)
+
+
+# ------------------------------------------------------------------------------------------
+# A Llama 3 directory with tiktoken's tokenizer.model beside tokenizer.json
+# ------------------------------------------------------------------------------------------
+def _tiktoken_file(tokenizer_json: Path) -> bytes:
+    """tiktoken's BPE file of a byte-level BPE tokenizer.json: each base token's bytes
+    (GPT-2's byte-to-unicode table reversed) in base64, a space, its rank (= id), one a line;
+    the added tokens are not in it (as Llama 3's original/tokenizer.model)."""
+    import base64
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + \
+        list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    dec = {chr(c): b for b, c in zip(bs, cs)}
+    vocab = json.loads(tokenizer_json.read_text())["model"]["vocab"]
+    lines = [base64.b64encode(bytes(dec[c] for c in t)).decode() + f" {i}"
+             for t, i in sorted(vocab.items(), key=lambda kv: kv[1])]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_llama3_tiktoken_tokenizer_model_falls_back(tbx, tiny, tmp_path):
+    """A Llama 3 repository that keeps original/tokenizer.model (tiktoken's text, not a
+    SentencePiece model) at its top beside tokenizer.json: tbx reads tokenizer.json, and its
+    file equals llama.cpp's converter's on the same directory without the tokenizer.model (with
+    it, that converter stops: SentencePiece cannot parse the file); llama.cpp tokenizes it as
+    transformers does."""
+    m = tiny("llama")
+    d = tmp_path / "llama3-tiktoken"
+    import shutil
+    shutil.copytree(m["dir"], d)
+    tk = _tiktoken_file(d / "tokenizer.json")
+    assert tk.count(b"\n") > 256 and tk[:1] != b"\x0a"
+    (d / "tokenizer.model").write_bytes(tk)
+    # llama.cpp's own converter refuses this directory
+    p = subprocess.run([sys.executable, "-c", _WRAPPER, str(llama_cpp_source()), "llama-bpe",
+                        str(d), "--outfile", str(tmp_path / "refused.gguf"), "--outtype", "f32"],
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode != 0 and "sentencepiece" in (p.stdout + p.stderr).lower(), \
+        (p.returncode, p.stderr[-2000:])
+    ref, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
+    llama_convert(m["dir"], ref, "llama", "f32")
+    convert(tbx, d, out)
+    assert_same_as_llama_cpp(ref, out, "llama")
+    tok = hf_tokenizer(d)
+    llm = llama_cpp.Llama(model_path=str(out), vocab_only=True, verbose=False)
+    strings = [s for c in sample_strings("llama").values() for s in c]
+    bad = [(s, tok(s)["input_ids"], llm.tokenize(s.encode(), add_bos=True, special=True))
+           for s in strings]
+    bad = [b for b in bad if b[1] != b[2]]
+    assert len(strings) > 200 and not bad, f"{len(bad)}/{len(strings)} differ: {bad[:3]}"
+
+
+# ------------------------------------------------------------------------------------------
+# tokenizer.chat_template (gguf-py's SpecialVocab, which llama.cpp's converter uses)
+# ------------------------------------------------------------------------------------------
+TPL_A = "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n" \
+        "{{ m['content'] }}<|eot_id|>{% endfor %}"
+TPL_B = "{{ bos_token }}{% for m in messages %}{{ m['content'] | trim }} — café 🦙\n{% endfor %}"
+TPL_C = "{# tool use #}{% for t in tools %}{{ t | tojson }}{% endfor %}"
+# case -> (files to write: relative path -> text or JSON value for tokenizer_config.json's
+# chat_template (key "@cfg"; "@none": the key is removed), the expected GGUF keys)
+_CHAT_CASES = {
+    "config_string": ({"@cfg": TPL_A}, {"tokenizer.chat_template": TPL_A}),
+    "config_list": ({"@cfg": [{"name": "default", "template": TPL_A},
+                              {"name": "tool use", "template": TPL_C},
+                              {"name": "", "template": TPL_B}]},
+                    {"tokenizer.chat_template": TPL_A, "tokenizer.chat_template.tool_use": TPL_C,
+                     "tokenizer.chat_templates": ["tool_use"]}),
+    "config_list_two_named": ({"@cfg": [{"name": "rag", "template": TPL_B},
+                                        {"name": "tool_use", "template": TPL_C}]},
+                              {"tokenizer.chat_template.rag": TPL_B,
+                               "tokenizer.chat_template.tool_use": TPL_C,
+                               "tokenizer.chat_templates": ["rag", "tool_use"]}),
+    "jinja_crlf": ({"@cfg": "@none", "chat_template.jinja": TPL_B.replace("\n", "\r\n") + "\r"},
+                   {"tokenizer.chat_template": TPL_B + "\n"}),
+    "jinja_additional": ({"@cfg": "@none", "chat_template.jinja": TPL_A,
+                          "additional_chat_templates/tool_use.jinja": TPL_C},
+                         {"tokenizer.chat_template": TPL_A,
+                          "tokenizer.chat_template.tool_use": TPL_C,
+                          "tokenizer.chat_templates": ["tool_use"]}),
+    "json": ({"@cfg": "@none", "chat_template.json": json.dumps({"chat_template": TPL_B})},
+             {"tokenizer.chat_template": TPL_B}),
+    "config_wins": ({"@cfg": TPL_C, "chat_template.jinja": TPL_A},
+                    {"tokenizer.chat_template": TPL_C}),
+    "config_null": ({"@cfg": None, "chat_template.jinja": TPL_A}, {}),
+}
+
+
+@pytest.mark.parametrize("case", list(_CHAT_CASES))
+def test_chat_template_as_llama_cpp(tbx, tiny, tmp_path, case):
+    """Each place a chat template comes from (tokenizer_config.json's chat_template as a string,
+    as a list of named templates, or null; chat_template.jinja, with CRLF line ends, with
+    additional_chat_templates/; chat_template.json): tbx writes the keys expected here (from
+    the files written), llama.cpp's converter writes the same (its tokenizer.chat_templates, a
+    Python set, compared as a set), the rest of the two files is as test (c) says, and
+    llama.cpp's llama_model_chat_template reads the default and the named templates back."""
+    import shutil
+    files, want = _CHAT_CASES[case]
+    m = tiny("llama")
+    d = tmp_path / "m"
+    shutil.copytree(m["dir"], d)
+    tc = json.loads((d / "tokenizer_config.json").read_text())
+    assert "chat_template" not in tc and not (d / "chat_template.jinja").exists()
+    for rel, text in files.items():
+        if rel == "@cfg":
+            if text != "@none":
+                tc["chat_template"] = text
+            (d / "tokenizer_config.json").write_text(json.dumps(tc))
+            continue
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_bytes(text.encode("utf-8"))
+    ref, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
+    llama_convert(d, ref, "llama", "f32")
+    convert(tbx, d, out)
+    _, rf = read_gguf(ref)
+    _, tf = read_gguf(out)
+    got = {k: _value(f) for k, f in tf.items() if k.startswith("tokenizer.chat_template")}
+    assert got == want, (case, got)
+    ref_chat = {k: _value(f) for k, f in rf.items() if k.startswith("tokenizer.chat_template")}
+    if "tokenizer.chat_templates" in ref_chat:
+        assert sorted(ref_chat["tokenizer.chat_templates"]) == sorted(want["tokenizer.chat_templates"])
+        ref_chat["tokenizer.chat_templates"] = got["tokenizer.chat_templates"]
+    assert ref_chat == want, (case, ref_chat)
+    if len(want.get("tokenizer.chat_templates", [])) <= 1:
+        assert_same_as_llama_cpp(ref, out, "llama")
+    llm = llama_cpp.Llama(model_path=str(out), vocab_only=True, verbose=False)
+    for key, text in want.items():
+        if key == "tokenizer.chat_templates":
+            continue
+        name = key[len("tokenizer.chat_template."):].encode() if key.count(".") == 2 else None
+        assert llama_cpp.llama_model_chat_template(llm.model, name).decode() == text, key
+    if "tokenizer.chat_template" not in want:
+        assert llama_cpp.llama_model_chat_template(llm.model, None) is None

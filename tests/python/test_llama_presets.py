@@ -61,6 +61,49 @@ def models(tmp_path_factory, tbx, minilm_dir):
     return out
 
 
+# the MoE models: transformers' own classes (as test_hf_runtime builds its rows), 8 experts (the
+# n_expert >= 8 rules of attn_v / attn_k / attn_output), rows of 256 (the K types apply) and 4
+# layers (the layer-position rules)
+MOE = {"mixtral": ("MixtralConfig", "MixtralForCausalLM", "llama",
+                   {"num_local_experts": 8, "num_experts_per_tok": 2}),
+       "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM", "qwen2",
+                     {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 256,
+                      "shared_expert_intermediate_size": 512, "decoder_sparse_step": 1,
+                      "norm_topk_prob": False})}
+
+
+def make_moe(d: Path, family: str, seed: int) -> Path:
+    torch = need("torch")
+    transformers = need("transformers")
+    from test_hf_runtime import train_bpe
+    cfg_cls, model_cls, tokfam, extra = MOE[family]
+    d.mkdir(parents=True)
+    V = train_bpe(d, tokfam)
+    cfg = getattr(transformers, cfg_cls)(
+        vocab_size=V, hidden_size=256, intermediate_size=256, num_hidden_layers=4,
+        num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256,
+        rms_norm_eps=1e-6, initializer_range=0.1, tie_word_embeddings=False, **extra)
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_cls)(cfg).to(torch.float32).eval()
+    model.save_pretrained(str(d), safe_serialization=True)
+    return d
+
+
+@pytest.fixture(scope="module")
+def moe_models(tmp_path_factory, tbx):
+    """name -> f32 GGUF written by tbx from the HF directory (and name-hf -> the directory)."""
+    d = tmp_path_factory.mktemp("moe")
+    out = {}
+    for seed, name in enumerate(MOE, 31):
+        src = make_moe(d / f"{name}-hf", name, seed)
+        p = d / f"{name}-f32.gguf"
+        r = run(tbx, "convert", src, p, timeout=300)
+        assert r.rc == 0, r.describe()
+        out[name] = p
+        out[name + "-hf"] = src
+    return out
+
+
 def gguf_types(path: Path) -> dict[str, str]:
     return {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(path)).tensors}
 
@@ -132,6 +175,36 @@ def test_preset_from_hf_directory_in_one_pass(tbx, models, tmp_path, model, pres
     check_same(tbx, models[model], tmp_path, preset, tbx_src=models[model + "-hf"])
 
 
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("model", ["mixtral", "qwen2_moe"])
+def test_moe_preset_file_equals_llama_quantize(tbx, moe_models, tmp_path, model, preset):
+    """The expert models: llama.cpp's rules for the stacked expert tensors (ffn_*_exps, the
+    shared expert's ffn_*_shexp, the router ffn_gate_inp kept), from the f32 GGUF and from the
+    Hugging Face directory in one pass, byte for byte."""
+    check_same(tbx, moe_models[model], tmp_path, preset)
+    want = tmp_path / f"ref-{preset}.gguf"  # llama.cpp's file, when it wrote one
+    got = tmp_path / "tbx-hf.gguf"
+    r = tbx_quant(tbx, moe_models[model + "-hf"], got, preset)
+    assert_clean_exit(r)
+    if not want.exists():
+        assert r.rc != 0 and not got.exists(), r.describe()
+        return
+    assert r.rc == 0, r.describe()
+    assert got.read_bytes() == want.read_bytes(), \
+        f"{preset}: tbx's file from the directory differs from llama_model_quantize's:\n" + \
+        explain(got, want)
+
+
+def test_moe_types_differ_by_role(moe_models, tmp_path):
+    """The MoE models exercise the expert rules: Q4_K_M gives their files several types."""
+    for model in MOE:
+        want = tmp_path / f"{model}.gguf"
+        ref.quantize(moe_models[model], want, "Q4_K_M")
+        types = gguf_types(want)
+        assert any(n.endswith("ffn_down_exps.weight") for n in types), sorted(types)[:20]
+        assert len({types[n] for n in types if "_exps" in n}) >= 2, types
+
+
 def test_types_differ_by_layer_and_role(models, tmp_path):
     """The test model exercises the rules: Q4_K_M gives llama.cpp's file several types."""
     want = tmp_path / "ref.gguf"
@@ -160,10 +233,45 @@ def test_f16_input(tbx, models, tmp_path, preset):
      {"tensor_types": [("attn_v", "q8_0"), (r"blk\.[0-3]\.ffn_down", "q5_1")]}),
     (("--tensor-type", r"BLK\.\d+\.FFN_(UP|GATE)=q4_1"),
      {"tensor_types": [(r"BLK\.\d+\.FFN_(UP|GATE)", "q4_1")]}),
-], ids=["pure", "output-type", "token-embd-type", "tensor-type", "tensor-type-class"])
+    (("--leave-output-tensor",), {"quantize_output_tensor": False}),
+    (("--override-kv", "general.name=str:renamed", "--override-kv",
+      "llama.context_length=int:-77", "--override-kv", "zz.ratio=float:0.1", "--override-kv",
+      "general.file_type=int:3", "--override-kv", "aa.flag=bool:true"),
+     {"kv_overrides": [("general.name", "str", "renamed"), ("llama.context_length", "int", -77),
+                       ("zz.ratio", "float", 0.1), ("general.file_type", "int", 3),
+                       ("aa.flag", "bool", True)]}),
+], ids=["pure", "output-type", "token-embd-type", "tensor-type", "tensor-type-class",
+        "leave-output-tensor", "override-kv"])
 def test_options_equal_llama_quantize(tbx, models, tmp_path, args, params):
     check_same(tbx, models["llama"], tmp_path, "Q4_K_M", args, **params)
     check_same(tbx, models["qwen2"], tmp_path, "Q3_K_M", args, **params)
+
+
+def test_tensor_type_file(tbx, models, tmp_path):
+    """--tensor-type-file: the file's PATTERN=TYPE words (any white space between them) join the
+    --tensor-type rules in command-line order, as llama-quantize reads them (the first match
+    wins, so the order decides attn_v's and ffn_up's types here)."""
+    f = tmp_path / "rules.txt"
+    f.write_text("blk\\.[0-3]\\.ffn_down=q5_1\n  attn_v=q4_0\tffn_up=q6_k\n\n")
+    args = ("--tensor-type", "attn_v=q8_0", "--tensor-type-file", str(f), "--tensor-type",
+            "ffn_up=q5_1")
+    rules = [("attn_v", "q8_0"), (r"blk\.[0-3]\.ffn_down", "q5_1"), ("attn_v", "q4_0"),
+             ("ffn_up", "q6_k"), ("ffn_up", "q5_1")]
+    check_same(tbx, models["llama"], tmp_path, "Q4_K_M", args, tensor_types=rules)
+    types = gguf_types(tmp_path / "tbx-Q4_K_M.gguf")
+    assert types["blk.5.attn_v.weight"] == "Q8_0" and types["blk.5.ffn_up.weight"] == "Q6_K"
+
+
+def test_override_kv_refusals(tbx, models, tmp_path):
+    """Values llama-quantize refuses, and the keys its loader reads as the rules' hyper-parameters
+    (tensorbox overrides only the output's metadata: refused rather than a different file)."""
+    for kv, needle in (("general.name=text", "TYPE is int"), ("a.b=bool:yes", "true or false"),
+                       ("a.b=str:" + "x" * 128, "at most 127"),
+                       ("llama.block_count=int:4", "hyper-parameter")):
+        out = tmp_path / "o.gguf"
+        r = tbx_quant(tbx, models["llama"], out, "Q4_K_M", "--override-kv", kv)
+        assert r.rc != 0 and needle in r.text, r.describe()
+        assert not out.exists()
 
 
 def test_requantize(tbx, models, tmp_path):
@@ -198,6 +306,39 @@ def test_dry_run(tbx, models, tmp_path):
     got = dict(re.findall(r"^(\S+)\s+\S+\s+->\s+(\S+)\s", r.text, re.M))
     assert {k: v.lower() for k, v in got.items()} == want
     # the sizes llama.cpp's dry run prints (MiB, 2 decimals)
+    sizes = re.search(r"model size\s*=\s*([\d.]+) MiB.*quant size\s*=\s*([\d.]+) MiB", log,
+                      re.S)
+    mine = re.search(r"model size ([\d.]+) MiB .* quantized size ([\d.]+) MiB", r.text)
+    assert sizes and mine, (log[-500:], r.text[-500:])
+    assert mine.groups() == sizes.groups()
+
+
+DRY_LINE = re.compile(r"^(\S+)\s+(\S+)\s+->\s+(\S+)\s+([\d.]+) MiB ->\s+([\d.]+) MiB", re.M)
+
+
+@pytest.mark.parametrize("preset", ["Q4_K_M", "Q2_K", "IQ4_XS", "Q8_0"])
+@pytest.mark.parametrize("model", ["llama", "qwen2"])
+def test_dry_run_from_hf_directory(tbx, models, tmp_path, model, preset):
+    """--dry-run from a Hugging Face directory: the plan of the GGUF the one-pass conversion
+    writes, nothing written; every tensor's type and output size are the real output's (the
+    file tbx then writes, which test_preset_from_hf_directory_in_one_pass proves is
+    llama_model_quantize's), and the totals are llama.cpp's own dry run of the f32 GGUF."""
+    out = tmp_path / "dry.gguf"
+    r = tbx_quant(tbx, models[model + "-hf"], out, preset, "--dry-run")
+    assert r.rc == 0, r.describe()
+    assert not out.exists()
+    plan = {m[0]: m for m in DRY_LINE.findall(r.text)}
+    real = tmp_path / "real.gguf"
+    assert tbx_quant(tbx, models[model + "-hf"], real, preset).rc == 0
+    rd = gguf.GGUFReader(str(real))
+    assert sorted(plan) == sorted(t.name for t in rd.tensors), r.text[-2000:]
+    src = {t.name: t for t in gguf.GGUFReader(str(models[model])).tensors}
+    for t in rd.tensors:
+        name, frm, to, mib_in, mib_out = plan[t.name]
+        assert to.lower() == t.tensor_type.name.lower(), (t.name, to, t.tensor_type.name)
+        assert float(mib_out) == round(t.n_bytes / 1048576, 3), (t.name, mib_out, t.n_bytes)
+        assert float(mib_in) == round(src[t.name].n_bytes / 1048576, 3), (t.name, mib_in)
+    log = ref.quantize(models[model], tmp_path / "none.gguf", preset, dry_run=True)
     sizes = re.search(r"model size\s*=\s*([\d.]+) MiB.*quant size\s*=\s*([\d.]+) MiB", log,
                       re.S)
     mine = re.search(r"model size ([\d.]+) MiB .* quantized size ([\d.]+) MiB", r.text)
