@@ -1786,6 +1786,70 @@ done:
     return result;
 }
 
+/* hf_from_gguf(src, dst, dtype=None, max_shard_size=0, weights_only=False, sync=True)
+ *   -> [report tuple] (rep_to_list): tbx_hf_from_gguf, a GGUF model as a Hugging Face
+ * directory dst; the directory checked before src is opened, the GIL released throughout. */
+static PyObject *mod_hf_from_gguf(PyObject *m, PyObject *args, PyObject *kw) {
+    (void)m;
+    static char *kwlist[] = {"src", "dst", "dtype", "max_shard_size", "weights_only", "sync",
+                             NULL};
+    PyObject *srcobj = NULL, *dstobj = NULL, *dtobj = Py_None;
+    unsigned long long max_shard = 0;
+    int weights_only = 0, sync = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OKpp", kwlist, PyUnicode_FSConverter,
+                                     &srcobj, PyUnicode_FSConverter, &dstobj, &dtobj, &max_shard,
+                                     &weights_only, &sync))
+        return NULL;
+    PyObject *result = NULL;
+    rep_list reps;
+    memset(&reps, 0, sizeof reps);
+    tbx_hf_from_gguf_options o;
+    tbx_hf_from_gguf_options_init(&o);
+    if (dtobj != Py_None) {
+        const char *dn = PyUnicode_Check(dtobj) ? PyUnicode_AsUTF8(dtobj) : NULL;
+        o.dtype = dn ? tbx_dtype_from_name(dn) : TBX_DT_INVALID;
+        if (o.dtype != TBX_DT_F32 && o.dtype != TBX_DT_F16 && o.dtype != TBX_DT_BF16) {
+            if (!PyErr_Occurred())
+                raise_arg("dtype", "dtype: a Hugging Face directory is written as f32, f16 or "
+                                   "bf16, not %R", dtobj);
+            goto done;
+        }
+    }
+    o.max_shard_size = (uint64_t)max_shard;
+    if (weights_only) o.flags |= TBX_HF_WEIGHTS_ONLY;
+    if (!sync) o.write_flags |= TBX_WRITE_NO_SYNC;
+    o.on_tensor = on_tensor_report;
+    o.progress_ud = &reps;
+    const char *src = PyBytes_AS_STRING(srcobj), *dst = PyBytes_AS_STRING(dstobj);
+    tbx_open_options oo;
+    tbx_open_options_init(&oo);
+    oo.flags |= TBX_OPEN_MMAP;
+    tbx_file *f = NULL;
+    tbx_error err;
+    err_clear(&err);
+    tbx_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = tbx_hf_from_gguf_check(dst, &err);
+    if (st == TBX_OK) st = tbx_open_path(&f, src, &oo, &err);
+    if (st == TBX_OK) {
+        st = tbx_hf_from_gguf(f, dst, &o, &err);
+        tbx_close(f);
+    }
+    Py_END_ALLOW_THREADS
+    if (st != TBX_OK) { raise_tbx(st, &err); goto done; }
+    if (reps.nomem) {
+        raise_simple(TBX_E_NOMEM, "%s was written, but the report of its tensors ran out of "
+                                  "memory after %zu tensors", dst, reps.n);
+        goto done;
+    }
+    result = rep_to_list(&reps);
+done:
+    rep_free(&reps);
+    Py_DECREF(srcobj);
+    Py_DECREF(dstobj);
+    return result;
+}
+
 /* check_output(path, format=None, force=False, **conversion options): tbx_convert_check,
  * raising like write(), after checking the conversion options as convert() does (so that
  * save_file refuses them before it gathers and writes any tensor) */
@@ -1984,6 +2048,9 @@ static PyMethodDef mod_methods[] = {
      "write(path, tensors, metadata, **options): tbx_writer over [(name, dtype, shape, buf)]"},
     {"convert", (PyCFunction)(void (*)(void))mod_convert, METH_VARARGS | METH_KEYWORDS,
      "convert(src, dst, **options) -> [report]: tbx_convert"},
+    {"hf_from_gguf", (PyCFunction)(void (*)(void))mod_hf_from_gguf, METH_VARARGS | METH_KEYWORDS,
+     "hf_from_gguf(src, dst, dtype=None, max_shard_size=0, weights_only=False, sync=True) -> "
+     "[report]: tbx_hf_from_gguf"},
     {"check_output", (PyCFunction)(void (*)(void))mod_check_output, METH_VARARGS | METH_KEYWORDS,
      "check_output(path, format=None, force=False, **conversion options): tbx_writer_check"},
     {"dtype_info", mod_dtype_info, METH_O, "(name, bits, block_size, block_bytes, flags) or None"},

@@ -739,6 +739,45 @@ def _convert(src, dst, **opts):
     return reports
 
 
+def _is_dir_target(dst):
+    """dst names a directory: a trailing separator, or an existing directory (tbx convert's
+    rule)."""
+    d = os.fspath(dst)
+    seps = (b"/", os.sep.encode()) if isinstance(d, bytes) else ("/", os.sep)
+    return d.endswith(seps) or os.path.isdir(d)
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+               "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def _shard_size(v):
+    """max_shard_size= as bytes (0: the default): an int, or "5GB" / "500MiB" as tbx
+    convert --max-shard-size reads it."""
+    if v is None:
+        return 0
+    if isinstance(v, bool):
+        raise InvalidArgumentError(f"max_shard_size: not a size ({v!r})")
+    if isinstance(v, int):
+        if v < 1:
+            raise InvalidArgumentError(f"max_shard_size: {v} is not a size")
+        return v
+    if isinstance(v, str):
+        t = v.strip()
+        i = len(t)
+        while i and t[i - 1].isalpha():
+            i -= 1
+        unit = t[i:].upper()
+        try:
+            num = float(t[:i])
+        except ValueError:
+            num = -1
+        if unit in _SIZE_UNITS and num > 0 and num * _SIZE_UNITS[unit] >= 1:
+            return int(num * _SIZE_UNITS[unit])
+    raise InvalidArgumentError(f"max_shard_size: {v!r} is not a size (5GB, "
+                               f"500MB, 2GiB, bytes)")
+
+
 def _clip(quant_clip):
     """quant_clip as the (min, max) tuple the extension takes (it refuses anything else)."""
     if quant_clip is None or isinstance(quant_clip, (str, bytes)):
@@ -826,7 +865,8 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
             dequantize=False, requantize=False, strict=False, quant_method=None,
             quant_clip=None, meta=None, options=None, imatrix=None, pure=False,
             dry_run=False, output_tensor_type=None, token_embedding_type=None,
-            tensor_types=None, keep_split=False, leave_output_tensor=False, progress=None):
+            tensor_types=None, keep_split=False, leave_output_tensor=False, progress=None,
+            dtype=None, max_shard_size=None, weights_only=False):
     """Converts a file to another format (``tbx convert``) and returns what became of each
     tensor: a list of :class:`ConvertReport`, one per output tensor in order.
 
@@ -836,6 +876,17 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
     of a conversion that succeeds has ``done == total``. An exception raised by it cancels the
     conversion (nothing is written; an existing ``dst`` is left as it was) and propagates out of
     ``convert``.
+
+    A ``dst`` that names a directory (a trailing ``/``, or an existing directory) and no
+    ``format``: a GGUF model written as a Hugging Face model directory (``tbx convert
+    model.gguf OUT/``: config.json, generation_config.json, the tokenizer, safetensors with the
+    Hugging Face names), every tensor as ``dtype`` ("f32", "f16" or "bf16"; None: the dtype
+    most of the GGUF's unquantized tensors have, bf16 when all are quantized), in shards of
+    at most ``max_shard_size`` bytes (an int, or a string such as ``"5GB"``, ``"500MiB"``;
+    None: transformers' 50 GB) with ``model.safetensors.index.json`` when there are more than
+    one; ``weights_only=True`` writes the tensors under their GGUF names only. The directory
+    must not exist yet (or be empty); it is written whole or not at all. Only ``sync`` of the
+    other options applies: any other (``progress`` included) raises InvalidArgumentError.
 
     For a GGUF output ``quant`` may name one of llama-quantize's presets (``"Q4_K_M"``,
     ``"Q5_K_S"``, ``"IQ4_XS"``, ..., ``"COPY"``; case-insensitive): a GGUF model naming its
@@ -872,6 +923,28 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
     ``options.quant_method`` ...) raise InvalidArgumentError before any work. Values beyond a type's range, or made Inf/NaN,
     are reported as :class:`ConversionWarning` (``warnings.warn``) naming the tensor, as ``tbx
     convert`` prints them."""
+    if format is None and _is_dir_target(dst):
+        given = {k: v for k, v in dict(
+            force=force, alignment=alignment, compress=compress, digest=digest,
+            format_version=format_version, threads=threads, cast=cast, quant=quant,
+            stringify_meta=stringify_meta, drop_meta=drop_meta, drop_sections=drop_sections,
+            drop_unreadable=drop_unreadable, dequantize=dequantize, requantize=requantize,
+            strict=strict, quant_method=quant_method, quant_clip=quant_clip, meta=meta,
+            options=options, imatrix=imatrix, pure=pure, dry_run=dry_run,
+            output_tensor_type=output_tensor_type, token_embedding_type=token_embedding_type,
+            tensor_types=tensor_types, keep_split=keep_split,
+            leave_output_tensor=leave_output_tensor, progress=progress).items() if v}
+        if given:
+            raise InvalidArgumentError(
+                f"{', '.join(sorted(given))}: not for a Hugging Face directory output "
+                f"(dtype, max_shard_size, weights_only, sync are)")
+        return [ConvertReport(*t) for t in _tb.hf_from_gguf(
+            os.fspath(src), os.fspath(dst), dtype=dtype,
+            max_shard_size=_shard_size(max_shard_size), weights_only=weights_only, sync=sync)]
+    if dtype is not None or max_shard_size is not None or weights_only:
+        raise InvalidArgumentError("dtype, max_shard_size and weights_only apply to "
+                                   "a Hugging Face directory output (dst a directory: "
+                                   "a trailing '/')")
     return _convert(os.fspath(src), os.fspath(dst), format=format, force=force,
                     alignment=alignment, compress=compress, digest=digest,
                     format_version=format_version, threads=threads, cast=cast, quant=quant,

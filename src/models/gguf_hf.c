@@ -156,11 +156,14 @@ static bool row_takes_all(tbx_hf_back *h, const hf_arch *a, const char **bad) {
     return true;
 }
 
-/* The row's steps the way back knows how to undo or that change nothing it writes; a row
+/* The row's steps the way back knows how to undo or that change nothing it writes (Gemma's:
+ * tokenizer settings; the +1 of its norms is undone by the map's HF_XF_ADD, exactly on the
+ * GGUF's values: g - 1 is exact in f32 for g in [0.5, 2], Sterbenz); a row
  * with another (positions dropped, a multimodal config, keys read from other config fields)
  * is refused, naming them, rather than written as a directory that is not the model. */
 #define BACK_FLAGS (ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_NONCAUSAL | ARCH_POOLING |           \
-                    ARCH_TT_COUNT | ARCH_SPACE_PREFIX | ARCH_ADD_SEP)
+                    ARCH_TT_COUNT | ARCH_SPACE_PREFIX | ARCH_ADD_SEP | ARCH_NO_HEAD_DIM |       \
+                    ARCH_NORM_TOPK | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT)
 static tbx_status check_row_flags(tbx_hf_back *h) {
     static const struct { unsigned bit; const char *what; } F[] = {
         {ARCH_POS_OFFSET, "position rows dropped (RoBERTa's pad offset)"},
@@ -171,14 +174,24 @@ static tbx_status check_row_flags(tbx_hf_back *h) {
         {ARCH_ROPE_NONE, "rope scaling none"},
         {ARCH_FFN_UP_GLU, "a GLU's halves in ffn_up"},
         {ARCH_PRE_MODERN_BERT, "the modern-bert pre-tokenizer"},
-        /* Gemma's rows: tokenizer settings only, but the rows' config.json (rope_parameters by
-         * layer type, softcapping, Gemma3's class) and the +1 of their norms (not bit-exact
-         * back in f32) are not proven against transformers yet */
-        {ARCH_NO_SPACE_PREFIX, "Gemma's rows, not proven yet"},
-        {ARCH_GEMMA_EOT, "Gemma's <end_of_turn>"},
         {ARCH_ROPE_PARTIAL, "rope dimensions from partial_rotary_factor"},
         {ARCH_SPM_ADDED, "Phi-3's added-token rules"},
     };
+    /* rows whose flags the way back takes but whose config.json it does not write whole yet:
+     * Gemma 2 / 3's query_pre_attn_scalar (llama.cpp scales q by 1/sqrt(head size), or
+     * 1/sqrt(hidden / heads) for the 27B models: transformers' default 256 gives other
+     * logits), Gemma 3's class name (Gemma3ForCausalLM) */
+    static const struct { const char *row, *why; } ROWS[] = {
+        {"gemma2", "query_pre_attn_scalar (llama.cpp's attention scale) not written back yet"},
+        {"gemma3_text", "query_pre_attn_scalar (llama.cpp's attention scale) and the "
+                        "Gemma3ForCausalLM class not written back yet"},
+    };
+    for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++)
+        if (!strcmp(h->a->model_type, ROWS[i].row))
+            return fail(h, TBX_E_UNSUPPORTED, "general.architecture", "architecture \"%s\" (row "
+                        "%s) cannot be written back as a Hugging Face model yet: %s "
+                        "(--weights-only writes the tensors under their GGUF names)", h->arch,
+                        h->a->model_type, ROWS[i].why);
     const unsigned extra = h->a->flags & ~(unsigned)BACK_FLAGS;
     if (!extra) return TBX_OK;
     char what[256] = "";
@@ -460,6 +473,15 @@ static tbx_status write_config(tbx_hf_back *h) {
     json_object_set_new(c, "model_type", jstr0(h->a->model_type));
     for (const hf_hparam *p = h->a->hp; p->key; p++) {
         const tbx_value *v = arch_meta(h, p->key);
+        if (!v && p->kind == HP_F32_NZ && !strcmp(p->key, "attention.scale") && h->n_head) {
+            /* a multiplier the converter left out (0 in config.json): llama.cpp's graph then
+             * scales the attention scores by 1/sqrt(head size), which transformers does
+             * when told so (its own 0 would zero the scores) */
+            uint64_t hd = h->n_embd / h->n_head;
+            if (!(h->a->flags & ARCH_NO_HEAD_DIM)) meta_u64(arch_meta(h, "attention.key_length"), &hd);
+            if (hd) json_object_set_new(c, p->cfg[0], json_real(short_f32(1.0 / sqrt((double)hd))));
+            continue;
+        }
         if (!v) {
             if (p->required) {
                 json_decref(c);
@@ -472,7 +494,8 @@ static tbx_status write_config(tbx_hf_back *h) {
         uint64_t u;
         double f;
         if (p->kind == HP_U32 && meta_u64(v, &u)) json_object_set_new(c, p->cfg[0], json_integer((json_int_t)u));
-        else if (p->kind == HP_F32 && meta_f64(v, &f)) json_object_set_new(c, p->cfg[0], json_real(short_f32(f)));
+        else if ((p->kind == HP_F32 || p->kind == HP_F32_NZ) && meta_f64(v, &f))
+            json_object_set_new(c, p->cfg[0], json_real(short_f32(f)));
         else {
             json_decref(c);
             return fail(h, TBX_E_FORMAT, p->key, "%s.%s is not a %s", h->arch, p->key,
@@ -527,6 +550,9 @@ static tbx_status write_config(tbx_hf_back *h) {
         snprintf(key, sizeof key, "%s_token_id", SPECIAL[k].name);
         json_object_set_new(c, key, json_integer((json_int_t)id));
     }
+    /* a row that converts only renormalized experts (qwen3_moe): the GGUF came from a
+     * config.json whose norm_topk_prob was true, and llama.cpp's graph renormalizes */
+    if (h->a->flags & ARCH_NORM_TOPK) json_object_set_new(c, "norm_topk_prob", json_true());
     json_object_set_new(c, "torch_dtype", jstr0(torch_dtype(h->dtype)));
     tbx_status st = add_file(h, "config.json", c);
     if (st != TBX_OK || (h->a->flags & ARCH_NONCAUSAL)) return st;
@@ -962,6 +988,11 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
         size_t n;
         const char *s;
         if (!special_id(h, SPECIAL[k].key, &id) || !(s = tbx_value_str_at(toks, id, &n))) continue;
+        /* an id of an ordinary token is config.json's (gguf-py's SpecialVocab reads
+         * pad_token_id there: Olmo2Config's default 1 names '"'), not a token the tokenizer
+         * treats as special: left out of tokenizer_config */
+        int64_t ty = TT_NORMAL;
+        if (types && arr_int(types, id, &ty) && ty == TT_NORMAL && !wpm) continue;
         char key[32];
         snprintf(key, sizeof key, "%s_token", SPECIAL[k].name);
         json_t *v = jstrn(s, n);

@@ -48,6 +48,24 @@ import llama_cpp  # noqa: E402
 torch.set_num_threads(1)
 
 DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"]
+DECODERS += ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]  # issue 22's rows, back
+# A GGUF of a Mistral model is llama.cpp's "llama" (convert_hf_to_gguf.py's LlamaModel writes
+# nothing that tells them apart): it comes back as a Llama model, whose forward pass on
+# Mistral's weights and hyper-parameters is Mistral's (no sliding window in llama.cpp either)
+BACK_AS = {"mistral": ("llama", ["LlamaForCausalLM"])}
+DECODERS += ["gemma"]
+# Gemma's RMS norms scale by 1 + w: the GGUF holds fl32(w + 1) (llama.cpp's converter adds 1),
+# which is not w's bits back (w + 1 rounds to 2^-23 away from 1); the way back subtracts 1,
+# exact in f32 on the GGUF's value, so a norm weight comes back as fl32(fl32(w + 1) - 1),
+# computed here by torch from the original (transformers computes 1 + w in f32 too: same logits)
+PLUS1 = {"gemma": ("layernorm.weight", "model.norm.weight")}
+
+
+def plus1(family: str, name: str, v):
+    if family in PLUS1 and name.endswith(PLUS1[family]):
+        one = torch.tensor(1.0, dtype=torch.float32)
+        return (v.to(torch.float32) + one) - one
+    return v
 
 # Config fields a GGUF does not carry, by family, each with its reason; AutoConfig of the
 # back-converted directory equals the original's on every other field.
@@ -69,6 +87,22 @@ NOT_CARRIED = {
                   "mlp_only_layers": "not carried (none here)"},
     "mixtral": {},
     "llama": {},
+    # issue 22's rows
+    "qwen3": {"max_window_layers": "as qwen2", "layer_types": "as qwen2"},
+    "qwen3_moe": {"max_window_layers": "as qwen2", "layer_types": "as qwen2",
+                  "decoder_sparse_step": "as qwen2_moe (1 here)",
+                  "mlp_only_layers": "as qwen2_moe (none here)"},
+    "olmo2": {},
+    "granite": {},
+    "gemma": {},
+    "mistral": {"model_type": "a Mistral GGUF is llama.cpp's llama (BACK_AS)",
+                "architectures": "as model_type",
+                "sliding_window": "MistralConfig's; llama.cpp's llama has no sliding window "
+                                  "and the GGUF does not carry it",
+                "layer_types": "MistralConfig's, from sliding_window",
+                "attention_bias": "LlamaConfig's (false: Mistral has no biases)",
+                "mlp_bias": "LlamaConfig's (false: Mistral has no biases)",
+                "pretraining_tp": "LlamaConfig's (1: no effect)"},
     "bert": {"gradient_checkpointing": "a training setting",
              "architectures": "the original names BertModel as sentence-transformers saves it; "
                               "the back-converted directory says BertModel too",
@@ -143,6 +177,7 @@ def test_round_trip(tbx, src, tmp_path, family, gtype):
     got = load_dir(out)
     assert set(got) == set(orig), sorted(set(got) ^ set(orig))
     dt = TORCH_DT[gtype]
+    orig = {k: plus1(family, k, v) for k, v in orig.items()}
     for k, v in orig.items():
         want = v.to(dt)  # f32: itself
         assert same_bits(got[k], want), (k, got[k].dtype, want.dtype)
@@ -161,7 +196,8 @@ def test_round_trip(tbx, src, tmp_path, family, gtype):
     allowed.update(NOT_CARRIED.get(family, {}))
     differ = {k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k)}
     assert differ <= set(allowed), {k: (ca.get(k), cb.get(k)) for k in differ - set(allowed)}
-    assert cb["model_type"] == ca["model_type"] and cb["architectures"] == ca["architectures"]
+    want_mt, want_arch = BACK_AS.get(family, (ca["model_type"], ca["architectures"]))
+    assert cb["model_type"] == want_mt and cb["architectures"] == want_arch
     assert json.loads((out / "config.json").read_text())["torch_dtype"] == \
         {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[gtype]
     # (c) the tokenizer: the same ids in PyPI tokenizers
@@ -209,6 +245,8 @@ def test_transformers_same_outputs(tbx, src, tmp_path, family):
     tok_b = transformers.AutoTokenizer.from_pretrained(str(out))
     cls = "BertModel" if family == "bert" else FAMILIES[family][1]
     ma = getattr(transformers, cls).from_pretrained(str(d), dtype=torch.float32).eval()
+    if family in BACK_AS:
+        cls = BACK_AS[family][1][0]
     mb = getattr(transformers, cls).from_pretrained(str(out), dtype=torch.float32).eval()
     for p in PROMPTS:
         ids = tok_a(p)["input_ids"]
@@ -282,7 +320,8 @@ def test_quantized_to_bf16(tbx, src, tmp_path, quant):
 # ------------------------------------------------------------------------------------------
 # (f) a GGUF of llama.cpp's own converter
 # ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("family", ["llama", "qwen2", "bert"])
+@pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "qwen3", "qwen3_moe", "olmo2",
+                                    "granite", "mistral"])
 def test_llama_cpp_converter_gguf_back(tbx, src, tmp_path, family):
     d = src(family)
     g = tmp_path / "lc.gguf"
@@ -483,15 +522,21 @@ def test_spm_llama_tokenizer_back(tbx, tmp_path, as_json):
         assert same_bits(got[k], v), k
 
 
-def test_rows_not_proven_yet_are_refused(tbx, tiny, tmp_path):
-    """A row whose conversion has steps the way back does not undo or check (Gemma's: its
-    config.json and its norms' +1 are not proven against transformers yet) is refused before
-    anything is written, naming the row; --weights-only still writes its tensors."""
-    d = tiny("gemma")["dir"]
+@pytest.mark.parametrize("family, why", [("gemma2", "query_pre_attn_scalar"),
+                                         ("gemma3", "query_pre_attn_scalar"),
+                                         ("gemma3_mm", "query_pre_attn_scalar")])
+def test_rows_not_proven_yet_are_refused(tbx, tiny, tmp_path, family, why):
+    """A row whose conversion has steps the way back does not undo or write (Gemma 2 / 3's
+    attention scale; a multimodal Gemma 3's GGUF holds the text model only, which is the
+    gemma3_text row's) is refused before anything is written, naming the row and the reason;
+    --weights-only still writes its tensors."""
+    d = tiny(family)["dir"]
     g = tmp_path / "g.gguf"
     convert(tbx, d, g)
     r = run(tbx, "convert", str(g), str(tmp_path / "out") + "/")
-    assert r.rc == 1 and "row gemma" in r.text and "--weights-only" in r.text, r.describe()
+    row = {"gemma3": "gemma3_text", "gemma3_mm": "gemma3_text"}.get(family, family)
+    assert r.rc == 1 and f"row {row})" in r.text and why in r.text and "--weights-only" in \
+        r.text, r.describe()
     assert not (tmp_path / "out").exists()
     out = back(tbx, g, tmp_path / "w", "--weights-only")
     names = set(safetensors.torch.load_file(str(out / "model.safetensors")))
