@@ -47,6 +47,13 @@ tbx_status tbx_engine_run(tbx_file *in, tbx_plan *p, tbx_writer *w, const tbx_en
  * such quant_to is refused (TBX_E_INVALID_ARG naming "options.KEY"), never applied to nothing.
  * Needs no input: the façade calls it before any work; tbx_plan_plain calls it again. */
 tbx_status tbx_plan_plain_check(const tbx_convert_options *o, tbx_error *err);
+/* Write option `key` of the conversion (o->write.options), NULL when not given. */
+const tbx_value *tbx_convert_wopt(const tbx_convert_options *o, const char *key);
+/* MCF's clip range the write options ask for (quant_clip_min, quant_clip_max) as one
+ * tbx_quant_info in p's arena, shared by every tensor quantized to an MCF family (plain and
+ * preset plans); *clip NULL when none is asked for. */
+tbx_status tbx_plan_mcf_clip(const tbx_convert_options *o, tbx_plan *p, tbx_quant_info **clip,
+                             tbx_error *err);
 /* Options already checked by the façade (cast_to a float dtype, quant_to one an encoder
  * writes; the write options by the writer's open, in the façade's check of the output);
  * `to_fmt` the output format. MCF's quantization method and clip range come from the write

@@ -181,7 +181,7 @@ static void why_text(const tbx_tensor *t, const tplan *p, tbx_dtype quant_to, ch
 /* at the writer's open, applied here to the tensors quantized to quant_to.                   */
 /* ------------------------------------------------------------------------------------------ */
 /* Option `key` of the conversion's write options, NULL when not given. */
-static const tbx_value *wopt(const tbx_convert_options *o, const char *key) {
+const tbx_value *tbx_convert_wopt(const tbx_convert_options *o, const char *key) {
     const tbx_value *m = o->write.options;
     const size_t kl = strlen(key);
     if (tbx_value_type_of(m) != TBX_V_MAP) return NULL;
@@ -193,10 +193,32 @@ static const tbx_value *wopt(const tbx_convert_options *o, const char *key) {
     return NULL;
 }
 
+tbx_status tbx_plan_mcf_clip(const tbx_convert_options *o, tbx_plan *p, tbx_quant_info **clip,
+                             tbx_error *err) {
+    *clip = NULL;
+    const tbx_value *lo_v = tbx_convert_wopt(o, TBX_MCFQ_OPT_CLIP_MIN);
+    const tbx_value *hi_v = tbx_convert_wopt(o, TBX_MCFQ_OPT_CLIP_MAX);
+    if (!lo_v && !hi_v) return TBX_OK;
+    /* (the writer's open checked them: both, finite f32 bounds, min <= max) */
+    double lo = 0, hi = 0;
+    if (tbx_value_get_f64(lo_v, &lo) != TBX_OK || tbx_value_get_f64(hi_v, &hi) != TBX_OK)
+        return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "options." TBX_MCFQ_OPT_CLIP_MIN,
+                       "a clip range needs two numbers, %s and %s", TBX_MCFQ_OPT_CLIP_MIN,
+                       TBX_MCFQ_OPT_CLIP_MAX);
+    tbx_quant_info *c = tbx_plan_alloc(p, sizeof *c);
+    if (!c) return tbx_err_nomem(err, "conversion plan");
+    c->struct_size = sizeof *c;
+    c->has_clip = 1;
+    c->clip_min = (float)lo;
+    c->clip_max = (float)hi;
+    *clip = c;
+    return TBX_OK;
+}
+
 /* Whether write option quant_method asks for tensorbox's own K-quant search (a ggml block type;
  * the row validated the value). */
 static bool want_search(const tbx_convert_options *o) {
-    const char *m = tbx_value_get_str(wopt(o, TBX_GGML_OPT_METHOD), NULL);
+    const char *m = tbx_value_get_str(tbx_convert_wopt(o, TBX_GGML_OPT_METHOD), NULL);
     return m && strcmp(m, TBX_GGML_METHOD_SEARCH) == 0;
 }
 
@@ -208,8 +230,8 @@ tbx_status tbx_plan_plain_check(const tbx_convert_options *o, tbx_error *err) {
     const tbx_dtype_info *qi = tbx_dtype_get(o->quant_to);
     /* a ggml block type takes quant_method (GGUF's: ggml | search); search needs a type that
      * has a search of its own (q2_K .. q6_K), else it would be ggml's bytes under another name */
-    const char *m = tbx_value_get_str(wopt(o, TBX_GGML_OPT_METHOD), NULL);
-    if (qe && qe->kind == TBX_ENC_BLOCK && wopt(o, TBX_GGML_OPT_METHOD) &&
+    const char *m = tbx_value_get_str(tbx_convert_wopt(o, TBX_GGML_OPT_METHOD), NULL);
+    if (qe && qe->kind == TBX_ENC_BLOCK && tbx_convert_wopt(o, TBX_GGML_OPT_METHOD) &&
         (!m || (strcmp(m, TBX_GGML_METHOD_GGML) && strcmp(m, TBX_GGML_METHOD_SEARCH))))
         return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET, "options." TBX_GGML_OPT_METHOD,
                        "the write option " TBX_GGML_OPT_METHOD " of a ggml block type (%s) is "
@@ -221,7 +243,7 @@ tbx_status tbx_plan_plain_check(const tbx_convert_options *o, tbx_error *err) {
                        " applies to q2_k .. q6_k (tensorbox's own scale search), and %s is "
                        "asked for: its only quantizer is ggml's algorithm", qi ? qi->name : "?");
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        if (!wopt(o, keys[i])) continue;
+        if (!tbx_convert_wopt(o, keys[i])) continue;
         if (i == 0 && qe && qe->kind == TBX_ENC_BLOCK) continue;
         char field[48];
         snprintf(field, sizeof field, "options.%s", keys[i]);
@@ -275,23 +297,11 @@ tbx_status tbx_plan_plain(tbx_file *in, const tbx_convert_options *o, tbx_format
     p->names = nbad ? NULL : &in->tensor_names;
     /* an MCF family: the clip range asked for, shared by every tensor quantized to it */
     tbx_quant_info *clip = NULL;
-    const tbx_value *clip_lo = wopt(o, TBX_MCFQ_OPT_CLIP_MIN);
-    const tbx_value *clip_hi = wopt(o, TBX_MCFQ_OPT_CLIP_MAX);
-    double lo = 0, hi = 0;
-    if (payload && (clip_lo || clip_hi)) {
-        /* (the writer's open checked them: both, finite f32 bounds, min <= max) */
-        if (tbx_value_get_f64(clip_lo, &lo) != TBX_OK || tbx_value_get_f64(clip_hi, &hi) != TBX_OK)
-            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET,
-                           "options." TBX_MCFQ_OPT_CLIP_MIN, "a clip range needs two numbers, "
-                           "%s and %s", TBX_MCFQ_OPT_CLIP_MIN, TBX_MCFQ_OPT_CLIP_MAX);
-        if (!(clip = tbx_plan_alloc(p, sizeof *clip)))
-            return tbx_err_nomem(err, "conversion plan");
-        clip->struct_size = sizeof *clip;
-        clip->has_clip = 1;
-        clip->clip_min = (float)lo;
-        clip->clip_max = (float)hi;
+    if (payload) {
+        tbx_status cst2 = tbx_plan_mcf_clip(o, p, &clip, err);
+        if (cst2 != TBX_OK) return cst2;
     }
-    const char *method = tbx_value_get_str(wopt(o, TBX_MCFQ_OPT_METHOD), NULL);
+    const char *method = tbx_value_get_str(tbx_convert_wopt(o, TBX_MCFQ_OPT_METHOD), NULL);
     const bool mantle = method && strcmp(method, "mantle") == 0;
     const bool search = qe && qe->kind == TBX_ENC_BLOCK && qe->search && want_search(o);
     for (size_t i = 0; i < in->ntensors; i++) {

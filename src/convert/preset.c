@@ -349,18 +349,6 @@ static void preset_mcf_reason(const tbx_plan *p, const tbx_file *in, size_t k, c
     }
 }
 
-static const tbx_value *preset_wopt(const tbx_convert_options *o, const char *key) {
-    const tbx_value *m = o->write.options;
-    const size_t kl = strlen(key);
-    for (uint64_t i = 0, n = tbx_value_type_of(m) == TBX_V_MAP ? tbx_value_len(m) : 0; i < n;
-         i++) {
-        size_t len = 0;
-        const char *k = tbx_value_key_at(m, i, &len);
-        if (k && len == kl && !memcmp(k, key, kl)) return tbx_value_at(m, i);
-    }
-    return NULL;
-}
-
 tbx_status tbx_plan_preset_mcf(tbx_file *in, const tbx_convert_options *o,
                                const tbx_preset_mcf_in *c, tbx_plan *p, tbx_error *err) {
     const tbx_lq_preset *pr = tbx_lq_preset_find(o->quant_preset);
@@ -369,22 +357,9 @@ tbx_status tbx_plan_preset_mcf(tbx_file *in, const tbx_convert_options *o,
                        "'%s' is not one of llama-quantize's types", o->quant_preset);
     /* MCF's clip range and method, as a plain conversion to one of its families takes them */
     tbx_quant_info *clip = NULL;
-    const tbx_value *lo_v = preset_wopt(o, TBX_MCFQ_OPT_CLIP_MIN);
-    const tbx_value *hi_v = preset_wopt(o, TBX_MCFQ_OPT_CLIP_MAX);
-    if (lo_v || hi_v) {
-        double lo = 0, hi = 0;
-        if (tbx_value_get_f64(lo_v, &lo) != TBX_OK || tbx_value_get_f64(hi_v, &hi) != TBX_OK)
-            return tbx_err(err, TBX_E_INVALID_ARG, TBX_NO_OFFSET,
-                           "options." TBX_MCFQ_OPT_CLIP_MIN, "a clip range needs two numbers, "
-                           "%s and %s", TBX_MCFQ_OPT_CLIP_MIN, TBX_MCFQ_OPT_CLIP_MAX);
-        if (!(clip = tbx_plan_alloc(p, sizeof *clip)))
-            return tbx_err_nomem(err, "conversion plan");
-        clip->struct_size = sizeof *clip;
-        clip->has_clip = 1;
-        clip->clip_min = (float)lo;
-        clip->clip_max = (float)hi;
-    }
-    const char *method = tbx_value_get_str(preset_wopt(o, TBX_MCFQ_OPT_METHOD), NULL);
+    tbx_status cst = tbx_plan_mcf_clip(o, p, &clip, err);
+    if (cst != TBX_OK) return cst;
+    const char *method = tbx_value_get_str(tbx_convert_wopt(o, TBX_MCFQ_OPT_METHOD), NULL);
     const bool mantle = method && !strcmp(method, "mantle");
     preset_mcf_ud *ud = tbx_plan_alloc(p, sizeof *ud);
     if (!ud) return tbx_err_nomem(err, "conversion plan");
