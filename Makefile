@@ -65,8 +65,7 @@ asan: asan-build
 tsan-build: bootstrap
 	CC=clang cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DTBX_TSAN=ON \
 	  -DTBX_BUILD_SHARED=OFF -DTBX_BUILD_BENCH=OFF
-	cmake --build $(BUILD_TSAN) --target test_batch test_zstream test_embd test_io test_gguf_hf test_mapguard \
-	  test_engine test_ggml_iq_grid
+	cmake --build $(BUILD_TSAN) --target threads_tests
 
 tsan: tsan-build
 	ctest --test-dir $(BUILD_TSAN) --output-on-failure -L threads --no-tests=error

@@ -73,6 +73,14 @@ _tbx_dep(crypto  libcrypto  "")
 _tbx_dep(zip     libzip     "")
 # libcurl: remote sources (http://, https://, s3://, hf://: src/io/remote.c, docs/remote.md).
 _tbx_dep(curl    libcurl    "")
+# ... named in tensorbox.pc's Libs.private as -lcurl, not in Requires.private: `pkg-config
+# --static` would expand libcurl's own static closure (nghttp2, ssh2, rtmp, psl, gssapi, ldap),
+# whose -dev packages a system with libcurl's does not have; a consumer of libtensorbox.a links
+# libcurl itself as a shared library.
+if(TBX_PC_curl_FOUND)
+  list(REMOVE_ITEM TBX_DEP_PC_MODULES libcurl)
+  list(APPEND TBX_DEP_PLAIN_LIBS "-lcurl")
+endif()
 
 if(NOT TARGET Threads::Threads)
   list(APPEND TBX_DEP_MISSING Threads)
