@@ -275,10 +275,12 @@ def test_force_refuses_fifo(tbx, small_src, tmp_path):
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     r = run(tbx, "gguf", "set", fifo, "a=1", "--type", "u32", timeout=20)  # nor edited
     assert r.rc == 1 and stat.S_ISFIFO(os.lstat(fifo).st_mode), r.describe()
-    d = tmp_path / "dir.gguf"  # nor a directory
-    d.mkdir()
+    d = tmp_path / "dir.gguf"  # nor a directory: an existing directory is a Hugging Face
+    d.mkdir()                  # directory target, which --force never replaces (a usage error)
     r = run(tbx, "convert", small_src, d, "--force")
-    assert r.rc == 1 and d.is_dir(), r.describe()
+    assert_clean_exit(r)
+    assert r.rc == 2 and "--force" in r.text and d.is_dir() and not any(d.iterdir()), \
+        r.describe()
     assert hidden(tmp_path) == []
 
 
