@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE /* mkdtemp */
 #include "tbx_test.h" /* TBX_TEST_LABEL_THREADS: ctest label "threads", run under TSan too */
+#include "tbx_test_dir.h"
 #include "api.h"
 #include "convert.h"
 #include "encode.h"
@@ -29,39 +30,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char g_dir[512];
-
-static void rm_tmp_dir(void) {
-    DIR *d = opendir(g_dir);
-    struct dirent *e;
-    char p[800];
-    while (d && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-        unlink(p);
-    }
-    if (d) closedir(d);
-    rmdir(g_dir);
-}
-
 static const char *tmp(char *buf, size_t cap, const char *name) {
-    if (!g_dir[0]) {
-        if (!mkdtemp(tbx_test_tmppath(g_dir, sizeof g_dir, "tbx_test_engine_XXXXXX"))) abort();
-        atexit(rm_tmp_dir);
-    }
-    snprintf(buf, cap, "%s/%s", g_dir, name);
-    return buf;
+    return tbx_test_dir_file(buf, cap, "tbx_test_engine", name);
 }
 
 /* Files of the test directory (a conversion that failed leaves none). */
-static int count_files(void) {
-    DIR *d = opendir(g_dir);
-    struct dirent *e;
-    int n = 0;
-    while (d && (e = readdir(d)) != NULL) n += e->d_name[0] != '.';
-    if (d) closedir(d);
-    return n;
-}
+static int count_files(void) { return tbx_test_dir_count(); }
 
 /* ------------------------------------------------------------------------------------------ */
 /* Inputs: a safetensors file of f32 / f16 tensors, values of the test's own formulas          */
