@@ -70,3 +70,7 @@ echo "== python: the tensorbox package vs safetensors / gguf-py (pip install ./p
 echo
 echo "== mcf: read vs plain read, q/k kernels (dequant vs memcpy, quantize, RMSE), mantle when \$MANTLE is set =="
 "$PYTHON" bench/bench_mcf.py "$@"
+
+echo
+echo "== gguf -> hf: q4_K GGUF to a Hugging Face bf16 directory vs gguf-py's dequantize-and-save =="
+"$PYTHON" bench/bench_gguf_hf.py "$@"
