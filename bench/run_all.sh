@@ -74,3 +74,7 @@ echo "== mcf: read vs plain read, q/k kernels (dequant vs memcpy, quantize, RMSE
 echo
 echo "== gguf -> hf: q4_K GGUF to a Hugging Face bf16 directory vs gguf-py's dequantize-and-save =="
 "$PYTHON" bench/bench_gguf_hf.py "$@"
+
+echo
+echo "== diff: tbx diff of two 1 GiB models vs cat of both, warm and cold page cache =="
+"$PYTHON" bench/bench_diff.py "$@"
