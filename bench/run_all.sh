@@ -78,3 +78,7 @@ echo "== gguf -> hf: q4_K GGUF to a Hugging Face bf16 directory vs gguf-py's deq
 echo
 echo "== diff: tbx diff of two 1 GiB models vs cat of both, warm and cold page cache =="
 "$PYTHON" bench/bench_diff.py "$@"
+
+echo
+echo "== remote: reads over HTTP vs curl and the local disk, tbx info bytes, hf:// -> q4_K GGUF vs download-then-convert (nginx) =="
+"$PYTHON" bench/bench_remote.py "$@"
