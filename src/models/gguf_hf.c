@@ -177,16 +177,13 @@ static tbx_status check_row_flags(tbx_hf_back *h) {
         {ARCH_ROPE_PARTIAL, "rope dimensions from partial_rotary_factor"},
         {ARCH_SPM_ADDED, "Phi-3's added-token rules"},
     };
-    /* rows whose flags the way back takes but whose config.json it does not write whole yet:
-     * Gemma 2 / 3's query_pre_attn_scalar (llama.cpp scales q by 1/sqrt(head size), or
-     * 1/sqrt(hidden / heads) for the 27B models: transformers' default 256 gives other
-     * logits), Gemma 3's class name (Gemma3ForCausalLM) */
+    /* rows whose flags the way back takes but whose config.json it does not write whole yet
+     * (none now: Gemma 2 / 3's attention scale, layer types and class are gemma_attention's
+     * and CLASS_NAMES'), each with why; ended by {NULL} */
     static const struct { const char *row, *why; } ROWS[] = {
-        {"gemma2", "query_pre_attn_scalar (llama.cpp's attention scale) not written back yet"},
-        {"gemma3_text", "query_pre_attn_scalar (llama.cpp's attention scale) and the "
-                        "Gemma3ForCausalLM class not written back yet"},
+        {NULL, NULL},
     };
-    for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++)
+    for (size_t i = 0; ROWS[i].row; i++)
         if (!strcmp(h->a->model_type, ROWS[i].row))
             return fail(h, TBX_E_UNSUPPORTED, "general.architecture", "architecture \"%s\" (row "
                         "%s) cannot be written back as a Hugging Face model yet: %s "
@@ -459,14 +456,105 @@ static bool special_id(tbx_hf_back *h, const char *key, uint64_t *id) {
     return meta_u64(meta(h, k), id) && *id < h->n_vocab;
 }
 
+/* Rows whose transformers class is not their model_type in CamelCase + ForCausalLM */
+static const struct { const char *row, *cls; } CLASS_NAMES[] = {
+    {"gemma3_text", "Gemma3ForCausalLM"},
+};
+
+/* Element i of a bool or integer array (packed or not) as 0 / non-zero. */
+static bool arr_u64(const tbx_value *a, uint64_t i, uint64_t *out) {
+    tbx_value tmp;
+    const tbx_value *e = tbx_val_packed_get(a, (size_t)i, &tmp) ? &tmp : tbx_value_at(a, i);
+    return e && tbx_value_get_u64(e, out) == TBX_OK;
+}
+
+/* Gemma 2 and 3 as llama.cpp runs them (src/models/gemma2.cpp, gemma3.cpp), in the fields of
+ * transformers' Gemma2Config / Gemma3TextConfig, whose defaults are other models' (their
+ * query_pre_attn_scalar 256, a 4096 window, rope_theta 1e6 for Gemma 3):
+ *   - query_pre_attn_scalar: llama.cpp scales q by 1/sqrt(attention.key_length) (hidden /
+ *     heads when the file has none), or by 1/sqrt(hidden / heads) for the 27B models, which it
+ *     knows by their layer count (46, 62); transformers by query_pre_attn_scalar^-1/2;
+ *   - layer_types: the layers attention.sliding_window_pattern makes local (a per-layer array,
+ *     or every n-th layer global, the last of each run; llama.cpp's default n: 2 for Gemma 2,
+ *     6 for Gemma 3), all full attention for a Gemma 3 without a window (llama.cpp: none);
+ *     sliding_window: the file's (Gemma 2 without one: llama.cpp's 4096);
+ *   - rope: rope_theta is llama.cpp's 10000 when the file has no rope.freq_base (Gemma2Model
+ *     writes none); Gemma 3's local layers' base is rope.freq_base_swa (llama.cpp's default
+ *     10000) without scaling, its global layers' the rope.scaling the generic code writes
+ *     (transformers applies rope_scaling to full_attention only, as llama.cpp to the global
+ *     layers); Gemma 2's local layers share the global base and scaling in llama.cpp (a file
+ *     with another local base is refused: transformers' Gemma 2 has one rope);
+ *   - soft-capping: the {arch} keys the row's hyper-parameters write back; Gemma 3's
+ *     attention has none in llama.cpp (transformers' default: none). */
+static tbx_status gemma_attention(tbx_hf_back *h, json_t *c) {
+    static const struct { const char *arch; unsigned pattern; uint64_t layers_27b; } G[] = {
+        {"gemma2", 2, 46}, {"gemma3", 6, 62},
+    };
+    size_t g = 0;
+    while (g < sizeof G / sizeof G[0] && strcmp(h->arch, G[g].arch) != 0) g++;
+    if (g == sizeof G / sizeof G[0]) return TBX_OK;
+    uint64_t nl = 0, kl = 0, win = 0;
+    if (!meta_u64(arch_meta(h, "block_count"), &nl) || !nl || nl > 65536 || !h->n_head)
+        return fail(h, TBX_E_FORMAT, "block_count", "%s.block_count and "
+                    "attention.head_count must be counts (1..65536 layers)", h->arch);
+    const uint64_t hd = h->n_embd / h->n_head;
+    if (!meta_u64(arch_meta(h, "attention.key_length"), &kl)) kl = hd;
+    const uint64_t q = nl == G[g].layers_27b ? hd : kl;
+    if (!q) return fail(h, TBX_E_FORMAT, "attention.key_length", "%s: the head size is 0",
+                        h->arch);
+    json_object_set_new(c, "query_pre_attn_scalar", json_integer((json_int_t)q));
+    const bool has_win = meta_u64(arch_meta(h, "attention.sliding_window"), &win);
+    const bool swa = g == 0 || (has_win && win > 0);
+    if (g == 0 && !has_win) win = 4096;
+    const tbx_value *pv = arch_meta(h, "attention.sliding_window_pattern");
+    uint64_t every = G[g].pattern;
+    const bool per_layer = pv && tbx_value_type_of(pv) == TBX_V_ARRAY;
+    if (per_layer && tbx_value_len(pv) < nl)
+        return fail(h, TBX_E_FORMAT, "attention.sliding_window_pattern", "%s.attention."
+                    "sliding_window_pattern has %llu entries for %llu layers", h->arch,
+                    (unsigned long long)tbx_value_len(pv), (unsigned long long)nl);
+    if (pv && !per_layer && !meta_u64(pv, &every))
+        return fail(h, TBX_E_FORMAT, "attention.sliding_window_pattern", "%s.attention."
+                    "sliding_window_pattern is neither a count nor an array", h->arch);
+    json_t *lt = json_array();
+    for (uint64_t i = 0; i < nl; i++) {
+        uint64_t local = 0;
+        if (!swa) local = 0;
+        else if (per_layer) {
+            if (!arr_u64(pv, i, &local)) {
+                json_decref(lt);
+                return fail(h, TBX_E_FORMAT, "attention.sliding_window_pattern", "%s.attention."
+                            "sliding_window_pattern[%llu] is not a bool", h->arch,
+                            (unsigned long long)i);
+            }
+        } else local = every == 0 || i % every < every - 1;
+        json_array_append_new(lt, jstr0(local ? "sliding_attention" : "full_attention"));
+    }
+    json_object_set_new(c, "layer_types", lt);
+    json_object_set_new(c, "sliding_window", swa ? json_integer((json_int_t)win) : jnull());
+    double base = 10000.0, base_swa = 10000.0;
+    const bool has_base = meta_f64(arch_meta(h, "rope.freq_base"), &base);
+    const bool has_swa = meta_f64(arch_meta(h, "rope.freq_base_swa"), &base_swa);
+    if (!has_base) json_object_set_new(c, "rope_theta", json_real(base));
+    if (g == 0 && has_swa && (float)base_swa != (float)base)
+        return fail(h, TBX_E_UNSUPPORTED, "rope.freq_base_swa", "%s.rope.freq_base_swa %g is "
+                    "not rope.freq_base %g: transformers' Gemma 2 has one rope base for every "
+                    "layer", h->arch, base_swa, base);
+    if (g == 1 && !has_swa) json_object_set_new(c, "rope_local_base_freq", json_real(base_swa));
+    return TBX_OK;
+}
+
 static tbx_status write_config(tbx_hf_back *h) {
     json_t *c = json_object();
     if (!c) return tbx_err_nomem(h->err, "config.json");
     /* architectures[0]: transformers' class, the model_type in CamelCase + ForCausalLM (an
-     * encoder: Model): qwen2_moe -> Qwen2MoeForCausalLM, bert -> BertModel */
+     * encoder: Model): qwen2_moe -> Qwen2MoeForCausalLM, bert -> BertModel; CLASS_NAMES */
     char cls[96];
     camel(h->a->model_type, cls, sizeof cls - 12);
     strcat(cls, (h->a->flags & ARCH_NONCAUSAL) ? "Model" : "ForCausalLM");
+    for (size_t i = 0; i < sizeof CLASS_NAMES / sizeof CLASS_NAMES[0]; i++)
+        if (!strcmp(h->a->model_type, CLASS_NAMES[i].row))
+            snprintf(cls, sizeof cls, "%s", CLASS_NAMES[i].cls);
     json_t *archs = json_array();
     json_array_append_new(archs, jstr0(cls));
     json_object_set_new(c, "architectures", archs);
@@ -501,6 +589,11 @@ static tbx_status write_config(tbx_hf_back *h) {
             return fail(h, TBX_E_FORMAT, p->key, "%s.%s is not a %s", h->arch, p->key,
                         p->kind == HP_U32 ? "count" : "number");
         }
+    }
+    tbx_status gst = gemma_attention(h, c);
+    if (gst != TBX_OK) {
+        json_decref(c);
+        return gst;
     }
     json_object_set_new(c, "vocab_size", json_integer((json_int_t)h->n_vocab));
     /* the head size, when it is not hidden / heads */

@@ -59,6 +59,13 @@ DECODERS += ["gemma"]
 # exact in f32 on the GGUF's value, so a norm weight comes back as fl32(fl32(w + 1) - 1),
 # computed here by torch from the original (transformers computes 1 + w in f32 too: same logits)
 PLUS1 = {"gemma": ("layernorm.weight", "model.norm.weight")}
+# Gemma 2 and 3 (issue 23): query_pre_attn_scalar as llama.cpp's attention scale, layer_types
+# from its local/global pattern, Gemma 3's class (Gemma3ForCausalLM) and local rope base; their
+# norms (Gemma 3's q/k norms too) come back as gemma's
+DECODERS += ["gemma2", "gemma3"]
+PLUS1.update({"gemma2": PLUS1["gemma"],
+              "gemma3": PLUS1["gemma"] + ("q_norm.weight", "k_norm.weight")})
+PLUS1["gemma3_mm"] = PLUS1["gemma3"]
 
 
 def plus1(family: str, name: str, v):
@@ -95,6 +102,8 @@ NOT_CARRIED = {
     "olmo2": {},
     "granite": {},
     "gemma": {},
+    "gemma2": {},
+    "gemma3": {},
     "mistral": {"model_type": "a Mistral GGUF is llama.cpp's llama (BACK_AS)",
                 "architectures": "as model_type",
                 "sliding_window": "MistralConfig's; llama.cpp's llama has no sliding window "
@@ -321,7 +330,7 @@ def test_quantized_to_bf16(tbx, src, tmp_path, quant):
 # (f) a GGUF of llama.cpp's own converter
 # ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "qwen3", "qwen3_moe", "olmo2",
-                                    "granite", "mistral"])
+                                    "granite", "mistral"] + ["gemma2", "gemma3"])
 def test_llama_cpp_converter_gguf_back(tbx, src, tmp_path, family):
     d = src(family)
     g = tmp_path / "lc.gguf"
@@ -330,7 +339,9 @@ def test_llama_cpp_converter_gguf_back(tbx, src, tmp_path, family):
     orig, got = orig_tensors(d), load_dir(out)
     assert set(got) == set(orig), sorted(set(got) ^ set(orig))
     for k, v in orig.items():
-        assert same_bits(got[k], v), k
+        assert same_bits(got[k], plus1(family, k, v)), k
+    if family in BACK_ROWS:  # and transformers on it computes what llama.cpp does
+        assert logits_cosine_vs_llama_cpp(out, g, BACK_ROWS[family][1]) >= 0.9999
     ta = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
     ta.no_padding()
     ta.no_truncation()
@@ -522,22 +533,93 @@ def test_spm_llama_tokenizer_back(tbx, tmp_path, as_json):
         assert same_bits(got[k], v), k
 
 
-@pytest.mark.parametrize("family, why", [("gemma2", "query_pre_attn_scalar"),
-                                         ("gemma3", "query_pre_attn_scalar"),
-                                         ("gemma3_mm", "query_pre_attn_scalar")])
-def test_rows_not_proven_yet_are_refused(tbx, tiny, tmp_path, family, why):
-    """A row whose conversion has steps the way back does not undo or write (Gemma 2 / 3's
-    attention scale; a multimodal Gemma 3's GGUF holds the text model only, which is the
-    gemma3_text row's) is refused before anything is written, naming the row and the reason;
-    --weights-only still writes its tensors."""
+# ------------------------------------------------------------------------------------------
+# (g) issue 23's rows back: transformers on the directory against llama.cpp on the GGUF
+# ------------------------------------------------------------------------------------------
+# family -> the model_type and class the directory must say (the multimodal Gemma 3's GGUF
+# holds its language model only: it comes back as that text model)
+BACK_ROWS = {"gemma2": ("gemma2", "Gemma2ForCausalLM"), "gemma3": ("gemma3_text",
+             "Gemma3ForCausalLM"), "gemma3_mm": ("gemma3_text", "Gemma3ForCausalLM")}
+
+
+def logits_cosine_vs_llama_cpp(out: Path, g: Path, cls: str) -> float:
+    """The smallest per-token cosine between transformers' logits on directory `out` (eager
+    attention: Gemma 2's soft-capping) and llama.cpp's on GGUF `g`, over PROMPTS."""
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    m = getattr(transformers, cls).from_pretrained(str(out), dtype=torch.float32,
+                                                   attn_implementation="eager").eval()
+    llm = llama_cpp.Llama(model_path=str(g), n_ctx=128, logits_all=True, verbose=False,
+                          type_k=0, type_v=0, n_threads=1, n_batch=128)
+    worst = 1.0
+    for p in PROMPTS:
+        ids = tok(p)["input_ids"]
+        with torch.no_grad():
+            ref = m(torch.tensor([ids])).logits[0].double().numpy()
+        llm.reset()
+        llm.eval(ids)
+        lc = np.asarray(llm.scores[:len(ids)], dtype=np.float64)
+        cos = (lc * ref).sum(-1) / np.linalg.norm(lc, axis=-1) / np.linalg.norm(ref, axis=-1)
+        worst = min(worst, float(cos.min()))
+    return worst
+
+
+@pytest.mark.parametrize("gtype", ["f32", "f16"])
+@pytest.mark.parametrize("family", list(BACK_ROWS))
+def test_back_logits_equal_llama_cpp(tbx, src, tiny, tmp_path, family, gtype):
+    """tbx's GGUF of the tiny model, back to a directory: its config.json names the row's
+    model_type and class, and transformers' logits on it have cosine >= 0.9999 with llama.cpp's
+    on the GGUF, token by token."""
     d = tiny(family)["dir"]
-    g = tmp_path / "g.gguf"
+    g = tmp_path / "m.gguf"
+    convert(tbx, d, g, *(() if gtype == "f32" else ("--cast", gtype)))
+    out = back(tbx, g, tmp_path / "back")
+    mt, cls = BACK_ROWS[family]
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["model_type"] == mt and cfg["architectures"] == [cls], cfg
+    worst = logits_cosine_vs_llama_cpp(out, g, cls)
+    print(f"{family} {gtype}: min token cosine of logits, transformers (back) vs llama.cpp "
+          f"{worst:.7f}")
+    assert worst >= 0.9999, worst
+
+
+def test_gemma3_multimodal_gguf_back_as_text_model(tbx, tiny, tmp_path):
+    """A Gemma3ForConditionalGeneration's GGUF (its language model; the vision tower is left
+    out as llama.cpp's converter leaves it out) comes back as the gemma3_text model: its
+    tensors are the multimodal model's language-model tensors (norms as PLUS1)."""
+    d = tiny("gemma3_mm")["dir"]
+    g = tmp_path / "m.gguf"
     convert(tbx, d, g)
-    r = run(tbx, "convert", str(g), str(tmp_path / "out") + "/")
-    row = {"gemma3": "gemma3_text", "gemma3_mm": "gemma3_text"}.get(family, family)
-    assert r.rc == 1 and f"row {row})" in r.text and why in r.text and "--weights-only" in \
-        r.text, r.describe()
-    assert not (tmp_path / "out").exists()
-    out = back(tbx, g, tmp_path / "w", "--weights-only")
-    names = set(safetensors.torch.load_file(str(out / "model.safetensors")))
-    assert {t.name for t in gguf.GGUFReader(str(g)).tensors} == names
+    out = back(tbx, g, tmp_path / "back")
+    got = load_dir(out)
+    orig = {}
+    for k, v in load_dir(d).items():
+        # transformers 5 saves it as language_model.model.*, 4.x as model.language_model.*
+        for pre, to in (("language_model.model.", "model."), ("model.language_model.", "model."),
+                        ("language_model.lm_head.", "lm_head."), ("lm_head.", "lm_head.")):
+            if k.startswith(pre):
+                orig[to + k[len(pre):]] = plus1("gemma3_mm", k, v)
+                break
+    assert set(got) == set(orig), sorted(set(got) ^ set(orig))
+    for k, v in orig.items():
+        assert same_bits(got[k], v), k
+
+
+def test_gemma2_27b_layer_count_attention_scale(tbx, minilm_dir, tmp_path):
+    """llama.cpp scales a Gemma 2 of 46 layers (its 27B) by 1/sqrt(hidden / heads), not by
+    1/sqrt(head size): a tiny Gemma 2 of 46 layers with query_pre_attn_scalar = hidden / heads
+    (16; head size 24) comes back with query_pre_attn_scalar 16, and transformers on it gives
+    llama.cpp's logits (the head size, 24, would not)."""
+    import test_hf_runtime as R
+    saved = dict(R.GEMMA_CFG["gemma2"])
+    R.GEMMA_CFG["gemma2"].update(num_hidden_layers=46, query_pre_attn_scalar=16)
+    try:
+        d = R.build(tmp_path / "hf", "gemma2", minilm_dir)["dir"]
+    finally:
+        R.GEMMA_CFG["gemma2"] = saved
+    g = tmp_path / "m.gguf"
+    convert(tbx, d, g)
+    out = back(tbx, g, tmp_path / "back")
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["query_pre_attn_scalar"] == 16 and cfg["head_dim"] == 24, cfg
+    assert len(cfg["layer_types"]) == 46
+    assert logits_cosine_vs_llama_cpp(out, g, "Gemma2ForCausalLM") >= 0.9999
