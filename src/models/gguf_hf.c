@@ -144,10 +144,19 @@ static tbx_status add_file(tbx_hf_back *h, const char *name, json_t *j) {
 static json_t *jstrn(const char *s, size_t n) { return json_stringn(s, n); }
 
 /* ---- the row ---------------------------------------------------------------------------- */
+/* A tensor llama.cpp's converter generates from config.json's rope_scaling (row a takes that
+ * scaling): longrope's rope_factors_long/short.weight, taken back into rope_scaling by
+ * write_config, never written as tensors. */
+static bool generated_rope(const hf_arch *a, const char *name) {
+    return (a->rope & TBX_HF_ROPE_LONGROPE) && (!strcmp(name, "rope_factors_long.weight") ||
+                                                !strcmp(name, "rope_factors_short.weight"));
+}
+
 /* Does row a's map take every tensor of the file? (*bad: the first it does not) */
 static bool row_takes_all(tbx_hf_back *h, const hf_arch *a, const char **bad) {
     for (uint64_t i = 0; i < h->in->ntensors; i++) {
         hf_unmatch u;
+        if (generated_rope(a, h->in->tensors[i].name)) continue;
         if (tbx_hf_unmap_(a, h->in->tensors[i].name, &u) < 0) {
             *bad = h->in->tensors[i].name;
             return false;
@@ -174,8 +183,6 @@ static tbx_status check_row_flags(tbx_hf_back *h) {
         {ARCH_ROPE_NONE, "rope scaling none"},
         {ARCH_FFN_UP_GLU, "a GLU's halves in ffn_up"},
         {ARCH_PRE_MODERN_BERT, "the modern-bert pre-tokenizer"},
-        {ARCH_ROPE_PARTIAL, "rope dimensions from partial_rotary_factor"},
-        {ARCH_SPM_ADDED, "Phi-3's added-token rules"},
     };
     /* rows whose flags the way back takes but whose config.json it does not write whole yet
      * (none now: Gemma 2 / 3's attention scale, layer types and class are gemma_attention's
@@ -189,7 +196,10 @@ static tbx_status check_row_flags(tbx_hf_back *h) {
                         "%s) cannot be written back as a Hugging Face model yet: %s "
                         "(--weights-only writes the tensors under their GGUF names)", h->arch,
                         h->a->model_type, ROWS[i].why);
-    const unsigned extra = h->a->flags & ~(unsigned)BACK_FLAGS;
+    /* Phi-3's (issue 23): partial_rotary_factor from rope.dimension_count (write_config), its
+     * added tokens' rules (write_tokenizer), gate_up_proj kept whole in ffn_up (nothing to undo) */
+    const unsigned back_dec = ARCH_ROPE_PARTIAL | ARCH_SPM_ADDED | ARCH_FFN_UP_GLU;
+    const unsigned extra = h->a->flags & ~(unsigned)(BACK_FLAGS | back_dec);
     if (!extra) return TBX_OK;
     char what[256] = "";
     size_t n = 0;
@@ -328,6 +338,7 @@ static tbx_status plan_tensors(tbx_hf_back *h) {
     for (uint64_t i = 0; st == TBX_OK && i < h->in->ntensors; i++) {
         const tbx_tensor *t = &h->in->tensors[i];
         hf_unmatch u;
+        if (generated_rope(h->a, t->name)) continue;
         if (tbx_hf_unmap_(h->a, t->name, &u) < 0)
             return fail(h, TBX_E_UNSUPPORTED, t->name, "tensor \"%s\" has no Hugging Face name "
                         "in row %s", t->name, h->a->model_type);
@@ -461,6 +472,15 @@ static const struct { const char *row, *cls; } CLASS_NAMES[] = {
     {"gemma3_text", "Gemma3ForCausalLM"},
 };
 
+/* Hyper-parameters written back under another config.json name than the row's first (which
+ * the converter tries first: Phi3MiniModel's n_positions is not a Phi3Config field), or left
+ * out when 0 (the converter's own default for an absent field: Phi-3's sliding_window 0 is
+ * no window, transformers' null). */
+static const struct { const char *row, *key, *cfg; bool zero_absent; } HP_BACK[] = {
+    {"phi3", "context_length", "max_position_embeddings", false},
+    {"phi3", "attention.sliding_window", "sliding_window", true},
+};
+
 /* Element i of a bool or integer array (packed or not) as 0 / non-zero. */
 static bool arr_u64(const tbx_value *a, uint64_t i, uint64_t *out) {
     tbx_value tmp;
@@ -544,6 +564,86 @@ static tbx_status gemma_attention(tbx_hf_back *h, json_t *c) {
     return TBX_OK;
 }
 
+/* ARCH_ROPE_PARTIAL (Phi3MiniModel): rope.dimension_count = int(partial_rotary_factor x
+ * hidden) / heads; transformers rotates int(head size x partial_rotary_factor) dimensions of a
+ * head of hidden / heads. The factor written is rope.dimension_count / head size (none when
+ * every dimension rotates), checked to give the file's count back both ways. */
+static tbx_status partial_rotary(tbx_hf_back *h, json_t *c) {
+    uint64_t nrot;
+    if (!meta_u64(arch_meta(h, "rope.dimension_count"), &nrot) || !h->n_head) return TBX_OK;
+    const uint64_t hd = h->n_embd / h->n_head;
+    if (nrot == hd) return TBX_OK;
+    const double f = hd ? (double)nrot / (double)hd : 0;
+    if (!hd || nrot > hd || (uint64_t)(f * (double)hd) != nrot ||
+        (uint64_t)(f * (double)h->n_embd) / h->n_head != nrot)
+        return fail(h, TBX_E_UNSUPPORTED, "rope.dimension_count", "%s.rope.dimension_count %llu "
+                    "is no partial_rotary_factor of a head of %llu dimensions", h->arch,
+                    (unsigned long long)nrot, (unsigned long long)hd);
+    json_object_set_new(c, "partial_rotary_factor", json_real(f));
+    return TBX_OK;
+}
+
+/* A 1-D f32-decodable tensor of n values as a JSON array of the shortest decimals of its f32
+ * values (NULL, an error set, when it is not that). */
+static json_t *factors_json(tbx_hf_back *h, const char *name, uint64_t n) {
+    uint64_t i;
+    if (tbx_tensor_find(h->in, name, &i) != TBX_OK) {
+        fail(h, TBX_E_FORMAT, name, "tensor \"%s\" is missing beside its pair", name);
+        return NULL;
+    }
+    const tbx_tensor *t = &h->in->tensors[i];
+    if (t->ndim != 1 || t->nelems != n || n > 65536) {
+        fail(h, TBX_E_FORMAT, name, "tensor \"%s\" has %llu values, not rope.dimension_count / "
+             "2 = %llu", name, (unsigned long long)t->nelems, (unsigned long long)n);
+        return NULL;
+    }
+    float *v = tbx_malloc(h->al, (size_t)(n ? n : 1) * sizeof *v);
+    if (!v) {
+        tbx_err_nomem(h->err, name);
+        return NULL;
+    }
+    json_t *a = NULL;
+    if (tbx_tensor_read_f32(h->in, i, 0, n, v, h->err) == TBX_OK) {
+        a = json_array();
+        for (uint64_t k = 0; a && k < n; k++) json_array_append_new(a, json_real(short_f32(v[k])));
+    }
+    tbx_free(h->al, v, (size_t)(n ? n : 1) * sizeof *v);
+    if (!a && h->err->code == TBX_OK) tbx_err_nomem(h->err, name);
+    return a;
+}
+
+/* longrope (Phi3MiniModel): config.json's rope_scaling long_factor / short_factor were written
+ * as rope_factors_long/short.weight and its attention factor as rope.scaling.attn_factor
+ * (sqrt(1 + ln(s) / ln(original context)) for s = context / original context > 1, else 1:
+ * transformers' own default, which is written only when the file's differs). */
+static tbx_status longrope_back(tbx_hf_back *h, json_t *c) {
+    uint64_t nrot = 0, ctx = 0, orig = 0;
+    if (!meta_u64(arch_meta(h, "rope.dimension_count"), &nrot) && h->n_head)
+        nrot = h->n_embd / h->n_head;
+    if (!meta_u64(arch_meta(h, "context_length"), &ctx) ||
+        !meta_u64(arch_meta(h, "rope.scaling.original_context_length"), &orig) || orig < 2)
+        return fail(h, TBX_E_FORMAT, "rope.scaling.original_context_length", "longrope factors "
+                    "need %s.context_length and rope.scaling.original_context_length > 1",
+                    h->arch);
+    json_t *lf = factors_json(h, "rope_factors_long.weight", nrot / 2);
+    json_t *sf = lf ? factors_json(h, "rope_factors_short.weight", nrot / 2) : NULL;
+    if (!lf || !sf) {
+        json_decref(lf);
+        return h->err->code;
+    }
+    json_t *rs = json_object();
+    json_object_set_new(rs, "rope_type", jstr0("longrope"));
+    json_object_set_new(rs, "long_factor", lf);
+    json_object_set_new(rs, "short_factor", sf);
+    const double scale = (double)ctx / (double)orig;
+    const double want = scale > 1.0 ? sqrt(1.0 + log(scale) / log((double)orig)) : 1.0;
+    double af;
+    if (meta_f64(arch_meta(h, "rope.scaling.attn_factor"), &af) && (float)af != (float)want)
+        json_object_set_new(rs, "attention_factor", json_real(short_f32(af)));
+    json_object_set_new(c, "rope_scaling", rs);
+    return TBX_OK;
+}
+
 static tbx_status write_config(tbx_hf_back *h) {
     json_t *c = json_object();
     if (!c) return tbx_err_nomem(h->err, "config.json");
@@ -561,6 +661,13 @@ static tbx_status write_config(tbx_hf_back *h) {
     json_object_set_new(c, "model_type", jstr0(h->a->model_type));
     for (const hf_hparam *p = h->a->hp; p->key; p++) {
         const tbx_value *v = arch_meta(h, p->key);
+        const char *cname = p->cfg[0];
+        bool zero_absent = false;
+        for (size_t i = 0; i < sizeof HP_BACK / sizeof HP_BACK[0]; i++)
+            if (!strcmp(h->a->model_type, HP_BACK[i].row) && !strcmp(p->key, HP_BACK[i].key)) {
+                cname = HP_BACK[i].cfg;
+                zero_absent = HP_BACK[i].zero_absent;
+            }
         if (!v && p->kind == HP_F32_NZ && !strcmp(p->key, "attention.scale") && h->n_head) {
             /* a multiplier the converter left out (0 in config.json): llama.cpp's graph then
              * scales the attention scores by 1/sqrt(head size), which transformers does
@@ -578,12 +685,13 @@ static tbx_status write_config(tbx_hf_back *h) {
             }
             continue;
         }
-        if (json_object_get(c, p->cfg[0])) continue;
+        if (json_object_get(c, cname)) continue;
         uint64_t u;
         double f;
-        if (p->kind == HP_U32 && meta_u64(v, &u)) json_object_set_new(c, p->cfg[0], json_integer((json_int_t)u));
-        else if ((p->kind == HP_F32 || p->kind == HP_F32_NZ) && meta_f64(v, &f))
-            json_object_set_new(c, p->cfg[0], json_real(short_f32(f)));
+        if (p->kind == HP_U32 && meta_u64(v, &u)) {
+            if (u || !zero_absent) json_object_set_new(c, cname, json_integer((json_int_t)u));
+        } else if ((p->kind == HP_F32 || p->kind == HP_F32_NZ) && meta_f64(v, &f))
+            json_object_set_new(c, cname, json_real(short_f32(f)));
         else {
             json_decref(c);
             return fail(h, TBX_E_FORMAT, p->key, "%s.%s is not a %s", h->arch, p->key,
@@ -596,11 +704,18 @@ static tbx_status write_config(tbx_hf_back *h) {
         return gst;
     }
     json_object_set_new(c, "vocab_size", json_integer((json_int_t)h->n_vocab));
-    /* the head size, when it is not hidden / heads */
+    /* the head size, when it is not hidden / heads (ARCH_ROPE_PARTIAL: rope.dimension_count
+     * is the rotated part of a head of hidden / heads, partial_rotary_factor) */
     uint64_t hd = 0;
-    if (meta_u64(arch_meta(h, "attention.key_length"), &hd) ||
-        (meta_u64(arch_meta(h, "rope.dimension_count"), &hd) && h->n_head &&
-         hd != h->n_embd / h->n_head))
+    if (h->a->flags & ARCH_ROPE_PARTIAL) {
+        tbx_status pst = partial_rotary(h, c);
+        if (pst != TBX_OK) {
+            json_decref(c);
+            return pst;
+        }
+    } else if (meta_u64(arch_meta(h, "attention.key_length"), &hd) ||
+               (meta_u64(arch_meta(h, "rope.dimension_count"), &hd) && h->n_head &&
+                hd != h->n_embd / h->n_head))
         json_object_set_new(c, "head_dim", json_integer((json_int_t)hd));
     if ((h->a->flags & ARCH_TT_COUNT)) {
         uint64_t n;
@@ -627,6 +742,22 @@ static tbx_status write_config(tbx_hf_back *h) {
             json_object_set_new(rs, "original_max_position_embeddings",
                                 json_integer((json_int_t)octx));
         json_object_set_new(c, "rope_scaling", rs);
+    }
+    if ((h->a->rope & TBX_HF_ROPE_LONGROPE) && (has_tensor(h, "rope_factors_long.weight") ||
+                                                has_tensor(h, "rope_factors_short.weight"))) {
+        tbx_status lst = longrope_back(h, c);
+        if (lst != TBX_OK) {
+            json_decref(c);
+            return lst;
+        }
+    }
+    /* Phi3Config's pad_token_id defaults to 32000 (Phi-3's <|endoftext|>), which is no token
+     * of a smaller vocabulary (transformers then refuses the model): the file's padding token
+     * (the tokenizer's), or none */
+    if (!strcmp(h->a->model_type, "phi3")) {
+        uint64_t pad;
+        json_object_set_new(c, "pad_token_id", special_id(h, "padding_token_id", &pad)
+                                                   ? json_integer((json_int_t)pad) : jnull());
     }
     /* tied embeddings: a row that maps lm_head, a file without output.weight */
     bool maps_output = false;
@@ -891,6 +1022,26 @@ static tbx_status spm_model(tbx_hf_back *h, json_t *root, json_t *mdl, json_t *v
     return TBX_OK;
 }
 
+/* ARCH_SPM_ADDED (Phi-3): an added token as llama.cpp's vocabulary matches it: on the raw
+ * text (normalized false, as Phi-3's files have them), and, when general.name says "phi-3" or
+ * "phi3" (any case), with the right strip llama.cpp gives every special token of such a model
+ * but <unk>, <s> and <|endoftext|> (llama-vocab.cpp's name rule; </s> has it too). */
+static void phi3_added(tbx_hf_back *h, json_t *a, const char *s, size_t n) {
+    json_object_set_new(a, "normalized", json_false());
+    const char *name = meta_str(meta(h, "general.name"));
+    char low[256];
+    size_t k = 0;
+    for (; name && name[k] && k + 1 < sizeof low; k++)
+        low[k] = (char)(name[k] >= 'A' && name[k] <= 'Z' ? name[k] + 32 : name[k]);
+    low[k] = 0;
+    if (!strstr(low, "phi-3") && !strstr(low, "phi3")) return;
+    static const char *const KEEP[] = {"<unk>", "<s>", "<|endoftext|>"};
+    bool r = true;
+    for (size_t i = 0; i < sizeof KEEP / sizeof KEEP[0]; i++)
+        if (n == strlen(KEEP[i]) && !memcmp(s, KEEP[i], n)) r = false;
+    json_object_set_new(a, "rstrip", json_boolean(r));
+}
+
 static tbx_status write_tokenizer(tbx_hf_back *h) {
     const char *model = meta_str(meta(h, "tokenizer.ggml.model"));
     const tbx_value *toks = meta(h, "tokenizer.ggml.tokens");
@@ -946,6 +1097,7 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
             json_t *a = added_token((int64_t)i, s, n, ty != TT_USER);
             if (!a) { st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.tokens", "token %llu is not "
                                 "UTF-8", (unsigned long long)i); break; }
+            if (h->a->flags & ARCH_SPM_ADDED) phi3_added(h, a, s, n);
             json_array_append_new(added, a);
             if (bpe) continue; /* a byte-level BPE's added tokens live outside its vocabulary */
         }

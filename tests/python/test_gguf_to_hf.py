@@ -66,6 +66,10 @@ DECODERS += ["gemma2", "gemma3"]
 PLUS1.update({"gemma2": PLUS1["gemma"],
               "gemma3": PLUS1["gemma"] + ("q_norm.weight", "k_norm.weight")})
 PLUS1["gemma3_mm"] = PLUS1["gemma3"]
+# Phi-3 (issue 23): fused qkv_proj / gate_up_proj kept whole both ways, partial_rotary_factor,
+# longrope's factors back from rope_factors_long/short.weight, its SentencePiece vocabulary
+# with Phi-3's added-token rules
+DECODERS += ["phi3", "phi3_longrope"]
 
 
 def plus1(family: str, name: str, v):
@@ -104,6 +108,11 @@ NOT_CARRIED = {
     "gemma": {},
     "gemma2": {},
     "gemma3": {},
+    "phi3": {"pad_token_id": "the GGUF's padding token is the tokenizer's (<|endoftext|>, as "
+                             "Phi-3's config.json has it); this config.json's null is not "
+                             "carried"},
+    "phi3_longrope": {"pad_token_id": "as phi3", "rope_parameters": "long_factor / short_factor: the GGUF holds them as "
+                                         "f32 (rope_factors_*.weight); compared at f32 below"},
     "mistral": {"model_type": "a Mistral GGUF is llama.cpp's llama (BACK_AS)",
                 "architectures": "as model_type",
                 "sliding_window": "MistralConfig's; llama.cpp's llama has no sliding window "
@@ -205,6 +214,12 @@ def test_round_trip(tbx, src, tmp_path, family, gtype):
     allowed.update(NOT_CARRIED.get(family, {}))
     differ = {k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k)}
     assert differ <= set(allowed), {k: (ca.get(k), cb.get(k)) for k in differ - set(allowed)}
+    if "rope_parameters" in NOT_CARRIED.get(family, {}):  # the rest equal, the factors to f32
+        ra, rb = dict(ca["rope_parameters"]), dict(cb["rope_parameters"])
+        for k in ("long_factor", "short_factor"):
+            fa, fb = ra.pop(k), rb.pop(k)
+            assert np.array_equal(np.float32(fa), np.float32(fb)) and fa != fb, k
+        assert ra == rb, (ra, rb)
     want_mt, want_arch = BACK_AS.get(family, (ca["model_type"], ca["architectures"]))
     assert cb["model_type"] == want_mt and cb["architectures"] == want_arch
     assert json.loads((out / "config.json").read_text())["torch_dtype"] == \
@@ -330,7 +345,8 @@ def test_quantized_to_bf16(tbx, src, tmp_path, quant):
 # (f) a GGUF of llama.cpp's own converter
 # ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "qwen3", "qwen3_moe", "olmo2",
-                                    "granite", "mistral"] + ["gemma2", "gemma3"])
+                                    "granite", "mistral"] + ["gemma2", "gemma3", "phi3",
+                                                                 "phi3_longrope"])
 def test_llama_cpp_converter_gguf_back(tbx, src, tmp_path, family):
     d = src(family)
     g = tmp_path / "lc.gguf"
@@ -346,9 +362,22 @@ def test_llama_cpp_converter_gguf_back(tbx, src, tmp_path, family):
     ta.no_padding()
     ta.no_truncation()
     tb = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
+    # Phi-3: the converter's general.name ("Phi 3 Mini 4k Instruct", gguf-py's prettified
+    # name) does not make llama.cpp strip the spaces after special tokens as the original
+    # tokenizer does (test_hf_runtime.test_phi3_rstrip_needs_the_name): the directory is
+    # llama.cpp's tokenizer of this file, so its ids are compared with llama.cpp's
+    llm = llama_cpp.Llama(model_path=str(g), vocab_only=True, verbose=False) \
+        if TOKFAM[family] == "phi3" else None
+    n_rstrip = 0
     for strings in sample_strings(TOKFAM[family]).values():
         for s in strings:
-            assert ta.encode(s).ids == tb.encode(s).ids, s
+            want = ta.encode(s).ids
+            if llm is not None:
+                lc = llm.tokenize(s.encode(), add_bos=True, special=True)
+                n_rstrip += lc != want
+                want = lc
+            assert want == tb.encode(s).ids, s
+    assert llm is None or n_rstrip > 0  # the strings do tell the two rules apart
 
 
 # ------------------------------------------------------------------------------------------
@@ -539,7 +568,8 @@ def test_spm_llama_tokenizer_back(tbx, tmp_path, as_json):
 # family -> the model_type and class the directory must say (the multimodal Gemma 3's GGUF
 # holds its language model only: it comes back as that text model)
 BACK_ROWS = {"gemma2": ("gemma2", "Gemma2ForCausalLM"), "gemma3": ("gemma3_text",
-             "Gemma3ForCausalLM"), "gemma3_mm": ("gemma3_text", "Gemma3ForCausalLM")}
+             "Gemma3ForCausalLM"), "gemma3_mm": ("gemma3_text", "Gemma3ForCausalLM"),
+             "phi3": ("phi3", "Phi3ForCausalLM"), "phi3_longrope": ("phi3", "Phi3ForCausalLM")}
 
 
 def logits_cosine_vs_llama_cpp(out: Path, g: Path, cls: str) -> float:
@@ -623,3 +653,27 @@ def test_gemma2_27b_layer_count_attention_scale(tbx, minilm_dir, tmp_path):
     assert cfg["query_pre_attn_scalar"] == 16 and cfg["head_dim"] == 24, cfg
     assert len(cfg["layer_types"]) == 46
     assert logits_cosine_vs_llama_cpp(out, g, "Gemma2ForCausalLM") >= 0.9999
+
+
+def test_phi3_partial_rotary_back(tbx, tiny, tmp_path):
+    """A Phi-3 that rotates half of each head (partial_rotary_factor 0.5, as Phi-4-mini's 0.75):
+    its GGUF's rope.dimension_count (8 of a 16-wide head) comes back as partial_rotary_factor
+    0.5, not as a head_dim, and transformers on the directory gives llama.cpp's logits (with
+    every dimension rotated they differ: checked on the same weights)."""
+    import shutil
+    d = tmp_path / "phi3-partial"
+    shutil.copytree(tiny("phi3")["dir"], d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["partial_rotary_factor"] = 0.5
+    (d / "config.json").write_text(json.dumps(cfg))
+    g = tmp_path / "m.gguf"
+    convert(tbx, d, g)
+    out = back(tbx, g, tmp_path / "back")
+    bc = json.loads((out / "config.json").read_text())
+    assert bc["partial_rotary_factor"] == 0.5 and "head_dim" not in bc, bc
+    assert logits_cosine_vs_llama_cpp(out, g, "Phi3ForCausalLM") >= 0.9999
+    full = tmp_path / "full"
+    shutil.copytree(out, full)
+    del bc["partial_rotary_factor"]
+    (full / "config.json").write_text(json.dumps(bc))
+    assert logits_cosine_vs_llama_cpp(full, g, "Phi3ForCausalLM") < 0.9999
