@@ -145,11 +145,12 @@ static json_t *jstrn(const char *s, size_t n) { return json_stringn(s, n); }
 
 /* ---- the row ---------------------------------------------------------------------------- */
 /* A tensor llama.cpp's converter generates from config.json's rope_scaling (row a takes that
- * scaling): longrope's rope_factors_long/short.weight, taken back into rope_scaling by
- * write_config, never written as tensors. */
+ * scaling): longrope's rope_factors_long/short.weight, llama3's rope_freqs.weight, taken back
+ * into rope_scaling by write_config, never written as tensors. */
 static bool generated_rope(const hf_arch *a, const char *name) {
-    return (a->rope & TBX_HF_ROPE_LONGROPE) && (!strcmp(name, "rope_factors_long.weight") ||
-                                                !strcmp(name, "rope_factors_short.weight"));
+    return ((a->rope & TBX_HF_ROPE_LONGROPE) && (!strcmp(name, "rope_factors_long.weight") ||
+                                                 !strcmp(name, "rope_factors_short.weight"))) ||
+           ((a->rope & TBX_HF_ROPE_LLAMA3) && !strcmp(name, "rope_freqs.weight"));
 }
 
 /* Does row a's map take every tensor of the file? (*bad: the first it does not) */
@@ -644,6 +645,132 @@ static tbx_status longrope_back(tbx_hf_back *h, json_t *c) {
     return TBX_OK;
 }
 
+/* llama3 rope scaling: convert_hf_to_gguf.py's LlamaModel writes config.json's rope_scaling
+ * {factor F, low_freq_factor lo, high_freq_factor hi, original_max_position_embeddings L} as
+ * rope_freqs.weight only: per rotary frequency f_i = base^(-2i/d), wavelength w_i = 2 pi / f_i,
+ * 1 when w_i < L / hi, F when w_i > L / lo, else 1 / ((1 - s) / F + s) with
+ * s = (L / w_i - lo) / (hi - lo). Taken back:
+ *   - F is the last value (a low-frequency band must exist: without one F is not in the file);
+ *   - s of each value of the band between (at least two of them: two unknowns) is linear in
+ *     1 / w_i: s = A / w_i + B, A = L / (hi - lo), B = -lo / (hi - lo);
+ *   - the file fixes only A and B (L, lo, hi scaled together give the same factors, in llama.cpp
+ *     and in transformers alike): L is {arch}.rope.scaling.original_context_length when the
+ *     file has it, else lo is 1 (every released Llama 3.x's);
+ *   - the values are rounded to the shortest decimals (L an integer) with which the factors
+ *     recomputed by the converter's formula are the file's (1 and F exactly, the band within
+ *     2^-20 relative: the converter's f32 pow is torch's, not this libm's; the bit-exact proof
+ *     against the converter itself is tests/python/test_gguf_to_hf.py's).
+ * Anything else (a non-monotone vector, fewer than two values in the band, no value F, no
+ * decimals that give the factors back) is refused, naming rope_freqs.weight. */
+static bool llama3_check(const float *r, const double *w, uint64_t n, double F, double L,
+                         double lo, double hi) {
+    if (!(hi > lo) || !(lo > 0) || !(L > 0)) return false;
+    for (uint64_t i = 0; i < n; i++) {
+        double v;
+        if (w[i] < L / hi) v = 1.0;
+        else if (w[i] > L / lo) v = F;
+        else {
+            const double sm = (L / w[i] - lo) / (hi - lo);
+            v = 1.0 / ((1.0 - sm) / F + sm);
+        }
+        const bool edge = r[i] == 1.0f || r[i] == (float)F;
+        if (edge ? (float)v != r[i] : fabs(v - r[i]) > fabs((double)r[i]) * 0x1p-20) return false;
+    }
+    return true;
+}
+
+static double round_sig(double v, int p) {
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.*g", p, v);
+    return strtod(buf, NULL);
+}
+
+static tbx_status llama3_back(tbx_hf_back *h, json_t *c) {
+    uint64_t dim = 0, ti, oc = 0;
+    if (!meta_u64(arch_meta(h, "rope.dimension_count"), &dim) &&
+        !meta_u64(arch_meta(h, "attention.key_length"), &dim) && h->n_head)
+        dim = h->n_embd / h->n_head;
+    if (tbx_tensor_find(h->in, "rope_freqs.weight", &ti) != TBX_OK) return TBX_OK;
+    const tbx_tensor *t = &h->in->tensors[ti];
+    const uint64_t n = t->nelems;
+    if (t->ndim != 1 || dim < 4 || n != dim / 2 || n > 65536)
+        return fail(h, TBX_E_FORMAT, "rope_freqs.weight", "tensor \"rope_freqs.weight\" has "
+                    "%llu values, not half the rotary dimensions (%llu)", (unsigned long long)n,
+                    (unsigned long long)dim);
+    double base = 10000.0;
+    meta_f64(arch_meta(h, "rope.freq_base"), &base);
+    const bool has_oc = meta_u64(arch_meta(h, "rope.scaling.original_context_length"), &oc) && oc;
+    float *r = tbx_malloc(h->al, (size_t)n * sizeof *r);
+    double *w = tbx_malloc(h->al, (size_t)n * sizeof *w);
+    tbx_status st = r && w ? tbx_tensor_read_f32(h->in, ti, 0, n, r, h->err)
+                           : tbx_err_nomem(h->err, "rope_freqs.weight");
+    const char *why = NULL;
+    double F = 0, L = 0, lo = 0, hi = 0;
+    uint64_t j = n, k = n; /* the first and last index of the band between 1 and F */
+    if (st == TBX_OK) {
+        F = r[n - 1];
+        for (uint64_t i = 0; i < n; i++)
+            w[i] = 2.0 * 3.14159265358979323846 * pow(base, (double)(2 * i) / (double)dim);
+        int phase = 0; /* 0: ones, 1: the band, 2: F */
+        for (uint64_t i = 0; i < n && !why; i++) {
+            const int ph = r[i] == 1.0f ? 0 : r[i] == (float)F ? 2 : 1;
+            if (!isfinite(r[i]) || ph < phase) why = "its values are not 1, then a band, then "
+                                                    "one factor, by rising wavelength";
+            phase = ph;
+            if (ph == 1) {
+                if (j == n) j = i;
+                k = i;
+            }
+        }
+        if (!why && !(F > 1.0)) why = "no low-frequency band: the factor is not in the file";
+        if (!why && (j == n || j == k)) why = "fewer than two values between 1 and the factor: "
+                                              "the frequency band is not in the file";
+    }
+    if (st == TBX_OK && !why) {
+        const double sj = (1.0 / r[j] - 1.0 / F) / (1.0 - 1.0 / F);
+        const double sk = (1.0 / r[k] - 1.0 / F) / (1.0 - 1.0 / F);
+        const double A = (sj - sk) / (1.0 / w[j] - 1.0 / w[k]), B = sj - A / w[j];
+        if (has_oc) {
+            L = (double)oc;
+            const double span = L / A;
+            lo = -B * span;
+            hi = lo + span;
+        } else {
+            lo = 1.0;
+            hi = 1.0 - 1.0 / B;
+            L = A * (hi - lo);
+        }
+        bool ok = false;
+        const double Lr = has_oc ? L : (double)llround(L);
+        for (int p = 1; p <= 9 && !ok; p++) {
+            const double lc = has_oc ? round_sig(lo, p) : 1.0, hc = round_sig(hi, p);
+            if (llama3_check(r, w, n, F, Lr, lc, hc)) {
+                ok = true;
+                lo = lc;
+                hi = hc;
+                L = Lr;
+            }
+        }
+        if (!ok) why = "no llama3 parameters with an integer original context give its values";
+    }
+    tbx_free(h->al, r, (size_t)n * sizeof *r);
+    tbx_free(h->al, w, (size_t)n * sizeof *w);
+    if (st != TBX_OK) return st;
+    if (why)
+        return fail(h, TBX_E_UNSUPPORTED, "rope_freqs.weight", "tensor \"rope_freqs.weight\" "
+                    "(llama3 rope scaling's per-frequency factors) cannot be taken back to "
+                    "config.json's rope_scaling: %s (--weights-only writes the tensors under "
+                    "their GGUF names)", why);
+    json_t *rs = json_object();
+    json_object_set_new(rs, "rope_type", jstr0("llama3"));
+    json_object_set_new(rs, "factor", json_real(short_f32(F)));
+    json_object_set_new(rs, "low_freq_factor", json_real(lo));
+    json_object_set_new(rs, "high_freq_factor", json_real(hi));
+    json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)L));
+    json_object_set_new(c, "rope_scaling", rs);
+    return TBX_OK;
+}
+
 static tbx_status write_config(tbx_hf_back *h) {
     json_t *c = json_object();
     if (!c) return tbx_err_nomem(h->err, "config.json");
@@ -749,6 +876,19 @@ static tbx_status write_config(tbx_hf_back *h) {
         if (lst != TBX_OK) {
             json_decref(c);
             return lst;
+        }
+    }
+    if ((h->a->rope & TBX_HF_ROPE_LLAMA3) && has_tensor(h, "rope_freqs.weight")) {
+        if (json_object_get(c, "rope_scaling")) {
+            json_decref(c);
+            return fail(h, TBX_E_FORMAT, "rope_freqs.weight", "the file has rope_freqs.weight "
+                        "(llama3 rope scaling) and %s.rope.scaling keys of another type",
+                        h->arch);
+        }
+        tbx_status l3 = llama3_back(h, c);
+        if (l3 != TBX_OK) {
+            json_decref(c);
+            return l3;
         }
     }
     /* Phi3Config's pad_token_id defaults to 32000 (Phi-3's <|endoftext|>), which is no token

@@ -677,3 +677,122 @@ def test_phi3_partial_rotary_back(tbx, tiny, tmp_path):
     del bc["partial_rotary_factor"]
     (full / "config.json").write_text(json.dumps(bc))
     assert logits_cosine_vs_llama_cpp(full, g, "Phi3ForCausalLM") < 0.9999
+
+
+# ------------------------------------------------------------------------------------------
+# (h) llama3 rope scaling: rope_freqs.weight back into rope_scaling
+# ------------------------------------------------------------------------------------------
+# Llama 3.1's rope_scaling and rope_theta, on a tiny llama with Llama 3's head size (128: 64
+# frequencies, six of them in the band between 1 and the factor)
+LLAMA31_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
+                "rope_theta": 500000.0}
+
+
+def build_llama3(d: Path, minilm_dir: Path, rope: dict, head: int = 128) -> Path:
+    import test_hf_runtime as R
+    return R.build(d, "llama", minilm_dir, size={
+        "hidden_size": 2 * head, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "max_position_embeddings": 131072, "rope_parameters": dict(rope)})["dir"]
+
+
+@pytest.fixture(scope="module")
+def llama3_dir(tmp_path_factory, minilm_dir):
+    return build_llama3(tmp_path_factory.mktemp("llama3") / "llama3", minilm_dir, LLAMA31_ROPE)
+
+
+def rope_freqs_of(g: Path) -> "np.ndarray":
+    t = [t for t in gguf.GGUFReader(str(g)).tensors if t.name == "rope_freqs.weight"]
+    assert len(t) == 1, g
+    return np.array(t[0].data, dtype=np.float32)
+
+
+@pytest.mark.parametrize("maker", ["tbx", "llama.cpp"])
+def test_llama3_rope_freqs_back(tbx, llama3_dir, tmp_path, maker):
+    """A llama with Llama 3.1's rope scaling, to GGUF by tbx or by llama.cpp's converter, back
+    to a directory: rope_scaling comes back as the original's (every field; the file holds only
+    rope_freqs.weight, from which they are solved), no rope_freqs tensor among the
+    safetensors, every other tensor bit-identical; llama.cpp's converter run on the
+    back-converted directory writes rope_freqs.weight bit for bit as the GGUF's (and as its own
+    of the original directory); transformers on the directory gives llama.cpp's logits on the
+    GGUF (token cosine >= 0.9999)."""
+    d = llama3_dir
+    g = tmp_path / "m.gguf"
+    if maker == "tbx":
+        convert(tbx, d, g)
+    else:
+        llama_convert(d, g, "llama", "f32")
+    out = back(tbx, g, tmp_path / "back")
+    cfg = json.loads((out / "config.json").read_text())
+    rs = cfg["rope_scaling"]
+    assert rs == {k: v for k, v in LLAMA31_ROPE.items() if k != "rope_theta"}, rs
+    ca = transformers.AutoConfig.from_pretrained(str(d)).to_dict()
+    cb = transformers.AutoConfig.from_pretrained(str(out)).to_dict()
+    assert ca["rope_parameters"] == cb["rope_parameters"], (ca["rope_parameters"],
+                                                            cb["rope_parameters"])
+    orig, got = orig_tensors(d), load_dir(out)
+    assert set(got) == set(orig), sorted(set(got) ^ set(orig))
+    for k, v in orig.items():
+        assert same_bits(got[k], v), k
+    # the converter's own computation from the written config gives the bits it computes from
+    # the original's (the GGUF's own when the converter wrote it; tbx's HF -> GGUF computes the
+    # band in double, not in torch's f32: 1 ulp away on some values, hf_gguf.c's rope_freqs)
+    again, ref = tmp_path / "again.gguf", tmp_path / "ref.gguf"
+    llama_convert(out, again, "llama", "f32")
+    if maker == "tbx":
+        llama_convert(d, ref, "llama", "f32")
+    else:
+        ref = g
+    rr, ra, rf = rope_freqs_of(ref), rope_freqs_of(again), rope_freqs_of(g)
+    assert rr.view(np.uint32).tolist() == ra.view(np.uint32).tolist(), (rr, ra)
+    assert np.abs(rf.view(np.int32) - ra.view(np.int32)).max() <= 1
+    assert ((ra != 1) & (ra != 8)).sum() >= 2
+    assert logits_cosine_vs_llama_cpp(out, g, "LlamaForCausalLM") >= 0.9999
+
+
+@pytest.mark.parametrize("case", ["one-band-value", "no-factor-band", "tampered", "shuffled"])
+def test_llama3_rope_freqs_not_recoverable_refused(tbx, tbx_asan, llama3_dir, minilm_dir,
+                                                   tmp_path, case):
+    """rope_freqs.weight values from which llama3's parameters cannot be solved uniquely (one
+    value between 1 and the factor: two unknowns; no value at the factor: the factor is not in
+    the file) or that no llama3 parameters give (one value moved, the vector out of order)
+    are refused, naming the tensor and why; nothing is written; --weights-only still writes
+    the tensors."""
+    if case == "one-band-value":  # head size 16: 8 frequencies, one in the band
+        d = build_llama3(tmp_path / "hf", minilm_dir, LLAMA31_ROPE, head=16)
+        g = tmp_path / "m.gguf"
+        convert(tbx, d, g)
+        assert ((rope_freqs_of(g) != 1) & (rope_freqs_of(g) != 8)).sum() == 1
+        said = "fewer than two values"
+    elif case == "no-factor-band":  # an original context longer than every wavelength
+        rope = dict(LLAMA31_ROPE, original_max_position_embeddings=1 << 24)
+        d = build_llama3(tmp_path / "hf", minilm_dir, rope)
+        g = tmp_path / "m.gguf"
+        convert(tbx, d, g)
+        assert (rope_freqs_of(g) != 8).all()
+        said = "no low-frequency band"
+    else:
+        g0 = tmp_path / "m0.gguf"
+        convert(tbx, llama3_dir, g0)
+        r = rope_freqs_of(g0)
+        band = np.flatnonzero((r != 1) & (r != 8))
+        new = r.copy()
+        if case == "tampered":
+            new[band[1]] *= np.float32(1.01)
+            said = "no llama3 parameters"
+        else:
+            new[band[0]], new[band[-1]] = r[band[-1]], r[band[0]]
+            new[band[0] - 1], new[band[-1] + 1] = np.float32(8), np.float32(1)
+            said = "not 1, then a band"
+        g = tmp_path / "m.gguf"
+        data = bytearray(g0.read_bytes())
+        off = [t for t in gguf.GGUFReader(str(g0)).tensors
+               if t.name == "rope_freqs.weight"][0].data_offset
+        data[off:off + r.nbytes] = new.tobytes()
+        g.write_bytes(bytes(data))
+        assert rope_freqs_of(g).tolist() == new.tolist()
+    res = run(tbx_asan, "convert", str(g), str(tmp_path / "out") + "/")
+    assert res.rc == 1 and "rope_freqs.weight" in res.text and said in res.text, res.describe()
+    assert not (tmp_path / "out").exists()
+    w = back(tbx, g, tmp_path / "w", "--weights-only")
+    assert "rope_freqs.weight" in safetensors.torch.load_file(str(w / "model.safetensors"))
