@@ -10,13 +10,16 @@
  *     [experts, rows, cols] tensor becomes one tensor per expert (a run of its values each);
  *     every tensor written in one dtype (f32, f16, bf16), decoded from any ggml type;
  *   - config.json: {arch}.KEY of each hf_hparam as its first config.json name, the
- *     vocabulary size, head_dim, rope scaling, tied embeddings, the special token ids, dtype;
+ *     vocabulary size, head_dim, rope scaling (longrope's and llama3's taken back from the
+ *     tensors llama.cpp's converter generates from them), tied embeddings, the special token
+ *     ids, dtype; Gemma 2 / 3's attention as llama.cpp runs it (gemma_attention);
  *   - the tokenizer: tokenizer.json rebuilt from tokenizer.ggml.* (a byte-level BPE with its
  *     merges and the pre-tokenizer tokenizer.ggml.pre names, as llama.cpp runs it; a WordPiece
  *     for llama.cpp's "bert" vocabulary), tokenizer_config.json with the special tokens and the
  *     chat template; a sentence-transformers model's modules.json and pooling config.
  * What cannot be mapped back (an architecture without a row, a tensor the row does not know,
- * a vocabulary type or pre-tokenizer without an inverse, llama3's generated rope_freqs) is an
+ * a vocabulary type or pre-tokenizer without an inverse, a rope_freqs whose llama3 parameters
+ * the values do not determine) is an
  * error naming it; the weights-only plan writes every tensor under its GGUF name instead.
  * Nothing is written here: the façade (src/api/hf_back.c) writes the files and runs the plan.
  */
