@@ -2198,7 +2198,10 @@ static tbx_status check_hparams(hf *h) {
 /* rope_freqs.weight of llama3 rope scaling, values [first, first + n): per rotary frequency
  * f_i = theta^(-2i/d), with wavelength w = 2 pi / f_i: 1 when w < ctx / high_freq_factor,
  * `factor` when w > ctx / low_freq_factor, else 1 / ((1 - s) / factor + s) with
- * s = (ctx / w - low) / (high - low) (ctx: original_max_position_embeddings). */
+ * s = (ctx / w - low) / (high - low) (ctx: original_max_position_embeddings). Each step is
+ * rounded to f32 as llama.cpp's converter computes it (torch float32 tensors, every Python
+ * number taken to f32 where it meets one; theta^x correctly rounded from double), so the bits
+ * are the converter's: in double, Llama 3.1's factors 29, 33 and 34 came out 1 ulp away. */
 static tbx_status rope_freqs(const tbx_plan *p, size_t k, uint64_t first, uint64_t n,
                              float *out, tbx_error *err) {
     const hf *h = p->ud;
@@ -2209,18 +2212,23 @@ static tbx_status rope_freqs(const tbx_plan *p, size_t k, uint64_t first, uint64
                (size_t)n * sizeof *out);
         return TBX_OK;
     }
-    const double hi_w = h->rope_orig_ctx / h->rope_high, lo_w = h->rope_orig_ctx / h->rope_low;
+    const float hi_w = (float)(h->rope_orig_ctx / h->rope_high);
+    const float lo_w = (float)(h->rope_orig_ctx / h->rope_low);
+    const float two_pi = (float)(2 * 3.14159265358979323846), ctx = (float)h->rope_orig_ctx;
+    const float low = (float)h->rope_low, span = (float)(h->rope_high - h->rope_low);
+    const float factor = (float)h->rope_factor;
     for (uint64_t i = first; i < first + n; i++) {
-        const float f = 1.0f / powf((float)h->rope_theta, (float)(2 * i) / (float)h->head_dim);
-        const double w = 2 * 3.14159265358979323846 / (double)f;
-        double r;
-        if (w < hi_w) r = 1.0;
-        else if (w > lo_w) r = h->rope_factor;
+        const float x = (float)(2 * i) / (float)h->head_dim;
+        const float f = 1.0f / (float)pow((double)(float)h->rope_theta, (double)x);
+        const float w = two_pi / f;
+        float r;
+        if (w < hi_w) r = 1.0f;
+        else if (w > lo_w) r = factor;
         else {
-            const double sm = (h->rope_orig_ctx / w - h->rope_low) / (h->rope_high - h->rope_low);
-            r = 1.0 / ((1.0 - sm) / h->rope_factor + sm);
+            const float sm = (ctx / w - low) / span;
+            r = 1.0f / ((1.0f - sm) / factor + sm);
         }
-        out[i - first] = (float)r;
+        out[i - first] = r;
     }
     return TBX_OK;
 }
