@@ -143,7 +143,8 @@ typedef struct hf_tmap {
 #define TBX_HF_TOK_SPM       0x04u /* tokenizer.model, or a byte_fallback BPE tokenizer.json
                                       -> "llama" (tried first) */
 #define TBX_HF_TOK_UGM       0x08u /* a SentencePiece Unigram sentencepiece.bpe.model (XLM-R's,
-                                      fairseq ids) -> llama.cpp "t5" (its UGM tokenizer) */
+                                      fairseq ids), else a Unigram tokenizer.json -> llama.cpp
+                                      "t5" (its UGM tokenizer) */
 
 /* rope_scaling types a row accepts (hf_arch.rope) */
 #define TBX_HF_ROPE_LINEAR 0x01u /* {arch}.rope.scaling.type/factor */

@@ -515,8 +515,8 @@ static const hf_arch ARCHES[] = {
      TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
     /* XLM-RoBERTa (bge-m3, multilingual-e5; convert_hf_to_gguf.py's XLMRobertaModel): BERT's
      * body and names ("roberta." dropped, as its filter_tensors), positions from
-     * pad_token_id + 1 (ARCH_POS_OFFSET), the Unigram sentencepiece.bpe.model as llama.cpp's
-     * "t5" vocabulary */
+     * pad_token_id + 1 (ARCH_POS_OFFSET), the Unigram sentencepiece.bpe.model (else
+     * tokenizer.json's Unigram model) as llama.cpp's "t5" vocabulary */
     {"xlm-roberta", "bert", {"roberta."}, HP_BERT, TM_BERT, SKIP_BERT,
      ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT | ARCH_POS_OFFSET | ARCH_ADD_SEP,
      TBX_HF_TOK_UGM, 0},
