@@ -503,15 +503,17 @@ static const hf_arch ARCHES[] = {
      ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_SPACE_PREFIX, TBX_HF_TOK_SPM | TBX_HF_TOK_BPE,
      TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_LLAMA3},
     /* Gemma (issue 22): tokenizer.model as GemmaModel.set_vocab (a byte_fallback tokenizer.json
-     * otherwise); Gemma3Model writes linear rope scaling (of the global layers) */
+     * otherwise); Gemma3Model writes linear rope scaling (of the global layers) and drops the
+     * token embedding's rows past vocab_size (ARCH_TRIM_VOCAB) */
     {"gemma", "gemma", {NULL}, HP_GEMMA, TM_GEMMA, SKIP_GEMMA,
      ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT, TBX_HF_TOK_SPM, 0},
     {"gemma2", "gemma2", {NULL}, HP_GEMMA2, TM_GEMMA2, SKIP_GEMMA, ARCH_NO_SPACE_PREFIX,
      TBX_HF_TOK_SPM, 0},
     {"gemma3_text", "gemma3", {NULL}, HP_GEMMA3, TM_GEMMA3_TEXT, SKIP_DECODER,
-     ARCH_NO_SPACE_PREFIX, TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
+     ARCH_NO_SPACE_PREFIX | ARCH_TRIM_VOCAB, TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
     {"gemma3", "gemma3", {"model.language_model.", "language_model.model.", "language_model."},
-     HP_GEMMA3, TM_GEMMA3_MM, SKIP_GEMMA3_MM, ARCH_NO_SPACE_PREFIX | ARCH_TEXT_CONFIG,
+     HP_GEMMA3, TM_GEMMA3_MM, SKIP_GEMMA3_MM,
+     ARCH_NO_SPACE_PREFIX | ARCH_TEXT_CONFIG | ARCH_TRIM_VOCAB,
      TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
     /* XLM-RoBERTa (bge-m3, multilingual-e5; convert_hf_to_gguf.py's XLMRobertaModel): BERT's
      * body and names ("roberta." dropped, as its filter_tensors), positions from

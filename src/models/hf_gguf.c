@@ -2242,6 +2242,13 @@ static tbx_status check_vocab_rows(hf *h) {
                        (unsigned long long)rows, (unsigned long long)HF_VOCAB_MAX);
     uint64_t nv = 0;
     tbx_status st = cfg_u64(h, "vocab_size", false, &nv);
+    if (st == TBX_OK && nv && nv < rows && (h->a->flags & ARCH_TRIM_VOCAB)) {
+        /* Gemma3Model.modify_tensors: the rows past the vocabulary (vocab_size tokens, as its
+         * SentencePiece vocabulary is long) are left out of token_embd */
+        h->out[h->embd].rows = nv;
+        h->n_vocab = nv;
+        return TBX_OK;
+    }
     if (st == TBX_OK && nv != rows)
         return hf_fail(h, TBX_E_FORMAT, "vocab_size", "config.json: vocab_size = %llu "
                        "contradicts the tensors: %s has %llu rows (one per token)",

@@ -846,6 +846,53 @@ def test_gemma_configs_llama_cpp_cannot_run_are_refused(tbx, tiny, tmp_path, cas
 # "default" is tokenizer.chat_template, the others tokenizer.chat_template.NAME with the name's
 # other characters as '_', listed in tokenizer.chat_templates), and additional_chat_templates/
 # NAME.jinja beside chat_template.jinja; llama.cpp reads the template from tbx's file.
+def test_gemma3_token_embd_trimmed_to_vocab_size(tbx, tmp_path):
+    """Gemma 3 whose token embedding has more rows than its vocabulary (16 rows past the
+    tokenizer's pieces; config.json's vocab_size the tokenizer's): convert_hf_to_gguf.py's
+    Gemma3Model keeps token_embd's first vocab_size rows, and so does tbx (row flag
+    ARCH_TRIM_VOCAB): the same GGUF as the converter's, and llama.cpp's logits on it equal
+    transformers' on the model before the edit (its first vocab_size logits: Gemma 3 ties the
+    output to the embedding)."""
+    full, d = tmp_path / "full", tmp_path / "trimmed"
+    full.mkdir()
+    V = train_gemma_spm(full, "gemma3")
+    torch.manual_seed(9)
+    model = transformers.Gemma3ForCausalLM(gemma_config("gemma3", V + 16)).to(torch.float32)
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(str(full), safe_serialization=True)
+    d.mkdir()
+    for f in full.iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["vocab_size"] == V + 16
+    cfg["vocab_size"] = V
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+    ref, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
+    llama_convert(d, ref, "gemma3", "f32")
+    convert(tbx, d, out)
+    assert_same_as_llama_cpp(ref, out, "gemma3")
+    r, _ = read_gguf(out)
+    assert [list(map(int, t.shape)) for t in r.tensors if t.name == "token_embd.weight"] == \
+        [[64, V]]
+    tok = hf_tokenizer(full)
+    hf = ggml_gelu_f16(hf_model(full, "gemma3"))
+    llm = llama_cpp.Llama(model_path=str(out), n_ctx=128, logits_all=True, verbose=False,
+                          type_k=0, type_v=0, n_threads=1, n_batch=128)
+    for p in PROMPTS:
+        ids = tok(p)["input_ids"]
+        with torch.no_grad():
+            want = hf(torch.tensor([ids])).logits[0].double().numpy()
+        assert want.shape[1] == V + 16
+        llm.reset()
+        llm.eval(ids)
+        got = np.asarray(llm.scores[:len(ids)], dtype=np.float64)
+        assert got.shape[1] == V
+        assert float(np.abs(got - want[:, :V]).max()) <= 1e-3, p
+
+
 CHAT_FORMS = {
     "jinja": ("gemma", None),
     "tokenizer_config": ("gemma2", None),
