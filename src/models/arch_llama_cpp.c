@@ -333,7 +333,9 @@ static const hf_tmap TM_NOMIC_BERT[] = {
 
 /* ---- Gemma (issue 22): convert_hf_to_gguf.py's GemmaModel, Gemma2Model, Gemma3Model ------ */
 /* Gemma's RMSNorm multiplies by (1 + w): llama.cpp's converter adds 1 to every tensor whose
- * name ends in "norm.weight" (HF_XF_ADD 1), and llama.cpp's runtime scales the embeddings by
+ * name ends in "norm.weight" (HF_XF_ADD 1; the engine adds in f32, transformers' 1.0 +
+ * weight.float(): the converter's bytes for bf16 and f32 checkpoints, the exact value where the
+ * converter rounds 1 + w to f16 for an f16 one), and llama.cpp's runtime scales the embeddings by
  * sqrt(hidden_size) itself. q/k rows are not reordered (llama.cpp's gemma rope is NEOX). The
  * converter writes head_count_kv always (the head count without num_key_value_heads); GemmaModel
  * and Gemma2Model write no rope.freq_base (llama.cpp's default 10000 is Gemma's rope_theta):

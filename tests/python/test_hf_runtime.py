@@ -893,6 +893,86 @@ def test_gemma3_token_embd_trimmed_to_vocab_size(tbx, tmp_path):
         assert float(np.abs(got - want[:, :V]).max()) <= 1e-3, p
 
 
+def _gemma3_dir(d: Path, dtype) -> None:
+    """The tiny gemma3 model (norms away from 0) saved in `dtype`, with Gemma's tokenizer."""
+    d.mkdir()
+    V = train_gemma_spm(d, "gemma3")
+    torch.manual_seed(9)
+    model = transformers.Gemma3ForCausalLM(gemma_config("gemma3", V)).to(torch.float32)
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+    model.to(dtype).save_pretrained(str(d), safe_serialization=True)
+
+
+def _norm_pairs(d: Path, gguf_path: Path):
+    """(GGUF norm tensor as f32, the HF weight it comes from) of every *norm.weight."""
+    from safetensors.torch import load_file
+    W = load_file(str(d / "model.safetensors"))
+    r, _ = read_gguf(gguf_path)
+    byname = {t.name: t for t in r.tensors}
+    out = {}
+    for hf_name, w in W.items():
+        if not hf_name.endswith("norm.weight"):
+            continue
+        m = hf_name.replace("model.", "", 1)
+        layer = m.split(".")[1] if m.startswith("layers.") else None
+        base = m.rsplit(".", 2)[-2]
+        g = {"input_layernorm": "attn_norm", "post_attention_layernorm": "post_attention_norm",
+             "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm":
+             "post_ffw_norm", "q_norm": "attn_q_norm", "k_norm": "attn_k_norm",
+             "norm": "output_norm"}[base]
+        name = f"blk.{layer}.{g}.weight" if layer is not None else f"{g}.weight"
+        t = byname[name]
+        assert t.tensor_type == gguf.GGMLQuantizationType.F32, name
+        out[name] = (np.asarray(t.data, dtype=np.float32).reshape(-1), w)
+    assert len(out) == 6 * 6 + 1, sorted(out)
+    return out
+
+
+@pytest.mark.parametrize("src", ["bf16", "f16"])
+def test_gemma_norm_plus_one_dtype(tbx, tmp_path, src):
+    """Gemma's RMSNorm multiplies by 1 + w, computed by transformers in f32 (1.0 +
+    weight.float()); both converters write 1 + w as the f32 norm tensor. Measured on a tiny
+    gemma3 saved in bf16 and in f16:
+    - bf16: convert_hf_to_gguf.py casts every tensor that is not f16 or f32 to f32 before
+      modify_tensors (conversion/base.py), so it adds the 1 in f32, as tbx does: the same
+      file, byte for byte, for --outtype f32, bf16 and f16 (norms f32(w) + 1 exactly);
+    - f16: the converter keeps f16 tensors as they are and adds the 1 in f16, rounding 1 + w to
+      f16 (half an ulp at [1, 2): up to 2^-11 = 4.9e-4; measured 4.88e-4 on this model); tbx
+      adds it in f32, which is exact here and is transformers' value: tbx's norms are
+      f32(w) + 1, the converter's f16(w + 1), every other tensor and key the same."""
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[src]
+    d = tmp_path / "hf"
+    _gemma3_dir(d, dtype)
+    outs = ["f32", "bf16", "f16"] if src == "bf16" else ["f32"]
+    for outtype in outs:
+        ref, out = tmp_path / f"llama-cpp-{outtype}.gguf", tmp_path / f"tbx-{outtype}.gguf"
+        llama_convert(d, ref, "gemma3", outtype)
+        convert(tbx, d, out, "--cast", outtype)
+        tn = _norm_pairs(d, out)
+        for name, (g, w) in tn.items():  # tbx: 1 + w in f32 (exact: transformers' value)
+            assert np.array_equal(g, w.float().numpy() + np.float32(1)), name
+        if src == "bf16":
+            assert_same_as_llama_cpp(ref, out, "gemma3")
+            continue
+        worst = 0.0
+        for name, (g, w) in _norm_pairs(d, ref).items():  # the converter: 1 + w in f16
+            assert np.array_equal(g, (w + 1).float().numpy()), name
+            worst = max(worst, float(np.abs(g - tn[name][0]).max()))
+        assert 0 < worst <= 2.0 ** -11, worst
+        print(f"gemma3 f16 norms: converter's 1 + w in f16 vs tbx's in f32: max |diff| {worst:.3g}")
+        # everything else is the same: the norm tensors are the only differences
+        rr, _ = read_gguf(ref)
+        tr, _ = read_gguf(out)
+        rt = {t.name: t for t in rr.tensors}
+        for t in tr.tensors:
+            if t.name not in tn:
+                assert t.data.tobytes() == rt[t.name].data.tobytes(), t.name
+        assert set(rt) == {t.name for t in tr.tensors}
+
+
 CHAT_FORMS = {
     "jinja": ("gemma", None),
     "tokenizer_config": ("gemma2", None),
