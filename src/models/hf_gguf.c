@@ -116,6 +116,7 @@ struct tbx_hf_gguf {
     size_t nlent;
     const hf_arch *a;
     tbx_writer *w;
+    tbx_value *collect;         /* tbx_hf_gguf_expect: metadata gathered here (no writer) */
     hf_out *out;
     size_t nout, cap_out;
     uint64_t n_head, n_head_kv, n_vocab, head_dim;
@@ -285,6 +286,13 @@ static tbx_status cfg_u64(hf *h, const char *name, bool required, uint64_t *out)
 /* ------------------------------------------------------------------------------------------ */
 /* Adds `v` under `key` (the writer copies it; the caller keeps v). */
 static tbx_status put_copy(hf *h, const char *key, const tbx_value *v) {
+    if (!h->w && h->collect) { /* tbx_hf_gguf_expect */
+        tbx_value *c = tbx_val_clone(h->al, v);
+        if (!c) return tbx_err_nomem(h->err, key);
+        tbx_status st = tbx_value_map_put(h->collect, key, strlen(key), c); /* takes c */
+        return st == TBX_OK ? TBX_OK : tbx_err(h->err, st, TBX_NO_OFFSET, key, "%s: not added",
+                                               key);
+    }
     if (!h->w) return TBX_OK; /* tbx_hf_gguf_types: the checks without a writer */
     return tbx_writer_add_meta(h->w, key, strlen(key), v, h->err);
 }
@@ -2848,6 +2856,23 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
     }
     *out = h;
     return TBX_OK;
+}
+
+tbx_status tbx_hf_gguf_expect(tbx_hf_gguf *h, tbx_value *meta, tbx_value *derived,
+                              tbx_error *err) {
+    h->w = NULL;
+    h->err = err;
+    h->collect = meta;
+    tbx_status st = write_hparams(h);
+    h->collect = NULL;
+    static const char *const GEN[3] = {"rope_freqs.weight", "rope_factors_long.weight",
+                                       "rope_factors_short.weight"};
+    for (int g = 0; st == TBX_OK && g < 3; g++) {
+        if (g == 0 ? !h->rope_llama3 : !h->rope_long) continue;
+        st = tbx_value_array_push(derived, tbx_value_new_string(GEN[g], strlen(GEN[g])));
+        if (st != TBX_OK) st = tbx_err_nomem(err, GEN[g]);
+    }
+    return st;
 }
 
 tbx_status tbx_hf_gguf_types(tbx_hf_gguf *h, tbx_error *err) {
