@@ -128,6 +128,11 @@ typedef struct hf_tmap {
                                    added tokens of tokenizer_config's added_tokens_decoder and
                                    of tokenizer.json are control when special, else
                                    user-defined (no look-special test, no U+2581 -> space) */
+#define ARCH_TRIM_VOCAB   0x200000u /* config.json's vocab_size below the token embedding's rows:
+                                   token_embd keeps its first vocab_size rows and the
+                                   vocabulary is vocab_size tokens (convert_hf_to_gguf.py's
+                                   Gemma3Model drops the out-of-vocabulary rows); without the
+                                   flag that config is refused as contradicting the tensors */
 /* Gemma's (issue 22; high bits, clear of the other rows' flags) */
 #define ARCH_NO_SPACE_PREFIX 0x10000u /* tokenizer.ggml.add_space_prefix = false whatever the
                                          tokenizer says (convert_hf_to_gguf.py's Gemma*Model) */
@@ -143,7 +148,8 @@ typedef struct hf_tmap {
 #define TBX_HF_TOK_SPM       0x04u /* tokenizer.model, or a byte_fallback BPE tokenizer.json
                                       -> "llama" (tried first) */
 #define TBX_HF_TOK_UGM       0x08u /* a SentencePiece Unigram sentencepiece.bpe.model (XLM-R's,
-                                      fairseq ids) -> llama.cpp "t5" (its UGM tokenizer) */
+                                      fairseq ids), else a Unigram tokenizer.json -> llama.cpp
+                                      "t5" (its UGM tokenizer) */
 
 /* rope_scaling types a row accepts (hf_arch.rope) */
 #define TBX_HF_ROPE_LINEAR 0x01u /* {arch}.rope.scaling.type/factor */

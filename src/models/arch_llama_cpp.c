@@ -333,7 +333,9 @@ static const hf_tmap TM_NOMIC_BERT[] = {
 
 /* ---- Gemma (issue 22): convert_hf_to_gguf.py's GemmaModel, Gemma2Model, Gemma3Model ------ */
 /* Gemma's RMSNorm multiplies by (1 + w): llama.cpp's converter adds 1 to every tensor whose
- * name ends in "norm.weight" (HF_XF_ADD 1), and llama.cpp's runtime scales the embeddings by
+ * name ends in "norm.weight" (HF_XF_ADD 1; the engine adds in f32, transformers' 1.0 +
+ * weight.float(): the converter's bytes for bf16 and f32 checkpoints, the exact value where the
+ * converter rounds 1 + w to f16 for an f16 one), and llama.cpp's runtime scales the embeddings by
  * sqrt(hidden_size) itself. q/k rows are not reordered (llama.cpp's gemma rope is NEOX). The
  * converter writes head_count_kv always (the head count without num_key_value_heads); GemmaModel
  * and Gemma2Model write no rope.freq_base (llama.cpp's default 10000 is Gemma's rope_theta):
@@ -503,20 +505,22 @@ static const hf_arch ARCHES[] = {
      ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_SPACE_PREFIX, TBX_HF_TOK_SPM | TBX_HF_TOK_BPE,
      TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_LLAMA3},
     /* Gemma (issue 22): tokenizer.model as GemmaModel.set_vocab (a byte_fallback tokenizer.json
-     * otherwise); Gemma3Model writes linear rope scaling (of the global layers) */
+     * otherwise); Gemma3Model writes linear rope scaling (of the global layers) and drops the
+     * token embedding's rows past vocab_size (ARCH_TRIM_VOCAB) */
     {"gemma", "gemma", {NULL}, HP_GEMMA, TM_GEMMA, SKIP_GEMMA,
      ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT, TBX_HF_TOK_SPM, 0},
     {"gemma2", "gemma2", {NULL}, HP_GEMMA2, TM_GEMMA2, SKIP_GEMMA, ARCH_NO_SPACE_PREFIX,
      TBX_HF_TOK_SPM, 0},
     {"gemma3_text", "gemma3", {NULL}, HP_GEMMA3, TM_GEMMA3_TEXT, SKIP_DECODER,
-     ARCH_NO_SPACE_PREFIX, TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
+     ARCH_NO_SPACE_PREFIX | ARCH_TRIM_VOCAB, TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
     {"gemma3", "gemma3", {"model.language_model.", "language_model.model.", "language_model."},
-     HP_GEMMA3, TM_GEMMA3_MM, SKIP_GEMMA3_MM, ARCH_NO_SPACE_PREFIX | ARCH_TEXT_CONFIG,
+     HP_GEMMA3, TM_GEMMA3_MM, SKIP_GEMMA3_MM,
+     ARCH_NO_SPACE_PREFIX | ARCH_TEXT_CONFIG | ARCH_TRIM_VOCAB,
      TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
     /* XLM-RoBERTa (bge-m3, multilingual-e5; convert_hf_to_gguf.py's XLMRobertaModel): BERT's
      * body and names ("roberta." dropped, as its filter_tensors), positions from
-     * pad_token_id + 1 (ARCH_POS_OFFSET), the Unigram sentencepiece.bpe.model as llama.cpp's
-     * "t5" vocabulary */
+     * pad_token_id + 1 (ARCH_POS_OFFSET), the Unigram sentencepiece.bpe.model (else
+     * tokenizer.json's Unigram model) as llama.cpp's "t5" vocabulary */
     {"xlm-roberta", "bert", {"roberta."}, HP_BERT, TM_BERT, SKIP_BERT,
      ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT | ARCH_POS_OFFSET | ARCH_ADD_SEP,
      TBX_HF_TOK_UGM, 0},

@@ -185,13 +185,14 @@ static bool row_takes_all(tbx_hf_back *h, const hf_arch *a, const char **bad) {
 }
 
 /* The row's steps the way back knows how to undo or that change nothing it writes (Gemma's:
- * tokenizer settings; the +1 of its norms is undone by the map's HF_XF_ADD, exactly on the
+ * tokenizer settings, token_embd trimmed to vocab_size (the GGUF is then a model of that
+ * vocabulary); the +1 of its norms is undone by the map's HF_XF_ADD, exactly on the
  * GGUF's values: g - 1 is exact in f32 for g in [0.5, 2], Sterbenz); a row
  * with another (positions dropped, a multimodal config, keys read from other config fields)
  * is refused, naming them, rather than written as a directory that is not the model. */
 #define BACK_FLAGS (ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_NONCAUSAL | ARCH_POOLING |           \
                     ARCH_TT_COUNT | ARCH_SPACE_PREFIX | ARCH_ADD_SEP | ARCH_NO_HEAD_DIM |       \
-                    ARCH_NORM_TOPK | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT)
+                    ARCH_NORM_TOPK | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT | ARCH_TRIM_VOCAB)
 static tbx_status check_row_flags(tbx_hf_back *h) {
     static const struct { unsigned bit; const char *what; } F[] = {
         {ARCH_POS_OFFSET, "position rows dropped (RoBERTa's pad offset)"},

@@ -116,6 +116,7 @@ struct tbx_hf_gguf {
     size_t nlent;
     const hf_arch *a;
     tbx_writer *w;
+    tbx_value *collect;         /* tbx_hf_gguf_expect: metadata gathered here (no writer) */
     hf_out *out;
     size_t nout, cap_out;
     uint64_t n_head, n_head_kv, n_vocab, head_dim;
@@ -285,6 +286,13 @@ static tbx_status cfg_u64(hf *h, const char *name, bool required, uint64_t *out)
 /* ------------------------------------------------------------------------------------------ */
 /* Adds `v` under `key` (the writer copies it; the caller keeps v). */
 static tbx_status put_copy(hf *h, const char *key, const tbx_value *v) {
+    if (!h->w && h->collect) { /* tbx_hf_gguf_expect */
+        tbx_value *c = tbx_val_clone(h->al, v);
+        if (!c) return tbx_err_nomem(h->err, key);
+        tbx_status st = tbx_value_map_put(h->collect, key, strlen(key), c); /* takes c */
+        return st == TBX_OK ? TBX_OK : tbx_err(h->err, st, TBX_NO_OFFSET, key, "%s: not added",
+                                               key);
+    }
     if (!h->w) return TBX_OK; /* tbx_hf_gguf_types: the checks without a writer */
     return tbx_writer_add_meta(h->w, key, strlen(key), v, h->err);
 }
@@ -1088,6 +1096,7 @@ static const char *bpe_pre_name(hf *h) {
 static tbx_status write_llama_vocab(hf *h, uint8_t *spm, size_t spm_len);
 
 static tbx_status write_ugm_vocab(hf *h);
+static tbx_status write_ugm_vocab_json(hf *h);
 
 static tbx_status write_tokenizer(hf *h) {
     if (h->a->tokenizers & TBX_HF_TOK_UGM) return write_ugm_vocab(h);
@@ -1644,12 +1653,293 @@ done:
  * normalizer's add_dummy_prefix, remove_extra_whitespaces and precompiled_charsmap, then the
  * special tokens of tokenizer.json / tokenizer_config.json. */
 #define UGM_FILE "sentencepiece.bpe.model"
+
+/* The bytes of standard base64 text b64 (n characters, '=' padding at the end only) into
+ * out (at least n / 4 * 3 bytes): their count, or SIZE_MAX for text that is no base64. */
+static size_t b64_decode(const char *b64, size_t n, uint8_t *out) {
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t pad = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)b64[i];
+        int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
+              : c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : c == '/' ? 63 : -1;
+        if (c == '=') { pad++; continue; }
+        if (v < 0 || pad) return SIZE_MAX;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (uint8_t)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    if (n % 4 || pad > 2) return SIZE_MAX;
+    return o;
+}
+
+/* tokenizer.json's precompiled_charsmap: the normalizer's, or that of a Precompiled member of
+ * a Sequence normalizer (transformers 4 wrote XLM-R's as Precompiled then a Replace of space
+ * runs; llama.cpp's converter reads only the first form); NULL when there is none. */
+static json_t *ugm_charsmap_text(hf *h) {
+    json_t *n = json_object_get(h->tok, "normalizer");
+    json_t *c = json_is_object(n) ? json_object_get(n, "precompiled_charsmap") : NULL;
+    if (json_is_string(c)) return c;
+    const char *nt = jstr(n, "type");
+    json_t *list = nt && !strcmp(nt, "Sequence") ? json_object_get(n, "normalizers") : NULL;
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        const char *et = jstr(e, "type");
+        c = json_object_get(e, "precompiled_charsmap");
+        if (et && !strcmp(et, "Precompiled") && json_is_string(c)) return c;
+    }
+    return NULL;
+}
+
+/* Does the component `c` of tokenizer.json (a normalizer or pre-tokenizer), or a member of it
+ * when it is a Sequence, satisfy `is`? */
+static bool ugm_any(json_t *c, const char *list, bool (*is)(json_t *)) {
+    if (!json_is_object(c)) return false;
+    if (is(c)) return true;
+    const char *ct = jstr(c, "type");
+    json_t *l = ct && !strcmp(ct, "Sequence") ? json_object_get(c, list) : NULL, *e;
+    size_t i;
+    json_array_foreach(l, i, e) if (is(e)) return true;
+    return false;
+}
+static bool ugm_ws_split(json_t *c) {
+    const char *ct = jstr(c, "type");
+    return ct && !strcmp(ct, "WhitespaceSplit");
+}
+static bool ugm_space_runs(json_t *c) {
+    const char *ct = jstr(c, "type");
+    json_t *pat = json_object_get(c, "pattern");
+    const char *re = jstr(pat, "Regex");
+    return ct && !strcmp(ct, "Replace") && re && !strcmp(re, " {2,}");
+}
+
+/* The special-token strings of tokenizer_config.json, as transformers' all_special_tokens:
+ * bos/eos/unk/sep/pad/cls/mask_token (a string or {"content": ...}; XLMRobertaTokenizer's
+ * defaults when the key is absent), then extra_special_tokens / additional_special_tokens. */
+#define UGM_SPECIAL_MAX 64
+static size_t ugm_special_names(hf *h, const char **names) {
+    static const char *const NAMED[7][2] = {
+        {"bos_token", "<s>"}, {"eos_token", "</s>"}, {"unk_token", "<unk>"},
+        {"sep_token", "</s>"}, {"pad_token", "<pad>"}, {"cls_token", "<s>"},
+        {"mask_token", "<mask>"}};
+    size_t n = 0;
+    for (size_t i = 0; i < 7; i++) {
+        json_t *e = h->tokcfg ? json_object_get(h->tokcfg, NAMED[i][0]) : NULL;
+        const char *s = !e ? NAMED[i][1] : json_is_string(e) ? json_string_value(e)
+                      : jstr(e, "content");
+        if (s) names[n++] = s;
+    }
+    static const char *const EXTRA[2] = {"extra_special_tokens", "additional_special_tokens"};
+    for (size_t k = 0; k < 2 && h->tokcfg; k++) {
+        json_t *list = json_object_get(h->tokcfg, EXTRA[k]), *e;
+        size_t i;
+        json_array_foreach(list, i, e) {
+            const char *s = json_is_string(e) ? json_string_value(e) : jstr(e, "content");
+            if (s && n < UGM_SPECIAL_MAX) names[n++] = s;
+        }
+    }
+    return n;
+}
+
+/* As _xlmroberta_set_vocab's tokenizer.json branch (no sentencepiece.bpe.model; the directory
+ * transformers saves): the Unigram pieces of model.vocab at their own ids (tokenizer.json's
+ * ids are transformers', no realignment), each shown as transformers' id_to_token shows it
+ * (an added token's content over the piece), with model.vocab's score; types: the unknown
+ * token (tokenizer_config's unk_token among the added tokens, else model.unk_id, else 3),
+ * control for transformers' special tokens, user-defined for the other added tokens, normal
+ * for the rest; ids past model.vocab "[PAD<i>]" (unused, -10000). add_space_prefix is
+ * tokenizer_config's add_prefix_space (XLMRobertaTokenizer's default true), the charsmap the
+ * normalizer's; remove_extra_whitespaces differs from the converter's (below). */
+static tbx_status write_ugm_vocab_json(hf *h) {
+    const tbx_tokj *t = &h->tj;
+    const uint64_t nv = h->n_vocab;
+    size_t vocab = t->vocab, it, key, val;
+    if (tbx_tokj_kind(t, vocab) != '[')
+        return tbx_err(h->err, TBX_E_FORMAT, vocab == TBX_TOKJ_NONE ? TBX_NO_OFFSET : vocab,
+                       "tokenizer.json", "tokenizer.json: the Unigram model.vocab is not an "
+                       "array of [piece, score]");
+    const size_t n = tbx_tokj_count(t, vocab);
+    if (n < 1 || n > nv)
+        return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json has %zu Unigram "
+                       "pieces but the token embedding (%s) has %llu rows (1 .. rows pieces)", n,
+                       embd_name(h), (unsigned long long)nv);
+    const char *names[UGM_SPECIAL_MAX];
+    const size_t nnames = ugm_special_names(h, names);
+    int64_t spid[UGM_SPECIAL_MAX];
+    /* the unknown token: tokenizer_config's unk_token among the added tokens, else
+     * model.unk_id (null: none), else 3 */
+    int64_t unk = 3;
+    json_t *uj = json_object_get(json_object_get(h->tok, "model"), "unk_id");
+    if (json_is_null(uj)) unk = -1;
+    else if (json_is_integer(uj)) unk = json_integer_value(uj);
+    else if (uj) return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: model.unk_id "
+                                "is not an integer");
+    tbx_status st = TBX_OK;
+    {
+        int64_t a = -1;
+        if ((st = added_id(h, tokcfg_token(h, "unk"), &a)) != TBX_OK) return st;
+        if (a >= 0) unk = a;
+    }
+    for (size_t i = 0; i < nnames; i++)
+        if ((st = added_id(h, names[i], &spid[i])) != TBX_OK) return st;
+    uint32_t *tok_at = tbx_calloc(h->al, n, sizeof *tok_at);
+    uint8_t *added = tbx_calloc(h->al, n, 1);
+    tbx_value *list = NULL, *scores = NULL, *types = NULL, *cmap = NULL;
+    uint8_t *cm = NULL;
+    size_t cml = 0, cmcap = 0;
+    tbx_tokj_buf b = {h->al, NULL, 0};
+    scores = tbx_val_packed_array(h->al, TBX_V_F32, (size_t)nv);
+    types = tbx_val_packed_array(h->al, TBX_V_I32, (size_t)nv);
+    list = tbx_val_str_array(h->al, (size_t)nv, (uint64_t)t->n + 24 * nv);
+    if (!tok_at || !added || !scores || !types || !list) {
+        st = tbx_err_nomem(h->err, "vocabulary");
+        goto done;
+    }
+    float *sc = (float *)scores->v.a.packed;
+    int32_t *tt = (int32_t *)types->v.a.packed;
+    /* the pieces: [string, number] each; a special name not among the added tokens is looked
+     * up here (transformers' token_to_id: the added tokens first, then the model's) */
+    it = vocab;
+    for (size_t i = 0; tbx_tokj_next(t, &it, &key, &val); i++) {
+        size_t it2 = val, k2, p0 = TBX_TOKJ_NONE, p1 = TBX_TOKJ_NONE, parts = 0, len;
+        size_t v2;
+        while (tbx_tokj_next(t, &it2, &k2, &v2)) {
+            if (parts == 0) p0 = v2;
+            else if (parts == 1) p1 = v2;
+            parts++;
+        }
+        double d;
+        if (tbx_tokj_kind(t, val) != '[' || parts != 2 || tbx_tokj_kind(t, p0) != '"' ||
+            !tbx_tokj_real(t, p1, &d)) {
+            st = tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: Unigram "
+                         "piece %zu is not [piece, score]", i);
+            goto done;
+        }
+        tok_at[i] = (uint32_t)p0;
+        sc[i] = (float)d;
+        tt[i] = TT_NORMAL;
+        const char *s = tbx_tokj_str(t, p0, &b, &len);
+        if (!s) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+        for (size_t k = 0; k < nnames; k++)
+            if (spid[k] < 0 && strlen(names[k]) == len && memcmp(names[k], s, len) == 0)
+                spid[k] = (int64_t)i;
+    }
+    /* the added tokens: their content shown for their id, user-defined */
+    it = tbx_tokj_kind(t, t->added) == '[' ? t->added : TBX_TOKJ_NONE;
+    while (tbx_tokj_next(t, &it, &key, &val)) {
+        int64_t id;
+        size_t c = tbx_tokj_get(t, val, "content");
+        if (!tbx_tokj_int(t, tbx_tokj_get(t, val, "id"), &id) || tbx_tokj_kind(t, c) != '"' ||
+            id < 0)
+            continue; /* not an added token transformers would load */
+        if ((uint64_t)id < n) {
+            tok_at[id] = (uint32_t)c;
+            added[id] = 1;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((int64_t)i == unk) { tt[i] = TT_UNKNOWN; continue; }
+        bool special = false;
+        for (size_t k = 0; k < nnames && !special; k++) special = spid[k] == (int64_t)i;
+        tt[i] = special ? TT_CONTROL : added[i] ? TT_USER : TT_NORMAL;
+    }
+    for (uint64_t id = 0; id < nv; id++) {
+        const char *s;
+        size_t len;
+        char pad[40];
+        if (id < n) {
+            if (!(s = tbx_tokj_str(t, tok_at[id], &b, &len))) {
+                st = tbx_err_nomem(h->err, "vocabulary");
+                goto done;
+            }
+        } else {
+            len = (size_t)snprintf(pad, sizeof pad, "[PAD%llu]", (unsigned long long)id);
+            s = pad;
+            sc[id] = -10000.0f;
+            tt[id] = TT_UNUSED;
+        }
+        char *d = tbx_val_str_array_add(list, len);
+        if (!d) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+        memcpy(d, s, len);
+    }
+    tbx_val_str_array_done(list);
+    json_t *cj = ugm_charsmap_text(h);
+    if (cj) {
+        size_t tl = json_string_length(cj);
+        cmcap = tl / 4 * 3 + 1;
+        if (!(cm = tbx_malloc(h->al, cmcap))) {
+            st = tbx_err_nomem(h->err, "precompiled_charsmap");
+            goto done;
+        }
+        if ((cml = b64_decode(json_string_value(cj), tl, cm)) == SIZE_MAX) {
+            cml = 0;
+            st = hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: the normalizer's "
+                         "precompiled_charsmap is not base64");
+            goto done;
+        }
+    }
+    json_t *ap = h->tokcfg ? json_object_get(h->tokcfg, "add_prefix_space") : NULL;
+    /* remove_extra_whitespaces: true when tokenizer.json drops runs of whitespace itself (a
+     * WhitespaceSplit pre-tokenizer, transformers 5's XLM-R form, or a Replace of " {2,}" in
+     * the normalizer, transformers 4's), as SentencePiece's remove_extra_whitespaces does in
+     * the .model the file was made from. llama.cpp's converter writes tokenizer_config's
+     * clean_up_tokenization_spaces there, a decoding setting (false for transformers 5's
+     * files): with it llama.cpp keeps "  " runs as extra "\u2581" tokens, which transformers'
+     * tokenizer does not give (test_hf_runtime.py's xlm-roberta_tj family) */
+    const bool rmws =
+        ugm_any(json_object_get(h->tok, "pre_tokenizer"), "pretokenizers", ugm_ws_split) ||
+        ugm_any(json_object_get(h->tok, "normalizer"), "normalizers", ugm_space_runs);
+    uint64_t ntt = 1; /* hparams.get("type_vocab_size", 1) */
+    if ((st = cfg_u64(h, "type_vocab_size", false, &ntt)) == TBX_E_NOT_FOUND) st = TBX_OK;
+    if (st == TBX_OK && (st = put_str(h, "tokenizer.ggml.model", "t5")) == TBX_OK &&
+        (st = put_str(h, "tokenizer.ggml.pre", PRE_DEFAULT)) == TBX_OK)
+        st = put_lent(h, "tokenizer.ggml.tokens", &list);
+    if (st == TBX_OK) st = put_lent(h, "tokenizer.ggml.scores", &scores);
+    if (st == TBX_OK) st = put_lent(h, "tokenizer.ggml.token_type", &types);
+    if (st == TBX_OK)
+        st = put(h, "tokenizer.ggml.add_space_prefix",
+                 tbx_value_new_bool(json_is_boolean(ap) ? json_is_true(ap) : 1));
+    if (st == TBX_OK) st = put_u32(h, "tokenizer.ggml.token_type_count", ntt);
+    if (st == TBX_OK)
+        st = put(h, "tokenizer.ggml.remove_extra_whitespaces",
+                 tbx_value_new_bool(rmws));
+    if (st == TBX_OK && cml) {
+        if (!(cmap = tbx_val_packed_array(h->al, TBX_V_U8, cml)))
+            st = tbx_err_nomem(h->err, "precompiled_charsmap");
+        else {
+            memcpy(cmap->v.a.packed, cm, cml);
+            st = put_lent(h, "tokenizer.ggml.precompiled_charsmap", &cmap);
+        }
+    }
+    if (st == TBX_OK) st = write_special(h);
+done:
+    tbx_tokj_buf_free(&b);
+    tbx_val_free(list);
+    tbx_val_free(scores);
+    tbx_val_free(types);
+    tbx_val_free(cmap);
+    tbx_free(h->al, cm, cmcap);
+    tbx_free(h->al, tok_at, tok_at ? n * sizeof *tok_at : 0);
+    tbx_free(h->al, added, added ? n : 0);
+    return st;
+}
+
 static tbx_status write_ugm_vocab(hf *h) {
     int64_t si = tbx_file_find_section(h->in, UGM_FILE);
-    if (si < 0)
-        return hf_fail(h, TBX_E_UNSUPPORTED, UGM_FILE, "%s: the model has no %s (a Unigram "
-                       "tokenizer.json without it is not supported yet)", h->a->model_type,
-                       UGM_FILE);
+    if (si < 0) {
+        const char *mt = jstr(h->tok ? json_object_get(h->tok, "model") : NULL, "type");
+        if (mt && strcmp(mt, "Unigram") == 0) return write_ugm_vocab_json(h);
+        return hf_fail(h, TBX_E_UNSUPPORTED, UGM_FILE, "%s: the model has neither %s nor a "
+                       "Unigram tokenizer.json (model type \"%s\")", h->a->model_type, UGM_FILE,
+                       mt ? mt : h->tok ? "(missing)" : "no tokenizer.json");
+    }
     void *raw = NULL;
     size_t blen = 0;
     tbx_spm_vocab sv = {0};
@@ -1960,6 +2250,13 @@ static tbx_status check_vocab_rows(hf *h) {
                        (unsigned long long)rows, (unsigned long long)HF_VOCAB_MAX);
     uint64_t nv = 0;
     tbx_status st = cfg_u64(h, "vocab_size", false, &nv);
+    if (st == TBX_OK && nv && nv < rows && (h->a->flags & ARCH_TRIM_VOCAB)) {
+        /* Gemma3Model.modify_tensors: the rows past the vocabulary (vocab_size tokens, as its
+         * SentencePiece vocabulary is long) are left out of token_embd */
+        h->out[h->embd].rows = nv;
+        h->n_vocab = nv;
+        return TBX_OK;
+    }
     if (st == TBX_OK && nv != rows)
         return hf_fail(h, TBX_E_FORMAT, "vocab_size", "config.json: vocab_size = %llu "
                        "contradicts the tensors: %s has %llu rows (one per token)",
@@ -2567,6 +2864,23 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
     }
     *out = h;
     return TBX_OK;
+}
+
+tbx_status tbx_hf_gguf_expect(tbx_hf_gguf *h, tbx_value *meta, tbx_value *derived,
+                              tbx_error *err) {
+    h->w = NULL;
+    h->err = err;
+    h->collect = meta;
+    tbx_status st = write_hparams(h);
+    h->collect = NULL;
+    static const char *const GEN[3] = {"rope_freqs.weight", "rope_factors_long.weight",
+                                       "rope_factors_short.weight"};
+    for (int g = 0; st == TBX_OK && g < 3; g++) {
+        if (g == 0 ? !h->rope_llama3 : !h->rope_long) continue;
+        st = tbx_value_array_push(derived, tbx_value_new_string(GEN[g], strlen(GEN[g])));
+        if (st != TBX_OK) st = tbx_err_nomem(err, GEN[g]);
+    }
+    return st;
 }
 
 tbx_status tbx_hf_gguf_types(tbx_hf_gguf *h, tbx_error *err) {
