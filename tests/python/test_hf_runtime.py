@@ -104,7 +104,18 @@ SPECIALS = {
     "modernbert": ["[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"],
     # Phi-3: SentencePiece's own <s>, </s>, then its chat tokens (added past the pieces)
     "phi3": ["<s>", "</s>", "<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>"],
+    # gpt-oss (o200k_harmony's): BOS, EOS (<|return|>), pad, the harmony chat tokens
+    "gpt_oss": ["<|startoftext|>", "<|return|>", "<|endoftext|>", "<|start|>", "<|end|>",
+                "<|message|>", "<|channel|>", "<|constrain|>", "<|call|>"],
 }
+
+# o200k's split regex (tiktoken's o200k_base, as gpt-oss's and GPT-4o's tokenizer.json have it;
+# llama.cpp's src/llama-vocab.cpp quotes it as the original of its "gpt-4o" pre-tokenizer)
+O200K_REGEX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+               r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+               r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
+               r"[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+SPLIT_REGEX = {**PRE_REGEX, "gpt_oss": O200K_REGEX}
 
 WORDS = ["the", "cat", "sat", "on", "mat", "model", "tensor", "llama", "runs", "quickly",
          "don't", "we've", "THEY'LL", "I'm", "hello", "world", "Hello", "World", "GGUF",
@@ -176,7 +187,7 @@ def train_bpe(d: Path, family: str) -> int:
     if family == "qwen2":
         tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRE_REGEX[family]), behavior="isolated", invert=False),
+        pre_tokenizers.Split(Regex(SPLIT_REGEX[family]), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     sp = SPECIALS[family]
@@ -191,6 +202,9 @@ def train_bpe(d: Path, family: str) -> int:
             single=f"{bos}:0 $A:0", pair=f"{bos}:0 $A:0 {bos}:1 $B:1",
             special_tokens=[(bos, tok.token_to_id(bos))])
         kw = {"bos_token": sp[0], "eos_token": sp[1]}
+    elif family == "gpt_oss":  # no BOS added, as gpt-oss's tokenizer
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        kw = {"bos_token": sp[0], "eos_token": sp[1], "pad_token": sp[2]}
     else:
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
         kw = {"eos_token": sp[0], "pad_token": sp[0]}
@@ -348,10 +362,12 @@ FAMILIES = {
     "mistral": ("MistralConfig", "MistralForCausalLM", gguf.MODEL_ARCH.LLAMA, 11),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", gguf.MODEL_ARCH.PHI3, 10),
     "phi3_longrope": ("Phi3Config", "Phi3ForCausalLM", gguf.MODEL_ARCH.PHI3, 11),
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", gguf.MODEL_ARCH.GPT_OSS, 13),
 }
 DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"] + ["gemma", "gemma2", "gemma3", "gemma3_mm"]
 DECODERS += ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]  # issue 22's rows
 DECODERS += ["phi3", "phi3_longrope"]
+DECODERS += ["gpt_oss"]
 # the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
 # Mixtral has Llama 2's SentencePiece, which tests/python/test_hf_gguf_spm.py covers; here the
 # rows' tensors are the point)
@@ -362,7 +378,8 @@ TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama"
           "gemma3_mm": "gemma_spm",
           "qwen3": "qwen2", "qwen3_moe": "qwen2", "olmo2": "llama", "granite": "llama",
           "mistral": "llama",
-          "phi3": "phi3", "phi3_longrope": "phi3"}
+          "phi3": "phi3", "phi3_longrope": "phi3",
+          "gpt_oss": "gpt_oss"}
 # the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
 MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
            "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
@@ -370,13 +387,22 @@ MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
                          "norm_topk_prob": False},
            "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
                          "decoder_sparse_step": 1, "mlp_only_layers": [],
-                         "norm_topk_prob": True}}
+                         "norm_topk_prob": True},
+           # gpt-oss: experts of intermediate_size, fused as gate_up_proj / down_proj
+           "gpt_oss": {"num_local_experts": 4, "num_experts_per_tok": 2}}
 # what else a family's config sets (issue 22's rows): head sizes that are not hidden / heads;
 # Granite 3's multipliers (granite-3.x-2b's values)
 EXTRA_CFG = {"qwen3": {"head_dim": 32}, "qwen3_moe": {"head_dim": 32},
              "mistral": {"head_dim": 32},
              "granite": {"embedding_multiplier": 12.0, "residual_multiplier": 0.22,
-                         "attention_multiplier": 0.015625, "logits_scaling": 8.0}}
+                         "attention_multiplier": 0.015625, "logits_scaling": 8.0},
+             # gpt-oss: head_dim 16 (not hidden / heads), a sliding window shorter than the
+             # prompts on every other layer (layer_types: GptOssConfig's default), yarn rope
+             # scaling as gpt-oss-20b's (its factor and betas, truncate false), at a tiny size
+             "gpt_oss": {"head_dim": 16, "sliding_window": 4, "rope_parameters": {
+                 "rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                 "truncate": False, "original_max_position_embeddings": 64,
+                 "rope_theta": 150000.0}}}
 
 
 
@@ -632,7 +658,9 @@ def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> d
             rope_theta=500000.0 if TOKFAM[family] == "llama" else 1000000.0,
             tie_word_embeddings=(family in ("qwen2", "qwen3")),
             bos_token_id=ids[sp[0]],
-            eos_token_id=ids[sp[1] if TOKFAM[family] == "llama" else sp[0]])
+            eos_token_id=ids[sp[1] if TOKFAM[family] in ("llama", "gpt_oss") else sp[0]])
+        if family == "gpt_oss":  # its rope_theta is in rope_parameters
+            del kw["rope_theta"]
         kw.update(MOE_CFG.get(family, {}))
         kw.update(EXTRA_CFG.get(family, {}))
         kw.update(size or {})
@@ -641,11 +669,13 @@ def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> d
     model = getattr(transformers, model_cls)(cfg).to(torch.float32).eval()
     with torch.no_grad():  # norms and biases away from their 1 / 0 initial values
         for name, p in model.named_parameters():
-            if p.dim() == 1:
+            # (and gpt-oss's experts' biases, [experts, n], zero from _init_weights)
+            if p.dim() == 1 or name.endswith("_proj_bias"):
                 p.add_(torch.randn_like(p) * 0.1)
             # MoE routers: decisive top-k choices, so q8_0's rounding of the hidden states
             # does not swap an expert (a swap is a jump of the logits, not an error of the file)
-            if name.endswith("block_sparse_moe.gate.weight") or name.endswith("mlp.gate.weight"):
+            if name.endswith("block_sparse_moe.gate.weight") or name.endswith("mlp.gate.weight") \
+                    or name.endswith("mlp.router.weight"):
                 p.mul_(20.0)
     model.save_pretrained(str(d), safe_serialization=True)
     if TOKFAM[family] == "phi3":
@@ -708,6 +738,24 @@ MOE_Q8_BOUND = 0.25
 GELU_F16 = ("gemma", "gemma2", "gemma3", "gemma3_mm")
 GELU_F16_PLAIN_BOUND = 4e-3
 
+# yarn with "truncate": false (gpt-oss's rope_parameters): transformers keeps the ramp's
+# correction dimensions fractional, llama.cpp always rounds them out (ggml.c's
+# ggml_rope_yarn_corr_dims: floor / ceil; no GGUF key says otherwise, and convert_hf_to_gguf.py
+# writes none), so some rotary frequencies differ: ~0.1-0.3 on these logits past the first
+# position, a property of the runtime, not of the file (the GGUF has the same keys and tensors
+# as the converter's, test (c)). For these families the f32 bar is checked against transformers
+# with truncate true (llama.cpp's yarn); transformers unchanged must still differ by more than
+# the bar (the day llama.cpp follows truncate, this fails and the swap must go).
+YARN_TRUNCATE = ("gpt_oss",)
+
+
+def yarn_truncated(d: Path, family: str):
+    cfg = transformers.AutoConfig.from_pretrained(str(d))
+    assert cfg.rope_parameters["rope_type"] == "yarn" and cfg.rope_parameters["truncate"] is False
+    cfg.rope_parameters["truncate"] = True
+    cls = getattr(transformers, FAMILIES[family][1])
+    return cls.from_pretrained(str(d), config=cfg, dtype=torch.float32).eval()
+
 
 def ggml_gelu_f16(model):
     """model with every MLP activation replaced by ggml's f16-table GELU (vec.h)."""
@@ -738,6 +786,9 @@ def test_decoder_logits_equal_transformers(tbx, tiny, tmp_path, family, variant)
     plain = None
     if family in GELU_F16 and variant == "f32":
         plain, model = model, ggml_gelu_f16(hf_model(m["dir"], family))
+    plain_yarn, yarn_worst = None, 0.0
+    if family in YARN_TRUNCATE:
+        plain_yarn, model = model, yarn_truncated(m["dir"], family)
     llm = llama_cpp.Llama(model_path=str(out), n_ctx=128, logits_all=True, verbose=False,
                           type_k=0, type_v=0, n_threads=1, n_batch=128)
     worst = 0.0
@@ -757,6 +808,12 @@ def test_decoder_logits_equal_transformers(tbx, tiny, tmp_path, family, variant)
                 ref0 = plain(torch.tensor([ids])).logits[0].double().numpy()
             d0 = float(np.abs(got - ref0).max())
             assert d0 <= GELU_F16_PLAIN_BOUND, (p, "vs transformers' own GELU", d0)
+        if plain_yarn is not None:
+            with torch.no_grad():
+                ref0 = plain_yarn(torch.tensor([ids])).logits[0].double().numpy()
+            yarn_worst = max(yarn_worst, float(np.abs(got - ref0).max()))
+    if plain_yarn is not None:  # the untruncated ramp differs beyond the f32 bar
+        assert yarn_worst > VARIANTS["f32"][1], ("yarn truncate false", yarn_worst)
     print(f"{family} {variant}: max |logit diff| {worst:.3g}{'' if variant == 'f32' else ' x max|logit|'}")
 
 
@@ -899,6 +956,20 @@ LLAMA_CPP_TOKENIZER_LIMITS = {
     # issue 22: Qwen3 has Qwen2's tokenizer.json, NFC normalizer included
     "qwen3-no-nfc": ("qwen3", lambda s: unicodedata.normalize("NFC", s) != s,
                      "as qwen2-no-nfc: Qwen3's tokenizer.json NFC-normalizes, llama.cpp does not"),
+    # gpt-oss (issue 22): llama.cpp's "gpt-4o" split is its own rewrite of o200k's regex
+    "gpt_oss-caps": ("gpt_oss", lambda s: any(
+        unicodedata.category(a) == "Lu" and ord(a) > 127 and unicodedata.category(b) == "Lu"
+        for a, b in zip(s, s[1:])),
+        "o200k's regex splits words by \\p{Lu} / \\p{Ll}; llama.cpp's gpt-4o form "
+        "(src/llama-vocab.cpp) spells them [^a-z] / [^A-Z], so a non-ASCII capital counts as a "
+        "lowercase letter there and ends a word before the next capital (\"ÉCOLE\" -> \"É\", "
+        "\"COLE\")"),
+    "gpt_oss-marks": ("gpt_oss", lambda s: any(
+        unicodedata.category(a) == "Lo" and unicodedata.category(b) in ("Mn", "Mc")
+        for a, b in zip(s, s[1:])),
+        "o200k's regex counts combining marks (\\p{M}) as letters; llama.cpp's gpt-4o form has "
+        "no \\p{M} (its variant with them is another pre-tokenizer type), so a word of letters "
+        "and vowel signs (Devanagari's \"हिन्दी\") is split at its marks"),
 }
 
 
@@ -929,7 +1000,7 @@ def _token_diffs(tbx, tiny, tmp_path, family, strings):
 @pytest.mark.parametrize("category", ["ascii", "accents", "cjk", "emoji", "whitespace",
                                       "special"])
 @pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased", "gemma", "qwen3",
-                                    "olmo2", "granite", "mistral", "phi3"] + ENCODERS)
+                                    "olmo2", "granite", "mistral", "phi3", "gpt_oss"] + ENCODERS)
 def test_token_ids_equal_transformers(tbx, tiny, tmp_path, family, category):
     strings = [s for s in sample_strings(TOKFAM[family])[category] if not _limited(family, s)]
     assert len(strings) >= 25
@@ -961,7 +1032,10 @@ CONVERTER_PRE = {"llama": "llama-bpe", "qwen2": "qwen2", "mixtral": "llama-bpe",
                  "qwen3": "qwen2", "qwen3_moe": "qwen2", "olmo2": "llama-bpe",
                  "granite": "llama-bpe", "mistral": "llama-bpe",
                  # encoders (issue 22): the name the real answerdotai/ModernBERT-base hashes to
-                 "modernbert": "modern-bert"}
+                 "modernbert": "modern-bert",
+                 # the name of o200k (its ref: Xenova/gpt-4o), the vocabulary of gpt-oss: the
+                 # converter names no trained vocabulary (it refuses this one's hash)
+                 "gpt_oss": "gpt-4o"}
 
 _WRAPPER = r"""
 import runpy, sys
@@ -1029,11 +1103,11 @@ EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
                            "tbx writes no add_sep; the single-text ids of tbx's file equal "
                            "transformers' (test (b))"),
     ("llama.cpp only", "tokenizer.ggml.add_bos_token"): (
-        ("qwen2",), "gguf-py writes False for a ByteLevel post-processor; tbx writes nothing "
+        ("qwen2", "gpt_oss"), "gguf-py writes False for a ByteLevel post-processor; tbx writes nothing "
                     "when the tokenizer states nothing, and llama.cpp's default for a gpt2 "
                     "vocabulary is the same (test (b): no BOS, as transformers)"),
     ("llama.cpp only", "tokenizer.ggml.add_eos_token"): (
-        ("qwen2",), "as add_bos_token"),
+        ("qwen2", "gpt_oss"), "as add_bos_token"),
     # Gemma (issue 22)
     ("tbx only", "gemma.rope.freq_base"): (
         ("gemma",), "convert_hf_to_gguf.py's GemmaModel writes no rope.freq_base (llama.cpp's "
