@@ -185,6 +185,11 @@ static tbx_status check_row_flags(tbx_hf_back *h) {
         {"gemma2", "query_pre_attn_scalar (llama.cpp's attention scale) not written back yet"},
         {"gemma3_text", "query_pre_attn_scalar (llama.cpp's attention scale) and the "
                         "Gemma3ForCausalLM class not written back yet"},
+        /* issue 22: the way back of gpt-oss is not written (its experts would be joined and
+         * transposed back into three 3-D parameters) */
+        {"gpt_oss", "its experts (ffn_gate_exps and ffn_up_exps interleaved back into "
+                    "gate_up_proj, ffn_down_exps transposed back into down_proj) are not "
+                    "joined back yet"},
     };
     for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++)
         if (!strcmp(h->a->model_type, ROWS[i].row))

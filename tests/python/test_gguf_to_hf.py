@@ -524,7 +524,8 @@ def test_spm_llama_tokenizer_back(tbx, tmp_path, as_json):
 
 @pytest.mark.parametrize("family, why", [("gemma2", "query_pre_attn_scalar"),
                                          ("gemma3", "query_pre_attn_scalar"),
-                                         ("gemma3_mm", "query_pre_attn_scalar")])
+                                         ("gemma3_mm", "query_pre_attn_scalar"),
+                                         ("gpt_oss", "not joined back")])
 def test_rows_not_proven_yet_are_refused(tbx, tiny, tmp_path, family, why):
     """A row whose conversion has steps the way back does not undo or write (Gemma 2 / 3's
     attention scale; a multimodal Gemma 3's GGUF holds the text model only, which is the
