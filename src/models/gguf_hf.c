@@ -176,6 +176,7 @@ static tbx_status check_row_flags(tbx_hf_back *h) {
         {ARCH_PRE_MODERN_BERT, "the modern-bert pre-tokenizer"},
         {ARCH_ROPE_PARTIAL, "rope dimensions from partial_rotary_factor"},
         {ARCH_SPM_ADDED, "Phi-3's added-token rules"},
+        {ARCH_SWIGLU_OAI, "gpt-oss's fixed SwiGLU constants"},
     };
     /* rows whose flags the way back takes but whose config.json it does not write whole yet:
      * Gemma 2 / 3's query_pre_attn_scalar (llama.cpp scales q by 1/sqrt(head size), or
