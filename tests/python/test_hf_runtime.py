@@ -1285,11 +1285,12 @@ def test_modernbert_converter_file_refused(tiny, tmp_path):
 # converted by tbx to f32 and quantized by llama.cpp's llama_model_quantize (llama_quantize_ref)
 # and by tbx: the same bytes; and tbx straight from the Hugging Face directory: the same bytes.
 PRESET_FAMILIES = ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]
+PRESET_FAMILIES += ["gpt_oss"]  # its experts of intermediate_size (512), their biases f32
 PRESET_SIZE = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
                "num_attention_heads": 4, "num_key_value_heads": 1}
 PRESET_EXTRA = {"qwen3": {"head_dim": 64}, "qwen3_moe": {"head_dim": 64,
                                                           "moe_intermediate_size": 256},
-                "mistral": {"head_dim": 64}}
+                "mistral": {"head_dim": 64}, "gpt_oss": {"head_dim": 64}}
 
 
 @pytest.fixture(scope="module")
