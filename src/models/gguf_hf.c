@@ -23,6 +23,7 @@
 #include "models.h"
 #include "hf_tokenizer.h"
 #include "arch.h"
+#include "spm.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -41,7 +42,7 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5
 /* llama.cpp's pooling types */
 enum { POOL_NONE = 0, POOL_MEAN = 1, POOL_CLS = 2, POOL_LAST = 3 };
 
-#define BACK_FILES_MAX 8
+#define BACK_FILES_MAX 12
 #define BACK_NAME_MAX 160
 
 struct tbx_hf_back {
@@ -133,6 +134,20 @@ static tbx_status add_file(tbx_hf_back *h, const char *name, json_t *j) {
     d[n++] = '\n';
     d[n] = 0;
     free(s);
+    snprintf(h->files[h->nfiles].name, sizeof h->files[h->nfiles].name, "%s", name);
+    h->files[h->nfiles].data = d;
+    h->files[h->nfiles].n = n;
+    h->nfiles++;
+    return TBX_OK;
+}
+
+/* A file of `n` raw bytes (copied). */
+static tbx_status add_blob(tbx_hf_back *h, const char *name, const uint8_t *p, size_t n) {
+    if (h->nfiles >= BACK_FILES_MAX) return fail(h, TBX_E_LIMIT, name, "too many files");
+    char *d = n < SIZE_MAX ? tbx_malloc(h->al, n + 1) : NULL;
+    if (!d) return tbx_err_nomem(h->err, name);
+    memcpy(d, p, n);
+    d[n] = 0;
     snprintf(h->files[h->nfiles].name, sizeof h->files[h->nfiles].name, "%s", name);
     h->files[h->nfiles].data = d;
     h->files[h->nfiles].n = n;
@@ -804,6 +819,64 @@ static tbx_status spm_model(tbx_hf_back *h, json_t *root, json_t *mdl, json_t *v
     return TBX_OK;
 }
 
+/* llama.cpp's "llama" vocabulary as SentencePiece's own tokenizer.model (what LlamaTokenizer,
+ * sentencepiece and llama.cpp's converter read): the pieces with their scores and types, a BPE
+ * model (llama.cpp merges by score, as SentencePiece's BPE does), byte fallback when there are
+ * <0xNN> pieces, the special ids, add_dummy_prefix from tokenizer.ggml.add_space_prefix and
+ * remove_extra_whitespaces from tokenizer.ggml.remove_extra_whitespaces (llama.cpp's defaults:
+ * true and false), no normalization (llama.cpp applies none to this vocabulary). The piece
+ * types are the file's, except the unknown token's, which is always UNKNOWN. */
+static tbx_status spm_file(tbx_hf_back *h, const tbx_value *toks, const tbx_value *types) {
+    const tbx_value *scores = meta(h, "tokenizer.ggml.scores");
+    const uint64_t nt = tbx_value_len(toks);
+    if (nt > INT32_MAX)
+        return fail(h, TBX_E_LIMIT, "tokenizer.ggml.tokens", "%llu tokens: a tokenizer.model "
+                    "holds at most 2^31-1", (unsigned long long)nt);
+    tbx_spm_vocab v = {0};
+    v.pieces = tbx_calloc(h->al, (size_t)nt ? (size_t)nt : 1, sizeof *v.pieces);
+    if (!v.pieces) return tbx_err_nomem(h->err, "tokenizer.model");
+    v.n = (size_t)nt;
+    v.cap = nt ? (size_t)nt : 1;
+    v.model_type = TBX_SPM_BPE;
+    v.add_dummy_prefix = meta_bool(meta(h, "tokenizer.ggml.add_space_prefix"), true);
+    v.remove_extra_ws = meta_bool(meta(h, "tokenizer.ggml.remove_extra_whitespaces"), false);
+    tbx_status st = TBX_OK;
+    for (uint64_t i = 0; st == TBX_OK && i < nt; i++) {
+        size_t len;
+        const char *s = tbx_value_str_at(toks, i, &len);
+        tbx_value tmp;
+        const tbx_value *sv = tbx_val_packed_get(scores, (size_t)i, &tmp) ? &tmp
+                                                                         : tbx_value_at(scores, i);
+        double sc = 0;
+        int64_t ty = TT_NORMAL;
+        if (types && !arr_int(types, i, &ty)) ty = TT_NORMAL;
+        if (!s || len > UINT32_MAX || !sv || tbx_value_get_f64(sv, &sc) != TBX_OK)
+            st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.scores", "token %llu has no text or no "
+                      "score", (unsigned long long)i);
+        else if (ty < TT_NORMAL || ty > TT_BYTE)
+            st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.token_type", "token %llu has type %lld, "
+                      "not one of SentencePiece's (1..6)", (unsigned long long)i, (long long)ty);
+        else
+            v.pieces[i] = (tbx_spm_piece){s, (uint32_t)len, (float)sc, (int)ty};
+    }
+    uint64_t id;
+    tbx_spm_ids ids = {-1, -1, -1, -1};
+    if (special_id(h, "unknown_token_id", &id) && id < nt) ids.unk = (int32_t)id;
+    if (special_id(h, "bos_token_id", &id) && id < nt) ids.bos = (int32_t)id;
+    if (special_id(h, "eos_token_id", &id) && id < nt) ids.eos = (int32_t)id;
+    if (special_id(h, "padding_token_id", &id) && id < nt) ids.pad = (int32_t)id;
+    /* the unknown token is SentencePiece's UNKNOWN piece whatever type the file gives it (a
+     * GGUF made from a tokenizer.json marks every special token CONTROL) */
+    if (st == TBX_OK && ids.unk >= 0) v.pieces[ids.unk].type = TBX_SPM_UNKNOWN;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    if (st == TBX_OK) st = tbx_spm_write(&v, &ids, h->al, &buf, &n, h->err);
+    if (st == TBX_OK) st = add_blob(h, "tokenizer.model", buf, n);
+    tbx_free(h->al, buf, n ? n : 1);
+    tbx_spm_free(&v, h->al);
+    return st;
+}
+
 static tbx_status write_tokenizer(tbx_hf_back *h) {
     const char *model = meta_str(meta(h, "tokenizer.ggml.model"));
     const tbx_value *toks = meta(h, "tokenizer.ggml.tokens");
@@ -983,6 +1056,7 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
         return st;
     }
     if ((st = add_file(h, "tokenizer.json", root)) != TBX_OK) return st;
+    if (spm && (st = spm_file(h, toks, types)) != TBX_OK) return st;
 
     /* tokenizer_config.json */
     json_t *tc = json_object();
