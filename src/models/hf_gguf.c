@@ -1969,10 +1969,10 @@ static tbx_status plan_tensors(hf *h) {
         const hf_part one = {m->gguf, 0, m->xform, m->k};
         const bool multi = m->kind == HF_MAP_SPLIT || m->kind == HF_MAP_INTERLEAVE;
         const hf_part *parts = multi ? m->parts : &one;
-        uint32_t nparts = 0, j = 0;
-        while (parts[nparts].gguf) nparts++;
+        uint32_t nparts = multi ? 0 : 1, j = 0; /* `one` has no terminator */
+        while (multi && parts[nparts].gguf) nparts++;
         if (m->kind == HF_MAP_INTERLEAVE) {
-            if (cols % nparts)
+            if (nparts == 0 || cols % nparts)
                 return hf_fail(h, TBX_E_FORMAT, ti.name, "tensor \"%s\": %llu values a row do "
                                "not interleave %u parts", ti.name, (unsigned long long)cols,
                                nparts);
