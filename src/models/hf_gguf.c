@@ -74,8 +74,12 @@ typedef struct hf_out {
     int xform;                  /* HF_XF_* of every source */
     float k;                    /* HF_XF_SCALE, HF_XF_ADD */
     long layer;                 /* the "blk.N" of the name, -1 for none */
-    uint64_t rows, cols;        /* a source's [rows, cols] view; 1-D: one row */
-    uint64_t first;             /* a split part: its first value in the input tensor */
+    uint64_t rows, cols;        /* the output's [rows, cols] (of each expert); 1-D: one row
+                                   (the source's view, but transposed by HF_XF_TRANSPOSE) */
+    uint64_t first;             /* a split part: its first value in the input tensor (an
+                                   interleaved part: its place in the interleave) */
+    uint64_t nmat, mat;         /* a 3-D input: its experts and the values of each (0: 2-D) */
+    uint32_t step;              /* an interleaved part: the parts (its values' distance) */
     const hf_part *part;        /* a split part (rows resolved from the hyper-parameters) */
     uint64_t *exps;             /* a stack: input tensor of expert e (UINT64_MAX: none yet) */
     uint32_t nexp, cap_exp;     /* a stack: experts (highest number + 1), room in exps */
@@ -437,7 +441,8 @@ static tbx_status write_swa(hf *h) {
     return st;
 }
 
-/* Gemma 2 and 3 in llama.cpp (src/models/gemma2.cpp, gemma3.cpp): their local (sliding-window)
+/* Gemma 2 and 3 in llama.cpp (src/models/gemma2.cpp, gemma3.cpp; and gpt-oss, openai-moe.cpp,
+ * for the layer pattern): their local (sliding-window)
  * layers are a fixed pattern, every `pattern`-th layer global (the last of each run), and the
  * queries are scaled by 1/sqrt(head size), or 1/sqrt(hidden / heads) for the 27B model (known
  * by its layer count); convert_hf_to_gguf.py writes neither. A config.json that says otherwise
@@ -447,6 +452,8 @@ static tbx_status write_swa(hf *h) {
 static tbx_status check_gemma_attention(hf *h) {
     static const struct { const char *arch; unsigned pattern; uint64_t layers_27b; } G[] = {
         {"gemma2", 2, 46}, {"gemma3", 6, 62},
+        /* gpt-oss (src/models/openai-moe.cpp): every second layer global, no 27B scale */
+        {"gpt-oss", 2, 0},
     };
     size_t g = 0;
     while (g < sizeof G / sizeof G[0] && strcmp(h->a->arch, G[g].arch) != 0) g++;
@@ -612,6 +619,25 @@ static tbx_status write_hparams(hf *h) {
                 (st = put_arch(h, "rope.scaling.original_context_length",
                                tbx_value_new_uint(TBX_V_U32, octx))) != TBX_OK)
                 return st;
+            /* and yarn's own parameters when rope_scaling states them (TextModel's
+             * set_gguf_parameters: gpt-oss's beta_fast and beta_slow) */
+            static const struct { const char *cfg, *alt, *key; } YP[] = {
+                {"extrapolation_factor", NULL, "rope.scaling.yarn_ext_factor"},
+                {"attention_factor", "attn_factor", "rope.scaling.yarn_attn_factor"},
+                {"beta_fast", NULL, "rope.scaling.yarn_beta_fast"},
+                {"beta_slow", NULL, "rope.scaling.yarn_beta_slow"},
+            };
+            for (size_t k = 0; k < sizeof YP / sizeof YP[0]; k++) {
+                json_t *yv = json_object_get(rs, YP[k].cfg);
+                if (!yv && YP[k].alt) yv = json_object_get(rs, YP[k].alt);
+                if (!yv || json_is_null(yv)) continue;
+                if (!json_is_number(yv))
+                    return hf_fail(h, TBX_E_FORMAT, YP[k].cfg, "config.json: rope_scaling's %s "
+                                   "is not a number", YP[k].cfg);
+                if ((st = put_arch(h, YP[k].key, tbx_value_new_float(TBX_V_F32,
+                                                                     json_number_value(yv)))) != TBX_OK)
+                    return st;
+            }
         } else if ((strcmp(t, "longrope") == 0 || strcmp(t, "su") == 0) &&
                    (h->a->rope & TBX_HF_ROPE_LONGROPE)) {
             if ((st = rope_longrope(h, rs, hidden)) != TBX_OK) return st;
@@ -646,6 +672,20 @@ static tbx_status write_hparams(hf *h) {
         }
     }
     if ((st = check_gemma_attention(h)) != TBX_OK) return st;
+    if (h->a->flags & ARCH_SWIGLU_OAI) {
+        static const struct { const char *field; double want; } SW[] = {
+            {"swiglu_alpha", 1.702}, {"swiglu_limit", 7.0},
+        };
+        for (size_t k = 0; k < sizeof SW / sizeof SW[0]; k++) {
+            json_t *j = cfg_get(h, SW[k].field);
+            if (!j || json_is_null(j)) continue; /* GptOssConfig's default: llama.cpp's value */
+            if (!json_is_number(j) || (float)json_number_value(j) != (float)SW[k].want)
+                return hf_fail(h, TBX_E_UNSUPPORTED, SW[k].field, "config.json: %s = %g, "
+                               "llama.cpp's %s computes its experts' SwiGLU with %g", SW[k].field,
+                               json_is_number(j) ? json_number_value(j) : NAN, h->a->arch,
+                               SW[k].want);
+        }
+    }
     /* the vocabulary is the token embedding's rows (check_vocab_rows) */
     if ((h->a->flags & ARCH_VOCAB_SIZE) &&
         (st = put_arch(h, "vocab_size", tbx_value_new_uint(TBX_V_U32, h->n_vocab))) != TBX_OK)
@@ -1063,6 +1103,12 @@ static const struct { const char *regex, *pre; } BPE_PRE[] = {
      "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "llama-bpe"},
     {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
      "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "qwen2"},
+    /* o200k (GPT-4o's, gpt-oss's): llama.cpp's "gpt-4o", the regex its vocabulary loader quotes
+     * as tokenizer.json's (convert_hf_to_gguf.py names it by Xenova/gpt-4o's hash) */
+    {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
+     "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+     "[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "gpt-4o"},
 };
 
 const char *tbx_hf_bpe_pre_regex_(const char *pre) {
@@ -2156,6 +2202,13 @@ static tbx_status plan_tensors(hf *h) {
         hf_match mt;
         int r = tbx_hf_map_(h->a, ti.name, &mt);
         if (r == 0) continue;
+        const size_t tl = strlen(ti.name);
+        if (r < 0 && tl > 7 && (!strcmp(ti.name + tl - 7, "_blocks") ||
+                                !strcmp(ti.name + tl - 7, "_scales")))
+            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": MXFP4 blocks and scales "
+                           "(a quantized checkpoint, as openai/gpt-oss-*'s experts) are not "
+                           "converted yet; a checkpoint with the experts in bf16, f16 or f32 is",
+                           ti.name);
         if (r < 0)
             return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\" has no llama.cpp name "
                            "in the %s architecture table", ti.name, h->a->model_type);
@@ -2164,12 +2217,18 @@ static tbx_status plan_tensors(hf *h) {
             return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": dtype %s (float "
                            "tensors only)", ti.name, tbx_dtype_get(ti.dtype) ?
                            tbx_dtype_get(ti.dtype)->name : "?");
-        if (ti.ndim == 0 || ti.ndim > 2)
-            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": %u dimensions (1 or 2)",
-                           ti.name, ti.ndim);
         const hf_tmap *m = mt.m;
-        const uint64_t rows = ti.ndim == 2 ? ti.shape[0] : 1;
-        const uint64_t cols = ti.ndim == 2 ? ti.shape[1] : ti.shape[0];
+        /* 3-D: experts stacked already ([n, rows, cols]), by an entry that takes them */
+        const bool three = ti.ndim == 3 && (m->kind == HF_MAP_ONE || m->kind == HF_MAP_INTERLEAVE);
+        if (ti.ndim == 0 || (ti.ndim > 2 && !three))
+            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": %u dimensions (1 or 2%s)",
+                           ti.name, ti.ndim, m->kind == HF_MAP_ONE || m->kind == HF_MAP_INTERLEAVE
+                           ? "; 3: stacked experts" : "");
+        uint64_t rows = ti.ndim >= 2 ? ti.shape[ti.ndim - 2] : 1;
+        uint64_t cols = ti.shape[ti.ndim - 1];
+        if (three && (ti.shape[0] == 0 || ti.shape[0] > HF_EXPERTS_MAX))
+            return hf_fail(h, TBX_E_LIMIT, ti.name, "tensor \"%s\": %llu experts (1 .. %d)",
+                           ti.name, (unsigned long long)ti.shape[0], HF_EXPERTS_MAX);
         char name[HF_NAME_MAX];
         if (m->kind == HF_MAP_STACK) {
             if (!tbx_hf_gguf_name_(m->gguf, mt.layer, mt.suffix, name, sizeof name))
@@ -2198,8 +2257,18 @@ static tbx_status plan_tensors(hf *h) {
             continue;
         }
         const hf_part one = {m->gguf, 0, m->xform, m->k};
-        const hf_part *parts = m->kind == HF_MAP_SPLIT ? m->parts : &one;
-        for (const hf_part *pt = parts; pt->gguf; pt++) {
+        const bool multi = m->kind == HF_MAP_SPLIT || m->kind == HF_MAP_INTERLEAVE;
+        const hf_part *parts = multi ? m->parts : &one;
+        uint32_t nparts = multi ? 0 : 1, j = 0; /* `one` has no terminator */
+        while (multi && parts[nparts].gguf) nparts++;
+        if (m->kind == HF_MAP_INTERLEAVE) {
+            if (nparts == 0 || cols % nparts)
+                return hf_fail(h, TBX_E_FORMAT, ti.name, "tensor \"%s\": %llu values a row do "
+                               "not interleave %u parts", ti.name, (unsigned long long)cols,
+                               nparts);
+            cols /= nparts;
+        }
+        for (const hf_part *pt = parts; pt->gguf; pt++, j++) {
             if (!tbx_hf_gguf_name_(pt->gguf, mt.layer, mt.suffix, name, sizeof name))
                 return hf_fail(h, TBX_E_LIMIT, ti.name, "tensor \"%s\": name too long", ti.name);
             hf_out *o = new_out(h);
@@ -2209,14 +2278,23 @@ static tbx_status plan_tensors(hf *h) {
             o->xform = pt->xform;
             o->k = pt->k;
             o->layer = strchr(pt->gguf, '#') ? mt.layer : -1;
-            o->rows = rows;
-            o->cols = cols;
+            const bool tr = pt->xform == HF_XF_TRANSPOSE;
+            o->rows = tr ? cols : rows;
+            o->cols = tr ? rows : cols;
             o->ndim = ti.ndim;
+            if (three) {
+                o->nmat = ti.shape[0];
+                o->mat = ti.shape[1] * ti.shape[2]; /* the shape's product fits: the tensor's */
+            }
+            if (m->kind == HF_MAP_INTERLEAVE) {
+                o->first = j;
+                o->step = nparts;
+            }
             if (m->kind == HF_MAP_SPLIT) o->part = pt;
             if (strcmp(o->name, "token_embd.weight") == 0) h->embd = h->nout;
             choose_dtype(h, o, ti.dtype);
             h->nout++;
-            if (m->kind != HF_MAP_SPLIT) break;
+            if (!multi) break;
         }
     }
     /* every stack holds its experts 0 .. n-1 */
@@ -2284,8 +2362,8 @@ static const hf_shape SHAPES[] = {
     {"ffn_up", HD_F, HD_E, HD_F},           {"ffn_gate", HD_F, HD_E, HD_F},
     {"ffn_down", HD_E, HD_F, HD_E},
     /* MoE: the router, and each expert of a stack (its [rows, cols]; the count: HD_X) */
-    {"ffn_gate_inp", HD_X, HD_E, HD_ONE},   {"ffn_gate_exps", HD_FX, HD_E, HD_ONE},
-    {"ffn_up_exps", HD_FX, HD_E, HD_ONE},   {"ffn_down_exps", HD_E, HD_FX, HD_ONE},
+    {"ffn_gate_inp", HD_X, HD_E, HD_X},     {"ffn_gate_exps", HD_FX, HD_E, HD_FX},
+    {"ffn_up_exps", HD_FX, HD_E, HD_FX},    {"ffn_down_exps", HD_E, HD_FX, HD_E},
     /* a shared expert and its gate (one row) */
     {"ffn_gate_shexp", HD_FS, HD_E, HD_ONE}, {"ffn_up_shexp", HD_FS, HD_E, HD_ONE},
     {"ffn_down_shexp", HD_E, HD_FS, HD_ONE}, {"ffn_gate_inp_shexp", HD_ONE, HD_E, HD_ONE},
@@ -2454,7 +2532,9 @@ static tbx_status check_hparams(hf *h) {
                                "token embedding %s has %llu: llama.cpp takes one vocabulary for "
                                "both", hf_name_of(h, o), (unsigned long long)o->rows,
                                embd_name(h), (unsigned long long)h->n_vocab);
-            int rs = bias ? HD_ONE : r->rows, cs = bias ? r->bias : r->cols;
+            /* the biases of stacked experts (gpt-oss): [experts, length] */
+            const bool xbias = bias && o->ndim == 2 && bl > 5 && !strcmp(r->base + bl - 5, "_exps");
+            int rs = bias ? (xbias ? HD_X : HD_ONE) : r->rows, cs = bias ? r->bias : r->cols;
             if ((h->a->flags & ARCH_FFN_UP_GLU) && !strcmp(r->base, "ffn_up")) {
                 if (rs == HD_F) rs = HD_F2;
                 if (cs == HD_F) cs = HD_F2;
@@ -2470,6 +2550,8 @@ static tbx_status check_hparams(hf *h) {
             hf_dim dx = dim_of(h, HD_X, tt);
             if (o->exps && dx.field && o->nexp != dx.v)
                 return dim_mismatch(h, o, &dx, o->nexp, "experts");
+            if (o->nmat && dx.field && o->nmat != dx.v)
+                return dim_mismatch(h, o, &dx, o->nmat, "experts");
         }
     }
     if (h->n_head % h->n_head_kv)
@@ -2599,7 +2681,8 @@ static tbx_status build_plan(hf *h) {
             if (!strcmp(h->out[i].name, "token_embd.weight")) h->embd = i;
     }
     size_t nsrcs = 0;
-    for (size_t i = 0; i < h->nout; i++) nsrcs += h->out[i].exps ? h->out[i].nexp : 1;
+    for (size_t i = 0; i < h->nout; i++)
+        nsrcs += h->out[i].exps ? h->out[i].nexp : h->out[i].nmat ? h->out[i].nmat : 1;
     tbx_plan *p = &h->plan;
     tbx_status st = tbx_plan_reserve(p, h->nout, nsrcs, h->err);
     p->ud = h;
@@ -2611,6 +2694,7 @@ static tbx_status build_plan(hf *h) {
         if (o->src != UINT64_MAX) tbx_tensor_info_get(h->in, o->src, &ti);
         uint32_t d = 0;
         if (o->exps) o->shape[d++] = o->nexp;
+        else if (o->nmat) o->shape[d++] = o->nmat;
         if (o->ndim == d + 2) o->shape[d++] = o->rows;
         o->shape[d++] = o->cols;
         uint32_t skip = 0; /* a preset's file counts dimensions as ggml does: no outer 1s (Qwen2-MoE's
@@ -2637,8 +2721,9 @@ static tbx_status build_plan(hf *h) {
         tbx_plan_src s;
         memset(&s, 0, sizeof s);
         s.first = o->first;
-        s.rows = o->rows;
-        s.cols = o->cols;
+        s.rows = o->xform == HF_XF_TRANSPOSE ? o->cols : o->rows; /* the view */
+        s.cols = o->xform == HF_XF_TRANSPOSE ? o->rows : o->cols;
+        s.step = o->step;
         s.k = o->k;
         switch (o->xform) {
         case HF_XF_PERMUTE_Q: case HF_XF_PERMUTE_K:
@@ -2647,15 +2732,19 @@ static tbx_status build_plan(hf *h) {
             break;
         case HF_XF_SCALE: s.xform = TBX_XF_SCALE; break;
         case HF_XF_ADD: s.xform = TBX_XF_ADD; break;
+        case HF_XF_TRANSPOSE: s.xform = TBX_XF_TRANSPOSE; break;
         default: break;
         }
         /* tensorbox's own search for the tensors quantized to the type asked for */
         if (h->search && t.enc == TBX_PENC_ENCODE && o->dtype == h->quant)
             t.flags |= TBX_PT_SEARCH;
         st = tbx_plan_add(p, &t, NULL, h->err);
-        /* a stack: its experts in order, each a whole input tensor */
-        for (uint32_t x = 0, n = o->exps ? o->nexp : 1; st == TBX_OK && x < n; x++) {
+        /* a stack: its experts in order, each a whole input tensor; a 3-D input: each
+         * expert's matrix */
+        const uint64_t n = o->exps ? o->nexp : o->nmat ? o->nmat : 1;
+        for (uint64_t x = 0; st == TBX_OK && x < n; x++) {
             s.tensor = o->exps ? o->exps[x] : o->src;
+            s.first = o->first + (o->nmat ? x * o->mat : 0);
             st = tbx_plan_add_src(p, &s, h->err);
         }
     }
@@ -2714,7 +2803,7 @@ static tbx_status apply_preset(hf *h) {
         t->type = x->dtype;
         t->ne[0] = (int64_t)x->cols;
         t->ne[1] = x->ndim >= 2 ? (int64_t)x->rows : 1;
-        t->ne[2] = x->exps ? (int64_t)x->nexp : 1;
+        t->ne[2] = x->exps ? (int64_t)x->nexp : x->nmat ? (int64_t)x->nmat : 1;
         t->ne[3] = 1;
         t->ndim = t->ne[2] != 1 ? 3 : t->ne[1] != 1 ? 2 : 1;
     }

@@ -594,6 +594,22 @@ def test_spm_llama_tokenizer_back(tbx, tmp_path, as_json):
         assert want == [bytes(b.parts[i]) for i in b.data], key
 
 
+def test_gpt_oss_back_refused(tbx, tiny, tmp_path):
+    """gpt-oss's way back is not written (its experts would be joined back into gate_up_proj
+    and transposed back into down_proj): refused before anything is written, naming the row
+    and the reason; --weights-only still writes its tensors."""
+    d = tiny("gpt_oss")["dir"]
+    g = tmp_path / "g.gguf"
+    convert(tbx, d, g)
+    r = run(tbx, "convert", str(g), str(tmp_path / "out") + "/")
+    assert r.rc == 1 and "row gpt_oss)" in r.text and "not joined back" in r.text and \
+        "--weights-only" in r.text, r.describe()
+    assert not (tmp_path / "out").exists()
+    out = back(tbx, g, tmp_path / "w", "--weights-only")
+    names = set(safetensors.torch.load_file(str(out / "model.safetensors")))
+    assert {t.name for t in gguf.GGUFReader(str(g)).tensors} == names
+
+
 # ------------------------------------------------------------------------------------------
 # (g) issue 23's rows back: transformers on the directory against llama.cpp on the GGUF
 # ------------------------------------------------------------------------------------------

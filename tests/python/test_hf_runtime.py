@@ -106,7 +106,18 @@ SPECIALS = {
     "modernbert": ["[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"],
     # Phi-3: SentencePiece's own <s>, </s>, then its chat tokens (added past the pieces)
     "phi3": ["<s>", "</s>", "<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>"],
+    # gpt-oss (o200k_harmony's): BOS, EOS (<|return|>), pad, the harmony chat tokens
+    "gpt_oss": ["<|startoftext|>", "<|return|>", "<|endoftext|>", "<|start|>", "<|end|>",
+                "<|message|>", "<|channel|>", "<|constrain|>", "<|call|>"],
 }
+
+# o200k's split regex (tiktoken's o200k_base, as gpt-oss's and GPT-4o's tokenizer.json have it;
+# llama.cpp's src/llama-vocab.cpp quotes it as the original of its "gpt-4o" pre-tokenizer)
+O200K_REGEX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+               r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+               r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
+               r"[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+SPLIT_REGEX = {**PRE_REGEX, "gpt_oss": O200K_REGEX}
 
 WORDS = ["the", "cat", "sat", "on", "mat", "model", "tensor", "llama", "runs", "quickly",
          "don't", "we've", "THEY'LL", "I'm", "hello", "world", "Hello", "World", "GGUF",
@@ -178,7 +189,7 @@ def train_bpe(d: Path, family: str) -> int:
     if family == "qwen2":
         tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRE_REGEX[family]), behavior="isolated", invert=False),
+        pre_tokenizers.Split(Regex(SPLIT_REGEX[family]), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     sp = SPECIALS[family]
@@ -193,6 +204,9 @@ def train_bpe(d: Path, family: str) -> int:
             single=f"{bos}:0 $A:0", pair=f"{bos}:0 $A:0 {bos}:1 $B:1",
             special_tokens=[(bos, tok.token_to_id(bos))])
         kw = {"bos_token": sp[0], "eos_token": sp[1]}
+    elif family == "gpt_oss":  # no BOS added, as gpt-oss's tokenizer
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        kw = {"bos_token": sp[0], "eos_token": sp[1], "pad_token": sp[2]}
     else:
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
         kw = {"eos_token": sp[0], "pad_token": sp[0]}
@@ -351,10 +365,12 @@ FAMILIES = {
     "mistral": ("MistralConfig", "MistralForCausalLM", gguf.MODEL_ARCH.LLAMA, 11),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", gguf.MODEL_ARCH.PHI3, 10),
     "phi3_longrope": ("Phi3Config", "Phi3ForCausalLM", gguf.MODEL_ARCH.PHI3, 11),
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", gguf.MODEL_ARCH.GPT_OSS, 13),
 }
 DECODERS = ["llama", "qwen2", "mixtral", "qwen2_moe"] + ["gemma", "gemma2", "gemma3", "gemma3_mm"]
 DECODERS += ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]  # issue 22's rows
 DECODERS += ["phi3", "phi3_longrope"]
+DECODERS += ["gpt_oss"]
 # the tokenizer each family is built with: the MoE rows take their dense sibling's (the real
 # Mixtral has Llama 2's SentencePiece, which tests/python/test_hf_gguf_spm.py covers; here the
 # rows' tensors are the point)
@@ -366,7 +382,8 @@ TOKFAM = {"llama": "llama", "qwen2": "qwen2", "bert": "bert", "mixtral": "llama"
           "gemma3_mm": "gemma_spm",
           "qwen3": "qwen2", "qwen3_moe": "qwen2", "olmo2": "llama", "granite": "llama",
           "mistral": "llama",
-          "phi3": "phi3", "phi3_longrope": "phi3"}
+          "phi3": "phi3", "phi3_longrope": "phi3",
+          "gpt_oss": "gpt_oss"}
 # the experts of the MoE rows: 4, 2 used per token; Qwen2-MoE's shared expert
 MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
            "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
@@ -374,13 +391,22 @@ MOE_CFG = {"mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
                          "norm_topk_prob": False},
            "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
                          "decoder_sparse_step": 1, "mlp_only_layers": [],
-                         "norm_topk_prob": True}}
+                         "norm_topk_prob": True},
+           # gpt-oss: experts of intermediate_size, fused as gate_up_proj / down_proj
+           "gpt_oss": {"num_local_experts": 4, "num_experts_per_tok": 2}}
 # what else a family's config sets (issue 22's rows): head sizes that are not hidden / heads;
 # Granite 3's multipliers (granite-3.x-2b's values)
 EXTRA_CFG = {"qwen3": {"head_dim": 32}, "qwen3_moe": {"head_dim": 32},
              "mistral": {"head_dim": 32},
              "granite": {"embedding_multiplier": 12.0, "residual_multiplier": 0.22,
-                         "attention_multiplier": 0.015625, "logits_scaling": 8.0}}
+                         "attention_multiplier": 0.015625, "logits_scaling": 8.0},
+             # gpt-oss: head_dim 16 (not hidden / heads), a sliding window shorter than the
+             # prompts on every other layer (layer_types: GptOssConfig's default), yarn rope
+             # scaling as gpt-oss-20b's (its factor and betas, truncate false), at a tiny size
+             "gpt_oss": {"head_dim": 16, "sliding_window": 4, "rope_parameters": {
+                 "rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                 "truncate": False, "original_max_position_embeddings": 64,
+                 "rope_theta": 150000.0}}}
 
 
 
@@ -648,7 +674,9 @@ def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> d
             rope_theta=500000.0 if TOKFAM[family] == "llama" else 1000000.0,
             tie_word_embeddings=(family in ("qwen2", "qwen3")),
             bos_token_id=ids[sp[0]],
-            eos_token_id=ids[sp[1] if TOKFAM[family] == "llama" else sp[0]])
+            eos_token_id=ids[sp[1] if TOKFAM[family] in ("llama", "gpt_oss") else sp[0]])
+        if family == "gpt_oss":  # its rope_theta is in rope_parameters
+            del kw["rope_theta"]
         kw.update(MOE_CFG.get(family, {}))
         kw.update(EXTRA_CFG.get(family, {}))
         kw.update(size or {})
@@ -657,11 +685,13 @@ def build(d: Path, family: str, minilm_dir: Path, size: dict | None = None) -> d
     model = getattr(transformers, model_cls)(cfg).to(torch.float32).eval()
     with torch.no_grad():  # norms and biases away from their 1 / 0 initial values
         for name, p in model.named_parameters():
-            if p.dim() == 1:
+            # (and gpt-oss's experts' biases, [experts, n], zero from _init_weights)
+            if p.dim() == 1 or name.endswith("_proj_bias"):
                 p.add_(torch.randn_like(p) * 0.1)
             # MoE routers: decisive top-k choices, so q8_0's rounding of the hidden states
             # does not swap an expert (a swap is a jump of the logits, not an error of the file)
-            if name.endswith("block_sparse_moe.gate.weight") or name.endswith("mlp.gate.weight"):
+            if name.endswith("block_sparse_moe.gate.weight") or name.endswith("mlp.gate.weight") \
+                    or name.endswith("mlp.router.weight"):
                 p.mul_(20.0)
     model.save_pretrained(str(d), safe_serialization=True)
     if TOKFAM[family] == "phi3":
@@ -724,6 +754,24 @@ MOE_Q8_BOUND = 0.25
 GELU_F16 = ("gemma", "gemma2", "gemma3", "gemma3_mm")
 GELU_F16_PLAIN_BOUND = 4e-3
 
+# yarn with "truncate": false (gpt-oss's rope_parameters): transformers keeps the ramp's
+# correction dimensions fractional, llama.cpp always rounds them out (ggml.c's
+# ggml_rope_yarn_corr_dims: floor / ceil; no GGUF key says otherwise, and convert_hf_to_gguf.py
+# writes none), so some rotary frequencies differ: ~0.1-0.3 on these logits past the first
+# position, a property of the runtime, not of the file (the GGUF has the same keys and tensors
+# as the converter's, test (c)). For these families the f32 bar is checked against transformers
+# with truncate true (llama.cpp's yarn); transformers unchanged must still differ by more than
+# the bar (the day llama.cpp follows truncate, this fails and the swap must go).
+YARN_TRUNCATE = ("gpt_oss",)
+
+
+def yarn_truncated(d: Path, family: str):
+    cfg = transformers.AutoConfig.from_pretrained(str(d))
+    assert cfg.rope_parameters["rope_type"] == "yarn" and cfg.rope_parameters["truncate"] is False
+    cfg.rope_parameters["truncate"] = True
+    cls = getattr(transformers, FAMILIES[family][1])
+    return cls.from_pretrained(str(d), config=cfg, dtype=torch.float32).eval()
+
 
 def ggml_gelu_f16(model):
     """model with every MLP activation replaced by ggml's f16-table GELU (vec.h)."""
@@ -754,6 +802,9 @@ def test_decoder_logits_equal_transformers(tbx, tiny, tmp_path, family, variant)
     plain = None
     if family in GELU_F16 and variant == "f32":
         plain, model = model, ggml_gelu_f16(hf_model(m["dir"], family))
+    plain_yarn, yarn_worst = None, 0.0
+    if family in YARN_TRUNCATE:
+        plain_yarn, model = model, yarn_truncated(m["dir"], family)
     llm = llama_cpp.Llama(model_path=str(out), n_ctx=128, logits_all=True, verbose=False,
                           type_k=0, type_v=0, n_threads=1, n_batch=128)
     worst = 0.0
@@ -773,6 +824,12 @@ def test_decoder_logits_equal_transformers(tbx, tiny, tmp_path, family, variant)
                 ref0 = plain(torch.tensor([ids])).logits[0].double().numpy()
             d0 = float(np.abs(got - ref0).max())
             assert d0 <= GELU_F16_PLAIN_BOUND, (p, "vs transformers' own GELU", d0)
+        if plain_yarn is not None:
+            with torch.no_grad():
+                ref0 = plain_yarn(torch.tensor([ids])).logits[0].double().numpy()
+            yarn_worst = max(yarn_worst, float(np.abs(got - ref0).max()))
+    if plain_yarn is not None:  # the untruncated ramp differs beyond the f32 bar
+        assert yarn_worst > VARIANTS["f32"][1], ("yarn truncate false", yarn_worst)
     print(f"{family} {variant}: max |logit diff| {worst:.3g}{'' if variant == 'f32' else ' x max|logit|'}")
 
 
@@ -821,10 +878,21 @@ GEMMA_REFUSED = {
 }
 
 
-@pytest.mark.parametrize("case", list(GEMMA_REFUSED))
+# gpt-oss configs llama.cpp would run wrongly (src/models/openai-moe.cpp: every second layer
+# global, the first local; llama-graph.cpp's LLM_FFN_SWIGLU_OAI_MOE: alpha 1.702, limit 7)
+GPT_OSS_REFUSED = {
+    "gpt_oss-layer_types": ("gpt_oss", [], "layer_types", ["full_attention", "sliding_attention"],
+                            "layer_types[0]"),
+    "gpt_oss-swiglu_limit": ("gpt_oss", [], "swiglu_limit", 8.0, "swiglu_limit = 8"),
+    "gpt_oss-swiglu_alpha": ("gpt_oss", [], "swiglu_alpha", 1.5, "swiglu_alpha = 1.5"),
+}
+CONFIG_REFUSED = {**GEMMA_REFUSED, **GPT_OSS_REFUSED}
+
+
+@pytest.mark.parametrize("case", list(CONFIG_REFUSED))
 def test_gemma_configs_llama_cpp_cannot_run_are_refused(tbx, tiny, tmp_path, case):
     import shutil
-    family, path, key, value, said = GEMMA_REFUSED[case]
+    family, path, key, value, said = CONFIG_REFUSED[case]
     src = tmp_path / "model"
     shutil.copytree(tiny(family)["dir"], src)
     cfg = json.loads((src / "config.json").read_text())
@@ -838,6 +906,53 @@ def test_gemma_configs_llama_cpp_cannot_run_are_refused(tbx, tiny, tmp_path, cas
     assert_clean_exit(r)
     assert r.rc != 0 and not out.exists(), r.describe()
     assert said in r.text and "llama.cpp" in r.text, r.describe()
+
+
+# gpt-oss's released checkpoints keep their experts as MXFP4 blocks and scales (uint8
+# *_blocks / *_scales), which llama.cpp's converter repacks; tbx does not convert them yet and
+# says so, naming the tensor (here a [experts, 2 x ff, blocks, 16] blocks tensor of random bytes
+# beside the float model's tensors, as the released files have them in place of gate_up_proj)
+def test_gpt_oss_mxfp4_checkpoint_refused(tbx_asan, tiny, tmp_path):
+    import shutil
+    from safetensors.torch import load_file, save_file
+    src = tmp_path / "model"
+    shutil.copytree(tiny("gpt_oss")["dir"], src)
+    W = load_file(str(src / "model.safetensors"))
+    name = "model.layers.0.mlp.experts.gate_up_proj"
+    E, H, F2 = W.pop(name).shape
+    g = torch.Generator().manual_seed(1)
+    W[name + "_blocks"] = torch.randint(0, 256, (E, F2, H // 32, 16), dtype=torch.uint8,
+                                        generator=g)
+    W[name + "_scales"] = torch.randint(118, 130, (E, F2, H // 32), dtype=torch.uint8,
+                                        generator=g)
+    save_file(W, str(src / "model.safetensors"), metadata={"format": "pt"})
+    out = tmp_path / "out.gguf"
+    r = run(tbx_asan, "convert", src, out, timeout=600)
+    assert_clean_exit(r)
+    assert r.rc == 1 and not out.exists(), r.describe()
+    assert "MXFP4" in r.text and name + "_" in r.text, r.describe()
+
+
+# gpt-oss's checkpoints are bf16 (their attention, embeddings, router, and the experts once
+# dequantized): the tiny model saved in bf16; tbx keeps the weights bf16 (the interleave taken
+# apart and the experts transposed as stored 2-byte values) and writes the 1-D tensors and the
+# biases f32, and its file equals llama.cpp's converter's --outtype bf16 byte for byte
+def test_gpt_oss_bf16_checkpoint_equals_convert_hf_to_gguf(tbx_asan, tiny, tmp_path):
+    import shutil
+    from safetensors.torch import load_file, save_file
+    src = tmp_path / "model"
+    shutil.copytree(tiny("gpt_oss")["dir"], src)
+    W = load_file(str(src / "model.safetensors"))
+    save_file({k: v.to(torch.bfloat16) for k, v in W.items()}, str(src / "model.safetensors"),
+              metadata={"format": "pt"})
+    ref, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
+    llama_convert(src, ref, "gpt_oss", "bf16")
+    convert(tbx_asan, src, out)
+    assert_same_as_llama_cpp(ref, out, "gpt_oss")
+    Q = gguf.GGMLQuantizationType
+    types = {t.name: t.tensor_type for t in read_gguf(out)[0].tensors}
+    assert types["blk.1.ffn_gate_exps.weight"] == types["blk.1.ffn_down_exps.weight"] == Q.BF16
+    assert types["blk.1.ffn_up_exps.bias"] == types["blk.1.attn_sinks.weight"] == Q.F32
 
 
 # tokenizer.chat_template as gguf-py's SpecialVocab and GGUFWriter.add_chat_template write it
@@ -1042,6 +1157,20 @@ LLAMA_CPP_TOKENIZER_LIMITS = {
     # issue 22: Qwen3 has Qwen2's tokenizer.json, NFC normalizer included
     "qwen3-no-nfc": ("qwen3", lambda s: unicodedata.normalize("NFC", s) != s,
                      "as qwen2-no-nfc: Qwen3's tokenizer.json NFC-normalizes, llama.cpp does not"),
+    # gpt-oss (issue 22): llama.cpp's "gpt-4o" split is its own rewrite of o200k's regex
+    "gpt_oss-caps": ("gpt_oss", lambda s: any(
+        unicodedata.category(a) == "Lu" and ord(a) > 127 and unicodedata.category(b) == "Lu"
+        for a, b in zip(s, s[1:])),
+        "o200k's regex splits words by \\p{Lu} / \\p{Ll}; llama.cpp's gpt-4o form "
+        "(src/llama-vocab.cpp) spells them [^a-z] / [^A-Z], so a non-ASCII capital counts as a "
+        "lowercase letter there and ends a word before the next capital (\"ÉCOLE\" -> \"É\", "
+        "\"COLE\")"),
+    "gpt_oss-marks": ("gpt_oss", lambda s: any(
+        unicodedata.category(a) == "Lo" and unicodedata.category(b) in ("Mn", "Mc")
+        for a, b in zip(s, s[1:])),
+        "o200k's regex counts combining marks (\\p{M}) as letters; llama.cpp's gpt-4o form has "
+        "no \\p{M} (its variant with them is another pre-tokenizer type), so a word of letters "
+        "and vowel signs (Devanagari's \"हिन्दी\") is split at its marks"),
 }
 
 
@@ -1072,7 +1201,7 @@ def _token_diffs(tbx, tiny, tmp_path, family, strings):
 @pytest.mark.parametrize("category", ["ascii", "accents", "cjk", "emoji", "whitespace",
                                       "special"])
 @pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "bert_cased", "gemma", "qwen3",
-                                    "olmo2", "granite", "mistral", "phi3"] + ENCODERS)
+                                    "olmo2", "granite", "mistral", "phi3", "gpt_oss"] + ENCODERS)
 def test_token_ids_equal_transformers(tbx, tiny, tmp_path, family, category):
     strings = [s for s in sample_strings(TOKFAM[family])[category] if not _limited(family, s)]
     assert len(strings) >= 25
@@ -1104,7 +1233,10 @@ CONVERTER_PRE = {"llama": "llama-bpe", "qwen2": "qwen2", "mixtral": "llama-bpe",
                  "qwen3": "qwen2", "qwen3_moe": "qwen2", "olmo2": "llama-bpe",
                  "granite": "llama-bpe", "mistral": "llama-bpe",
                  # encoders (issue 22): the name the real answerdotai/ModernBERT-base hashes to
-                 "modernbert": "modern-bert"}
+                 "modernbert": "modern-bert",
+                 # the name of o200k (its ref: Xenova/gpt-4o), the vocabulary of gpt-oss: the
+                 # converter names no trained vocabulary (it refuses this one's hash)
+                 "gpt_oss": "gpt-4o"}
 
 _WRAPPER = r"""
 import runpy, sys
@@ -1172,11 +1304,11 @@ EXPECTED_KEY_DIFFS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
                            "tbx writes no add_sep; the single-text ids of tbx's file equal "
                            "transformers' (test (b))"),
     ("llama.cpp only", "tokenizer.ggml.add_bos_token"): (
-        ("qwen2",), "gguf-py writes False for a ByteLevel post-processor; tbx writes nothing "
+        ("qwen2", "gpt_oss"), "gguf-py writes False for a ByteLevel post-processor; tbx writes nothing "
                     "when the tokenizer states nothing, and llama.cpp's default for a gpt2 "
                     "vocabulary is the same (test (b): no BOS, as transformers)"),
     ("llama.cpp only", "tokenizer.ggml.add_eos_token"): (
-        ("qwen2",), "as add_bos_token"),
+        ("qwen2", "gpt_oss"), "as add_bos_token"),
     # Gemma (issue 22)
     ("tbx only", "gemma.rope.freq_base"): (
         ("gemma",), "convert_hf_to_gguf.py's GemmaModel writes no rope.freq_base (llama.cpp's "
@@ -1323,11 +1455,12 @@ def test_xlmr_tj_converter_whitespace(tiny, tmp_path):
 # converted by tbx to f32 and quantized by llama.cpp's llama_model_quantize (llama_quantize_ref)
 # and by tbx: the same bytes; and tbx straight from the Hugging Face directory: the same bytes.
 PRESET_FAMILIES = ["qwen3", "qwen3_moe", "olmo2", "granite", "mistral"]
+PRESET_FAMILIES += ["gpt_oss"]  # its experts of intermediate_size (512), their biases f32
 PRESET_SIZE = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
                "num_attention_heads": 4, "num_key_value_heads": 1}
 PRESET_EXTRA = {"qwen3": {"head_dim": 64}, "qwen3_moe": {"head_dim": 64,
                                                           "moe_intermediate_size": 256},
-                "mistral": {"head_dim": 64}}
+                "mistral": {"head_dim": 64}, "gpt_oss": {"head_dim": 64}}
 
 
 @pytest.fixture(scope="module")
