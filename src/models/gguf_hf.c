@@ -41,7 +41,7 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5
 /* llama.cpp's pooling types */
 enum { POOL_NONE = 0, POOL_MEAN = 1, POOL_CLS = 2, POOL_LAST = 3 };
 
-#define BACK_FILES_MAX 8
+#define BACK_FILES_MAX 12
 #define BACK_NAME_MAX 160
 
 struct tbx_hf_back {
@@ -53,6 +53,8 @@ struct tbx_hf_back {
     tbx_dtype dtype;
     bool weights_only;
     uint64_t n_head, n_head_kv, n_embd, n_vocab;
+    uint64_t pos_off;           /* ARCH_POS_OFFSET: position rows llama.cpp's converter dropped */
+    int64_t ugm_mask;           /* a "t5" vocabulary's mask id whose text is restored, or -1 */
     tbx_plan plan;
     struct { char name[64]; char *data; size_t n; } files[BACK_FILES_MAX];
     size_t nfiles;
@@ -163,7 +165,7 @@ static bool row_takes_all(tbx_hf_back *h, const hf_arch *a, const char **bad) {
  * is refused, naming them, rather than written as a directory that is not the model. */
 #define BACK_FLAGS (ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_NONCAUSAL | ARCH_POOLING |           \
                     ARCH_TT_COUNT | ARCH_SPACE_PREFIX | ARCH_ADD_SEP | ARCH_NO_HEAD_DIM |       \
-                    ARCH_NORM_TOPK | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT)
+                    ARCH_NORM_TOPK | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT | ARCH_POS_OFFSET)
 static tbx_status check_row_flags(tbx_hf_back *h) {
     static const struct { unsigned bit; const char *what; } F[] = {
         {ARCH_POS_OFFSET, "position rows dropped (RoBERTa's pad offset)"},
@@ -208,18 +210,35 @@ static tbx_status check_row_flags(tbx_hf_back *h) {
                 extra);
 }
 
+/* Does row a take the file's vocabulary kind? (bert and xlm-roberta are both llama.cpp's
+ * "bert": a "t5" vocabulary is XLM-RoBERTa's; a file without a vocabulary: any row.) */
+static bool row_takes_vocab(tbx_hf_back *h, const hf_arch *a) {
+    static const struct { const char *model; unsigned tok; } V[] = {
+        {"gpt2", TBX_HF_TOK_BPE}, {"bert", TBX_HF_TOK_WORDPIECE}, {"llama", TBX_HF_TOK_SPM},
+        {"t5", TBX_HF_TOK_UGM},
+    };
+    const char *model = meta_str(meta(h, "tokenizer.ggml.model"));
+    for (size_t i = 0; model && i < sizeof V / sizeof V[0]; i++)
+        if (!strcmp(model, V[i].model)) return (a->tokenizers & V[i].tok) != 0;
+    return true;
+}
+
 static tbx_status pick_row(tbx_hf_back *h) {
     const char *bad = NULL;
-    for (size_t i = 0; tbx_hf_arch_at_(i); i++) {
-        const hf_arch *a = tbx_hf_arch_at_(i);
-        if (strcmp(a->arch, h->arch) != 0) continue;
-        const char *b = NULL;
-        if (row_takes_all(h, a, &b)) {
-            h->a = a;
-            return check_row_flags(h);
+    /* the first row that takes every tensor and the vocabulary; else the first that takes
+     * every tensor (whose tokenizer step names what it cannot write) */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; tbx_hf_arch_at_(i); i++) {
+            const hf_arch *a = tbx_hf_arch_at_(i);
+            if (strcmp(a->arch, h->arch) != 0) continue;
+            if (pass == 0 && !row_takes_vocab(h, a)) continue;
+            const char *b = NULL;
+            if (row_takes_all(h, a, &b)) {
+                h->a = a;
+                return check_row_flags(h);
+            }
+            if (!bad) bad = b;
         }
-        if (!bad) bad = b;
-    }
     char list[256];
     tbx_hf_arch_list_(0, list, sizeof list);
     if (bad) {
@@ -258,7 +277,7 @@ static tbx_status add_out(tbx_hf_back *h, const char *name, uint32_t ndim, const
         const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
         quantized |= di && (di->flags & TBX_DTF_BLOCK);
         stored &= t->dtype == h->dtype && srcs[j].xform != TBX_XF_SCALE &&
-                  srcs[j].xform != TBX_XF_ADD;
+                  srcs[j].xform != TBX_XF_ADD && srcs[j].xform != TBX_XF_ZERO;
     }
     tbx_plan_tensor pt;
     memset(&pt, 0, sizeof pt);
@@ -325,6 +344,33 @@ static tbx_status plan_weights_only(tbx_hf_back *h) {
     return st;
 }
 
+/* ARCH_POS_OFFSET (XLM-RoBERTa): llama.cpp's converter keeps position_embeddings' rows from
+ * pad_token_id + 1 on (positions of real tokens start there: transformers'
+ * create_position_ids_from_input_ids numbers them padding_idx + 1, ...; padding tokens get
+ * padding_idx; row 0 .. padding_idx - 1 are never read). The way back puts pos_off rows of +0
+ * before the GGUF's: row padding_idx is nn.Embedding(padding_idx=)'s row, zero at
+ * initialisation and never updated by training, so +0 is its value; rows below it are not in
+ * the file and are not read by transformers' forward pass: +0 too (docs/formats/gguf.md). */
+static tbx_status plan_positions(tbx_hf_back *h, const hf_tmap *m, const hf_unmatch *u,
+                                 uint64_t i) {
+    const tbx_tensor *t = &h->in->tensors[i];
+    char name[BACK_NAME_MAX];
+    if (t->ndim != 2 || t->shape[0] < h->pos_off)
+        return fail(h, TBX_E_FORMAT, t->name, "tensor \"%s\": %u dimensions, %llu rows: the %llu "
+                    "padding positions (tokenizer.ggml.padding_token_id + 1) cannot be put "
+                    "back", t->name, t->ndim, (unsigned long long)(t->ndim ? t->shape[0] : 0),
+                    (unsigned long long)h->pos_off);
+    if (!tbx_hf_fill_name_(m->hf, u->layer, -1, u->suffix, name, sizeof name))
+        return fail(h, TBX_E_LIMIT, t->name, "name too long");
+    tbx_plan_src s[2];
+    s[0] = whole_src(t, i);
+    s[0].rows = h->pos_off;
+    s[0].xform = TBX_XF_ZERO;
+    s[1] = whole_src(t, i);
+    const uint64_t shape[2] = {t->shape[0] + h->pos_off, t->shape[1]};
+    return add_out(h, name, 2, shape, s, 2);
+}
+
 static tbx_status plan_tensors(tbx_hf_back *h) {
     tbx_status st = TBX_OK;
     char name[BACK_NAME_MAX];
@@ -335,6 +381,10 @@ static tbx_status plan_tensors(tbx_hf_back *h) {
             return fail(h, TBX_E_UNSUPPORTED, t->name, "tensor \"%s\" has no Hugging Face name "
                         "in row %s", t->name, h->a->model_type);
         const hf_tmap *m = u.m;
+        if (h->pos_off && !strcmp(t->name, "position_embd.weight")) {
+            if ((st = plan_positions(h, m, &u, i)) != TBX_OK) return st;
+            continue;
+        }
         if (m->kind == HF_MAP_ONE) {
             if (!tbx_hf_fill_name_(m->hf, u.layer, -1, u.suffix, name, sizeof name))
                 return fail(h, TBX_E_LIMIT, t->name, "name too long");
@@ -459,6 +509,16 @@ static bool special_id(tbx_hf_back *h, const char *key, uint64_t *id) {
     return meta_u64(meta(h, k), id) && *id < h->n_vocab;
 }
 
+/* The encoders' transformers classes, where the model_type in CamelCase is not the name */
+static const char *enc_class(const hf_arch *a) {
+    static const struct { const char *row, *cls; } C[] = {
+        {"xlm-roberta", "XLMRobertaModel"}, {"modernbert", "ModernBertModel"},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++)
+        if (!strcmp(a->model_type, C[i].row)) return C[i].cls;
+    return NULL;
+}
+
 static tbx_status write_config(tbx_hf_back *h) {
     json_t *c = json_object();
     if (!c) return tbx_err_nomem(h->err, "config.json");
@@ -467,6 +527,8 @@ static tbx_status write_config(tbx_hf_back *h) {
     char cls[96];
     camel(h->a->model_type, cls, sizeof cls - 12);
     strcat(cls, (h->a->flags & ARCH_NONCAUSAL) ? "Model" : "ForCausalLM");
+    const char *own = enc_class(h->a);
+    if (own) snprintf(cls, sizeof cls, "%s", own);
     json_t *archs = json_array();
     json_array_append_new(archs, jstr0(cls));
     json_object_set_new(c, "architectures", archs);
@@ -503,6 +565,17 @@ static tbx_status write_config(tbx_hf_back *h) {
         }
     }
     json_object_set_new(c, "vocab_size", json_integer((json_int_t)h->n_vocab));
+    if (h->pos_off) {
+        /* RoBERTa: the positions llama.cpp's converter dropped are config.json's too */
+        json_t *mp = json_object_get(c, "max_position_embeddings");
+        if (json_is_integer(mp))
+            json_object_set_new(c, "max_position_embeddings",
+                                json_integer(json_integer_value(mp) + (json_int_t)h->pos_off));
+        json_object_set_new(c, "pad_token_id", json_integer((json_int_t)(h->pos_off - 1)));
+        uint64_t id;
+        if (special_id(h, "bos_token_id", &id)) json_object_set_new(c, "bos_token_id", json_integer((json_int_t)id));
+        if (special_id(h, "eos_token_id", &id)) json_object_set_new(c, "eos_token_id", json_integer((json_int_t)id));
+    }
     /* the head size, when it is not hidden / heads */
     uint64_t hd = 0;
     if (meta_u64(arch_meta(h, "attention.key_length"), &hd) ||
@@ -798,6 +871,362 @@ static tbx_status spm_model(tbx_hf_back *h, json_t *root, json_t *mdl, json_t *v
     return TBX_OK;
 }
 
+/* ---- llama.cpp's "t5" (Unigram) vocabulary: XLM-RoBERTa's (issue 23, the encoders) ----- */
+/* What the GGUF holds (hf_gguf.c's write_ugm_vocab, convert_hf_to_gguf.py's
+ * _xlmroberta_set_vocab): the fairseq ids <s> <pad> </s> <unk> at 0..3, sentencepiece piece
+ * p >= 3 at id p + 1, then "[PAD<id - 1>]" unused ids up to the embedding's rows, the last of
+ * which transformers calls <mask> (its text is not in the file: the mask id names it, and the
+ * way back writes XLMRobertaTokenizer's "<mask>" there); scores and types; the normalizer's
+ * add_dummy_prefix, remove_extra_whitespaces and precompiled charsmap. Written back:
+ *   - tokenizer.json as transformers' XLMRobertaTokenizer builds it: a Unigram model with the
+ *     scores (unk_id, byte fallback when the vocabulary has byte tokens), the Precompiled
+ *     normalizer with the charsmap, WhitespaceSplit (remove_extra_whitespaces) + Metaspace
+ *     (prepend "always" with add_dummy_prefix, else "never"), the <s> $A </s> (pair: </s> </s>
+ *     between, with add_sep_token) post-processor, a Metaspace decoder;
+ *   - sentencepiece.bpe.model: the ModelProto (protobuf) of the pieces (<unk> <s> </s>, then ids
+ *     4 ..), a Unigram trainer_spec and the normalizer_spec with the charsmap;
+ *   - tokenizer_config.json with the special tokens. */
+static bool ugm_pad_name(const char *s, size_t n, uint64_t id) {
+    char want[40];
+    int w = snprintf(want, sizeof want, "[PAD%llu]", (unsigned long long)(id - 1));
+    return w > 0 && (size_t)w == n && !memcmp(s, want, n);
+}
+
+/* The text of token i (the restored mask's "<mask>"). */
+static const char *ugm_text(tbx_hf_back *h, const tbx_value *toks, uint64_t i, size_t *n) {
+    if ((int64_t)i == h->ugm_mask) {
+        *n = 6;
+        return "<mask>";
+    }
+    return tbx_value_str_at(toks, i, n);
+}
+
+static float arr_f32(const tbx_value *a, uint64_t i) {
+    tbx_value tmp;
+    const tbx_value *e = tbx_val_packed_get(a, (size_t)i, &tmp) ? &tmp : tbx_value_at(a, i);
+    double d = 0;
+    if (!e || tbx_value_get_f64(e, &d) != TBX_OK) return NAN;
+    return (float)d;
+}
+
+/* The bytes of a u8/i8 array value into a new buffer (*n bytes; NULL *b for none). */
+static tbx_status arr_bytes(tbx_hf_back *h, const tbx_value *a, uint8_t **b, size_t *n) {
+    *b = NULL;
+    *n = 0;
+    if (!a || tbx_value_type_of(a) != TBX_V_ARRAY || !tbx_value_len(a)) return TBX_OK;
+    const uint64_t len = tbx_value_len(a);
+    uint8_t *d = tbx_malloc(h->al, (size_t)len);
+    if (!d) return tbx_err_nomem(h->err, "tokenizer.ggml.precompiled_charsmap");
+    for (uint64_t i = 0; i < len; i++) {
+        int64_t v;
+        if (!arr_int(a, i, &v) || v < -128 || v > 255) {
+            tbx_free(h->al, d, (size_t)len);
+            return fail(h, TBX_E_FORMAT, "tokenizer.ggml.precompiled_charsmap", "item %llu is "
+                        "not a byte", (unsigned long long)i);
+        }
+        d[i] = (uint8_t)v;
+    }
+    *b = d;
+    *n = (size_t)len;
+    return TBX_OK;
+}
+
+static char *base64(tbx_hf_back *h, const uint8_t *p, size_t n, size_t *cap) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    *cap = (n + 2) / 3 * 4 + 1;
+    char *o = tbx_malloc(h->al, *cap), *q = o;
+    if (!o) return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        const uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                           (i + 2 < n ? p[i + 2] : 0);
+        *q++ = A[v >> 18 & 63];
+        *q++ = A[v >> 12 & 63];
+        *q++ = i + 1 < n ? A[v >> 6 & 63] : '=';
+        *q++ = i + 2 < n ? A[v & 63] : '=';
+    }
+    *q = 0;
+    return o;
+}
+
+/* protobuf writing (sentencepiece's ModelProto): a growing buffer */
+typedef struct pbuf { uint8_t *p; size_t n, cap; bool oom; const tbx_alloc *al; } pbuf;
+
+static void pb_put(pbuf *b, const void *d, size_t n) {
+    if (b->oom) return;
+    if (b->n + n > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->n + n) nc *= 2;
+        uint8_t *np = tbx_realloc(b->al, b->p, b->cap, nc);
+        if (!np) { b->oom = true; return; }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+
+static void pb_varint(pbuf *b, uint64_t v) {
+    uint8_t t[10];
+    size_t k = 0;
+    do {
+        t[k++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    pb_put(b, t, k);
+}
+
+static void pb_bytes(pbuf *b, unsigned field, const void *d, size_t n) {
+    pb_varint(b, (uint64_t)field << 3 | 2);
+    pb_varint(b, n);
+    pb_put(b, d, n);
+}
+
+static void pb_uint(pbuf *b, unsigned field, uint64_t v) {
+    pb_varint(b, (uint64_t)field << 3);
+    pb_varint(b, v);
+}
+
+static void pb_f32(pbuf *b, unsigned field, float f) {
+    uint8_t t[4];
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    for (int k = 0; k < 4; k++) t[k] = (uint8_t)(u >> (8 * k));
+    pb_varint(b, (uint64_t)field << 3 | 5);
+    pb_put(b, t, 4);
+}
+
+static tbx_status add_raw(tbx_hf_back *h, const char *name, uint8_t *d, size_t n, size_t cap) {
+    if (h->nfiles >= BACK_FILES_MAX) {
+        tbx_free(h->al, d, cap);
+        return fail(h, TBX_E_LIMIT, name, "too many files");
+    }
+    /* the files are freed as n + 1 bytes (add_file's NUL): shrink to that */
+    uint8_t *e = tbx_realloc(h->al, d, cap, n + 1);
+    if (!e) {
+        tbx_free(h->al, d, cap);
+        return tbx_err_nomem(h->err, name);
+    }
+    e[n] = 0;
+    snprintf(h->files[h->nfiles].name, sizeof h->files[h->nfiles].name, "%s", name);
+    h->files[h->nfiles].data = (char *)e;
+    h->files[h->nfiles].n = n;
+    h->nfiles++;
+    return TBX_OK;
+}
+
+/* sentencepiece's piece types (sentencepiece_model.proto) from llama.cpp's */
+static unsigned spm_type(int64_t tt) {
+    return tt == TT_UNKNOWN ? 2 : tt == TT_CONTROL ? 3 : tt == TT_USER ? 4 : tt == TT_UNUSED ? 5
+         : tt == TT_BYTE ? 6 : 1;
+}
+
+static tbx_status ugm_spm_model(tbx_hf_back *h, const tbx_value *toks, const tbx_value *types,
+                                const tbx_value *scores, uint64_t end, bool bytes,
+                                const uint8_t *cmap, size_t cmap_n) {
+    pbuf b = {NULL, 0, 0, false, h->al}, p = {NULL, 0, 0, false, h->al};
+    static const char *const HEAD[3] = {"<unk>", "<s>", "</s>"};
+    for (uint64_t k = 0; k < 3 + (end - 4); k++) {
+        size_t n;
+        const char *s;
+        float sc = 0;
+        unsigned ty;
+        if (k < 3) {
+            s = HEAD[k];
+            n = strlen(s);
+            ty = k == 0 ? 2 : 3;
+        } else {
+            int64_t tt = TT_NORMAL;
+            s = tbx_value_str_at(toks, k + 1, &n);
+            if (types && !arr_int(types, k + 1, &tt)) tt = TT_NORMAL;
+            sc = arr_f32(scores, k + 1);
+            ty = spm_type(tt);
+        }
+        p.n = 0;
+        pb_bytes(&p, 1, s, n);
+        pb_f32(&p, 2, sc);
+        if (ty != 1) pb_uint(&p, 3, ty);
+        if (p.oom) break;
+        pb_bytes(&b, 1, p.p, p.n);
+    }
+    /* trainer_spec: model_type UNIGRAM, vocab_size, byte_fallback; the special ids are
+     * sentencepiece's defaults (unk 0, bos 1, eos 2, no pad), the pieces' order above */
+    p.n = 0;
+    pb_uint(&p, 3, 1);
+    pb_uint(&p, 4, 3 + (end - 4));
+    if (bytes) pb_uint(&p, 35, 1);
+    pb_bytes(&b, 2, p.p, p.n);
+    p.n = 0;
+    if (!cmap_n) pb_bytes(&p, 1, "identity", 8);
+    else pb_bytes(&p, 2, cmap, cmap_n);
+    pb_uint(&p, 3, meta_bool(meta(h, "tokenizer.ggml.add_space_prefix"), true));
+    pb_uint(&p, 4, meta_bool(meta(h, "tokenizer.ggml.remove_extra_whitespaces"), true));
+    pb_uint(&p, 5, 1);
+    pb_bytes(&b, 3, p.p, p.n);
+    tbx_free(h->al, p.p, p.cap);
+    if (b.oom || p.oom) {
+        tbx_free(h->al, b.p, b.cap);
+        return tbx_err_nomem(h->err, "sentencepiece.bpe.model");
+    }
+    return add_raw(h, "sentencepiece.bpe.model", b.p, b.n, b.cap);
+}
+
+static json_t *metaspace(bool prefix) {
+    return json_pack("{s:s,s:s,s:s,s:b}", "type", "Metaspace", "replacement", "\xe2\x96\x81",
+                     "prepend_scheme", prefix ? "always" : "never", "split", 1);
+}
+
+static tbx_status ugm_tokenizer(tbx_hf_back *h, const tbx_value *toks, const tbx_value *types) {
+    const tbx_value *scores = meta(h, "tokenizer.ggml.scores");
+    const uint64_t nt = tbx_value_len(toks);
+    if (!scores || tbx_value_len(scores) != nt)
+        return fail(h, TBX_E_FORMAT, "tokenizer.ggml.scores", "a t5 (Unigram) vocabulary needs "
+                    "one score per token (tokenizer.ggml.scores)");
+    static const char *const HEAD[4] = {"<s>", "<pad>", "</s>", "<unk>"};
+    for (uint64_t i = 0; i < 4; i++) {
+        size_t n;
+        const char *s = i < nt ? tbx_value_str_at(toks, i, &n) : NULL;
+        if (!s || n != strlen(HEAD[i]) || memcmp(s, HEAD[i], n))
+            return fail(h, TBX_E_UNSUPPORTED, "tokenizer.ggml.tokens", "a t5 (Unigram) "
+                        "vocabulary is written back as XLM-RoBERTa's, whose ids 0..3 are <s> "
+                        "<pad> </s> <unk>; token %llu is not %s", (unsigned long long)i,
+                        HEAD[i]);
+    }
+    /* the converter's padding: the unused "[PAD<id - 1>]" ids at the end */
+    uint64_t end = nt;
+    while (end > 4) {
+        size_t n;
+        int64_t tt = TT_NORMAL;
+        const char *s = tbx_value_str_at(toks, end - 1, &n);
+        if (!types || !arr_int(types, end - 1, &tt) || tt != TT_UNUSED || !s ||
+            !ugm_pad_name(s, n, end - 1))
+            break;
+        end--;
+    }
+    uint64_t mask;
+    if (special_id(h, "mask_token_id", &mask) && mask >= end) h->ugm_mask = (int64_t)mask;
+    bool bytes = false;
+    json_t *root = json_object(), *added = json_array(), *vocab = json_array();
+    tbx_status st = TBX_OK;
+    for (uint64_t i = 0; st == TBX_OK && i < nt; i++) {
+        size_t n;
+        const char *s = ugm_text(h, toks, i, &n);
+        int64_t ty = TT_NORMAL;
+        if (types && !arr_int(types, i, &ty)) ty = TT_NORMAL;
+        const bool restored = (int64_t)i == h->ugm_mask;
+        const float sc = restored ? 0.0f : arr_f32(scores, i);
+        json_t *js = s ? jstrn(s, n) : NULL;
+        if (!js || !isfinite(sc)) {
+            json_decref(js);
+            st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.tokens", "token %llu is not UTF-8 or has "
+                      "no finite score", (unsigned long long)i);
+            break;
+        }
+        bytes |= ty == TT_BYTE;
+        json_array_append_new(vocab, json_pack("[o,f]", js, (double)sc));
+        if (ty == TT_CONTROL || ty == TT_UNKNOWN || ty == TT_USER || restored) {
+            json_t *a = added_token((int64_t)i, s, n, ty != TT_USER);
+            if (ty != TT_USER) json_object_set_new(a, "normalized", json_false());
+            json_array_append_new(added, a);
+        }
+    }
+    uint8_t *cmap = NULL;
+    size_t cmap_n = 0;
+    if (st == TBX_OK) st = arr_bytes(h, meta(h, "tokenizer.ggml.precompiled_charsmap"), &cmap, &cmap_n);
+    if (st != TBX_OK) {
+        json_decref(root); json_decref(added); json_decref(vocab);
+        return st;
+    }
+    const bool prefix = meta_bool(meta(h, "tokenizer.ggml.add_space_prefix"), true);
+    const bool rmws = meta_bool(meta(h, "tokenizer.ggml.remove_extra_whitespaces"), true);
+    json_object_set_new(root, "version", jstr0("1.0"));
+    json_object_set_new(root, "truncation", jnull());
+    json_object_set_new(root, "padding", jnull());
+    json_object_set_new(root, "added_tokens", added);
+    if (cmap_n) {
+        size_t bc;
+        char *b64 = base64(h, cmap, cmap_n, &bc);
+        if (!b64) st = tbx_err_nomem(h->err, "precompiled_charsmap");
+        else json_object_set_new(root, "normalizer", json_pack("{s:s,s:s}", "type", "Precompiled",
+                                                               "precompiled_charsmap", b64));
+        tbx_free(h->al, b64, b64 ? bc : 0);
+    } else {
+        json_object_set_new(root, "normalizer", jnull());
+    }
+    json_t *pts = json_array();
+    if (rmws) json_array_append_new(pts, json_pack("{s:s}", "type", "WhitespaceSplit"));
+    json_array_append_new(pts, metaspace(prefix));
+    json_object_set_new(root, "pre_tokenizer", json_pack("{s:s,s:o}", "type", "Sequence",
+                                                         "pretokenizers", pts));
+    /* <s> $A </s>; pair <s> $A </s> </s> $B </s> (RoBERTa's; every type id 0) */
+    uint64_t bos = 0, eos = 0;
+    const bool add_bos = special_id(h, "bos_token_id", &bos) &&
+                         meta_bool(meta(h, "tokenizer.ggml.add_bos_token"), true);
+    const bool add_eos = special_id(h, "eos_token_id", &eos) &&
+                         meta_bool(meta(h, "tokenizer.ggml.add_eos_token"), true);
+    const bool add_sep = add_eos && meta_bool(meta(h, "tokenizer.ggml.add_sep_token"), false);
+    json_t *single = json_array(), *pair = json_array(), *sp = json_object();
+#define UGM_PIECE(arr, kind, idv) json_array_append_new(arr, json_pack("{s:{s:o,s:i}}", kind, "id", idv, "type_id", 0))
+    size_t bn = 0, en = 0;
+    const char *bs = add_bos ? ugm_text(h, toks, bos, &bn) : NULL;
+    const char *es = add_eos ? ugm_text(h, toks, eos, &en) : NULL;
+    if (bs) UGM_PIECE(single, "SpecialToken", jstrn(bs, bn));
+    UGM_PIECE(single, "Sequence", jstr0("A"));
+    if (es) UGM_PIECE(single, "SpecialToken", jstrn(es, en));
+    if (bs) UGM_PIECE(pair, "SpecialToken", jstrn(bs, bn));
+    UGM_PIECE(pair, "Sequence", jstr0("A"));
+    if (es) UGM_PIECE(pair, "SpecialToken", jstrn(es, en));
+    if (add_sep) UGM_PIECE(pair, "SpecialToken", jstrn(es, en));
+    UGM_PIECE(pair, "Sequence", jstr0("B"));
+    if (es) UGM_PIECE(pair, "SpecialToken", jstrn(es, en));
+#undef UGM_PIECE
+    const char *ps[2] = {bs, es};
+    const size_t pn[2] = {bn, en};
+    const uint64_t pid[2] = {bos, eos};
+    for (int k = 0; k < 2; k++) {
+        if (!ps[k]) continue;
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)(pn[k] < 200 ? pn[k] : 200), ps[k]);
+        json_object_set_new(sp, key, json_pack("{s:o,s:[I],s:[o]}", "id", jstrn(ps[k], pn[k]),
+                                               "ids", (json_int_t)pid[k], "tokens",
+                                               jstrn(ps[k], pn[k])));
+    }
+    json_object_set_new(root, "post_processor", json_pack("{s:s,s:o,s:o,s:o}", "type",
+                                                          "TemplateProcessing", "single", single,
+                                                          "pair", pair, "special_tokens", sp));
+    json_object_set_new(root, "decoder", metaspace(prefix));
+    uint64_t unk = 3;
+    special_id(h, "unknown_token_id", &unk);
+    json_object_set_new(root, "model", json_pack("{s:s,s:I,s:o,s:b}", "type", "Unigram",
+                                                 "unk_id", (json_int_t)unk, "vocab", vocab,
+                                                 "byte_fallback", bytes));
+    if (st == TBX_OK) st = add_file(h, "tokenizer.json", root);
+    else json_decref(root);
+    if (st == TBX_OK) st = ugm_spm_model(h, toks, types, scores, end, bytes, cmap, cmap_n);
+    tbx_free(h->al, cmap, cmap_n);
+    if (st != TBX_OK) return st;
+    /* tokenizer_config.json */
+    json_t *tc = json_object();
+    json_object_set_new(tc, "tokenizer_class", jstr0("XLMRobertaTokenizer"));
+    json_object_set_new(tc, "add_prefix_space", json_boolean(prefix));
+    for (size_t k = 0; k < sizeof SPECIAL / sizeof SPECIAL[0]; k++) {
+        uint64_t id;
+        size_t n;
+        const char *s;
+        if (!special_id(h, SPECIAL[k].key, &id) && !(!strcmp(SPECIAL[k].name, "cls") &&
+                                                     special_id(h, "bos_token_id", &id)))
+            continue; /* XLM-RoBERTa's cls is its bos */
+        if (!(s = ugm_text(h, toks, id, &n))) continue;
+        char key[32];
+        snprintf(key, sizeof key, "%s_token", SPECIAL[k].name);
+        json_t *v = jstrn(s, n);
+        if (v) json_object_set_new(tc, key, v);
+    }
+    uint64_t ctx;
+    if (meta_u64(arch_meta(h, "context_length"), &ctx))
+        json_object_set_new(tc, "model_max_length", json_integer((json_int_t)ctx));
+    return add_file(h, "tokenizer_config.json", tc);
+}
+
 static tbx_status write_tokenizer(tbx_hf_back *h) {
     const char *model = meta_str(meta(h, "tokenizer.ggml.model"));
     const tbx_value *toks = meta(h, "tokenizer.ggml.tokens");
@@ -808,6 +1237,8 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
                     "only)");
     const bool bpe = !strcmp(model, "gpt2"), wpm = !strcmp(model, "bert");
     const bool spm = !strcmp(model, "llama");
+    if (!strcmp(model, "t5") && (h->a->tokenizers & TBX_HF_TOK_UGM))
+        return ugm_tokenizer(h, toks, types);
     const char *pre = meta_str(meta(h, "tokenizer.ggml.pre"));
     const char *regex = NULL;
     if (!bpe && !wpm && !spm)
@@ -1047,6 +1478,17 @@ tbx_status tbx_hf_back_prepare(tbx_file *in, tbx_dtype dtype, bool weights_only,
         h->n_vocab = in->tensors[ei].shape[0];
     else if (!meta_u64(arch_meta(h, "vocab_size"), &h->n_vocab))
         h->n_vocab = tbx_value_len(meta(h, "tokenizer.ggml.tokens"));
+    h->ugm_mask = -1;
+    if (h->a->flags & ARCH_POS_OFFSET) {
+        uint64_t pad;
+        if (!special_id(h, "padding_token_id", &pad))
+            return fail(h, TBX_E_NOT_FOUND, "tokenizer.ggml.padding_token_id", "a %s model's "
+                        "positions start at pad_token_id + 1, and the file names no padding "
+                        "token (tokenizer.ggml.padding_token_id): the position rows llama.cpp's "
+                        "converter dropped cannot be counted (--weights-only writes the tensors "
+                        "under their GGUF names)", h->a->model_type);
+        h->pos_off = pad + 1;
+    }
     if ((st = plan_tensors(h)) != TBX_OK) return st;
     if ((st = write_config(h)) != TBX_OK) return st;
     if ((st = write_tokenizer(h)) != TBX_OK) return st;
