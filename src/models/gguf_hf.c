@@ -519,6 +519,51 @@ static const char *enc_class(const hf_arch *a) {
     return NULL;
 }
 
+/* Nomic BERT's config.json: nomic's own fields (n_embd, ...: the row's hyper-parameters) with
+ * what its architecture fixes and llama.cpp's converter asserts (SwiGLU, post-norm, no biases,
+ * the whole head rotated, NEOX order, not causal), n_positions as nomic-embed-text v1 / v1.5
+ * have it (8192 beside max_trained_positions 2048: the one pair the converter reads as a
+ * 2048 context; other contexts: n_positions = the context, which tensorbox's HF -> GGUF reads
+ * but llama.cpp's converter refuses), and the same model in transformers' NomicBertConfig
+ * names (hidden_size, ..., rope_parameters with the rope base llama.cpp runs: the file's, else
+ * its default 10000), which transformers' NomicBertModel and the converter's AutoConfig read. */
+static void enc_config(tbx_hf_back *h, json_t *c) {
+    if (strcmp(h->a->model_type, "nomic_bert") != 0) return;
+    static const char *const SAME[][2] = {
+        {"n_embd", "hidden_size"}, {"n_layer", "num_hidden_layers"},
+        {"n_head", "num_attention_heads"}, {"n_inner", "intermediate_size"},
+        {"layer_norm_epsilon", "layer_norm_eps"}, {"max_trained_positions", "max_position_embeddings"},
+    };
+    for (size_t i = 0; i < sizeof SAME / sizeof SAME[0]; i++) {
+        json_t *v = json_object_get(c, SAME[i][0]);
+        if (v) json_object_set_new(c, SAME[i][1], json_deep_copy(v));
+    }
+    json_t *mtp = json_object_get(c, "max_trained_positions");
+    if (json_is_integer(mtp))
+        json_object_set_new(c, "n_positions", json_integer(json_integer_value(mtp) == 2048
+                                                               ? 8192 : json_integer_value(mtp)));
+    json_object_set_new(c, "activation_function", jstr0("swiglu"));
+    json_object_set_new(c, "hidden_act", jstr0("silu"));
+    json_object_set_new(c, "causal", json_false());
+    json_object_set_new(c, "prenorm", json_false());
+    json_object_set_new(c, "rotary_emb_fraction", json_real(1.0));
+    json_object_set_new(c, "rotary_emb_interleaved", json_false());
+    json_object_set_new(c, "rotary_emb_scale_base", jnull());
+    json_object_set_new(c, "qkv_proj_bias", json_false());
+    json_object_set_new(c, "mlp_fc1_bias", json_false());
+    json_object_set_new(c, "mlp_fc2_bias", json_false());
+    json_object_set_new(c, "use_rms_norm", json_false());
+    double base = 10000.0;
+    meta_f64(arch_meta(h, "rope.freq_base"), &base);
+    base = short_f32(base);
+    json_object_set_new(c, "rotary_emb_base", json_real(base));
+    json_object_set_new(c, "rope_parameters", json_pack("{s:s,s:f}", "rope_type", "default",
+                                                        "rope_theta", base));
+    uint64_t pad;
+    if (special_id(h, "padding_token_id", &pad))
+        json_object_set_new(c, "pad_token_id", json_integer((json_int_t)pad));
+}
+
 static tbx_status write_config(tbx_hf_back *h) {
     json_t *c = json_object();
     if (!c) return tbx_err_nomem(h->err, "config.json");
@@ -627,6 +672,7 @@ static tbx_status write_config(tbx_hf_back *h) {
      * config.json whose norm_topk_prob was true, and llama.cpp's graph renormalizes */
     if (h->a->flags & ARCH_NORM_TOPK) json_object_set_new(c, "norm_topk_prob", json_true());
     json_object_set_new(c, "torch_dtype", jstr0(torch_dtype(h->dtype)));
+    enc_config(h, c);
     tbx_status st = add_file(h, "config.json", c);
     if (st != TBX_OK || (h->a->flags & ARCH_NONCAUSAL)) return st;
     json_t *g = json_object();
