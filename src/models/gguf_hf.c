@@ -165,7 +165,9 @@ static bool row_takes_all(tbx_hf_back *h, const hf_arch *a, const char **bad) {
  * is refused, naming them, rather than written as a directory that is not the model. */
 #define BACK_FLAGS (ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_NONCAUSAL | ARCH_POOLING |           \
                     ARCH_TT_COUNT | ARCH_SPACE_PREFIX | ARCH_ADD_SEP | ARCH_NO_HEAD_DIM |       \
-                    ARCH_NORM_TOPK | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT | ARCH_POS_OFFSET)
+                    ARCH_NORM_TOPK | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT | ARCH_POS_OFFSET |   \
+                    ARCH_SWA | ARCH_HIDDEN_ACT | ARCH_CLS_POOLING | ARCH_ROPE_NONE |             \
+                    ARCH_FFN_UP_GLU | ARCH_PRE_MODERN_BERT)
 static tbx_status check_row_flags(tbx_hf_back *h) {
     static const struct { unsigned bit; const char *what; } F[] = {
         {ARCH_POS_OFFSET, "position rows dropped (RoBERTa's pad offset)"},
@@ -519,6 +521,49 @@ static const char *enc_class(const hf_arch *a) {
     return NULL;
 }
 
+/* ModernBERT's config.json (ModernBertConfig) beyond the row's hyper-parameters: the
+ * alternating attention (ARCH_SWA: local_attention = sliding_window, every
+ * global_attn_every_n_layers-th layer global, rope_parameters' full_attention /
+ * sliding_attention rope_theta = rope.freq_base / freq_base_swa), hidden_activation,
+ * classifier_pooling (ARCH_CLS_POOLING), the biases the file has (none in the released
+ * models), and the special token ids ModernBertConfig carries (its defaults are
+ * ModernBERT-base's ids, not this vocabulary's). The GLU's halves (ARCH_FFN_UP_GLU) stay in one
+ * tensor both ways (Wi = ffn_up); rope.scaling.type "none" has nothing to write. */
+static void modernbert_config(tbx_hf_back *h, json_t *c) {
+    uint64_t u;
+    double g, l;
+    if (meta_u64(arch_meta(h, "attention.sliding_window"), &u))
+        json_object_set_new(c, "local_attention", json_integer((json_int_t)u));
+    if (meta_u64(arch_meta(h, "attention.sliding_window_pattern"), &u))
+        json_object_set_new(c, "global_attn_every_n_layers", json_integer((json_int_t)u));
+    const bool hg = meta_f64(arch_meta(h, "rope.freq_base"), &g);
+    const bool hl = meta_f64(arch_meta(h, "rope.freq_base_swa"), &l);
+    if (hg || hl) {
+        json_t *rp = json_object();
+        if (hg) json_object_set_new(rp, "full_attention", json_pack("{s:f,s:s}", "rope_theta",
+                                                                    short_f32(g), "rope_type",
+                                                                    "default"));
+        if (hl) json_object_set_new(rp, "sliding_attention", json_pack("{s:f,s:s}", "rope_theta",
+                                                                       short_f32(l), "rope_type",
+                                                                       "default"));
+        json_object_set_new(c, "rope_parameters", rp);
+    }
+    const char *act = meta_str(arch_meta(h, "hidden_activation"));
+    if (act) json_object_set_new(c, "hidden_activation", jstr0(act));
+    if (meta_u64(arch_meta(h, "classifier.pooling_type"), &u) && (u == POOL_CLS || u == POOL_MEAN))
+        json_object_set_new(c, "classifier_pooling", jstr0(u == POOL_CLS ? "cls" : "mean"));
+    json_object_set_new(c, "attention_bias", json_boolean(has_tensor(h, "blk.0.attn_qkv.bias")));
+    json_object_set_new(c, "mlp_bias", json_boolean(has_tensor(h, "blk.0.ffn_up.bias")));
+    json_object_set_new(c, "norm_bias", json_boolean(has_tensor(h, "token_embd_norm.bias")));
+    static const struct { const char *key, *cfg; } IDS[] = {
+        {"padding_token_id", "pad_token_id"}, {"bos_token_id", "bos_token_id"},
+        {"eos_token_id", "eos_token_id"}, {"bos_token_id", "cls_token_id"},
+        {"seperator_token_id", "sep_token_id"}, {"cls_token_id", "cls_token_id"},
+    };
+    for (size_t i = 0; i < sizeof IDS / sizeof IDS[0]; i++)
+        if (special_id(h, IDS[i].key, &u)) json_object_set_new(c, IDS[i].cfg, json_integer((json_int_t)u));
+}
+
 /* Nomic BERT's config.json: nomic's own fields (n_embd, ...: the row's hyper-parameters) with
  * what its architecture fixes and llama.cpp's converter asserts (SwiGLU, post-norm, no biases,
  * the whole head rotated, NEOX order, not causal), n_positions as nomic-embed-text v1 / v1.5
@@ -528,6 +573,10 @@ static const char *enc_class(const hf_arch *a) {
  * names (hidden_size, ..., rope_parameters with the rope base llama.cpp runs: the file's, else
  * its default 10000), which transformers' NomicBertModel and the converter's AutoConfig read. */
 static void enc_config(tbx_hf_back *h, json_t *c) {
+    if (!strcmp(h->a->model_type, "modernbert")) {
+        modernbert_config(h, c);
+        return;
+    }
     if (strcmp(h->a->model_type, "nomic_bert") != 0) return;
     static const char *const SAME[][2] = {
         {"n_embd", "hidden_size"}, {"n_layer", "num_hidden_layers"},
@@ -1292,6 +1341,9 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
                     "cannot be written as a tokenizer.json yet (gpt2: byte-level BPE, bert: "
                     "WordPiece, llama: SentencePiece BPE; --weights-only writes the tensors "
                     "only)", model);
+    /* ModernBERT's "modern-bert" is GPT-2's split (ARCH_PRE_MODERN_BERT) */
+    if (bpe && pre && !strcmp(pre, "modern-bert") && (h->a->flags & ARCH_PRE_MODERN_BERT))
+        pre = "gpt-2";
     if (bpe && (!pre || (strcmp(pre, "gpt-2") != 0 && !(regex = tbx_hf_bpe_pre_regex_(pre)))))
         return fail(h, TBX_E_UNSUPPORTED, "tokenizer.ggml.pre", "pre-tokenizer \"%s\" has no "
                     "tokenizer.json form in tensorbox yet (llama-bpe, qwen2, gpt-2; "
