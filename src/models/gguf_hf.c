@@ -1516,7 +1516,13 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
         uint64_t id;
         size_t n;
         const char *s;
-        if (!special_id(h, SPECIAL[k].key, &id) || !(s = tbx_value_str_at(toks, id, &n))) continue;
+        /* an encoder's classifier token is its bos when the file names none (llama.cpp's
+         * BERT-likes keep [CLS] / <s> as bos_token_id) */
+        const bool cls_bos = !strcmp(SPECIAL[k].name, "cls") &&
+                             (h->a->flags & ARCH_NONCAUSAL) && special_id(h, "bos_token_id", &id);
+        if ((!special_id(h, SPECIAL[k].key, &id) && !cls_bos) ||
+            !(s = tbx_value_str_at(toks, id, &n)))
+            continue;
         /* an id of an ordinary token is config.json's (gguf-py's SpecialVocab reads
          * pad_token_id there: Olmo2Config's default 1 names '"'), not a token the tokenizer
          * treats as special: left out of tokenizer_config */
