@@ -2,7 +2,9 @@
  * gguf_hf.c - the way back: a GGUF model written for llama.cpp as a Hugging Face model
  * directory. Everything is read from the architecture table's rows (arch.h) backwards:
  *   - the row: general.architecture is a row's `arch`; of the rows that share it (llama,
- *     mixtral), the first whose name map takes every tensor of the file;
+ *     mixtral; bert, xlm-roberta), the first whose name map takes every tensor of the file
+ *     and whose tokenizer kinds take tokenizer.ggml.model, else the first that takes the
+ *     tensors;
  *   - tensors: each llama.cpp name found in the row's map (tbx_hf_unmap_), its HF name the
  *     entry's template; HF_MAP_ONE gets its transform undone (llama's q/k row order:
  *     TBX_XF_UNPERMUTE_HEADS; a scale: 1/k; an added constant: -k); HF_MAP_SPLIT's parts are
@@ -13,7 +15,8 @@
  *     vocabulary size, head_dim, rope scaling, tied embeddings, the special token ids, dtype;
  *   - the tokenizer: tokenizer.json rebuilt from tokenizer.ggml.* (a byte-level BPE with its
  *     merges and the pre-tokenizer tokenizer.ggml.pre names, as llama.cpp runs it; a WordPiece
- *     for llama.cpp's "bert" vocabulary), tokenizer_config.json with the special tokens and the
+ *     for llama.cpp's "bert" vocabulary; XLM-RoBERTa's Unigram and its sentencepiece.bpe.model
+ *     for "t5"), tokenizer_config.json with the special tokens and the
  *     chat template; a sentence-transformers model's modules.json and pooling config.
  * What cannot be mapped back (an architecture without a row, a tensor the row does not know,
  * a vocabulary type or pre-tokenizer without an inverse, llama3's generated rope_freqs) is an
@@ -567,9 +570,10 @@ static void modernbert_config(tbx_hf_back *h, json_t *c) {
 /* Nomic BERT's config.json: nomic's own fields (n_embd, ...: the row's hyper-parameters) with
  * what its architecture fixes and llama.cpp's converter asserts (SwiGLU, post-norm, no biases,
  * the whole head rotated, NEOX order, not causal), n_positions as nomic-embed-text v1 / v1.5
- * have it (8192 beside max_trained_positions 2048: the one pair the converter reads as a
- * 2048 context; other contexts: n_positions = the context, which tensorbox's HF -> GGUF reads
- * but llama.cpp's converter refuses), and the same model in transformers' NomicBertConfig
+ * have it (8192 beside max_trained_positions 2048; the GGUF does not carry it, and the
+ * converter refuses every pair but that one and (2048, 2048); another context gets n_positions
+ * = the context, which tensorbox's HF -> GGUF reads and llama.cpp's converter refuses), and
+ * the same model in transformers' NomicBertConfig
  * names (hidden_size, ..., rope_parameters with the rope base llama.cpp runs: the file's, else
  * its default 10000), which transformers' NomicBertModel and the converter's AutoConfig read. */
 static void enc_config(tbx_hf_back *h, json_t *c) {
