@@ -252,3 +252,52 @@ def test_xlm_roberta_without_padding_id_refused(tbx, tbx_asan, tiny, tmp_path):
     assert not (tmp_path / "out").exists()
     out = back(tbx, g2, tmp_path / "w", "--weights-only")
     assert (out / "model.safetensors").is_file()
+
+
+# ------------------------------------------------------------------------------------------
+# sentence-transformers pooling (bge-m3: CLS; multilingual-e5: mean)
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["cls", "mean"])
+def test_xlm_roberta_pooling_back(tbx, tiny, tmp_path, mode):
+    """The tiny xlm-roberta as a sentence-transformers directory (modules.json, 1_Pooling with
+    bge-m3's CLS or multilingual-e5's mean pooling) -> GGUF -> back: the pooling files say the
+    same mode, and llama.cpp's pooled sentence embedding of the GGUF (the pooling type the GGUF
+    carries) equals the pooling of transformers' hidden states on the back directory
+    (cosine >= 0.9999)."""
+    import shutil
+    d = tmp_path / "st"
+    shutil.copytree(tiny("xlm-roberta")["dir"], d)
+    (d / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling",
+         "type": "sentence_transformers.models.Pooling"}]))
+    (d / "1_Pooling").mkdir()
+    E = json.loads((d / "config.json").read_text())["hidden_size"]
+    (d / "1_Pooling" / "config.json").write_text(json.dumps({
+        "word_embedding_dimension": E, "pooling_mode_cls_token": mode == "cls",
+        "pooling_mode_mean_tokens": mode == "mean", "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False}))
+    g = tmp_path / "m.gguf"
+    convert(tbx, d, g)
+    out = back(tbx, g, tmp_path / "back")
+    pool = json.loads((out / "1_Pooling" / "config.json").read_text())
+    assert pool["word_embedding_dimension"] == E
+    assert pool["pooling_mode_cls_token"] == (mode == "cls")
+    assert pool["pooling_mode_mean_tokens"] == (mode == "mean")
+    assert not pool["pooling_mode_max_tokens"]
+    mods = json.loads((out / "modules.json").read_text())
+    assert [(m["path"], m["type"]) for m in mods] == [
+        ("", "sentence_transformers.models.Transformer"),
+        ("1_Pooling", "sentence_transformers.models.Pooling")]
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    m = transformers.AutoModel.from_pretrained(str(out), dtype=torch.float32).eval()
+    llm = llama_cpp.Llama(model_path=str(g), embedding=True, verbose=False, n_threads=1,
+                          n_ctx=128)
+    for p in PROMPTS:
+        ids = tok(p)["input_ids"]
+        with torch.no_grad():
+            h = m(torch.tensor([ids])).last_hidden_state[0].double().numpy()
+        ref = h[0] if mode == "cls" else h.mean(0)
+        got = np.asarray(llm.embed(p, normalize=False), dtype=np.float64).reshape(-1)
+        cos = float(got @ ref / np.linalg.norm(got) / np.linalg.norm(ref))
+        assert cos >= 0.9999, (p, cos)
