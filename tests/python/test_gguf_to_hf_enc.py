@@ -301,3 +301,15 @@ def test_xlm_roberta_pooling_back(tbx, tiny, tmp_path, mode):
         got = np.asarray(llm.embed(p, normalize=False), dtype=np.float64).reshape(-1)
         cos = float(got @ ref / np.linalg.norm(got) / np.linalg.norm(ref))
         assert cos >= 0.9999, (p, cos)
+
+
+def test_modernbert_converter_file_refused_back(tbx, tiny, tmp_path):
+    """llama.cpp's converter writes ModernBERT's norm_eps as layer_norm_rms_epsilon, which
+    llama.cpp's own loader refuses (test_hf_runtime.test_modernbert_converter_file_refused):
+    the way back refuses that file too, naming the key it lacks, and writes nothing."""
+    d = tiny("modernbert")["dir"]
+    ref = tmp_path / "lc.gguf"
+    llama_convert(d, ref, "modernbert", "f32")
+    r = run(tbx, "convert", str(ref), str(tmp_path / "out") + "/")
+    assert r.rc == 1 and "modern-bert.attention.layer_norm_epsilon" in r.text, r.describe()
+    assert not (tmp_path / "out").exists()
