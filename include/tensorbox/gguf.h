@@ -202,8 +202,9 @@ TBX_API tbx_status tbx_hf_from_gguf_check(const char *out_dir, tbx_error *err);
  * back from {arch}.*, vocab_size, head_dim, rope_scaling, tie_word_embeddings, the special
  * token ids, torch_dtype), generation_config.json (decoders), tokenizer.json rebuilt from
  * tokenizer.ggml.* (llama.cpp's "gpt2" vocabulary: byte-level BPE with its merges and the
- * pre-tokenizer tokenizer.ggml.pre names, llama-bpe, qwen2 or gpt-2; "bert": WordPiece),
- * tokenizer_config.json (special tokens, chat_template), for a pooling sentence-transformers
+ * pre-tokenizer tokenizer.ggml.pre names, llama-bpe, qwen2 or gpt-2; "bert": WordPiece;
+ * "llama": SentencePiece BPE with byte fallback, also written as SentencePiece's own
+ * tokenizer.model), tokenizer_config.json (special tokens, chat_template), for a pooling sentence-transformers
  * model modules.json, 1_Pooling/config.json and sentence_bert_config.json; the tensors under
  * their Hugging Face names with llama.cpp's layout changes undone (llama's q/k row order, fused
  * tensors joined, stacked experts split), each decoded from its type (any ggml block type) and

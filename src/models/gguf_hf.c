@@ -26,6 +26,7 @@
 #include "models.h"
 #include "hf_tokenizer.h"
 #include "arch.h"
+#include "spm.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -138,6 +139,20 @@ static tbx_status add_file(tbx_hf_back *h, const char *name, json_t *j) {
     d[n++] = '\n';
     d[n] = 0;
     free(s);
+    snprintf(h->files[h->nfiles].name, sizeof h->files[h->nfiles].name, "%s", name);
+    h->files[h->nfiles].data = d;
+    h->files[h->nfiles].n = n;
+    h->nfiles++;
+    return TBX_OK;
+}
+
+/* A file of `n` raw bytes (copied). */
+static tbx_status add_blob(tbx_hf_back *h, const char *name, const uint8_t *p, size_t n) {
+    if (h->nfiles >= BACK_FILES_MAX) return fail(h, TBX_E_LIMIT, name, "too many files");
+    char *d = n < SIZE_MAX ? tbx_malloc(h->al, n + 1) : NULL;
+    if (!d) return tbx_err_nomem(h->err, name);
+    memcpy(d, p, n);
+    d[n] = 0;
     snprintf(h->files[h->nfiles].name, sizeof h->files[h->nfiles].name, "%s", name);
     h->files[h->nfiles].data = d;
     h->files[h->nfiles].n = n;
@@ -1047,126 +1062,49 @@ static char *base64(tbx_hf_back *h, const uint8_t *p, size_t n, size_t *cap) {
     return o;
 }
 
-/* protobuf writing (sentencepiece's ModelProto): a growing buffer */
-typedef struct pbuf { uint8_t *p; size_t n, cap; bool oom; const tbx_alloc *al; } pbuf;
-
-static void pb_put(pbuf *b, const void *d, size_t n) {
-    if (b->oom) return;
-    if (b->n + n > b->cap) {
-        size_t nc = b->cap ? b->cap : 4096;
-        while (nc < b->n + n) nc *= 2;
-        uint8_t *np = tbx_realloc(b->al, b->p, b->cap, nc);
-        if (!np) { b->oom = true; return; }
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-
-static void pb_varint(pbuf *b, uint64_t v) {
-    uint8_t t[10];
-    size_t k = 0;
-    do {
-        t[k++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-        v >>= 7;
-    } while (v);
-    pb_put(b, t, k);
-}
-
-static void pb_bytes(pbuf *b, unsigned field, const void *d, size_t n) {
-    pb_varint(b, (uint64_t)field << 3 | 2);
-    pb_varint(b, n);
-    pb_put(b, d, n);
-}
-
-static void pb_uint(pbuf *b, unsigned field, uint64_t v) {
-    pb_varint(b, (uint64_t)field << 3);
-    pb_varint(b, v);
-}
-
-static void pb_f32(pbuf *b, unsigned field, float f) {
-    uint8_t t[4];
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    for (int k = 0; k < 4; k++) t[k] = (uint8_t)(u >> (8 * k));
-    pb_varint(b, (uint64_t)field << 3 | 5);
-    pb_put(b, t, 4);
-}
-
-static tbx_status add_raw(tbx_hf_back *h, const char *name, uint8_t *d, size_t n, size_t cap) {
-    if (h->nfiles >= BACK_FILES_MAX) {
-        tbx_free(h->al, d, cap);
-        return fail(h, TBX_E_LIMIT, name, "too many files");
-    }
-    /* the files are freed as n + 1 bytes (add_file's NUL): shrink to that */
-    uint8_t *e = tbx_realloc(h->al, d, cap, n + 1);
-    if (!e) {
-        tbx_free(h->al, d, cap);
-        return tbx_err_nomem(h->err, name);
-    }
-    e[n] = 0;
-    snprintf(h->files[h->nfiles].name, sizeof h->files[h->nfiles].name, "%s", name);
-    h->files[h->nfiles].data = (char *)e;
-    h->files[h->nfiles].n = n;
-    h->nfiles++;
-    return TBX_OK;
-}
-
-/* sentencepiece's piece types (sentencepiece_model.proto) from llama.cpp's */
-static unsigned spm_type(int64_t tt) {
-    return tt == TT_UNKNOWN ? 2 : tt == TT_CONTROL ? 3 : tt == TT_USER ? 4 : tt == TT_UNUSED ? 5
-         : tt == TT_BYTE ? 6 : 1;
-}
-
+/* sentencepiece.bpe.model: the pieces <unk> <s> </s> (sentencepiece's ids 0..2, the fairseq
+ * ids 3, 0, 2 of the GGUF) then the GGUF's ids 4 .. end - 1 (piece p at id p + 1), a Unigram
+ * model with sentencepiece's default special ids, the normalizer spec of the file (the
+ * charsmap, add_dummy_prefix, remove_extra_whitespaces). */
 static tbx_status ugm_spm_model(tbx_hf_back *h, const tbx_value *toks, const tbx_value *types,
-                                const tbx_value *scores, uint64_t end, bool bytes,
-                                const uint8_t *cmap, size_t cmap_n) {
-    pbuf b = {NULL, 0, 0, false, h->al}, p = {NULL, 0, 0, false, h->al};
+                                const tbx_value *scores, uint64_t end, const uint8_t *cmap,
+                                size_t cmap_n) {
     static const char *const HEAD[3] = {"<unk>", "<s>", "</s>"};
-    for (uint64_t k = 0; k < 3 + (end - 4); k++) {
-        size_t n;
-        const char *s;
-        float sc = 0;
-        unsigned ty;
+    const uint64_t np = 3 + (end - 4);
+    tbx_spm_vocab v = {0};
+    v.pieces = tbx_calloc(h->al, (size_t)np, sizeof *v.pieces);
+    if (!v.pieces) return tbx_err_nomem(h->err, "sentencepiece.bpe.model");
+    v.n = v.cap = (size_t)np;
+    v.model_type = TBX_SPM_UNIGRAM;
+    v.add_dummy_prefix = meta_bool(meta(h, "tokenizer.ggml.add_space_prefix"), true);
+    v.remove_extra_ws = meta_bool(meta(h, "tokenizer.ggml.remove_extra_whitespaces"), true);
+    v.charsmap = cmap;
+    v.charsmap_len = cmap_n;
+    tbx_status st = TBX_OK;
+    for (uint64_t k = 0; st == TBX_OK && k < np; k++) {
         if (k < 3) {
-            s = HEAD[k];
-            n = strlen(s);
-            ty = k == 0 ? 2 : 3;
-        } else {
-            int64_t tt = TT_NORMAL;
-            s = tbx_value_str_at(toks, k + 1, &n);
-            if (types && !arr_int(types, k + 1, &tt)) tt = TT_NORMAL;
-            sc = arr_f32(scores, k + 1);
-            ty = spm_type(tt);
+            v.pieces[k] = (tbx_spm_piece){HEAD[k], (uint32_t)strlen(HEAD[k]), 0.0f,
+                                          k == 0 ? TBX_SPM_UNKNOWN : TBX_SPM_CONTROL};
+            continue;
         }
-        p.n = 0;
-        pb_bytes(&p, 1, s, n);
-        pb_f32(&p, 2, sc);
-        if (ty != 1) pb_uint(&p, 3, ty);
-        if (p.oom) break;
-        pb_bytes(&b, 1, p.p, p.n);
+        size_t n;
+        int64_t tt = TT_NORMAL;
+        const char *s = tbx_value_str_at(toks, k + 1, &n);
+        if (types && !arr_int(types, k + 1, &tt)) tt = TT_NORMAL;
+        if (!s || n > UINT32_MAX || tt < TT_NORMAL || tt > TT_BYTE)
+            st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.tokens", "token %llu has no text or a "
+                      "type outside SentencePiece's (1..6)", (unsigned long long)(k + 1));
+        else /* llama.cpp's token types are SentencePiece's numbers */
+            v.pieces[k] = (tbx_spm_piece){s, (uint32_t)n, arr_f32(scores, k + 1), (int)tt};
     }
-    /* trainer_spec: model_type UNIGRAM, vocab_size, byte_fallback; the special ids are
-     * sentencepiece's defaults (unk 0, bos 1, eos 2, no pad), the pieces' order above */
-    p.n = 0;
-    pb_uint(&p, 3, 1);
-    pb_uint(&p, 4, 3 + (end - 4));
-    if (bytes) pb_uint(&p, 35, 1);
-    pb_bytes(&b, 2, p.p, p.n);
-    p.n = 0;
-    if (!cmap_n) pb_bytes(&p, 1, "identity", 8);
-    else pb_bytes(&p, 2, cmap, cmap_n);
-    pb_uint(&p, 3, meta_bool(meta(h, "tokenizer.ggml.add_space_prefix"), true));
-    pb_uint(&p, 4, meta_bool(meta(h, "tokenizer.ggml.remove_extra_whitespaces"), true));
-    pb_uint(&p, 5, 1);
-    pb_bytes(&b, 3, p.p, p.n);
-    tbx_free(h->al, p.p, p.cap);
-    if (b.oom || p.oom) {
-        tbx_free(h->al, b.p, b.cap);
-        return tbx_err_nomem(h->err, "sentencepiece.bpe.model");
-    }
-    return add_raw(h, "sentencepiece.bpe.model", b.p, b.n, b.cap);
+    const tbx_spm_ids ids = {0, 1, 2, -1};
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    if (st == TBX_OK) st = tbx_spm_write(&v, &ids, h->al, &buf, &n, h->err);
+    if (st == TBX_OK) st = add_blob(h, "sentencepiece.bpe.model", buf, n);
+    tbx_free(h->al, buf, n ? n : 1);
+    tbx_spm_free(&v, h->al);
+    return st;
 }
 
 static json_t *metaspace(bool prefix) {
@@ -1300,7 +1238,7 @@ static tbx_status ugm_tokenizer(tbx_hf_back *h, const tbx_value *toks, const tbx
                                                  "byte_fallback", bytes));
     if (st == TBX_OK) st = add_file(h, "tokenizer.json", root);
     else json_decref(root);
-    if (st == TBX_OK) st = ugm_spm_model(h, toks, types, scores, end, bytes, cmap, cmap_n);
+    if (st == TBX_OK) st = ugm_spm_model(h, toks, types, scores, end, cmap, cmap_n);
     tbx_free(h->al, cmap, cmap_n);
     if (st != TBX_OK) return st;
     /* tokenizer_config.json */
@@ -1324,6 +1262,64 @@ static tbx_status ugm_tokenizer(tbx_hf_back *h, const tbx_value *toks, const tbx
     if (meta_u64(arch_meta(h, "context_length"), &ctx))
         json_object_set_new(tc, "model_max_length", json_integer((json_int_t)ctx));
     return add_file(h, "tokenizer_config.json", tc);
+}
+
+/* llama.cpp's "llama" vocabulary as SentencePiece's own tokenizer.model (what LlamaTokenizer,
+ * sentencepiece and llama.cpp's converter read): the pieces with their scores and types, a BPE
+ * model (llama.cpp merges by score, as SentencePiece's BPE does), byte fallback when there are
+ * <0xNN> pieces, the special ids, add_dummy_prefix from tokenizer.ggml.add_space_prefix and
+ * remove_extra_whitespaces from tokenizer.ggml.remove_extra_whitespaces (llama.cpp's defaults:
+ * true and false), no normalization (llama.cpp applies none to this vocabulary). The piece
+ * types are the file's, except the unknown token's, which is always UNKNOWN. */
+static tbx_status spm_file(tbx_hf_back *h, const tbx_value *toks, const tbx_value *types) {
+    const tbx_value *scores = meta(h, "tokenizer.ggml.scores");
+    const uint64_t nt = tbx_value_len(toks);
+    if (nt > INT32_MAX)
+        return fail(h, TBX_E_LIMIT, "tokenizer.ggml.tokens", "%llu tokens: a tokenizer.model "
+                    "holds at most 2^31-1", (unsigned long long)nt);
+    tbx_spm_vocab v = {0};
+    v.pieces = tbx_calloc(h->al, (size_t)nt ? (size_t)nt : 1, sizeof *v.pieces);
+    if (!v.pieces) return tbx_err_nomem(h->err, "tokenizer.model");
+    v.n = (size_t)nt;
+    v.cap = nt ? (size_t)nt : 1;
+    v.model_type = TBX_SPM_BPE;
+    v.add_dummy_prefix = meta_bool(meta(h, "tokenizer.ggml.add_space_prefix"), true);
+    v.remove_extra_ws = meta_bool(meta(h, "tokenizer.ggml.remove_extra_whitespaces"), false);
+    tbx_status st = TBX_OK;
+    for (uint64_t i = 0; st == TBX_OK && i < nt; i++) {
+        size_t len;
+        const char *s = tbx_value_str_at(toks, i, &len);
+        tbx_value tmp;
+        const tbx_value *sv = tbx_val_packed_get(scores, (size_t)i, &tmp) ? &tmp
+                                                                         : tbx_value_at(scores, i);
+        double sc = 0;
+        int64_t ty = TT_NORMAL;
+        if (types && !arr_int(types, i, &ty)) ty = TT_NORMAL;
+        if (!s || len > UINT32_MAX || !sv || tbx_value_get_f64(sv, &sc) != TBX_OK)
+            st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.scores", "token %llu has no text or no "
+                      "score", (unsigned long long)i);
+        else if (ty < TT_NORMAL || ty > TT_BYTE)
+            st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.token_type", "token %llu has type %lld, "
+                      "not one of SentencePiece's (1..6)", (unsigned long long)i, (long long)ty);
+        else
+            v.pieces[i] = (tbx_spm_piece){s, (uint32_t)len, (float)sc, (int)ty};
+    }
+    uint64_t id;
+    tbx_spm_ids ids = {-1, -1, -1, -1};
+    if (special_id(h, "unknown_token_id", &id) && id < nt) ids.unk = (int32_t)id;
+    if (special_id(h, "bos_token_id", &id) && id < nt) ids.bos = (int32_t)id;
+    if (special_id(h, "eos_token_id", &id) && id < nt) ids.eos = (int32_t)id;
+    if (special_id(h, "padding_token_id", &id) && id < nt) ids.pad = (int32_t)id;
+    /* the unknown token is SentencePiece's UNKNOWN piece whatever type the file gives it (a
+     * GGUF made from a tokenizer.json marks every special token CONTROL) */
+    if (st == TBX_OK && ids.unk >= 0) v.pieces[ids.unk].type = TBX_SPM_UNKNOWN;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    if (st == TBX_OK) st = tbx_spm_write(&v, &ids, h->al, &buf, &n, h->err);
+    if (st == TBX_OK) st = add_blob(h, "tokenizer.model", buf, n);
+    tbx_free(h->al, buf, n ? n : 1);
+    tbx_spm_free(&v, h->al);
+    return st;
 }
 
 static tbx_status write_tokenizer(tbx_hf_back *h) {
@@ -1510,6 +1506,7 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
         return st;
     }
     if ((st = add_file(h, "tokenizer.json", root)) != TBX_OK) return st;
+    if (spm && (st = spm_file(h, toks, types)) != TBX_OK) return st;
 
     /* tokenizer_config.json */
     json_t *tc = json_object();

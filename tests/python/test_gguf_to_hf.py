@@ -520,6 +520,38 @@ def test_spm_llama_tokenizer_back(tbx, tmp_path, as_json):
     assert set(got) == set(orig)
     for k, v in orig.items():
         assert same_bits(got[k], v), k
+    # the rebuilt tokenizer.model: SentencePiece itself loads it; its pieces and scores are the
+    # GGUF's; from an original tokenizer.model, every piece's score and type is the original's
+    # (a GGUF made from tokenizer.json gives its special tokens llama.cpp's HF-vocabulary
+    # scores and the CONTROL type, which do not take part in encoding); the special ids and
+    # the ids of every string are the original's
+    sp2 = S.spm.SentencePieceProcessor(model_file=str(out / "tokenizer.model"))
+    fr = gguf.GGUFReader(str(g))
+    toks, scores = fr.fields["tokenizer.ggml.tokens"], fr.fields["tokenizer.ggml.scores"]
+    assert sp2.get_piece_size() == sp.get_piece_size() == len(toks.data)
+    for i in range(sp.get_piece_size()):
+        assert sp2.id_to_piece(i) == bytes(toks.parts[toks.data[i]]).decode(), i
+        assert sp2.get_score(i) == float(scores.parts[scores.data[i]][0]), i
+        if not as_json:
+            assert (sp2.get_score(i), sp2.is_control(i), sp2.is_unknown(i), sp2.is_byte(i)) == \
+                (sp.get_score(i), sp.is_control(i), sp.is_unknown(i), sp.is_byte(i)), i
+    assert (sp2.unk_id(), sp2.bos_id(), sp2.eos_id(), sp2.pad_id()) == \
+        (sp.unk_id(), sp.bos_id(), sp.eos_id(), sp.pad_id())
+    for t in texts:
+        assert sp2.encode(t) == sp.encode(t), t
+        assert sp2.decode(sp.encode(t)) == sp.decode(sp.encode(t)), t
+    # and the directory converts to the same vocabulary again (the HF -> GGUF path reads the
+    # tokenizer.model first, as llama.cpp's converter does), but for the unknown token, which
+    # a tokenizer.model always types UNKNOWN (2) where a tokenizer.json's GGUF says CONTROL
+    g2 = tmp_path / "again.gguf"
+    convert(tbx, out, g2)
+    f1, f2 = gguf.GGUFReader(str(g)), gguf.GGUFReader(str(g2))
+    for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"):
+        a, b = f1.fields[key], f2.fields[key]
+        want = [bytes(a.parts[i]) for i in a.data]
+        if key.endswith("token_type"):
+            want[sp.unk_id()] = (2).to_bytes(4, "little")
+        assert want == [bytes(b.parts[i]) for i in b.data], key
 
 
 @pytest.mark.parametrize("family, why", [("gemma2", "query_pre_attn_scalar"),
