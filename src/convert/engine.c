@@ -271,7 +271,7 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
             const bool heads = s->xform == TBX_XF_PERMUTE_HEADS ||
                                s->xform == TBX_XF_UNPERMUTE_HEADS;
             const bool reorder = heads || s->xform == TBX_XF_TRANSPOSE || strided;
-            if (s->xform > TBX_XF_UNPERMUTE_HEADS) return bad_plan(err, name, "unknown transform");
+            if (s->xform > TBX_XF_ZERO) return bad_plan(err, name, "unknown transform");
             if (heads &&
                 (s->heads == 0 || s->rows % ((uint64_t)2 * s->heads) != 0))
                 return bad_plan(err, name, "its rows do not split into heads of an even size");
@@ -288,7 +288,7 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
             if (t->enc == TBX_PENC_STORED) {
                 if (it->dtype != (tbx_dtype)t->dtype)
                     return bad_plan(err, name, "stored bytes keep their dtype");
-                if (s->xform == TBX_XF_SCALE || s->xform == TBX_XF_ADD)
+                if (s->xform == TBX_XF_SCALE || s->xform == TBX_XF_ADD || s->xform == TBX_XF_ZERO)
                     return bad_plan(err, name, "stored bytes cannot be scaled");
                 if (reorder && (!si || si->block_size > 1 || !si->bits || si->bits % 8))
                     return bad_plan(err, name, "only byte-sized values can be reordered as "
@@ -361,6 +361,7 @@ static tbx_status scan_clip(eng *e, size_t k, float *lo, float *hi) {
                 float v = e->scan[i];
                 if (s->xform == TBX_XF_SCALE) v *= s->k;
                 else if (s->xform == TBX_XF_ADD) v += s->k;
+                else if (s->xform == TBX_XF_ZERO) v = 0.0f;
                 const float a2 = fabsf(v);
                 if (isfinite(a2) && a2 > m) m = a2;
             }
@@ -495,6 +496,8 @@ static void job_run(tbx_task *task) {
         for (uint64_t i = 0; i < n; i++) x[i] *= src->s.k;
     else if (src->s.xform == TBX_XF_ADD)
         for (uint64_t i = 0; i < n; i++) x[i] += src->s.k;
+    else if (src->s.xform == TBX_XF_ZERO)
+        memset(x, 0, (size_t)n * sizeof *x);
     const bool check = e->check && src->in != IN_GEN;
     if (e->enc->kind == TBX_ENC_PAYLOAD) {
         float *y = x == sl->g ? sl->f : sl->g;

@@ -47,7 +47,11 @@ typedef enum tbx_xform {
     TBX_XF_ADD = 4,       /* each value plus k (Gemma's norms: + 1) */
     /* the inverse of TBX_XF_PERMUTE_HEADS (GGUF -> Hugging Face): output row h*d + i*d/2 + j
      * is input row h*d + 2j + i */
-    TBX_XF_UNPERMUTE_HEADS = 5
+    TBX_XF_UNPERMUTE_HEADS = 5,
+    /* every value of the view written as +0 (decoded and encoded as any other): rows the
+     * output has and its input does not carry (GGUF -> Hugging Face: RoBERTa's padding
+     * positions, which llama.cpp's converter drops), sized by a view of real rows */
+    TBX_XF_ZERO = 6
 } tbx_xform;
 
 typedef struct tbx_plan_src {

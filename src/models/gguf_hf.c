@@ -2,7 +2,9 @@
  * gguf_hf.c - the way back: a GGUF model written for llama.cpp as a Hugging Face model
  * directory. Everything is read from the architecture table's rows (arch.h) backwards:
  *   - the row: general.architecture is a row's `arch`; of the rows that share it (llama,
- *     mixtral), the first whose name map takes every tensor of the file;
+ *     mixtral; bert, xlm-roberta), the first whose name map takes every tensor of the file
+ *     and whose tokenizer kinds take tokenizer.ggml.model, else the first that takes the
+ *     tensors;
  *   - tensors: each llama.cpp name found in the row's map (tbx_hf_unmap_), its HF name the
  *     entry's template; HF_MAP_ONE gets its transform undone (llama's q/k row order:
  *     TBX_XF_UNPERMUTE_HEADS; a scale: 1/k; an added constant: -k); HF_MAP_SPLIT's parts are
@@ -15,7 +17,8 @@
  *     ids, dtype; Gemma 2 / 3's attention as llama.cpp runs it (gemma_attention);
  *   - the tokenizer: tokenizer.json rebuilt from tokenizer.ggml.* (a byte-level BPE with its
  *     merges and the pre-tokenizer tokenizer.ggml.pre names, as llama.cpp runs it; a WordPiece
- *     for llama.cpp's "bert" vocabulary), tokenizer_config.json with the special tokens and the
+ *     for llama.cpp's "bert" vocabulary; XLM-RoBERTa's Unigram and its sentencepiece.bpe.model
+ *     for "t5"), tokenizer_config.json with the special tokens and the
  *     chat template; a sentence-transformers model's modules.json and pooling config.
  * What cannot be mapped back (an architecture without a row, a tensor the row does not know,
  * a vocabulary type or pre-tokenizer without an inverse, a rope_freqs whose llama3 parameters
@@ -57,6 +60,8 @@ struct tbx_hf_back {
     tbx_dtype dtype;
     bool weights_only;
     uint64_t n_head, n_head_kv, n_embd, n_vocab;
+    uint64_t pos_off;           /* ARCH_POS_OFFSET: position rows llama.cpp's converter dropped */
+    int64_t ugm_mask;           /* a "t5" vocabulary's mask id whose text is restored, or -1 */
     tbx_plan plan;
     struct { char name[64]; char *data; size_t n; } files[BACK_FILES_MAX];
     size_t nfiles;
@@ -192,7 +197,9 @@ static bool row_takes_all(tbx_hf_back *h, const hf_arch *a, const char **bad) {
  * is refused, naming them, rather than written as a directory that is not the model. */
 #define BACK_FLAGS (ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_NONCAUSAL | ARCH_POOLING |           \
                     ARCH_TT_COUNT | ARCH_SPACE_PREFIX | ARCH_ADD_SEP | ARCH_NO_HEAD_DIM |       \
-                    ARCH_NORM_TOPK | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT | ARCH_TRIM_VOCAB)
+                    ARCH_NORM_TOPK | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT | ARCH_POS_OFFSET |   \
+                    ARCH_SWA | ARCH_HIDDEN_ACT | ARCH_CLS_POOLING | ARCH_ROPE_NONE |             \
+                    ARCH_FFN_UP_GLU | ARCH_PRE_MODERN_BERT | ARCH_TRIM_VOCAB)
 static tbx_status check_row_flags(tbx_hf_back *h) {
     static const struct { unsigned bit; const char *what; } F[] = {
         {ARCH_POS_OFFSET, "position rows dropped (RoBERTa's pad offset)"},
@@ -241,18 +248,35 @@ static tbx_status check_row_flags(tbx_hf_back *h) {
                 extra);
 }
 
+/* Does row a take the file's vocabulary kind? (bert and xlm-roberta are both llama.cpp's
+ * "bert": a "t5" vocabulary is XLM-RoBERTa's; a file without a vocabulary: any row.) */
+static bool row_takes_vocab(tbx_hf_back *h, const hf_arch *a) {
+    static const struct { const char *model; unsigned tok; } V[] = {
+        {"gpt2", TBX_HF_TOK_BPE}, {"bert", TBX_HF_TOK_WORDPIECE}, {"llama", TBX_HF_TOK_SPM},
+        {"t5", TBX_HF_TOK_UGM},
+    };
+    const char *model = meta_str(meta(h, "tokenizer.ggml.model"));
+    for (size_t i = 0; model && i < sizeof V / sizeof V[0]; i++)
+        if (!strcmp(model, V[i].model)) return (a->tokenizers & V[i].tok) != 0;
+    return true;
+}
+
 static tbx_status pick_row(tbx_hf_back *h) {
     const char *bad = NULL;
-    for (size_t i = 0; tbx_hf_arch_at_(i); i++) {
-        const hf_arch *a = tbx_hf_arch_at_(i);
-        if (strcmp(a->arch, h->arch) != 0) continue;
-        const char *b = NULL;
-        if (row_takes_all(h, a, &b)) {
-            h->a = a;
-            return check_row_flags(h);
+    /* the first row that takes every tensor and the vocabulary; else the first that takes
+     * every tensor (whose tokenizer step names what it cannot write) */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; tbx_hf_arch_at_(i); i++) {
+            const hf_arch *a = tbx_hf_arch_at_(i);
+            if (strcmp(a->arch, h->arch) != 0) continue;
+            if (pass == 0 && !row_takes_vocab(h, a)) continue;
+            const char *b = NULL;
+            if (row_takes_all(h, a, &b)) {
+                h->a = a;
+                return check_row_flags(h);
+            }
+            if (!bad) bad = b;
         }
-        if (!bad) bad = b;
-    }
     char list[256];
     tbx_hf_arch_list_(0, list, sizeof list);
     if (bad) {
@@ -291,7 +315,7 @@ static tbx_status add_out(tbx_hf_back *h, const char *name, uint32_t ndim, const
         const tbx_dtype_info *di = tbx_dtype_get(t->dtype);
         quantized |= di && (di->flags & TBX_DTF_BLOCK);
         stored &= t->dtype == h->dtype && srcs[j].xform != TBX_XF_SCALE &&
-                  srcs[j].xform != TBX_XF_ADD;
+                  srcs[j].xform != TBX_XF_ADD && srcs[j].xform != TBX_XF_ZERO;
     }
     tbx_plan_tensor pt;
     memset(&pt, 0, sizeof pt);
@@ -358,6 +382,33 @@ static tbx_status plan_weights_only(tbx_hf_back *h) {
     return st;
 }
 
+/* ARCH_POS_OFFSET (XLM-RoBERTa): llama.cpp's converter keeps position_embeddings' rows from
+ * pad_token_id + 1 on (positions of real tokens start there: transformers'
+ * create_position_ids_from_input_ids numbers them padding_idx + 1, ...; padding tokens get
+ * padding_idx; row 0 .. padding_idx - 1 are never read). The way back puts pos_off rows of +0
+ * before the GGUF's: row padding_idx is nn.Embedding(padding_idx=)'s row, zero at
+ * initialisation and never updated by training, so +0 is its value; rows below it are not in
+ * the file and are not read by transformers' forward pass: +0 too (docs/formats/gguf.md). */
+static tbx_status plan_positions(tbx_hf_back *h, const hf_tmap *m, const hf_unmatch *u,
+                                 uint64_t i) {
+    const tbx_tensor *t = &h->in->tensors[i];
+    char name[BACK_NAME_MAX];
+    if (t->ndim != 2 || t->shape[0] < h->pos_off)
+        return fail(h, TBX_E_FORMAT, t->name, "tensor \"%s\": %u dimensions, %llu rows: the %llu "
+                    "padding positions (tokenizer.ggml.padding_token_id + 1) cannot be put "
+                    "back", t->name, t->ndim, (unsigned long long)(t->ndim ? t->shape[0] : 0),
+                    (unsigned long long)h->pos_off);
+    if (!tbx_hf_fill_name_(m->hf, u->layer, -1, u->suffix, name, sizeof name))
+        return fail(h, TBX_E_LIMIT, t->name, "name too long");
+    tbx_plan_src s[2];
+    s[0] = whole_src(t, i);
+    s[0].rows = h->pos_off;
+    s[0].xform = TBX_XF_ZERO;
+    s[1] = whole_src(t, i);
+    const uint64_t shape[2] = {t->shape[0] + h->pos_off, t->shape[1]};
+    return add_out(h, name, 2, shape, s, 2);
+}
+
 static tbx_status plan_tensors(tbx_hf_back *h) {
     tbx_status st = TBX_OK;
     char name[BACK_NAME_MAX];
@@ -369,6 +420,10 @@ static tbx_status plan_tensors(tbx_hf_back *h) {
             return fail(h, TBX_E_UNSUPPORTED, t->name, "tensor \"%s\" has no Hugging Face name "
                         "in row %s", t->name, h->a->model_type);
         const hf_tmap *m = u.m;
+        if (h->pos_off && !strcmp(t->name, "position_embd.weight")) {
+            if ((st = plan_positions(h, m, &u, i)) != TBX_OK) return st;
+            continue;
+        }
         if (m->kind == HF_MAP_ONE) {
             if (!tbx_hf_fill_name_(m->hf, u.layer, -1, u.suffix, name, sizeof name))
                 return fail(h, TBX_E_LIMIT, t->name, "name too long");
@@ -493,9 +548,103 @@ static bool special_id(tbx_hf_back *h, const char *key, uint64_t *id) {
     return meta_u64(meta(h, k), id) && *id < h->n_vocab;
 }
 
+/* ModernBERT's config.json (ModernBertConfig) beyond the row's hyper-parameters: the
+ * alternating attention (ARCH_SWA: local_attention = sliding_window, every
+ * global_attn_every_n_layers-th layer global, rope_parameters' full_attention /
+ * sliding_attention rope_theta = rope.freq_base / freq_base_swa), hidden_activation,
+ * classifier_pooling (ARCH_CLS_POOLING), the biases the file has (none in the released
+ * models), and the special token ids ModernBertConfig carries (its defaults are
+ * ModernBERT-base's ids, not this vocabulary's). The GLU's halves (ARCH_FFN_UP_GLU) stay in one
+ * tensor both ways (Wi = ffn_up); rope.scaling.type "none" has nothing to write. */
+static void modernbert_config(tbx_hf_back *h, json_t *c) {
+    uint64_t u;
+    double g, l;
+    if (meta_u64(arch_meta(h, "attention.sliding_window"), &u))
+        json_object_set_new(c, "local_attention", json_integer((json_int_t)u));
+    if (meta_u64(arch_meta(h, "attention.sliding_window_pattern"), &u))
+        json_object_set_new(c, "global_attn_every_n_layers", json_integer((json_int_t)u));
+    const bool hg = meta_f64(arch_meta(h, "rope.freq_base"), &g);
+    const bool hl = meta_f64(arch_meta(h, "rope.freq_base_swa"), &l);
+    if (hg || hl) {
+        json_t *rp = json_object();
+        if (hg) json_object_set_new(rp, "full_attention", json_pack("{s:f,s:s}", "rope_theta",
+                                                                    short_f32(g), "rope_type",
+                                                                    "default"));
+        if (hl) json_object_set_new(rp, "sliding_attention", json_pack("{s:f,s:s}", "rope_theta",
+                                                                       short_f32(l), "rope_type",
+                                                                       "default"));
+        json_object_set_new(c, "rope_parameters", rp);
+    }
+    const char *act = meta_str(arch_meta(h, "hidden_activation"));
+    if (act) json_object_set_new(c, "hidden_activation", jstr0(act));
+    if (meta_u64(arch_meta(h, "classifier.pooling_type"), &u) && (u == POOL_CLS || u == POOL_MEAN))
+        json_object_set_new(c, "classifier_pooling", jstr0(u == POOL_CLS ? "cls" : "mean"));
+    json_object_set_new(c, "attention_bias", json_boolean(has_tensor(h, "blk.0.attn_qkv.bias")));
+    json_object_set_new(c, "mlp_bias", json_boolean(has_tensor(h, "blk.0.ffn_up.bias")));
+    json_object_set_new(c, "norm_bias", json_boolean(has_tensor(h, "token_embd_norm.bias")));
+    static const struct { const char *key, *cfg; } IDS[] = {
+        {"padding_token_id", "pad_token_id"}, {"bos_token_id", "bos_token_id"},
+        {"eos_token_id", "eos_token_id"}, {"bos_token_id", "cls_token_id"},
+        {"seperator_token_id", "sep_token_id"}, {"cls_token_id", "cls_token_id"},
+    };
+    for (size_t i = 0; i < sizeof IDS / sizeof IDS[0]; i++)
+        if (special_id(h, IDS[i].key, &u)) json_object_set_new(c, IDS[i].cfg, json_integer((json_int_t)u));
+}
+
+/* Nomic BERT's config.json: nomic's own fields (n_embd, ...: the row's hyper-parameters) with
+ * what its architecture fixes and llama.cpp's converter asserts (SwiGLU, post-norm, no biases,
+ * the whole head rotated, NEOX order, not causal), n_positions as nomic-embed-text v1 / v1.5
+ * have it (8192 beside max_trained_positions 2048; the GGUF does not carry it, and the
+ * converter refuses every pair but that one and (2048, 2048); another context gets n_positions
+ * = the context, which tensorbox's HF -> GGUF reads and llama.cpp's converter refuses), and
+ * the same model in transformers' NomicBertConfig
+ * names (hidden_size, ..., rope_parameters with the rope base llama.cpp runs: the file's, else
+ * its default 10000), which transformers' NomicBertModel and the converter's AutoConfig read. */
+static void enc_config(tbx_hf_back *h, json_t *c) {
+    if (!strcmp(h->a->model_type, "modernbert")) {
+        modernbert_config(h, c);
+        return;
+    }
+    if (strcmp(h->a->model_type, "nomic_bert") != 0) return;
+    static const char *const SAME[][2] = {
+        {"n_embd", "hidden_size"}, {"n_layer", "num_hidden_layers"},
+        {"n_head", "num_attention_heads"}, {"n_inner", "intermediate_size"},
+        {"layer_norm_epsilon", "layer_norm_eps"}, {"max_trained_positions", "max_position_embeddings"},
+    };
+    for (size_t i = 0; i < sizeof SAME / sizeof SAME[0]; i++) {
+        json_t *v = json_object_get(c, SAME[i][0]);
+        if (v) json_object_set_new(c, SAME[i][1], json_deep_copy(v));
+    }
+    json_t *mtp = json_object_get(c, "max_trained_positions");
+    if (json_is_integer(mtp))
+        json_object_set_new(c, "n_positions", json_integer(json_integer_value(mtp) == 2048
+                                                               ? 8192 : json_integer_value(mtp)));
+    json_object_set_new(c, "activation_function", jstr0("swiglu"));
+    json_object_set_new(c, "hidden_act", jstr0("silu"));
+    json_object_set_new(c, "causal", json_false());
+    json_object_set_new(c, "prenorm", json_false());
+    json_object_set_new(c, "rotary_emb_fraction", json_real(1.0));
+    json_object_set_new(c, "rotary_emb_interleaved", json_false());
+    json_object_set_new(c, "rotary_emb_scale_base", jnull());
+    json_object_set_new(c, "qkv_proj_bias", json_false());
+    json_object_set_new(c, "mlp_fc1_bias", json_false());
+    json_object_set_new(c, "mlp_fc2_bias", json_false());
+    json_object_set_new(c, "use_rms_norm", json_false());
+    double base = 10000.0;
+    meta_f64(arch_meta(h, "rope.freq_base"), &base);
+    base = short_f32(base);
+    json_object_set_new(c, "rotary_emb_base", json_real(base));
+    json_object_set_new(c, "rope_parameters", json_pack("{s:s,s:f}", "rope_type", "default",
+                                                        "rope_theta", base));
+    uint64_t pad;
+    if (special_id(h, "padding_token_id", &pad))
+        json_object_set_new(c, "pad_token_id", json_integer((json_int_t)pad));
+}
+
 /* Rows whose transformers class is not their model_type in CamelCase + ForCausalLM */
 static const struct { const char *row, *cls; } CLASS_NAMES[] = {
     {"gemma3_text", "Gemma3ForCausalLM"},
+    {"xlm-roberta", "XLMRobertaModel"}, {"modernbert", "ModernBertModel"},
 };
 
 /* Hyper-parameters written back under another config.json name than the row's first (which
@@ -856,6 +1005,17 @@ static tbx_status write_config(tbx_hf_back *h) {
         return gst;
     }
     json_object_set_new(c, "vocab_size", json_integer((json_int_t)h->n_vocab));
+    if (h->pos_off) {
+        /* RoBERTa: the positions llama.cpp's converter dropped are config.json's too */
+        json_t *mp = json_object_get(c, "max_position_embeddings");
+        if (json_is_integer(mp))
+            json_object_set_new(c, "max_position_embeddings",
+                                json_integer(json_integer_value(mp) + (json_int_t)h->pos_off));
+        json_object_set_new(c, "pad_token_id", json_integer((json_int_t)(h->pos_off - 1)));
+        uint64_t id;
+        if (special_id(h, "bos_token_id", &id)) json_object_set_new(c, "bos_token_id", json_integer((json_int_t)id));
+        if (special_id(h, "eos_token_id", &id)) json_object_set_new(c, "eos_token_id", json_integer((json_int_t)id));
+    }
     /* the head size, when it is not hidden / heads (ARCH_ROPE_PARTIAL: rope.dimension_count
      * is the rotated part of a head of hidden / heads, partial_rotary_factor) */
     uint64_t hd = 0;
@@ -943,6 +1103,7 @@ static tbx_status write_config(tbx_hf_back *h) {
      * config.json whose norm_topk_prob was true, and llama.cpp's graph renormalizes */
     if (h->a->flags & ARCH_NORM_TOPK) json_object_set_new(c, "norm_topk_prob", json_true());
     json_object_set_new(c, "torch_dtype", jstr0(torch_dtype(h->dtype)));
+    enc_config(h, c);
     tbx_status st = add_file(h, "config.json", c);
     if (st != TBX_OK || (h->a->flags & ARCH_NONCAUSAL)) return st;
     json_t *g = json_object();
@@ -1187,6 +1348,285 @@ static tbx_status spm_model(tbx_hf_back *h, json_t *root, json_t *mdl, json_t *v
     return TBX_OK;
 }
 
+/* ---- llama.cpp's "t5" (Unigram) vocabulary: XLM-RoBERTa's (issue 23, the encoders) ----- */
+/* What the GGUF holds (hf_gguf.c's write_ugm_vocab, convert_hf_to_gguf.py's
+ * _xlmroberta_set_vocab): the fairseq ids <s> <pad> </s> <unk> at 0..3, sentencepiece piece
+ * p >= 3 at id p + 1, then "[PAD<id - 1>]" unused ids up to the embedding's rows, the last of
+ * which transformers calls <mask> (its text is not in the file: the mask id names it, and the
+ * way back writes XLMRobertaTokenizer's "<mask>" there); scores and types; the normalizer's
+ * add_dummy_prefix, remove_extra_whitespaces and precompiled charsmap. Written back:
+ *   - tokenizer.json as transformers' XLMRobertaTokenizer builds it: a Unigram model with the
+ *     scores (unk_id, byte fallback when the vocabulary has byte tokens), the Precompiled
+ *     normalizer with the charsmap, WhitespaceSplit (remove_extra_whitespaces) + Metaspace
+ *     (prepend "always" with add_dummy_prefix, else "never"), the <s> $A </s> (pair: </s> </s>
+ *     between, with add_sep_token) post-processor, a Metaspace decoder;
+ *   - sentencepiece.bpe.model: the ModelProto (protobuf) of the pieces (<unk> <s> </s>, then ids
+ *     4 ..), a Unigram trainer_spec and the normalizer_spec with the charsmap;
+ *   - tokenizer_config.json with the special tokens. */
+static bool ugm_pad_name(const char *s, size_t n, uint64_t id) {
+    char want[40];
+    int w = snprintf(want, sizeof want, "[PAD%llu]", (unsigned long long)(id - 1));
+    return w > 0 && (size_t)w == n && !memcmp(s, want, n);
+}
+
+/* The text of token i (the restored mask's "<mask>"). */
+static const char *ugm_text(tbx_hf_back *h, const tbx_value *toks, uint64_t i, size_t *n) {
+    if ((int64_t)i == h->ugm_mask) {
+        *n = 6;
+        return "<mask>";
+    }
+    return tbx_value_str_at(toks, i, n);
+}
+
+static float arr_f32(const tbx_value *a, uint64_t i) {
+    tbx_value tmp;
+    const tbx_value *e = tbx_val_packed_get(a, (size_t)i, &tmp) ? &tmp : tbx_value_at(a, i);
+    double d = 0;
+    if (!e || tbx_value_get_f64(e, &d) != TBX_OK) return NAN;
+    return (float)d;
+}
+
+/* The bytes of a u8/i8 array value into a new buffer (*n bytes; NULL *b for none). */
+static tbx_status arr_bytes(tbx_hf_back *h, const tbx_value *a, uint8_t **b, size_t *n) {
+    *b = NULL;
+    *n = 0;
+    if (!a || tbx_value_type_of(a) != TBX_V_ARRAY || !tbx_value_len(a)) return TBX_OK;
+    const uint64_t len = tbx_value_len(a);
+    uint8_t *d = tbx_malloc(h->al, (size_t)len);
+    if (!d) return tbx_err_nomem(h->err, "tokenizer.ggml.precompiled_charsmap");
+    for (uint64_t i = 0; i < len; i++) {
+        int64_t v;
+        if (!arr_int(a, i, &v) || v < -128 || v > 255) {
+            tbx_free(h->al, d, (size_t)len);
+            return fail(h, TBX_E_FORMAT, "tokenizer.ggml.precompiled_charsmap", "item %llu is "
+                        "not a byte", (unsigned long long)i);
+        }
+        d[i] = (uint8_t)v;
+    }
+    *b = d;
+    *n = (size_t)len;
+    return TBX_OK;
+}
+
+static char *base64(tbx_hf_back *h, const uint8_t *p, size_t n, size_t *cap) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    *cap = (n + 2) / 3 * 4 + 1;
+    char *o = tbx_malloc(h->al, *cap), *q = o;
+    if (!o) return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        const uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                           (i + 2 < n ? p[i + 2] : 0);
+        *q++ = A[v >> 18 & 63];
+        *q++ = A[v >> 12 & 63];
+        *q++ = i + 1 < n ? A[v >> 6 & 63] : '=';
+        *q++ = i + 2 < n ? A[v & 63] : '=';
+    }
+    *q = 0;
+    return o;
+}
+
+/* sentencepiece.bpe.model: the pieces <unk> <s> </s> (sentencepiece's ids 0..2, the fairseq
+ * ids 3, 0, 2 of the GGUF) then the GGUF's ids 4 .. end - 1 (piece p at id p + 1), a Unigram
+ * model with sentencepiece's default special ids, the normalizer spec of the file (the
+ * charsmap, add_dummy_prefix, remove_extra_whitespaces). */
+static tbx_status ugm_spm_model(tbx_hf_back *h, const tbx_value *toks, const tbx_value *types,
+                                const tbx_value *scores, uint64_t end, const uint8_t *cmap,
+                                size_t cmap_n) {
+    static const char *const HEAD[3] = {"<unk>", "<s>", "</s>"};
+    const uint64_t np = 3 + (end - 4);
+    tbx_spm_vocab v = {0};
+    v.pieces = tbx_calloc(h->al, (size_t)np, sizeof *v.pieces);
+    if (!v.pieces) return tbx_err_nomem(h->err, "sentencepiece.bpe.model");
+    v.n = v.cap = (size_t)np;
+    v.model_type = TBX_SPM_UNIGRAM;
+    v.add_dummy_prefix = meta_bool(meta(h, "tokenizer.ggml.add_space_prefix"), true);
+    v.remove_extra_ws = meta_bool(meta(h, "tokenizer.ggml.remove_extra_whitespaces"), true);
+    v.charsmap = cmap;
+    v.charsmap_len = cmap_n;
+    tbx_status st = TBX_OK;
+    for (uint64_t k = 0; st == TBX_OK && k < np; k++) {
+        if (k < 3) {
+            v.pieces[k] = (tbx_spm_piece){HEAD[k], (uint32_t)strlen(HEAD[k]), 0.0f,
+                                          k == 0 ? TBX_SPM_UNKNOWN : TBX_SPM_CONTROL};
+            continue;
+        }
+        size_t n;
+        int64_t tt = TT_NORMAL;
+        const char *s = tbx_value_str_at(toks, k + 1, &n);
+        if (types && !arr_int(types, k + 1, &tt)) tt = TT_NORMAL;
+        if (!s || n > UINT32_MAX || tt < TT_NORMAL || tt > TT_BYTE)
+            st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.tokens", "token %llu has no text or a "
+                      "type outside SentencePiece's (1..6)", (unsigned long long)(k + 1));
+        else /* llama.cpp's token types are SentencePiece's numbers */
+            v.pieces[k] = (tbx_spm_piece){s, (uint32_t)n, arr_f32(scores, k + 1), (int)tt};
+    }
+    const tbx_spm_ids ids = {0, 1, 2, -1};
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    if (st == TBX_OK) st = tbx_spm_write(&v, &ids, h->al, &buf, &n, h->err);
+    if (st == TBX_OK) st = add_blob(h, "sentencepiece.bpe.model", buf, n);
+    tbx_free(h->al, buf, n ? n : 1);
+    tbx_spm_free(&v, h->al);
+    return st;
+}
+
+static json_t *metaspace(bool prefix) {
+    return json_pack("{s:s,s:s,s:s,s:b}", "type", "Metaspace", "replacement", "\xe2\x96\x81",
+                     "prepend_scheme", prefix ? "always" : "never", "split", 1);
+}
+
+static tbx_status ugm_tokenizer(tbx_hf_back *h, const tbx_value *toks, const tbx_value *types) {
+    const tbx_value *scores = meta(h, "tokenizer.ggml.scores");
+    const uint64_t nt = tbx_value_len(toks);
+    if (!scores || tbx_value_len(scores) != nt)
+        return fail(h, TBX_E_FORMAT, "tokenizer.ggml.scores", "a t5 (Unigram) vocabulary needs "
+                    "one score per token (tokenizer.ggml.scores)");
+    static const char *const HEAD[4] = {"<s>", "<pad>", "</s>", "<unk>"};
+    for (uint64_t i = 0; i < 4; i++) {
+        size_t n;
+        const char *s = i < nt ? tbx_value_str_at(toks, i, &n) : NULL;
+        if (!s || n != strlen(HEAD[i]) || memcmp(s, HEAD[i], n))
+            return fail(h, TBX_E_UNSUPPORTED, "tokenizer.ggml.tokens", "a t5 (Unigram) "
+                        "vocabulary is written back as XLM-RoBERTa's, whose ids 0..3 are <s> "
+                        "<pad> </s> <unk>; token %llu is not %s", (unsigned long long)i,
+                        HEAD[i]);
+    }
+    /* the converter's padding: the unused "[PAD<id - 1>]" ids at the end */
+    uint64_t end = nt;
+    while (end > 4) {
+        size_t n;
+        int64_t tt = TT_NORMAL;
+        const char *s = tbx_value_str_at(toks, end - 1, &n);
+        if (!types || !arr_int(types, end - 1, &tt) || tt != TT_UNUSED || !s ||
+            !ugm_pad_name(s, n, end - 1))
+            break;
+        end--;
+    }
+    uint64_t mask;
+    if (special_id(h, "mask_token_id", &mask) && mask >= end) h->ugm_mask = (int64_t)mask;
+    bool bytes = false;
+    json_t *root = json_object(), *added = json_array(), *vocab = json_array();
+    tbx_status st = TBX_OK;
+    for (uint64_t i = 0; st == TBX_OK && i < nt; i++) {
+        size_t n;
+        const char *s = ugm_text(h, toks, i, &n);
+        int64_t ty = TT_NORMAL;
+        if (types && !arr_int(types, i, &ty)) ty = TT_NORMAL;
+        const bool restored = (int64_t)i == h->ugm_mask;
+        const float sc = restored ? 0.0f : arr_f32(scores, i);
+        json_t *js = s ? jstrn(s, n) : NULL;
+        if (!js || !isfinite(sc)) {
+            json_decref(js);
+            st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.tokens", "token %llu is not UTF-8 or has "
+                      "no finite score", (unsigned long long)i);
+            break;
+        }
+        bytes |= ty == TT_BYTE;
+        json_array_append_new(vocab, json_pack("[o,f]", js, (double)sc));
+        if (ty == TT_CONTROL || ty == TT_UNKNOWN || ty == TT_USER || restored) {
+            json_t *a = added_token((int64_t)i, s, n, ty != TT_USER);
+            if (ty != TT_USER) json_object_set_new(a, "normalized", json_false());
+            json_array_append_new(added, a);
+        }
+    }
+    uint8_t *cmap = NULL;
+    size_t cmap_n = 0;
+    if (st == TBX_OK) st = arr_bytes(h, meta(h, "tokenizer.ggml.precompiled_charsmap"), &cmap, &cmap_n);
+    if (st != TBX_OK) {
+        json_decref(root); json_decref(added); json_decref(vocab);
+        return st;
+    }
+    const bool prefix = meta_bool(meta(h, "tokenizer.ggml.add_space_prefix"), true);
+    const bool rmws = meta_bool(meta(h, "tokenizer.ggml.remove_extra_whitespaces"), true);
+    json_object_set_new(root, "version", jstr0("1.0"));
+    json_object_set_new(root, "truncation", jnull());
+    json_object_set_new(root, "padding", jnull());
+    json_object_set_new(root, "added_tokens", added);
+    if (cmap_n) {
+        size_t bc;
+        char *b64 = base64(h, cmap, cmap_n, &bc);
+        if (!b64) st = tbx_err_nomem(h->err, "precompiled_charsmap");
+        else json_object_set_new(root, "normalizer", json_pack("{s:s,s:s}", "type", "Precompiled",
+                                                               "precompiled_charsmap", b64));
+        tbx_free(h->al, b64, b64 ? bc : 0);
+    } else {
+        json_object_set_new(root, "normalizer", jnull());
+    }
+    json_t *pts = json_array();
+    if (rmws) json_array_append_new(pts, json_pack("{s:s}", "type", "WhitespaceSplit"));
+    json_array_append_new(pts, metaspace(prefix));
+    json_object_set_new(root, "pre_tokenizer", json_pack("{s:s,s:o}", "type", "Sequence",
+                                                         "pretokenizers", pts));
+    /* <s> $A </s>; pair <s> $A </s> </s> $B </s> (RoBERTa's; every type id 0) */
+    uint64_t bos = 0, eos = 0;
+    const bool add_bos = special_id(h, "bos_token_id", &bos) &&
+                         meta_bool(meta(h, "tokenizer.ggml.add_bos_token"), true);
+    const bool add_eos = special_id(h, "eos_token_id", &eos) &&
+                         meta_bool(meta(h, "tokenizer.ggml.add_eos_token"), true);
+    const bool add_sep = add_eos && meta_bool(meta(h, "tokenizer.ggml.add_sep_token"), false);
+    json_t *single = json_array(), *pair = json_array(), *sp = json_object();
+#define UGM_PIECE(arr, kind, idv) json_array_append_new(arr, json_pack("{s:{s:o,s:i}}", kind, "id", idv, "type_id", 0))
+    size_t bn = 0, en = 0;
+    const char *bs = add_bos ? ugm_text(h, toks, bos, &bn) : NULL;
+    const char *es = add_eos ? ugm_text(h, toks, eos, &en) : NULL;
+    if (bs) UGM_PIECE(single, "SpecialToken", jstrn(bs, bn));
+    UGM_PIECE(single, "Sequence", jstr0("A"));
+    if (es) UGM_PIECE(single, "SpecialToken", jstrn(es, en));
+    if (bs) UGM_PIECE(pair, "SpecialToken", jstrn(bs, bn));
+    UGM_PIECE(pair, "Sequence", jstr0("A"));
+    if (es) UGM_PIECE(pair, "SpecialToken", jstrn(es, en));
+    if (add_sep) UGM_PIECE(pair, "SpecialToken", jstrn(es, en));
+    UGM_PIECE(pair, "Sequence", jstr0("B"));
+    if (es) UGM_PIECE(pair, "SpecialToken", jstrn(es, en));
+#undef UGM_PIECE
+    const char *ps[2] = {bs, es};
+    const size_t pn[2] = {bn, en};
+    const uint64_t pid[2] = {bos, eos};
+    for (int k = 0; k < 2; k++) {
+        if (!ps[k]) continue;
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)(pn[k] < 200 ? pn[k] : 200), ps[k]);
+        json_object_set_new(sp, key, json_pack("{s:o,s:[I],s:[o]}", "id", jstrn(ps[k], pn[k]),
+                                               "ids", (json_int_t)pid[k], "tokens",
+                                               jstrn(ps[k], pn[k])));
+    }
+    json_object_set_new(root, "post_processor", json_pack("{s:s,s:o,s:o,s:o}", "type",
+                                                          "TemplateProcessing", "single", single,
+                                                          "pair", pair, "special_tokens", sp));
+    json_object_set_new(root, "decoder", metaspace(prefix));
+    uint64_t unk = 3;
+    special_id(h, "unknown_token_id", &unk);
+    json_object_set_new(root, "model", json_pack("{s:s,s:I,s:o,s:b}", "type", "Unigram",
+                                                 "unk_id", (json_int_t)unk, "vocab", vocab,
+                                                 "byte_fallback", bytes));
+    if (st == TBX_OK) st = add_file(h, "tokenizer.json", root);
+    else json_decref(root);
+    if (st == TBX_OK) st = ugm_spm_model(h, toks, types, scores, end, cmap, cmap_n);
+    tbx_free(h->al, cmap, cmap_n);
+    if (st != TBX_OK) return st;
+    /* tokenizer_config.json */
+    json_t *tc = json_object();
+    json_object_set_new(tc, "tokenizer_class", jstr0("XLMRobertaTokenizer"));
+    json_object_set_new(tc, "add_prefix_space", json_boolean(prefix));
+    for (size_t k = 0; k < sizeof SPECIAL / sizeof SPECIAL[0]; k++) {
+        uint64_t id;
+        size_t n;
+        const char *s;
+        if (!special_id(h, SPECIAL[k].key, &id) && !(!strcmp(SPECIAL[k].name, "cls") &&
+                                                     special_id(h, "bos_token_id", &id)))
+            continue; /* XLM-RoBERTa's cls is its bos */
+        if (!(s = ugm_text(h, toks, id, &n))) continue;
+        char key[32];
+        snprintf(key, sizeof key, "%s_token", SPECIAL[k].name);
+        json_t *v = jstrn(s, n);
+        if (v) json_object_set_new(tc, key, v);
+    }
+    uint64_t ctx;
+    if (meta_u64(arch_meta(h, "context_length"), &ctx))
+        json_object_set_new(tc, "model_max_length", json_integer((json_int_t)ctx));
+    return add_file(h, "tokenizer_config.json", tc);
+}
+
 /* ARCH_SPM_ADDED (Phi-3): an added token as llama.cpp's vocabulary matches it: on the raw
  * text (normalized false, as Phi-3's files have them), and, when general.name says "phi-3" or
  * "phi3" (any case), with the right strip llama.cpp gives every special token of such a model
@@ -1275,6 +1715,8 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
                     "only)");
     const bool bpe = !strcmp(model, "gpt2"), wpm = !strcmp(model, "bert");
     const bool spm = !strcmp(model, "llama");
+    if (!strcmp(model, "t5") && (h->a->tokenizers & TBX_HF_TOK_UGM))
+        return ugm_tokenizer(h, toks, types);
     const char *pre = meta_str(meta(h, "tokenizer.ggml.pre"));
     const char *regex = NULL;
     if (!bpe && !wpm && !spm)
@@ -1282,6 +1724,9 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
                     "cannot be written as a tokenizer.json yet (gpt2: byte-level BPE, bert: "
                     "WordPiece, llama: SentencePiece BPE; --weights-only writes the tensors "
                     "only)", model);
+    /* ModernBERT's "modern-bert" is GPT-2's split (ARCH_PRE_MODERN_BERT) */
+    if (bpe && pre && !strcmp(pre, "modern-bert") && (h->a->flags & ARCH_PRE_MODERN_BERT))
+        pre = "gpt-2";
     if (bpe && (!pre || (strcmp(pre, "gpt-2") != 0 && !(regex = tbx_hf_bpe_pre_regex_(pre)))))
         return fail(h, TBX_E_UNSUPPORTED, "tokenizer.ggml.pre", "pre-tokenizer \"%s\" has no "
                     "tokenizer.json form in tensorbox yet (llama-bpe, qwen2, gpt-2; "
@@ -1456,7 +1901,13 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
         uint64_t id;
         size_t n;
         const char *s;
-        if (!special_id(h, SPECIAL[k].key, &id) || !(s = tbx_value_str_at(toks, id, &n))) continue;
+        /* an encoder's classifier token is its bos when the file names none (llama.cpp's
+         * BERT-likes keep [CLS] / <s> as bos_token_id) */
+        const bool cls_bos = !strcmp(SPECIAL[k].name, "cls") &&
+                             (h->a->flags & ARCH_NONCAUSAL) && special_id(h, "bos_token_id", &id);
+        if ((!special_id(h, SPECIAL[k].key, &id) && !cls_bos) ||
+            !(s = tbx_value_str_at(toks, id, &n)))
+            continue;
         /* an id of an ordinary token is config.json's (gguf-py's SpecialVocab reads
          * pad_token_id there: Olmo2Config's default 1 names '"'), not a token the tokenizer
          * treats as special: left out of tokenizer_config */
@@ -1516,6 +1967,17 @@ tbx_status tbx_hf_back_prepare(tbx_file *in, tbx_dtype dtype, bool weights_only,
         h->n_vocab = in->tensors[ei].shape[0];
     else if (!meta_u64(arch_meta(h, "vocab_size"), &h->n_vocab))
         h->n_vocab = tbx_value_len(meta(h, "tokenizer.ggml.tokens"));
+    h->ugm_mask = -1;
+    if (h->a->flags & ARCH_POS_OFFSET) {
+        uint64_t pad;
+        if (!special_id(h, "padding_token_id", &pad))
+            return fail(h, TBX_E_NOT_FOUND, "tokenizer.ggml.padding_token_id", "a %s model's "
+                        "positions start at pad_token_id + 1, and the file names no padding "
+                        "token (tokenizer.ggml.padding_token_id): the position rows llama.cpp's "
+                        "converter dropped cannot be counted (--weights-only writes the tensors "
+                        "under their GGUF names)", h->a->model_type);
+        h->pos_off = pad + 1;
+    }
     if ((st = plan_tensors(h)) != TBX_OK) return st;
     if ((st = write_config(h)) != TBX_OK) return st;
     if ((st = write_tokenizer(h)) != TBX_OK) return st;
