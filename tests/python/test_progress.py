@@ -237,3 +237,33 @@ def test_cat_url_bar_on_a_terminal_only(tbx, tmp_path):
         assert r.returncode == 0 and r.stdout == big.tobytes() and r.stderr == b"", r.stderr
     finally:
         web.stop()
+
+
+def test_python_diff_progress(tmp_path):
+    src = tmp_path / "in.safetensors"
+    total = make_input(src)
+    calls = []
+    doc = tb.diff(src, src, progress=lambda d, t: calls.append((d, t)))
+    assert doc["identical"]
+    assert len(calls) >= 3  # "big" is several jobs on each side
+    assert all(t == 2 * total for _, t in calls)  # both sides' stored bytes
+    done = [d for d, _ in calls]
+    assert done == sorted(done)
+    assert calls[-1] == (2 * total, 2 * total)
+
+
+def test_python_diff_progress_exception_cancels(tmp_path):
+    src = tmp_path / "in.safetensors"
+    make_input(src)
+    n = [0]
+
+    def cb(done, total):
+        n[0] += 1
+        if n[0] == 2:
+            raise Stop(f"stop at {done} of {total}")
+
+    with pytest.raises(Stop, match="stop at"):
+        tb.diff(src, src, progress=cb)
+    assert n[0] == 2
+    with pytest.raises(TypeError, match="progress"):
+        tb.diff(src, src, progress=7)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+
+import pytest
 from pathlib import Path
 
 from conftest import assert_clean_exit, run, need
@@ -234,3 +236,61 @@ def test_bad_sizes_and_formats_refused(tbx, tmp_path):
     r = run(tbx, "convert", src, tmp_path / "o.npz", "--max-shard-size", "1MB")
     assert r.rc != 0 and "max-shard-size" in r.text, r.describe()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.safetensors"]
+
+
+# ---- Python: convert(..., max_shard_size=) -------------------------------------------------
+tb = need("tensorbox")
+
+
+def test_python_max_shard_size(tmp_path):
+    """tensorbox.convert takes max_shard_size= as tbx convert takes --max-shard-size (an int of
+    bytes, or "1KB"-style strings): the shards are huggingface_hub's split, the GGUF set
+    gguf-split's rule computed here from gguf-py's reading of the single file."""
+    sd = state_dict(8)
+    src = tmp_path / "in.safetensors"
+    stn.save_file(sd, str(src), metadata={"format": "pt"})
+    order = file_order(src)
+    for size, d in ((1000, "int"), ("1KB", "str"), ("0.001MB", "float_str")):
+        out = tmp_path / d / "model.safetensors"
+        out.parent.mkdir()
+        tb.convert(src, out, max_shard_size=size)
+        ref = hub_split(sd, "model", 1000, order)
+        written = sorted(p.name for p in out.parent.iterdir())
+        assert written == sorted(["model.safetensors.index.json", *ref.filename_to_tensors]), d
+        idx = json.loads((out.parent / "model.safetensors.index.json").read_text())
+        assert idx["weight_map"] == ref.tensor_to_filename
+        assert idx["metadata"]["total_size"] == sum(v.nbytes for v in sd.values())
+        for fname, names in ref.filename_to_tensors.items():
+            got = stn.load_file(str(out.parent / fname))
+            assert sorted(got) == sorted(names)
+            for k in names:
+                assert got[k].tobytes() == sd[k].tobytes(), k
+    # GGUF: the split set (GGUF has no u8)
+    src = tmp_path / "in_g.safetensors"
+    stn.save_file({k: v for k, v in sd.items() if v.dtype != np.uint8}, str(src))
+    single = tmp_path / "single.gguf"
+    tb.convert(src, single)
+    sizes = [int(t.n_bytes) for t in gguf.GGUFReader(str(single)).tensors]
+    names = [t.name for t in gguf.GGUFReader(str(single)).tensors]
+    rule = gguf_split_rule(sizes, 1000)
+    n = rule[-1] + 1
+    assert n >= 3
+    gdir = tmp_path / "g"
+    gdir.mkdir()
+    tb.convert(src, gdir / "model.gguf", max_shard_size=1000)
+    parts = sorted(p.name for p in gdir.iterdir())
+    assert parts == [f"model-{i:05d}-of-{n:05d}.gguf" for i in range(1, n + 1)], parts
+    for i, p in enumerate(parts):
+        r = gguf.GGUFReader(str(gdir / p))
+        assert [t.name for t in r.tensors] == [nm for nm, s in zip(names, rule) if s == i], p
+    # what is not a size, and options for directory outputs only
+    for bad in ("5XB", 0, -3, "GB", True):
+        with pytest.raises(tb.InvalidArgumentError, match="max_shard_size"):
+            tb.convert(src, tmp_path / "bad.safetensors", max_shard_size=bad)
+    with pytest.raises(tb.InvalidArgumentError):
+        tb.convert(src, tmp_path / "bad.npz", max_shard_size=1000)
+    assert not list(tmp_path.glob("bad*"))
+    # a directory output still takes it (GGUF -> Hugging Face) and refuses dtype/weights_only
+    # for files
+    with pytest.raises(tb.InvalidArgumentError, match="weights_only"):
+        tb.convert(src, tmp_path / "bad.safetensors", weights_only=True)
