@@ -335,7 +335,9 @@ void tbx_outdir_abort(tbx_outdir *d);
 /* (src/io/outset.c) A set of files written whole (shards and their index, a GGUF split set):  */
 /* each under "<dir>/.<base>.tbx-set.XXXXXX" until the commit renames them all, the claim last.*/
 /* ------------------------------------------------------------------------------------------ */
-typedef struct tbx_outset_entry { char *dst, *tmp; bool renamed; } tbx_outset_entry;
+/* slot: the entry of tmp in the table of temporary files that tbx_remove_temp_files (a signal
+ * handler's) removes, from its add until its rename or the abort (-1: none, the table full) */
+typedef struct tbx_outset_entry { char *dst, *tmp; bool renamed; int slot; } tbx_outset_entry;
 typedef struct tbx_outset {
     const tbx_alloc *al;
     tbx_outset_entry *e;

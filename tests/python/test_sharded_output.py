@@ -294,3 +294,71 @@ def test_python_max_shard_size(tmp_path):
     # for files
     with pytest.raises(tb.InvalidArgumentError, match="weights_only"):
         tb.convert(src, tmp_path / "bad.safetensors", weights_only=True)
+
+
+# ---- temporary files: none left by a failed, cancelled or interrupted sharded write --------
+def temp_names(d: Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir() if ".tbx-" in p.name)
+
+
+def test_cancelled_sharded_write_leaves_no_temporary_file(tmp_path):
+    """progress= raising after the first shards were written: no shard, no temporary name."""
+    sd = state_dict(9)
+    src = tmp_path / "in.safetensors"
+    stn.save_file(sd, str(src))
+    total = sum(v.nbytes for v in sd.values())
+    for out in ("model.safetensors", "model.gguf"):
+        if out.endswith(".gguf"):
+            stn.save_file({k: v for k, v in sd.items() if v.dtype != np.uint8}, str(src))
+            total = sum(v.nbytes for v in sd.values() if v.dtype != np.uint8)
+        seen = []
+
+        def cb(done, t):
+            seen.append(sorted(p.name for p in tmp_path.iterdir()))
+            if done > total // 2:
+                raise KeyboardInterrupt("stop")
+
+        with pytest.raises(KeyboardInterrupt):
+            tb.convert(src, tmp_path / out, max_shard_size=1000, progress=cb)
+        # the cancel came after at least one shard was written under its temporary name
+        assert any(".tbx-set." in n for names in seen for n in names), (out, seen[-1])
+        # one operation over every shard: done never decreasing, one total (the arrays' bytes)
+        calls = []
+        tb.convert(src, tmp_path / ("ok_" + out), max_shard_size=1000,
+                   progress=lambda d, t: calls.append((d, t)))
+        assert [d for d, _ in calls] == sorted(d for d, _ in calls), calls
+        assert {t for _, t in calls} == {total} and calls[-1] == (total, total), calls
+        for q in tmp_path.iterdir():
+            if q.name.startswith("ok_") or "-of-" in q.name:
+                q.unlink()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.safetensors"], out
+
+
+def test_interrupted_sharded_write_leaves_no_temporary_file(tbx, tmp_path):
+    """tbx convert --max-shard-size stopped by SIGINT once shards sit under their temporary
+    names: its handler (tbx_remove_temp_files) removes them all."""
+    import signal
+    import subprocess
+    import time
+    rng = np.random.default_rng(11)
+    big = {f"t{i:02d}.weight": rng.standard_normal((512, 2048)).astype(np.float32)
+           for i in range(48)}  # 48 x 4 MiB
+    src = tmp_path / "in.safetensors"
+    stn.save_file(big, str(src))
+    out = tmp_path / "o" / "model.gguf"
+    out.parent.mkdir()
+    p = subprocess.Popen([tbx, "convert", str(src), str(out), "--quant", "q4_k",
+                          "--max-shard-size", "3MB", "--no-sync"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 60 and p.poll() is None:
+        if sum(".tbx-set." in n for n in temp_names(out.parent)) >= 2:
+            break
+        time.sleep(0.01)
+    assert p.poll() is None, "the conversion ended before two shards were written: no test"
+    before = temp_names(out.parent)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode != 0
+    assert sum(".tbx-set." in n for n in before) >= 2, before
+    assert sorted(q.name for q in out.parent.iterdir()) == [], (before, err)
