@@ -2,6 +2,7 @@
 """`tbx diff` of two ~1 GiB models against reading both files (`cat A B > /dev/null`).
 
     .venv/bin/python bench/bench_diff.py [--reps 5] [--tbx build/tbx] [--gib 1.0]
+                                         [--cache warm,cold]
     BENCH_DIR=/path     where the files go (default: a temporary directory, removed after)
 
 A: a GGUF of random f16 weights in [4096, 8192] tensors named like llama.cpp's (blk.N.*),
@@ -16,6 +17,11 @@ the CPU time (user + system) of both: on a shared machine the wall time mostly m
 other processes, the CPU time what the work costs. The page cache is warm (one untimed cat first): the files fit in memory, so cat
 measures memory bandwidth, not the disk, and the ratio shows what the decoding and arithmetic
 cost beyond moving the bytes. I/O-bound is the goal: ratio close to 1 on a cold disk.
+Cold (--cache cold, on by default): before every timed run (cat's and tbx's alike) both files
+are fsynced and dropped from the page cache with posix_fadvise(POSIX_FADV_DONTNEED) (untimed;
+the bench checks with fincore, where it exists, that no page of them stayed resident, and says
+so), so both read from the disk: there cat measures the disk and tbx / cat says whether diff
+keeps up with it.
 """
 from __future__ import annotations
 
@@ -63,12 +69,33 @@ def timed(argv, out=subprocess.DEVNULL, gnu_time=False):
     return p.returncode, dt, rss, cpu
 
 
+def drop_cache(paths) -> int:
+    """Evicts the files' pages (fsync first: dirty pages are not dropped); returns the bytes
+    fincore still finds resident (-1 when fincore is missing)."""
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    if not shutil.which("fincore"):
+        return -1
+    r = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", *map(str, paths)],
+                       stdout=subprocess.PIPE, text=True)
+    return sum(int(x) for x in r.stdout.split()) if r.returncode == 0 else -1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--tbx", default=str(REPO / "build" / "tbx"))
     ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--cache", default="warm,cold", help="warm, cold or both (comma-separated)")
     args = ap.parse_args()
+    caches = args.cache.split(",")
+    if set(caches) - {"warm", "cold"}:
+        sys.exit("bench_diff: --cache takes warm, cold or warm,cold")
     if not shutil.which("/usr/bin/time"):
         sys.exit("bench_diff: GNU time (/usr/bin/time) is needed for the peak RSS")
     own = "BENCH_DIR" not in os.environ
@@ -86,28 +113,43 @@ def main():
                 sys.exit(f"bench_diff: tbx convert to {name} failed: {r.stderr.decode()}")
             pairs.append((name, b))
         print(f"bench_diff: A {a.stat().st_size / 2**30:.2f} GiB f16, threads: "
-              f"{os.environ.get('TBX_THREADS', 'all cores')}, {args.reps} interleaved runs, "
-              f"page cache warm")
-        print(f"{'pair':<14} {'bytes':>9} {'cat s':>8} {'tbx s':>8} {'cat GiB/s':>10} "
-              f"{'tbx GiB/s':>10} {'tbx/cat':>8} {'tbx RSS MiB':>12} {'cat CPU s':>10} {'tbx CPU s':>10}")
-        for name, b in pairs:
-            size = a.stat().st_size + b.stat().st_size
-            timed(["cat", a, b])  # warm
-            cats, tbxs, rss, cpu, ccpu = [], [], [], [], []
-            for _ in range(args.reps):
-                rc, dt, _, cc = timed(["cat", a, b], gnu_time=True)
-                cats.append(dt)
-                ccpu.append(cc)
-                rc, dt, m, c = timed([args.tbx, "diff", a, b, "--json"], gnu_time=True)
-                if rc not in (0, 1):
-                    sys.exit(f"bench_diff: tbx diff failed (exit {rc})")
-                tbxs.append(dt)
-                rss.append(m)
-                cpu.append(c)
-            c, t = statistics.median(cats), statistics.median(tbxs)
-            print(f"f16 vs {name:<7} {size / 2**30:>7.2f}Gi {c:>8.3f} {t:>8.3f} "
-                  f"{size / 2**30 / c:>10.2f} {size / 2**30 / t:>10.2f} {t / c:>8.2f} "
-                  f"{max(rss):>12.1f} {statistics.median(ccpu):>10.2f} {statistics.median(cpu):>10.2f}")
+              f"{os.environ.get('TBX_THREADS', 'all cores')} of {os.cpu_count()}, {args.reps} "
+              f"interleaved runs, load average before: "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"{'pair':<14} {'cache':<5} {'bytes':>9} {'cat s':>8} {'tbx s':>8} "
+              f"{'cat GiB/s':>10} {'tbx GiB/s':>10} {'tbx/cat':>8} {'tbx RSS MiB':>12} "
+              f"{'cat CPU s':>10} {'tbx CPU s':>10}")
+        resident = []
+        for cache in caches:
+            for name, b in pairs:
+                size = a.stat().st_size + b.stat().st_size
+                timed(["cat", a, b])  # warm
+                cats, tbxs, rss, cpu, ccpu = [], [], [], [], []
+                for _ in range(args.reps):
+                    if cache == "cold":
+                        resident.append(drop_cache((a, b)))
+                    rc, dt, _, cc = timed(["cat", a, b], gnu_time=True)
+                    cats.append(dt)
+                    ccpu.append(cc)
+                    if cache == "cold":
+                        resident.append(drop_cache((a, b)))
+                    rc, dt, m, c = timed([args.tbx, "diff", a, b, "--json"], gnu_time=True)
+                    if rc not in (0, 1):
+                        sys.exit(f"bench_diff: tbx diff failed (exit {rc})")
+                    tbxs.append(dt)
+                    rss.append(m)
+                    cpu.append(c)
+                c, t = statistics.median(cats), statistics.median(tbxs)
+                print(f"f16 vs {name:<7} {cache:<5} {size / 2**30:>7.2f}Gi {c:>8.3f} {t:>8.3f} "
+                      f"{size / 2**30 / c:>10.2f} {size / 2**30 / t:>10.2f} {t / c:>8.2f} "
+                      f"{max(rss):>12.1f} {statistics.median(ccpu):>10.2f} "
+                      f"{statistics.median(cpu):>10.2f}")
+        if resident:
+            left = max(resident)
+            print("cold: " + ("fincore missing, eviction not checked" if left < 0 else
+                              f"at most {left} bytes of A and B resident after each drop "
+                              f"(fincore)"))
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         if own:
             shutil.rmtree(d, ignore_errors=True)

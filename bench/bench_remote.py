@@ -9,15 +9,30 @@
   and bytes nginx logged, beside the header's size.
 
 The file is a safetensors file with one u8 tensor (its bytes are the file's but 8 + header
-bytes), written here into a temporary folder (--dir). Usage:
+bytes), written here into a temporary folder (--dir).
+
+* (--only convert) `tbx convert hf://org/repo out.gguf --quant q4_k` of bench_hf_gguf.py's
+  synthetic llama directory (--layers 10: 1.06 GiB of f16 in model.safetensors, config.json,
+  tokenizer files) served by the same nginx in the Hub's layout (/org/repo/resolve/main/FILE
+  -> 302 -> /cdn/..., the tree listing under /api/), HF_ENDPOINT set to it, beside
+  download-then-convert: `curl -sfL -o` of every file of the listing (one curl, the files in
+  turn) into a local directory named repo, then `tbx convert repo out.gguf --quant q4_k`.
+  --reps interleaved runs (sync and the previous outputs removed, untimed, before each);
+  medians of wall time, CPU time, the largest peak RSS (GNU time); the ratio streaming /
+  (download + convert), whether tbx's peak RSS <= 256 MiB, and whether the two GGUFs are the
+  same bytes. Exit status 1 when the RSS is over or the outputs differ.
+
+Usage:
 
   .venv/bin/python bench/bench_remote.py [--size-mib 1024] [--reps 5] [--dir /tmp]
+                                         [--only read,info,convert] [--layers 10]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -61,6 +76,78 @@ def write_gguf(path: Path) -> int:
     return int(gguf.GGUFReader(str(path)).data_offset)
 
 
+def gnu_timed(cmd, env=None) -> tuple[float, float, int]:
+    """(wall s, CPU s, peak RSS KiB) of one run under GNU time."""
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    t = time.perf_counter()
+    r = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *map(str, cmd)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=e)
+    dt = time.perf_counter() - t
+    if r.returncode:
+        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{r.stderr.decode()}")
+    rss, user, system = r.stderr.decode().strip().splitlines()[-1].split()
+    return dt, float(user) + float(system), int(rss)
+
+
+def convert_part(web, root: Path, td: Path, tbx: str, reps: int, layers: int) -> bool:
+    """hf://org/repo -> q4_K GGUF, streamed, beside curl of the files + a local conversion."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from bench_hf_gguf import write_model
+    repo = root / "cdn" / "org" / "repo" / "main"
+    nbytes = write_model(repo, layers)
+    files = sorted(p.name for p in repo.iterdir())
+    api = root / "api" / "models" / "org" / "repo" / "tree"
+    api.mkdir(parents=True)
+    (api / "main").write_text(json.dumps(
+        [{"type": "file", "path": f, "size": (repo / f).stat().st_size} for f in files]))
+    env = {"HF_ENDPOINT": web.url}
+    local = td / "dl" / "repo"  # named as the repository: the GGUF records the model's name
+    out_s, out_l = td / "stream.gguf", td / "local.gguf"
+    curl = ["curl", "-sfL"]
+    for f in files:
+        curl += ["-o", str(local / f), f"{web.url}/org/repo/resolve/main/{f}"]
+    subprocess.run(["cat", *(repo / f for f in files)], stdout=subprocess.DEVNULL, check=True)
+    print(f"convert hf://org/repo -> q4_K GGUF: {layers}-layer llama, {nbytes / 2**30:.2f} GiB "
+          f"f16 in {len(files)} files, median of {reps} interleaved runs, load average before: "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    rows = {k: [] for k in ("stream", "curl", "convert")}
+    for _ in range(reps):
+        out_s.unlink(missing_ok=True)
+        subprocess.run(["sync"], check=True)
+        rows["stream"].append(gnu_timed([tbx, "convert", "hf://org/repo", out_s, "--quant",
+                                         "q4_k", "--force"], env))
+        shutil.rmtree(local.parent, ignore_errors=True)
+        out_l.unlink(missing_ok=True)
+        local.mkdir(parents=True)
+        subprocess.run(["sync"], check=True)
+        rows["curl"].append(gnu_timed(curl))
+        rows["convert"].append(gnu_timed([tbx, "convert", local, out_l, "--quant", "q4_k",
+                                          "--force"]))
+    med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v),
+               max(r[2] for r in v) / 1024) for k, v in rows.items()}
+    both = [a[0] + b[0] for a, b in zip(rows["curl"], rows["convert"])]
+    for k, label in (("stream", "tbx convert hf://org/repo"), ("curl", "curl the files"),
+                     ("convert", "tbx convert DIR (local)")):
+        w, c, m = med[k]
+        print(f"  {label:<28} {w:7.2f} s  CPU {c:6.2f} s  peak RSS {m:7.1f} MiB  "
+              f"{nbytes / 2**20 / w:7.0f} MiB/s of input")
+    t_both = statistics.median(both)
+    print(f"  download then convert        {t_both:7.2f} s (median of the sums)")
+    same = out_s.read_bytes() == out_l.read_bytes()
+    rss = med["stream"][2]
+    print(f"  streaming / (download + convert) = {med['stream'][0] / t_both:.2f}; streaming / "
+          f"local convert = {med['stream'][0] / med['convert'][0]:.2f}; tbx peak RSS "
+          f"{rss:.1f} MiB {'<=' if rss <= 256 else '>'} 256 MiB; outputs "
+          f"{'the same bytes' if same else 'DIFFER'}")
+    print(f"  load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    shutil.rmtree(td / "dl", ignore_errors=True)
+    for f in (out_s, out_l):
+        f.unlink(missing_ok=True)
+    return same and rss <= 256
+
+
 def timed(cmd, env=None) -> float:
     e = dict(os.environ)
     if env:
@@ -80,49 +167,62 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--dir", default=None, help="where the files are written (a temp folder)")
     ap.add_argument("--tbx", default=os.environ.get("TBX", str(REPO / "build" / "tbx")))
+    ap.add_argument("--only", default="read,info,convert",
+                    help="the parts: read (full read), info (tbx info), convert (hf:// -> q4_K)")
+    ap.add_argument("--layers", type=int, default=10, help="the convert part's model depth")
     args = ap.parse_args()
+    only = set(args.only.split(","))
+    if only - {"read", "info", "convert"}:
+        sys.exit("--only: of read, info, convert")
+    ok = True
     tbx = args.tbx
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="tbx-bench-remote-") as td:
         td = Path(td)
         root = td / "www"
         root.mkdir()
         size = args.size_mib * MIB
-        st_header = write_st(root / "big.safetensors", size)
-        gguf_header = write_gguf(root / "vocab.gguf")
+        if only & {"read", "info"}:
+            st_header = write_st(root / "big.safetensors", size)
+            gguf_header = write_gguf(root / "vocab.gguf")
         web = Nginx(td / "nginx", root).start()
         try:
-            url = f"{web.url}/big.safetensors"
-            local = root / "big.safetensors"
-            # warm the page cache so every side reads from memory
-            timed(["cat", str(local)])
-            print(f"full read of a {args.size_mib} MiB tensor, median of {args.reps} "
-                  f"(2 cores shared; nice'd runs)")
-            t_curl = median_of(args.reps, ["curl", "-sf", "-o", "/dev/null", url])
-            t_tbx = median_of(args.reps, [tbx, "cat", url, "w"])
-            t_loc = median_of(args.reps, [tbx, "cat", str(local), "w"])
-            mb = size / MIB
-            print(f"  curl -o /dev/null URL      {t_curl:7.3f} s  {mb / t_curl:8.0f} MiB/s")
-            print(f"  tbx cat URL w              {t_tbx:7.3f} s  {mb / t_tbx:8.0f} MiB/s  "
-                  f"= {t_curl / t_tbx:.2f} x curl's throughput")
-            print(f"  tbx cat FILE w (local)     {t_loc:7.3f} s  {mb / t_loc:8.0f} MiB/s  "
-                  f"(remote = {t_loc / t_tbx:.2f} x local)")
-            print("  tbx cat URL w by TBX_HTTP_CONCURRENCY (ranges of 8 MiB in flight):")
-            for c in (1, 2, 4, 8, 16):
-                t = median_of(args.reps, [tbx, "cat", url, "w"], {"TBX_HTTP_CONCURRENCY": str(c)})
-                print(f"    {c:3d}: {t:7.3f} s  {mb / t:8.0f} MiB/s")
-            print("tbx info URL: requests and bytes nginx sent (headers included)")
-            for name, header in (("big.safetensors", st_header), ("vocab.gguf", gguf_header)):
-                m = web.mark()
-                subprocess.run([tbx, "info", f"{web.url}/{name}"], check=True,
-                               stdout=subprocess.DEVNULL)
-                reqs = web.requests(m)
-                sent = sum(r["bytes"] for r in reqs)
-                fsize = (root / name).stat().st_size
-                print(f"  {name:16s} file {fsize / MIB:8.1f} MiB, header {header:9d} B: "
-                      f"{len(reqs)} requests, {sent} B ({sent / header:.2f} x header)")
+            if "read" in only:
+                url = f"{web.url}/big.safetensors"
+                local = root / "big.safetensors"
+                # warm the page cache so every side reads from memory
+                timed(["cat", str(local)])
+                print(f"full read of a {args.size_mib} MiB tensor, median of {args.reps} "
+                      f"(2 cores shared; nice'd runs)")
+                t_curl = median_of(args.reps, ["curl", "-sf", "-o", "/dev/null", url])
+                t_tbx = median_of(args.reps, [tbx, "cat", url, "w"])
+                t_loc = median_of(args.reps, [tbx, "cat", str(local), "w"])
+                mb = size / MIB
+                print(f"  curl -o /dev/null URL      {t_curl:7.3f} s  {mb / t_curl:8.0f} MiB/s")
+                print(f"  tbx cat URL w              {t_tbx:7.3f} s  {mb / t_tbx:8.0f} MiB/s  "
+                      f"= {t_curl / t_tbx:.2f} x curl's throughput")
+                print(f"  tbx cat FILE w (local)     {t_loc:7.3f} s  {mb / t_loc:8.0f} MiB/s  "
+                      f"(remote = {t_loc / t_tbx:.2f} x local)")
+                print("  tbx cat URL w by TBX_HTTP_CONCURRENCY (ranges of 8 MiB in flight):")
+                for c in (1, 2, 4, 8, 16):
+                    t = median_of(args.reps, [tbx, "cat", url, "w"],
+                                  {"TBX_HTTP_CONCURRENCY": str(c)})
+                    print(f"    {c:3d}: {t:7.3f} s  {mb / t:8.0f} MiB/s")
+            if "info" in only:
+                print("tbx info URL: requests and bytes nginx sent (headers included)")
+                for name, header in (("big.safetensors", st_header), ("vocab.gguf", gguf_header)):
+                    m = web.mark()
+                    subprocess.run([tbx, "info", f"{web.url}/{name}"], check=True,
+                                   stdout=subprocess.DEVNULL)
+                    reqs = web.requests(m)
+                    sent = sum(r["bytes"] for r in reqs)
+                    fsize = (root / name).stat().st_size
+                    print(f"  {name:16s} file {fsize / MIB:8.1f} MiB, header {header:9d} B: "
+                          f"{len(reqs)} requests, {sent} B ({sent / header:.2f} x header)")
+            if "convert" in only:
+                ok = convert_part(web, root, td, tbx, args.reps, args.layers) and ok
         finally:
             web.stop()
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

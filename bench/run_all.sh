@@ -70,3 +70,15 @@ echo "== python: the tensorbox package vs safetensors / gguf-py (pip install ./p
 echo
 echo "== mcf: read vs plain read, q/k kernels (dequant vs memcpy, quantize, RMSE), mantle when \$MANTLE is set =="
 "$PYTHON" bench/bench_mcf.py "$@"
+
+echo
+echo "== gguf -> hf: q4_K GGUF to a Hugging Face bf16 directory vs gguf-py's dequantize-and-save =="
+"$PYTHON" bench/bench_gguf_hf.py "$@"
+
+echo
+echo "== diff: tbx diff of two 1 GiB models vs cat of both, warm and cold page cache =="
+"$PYTHON" bench/bench_diff.py "$@"
+
+echo
+echo "== remote: reads over HTTP vs curl and the local disk, tbx info bytes, hf:// -> q4_K GGUF vs download-then-convert (nginx) =="
+"$PYTHON" bench/bench_remote.py "$@"

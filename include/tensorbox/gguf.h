@@ -202,8 +202,9 @@ TBX_API tbx_status tbx_hf_from_gguf_check(const char *out_dir, tbx_error *err);
  * back from {arch}.*, vocab_size, head_dim, rope_scaling, tie_word_embeddings, the special
  * token ids, torch_dtype), generation_config.json (decoders), tokenizer.json rebuilt from
  * tokenizer.ggml.* (llama.cpp's "gpt2" vocabulary: byte-level BPE with its merges and the
- * pre-tokenizer tokenizer.ggml.pre names, llama-bpe, qwen2 or gpt-2; "bert": WordPiece),
- * tokenizer_config.json (special tokens, chat_template), for a pooling sentence-transformers
+ * pre-tokenizer tokenizer.ggml.pre names, llama-bpe, qwen2 or gpt-2; "bert": WordPiece;
+ * "llama": SentencePiece BPE with byte fallback, also written as SentencePiece's own
+ * tokenizer.model), tokenizer_config.json (special tokens, chat_template), for a pooling sentence-transformers
  * model modules.json, 1_Pooling/config.json and sentence_bert_config.json; the tensors under
  * their Hugging Face names with llama.cpp's layout changes undone (llama's q/k row order, fused
  * tensors joined, stacked experts split), each decoded from its type (any ggml block type) and
@@ -211,7 +212,8 @@ TBX_API tbx_status tbx_hf_from_gguf_check(const char *out_dir, tbx_error *err);
  * model.safetensors.index.json. The architecture is the row of tensorbox's table
  * (tbx_gguf_hf_arch_at) whose general.architecture the file names and whose name map takes
  * every tensor; anything it cannot map back (architecture, tensor, vocabulary type,
- * pre-tokenizer, llama3's rope_freqs) fails with TBX_E_UNSUPPORTED naming it, before anything
+ * pre-tokenizer, a rope_freqs whose llama3 parameters its values do not determine) fails with
+ * TBX_E_UNSUPPORTED naming it, before anything
  * is written. TBX_HF_WEIGHTS_ONLY writes only the safetensors, every tensor under its own name.
  * The directory is written whole or not at all (a temporary directory renamed at the end);
  * the input is never written. */

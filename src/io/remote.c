@@ -12,7 +12,9 @@
  * Reads below DIRECT_MIN go through a small cache of segments (NSEG, least recently used
  * replaced) filled by one request each: the read itself, or more when it starts where the
  * last request ended (sequential reads, as a header parse makes), the read-ahead doubling from
- * AHEAD_MIN up to AHEAD_MAX each time and falling back to AHEAD_MIN on a jump. Larger reads
+ * AHEAD_MIN up to AHEAD_MAX each time and falling back to AHEAD_MIN on a jump; a miss inside
+ * the extent the reader hinted (tbx_source_hint: a tensor read in parts) takes the rest of that
+ * extent, up to AHEAD_MAX, in one request. Larger reads
  * go straight into the caller's buffer, in ranges of `part` bytes of which up to `conc` are in
  * flight at once (curl multi); when the reader said that its reads go on through an extent
  * (tbx_source_hint: the tensor being read in chunks), a large read at its start, or after the
@@ -698,7 +700,13 @@ tbx_status tbx_remote_read(tbx_remote *r, uint64_t off, void *buf, size_t len, c
         size_t n = cache_take(r, off, dst, len);
         if (n) { off += n; dst += n; len -= n; continue; }
         /* a miss: one request for the read and the read-ahead */
-        if (off == r->seq_end) {
+        if (off >= r->hint_a && off < r->hint_b) {
+            /* inside an extent read in parts: as much of the rest of it as the read-ahead may
+             * take at once, not a ramp from AHEAD_MIN (a request per doubling, a round trip
+             * each, for every tensor of a conversion) */
+            uint64_t rest = r->hint_b - off;
+            r->ahead = rest > AHEAD_MAX ? AHEAD_MAX : rest < AHEAD_MIN ? AHEAD_MIN : (size_t)rest;
+        } else if (off == r->seq_end) {
             r->ahead = r->ahead * 2 > AHEAD_MAX ? AHEAD_MAX : r->ahead * 2;
         } else {
             r->ahead = AHEAD_MIN;

@@ -10,19 +10,23 @@
  *     [experts, rows, cols] tensor becomes one tensor per expert (a run of its values each);
  *     every tensor written in one dtype (f32, f16, bf16), decoded from any ggml type;
  *   - config.json: {arch}.KEY of each hf_hparam as its first config.json name, the
- *     vocabulary size, head_dim, rope scaling, tied embeddings, the special token ids, dtype;
+ *     vocabulary size, head_dim, rope scaling (longrope's and llama3's taken back from the
+ *     tensors llama.cpp's converter generates from them), tied embeddings, the special token
+ *     ids, dtype; Gemma 2 / 3's attention as llama.cpp runs it (gemma_attention);
  *   - the tokenizer: tokenizer.json rebuilt from tokenizer.ggml.* (a byte-level BPE with its
  *     merges and the pre-tokenizer tokenizer.ggml.pre names, as llama.cpp runs it; a WordPiece
  *     for llama.cpp's "bert" vocabulary), tokenizer_config.json with the special tokens and the
  *     chat template; a sentence-transformers model's modules.json and pooling config.
  * What cannot be mapped back (an architecture without a row, a tensor the row does not know,
- * a vocabulary type or pre-tokenizer without an inverse, llama3's generated rope_freqs) is an
+ * a vocabulary type or pre-tokenizer without an inverse, a rope_freqs whose llama3 parameters
+ * the values do not determine) is an
  * error naming it; the weights-only plan writes every tensor under its GGUF name instead.
  * Nothing is written here: the façade (src/api/hf_back.c) writes the files and runs the plan.
  */
 #include "models.h"
 #include "hf_tokenizer.h"
 #include "arch.h"
+#include "spm.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -41,7 +45,7 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5
 /* llama.cpp's pooling types */
 enum { POOL_NONE = 0, POOL_MEAN = 1, POOL_CLS = 2, POOL_LAST = 3 };
 
-#define BACK_FILES_MAX 8
+#define BACK_FILES_MAX 12
 #define BACK_NAME_MAX 160
 
 struct tbx_hf_back {
@@ -140,14 +144,38 @@ static tbx_status add_file(tbx_hf_back *h, const char *name, json_t *j) {
     return TBX_OK;
 }
 
+/* A file of `n` raw bytes (copied). */
+static tbx_status add_blob(tbx_hf_back *h, const char *name, const uint8_t *p, size_t n) {
+    if (h->nfiles >= BACK_FILES_MAX) return fail(h, TBX_E_LIMIT, name, "too many files");
+    char *d = n < SIZE_MAX ? tbx_malloc(h->al, n + 1) : NULL;
+    if (!d) return tbx_err_nomem(h->err, name);
+    memcpy(d, p, n);
+    d[n] = 0;
+    snprintf(h->files[h->nfiles].name, sizeof h->files[h->nfiles].name, "%s", name);
+    h->files[h->nfiles].data = d;
+    h->files[h->nfiles].n = n;
+    h->nfiles++;
+    return TBX_OK;
+}
+
 /* json_stringn, NULL for bytes that are not UTF-8 */
 static json_t *jstrn(const char *s, size_t n) { return json_stringn(s, n); }
 
 /* ---- the row ---------------------------------------------------------------------------- */
+/* A tensor llama.cpp's converter generates from config.json's rope_scaling (row a takes that
+ * scaling): longrope's rope_factors_long/short.weight, llama3's rope_freqs.weight, taken back
+ * into rope_scaling by write_config, never written as tensors. */
+static bool generated_rope(const hf_arch *a, const char *name) {
+    return ((a->rope & TBX_HF_ROPE_LONGROPE) && (!strcmp(name, "rope_factors_long.weight") ||
+                                                 !strcmp(name, "rope_factors_short.weight"))) ||
+           ((a->rope & TBX_HF_ROPE_LLAMA3) && !strcmp(name, "rope_freqs.weight"));
+}
+
 /* Does row a's map take every tensor of the file? (*bad: the first it does not) */
 static bool row_takes_all(tbx_hf_back *h, const hf_arch *a, const char **bad) {
     for (uint64_t i = 0; i < h->in->ntensors; i++) {
         hf_unmatch u;
+        if (generated_rope(a, h->in->tensors[i].name)) continue;
         if (tbx_hf_unmap_(a, h->in->tensors[i].name, &u) < 0) {
             *bad = h->in->tensors[i].name;
             return false;
@@ -157,13 +185,14 @@ static bool row_takes_all(tbx_hf_back *h, const hf_arch *a, const char **bad) {
 }
 
 /* The row's steps the way back knows how to undo or that change nothing it writes (Gemma's:
- * tokenizer settings; the +1 of its norms is undone by the map's HF_XF_ADD, exactly on the
+ * tokenizer settings, token_embd trimmed to vocab_size (the GGUF is then a model of that
+ * vocabulary); the +1 of its norms is undone by the map's HF_XF_ADD, exactly on the
  * GGUF's values: g - 1 is exact in f32 for g in [0.5, 2], Sterbenz); a row
  * with another (positions dropped, a multimodal config, keys read from other config fields)
  * is refused, naming them, rather than written as a directory that is not the model. */
 #define BACK_FLAGS (ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_NONCAUSAL | ARCH_POOLING |           \
                     ARCH_TT_COUNT | ARCH_SPACE_PREFIX | ARCH_ADD_SEP | ARCH_NO_HEAD_DIM |       \
-                    ARCH_NORM_TOPK | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT)
+                    ARCH_NORM_TOPK | ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT | ARCH_TRIM_VOCAB)
 static tbx_status check_row_flags(tbx_hf_back *h) {
     static const struct { unsigned bit; const char *what; } F[] = {
         {ARCH_POS_OFFSET, "position rows dropped (RoBERTa's pad offset)"},
@@ -174,25 +203,29 @@ static tbx_status check_row_flags(tbx_hf_back *h) {
         {ARCH_ROPE_NONE, "rope scaling none"},
         {ARCH_FFN_UP_GLU, "a GLU's halves in ffn_up"},
         {ARCH_PRE_MODERN_BERT, "the modern-bert pre-tokenizer"},
-        {ARCH_ROPE_PARTIAL, "rope dimensions from partial_rotary_factor"},
-        {ARCH_SPM_ADDED, "Phi-3's added-token rules"},
+        {ARCH_SWIGLU_OAI, "gpt-oss's fixed SwiGLU constants"},
     };
-    /* rows whose flags the way back takes but whose config.json it does not write whole yet:
-     * Gemma 2 / 3's query_pre_attn_scalar (llama.cpp scales q by 1/sqrt(head size), or
-     * 1/sqrt(hidden / heads) for the 27B models: transformers' default 256 gives other
-     * logits), Gemma 3's class name (Gemma3ForCausalLM) */
+    /* rows whose flags the way back takes but whose tensors or config.json it does not write
+     * whole yet (Gemma 2 / 3's attention scale, layer types and class are gemma_attention's
+     * and CLASS_NAMES'), each with why; ended by {NULL} */
     static const struct { const char *row, *why; } ROWS[] = {
-        {"gemma2", "query_pre_attn_scalar (llama.cpp's attention scale) not written back yet"},
-        {"gemma3_text", "query_pre_attn_scalar (llama.cpp's attention scale) and the "
-                        "Gemma3ForCausalLM class not written back yet"},
+        /* issue 22: the way back of gpt-oss is not written (its experts would be joined and
+         * transposed back into three 3-D parameters) */
+        {"gpt_oss", "its experts (ffn_gate_exps and ffn_up_exps interleaved back into "
+                    "gate_up_proj, ffn_down_exps transposed back into down_proj) are not "
+                    "joined back yet"},
+        {NULL, NULL},
     };
-    for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++)
+    for (size_t i = 0; ROWS[i].row; i++)
         if (!strcmp(h->a->model_type, ROWS[i].row))
             return fail(h, TBX_E_UNSUPPORTED, "general.architecture", "architecture \"%s\" (row "
                         "%s) cannot be written back as a Hugging Face model yet: %s "
                         "(--weights-only writes the tensors under their GGUF names)", h->arch,
                         h->a->model_type, ROWS[i].why);
-    const unsigned extra = h->a->flags & ~(unsigned)BACK_FLAGS;
+    /* Phi-3's (issue 23): partial_rotary_factor from rope.dimension_count (write_config), its
+     * added tokens' rules (write_tokenizer), gate_up_proj kept whole in ffn_up (nothing to undo) */
+    const unsigned back_dec = ARCH_ROPE_PARTIAL | ARCH_SPM_ADDED | ARCH_FFN_UP_GLU;
+    const unsigned extra = h->a->flags & ~(unsigned)(BACK_FLAGS | back_dec);
     if (!extra) return TBX_OK;
     char what[256] = "";
     size_t n = 0;
@@ -331,6 +364,7 @@ static tbx_status plan_tensors(tbx_hf_back *h) {
     for (uint64_t i = 0; st == TBX_OK && i < h->in->ntensors; i++) {
         const tbx_tensor *t = &h->in->tensors[i];
         hf_unmatch u;
+        if (generated_rope(h->a, t->name)) continue;
         if (tbx_hf_unmap_(h->a, t->name, &u) < 0)
             return fail(h, TBX_E_UNSUPPORTED, t->name, "tensor \"%s\" has no Hugging Face name "
                         "in row %s", t->name, h->a->model_type);
@@ -459,20 +493,333 @@ static bool special_id(tbx_hf_back *h, const char *key, uint64_t *id) {
     return meta_u64(meta(h, k), id) && *id < h->n_vocab;
 }
 
+/* Rows whose transformers class is not their model_type in CamelCase + ForCausalLM */
+static const struct { const char *row, *cls; } CLASS_NAMES[] = {
+    {"gemma3_text", "Gemma3ForCausalLM"},
+};
+
+/* Hyper-parameters written back under another config.json name than the row's first (which
+ * the converter tries first: Phi3MiniModel's n_positions is not a Phi3Config field), or left
+ * out when 0 (the converter's own default for an absent field: Phi-3's sliding_window 0 is
+ * no window, transformers' null). */
+static const struct { const char *row, *key, *cfg; bool zero_absent; } HP_BACK[] = {
+    {"phi3", "context_length", "max_position_embeddings", false},
+    {"phi3", "attention.sliding_window", "sliding_window", true},
+};
+
+/* Element i of a bool or integer array (packed or not) as 0 / non-zero. */
+static bool arr_u64(const tbx_value *a, uint64_t i, uint64_t *out) {
+    tbx_value tmp;
+    const tbx_value *e = tbx_val_packed_get(a, (size_t)i, &tmp) ? &tmp : tbx_value_at(a, i);
+    return e && tbx_value_get_u64(e, out) == TBX_OK;
+}
+
+/* Gemma 2 and 3 as llama.cpp runs them (src/models/gemma2.cpp, gemma3.cpp), in the fields of
+ * transformers' Gemma2Config / Gemma3TextConfig, whose defaults are other models' (their
+ * query_pre_attn_scalar 256, a 4096 window, rope_theta 1e6 for Gemma 3):
+ *   - query_pre_attn_scalar: llama.cpp scales q by 1/sqrt(attention.key_length) (hidden /
+ *     heads when the file has none), or by 1/sqrt(hidden / heads) for the 27B models, which it
+ *     knows by their layer count (46, 62); transformers by query_pre_attn_scalar^-1/2;
+ *   - layer_types: the layers attention.sliding_window_pattern makes local (a per-layer array,
+ *     or every n-th layer global, the last of each run; llama.cpp's default n: 2 for Gemma 2,
+ *     6 for Gemma 3), all full attention for a Gemma 3 without a window (llama.cpp: none);
+ *     sliding_window: the file's (Gemma 2 without one: llama.cpp's 4096);
+ *   - rope: rope_theta is llama.cpp's 10000 when the file has no rope.freq_base (Gemma2Model
+ *     writes none); Gemma 3's local layers' base is rope.freq_base_swa (llama.cpp's default
+ *     10000) without scaling, its global layers' the rope.scaling the generic code writes
+ *     (transformers applies rope_scaling to full_attention only, as llama.cpp to the global
+ *     layers); Gemma 2's local layers share the global base and scaling in llama.cpp (a file
+ *     with another local base is refused: transformers' Gemma 2 has one rope);
+ *   - soft-capping: the {arch} keys the row's hyper-parameters write back; Gemma 3's
+ *     attention has none in llama.cpp (transformers' default: none). */
+static tbx_status gemma_attention(tbx_hf_back *h, json_t *c) {
+    static const struct { const char *arch; unsigned pattern; uint64_t layers_27b; } G[] = {
+        {"gemma2", 2, 46}, {"gemma3", 6, 62},
+    };
+    size_t g = 0;
+    while (g < sizeof G / sizeof G[0] && strcmp(h->arch, G[g].arch) != 0) g++;
+    if (g == sizeof G / sizeof G[0]) return TBX_OK;
+    uint64_t nl = 0, kl = 0, win = 0;
+    if (!meta_u64(arch_meta(h, "block_count"), &nl) || !nl || nl > 65536 || !h->n_head)
+        return fail(h, TBX_E_FORMAT, "block_count", "%s.block_count and "
+                    "attention.head_count must be counts (1..65536 layers)", h->arch);
+    const uint64_t hd = h->n_embd / h->n_head;
+    if (!meta_u64(arch_meta(h, "attention.key_length"), &kl)) kl = hd;
+    const uint64_t q = nl == G[g].layers_27b ? hd : kl;
+    if (!q) return fail(h, TBX_E_FORMAT, "attention.key_length", "%s: the head size is 0",
+                        h->arch);
+    json_object_set_new(c, "query_pre_attn_scalar", json_integer((json_int_t)q));
+    const bool has_win = meta_u64(arch_meta(h, "attention.sliding_window"), &win);
+    const bool swa = g == 0 || (has_win && win > 0);
+    if (g == 0 && !has_win) win = 4096;
+    const tbx_value *pv = arch_meta(h, "attention.sliding_window_pattern");
+    uint64_t every = G[g].pattern;
+    const bool per_layer = pv && tbx_value_type_of(pv) == TBX_V_ARRAY;
+    if (per_layer && tbx_value_len(pv) < nl)
+        return fail(h, TBX_E_FORMAT, "attention.sliding_window_pattern", "%s.attention."
+                    "sliding_window_pattern has %llu entries for %llu layers", h->arch,
+                    (unsigned long long)tbx_value_len(pv), (unsigned long long)nl);
+    if (pv && !per_layer && !meta_u64(pv, &every))
+        return fail(h, TBX_E_FORMAT, "attention.sliding_window_pattern", "%s.attention."
+                    "sliding_window_pattern is neither a count nor an array", h->arch);
+    json_t *lt = json_array();
+    for (uint64_t i = 0; i < nl; i++) {
+        uint64_t local = 0;
+        if (!swa) local = 0;
+        else if (per_layer) {
+            if (!arr_u64(pv, i, &local)) {
+                json_decref(lt);
+                return fail(h, TBX_E_FORMAT, "attention.sliding_window_pattern", "%s.attention."
+                            "sliding_window_pattern[%llu] is not a bool", h->arch,
+                            (unsigned long long)i);
+            }
+        } else local = every == 0 || i % every < every - 1;
+        json_array_append_new(lt, jstr0(local ? "sliding_attention" : "full_attention"));
+    }
+    json_object_set_new(c, "layer_types", lt);
+    json_object_set_new(c, "sliding_window", swa ? json_integer((json_int_t)win) : jnull());
+    double base = 10000.0, base_swa = 10000.0;
+    const bool has_base = meta_f64(arch_meta(h, "rope.freq_base"), &base);
+    const bool has_swa = meta_f64(arch_meta(h, "rope.freq_base_swa"), &base_swa);
+    if (!has_base) json_object_set_new(c, "rope_theta", json_real(base));
+    if (g == 0 && has_swa && (float)base_swa != (float)base)
+        return fail(h, TBX_E_UNSUPPORTED, "rope.freq_base_swa", "%s.rope.freq_base_swa %g is "
+                    "not rope.freq_base %g: transformers' Gemma 2 has one rope base for every "
+                    "layer", h->arch, base_swa, base);
+    if (g == 1 && !has_swa) json_object_set_new(c, "rope_local_base_freq", json_real(base_swa));
+    return TBX_OK;
+}
+
+/* ARCH_ROPE_PARTIAL (Phi3MiniModel): rope.dimension_count = int(partial_rotary_factor x
+ * hidden) / heads; transformers rotates int(head size x partial_rotary_factor) dimensions of a
+ * head of hidden / heads. The factor written is rope.dimension_count / head size (none when
+ * every dimension rotates), checked to give the file's count back both ways. */
+static tbx_status partial_rotary(tbx_hf_back *h, json_t *c) {
+    uint64_t nrot;
+    if (!meta_u64(arch_meta(h, "rope.dimension_count"), &nrot) || !h->n_head) return TBX_OK;
+    const uint64_t hd = h->n_embd / h->n_head;
+    if (nrot == hd) return TBX_OK;
+    const double f = hd ? (double)nrot / (double)hd : 0;
+    if (!hd || nrot > hd || (uint64_t)(f * (double)hd) != nrot ||
+        (uint64_t)(f * (double)h->n_embd) / h->n_head != nrot)
+        return fail(h, TBX_E_UNSUPPORTED, "rope.dimension_count", "%s.rope.dimension_count %llu "
+                    "is no partial_rotary_factor of a head of %llu dimensions", h->arch,
+                    (unsigned long long)nrot, (unsigned long long)hd);
+    json_object_set_new(c, "partial_rotary_factor", json_real(f));
+    return TBX_OK;
+}
+
+/* A 1-D f32-decodable tensor of n values as a JSON array of the shortest decimals of its f32
+ * values (NULL, an error set, when it is not that). */
+static json_t *factors_json(tbx_hf_back *h, const char *name, uint64_t n) {
+    uint64_t i;
+    if (tbx_tensor_find(h->in, name, &i) != TBX_OK) {
+        fail(h, TBX_E_FORMAT, name, "tensor \"%s\" is missing beside its pair", name);
+        return NULL;
+    }
+    const tbx_tensor *t = &h->in->tensors[i];
+    if (t->ndim != 1 || t->nelems != n || n > 65536) {
+        fail(h, TBX_E_FORMAT, name, "tensor \"%s\" has %llu values, not rope.dimension_count / "
+             "2 = %llu", name, (unsigned long long)t->nelems, (unsigned long long)n);
+        return NULL;
+    }
+    float *v = tbx_malloc(h->al, (size_t)(n ? n : 1) * sizeof *v);
+    if (!v) {
+        tbx_err_nomem(h->err, name);
+        return NULL;
+    }
+    json_t *a = NULL;
+    if (tbx_tensor_read_f32(h->in, i, 0, n, v, h->err) == TBX_OK) {
+        a = json_array();
+        for (uint64_t k = 0; a && k < n; k++) json_array_append_new(a, json_real(short_f32(v[k])));
+    }
+    tbx_free(h->al, v, (size_t)(n ? n : 1) * sizeof *v);
+    if (!a && h->err->code == TBX_OK) tbx_err_nomem(h->err, name);
+    return a;
+}
+
+/* longrope (Phi3MiniModel): config.json's rope_scaling long_factor / short_factor were written
+ * as rope_factors_long/short.weight and its attention factor as rope.scaling.attn_factor
+ * (sqrt(1 + ln(s) / ln(original context)) for s = context / original context > 1, else 1:
+ * transformers' own default, which is written only when the file's differs). */
+static tbx_status longrope_back(tbx_hf_back *h, json_t *c) {
+    uint64_t nrot = 0, ctx = 0, orig = 0;
+    if (!meta_u64(arch_meta(h, "rope.dimension_count"), &nrot) && h->n_head)
+        nrot = h->n_embd / h->n_head;
+    if (!meta_u64(arch_meta(h, "context_length"), &ctx) ||
+        !meta_u64(arch_meta(h, "rope.scaling.original_context_length"), &orig) || orig < 2)
+        return fail(h, TBX_E_FORMAT, "rope.scaling.original_context_length", "longrope factors "
+                    "need %s.context_length and rope.scaling.original_context_length > 1",
+                    h->arch);
+    json_t *lf = factors_json(h, "rope_factors_long.weight", nrot / 2);
+    json_t *sf = lf ? factors_json(h, "rope_factors_short.weight", nrot / 2) : NULL;
+    if (!lf || !sf) {
+        json_decref(lf);
+        return h->err->code;
+    }
+    json_t *rs = json_object();
+    json_object_set_new(rs, "rope_type", jstr0("longrope"));
+    json_object_set_new(rs, "long_factor", lf);
+    json_object_set_new(rs, "short_factor", sf);
+    const double scale = (double)ctx / (double)orig;
+    const double want = scale > 1.0 ? sqrt(1.0 + log(scale) / log((double)orig)) : 1.0;
+    double af;
+    if (meta_f64(arch_meta(h, "rope.scaling.attn_factor"), &af) && (float)af != (float)want)
+        json_object_set_new(rs, "attention_factor", json_real(short_f32(af)));
+    json_object_set_new(c, "rope_scaling", rs);
+    return TBX_OK;
+}
+
+/* llama3 rope scaling: convert_hf_to_gguf.py's LlamaModel writes config.json's rope_scaling
+ * {factor F, low_freq_factor lo, high_freq_factor hi, original_max_position_embeddings L} as
+ * rope_freqs.weight only: per rotary frequency f_i = base^(-2i/d), wavelength w_i = 2 pi / f_i,
+ * 1 when w_i < L / hi, F when w_i > L / lo, else 1 / ((1 - s) / F + s) with
+ * s = (L / w_i - lo) / (hi - lo). Taken back:
+ *   - F is the last value (a low-frequency band must exist: without one F is not in the file);
+ *   - s of each value of the band between (at least two of them: two unknowns) is linear in
+ *     1 / w_i: s = A / w_i + B, A = L / (hi - lo), B = -lo / (hi - lo);
+ *   - the file fixes only A and B (L, lo, hi scaled together give the same factors, in llama.cpp
+ *     and in transformers alike): L is {arch}.rope.scaling.original_context_length when the
+ *     file has it, else lo is 1 (every released Llama 3.x's);
+ *   - the values are rounded to the shortest decimals (L an integer) with which the factors
+ *     recomputed by the converter's formula are the file's (1 and F exactly, the band within
+ *     2^-20 relative: the converter's f32 pow is torch's, not this libm's; the bit-exact proof
+ *     against the converter itself is tests/python/test_gguf_to_hf.py's).
+ * Anything else (a non-monotone vector, fewer than two values in the band, no value F, no
+ * decimals that give the factors back) is refused, naming rope_freqs.weight. */
+static bool llama3_check(const float *r, const double *w, uint64_t n, double F, double L,
+                         double lo, double hi) {
+    if (!(hi > lo) || !(lo > 0) || !(L > 0)) return false;
+    for (uint64_t i = 0; i < n; i++) {
+        double v;
+        if (w[i] < L / hi) v = 1.0;
+        else if (w[i] > L / lo) v = F;
+        else {
+            const double sm = (L / w[i] - lo) / (hi - lo);
+            v = 1.0 / ((1.0 - sm) / F + sm);
+        }
+        const bool edge = r[i] == 1.0f || r[i] == (float)F;
+        if (edge ? (float)v != r[i] : fabs(v - r[i]) > fabs((double)r[i]) * 0x1p-20) return false;
+    }
+    return true;
+}
+
+static double round_sig(double v, int p) {
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.*g", p, v);
+    return strtod(buf, NULL);
+}
+
+static tbx_status llama3_back(tbx_hf_back *h, json_t *c) {
+    uint64_t dim = 0, ti, oc = 0;
+    if (!meta_u64(arch_meta(h, "rope.dimension_count"), &dim) &&
+        !meta_u64(arch_meta(h, "attention.key_length"), &dim) && h->n_head)
+        dim = h->n_embd / h->n_head;
+    if (tbx_tensor_find(h->in, "rope_freqs.weight", &ti) != TBX_OK) return TBX_OK;
+    const tbx_tensor *t = &h->in->tensors[ti];
+    const uint64_t n = t->nelems;
+    if (t->ndim != 1 || dim < 4 || n != dim / 2 || n > 65536)
+        return fail(h, TBX_E_FORMAT, "rope_freqs.weight", "tensor \"rope_freqs.weight\" has "
+                    "%llu values, not half the rotary dimensions (%llu)", (unsigned long long)n,
+                    (unsigned long long)dim);
+    double base = 10000.0;
+    meta_f64(arch_meta(h, "rope.freq_base"), &base);
+    const bool has_oc = meta_u64(arch_meta(h, "rope.scaling.original_context_length"), &oc) && oc;
+    float *r = tbx_malloc(h->al, (size_t)n * sizeof *r);
+    double *w = tbx_malloc(h->al, (size_t)n * sizeof *w);
+    tbx_status st = r && w ? tbx_tensor_read_f32(h->in, ti, 0, n, r, h->err)
+                           : tbx_err_nomem(h->err, "rope_freqs.weight");
+    const char *why = NULL;
+    double F = 0, L = 0, lo = 0, hi = 0;
+    uint64_t j = n, k = n; /* the first and last index of the band between 1 and F */
+    if (st == TBX_OK) {
+        F = r[n - 1];
+        for (uint64_t i = 0; i < n; i++)
+            w[i] = 2.0 * 3.14159265358979323846 * pow(base, (double)(2 * i) / (double)dim);
+        int phase = 0; /* 0: ones, 1: the band, 2: F */
+        for (uint64_t i = 0; i < n && !why; i++) {
+            const int ph = r[i] == 1.0f ? 0 : r[i] == (float)F ? 2 : 1;
+            if (!isfinite(r[i]) || ph < phase) why = "its values are not 1, then a band, then "
+                                                    "one factor, by rising wavelength";
+            phase = ph;
+            if (ph == 1) {
+                if (j == n) j = i;
+                k = i;
+            }
+        }
+        if (!why && !(F > 1.0)) why = "no low-frequency band: the factor is not in the file";
+        if (!why && (j == n || j == k)) why = "fewer than two values between 1 and the factor: "
+                                              "the frequency band is not in the file";
+    }
+    if (st == TBX_OK && !why) {
+        const double sj = (1.0 / r[j] - 1.0 / F) / (1.0 - 1.0 / F);
+        const double sk = (1.0 / r[k] - 1.0 / F) / (1.0 - 1.0 / F);
+        const double A = (sj - sk) / (1.0 / w[j] - 1.0 / w[k]), B = sj - A / w[j];
+        if (has_oc) {
+            L = (double)oc;
+            const double span = L / A;
+            lo = -B * span;
+            hi = lo + span;
+        } else {
+            lo = 1.0;
+            hi = 1.0 - 1.0 / B;
+            L = A * (hi - lo);
+        }
+        bool ok = false;
+        const double Lr = has_oc ? L : (double)llround(L);
+        for (int p = 1; p <= 9 && !ok; p++) {
+            const double lc = has_oc ? round_sig(lo, p) : 1.0, hc = round_sig(hi, p);
+            if (llama3_check(r, w, n, F, Lr, lc, hc)) {
+                ok = true;
+                lo = lc;
+                hi = hc;
+                L = Lr;
+            }
+        }
+        if (!ok) why = "no llama3 parameters with an integer original context give its values";
+    }
+    tbx_free(h->al, r, (size_t)n * sizeof *r);
+    tbx_free(h->al, w, (size_t)n * sizeof *w);
+    if (st != TBX_OK) return st;
+    if (why)
+        return fail(h, TBX_E_UNSUPPORTED, "rope_freqs.weight", "tensor \"rope_freqs.weight\" "
+                    "(llama3 rope scaling's per-frequency factors) cannot be taken back to "
+                    "config.json's rope_scaling: %s (--weights-only writes the tensors under "
+                    "their GGUF names)", why);
+    json_t *rs = json_object();
+    json_object_set_new(rs, "rope_type", jstr0("llama3"));
+    json_object_set_new(rs, "factor", json_real(short_f32(F)));
+    json_object_set_new(rs, "low_freq_factor", json_real(lo));
+    json_object_set_new(rs, "high_freq_factor", json_real(hi));
+    json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)L));
+    json_object_set_new(c, "rope_scaling", rs);
+    return TBX_OK;
+}
+
 static tbx_status write_config(tbx_hf_back *h) {
     json_t *c = json_object();
     if (!c) return tbx_err_nomem(h->err, "config.json");
     /* architectures[0]: transformers' class, the model_type in CamelCase + ForCausalLM (an
-     * encoder: Model): qwen2_moe -> Qwen2MoeForCausalLM, bert -> BertModel */
+     * encoder: Model): qwen2_moe -> Qwen2MoeForCausalLM, bert -> BertModel; CLASS_NAMES */
     char cls[96];
     camel(h->a->model_type, cls, sizeof cls - 12);
     strcat(cls, (h->a->flags & ARCH_NONCAUSAL) ? "Model" : "ForCausalLM");
+    for (size_t i = 0; i < sizeof CLASS_NAMES / sizeof CLASS_NAMES[0]; i++)
+        if (!strcmp(h->a->model_type, CLASS_NAMES[i].row))
+            snprintf(cls, sizeof cls, "%s", CLASS_NAMES[i].cls);
     json_t *archs = json_array();
     json_array_append_new(archs, jstr0(cls));
     json_object_set_new(c, "architectures", archs);
     json_object_set_new(c, "model_type", jstr0(h->a->model_type));
     for (const hf_hparam *p = h->a->hp; p->key; p++) {
         const tbx_value *v = arch_meta(h, p->key);
+        const char *cname = p->cfg[0];
+        bool zero_absent = false;
+        for (size_t i = 0; i < sizeof HP_BACK / sizeof HP_BACK[0]; i++)
+            if (!strcmp(h->a->model_type, HP_BACK[i].row) && !strcmp(p->key, HP_BACK[i].key)) {
+                cname = HP_BACK[i].cfg;
+                zero_absent = HP_BACK[i].zero_absent;
+            }
         if (!v && p->kind == HP_F32_NZ && !strcmp(p->key, "attention.scale") && h->n_head) {
             /* a multiplier the converter left out (0 in config.json): llama.cpp's graph then
              * scales the attention scores by 1/sqrt(head size), which transformers does
@@ -490,24 +837,37 @@ static tbx_status write_config(tbx_hf_back *h) {
             }
             continue;
         }
-        if (json_object_get(c, p->cfg[0])) continue;
+        if (json_object_get(c, cname)) continue;
         uint64_t u;
         double f;
-        if (p->kind == HP_U32 && meta_u64(v, &u)) json_object_set_new(c, p->cfg[0], json_integer((json_int_t)u));
-        else if ((p->kind == HP_F32 || p->kind == HP_F32_NZ) && meta_f64(v, &f))
-            json_object_set_new(c, p->cfg[0], json_real(short_f32(f)));
+        if (p->kind == HP_U32 && meta_u64(v, &u)) {
+            if (u || !zero_absent) json_object_set_new(c, cname, json_integer((json_int_t)u));
+        } else if ((p->kind == HP_F32 || p->kind == HP_F32_NZ) && meta_f64(v, &f))
+            json_object_set_new(c, cname, json_real(short_f32(f)));
         else {
             json_decref(c);
             return fail(h, TBX_E_FORMAT, p->key, "%s.%s is not a %s", h->arch, p->key,
                         p->kind == HP_U32 ? "count" : "number");
         }
     }
+    tbx_status gst = gemma_attention(h, c);
+    if (gst != TBX_OK) {
+        json_decref(c);
+        return gst;
+    }
     json_object_set_new(c, "vocab_size", json_integer((json_int_t)h->n_vocab));
-    /* the head size, when it is not hidden / heads */
+    /* the head size, when it is not hidden / heads (ARCH_ROPE_PARTIAL: rope.dimension_count
+     * is the rotated part of a head of hidden / heads, partial_rotary_factor) */
     uint64_t hd = 0;
-    if (meta_u64(arch_meta(h, "attention.key_length"), &hd) ||
-        (meta_u64(arch_meta(h, "rope.dimension_count"), &hd) && h->n_head &&
-         hd != h->n_embd / h->n_head))
+    if (h->a->flags & ARCH_ROPE_PARTIAL) {
+        tbx_status pst = partial_rotary(h, c);
+        if (pst != TBX_OK) {
+            json_decref(c);
+            return pst;
+        }
+    } else if (meta_u64(arch_meta(h, "attention.key_length"), &hd) ||
+               (meta_u64(arch_meta(h, "rope.dimension_count"), &hd) && h->n_head &&
+                hd != h->n_embd / h->n_head))
         json_object_set_new(c, "head_dim", json_integer((json_int_t)hd));
     if ((h->a->flags & ARCH_TT_COUNT)) {
         uint64_t n;
@@ -534,6 +894,35 @@ static tbx_status write_config(tbx_hf_back *h) {
             json_object_set_new(rs, "original_max_position_embeddings",
                                 json_integer((json_int_t)octx));
         json_object_set_new(c, "rope_scaling", rs);
+    }
+    if ((h->a->rope & TBX_HF_ROPE_LONGROPE) && (has_tensor(h, "rope_factors_long.weight") ||
+                                                has_tensor(h, "rope_factors_short.weight"))) {
+        tbx_status lst = longrope_back(h, c);
+        if (lst != TBX_OK) {
+            json_decref(c);
+            return lst;
+        }
+    }
+    if ((h->a->rope & TBX_HF_ROPE_LLAMA3) && has_tensor(h, "rope_freqs.weight")) {
+        if (json_object_get(c, "rope_scaling")) {
+            json_decref(c);
+            return fail(h, TBX_E_FORMAT, "rope_freqs.weight", "the file has rope_freqs.weight "
+                        "(llama3 rope scaling) and %s.rope.scaling keys of another type",
+                        h->arch);
+        }
+        tbx_status l3 = llama3_back(h, c);
+        if (l3 != TBX_OK) {
+            json_decref(c);
+            return l3;
+        }
+    }
+    /* Phi3Config's pad_token_id defaults to 32000 (Phi-3's <|endoftext|>), which is no token
+     * of a smaller vocabulary (transformers then refuses the model): the file's padding token
+     * (the tokenizer's), or none */
+    if (!strcmp(h->a->model_type, "phi3")) {
+        uint64_t pad;
+        json_object_set_new(c, "pad_token_id", special_id(h, "padding_token_id", &pad)
+                                                   ? json_integer((json_int_t)pad) : jnull());
     }
     /* tied embeddings: a row that maps lm_head, a file without output.weight */
     bool maps_output = false;
@@ -798,6 +1187,84 @@ static tbx_status spm_model(tbx_hf_back *h, json_t *root, json_t *mdl, json_t *v
     return TBX_OK;
 }
 
+/* ARCH_SPM_ADDED (Phi-3): an added token as llama.cpp's vocabulary matches it: on the raw
+ * text (normalized false, as Phi-3's files have them), and, when general.name says "phi-3" or
+ * "phi3" (any case), with the right strip llama.cpp gives every special token of such a model
+ * but <unk>, <s> and <|endoftext|> (llama-vocab.cpp's name rule; </s> has it too). */
+static void phi3_added(tbx_hf_back *h, json_t *a, const char *s, size_t n) {
+    json_object_set_new(a, "normalized", json_false());
+    const char *name = meta_str(meta(h, "general.name"));
+    char low[256];
+    size_t k = 0;
+    for (; name && name[k] && k + 1 < sizeof low; k++)
+        low[k] = (char)(name[k] >= 'A' && name[k] <= 'Z' ? name[k] + 32 : name[k]);
+    low[k] = 0;
+    if (!strstr(low, "phi-3") && !strstr(low, "phi3")) return;
+    static const char *const KEEP[] = {"<unk>", "<s>", "<|endoftext|>"};
+    bool r = true;
+    for (size_t i = 0; i < sizeof KEEP / sizeof KEEP[0]; i++)
+        if (n == strlen(KEEP[i]) && !memcmp(s, KEEP[i], n)) r = false;
+    json_object_set_new(a, "rstrip", json_boolean(r));
+}
+
+/* llama.cpp's "llama" vocabulary as SentencePiece's own tokenizer.model (what LlamaTokenizer,
+ * sentencepiece and llama.cpp's converter read): the pieces with their scores and types, a BPE
+ * model (llama.cpp merges by score, as SentencePiece's BPE does), byte fallback when there are
+ * <0xNN> pieces, the special ids, add_dummy_prefix from tokenizer.ggml.add_space_prefix and
+ * remove_extra_whitespaces from tokenizer.ggml.remove_extra_whitespaces (llama.cpp's defaults:
+ * true and false), no normalization (llama.cpp applies none to this vocabulary). The piece
+ * types are the file's, except the unknown token's, which is always UNKNOWN. */
+static tbx_status spm_file(tbx_hf_back *h, const tbx_value *toks, const tbx_value *types) {
+    const tbx_value *scores = meta(h, "tokenizer.ggml.scores");
+    const uint64_t nt = tbx_value_len(toks);
+    if (nt > INT32_MAX)
+        return fail(h, TBX_E_LIMIT, "tokenizer.ggml.tokens", "%llu tokens: a tokenizer.model "
+                    "holds at most 2^31-1", (unsigned long long)nt);
+    tbx_spm_vocab v = {0};
+    v.pieces = tbx_calloc(h->al, (size_t)nt ? (size_t)nt : 1, sizeof *v.pieces);
+    if (!v.pieces) return tbx_err_nomem(h->err, "tokenizer.model");
+    v.n = (size_t)nt;
+    v.cap = nt ? (size_t)nt : 1;
+    v.model_type = TBX_SPM_BPE;
+    v.add_dummy_prefix = meta_bool(meta(h, "tokenizer.ggml.add_space_prefix"), true);
+    v.remove_extra_ws = meta_bool(meta(h, "tokenizer.ggml.remove_extra_whitespaces"), false);
+    tbx_status st = TBX_OK;
+    for (uint64_t i = 0; st == TBX_OK && i < nt; i++) {
+        size_t len;
+        const char *s = tbx_value_str_at(toks, i, &len);
+        tbx_value tmp;
+        const tbx_value *sv = tbx_val_packed_get(scores, (size_t)i, &tmp) ? &tmp
+                                                                         : tbx_value_at(scores, i);
+        double sc = 0;
+        int64_t ty = TT_NORMAL;
+        if (types && !arr_int(types, i, &ty)) ty = TT_NORMAL;
+        if (!s || len > UINT32_MAX || !sv || tbx_value_get_f64(sv, &sc) != TBX_OK)
+            st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.scores", "token %llu has no text or no "
+                      "score", (unsigned long long)i);
+        else if (ty < TT_NORMAL || ty > TT_BYTE)
+            st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.token_type", "token %llu has type %lld, "
+                      "not one of SentencePiece's (1..6)", (unsigned long long)i, (long long)ty);
+        else
+            v.pieces[i] = (tbx_spm_piece){s, (uint32_t)len, (float)sc, (int)ty};
+    }
+    uint64_t id;
+    tbx_spm_ids ids = {-1, -1, -1, -1};
+    if (special_id(h, "unknown_token_id", &id) && id < nt) ids.unk = (int32_t)id;
+    if (special_id(h, "bos_token_id", &id) && id < nt) ids.bos = (int32_t)id;
+    if (special_id(h, "eos_token_id", &id) && id < nt) ids.eos = (int32_t)id;
+    if (special_id(h, "padding_token_id", &id) && id < nt) ids.pad = (int32_t)id;
+    /* the unknown token is SentencePiece's UNKNOWN piece whatever type the file gives it (a
+     * GGUF made from a tokenizer.json marks every special token CONTROL) */
+    if (st == TBX_OK && ids.unk >= 0) v.pieces[ids.unk].type = TBX_SPM_UNKNOWN;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    if (st == TBX_OK) st = tbx_spm_write(&v, &ids, h->al, &buf, &n, h->err);
+    if (st == TBX_OK) st = add_blob(h, "tokenizer.model", buf, n);
+    tbx_free(h->al, buf, n ? n : 1);
+    tbx_spm_free(&v, h->al);
+    return st;
+}
+
 static tbx_status write_tokenizer(tbx_hf_back *h) {
     const char *model = meta_str(meta(h, "tokenizer.ggml.model"));
     const tbx_value *toks = meta(h, "tokenizer.ggml.tokens");
@@ -853,6 +1320,7 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
             json_t *a = added_token((int64_t)i, s, n, ty != TT_USER);
             if (!a) { st = fail(h, TBX_E_FORMAT, "tokenizer.ggml.tokens", "token %llu is not "
                                 "UTF-8", (unsigned long long)i); break; }
+            if (h->a->flags & ARCH_SPM_ADDED) phi3_added(h, a, s, n);
             json_array_append_new(added, a);
             if (bpe) continue; /* a byte-level BPE's added tokens live outside its vocabulary */
         }
@@ -977,6 +1445,7 @@ static tbx_status write_tokenizer(tbx_hf_back *h) {
         return st;
     }
     if ((st = add_file(h, "tokenizer.json", root)) != TBX_OK) return st;
+    if (spm && (st = spm_file(h, toks, types)) != TBX_OK) return st;
 
     /* tokenizer_config.json */
     json_t *tc = json_object();

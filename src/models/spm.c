@@ -1,5 +1,5 @@
 /*
- * gguf_hf_spm.c - a bounded protobuf reader for SentencePiece's tokenizer.model.
+ * spm.c - a bounded protobuf reader for SentencePiece's tokenizer.model, and its writer.
  *
  * Protobuf encodes a message as a sequence of fields, each a varint tag (field number << 3 |
  * wire type) followed by its value: wire type 0 a varint, 1 eight bytes, 2 a varint length and
@@ -24,7 +24,9 @@
 #include "spm.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define SPM_FIELD "ModelProto" /* a top-level field */
 
@@ -325,4 +327,123 @@ bool tbx_spm_is_tiktoken(const uint8_t *buf, size_t n) {
         lines++;
     }
     return lines > 0;
+}
+
+/* ---- Writing a tokenizer.model ------------------------------------------------------------ */
+/* The same encoding the reader takes, written in two passes: the first (w->p NULL) only counts
+ * the bytes, so the buffer is allocated once at its exact size; the second fills it. A
+ * sub-message's length precedes it, so each is sized by a counting pass of its own first. */
+typedef struct pbw { uint8_t *p; uint64_t n; } pbw;
+
+static void w_byte(pbw *w, uint8_t b) {
+    if (w->p) w->p[w->n] = b;
+    w->n++;
+}
+static void w_varint(pbw *w, uint64_t v) {
+    do {
+        w_byte(w, (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)));
+        v >>= 7;
+    } while (v);
+}
+static uint64_t varint_len(uint64_t v) {
+    pbw c = {NULL, 0};
+    w_varint(&c, v);
+    return c.n;
+}
+static void w_tag(pbw *w, uint32_t num, unsigned wt) { w_varint(w, (uint64_t)num << 3 | wt); }
+/* int32 fields: a negative value is its 64-bit two's complement, ten bytes (protobuf's rule) */
+static void w_int(pbw *w, uint32_t num, int64_t v) {
+    w_tag(w, num, 0);
+    w_varint(w, (uint64_t)v);
+}
+static void w_bytes(pbw *w, uint32_t num, const void *s, uint64_t len) {
+    w_tag(w, num, 2);
+    w_varint(w, len);
+    if (w->p && len) memcpy(w->p + w->n, s, (size_t)len);
+    w->n += len;
+}
+static void w_f32(pbw *w, uint32_t num, float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    w_tag(w, num, 5);
+    for (int i = 0; i < 4; i++) w_byte(w, (uint8_t)(u >> (8 * i)));
+}
+
+static void w_piece(pbw *w, const tbx_spm_piece *p) {
+    pbw c = {NULL, 0};
+    for (int pass = 0; pass < 2; pass++) {
+        pbw *o = pass ? w : &c;
+        if (pass) { w_tag(w, 1, 2); w_varint(w, c.n); }
+        w_bytes(o, 1, p->text, p->len);
+        w_f32(o, 2, p->score);
+        if (p->type != TBX_SPM_NORMAL) w_int(o, 3, p->type);
+    }
+}
+
+static void w_piece_name(pbw *w, uint32_t num, const tbx_spm_vocab *v, int32_t id) {
+    if (id >= 0 && (size_t)id < v->n) w_bytes(w, num, v->pieces[id].text, v->pieces[id].len);
+}
+
+static void w_trainer(pbw *w, const tbx_spm_vocab *v, const tbx_spm_ids *ids) {
+    bool bytes = false;
+    for (size_t i = 0; i < v->n && !bytes; i++) bytes = v->pieces[i].type == TBX_SPM_BYTE;
+    w_int(w, 3, v->model_type);
+    w_int(w, 4, (int64_t)v->n);
+    if (bytes) w_int(w, 35, 1);
+    w_int(w, 40, ids->unk);
+    w_int(w, 41, ids->bos);
+    w_int(w, 42, ids->eos);
+    w_int(w, 43, ids->pad);
+    w_piece_name(w, 45, v, ids->unk);
+    w_piece_name(w, 46, v, ids->bos);
+    w_piece_name(w, 47, v, ids->eos);
+    w_piece_name(w, 48, v, ids->pad);
+}
+
+static void w_normalizer(pbw *w, const tbx_spm_vocab *v) {
+    if (!v->charsmap_len) w_bytes(w, 1, "identity", 8);
+    else w_bytes(w, 2, v->charsmap, v->charsmap_len);
+    w_int(w, 3, v->add_dummy_prefix);
+    w_int(w, 4, v->remove_extra_ws);
+    w_int(w, 5, 1); /* escape_whitespaces: ' ' is U+2581 in the pieces */
+}
+
+static void w_spec(pbw *w, uint32_t num, const tbx_spm_vocab *v, const tbx_spm_ids *ids) {
+    pbw c = {NULL, 0};
+    if (num == 2) w_trainer(&c, v, ids); else w_normalizer(&c, v);
+    w_tag(w, num, 2);
+    w_varint(w, c.n);
+    if (num == 2) w_trainer(w, v, ids); else w_normalizer(w, v);
+}
+
+static void w_model(pbw *w, const tbx_spm_vocab *v, const tbx_spm_ids *ids) {
+    for (size_t i = 0; i < v->n; i++) w_piece(w, &v->pieces[i]);
+    w_spec(w, 2, v, ids);
+    w_spec(w, 3, v, ids);
+}
+
+tbx_status tbx_spm_write(const tbx_spm_vocab *v, const tbx_spm_ids *ids, const tbx_alloc *al,
+                         uint8_t **out, size_t *n, tbx_error *err) {
+    *out = NULL;
+    *n = 0;
+    if (!v->n)
+        return tbx_err(err, TBX_E_INVALID_ARG, 0, "pieces", "a tokenizer.model needs at least one "
+                       "piece");
+    if (v->model_type < TBX_SPM_UNIGRAM || v->model_type > TBX_SPM_CHAR)
+        return tbx_err(err, TBX_E_INVALID_ARG, 0, "trainer_spec.model_type", "model type %d is not "
+                       "one of SentencePiece's (1..4)", v->model_type);
+    /* every piece's length and its message's are far below 2^64: a piece's text lies in the
+     * caller's memory, so the sum of lengths is below the address space */
+    pbw c = {NULL, 0};
+    w_model(&c, v, ids);
+    if (c.n > SIZE_MAX - 1 || varint_len(c.n) > 10)
+        return tbx_err(err, TBX_E_LIMIT, 0, "tokenizer.model", "%llu bytes do not fit in memory",
+                       (unsigned long long)c.n);
+    uint8_t *buf = tbx_malloc(al, (size_t)c.n ? (size_t)c.n : 1);
+    if (!buf) return tbx_err_nomem(err, "tokenizer.model");
+    pbw w = {buf, 0};
+    w_model(&w, v, ids);
+    *out = buf;
+    *n = (size_t)w.n;
+    return TBX_OK;
 }

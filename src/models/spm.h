@@ -1,5 +1,5 @@
 /*
- * gguf_hf_spm.h - the vocabulary of a SentencePiece tokenizer.model (internal).
+ * spm.h - the vocabulary of a SentencePiece tokenizer.model, read and written (internal).
  *
  * A tokenizer.model is a serialized protobuf message (SentencePiece's ModelProto). Only its
  * repeated field 1 matters for llama.cpp's "llama" vocabulary: the pieces, each a message
@@ -7,7 +7,7 @@
  * its Unigram ("t5") vocabulary also takes the trainer spec's model type (field 2: {3: varint})
  * and the normalizer spec (field 3: {2: precompiled_charsmap bytes, 3: add_dummy_prefix,
  * 4: remove_extra_whitespaces}). Every other field is skipped by its wire type. See
- * gguf_hf_spm.c for the reader and docs/formats/gguf.md for why it is hand-written.
+ * spm.c for the reader and writer and docs/formats/gguf.md for why they are hand-written.
  */
 #ifndef TBX_GGUF_HF_SPM_H
 #define TBX_GGUF_HF_SPM_H
@@ -56,6 +56,18 @@ tbx_status tbx_spm_parse(const uint8_t *buf, size_t n, const tbx_alloc *al, uint
 tbx_status tbx_spm_parse_specs(const uint8_t *buf, size_t n, const tbx_alloc *al,
                                uint64_t max_pieces, tbx_spm_vocab *out, tbx_error *err);
 void tbx_spm_free(tbx_spm_vocab *v, const tbx_alloc *al);
+
+/* The special pieces' ids a tokenizer.model's trainer spec names (-1: none). */
+typedef struct tbx_spm_ids { int32_t unk, bos, eos, pad; } tbx_spm_ids;
+
+/* Writes `v` as a tokenizer.model that SentencePiece loads: the pieces in id order (text, score,
+ * type), the trainer spec (v->model_type, the vocabulary size, byte_fallback when a piece is a
+ * BYTE, the special ids of `ids` and their pieces' text) and the normalizer spec
+ * (v->add_dummy_prefix, v->remove_extra_ws, whitespace escaped as U+2581, v->charsmap as the
+ * precompiled_charsmap, else the "identity" normalizer). *out (allocated with `al`, *n bytes)
+ * is the caller's. TBX_E_INVALID_ARG (no piece, a model type outside 1..4), TBX_E_NOMEM. */
+tbx_status tbx_spm_write(const tbx_spm_vocab *v, const tbx_spm_ids *ids, const tbx_alloc *al,
+                         uint8_t **out, size_t *n, tbx_error *err);
 
 /* Is the `n` bytes at `buf` a tiktoken BPE file (what Llama 3's and gpt-oss's repositories may
  * ship as tokenizer.model: text lines "<base64 token> <rank>") rather than a SentencePiece

@@ -111,6 +111,46 @@ def test_convert_from_url_equals_local(tbx, web, data, tmp_path):
         assert (tmp_path / ("r-" + out)).read_bytes() == (tmp_path / ("l-" + out)).read_bytes()
 
 
+def test_convert_reads_each_tensor_in_one_request(tbx_asan, web, data, tmp_path):
+    """A conversion reads each tensor in parts of 1 MiB (f16 cast to f32: the engine's jobs,
+    below the parallel-range size), having said that its reads go through the tensor: the
+    first miss in each tensor takes the rest of it in one request (6 MiB here), not a ramp of
+    doubling read-aheads (1 + 1 + 2 + 4 MiB ...). The file stores the tensors in the reverse
+    order of their names, so the order the engine reads them in does not matter."""
+    np = need("numpy")
+    st = need("safetensors.numpy")
+    rng = np.random.default_rng(7)
+    names = [f"t{i}" for i in range(4)]
+    arrays = {n: rng.standard_normal((3 * 1024, 1024), dtype=np.float32).astype(np.float16)
+              for n in names}                                              # 6 MiB each
+    # a safetensors file by hand: the header lists t0..t3, the data holds t3 first
+    hdr, off = {}, 0
+    for n in reversed(names):
+        nb = arrays[n].nbytes
+        hdr[n] = {"dtype": "F16", "shape": list(arrays[n].shape), "data_offsets": [off, off + nb]}
+        off += nb
+    hb = json.dumps(hdr).encode()
+    hb += b" " * (-len(hb) % 8)
+    src = data["root"] / "jumps.safetensors"
+    with open(src, "wb") as f:
+        f.write(len(hb).to_bytes(8, "little") + hb)
+        for n in reversed(names):
+            f.write(arrays[n].tobytes())
+    assert set(st.load_file(str(src))) == set(names)  # the reference reader takes it
+    mark = web.mark()
+    out = tmp_path / "r.safetensors"
+    p = tbx_run(tbx_asan, "convert", f"{web.url}/jumps.safetensors", out, "--cast", "f32")
+    reqs = [r for r in web.requests(mark) if r["uri"] == "/jumps.safetensors"]
+    assert p.returncode == 0, p.stderr.decode()
+    got = st.load_file(str(out))
+    for n in names:
+        assert np.array_equal(got[n], arrays[n].astype(np.float32)), n
+    data_reqs = [r for r in reqs if r["range"] != "bytes=0-65535"]
+    assert len(data_reqs) <= len(names), [(r["range"], r["bytes"]) for r in reqs]
+    sent = sum(r["bytes"] for r in reqs)
+    assert sent <= src.stat().st_size + 64 * 1024 + len(reqs) * 1024, (sent, reqs)
+
+
 def test_sharded_index_over_http(tbx_asan, web, data):
     url = f"{web.url}/hfset/model.safetensors.index.json"
     d = info(tbx_asan, url)

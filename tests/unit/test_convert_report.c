@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE /* mkdtemp */
 #include "tbx_test.h"
+#include "tbx_test_dir.h"
 #include "api.h"
 #include "ggml.h"
 #include "tensorbox.h"
@@ -30,41 +31,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char g_dir[512];
-
-static void rm_tmp_dir(void) {
-    DIR *d = opendir(g_dir);
-    struct dirent *e;
-    char p[800];
-    static const char *const hf_files[] = {"hf/config.json", "hf/model.safetensors", "hf"};
-    for (int k = 0; k < 3; k++) {
-        snprintf(p, sizeof p, "%s/%s", g_dir, hf_files[k]);
-        if (k < 2) unlink(p);
-        else rmdir(p);
-    }
-    while (d && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
-            continue;
-        snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-        unlink(p);
-    }
-    if (d) closedir(d);
-    rmdir(g_dir);
-}
-
 static const char *tmp(char *buf, size_t cap, const char *name) {
-    if (!g_dir[0]) {
-        if (!mkdtemp(tbx_test_tmppath(g_dir, sizeof g_dir, "tbx_test_convert_report_XXXXXX")))
-            abort();
-        atexit(rm_tmp_dir);
-    }
-    snprintf(buf, cap, "%s/%s", g_dir, name);
-    return buf;
+    return tbx_test_dir_file(buf, cap, "tbx_test_convert_report", name);
 }
 
 /* Files in the test directory whose name contains `part` (temporary files left behind). */
 static int count_files(const char *part) {
-    DIR *d = opendir(g_dir);
+    DIR *d = opendir(tbx_test_dir_path("tbx_test_convert_report"));
     struct dirent *e;
     int n = 0;
     while (d && (e = readdir(d)) != NULL) n += strstr(e->d_name, part) != NULL;

@@ -422,4 +422,60 @@ TBX_TEST(spm_specs_read_when_asked) {
     }
 }
 
+/* tbx_spm_write: a Unigram vocabulary with a charsmap and a BPE one, each read back by
+ * tbx_spm_parse_specs with the same pieces and specs; the pad id -1 is protobuf's ten-byte
+ * negative varint (the reader skips the trainer spec's ids, so the bytes are checked here); no
+ * piece or a bad model type is refused. (test_gguf_to_hf.py loads a written model in
+ * SentencePiece itself.) */
+TBX_TEST(spm_write_reads_back) {
+    static const uint8_t CMAP[] = {7, 0, 9};
+    tbx_spm_piece P[] = {{"<unk>", 5, 0.0f, TBX_SPM_UNKNOWN}, {"<s>", 3, 0.0f, TBX_SPM_CONTROL},
+                         {"\xe2\x96\x81" "a", 4, -1.5f, TBX_SPM_NORMAL},
+                         {"<0x41>", 6, 0.0f, TBX_SPM_BYTE}};
+    tbx_error e;
+    tbx_alloc_init(&g_al, NULL);
+    for (int k = 0; k < 2; k++) {
+        tbx_spm_vocab w = {P, 4, 4, k ? TBX_SPM_BPE : TBX_SPM_UNIGRAM, k == 0, k == 1,
+                           k ? NULL : CMAP, k ? 0 : sizeof CMAP};
+        tbx_spm_ids ids = {0, 1, -1, -1};
+        uint8_t *buf = NULL;
+        size_t n = 0;
+        memset(&e, 0, sizeof e);
+        CHECK_OK(tbx_spm_write(&w, &ids, &g_al, &buf, &n, &e));
+        tbx_spm_vocab v;
+        CHECK_OK(tbx_spm_parse_specs(buf, n, &g_al, 10, &v, &e));
+        CHECK_EQ(v.n, 4);
+        for (size_t i = 0; i < 4; i++) {
+            CHECK_EQ(v.pieces[i].len, P[i].len);
+            CHECK(!memcmp(v.pieces[i].text, P[i].text, P[i].len));
+            CHECK(v.pieces[i].score == P[i].score);
+            CHECK_EQ(v.pieces[i].type, P[i].type);
+        }
+        CHECK_EQ(v.model_type, w.model_type);
+        CHECK_EQ(v.add_dummy_prefix, w.add_dummy_prefix);
+        CHECK_EQ(v.remove_extra_ws, w.remove_extra_ws);
+        CHECK_EQ(v.charsmap_len, w.charsmap_len);
+        if (w.charsmap_len) CHECK(!memcmp(v.charsmap, CMAP, sizeof CMAP));
+        /* eos_id -1 (field 42): tag 0xd0 0x02, then ff ff ff ff ff ff ff ff ff 01 */
+        static const uint8_t NEG[] = {0xd0, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                      0xff, 0xff, 0x01};
+        CHECK(memmem(buf, n, NEG, sizeof NEG) != NULL);
+        /* byte_fallback (field 35 = 1): a BYTE piece is there */
+        static const uint8_t BF[] = {0x98, 0x02, 0x01};
+        CHECK(memmem(buf, n, BF, sizeof BF) != NULL);
+        tbx_spm_free(&v, &g_al);
+        tbx_free(&g_al, buf, n);
+    }
+    tbx_spm_vocab none = {P, 0, 0, TBX_SPM_BPE, true, false, NULL, 0};
+    tbx_spm_ids ids = {0, 1, 2, -1};
+    uint8_t *buf = (uint8_t *)1;
+    size_t n = 1;
+    CHECK_EQ(tbx_spm_write(&none, &ids, &g_al, &buf, &n, &e), TBX_E_INVALID_ARG);
+    CHECK(buf == NULL && n == 0);
+    none.n = 4;
+    none.model_type = 7;
+    CHECK_EQ(tbx_spm_write(&none, &ids, &g_al, &buf, &n, &e), TBX_E_INVALID_ARG);
+    CHECK_STR(e.field, "trainer_spec.model_type");
+}
+
 TBX_TEST_MAIN()

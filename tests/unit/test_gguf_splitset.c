@@ -2,6 +2,7 @@
  * tbx_open_path on its first shard (src/formats/gguf/gguf.c, docs/formats/gguf.md "Split sets"). */
 #define _GNU_SOURCE
 #include "tbx_test.h"
+#include "tbx_test_dir.h"
 #include "tensorbox.h"
 #define TBX_EXPERIMENTAL 1
 #include "tensorbox/gguf.h"
@@ -16,35 +17,11 @@
 
 #define NT 7
 
-static char g_dir[512];
-
-/* The files of the temporary directory, then the directory (at exit). */
-static void rm_tmp_dir(void) {
-    DIR *d = opendir(g_dir);
-    if (d) {
-        struct dirent *e;
-        char p[800];
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(g_dir);
-}
-
 static const char *tmp_path(const char *name) {
     static char buf[8][700];
     static int k;
-    if (!g_dir[0]) {
-        tbx_test_tmppath(g_dir, sizeof g_dir, "tbx_test_splitset_XXXXXX");
-        if (!mkdtemp(g_dir)) abort();
-        atexit(rm_tmp_dir);
-    }
     k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
+    return tbx_test_dir_file(buf[k], sizeof buf[k], "tbx_test_splitset", name);
 }
 
 static const char *shard_path(const char *stem, unsigned no, unsigned n) {

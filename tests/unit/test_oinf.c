@@ -17,6 +17,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "tbx_test.h"
+#include "tbx_test_dir.h"
 
 #include "tensorbox.h"
 #include "oinf.h"
@@ -301,18 +302,8 @@ static void sample_v2(tfile *t) {
 /* ------------------------------------------------------------------------------------------ */
 /* Helpers                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
-static char g_dir[512];
-static void rm_tmp_dir(void) { rmdir(g_dir); }
-static const char *tmp_dir(void) {
-    if (!g_dir[0]) {
-        tbx_test_tmppath(g_dir, sizeof g_dir, "tbx-oinf-test-XXXXXX");
-        if (!mkdtemp(g_dir)) { perror("mkdtemp"); exit(2); }
-        atexit(rm_tmp_dir);
-    }
-    return g_dir;
-}
 static void tmp_path(char *dst, size_t cap, const char *name) {
-    snprintf(dst, cap, "%s/%s", tmp_dir(), name);
+    tbx_test_dir_file(dst, cap, "tbx-oinf-test", name);
 }
 static void write_all(const char *path, const uint8_t *p, size_t n) {
     FILE *fp = fopen(path, "wb");

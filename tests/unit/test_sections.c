@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE /* mkdtemp */
 #include "tbx_test.h"
+#include "tbx_test_dir.h"
 #include "api.h"
 #include "tensorbox.h"
 
@@ -18,22 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static char g_dir[512];
-
-static void rm_tmp_dir(void) {
-    char p[760];
-    snprintf(p, sizeof p, "%s/in.safetensors", g_dir);
-    unlink(p);
-    rmdir(g_dir);
-}
-
 /* A one-tensor safetensors file ("w", F32 [4] = 1..4) at a fresh path; returns the path. */
 static const char *make_input(char *path, size_t cap) {
-    if (!g_dir[0]) {
-        if (!mkdtemp(tbx_test_tmppath(g_dir, sizeof g_dir, "tbx_test_sections_XXXXXX"))) abort();
-        atexit(rm_tmp_dir);
-    }
-    snprintf(path, cap, "%s/in.safetensors", g_dir);
+    tbx_test_dir_file(path, cap, "tbx_test_sections", "in.safetensors");
     unlink(path);
     tbx_write_options wo;
     tbx_write_options_init(&wo);
