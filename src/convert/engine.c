@@ -94,6 +94,7 @@ typedef struct eslot {
     const uint8_t *in;       /* IN_RAW / IN_MAP: stored bytes (runs of `run` values, `stride`
                               * values apart; J_TBAND from the mapping: one run per view row) */
     uint64_t nruns, run, stride;
+    uint8_t gm, gn;          /* member gm of an interleaved group of gn jobs (gn 0 or 1: none) */
     bool direct;             /* f32 stored bytes read straight into f: nothing to decode */
     uint8_t *raw; size_t raw_cap;
     float *f, *g; size_t f_cap, g_cap;
@@ -120,6 +121,8 @@ struct eng {
     int nslots;
     eslot slot[SLOTS_MAX];
     uint8_t *cbuf;           /* the copy path's buffer (COPY_BUF) */
+    uint8_t *ibuf;           /* an interleaved group's values (finish_group) */
+    size_t ibuf_cap;
     float *scan;             /* the clip scan's buffer (SCAN_VALUES) */
     uint64_t done, total;    /* progress: input bytes */
     uint64_t cur_in;         /* progress: the input bytes of the tensor being written */
@@ -255,10 +258,33 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
                                           : enc && enc->clip && !(t->quant && t->quant->has_clip))
             return bad_plan(err, name, "a clip range goes with an encoder that takes one");
         uint64_t sum = 0;
+        uint32_t gleft = 0; /* members of an interleaved group still to come */
+        tbx_plan_src lead;
+        memset(&lead, 0, sizeof lead);
         for (uint32_t j = 0, ns = tbx_plan_nsrc(p, k); j < ns; j++) {
             tbx_plan_src tmp;
             const tbx_plan_src *s = tbx_plan_src_at(p, in, k, j, &tmp);
             if (s->tensor >= in->ntensors) return bad_plan(err, name, "a source is no tensor");
+            if (gleft == 0 && s->dstep > 1) { /* the first of an interleaved group */
+                if (s->dstep > TBX_PLAN_DSTEP_MAX || s->dstep > ns - j)
+                    return bad_plan(err, name, "an interleaved group has more sources than the "
+                                    "tensor or than TBX_PLAN_DSTEP_MAX");
+                if (!oi || oi->block_size > 1 || !oi->bits || oi->bits % 8 ||
+                    (enc && enc->kind == TBX_ENC_PAYLOAD) || qw)
+                    return bad_plan(err, name, "interleaved sources go to a dtype stored value "
+                                    "by value in whole bytes");
+                lead = *s;
+                gleft = s->dstep;
+            }
+            if (gleft) {
+                if (s->dstep != lead.dstep || s->rows != lead.rows || s->cols != lead.cols ||
+                    s->xform != lead.xform || s->heads != lead.heads)
+                    return bad_plan(err, name, "the sources of an interleaved group differ in "
+                                    "their view or transform");
+                gleft--;
+            } else if (s->dstep > 1) {
+                return bad_plan(err, name, "an interleaved group is cut short");
+            }
             const tbx_tensor *it = &in->tensors[s->tensor];
             uint64_t count, end, span = 0;
             const bool strided = s->step > 1;
@@ -270,7 +296,8 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
             if (it->unreadable) return bad_plan(err, name, "a source cannot be read");
             const bool heads = s->xform == TBX_XF_PERMUTE_HEADS ||
                                s->xform == TBX_XF_UNPERMUTE_HEADS;
-            const bool reorder = heads || s->xform == TBX_XF_TRANSPOSE || strided;
+            const bool reorder = heads || s->xform == TBX_XF_TRANSPOSE || strided ||
+                                 s->dstep > 1;
             if (s->xform > TBX_XF_ZERO) return bad_plan(err, name, "unknown transform");
             if (heads &&
                 (s->heads == 0 || s->rows % ((uint64_t)2 * s->heads) != 0))
@@ -308,6 +335,7 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
             if (qw && (count % cols || (reorder && W != cols)))
                 return bad_plan(err, name, "an importance matrix takes whole rows of a source");
         }
+        if (gleft) return bad_plan(err, name, "an interleaved group is cut short");
         if (sum != nelems) return bad_plan(err, name, "its sources do not hold its values");
     }
     return TBX_OK;
@@ -534,8 +562,17 @@ static void job_run(tbx_task *task) {
 /* ------------------------------------------------------------------------------------------ */
 /* The calling thread: sources, jobs, reads                                                    */
 /* ------------------------------------------------------------------------------------------ */
-/* How source s of the tensor being written is read and cut into jobs. */
-static tbx_status source_setup(eng *e, const tbx_plan_src *s, uint64_t out0, esrc *es) {
+/* The unit of input values source s is decoded in (a block type's block; else 1). */
+static uint64_t in_unit(const eng *e, const tbx_plan_src *s) {
+    if (e->p->t[e->k].flags & TBX_PT_GEN) return 1;
+    const tbx_dtype_info *si = tbx_file_dtype(e->in, e->in->tensors[s->tensor].dtype);
+    return si && si->block_size > 1 ? si->block_size : 1;
+}
+
+/* How source s of the tensor being written is read and cut into jobs (`with`: a unit its jobs
+ * hold whole besides its own: an interleaved group's members are cut alike). */
+static tbx_status source_setup(eng *e, const tbx_plan_src *s, uint64_t out0, uint64_t with,
+                               esrc *es) {
     memset(es, 0, sizeof *es);
     es->s = *s;
     es->count = s->rows * s->cols;
@@ -570,6 +607,7 @@ static tbx_status source_setup(eng *e, const tbx_plan_src *s, uint64_t out0, esr
     uint64_t unit = 1;
     if (!stored && e->enc->kind == TBX_ENC_BLOCK && e->toi) unit = e->toi->block_size;
     if (e->qw) unit = e->out_cols; /* whole rows (a multiple of the block: check_plan) */
+    unit = lcm64(unit, with ? with : 1);
     if (es->in == IN_F32 && it) {
         const tbx_dtype_info *si = tbx_file_dtype(e->in, it->dtype);
         if (si && si->block_size > 1) unit = lcm64(unit, si->block_size);
@@ -789,8 +827,43 @@ static tbx_status finish_job(eng *e, eslot *sl, tbx_value_check *chk, double *ss
     if (sl->chk.max_abs > chk->max_abs) chk->max_abs = sl->chk.max_abs;
     *sse += sl->sse; /* in job order: the same sum whatever the thread count */
     e->sse_ref += sl->sse_ref;
-    if (!sl->res_len) return TBX_OK;
+    if (!sl->res_len || sl->gn > 1) return TBX_OK; /* a group's: written by finish_group */
     return tbx_writer_write_tensor(e->w, e->wi, sl->res, sl->res_len, e->err);
+}
+
+/* After the workers ran the gn jobs of an interleaved group (slots from `first` in the ring of
+ * S): each finished as any job, then their values (the same count, of esz bytes each) written
+ * interleaved, value v of member m at v x gn + m. */
+static tbx_status finish_group(eng *e, tbx_pool *pool, uint64_t first, uint64_t S,
+                               tbx_value_check *chk, double *sse) {
+    const eslot *l = &e->slot[first % S];
+    const uint64_t gn = l->gn;
+    tbx_status st = TBX_OK;
+    for (uint64_t m = 0; st == TBX_OK && m < gn; m++) {
+        eslot *sl = &e->slot[(first + m) % S];
+        tbx_pool_wait(pool, &sl->task, true);
+        st = finish_job(e, sl, chk, sse);
+        if (st == TBX_OK && (sl->res_len != l->res_len || sl->gm != m))
+            st = tbx_err(e->err, TBX_E_STATE, TBX_NO_OFFSET, e->name, "tensor \"%s\": the jobs of "
+                         "an interleaved group do not match", e->name);
+    }
+    if (st != TBX_OK || !l->res_len) return st;
+    const size_t len = l->res_len, esz = (size_t)(e->toi ? e->toi->bits / 8 : 0);
+    if (!esz || len % esz || len > SIZE_MAX / gn)
+        return tbx_err(e->err, TBX_E_STATE, TBX_NO_OFFSET, e->name, "tensor \"%s\": interleaved "
+                       "values of no whole-byte size", e->name);
+    if (!ensure(&e->in->al, (void **)&e->ibuf, &e->ibuf_cap, len * gn))
+        return tbx_err_nomem(e->err, "conversion buffer");
+    const size_t nv = len / esz;
+    for (uint64_t m = 0; m < gn; m++) {
+        const uint8_t *r = e->slot[(first + m) % S].res;
+        uint8_t *o = e->ibuf + m * esz;
+        if (esz == 4)
+            for (size_t v = 0; v < nv; v++) memcpy(o + v * gn * 4, r + v * 4, 4);
+        else
+            for (size_t v = 0; v < nv; v++) memcpy(o + v * gn * esz, r + v * esz, esz);
+    }
+    return tbx_writer_write_tensor(e->w, e->wi, e->ibuf, len * gn, e->err);
 }
 
 /* The jobs of tensor e->k through the ring of slots: read on this thread, run on the workers,
@@ -825,19 +898,26 @@ static tbx_status run_jobs(eng *e, tbx_value_check *chk, double *sse) {
         if (e->nslots > SLOTS_MAX) e->nslots = SLOTS_MAX;
     }
     tbx_pool *pool = nelems > e->chunk ? e->pool : NULL;
-    const uint64_t S = pool ? (uint64_t)e->nslots : 1;
     const uint32_t ns = (t->flags & TBX_PT_GEN) ? 1 : tbx_plan_nsrc(e->p, e->k);
+    /* an interleaved group's jobs are in flight together: room for the largest */
+    uint64_t S = pool ? (uint64_t)e->nslots : 1;
+    for (uint32_t j = 0; !(t->flags & TBX_PT_GEN) && j < ns; j++) {
+        tbx_plan_src tmp;
+        const tbx_plan_src *s = tbx_plan_src_at(e->p, e->in, e->k, j, &tmp);
+        if (s->dstep > S) S = s->dstep; /* <= TBX_PLAN_DSTEP_MAX < SLOTS_MAX: check_plan */
+    }
     tbx_status st = TBX_OK;
-    uint32_t j = 0;            /* the source being read */
-    uint64_t pos = 0, out0 = 0;
-    esrc es;
+    uint32_t j = 0;            /* the (first) source being read */
+    uint64_t pos[TBX_PLAN_DSTEP_MAX], out0 = 0;
+    esrc es[TBX_PLAN_DSTEP_MAX];
+    uint32_t gn = 1, gm = 0;   /* the sources read together (an interleaved group), the next */
     bool have = false;
     uint64_t next_read = 0, next_write = 0, vdone = 0;
     bool more = true;
     while (st == TBX_OK) {
         if (more && next_read - next_write < S) {
             eslot *sl = &e->slot[next_read % S];
-            /* the next job: of the current source, else of the next one */
+            /* the next job: of the current source (or group), else of the next one */
             bool got = false;
             while (!got && more) {
                 if (!have) {
@@ -852,15 +932,35 @@ static tbx_status run_jobs(eng *e, tbx_value_check *chk, double *sse) {
                     } else {
                         s = tbx_plan_src_at(e->p, e->in, e->k, j, &tmp);
                     }
-                    st = source_setup(e, s, out0, &es);
+                    gn = s->dstep > 1 ? s->dstep : 1;
+                    /* a group's members cut alike: the units of all their inputs */
+                    uint64_t unit = 1;
+                    for (uint32_t m = 0; gn > 1 && m < gn; m++)
+                        unit = lcm64(unit, in_unit(e, tbx_plan_src_at(e->p, e->in, e->k, j + m,
+                                                                      &tmp)));
+                    for (uint32_t m = 0; st == TBX_OK && m < gn; m++) {
+                        if (m) s = tbx_plan_src_at(e->p, e->in, e->k, j + m, &tmp);
+                        st = source_setup(e, s, out0, unit, &es[m]);
+                        pos[m] = 0;
+                    }
                     if (st != TBX_OK) break;
-                    out0 += es.count;
+                    out0 += es[0].count * gn;
                     have = true;
-                    pos = 0;
+                    gm = 0;
                 }
-                sl->src = es;
-                if (next_job(&es, &pos, sl)) got = true;
-                else { have = false; j++; }
+                sl->src = es[gm];
+                if (next_job(&es[gm], &pos[gm], sl)) {
+                    got = true;
+                    sl->gm = (uint8_t)gm;
+                    sl->gn = (uint8_t)gn;
+                    gm = gm + 1 < gn ? gm + 1 : 0;
+                } else if (gm == 0) {
+                    have = false;
+                    j += gn;
+                } else {
+                    st = tbx_err(e->err, TBX_E_STATE, TBX_NO_OFFSET, e->name, "tensor \"%s\": "
+                                 "the sources of an interleaved group end apart", e->name);
+                }
             }
             if (st != TBX_OK) break;
             if (got) {
@@ -876,10 +976,23 @@ static tbx_status run_jobs(eng *e, tbx_value_check *chk, double *sse) {
         }
         if (next_write == next_read) break; /* nothing in flight and nothing left */
         eslot *sl = &e->slot[next_write % S];
-        tbx_pool_wait(pool, &sl->task, true);
-        st = finish_job(e, sl, chk, sse);
-        next_write++;
-        vdone += sl->n;
+        if (sl->gn > 1) { /* an interleaved group: once all its jobs are read */
+            if (next_read - next_write < sl->gn) {
+                if (more) continue;
+                st = tbx_err(e->err, TBX_E_STATE, TBX_NO_OFFSET, e->name, "tensor \"%s\": an "
+                             "interleaved group is cut short", e->name);
+                break;
+            }
+            const uint64_t g = sl->gn;
+            st = finish_group(e, pool, next_write, S, chk, sse);
+            for (uint64_t m = 0; m < g; m++) vdone += e->slot[(next_write + m) % S].n;
+            next_write += g;
+        } else {
+            tbx_pool_wait(pool, &sl->task, true);
+            st = finish_job(e, sl, chk, sse);
+            next_write++;
+            vdone += sl->n;
+        }
         if (st == TBX_OK && nelems)
             st = tick(e, e->done + (uint64_t)((double)e->cur_in * (double)vdone / (double)nelems));
     }
@@ -1079,7 +1192,7 @@ static tbx_status write_tensor(eng *e, size_t k) {
     for (uint32_t j = 0, ns = tbx_plan_nsrc(e->p, k); plain_copy && j < ns; j++) {
         tbx_plan_src tmp;
         const tbx_plan_src *s = tbx_plan_src_at(e->p, e->in, k, j, &tmp);
-        reorders |= s->xform != TBX_XF_NONE || src_step(s) > 1;
+        reorders |= s->xform != TBX_XF_NONE || src_step(s) > 1 || s->dstep > 1;
     }
     if (plain_copy && !reorders) {
         for (uint32_t j = 0, ns = tbx_plan_nsrc(e->p, k); st == TBX_OK && j < ns; j++) {
@@ -1171,6 +1284,7 @@ tbx_status tbx_engine_run(tbx_file *in, tbx_plan *p, tbx_writer *w, const tbx_en
         tbx_free(&in->al, sl->out, sl->out_cap);
     }
     tbx_free(&in->al, e.cbuf, e.cbuf ? COPY_BUF : 0);
+    tbx_free(&in->al, e.ibuf, e.ibuf_cap);
     tbx_free(&in->al, e.scan, e.scan ? (size_t)SCAN_VALUES * sizeof(float) : 0);
     return st;
 }

@@ -15,7 +15,9 @@
  *     (row-major): a source is a run of an input tensor's values seen as [rows, cols], so a
  *     fused qkv splits into three outputs (three row ranges of one input), several inputs join
  *     into one, and MoE experts stack into one [n_expert, rows, cols]; a source may take every
- *     step-th value (a de-interleave); each source has one transform: none, llama's q/k row
+ *     step-th value (a de-interleave), and several sources may fill one run of the output
+ *     together, interleaved value by value (dstep: the way back of that de-interleave); each
+ *     source has one transform: none, llama's q/k row
  *     order by heads, a transpose of its [rows, cols] view, a scale or an added constant. Or
  *     a generator (TBX_PT_GEN: the plan's `generate` hook gives its f32 values, e.g. llama3's
  *     rope_freqs);
@@ -65,8 +67,18 @@ typedef struct tbx_plan_src {
      * step 2, first even or odd); the transform applies to the view as to a consecutive one */
     uint32_t step;
     uint8_t xform;       /* tbx_xform */
+    /* the output takes this source's values `dstep` apart (0 or 1: one after the other):
+     * sources j .. j + dstep - 1 of a tensor, each with this dstep and the same view (rows,
+     * cols, transform, heads), fill one run of dstep x rows x cols output values together,
+     * value v of the m-th at the run's start + v x dstep + m (the way back of gpt-oss's
+     * gate_up_proj: ffn_gate_exps' and ffn_up_exps' experts, each transposed back, interleaved
+     * on the last axis: dstep 2); at most TBX_PLAN_DSTEP_MAX, into an output dtype stored value
+     * by value in whole bytes (no ggml block type, no MCF payload, no importance matrix) */
+    uint8_t dstep;
     float k;             /* TBX_XF_SCALE, TBX_XF_ADD */
 } tbx_plan_src;
+
+#define TBX_PLAN_DSTEP_MAX 4 /* tbx_plan_src.dstep */
 
 /* tbx_plan_tensor.enc */
 enum {

@@ -216,11 +216,6 @@ static tbx_status check_row_flags(tbx_hf_back *h) {
      * whole yet (Gemma 2 / 3's attention scale, layer types and class are gemma_attention's
      * and CLASS_NAMES'), each with why; ended by {NULL} */
     static const struct { const char *row, *why; } ROWS[] = {
-        /* issue 22: the way back of gpt-oss is not written (its experts would be joined and
-         * transposed back into three 3-D parameters) */
-        {"gpt_oss", "its experts (ffn_gate_exps and ffn_up_exps interleaved back into "
-                    "gate_up_proj, ffn_down_exps transposed back into down_proj) are not "
-                    "joined back yet"},
         {NULL, NULL},
     };
     for (size_t i = 0; ROWS[i].row; i++)
@@ -231,7 +226,8 @@ static tbx_status check_row_flags(tbx_hf_back *h) {
                         h->a->model_type, ROWS[i].why);
     /* Phi-3's (issue 23): partial_rotary_factor from rope.dimension_count (write_config), its
      * added tokens' rules (write_tokenizer), gate_up_proj kept whole in ffn_up (nothing to undo) */
-    const unsigned back_dec = ARCH_ROPE_PARTIAL | ARCH_SPM_ADDED | ARCH_FFN_UP_GLU;
+    const unsigned back_dec = ARCH_ROPE_PARTIAL | ARCH_SPM_ADDED | ARCH_FFN_UP_GLU |
+                              ARCH_SWIGLU_OAI; /* gpt-oss's constants: write_config */
     const unsigned extra = h->a->flags & ~(unsigned)(BACK_FLAGS | back_dec);
     if (!extra) return TBX_OK;
     char what[256] = "";
@@ -409,6 +405,101 @@ static tbx_status plan_positions(tbx_hf_back *h, const hf_tmap *m, const hf_unma
     return add_out(h, name, 2, shape, s, 2);
 }
 
+/* Source s of a map transform undone on matrix m of input tensor i (its last two dimensions;
+ * a 3-D tensor is experts stacked, each a matrix): HF_XF_TRANSPOSE is transposed back, the
+ * others are undo_xform's. */
+static tbx_status matrix_src(tbx_hf_back *h, const tbx_tensor *t, uint64_t i, uint64_t m,
+                             int xform, float k, tbx_plan_src *s) {
+    memset(s, 0, sizeof *s);
+    s->tensor = i;
+    s->cols = t->ndim ? t->shape[t->ndim - 1] : 1;
+    s->rows = t->ndim >= 2 ? t->shape[t->ndim - 2] : 1;
+    s->first = m * s->rows * s->cols;
+    if (xform == HF_XF_TRANSPOSE) {
+        s->xform = TBX_XF_TRANSPOSE;
+        return TBX_OK;
+    }
+    return undo_xform(h, xform, k, t->name, s);
+}
+
+/* HF_MAP_ONE with HF_XF_TRANSPOSE (gpt-oss's down_proj: [experts, in, out] for x @ W, which
+ * llama.cpp holds as [experts, out, in]): each matrix transposed back. */
+static tbx_status plan_transposed(tbx_hf_back *h, const char *name, const tbx_tensor *t,
+                                  uint64_t i) {
+    if (t->ndim != 2 && t->ndim != 3)
+        return fail(h, TBX_E_FORMAT, t->name, "tensor \"%s\": %u dimensions, not a matrix or "
+                    "[experts, rows, cols]", t->name, t->ndim);
+    const uint64_t nmat = t->ndim == 3 ? t->shape[0] : 1;
+    tbx_status st = TBX_OK;
+    tbx_plan_src *srcs = tbx_plan_alloc(&h->plan, (size_t)nmat * sizeof *srcs);
+    if (!srcs) return tbx_err_nomem(h->err, "tensor plan");
+    for (uint64_t m = 0; st == TBX_OK && m < nmat; m++)
+        st = matrix_src(h, t, i, m, HF_XF_TRANSPOSE, 0.0f, &srcs[m]);
+    uint64_t shape[3] = {nmat, t->shape[t->ndim - 1], t->shape[t->ndim - 2]};
+    return st != TBX_OK ? st : add_out(h, name, t->ndim, shape + (3 - t->ndim), srcs,
+                                       (uint32_t)nmat);
+}
+
+/* HF_MAP_INTERLEAVE, from its first part (gpt-oss's gate_up_proj [experts, hidden, 2 x ff]
+ * from ffn_gate_exps and ffn_up_exps [experts, ff, hidden]; its bias [experts, 2 x ff] from
+ * theirs [experts, ff]): matrix by matrix, the parts' values (each part's transform undone)
+ * interleaved value by value on the last axis, part p's value v at v x nparts + p (the
+ * plan's interleaved sources, tbx_plan_src.dstep). */
+static tbx_status plan_interleaved(tbx_hf_back *h, const hf_tmap *m, const hf_unmatch *u,
+                                   const char *name, const tbx_tensor *t) {
+    uint64_t pi[TBX_PLAN_DSTEP_MAX];
+    uint32_t np = 0;
+    for (int p = 0; m->parts[p].gguf; p++) {
+        char pn[BACK_NAME_MAX];
+        if (np >= TBX_PLAN_DSTEP_MAX ||
+            !tbx_hf_fill_name_(m->parts[p].gguf, u->layer, -1, u->suffix, pn, sizeof pn))
+            return fail(h, TBX_E_LIMIT, t->name, "too many parts");
+        if (tbx_tensor_find(h->in, pn, &pi[np]) != TBX_OK)
+            return fail(h, TBX_E_FORMAT, pn, "interleaved tensor %s: its part %s is missing",
+                        name, pn);
+        const tbx_tensor *q = &h->in->tensors[pi[np]];
+        bool same = q->ndim == t->ndim && t->ndim >= 1 && t->ndim <= 3;
+        for (uint32_t d = 0; same && d < t->ndim; d++) same = q->shape[d] == t->shape[d];
+        if (!same)
+            return fail(h, TBX_E_FORMAT, pn, "interleaved tensor %s: part %s has another shape "
+                        "than %s (1 to 3 dimensions, the same)", name, pn, t->name);
+        np++;
+    }
+    const uint64_t nmat = t->ndim == 3 ? t->shape[0] : 1;
+    if (np < 2 || nmat > UINT32_MAX / np)
+        return fail(h, TBX_E_LIMIT, t->name, "interleaved tensor %s: %u parts of %llu matrices",
+                    name, np, (unsigned long long)nmat);
+    tbx_plan_src *srcs = tbx_plan_alloc(&h->plan, (size_t)(nmat * np) * sizeof *srcs);
+    if (!srcs) return tbx_err_nomem(h->err, "tensor plan");
+    tbx_status st = TBX_OK;
+    for (uint64_t x = 0; st == TBX_OK && x < nmat; x++)
+        for (uint32_t p = 0; st == TBX_OK && p < np; p++) {
+            tbx_plan_src *s = &srcs[x * np + p];
+            const bool tr = m->parts[p].xform == HF_XF_TRANSPOSE;
+            if (tr && t->ndim < 2)
+                return fail(h, TBX_E_FORMAT, t->name, "tensor \"%s\": a transposed part of one "
+                            "dimension", t->name);
+            st = matrix_src(h, &h->in->tensors[pi[p]], pi[p], x, m->parts[p].xform,
+                            m->parts[p].k, s);
+            s->dstep = (uint8_t)np;
+            if (st == TBX_OK && s->xform != srcs[x * np].xform)
+                return fail(h, TBX_E_UNSUPPORTED, t->name, "interleaved tensor %s: its parts "
+                            "have different transforms", name);
+        }
+    if (st != TBX_OK) return st;
+    /* the shape: a matrix's (transposed back) with np x its columns */
+    const bool tr = srcs[0].xform == TBX_XF_TRANSPOSE;
+    uint64_t shape[3];
+    const uint32_t nd = t->ndim;
+    for (uint32_t d = 0; d < nd; d++) shape[d] = t->shape[d];
+    if (tr) {
+        shape[nd - 2] = t->shape[nd - 1];
+        shape[nd - 1] = t->shape[nd - 2];
+    }
+    shape[nd - 1] *= np;
+    return add_out(h, name, nd, shape, srcs, (uint32_t)(nmat * np));
+}
+
 static tbx_status plan_tensors(tbx_hf_back *h) {
     tbx_status st = TBX_OK;
     char name[BACK_NAME_MAX];
@@ -424,7 +515,11 @@ static tbx_status plan_tensors(tbx_hf_back *h) {
             if ((st = plan_positions(h, m, &u, i)) != TBX_OK) return st;
             continue;
         }
-        if (m->kind == HF_MAP_ONE) {
+        if (m->kind == HF_MAP_ONE && m->xform == HF_XF_TRANSPOSE) {
+            if (!tbx_hf_fill_name_(m->hf, u.layer, -1, u.suffix, name, sizeof name))
+                return fail(h, TBX_E_LIMIT, t->name, "name too long");
+            st = plan_transposed(h, name, t, i);
+        } else if (m->kind == HF_MAP_ONE) {
             if (!tbx_hf_fill_name_(m->hf, u.layer, -1, u.suffix, name, sizeof name))
                 return fail(h, TBX_E_LIMIT, t->name, "name too long");
             tbx_plan_src s = whole_src(t, i);
@@ -451,6 +546,21 @@ static tbx_status plan_tensors(tbx_hf_back *h) {
                 if ((st = undo_xform(h, m->xform, m->k, t->name, &s)) != TBX_OK) return st;
                 st = add_out(h, name, 2, t->shape + 1, &s, 1);
             }
+        } else if (m->kind == HF_MAP_INTERLEAVE) { /* joined when its first part comes */
+            if (u.part != 0) {
+                char first[BACK_NAME_MAX];
+                uint64_t fi;
+                if (!tbx_hf_fill_name_(m->parts[0].gguf, u.layer, -1, u.suffix, first,
+                                       sizeof first) ||
+                    tbx_tensor_find(h->in, first, &fi) != TBX_OK)
+                    return fail(h, TBX_E_FORMAT, t->name, "tensor \"%s\" is a part of an "
+                                "interleaved tensor whose first part %s is missing", t->name,
+                                first);
+                continue;
+            }
+            if (!tbx_hf_fill_name_(m->hf, u.layer, -1, u.suffix, name, sizeof name))
+                return fail(h, TBX_E_LIMIT, t->name, "name too long");
+            st = plan_interleaved(h, m, &u, name, t);
         } else { /* HF_MAP_SPLIT: joined when its first part comes */
             if (u.part != 0) {
                 char first[BACK_NAME_MAX];
@@ -1029,6 +1139,23 @@ static tbx_status write_config(tbx_hf_back *h) {
                (meta_u64(arch_meta(h, "rope.dimension_count"), &hd) && h->n_head &&
                 hd != h->n_embd / h->n_head))
         json_object_set_new(c, "head_dim", json_integer((json_int_t)hd));
+    if (h->a->flags & ARCH_SWIGLU_OAI) {
+        /* gpt-oss: GptOssConfig's head_dim default (64) is no default of the file's: the head
+         * size always; llama.cpp's fixed attention pattern (set_swa_pattern(2): every even
+         * layer local, every odd one global; the converter refuses any other layer_types) and
+         * its experts' SwiGLU constants (the converter refuses others) */
+        if (!hd && h->n_head) hd = h->n_embd / h->n_head;
+        if (!json_object_get(c, "head_dim") && hd)
+            json_object_set_new(c, "head_dim", json_integer((json_int_t)hd));
+        uint64_t nl = 0;
+        meta_u64(arch_meta(h, "block_count"), &nl);
+        json_t *lt = json_array();
+        for (uint64_t l = 0; lt && l < nl && l < 100000; l++)
+            json_array_append_new(lt, jstr0(l % 2 ? "full_attention" : "sliding_attention"));
+        json_object_set_new(c, "layer_types", lt);
+        json_object_set_new(c, "swiglu_alpha", json_real(1.702));
+        json_object_set_new(c, "swiglu_limit", json_real(7.0));
+    }
     if ((h->a->flags & ARCH_TT_COUNT)) {
         uint64_t n;
         if (meta_u64(meta(h, "tokenizer.ggml.token_type_count"), &n))
@@ -1053,6 +1180,17 @@ static tbx_status write_config(tbx_hf_back *h) {
             meta_u64(arch_meta(h, "rope.scaling.original_context_length"), &octx))
             json_object_set_new(rs, "original_max_position_embeddings",
                                 json_integer((json_int_t)octx));
+        /* yarn's ramp, when the file has it (TextModel writes rope_parameters' betas) */
+        double b;
+        if (bit == TBX_HF_ROPE_YARN && meta_f64(arch_meta(h, "rope.scaling.yarn_beta_fast"), &b))
+            json_object_set_new(rs, "beta_fast", json_real(short_f32(b)));
+        if (bit == TBX_HF_ROPE_YARN && meta_f64(arch_meta(h, "rope.scaling.yarn_beta_slow"), &b))
+            json_object_set_new(rs, "beta_slow", json_real(short_f32(b)));
+        /* gpt-oss's yarn keeps its correction range fractional (GptOssConfig's and every
+         * released gpt-oss's truncate false; the file does not say, and llama.cpp's runtime
+         * rounds it whatever the model: docs/formats/gguf.md) */
+        if (bit == TBX_HF_ROPE_YARN && (h->a->flags & ARCH_SWIGLU_OAI))
+            json_object_set_new(rs, "truncate", json_false());
         json_object_set_new(c, "rope_scaling", rs);
     }
     if ((h->a->rope & TBX_HF_ROPE_LONGROPE) && (has_tensor(h, "rope_factors_long.weight") ||

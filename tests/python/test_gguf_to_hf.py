@@ -70,6 +70,11 @@ PLUS1["gemma3_mm"] = PLUS1["gemma3"]
 # longrope's factors back from rope_factors_long/short.weight, its SentencePiece vocabulary
 # with Phi-3's added-token rules
 DECODERS += ["phi3", "phi3_longrope"]
+# gpt-oss (issue 23): gate_up_proj rebuilt from ffn_gate_exps / ffn_up_exps (each expert
+# transposed back, the two interleaved on the last axis: the engine's interleaved sources),
+# down_proj transposed back, the biases interleaved back; GptOssConfig's head_dim, layer_types,
+# yarn (betas, truncate) and SwiGLU constants; the o200k "gpt-4o" tokenizer
+DECODERS += ["gpt_oss"]
 
 
 def plus1(family: str, name: str, v):
@@ -113,6 +118,8 @@ NOT_CARRIED = {
                              "carried"},
     "phi3_longrope": {"pad_token_id": "as phi3", "rope_parameters": "long_factor / short_factor: the GGUF holds them as "
                                          "f32 (rope_factors_*.weight); compared at f32 below"},
+    "gpt_oss": {"pad_token_id": "the tokenizer's padding token (tokenizer_config); this "
+                                "config.json's null is not carried"},
     "mistral": {"model_type": "a Mistral GGUF is llama.cpp's llama (BACK_AS)",
                 "architectures": "as model_type",
                 "sliding_window": "MistralConfig's; llama.cpp's llama has no sliding window "
@@ -134,7 +141,8 @@ NOT_CARRIED = {
 NOT_CARRIED_TENSORS = {"embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias"}
 # HF tensors llama.cpp's converter keeps in f32 whatever the --outtype (1-D ones too)
 F32_KEPT = ("position_embeddings.weight", "token_type_embeddings.weight",
-            "block_sparse_moe.gate.weight", "mlp.gate.weight", "shared_expert_gate.weight")
+            "block_sparse_moe.gate.weight", "mlp.gate.weight", "shared_expert_gate.weight",
+            "mlp.router.weight", "experts.gate_up_proj_bias", "experts.down_proj_bias")
 
 TORCH_DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -594,20 +602,69 @@ def test_spm_llama_tokenizer_back(tbx, tmp_path, as_json):
         assert want == [bytes(b.parts[i]) for i in b.data], key
 
 
-def test_gpt_oss_back_refused(tbx, tiny, tmp_path):
-    """gpt-oss's way back is not written (its experts would be joined back into gate_up_proj
-    and transposed back into down_proj): refused before anything is written, naming the row
-    and the reason; --weights-only still writes its tensors."""
+def gpt_oss_experts_from_gguf(g: Path, layer: int) -> dict:
+    """gate_up_proj, down_proj and their biases of `layer` rebuilt by numpy from the GGUF's
+    ffn_*_exps (gguf-py's dequantization, f32): each expert transposed, gate to the even and
+    up to the odd columns of the last axis."""
+    r = gguf.GGUFReader(str(g))
+    t = {x.name: x for x in r.tensors}
+
+    def arr(name):
+        x = t[f"blk.{layer}.{name}"]
+        v = gguf.quants.dequantize(x.data, x.tensor_type).astype(np.float32)
+        return v.reshape([int(n) for n in reversed(x.shape.tolist())])
+    gate, up = arr("ffn_gate_exps.weight"), arr("ffn_up_exps.weight")  # [E, F, H]
+    gu = np.empty((gate.shape[0], gate.shape[2], 2 * gate.shape[1]), np.float32)
+    gu[:, :, 0::2], gu[:, :, 1::2] = gate.transpose(0, 2, 1), up.transpose(0, 2, 1)
+    gb, ub = arr("ffn_gate_exps.bias"), arr("ffn_up_exps.bias")  # [E, F]
+    gub = np.empty((gb.shape[0], 2 * gb.shape[1]), np.float32)
+    gub[:, 0::2], gub[:, 1::2] = gb, ub
+    pre = f"model.layers.{layer}.mlp.experts."
+    return {pre + "gate_up_proj": gu, pre + "gate_up_proj_bias": gub,
+            pre + "down_proj": arr("ffn_down_exps.weight").transpose(0, 2, 1),
+            pre + "down_proj_bias": arr("ffn_down_exps.bias")}
+
+
+@pytest.mark.parametrize("gtype", ["f32", "f16", "q8_0"])
+def test_gpt_oss_back_logits_equal_llama_cpp(tbx, tiny, tmp_path, gtype):
+    """gpt-oss's GGUF (f32, f16, experts in q8_0) back to a directory: its experts equal numpy's
+    rebuild of them from the GGUF's ffn_*_exps (transposed, interleaved), its config.json keeps
+    GptOssConfig's yarn (truncate false) and says GptOssForCausalLM; transformers on it, with
+    yarn's truncate set true as llama.cpp always computes it (test_hf_runtime.yarn_truncated),
+    gives llama.cpp's logits on the GGUF (token cosine >= 0.9999)."""
+    import test_hf_runtime as R
     d = tiny("gpt_oss")["dir"]
-    g = tmp_path / "g.gguf"
-    convert(tbx, d, g)
-    r = run(tbx, "convert", str(g), str(tmp_path / "out") + "/")
-    assert r.rc == 1 and "row gpt_oss)" in r.text and "not joined back" in r.text and \
-        "--weights-only" in r.text, r.describe()
-    assert not (tmp_path / "out").exists()
-    out = back(tbx, g, tmp_path / "w", "--weights-only")
-    names = set(safetensors.torch.load_file(str(out / "model.safetensors")))
-    assert {t.name for t in gguf.GGUFReader(str(g)).tensors} == names
+    g = tmp_path / "m.gguf"
+    args = {"f32": (), "f16": ("--cast", "f16"), "q8_0": ("--quant", "q8_0")}[gtype]
+    convert(tbx, d, g, *args)
+    if gtype == "q8_0":  # the experts are quantized: their transpose decodes blocks
+        types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(g)).tensors}
+        assert types["blk.0.ffn_gate_exps.weight"] == "Q8_0", types
+    out = back(tbx, g, tmp_path / "back", "--dtype", "f32")
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["model_type"] == "gpt_oss" and cfg["architectures"] == ["GptOssForCausalLM"]
+    assert cfg["rope_scaling"]["truncate"] is False
+    got = load_dir(out)
+    for layer in range(cfg["num_hidden_layers"]):
+        for k, v in gpt_oss_experts_from_gguf(g, layer).items():
+            assert tuple(got[k].shape) == v.shape and np.array_equal(got[k].numpy(), v), k
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    m = R.yarn_truncated(out, "gpt_oss")
+    llm = llama_cpp.Llama(model_path=str(g), n_ctx=128, logits_all=True, verbose=False,
+                          type_k=0, type_v=0, n_threads=1, n_batch=128)
+    worst = 1.0
+    for p in PROMPTS:
+        ids = tok(p)["input_ids"]
+        with torch.no_grad():
+            ref = m(torch.tensor([ids])).logits[0].double().numpy()
+        llm.reset()
+        llm.eval(ids)
+        lc = np.asarray(llm.scores[:len(ids)], dtype=np.float64)
+        cos = (lc * ref).sum(-1) / np.linalg.norm(lc, axis=-1) / np.linalg.norm(ref, axis=-1)
+        worst = min(worst, float(cos.min()))
+    print(f"gpt_oss {gtype}: min token cosine of logits, transformers (back, truncate true) vs "
+          f"llama.cpp {worst:.7f}")
+    assert worst >= 0.9999, worst
 
 
 # ------------------------------------------------------------------------------------------
