@@ -52,6 +52,7 @@
 #define PAYLOAD_PIECE ((size_t)4 << 20)   /* an MCF payload goes to the writer in such pieces */
 #define SLOTS_MAX (TBX_THREADS_DEFAULT_MAX + 2)
 #define TILE 64
+#define TBAND_BLOCK_MAX ((uint64_t)1 << 21) /* values of a transpose's band of one block */
 
 /* How a job's input is read (on the calling thread) */
 enum { IN_F32, IN_RAW, IN_MAP, IN_GEN };
@@ -304,9 +305,18 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
                 return bad_plan(err, name, "its rows do not split into heads of an even size");
             const uint64_t W = s->xform == TBX_XF_TRANSPOSE ? s->rows : s->cols;
             const tbx_dtype_info *si = tbx_file_dtype(in, it->dtype);
-            if (s->xform == TBX_XF_TRANSPOSE && (!si || si->block_size > 1))
-                return bad_plan(err, name, "a transpose takes values stored one by one, not "
-                                "blocks");
+            /* a transpose of a block type (ggml's experts quantized, written back) decodes
+             * bands of whole blocks of every view row: rows start on a block, and a band of
+             * one block's width stays within TBAND_BLOCK_MAX values */
+            if (s->xform == TBX_XF_TRANSPOSE && si && si->block_size > 1 &&
+                (t->enc != TBX_PENC_ENCODE || (enc && enc->kind == TBX_ENC_PAYLOAD) || strided ||
+                 s->cols % si->block_size || s->first % si->block_size ||
+                 s->rows > TBAND_BLOCK_MAX / si->block_size))
+                return bad_plan(err, name, "a transpose of a block type is decoded (not stored) "
+                                "from view rows of whole blocks, a band of one block at most "
+                                "2^21 values");
+            if (s->xform == TBX_XF_TRANSPOSE && !si)
+                return bad_plan(err, name, "a transpose of an unknown dtype");
             if (strided && (!si || si->block_size > 1 || !si->bits || si->bits % 8))
                 return bad_plan(err, name, "a strided source takes values stored one by one "
                                 "in whole bytes");
@@ -639,7 +649,15 @@ static tbx_status source_setup(eng *e, const tbx_plan_src *s, uint64_t out0, uin
         break;
     }
     case TBX_XF_TRANSPOSE:
-        if (payload) {
+        if (es->in == IN_F32 && it && in_unit(e, s) > 1) {
+            /* a block type: bands of whole blocks of each view row (check_plan: rows start
+             * on a block, one block's band is at most TBAND_BLOCK_MAX values) */
+            const uint64_t bs = in_unit(e, s);
+            uint64_t rows = es->W <= per ? per / es->W : 0;
+            rows -= rows % bs;
+            es->kind = J_TBAND;
+            es->per = rows ? rows : bs;
+        } else if (payload) {
             es->kind = J_TBAND;
             es->per = prow;
         } else if (es->W <= per) {

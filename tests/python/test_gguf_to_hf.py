@@ -631,7 +631,7 @@ def test_gpt_oss_back_logits_equal_llama_cpp(tbx, tiny, tmp_path, gtype):
     rebuild of them from the GGUF's ffn_*_exps (transposed, interleaved), its config.json keeps
     GptOssConfig's yarn (truncate false) and says GptOssForCausalLM; transformers on it, with
     yarn's truncate set true as llama.cpp always computes it (test_hf_runtime.yarn_truncated),
-    gives llama.cpp's logits on the GGUF (token cosine >= 0.9999)."""
+    gives llama.cpp's logits on the GGUF (token cosine >= 0.9999; q8_0: 0.99)."""
     import test_hf_runtime as R
     d = tiny("gpt_oss")["dir"]
     g = tmp_path / "m.gguf"
@@ -664,7 +664,9 @@ def test_gpt_oss_back_logits_equal_llama_cpp(tbx, tiny, tmp_path, gtype):
         worst = min(worst, float(cos.min()))
     print(f"gpt_oss {gtype}: min token cosine of logits, transformers (back, truncate true) vs "
           f"llama.cpp {worst:.7f}")
-    assert worst >= 0.9999, worst
+    # q8_0: ggml's q8_0 matmul rounds the activations to 8 bits as well (test_hf_runtime's
+    # VARIANTS bar for q8_0 files: cosine 0.99); the experts' values are exact above
+    assert worst >= (0.99 if gtype == "q8_0" else 0.9999), worst
 
 
 # ------------------------------------------------------------------------------------------

@@ -474,6 +474,163 @@ TBX_TEST(strided_sources_take_every_other_value) {
     CHECK(strstr(e.message, "beyond") != NULL);
 }
 
+/* interleaved sources (tbx_plan_src.dstep): gpt-oss's gate_up_proj rebuilt on the way back,
+ * the views [SR, SC] of "w" (f32) and "h" (f16) as two experts each, each expert transposed,
+ * w's to the even and h's to the odd values of the output's last axis; and two f16 views kept
+ * as stored bytes, interleaved untransposed */
+static void add_src_il(tbx_plan *p, const char *tensor, uint64_t first, uint8_t xform,
+                       uint8_t dstep) {
+    tbx_plan_src s;
+    memset(&s, 0, sizeof s);
+    s.tensor = idx(tensor);
+    s.first = first;
+    s.rows = SR;
+    s.cols = SC;
+    s.xform = xform;
+    s.dstep = dstep;
+    if (g_build_st == TBX_OK) g_build_st = tbx_plan_add_src(p, &s, NULL);
+}
+
+static void plan_interleave(tbx_plan *p, const tbx_file *in) {
+    (void)in;
+    const uint64_t gu[3] = {2, SC, 2 * SR}, st[2] = {SR, 2 * SC};
+    add_out(p, "gate_up", TBX_DT_F32, 3, gu, TBX_PENC_ENCODE, 0);
+    for (uint64_t x = 0; x < 2; x++) {
+        add_src_il(p, "w", x * SR * SC, TBX_XF_TRANSPOSE, 2);
+        add_src_il(p, "h", x * SR * SC, TBX_XF_TRANSPOSE, 2);
+    }
+    add_out(p, "stored", TBX_DT_F16, 2, st, TBX_PENC_STORED, 0);
+    add_src_il(p, "h", SR * SC, TBX_XF_NONE, 2);
+    add_src_il(p, "h", 0, TBX_XF_NONE, 2);
+}
+
+/* a group of two with one source; a group into a ggml block type */
+static void plan_interleave_short(tbx_plan *p, const tbx_file *in) {
+    (void)in;
+    const uint64_t sh[2] = {SR, SC};
+    add_out(p, "x", TBX_DT_F32, 2, sh, TBX_PENC_ENCODE, 0);
+    add_src_il(p, "w", 0, TBX_XF_NONE, 2);
+}
+
+static void plan_interleave_block(tbx_plan *p, const tbx_file *in) {
+    (void)in;
+    const uint64_t sh[2] = {SR, 2 * SC};
+    add_out(p, "x", TBX_DT_Q8_0, 2, sh, TBX_PENC_ENCODE, 0);
+    add_src_il(p, "w", 0, TBX_XF_NONE, 2);
+    add_src_il(p, "w", SR * SC, TBX_XF_NONE, 2);
+}
+
+TBX_TEST(interleaved_sources_fill_one_run_together) {
+    char in[600], out[600];
+    tmp(in, sizeof in, "il.safetensors");
+    tmp(out, sizeof out, "il-out.safetensors");
+    write_input(in, STEP_IN, 2);
+    static const uint64_t chunks[] = {1, 7, 50, 1000, 0};
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++)
+        for (int mapped = 0; mapped < 2; mapped++)
+            for (int th = 1; th <= 3; th += 2) {
+                run_opts ro = {0};
+                ro.chunk = chunks[c];
+                ro.threads = th;
+                ro.open_flags = mapped ? TBX_OPEN_MMAP : 0;
+                tbx_error e;
+                CHECK_OK(run(in, out, plan_interleave, &ro, &e));
+                uint64_t n = 0, n2 = 0;
+                float *v = read_f32(out, "gate_up", &n);
+                CHECK(v != NULL && n == (uint64_t)4 * SR * SC);
+                int same = 1;
+                /* gate_up[x, col, 2 r + m] = (m ? h : w)[x SR SC + r SC + col] */
+                for (uint64_t x = 0; v && x < 2; x++)
+                    for (uint64_t col = 0; col < SC; col++)
+                        for (uint64_t r = 0; r < SR; r++)
+                            for (uint64_t m = 0; m < 2; m++) {
+                                const uint64_t i = x * SR * SC + r * SC + col;
+                                const float want = m ? v_other(i) : v_small(i);
+                                same &= v[(x * SC + col) * 2 * SR + 2 * r + m] == want;
+                            }
+                float *u = read_f32(out, "stored", &n2);
+                CHECK(u != NULL && n2 == (uint64_t)2 * SR * SC);
+                /* stored[2 v + m] = h[(1 - m) SR SC + v] */
+                for (uint64_t i = 0; u && i < (uint64_t)SR * SC; i++)
+                    same &= u[2 * i] == v_other(SR * SC + i) && u[2 * i + 1] == v_other(i);
+                CHECK(same);
+                if (!same) fprintf(stderr, "chunk %llu mapped %d threads %d: interleave differs\n",
+                                   (unsigned long long)chunks[c], mapped, th);
+                free(v);
+                free(u);
+            }
+    tbx_error e;
+    CHECK(run(in, out, plan_interleave_short, &(run_opts){0}, &e) == TBX_E_INVALID_ARG);
+    CHECK(strstr(e.message, "interleaved group") != NULL);
+    CHECK(run(in, out, plan_interleave_block, &(run_opts){0}, &e) == TBX_E_INVALID_ARG);
+    CHECK(strstr(e.message, "whole bytes") != NULL);
+}
+
+/* a transpose of a ggml block type (gpt-oss's experts quantized in the GGUF, written back):
+ * "q" [2, BR, BC] encoded to q8_0 by the engine into a GGUF, then each expert of that file
+ * transposed back to f32, in bands of whole blocks whatever the job size */
+enum { BR = 64, BC = 96 };
+static const tin BT_IN[] = {{"q", TBX_DT_F32, 3, {2, BR, BC}, v_noise}};
+
+static void plan_bt_quant(tbx_plan *p, const tbx_file *in) {
+    (void)in;
+    const uint64_t sh[3] = {2, BR, BC};
+    add_out(p, "q8", TBX_DT_Q8_0, 3, sh, TBX_PENC_ENCODE, 0);
+    add_src(p, "q", 0, 2 * BR, BC, TBX_XF_NONE, 0, 0);
+}
+
+static void plan_bt_back(tbx_plan *p, const tbx_file *in) {
+    (void)in;
+    const uint64_t sh[3] = {2, BC, BR};
+    add_out(p, "t", TBX_DT_F32, 3, sh, TBX_PENC_ENCODE, 0);
+    for (uint64_t x = 0; x < 2; x++) add_src(p, "q8", x * BR * BC, BR, BC, TBX_XF_TRANSPOSE, 0, 0);
+}
+
+static void plan_bt_stored(tbx_plan *p, const tbx_file *in) {
+    (void)in;
+    const uint64_t sh[2] = {BC, BR};
+    add_out(p, "t", TBX_DT_Q8_0, 2, sh, TBX_PENC_STORED, 0);
+    add_src(p, "q8", 0, BR, BC, TBX_XF_TRANSPOSE, 0, 0);
+}
+
+TBX_TEST(transpose_of_a_block_type_decodes_whole_blocks) {
+    char in[600], mid[600], out[600];
+    tmp(in, sizeof in, "bt.safetensors");
+    tmp(mid, sizeof mid, "bt.gguf");
+    tmp(out, sizeof out, "bt-out.safetensors");
+    write_input(in, BT_IN, 1);
+    tbx_error e;
+    run_opts rq = {0};
+    rq.fmt = TBX_FORMAT_GGUF;
+    CHECK_OK(run(in, mid, plan_bt_quant, &rq, &e));
+    uint64_t nq = 0;
+    float *q = read_f32(mid, "q8", &nq); /* the reference: the whole tensor decoded */
+    CHECK(q != NULL && nq == (uint64_t)2 * BR * BC);
+    static const uint64_t chunks[] = {1, 100, 3000, 4096, 0};
+    for (size_t c = 0; q && c < sizeof chunks / sizeof chunks[0]; c++)
+        for (int th = 1; th <= 3; th += 2) {
+            run_opts ro = {0};
+            ro.chunk = chunks[c];
+            ro.threads = th;
+            CHECK_OK(run(mid, out, plan_bt_back, &ro, &e));
+            uint64_t n = 0;
+            float *v = read_f32(out, "t", &n);
+            CHECK(v != NULL && n == nq);
+            int same = 1;
+            for (uint64_t x = 0; v && x < 2; x++)
+                for (uint64_t r = 0; r < BR; r++)
+                    for (uint64_t col = 0; col < BC; col++)
+                        same &= v[(x * BC + col) * BR + r] == q[(x * BR + r) * BC + col];
+            CHECK(same);
+            if (!same) fprintf(stderr, "chunk %llu threads %d: transpose of q8_0 differs\n",
+                               (unsigned long long)chunks[c], th);
+            free(v);
+        }
+    free(q);
+    CHECK(run(mid, out, plan_bt_stored, &(run_opts){0}, &e) == TBX_E_INVALID_ARG);
+    CHECK(strstr(e.message, "block type is decoded") != NULL);
+}
+
 static void plan_scale_add(tbx_plan *p, const tbx_file *in) {
     (void)in;
     const uint64_t sh[2] = {PR, PC};
