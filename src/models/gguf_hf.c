@@ -10,11 +10,16 @@
  *     TBX_XF_UNPERMUTE_HEADS; a scale: 1/k; an added constant: -k); HF_MAP_SPLIT's parts are
  *     joined back into the fused tensor (the plan's sources in part order); HF_MAP_STACK's
  *     [experts, rows, cols] tensor becomes one tensor per expert (a run of its values each);
+ *     HF_MAP_INTERLEAVE's parts are interleaved back on the last axis, matrix by matrix, each
+ *     part's transform undone (gpt-oss's gate_up_proj from ffn_gate_exps / ffn_up_exps, each
+ *     expert transposed back: the plan's interleaved sources, tbx_plan_src.dstep), and
+ *     HF_MAP_ONE's HF_XF_TRANSPOSE is undone per expert (down_proj);
  *     every tensor written in one dtype (f32, f16, bf16), decoded from any ggml type;
  *   - config.json: {arch}.KEY of each hf_hparam as its first config.json name, the
  *     vocabulary size, head_dim, rope scaling (longrope's and llama3's taken back from the
  *     tensors llama.cpp's converter generates from them), tied embeddings, the special token
- *     ids, dtype; Gemma 2 / 3's attention as llama.cpp runs it (gemma_attention);
+ *     ids, dtype; Gemma 2 / 3's attention as llama.cpp runs it (gemma_attention); yarn's
+ *     betas; gpt-oss's head_dim, fixed layer_types, SwiGLU constants and yarn truncate false;
  *   - the tokenizer: tokenizer.json rebuilt from tokenizer.ggml.* (a byte-level BPE with its
  *     merges and the pre-tokenizer tokenizer.ggml.pre names, as llama.cpp runs it; a WordPiece
  *     for llama.cpp's "bert" vocabulary; XLM-RoBERTa's Unigram and its sentencepiece.bpe.model
