@@ -354,7 +354,7 @@ def test_quantized_to_bf16(tbx, src, tmp_path, quant):
 # ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "qwen3", "qwen3_moe", "olmo2",
                                     "granite", "mistral"] + ["gemma2", "gemma3", "phi3",
-                                                                 "phi3_longrope"])
+                                                                 "phi3_longrope", "gpt_oss"])
 def test_llama_cpp_converter_gguf_back(tbx, src, tmp_path, family):
     d = src(family)
     g = tmp_path / "lc.gguf"
