@@ -625,21 +625,21 @@ def gpt_oss_experts_from_gguf(g: Path, layer: int) -> dict:
             pre + "down_proj_bias": arr("ffn_down_exps.bias")}
 
 
-@pytest.mark.parametrize("gtype", ["f32", "f16", "q8_0"])
+@pytest.mark.parametrize("gtype", ["f32", "f16", "q8_0", "mxfp4"])
 def test_gpt_oss_back_logits_equal_llama_cpp(tbx, tiny, tmp_path, gtype):
-    """gpt-oss's GGUF (f32, f16, experts in q8_0) back to a directory: its experts equal numpy's
+    """gpt-oss's GGUF (f32, f16; the weights in q8_0 or mxfp4) back to a directory: its experts equal numpy's
     rebuild of them from the GGUF's ffn_*_exps (transposed, interleaved), its config.json keeps
     GptOssConfig's yarn (truncate false) and says GptOssForCausalLM; transformers on it, with
     yarn's truncate set true as llama.cpp always computes it (test_hf_runtime.yarn_truncated),
-    gives llama.cpp's logits on the GGUF (token cosine >= 0.9999; q8_0: 0.99)."""
+    gives llama.cpp's logits on the GGUF (token cosine >= 0.9999; q8_0, mxfp4: 0.99)."""
     import test_hf_runtime as R
     d = tiny("gpt_oss")["dir"]
     g = tmp_path / "m.gguf"
-    args = {"f32": (), "f16": ("--cast", "f16"), "q8_0": ("--quant", "q8_0")}[gtype]
+    args = {"f32": (), "f16": ("--cast", "f16")}.get(gtype, ("--quant", gtype))
     convert(tbx, d, g, *args)
-    if gtype == "q8_0":  # the experts are quantized: their transpose decodes blocks
+    if gtype in ("q8_0", "mxfp4"):  # the experts are quantized: their transpose decodes blocks
         types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(g)).tensors}
-        assert types["blk.0.ffn_gate_exps.weight"] == "Q8_0", types
+        assert types["blk.0.ffn_gate_exps.weight"] == gtype.upper(), types
     out = back(tbx, g, tmp_path / "back", "--dtype", "f32")
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["model_type"] == "gpt_oss" and cfg["architectures"] == ["GptOssForCausalLM"]
@@ -664,9 +664,10 @@ def test_gpt_oss_back_logits_equal_llama_cpp(tbx, tiny, tmp_path, gtype):
         worst = min(worst, float(cos.min()))
     print(f"gpt_oss {gtype}: min token cosine of logits, transformers (back, truncate true) vs "
           f"llama.cpp {worst:.7f}")
-    # q8_0: ggml's q8_0 matmul rounds the activations to 8 bits as well (test_hf_runtime's
-    # VARIANTS bar for q8_0 files: cosine 0.99); the experts' values are exact above
-    assert worst >= (0.99 if gtype == "q8_0" else 0.9999), worst
+    # q8_0, mxfp4: ggml's matmul of these types rounds the activations to 8 bits as well
+    # (test_hf_runtime's VARIANTS bar for q8_0 files: cosine 0.99); the experts' values are
+    # exact above
+    assert worst >= (0.99 if gtype in ("q8_0", "mxfp4") else 0.9999), worst
 
 
 # ------------------------------------------------------------------------------------------
