@@ -17,15 +17,23 @@ bytes), written here into a temporary folder (--dir).
   -> 302 -> /cdn/..., the tree listing under /api/), HF_ENDPOINT set to it, beside
   download-then-convert: `curl -sfL -o` of every file of the listing (one curl, the files in
   turn) into a local directory named repo, then `tbx convert repo out.gguf --quant q4_k`.
+  The streaming conversion runs twice, with the prefetch (the default: the next tensor fetched
+  on a thread of its own while the engine works) and without (TBX_HTTP_PREFETCH=0: each
+  segment fetched when the reader reaches it).
   --reps interleaved runs (sync and the previous outputs removed, untimed, before each);
-  medians of wall time, CPU time, the largest peak RSS (GNU time); the ratio streaming /
-  (download + convert), whether tbx's peak RSS <= 256 MiB, and whether the two GGUFs are the
-  same bytes. Exit status 1 when the RSS is over or the outputs differ.
+  medians of wall time, CPU time, the largest peak RSS (GNU time); the ratios streaming /
+  (download + convert) and streaming / max(download, convert) (the floor when the network
+  and the work overlap fully), whether tbx's peak RSS <= 256 MiB, and whether the GGUFs are
+  the same bytes. Exit status 1 when the RSS is over or the outputs differ.
+
+--rate N (e.g. 100m) has nginx send each answer at most N bytes/s (limit_rate: a link of
+that speed per connection; loopback is otherwise faster than the work).
 
 Usage:
 
   .venv/bin/python bench/bench_remote.py [--size-mib 1024] [--reps 5] [--dir /tmp]
                                          [--only read,info,convert] [--layers 10]
+                                         [--rate 100m]
 """
 from __future__ import annotations
 
@@ -104,7 +112,7 @@ def convert_part(web, root: Path, td: Path, tbx: str, reps: int, layers: int) ->
         [{"type": "file", "path": f, "size": (repo / f).stat().st_size} for f in files]))
     env = {"HF_ENDPOINT": web.url}
     local = td / "dl" / "repo"  # named as the repository: the GGUF records the model's name
-    out_s, out_l = td / "stream.gguf", td / "local.gguf"
+    out_s, out_l, out_n = td / "stream.gguf", td / "local.gguf", td / "noprefetch.gguf"
     curl = ["curl", "-sfL"]
     for f in files:
         curl += ["-o", str(local / f), f"{web.url}/org/repo/resolve/main/{f}"]
@@ -112,12 +120,16 @@ def convert_part(web, root: Path, td: Path, tbx: str, reps: int, layers: int) ->
     print(f"convert hf://org/repo -> q4_K GGUF: {layers}-layer llama, {nbytes / 2**30:.2f} GiB "
           f"f16 in {len(files)} files, median of {reps} interleaved runs, load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    rows = {k: [] for k in ("stream", "curl", "convert")}
+    rows = {k: [] for k in ("stream", "nopf", "curl", "convert")}
     for _ in range(reps):
         out_s.unlink(missing_ok=True)
         subprocess.run(["sync"], check=True)
         rows["stream"].append(gnu_timed([tbx, "convert", "hf://org/repo", out_s, "--quant",
                                          "q4_k", "--force"], env))
+        out_n.unlink(missing_ok=True)
+        subprocess.run(["sync"], check=True)
+        rows["nopf"].append(gnu_timed([tbx, "convert", "hf://org/repo", out_n, "--quant",
+                                       "q4_k", "--force"], {**env, "TBX_HTTP_PREFETCH": "0"}))
         shutil.rmtree(local.parent, ignore_errors=True)
         out_l.unlink(missing_ok=True)
         local.mkdir(parents=True)
@@ -128,22 +140,27 @@ def convert_part(web, root: Path, td: Path, tbx: str, reps: int, layers: int) ->
     med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v),
                max(r[2] for r in v) / 1024) for k, v in rows.items()}
     both = [a[0] + b[0] for a, b in zip(rows["curl"], rows["convert"])]
-    for k, label in (("stream", "tbx convert hf://org/repo"), ("curl", "curl the files"),
+    for k, label in (("stream", "tbx convert hf://org/repo"),
+                     ("nopf", "  the same, no prefetch"), ("curl", "curl the files"),
                      ("convert", "tbx convert DIR (local)")):
         w, c, m = med[k]
         print(f"  {label:<28} {w:7.2f} s  CPU {c:6.2f} s  peak RSS {m:7.1f} MiB  "
               f"{nbytes / 2**20 / w:7.0f} MiB/s of input")
     t_both = statistics.median(both)
     print(f"  download then convert        {t_both:7.2f} s (median of the sums)")
-    same = out_s.read_bytes() == out_l.read_bytes()
-    rss = med["stream"][2]
-    print(f"  streaming / (download + convert) = {med['stream'][0] / t_both:.2f}; streaming / "
-          f"local convert = {med['stream'][0] / med['convert'][0]:.2f}; tbx peak RSS "
+    same = out_s.read_bytes() == out_l.read_bytes() == out_n.read_bytes()
+    rss = max(med["stream"][2], med["nopf"][2])
+    floor = max(med["curl"][0], med["convert"][0])
+    for k, label in (("stream", "prefetch"), ("nopf", "no prefetch")):
+        print(f"  {label:<12} streaming / (download + convert) = {med[k][0] / t_both:.2f}; "
+              f"/ max(download, convert) = {med[k][0] / floor:.2f}; / local convert = "
+              f"{med[k][0] / med['convert'][0]:.2f}")
+    print(f"  prefetch / no prefetch = {med['stream'][0] / med['nopf'][0]:.2f}; tbx peak RSS "
           f"{rss:.1f} MiB {'<=' if rss <= 256 else '>'} 256 MiB; outputs "
           f"{'the same bytes' if same else 'DIFFER'}")
     print(f"  load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     shutil.rmtree(td / "dl", ignore_errors=True)
-    for f in (out_s, out_l):
+    for f in (out_s, out_l, out_n):
         f.unlink(missing_ok=True)
     return same and rss <= 256
 
@@ -170,6 +187,8 @@ def main() -> int:
     ap.add_argument("--only", default="read,info,convert",
                     help="the parts: read (full read), info (tbx info), convert (hf:// -> q4_K)")
     ap.add_argument("--layers", type=int, default=10, help="the convert part's model depth")
+    ap.add_argument("--rate", default=None,
+                    help="nginx's limit_rate for every answer (bytes/s, e.g. 100m); none: off")
     args = ap.parse_args()
     only = set(args.only.split(","))
     if only - {"read", "info", "convert"}:
@@ -184,7 +203,9 @@ def main() -> int:
         if only & {"read", "info"}:
             st_header = write_st(root / "big.safetensors", size)
             gguf_header = write_gguf(root / "vocab.gguf")
-        web = Nginx(td / "nginx", root).start()
+        web = Nginx(td / "nginx", root, limit_rate=args.rate).start()
+        if args.rate:
+            print(f"nginx: limit_rate {args.rate} (bytes/s of each answer)")
         try:
             if "read" in only:
                 url = f"{web.url}/big.safetensors"
