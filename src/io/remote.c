@@ -19,7 +19,15 @@
  * flight at once (curl multi); when the reader said that its reads go on through an extent
  * (tbx_source_hint: the tensor being read in chunks), a large read at its start, or after the
  * previous one, fetches up to WIN_MAX bytes of that extent in those parallel ranges into a
- * window that serves the next reads. Nothing past the extent is fetched. Failed requests (connection refused or reset, time-outs, a body
+ * window that serves the next reads. Nothing past the extent is fetched.
+ *
+ * The prefetch: when the reader says which bytes it reads after the current extent
+ * (tbx_remote_hint_next: a conversion's next tensor), a thread of the file's own with its own
+ * handle fetches them into a segment of the cache while the reader works, AHEAD_MAX at a time,
+ * and the rest of the current extent once the reader went on past its first read; one request
+ * in flight, into a segment that holds nothing ahead of the reader (the cache's memory). A
+ * read that reaches bytes on their way waits; a prefetch that failed is the error of the read
+ * that reaches its bytes (pf_settle), never bytes. TBX_HTTP_PREFETCH=0 turns it off. Failed requests (connection refused or reset, time-outs, a body
  * cut short, HTTP 408/429/5xx) are retried `retries` times, the pause doubling from 250 ms
  * (8 s at most); a resumed request asks only for the bytes still missing.
  *
@@ -30,6 +38,7 @@
  *                         CURL_CA_BUNDLE is also honoured); TLS peers are always verified
  *   TBX_HTTP_CONCURRENCY  ranges in flight for a large read (1..64; 8)
  *   TBX_HTTP_PART_MIB     size of those ranges in MiB (1..256; 8)
+ *   TBX_HTTP_PREFETCH     0: no prefetch (default on)
  *   TBX_HTTP_VERBOSE      1: one line per request on stderr (method, URL, range, status,
  *                         bytes, time) and the totals at close
  * Messages and verbose lines show URLs without user info and without their query (a signed
@@ -773,6 +782,8 @@ tbx_status tbx_remote_open(tbx_source *s, const tbx_alloc *al, const char *url, 
     g->len = got;
     g->stamp = ++r->clock;
     r->seq_end = got;
+    /* the prefetch's handle, made before any thread can compare with it (fetch) */
+    if (r->conf.prefetch && !(r->pf_easy = curl_easy_init())) r->conf.prefetch = false;
     s->kind = TBX_SRC_REMOTE;
     s->size = r->size;
     s->remote = r;
@@ -812,7 +823,8 @@ static void *pf_main(void *arg);
 
 /* Starts, when there is one and nothing is in flight, the fetch of the bytes the reader comes
  * to next: the rest of the extent it reads in parts (once it went on past that extent's
- * first read), else the start of the extent it said comes after (up to AHEAD_MAX of either).
+ * first read), else the extent it said comes after (AHEAD_MAX at a time, as long as a
+ * segment is free of bytes ahead of the reader).
  * The segment it fills is the least recently used one that holds none of the bytes at or
  * ahead of the reader; the prefetch's memory is the cache's (r->lock held). */
 static void pf_plan(tbx_remote *r) {
@@ -826,7 +838,6 @@ static void pf_plan(tbx_remote *r) {
     if (a >= b && r->next_b > r->next_a) {
         a = covered_end(r, r->next_a);
         b = r->next_b;
-        if (a != r->next_a) return; /* its start is here or on its way: the rest once read */
     }
     if (a >= b || a >= r->size) return;
     if (b > r->size) b = r->size;
@@ -836,13 +847,14 @@ static void pf_plan(tbx_remote *r) {
         rm_seg *c = &r->seg[i];
         if (c->busy || (pos && seg_holds(c, pos - 1)) || seg_holds(c, pos) ||
             (c->len && c->off >= pos && c->off < r->hint_b) ||
-            (r->next_b > r->next_a && seg_holds(c, r->next_a)))
+            (r->next_b > r->next_a && (seg_holds(c, r->next_a) ||
+                                        (c->len && c->off >= r->next_a && c->off < r->next_b))))
             continue;
         if (!g || c->stamp < g->stamp) g = c;
     }
     if (!g) return;
     if (!r->pf_started) {
-        if (!r->pf_easy && !(r->pf_easy = curl_easy_init())) { r->conf.prefetch = false; return; }
+        if (!r->pf_easy) { r->conf.prefetch = false; return; }
         if (pthread_create(&r->pf_thread, NULL, pf_main, r) != 0) {
             r->conf.prefetch = false; /* reads go on without it */
             return;
