@@ -212,7 +212,8 @@ TBX_API tbx_status tbx_hf_from_gguf_check(const char *out_dir, tbx_error *err);
  * model.safetensors.index.json. The architecture is the row of tensorbox's table
  * (tbx_gguf_hf_arch_at) whose general.architecture the file names and whose name map takes
  * every tensor; anything it cannot map back (architecture, tensor, vocabulary type,
- * pre-tokenizer, llama3's rope_freqs) fails with TBX_E_UNSUPPORTED naming it, before anything
+ * pre-tokenizer, a rope_freqs whose llama3 parameters its values do not determine) fails with
+ * TBX_E_UNSUPPORTED naming it, before anything
  * is written. TBX_HF_WEIGHTS_ONLY writes only the safetensors, every tensor under its own name.
  * The directory is written whole or not at all (a temporary directory renamed at the end);
  * the input is never written. */

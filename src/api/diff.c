@@ -13,9 +13,13 @@
  * transform before they are compared, as the conversion applies it: llama's q/k row order by
  * heads ({arch}.attention.head_count / head_count_kv read from the GGUF file), a scale or an
  * added constant (in f32). HF names the row leaves out are listed apart ("skipped"), names it
- * does not know and templates whose GGUF tensor is absent as "removed", GGUF tensors no HF
- * tensor reaches (rope_freqs, generated) as "added". Metadata are not compared across the two
- * layouts (they have different keys): "metadata.compared" is false.
+ * does not know and templates whose GGUF tensor is absent as "removed", GGUF tensors the
+ * conversion generates (rope_freqs: tbx_hf_gguf_expect) as "derived", other GGUF tensors no HF
+ * tensor reaches as "added". Rows the conversion drops (ARCH_POS_OFFSET's first positions,
+ * ARCH_TRIM_VOCAB's rows past vocab_size) are left out of the HF side. Metadata: the GGUF's
+ * {arch}.* keys against those the conversion derives from config.json (tbx_hf_gguf_expect:
+ * the row's hyper-parameters through hf_gguf.c's own code); when the directory cannot be read
+ * as the conversion reads it, "metadata.compared" is false with its message.
  *
  * Values. Every compared pair is decoded to f32 (block types dequantized by the same kernels
  * as tbx_tensor_read_f32) and compared in double: with a the first file's value (the
@@ -43,6 +47,7 @@
  */
 #include "api.h"
 #include "arch.h"
+#include "models.h"
 #include "plain.h"
 
 #include <inttypes.h>
@@ -633,6 +638,10 @@ typedef struct dmap {
     size_t *pair_of_b;    /* GGUF tensor -> its pair + 1 (0: none yet) */
     tbx_value *skipped;   /* HF names the row leaves out */
     tbx_value *unknown;   /* HF names the row does not know, or whose GGUF tensor is absent */
+    tbx_value *expect;    /* the {arch}.* metadata the conversion derives from the directory
+                             (MAP; NULL: not derived, `why` says why) */
+    tbx_value *derived;   /* GGUF tensors the conversion generates (rope_freqs, ...) */
+    char why[400];
 } dmap;
 
 static tbx_status read_model_type(dctx *c, tbx_file *hf, char *mt, size_t cap) {
@@ -771,6 +780,21 @@ static tbx_status pair_by_map(dctx *c, dmap *m, uint8_t *b_used) {
                 continue;
             }
             b_used[j] = 1;
+            /* rows the conversion drops: RoBERTa's first positions (ARCH_POS_OFFSET), the
+             * embedding's rows past vocab_size (ARCH_TRIM_VOCAB): the GGUF's rows are compared
+             * with the HF rows they came from */
+            const uint64_t grows = cols ? g->tensors[j].nelems / cols : 0;
+            const bool pos = (m->arch->flags & ARCH_POS_OFFSET) && !strcmp(name, "position_embd.weight");
+            const bool trim = (m->arch->flags & ARCH_TRIM_VOCAB) && !strcmp(name, "token_embd.weight");
+            if ((pos || trim) && t->ndim == 2 && g->tensors[j].ndim == 2 &&
+                g->tensors[j].shape[1] == cols && grows && grows < rows) {
+                const uint64_t r0 = pos ? rows - grows : 0;
+                char what[64];
+                snprintf(what, sizeof what, "rows %llu..%llu", (unsigned long long)r0,
+                         (unsigned long long)(r0 + grows));
+                st = map_run(c, m, i, j, r0 * cols, 0, grows, cols, mm.m->xform, mm.m->k, what);
+                continue;
+            }
             st = map_run(c, m, i, j, 0, 0, rows, cols, mm.m->xform, mm.m->k, NULL);
             if (st == TBX_OK && g->tensors[j].nelems != t->nelems)
                 not_comparable(&c->pairs[m->pair_of_b[j] - 1], "%s: %llu values against %llu",
@@ -997,6 +1021,90 @@ static tbx_value *meta_diff(dctx *c, uint64_t *nchanges) {
     return m;
 }
 
+/* --map auto: the {arch}.* keys the conversion derives from config.json (m->expect, the HF
+ * side) against the GGUF's: "changed" when both have a key with other values, "removed" /
+ * "added" (as the user's A and B) when the GGUF lacks one; the GGUF's {arch}.* keys the
+ * directory does not give are listed apart ("not_derived", not counted: llama.cpp's converter
+ * writes a few that tensorbox leaves to the runtime's defaults). */
+static tbx_value *meta_mapped(dctx *c, const dmap *m, uint64_t *nchanges) {
+    const tbx_file *g = c->f[1];
+    const bool sw = c->swapped;
+    tbx_value *md = tbx_value_new_map();
+    tbx_value *added = tbx_value_new_array(TBX_V_NULL), *removed = tbx_value_new_array(TBX_V_NULL),
+              *changed = tbx_value_new_array(TBX_V_NULL), *extra = tbx_value_new_array(TBX_V_NULL);
+    mput(c, md, "compared", tbx_value_new_bool(1));
+    mput(c, md, "from", vstr("config.json through the architecture's hyper-parameters (the "
+                             "keys tbx convert writes)"));
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "%s.", m->arch->arch);
+    const size_t pl = strlen(prefix);
+    for (uint64_t i = 0; i < tbx_value_len(m->expect) && !c->oom; i++) {
+        size_t kl = 0;
+        const char *key = tbx_value_key_at(m->expect, i, &kl);
+        const tbx_value *hv = tbx_value_at(m->expect, i);
+        if (!key || kl < pl || memcmp(key, prefix, pl) != 0) continue;
+        const tbx_value *gv = tbx_meta_find(g, key);
+        tbx_value *x = tbx_value_new_map();
+        mput(c, x, "key", vstr(key));
+        if (!gv) {
+            mput(c, x, "type", vstr(tbx_value_type_name(tbx_value_type_of(hv))));
+            mput(c, x, "value", value_shown(hv));
+            apush(c, sw ? added : removed, x);
+            continue;
+        }
+        uint64_t first;
+        if (value_eq(hv, gv, &first, 0)) { tbx_value_free(x); continue; }
+        const tbx_value *ua = sw ? gv : hv, *ub = sw ? hv : gv;
+        mput(c, x, "a_type", vstr(tbx_value_type_name(tbx_value_type_of(ua))));
+        mput(c, x, "b_type", vstr(tbx_value_type_name(tbx_value_type_of(ub))));
+        mput(c, x, "a", value_shown(ua));
+        mput(c, x, "b", value_shown(ub));
+        if (first != UINT64_MAX) mput(c, x, "first_difference", vu64(first));
+        apush(c, changed, x);
+    }
+    for (size_t i = 0; i < g->nmeta && !c->oom; i++) {
+        const tbx_meta_entry *e = &g->meta[i];
+        bool have = false;
+        if (strncmp(e->key, prefix, pl) != 0) continue;
+        for (uint64_t k = 0; k < tbx_value_len(m->expect) && !have; k++) {
+            size_t kl = 0;
+            const char *key = tbx_value_key_at(m->expect, k, &kl);
+            have = key && kl == strlen(e->key) && !memcmp(key, e->key, kl);
+        }
+        if (!have) apush(c, extra, vstr(e->key));
+    }
+    *nchanges = tbx_value_len(added) + tbx_value_len(removed) + tbx_value_len(changed);
+    mput(c, md, "added", added);
+    mput(c, md, "removed", removed);
+    mput(c, md, "changed", changed);
+    mput(c, md, "not_derived", extra);
+    return md;
+}
+
+/* --map auto: what the conversion derives from the directory (m->expect, m->derived); a
+ * directory the conversion cannot read leaves the metadata not compared, saying why. */
+static void derive_expect(dctx *c, dmap *m) {
+    tbx_gguf_hf_options ho;
+    tbx_gguf_hf_options_init(&ho);
+    tbx_error e2;
+    memset(&e2, 0, sizeof e2);
+    tbx_hf_gguf *h = NULL;
+    m->expect = tbx_value_new_map();
+    m->derived = tbx_value_new_array(TBX_V_STRING);
+    tbx_status st = !m->expect || !m->derived ? TBX_E_NOMEM
+                                              : tbx_hf_gguf_prepare(c->f[0], &ho, &h, &e2);
+    if (st == TBX_OK) st = tbx_hf_gguf_expect(h, m->expect, m->derived, &e2);
+    tbx_hf_gguf_free(h);
+    if (st == TBX_OK) return;
+    snprintf(m->why, sizeof m->why, "the conversion's hyper-parameters could not be derived "
+             "from the directory: %.250s", st == TBX_E_NOMEM && !e2.message[0] ? "out of memory"
+                                                                          : e2.message);
+    tbx_value_free(m->expect);
+    m->expect = NULL;
+    tbx_value_free(m->derived);
+    m->derived = NULL;
+}
+
 static tbx_status section_diff(dctx *c, tbx_value *doc, uint64_t *nchanges) {
     tbx_file *a = c->f[0], *b = c->f[1];
     tbx_value *added = tbx_value_new_array(TBX_V_NULL), *removed = tbx_value_new_array(TBX_V_NULL),
@@ -1168,10 +1276,12 @@ static tbx_status build_doc(dctx *c, const uint8_t *b_used, const dmap *m, tbx_v
     if (!mapped) {
         mput(c, doc, "metadata", meta_diff(c, &nmeta));
         st = section_diff(c, doc, &nsec);
+    } else if (m->expect) {
+        mput(c, doc, "metadata", meta_mapped(c, m, &nmeta));
     } else {
         tbx_value *md = tbx_value_new_map();
         mput(c, md, "compared", tbx_value_new_bool(0));
-        mput(c, md, "why", vstr("a Hugging Face directory and a GGUF file have different keys"));
+        mput(c, md, "why", vstr(m->why));
         mput(c, doc, "metadata", md);
     }
     if (st != TBX_OK) { tbx_value_free(doc); return st; }
@@ -1180,8 +1290,20 @@ static tbx_status build_doc(dctx *c, const uint8_t *b_used, const dmap *m, tbx_v
     tbx_value *tens = tbx_value_new_map();
     tbx_value *added = tbx_value_new_array(TBX_V_NULL), *removed = tbx_value_new_array(TBX_V_NULL);
     uint64_t nadded = 0, nremoved = 0;
-    for (uint64_t j = 0; j < b->ntensors; j++)
-        if (!b_used[j]) { apush(c, swapped ? removed : added, tensor_brief(b, j)); nadded++; }
+    tbx_value *derived = mapped ? tbx_value_new_array(TBX_V_NULL) : NULL;
+    for (uint64_t j = 0; j < b->ntensors; j++) {
+        if (b_used[j]) continue;
+        bool gen = false; /* generated by the conversion from config.json (rope_freqs) */
+        for (uint64_t k = 0; mapped && m->derived && k < tbx_value_len(m->derived) && !gen; k++) {
+            size_t l = 0;
+            const char *s = tbx_value_str_at(m->derived, k, &l);
+            gen = s && l == strlen(b->tensors[j].name) && !memcmp(s, b->tensors[j].name, l);
+        }
+        if (gen) { apush(c, derived, tensor_brief(b, j)); continue; }
+        apush(c, swapped ? removed : added, tensor_brief(b, j));
+        nadded++;
+    }
+    if (mapped) mput(c, tens, "derived", derived);
     if (!mapped) {
         uint8_t *a_used = calloc(a->ntensors ? a->ntensors : 1, 1);
         if (!a_used) c->oom = true;
@@ -1394,6 +1516,7 @@ tbx_status tbx_diff(tbx_file *a, tbx_file *b, const tbx_diff_options *opt, tbx_v
             if (!m.pair_of_b || !m.skipped || !m.unknown) st = tbx_err_nomem(err, "diff table");
         }
         if (st == TBX_OK) st = pair_by_map(&c, &m, b_used);
+        if (st == TBX_OK) derive_expect(&c, &m);
     } else {
         st = pair_by_name(&c, b_used);
     }
@@ -1406,5 +1529,7 @@ tbx_status tbx_diff(tbx_file *a, tbx_file *b, const tbx_diff_options *opt, tbx_v
     free(m.pair_of_b);
     tbx_value_free(m.skipped);
     tbx_value_free(m.unknown);
+    tbx_value_free(m.expect);
+    tbx_value_free(m.derived);
     return st;
 }

@@ -180,6 +180,10 @@ static void print_human(const tbx_value *d) {
         const tbx_value *x = tbx_value_at(nc, i);
         printf("  ! %s: %s\n", gets(x, "name"), gets(x, "why"));
     }
+    const tbx_value *dv = get(t, "derived");
+    if (tbx_value_len(dv))
+        printf("  (%" PRIu64 " GGUF tensors the conversion generates from config.json, values "
+               "not compared)\n", tbx_value_len(dv));
     const tbx_value *sk = get(t, "skipped");
     if (tbx_value_len(sk))
         printf("  (%" PRIu64 " Hugging Face tensors the conversion leaves out, not compared)\n",
@@ -349,8 +353,10 @@ const cli_command cli_cmd_diff = {
     "layer (the number in the tensor names).\n"
     "--map auto (the default) pairs a Hugging Face directory with a GGUF file (either order)\n"
     "through the architecture's HF -> GGUF name map, with llama's q/k row order, split and\n"
-    "stacked tensors, scales and offsets undone; metadata are then not compared. --map none\n"
-    "pairs tensors by name.\n"
+    "stacked tensors, scales, offsets and dropped rows undone; metadata are then the GGUF's\n"
+    "{arch}.* keys against those the conversion derives from config.json, and tensors the\n"
+    "conversion generates (rope_freqs) are listed as derived. --map none pairs tensors by\n"
+    "name.\n"
     "--tolerance X: B is equal enough when every tensor is in both with nmse <= X (or\n"
     "max-abs=Y, or both: nmse=X,max-abs=Y); metadata and dtypes are then reported but do not\n"
     "count. --json prints the report as one object (the schema: docs/cli.md).\n"

@@ -178,6 +178,15 @@ static uint64_t perm_row(const tbx_plan_src *s, uint64_t r) {
     return head * d + (w % 2) * half + w / 2;
 }
 
+/* The distance between consecutive values of source s in its input (tbx_plan_src.step). */
+static uint64_t src_step(const tbx_plan_src *s) { return s->step > 1 ? s->step : 1; }
+
+/* Values [0, n) of a run read `step` apart (value i at buf + i x step x esz) packed to
+ * consecutive ones, in place. */
+static void pack_strided(uint8_t *buf, uint64_t n, uint64_t step, size_t esz) {
+    for (uint64_t i = 1; step > 1 && i < n; i++) memmove(buf + i * esz, buf + i * step * esz, esz);
+}
+
 /* (Re)sizes a slot buffer to at least `need` bytes (the old contents are not kept). */
 static bool ensure(const tbx_alloc *al, void **buf, size_t *cap, size_t need) {
     if (need <= *cap && *buf) return true;
@@ -251,15 +260,18 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
             const tbx_plan_src *s = tbx_plan_src_at(p, in, k, j, &tmp);
             if (s->tensor >= in->ntensors) return bad_plan(err, name, "a source is no tensor");
             const tbx_tensor *it = &in->tensors[s->tensor];
-            uint64_t count, end;
-            if (!tbx_mul_u64(s->rows, s->cols, &count) || !tbx_add_u64(s->first, count, &end) ||
+            uint64_t count, end, span = 0;
+            const bool strided = s->step > 1;
+            if (!tbx_mul_u64(s->rows, s->cols, &count) ||
+                (count && !tbx_mul_u64(count - 1, src_step(s), &span)) ||
+                !tbx_add_u64(s->first, count ? span + 1 : 0, &end) ||
                 end > it->nelems || !tbx_add_u64(sum, count, &sum))
                 return bad_plan(err, name, "a source lies beyond its input tensor");
             if (it->unreadable) return bad_plan(err, name, "a source cannot be read");
             const bool heads = s->xform == TBX_XF_PERMUTE_HEADS ||
                                s->xform == TBX_XF_UNPERMUTE_HEADS;
-            const bool reorder = heads || s->xform == TBX_XF_TRANSPOSE;
-            if (s->xform > TBX_XF_UNPERMUTE_HEADS) return bad_plan(err, name, "unknown transform");
+            const bool reorder = heads || s->xform == TBX_XF_TRANSPOSE || strided;
+            if (s->xform > TBX_XF_ZERO) return bad_plan(err, name, "unknown transform");
             if (heads &&
                 (s->heads == 0 || s->rows % ((uint64_t)2 * s->heads) != 0))
                 return bad_plan(err, name, "its rows do not split into heads of an even size");
@@ -268,12 +280,15 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
             if (s->xform == TBX_XF_TRANSPOSE && (!si || si->block_size > 1))
                 return bad_plan(err, name, "a transpose takes values stored one by one, not "
                                 "blocks");
+            if (strided && (!si || si->block_size > 1 || !si->bits || si->bits % 8))
+                return bad_plan(err, name, "a strided source takes values stored one by one "
+                                "in whole bytes");
             if (reorder && (it->ncomp != 1 || it->layout != TBX_LAYOUT_DENSE))
                 return bad_plan(err, name, "a reordered source must be one dense component");
             if (t->enc == TBX_PENC_STORED) {
                 if (it->dtype != (tbx_dtype)t->dtype)
                     return bad_plan(err, name, "stored bytes keep their dtype");
-                if (s->xform == TBX_XF_SCALE || s->xform == TBX_XF_ADD)
+                if (s->xform == TBX_XF_SCALE || s->xform == TBX_XF_ADD || s->xform == TBX_XF_ZERO)
                     return bad_plan(err, name, "stored bytes cannot be scaled");
                 if (reorder && (!si || si->block_size > 1 || !si->bits || si->bits % 8))
                     return bad_plan(err, name, "only byte-sized values can be reordered as "
@@ -315,10 +330,17 @@ static bool has_data(const tbx_plan *p, const tbx_file *in, size_t k) {
     return !(t->flags & TBX_PT_WHOLE) || in->tensors[t->src].ncomp >= 1;
 }
 
-/* Reads source s's values [first, first + n) of its view as f32 into out (calling thread). */
+/* Reads source s's values [first, first + n) of its view as f32 into out (calling thread;
+ * a strided source: out holds n x step values, the run read whole and then packed). */
 static tbx_status read_values(eng *e, const tbx_plan_src *s, uint64_t first, uint64_t n,
                               float *out) {
-    return tbx_tensor_read_f32(e->in, s->tensor, s->first + first, n, out, e->err);
+    const uint64_t step = src_step(s);
+    if (step == 1 || n == 0)
+        return tbx_tensor_read_f32(e->in, s->tensor, s->first + first, n, out, e->err);
+    tbx_status st = tbx_tensor_read_f32(e->in, s->tensor, s->first + first * step,
+                                        (n - 1) * step + 1, out, e->err);
+    if (st == TBX_OK) pack_strided((uint8_t *)out, n, step, sizeof *out);
+    return st;
 }
 
 /* The default clip range of tensor k: +-m, m the largest |value| among its finite values (0
@@ -331,14 +353,15 @@ static tbx_status scan_clip(eng *e, size_t k, float *lo, float *hi) {
     for (uint32_t j = 0, ns = tbx_plan_nsrc(e->p, k); st == TBX_OK && j < ns; j++) {
         tbx_plan_src tmp;
         const tbx_plan_src *s = tbx_plan_src_at(e->p, e->in, k, j, &tmp);
-        const uint64_t n = s->rows * s->cols;
-        for (uint64_t a = 0; st == TBX_OK && a < n; a += SCAN_VALUES) {
-            const uint64_t c = n - a < SCAN_VALUES ? n - a : SCAN_VALUES;
+        const uint64_t n = s->rows * s->cols, per = SCAN_VALUES / src_step(s);
+        for (uint64_t a = 0; st == TBX_OK && a < n; a += per) {
+            const uint64_t c = n - a < per ? n - a : per;
             st = read_values(e, s, a, c, e->scan);
             for (uint64_t i = 0; st == TBX_OK && i < c; i++) {
                 float v = e->scan[i];
                 if (s->xform == TBX_XF_SCALE) v *= s->k;
                 else if (s->xform == TBX_XF_ADD) v += s->k;
+                else if (s->xform == TBX_XF_ZERO) v = 0.0f;
                 const float a2 = fabsf(v);
                 if (isfinite(a2) && a2 > m) m = a2;
             }
@@ -473,6 +496,8 @@ static void job_run(tbx_task *task) {
         for (uint64_t i = 0; i < n; i++) x[i] *= src->s.k;
     else if (src->s.xform == TBX_XF_ADD)
         for (uint64_t i = 0; i < n; i++) x[i] += src->s.k;
+    else if (src->s.xform == TBX_XF_ZERO)
+        memset(x, 0, (size_t)n * sizeof *x);
     const bool check = e->check && src->in != IN_GEN;
     if (e->enc->kind == TBX_ENC_PAYLOAD) {
         float *y = x == sl->g ? sl->f : sl->g;
@@ -533,7 +558,7 @@ static tbx_status source_setup(eng *e, const tbx_plan_src *s, uint64_t out0, esr
              plain_float(it->dtype) && tbx_comp_served_raw(e->in, &it->comp[0]))
         es->in = IN_RAW;
     else es->in = IN_F32;
-    if (es->in == IN_RAW && es->count) {
+    if (es->in == IN_RAW && es->count && src_step(s) == 1) {
         tbx_error e2;
         const void *ptr;
         size_t len;
@@ -634,16 +659,24 @@ static bool next_job(const esrc *es, uint64_t *pos, eslot *sl) {
 static uint64_t value_offset(const eng *e, const esrc *es, uint64_t v) {
     if (!es->esz || es->in == IN_GEN) return TBX_NO_OFFSET;
     const tbx_tensor *it = &e->in->tensors[es->s.tensor];
-    return it->ncomp ? it->comp[0].offset + (es->s.first + v) * es->esz : TBX_NO_OFFSET;
+    return it->ncomp ? it->comp[0].offset + (es->s.first + v * src_step(&es->s)) * es->esz
+                     : TBX_NO_OFFSET;
 }
 
-/* Reads one contiguous run of the source, values [v, v + n) of its view: stored bytes into
- * raw, or values into f. */
+/* Reads one run of the source, values [v, v + n) of its view: stored bytes into raw, or
+ * values into f (a strided source: the input run they lie in is read, room for n x step
+ * values, and packed). */
 static tbx_status read_run(eng *e, const esrc *es, uint64_t v, uint64_t n, uint8_t *raw,
                            float *f) {
-    if (es->in == IN_RAW || es->in == IN_MAP)
-        return tbx_tensor_read_range(e->in, es->s.tensor, (es->s.first + v) * es->esz, raw,
-                                     (size_t)(n * es->esz), e->err);
+    const uint64_t step = src_step(&es->s);
+    if ((es->in == IN_RAW || es->in == IN_MAP) && n) {
+        tbx_status st = tbx_tensor_read_range(e->in, es->s.tensor,
+                                              (es->s.first + v * step) * es->esz, raw,
+                                              (size_t)(((n - 1) * step + 1) * es->esz), e->err);
+        if (st == TBX_OK) pack_strided(raw, n, step, (size_t)es->esz);
+        return st;
+    }
+    if (es->in == IN_RAW || es->in == IN_MAP) return TBX_OK;
     return read_values(e, &es->s, v, n, f);
 }
 
@@ -655,6 +688,8 @@ static tbx_status fill(eng *e, eslot *sl) {
     const bool stored = e->penc == TBX_PENC_STORED;
     const bool payload = !stored && e->enc->kind == TBX_ENC_PAYLOAD;
     const bool reorder = sl->kind == J_PBLOCK || sl->kind == J_TBAND;
+    /* a strided source reads runs holding step x its values before packing them */
+    const uint64_t nin = n * src_step(&es->s);
     /* buffers: stored bytes, values, a second set of values (reorders, decoded payloads),
      * encoded bytes */
     const bool contiguous = sl->kind == J_SPAN || sl->kind == J_PBLOCK || sl->kind == J_PPIECE;
@@ -664,9 +699,9 @@ static tbx_status fill(eng *e, eslot *sl) {
                  (es->in == IN_RAW || es->in == IN_MAP) &&
                  __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
     if ((es->in == IN_RAW || (es->in == IN_MAP && !mapped)) && !sl->direct &&
-        !ensure(al, (void **)&sl->raw, &sl->raw_cap, (size_t)(n * es->esz)))
+        !ensure(al, (void **)&sl->raw, &sl->raw_cap, (size_t)(nin * es->esz)))
         return tbx_err_nomem(e->err, "conversion buffer");
-    if (!stored && !ensure(al, (void **)&sl->f, &sl->f_cap, (size_t)n * sizeof(float)))
+    if (!stored && !ensure(al, (void **)&sl->f, &sl->f_cap, (size_t)nin * sizeof(float)))
         return tbx_err_nomem(e->err, "conversion buffer");
     if (!stored && (reorder || payload) &&
         !ensure(al, (void **)&sl->g, &sl->g_cap, (size_t)n * sizeof(float)))
@@ -1051,7 +1086,8 @@ static tbx_status write_tensor(eng *e, size_t k) {
     bool reorders = false;
     for (uint32_t j = 0, ns = tbx_plan_nsrc(e->p, k); plain_copy && j < ns; j++) {
         tbx_plan_src tmp;
-        reorders |= tbx_plan_src_at(e->p, e->in, k, j, &tmp)->xform != TBX_XF_NONE;
+        const tbx_plan_src *s = tbx_plan_src_at(e->p, e->in, k, j, &tmp);
+        reorders |= s->xform != TBX_XF_NONE || src_step(s) > 1;
     }
     if (plain_copy && !reorders) {
         for (uint32_t j = 0, ns = tbx_plan_nsrc(e->p, k); st == TBX_OK && j < ns; j++) {

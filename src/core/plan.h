@@ -14,10 +14,11 @@
  *   - its values: one or several sources (tbx_plan_src), their values concatenated in order
  *     (row-major): a source is a run of an input tensor's values seen as [rows, cols], so a
  *     fused qkv splits into three outputs (three row ranges of one input), several inputs join
- *     into one, and MoE experts stack into one [n_expert, rows, cols]; each source has one
- *     transform: none, llama's q/k row order by heads, a transpose of its [rows, cols] view,
- *     a scale or an added constant. Or a generator (TBX_PT_GEN: the plan's `generate` hook
- *     gives its f32 values, e.g. llama3's rope_freqs);
+ *     into one, and MoE experts stack into one [n_expert, rows, cols]; a source may take every
+ *     step-th value (a de-interleave); each source has one transform: none, llama's q/k row
+ *     order by heads, a transpose of its [rows, cols] view, a scale or an added constant. Or
+ *     a generator (TBX_PT_GEN: the plan's `generate` hook gives its f32 values, e.g. llama3's
+ *     rope_freqs);
  *   - its encoding: the stored bytes as they are (TBX_PENC_STORED: the sources' bytes, moved
  *     by the kernel when nothing changes them), or the values encoded to the output dtype by
  *     its encoder (TBX_PENC_ENCODE: src/quant/encode.h finds it by dtype: a float cast, a ggml
@@ -46,7 +47,11 @@ typedef enum tbx_xform {
     TBX_XF_ADD = 4,       /* each value plus k (Gemma's norms: + 1) */
     /* the inverse of TBX_XF_PERMUTE_HEADS (GGUF -> Hugging Face): output row h*d + i*d/2 + j
      * is input row h*d + 2j + i */
-    TBX_XF_UNPERMUTE_HEADS = 5
+    TBX_XF_UNPERMUTE_HEADS = 5,
+    /* every value of the view written as +0 (decoded and encoded as any other): rows the
+     * output has and its input does not carry (GGUF -> Hugging Face: RoBERTa's padding
+     * positions, which llama.cpp's converter drops), sized by a view of real rows */
+    TBX_XF_ZERO = 6
 } tbx_xform;
 
 typedef struct tbx_plan_src {
@@ -54,6 +59,11 @@ typedef struct tbx_plan_src {
     uint64_t first;      /* the first of its values (row-major index) the view starts at */
     uint64_t rows, cols; /* the view: rows x cols consecutive values from `first` */
     uint32_t heads;      /* TBX_XF_PERMUTE_HEADS, TBX_XF_UNPERMUTE_HEADS */
+    /* the values of the view are `step` apart in the input (0 or 1: consecutive): view value
+     * v is input value first + v x step, so a view can take every step-th value of a run
+     * (gpt-oss's gate_up_proj, whose last axis interleaves the gate's and the up's columns:
+     * step 2, first even or odd); the transform applies to the view as to a consecutive one */
+    uint32_t step;
     uint8_t xform;       /* tbx_xform */
     float k;             /* TBX_XF_SCALE, TBX_XF_ADD */
 } tbx_plan_src;

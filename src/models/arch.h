@@ -17,6 +17,14 @@
  *       HF_MAP_STACK  several HF tensors -> one GGUF tensor: '@' in the HF pattern is the
  *                     expert number, the experts 0..n-1 of a layer stacked as [n, rows, cols]
  *                     (MoE: ffn_*_exps);
+ *       HF_MAP_INTERLEAVE one HF tensor whose last axis interleaves its parts value by value
+ *                     (gpt-oss's gate_up_proj: gate, up, gate, up, ...): part j of n takes
+ *                     every n-th value from the j-th, each with its own transform;
+ *     a 3-D HF tensor (HF_MAP_ONE, HF_MAP_INTERLEAVE) is experts already stacked, [n, rows,
+ *     cols], each expert transformed as a matrix (HF_XF_TRANSPOSE: gpt-oss's experts, stored
+ *     [n, in, out] for x @ W, are [n, out, in] in llama.cpp);
+ *     a GGUF template may end in its own suffix (".weight", ".bias") for an HF name that has
+ *     none (gpt-oss's self_attn.sinks, mlp.experts.down_proj, down_proj_bias);
  *     and the HF names left out (skip) and prefixes dropped before matching;
  *   - the tokenizer kinds it takes (TBX_HF_TOK_*: a row field, not a name test), the rope
  *     scaling variants it accepts (TBX_HF_ROPE_*: what llama.cpp's converter accepts for it),
@@ -45,10 +53,11 @@ typedef struct hf_hparam {
 
 /* Transforms of a map entry or part (the plan's TBX_XF_* with what they need resolved at
  * conversion time: the head count of q or k). */
-enum { HF_XF_NONE = 0, HF_XF_PERMUTE_Q = 1, HF_XF_PERMUTE_K = 2, HF_XF_SCALE = 3, HF_XF_ADD = 4 };
+enum { HF_XF_NONE = 0, HF_XF_PERMUTE_Q = 1, HF_XF_PERMUTE_K = 2, HF_XF_SCALE = 3, HF_XF_ADD = 4,
+       HF_XF_TRANSPOSE = 5 /* [rows, cols] written as [cols, rows] (of each expert) */ };
 
 /* Map entry kinds */
-enum { HF_MAP_ONE = 0, HF_MAP_SPLIT = 1, HF_MAP_STACK = 2 };
+enum { HF_MAP_ONE = 0, HF_MAP_SPLIT = 1, HF_MAP_STACK = 2, HF_MAP_INTERLEAVE = 3 };
 
 /* Dimension symbols, resolved from the hyper-parameters: the rows of a split part, and the
  * [rows, cols] llama.cpp's loader expects of a tensor (hf_gguf.c's shape check). */
@@ -68,7 +77,9 @@ enum {
     HD_QKV      /* HD_Q + 2 x HD_K: a fused q, k and v kept whole (attn_qkv) */
 };
 
-/* A part of an HF_MAP_SPLIT entry: its GGUF name ('#': layer), its row count, its transform. */
+/* A part of an HF_MAP_SPLIT entry: its GGUF name ('#': layer), its row count, its transform
+ * (HF_MAP_INTERLEAVE: the parts share the last axis equally; rows is the symbol of the part's
+ * length, checked by the shapes as any tensor's). */
 typedef struct hf_part {
     const char *gguf;
     uint8_t rows;           /* HD_* */
@@ -124,10 +135,18 @@ typedef struct hf_tmap {
 #define ARCH_ROPE_PARTIAL 0x80000u /* with ARCH_ROPE_DIM: rope.dimension_count =
                                    int(partial_rotary_factor x hidden_size) / heads (factor 1
                                    when absent; Phi3MiniModel) */
+#define ARCH_SWIGLU_OAI   0x200000u /* gpt-oss's clamped SwiGLU: config.json's swiglu_alpha
+                                   and swiglu_limit must be the 1.702 and 7.0 llama.cpp's graph
+                                   fixes (LLM_FFN_SWIGLU_OAI_MOE), else refused */
 #define ARCH_SPM_ADDED    0x100000u /* SentencePiece vocabulary as Phi3MiniModel.set_vocab: the
                                    added tokens of tokenizer_config's added_tokens_decoder and
                                    of tokenizer.json are control when special, else
                                    user-defined (no look-special test, no U+2581 -> space) */
+#define ARCH_TRIM_VOCAB   0x400000u /* config.json's vocab_size below the token embedding's rows:
+                                   token_embd keeps its first vocab_size rows and the
+                                   vocabulary is vocab_size tokens (convert_hf_to_gguf.py's
+                                   Gemma3Model drops the out-of-vocabulary rows); without the
+                                   flag that config is refused as contradicting the tensors */
 /* Gemma's (issue 22; high bits, clear of the other rows' flags) */
 #define ARCH_NO_SPACE_PREFIX 0x10000u /* tokenizer.ggml.add_space_prefix = false whatever the
                                          tokenizer says (convert_hf_to_gguf.py's Gemma*Model) */
@@ -143,7 +162,8 @@ typedef struct hf_tmap {
 #define TBX_HF_TOK_SPM       0x04u /* tokenizer.model, or a byte_fallback BPE tokenizer.json
                                       -> "llama" (tried first) */
 #define TBX_HF_TOK_UGM       0x08u /* a SentencePiece Unigram sentencepiece.bpe.model (XLM-R's,
-                                      fairseq ids) -> llama.cpp "t5" (its UGM tokenizer) */
+                                      fairseq ids), else a Unigram tokenizer.json -> llama.cpp
+                                      "t5" (its UGM tokenizer) */
 
 /* rope_scaling types a row accepts (hf_arch.rope) */
 #define TBX_HF_ROPE_LINEAR 0x01u /* {arch}.rope.scaling.type/factor */

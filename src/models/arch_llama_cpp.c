@@ -333,7 +333,9 @@ static const hf_tmap TM_NOMIC_BERT[] = {
 
 /* ---- Gemma (issue 22): convert_hf_to_gguf.py's GemmaModel, Gemma2Model, Gemma3Model ------ */
 /* Gemma's RMSNorm multiplies by (1 + w): llama.cpp's converter adds 1 to every tensor whose
- * name ends in "norm.weight" (HF_XF_ADD 1), and llama.cpp's runtime scales the embeddings by
+ * name ends in "norm.weight" (HF_XF_ADD 1; the engine adds in f32, transformers' 1.0 +
+ * weight.float(): the converter's bytes for bf16 and f32 checkpoints, the exact value where the
+ * converter rounds 1 + w to f16 for an f16 one), and llama.cpp's runtime scales the embeddings by
  * sqrt(hidden_size) itself. q/k rows are not reordered (llama.cpp's gemma rope is NEOX). The
  * converter writes head_count_kv always (the head count without num_key_value_heads); GemmaModel
  * and Gemma2Model write no rope.freq_base (llama.cpp's default 10000 is Gemma's rope_theta):
@@ -468,6 +470,63 @@ static const hf_tmap TM_PHI3[] = {
     {NULL, NULL, 0, 0, 0.0f, NULL},
 };
 
+/* ---- gpt-oss (issue 22; convert_hf_to_gguf.py's GptOssModel, llama.cpp's openai-moe.cpp) --- */
+/* TextModel's keys (yarn's beta_fast / beta_slow among them), the sliding window and the
+ * experts' feed-forward length (intermediate_size, as GptOssModel writes it) */
+static const hf_hparam HP_GPT_OSS[] = {
+    {"context_length", HP_U32, {"max_position_embeddings"}, true},
+    {"embedding_length", HP_U32, {"hidden_size"}, true},
+    {"block_count", HP_U32, {"num_hidden_layers"}, true},
+    {"feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {"attention.head_count", HP_U32, {"num_attention_heads"}, true},
+    {"attention.head_count_kv", HP_U32, {"num_key_value_heads"}, false},
+    {"rope.freq_base", HP_F32, {"rope_theta"}, false},
+    {"attention.layer_norm_rms_epsilon", HP_F32, {"rms_norm_eps"}, true},
+    {"expert_count", HP_U32, {"num_local_experts", "num_experts"}, true},
+    {"expert_used_count", HP_U32, {"num_experts_per_tok"}, true},
+    {"attention.sliding_window", HP_U32, {"sliding_window"}, true},
+    {"expert_feed_forward_length", HP_U32, {"intermediate_size"}, true},
+    {NULL, HP_U32, {NULL}, false},
+};
+/* The experts of a layer are three 3-D parameters stored for x @ W ([experts, in, out]):
+ * gate_up_proj [n, hidden, 2 x ff] with the gate's and the up's columns interleaved (gate
+ * even, up odd), down_proj [n, ff, hidden]; llama.cpp's ffn_*_exps are [n, out, in]: each
+ * expert transposed, the interleave taken apart; their biases likewise ([n, 2 x ff] taken
+ * apart, [n, hidden] as it is). The router has a bias, each head an attention sink
+ * (self_attn.sinks, [heads]), post_attention_layernorm is gguf-py's ATTN_POST_NORM for
+ * gpt-oss. The HF names without a suffix get theirs from the template. */
+static const hf_part PARTS_OAI_GATE_UP[] = {
+    {"blk.#.ffn_gate_exps.weight", HD_FX, HF_XF_TRANSPOSE, 0.0f},
+    {"blk.#.ffn_up_exps.weight", HD_FX, HF_XF_TRANSPOSE, 0.0f},
+    {NULL, 0, 0, 0.0f},
+};
+static const hf_part PARTS_OAI_GATE_UP_BIAS[] = {
+    {"blk.#.ffn_gate_exps.bias", HD_FX, HF_XF_NONE, 0.0f},
+    {"blk.#.ffn_up_exps.bias", HD_FX, HF_XF_NONE, 0.0f},
+    {NULL, 0, 0, 0.0f},
+};
+static const hf_tmap TM_GPT_OSS[] = {
+    ONE("model.embed_tokens", "token_embd"),
+    ONE("model.norm", "output_norm"),
+    ONE("lm_head", "output"),
+    ONE("model.layers.#.input_layernorm", "blk.#.attn_norm"),
+    ONE("model.layers.#.self_attn.q_proj", "blk.#.attn_q"),
+    ONE("model.layers.#.self_attn.k_proj", "blk.#.attn_k"),
+    ONE("model.layers.#.self_attn.v_proj", "blk.#.attn_v"),
+    ONE("model.layers.#.self_attn.o_proj", "blk.#.attn_output"),
+    ONE("model.layers.#.self_attn.sinks", "blk.#.attn_sinks.weight"),
+    ONE("model.layers.#.post_attention_layernorm", "blk.#.post_attention_norm"),
+    ONE("model.layers.#.mlp.router", "blk.#.ffn_gate_inp"),
+    {"model.layers.#.mlp.experts.gate_up_proj", NULL, HF_MAP_INTERLEAVE, HF_XF_NONE, 0.0f,
+     PARTS_OAI_GATE_UP},
+    {"model.layers.#.mlp.experts.gate_up_proj_bias", NULL, HF_MAP_INTERLEAVE, HF_XF_NONE, 0.0f,
+     PARTS_OAI_GATE_UP_BIAS},
+    {"model.layers.#.mlp.experts.down_proj", "blk.#.ffn_down_exps.weight", HF_MAP_ONE,
+     HF_XF_TRANSPOSE, 0.0f, NULL},
+    ONE("model.layers.#.mlp.experts.down_proj_bias", "blk.#.ffn_down_exps.bias"),
+    {NULL, NULL, 0, 0, 0.0f, NULL},
+};
+
 /* Rows, in the order the supported list shows them. rope: convert_hf_to_gguf.py's BaichuanModel
  * writes linear scaling's keys; its Qwen2MoeModel yarn's; its LlamaModel
  * (llama, and mixtral, which it converts as "llama") writes linear scaling's keys and llama3's
@@ -503,20 +562,22 @@ static const hf_arch ARCHES[] = {
      ARCH_VOCAB_SIZE | ARCH_ROPE_DIM | ARCH_SPACE_PREFIX, TBX_HF_TOK_SPM | TBX_HF_TOK_BPE,
      TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_LLAMA3},
     /* Gemma (issue 22): tokenizer.model as GemmaModel.set_vocab (a byte_fallback tokenizer.json
-     * otherwise); Gemma3Model writes linear rope scaling (of the global layers) */
+     * otherwise); Gemma3Model writes linear rope scaling (of the global layers) and drops the
+     * token embedding's rows past vocab_size (ARCH_TRIM_VOCAB) */
     {"gemma", "gemma", {NULL}, HP_GEMMA, TM_GEMMA, SKIP_GEMMA,
      ARCH_NO_SPACE_PREFIX | ARCH_GEMMA_EOT, TBX_HF_TOK_SPM, 0},
     {"gemma2", "gemma2", {NULL}, HP_GEMMA2, TM_GEMMA2, SKIP_GEMMA, ARCH_NO_SPACE_PREFIX,
      TBX_HF_TOK_SPM, 0},
     {"gemma3_text", "gemma3", {NULL}, HP_GEMMA3, TM_GEMMA3_TEXT, SKIP_DECODER,
-     ARCH_NO_SPACE_PREFIX, TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
+     ARCH_NO_SPACE_PREFIX | ARCH_TRIM_VOCAB, TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
     {"gemma3", "gemma3", {"model.language_model.", "language_model.model.", "language_model."},
-     HP_GEMMA3, TM_GEMMA3_MM, SKIP_GEMMA3_MM, ARCH_NO_SPACE_PREFIX | ARCH_TEXT_CONFIG,
+     HP_GEMMA3, TM_GEMMA3_MM, SKIP_GEMMA3_MM,
+     ARCH_NO_SPACE_PREFIX | ARCH_TEXT_CONFIG | ARCH_TRIM_VOCAB,
      TBX_HF_TOK_SPM, TBX_HF_ROPE_LINEAR},
     /* XLM-RoBERTa (bge-m3, multilingual-e5; convert_hf_to_gguf.py's XLMRobertaModel): BERT's
      * body and names ("roberta." dropped, as its filter_tensors), positions from
-     * pad_token_id + 1 (ARCH_POS_OFFSET), the Unigram sentencepiece.bpe.model as llama.cpp's
-     * "t5" vocabulary */
+     * pad_token_id + 1 (ARCH_POS_OFFSET), the Unigram sentencepiece.bpe.model (else
+     * tokenizer.json's Unigram model) as llama.cpp's "t5" vocabulary */
     {"xlm-roberta", "bert", {"roberta."}, HP_BERT, TM_BERT, SKIP_BERT,
      ARCH_NONCAUSAL | ARCH_POOLING | ARCH_TT_COUNT | ARCH_POS_OFFSET | ARCH_ADD_SEP,
      TBX_HF_TOK_UGM, 0},
@@ -531,6 +592,9 @@ static const hf_arch ARCHES[] = {
     {"phi3", "phi3", {NULL}, HP_PHI3, TM_PHI3, SKIP_DECODER,
      ARCH_ROPE_DIM | ARCH_ROPE_PARTIAL | ARCH_FFN_UP_GLU | ARCH_SPM_ADDED,
      TBX_HF_TOK_SPM | TBX_HF_TOK_BPE, TBX_HF_ROPE_LONGROPE},
+    /* GptOssModel: _set_vocab_gpt2 (o200k's "gpt-4o" split), TextModel's yarn keys */
+    {"gpt_oss", "gpt-oss", {NULL}, HP_GPT_OSS, TM_GPT_OSS, SKIP_DECODER, ARCH_SWIGLU_OAI,
+     TBX_HF_TOK_BPE, TBX_HF_ROPE_LINEAR | TBX_HF_ROPE_YARN},
 };
 
 size_t tbx_hf_arch_count_(void) { return sizeof ARCHES / sizeof ARCHES[0]; }

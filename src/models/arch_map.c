@@ -82,18 +82,33 @@ int tbx_hf_unmap_(const hf_arch *a, const char *name, hf_unmatch *out) {
     const char *suffix = "";
     if (nlen > 7 && strcmp(name + nlen - 7, ".weight") == 0) { suffix = ".weight"; base = nlen - 7; }
     else if (nlen > 5 && strcmp(name + nlen - 5, ".bias") == 0) { suffix = ".bias"; base = nlen - 5; }
+    /* a template may carry its own suffix (gpt-oss's): then it matches the whole name */
     for (const hf_tmap *m = a->tmap; m->hf; m++) {
         long layer = -1, expert = -1;
-        if (m->kind != HF_MAP_SPLIT) {
-            if (!m->gguf || !pmatch(m->gguf, name, base, &layer, &expert)) continue;
-            *out = (hf_unmatch){m, -1, layer, suffix};
-            return 1;
+        if (m->kind != HF_MAP_SPLIT && m->kind != HF_MAP_INTERLEAVE) {
+            if (!m->gguf) continue;
+            if (pmatch(m->gguf, name, base, &layer, &expert)) {
+                *out = (hf_unmatch){m, -1, layer, suffix};
+                return 1;
+            }
+            layer = expert = -1;
+            if (*suffix && pmatch(m->gguf, name, nlen, &layer, &expert)) {
+                *out = (hf_unmatch){m, -1, layer, ""};
+                return 1;
+            }
+            continue;
         }
         for (int p = 0; m->parts && m->parts[p].gguf; p++) {
             layer = expert = -1;
-            if (!pmatch(m->parts[p].gguf, name, base, &layer, &expert)) continue;
-            *out = (hf_unmatch){m, p, layer, suffix};
-            return 1;
+            if (pmatch(m->parts[p].gguf, name, base, &layer, &expert)) {
+                *out = (hf_unmatch){m, p, layer, suffix};
+                return 1;
+            }
+            layer = expert = -1;
+            if (*suffix && pmatch(m->parts[p].gguf, name, nlen, &layer, &expert)) {
+                *out = (hf_unmatch){m, p, layer, ""};
+                return 1;
+            }
         }
     }
     return -1;

@@ -74,8 +74,12 @@ typedef struct hf_out {
     int xform;                  /* HF_XF_* of every source */
     float k;                    /* HF_XF_SCALE, HF_XF_ADD */
     long layer;                 /* the "blk.N" of the name, -1 for none */
-    uint64_t rows, cols;        /* a source's [rows, cols] view; 1-D: one row */
-    uint64_t first;             /* a split part: its first value in the input tensor */
+    uint64_t rows, cols;        /* the output's [rows, cols] (of each expert); 1-D: one row
+                                   (the source's view, but transposed by HF_XF_TRANSPOSE) */
+    uint64_t first;             /* a split part: its first value in the input tensor (an
+                                   interleaved part: its place in the interleave) */
+    uint64_t nmat, mat;         /* a 3-D input: its experts and the values of each (0: 2-D) */
+    uint32_t step;              /* an interleaved part: the parts (its values' distance) */
     const hf_part *part;        /* a split part (rows resolved from the hyper-parameters) */
     uint64_t *exps;             /* a stack: input tensor of expert e (UINT64_MAX: none yet) */
     uint32_t nexp, cap_exp;     /* a stack: experts (highest number + 1), room in exps */
@@ -116,6 +120,7 @@ struct tbx_hf_gguf {
     size_t nlent;
     const hf_arch *a;
     tbx_writer *w;
+    tbx_value *collect;         /* tbx_hf_gguf_expect: metadata gathered here (no writer) */
     hf_out *out;
     size_t nout, cap_out;
     uint64_t n_head, n_head_kv, n_vocab, head_dim;
@@ -285,6 +290,13 @@ static tbx_status cfg_u64(hf *h, const char *name, bool required, uint64_t *out)
 /* ------------------------------------------------------------------------------------------ */
 /* Adds `v` under `key` (the writer copies it; the caller keeps v). */
 static tbx_status put_copy(hf *h, const char *key, const tbx_value *v) {
+    if (!h->w && h->collect) { /* tbx_hf_gguf_expect */
+        tbx_value *c = tbx_val_clone(h->al, v);
+        if (!c) return tbx_err_nomem(h->err, key);
+        tbx_status st = tbx_value_map_put(h->collect, key, strlen(key), c); /* takes c */
+        return st == TBX_OK ? TBX_OK : tbx_err(h->err, st, TBX_NO_OFFSET, key, "%s: not added",
+                                               key);
+    }
     if (!h->w) return TBX_OK; /* tbx_hf_gguf_types: the checks without a writer */
     return tbx_writer_add_meta(h->w, key, strlen(key), v, h->err);
 }
@@ -429,7 +441,8 @@ static tbx_status write_swa(hf *h) {
     return st;
 }
 
-/* Gemma 2 and 3 in llama.cpp (src/models/gemma2.cpp, gemma3.cpp): their local (sliding-window)
+/* Gemma 2 and 3 in llama.cpp (src/models/gemma2.cpp, gemma3.cpp; and gpt-oss, openai-moe.cpp,
+ * for the layer pattern): their local (sliding-window)
  * layers are a fixed pattern, every `pattern`-th layer global (the last of each run), and the
  * queries are scaled by 1/sqrt(head size), or 1/sqrt(hidden / heads) for the 27B model (known
  * by its layer count); convert_hf_to_gguf.py writes neither. A config.json that says otherwise
@@ -439,6 +452,8 @@ static tbx_status write_swa(hf *h) {
 static tbx_status check_gemma_attention(hf *h) {
     static const struct { const char *arch; unsigned pattern; uint64_t layers_27b; } G[] = {
         {"gemma2", 2, 46}, {"gemma3", 6, 62},
+        /* gpt-oss (src/models/openai-moe.cpp): every second layer global, no 27B scale */
+        {"gpt-oss", 2, 0},
     };
     size_t g = 0;
     while (g < sizeof G / sizeof G[0] && strcmp(h->a->arch, G[g].arch) != 0) g++;
@@ -604,6 +619,25 @@ static tbx_status write_hparams(hf *h) {
                 (st = put_arch(h, "rope.scaling.original_context_length",
                                tbx_value_new_uint(TBX_V_U32, octx))) != TBX_OK)
                 return st;
+            /* and yarn's own parameters when rope_scaling states them (TextModel's
+             * set_gguf_parameters: gpt-oss's beta_fast and beta_slow) */
+            static const struct { const char *cfg, *alt, *key; } YP[] = {
+                {"extrapolation_factor", NULL, "rope.scaling.yarn_ext_factor"},
+                {"attention_factor", "attn_factor", "rope.scaling.yarn_attn_factor"},
+                {"beta_fast", NULL, "rope.scaling.yarn_beta_fast"},
+                {"beta_slow", NULL, "rope.scaling.yarn_beta_slow"},
+            };
+            for (size_t k = 0; k < sizeof YP / sizeof YP[0]; k++) {
+                json_t *yv = json_object_get(rs, YP[k].cfg);
+                if (!yv && YP[k].alt) yv = json_object_get(rs, YP[k].alt);
+                if (!yv || json_is_null(yv)) continue;
+                if (!json_is_number(yv))
+                    return hf_fail(h, TBX_E_FORMAT, YP[k].cfg, "config.json: rope_scaling's %s "
+                                   "is not a number", YP[k].cfg);
+                if ((st = put_arch(h, YP[k].key, tbx_value_new_float(TBX_V_F32,
+                                                                     json_number_value(yv)))) != TBX_OK)
+                    return st;
+            }
         } else if ((strcmp(t, "longrope") == 0 || strcmp(t, "su") == 0) &&
                    (h->a->rope & TBX_HF_ROPE_LONGROPE)) {
             if ((st = rope_longrope(h, rs, hidden)) != TBX_OK) return st;
@@ -638,6 +672,20 @@ static tbx_status write_hparams(hf *h) {
         }
     }
     if ((st = check_gemma_attention(h)) != TBX_OK) return st;
+    if (h->a->flags & ARCH_SWIGLU_OAI) {
+        static const struct { const char *field; double want; } SW[] = {
+            {"swiglu_alpha", 1.702}, {"swiglu_limit", 7.0},
+        };
+        for (size_t k = 0; k < sizeof SW / sizeof SW[0]; k++) {
+            json_t *j = cfg_get(h, SW[k].field);
+            if (!j || json_is_null(j)) continue; /* GptOssConfig's default: llama.cpp's value */
+            if (!json_is_number(j) || (float)json_number_value(j) != (float)SW[k].want)
+                return hf_fail(h, TBX_E_UNSUPPORTED, SW[k].field, "config.json: %s = %g, "
+                               "llama.cpp's %s computes its experts' SwiGLU with %g", SW[k].field,
+                               json_is_number(j) ? json_number_value(j) : NAN, h->a->arch,
+                               SW[k].want);
+        }
+    }
     /* the vocabulary is the token embedding's rows (check_vocab_rows) */
     if ((h->a->flags & ARCH_VOCAB_SIZE) &&
         (st = put_arch(h, "vocab_size", tbx_value_new_uint(TBX_V_U32, h->n_vocab))) != TBX_OK)
@@ -1055,6 +1103,12 @@ static const struct { const char *regex, *pre; } BPE_PRE[] = {
      "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "llama-bpe"},
     {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
      "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "qwen2"},
+    /* o200k (GPT-4o's, gpt-oss's): llama.cpp's "gpt-4o", the regex its vocabulary loader quotes
+     * as tokenizer.json's (convert_hf_to_gguf.py names it by Xenova/gpt-4o's hash) */
+    {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
+     "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+     "[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "gpt-4o"},
 };
 
 const char *tbx_hf_bpe_pre_regex_(const char *pre) {
@@ -1088,6 +1142,7 @@ static const char *bpe_pre_name(hf *h) {
 static tbx_status write_llama_vocab(hf *h, uint8_t *spm, size_t spm_len);
 
 static tbx_status write_ugm_vocab(hf *h);
+static tbx_status write_ugm_vocab_json(hf *h);
 
 static tbx_status write_tokenizer(hf *h) {
     if (h->a->tokenizers & TBX_HF_TOK_UGM) return write_ugm_vocab(h);
@@ -1644,12 +1699,293 @@ done:
  * normalizer's add_dummy_prefix, remove_extra_whitespaces and precompiled_charsmap, then the
  * special tokens of tokenizer.json / tokenizer_config.json. */
 #define UGM_FILE "sentencepiece.bpe.model"
+
+/* The bytes of standard base64 text b64 (n characters, '=' padding at the end only) into
+ * out (at least n / 4 * 3 bytes): their count, or SIZE_MAX for text that is no base64. */
+static size_t b64_decode(const char *b64, size_t n, uint8_t *out) {
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t pad = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)b64[i];
+        int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
+              : c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : c == '/' ? 63 : -1;
+        if (c == '=') { pad++; continue; }
+        if (v < 0 || pad) return SIZE_MAX;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (uint8_t)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    if (n % 4 || pad > 2) return SIZE_MAX;
+    return o;
+}
+
+/* tokenizer.json's precompiled_charsmap: the normalizer's, or that of a Precompiled member of
+ * a Sequence normalizer (transformers 4 wrote XLM-R's as Precompiled then a Replace of space
+ * runs; llama.cpp's converter reads only the first form); NULL when there is none. */
+static json_t *ugm_charsmap_text(hf *h) {
+    json_t *n = json_object_get(h->tok, "normalizer");
+    json_t *c = json_is_object(n) ? json_object_get(n, "precompiled_charsmap") : NULL;
+    if (json_is_string(c)) return c;
+    const char *nt = jstr(n, "type");
+    json_t *list = nt && !strcmp(nt, "Sequence") ? json_object_get(n, "normalizers") : NULL;
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        const char *et = jstr(e, "type");
+        c = json_object_get(e, "precompiled_charsmap");
+        if (et && !strcmp(et, "Precompiled") && json_is_string(c)) return c;
+    }
+    return NULL;
+}
+
+/* Does the component `c` of tokenizer.json (a normalizer or pre-tokenizer), or a member of it
+ * when it is a Sequence, satisfy `is`? */
+static bool ugm_any(json_t *c, const char *list, bool (*is)(json_t *)) {
+    if (!json_is_object(c)) return false;
+    if (is(c)) return true;
+    const char *ct = jstr(c, "type");
+    json_t *l = ct && !strcmp(ct, "Sequence") ? json_object_get(c, list) : NULL, *e;
+    size_t i;
+    json_array_foreach(l, i, e) if (is(e)) return true;
+    return false;
+}
+static bool ugm_ws_split(json_t *c) {
+    const char *ct = jstr(c, "type");
+    return ct && !strcmp(ct, "WhitespaceSplit");
+}
+static bool ugm_space_runs(json_t *c) {
+    const char *ct = jstr(c, "type");
+    json_t *pat = json_object_get(c, "pattern");
+    const char *re = jstr(pat, "Regex");
+    return ct && !strcmp(ct, "Replace") && re && !strcmp(re, " {2,}");
+}
+
+/* The special-token strings of tokenizer_config.json, as transformers' all_special_tokens:
+ * bos/eos/unk/sep/pad/cls/mask_token (a string or {"content": ...}; XLMRobertaTokenizer's
+ * defaults when the key is absent), then extra_special_tokens / additional_special_tokens. */
+#define UGM_SPECIAL_MAX 64
+static size_t ugm_special_names(hf *h, const char **names) {
+    static const char *const NAMED[7][2] = {
+        {"bos_token", "<s>"}, {"eos_token", "</s>"}, {"unk_token", "<unk>"},
+        {"sep_token", "</s>"}, {"pad_token", "<pad>"}, {"cls_token", "<s>"},
+        {"mask_token", "<mask>"}};
+    size_t n = 0;
+    for (size_t i = 0; i < 7; i++) {
+        json_t *e = h->tokcfg ? json_object_get(h->tokcfg, NAMED[i][0]) : NULL;
+        const char *s = !e ? NAMED[i][1] : json_is_string(e) ? json_string_value(e)
+                      : jstr(e, "content");
+        if (s) names[n++] = s;
+    }
+    static const char *const EXTRA[2] = {"extra_special_tokens", "additional_special_tokens"};
+    for (size_t k = 0; k < 2 && h->tokcfg; k++) {
+        json_t *list = json_object_get(h->tokcfg, EXTRA[k]), *e;
+        size_t i;
+        json_array_foreach(list, i, e) {
+            const char *s = json_is_string(e) ? json_string_value(e) : jstr(e, "content");
+            if (s && n < UGM_SPECIAL_MAX) names[n++] = s;
+        }
+    }
+    return n;
+}
+
+/* As _xlmroberta_set_vocab's tokenizer.json branch (no sentencepiece.bpe.model; the directory
+ * transformers saves): the Unigram pieces of model.vocab at their own ids (tokenizer.json's
+ * ids are transformers', no realignment), each shown as transformers' id_to_token shows it
+ * (an added token's content over the piece), with model.vocab's score; types: the unknown
+ * token (tokenizer_config's unk_token among the added tokens, else model.unk_id, else 3),
+ * control for transformers' special tokens, user-defined for the other added tokens, normal
+ * for the rest; ids past model.vocab "[PAD<i>]" (unused, -10000). add_space_prefix is
+ * tokenizer_config's add_prefix_space (XLMRobertaTokenizer's default true), the charsmap the
+ * normalizer's; remove_extra_whitespaces differs from the converter's (below). */
+static tbx_status write_ugm_vocab_json(hf *h) {
+    const tbx_tokj *t = &h->tj;
+    const uint64_t nv = h->n_vocab;
+    size_t vocab = t->vocab, it, key, val;
+    if (tbx_tokj_kind(t, vocab) != '[')
+        return tbx_err(h->err, TBX_E_FORMAT, vocab == TBX_TOKJ_NONE ? TBX_NO_OFFSET : vocab,
+                       "tokenizer.json", "tokenizer.json: the Unigram model.vocab is not an "
+                       "array of [piece, score]");
+    const size_t n = tbx_tokj_count(t, vocab);
+    if (n < 1 || n > nv)
+        return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json has %zu Unigram "
+                       "pieces but the token embedding (%s) has %llu rows (1 .. rows pieces)", n,
+                       embd_name(h), (unsigned long long)nv);
+    const char *names[UGM_SPECIAL_MAX];
+    const size_t nnames = ugm_special_names(h, names);
+    int64_t spid[UGM_SPECIAL_MAX];
+    /* the unknown token: tokenizer_config's unk_token among the added tokens, else
+     * model.unk_id (null: none), else 3 */
+    int64_t unk = 3;
+    json_t *uj = json_object_get(json_object_get(h->tok, "model"), "unk_id");
+    if (json_is_null(uj)) unk = -1;
+    else if (json_is_integer(uj)) unk = json_integer_value(uj);
+    else if (uj) return hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: model.unk_id "
+                                "is not an integer");
+    tbx_status st = TBX_OK;
+    {
+        int64_t a = -1;
+        if ((st = added_id(h, tokcfg_token(h, "unk"), &a)) != TBX_OK) return st;
+        if (a >= 0) unk = a;
+    }
+    for (size_t i = 0; i < nnames; i++)
+        if ((st = added_id(h, names[i], &spid[i])) != TBX_OK) return st;
+    uint32_t *tok_at = tbx_calloc(h->al, n, sizeof *tok_at);
+    uint8_t *added = tbx_calloc(h->al, n, 1);
+    tbx_value *list = NULL, *scores = NULL, *types = NULL, *cmap = NULL;
+    uint8_t *cm = NULL;
+    size_t cml = 0, cmcap = 0;
+    tbx_tokj_buf b = {h->al, NULL, 0};
+    scores = tbx_val_packed_array(h->al, TBX_V_F32, (size_t)nv);
+    types = tbx_val_packed_array(h->al, TBX_V_I32, (size_t)nv);
+    list = tbx_val_str_array(h->al, (size_t)nv, (uint64_t)t->n + 24 * nv);
+    if (!tok_at || !added || !scores || !types || !list) {
+        st = tbx_err_nomem(h->err, "vocabulary");
+        goto done;
+    }
+    float *sc = (float *)scores->v.a.packed;
+    int32_t *tt = (int32_t *)types->v.a.packed;
+    /* the pieces: [string, number] each; a special name not among the added tokens is looked
+     * up here (transformers' token_to_id: the added tokens first, then the model's) */
+    it = vocab;
+    for (size_t i = 0; tbx_tokj_next(t, &it, &key, &val); i++) {
+        size_t it2 = val, k2, p0 = TBX_TOKJ_NONE, p1 = TBX_TOKJ_NONE, parts = 0, len;
+        size_t v2;
+        while (tbx_tokj_next(t, &it2, &k2, &v2)) {
+            if (parts == 0) p0 = v2;
+            else if (parts == 1) p1 = v2;
+            parts++;
+        }
+        double d;
+        if (tbx_tokj_kind(t, val) != '[' || parts != 2 || tbx_tokj_kind(t, p0) != '"' ||
+            !tbx_tokj_real(t, p1, &d)) {
+            st = tbx_err(h->err, TBX_E_FORMAT, val, "tokenizer.json", "tokenizer.json: Unigram "
+                         "piece %zu is not [piece, score]", i);
+            goto done;
+        }
+        tok_at[i] = (uint32_t)p0;
+        sc[i] = (float)d;
+        tt[i] = TT_NORMAL;
+        const char *s = tbx_tokj_str(t, p0, &b, &len);
+        if (!s) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+        for (size_t k = 0; k < nnames; k++)
+            if (spid[k] < 0 && strlen(names[k]) == len && memcmp(names[k], s, len) == 0)
+                spid[k] = (int64_t)i;
+    }
+    /* the added tokens: their content shown for their id, user-defined */
+    it = tbx_tokj_kind(t, t->added) == '[' ? t->added : TBX_TOKJ_NONE;
+    while (tbx_tokj_next(t, &it, &key, &val)) {
+        int64_t id;
+        size_t c = tbx_tokj_get(t, val, "content");
+        if (!tbx_tokj_int(t, tbx_tokj_get(t, val, "id"), &id) || tbx_tokj_kind(t, c) != '"' ||
+            id < 0)
+            continue; /* not an added token transformers would load */
+        if ((uint64_t)id < n) {
+            tok_at[id] = (uint32_t)c;
+            added[id] = 1;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((int64_t)i == unk) { tt[i] = TT_UNKNOWN; continue; }
+        bool special = false;
+        for (size_t k = 0; k < nnames && !special; k++) special = spid[k] == (int64_t)i;
+        tt[i] = special ? TT_CONTROL : added[i] ? TT_USER : TT_NORMAL;
+    }
+    for (uint64_t id = 0; id < nv; id++) {
+        const char *s;
+        size_t len;
+        char pad[40];
+        if (id < n) {
+            if (!(s = tbx_tokj_str(t, tok_at[id], &b, &len))) {
+                st = tbx_err_nomem(h->err, "vocabulary");
+                goto done;
+            }
+        } else {
+            len = (size_t)snprintf(pad, sizeof pad, "[PAD%llu]", (unsigned long long)id);
+            s = pad;
+            sc[id] = -10000.0f;
+            tt[id] = TT_UNUSED;
+        }
+        char *d = tbx_val_str_array_add(list, len);
+        if (!d) { st = tbx_err_nomem(h->err, "vocabulary"); goto done; }
+        memcpy(d, s, len);
+    }
+    tbx_val_str_array_done(list);
+    json_t *cj = ugm_charsmap_text(h);
+    if (cj) {
+        size_t tl = json_string_length(cj);
+        cmcap = tl / 4 * 3 + 1;
+        if (!(cm = tbx_malloc(h->al, cmcap))) {
+            st = tbx_err_nomem(h->err, "precompiled_charsmap");
+            goto done;
+        }
+        if ((cml = b64_decode(json_string_value(cj), tl, cm)) == SIZE_MAX) {
+            cml = 0;
+            st = hf_fail(h, TBX_E_FORMAT, "tokenizer.json", "tokenizer.json: the normalizer's "
+                         "precompiled_charsmap is not base64");
+            goto done;
+        }
+    }
+    json_t *ap = h->tokcfg ? json_object_get(h->tokcfg, "add_prefix_space") : NULL;
+    /* remove_extra_whitespaces: true when tokenizer.json drops runs of whitespace itself (a
+     * WhitespaceSplit pre-tokenizer, transformers 5's XLM-R form, or a Replace of " {2,}" in
+     * the normalizer, transformers 4's), as SentencePiece's remove_extra_whitespaces does in
+     * the .model the file was made from. llama.cpp's converter writes tokenizer_config's
+     * clean_up_tokenization_spaces there, a decoding setting (false for transformers 5's
+     * files): with it llama.cpp keeps "  " runs as extra "\u2581" tokens, which transformers'
+     * tokenizer does not give (test_hf_runtime.py's xlm-roberta_tj family) */
+    const bool rmws =
+        ugm_any(json_object_get(h->tok, "pre_tokenizer"), "pretokenizers", ugm_ws_split) ||
+        ugm_any(json_object_get(h->tok, "normalizer"), "normalizers", ugm_space_runs);
+    uint64_t ntt = 1; /* hparams.get("type_vocab_size", 1) */
+    if ((st = cfg_u64(h, "type_vocab_size", false, &ntt)) == TBX_E_NOT_FOUND) st = TBX_OK;
+    if (st == TBX_OK && (st = put_str(h, "tokenizer.ggml.model", "t5")) == TBX_OK &&
+        (st = put_str(h, "tokenizer.ggml.pre", PRE_DEFAULT)) == TBX_OK)
+        st = put_lent(h, "tokenizer.ggml.tokens", &list);
+    if (st == TBX_OK) st = put_lent(h, "tokenizer.ggml.scores", &scores);
+    if (st == TBX_OK) st = put_lent(h, "tokenizer.ggml.token_type", &types);
+    if (st == TBX_OK)
+        st = put(h, "tokenizer.ggml.add_space_prefix",
+                 tbx_value_new_bool(json_is_boolean(ap) ? json_is_true(ap) : 1));
+    if (st == TBX_OK) st = put_u32(h, "tokenizer.ggml.token_type_count", ntt);
+    if (st == TBX_OK)
+        st = put(h, "tokenizer.ggml.remove_extra_whitespaces",
+                 tbx_value_new_bool(rmws));
+    if (st == TBX_OK && cml) {
+        if (!(cmap = tbx_val_packed_array(h->al, TBX_V_U8, cml)))
+            st = tbx_err_nomem(h->err, "precompiled_charsmap");
+        else {
+            memcpy(cmap->v.a.packed, cm, cml);
+            st = put_lent(h, "tokenizer.ggml.precompiled_charsmap", &cmap);
+        }
+    }
+    if (st == TBX_OK) st = write_special(h);
+done:
+    tbx_tokj_buf_free(&b);
+    tbx_val_free(list);
+    tbx_val_free(scores);
+    tbx_val_free(types);
+    tbx_val_free(cmap);
+    tbx_free(h->al, cm, cmcap);
+    tbx_free(h->al, tok_at, tok_at ? n * sizeof *tok_at : 0);
+    tbx_free(h->al, added, added ? n : 0);
+    return st;
+}
+
 static tbx_status write_ugm_vocab(hf *h) {
     int64_t si = tbx_file_find_section(h->in, UGM_FILE);
-    if (si < 0)
-        return hf_fail(h, TBX_E_UNSUPPORTED, UGM_FILE, "%s: the model has no %s (a Unigram "
-                       "tokenizer.json without it is not supported yet)", h->a->model_type,
-                       UGM_FILE);
+    if (si < 0) {
+        const char *mt = jstr(h->tok ? json_object_get(h->tok, "model") : NULL, "type");
+        if (mt && strcmp(mt, "Unigram") == 0) return write_ugm_vocab_json(h);
+        return hf_fail(h, TBX_E_UNSUPPORTED, UGM_FILE, "%s: the model has neither %s nor a "
+                       "Unigram tokenizer.json (model type \"%s\")", h->a->model_type, UGM_FILE,
+                       mt ? mt : h->tok ? "(missing)" : "no tokenizer.json");
+    }
     void *raw = NULL;
     size_t blen = 0;
     tbx_spm_vocab sv = {0};
@@ -1866,6 +2202,13 @@ static tbx_status plan_tensors(hf *h) {
         hf_match mt;
         int r = tbx_hf_map_(h->a, ti.name, &mt);
         if (r == 0) continue;
+        const size_t tl = strlen(ti.name);
+        if (r < 0 && tl > 7 && (!strcmp(ti.name + tl - 7, "_blocks") ||
+                                !strcmp(ti.name + tl - 7, "_scales")))
+            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": MXFP4 blocks and scales "
+                           "(a quantized checkpoint, as openai/gpt-oss-*'s experts) are not "
+                           "converted yet; a checkpoint with the experts in bf16, f16 or f32 is",
+                           ti.name);
         if (r < 0)
             return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\" has no llama.cpp name "
                            "in the %s architecture table", ti.name, h->a->model_type);
@@ -1874,12 +2217,18 @@ static tbx_status plan_tensors(hf *h) {
             return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": dtype %s (float "
                            "tensors only)", ti.name, tbx_dtype_get(ti.dtype) ?
                            tbx_dtype_get(ti.dtype)->name : "?");
-        if (ti.ndim == 0 || ti.ndim > 2)
-            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": %u dimensions (1 or 2)",
-                           ti.name, ti.ndim);
         const hf_tmap *m = mt.m;
-        const uint64_t rows = ti.ndim == 2 ? ti.shape[0] : 1;
-        const uint64_t cols = ti.ndim == 2 ? ti.shape[1] : ti.shape[0];
+        /* 3-D: experts stacked already ([n, rows, cols]), by an entry that takes them */
+        const bool three = ti.ndim == 3 && (m->kind == HF_MAP_ONE || m->kind == HF_MAP_INTERLEAVE);
+        if (ti.ndim == 0 || (ti.ndim > 2 && !three))
+            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": %u dimensions (1 or 2%s)",
+                           ti.name, ti.ndim, m->kind == HF_MAP_ONE || m->kind == HF_MAP_INTERLEAVE
+                           ? "; 3: stacked experts" : "");
+        uint64_t rows = ti.ndim >= 2 ? ti.shape[ti.ndim - 2] : 1;
+        uint64_t cols = ti.shape[ti.ndim - 1];
+        if (three && (ti.shape[0] == 0 || ti.shape[0] > HF_EXPERTS_MAX))
+            return hf_fail(h, TBX_E_LIMIT, ti.name, "tensor \"%s\": %llu experts (1 .. %d)",
+                           ti.name, (unsigned long long)ti.shape[0], HF_EXPERTS_MAX);
         char name[HF_NAME_MAX];
         if (m->kind == HF_MAP_STACK) {
             if (!tbx_hf_gguf_name_(m->gguf, mt.layer, mt.suffix, name, sizeof name))
@@ -1908,8 +2257,18 @@ static tbx_status plan_tensors(hf *h) {
             continue;
         }
         const hf_part one = {m->gguf, 0, m->xform, m->k};
-        const hf_part *parts = m->kind == HF_MAP_SPLIT ? m->parts : &one;
-        for (const hf_part *pt = parts; pt->gguf; pt++) {
+        const bool multi = m->kind == HF_MAP_SPLIT || m->kind == HF_MAP_INTERLEAVE;
+        const hf_part *parts = multi ? m->parts : &one;
+        uint32_t nparts = multi ? 0 : 1, j = 0; /* `one` has no terminator */
+        while (multi && parts[nparts].gguf) nparts++;
+        if (m->kind == HF_MAP_INTERLEAVE) {
+            if (nparts == 0 || cols % nparts)
+                return hf_fail(h, TBX_E_FORMAT, ti.name, "tensor \"%s\": %llu values a row do "
+                               "not interleave %u parts", ti.name, (unsigned long long)cols,
+                               nparts);
+            cols /= nparts;
+        }
+        for (const hf_part *pt = parts; pt->gguf; pt++, j++) {
             if (!tbx_hf_gguf_name_(pt->gguf, mt.layer, mt.suffix, name, sizeof name))
                 return hf_fail(h, TBX_E_LIMIT, ti.name, "tensor \"%s\": name too long", ti.name);
             hf_out *o = new_out(h);
@@ -1919,14 +2278,23 @@ static tbx_status plan_tensors(hf *h) {
             o->xform = pt->xform;
             o->k = pt->k;
             o->layer = strchr(pt->gguf, '#') ? mt.layer : -1;
-            o->rows = rows;
-            o->cols = cols;
+            const bool tr = pt->xform == HF_XF_TRANSPOSE;
+            o->rows = tr ? cols : rows;
+            o->cols = tr ? rows : cols;
             o->ndim = ti.ndim;
+            if (three) {
+                o->nmat = ti.shape[0];
+                o->mat = ti.shape[1] * ti.shape[2]; /* the shape's product fits: the tensor's */
+            }
+            if (m->kind == HF_MAP_INTERLEAVE) {
+                o->first = j;
+                o->step = nparts;
+            }
             if (m->kind == HF_MAP_SPLIT) o->part = pt;
             if (strcmp(o->name, "token_embd.weight") == 0) h->embd = h->nout;
             choose_dtype(h, o, ti.dtype);
             h->nout++;
-            if (m->kind != HF_MAP_SPLIT) break;
+            if (!multi) break;
         }
     }
     /* every stack holds its experts 0 .. n-1 */
@@ -1960,6 +2328,13 @@ static tbx_status check_vocab_rows(hf *h) {
                        (unsigned long long)rows, (unsigned long long)HF_VOCAB_MAX);
     uint64_t nv = 0;
     tbx_status st = cfg_u64(h, "vocab_size", false, &nv);
+    if (st == TBX_OK && nv && nv < rows && (h->a->flags & ARCH_TRIM_VOCAB)) {
+        /* Gemma3Model.modify_tensors: the rows past the vocabulary (vocab_size tokens, as its
+         * SentencePiece vocabulary is long) are left out of token_embd */
+        h->out[h->embd].rows = nv;
+        h->n_vocab = nv;
+        return TBX_OK;
+    }
     if (st == TBX_OK && nv != rows)
         return hf_fail(h, TBX_E_FORMAT, "vocab_size", "config.json: vocab_size = %llu "
                        "contradicts the tensors: %s has %llu rows (one per token)",
@@ -1987,8 +2362,8 @@ static const hf_shape SHAPES[] = {
     {"ffn_up", HD_F, HD_E, HD_F},           {"ffn_gate", HD_F, HD_E, HD_F},
     {"ffn_down", HD_E, HD_F, HD_E},
     /* MoE: the router, and each expert of a stack (its [rows, cols]; the count: HD_X) */
-    {"ffn_gate_inp", HD_X, HD_E, HD_ONE},   {"ffn_gate_exps", HD_FX, HD_E, HD_ONE},
-    {"ffn_up_exps", HD_FX, HD_E, HD_ONE},   {"ffn_down_exps", HD_E, HD_FX, HD_ONE},
+    {"ffn_gate_inp", HD_X, HD_E, HD_X},     {"ffn_gate_exps", HD_FX, HD_E, HD_FX},
+    {"ffn_up_exps", HD_FX, HD_E, HD_FX},    {"ffn_down_exps", HD_E, HD_FX, HD_E},
     /* a shared expert and its gate (one row) */
     {"ffn_gate_shexp", HD_FS, HD_E, HD_ONE}, {"ffn_up_shexp", HD_FS, HD_E, HD_ONE},
     {"ffn_down_shexp", HD_E, HD_FS, HD_ONE}, {"ffn_gate_inp_shexp", HD_ONE, HD_E, HD_ONE},
@@ -2157,7 +2532,9 @@ static tbx_status check_hparams(hf *h) {
                                "token embedding %s has %llu: llama.cpp takes one vocabulary for "
                                "both", hf_name_of(h, o), (unsigned long long)o->rows,
                                embd_name(h), (unsigned long long)h->n_vocab);
-            int rs = bias ? HD_ONE : r->rows, cs = bias ? r->bias : r->cols;
+            /* the biases of stacked experts (gpt-oss): [experts, length] */
+            const bool xbias = bias && o->ndim == 2 && bl > 5 && !strcmp(r->base + bl - 5, "_exps");
+            int rs = bias ? (xbias ? HD_X : HD_ONE) : r->rows, cs = bias ? r->bias : r->cols;
             if ((h->a->flags & ARCH_FFN_UP_GLU) && !strcmp(r->base, "ffn_up")) {
                 if (rs == HD_F) rs = HD_F2;
                 if (cs == HD_F) cs = HD_F2;
@@ -2173,6 +2550,8 @@ static tbx_status check_hparams(hf *h) {
             hf_dim dx = dim_of(h, HD_X, tt);
             if (o->exps && dx.field && o->nexp != dx.v)
                 return dim_mismatch(h, o, &dx, o->nexp, "experts");
+            if (o->nmat && dx.field && o->nmat != dx.v)
+                return dim_mismatch(h, o, &dx, o->nmat, "experts");
         }
     }
     if (h->n_head % h->n_head_kv)
@@ -2198,7 +2577,10 @@ static tbx_status check_hparams(hf *h) {
 /* rope_freqs.weight of llama3 rope scaling, values [first, first + n): per rotary frequency
  * f_i = theta^(-2i/d), with wavelength w = 2 pi / f_i: 1 when w < ctx / high_freq_factor,
  * `factor` when w > ctx / low_freq_factor, else 1 / ((1 - s) / factor + s) with
- * s = (ctx / w - low) / (high - low) (ctx: original_max_position_embeddings). */
+ * s = (ctx / w - low) / (high - low) (ctx: original_max_position_embeddings). Each step is
+ * rounded to f32 as llama.cpp's converter computes it (torch float32 tensors, every Python
+ * number taken to f32 where it meets one; theta^x correctly rounded from double), so the bits
+ * are the converter's: in double, Llama 3.1's factors 29, 33 and 34 came out 1 ulp away. */
 static tbx_status rope_freqs(const tbx_plan *p, size_t k, uint64_t first, uint64_t n,
                              float *out, tbx_error *err) {
     const hf *h = p->ud;
@@ -2209,18 +2591,23 @@ static tbx_status rope_freqs(const tbx_plan *p, size_t k, uint64_t first, uint64
                (size_t)n * sizeof *out);
         return TBX_OK;
     }
-    const double hi_w = h->rope_orig_ctx / h->rope_high, lo_w = h->rope_orig_ctx / h->rope_low;
+    const float hi_w = (float)(h->rope_orig_ctx / h->rope_high);
+    const float lo_w = (float)(h->rope_orig_ctx / h->rope_low);
+    const float two_pi = (float)(2 * 3.14159265358979323846), ctx = (float)h->rope_orig_ctx;
+    const float low = (float)h->rope_low, span = (float)(h->rope_high - h->rope_low);
+    const float factor = (float)h->rope_factor;
     for (uint64_t i = first; i < first + n; i++) {
-        const float f = 1.0f / powf((float)h->rope_theta, (float)(2 * i) / (float)h->head_dim);
-        const double w = 2 * 3.14159265358979323846 / (double)f;
-        double r;
-        if (w < hi_w) r = 1.0;
-        else if (w > lo_w) r = h->rope_factor;
+        const float x = (float)(2 * i) / (float)h->head_dim;
+        const float f = 1.0f / (float)pow((double)(float)h->rope_theta, (double)x);
+        const float w = two_pi / f;
+        float r;
+        if (w < hi_w) r = 1.0f;
+        else if (w > lo_w) r = factor;
         else {
-            const double sm = (h->rope_orig_ctx / w - h->rope_low) / (h->rope_high - h->rope_low);
-            r = 1.0 / ((1.0 - sm) / h->rope_factor + sm);
+            const float sm = (ctx / w - low) / span;
+            r = 1.0f / ((1.0f - sm) / factor + sm);
         }
-        out[i - first] = (float)r;
+        out[i - first] = r;
     }
     return TBX_OK;
 }
@@ -2294,7 +2681,8 @@ static tbx_status build_plan(hf *h) {
             if (!strcmp(h->out[i].name, "token_embd.weight")) h->embd = i;
     }
     size_t nsrcs = 0;
-    for (size_t i = 0; i < h->nout; i++) nsrcs += h->out[i].exps ? h->out[i].nexp : 1;
+    for (size_t i = 0; i < h->nout; i++)
+        nsrcs += h->out[i].exps ? h->out[i].nexp : h->out[i].nmat ? h->out[i].nmat : 1;
     tbx_plan *p = &h->plan;
     tbx_status st = tbx_plan_reserve(p, h->nout, nsrcs, h->err);
     p->ud = h;
@@ -2306,6 +2694,7 @@ static tbx_status build_plan(hf *h) {
         if (o->src != UINT64_MAX) tbx_tensor_info_get(h->in, o->src, &ti);
         uint32_t d = 0;
         if (o->exps) o->shape[d++] = o->nexp;
+        else if (o->nmat) o->shape[d++] = o->nmat;
         if (o->ndim == d + 2) o->shape[d++] = o->rows;
         o->shape[d++] = o->cols;
         uint32_t skip = 0; /* a preset's file counts dimensions as ggml does: no outer 1s (Qwen2-MoE's
@@ -2332,8 +2721,9 @@ static tbx_status build_plan(hf *h) {
         tbx_plan_src s;
         memset(&s, 0, sizeof s);
         s.first = o->first;
-        s.rows = o->rows;
-        s.cols = o->cols;
+        s.rows = o->xform == HF_XF_TRANSPOSE ? o->cols : o->rows; /* the view */
+        s.cols = o->xform == HF_XF_TRANSPOSE ? o->rows : o->cols;
+        s.step = o->step;
         s.k = o->k;
         switch (o->xform) {
         case HF_XF_PERMUTE_Q: case HF_XF_PERMUTE_K:
@@ -2342,15 +2732,19 @@ static tbx_status build_plan(hf *h) {
             break;
         case HF_XF_SCALE: s.xform = TBX_XF_SCALE; break;
         case HF_XF_ADD: s.xform = TBX_XF_ADD; break;
+        case HF_XF_TRANSPOSE: s.xform = TBX_XF_TRANSPOSE; break;
         default: break;
         }
         /* tensorbox's own search for the tensors quantized to the type asked for */
         if (h->search && t.enc == TBX_PENC_ENCODE && o->dtype == h->quant)
             t.flags |= TBX_PT_SEARCH;
         st = tbx_plan_add(p, &t, NULL, h->err);
-        /* a stack: its experts in order, each a whole input tensor */
-        for (uint32_t x = 0, n = o->exps ? o->nexp : 1; st == TBX_OK && x < n; x++) {
+        /* a stack: its experts in order, each a whole input tensor; a 3-D input: each
+         * expert's matrix */
+        const uint64_t n = o->exps ? o->nexp : o->nmat ? o->nmat : 1;
+        for (uint64_t x = 0; st == TBX_OK && x < n; x++) {
             s.tensor = o->exps ? o->exps[x] : o->src;
+            s.first = o->first + (o->nmat ? x * o->mat : 0);
             st = tbx_plan_add_src(p, &s, h->err);
         }
     }
@@ -2409,7 +2803,7 @@ static tbx_status apply_preset(hf *h) {
         t->type = x->dtype;
         t->ne[0] = (int64_t)x->cols;
         t->ne[1] = x->ndim >= 2 ? (int64_t)x->rows : 1;
-        t->ne[2] = x->exps ? (int64_t)x->nexp : 1;
+        t->ne[2] = x->exps ? (int64_t)x->nexp : x->nmat ? (int64_t)x->nmat : 1;
         t->ne[3] = 1;
         t->ndim = t->ne[2] != 1 ? 3 : t->ne[1] != 1 ? 2 : 1;
     }
@@ -2559,6 +2953,23 @@ tbx_status tbx_hf_gguf_prepare(tbx_file *in, const tbx_gguf_hf_options *o, tbx_h
     }
     *out = h;
     return TBX_OK;
+}
+
+tbx_status tbx_hf_gguf_expect(tbx_hf_gguf *h, tbx_value *meta, tbx_value *derived,
+                              tbx_error *err) {
+    h->w = NULL;
+    h->err = err;
+    h->collect = meta;
+    tbx_status st = write_hparams(h);
+    h->collect = NULL;
+    static const char *const GEN[3] = {"rope_freqs.weight", "rope_factors_long.weight",
+                                       "rope_factors_short.weight"};
+    for (int g = 0; st == TBX_OK && g < 3; g++) {
+        if (g == 0 ? !h->rope_llama3 : !h->rope_long) continue;
+        st = tbx_value_array_push(derived, tbx_value_new_string(GEN[g], strlen(GEN[g])));
+        if (st != TBX_OK) st = tbx_err_nomem(err, GEN[g]);
+    }
+    return st;
 }
 
 tbx_status tbx_hf_gguf_types(tbx_hf_gguf *h, tbx_error *err) {

@@ -36,6 +36,7 @@
 #include "hf_tokenizer.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -789,6 +790,26 @@ bool tbx_tokj_int(const tbx_tokj *t, size_t at, int64_t *v) {
     if (i < n && (p[i] == '.' || p[i] == 'e' || p[i] == 'E')) return false;
     /* checked: within signed 64 bits */
     *v = neg ? (int64_t)(0 - u) : (int64_t)u;
+    return true;
+}
+
+bool tbx_tokj_real(const tbx_tokj *t, size_t at, double *v) {
+    if (tbx_tokj_kind(t, at) != '0') return false;
+    /* the text was checked as JSON: a number of at most 63 bytes is copied and read (a longer
+     * one has more digits than a double keeps, and is refused rather than cut) */
+    char buf[64];
+    size_t k = 0;
+    for (size_t i = at; i < t->n && k < sizeof buf; i++) {
+        char c = t->p[i];
+        if (!tj_digit(c) && c != '-' && c != '+' && c != '.' && c != 'e' && c != 'E') break;
+        buf[k++] = c;
+    }
+    if (k == sizeof buf) return false;
+    buf[k] = 0;
+    char *end = NULL;
+    double d = strtod(buf, &end);
+    if (end != buf + k || !isfinite(d)) return false;
+    *v = d;
     return true;
 }
 

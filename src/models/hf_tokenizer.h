@@ -78,6 +78,9 @@ size_t tbx_tokj_get(const tbx_tokj *t, size_t obj, const char *key);
 
 /* The integer at `at` (a number without fraction or exponent), or false. */
 bool tbx_tokj_int(const tbx_tokj *t, size_t at, int64_t *v);
+/* The number at `at` as a double (strtod's nearest; a number of 64 bytes or more, or beyond a
+ * double, is refused), or false. */
+bool tbx_tokj_real(const tbx_tokj *t, size_t at, double *v);
 /* Is the value at `at` `true`? */
 bool tbx_tokj_true(const tbx_tokj *t, size_t at);
 /* The decoded bytes of the string at `at` (its '"'), *len of them, NUL-terminated when

@@ -52,6 +52,13 @@ void tbx_hf_gguf_free(tbx_hf_gguf *h);
  * before llama.cpp's fallback for rows its block does not divide), and its input tensors (an
  * expert stack: one per expert; none: generated). Valid until tbx_hf_gguf_free. */
 tbx_status tbx_hf_gguf_types(tbx_hf_gguf *h, tbx_error *err);
+/* For tbx_diff (--map auto): after prepare, the hyper-parameter metadata the conversion would
+ * write (the {arch}.* keys, as write would add them) put into the MAP
+ * `meta`, and the names of the tensors it would generate rather than convert (rope_freqs,
+ * rope_factors_long/short) pushed onto the ARRAY `derived`; nothing written. Call it instead of
+ * write or types, once. */
+tbx_status tbx_hf_gguf_expect(tbx_hf_gguf *h, tbx_value *meta, tbx_value *derived,
+                              tbx_error *err);
 typedef struct tbx_hf_gguf_out {
     const char *name;
     tbx_dtype type, wanted;

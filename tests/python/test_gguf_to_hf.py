@@ -59,6 +59,17 @@ DECODERS += ["gemma"]
 # exact in f32 on the GGUF's value, so a norm weight comes back as fl32(fl32(w + 1) - 1),
 # computed here by torch from the original (transformers computes 1 + w in f32 too: same logits)
 PLUS1 = {"gemma": ("layernorm.weight", "model.norm.weight")}
+# Gemma 2 and 3 (issue 23): query_pre_attn_scalar as llama.cpp's attention scale, layer_types
+# from its local/global pattern, Gemma 3's class (Gemma3ForCausalLM) and local rope base; their
+# norms (Gemma 3's q/k norms too) come back as gemma's
+DECODERS += ["gemma2", "gemma3"]
+PLUS1.update({"gemma2": PLUS1["gemma"],
+              "gemma3": PLUS1["gemma"] + ("q_norm.weight", "k_norm.weight")})
+PLUS1["gemma3_mm"] = PLUS1["gemma3"]
+# Phi-3 (issue 23): fused qkv_proj / gate_up_proj kept whole both ways, partial_rotary_factor,
+# longrope's factors back from rope_factors_long/short.weight, its SentencePiece vocabulary
+# with Phi-3's added-token rules
+DECODERS += ["phi3", "phi3_longrope"]
 
 
 def plus1(family: str, name: str, v):
@@ -95,6 +106,13 @@ NOT_CARRIED = {
     "olmo2": {},
     "granite": {},
     "gemma": {},
+    "gemma2": {},
+    "gemma3": {},
+    "phi3": {"pad_token_id": "the GGUF's padding token is the tokenizer's (<|endoftext|>, as "
+                             "Phi-3's config.json has it); this config.json's null is not "
+                             "carried"},
+    "phi3_longrope": {"pad_token_id": "as phi3", "rope_parameters": "long_factor / short_factor: the GGUF holds them as "
+                                         "f32 (rope_factors_*.weight); compared at f32 below"},
     "mistral": {"model_type": "a Mistral GGUF is llama.cpp's llama (BACK_AS)",
                 "architectures": "as model_type",
                 "sliding_window": "MistralConfig's; llama.cpp's llama has no sliding window "
@@ -196,6 +214,12 @@ def test_round_trip(tbx, src, tmp_path, family, gtype):
     allowed.update(NOT_CARRIED.get(family, {}))
     differ = {k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k)}
     assert differ <= set(allowed), {k: (ca.get(k), cb.get(k)) for k in differ - set(allowed)}
+    if "rope_parameters" in NOT_CARRIED.get(family, {}):  # the rest equal, the factors to f32
+        ra, rb = dict(ca["rope_parameters"]), dict(cb["rope_parameters"])
+        for k in ("long_factor", "short_factor"):
+            fa, fb = ra.pop(k), rb.pop(k)
+            assert np.array_equal(np.float32(fa), np.float32(fb)) and fa != fb, k
+        assert ra == rb, (ra, rb)
     want_mt, want_arch = BACK_AS.get(family, (ca["model_type"], ca["architectures"]))
     assert cb["model_type"] == want_mt and cb["architectures"] == want_arch
     assert json.loads((out / "config.json").read_text())["torch_dtype"] == \
@@ -321,7 +345,8 @@ def test_quantized_to_bf16(tbx, src, tmp_path, quant):
 # (f) a GGUF of llama.cpp's own converter
 # ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("family", ["llama", "qwen2", "bert", "qwen3", "qwen3_moe", "olmo2",
-                                    "granite", "mistral"])
+                                    "granite", "mistral"] + ["gemma2", "gemma3", "phi3",
+                                                                 "phi3_longrope"])
 def test_llama_cpp_converter_gguf_back(tbx, src, tmp_path, family):
     d = src(family)
     g = tmp_path / "lc.gguf"
@@ -330,14 +355,29 @@ def test_llama_cpp_converter_gguf_back(tbx, src, tmp_path, family):
     orig, got = orig_tensors(d), load_dir(out)
     assert set(got) == set(orig), sorted(set(got) ^ set(orig))
     for k, v in orig.items():
-        assert same_bits(got[k], v), k
+        assert same_bits(got[k], plus1(family, k, v)), k
+    if family in BACK_ROWS:  # and transformers on it computes what llama.cpp does
+        assert logits_cosine_vs_llama_cpp(out, g, BACK_ROWS[family][1]) >= 0.9999
     ta = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
     ta.no_padding()
     ta.no_truncation()
     tb = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
+    # Phi-3: the converter's general.name ("Phi 3 Mini 4k Instruct", gguf-py's prettified
+    # name) does not make llama.cpp strip the spaces after special tokens as the original
+    # tokenizer does (test_hf_runtime.test_phi3_rstrip_needs_the_name): the directory is
+    # llama.cpp's tokenizer of this file, so its ids are compared with llama.cpp's
+    llm = llama_cpp.Llama(model_path=str(g), vocab_only=True, verbose=False) \
+        if TOKFAM[family] == "phi3" else None
+    n_rstrip = 0
     for strings in sample_strings(TOKFAM[family]).values():
         for s in strings:
-            assert ta.encode(s).ids == tb.encode(s).ids, s
+            want = ta.encode(s).ids
+            if llm is not None:
+                lc = llm.tokenize(s.encode(), add_bos=True, special=True)
+                n_rstrip += lc != want
+                want = lc
+            assert want == tb.encode(s).ids, s
+    assert llm is None or n_rstrip > 0  # the strings do tell the two rules apart
 
 
 # ------------------------------------------------------------------------------------------
@@ -554,22 +594,253 @@ def test_spm_llama_tokenizer_back(tbx, tmp_path, as_json):
         assert want == [bytes(b.parts[i]) for i in b.data], key
 
 
-@pytest.mark.parametrize("family, why", [("gemma2", "query_pre_attn_scalar"),
-                                         ("gemma3", "query_pre_attn_scalar"),
-                                         ("gemma3_mm", "query_pre_attn_scalar")])
-def test_rows_not_proven_yet_are_refused(tbx, tiny, tmp_path, family, why):
-    """A row whose conversion has steps the way back does not undo or write (Gemma 2 / 3's
-    attention scale; a multimodal Gemma 3's GGUF holds the text model only, which is the
-    gemma3_text row's) is refused before anything is written, naming the row and the reason;
-    --weights-only still writes its tensors."""
-    d = tiny(family)["dir"]
+def test_gpt_oss_back_refused(tbx, tiny, tmp_path):
+    """gpt-oss's way back is not written (its experts would be joined back into gate_up_proj
+    and transposed back into down_proj): refused before anything is written, naming the row
+    and the reason; --weights-only still writes its tensors."""
+    d = tiny("gpt_oss")["dir"]
     g = tmp_path / "g.gguf"
     convert(tbx, d, g)
     r = run(tbx, "convert", str(g), str(tmp_path / "out") + "/")
-    row = {"gemma3": "gemma3_text", "gemma3_mm": "gemma3_text"}.get(family, family)
-    assert r.rc == 1 and f"row {row})" in r.text and why in r.text and "--weights-only" in \
-        r.text, r.describe()
+    assert r.rc == 1 and "row gpt_oss)" in r.text and "not joined back" in r.text and \
+        "--weights-only" in r.text, r.describe()
     assert not (tmp_path / "out").exists()
     out = back(tbx, g, tmp_path / "w", "--weights-only")
     names = set(safetensors.torch.load_file(str(out / "model.safetensors")))
     assert {t.name for t in gguf.GGUFReader(str(g)).tensors} == names
+
+
+# ------------------------------------------------------------------------------------------
+# (g) issue 23's rows back: transformers on the directory against llama.cpp on the GGUF
+# ------------------------------------------------------------------------------------------
+# family -> the model_type and class the directory must say (the multimodal Gemma 3's GGUF
+# holds its language model only: it comes back as that text model)
+BACK_ROWS = {"gemma2": ("gemma2", "Gemma2ForCausalLM"), "gemma3": ("gemma3_text",
+             "Gemma3ForCausalLM"), "gemma3_mm": ("gemma3_text", "Gemma3ForCausalLM"),
+             "phi3": ("phi3", "Phi3ForCausalLM"), "phi3_longrope": ("phi3", "Phi3ForCausalLM")}
+
+
+def logits_cosine_vs_llama_cpp(out: Path, g: Path, cls: str) -> float:
+    """The smallest per-token cosine between transformers' logits on directory `out` (eager
+    attention: Gemma 2's soft-capping) and llama.cpp's on GGUF `g`, over PROMPTS."""
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    m = getattr(transformers, cls).from_pretrained(str(out), dtype=torch.float32,
+                                                   attn_implementation="eager").eval()
+    llm = llama_cpp.Llama(model_path=str(g), n_ctx=128, logits_all=True, verbose=False,
+                          type_k=0, type_v=0, n_threads=1, n_batch=128)
+    worst = 1.0
+    for p in PROMPTS:
+        ids = tok(p)["input_ids"]
+        with torch.no_grad():
+            ref = m(torch.tensor([ids])).logits[0].double().numpy()
+        llm.reset()
+        llm.eval(ids)
+        lc = np.asarray(llm.scores[:len(ids)], dtype=np.float64)
+        cos = (lc * ref).sum(-1) / np.linalg.norm(lc, axis=-1) / np.linalg.norm(ref, axis=-1)
+        worst = min(worst, float(cos.min()))
+    return worst
+
+
+@pytest.mark.parametrize("gtype", ["f32", "f16"])
+@pytest.mark.parametrize("family", list(BACK_ROWS))
+def test_back_logits_equal_llama_cpp(tbx, src, tiny, tmp_path, family, gtype):
+    """tbx's GGUF of the tiny model, back to a directory: its config.json names the row's
+    model_type and class, and transformers' logits on it have cosine >= 0.9999 with llama.cpp's
+    on the GGUF, token by token."""
+    d = tiny(family)["dir"]
+    g = tmp_path / "m.gguf"
+    convert(tbx, d, g, *(() if gtype == "f32" else ("--cast", gtype)))
+    out = back(tbx, g, tmp_path / "back")
+    mt, cls = BACK_ROWS[family]
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["model_type"] == mt and cfg["architectures"] == [cls], cfg
+    worst = logits_cosine_vs_llama_cpp(out, g, cls)
+    print(f"{family} {gtype}: min token cosine of logits, transformers (back) vs llama.cpp "
+          f"{worst:.7f}")
+    assert worst >= 0.9999, worst
+
+
+def test_gemma3_multimodal_gguf_back_as_text_model(tbx, tiny, tmp_path):
+    """A Gemma3ForConditionalGeneration's GGUF (its language model; the vision tower is left
+    out as llama.cpp's converter leaves it out) comes back as the gemma3_text model: its
+    tensors are the multimodal model's language-model tensors (norms as PLUS1)."""
+    d = tiny("gemma3_mm")["dir"]
+    g = tmp_path / "m.gguf"
+    convert(tbx, d, g)
+    out = back(tbx, g, tmp_path / "back")
+    got = load_dir(out)
+    orig = {}
+    for k, v in load_dir(d).items():
+        # transformers 5 saves it as language_model.model.*, 4.x as model.language_model.*
+        for pre, to in (("language_model.model.", "model."), ("model.language_model.", "model."),
+                        ("language_model.lm_head.", "lm_head."), ("lm_head.", "lm_head.")):
+            if k.startswith(pre):
+                orig[to + k[len(pre):]] = plus1("gemma3_mm", k, v)
+                break
+    assert set(got) == set(orig), sorted(set(got) ^ set(orig))
+    for k, v in orig.items():
+        assert same_bits(got[k], v), k
+
+
+def test_gemma2_27b_layer_count_attention_scale(tbx, minilm_dir, tmp_path):
+    """llama.cpp scales a Gemma 2 of 46 layers (its 27B) by 1/sqrt(hidden / heads), not by
+    1/sqrt(head size): a tiny Gemma 2 of 46 layers with query_pre_attn_scalar = hidden / heads
+    (16; head size 24) comes back with query_pre_attn_scalar 16, and transformers on it gives
+    llama.cpp's logits (the head size, 24, would not)."""
+    import test_hf_runtime as R
+    saved = dict(R.GEMMA_CFG["gemma2"])
+    R.GEMMA_CFG["gemma2"].update(num_hidden_layers=46, query_pre_attn_scalar=16)
+    try:
+        d = R.build(tmp_path / "hf", "gemma2", minilm_dir)["dir"]
+    finally:
+        R.GEMMA_CFG["gemma2"] = saved
+    g = tmp_path / "m.gguf"
+    convert(tbx, d, g)
+    out = back(tbx, g, tmp_path / "back")
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["query_pre_attn_scalar"] == 16 and cfg["head_dim"] == 24, cfg
+    assert len(cfg["layer_types"]) == 46
+    assert logits_cosine_vs_llama_cpp(out, g, "Gemma2ForCausalLM") >= 0.9999
+
+
+def test_phi3_partial_rotary_back(tbx, tiny, tmp_path):
+    """A Phi-3 that rotates half of each head (partial_rotary_factor 0.5, as Phi-4-mini's 0.75):
+    its GGUF's rope.dimension_count (8 of a 16-wide head) comes back as partial_rotary_factor
+    0.5, not as a head_dim, and transformers on the directory gives llama.cpp's logits (with
+    every dimension rotated they differ: checked on the same weights)."""
+    import shutil
+    d = tmp_path / "phi3-partial"
+    shutil.copytree(tiny("phi3")["dir"], d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["partial_rotary_factor"] = 0.5
+    (d / "config.json").write_text(json.dumps(cfg))
+    g = tmp_path / "m.gguf"
+    convert(tbx, d, g)
+    out = back(tbx, g, tmp_path / "back")
+    bc = json.loads((out / "config.json").read_text())
+    assert bc["partial_rotary_factor"] == 0.5 and "head_dim" not in bc, bc
+    assert logits_cosine_vs_llama_cpp(out, g, "Phi3ForCausalLM") >= 0.9999
+    full = tmp_path / "full"
+    shutil.copytree(out, full)
+    del bc["partial_rotary_factor"]
+    (full / "config.json").write_text(json.dumps(bc))
+    assert logits_cosine_vs_llama_cpp(full, g, "Phi3ForCausalLM") < 0.9999
+
+
+# ------------------------------------------------------------------------------------------
+# (h) llama3 rope scaling: rope_freqs.weight back into rope_scaling
+# ------------------------------------------------------------------------------------------
+# Llama 3.1's rope_scaling and rope_theta, on a tiny llama with Llama 3's head size (128: 64
+# frequencies, six of them in the band between 1 and the factor)
+LLAMA31_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
+                "rope_theta": 500000.0}
+
+
+def build_llama3(d: Path, minilm_dir: Path, rope: dict, head: int = 128) -> Path:
+    import test_hf_runtime as R
+    return R.build(d, "llama", minilm_dir, size={
+        "hidden_size": 2 * head, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "max_position_embeddings": 131072, "rope_parameters": dict(rope)})["dir"]
+
+
+@pytest.fixture(scope="module")
+def llama3_dir(tmp_path_factory, minilm_dir):
+    return build_llama3(tmp_path_factory.mktemp("llama3") / "llama3", minilm_dir, LLAMA31_ROPE)
+
+
+def rope_freqs_of(g: Path) -> "np.ndarray":
+    t = [t for t in gguf.GGUFReader(str(g)).tensors if t.name == "rope_freqs.weight"]
+    assert len(t) == 1, g
+    return np.array(t[0].data, dtype=np.float32)
+
+
+@pytest.mark.parametrize("maker", ["tbx", "llama.cpp"])
+def test_llama3_rope_freqs_back(tbx, llama3_dir, tmp_path, maker):
+    """A llama with Llama 3.1's rope scaling, to GGUF by tbx or by llama.cpp's converter, back
+    to a directory: rope_scaling comes back as the original's (every field; the file holds only
+    rope_freqs.weight, from which they are solved), no rope_freqs tensor among the
+    safetensors, every other tensor bit-identical; llama.cpp's converter run on the
+    back-converted directory writes rope_freqs.weight bit for bit as the GGUF's (and as its own
+    of the original directory); transformers on the directory gives llama.cpp's logits on the
+    GGUF (token cosine >= 0.9999)."""
+    d = llama3_dir
+    g = tmp_path / "m.gguf"
+    if maker == "tbx":
+        convert(tbx, d, g)
+    else:
+        llama_convert(d, g, "llama", "f32")
+    out = back(tbx, g, tmp_path / "back")
+    cfg = json.loads((out / "config.json").read_text())
+    rs = cfg["rope_scaling"]
+    assert rs == {k: v for k, v in LLAMA31_ROPE.items() if k != "rope_theta"}, rs
+    ca = transformers.AutoConfig.from_pretrained(str(d)).to_dict()
+    cb = transformers.AutoConfig.from_pretrained(str(out)).to_dict()
+    assert ca["rope_parameters"] == cb["rope_parameters"], (ca["rope_parameters"],
+                                                            cb["rope_parameters"])
+    orig, got = orig_tensors(d), load_dir(out)
+    assert set(got) == set(orig), sorted(set(got) ^ set(orig))
+    for k, v in orig.items():
+        assert same_bits(got[k], v), k
+    # the converter's own computation from the written config gives the bits it computes from
+    # the original's, which are the GGUF's own whoever wrote it (tbx's HF -> GGUF rounds each
+    # step to f32 as the converter's torch code does, hf_gguf.c's rope_freqs)
+    again, ref = tmp_path / "again.gguf", tmp_path / "ref.gguf"
+    llama_convert(out, again, "llama", "f32")
+    if maker == "tbx":
+        llama_convert(d, ref, "llama", "f32")
+    else:
+        ref = g
+    rr, ra, rf = rope_freqs_of(ref), rope_freqs_of(again), rope_freqs_of(g)
+    assert rr.view(np.uint32).tolist() == ra.view(np.uint32).tolist(), (rr, ra)
+    assert rf.view(np.uint32).tolist() == ra.view(np.uint32).tolist(), (rf, ra)
+    assert ((ra != 1) & (ra != 8)).sum() >= 2
+    assert logits_cosine_vs_llama_cpp(out, g, "LlamaForCausalLM") >= 0.9999
+
+
+@pytest.mark.parametrize("case", ["one-band-value", "no-factor-band", "tampered", "shuffled"])
+def test_llama3_rope_freqs_not_recoverable_refused(tbx, tbx_asan, llama3_dir, minilm_dir,
+                                                   tmp_path, case):
+    """rope_freqs.weight values from which llama3's parameters cannot be solved uniquely (one
+    value between 1 and the factor: two unknowns; no value at the factor: the factor is not in
+    the file) or that no llama3 parameters give (one value moved, the vector out of order)
+    are refused, naming the tensor and why; nothing is written; --weights-only still writes
+    the tensors."""
+    if case == "one-band-value":  # head size 16: 8 frequencies, one in the band
+        d = build_llama3(tmp_path / "hf", minilm_dir, LLAMA31_ROPE, head=16)
+        g = tmp_path / "m.gguf"
+        convert(tbx, d, g)
+        assert ((rope_freqs_of(g) != 1) & (rope_freqs_of(g) != 8)).sum() == 1
+        said = "fewer than two values"
+    elif case == "no-factor-band":  # an original context longer than every wavelength
+        rope = dict(LLAMA31_ROPE, original_max_position_embeddings=1 << 24)
+        d = build_llama3(tmp_path / "hf", minilm_dir, rope)
+        g = tmp_path / "m.gguf"
+        convert(tbx, d, g)
+        assert (rope_freqs_of(g) != 8).all()
+        said = "no low-frequency band"
+    else:
+        g0 = tmp_path / "m0.gguf"
+        convert(tbx, llama3_dir, g0)
+        r = rope_freqs_of(g0)
+        band = np.flatnonzero((r != 1) & (r != 8))
+        new = r.copy()
+        if case == "tampered":
+            new[band[1]] *= np.float32(1.01)
+            said = "no llama3 parameters"
+        else:
+            new[band[0]], new[band[-1]] = r[band[-1]], r[band[0]]
+            new[band[0] - 1], new[band[-1] + 1] = np.float32(8), np.float32(1)
+            said = "not 1, then a band"
+        g = tmp_path / "m.gguf"
+        data = bytearray(g0.read_bytes())
+        off = [t for t in gguf.GGUFReader(str(g0)).tensors
+               if t.name == "rope_freqs.weight"][0].data_offset
+        data[off:off + r.nbytes] = new.tobytes()
+        g.write_bytes(bytes(data))
+        assert rope_freqs_of(g).tolist() == new.tolist()
+    res = run(tbx_asan, "convert", str(g), str(tmp_path / "out") + "/")
+    assert res.rc == 1 and "rope_freqs.weight" in res.text and said in res.text, res.describe()
+    assert not (tmp_path / "out").exists()
+    w = back(tbx, g, tmp_path / "w", "--weights-only")
+    assert "rope_freqs.weight" in safetensors.torch.load_file(str(w / "model.safetensors"))

@@ -121,3 +121,29 @@ def test_convert_to_directory_errors(llama_gguf, tmp_path):
     with pytest.raises(tb.ExistsError, match="not empty"):
         tb.convert(g, full)  # an existing directory is a directory target
     assert sorted(p.name for p in full.iterdir()) == ["keep.txt"]
+
+
+# issue 23's rows back through the package: what each writes to config.json from the GGUF,
+# checked against the original directory's config (transformers' AutoConfig of both)
+@pytest.mark.parametrize("family", ["gemma2", "gemma3", "phi3_longrope"])
+def test_convert_to_directory_new_rows(tbx, tiny, tmp_path, family):  # noqa: F811
+    d = tiny(family)["dir"]
+    g = tmp_path / "m.gguf"
+    convert(tbx, d, g)
+    out = tmp_path / "back"
+    reps = tb.convert(g, str(out) + "/")
+    assert not {r.name for r in reps} & {"rope_factors_long.weight", "rope_factors_short.weight"}
+    ca = transformers.AutoConfig.from_pretrained(str(d)).to_dict()
+    cb = transformers.AutoConfig.from_pretrained(str(out)).to_dict()
+    assert cb["architectures"] == ca["architectures"] and cb["model_type"] == ca["model_type"]
+    keys = {"gemma2": ("query_pre_attn_scalar", "layer_types", "sliding_window",
+                       "attn_logit_softcapping", "final_logit_softcapping"),
+            "gemma3": ("query_pre_attn_scalar", "layer_types", "sliding_window",
+                       "rope_parameters"),
+            "phi3_longrope": ("original_max_position_embeddings", "max_position_embeddings")}
+    for k in keys[family]:
+        assert cb[k] == ca[k], (k, ca[k], cb[k])
+    if family == "phi3_longrope":  # the factors to f32, as the GGUF holds them
+        for k in ("long_factor", "short_factor"):
+            assert [float(torch.tensor(x, dtype=torch.float32)) for x in ca["rope_parameters"][k]] \
+                == [float(torch.tensor(x, dtype=torch.float32)) for x in cb["rope_parameters"][k]]

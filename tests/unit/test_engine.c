@@ -398,6 +398,82 @@ TBX_TEST(transpose_in_tiles_at_odd_sizes) {
     }
 }
 
+/* strided sources (tbx_plan_src.step): every second value of [SR, 2 x SC] inputs, from the
+ * first or the second (gpt-oss's interleaved gate_up_proj), transposed or not, as stored
+ * bytes, cast, or decoded from f16 */
+enum { SR = 37, SC = 70 };
+static const tin STEP_IN[] = {{"w", TBX_DT_F32, 2, {SR, 2 * SC}, v_small},
+                              {"h", TBX_DT_F16, 2, {SR, 2 * SC}, v_other}};
+
+static void add_src_step(tbx_plan *p, const char *tensor, uint64_t first, uint8_t xform) {
+    tbx_plan_src s;
+    memset(&s, 0, sizeof s);
+    s.tensor = idx(tensor);
+    s.first = first;
+    s.rows = SR;
+    s.cols = SC;
+    s.step = 2;
+    s.xform = xform;
+    if (g_build_st == TBX_OK) g_build_st = tbx_plan_add_src(p, &s, NULL);
+}
+
+static void plan_step(tbx_plan *p, const tbx_file *in) {
+    (void)in;
+    const uint64_t tr[2] = {SC, SR}, sh[2] = {SR, SC};
+    add_out(p, "even_t", TBX_DT_F32, 2, tr, TBX_PENC_STORED, 0);
+    add_src_step(p, "w", 0, TBX_XF_TRANSPOSE);
+    add_out(p, "odd_t16", TBX_DT_F16, 2, tr, TBX_PENC_ENCODE, 0);
+    add_src_step(p, "w", 1, TBX_XF_TRANSPOSE);
+    add_out(p, "odd_h", TBX_DT_F32, 2, sh, TBX_PENC_ENCODE, 0);
+    add_src_step(p, "h", 1, TBX_XF_NONE);
+    add_out(p, "even_h", TBX_DT_F16, 2, sh, TBX_PENC_STORED, 0);
+    add_src_step(p, "h", 0, TBX_XF_NONE);
+}
+
+/* a strided view one value past its tensor's end */
+static void plan_step_beyond(tbx_plan *p, const tbx_file *in) {
+    (void)in;
+    const uint64_t sh[2] = {SR, SC};
+    add_out(p, "x", TBX_DT_F32, 2, sh, TBX_PENC_ENCODE, 0);
+    add_src_step(p, "w", 2, TBX_XF_NONE);
+}
+
+TBX_TEST(strided_sources_take_every_other_value) {
+    char in[600], out[600];
+    tmp(in, sizeof in, "st.safetensors");
+    tmp(out, sizeof out, "st-out.safetensors");
+    write_input(in, STEP_IN, 2);
+    static const uint64_t chunks[] = {1, 7, 50, 1000, 0};
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++)
+        for (int mapped = 0; mapped < 2; mapped++) {
+            run_opts ro = {0};
+            ro.chunk = chunks[c];
+            ro.open_flags = mapped ? TBX_OPEN_MMAP : 0;
+            tbx_error e;
+            CHECK_OK(run(in, out, plan_step, &ro, &e));
+            static const char *const names[] = {"even_t", "odd_t16", "odd_h", "even_h"};
+            for (int k = 0; k < 4; k++) {
+                uint64_t n = 0;
+                float *v = read_f32(out, names[k], &n);
+                CHECK(v != NULL && n == (uint64_t)SR * SC);
+                int same = 1;
+                for (uint64_t r = 0; v && r < SR; r++)
+                    for (uint64_t col = 0; col < SC; col++) {
+                        const uint64_t i = r * 2 * SC + 2 * col + (k == 1 || k == 2);
+                        const float want = k < 2 ? v_small(i) : v_other(i);
+                        same &= (k < 2 ? v[col * SR + r] : v[r * SC + col]) == want;
+                    }
+                CHECK(same);
+                if (!same) fprintf(stderr, "chunk %llu mapped %d: %s differs\n",
+                                   (unsigned long long)chunks[c], mapped, names[k]);
+                free(v);
+            }
+        }
+    tbx_error e;
+    CHECK(run(in, out, plan_step_beyond, &(run_opts){0}, &e) == TBX_E_INVALID_ARG);
+    CHECK(strstr(e.message, "beyond") != NULL);
+}
+
 static void plan_scale_add(tbx_plan *p, const tbx_file *in) {
     (void)in;
     const uint64_t sh[2] = {PR, PC};
@@ -426,6 +502,55 @@ TBX_TEST(scale_and_add_a_constant) {
         CHECK(same);
         free(a);
         free(b);
+    }
+}
+
+/* TBX_XF_ZERO: rows an output has and its input does not (RoBERTa's padding positions on the
+ * way back from GGUF): a view of real rows written as +0, then the whole input after them,
+ * into f32 and f16; a value -0.0 or NaN in the view is +0 too. */
+enum { ZOFF = 2 };
+static float v_signed(uint64_t i) { return i == 0 ? -0.0f : i == 1 ? NAN : -(float)i - 0.5f; }
+static void plan_zero(tbx_plan *p, const tbx_file *in) {
+    (void)in;
+    const uint64_t sh[2] = {PR + ZOFF, PC};
+    static const uint16_t dts[2] = {TBX_DT_F32, TBX_DT_F16};
+    static const char *const names[2] = {"z32", "z16"};
+    for (int k = 0; k < 2; k++) {
+        add_out(p, names[k], dts[k], 2, sh, TBX_PENC_ENCODE, 0);
+        add_src(p, "s", 0, ZOFF, PC, TBX_XF_ZERO, 0, 0);
+        add_src(p, "s", 0, PR, PC, TBX_XF_NONE, 0, 0);
+    }
+}
+
+TBX_TEST(zero_rows_before_an_input) {
+    char in[600], out[600];
+    tmp(in, sizeof in, "z.safetensors");
+    tmp(out, sizeof out, "z-out.safetensors");
+    const tin t = {"s", TBX_DT_F32, 2, {PR, PC}, v_signed};
+    write_input(in, &t, 1);
+    static const uint64_t chunks[] = {3, 0};
+    for (size_t c = 0; c < 2; c++) {
+        run_opts ro = {0};
+        ro.chunk = chunks[c];
+        tbx_error e;
+        CHECK_OK(run(in, out, plan_zero, &ro, &e));
+        for (int k = 0; k < 2; k++) {
+            uint64_t n = 0;
+            float *v = read_f32(out, k ? "z16" : "z32", &n);
+            int same = v && n == (PR + ZOFF) * PC;
+            for (uint64_t i = 0; same && i < ZOFF * PC; i++) {
+                uint32_t u;
+                memcpy(&u, &v[i], 4);
+                same &= u == 0; /* +0, not -0 or NaN */
+            }
+            for (uint64_t i = 0; same && i < PR * PC; i++) {
+                const float w = v_signed(i); /* f16 holds these exactly */
+                const float g = v[ZOFF * PC + i];
+                same &= isnan(w) ? isnan(g) : memcmp(&w, &g, 4) == 0;
+            }
+            CHECK(same);
+            free(v);
+        }
     }
 }
 
@@ -961,6 +1086,10 @@ static void plan_bad(tbx_plan *p, const tbx_file *in) {
         add_out(p, "x", TBX_DT_Q4_K, 2, (uint64_t[]){TC, TR}, TBX_PENC_ENCODE, 0);
         add_src(p, "a", 0, TR, TC, TBX_XF_TRANSPOSE, 0, 0);
         break;
+    case 7: /* stored bytes zeroed */
+        add_out(p, "x", TBX_DT_F32, 2, sh, TBX_PENC_STORED, 0);
+        add_src(p, "a", 0, TR, TC, TBX_XF_ZERO, 0, 0);
+        break;
     case 6: /* a generated tensor without a generator */
         add_out(p, "x", TBX_DT_F32, 2, sh, TBX_PENC_ENCODE, TBX_PT_GEN);
         break;
@@ -976,7 +1105,7 @@ TBX_TEST(plans_that_do_not_fit_are_refused) {
     tmp(in, sizeof in, "bad.safetensors");
     tmp(out, sizeof out, "bad.gguf");
     write_input(in, TH_IN, 2);
-    for (g_bad = 0; g_bad < 8; g_bad++) {
+    for (g_bad = 0; g_bad < 9; g_bad++) {
         unlink(out);
         run_opts ro = {0};
         ro.fmt = TBX_FORMAT_GGUF;
