@@ -821,7 +821,7 @@ static void say_next(eng *e, uint32_t j, uint32_t ns) {
         if (tbx_plan_nsrc(e->p, k) == 0) continue;
         if (!(s = tbx_plan_src_at(e->p, e->in, k, 0, &tmp))) return;
     }
-    if (!s || s->tensor >= e->in->ntensors) return;
+    if (!s || s->tensor >= e->in->ntensors || s->xform == TBX_XF_ZERO) return;
     const tbx_dtype_info *si = tbx_file_dtype(e->in, e->in->tensors[s->tensor].dtype);
     uint64_t b0, b1;
     if (bytes_of(si, s->first, &b0) && bytes_of(si, s->first + s->rows * s->cols, &b1) && b1 > b0)
