@@ -4,7 +4,8 @@
   HTTPS (a self-signed certificate made with openssl), a location that ignores Range
   (``/norange/``: ``max_ranges 0``), a redirect loop (``/loop/``), a 403 (``/forbidden/``),
   a slow answer (``/slow/``: the echo module sleeps), a range that fails
-  (``/fail/N/FILE``: FILE, but 503 for a range request that starts at byte N), the Hub's URL layout
+  (``/fail/N/FILE``: FILE at 4 MiB/s, but 503 for a range request that starts at byte N), the
+  Hub's URL layout
   (``/ORG/REPO/resolve/REV/FILE`` -> 302 -> ``/cdn/ORG/REPO/REV/FILE``; ``/api/...`` the
   tree listings as files), and an access log of every request with its bytes.
 * ``S3``: gofakes3 (an S3-compatible store built from the Go module proxy by
@@ -107,6 +108,7 @@ http {{
     location /slow/ {{ echo_sleep 5; echo "late"; }}
     location /cdn/ {{ }}
     location /fail/ {{
+      limit_rate 4m;
       if ($tbx_fail) {{ return 503; }}
       rewrite ^/fail/\\d+/(.*)$ /$1 break;
     }}
