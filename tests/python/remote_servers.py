@@ -7,7 +7,8 @@
   (``/fail/N/FILE``: FILE at 4 MiB/s, but 503 for a range request that starts at byte N), the
   Hub's URL layout
   (``/ORG/REPO/resolve/REV/FILE`` -> 302 -> ``/cdn/ORG/REPO/REV/FILE``; ``/api/...`` the
-  tree listings as files), and an access log of every request with its bytes.
+  tree listings as files), ``/badrange/`` and ``/badetag/`` (a second, malformed Content-Range;
+  an ETag of 302 bytes), and an access log of every request with its bytes.
 * ``S3``: gofakes3 (an S3-compatible store built from the Go module proxy by
   scripts/bootstrap.sh into .cache/s3/) serving a temporary directory.
 
@@ -103,6 +104,8 @@ http {{
     ssl_certificate_key {self.key};
     root {self.root};
     location /norange/ {{ max_ranges 0; }}
+    location /badrange/ {{ add_header Content-Range "bytes 0-x/10" always; }}
+    location /badetag/ {{ add_header ETag "\\"{'e' * 300}\\"" always; }}
     location /loop/ {{ return 302 /loop/; }}
     location /forbidden/ {{ return 403; }}
     location /slow/ {{ echo_sleep 5; echo "late"; }}
@@ -272,4 +275,12 @@ def make_files(root: Path, need) -> dict:
     (api / "main").write_text(json.dumps(tree))
     (root / "norange").mkdir()
     shutil.copy(root / "m.safetensors", root / "norange" / "m.safetensors")
+    # answers with a second, malformed Content-Range or a second, different ETag
+    for d in ("badrange", "badetag"):
+        (root / d).mkdir()
+        shutil.copy(root / "m.safetensors", root / d / "m.safetensors")
+    # a repository whose tree listing names a path outside it
+    bad = root / "api" / "models" / "org" / "badtree" / "tree"
+    bad.mkdir(parents=True)
+    (bad / "main").write_text(json.dumps([{"type": "file", "path": "../escape.bin", "size": 1}]))
     return arrays

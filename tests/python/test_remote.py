@@ -297,6 +297,11 @@ def test_failures_are_clear_errors(tbx_asan, web, data):
          b"Timeout"),
         (f"http://127.0.0.1:{short.port}/m.gguf", {}, b"partial"),
         (f"http://user:pw_24_secret@127.0.0.1:{web.port}/nope.gguf", {}, b"HTTP 404"),
+        # what the server says is parsed strictly (src/io/http_parse.c): the header is named
+        (f"{web.url}/badrange/m.safetensors", {}, b"Content-Range: \"bytes 0-x/10\": the last byte is not a number"),
+        (f"{web.url}/badetag/m.safetensors", {}, b"ETag: has 302 bytes, more than the 255 accepted"),
+        ("hf://org/badtree", {"HF_ENDPOINT": web.url},
+         b"entry 0 of the Hub's tree, \"../escape.bin\", leads out"),
     ]
     for url, env, words in cases:
         t = time.monotonic()
