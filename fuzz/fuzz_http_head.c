@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define FZ_CHECK(cond, what)                                                                    \
     do {                                                                                        \
@@ -71,6 +72,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     FZ_CHECK(strlen(h.etag) < TBX_HTTP_TAG_MAX && strlen(h.lastmod) < TBX_HTTP_TAG_MAX,
              "tags are NUL-terminated inside their buffers");
+    FZ_CHECK(memchr(h.next, 0, sizeof h.next), "the next link is NUL-terminated in its buffer");
+    if (h.next[0]) {
+        /* a next page is followed only on the request's origin */
+        static const char base[] = "https://hf.example:8443/api/models/o/r/tree/main?x=1";
+        char out[TBX_HTTP_LINK_MAX + 64];
+        tbx_error e;
+        memset(&e, 0, sizeof e);
+        if (tbx_http_next_url(base, h.next, out, sizeof out, &e) == TBX_OK)
+            FZ_CHECK(!strncmp(out, "https://hf.example:8443/", 24) ||
+                         !strncasecmp(out, "https://hf.example:8443/", 24),
+                     "a followed page is on the request's origin");
+        else check_err(&e, "a refused next page is described");
+    }
 
     tbx_http_want w;
     memset(&w, 0, sizeof w);

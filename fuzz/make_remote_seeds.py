@@ -75,6 +75,13 @@ def http_seeds():
     seeds["edge-folded"] = (1, 255, base + b"Content-Range: bytes 0-9/10\r\n , 1\r\n\r\n")
     seeds["edge-twice"] = (1, 255, base + b"Content-Range: bytes 0-9/10\r\nETag: \"abd\"\r\n\r\n")
     seeds["edge-http2"] = (0, 255, b"HTTP/2 206\r\ncontent-range: bytes 0-9/10\r\n\r\n")
+    # the Hub's paging of its tree listing: a next link among others
+    seeds["edge-link-next"] = (2, 255, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nLink: "
+                               b"<https://x/s.css>; rel=preload; title=\"a, b\", "
+                               b"</api/models/o/r/tree/main?cursor=eyJmIjoxfQ>; rel=\"next\"\r\n\r\n")
+    seeds["edge-link-abs"] = (2, 255, b"HTTP/1.1 200 OK\r\nLink: <https://hf.example:8443/api/"
+                              b"p/2>; rel=next\r\nLink: <https://hf.example:8443/api/p/2>; "
+                              b"rel=\"next last\"\r\n\r\n")
     return seeds
 
 

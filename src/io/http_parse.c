@@ -1,7 +1,7 @@
 /*
  * http_parse.c - what the remote layer takes from servers, parsed from bytes (no network):
  * the header lines of an HTTP answer (status, Content-Range, Content-Length, ETag,
- * Last-Modified), the decision whether an answer is the range that was asked for, and the
+ * Last-Modified, Link's next page), the decision whether an answer is the range that was asked for, and the
  * Hugging Face Hub's tree listing (JSON). remote.c and remote_prov.c feed them what libcurl
  * receives; the fuzz targets fuzz_http_head and fuzz_hf_tree and tests/unit/test_http_parse.c
  * feed them bytes directly.
@@ -189,6 +189,120 @@ static tbx_status parse_tag(tbx_http_head *h, const char *F, char *dst, bool *se
     return TBX_OK;
 }
 
+/* Link (RFC 8288): link-values "<URI>; param=value; ..." separated by commas; the URI of the
+ * one whose rel (a token or a quoted list of relation types) names "next" is kept. Parsing
+ * stops quietly at the first syntax it cannot read before a next link is found (a link the
+ * remote layer does not use); a next link is read strictly. */
+static bool rel_has_next(const char *r, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (r[i] == ' ' || r[i] == '\t')) i++;
+        size_t b = i;
+        while (i < n && r[i] != ' ' && r[i] != '\t') i++;
+        if (i - b == 4 && !strncasecmp(r + b, "next", 4)) return true;
+    }
+    return false;
+}
+
+static tbx_status parse_link(tbx_http_head *h, const char *v, size_t n, uint64_t at) {
+    static const char F[] = "Link";
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (is_ows(v[i]) || v[i] == ',')) i++;
+        if (i >= n || v[i] != '<') return TBX_OK;
+        size_t u0 = ++i;
+        while (i < n && v[i] != '>') i++;
+        if (i >= n) return TBX_OK;
+        size_t u1 = i++;
+        bool next = false;
+        /* the parameters, up to the next ',' outside quotes */
+        while (i < n && v[i] != ',') {
+            while (i < n && is_ows(v[i])) i++;
+            if (i < n && v[i] == ',') break;
+            if (i >= n || v[i] != ';') return TBX_OK;
+            i++;
+            while (i < n && is_ows(v[i])) i++;
+            size_t k0 = i;
+            while (i < n && v[i] != '=' && v[i] != ';' && v[i] != ',' && !is_ows(v[i])) i++;
+            size_t k1 = i;
+            while (i < n && is_ows(v[i])) i++;
+            const char *pv = v + i;
+            size_t pn = 0;
+            if (i < n && v[i] == '=') {
+                i++;
+                while (i < n && is_ows(v[i])) i++;
+                if (i < n && v[i] == '"') {
+                    size_t q0 = ++i;
+                    while (i < n && v[i] != '"') i += v[i] == '\\' ? 2 : 1;
+                    if (i >= n) return TBX_OK;
+                    pv = v + q0;
+                    pn = i - q0;
+                    i++;
+                } else {
+                    size_t t0 = i;
+                    while (i < n && v[i] != ';' && v[i] != ',' && !is_ows(v[i])) i++;
+                    pv = v + t0;
+                    pn = i - t0;
+                }
+            }
+            if (k1 - k0 == 3 && !strncasecmp(v + k0, "rel", 3) && rel_has_next(pv, pn))
+                next = true;
+        }
+        if (!next) continue;
+        const char *u = v + u0;
+        size_t un = u1 - u0;
+        if (un == 0) return head_bad(h, TBX_E_FORMAT, F, at + u0, "the next link is empty");
+        if (un >= TBX_HTTP_LINK_MAX)
+            return head_bad(h, TBX_E_LIMIT, F, at + u0, "the next link has %zu bytes, more than "
+                            "the %d accepted", un, TBX_HTTP_LINK_MAX - 1);
+        for (size_t k = 0; k < un; k++) {
+            unsigned char c = (unsigned char)u[k];
+            if (c <= 0x20 || c >= 0x7f)
+                return head_bad(h, TBX_E_FORMAT, F, at + u0 + k, "the next link's byte 0x%02x "
+                                "is not allowed in a URI", c);
+        }
+        if (h->next[0] && (strlen(h->next) != un || memcmp(h->next, u, un) != 0))
+            return head_bad(h, TBX_E_FORMAT, F, at + u0, "two different next links");
+        memcpy(h->next, u, un);
+        h->next[un] = 0;
+    }
+    return TBX_OK;
+}
+
+/* The origin of an absolute http(s) URL: its length ("scheme://authority"), 0 when `u` is not
+ * one. */
+static size_t origin_len(const char *u) {
+    size_t s = !strncasecmp(u, "https://", 8) ? 8 : !strncasecmp(u, "http://", 7) ? 7 : 0;
+    if (!s) return 0;
+    size_t i = s;
+    while (u[i] && u[i] != '/' && u[i] != '?' && u[i] != '#') i++;
+    return i > s ? i : 0;
+}
+
+tbx_status tbx_http_next_url(const char *url, const char *link, char *out, size_t cap,
+                             tbx_error *err) {
+    size_t ou = origin_len(url), ol = origin_len(link);
+    char q[300];
+    shown(q, sizeof q, link, strlen(link));
+    int w;
+    if (ol) {
+        if (ol != ou || strncasecmp(url, link, ou) != 0)
+            return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "Link", "Link: the next page "
+                           "\"%s\" is on another origin than %.*s (credentials are not sent "
+                           "elsewhere)", q, (int)(ou < 200 ? ou : 200), url);
+        w = snprintf(out, cap, "%s", link);
+    } else if (link[0] == '/' && link[1] != '/' && ou) {
+        w = snprintf(out, cap, "%.*s%s", (int)ou, url, link);
+    } else {
+        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "Link", "Link: the next page \"%s\" "
+                       "is neither an absolute http(s) URL nor a path starting with '/'", q);
+    }
+    if (w < 0 || (size_t)w >= cap)
+        return tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "Link", "Link: the next page's URL "
+                       "does not fit in %zu bytes", cap);
+    return TBX_OK;
+}
+
 static bool name_is(const char *b, size_t colon, const char *name) {
     return strlen(name) == colon && strncasecmp(b, name, colon) == 0;
 }
@@ -213,9 +327,9 @@ tbx_status tbx_http_head_line(tbx_http_head *h, const char *b, size_t n) {
     h->last_tracked = false;
     if (!colon) return TBX_OK;
     size_t c = (size_t)(colon - b);
-    const char *names[4] = {"Content-Range", "Content-Length", "ETag", "Last-Modified"};
+    const char *names[5] = {"Content-Range", "Content-Length", "ETag", "Last-Modified", "Link"};
     int which = -1;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 5; k++)
         if (name_is(b, c, names[k])) which = k;
     if (which < 0) return TBX_OK;
     h->last_tracked = true;
@@ -230,6 +344,7 @@ tbx_status tbx_http_head_line(tbx_http_head *h, const char *b, size_t n) {
     case 0: return parse_content_range(h, v, vn, vat);
     case 1: return parse_content_length(h, v, vn, vat);
     case 2: return parse_tag(h, "ETag", h->etag, &h->has_etag, false, v, vn, vat);
+    case 4: return parse_link(h, v, vn, vat);
     default: return parse_tag(h, "Last-Modified", h->lastmod, &h->has_lastmod, true, v, vn, vat);
     }
 }

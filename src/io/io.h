@@ -153,8 +153,21 @@ tbx_status tbx_remote_head(const tbx_alloc *al, const char *url, const char *sho
 tbx_status tbx_remote_get(const tbx_alloc *al, const char *url, const char *shown,
                           const tbx_remote_auth *auth, size_t max, char **body, size_t *len,
                           tbx_error *err);
+/* The same, also giving the answer's next link (tbx_http_head.next: "" when none) in `next`
+ * (`cap` bytes, at least TBX_HTTP_LINK_MAX). */
+tbx_status tbx_remote_get_page(const tbx_alloc *al, const char *url, const char *shown,
+                               const tbx_remote_auth *auth, size_t max, char **body, size_t *len,
+                               char *next, size_t cap, tbx_error *err);
+/* The URL a next link `link` of the answer to `url` names, in out (`cap` bytes): `link` itself
+ * when absolute, else (starting with one '/') the same scheme, host and port as `url` with
+ * that path. TBX_E_FORMAT (field "Link") when it names another origin (scheme, host or port:
+ * credentials sent to `url` must not go elsewhere), is relative in another way, or does not
+ * fit. */
+tbx_status tbx_http_next_url(const char *url, const char *link, char *out, size_t cap,
+                             tbx_error *err);
 /* What servers send, parsed from bytes (src/io/http_parse.c; no network). */
 #define TBX_HTTP_TAG_MAX 256
+#define TBX_HTTP_LINK_MAX 2048
 /* An answer's header block, fed one line at a time (a status line starts a new answer: each
  * of a redirect chain). Content-Range, Content-Length, ETag and Last-Modified are read
  * strictly; the first problem is kept in `err` (field: the header, offset: the byte in the
@@ -168,6 +181,11 @@ typedef struct tbx_http_head {
     uint64_t clen;
     bool has_etag, has_lastmod;
     char etag[TBX_HTTP_TAG_MAX], lastmod[TBX_HTTP_TAG_MAX];
+    /* Link: the URI of the link whose rel names "next" (RFC 8288; the Hub pages its tree
+     * listing so), "" when none; a next link that is malformed, too long or sent twice with
+     * different URIs is an error of field "Link". Other links are not looked at (a Link
+     * header the parser cannot read up to a next link is ignored). */
+    char next[TBX_HTTP_LINK_MAX];
     bool last_tracked;               /* the line before was one of the four (folding) */
     const char *last_name;
     tbx_error err;                   /* code TBX_OK while the block is well formed */

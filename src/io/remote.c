@@ -1037,8 +1037,15 @@ tbx_status tbx_remote_head(const tbx_alloc *al, const char *url, const char *sho
 tbx_status tbx_remote_get(const tbx_alloc *al, const char *url, const char *shown,
                           const tbx_remote_auth *auth, size_t max, char **body, size_t *len,
                           tbx_error *err) {
+    return tbx_remote_get_page(al, url, shown, auth, max, body, len, NULL, 0, err);
+}
+
+tbx_status tbx_remote_get_page(const tbx_alloc *al, const char *url, const char *shown,
+                               const tbx_remote_auth *auth, size_t max, char **body, size_t *len,
+                               char *next, size_t cap, tbx_error *err) {
     *body = NULL;
     *len = 0;
+    if (next && cap) next[0] = 0;
     tbx_remote *r;
     tbx_status st = remote_new(&r, al, url, shown, auth, err);
     if (st != TBX_OK) return st;
@@ -1068,6 +1075,7 @@ tbx_status tbx_remote_get(const tbx_alloc *al, const char *url, const char *show
             *body = tbx_memdup0(al, doc.p, *len);
             membuf_free(&doc);
             if (!*body) st = tbx_err_nomem(err, "remote document");
+            if (next && cap) snprintf(next, cap, "%s", x.h.next);
             r->conf.verbose = false;
             remote_free(r);
             return st;

@@ -34,6 +34,7 @@ enum { RS_HTTP, RS_S3, RS_HF };
 
 #define TREE_MAX_BYTES ((size_t)64 << 20)
 #define TREE_MAX_ENTRIES 100000
+#define TREE_MAX_PAGES 1000 /* the Hub's pages hold 1000 entries or more */
 #define SECRET_MAX 4096
 
 typedef struct remote_prov {
@@ -213,18 +214,41 @@ static tbx_status s3_auth(remote_prov *rp, const char *region, tbx_error *err) {
 /* ------------------------------------------------------------------------------------------ */
 /* The Hub's tree                                                                              */
 /* ------------------------------------------------------------------------------------------ */
+/* The listing, page by page: the Hub answers a page of entries with a Link header naming the
+ * next page (same origin only: the token goes with every request), at most TREE_MAX_PAGES
+ * pages; a page naming itself is a loop (a longer loop lists names twice: TBX_E_DUPLICATE). */
 static tbx_status hf_tree(remote_prov *rp, tbx_error *err) {
     if (rp->tree_loaded) return TBX_OK;
-    char *body;
-    size_t len;
     char shown[1024];
     snprintf(shown, sizeof shown, "the listing of %s", rp->p.dir);
-    tbx_status st = tbx_remote_get(&rp->al, rp->tree_url, NULL, &rp->auth, TREE_MAX_BYTES, &body,
-                                   &len, err);
-    if (st != TBX_OK) return st;
-    st = tbx_hf_tree_parse(&rp->al, body, len, rp->tree_dir, shown, TREE_MAX_ENTRIES, &rp->tree,
-                           err);
-    tbx_free(&rp->al, body, len + 1);
+    const size_t L = TBX_HTTP_LINK_MAX;
+    char *url = tbx_malloc(&rp->al, 3 * L);
+    if (!url) return tbx_err_nomem(err, "the Hub's tree");
+    char *link = url + L, *next = link + L;
+    tbx_status st = TBX_OK;
+    if (snprintf(url, L, "%s", rp->tree_url) >= (int)L)
+        st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "url", "%s: the URL is too long", shown);
+    for (unsigned page = 1; st == TBX_OK; page++) {
+        char *body;
+        size_t len;
+        st = tbx_remote_get_page(&rp->al, url, NULL, &rp->auth, TREE_MAX_BYTES, &body, &len,
+                                 link, L, err);
+        if (st != TBX_OK) break;
+        st = tbx_hf_tree_parse(&rp->al, body, len, rp->tree_dir, shown, TREE_MAX_ENTRIES,
+                               &rp->tree, err);
+        tbx_free(&rp->al, body, len + 1);
+        if (st != TBX_OK || !link[0]) break;
+        if (page >= TREE_MAX_PAGES)
+            st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "Link", "%s: more than %d pages",
+                         shown, TREE_MAX_PAGES);
+        else if ((st = tbx_http_next_url(url, link, next, L, err)) == TBX_OK) {
+            if (!strcmp(next, url))
+                st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "Link", "%s: page %u names "
+                             "itself as the next page", shown, page);
+            else memcpy(url, next, L);
+        }
+    }
+    tbx_free(&rp->al, url, 3 * L);
     if (st == TBX_OK) rp->tree_loaded = true;
     else tbx_hf_tree_free(&rp->al, &rp->tree);
     return st;

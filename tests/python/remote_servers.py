@@ -116,6 +116,18 @@ http {{
       rewrite ^/fail/\\d+/(.*)$ /$1 break;
     }}
     location /api/ {{ default_type application/json; }}
+    location = /api/models/org/paged/tree/main {{
+      default_type application/json;
+      add_header Link '<https://example.com/s.css>; rel="preload", </api/pages/paged/2?c=x,y>; rel="next"';
+    }}
+    location = /api/pages/paged/2 {{
+      default_type application/json;
+      add_header Link '<http://127.0.0.1:{self.port}/api/pages/paged/3>; rel="next"';
+    }}
+    location = /api/models/org/evilpage/tree/main {{
+      default_type application/json;
+      add_header Link '<http://localhost:{self.port}/api/pages/paged/2>; rel="next"';
+    }}
     location ~ ^/([^/]+)/([^/]+)/resolve/([^/]+)/(.*)$ {{ return 302 /cdn/$1/$2/$3/$4; }}
   }}
 {self._s3_proxy()}
@@ -279,6 +291,20 @@ def make_files(root: Path, need) -> dict:
     for d in ("badrange", "badetag"):
         (root / d).mkdir()
         shutil.copy(root / "m.safetensors", root / d / "m.safetensors")
+    # the same repository listed in three pages, each naming the next in a Link header (the
+    # Hub's paging: a path on the same server, then an absolute URL), and one whose next page
+    # is on another origin (localhost: the token must not go there)
+    shutil.copytree(hf, root / "cdn" / "org" / "paged" / "main")
+    pages = [tree[:2], tree[2:4], tree[4:]]
+    for d, page in ((root / "api" / "models" / "org" / "paged" / "tree" / "main", pages[0]),
+                    (root / "api" / "pages" / "paged" / "2", pages[1]),
+                    (root / "api" / "pages" / "paged" / "3", pages[2])):
+        d.parent.mkdir(parents=True, exist_ok=True)
+        d.write_text(json.dumps(page))
+    shutil.copytree(hf, root / "cdn" / "org" / "evilpage" / "main")
+    evil = root / "api" / "models" / "org" / "evilpage" / "tree"
+    evil.mkdir(parents=True)
+    (evil / "main").write_text(json.dumps(pages[0]))
     # a repository whose tree listing names a path outside it
     bad = root / "api" / "models" / "org" / "badtree" / "tree"
     bad.mkdir(parents=True)

@@ -375,4 +375,73 @@ TBX_TEST(malformed_trees_name_field_and_entry_offset) {
     }
 }
 
+/* Link: the next page's URI among other links and parameters (a quoted rel list, a comma
+ * inside a quoted parameter, a link the parser cannot read after it); a malformed next link
+ * refused naming "Link" and the byte of the URI; a next link resolved against the request's
+ * URL only on its origin. */
+TBX_TEST(link_next_page) {
+    static const struct { const char *line, *next; } OK[] = {
+        {"Link: <https://hf.co/api/models/o/r/tree/main?cursor=abc>; rel=\"next\"\r\n",
+         "https://hf.co/api/models/o/r/tree/main?cursor=abc"},
+        {"Link: </style.css>; rel=preload; title=\"a, b\", </p/2?x=1,2>; rel=\"last next\"\r\n",
+         "/p/2?x=1,2"},
+        {"link: </p/3>;REL=NEXT\r\n", "/p/3"},
+        {"Link: </p/4>; rel=\"prev\"\r\n", ""},
+        {"Link: garbage, </p/5>; rel=next\r\n", ""}, /* unreadable before any next link */
+        {"Link: </p/6>; rel=\"nextish\"\r\n", ""},
+    };
+    for (size_t i = 0; i < sizeof OK / sizeof OK[0]; i++) {
+        char block[512];
+        int n = snprintf(block, sizeof block, "HTTP/1.1 200 OK\r\n%s\r\n", OK[i].line);
+        tbx_http_head h;
+        CHECK_EQ(feed(&h, block, (size_t)n), TBX_OK);
+        CHECK_STR(h.next, OK[i].next);
+    }
+    static const struct { const char *line, *mark; tbx_status st; } BAD[] = {
+        {"Link: <@>; rel=next\r\n", "@", TBX_E_FORMAT},
+        {"Link: <@/a b>; rel=next\r\n", " b>", TBX_E_FORMAT},
+        {"Link: <@/a>; rel=next, <@/b>; rel=next\r\n", "@/b", TBX_E_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        char block[512];
+        int n = snprintf(block, sizeof block, "HTTP/1.1 200 OK\r\nX: 1\r\n%s\r\n", BAD[i].line);
+        /* '@' marks where the error is; an empty URI is "<>" */
+        char *m = strstr(block, BAD[i].mark);
+        uint64_t at = (uint64_t)(m - block);
+        if (i == 0) { memmove(m, m + 1, strlen(m)); n--; }
+        else *strchr(block, '@') = '/';
+        if (i == 2) *strchr(block, '@') = '/';
+        tbx_http_head h;
+        CHECK_EQ(feed(&h, block, (size_t)n), BAD[i].st);
+        CHECK_STR(h.err.field, "Link");
+        CHECK_EQ(h.err.offset, at);
+    }
+    /* too long */
+    static char big[TBX_HTTP_LINK_MAX + 64];
+    int n = snprintf(big, sizeof big, "HTTP/1.1 200 OK\r\nLink: </");
+    memset(big + n, 'a', TBX_HTTP_LINK_MAX);
+    n += TBX_HTTP_LINK_MAX;
+    n += snprintf(big + n, sizeof big - (size_t)n, ">; rel=next\r\n\r\n");
+    tbx_http_head h;
+    CHECK_EQ(feed(&h, big, (size_t)n), TBX_E_LIMIT);
+    CHECK_STR(h.err.field, "Link");
+    /* resolution against the request's URL */
+    char out[256];
+    tbx_error e;
+    const char *base = "http://127.0.0.1:8080/api/models/o/r/tree/main?recursive=true";
+    CHECK_OK(tbx_http_next_url(base, "/api/p/2?c=1", out, sizeof out, &e));
+    CHECK_STR(out, "http://127.0.0.1:8080/api/p/2?c=1");
+    CHECK_OK(tbx_http_next_url(base, "HTTP://127.0.0.1:8080/x", out, sizeof out, &e));
+    CHECK_STR(out, "HTTP://127.0.0.1:8080/x");
+    static const char *const OTHER[] = {"http://127.0.0.1:8081/x", "https://127.0.0.1:8080/x",
+                                        "http://127.0.0.1:80800/x", "http://evil/x",
+                                        "//127.0.0.1:8080/x", "p/2", "ftp://127.0.0.1:8080/x"};
+    for (size_t i = 0; i < sizeof OTHER / sizeof OTHER[0]; i++) {
+        memset(&e, 0, sizeof e);
+        CHECK_EQ(tbx_http_next_url(base, OTHER[i], out, sizeof out, &e), TBX_E_FORMAT);
+        CHECK_STR(e.field, "Link");
+    }
+    CHECK_EQ(tbx_http_next_url(base, "/a/b/c/d/e/f", out, 30, &e), TBX_E_LIMIT);
+}
+
 TBX_TEST_MAIN()
