@@ -810,6 +810,24 @@ static tbx_status tick(eng *e, uint64_t done) {
     return TBX_OK;
 }
 
+/* Tells the input where the reads after source j of tensor e->k go: its next source, else the
+ * first of the next tensor that reads one (a remote input fetches its start meanwhile). */
+static void say_next(eng *e, uint32_t j, uint32_t ns) {
+    tbx_plan_src tmp;
+    const tbx_plan_src *s = NULL;
+    if (j + 1 < ns) s = tbx_plan_src_at(e->p, e->in, e->k, j + 1, &tmp);
+    for (size_t k = e->k + 1; !s && k < e->p->n; k++) {
+        if ((e->p->t[k].flags & TBX_PT_GEN) || !has_data(e->p, e->in, k)) continue;
+        if (tbx_plan_nsrc(e->p, k) == 0) continue;
+        if (!(s = tbx_plan_src_at(e->p, e->in, k, 0, &tmp))) return;
+    }
+    if (!s || s->tensor >= e->in->ntensors || s->xform == TBX_XF_ZERO) return;
+    const tbx_dtype_info *si = tbx_file_dtype(e->in, e->in->tensors[s->tensor].dtype);
+    uint64_t b0, b1;
+    if (bytes_of(si, s->first, &b0) && bytes_of(si, s->first + s->rows * s->cols, &b1) && b1 > b0)
+        tbx_tensor_read_next_(e->in, s->tensor, b0, b1 - b0);
+}
+
 static tbx_status run_jobs(eng *e, tbx_value_check *chk, double *sse) {
     const tbx_plan_tensor *t = &e->p->t[e->k];
     uint32_t ndim;
@@ -854,6 +872,7 @@ static tbx_status run_jobs(eng *e, tbx_value_check *chk, double *sse) {
                     }
                     st = source_setup(e, s, out0, &es);
                     if (st != TBX_OK) break;
+                    say_next(e, j, ns);
                     out0 += es.count;
                     have = true;
                     pos = 0;
