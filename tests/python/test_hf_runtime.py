@@ -912,14 +912,15 @@ def test_gemma_configs_llama_cpp_cannot_run_are_refused(tbx, tiny, tmp_path, cas
 # blocks, 16]: byte j of a block holds its values 2j (low nibble) and 2j + 1 (high); *_scales
 # [experts, rows, blocks]: E8M0 exponents), already [out, in] (no transpose), gate_up's rows
 # interleaving the gate's (even) and the up's (odd); config.json says quant_method "mxfp4".
-# The tiny model's experts replaced by random blocks and valid scales (2^-9 .. 2^-3 x the FP4
+# The tiny model's experts replaced by random blocks and valid scales (2^-11 .. 2^-6 x the FP4
 # values: weights of the tiny model's size), the rest bf16.
 FP4_VALUES = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6],
                       dtype=np.float64)
 
 
-def mxfp4_checkpoint(tiny, dst: Path, seed: int = 1):
-    """tiny gpt_oss copied to dst with MXFP4 experts; returns {hf name: (blocks, scales)}."""
+def mxfp4_checkpoint(tiny, dst: Path, seed: int = 1, dtype=torch.bfloat16):
+    """tiny gpt_oss copied to dst with MXFP4 experts, the other tensors in dtype; returns
+    {hf name: (blocks, scales)}."""
     import shutil
     from safetensors.torch import load_file, save_file
     shutil.copytree(tiny("gpt_oss")["dir"], dst)
@@ -928,11 +929,11 @@ def mxfp4_checkpoint(tiny, dst: Path, seed: int = 1):
     out, mx = {}, {}
     for k, v in W.items():
         if not k.endswith(("experts.gate_up_proj", "experts.down_proj")):
-            out[k] = v.to(torch.bfloat16)
+            out[k] = v.to(dtype)
             continue
         E, n_in, n_out = v.shape  # stored for x @ W: [experts, in, out]
         blocks = torch.randint(0, 256, (E, n_out, n_in // 32, 16), dtype=torch.uint8, generator=g)
-        scales = torch.randint(118, 125, (E, n_out, n_in // 32), dtype=torch.uint8, generator=g)
+        scales = torch.randint(116, 122, (E, n_out, n_in // 32), dtype=torch.uint8, generator=g)
         out[k + "_blocks"], out[k + "_scales"] = blocks, scales
         mx[k] = (blocks.numpy(), scales.numpy())
     save_file(out, str(dst / "model.safetensors"), metadata={"format": "pt"})
@@ -1011,6 +1012,69 @@ def test_gpt_oss_mxfp4_checkpoint_cast_and_presets(tbx, tiny, tmp_path):
     assert_clean_exit(r)
     assert r.rc != 0 and not bad.exists(), r.describe()
     assert "requantiz" in r.text and "ffn_" in r.text and "_blocks" in r.text, r.describe()
+
+
+# llama.cpp runs tbx's file of the MXFP4 checkpoint as transformers runs the checkpoint itself
+# (transformers 5 dequantizes MXFP4 on a CPU: Mxfp4Config(dequantize=True); llama.cpp's yarn,
+# as test_decoder_logits_equal_transformers). ggml's MXFP4 matmul rounds the activations to
+# q8_0 (its vec_dot_type), so the file is held to two bars: a control GGUF of the same model
+# with f32 experts (the MX values computed here, converted by tbx's float path) gives
+# transformers' logits within the f32 bar (1e-3: transformers' dequantization is the MX
+# definition laid out as the test reads it), and tbx's MXFP4 file gives the control's logits
+# within MXFP4_BOUND x max |logit| (the activations' rounding: measured 1.5e-3; a wrong layout,
+# gate and up swapped or nibbles out of order, is O(1e-1) and more).
+MXFP4_BOUND = 1e-2
+
+
+def test_gpt_oss_mxfp4_logits_equal_transformers(tbx, tiny, tmp_path):
+    from safetensors.torch import load_file, save_file
+    src = tmp_path / "model"
+    mx = mxfp4_checkpoint(tiny, src, seed=3, dtype=torch.float32)
+    out = tmp_path / "tbx.gguf"
+    convert(tbx, src, out)
+    # the control: the same directory with the experts as f32 values, stored for x @ W
+    ctl = tmp_path / "control"
+    ctl.mkdir()
+    for f in src.iterdir():
+        if f.name not in ("model.safetensors", "config.json"):
+            (ctl / f.name).write_bytes(f.read_bytes())
+    cfg = json.loads((src / "config.json").read_text())
+    del cfg["quantization_config"]
+    (ctl / "config.json").write_text(json.dumps(cfg))
+    W = {k: v for k, v in load_file(str(src / "model.safetensors")).items()
+         if not k.endswith(("_blocks", "_scales"))}
+    for k, (blocks, scales) in mx.items():
+        W[k] = torch.from_numpy(mxfp4_values(blocks, scales).astype(np.float32)).transpose(1, 2)
+    save_file({k: v.contiguous() for k, v in W.items()}, str(ctl / "model.safetensors"),
+              metadata={"format": "pt"})
+    ctl_out = tmp_path / "control.gguf"
+    convert(tbx, ctl, ctl_out)
+    tok = hf_tokenizer(src)
+    cfg = transformers.AutoConfig.from_pretrained(str(src))
+    cfg.rope_parameters["truncate"] = True  # llama.cpp's yarn (YARN_TRUNCATE)
+    model = transformers.GptOssForCausalLM.from_pretrained(
+        str(src), config=cfg, dtype=torch.float32,
+        quantization_config=transformers.Mxfp4Config(dequantize=True)).eval()
+    w = model.model.layers[0].mlp.experts.down_proj
+    assert w.dtype == torch.float32 and w.dim() == 3, (w.dtype, w.shape)
+    runs = {}
+    for name, path in (("mxfp4", out), ("control", ctl_out)):
+        llm = llama_cpp.Llama(model_path=str(path), n_ctx=128, logits_all=True, verbose=False,
+                              type_k=0, type_v=0, n_threads=1, n_batch=128)
+        runs[name] = []
+        for p in PROMPTS:
+            ids = tok(p)["input_ids"]
+            llm.reset()
+            llm.eval(ids)
+            runs[name].append(np.asarray(llm.scores[:len(ids)], dtype=np.float64))
+        del llm
+    for i, p in enumerate(PROMPTS):
+        with torch.no_grad():
+            ref = model(torch.tensor([tok(p)["input_ids"]])).logits[0].double().numpy()
+        d_ctl = float(np.abs(runs["control"][i] - ref).max())
+        assert d_ctl <= VARIANTS["f32"][1], (p, "control vs transformers", d_ctl)
+        rel = float(np.abs(runs["mxfp4"][i] - runs["control"][i]).max()) / float(np.abs(ref).max())
+        assert rel <= MXFP4_BOUND, (p, "MXFP4 file vs control", rel)
 
 
 # malformed MXFP4 tensors are refused, naming the tensor: scales of another shape than their
