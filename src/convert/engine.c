@@ -15,6 +15,8 @@
  *     kernel (tbx_writer_copy_fd_: copy_file_range) when both files allow it, else read in
  *     4 MiB ranges, or component by component (a quantized_group kept), or read whole for a
  *     driver that decodes only whole components (big-endian GGUF);
+ *   - MXFP4 blocks and scales of a Hugging Face checkpoint (TBX_XF_MXFP4_HF): read in runs of
+ *     rows on the calling thread and written as ggml's MXFP4 blocks (pack_mxfp4);
  *   - anything else as a sequence of jobs, each a run of about 2^19 values (4 MiB of stored
  *     bytes when they are only reordered) of one source, cut so that every job holds whole
  *     units of the encoder (ggml blocks; whole rows for MCF payloads) and of the transform
