@@ -550,6 +550,19 @@ typedef struct tbx_file tbx_file;
 /* Called for every problem found while validating (see tbx_validate). */
 typedef void (*tbx_problem_fn)(void *ud, const tbx_error *problem);
 
+/* Progress of a long operation (tbx_convert_options.progress, tbx_diff_options.progress,
+ * tbx_open_options.progress: tbx_validate_path and tbx_validate), with
+ * its options' progress_ud. done_bytes and total_bytes count INPUT bytes (the stored bytes of
+ * the input tensors the operation reads; total_bytes is planned before the first is read and
+ * does not change during the call). Calls come on the calling thread, in order, done_bytes
+ * never decreasing; the last call of an operation that succeeds has done_bytes ==
+ * total_bytes (0 of 0 when there is nothing to read). They come at the granularity of the
+ * work (a tensor, a job of a few MiB, a 64 MiB copy piece): throttling a display is the
+ * callback's business. Returning 0 goes on; any other value cancels: the operation stops at
+ * once and fails with TBX_E_CANCELLED, and a conversion leaves no output file (its temporary
+ * file is removed; an existing output is left as it was). */
+typedef int (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
+
 typedef struct tbx_open_options {
     uint32_t struct_size;              /* sizeof(tbx_open_options) */
     tbx_format format;                 /* 0: detect from magic bytes */
@@ -563,6 +576,13 @@ typedef struct tbx_open_options {
     /* Worker threads for tbx_validate_path and tbx_read_batch (decoding and verifying distinct
      * components at once); 0: env TBX_THREADS, else the online CPUs, at most 8; 1: none. */
     uint32_t threads;
+    /* Progress of validation's pass over the data (tbx_validate_path, and tbx_validate of a
+     * handle opened with it; may be NULL; with progress_ud): done and total count the stored
+     * bytes of the components the pass decodes or verifies (encoded ones and those with a
+     * digest; plain stored bytes need no pass: 0 of 0). Non-zero cancels: the pass stops and
+     * the validation fails with TBX_E_CANCELLED (reported as a problem, field "progress"). */
+    tbx_progress_fn progress;
+    void *progress_ud;
 } tbx_open_options;
 
 /* Fills `opt` with defaults (detect format, pread, default limits, malloc). */
@@ -1169,17 +1189,6 @@ TBX_API void tbx_remove_temp_files(void);
 #define TBX_CONVERT_STRICT         0x200u
 /* Any other bit in tbx_convert_options.flags is refused with TBX_E_INVALID_ARG. */
 
-/* Progress of a long operation (tbx_convert_options.progress, tbx_diff_options.progress), with
- * its options' progress_ud. done_bytes and total_bytes count INPUT bytes (the stored bytes of
- * the input tensors the operation reads; total_bytes is planned before the first is read and
- * does not change during the call). Calls come on the calling thread, in order, done_bytes
- * never decreasing; the last call of an operation that succeeds has done_bytes ==
- * total_bytes (0 of 0 when there is nothing to read). They come at the granularity of the
- * work (a tensor, a job of a few MiB, a 64 MiB copy piece): throttling a display is the
- * callback's business. Returning 0 goes on; any other value cancels: the operation stops at
- * once and fails with TBX_E_CANCELLED, and a conversion leaves no output file (its temporary
- * file is removed; an existing output is left as it was). */
-typedef int (*tbx_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes);
 
 /* What tbx_convert did with one tensor (tbx_convert_report.action). */
 typedef enum tbx_convert_action {

@@ -1694,13 +1694,15 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"src", "dst", "format", "force", "alignment", "compress", "digest",
                              "format_version", "threads", CONVERT_KW, "pure", "dry_run",
                              "output_tensor_type", "token_embedding_type", "tensor_types",
-                             "keep_split", "leave_output_tensor", "progress", NULL};
+                             "keep_split", "leave_output_tensor", "progress", "max_shard_size",
+                             NULL};
     PyObject *srcobj = NULL, *dstobj = NULL;
     wopts w = WOPTS_INIT;
     copts c = COPTS_INIT;
     int pure = 0, dry_run = 0, keep_split = 0, leave_output = 0;
+    unsigned long long max_shard = 0;
     PyObject *ott = Py_None, *tet = Py_None, *tts = Py_None, *prog = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOOOppOOOppO", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|OpIiOIIOOppppppppOOOOOppOOOppOK", kwlist,
                                      PyUnicode_FSConverter, &srcobj, PyUnicode_FSConverter,
                                      &dstobj, &w.format, &w.force, &w.alignment, &w.compress,
                                      &w.digest, &w.version, &w.threads, &c.cast, &c.quant,
@@ -1708,7 +1710,7 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
                                      &c.drop_unreadable, &c.dequantize, &c.requantize, &c.strict,
                                      &c.quant_method, &c.quant_clip, &c.meta, &w.options,
                                      &c.imatrix, &pure, &dry_run, &ott, &tet, &tts,
-                                     &keep_split, &leave_output, &prog))
+                                     &keep_split, &leave_output, &prog, &max_shard))
         return NULL;
     if (prog != Py_None && !PyCallable_Check(prog)) {
         Py_DECREF(srcobj);
@@ -1729,6 +1731,7 @@ static PyObject *mod_convert(PyObject *m, PyObject *args, PyObject *kw) {
     if (dry_run) co.preset_flags |= TBX_PRESET_DRY_RUN;
     if (keep_split) co.preset_flags |= TBX_PRESET_KEEP_SPLIT;
     if (leave_output) co.preset_flags |= TBX_PRESET_LEAVE_OUTPUT;
+    co.max_shard_size = (uint64_t)max_shard; /* 0: one file */
     if (ott != Py_None && ggml_type_arg(ott, "output_tensor_type", &co.output_tensor_type) < 0)
         goto done;
     if (tet != Py_None &&
@@ -1991,17 +1994,25 @@ static PyObject *mod_set_hooks(PyObject *m, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* diff(a, b, map="auto", nmse=-1.0, max_abs=-1.0, threads=0) -> the tbx_diff document */
+/* diff(a, b, map="auto", nmse=-1.0, max_abs=-1.0, threads=0, progress=None) -> the tbx_diff
+ * document; progress= as convert's (what it raises cancels the diff and is raised) */
 static PyObject *mod_diff(PyObject *m, PyObject *args, PyObject *kw) {
     (void)m;
-    static char *kwlist[] = {"a", "b", "map", "nmse", "max_abs", "threads", NULL};
-    PyObject *pa = NULL, *pb = NULL;
+    static char *kwlist[] = {"a", "b", "map", "nmse", "max_abs", "threads", "progress", NULL};
+    PyObject *pa = NULL, *pb = NULL, *prog = Py_None;
     const char *map = "auto";
     double nmse = -1, max_abs = -1;
     unsigned int threads = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|sddI", kwlist, PyUnicode_FSConverter, &pa,
-                                     PyUnicode_FSConverter, &pb, &map, &nmse, &max_abs, &threads))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&|sddIO", kwlist, PyUnicode_FSConverter, &pa,
+                                     PyUnicode_FSConverter, &pb, &map, &nmse, &max_abs, &threads,
+                                     &prog))
         return NULL;
+    if (prog != Py_None && !PyCallable_Check(prog)) {
+        Py_DECREF(pa);
+        Py_DECREF(pb);
+        PyErr_Format(PyExc_TypeError, "progress: a callable (done, total) or None, got %R", prog);
+        return NULL;
+    }
     tbx_diff_options o;
     tbx_diff_options_init(&o);
     if (!strcmp(map, "none")) o.map = TBX_DIFF_MAP_NONE;
@@ -2013,6 +2024,13 @@ static PyObject *mod_diff(PyObject *m, PyObject *args, PyObject *kw) {
     o.tol_nmse = nmse;
     o.tol_max_abs = max_abs;
     o.threads = threads;
+    rep_list reps;
+    memset(&reps, 0, sizeof reps);
+    if (prog != Py_None) {
+        reps.progress = prog;
+        o.progress = on_progress_py;
+        o.progress_ud = &reps;
+    }
     tbx_open_options opt;
     tbx_open_options_init(&opt);
     tbx_file *fa = NULL, *fb = NULL;
@@ -2030,6 +2048,15 @@ static PyObject *mod_diff(PyObject *m, PyObject *args, PyObject *kw) {
     Py_END_ALLOW_THREADS
     Py_DECREF(pa);
     Py_DECREF(pb);
+    if (reps.exc_type) {
+        /* progress= raised: the diff was cancelled; raise what it raised */
+        tbx_value_free(doc);
+        PyErr_Restore(reps.exc_type, reps.exc_value, reps.exc_tb);
+        reps.exc_type = reps.exc_value = reps.exc_tb = NULL;
+        rep_free(&reps);
+        return NULL;
+    }
+    rep_free(&reps);
     if (st != TBX_OK) return raise_tbx(st, &err);
     PyObject *r = value_to_py(doc, 0);
     tbx_value_free(doc);
@@ -2061,7 +2088,8 @@ static PyMethodDef mod_methods[] = {
     {"hf_architectures", mod_hf_architectures, METH_NOARGS,
      "[(model_type, architecture)] of the Hugging Face -> GGUF architecture table"},
     {"diff", (PyCFunction)(void (*)(void))mod_diff, METH_VARARGS | METH_KEYWORDS,
-     "diff(a, b, map='auto', nmse=-1.0, max_abs=-1.0, threads=0): the tbx_diff document"},
+     "diff(a, b, map='auto', nmse=-1.0, max_abs=-1.0, threads=0, progress=None): the tbx_diff "
+     "document"},
     {"_set_array_hook", mod_set_hooks, METH_O, "internal"},
     {"library_version", mod_version, METH_NOARGS, "version of libtensorbox"},
     {NULL, NULL, 0, NULL},

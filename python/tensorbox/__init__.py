@@ -536,7 +536,7 @@ def validate(path, ggml=False, threads=0):
     return [Problem(*p) for p in _tb.validate(os.fspath(path), ggml=ggml, threads=threads)]
 
 
-def diff(a, b, map="auto", tolerance=None, max_abs=None, threads=0):
+def diff(a, b, map="auto", tolerance=None, max_abs=None, threads=0, progress=None):
     """What differs between two models of any formats (``tbx diff A B --json``; the library's
     tbx_diff): a dict with a, b, map, metadata (added / removed / changed), sections, tensors
     (added, removed, compared: per tensor dtypes, shapes, max_abs, rmse, nmse, cosine of the
@@ -545,14 +545,18 @@ def diff(a, b, map="auto", tolerance=None, max_abs=None, threads=0):
     ``map="auto"`` pairs a Hugging Face directory with a GGUF file through the architecture's
     name map (llama's q/k order, splits and stacks undone); ``"none"`` pairs by name.
     ``tolerance`` bounds the nmse, ``max_abs`` the largest difference of each tensor (then
-    ``within_tolerance`` and ``differs`` judge the tensors only). Raises the library's error
-    for an input that cannot be opened or read."""
+    ``within_tolerance`` and ``differs`` judge the tensors only). ``progress``: None, or a
+    callable ``progress(done, total)`` called as the tensors' bytes are read (both sides'
+    stored bytes of the compared tensors; ``done`` never decreases, the last call of a diff
+    that succeeds has ``done == total``); an exception raised by it cancels the diff and
+    propagates. Raises the library's error for an input that cannot be opened or read."""
     for nm, v in (("tolerance", tolerance), ("max_abs", max_abs)):
         if v is not None and not (float(v) >= 0 and math.isfinite(float(v))):
             raise ValueError(f"{nm}: {v!r} is not a finite number >= 0")
     return _tb.diff(os.fspath(a), os.fspath(b), map=map,
                     nmse=-1.0 if tolerance is None else float(tolerance),
-                    max_abs=-1.0 if max_abs is None else float(max_abs), threads=int(threads))
+                    max_abs=-1.0 if max_abs is None else float(max_abs), threads=int(threads),
+                    progress=progress)
 
 
 def formats():
@@ -888,6 +892,14 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
     must not exist yet (or be empty); it is written whole or not at all. Only ``sync`` of the
     other options applies: any other (``progress`` included) raises InvalidArgumentError.
 
+    ``max_shard_size`` (an int of bytes, or a string as ``tbx convert --max-shard-size``
+    takes it: ``"5GB"``, ``"500MiB"``, ``"1000"``) with a safetensors ``dst``: shards of at
+    most that many tensor bytes, ``STEM-0000I-of-0000N.safetensors`` beside ``dst`` and
+    ``dst`` + ``.index.json`` as Hugging Face lays them out (one shard: ``dst`` itself); with a
+    GGUF ``dst``: a split set as llama.cpp's gguf-split cuts one, ``STEM-0000I-of-0000N.gguf``.
+    Every file is written under a temporary name and all are renamed at the end: a failure
+    leaves none. Other formats raise InvalidArgumentError or UnsupportedError.
+
     For a GGUF output ``quant`` may name one of llama-quantize's presets (``"Q4_K_M"``,
     ``"Q5_K_S"``, ``"IQ4_XS"``, ..., ``"COPY"``; case-insensitive): a GGUF model naming its
     architecture, or a Hugging Face model directory, gets llama.cpp's type for each tensor and
@@ -941,10 +953,9 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
         return [ConvertReport(*t) for t in _tb.hf_from_gguf(
             os.fspath(src), os.fspath(dst), dtype=dtype,
             max_shard_size=_shard_size(max_shard_size), weights_only=weights_only, sync=sync)]
-    if dtype is not None or max_shard_size is not None or weights_only:
-        raise InvalidArgumentError("dtype, max_shard_size and weights_only apply to "
-                                   "a Hugging Face directory output (dst a directory: "
-                                   "a trailing '/')")
+    if dtype is not None or weights_only:
+        raise InvalidArgumentError("dtype and weights_only apply to a Hugging Face directory "
+                                   "output (dst a directory: a trailing '/')")
     return _convert(os.fspath(src), os.fspath(dst), format=format, force=force,
                     alignment=alignment, compress=compress, digest=digest,
                     format_version=format_version, threads=threads, cast=cast, quant=quant,
@@ -957,4 +968,4 @@ def convert(src, dst, format=None, *, force=False, alignment=0, compress=0, dige
                     dry_run=dry_run, output_tensor_type=output_tensor_type,
                     token_embedding_type=token_embedding_type, tensor_types=tensor_types,
                     keep_split=keep_split, leave_output_tensor=leave_output_tensor,
-                    progress=progress)
+                    progress=progress, max_shard_size=_shard_size(max_shard_size))

@@ -78,6 +78,11 @@ tbx_status tbx_file_new_(tbx_file **out, const tbx_open_options *opt, tbx_error 
         if (!opt->struct_size ||
             opt->struct_size >= offsetof(tbx_open_options, threads) + sizeof opt->threads)
             f->threads = opt->threads;
+        if (!opt->struct_size ||
+            opt->struct_size >= offsetof(tbx_open_options, progress_ud) + sizeof(void *)) {
+            f->progress = opt->progress;
+            f->progress_ud = opt->progress_ud;
+        }
     }
     tbx_file_model_init(f);
     *out = f;

@@ -14,6 +14,8 @@
  */
 #include "access_int.h"
 
+#include <inttypes.h>
+
 typedef struct validate_ctx {
     tbx_problem_fn cb;
     void *ud;
@@ -36,12 +38,15 @@ typedef struct check_ctx {
     uint32_t c;
     tbx_problem_fn report;
     void *ud;
+    uint64_t done, total;    /* stored bytes of the components checked / to check */
+    bool cancelled;          /* the progress callback asked to stop */
 } check_ctx;
 
 /* Jobs are filled in index order: each takes the next component that needs the driver. */
 static bool check_fill(void *ctx, size_t idx, tbx_batch_job *j) {
     check_ctx *x = ctx;
     (void)idx;
+    if (x->cancelled) return false;
     for (; x->i < x->f->ntensors; x->i++, x->c = 0)
         for (; x->c < x->f->tensors[x->i].ncomp; x->c++)
             if (tbx_comp_via_driver_(x->f, &x->f->tensors[x->i], x->c)) {
@@ -55,21 +60,35 @@ static bool check_fill(void *ctx, size_t idx, tbx_batch_job *j) {
 static void check_done(void *ctx, tbx_batch_job *j) {
     check_ctx *x = ctx;
     if (j->st != TBX_OK) x->report(x->ud, &j->err);
+    x->done += j->t->comp[j->c].stored_bytes;
+    if (x->f->progress && !x->cancelled && x->f->progress(x->f->progress_ud, x->done, x->total))
+        x->cancelled = true;
 }
 
 static tbx_status check_components(tbx_file *f, tbx_error *err, tbx_problem_fn report,
                                    void *ud) {
     size_t n = 0;
+    uint64_t total = 0;
     for (size_t i = 0; i < f->ntensors; i++)
         for (uint32_t c = 0; c < f->tensors[i].ncomp; c++)
-            n += tbx_comp_via_driver_(f, &f->tensors[i], c);
+            if (tbx_comp_via_driver_(f, &f->tensors[i], c)) {
+                n++;
+                total += f->tensors[i].comp[c].stored_bytes;
+            }
+    if (f->progress && f->progress(f->progress_ud, 0, total))
+        return tbx_err(err, TBX_E_CANCELLED, TBX_NO_OFFSET, "progress",
+                       "validation cancelled by the progress callback");
     if (n == 0) return TBX_OK;
-    check_ctx x = {f, 0, 0, report, ud};
+    check_ctx x = {f, 0, 0, report, ud, 0, total, false};
     tbx_problem_fn saved = f->on_problem;
     f->on_problem = NULL;
     tbx_status st =
         tbx_batch_drive_(f, tbx_batch_threads_(f, 0), n, check_fill, check_done, &x, err);
     f->on_problem = saved;
+    if (st == TBX_OK && x.cancelled)
+        st = tbx_err(err, TBX_E_CANCELLED, TBX_NO_OFFSET, "progress",
+                     "validation cancelled by the progress callback after %" PRIu64 " of %"
+                     PRIu64 " bytes", x.done, x.total);
     return st;
 }
 
@@ -84,6 +103,11 @@ static void validate_pass(tbx_file *f, validate_ctx *v) {
     tbx_error e;
     tbx_status st = check_components(f, &e, collect_problem, v);
     if (st != TBX_OK) collect_problem(v, &e);
+    if (st == TBX_E_CANCELLED) { /* nothing more: the caller asked to stop */
+        f->on_problem = saved;
+        f->problem_ud = saved_ud;
+        return;
+    }
     if (f->drv->validate) {
         st = f->drv->validate(f, &e);
         if (st != TBX_OK) collect_problem(v, &e);

@@ -537,6 +537,9 @@ static tbx_status keep_split(tbx_file *in, const char *out_path, const tbx_conve
     const size_t nall = plan->n;
     size_t first = 0;
     tbx_status st = TBX_OK;
+    /* progress: one operation over every file (done never decreasing, one total) */
+    const uint64_t whole = tbx_engine_input_total(in, plan);
+    uint64_t base = 0;
     for (uint32_t s = 0; st == TBX_OK && s < nsplit; s++) {
         size_t end = first;
         while (end < nall && in->tensors[all[end].src].ncomp &&
@@ -574,6 +577,9 @@ static tbx_status keep_split(tbx_file *in, const char *out_path, const tbx_conve
             tbx_engine_opts eo;
             engine_opts(&eo, o->progress, o->progress_ud, o->on_tensor, o->flags);
             eo.on_quant = o->on_quant;
+            eo.base = base;
+            eo.whole = whole;
+            base += tbx_engine_input_total(in, plan);
             st = tbx_engine_run(in, plan, w, &eo, err);
         }
         plan->t = all;
@@ -652,6 +658,9 @@ static tbx_status write_sharded(tbx_file *in, const char *out_path, const tbx_co
     const float **qw = plan->qw;
     uint8_t *qw_why = plan->qw_why;
     const size_t nall = plan->n;
+    /* progress: one operation over every shard (done never decreasing, one total) */
+    const uint64_t whole = tbx_engine_input_total(in, plan);
+    uint64_t base = 0;
     for (size_t s = 0; st == TBX_OK && s < sh.n; s++) {
         const size_t first = sh.start[s], end = sh.start[s + 1];
         const char *tmp = NULL;
@@ -696,6 +705,9 @@ static tbx_status write_sharded(tbx_file *in, const char *out_path, const tbx_co
             tbx_engine_opts eo;
             engine_opts(&eo, o->progress, o->progress_ud, o->on_tensor, o->flags);
             eo.on_quant = o->on_quant;
+            eo.base = base;
+            eo.whole = whole;
+            base += tbx_engine_input_total(in, plan);
             st = tbx_engine_run(in, plan, w, &eo, err);
         }
         plan->t = all;

@@ -70,8 +70,25 @@ static int write_whole(tbx_file *f, uint64_t i, uint32_t c, whole_read_fn fn, co
     return rc;
 }
 
+/* The bar of a remote read (a URL: the bytes come over the network): bytes done of total. */
+typedef struct cat_bar {
+    cli_progress p;
+    uint64_t done, total;
+} cat_bar;
+
+static int is_url(const char *s) {
+    return !strncmp(s, "http://", 7) || !strncmp(s, "https://", 8) || !strncmp(s, "s3://", 5) ||
+           !strncmp(s, "hf://", 5);
+}
+
+static void bar_step(cat_bar *b, uint64_t n) {
+    if (!b) return;
+    b->done += n;
+    cli_progress_cb(&b->p, b->done, b->total);
+}
+
 /* Streams component c of tensor i (dense: the tensor's bytes) in 4 MiB ranges. */
-static int cat_component(tbx_file *f, uint64_t i, uint32_t c, const char *path) {
+static int cat_component(tbx_file *f, uint64_t i, uint32_t c, const char *path, cat_bar *bar) {
     tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
     if (tbx_component_info_get(f, i, c, &ci) != TBX_OK) {
         cli_error("%s: no component %u", path, c);
@@ -103,14 +120,23 @@ static int cat_component(tbx_file *f, uint64_t i, uint32_t c, const char *path) 
         rc = cli_write_stdout(buf, len);
         if (rc != CLI_OK) break;
         pos += len;
+        bar_step(bar, len);
     }
     free(buf);
     return rc;
 }
 
-static int cat_stored(tbx_file *f, uint64_t i, const tbx_tensor_info *ti, const char *path) {
+static int cat_stored(tbx_file *f, uint64_t i, const tbx_tensor_info *ti, const char *path,
+                      cat_bar *bar) {
+    if (bar) {
+        for (uint32_t c = 0; c < ti->ncomponents; c++) {
+            tbx_component_info ci = TBX_COMPONENT_INFO_INIT;
+            if (tbx_component_info_get(f, i, c, &ci) == TBX_OK) bar->total += ci.nbytes;
+        }
+        cli_progress_cb(&bar->p, 0, bar->total);
+    }
     for (uint32_t c = 0; c < ti->ncomponents; c++) {
-        int rc = cat_component(f, i, c, path);
+        int rc = cat_component(f, i, c, path, bar);
         if (rc != CLI_OK) return rc;
     }
     return CLI_OK;
@@ -125,7 +151,8 @@ static uint64_t gcd_u64(uint64_t a, uint64_t b) {
     return a;
 }
 
-static int cat_f32(tbx_file *f, uint64_t i, const tbx_tensor_info *ti, const char *path) {
+static int cat_f32(tbx_file *f, uint64_t i, const tbx_tensor_info *ti, const char *path,
+                   cat_bar *bar) {
     const tbx_dtype_info *di = tbx_dtype_get(ti->dtype);
     uint64_t unit = (di && di->block_size > 0) ? di->block_size : 1;
     if (di && (di->flags & TBX_DTF_SHAPED) && ti->ndim > 0 && ti->shape &&
@@ -153,6 +180,10 @@ static int cat_f32(tbx_file *f, uint64_t i, const tbx_tensor_info *ti, const cha
     }
     int swap = !host_is_little_endian();
     int rc = CLI_OK;
+    if (bar) { /* the values decoded, as 4-byte floats */
+        bar->total = ti->nelems * sizeof(float);
+        cli_progress_cb(&bar->p, 0, bar->total);
+    }
     for (uint64_t first = 0; first < ti->nelems; ) {
         uint64_t count = ti->nelems - first < chunk ? ti->nelems - first : chunk;
         tbx_error err;
@@ -171,6 +202,7 @@ static int cat_f32(tbx_file *f, uint64_t i, const tbx_tensor_info *ti, const cha
             }
         }
         rc = cli_write_stdout(buf, (size_t)count * sizeof(float));
+        bar_step(bar, count * sizeof(float));
         if (rc != CLI_OK) break;
         first += count;
     }
@@ -245,10 +277,14 @@ static int cat_run(const cli_args *a) {
     } else if (ti.ncomponents == 0) {
         cli_error("tensor '%s' in %s has no data", name, path);
         rc = CLI_FAIL;
-    } else if (as) {
-        rc = cat_f32(f, idx, &ti, path);
     } else {
-        rc = cat_stored(f, idx, &ti, path);
+        /* a URL's bytes come over the network: a bar on a terminal (cli_progress) */
+        cat_bar bar;
+        memset(&bar, 0, sizeof bar);
+        int shown = is_url(path) && cli_progress_init(&bar.p, a, "cat");
+        rc = as ? cat_f32(f, idx, &ti, path, shown ? &bar : NULL)
+                : cat_stored(f, idx, &ti, path, shown ? &bar : NULL);
+        if (shown) cli_progress_end(&bar.p, rc == CLI_OK);
     }
     tbx_close(f);
     return rc;

@@ -37,6 +37,7 @@ typedef struct validate_ctx {
     int quiet;
     int json;          /* --json: JSON Lines instead of text */
     uint64_t printed;
+    cli_progress *bar; /* the data pass's bar (erased before a problem line) */
 } validate_ctx;
 
 /* Writes text with line breaks and other control characters turned into spaces. */
@@ -72,6 +73,7 @@ static void print_problem_json(const validate_ctx *c, const tbx_error *p) {
 static void print_problem(validate_ctx *c, const tbx_error *p) {
     c->printed++;
     if (c->quiet) return;
+    if (c->bar) cli_progress_end(c->bar, 0); /* redrawn at the next step */
     if (c->json) {
         print_problem_json(c, p);
         return;
@@ -122,9 +124,13 @@ static uint64_t ggml_lint(tbx_file *f, validate_ctx *ctx) {
 static int validate_one(const cli_args *a, const char *path, int quiet) {
     tbx_open_options opt;
     cli_open_options(a, &opt);
-    validate_ctx ctx = {path, quiet, cli_flag(a, "json"), 0};
+    cli_progress bar;
+    cli_progress_init(&bar, a, "validate");
+    validate_ctx ctx = {path, quiet, cli_flag(a, "json"), 0, &bar};
     opt.on_problem = on_problem;
     opt.problem_ud = &ctx;
+    opt.progress = cli_progress_cb;
+    opt.progress_ud = &bar;
     opt.flags |= TBX_OPEN_VERIFY_DIGESTS;
     tbx_file *f = NULL;
     tbx_error err;
@@ -138,6 +144,7 @@ static int validate_one(const cli_args *a, const char *path, int quiet) {
         return CLI_FAIL;
     }
     st = tbx_validate(f, on_problem, &ctx, NULL);
+    cli_progress_end(&bar, st == TBX_OK);
     int rc = CLI_OK;
     if (st != TBX_OK) {
         if (ctx.printed == 0) {
@@ -195,6 +202,8 @@ const cli_command cli_cmd_validate = {
     "problem, \"FILE: FIELD: MESSAGE\" (the message names the value and the byte offset).\n"
     "--ggml adds the rules of ggml's own GGUF loader (n_dims <= 4, names < 64 bytes, tensors\n"
     "packed in order, no nested arrays, general.alignment a u32, v2/v3 little-endian).\n"
+    "On a terminal, stderr shows the progress of the pass over the data (the bytes of the\n"
+    "compressed or digested components it decodes or verifies; not with --quiet).\n"
     "--json prints one JSON object per line instead: per problem {\"file\", \"code\" (TBX_E_*),\n"
     "\"field\", \"offset\" (null when none), \"message\"}; for a valid file {\"file\", \"valid\": true,\n"
     "\"format\", \"version\", \"tensors\"}.\n"

@@ -1,5 +1,6 @@
 /*
- * progress.c - the one-line progress bar of long commands (convert, diff) on stderr.
+ * progress.c - the one-line progress bar of long commands (convert, diff, validate, cat of a
+ * URL) on stderr.
  *
  * Shown only when stderr is a terminal and --quiet was not given: a line redrawn in place
  * ("\r" + erase to the end of the line) at most ten times a second, with the share done, the
@@ -57,7 +58,7 @@ static void draw(cli_progress *p, uint64_t done, uint64_t total, double t) {
 
 int cli_progress_cb(void *ud, uint64_t done, uint64_t total) {
     cli_progress *p = ud;
-    if (!p->active) return 0;
+    if (!p->active || total == 0) return 0; /* nothing to show for 0 of 0 */
     const double t = now_seconds();
     if (done < total && t - p->last < 0.1) return 0; /* at most ten redraws a second */
     p->last = t;

@@ -24,7 +24,13 @@ typedef struct tbx_engine_opts {
     bool strict;                       /* a tensor with value warnings fails (TBX_E_LOSSY) */
     int threads;                       /* 0: tbx_threads_default() */
     uint64_t chunk;                    /* values of a job (tests: small ones); 0: the default */
+    /* a run that is part of a larger operation (the shards of a set): progress says base +
+     * this run's done, of `whole` (0: this run's own total, base 0) */
+    uint64_t base, whole;
 } tbx_engine_opts;
+
+/* The input bytes tbx_engine_run of plan p counts as its progress total. */
+uint64_t tbx_engine_input_total(tbx_file *in, tbx_plan *p);
 
 /* Carries plan `p` out into `w`, a writer whose metadata and sections are added and whose
  * tensors are not: checks the plan against `in` (TBX_E_INVALID_ARG naming what is wrong),

@@ -846,7 +846,7 @@ static tbx_status tick(eng *e, uint64_t done) {
     if (done < e->last_said) done = e->last_said;
     e->last_said = done;
     e->said = true;
-    if (e->o->progress(e->o->ud, done, e->total) != 0)
+    if (e->o->progress(e->o->ud, e->o->base + done, e->o->whole ? e->o->whole : e->total) != 0)
         return tbx_err(e->err, TBX_E_CANCELLED, TBX_NO_OFFSET, "progress",
                        "cancelled by the progress callback at %" PRIu64 " of %" PRIu64
                        " input bytes; nothing was written", done, e->total);
@@ -1067,6 +1067,17 @@ static uint64_t input_bytes(const eng *e, size_t k) {
     return total;
 }
 
+uint64_t tbx_engine_input_total(tbx_file *in, tbx_plan *p) {
+    eng e;
+    memset(&e, 0, sizeof e);
+    e.in = in;
+    e.p = p;
+    uint64_t total = 0;
+    for (size_t k = 0; k < p->n; k++)
+        if (has_data(p, in, k)) total += input_bytes(&e, k);
+    return total;
+}
+
 /* The warnings of a report as one phrase ("" when none). */
 static void warn_text(const tbx_convert_report *r, char *buf, size_t cap) {
     size_t n = 0;
@@ -1247,7 +1258,7 @@ tbx_status tbx_engine_run(tbx_file *in, tbx_plan *p, tbx_writer *w, const tbx_en
     /* the last call says done == total (a plan of no data: 0 of 0), once */
     if (st == TBX_OK && o->progress && (!e.said || e.last_said != e.total)) {
         e.last_said = e.total;
-        if (o->progress(o->ud, e.total, e.total) != 0)
+        if (o->progress(o->ud, o->base + e.total, o->whole ? o->whole : e.total) != 0)
             st = tbx_err(err, TBX_E_CANCELLED, TBX_NO_OFFSET, "progress", "cancelled by the "
                          "progress callback at the end; nothing was written");
     }

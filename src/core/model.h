@@ -166,6 +166,8 @@ struct tbx_file {
     tbx_status first_problem;     /* the code of the first of them (tbx_validate) */
     void *problem_lock;           /* a pthread mutex while worker threads read (tbx_read_batch) */
     uint32_t threads;             /* tbx_open_options.threads (0: tbx_threads_default()) */
+    tbx_progress_fn progress;     /* tbx_open_options.progress: validation's pass */
+    void *progress_ud;
 
     tbx_meta_entry *meta; size_t nmeta, cap_meta; tbx_names meta_names;
     tbx_tensor *tensors;  size_t ntensors, cap_tensors; tbx_names tensor_names;

@@ -147,6 +147,88 @@ tbx_status tbx_remote_head(const tbx_alloc *al, const char *url, const char *sho
 tbx_status tbx_remote_get(const tbx_alloc *al, const char *url, const char *shown,
                           const tbx_remote_auth *auth, size_t max, char **body, size_t *len,
                           tbx_error *err);
+/* The same, also giving the answer's next link (tbx_http_head.next: "" when none) in `next`
+ * (`cap` bytes, at least TBX_HTTP_LINK_MAX). */
+tbx_status tbx_remote_get_page(const tbx_alloc *al, const char *url, const char *shown,
+                               const tbx_remote_auth *auth, size_t max, char **body, size_t *len,
+                               char *next, size_t cap, tbx_error *err);
+/* The URL a next link `link` of the answer to `url` names, in out (`cap` bytes): `link` itself
+ * when absolute, else (starting with one '/') the same scheme, host and port as `url` with
+ * that path. TBX_E_FORMAT (field "Link") when it names another origin (scheme, host or port:
+ * credentials sent to `url` must not go elsewhere), is relative in another way, or does not
+ * fit. */
+tbx_status tbx_http_next_url(const char *url, const char *link, char *out, size_t cap,
+                             tbx_error *err);
+/* What servers send, parsed from bytes (src/io/http_parse.c; no network). */
+#define TBX_HTTP_TAG_MAX 256
+#define TBX_HTTP_LINK_MAX 2048
+/* An answer's header block, fed one line at a time (a status line starts a new answer: each
+ * of a redirect chain). Content-Range, Content-Length, ETag and Last-Modified are read
+ * strictly; the first problem is kept in `err` (field: the header, offset: the byte in the
+ * block, the status line being byte 0) and makes a 2xx answer unusable (tbx_http_check). */
+typedef struct tbx_http_head {
+    long status;
+    uint64_t nbytes;                 /* bytes of this answer's block so far */
+    bool cr_seen, cr_ok, cr_star;    /* "bytes A-B/T" (cr_ok) or "bytes * /T" (cr_star) */
+    uint64_t cr_a, cr_b, cr_total;
+    bool has_clen;
+    uint64_t clen;
+    bool has_etag, has_lastmod;
+    char etag[TBX_HTTP_TAG_MAX], lastmod[TBX_HTTP_TAG_MAX];
+    /* Link: the URI of the link whose rel names "next" (RFC 8288; the Hub pages its tree
+     * listing so), "" when none; a next link that is malformed, too long or sent twice with
+     * different URIs is an error of field "Link". Other links are not looked at (a Link
+     * header the parser cannot read up to a next link is ignored). */
+    char next[TBX_HTTP_LINK_MAX];
+    bool last_tracked;               /* the line before was one of the four (folding) */
+    const char *last_name;
+    tbx_error err;                   /* code TBX_OK while the block is well formed */
+} tbx_http_head;
+void tbx_http_head_reset(tbx_http_head *h);
+/* One header line as received (its CRLF included or not); returns h->err.code. */
+tbx_status tbx_http_head_line(tbx_http_head *h, const char *b, size_t n);
+/* What a request asked for: a range [off, off+len) of a file of `size` bytes last seen with
+ * etag/lastmod ("" when unknown), or the probe that learns them (off 0), or a whole document
+ * of at most `max` bytes. */
+typedef struct tbx_http_want {
+    bool probe, whole;
+    uint64_t off;
+    size_t len, max;
+    uint64_t size;
+    const char *etag, *lastmod;
+} tbx_http_want;
+/* What the answer gives: `len` bytes of the body are the file's (discard: the body is not the
+ * file's: an empty file's 416); learn: size, etag, lastmod are the file's from now on. */
+typedef struct tbx_http_got {
+    size_t len;
+    uint64_t size;
+    bool discard, learn;
+} tbx_http_got;
+/* Accepts an answer (its headers complete up to the body) for what `w` asked, or says why
+ * not (field "answer" or the malformed header). Never accepts bytes other than those asked. */
+tbx_status tbx_http_check(const tbx_http_head *h, const tbx_http_want *w, tbx_http_got *g,
+                          tbx_error *err);
+/* The Hub's tree listing (api/models/ORG/REPO/tree/REV?recursive=true: a JSON array of
+ * {"type": "file"|"directory", "path", "size", ...}): the entries under `dir` ("" or "a/b/")
+ * appended to *t, names relative to dir (tbx_provider_name_ok), sorted, no name twice, at
+ * most max_entries. Errors name the field (tree, tree.path, tree.type, tree.size) and the
+ * byte offset of the entry (or of the JSON syntax error); `shown` names the listing. */
+typedef struct tbx_hf_tree_entry {
+    char *name;
+    uint64_t size;
+    bool dir;
+    uint64_t at;       /* byte offset of the entry in its page */
+    size_t index;      /* its index there */
+} tbx_hf_tree_entry;
+typedef struct tbx_hf_tree {
+    tbx_hf_tree_entry *e;
+    size_t n, cap;
+} tbx_hf_tree;
+tbx_status tbx_hf_tree_parse(const tbx_alloc *al, const char *body, size_t len, const char *dir,
+                             const char *shown, size_t max_entries, tbx_hf_tree *t,
+                             tbx_error *err);
+void tbx_hf_tree_free(const tbx_alloc *al, tbx_hf_tree *t);
+
 /* A provider for a URL (tbx_remote_is_url): http(s) and s3 directories need an index (their
  * listings are the names given and probed); hf:// lists the repository through the Hub's
  * tree API (src/io/remote_prov.c). */
@@ -271,7 +353,9 @@ void tbx_outdir_abort(tbx_outdir *d);
 /* (src/io/outset.c) A set of files written whole (shards and their index, a GGUF split set):  */
 /* each under "<dir>/.<base>.tbx-set.XXXXXX" until the commit renames them all, the claim last.*/
 /* ------------------------------------------------------------------------------------------ */
-typedef struct tbx_outset_entry { char *dst, *tmp; bool renamed; } tbx_outset_entry;
+/* slot: the entry of tmp in the table of temporary files that tbx_remove_temp_files (a signal
+ * handler's) removes, from its add until its rename or the abort (-1: none, the table full) */
+typedef struct tbx_outset_entry { char *dst, *tmp; bool renamed; int slot; } tbx_outset_entry;
 typedef struct tbx_outset {
     const tbx_alloc *al;
     tbx_outset_entry *e;

@@ -51,7 +51,7 @@ static const uint8_t zero_bytes[ZERO_CHUNK];
 /* Table of live temporary files, for tbx_remove_temp_files (async-signal-safe: it only reads  */
 /* lock-free atomics and fixed buffers, and calls open, flock, unlink and close).              */
 /* ------------------------------------------------------------------------------------------ */
-#define TMP_SLOTS 32
+#define TMP_SLOTS 128 /* a set of shards holds one each until its commit */
 #define TMP_SLOT_LEN 4096
 
 /* A slot's name is written while it is BUSY and read by the handler only while it is CREATING
@@ -88,6 +88,16 @@ static void tmp_slot_creating(int slot, const char *path) {
 }
 
 static void tmp_unregister(int slot) { tmp_slot_set(slot, SLOT_FREE); }
+
+int tbx_tmp_register_(const char *path) {
+    int slot = tmp_slot_take(strlen(path));
+    if (slot < 0) return -1;
+    memcpy(tmp_slots[slot].path, path, strlen(path) + 1);
+    tmp_slot_set(slot, SLOT_LIVE);
+    return slot;
+}
+
+void tbx_tmp_unregister_(int slot) { tmp_unregister(slot); }
 
 /* The file a writer is creating under `path`: removed when nobody holds its lock (the writer
  * has not locked it yet: it is ours); a live writer of another process that holds the name

@@ -54,4 +54,10 @@ tbx_status tbx_out_claim_(tbx_out *o, const char *path, const char *final, bool 
 /* The lock of (dev, ino) is released (taken by tbx_out_claim_ or tbx_edit_lock). */
 void tbx_out_held_remove_(uint64_t dev, uint64_t ino);
 
+/* (output.c) A temporary name of this process that tbx_remove_temp_files removes while it is
+ * registered (a file of an output set, between its shard's commit and the set's rename):
+ * its slot, or -1 when the table is full or the name too long. */
+int tbx_tmp_register_(const char *path);
+void tbx_tmp_unregister_(int slot);
+
 #endif /* TBX_OUTPUT_INT_H */

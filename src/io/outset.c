@@ -4,7 +4,11 @@
  * "<dir>/.<base>.tbx-set.XXXXXX" (by the atomic writer, or tbx_outset_write), and the commit
  * renames them all to their names, the set's claim (the index, a split set's first file) last,
  * so a reader that opens the set through its claim finds every file. An abort, or a commit that
- * fails half way, removes every file of the set it wrote, renamed or not.
+ * fails half way, removes every file of the set it wrote, renamed or not. Until its rename each
+ * temporary name is in the table of temporary files (output.c), so a signal handler's
+ * tbx_remove_temp_files removes the shards already written too. A process killed outright
+ * (SIGKILL) leaves its ".tbx-set." files: nothing can tell them from a live writer's, so they
+ * are not swept (docs/reliability.md).
  */
 #define _GNU_SOURCE
 #define _FILE_OFFSET_BITS 64
@@ -25,6 +29,7 @@ void tbx_outset_init(tbx_outset *s, const tbx_alloc *al, unsigned flags) {
 
 static void free_entries(tbx_outset *s) {
     for (size_t i = 0; i < s->n; i++) {
+        tbx_tmp_unregister_(s->e[i].slot);
         tbx_free(s->al, s->e[i].dst, strlen(s->e[i].dst) + 1);
         tbx_free(s->al, s->e[i].tmp, strlen(s->e[i].tmp) + 1);
     }
@@ -62,6 +67,7 @@ tbx_status tbx_outset_add(tbx_outset *s, const char *dst, const char **tmp, tbx_
     s->e[s->n].dst = d;
     s->e[s->n].tmp = tt;
     s->e[s->n].renamed = false;
+    s->e[s->n].slot = tbx_tmp_register_(tt);
     *tmp = tt;
     s->n++;
     return TBX_OK;
@@ -87,11 +93,14 @@ tbx_status tbx_outset_commit(tbx_outset *s, size_t claim, tbx_error *err) {
         size_t i = k < s->n ? k : claim;
         if (k < s->n && k == claim) continue;
         if (i >= s->n) break;
-        if (rename(s->e[i].tmp, s->e[i].dst) != 0)
+        if (rename(s->e[i].tmp, s->e[i].dst) != 0) {
             st = tbx_err(err, TBX_E_IO, TBX_NO_OFFSET, "path", "cannot rename %s to %s: %s",
                          s->e[i].tmp, s->e[i].dst, strerror(errno));
-        else
+        } else {
+            tbx_tmp_unregister_(s->e[i].slot); /* the name is no longer a temporary file */
+            s->e[i].slot = -1;
             s->e[i].renamed = true;
+        }
     }
     if (st == TBX_OK && !(s->flags & TBX_OUT_NO_SYNC) && s->n) {
         char *dir = tbx_path_dir_(s->al, s->e[0].dst);
@@ -109,6 +118,10 @@ tbx_status tbx_outset_commit(tbx_outset *s, size_t claim, tbx_error *err) {
 
 void tbx_outset_abort(tbx_outset *s) {
     if (!s || !s->e) return;
-    for (size_t i = 0; i < s->n; i++) unlink(s->e[i].renamed ? s->e[i].dst : s->e[i].tmp);
+    for (size_t i = 0; i < s->n; i++) {
+        tbx_tmp_unregister_(s->e[i].slot); /* before the unlink: never a name freed for reuse */
+        s->e[i].slot = -1;
+        unlink(s->e[i].renamed ? s->e[i].dst : s->e[i].tmp);
+    }
     free_entries(s);
 }

@@ -56,7 +56,7 @@
 #define NSEG 4
 #define WIN_MAX (64 * MIB)
 #define MAX_CONC 64
-#define TAG_MAX 192
+#define TAG_MAX TBX_HTTP_TAG_MAX
 
 typedef struct rm_conf {
     long timeout_s;
@@ -170,162 +170,46 @@ typedef struct xfer {
     bool whole;           /* a plain GET of a document (no range) */
     size_t max;           /* whole: the most bytes accepted */
     tbx_membuf *doc;         /* whole: where they go */
-    long status;
-    bool cr_ok, cr_star;
-    uint64_t cr_a, cr_b, cr_total;
-    bool has_clen;
-    uint64_t clen;
-    char etag[TAG_MAX], lastmod[TAG_MAX];
+    tbx_http_head h;      /* the answer's headers (http_parse.c) */
     bool checked;
     bool discard;         /* the answer's body is not the file's (an empty file's 416) */
-    tbx_status bad;       /* a callback refused the answer: why */
+    tbx_status bad;       /* the answer was refused: why */
     char why[512];
     char range[64];
 } xfer;
 
-static void xfer_reset_headers(xfer *x) {
-    x->cr_ok = x->cr_star = x->has_clen = false;
-    x->cr_a = x->cr_b = x->cr_total = x->clen = 0;
-    x->etag[0] = x->lastmod[0] = 0;
-}
-
-static void copy_value(char *dst, const char *v, size_t n) {
-    while (n && (*v == ' ' || *v == '\t')) { v++; n--; }
-    while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' ')) n--;
-    if (n >= TAG_MAX) n = TAG_MAX - 1;
-    memcpy(dst, v, n);
-    dst[n] = 0;
-}
-
-static bool header_is(const char *b, size_t n, const char *name, const char **val, size_t *vn) {
-    size_t k = strlen(name);
-    if (n <= k || b[k] != ':' || strncasecmp(b, name, k) != 0) return false;
-    *val = b + k + 1;
-    *vn = n - k - 1;
-    return true;
-}
-
 static size_t on_header(char *b, size_t sz, size_t nm, void *ud) {
     xfer *x = ud;
     size_t n = sz * nm;
-    const char *v;
-    size_t vn;
-    char tmp[TAG_MAX];
-    if (n >= 5 && !memcmp(b, "HTTP/", 5)) { /* a new answer (each of a redirect chain) */
-        xfer_reset_headers(x);
-        const char *sp = memchr(b, ' ', n);
-        x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-    } else if (header_is(b, n, "content-range", &v, &vn)) {
-        copy_value(tmp, v, vn);
-        unsigned long long a, e, t;
-        if (sscanf(tmp, "bytes %llu-%llu/%llu", &a, &e, &t) == 3 && a <= e) {
-            x->cr_ok = true;
-            x->cr_a = a; x->cr_b = e; x->cr_total = t;
-        } else if (sscanf(tmp, "bytes */%llu", &t) == 1) {
-            x->cr_star = true;
-            x->cr_total = t;
-        }
-    } else if (header_is(b, n, "content-length", &v, &vn)) {
-        copy_value(tmp, v, vn);
-        char *end;
-        errno = 0;
-        unsigned long long c = strtoull(tmp, &end, 10);
-        if (!errno && end != tmp && !*end) { x->has_clen = true; x->clen = c; }
-    } else if (header_is(b, n, "etag", &v, &vn)) {
-        copy_value(x->etag, v, vn);
-    } else if (header_is(b, n, "last-modified", &v, &vn)) {
-        copy_value(x->lastmod, v, vn);
-    }
+    tbx_http_head_line(&x->h, b, n); /* a problem is kept and judged by check_answer */
     return n;
 }
-
 
 /* The answer's headers, checked once before its first byte is taken. */
 static void check_answer(xfer *x) {
     x->checked = true;
     tbx_remote *r = x->r;
-    if (x->whole) {
-        if (x->status != 200) x->bad = TBX_E_IO;
-        else if (x->has_clen && x->clen > x->max) {
-            x->bad = TBX_E_LIMIT;
-            snprintf(x->why, sizeof x->why, "the document has %llu bytes, more than the %zu "
-                     "accepted", (unsigned long long)x->clen, x->max);
-        }
+    tbx_http_want w = {.probe = x->probe, .whole = x->whole, .off = x->off, .len = x->len,
+                       .max = x->max, .size = r ? r->size : 0, .etag = r ? r->etag : "",
+                       .lastmod = r ? r->lastmod : ""};
+    tbx_http_got g;
+    tbx_error e;
+    tbx_status st = tbx_http_check(&x->h, &w, &g, &e);
+    if (st != TBX_OK) {
+        x->bad = st;
+        /* an error status is told by request_error ("HTTP 404 Not Found") */
+        if (x->h.status >= 200 && x->h.status < 300) snprintf(x->why, sizeof x->why, "%s",
+                                                              e.message);
         return;
     }
-    if (x->status == 206) {
-        if (!x->cr_ok) {
-            x->bad = TBX_E_IO;
-            snprintf(x->why, sizeof x->why, "HTTP 206 without a valid Content-Range");
-            return;
-        }
-        uint64_t want_end = x->off + x->len - 1;
-        if (x->probe) {
-            if (x->cr_a != 0 || x->cr_b >= x->cr_total || x->cr_b > want_end ||
-                (x->cr_b < want_end && x->cr_b + 1 != x->cr_total)) {
-                x->bad = TBX_E_IO;
-                snprintf(x->why, sizeof x->why, "asked for bytes 0-%" PRIu64 ", the server sent "
-                         "bytes %" PRIu64 "-%" PRIu64 " of %" PRIu64, want_end, x->cr_a, x->cr_b,
-                         x->cr_total);
-                return;
-            }
-            x->len = (size_t)(x->cr_b + 1);
-            r->size = x->cr_total;
-            memcpy(r->etag, x->etag, TAG_MAX);
-            memcpy(r->lastmod, x->lastmod, TAG_MAX);
-            return;
-        }
-        if (x->cr_total != r->size) {
-            x->bad = TBX_E_IO;
-            snprintf(x->why, sizeof x->why, "the file changed while it was read: it had %" PRIu64
-                     " bytes, now %" PRIu64, r->size, x->cr_total);
-            return;
-        }
-        if (x->cr_a != x->off || x->cr_b != want_end) {
-            x->bad = TBX_E_IO;
-            snprintf(x->why, sizeof x->why, "asked for bytes %" PRIu64 "-%" PRIu64 ", the server "
-                     "sent bytes %" PRIu64 "-%" PRIu64, x->off, want_end, x->cr_a, x->cr_b);
-            return;
-        }
-        if ((r->etag[0] && strcmp(r->etag, x->etag) != 0) ||
-            (!r->etag[0] && r->lastmod[0] && strcmp(r->lastmod, x->lastmod) != 0)) {
-            x->bad = TBX_E_IO;
-            if (r->etag[0])
-                snprintf(x->why, sizeof x->why, "the file changed while it was read (ETag %s, "
-                         "now %s)", r->etag, x->etag[0] ? x->etag : "none");
-            else
-                snprintf(x->why, sizeof x->why, "the file changed while it was read "
-                         "(Last-Modified %s, now %s)", r->lastmod,
-                         x->lastmod[0] ? x->lastmod : "none");
-        }
-        return;
+    if (x->whole) return;
+    if (g.learn) {
+        r->size = g.size;
+        memcpy(r->etag, x->h.etag, TAG_MAX);
+        memcpy(r->lastmod, x->h.lastmod, TAG_MAX);
     }
-    if (x->status == 200) {
-        /* the whole file: acceptable only when it is all that was asked for */
-        if (x->probe && x->has_clen && x->clen <= x->len) {
-            x->len = (size_t)x->clen;
-            r->size = x->clen;
-            memcpy(r->etag, x->etag, TAG_MAX);
-            memcpy(r->lastmod, x->lastmod, TAG_MAX);
-            return;
-        }
-        x->bad = TBX_E_UNSUPPORTED;
-        snprintf(x->why, sizeof x->why, "the server ignored the range request (HTTP 200 with "
-                 "the whole file instead of 206 Partial Content for bytes %" PRIu64 "-%" PRIu64
-                 "): it cannot be read in parts", x->off, x->off + x->len - 1);
-        return;
-    }
-    /* bytes 0-N can only be unsatisfiable for an empty file (the store may not say so with
-     * "Content-Range: bytes *\/0": gofakes3 does not) */
-    if (x->probe && x->status == 416 && (!x->cr_star || x->cr_total == 0)) {
-        x->discard = true;
-        x->len = 0;
-        r->size = 0;
-        memcpy(r->etag, x->etag, TAG_MAX);
-        memcpy(r->lastmod, x->lastmod, TAG_MAX);
-        return;
-    }
-    x->bad = TBX_E_IO;
+    x->len = g.len;
+    x->discard = g.discard;
 }
 
 static size_t on_body(char *b, size_t sz, size_t nm, void *ud) {
@@ -408,19 +292,19 @@ static void verbose_line(const rm_conf *c, const char *method, const char *shown
     if (!c->verbose) return;
     if (x->range[0])
         fprintf(stderr, "tbx: %s %s bytes=%s -> %ld, %zu bytes, %.0f ms%s%s\n", method, shown,
-                x->range, x->status, x->got, ms, rc ? ": " : "", rc ? curl_easy_strerror(rc) : "");
+                x->range, x->h.status, x->got, ms, rc ? ": " : "", rc ? curl_easy_strerror(rc) : "");
     else
-        fprintf(stderr, "tbx: %s %s -> %ld, %zu bytes, %.0f ms%s%s\n", method, shown, x->status,
+        fprintf(stderr, "tbx: %s %s -> %ld, %zu bytes, %.0f ms%s%s\n", method, shown, x->h.status,
                 x->got, ms, rc ? ": " : "", rc ? curl_easy_strerror(rc) : "");
 }
 
 static bool retryable(CURLcode rc, const xfer *x) {
-    if (x->bad && x->status >= 200 && x->status < 300) return false; /* a refused answer */
+    if (x->bad && x->h.status >= 200 && x->h.status < 300) return false; /* a refused answer */
     switch (rc) {
     case CURLE_OK:
-        return x->status == 408 || x->status == 429 || x->status >= 500 || x->got < x->len;
+        return x->h.status == 408 || x->h.status == 429 || x->h.status >= 500 || x->got < x->len;
     case CURLE_WRITE_ERROR:
-        return x->status == 408 || x->status == 429 || x->status >= 500;
+        return x->h.status == 408 || x->h.status == 429 || x->h.status >= 500;
     case CURLE_COULDNT_CONNECT: case CURLE_OPERATION_TIMEDOUT: case CURLE_RECV_ERROR:
     case CURLE_SEND_ERROR: case CURLE_PARTIAL_FILE: case CURLE_GOT_NOTHING:
     case CURLE_HTTP2: case CURLE_HTTP2_STREAM: case CURLE_SSL_CONNECT_ERROR:
@@ -462,9 +346,9 @@ static tbx_status request_error(const xfer *x, CURLcode rc, const char *shown, i
     const char *what = head;
     if (x->bad && x->why[0])
         return tbx_err_at(err, x->bad, x->off, field, "%s: %s%s", what, x->why, tries);
-    if (x->status >= 300 && (rc == CURLE_OK || rc == CURLE_WRITE_ERROR))
+    if (x->h.status >= 300 && (rc == CURLE_OK || rc == CURLE_WRITE_ERROR))
         return tbx_err_at(err, TBX_E_IO, x->off, field, "%s: HTTP %ld%s%s%s%s", what,
-                          x->status, status_text(x->status), x->range[0] ? " for bytes " : "",
+                          x->h.status, status_text(x->h.status), x->range[0] ? " for bytes " : "",
                           x->range, tries);
     if (rc == CURLE_OK)
         return tbx_err_at(err, TBX_E_IO, x->off, field,
@@ -508,8 +392,8 @@ static tbx_status fetch(tbx_remote *r, CURL *h, uint8_t *dst, uint64_t off, size
             return TBX_OK;
         }
         if (x.probe && x.checked && !x.bad) { len = x.len; probe = false; }
-        if (r->eff && x.bad && (x.status == 401 || x.status == 403 || x.status == 404 ||
-                                x.status == 410)) {
+        if (r->eff && x.bad && (x.h.status == 401 || x.h.status == 403 || x.h.status == 404 ||
+                                x.h.status == 410)) {
             /* where the first answer's redirects led is refused now (a signed CDN address
              * that expired): ask the URL itself again, once */
             str_free(&r->al, r->eff);
@@ -876,13 +760,18 @@ tbx_status tbx_remote_head(const tbx_alloc *al, const char *url, const char *sho
         double t0 = now_ms();
         CURLcode rc = curl_easy_perform(r->easy);
         verbose_line(&r->conf, "HEAD", r->shown, &x, rc, now_ms() - t0);
-        if (rc == CURLE_OK && x.status >= 200 && x.status < 300) {
-            *exists = true;
-            *size = x.has_clen ? x.clen : 0;
+        if (rc == CURLE_OK && x.h.status >= 200 && x.h.status < 300 && x.h.err.code) {
+            st = tbx_err_at(err, x.h.err.code, TBX_NO_OFFSET, "path", "%s: %s", r->shown,
+                            x.h.err.message);
             break;
         }
-        if (rc == CURLE_OK && (x.status == 404 || x.status == 410 ||
-                               (forbidden_missing && x.status == 403)))
+        if (rc == CURLE_OK && x.h.status >= 200 && x.h.status < 300) {
+            *exists = true;
+            *size = x.h.has_clen ? x.h.clen : 0;
+            break;
+        }
+        if (rc == CURLE_OK && (x.h.status == 404 || x.h.status == 410 ||
+                               (forbidden_missing && x.h.status == 403)))
             break;
         x.len = 0;
         if (!retryable(rc, &x) || attempt >= r->conf.retries) {
@@ -899,8 +788,15 @@ tbx_status tbx_remote_head(const tbx_alloc *al, const char *url, const char *sho
 tbx_status tbx_remote_get(const tbx_alloc *al, const char *url, const char *shown,
                           const tbx_remote_auth *auth, size_t max, char **body, size_t *len,
                           tbx_error *err) {
+    return tbx_remote_get_page(al, url, shown, auth, max, body, len, NULL, 0, err);
+}
+
+tbx_status tbx_remote_get_page(const tbx_alloc *al, const char *url, const char *shown,
+                               const tbx_remote_auth *auth, size_t max, char **body, size_t *len,
+                               char *next, size_t cap, tbx_error *err) {
     *body = NULL;
     *len = 0;
+    if (next && cap) next[0] = 0;
     tbx_remote *r;
     tbx_status st = remote_new(&r, al, url, shown, auth, err);
     if (st != TBX_OK) return st;
@@ -930,6 +826,7 @@ tbx_status tbx_remote_get(const tbx_alloc *al, const char *url, const char *show
             *body = tbx_memdup0(al, doc.p, *len);
             membuf_free(&doc);
             if (!*body) st = tbx_err_nomem(err, "remote document");
+            if (next && cap) snprintf(next, cap, "%s", x.h.next);
             r->conf.verbose = false;
             remote_free(r);
             return st;

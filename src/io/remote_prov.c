@@ -27,7 +27,6 @@
 #include "io.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -35,13 +34,8 @@ enum { RS_HTTP, RS_S3, RS_HF };
 
 #define TREE_MAX_BYTES ((size_t)64 << 20)
 #define TREE_MAX_ENTRIES 100000
+#define TREE_MAX_PAGES 1000 /* the Hub's pages hold 1000 entries or more */
 #define SECRET_MAX 4096
-
-typedef struct rp_entry {
-    char *name; /* relative to the set's directory */
-    uint64_t size;
-    bool dir;
-} rp_entry;
 
 typedef struct remote_prov {
     tbx_provider p;
@@ -58,8 +52,7 @@ typedef struct remote_prov {
     tbx_remote_auth auth;
     /* hf: the repository's tree, loaded at the first kind or list */
     bool tree_loaded;
-    rp_entry *tree;
-    size_t ntree, tree_cap;
+    tbx_hf_tree tree;     /* names relative to the set's directory */
 } remote_prov;
 
 static remote_prov *rp_of(const tbx_provider *p) { return (remote_prov *)(uintptr_t)p; }
@@ -221,53 +214,43 @@ static tbx_status s3_auth(remote_prov *rp, const char *region, tbx_error *err) {
 /* ------------------------------------------------------------------------------------------ */
 /* The Hub's tree                                                                              */
 /* ------------------------------------------------------------------------------------------ */
+/* The listing, page by page: the Hub answers a page of entries with a Link header naming the
+ * next page (same origin only: the token goes with every request), at most TREE_MAX_PAGES
+ * pages; a page naming itself is a loop (a longer loop lists names twice: TBX_E_DUPLICATE). */
 static tbx_status hf_tree(remote_prov *rp, tbx_error *err) {
     if (rp->tree_loaded) return TBX_OK;
-    char *body;
-    size_t len;
     char shown[1024];
     snprintf(shown, sizeof shown, "the listing of %s", rp->p.dir);
-    tbx_status st = tbx_remote_get(&rp->al, rp->tree_url, NULL, &rp->auth, TREE_MAX_BYTES, &body,
-                                   &len, err);
-    if (st != TBX_OK) return st;
-    json_error_t je;
-    json_t *root = json_loadb(body, len, 0, &je);
-    tbx_free(&rp->al, body, len + 1);
-    if (!root || !json_is_array(root)) {
-        json_decref(root);
-        return tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "path",
-                       "%s: the Hub's tree is not a JSON array", rp->p.dir);
-    }
-    size_t dl = strlen(rp->tree_dir);
-    for (size_t i = 0; i < json_array_size(root) && st == TBX_OK; i++) {
-        json_t *e = json_array_get(root, i);
-        const char *path = json_string_value(json_object_get(e, "path"));
-        const char *type = json_string_value(json_object_get(e, "type"));
-        if (!path || !type || strncmp(path, rp->tree_dir, dl) != 0 || !path[dl]) continue;
-        const char *rel = path + dl;
-        if (tbx_provider_name_ok(rel)) continue;
-        if (rp->ntree >= TREE_MAX_ENTRIES) {
-            st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "path",
-                         "%s: the repository lists more than %d entries", rp->p.dir,
-                         TREE_MAX_ENTRIES);
-            break;
+    const size_t L = TBX_HTTP_LINK_MAX;
+    char *url = tbx_malloc(&rp->al, 3 * L);
+    if (!url) return tbx_err_nomem(err, "the Hub's tree");
+    char *link = url + L, *next = link + L;
+    tbx_status st = TBX_OK;
+    if (snprintf(url, L, "%s", rp->tree_url) >= (int)L)
+        st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "url", "%s: the URL is too long", shown);
+    for (unsigned page = 1; st == TBX_OK; page++) {
+        char *body;
+        size_t len;
+        st = tbx_remote_get_page(&rp->al, url, NULL, &rp->auth, TREE_MAX_BYTES, &body, &len,
+                                 link, L, err);
+        if (st != TBX_OK) break;
+        st = tbx_hf_tree_parse(&rp->al, body, len, rp->tree_dir, shown, TREE_MAX_ENTRIES,
+                               &rp->tree, err);
+        tbx_free(&rp->al, body, len + 1);
+        if (st != TBX_OK || !link[0]) break;
+        if (page >= TREE_MAX_PAGES)
+            st = tbx_err(err, TBX_E_LIMIT, TBX_NO_OFFSET, "Link", "%s: more than %d pages",
+                         shown, TREE_MAX_PAGES);
+        else if ((st = tbx_http_next_url(url, link, next, L, err)) == TBX_OK) {
+            if (!strcmp(next, url))
+                st = tbx_err(err, TBX_E_FORMAT, TBX_NO_OFFSET, "Link", "%s: page %u names "
+                             "itself as the next page", shown, page);
+            else memcpy(url, next, L);
         }
-        if (!tbx_grow(&rp->al, (void **)&rp->tree, &rp->tree_cap, rp->ntree + 1,
-                      sizeof *rp->tree)) {
-            st = tbx_err_nomem(err, "repository tree");
-            break;
-        }
-        rp_entry *en = &rp->tree[rp->ntree];
-        en->name = dup_str(&rp->al, rel);
-        if (!en->name) { st = tbx_err_nomem(err, "repository tree"); break; }
-        en->dir = !strcmp(type, "directory");
-        json_t *sz = json_object_get(e, "size");
-        en->size = json_is_integer(sz) && json_integer_value(sz) > 0
-                       ? (uint64_t)json_integer_value(sz) : 0;
-        rp->ntree++;
     }
-    json_decref(root);
+    tbx_free(&rp->al, url, 3 * L);
     if (st == TBX_OK) rp->tree_loaded = true;
+    else tbx_hf_tree_free(&rp->al, &rp->tree);
     return st;
 }
 
@@ -294,10 +277,10 @@ static tbx_status rp_kind(const tbx_provider *p, const char *name, tbx_entry_kin
     if (rp->scheme == RS_HF) {
         tbx_status st = hf_tree(rp, err);
         if (st != TBX_OK) return st;
-        for (size_t i = 0; i < rp->ntree; i++) {
-            if (strcmp(rp->tree[i].name, name) != 0) continue;
-            *kind = rp->tree[i].dir ? TBX_ENTRY_DIR : TBX_ENTRY_FILE;
-            *size = rp->tree[i].size;
+        for (size_t i = 0; i < rp->tree.n; i++) {
+            if (strcmp(rp->tree.e[i].name, name) != 0) continue;
+            *kind = rp->tree.e[i].dir ? TBX_ENTRY_DIR : TBX_ENTRY_FILE;
+            *size = rp->tree.e[i].size;
         }
         return TBX_OK;
     }
@@ -337,8 +320,8 @@ static tbx_status rp_list(const tbx_provider *p, const char *dir, size_t max,
         st = hf_tree(rp, err);
         if (st != TBX_OK) return st;
         size_t dl = dir ? strlen(dir) : 0;
-        for (size_t i = 0; i < rp->ntree && st == TBX_OK; i++) {
-            const char *nm = rp->tree[i].name;
+        for (size_t i = 0; i < rp->tree.n && st == TBX_OK; i++) {
+            const char *nm = rp->tree.e[i].name;
             if (dir && (strncmp(nm, dir, dl) != 0 || nm[dl] != '/')) continue;
             const char *rel = dir ? nm + dl + 1 : nm;
             if (strchr(rel, '/')) continue;
@@ -398,9 +381,7 @@ static tbx_status rp_open(const tbx_provider *p, const char *name, bool use_mmap
 static void rp_free(tbx_provider *p) {
     remote_prov *rp = rp_of(p);
     const tbx_alloc al = rp->al;
-    for (size_t i = 0; i < rp->ntree; i++)
-        tbx_free(&al, rp->tree[i].name, strlen(rp->tree[i].name) + 1);
-    tbx_free(&al, rp->tree, rp->tree_cap * sizeof *rp->tree);
+    tbx_hf_tree_free(&al, &rp->tree);
     for (int i = 0; i < rp->nstrs; i++) tbx_free(&al, rp->strs[i], strlen(rp->strs[i]) + 1);
     secret_free(&al, rp->bearer);
     secret_free(&al, rp->userpwd);

@@ -5,7 +5,8 @@
   (``/norange/``: ``max_ranges 0``), a redirect loop (``/loop/``), a 403 (``/forbidden/``),
   a slow answer (``/slow/``: the echo module sleeps), the Hub's URL layout
   (``/ORG/REPO/resolve/REV/FILE`` -> 302 -> ``/cdn/ORG/REPO/REV/FILE``; ``/api/...`` the
-  tree listings as files), and an access log of every request with its bytes.
+  tree listings as files), ``/badrange/`` and ``/badetag/`` (a second, malformed Content-Range;
+  an ETag of 302 bytes), and an access log of every request with its bytes.
 * ``S3``: gofakes3 (an S3-compatible store built from the Go module proxy by
   scripts/bootstrap.sh into .cache/s3/) serving a temporary directory.
 
@@ -97,11 +98,25 @@ http {{
     ssl_certificate_key {self.key};
     root {self.root};
     location /norange/ {{ max_ranges 0; }}
+    location /badrange/ {{ add_header Content-Range "bytes 0-x/10" always; }}
+    location /badetag/ {{ add_header ETag "\\"{'e' * 300}\\"" always; }}
     location /loop/ {{ return 302 /loop/; }}
     location /forbidden/ {{ return 403; }}
     location /slow/ {{ echo_sleep 5; echo "late"; }}
     location /cdn/ {{ }}
     location /api/ {{ default_type application/json; }}
+    location = /api/models/org/paged/tree/main {{
+      default_type application/json;
+      add_header Link '<https://example.com/s.css>; rel="preload", </api/pages/paged/2?c=x,y>; rel="next"';
+    }}
+    location = /api/pages/paged/2 {{
+      default_type application/json;
+      add_header Link '<http://127.0.0.1:{self.port}/api/pages/paged/3>; rel="next"';
+    }}
+    location = /api/models/org/evilpage/tree/main {{
+      default_type application/json;
+      add_header Link '<http://localhost:{self.port}/api/pages/paged/2>; rel="next"';
+    }}
     location ~ ^/([^/]+)/([^/]+)/resolve/([^/]+)/(.*)$ {{ return 302 /cdn/$1/$2/$3/$4; }}
   }}
 {self._s3_proxy()}
@@ -261,4 +276,26 @@ def make_files(root: Path, need) -> dict:
     (api / "main").write_text(json.dumps(tree))
     (root / "norange").mkdir()
     shutil.copy(root / "m.safetensors", root / "norange" / "m.safetensors")
+    # answers with a second, malformed Content-Range or a second, different ETag
+    for d in ("badrange", "badetag"):
+        (root / d).mkdir()
+        shutil.copy(root / "m.safetensors", root / d / "m.safetensors")
+    # the same repository listed in three pages, each naming the next in a Link header (the
+    # Hub's paging: a path on the same server, then an absolute URL), and one whose next page
+    # is on another origin (localhost: the token must not go there)
+    shutil.copytree(hf, root / "cdn" / "org" / "paged" / "main")
+    pages = [tree[:2], tree[2:4], tree[4:]]
+    for d, page in ((root / "api" / "models" / "org" / "paged" / "tree" / "main", pages[0]),
+                    (root / "api" / "pages" / "paged" / "2", pages[1]),
+                    (root / "api" / "pages" / "paged" / "3", pages[2])):
+        d.parent.mkdir(parents=True, exist_ok=True)
+        d.write_text(json.dumps(page))
+    shutil.copytree(hf, root / "cdn" / "org" / "evilpage" / "main")
+    evil = root / "api" / "models" / "org" / "evilpage" / "tree"
+    evil.mkdir(parents=True)
+    (evil / "main").write_text(json.dumps(pages[0]))
+    # a repository whose tree listing names a path outside it
+    bad = root / "api" / "models" / "org" / "badtree" / "tree"
+    bad.mkdir(parents=True)
+    (bad / "main").write_text(json.dumps([{"type": "file", "path": "../escape.bin", "size": 1}]))
     return arrays

@@ -42,10 +42,14 @@ def human(n):
     return f"{x:.1f} {units[u]}"
 
 
-def run_pty(argv, timeout=120):
-    """Runs argv with stderr on a pseudo-terminal; returns (returncode, stdout, terminal bytes)."""
+def run_pty(argv, timeout=120, stdout_file=None):
+    """Runs argv with stderr on a pseudo-terminal; returns (returncode, stdout, terminal bytes).
+    stdout_file: a path that takes stdout (large outputs: a pipe read only at the end would
+    fill and stall the child)."""
     master, slave = pty.openpty()
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+    sink = open(stdout_file, "wb") if stdout_file else None
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sink or subprocess.PIPE,
+                         stderr=slave)
     os.close(slave)
     got = b""
     while True:
@@ -61,6 +65,10 @@ def run_pty(argv, timeout=120):
             break
         got += chunk
     os.close(master)
+    if sink:
+        p.wait(timeout)
+        sink.close()
+        return p.returncode, open(stdout_file, "rb").read(), got
     out = p.stdout.read()
     p.wait(timeout)
     return p.returncode, out, got
@@ -175,3 +183,87 @@ def test_diff_bar_on_a_terminal_only(tbx, tmp_path):
     r = subprocess.run([tbx, "diff", str(src), str(src)], stdin=subprocess.DEVNULL,
                        capture_output=True, timeout=120)
     assert r.returncode == 0 and b"\r" not in r.stderr and b"ETA" not in r.stderr, r.stderr
+
+
+# ---- validate and remote reads ------------------------------------------------------------
+
+
+def test_validate_bar_on_a_terminal_only(tbx, tmp_path):
+    """tbx validate's pass over digested components: a zTensor stored raw with a crc32c per
+    tensor, so the bytes the pass verifies are the arrays' bytes."""
+    src, zt = tmp_path / "in.safetensors", tmp_path / "d.zt"
+    total = make_input(src)
+    r = subprocess.run([tbx, "convert", str(src), str(zt), "--digest", "crc32c"],
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rc, out, term = run_pty([tbx, "validate", str(zt)])
+    assert rc == 0, term
+    assert out.startswith(f"{zt}: valid".encode()), out
+    last = term.decode().rstrip("\r\n").split("\r\x1b[K")[-1]
+    m = re.search(r"validate +100\.0%  (\S+ \S+) / (\S+ \S+)  \S+ \S+/s  ETA 0:00", last)
+    assert m and m.group(1) == m.group(2) == human(total), repr(term)
+    r = subprocess.run([tbx, "validate", str(zt)], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    rc, _, term = run_pty([tbx, "validate", "--quiet", str(zt)])
+    assert rc == 0 and b"ETA" not in term, term
+    # a plain file has no pass over its data: no bar
+    rc, _, term = run_pty([tbx, "validate", str(src)])
+    assert rc == 0 and b"ETA" not in term, term
+
+
+def test_cat_url_bar_on_a_terminal_only(tbx, tmp_path):
+    """tbx cat of a URL (nginx on 127.0.0.1): the bytes come over the network, a bar shows
+    them on a terminal; the bytes written are the array's."""
+    from remote_servers import Nginx
+    root = tmp_path / "www"
+    root.mkdir()
+    make_input(root / "in.safetensors")
+    big = stn.load_file(str(root / "in.safetensors"))["big"]
+    web = Nginx(tmp_path / "nginx", root).start()
+    try:
+        url = f"{web.url}/in.safetensors"
+        rc, out, term = run_pty([tbx, "cat", url, "big"], stdout_file=tmp_path / "o")
+        assert rc == 0, term
+        assert out == big.tobytes()
+        last = term.decode().rstrip("\r\n").split("\r\x1b[K")[-1]
+        m = re.search(r"cat +100\.0%  (\S+ \S+) / (\S+ \S+)  \S+ \S+/s  ETA 0:00", last)
+        assert m and m.group(1) == m.group(2) == human(big.nbytes), repr(term)
+        rc, out, term = run_pty([tbx, "cat", url, "big", "--as", "f32", "--quiet"],
+                                stdout_file=tmp_path / "o")
+        assert rc == 0 and out == big.tobytes() and b"ETA" not in term, term
+        r = subprocess.run([tbx, "cat", url, "big"], stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=120)
+        assert r.returncode == 0 and r.stdout == big.tobytes() and r.stderr == b"", r.stderr
+    finally:
+        web.stop()
+
+
+def test_python_diff_progress(tmp_path):
+    src = tmp_path / "in.safetensors"
+    total = make_input(src)
+    calls = []
+    doc = tb.diff(src, src, progress=lambda d, t: calls.append((d, t)))
+    assert doc["identical"]
+    assert len(calls) >= 3  # "big" is several jobs on each side
+    assert all(t == 2 * total for _, t in calls)  # both sides' stored bytes
+    done = [d for d, _ in calls]
+    assert done == sorted(done)
+    assert calls[-1] == (2 * total, 2 * total)
+
+
+def test_python_diff_progress_exception_cancels(tmp_path):
+    src = tmp_path / "in.safetensors"
+    make_input(src)
+    n = [0]
+
+    def cb(done, total):
+        n[0] += 1
+        if n[0] == 2:
+            raise Stop(f"stop at {done} of {total}")
+
+    with pytest.raises(Stop, match="stop at"):
+        tb.diff(src, src, progress=cb)
+    assert n[0] == 2
+    with pytest.raises(TypeError, match="progress"):
+        tb.diff(src, src, progress=7)

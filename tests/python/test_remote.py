@@ -184,6 +184,28 @@ def test_http_directory_found_through_its_index(tbx_asan, web, data):
     assert d == info(tbx_asan, data["root"] / "hfset")
 
 
+def test_hf_tree_in_pages(tbx_asan, web, data):
+    """The Hub pages its tree listing (a Link header names the next page): a repository listed
+    in three pages (the next page a path, then an absolute URL on the same server, beside
+    another link) opens as the same directory as the local copy, every page asked for with the
+    token; a next page on another origin is refused before anything is sent there."""
+    env = {"HF_ENDPOINT": web.url, "HF_TOKEN": "hf_secret_token_24"}
+    mark = web.mark()
+    d = info(tbx_asan, "hf://org/paged", env=env)
+    reqs = web.requests(mark)
+    assert d == info(tbx_asan, data["root"] / "hfset")
+    uris = [r["uri"] for r in reqs]
+    pages = ["/api/models/org/paged/tree/main", "/api/pages/paged/2", "/api/pages/paged/3"]
+    assert [u for u in uris if u.startswith("/api/")] == pages, uris
+    assert all(r["auth"] == "Bearer hf_secret_token_24" for r in reqs
+               if r["uri"].startswith("/api/")), reqs
+    mark = web.mark()
+    p = tbx_run(tbx_asan, "info", "hf://org/evilpage", env=env)
+    assert p.returncode != 0 and b"another origin" in p.stderr, p.stderr
+    assert b"hf_secret_token_24" not in p.stderr
+    assert [r["uri"] for r in web.requests(mark)] == ["/api/models/org/evilpage/tree/main"]
+
+
 def test_hf_repository_and_file(tbx_asan, web, data, tmp_path):
     env = {"HF_ENDPOINT": web.url, "HF_TOKEN": "hf_secret_token_24"}
     mark = web.mark()
@@ -297,6 +319,13 @@ def test_failures_are_clear_errors(tbx_asan, web, data):
          b"Timeout"),
         (f"http://127.0.0.1:{short.port}/m.gguf", {}, b"partial"),
         (f"http://user:pw_24_secret@127.0.0.1:{web.port}/nope.gguf", {}, b"HTTP 404"),
+        # what the server says is parsed strictly (src/io/http_parse.c): the header is named
+        (f"{web.url}/badrange/m.safetensors", {}, b"Content-Range: \"bytes 0-x/10\": the last byte is not a number"),
+        (f"{web.url}/badetag/m.safetensors", {}, b"ETag: has 302 bytes, more than the 255 accepted"),
+        ("hf://org/badtree", {"HF_ENDPOINT": web.url},
+         b"entry 0 of the Hub's tree, \"../escape.bin\", leads out"),
+        ("hf://org/evilpage", {"HF_ENDPOINT": web.url, "HF_TOKEN": "pw_24_secret"},
+         b"is on another origin"),
     ]
     for url, env, words in cases:
         t = time.monotonic()

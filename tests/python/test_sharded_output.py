@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+
+import pytest
 from pathlib import Path
 
 from conftest import assert_clean_exit, run, need
@@ -234,3 +236,129 @@ def test_bad_sizes_and_formats_refused(tbx, tmp_path):
     r = run(tbx, "convert", src, tmp_path / "o.npz", "--max-shard-size", "1MB")
     assert r.rc != 0 and "max-shard-size" in r.text, r.describe()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.safetensors"]
+
+
+# ---- Python: convert(..., max_shard_size=) -------------------------------------------------
+tb = need("tensorbox")
+
+
+def test_python_max_shard_size(tmp_path):
+    """tensorbox.convert takes max_shard_size= as tbx convert takes --max-shard-size (an int of
+    bytes, or "1KB"-style strings): the shards are huggingface_hub's split, the GGUF set
+    gguf-split's rule computed here from gguf-py's reading of the single file."""
+    sd = state_dict(8)
+    src = tmp_path / "in.safetensors"
+    stn.save_file(sd, str(src), metadata={"format": "pt"})
+    order = file_order(src)
+    for size, d in ((1000, "int"), ("1KB", "str"), ("0.001MB", "float_str")):
+        out = tmp_path / d / "model.safetensors"
+        out.parent.mkdir()
+        tb.convert(src, out, max_shard_size=size)
+        ref = hub_split(sd, "model", 1000, order)
+        written = sorted(p.name for p in out.parent.iterdir())
+        assert written == sorted(["model.safetensors.index.json", *ref.filename_to_tensors]), d
+        idx = json.loads((out.parent / "model.safetensors.index.json").read_text())
+        assert idx["weight_map"] == ref.tensor_to_filename
+        assert idx["metadata"]["total_size"] == sum(v.nbytes for v in sd.values())
+        for fname, names in ref.filename_to_tensors.items():
+            got = stn.load_file(str(out.parent / fname))
+            assert sorted(got) == sorted(names)
+            for k in names:
+                assert got[k].tobytes() == sd[k].tobytes(), k
+    # GGUF: the split set (GGUF has no u8)
+    src = tmp_path / "in_g.safetensors"
+    stn.save_file({k: v for k, v in sd.items() if v.dtype != np.uint8}, str(src))
+    single = tmp_path / "single.gguf"
+    tb.convert(src, single)
+    sizes = [int(t.n_bytes) for t in gguf.GGUFReader(str(single)).tensors]
+    names = [t.name for t in gguf.GGUFReader(str(single)).tensors]
+    rule = gguf_split_rule(sizes, 1000)
+    n = rule[-1] + 1
+    assert n >= 3
+    gdir = tmp_path / "g"
+    gdir.mkdir()
+    tb.convert(src, gdir / "model.gguf", max_shard_size=1000)
+    parts = sorted(p.name for p in gdir.iterdir())
+    assert parts == [f"model-{i:05d}-of-{n:05d}.gguf" for i in range(1, n + 1)], parts
+    for i, p in enumerate(parts):
+        r = gguf.GGUFReader(str(gdir / p))
+        assert [t.name for t in r.tensors] == [nm for nm, s in zip(names, rule) if s == i], p
+    # what is not a size, and options for directory outputs only
+    for bad in ("5XB", 0, -3, "GB", True):
+        with pytest.raises(tb.InvalidArgumentError, match="max_shard_size"):
+            tb.convert(src, tmp_path / "bad.safetensors", max_shard_size=bad)
+    with pytest.raises(tb.InvalidArgumentError):
+        tb.convert(src, tmp_path / "bad.npz", max_shard_size=1000)
+    assert not list(tmp_path.glob("bad*"))
+    # a directory output still takes it (GGUF -> Hugging Face) and refuses dtype/weights_only
+    # for files
+    with pytest.raises(tb.InvalidArgumentError, match="weights_only"):
+        tb.convert(src, tmp_path / "bad.safetensors", weights_only=True)
+
+
+# ---- temporary files: none left by a failed, cancelled or interrupted sharded write --------
+def temp_names(d: Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir() if ".tbx-" in p.name)
+
+
+def test_cancelled_sharded_write_leaves_no_temporary_file(tmp_path):
+    """progress= raising after the first shards were written: no shard, no temporary name."""
+    sd = state_dict(9)
+    src = tmp_path / "in.safetensors"
+    stn.save_file(sd, str(src))
+    total = sum(v.nbytes for v in sd.values())
+    for out in ("model.safetensors", "model.gguf"):
+        if out.endswith(".gguf"):
+            stn.save_file({k: v for k, v in sd.items() if v.dtype != np.uint8}, str(src))
+            total = sum(v.nbytes for v in sd.values() if v.dtype != np.uint8)
+        seen = []
+
+        def cb(done, t):
+            seen.append(sorted(p.name for p in tmp_path.iterdir()))
+            if done > total // 2:
+                raise KeyboardInterrupt("stop")
+
+        with pytest.raises(KeyboardInterrupt):
+            tb.convert(src, tmp_path / out, max_shard_size=1000, progress=cb)
+        # the cancel came after at least one shard was written under its temporary name
+        assert any(".tbx-set." in n for names in seen for n in names), (out, seen[-1])
+        # one operation over every shard: done never decreasing, one total (the arrays' bytes)
+        calls = []
+        tb.convert(src, tmp_path / ("ok_" + out), max_shard_size=1000,
+                   progress=lambda d, t: calls.append((d, t)))
+        assert [d for d, _ in calls] == sorted(d for d, _ in calls), calls
+        assert {t for _, t in calls} == {total} and calls[-1] == (total, total), calls
+        for q in tmp_path.iterdir():
+            if q.name.startswith("ok_") or "-of-" in q.name:
+                q.unlink()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.safetensors"], out
+
+
+def test_interrupted_sharded_write_leaves_no_temporary_file(tbx, tmp_path):
+    """tbx convert --max-shard-size stopped by SIGINT once shards sit under their temporary
+    names: its handler (tbx_remove_temp_files) removes them all."""
+    import signal
+    import subprocess
+    import time
+    rng = np.random.default_rng(11)
+    big = {f"t{i:02d}.weight": rng.standard_normal((512, 2048)).astype(np.float32)
+           for i in range(48)}  # 48 x 4 MiB
+    src = tmp_path / "in.safetensors"
+    stn.save_file(big, str(src))
+    out = tmp_path / "o" / "model.gguf"
+    out.parent.mkdir()
+    p = subprocess.Popen([tbx, "convert", str(src), str(out), "--quant", "q4_k",
+                          "--max-shard-size", "3MB", "--no-sync"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 60 and p.poll() is None:
+        if sum(".tbx-set." in n for n in temp_names(out.parent)) >= 2:
+            break
+        time.sleep(0.01)
+    assert p.poll() is None, "the conversion ended before two shards were written: no test"
+    before = temp_names(out.parent)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode != 0
+    assert sum(".tbx-set." in n for n in before) >= 2, before
+    assert sorted(q.name for q in out.parent.iterdir()) == [], (before, err)

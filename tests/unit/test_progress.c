@@ -9,6 +9,10 @@
  *    (also when it cancels at the very end, and an existing output is left as it was);
  *  - tbx_diff_options.progress: the same order and end, total = both sides' bytes; a
  *    non-zero return: TBX_E_CANCELLED and no report.
+ *  - tbx_open_options.progress (tbx_validate_path): the pass over a zTensor whose components
+ *    carry a crc32c digest reports their stored bytes (= the raw tensor bytes written), in
+ *    order, ending at the total; a plain safetensors file has nothing to pass over (0 of 0);
+ *    a non-zero return: TBX_E_CANCELLED.
  *
  * The input is a safetensors file written here; the expected totals are the byte counts of
  * the tensors written (rows * cols * 4).
@@ -226,6 +230,74 @@ TBX_TEST(progress_diff_cancel) {
         CHECK(rep == NULL);
         tbx_value_free(rep);
     }
+}
+
+/* The input as a zTensor with a crc32c digest per component (stored raw: the stored bytes
+ * are the tensor bytes written, IN_BYTES). */
+static const char *make_digested(char *path, size_t cap) {
+    char in[700];
+    make_input(in, sizeof in);
+    tmp(path, cap, "digested.zt");
+    tbx_file *f = NULL;
+    tbx_error e;
+    if (tbx_open_path(&f, in, NULL, &e) != TBX_OK) abort();
+    tbx_convert_options o;
+    tbx_convert_options_init(&o);
+    o.write.format = TBX_FORMAT_ZTENSOR;
+    o.write.flags = TBX_WRITE_OVERWRITE;
+    o.write.digest = "crc32c";
+    if (tbx_convert(f, path, &o, &e) != TBX_OK) {
+        fprintf(stderr, "%s\n", e.message);
+        abort();
+    }
+    tbx_close(f);
+    return path;
+}
+
+static tbx_status validate_with(const char *path, calls *c, uint64_t *np) {
+    tbx_open_options o;
+    tbx_open_options_init(&o);
+    o.progress = on_progress;
+    o.progress_ud = c;
+    return tbx_validate_path(path, &o, NULL, NULL, np);
+}
+
+TBX_TEST(progress_validate) {
+    char zt[700], st[700];
+    make_digested(zt, sizeof zt);
+    calls c;
+    memset(&c, 0, sizeof c);
+    uint64_t np = 99;
+    CHECK_OK(validate_with(zt, &c, &np));
+    CHECK_EQ(np, 0);
+    CHECK(c.n >= 3); /* the start, then each of the two components */
+    CHECK_EQ(c.bad_order, 0);
+    CHECK_EQ(c.total_changed, 0);
+    CHECK_EQ(c.first_total, IN_BYTES);
+    CHECK_EQ(c.last_done, IN_BYTES);
+    /* nothing to pass over: one call, 0 of 0 */
+    make_input(st, sizeof st);
+    memset(&c, 0, sizeof c);
+    CHECK_OK(validate_with(st, &c, &np));
+    CHECK_EQ(c.n, 1);
+    CHECK_EQ(c.last_done, 0);
+    CHECK_EQ(c.last_total, 0);
+    unlink(zt);
+}
+
+TBX_TEST(progress_validate_cancel) {
+    char zt[700];
+    make_digested(zt, sizeof zt);
+    for (int at = 1; at <= 2; at++) {
+        calls c;
+        memset(&c, 0, sizeof c);
+        c.cancel_at = at;
+        uint64_t np = 0;
+        CHECK_EQ(validate_with(zt, &c, &np), TBX_E_CANCELLED);
+        CHECK_EQ(np, 1);
+        CHECK_EQ(c.n, at); /* no call after the one that cancelled */
+    }
+    unlink(zt);
 }
 
 TBX_TEST_MAIN()
