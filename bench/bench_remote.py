@@ -5,7 +5,8 @@
   of the same file (the whole file: curl's one stream is the ceiling) and beside
   `tbx cat FILE w > /dev/null` from the local disk; medians of --reps runs and the ratios;
   then tbx's throughput at several TBX_HTTP_CONCURRENCY values (ranges in flight);
-* `tbx info URL` of the same file and of a GGUF with a 150,000-token vocabulary: the requests
+* `tbx info URL` of the same file, of a GGUF with a 150,000-token vocabulary, and of 4 GiB
+  safetensors, GGUF, MCF and zTensor files: the requests
   and bytes nginx logged, beside the header's size.
 
 The file is a safetensors file with one u8 tensor (its bytes are the file's but 8 + header
@@ -275,6 +276,14 @@ def main() -> int:
             st4_header = write_sparse_st(root / "big4.safetensors",
                                          [("w", 4 << 30), ("m64", 64 * MIB)])
             gguf4_header = write_sparse_gguf(root / "vocab4.gguf", 4 << 30)
+            # the same tensors as MCF and zTensor (written whole by tbx: ~4 GiB each); their
+            # "header" is every byte that is not tensor data (zTensor's manifest is at the end)
+            other4 = {}
+            for ext in ("mcf", "zt"):
+                subprocess.run([tbx, "convert", "--quiet", str(root / "big4.safetensors"),
+                                str(root / f"big4.{ext}")], check=True)
+                other4[f"big4.{ext}"] = (root / f"big4.{ext}").stat().st_size - (4 << 30) - \
+                    64 * MIB
         web = Nginx(td / "nginx", root, limit_rate=args.rate).start()
         if args.rate:
             print(f"nginx: limit_rate {args.rate} (bytes/s of each answer)")
@@ -304,7 +313,7 @@ def main() -> int:
                 print("tbx info URL: requests and bytes nginx sent (headers included)")
                 for name, header in (("big.safetensors", st_header), ("vocab.gguf", gguf_header),
                                      ("big4.safetensors", st4_header),
-                                     ("vocab4.gguf", gguf4_header)):
+                                     ("vocab4.gguf", gguf4_header), *other4.items()):
                     m = web.mark()
                     subprocess.run([tbx, "info", f"{web.url}/{name}"], check=True,
                                    stdout=subprocess.DEVNULL)
