@@ -15,6 +15,7 @@
  */
 #include "io.h"
 #include "provider.h"
+#include "fuzz_heap.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -22,48 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FZ_CHECK(cond, what)                                                                    \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "%s:%d: %s (%s)\n", __FILE__, __LINE__, what, #cond);              \
-            abort();                                                                            \
-        }                                                                                       \
-    } while (0)
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-typedef struct fz_heap { size_t live, budget; } fz_heap;
-#define FZ_HDR 16
-static void *fz_alloc(void *ud, size_t n) {
-    fz_heap *h = ud;
-    FZ_CHECK(n <= h->budget - h->live, "an allocation within the budget");
-    unsigned char *p = malloc(n + FZ_HDR);
-    if (!p) return NULL;
-    memcpy(p, &n, sizeof n);
-    h->live += n;
-    return p + FZ_HDR;
-}
-static void fz_dealloc(void *ud, void *ptr, size_t n) {
-    if (!ptr) return;
-    size_t had;
-    memcpy(&had, (unsigned char *)ptr - FZ_HDR, sizeof had);
-    FZ_CHECK(had == n, "a block is freed with the size it was allocated with");
-    ((fz_heap *)ud)->live -= n;
-    free((unsigned char *)ptr - FZ_HDR);
-}
-static void *fz_realloc(void *ud, void *ptr, size_t old_n, size_t n) {
-    if (!ptr) return fz_alloc(ud, n);
-    fz_heap *h = ud;
-    size_t had;
-    memcpy(&had, (unsigned char *)ptr - FZ_HDR, sizeof had);
-    FZ_CHECK(had == old_n, "a block is resized from the size it was allocated with");
-    FZ_CHECK(n <= old_n || n - old_n <= h->budget - h->live, "a growth within the budget");
-    unsigned char *p = realloc((unsigned char *)ptr - FZ_HDR, n + FZ_HDR);
-    if (!p) return NULL;
-    memcpy(p, &n, sizeof n);
-    h->live = h->live - old_n + n;
-    return p + FZ_HDR;
-}
 
 #define FZ_MAX_ENTRIES 512
 

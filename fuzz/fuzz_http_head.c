@@ -15,6 +15,7 @@
  * build/fuzz/replay_http_head, which replays fuzz/corpus/http_head/ (see replay_main.c).
  */
 #include "io.h"
+#include "fuzz_heap.h" /* FZ_CHECK */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -23,13 +24,6 @@
 #include <string.h>
 #include <strings.h>
 
-#define FZ_CHECK(cond, what)                                                                    \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "%s:%d: %s (%s)\n", __FILE__, __LINE__, what, #cond);              \
-            abort();                                                                            \
-        }                                                                                       \
-    } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -10,6 +10,7 @@
  * build/fuzz/replay_spm, which replays files and directories (see replay_main.c).
  */
 #include "spm.h"
+#include "fuzz_heap.h" /* FZ_CHECK */
 
 #include <math.h>
 #include <stddef.h>
@@ -18,13 +19,6 @@
 #include <stdlib.h>
 
 /* A broken promise aborts, so libFuzzer and the replay report it as a crash. */
-#define FZ_CHECK(cond, what)                                                                    \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "%s:%d: %s (%s)\n", __FILE__, __LINE__, what, #cond);              \
-            abort();                                                                            \
-        }                                                                                       \
-    } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -19,50 +19,14 @@
  * build/fuzz/replay_tokjson, which replays fuzz/corpus/tokjson/ (see replay_main.c).
  */
 #include "hf_tokenizer.h"
+#include "fuzz_heap.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#define FZ_CHECK(cond, what)                                                                    \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "%s:%d: %s (%s)\n", __FILE__, __LINE__, what, #cond);              \
-            abort();                                                                            \
-        }                                                                                       \
-    } while (0)
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* A checking allocator: each block carries its size, a free with another size aborts. */
-typedef struct fz_heap { uint64_t live; } fz_heap;
-#define FZ_HDR 16
-static void *fz_alloc(void *ud, size_t n) {
-    unsigned char *p = malloc(n + FZ_HDR);
-    if (!p) return NULL;
-    memcpy(p, &n, sizeof n);
-    ((fz_heap *)ud)->live++;
-    return p + FZ_HDR;
-}
-static void fz_dealloc(void *ud, void *ptr, size_t n) {
-    if (!ptr) return;
-    size_t had;
-    memcpy(&had, (unsigned char *)ptr - FZ_HDR, sizeof had);
-    FZ_CHECK(had == n, "a block is freed with the size it was allocated with");
-    ((fz_heap *)ud)->live--;
-    free((unsigned char *)ptr - FZ_HDR);
-}
-static void *fz_realloc(void *ud, void *ptr, size_t old_n, size_t n) {
-    if (!ptr) return fz_alloc(ud, n);
-    size_t had;
-    memcpy(&had, (unsigned char *)ptr - FZ_HDR, sizeof had);
-    FZ_CHECK(had == old_n, "a block is resized from the size it was allocated with");
-    unsigned char *p = realloc((unsigned char *)ptr - FZ_HDR, n + FZ_HDR);
-    if (!p) return NULL;
-    memcpy(p, &n, sizeof n);
-    return p + FZ_HDR;
-}
 
 /* The string at `at` equals jansson's string j. */
 static void same_str(const tbx_tokj *t, size_t at, json_t *j, tbx_tokj_buf *b) {
@@ -137,7 +101,7 @@ static void same_members(const tbx_tokj *t, size_t at, json_t *j, tbx_tokj_buf *
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    fz_heap heap = {0};
+    fz_heap heap = {0, SIZE_MAX};
     tbx_allocator user = {fz_alloc, fz_realloc, fz_dealloc, &heap};
     tbx_alloc al;
     tbx_alloc_init(&al, &user);

@@ -57,6 +57,10 @@ tbx_status tbx_writer_copy_range_(tbx_file *in, uint64_t i, uint64_t pos, uint64
  * from the file as they are: one raw component of a path source, no check pending (file.c). */
 bool tbx_file_fd_range_(const tbx_file *in, uint64_t i, uint64_t pos, uint64_t len, int *fd,
                         uint64_t *off);
+/* Says that the reads after those under way go to bytes [pos, pos + len) of tensor i's first
+ * component (read.c): its source may fetch them meanwhile (a remote one does). Nothing for an
+ * encoded component or a range outside it. */
+void tbx_tensor_read_next_(tbx_file *f, uint64_t i, uint64_t pos, uint64_t len);
 
 
 /* The generic steps of every open (the façade's tbx_open_* pick the driver, src/api/open.c):

@@ -236,6 +236,16 @@ static tbx_status read_comp_range(tbx_file *f, const tbx_tensor *t, uint32_t c, 
     return tbx_source_read(src, k->offset + pos, buf, len, t->name, err);
 }
 
+void tbx_tensor_read_next_(tbx_file *f, uint64_t i, uint64_t pos, uint64_t len) {
+    if (!f || i >= f->ntensors || !f->tensors[i].ncomp) return;
+    const tbx_tensor *t = &f->tensors[i];
+    const tbx_component *k = &t->comp[0];
+    uint64_t end;
+    if (!tbx_comp_served_raw(f, k) || !tbx_add_u64(pos, len, &end) || end > k->nbytes) return;
+    const tbx_source *src = tbx_file_source(f, k->src);
+    if (src) tbx_source_hint_next(src, k->offset + pos, len);
+}
+
 tbx_status tbx_component_read_range(tbx_file *f, uint64_t i, uint32_t c, uint64_t pos,
                                     void *buf, size_t len, tbx_error *err) {
     if (!f || i >= f->ntensors) return tbx_bad_index_(err, f, i);

@@ -15,6 +15,8 @@
  *     kernel (tbx_writer_copy_fd_: copy_file_range) when both files allow it, else read in
  *     4 MiB ranges, or component by component (a quantized_group kept), or read whole for a
  *     driver that decodes only whole components (big-endian GGUF);
+ *   - MXFP4 blocks and scales of a Hugging Face checkpoint (TBX_XF_MXFP4_HF): read in runs of
+ *     rows on the calling thread and written as ggml's MXFP4 blocks (pack_mxfp4);
  *   - anything else as a sequence of jobs, each a run of about 2^19 values (4 MiB of stored
  *     bytes when they are only reordered) of one source, cut so that every job holds whole
  *     units of the encoder (ggml blocks; whole rows for MCF payloads) and of the transform
@@ -216,6 +218,32 @@ static tbx_status bad_plan(tbx_error *err, const char *name, const char *what) {
                    "\"%s\": %s", name, what);
 }
 
+/* A TBX_XF_MXFP4_HF source of tensor t: uint8 blocks of 16 bytes and their uint8 scales, one
+ * dense component each, the view's blocks within both; *blocks gets the view's block count. */
+static tbx_status check_mxfp4_src(const tbx_file *in, const tbx_plan_tensor *t,
+                                  const tbx_plan_src *s, uint64_t *blocks, tbx_error *err,
+                                  const char *name) {
+    if (t->enc != TBX_PENC_STORED || t->dtype != TBX_DT_MXFP4)
+        return bad_plan(err, name, "MXFP4 blocks are repacked as stored MXFP4");
+    if (s->aux >= in->ntensors) return bad_plan(err, name, "its MXFP4 scales are no tensor");
+    const tbx_tensor *b = &in->tensors[s->tensor], *sc = &in->tensors[s->aux];
+    if (b->dtype != TBX_DT_U8 || sc->dtype != TBX_DT_U8 || b->nelems % 16)
+        return bad_plan(err, name, "MXFP4 blocks and scales are uint8, 16 bytes a block");
+    if (b->ncomp != 1 || b->layout != TBX_LAYOUT_DENSE || sc->ncomp != 1 ||
+        sc->layout != TBX_LAYOUT_DENSE || b->unreadable || sc->unreadable)
+        return bad_plan(err, name, "MXFP4 blocks and scales must be dense readable tensors");
+    uint64_t count, last, end;
+    const uint64_t step = src_step(s);
+    if (!tbx_mul_u64(s->rows, s->cols, &count) ||
+        (count && (!tbx_mul_u64(s->rows - 1, step, &last) || !tbx_add_u64(last, 1, &last) ||
+                   !tbx_mul_u64(last, s->cols, &last) || !tbx_add_u64(s->first, last, &end) ||
+                   end > b->nelems / 16 || end > sc->nelems)) ||
+        count > UINT64_MAX / 32)
+        return bad_plan(err, name, "a source lies beyond its MXFP4 blocks or scales");
+    *blocks = count;
+    return TBX_OK;
+}
+
 static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *err) {
     for (size_t k = 0; k < p->n; k++) {
         const tbx_plan_tensor *t = &p->t[k];
@@ -262,6 +290,13 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
         uint32_t gleft = 0; /* members of an interleaved group still to come */
         tbx_plan_src lead;
         memset(&lead, 0, sizeof lead);
+        uint32_t nmx = 0;
+        for (uint32_t j = 0, ns = tbx_plan_nsrc(p, k); j < ns; j++) {
+            tbx_plan_src tmp;
+            nmx += tbx_plan_src_at(p, in, k, j, &tmp)->xform == TBX_XF_MXFP4_HF;
+        }
+        if (nmx && nmx != tbx_plan_nsrc(p, k))
+            return bad_plan(err, name, "MXFP4 blocks are not mixed with other sources");
         for (uint32_t j = 0, ns = tbx_plan_nsrc(p, k); j < ns; j++) {
             tbx_plan_src tmp;
             const tbx_plan_src *s = tbx_plan_src_at(p, in, k, j, &tmp);
@@ -271,7 +306,7 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
                     return bad_plan(err, name, "an interleaved group has more sources than the "
                                     "tensor or than TBX_PLAN_DSTEP_MAX");
                 if (!oi || oi->block_size > 1 || !oi->bits || oi->bits % 8 ||
-                    (enc && enc->kind == TBX_ENC_PAYLOAD) || qw)
+                    (enc && enc->kind == TBX_ENC_PAYLOAD) || qw || nmx)
                     return bad_plan(err, name, "interleaved sources go to a dtype stored value "
                                     "by value in whole bytes");
                 lead = *s;
@@ -287,6 +322,14 @@ static tbx_status check_plan(const tbx_file *in, const tbx_plan *p, tbx_error *e
                 return bad_plan(err, name, "an interleaved group is cut short");
             }
             const tbx_tensor *it = &in->tensors[s->tensor];
+            if (s->xform == TBX_XF_MXFP4_HF) {
+                uint64_t blocks = 0;
+                tbx_status ms = check_mxfp4_src(in, t, s, &blocks, err, name);
+                if (ms != TBX_OK) return ms;
+                if (!tbx_add_u64(sum, blocks * 32, &sum))
+                    return bad_plan(err, name, "its element count overflows");
+                continue;
+            }
             uint64_t count, end, span = 0;
             const bool strided = s->step > 1;
             if (!tbx_mul_u64(s->rows, s->cols, &count) ||
@@ -901,6 +944,24 @@ static tbx_status tick(eng *e, uint64_t done) {
     return TBX_OK;
 }
 
+/* Tells the input where the reads after source j of tensor e->k go: its next source, else the
+ * first of the next tensor that reads one (a remote input fetches its start meanwhile). */
+static void say_next(eng *e, uint32_t j, uint32_t ns) {
+    tbx_plan_src tmp;
+    const tbx_plan_src *s = NULL;
+    if (j + 1 < ns) s = tbx_plan_src_at(e->p, e->in, e->k, j + 1, &tmp);
+    for (size_t k = e->k + 1; !s && k < e->p->n; k++) {
+        if ((e->p->t[k].flags & TBX_PT_GEN) || !has_data(e->p, e->in, k)) continue;
+        if (tbx_plan_nsrc(e->p, k) == 0) continue;
+        if (!(s = tbx_plan_src_at(e->p, e->in, k, 0, &tmp))) return;
+    }
+    if (!s || s->tensor >= e->in->ntensors || s->xform == TBX_XF_ZERO) return;
+    const tbx_dtype_info *si = tbx_file_dtype(e->in, e->in->tensors[s->tensor].dtype);
+    uint64_t b0, b1;
+    if (bytes_of(si, s->first, &b0) && bytes_of(si, s->first + s->rows * s->cols, &b1) && b1 > b0)
+        tbx_tensor_read_next_(e->in, s->tensor, b0, b1 - b0);
+}
+
 static tbx_status run_jobs(eng *e, tbx_value_check *chk, double *sse) {
     const tbx_plan_tensor *t = &e->p->t[e->k];
     uint32_t ndim;
@@ -962,6 +1023,7 @@ static tbx_status run_jobs(eng *e, tbx_value_check *chk, double *sse) {
                         pos[m] = 0;
                     }
                     if (st != TBX_OK) break;
+                    say_next(e, j + gn - 1, ns); /* the source after the group */
                     out0 += es[0].count * gn;
                     have = true;
                     gm = 0;
@@ -1086,6 +1148,52 @@ static tbx_status copy_stored(eng *e, const tbx_plan_src *s, bool whole) {
     return st;
 }
 
+/* A TBX_XF_MXFP4_HF source: its rows of blocks read in runs of about RAW_CHUNK bytes, each
+ * block written as ggml's block_mxfp4 (the scale, then the nibbles reordered: byte j of the
+ * output holds values j and j + 16, the input's byte j values 2j and 2j + 1). */
+static tbx_status pack_mxfp4(eng *e, const tbx_plan_src *s, uint64_t *written) {
+    tbx_file *in = e->in;
+    const uint64_t step = src_step(s), C = s->cols;
+    uint64_t g = RAW_CHUNK / (C * 16 * step + 1);
+    if (g == 0) g = 1;
+    if (g > s->rows) g = s->rows;
+    if (g == 0) return TBX_OK;
+    const uint64_t span = ((g - 1) * step + 1) * C; /* blocks read for g rows */
+    const size_t nb = (size_t)(span * 16), ns = (size_t)span, no = (size_t)(g * C * 17);
+    uint8_t *bb = tbx_malloc(&in->al, nb), *sb = tbx_malloc(&in->al, ns),
+            *ob = tbx_malloc(&in->al, no);
+    tbx_status st = TBX_OK;
+    if (!bb || !sb || !ob) st = tbx_err_nomem(e->err, "MXFP4 repack buffers");
+    for (uint64_t r0 = 0; st == TBX_OK && r0 < s->rows; r0 += g) {
+        const uint64_t nr = s->rows - r0 < g ? s->rows - r0 : g;
+        const uint64_t b0 = s->first + r0 * step * C, nspan = ((nr - 1) * step + 1) * C;
+        st = tbx_tensor_read_range(in, s->tensor, b0 * 16, bb, (size_t)(nspan * 16), e->err);
+        if (st == TBX_OK)
+            st = tbx_tensor_read_range(in, s->aux, b0, sb, (size_t)nspan, e->err);
+        if (st != TBX_OK) break;
+        uint8_t *o = ob;
+        for (uint64_t r = 0; r < nr; r++)
+            for (uint64_t c = 0; c < C; c++, o += 17) {
+                const uint64_t b = r * step * C + c;
+                const uint8_t *q = bb + b * 16;
+                o[0] = sb[b];
+                for (int j = 0; j < 16; j++) {
+                    /* value v is nibble v % 2 of input byte v / 2 */
+                    const uint8_t lo = (uint8_t)((q[j / 2] >> (4 * (j % 2))) & 15);
+                    const uint8_t hi = (uint8_t)((q[8 + j / 2] >> (4 * (j % 2))) & 15);
+                    o[1 + j] = (uint8_t)(lo | hi << 4);
+                }
+            }
+        st = tbx_writer_write_tensor(e->w, e->wi, ob, (size_t)(nr * C * 17), e->err);
+        *written += nr * C * 17;
+        if (st == TBX_OK) st = tick(e, e->done + *written);
+    }
+    tbx_free(&in->al, bb, bb ? nb : 0);
+    tbx_free(&in->al, sb, sb ? ns : 0);
+    tbx_free(&in->al, ob, ob ? no : 0);
+    return st;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* One tensor                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
@@ -1098,6 +1206,10 @@ static uint64_t input_bytes(const eng *e, size_t k) {
         const tbx_plan_src *s = tbx_plan_src_at(e->p, e->in, k, j, &tmp);
         const tbx_tensor *it = &e->in->tensors[s->tensor];
         if (!it->ncomp) continue;
+        if (s->xform == TBX_XF_MXFP4_HF) { /* 17 bytes a block read, as written */
+            total += s->rows * s->cols * 17;
+            continue;
+        }
         const uint64_t nb = it->comp[0].nbytes, count = s->rows * s->cols;
         if ((e->p->t[k].flags & TBX_PT_WHOLE) || count == it->nelems) total += nb;
         else if (it->nelems) total += (uint64_t)((double)nb * (double)count / (double)it->nelems);
@@ -1206,13 +1318,20 @@ static tbx_status write_tensor(eng *e, size_t k) {
     double sse = 0;
     uint64_t nvalues = 0;
     const bool plain_copy = t->enc == TBX_PENC_STORED;
-    bool reorders = false;
+    bool reorders = false, mxfp4 = false;
     for (uint32_t j = 0, ns = tbx_plan_nsrc(e->p, k); plain_copy && j < ns; j++) {
         tbx_plan_src tmp;
         const tbx_plan_src *s = tbx_plan_src_at(e->p, e->in, k, j, &tmp);
         reorders |= s->xform != TBX_XF_NONE || src_step(s) > 1 || s->dstep > 1;
+        mxfp4 |= s->xform == TBX_XF_MXFP4_HF;
     }
-    if (plain_copy && !reorders) {
+    if (mxfp4) { /* check_plan: every source of the tensor is one */
+        uint64_t written = 0;
+        for (uint32_t j = 0, ns = tbx_plan_nsrc(e->p, k); st == TBX_OK && j < ns; j++) {
+            tbx_plan_src tmp;
+            st = pack_mxfp4(e, tbx_plan_src_at(e->p, e->in, k, j, &tmp), &written);
+        }
+    } else if (plain_copy && !reorders) {
         for (uint32_t j = 0, ns = tbx_plan_nsrc(e->p, k); st == TBX_OK && j < ns; j++) {
             tbx_plan_src tmp;
             st = copy_stored(e, tbx_plan_src_at(e->p, e->in, k, j, &tmp),

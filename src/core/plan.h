@@ -53,7 +53,16 @@ typedef enum tbx_xform {
     /* every value of the view written as +0 (decoded and encoded as any other): rows the
      * output has and its input does not carry (GGUF -> Hugging Face: RoBERTa's padding
      * positions, which llama.cpp's converter drops), sized by a view of real rows */
-    TBX_XF_ZERO = 6
+    TBX_XF_ZERO = 6,
+    /* MXFP4 kept as it is, repacked to ggml's block (gpt-oss's checkpoints; no value changes):
+     * the source is a uint8 tensor of 16-byte blocks of 32 FP4 values (byte j: values 2j low
+     * nibble, 2j + 1 high) and `aux` a uint8 tensor of their E8M0 scales, one a block; the view
+     * is `rows` rows of `cols` blocks, `first` the first block (of both), row r starting at
+     * block first + r x step x cols (step 0 or 1: consecutive rows); each block is written as
+     * ggml's block_mxfp4: the scale byte, then 16 bytes whose byte j holds values j (low
+     * nibble) and j + 16 (high). The output is TBX_PENC_STORED, dtype MXFP4, and counts 32
+     * values a block. */
+    TBX_XF_MXFP4_HF = 7
 } tbx_xform;
 
 typedef struct tbx_plan_src {
@@ -76,6 +85,7 @@ typedef struct tbx_plan_src {
      * by value in whole bytes (no ggml block type, no MCF payload, no importance matrix) */
     uint8_t dstep;
     float k;             /* TBX_XF_SCALE, TBX_XF_ADD */
+    uint64_t aux;        /* TBX_XF_MXFP4_HF: the scales' input tensor */
 } tbx_plan_src;
 
 #define TBX_PLAN_DSTEP_MAX 4 /* tbx_plan_src.dstep */

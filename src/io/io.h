@@ -27,6 +27,9 @@ tbx_status tbx_source_read(const tbx_source *s, uint64_t off, void *buf, size_t 
  * a tensor read in parts): a remote source fetches ahead inside it (never past it); nothing
  * for the other kinds. */
 void tbx_source_hint(const tbx_source *s, uint64_t off, uint64_t len);
+/* Tells the source where the reads after those under way go: a remote source fetches the
+ * start of [off, off+len) in the background; nothing for the other kinds. */
+void tbx_source_hint_next(const tbx_source *s, uint64_t off, uint64_t len);
 /* Pointer to [off, off+len) when the source is mapped/in memory, else NULL. The bytes of a
  * mapped file read as zeros once the file has shrunk below them (src/io/mapguard.c): after
  * reading them and before using or handing on anything computed from them, call
@@ -136,6 +139,9 @@ void tbx_remote_close(tbx_remote *r);
 /* The reads that follow go through [off, off+len) (a tensor read in chunks): large ones may
  * fetch ahead inside it, never past it. */
 void tbx_remote_hint(tbx_remote *r, uint64_t off, uint64_t len);
+/* The reads after those under way go to [off, off+len): a background request fetches its
+ * start into the block cache while the reader works (TBX_HTTP_PREFETCH=0: never). */
+void tbx_remote_hint_next(tbx_remote *r, uint64_t off, uint64_t len);
 /* One HEAD request (redirects followed): *exists false for 404/410 (and 403 when missing ->
  * forbidden is how S3 answers without list rights, when `forbidden_missing`), *size from its
  * Content-Length. Other failures are errors. */

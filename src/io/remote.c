@@ -19,7 +19,15 @@
  * flight at once (curl multi); when the reader said that its reads go on through an extent
  * (tbx_source_hint: the tensor being read in chunks), a large read at its start, or after the
  * previous one, fetches up to WIN_MAX bytes of that extent in those parallel ranges into a
- * window that serves the next reads. Nothing past the extent is fetched. Failed requests (connection refused or reset, time-outs, a body
+ * window that serves the next reads. Nothing past the extent is fetched.
+ *
+ * The prefetch: when the reader says which bytes it reads after the current extent
+ * (tbx_remote_hint_next: a conversion's next tensor), a thread of the file's own with its own
+ * handle fetches them into a segment of the cache while the reader works, AHEAD_MAX at a time,
+ * and the rest of the current extent once the reader went on past its first read; one request
+ * in flight, into a segment that holds nothing ahead of the reader (the cache's memory). A
+ * read that reaches bytes on their way waits; a prefetch that failed is the error of the read
+ * that reaches its bytes (pf_settle), never bytes. TBX_HTTP_PREFETCH=0 turns it off. Failed requests (connection refused or reset, time-outs, a body
  * cut short, HTTP 408/429/5xx) are retried `retries` times, the pause doubling from 250 ms
  * (8 s at most); a resumed request asks only for the bytes still missing.
  *
@@ -30,6 +38,7 @@
  *                         CURL_CA_BUNDLE is also honoured); TLS peers are always verified
  *   TBX_HTTP_CONCURRENCY  ranges in flight for a large read (1..64; 8)
  *   TBX_HTTP_PART_MIB     size of those ranges in MiB (1..256; 8)
+ *   TBX_HTTP_PREFETCH     0: no prefetch (default on)
  *   TBX_HTTP_VERBOSE      1: one line per request on stderr (method, URL, range, status,
  *                         bytes, time) and the totals at close
  * Messages and verbose lines show URLs without user info and without their query (a signed
@@ -63,6 +72,7 @@ typedef struct rm_conf {
     int retries;
     const char *ca;
     bool verbose;
+    bool prefetch;
     int conc;
     size_t part;
 } rm_conf;
@@ -87,6 +97,8 @@ static void conf_load(rm_conf *c) {
     c->verbose = v && *v && strcmp(v, "0") != 0;
     c->conc = (int)env_long("TBX_HTTP_CONCURRENCY", 1, MAX_CONC, 8);
     c->part = (size_t)env_long("TBX_HTTP_PART_MIB", 1, 256, 8) * MIB;
+    v = getenv("TBX_HTTP_PREFETCH");
+    c->prefetch = !v || !*v || strcmp(v, "0") != 0;
 }
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -138,6 +150,11 @@ typedef struct rm_seg {
     uint8_t *p;
     size_t cap, len;
     uint64_t off, stamp;
+    /* a segment the prefetch thread fills: bytes [off, off + want) are on their way (busy),
+     * or their request failed (failed: err says why, told to the read that reaches them) */
+    size_t want;
+    bool busy, failed;
+    tbx_error err;
 } rm_seg;
 
 struct tbx_remote {
@@ -159,6 +176,17 @@ struct tbx_remote {
     CURLM *multi;
     CURL *parts[MAX_CONC];
     _Atomic uint64_t nreq, nbytes;
+    pthread_mutex_t urlm;      /* eff (every request reads it, a refused redirect resets it) */
+    /* the prefetch (under `lock`): the extent the reader said comes after the one under way
+     * (tbx_remote_hint_next), the thread, its handle, the segment it fills */
+    uint64_t next_a, next_b;
+    uint64_t pos_a, pos;       /* where the last read began and ended */
+    pthread_cond_t pf_cv;      /* the thread waits for work, a reader for a busy segment */
+    pthread_t pf_thread;
+    bool pf_started, pf_running;
+    _Atomic bool pf_quit;
+    CURL *pf_easy;
+    rm_seg *pf_seg;
 };
 
 typedef struct xfer {
@@ -270,15 +298,26 @@ static void setup_common(CURL *h, const rm_conf *c, const char *bearer, const ch
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 }
 
-static void setup_range(CURL *h, tbx_remote *r, xfer *x) {
+/* Returns whether the request goes where the first answer's redirects led (r->eff). */
+static bool setup_range(CURL *h, tbx_remote *r, xfer *x) {
     curl_easy_reset(h);
     setup_common(h, &r->conf, r->bearer, r->sigv4, r->userpwd, r->hdrs);
-    curl_easy_setopt(h, CURLOPT_URL, r->eff ? r->eff : r->url);
+    pthread_mutex_lock(&r->urlm); /* curl copies the string */
+    const bool via_eff = r->eff != NULL;
+    curl_easy_setopt(h, CURLOPT_URL, via_eff ? r->eff : r->url);
+    pthread_mutex_unlock(&r->urlm);
     snprintf(x->range, sizeof x->range, "%" PRIu64 "-%" PRIu64, x->off, x->off + x->len - 1);
     curl_easy_setopt(h, CURLOPT_RANGE, x->range);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(h, CURLOPT_PRIVATE, x);
+    return via_eff;
+}
+
+/* The prefetch thread's requests end early when the file is closed. */
+static int pf_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+    (void)dt; (void)dn; (void)ut; (void)un;
+    return atomic_load(&((tbx_remote *)ud)->pf_quit) ? 1 : 0;
 }
 
 static double now_ms(void) {
@@ -372,18 +411,26 @@ static tbx_status fetch(tbx_remote *r, CURL *h, uint8_t *dst, uint64_t off, size
         x.off = off + done;
         x.len = len - done;
         x.probe = probe && done == 0;
-        setup_range(h, r, &x);
+        const bool via_eff = setup_range(h, r, &x);
+        if (h == r->pf_easy) {
+            curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+            curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, pf_progress);
+            curl_easy_setopt(h, CURLOPT_XFERINFODATA, r);
+        }
         double t0 = now_ms();
         CURLcode rc = curl_easy_perform(h);
         if (rc == CURLE_OK && !x.checked) check_answer(&x); /* an empty body */
         atomic_fetch_add(&r->nreq, 1);
         atomic_fetch_add(&r->nbytes, x.got);
-        verbose_line(&r->conf, "GET", r->shown, &x, rc, now_ms() - t0);
-        if (x.probe && x.checked && !x.bad && !r->eff) {
+        verbose_line(&r->conf, h == r->pf_easy ? "GET (prefetch)" : "GET", r->shown, &x, rc,
+                     now_ms() - t0);
+        if (x.probe && x.checked && !x.bad && !via_eff) {
             char *eff = NULL;
-            if (curl_easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &eff) == CURLE_OK && eff &&
-                strcmp(eff, r->url) != 0)
+            pthread_mutex_lock(&r->urlm);
+            if (!r->eff && curl_easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &eff) == CURLE_OK &&
+                eff && strcmp(eff, r->url) != 0)
                 r->eff = str_dup(&r->al, eff);
+            pthread_mutex_unlock(&r->urlm);
         }
         if (x.checked && !x.bad) done += x.got;
         if (rc == CURLE_OK && !x.bad && x.got == x.len) {
@@ -392,16 +439,19 @@ static tbx_status fetch(tbx_remote *r, CURL *h, uint8_t *dst, uint64_t off, size
             return TBX_OK;
         }
         if (x.probe && x.checked && !x.bad) { len = x.len; probe = false; }
-        if (r->eff && x.bad && (x.h.status == 401 || x.h.status == 403 || x.h.status == 404 ||
-                                x.h.status == 410)) {
+        if (via_eff && x.bad && (x.h.status == 401 || x.h.status == 403 ||
+                                 x.h.status == 404 || x.h.status == 410)) {
             /* where the first answer's redirects led is refused now (a signed CDN address
              * that expired): ask the URL itself again, once */
+            pthread_mutex_lock(&r->urlm);
             str_free(&r->al, r->eff);
             r->eff = NULL;
+            pthread_mutex_unlock(&r->urlm);
             attempt--;
             continue;
         }
-        if (!retryable(rc, &x) || attempt >= r->conf.retries) {
+        if (!retryable(rc, &x) || attempt >= r->conf.retries ||
+            (h == r->pf_easy && atomic_load(&r->pf_quit))) {
             *got = done;
             return request_error(&x, rc, r->shown, attempt + 1, field, err);
         }
@@ -525,6 +575,14 @@ out:
 static void remote_free(tbx_remote *r) {
     if (!r) return;
     const tbx_alloc al = r->al;
+    if (r->pf_started) { /* its request under way ends at its next progress call */
+        pthread_mutex_lock(&r->lock);
+        atomic_store(&r->pf_quit, true);
+        pthread_cond_broadcast(&r->pf_cv);
+        pthread_mutex_unlock(&r->lock);
+        pthread_join(r->pf_thread, NULL);
+    }
+    if (r->pf_easy) curl_easy_cleanup(r->pf_easy);
     if (r->conf.verbose && r->shown)
         fprintf(stderr, "tbx: %s: %" PRIu64 " requests, %" PRIu64 " bytes received\n", r->shown,
                 (uint64_t)atomic_load(&r->nreq), (uint64_t)atomic_load(&r->nbytes));
@@ -547,6 +605,8 @@ static void remote_free(tbx_remote *r) {
     }
     pthread_mutex_destroy(&r->lock);
     pthread_mutex_destroy(&r->big);
+    pthread_mutex_destroy(&r->urlm);
+    pthread_cond_destroy(&r->pf_cv);
     tbx_free(&al, r, sizeof *r);
 }
 
@@ -565,6 +625,9 @@ static tbx_status remote_new(tbx_remote **out, const tbx_alloc *al, const char *
     r->al = *al;
     pthread_mutex_init(&r->lock, NULL);
     pthread_mutex_init(&r->big, NULL);
+    pthread_mutex_init(&r->urlm, NULL);
+    pthread_cond_init(&r->pf_cv, NULL);
+    atomic_init(&r->pf_quit, false);
     conf_load(&r->conf);
     r->ahead = AHEAD_MIN;
     r->url = str_dup(al, url);
@@ -603,6 +666,8 @@ tbx_status tbx_remote_open(tbx_source *s, const tbx_alloc *al, const char *url, 
     g->len = got;
     g->stamp = ++r->clock;
     r->seq_end = got;
+    /* the prefetch's handle, made before any thread can compare with it (fetch) */
+    if (r->conf.prefetch && !(r->pf_easy = curl_easy_init())) r->conf.prefetch = false;
     s->kind = TBX_SRC_REMOTE;
     s->size = r->size;
     s->remote = r;
@@ -616,19 +681,177 @@ static tbx_status fetch_all(tbx_remote *r, uint8_t *dst, uint64_t off, size_t le
     return fetch(r, r->easy, dst, off, len, false, &got, field, err);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The prefetch: one thread per file, its own handle, one segment in flight                    */
+/* ------------------------------------------------------------------------------------------ */
+/* The end of the segment's bytes: received, or on their way / failed (busy, failed). */
+static uint64_t seg_end(const rm_seg *g) {
+    return g->off + (g->busy || g->failed ? g->want : g->len);
+}
+
+static bool seg_holds(const rm_seg *g, uint64_t x) {
+    return (g->len || g->busy || g->failed) && x >= g->off && x < seg_end(g);
+}
+
+/* The first byte from x on that no segment holds or is fetching. */
+static uint64_t covered_end(const tbx_remote *r, uint64_t x) {
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (int i = 0; i < NSEG; i++)
+            if (seg_holds(&r->seg[i], x)) { x = seg_end(&r->seg[i]); moved = true; }
+    }
+    return x;
+}
+
+static void *pf_main(void *arg);
+
+/* Starts, when there is one and nothing is in flight, the fetch of the bytes the reader comes
+ * to next: the rest of the extent it reads in parts (once it went on past that extent's
+ * first read), else the extent it said comes after (AHEAD_MAX at a time, as long as a
+ * segment is free of bytes ahead of the reader).
+ * The segment it fills is the least recently used one that holds none of the bytes at or
+ * ahead of the reader; the prefetch's memory is the cache's (r->lock held). */
+static void pf_plan(tbx_remote *r) {
+    if (!r->conf.prefetch || r->pf_seg || atomic_load(&r->pf_quit) || !r->size) return;
+    const uint64_t pos = r->pos;
+    uint64_t a = 0, b = 0;
+    if (r->pos_a > r->hint_a && pos < r->hint_b) { /* a second read of the extent */
+        a = covered_end(r, pos);
+        b = r->hint_b;
+    }
+    if (a >= b && r->next_b > r->next_a) {
+        a = covered_end(r, r->next_a);
+        b = r->next_b;
+    }
+    if (a >= b || a >= r->size) return;
+    if (b > r->size) b = r->size;
+    if (b - a > AHEAD_MAX) b = a + AHEAD_MAX;
+    rm_seg *g = NULL;
+    for (int i = 0; i < NSEG; i++) {
+        rm_seg *c = &r->seg[i];
+        if (c->busy || (pos && seg_holds(c, pos - 1)) || seg_holds(c, pos) ||
+            (c->len && c->off >= pos && c->off < r->hint_b) ||
+            (r->next_b > r->next_a && (seg_holds(c, r->next_a) ||
+                                        (c->len && c->off >= r->next_a && c->off < r->next_b))))
+            continue;
+        if (!g || c->stamp < g->stamp) g = c;
+    }
+    if (!g) return;
+    if (!r->pf_started) {
+        if (!r->pf_easy) { r->conf.prefetch = false; return; }
+        if (pthread_create(&r->pf_thread, NULL, pf_main, r) != 0) {
+            r->conf.prefetch = false; /* reads go on without it */
+            return;
+        }
+        r->pf_started = true;
+    }
+    const size_t want = (size_t)(b - a);
+    if (g->cap < want) {
+        tbx_free(&r->al, g->p, g->cap);
+        g->cap = g->len = 0;
+        g->failed = false;
+        if (!(g->p = tbx_malloc(&r->al, want))) return; /* no prefetch; the read will say */
+        g->cap = want;
+    }
+    g->len = 0;
+    g->failed = false;
+    g->off = a;
+    g->want = want;
+    g->busy = true;
+    r->pf_seg = g;
+    pthread_cond_broadcast(&r->pf_cv);
+}
+
+static void *pf_main(void *arg) {
+    tbx_remote *r = arg;
+    pthread_mutex_lock(&r->lock);
+    for (;;) {
+        while (!atomic_load(&r->pf_quit) && !(r->pf_seg && !r->pf_running))
+            pthread_cond_wait(&r->pf_cv, &r->lock);
+        if (atomic_load(&r->pf_quit)) break;
+        rm_seg *g = r->pf_seg;
+        const uint64_t off = g->off;
+        const size_t want = g->want;
+        r->pf_running = true;
+        pthread_mutex_unlock(&r->lock);
+        /* no field: the read that reaches these bytes names its own (pf_settle) */
+        size_t got = 0;
+        tbx_error e;
+        memset(&e, 0, sizeof e);
+        const tbx_status st = fetch(r, r->pf_easy, g->p, off, want, false, &got, NULL, &e);
+        pthread_mutex_lock(&r->lock);
+        r->pf_running = false;
+        r->pf_seg = NULL;
+        g->busy = false;
+        if (st == TBX_OK) {
+            g->len = got;
+            g->stamp = ++r->clock;
+        } else {
+            g->len = 0;
+            g->failed = true;
+            g->err = e;
+        }
+        pthread_cond_broadcast(&r->pf_cv);
+        if (st == TBX_OK) pf_plan(r);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return NULL;
+}
+
+/* Before a read at off goes to the network: waits for a prefetch under way of its bytes; a
+ * prefetch of them that failed is this read's error, said as the read's own request would
+ * have said it (r->lock held). */
+static tbx_status pf_settle(tbx_remote *r, uint64_t off, const char *field, tbx_error *err) {
+    for (;;) {
+        rm_seg *g = NULL;
+        for (int i = 0; i < NSEG; i++)
+            if ((r->seg[i].busy || r->seg[i].failed) && seg_holds(&r->seg[i], off)) g = &r->seg[i];
+        if (!g) return TBX_OK;
+        if (g->busy) {
+            pthread_cond_wait(&r->pf_cv, &r->lock);
+            continue;
+        }
+        g->failed = false; /* said once; a later read asks again */
+        g->len = 0;
+        if (!field || !strcmp(field, "path"))
+            return tbx_err_at(err, g->err.code, g->err.offset, field, "%s", g->err.message);
+        return tbx_err_at(err, g->err.code, g->err.offset, field, "%s: %s", field,
+                          g->err.message);
+    }
+}
+
 void tbx_remote_hint(tbx_remote *r, uint64_t off, uint64_t len) {
     if (!r) return;
     pthread_mutex_lock(&r->lock);
     r->hint_a = off;
     r->hint_b = off + len < r->size ? off + len : r->size;
+    if (r->next_b > r->next_a && off < r->next_b && r->hint_b > r->next_a)
+        r->next_a = r->next_b = 0; /* the reader is there */
     pthread_mutex_unlock(&r->lock);
+}
+
+void tbx_remote_hint_next(tbx_remote *r, uint64_t off, uint64_t len) {
+    if (!r) return;
+    pthread_mutex_lock(&r->lock);
+    r->next_a = off < r->size ? off : r->size;
+    r->next_b = off + len < r->size && off + len >= off ? off + len : r->size;
+    pf_plan(r);
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* A read of [off, off+len) is under way: where the reader is (r->lock held). */
+static void reached(tbx_remote *r, uint64_t off, uint64_t len) {
+    r->pos_a = off;
+    r->pos = off + len;
+    if (r->next_b > r->next_a && off < r->next_b && off + len > r->next_a)
+        r->next_a = r->next_b = 0; /* the reader is there */
 }
 
 /* Copies what the cache holds of [off, off+len) from its start; returns the bytes copied. */
 static size_t cache_take(tbx_remote *r, uint64_t off, uint8_t *dst, size_t len) {
     for (int i = 0; i < NSEG; i++) {
         rm_seg *g = &r->seg[i];
-        if (!g->len || off < g->off || off >= g->off + g->len) continue;
+        if (!g->len || g->busy || off < g->off || off >= g->off + g->len) continue;
         size_t n = (size_t)(g->off + g->len - off);
         if (n > len) n = len;
         memcpy(dst, g->p + (off - g->off), n);
@@ -644,7 +867,22 @@ tbx_status tbx_remote_read(tbx_remote *r, uint64_t off, void *buf, size_t len, c
     if (len >= DIRECT_MIN) {
         pthread_mutex_lock(&r->lock);
         rm_seg *w = &r->win;
-        tbx_status st = TBX_OK;
+        tbx_status st = pf_settle(r, off, field, err);
+        if (st != TBX_OK) {
+            pthread_mutex_unlock(&r->lock);
+            return st;
+        }
+        reached(r, off, len);
+        for (int i = 0; i < NSEG; i++) { /* a segment the prefetch filled */
+            rm_seg *g = &r->seg[i];
+            if (!g->len || g->busy || off < g->off || off + len > g->off + g->len) continue;
+            memcpy(dst, g->p + (off - g->off), len);
+            g->stamp = ++r->clock;
+            r->seq_end = off + len;
+            pf_plan(r);
+            pthread_mutex_unlock(&r->lock);
+            return TBX_OK;
+        }
         if (w->len && off >= w->off && off + len <= w->off + w->len) {
             memcpy(dst, w->p + (off - w->off), len);
             r->seq_end = off + len;
@@ -696,9 +934,12 @@ tbx_status tbx_remote_read(tbx_remote *r, uint64_t off, void *buf, size_t len, c
     }
     tbx_status st = TBX_OK;
     pthread_mutex_lock(&r->lock);
+    reached(r, off, len);
     while (len > 0) {
         size_t n = cache_take(r, off, dst, len);
         if (n) { off += n; dst += n; len -= n; continue; }
+        if ((st = pf_settle(r, off, field, err)) != TBX_OK) break;
+        if ((n = cache_take(r, off, dst, len)) != 0) { off += n; dst += n; len -= n; continue; }
         /* a miss: one request for the read and the read-ahead */
         if (off >= r->hint_a && off < r->hint_b) {
             /* inside an extent read in parts: as much of the rest of it as the read-ahead may
@@ -713,9 +954,15 @@ tbx_status tbx_remote_read(tbx_remote *r, uint64_t off, void *buf, size_t len, c
         }
         uint64_t want = len > r->ahead ? len : r->ahead;
         if (want > r->size - off) want = r->size - off;
-        rm_seg *g = &r->seg[0];
-        for (int i = 1; i < NSEG; i++)
-            if (r->seg[i].stamp < g->stamp) g = &r->seg[i];
+        /* not the bytes a segment holds or the prefetch is fetching */
+        for (int i = 0; i < NSEG; i++) {
+            const rm_seg *c = &r->seg[i];
+            if ((c->len || c->busy) && c->off > off && c->off - off < want)
+                want = c->off - off > len ? c->off - off : len;
+        }
+        rm_seg *g = NULL;
+        for (int i = 0; i < NSEG; i++)
+            if (!r->seg[i].busy && (!g || r->seg[i].stamp < g->stamp)) g = &r->seg[i];
         if (g->cap < want) {
             tbx_free(&r->al, g->p, g->cap);
             g->cap = 0;
@@ -725,6 +972,7 @@ tbx_status tbx_remote_read(tbx_remote *r, uint64_t off, void *buf, size_t len, c
             g->cap = (size_t)want;
         }
         g->len = 0;
+        g->failed = false;
         g->off = off;
         size_t got = 0;
         st = fetch(r, r->easy, g->p, off, (size_t)want, false, &got, field, err);
@@ -733,6 +981,7 @@ tbx_status tbx_remote_read(tbx_remote *r, uint64_t off, void *buf, size_t len, c
         g->stamp = ++r->clock;
         r->seq_end = off + got;
     }
+    if (st == TBX_OK) pf_plan(r);
     pthread_mutex_unlock(&r->lock);
     return st;
 }

@@ -347,6 +347,10 @@ void tbx_source_hint(const tbx_source *s, uint64_t off, uint64_t len) {
     if (s && s->kind == TBX_SRC_REMOTE) tbx_remote_hint(s->remote, off, len);
 }
 
+void tbx_source_hint_next(const tbx_source *s, uint64_t off, uint64_t len) {
+    if (s && s->kind == TBX_SRC_REMOTE) tbx_remote_hint_next(s->remote, off, len);
+}
+
 const uint8_t *tbx_source_ptr(const tbx_source *s, uint64_t off, uint64_t len) {
     if (!s || !s->base) return NULL;
     if (s->kind != TBX_SRC_MMAP && s->kind != TBX_SRC_MEMORY) return NULL;

@@ -54,10 +54,17 @@ typedef struct hf_hparam {
 /* Transforms of a map entry or part (the plan's TBX_XF_* with what they need resolved at
  * conversion time: the head count of q or k). */
 enum { HF_XF_NONE = 0, HF_XF_PERMUTE_Q = 1, HF_XF_PERMUTE_K = 2, HF_XF_SCALE = 3, HF_XF_ADD = 4,
-       HF_XF_TRANSPOSE = 5 /* [rows, cols] written as [cols, rows] (of each expert) */ };
+       HF_XF_TRANSPOSE = 5, /* [rows, cols] written as [cols, rows] (of each expert) */
+       /* MXFP4 blocks (uint8 [experts, rows, blocks, 16], the scales beside them: an
+        * HF_MAP_SCALES entry) repacked to ggml's MXFP4 as they are, nothing requantized: an
+        * HF_MAP_INTERLEAVE entry of them takes its parts' rows apart (axis 1), not values */
+       HF_XF_MXFP4 = 6 };
 
 /* Map entry kinds */
-enum { HF_MAP_ONE = 0, HF_MAP_SPLIT = 1, HF_MAP_STACK = 2, HF_MAP_INTERLEAVE = 3 };
+enum { HF_MAP_ONE = 0, HF_MAP_SPLIT = 1, HF_MAP_STACK = 2, HF_MAP_INTERLEAVE = 3,
+       /* the E8M0 scales of the HF_XF_MXFP4 blocks of the same name but "_blocks": no output
+        * of their own, they go with their blocks */
+       HF_MAP_SCALES = 4 };
 
 /* Dimension symbols, resolved from the hyper-parameters: the rows of a split part, and the
  * [rows, cols] llama.cpp's loader expects of a tensor (hf_gguf.c's shape check). */

@@ -505,6 +505,14 @@ static const hf_part PARTS_OAI_GATE_UP_BIAS[] = {
     {"blk.#.ffn_up_exps.bias", HD_FX, HF_XF_NONE, 0.0f},
     {NULL, 0, 0, 0.0f},
 };
+/* The released checkpoints' experts (openai/gpt-oss-*): MXFP4 blocks and scales, already [n,
+ * out, in] (rows of 32-value blocks), repacked to ggml's MXFP4 as llama.cpp's converter does;
+ * gate_up's rows interleave the gate's and the up's (gate even, up odd) */
+static const hf_part PARTS_OAI_GATE_UP_MX[] = {
+    {"blk.#.ffn_gate_exps.weight", HD_FX, HF_XF_MXFP4, 0.0f},
+    {"blk.#.ffn_up_exps.weight", HD_FX, HF_XF_MXFP4, 0.0f},
+    {NULL, 0, 0, 0.0f},
+};
 static const hf_tmap TM_GPT_OSS[] = {
     ONE("model.embed_tokens", "token_embd"),
     ONE("model.norm", "output_norm"),
@@ -524,6 +532,14 @@ static const hf_tmap TM_GPT_OSS[] = {
     {"model.layers.#.mlp.experts.down_proj", "blk.#.ffn_down_exps.weight", HF_MAP_ONE,
      HF_XF_TRANSPOSE, 0.0f, NULL},
     ONE("model.layers.#.mlp.experts.down_proj_bias", "blk.#.ffn_down_exps.bias"),
+    {"model.layers.#.mlp.experts.gate_up_proj_blocks", NULL, HF_MAP_INTERLEAVE, HF_XF_MXFP4,
+     0.0f, PARTS_OAI_GATE_UP_MX},
+    {"model.layers.#.mlp.experts.gate_up_proj_scales", NULL, HF_MAP_SCALES, HF_XF_NONE, 0.0f,
+     NULL},
+    {"model.layers.#.mlp.experts.down_proj_blocks", "blk.#.ffn_down_exps.weight", HF_MAP_ONE,
+     HF_XF_MXFP4, 0.0f, NULL},
+    {"model.layers.#.mlp.experts.down_proj_scales", NULL, HF_MAP_SCALES, HF_XF_NONE, 0.0f,
+     NULL},
     {NULL, NULL, 0, 0, 0.0f, NULL},
 };
 

@@ -168,6 +168,17 @@ static tbx_status add_blob(tbx_hf_back *h, const char *name, const uint8_t *p, s
     return TBX_OK;
 }
 
+/* The SentencePiece model `v` (tbx_spm_write) as the file `name`. */
+static tbx_status spm_blob(tbx_hf_back *h, const tbx_spm_vocab *v, const tbx_spm_ids *ids,
+                           const char *name) {
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    tbx_status st = tbx_spm_write(v, ids, h->al, &buf, &n, h->err);
+    if (st == TBX_OK) st = add_blob(h, name, buf, n);
+    tbx_free(h->al, buf, n ? n : 1);
+    return st;
+}
+
 /* json_stringn, NULL for bytes that are not UTF-8 */
 static json_t *jstrn(const char *s, size_t n) { return json_stringn(s, n); }
 
@@ -1604,11 +1615,7 @@ static tbx_status ugm_spm_model(tbx_hf_back *h, const tbx_value *toks, const tbx
             v.pieces[k] = (tbx_spm_piece){s, (uint32_t)n, arr_f32(scores, k + 1), (int)tt};
     }
     const tbx_spm_ids ids = {0, 1, 2, -1};
-    uint8_t *buf = NULL;
-    size_t n = 0;
-    if (st == TBX_OK) st = tbx_spm_write(&v, &ids, h->al, &buf, &n, h->err);
-    if (st == TBX_OK) st = add_blob(h, "sentencepiece.bpe.model", buf, n);
-    tbx_free(h->al, buf, n ? n : 1);
+    if (st == TBX_OK) st = spm_blob(h, &v, &ids, "sentencepiece.bpe.model");
     tbx_spm_free(&v, h->al);
     return st;
 }
@@ -1839,11 +1846,7 @@ static tbx_status spm_file(tbx_hf_back *h, const tbx_value *toks, const tbx_valu
     /* the unknown token is SentencePiece's UNKNOWN piece whatever type the file gives it (a
      * GGUF made from a tokenizer.json marks every special token CONTROL) */
     if (st == TBX_OK && ids.unk >= 0) v.pieces[ids.unk].type = TBX_SPM_UNKNOWN;
-    uint8_t *buf = NULL;
-    size_t n = 0;
-    if (st == TBX_OK) st = tbx_spm_write(&v, &ids, h->al, &buf, &n, h->err);
-    if (st == TBX_OK) st = add_blob(h, "tokenizer.model", buf, n);
-    tbx_free(h->al, buf, n ? n : 1);
+    if (st == TBX_OK) st = spm_blob(h, &v, &ids, "tokenizer.model");
     tbx_spm_free(&v, h->al);
     return st;
 }

@@ -65,6 +65,7 @@ enum { POOL_NONE = 0, POOL_MEAN = 1, POOL_CLS = 2, POOL_LAST = 3 };
 /* The conversion state                                                                        */
 /* ------------------------------------------------------------------------------------------ */
 #define HF_EXPERTS_MAX 4096 /* experts of one stacked tensor */
+#define LLAMA_FTYPE_MXFP4_MOE 38u /* llama_ftype LLAMA_FTYPE_MOSTLY_MXFP4_MOE */
 
 typedef struct hf_out {
     uint64_t src;               /* input tensor index (a stack: expert 0's, once complete);
@@ -79,7 +80,9 @@ typedef struct hf_out {
     uint64_t first;             /* a split part: its first value in the input tensor (an
                                    interleaved part: its place in the interleave) */
     uint64_t nmat, mat;         /* a 3-D input: its experts and the values of each (0: 2-D) */
-    uint32_t step;              /* an interleaved part: the parts (its values' distance) */
+    uint32_t step;              /* an interleaved part: the parts (its values' distance; of
+                                   MXFP4 blocks: its rows') */
+    uint64_t aux;               /* MXFP4 blocks (HF_XF_MXFP4): the scales' input tensor */
     const hf_part *part;        /* a split part (rows resolved from the hyper-parameters) */
     uint64_t *exps;             /* a stack: input tensor of expert e (UINT64_MAX: none yet) */
     uint32_t nexp, cap_exp;     /* a stack: experts (highest number + 1), room in exps */
@@ -94,7 +97,8 @@ typedef struct hf_out {
 enum { HF_GEN_NONE, HF_GEN_ROPE_FREQS, HF_GEN_ROPE_LONG, HF_GEN_ROPE_SHORT };
 
 /* Why a tensor got its dtype (tbx_convert_report.reason) */
-enum { HF_WHY_NONE, HF_WHY_REQUESTED, HF_WHY_FALLBACK, HF_WHY_F32, HF_WHY_F64, HF_WHY_GENERATED };
+enum { HF_WHY_NONE, HF_WHY_REQUESTED, HF_WHY_FALLBACK, HF_WHY_F32, HF_WHY_F64, HF_WHY_GENERATED,
+       HF_WHY_MXFP4 };
 
 /* Hyper-parameters checked against the tensors: each one's value and the config.json field
  * that gave it (NULL when config.json has none). */
@@ -133,6 +137,7 @@ struct tbx_hf_gguf {
     const tbx_gguf_hf_options *o; /* the caller's (quant_preset and its refinements) */
     const tbx_lq_preset *preset;  /* NULL: none */
     bool search;  /* GGUF's write option quant_method=search: quant's own K-quant search */
+    size_t n_mxfp4; /* outputs repacked from MXFP4 blocks (HF_XF_MXFP4) */
     /* llama3 rope scaling: rope_freqs.weight is generated (head_dim / 2 factors) */
     bool rope_llama3;
     /* longrope: rope_factors_long/short.weight generated from config.json's long_factor and
@@ -2188,6 +2193,75 @@ static tbx_status stack_add(hf *h, hf_out *o, long x, uint64_t i, const tbx_tens
     return TBX_OK;
 }
 
+/* MXFP4 blocks ti (input tensor i, entry mt: HF_XF_MXFP4) with their scales (the same name,
+ * "_scales"): one output per part, each expert's rows of blocks (an interleave: every
+ * nparts-th row), stored as ggml's MXFP4. */
+static tbx_status plan_mxfp4(hf *h, uint64_t i, const tbx_tensor_info *ti, const hf_match *mt) {
+    const hf_tmap *m = mt->m;
+    const size_t tl = strlen(ti->name);
+    char sname[HF_NAME_MAX];
+    if (tl < 7 || tl >= sizeof sname || strcmp(ti->name + tl - 7, "_blocks"))
+        return hf_fail(h, TBX_E_FORMAT, ti->name, "tensor \"%s\": MXFP4 blocks are named "
+                       "\"*_blocks\"", ti->name);
+    memcpy(sname, ti->name, tl - 7);
+    memcpy(sname + tl - 7, "_scales", 8);
+    uint64_t si;
+    tbx_tensor_info sc = TBX_TENSOR_INFO_INIT;
+    if (tbx_tensor_find(h->in, sname, &si) != TBX_OK || tbx_tensor_info_get(h->in, si, &sc) != TBX_OK)
+        return hf_fail(h, TBX_E_NOT_FOUND, ti->name, "tensor \"%s\": MXFP4 blocks without "
+                       "their scales \"%s\"", ti->name, sname);
+    if (ti->dtype != TBX_DT_U8 || ti->ndim != 4 || ti->shape[3] != 16 || !ti->shape[0] ||
+        !ti->shape[1] || !ti->shape[2])
+        return hf_fail(h, TBX_E_FORMAT, ti->name, "tensor \"%s\": MXFP4 blocks are uint8 "
+                       "[experts, rows, blocks, 16] (%u dimensions, dtype %s)", ti->name,
+                       ti->ndim, tbx_dtype_get(ti->dtype) ? tbx_dtype_get(ti->dtype)->name : "?");
+    if (sc.dtype != TBX_DT_U8 || sc.ndim != 3 || sc.shape[0] != ti->shape[0] ||
+        sc.shape[1] != ti->shape[1] || sc.shape[2] != ti->shape[2])
+        return hf_fail(h, TBX_E_FORMAT, sname, "tensor \"%s\": MXFP4 scales are uint8 "
+                       "[%llu, %llu, %llu], one a block of \"%s\" (%u dimensions, dtype %s)",
+                       sname, (unsigned long long)ti->shape[0], (unsigned long long)ti->shape[1],
+                       (unsigned long long)ti->shape[2], ti->name, sc.ndim,
+                       tbx_dtype_get(sc.dtype) ? tbx_dtype_get(sc.dtype)->name : "?");
+    const uint64_t E = ti->shape[0], R = ti->shape[1], C = ti->shape[2];
+    if (E > HF_EXPERTS_MAX)
+        return hf_fail(h, TBX_E_LIMIT, ti->name, "tensor \"%s\": %llu experts (1 .. %d)",
+                       ti->name, (unsigned long long)E, HF_EXPERTS_MAX);
+    const hf_part one = {m->gguf, 0, m->xform, m->k};
+    const bool multi = m->kind == HF_MAP_INTERLEAVE;
+    const hf_part *parts = multi ? m->parts : &one;
+    uint32_t nparts = 1;
+    if (multi)
+        for (nparts = 0; parts[nparts].gguf; nparts++) {}
+    if (nparts == 0 || R % nparts)
+        return hf_fail(h, TBX_E_FORMAT, ti->name, "tensor \"%s\": %llu rows do not interleave "
+                       "%u parts", ti->name, (unsigned long long)R, nparts);
+    for (uint32_t j = 0; j < nparts; j++) {
+        char name[HF_NAME_MAX];
+        if (!tbx_hf_gguf_name_(parts[j].gguf, mt->layer, mt->suffix, name, sizeof name))
+            return hf_fail(h, TBX_E_LIMIT, ti->name, "tensor \"%s\": name too long", ti->name);
+        hf_out *o = new_out(h);
+        if (!o) return tbx_err_nomem(h->err, "tensor plan");
+        memcpy(o->name, name, strlen(name) + 1);
+        o->src = i;
+        o->aux = si;
+        o->xform = HF_XF_MXFP4;
+        o->layer = strchr(parts[j].gguf, '#') ? mt->layer : -1;
+        o->rows = R / nparts;
+        o->cols = C * 32; /* C x 16 bytes are in the tensor: no overflow */
+        o->ndim = 3;
+        o->nmat = E;
+        o->mat = R * C;   /* blocks of an expert */
+        o->first = j * C; /* its first row's first block */
+        o->step = nparts;
+        o->dtype = TBX_DT_MXFP4;
+        o->why = HF_WHY_MXFP4;
+        o->action = TBX_CONVERT_KEPT;
+        h->n_mxfp4++;
+        h->nout++;
+    }
+    return TBX_OK;
+}
+
 /* Every input tensor's llama.cpp name(s), layer and shape (h->out; nothing written yet): one
  * output per HF_MAP_ONE tensor, one per part of an HF_MAP_SPLIT one (its rows resolved once
  * the hyper-parameters are read: resolve_splits), and one per stack of HF_MAP_STACK ones,
@@ -2205,10 +2279,26 @@ static tbx_status plan_tensors(hf *h) {
         const size_t tl = strlen(ti.name);
         if (r < 0 && tl > 7 && (!strcmp(ti.name + tl - 7, "_blocks") ||
                                 !strcmp(ti.name + tl - 7, "_scales")))
-            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": MXFP4 blocks and scales "
-                           "(a quantized checkpoint, as openai/gpt-oss-*'s experts) are not "
-                           "converted yet; a checkpoint with the experts in bf16, f16 or f32 is",
-                           ti.name);
+            return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\": MXFP4 blocks or scales "
+                           "of a tensor the %s architecture table does not repack", ti.name,
+                           h->a->model_type);
+        if (r > 0 && mt.m->kind == HF_MAP_SCALES) { /* they go with their blocks */
+            char bname[HF_NAME_MAX];
+            uint64_t bi;
+            if (tl < 7 || tl >= sizeof bname || strcmp(ti.name + tl - 7, "_scales"))
+                return hf_fail(h, TBX_E_FORMAT, ti.name, "tensor \"%s\": MXFP4 scales are "
+                               "named \"*_scales\"", ti.name);
+            memcpy(bname, ti.name, tl - 7);
+            memcpy(bname + tl - 7, "_blocks", 8);
+            if (tbx_tensor_find(h->in, bname, &bi) != TBX_OK)
+                return hf_fail(h, TBX_E_NOT_FOUND, ti.name, "tensor \"%s\": MXFP4 scales "
+                               "without their blocks \"%s\"", ti.name, bname);
+            continue;
+        }
+        if (r > 0 && mt.m->xform == HF_XF_MXFP4) {
+            if ((st = plan_mxfp4(h, i, &ti, &mt)) != TBX_OK) return st;
+            continue;
+        }
         if (r < 0)
             return hf_fail(h, TBX_E_UNSUPPORTED, ti.name, "tensor \"%s\" has no llama.cpp name "
                            "in the %s architecture table", ti.name, h->a->model_type);
@@ -2636,6 +2726,10 @@ static void hf_reason(const tbx_plan *p, const tbx_file *in, size_t k, char *buf
         snprintf(buf, cap, "1-D, norm, or position/token-type embedding: f32 for llama.cpp");
         break;
     case HF_WHY_F64: snprintf(buf, cap, "f64 is written as f32 for llama.cpp"); break;
+    case HF_WHY_MXFP4:
+        snprintf(buf, cap, "MXFP4 blocks and scales repacked to ggml's MXFP4 as they are (as "
+                 "llama.cpp's converter keeps them, whatever the type asked for)");
+        break;
     case HF_WHY_GENERATED:
         snprintf(buf, cap, "generated (%s rope scaling)",
                  o->gen == HF_GEN_ROPE_FREQS ? "llama3" : "longrope");
@@ -2713,6 +2807,23 @@ static tbx_status build_plan(hf *h) {
             t.flags = TBX_PT_GEN;
             t.enc = TBX_PENC_ENCODE;
             st = tbx_plan_add(p, &t, NULL, h->err);
+            continue;
+        }
+        if (o->xform == HF_XF_MXFP4) { /* each expert's rows of blocks, repacked */
+            t.enc = TBX_PENC_STORED;
+            st = tbx_plan_add(p, &t, NULL, h->err);
+            tbx_plan_src s;
+            memset(&s, 0, sizeof s);
+            s.tensor = o->src;
+            s.aux = o->aux;
+            s.xform = TBX_XF_MXFP4_HF;
+            s.rows = o->rows;
+            s.cols = o->cols / 32;
+            s.step = o->step;
+            for (uint64_t x = 0; st == TBX_OK && x < o->nmat; x++) {
+                s.first = o->first + x * o->mat;
+                st = tbx_plan_add_src(p, &s, h->err);
+            }
             continue;
         }
         /* stored bytes when the dtype stays and no value changes (scale, add) */
@@ -2819,6 +2930,14 @@ static tbx_status apply_preset(hf *h) {
         hf_out *x = &h->out[order[k]];
         const tbx_lq_choice *c = &ch[k];
         if (c->type == x->dtype) continue;
+        if (x->xform == HF_XF_MXFP4) { /* llama-quantize requantizes only when allowed to */
+            const tbx_dtype_info *to = tbx_dtype_get(c->type);
+            st = hf_fail(h, TBX_E_UNSUPPORTED, x->name, "tensor \"%s\" (MXFP4 blocks of %s): "
+                         "%s gives it %s, which would requantize MXFP4 (llama-quantize refuses: "
+                         "\"requantizing from type mxfp4 is disabled\"); MXFP4_MOE keeps them",
+                         x->name, hf_name_of(h, x), h->preset->name, to ? to->name : "?");
+            break;
+        }
         const tbx_encoder *e = tbx_encoder_for(c->type);
         const tbx_dtype_info *to = tbx_dtype_get(c->type);
         if (!e || e->kind == TBX_ENC_PAYLOAD) {
@@ -3028,6 +3147,9 @@ tbx_status tbx_hf_gguf_write(tbx_hf_gguf *h, tbx_writer *w, tbx_plan **plan, tbx
             if (bulk == TBX_DT_F64) bulk = TBX_DT_F32;
         }
         ftype = tbx_llama_ftype(bulk);
+        /* MXFP4 experts kept: llama.cpp's converter calls an f32/f16/bf16 file MOSTLY_MXFP4_MOE */
+        if (h->n_mxfp4 && (bulk == TBX_DT_F32 || bulk == TBX_DT_F16 || bulk == TBX_DT_BF16))
+            ftype = LLAMA_FTYPE_MXFP4_MOE;
     }
     /* a preset writes them last, as llama_model_quantize does */
     if (st == TBX_OK && !h->preset) st = put_u32(h, "general.file_type", ftype);

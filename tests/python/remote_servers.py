@@ -3,7 +3,9 @@
 * ``Nginx``: Debian's nginx with a generated configuration and a temporary root, HTTP and
   HTTPS (a self-signed certificate made with openssl), a location that ignores Range
   (``/norange/``: ``max_ranges 0``), a redirect loop (``/loop/``), a 403 (``/forbidden/``),
-  a slow answer (``/slow/``: the echo module sleeps), the Hub's URL layout
+  a slow answer (``/slow/``: the echo module sleeps), a range that fails
+  (``/fail/N/FILE``: FILE at 4 MiB/s, but 503 for a range request that starts at byte N), the
+  Hub's URL layout
   (``/ORG/REPO/resolve/REV/FILE`` -> 302 -> ``/cdn/ORG/REPO/REV/FILE``; ``/api/...`` the
   tree listings as files), ``/badrange/`` and ``/badetag/`` (a second, malformed Content-Range;
   an ETag of 302 bytes), and an access log of every request with its bytes.
@@ -49,8 +51,10 @@ def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 15.
 class Nginx:
     """nginx serving `root` on http://127.0.0.1:port and https://localhost:tls_port."""
 
-    def __init__(self, workdir: Path, root: Path, s3_upstream: int | None = None):
+    def __init__(self, workdir: Path, root: Path, s3_upstream: int | None = None,
+                 limit_rate: str | None = None):
         self.workdir = Path(workdir)
+        self.limit_rate = limit_rate  # nginx's limit_rate (bytes/s of each answer), e.g. "100m"
         self.s3_upstream = s3_upstream  # a port: s3_port proxies to it, logging Authorization
         self.s3_port = free_port() if s3_upstream else None
         self.s3_log = self.workdir / "s3.log"
@@ -87,6 +91,8 @@ events {{ worker_connections 256; }}
 http {{
   log_format tbx '$request_method $uri $status $bytes_sent "$http_range" "$http_authorization"';
   access_log {self.log} tbx;
+  {f"limit_rate {self.limit_rate};" if self.limit_rate else ""}
+  map "$uri|$http_range" $tbx_fail {{ default 0; "~^/fail/(\\d+)/[^|]*\\|bytes=\\1-" 1; }}
   {temps}
   default_type application/octet-stream;
   sendfile on;
@@ -104,6 +110,11 @@ http {{
     location /forbidden/ {{ return 403; }}
     location /slow/ {{ echo_sleep 5; echo "late"; }}
     location /cdn/ {{ }}
+    location /fail/ {{
+      limit_rate 4m;
+      if ($tbx_fail) {{ return 503; }}
+      rewrite ^/fail/\\d+/(.*)$ /$1 break;
+    }}
     location /api/ {{ default_type application/json; }}
     location = /api/models/org/paged/tree/main {{
       default_type application/json;

@@ -908,29 +908,199 @@ def test_gemma_configs_llama_cpp_cannot_run_are_refused(tbx, tiny, tmp_path, cas
     assert said in r.text and "llama.cpp" in r.text, r.describe()
 
 
-# gpt-oss's released checkpoints keep their experts as MXFP4 blocks and scales (uint8
-# *_blocks / *_scales), which llama.cpp's converter repacks; tbx does not convert them yet and
-# says so, naming the tensor (here a [experts, 2 x ff, blocks, 16] blocks tensor of random bytes
-# beside the float model's tensors, as the released files have them in place of gate_up_proj)
-def test_gpt_oss_mxfp4_checkpoint_refused(tbx_asan, tiny, tmp_path):
+# gpt-oss's released checkpoints keep their experts as MXFP4 (uint8 *_blocks [experts, rows,
+# blocks, 16]: byte j of a block holds its values 2j (low nibble) and 2j + 1 (high); *_scales
+# [experts, rows, blocks]: E8M0 exponents), already [out, in] (no transpose), gate_up's rows
+# interleaving the gate's (even) and the up's (odd); config.json says quant_method "mxfp4".
+# The tiny model's experts replaced by random blocks and valid scales (2^-11 .. 2^-6 x the FP4
+# values: weights of the tiny model's size), the rest bf16.
+FP4_VALUES = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6],
+                      dtype=np.float64)
+
+
+def mxfp4_checkpoint(tiny, dst: Path, seed: int = 1, dtype=torch.bfloat16):
+    """tiny gpt_oss copied to dst with MXFP4 experts, the other tensors in dtype; returns
+    {hf name: (blocks, scales)}."""
     import shutil
     from safetensors.torch import load_file, save_file
+    shutil.copytree(tiny("gpt_oss")["dir"], dst)
+    W = load_file(str(dst / "model.safetensors"))
+    g = torch.Generator().manual_seed(seed)
+    out, mx = {}, {}
+    for k, v in W.items():
+        if not k.endswith(("experts.gate_up_proj", "experts.down_proj")):
+            out[k] = v.to(dtype)
+            continue
+        E, n_in, n_out = v.shape  # stored for x @ W: [experts, in, out]
+        blocks = torch.randint(0, 256, (E, n_out, n_in // 32, 16), dtype=torch.uint8, generator=g)
+        scales = torch.randint(116, 122, (E, n_out, n_in // 32), dtype=torch.uint8, generator=g)
+        out[k + "_blocks"], out[k + "_scales"] = blocks, scales
+        mx[k] = (blocks.numpy(), scales.numpy())
+    save_file(out, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    return mx
+
+
+def mxfp4_values(blocks, scales):
+    """[experts, rows, blocks x 32] float64: the OCP MX definition, value 2j of a block its byte
+    j's low nibble, 2j + 1 the high one, times 2^(scale - 127)."""
+    nib = np.stack([blocks & 15, blocks >> 4], axis=-1).reshape(*blocks.shape[:-1], 32)
+    v = FP4_VALUES[nib] * np.exp2(scales.astype(np.float64) - 127)[..., None]
+    return v.reshape(*blocks.shape[:2], -1)
+
+
+# tbx's file equals llama.cpp's converter's (keys, tensor names, shapes, types MXFP4 for the
+# experts, bytes), and its experts, dequantized by gguf-py, are the checkpoint's values by the
+# MX definition computed here from the random bytes (gate: the even rows, up: the odd ones)
+def test_gpt_oss_mxfp4_checkpoint_equals_convert_hf_to_gguf(tbx_asan, tiny, tmp_path):
     src = tmp_path / "model"
-    shutil.copytree(tiny("gpt_oss")["dir"], src)
+    mx = mxfp4_checkpoint(tiny, src)
+    ref, out = tmp_path / "llama-cpp.gguf", tmp_path / "tbx.gguf"
+    llama_convert(src, ref, "gpt_oss", "bf16")
+    convert(tbx_asan, src, out)
+    assert_same_as_llama_cpp(ref, out, "gpt_oss")
+    Q = gguf.GGMLQuantizationType
+    r, f = read_gguf(out)
+    assert f["general.file_type"].contents() == gguf.LlamaFileType.MOSTLY_MXFP4_MOE
+    T = {t.name: t for t in r.tensors}
+    seen = 0
+    for k, (blocks, scales) in mx.items():
+        layer = k.split(".")[2]
+        want = mxfp4_values(blocks, scales)
+        parts = ({"down": want} if k.endswith("down_proj")
+                 else {"gate": want[:, 0::2], "up": want[:, 1::2]})
+        for part, w in parts.items():
+            t = T[f"blk.{layer}.ffn_{part}_exps.weight"]
+            assert t.tensor_type == Q.MXFP4, (t.name, t.tensor_type)
+            got = gguf.quants.dequantize(t.data, Q.MXFP4)
+            assert got.shape == w.shape, (t.name, got.shape, w.shape)
+            assert np.array_equal(got.astype(np.float64), w), t.name
+            seen += 1
+    assert seen == 3 * len(mx) // 2 and seen >= 6
+
+
+# --cast leaves the MXFP4 experts as they are, as llama.cpp's converter's --outtype does (f16
+# here: tbx's file equals the converter's --outtype f16 one); llama-quantize's presets take
+# tbx's file of the directory as llama_model_quantize takes it: MXFP4_MOE keeps the experts
+# (the same bytes as llama_model_quantize's), a preset that would requantize them (Q8_0) is
+# refused by both, tbx naming the tensor
+def test_gpt_oss_mxfp4_checkpoint_cast_and_presets(tbx, tiny, tmp_path):
+    import llama_quantize_ref as lq
+    src = tmp_path / "model"
+    mxfp4_checkpoint(tiny, src, seed=2)
+    ref, out = tmp_path / "llama-cpp-f16.gguf", tmp_path / "tbx-f16.gguf"
+    llama_convert(src, ref, "gpt_oss", "f16")
+    convert(tbx, src, out, "--cast", "f16")
+    assert_same_as_llama_cpp(ref, out, "gpt_oss")
+    Q = gguf.GGMLQuantizationType
+    types = {t.name: t.tensor_type for t in read_gguf(out)[0].tensors}
+    assert types["blk.0.ffn_up_exps.weight"] == Q.MXFP4 and types["blk.0.attn_q.weight"] == Q.F16
+    base, want, got = tmp_path / "tbx.gguf", tmp_path / "llama-quantize.gguf", tmp_path / "q.gguf"
+    convert(tbx, src, base)
+    lq.quantize(base, want, "MXFP4_MOE")
+    convert(tbx, src, got, "--quant", "MXFP4_MOE")
+    assert got.read_bytes() == want.read_bytes()
+    types = {t.name: t.tensor_type for t in read_gguf(got)[0].tensors}
+    assert types["blk.1.ffn_down_exps.weight"] == Q.MXFP4 and types["blk.1.attn_k.weight"] == Q.Q8_0
+    with pytest.raises(RuntimeError, match="requantizing from type mxfp4 is disabled"):
+        lq.quantize(base, tmp_path / "q8.gguf", "Q8_0")
+    bad = tmp_path / "tbx-q8.gguf"
+    r = run(tbx, "convert", src, bad, "--quant", "Q8_0", timeout=600)
+    assert_clean_exit(r)
+    assert r.rc != 0 and not bad.exists(), r.describe()
+    assert "requantiz" in r.text and "ffn_" in r.text and "_blocks" in r.text, r.describe()
+
+
+# llama.cpp runs tbx's file of the MXFP4 checkpoint as transformers runs the checkpoint itself
+# (transformers 5 dequantizes MXFP4 on a CPU: Mxfp4Config(dequantize=True); llama.cpp's yarn,
+# as test_decoder_logits_equal_transformers). ggml's MXFP4 matmul rounds the activations to
+# q8_0 (its vec_dot_type), so the file is held to two bars: a control GGUF of the same model
+# with f32 experts (the MX values computed here, converted by tbx's float path) gives
+# transformers' logits within the f32 bar (1e-3: transformers' dequantization is the MX
+# definition laid out as the test reads it), and tbx's MXFP4 file gives the control's logits
+# within MXFP4_BOUND x max |logit| (the activations' rounding: measured 1.5e-3; a wrong layout,
+# gate and up swapped or nibbles out of order, is O(1e-1) and more).
+MXFP4_BOUND = 1e-2
+
+
+def test_gpt_oss_mxfp4_logits_equal_transformers(tbx, tiny, tmp_path):
+    from safetensors.torch import load_file, save_file
+    src = tmp_path / "model"
+    mx = mxfp4_checkpoint(tiny, src, seed=3, dtype=torch.float32)
+    out = tmp_path / "tbx.gguf"
+    convert(tbx, src, out)
+    # the control: the same directory with the experts as f32 values, stored for x @ W
+    ctl = tmp_path / "control"
+    ctl.mkdir()
+    for f in src.iterdir():
+        if f.name not in ("model.safetensors", "config.json"):
+            (ctl / f.name).write_bytes(f.read_bytes())
+    cfg = json.loads((src / "config.json").read_text())
+    del cfg["quantization_config"]
+    (ctl / "config.json").write_text(json.dumps(cfg))
+    W = {k: v for k, v in load_file(str(src / "model.safetensors")).items()
+         if not k.endswith(("_blocks", "_scales"))}
+    for k, (blocks, scales) in mx.items():
+        W[k] = torch.from_numpy(mxfp4_values(blocks, scales).astype(np.float32)).transpose(1, 2)
+    save_file({k: v.contiguous() for k, v in W.items()}, str(ctl / "model.safetensors"),
+              metadata={"format": "pt"})
+    ctl_out = tmp_path / "control.gguf"
+    convert(tbx, ctl, ctl_out)
+    tok = hf_tokenizer(src)
+    cfg = transformers.AutoConfig.from_pretrained(str(src))
+    cfg.rope_parameters["truncate"] = True  # llama.cpp's yarn (YARN_TRUNCATE)
+    model = transformers.GptOssForCausalLM.from_pretrained(
+        str(src), config=cfg, dtype=torch.float32,
+        quantization_config=transformers.Mxfp4Config(dequantize=True)).eval()
+    w = model.model.layers[0].mlp.experts.down_proj
+    assert w.dtype == torch.float32 and w.dim() == 3, (w.dtype, w.shape)
+    runs = {}
+    for name, path in (("mxfp4", out), ("control", ctl_out)):
+        llm = llama_cpp.Llama(model_path=str(path), n_ctx=128, logits_all=True, verbose=False,
+                              type_k=0, type_v=0, n_threads=1, n_batch=128)
+        runs[name] = []
+        for p in PROMPTS:
+            ids = tok(p)["input_ids"]
+            llm.reset()
+            llm.eval(ids)
+            runs[name].append(np.asarray(llm.scores[:len(ids)], dtype=np.float64))
+        del llm
+    for i, p in enumerate(PROMPTS):
+        with torch.no_grad():
+            ref = model(torch.tensor([tok(p)["input_ids"]])).logits[0].double().numpy()
+        d_ctl = float(np.abs(runs["control"][i] - ref).max())
+        assert d_ctl <= VARIANTS["f32"][1], (p, "control vs transformers", d_ctl)
+        rel = float(np.abs(runs["mxfp4"][i] - runs["control"][i]).max()) / float(np.abs(ref).max())
+        assert rel <= MXFP4_BOUND, (p, "MXFP4 file vs control", rel)
+
+
+# malformed MXFP4 tensors are refused, naming the tensor: scales of another shape than their
+# blocks, blocks whose last axis is not 16 bytes, blocks without their scales
+@pytest.mark.parametrize("case", ["scales-shape", "blocks-shape", "no-scales"])
+def test_gpt_oss_mxfp4_checkpoint_malformed_refused(tbx_asan, tiny, tmp_path, case):
+    from safetensors.torch import load_file, save_file
+    src = tmp_path / "model"
+    mxfp4_checkpoint(tiny, src)
     W = load_file(str(src / "model.safetensors"))
-    name = "model.layers.0.mlp.experts.gate_up_proj"
-    E, H, F2 = W.pop(name).shape
-    g = torch.Generator().manual_seed(1)
-    W[name + "_blocks"] = torch.randint(0, 256, (E, F2, H // 32, 16), dtype=torch.uint8,
-                                        generator=g)
-    W[name + "_scales"] = torch.randint(118, 130, (E, F2, H // 32), dtype=torch.uint8,
-                                        generator=g)
+    name = "model.layers.1.mlp.experts.down_proj"
+    bad = name + ("_blocks" if case == "blocks-shape" else "_scales")
+    if case == "scales-shape":
+        W[bad] = W[bad][:, :-1].contiguous()
+    elif case == "blocks-shape":
+        E, R, C, _ = W[bad].shape
+        W[bad] = W[bad].reshape(E, R, C * 2, 8).contiguous()
+    else:
+        del W[bad]
+        bad = name + "_blocks"
     save_file(W, str(src / "model.safetensors"), metadata={"format": "pt"})
     out = tmp_path / "out.gguf"
     r = run(tbx_asan, "convert", src, out, timeout=600)
     assert_clean_exit(r)
-    assert r.rc == 1 and not out.exists(), r.describe()
-    assert "MXFP4" in r.text and name + "_" in r.text, r.describe()
+    assert r.rc != 0 and not out.exists(), r.describe()
+    assert "MXFP4" in r.text and f'"{bad}"' in r.text, r.describe()
 
 
 # gpt-oss's checkpoints are bf16 (their attention, embeddings, router, and the experts once

@@ -7,6 +7,7 @@
  *    rows), scale, add; as stored bytes and through an encoder;
  *  - splitting one input into several outputs, joining several into one, stacking experts;
  *  - a generated tensor (the plan's hook);
+ *  - MXFP4 blocks and scales repacked to ggml's MXFP4 (TBX_XF_MXFP4_HF), rows taken apart;
  *  - every encoder of the table against its kernel called directly (floats, ggml block types
  *    against the scalar quantizers, MCF families against the row quantizers);
  *  - 1, 2, 3 and 4 threads give the same bytes, also with jobs cut small;
@@ -42,7 +43,7 @@ static int count_files(void) { return tbx_test_dir_count(); }
 /* ------------------------------------------------------------------------------------------ */
 typedef struct tin {
     const char *name;
-    tbx_dtype dtype;          /* F32 or F16 */
+    tbx_dtype dtype;          /* F32, F16 or U8 */
     uint32_t ndim;
     uint64_t shape[3];
     float (*value)(uint64_t i);
@@ -83,11 +84,12 @@ static void write_input(const char *path, const tin *ts, size_t n) {
     }
     for (size_t k = 0; k < n; k++) {
         const uint64_t c = tin_count(&ts[k]);
-        const size_t es = ts[k].dtype == TBX_DT_F16 ? 2 : 4;
+        const size_t es = ts[k].dtype == TBX_DT_U8 ? 1 : ts[k].dtype == TBX_DT_F16 ? 2 : 4;
         uint8_t *b = malloc((size_t)c * es + 1);
         for (uint64_t i = 0; i < c; i++) {
             const float v = ts[k].value(i);
             if (es == 4) memcpy(b + i * 4, &v, 4);
+            else if (es == 1) b[i] = (uint8_t)v; /* U8: the formula's byte */
             else tbx_st16(b + i * 2, tbx_f32_to_f16(v));
         }
         if (tbx_writer_write_tensor(w, k, b, (size_t)c * es, &e) != TBX_OK) abort();
@@ -1273,6 +1275,103 @@ TBX_TEST(plans_that_do_not_fit_are_refused) {
         else CHECK(strstr(e.message, "\"x\"") != NULL);
         CHECK(access(out, F_OK) != 0);
     }
+}
+
+/* MXFP4 blocks and scales of a Hugging Face checkpoint (TBX_XF_MXFP4_HF): uint8 blocks
+ * [MX_E, MX_R, MX_C, 16] and scales [MX_E, MX_R, MX_C]; each expert's even rows and odd rows
+ * (step 2) and all its rows (step 0), as stored MXFP4 in a GGUF. The expected bytes are built
+ * here from the definitions: HF's byte j holds values 2j (low nibble) and 2j + 1; ggml's
+ * block_mxfp4 is the scale byte, then byte j = value j | value j + 16 << 4. */
+enum { MX_E = 2, MX_R = 6, MX_C = 3 };
+static float v_mxb(uint64_t i) { return (float)((i * 151 + 7) % 256); }
+static float v_mxs(uint64_t i) { return (float)(110 + (i * 13) % 25); }
+static const tin MX_IN[] = {{"b", TBX_DT_U8, 4, {MX_E, MX_R, MX_C}, v_mxb},
+                            {"s", TBX_DT_U8, 3, {MX_E, MX_R, MX_C}, v_mxs}};
+static int g_mx_bad;
+
+static void add_src_mx(tbx_plan *p, uint64_t first, uint64_t rows, uint32_t step) {
+    tbx_plan_src s;
+    memset(&s, 0, sizeof s);
+    s.tensor = idx("b");
+    s.aux = idx("s");
+    s.first = first;
+    s.rows = rows;
+    s.cols = MX_C;
+    s.step = step;
+    s.xform = TBX_XF_MXFP4_HF;
+    if (g_build_st == TBX_OK) g_build_st = tbx_plan_add_src(p, &s, NULL);
+}
+
+static void plan_mx(tbx_plan *p, const tbx_file *in) {
+    (void)in;
+    const uint64_t half[3] = {MX_E, MX_R / 2, MX_C * 32}, all[3] = {MX_E, MX_R, MX_C * 32};
+    if (g_mx_bad) { /* one row past the blocks' end */
+        add_out(p, "x", TBX_DT_MXFP4, 3, half, TBX_PENC_STORED, 0);
+        for (uint64_t x = 0; x < MX_E; x++)
+            add_src_mx(p, x * MX_R * MX_C + (x + 1 == MX_E ? 2 * MX_C : MX_C), MX_R / 2, 2);
+        return;
+    }
+    add_out(p, "even", TBX_DT_MXFP4, 3, half, TBX_PENC_STORED, 0);
+    for (uint64_t x = 0; x < MX_E; x++) add_src_mx(p, x * MX_R * MX_C, MX_R / 2, 2);
+    add_out(p, "odd", TBX_DT_MXFP4, 3, half, TBX_PENC_STORED, 0);
+    for (uint64_t x = 0; x < MX_E; x++) add_src_mx(p, x * MX_R * MX_C + MX_C, MX_R / 2, 2);
+    add_out(p, "all", TBX_DT_MXFP4, 3, all, TBX_PENC_STORED, 0);
+    add_src_mx(p, 0, MX_E * MX_R, 0);
+}
+
+TBX_TEST(mxfp4_blocks_repacked_to_ggml) {
+    char in[600], out[600];
+    tmp(in, sizeof in, "mx.safetensors");
+    tmp(out, sizeof out, "mx.gguf");
+    uint8_t hb[MX_E * MX_R * MX_C * 16];
+    for (size_t i = 0; i < sizeof hb; i++) hb[i] = (uint8_t)v_mxb(i);
+    /* mx.safetensors' blocks tensor is [E, R, C, 16] */
+    tin ins[2] = {MX_IN[0], MX_IN[1]};
+    ins[0].ndim = 3;
+    ins[0].shape[2] = MX_C * 16; /* the same bytes as [E, R, C, 16] (tin holds 3 dimensions) */
+    write_input(in, ins, 2);
+    for (int mapped = 0; mapped < 2; mapped++) {
+        g_mx_bad = 0;
+        run_opts ro = {0};
+        ro.fmt = TBX_FORMAT_GGUF;
+        ro.open_flags = mapped ? TBX_OPEN_MMAP : 0;
+        tbx_error e;
+        CHECK_OK(run(in, out, plan_mx, &ro, &e));
+        static const char *const names[] = {"even", "odd", "all"};
+        for (int k = 0; k < 3; k++) {
+            size_t n = 0;
+            uint8_t *got = read_bytes(out, names[k], &n);
+            const uint64_t rows = k == 2 ? MX_R : MX_R / 2;
+            CHECK(got != NULL && n == MX_E * rows * MX_C * 17);
+            int same = got != NULL;
+            for (uint64_t x = 0; same && x < MX_E; x++)
+                for (uint64_t r = 0; r < rows; r++)
+                    for (uint64_t b = 0; b < MX_C; b++) {
+                        const uint64_t hr = k == 2 ? r : 2 * r + (uint64_t)k;
+                        const uint64_t blk = (x * MX_R + hr) * MX_C + b;
+                        const uint8_t *o = got + ((x * rows + r) * MX_C + b) * 17;
+                        const uint8_t *q = hb + blk * 16;
+                        same &= o[0] == (uint8_t)v_mxs(blk);
+                        for (int j = 0; j < 16; j++) {
+                            const int vj = (q[j / 2] >> (j % 2 ? 4 : 0)) & 15;
+                            const int vk = (q[(j + 16) / 2] >> ((j + 16) % 2 ? 4 : 0)) & 15;
+                            same &= o[1 + j] == (uint8_t)(vj | vk << 4);
+                        }
+                    }
+            CHECK(same);
+            free(got);
+        }
+    }
+    /* a view past the blocks: refused before anything is written */
+    g_mx_bad = 1;
+    unlink(out);
+    run_opts ro = {0};
+    ro.fmt = TBX_FORMAT_GGUF;
+    tbx_error e;
+    CHECK_EQ(run(in, out, plan_mx, &ro, &e), TBX_E_INVALID_ARG);
+    CHECK(strstr(e.message, "\"x\"") != NULL && strstr(e.message, "MXFP4") != NULL);
+    CHECK(access(out, F_OK) != 0);
+    g_mx_bad = 0;
 }
 
 TBX_TEST_MAIN()
