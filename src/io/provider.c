@@ -20,9 +20,6 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#define NAME_MAX_BYTES 4095u
-#define COMPONENT_MAX_BYTES 255u
-
 /* ------------------------------------------------------------------------------------------ */
 /* Shared by every provider                                                                    */
 /* ------------------------------------------------------------------------------------------ */
@@ -31,25 +28,6 @@ void tbx_namelist_free(const tbx_alloc *al, tbx_namelist *l) {
     for (size_t i = 0; i < l->n; i++) tbx_free(al, l->names[i], strlen(l->names[i]) + 1);
     tbx_free(al, l->names, l->cap * sizeof *l->names);
     memset(l, 0, sizeof *l);
-}
-
-const char *tbx_provider_name_ok(const char *name) {
-    if (!name || !*name) return "is empty";
-    if (name[0] == '/') return "is an absolute path";
-    size_t n = strlen(name);
-    if (n > NAME_MAX_BYTES) return "is longer than 4095 bytes";
-    for (const char *c = name; *c;) {
-        const char *e = strchr(c, '/');
-        size_t k = e ? (size_t)(e - c) : strlen(c);
-        if (k == 0) return "has an empty component (\"//\" or a trailing '/')";
-        if (k == 2 && c[0] == '.' && c[1] == '.') return "leads out of the set's directory (\"..\")";
-        if (k == 1 && c[0] == '.') return "has a component \".\"";
-        if (k > COMPONENT_MAX_BYTES) return "has a component longer than 255 bytes";
-        if (!e) break;
-        c = e + 1;
-        if (!*c) return "has an empty component (\"//\" or a trailing '/')";
-    }
-    return NULL;
 }
 
 static tbx_status bad_name(const tbx_provider *p, const char *name, const char *why,
