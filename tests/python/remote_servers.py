@@ -4,7 +4,8 @@
   HTTPS (a self-signed certificate made with openssl), a location that ignores Range
   (``/norange/``: ``max_ranges 0``), a redirect loop (``/loop/``), a 403 (``/forbidden/``),
   a slow answer (``/slow/``: the echo module sleeps), a range that fails
-  (``/fail/N/FILE``: FILE at 4 MiB/s, but 503 for a range request that starts at byte N), the
+  (``/fail/N/FILE``: FILE at 4 MiB/s, but 503 for a range request that starts at byte N;
+  ``/slowfail/N/FILE``: the same 503 after 0.4 s), the
   Hub's URL layout
   (``/ORG/REPO/resolve/REV/FILE`` -> 302 -> ``/cdn/ORG/REPO/REV/FILE``; ``/api/...`` the
   tree listings as files), ``/badrange/`` and ``/badetag/`` (a second, malformed Content-Range;
@@ -93,6 +94,7 @@ http {{
   access_log {self.log} tbx;
   {f"limit_rate {self.limit_rate};" if self.limit_rate else ""}
   map "$uri|$http_range" $tbx_fail {{ default 0; "~^/fail/(\\d+)/[^|]*\\|bytes=\\1-" 1; }}
+  map "$uri|$http_range" $tbx_slowfail {{ default 0; "~^/slowfail/(\\d+)/[^|]*\\|bytes=\\1-" 1; }}
   {temps}
   default_type application/octet-stream;
   sendfile on;
@@ -115,6 +117,13 @@ http {{
       if ($tbx_fail) {{ return 503; }}
       rewrite ^/fail/\\d+/(.*)$ /$1 break;
     }}
+    location /slowfail/ {{
+      limit_rate 4m;
+      error_page 418 = @slow503;
+      if ($tbx_slowfail) {{ return 418; }}
+      rewrite ^/slowfail/\\d+/(.*)$ /$1 break;
+    }}
+    location @slow503 {{ echo_sleep 0.4; echo_status 503; echo "busy"; }}
     location /api/ {{ default_type application/json; }}
     location = /api/models/org/paged/tree/main {{
       default_type application/json;

@@ -481,9 +481,10 @@ def test_prefetch_error_reported_on_read(tbx_asan, web, data, tmp_path):
 
 
 def test_close_ends_a_prefetch_under_way(tbx_asan, web, data, tmp_path):
-    """The first tensor's read fails (503) while the next tensor's prefetch is under way (it
-    starts as the first is set up; /fail/ sends 4 MiB/s, 6 MiB take 1.5 s): the file's close
-    ends that request at once instead of waiting for it, and frees everything (ASan)."""
+    """The first tensor's read fails (503, sent after 0.4 s: time for the prefetch to be
+    under way on a loaded machine; it starts as the first tensor is set up) while the next
+    tensor's prefetch is running (/slowfail/ sends 4 MiB/s, 6 MiB take 1.5 s): the file's
+    close ends that request at once instead of waiting for it, and frees everything (ASan)."""
     np = need("numpy")
     rng = np.random.default_rng(13)
     arrays = {f"c{i}": rng.standard_normal((3 * 1024, 1024), dtype=np.float32)
@@ -497,7 +498,7 @@ def test_close_ends_a_prefetch_under_way(tbx_asan, web, data, tmp_path):
     assert p.returncode == 0, p.stderr.decode()
     starts = [int(r["range"][6:].split("-")[0]) for r in web.requests(mark) if r["range"]]
     n = min(a for a in starts if offs["c1"] <= a < offs["c0"])
-    url = f"{web.url}/fail/{n}/pfc.safetensors"
+    url = f"{web.url}/slowfail/{n}/pfc.safetensors"
     out = tmp_path / "o.safetensors"
     t = time.monotonic()
     p = tbx_run(tbx_asan, "convert", url, out, "--cast", "f32",
