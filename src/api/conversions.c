@@ -521,6 +521,20 @@ static void dry_run_report(const tbx_file *in, const tbx_plan *plan, const tbx_c
  * as one file per input shard, OUT's stem + "-%05d-of-%05d.gguf": shard 0 with the metadata,
  * the others with the split keys only (split.no u16, split.count u16, split.tensors.count
  * i32, after the rest, as llama.cpp sets them). Each file is finished before the next. */
+/* One shard of a split output: the engine on the plan's current window, its progress counted
+ * from *base of `whole` input bytes (one operation across the shards); *base moves past it. */
+static tbx_status run_shard(tbx_file *in, tbx_plan *plan, tbx_writer *w,
+                            const tbx_convert_options *o, uint64_t *base, uint64_t whole,
+                            tbx_error *err) {
+    tbx_engine_opts eo;
+    engine_opts(&eo, o->progress, o->progress_ud, o->on_tensor, o->flags);
+    eo.on_quant = o->on_quant;
+    eo.base = *base;
+    eo.whole = whole;
+    *base += tbx_engine_input_total(in, plan);
+    return tbx_engine_run(in, plan, w, &eo, err);
+}
+
 static tbx_status keep_split(tbx_file *in, const char *out_path, const tbx_convert_options *o,
                              tbx_plan *plan, uint32_t ftype, tbx_error *err) {
     uint32_t nsplit = 1;
@@ -573,15 +587,7 @@ static tbx_status keep_split(tbx_file *in, const char *out_path, const tbx_conve
         tbx_plan_preset_window(plan, first);
         plan->t = all + first;
         plan->n = end - first;
-        if (st == TBX_OK) {
-            tbx_engine_opts eo;
-            engine_opts(&eo, o->progress, o->progress_ud, o->on_tensor, o->flags);
-            eo.on_quant = o->on_quant;
-            eo.base = base;
-            eo.whole = whole;
-            base += tbx_engine_input_total(in, plan);
-            st = tbx_engine_run(in, plan, w, &eo, err);
-        }
+        if (st == TBX_OK) st = run_shard(in, plan, w, o, &base, whole, err);
         plan->t = all;
         plan->n = nall;
         tbx_plan_preset_window(plan, 0);
@@ -701,15 +707,7 @@ static tbx_status write_sharded(tbx_file *in, const char *out_path, const tbx_co
         plan->n = end - first;
         if (qw) plan->qw = qw + first;
         if (qw_why) plan->qw_why = qw_why + first;
-        if (st == TBX_OK) {
-            tbx_engine_opts eo;
-            engine_opts(&eo, o->progress, o->progress_ud, o->on_tensor, o->flags);
-            eo.on_quant = o->on_quant;
-            eo.base = base;
-            eo.whole = whole;
-            base += tbx_engine_input_total(in, plan);
-            st = tbx_engine_run(in, plan, w, &eo, err);
-        }
+        if (st == TBX_OK) st = run_shard(in, plan, w, o, &base, whole, err);
         plan->t = all;
         plan->n = nall;
         plan->qw = qw;
